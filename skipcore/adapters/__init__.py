@@ -1,0 +1,43 @@
+"""Adapters per model family, chosen by the config's `model_type`."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from skipcore.adapters.base import Adapter, ModelShapes, positions_from_mask
+from skipcore.adapters.gpt2 import GPT2Adapter
+from skipcore.adapters.llama import LlamaAdapter
+from skipcore.adapters.opt import OPTAdapter
+from skipcore.errors import UserError
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    "opt": OPTAdapter,
+    "gpt2": GPT2Adapter,
+    "llama": LlamaAdapter,
+    "mistral": LlamaAdapter,
+    "qwen2": LlamaAdapter,
+}
+SUPPORTED = tuple(ADAPTERS)
+
+
+def check_supported(model_type: str) -> None:
+    if model_type not in ADAPTERS:
+        raise UserError(
+            f"unsupported architecture {model_type!r}; supported model types: {', '.join(SUPPORTED)}"
+        )
+
+
+def adapter_for(model: nn.Module) -> Adapter:
+    check_supported(model.config.model_type)
+    return ADAPTERS[model.config.model_type](model)
+
+
+__all__ = [
+    "ADAPTERS",
+    "SUPPORTED",
+    "Adapter",
+    "ModelShapes",
+    "adapter_for",
+    "check_supported",
+    "positions_from_mask",
+]

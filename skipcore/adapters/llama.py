@@ -1,0 +1,60 @@
+"""The Llama family (Llama, Mistral, Qwen2): rotary positions, RMSNorm, gated MLP, grouped KV heads."""
+
+from __future__ import annotations
+
+import torch
+
+from skipcore.adapters.base import Adapter, ModelShapes
+from skipcore.errors import UserError
+
+
+class LlamaAdapter(Adapter):
+    family = "llama"
+
+    def __init__(self, model) -> None:
+        super().__init__(model)
+        self._cos: torch.Tensor | None = None
+        self._sin: torch.Tensor | None = None
+
+    def _layers(self):
+        return self.model.model.layers
+
+    def _shapes(self) -> ModelShapes:
+        c = self.config
+        heads = c.num_attention_heads
+        return ModelShapes(
+            num_layers=c.num_hidden_layers,
+            hidden_size=c.hidden_size,
+            num_heads=heads,
+            num_kv_heads=getattr(c, "num_key_value_heads", None) or heads,
+            head_dim=getattr(c, "head_dim", None) or c.hidden_size // heads,
+            intermediate_size=c.intermediate_size,
+            mlp_matrices=3,
+            vocab_size=c.vocab_size,
+        )
+
+    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.model.model.embed_tokens(input_ids)
+
+    def prepare(self, max_positions: int) -> None:
+        """Rotary cos/sin for every position once; gathering rows later is bit-identical to recomputing."""
+        window = getattr(self.config, "sliding_window", None)
+        uses_window = getattr(self.config, "use_sliding_window", True) and window
+        if uses_window and max_positions > window:
+            raise UserError(
+                f"sequence of {max_positions} positions exceeds the sliding window ({window}); "
+                "sliding-window attention is not supported"
+            )
+        emb = self.model.model.embed_tokens.weight
+        if self._cos is not None and self._cos.shape[1] >= max_positions and self._cos.dtype == emb.dtype:
+            return
+        pos = torch.arange(max_positions, device=emb.device)[None]
+        self._cos, self._sin = self.model.model.rotary_emb(emb[:1][None], pos)
+
+    def layer_kwargs(self, positions: torch.Tensor, dtype: torch.dtype) -> dict:
+        if self._cos is None or self._cos.shape[1] <= int(positions.max()):
+            self.prepare(int(positions.max()) + 1)
+        return {"position_embeddings": (self._cos[0][positions], self._sin[0][positions])}
+
+    def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.model.norm(hidden)

@@ -1,0 +1,224 @@
+"""Batched SkipDecode generation: every row of a batch runs the same layers at a step, and the KV cache is
+reused without recomputing anything.
+
+The loop is the paper's algorithm: prefill the left-padded prompts at full depth, then at each step s feed
+token s-1 through the layers of budget n(s) (warmup layers, then a jump up the residual stream to the top
+layers), writing KV only for the layers that ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pandas as pd
+import torch
+
+from skipcore.adapters import Adapter, adapter_for, positions_from_mask
+from skipcore.cache import SkipKVCache
+from skipcore.errors import UserError
+from skipcore.masks import attention_mask
+from skipcore.sampling import Sampling, TokenPicker
+from skipcore.schedule import Schedule, check_nested
+from skipcore.trace import build_trace, run_metadata, summarize
+
+
+@dataclass
+class BatchOutput:
+    """Raw results of one batch: tensors on the CPU, one column per step actually run."""
+
+    tokens: torch.Tensor  # (B, T) generated ids; pad after a row's EOS
+    logprobs: torch.Tensor  # (B, T)
+    finished_before: torch.Tensor  # (B, T) bool: the row had ended before this step
+    step_ms: list[float]
+    prompt_lens: torch.Tensor  # (B,) real prompt tokens per row
+    layer_sets: list[tuple[int, ...]]  # the sets of the steps run
+    cache: SkipKVCache
+
+
+@dataclass
+class GenerationResult:
+    texts: list[str]
+    token_ids: list[list[int]]
+    trace: pd.DataFrame
+    summary: dict
+    metadata: dict = field(default_factory=dict)
+
+
+class SkipEngine:
+    """Holds a model, its tokenizer and its family adapter; generates under any nested schedule."""
+
+    def __init__(self, model, tokenizer, model_name: str = "") -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.adapter: Adapter = adapter_for(model)
+        self.model_name = model_name or getattr(model.config, "_name_or_path", "")
+        param = next(model.parameters())
+        self.device, self.dtype = param.device, param.dtype
+        eos = model.generation_config.eos_token_id
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        self.eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.device)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+
+    @property
+    def num_layers(self) -> int:
+        return self.adapter.shapes.num_layers
+
+    # -- the hot path ---------------------------------------------------------------------------------------
+    def forward_step(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        key_mask: torch.Tensor,
+        layers: Sequence[int],
+        cache: SkipKVCache,
+    ) -> torch.Tensor:
+        """One forward pass through `layers` only; returns the logits of the last column."""
+        a = self.adapter
+        h = a.embed(input_ids, positions)
+        mask = attention_mask(key_mask, input_ids.shape[1], h.dtype, a.mask_as_bool)
+        kw = a.layer_kwargs(positions, h.dtype)
+        for i in layers:
+            h = a.run_layer(i, h, mask, cache, kw)
+        return a.head(h[:, -1])
+
+    @torch.inference_mode()
+    def generate_batch(
+        self,
+        input_ids: torch.Tensor,
+        attn: torch.Tensor,
+        layer_sets: Sequence[Sequence[int]],
+        picker: TokenPicker,
+    ) -> BatchOutput:
+        """Generate len(layer_sets) tokens at most for left-padded rows; step s runs layer_sets[s]."""
+        check_nested(layer_sets)
+        dev = self.device
+        input_ids, attn = input_ids.to(dev), attn.to(dev)
+        B, P = input_ids.shape
+        T = len(layer_sets)
+        kv_heads, head_dim = self.adapter.kv_shape
+        self.adapter.prepare(P + T)
+        cache = SkipKVCache.for_layer_sets(
+            layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, dev
+        )
+        key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
+        key_mask[:, :P] = attn.bool()
+        prompt_lens = attn.long().sum(1)
+        tokens = torch.full((B, T), self.pad_id, dtype=torch.long, device=dev)
+        logprobs = torch.zeros(B, T, device=dev)
+        finished = torch.zeros(B, T, dtype=torch.bool, device=dev)
+        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        step_ms: list[float] = []
+        sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+        step_ids, positions = input_ids, positions_from_mask(attn)
+        for s in range(T):
+            t0 = time.perf_counter()
+            if s > 0:
+                key_mask[:, P + s - 1] = True
+                step_ids = tokens[:, s - 1 : s]
+                positions = (prompt_lens + (s - 1))[:, None]
+            logits = self.forward_step(step_ids, positions, key_mask[:, : P + s], layer_sets[s], cache)
+            new, lp = picker(logits)
+            tokens[:, s] = torch.where(done, self.pad_id, new)
+            logprobs[:, s] = lp
+            finished[:, s] = done
+            done = done | torch.isin(new, self.eos_ids)
+            all_done = bool(done.all())  # syncs; the host needs it to stop, and it makes step_ms honest
+            sync()
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            if all_done:
+                break
+        n = len(step_ms)
+        return BatchOutput(
+            tokens=tokens[:, :n].cpu(),
+            logprobs=logprobs[:, :n].cpu(),
+            finished_before=finished[:, :n].cpu(),
+            step_ms=step_ms,
+            prompt_lens=prompt_lens.cpu(),
+            layer_sets=[tuple(x) for x in layer_sets[:n]],
+            cache=cache,
+        )
+
+    # -- the user-facing call -------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompts: Sequence[str],
+        schedule: Schedule | None = None,
+        max_new_tokens: int = 32,
+        sampling: Sampling | None = None,
+        batch_size: int | None = None,
+        policy: str = "static",
+    ) -> GenerationResult:
+        """Generate for every prompt under `schedule` (full depth when None); returns texts, trace, summary."""
+        if not prompts:
+            raise UserError("no prompts given")
+        if max_new_tokens < 1:
+            raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        schedule = schedule or Schedule(self.num_layers, "full")
+        if schedule.num_layers != self.num_layers:
+            raise UserError(
+                f"schedule is for {schedule.num_layers} layers but the model has {self.num_layers}"
+            )
+        sampling = sampling or Sampling()
+        batch_size = batch_size or len(prompts)
+        if batch_size < 1:
+            raise UserError(f"batch_size must be >= 1, got {batch_size}")
+        layer_sets = schedule.layer_sets(max_new_tokens)
+        picker = TokenPicker(sampling, self.device)
+        run_id = uuid.uuid4().hex[:12]
+        texts, token_ids, traces = [], [], []
+        for b, start in enumerate(range(0, len(prompts), batch_size)):
+            chunk = list(prompts[start : start + batch_size])
+            enc = self.tokenizer(chunk, return_tensors="pt", padding=True)
+            out = self.generate_batch(enc["input_ids"], enc["attention_mask"], layer_sets, picker)
+            for row in range(len(chunk)):
+                ids = self._row_ids(out.tokens[row], out.finished_before[row])
+                token_ids.append(ids)
+                texts.append(self.tokenizer.decode(ids, skip_special_tokens=True))
+            traces.append(
+                build_trace(
+                    out,
+                    self.adapter.shapes,
+                    self.tokenizer,
+                    run_id,
+                    first_sample=start,
+                    batch=b,
+                    bytes_per_element=torch.finfo(self.dtype).bits // 8,
+                )
+            )
+        trace = pd.concat(traces, ignore_index=True)
+        meta = run_metadata(
+            model=self.model_name,
+            config_hash=_config_hash(self.model_name, schedule, sampling, max_new_tokens, batch_size, policy),
+            schedule=schedule.to_dict(),
+            mode=schedule.mode,
+            policy=policy,
+            batch_size=batch_size,
+            device=str(self.device),
+            dtype=str(self.dtype).removeprefix("torch."),
+            seed=sampling.seed,
+            sampling=sampling.to_dict(),
+            max_new_tokens=max_new_tokens,
+            run_id=run_id,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        return GenerationResult(texts, token_ids, trace, summarize(trace, self.num_layers), meta)
+
+    def _row_ids(self, tokens: torch.Tensor, finished_before: torch.Tensor) -> list[int]:
+        """A row's generated ids up to and including its EOS."""
+        return tokens[~finished_before].tolist()
+
+
+def _config_hash(*parts) -> str:
+    blob = json.dumps(
+        [p.to_dict() if hasattr(p, "to_dict") else p for p in parts], sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

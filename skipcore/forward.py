@@ -1,0 +1,51 @@
+"""An uncached forward pass where every column runs its own layer set: the training forward under a skip
+schedule, and the reference the cached decode loop is checked against.
+
+With nested sets, the columns that run layer i are a prefix of the sequence (the prompt plus the steps whose
+set still holds i). So layer i simply runs on that prefix while later columns ride the residual stream
+unchanged: the same computation the engine does incrementally, done all at once without a cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from skipcore.adapters import Adapter, positions_from_mask
+from skipcore.masks import attention_mask
+from skipcore.schedule import check_nested
+
+
+def column_layer_sets(
+    prompt_cols: int, num_cols: int, step_sets: Sequence[Sequence[int]]
+) -> list[tuple[int, ...]]:
+    """The set each column runs: prompt columns run step 0's set; column P+s-1 feeds step s (held at the last)."""
+    last = len(step_sets) - 1
+    return [
+        tuple(step_sets[0 if c < prompt_cols else min(c - prompt_cols + 1, last)]) for c in range(num_cols)
+    ]
+
+
+def skip_forward(
+    adapter: Adapter,
+    input_ids: torch.Tensor,
+    attn: torch.Tensor,
+    col_sets: Sequence[Sequence[int]],
+) -> torch.Tensor:
+    """Logits for every column of left-padded `input_ids` (B, C), column c running layers `col_sets[c]`."""
+    check_nested(col_sets)
+    B, C = input_ids.shape
+    runs = torch.zeros(adapter.shapes.num_layers, dtype=torch.long)
+    for layers in col_sets:
+        runs[list(layers)] += 1  # nested sets: layer i runs on columns [0, runs[i])
+    positions = positions_from_mask(attn)
+    h = adapter.embed(input_ids, positions)
+    for i, c in enumerate(runs.tolist()):
+        if c == 0:
+            continue
+        mask = attention_mask(attn[:, :c], c, h.dtype, adapter.mask_as_bool)
+        kw = adapter.layer_kwargs(positions[:, :c], h.dtype)
+        out = adapter.run_layer(i, h[:, :c], mask, None, kw)
+        h = out if c == C else torch.cat([out, h[:, c:]], dim=1)
+    return adapter.head(h)

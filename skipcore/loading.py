@@ -1,0 +1,84 @@
+"""Loading a model and its tokenizer from a local directory (offline) or a hub id (where there is network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from skipcore.adapters import check_supported
+from skipcore.errors import UserError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but no CUDA device is available")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; choose auto, {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def _looks_like_path(name: str) -> bool:
+    """Hub ids are `name` or `org/name`; anything else is meant as a local directory."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
+
+
+def load_model(
+    name_or_dir: str,
+    device: str = "auto",
+    dtype: str = "auto",
+    attn_implementation: str = "sdpa",
+    trust_remote_code: bool = False,
+) -> tuple[PreTrainedModel, object]:
+    """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set)."""
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    local = Path(name_or_dir).expanduser()
+    if local.exists() and not local.is_dir():
+        raise UserError(f"model path {name_or_dir} is a file; pass the model's directory")
+    if _looks_like_path(name_or_dir) and not local.is_dir():
+        raise UserError(f"model directory not found: {name_or_dir}")
+    kw = {"local_files_only": True} if local.is_dir() else {}
+    source = str(local) if local.is_dir() else name_or_dir
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
+    check_supported(config.model_type)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            dtype=dt,
+            attn_implementation=attn_implementation,
+            trust_remote_code=trust_remote_code,
+            **kw,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
+    prepare_tokenizer(tokenizer, model)
+    return model.to(dev).eval(), tokenizer
+
+
+def prepare_tokenizer(tokenizer, model: PreTrainedModel) -> None:
+    """Left padding keeps every row's last prompt token in the same column, so rows share decode steps."""
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id

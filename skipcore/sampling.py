@@ -1,0 +1,59 @@
+"""Choosing the next token: greedy by default, or sampling with temperature, top-k and top-p and a seed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from skipcore.errors import UserError
+
+
+@dataclass(frozen=True)
+class Sampling:
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise UserError(f"temperature must be > 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise UserError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise UserError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TokenPicker:
+    """Turns last-position logits into tokens and their log-probabilities under the model's distribution.
+
+    The warpers are transformers' own, so sampling means exactly what it means in `generate()`.
+    """
+
+    def __init__(self, sampling: Sampling, device: torch.device) -> None:
+        self.sampling = sampling
+        self.warpers = LogitsProcessorList()
+        if sampling.do_sample:
+            if sampling.temperature != 1.0:
+                self.warpers.append(TemperatureLogitsWarper(sampling.temperature))
+            if sampling.top_k:
+                self.warpers.append(TopKLogitsWarper(sampling.top_k))
+            if sampling.top_p < 1.0:
+                self.warpers.append(TopPLogitsWarper(sampling.top_p))
+            self.generator = torch.Generator(device=device).manual_seed(sampling.seed)
+
+    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = logits.float()
+        if self.sampling.do_sample:
+            probs = torch.softmax(self.warpers(None, logits), dim=-1)
+            tokens = torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
+        else:
+            tokens = logits.argmax(-1)
+        logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
+        return tokens, logprobs

@@ -1,0 +1,230 @@
+"""Layer budgets per decode step and the layer sets they map to.
+
+Step 0 is the prefill (all L layers). Step s >= 1 feeds token s-1 and runs `n(s)` layers, with n never
+increasing in s. A mode turns a budget into a set of layers; every mode gives nested sets as n shrinks,
+which is what lets later tokens reuse the KV cache of earlier ones without recomputing anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from skipcore.errors import ScheduleError
+
+SHAPES = ("full", "constant", "linear", "power", "step", "custom")
+MODES = ("skip", "exit", "middle")
+
+
+def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0) -> tuple[int, ...]:
+    """The sorted layer indices a budget of `n` layers runs under `mode`."""
+    if not 1 <= n <= num_layers:
+        raise ScheduleError(f"budget {n} is outside [1, {num_layers}]")
+    if mode == "skip":  # the paper: warmup layers, then jump to the top n - w layers
+        w = min(warmup_layers, n)
+        return tuple(range(w)) + tuple(range(num_layers - (n - w), num_layers))
+    if mode == "exit":  # early exit by truncation: the top is cut off
+        return tuple(range(n))
+    if mode == "middle":  # keep the first ceil(n/2) and the last floor(n/2) layers
+        first = (n + 1) // 2
+        return tuple(range(first)) + tuple(range(num_layers - n // 2, num_layers))
+    raise ScheduleError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+
+
+def mask_string(layers: Sequence[int], num_layers: int) -> str:
+    """'1' where layer i runs, '0' elsewhere: the trace's `layer_mask` column."""
+    chars = ["0"] * num_layers
+    for i in layers:
+        chars[i] = "1"
+    return "".join(chars)
+
+
+def check_nested(layer_sets: Sequence[Sequence[int]]) -> None:
+    """Refuse a sequence of per-step layer sets whose later sets need KV entries never written.
+
+    A layer that runs at step s attends to every earlier position, so it must have run at every earlier step.
+    """
+    for s in range(1, len(layer_sets)):
+        missing = set(layer_sets[s]) - set(layer_sets[s - 1])
+        if missing:
+            raise ScheduleError(
+                f"layer sets are not nested: step {s} runs layer {min(missing)} which step {s - 1} skipped, "
+                "so its KV cache has a hole (choose a policy that fills skipped KV, such as calm)"
+            )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A budget shape plus a mode. Budgets and sets are resolved for a number of generated tokens."""
+
+    num_layers: int
+    shape: str = "linear"
+    mode: str = "skip"
+    max_layers: int | None = None  # defaults to num_layers
+    min_layers: int | None = None  # defaults to max_layers
+    warmup_layers: int = 1  # skip mode only: layers [0, w) always run
+    decay_span: int | None = None  # linear/step: steps to go from max to min; default max_new_tokens - 2
+    alpha: float = 0.9  # power (D3): n(s) = floor(max * alpha ** (s - 1)), held at min
+    stages: int = 4  # step (HSD-like): number of equal-length plateaus from max to min
+    budgets_list: tuple[int, ...] = field(default=())  # custom: n(1), n(2), ...; the last value is held
+
+    def __post_init__(self) -> None:
+        L = self.num_layers
+        if L < 1:
+            raise ScheduleError(f"num_layers must be >= 1, got {L}")
+        if self.shape not in SHAPES:
+            raise ScheduleError(f"unknown schedule shape {self.shape!r}; choose one of {', '.join(SHAPES)}")
+        if self.mode not in MODES:
+            raise ScheduleError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.shape == "custom":
+            if not self.budgets_list:
+                raise ScheduleError("a custom schedule needs a non-empty list of budgets")
+            object.__setattr__(self, "budgets_list", tuple(int(b) for b in self.budgets_list))
+            for b in self.budgets_list:
+                if not 1 <= b <= L:
+                    raise ScheduleError(f"custom budget {b} is outside [1, {L}]")
+            for a, b in zip(self.budgets_list, self.budgets_list[1:], strict=False):
+                if b > a:
+                    raise ScheduleError(f"custom budgets must not increase, but {a} is followed by {b}")
+        hi = L if self.max_layers is None else self.max_layers
+        lo = hi if self.min_layers is None else self.min_layers
+        if self.shape == "full":
+            hi = lo = L
+        if self.shape == "custom":
+            hi, lo = max(self.budgets_list), min(self.budgets_list)
+        object.__setattr__(self, "max_layers", hi)
+        object.__setattr__(self, "min_layers", lo)
+        for name, v in (("max_layers", hi), ("min_layers", lo)):
+            if not 1 <= v <= L:
+                raise ScheduleError(f"{name} {v} is outside [1, {L}]")
+        if lo > hi:
+            raise ScheduleError(f"min_layers ({lo}) is greater than max_layers ({hi})")
+        if self.warmup_layers < 0:
+            raise ScheduleError(f"warmup_layers must be >= 0, got {self.warmup_layers}")
+        if self.mode == "skip" and self.shape != "full" and self.warmup_layers >= lo:
+            raise ScheduleError(
+                f"warmup_layers ({self.warmup_layers}) must be smaller than min_layers ({lo}) in skip mode"
+            )
+        if self.decay_span is not None and self.decay_span < 1:
+            raise ScheduleError(f"decay_span must be >= 1, got {self.decay_span}")
+        if not 0.0 < self.alpha <= 1.0:
+            raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}")
+        if self.stages < 1:
+            raise ScheduleError(f"stages must be >= 1, got {self.stages}")
+
+    # -- budgets -------------------------------------------------------------------------------------------
+    def span(self, max_new_tokens: int) -> int:
+        return self.decay_span if self.decay_span is not None else max(1, max_new_tokens - 2)
+
+    def budget(self, s: int, max_new_tokens: int) -> int:
+        """n(s): the number of layers step s runs (step 0, the prefill, runs all of them)."""
+        if s <= 0 or self.shape == "full":
+            return self.num_layers
+        hi, lo = self.max_layers, self.min_layers
+        t = s - 1  # decode steps already taken
+        if self.shape == "constant":
+            return lo
+        if self.shape == "linear":  # the paper
+            span = self.span(max_new_tokens)
+            return round(hi - (hi - lo) * min(t, span) / span)
+        if self.shape == "power":  # D3
+            return max(lo, math.floor(hi * self.alpha**t))
+        if self.shape == "step":  # HSD-like plateaus
+            span, k = self.span(max_new_tokens), self.stages
+            if k == 1:
+                return lo
+            stage = min(k - 1, (min(t, span) * k) // span)
+            return round(hi - (hi - lo) * stage / (k - 1))
+        return self.budgets_list[min(t, len(self.budgets_list) - 1)]  # custom
+
+    def budgets(self, max_new_tokens: int) -> list[int]:
+        """n(s) for s = 0 .. max_new_tokens - 1."""
+        return [self.budget(s, max_new_tokens) for s in range(max_new_tokens)]
+
+    def layers(self, n: int) -> tuple[int, ...]:
+        return layers_for_budget(n, self.num_layers, self.mode, self.warmup_layers)
+
+    def layer_sets(self, max_new_tokens: int) -> list[tuple[int, ...]]:
+        """The layer set of each step s = 0 .. max_new_tokens - 1 (step 0 is all layers)."""
+        full = tuple(range(self.num_layers))
+        return [full] + [self.layers(n) for n in self.budgets(max_new_tokens)[1:]]
+
+    def layer_speedup(self, max_new_tokens: int) -> float:
+        """Theoretical layer speedup over the decode steps s >= 1: L x steps / sum of n(s)."""
+        decode = self.budgets(max_new_tokens)[1:]
+        return self.num_layers * len(decode) / sum(decode) if decode else 1.0
+
+    # -- (de)serialisation --------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["budgets_list"] = list(self.budgets_list)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Schedule:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(d) - known
+        if unknown:
+            raise ScheduleError(f"unknown schedule field(s): {', '.join(sorted(unknown))}")
+        d = dict(d)
+        d["budgets_list"] = tuple(d.get("budgets_list") or ())
+        return cls(**d)
+
+    def describe(self) -> str:
+        if self.shape == "full":
+            return "full depth"
+        if self.shape == "custom":
+            return f"custom {list(self.budgets_list)} ({self.mode})"
+        w = f", warmup {self.warmup_layers}" if self.mode == "skip" else ""
+        return f"{self.shape} {self.max_layers}->{self.min_layers} ({self.mode}{w})"
+
+
+def schedule_for_speedup(
+    num_layers: int,
+    target: float,
+    max_new_tokens: int,
+    shape: str = "linear",
+    mode: str = "skip",
+    warmup_layers: int = 1,
+    max_layers: int | None = None,
+    **kwargs,
+) -> Schedule:
+    """The schedule of `shape` whose theoretical layer speedup is closest to `target`.
+
+    Searches every (max, min) pair (max fixed when given); ties go to the larger max, then the larger min,
+    which keeps more depth early, where the paper's budget is highest.
+    """
+    if target < 1.0:
+        raise ScheduleError(f"target speedup must be >= 1, got {target}")
+    if shape in ("full", "custom"):
+        raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}")
+    lo_min = warmup_layers + 1 if mode == "skip" else 1
+    highs = [max_layers] if max_layers is not None else range(lo_min, num_layers + 1)
+    best: tuple[float, int, int] | None = None
+    best_schedule: Schedule | None = None
+    for hi in highs:
+        for lo in range(lo_min, hi + 1):
+            sch = Schedule(num_layers, shape, mode, hi, lo, warmup_layers, **kwargs)
+            key = (abs(sch.layer_speedup(max_new_tokens) - target), -hi, -lo)
+            if best is None or key < best:
+                best, best_schedule = key, sch
+    if best_schedule is None:
+        raise ScheduleError(f"no {shape} schedule of {num_layers} layers fits target {target}")
+    return best_schedule
+
+
+def full_schedule(num_layers: int) -> Schedule:
+    return Schedule(num_layers, "full")
+
+
+__all__ = [
+    "MODES",
+    "SHAPES",
+    "Schedule",
+    "check_nested",
+    "full_schedule",
+    "layers_for_budget",
+    "mask_string",
+    "schedule_for_speedup",
+]

@@ -1,0 +1,122 @@
+"""Small randomly initialised models of each supported family, saved with a tokenizer: for tests, benchmarks
+and demos that must run offline (speed does not depend on the weights)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, OPTConfig, Qwen2Config
+
+SAMPLE_TEXT = (
+    "The Eagle is a cheap coffee shop near Burger King in the riverside area. "
+    "Green Man serves Italian food, has a customer rating of 5 out of 5 and is family friendly. "
+    "Near the city centre you will find The Wrestlers, a pub with high prices. "
+    "Skipping layers keeps batching and the KV cache intact while decoding faster. "
+)
+IDS = {"bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1}
+
+
+def tiny_config(family: str, vocab_size: int, num_layers: int = 6, hidden: int = 64, heads: int = 4):
+    """A small config of `family`; `opt-proj` is OPT with project_in/out and post-norm (like OPT-350m)."""
+    common = dict(vocab_size=vocab_size, **IDS)
+    if family in ("opt", "opt-proj"):
+        proj = family == "opt-proj"
+        return OPTConfig(
+            hidden_size=hidden,
+            num_hidden_layers=num_layers,
+            ffn_dim=2 * hidden,
+            num_attention_heads=heads,
+            max_position_embeddings=512,
+            word_embed_proj_dim=hidden // 2 if proj else hidden,
+            do_layer_norm_before=not proj,
+            **common,
+        )
+    if family == "gpt2":
+        return GPT2Config(n_embd=hidden, n_layer=num_layers, n_head=heads, n_positions=512, **common)
+    cls = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config}[family]
+    return cls(
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        **common,
+    )
+
+
+def tiny_tokenizer(vocab_size: int = 300):
+    from skipcore.data.tokenizer import train_bpe_tokenizer
+
+    return train_bpe_tokenizer([SAMPLE_TEXT] * 4, vocab_size=vocab_size)
+
+
+def make_tiny_model(
+    family: str, out_dir: str | Path, seed: int = 0, num_layers: int = 6, tokenizer=None
+) -> Path:
+    """Save a random `family` model and a tokenizer to out_dir (safetensors), loadable offline."""
+    tokenizer = tokenizer or tiny_tokenizer()
+    torch.manual_seed(seed)
+    config = tiny_config(family, len(tokenizer), num_layers=num_layers)
+    model = AutoModelForCausalLM.from_config(config)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+BENCH_SHAPES = {
+    # name: (family, config overrides) of public models, randomly initialised
+    "opt-125m": (
+        "opt",
+        dict(
+            hidden_size=768,
+            num_hidden_layers=12,
+            ffn_dim=3072,
+            num_attention_heads=12,
+            word_embed_proj_dim=768,
+            vocab_size=50272,
+            max_position_embeddings=2048,
+        ),
+    ),
+    "opt-1.3b": (
+        "opt",
+        dict(
+            hidden_size=2048,
+            num_hidden_layers=24,
+            ffn_dim=8192,
+            num_attention_heads=32,
+            word_embed_proj_dim=2048,
+            vocab_size=50272,
+            max_position_embeddings=2048,
+        ),
+    ),
+    "llama-1b": (
+        "llama",
+        dict(
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=16,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=64,
+            vocab_size=128256,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+        ),
+    ),
+}
+
+
+def bench_model(shape: str, dtype: torch.dtype = torch.float32, device: str = "cpu", attn: str = "sdpa"):
+    """A randomly initialised model shaped like a public checkpoint, built in memory (no download)."""
+    family, overrides = BENCH_SHAPES[shape]
+    cls = {"opt": OPTConfig, "llama": LlamaConfig}[family]
+    config = cls(**{**IDS, **overrides})
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
+    return model.eval()

@@ -1,0 +1,256 @@
+"""The per-token trace: its schema, how a batch becomes rows, the run summary, and files.
+
+One row per generated token per batch row, the same columns in Parquet, JSONL and CSV. Run metadata travels
+in the Parquet schema metadata, or in a `.meta.json` sidecar beside JSONL and CSV files.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from skipcore import costs
+from skipcore.adapters.base import ModelShapes
+from skipcore.errors import UserError
+from skipcore.schedule import mask_string
+
+if TYPE_CHECKING:
+    from skipcore.engine import BatchOutput
+
+# column -> kind; the minimum every trace has (extra columns are welcome)
+TRACE_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "sample": "int",
+    "step": "int",
+    "position": "int",
+    "token_id": "int",
+    "token": "str",
+    "num_layers_run": "int",
+    "layer_mask": "str",
+    "flops": "float",
+    "flops_full": "float",
+    "kv_cache_bytes": "int",
+    "kv_cache_bytes_full": "int",
+    "step_ms": "float",
+    "logprob": "float",
+    "finished": "bool",
+}
+FORMATS = (".parquet", ".jsonl", ".csv")
+META_KEY = b"skipcore"
+
+
+class TraceSchemaError(UserError):
+    """A trace file or frame that does not match the schema; the message names the column."""
+
+
+def build_trace(
+    out: BatchOutput,
+    shapes: ModelShapes,
+    tokenizer,
+    run_id: str,
+    first_sample: int = 0,
+    batch: int = 0,
+    bytes_per_element: int = 4,
+) -> pd.DataFrame:
+    """Rows for one batch, costs computed from the shapes by the convention in `skipcore.costs`."""
+    B, T = out.tokens.shape
+    L = shapes.num_layers
+    n = np.array([len(s) for s in out.layer_sets])  # n(s) per step actually run
+    P = out.prompt_lens.numpy()
+    steps = np.arange(T)
+    flops = np.empty((B, T))
+    flops_full = np.empty((B, T))
+    for r in range(B):
+        flops[r, 0] = flops_full[r, 0] = costs.prefill_flops(shapes, int(P[r]))
+        for s in range(1, T):
+            flops[r, s] = costs.decode_flops(shapes, int(P[r]), s, int(n[s]))
+            flops_full[r, s] = costs.decode_flops(shapes, int(P[r]), s, L)
+    per_pos = costs.kv_bytes_per_position(shapes, bytes_per_element)
+    written = np.cumsum(np.where(steps == 0, 0, n))  # positions written by decode steps 1..s, over layers
+    kv = (L * P[:, None] + written[None, :]) * per_pos
+    kv_full = L * (P[:, None] + steps[None, :]) * per_pos
+    ids = out.tokens.numpy()
+    vocab = {int(i): tokenizer.decode([int(i)]) for i in np.unique(ids)}  # decode each distinct id once
+    masks = [mask_string(s, L) for s in out.layer_sets]
+    return pd.DataFrame(
+        {
+            "run_id": run_id,
+            "sample": np.repeat(np.arange(B) + first_sample, T),
+            "step": np.tile(steps, B),
+            "position": (P[:, None] + steps[None, :]).ravel(),
+            "token_id": ids.ravel(),
+            "token": [vocab[int(i)] for i in ids.ravel()],
+            "num_layers_run": np.tile(n, B),
+            "layer_mask": masks * B,
+            "flops": flops.ravel(),
+            "flops_full": flops_full.ravel(),
+            "kv_cache_bytes": kv.ravel().astype(np.int64),
+            "kv_cache_bytes_full": kv_full.ravel().astype(np.int64),
+            "step_ms": np.tile(np.asarray(out.step_ms, dtype=float), B),
+            "logprob": out.logprobs.numpy().ravel().astype(float),
+            "finished": out.finished_before.numpy().ravel(),
+            "batch": batch,
+            "prompt_len": np.repeat(P, T),
+        }
+    )
+
+
+def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
+    """Layer and FLOPs speedups (decode only and with the prompt), KV bytes saved, tokens/s."""
+    decode = trace[trace["step"] >= 1]
+    last = trace.loc[trace.groupby("sample")["step"].idxmax()]
+    kv, kv_full = int(last["kv_cache_bytes"].sum()), int(last["kv_cache_bytes_full"].sum())
+    per_step = trace.drop_duplicates(["batch", "step"]) if "batch" in trace else trace.drop_duplicates("step")
+    seconds = per_step["step_ms"].sum() / 1e3
+    decode_seconds = per_step.loc[per_step["step"] >= 1, "step_ms"].sum() / 1e3
+    produced = int((~trace["finished"]).sum())
+    return {
+        "num_layers": num_layers,
+        "layer_speedup": float(num_layers / decode["num_layers_run"].mean()) if len(decode) else 1.0,
+        "flops_speedup_decode": _ratio(decode["flops_full"].sum(), decode["flops"].sum()),
+        "flops_speedup_with_prompt": _ratio(trace["flops_full"].sum(), trace["flops"].sum()),
+        "kv_cache_bytes": kv,
+        "kv_cache_bytes_full": kv_full,
+        "kv_bytes_saved": kv_full - kv,
+        "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
+        "tokens": produced,
+        "seconds": float(seconds),
+        "tokens_per_s": produced / seconds if seconds else float("nan"),
+        "decode_seconds": float(decode_seconds),
+    }
+
+
+def _ratio(a: float, b: float) -> float:
+    return float(a / b) if b else 1.0
+
+
+def run_metadata(**fields) -> dict:
+    """Run metadata plus the library versions and the machine, so a trace says how it was made."""
+    import torch
+    import transformers
+
+    import skipcore
+
+    return {
+        **fields,
+        "versions": {
+            "skipcore": skipcore.__version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+        },
+        "machine": platform.machine(),
+    }
+
+
+# -- validation --------------------------------------------------------------------------------------------
+_KIND_CHECKS = {
+    "int": pd.api.types.is_integer_dtype,
+    "float": lambda d: pd.api.types.is_float_dtype(d) or pd.api.types.is_integer_dtype(d),
+    "bool": pd.api.types.is_bool_dtype,
+    "str": lambda d: pd.api.types.is_string_dtype(d) or pd.api.types.is_object_dtype(d),
+}
+
+
+def validate_trace(df: pd.DataFrame, source: str = "trace") -> pd.DataFrame:
+    """Raise TraceSchemaError naming the first missing or mistyped column; return the frame with clean types."""
+    if df.empty:
+        raise TraceSchemaError(f"{source}: the trace has no rows")
+    for col, kind in TRACE_COLUMNS.items():
+        if col not in df.columns:
+            raise TraceSchemaError(f"{source}: missing column {col!r}")
+        series = df[col]
+        if kind == "str" and not all(isinstance(v, str) for v in series):
+            raise TraceSchemaError(f"{source}: column {col!r} must hold text")
+        if kind == "bool" and not _KIND_CHECKS["bool"](series.dtype):
+            if set(series.unique()) <= {0, 1}:  # CSV and JSONL readers may give 0/1
+                df[col] = series.astype(bool)
+                continue
+            raise TraceSchemaError(f"{source}: column {col!r} must be boolean, got {series.dtype}")
+        if kind != "str" and not _KIND_CHECKS[kind](series.dtype):
+            raise TraceSchemaError(f"{source}: column {col!r} must be {kind}, got {series.dtype}")
+        if kind != "str" and series.isna().any():
+            raise TraceSchemaError(f"{source}: column {col!r} has missing values")
+    bad = df["layer_mask"].str.fullmatch("[01]+") == False  # noqa: E712 (elementwise)
+    if bad.any():
+        raise TraceSchemaError(f"{source}: column 'layer_mask' must be a string of 0s and 1s")
+    if (df["layer_mask"].str.count("1") != df["num_layers_run"]).any():
+        raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
+    return df
+
+
+# -- files -------------------------------------------------------------------------------------------------
+def sidecar_path(path: Path) -> Path:
+    return path.with_name(path.name + ".meta.json")
+
+
+def _check_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise UserError(f"unknown trace format {path.name!r}; use one of {', '.join(FORMATS)}")
+    return suffix
+
+
+def write_trace(
+    df: pd.DataFrame, path: str | Path, metadata: dict | None = None, overwrite: bool = False
+) -> Path:
+    """Write the trace and its metadata. Refuses to replace an existing file unless asked to."""
+    path = Path(path)
+    suffix = _check_format(path)
+    if path.exists() and not overwrite:
+        raise UserError(f"trace file {path} exists; pass --overwrite or choose another path")
+    validate_trace(df.copy(), str(path))
+    meta = metadata or {}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            schema_meta = dict(table.schema.metadata or {})
+            schema_meta[META_KEY] = json.dumps(meta, default=str).encode()
+            pq.write_table(table.replace_schema_metadata(schema_meta), path)
+        else:
+            if suffix == ".jsonl":
+                df.to_json(path, orient="records", lines=True, force_ascii=False)
+            else:
+                df.to_csv(path, index=False)
+            sidecar_path(path).write_text(json.dumps(meta, indent=2, default=str))
+    except OSError as e:
+        raise UserError(f"cannot write trace to {path}: {e.strerror or e}") from e
+    return path
+
+
+def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
+    """Read and validate a trace file; returns the frame and its run metadata."""
+    path = Path(path)
+    suffix = _check_format(path)
+    if not path.is_file():
+        raise UserError(f"trace file not found: {path}")
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            raw = (table.schema.metadata or {}).get(META_KEY)
+            meta = json.loads(raw) if raw else {}
+            df = table.to_pandas()
+        else:
+            df = (
+                pd.read_json(path, lines=True, dtype={"token": str, "layer_mask": str, "run_id": str})
+                if suffix == ".jsonl"
+                else pd.read_csv(
+                    path, dtype={"token": str, "layer_mask": str, "run_id": str}, keep_default_na=False
+                )
+            )
+            side = sidecar_path(path)
+            meta = json.loads(side.read_text()) if side.is_file() else {}
+    except (ValueError, OSError) as e:
+        raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} trace ({str(e).splitlines()[0]})") from e
+    return validate_trace(df, str(path)), meta
