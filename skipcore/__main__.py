@@ -1,0 +1,5 @@
+import sys
+
+from skipcore.cli import main
+
+sys.exit(main())

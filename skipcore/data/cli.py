@@ -1,0 +1,56 @@
+"""The ``data`` subcommand: write the synthetic E2E-style corpus that the default model trains on."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from skipcore.data.e2e_synth import CORPUS_FILES, DEFAULT_SIZES, write_default_corpus
+from skipcore.errors import UserError
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count >= 0, got {value}")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``data`` on the top-level CLI's subparsers; the handler is ``args.func = run``."""
+    parser = subparsers.add_parser(
+        "data",
+        help="write the synthetic E2E-style corpus (train/dev/test CSV)",
+        description=(
+            "Write a synthetic data-to-text corpus in the E2E NLG CSV format (columns mr, ref; 3-6 references "
+            "per meaning representation; no MR shared across splits) plus a README. Deterministic in --seed."
+        ),
+    )
+    parser.add_argument("--out", default="data/e2e_synth", help="output directory (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed; same seed, same files (default: 0)")
+    for split, size in DEFAULT_SIZES.items():
+        parser.add_argument(
+            f"--{split}",
+            type=_count,
+            default=size,
+            help=f"meaning representations in {split}.csv (default: {size})",
+        )
+    parser.add_argument("--force", action="store_true", help="overwrite existing corpus files in --out")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the corpus; refuses (UserError) to overwrite existing files unless ``--force``."""
+    out = Path(args.out)
+    existing = [name for name in CORPUS_FILES if (out / name).exists()]
+    if existing and not args.force:
+        raise UserError(f"{out} already has {', '.join(existing)}; pass --force to overwrite")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is not a directory")
+    try:
+        written = write_default_corpus(out, args.seed, args.train, args.dev, args.test)
+    except OSError as err:
+        raise UserError(f"cannot write the corpus to {out}: {err.strerror or err}") from None
+    print(f"wrote {', '.join(str(path) for path in written)}")
+    return 0

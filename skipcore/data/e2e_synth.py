@@ -1,0 +1,481 @@
+"""A synthetic data-to-text corpus in the E2E NLG challenge format.
+
+The real E2E data cannot be downloaded here, yet training and evaluating a SkipDecode model needs a
+data-to-text task with several references per input. This module writes one with the same shape: meaning
+representations (MRs) over E2E's eight slots and value vocabularies, and 3-6 references per MR that vary
+template, slot order, aggregation (one to three sentences) and wording. Every slot value is realised
+exactly once, so the task is hard enough to be non-trivial but learnable by a tiny model.
+
+Everything is drawn from ``random.Random(seed)``: the same seed always gives the same corpus.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from skipcore.data.example import Example
+
+TASK = "e2e"
+
+SLOTS: tuple[str, ...] = (
+    "name",
+    "eatType",
+    "food",
+    "priceRange",
+    "customer rating",
+    "area",
+    "familyFriendly",
+    "near",
+)
+
+# fmt: off
+SLOT_VALUES: dict[str, tuple[str, ...]] = {
+    "name": (
+        "Alimentum", "Aromi", "Bibimbap House", "Blue Spice", "Browns Cambridge", "Clowns", "Cocum",
+        "Cotto", "Fitzbillies", "Giraffe", "Green Man", "Loch Fyne", "Midsummer House", "Strada",
+        "Taste of Cambridge", "The Cambridge Blue", "The Cricketers", "The Dumpling Tree", "The Eagle",
+        "The Golden Curry", "The Golden Palace", "The Mill", "The Olive Grove", "The Phoenix", "The Plough",
+        "The Punter", "The Rice Boat", "The Twenty Two", "The Vaults", "The Waterman", "The Wrestlers",
+        "Travellers Rest Beefeater", "Wildwood", "Zizzi",
+    ),
+    "eatType": ("coffee shop", "pub", "restaurant"),
+    "food": ("Chinese", "English", "Fast food", "French", "Indian", "Italian", "Japanese"),
+    "priceRange": ("cheap", "less than £20", "£20-25", "moderate", "high", "more than £30"),
+    "customer rating": ("1 out of 5", "3 out of 5", "5 out of 5", "low", "average", "high"),
+    "area": ("city centre", "riverside"),
+    "familyFriendly": ("yes", "no"),
+    "near": (
+        "All Bar One", "Avalon", "Burger King", "Café Adriatic", "Café Brazil", "Café Rouge",
+        "Café Sicilia", "Clare Hall", "Crowne Plaza Hotel", "Express by Holiday Inn",
+        "Rainbow Vegetarian Café", "Raja Indian Cuisine", "Ranch", "The Bakers", "The Portland Arms",
+        "The Six Bells", "The Sorrento", "Yippee Noodle Bar",
+    ),
+}
+# fmt: on
+
+DEFAULT_SIZES: dict[str, int] = {"train": 3000, "dev": 300, "test": 300}
+CORPUS_FILES: tuple[str, ...] = ("train.csv", "dev.csv", "test.csv", "README.md")
+
+# How many slots an MR has (name included), weighted towards the middle like the real data.
+_SLOT_COUNT_WEIGHTS = {3: 2, 4: 3, 5: 3, 6: 3, 7: 2, 8: 1}
+_LOCATIVE_SLOTS = ("area", "near")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Meaning representations
+# ---------------------------------------------------------------------------------------------------------
+
+
+def format_mr(mr: Mapping[str, str]) -> str:
+    """Write an MR as E2E does: ``name[X], eatType[Y], ...`` in the fixed slot order."""
+    return ", ".join(f"{slot}[{mr[slot]}]" for slot in SLOTS if slot in mr)
+
+
+def parse_mr(text: str) -> dict[str, str]:
+    """Read an E2E MR string back into ``{slot: value}``; raises ValueError on anything else."""
+    mr: dict[str, str] = {}
+    for part in text.split("],"):
+        part = part.strip()
+        if not part:
+            continue
+        slot, bracket, value = part.partition("[")
+        if not bracket or not slot.strip():
+            raise ValueError(f"not an E2E meaning representation: {text!r}")
+        mr[slot.strip()] = value.removesuffix("]").strip()
+    return mr
+
+
+def random_mr(rng: random.Random) -> dict[str, str]:
+    """Draw one MR: ``name`` always, 3-8 slots in all, values from the E2E vocabularies."""
+    sizes = list(_SLOT_COUNT_WEIGHTS)
+    n_slots = rng.choices(sizes, weights=[_SLOT_COUNT_WEIGHTS[k] for k in sizes])[0]
+    chosen = {"name", *rng.sample(SLOTS[1:], n_slots - 1)}
+    return {slot: rng.choice(SLOT_VALUES[slot]) for slot in SLOTS if slot in chosen}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Realisation: each slot value has phrases of four kinds, and a sentence plan combines them.
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Phrases:
+    adj: tuple[str, ...] = ()  # before the head noun: "a [cheap] pub"
+    post: tuple[str, ...] = ()  # after the head noun: "a pub [in the city centre]"
+    vp: tuple[str, ...] = ()  # a predicate after a subject: "It [serves Italian food]"
+    clause: tuple[str, ...] = ()  # a sentence of its own: "[Children are welcome]."
+
+
+_PRICE: dict[str, _Phrases] = {
+    "cheap": _Phrases(
+        adj=("cheap", "inexpensive", "low-priced"),
+        post=("with low prices",),
+        vp=("is cheap", "has low prices", "is inexpensive", "offers cheap food"),
+        clause=("Prices are low",),
+    ),
+    "moderate": _Phrases(
+        adj=("moderately priced", "mid-priced"),
+        post=("with moderate prices",),
+        vp=("is moderately priced", "has moderate prices", "has average prices"),
+        clause=("Prices are moderate",),
+    ),
+    "high": _Phrases(
+        adj=("expensive", "high-priced"),
+        post=("with high prices",),
+        vp=("is expensive", "has high prices", "is pricey"),
+        clause=("Prices are high",),
+    ),
+    "less than £20": _Phrases(
+        post=("with prices under £20", "with a price range of less than £20"),
+        vp=("costs less than £20", "has prices under £20", "has a price range of less than £20"),
+        clause=("Meals cost less than £20", "Prices are below £20"),
+    ),
+    "£20-25": _Phrases(
+        post=("with prices of £20-25", "in the £20-25 price range"),
+        vp=("costs £20-25", "has a price range of £20-25", "has prices between £20 and £25"),
+        clause=("Meals cost £20-25", "Prices range from £20 to £25"),
+    ),
+    "more than £30": _Phrases(
+        post=("with prices over £30", "with a price range of more than £30"),
+        vp=("costs more than £30", "has prices over £30", "has a price range of more than £30"),
+        clause=("Meals cost more than £30", "Prices are over £30"),
+    ),
+}
+
+_RATING: dict[str, _Phrases] = {
+    "low": _Phrases(
+        adj=("low-rated", "poorly rated"),
+        post=("with a low customer rating", "with low ratings"),
+        vp=("has a low customer rating", "is rated low by customers", "has poor reviews"),
+        clause=("Customers rate it low", "Its customer rating is low"),
+    ),
+    "average": _Phrases(
+        adj=("average-rated",),
+        post=("with an average customer rating",),
+        vp=("has an average customer rating", "is rated average by customers", "has average reviews"),
+        clause=("Its customer rating is average",),
+    ),
+    "high": _Phrases(
+        adj=("highly rated", "well-reviewed"),
+        post=("with a high customer rating", "with excellent reviews"),
+        vp=("has a high customer rating", "is highly rated by customers", "gets great reviews"),
+        clause=("Customers rate it highly", "Its customer rating is high"),
+    ),
+}
+
+_AREA: dict[str, tuple[str, ...]] = {
+    "city centre": ("in the city centre", "in the centre of the city", "in the centre of town"),
+    "riverside": ("by the riverside", "on the riverside", "in the riverside area", "by the river"),
+}
+
+_FAMILY: dict[str, _Phrases] = {
+    "yes": _Phrases(
+        adj=("family-friendly", "kid-friendly", "child-friendly"),
+        post=("that welcomes families",),
+        vp=("is family friendly", "is kid friendly", "welcomes children", "is suitable for families"),
+        clause=("Children are welcome", "Families are welcome"),
+    ),
+    "no": _Phrases(
+        adj=("adults-only",),
+        post=("that is not family friendly", "that does not allow children"),
+        vp=("is not family friendly", "is not kid friendly", "does not welcome children", "is adults only"),
+        clause=("Children are not allowed", "It is not suitable for families"),
+    ),
+}
+
+
+def _food_phrases(value: str) -> _Phrases:
+    nouns = ("fast food",) if value == "Fast food" else (f"{value} food", f"{value} cuisine")
+    clause = () if value == "Fast food" else (f"The food is {value}",)
+    return _Phrases(
+        adj=("fast food" if value == "Fast food" else value,),
+        post=tuple(f"serving {noun}" for noun in nouns) + (f"that serves {nouns[0]}",),
+        vp=tuple(f"{verb} {noun}" for verb in ("serves", "offers", "provides") for noun in nouns),
+        clause=clause,
+    )
+
+
+def _rating_phrases(value: str) -> _Phrases:
+    if value in _RATING:
+        return _RATING[value]
+    return _Phrases(
+        post=(f"with a customer rating of {value}", f"rated {value}"),
+        vp=(f"has a customer rating of {value}", f"is rated {value}", f"has a {value} customer rating"),
+        clause=(f"Customers rate it {value}", f"Its customer rating is {value}"),
+    )
+
+
+def _phrases(slot: str, value: str) -> _Phrases:
+    if slot == "food":
+        return _food_phrases(value)
+    if slot == "priceRange":
+        return _PRICE[value]
+    if slot == "customer rating":
+        return _rating_phrases(value)
+    if slot == "familyFriendly":
+        return _FAMILY[value]
+    if slot == "area":
+        places = _AREA[value]
+        return _Phrases(post=places, vp=tuple(f"is {p}" for p in places) + (f"is located {places[0]}",))
+    if slot == "near":
+        return _Phrases(
+            post=tuple(f"{prep} {value}" for prep in ("near", "close to", "next to", "not far from")),
+            vp=tuple(f"{verb} {value}" for verb in ("is near", "is located near", "is close to")),
+        )
+    raise ValueError(f"no phrases for slot {slot!r}")
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _join(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _is_relative(phrase: str) -> bool:
+    return phrase.startswith("that ")
+
+
+def _noun_phrase(head: str, adjs: list[tuple[str, str]]) -> str:
+    """'a cheap, family-friendly Italian pub': the food adjective sits next to the noun."""
+    evaluative = ", ".join(text for slot, text in adjs if slot != "food")
+    food = [text for slot, text in adjs if slot == "food"]
+    words = " ".join(w for w in (evaluative, *food, head) if w)
+    return f"{_article(words)} {words}"
+
+
+def _modifiers(posts: list[str]) -> str:
+    """' in the city centre that serves Italian food': a relative clause goes last so it reads unambiguously."""
+    return "".join(" " + p for p in sorted(posts, key=_is_relative))
+
+
+def _capitalise(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def realise(mr: Mapping[str, str], rng: random.Random) -> str:
+    """Write one reference for ``mr``: a random sentence plan that mentions every slot value once."""
+    name = mr["name"]
+    eat_type = mr.get("eatType")
+    others = [slot for slot in SLOTS[1:] if slot in mr and slot != "eatType"]
+    rng.shuffle(others)
+
+    # A head noun lets slots become adjectives and modifiers: "a cheap pub near X".
+    head = eat_type or (rng.choice(("place", "venue")) if rng.random() < 0.3 else None)
+    adjs: list[tuple[str, str]] = []
+    posts: list[tuple[str, str]] = []
+    vps: list[str] = []
+    clauses: list[str] = []
+    for slot in others:
+        phrases = _phrases(slot, mr[slot])
+        # One relative clause per noun phrase at most: "a pub that A that B" reads badly.
+        post_options = [
+            p for p in phrases.post if not (_is_relative(p) and any(_is_relative(t) for _, t in posts))
+        ]
+        options = {"vp": phrases.vp, "clause": phrases.clause, "adj": phrases.adj, "post": post_options}
+        kinds = ["vp"] * 3 + ["clause"] * bool(phrases.clause)
+        if head is not None:
+            kinds += ["adj"] * 2 * (bool(phrases.adj) and len(adjs) < 2)
+            kinds += ["post"] * 2 * (bool(post_options) and len(posts) < 2)
+        kind = rng.choice(kinds)
+        text = rng.choice(options[kind])
+        if kind == "adj":
+            adjs.append((slot, text))
+        elif kind == "post":
+            posts.append((slot, text))
+        else:
+            (vps if kind == "vp" else clauses).append(text)
+    if eat_type is None and not adjs and not posts:
+        head = None  # "X is a place." says nothing
+
+    sentences = [_first_sentence(name, head, adjs, posts, vps, rng)]
+    subjects = ["It", name] + ([f"The {eat_type}", f"This {eat_type}"] if eat_type else [])
+    while vps:
+        size = rng.randint(1, min(3, len(vps)))
+        chunk, vps[:] = vps[:size], vps[size:]
+        sentences.append(f"{rng.choice(subjects)} {_join(chunk)}")
+    for clause in clauses:
+        sentences.insert(rng.randint(1, len(sentences)), clause)
+    return " ".join(_capitalise(s) + "." for s in sentences)
+
+
+def _first_sentence(
+    name: str,
+    head: str | None,
+    adjs: list[tuple[str, str]],
+    posts: list[tuple[str, str]],
+    vps: list[str],
+    rng: random.Random,
+) -> str:
+    """The sentence that introduces the venue; it may absorb a predicate from ``vps`` (mutated)."""
+    if head is None:
+        size = rng.randint(1, min(3, len(vps))) if vps else 0
+        chunk, vps[:] = vps[:size], vps[size:]
+        return f"{name} {_join(chunk)}" if chunk else f"There is a place called {name}"
+
+    locatives = [text for slot, text in posts if slot in _LOCATIVE_SLOTS]
+    fronted = rng.choice(locatives) if locatives and rng.random() < 0.25 else None
+    core = _noun_phrase(head, adjs)
+    mods = _modifiers([text for _, text in posts if text != fronted])
+    has_relative = any(_is_relative(text) for _, text in posts)
+    styles = (
+        ["copula", "there_is"]
+        + ["apposition", "and"] * bool(vps)
+        + ["relative"] * (bool(vps) and not has_relative)
+    )
+    style = "fronted" if fronted else rng.choice(styles)
+    called = f"{rng.choice(('called', 'named'))} {name}"
+    if style == "fronted":
+        return rng.choice(
+            (f"{fronted}, there is {core} {called}{mods}", f"located {fronted}, {name} is {core}{mods}")
+        )
+    if style == "copula":
+        return f"{name} is {core}{mods}"
+    if style == "there_is":
+        # "There is a pub in the city centre called X" unless a relative clause must come last.
+        return (
+            f"there is {core} {called}{mods}"
+            if has_relative or rng.random() < 0.5
+            else f"there is {core}{mods} {called}"
+        )
+    vp = vps.pop(0)
+    if style == "apposition":
+        return f"{name}, {core}{mods}, {vp}"
+    if style == "relative":
+        return f"{name} is {core}{mods} {rng.choice(('that', 'which'))} {vp}"
+    return f"{name} is {core}{mods} and {vp}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Corpus
+# ---------------------------------------------------------------------------------------------------------
+
+
+def make_references(
+    mr: Mapping[str, str], rng: random.Random, min_refs: int = 3, max_refs: int = 6
+) -> tuple[str, ...]:
+    """Several distinct references for one MR, as the real E2E collected from several writers."""
+    wanted = rng.randint(min_refs, max_refs)
+    refs: list[str] = []
+    for _ in range(50 * wanted):
+        ref = realise(mr, rng)
+        if ref not in refs:
+            refs.append(ref)
+            if len(refs) == wanted:
+                break
+    return tuple(refs)
+
+
+def make_corpus(
+    seed: int,
+    n_train: int = DEFAULT_SIZES["train"],
+    n_dev: int = DEFAULT_SIZES["dev"],
+    n_test: int = DEFAULT_SIZES["test"],
+    min_refs: int = 3,
+    max_refs: int = 6,
+) -> dict[str, list[Example]]:
+    """Train, dev and test splits of distinct MRs (no MR appears in two splits), deterministic in seed."""
+    sizes = {"train": n_train, "dev": n_dev, "test": n_test}
+    if min(sizes.values()) < 0 or not 1 <= min_refs <= max_refs:
+        raise ValueError(f"invalid corpus sizes {sizes} or references per MR {min_refs}-{max_refs}")
+    rng = random.Random(seed)
+    total = sum(sizes.values())
+    mrs: dict[str, dict[str, str]] = {}
+    for _ in range(100 * total + 1000):
+        if len(mrs) == total:
+            break
+        mr = random_mr(rng)
+        mrs.setdefault(format_mr(mr), mr)
+    else:
+        raise ValueError(f"could not draw {total} distinct meaning representations")
+    examples = [Example(text, make_references(mr, rng, min_refs, max_refs), TASK) for text, mr in mrs.items()]
+    splits: dict[str, list[Example]] = {}
+    start = 0
+    for split, size in sizes.items():
+        splits[split] = examples[start : start + size]
+        start += size
+    return splits
+
+
+def write_e2e_csv(examples: Iterable[Example], path: str | Path) -> int:
+    """Write the real E2E CSV layout (``mr``, ``ref``; one row per reference); returns the row count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, quoting=csv.QUOTE_MINIMAL)
+        writer.writerow(["mr", "ref"])
+        for example in examples:
+            for ref in example.references:
+                writer.writerow([example.source, ref])
+                rows += 1
+    return rows
+
+
+_README = """# Synthetic E2E-style corpus
+
+A data-to-text corpus in the format of the E2E NLG challenge, generated by
+`skipcore.data.e2e_synth` (it is not the real E2E data set, and contains no text from it).
+
+Made with:
+
+    python -m skipcore data --out {out_dir} --seed {seed} --train {train} --dev {dev} --test {test}
+
+| split | MRs | rows (references) |
+| --- | --- | --- |
+{table}
+
+## Format
+
+CSV files with a header and two columns, like the real `trainset.csv`:
+
+- `mr`: a meaning representation, e.g.
+  `name[The Wrestlers], eatType[pub], food[Italian], priceRange[cheap], area[riverside], near[Raja Indian Cuisine]`.
+  Slots: {slots}. `name` is always present; 3-8 slots per MR.
+- `ref`: one human-like reference. Each MR has 3-6 references on consecutive rows; they vary the sentence
+  plan, slot order, aggregation and wording, and each mentions every slot value once.
+
+No MR is shared between splits. Same seed, same files. Load with
+`skipcore.data.load_e2e_csv(path)` (one `Example` per MR, references grouped); the model sees
+`skipcore.data.format_prompt("e2e", mr)`, i.e. `MR: <mr>\\nText:`, and learns to continue with ` <ref>`.
+"""
+
+
+def write_default_corpus(
+    out_dir: str | Path = "data/e2e_synth",
+    seed: int = 0,
+    n_train: int = DEFAULT_SIZES["train"],
+    n_dev: int = DEFAULT_SIZES["dev"],
+    n_test: int = DEFAULT_SIZES["test"],
+) -> list[Path]:
+    """Write ``train.csv``, ``dev.csv``, ``test.csv`` and a README into ``out_dir`` (overwriting them)."""
+    out = Path(out_dir)
+    corpus = make_corpus(seed, n_train, n_dev, n_test)
+    table = []
+    written = []
+    for split, examples in corpus.items():
+        path = out / f"{split}.csv"
+        rows = write_e2e_csv(examples, path)
+        table.append(f"| {split} | {len(examples)} | {rows} |")
+        written.append(path)
+    readme = out / "README.md"
+    readme.write_text(
+        _README.format(
+            out_dir=out_dir,
+            seed=seed,
+            train=n_train,
+            dev=n_dev,
+            test=n_test,
+            table="\n".join(table),
+            slots=", ".join(f"`{s}`" for s in SLOTS),
+        ),
+        encoding="utf-8",
+    )
+    written.append(readme)
+    return written

@@ -1,0 +1,26 @@
+"""Shared fixtures: small random models of every supported family, saved once per session."""
+
+from __future__ import annotations
+
+import pytest
+
+from skipcore.testing import make_tiny_model, tiny_tokenizer
+
+FAMILIES = ["opt", "opt-proj", "gpt2", "llama", "mistral", "qwen2"]
+PROMPTS = [
+    "The Eagle is a cheap",
+    "Green Man serves Italian food near the city centre and is family friendly",
+    "Skipping",
+]
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def model_dirs(tmp_path_factory, tokenizer):
+    """family -> directory of a saved random model with its tokenizer."""
+    root = tmp_path_factory.mktemp("models")
+    return {f: make_tiny_model(f, root / f, tokenizer=tokenizer) for f in FAMILIES}

@@ -1,0 +1,170 @@
+"""The engine against transformers' own generate(), against an uncached recomputation, and its cost logs
+against torch's FLOP counter and the cache's own tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from skipcore.engine import SkipEngine
+from skipcore.errors import ScheduleError
+from skipcore.forward import column_layer_sets, skip_forward
+from skipcore.loading import load_model
+from skipcore.sampling import Sampling, TokenPicker
+from skipcore.schedule import Schedule
+from tests.conftest import FAMILIES, PROMPTS
+
+
+def engine_for(model_dirs, family, attn="eager"):
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
+    return SkipEngine(model, tok)
+
+
+def hf_generate(engine, prompts, max_new_tokens, **kw):
+    enc = engine.tokenizer(prompts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = engine.model.generate(**enc, max_new_tokens=max_new_tokens, **kw)
+    return out[:, enc["input_ids"].shape[1] :]
+
+
+def padded(token_ids, pad, width):
+    return torch.tensor([ids + [pad] * (width - len(ids)) for ids in token_ids])
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_full_depth_matches_generate(model_dirs, family, attn):
+    eng = engine_for(model_dirs, family, attn)
+    res = eng.generate(PROMPTS, max_new_tokens=16)
+    ref = hf_generate(eng, PROMPTS, 16, do_sample=False)
+    assert torch.equal(padded(res.token_ids, eng.pad_id, ref.shape[1]), ref)
+    assert len({len(eng.tokenizer(p)["input_ids"]) for p in PROMPTS}) == 3  # really different lengths
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_rows_stop_at_their_own_eos(model_dirs, family):
+    eng = engine_for(model_dirs, family)
+    first = eng.generate(PROMPTS, max_new_tokens=12)
+    eos = first.token_ids[0][3]  # make a token row 0 produces early the EOS
+    eng.model.generation_config.eos_token_id = eos
+    eng = SkipEngine(eng.model, eng.tokenizer)
+    res = eng.generate(PROMPTS, max_new_tokens=12)
+    ref = hf_generate(eng, PROMPTS, 12, do_sample=False, eos_token_id=eos, pad_token_id=eng.pad_id)
+    assert res.token_ids[0][-1] == eos and len(res.token_ids[0]) <= 4
+    assert torch.equal(padded(res.token_ids, eng.pad_id, ref.shape[1]), ref)
+    tr = res.trace
+    after = tr[(tr["sample"] == 0) & (tr["step"] >= len(res.token_ids[0]))]
+    assert after["finished"].all() and (after["token_id"] == eng.pad_id).all()
+
+
+def test_sampling_is_seeded_and_differs_from_greedy(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    s = Sampling(do_sample=True, temperature=1.5, top_k=50, top_p=0.95, seed=3)
+    a = eng.generate(PROMPTS, max_new_tokens=12, sampling=s).token_ids
+    b = eng.generate(PROMPTS, max_new_tokens=12, sampling=s).token_ids
+    c = eng.generate(PROMPTS, max_new_tokens=12, sampling=Sampling(do_sample=True, temperature=1.5, seed=4))
+    greedy = eng.generate(PROMPTS, max_new_tokens=12).token_ids
+    assert a == b and a != c.token_ids and a != greedy
+
+
+class RecordingPicker(TokenPicker):
+    def __init__(self):
+        super().__init__(Sampling(), torch.device("cpu"))
+        self.logits = []
+
+    def __call__(self, logits):
+        self.logits.append(logits.clone())
+        return super().__call__(logits)
+
+
+@pytest.mark.parametrize("mode", ["skip", "exit", "middle"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cached_steps_equal_uncached_recomputation(model_dirs, family, mode):
+    eng = engine_for(model_dirs, family)
+    T = 14
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2, warmup_layers=1)
+    sets = sched.layer_sets(T)
+    enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    picker = RecordingPicker()
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
+    assert out.tokens.shape[1] == T and len({len(s) for s in sets}) > 2
+    P = enc["input_ids"].shape[1]
+    ids = torch.cat([enc["input_ids"], out.tokens[:, :-1]], 1)
+    attn = torch.cat([enc["attention_mask"], torch.ones_like(out.tokens[:, :-1])], 1)
+    with torch.no_grad():
+        ref = skip_forward(eng.adapter, ids, attn, column_layer_sets(P, ids.shape[1], sets))
+    for s in range(T):
+        torch.testing.assert_close(picker.logits[s], ref[:, P - 1 + s], rtol=1e-4, atol=1e-5)
+    # and skipping really changed the computation
+    with torch.no_grad():
+        full = skip_forward(eng.adapter, ids, attn, [tuple(range(eng.num_layers))] * ids.shape[1])
+    assert not torch.allclose(full[:, -1], ref[:, -1], atol=1e-4)
+
+
+def test_non_nested_layer_sets_are_refused(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    enc = eng.tokenizer(PROMPTS[:1], return_tensors="pt")
+    sets = [tuple(range(6)), (0, 1, 2), (0, 1, 5)]
+    with pytest.raises(ScheduleError, match="not nested: step 2 runs layer 5"):
+        eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device))
+
+
+@pytest.mark.parametrize("mode", ["skip", "middle"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
+    eng = engine_for(model_dirs, family, attn="eager")
+    counted = []
+    step = eng.forward_step
+
+    def counting_step(*args, **kw):
+        with FlopCounterMode(display=False) as fc:
+            logits = step(*args, **kw)
+        counted.append(fc.get_total_flops())
+        return logits
+
+    monkeypatch.setattr(eng, "forward_step", counting_step)
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2)
+    res = eng.generate(PROMPTS[1:2], sched, max_new_tokens=10)  # one unpadded row
+    assert res.trace["flops"].tolist() == counted
+    assert res.trace["num_layers_run"].nunique() > 2
+
+
+@pytest.mark.parametrize("family", ["opt", "gpt2", "llama"])
+def test_logged_kv_bytes_equal_cache_tensors(model_dirs, family):
+    eng = engine_for(model_dirs, family)
+    T = 12
+    sched = Schedule(eng.num_layers, "linear", "skip", max_layers=6, min_layers=2)
+    sets = sched.layer_sets(T)
+    enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    picker = TokenPicker(Sampling(), eng.device)
+    from skipcore.trace import build_trace
+
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
+    trace = build_trace(out, eng.adapter.shapes, eng.tokenizer, "t")
+    last = trace[trace["step"] == T - 1].set_index("sample")
+    pads = (enc["attention_mask"] == 0).sum(1)
+    for row in range(len(PROMPTS)):
+        assert last.loc[row, "kv_cache_bytes"] == out.cache.row_bytes(row, int(pads[row]))
+        assert last.loc[row, "kv_cache_bytes"] < last.loc[row, "kv_cache_bytes_full"]
+    # nothing was allocated that the schedule never writes
+    assert all(k.shape[2] == n for k, n in zip(out.cache.keys, out.cache.lengths))
+
+
+def test_summary_matches_schedule(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    sched = Schedule(eng.num_layers, "linear", "skip", max_layers=6, min_layers=2)
+    res = eng.generate(PROMPTS, sched, max_new_tokens=16)
+    assert res.summary["layer_speedup"] == pytest.approx(sched.layer_speedup(16))
+    assert 1 < res.summary["flops_speedup_with_prompt"] < res.summary["flops_speedup_decode"]
+    assert res.summary["kv_bytes_saved"] > 0 and res.summary["tokens"] == 3 * 16
+    assert res.metadata["schedule"]["shape"] == "linear" and res.metadata["dtype"] == "float32"
+    assert len(res.trace) == 3 * 16 and set(res.trace["sample"]) == {0, 1, 2}
+
+
+def test_batches_split_and_keep_results(model_dirs):
+    eng = engine_for(model_dirs, "gpt2")
+    whole = eng.generate(PROMPTS, max_new_tokens=8)
+    split = eng.generate(PROMPTS, max_new_tokens=8, batch_size=1)
+    assert whole.token_ids == split.token_ids
+    assert sorted(split.trace["batch"].unique()) == [0, 1, 2]
