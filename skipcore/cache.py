@@ -4,6 +4,10 @@ Layer i holds the prompt plus one position per decode step whose layer set inclu
 nested, those positions are always a prefix of the sequence, so each layer's cache is one contiguous buffer:
 layers that stop running stop growing, and that memory is never allocated at all.
 It speaks the `update(key, value, layer_idx)` protocol the `transformers` attention modules call.
+
+In static mode (for CUDA graphs) a single-token update writes at a device-side index, `write_pos`, and returns
+the whole buffer, so every step has the same shapes; the zero-filled slots not yet written are hidden by the
+attention mask. The caller then moves `lengths` on with `advance`, since a graph replay runs no Python.
 """
 
 from __future__ import annotations
@@ -22,13 +26,19 @@ class SkipKVCache:
         capacities: Sequence[int],
         dtype: torch.dtype,
         device: torch.device | str,
+        static: bool = False,
     ) -> None:
-        shape = (batch_size, num_kv_heads, 0, head_dim)
+        # static mode reads slots not yet written (masked out), so they must hold zeros, never NaN garbage
+        alloc = torch.zeros if static else torch.empty
         self.keys = [
-            torch.empty(shape[:2] + (c,) + shape[3:], dtype=dtype, device=device) for c in capacities
+            alloc(batch_size, num_kv_heads, c, head_dim, dtype=dtype, device=device) for c in capacities
         ]
-        self.values = [torch.empty_like(k) for k in self.keys]
+        self.values = [
+            alloc(batch_size, num_kv_heads, c, head_dim, dtype=dtype, device=device) for c in capacities
+        ]
         self.lengths = [0] * len(capacities)
+        self.static = static
+        self.write_pos = torch.zeros(1, dtype=torch.long, device=device)
 
     @classmethod
     def for_layer_sets(
@@ -41,15 +51,24 @@ class SkipKVCache:
         num_layers: int,
         dtype: torch.dtype,
         device: torch.device | str,
+        static: bool = False,
     ) -> SkipKVCache:
         """Capacities from the per-step layer sets: step 0 writes prompt_len positions, later steps one each."""
         caps = [0] * num_layers
         for s, layers in enumerate(layer_sets):
             for i in layers:
                 caps[i] += prompt_len if s == 0 else 1
-        return cls(batch_size, num_kv_heads, head_dim, caps, dtype, device)
+        return cls(batch_size, num_kv_heads, head_dim, caps, dtype, device, static)
+
+    def capacity(self, layer_idx: int) -> int:
+        return self.keys[layer_idx].shape[2]
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
+        if self.static and key.shape[2] == 1:
+            k, v = self.keys[layer_idx], self.values[layer_idx]
+            k.index_copy_(2, self.write_pos, key)
+            v.index_copy_(2, self.write_pos, value)
+            return k, v
         start = self.lengths[layer_idx]
         end = start + key.shape[2]
         k, v = self.keys[layer_idx], self.values[layer_idx]
@@ -59,6 +78,11 @@ class SkipKVCache:
         v[:, :, start:end] = value
         self.lengths[layer_idx] = end
         return k[:, :, :end], v[:, :, :end]
+
+    def advance(self, layers, n: int = 1) -> None:
+        """Static mode: record that `layers` each wrote n more positions."""
+        for i in layers:
+            self.lengths[i] += n
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.lengths[layer_idx]

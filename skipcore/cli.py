@@ -140,6 +140,8 @@ def check_output_path(path: str | None, overwrite: bool, suffixes: tuple[str, ..
 
 
 def read_prompts(args: argparse.Namespace) -> list[str]:
+    if args.prompt and args.prompts_file:
+        raise UserError("give --prompt or --prompts-file, not both")
     if args.prompt:
         return list(args.prompt)
     if args.prompts_file:

@@ -25,6 +25,7 @@ from skipcore.errors import UserError
 from skipcore.masks import attention_mask
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule, check_nested
+from skipcore.static_step import StaticDecoder
 from skipcore.trace import build_trace, run_metadata, summarize
 
 
@@ -53,7 +54,8 @@ class GenerationResult:
 class SkipEngine:
     """Holds a model, its tokenizer and its family adapter; generates under any nested schedule."""
 
-    def __init__(self, model, tokenizer, model_name: str = "") -> None:
+    def __init__(self, model, tokenizer, model_name: str = "", static: bool | None = None) -> None:
+        """`static`: fixed-shape decode steps (CUDA graphs on a GPU); default on for CUDA, off on the CPU."""
         self.model = model
         self.tokenizer = tokenizer
         self.adapter: Adapter = adapter_for(model)
@@ -66,6 +68,7 @@ class SkipEngine:
         self.eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.device)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        self.static = self.device.type == "cuda" if static is None else static
 
     @property
     def num_layers(self) -> int:
@@ -106,10 +109,13 @@ class SkipEngine:
         kv_heads, head_dim = self.adapter.kv_shape
         self.adapter.prepare(P + T)
         cache = SkipKVCache.for_layer_sets(
-            layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, dev
+            layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, dev, static=self.static
         )
         key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
         key_mask[:, :P] = attn.bool()
+        static = (
+            StaticDecoder(self.adapter, cache, key_mask, capture=dev.type == "cuda") if self.static else None
+        )
         prompt_lens = attn.long().sum(1)
         tokens = torch.full((B, T), self.pad_id, dtype=torch.long, device=dev)
         logprobs = torch.zeros(B, T, device=dev)
@@ -125,7 +131,10 @@ class SkipEngine:
                 key_mask[:, P + s - 1] = True
                 step_ids = tokens[:, s - 1 : s]
                 positions = (prompt_lens + (s - 1))[:, None]
-            logits = self.forward_step(step_ids, positions, key_mask[:, : P + s], layer_sets[s], cache)
+            if static is not None and s > 0:
+                logits = static(step_ids, positions, P + s - 1, tuple(layer_sets[s]))
+            else:
+                logits = self.forward_step(step_ids, positions, key_mask[:, : P + s], layer_sets[s], cache)
             new, lp = picker(logits)
             tokens[:, s] = torch.where(done, self.pad_id, new)
             logprobs[:, s] = lp

@@ -39,6 +39,7 @@ def skip_forward(
     runs = torch.zeros(adapter.shapes.num_layers, dtype=torch.long)
     for layers in col_sets:
         runs[list(layers)] += 1  # nested sets: layer i runs on columns [0, runs[i])
+    adapter.prepare(C)
     positions = positions_from_mask(attn)
     h = adapter.embed(input_ids, positions)
     for i, c in enumerate(runs.tolist()):

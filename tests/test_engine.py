@@ -168,3 +168,32 @@ def test_batches_split_and_keep_results(model_dirs):
     split = eng.generate(PROMPTS, max_new_tokens=8, batch_size=1)
     assert whole.token_ids == split.token_ids
     assert sorted(split.trace["batch"].unique()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("family", ["opt", "gpt2", "llama", "qwen2"])
+def test_static_decode_path_equals_dynamic(model_dirs, family):
+    """The fixed-shape step that CUDA graphs capture, run uncaptured on the CPU, against the plain path."""
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    plain, static = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    sets = Schedule(6, "linear", "skip", max_layers=6, min_layers=2).layer_sets(12)
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    a, b = RecordingPicker(), RecordingPicker()
+    out_a = plain.generate_batch(enc["input_ids"], enc["attention_mask"], sets, a)
+    out_b = static.generate_batch(enc["input_ids"], enc["attention_mask"], sets, b)
+    assert torch.equal(out_a.tokens, out_b.tokens)
+    for x, y in zip(a.logits, b.logits):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+    assert out_a.cache.lengths == out_b.cache.lengths
+    for i, n in enumerate(out_a.cache.lengths):
+        torch.testing.assert_close(out_a.cache.keys[i][:, :, :n], out_b.cache.keys[i][:, :, :n])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_path_matches_plain_path(model_dirs):
+    model, tok = load_model(str(model_dirs["llama"]), device="cuda", dtype="float32")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    a = SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=12)
+    b = SkipEngine(model, tok, static=True).generate(PROMPTS, sched, max_new_tokens=12)
+    assert a.token_ids == b.token_ids

@@ -52,8 +52,7 @@ class LlamaAdapter(Adapter):
         self._cos, self._sin = self.model.model.rotary_emb(emb[:1][None], pos)
 
     def layer_kwargs(self, positions: torch.Tensor, dtype: torch.dtype) -> dict:
-        if self._cos is None or self._cos.shape[1] <= int(positions.max()):
-            self.prepare(int(positions.max()) + 1)
+        # no bounds check here: it would sync the host, which a CUDA graph capture forbids; prepare() sized it
         return {"position_embeddings": (self._cos[0][positions], self._sin[0][positions])}
 
     def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the whole test suite in a virtual environment it builds from requirements.txt.
+# Installs Debian's chromium for the real-browser test when it can (root + apt); otherwise that test skips.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "note: chromium could not be installed; the browser test will skip"
+fi
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
+exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@"

@@ -1,0 +1,321 @@
+"""`python -m skipcore bench`: wall-clock tokens/s of our full-depth and skip paths against `generate()`.
+
+Everything is measured in one run and reported as ratios (skip vs full, ours vs generate()), since shared
+machines are noisy: each measurement is repeated with the settings interleaved and the median kept. Models are
+randomly initialised in the shape of public checkpoints (speed does not depend on the weights; no download).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from skipcore.errors import UserError
+
+
+def _machine(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} threads"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
+    """Device memory bandwidth in bytes/s from a large copy (read + write), the roofline's denominator."""
+    n = mib * 2**20 // 4
+    a = torch.empty(n, dtype=torch.float32, device=device)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    _sync(device)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        b.copy_(a)
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return 2 * a.numel() * 4 / min(times)
+
+
+def bench_one(
+    shape: str,
+    batch_size: int,
+    prompt_len: int,
+    new_tokens: int,
+    targets: list[float],
+    device: torch.device,
+    dtype: torch.dtype,
+    repeats: int,
+    compiled_generate: bool,
+    bandwidth: float | None = None,
+) -> list[dict]:
+    from skipcore.engine import SkipEngine
+    from skipcore.sampling import Sampling, TokenPicker
+    from skipcore.schedule import Schedule, schedule_for_speedup
+    from skipcore.testing import bench_model
+
+    model = bench_model(shape, dtype=dtype, device=str(device))
+    L = model.config.num_hidden_layers
+
+    class _Tok:  # the engine only needs ids here; prompts are random token ids
+        pad_token_id = 1
+        eos_token_id = 2
+
+    engine = SkipEngine(model, _Tok(), model_name=shape)
+    engine.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, 1000, (batch_size, prompt_len), generator=gen).to(device)
+    attn = torch.ones_like(ids)
+    picker = TokenPicker(Sampling(), device)
+    schedules = {"full": Schedule(L, "full")}
+    for t in targets:
+        schedules[f"skip {t:g}x"] = schedule_for_speedup(L, t, new_tokens, "linear", "skip", warmup_layers=1)
+
+    def ours(sch):
+        out = engine.generate_batch(ids, attn, sch.layer_sets(new_tokens), picker)
+        peak_kv = out.cache.allocated_bytes()
+        return sum(out.step_ms[1:]) / 1e3, sum(out.step_ms) / 1e3, peak_kv
+
+    def hf(**kw):
+        _sync(device)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            model.generate(
+                ids,
+                attention_mask=attn,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=1,
+                **kw,
+            )
+        _sync(device)
+        return time.perf_counter() - t0
+
+    runners = {name: (lambda s=s: ours(s)) for name, s in schedules.items()}
+    if device.type == "cuda":  # what the CUDA graphs buy: the same full-depth path without them
+        plain = SkipEngine(model, _Tok(), model_name=shape, static=False)
+        plain.eos_ids = engine.eos_ids
+        runners["full (no graphs)"] = lambda: _timed_plain(
+            plain, ids, attn, schedules["full"], new_tokens, picker
+        )
+    runners["generate()"] = lambda: (None, hf(), None)
+    if compiled_generate:
+        runners["generate() static+compile"] = lambda: (
+            None,
+            hf(cache_implementation="static"),
+            None,  # transformers compiles a static-cache decode on CUDA
+        )
+    for run in runners.values():  # warm-up (and compilation) outside the timings
+        run()
+    samples: dict[str, list] = {k: [] for k in runners}
+    peak_mem: dict[str, int] = {}
+    for _ in range(repeats):
+        for name, run in runners.items():
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            samples[name].append(run())
+            if device.type == "cuda":
+                peak_mem[name] = torch.cuda.max_memory_allocated(device)
+    rows = []
+    full_decode = statistics.median(s[0] for s in samples["full"])
+    full_total = statistics.median(s[1] for s in samples["full"])
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    for name, runs in samples.items():
+        total = statistics.median(r[1] for r in runs)
+        row = {
+            "model": shape,
+            "setting": name,
+            "batch_size": batch_size,
+            "prompt_len": prompt_len,
+            "new_tokens": new_tokens,
+            "tokens_per_s": batch_size * new_tokens / total,
+            "seconds": total,
+            "peak_memory_bytes": peak_mem.get(name),
+        }
+        if runs[0][0] is not None:  # our paths: decode-only timing and the schedule's theory
+            sch = schedules.get(name, schedules["full"])
+            decode = statistics.median(r[0] for r in runs)
+            res_theory = _theory(engine, sch, prompt_len, new_tokens)
+            measured = full_decode / decode
+            row.update(
+                decode_seconds=decode,
+                decode_tokens_per_s=batch_size * (new_tokens - 1) / decode,
+                kv_cache_allocated_bytes=runs[0][2],
+                layer_speedup=sch.layer_speedup(new_tokens),
+                flops_speedup_decode=res_theory,
+                measured_speedup_decode=measured,
+                measured_over_layer_speedup=measured / sch.layer_speedup(new_tokens),
+                measured_over_flops_speedup=measured / res_theory,
+                weight_bytes=weight_bytes,
+            )
+            if bandwidth and sch.shape == "full":
+                per_step = decode / (new_tokens - 1)
+                row["roofline_fraction"] = _bytes_per_step(
+                    model, engine, batch_size, prompt_len, new_tokens
+                ) / (bandwidth * per_step)
+        row["vs_full_total"] = full_total / total
+        rows.append(row)
+    return rows
+
+
+def _timed_plain(engine, ids, attn, sch, new_tokens: int, picker):
+    out = engine.generate_batch(ids, attn, sch.layer_sets(new_tokens), picker)
+    return sum(out.step_ms[1:]) / 1e3, sum(out.step_ms) / 1e3, out.cache.allocated_bytes()
+
+
+def _bytes_per_step(model, engine, batch_size: int, prompt_len: int, new_tokens: int) -> float:
+    """Bytes a full-depth decode step must read: every weight matrix once (embedding tables only by the rows
+    looked up, so not at all unless tied to the head) plus the batch's K/V, averaged over the decode steps."""
+    from skipcore import costs
+
+    emb = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    head = id(model.get_output_embeddings().weight)
+    seen, weights = set(), 0
+    for p in model.parameters():
+        if id(p) in seen or (id(p) in emb and id(p) != head):
+            continue
+        seen.add(id(p))
+        weights += p.numel() * p.element_size()
+    per_pos = costs.kv_bytes_per_position(engine.adapter.shapes, engine.dtype.itemsize)
+    mean_ctx = prompt_len + new_tokens / 2
+    return weights + engine.num_layers * mean_ctx * per_pos * batch_size
+
+
+def _theory(engine, sch, prompt_len: int, new_tokens: int) -> float:
+    """FLOPs speedup of the decode steps, by the cost model (LM head and attention included)."""
+    from skipcore import costs
+
+    shapes, L = engine.adapter.shapes, engine.num_layers
+    budgets = sch.budgets(new_tokens)
+    full = sum(costs.decode_flops(shapes, prompt_len, s, L) for s in range(1, new_tokens))
+    ours = sum(costs.decode_flops(shapes, prompt_len, s, budgets[s]) for s in range(1, new_tokens))
+    return full / ours
+
+
+def mib(n: int | None) -> str:
+    return f"{n / 2**20:.1f}" if n is not None else ""
+
+
+def format_table(rows: list[dict]) -> str:
+    head = (
+        "| model | batch | new tokens | setting | tokens/s | vs full | layer speedup | measured decode speedup "
+        "| measured / layer | measured / FLOPs | KV allocated MiB | peak memory MiB | roofline |"
+    )
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in rows:
+
+        def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:
+            return fmt.format(r[k]) if r.get(k) is not None else ""
+
+        lines.append(
+            f"| {r['model']} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
+            f"| {r['vs_full_total']:.2f} | {f('layer_speedup')} | {f('measured_speedup_decode')} "
+            f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
+            f"| {mib(r.get('kv_cache_allocated_bytes'))} | {mib(r.get('peak_memory_bytes'))} "
+            f"| {f('roofline_fraction', '{:.0%}')} |"
+        )
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--models", default=None, help="comma list of shapes: opt-125m, opt-1.3b, llama-1b")
+    p.add_argument("--batch-sizes", default=None, help="comma list (default: 1,8 on CPU; 1,8,64 on CUDA)")
+    p.add_argument("--prompt-len", type=int, default=None, help="prompt tokens (default: 32 CPU, 128 CUDA)")
+    p.add_argument("--new-tokens", default="64", help="comma list of generated tokens per run (default: 64)")
+    p.add_argument("--targets", default="2,3,4", help="skip targets (theoretical layer speedups)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per setting; the median is kept")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    p.add_argument("--out", default=None, help="results file (.json; a .md table is written beside it)")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=run_bench)
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError as e:
+        raise UserError(f"{flag} must be comma-separated integers, got {text!r}") from e
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from skipcore.cli import check_output_path
+    from skipcore.loading import resolve_device, resolve_dtype
+    from skipcore.testing import BENCH_SHAPES
+
+    device = resolve_device(args.device)
+    dtype = resolve_dtype(args.dtype, device)
+    cuda = device.type == "cuda"
+    models = (args.models or ("opt-1.3b,llama-1b" if cuda else "opt-125m")).split(",")
+    for m in models:
+        if m not in BENCH_SHAPES:
+            raise UserError(f"unknown bench model {m!r}; choose from {', '.join(BENCH_SHAPES)}")
+    batch_sizes = _ints(args.batch_sizes or ("1,8,64" if cuda else "1,8"), "--batch-sizes")
+    targets = [float(t) for t in args.targets.split(",")]
+    prompt_len = args.prompt_len or (128 if cuda else 32)
+    out = check_output_path(args.out, args.overwrite, (".json",))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    bandwidth = measure_bandwidth(device) if cuda else None
+    rows = []
+    for m in models:
+        for T in _ints(args.new_tokens, "--new-tokens"):
+            for b in batch_sizes:
+                new = bench_one(
+                    m,
+                    b,
+                    prompt_len,
+                    T,
+                    targets,
+                    device,
+                    dtype,
+                    args.repeats,
+                    compiled_generate=cuda,
+                    bandwidth=bandwidth,
+                )
+                rows += new
+                print(format_table(new), flush=True)
+    result = {
+        "machine": _machine(device),
+        "device": str(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "bandwidth_bytes_per_s": bandwidth,
+        "rows": rows,
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
+        out.with_suffix(".md").write_text(
+            f"Machine: {result['machine']} ({result['device']}, {result['dtype']}, torch {result['torch']})\n\n"
+            + format_table(rows)
+            + "\n"
+        )
+        print(f"wrote {out} and {out.with_suffix('.md')}")
+    return 0

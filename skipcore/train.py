@@ -1,0 +1,410 @@
+"""`python -m skipcore train`: full-depth, skip-aware (fixed schedule, as in the paper) or elastic training.
+
+Runs unchanged on one process or several (`accelerate launch --num_processes N -m skipcore train ...`).
+The work lives in `skipcore.training`; this module turns flags into a resolved run and keeps its imports
+light, because the CLI imports it to build its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+
+from skipcore.errors import UserError
+from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
+
+DESCRIPTION = """\
+Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
+(and --target-speedup or --max/--min-layers): the paper's skip-aware fine-tuning, where every target token
+runs exactly the layers its decode step runs and the prompt runs at full depth. With --elastic LOW:HIGH:
+each batch draws a target speedup in the range (and now and then full depth), so one checkpoint serves
+every budget. The decay span defaults to the median target length in tokens (the paper's choice) and is
+saved with the model (skipcore_training.json) so generation can reuse it.
+"""
+
+
+def add_parser(sub) -> None:
+    from skipcore.cli import DEFAULT_DATASET, add_schedule_args
+
+    p = sub.add_parser(
+        "train",
+        help="full-depth, skip-aware or elastic training (accelerate-ready)",
+        description=DESCRIPTION,
+    )
+    src = p.add_argument_group("starting point (one of)")
+    src.add_argument("--model", help="fine-tune this model directory (or hub id)")
+    src.add_argument(
+        "--init-config",
+        choices=[*FAMILIES, *(f"{f}-tiny" for f in FAMILIES)],
+        help="train from scratch: a new model of this family, sized by the flags below, with a BPE "
+        "tokenizer trained on the training split",
+    )
+    src.add_argument(
+        "--resume",
+        help="continue from a checkpoint directory (or a folder of step-* checkpoints: the latest)",
+    )
+    size = p.add_argument_group("from-scratch model size (--init-config)")
+    size.add_argument("--layers", type=int, default=8, help="decoder layers (default: %(default)s)")
+    size.add_argument("--hidden", type=int, default=192, help="hidden size (default: %(default)s)")
+    size.add_argument("--heads", type=int, default=6, help="attention heads (default: %(default)s)")
+    size.add_argument("--ffn", type=int, default=768, help="MLP inner size (default: %(default)s)")
+    size.add_argument("--max-positions", type=int, default=256, help="positions (default: %(default)s)")
+    size.add_argument("--dropout", type=float, default=0.1, help="residual dropout (default: %(default)s)")
+    size.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary at most (default: 2048)")
+    size.add_argument("--tokenizer", help="use this tokenizer directory instead of training one")
+    size.add_argument(
+        "--attn", default="sdpa", choices=["sdpa", "eager"], help="attention kernel (default: %(default)s)"
+    )
+    size.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", default=DEFAULT_DATASET, help="data path or name (default: %(default)s)")
+    data.add_argument("--split", default="train", help="training split (default: %(default)s)")
+    data.add_argument("--task", help="prompt format (default: from the data: e2e, cnn_dm, tldr, generic)")
+    data.add_argument("--limit", type=int, help="use only the first N sources (quick runs)")
+    data.add_argument("--max-length", type=int, help="tokens per pair at most (default: model positions)")
+    data.add_argument("--eval-split", default="dev", help="split for --eval-every (default: %(default)s)")
+    data.add_argument("--eval-limit", type=int, default=200, help="dev sources to score (default: 200)")
+    data.add_argument("--eval-every", type=int, default=0, help="dev loss every N steps (default: 0, off)")
+
+    add_schedule_args(p)
+    p.set_defaults(schedule=None)  # no schedule flag: full-depth training
+    el = p.add_argument_group("elastic skip-aware training")
+    el.add_argument("--elastic", metavar="LOW:HIGH", help="draw a target speedup per batch, e.g. 1.0:5.0")
+    el.add_argument(
+        "--elastic-full-prob",
+        type=float,
+        default=0.1,
+        help="share of elastic batches run at full depth (default: %(default)s)",
+    )
+    el.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="generation length speedup targets refer to (default: longest target + EOS + 4)",
+    )
+
+    opt = p.add_argument_group("optimisation")
+    opt.add_argument("--steps", type=int, help="optimizer steps (default: --epochs over the data)")
+    opt.add_argument("--epochs", type=float, default=1.0, help="passes over the data (default: 1)")
+    opt.add_argument("--batch-size", type=int, default=16, help="pairs per process per step (default: 16)")
+    opt.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (default: %(default)s)")
+    opt.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)")
+    opt.add_argument("--warmup-ratio", type=float, default=0.05, help="LR warmup share (default: 0.05)")
+    opt.add_argument("--lr-scheduler", default="linear", choices=LR_SCHEDULERS, help="(default: linear)")
+    opt.add_argument("--max-grad-norm", type=float, default=1.0, help="0 turns clipping off (default: 1)")
+    opt.add_argument("--seed", type=int, default=0, help="init, data order, dropout, draws (default: 0)")
+    opt.add_argument(
+        "--group-by-length",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="batch pairs of similar length (less padding; default: on)",
+    )
+    opt.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="(default: auto)")
+    opt.add_argument(
+        "--mixed-precision", default="no", choices=["no", "bf16", "fp16"], help="autocast (default: no)"
+    )
+    opt.add_argument(
+        "--find-unused-parameters",
+        action="store_true",
+        help="DDP: tolerate parameters outside the loss graph (not needed for the supported families)",
+    )
+
+    out = p.add_argument_group("output")
+    out.add_argument("--out", required=True, help="directory for the final model, its json and the log")
+    out.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
+    out.add_argument("--save-every", type=int, default=0, help="resumable checkpoint every N steps (0: off)")
+    out.add_argument("--checkpoint-dir", help="where step-* checkpoints go (default: OUT/checkpoints)")
+    out.add_argument("--keep-checkpoints", type=int, default=2, help="newest kept (0: all; default: 2)")
+    out.add_argument(
+        "--save-dtype", default="float32", choices=SAVE_DTYPES, help="final weights (default: float32)"
+    )
+    out.add_argument("--log-every", type=int, default=10, help="log line every N steps (default: 10)")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+# -- resolving flags ------------------------------------------------------------------------------------------
+def resolve_resume(path: str) -> Path:
+    """A checkpoint directory, or the newest step-* checkpoint inside a folder of them."""
+    from skipcore.training.checkpoint import SETTINGS_FILE, latest_checkpoint
+
+    p = Path(path)
+    if (p / SETTINGS_FILE).is_file() and (p / "optimizer.pt").is_file():
+        return p
+    latest = latest_checkpoint(p) if p.is_dir() else None
+    if latest is None:
+        raise UserError(f"no resumable checkpoint in {path} (expected optimizer.pt and a step-* folder)")
+    return latest
+
+
+def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
+    """The schedule plan: full depth, one fixed schedule, or elastic; span = median target length."""
+    from skipcore.cli import schedule_from_args
+    from skipcore.training.plan import SchedulePlan, parse_range
+
+    span = args.decay_span or max(1, stats["median_target_tokens"])
+    max_new = args.max_new_tokens or stats["max_target_tokens"] + 1 + 4
+    if max_new < 2:
+        raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
+    if args.elastic:
+        clash = [f for f in ("target_speedup", "min_layers", "budgets", "schedule_json") if getattr(args, f)]
+        if clash:
+            flags = ", ".join("--" + f.replace("_", "-") for f in clash)
+            raise UserError(f"--elastic draws the budgets itself; drop {flags}")
+        shape = args.schedule or "linear"
+        if shape in ("full", "custom"):
+            raise UserError(f"--elastic needs a parametric --schedule shape, not {shape!r}")
+        return SchedulePlan(
+            "elastic",
+            num_layers,
+            max_new,
+            span,
+            elastic_range=parse_range(args.elastic),
+            full_prob=args.elastic_full_prob,
+            shape=shape,
+            mode=args.mode,
+            warmup_layers=args.warmup_layers,
+            max_layers=args.max_layers,
+            extra={"alpha": args.alpha, "stages": args.stages},
+        )
+    ns = copy.copy(args)
+    if ns.schedule is None:  # skip flags without a shape mean the paper's linear one
+        asked = ns.target_speedup or ns.min_layers is not None or ns.max_layers is not None
+        ns.schedule = "custom" if ns.budgets else ("linear" if asked else "full")
+    if ns.schedule == "full" and not ns.schedule_json:
+        return SchedulePlan("full", num_layers, max_new, span)
+    ns.decay_span = span
+    schedule = schedule_from_args(ns, num_layers, max_new)
+    if schedule.shape == "full":
+        return SchedulePlan("full", num_layers, max_new, span)
+    return SchedulePlan(
+        "fixed",
+        num_layers,
+        max_new,
+        schedule.decay_span,
+        fixed=schedule,
+        shape=schedule.shape,
+        mode=schedule.mode,
+        warmup_layers=schedule.warmup_layers,
+    )
+
+
+def make_accelerator(args: argparse.Namespace):
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but no CUDA device is available")
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=args.find_unused_parameters)
+    return Accelerator(cpu=args.device == "cpu", mixed_precision=args.mixed_precision, kwargs_handlers=[ddp])
+
+
+def check_out_dir(out: Path, overwrite: bool, resuming: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file")
+    if out.is_dir() and any(out.iterdir()) and not (overwrite or resuming):
+        raise UserError(f"--out {out} is not empty; pass --overwrite (or --resume to continue a run)")
+
+
+def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Path | None):
+    """(model, tokenizer, where it came from) for a from-scratch, fine-tuning or resumed run."""
+    from transformers import AutoTokenizer
+
+    from skipcore.training.checkpoint import read_settings
+    from skipcore.training.models import (
+        ModelSize,
+        count_parameters,
+        load_for_training,
+        model_from_config,
+        new_tokenizer,
+    )
+
+    if resume_dir is not None:
+        model, tokenizer = load_for_training(str(resume_dir), args.attn, args.trust_remote_code)
+        return model, tokenizer, (read_settings(resume_dir) or {}).get("init", {})
+    if args.model:
+        model, tokenizer = load_for_training(args.model, args.attn, args.trust_remote_code)
+        parent = read_settings(args.model) if Path(args.model).is_dir() else None
+        origin = {"from": "model", "model": args.model, "parameters": count_parameters(model)}
+        if parent:
+            origin["parent"] = {k: parent.get(k) for k in ("init", "schedule", "data", "state", "training")}
+        return model, tokenizer, origin
+    size = ModelSize(args.layers, args.hidden, args.heads, args.ffn, args.max_positions, args.dropout)
+    out = Path(args.out)
+    with acc.main_process_first():  # the main process trains the tokenizer once; the others read it
+        if acc.is_main_process:
+            tokenizer = new_tokenizer(examples, args.vocab_size, args.tokenizer)
+            tokenizer.save_pretrained(out)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    model = model_from_config(args.init_config, size, tokenizer, args.attn)
+    origin = {
+        "from": "config",
+        "family": model.config.model_type,
+        "size": vars(size),
+        "tokenizer": args.tokenizer or f"byte-level BPE trained on {args.dataset} [{args.split}]",
+        "vocab_size": len(tokenizer),
+        "parameters": count_parameters(model),
+    }
+    return model, tokenizer, origin
+
+
+def _max_positions(config) -> int | None:
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if value:
+            return int(value)
+    return None
+
+
+def _json_args(args: argparse.Namespace) -> dict:
+    return {
+        k: v for k, v in vars(args).items() if k != "func" and isinstance(v, str | int | float | bool | None)
+    }
+
+
+def _warn_changes(old: dict, new: dict, acc) -> None:
+    """A resumed run should repeat the original command; say so when it does not."""
+    keys = ("schedule", "training")
+    changed = [k for k in keys if json_normal(old.get(k)) != json_normal(new.get(k))]
+    if changed and acc.is_main_process:
+        print(f"warning: resuming with different {' and '.join(changed)} settings", file=sys.stderr)
+
+
+def json_normal(value):
+    import json
+
+    return json.loads(json.dumps(value))
+
+
+# -- the command --------------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> int:
+    from accelerate.utils import set_seed
+
+    from skipcore.data import load_examples
+    from skipcore.training.batching import data_stats, tokenize_pairs
+    from skipcore.training.checkpoint import read_settings
+    from skipcore.training.loop import Hyper, Run, environment, total_steps, train_loop
+    from skipcore.training.models import count_parameters
+
+    given = [f for f, v in (("--model", args.model), ("--init-config", args.init_config)) if v]
+    if args.resume is None and len(given) != 1:
+        raise UserError("give exactly one of --model DIR, --init-config FAMILY (or --resume CHECKPOINT)")
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be >= 1, got {args.limit}")
+    hyper = Hyper(
+        batch_size=args.batch_size,
+        steps=args.steps,
+        epochs=args.epochs,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        warmup_ratio=args.warmup_ratio,
+        lr_scheduler=args.lr_scheduler,
+        max_grad_norm=args.max_grad_norm,
+        seed=args.seed,
+        group_by_length=args.group_by_length,
+        log_every=args.log_every,
+        eval_every=args.eval_every,
+        save_every=args.save_every,
+        keep_checkpoints=args.keep_checkpoints,
+        save_dtype=args.save_dtype,
+        progress=not args.no_progress,
+    )
+    resume_dir = resolve_resume(args.resume) if args.resume else None
+    out = Path(args.out)
+    check_out_dir(out, args.overwrite, resume_dir is not None)
+    acc = make_accelerator(args)
+    acc.wait_for_everyone()  # every process has checked --out before anything is written there
+    if acc.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+    acc.wait_for_everyone()
+
+    examples = load_examples(args.dataset, split=args.split, task=args.task, limit=args.limit)
+    if not examples:
+        raise UserError(f"no training examples in {args.dataset} [{args.split}]")
+    set_seed(args.seed)  # the same initial weights on every process
+    model, tokenizer, origin = starting_model(args, examples, acc, resume_dir)
+    num_layers = _num_layers(model)
+    max_length = args.max_length or _max_positions(model.config)
+    pairs = tokenize_pairs(examples, tokenizer, max_length)
+    stats = data_stats(pairs)
+    plan = plan_from_args(args, num_layers, stats)
+    eval_pairs = None
+    if args.eval_every:
+        dev = load_examples(args.dataset, split=args.eval_split, task=args.task, limit=args.eval_limit)
+        eval_pairs = tokenize_pairs(dev, tokenizer, max_length)
+
+    settings = {
+        "objective": plan.kind,
+        "schedule": plan.to_dict(),
+        "generation": {
+            "decay_span": plan.decay_span,
+            "max_new_tokens": plan.max_new_tokens,
+            "note": "decode with this decay span (the median target length) and max_new_tokens, "
+            "as the schedules were trained",
+        },
+        "data": {
+            "dataset": args.dataset,
+            "split": args.split,
+            "task": examples[0].task,
+            "sources": len(examples),
+        }
+        | stats,
+        "training": vars(hyper).copy(),
+        "model": {
+            "family": model.config.model_type,
+            "num_layers": num_layers,
+            "parameters": count_parameters(model),
+            "saved_dtype": args.save_dtype,
+        },
+        "init": origin,
+        "environment": environment(acc),
+        "args": _json_args(args),
+        "argv": sys.argv[1:],
+    }
+    resume_step, resume_elapsed = 0, 0.0
+    if resume_dir is not None:
+        old = read_settings(resume_dir) or {}
+        _warn_changes(old, settings, acc)
+        resume_step = int(old.get("state", {}).get("step", 0))
+        resume_elapsed = float(old.get("state", {}).get("elapsed_s", 0.0))
+        settings["resumed_from"] = [*old.get("resumed_from", []), str(resume_dir)]
+    set_seed(args.seed, device_specific=True)  # dropout differs per process; restored on resume
+    run_ = Run(
+        accelerator=acc,
+        model=model,
+        tokenizer=tokenizer,
+        pairs=pairs,
+        plan=plan,
+        hyper=hyper,
+        out_dir=out,
+        checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints",
+        settings=settings,
+        eval_pairs=eval_pairs,
+        resume_dir=resume_dir,
+        resume_step=resume_step,
+        resume_elapsed_s=resume_elapsed,
+    )
+    if acc.is_main_process:
+        steps = total_steps(hyper, max(1, len(pairs) // (hyper.batch_size * acc.num_processes)))
+        print(
+            f"training {settings['model']['parameters']:,} parameters on {len(pairs)} pairs, {plan.describe()}, "
+            f"{steps} steps of {hyper.batch_size} x {acc.num_processes} process(es)"
+            + (f", resuming at step {resume_step}" if resume_dir else ""),
+            file=sys.stderr,
+        )
+    train_loop(run_)
+    if acc.is_main_process:
+        final = read_settings(out) or {}
+        print(f"saved {out} (step {final.get('state', {}).get('step')})", file=sys.stderr)
+    acc.end_training()
+    return 0
+
+
+def _num_layers(model) -> int:
+    from skipcore.adapters import adapter_for
+
+    return adapter_for(model).shapes.num_layers

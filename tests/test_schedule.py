@@ -1,0 +1,145 @@
+"""Schedules: budgets in range and non-increasing, nested layer sets, speedup consistent with the budgets."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skipcore.errors import ScheduleError
+from skipcore.schedule import (
+    MODES,
+    Schedule,
+    check_nested,
+    layers_for_budget,
+    mask_string,
+    schedule_for_speedup,
+)
+
+
+@st.composite
+def schedules(draw):
+    L = draw(st.integers(1, 40))
+    mode = draw(st.sampled_from(MODES))
+    shape = draw(st.sampled_from(["full", "constant", "linear", "power", "step", "custom"]))
+    hi = draw(st.integers(1, L))
+    lo = draw(st.integers(1, hi))
+    warmup = draw(st.integers(0, lo - 1)) if mode == "skip" else draw(st.integers(0, 3))
+    budgets = (
+        tuple(
+            sorted(
+                draw(st.lists(st.integers(warmup + 1 if mode == "skip" else 1, L), min_size=1, max_size=12)),
+                reverse=True,
+            )
+        )
+        if shape == "custom"
+        else ()
+    )
+    return Schedule(
+        L,
+        shape,
+        mode,
+        hi,
+        lo,
+        warmup,
+        decay_span=draw(st.none() | st.integers(1, 50)),
+        alpha=draw(st.floats(0.5, 1.0)),
+        stages=draw(st.integers(1, 6)),
+        budgets_list=budgets,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(schedules(), st.integers(1, 80))
+def test_budgets_in_range_and_non_increasing(sch, T):
+    b = sch.budgets(T)
+    assert len(b) == T and b[0] == sch.num_layers
+    assert all(1 <= n <= sch.num_layers for n in b)
+    assert all(x >= y for x, y in zip(b[1:], b[2:]))
+    if sch.shape not in ("full", "custom"):
+        assert all(sch.min_layers <= n <= sch.max_layers for n in b[1:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(schedules(), st.integers(1, 80))
+def test_layer_sets_nested_and_sized_by_budget(sch, T):
+    sets = sch.layer_sets(T)
+    check_nested(sets)  # raises if not
+    for n, s in zip(sch.budgets(T), sets):
+        assert len(s) == n == len(set(s)) and list(s) == sorted(s)
+        assert all(0 <= i < sch.num_layers for i in s)
+        if sch.mode == "skip" and n < sch.num_layers:
+            assert set(range(min(sch.warmup_layers, n))) <= set(s)
+            assert sch.num_layers - 1 in s or n <= sch.warmup_layers
+
+
+@settings(max_examples=300, deadline=None)
+@given(schedules(), st.integers(2, 80))
+def test_speedup_consistent_with_budgets(sch, T):
+    decode = sch.budgets(T)[1:]
+    assert sch.layer_speedup(T) == pytest.approx(sch.num_layers / (sum(decode) / len(decode)))
+    assert 1.0 <= sch.layer_speedup(T) <= sch.num_layers
+
+
+def test_linear_is_the_papers_formula():
+    sch = Schedule(24, "linear", "skip", max_layers=20, min_layers=8, warmup_layers=2, decay_span=10)
+    for s in range(1, 30):
+        assert sch.budget(s, 30) == round(20 - 12 * min(s - 1, 10) / 10)
+    assert sch.layers(8) == (0, 1, 18, 19, 20, 21, 22, 23)
+    assert Schedule(12, "linear", max_layers=12, min_layers=4).span(64) == 62
+
+
+def test_modes_map_budgets_to_layers():
+    assert layers_for_budget(5, 10, "skip", 2) == (0, 1, 7, 8, 9)
+    assert layers_for_budget(5, 10, "exit") == (0, 1, 2, 3, 4)
+    assert layers_for_budget(5, 10, "middle") == (0, 1, 2, 8, 9)
+    assert mask_string((0, 1, 7, 8, 9), 10) == "1100000111"
+
+
+def test_power_and_step_shapes():
+    p = Schedule(16, "power", "exit", max_layers=16, min_layers=4, alpha=0.8)
+    assert [p.budget(s, 20) for s in range(1, 6)] == [max(4, math.floor(16 * 0.8**t)) for t in range(5)]
+    st_ = Schedule(12, "step", "exit", max_layers=12, min_layers=3, stages=4, decay_span=8)
+    assert sorted(set(st_.budgets(20)[1:]), reverse=True) == [12, 9, 6, 3]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_layers=4, min_layers=6), "min_layers .6. is greater than max_layers .4."),
+        (dict(max_layers=13), r"max_layers 13 is outside \[1, 12\]"),
+        (dict(min_layers=0, max_layers=4), r"min_layers 0 is outside \[1, 12\]"),
+        (
+            dict(max_layers=8, min_layers=2, warmup_layers=2),
+            "warmup_layers .2. must be smaller than min_layers",
+        ),
+        (dict(shape="custom", budgets_list=(6, 4, 5)), "must not increase, but 4 is followed by 5"),
+        (dict(shape="custom", budgets_list=(20, 4)), r"custom budget 20 is outside \[1, 12\]"),
+        (dict(shape="zigzag"), "unknown schedule shape 'zigzag'"),
+        (dict(mode="random"), "unknown mode 'random'"),
+    ],
+)
+def test_invalid_settings_raise_clear_errors(kwargs, message):
+    with pytest.raises(ScheduleError, match=message):
+        Schedule(12, **{"shape": "linear", **kwargs})
+
+
+def test_non_nested_sets_are_refused():
+    with pytest.raises(ScheduleError, match="step 2 runs layer 3"):
+        check_nested([(0, 1, 2, 3), (0, 1, 2), (0, 3)])
+
+
+@pytest.mark.parametrize("target", [1.0, 2.0, 3.0, 4.0, 5.0])
+def test_schedule_for_speedup_hits_target(target):
+    sch = schedule_for_speedup(24, target, 64, warmup_layers=1)
+    assert abs(sch.layer_speedup(64) - target) < 0.1 * target
+    assert sch.min_layers > sch.warmup_layers
+
+
+def test_json_round_trip():
+    sch = Schedule(12, "custom", "middle", budgets_list=(10, 8, 8, 3))
+    assert Schedule.from_dict(sch.to_dict()) == sch
+    with pytest.raises(ScheduleError, match="unknown schedule field"):
+        Schedule.from_dict({**sch.to_dict(), "bogus": 1})
