@@ -197,3 +197,15 @@ def test_cuda_graph_path_matches_plain_path(model_dirs):
     a = SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=12)
     b = SkipEngine(model, tok, static=True).generate(PROMPTS, sched, max_new_tokens=12)
     assert a.token_ids == b.token_ids
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_runs_and_counts_two_byte_kv(model_dirs, dtype):
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu", dtype=dtype)
+    eng = SkipEngine(model, tok)
+    res = eng.generate(PROMPTS, Schedule(6, "linear", max_layers=6, min_layers=3), max_new_tokens=6)
+    assert res.metadata["dtype"] == dtype
+    first = res.trace.iloc[0]
+    shapes = eng.adapter.shapes
+    assert first["kv_cache_bytes"] == 6 * first["prompt_len"] * 2 * shapes.num_kv_heads * shapes.head_dim * 2
+    assert all(len(ids) == 6 for ids in res.token_ids)
