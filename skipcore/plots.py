@@ -9,6 +9,7 @@ The theoretical per-step costs are built with the trace's own column names (`num
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import altair as alt
@@ -171,14 +172,16 @@ def mask_heatmap(
         )
     )
     xaxis: dict = {"title": x_title}
-    if tick_text is not None:
-        xaxis.update(tickmode="array", tickvals=x, ticktext=list(tick_text), tickangle=-60)
+    bottom = 40
+    if tick_text is not None:  # fixed room for the rotated labels: plotly's automargin over-reserves here
+        xaxis.update(tickmode="array", tickvals=x, ticktext=list(tick_text), tickangle=-60, automargin=False)
+        bottom = 95
     fig.update_layout(
         title=title,
         xaxis=xaxis,
         yaxis={"title": "layer", "dtick": 1 if L <= 32 else None},
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
-        height=max(260, min(620, 90 + 16 * L)),
+        margin={"l": 50, "r": 20, "t": 50, "b": bottom},
+        height=max(260, min(620, 90 + 16 * L)) + bottom - 40,
     )
     return fig
 
@@ -193,10 +196,10 @@ def schedule_mask_figure(schedule: Schedule, max_new_tokens: int) -> go.Figure:
 
 # -- trace figures ---------------------------------------------------------------------------------------
 def display_token(token: str) -> str:
-    """A token as a short axis label: whitespace-only tokens made visible."""
-    if token.strip():
-        return token.strip()
-    return token.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣") or "∅"
+    """A token as a short axis label: whitespace-only tokens made visible, and `<`, `>`, `&` escaped because
+    plotly reads labels as HTML (`</s>` would vanish)."""
+    text = token.strip() or token.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣") or "∅"
+    return html.escape(text, quote=False)
 
 
 def sample_rows(trace: pd.DataFrame, sample: int, include_finished: bool = False) -> pd.DataFrame:
@@ -211,10 +214,13 @@ def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> 
     Hover shows the token exactly, its layers, FLOPs and log-probability.
     """
     rows = sample_rows(trace, sample)
+    conf = rows["confidence"] if "confidence" in rows else pd.Series(np.nan, index=rows.index)
     hover = [
-        f"step {r.step} · token {r.token!r}<br>{r.num_layers_run} layers · {r.flops:.3g} FLOPs"
+        f"step {r.step} · token {html.escape(repr(r.token), quote=False)}"
+        f"<br>{r.num_layers_run} layers · {r.flops:.3g} FLOPs"
         f" ({r.flops_full / r.flops if r.flops else 1:.2f}x fewer than full)<br>log p = {r.logprob:.3f}"
-        for r in rows.itertuples()
+        + ("" if pd.isna(c) else f" · confidence {c:.3f}")
+        for r, c in zip(rows.itertuples(), conf, strict=True)
     ]
     return mask_heatmap(
         list(rows["layer_mask"]),
@@ -314,11 +320,6 @@ def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.
     return fig
 
 
-def sample_steps(trace: pd.DataFrame, sample: int) -> pd.DataFrame:
-    """A sample's rows with the trace's cost columns, for `cost_figure`."""
-    return sample_rows(trace, sample)
-
-
 # -- trade-offs ------------------------------------------------------------------------------------------
 def pareto_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """The points no other point beats on both x and y (both higher-is-better), in increasing x.
@@ -342,28 +343,38 @@ def tradeoff_chart(
     tooltip: Sequence[str] = (),
     pareto: bool = True,
     title: str = "",
-    width: int = 360,
-    height: int = 300,
+    width: int = 420,
+    height: int = 320,
 ) -> alt.Chart:
     """Quality (y) against speedup (x): one coloured series per policy, the Pareto front drawn dashed."""
     data = df.dropna(subset=[x, y]).copy()
-    color_enc = alt.Color(f"{color}:N", title=color) if color and color in data else alt.value(ACTUAL_COLOR)
+    if color and color in data:
+        color_enc = alt.Color(f"{color}:N", title=color, scale=alt.Scale(scheme="tableau10"))
+    else:
+        color_enc = alt.value(ACTUAL_COLOR)
     tips = [c for c in dict.fromkeys([color, x, y, *tooltip]) if c and c in data]
     base = alt.Chart(data).encode(
         x=alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=False)),
         y=alt.Y(f"{y}:Q", title=y, scale=alt.Scale(zero=False)),
         color=color_enc,
     )
-    lines = base.mark_line(opacity=0.5).encode(order=f"{x}:Q")
-    points = base.mark_circle(size=70).encode(tooltip=tips)
-    chart = lines + points
-    if pareto and len(data):
+    layers = []
+    if pareto and len(data):  # under the series, so it never hides a point
         front = pareto_front(data, x, y)
-        chart = chart + (
+        layers.append(
             alt.Chart(front)
-            .mark_line(color="black", strokeDash=[6, 4], point=alt.OverlayMarkDef(color="black", size=25))
+            .mark_line(
+                color="black",
+                strokeDash=[6, 4],
+                strokeWidth=1.5,
+                opacity=0.8,
+                point=alt.OverlayMarkDef(filled=False, color="black", size=180),  # rings: a 1-point front
+            )
             .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q")
         )
+    layers.append(base.mark_line(opacity=0.6).encode(order=f"{x}:Q"))
+    layers.append(base.mark_circle(size=80, opacity=1).encode(tooltip=tips))
+    chart = alt.layer(*layers)
     return chart.properties(title=title or f"{y} vs {x}", width=width, height=height)
 
 
@@ -383,19 +394,222 @@ def speedup_comparison_chart(
     return alt.hconcat(left, right).resolve_scale(y="shared")
 
 
+# -- figures the notebooks use: several schedules at once, the KV cache map, sweeps -------------------------
+def series_figure(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str | None = None,
+    title: str = "",
+    x_title: str | None = None,
+    y_title: str | None = None,
+    log_x: bool = False,
+    markers: bool = True,
+    height: int = 320,
+) -> go.Figure:
+    """One line per value of `color` (long format), in the house style of the other figures."""
+    fig = go.Figure()
+    groups = df.groupby(color, sort=False) if color else [(y, df)]
+    for name, rows in groups:
+        rows = rows.sort_values(x)
+        fig.add_trace(
+            go.Scatter(
+                x=rows[x],
+                y=rows[y],
+                mode="lines+markers" if markers else "lines",
+                marker={"size": 5},
+                name=str(name),
+                hovertemplate=f"{x} %{{x}}<br>{y} %{{y:.4g}}<extra>{name}</extra>",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis_title=x_title or x,
+        yaxis_title=y_title or y,
+        xaxis_type="log" if log_x else None,
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+        height=height,
+    )
+    return fig
+
+
+def budgets_figure(
+    schedules: dict[str, Schedule], max_new_tokens: int, title: str = "Layer budget n(s) by shape"
+) -> go.Figure:
+    """Several schedules' budgets n(s) on one step plot (all for the same number of layers)."""
+    frames = [
+        pd.DataFrame({"step": range(max_new_tokens), "layers": sch.budgets(max_new_tokens), "schedule": name})
+        for name, sch in schedules.items()
+    ]
+    fig = series_figure(
+        pd.concat(frames, ignore_index=True),
+        "step",
+        "layers",
+        "schedule",
+        title,
+        "decode step s (0 = prefill)",
+    )
+    fig.update_traces(line={"shape": "hv"}, marker={"size": 3})
+    L = max(sch.num_layers for sch in schedules.values())
+    fig.update_layout(yaxis_range=[0, L + 0.5], yaxis_title="layers run")
+    return fig
+
+
+def masks_figure(schedules: dict[str, Schedule], max_new_tokens: int, title: str = "") -> go.Figure:
+    """The layer masks (layers x steps) of several schedules side by side, dark where a layer runs."""
+    names = list(schedules)
+    fig = make_subplots(
+        rows=1, cols=len(names), shared_yaxes=True, subplot_titles=names, horizontal_spacing=0.03
+    )
+    for k, name in enumerate(names, start=1):
+        sets = schedules[name].layer_sets(max_new_tokens)
+        L = schedules[name].num_layers
+        z = np.zeros((L, len(sets)))
+        for s, layers in enumerate(sets):
+            z[list(layers), s] = 1
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                zmin=0,
+                zmax=1,
+                colorscale=MASK_COLORSCALE,
+                showscale=False,
+                xgap=1,
+                ygap=1,
+                hovertemplate="step %{x}, layer %{y}<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=k,
+        )
+        fig.update_xaxes(title_text="decode step", row=1, col=k)
+    L = max(sch.num_layers for sch in schedules.values())
+    fig.update_yaxes(title_text="layer", row=1, col=1)
+    fig.update_layout(
+        title=title, height=max(260, min(520, 110 + 14 * L)), margin={"l": 50, "r": 20, "t": 70, "b": 40}
+    )
+    return fig
+
+
+KV_HOLE = "#d62728"
+
+
+def kv_cache_map(layer_sets: Sequence[Sequence[int]], prompt_len: int, num_layers: int) -> pd.DataFrame:
+    """Which KV entries exist, per layer and position, after feeding the steps of `layer_sets`.
+
+    Step 0 writes positions [0, P) in the layers of its set; step s >= 1 writes position P+s-1 in the layers
+    of set s. `state` is 'written', 'skipped' (never written, never read) or 'hole' (never written but read by
+    a later position that runs the layer: the KV cache would need a recomputation there).
+    """
+    T = len(layer_sets)
+    cols = prompt_len + T - 1
+    written = np.zeros((num_layers, cols), dtype=bool)
+    written[list(layer_sets[0]), :prompt_len] = True
+    for s in range(1, T):
+        written[list(layer_sets[s]), prompt_len + s - 1] = True
+    read_later = np.zeros_like(written)  # (layer, position) read by some later position running that layer
+    for i in range(num_layers):
+        runs = np.flatnonzero(written[i])
+        if len(runs):
+            read_later[i, : runs.max()] = True
+    state = np.where(written, "written", np.where(read_later, "hole", "skipped"))
+    layer, pos = np.meshgrid(range(num_layers), range(cols), indexing="ij")
+    return pd.DataFrame(
+        {
+            "layer": layer.ravel(),
+            "position": pos.ravel(),
+            "step": np.maximum(0, pos.ravel() - prompt_len + 1),
+            "state": state.ravel(),
+        }
+    )
+
+
+def kv_cache_figure(cache_map: pd.DataFrame, prompt_len: int, title: str = "KV cache entries") -> go.Figure:
+    """`kv_cache_map` as a heatmap: written (dark), skipped (light), holes (red); prompt left of the line."""
+    code = {"skipped": 0.0, "written": 1.0, "hole": 2.0}
+    z = cache_map.pivot(index="layer", columns="position", values="state").replace(code).astype(float)
+    scale = [[0, SKIPPED], [1 / 3, SKIPPED], [1 / 3, RAN], [2 / 3, RAN], [2 / 3, KV_HOLE], [1, KV_HOLE]]
+    text = cache_map.pivot(index="layer", columns="position", values="state").to_numpy()
+    fig = go.Figure(
+        go.Heatmap(
+            z=z.to_numpy(),
+            x=list(z.columns),
+            y=list(z.index),
+            zmin=0,
+            zmax=2,
+            colorscale=scale,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            text=text,
+            hovertemplate="position %{x}, layer %{y}: %{text}<extra></extra>",
+        )
+    )
+    fig.add_vline(x=prompt_len - 0.5, line={"color": "black", "dash": "dot"})
+    holes = int((cache_map["state"] == "hole").sum())
+    fig.update_layout(
+        title=title + (f" ({holes} holes)" if holes else " (no holes)"),
+        xaxis_title="position (prompt left of the dotted line)",
+        yaxis_title="layer",
+        height=max(240, min(520, 100 + 16 * len(z))),
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def speedups_by_prompt_length(
+    schedule: Schedule, shapes: ModelShapes, prompt_lens: Sequence[int], max_new_tokens: int
+) -> pd.DataFrame:
+    """Theoretical layer and FLOPs speedups (decode only, with the prompt) for prompts of several lengths."""
+    rows = []
+    for P in prompt_lens:
+        summary = theoretical_summary(
+            theoretical_steps(schedule, shapes, int(P), max_new_tokens), schedule.num_layers
+        )
+        rows.append({"prompt_len": int(P), **summary})
+    return pd.DataFrame(rows)
+
+
+def sweep_series(df: pd.DataFrame) -> pd.DataFrame:
+    """A sweep with a `series` column for colouring: a static schedule's mode ('full' at full depth), else the
+    policy; the shape when the static schedules use several ('skip · power'); the model role when a baseline
+    model is in the table ('skip · baseline'). The dashboard and the notebooks colour sweeps with this."""
+    out = df.copy()
+    policy = out["policy"].astype(str) if "policy" in out else pd.Series("static", index=out.index)
+    mode = out["mode"].astype(str) if "mode" in out else pd.Series("none", index=out.index)
+    shape = out["shape"].astype(str) if "shape" in out else pd.Series("", index=out.index)
+    series = policy.where(policy != "static", mode.where(shape != "full", "full"))
+    series = series.where(series != "none", policy)
+    shaped = (policy == "static") & ~shape.isin(["full", "", "None", "nan"]) & (series != "full")
+    if shape[shaped].nunique() > 1:
+        series = series.where(~shaped, series + " · " + shape)
+    if "model_role" in out and out["model_role"].nunique() > 1:
+        series = series + np.where(
+            out["model_role"].astype(str) == "model", "", " · " + out["model_role"].astype(str)
+        )
+    out["series"] = series
+    return out
+
+
 __all__ = [
     "budget_figure",
+    "budgets_figure",
     "cost_figure",
     "display_token",
     "exit_heatmap",
     "human_bytes",
+    "kv_cache_figure",
+    "kv_cache_map",
     "mask_heatmap",
+    "masks_figure",
     "pareto_front",
     "sample_rows",
-    "sample_steps",
     "schedule_mask_figure",
+    "series_figure",
     "speedup_comparison_chart",
+    "speedups_by_prompt_length",
     "step_latency_figure",
+    "sweep_series",
     "theoretical_steps",
     "theoretical_summary",
     "tradeoff_chart",

@@ -27,6 +27,12 @@ def check_supported(model_type: str) -> None:
         )
 
 
+def shapes_from_config(config) -> ModelShapes:
+    """The cost model's sizes for a config of a supported family, without loading any weights."""
+    check_supported(config.model_type)
+    return ADAPTERS[config.model_type].shapes_from_config(config)
+
+
 def adapter_for(model: nn.Module) -> Adapter:
     check_supported(model.config.model_type)
     return ADAPTERS[model.config.model_type](model)
@@ -40,4 +46,5 @@ __all__ = [
     "adapter_for",
     "check_supported",
     "positions_from_mask",
+    "shapes_from_config",
 ]

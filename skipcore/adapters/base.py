@@ -41,14 +41,16 @@ class Adapter:
         self.model = model
         self.config = model.config
         self.layers: list[nn.Module] = list(self._layers())
-        self.shapes = self._shapes()
+        self.shapes = self.shapes_from_config(self.config)
         self.mask_as_bool = self.config._attn_implementation != "eager"
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:
         raise NotImplementedError
 
-    def _shapes(self) -> ModelShapes:
+    @staticmethod
+    def shapes_from_config(config) -> ModelShapes:
+        """Sizes from the config alone, so costs can be computed without loading weights."""
         raise NotImplementedError
 
     def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

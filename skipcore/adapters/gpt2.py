@@ -13,8 +13,8 @@ class GPT2Adapter(Adapter):
     def _layers(self):
         return self.model.transformer.h
 
-    def _shapes(self) -> ModelShapes:
-        c = self.config
+    @staticmethod
+    def shapes_from_config(c) -> ModelShapes:
         return ModelShapes(
             num_layers=c.n_layer,
             hidden_size=c.n_embd,

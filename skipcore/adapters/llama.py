@@ -19,8 +19,8 @@ class LlamaAdapter(Adapter):
     def _layers(self):
         return self.model.model.layers
 
-    def _shapes(self) -> ModelShapes:
-        c = self.config
+    @staticmethod
+    def shapes_from_config(c) -> ModelShapes:
         heads = c.num_attention_heads
         return ModelShapes(
             num_layers=c.num_hidden_layers,

@@ -13,8 +13,8 @@ class OPTAdapter(Adapter):
     def _layers(self):
         return self.model.model.decoder.layers
 
-    def _shapes(self) -> ModelShapes:
-        c = self.config
+    @staticmethod
+    def shapes_from_config(c) -> ModelShapes:
         heads = c.num_attention_heads
         proj = c.word_embed_proj_dim if c.word_embed_proj_dim != c.hidden_size else None
         return ModelShapes(

@@ -1,0 +1,1 @@
+"""The skipcore Streamlit dashboard (run `streamlit run app/streamlit_app.py`)."""

@@ -1,0 +1,42 @@
+"""Where the dashboard finds the shipped model, data and sweeps: relative to this file, never the CWD,
+so `streamlit run app/streamlit_app.py` works from any directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = APP_DIR.parent
+DEFAULT_MODEL_DIR = REPO_ROOT / "data" / "models" / "skipdecode-opt-e2e"
+BASE_MODEL_DIR = REPO_ROOT / "data" / "models" / "opt-e2e-base"
+DATASET_DIR = REPO_ROOT / "data" / "e2e_synth"
+DEFAULT_SWEEP = REPO_ROOT / "data" / "sweeps" / "default.parquet"
+
+MODEL_ENV = "SKIPCORE_APP_MODEL"  # replaces the shipped default model (tests, demos on another checkpoint)
+MAX_TRACE_MB_ENV = "SKIPCORE_APP_MAX_TRACE_MB"  # largest trace or sweep file the pages accept
+DEFAULT_MAX_TRACE_MB = 100.0
+
+
+def default_model_dir() -> Path:
+    """The model the app opens on: $SKIPCORE_APP_MODEL if set, else the shipped SkipDecode model."""
+    env = os.environ.get(MODEL_ENV, "").strip()
+    return Path(env).expanduser().resolve() if env else DEFAULT_MODEL_DIR
+
+
+def max_upload_bytes() -> int:
+    """Upload limit in bytes, read on every run so tests can lower it."""
+    try:
+        mb = float(os.environ.get(MAX_TRACE_MB_ENV, DEFAULT_MAX_TRACE_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_TRACE_MB
+    return int(mb * 1024 * 1024)
+
+
+def display_path(path: Path | str) -> str:
+    """A path relative to the repository when it lies inside it: shorter, and the same on every machine."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(p)

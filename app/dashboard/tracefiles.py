@@ -1,0 +1,130 @@
+"""Trace files in and out of the browser, through skipcore.trace's own writer and reader.
+
+Downloads: Parquet carries the run metadata in its schema metadata; CSV and JSONL come as a zip holding the
+trace and its `.meta.json` sidecar (the layout `write_trace` makes on disk), so nothing is lost and the
+explorer page (or `read_trace` after unzipping) reads them back.
+
+Uploads: .parquet, .csv, .jsonl, or such a zip. Every problem becomes a TraceSchemaError or UserError with a
+one-line reason for the page to show; nothing here raises a raw parser error.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+import pandas as pd
+
+from skipcore.errors import UserError
+from skipcore.plots import human_bytes
+from skipcore.trace import FORMATS, TraceSchemaError, read_trace, sidecar_path, write_trace
+
+DOWNLOAD_FORMATS = {
+    "parquet": "Parquet",
+    "csv": "CSV (zip with .meta.json)",
+    "jsonl": "JSONL (zip with .meta.json)",
+}
+UPLOAD_TYPES = ["parquet", "csv", "jsonl", "zip"]
+
+
+def trace_download(
+    trace: pd.DataFrame, metadata: dict, fmt: str, stem: str = "trace"
+) -> tuple[bytes, str, str]:
+    """(bytes, file name, MIME type) of the trace in `fmt` (parquet, csv or jsonl)."""
+    if fmt not in DOWNLOAD_FORMATS:
+        raise UserError(f"unknown trace format {fmt!r}; choose one of {', '.join(DOWNLOAD_FORMATS)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_trace(trace, Path(tmp) / f"{stem}.{fmt}", metadata)
+        if fmt == "parquet":
+            return path.read_bytes(), path.name, "application/vnd.apache.parquet"
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.write(path, path.name)
+            side = sidecar_path(path)
+            zf.write(side, side.name)
+        return buf.getvalue(), f"{path.name}.zip", "application/zip"
+
+
+def _check_size(name: str, size: int, limit: int) -> None:
+    if size == 0:
+        raise TraceSchemaError(f"{name}: the file is empty")
+    if size > limit:
+        raise TraceSchemaError(
+            f"{name}: the file is {human_bytes(size)}, over the {human_bytes(limit)} limit "
+            "(filter the trace, or read it in Python with skipcore.trace.read_trace)"
+        )
+
+
+def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
+    """Extract the one trace file (and its sidecar) of a zip; refuse zips that unpack too large."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise TraceSchemaError(f"{name}: not a readable zip file") from None
+    with zf:
+        members = [i for i in zf.infolist() if not i.is_dir()]
+        traces = [i for i in members if PurePosixPath(i.filename).suffix.lower() in FORMATS]
+        if len(traces) != 1:
+            found = ", ".join(i.filename for i in members) or "nothing"
+            raise TraceSchemaError(
+                f"{name}: expected exactly one .parquet, .csv or .jsonl trace in the zip, found {found}"
+            )
+        total = sum(i.file_size for i in members)
+        if total > limit:
+            raise TraceSchemaError(
+                f"{name}: unpacks to {human_bytes(total)}, over the {human_bytes(limit)} limit"
+            )
+        trace_info = traces[0]
+        out = tmp / PurePosixPath(trace_info.filename).name
+        out.write_bytes(zf.read(trace_info))
+        side_name = trace_info.filename + ".meta.json"
+        if side_name in zf.namelist():
+            sidecar_path(out).write_bytes(zf.read(side_name))
+        return out
+
+
+def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFrame, dict]:
+    """Validate and read an uploaded trace; raises TraceSchemaError or UserError with the reason."""
+    _check_size(name, len(data), limit)
+    suffix = PurePosixPath(name).suffix.lower()
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        if suffix == ".zip":
+            path = _unzip(name, data, tmp, limit)
+        elif suffix in FORMATS:
+            path = tmp / f"upload{suffix}"
+            path.write_bytes(data)
+        else:
+            raise TraceSchemaError(f"{name}: not a trace file (use .parquet, .csv, .jsonl or a .zip of one)")
+        try:
+            df, meta = read_trace(path)
+        except TraceSchemaError as e:  # name the user's file, not our temporary copy
+            raise TraceSchemaError(str(e).replace(str(path), name)) from None
+        except (UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise TraceSchemaError(f"{name}: not a readable trace ({type(e).__name__}: {e})") from None
+    return df, meta if isinstance(meta, dict) else {}
+
+
+def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
+    """A sweep table (Parquet, CSV or JSONL) from an upload; raises UserError with the reason."""
+    _check_size(name, len(data), limit)
+    suffix = PurePosixPath(name).suffix.lower()
+    try:
+        if suffix == ".parquet":
+            df = pd.read_parquet(io.BytesIO(data))
+        elif suffix == ".csv":
+            df = pd.read_csv(io.BytesIO(data))
+        elif suffix == ".jsonl":
+            df = pd.read_json(io.BytesIO(data), lines=True)
+        else:
+            raise UserError(f"{name}: not a sweep file (use .parquet, .csv or .jsonl)")
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 (parsers raise many types; all mean "unreadable" to a user)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"{name}: not a readable {suffix[1:]} file ({first})") from None
+    if df.empty:
+        raise UserError(f"{name}: the sweep has no rows")
+    return df

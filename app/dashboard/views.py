@@ -1,0 +1,189 @@
+"""Page pieces used by more than one page: the prompt picker, sampling settings and the trace views.
+
+The same `show_trace` draws a trace fresh from the engine (Generate), one per policy (Compare) and an
+uploaded file (Trace explorer), so a trace looks the same wherever it came from.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard.paths import DATASET_DIR, display_path
+from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
+from skipcore import plots
+from skipcore.errors import UserError
+from skipcore.policies.accounting import trace_speedups
+from skipcore.sampling import Sampling
+from skipcore.trace import summarize
+
+EXAMPLE_PROMPTS = (
+    "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"
+    "MR: name[Green Man], food[Italian], customer rating[5 out of 5], familyFriendly[yes]\nText:"
+)
+TYPED, FROM_DATA = "Type prompts", "From a data split"
+
+
+@st.cache_data(show_spinner=False)
+def _split_prompts(split: str) -> list[str]:
+    from skipcore.data import format_prompt, load_examples
+
+    return [format_prompt(ex.task, ex.source) for ex in load_examples(DATASET_DIR, split=split)]
+
+
+def _split_prompt_blocks(text: str) -> list[str]:
+    """Typed prompts: one per line, except that an E2E prompt spans two lines ('MR: ...' then 'Text:')."""
+    prompts: list[str] = []
+    for line in (ln.rstrip() for ln in text.splitlines()):
+        if not line.strip():
+            continue
+        if line.strip() == "Text:" and prompts and prompts[-1].startswith("MR:") and "\n" not in prompts[-1]:
+            prompts[-1] += "\nText:"
+        else:
+            prompts.append(line)
+    return prompts
+
+
+def prompt_picker(key: str) -> list[str]:
+    """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus."""
+    source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source")
+    if source == TYPED:
+        text = st.text_area(
+            "One prompt per line (an E2E prompt may put `Text:` on its own line)",
+            EXAMPLE_PROMPTS,
+            height=130,
+            key=f"{key}_text",
+        )
+        return _split_prompt_blocks(text)
+    splits = sorted(p.stem for p in DATASET_DIR.glob("*.csv")) if DATASET_DIR.is_dir() else []
+    if not splits:
+        st.warning(f"No data splits found in `{display_path(DATASET_DIR)}`; type prompts instead.")
+        return []
+    c1, c2, c3 = st.columns(3)
+    split = c1.selectbox(
+        "Split", splits, index=splits.index("dev") if "dev" in splits else 0, key=f"{key}_split"
+    )
+    try:
+        pool = _split_prompts(split)
+    except UserError as e:
+        st.error(f"Cannot read the {split} split: {e}")
+        return []
+    count = c2.number_input("How many", 1, min(64, len(pool)), min(4, len(pool)), key=f"{key}_count")
+    start = c3.number_input("Starting at example", 0, max(0, len(pool) - 1), 0, key=f"{key}_start")
+    chosen = pool[int(start) : int(start) + int(count)]
+    with st.expander(f"{len(chosen)} prompts from {split}"):
+        for p in chosen:
+            st.text(p)
+    return chosen
+
+
+def sampling_settings(key: str) -> Sampling | None:
+    """Greedy by default; sampling with temperature, top-k, top-p and a seed when switched on."""
+    with st.expander("Sampling"):
+        do_sample = st.checkbox("Sample (off: greedy)", False, key=f"{key}_do_sample")
+        c1, c2, c3, c4 = st.columns(4)
+        temperature = c1.slider(
+            "Temperature", 0.05, 2.0, 1.0, 0.05, key=f"{key}_temp", disabled=not do_sample
+        )
+        top_k = c2.number_input("Top-k (0 = off)", 0, 1000, 0, key=f"{key}_topk", disabled=not do_sample)
+        top_p = c3.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}_topp", disabled=not do_sample)
+        seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}_seed")
+    try:
+        return Sampling(do_sample, float(temperature), int(top_k), float(top_p), int(seed))
+    except UserError as e:
+        st.error(str(e))
+        return None
+
+
+def summary_metrics(trace: pd.DataFrame) -> dict:
+    """The run summary recomputed from the trace itself (so an uploaded trace gets one too).
+
+    Speedups use the project's shared per-token / per-batch accounting, so a CALM trace (depth per token)
+    and a static one are read the same way as in the sweeps.
+    """
+    L = len(str(trace["layer_mask"].iloc[0]))
+    return {**summarize(trace, L), **trace_speedups(trace, L)}
+
+
+def show_metrics(summary: dict) -> None:
+    c = st.columns(5)
+    per_batch = summary.get("batch_layer_speedup", summary["layer_speedup"])
+    c[0].metric(
+        "Layer speedup",
+        f"{summary['layer_speedup']:.2f}x",
+        None if f"{per_batch:.2f}" == f"{summary['layer_speedup']:.2f}" else f"{per_batch:.2f}x per batch",
+        delta_color="off",
+        help="L x tokens / layers run, over the decode steps of rows still running",
+    )
+    c[1].metric("FLOPs speedup", f"{summary['flops_speedup_decode']:.2f}x", help="decode steps (s ≥ 1) only")
+    c[2].metric(
+        "… with the prompt",
+        f"{summary['flops_speedup_with_prompt']:.2f}x",
+        help="the prefill (step 0) included",
+    )
+    c[3].metric(
+        "KV cache",
+        plots.human_bytes(summary["kv_cache_bytes"]),
+        f"-{summary['kv_saved_fraction']:.0%} vs full",
+        delta_color="inverse",
+        help=f"full depth: {plots.human_bytes(summary['kv_cache_bytes_full'])}",
+    )
+    tps = summary.get("tokens_per_s")
+    c[4].metric("Tokens / s", "n/a" if tps is None or tps != tps else f"{tps:.1f}")
+
+
+def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None) -> int:
+    samples = sorted(int(s) for s in trace["sample"].unique())
+
+    def fmt(s: int) -> str:
+        if labels and 0 <= s < len(labels):
+            text = labels[s].replace("\n", " ")
+            return f"{s}: {text[:70]}{'…' if len(text) > 70 else ''}"
+        return str(s)
+
+    return st.selectbox("Sample (batch row)", samples, format_func=fmt, key=key)
+
+
+def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
+    """Parquet (metadata inside) or a zip of CSV/JSONL plus the .meta.json sidecar."""
+    run_id = str(trace["run_id"].iloc[0])
+    cache = st.session_state.setdefault("_downloads", {})
+    for stale in [k for k in cache if k[1] == key and k[0] != run_id]:  # keep one run's files per page
+        del cache[stale]
+    cols = st.columns(len(DOWNLOAD_FORMATS))
+    for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
+        if (run_id, key, fmt) not in cache:
+            try:
+                cache[(run_id, key, fmt)] = trace_download(trace, metadata, fmt, stem=f"trace-{run_id}")
+            except UserError as e:
+                col.error(f"Cannot export {fmt}: {e}")
+                continue
+        data, name, mime = cache[(run_id, key, fmt)]
+        col.download_button(
+            f"Download {label}", data, name, mime, key=f"{key}_dl_{fmt}", on_click="ignore", width="stretch"
+        )
+
+
+def show_trace(
+    trace: pd.DataFrame,
+    metadata: dict,
+    key: str,
+    labels: list[str] | None = None,
+    downloads: bool = True,
+) -> None:
+    """Summary, per-token exit heatmap, FLOPs and KV per step, step latency, raw rows and downloads."""
+    show_metrics(summary_metrics(trace))
+    sample = sample_picker(trace, f"{key}_sample", labels)
+    st.plotly_chart(plots.exit_heatmap(trace, sample), key=f"{key}_heatmap")
+    rows = plots.sample_rows(trace, sample)
+    st.plotly_chart(
+        plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}"), key=f"{key}_costs"
+    )
+    st.plotly_chart(plots.step_latency_figure(trace), key=f"{key}_latency")
+    with st.expander("Trace rows"):
+        st.dataframe(trace, hide_index=True)
+    if metadata:
+        with st.expander("Run metadata"):
+            st.json(metadata, expanded=False)
+    if downloads:
+        download_buttons(trace, metadata, key)

@@ -1,0 +1,105 @@
+"""Trace explorer: upload a trace file (or pick one the shipped sweep wrote), check it against the schema,
+and see it with the Generate page's views.
+
+A file that does not fit (wrong columns, bad types, empty, too large, not a trace at all) gets a one-line
+reason on the page, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import paths, views
+from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
+from skipcore.errors import UserError
+from skipcore.trace import TRACE_COLUMNS
+
+UPLOAD, FROM_SWEEP = "Upload a file", "A trace of the shipped sweep"
+
+
+def sweep_traces() -> dict[str, Path]:
+    """Label -> trace file for every row of the shipped sweep whose trace is on disk."""
+    sweep = paths.DEFAULT_SWEEP
+    if not sweep.is_file():
+        return {}
+    try:
+        df = pd.read_parquet(sweep)
+    except Exception:  # noqa: BLE001 (the trade-off page reports a damaged sweep; here it is just absent)
+        return {}
+    if "trace_path" not in df:
+        return {}
+    out = {}
+    for row in df.itertuples():
+        path = sweep.parent / str(row.trace_path)
+        if not path.is_file():
+            continue
+        if getattr(row, "policy", "") == "calm":
+            what = f"calm ≥ {row.calm_threshold}"
+        elif getattr(row, "mode", "") == "full":
+            what = "full depth"
+        else:
+            what = f"{row.mode} {row.shape} x{row.target_speedup:g}"
+        out[f"{getattr(row, 'model_role', 'model')} · batch {getattr(row, 'batch_size', '?')} · {what}"] = (
+            path
+        )
+    return out
+
+
+def pick_file(limit: int) -> tuple[str, bytes] | None:
+    """(name, bytes) of the trace to show: an upload, or a file the shipped sweep wrote."""
+    shipped = sweep_traces()
+    source = (
+        st.radio("Trace", [UPLOAD, FROM_SWEEP], horizontal=True, key="explorer_source") if shipped else UPLOAD
+    )
+    if source == FROM_SWEEP:
+        label = st.selectbox("Setting", list(shipped), key="explorer_sweep_trace")
+        path = shipped[label]
+        return path.name, path.read_bytes()
+    upload = st.file_uploader("Trace file", type=UPLOAD_TYPES, key="explorer_upload")
+    return None if upload is None else (upload.name, upload.getvalue())
+
+
+def main() -> None:
+    st.title("Trace explorer")
+    limit = paths.max_upload_bytes()
+    st.caption(
+        "A trace written by `python -m skipcore generate --trace …` or downloaded from the Generate page: "
+        f".parquet, .csv, .jsonl, or a .zip of one with its .meta.json (at most {limit / 2**20:.0f} MiB)."
+    )
+    picked = pick_file(limit)
+    if picked is None:
+        with st.expander("Required columns"):
+            st.table({"column": list(TRACE_COLUMNS), "type": list(TRACE_COLUMNS.values())})
+        return
+    name, data = picked
+    try:
+        trace, meta = read_uploaded_trace(name, data, limit)
+    except UserError as e:
+        st.error(f"This file is not a valid trace. {e}")
+        return
+    except Exception as e:  # noqa: BLE001 (whatever the file holds, the page must not show a traceback)
+        st.error(f"This file could not be read as a trace: {type(e).__name__}: {e}")
+        return
+    runs = trace["run_id"].nunique()
+    st.success(
+        f"`{name}`: {len(trace)} rows, {trace['sample'].nunique()} samples, "
+        f"{len(str(trace['layer_mask'].iloc[0]))} layers, {runs} run{'s' if runs != 1 else ''}; schema OK."
+    )
+    if meta:
+        st.caption(
+            f"model `{meta.get('model', '?')}` · policy {meta.get('policy', '?')} "
+            f"· mode {meta.get('mode', '?')} "
+            f"· device {meta.get('device', '?')} · created {meta.get('created', '?')}"
+        )
+    else:
+        st.caption("No run metadata came with this file (a CSV or JSONL without its .meta.json).")
+    if runs > 1:
+        run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run")
+        trace = trace[trace["run_id"] == run_id]
+    views.show_trace(trace, meta, "explorer", downloads=False)
+
+
+main()

@@ -1,0 +1,65 @@
+"""Generate and trace: run the designed schedule on a batch of prompts and look at every token's layers.
+
+The result stays in st.session_state, so moving to another page and back does not lose it.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard import state, views
+from app.dashboard.models import current_choice, get_engine
+from skipcore.errors import UserError
+
+RESULT_KEY = "generate_result"
+
+
+def run(engine, prompts: list[str], schedule, max_new_tokens: int, sampling, batch_size: int) -> None:
+    with st.spinner(f"Generating {len(prompts)} × {max_new_tokens} tokens under {schedule.describe()}…"):
+        try:
+            res = engine.generate(prompts, schedule, max_new_tokens, sampling, batch_size)
+        except UserError as e:
+            st.error(f"Generation failed: {e}")
+            return
+    st.session_state[RESULT_KEY] = {
+        "prompts": prompts,
+        "texts": res.texts,
+        "trace": res.trace,
+        "metadata": res.metadata,
+    }
+
+
+def main() -> None:
+    st.title("Generate and trace")
+    engine = get_engine(current_choice())
+    if engine is None:
+        st.stop()
+    L = engine.num_layers
+    schedule, error = state.current_schedule(L)
+    if schedule is None:
+        st.error(f"The designed schedule is invalid: {error}")
+        st.page_link("sections/designer.py", label="Fix it in the schedule designer", icon=":material/tune:")
+        st.stop()
+    st.caption(f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}**")
+    prompts = views.prompt_picker("gen")
+    c1, c2 = st.columns(2)
+    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="gen_max_new")
+    batch_size = c2.number_input("Batch size", 1, 64, min(8, max(1, len(prompts))), key="gen_batch")
+    sampling = views.sampling_settings("gen")
+    if st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None):
+        run(engine, prompts, schedule, int(max_new), sampling, int(batch_size))
+    result = st.session_state.get(RESULT_KEY)
+    if not result:
+        st.info("Choose prompts and press **Generate**.")
+        return
+    st.subheader("Outputs")
+    st.dataframe(
+        {"prompt": result["prompts"], "output": result["texts"]},
+        hide_index=True,
+        column_config={"prompt": st.column_config.TextColumn(width="medium")},
+    )
+    st.subheader("Trace")
+    views.show_trace(result["trace"], result["metadata"], "gen", labels=result["prompts"])
+
+
+main()

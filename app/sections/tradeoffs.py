@@ -1,0 +1,168 @@
+"""Trade-offs: quality against speedup, from the shipped sweep, an uploaded one, or a small sweep run here.
+
+Theoretical speedup (layers or FLOPs, from the trace) and measured speedup (wall clock) are drawn side by
+side, because the paper reports only the first; each policy is a coloured series and the Pareto front is
+dashed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import paths, state, sweeps
+from app.dashboard.models import current_choice, generation_defaults, get_engine
+from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
+from app.dashboard.tracefiles import read_uploaded_table
+from skipcore import plots
+from skipcore.errors import UserError
+
+SHIPPED, UPLOAD, RUN = "Shipped sweep", "Upload a sweep file", "Run a small sweep here"
+RESULT_KEY = "tradeoff_sweep"
+NONE = "(none)"
+
+
+@st.cache_data(show_spinner=False)
+def _read_parquet(path: str, mtime: float) -> pd.DataFrame:
+    return pd.read_parquet(path)
+
+
+def shipped_sweep() -> pd.DataFrame | None:
+    if not paths.DEFAULT_SWEEP.is_file():
+        st.info(
+            f"No shipped sweep at `{display_path(paths.DEFAULT_SWEEP)}` yet (`python -m skipcore sweep` "
+            "writes one). "
+            "Upload a sweep file or run a small sweep here instead."
+        )
+        return None
+    try:
+        return _read_parquet(str(paths.DEFAULT_SWEEP), paths.DEFAULT_SWEEP.stat().st_mtime)
+    except Exception as e:  # noqa: BLE001 (a damaged file gets a message, not a traceback)
+        st.error(f"Cannot read `{display_path(paths.DEFAULT_SWEEP)}`: {type(e).__name__}: {e}")
+        return None
+
+
+def uploaded_sweep() -> pd.DataFrame | None:
+    upload = st.file_uploader(
+        "Sweep file (.parquet, .csv, .jsonl)", type=["parquet", "csv", "jsonl"], key="to_upload"
+    )
+    if upload is None:
+        return None
+    try:
+        return read_uploaded_table(upload.name, upload.getvalue(), max_upload_bytes())
+    except UserError as e:
+        st.error(str(e))
+        return None
+
+
+def small_sweep() -> pd.DataFrame | None:
+    """Settings for a few-minute sweep on the chosen model; the result stays until the next run."""
+    from app.dashboard.runsweep import SweepSettings, run_small_sweep
+
+    choice = current_choice()
+    engine = get_engine(choice)
+    if engine is None:
+        return st.session_state.get(RESULT_KEY)
+    L = engine.num_layers
+    c1, c2, c3 = st.columns(3)
+    targets = c1.multiselect("Target layer speedups", [1.5, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0], key="to_targets")
+    modes = c2.multiselect("Static modes", ["skip", "exit", "middle"], ["skip", "exit"], key="to_modes")
+    thresholds = c3.multiselect("CALM thresholds", [0.5, 0.7, 0.8, 0.9, 0.95], [], key="to_calm")
+    c4, c5, c6 = st.columns(3)
+    examples = c4.number_input("Examples (dev split)", 1, 300, 8, key="to_examples")
+    max_new = c5.number_input(
+        "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), key="to_max_new"
+    )
+    batch = c6.number_input("Batch size", 1, 64, 8, key="to_batch")
+    settings = SweepSettings(
+        targets=tuple(targets),
+        modes=tuple(modes),
+        calm_thresholds=tuple(thresholds),
+        num_examples=int(examples),
+        max_new_tokens=int(max_new),
+        batch_size=int(batch),
+        dataset=str(DATASET_DIR),
+        decay_span=generation_defaults(choice).get("decay_span"),  # as the model was trained, if it says
+    )
+    st.caption(
+        f"{settings.num_runs()} settings through `skipcore.sweep` (full depth first: it is the reference for "
+        f"the measured speedups), scored on the first {settings.num_examples} examples of the dev split."
+    )
+    if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds)):
+        bar = st.progress(0.0, text="Starting…")
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.progress(done / total, text=f"{done}/{total}: {label}")
+
+        try:
+            st.session_state[RESULT_KEY] = run_small_sweep(engine, choice.path, settings, progress)
+        except UserError as e:
+            st.error(f"The sweep failed: {e}")
+    return st.session_state.get(RESULT_KEY)
+
+
+def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str:
+    default = next((c for c in preferred if c in options), options[0])
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default
+    return st.selectbox(label, options, key=key)
+
+
+def draw(df: pd.DataFrame) -> None:
+    problem = sweeps.check_sweep(df)
+    if problem:
+        st.error(f"This table cannot be drawn as a trade-off: {problem}.")
+        st.dataframe(df.head(50))
+        return
+    df = plots.sweep_series(df)
+    if "batch_size" in df and df["batch_size"].nunique() > 1:
+        sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
+        size = (
+            st.segmented_control("Batch size", sizes, default=sizes[-1], key="to_batch_filter") or sizes[-1]
+        )
+        df = df[df["batch_size"] == size]
+    theoretical, measured = sweeps.speedup_columns(df)
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        y = _pick("Quality", sweeps.quality_columns(df), "to_y", ["bleu", "rougeL"])
+    with c2:
+        x_theory = _pick("Theoretical speedup", theoretical or measured, "to_x", ["layer_speedup"])
+    with c3:
+        x_measured = _pick("Measured speedup", [NONE, *measured], "to_xm", ["wall_speedup_decode", *measured])
+    with c4:
+        color = _pick("Series", sweeps.series_columns(df), "to_color", [sweeps.SERIES_COLUMN])
+    tips = [
+        c
+        for c in ("policy", "mode", "shape", "target_speedup", "max_layers", "min_layers", "calm_threshold")
+        if c in df
+    ]
+    chart = plots.speedup_comparison_chart(
+        df, y, x_theory, None if x_measured == NONE else x_measured, color=color, tooltip=tips
+    )
+    st.altair_chart(chart, key="to_chart")
+    st.caption(
+        "Dashed: the Pareto front (no other setting is both faster and better). Theoretical speedup counts "
+        "layers or FLOPs from the trace; measured speedup is wall clock against full depth in the same run."
+    )
+    st.subheader("Pareto front")
+    front = plots.pareto_front(df, x_theory, y)
+    st.dataframe(
+        front[[c for c in dict.fromkeys([color, x_theory, y, *tips]) if c in front]], hide_index=True
+    )
+    with st.expander(f"All {len(df)} rows"):
+        st.dataframe(df, hide_index=True)
+
+
+def main() -> None:
+    st.title("Trade-offs")
+    options = [*([SHIPPED] if paths.DEFAULT_SWEEP.is_file() else []), UPLOAD, RUN]
+    source = st.radio("Sweep", options, horizontal=True, key="to_source")
+    df = {SHIPPED: shipped_sweep, UPLOAD: uploaded_sweep, RUN: small_sweep}[source]()
+    if df is None:
+        if source == UPLOAD:
+            st.info("Upload a sweep table: one row per setting, quality and speedup columns.")
+        return
+    draw(df)
+
+
+main()

@@ -1,0 +1,33 @@
+"""skipcore dashboard: `streamlit run app/streamlit_app.py`.
+
+Design a SkipDecode schedule, run it on a model, look at the per-token trace, weigh quality against speedup
+and compare policies. Opens on the shipped model (data/models/skipdecode-opt-e2e) with no downloads;
+SKIPCORE_APP_MODEL=/path/to/model points it at another local directory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+APP_DIR = Path(__file__).resolve().parent
+if str(APP_DIR.parent) not in sys.path:  # `app.dashboard` and skipcore from this checkout, uninstalled
+    sys.path.insert(0, str(APP_DIR.parent))
+
+import streamlit as st  # noqa: E402
+
+from app.dashboard.models import model_sidebar  # noqa: E402
+
+SECTIONS = APP_DIR / "sections"
+PAGES = [
+    st.Page(SECTIONS / "designer.py", title="Schedule designer", icon=":material/tune:", default=True),
+    st.Page(SECTIONS / "generate.py", title="Generate and trace", icon=":material/play_arrow:"),
+    st.Page(SECTIONS / "tradeoffs.py", title="Trade-offs", icon=":material/scatter_plot:"),
+    st.Page(SECTIONS / "compare.py", title="Compare policies", icon=":material/compare:"),
+    st.Page(SECTIONS / "explorer.py", title="Trace explorer", icon=":material/search:"),
+]
+
+st.set_page_config(page_title="skipcore", page_icon=":material/layers:", layout="wide")
+page = st.navigation(PAGES)
+model_sidebar()
+page.run()

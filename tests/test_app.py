@@ -1,0 +1,500 @@
+"""Every dashboard page through Streamlit's AppTest, on the tiny random OPT model (SKIPCORE_APP_MODEL).
+
+Covers the designer's outputs and errors, the schedule carrying over, generation and its downloads read back,
+policy comparison, trade-off charts from an uploaded sweep and from a sweep run on the page, and the trace
+explorer's answers to good and bad uploads (wrong columns, bad types, empty, oversized, not a trace).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard import paths, tracefiles
+from skipcore.schedule import Schedule
+from skipcore.trace import TRACE_COLUMNS, read_trace
+
+APP = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
+
+TIMEOUT = 120
+MAX_NEW = 6  # short generations keep the file fast
+
+
+@pytest.fixture
+def model_dir(model_dirs, monkeypatch) -> Path:
+    """The app opens on the tiny OPT model instead of the shipped one."""
+    monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
+    monkeypatch.delenv(paths.MAX_TRACE_MB_ENV, raising=False)
+    return model_dirs["opt"]
+
+
+def open_app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    if page:
+        at.switch_page(f"sections/{page}.py").run()
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No traceback on the page, and no error box."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def charts(at: AppTest, kind: str = "plotly_chart") -> list:
+    return at.get(kind)
+
+
+def errors(at: AppTest) -> str:
+    assert not at.exception, [e.value for e in at.exception]
+    return " | ".join(e.value for e in at.error)
+
+
+def by_key(widgets, key: str):
+    return next(w for w in widgets if w.key == key)
+
+
+@pytest.fixture(scope="module")
+def sample_trace(model_dirs) -> tuple[pd.DataFrame, dict]:
+    """A real trace from the tiny model, to upload."""
+    from skipcore.engine import SkipEngine
+    from skipcore.loading import load_model
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    eng = SkipEngine(model, tok)
+    res = eng.generate(["The Eagle is a cheap", "Green Man"], Schedule(6, "linear", "skip", 6, 3), 8)
+    return res.trace, res.metadata
+
+
+# -- schedule designer -------------------------------------------------------------------------------------
+def test_designer_opens_on_the_default_model(model_dir):
+    at = open_app()
+    assert_clean(at)
+    assert at.title[0].value == "Schedule designer"
+    assert "6 layers" in at.caption[0].value
+    assert {m.label for m in at.metric} >= {"Layer speedup", "FLOPs speedup", "KV cache, last step"}
+    assert len(charts(at)) == 3  # budget step plot, mask heatmap, costs
+    assert "heatmap" in charts(at)[1].proto.spec
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert sch.num_layers == 6 and sch.shape == "linear" and sch.mode == "skip"
+    assert [d.label for d in at.download_button] == ["Download schedule JSON"]
+
+
+def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
+    at = open_app()
+    by_key(at.slider, "w_max_layers").set_value(6)
+    by_key(at.slider, "w_min_layers").set_value(3)
+    by_key(at.selectbox, "w_mode").set_value("middle")
+    at.run()
+    assert_clean(at)
+    sch = Schedule.from_dict(
+        json.loads(json.dumps(at.session_state["schedule"]))
+    )  # what the JSON export holds
+    assert (sch.max_layers, sch.min_layers, sch.mode) == (6, 3, "middle")
+    speedup = next(m for m in at.metric if m.label == "Layer speedup").value
+    assert speedup == f"{sch.layer_speedup(32):.2f}x"
+    at.switch_page("sections/generate.py").run()
+    assert "linear 6->3 (middle)" in at.caption[0].value
+    at.switch_page("sections/designer.py").run()  # and the designer still shows it
+    assert by_key(at.slider, "w_min_layers").value == 3
+    assert by_key(at.selectbox, "w_mode").value == "middle"
+
+
+def test_exported_schedule_runs_in_the_cli(model_dir, tmp_path, capsys):
+    from skipcore.cli import main
+
+    at = open_app()
+    by_key(at.selectbox, "w_shape").set_value("step").run()
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps(at.session_state["schedule"]))  # what "Download schedule JSON" holds
+    trace_path = tmp_path / "t.parquet"
+    argv = ["generate", "--model", str(model_dir), "--schedule-json", str(path), "--max-new-tokens", "5"]
+    assert main([*argv, "--prompt", "MR: name[The Eagle]\nText:", "--trace", str(trace_path)]) == 0
+    _, meta = read_trace(trace_path)
+    assert meta["schedule"] == at.session_state["schedule"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "extra", "message"),
+    [
+        ("linear", {"w_max_layers": 2, "w_min_layers": 4}, "greater than max_layers"),
+        ("custom", {"w_budgets": "4, 5"}, "must not increase"),
+        ("custom", {"w_budgets": "four"}, "whole numbers"),
+        ("custom", {"w_budgets": "9"}, "outside [1, 6]"),
+    ],
+)
+def test_designer_invalid_settings_show_a_message(model_dir, shape, extra, message):
+    at = open_app()
+    by_key(at.selectbox, "w_shape").set_value(shape)
+    at.run()
+    for key, value in extra.items():
+        widget = next(w for w in [*at.slider, *at.text_input] if w.key == key)
+        widget.set_value(value)
+    at.run()
+    text = errors(at)
+    assert "Invalid schedule" in text and message in text
+    at.switch_page("sections/generate.py").run()  # the other pages refuse it too, with the reason
+    assert "invalid" in errors(at) and message in errors(at)
+
+
+@pytest.mark.parametrize(
+    ("shape", "widget"), [("power", "w_alpha"), ("step", "w_stages"), ("custom", "w_budgets")]
+)
+def test_designer_shape_specific_controls(model_dir, shape, widget):
+    at = open_app()
+    by_key(at.selectbox, "w_shape").set_value(shape)
+    at.run()
+    keys = {w.key for w in [*at.slider, *at.text_input]}
+    assert widget in keys
+    if shape == "custom":
+        by_key(at.text_input, "w_budgets").set_value("6, 4, 4, 2").run()
+    assert_clean(at)
+    assert Schedule.from_dict(at.session_state["schedule"]).shape == shape
+
+
+def test_designer_fit_to_target(model_dir):
+    at = open_app()
+    by_key(at.number_input, "w_target").set_value(3.0)
+    by_key(at.button, "fit").click().run()
+    assert_clean(at)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert abs(sch.layer_speedup(32) - 3.0) < 0.6
+
+
+def test_missing_default_model_falls_back_to_a_shape(monkeypatch, tmp_path):
+    monkeypatch.setenv(paths.MODEL_ENV, str(tmp_path / "nowhere"))
+    at = open_app()
+    assert not at.exception
+    assert "was not found" in at.sidebar.warning[0].value
+    by_key(at.sidebar.selectbox, "model_option").set_value("Shape only (no weights): opt-1.3b").run()
+    assert "24 layers" in at.caption[0].value  # the OPT-1.3B shape, no weights needed
+    assert len(charts(at)) == 3
+    at.switch_page("sections/generate.py").run()
+    assert not at.exception and "choose one with weights" in at.info[0].value
+    by_key(at.sidebar.selectbox, "model_option").set_value("Local directory…").run()
+    by_key(at.sidebar.text_input, "model_local_dir").set_value(str(tmp_path / "also-missing")).run()
+    assert "Not a directory" in at.sidebar.error[0].value
+
+
+def test_local_directory_that_is_not_a_model(model_dir, tmp_path):
+    at = open_app("generate")
+    by_key(at.sidebar.selectbox, "model_option").set_value("Local directory…").run()
+    by_key(at.sidebar.text_input, "model_local_dir").set_value(str(tmp_path)).run()
+    assert not at.exception
+    assert "Cannot load the model" in errors(at)
+
+
+# -- generate and trace ------------------------------------------------------------------------------------
+def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
+    at = open_app("generate")
+    assert_clean(at)
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    result = at.session_state["generate_result"]
+    assert len(result["texts"]) == 2 and set(TRACE_COLUMNS) <= set(result["trace"].columns)
+    figs = charts(at)
+    assert len(figs) == 3 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency
+    spec = json.loads(figs[0].proto.spec)
+    assert spec["data"][0]["text"][0][0].startswith("step 0")  # hover: step, token, layers, FLOPs, log p
+    assert "log p" in spec["data"][0]["text"][0][0]
+    assert [d.label for d in at.download_button] == [
+        f"Download {label}" for label in tracefiles.DOWNLOAD_FORMATS.values()
+    ]
+    # the bytes behind each button read back with skipcore's reader (zips unpacked first)
+    for (run_id, key, _fmt), (data, name, _) in at.session_state["_downloads"].items():
+        assert key == "gen"
+        path = tmp_path / name
+        path.write_bytes(data)
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                assert sorted(zf.namelist()) == sorted([name[:-4], name[:-4] + ".meta.json"])
+                zf.extractall(tmp_path)
+            path = tmp_path / name[:-4]
+        trace, meta = read_trace(path)
+        assert len(trace) == len(result["trace"]) and meta["run_id"] == run_id == result["metadata"]["run_id"]
+    # the result survives a trip to another page
+    at.switch_page("sections/explorer.py").run()
+    at.switch_page("sections/generate.py").run()
+    assert len(charts(at)) == 3
+
+
+def test_generate_from_a_data_split(model_dir):
+    at = open_app("generate")
+    by_key(at.radio, "gen_source").set_value("From a data split").run()
+    by_key(at.number_input, "gen_count").set_value(3).run()
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    prompts = at.session_state["generate_result"]["prompts"]
+    assert len(prompts) == 3 and all(p.startswith("MR: name[") and p.endswith("\nText:") for p in prompts)
+
+
+def test_generate_with_sampling(model_dir):
+    at = open_app("generate")
+    by_key(at.checkbox, "gen_do_sample").check()
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    assert at.session_state["generate_result"]["metadata"]["sampling"]["do_sample"] is True
+
+
+# -- compare policies --------------------------------------------------------------------------------------
+def test_compare_runs_every_policy(model_dir):
+    at = open_app("compare")
+    assert_clean(at)
+    policies = by_key(at.multiselect, "cmp_policies").value
+    assert policies[:3] == ["skip", "exit", "middle"]
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = at.session_state["compare_result"]["results"]
+    assert list(results) == policies
+    assert len(charts(at)) == len(policies)  # one aligned heatmap per policy
+    masks = {name: set(res.trace["layer_mask"]) for name, res in results.items()}
+    assert masks["skip"] != masks["exit"] != masks["middle"]  # the same budgets, different layers
+
+
+# -- trade-offs --------------------------------------------------------------------------------------------
+def sweep_frame() -> pd.DataFrame:
+    """Rows shaped like `skipcore.sweep`'s: full depth, two static modes, CALM, at two batch sizes."""
+    rows = []
+    for batch in (1, 8):
+        rows.append(
+            {
+                "policy": "static",
+                "mode": "full",
+                "shape": "full",
+                "target_speedup": 1.0,
+                "speed": 1.0,
+                "bleu": 45.0,
+            }
+        )
+        for mode, quality in [("skip", 40.0), ("exit", 30.0)]:
+            for i, speed in enumerate([2.0, 3.0]):
+                rows.append(
+                    {
+                        "policy": "static",
+                        "mode": mode,
+                        "shape": "linear",
+                        "target_speedup": speed,
+                        "speed": speed,
+                        "bleu": quality - 5 * i,
+                    }
+                )
+        rows.append(
+            {
+                "policy": "calm",
+                "mode": "calm",
+                "shape": "full",
+                "calm_threshold": 0.9,
+                "speed": 1.5,
+                "bleu": 41.0,
+            }
+        )
+        for r in rows[-6:]:
+            r.update(batch_size=batch, model_role="model", rougeL=r["bleu"] + 10, chrf=r["bleu"] + 20)
+    df = pd.DataFrame(rows)
+    df["layer_speedup"] = df.pop("speed")
+    df["flops_speedup_decode"] = df["layer_speedup"] * 0.9
+    df["wall_speedup_total"] = df["layer_speedup"] * 0.7
+    df["wall_speedup_decode"] = df["layer_speedup"] * 0.8 * df["batch_size"] / 8
+    return df
+
+
+def test_tradeoffs_from_an_uploaded_sweep(model_dir):
+    at = open_app("tradeoffs")
+    assert_clean(at)
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", sweep_frame().to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    assert len(at.get("vega_lite_chart")) == 1
+    spec = at.get("vega_lite_chart")[0].proto.spec
+    assert '"hconcat"' in spec  # theoretical and measured side by side
+    assert by_key(at.selectbox, "to_y").value == "bleu"
+    assert by_key(at.selectbox, "to_x").value == "layer_speedup"
+    assert by_key(at.selectbox, "to_xm").value == "wall_speedup_decode"
+    front = at.dataframe[0].value  # the largest batch size is shown first
+    assert list(front["layer_speedup"]) == [1.0, 1.5, 2.0, 3.0]
+    assert list(front["series"]) == ["full", "calm", "skip", "skip"]
+    by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
+    assert_clean(at)
+    assert len(at.dataframe[0].value) == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("sweep.csv", b"policy,bleu\nskip,3\n", "no speedup column"),
+        ("sweep.csv", b"", "empty"),
+        ("sweep.parquet", b"not parquet", "not a readable parquet"),
+    ],
+)
+def test_tradeoffs_bad_sweep_files(model_dir, name, data, message):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value((name, data, "application/octet-stream")).run()
+    assert message in errors(at)
+
+
+def test_tradeoffs_shipped_sweep(model_dir, tmp_path, monkeypatch):
+    path = tmp_path / "default.parquet"
+    sweep_frame().to_parquet(path)
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", path)
+    at = open_app("tradeoffs")
+    assert_clean(at)
+    assert by_key(at.radio, "to_source").value == "Shipped sweep"
+    assert len(at.get("vega_lite_chart")) == 1
+
+
+def test_tradeoffs_small_sweep_on_the_page(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    by_key(at.multiselect, "to_targets").set_value([2.0])
+    by_key(at.multiselect, "to_modes").set_value(["skip"])
+    by_key(at.multiselect, "to_calm").set_value([0.5])
+    by_key(at.number_input, "to_examples").set_value(2)
+    by_key(at.number_input, "to_max_new").set_value(MAX_NEW)
+    at.run()
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    sweep = at.session_state["tradeoff_sweep"]
+    assert sorted(sweep["mode"]) == ["calm", "full", "skip"]
+    assert {"bleu", "rougeL", "layer_speedup", "wall_speedup_decode"} <= set(sweep.columns)
+    assert len(at.get("vega_lite_chart")) == 1
+
+
+# -- trace explorer ----------------------------------------------------------------------------------------
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    return (
+        by_key(at.get("file_uploader"), "explorer_upload")
+        .set_value((name, data, "application/octet-stream"))
+        .run()
+    )
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_explorer_reads_back_every_download_format(model_dir, sample_trace, fmt):
+    trace, meta = sample_trace
+    data, name, _ = tracefiles.trace_download(trace, meta, fmt)
+    at = upload(open_app("explorer"), name, data)
+    assert_clean(at)
+    assert "schema OK" in at.success[0].value and "2 samples" in at.success[0].value
+    assert "policy static" in at.caption[1].value  # the metadata came along (sidecar or schema)
+    assert len(charts(at)) == 3
+
+
+def test_explorer_opens_a_trace_of_the_shipped_sweep(model_dir, sample_trace, tmp_path, monkeypatch):
+    from skipcore.trace import write_trace
+
+    trace, meta = sample_trace
+    write_trace(trace, tmp_path / "default_traces" / "abc.parquet", meta)
+    sweep = (
+        sweep_frame()
+        .iloc[:2]
+        .assign(trace_path=["default_traces/abc.parquet", "default_traces/gone.parquet"])
+    )
+    sweep.to_parquet(tmp_path / "default.parquet")
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", tmp_path / "default.parquet")
+    at = open_app("explorer")
+    by_key(at.radio, "explorer_source").set_value("A trace of the shipped sweep").run()
+    assert_clean(at)
+    assert by_key(at.selectbox, "explorer_sweep_trace").options == ["model · batch 1 · full depth"]
+    assert "schema OK" in at.success[0].value and len(charts(at)) == 3
+
+
+def test_explorer_plain_csv_without_sidecar(model_dir, sample_trace):
+    trace, _ = sample_trace
+    at = upload(open_app("explorer"), "t.csv", trace.to_csv(index=False).encode())
+    assert_clean(at)
+    assert "No run metadata" in at.caption[1].value
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def _zip(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+    return buf.getvalue()
+
+
+BAD_UPLOADS = {
+    "wrong columns": lambda t: ("t.csv", b"a,b\n1,2\n", "missing column 'run_id'"),
+    "missing one column": lambda t: ("t.csv", _csv(t.drop(columns=["logprob"])), "missing column 'logprob'"),
+    "bad types": lambda t: ("t.csv", _csv(t.assign(step="x")), "column 'step' must be int"),
+    "bad mask": lambda t: ("t.csv", _csv(t.assign(layer_mask="12")), "string of 0s and 1s"),
+    "empty file": lambda t: ("t.parquet", b"", "the file is empty"),
+    "header only": lambda t: ("t.csv", _csv(t.iloc[:0]), "no rows"),
+    "not parquet": lambda t: ("t.parquet", b"PAR1 certainly not", "not a readable parquet"),
+    "not json": lambda t: ("t.jsonl", b"{oops\n", "not a readable jsonl"),
+    "binary csv": lambda t: ("t.csv", bytes(range(256)) * 4, "not"),
+    "bad zip": lambda t: ("t.zip", b"PK nope", "not a readable zip"),
+    "zip of two traces": lambda t: ("t.zip", _zip({"a.csv": _csv(t), "b.csv": _csv(t)}), "exactly one"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_UPLOADS))
+def test_explorer_bad_uploads_get_a_clear_message(model_dir, sample_trace, case):
+    name, data, message = BAD_UPLOADS[case](sample_trace[0].copy())
+    at = upload(open_app("explorer"), name, data)
+    text = errors(at)
+    assert text.startswith("This file is not a valid trace.") and message in text, text
+    assert not charts(at)
+
+
+def test_explorer_oversized_file(model_dir, sample_trace, monkeypatch):
+    monkeypatch.setenv(paths.MAX_TRACE_MB_ENV, str(1 / 1024))  # 1 KiB
+    data, name, _ = tracefiles.trace_download(*sample_trace, "parquet")
+    at = upload(open_app("explorer"), name, data)
+    assert "over the 1.0 KiB limit" in errors(at)
+    assert not charts(at)
+
+
+# -- the shared plotting code ------------------------------------------------------------------------------
+def test_designer_costs_match_a_measured_trace(model_dirs):
+    """The designer's theoretical FLOPs and KV bytes are exactly what the engine's trace reports."""
+    from skipcore import plots
+    from skipcore.engine import SkipEngine
+    from skipcore.loading import load_model
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    model.generation_config.eos_token_id = -1  # no early stop: every step is run
+    eng = SkipEngine(model, tok)
+    sch = Schedule(6, "linear", "middle", 6, 2, decay_span=4)
+    trace = eng.generate(["The Eagle is a cheap"], sch, 8).trace
+    theory = plots.theoretical_steps(sch, eng.adapter.shapes, int(trace["prompt_len"].iloc[0]), 8)
+    cols = [
+        "step",
+        "num_layers_run",
+        "layer_mask",
+        "flops",
+        "flops_full",
+        "kv_cache_bytes",
+        "kv_cache_bytes_full",
+    ]
+    pd.testing.assert_frame_equal(theory[cols], trace[cols], check_dtype=False)
+    summary = plots.theoretical_summary(theory, 6)
+    assert summary["layer_speedup"] == pytest.approx(sch.layer_speedup(8))
+
+
+def test_pareto_front_and_token_labels():
+    from skipcore import plots
+
+    df = pd.DataFrame({"x": [1, 2, 2, 3, 4, 5], "y": [9, 8, 9, 5, 7, None]})
+    front = plots.pareto_front(df, "x", "y")
+    assert list(zip(front["x"], front["y"], strict=True)) == [(2, 9), (4, 7)]
+    assert plots.display_token("</s>") == "&lt;/s&gt;"
+    assert plots.display_token(" \n") == "␣↵" and plots.display_token(" The") == "The"
+    assert plots.human_bytes(1536) == "1.5 KiB"
