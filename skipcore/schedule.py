@@ -188,30 +188,40 @@ def schedule_for_speedup(
     mode: str = "skip",
     warmup_layers: int = 1,
     max_layers: int | None = None,
+    tolerance: float = 0.05,
     **kwargs,
 ) -> Schedule:
     """The schedule of `shape` whose theoretical layer speedup is closest to `target`.
 
-    Searches every (max, min) pair (max fixed when given); ties go to the larger max, then the larger min,
-    which keeps more depth early, where the paper's budget is highest.
+    As in the paper, the budget starts at full depth (max = L, or the given max) and only the floor is searched.
+    Only when no floor comes within 2 x `tolerance` (relative) of the target, and max was not given, is a lower
+    max allowed too: then the highest max within `tolerance` wins (a decay, not a constant), else the closest.
     """
     if target < 1.0:
         raise ScheduleError(f"target speedup must be >= 1, got {target}")
     if shape in ("full", "custom"):
         raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}")
     lo_min = warmup_layers + 1 if mode == "skip" else 1
-    highs = [max_layers] if max_layers is not None else range(lo_min, num_layers + 1)
-    best: tuple[float, int, int] | None = None
-    best_schedule: Schedule | None = None
-    for hi in highs:
-        for lo in range(lo_min, hi + 1):
-            sch = Schedule(num_layers, shape, mode, hi, lo, warmup_layers, **kwargs)
-            key = (abs(sch.layer_speedup(max_new_tokens) - target), -hi, -lo)
-            if best is None or key < best:
-                best, best_schedule = key, sch
-    if best_schedule is None:
+
+    def closest(highs, tolerance: float) -> tuple[float, Schedule | None]:
+        best: tuple[bool, int, float, int] | None = None
+        best_schedule = None
+        for hi in highs:
+            for lo in range(lo_min, hi + 1):
+                sch = Schedule(num_layers, shape, mode, hi, lo, warmup_layers, **kwargs)
+                error = abs(sch.layer_speedup(max_new_tokens) - target)
+                within = error <= tolerance * target
+                key = (not within, -hi if within else 0, error, -lo)
+                if best is None or key < best:
+                    best, best_schedule = key, sch
+        return (best[2] if best else float("inf")), best_schedule
+
+    error, found = closest([max_layers if max_layers is not None else num_layers], 2 * tolerance)
+    if max_layers is None and error > 2 * tolerance * target:
+        error, found = closest(range(lo_min, num_layers + 1), tolerance)
+    if found is None:
         raise ScheduleError(f"no {shape} schedule of {num_layers} layers fits target {target}")
-    return best_schedule
+    return found
 
 
 def full_schedule(num_layers: int) -> Schedule:

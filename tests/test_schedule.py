@@ -143,3 +143,10 @@ def test_json_round_trip():
     assert Schedule.from_dict(sch.to_dict()) == sch
     with pytest.raises(ScheduleError, match="unknown schedule field"):
         Schedule.from_dict({**sch.to_dict(), "bogus": 1})
+
+
+def test_schedule_for_speedup_decays_from_full_depth_like_the_paper():
+    sch = schedule_for_speedup(12, 2.0, 64, decay_span=25)
+    assert sch.max_layers == 12 and sch.min_layers < 6  # a decay from the top, not a constant 6 -> 6
+    steep = schedule_for_speedup(12, 5.0, 64, decay_span=60)  # unreachable from 12: max is lowered
+    assert steep.max_layers < 12 and abs(steep.layer_speedup(64) - 5.0) < 0.25
