@@ -61,7 +61,12 @@ def add_schedule_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--warmup-layers", type=int, default=1, help="skip mode: lowest layers always run (default: 1)"
     )
-    g.add_argument("--decay-span", type=int, help="steps from max to min (default: max-new-tokens - 2)")
+    g.add_argument(
+        "--decay-span",
+        type=int,
+        help="steps from max to min (default: the span a skipcore-trained model was trained with, else "
+        "max-new-tokens - 2)",
+    )
     g.add_argument("--alpha", type=float, default=0.9, help="power shape: n(s) = floor(max * alpha^(s-1))")
     g.add_argument("--stages", type=int, default=4, help="step shape: number of plateaus (default: 4)")
     g.add_argument("--budgets", help="custom shape: comma-separated non-increasing budgets for s = 1, 2, ...")
@@ -169,6 +174,17 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
     return [format_prompt(e.task, e.source) for e in examples]
 
 
+def apply_generation_defaults(args: argparse.Namespace) -> None:
+    """Decode with the length and decay span a skipcore-trained model was trained for, unless told otherwise."""
+    from skipcore.training.checkpoint import generation_defaults
+
+    defaults = generation_defaults(args.model) if Path(args.model).expanduser().is_dir() else {}
+    if args.max_new_tokens is None:
+        args.max_new_tokens = int(defaults.get("max_new_tokens", 32))
+    if args.decay_span is None and defaults.get("decay_span"):
+        args.decay_span = int(defaults["decay_span"])
+
+
 # -- generate -----------------------------------------------------------------------------------------------
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -191,7 +207,9 @@ def add_parser(sub) -> None:
     add_schedule_args(p)
     g = p.add_argument_group("decoding")
     g.add_argument(
-        "--max-new-tokens", type=int, default=32, help="tokens to generate per prompt (default: 32)"
+        "--max-new-tokens",
+        type=int,
+        help="tokens to generate per prompt (default: what a skipcore-trained model was trained for, else 32)",
     )
     g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
     g.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
@@ -212,6 +230,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from skipcore.sampling import Sampling
     from skipcore.trace import FORMATS, write_trace
 
+    apply_generation_defaults(args)
     if args.max_new_tokens < 1:
         raise UserError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     trace_path = check_output_path(args.trace, args.overwrite, FORMATS)

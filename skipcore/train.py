@@ -1,6 +1,8 @@
 """`python -m skipcore train`: full-depth, skip-aware (fixed schedule, as in the paper) or elastic training.
 
-Runs unchanged on one process or several (`accelerate launch --num_processes N -m skipcore train ...`).
+Runs unchanged on one process or several: `accelerate launch --multi_gpu --num_processes N -m skipcore
+train ...` (add `--device cpu` for data parallelism over CPU processes: accelerate's own `--cpu` launcher
+starts a single process), or `torchrun --nproc_per_node N -m skipcore train ...`.
 The work lives in `skipcore.training`; this module turns flags into a resolved run and keeps its imports
 light, because the CLI imports it to build its parser.
 """
@@ -71,6 +73,9 @@ def add_parser(sub) -> None:
 
     add_schedule_args(p)
     p.set_defaults(schedule=None)  # no schedule flag: full-depth training
+    for action in p._actions:  # training's span default differs from generation's
+        if "--decay-span" in action.option_strings:
+            action.help = "steps from max to min (default: the median target length in tokens, as the paper)"
     el = p.add_argument_group("elastic skip-aware training")
     el.add_argument("--elastic", metavar="LOW:HIGH", help="draw a target speedup per batch, e.g. 1.0:5.0")
     el.add_argument(
@@ -104,6 +109,11 @@ def add_parser(sub) -> None:
     opt.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="(default: auto)")
     opt.add_argument(
         "--mixed-precision", default="no", choices=["no", "bf16", "fp16"], help="autocast (default: no)"
+    )
+    opt.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads per process (default: torch's choice; 1 is often fastest on a busy machine)",
     )
     opt.add_argument(
         "--find-unused-parameters",
@@ -282,6 +292,27 @@ def json_normal(value):
 
 # -- the command --------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
+    """Train as the flags say; CPU threads are set for the run only and restored afterwards.
+
+    Denormal floats are flushed to zero during the run: small models on the CPU otherwise meet tiny
+    gradients and Adam moments that make every step many times slower, for no difference in the result.
+    """
+    import torch
+
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    before = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
+    try:
+        return _run(args)
+    finally:
+        torch.set_num_threads(before)
+        torch.set_flush_denormal(False)
+
+
+def _run(args: argparse.Namespace) -> int:
     from accelerate.utils import set_seed
 
     from skipcore.data import load_examples

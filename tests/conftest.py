@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from skipcore.testing import make_tiny_model, tiny_tokenizer
+
+# Test workers share two cores: one torch thread each avoids oversubscription (it slowed runs tenfold).
+torch.set_num_threads(1)
 
 FAMILIES = ["opt", "opt-proj", "gpt2", "llama", "mistral", "qwen2"]
 PROMPTS = [

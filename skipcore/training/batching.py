@@ -1,0 +1,125 @@
+"""Training data as the decode loop will see it: tokenized (prompt, target) pairs and the batch layout.
+
+A batch puts every prompt LEFT-padded to the longest prompt P, then its target tokens plus EOS, right-padded.
+That keeps the columns aligned exactly as in batched generation: column P+s-1 feeds decode step s, so one
+schedule gives every target position the same layer set it gets at generation time.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from skipcore.data import Example, format_prompt, format_target
+
+IGNORE = -100  # label of a column that carries no loss (prompt, padding)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (prompt, reference) pair as token ids; `target_ids` ends with EOS unless it was truncated."""
+
+    prompt_ids: tuple[int, ...]
+    target_ids: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.target_ids)
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, C) left-padded prompts, then targets, right-padded
+    attention_mask: torch.Tensor  # (B, C) 1 on real tokens
+    labels: torch.Tensor  # (B, C) the token of column c + 1 where it is a target token, else IGNORE
+    prompt_cols: int  # P: the prompt width, so column P + s - 1 feeds step s
+    steps: int  # decode steps the batch covers: the longest target (EOS included)
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.labels.to(device),
+            self.prompt_cols,
+            self.steps,
+        )
+
+
+def tokenize_pairs(examples: Iterable[Example], tokenizer, max_length: int | None = None) -> list[Pair]:
+    """One Pair per reference. Prompt and target are tokenized apart, as generation tokenizes the prompt alone.
+
+    A pair longer than `max_length` keeps the end of its prompt and the start of its target.
+    """
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no EOS token; training needs one to teach the model to stop")
+    pairs = []
+    for ex in examples:
+        prompt = list(tokenizer(format_prompt(ex.task, ex.source))["input_ids"])
+        for ref in ex.references:
+            target = list(tokenizer(format_target(ex.task, ref), add_special_tokens=False)["input_ids"])
+            target.append(eos)
+            kept = prompt
+            if max_length is not None and len(kept) + len(target) > max_length:
+                half = max(1, max_length // 2)
+                kept = kept[-half:] if len(kept) > half else kept  # a long prompt keeps its end
+                target = target[: max_length - len(kept)]
+            pairs.append(Pair(tuple(kept), tuple(target)))
+    return pairs
+
+
+def data_stats(pairs: Sequence[Pair]) -> dict:
+    """Token counts the schedule needs: the paper's decay span is the median target length."""
+    targets = [len(p.target_ids) - 1 for p in pairs]  # EOS excluded: the text itself
+    prompts = [len(p.prompt_ids) for p in pairs]
+    return {
+        "pairs": len(pairs),
+        "median_target_tokens": int(statistics.median(targets)),
+        "max_target_tokens": max(targets),
+        "median_prompt_tokens": int(statistics.median(prompts)),
+        "max_prompt_tokens": max(prompts),
+    }
+
+
+def collate(pairs: Sequence[Pair], pad_id: int) -> Batch:
+    """The batch layout described in the module docstring; input is the full sequence minus its last token."""
+    P = max(len(p.prompt_ids) for p in pairs)
+    T = max(len(p.target_ids) for p in pairs)
+    width = P + T  # full sequences; the model reads the first width - 1 columns
+    ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
+    real = torch.zeros((len(pairs), width), dtype=torch.long)
+    labels = torch.full((len(pairs), width), IGNORE, dtype=torch.long)
+    for r, p in enumerate(pairs):
+        n_p, n_t = len(p.prompt_ids), len(p.target_ids)
+        ids[r, P - n_p : P] = torch.tensor(p.prompt_ids)
+        ids[r, P : P + n_t] = torch.tensor(p.target_ids)
+        real[r, P - n_p : P + n_t] = 1
+        labels[r, P : P + n_t] = torch.tensor(p.target_ids)
+    return Batch(ids[:, :-1], real[:, :-1], labels[:, 1:], P, T)
+
+
+def epoch_batches(
+    lengths: Sequence[int], global_batch: int, seed: int, epoch: int, group_by_length: bool = True
+) -> list[list[int]]:
+    """The global batches of one epoch, a pure function of (seed, epoch) so a resumed run sees the same data.
+
+    Grouping by length sorts within windows of 32 batches: far less padding, still a shuffled order.
+    The last incomplete batch is dropped so that every process always has a full share.
+    """
+    rng = random.Random(f"{seed}:{epoch}")
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    if group_by_length:
+        window = 32 * global_batch
+        order = [
+            i
+            for k in range(0, len(order), window)
+            for i in sorted(order[k : k + window], key=lengths.__getitem__)
+        ]
+    batches = [order[k : k + global_batch] for k in range(0, len(order) - global_batch + 1, global_batch)]
+    if group_by_length:
+        rng.shuffle(batches)
+    return batches

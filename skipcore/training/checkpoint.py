@@ -1,0 +1,113 @@
+"""Checkpoints: a model directory any `from_pretrained` reads, plus what it takes to resume or reuse it.
+
+Layout of a checkpoint directory:
+
+- `config.json`, `generation_config.json`, `model.safetensors`, tokenizer files: the model, loadable by
+  `skipcore.loading.load_model` (and transformers) with no skipcore code at all;
+- `skipcore_training.json`: the training and schedule settings, data statistics, step and timings. Its
+  `generation` entry (decay span = median target length, max_new_tokens) is what generation should reuse;
+- resumable checkpoints only: `optimizer.pt`, `scheduler.pt` (state dicts, `torch.save`) and
+  `rng_state_<rank>.pt`. They are read with `torch.load(weights_only=True)`: tensors and plain containers
+  only, never arbitrary pickled objects.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from skipcore.errors import UserError
+
+SETTINGS_FILE = "skipcore_training.json"
+FORMAT = "skipcore-training/1"
+SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def save_model(model, tokenizer, out_dir: str | Path, settings: dict, dtype: str = "float32") -> Path:
+    """Write the model (safetensors, in `dtype`), its tokenizer and the settings json into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if dtype != "float32":
+        model = copy.deepcopy(model).to(SAVE_DTYPES[dtype])  # small models only; keeps training weights fp32
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    write_settings(out, settings)
+    return out
+
+
+def write_settings(model_dir: str | Path, settings: dict) -> None:
+    path = Path(model_dir) / SETTINGS_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"format": FORMAT, **settings}, indent=2, sort_keys=False) + "\n")
+    tmp.replace(path)
+
+
+def read_settings(model_dir: str | Path) -> dict | None:
+    """The training settings saved with a model, or None for a model skipcore did not train."""
+    path = Path(model_dir) / SETTINGS_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {path}: {e}") from e
+    if data.get("format") != FORMAT:
+        raise UserError(f"{path}: unknown format {data.get('format')!r} (expected {FORMAT})")
+    return data
+
+
+def generation_defaults(model_dir: str | Path) -> dict:
+    """`decay_span` and `max_new_tokens` a model was trained for, so generation and sweeps match training.
+
+    Empty for a model skipcore did not train.
+    """
+    settings = read_settings(model_dir) or {}
+    return dict(settings.get("generation") or {})
+
+
+def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool) -> None:
+    """Optimizer and LR-scheduler state (the main process; they are identical everywhere) and this rank's RNG."""
+    ckpt = Path(ckpt_dir)
+    ckpt.mkdir(parents=True, exist_ok=True)
+    if main:
+        torch.save(optimizer.state_dict(), ckpt / "optimizer.pt")
+        torch.save(scheduler.state_dict(), ckpt / "scheduler.pt")
+    torch.save({"torch": torch.get_rng_state()}, ckpt / f"rng_state_{rank}.pt")
+
+
+def load_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int) -> None:
+    """Restore what `save_state` wrote. A rank with no RNG file of its own (more processes now) keeps its seed."""
+    ckpt = Path(ckpt_dir)
+    for name in ("optimizer.pt", "scheduler.pt"):
+        if not (ckpt / name).is_file():
+            raise UserError(f"{ckpt} is not a resumable checkpoint: {name} is missing")
+    try:
+        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise UserError(f"cannot restore the optimizer from {ckpt}: {str(e).splitlines()[0]}") from e
+    rng = ckpt / f"rng_state_{rank}.pt"
+    if rng.is_file():
+        torch.set_rng_state(torch.load(rng, weights_only=True)["torch"])
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:07d}"
+
+
+def prune_checkpoints(ckpt_root: str | Path, keep: int) -> None:
+    """Delete all but the newest `keep` resumable checkpoints (keep <= 0 keeps them all)."""
+    if keep <= 0:
+        return
+    found = sorted(p for p in Path(ckpt_root).glob("step-*") if p.is_dir())
+    for old in found[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
+    found = sorted(p for p in Path(ckpt_root).glob("step-*") if (p / SETTINGS_FILE).is_file())
+    return found[-1] if found else None

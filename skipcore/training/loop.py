@@ -1,0 +1,292 @@
+"""The training loop: data parallel through `accelerate` (the same code runs under `accelerate launch`),
+deterministic data order and schedule draws, resumable to the step.
+
+Batches and elastic draws are pure functions of (seed, epoch, step, rank), so a resumed run reads exactly
+the batches an uninterrupted one would have read; the optimizer, LR scheduler and RNG state are restored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from skipcore.errors import UserError
+from skipcore.training import LR_SCHEDULERS
+from skipcore.training.batching import Pair, collate, epoch_batches
+from skipcore.training.checkpoint import (
+    checkpoint_name,
+    load_state,
+    prune_checkpoints,
+    save_model,
+    save_state,
+)
+from skipcore.training.objective import SkipLM, skip_logits, token_loss
+from skipcore.training.plan import SchedulePlan
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Optimisation and bookkeeping settings (everything but the model, the data and the schedule plan)."""
+
+    batch_size: int = 16  # per process
+    steps: int | None = None  # total optimizer steps; default: epochs over the data
+    epochs: float = 1.0
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.05
+    lr_scheduler: str = "linear"
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    group_by_length: bool = True
+    log_every: int = 10
+    eval_every: int = 0
+    save_every: int = 0
+    keep_checkpoints: int = 2
+    save_dtype: str = "float32"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise UserError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.steps is not None and self.steps < 1:
+            raise UserError(f"--steps must be >= 1, got {self.steps}")
+        if self.epochs <= 0:
+            raise UserError(f"--epochs must be > 0, got {self.epochs}")
+        if self.lr <= 0:
+            raise UserError(f"--lr must be > 0, got {self.lr}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise UserError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.lr_scheduler not in LR_SCHEDULERS:
+            raise UserError(f"unknown --lr-scheduler {self.lr_scheduler!r}")
+        for name in ("log_every", "eval_every", "save_every"):
+            if getattr(self, name) < 0:
+                raise UserError(f"--{name.replace('_', '-')} must be >= 0")
+
+
+@dataclass
+class Run:
+    """Everything a training run needs, resolved: the loop itself makes no decisions about inputs."""
+
+    accelerator: Accelerator
+    model: torch.nn.Module  # the Hugging Face model
+    tokenizer: object
+    pairs: list[Pair]
+    plan: SchedulePlan
+    hyper: Hyper
+    out_dir: Path
+    checkpoint_dir: Path
+    settings: dict  # what goes into skipcore_training.json (command, data stats, origin, ...)
+    eval_pairs: list[Pair] | None = None
+    resume_dir: Path | None = None
+    resume_step: int = 0
+    resume_elapsed_s: float = 0.0  # training time before the resumed checkpoint, for honest totals
+
+
+def total_steps(hyper: Hyper, steps_per_epoch: int) -> int:
+    return hyper.steps if hyper.steps is not None else max(1, math.ceil(hyper.epochs * steps_per_epoch))
+
+
+def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
+    """AdamW; 1-D parameters (biases, norm weights) get no weight decay, the usual recipe."""
+    decay, no_decay = [], []
+    for p in model.parameters():  # tied weights appear once
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": hyper.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=hyper.lr, betas=(0.9, 0.98), eps=1e-8)
+
+
+def environment(acc: Accelerator) -> dict:
+    import accelerate
+    import transformers
+
+    return {
+        "processes": acc.num_processes,
+        "device": str(acc.device),
+        "mixed_precision": acc.mixed_precision,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "accelerate": accelerate.__version__,
+    }
+
+
+class JsonlLog:
+    """One JSON object per line, written by the main process only; flushed so a crash loses nothing.
+
+    A resumed run first drops the records past its checkpoint's step: they are about to be redone.
+    """
+
+    def __init__(self, path: Path, enabled: bool, resume_step: int | None) -> None:
+        self.handle = None
+        if not enabled:
+            return
+        kept = []
+        if resume_step is not None and path.is_file():
+            for line in path.read_text().splitlines():
+                try:
+                    if json.loads(line).get("step", 0) <= resume_step:
+                        kept.append(line + "\n")
+                except ValueError:
+                    continue  # a line cut short by a crash
+        self.handle = path.open("w")
+        self.handle.writelines(kept)
+
+    def write(self, record: dict) -> None:
+        if self.handle is not None:
+            self.handle.write(json.dumps(record) + "\n")
+            self.handle.flush()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
+@torch.no_grad()
+def dev_losses(acc: Accelerator, lm: SkipLM, run: Run) -> dict[str, float]:
+    """Mean target-token loss on the dev pairs under each of the plan's eval schedules (shared over ranks)."""
+    pairs = run.eval_pairs[acc.process_index :: acc.num_processes]
+    was_training = lm.training
+    lm.eval()
+    out = {}
+    for name, schedule in run.plan.eval_schedules().items():
+        total = torch.zeros(2, device=acc.device, dtype=torch.float64)
+        for k in range(0, len(pairs), run.hyper.batch_size):
+            batch = collate(pairs[k : k + run.hyper.batch_size], run.tokenizer.pad_token_id).to(acc.device)
+            loss, n = token_loss(skip_logits(lm, batch, schedule), batch.labels)
+            total += torch.stack([loss.double(), n.double()])
+        total = acc.reduce(total, "sum")
+        out[f"dev_loss_{name}"] = float(total[0] / total[1].clamp_min(1))
+    lm.train(was_training)
+    return out
+
+
+def train_loop(run: Run) -> Path:
+    """Train, log, checkpoint; returns the output directory holding the final model."""
+    acc, hyper, plan = run.accelerator, run.hyper, run.plan
+    world, rank, main = acc.num_processes, acc.process_index, acc.is_main_process
+    global_batch = hyper.batch_size * world
+    lengths = [len(p) for p in run.pairs]
+    steps_per_epoch = len(epoch_batches(lengths, global_batch, hyper.seed, 0, hyper.group_by_length))
+    if steps_per_epoch == 0:
+        raise UserError(
+            f"{len(run.pairs)} training pairs do not fill one batch of {hyper.batch_size} x {world} processes"
+        )
+    total = total_steps(hyper, steps_per_epoch)
+    if run.resume_step >= total:
+        raise UserError(f"the checkpoint is at step {run.resume_step}, the run has only {total} steps")
+
+    lm = SkipLM(run.model).train()
+    optimizer = make_optimizer(lm, hyper)
+    scheduler = get_scheduler(
+        hyper.lr_scheduler, optimizer, math.ceil(hyper.warmup_ratio * total), num_training_steps=total
+    )
+    # The scheduler is stepped by hand once per optimizer step: accelerate's wrapper would step it
+    # once per process and change the schedule with the number of processes.
+    lm, optimizer = acc.prepare(lm, optimizer)
+    if run.resume_dir is not None:
+        load_state(run.resume_dir, optimizer, scheduler, rank)
+
+    log = JsonlLog(run.out_dir / "train_log.jsonl", main, run.resume_step if run.resume_dir else None)
+    pad = run.tokenizer.pad_token_id
+    step = run.resume_step
+    order: list[list[int]] = []
+    order_epoch = -1
+    running, running_n = torch.zeros((), device=acc.device, dtype=torch.float64), 0
+    tokens_seen, t_interval = 0, time.perf_counter()  # target tokens since the last log record
+    t_start = time.perf_counter()
+    elapsed_before = run.resume_elapsed_s
+    bar = tqdm(total=total, initial=step, disable=not (main and hyper.progress), desc="train", unit="step")
+
+    def elapsed() -> float:
+        return round(elapsed_before + time.perf_counter() - t_start, 1)
+
+    def state() -> dict:
+        epoch = round(step / steps_per_epoch, 4)
+        return {"step": step, "total_steps": total, "steps_per_epoch": steps_per_epoch, "epoch": epoch}
+
+    def save(target: Path, resumable: bool) -> None:
+        acc.wait_for_everyone()
+        settings = {**run.settings, "state": {**state(), "elapsed_s": elapsed()}}
+        if main:
+            model = acc.unwrap_model(lm).model
+            save_model(
+                model, run.tokenizer, target, settings, hyper.save_dtype if not resumable else "float32"
+            )
+        if resumable:
+            acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
+            save_state(target, optimizer, scheduler, rank, main)
+        acc.wait_for_everyone()
+
+    while step < total:
+        epoch, k = divmod(step, steps_per_epoch)
+        if epoch != order_epoch:
+            order, order_epoch = (
+                epoch_batches(lengths, global_batch, hyper.seed, epoch, hyper.group_by_length),
+                epoch,
+            )
+        idx = order[k][rank * hyper.batch_size : (rank + 1) * hyper.batch_size]
+        batch = collate([run.pairs[i] for i in idx], pad).to(acc.device)
+        schedule, target = plan.draw(random.Random(f"{hyper.seed}:{rank}:{step}"))
+
+        loss_sum, n_tokens = token_loss(skip_logits(lm, batch, schedule), batch.labels)
+        loss = loss_sum / n_tokens.clamp_min(1)
+        acc.backward(loss)
+        if hyper.max_grad_norm > 0:
+            acc.clip_grad_norm_(lm.parameters(), hyper.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        running += loss.detach().double()
+        running_n += 1
+        tokens_seen += int(n_tokens)
+        bar.update(1)
+
+        if hyper.log_every and (step % hyper.log_every == 0 or step == total):
+            mean = float(acc.reduce(running / running_n, "mean"))
+            lr = scheduler.get_last_lr()[0]
+            record = {
+                "step": step,
+                "loss": round(mean, 6),
+                "lr": lr,
+                "epoch": round(step / steps_per_epoch, 4),
+            }
+            record.update(target_speedup=round(target, 3), schedule=schedule.describe())
+            speed = tokens_seen * world / max(1e-9, time.perf_counter() - t_interval)
+            record.update(target_tokens_per_s=round(speed, 1), elapsed_s=elapsed())
+            tokens_seen, t_interval = 0, time.perf_counter()
+            log.write(record)
+            bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
+            running, running_n = torch.zeros_like(running), 0
+        if run.eval_pairs and hyper.eval_every and (step % hyper.eval_every == 0 or step == total):
+            losses = dev_losses(acc, acc.unwrap_model(lm), run)
+            log.write({"step": step, **{k: round(v, 6) for k, v in losses.items()}})
+            if main:
+                bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
+        if hyper.save_every and (step % hyper.save_every == 0 or step == total):
+            save(run.checkpoint_dir / checkpoint_name(step), resumable=True)
+            if main:
+                prune_checkpoints(run.checkpoint_dir, hyper.keep_checkpoints)
+    bar.close()
+    save(run.out_dir, resumable=False)
+    log.close()
+    return run.out_dir

@@ -1,0 +1,250 @@
+"""Skip-aware training: its forward against the engine's cached decoding, the batch layout, a short run that
+learns, exact resumption, elastic draws, the checkpoint's json, and two processes under accelerate."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from skipcore.cli import build_parser, main
+from skipcore.engine import SkipEngine
+from skipcore.errors import UserError
+from skipcore.loading import load_model
+from skipcore.schedule import Schedule, full_schedule
+from skipcore.train import plan_from_args
+from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
+from skipcore.training.checkpoint import SETTINGS_FILE, generation_defaults, read_settings
+from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
+from skipcore.training.plan import SchedulePlan
+from tests.conftest import PROMPTS
+from tests.test_engine import RecordingPicker
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine run many times faster on one thread; restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def log_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def train_cli(*args: str) -> int:
+    # one thread: tiny models on a shared 2-core machine run many times faster than with two
+    return main(["train", "--no-progress", "--threads", "1", "--limit", "12", "--batch-size", "4", *args])
+
+
+# -- the training forward is the engine's computation ------------------------------------------------------
+@pytest.mark.parametrize(
+    "family,mode,attn",
+    [("opt", "skip", "eager"), ("opt", "skip", "sdpa"), ("opt", "exit", "eager"), ("gpt2", "skip", "eager")]
+    + [("llama", "middle", "eager")],
+)
+def test_training_forward_equals_cached_skip_decoding(model_dirs, family, mode, attn):
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
+    eng = SkipEngine(model, tok)
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2, decay_span=8)
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    picker = RecordingPicker()
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sched.layer_sets(14), picker)
+
+    # the generated tokens become the targets of a training batch (each row up to its EOS)
+    pairs = []
+    for row, prompt in enumerate(PROMPTS):
+        target = out.tokens[row][~out.finished_before[row]].tolist()
+        pairs.append(Pair(tuple(tok(prompt)["input_ids"]), tuple(target)))
+    batch = collate(pairs, eng.pad_id)
+    assert batch.prompt_cols == enc["input_ids"].shape[1] and torch.equal(
+        batch.input_ids[:, : batch.prompt_cols], enc["input_ids"]
+    )
+    lm = SkipLM(model).eval()
+    with torch.no_grad():
+        logits = skip_logits(lm, batch, sched)
+        full = skip_logits(lm, batch, full_schedule(eng.num_layers))
+    P = batch.prompt_cols
+    compared = 0
+    for row, pair in enumerate(pairs):
+        for s in range(len(pair.target_ids)):
+            torch.testing.assert_close(logits[row, P - 1 + s], picker.logits[s][row], rtol=1e-4, atol=1e-5)
+            assert batch.labels[row, P - 1 + s] == pair.target_ids[s]
+            compared += 1
+    assert compared > 20 and len({len(x) for x in sched.layer_sets(14)}) > 2
+    assert not torch.allclose(
+        logits[:, -1], full[:, -1], atol=1e-4
+    )  # skipping really changed the computation
+
+
+def test_batch_layout_lines_columns_up_with_steps():
+    pairs = [Pair((2, 10, 11), (20, 21, 2)), Pair((2, 12), (22, 2))]
+    b = collate(pairs, pad_id=1)
+    assert b.prompt_cols == 3 and b.steps == 3 and b.input_ids.shape == (2, 5)
+    assert b.input_ids.tolist() == [[2, 10, 11, 20, 21], [1, 2, 12, 22, 2]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]
+    assert b.labels.tolist() == [[IGNORE, IGNORE, 20, 21, 2], [IGNORE, IGNORE, 22, 2, IGNORE]]
+    sched = Schedule(6, "custom", budgets_list=(5, 3))
+    sets = batch_layer_sets(b, sched)
+    steps = sched.layer_sets(3)
+    assert sets == [steps[0]] * 3 + [steps[1], steps[2]]  # column P+s-1 runs step s
+    # data order is a pure function of (seed, epoch); different epochs differ
+    lengths = [5, 9, 3, 7, 4, 8, 6, 2]
+    assert (
+        epoch_batches(lengths, 2, 0, 1) == epoch_batches(lengths, 2, 0, 1) != epoch_batches(lengths, 2, 0, 2)
+    )
+    assert sorted(i for b in epoch_batches(lengths, 3, 0, 0) for i in b) != list(range(8))  # last one dropped
+
+
+# -- schedule plans --------------------------------------------------------------------------------------
+def parse_train(*flags: str):
+    return build_parser().parse_args(["train", "--out", "x", "--model", "m", *flags])
+
+
+def test_plans_from_flags_use_the_median_target_length():
+    stats = {"median_target_tokens": 25, "max_target_tokens": 59}
+    full = plan_from_args(parse_train(), 8, stats)
+    assert full.kind == "full" and full.decay_span == 25 and full.max_new_tokens == 64
+    fixed = plan_from_args(parse_train("--schedule", "linear", "--target-speedup", "3"), 8, stats)
+    assert fixed.kind == "fixed" and fixed.fixed.decay_span == 25
+    assert fixed.fixed.layer_speedup(64) == pytest.approx(3, abs=0.3)
+    assert plan_from_args(parse_train("--min-layers", "3"), 8, stats).fixed.min_layers == 3
+    el = plan_from_args(parse_train("--elastic", "1:4", "--decay-span", "10"), 8, stats)
+    assert el.kind == "elastic" and el.shape == "linear" and el.decay_span == 10
+
+
+def test_elastic_draws_different_schedules_and_round_trips():
+    plan = SchedulePlan("elastic", 12, 64, 25, elastic_range=(1.0, 5.0), full_prob=0.2, warmup_layers=1)
+    draws = [plan.draw(random.Random(i)) for i in range(60)]
+    schedules = {s for s, _ in draws}
+    assert len(schedules) >= 5 and full_schedule(12) in schedules
+    for s, target in draws:
+        assert 1.0 <= target <= 5.0 and s.decay_span in (25, None) and s.mode == "skip"
+        if s.shape != "full":
+            assert abs(s.layer_speedup(64) - target) < 0.3  # the closest schedule to the drawn target
+    assert max(t for _, t in draws) > 4 and min(t for _, t in draws) < 2
+    assert SchedulePlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    with pytest.raises(UserError, match="out of reach"):  # 8 layers, 1 always on: 2 layers at least, 4x
+        SchedulePlan("elastic", 8, 64, 25, elastic_range=(1.0, 5.0))
+    fixed = SchedulePlan(
+        "fixed", 8, 64, 25, fixed=Schedule(8, "linear", max_layers=8, min_layers=3, decay_span=25)
+    )
+    assert SchedulePlan.from_dict(json.loads(json.dumps(fixed.to_dict()))) == fixed
+    assert set(plan.eval_schedules()) == {"full", "x3.0", "x5.0"}
+
+
+# -- short runs ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def skip_run(model_dirs, tmp_path_factory):
+    """12 steps of fixed skip-aware fine-tuning with checkpoints at 6 and 12."""
+    out = tmp_path_factory.mktemp("train") / "run"
+    flags = [
+        "--model",
+        str(model_dirs["opt"]),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    flags += [
+        "--steps",
+        "12",
+        "--lr",
+        "3e-3",
+        "--log-every",
+        "1",
+        "--save-every",
+        "6",
+        "--keep-checkpoints",
+        "0",
+    ]
+    assert train_cli(*flags, "--out", str(out)) == 0
+    return out, flags
+
+
+def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
+    out, _ = skip_run
+    losses = [r["loss"] for r in log_records(out) if "loss" in r]
+    assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3]) - 0.3
+    settings = read_settings(out)
+    assert settings["state"]["step"] == 12 and settings["objective"] == "fixed"
+    assert generation_defaults(out)["decay_span"] == settings["data"]["median_target_tokens"]
+    plan = SchedulePlan.from_dict(settings["schedule"])
+    assert plan.fixed.min_layers == 2 and plan.fixed.decay_span == settings["generation"]["decay_span"]
+    assert (out / "model.safetensors").is_file() and not (out / "optimizer.pt").exists()
+    model, tok = load_model(str(out), device="cpu", dtype="float32")
+    assert SkipEngine(model, tok).generate(["MR: name[Aromi]\nText:"], max_new_tokens=4).token_ids
+
+
+def test_resume_continues_at_the_same_step_with_the_same_losses(skip_run, tmp_path):
+    out, flags = skip_run
+    resumed = tmp_path / "resumed"
+    ckpt = out / "checkpoints" / "step-0000006"
+    assert {"optimizer.pt", "scheduler.pt", "rng_state_0.pt", SETTINGS_FILE} <= {
+        p.name for p in ckpt.iterdir()
+    }
+    assert train_cli(*flags, "--out", str(resumed), "--resume", str(ckpt)) == 0
+    first = {r["step"]: r for r in log_records(out) if "loss" in r}
+    again = [r for r in log_records(resumed) if "loss" in r]
+    assert [r["step"] for r in again] == list(range(7, 13))
+    for r in again:
+        assert r["lr"] == pytest.approx(first[r["step"]]["lr"])
+        assert r["loss"] == pytest.approx(first[r["step"]]["loss"], abs=1e-5)
+    settings = read_settings(resumed)
+    assert settings["state"]["step"] == 12 and settings["resumed_from"] == [str(ckpt)]
+
+
+def test_user_mistakes_are_one_line_errors(model_dirs, tmp_path, capsys):
+    assert train_cli("--out", str(tmp_path / "a")) == 2
+    assert "exactly one of --model" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert train_cli("--model", str(model_dirs["opt"]), "--out", str(tmp_path / "full")) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert train_cli("--model", str(model_dirs["opt"]), "--elastic", "3:1", "--out", str(tmp_path / "b")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "1 <= LOW <= HIGH" in err and "Traceback" not in err
+    assert (
+        train_cli("--model", str(model_dirs["opt"]), "--resume", str(tmp_path), "--out", str(tmp_path)) == 2
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_accelerate_launch_runs_elastic_training_on_two_processes(model_dirs, tmp_path):
+    out = tmp_path / "ddp"
+    # accelerate's --cpu launcher starts a single process; its torchrun launcher (--multi_gpu) with the
+    # training forced onto the CPU (--device cpu) gives real data parallelism over gloo
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += ["--main_process_port", str(_free_port()), "-m", "skipcore", "train", "--device", "cpu"]
+    cmd += ["--no-progress"]
+    cmd += ["--model", str(model_dirs["opt"]), "--elastic", "1:4", "--mode", "exit", "--limit", "8"]
+    cmd += ["--batch-size", "2", "--steps", "3", "--log-every", "1", "--save-every", "3", "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    settings = read_settings(out)
+    assert settings["environment"]["processes"] == 2 and settings["state"]["step"] == 3
+    assert [r["step"] for r in log_records(out)] == [1, 2, 3]
+    ckpt = out / "checkpoints" / "step-0000003"
+    assert (ckpt / "rng_state_0.pt").is_file() and (ckpt / "rng_state_1.pt").is_file()
+    shutil.rmtree(out / "checkpoints")
