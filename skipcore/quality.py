@@ -15,6 +15,8 @@ from skipcore.policies import Policy, policy_from_name
 from skipcore.policies.accounting import trace_speedups
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from skipcore.engine import GenerationResult, SkipEngine
     from skipcore.schedule import Schedule
 
@@ -55,3 +57,82 @@ def evaluate_generation(
         "mean_output_tokens": sum(len(ids) for ids in result.token_ids) / len(examples),
     }
     return row, result
+
+
+# -- reading a sweep --------------------------------------------------------------------------------------------
+def _cell(rows: pd.DataFrame | None, cols: Sequence[str], fmt: str = "{:.1f}") -> str:
+    if rows is None or len(rows) == 0:
+        return "-"
+    return " / ".join(fmt.format(float(rows[c].mean())) for c in cols)
+
+
+def quality_tables(
+    df: pd.DataFrame, batch_size: int | None = None, metrics: Sequence[str] = ("bleu", "rougeL")
+) -> str:
+    """Markdown tables of a sweep: quality per target speedup and mode, CALM-DEC, and measured speedups.
+
+    Quality is read at one batch size (the smallest by default): outputs do not depend on it.
+    """
+    b = batch_size or int(df["batch_size"].min())
+    at_b = df[df["batch_size"] == b]
+    metric_names = " / ".join(
+        {"bleu": "BLEU", "rougeL": "ROUGE-L", "chrf": "chrF"}.get(m, m) for m in metrics
+    )
+    roles = list(dict.fromkeys(at_b["model_role"]))
+    static = at_b[at_b["policy"] == "static"]
+    targets = sorted(static["target_speedup"].dropna().unique())
+    series = [
+        (r, m)
+        for r in roles
+        for m in dict.fromkeys(static.loc[static["model_role"] == r, "mode"])
+        if m != "full"
+    ]
+    name = {r: at_b.loc[at_b["model_role"] == r, "model"].iloc[0] for r in roles}
+    head = ["target speedup"] + [f"{name[r]} {m}" for r, m in series]
+    lines = [f"{metric_names} by target speedup (batch size {b}):", "", _row(head), _row(["---"] * len(head))]
+    for t in targets:
+        cells = [f"{t:g}x"]
+        for r, m in series:
+            mode = "full" if t == 1.0 else m
+            sel = static[
+                (static["model_role"] == r) & (static["mode"] == mode) & (static["target_speedup"] == t)
+            ]
+            cells.append(_cell(sel, metrics))
+        lines.append(_row(cells))
+    calm = df[df["policy"] == "calm"]
+    if len(calm):
+        sizes = sorted(calm["batch_size"].unique())
+        head = ["model", "threshold", metric_names, "per-token layer speedup", "mean of L / exit layer"]
+        head += [f"batch {s} layer speedup" for s in sizes] + ["FLOPs speedup (with heads, propagation)"]
+        lines += ["", f"CALM-DEC ({calm['calm_measure'].iloc[0]} confidence):", "", _row(head)]
+        lines.append(_row(["---"] * len(head)))
+        for (role, th), grp in calm.groupby(["model_role", "calm_threshold"], sort=False):
+            first = grp[grp["batch_size"] == grp["batch_size"].min()]
+            cells = [name.get(role, role), f"{th:g}", _cell(first, metrics)]
+            cells += [_cell(first, [c], "{:.2f}") for c in ("layer_speedup", "layer_speedup_token_mean")]
+            cells += [_cell(grp[grp["batch_size"] == s], ["batch_layer_speedup"], "{:.2f}") for s in sizes]
+            cells.append(_cell(first, ["flops_speedup_decode"], "{:.2f}"))
+            lines.append(_row(cells))
+    timed = df[
+        (df["policy"] == "static") & df["mode"].isin(["full", "skip"]) & (df["model_role"] == roles[0])
+    ]
+    if len(timed):
+        sizes = sorted(timed["batch_size"].unique())
+        head = ["target", "layer speedup"] + [f"measured decode / total, batch {s}" for s in sizes]
+        lines += ["", f"Measured wall-clock speedup against full depth ({name[roles[0]]}, skip mode):", ""]
+        lines += [_row(head), _row(["---"] * len(head))]
+        for t in targets:
+            sel = timed[timed["target_speedup"] == t]
+            cells = [f"{t:g}x", _cell(sel[sel["batch_size"] == sizes[0]], ["layer_speedup"], "{:.2f}")]
+            for s in sizes:
+                cells.append(
+                    _cell(
+                        sel[sel["batch_size"] == s], ["wall_speedup_decode", "wall_speedup_total"], "{:.2f}"
+                    )
+                )
+            lines.append(_row(cells))
+    return "\n".join(lines) + "\n"
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
