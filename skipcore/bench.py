@@ -9,29 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import torch
 
 from skipcore.errors import UserError
-
-
-def _machine(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
 
 
 def _sync(device: torch.device) -> None:
@@ -265,7 +249,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def run_bench(args: argparse.Namespace) -> int:
     from skipcore.cli import check_output_path
-    from skipcore.loading import resolve_device, resolve_dtype
+    from skipcore.loading import hardware_name, resolve_device, resolve_dtype
     from skipcore.testing import BENCH_SHAPES
 
     device = resolve_device(args.device)
@@ -301,7 +285,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 rows += new
                 print(format_table(new), flush=True)
     result = {
-        "machine": _machine(device),
+        "machine": hardware_name(device),
         "device": str(device),
         "dtype": str(dtype).removeprefix("torch."),
         "torch": torch.__version__,

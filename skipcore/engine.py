@@ -206,7 +206,7 @@ class SkipEngine:
         trace = pd.concat(traces, ignore_index=True)
         meta = run_metadata(
             model=self.model_name,
-            config_hash=_config_hash(self.model_name, schedule, sampling, max_new_tokens, batch_size, policy),
+            config_hash=config_hash(self.model_name, schedule, sampling, max_new_tokens, batch_size, policy),
             schedule=schedule.to_dict(),
             mode=schedule.mode,
             policy=policy,
@@ -226,7 +226,8 @@ class SkipEngine:
         return tokens[~finished_before].tolist()
 
 
-def _config_hash(*parts) -> str:
+def config_hash(*parts) -> str:
+    """A short stable hash of a run's settings, so traces of the same configuration can be grouped."""
     blob = json.dumps(
         [p.to_dict() if hasattr(p, "to_dict") else p for p in parts], sort_keys=True, default=str
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 import torch
@@ -82,3 +84,19 @@ def prepare_tokenizer(tokenizer, model: PreTrainedModel) -> None:
         tokenizer.pad_token = tokenizer.eos_token
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def hardware_name(device) -> str:
+    """The GPU's name, or the CPU model and core count: a wall-clock number means nothing without it."""
+    if getattr(device, "type", str(device)) == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    threads = torch.get_num_threads()
+    return f"{name} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''})"

@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
+from skipcore.loading import hardware_name
 
 META_KEY = b"skipcore_sweep"
 IDENTITY = ("model", "dataset", "split", "limit")  # what a resumed sweep must share
@@ -243,24 +243,6 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
 
 
 # -- running ---------------------------------------------------------------------------------------------------
-def hardware_name(device) -> str:
-    """The GPU's name, or the CPU model and core count: a wall-clock number means nothing without it."""
-    import torch
-
-    if getattr(device, "type", str(device)) == "cuda":
-        return torch.cuda.get_device_name(device)
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    threads = torch.get_num_threads()
-    return f"{name} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''})"
-
-
 def _model_name(model: str) -> str:
     p = Path(model)
     return p.name if p.is_dir() else model

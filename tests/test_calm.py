@@ -20,15 +20,6 @@ from skipcore.trace import validate_trace
 from tests.conftest import FAMILIES, PROMPTS
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices on a shared 2-core machine: one thread avoids oversubscription stalls (10x here)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def engine_for(model_dirs, family, attn="eager"):
     model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
     return SkipEngine(model, tok)

@@ -8,22 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from skipcore import sweep
 from skipcore.cli import main
 from skipcore.errors import UserError
 from skipcore.trace import read_trace
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices on a shared 2-core machine: one thread avoids oversubscription stalls (10x here)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 SOURCES = [
     ("name[The Eagle], eatType[pub]", ["The Eagle is a pub.", "The Eagle is a pub you can visit."]),

@@ -28,8 +28,6 @@ the row: all the layers the batch ran, its confidence heads, propagation above t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 import uuid
@@ -374,7 +372,7 @@ def calm_generate(
     sampling: Sampling | None = None,
 ) -> GenerationResult:
     """Generate for every prompt under CALM-DEC; the result has the engine's shape (texts, trace, summary)."""
-    from skipcore.engine import GenerationResult
+    from skipcore.engine import GenerationResult, config_hash
 
     if not prompts:
         raise UserError("no prompts given")
@@ -403,10 +401,9 @@ def calm_generate(
             texts.append(engine.tokenizer.decode(ids, skip_special_tokens=True))
         traces.append(calm_trace(out, engine.adapter.shapes, engine.tokenizer, run_id, start, b, bpe))
     trace = pd.concat(traces, ignore_index=True)
-    blob = json.dumps([engine.model_name, asdict(policy), sampling.to_dict(), max_new_tokens, batch_size])
     meta = run_metadata(
         model=engine.model_name,
-        config_hash=hashlib.sha256(blob.encode()).hexdigest()[:16],
+        config_hash=config_hash(engine.model_name, asdict(policy), sampling, max_new_tokens, batch_size),
         schedule=None,
         mode="calm",
         policy=policy.name,
