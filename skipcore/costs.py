@@ -8,6 +8,8 @@ unpadded row; tests hold the two equal.
 
 from __future__ import annotations
 
+import numpy as np
+
 from skipcore.adapters.base import ModelShapes
 
 
@@ -46,6 +48,18 @@ def decode_flops(shapes: ModelShapes, prompt_len: int, step: int, num_layers: in
     return (
         embed_flops(shapes, 1) + num_layers * layer_flops(shapes, 1, prompt_len + step) + head_flops(shapes)
     )
+
+
+def flops_table(shapes: ModelShapes, prompt_lens: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """FLOPs of every (row, step) pass: step 0 is the row's prefill, step s >= 1 a decode through layers[r, s]."""
+    B, T = layers.shape
+    out = np.empty((B, T))
+    for r in range(B):
+        P = int(prompt_lens[r])
+        out[r, 0] = prefill_flops(shapes, P)
+        for s in range(1, T):
+            out[r, s] = decode_flops(shapes, P, s, int(layers[r, s]))
+    return out
 
 
 def kv_bytes_per_position(shapes: ModelShapes, bytes_per_element: int) -> int:

@@ -63,13 +63,8 @@ def build_trace(
     n = np.array([len(s) for s in out.layer_sets])  # n(s) per step actually run
     P = out.prompt_lens.numpy()
     steps = np.arange(T)
-    flops = np.empty((B, T))
-    flops_full = np.empty((B, T))
-    for r in range(B):
-        flops[r, 0] = flops_full[r, 0] = costs.prefill_flops(shapes, int(P[r]))
-        for s in range(1, T):
-            flops[r, s] = costs.decode_flops(shapes, int(P[r]), s, int(n[s]))
-            flops_full[r, s] = costs.decode_flops(shapes, int(P[r]), s, L)
+    flops = costs.flops_table(shapes, P, np.broadcast_to(n, (B, T)))
+    flops_full = costs.flops_table(shapes, P, np.full((B, T), L))
     per_pos = costs.kv_bytes_per_position(shapes, bytes_per_element)
     written = np.cumsum(np.where(steps == 0, 0, n))  # positions written by decode steps 1..s, over layers
     kv = (L * P[:, None] + written[None, :]) * per_pos

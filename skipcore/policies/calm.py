@@ -304,13 +304,9 @@ def calm_trace(
     n = out.exit_layers.numpy()
     nb = np.asarray(out.batch_layers)
     head, kv_proj = costs.head_flops(shapes), kv_projection_flops(shapes)
-    flops, flops_full, flops_batch = np.empty((B, T)), np.empty((B, T)), np.empty((B, T))
-    for r in range(B):
-        flops[r, 0] = flops_full[r, 0] = flops_batch[r, 0] = costs.prefill_flops(shapes, int(P[r]))
-        for s in range(1, T):
-            flops[r, s] = costs.decode_flops(shapes, int(P[r]), s, int(n[r, s]))
-            flops_full[r, s] = costs.decode_flops(shapes, int(P[r]), s, L)
-            flops_batch[r, s] = costs.decode_flops(shapes, int(P[r]), s, int(nb[s]))
+    flops = costs.flops_table(shapes, P, n)
+    flops_full = costs.flops_table(shapes, P, np.full((B, T), L))
+    flops_batch = costs.flops_table(shapes, P, np.broadcast_to(nb, (B, T)))
     checks = out.checks.numpy()
     extra_heads = np.clip(checks - (n < L), 0, None)  # the exit check's logits are the prediction itself
     conf_flops = (extra_heads * head).astype(float)
