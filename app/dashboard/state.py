@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.dashboard.models import current_choice, generation_defaults
+from app.dashboard.models import current_choice, generation_defaults, get_engine
 from skipcore.errors import ScheduleError
 from skipcore.schedule import Schedule, schedule_for_speedup
 
@@ -123,3 +123,16 @@ def current_schedule(num_layers: int) -> tuple[Schedule | None, str | None]:
 def max_new_tokens(num_layers: int) -> int:
     """The designer's horizon, the default generation length on the other pages."""
     return int(params(num_layers)["max_new_tokens"])
+
+
+def engine_and_schedule():
+    """The chosen model's engine and the designed schedule; stops the page with a message if either is missing."""
+    engine = get_engine(current_choice())
+    if engine is None:
+        st.stop()
+    schedule, error = current_schedule(engine.num_layers)
+    if schedule is None:
+        st.error(f"The designed schedule is invalid: {error}")
+        st.page_link("sections/designer.py", label="Fix it in the schedule designer", icon=":material/tune:")
+        st.stop()
+    return engine, schedule

@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import state, views
-from app.dashboard.models import current_choice, get_engine
 from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.schedule import MODES, Schedule
@@ -54,15 +53,8 @@ def summary_table(results: dict) -> pd.DataFrame:
 
 def main() -> None:
     st.title("Compare policies")
-    engine = get_engine(current_choice())
-    if engine is None:
-        st.stop()
+    engine, schedule = state.engine_and_schedule()
     L = engine.num_layers
-    schedule, error = state.current_schedule(L)
-    if schedule is None:
-        st.error(f"The designed schedule is invalid: {error}")
-        st.page_link("sections/designer.py", label="Fix it in the schedule designer", icon=":material/tune:")
-        st.stop()
     st.caption(
         f"Static policies reuse the designed budgets **{schedule.describe()}** with each mode; "
         "CALM-DEC picks each token's depth from its confidence and ignores the schedule."

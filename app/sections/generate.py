@@ -8,7 +8,6 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import state, views
-from app.dashboard.models import current_choice, get_engine
 from skipcore.errors import UserError
 
 RESULT_KEY = "generate_result"
@@ -31,15 +30,8 @@ def run(engine, prompts: list[str], schedule, max_new_tokens: int, sampling, bat
 
 def main() -> None:
     st.title("Generate and trace")
-    engine = get_engine(current_choice())
-    if engine is None:
-        st.stop()
+    engine, schedule = state.engine_and_schedule()
     L = engine.num_layers
-    schedule, error = state.current_schedule(L)
-    if schedule is None:
-        st.error(f"The designed schedule is invalid: {error}")
-        st.page_link("sections/designer.py", label="Fix it in the schedule designer", icon=":material/tune:")
-        st.stop()
     st.caption(f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}**")
     prompts = views.prompt_picker("gen")
     c1, c2 = st.columns(2)
