@@ -12,6 +12,7 @@ import json
 import statistics
 import time
 from datetime import datetime, timezone
+from functools import partial
 
 import torch
 
@@ -63,8 +64,6 @@ def bench_one(
         pad_token_id = 1
         eos_token_id = 2
 
-    engine = SkipEngine(model, _Tok(), model_name=shape)
-    engine.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(4, 1000, (batch_size, prompt_len), generator=gen).to(device)
     attn = torch.ones_like(ids)
@@ -73,10 +72,18 @@ def bench_one(
     for t in targets:
         schedules[f"skip {t:g}x"] = schedule_for_speedup(L, t, new_tokens, "linear", "skip", warmup_layers=1)
 
-    def ours(sch):
+    def engine_for(static: bool | None = None) -> SkipEngine:
+        # one engine per setting: each keeps its own static decoder, so graphs are captured in the warm-up only
+        e = SkipEngine(model, _Tok(), model_name=shape, static=static)
+        e.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
+        return e
+
+    def ours(engine: SkipEngine, sch: Schedule):
+        _sync(device)
+        t0 = time.perf_counter()
         out = engine.generate_batch(ids, attn, sch.layer_sets(new_tokens), picker)
-        peak_kv = out.cache.allocated_bytes()
-        return sum(out.step_ms[1:]) / 1e3, sum(out.step_ms) / 1e3, peak_kv
+        _sync(device)
+        return sum(out.step_ms[1:]) / 1e3, time.perf_counter() - t0, out.cache.allocated_bytes()
 
     def hf(**kw):
         _sync(device)
@@ -94,13 +101,9 @@ def bench_one(
         _sync(device)
         return time.perf_counter() - t0
 
-    runners = {name: (lambda s=s: ours(s)) for name, s in schedules.items()}
+    runners = {name: partial(ours, engine_for(), s) for name, s in schedules.items()}
     if device.type == "cuda":  # what the CUDA graphs buy: the same full-depth path without them
-        plain = SkipEngine(model, _Tok(), model_name=shape, static=False)
-        plain.eos_ids = engine.eos_ids
-        runners["full (no graphs)"] = lambda: _timed_plain(
-            plain, ids, attn, schedules["full"], new_tokens, picker
-        )
+        runners["full (no graphs)"] = partial(ours, engine_for(static=False), schedules["full"])
     runners["generate()"] = lambda: (None, hf(), None)
     if compiled_generate:
         runners["generate() static+compile"] = lambda: (
@@ -108,21 +111,17 @@ def bench_one(
             hf(cache_implementation="static"),
             None,  # transformers compiles a static-cache decode on CUDA
         )
-    for run in runners.values():  # warm-up (and compilation) outside the timings
-        run()
-    samples: dict[str, list] = {k: [] for k in runners}
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     peak_mem: dict[str, int] = {}
+    for name, run in runners.items():  # warm-up (graph capture, compilation) outside the timings
+        peak_mem[name] = weight_bytes + _peak_extra_memory(device, run)
+    samples: dict[str, list] = {k: [] for k in runners}
     for _ in range(repeats):
         for name, run in runners.items():
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
             samples[name].append(run())
-            if device.type == "cuda":
-                peak_mem[name] = torch.cuda.max_memory_allocated(device)
     rows = []
     full_decode = statistics.median(s[0] for s in samples["full"])
     full_total = statistics.median(s[1] for s in samples["full"])
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     for name, runs in samples.items():
         total = statistics.median(r[1] for r in runs)
         row = {
@@ -133,12 +132,12 @@ def bench_one(
             "new_tokens": new_tokens,
             "tokens_per_s": batch_size * new_tokens / total,
             "seconds": total,
-            "peak_memory_bytes": peak_mem.get(name),
+            "peak_memory_bytes": peak_mem[name] if device.type == "cuda" else None,
         }
         if runs[0][0] is not None:  # our paths: decode-only timing and the schedule's theory
             sch = schedules.get(name, schedules["full"])
             decode = statistics.median(r[0] for r in runs)
-            res_theory = _theory(engine, sch, prompt_len, new_tokens)
+            res_theory = _theory(model, sch, prompt_len, new_tokens)
             measured = full_decode / decode
             row.update(
                 decode_seconds=decode,
@@ -153,20 +152,28 @@ def bench_one(
             )
             if bandwidth and sch.shape == "full":
                 per_step = decode / (new_tokens - 1)
-                row["roofline_fraction"] = _bytes_per_step(
-                    model, engine, batch_size, prompt_len, new_tokens
-                ) / (bandwidth * per_step)
+                row["roofline_fraction"] = _bytes_per_step(model, batch_size, prompt_len, new_tokens) / (
+                    bandwidth * per_step
+                )
         row["vs_full_total"] = full_total / total
         rows.append(row)
     return rows
 
 
-def _timed_plain(engine, ids, attn, sch, new_tokens: int, picker):
-    out = engine.generate_batch(ids, attn, sch.layer_sets(new_tokens), picker)
-    return sum(out.step_ms[1:]) / 1e3, sum(out.step_ms) / 1e3, out.cache.allocated_bytes()
+def _peak_extra_memory(device: torch.device, run) -> int:
+    """Peak device memory a run allocates above what was already held (weights, other settings' buffers)."""
+    if device.type != "cuda":
+        run()
+        return 0
+    _sync(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    run()
+    _sync(device)
+    return torch.cuda.max_memory_allocated(device) - before
 
 
-def _bytes_per_step(model, engine, batch_size: int, prompt_len: int, new_tokens: int) -> float:
+def _bytes_per_step(model, batch_size: int, prompt_len: int, new_tokens: int) -> float:
     """Bytes a full-depth decode step must read: every weight matrix once (embedding tables only by the rows
     looked up, so not at all unless tied to the head) plus the batch's K/V, averaged over the decode steps."""
     from skipcore import costs
@@ -179,16 +186,24 @@ def _bytes_per_step(model, engine, batch_size: int, prompt_len: int, new_tokens:
             continue
         seen.add(id(p))
         weights += p.numel() * p.element_size()
-    per_pos = costs.kv_bytes_per_position(engine.adapter.shapes, engine.dtype.itemsize)
+    shapes = _shapes(model)
+    per_pos = costs.kv_bytes_per_position(shapes, model.dtype.itemsize)
     mean_ctx = prompt_len + new_tokens / 2
-    return weights + engine.num_layers * mean_ctx * per_pos * batch_size
+    return weights + shapes.num_layers * mean_ctx * per_pos * batch_size
 
 
-def _theory(engine, sch, prompt_len: int, new_tokens: int) -> float:
+def _shapes(model):
+    from skipcore.adapters import adapter_for
+
+    return adapter_for(model).shapes
+
+
+def _theory(model, sch, prompt_len: int, new_tokens: int) -> float:
     """FLOPs speedup of the decode steps, by the cost model (LM head and attention included)."""
     from skipcore import costs
 
-    shapes, L = engine.adapter.shapes, engine.num_layers
+    shapes = _shapes(model)
+    L = shapes.num_layers
     budgets = sch.budgets(new_tokens)
     full = sum(costs.decode_flops(shapes, prompt_len, s, L) for s in range(1, new_tokens))
     ours = sum(costs.decode_flops(shapes, prompt_len, s, budgets[s]) for s in range(1, new_tokens))

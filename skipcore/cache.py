@@ -84,6 +84,13 @@ class SkipKVCache:
         for i in layers:
             self.lengths[i] += n
 
+    def reset(self) -> None:
+        """Empty, keeping every buffer (and so its address, which CUDA graphs rely on); zeros as at creation."""
+        for k, v in zip(self.keys, self.values, strict=True):
+            k.zero_()
+            v.zero_()
+        self.lengths = [0] * len(self.keys)
+
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.lengths[layer_idx]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from skipcore.masks import attention_mask
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule, check_nested
 from skipcore.static_step import StaticDecoder
+from skipcore.timing import StepTimer
 from skipcore.trace import build_trace, run_metadata, summarize
 
 
@@ -69,6 +69,9 @@ class SkipEngine:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         self.static = self.device.type == "cuda" if static is None else static
+        self._decoder: StaticDecoder | None = None
+        # how many steps between checks that every row has ended (each check waits for the device)
+        self.stop_check_every = 8 if self.device.type == "cuda" else 1
 
     @property
     def num_layers(self) -> int:
@@ -100,61 +103,91 @@ class SkipEngine:
         layer_sets: Sequence[Sequence[int]],
         picker: TokenPicker,
     ) -> BatchOutput:
-        """Generate len(layer_sets) tokens at most for left-padded rows; step s runs layer_sets[s]."""
+        """Generate len(layer_sets) tokens at most for left-padded rows; step s runs layer_sets[s].
+
+        In static mode the returned cache is this engine's, reused (emptied) by its next call of the same shape.
+        """
+        if not layer_sets:
+            raise UserError("no decode steps to run: layer_sets is empty")
         check_nested(layer_sets)
         dev = self.device
         input_ids, attn = input_ids.to(dev), attn.to(dev)
         B, P = input_ids.shape
         T = len(layer_sets)
-        kv_heads, head_dim = self.adapter.kv_shape
         self.adapter.prepare(P + T)
-        cache = SkipKVCache.for_layer_sets(
-            layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, dev, static=self.static
-        )
-        key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
-        key_mask[:, :P] = attn.bool()
-        static = (
-            StaticDecoder(self.adapter, cache, key_mask, capture=dev.type == "cuda") if self.static else None
-        )
+        if self.static:
+            static = self._static_decoder(attn, layer_sets, picker)
+            cache, key_mask = static.cache, static.key_mask
+        else:
+            static = None
+            kv_heads, head_dim = self.adapter.kv_shape
+            cache = SkipKVCache.for_layer_sets(
+                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, dev
+            )
+            key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
+            key_mask[:, :P] = attn.bool()
         prompt_lens = attn.long().sum(1)
         tokens = torch.full((B, T), self.pad_id, dtype=torch.long, device=dev)
         logprobs = torch.zeros(B, T, device=dev)
         finished = torch.zeros(B, T, dtype=torch.bool, device=dev)
         done = torch.zeros(B, dtype=torch.bool, device=dev)
-        step_ms: list[float] = []
-        sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+        timer = StepTimer(dev)
 
         step_ids, positions = input_ids, positions_from_mask(attn)
         for s in range(T):
-            t0 = time.perf_counter()
             if s > 0:
                 key_mask[:, P + s - 1] = True
                 step_ids = tokens[:, s - 1 : s]
                 positions = (prompt_lens + (s - 1))[:, None]
             if static is not None and s > 0:
-                logits = static(step_ids, positions, P + s - 1, tuple(layer_sets[s]))
+                new, lp = static(step_ids, positions, P + s - 1, tuple(layer_sets[s]))
             else:
                 logits = self.forward_step(step_ids, positions, key_mask[:, : P + s], layer_sets[s], cache)
-            new, lp = picker(logits)
+                new, lp = picker(logits)
             tokens[:, s] = torch.where(done, self.pad_id, new)
             logprobs[:, s] = lp
             finished[:, s] = done
             done = done | torch.isin(new, self.eos_ids)
-            all_done = bool(done.all())  # syncs; the host needs it to stop, and it makes step_ms honest
-            sync()
-            step_ms.append((time.perf_counter() - t0) * 1e3)
-            if all_done:
+            timer.mark()
+            # Asking whether every row has ended syncs the host with the device, so on a GPU it is asked only
+            # every few steps; the steps run past the end are cut off below, leaving the same result.
+            if (s + 1) % self.stop_check_every == 0 and bool(done.all()):
                 break
-        n = len(step_ms)
+        ran = s + 1
+        ended = torch.cat([finished[:, 1:ran], done[:, None]], 1).all(0)  # every row ended after step s
+        n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
         return BatchOutput(
             tokens=tokens[:, :n].cpu(),
             logprobs=logprobs[:, :n].cpu(),
             finished_before=finished[:, :n].cpu(),
-            step_ms=step_ms,
+            step_ms=timer.step_ms()[:n],
             prompt_lens=prompt_lens.cpu(),
             layer_sets=[tuple(x) for x in layer_sets[:n]],
             cache=cache,
         )
+
+    def _static_decoder(
+        self, attn: torch.Tensor, layer_sets: Sequence[Sequence[int]], picker: TokenPicker
+    ) -> StaticDecoder:
+        """This engine's fixed-shape decoder for a batch like `attn` under `layer_sets`, built on first use.
+
+        One is kept (the last shape used): a benchmark or a dataset of equal-length batches captures its graphs
+        once, while the memory held stays that of one cache.
+        """
+        B, P = attn.shape
+        key = (B, P, tuple(tuple(x) for x in layer_sets))
+        d = self._decoder
+        if d is None or not d.reusable(key, picker):
+            self._decoder = d = None  # free the old cache and graphs before allocating the new ones
+            kv_heads, head_dim = self.adapter.kv_shape
+            cache = SkipKVCache.for_layer_sets(
+                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, self.device, static=True
+            )
+            key_mask = torch.zeros(B, P + len(layer_sets), dtype=torch.bool, device=self.device)
+            capture = self.device.type == "cuda"
+            d = self._decoder = StaticDecoder(self.adapter, cache, key_mask, picker, capture, key)
+        d.reset(attn, picker)
+        return d
 
     # -- the user-facing call -------------------------------------------------------------------------------
     def generate(

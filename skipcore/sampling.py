@@ -38,6 +38,8 @@ class TokenPicker:
 
     def __init__(self, sampling: Sampling, device: torch.device) -> None:
         self.sampling = sampling
+        # greedy picking has no random state: a CUDA graph can capture it with the step
+        self.capturable = not sampling.do_sample
         self.warpers = LogitsProcessorList()
         if sampling.do_sample:
             if sampling.temperature != 1.0:

@@ -3,41 +3,75 @@
 In eager PyTorch a small-batch decode step is bound by kernel-launch overhead, which would swallow the time
 that skipping layers saves. A graph replays a whole step's kernels in one launch. Its inputs live in static
 buffers (tokens, positions, the key mask, the cache's write index) and every shape is fixed: each layer attends
-over its whole preallocated buffer, with the slots not yet written masked out.
+over its whole preallocated buffer, with the slots not yet written masked out. With greedy decoding the token
+choice is captured too, so a step is one replay and a copy of its inputs.
+
+A decoder (its cache, buffers and graphs) is built once per batch shape and schedule and reset for the next
+batch of that shape, so capture is paid once, not on every call.
 On the CPU the same step runs uncaptured, which is how the tests cover this path without a GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
 from skipcore.cache import SkipKVCache
 from skipcore.masks import attention_mask
+from skipcore.sampling import TokenPicker
 
 
 class StaticDecoder:
-    def __init__(self, adapter, cache: SkipKVCache, key_mask: torch.Tensor, capture: bool) -> None:
+    def __init__(
+        self,
+        adapter,
+        cache: SkipKVCache,
+        key_mask: torch.Tensor,
+        picker: TokenPicker,
+        capture: bool,
+        key: Hashable = None,
+    ) -> None:
         if not cache.static:
             raise ValueError("StaticDecoder needs a cache built with static=True")
         B, dev = key_mask.shape[0], key_mask.device
-        self.adapter, self.cache, self.key_mask = adapter, cache, key_mask
+        self.adapter, self.cache, self.key_mask, self.picker = adapter, cache, key_mask, picker
+        self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.positions = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.capture = capture
+        # Greedy picking has no random state, so it can live inside the graph; sampling runs after the replay.
+        self.pick_inside = picker.capturable
+        # A graph reads the adapter's position tables at the addresses it saw: hold them, and rebuild if they move.
+        self.tables = adapter.position_tables()
         self.graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[tuple[int, ...], torch.Tensor] = {}
+        self.outputs: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
+        # One memory pool for all of this decoder's graphs. Sharing is safe here although graphs replay in any
+        # order: every graph's outputs stay referenced (never reused), only dead intermediates are shared, and
+        # a step's outputs are consumed before the next replay.
         self.pool = torch.cuda.graph_pool_handle() if capture else None
 
-    def _step(self, layers: Sequence[int]) -> torch.Tensor:
+    def reusable(self, key: Hashable, picker: TokenPicker) -> bool:
+        """Whether this decoder serves a batch of `key` (shape and schedule) picked by `picker`."""
+        same_tables = all(a is b for a, b in zip(self.tables, self.adapter.position_tables(), strict=True))
+        return key == self.key and same_tables and picker.capturable == self.pick_inside
+
+    def reset(self, prompt_mask: torch.Tensor, picker: TokenPicker) -> None:
+        """Ready for a new batch: empty cache, the new prompts' padding. Buffers keep their addresses."""
+        self.cache.reset()
+        self.key_mask.zero_()
+        self.key_mask[:, : prompt_mask.shape[1]] = prompt_mask.bool()
+        self.picker = picker
+
+    def _step(self, layers: Sequence[int]) -> tuple[torch.Tensor, ...]:
         a = self.adapter
         h = a.embed(self.tokens, self.positions)
         mask = attention_mask(self.key_mask, 1, h.dtype, a.mask_as_bool)
         kw = a.layer_kwargs(self.positions, h.dtype)
         for i in layers:
             h = a.run_layer(i, h, mask[..., : self.cache.capacity(i)], self.cache, kw)
-        return a.head(h[:, -1])
+        logits = a.head(h[:, -1])
+        return self.picker(logits) if self.pick_inside else (logits,)
 
     def _capture(self, layers: tuple[int, ...]) -> torch.cuda.CUDAGraph:
         # Warm up on a side stream first (lazy cuBLAS/cuDNN set-up must not happen inside a capture). The warm-up
@@ -55,8 +89,8 @@ class StaticDecoder:
 
     def __call__(
         self, tokens: torch.Tensor, positions: torch.Tensor, column: int, layers: tuple[int, ...]
-    ) -> torch.Tensor:
-        """Logits for one decode step whose input sits at cache column `column`, running `layers`."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(next tokens, their log-probs) for one decode step whose input sits at cache column `column`."""
         self.tokens.copy_(tokens)
         self.positions.copy_(positions)
         self.cache.write_pos.fill_(column)
@@ -67,4 +101,4 @@ class StaticDecoder:
         else:
             out = self._step(layers)
         self.cache.advance(layers)
-        return out
+        return out if self.pick_inside else self.picker(out[0])

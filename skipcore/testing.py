@@ -68,7 +68,32 @@ def make_tiny_model(
 
 
 BENCH_SHAPES = {
-    # name: (family, config overrides) of public models, randomly initialised
+    # name: (family, config overrides) of public models, randomly initialised; the tiny ones for smoke tests
+    "opt-tiny": (
+        "opt",
+        dict(
+            hidden_size=64,
+            num_hidden_layers=8,
+            ffn_dim=128,
+            num_attention_heads=4,
+            word_embed_proj_dim=64,
+            vocab_size=1024,
+            max_position_embeddings=256,
+        ),
+    ),
+    "llama-tiny": (
+        "llama",
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=8,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=1024,
+            max_position_embeddings=256,
+        ),
+    ),
     "opt-125m": (
         "opt",
         dict(

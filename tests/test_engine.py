@@ -190,13 +190,115 @@ def test_static_decode_path_equals_dynamic(model_dirs, family):
         torch.testing.assert_close(out_a.cache.keys[i][:, :, :n], out_b.cache.keys[i][:, :, :n])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_graph_path_matches_plain_path(model_dirs):
-    model, tok = load_model(str(model_dirs["llama"]), device="cuda", dtype="float32")
+def test_static_decoder_is_reused_across_batches_of_one_shape(model_dirs):
+    """Graphs are captured once per shape: the second batch reuses the decoder and its buffers, emptied."""
+    model, tok = load_model(
+        str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    plain, static = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
     sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
-    a = SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=12)
-    b = SkipEngine(model, tok, static=True).generate(PROMPTS, sched, max_new_tokens=12)
-    assert a.token_ids == b.token_ids
+    other = [PROMPTS[2], PROMPTS[0], PROMPTS[1]]  # other rows, the same padded width
+    first = static.generate(PROMPTS, sched, max_new_tokens=10)
+    decoder, key_ptr = static._decoder, static._decoder.cache.keys[0].data_ptr()
+    # the same shape and schedule, other prompts: the same decoder, the answers of a fresh plain engine
+    second = static.generate(other, sched, max_new_tokens=10)
+    assert static._decoder is decoder and decoder.cache.keys[0].data_ptr() == key_ptr
+    assert second.token_ids == plain.generate(other, sched, max_new_tokens=10).token_ids
+    assert first.token_ids == plain.generate(PROMPTS, sched, max_new_tokens=10).token_ids
+    # another shape gets its own decoder; coming back rebuilds, and the answers still agree
+    static.generate(PROMPTS[:1], sched, max_new_tokens=10)
+    assert static._decoder is not decoder
+    assert static.generate(PROMPTS, sched, max_new_tokens=10).token_ids == first.token_ids
+
+
+def test_static_path_samples_like_the_plain_path(model_dirs):
+    """Sampling runs outside the captured step (it has random state); the seeded draws must not change."""
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=3)
+    sampling = Sampling(do_sample=True, temperature=1.5, top_k=20, seed=7)
+    runs = [
+        SkipEngine(model, tok, static=st).generate(PROMPTS, sched, max_new_tokens=12, sampling=sampling)
+        for st in (False, True)
+    ]
+    assert runs[0].token_ids == runs[1].token_ids
+    greedy = SkipEngine(model, tok).generate(PROMPTS, sched, max_new_tokens=12)
+    assert runs[0].token_ids != greedy.token_ids  # really sampled
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_checking_for_the_end_every_few_steps_changes_nothing(model_dirs, static):
+    """On a GPU the loop asks whether all rows ended only every few steps; the extra steps are cut off."""
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    probe = SkipEngine(model, tok).generate(PROMPTS, max_new_tokens=16)
+    model.generation_config.eos_token_id = probe.token_ids[2][4]  # row 2 ends early; the others may not
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    sets = Schedule(6, "linear", "skip", max_layers=6, min_layers=2).layer_sets(16)
+    outs = []
+    for every in (1, 5, 100):
+        eng = SkipEngine(model, tok, static=static)
+        eng.stop_check_every = every
+        outs.append(
+            eng.generate_batch(
+                enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device)
+            )
+        )
+    for out in outs[1:]:
+        assert torch.equal(out.tokens, outs[0].tokens) and torch.equal(
+            out.finished_before, outs[0].finished_before
+        )
+        assert len(out.step_ms) == len(outs[0].step_ms) == out.tokens.shape[1]
+    # and with every row ending early, the steps after the last EOS are not reported
+    eos = probe.token_ids[0][2]
+    model.generation_config.eos_token_id = eos
+    expected = probe.token_ids[0].index(eos) + 1
+    for every in (1, 7):
+        eng = SkipEngine(model, tok, static=static)
+        eng.stop_check_every = every
+        res = eng.generate(PROMPTS[:1], max_new_tokens=16)
+        assert len(res.token_ids[0]) == len(res.trace) == expected < 16
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("family", ["opt", "opt-proj", "gpt2", "llama", "qwen2"])
+def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, attn):
+    """What CUDA graph capture forbids (reading a value back: .item(), a data-dependent branch or shape; a CPU
+    tensor in the step) fails on the meta device too, whose tensors have no values: so a step that runs on meta
+    can be captured."""
+    from skipcore.cache import SkipKVCache
+    from skipcore.static_step import StaticDecoder
+
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
+    eng = SkipEngine(model.to("meta"), tok, static=True)
+    meta = torch.device("meta")
+    sets = Schedule(6, "linear", "skip", max_layers=6, min_layers=2).layer_sets(8)
+    B, P, T = 2, 5, 8
+    eng.adapter.prepare(P + T)
+    cache = SkipKVCache.for_layer_sets(sets, P, B, *eng.adapter.kv_shape, 6, torch.float32, meta, static=True)
+    key_mask = torch.ones(B, P + T, dtype=torch.bool, device=meta)
+    decoder = StaticDecoder(eng.adapter, cache, key_mask, TokenPicker(Sampling(), meta), capture=False)
+    with torch.inference_mode():
+        tokens, logprobs = decoder._step(tuple(sets[1]))
+        assert tokens.shape == logprobs.shape == (B,) and tokens.device == meta
+        # the check can fail: a bounds check that reads a position back breaks it
+        kwargs = decoder.adapter.layer_kwargs
+        decoder.adapter.layer_kwargs = lambda pos, dtype: (int(pos.max()), kwargs(pos, dtype))[1]
+        with pytest.raises(RuntimeError, match="meta"):
+            decoder._step(tuple(sets[1]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_cuda_graph_path_matches_plain_path(model_dirs, family):
+    """Captured graphs, replayed across steps and reused by a second batch, greedy and sampled."""
+    model, tok = load_model(str(model_dirs[family]), device="cuda", dtype="float32")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    plain, graphs = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    sampled = Sampling(do_sample=True, top_k=20, seed=3)
+    for prompts, sampling in [(PROMPTS, None), (PROMPTS[::-1], None), (PROMPTS, sampled)]:
+        a = plain.generate(prompts, sched, max_new_tokens=12, sampling=sampling)
+        b = graphs.generate(prompts, sched, max_new_tokens=12, sampling=sampling)
+        assert a.token_ids == b.token_ids
+    assert graphs._decoder.graphs  # really captured
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -69,6 +69,10 @@ class Adapter:
     def prepare(self, max_positions: int) -> None:
         """Precompute per-position tables once per generate call, off the hot loop."""
 
+    def position_tables(self) -> tuple[torch.Tensor, ...]:
+        """The tensors `layer_kwargs` reads from, which a captured graph holds by address."""
+        return ()
+
     def run_layer(
         self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
     ) -> torch.Tensor:

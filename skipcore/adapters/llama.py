@@ -55,5 +55,8 @@ class LlamaAdapter(Adapter):
         # no bounds check here: it would sync the host, which a CUDA graph capture forbids; prepare() sized it
         return {"position_embeddings": (self._cos[0][positions], self._sin[0][positions])}
 
+    def position_tables(self) -> tuple[torch.Tensor, ...]:
+        return () if self._cos is None else (self._cos, self._sin)
+
     def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.model.norm(hidden)

@@ -1,0 +1,60 @@
+"""`python -m skipcore bench` as a user runs it, on tiny shapes: every setting reported, ratios that follow from
+the timings, the schedules' theory, results that are never silently overwritten. (Speed itself is measured by
+running the bench, never asserted in a test.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skipcore.cli import main
+from skipcore.schedule import schedule_for_speedup
+
+
+def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    args = ["bench", "--models", "opt-tiny,llama-tiny", "--batch-sizes", "1,2", "--new-tokens", "12"]
+    args += ["--targets", "2,3", "--repeats", "2", "--prompt-len", "6", "--out", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    settings = ["full", "skip 2x", "skip 3x", "generate()"]
+    assert [(r["model"], r["batch_size"], r["setting"]) for r in rows] == [
+        (m, b, s) for m in ("opt-tiny", "llama-tiny") for b in (1, 2) for s in settings
+    ]
+    for group in (rows[i : i + 4] for i in range(0, len(rows), 4)):
+        full, skips = group[0], group[1:3]
+        assert full["measured_speedup_decode"] == pytest.approx(1.0) and full["layer_speedup"] == 1
+        for r, target in zip(skips, (2, 3)):
+            sch = schedule_for_speedup(8, target, 12, "linear", "skip", warmup_layers=1)
+            assert r["layer_speedup"] == pytest.approx(sch.layer_speedup(12))
+            assert 1 < r["flops_speedup_decode"] < r["layer_speedup"]  # the LM head and embeddings stay
+            assert r["measured_over_layer_speedup"] == pytest.approx(
+                r["measured_speedup_decode"] / r["layer_speedup"]
+            )
+            assert r["kv_cache_allocated_bytes"] < full["kv_cache_allocated_bytes"]
+        for r in group:
+            assert r["tokens_per_s"] == pytest.approx(r["batch_size"] * 12 / r["seconds"])
+            assert r["vs_full_total"] == pytest.approx(full["seconds"] / r["seconds"])
+    table = out.with_suffix(".md").read_text()
+    assert table.count("| opt-tiny |") == 8 and "skip 3x" in table
+    assert "| llama-tiny | 2 | 12 | generate() |" in capsys.readouterr().out
+
+    # the results are kept: a second run without --overwrite refuses in one line and writes nothing
+    before = out.read_bytes()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "exists" in err and len(err.splitlines()) == 1
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [("--models", "gpt-5", "unknown bench model"), ("--batch-sizes", "1,x", "comma-separated integers")],
+)
+def test_bench_mistakes_get_one_line(tmp_path, capsys, flag, value, message):
+    assert main(["bench", flag, value, "--out", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "b.json").exists()
