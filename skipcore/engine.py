@@ -11,14 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 
 import pandas as pd
 import torch
 
 from skipcore.adapters import Adapter, adapter_for, positions_from_mask
+from skipcore.attention import grouped_decode_attention
 from skipcore.cache import SkipKVCache
 from skipcore.errors import UserError
 from skipcore.masks import attention_mask
@@ -91,8 +93,9 @@ class SkipEngine:
         h = a.embed(input_ids, positions)
         mask = attention_mask(key_mask, input_ids.shape[1], h.dtype, a.mask_as_bool)
         kw = a.layer_kwargs(positions, h.dtype)
-        for i in layers:
-            h = a.run_layer(i, h, mask, cache, kw)
+        with grouped_decode_attention(a.config):
+            for i in layers:
+                h = a.run_layer(i, h, mask, cache, kw)
         return a.head(h[:, -1])
 
     @torch.inference_mode()
@@ -102,8 +105,11 @@ class SkipEngine:
         attn: torch.Tensor,
         layer_sets: Sequence[Sequence[int]],
         picker: TokenPicker,
+        on_step: Callable[[int], None] | None = None,
     ) -> BatchOutput:
         """Generate len(layer_sets) tokens at most for left-padded rows; step s runs layer_sets[s].
+
+        `on_step(s)` is called on the host once step s is queued (for progress bars; it never waits for the GPU).
 
         In static mode the returned cache is this engine's, reused (emptied) by its next call of the same shape.
         """
@@ -149,6 +155,8 @@ class SkipEngine:
             finished[:, s] = done
             done = done | torch.isin(new, self.eos_ids)
             timer.mark()
+            if on_step is not None:
+                on_step(s)
             # Asking whether every row has ended syncs the host with the device, so on a GPU it is asked only
             # every few steps; the steps run past the end are cut off below, leaving the same result.
             if (s + 1) % self.stop_check_every == 0 and bool(done.all()):
@@ -198,8 +206,13 @@ class SkipEngine:
         sampling: Sampling | None = None,
         batch_size: int | None = None,
         policy: str = "static",
+        progress: Callable[[int, int], None] | None = None,
     ) -> GenerationResult:
-        """Generate for every prompt under `schedule` (full depth when None); returns texts, trace, summary."""
+        """Generate for every prompt under `schedule` (full depth when None); returns texts, trace, summary.
+
+        `progress(done, total)` reports decode steps over all batches as they are queued; a batch whose rows
+        all end early jumps to its end.
+        """
         if not prompts:
             raise UserError("no prompts given")
         if max_new_tokens < 1:
@@ -217,10 +230,15 @@ class SkipEngine:
         picker = TokenPicker(sampling, self.device)
         run_id = uuid.uuid4().hex[:12]
         texts, token_ids, traces = [], [], []
-        for b, start in enumerate(range(0, len(prompts), batch_size)):
+        starts = range(0, len(prompts), batch_size)
+        total = len(starts) * max_new_tokens
+        for b, start in enumerate(starts):
+            on_step = None if progress is None else partial(_report_step, progress, b * max_new_tokens, total)
             chunk = list(prompts[start : start + batch_size])
             enc = self.tokenizer(chunk, return_tensors="pt", padding=True)
-            out = self.generate_batch(enc["input_ids"], enc["attention_mask"], layer_sets, picker)
+            out = self.generate_batch(enc["input_ids"], enc["attention_mask"], layer_sets, picker, on_step)
+            if progress is not None:
+                progress((b + 1) * max_new_tokens, total)
             for row in range(len(chunk)):
                 ids = self._row_ids(out.tokens[row], out.finished_before[row])
                 token_ids.append(ids)
@@ -257,6 +275,10 @@ class SkipEngine:
     def _row_ids(self, tokens: torch.Tensor, finished_before: torch.Tensor) -> list[int]:
         """A row's generated ids up to and including its EOS."""
         return tokens[~finished_before].tolist()
+
+
+def _report_step(progress: Callable[[int, int], None], offset: int, total: int, step: int) -> None:
+    progress(offset + step + 1, total)
 
 
 def config_hash(*parts) -> str:

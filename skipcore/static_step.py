@@ -17,6 +17,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
+from skipcore.attention import grouped_decode_attention
 from skipcore.cache import SkipKVCache
 from skipcore.masks import attention_mask
 from skipcore.sampling import TokenPicker
@@ -68,8 +69,9 @@ class StaticDecoder:
         h = a.embed(self.tokens, self.positions)
         mask = attention_mask(self.key_mask, 1, h.dtype, a.mask_as_bool)
         kw = a.layer_kwargs(self.positions, h.dtype)
-        for i in layers:
-            h = a.run_layer(i, h, mask[..., : self.cache.capacity(i)], self.cache, kw)
+        with grouped_decode_attention(a.config):
+            for i in layers:
+                h = a.run_layer(i, h, mask[..., : self.cache.capacity(i)], self.cache, kw)
         logits = a.head(h[:, -1])
         return self.picker(logits) if self.pick_inside else (logits,)
 

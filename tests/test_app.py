@@ -199,6 +199,8 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     assert_clean(at)
     result = at.session_state["generate_result"]
     assert len(result["texts"]) == 2 and set(TRACE_COLUMNS) <= set(result["trace"].columns)
+    bar = at.get("progress")[-1].proto  # the per-step progress bar, left full
+    assert bar.value == 100 and bar.text.startswith("Generated 2 ×")
     figs = charts(at)
     assert len(figs) == 3 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency
     spec = json.loads(figs[0].proto.spec)

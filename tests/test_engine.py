@@ -190,6 +190,15 @@ def test_static_decode_path_equals_dynamic(model_dirs, family):
         torch.testing.assert_close(out_a.cache.keys[i][:, :, :n], out_b.cache.keys[i][:, :, :n])
 
 
+def test_progress_reports_every_step_of_every_batch(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    calls = []
+    res = eng.generate(PROMPTS, max_new_tokens=6, batch_size=2, progress=lambda d, t: calls.append((d, t)))
+    done = [d for d, _ in calls]
+    assert {t for _, t in calls} == {12} and done == sorted(done) and set(done) == set(range(1, 13))
+    assert res.token_ids == eng.generate(PROMPTS, max_new_tokens=6, batch_size=2).token_ids
+
+
 def test_static_decoder_is_reused_across_batches_of_one_shape(model_dirs):
     """Graphs are captured once per shape: the second batch reuses the decoder and its buffers, emptied."""
     model, tok = load_model(

@@ -14,12 +14,19 @@ RESULT_KEY = "generate_result"
 
 
 def run(engine, prompts: list[str], schedule, max_new_tokens: int, sampling, batch_size: int) -> None:
-    with st.spinner(f"Generating {len(prompts)} × {max_new_tokens} tokens under {schedule.describe()}…"):
-        try:
-            res = engine.generate(prompts, schedule, max_new_tokens, sampling, batch_size)
-        except UserError as e:
-            st.error(f"Generation failed: {e}")
-            return
+    what = f"{len(prompts)} × {max_new_tokens} tokens under {schedule.describe()}"
+    bar = st.progress(0.0, text=f"Generating {what}…")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Generating {what}: step {done} of {total}")
+
+    try:
+        res = engine.generate(prompts, schedule, max_new_tokens, sampling, batch_size, progress=progress)
+    except UserError as e:
+        bar.empty()
+        st.error(f"Generation failed: {e}")
+        return
+    bar.progress(1.0, text=f"Generated {what}")
     st.session_state[RESULT_KEY] = {
         "prompts": prompts,
         "texts": res.texts,
