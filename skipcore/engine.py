@@ -72,6 +72,9 @@ class SkipEngine:
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         self.static = self.device.type == "cuda" if static is None else static
         self._decoder: StaticDecoder | None = None
+        # Static mode pads prompts on the left to a multiple of this width, so batches of a dataset share a few
+        # shapes and reuse their captured graphs instead of capturing anew for every padded length.
+        self.prompt_multiple: int | None = 32 if self.static else None
         # how many steps between checks that every row has ended (each check waits for the device)
         self.stop_check_every = 8 if self.device.type == "cuda" else 1
 
@@ -235,7 +238,9 @@ class SkipEngine:
         for b, start in enumerate(starts):
             on_step = None if progress is None else partial(_report_step, progress, b * max_new_tokens, total)
             chunk = list(prompts[start : start + batch_size])
-            enc = self.tokenizer(chunk, return_tensors="pt", padding=True)
+            enc = self.tokenizer(
+                chunk, return_tensors="pt", padding=True, pad_to_multiple_of=self.prompt_multiple
+            )
             out = self.generate_batch(enc["input_ids"], enc["attention_mask"], layer_sets, picker, on_step)
             if progress is not None:
                 progress((b + 1) * max_new_tokens, total)

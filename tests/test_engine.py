@@ -3,6 +3,7 @@ against torch's FLOP counter and the cache's own tensors."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -218,6 +219,32 @@ def test_static_decoder_is_reused_across_batches_of_one_shape(model_dirs):
     static.generate(PROMPTS[:1], sched, max_new_tokens=10)
     assert static._decoder is not decoder
     assert static.generate(PROMPTS, sched, max_new_tokens=10).token_ids == first.token_ids
+
+
+def test_static_prompts_are_padded_to_shared_widths(model_dirs, monkeypatch):
+    """Batches of different prompt lengths share one decoder (and its graphs) in static mode; answers unchanged."""
+    import skipcore.engine as engine_module
+
+    built = []
+
+    class Counting(engine_module.StaticDecoder):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self.key)
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", Counting)
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    prompts = [PROMPTS[0], PROMPTS[2], "Green Man serves"]
+    widths = {len(tok(p)["input_ids"]) for p in prompts}
+    assert len(widths) == 3 and max(widths) <= 32
+    static = SkipEngine(model, tok, static=True)
+    a = static.generate(prompts, sched, max_new_tokens=8, batch_size=1)
+    b = SkipEngine(model, tok, static=False).generate(prompts, sched, max_new_tokens=8, batch_size=1)
+    assert len(built) == 1 and built[0][1] == static.prompt_multiple  # one shape: width 32
+    assert a.token_ids == b.token_ids
+    cols = ["sample", "step", "position", "prompt_len", "layer_mask", "flops", "kv_cache_bytes"]
+    pd.testing.assert_frame_equal(a.trace[cols], b.trace[cols])
 
 
 def test_static_path_samples_like_the_plain_path(model_dirs):
