@@ -72,6 +72,7 @@ class SkipEngine:
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         self.static = self.device.type == "cuda" if static is None else static
         self._decoder: StaticDecoder | None = None
+        self.capture_graphs = self.static and self.device.type == "cuda"
         # Static mode pads prompts on the left to a multiple of this width, so batches of a dataset share a few
         # shapes and reuse their captured graphs instead of capturing anew for every padded length.
         self.prompt_multiple: int | None = 32 if self.static else None
@@ -195,8 +196,7 @@ class SkipEngine:
                 layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, self.device, static=True
             )
             key_mask = torch.zeros(B, P + len(layer_sets), dtype=torch.bool, device=self.device)
-            capture = self.device.type == "cuda"
-            d = self._decoder = StaticDecoder(self.adapter, cache, key_mask, picker, capture, key)
+            d = self._decoder = StaticDecoder(self.adapter, cache, key_mask, picker, self.capture_graphs, key)
         d.reset(attn, picker)
         return d
 

@@ -49,8 +49,8 @@ class StaticDecoder:
         self.outputs: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
         # One memory pool for all of this decoder's graphs. Sharing is safe here although graphs replay in any
         # order: every graph's outputs stay referenced (never reused), only dead intermediates are shared, and
-        # a step's outputs are consumed before the next replay.
-        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        # a step's outputs are consumed before the next replay. Created at the first capture.
+        self.pool = None
 
     def reusable(self, key: Hashable, picker: TokenPicker) -> bool:
         """Whether this decoder serves a batch of `key` (shape and schedule) picked by `picker`."""
@@ -83,11 +83,19 @@ class StaticDecoder:
         with torch.cuda.stream(side):
             self._step(layers)
         torch.cuda.current_stream().wait_stream(side)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             self.outputs[layers] = self._step(layers)
         self.graphs[layers] = graph
         return graph
+
+    def _replay(self, layers: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """Run the step's captured graph (captured on first use); its outputs are overwritten by the next replay."""
+        graph = self.graphs.get(layers) or self._capture(layers)
+        graph.replay()
+        return self.outputs[layers]
 
     def __call__(
         self, tokens: torch.Tensor, positions: torch.Tensor, column: int, layers: tuple[int, ...]
@@ -96,11 +104,6 @@ class StaticDecoder:
         self.tokens.copy_(tokens)
         self.positions.copy_(positions)
         self.cache.write_pos.fill_(column)
-        if self.capture:
-            graph = self.graphs.get(layers) or self._capture(layers)
-            graph.replay()
-            out = self.outputs[layers]
-        else:
-            out = self._step(layers)
+        out = self._replay(layers) if self.capture else self._step(layers)
         self.cache.advance(layers)
         return out if self.pick_inside else self.picker(out[0])

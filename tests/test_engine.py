@@ -3,17 +3,21 @@ against torch's FLOP counter and the cache's own tensors."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import FlopCounterMode
 
+from skipcore.cache import SkipKVCache
 from skipcore.engine import SkipEngine
 from skipcore.errors import ScheduleError
 from skipcore.forward import column_layer_sets, skip_forward
 from skipcore.loading import load_model
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
+from skipcore.static_step import StaticDecoder
 from tests.conftest import FAMILIES, PROMPTS
 
 
@@ -292,6 +296,59 @@ def test_checking_for_the_end_every_few_steps_changes_nothing(model_dirs, static
         eng.stop_check_every = every
         res = eng.generate(PROMPTS[:1], max_new_tokens=16)
         assert len(res.token_ids[0]) == len(res.trace) == expected < 16
+
+
+class RecordedStepDecoder(StaticDecoder):
+    """CUDA-graph semantics on the CPU: a step's tensor operations are recorded once per layer set (make_fx) and
+    replayed against the same buffers without running any Python again. Whatever Python state a step reads
+    (a length, a position, a branch) is frozen at capture, exactly as in a graph."""
+
+    def _replay(self, layers):
+        if layers not in self.graphs:
+            self.graphs[layers] = make_fx(lambda: self._step(layers))()
+        return self.graphs[layers]()
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypatch):
+    """Replaying frozen steps across decode positions, batches and a second prompt set gives the plain answers."""
+    import skipcore.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", RecordedStepDecoder)
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    plain, replayed = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    replayed.capture_graphs = True
+    for prompts in (PROMPTS, PROMPTS[::-1]):
+        a = plain.generate(prompts, sched, max_new_tokens=12)
+        b = replayed.generate(prompts, sched, max_new_tokens=12)
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.trace["logprob"], b.trace["logprob"], rtol=1e-4, atol=1e-5)
+    decoder = replayed._decoder
+    assert len(decoder.graphs) == len({tuple(x) for x in sched.layer_sets(12)[1:]}) > 2  # one per layer set
+
+    # the check can fail: a cache that writes where its Python length says (not at the device-side index)
+    # writes every replay of a layer set into the slot it had at capture
+    expected = plain.generate(PROMPTS, sched, max_new_tokens=12)
+    plain_update = SkipKVCache.update
+
+    def frozen_update(self, key, value, layer_idx, cache_kwargs=None):
+        if key.shape[2] > 1:  # the prefill, not captured
+            return plain_update(self, key, value, layer_idx, cache_kwargs)
+        n = self.lengths[layer_idx]
+        self.keys[layer_idx][:, :, n : n + 1] = key
+        self.values[layer_idx][:, :, n : n + 1] = value
+        return self.keys[layer_idx], self.values[layer_idx]
+
+    monkeypatch.setattr(SkipKVCache, "update", frozen_update)
+    uncaptured = SkipEngine(model, tok, static=True)  # run afresh each step, the same update is right
+    assert uncaptured.generate(PROMPTS, sched, max_new_tokens=12).token_ids == expected.token_ids
+    broken = SkipEngine(model, tok, static=True)
+    broken.capture_graphs = True
+    wrong = broken.generate(PROMPTS, sched, max_new_tokens=12)
+    assert not np.allclose(wrong.trace["logprob"], expected.trace["logprob"], rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
