@@ -95,7 +95,7 @@ class SkipEngine:
         """One forward pass through `layers` only; returns the logits of the last column."""
         a = self.adapter
         h = a.embed(input_ids, positions)
-        mask = attention_mask(key_mask, input_ids.shape[1], h.dtype, a.mask_as_bool)
+        mask = attention_mask(key_mask, input_ids.shape[1], h.dtype)
         kw = a.layer_kwargs(positions, h.dtype)
         with grouped_decode_attention(a.config):
             for i in layers:

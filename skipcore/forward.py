@@ -45,7 +45,7 @@ def skip_forward(
     for i, c in enumerate(runs.tolist()):
         if c == 0:
             continue
-        mask = attention_mask(attn[:, :c], c, h.dtype, adapter.mask_as_bool)
+        mask = attention_mask(attn[:, :c], c, h.dtype)
         kw = adapter.layer_kwargs(positions[:, :c], h.dtype)
         out = adapter.run_layer(i, h[:, :c], mask, None, kw)
         h = out if c == C else torch.cat([out, h[:, c:]], dim=1)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 
 
-def attention_mask(key_mask: torch.Tensor, q_len: int, dtype: torch.dtype, as_bool: bool) -> torch.Tensor:
+def attention_mask(key_mask: torch.Tensor, q_len: int, dtype: torch.dtype) -> torch.Tensor:
     """A (batch, 1, q_len, keys) mask: causal, padding keys hidden, queries at the last q_len columns.
 
     A padding query is allowed to see itself so no row is empty (an all-masked SDPA row gives NaN, which
     would leak into the cache); real queries never see padding, so their values are unaffected.
-    `as_bool` gives True-means-attend for SDPA; otherwise an additive float mask as eager attention adds.
+    It is additive (0 or the dtype's minimum), the form eager attention adds and SDPA's kernels take: a bool
+    mask would be turned into this again by SDPA in every layer, two extra kernels per layer per step.
     """
     keys = key_mask.shape[1]
     if q_len == 1:
@@ -20,7 +21,5 @@ def attention_mask(key_mask: torch.Tensor, q_len: int, dtype: torch.dtype, as_bo
         q_pos = k_pos[keys - q_len :, None]
         allowed = ((k_pos <= q_pos) & key_mask[:, None, :].bool()) | (k_pos == q_pos)
         allowed = allowed[:, None]
-    if as_bool:
-        return allowed
     zero = torch.zeros((), dtype=dtype, device=key_mask.device)
     return zero.masked_fill(~allowed, torch.finfo(dtype).min)

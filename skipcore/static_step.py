@@ -67,7 +67,7 @@ class StaticDecoder:
     def _step(self, layers: Sequence[int]) -> tuple[torch.Tensor, ...]:
         a = self.adapter
         h = a.embed(self.tokens, self.positions)
-        mask = attention_mask(self.key_mask, 1, h.dtype, a.mask_as_bool)
+        mask = attention_mask(self.key_mask, 1, h.dtype)
         kw = a.layer_kwargs(self.positions, h.dtype)
         with grouped_decode_attention(a.config):
             for i in layers:

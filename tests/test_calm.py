@@ -104,7 +104,7 @@ def test_propagated_cache_equals_uncached_recomputation(model_dirs, family):
         positions = positions_from_mask(attn)
         a.prepare(C)
         h = a.embed(ids, positions)
-        mask = attention_mask(attn, C, h.dtype, a.mask_as_bool)
+        mask = attention_mask(attn, C, h.dtype)
         kw = a.layer_kwargs(positions, h.dtype)
         for i in range(L):
             new = a.run_layer(i, h, mask, ref_cache, kw)

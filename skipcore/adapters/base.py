@@ -42,7 +42,6 @@ class Adapter:
         self.config = model.config
         self.layers: list[nn.Module] = list(self._layers())
         self.shapes = self.shapes_from_config(self.config)
-        self.mask_as_bool = self.config._attn_implementation != "eager"
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:

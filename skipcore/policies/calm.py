@@ -178,7 +178,7 @@ def _exit_step(
     L = adapter.shapes.num_layers
     B = ids.shape[0]
     h = adapter.embed(ids, positions)
-    mask = attention_mask(key_mask, 1, h.dtype, adapter.mask_as_bool)
+    mask = attention_mask(key_mask, 1, h.dtype)
     kw = adapter.layer_kwargs(positions, h.dtype)
     active = live.clone()
     logits: torch.Tensor | None = None
