@@ -79,7 +79,11 @@ def add_schedule_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--schedule-json", help="a schedule exported by the dashboard (overrides the flags above)")
 
 
-def schedule_from_args(args: argparse.Namespace, num_layers: int, max_new_tokens: int):
+def schedule_from_args(
+    args: argparse.Namespace, num_layers: int, max_new_tokens: int, speedup_over: int | None = None
+):
+    """The schedule the flags describe; a --target-speedup is met over `speedup_over` generated tokens
+    (default: max_new_tokens)."""
     from skipcore.schedule import Schedule, schedule_for_speedup
 
     if args.schedule_json:
@@ -101,7 +105,7 @@ def schedule_from_args(args: argparse.Namespace, num_layers: int, max_new_tokens
         return schedule_for_speedup(
             num_layers,
             target,
-            max_new_tokens,
+            speedup_over or max_new_tokens,
             args.schedule,
             args.mode,
             args.warmup_layers,
@@ -183,6 +187,8 @@ def apply_generation_defaults(args: argparse.Namespace) -> None:
         args.max_new_tokens = int(defaults.get("max_new_tokens", 32))
     if args.decay_span is None and defaults.get("decay_span"):
         args.decay_span = int(defaults["decay_span"])
+    if args.speedup_over is None:  # a typical output, but never more tokens than will be generated
+        args.speedup_over = min(int(defaults.get("speedup_over") or args.max_new_tokens), args.max_new_tokens)
 
 
 # -- generate -----------------------------------------------------------------------------------------------
@@ -211,6 +217,13 @@ def add_parser(sub) -> None:
         type=int,
         help="tokens to generate per prompt (default: what a skipcore-trained model was trained for, else 32)",
     )
+    g.add_argument(
+        "--speedup-over",
+        type=int,
+        help="generated tokens over which --target-speedup is met (default: a skipcore-trained model's median "
+        "output length + 1, else max-new-tokens); rows end at EOS, so a target met over max-new-tokens is "
+        "not what shorter outputs realise",
+    )
     g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
     g.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     g.add_argument("--temperature", type=float, default=1.0)
@@ -233,12 +246,16 @@ def run_generate(args: argparse.Namespace) -> int:
     apply_generation_defaults(args)
     if args.max_new_tokens < 1:
         raise UserError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.speedup_over < 2:
+        raise UserError(
+            f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
+        )
     trace_path = check_output_path(args.trace, args.overwrite, FORMATS)
     prompts = read_prompts(args)
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
     model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
-    schedule = schedule_from_args(args, engine.num_layers, args.max_new_tokens)
+    schedule = schedule_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     result = engine.generate(prompts, schedule, args.max_new_tokens, sampling, args.batch_size)
     for text in result.texts:
         print(text.replace("\n", " ").strip())

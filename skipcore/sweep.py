@@ -85,6 +85,7 @@ class SweepConfig:
     calm_min_layers: int = 1
     max_new_tokens: int | None = None  # default: the model's training settings, else 64
     decay_span: int | None = None  # default: the model's training settings, else the schedule's default
+    speedup_over: int | None = None  # tokens a target is met over; default: the model's median output + 1
     max_layers: int | None = None  # pin the first decode step's budget (the paper decays from full depth)
     traces_dir: Path | None = None  # default: <out stem>_traces beside the output
     device: str = "auto"
@@ -112,6 +113,7 @@ class SweepConfig:
             "limit": self.limit,
             "max_new_tokens": self.max_new_tokens,
             "decay_span": self.decay_span,
+            "speedup_over": self.speedup_over,
             "max_layers": self.max_layers,
             "device": self.device,
             "dtype": self.dtype,
@@ -256,7 +258,7 @@ def _schedule_for(setting: Setting, num_layers: int, cfg: SweepConfig):
     return schedule_for_speedup(
         num_layers,
         setting.target_speedup,
-        cfg.max_new_tokens,
+        cfg.speedup_over,
         setting.shape,
         setting.mode,
         setting.warmup if setting.mode == "skip" else 1,
@@ -294,7 +296,7 @@ def run_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[d
         max_layers, min_layers, sched_speedup = L, setting.calm_min_layers, NAN
     else:
         max_layers, min_layers = schedule.max_layers, schedule.min_layers
-        sched_speedup = schedule.layer_speedup(cfg.max_new_tokens)
+        sched_speedup = schedule.layer_speedup(cfg.speedup_over)
     row.update(max_layers=max_layers, min_layers=min_layers, schedule_speedup=sched_speedup)
     return row, result
 
@@ -316,8 +318,9 @@ def _with_wall_speedups(row: dict, ref: dict) -> dict:
     return row
 
 
-def _resolve_lengths(cfg: SweepConfig) -> SweepConfig:
-    """max_new_tokens and decay span default to what the model was trained with (its skipcore_training.json)."""
+def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
+    """max_new_tokens, decay span and the speedup horizon default to what the model was trained with (its
+    skipcore_training.json): the horizon is its median output length + 1, the length rows really stop at."""
     gen: dict = {}
     if Path(cfg.model).is_dir():
         try:
@@ -328,9 +331,14 @@ def _resolve_lengths(cfg: SweepConfig) -> SweepConfig:
             gen = {}
     max_new = cfg.max_new_tokens or gen.get("max_new_tokens") or 64
     span = cfg.decay_span if cfg.decay_span is not None else gen.get("decay_span")
+    # a typical output, but never more tokens than will be generated (unless asked explicitly)
+    over = cfg.speedup_over or min(int(gen.get("speedup_over") or max_new), int(max_new))
     if max_new < 2:
         raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
-    return replace(cfg, max_new_tokens=int(max_new), decay_span=None if span is None else int(span))
+    if over < 2:
+        raise UserError(f"--speedup-over must be >= 2, got {over}")
+    span = None if span is None else int(span)
+    return replace(cfg, max_new_tokens=int(max_new), decay_span=span, speedup_over=int(over))
 
 
 def run_sweep(cfg: SweepConfig) -> pd.DataFrame:
@@ -339,7 +347,7 @@ def run_sweep(cfg: SweepConfig) -> pd.DataFrame:
 
     from skipcore.data import load_examples
 
-    cfg = _resolve_lengths(cfg)
+    cfg = resolve_lengths(cfg)
     if any(b < 1 for b in cfg.batch_sizes):
         raise UserError("--batch-sizes must all be >= 1")
     if cfg.repeats < 1:
@@ -462,6 +470,7 @@ def _finish_row(
         "limit": cfg.limit,
         "max_new_tokens": cfg.max_new_tokens,
         "decay_span": cfg.decay_span,
+        "speedup_over": cfg.speedup_over,
         "trace_path": trace,
         "sweep_run_id": cfg.sweep_run_id,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -565,6 +574,12 @@ def add_parser(sub) -> None:
     r.add_argument(
         "--decay-span", type=int, help="steps from max to min layers (default: the model's training settings)"
     )
+    r.add_argument(
+        "--speedup-over",
+        type=int,
+        help="generated tokens each target speedup is met over (default: the model's median output length + 1, "
+        "else max-new-tokens)",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--out", required=True, help="results .parquet (a .csv of the same stem is written too)")
     o.add_argument("--traces-dir", help="per-setting traces (default: <out stem>_traces beside --out)")
@@ -624,6 +639,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         calm_min_layers=args.calm_min_layers,
         max_new_tokens=args.max_new_tokens,
         decay_span=args.decay_span,
+        speedup_over=args.speedup_over,
         max_layers=args.max_layers,
         traces_dir=Path(args.traces_dir) if args.traces_dir else None,
         device=args.device,

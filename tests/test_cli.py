@@ -176,3 +176,27 @@ def test_reader_names_the_wrong_column(tmp_path, opt_dir, fmt):
     }[fmt]()
     with pytest.raises(TraceSchemaError, match="column 'step' must be int"):
         read_trace(p2)
+
+
+def test_target_speedup_is_met_over_the_models_typical_output(opt_dir, tmp_path):
+    """With a skipcore-trained model's median output length, --target-speedup is met over it (+ EOS)."""
+    import shutil
+
+    from skipcore.schedule import schedule_for_speedup
+
+    model = tmp_path / "model"
+    shutil.copytree(opt_dir, model)
+    settings = {
+        "format": "skipcore-training/1",
+        "generation": {"max_new_tokens": 16, "decay_span": 5},
+        "data": {"median_target_tokens": 6},
+    }
+    (model / "skipcore_training.json").write_text(json.dumps(settings))
+    base = ["generate", "--model", str(model), "--prompt", PROMPTS[0], "--target-speedup", "3", "--quiet"]
+    for extra, over in [([], 7), (["--speedup-over", "16"], 16), (["--max-new-tokens", "5"], 5)]:
+        trace = tmp_path / f"t{over}.parquet"
+        assert main([*base, *extra, "--trace", str(trace)]) == 0
+        sch = read_trace(trace)[1]["schedule"]
+        expected = schedule_for_speedup(6, 3.0, over, "linear", "skip", 1, decay_span=5)
+        assert (sch["max_layers"], sch["min_layers"]) == (expected.max_layers, expected.min_layers)
+    assert main([*base, "--speedup-over", "1"]) == 2

@@ -28,7 +28,7 @@ COLUMNS = [
     "seconds", "decode_seconds", "decode_ms_per_step", "tokens_per_s",
     "full_seconds", "full_decode_ms_per_step", "wall_speedup_total", "wall_speedup_decode",
     "kv_cache_bytes", "kv_cache_bytes_full", "kv_bytes_saved", "kv_saved_fraction",
-    "timing_runs", "device", "dtype", "hardware", "num_layers", "dataset", "split", "max_new_tokens", "trace_path",
+    "timing_runs", "device", "dtype", "hardware", "num_layers", "dataset", "split", "max_new_tokens", "speedup_over", "trace_path",
 ]  # fmt: skip
 
 
@@ -188,3 +188,45 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
     assert "--modes: unknown value 'sideways'" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "x.csv")]) == 2
     assert "must be a .parquet file" in capsys.readouterr().err
+
+
+def test_targets_are_met_over_the_models_typical_output_length(model_dirs, dataset, tmp_path):
+    """A skipcore-trained model says its median output length; targets are met over it (+ EOS), not over
+    max_new_tokens, which rows ending at EOS never reach."""
+    import shutil
+
+    from skipcore.schedule import schedule_for_speedup
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dirs["opt"], model)
+    settings = {
+        "format": "skipcore-training/1",
+        "generation": {"max_new_tokens": 16, "decay_span": 5},
+        "data": {"median_target_tokens": 6},
+    }
+    (model / "skipcore_training.json").write_text(json.dumps(settings))
+    cfg = sweep.resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", model=str(model)))
+    assert (cfg.max_new_tokens, cfg.decay_span, cfg.speedup_over) == (10, 5, 7)
+    short = sweep.resolve_lengths(
+        config(model_dirs, dataset, tmp_path / "s.parquet", model=str(model), max_new_tokens=4)
+    )
+    assert short.speedup_over == 4  # never beyond what is generated
+    cfg = sweep.resolve_lengths(
+        config(
+            model_dirs,
+            dataset,
+            tmp_path / "s.parquet",
+            model=str(model),
+            targets=(3.0,),
+            modes=("skip",),
+            policies=("static",),
+            batch_sizes=(1,),
+        )
+    )
+    df = sweep.run_sweep(cfg)
+    row = df[df["target_speedup"] == 3.0].iloc[0]
+    expected = schedule_for_speedup(6, 3.0, 7, "linear", "skip", 1, decay_span=5)
+    assert (row["max_layers"], row["min_layers"]) == (expected.max_layers, expected.min_layers)
+    assert row["schedule_speedup"] == pytest.approx(expected.layer_speedup(7)) and row["speedup_over"] == 7
+    with pytest.raises(UserError, match="speedup-over"):
+        sweep.resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", speedup_over=1))

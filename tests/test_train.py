@@ -174,6 +174,7 @@ def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
     settings = read_settings(out)
     assert settings["state"]["step"] == 12 and settings["objective"] == "fixed"
     assert generation_defaults(out)["decay_span"] == settings["data"]["median_target_tokens"]
+    assert generation_defaults(out)["speedup_over"] == settings["data"]["median_target_tokens"] + 1
     plan = SchedulePlan.from_dict(settings["schedule"])
     assert plan.fixed.min_layers == 2 and plan.fixed.decay_span == settings["generation"]["decay_span"]
     assert (out / "model.safetensors").is_file() and not (out / "optimizer.pt").exists()

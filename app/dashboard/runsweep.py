@@ -38,10 +38,10 @@ class SweepSettings:
 
 
 def _config(model: str, s: SweepSettings):
-    from skipcore.sweep import SweepConfig
+    from skipcore.sweep import SweepConfig, resolve_lengths
 
     policies = (*(["static"] if s.modes else []), *(["calm"] if s.calm_thresholds else []))
-    return SweepConfig(
+    cfg = SweepConfig(
         model=model,
         dataset=s.dataset,
         out=Path(tempfile.gettempdir()) / "skipcore-dashboard-sweep.parquet",  # never written
@@ -56,6 +56,7 @@ def _config(model: str, s: SweepSettings):
         decay_span=s.decay_span,
         progress=False,
     )
+    return resolve_lengths(cfg)  # the model's own defaults, as the CLI sweep uses them (speedup horizon)
 
 
 def _wall_speedups(row: dict, full: dict) -> dict:

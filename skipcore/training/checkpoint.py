@@ -61,12 +61,17 @@ def read_settings(model_dir: str | Path) -> dict | None:
 
 
 def generation_defaults(model_dir: str | Path) -> dict:
-    """`decay_span` and `max_new_tokens` a model was trained for, so generation and sweeps match training.
+    """`decay_span` and `max_new_tokens` a model was trained for, so generation and sweeps match training,
+    and `speedup_over`: the typical output length (tokens), over which a target speedup is best computed.
 
     Empty for a model skipcore did not train.
     """
     settings = read_settings(model_dir) or {}
-    return dict(settings.get("generation") or {})
+    defaults = dict(settings.get("generation") or {})
+    median = (settings.get("data") or {}).get("median_target_tokens")
+    if median and "speedup_over" not in defaults:
+        defaults["speedup_over"] = int(median) + 1  # a typical output: its median length, then EOS
+    return defaults
 
 
 def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool) -> None:
