@@ -167,6 +167,39 @@ def test_designer_fit_to_target(model_dir):
     assert abs(sch.layer_speedup(32) - 3.0) < 0.6
 
 
+def test_designer_speedups_are_over_a_typical_output(model_dirs, monkeypatch, tmp_path):
+    """For a skipcore-trained model the designer fits and reports speedups over its median output + EOS."""
+    import shutil
+
+    from skipcore.schedule import schedule_for_speedup
+
+    model = tmp_path / "trained"
+    shutil.copytree(model_dirs["opt"], model)
+    settings = {
+        "format": "skipcore-training/1",
+        "generation": {"max_new_tokens": 20, "decay_span": 8},
+        "data": {"median_target_tokens": 9},
+    }
+    (model / "skipcore_training.json").write_text(json.dumps(settings))
+    monkeypatch.setenv(paths.MODEL_ENV, str(model))
+    at = open_app()
+    assert_clean(at)
+    assert (
+        by_key(at.slider, "w_speedup_over").value == 10 and by_key(at.slider, "w_max_new_tokens").value == 20
+    )
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    expected = schedule_for_speedup(6, 2.0, 10, "linear", "skip", 1, decay_span=8)
+    assert (sch.max_layers, sch.min_layers) == (expected.max_layers, expected.min_layers)
+    speedup = next(m for m in at.metric if m.label == "Layer speedup").value
+    assert speedup == f"{sch.layer_speedup(10):.2f}x" != f"{sch.layer_speedup(20):.2f}x"
+    by_key(at.slider, "w_speedup_over").set_value(20)
+    by_key(at.number_input, "w_target").set_value(3.0)
+    by_key(at.button, "fit").click().run()
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    fit = schedule_for_speedup(6, 3.0, 20, "linear", "skip", 1, decay_span=8)
+    assert (sch.max_layers, sch.min_layers) == (fit.max_layers, fit.min_layers)
+
+
 def test_missing_default_model_falls_back_to_a_shape(monkeypatch, tmp_path):
     monkeypatch.setenv(paths.MODEL_ENV, str(tmp_path / "nowhere"))
     at = open_app()

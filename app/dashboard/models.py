@@ -129,16 +129,18 @@ def model_shapes(choice: ModelChoice) -> ModelShapes:
 
 def generation_defaults(choice: ModelChoice) -> dict:
     """What a skipcore-trained model was trained for: decay span (the median target length), generation
-    length and the median prompt length of its data. Empty for any other model."""
+    length, typical output length (`speedup_over`) and the median prompt length of its data. Empty for any
+    other model."""
     if not choice.path:
         return {}
     try:
+        from skipcore.training.checkpoint import generation_defaults as trained_defaults
         from skipcore.training.checkpoint import read_settings
 
         settings = read_settings(choice.path) or {}
+        out = trained_defaults(choice.path)  # decay span, length, and the typical output length
     except (ImportError, UserError):
         return {}
-    out = dict(settings.get("generation") or {})
     prompt = (settings.get("data") or {}).get("median_prompt_tokens")
     if prompt:
         out["prompt_len"] = int(prompt)

@@ -26,21 +26,22 @@ PARAMS = (
     "stages",
     "budgets",
     "max_new_tokens",
+    "speedup_over",
     "prompt_len",
 )
 
 
 def default_params(num_layers: int, trained: dict | None = None) -> dict[str, Any]:
-    """The paper's setting: linear skip decay fitted to a 2x theoretical layer speedup, over the generation
-    length and decay span the model was trained with when it says (the paper: the median target length)."""
+    """The paper's setting: linear skip decay fitted to a 2x theoretical layer speedup over a typical output
+    (the model's median output length + EOS when it says, else the whole generation), with the decay span the
+    model was trained with (the paper: the median target length)."""
     trained = trained or {}
     max_new_tokens = int(trained.get("max_new_tokens") or 32)
+    over = min(int(trained.get("speedup_over") or max_new_tokens), max_new_tokens)
     span = trained.get("decay_span")
     span = int(span) if span else None
-    try:  # full depth at the first decode step, as in the paper, decaying to the floor that gives 2x
-        fit = schedule_for_speedup(
-            num_layers, 2.0, max_new_tokens, "linear", "skip", 1, num_layers, decay_span=span
-        )
+    try:  # full depth at the first decode step when it can reach 2x, as in the paper, decaying to a floor
+        fit = schedule_for_speedup(num_layers, 2.0, over, "linear", "skip", 1, decay_span=span)
         hi, lo = fit.max_layers, fit.min_layers
     except ScheduleError:  # too shallow to skip anything
         hi = lo = num_layers
@@ -56,6 +57,7 @@ def default_params(num_layers: int, trained: dict | None = None) -> dict[str, An
         "stages": 4,
         "budgets": "",
         "max_new_tokens": max_new_tokens,
+        "speedup_over": over,
         "prompt_len": int(trained.get("prompt_len") or 64),
     }
 

@@ -47,7 +47,7 @@ def _fit_to_target(num_layers: int) -> None:
         fit = schedule_for_speedup(
             num_layers,
             float(ss.get("w_target", 2.0)),
-            int(ss.get("w_max_new_tokens", 32)),
+            int(ss.get("w_speedup_over", 32)),
             shape if shape not in ("full", "custom") else "linear",
             ss.get("w_mode", "skip"),
             int(ss.get("w_warmup_layers", 1)),
@@ -89,6 +89,15 @@ def controls(num_layers: int) -> None:
             placeholder=", ".join(str(max(1, L - i)) for i in range(0, min(L, 4))),
         )
     st.slider("Tokens to generate", 2, 256, key="w_max_new_tokens")
+    st.slider(
+        "Typical output length (tokens)",
+        2,
+        256,
+        key="w_speedup_over",
+        help="The speedups and costs shown, and the fit to a target, are over this many generated tokens: "
+        "rows stop at EOS, so a typical output realises what its own length gives, not the whole generation. "
+        "Defaults to a skipcore-trained model's median output length + 1.",
+    )
     st.slider("Typical prompt length (tokens)", 1, 2048, key="w_prompt_len")
     st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype")
     if shape not in ("full", "custom"):
@@ -99,9 +108,12 @@ def controls(num_layers: int) -> None:
                 st.error(st.session_state["fit_error"])
 
 
-def results(schedule: Schedule, shapes: ModelShapes, max_new_tokens: int, prompt_len: int) -> None:
+def results(
+    schedule: Schedule, shapes: ModelShapes, max_new_tokens: int, speedup_over: int, prompt_len: int
+) -> None:
     bpe = KV_DTYPES[st.session_state.get("kv_dtype", next(iter(KV_DTYPES)))]
-    steps = plots.theoretical_steps(schedule, shapes, prompt_len, max_new_tokens, bpe)
+    steps = plots.theoretical_steps(schedule, shapes, prompt_len, speedup_over, bpe)
+    st.caption(f"Speedups and costs over a typical output of {speedup_over} tokens.")
     s = plots.theoretical_summary(steps, schedule.num_layers)
     c = st.columns(4)
     c[0].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="L × steps / Σ n(s), steps ≥ 1")
@@ -177,7 +189,13 @@ def main() -> None:
             return
         st.session_state["schedule"] = schedule.to_dict()
         st.success(f"Schedule: **{schedule.describe()}** — used by the Generate and Compare pages.")
-        results(schedule, shapes, int(values["max_new_tokens"]), int(values["prompt_len"]))
+        results(
+            schedule,
+            shapes,
+            int(values["max_new_tokens"]),
+            int(values["speedup_over"]),
+            int(values["prompt_len"]),
+        )
         export(schedule, int(values["max_new_tokens"]))
 
 
