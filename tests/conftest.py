@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -28,3 +32,15 @@ def model_dirs(tmp_path_factory, tokenizer):
     """family -> directory of a saved random model with its tokenizer."""
     root = tmp_path_factory.mktemp("models")
     return {f: make_tiny_model(f, root / f, tokenizer=tokenizer) for f in FAMILIES}
+
+
+def as_trained_model(src: Path, dst: Path, max_new_tokens: int, decay_span: int, median_target: int) -> Path:
+    """A copy of a tiny model that says, as a skipcore-trained one does, what it was trained for."""
+    shutil.copytree(src, dst)
+    settings = {
+        "format": "skipcore-training/1",
+        "generation": {"max_new_tokens": max_new_tokens, "decay_span": decay_span},
+        "data": {"median_target_tokens": median_target},
+    }
+    (dst / "skipcore_training.json").write_text(json.dumps(settings))
+    return dst

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 from app.dashboard import paths, tracefiles
 from skipcore.schedule import Schedule
 from skipcore.trace import TRACE_COLUMNS, read_trace
+from tests.conftest import as_trained_model
 
 APP = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
 
@@ -169,18 +170,9 @@ def test_designer_fit_to_target(model_dir):
 
 def test_designer_speedups_are_over_a_typical_output(model_dirs, monkeypatch, tmp_path):
     """For a skipcore-trained model the designer fits and reports speedups over its median output + EOS."""
-    import shutil
-
     from skipcore.schedule import schedule_for_speedup
 
-    model = tmp_path / "trained"
-    shutil.copytree(model_dirs["opt"], model)
-    settings = {
-        "format": "skipcore-training/1",
-        "generation": {"max_new_tokens": 20, "decay_span": 8},
-        "data": {"median_target_tokens": 9},
-    }
-    (model / "skipcore_training.json").write_text(json.dumps(settings))
+    model = as_trained_model(model_dirs["opt"], tmp_path / "trained", 20, 8, 9)
     monkeypatch.setenv(paths.MODEL_ENV, str(model))
     at = open_app()
     assert_clean(at)

@@ -13,7 +13,7 @@ import pytest
 
 from skipcore.cli import main
 from skipcore.trace import TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
-from tests.conftest import PROMPTS
+from tests.conftest import PROMPTS, as_trained_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,18 +180,9 @@ def test_reader_names_the_wrong_column(tmp_path, opt_dir, fmt):
 
 def test_target_speedup_is_met_over_the_models_typical_output(opt_dir, tmp_path):
     """With a skipcore-trained model's median output length, --target-speedup is met over it (+ EOS)."""
-    import shutil
-
     from skipcore.schedule import schedule_for_speedup
 
-    model = tmp_path / "model"
-    shutil.copytree(opt_dir, model)
-    settings = {
-        "format": "skipcore-training/1",
-        "generation": {"max_new_tokens": 16, "decay_span": 5},
-        "data": {"median_target_tokens": 6},
-    }
-    (model / "skipcore_training.json").write_text(json.dumps(settings))
+    model = as_trained_model(opt_dir, tmp_path / "model", 16, 5, 6)
     base = ["generate", "--model", str(model), "--prompt", PROMPTS[0], "--target-speedup", "3", "--quiet"]
     for extra, over in [([], 7), (["--speedup-over", "16"], 16), (["--max-new-tokens", "5"], 5)]:
         trace = tmp_path / f"t{over}.parquet"

@@ -13,6 +13,7 @@ from skipcore import sweep
 from skipcore.cli import main
 from skipcore.errors import UserError
 from skipcore.trace import read_trace
+from tests.conftest import as_trained_model
 
 SOURCES = [
     ("name[The Eagle], eatType[pub]", ["The Eagle is a pub.", "The Eagle is a pub you can visit."]),
@@ -193,18 +194,9 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
 def test_targets_are_met_over_the_models_typical_output_length(model_dirs, dataset, tmp_path):
     """A skipcore-trained model says its median output length; targets are met over it (+ EOS), not over
     max_new_tokens, which rows ending at EOS never reach."""
-    import shutil
-
     from skipcore.schedule import schedule_for_speedup
 
-    model = tmp_path / "model"
-    shutil.copytree(model_dirs["opt"], model)
-    settings = {
-        "format": "skipcore-training/1",
-        "generation": {"max_new_tokens": 16, "decay_span": 5},
-        "data": {"median_target_tokens": 6},
-    }
-    (model / "skipcore_training.json").write_text(json.dumps(settings))
+    model = as_trained_model(model_dirs["opt"], tmp_path / "model", 16, 5, 6)
     cfg = sweep.resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", model=str(model)))
     assert (cfg.max_new_tokens, cfg.decay_span, cfg.speedup_over) == (10, 5, 7)
     short = sweep.resolve_lengths(
