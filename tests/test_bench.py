@@ -58,3 +58,29 @@ def test_bench_mistakes_get_one_line(tmp_path, capsys, flag, value, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("shape", ["opt-tiny", "llama-tiny"])
+def test_gpu_only_columns_compute_on_the_cpu(shape):
+    """The static-cache generate() runner and the roofline column run on the CPU too (the GPU run must not be
+    the first to execute them)."""
+    import torch
+
+    from skipcore.bench import bench_one
+
+    rows = bench_one(
+        "llama-tiny",
+        2,
+        6,
+        8,
+        [2.0],
+        torch.device("cpu"),
+        torch.float32,
+        1,
+        compiled_generate=True,
+        bandwidth=1e9,
+    )
+    by = {r["setting"]: r for r in rows}
+    assert set(by) == {"full", "skip 2x", "generate()", "generate() static+compile"}
+    assert 0 < by["full"]["roofline_fraction"] and "roofline_fraction" not in by["skip 2x"]
+    assert by["generate() static+compile"]["tokens_per_s"] > 0
