@@ -251,7 +251,14 @@ def add_parser(sub) -> None:
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per setting; the median is kept")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     p.add_argument("--out", default=None, help="results file (.json; a .md table is written beside it)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing results file")
+    p.add_argument(
+        "--compiled-generate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time generate() with its static cache, which transformers compiles on CUDA (default: on for "
+        "CUDA; each batch size and length compiles anew, minutes per shape)",
+    )
     p.set_defaults(func=run_bench)
 
 
@@ -294,7 +301,7 @@ def run_bench(args: argparse.Namespace) -> int:
                     device,
                     dtype,
                     args.repeats,
-                    compiled_generate=cuda,
+                    compiled_generate=cuda if args.compiled_generate is None else args.compiled_generate,
                     bandwidth=bandwidth,
                 )
                 rows += new

@@ -195,7 +195,10 @@ class SkipEngine:
             cache = SkipKVCache.for_layer_sets(
                 layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, self.device, static=True
             )
-            key_mask = torch.zeros(B, P + len(layer_sets), dtype=torch.bool, device=self.device)
+            # a row stride that is a multiple of 16 keeps SDPA's memory-efficient kernel from copying the mask to
+            # align it, in every layer; the extra columns stay False (masked) and no layer reads them
+            width = -(-(P + len(layer_sets)) // 16) * 16
+            key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
             d = self._decoder = StaticDecoder(self.adapter, cache, key_mask, picker, self.capture_graphs, key)
         d.reset(attn, picker)
         return d

@@ -82,5 +82,13 @@ def test_gpu_only_columns_compute_on_the_cpu(shape):
     )
     by = {r["setting"]: r for r in rows}
     assert set(by) == {"full", "skip 2x", "generate()", "generate() static+compile"}
-    assert 0 < by["full"]["roofline_fraction"] and "roofline_fraction" not in by["skip 2x"]
+    assert by["full"]["roofline_fraction"] > 0 and "roofline_fraction" not in by["skip 2x"]
     assert by["generate() static+compile"]["tokens_per_s"] > 0
+
+
+def test_compiled_generate_is_a_flag(tmp_path):
+    out = tmp_path / "b.json"
+    args = ["bench", "--models", "opt-tiny", "--batch-sizes", "1", "--new-tokens", "4", "--targets", "2"]
+    assert main([*args, "--repeats", "1", "--prompt-len", "4", "--compiled-generate", "--out", str(out)]) == 0
+    settings = [r["setting"] for r in json.loads(out.read_text())["rows"]]
+    assert settings == ["full", "skip 2x", "generate()", "generate() static+compile"]
