@@ -13,6 +13,7 @@ On the CPU the same step runs uncaptured, which is how the tests cover this path
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Sequence
 
 import torch
@@ -93,9 +94,28 @@ class StaticDecoder:
 
     def _replay(self, layers: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
         """Run the step's captured graph (captured on first use); its outputs are overwritten by the next replay."""
-        graph = self.graphs.get(layers) or self._capture(layers)
+        graph = self.graphs.get(layers)
+        if graph is None:
+            try:
+                graph = self._capture(layers)
+            except RuntimeError as e:
+                return self._stop_capturing(e, layers)
         graph.replay()
         return self.outputs[layers]
+
+    def _stop_capturing(self, error: RuntimeError, layers: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """A step that cannot be captured (a kernel or a model that graphs do not support) still decodes: the
+        same fixed-shape step, run uncaptured, gives the same tokens, only with launch overhead. Nothing ran in
+        the failed capture; the warm-up before it wrote this step's K/V, which the step writes again."""
+        warnings.warn(
+            f"CUDA graph capture failed, decoding without graphs: {str(error).strip().splitlines()[0]}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        self.capture = False
+        self.graphs.clear()
+        self.outputs.clear()
+        return self._step(layers)
 
     def __call__(
         self, tokens: torch.Tensor, positions: torch.Tensor, column: int, layers: tuple[int, ...]

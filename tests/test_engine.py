@@ -351,6 +351,32 @@ def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypat
     assert not np.allclose(wrong.trace["logprob"], expected.trace["logprob"], rtol=1e-3, atol=1e-3)
 
 
+def test_a_failed_capture_falls_back_to_uncaptured_steps(model_dirs, monkeypatch):
+    """Graphs are an optimisation: if capture fails, decoding goes on uncaptured, with a warning, same tokens."""
+    import skipcore.engine as engine_module
+
+    class FailingCapture(StaticDecoder):
+        def _capture(self, layers):
+            raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", FailingCapture)
+    model, tok = load_model(
+        str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    engine = SkipEngine(model, tok, static=True)
+    engine.capture_graphs = True
+    with pytest.warns(
+        RuntimeWarning, match="capture failed, decoding without graphs: operation not permitted"
+    ):
+        res = engine.generate(PROMPTS, sched, max_new_tokens=10)
+    assert engine._decoder.capture is False and not engine._decoder.graphs
+    assert (
+        res.token_ids
+        == SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=10).token_ids
+    )
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("family", ["opt", "opt-proj", "gpt2", "llama", "qwen2"])
 def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, attn):
