@@ -87,7 +87,13 @@ def add_parser(sub) -> None:
     el.add_argument(
         "--max-new-tokens",
         type=int,
-        help="generation length speedup targets refer to (default: longest target + EOS + 4)",
+        help="generation length the schedules cover (default: longest target + EOS + 4)",
+    )
+    el.add_argument(
+        "--speedup-over",
+        type=int,
+        help="generated tokens a target speedup is met over (default: the median target length + 1, the EOS, "
+        "as generate and sweep use for the trained model)",
     )
 
     opt = p.add_argument_group("optimisation")
@@ -158,6 +164,9 @@ def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
     max_new = args.max_new_tokens or stats["max_target_tokens"] + 1 + 4
     if max_new < 2:
         raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
+    over = args.speedup_over or min(stats["median_target_tokens"] + 1, max_new)
+    if over < 2:
+        raise UserError(f"--speedup-over must be >= 2, got {over}")
     if args.elastic:
         clash = [f for f in ("target_speedup", "min_layers", "budgets", "schedule_json") if getattr(args, f)]
         if clash:
@@ -178,17 +187,18 @@ def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
             warmup_layers=args.warmup_layers,
             max_layers=args.max_layers,
             extra={"alpha": args.alpha, "stages": args.stages},
+            speedup_over=over,
         )
     ns = copy.copy(args)
     if ns.schedule is None:  # skip flags without a shape mean the paper's linear one
         asked = ns.target_speedup or ns.min_layers is not None or ns.max_layers is not None
         ns.schedule = "custom" if ns.budgets else ("linear" if asked else "full")
     if ns.schedule == "full" and not ns.schedule_json:
-        return SchedulePlan("full", num_layers, max_new, span)
+        return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
     ns.decay_span = span
-    schedule = schedule_from_args(ns, num_layers, max_new)
+    schedule = schedule_from_args(ns, num_layers, max_new, over)
     if schedule.shape == "full":
-        return SchedulePlan("full", num_layers, max_new, span)
+        return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
     return SchedulePlan(
         "fixed",
         num_layers,
@@ -198,6 +208,7 @@ def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
         shape=schedule.shape,
         mode=schedule.mode,
         warmup_layers=schedule.warmup_layers,
+        speedup_over=over,
     )
 
 
@@ -374,8 +385,9 @@ def _run(args: argparse.Namespace) -> int:
         "generation": {
             "decay_span": plan.decay_span,
             "max_new_tokens": plan.max_new_tokens,
-            "note": "decode with this decay span (the median target length) and max_new_tokens, "
-            "as the schedules were trained",
+            "speedup_over": plan.horizon,
+            "note": "decode with this decay span (the median target length) and max_new_tokens, and meet "
+            "target speedups over speedup_over tokens, as the schedules were trained",
         },
         "data": {
             "dataset": args.dataset,

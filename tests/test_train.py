@@ -19,7 +19,7 @@ from skipcore.cli import build_parser, main
 from skipcore.engine import SkipEngine
 from skipcore.errors import UserError
 from skipcore.loading import load_model
-from skipcore.schedule import Schedule, full_schedule
+from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.train import plan_from_args
 from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
 from skipcore.training.checkpoint import SETTINGS_FILE, generation_defaults, read_settings
@@ -109,11 +109,27 @@ def test_plans_from_flags_use_the_median_target_length():
     full = plan_from_args(parse_train(), 8, stats)
     assert full.kind == "full" and full.decay_span == 25 and full.max_new_tokens == 64
     fixed = plan_from_args(parse_train("--schedule", "linear", "--target-speedup", "3"), 8, stats)
-    assert fixed.kind == "fixed" and fixed.fixed.decay_span == 25
-    assert fixed.fixed.layer_speedup(64) == pytest.approx(3, abs=0.3)
+    assert fixed.kind == "fixed" and fixed.fixed.decay_span == 25 and fixed.horizon == 26
+    assert fixed.fixed.layer_speedup(26) == pytest.approx(3, abs=0.3)  # met over a typical output
+    # what generate picks for the trained model (its defaults: span 25, over 26) is the trained schedule
+    assert fixed.fixed == schedule_for_speedup(8, 3.0, 26, "linear", "skip", 1, decay_span=25)
+    longer = plan_from_args(parse_train("--target-speedup", "3", "--speedup-over", "64"), 8, stats)
+    assert longer.fixed.layer_speedup(64) == pytest.approx(3, abs=0.3) and longer.fixed != fixed.fixed
     assert plan_from_args(parse_train("--min-layers", "3"), 8, stats).fixed.min_layers == 3
     el = plan_from_args(parse_train("--elastic", "1:4", "--decay-span", "10"), 8, stats)
     assert el.kind == "elastic" and el.shape == "linear" and el.decay_span == 10
+
+
+def test_plans_written_before_the_horizon_field_keep_theirs():
+    """The shipped elastic model's plan has no speedup_over: its targets stay met over max_new_tokens."""
+    from skipcore.training.plan import SchedulePlan
+
+    root = Path(__file__).resolve().parents[1]
+    settings = read_settings(root / "data/models/skipdecode-opt-e2e")
+    assert "speedup_over" not in settings["schedule"]
+    plan = SchedulePlan.from_dict(settings["schedule"])
+    assert plan.horizon == plan.max_new_tokens == 64
+    assert SchedulePlan.from_dict(plan.to_dict()) == plan
 
 
 def test_elastic_draws_different_schedules_and_round_trips():
@@ -174,7 +190,8 @@ def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
     settings = read_settings(out)
     assert settings["state"]["step"] == 12 and settings["objective"] == "fixed"
     assert generation_defaults(out)["decay_span"] == settings["data"]["median_target_tokens"]
-    assert generation_defaults(out)["speedup_over"] == settings["data"]["median_target_tokens"] + 1
+    over = min(settings["data"]["median_target_tokens"] + 1, settings["generation"]["max_new_tokens"])
+    assert generation_defaults(out)["speedup_over"] == settings["schedule"]["speedup_over"] == over
     plan = SchedulePlan.from_dict(settings["schedule"])
     assert plan.fixed.min_layers == 2 and plan.fixed.decay_span == settings["generation"]["decay_span"]
     assert (out / "model.safetensors").is_file() and not (out / "optimizer.pt").exists()

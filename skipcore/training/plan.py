@@ -24,7 +24,7 @@ KINDS = ("full", "fixed", "elastic")
 class SchedulePlan:
     kind: str
     num_layers: int
-    max_new_tokens: int  # the generation length speedup targets are computed over
+    max_new_tokens: int  # the generation length
     decay_span: int | None = None
     fixed: Schedule | None = None  # kind == "fixed"
     elastic_range: tuple[float, float] | None = None  # kind == "elastic": (low, high) target speedups
@@ -34,6 +34,13 @@ class SchedulePlan:
     warmup_layers: int = 1
     max_layers: int | None = None
     extra: dict = field(default_factory=dict)  # alpha, stages for the power and step shapes
+    # generated tokens a target speedup is met over (a typical output); None: max_new_tokens, as plans
+    # written before this field were
+    speedup_over: int | None = None
+
+    @property
+    def horizon(self) -> int:
+        return self.speedup_over or self.max_new_tokens
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -48,7 +55,7 @@ class SchedulePlan:
                 raise UserError(f"--elastic needs 1 <= LOW <= HIGH, got {lo}:{hi}")
             if not 0.0 <= self.full_prob <= 1.0:
                 raise UserError(f"--elastic-full-prob must be in [0, 1], got {self.full_prob}")
-            reach = self.for_speedup(hi).layer_speedup(self.max_new_tokens)
+            reach = self.for_speedup(hi).layer_speedup(self.horizon)
             if reach < 0.9 * hi:  # refuse an impossible range before any training
                 raise UserError(
                     f"--elastic up to {hi:g}x is out of reach: the fastest {self.shape} {self.mode} schedule of "
@@ -60,7 +67,7 @@ class SchedulePlan:
         return schedule_for_speedup(
             self.num_layers,
             target,
-            self.max_new_tokens,
+            self.horizon,
             self.shape,
             self.mode,
             self.warmup_layers,
@@ -74,7 +81,7 @@ class SchedulePlan:
         if self.kind == "full":
             return full_schedule(self.num_layers), 1.0
         if self.kind == "fixed":
-            return self.fixed, self.fixed.layer_speedup(self.max_new_tokens)
+            return self.fixed, self.fixed.layer_speedup(self.horizon)
         if rng.random() < self.full_prob:
             return full_schedule(self.num_layers), 1.0
         target = rng.uniform(*self.elastic_range)
@@ -84,7 +91,7 @@ class SchedulePlan:
         """Schedules the dev loss is reported under: full depth, plus the trained budgets."""
         out = {"full": full_schedule(self.num_layers)}
         if self.kind == "fixed":
-            out[f"x{self.fixed.layer_speedup(self.max_new_tokens):.1f}"] = self.fixed
+            out[f"x{self.fixed.layer_speedup(self.horizon):.1f}"] = self.fixed
         elif self.kind == "elastic":
             lo, hi = self.elastic_range
             for t in sorted({lo, (lo + hi) / 2, hi}):
@@ -115,6 +122,7 @@ class SchedulePlan:
             "warmup_layers": self.warmup_layers,
             "max_layers": self.max_layers,
             "extra": dict(self.extra),
+            "speedup_over": self.speedup_over,
         }
 
     @classmethod
