@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class SkipEngine:
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         self.static = self.device.type == "cuda" if static is None else static
         self._decoder: StaticDecoder | None = None
+        self._lock = threading.Lock()
         self.capture_graphs = self.static and self.device.type == "cuda"
         # Static mode pads prompts on the left to a multiple of this width, so batches of a dataset share a few
         # shapes and reuse their captured graphs instead of capturing anew for every padded length.
@@ -102,7 +104,6 @@ class SkipEngine:
                 h = a.run_layer(i, h, mask, cache, kw)
         return a.head(h[:, -1])
 
-    @torch.inference_mode()
     def generate_batch(
         self,
         input_ids: torch.Tensor,
@@ -116,7 +117,20 @@ class SkipEngine:
         `on_step(s)` is called on the host once step s is queued (for progress bars; it never waits for the GPU).
 
         In static mode the returned cache is this engine's, reused (emptied) by its next call of the same shape.
+        Calls on one engine run one at a time (the dashboard shares an engine between sessions, and a static
+        decoder's buffers serve one batch at a time).
         """
+        with self._lock, torch.inference_mode():
+            return self._generate_batch(input_ids, attn, layer_sets, picker, on_step)
+
+    def _generate_batch(
+        self,
+        input_ids: torch.Tensor,
+        attn: torch.Tensor,
+        layer_sets: Sequence[Sequence[int]],
+        picker: TokenPicker,
+        on_step: Callable[[int], None] | None,
+    ) -> BatchOutput:
         if not layer_sets:
             raise UserError("no decode steps to run: layer_sets is empty")
         check_nested(layer_sets)

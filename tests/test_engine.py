@@ -251,6 +251,22 @@ def test_static_prompts_are_padded_to_shared_widths(model_dirs, monkeypatch):
     pd.testing.assert_frame_equal(a.trace[cols], b.trace[cols])
 
 
+def test_concurrent_calls_on_one_static_engine_do_not_mix(model_dirs):
+    """The dashboard shares an engine between sessions; a static decoder serves one batch at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    engine = SkipEngine(model, tok, static=True)
+    jobs = [PROMPTS, PROMPTS[::-1], [PROMPTS[1], PROMPTS[2], PROMPTS[0]]] * 2
+    expected = [
+        SkipEngine(model, tok, static=False).generate(p, sched, max_new_tokens=10).token_ids for p in jobs
+    ]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        got = list(pool.map(lambda p: engine.generate(p, sched, max_new_tokens=10).token_ids, jobs))
+    assert got == expected
+
+
 def test_static_path_samples_like_the_plain_path(model_dirs):
     """Sampling runs outside the captured step (it has random state); the seeded draws must not change."""
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
