@@ -143,6 +143,7 @@ def bench_one(
                 decode_seconds=decode,
                 decode_tokens_per_s=batch_size * (new_tokens - 1) / decode,
                 kv_cache_allocated_bytes=runs[0][2],
+                kv_fraction_of_full=runs[0][2] / samples["full"][0][2],
                 layer_speedup=sch.layer_speedup(new_tokens),
                 flops_speedup_decode=res_theory,
                 measured_speedup_decode=measured,
@@ -217,7 +218,7 @@ def mib(n: int | None) -> str:
 def format_table(rows: list[dict]) -> str:
     head = (
         "| model | batch | new tokens | setting | tokens/s | vs full | layer speedup | measured decode speedup "
-        "| measured / layer | measured / FLOPs | KV allocated MiB | peak memory MiB | roofline |"
+        "| measured / layer | measured / FLOPs | KV allocated MiB | KV vs full | peak memory MiB | roofline |"
     )
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
@@ -229,7 +230,8 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['model']} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
             f"| {r['vs_full_total']:.2f} | {f('layer_speedup')} | {f('measured_speedup_decode')} "
             f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
-            f"| {mib(r.get('kv_cache_allocated_bytes'))} | {mib(r.get('peak_memory_bytes'))} "
+            f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
+            f"| {mib(r.get('peak_memory_bytes'))} "
             f"| {f('roofline_fraction', '{:.0%}')} |"
         )
     return "\n".join(lines)

@@ -34,6 +34,8 @@ def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
                 r["measured_speedup_decode"] / r["layer_speedup"]
             )
             assert r["kv_cache_allocated_bytes"] < full["kv_cache_allocated_bytes"]
+            kv = r["kv_cache_allocated_bytes"] / full["kv_cache_allocated_bytes"]
+            assert r["kv_fraction_of_full"] == pytest.approx(kv) and full["kv_fraction_of_full"] == 1
         for r in group:
             assert r["tokens_per_s"] == pytest.approx(r["batch_size"] * 12 / r["seconds"])
             assert r["vs_full_total"] == pytest.approx(full["seconds"] / r["seconds"])
