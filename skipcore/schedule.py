@@ -191,7 +191,9 @@ def schedule_for_speedup(
     tolerance: float = 0.05,
     **kwargs,
 ) -> Schedule:
-    """The schedule of `shape` whose theoretical layer speedup is closest to `target`.
+    """The schedule of `shape` whose theoretical layer speedup over `max_new_tokens` generated tokens is closest
+    to `target`. Pass the expected output length there (rows stop at EOS), not the generation cap, for a
+    target that outputs realise.
 
     As in the paper, the budget starts at full depth (max = L, or the given max) and only the floor is searched.
     Only when no floor comes within 2 x `tolerance` (relative) of the target, and max was not given, is a lower
