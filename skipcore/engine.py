@@ -94,14 +94,18 @@ class SkipEngine:
         layers: Sequence[int],
         cache: SkipKVCache,
     ) -> torch.Tensor:
-        """One forward pass through `layers` only; returns the logits of the last column."""
+        """One forward pass through `layers` only; returns the logits of the last column.
+
+        Each layer's mask is cut to its cache buffer: a no-op when the cache returns just the positions written
+        (they always fit the key mask), and, for a static cache, the whole preallocated buffer it returns.
+        """
         a = self.adapter
         h = a.embed(input_ids, positions)
         mask = attention_mask(key_mask, input_ids.shape[1], h.dtype)
         kw = a.layer_kwargs(positions, h.dtype)
         with grouped_decode_attention(a.config):
             for i in layers:
-                h = a.run_layer(i, h, mask, cache, kw)
+                h = a.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
         return a.head(h[:, -1])
 
     def generate_batch(
@@ -213,7 +217,7 @@ class SkipEngine:
             # align it, in every layer; the extra columns stay False (masked) and no layer reads them
             width = -(-(P + len(layer_sets)) // 16) * 16
             key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
-            d = self._decoder = StaticDecoder(self.adapter, cache, key_mask, picker, self.capture_graphs, key)
+            d = self._decoder = StaticDecoder(self, cache, key_mask, picker, self.capture_graphs, key)
         d.reset(attn, picker)
         return d
 

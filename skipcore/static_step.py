@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from skipcore.attention import grouped_decode_attention
 from skipcore.cache import SkipKVCache
-from skipcore.masks import attention_mask
 from skipcore.sampling import TokenPicker
+
+if TYPE_CHECKING:
+    from skipcore.engine import SkipEngine
 
 
 class StaticDecoder:
     def __init__(
         self,
-        adapter,
+        engine: SkipEngine,
         cache: SkipKVCache,
         key_mask: torch.Tensor,
         picker: TokenPicker,
@@ -37,7 +39,8 @@ class StaticDecoder:
         if not cache.static:
             raise ValueError("StaticDecoder needs a cache built with static=True")
         B, dev = key_mask.shape[0], key_mask.device
-        self.adapter, self.cache, self.key_mask, self.picker = adapter, cache, key_mask, picker
+        self.engine, self.adapter = engine, engine.adapter
+        self.cache, self.key_mask, self.picker = cache, key_mask, picker
         self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.positions = torch.zeros(B, 1, dtype=torch.long, device=dev)
@@ -45,7 +48,7 @@ class StaticDecoder:
         # Greedy picking has no random state, so it can live inside the graph; sampling runs after the replay.
         self.pick_inside = picker.capturable
         # A graph reads the adapter's position tables at the addresses it saw: hold them, and rebuild if they move.
-        self.tables = adapter.position_tables()
+        self.tables = self.adapter.position_tables()
         self.graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
         self.outputs: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
         # One memory pool for all of this decoder's graphs. Sharing is safe here although graphs replay in any
@@ -66,14 +69,8 @@ class StaticDecoder:
         self.picker = picker
 
     def _step(self, layers: Sequence[int]) -> tuple[torch.Tensor, ...]:
-        a = self.adapter
-        h = a.embed(self.tokens, self.positions)
-        mask = attention_mask(self.key_mask, 1, h.dtype)
-        kw = a.layer_kwargs(self.positions, h.dtype)
-        with grouped_decode_attention(a.config):
-            for i in layers:
-                h = a.run_layer(i, h, mask[..., : self.cache.capacity(i)], self.cache, kw)
-        logits = a.head(h[:, -1])
+        """The engine's own forward step, over the static buffers (and the token choice, when greedy)."""
+        logits = self.engine.forward_step(self.tokens, self.positions, self.key_mask, layers, self.cache)
         return self.picker(logits) if self.pick_inside else (logits,)
 
     def _capture(self, layers: tuple[int, ...]) -> torch.cuda.CUDAGraph:
