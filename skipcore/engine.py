@@ -237,19 +237,13 @@ class SkipEngine:
         `progress(done, total)` reports decode steps over all batches as they are queued; a batch whose rows
         all end early jumps to its end.
         """
-        if not prompts:
-            raise UserError("no prompts given")
-        if max_new_tokens < 1:
-            raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        batch_size = self.check_request(prompts, max_new_tokens, batch_size)
         schedule = schedule or Schedule(self.num_layers, "full")
         if schedule.num_layers != self.num_layers:
             raise UserError(
                 f"schedule is for {schedule.num_layers} layers but the model has {self.num_layers}"
             )
         sampling = sampling or Sampling()
-        batch_size = batch_size or len(prompts)
-        if batch_size < 1:
-            raise UserError(f"batch_size must be >= 1, got {batch_size}")
         layer_sets = schedule.layer_sets(max_new_tokens)
         picker = TokenPicker(sampling, self.device)
         run_id = uuid.uuid4().hex[:12]
@@ -265,10 +259,9 @@ class SkipEngine:
             out = self.generate_batch(enc["input_ids"], enc["attention_mask"], layer_sets, picker, on_step)
             if progress is not None:
                 progress((b + 1) * max_new_tokens, total)
-            for row in range(len(chunk)):
-                ids = self._row_ids(out.tokens[row], out.finished_before[row])
-                token_ids.append(ids)
-                texts.append(self.tokenizer.decode(ids, skip_special_tokens=True))
+            ids, decoded = self.decode_rows(out.tokens, out.finished_before)
+            token_ids += ids
+            texts += decoded
             traces.append(
                 build_trace(
                     out,
@@ -277,16 +270,60 @@ class SkipEngine:
                     run_id,
                     first_sample=start,
                     batch=b,
-                    bytes_per_element=torch.finfo(self.dtype).bits // 8,
+                    bytes_per_element=self.element_bytes,
                 )
             )
         trace = pd.concat(traces, ignore_index=True)
-        meta = run_metadata(
-            model=self.model_name,
-            config_hash=config_hash(self.model_name, schedule, sampling, max_new_tokens, batch_size, policy),
+        meta = self.describe_run(
+            run_id,
+            config_hash(self.model_name, schedule, sampling, max_new_tokens, batch_size, policy),
+            sampling,
+            max_new_tokens,
+            batch_size,
             schedule=schedule.to_dict(),
             mode=schedule.mode,
             policy=policy,
+        )
+        return GenerationResult(texts, token_ids, trace, summarize(trace, self.num_layers), meta)
+
+    # -- shared by every policy's generate ------------------------------------------------------------------
+    @property
+    def element_bytes(self) -> int:
+        """Bytes per element of the model's dtype, which the KV cache is kept in."""
+        return torch.finfo(self.dtype).bits // 8
+
+    def check_request(self, prompts: Sequence[str], max_new_tokens: int, batch_size: int | None) -> int:
+        """The checks every generate call makes; returns the batch size to use (all prompts when None)."""
+        if not prompts:
+            raise UserError("no prompts given")
+        if max_new_tokens < 1:
+            raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        batch_size = batch_size or len(prompts)
+        if batch_size < 1:
+            raise UserError(f"batch_size must be >= 1, got {batch_size}")
+        return batch_size
+
+    def decode_rows(
+        self, tokens: torch.Tensor, finished_before: torch.Tensor
+    ) -> tuple[list[list[int]], list[str]]:
+        """Each row's generated ids up to and including its EOS, and their text."""
+        ids = [row[~done].tolist() for row, done in zip(tokens, finished_before, strict=True)]
+        return ids, [self.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
+
+    def describe_run(
+        self,
+        run_id: str,
+        settings_hash: str,
+        sampling: Sampling,
+        max_new_tokens: int,
+        batch_size: int,
+        **fields,
+    ) -> dict:
+        """A run's metadata: the policy's own `fields` (schedule, mode, policy, ...) plus what every run has."""
+        return run_metadata(
+            model=self.model_name,
+            config_hash=settings_hash,
+            **fields,
             batch_size=batch_size,
             device=str(self.device),
             dtype=str(self.dtype).removeprefix("torch."),
@@ -296,11 +333,6 @@ class SkipEngine:
             run_id=run_id,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
-        return GenerationResult(texts, token_ids, trace, summarize(trace, self.num_layers), meta)
-
-    def _row_ids(self, tokens: torch.Tensor, finished_before: torch.Tensor) -> list[int]:
-        """A row's generated ids up to and including its EOS."""
-        return tokens[~finished_before].tolist()
 
 
 def _report_step(progress: Callable[[int, int], None], offset: int, total: int, step: int) -> None:

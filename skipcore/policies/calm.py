@@ -33,7 +33,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -48,7 +47,7 @@ from skipcore.masks import attention_mask
 from skipcore.policies.accounting import trace_speedups
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import mask_string
-from skipcore.trace import run_metadata, summarize
+from skipcore.trace import summarize
 
 if TYPE_CHECKING:
     from skipcore.engine import GenerationResult, SkipEngine
@@ -370,20 +369,13 @@ def calm_generate(
     """Generate for every prompt under CALM-DEC; the result has the engine's shape (texts, trace, summary)."""
     from skipcore.engine import GenerationResult, config_hash
 
-    if not prompts:
-        raise UserError("no prompts given")
-    if max_new_tokens < 1:
-        raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    batch_size = engine.check_request(prompts, max_new_tokens, batch_size)
     L = engine.num_layers
     if policy.min_layers > L:
         raise UserError(f"CALM min_layers ({policy.min_layers}) exceeds the model's {L} layers")
     sampling = sampling or Sampling()
-    batch_size = batch_size or len(prompts)
-    if batch_size < 1:
-        raise UserError(f"batch_size must be >= 1, got {batch_size}")
     picker = TokenPicker(sampling, engine.device)
     run_id = uuid.uuid4().hex[:12]
-    bpe = torch.finfo(engine.dtype).bits // 8
     texts, token_ids, traces = [], [], []
     for b, start in enumerate(range(0, len(prompts), batch_size)):
         chunk = list(prompts[start : start + batch_size])
@@ -391,26 +383,21 @@ def calm_generate(
         out = calm_generate_batch(
             engine, enc["input_ids"], enc["attention_mask"], max_new_tokens, picker, policy
         )
-        for row in range(len(chunk)):
-            ids = out.tokens[row][~out.finished_before[row]].tolist()
-            token_ids.append(ids)
-            texts.append(engine.tokenizer.decode(ids, skip_special_tokens=True))
-        traces.append(calm_trace(out, engine.adapter.shapes, engine.tokenizer, run_id, start, b, bpe))
+        ids, decoded = engine.decode_rows(out.tokens, out.finished_before)
+        token_ids += ids
+        texts += decoded
+        shapes, bpe = engine.adapter.shapes, engine.element_bytes
+        traces.append(calm_trace(out, shapes, engine.tokenizer, run_id, start, b, bpe))
     trace = pd.concat(traces, ignore_index=True)
-    meta = run_metadata(
-        model=engine.model_name,
-        config_hash=config_hash(engine.model_name, asdict(policy), sampling, max_new_tokens, batch_size),
+    meta = engine.describe_run(
+        run_id,
+        config_hash(engine.model_name, asdict(policy), sampling, max_new_tokens, batch_size),
+        sampling,
+        max_new_tokens,
+        batch_size,
         schedule=None,
         mode="calm",
         policy=policy.name,
         policy_params=policy.describe(),
-        batch_size=batch_size,
-        device=str(engine.device),
-        dtype=str(engine.dtype).removeprefix("torch."),
-        seed=sampling.seed,
-        sampling=sampling.to_dict(),
-        max_new_tokens=max_new_tokens,
-        run_id=run_id,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     return GenerationResult(texts, token_ids, trace, calm_summary(trace, L), meta)
