@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from skipcore.sampling import Sampling, TokenPicker
 from skipcore.testing import make_tiny_model, tiny_tokenizer
 
 # Test workers share two cores: one torch thread each avoids oversubscription (it slowed runs tenfold).
@@ -44,3 +45,15 @@ def as_trained_model(src: Path, dst: Path, max_new_tokens: int, decay_span: int,
     }
     (dst / "skipcore_training.json").write_text(json.dumps(settings))
     return dst
+
+
+class RecordingPicker(TokenPicker):
+    """Greedy picking that keeps every step's logits, to compare them with a recomputation."""
+
+    def __init__(self):
+        super().__init__(Sampling(), torch.device("cpu"))
+        self.logits = []
+
+    def __call__(self, logits):
+        self.logits.append(logits.clone())
+        return super().__call__(logits)

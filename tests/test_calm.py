@@ -15,9 +15,8 @@ from skipcore.loading import load_model
 from skipcore.masks import attention_mask
 from skipcore.policies import CalmPolicy, calm_generate
 from skipcore.policies.calm import calm_generate_batch, confidence
-from skipcore.sampling import Sampling, TokenPicker
 from skipcore.trace import validate_trace
-from tests.conftest import FAMILIES, PROMPTS
+from tests.conftest import FAMILIES, PROMPTS, RecordingPicker
 
 
 def engine_for(model_dirs, family, attn="eager"):
@@ -33,16 +32,6 @@ def mixed_policy(eng, measure="softmax", min_layers=1, T=12):
         if tr.loc[tr["step"] >= 1, "exit_layer"].nunique() >= 3:
             return pol
     pytest.skip("no threshold gives mixed exits for this random model")
-
-
-class RecordingPicker(TokenPicker):
-    def __init__(self):
-        super().__init__(Sampling(), torch.device("cpu"))
-        self.logits = []
-
-    def __call__(self, logits):
-        self.logits.append(logits.clone())
-        return super().__call__(logits)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

@@ -18,7 +18,7 @@ from skipcore.loading import load_model
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
 from skipcore.static_step import StaticDecoder
-from tests.conftest import FAMILIES, PROMPTS
+from tests.conftest import FAMILIES, PROMPTS, RecordingPicker
 
 
 def engine_for(model_dirs, family, attn="eager"):
@@ -71,16 +71,6 @@ def test_sampling_is_seeded_and_differs_from_greedy(model_dirs):
     c = eng.generate(PROMPTS, max_new_tokens=12, sampling=Sampling(do_sample=True, temperature=1.5, seed=4))
     greedy = eng.generate(PROMPTS, max_new_tokens=12).token_ids
     assert a == b and a != c.token_ids and a != greedy
-
-
-class RecordingPicker(TokenPicker):
-    def __init__(self):
-        super().__init__(Sampling(), torch.device("cpu"))
-        self.logits = []
-
-    def __call__(self, logits):
-        self.logits.append(logits.clone())
-        return super().__call__(logits)
 
 
 @pytest.mark.parametrize("mode", ["skip", "exit", "middle"])
