@@ -52,13 +52,15 @@ def bench_one(
     compiled_generate: bool,
     bandwidth: float | None = None,
 ) -> list[dict]:
+    from skipcore.adapters import adapter_for
     from skipcore.engine import SkipEngine
     from skipcore.sampling import Sampling, TokenPicker
     from skipcore.schedule import Schedule, schedule_for_speedup
     from skipcore.testing import bench_model
 
     model = bench_model(shape, dtype=dtype, device=str(device))
-    L = model.config.num_hidden_layers
+    shapes = adapter_for(model).shapes  # sizes for the cost model, read once
+    L = shapes.num_layers
 
     class _Tok:  # the engine only needs ids here; prompts are random token ids
         pad_token_id = 1
@@ -137,7 +139,7 @@ def bench_one(
         if runs[0][0] is not None:  # our paths: decode-only timing and the schedule's theory
             sch = schedules.get(name, schedules["full"])
             decode = statistics.median(r[0] for r in runs)
-            res_theory = _theory(model, sch, prompt_len, new_tokens)
+            res_theory = _theory(shapes, sch, prompt_len, new_tokens)
             measured = full_decode / decode
             row.update(
                 decode_seconds=decode,
@@ -153,9 +155,9 @@ def bench_one(
             )
             if bandwidth and sch.shape == "full":
                 per_step = decode / (new_tokens - 1)
-                row["roofline_fraction"] = _bytes_per_step(model, batch_size, prompt_len, new_tokens) / (
-                    bandwidth * per_step
-                )
+                row["roofline_fraction"] = _bytes_per_step(
+                    model, shapes, batch_size, prompt_len, new_tokens
+                ) / (bandwidth * per_step)
         row["vs_full_total"] = full_total / total
         rows.append(row)
     return rows
@@ -174,7 +176,7 @@ def _peak_extra_memory(device: torch.device, run) -> int:
     return torch.cuda.max_memory_allocated(device) - before
 
 
-def _bytes_per_step(model, batch_size: int, prompt_len: int, new_tokens: int) -> float:
+def _bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens: int) -> float:
     """Bytes a full-depth decode step must read: every weight matrix once (embedding tables only by the rows
     looked up, so not at all unless tied to the head) plus the batch's K/V, averaged over the decode steps."""
     from skipcore import costs
@@ -187,23 +189,15 @@ def _bytes_per_step(model, batch_size: int, prompt_len: int, new_tokens: int) ->
             continue
         seen.add(id(p))
         weights += p.numel() * p.element_size()
-    shapes = _shapes(model)
     per_pos = costs.kv_bytes_per_position(shapes, model.dtype.itemsize)
     mean_ctx = prompt_len + new_tokens / 2
     return weights + shapes.num_layers * mean_ctx * per_pos * batch_size
 
 
-def _shapes(model):
-    from skipcore.adapters import adapter_for
-
-    return adapter_for(model).shapes
-
-
-def _theory(model, sch, prompt_len: int, new_tokens: int) -> float:
+def _theory(shapes, sch, prompt_len: int, new_tokens: int) -> float:
     """FLOPs speedup of the decode steps, by the cost model (LM head and attention included)."""
     from skipcore import costs
 
-    shapes = _shapes(model)
     L = shapes.num_layers
     budgets = sch.budgets(new_tokens)
     full = sum(costs.decode_flops(shapes, prompt_len, s, L) for s in range(1, new_tokens))
