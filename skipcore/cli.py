@@ -180,15 +180,15 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
 def apply_generation_defaults(args: argparse.Namespace) -> None:
     """Decode with the length and decay span a skipcore-trained model was trained for, unless told otherwise."""
-    from skipcore.training.checkpoint import generation_defaults
+    from skipcore.training.checkpoint import generation_defaults, speedup_horizon
 
     defaults = generation_defaults(args.model) if Path(args.model).expanduser().is_dir() else {}
     if args.max_new_tokens is None:
         args.max_new_tokens = int(defaults.get("max_new_tokens", 32))
     if args.decay_span is None and defaults.get("decay_span"):
         args.decay_span = int(defaults["decay_span"])
-    if args.speedup_over is None:  # a typical output, but never more tokens than will be generated
-        args.speedup_over = min(int(defaults.get("speedup_over") or args.max_new_tokens), args.max_new_tokens)
+    if args.speedup_over is None:
+        args.speedup_over = speedup_horizon(defaults, args.max_new_tokens)
 
 
 # -- generate -----------------------------------------------------------------------------------------------

@@ -321,18 +321,12 @@ def _with_wall_speedups(row: dict, ref: dict) -> dict:
 def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     """max_new_tokens, decay span and the speedup horizon default to what the model was trained with (its
     skipcore_training.json): the horizon is its median output length + 1, the length rows really stop at."""
-    gen: dict = {}
-    if Path(cfg.model).is_dir():
-        try:
-            from skipcore.training.checkpoint import generation_defaults
+    from skipcore.training.checkpoint import generation_defaults, speedup_horizon
 
-            gen = generation_defaults(cfg.model)
-        except ImportError:
-            gen = {}
+    gen = generation_defaults(cfg.model) if Path(cfg.model).is_dir() else {}
     max_new = cfg.max_new_tokens or gen.get("max_new_tokens") or 64
     span = cfg.decay_span if cfg.decay_span is not None else gen.get("decay_span")
-    # a typical output, but never more tokens than will be generated (unless asked explicitly)
-    over = cfg.speedup_over or min(int(gen.get("speedup_over") or max_new), int(max_new))
+    over = cfg.speedup_over or speedup_horizon(gen, max_new)
     if max_new < 2:
         raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
     if over < 2:

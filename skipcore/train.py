@@ -158,13 +158,14 @@ def resolve_resume(path: str) -> Path:
 def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
     """The schedule plan: full depth, one fixed schedule, or elastic; span = median target length."""
     from skipcore.cli import schedule_from_args
+    from skipcore.training.checkpoint import typical_output_tokens
     from skipcore.training.plan import SchedulePlan, parse_range
 
     span = args.decay_span or max(1, stats["median_target_tokens"])
     max_new = args.max_new_tokens or stats["max_target_tokens"] + 1 + 4
     if max_new < 2:
         raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
-    over = args.speedup_over or min(stats["median_target_tokens"] + 1, max_new)
+    over = args.speedup_over or min(typical_output_tokens(stats["median_target_tokens"]), max_new)
     if over < 2:
         raise UserError(f"--speedup-over must be >= 2, got {over}")
     if args.elastic:

@@ -134,11 +134,10 @@ def generation_defaults(choice: ModelChoice) -> dict:
     if not choice.path:
         return {}
     try:
-        from skipcore.training.checkpoint import generation_defaults as trained_defaults
-        from skipcore.training.checkpoint import read_settings
+        from skipcore.training.checkpoint import defaults_from_settings, read_settings
 
         settings = read_settings(choice.path) or {}
-        out = trained_defaults(choice.path)  # decay span, length, and the typical output length
+        out = defaults_from_settings(settings)  # decay span, length, and the typical output length
     except (ImportError, UserError):
         return {}
     prompt = (settings.get("data") or {}).get("median_prompt_tokens")

@@ -13,6 +13,7 @@ import streamlit as st
 from app.dashboard.models import current_choice, generation_defaults, get_engine
 from skipcore.errors import ScheduleError
 from skipcore.schedule import Schedule, schedule_for_speedup
+from skipcore.training.checkpoint import speedup_horizon
 
 PARAMS = (
     "shape",
@@ -37,7 +38,7 @@ def default_params(num_layers: int, trained: dict | None = None) -> dict[str, An
     model was trained with (the paper: the median target length)."""
     trained = trained or {}
     max_new_tokens = int(trained.get("max_new_tokens") or 32)
-    over = min(int(trained.get("speedup_over") or max_new_tokens), max_new_tokens)
+    over = speedup_horizon(trained, max_new_tokens)
     span = trained.get("decay_span")
     span = int(span) if span else None
     try:  # full depth at the first decode step when it can reach 2x, as in the paper, decaying to a floor

@@ -66,12 +66,27 @@ def generation_defaults(model_dir: str | Path) -> dict:
 
     Empty for a model skipcore did not train.
     """
-    settings = read_settings(model_dir) or {}
+    return defaults_from_settings(read_settings(model_dir) or {})
+
+
+def defaults_from_settings(settings: dict) -> dict:
+    """`generation_defaults` of an already-read `skipcore_training.json`."""
     defaults = dict(settings.get("generation") or {})
     median = (settings.get("data") or {}).get("median_target_tokens")
     if median and "speedup_over" not in defaults:
-        defaults["speedup_over"] = int(median) + 1  # a typical output: its median length, then EOS
+        defaults["speedup_over"] = typical_output_tokens(median)
     return defaults
+
+
+def typical_output_tokens(median_target_tokens: int) -> int:
+    """A typical output's length in generated tokens: the median target, then its EOS."""
+    return int(median_target_tokens) + 1
+
+
+def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
+    """Generated tokens a target speedup is met over by default: a typical output (`speedup_over` of
+    `generation_defaults`), never more than will be generated; `max_new_tokens` for a model that does not say."""
+    return min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens))
 
 
 def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool) -> None:
