@@ -1,5 +1,5 @@
 import sys
 
-from skipcore.cli import main
+from skipcore.commands import main
 
 sys.exit(main())

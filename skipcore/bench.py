@@ -7,16 +7,11 @@ randomly initialised in the shape of public checkpoints (speed does not depend o
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
-from datetime import datetime, timezone
 from functools import partial
 
 import torch
-
-from skipcore.errors import UserError
 
 
 def _sync(device: torch.device) -> None:
@@ -229,95 +224,3 @@ def format_table(rows: list[dict]) -> str:
             f"| {f('roofline_fraction', '{:.0%}')} |"
         )
     return "\n".join(lines)
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones",
-        description=__doc__.splitlines()[0],
-    )
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--models", default=None, help="comma list of shapes: opt-125m, opt-1.3b, llama-1b")
-    p.add_argument("--batch-sizes", default=None, help="comma list (default: 1,8 on CPU; 1,8,64 on CUDA)")
-    p.add_argument("--prompt-len", type=int, default=None, help="prompt tokens (default: 32 CPU, 128 CUDA)")
-    p.add_argument("--new-tokens", default="64", help="comma list of generated tokens per run (default: 64)")
-    p.add_argument("--targets", default="2,3,4", help="skip targets (theoretical layer speedups)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per setting; the median is kept")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    p.add_argument("--out", default=None, help="results file (.json; a .md table is written beside it)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing results file")
-    p.add_argument(
-        "--compiled-generate",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="also time generate() with its static cache, which transformers compiles on CUDA (default: on for "
-        "CUDA; each batch size and length compiles anew, minutes per shape)",
-    )
-    p.set_defaults(func=run_bench)
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",")]
-    except ValueError as e:
-        raise UserError(f"{flag} must be comma-separated integers, got {text!r}") from e
-
-
-def run_bench(args: argparse.Namespace) -> int:
-    from skipcore.cli import check_output_path
-    from skipcore.loading import hardware_name, resolve_device, resolve_dtype
-    from skipcore.testing import BENCH_SHAPES
-
-    device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device)
-    cuda = device.type == "cuda"
-    models = (args.models or ("opt-1.3b,llama-1b" if cuda else "opt-125m")).split(",")
-    for m in models:
-        if m not in BENCH_SHAPES:
-            raise UserError(f"unknown bench model {m!r}; choose from {', '.join(BENCH_SHAPES)}")
-    batch_sizes = _ints(args.batch_sizes or ("1,8,64" if cuda else "1,8"), "--batch-sizes")
-    targets = [float(t) for t in args.targets.split(",")]
-    prompt_len = args.prompt_len or (128 if cuda else 32)
-    out = check_output_path(args.out, args.overwrite, (".json",))
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    bandwidth = measure_bandwidth(device) if cuda else None
-    rows = []
-    for m in models:
-        for T in _ints(args.new_tokens, "--new-tokens"):
-            for b in batch_sizes:
-                new = bench_one(
-                    m,
-                    b,
-                    prompt_len,
-                    T,
-                    targets,
-                    device,
-                    dtype,
-                    args.repeats,
-                    compiled_generate=cuda if args.compiled_generate is None else args.compiled_generate,
-                    bandwidth=bandwidth,
-                )
-                rows += new
-                print(format_table(new), flush=True)
-    result = {
-        "machine": hardware_name(device),
-        "device": str(device),
-        "dtype": str(dtype).removeprefix("torch."),
-        "torch": torch.__version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "bandwidth_bytes_per_s": bandwidth,
-        "rows": rows,
-    }
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2))
-        out.with_suffix(".md").write_text(
-            f"Machine: {result['machine']} ({result['device']}, {result['dtype']}, torch {result['torch']})\n\n"
-            + format_table(rows)
-            + "\n"
-        )
-        print(f"wrote {out} and {out.with_suffix('.md')}")
-    return 0

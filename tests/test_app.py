@@ -108,7 +108,7 @@ def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
 
 
 def test_exported_schedule_runs_in_the_cli(model_dir, tmp_path, capsys):
-    from skipcore.cli import main
+    from skipcore.commands import main
 
     at = open_app()
     by_key(at.selectbox, "w_shape").set_value("step").run()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from skipcore.cli import main
+from skipcore.commands import main
 from skipcore.schedule import schedule_for_speedup
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from skipcore.cli import main
+from skipcore.commands import main
 from skipcore.trace import TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
 from tests.conftest import PROMPTS, as_trained_model
 

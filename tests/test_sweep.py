@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from skipcore import sweep
-from skipcore.cli import main
+from skipcore.commands import main
 from skipcore.errors import UserError
 from skipcore.trace import read_trace
 from tests.conftest import as_trained_model

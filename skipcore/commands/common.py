@@ -1,24 +1,17 @@
-"""`python -m skipcore ...`: generate, train, sweep, bench and data.
-
-Each job's module registers its own subcommand with `add_parser(subparsers)`; this file only dispatches and
-turns a user's mistake (UserError) into one clear line and a non-zero exit, never a traceback.
-"""
+"""Flag kits shared by the subcommands: each option is declared here once and reused by every command
+that takes it."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from skipcore.errors import UserError
 
 DEFAULT_MODEL = "data/models/skipdecode-opt-e2e"
 DEFAULT_DATASET = "data/e2e_synth"
-# modules that add a subcommand; a module missing from an install is skipped rather than fatal
-SUBCOMMANDS = ["skipcore.cli", "skipcore.train", "skipcore.sweep", "skipcore.bench", "skipcore.data.cli"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -189,117 +182,3 @@ def apply_generation_defaults(args: argparse.Namespace) -> None:
         args.decay_span = int(defaults["decay_span"])
     if args.speedup_over is None:
         args.speedup_over = speedup_horizon(defaults, args.max_new_tokens)
-
-
-# -- generate -----------------------------------------------------------------------------------------------
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "generate",
-        help="generate text under a SkipDecode schedule and write a per-token trace",
-        description="Batched generation under a layer-skipping schedule. Prints one generated text per "
-        "prompt (the prompt is not repeated); writes a per-token trace when --trace is given.",
-    )
-    add_model_args(p)
-    src = p.add_argument_group("prompts (one of)")
-    src.add_argument("--prompt", action="append", help="a prompt; repeat for a batch")
-    src.add_argument(
-        "--prompts-file", help="text file with one prompt per line, or .jsonl with a 'prompt' field"
-    )
-    src.add_argument(
-        "--dataset", default=DEFAULT_DATASET, help="else: prompts from a dataset (default: %(default)s)"
-    )
-    src.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
-    src.add_argument("--limit", type=int, default=8, help="dataset prompts to take (default: %(default)s)")
-    add_schedule_args(p)
-    g = p.add_argument_group("decoding")
-    g.add_argument(
-        "--max-new-tokens",
-        type=int,
-        help="tokens to generate per prompt (default: what a skipcore-trained model was trained for, else 32)",
-    )
-    g.add_argument(
-        "--speedup-over",
-        type=int,
-        help="generated tokens over which --target-speedup is met (default: a skipcore-trained model's median "
-        "output length + 1, else max-new-tokens); rows end at EOS, so a target met over max-new-tokens is "
-        "not what shorter outputs realise",
-    )
-    g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
-    g.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=0, help="0 keeps every token")
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
-    o = p.add_argument_group("output")
-    o.add_argument("--trace", help="write the per-token trace here (.parquet, .jsonl or .csv)")
-    o.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
-    o.add_argument("--quiet", action="store_true", help="do not print the run summary to stderr")
-    p.set_defaults(func=run_generate)
-
-
-def run_generate(args: argparse.Namespace) -> int:
-    from skipcore.engine import SkipEngine
-    from skipcore.loading import load_model
-    from skipcore.sampling import Sampling
-    from skipcore.trace import FORMATS, write_trace
-
-    apply_generation_defaults(args)
-    if args.max_new_tokens < 1:
-        raise UserError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    if args.speedup_over < 2:
-        raise UserError(
-            f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
-        )
-    trace_path = check_output_path(args.trace, args.overwrite, FORMATS)
-    prompts = read_prompts(args)
-    sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
-    model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
-    engine = SkipEngine(model, tokenizer, model_name=args.model)
-    schedule = schedule_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
-    result = engine.generate(prompts, schedule, args.max_new_tokens, sampling, args.batch_size)
-    for text in result.texts:
-        print(text.replace("\n", " ").strip())
-    if trace_path is not None:
-        write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
-    if not args.quiet:
-        s = result.summary
-        print(
-            f"[{schedule.describe()}] layer speedup {s['layer_speedup']:.2f}x, FLOPs speedup "
-            f"{s['flops_speedup_decode']:.2f}x decode / {s['flops_speedup_with_prompt']:.2f}x with prompt, "
-            f"KV saved {s['kv_saved_fraction']:.0%}, {s['tokens_per_s']:.1f} tokens/s"
-            + (f", trace {trace_path}" if trace_path else ""),
-            file=sys.stderr,
-        )
-    return 0
-
-
-# -- entry point --------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m skipcore", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:  # a real import error inside the module
-                raise
-            continue
-        module.add_parser(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130

@@ -28,7 +28,7 @@ saved with the model (skipcore_training.json) so generation can reuse it.
 
 
 def add_parser(sub) -> None:
-    from skipcore.cli import DEFAULT_DATASET, add_schedule_args
+    from skipcore.commands.common import DEFAULT_DATASET, add_schedule_args
 
     p = sub.add_parser(
         "train",
@@ -157,7 +157,7 @@ def resolve_resume(path: str) -> Path:
 
 def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
     """The schedule plan: full depth, one fixed schedule, or elastic; span = median target length."""
-    from skipcore.cli import schedule_from_args
+    from skipcore.commands.common import schedule_from_args
     from skipcore.training.checkpoint import typical_output_tokens
     from skipcore.training.plan import SchedulePlan, parse_range
 

@@ -1,0 +1,207 @@
+"""`python -m skipcore sweep`: flags -> a SweepConfig -> `skipcore.sweep.run_sweep`, then the tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from skipcore.commands.common import DEFAULT_DATASET, add_model_args
+from skipcore.errors import UserError
+from skipcore.sweep import SweepConfig, run_sweep
+
+
+# -- CLI -------------------------------------------------------------------------------------------------------
+def _list(kind: type, name: str) -> Callable[[str], tuple]:
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(v) for v in text.split(",") if v.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{name} is empty")
+        return values
+
+    return parse
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="quality versus speedup over policies, schedules and batch sizes (resumable)",
+        description="Run a grid of settings (full depth, SkipDecode schedules per target speedup and mode, "
+        "CALM-DEC thresholds, an optional base model) and write one row per setting to --out (Parquet) "
+        "and a CSV of the same stem, plus each setting's per-token trace. Rerunning skips finished rows.",
+    )
+    add_model_args(p)
+    p.add_argument("--baseline-model", help="also sweep this model (e.g. without skip-aware training)")
+    d = p.add_argument_group("data")
+    d.add_argument("--dataset", default=DEFAULT_DATASET, help="data set path or name (default: %(default)s)")
+    d.add_argument("--split", default="test", help="split (default: %(default)s)")
+    d.add_argument("--limit", type=int, default=32, help="examples to use (default: %(default)s)")
+    g = p.add_argument_group("grid")
+    g.add_argument(
+        "--targets",
+        type=_list(float, "--targets"),
+        default=(1.0, 2.0, 3.0, 4.0, 5.0),
+        help="target layer speedups (1 = full depth; default: 1,2,3,4,5)",
+    )
+    g.add_argument(
+        "--shapes",
+        type=_list(str, "--shapes"),
+        default=("linear",),
+        help="budget shapes: linear, power, step, constant (default: linear)",
+    )
+    g.add_argument(
+        "--modes",
+        type=_list(str, "--modes"),
+        default=("skip", "exit", "middle"),
+        help="skip (the paper), exit (truncation), middle (default: all three)",
+    )
+    g.add_argument(
+        "--warmup",
+        type=_list(int, "--warmup"),
+        default=(1,),
+        help="skip mode's warmup layers, comma-separated (default: 1)",
+    )
+    g.add_argument(
+        "--batch-sizes",
+        type=_list(int, "--batch-sizes"),
+        default=(1, 8),
+        help="batch sizes; each is timed against full depth at that size (default: 1,8)",
+    )
+    g.add_argument(
+        "--policies",
+        type=_list(str, "--policies"),
+        default=("static", "calm"),
+        help="static (schedules) and/or calm (CALM-DEC) (default: static,calm)",
+    )
+    c = p.add_argument_group("CALM-DEC")
+    c.add_argument(
+        "--calm-thresholds",
+        type=_list(float, "--calm-thresholds"),
+        default=(0.9, 0.8, 0.6, 0.4),
+        help="confidence thresholds, one row each (default: 0.9,0.8,0.6,0.4)",
+    )
+    c.add_argument(
+        "--calm-measure",
+        default="softmax",
+        choices=["softmax", "top2"],
+        help="softmax: top probability; top2: top minus second (default: softmax)",
+    )
+    c.add_argument(
+        "--calm-min-layers",
+        type=int,
+        default=1,
+        help="layers that always run before a token may exit (default: 1)",
+    )
+    r = p.add_argument_group("decoding")
+    r.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="tokens per prompt (default: the model's training settings, else 64)",
+    )
+    r.add_argument(
+        "--decay-span", type=int, help="steps from max to min layers (default: the model's training settings)"
+    )
+    r.add_argument(
+        "--speedup-over",
+        type=int,
+        help="generated tokens each target speedup is met over (default: the model's median output length + 1, "
+        "else max-new-tokens)",
+    )
+    o = p.add_argument_group("output")
+    o.add_argument("--out", required=True, help="results .parquet (a .csv of the same stem is written too)")
+    o.add_argument("--traces-dir", help="per-setting traces (default: <out stem>_traces beside --out)")
+    o.add_argument("--overwrite", action="store_true", help="discard an existing --out instead of resuming")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument(
+        "--max-layers",
+        type=int,
+        help="first decode step's budget for every target (default: chosen with min-layers per target, as in "
+        "training)",
+    )
+    r.add_argument("--threads", type=int, help="torch CPU threads for the timed runs (default: torch's)")
+    r.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs per setting; the fastest is kept, as interference only ever adds time (default: 1)",
+    )
+    p.set_defaults(func=run_cli)
+
+
+def _check_choices(values: Sequence[str], allowed: Sequence[str], flag: str) -> None:
+    for v in values:
+        if v not in allowed:
+            raise UserError(f"{flag}: unknown value {v!r}; choose from {', '.join(allowed)}")
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    from skipcore.policies import POLICIES, CalmPolicy
+    from skipcore.schedule import MODES
+
+    _check_choices(args.shapes, ("linear", "power", "step", "constant"), "--shapes")
+    _check_choices(args.modes, MODES, "--modes")
+    _check_choices(args.policies, POLICIES, "--policies")
+    if any(t < 1 for t in args.targets):
+        raise UserError("--targets must all be >= 1")
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be >= 1, got {args.limit}")
+    for th in args.calm_thresholds:
+        CalmPolicy(th, args.calm_measure, args.calm_min_layers)  # validates
+    norm = _norm_model
+    return SweepConfig(
+        model=norm(args.model),
+        baseline_model=norm(args.baseline_model) if args.baseline_model else None,
+        dataset=norm(args.dataset),
+        out=Path(args.out),
+        split=args.split,
+        limit=args.limit,
+        targets=args.targets,
+        shapes=args.shapes,
+        modes=args.modes,
+        warmups=args.warmup,
+        batch_sizes=args.batch_sizes,
+        policies=args.policies,
+        calm_thresholds=args.calm_thresholds,
+        calm_measure=args.calm_measure,
+        calm_min_layers=args.calm_min_layers,
+        max_new_tokens=args.max_new_tokens,
+        decay_span=args.decay_span,
+        speedup_over=args.speedup_over,
+        max_layers=args.max_layers,
+        traces_dir=Path(args.traces_dir) if args.traces_dir else None,
+        device=args.device,
+        dtype=args.dtype,
+        attn=args.attn,
+        threads=args.threads,
+        repeats=args.repeats,
+        trust_remote_code=args.trust_remote_code,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+
+
+def _norm_model(name: str) -> str:
+    """Local paths compare equal however they are spelled; hub ids are kept as given."""
+    return os.path.normpath(name) if Path(name).exists() else name
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    import sys
+
+    t0 = time.perf_counter()
+    cfg = config_from_args(args)
+    df = run_sweep(cfg)
+    if len(df):
+        from skipcore.quality import quality_tables
+
+        print(quality_tables(df))
+    print(
+        f"{len(df)} settings in {cfg.out} and {cfg.out.with_suffix('.csv')} ({time.perf_counter() - t0:.0f} s)",
+        file=sys.stderr,
+    )
+    return 0
