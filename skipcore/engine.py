@@ -28,8 +28,10 @@ from skipcore.masks import attention_mask
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule, check_nested
 from skipcore.static_step import StaticDecoder
+from skipcore.summary import summarize
 from skipcore.timing import StepTimer
-from skipcore.trace import build_trace, run_metadata, summarize
+from skipcore.trace import run_metadata
+from skipcore.trace_rows import build_trace
 
 
 @dataclass

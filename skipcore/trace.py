@@ -1,4 +1,4 @@
-"""The per-token trace: its schema, how a batch becomes rows, the run summary, and files.
+"""The per-token trace: its schema, its validation, and its files.
 
 One row per generated token per batch row, the same columns in Parquet, JSONL and CSV. Run metadata travels
 in the Parquet schema metadata, or in a `.meta.json` sidecar beside JSONL and CSV files.
@@ -9,18 +9,10 @@ from __future__ import annotations
 import json
 import platform
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
-from skipcore import costs
-from skipcore.adapters.base import ModelShapes
 from skipcore.errors import UserError
-from skipcore.schedule import mask_string
-
-if TYPE_CHECKING:
-    from skipcore.engine import BatchOutput
 
 # column -> kind; the minimum every trace has (extra columns are welcome)
 TRACE_COLUMNS: dict[str, str] = {
@@ -46,82 +38,6 @@ META_KEY = b"skipcore"
 
 class TraceSchemaError(UserError):
     """A trace file or frame that does not match the schema; the message names the column."""
-
-
-def build_trace(
-    out: BatchOutput,
-    shapes: ModelShapes,
-    tokenizer,
-    run_id: str,
-    first_sample: int = 0,
-    batch: int = 0,
-    bytes_per_element: int = 4,
-) -> pd.DataFrame:
-    """Rows for one batch, costs computed from the shapes by the convention in `skipcore.costs`."""
-    B, T = out.tokens.shape
-    L = shapes.num_layers
-    n = np.array([len(s) for s in out.layer_sets])  # n(s) per step actually run
-    P = out.prompt_lens.numpy()
-    steps = np.arange(T)
-    flops = costs.flops_table(shapes, P, np.broadcast_to(n, (B, T)))
-    flops_full = costs.flops_table(shapes, P, np.full((B, T), L))
-    per_pos = costs.kv_bytes_per_position(shapes, bytes_per_element)
-    written = np.cumsum(np.where(steps == 0, 0, n))  # positions written by decode steps 1..s, over layers
-    kv = (L * P[:, None] + written[None, :]) * per_pos
-    kv_full = L * (P[:, None] + steps[None, :]) * per_pos
-    ids = out.tokens.numpy()
-    vocab = {int(i): tokenizer.decode([int(i)]) for i in np.unique(ids)}  # decode each distinct id once
-    masks = [mask_string(s, L) for s in out.layer_sets]
-    return pd.DataFrame(
-        {
-            "run_id": run_id,
-            "sample": np.repeat(np.arange(B) + first_sample, T),
-            "step": np.tile(steps, B),
-            "position": (P[:, None] + steps[None, :]).ravel(),
-            "token_id": ids.ravel(),
-            "token": [vocab[int(i)] for i in ids.ravel()],
-            "num_layers_run": np.tile(n, B),
-            "layer_mask": masks * B,
-            "flops": flops.ravel(),
-            "flops_full": flops_full.ravel(),
-            "kv_cache_bytes": kv.ravel().astype(np.int64),
-            "kv_cache_bytes_full": kv_full.ravel().astype(np.int64),
-            "step_ms": np.tile(np.asarray(out.step_ms, dtype=float), B),
-            "logprob": out.logprobs.numpy().ravel().astype(float),
-            "finished": out.finished_before.numpy().ravel(),
-            "batch": batch,
-            "prompt_len": np.repeat(P, T),
-        }
-    )
-
-
-def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
-    """Layer and FLOPs speedups (decode only and with the prompt), KV bytes saved, tokens/s."""
-    decode = trace[trace["step"] >= 1]
-    last = trace.loc[trace.groupby("sample")["step"].idxmax()]
-    kv, kv_full = int(last["kv_cache_bytes"].sum()), int(last["kv_cache_bytes_full"].sum())
-    per_step = trace.drop_duplicates(["batch", "step"]) if "batch" in trace else trace.drop_duplicates("step")
-    seconds = per_step["step_ms"].sum() / 1e3
-    decode_seconds = per_step.loc[per_step["step"] >= 1, "step_ms"].sum() / 1e3
-    produced = int((~trace["finished"]).sum())
-    return {
-        "num_layers": num_layers,
-        "layer_speedup": float(num_layers / decode["num_layers_run"].mean()) if len(decode) else 1.0,
-        "flops_speedup_decode": _ratio(decode["flops_full"].sum(), decode["flops"].sum()),
-        "flops_speedup_with_prompt": _ratio(trace["flops_full"].sum(), trace["flops"].sum()),
-        "kv_cache_bytes": kv,
-        "kv_cache_bytes_full": kv_full,
-        "kv_bytes_saved": kv_full - kv,
-        "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
-        "tokens": produced,
-        "seconds": float(seconds),
-        "tokens_per_s": produced / seconds if seconds else float("nan"),
-        "decode_seconds": float(decode_seconds),
-    }
-
-
-def _ratio(a: float, b: float) -> float:
-    return float(a / b) if b else 1.0
 
 
 def run_metadata(**fields) -> dict:

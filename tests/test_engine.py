@@ -133,7 +133,7 @@ def test_logged_kv_bytes_equal_cache_tensors(model_dirs, family):
     sets = sched.layer_sets(T)
     enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
     picker = TokenPicker(Sampling(), eng.device)
-    from skipcore.trace import build_trace
+    from skipcore.trace_rows import build_trace
 
     out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
     trace = build_trace(out, eng.adapter.shapes, eng.tokenizer, "t")

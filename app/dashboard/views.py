@@ -15,7 +15,7 @@ from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.policies.accounting import trace_speedups
 from skipcore.sampling import Sampling
-from skipcore.trace import summarize
+from skipcore.summary import summarize
 
 EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"

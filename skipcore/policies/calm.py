@@ -47,7 +47,7 @@ from skipcore.masks import attention_mask
 from skipcore.policies.accounting import trace_speedups
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import mask_string
-from skipcore.trace import summarize
+from skipcore.summary import summarize
 
 if TYPE_CHECKING:
     from skipcore.engine import GenerationResult, SkipEngine
