@@ -1,8 +1,53 @@
-"""skipcore: batched, KV-cache-friendly layer skipping (SkipDecode) for decoder-only LMs."""
+"""skipcore: batched, KV-cache-friendly layer skipping (SkipDecode) for decoder-only LMs.
 
+Three lines to generate under the paper's schedule at a 3x target speedup, with a per-token trace::
+
+    from skipcore import SkipEngine, load_model, schedule_for_speedup
+
+    engine = SkipEngine(*load_model("data/models/skipdecode-opt-e2e"))
+    result = engine.generate(["MR: name[The Eagle], eatType[pub]\\nText:"],
+                             schedule_for_speedup(engine.num_layers, 3.0, 26), max_new_tokens=64)
+    result.texts, result.trace, result.summary
+
+Other policies go where the schedule goes: `CalmPolicy(threshold=0.8)` (CALM-DEC),
+`AdaptivePolicy(min_layers=3)`. `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids;
+`read_trace`/`write_trace` handle trace files. The command line (`python -m skipcore`, `skipcore`) is built on
+these same calls.
+"""
+
+from skipcore.engine import SkipEngine
 from skipcore.errors import ScheduleError, UserError
-from skipcore.schedule import Schedule
+from skipcore.loading import load_model
+from skipcore.outputs import GenerationResult
+from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, StaticPolicy
+from skipcore.sampling import Sampling
+from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
+from skipcore.summary import summarize
+from skipcore.sweep import SweepConfig, read_sweep, run_sweep
+from skipcore.trace import TRACE_COLUMNS, read_trace, validate_trace, write_trace
+from skipcore.version import __version__
 
-__version__ = "0.1.0"
-
-__all__ = ["Schedule", "ScheduleError", "UserError", "__version__"]
+__all__ = [
+    "TRACE_COLUMNS",
+    "AdaptivePolicy",
+    "CalmPolicy",
+    "DepthPolicy",
+    "GenerationResult",
+    "Sampling",
+    "Schedule",
+    "ScheduleError",
+    "SkipEngine",
+    "StaticPolicy",
+    "SweepConfig",
+    "UserError",
+    "__version__",
+    "full_schedule",
+    "load_model",
+    "read_sweep",
+    "read_trace",
+    "run_sweep",
+    "schedule_for_speedup",
+    "summarize",
+    "validate_trace",
+    "write_trace",
+]

@@ -1,9 +1,10 @@
-"""Batched SkipDecode generation: every row of a batch runs the same layers at a step, and the KV cache is
-reused without recomputing anything.
+"""Batched generation with one decode loop for every depth policy: every row of a step runs the layers the
+policy chose, and the KV cache is reused without recomputing anything.
 
-The loop is the paper's algorithm: prefill the left-padded prompts at full depth, then at each step s feed
-token s-1 through the layers of budget n(s) (warmup layers, then a jump up the residual stream to the top
-layers), writing KV only for the layers that ran.
+The loop is the paper's algorithm, in a straight line: prefill the left-padded prompts at full depth, then at
+each step s feed token s-1 through the layers the policy picks (for SkipDecode, the warmup layers and a jump up
+the residual stream to the top layers of budget n(s)), writing KV only for the layers that ran. What differs
+between policies (a fixed schedule, an adaptive budget, CALM's per-row exits) lives in `skipcore.policies`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 
@@ -25,35 +25,60 @@ from skipcore.attention import grouped_decode_attention
 from skipcore.cache import SkipKVCache
 from skipcore.errors import UserError
 from skipcore.masks import attention_mask
+from skipcore.outputs import BatchOutput, GenerationResult
+from skipcore.policies.base import DepthPolicy, StaticPolicy, StepOutput, StepState
 from skipcore.sampling import Sampling, TokenPicker
-from skipcore.schedule import Schedule, check_nested
+from skipcore.schedule import Schedule
 from skipcore.static_step import StaticDecoder
 from skipcore.summary import summarize
 from skipcore.timing import StepTimer
 from skipcore.trace import run_metadata
 from skipcore.trace_rows import build_trace
 
-
-@dataclass
-class BatchOutput:
-    """Raw results of one batch: tensors on the CPU, one column per step actually run."""
-
-    tokens: torch.Tensor  # (B, T) generated ids; pad after a row's EOS
-    logprobs: torch.Tensor  # (B, T)
-    finished_before: torch.Tensor  # (B, T) bool: the row had ended before this step
-    step_ms: list[float]
-    prompt_lens: torch.Tensor  # (B,) real prompt tokens per row
-    layer_sets: list[tuple[int, ...]]  # the sets of the steps run
-    cache: SkipKVCache
+__all__ = ["BatchOutput", "GenerationResult", "SkipEngine", "as_policy", "config_hash"]
 
 
-@dataclass
-class GenerationResult:
-    texts: list[str]
-    token_ids: list[list[int]]
-    trace: pd.DataFrame
-    summary: dict
-    metadata: dict = field(default_factory=dict)
+PolicyLike = DepthPolicy | Schedule | Sequence[Sequence[int]] | None
+
+
+def as_policy(policy: PolicyLike) -> DepthPolicy:
+    """A policy from what a caller passed: a policy, a schedule (SkipDecode's static policy), explicit per-step
+    layer sets (step 0 first), or None (full depth)."""
+    if policy is None or isinstance(policy, Schedule):
+        return StaticPolicy(policy)
+    if isinstance(policy, Sequence):
+        return StaticPolicy.from_layer_sets(policy)
+    return policy
+
+
+class _Runner:
+    """One batch's `StepRunner`: the step's inputs, and `shared(layers)` run eagerly or as a graph replay."""
+
+    def __init__(
+        self,
+        engine: SkipEngine,
+        cache: SkipKVCache,
+        key_mask: torch.Tensor,
+        static: StaticDecoder | None,
+    ) -> None:
+        self.engine, self.adapter, self.cache, self.static = engine, engine.adapter, cache, static
+        self.full_key_mask = key_mask
+        self.step, self.column = 0, 0
+        self.input_ids = self.positions = self.key_mask = key_mask  # set by `at`
+
+    def at(self, step: int, input_ids: torch.Tensor, positions: torch.Tensor, keys: int) -> None:
+        self.step, self.input_ids, self.positions, self.column = step, input_ids, positions, keys - 1
+        self.key_mask = self.full_key_mask[:, :keys]
+
+    def shared(self, layers: Sequence[int]) -> StepOutput:
+        layers = tuple(layers)
+        if self.static is not None and self.step > 0:
+            out = self.static(self.input_ids, self.positions, self.column, layers)
+            if len(out) == 2:
+                return StepOutput(layers, picked=(out[0], out[1]))
+            return StepOutput(layers, logits=out[0])
+        logits = self.engine.forward_step(self.input_ids, self.positions, self.key_mask, layers, self.cache)
+        return StepOutput(layers, logits=logits)
 
 
 class SkipEngine:
@@ -114,11 +139,13 @@ class SkipEngine:
         self,
         input_ids: torch.Tensor,
         attn: torch.Tensor,
-        layer_sets: Sequence[Sequence[int]],
+        policy: PolicyLike,
         picker: TokenPicker,
         on_step: Callable[[int], None] | None = None,
+        max_new_tokens: int | None = None,
     ) -> BatchOutput:
-        """Generate len(layer_sets) tokens at most for left-padded rows; step s runs layer_sets[s].
+        """Generate max_new_tokens tokens at most for left-padded rows, each step's depth chosen by `policy`
+        (given explicit layer sets, one token per set unless `max_new_tokens` says fewer).
 
         `on_step(s)` is called on the host once step s is queued (for progress bars; it never waits for the GPU).
 
@@ -126,58 +153,67 @@ class SkipEngine:
         Calls on one engine run one at a time (the dashboard shares an engine between sessions, and a static
         decoder's buffers serve one batch at a time).
         """
+        if max_new_tokens is None:
+            if not isinstance(policy, Sequence) or isinstance(policy, Schedule):
+                raise UserError("max_new_tokens is needed unless explicit layer sets are given")
+            max_new_tokens = len(policy)
+        policy = as_policy(policy)
+        if max_new_tokens < 1:
+            raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens} (no decode steps to run)")
+        policy.check(self.num_layers, max_new_tokens)
         with self._lock, torch.inference_mode():
-            return self._generate_batch(input_ids, attn, layer_sets, picker, on_step)
+            return self._generate_batch(input_ids, attn, policy, picker, max_new_tokens, on_step)
 
     def _generate_batch(
         self,
         input_ids: torch.Tensor,
         attn: torch.Tensor,
-        layer_sets: Sequence[Sequence[int]],
+        policy: DepthPolicy,
         picker: TokenPicker,
+        T: int,
         on_step: Callable[[int], None] | None,
     ) -> BatchOutput:
-        if not layer_sets:
-            raise UserError("no decode steps to run: layer_sets is empty")
-        check_nested(layer_sets)
-        dev = self.device
+        dev, L = self.device, self.num_layers
         input_ids, attn = input_ids.to(dev), attn.to(dev)
         B, P = input_ids.shape
-        T = len(layer_sets)
         self.adapter.prepare(P + T)
-        if self.static:
-            static = self._static_decoder(attn, layer_sets, picker)
+        cache_sets = policy.cache_layer_sets(L, T)
+        if self.static and policy.shared_sets:
+            static = self._static_decoder(attn, cache_sets, picker, pick_inside=not policy.needs_logits)
             cache, key_mask = static.cache, static.key_mask
         else:
             static = None
             kv_heads, head_dim = self.adapter.kv_shape
-            cache = SkipKVCache.for_layer_sets(
-                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, dev
-            )
+            cache = SkipKVCache.for_layer_sets(cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev)
             key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
             key_mask[:, :P] = attn.bool()
+        run = _Runner(self, cache, key_mask, static)
+        decide = policy.start(L, T)
         prompt_lens = attn.long().sum(1)
         tokens = torch.full((B, T), self.pad_id, dtype=torch.long, device=dev)
         logprobs = torch.zeros(B, T, device=dev)
         finished = torch.zeros(B, T, dtype=torch.bool, device=dev)
         done = torch.zeros(B, dtype=torch.bool, device=dev)
+        steps: list[StepOutput] = []
         timer = StepTimer(dev)
 
         step_ids, positions = input_ids, positions_from_mask(attn)
+        state = StepState(0, ~done, None)
         for s in range(T):
             if s > 0:
                 key_mask[:, P + s - 1] = True
                 step_ids = tokens[:, s - 1 : s]
                 positions = (prompt_lens + (s - 1))[:, None]
-            if static is not None and s > 0:
-                new, lp = static(step_ids, positions, P + s - 1, tuple(layer_sets[s]))
-            else:
-                logits = self.forward_step(step_ids, positions, key_mask[:, : P + s], layer_sets[s], cache)
-                new, lp = picker(logits)
+            run.at(s, step_ids, positions, P + s)
+            out = decide(run, state)
+            new, lp = out.picked if out.picked is not None else picker(out.logits)
             tokens[:, s] = torch.where(done, self.pad_id, new)
             logprobs[:, s] = lp
             finished[:, s] = done
             done = done | torch.isin(new, self.eos_ids)
+            out.logits = out.logits if policy.needs_logits else None  # keep no graph buffer past its step
+            steps.append(out)
+            state = StepState(s + 1, ~done, out.logits)
             timer.mark()
             if on_step is not None:
                 on_step(s)
@@ -188,20 +224,29 @@ class SkipEngine:
         ran = s + 1
         ended = torch.cat([finished[:, 1:ran], done[:, None]], 1).all(0)  # every row ended after step s
         n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
+        steps = steps[:n]
         return BatchOutput(
             tokens=tokens[:, :n].cpu(),
             logprobs=logprobs[:, :n].cpu(),
             finished_before=finished[:, :n].cpu(),
             step_ms=timer.step_ms()[:n],
             prompt_lens=prompt_lens.cpu(),
-            layer_sets=[tuple(x) for x in layer_sets[:n]],
+            layer_sets=[o.layers for o in steps],
+            row_layers=_per_row(steps, B, lambda o: o.row_layers),
+            kv_layers=_per_row(steps, B, lambda o: o.kv_layers),
             cache=cache,
+            extras=_extras(steps, B),
         )
 
     def _static_decoder(
-        self, attn: torch.Tensor, layer_sets: Sequence[Sequence[int]], picker: TokenPicker
+        self,
+        attn: torch.Tensor,
+        layer_sets: Sequence[Sequence[int]],
+        picker: TokenPicker,
+        pick_inside: bool = True,
     ) -> StaticDecoder:
-        """This engine's fixed-shape decoder for a batch like `attn` under `layer_sets`, built on first use.
+        """This engine's fixed-shape decoder for a batch like `attn` whose cache holds `layer_sets`, built on
+        first use.
 
         One is kept (the last shape used): a benchmark or a dataset of equal-length batches captures its graphs
         once, while the memory held stays that of one cache.
@@ -209,7 +254,7 @@ class SkipEngine:
         B, P = attn.shape
         key = (B, P, tuple(tuple(x) for x in layer_sets))
         d = self._decoder
-        if d is None or not d.reusable(key, picker):
+        if d is None or not d.reusable(key, picker, pick_inside):
             self._decoder = d = None  # free the old cache and graphs before allocating the new ones
             kv_heads, head_dim = self.adapter.kv_shape
             cache = SkipKVCache.for_layer_sets(
@@ -219,7 +264,16 @@ class SkipEngine:
             # align it, in every layer; the extra columns stay False (masked) and no layer reads them
             width = -(-(P + len(layer_sets)) // 16) * 16
             key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
-            d = self._decoder = StaticDecoder(self, cache, key_mask, picker, self.capture_graphs, key)
+            d = self._decoder = StaticDecoder(
+                self.forward_step,
+                self.adapter,
+                cache,
+                key_mask,
+                picker,
+                self.capture_graphs,
+                key,
+                pick_inside=pick_inside,
+            )
         d.reset(attn, picker)
         return d
 
@@ -227,26 +281,22 @@ class SkipEngine:
     def generate(
         self,
         prompts: Sequence[str],
-        schedule: Schedule | None = None,
+        policy: PolicyLike = None,
         max_new_tokens: int = 32,
         sampling: Sampling | None = None,
         batch_size: int | None = None,
-        policy: str = "static",
         progress: Callable[[int, int], None] | None = None,
     ) -> GenerationResult:
-        """Generate for every prompt under `schedule` (full depth when None); returns texts, trace, summary.
+        """Generate for every prompt under `policy` (a `DepthPolicy`; a `Schedule` is SkipDecode's static
+        policy; None is full depth); returns texts, trace, summary and metadata.
 
         `progress(done, total)` reports decode steps over all batches as they are queued; a batch whose rows
         all end early jumps to its end.
         """
+        policy = as_policy(policy)
         batch_size = self.check_request(prompts, max_new_tokens, batch_size)
-        schedule = schedule or Schedule(self.num_layers, "full")
-        if schedule.num_layers != self.num_layers:
-            raise UserError(
-                f"schedule is for {schedule.num_layers} layers but the model has {self.num_layers}"
-            )
+        policy.check(self.num_layers, max_new_tokens)
         sampling = sampling or Sampling()
-        layer_sets = schedule.layer_sets(max_new_tokens)
         picker = TokenPicker(sampling, self.device)
         run_id = uuid.uuid4().hex[:12]
         texts, token_ids, traces = [], [], []
@@ -255,36 +305,32 @@ class SkipEngine:
         for b, start in enumerate(starts):
             on_step = None if progress is None else partial(_report_step, progress, b * max_new_tokens, total)
             chunk = list(prompts[start : start + batch_size])
-            enc = self.tokenizer(
-                chunk, return_tensors="pt", padding=True, pad_to_multiple_of=self.prompt_multiple
+            pad_to = self.prompt_multiple if policy.shared_sets else None
+            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, pad_to_multiple_of=pad_to)
+            out = self.generate_batch(
+                enc["input_ids"], enc["attention_mask"], policy, picker, on_step, max_new_tokens
             )
-            out = self.generate_batch(enc["input_ids"], enc["attention_mask"], layer_sets, picker, on_step)
             if progress is not None:
                 progress((b + 1) * max_new_tokens, total)
             ids, decoded = self.decode_rows(out.tokens, out.finished_before)
             token_ids += ids
             texts += decoded
-            traces.append(
-                build_trace(
-                    out,
-                    self.adapter.shapes,
-                    self.tokenizer,
-                    run_id,
-                    first_sample=start,
-                    batch=b,
-                    bytes_per_element=self.element_bytes,
-                )
+            trace = build_trace(
+                out, self.adapter.shapes, self.tokenizer, run_id, start, b, self.element_bytes
             )
+            for name, column in policy.trace_columns(out, self.adapter.shapes).items():
+                trace[name] = column.ravel()
+            traces.append(trace)
         trace = pd.concat(traces, ignore_index=True)
+        about = policy.describe()
         meta = self.describe_run(
             run_id,
-            config_hash(self.model_name, schedule, sampling, max_new_tokens, batch_size, policy),
+            config_hash(self.model_name, policy.name, about, sampling, max_new_tokens, batch_size),
             sampling,
             max_new_tokens,
             batch_size,
-            schedule=schedule.to_dict(),
-            mode=schedule.mode,
-            policy=policy,
+            policy=policy.name,
+            **about,
         )
         return GenerationResult(texts, token_ids, trace, summarize(trace, self.num_layers), meta)
 
@@ -335,6 +381,35 @@ class SkipEngine:
             run_id=run_id,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
+
+
+def _per_row(
+    steps: list[StepOutput], B: int, pick: Callable[[StepOutput], torch.Tensor | None]
+) -> torch.Tensor:
+    """A (B, T) CPU table of per-row layer counts; a step that gave none counts all of its layers for every row."""
+    cols = [pick(o) for o in steps]
+    if all(
+        c is None for c in cols
+    ):  # one set per step: no device work in the hot loop, a table from the sets
+        return torch.tensor([len(o.layers) for o in steps]).expand(B, -1).clone()
+    return torch.stack(
+        [
+            c.cpu() if c is not None else torch.full((B,), len(o.layers))
+            for c, o in zip(cols, steps, strict=True)
+        ],
+        1,
+    )
+
+
+def _extras(steps: list[StepOutput], B: int) -> dict[str, torch.Tensor]:
+    """The policy's per-step signals as (B, T) CPU tables; a step without one gets NaN (or 0 for counts)."""
+    names = dict.fromkeys(k for o in steps for k in o.extras)
+    out = {}
+    for name in names:
+        first = next(o.extras[name] for o in steps if name in o.extras)
+        blank = torch.full((B,), float("nan") if first.is_floating_point() else 0, dtype=first.dtype)
+        out[name] = torch.stack([o.extras[name].cpu() if name in o.extras else blank for o in steps], 1)
+    return out
 
 
 def _report_step(progress: Callable[[int, int], None], offset: int, total: int, step: int) -> None:

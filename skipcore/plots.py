@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from skipcore import costs
+import skipcore.costs as costs
 from skipcore.adapters.base import ModelShapes
 from skipcore.schedule import Schedule, mask_string
 

@@ -10,14 +10,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from skipcore.data import Example, format_prompt
+from skipcore.errors import UserError
 from skipcore.metrics import DEFAULT_METRICS, score_texts
-from skipcore.policies import Policy, policy_from_name
-from skipcore.policies.accounting import trace_speedups
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from skipcore.engine import GenerationResult, SkipEngine
+    from skipcore.engine import SkipEngine
+    from skipcore.outputs import GenerationResult
+    from skipcore.policies import DepthPolicy
     from skipcore.schedule import Schedule
 
 
@@ -29,30 +30,25 @@ def first_line(text: str) -> str:
 def evaluate_generation(
     engine: SkipEngine,
     examples: Sequence[Example],
-    schedule: Schedule | None,
+    policy: DepthPolicy | Schedule | None,
     max_new_tokens: int,
     batch_size: int | None,
-    policy: Policy | str = "static",
     metrics: Iterable[str] | str = DEFAULT_METRICS,
 ) -> tuple[dict, GenerationResult]:
-    """Generate for every example's prompt, score the first lines against all its references.
+    """Generate for every example's prompt under `policy`, score the first lines against all its references.
 
-    Returns one flat row (bleu, rouge1/2/L, chrf, the run summary and the per-token and per-batch speedups
-    of `skipcore.policies.accounting`) and the generation result with its trace.
+    Returns one flat row (bleu, rouge1/2/L, chrf and the run summary of `skipcore.summary.summarize`) and the
+    generation result with its trace.
     """
     if not examples:
-        from skipcore.errors import UserError
-
         raise UserError("no examples to evaluate")
-    pol = policy_from_name(policy) if isinstance(policy, str) else policy
     prompts = [format_prompt(e.task, e.source) for e in examples]
-    result = pol.generate(engine, prompts, schedule, max_new_tokens, batch_size)
+    result = engine.generate(prompts, policy, max_new_tokens, batch_size=batch_size)
     predictions = [first_line(t) for t in result.texts]
     scores = score_texts(predictions, [e.references for e in examples], metrics)
     row = {
         **scores,
         **result.summary,
-        **trace_speedups(result.trace, engine.num_layers),
         "num_examples": len(examples),
         "mean_output_tokens": sum(len(ids) for ids in result.token_ids) / len(examples),
     }

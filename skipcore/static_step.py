@@ -14,39 +14,43 @@ On the CPU the same step runs uncaptured, which is how the tests cover this path
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
+from skipcore.adapters import Adapter
 from skipcore.cache import SkipKVCache
 from skipcore.sampling import TokenPicker
 
-if TYPE_CHECKING:
-    from skipcore.engine import SkipEngine
+# the engine's forward step: (input ids, positions, key mask, layers, cache) -> last-column logits
+Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int], SkipKVCache], torch.Tensor]
 
 
 class StaticDecoder:
     def __init__(
         self,
-        engine: SkipEngine,
+        forward: Forward,
+        adapter: Adapter,
         cache: SkipKVCache,
         key_mask: torch.Tensor,
         picker: TokenPicker,
         capture: bool,
         key: Hashable = None,
+        pick_inside: bool = True,
     ) -> None:
+        """`pick_inside`: choose the token inside the graph when the picker allows it (greedy); a policy that
+        reads the logits asks for them instead."""
         if not cache.static:
             raise ValueError("StaticDecoder needs a cache built with static=True")
         B, dev = key_mask.shape[0], key_mask.device
-        self.engine, self.adapter = engine, engine.adapter
+        self.forward, self.adapter = forward, adapter
         self.cache, self.key_mask, self.picker = cache, key_mask, picker
         self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.positions = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.capture = capture
         # Greedy picking has no random state, so it can live inside the graph; sampling runs after the replay.
-        self.pick_inside = picker.capturable
+        self.pick_inside = pick_inside and picker.capturable
         # A graph reads the adapter's position tables at the addresses it saw: hold them, and rebuild if they move.
         self.tables = self.adapter.position_tables()
         self.graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
@@ -56,10 +60,10 @@ class StaticDecoder:
         # a step's outputs are consumed before the next replay. Created at the first capture.
         self.pool = None
 
-    def reusable(self, key: Hashable, picker: TokenPicker) -> bool:
-        """Whether this decoder serves a batch of `key` (shape and schedule) picked by `picker`."""
+    def reusable(self, key: Hashable, picker: TokenPicker, pick_inside: bool = True) -> bool:
+        """Whether this decoder serves a batch of `key` (shape and cache plan) picked by `picker`."""
         same_tables = all(a is b for a, b in zip(self.tables, self.adapter.position_tables(), strict=True))
-        return key == self.key and same_tables and picker.capturable == self.pick_inside
+        return key == self.key and same_tables and (pick_inside and picker.capturable) == self.pick_inside
 
     def reset(self, prompt_mask: torch.Tensor, picker: TokenPicker) -> None:
         """Ready for a new batch: empty cache, the new prompts' padding. Buffers keep their addresses."""
@@ -70,7 +74,7 @@ class StaticDecoder:
 
     def _step(self, layers: Sequence[int]) -> tuple[torch.Tensor, ...]:
         """The engine's own forward step, over the static buffers (and the token choice, when greedy)."""
-        logits = self.engine.forward_step(self.tokens, self.positions, self.key_mask, layers, self.cache)
+        logits = self.forward(self.tokens, self.positions, self.key_mask, layers, self.cache)
         return self.picker(logits) if self.pick_inside else (logits,)
 
     def _capture(self, layers: tuple[int, ...]) -> torch.cuda.CUDAGraph:
@@ -116,11 +120,12 @@ class StaticDecoder:
 
     def __call__(
         self, tokens: torch.Tensor, positions: torch.Tensor, column: int, layers: tuple[int, ...]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(next tokens, their log-probs) for one decode step whose input sits at cache column `column`."""
+    ) -> tuple[torch.Tensor, ...]:
+        """One decode step whose input sits at cache column `column`: (tokens, log-probs) when the token is
+        picked inside the graph, else (logits,). The tensors are overwritten by the next replay."""
         self.tokens.copy_(tokens)
         self.positions.copy_(positions)
         self.cache.write_pos.fill_(column)
         out = self._replay(layers) if self.capture else self._step(layers)
         self.cache.advance(layers)
-        return out if self.pick_inside else self.picker(out[0])
+        return out

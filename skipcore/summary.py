@@ -1,34 +1,67 @@
-"""One summary of a run, read off its trace: the speedups of the design notes ("Speedups") and KV saved."""
+"""One summary of a run, read off its trace, with the definitions of the design notes ("Speedups").
+
+Every printer (the CLI, the sweep, the bench, the dashboard, the notebooks) uses this function, so the same run
+shows the same numbers everywhere.
+
+- `layer_speedup` (realised, per token): over decode steps s >= 1 of rows still running (rows after their EOS
+  excluded), L x tokens / the layers each token's own pass ran. Steps a batch runs for rows that already ended
+  are real cost, not speedup: they never count as tokens.
+- `batch_layer_speedup`: L x batch steps / the layers each batch step ran (CALM: a step lasts until its
+  deepest row exits). For a static schedule whose rows end together it equals the realised one.
+- `flops_speedup_decode` / `_with_prompt`: FLOPs full / FLOPs spent by the live tokens, the policy's own extra
+  costs included when the trace has `flops_total` (CALM's confidence heads and K/V propagation);
+  `batch_flops_speedup_decode`: the same over every row of every batch step (`flops_batch` where present).
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
 
+def _ratio(a: float, b: float) -> float:
+    return float(a / b) if b else 1.0
+
+
+def _steps(trace: pd.DataFrame) -> pd.DataFrame:
+    """One row per batch step (every row of a step shares its time and its batch's layers)."""
+    return trace.drop_duplicates(["batch", "step"] if "batch" in trace else ["step"])
+
+
 def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
-    """Layer and FLOPs speedups (decode only and with the prompt), KV bytes saved, tokens/s."""
+    """Speedups (realised per token and per batch step; layers and FLOPs), KV bytes saved, tokens/s."""
+    L = num_layers
     decode = trace[trace["step"] >= 1]
+    live = decode[~decode["finished"]]
+    prompt = trace[trace["step"] == 0]
+    cost = "flops_total" if "flops_total" in trace else "flops"
+    batch_cost = "flops_batch" if "flops_batch" in trace else "flops"
+    batch_layers = "batch_layers" if "batch_layers" in trace else "num_layers_run"
+    steps = _steps(trace)
+    decode_steps = steps[steps["step"] >= 1]
     last = trace.loc[trace.groupby("sample")["step"].idxmax()]
     kv, kv_full = int(last["kv_cache_bytes"].sum()), int(last["kv_cache_bytes_full"].sum())
-    per_step = trace.drop_duplicates(["batch", "step"]) if "batch" in trace else trace.drop_duplicates("step")
-    seconds = per_step["step_ms"].sum() / 1e3
-    decode_seconds = per_step.loc[per_step["step"] >= 1, "step_ms"].sum() / 1e3
+    seconds = float(steps["step_ms"].sum()) / 1e3
+    decode_ms = float(decode_steps["step_ms"].sum())
     produced = int((~trace["finished"]).sum())
     return {
-        "num_layers": num_layers,
-        "layer_speedup": float(num_layers / decode["num_layers_run"].mean()) if len(decode) else 1.0,
-        "flops_speedup_decode": _ratio(decode["flops_full"].sum(), decode["flops"].sum()),
-        "flops_speedup_with_prompt": _ratio(trace["flops_full"].sum(), trace["flops"].sum()),
+        "num_layers": L,
+        "layer_speedup": _ratio(L * len(live), live["num_layers_run"].sum()),
+        "layer_speedup_token_mean": float((L / live["num_layers_run"]).mean()) if len(live) else 1.0,
+        "batch_layer_speedup": _ratio(L * len(decode_steps), decode_steps[batch_layers].sum()),
+        "mean_layers_run": float(live["num_layers_run"].mean()) if len(live) else float(L),
+        "flops_speedup_decode": _ratio(live["flops_full"].sum(), live[cost].sum()),
+        "flops_speedup_with_prompt": _ratio(
+            live["flops_full"].sum() + prompt["flops_full"].sum(), live[cost].sum() + prompt[cost].sum()
+        ),
+        "batch_flops_speedup_decode": _ratio(decode["flops_full"].sum(), decode[batch_cost].sum()),
         "kv_cache_bytes": kv,
         "kv_cache_bytes_full": kv_full,
         "kv_bytes_saved": kv_full - kv,
         "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
         "tokens": produced,
-        "seconds": float(seconds),
+        "seconds": seconds,
         "tokens_per_s": produced / seconds if seconds else float("nan"),
-        "decode_seconds": float(decode_seconds),
+        "decode_seconds": decode_ms / 1e3,
+        "decode_steps": len(decode_steps),
+        "decode_ms_per_step": decode_ms / len(decode_steps) if len(decode_steps) else float("nan"),
     }
-
-
-def _ratio(a: float, b: float) -> float:
-    return float(a / b) if b else 1.0

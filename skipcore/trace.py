@@ -45,12 +45,12 @@ def run_metadata(**fields) -> dict:
     import torch
     import transformers
 
-    import skipcore
+    from skipcore.version import __version__
 
     return {
         **fields,
         "versions": {
-            "skipcore": skipcore.__version__,
+            "skipcore": __version__,
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "python": platform.python_version(),

@@ -1,18 +1,18 @@
-"""A decoded batch as trace rows: one per generated token per batch row, costs by `skipcore.costs`."""
+"""A decoded batch as trace rows: one per generated token per batch row, costs by `skipcore.costs`.
+
+The same for every policy: a token's own pass is the first `row_layers` of its step's layer set, and its input
+position holds K/V in `kv_layers` layers (more than its own pass when a policy propagates skipped layers).
+"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from skipcore import costs
+import skipcore.costs as costs
 from skipcore.adapters.base import ModelShapes
+from skipcore.outputs import BatchOutput
 from skipcore.schedule import mask_string
-
-if TYPE_CHECKING:
-    from skipcore.engine import BatchOutput
 
 
 def build_trace(
@@ -24,21 +24,24 @@ def build_trace(
     batch: int = 0,
     bytes_per_element: int = 4,
 ) -> pd.DataFrame:
-    """Rows for one batch, costs computed from the shapes by the convention in `skipcore.costs`."""
+    """Rows for one batch in the common schema (design notes, "Trace schema"), plus `batch`, `prompt_len`
+    and `batch_layers` (the layers the whole batch ran at that step)."""
     B, T = out.tokens.shape
     L = shapes.num_layers
-    n = np.array([len(s) for s in out.layer_sets])  # n(s) per step actually run
+    n = out.row_layers.numpy()
     P = out.prompt_lens.numpy()
     steps = np.arange(T)
-    flops = costs.flops_table(shapes, P, np.broadcast_to(n, (B, T)))
+    flops = costs.flops_table(shapes, P, n)
     flops_full = costs.flops_table(shapes, P, np.full((B, T), L))
     per_pos = costs.kv_bytes_per_position(shapes, bytes_per_element)
-    written = np.cumsum(np.where(steps == 0, 0, n))  # positions written by decode steps 1..s, over layers
-    kv = (L * P[:, None] + written[None, :]) * per_pos
+    written = np.cumsum(np.where(steps == 0, 0, out.kv_layers.numpy()), axis=1)  # decode steps 1..s
+    kv = (L * P[:, None] + written) * per_pos
     kv_full = L * (P[:, None] + steps[None, :]) * per_pos
     ids = out.tokens.numpy()
     vocab = {int(i): tokenizer.decode([int(i)]) for i in np.unique(ids)}  # decode each distinct id once
-    masks = [mask_string(s, L) for s in out.layer_sets]
+    masks: dict[tuple[int, int], str] = {}
+    for s, k in {(s, int(k)) for s, k in zip(np.tile(steps, B), n.ravel(), strict=True)}:
+        masks[s, k] = mask_string(out.layer_sets[s][:k], L)
     return pd.DataFrame(
         {
             "run_id": run_id,
@@ -47,8 +50,8 @@ def build_trace(
             "position": (P[:, None] + steps[None, :]).ravel(),
             "token_id": ids.ravel(),
             "token": [vocab[int(i)] for i in ids.ravel()],
-            "num_layers_run": np.tile(n, B),
-            "layer_mask": masks * B,
+            "num_layers_run": n.ravel(),
+            "layer_mask": [masks[s, int(k)] for s, k in zip(np.tile(steps, B), n.ravel(), strict=True)],
             "flops": flops.ravel(),
             "flops_full": flops_full.ravel(),
             "kv_cache_bytes": kv.ravel().astype(np.int64),
@@ -58,5 +61,6 @@ def build_trace(
             "finished": out.finished_before.numpy().ravel(),
             "batch": batch,
             "prompt_len": np.repeat(P, T),
+            "batch_layers": np.tile([len(s) for s in out.layer_sets], B),
         }
     )

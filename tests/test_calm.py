@@ -13,8 +13,8 @@ from skipcore.engine import SkipEngine
 from skipcore.errors import UserError
 from skipcore.loading import load_model
 from skipcore.masks import attention_mask
-from skipcore.policies import CalmPolicy, calm_generate
-from skipcore.policies.calm import calm_generate_batch, confidence
+from skipcore.policies import CalmPolicy
+from skipcore.policies.calm import confidence
 from skipcore.trace import validate_trace
 from tests.conftest import FAMILIES, PROMPTS, RecordingPicker
 
@@ -28,7 +28,7 @@ def mixed_policy(eng, measure="softmax", min_layers=1, T=12):
     """A threshold at which the random model's tokens exit at several different layers."""
     for th in np.arange(0.002, 0.008, 0.00025):
         pol = CalmPolicy(threshold=float(th), measure=measure, min_layers=min_layers)
-        tr = calm_generate(eng, PROMPTS, pol, T).trace
+        tr = eng.generate(PROMPTS, pol, T).trace
         if tr.loc[tr["step"] >= 1, "exit_layer"].nunique() >= 3:
             return pol
     pytest.skip("no threshold gives mixed exits for this random model")
@@ -40,7 +40,7 @@ def test_unreachable_threshold_is_full_depth(model_dirs, family, attn):
     eng = engine_for(model_dirs, family, attn)
     full = eng.generate(PROMPTS, max_new_tokens=12)
     for measure in ("softmax", "top2"):
-        res = calm_generate(eng, PROMPTS, CalmPolicy(threshold=1.5, measure=measure), 12)
+        res = eng.generate(PROMPTS, CalmPolicy(threshold=1.5, measure=measure), 12)
         assert res.token_ids == full.token_ids
         assert (res.trace["exit_layer"] == eng.num_layers).all()
         assert res.summary["layer_speedup"] == 1.0 and res.summary["batch_layer_speedup"] == 1.0
@@ -51,7 +51,7 @@ def test_unreachable_threshold_is_full_depth(model_dirs, family, attn):
 @pytest.mark.parametrize("min_layers", [1, 3])
 def test_zero_threshold_exits_at_first_allowed_layer(model_dirs, family, min_layers):
     eng = engine_for(model_dirs, family)
-    res = calm_generate(eng, PROMPTS, CalmPolicy(threshold=0.0, min_layers=min_layers), 10)
+    res = eng.generate(PROMPTS, CalmPolicy(threshold=0.0, min_layers=min_layers), 10)
     tr = validate_trace(res.trace.copy())
     decode = tr[tr["step"] >= 1]
     assert (decode["exit_layer"] == min_layers).all() and (decode["num_layers_run"] == min_layers).all()
@@ -77,14 +77,14 @@ def test_propagated_cache_equals_uncached_recomputation(model_dirs, family):
     pol = mixed_policy(eng)
     enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
     picker = RecordingPicker()
-    out = calm_generate_batch(eng, enc["input_ids"], enc["attention_mask"], T, picker, pol)
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], pol, picker, None, T)
     T = out.tokens.shape[1]
     P = enc["input_ids"].shape[1]
-    assert len(set(out.exit_layers[:, 1:].flatten().tolist())) >= 2
+    assert len(set(out.row_layers[:, 1:].flatten().tolist())) >= 2
     ids = torch.cat([enc["input_ids"], out.tokens[:, :-1]], 1)
     attn = torch.cat([enc["attention_mask"], torch.ones_like(out.tokens[:, :-1])], 1)
     C = ids.shape[1]
-    decode_exits = torch.where(out.finished_before[:, 1:], 0, out.exit_layers[:, 1:])  # ended rows: frozen
+    decode_exits = torch.where(out.finished_before[:, 1:], 0, out.row_layers[:, 1:])  # ended rows: frozen
     exit_at = torch.cat([torch.full((len(PROMPTS), P), L), decode_exits], 1)  # (B, C)
 
     ref_cache = SkipKVCache(len(PROMPTS), *a.kv_shape, [C] * L, torch.float32, "cpu")
@@ -119,8 +119,8 @@ def test_propagated_cache_equals_uncached_recomputation(model_dirs, family):
 def test_outputs_do_not_depend_on_the_batch_only_the_cost_does(model_dirs):
     eng = engine_for(model_dirs, "llama")
     pol = mixed_policy(eng)
-    batched = calm_generate(eng, PROMPTS, pol, 12)
-    single = calm_generate(eng, PROMPTS, pol, 12, batch_size=1)
+    batched = eng.generate(PROMPTS, pol, 12)
+    single = eng.generate(PROMPTS, pol, 12, batch_size=1)
     assert batched.token_ids == single.token_ids
     tr = batched.trace
     decode = tr[tr["step"] >= 1]
@@ -139,7 +139,7 @@ def test_cost_columns_follow_the_convention(model_dirs):
 
     eng = engine_for(model_dirs, "opt")
     pol = mixed_policy(eng, min_layers=2)
-    res = calm_generate(eng, PROMPTS[1:2], pol, 10)
+    res = eng.generate(PROMPTS[1:2], pol, 10)
     tr = res.trace
     shapes, L = eng.adapter.shapes, eng.num_layers
     P = int(tr["prompt_len"].iloc[0])
@@ -167,4 +167,4 @@ def test_bad_parameters_are_user_errors(model_dirs):
         CalmPolicy(min_layers=0)
     eng = engine_for(model_dirs, "opt")
     with pytest.raises(UserError, match="exceeds"):
-        calm_generate(eng, PROMPTS, CalmPolicy(min_layers=eng.num_layers + 1), 4)
+        eng.generate(PROMPTS, CalmPolicy(min_layers=eng.num_layers + 1), 4)

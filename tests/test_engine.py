@@ -400,7 +400,9 @@ def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, at
     eng.adapter.prepare(P + T)
     cache = SkipKVCache.for_layer_sets(sets, P, B, *eng.adapter.kv_shape, 6, torch.float32, meta, static=True)
     key_mask = torch.ones(B, P + T, dtype=torch.bool, device=meta)
-    decoder = StaticDecoder(eng, cache, key_mask, TokenPicker(Sampling(), meta), capture=False)
+    decoder = StaticDecoder(
+        eng.forward_step, eng.adapter, cache, key_mask, TokenPicker(Sampling(), meta), capture=False
+    )
     with torch.inference_mode():
         tokens, logprobs = decoder._step(tuple(sets[1]))
         assert tokens.shape == logprobs.shape == (B,) and tokens.device == meta

@@ -13,7 +13,6 @@ from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import plots
 from skipcore.errors import UserError
-from skipcore.policies.accounting import trace_speedups
 from skipcore.sampling import Sampling
 from skipcore.summary import summarize
 
@@ -102,7 +101,7 @@ def summary_metrics(trace: pd.DataFrame) -> dict:
     and a static one are read the same way as in the sweeps.
     """
     L = len(str(trace["layer_mask"].iloc[0]))
-    return {**summarize(trace, L), **trace_speedups(trace, L)}
+    return summarize(trace, L)
 
 
 def show_metrics(summary: dict) -> None:

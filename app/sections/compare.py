@@ -29,7 +29,7 @@ def run_policy(engine, name: str, schedule: Schedule, prompts, max_new: int, sam
     if name == "calm":
         from skipcore.policies import CalmPolicy
 
-        return CalmPolicy(**calm).generate(engine, prompts, None, max_new, len(prompts), sampling)
+        return engine.generate(prompts, CalmPolicy(**calm), max_new, sampling, len(prompts))
     return engine.generate(prompts, dataclasses.replace(schedule, mode=name), max_new, sampling, len(prompts))
 
 

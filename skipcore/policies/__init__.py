@@ -1,33 +1,39 @@
-"""Decoding policies compared in one table: SkipDecode's static schedules and the CALM-DEC baseline.
+"""Depth policies for the one decode loop (`skipcore.engine`): how many and which layers run at each step.
 
-A policy turns prompts into a `GenerationResult` with the same trace schema, so the quality and cost
-accounting in `skipcore.quality` is one code path for all of them.
+- `base`: the interface (`DepthPolicy`, `StepState`, `StepOutput`, `StepRunner`) and `StaticPolicy`, SkipDecode's
+  precomputed, batch-shared schedule.
+- `adaptive`: `AdaptivePolicy`, a batch-shared budget that drops when the batch is confident and never grows.
+- `calm`: `CalmPolicy`, CALM-DEC's per-token confidence exit with K/V propagation, the dynamic baseline.
 """
 
 from __future__ import annotations
 
 from skipcore.errors import UserError
-from skipcore.policies.base import Policy, StaticPolicy
-from skipcore.policies.calm import MEASURES, CalmPolicy, calm_generate
+from skipcore.policies.adaptive import SIGNALS, AdaptivePolicy
+from skipcore.policies.base import DepthPolicy, StaticPolicy, StepOutput, StepRunner, StepState
+from skipcore.policies.calm import MEASURES, CalmPolicy
 
-POLICIES = ("static", "calm")
+POLICIES = ("static", "calm", "adaptive")
 
 
-def policy_from_name(name: str) -> Policy:
-    """The policy a name stands for, with default parameters (CALM's threshold then comes from flags)."""
-    if name == "static":
-        return StaticPolicy()
-    if name == "calm":
-        return CalmPolicy()
-    raise UserError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+def policy_from_name(name: str) -> type:
+    """The policy class a name stands for."""
+    classes = {"static": StaticPolicy, "calm": CalmPolicy, "adaptive": AdaptivePolicy}
+    if name not in classes:
+        raise UserError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    return classes[name]
 
 
 __all__ = [
     "MEASURES",
     "POLICIES",
+    "SIGNALS",
+    "AdaptivePolicy",
     "CalmPolicy",
-    "Policy",
+    "DepthPolicy",
     "StaticPolicy",
-    "calm_generate",
+    "StepOutput",
+    "StepRunner",
+    "StepState",
     "policy_from_name",
 ]

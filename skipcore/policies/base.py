@@ -1,51 +1,162 @@
-"""What a decoding policy is, and the static one: SkipDecode's precomputed, batch-shared schedule."""
+"""The depth-policy interface of the one decode loop, and the static policy (SkipDecode's schedule).
+
+The loop in `skipcore.engine` owns everything that is the same for every policy: the prefill, the cache, token
+choice, EOS bookkeeping, timing and the trace. At each step s (0 is the prefill) it hands the policy a
+`StepState` (which rows still run, the previous step's logits) and a `StepRunner` (how to run layers), and the
+policy returns a `StepOutput`: the layers the batch ran, the logits, and which of them each row's own token used.
+
+- One layer set for the whole batch (static schedules, adaptive): call `run.shared(layers)`. Such policies set
+  `shared_sets = True`; the loop may then run their steps as fixed-shape CUDA graphs.
+- Per-row exits (CALM-DEC): walk the layers yourself with `run.adapter`, `run.cache` and the step's inputs, and
+  fill the K/V of layers a row skipped (`kv_layers`), as `skipcore.policies.calm` does.
+- A policy that verifies drafted tokens with a full-depth pass (speculative decoding) would draft with
+  `run.shared(draft_layers)` and verify with `run.shared(range(L))` over the drafted tokens; it needs a step
+  that emits several tokens per row (ragged accepted lengths), which this loop does not offer yet.
+
+A policy is a frozen settings object; `start` returns the per-batch state it decides with (an adaptive budget
+lives there), so one policy object serves every batch and every call.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+import numpy as np
+import torch
+
+from skipcore.errors import UserError
+from skipcore.schedule import Schedule, check_nested
+
 if TYPE_CHECKING:
-    from skipcore.engine import GenerationResult, SkipEngine
-    from skipcore.sampling import Sampling
-    from skipcore.schedule import Schedule
+    from skipcore.adapters import Adapter, ModelShapes
+    from skipcore.cache import SkipKVCache
+    from skipcore.outputs import BatchOutput
 
 
-class Policy(Protocol):
-    """Generates for a list of prompts with an engine's model; `describe` gives its parameters as columns."""
+@dataclass
+class StepState:
+    """What a policy knows when it decides step `step`."""
+
+    step: int
+    live: torch.Tensor  # (B,) bool: rows that have not ended (EOS) before this step
+    logits: torch.Tensor | None  # (B, V) the previous step's logits; None at step 0 or if picked in a graph
+
+
+@dataclass
+class StepOutput:
+    """What one step ran and produced."""
+
+    layers: tuple[int, ...]  # the layers the batch ran, in order
+    logits: torch.Tensor | None = None  # (B, V), None when the token was picked inside a captured graph
+    picked: tuple[torch.Tensor, torch.Tensor] | None = None  # (tokens, log-probs) picked in the graph
+    row_layers: torch.Tensor | None = None  # (B,) each row's own pass: the first k of `layers`; None: all
+    kv_layers: torch.Tensor | None = None  # (B,) layers holding this position's K/V; None: len(layers)
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B,) per-row signals for the trace
+
+
+class StepRunner(Protocol):
+    """How a policy runs layers at one step (implemented by the engine)."""
+
+    adapter: Adapter
+    cache: SkipKVCache
+    step: int
+    input_ids: torch.Tensor  # (B, q) the step's input tokens (the prompt at step 0, the last token after)
+    positions: torch.Tensor  # (B, q)
+    key_mask: torch.Tensor  # (B, keys) which cache columns hold real tokens, this step's input included
+
+    def shared(self, layers: Sequence[int]) -> StepOutput:
+        """Every row runs `layers` (a fixed-shape graph replay where the engine has one)."""
+        ...
+
+
+Decide = Callable[[StepRunner, StepState], StepOutput]
+
+
+class DepthPolicy(Protocol):
+    """How depth is chosen at each step. Implementations are small frozen dataclasses."""
 
     name: ClassVar[str]
+    shared_sets: ClassVar[bool]  # every row of a step runs one layer set (fixed shapes, graphs possible)
+    needs_logits: ClassVar[
+        bool
+    ]  # the policy reads the previous step's logits (no token choice inside graphs)
 
-    def generate(
-        self,
-        engine: SkipEngine,
-        prompts: Sequence[str],
-        schedule: Schedule | None,
-        max_new_tokens: int,
-        batch_size: int | None = None,
-        sampling: Sampling | None = None,
-    ) -> GenerationResult: ...
+    def check(self, num_layers: int, max_new_tokens: int) -> None:
+        """Refuse (UserError) settings this model cannot run, before any work is done."""
+        ...
 
-    def describe(self) -> dict: ...
+    def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
+        """The most layers each step may write (step 0 is the prefill), which sizes the KV cache."""
+        ...
+
+    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
+        """A fresh decision function for one batch."""
+        ...
+
+    def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
+        """Extra trace columns, (B, T) each (the policy's signals and its own costs)."""
+        ...
+
+    def describe(self) -> dict:
+        """Run metadata: `schedule` (a dict or None), `mode`, and `policy_params`."""
+        ...
+
+
+def per_step(values: Sequence[float | int], rows: int) -> np.ndarray:
+    """A per-step sequence as a (rows, T) array, for trace columns that are the same for every row."""
+    return np.broadcast_to(np.asarray(values), (rows, len(values)))
 
 
 @dataclass(frozen=True)
 class StaticPolicy:
-    """The layers of each step are fixed in advance by a schedule (full depth when None)."""
+    """SkipDecode: the layers of each step are fixed in advance by a schedule (full depth when None), or
+    given outright as `layer_sets` (step 0, the prefill, first), the low-level form a schedule resolves to."""
 
+    schedule: Schedule | None = None
+    layer_sets: tuple[tuple[int, ...], ...] | None = None
     name: ClassVar[str] = "static"
+    shared_sets: ClassVar[bool] = True
+    needs_logits: ClassVar[bool] = False
 
-    def generate(
-        self,
-        engine: SkipEngine,
-        prompts: Sequence[str],
-        schedule: Schedule | None,
-        max_new_tokens: int,
-        batch_size: int | None = None,
-        sampling: Sampling | None = None,
-    ) -> GenerationResult:
-        return engine.generate(prompts, schedule, max_new_tokens, sampling, batch_size, policy=self.name)
+    @classmethod
+    def from_layer_sets(cls, layer_sets: Sequence[Sequence[int]]) -> StaticPolicy:
+        return cls(layer_sets=tuple(tuple(int(i) for i in s) for s in layer_sets))
+
+    def _schedule(self, num_layers: int) -> Schedule:
+        return self.schedule or Schedule(num_layers, "full")
+
+    def check(self, num_layers: int, max_new_tokens: int) -> None:
+        if self.schedule is not None and self.schedule.num_layers != num_layers:
+            raise UserError(
+                f"schedule is for {self.schedule.num_layers} layers but the model has {num_layers}"
+            )
+        if self.layer_sets is not None:
+            if len(self.layer_sets) < max_new_tokens:
+                raise UserError(f"{len(self.layer_sets)} layer sets given for {max_new_tokens} steps")
+            if any(not 0 <= i < num_layers for s in self.layer_sets for i in s):
+                raise UserError(f"a layer set names a layer outside [0, {num_layers})")
+        check_nested(self.cache_layer_sets(num_layers, max_new_tokens))
+
+    def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
+        if self.layer_sets is not None:
+            return list(self.layer_sets[:max_new_tokens])
+        return self._schedule(num_layers).layer_sets(max_new_tokens)
+
+    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
+        sets = self.cache_layer_sets(num_layers, max_new_tokens)
+        return lambda run, state: run.shared(sets[state.step])
+
+    def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
+        return {}
 
     def describe(self) -> dict:
-        return {}
+        schedule = self.schedule
+        if self.layer_sets is not None:
+            return {"schedule": None, "mode": "layer_sets", "policy_params": {"layer_sets": self.layer_sets}}
+        return {
+            "schedule": None if schedule is None else schedule.to_dict(),
+            "mode": "full" if schedule is None or schedule.shape == "full" else schedule.mode,
+            "policy_params": {},
+        }

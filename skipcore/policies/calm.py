@@ -29,29 +29,21 @@ the row: all the layers the batch ran, its confidence heads, propagation above t
 from __future__ import annotations
 
 import math
-import time
-import uuid
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import pandas as pd
 import torch
 
-from skipcore import costs
-from skipcore.adapters import Adapter, ModelShapes, positions_from_mask
+import skipcore.costs as costs
+from skipcore.adapters import Adapter, ModelShapes
 from skipcore.cache import SkipKVCache
 from skipcore.errors import UserError
 from skipcore.masks import attention_mask
-from skipcore.policies.accounting import trace_speedups
-from skipcore.sampling import Sampling, TokenPicker
-from skipcore.schedule import mask_string
-from skipcore.summary import summarize
+from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState, per_step
 
 if TYPE_CHECKING:
-    from skipcore.engine import GenerationResult, SkipEngine
-    from skipcore.schedule import Schedule
+    from skipcore.outputs import BatchOutput
 
 MEASURES = ("softmax", "top2")
 
@@ -64,6 +56,8 @@ class CalmPolicy:
     measure: str = "softmax"
     min_layers: int = 1
     name: ClassVar[str] = "calm"
+    shared_sets: ClassVar[bool] = False
+    needs_logits: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.measure not in MEASURES:
@@ -75,24 +69,58 @@ class CalmPolicy:
         if self.min_layers < 1:
             raise UserError(f"CALM min_layers must be >= 1, got {self.min_layers}")
 
-    def generate(
-        self,
-        engine: SkipEngine,
-        prompts: Sequence[str],
-        schedule: Schedule | None,
-        max_new_tokens: int,
-        batch_size: int | None = None,
-        sampling: Sampling | None = None,
-    ) -> GenerationResult:
-        if schedule is not None and schedule.shape != "full":
-            raise UserError("the calm policy chooses depth per token; it takes no layer schedule")
-        return calm_generate(engine, prompts, self, max_new_tokens, batch_size, sampling)
+    def check(self, num_layers: int, max_new_tokens: int) -> None:
+        if self.min_layers > num_layers:
+            raise UserError(f"CALM min_layers ({self.min_layers}) exceeds the model's {num_layers} layers")
+
+    def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
+        return [tuple(range(num_layers))] * max_new_tokens  # propagation writes every layer at every step
+
+    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
+        return self._step
+
+    def _step(self, run: StepRunner, state: StepState) -> StepOutput:
+        if state.step == 0:  # the prefill runs at full depth, as in every policy
+            out = run.shared(range(run.adapter.shapes.num_layers))
+            out.extras = {"confidence": confidence(out.logits, self.measure)}
+            return out
+        return exit_step(run, state.live, self)
+
+    def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
+        """CALM's signals and its own costs, beside the common FLOPs of each token's own pass."""
+        B, T = out.tokens.shape
+        L = shapes.num_layers
+        P = out.prompt_lens.numpy()
+        n = out.row_layers.numpy()
+        nb = np.array([len(s) for s in out.layer_sets])
+        head, kv_proj = costs.head_flops(shapes), kv_projection_flops(shapes)
+        flops = costs.flops_table(shapes, P, n)
+        flops_batch = costs.flops_table(shapes, P, per_step(nb, B))
+        checks = out.extras["confidence_checks"].numpy()
+        extra_heads = np.clip(checks - (n < L), 0, None)  # the exit check's logits are the prediction itself
+        conf_flops = (extra_heads * head).astype(float)
+        decode = (np.arange(T) >= 1)[None, :]
+        prop_flops = np.where(decode, (L - n) * kv_proj, 0).astype(float)
+        batch_prop = np.where(decode, (L - nb)[None, :] * kv_proj, 0).astype(float)
+        return {
+            "exit_layer": n,
+            "confidence": out.extras["confidence"].numpy().astype(float),
+            "confidence_checks": checks,
+            "confidence_flops": conf_flops,
+            "propagation_flops": prop_flops,
+            "flops_total": flops + conf_flops + prop_flops,
+            "flops_batch": flops_batch + conf_flops + batch_prop,
+        }
 
     def describe(self) -> dict:
         return {
-            "calm_threshold": self.threshold,
-            "calm_measure": self.measure,
-            "calm_min_layers": self.min_layers,
+            "schedule": None,
+            "mode": "calm",
+            "policy_params": {
+                "calm_threshold": self.threshold,
+                "calm_measure": self.measure,
+                "calm_min_layers": self.min_layers,
+            },
         }
 
 
@@ -147,37 +175,15 @@ def kv_projection_flops(shapes: ModelShapes) -> int:
     return 2 * shapes.hidden_size * 2 * shapes.num_kv_heads * shapes.head_dim
 
 
-# -- the decode loop ---------------------------------------------------------------------------------------
-@dataclass
-class CalmBatchOutput:
-    """Raw results of one batch (CPU tensors, one column per step run)."""
-
-    tokens: torch.Tensor  # (B, T)
-    logprobs: torch.Tensor  # (B, T)
-    finished_before: torch.Tensor  # (B, T) bool
-    exit_layers: torch.Tensor  # (B, T) layers the token's own pass ran; the batch's depth for ended rows
-    confidence: torch.Tensor  # (B, T) confidence at the exit layer; NaN for ended rows
-    checks: torch.Tensor  # (B, T) confidence head evaluations before the token exited (or reached L)
-    batch_layers: list[int]  # layers each step's batch ran
-    step_ms: list[float]
-    prompt_lens: torch.Tensor  # (B,)
-    cache: SkipKVCache
-
-
-def _exit_step(
-    adapter: Adapter,
-    ids: torch.Tensor,
-    positions: torch.Tensor,
-    key_mask: torch.Tensor,
-    cache: SkipKVCache,
-    live: torch.Tensor,
-    policy: CalmPolicy,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """One decode step with per-row exits; returns logits, exit layers, confidences, checks, batch depth."""
+# -- one decode step with per-row exits ------------------------------------------------------------------
+def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOutput:
+    """Run layers until every live row is confident (or all L ran); exited rows ride along frozen."""
+    adapter, cache = run.adapter, run.cache
+    ids, positions = run.input_ids, run.positions
     L = adapter.shapes.num_layers
     B = ids.shape[0]
     h = adapter.embed(ids, positions)
-    mask = attention_mask(key_mask, 1, h.dtype)
+    mask = attention_mask(run.key_mask, 1, h.dtype)
     kw = adapter.layer_kwargs(positions, h.dtype)
     active = live.clone()
     logits: torch.Tensor | None = None
@@ -209,195 +215,12 @@ def _exit_step(
         active[sel] = False
     for i in range(ran, L):  # layers the batch never reached still get every row's K/V
         propagate_kv(adapter, i, h, mask, cache, kw)
-    exit_layer[~live] = ran
+    exit_layer[~live] = ran  # rows that already ended are recorded at the batch's depth
     assert logits is not None
-    return logits, exit_layer, conf, checks, ran
-
-
-@torch.inference_mode()
-def calm_generate_batch(
-    engine: SkipEngine,
-    input_ids: torch.Tensor,
-    attn: torch.Tensor,
-    max_new_tokens: int,
-    picker: TokenPicker,
-    policy: CalmPolicy,
-) -> CalmBatchOutput:
-    """Generate up to max_new_tokens tokens for left-padded rows, each token exiting on its own confidence."""
-    a, dev, L = engine.adapter, engine.device, engine.num_layers
-    input_ids, attn = input_ids.to(dev), attn.to(dev)
-    B, P = input_ids.shape
-    T = max_new_tokens
-    kv_heads, head_dim = a.kv_shape
-    a.prepare(P + T)
-    full = [tuple(range(L))] * T  # propagation writes every layer at every step
-    cache = SkipKVCache.for_layer_sets(full, P, B, kv_heads, head_dim, L, engine.dtype, dev)
-    key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
-    key_mask[:, :P] = attn.bool()
-    prompt_lens = attn.long().sum(1)
-    tokens = torch.full((B, T), engine.pad_id, dtype=torch.long, device=dev)
-    logprobs = torch.zeros(B, T, device=dev)
-    finished = torch.zeros(B, T, dtype=torch.bool, device=dev)
-    exits = torch.full((B, T), L, dtype=torch.long, device=dev)
-    confs = torch.full((B, T), float("nan"), device=dev)
-    checks = torch.zeros(B, T, dtype=torch.long, device=dev)
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    batch_layers: list[int] = []
-    step_ms: list[float] = []
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    for s in range(T):
-        t0 = time.perf_counter()
-        if s == 0:  # the prefill runs at full depth, as in every policy
-            logits = engine.forward_step(
-                input_ids, positions_from_mask(attn), key_mask[:, :P], range(L), cache
-            )
-            confs[:, 0] = confidence(logits, policy.measure)
-            ran = L
-        else:
-            key_mask[:, P + s - 1] = True
-            ids, positions = tokens[:, s - 1 : s], (prompt_lens + (s - 1))[:, None]
-            logits, exits[:, s], confs[:, s], checks[:, s], ran = _exit_step(
-                a, ids, positions, key_mask[:, : P + s], cache, ~done, policy
-            )
-        new, lp = picker(logits)
-        tokens[:, s] = torch.where(done, engine.pad_id, new)
-        logprobs[:, s] = lp
-        finished[:, s] = done
-        confs[done, s] = float("nan")
-        done = done | torch.isin(new, engine.eos_ids)
-        all_done = bool(done.all())
-        sync()
-        step_ms.append((time.perf_counter() - t0) * 1e3)
-        batch_layers.append(ran)
-        if all_done:
-            break
-    n = len(step_ms)
-    return CalmBatchOutput(
-        tokens=tokens[:, :n].cpu(),
-        logprobs=logprobs[:, :n].cpu(),
-        finished_before=finished[:, :n].cpu(),
-        exit_layers=exits[:, :n].cpu(),
-        confidence=confs[:, :n].cpu(),
-        checks=checks[:, :n].cpu(),
-        batch_layers=batch_layers,
-        step_ms=step_ms,
-        prompt_lens=prompt_lens.cpu(),
-        cache=cache,
+    return StepOutput(
+        layers=tuple(range(ran)),
+        logits=logits,
+        row_layers=exit_layer,
+        kv_layers=torch.full((B,), L, dtype=torch.long, device=ids.device),
+        extras={"confidence": conf, "confidence_checks": checks},
     )
-
-
-# -- trace and summary -------------------------------------------------------------------------------------
-def calm_trace(
-    out: CalmBatchOutput,
-    shapes: ModelShapes,
-    tokenizer,
-    run_id: str,
-    first_sample: int = 0,
-    batch: int = 0,
-    bytes_per_element: int = 4,
-) -> pd.DataFrame:
-    """Trace rows of one batch in the common schema plus CALM's columns (see the module docstring)."""
-    B, T = out.tokens.shape
-    L = shapes.num_layers
-    P = out.prompt_lens.numpy()
-    n = out.exit_layers.numpy()
-    nb = np.asarray(out.batch_layers)
-    head, kv_proj = costs.head_flops(shapes), kv_projection_flops(shapes)
-    flops = costs.flops_table(shapes, P, n)
-    flops_full = costs.flops_table(shapes, P, np.full((B, T), L))
-    flops_batch = costs.flops_table(shapes, P, np.broadcast_to(nb, (B, T)))
-    checks = out.checks.numpy()
-    extra_heads = np.clip(checks - (n < L), 0, None)  # the exit check's logits are the prediction itself
-    conf_flops = (extra_heads * head).astype(float)
-    decode = (np.arange(T) >= 1)[None, :]
-    prop_flops = np.where(decode, (L - n) * kv_proj, 0).astype(float)
-    batch_prop = np.where(decode, (L - nb)[None, :] * kv_proj, 0).astype(float)
-    steps = np.arange(T)
-    per_pos = costs.kv_bytes_per_position(shapes, bytes_per_element)
-    kv = (L * (P[:, None] + steps[None, :]) * per_pos).astype(np.int64)  # propagation fills every layer
-    ids = out.tokens.numpy()
-    vocab = {int(i): tokenizer.decode([int(i)]) for i in np.unique(ids)}
-    masks = {k: mask_string(range(k), L) for k in np.unique(n)}
-    return pd.DataFrame(
-        {
-            "run_id": run_id,
-            "sample": np.repeat(np.arange(B) + first_sample, T),
-            "step": np.tile(steps, B),
-            "position": (P[:, None] + steps[None, :]).ravel(),
-            "token_id": ids.ravel(),
-            "token": [vocab[int(i)] for i in ids.ravel()],
-            "num_layers_run": n.ravel(),
-            "layer_mask": [masks[k] for k in n.ravel()],
-            "flops": flops.ravel(),
-            "flops_full": flops_full.ravel(),
-            "kv_cache_bytes": kv.ravel(),
-            "kv_cache_bytes_full": kv.ravel(),
-            "step_ms": np.tile(np.asarray(out.step_ms, dtype=float), B),
-            "logprob": out.logprobs.numpy().ravel().astype(float),
-            "finished": out.finished_before.numpy().ravel(),
-            "batch": batch,
-            "prompt_len": np.repeat(P, T),
-            "exit_layer": n.ravel(),
-            "confidence": out.confidence.numpy().ravel().astype(float),
-            "confidence_checks": checks.ravel(),
-            "batch_layers": np.tile(nb, B),
-            "confidence_flops": conf_flops.ravel(),
-            "propagation_flops": prop_flops.ravel(),
-            "flops_total": (flops + conf_flops + prop_flops).ravel(),
-            "flops_batch": (flops_batch + conf_flops + batch_prop).ravel(),
-        }
-    )
-
-
-def calm_summary(trace: pd.DataFrame, num_layers: int) -> dict:
-    """The common summary, with the speedups replaced by the per-token and per-batch views of CALM."""
-    summary = summarize(trace, num_layers)
-    summary.update(trace_speedups(trace, num_layers))
-    live = trace[(trace["step"] >= 1) & ~trace["finished"]]
-    summary["mean_exit_layer"] = float(live["exit_layer"].mean()) if len(live) else float(num_layers)
-    return summary
-
-
-def calm_generate(
-    engine: SkipEngine,
-    prompts: Sequence[str],
-    policy: CalmPolicy,
-    max_new_tokens: int = 32,
-    batch_size: int | None = None,
-    sampling: Sampling | None = None,
-) -> GenerationResult:
-    """Generate for every prompt under CALM-DEC; the result has the engine's shape (texts, trace, summary)."""
-    from skipcore.engine import GenerationResult, config_hash
-
-    batch_size = engine.check_request(prompts, max_new_tokens, batch_size)
-    L = engine.num_layers
-    if policy.min_layers > L:
-        raise UserError(f"CALM min_layers ({policy.min_layers}) exceeds the model's {L} layers")
-    sampling = sampling or Sampling()
-    picker = TokenPicker(sampling, engine.device)
-    run_id = uuid.uuid4().hex[:12]
-    texts, token_ids, traces = [], [], []
-    for b, start in enumerate(range(0, len(prompts), batch_size)):
-        chunk = list(prompts[start : start + batch_size])
-        enc = engine.tokenizer(chunk, return_tensors="pt", padding=True)
-        out = calm_generate_batch(
-            engine, enc["input_ids"], enc["attention_mask"], max_new_tokens, picker, policy
-        )
-        ids, decoded = engine.decode_rows(out.tokens, out.finished_before)
-        token_ids += ids
-        texts += decoded
-        shapes, bpe = engine.adapter.shapes, engine.element_bytes
-        traces.append(calm_trace(out, shapes, engine.tokenizer, run_id, start, b, bpe))
-    trace = pd.concat(traces, ignore_index=True)
-    meta = engine.describe_run(
-        run_id,
-        config_hash(engine.model_name, asdict(policy), sampling, max_new_tokens, batch_size),
-        sampling,
-        max_new_tokens,
-        batch_size,
-        schedule=None,
-        mode="calm",
-        policy=policy.name,
-        policy_params=policy.describe(),
-    )
-    return GenerationResult(texts, token_ids, trace, calm_summary(trace, L), meta)
