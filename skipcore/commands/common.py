@@ -182,3 +182,34 @@ def apply_generation_defaults(args: argparse.Namespace) -> None:
         args.decay_span = int(defaults["decay_span"])
     if args.speedup_over is None:
         args.speedup_over = speedup_horizon(defaults, args.max_new_tokens)
+
+
+def add_prompt_args(p: argparse.ArgumentParser, limit: int = 8) -> None:
+    """Where prompts come from (generate, lens): --prompt, --prompts-file, or a data set split."""
+    src = p.add_argument_group("prompts (one of)")
+    src.add_argument("--prompt", action="append", help="a prompt; repeat for a batch")
+    src.add_argument(
+        "--prompts-file", help="text file with one prompt per line, or .jsonl with a 'prompt' field"
+    )
+    src.add_argument(
+        "--dataset", default=DEFAULT_DATASET, help="else: prompts from a dataset (default: %(default)s)"
+    )
+    src.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
+    src.add_argument(
+        "--limit", type=int, default=limit, help="dataset prompts to take (default: %(default)s)"
+    )
+
+
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+
+
+def apply_threads(threads: int | None) -> None:
+    """Set torch's CPU threads from --threads, refusing a count below 1."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise UserError(f"--threads must be >= 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)

@@ -6,14 +6,16 @@ import argparse
 import sys
 
 from skipcore.commands.common import (
-    DEFAULT_DATASET,
     add_model_args,
+    add_prompt_args,
     add_schedule_args,
+    add_threads_arg,
     apply_generation_defaults,
+    apply_threads,
     check_output_path,
     read_prompts,
-    schedule_from_args,
 )
+from skipcore.commands.policy_args import add_policy_args, policy_from_args
 from skipcore.errors import UserError
 
 
@@ -21,22 +23,15 @@ from skipcore.errors import UserError
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "generate",
-        help="generate text under a SkipDecode schedule and write a per-token trace",
-        description="Batched generation under a layer-skipping schedule. Prints one generated text per "
-        "prompt (the prompt is not repeated); writes a per-token trace when --trace is given.",
+        help="generate text under a depth policy (a SkipDecode schedule by default) and write a per-token trace",
+        description="Batched generation under a layer-skipping policy. Prints one generated text per prompt "
+        "(the prompt is not repeated) and a one-line summary on stderr; writes a per-token trace when --trace "
+        "is given.",
     )
     add_model_args(p)
-    src = p.add_argument_group("prompts (one of)")
-    src.add_argument("--prompt", action="append", help="a prompt; repeat for a batch")
-    src.add_argument(
-        "--prompts-file", help="text file with one prompt per line, or .jsonl with a 'prompt' field"
-    )
-    src.add_argument(
-        "--dataset", default=DEFAULT_DATASET, help="else: prompts from a dataset (default: %(default)s)"
-    )
-    src.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
-    src.add_argument("--limit", type=int, default=8, help="dataset prompts to take (default: %(default)s)")
+    add_prompt_args(p)
     add_schedule_args(p)
+    add_policy_args(p)
     g = p.add_argument_group("decoding")
     g.add_argument(
         "--max-new-tokens",
@@ -56,11 +51,22 @@ def add_parser(sub) -> None:
     g.add_argument("--top-k", type=int, default=0, help="0 keeps every token")
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
+    add_threads_arg(g)
     o = p.add_argument_group("output")
     o.add_argument("--trace", help="write the per-token trace here (.parquet, .jsonl or .csv)")
     o.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     o.add_argument("--quiet", action="store_true", help="do not print the run summary to stderr")
     p.set_defaults(func=run_generate)
+
+
+def summary_line(label: str, s: dict) -> str:
+    """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so)."""
+    return (
+        f"[{label}] layer speedup {s['layer_speedup']:.2f}x per token / {s['batch_layer_speedup']:.2f}x per "
+        f"batch step, FLOPs speedup {s['flops_speedup_decode']:.2f}x decode / "
+        f"{s['flops_speedup_with_prompt']:.2f}x with prompt, KV saved {s['kv_saved_fraction']:.0%}, "
+        f"{s['tokens_per_s']:.1f} tokens/s in this one run (timing: `skipcore sweep` or `skipcore bench`)"
+    )
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -76,24 +82,19 @@ def run_generate(args: argparse.Namespace) -> int:
         raise UserError(
             f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
         )
+    apply_threads(args.threads)
     trace_path = check_output_path(args.trace, args.overwrite, FORMATS)
     prompts = read_prompts(args)
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
     model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
-    schedule = schedule_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
-    result = engine.generate(prompts, schedule, args.max_new_tokens, sampling, args.batch_size)
+    policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
+    result = engine.generate(prompts, policy, args.max_new_tokens, sampling, args.batch_size)
     for text in result.texts:
         print(text.replace("\n", " ").strip())
     if trace_path is not None:
         write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
     if not args.quiet:
-        s = result.summary
-        print(
-            f"[{schedule.describe()}] layer speedup {s['layer_speedup']:.2f}x, FLOPs speedup "
-            f"{s['flops_speedup_decode']:.2f}x decode / {s['flops_speedup_with_prompt']:.2f}x with prompt, "
-            f"KV saved {s['kv_saved_fraction']:.0%}, {s['tokens_per_s']:.1f} tokens/s"
-            + (f", trace {trace_path}" if trace_path else ""),
-            file=sys.stderr,
-        )
+        line = summary_line(policy.label(), result.summary)
+        print(line + (f", trace {trace_path}" if trace_path else ""), file=sys.stderr)
     return 0

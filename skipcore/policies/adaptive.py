@@ -123,6 +123,11 @@ class AdaptivePolicy:
             "adaptive_signal": out.extras["adaptive_signal"].numpy().astype(float),
         }
 
+    def label(self) -> str:
+        op = ">=" if self.signal == "max_prob" else "<="
+        top = "all" if self.max_layers is None else self.max_layers
+        return f"adaptive {self.mode} {self.signal}{op}{self.threshold:g}, {top}->{self.min_layers} layers"
+
     def describe(self) -> dict:
         return {
             "schedule": None,

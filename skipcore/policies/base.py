@@ -103,6 +103,10 @@ class DepthPolicy(Protocol):
         """Run metadata: `schedule` (a dict or None), `mode`, and `policy_params`."""
         ...
 
+    def label(self) -> str:
+        """A short human label for summaries and legends."""
+        ...
+
 
 def per_step(values: Sequence[float | int], rows: int) -> np.ndarray:
     """A per-step sequence as a (rows, T) array, for trace columns that are the same for every row."""
@@ -150,6 +154,11 @@ class StaticPolicy:
 
     def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
         return {}
+
+    def label(self) -> str:
+        if self.layer_sets is not None:
+            return f"{len(self.layer_sets)} explicit layer sets"
+        return "full depth" if self.schedule is None else self.schedule.describe()
 
     def describe(self) -> dict:
         schedule = self.schedule

@@ -112,6 +112,9 @@ class CalmPolicy:
             "flops_batch": flops_batch + conf_flops + batch_prop,
         }
 
+    def label(self) -> str:
+        return f"calm {self.measure}>={self.threshold:g}, min {self.min_layers} layers"
+
     def describe(self) -> dict:
         return {
             "schedule": None,
