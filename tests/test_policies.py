@@ -15,7 +15,9 @@ from tests.conftest import PROMPTS, RecordingPicker
 
 
 def engine_for(model_dirs, family, static=False):
-    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="eager")
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="eager"
+    )
     return SkipEngine(model, tok, static=static)
 
 
