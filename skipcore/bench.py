@@ -49,9 +49,9 @@ def bench_one(
 ) -> list[dict]:
     from skipcore.adapters import adapter_for
     from skipcore.engine import SkipEngine
+    from skipcore.random_models import bench_model
     from skipcore.sampling import Sampling, TokenPicker
     from skipcore.schedule import Schedule, schedule_for_speedup
-    from skipcore.testing import bench_model
 
     model = bench_model(shape, dtype=dtype, device=str(device))
     shapes = adapter_for(model).shapes  # sizes for the cost model, read once
@@ -174,7 +174,7 @@ def _peak_extra_memory(device: torch.device, run) -> int:
 def _bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens: int) -> float:
     """Bytes a full-depth decode step must read: every weight matrix once (embedding tables only by the rows
     looked up, so not at all unless tied to the head) plus the batch's K/V, averaged over the decode steps."""
-    from skipcore import costs
+    import skipcore.costs as costs
 
     emb = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     head = id(model.get_output_embeddings().weight)
@@ -191,7 +191,7 @@ def _bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens:
 
 def _theory(shapes, sch, prompt_len: int, new_tokens: int) -> float:
     """FLOPs speedup of the decode steps, by the cost model (LM head and attention included)."""
-    from skipcore import costs
+    import skipcore.costs as costs
 
     L = shapes.num_layers
     budgets = sch.budgets(new_tokens)

@@ -265,12 +265,12 @@ def _schedule_for(setting: Setting, num_layers: int, cfg: SweepConfig):
     )
 
 
-def _policy_for(setting: Setting):
+def _policy_for(setting: Setting, schedule):
     from skipcore.policies import CalmPolicy, StaticPolicy
 
     if setting.policy == "calm":
         return CalmPolicy(setting.calm_threshold, setting.calm_measure, setting.calm_min_layers)
-    return StaticPolicy()
+    return StaticPolicy(schedule)
 
 
 def run_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
@@ -285,7 +285,7 @@ def run_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[d
     row, result = None, None
     for _ in range(max(1, cfg.repeats)):
         r, res = evaluate_generation(
-            engine, examples, schedule, cfg.max_new_tokens, setting.batch_size, _policy_for(setting)
+            engine, examples, _policy_for(setting, schedule), cfg.max_new_tokens, setting.batch_size
         )
         if row is None or r["seconds"] < row["seconds"]:
             row, result = r, res

@@ -8,13 +8,16 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, OPTConfig, Qwen2Config
 
+from skipcore.random_models import BENCH_SHAPES, IDS, bench_model
+
+__all__ = ["BENCH_SHAPES", "IDS", "bench_model", "make_tiny_model", "tiny_config", "tiny_tokenizer"]
+
 SAMPLE_TEXT = (
     "The Eagle is a cheap coffee shop near Burger King in the riverside area. "
     "Green Man serves Italian food, has a customer rating of 5 out of 5 and is family friendly. "
     "Near the city centre you will find The Wrestlers, a pub with high prices. "
     "Skipping layers keeps batching and the KV cache intact while decoding faster. "
 )
-IDS = {"bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1}
 
 
 def tiny_config(family: str, vocab_size: int, num_layers: int = 6, hidden: int = 64, heads: int = 4):
@@ -65,83 +68,3 @@ def make_tiny_model(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
-
-
-BENCH_SHAPES = {
-    # name: (family, config overrides) of public models, randomly initialised; the tiny ones for smoke tests
-    "opt-tiny": (
-        "opt",
-        dict(
-            hidden_size=64,
-            num_hidden_layers=8,
-            ffn_dim=128,
-            num_attention_heads=4,
-            word_embed_proj_dim=64,
-            vocab_size=1024,
-            max_position_embeddings=256,
-        ),
-    ),
-    "llama-tiny": (
-        "llama",
-        dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=8,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-            vocab_size=1024,
-            max_position_embeddings=256,
-        ),
-    ),
-    "opt-125m": (
-        "opt",
-        dict(
-            hidden_size=768,
-            num_hidden_layers=12,
-            ffn_dim=3072,
-            num_attention_heads=12,
-            word_embed_proj_dim=768,
-            vocab_size=50272,
-            max_position_embeddings=2048,
-        ),
-    ),
-    "opt-1.3b": (
-        "opt",
-        dict(
-            hidden_size=2048,
-            num_hidden_layers=24,
-            ffn_dim=8192,
-            num_attention_heads=32,
-            word_embed_proj_dim=2048,
-            vocab_size=50272,
-            max_position_embeddings=2048,
-        ),
-    ),
-    "llama-1b": (
-        "llama",
-        dict(
-            hidden_size=2048,
-            intermediate_size=8192,
-            num_hidden_layers=16,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            head_dim=64,
-            vocab_size=128256,
-            max_position_embeddings=4096,
-            tie_word_embeddings=True,
-        ),
-    ),
-}
-
-
-def bench_model(shape: str, dtype: torch.dtype = torch.float32, device: str = "cpu", attn: str = "sdpa"):
-    """A randomly initialised model shaped like a public checkpoint, built in memory (no download)."""
-    family, overrides = BENCH_SHAPES[shape]
-    cls = {"opt": OPTConfig, "llama": LlamaConfig}[family]
-    config = cls(**{**IDS, **overrides})
-    config._attn_implementation = attn
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
-    return model.eval()

@@ -54,7 +54,7 @@ def _shipped_options() -> dict[str, Path]:
 
 def model_sidebar() -> ModelChoice:
     """Render the model chooser in the sidebar; store and return the choice."""
-    from skipcore.testing import BENCH_SHAPES
+    from skipcore.random_models import BENCH_SHAPES
 
     shipped = _shipped_options()
     presets = {f"{SHAPE_PREFIX}{name}": name for name in BENCH_SHAPES}
@@ -112,7 +112,7 @@ def _load_config(path: str, mtime: float):
 def _preset_config(name: str):
     from transformers import LlamaConfig, OPTConfig
 
-    from skipcore.testing import BENCH_SHAPES, IDS
+    from skipcore.random_models import BENCH_SHAPES, IDS
 
     family, overrides = BENCH_SHAPES[name]
     return {"opt": OPTConfig, "llama": LlamaConfig}[family](**{**IDS, **overrides})

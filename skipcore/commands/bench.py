@@ -49,7 +49,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def run_bench(args: argparse.Namespace) -> int:
     from skipcore.loading import hardware_name, resolve_device, resolve_dtype
-    from skipcore.testing import BENCH_SHAPES
+    from skipcore.random_models import BENCH_SHAPES
 
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)

@@ -9,9 +9,10 @@ import os
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.shipped import shipped_path
 
-DEFAULT_MODEL = "data/models/skipdecode-opt-e2e"
-DEFAULT_DATASET = "data/e2e_synth"
+DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
+DEFAULT_DATASET = shipped_path("data/e2e_synth")
 
 
 class OneLineParser(argparse.ArgumentParser):

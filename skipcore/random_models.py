@@ -1,0 +1,91 @@
+"""Randomly initialised models shaped like public checkpoints, built in memory (no download).
+
+Speed does not depend on the weights' values, so the bench and the dashboard's designer use these to measure and
+cost OPT- and Llama-sized models on a machine that has none of their checkpoints.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
+
+IDS = {"bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1}
+
+BENCH_SHAPES = {
+    # name: (family, config overrides) of public models, randomly initialised; the tiny ones for smoke tests
+    "opt-tiny": (
+        "opt",
+        dict(
+            hidden_size=64,
+            num_hidden_layers=8,
+            ffn_dim=128,
+            num_attention_heads=4,
+            word_embed_proj_dim=64,
+            vocab_size=1024,
+            max_position_embeddings=256,
+        ),
+    ),
+    "llama-tiny": (
+        "llama",
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=8,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=1024,
+            max_position_embeddings=256,
+        ),
+    ),
+    "opt-125m": (
+        "opt",
+        dict(
+            hidden_size=768,
+            num_hidden_layers=12,
+            ffn_dim=3072,
+            num_attention_heads=12,
+            word_embed_proj_dim=768,
+            vocab_size=50272,
+            max_position_embeddings=2048,
+        ),
+    ),
+    "opt-1.3b": (
+        "opt",
+        dict(
+            hidden_size=2048,
+            num_hidden_layers=24,
+            ffn_dim=8192,
+            num_attention_heads=32,
+            word_embed_proj_dim=2048,
+            vocab_size=50272,
+            max_position_embeddings=2048,
+        ),
+    ),
+    "llama-1b": (
+        "llama",
+        dict(
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=16,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=64,
+            vocab_size=128256,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+        ),
+    ),
+}
+
+
+def bench_model(shape: str, dtype: torch.dtype = torch.float32, device: str = "cpu", attn: str = "sdpa"):
+    """A randomly initialised model shaped like a public checkpoint, built in memory (no download)."""
+    family, overrides = BENCH_SHAPES[shape]
+    cls = {"opt": OPTConfig, "llama": LlamaConfig}[family]
+    config = cls(**{**IDS, **overrides})
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
+    return model.eval()

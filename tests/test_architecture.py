@@ -1,0 +1,167 @@
+"""The shape of the code base: imports run one way (no cycle in skipcore/, function-level imports counted),
+the library never imports its commands, app/ and notebooks/ use no test helpers, and the package installs a
+`skipcore` console script that finds the shipped data from anywhere."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "skipcore"
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for p in PKG.rglob("*.py"):
+        name = ".".join(p.relative_to(REPO).with_suffix("").parts)
+        mods[name.removesuffix(".__init__")] = p
+    return mods
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Every module named by an import anywhere in the file (inside functions too), relative ones resolved."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph = {}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        graph[m] = {t for t in _imports(p, pkg) if t in mods and t != m}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle among modules, ignoring the edge from a package to its own submodules' re-exports only when the
+    submodule does not import the package back (the package root re-exporting is not a cycle by itself)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return stack[stack.index(w) :] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        stack.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_the_checker_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles_in_skipcore():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_library_never_imports_its_commands():
+    graph = import_graph()
+    for mod, targets in graph.items():
+        if mod.startswith("skipcore.commands") or mod == "skipcore.__main__":
+            continue
+        assert not any(t.startswith("skipcore.commands") for t in targets), mod
+
+
+def _user_code_imports() -> dict[str, set[str]]:
+    found = {}
+    for p in (REPO / "app").rglob("*.py"):
+        found[str(p.relative_to(REPO))] = _imports(p, "app")
+    for nb in (REPO / "notebooks").glob("*.ipynb"):
+        cells = json.loads(nb.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+        tmp = nb.with_suffix(".py")
+        found[str(nb.relative_to(REPO))] = set()
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found[str(nb.relative_to(REPO))] |= {node.module}
+            elif isinstance(node, ast.Import):
+                found[str(nb.relative_to(REPO))] |= {a.name for a in node.names}
+        assert not tmp.exists()
+    return found
+
+
+def test_app_and_notebooks_use_no_test_helpers_or_private_modules():
+    for where, names in _user_code_imports().items():
+        bad = {n for n in names if n.startswith("skipcore.testing") or "._" in n.replace("__init__", "")}
+        assert not bad, f"{where} imports {sorted(bad)}"
+
+
+def test_public_api_names_what_users_call():
+    import skipcore
+
+    for name in (
+        "SkipEngine",
+        "Schedule",
+        "schedule_for_speedup",
+        "load_model",
+        "read_trace",
+        "write_trace",
+        "StaticPolicy",
+        "CalmPolicy",
+        "AdaptivePolicy",
+        "run_sweep",
+        "SweepConfig",
+        "summarize",
+    ):
+        assert name in skipcore.__all__ and getattr(skipcore, name) is not None, name
+    assert "engine.generate(" in skipcore.__doc__
+
+
+def test_console_script_runs_from_any_folder(tmp_path):
+    """`pip install -e .` (scripts/test.sh does it) gives a `skipcore` command; the shipped default model and
+    corpus are found from outside the repository."""
+    script = Path(sys.executable).parent / "skipcore"
+    assert script.is_file(), "no skipcore console script: run `pip install -e .` (scripts/test.sh does)"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run(
+        [str(script), "generate", "--limit", "1", "--max-new-tokens", "4", "--threads", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "layer speedup" in run.stderr and run.stdout.strip()
+
+
+@pytest.mark.parametrize("command", ["generate", "train", "sweep", "bench", "data"])
+def test_every_subcommand_has_help(command):
+    run = subprocess.run(
+        [sys.executable, "-m", "skipcore", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert run.returncode == 0 and "usage:" in run.stdout, run.stderr
