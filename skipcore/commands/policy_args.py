@@ -41,7 +41,7 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--adaptive-threshold",
         type=float,
-        default=0.9,
+        default=0.5,
         help="adaptive: confident when the lowest top probability >= this (max_prob) or the highest entropy "
         "<= this in nats (entropy) (default: %(default)s)",
     )
@@ -49,8 +49,8 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--adaptive-drop",
         type=int,
-        default=1,
-        help="adaptive: layers dropped per confident step (default: 1)",
+        default=2,
+        help="adaptive: layers dropped per confident step (default: %(default)s)",
     )
 
 

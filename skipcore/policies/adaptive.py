@@ -51,9 +51,11 @@ class AdaptivePolicy:
     max_layers: int | None = None  # default: all layers
     mode: str = "skip"
     warmup_layers: int = 1
-    threshold: float = 0.9
+    # Defaults from a grid on the shipped skip-aware model (threshold 0.3-0.7, drop 1-2, 100 test MRs, batch 8):
+    # 0.5 with drop 2 realises ~2.1x at full-depth quality; 0.3 reaches ~3-3.6x; drop 1 with 0.7 barely moves.
+    threshold: float = 0.5
     signal: str = "max_prob"
-    drop: int = 1
+    drop: int = 2
     name: ClassVar[str] = "adaptive"
     shared_sets: ClassVar[bool] = True
     needs_logits: ClassVar[bool] = True
