@@ -26,7 +26,7 @@ def test_adaptive_cached_logits_equal_uncached_recomputation(model_dirs, family)
     eng = engine_for(model_dirs, family)
     L = eng.num_layers
     # a random model is never confident: a threshold of 0 drops the budget at every step, to the floor
-    pol = AdaptivePolicy(min_layers=2, mode="skip", warmup_layers=1, threshold=0.0)
+    pol = AdaptivePolicy(min_layers=2, mode="skip", warmup_layers=1, threshold=0.0, drop=1)
     enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
     picker = RecordingPicker()
     out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], pol, picker, None, 10)
