@@ -14,6 +14,7 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 
@@ -51,29 +52,26 @@ def as_policy(policy: PolicyLike) -> DepthPolicy:
     return policy
 
 
+@dataclass(frozen=True)
 class _Runner:
-    """One batch's `StepRunner`: the step's inputs, and `shared(layers)` run eagerly or as a graph replay."""
+    """One step's `StepRunner`: its inputs, and `shared(layers)` run eagerly or as a graph replay."""
 
-    def __init__(
-        self,
-        engine: SkipEngine,
-        cache: SkipKVCache,
-        key_mask: torch.Tensor,
-        static: StaticDecoder | None,
-    ) -> None:
-        self.engine, self.adapter, self.cache, self.static = engine, engine.adapter, cache, static
-        self.full_key_mask = key_mask
-        self.step, self.column = 0, 0
-        self.input_ids = self.positions = self.key_mask = key_mask  # set by `at`
+    engine: SkipEngine
+    cache: SkipKVCache
+    static: StaticDecoder | None
+    step: int
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    key_mask: torch.Tensor  # (B, keys): cache columns up to and including this step's input
 
-    def at(self, step: int, input_ids: torch.Tensor, positions: torch.Tensor, keys: int) -> None:
-        self.step, self.input_ids, self.positions, self.column = step, input_ids, positions, keys - 1
-        self.key_mask = self.full_key_mask[:, :keys]
+    @property
+    def adapter(self) -> Adapter:
+        return self.engine.adapter
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
         layers = tuple(layers)
         if self.static is not None and self.step > 0:
-            out = self.static(self.input_ids, self.positions, self.column, layers)
+            out = self.static(self.input_ids, self.positions, self.key_mask.shape[1] - 1, layers)
             if len(out) == 2:
                 return StepOutput(layers, picked=(out[0], out[1]))
             return StepOutput(layers, logits=out[0])
@@ -187,7 +185,6 @@ class SkipEngine:
             cache = SkipKVCache.for_layer_sets(cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev)
             key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
             key_mask[:, :P] = attn.bool()
-        run = _Runner(self, cache, key_mask, static)
         decide = policy.start(L, T)
         prompt_lens = attn.long().sum(1)
         tokens = torch.full((B, T), self.pad_id, dtype=torch.long, device=dev)
@@ -204,16 +201,17 @@ class SkipEngine:
                 key_mask[:, P + s - 1] = True
                 step_ids = tokens[:, s - 1 : s]
                 positions = (prompt_lens + (s - 1))[:, None]
-            run.at(s, step_ids, positions, P + s)
+            run = _Runner(self, cache, static, s, step_ids, positions, key_mask[:, : P + s])
             out = decide(run, state)
             new, lp = out.picked if out.picked is not None else picker(out.logits)
             tokens[:, s] = torch.where(done, self.pad_id, new)
             logprobs[:, s] = lp
             finished[:, s] = done
             done = done | torch.isin(new, self.eos_ids)
-            out.logits = out.logits if policy.needs_logits else None  # keep no graph buffer past its step
+            state = StepState(s + 1, ~done, out.logits if policy.needs_logits else None)
+            # the record keeps what the trace needs; logits (B x vocab) and graph output buffers are not kept
+            out.logits = out.picked = None
             steps.append(out)
-            state = StepState(s + 1, ~done, out.logits)
             timer.mark()
             if on_step is not None:
                 on_step(s)
