@@ -214,3 +214,20 @@ def apply_threads(threads: int | None) -> None:
     import torch
 
     torch.set_num_threads(threads)
+
+
+def add_length_args(p: argparse.ArgumentParser, default_new_tokens: int = 32) -> None:
+    """How long to decode and the horizon a --target-speedup is met over (generate, lens, sweep, train)."""
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help=f"tokens to generate per prompt (default: what a skipcore-trained model was trained for, else "
+        f"{default_new_tokens})",
+    )
+    p.add_argument(
+        "--speedup-over",
+        type=int,
+        help="generated tokens over which --target-speedup is met (default: a skipcore-trained model's median "
+        "output length + 1, else max-new-tokens); rows end at EOS, so a target met over max-new-tokens is "
+        "not what shorter outputs realise",
+    )

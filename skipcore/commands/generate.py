@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from skipcore.commands.common import (
+    add_length_args,
     add_model_args,
     add_prompt_args,
     add_schedule_args,
@@ -33,18 +34,7 @@ def add_parser(sub) -> None:
     add_schedule_args(p)
     add_policy_args(p)
     g = p.add_argument_group("decoding")
-    g.add_argument(
-        "--max-new-tokens",
-        type=int,
-        help="tokens to generate per prompt (default: what a skipcore-trained model was trained for, else 32)",
-    )
-    g.add_argument(
-        "--speedup-over",
-        type=int,
-        help="generated tokens over which --target-speedup is met (default: a skipcore-trained model's median "
-        "output length + 1, else max-new-tokens); rows end at EOS, so a target met over max-new-tokens is "
-        "not what shorter outputs realise",
-    )
+    add_length_args(g)
     g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
     g.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     g.add_argument("--temperature", type=float, default=1.0)
