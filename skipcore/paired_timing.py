@@ -1,0 +1,105 @@
+"""Measured speedups a reviewer can trust: paired, interleaved, repeated, with an interval and a sanity flag.
+
+On a shared machine one timing is a sample of the machine's load as much as of the code. So a speedup is measured
+against full depth of the same model, batch size and prompts, in alternation (full, setting, full, setting, ...)
+after an untimed warm-up of each: a slow spell hits both sides of a pair. The reported value is the median of the
+per-pair ratios, with a bootstrap 95% interval of that median; a cold first run (allocations, lazy set-up) is in
+the warm-up and cannot move it.
+
+A speedup far outside what the work allows is a measurement problem, not a result: it is flagged
+(`plausibility_flag`) and printed as such, never silently reported. Used by the sweep, the bench, `generate
+--timing-repeats` and the dashboard.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# a measured decode speedup above this multiple of the batch layer speedup cannot come from skipping layers
+MAX_OVER_LAYER = 1.2
+# nor one below this fraction of the FLOPs speedup, from less work
+MIN_OVER_FLOPS = 0.5
+
+Measure = Callable[[], Mapping[str, float]]  # one timed run: seconds per named quantity (e.g. decode, total)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """reference / candidate time: the median over pairs, its bootstrap 95% interval, and the raw times."""
+
+    median: float
+    lo: float
+    hi: float
+    reference: tuple[float, ...]
+    candidate: tuple[float, ...]
+
+    @property
+    def runs(self) -> int:
+        return len(self.candidate)
+
+
+def paired_ratio(
+    reference: Sequence[float], candidate: Sequence[float], resamples: int = 2000, seed: int = 0
+) -> PairedRatio:
+    """Median of reference[i] / candidate[i] with a percentile-bootstrap 95% interval (seeded: reproducible)."""
+    if len(reference) != len(candidate) or not reference:
+        raise ValueError("paired timing needs the same number (>= 1) of reference and candidate runs")
+    ref = np.asarray(reference, dtype=float)
+    cand = np.asarray(candidate, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(cand > 0, ref / cand, np.nan)
+    ratios = ratios[np.isfinite(ratios)]
+    if not len(ratios):
+        nan = float("nan")
+        return PairedRatio(nan, nan, nan, tuple(reference), tuple(candidate))
+    rng = np.random.default_rng(seed)
+    draws = rng.choice(ratios, size=(resamples, len(ratios)), replace=True)
+    medians = np.median(draws, axis=1)
+    lo, hi = np.percentile(medians, [2.5, 97.5])
+    return PairedRatio(float(np.median(ratios)), float(lo), float(hi), tuple(reference), tuple(candidate))
+
+
+def time_pairs(
+    reference: Measure, candidate: Measure, repeats: int, warmup: int = 1
+) -> dict[str, PairedRatio]:
+    """Warm up each side `warmup` times (untimed), then run reference, candidate, reference, ... `repeats` times.
+
+    Each call returns seconds per named quantity; the result pairs them name by name.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        reference()
+        candidate()
+    refs: list[Mapping[str, float]] = []
+    cands: list[Mapping[str, float]] = []
+    for _ in range(repeats):
+        refs.append(reference())
+        cands.append(candidate())
+    return {k: paired_ratio([r[k] for r in refs], [c[k] for c in cands]) for k in refs[0]}
+
+
+def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float) -> str:
+    """Empty, or why a measured decode speedup is implausible for the work it saved (design notes, "Timing")."""
+    if not math.isfinite(measured):
+        return "no measurement"
+    if measured > MAX_OVER_LAYER * batch_layer_speedup:
+        return (
+            f"measured {measured:.2f}x is above {MAX_OVER_LAYER}x the batch layer speedup "
+            f"({batch_layer_speedup:.2f}x): skipping layers cannot save that much"
+        )
+    if measured < MIN_OVER_FLOPS * flops_speedup:
+        return (
+            f"measured {measured:.2f}x is below {MIN_OVER_FLOPS}x the FLOPs speedup ({flops_speedup:.2f}x): "
+            "the timing is dominated by something other than the saved work"
+        )
+    return ""
+
+
+def describe(ratio: PairedRatio, what: str = "decode speedup") -> str:
+    """'1.93x [1.85, 2.01] decode speedup, median of 5 paired runs' (for summaries and logs)."""
+    return f"{ratio.median:.2f}x [{ratio.lo:.2f}, {ratio.hi:.2f}] {what}, median of {ratio.runs} paired runs"
