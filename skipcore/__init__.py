@@ -23,7 +23,8 @@ from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, StaticPol
 from skipcore.sampling import Sampling
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.summary import summarize
-from skipcore.sweep import SweepConfig, read_sweep, run_sweep
+from skipcore.sweep import SweepConfig, run_sweep, sweep_rows
+from skipcore.sweep_store import read_sweep
 from skipcore.trace import TRACE_COLUMNS, read_trace, validate_trace, write_trace
 from skipcore.version import __version__
 
@@ -48,6 +49,7 @@ __all__ = [
     "run_sweep",
     "schedule_for_speedup",
     "summarize",
+    "sweep_rows",
     "validate_trace",
     "write_trace",
 ]

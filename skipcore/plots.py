@@ -346,13 +346,24 @@ def tradeoff_chart(
     width: int = 420,
     height: int = 320,
 ) -> alt.Chart:
-    """Quality (y) against speedup (x): one coloured series per policy, the Pareto front drawn dashed."""
+    """Quality (y) against speedup (x): one coloured series per policy, the Pareto front drawn dashed.
+
+    A measured speedup with its interval (`<x>_lo`, `<x>_hi` columns, as the sweep writes them) gets horizontal
+    error bars; a point whose timing was flagged as implausible (`timing_flag`) is drawn as a cross, not a dot.
+    """
     data = df.dropna(subset=[x, y]).copy()
     if color and color in data:
         color_enc = alt.Color(f"{color}:N", title=color, scale=alt.Scale(scheme="tableau10"))
     else:
         color_enc = alt.value(ACTUAL_COLOR)
-    tips = [c for c in dict.fromkeys([color, x, y, *tooltip]) if c and c in data]
+    lo, hi = f"{x}_lo", f"{x}_hi"
+    interval = lo in data and hi in data and data[[lo, hi]].notna().any().any()
+    flagged = x.startswith("wall_speedup") and "timing_flag" in data
+    if flagged:
+        data["timing"] = np.where(data["timing_flag"].fillna("").astype(str) != "", "flagged", "ok")
+    tips = [
+        c for c in dict.fromkeys([color, x, *([lo, hi] if interval else []), y, *tooltip]) if c and c in data
+    ] + (["timing_flag"] if flagged else [])
     base = alt.Chart(data).encode(
         x=alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=False)),
         y=alt.Y(f"{y}:Q", title=y, scale=alt.Scale(zero=False)),
@@ -373,7 +384,15 @@ def tradeoff_chart(
             .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q")
         )
     layers.append(base.mark_line(opacity=0.6).encode(order=f"{x}:Q"))
-    layers.append(base.mark_circle(size=80, opacity=1).encode(tooltip=tips))
+    if interval:
+        layers.append(base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=f"{lo}:Q", x2=f"{hi}:Q"))
+    if flagged:
+        shape = alt.Shape(
+            "timing:N", title="timing", scale=alt.Scale(domain=["ok", "flagged"], range=["circle", "cross"])
+        )
+        layers.append(base.mark_point(size=90, filled=True, opacity=1).encode(shape=shape, tooltip=tips))
+    else:
+        layers.append(base.mark_circle(size=80, opacity=1).encode(tooltip=tips))
     chart = alt.layer(*layers)
     return chart.properties(title=title or f"{y} vs {x}", width=width, height=height)
 

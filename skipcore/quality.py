@@ -27,6 +27,11 @@ def first_line(text: str) -> str:
     return text.split("\n", 1)[0].strip()
 
 
+def prompts_for(examples: Sequence[Example]) -> list[str]:
+    """The prompt each example is generated from (its task's format)."""
+    return [format_prompt(e.task, e.source) for e in examples]
+
+
 def evaluate_generation(
     engine: SkipEngine,
     examples: Sequence[Example],
@@ -42,7 +47,7 @@ def evaluate_generation(
     """
     if not examples:
         raise UserError("no examples to evaluate")
-    prompts = [format_prompt(e.task, e.source) for e in examples]
+    prompts = prompts_for(examples)
     result = engine.generate(prompts, policy, max_new_tokens, batch_size=batch_size)
     predictions = [first_line(t) for t in result.texts]
     scores = score_texts(predictions, [e.references for e in examples], metrics)

@@ -26,8 +26,10 @@ COLUMNS = [
     "max_layers", "min_layers", "batch_size", "calm_threshold", "calm_measure", "calm_min_layers",
     "bleu", "rougeL", "chrf", "layer_speedup", "flops_speedup_decode", "flops_speedup_with_prompt",
     "batch_layer_speedup", "batch_flops_speedup_decode", "schedule_speedup",
-    "seconds", "decode_seconds", "decode_ms_per_step", "tokens_per_s",
+    "seconds", "decode_ms_per_step", "tokens_per_s",
     "full_seconds", "full_decode_ms_per_step", "wall_speedup_total", "wall_speedup_decode",
+    "wall_speedup_decode_lo", "wall_speedup_decode_hi", "wall_speedup_total_lo", "wall_speedup_total_hi",
+    "timing_flag", "timing_prompts",
     "kv_cache_bytes", "kv_cache_bytes_full", "kv_bytes_saved", "kv_saved_fraction",
     "timing_runs", "device", "dtype", "hardware", "num_layers", "dataset", "split", "max_new_tokens", "speedup_over", "trace_path",
 ]  # fmt: skip
@@ -65,19 +67,21 @@ def config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
         device="cpu",
         dtype="float32",
         progress=False,
+        repeats=2,
+        timing_limit=None,
     )
     return sweep.SweepConfig(**{**base, **kw})
 
 
 def count_runs(monkeypatch) -> list:
     calls = []
-    real = sweep.run_setting
+    real = sweep.evaluate_setting
 
     def counting(engine, examples, setting, cfg):
         calls.append((setting, cfg.max_new_tokens))
         return real(engine, examples, setting, cfg)
 
-    monkeypatch.setattr(sweep, "run_setting", counting)
+    monkeypatch.setattr(sweep, "evaluate_setting", counting)
     return calls
 
 
@@ -99,6 +103,12 @@ def test_sweep_writes_every_column_parquet_csv_and_traces(model_dirs, dataset, t
     assert (calm["layer_speedup"] == df["num_layers"].iloc[0]).all()  # threshold 0: exit at layer 1
     assert calm["target_speedup"].isna().all() and (calm["kv_bytes_saved"] == 0).all()
     assert df[["bleu", "rougeL", "chrf", "wall_speedup_decode", "wall_speedup_total"]].notna().all().all()
+    # paired timing: an interval around each median, the repeats and the timed prompts said
+    for m in ("decode", "total"):
+        col = f"wall_speedup_{m}"
+        assert (df[f"{col}_lo"] <= df[col] + 1e-12).all() and (df[col] <= df[f"{col}_hi"] + 1e-12).all()
+    assert (df["timing_runs"] == 2).all() and (df["timing_prompts"] == len(SOURCES)).all()
+    assert df["timing_flag"].map(lambda v: isinstance(v, str)).all()
     # CSV is the same table
     csv = pd.read_csv(out.with_suffix(".csv"))
     assert list(csv.columns) == list(df.columns) and len(csv) == len(df)
@@ -117,15 +127,15 @@ def test_resume_skips_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
     assert len(first) == 2 * 3
     calls.clear()
     second = sweep.run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0, 3.0)))
-    run = [s for s, n in calls if n == 10]  # leave out the short warm-up
-    # new: 2 targets of 3x and one calm per batch size; full depth re-timed as this run's reference
+    run = [s for s, _ in calls]
+    # new: 2 targets of 3x and one calm per batch size; every row is timed against its own full-depth pairs
     assert sorted((s.mode, s.target_speedup) for s in run if not s.is_full and s.policy == "static") == [
         ("exit", 3.0),
         ("exit", 3.0),
         ("skip", 3.0),
         ("skip", 3.0),
     ]
-    assert sum(s.is_full for s in run) == 2 and sum(s.policy == "calm" for s in run) == 2
+    assert sum(s.is_full for s in run) == 0 and sum(s.policy == "calm" for s in run) == 2
     assert len(second) == 2 * 6
     kept = second.set_index("setting_id").loc[first["setting_id"]]
     assert (kept["created"].values == first["created"].values).all()  # finished rows untouched
@@ -137,41 +147,48 @@ def test_resume_skips_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
 
 def test_interrupted_sweep_keeps_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
     out = tmp_path / "sweep.parquet"
-    real = sweep.run_setting
+    real = sweep.evaluate_setting
     seen = []
 
     def failing(engine, examples, setting, cfg):
-        if cfg.max_new_tokens == 10:
-            seen.append(setting)
+        seen.append(setting)
         if len(seen) == 3:
             raise KeyboardInterrupt
         return real(engine, examples, setting, cfg)
 
-    monkeypatch.setattr(sweep, "run_setting", failing)
+    monkeypatch.setattr(sweep, "evaluate_setting", failing)
     with pytest.raises(KeyboardInterrupt):
         sweep.run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
     saved = pd.read_parquet(out)
     assert len(saved) == 2 and len(pd.read_csv(out.with_suffix(".csv"))) == 2
-    monkeypatch.setattr(sweep, "run_setting", real)
+    monkeypatch.setattr(sweep, "evaluate_setting", real)
+    assert not out.with_name(f".{out.name}.lock").exists()  # the lock goes with the interrupted run
     calls = count_runs(monkeypatch)
     done = sweep.run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
-    assert len(done) == 3 and sum(n == 10 for _, n in calls) == 2  # full depth re-timed, one new row
+    assert len(done) == 3 and len(calls) == 1  # only the missing row runs
 
 
 def test_refuses_results_of_another_model_or_dataset(model_dirs, dataset, csv_dataset, tmp_path):
     out = tmp_path / "sweep.parquet"
     small = dict(targets=(1.0,), policies=("static",), batch_sizes=(1,))
     sweep.run_sweep(config(model_dirs, dataset, out, **small))
-    with pytest.raises(UserError, match="another model"):
+    with pytest.raises(UserError, match="other settings: model="):
         sweep.run_sweep(config(model_dirs, dataset, out, model=str(model_dirs["gpt2"]), **small))
-    with pytest.raises(UserError, match="another dataset"):
+    with pytest.raises(UserError, match="other settings: dataset="):
         sweep.run_sweep(config(model_dirs, csv_dataset, out, **small))
+    # every setting that changes results is part of the identity, and each difference is named
+    with pytest.raises(
+        UserError, match=r"max_new_tokens=10 \(not 6\), speedup_over=10 \(not 6\), repeats=2 \(not 3\)"
+    ):
+        sweep.run_sweep(config(model_dirs, dataset, out, max_new_tokens=6, repeats=3, **small))
     df = sweep.run_sweep(config(model_dirs, csv_dataset, out, overwrite=True, **small))
     assert len(df) == 1 and set(df["dataset"]) == {str(csv_dataset)}
     other = tmp_path / "other.parquet"
     pd.DataFrame({"a": [1]}).to_parquet(other)
-    with pytest.raises(UserError, match="not written by a sweep"):
-        sweep.run_sweep(config(model_dirs, dataset, other, **small))
+    for overwrite in (False, True):  # a file that is not a sweep's is never replaced
+        with pytest.raises(UserError, match="not a skipcore sweep's results"):
+            sweep.run_sweep(config(model_dirs, dataset, other, overwrite=overwrite, **small))
+    assert pd.read_parquet(other).equals(pd.DataFrame({"a": [1]}))
 
 
 def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_path, capsys):
@@ -179,10 +196,12 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
     args = ["sweep", "--model", str(model_dirs["llama"]), "--dataset", str(csv_dataset), "--limit", "2"]
     args += ["--targets", "1,2", "--modes", "middle", "--batch-sizes", "2", "--policies", "static,calm"]
     args += ["--calm-thresholds", "0.5", "--max-new-tokens", "5", "--device", "cpu", "--no-progress"]
-    assert main([*args, "--out", str(out)]) == 0
+    assert main([*args, "--out", str(out), "--repeats", "2"]) == 0
+    said = capsys.readouterr()
+    assert said.err.count("measured decode") == 3  # --no-progress: one line per finished setting
     df = pd.read_parquet(out)
     assert sorted(df["mode"]) == ["calm", "full", "middle"] and (df["num_examples"] == 2).all()
-    printed = capsys.readouterr().out
+    printed = said.out
     assert "BLEU / ROUGE-L by target speedup (batch size 2)" in printed and "| 2x |" in printed
     assert "CALM-DEC (softmax confidence)" in printed and "Measured wall-clock speedup" in printed
     assert main([*args, "--out", str(out), "--modes", "sideways"]) == 2
@@ -222,3 +241,68 @@ def test_targets_are_met_over_the_models_typical_output_length(model_dirs, datas
     assert row["schedule_speedup"] == pytest.approx(expected.layer_speedup(7)) and row["speedup_over"] == 7
     with pytest.raises(UserError, match="speedup-over"):
         sweep.resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", speedup_over=1))
+
+
+def test_overwrite_deletes_only_its_own_old_traces_and_only_after_the_run(model_dirs, dataset, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(1.0, 2.0), modes=("skip",), policies=("static",), batch_sizes=(1,))
+    first = sweep.run_sweep(config(model_dirs, dataset, out, **small))
+    # a results table whose trace_path points outside the traces folder (hand-edited, or another tool's)
+    victim = tmp_path / "precious.parquet"
+    victim.write_bytes(b"not yours")
+    tampered = first.copy()
+    tampered.loc[0, "trace_path"] = "precious.parquet"
+    store = sweep.SweepStore(out, config(model_dirs, dataset, out, **small).identity(), False, tmp_path / "x")
+    store.rows = tampered.to_dict("records")
+    store.flush()
+    old_traces = sorted((out.parent / "sweep_traces").glob("*.parquet"))
+    seen_during = []
+
+    def check(setting, row, result):  # old traces still there while the new run goes on
+        seen_during.append(all(p.exists() for p in old_traces))
+
+    new = sweep.run_sweep(config(model_dirs, dataset, out, overwrite=True, max_new_tokens=6, **small), check)
+    assert victim.read_bytes() == b"not yours"
+    assert seen_during and all(seen_during)
+    assert len(new) == 2 and (new["max_new_tokens"] == 6).all()
+    kept = {out.parent / r for r in new["trace_path"]}
+    assert all(p.exists() for p in kept)
+    listed = {(out.parent / r).resolve() for r in tampered["trace_path"]}
+    for p in old_traces:  # the old table's own traces are gone; the one it no longer listed is left alone
+        assert p.exists() == (p.resolve() not in listed or p in kept), p
+
+
+def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(model_dirs, dataset, tmp_path):
+    import os
+
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(1.0,), policies=("static",), batch_sizes=(1,))
+    lock = out.with_name(f".{out.name}.lock")
+    lock.write_text(str(os.getppid()))  # a live process holds it
+    with pytest.raises(UserError, match=f"another sweep \\(pid {os.getppid()}\\) is writing"):
+        sweep.run_sweep(config(model_dirs, dataset, out, **small))
+    assert not out.exists() and lock.read_text() == str(os.getppid())
+    lock.write_text("999999999")  # no such process: a crashed sweep's lock
+    with pytest.warns(UserWarning, match="no longer running"):
+        df = sweep.run_sweep(config(model_dirs, dataset, out, **small))
+    assert len(df) == 1 and not lock.exists()
+
+
+def test_timing_alternates_full_depth_and_the_setting_after_a_warm_up(model_dirs, dataset, monkeypatch):
+    from skipcore import SkipEngine, load_model
+    from skipcore.policies import CalmPolicy
+
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu", dtype="float32"))
+    order = []
+    real = engine.generate
+
+    def recording(prompts, policy=None, *a, **kw):
+        order.append("full" if policy is None else "setting")
+        return real(prompts, policy, *a, **kw)
+
+    monkeypatch.setattr(engine, "generate", recording)
+    cfg = config(model_dirs, dataset, None, repeats=3)
+    cols = sweep.time_against_full(engine, ["MR: name[Aromi]\nText:"], CalmPolicy(0.5), cfg, 1)
+    assert order == ["full", "setting"] * 4  # one warm-up pair, then three timed pairs
+    assert cols["timing_runs"] == 3
+    assert cols["wall_speedup_decode_lo"] <= cols["wall_speedup_decode"] <= cols["wall_speedup_decode_hi"]

@@ -1,16 +1,16 @@
-"""A sweep small enough to run from the trade-off page, through `skipcore.sweep`'s own grid and evaluation.
+"""A sweep small enough to run from the trade-off page, through the library's own sweep runner.
 
-`skipcore.sweep.run_sweep` loads its model and writes files; the page already holds the model (cached) and
-wants a progress bar, so it walks the same grid with `build_grid` and `run_setting` and adds the wall-clock
-speedups against full depth the way the sweep does. The rows carry the sweep's column names, so the page
-draws them exactly like the shipped sweep.
+`skipcore.sweep.sweep_rows` evaluates a grid with an engine the page already holds (cached) and reports each
+finished row; it writes no file. Measured speedups are paired with full depth and repeated (3 times here, after
+a warm-up), with their interval and plausibility flag, exactly as in the shipped sweep, whose column names the
+rows carry.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +31,7 @@ class SweepSettings:
     dataset: str = "data/e2e_synth"
     split: str = "dev"
     decay_span: int | None = None
+    repeats: int = 3  # paired timed runs per setting
 
     def num_runs(self) -> int:
         static = len([t for t in self.targets if t > 1.0]) * len(self.modes)
@@ -55,42 +56,27 @@ def _config(model: str, s: SweepSettings):
         max_new_tokens=s.max_new_tokens,
         decay_span=s.decay_span,
         progress=False,
+        repeats=s.repeats,
+        timing_limit=None,
     )
     return resolve_lengths(cfg)  # the model's own defaults, as the CLI sweep uses them (speedup horizon)
-
-
-def _wall_speedups(row: dict, full: dict) -> dict:
-    """As in skipcore.sweep: end-to-end seconds and ms per decode step, against full depth in this run."""
-    row["wall_speedup_total"] = full["seconds"] / row["seconds"] if row["seconds"] else float("nan")
-    per_step = row["decode_ms_per_step"]
-    row["wall_speedup_decode"] = full["decode_ms_per_step"] / per_step if per_step else float("nan")
-    return row
 
 
 def run_small_sweep(
     engine, model: str, settings: SweepSettings, progress: Progress | None = None
 ) -> pd.DataFrame:
-    """One row per setting (full depth first, the timing reference) on the first examples of a split."""
+    """One row per setting (full depth first) on the first examples of a split, each timed against full depth."""
     from skipcore.data import load_examples
-    from skipcore.sweep import build_grid, run_setting
+    from skipcore.sweep import build_grid, check_config, sweep_rows
 
-    cfg = _config(model, settings)
+    cfg = check_config(_config(model, settings))
     examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)
     if not examples:
         raise UserError(f"no examples in {settings.dataset} [{settings.split}]")
     grid = build_grid(cfg)
-    if progress:
-        progress(0, len(grid), "warming up")
-    warm = replace(cfg, max_new_tokens=min(4, cfg.max_new_tokens))  # first calls pay one-off set-up costs
-    run_setting(engine, examples[: settings.batch_size], grid[0], warm)
     rows: list[dict] = []
-    full: dict | None = None
-    for i, s in enumerate(grid):
-        if progress:
-            progress(i, len(grid), s.label())
-        row, _ = run_setting(engine, examples, s, cfg)
-        if s.is_full:
-            full = row
+
+    def finished(s, row: dict, _result) -> None:
         setting = {
             "policy": s.policy,
             "shape": s.shape,
@@ -101,7 +87,12 @@ def run_small_sweep(
             "calm_threshold": s.calm_threshold,
         }
         rows.append({**setting, **row})
+
+    def started(s) -> None:
+        if progress:
+            progress(len(rows), len(grid), s.label())
+
+    sweep_rows(engine, examples, grid, cfg, finished, on_start=started)
     if progress:
         progress(len(grid), len(grid), "done")
-    assert full is not None  # build_grid puts full depth first
-    return pd.DataFrame([_wall_speedups(r, full) for r in rows])
+    return pd.DataFrame(rows)

@@ -85,8 +85,9 @@ def small_sweep() -> pd.DataFrame | None:
         decay_span=generation_defaults(choice).get("decay_span"),  # as the model was trained, if it says
     )
     st.caption(
-        f"{settings.num_runs()} settings through `skipcore.sweep` (full depth first: it is the reference for "
-        f"the measured speedups), scored on the first {settings.num_examples} examples of the dev split."
+        f"{settings.num_runs()} settings through `skipcore.sweep`, scored on the first {settings.num_examples} "
+        f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
+        "warm-up (median of the paired ratios, with its 95% interval)."
     )
     if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds)):
         bar = st.progress(0.0, text="Starting…")
@@ -142,7 +143,9 @@ def draw(df: pd.DataFrame) -> None:
     st.altair_chart(chart, key="to_chart")
     st.caption(
         "Dashed: the Pareto front (no other setting is both faster and better). Theoretical speedup counts "
-        "layers or FLOPs from the trace; measured speedup is wall clock against full depth in the same run."
+        "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
+        "size: the median of paired, alternating runs, with its 95% interval as a bar; a cross marks a timing "
+        "flagged as implausible for the work saved (hover for the reason)."
     )
     st.subheader("Pareto front")
     front = plots.pareto_front(df, x_theory, y)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from skipcore.commands.common import DEFAULT_DATASET, add_model_args
+from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
 from skipcore.errors import UserError
 from skipcore.sweep import SweepConfig, run_sweep
 
@@ -98,37 +99,44 @@ def add_parser(sub) -> None:
         help="layers that always run before a token may exit (default: 1)",
     )
     r = p.add_argument_group("decoding")
-    r.add_argument(
-        "--max-new-tokens",
-        type=int,
-        help="tokens per prompt (default: the model's training settings, else 64)",
-    )
+    add_length_args(r, default_new_tokens=64)
     r.add_argument(
         "--decay-span", type=int, help="steps from max to min layers (default: the model's training settings)"
     )
-    r.add_argument(
-        "--speedup-over",
-        type=int,
-        help="generated tokens each target speedup is met over (default: the model's median output length + 1, "
-        "else max-new-tokens)",
-    )
-    o = p.add_argument_group("output")
-    o.add_argument("--out", required=True, help="results .parquet (a .csv of the same stem is written too)")
-    o.add_argument("--traces-dir", help="per-setting traces (default: <out stem>_traces beside --out)")
-    o.add_argument("--overwrite", action="store_true", help="discard an existing --out instead of resuming")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument(
         "--max-layers",
         type=int,
         help="first decode step's budget for every target (default: chosen with min-layers per target, as in "
         "training)",
     )
-    r.add_argument("--threads", type=int, help="torch CPU threads for the timed runs (default: torch's)")
-    r.add_argument(
-        "--repeats",
+    m = p.add_argument_group(
+        "timing",
+        "Measured speedups are paired: after an untimed warm-up of each, full depth and the setting alternate "
+        "--repeats times on the first --timing-limit prompts, at the setting's batch size; the table reports the "
+        "median of the paired ratios with a bootstrap 95%% interval (_lo, _hi), and flags (timing_flag) a "
+        "decode speedup above 1.2x the batch layer speedup or below 0.5x the FLOPs speedup.",
+    )
+    add_threads_arg(m)
+    m.add_argument(
+        "--repeats", type=int, default=5, help="paired timed runs per setting (default: %(default)s)"
+    )
+    m.add_argument(
+        "--timing-limit",
         type=int,
-        default=1,
-        help="runs per setting; the fastest is kept, as interference only ever adds time (default: 1)",
+        default=16,
+        help="prompts timed, the first of the examples (default: %(default)s; quality uses all of --limit)",
+    )
+    o = p.add_argument_group("output")
+    o.add_argument("--out", required=True, help="results .parquet (a .csv of the same stem is written too)")
+    o.add_argument("--traces-dir", help="per-setting traces (default: <out stem>_traces beside --out)")
+    o.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing sweep at --out instead of resuming it (its old traces are removed once the new "
+        "run has finished)",
+    )
+    o.add_argument(
+        "--no-progress", action="store_true", help="no progress bar: one line per finished setting instead"
     )
     p.set_defaults(func=run_cli)
 
@@ -179,6 +187,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         attn=args.attn,
         threads=args.threads,
         repeats=args.repeats,
+        timing_limit=args.timing_limit,
         trust_remote_code=args.trust_remote_code,
         overwrite=args.overwrite,
         progress=not args.no_progress,
@@ -190,12 +199,24 @@ def _norm_model(name: str) -> str:
     return os.path.normpath(name) if Path(name).exists() else name
 
 
-def run_cli(args: argparse.Namespace) -> int:
-    import sys
+def report_row(setting, row: dict, progress: bool) -> None:
+    """One stderr line per finished setting when there is no progress bar; a flagged timing always."""
+    if not progress:
+        print(
+            f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row['layer_speedup']:.2f}x "
+            f"(batch {row['batch_layer_speedup']:.2f}x), measured decode {row['wall_speedup_decode']:.2f}x "
+            f"[{row['wall_speedup_decode_lo']:.2f}, {row['wall_speedup_decode_hi']:.2f}]",
+            file=sys.stderr,
+            flush=True,
+        )
+    if row.get("timing_flag"):
+        print(f"warning: {setting.label()}: {row['timing_flag']}", file=sys.stderr, flush=True)
 
+
+def run_cli(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cfg = config_from_args(args)
-    df = run_sweep(cfg)
+    df = run_sweep(cfg, on_row=lambda s, row, _: report_row(s, row, cfg.progress))
     if len(df):
         from skipcore.quality import quality_tables
 
