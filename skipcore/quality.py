@@ -90,7 +90,12 @@ def quality_tables(
     ]
     name = {r: at_b.loc[at_b["model_role"] == r, "model"].iloc[0] for r in roles}
     head = ["target speedup"] + [f"{name[r]} {m}" for r, m in series]
-    lines = [f"{metric_names} by target speedup (batch size {b}):", "", _row(head), _row(["---"] * len(head))]
+    lines = [
+        f"{metric_names} (realised layer speedup) by target speedup (batch size {b}):",
+        "",
+        _row(head),
+        _row(["---"] * len(head)),
+    ]
     for t in targets:
         cells = [f"{t:g}x"]
         for r, m in series:
@@ -98,7 +103,8 @@ def quality_tables(
             sel = static[
                 (static["model_role"] == r) & (static["mode"] == mode) & (static["target_speedup"] == t)
             ]
-            cells.append(_cell(sel, metrics))
+            realised = _cell(sel, ["layer_speedup"], "{:.2f}x")
+            cells.append(f"{_cell(sel, metrics)} ({realised})" if len(sel) else "-")
         lines.append(_row(cells))
     calm = df[df["policy"] == "calm"]
     if len(calm):
@@ -119,20 +125,38 @@ def quality_tables(
     ]
     if len(timed):
         sizes = sorted(timed["batch_size"].unique())
-        head = ["target", "layer speedup"] + [f"measured decode / total, batch {s}" for s in sizes]
+        head = ["target"] + [f"batch {s}: layer / batch layer / measured decode [95%]" for s in sizes]
         lines += ["", f"Measured wall-clock speedup against full depth ({name[roles[0]]}, skip mode):", ""]
         lines += [_row(head), _row(["---"] * len(head))]
+        flags = []
         for t in targets:
             sel = timed[timed["target_speedup"] == t]
-            cells = [f"{t:g}x", _cell(sel[sel["batch_size"] == sizes[0]], ["layer_speedup"], "{:.2f}")]
+            cells = [f"{t:g}x"]
             for s in sizes:
-                cells.append(
-                    _cell(
-                        sel[sel["batch_size"] == s], ["wall_speedup_decode", "wall_speedup_total"], "{:.2f}"
-                    )
-                )
+                at = sel[sel["batch_size"] == s]
+                cells.append(_measured_cell(at))
+                said = at["timing_flag"].fillna("") if "timing_flag" in at else []
+                flags += [f"{t:g}x at batch {s}: {f}" for f in said if f]
             lines.append(_row(cells))
+        runs = timed["timing_runs"].dropna()
+        if len(runs):
+            lines += ["", f"Medians of {int(runs.min())} paired runs against full depth; * flagged:"]
+            lines += [f"- {f}" for f in flags] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _measured_cell(rows: pd.DataFrame) -> str:
+    """'2.05 / 2.59 / 2.31 [2.20, 2.40]' for one setting (one row), '-' when absent; a flagged one gets a '*'."""
+    if not len(rows):
+        return "-"
+    r = rows.iloc[0]
+    ci = (
+        f" [{r['wall_speedup_decode_lo']:.2f}, {r['wall_speedup_decode_hi']:.2f}]"
+        if "wall_speedup_decode_lo" in rows
+        else ""
+    )
+    star = "*" if str(r.get("timing_flag", "") or "") else ""
+    return f"{r['layer_speedup']:.2f} / {r['batch_layer_speedup']:.2f} / {r['wall_speedup_decode']:.2f}{ci}{star}"
 
 
 def _row(cells: Sequence[str]) -> str:
