@@ -202,7 +202,7 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
     df = pd.read_parquet(out)
     assert sorted(df["mode"]) == ["calm", "full", "middle"] and (df["num_examples"] == 2).all()
     printed = said.out
-    assert "BLEU / ROUGE-L by target speedup (batch size 2)" in printed and "| 2x |" in printed
+    assert "BLEU / ROUGE-L (realised layer speedup) by target speedup (batch size 2)" in printed and "| 2x |" in printed
     assert "CALM-DEC (softmax confidence)" in printed and "Measured wall-clock speedup" in printed
     assert main([*args, "--out", str(out), "--modes", "sideways"]) == 2
     assert "--modes: unknown value 'sideways'" in capsys.readouterr().err
