@@ -49,6 +49,7 @@ def bench_one(
 ) -> list[dict]:
     from skipcore.adapters import adapter_for
     from skipcore.engine import SkipEngine
+    from skipcore.paired_timing import plausibility_flag, time_pairs
     from skipcore.random_models import bench_model
     from skipcore.sampling import Sampling, TokenPicker
     from skipcore.schedule import Schedule, schedule_for_speedup
@@ -112,15 +113,23 @@ def bench_one(
     peak_mem: dict[str, int] = {}
     for name, run in runners.items():  # warm-up (graph capture, compilation) outside the timings
         peak_mem[name] = weight_bytes + _peak_extra_memory(device, run)
-    samples: dict[str, list] = {k: [] for k in runners}
-    for _ in range(repeats):
-        for name, run in runners.items():
-            samples[name].append(run())
+    # Paired timing (skipcore.paired_timing): each setting alternates with full depth, full first, `repeats`
+    # times (the warm-up above already ran every runner once); ratios are medians of the pairs with an interval.
+    last: dict[str, tuple] = {}
+
+    def measure(name: str):
+        def run() -> dict[str, float]:
+            out = runners[name]()
+            last[name] = out
+            return {"decode": out[0] if out[0] is not None else float("nan"), "total": out[1]}
+
+        return run
+
     rows = []
-    full_decode = statistics.median(s[0] for s in samples["full"])
-    full_total = statistics.median(s[1] for s in samples["full"])
-    for name, runs in samples.items():
-        total = statistics.median(r[1] for r in runs)
+    for name in runners:
+        pairs = time_pairs(measure("full"), measure(name), repeats, warmup=0)
+        tot = pairs["total"]
+        total = statistics.median(tot.candidate)
         row = {
             "model": shape,
             "setting": name,
@@ -129,23 +138,31 @@ def bench_one(
             "new_tokens": new_tokens,
             "tokens_per_s": batch_size * new_tokens / total,
             "seconds": total,
+            "timing_runs": tot.runs,
+            "vs_full_total": tot.median,
+            "vs_full_total_lo": tot.lo,
+            "vs_full_total_hi": tot.hi,
             "peak_memory_bytes": peak_mem[name] if device.type == "cuda" else None,
         }
-        if runs[0][0] is not None:  # our paths: decode-only timing and the schedule's theory
+        if last[name][0] is not None:  # our paths: decode-only timing and the schedule's theory
             sch = schedules.get(name, schedules["full"])
-            decode = statistics.median(r[0] for r in runs)
-            res_theory = _theory(shapes, sch, prompt_len, new_tokens)
-            measured = full_decode / decode
+            dec = pairs["decode"]
+            decode = statistics.median(dec.candidate)
+            flops = _theory(shapes, sch, prompt_len, new_tokens)
+            layer = sch.layer_speedup(new_tokens)  # no row ends early here: per token = per batch step
             row.update(
                 decode_seconds=decode,
                 decode_tokens_per_s=batch_size * (new_tokens - 1) / decode,
-                kv_cache_allocated_bytes=runs[0][2],
-                kv_fraction_of_full=runs[0][2] / samples["full"][0][2],
-                layer_speedup=sch.layer_speedup(new_tokens),
-                flops_speedup_decode=res_theory,
-                measured_speedup_decode=measured,
-                measured_over_layer_speedup=measured / sch.layer_speedup(new_tokens),
-                measured_over_flops_speedup=measured / res_theory,
+                kv_cache_allocated_bytes=last[name][2],
+                kv_fraction_of_full=last[name][2] / last["full"][2],
+                layer_speedup=layer,
+                flops_speedup_decode=flops,
+                measured_speedup_decode=dec.median,
+                measured_speedup_decode_lo=dec.lo,
+                measured_speedup_decode_hi=dec.hi,
+                measured_over_layer_speedup=dec.median / layer,
+                measured_over_flops_speedup=dec.median / flops,
+                timing_flag=plausibility_flag(dec.median, layer, flops),
                 weight_bytes=weight_bytes,
             )
             if bandwidth and sch.shape == "full":
@@ -153,7 +170,6 @@ def bench_one(
                 row["roofline_fraction"] = _bytes_per_step(
                     model, shapes, batch_size, prompt_len, new_tokens
                 ) / (bandwidth * per_step)
-        row["vs_full_total"] = full_total / total
         rows.append(row)
     return rows
 
@@ -205,9 +221,11 @@ def mib(n: int | None) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
+    """Markdown: medians of paired runs against full depth, with 95% intervals; a flagged timing gets a '*'."""
     head = (
-        "| model | batch | new tokens | setting | tokens/s | vs full | layer speedup | measured decode speedup "
-        "| measured / layer | measured / FLOPs | KV allocated MiB | KV vs full | peak memory MiB | roofline |"
+        "| model | batch | new tokens | setting | tokens/s | vs full (total) [95%] | layer speedup "
+        "| measured decode speedup [95%] | measured / layer | measured / FLOPs | KV allocated MiB | KV vs full "
+        "| peak memory MiB | roofline |"
     )
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
@@ -215,12 +233,23 @@ def format_table(rows: list[dict]) -> str:
         def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:
             return fmt.format(r[k]) if r.get(k) is not None else ""
 
+        def ci(k: str, r: dict = r) -> str:
+            if r.get(k) is None:
+                return ""
+            star = "*" if k == "measured_speedup_decode" and r.get("timing_flag") else ""
+            return f"{r[k]:.2f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]{star}"
+
         lines.append(
             f"| {r['model']} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
-            f"| {r['vs_full_total']:.2f} | {f('layer_speedup')} | {f('measured_speedup_decode')} "
+            f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
             f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
             f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
             f"| {mib(r.get('peak_memory_bytes'))} "
             f"| {f('roofline_fraction', '{:.0%}')} |"
         )
-    return "\n".join(lines)
+    flagged = [
+        f"- {r['setting']} (batch {r['batch_size']}): {r['timing_flag']}"
+        for r in rows
+        if r.get("timing_flag")
+    ]
+    return "\n".join(lines + (["", "Flagged timings:", *flagged] if flagged else []))

@@ -25,7 +25,7 @@ def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
     ]
     for group in (rows[i : i + 4] for i in range(0, len(rows), 4)):
         full, skips = group[0], group[1:3]
-        assert full["measured_speedup_decode"] == pytest.approx(1.0) and full["layer_speedup"] == 1
+        assert full["layer_speedup"] == 1  # full depth paired with itself: its ratio is the noise floor
         for r, target in zip(skips, (2, 3)):
             sch = schedule_for_speedup(8, target, 12, "linear", "skip", warmup_layers=1)
             assert r["layer_speedup"] == pytest.approx(sch.layer_speedup(12))
@@ -38,7 +38,12 @@ def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
             assert r["kv_fraction_of_full"] == pytest.approx(kv) and full["kv_fraction_of_full"] == 1
         for r in group:
             assert r["tokens_per_s"] == pytest.approx(r["batch_size"] * 12 / r["seconds"])
-            assert r["vs_full_total"] == pytest.approx(full["seconds"] / r["seconds"])
+            assert (
+                r["timing_runs"] == 2 and r["vs_full_total_lo"] <= r["vs_full_total"] <= r["vs_full_total_hi"]
+            )
+            if "measured_speedup_decode" in r:
+                lo, hi = r["measured_speedup_decode_lo"], r["measured_speedup_decode_hi"]
+                assert lo <= r["measured_speedup_decode"] <= hi and isinstance(r["timing_flag"], str)
     table = out.with_suffix(".md").read_text()
     assert table.count("| opt-tiny |") == 8 and "skip 3x" in table
     assert "| llama-tiny | 2 | 12 | generate() |" in capsys.readouterr().out

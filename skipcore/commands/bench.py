@@ -26,7 +26,13 @@ def add_parser(sub) -> None:
     p.add_argument("--prompt-len", type=int, default=None, help="prompt tokens (default: 32 CPU, 128 CUDA)")
     p.add_argument("--new-tokens", default="64", help="comma list of generated tokens per run (default: 64)")
     p.add_argument("--targets", default="2,3,4", help="skip targets (theoretical layer speedups)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per setting; the median is kept")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="paired runs per setting, each after a run of full depth; the median of the paired ratios is kept, "
+        "with a bootstrap 95%% interval (default: %(default)s)",
+    )
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     p.add_argument("--out", default=None, help="results file (.json; a .md table is written beside it)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing results file")
