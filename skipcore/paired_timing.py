@@ -14,6 +14,7 @@ A speedup far outside what the work allows is a measurement problem, not a resul
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -81,6 +82,46 @@ def time_pairs(
         refs.append(reference())
         cands.append(candidate())
     return {k: paired_ratio([r[k] for r in refs], [c[k] for c in cands]) for k in refs[0]}
+
+
+def measure_against_full(
+    engine, prompts: Sequence[str], policy, max_new_tokens: int, batch_size: int | None, repeats: int
+) -> dict[str, float | int]:
+    """Measured speedups of `policy` against full depth with the same engine, prompts and batch size.
+
+    decode: ms per decode step (the per-step saving); total: seconds for the prompts end to end (longer or
+    shorter outputs count). Columns as the sweep writes them.
+    """
+    timed: list[tuple[dict, float]] = []
+
+    def measure(pol, keep: bool) -> Measure:
+        def run() -> dict[str, float]:
+            t0 = time.perf_counter()
+            res = engine.generate(prompts, pol, max_new_tokens, batch_size=batch_size)
+            total = time.perf_counter() - t0
+            if keep:
+                timed.append((res.summary, total))
+            return {"decode": res.summary["decode_ms_per_step"], "total": total}
+
+        return run
+
+    pairs = time_pairs(measure(None, False), measure(policy, True), repeats)
+    d, tot = pairs["decode"], pairs["total"]
+    return {
+        "wall_speedup_decode": d.median,
+        "wall_speedup_decode_lo": d.lo,
+        "wall_speedup_decode_hi": d.hi,
+        "wall_speedup_total": tot.median,
+        "wall_speedup_total_lo": tot.lo,
+        "wall_speedup_total_hi": tot.hi,
+        "timing_runs": d.runs,
+        "timing_prompts": len(prompts),
+        "decode_ms_per_step": float(np.median(d.candidate)),
+        "full_decode_ms_per_step": float(np.median(d.reference)),
+        "seconds": float(np.median(tot.candidate)),
+        "full_seconds": float(np.median(tot.reference)),
+        "tokens_per_s": float(np.median([s["tokens"] / t for s, t in timed[1:]])),  # [0] is the warm-up
+    }
 
 
 def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float) -> str:

@@ -16,14 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from skipcore.errors import UserError
@@ -41,7 +39,6 @@ __all__ = [
     "read_sweep",
     "run_sweep",
     "sweep_rows",
-    "time_against_full",
 ]
 
 
@@ -221,53 +218,13 @@ def _schedule_columns(setting: Setting, schedule, num_layers: int, cfg: SweepCon
 _ONE_RUN = ("seconds", "tokens_per_s", "decode_seconds", "decode_ms_per_step")
 
 
-def time_against_full(engine, prompts: list[str], policy, cfg: SweepConfig, batch_size: int) -> dict:
-    """Measured speedups of `policy` against full depth on `prompts`, paired and interleaved (skipcore.paired_timing).
-
-    decode: ms per decode step (the per-step saving); total: seconds for the same prompts end to end (longer or
-    shorter outputs count).
-    """
-    from skipcore.paired_timing import time_pairs
-
-    runs: dict[str, list] = {"full": [], "setting": []}
-
-    def measure(pol, side: str):
-        def run() -> dict[str, float]:
-            t0 = time.perf_counter()
-            res = engine.generate(prompts, pol, cfg.max_new_tokens, batch_size=batch_size)
-            total = time.perf_counter() - t0
-            runs[side].append((res.summary, total))
-            return {"decode": res.summary["decode_ms_per_step"], "total": total}
-
-        return run
-
-    pairs = time_pairs(measure(None, "full"), measure(policy, "setting"), cfg.repeats)
-    d, tot = pairs["decode"], pairs["total"]
-    timed = runs["setting"][1:]  # the first run of each side is the warm-up
-    return {
-        "wall_speedup_decode": d.median,
-        "wall_speedup_decode_lo": d.lo,
-        "wall_speedup_decode_hi": d.hi,
-        "wall_speedup_total": tot.median,
-        "wall_speedup_total_lo": tot.lo,
-        "wall_speedup_total_hi": tot.hi,
-        "timing_runs": d.runs,
-        "timing_prompts": len(prompts),
-        "decode_ms_per_step": float(np.median(d.candidate)),
-        "full_decode_ms_per_step": float(np.median(d.reference)),
-        "seconds": float(np.median(tot.candidate)),
-        "full_seconds": float(np.median(tot.reference)),
-        "tokens_per_s": float(np.median([s["tokens"] / t for s, t in timed])),
-    }
-
-
 def evaluate_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
     """One setting's row: quality and theoretical costs from one generation over every example, then its
     wall-clock speedups against full depth, paired and repeated on the first `cfg.timing_limit` prompts.
 
     Returns the row and the generation result (with its trace).
     """
-    from skipcore.paired_timing import plausibility_flag
+    from skipcore.paired_timing import measure_against_full, plausibility_flag
     from skipcore.quality import evaluate_generation, prompts_for
 
     L = engine.num_layers
@@ -277,7 +234,9 @@ def evaluate_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tu
     for key in _ONE_RUN:
         row.pop(key, None)
     timed = prompts_for(examples[: cfg.timing_limit] if cfg.timing_limit else examples)
-    row.update(time_against_full(engine, timed, policy, cfg, setting.batch_size))
+    row.update(
+        measure_against_full(engine, timed, policy, cfg.max_new_tokens, setting.batch_size, cfg.repeats)
+    )
     row["timing_flag"] = plausibility_flag(
         row["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
     )

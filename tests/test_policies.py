@@ -124,3 +124,11 @@ def test_bad_policy_flags_get_one_line(flags, words, capsys):
     assert main(["generate", "--limit", "1", *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and words in err and len(err.splitlines()) == 1
+
+
+def test_generate_can_time_itself_against_full_depth(capsys):
+    argv = ["generate", "--limit", "2", "--max-new-tokens", "6", "--target-speedup", "2", "--threads", "1"]
+    assert main([*argv, "--timing-repeats", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "measured against full depth: decode" in err and "medians of 2 paired runs" in err
+    assert main([*argv, "--timing-repeats", "-1"]) == 2

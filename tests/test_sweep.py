@@ -202,7 +202,10 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
     df = pd.read_parquet(out)
     assert sorted(df["mode"]) == ["calm", "full", "middle"] and (df["num_examples"] == 2).all()
     printed = said.out
-    assert "BLEU / ROUGE-L (realised layer speedup) by target speedup (batch size 2)" in printed and "| 2x |" in printed
+    assert (
+        "BLEU / ROUGE-L (realised layer speedup) by target speedup (batch size 2)" in printed
+        and "| 2x |" in printed
+    )
     assert "CALM-DEC (softmax confidence)" in printed and "Measured wall-clock speedup" in printed
     assert main([*args, "--out", str(out), "--modes", "sideways"]) == 2
     assert "--modes: unknown value 'sideways'" in capsys.readouterr().err
@@ -301,8 +304,9 @@ def test_timing_alternates_full_depth_and_the_setting_after_a_warm_up(model_dirs
         return real(prompts, policy, *a, **kw)
 
     monkeypatch.setattr(engine, "generate", recording)
-    cfg = config(model_dirs, dataset, None, repeats=3)
-    cols = sweep.time_against_full(engine, ["MR: name[Aromi]\nText:"], CalmPolicy(0.5), cfg, 1)
+    from skipcore.paired_timing import measure_against_full
+
+    cols = measure_against_full(engine, ["MR: name[Aromi]\nText:"], CalmPolicy(0.5), 10, 1, 3)
     assert order == ["full", "setting"] * 4  # one warm-up pair, then three timed pairs
     assert cols["timing_runs"] == 3
     assert cols["wall_speedup_decode_lo"] <= cols["wall_speedup_decode"] <= cols["wall_speedup_decode_hi"]

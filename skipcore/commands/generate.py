@@ -42,6 +42,14 @@ def add_parser(sub) -> None:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     add_threads_arg(g)
+    g.add_argument(
+        "--timing-repeats",
+        type=int,
+        default=0,
+        help="also measure the wall-clock speedup against full depth on these prompts: after a warm-up, full "
+        "depth and this policy alternate N times; prints the median of the paired ratios with a 95%% interval "
+        "(default: 0, no timing; the summary's tokens/s is then one run)",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--trace", help="write the per-token trace here (.parquet, .jsonl or .csv)")
     o.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
@@ -55,7 +63,7 @@ def summary_line(label: str, s: dict) -> str:
         f"[{label}] layer speedup {s['layer_speedup']:.2f}x per token / {s['batch_layer_speedup']:.2f}x per "
         f"batch step, FLOPs speedup {s['flops_speedup_decode']:.2f}x decode / "
         f"{s['flops_speedup_with_prompt']:.2f}x with prompt, KV saved {s['kv_saved_fraction']:.0%}, "
-        f"{s['tokens_per_s']:.1f} tokens/s in this one run (timing: `skipcore sweep` or `skipcore bench`)"
+        f"{s['tokens_per_s']:.1f} tokens/s in this one run (--timing-repeats N measures against full depth)"
     )
 
 
@@ -73,6 +81,8 @@ def run_generate(args: argparse.Namespace) -> int:
             f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
         )
     apply_threads(args.threads)
+    if args.timing_repeats < 0:
+        raise UserError(f"--timing-repeats must be >= 0, got {args.timing_repeats}")
     trace_path = check_output_path(args.trace, args.overwrite, FORMATS)
     prompts = read_prompts(args)
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
@@ -87,4 +97,26 @@ def run_generate(args: argparse.Namespace) -> int:
     if not args.quiet:
         line = summary_line(policy.label(), result.summary)
         print(line + (f", trace {trace_path}" if trace_path else ""), file=sys.stderr)
+    if args.timing_repeats:
+        print(timing_line(engine, prompts, policy, args, result.summary), file=sys.stderr)
     return 0
+
+
+def timing_line(engine, prompts: list[str], policy, args: argparse.Namespace, summary: dict) -> str:
+    """Paired, repeated timing against full depth (skipcore.paired_timing), said with its interval and flag."""
+    from skipcore.paired_timing import measure_against_full, plausibility_flag
+
+    m = measure_against_full(
+        engine, prompts, policy, args.max_new_tokens, args.batch_size, args.timing_repeats
+    )
+    flag = plausibility_flag(
+        m["wall_speedup_decode"], summary["batch_layer_speedup"], summary["batch_flops_speedup_decode"]
+    )
+    line = (
+        f"measured against full depth: decode {m['wall_speedup_decode']:.2f}x "
+        f"[{m['wall_speedup_decode_lo']:.2f}, {m['wall_speedup_decode_hi']:.2f}], total "
+        f"{m['wall_speedup_total']:.2f}x [{m['wall_speedup_total_lo']:.2f}, {m['wall_speedup_total_hi']:.2f}], "
+        f"{m['tokens_per_s']:.1f} tokens/s; medians of {m['timing_runs']} paired runs "
+        f"({m['full_decode_ms_per_step']:.2f} vs {m['decode_ms_per_step']:.2f} ms per decode step)"
+    )
+    return line + (f"\nwarning: implausible timing: {flag}" if flag else "")
