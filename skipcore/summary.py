@@ -65,3 +65,30 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
         "decode_steps": len(decode_steps),
         "decode_ms_per_step": decode_ms / len(decode_steps) if len(decode_steps) else float("nan"),
     }
+
+
+# a decode step this many times slower than the median step with the same layers is an outlier of the machine
+SPIKE_RATIO = 3.0
+
+
+def step_time_spread(trace: pd.DataFrame) -> dict:
+    """How steady one run's step times were: the median decode step, its 10th-90th percentile range, and the
+    steps more than SPIKE_RATIO times slower than the median step that ran as many layers (a decaying schedule
+    makes steps faster on purpose; a spike beyond that is the machine, not the schedule)."""
+    steps = _steps(trace)
+    decode = steps[steps["step"] >= 1]
+    layers = "batch_layers" if "batch_layers" in decode else "num_layers_run"
+    if not len(decode):
+        nan = float("nan")
+        return {"median_ms": nan, "p10_ms": nan, "p90_ms": nan, "spikes": 0, "steps": 0, "max_ms": nan}
+    typical = decode.groupby(layers)["step_ms"].transform("median")
+    spikes = decode["step_ms"] > SPIKE_RATIO * typical
+    return {
+        "median_ms": float(decode["step_ms"].median()),
+        "p10_ms": float(decode["step_ms"].quantile(0.1)),
+        "p90_ms": float(decode["step_ms"].quantile(0.9)),
+        "max_ms": float(decode["step_ms"].max()),
+        "spikes": int(spikes.sum()),
+        "steps": len(decode),
+        "spike_ratio": SPIKE_RATIO,
+    }

@@ -55,3 +55,24 @@ def chart_data(chart) -> pd.DataFrame:
     spec = chart.to_dict()
     (values,) = [v for v in spec["datasets"].values() if any("bleu" in r for r in v)][:1]
     return pd.DataFrame(values)
+
+
+def steps_trace(ms: list[float], layers: list[int]) -> pd.DataFrame:
+    n = len(ms)
+    return pd.DataFrame(
+        {"batch": 0, "step": range(n), "step_ms": ms, "batch_layers": layers, "num_layers_run": layers}
+    )
+
+
+def test_a_decaying_schedule_is_not_noise_but_a_spike_is():
+    from skipcore.summary import step_time_spread
+
+    # steps get faster as the budget decays from 12 to 4 layers: no spike
+    layers = [12, 12, 10, 8, 6, 4, 4, 4, 4, 4]
+    ms = [30.0, 12.0, 10.0, 8.0, 6.0, 4.0, 4.1, 3.9, 4.0, 4.0]
+    calm = step_time_spread(steps_trace(ms, layers))
+    assert calm["spikes"] == 0 and calm["steps"] == 9
+    noisy = step_time_spread(steps_trace([*ms[:7], 500.0, 4.0, 4.0], layers))
+    assert noisy["spikes"] == 1 and noisy["max_ms"] == 500.0
+    fig = plots.step_latency_figure(steps_trace([*ms[:7], 500.0, 4.0, 4.0], layers))
+    assert fig.layout.yaxis.range[1] < 500 and "not shown" in fig.layout.title.text

@@ -14,7 +14,7 @@ from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.sampling import Sampling
-from skipcore.summary import summarize
+from skipcore.summary import step_time_spread, summarize
 
 EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"
@@ -128,7 +128,30 @@ def show_metrics(summary: dict) -> None:
         help=f"full depth: {plots.human_bytes(summary['kv_cache_bytes_full'])}",
     )
     tps = summary.get("tokens_per_s")
-    c[4].metric("Tokens / s", "n/a" if tps is None or tps != tps else f"{tps:.1f}")
+    c[4].metric(
+        "Tokens / s (one run)",
+        "n/a" if tps is None or tps != tps else f"{tps:.1f}",
+        help="One run on a shared machine. For a measured speedup, use the sweep (paired, repeated runs "
+        "against full depth) or `skipcore generate --timing-repeats N`.",
+    )
+
+
+def show_step_times(trace: pd.DataFrame) -> None:
+    """The run's step times as a median and spread, and a warning when one run was too noisy to read."""
+    spread = step_time_spread(trace)
+    if not spread["steps"]:
+        return
+    st.caption(
+        f"Decode steps: median {spread['median_ms']:.2f} ms (10th-90th percentile "
+        f"{spread['p10_ms']:.2f}-{spread['p90_ms']:.2f} ms) over {spread['steps']} batch steps of this one run."
+    )
+    if spread["spikes"]:
+        st.warning(
+            f"This run was noisy: {spread['spikes']} of {spread['steps']} decode steps took more than "
+            f"{spread['spike_ratio']:g}x the median step with the same layers (up to {spread['max_ms']:.1f} ms). "
+            "That is the machine, not the schedule: one run is not a measurement. Measured speedups come from "
+            "paired, repeated runs (the sweep, or `skipcore generate --timing-repeats N`)."
+        )
 
 
 def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None) -> int:
@@ -178,6 +201,7 @@ def show_trace(
     st.plotly_chart(
         plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}"), key=f"{key}_costs"
     )
+    show_step_times(trace)
     st.plotly_chart(plots.step_latency_figure(trace), key=f"{key}_latency")
     with st.expander("Trace rows"):
         st.dataframe(trace, hide_index=True)
