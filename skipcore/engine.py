@@ -376,6 +376,7 @@ class SkipEngine:
             seed=sampling.seed,
             sampling=sampling.to_dict(),
             max_new_tokens=max_new_tokens,
+            num_layers=self.num_layers,
             run_id=run_id,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
