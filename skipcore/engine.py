@@ -342,12 +342,39 @@ class SkipEngine:
         """The checks every generate call makes; returns the batch size to use (all prompts when None)."""
         if not prompts:
             raise UserError("no prompts given")
+        if not all(isinstance(p, str) for p in prompts):
+            raise UserError("every prompt must be text")
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        batch_size = batch_size or len(prompts)
-        if batch_size < 1:
-            raise UserError(f"batch_size must be >= 1, got {batch_size}")
-        return batch_size
+        if batch_size is not None and batch_size < 1:
+            raise UserError(
+                f"batch size must be >= 1, got {batch_size} (leave it out for one batch of all prompts)"
+            )
+        self.check_positions(prompts, max_new_tokens)
+        return batch_size or len(prompts)
+
+    @property
+    def max_positions(self) -> int | None:
+        """The most positions the model takes (its position table or rotary range), where its config says."""
+        config = self.model.config
+        for name in ("max_position_embeddings", "n_positions"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def check_positions(self, prompts: Sequence[str], max_new_tokens: int) -> None:
+        """Refuse, before any work, a prompt that with max_new_tokens would run past the model's positions
+        (a learned position table would fail mid-decode, rotary models go out of what they were trained on)."""
+        limit = self.max_positions
+        if limit is None:
+            return
+        longest = max(len(ids) for ids in self.tokenizer(list(prompts))["input_ids"])
+        if longest + max_new_tokens > limit:
+            raise UserError(
+                f"the longest prompt ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
+                f"{limit} positions; use at most {max(limit - longest, 0)} new tokens or a shorter prompt"
+            )
 
     def decode_rows(
         self, tokens: torch.Tensor, finished_before: torch.Tensor

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import os
+import pickle
 import platform
+import re
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from skipcore.adapters import check_supported
 from skipcore.errors import UserError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# one of these beside the weights is a tokenizer transformers can load
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "spiece.model", "vocab.txt")
+# what broken or refused model files raise while loading (truncated safetensors, a pickle weights_only blocks)
+BROKEN_FILE_ERRORS = (OSError, ValueError, RuntimeError, EOFError, SafetensorError, pickle.UnpicklingError)
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -61,6 +68,11 @@ def load_model(
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
     check_supported(config.model_type)
+    if local.is_dir() and not any((local / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(
+            f"{name_or_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
+            "model (tokenizer.save_pretrained(dir))"
+        )
     try:
         model = AutoModelForCausalLM.from_pretrained(
             source,
@@ -70,9 +82,14 @@ def load_model(
             **kw,
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
-    except (OSError, ValueError) as e:
+    except BROKEN_FILE_ERRORS as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
+        first = re.sub(r"\x1b\[[0-9;]*m", "", first)  # torch colours its messages for terminals
+        blocked = " (skipcore loads safetensors, or torch files with weights_only: no arbitrary pickles)"
+        why = blocked if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e) else ""
+        raise UserError(f"could not load model {name_or_dir!r}: {first}{why}") from e
+    if not tokenizer("a b")["input_ids"]:
+        raise UserError(f"the tokenizer in {name_or_dir} turns text into no tokens; is it the model's own?")
     prepare_tokenizer(tokenizer, model)
     return model.to(dev).eval(), tokenizer
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -19,12 +20,14 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise UserError(f"temperature must be > 0, got {self.temperature}")
+        if not math.isfinite(self.temperature) or self.temperature <= 0:
+            raise UserError(f"--temperature must be a finite number > 0, got {self.temperature}")
         if self.top_k < 0:
-            raise UserError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise UserError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise UserError(f"--top-k must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:  # False for NaN too
+            raise UserError(f"--top-p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.seed < 2**63:
+            raise UserError(f"--seed must be in [0, 2^63), got {self.seed}")
 
     def to_dict(self) -> dict:
         return asdict(self)

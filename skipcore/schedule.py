@@ -8,6 +8,7 @@ which is what lets later tokens reuse the KV cache of earlier ones without recom
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -30,6 +31,10 @@ def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0
         first = (n + 1) // 2
         return tuple(range(first)) + tuple(range(num_layers - n // 2, num_layers))
     raise ScheduleError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def mask_string(layers: Sequence[int], num_layers: int) -> str:
@@ -70,6 +75,7 @@ class Schedule:
     budgets_list: tuple[int, ...] = field(default=())  # custom: n(1), n(2), ...; the last value is held
 
     def __post_init__(self) -> None:
+        self._check_types()
         L = self.num_layers
         if L < 1:
             raise ScheduleError(f"num_layers must be >= 1, got {L}")
@@ -112,6 +118,26 @@ class Schedule:
             raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}")
         if self.stages < 1:
             raise ScheduleError(f"stages must be >= 1, got {self.stages}")
+
+    def _check_types(self) -> None:
+        """Whole numbers where a count is meant: "10", 8.7, true or null from a JSON file are refused, not
+        truncated or compared as text."""
+        for name in ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages"):
+            v = getattr(self, name)
+            optional = name in ("max_layers", "min_layers", "decay_span")
+            if (v is None and not optional) or (v is not None and not _is_int(v)):
+                raise ScheduleError(f"{name} must be a whole number, got {v!r}")
+        if (
+            isinstance(self.alpha, bool)
+            or not isinstance(self.alpha, numbers.Real)
+            or not math.isfinite(self.alpha)
+        ):
+            raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}")
+        if isinstance(self.budgets_list, str | bytes) or not all(_is_int(b) for b in self.budgets_list):
+            raise ScheduleError(f"budgets must be whole numbers, got {list(self.budgets_list)!r}")
+        for name in ("shape", "mode"):
+            if not isinstance(getattr(self, name), str):
+                raise ScheduleError(f"{name} must be text, got {getattr(self, name)!r}")
 
     # -- budgets -------------------------------------------------------------------------------------------
     def span(self, max_new_tokens: int) -> int:
@@ -163,12 +189,17 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, d: dict) -> Schedule:
+        if not isinstance(d, dict):
+            raise ScheduleError(f"a schedule must be a JSON object of fields, got {type(d).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:
             raise ScheduleError(f"unknown schedule field(s): {', '.join(sorted(unknown))}")
         d = dict(d)
-        d["budgets_list"] = tuple(d.get("budgets_list") or ())
+        budgets = d.get("budgets_list") or ()
+        if not isinstance(budgets, list | tuple):
+            raise ScheduleError(f"budgets_list must be a list of whole numbers, got {budgets!r}")
+        d["budgets_list"] = tuple(budgets)
         return cls(**d)
 
     def describe(self) -> str:
@@ -199,11 +230,23 @@ def schedule_for_speedup(
     Only when no floor comes within 2 x `tolerance` (relative) of the target, and max was not given, is a lower
     max allowed too: then the highest max within `tolerance` wins (a decay, not a constant), else the closest.
     """
-    if target < 1.0:
-        raise ScheduleError(f"target speedup must be >= 1, got {target}")
+    if not math.isfinite(target) or target < 1.0:
+        raise ScheduleError(f"target speedup must be a finite number >= 1, got {target}")
     if shape in ("full", "custom"):
         raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}")
+    if mode == "skip" and not 0 <= warmup_layers < num_layers:
+        raise ScheduleError(
+            f"warmup layers must be in [0, {num_layers - 1}] for a {num_layers}-layer model in skip mode "
+            f"(they always run, and at least one top layer runs too), got {warmup_layers}"
+        )
     lo_min = warmup_layers + 1 if mode == "skip" else 1
+    top = Schedule(num_layers, shape, mode, lo_min, lo_min, warmup_layers, **kwargs)
+    reach = top.layer_speedup(max_new_tokens)
+    if target > reach * (1 + tolerance):
+        raise ScheduleError(
+            f"target speedup {target:g}x is out of reach: {num_layers} layers at the lowest budget ({lo_min}) "
+            f"at every step give {reach:.2f}x over {max_new_tokens} tokens; choose a target up to {reach:.2f}"
+        )
 
     def closest(highs, tolerance: float) -> tuple[float, Schedule | None]:
         best: tuple[bool, int, float, int] | None = None

@@ -33,7 +33,7 @@ from skipcore.data import (
     train_bpe_tokenizer,
     write_e2e_csv,
 )
-from skipcore.data import cli as data_cli
+from skipcore.commands import data as data_cli
 from skipcore.data.e2e_synth import CORPUS_FILES, random_mr, realise
 from skipcore.errors import UserError
 

@@ -85,6 +85,11 @@ def schedule_from_args(
             d = json.loads(Path(args.schedule_json).read_text())
         except (OSError, ValueError) as e:
             raise UserError(f"cannot read schedule file {args.schedule_json}: {e}") from e
+        if not isinstance(d, dict):
+            raise UserError(
+                f"{args.schedule_json}: a schedule must be a JSON object of fields (as the dashboard exports), "
+                f"got a {type(d).__name__}"
+            )
         d["num_layers"] = num_layers if d.get("num_layers") is None else d["num_layers"]
         return Schedule.from_dict(d)
     extra = dict(decay_span=args.decay_span, alpha=args.alpha, stages=args.stages)
@@ -150,7 +155,7 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
     if args.prompts_file:
         p = Path(args.prompts_file)
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first prompt
         except (OSError, UnicodeDecodeError) as e:
             raise UserError(f"cannot read prompts file {p}: {getattr(e, 'strerror', None) or e}") from e
         if p.suffix == ".jsonl":
@@ -158,9 +163,12 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
             for n, line in enumerate(text.splitlines(), 1):
                 if line.strip():
                     try:
-                        prompts.append(json.loads(line)["prompt"])
+                        prompt = json.loads(line)["prompt"]
                     except (ValueError, KeyError, TypeError) as e:
                         raise UserError(f"{p} line {n}: expected a JSON object with a 'prompt' field") from e
+                    if not isinstance(prompt, str):
+                        raise UserError(f"{p} line {n}: 'prompt' must be text, got {type(prompt).__name__}")
+                    prompts.append(prompt)
         else:
             prompts = [line for line in text.splitlines() if line.strip()]
         if not prompts:
@@ -168,6 +176,8 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
         return prompts
     from skipcore.data import format_prompt, load_examples
 
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be >= 1, got {args.limit}")
     examples = load_examples(args.dataset, split=args.split, limit=args.limit)
     return [format_prompt(e.task, e.source) for e in examples]
 
