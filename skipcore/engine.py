@@ -305,6 +305,7 @@ class SkipEngine:
             chunk = list(prompts[start : start + batch_size])
             pad_to = self.prompt_multiple if policy.shared_sets else None
             enc = self.tokenizer(chunk, return_tensors="pt", padding=True, pad_to_multiple_of=pad_to)
+            picker.rows(start, len(chunk))
             out = self.generate_batch(
                 enc["input_ids"], enc["attention_mask"], policy, picker, on_step, max_new_tokens
             )

@@ -37,13 +37,18 @@ class TokenPicker:
     """Turns last-position logits into tokens and their log-probabilities under the model's distribution.
 
     The warpers are transformers' own, so sampling means exactly what it means in `generate()`.
+    Seeded sampling is batch-invariant: each prompt draws from its own generator, seeded by the seed and the
+    prompt's index in the call (`rows`), so a prompt's sample does not depend on the batch size or on its
+    neighbours (up to floating-point differences between batch shapes, which can flip a near-tie).
     """
 
     def __init__(self, sampling: Sampling, device: torch.device) -> None:
         self.sampling = sampling
+        self.device = device
         # greedy picking has no random state: a CUDA graph can capture it with the step
         self.capturable = not sampling.do_sample
         self.warpers = LogitsProcessorList()
+        self.generators: list[torch.Generator] = []
         if sampling.do_sample:
             if sampling.temperature != 1.0:
                 self.warpers.append(TemperatureLogitsWarper(sampling.temperature))
@@ -51,14 +56,36 @@ class TokenPicker:
                 self.warpers.append(TopKLogitsWarper(sampling.top_k))
             if sampling.top_p < 1.0:
                 self.warpers.append(TopPLogitsWarper(sampling.top_p))
-            self.generator = torch.Generator(device=device).manual_seed(sampling.seed)
+
+    def rows(self, first: int, count: int) -> None:
+        """The next batch holds prompts first .. first + count - 1 of the call: one fresh generator each."""
+        if self.sampling.do_sample:
+            self.generators = [
+                torch.Generator(device=self.device).manual_seed(row_seed(self.sampling.seed, first + i))
+                for i in range(count)
+            ]
 
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = logits.float()
         if self.sampling.do_sample:
             probs = torch.softmax(self.warpers(None, logits), dim=-1)
-            tokens = torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
+            if len(self.generators) != len(probs):
+                self.rows(0, len(probs))  # a batch nobody announced: its rows are prompts 0..B-1
+            tokens = torch.cat(
+                [
+                    torch.multinomial(p[None], 1, generator=g)[0]
+                    for p, g in zip(probs, self.generators, strict=True)
+                ]
+            )
         else:
             tokens = logits.argmax(-1)
         logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
         return tokens, logprobs
+
+
+def row_seed(seed: int, row: int) -> int:
+    """A distinct, reproducible seed per prompt (splitmix64 of the pair, so neighbouring seeds do not overlap)."""
+    z = (seed * 0x9E3779B97F4A7C15 + row + 1) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF

@@ -25,8 +25,9 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
+from skipcore.files import atomic_write
 from skipcore.loading import hardware_name
-from skipcore.sweep_store import SweepStore, atomic_write, read_sweep
+from skipcore.sweep_store import SweepStore, read_sweep
 
 NAN = float("nan")  # one object, so settings holding it compare and hash equal
 

@@ -17,25 +17,15 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from skipcore.errors import UserError
+from skipcore.files import atomic_write
 
 META_KEY = b"skipcore_sweep"
 TRACE_NAME = re.compile(r"[0-9a-f]{16}\.parquet")  # `<setting id>.parquet`, the only names a sweep writes
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write to a temporary file beside `path`, then rename: a reader never sees a half-written file."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:

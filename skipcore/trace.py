@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from skipcore.errors import UserError
+from skipcore.files import atomic_write
 
 # column -> kind; the minimum every trace has (extra columns are welcome)
 TRACE_COLUMNS: dict[str, str] = {
@@ -164,13 +165,16 @@ def write_trace(
             table = pa.Table.from_pandas(df, preserve_index=False)
             schema_meta = dict(table.schema.metadata or {})
             schema_meta[META_KEY] = json.dumps(meta, default=str).encode()
-            pq.write_table(table.replace_schema_metadata(schema_meta), path)
+            table = table.replace_schema_metadata(schema_meta)
+            atomic_write(path, lambda p: pq.write_table(table, p))
         else:
+            # the sidecar first: a data file never stands without its metadata
+            side = json.dumps(meta, indent=2, default=str)
+            atomic_write(sidecar_path(path), lambda p: p.write_text(side))
             if suffix == ".jsonl":
-                df.to_json(path, orient="records", lines=True, force_ascii=False)
+                atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False))
             else:
-                df.to_csv(path, index=False)
-            sidecar_path(path).write_text(json.dumps(meta, indent=2, default=str))
+                atomic_write(path, lambda p: df.to_csv(p, index=False))
     except OSError as e:
         raise UserError(f"cannot write trace to {path}: {e.strerror or e}") from e
     return path

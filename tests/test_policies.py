@@ -132,3 +132,15 @@ def test_generate_can_time_itself_against_full_depth(capsys):
     err = capsys.readouterr().err
     assert "measured against full depth: decode" in err and "medians of 2 paired runs" in err
     assert main([*argv, "--timing-repeats", "-1"]) == 2
+
+
+def test_seeded_sampling_is_batch_invariant(model_dirs):
+    from skipcore import Sampling
+
+    eng = engine_for(model_dirs, "opt")
+    s = Sampling(do_sample=True, temperature=1.3, seed=7)
+    whole = eng.generate(PROMPTS, None, 10, sampling=s).token_ids
+    one_by_one = eng.generate(PROMPTS, None, 10, sampling=s, batch_size=1).token_ids
+    pairs = eng.generate(PROMPTS, None, 10, sampling=s, batch_size=2).token_ids
+    assert whole == one_by_one == pairs
+    assert eng.generate(PROMPTS, None, 10, sampling=Sampling(True, 1.3, seed=8)).token_ids != whole
