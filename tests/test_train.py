@@ -257,3 +257,61 @@ def test_accelerate_launch_runs_elastic_training_on_two_processes(model_dirs, tm
     ckpt = out / "checkpoints" / "step-0000003"
     assert (ckpt / "rng_state_0.pt").is_file() and (ckpt / "rng_state_1.pt").is_file()
     shutil.rmtree(out / "checkpoints")
+
+
+def test_resume_refuses_another_runs_folder_and_says_each_changed_setting(skip_run, tmp_path, capsys):
+    out, flags = skip_run
+    ckpt = out / "checkpoints" / "step-0000006"
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "model.safetensors").write_bytes(b"someone else's")
+    assert train_cli(*flags, "--out", str(other), "--resume", str(ckpt)) == 2
+    assert "holds another run" in capsys.readouterr().err
+    assert (other / "model.safetensors").read_bytes() == b"someone else's"
+    fresh = tmp_path / "fresh"
+    changed = [f if f != "3e-3" else "1e-3" for f in flags]
+    assert train_cli(*changed, "--out", str(fresh), "--resume", str(ckpt)) == 0
+    assert "training.lr: 0.003 -> 0.001" in capsys.readouterr().err
+
+
+def test_resume_passes_over_a_broken_newest_checkpoint(skip_run, tmp_path, capsys):
+    out, flags = skip_run
+    root = tmp_path / "ckpts"
+    shutil.copytree(out / "checkpoints", root)
+    (root / "step-0000012" / "optimizer.pt").write_bytes(b"")  # a write that never finished
+    resumed = tmp_path / "resumed"
+    assert train_cli(*flags, "--out", str(resumed), "--resume", str(root)) == 0
+    assert "step-0000012" in capsys.readouterr().err
+    assert read_settings(resumed)["resumed_from"] == [str(root / "step-0000006")]
+
+
+def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, tmp_path, monkeypatch):
+    import skipcore.training.loop as loop
+
+    out = tmp_path / "run"
+    flags = [
+        "--model",
+        str(model_dirs["opt"]),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    flags += ["--steps", "6", "--save-every", "3", "--keep-checkpoints", "0", "--log-every", "1"]
+    real, calls = loop.save_state, []
+
+    def dies_on_the_second(ckpt, *a, **kw):
+        calls.append(ckpt)
+        real(ckpt, *a, **kw)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed after the optimizer, before the checkpoint was complete
+
+    monkeypatch.setattr(loop, "save_state", dies_on_the_second)
+    assert train_cli(*flags, "--out", str(out)) == 130  # the CLI says "interrupted" and exits 130
+    ckpts = out / "checkpoints"
+    assert [p.name for p in ckpts.glob("step-*")] == ["step-0000003"]  # the half-written one is not a step-*
+    monkeypatch.setattr(loop, "save_state", real)
+    assert train_cli(*flags, "--out", str(out), "--resume", str(ckpts)) == 0
+    assert read_settings(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))

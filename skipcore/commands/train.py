@@ -17,6 +17,8 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
 
+RESUME_FILES = ("skipcore_training.json", "optimizer.pt", "scheduler.pt")
+
 DESCRIPTION = """\
 Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
 (and --target-speedup or --max/--min-layers): the paper's skip-aware fine-tuning, where every target token
@@ -143,15 +145,21 @@ def add_parser(sub) -> None:
 
 # -- resolving flags ------------------------------------------------------------------------------------------
 def resolve_resume(path: str) -> Path:
-    """A checkpoint directory, or the newest step-* checkpoint inside a folder of them."""
-    from skipcore.training.checkpoint import SETTINGS_FILE, latest_checkpoint
+    """A checkpoint directory, or the newest intact step-* checkpoint inside a folder of them (a newer one that
+    an interruption left incomplete is skipped, and said)."""
+    from skipcore.training.checkpoint import intact_checkpoint, latest_checkpoint
 
     p = Path(path)
-    if (p / SETTINGS_FILE).is_file() and (p / "optimizer.pt").is_file():
+    if intact_checkpoint(p):
         return p
     latest = latest_checkpoint(p) if p.is_dir() else None
     if latest is None:
-        raise UserError(f"no resumable checkpoint in {path} (expected optimizer.pt and a step-* folder)")
+        raise UserError(f"no resumable checkpoint in {path} (a step-* folder with {', '.join(RESUME_FILES)})")
+    broken = [q.name for q in sorted(p.glob("step-*")) if q.is_dir() and q.name > latest.name]
+    if broken:
+        print(
+            f"warning: {', '.join(broken)} in {p} is incomplete; resuming from {latest.name}", file=sys.stderr
+        )
     return latest
 
 
@@ -224,11 +232,19 @@ def make_accelerator(args: argparse.Namespace):
     return Accelerator(cpu=args.device == "cpu", mixed_precision=args.mixed_precision, kwargs_handlers=[ddp])
 
 
-def check_out_dir(out: Path, overwrite: bool, resuming: bool) -> None:
+def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None, checkpoint_dir: Path) -> None:
+    """--out must be empty, replaced on purpose, or the very run being resumed (its checkpoints inside it)."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file")
-    if out.is_dir() and any(out.iterdir()) and not (overwrite or resuming):
+    if not (out.is_dir() and any(out.iterdir())) or overwrite:
+        return
+    if resume_dir is None:
         raise UserError(f"--out {out} is not empty; pass --overwrite (or --resume to continue a run)")
+    if resume_dir.resolve().parent != checkpoint_dir.resolve():
+        raise UserError(
+            f"--out {out} holds another run: the checkpoint {resume_dir} is not in its {checkpoint_dir}; resume "
+            "into the run's own --out, or into an empty folder"
+        )
 
 
 def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Path | None):
@@ -289,11 +305,20 @@ def _json_args(args: argparse.Namespace) -> dict:
 
 
 def _warn_changes(old: dict, new: dict, acc) -> None:
-    """A resumed run should repeat the original command; say so when it does not."""
-    keys = ("schedule", "training")
-    changed = [k for k in keys if json_normal(old.get(k)) != json_normal(new.get(k))]
-    if changed and acc.is_main_process:
-        print(f"warning: resuming with different {' and '.join(changed)} settings", file=sys.stderr)
+    """A resumed run should repeat the original command; say each setting that differs."""
+    changes = [
+        f"{section}.{key}: {json_normal(before)!r} -> {json_normal(after)!r}"
+        for section in ("schedule", "training")
+        for key in sorted(set(old.get(section) or {}) | set(new.get(section) or {}))
+        if json_normal(before := (old.get(section) or {}).get(key))
+        != json_normal(after := (new.get(section) or {}).get(key))
+    ]
+    if changes and acc.is_main_process:
+        print(
+            "warning: resuming with changed settings (the new ones apply from here on): "
+            + "; ".join(changes),
+            file=sys.stderr,
+        )
 
 
 def json_normal(value):
@@ -358,7 +383,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     resume_dir = resolve_resume(args.resume) if args.resume else None
     out = Path(args.out)
-    check_out_dir(out, args.overwrite, resume_dir is not None)
+    ckpt_root = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
+    check_out_dir(out, args.overwrite, resume_dir, ckpt_root)
     acc = make_accelerator(args)
     acc.wait_for_everyone()  # every process has checked --out before anything is written there
     if acc.is_main_process:
@@ -425,7 +451,7 @@ def _run(args: argparse.Namespace) -> int:
         plan=plan,
         hyper=hyper,
         out_dir=out,
-        checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints",
+        checkpoint_dir=ckpt_root,
         settings=settings,
         eval_pairs=eval_pairs,
         resume_dir=resume_dir,

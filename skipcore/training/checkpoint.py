@@ -128,6 +128,29 @@ def prune_checkpoints(ckpt_root: str | Path, keep: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def intact_checkpoint(ckpt: str | Path) -> bool:
+    """Whether a checkpoint holds everything a resume reads, none of it empty."""
+    ckpt = Path(ckpt)
+    return all(
+        (ckpt / f).is_file() and (ckpt / f).stat().st_size > 0
+        for f in (SETTINGS_FILE, "optimizer.pt", "scheduler.pt")
+    )
+
+
 def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
-    found = sorted(p for p in Path(ckpt_root).glob("step-*") if (p / SETTINGS_FILE).is_file())
+    """The newest intact step-* checkpoint (one an interruption left incomplete is passed over)."""
+    found = sorted(p for p in Path(ckpt_root).glob("step-*") if p.is_dir() and intact_checkpoint(p))
     return found[-1] if found else None
+
+
+def staging_dir(target: str | Path) -> Path:
+    """Where a checkpoint is written before it is renamed to `target` (not a step-* name: never resumed from)."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.partial")
+
+
+def publish_checkpoint(staging: Path, target: Path) -> None:
+    """Rename a fully written checkpoint into place, replacing an older one of the same step."""
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)

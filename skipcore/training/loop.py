@@ -12,6 +12,7 @@ import math
 import os
 import platform
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,10 @@ from skipcore.training.checkpoint import (
     checkpoint_name,
     load_state,
     prune_checkpoints,
+    publish_checkpoint,
     save_model,
     save_state,
+    staging_dir,
 )
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
@@ -224,16 +227,25 @@ def train_loop(run: Run) -> Path:
         return {"step": step, "total_steps": total, "steps_per_epoch": steps_per_epoch, "epoch": epoch}
 
     def save(target: Path, resumable: bool) -> None:
+        """A checkpoint is written to a staging folder and renamed when complete: a kill mid-write leaves
+        the previous checkpoints intact and resumable."""
         acc.wait_for_everyone()
         settings = {**run.settings, "state": {**state(), "elapsed_s": elapsed()}}
+        where = staging_dir(target) if resumable else target
+        if main and resumable and where.exists():
+            shutil.rmtree(where)  # a staging folder an earlier interruption left: never resumed from
+        acc.wait_for_everyone()
         if main:
             model = acc.unwrap_model(lm).model
             save_model(
-                model, run.tokenizer, target, settings, hyper.save_dtype if not resumable else "float32"
+                model, run.tokenizer, where, settings, hyper.save_dtype if not resumable else "float32"
             )
         if resumable:
             acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
-            save_state(target, optimizer, scheduler, rank, main)
+            save_state(where, optimizer, scheduler, rank, main)
+            acc.wait_for_everyone()
+            if main:
+                publish_checkpoint(where, target)
         acc.wait_for_everyone()
 
     while step < total:
