@@ -11,6 +11,7 @@ import torch
 from skipcore.bench import bench_one, format_table, measure_bandwidth
 from skipcore.commands.common import check_output_path
 from skipcore.errors import UserError
+from skipcore.files import atomic_write
 
 
 def add_parser(sub) -> None:
@@ -100,11 +101,12 @@ def run_bench(args: argparse.Namespace) -> int:
     }
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2))
-        out.with_suffix(".md").write_text(
+        table = (
             f"Machine: {result['machine']} ({result['device']}, {result['dtype']}, torch {result['torch']})\n\n"
             + format_table(rows)
             + "\n"
         )
+        atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
+        atomic_write(out.with_suffix(".md"), lambda p: p.write_text(table))
         print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0
