@@ -144,7 +144,7 @@ class SweepConfig:
 
 
 def build_grid(cfg: SweepConfig) -> list[Setting]:
-    """Settings in run order: per model, per batch size, full depth first (the timing reference)."""
+    """Settings in run order: per model, per batch size, full depth first (its paired timing gives the noise floor)."""
     grid: list[Setting] = []
     for model, role in cfg.models:
         for b in cfg.batch_sizes:
