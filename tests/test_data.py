@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skipcore.commands import data as data_cli
 from skipcore.data import (
     SLOT_VALUES,
     SLOTS,
@@ -24,6 +25,7 @@ from skipcore.data import (
     format_mr,
     format_prompt,
     format_target,
+    hold_out,
     load_e2e_csv,
     load_examples,
     load_hf_dataset,
@@ -33,7 +35,6 @@ from skipcore.data import (
     train_bpe_tokenizer,
     write_e2e_csv,
 )
-from skipcore.commands import data as data_cli
 from skipcore.data.e2e_synth import CORPUS_FILES, random_mr, realise
 from skipcore.errors import UserError
 
@@ -405,6 +406,40 @@ def test_load_examples_dispatches_on_extension(tmp_path: Path, corpus: dict[str,
     (tmp_path / "notes.txt").write_text("hi", encoding="utf-8")
     with pytest.raises(DataFormatError, match="unsupported file type"):
         load_examples(tmp_path / "notes.txt")
+
+
+def test_a_folder_without_the_split_names_the_file_and_the_formats(tmp_path: Path) -> None:
+    _write_jsonl(tmp_path / "dev.jsonl", [{"source": "a", "target": "b"}])
+    (tmp_path / "test.csv").write_text("mr,ref\nname[A],A is here.\n", encoding="utf-8")
+    for split in ("train", "nosuch"):
+        with pytest.raises(DataFileNotFoundError) as info:
+            load_examples(tmp_path, split=split)
+        message = str(info.value)
+        assert "\n" not in message and f"no {split}.csv or {split}.jsonl" in message
+        assert "it holds dev.jsonl, test.csv" in message and "save_to_disk" in message
+    # a folder of split files next to datasets' markers still reads its split files
+    (tmp_path / "state.json").write_text("{}", encoding="utf-8")
+    assert load_examples(tmp_path, split="test") == [Example("name[A]", ("A is here.",), "e2e")]
+
+
+def test_hold_out_keeps_every_reference_of_a_source_on_one_side(tmp_path: Path) -> None:
+    rows = [
+        (f"name[Place {i % 20}], food[Thai]", f"Reference {k} of place {i % 20}.")
+        for k, i in enumerate(random.Random(0).sample(range(60), 60))
+    ]  # 20 MRs, 3 references each, rows interleaved
+    with (tmp_path / "all.csv").open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([("mr", "ref"), *rows])
+    examples = load_examples(tmp_path / "all.csv")
+    assert len(examples) == 20 and {len(e.references) for e in examples} == {3}
+    train, dev = hold_out(examples, 0.25, seed=1)
+    assert len(dev) == 5 and len(train) == 15
+    assert {e.source for e in train}.isdisjoint(e.source for e in dev)
+    assert sorted(train + dev, key=examples.index) == examples  # nothing lost, nothing split
+    assert hold_out(examples, 0.25, seed=1) == (train, dev)  # seeded
+    assert hold_out(examples, 0.25, seed=2)[1] != dev
+    for bad in (0.0, 1.0, -0.1, 0.99):
+        with pytest.raises(UserError, match="--dev-fraction"):
+            hold_out(examples, bad)
 
 
 def test_load_examples_hub_name_fails_cleanly_offline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -315,3 +315,132 @@ def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, 
     monkeypatch.setattr(loop, "save_state", real)
     assert train_cli(*flags, "--out", str(out), "--resume", str(ckpts)) == 0
     assert read_settings(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
+
+
+# -- your own data: held-out dev sources, no dev loss on training data, one line for a missing split -----------
+def write_mr_csv(path: Path, sources: int, refs: int = 3) -> Path:
+    """An E2E-style CSV of `sources` MRs with `refs` references each, rows of one MR spread over the file."""
+    import csv
+
+    rows = [
+        (f"name[Place {i}], food[Thai], area[riverside]", f"Place {i} serves Thai food by the river ({k}).")
+        for k in range(refs)
+        for i in range(sources)
+    ]
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([("mr", "ref"), *rows])
+    return path
+
+
+def test_dev_fraction_holds_out_whole_mrs_scores_them_and_records_it(model_dirs, tmp_path):
+    from skipcore.data import hold_out, load_examples
+
+    data = write_mr_csv(tmp_path / "mine.csv", sources=12)
+    out = tmp_path / "run"
+    flags = ["--model", str(model_dirs["opt"]), "--dataset", str(data), "--dev-fraction", "0.25"]
+    assert train_cli(*flags, "--steps", "2", "--seed", "3", "--out", str(out)) == 0
+    record = read_settings(out)["data"]
+    _, dev = hold_out(load_examples(data), 0.25, seed=3)
+    assert record["split"] is None and record["sources"] == 9 and record["pairs"] == 9 * 3
+    assert record["dev"]["sources"] == len(dev) == 3 and record["dev"]["fraction"] == 0.25
+    assert record["dev"]["seed"] == 3 and record["dev"]["held_out_of"] == str(data)
+    last = log_records(out)[-1]  # dev loss on the held-out MRs at the end, with no --eval-every
+    assert last["step"] == 2 and last["dev_loss_full"] > 0
+
+
+def test_evaluating_on_training_data_or_splits_a_file_lacks_are_refused_before_any_work(
+    model_dirs, tmp_path, capsys
+):
+    data = write_mr_csv(tmp_path / "mine.csv", sources=6)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    shutil.copy(data, folder / "dev.csv")  # no train.csv
+    model = ["--model", str(model_dirs["opt"])]
+    cases = {
+        ("--dataset", str(data), "--split", "dev"): "--split dev does not apply",
+        ("--dataset", str(data), "--eval-every", "5"): "hold out a share of it with --dev-fraction",
+        (
+            "--dataset",
+            str(folder),
+            "--split",
+            "dev",
+            "--eval-every",
+            "5",
+        ): "--eval-split dev is the training split",
+        (
+            "--dataset",
+            str(folder),
+            "--split",
+            "dev",
+            "--eval-split",
+            "dev",
+            "--eval-every",
+            "5",
+        ): "training split",
+        (
+            "--dataset",
+            str(folder),
+            "--dev-fraction",
+            "0.2",
+            "--eval-split",
+            "test",
+        ): "give one of --dev-fraction",
+        ("--dataset", str(data), "--dev-fraction", "1.5"): "--dev-fraction must be between 0 and 1",
+        ("--dataset", str(folder)): "no train.csv or train.jsonl (it holds dev.csv)",
+    }
+    for flags, expected in cases.items():
+        out = tmp_path / "never"
+        assert train_cli(*model, *flags, "--out", str(out)) == 2, flags
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and expected in err and err.count("\n") == 1, (flags, err)
+        assert not out.exists()
+
+
+def test_old_settings_files_that_recorded_the_training_horizon_decode_over_a_typical_output():
+    from skipcore.generation_defaults import defaults_from_settings, speedup_horizon
+
+    old = {"generation": {"decay_span": 25, "max_new_tokens": 64, "speedup_over": 64}}
+    assert defaults_from_settings({**old, "data": {"median_target_tokens": 25}})["speedup_over"] == 26
+    assert defaults_from_settings(old)["speedup_over"] == 64  # a file with no data statistics keeps its own
+    assert speedup_horizon({"speedup_over": 26}, 16) == 16 and speedup_horizon({}, 40) == 40
+
+
+def test_a_model_trained_over_64_tokens_meets_target_speedups_over_its_typical_outputs(tmp_path):
+    """The recipe's elastic fine-tune (--speedup-over 64) of the shipped model, a few steps: generate's
+    --target-speedup 3 on the shipped test split realises 3x within 15%, as the shipped model does."""
+    from skipcore.summary import summarize
+    from skipcore.trace import read_trace
+
+    shipped, out = ROOT / "data/models/skipdecode-opt-e2e", tmp_path / "over64"
+    flags = ["--model", str(shipped), "--elastic", "1.0:5.0", "--elastic-full-prob", "0.1"]
+    flags += ["--speedup-over", "64", "--schedule", "linear", "--mode", "skip", "--warmup-layers", "1"]
+    flags += ["--dataset", str(ROOT / "data/e2e_synth"), "--limit", "400", "--steps", "2", "--lr", "1e-6"]
+    assert (
+        main(["train", "--no-progress", "--threads", "1", "--batch-size", "4", *flags, "--out", str(out)])
+        == 0
+    )
+    settings = read_settings(out)
+    assert settings["schedule"]["speedup_over"] == 64  # the training horizon, a training setting
+    typical = settings["data"]["median_target_tokens"] + 1
+    assert generation_defaults(out)["speedup_over"] == settings["generation"]["speedup_over"] == typical < 40
+
+    def realised(model: Path, *extra: str) -> float:
+        trace = tmp_path / f"{model.name}{len(extra)}.parquet"
+        cmd = [
+            "generate",
+            "--model",
+            str(model),
+            "--dataset",
+            str(ROOT / "data/e2e_synth"),
+            "--split",
+            "test",
+        ]
+        cmd += ["--limit", "24", "--target-speedup", "3", "--threads", "1", "--quiet", "--trace", str(trace)]
+        assert main([*cmd, *extra]) == 0
+        frame, _ = read_trace(trace)
+        return summarize(frame, 12)["layer_speedup"]
+
+    assert realised(out) == pytest.approx(3.0, rel=0.15)
+    assert realised(shipped) == pytest.approx(3.0, rel=0.15)
+    # met over the training horizon instead (what such a model used to default to), outputs realise far less
+    assert realised(out, "--speedup-over", "64") < 0.85 * 3.0

@@ -25,12 +25,16 @@ Train a model for SkipDecode. With no schedule flags: plain full-depth training.
 runs exactly the layers its decode step runs and the prompt runs at full depth. With --elastic LOW:HIGH:
 each batch draws a target speedup in the range (and now and then full depth), so one checkpoint serves
 every budget. The decay span defaults to the median target length in tokens (the paper's choice) and is
-saved with the model (skipcore_training.json) so generation can reuse it.
+saved with the model (skipcore_training.json) so generation can reuse it, with the typical output length
+(median target + EOS) that generate and sweep meet a --target-speedup over, whatever --speedup-over training
+used. Dev loss (--eval-every) is measured on data the model does not train on: another split of a data
+folder, or a share of the sources held out with --dev-fraction.
 """
 
 
 def add_parser(sub) -> None:
     from skipcore.commands.common import DEFAULT_DATASET, add_schedule_args
+    from skipcore.data.loaders import DATASET_FORMATS
 
     p = sub.add_parser(
         "train",
@@ -64,12 +68,30 @@ def add_parser(sub) -> None:
     size.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
 
     data = p.add_argument_group("data")
-    data.add_argument("--dataset", default=DEFAULT_DATASET, help="data path or name (default: %(default)s)")
-    data.add_argument("--split", default="train", help="training split (default: %(default)s)")
+    data.add_argument(
+        "--dataset",
+        default=DEFAULT_DATASET,
+        help=f"training data (default: %(default)s), one of: {DATASET_FORMATS}",
+    )
+    data.add_argument(
+        "--split",
+        help="split of a data folder to train on (default: train); a single .csv or .jsonl file has no splits",
+    )
     data.add_argument("--task", help="prompt format (default: from the data: e2e, cnn_dm, tldr, generic)")
     data.add_argument("--limit", type=int, help="use only the first N sources (quick runs)")
     data.add_argument("--max-length", type=int, help="tokens per pair at most (default: model positions)")
-    data.add_argument("--eval-split", default="dev", help="split for --eval-every (default: %(default)s)")
+    data.add_argument(
+        "--dev-fraction",
+        type=float,
+        metavar="F",
+        help="hold out this share of the sources (whole MRs: no source is in both parts, drawn with --seed) "
+        "as dev data, train on the rest; the dev loss is reported at the end and every --eval-every steps; "
+        "the way to get dev data from a single file",
+    )
+    data.add_argument(
+        "--eval-split",
+        help="split of a data folder for the dev loss (default: dev); never the training split",
+    )
     data.add_argument("--eval-limit", type=int, default=200, help="dev sources to score (default: 200)")
     data.add_argument("--eval-every", type=int, default=0, help="dev loss every N steps (default: 0, off)")
 
@@ -94,8 +116,9 @@ def add_parser(sub) -> None:
     el.add_argument(
         "--speedup-over",
         type=int,
-        help="generated tokens a target speedup is met over (default: the median target length + 1, the EOS, "
-        "as generate and sweep use for the trained model)",
+        help="generated tokens the trained target speedups are met over (default: the median target length + 1, "
+        "the EOS). A training setting only: generate and sweep meet --target-speedup over the typical output "
+        "(median target + 1) whatever this was",
     )
 
     opt = p.add_argument_group("optimisation")
@@ -166,7 +189,7 @@ def resolve_resume(path: str) -> Path:
 def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
     """The schedule plan: full depth, one fixed schedule, or elastic; span = median target length."""
     from skipcore.commands.common import schedule_from_args
-    from skipcore.training.checkpoint import typical_output_tokens
+    from skipcore.generation_defaults import typical_output_tokens
     from skipcore.training.plan import SchedulePlan, parse_range
 
     span = args.decay_span or max(1, stats["median_target_tokens"])
@@ -219,6 +242,83 @@ def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
         warmup_layers=schedule.warmup_layers,
         speedup_over=over,
     )
+
+
+def check_data_args(args: argparse.Namespace) -> str | None:
+    """The training split (None for a single file), after refusing settings that would score the model on
+    its own training data or that a single file cannot honour; before any work."""
+    from skipcore.data import is_single_file
+
+    if args.dev_fraction is not None:
+        if not 0.0 < args.dev_fraction < 1.0:
+            raise UserError(f"--dev-fraction must be between 0 and 1 (exclusive), got {args.dev_fraction}")
+        if args.eval_split is not None:
+            raise UserError(
+                "give one of --dev-fraction (dev sources held out of the training data) and --eval-split "
+                "(a dev split of its own)"
+            )
+    if args.eval_limit is not None and args.eval_limit < 1:
+        raise UserError(f"--eval-limit must be >= 1, got {args.eval_limit}")
+    if is_single_file(args.dataset):
+        for flag, value in (("--split", args.split), ("--eval-split", args.eval_split)):
+            if value is not None:
+                raise UserError(
+                    f"{flag} {value} does not apply to {args.dataset}: a single file has no splits (it is all "
+                    "training data); hold out dev data with --dev-fraction F"
+                )
+        if args.eval_every and args.dev_fraction is None:
+            raise UserError(
+                f"--eval-every needs dev data the model does not train on, and {args.dataset} is a single file: "
+                "hold out a share of it with --dev-fraction F (e.g. 0.1)"
+            )
+        return None
+    split = args.split or "train"
+    if args.dev_fraction is None and args.eval_every and (args.eval_split or "dev") == split:
+        raise UserError(
+            f"--eval-split {split} is the training split: the dev loss would be measured on training data; "
+            "choose another split, or hold out dev data with --dev-fraction F"
+        )
+    return split
+
+
+def training_data(
+    args: argparse.Namespace, split: str | None, say: bool = True
+) -> tuple[list, list | None, dict]:
+    """(training examples, dev examples or None, the record of what was really used for each); `say`:
+    print warnings (the main process)."""
+    from skipcore.data import hold_out, load_examples
+
+    examples = load_examples(args.dataset, split=split, task=args.task, limit=args.limit)
+    where = f"{args.dataset}" + (f" [{split}]" if split else "")
+    if not examples:
+        raise UserError(f"no training examples in {where}")
+    record: dict = {"dataset": args.dataset, "split": split, "task": examples[0].task}
+    dev = None
+    if args.dev_fraction is not None:
+        examples, dev = hold_out(examples, args.dev_fraction, args.seed)
+        record["dev"] = {
+            "held_out_of": where,
+            "fraction": args.dev_fraction,
+            "seed": args.seed,
+            "sources": len(dev),
+            "note": "whole sources held out: skipcore.data.hold_out(examples, fraction, seed) gives the split",
+        }
+        dev = dev[: args.eval_limit]
+    elif args.eval_every:
+        eval_split = args.eval_split or "dev"
+        dev = load_examples(args.dataset, split=eval_split, task=args.task, limit=args.eval_limit)
+        shared = {e.source for e in examples} & {e.source for e in dev}
+        if shared and say:
+            print(
+                f"warning: {len(shared)} of {len(dev)} dev sources in {args.dataset} [{eval_split}] are also "
+                f"training sources: the dev loss is partly measured on training data",
+                file=sys.stderr,
+            )
+        record["dev"] = {"split": eval_split, "sources": len(dev), "shared_with_training": len(shared)}
+    record["sources"] = len(examples)
+    if dev is not None:
+        record["dev"]["scored"] = len(dev)
+    return examples, dev, record
 
 
 def make_accelerator(args: argparse.Namespace):
@@ -283,7 +383,7 @@ def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Pa
         "from": "config",
         "family": model.config.model_type,
         "size": vars(size),
-        "tokenizer": args.tokenizer or f"byte-level BPE trained on {args.dataset} [{args.split}]",
+        "tokenizer": args.tokenizer or f"byte-level BPE trained on the training data of {args.dataset}",
         "vocab_size": len(tokenizer),
         "parameters": count_parameters(model),
     }
@@ -308,7 +408,7 @@ def _warn_changes(old: dict, new: dict, acc) -> None:
     """A resumed run should repeat the original command; say each setting that differs."""
     changes = [
         f"{section}.{key}: {json_normal(before)!r} -> {json_normal(after)!r}"
-        for section in ("schedule", "training")
+        for section in ("schedule", "training", "data")
         for key in sorted(set(old.get(section) or {}) | set(new.get(section) or {}))
         if json_normal(before := (old.get(section) or {}).get(key))
         != json_normal(after := (new.get(section) or {}).get(key))
@@ -352,9 +452,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from accelerate.utils import set_seed
 
-    from skipcore.data import load_examples
+    from skipcore.generation_defaults import read_settings, typical_output_tokens
     from skipcore.training.batching import data_stats, tokenize_pairs
-    from skipcore.training.checkpoint import read_settings
     from skipcore.training.loop import Hyper, Run, environment, total_steps, train_loop
     from skipcore.training.models import count_parameters
 
@@ -363,6 +462,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError("give exactly one of --model DIR, --init-config FAMILY (or --resume CHECKPOINT)")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
+    split = check_data_args(args)
     hyper = Hyper(
         batch_size=args.batch_size,
         steps=args.steps,
@@ -386,14 +486,12 @@ def _run(args: argparse.Namespace) -> int:
     ckpt_root = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
     check_out_dir(out, args.overwrite, resume_dir, ckpt_root)
     acc = make_accelerator(args)
+    examples, dev, data_record = training_data(args, split, say=acc.is_main_process)  # before any writing
     acc.wait_for_everyone()  # every process has checked --out before anything is written there
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     acc.wait_for_everyone()
 
-    examples = load_examples(args.dataset, split=args.split, task=args.task, limit=args.limit)
-    if not examples:
-        raise UserError(f"no training examples in {args.dataset} [{args.split}]")
     set_seed(args.seed)  # the same initial weights on every process
     model, tokenizer, origin = starting_model(args, examples, acc, resume_dir)
     num_layers = _num_layers(model)
@@ -401,10 +499,7 @@ def _run(args: argparse.Namespace) -> int:
     pairs = tokenize_pairs(examples, tokenizer, max_length)
     stats = data_stats(pairs)
     plan = plan_from_args(args, num_layers, stats)
-    eval_pairs = None
-    if args.eval_every:
-        dev = load_examples(args.dataset, split=args.eval_split, task=args.task, limit=args.eval_limit)
-        eval_pairs = tokenize_pairs(dev, tokenizer, max_length)
+    eval_pairs = tokenize_pairs(dev, tokenizer, max_length) if dev else None
 
     settings = {
         "objective": plan.kind,
@@ -412,17 +507,12 @@ def _run(args: argparse.Namespace) -> int:
         "generation": {
             "decay_span": plan.decay_span,
             "max_new_tokens": plan.max_new_tokens,
-            "speedup_over": plan.horizon,
+            "speedup_over": min(typical_output_tokens(stats["median_target_tokens"]), plan.max_new_tokens),
             "note": "decode with this decay span (the median target length) and max_new_tokens, and meet "
-            "target speedups over speedup_over tokens, as the schedules were trained",
+            "target speedups over speedup_over tokens, a typical output (median target + EOS); the horizon "
+            "training met its targets over is schedule.speedup_over",
         },
-        "data": {
-            "dataset": args.dataset,
-            "split": args.split,
-            "task": examples[0].task,
-            "sources": len(examples),
-        }
-        | stats,
+        "data": data_record | stats,
         "training": vars(hyper).copy(),
         "model": {
             "family": model.config.model_type,

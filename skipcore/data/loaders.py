@@ -238,6 +238,46 @@ def _hf_pairs(
 
 
 _FILE_SUFFIXES = (".csv", ".jsonl")
+# What marks a folder written by `datasets`' save_to_disk: a DatasetDict, or a single Dataset.
+_HF_MARKERS = ("dataset_dict.json", "state.json", "dataset_info.json")
+
+DATASET_FORMATS = (
+    "a .csv file in the E2E format (columns mr, ref, one row per reference; the rows of one MR make one "
+    'source); a .jsonl file of {"source": ..., "target": ...} objects (target: a string or a list of '
+    "references); "
+    "a folder holding {split}.csv or {split}.jsonl files (like data/e2e_synth: train, dev, test); a folder "
+    "written by datasets' save_to_disk (columns article/highlights, content/summary, prompt/label, "
+    "meaning_representation/human_reference, mr/ref or source/target); or a Hugging Face hub name where "
+    "there is network or a local cache"
+)
+
+
+def is_single_file(path_or_name: str | Path) -> bool:
+    """Whether a data source is one file (.csv, .jsonl), which has no splits to choose from."""
+    path = Path(path_or_name)
+    return path.is_file() or (not path.exists() and path.suffix.lower() in _FILE_SUFFIXES)
+
+
+def _is_hf_folder(path: Path) -> bool:
+    return any((path / marker).is_file() for marker in _HF_MARKERS)
+
+
+def _split_file(folder: Path, split: str | None) -> Path | None:
+    """The {split}.csv or {split}.jsonl in a folder of split files, None for a datasets folder; else one
+    line naming the file looked for, the split files the folder does hold and the formats a folder can be."""
+    if split is not None:
+        for suffix in _FILE_SUFFIXES:
+            if (folder / f"{split}{suffix}").is_file():
+                return folder / f"{split}{suffix}"
+    if _is_hf_folder(folder):
+        return None
+    present = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in _FILE_SUFFIXES)
+    has = f"it holds {', '.join(present)}" if present else "it holds no .csv or .jsonl file"
+    looked = f"no {split}.csv or {split}.jsonl" if split is not None else "no split was chosen"
+    raise DataFileNotFoundError(
+        f"{folder}: {looked} ({has}); a data folder holds {{split}}.csv or {{split}}.jsonl files, or is a "
+        f"datasets folder written by save_to_disk ({' or '.join(_HF_MARKERS)})"
+    )
 
 
 def load_examples(
@@ -250,19 +290,16 @@ def load_examples(
 ) -> list[Example]:
     """Load any supported data source, chosen by what the path is.
 
-    - ``*.csv``: E2E CSV; ``*.jsonl``: JSON lines;
+    - ``*.csv``: E2E CSV; ``*.jsonl``: JSON lines (``split`` does not apply: one file is one split);
     - a directory holding ``{split}.csv`` or ``{split}.jsonl`` (like ``data/e2e_synth``): that file;
-    - any other directory: a Hugging Face data set saved with ``save_to_disk``;
+    - a directory written by ``datasets``' ``save_to_disk``: that data set (and its ``split``);
     - anything else that does not exist: a Hugging Face hub name (needs network or a local cache).
 
     ``limit`` keeps the first examples only, for quick runs.
     """
     path = Path(path_or_name)
-    if path.is_dir() and split is not None:
-        for suffix in _FILE_SUFFIXES:
-            if (path / f"{split}{suffix}").is_file():
-                path = path / f"{split}{suffix}"
-                break
+    if path.is_dir():
+        path = _split_file(path, split) or path
     suffix = path.suffix.lower()
     if path.is_dir():
         examples = load_hf_dataset(path, split, task, source_field, target_field, limit=limit)

@@ -5,7 +5,8 @@ Layout of a checkpoint directory:
 - `config.json`, `generation_config.json`, `model.safetensors`, tokenizer files: the model, loadable by
   `skipcore.loading.load_model` (and transformers) with no skipcore code at all;
 - `skipcore_training.json`: the training and schedule settings, data statistics, step and timings. Its
-  `generation` entry (decay span = median target length, max_new_tokens) is what generation should reuse;
+  `generation` entry (decay span = median target length, max_new_tokens, the typical output length) is what
+  generation reuses, through `skipcore.generation_defaults`;
 - resumable checkpoints only: `optimizer.pt`, `scheduler.pt` (state dicts, `torch.save`) and
   `rng_state_<rank>.pt`. They are read with `torch.load(weights_only=True)`: tensors and plain containers
   only, never arbitrary pickled objects.
@@ -22,8 +23,18 @@ import torch
 
 from skipcore.errors import UserError
 
-SETTINGS_FILE = "skipcore_training.json"
-FORMAT = "skipcore-training/1"
+# The settings file and the decoding defaults it gives are model-level (skipcore.generation_defaults); they
+# stay importable from here for older callers.
+from skipcore.generation_defaults import (  # noqa: F401
+    FORMAT,
+    SETTINGS_FILE,
+    defaults_from_settings,
+    generation_defaults,
+    read_settings,
+    speedup_horizon,
+    typical_output_tokens,
+)
+
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -44,49 +55,6 @@ def write_settings(model_dir: str | Path, settings: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({"format": FORMAT, **settings}, indent=2, sort_keys=False) + "\n")
     tmp.replace(path)
-
-
-def read_settings(model_dir: str | Path) -> dict | None:
-    """The training settings saved with a model, or None for a model skipcore did not train."""
-    path = Path(model_dir) / SETTINGS_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"cannot read {path}: {e}") from e
-    if data.get("format") != FORMAT:
-        raise UserError(f"{path}: unknown format {data.get('format')!r} (expected {FORMAT})")
-    return data
-
-
-def generation_defaults(model_dir: str | Path) -> dict:
-    """`decay_span` and `max_new_tokens` a model was trained for, so generation and sweeps match training,
-    and `speedup_over`: the typical output length (tokens), over which a target speedup is best computed.
-
-    Empty for a model skipcore did not train.
-    """
-    return defaults_from_settings(read_settings(model_dir) or {})
-
-
-def defaults_from_settings(settings: dict) -> dict:
-    """`generation_defaults` of an already-read `skipcore_training.json`."""
-    defaults = dict(settings.get("generation") or {})
-    median = (settings.get("data") or {}).get("median_target_tokens")
-    if median and "speedup_over" not in defaults:
-        defaults["speedup_over"] = typical_output_tokens(median)
-    return defaults
-
-
-def typical_output_tokens(median_target_tokens: int) -> int:
-    """A typical output's length in generated tokens: the median target, then its EOS."""
-    return int(median_target_tokens) + 1
-
-
-def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
-    """Generated tokens a target speedup is met over by default: a typical output (`speedup_over` of
-    `generation_defaults`), never more than will be generated; `max_new_tokens` for a model that does not say."""
-    return min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens))
 
 
 def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool) -> None:

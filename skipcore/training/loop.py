@@ -289,7 +289,8 @@ def train_loop(run: Run) -> Path:
             log.write(record)
             bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
             running, running_n = torch.zeros_like(running), 0
-        if run.eval_pairs and hyper.eval_every and (step % hyper.eval_every == 0 or step == total):
+        # dev loss every --eval-every steps, and always at the end when there is dev data
+        if run.eval_pairs and ((hyper.eval_every and step % hyper.eval_every == 0) or step == total):
             losses = dev_losses(acc, acc.unwrap_model(lm), run)
             log.write({"step": step, **{k: round(v, 6) for k, v in losses.items()}})
             if main:
