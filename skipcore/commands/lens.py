@@ -1,0 +1,123 @@
+"""`python -m skipcore lens`: the layer lens, one row per (sample, step, layer), and agreement with full depth."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from skipcore.commands.common import (
+    add_length_args,
+    add_model_args,
+    add_prompt_args,
+    add_schedule_args,
+    add_threads_arg,
+    apply_generation_defaults,
+    apply_threads,
+    check_output_path,
+    read_prompts,
+)
+from skipcore.commands.policy_args import add_policy_args, policy_from_args
+from skipcore.errors import UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "lens",
+        help="the layer lens: what each layer would predict for every generated token, along the layers it ran",
+        description="Decode the prompts under a depth policy (greedy, the same flags as generate), then read the "
+        "residual stream after every layer through the final norm and LM head, along the path each token took. "
+        "Writes one row per (sample, step, layer) with --out: ran, top_token_id, top_token, top_prob, "
+        "p_generated, logprob, kl_to_final, entropy, residual_cos (NaN where the layer did not run) and topk "
+        "(JSON [[id, token, p], ...]). Prints a per-layer summary, and, unless --no-agreement, the fraction of "
+        "tokens whose path ranks full depth's token first when fed full depth's output (per budget).",
+    )
+    add_model_args(p)
+    add_prompt_args(p)
+    add_schedule_args(p)
+    add_policy_args(p)
+    g = p.add_argument_group("lens")
+    add_length_args(g)
+    g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
+    add_threads_arg(g)
+    g.add_argument(
+        "--teacher-forced",
+        action="store_true",
+        help="feed the path full depth's output instead of its own decode (every position then sees the same "
+        "context as at full depth; the agreement is measured this way)",
+    )
+    g.add_argument(
+        "--agreement",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure agreement with full depth, teacher-forced (one full-depth run more; default: on unless "
+        "the policy is full depth)",
+    )
+    g.add_argument("--top-k", type=int, default=5, help="top tokens kept per read-out (default: %(default)s)")
+    o = p.add_argument_group("output")
+    o.add_argument(
+        "--out", help="write the lens table here (.parquet, .jsonl or .csv; metadata as for traces)"
+    )
+    o.add_argument("--overwrite", action="store_true", help="replace an existing lens file")
+    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(func=run_lens)
+
+
+def run_lens(args: argparse.Namespace) -> int:
+    from skipcore.engine import SkipEngine
+    from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
+    from skipcore.loading import load_model
+    from skipcore.trace import FORMATS
+
+    apply_generation_defaults(args)
+    if args.max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.speedup_over < 2:
+        raise UserError(
+            f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
+        )
+    if args.top_k < 1:
+        raise UserError(f"--top-k must be >= 1, got {args.top_k}")
+    apply_threads(args.threads)
+    out_path = check_output_path(args.out, args.overwrite, FORMATS)
+    prompts = read_prompts(args)
+    model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
+    engine = SkipEngine(model, tokenizer, model_name=args.model)
+    policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
+    engine.check_request(prompts, args.max_new_tokens, args.batch_size)
+    full_depth = policy.describe().get("mode") == "full"
+    common = dict(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, top_k=args.top_k)
+    agreement = None
+    if not full_depth and (args.agreement or args.teacher_forced):
+        cmp = compare_with_full_depth(engine, prompts, policy, **common)
+        agreement = cmp.agreement if args.agreement else None
+        result = cmp.path if args.teacher_forced else layer_lens(engine, prompts, policy, **common)
+        if agreement is not None:
+            result.metadata["agreement"] = agreement.to_dict()
+    else:
+        result = layer_lens(engine, prompts, policy, **common)
+    if out_path is not None:
+        write_lens(result.table, out_path, result.metadata, overwrite=args.overwrite)
+    if args.quiet:
+        return 0
+    tokens = result.metadata["lens"]["tokens"]
+    print(
+        f"layer lens of {policy.label()} on {tokens} ({len(prompts)} prompts, {result.summary['tokens']} tokens)"
+    )
+    print(layer_summary(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if agreement is not None:
+        print(agreement_line(agreement))
+    if out_path is not None:
+        print(f"lens table: {out_path} ({len(result.table)} rows)", file=sys.stderr)
+    return 0
+
+
+def agreement_line(a) -> str:
+    """Agreement with full depth overall and per budget, in one line."""
+    budgets = ", ".join(
+        f"{int(r.num_layers_run)} layers {r.agreement:.0%} ({int(r.tokens)})"
+        for r in a.by_budget.itertuples()
+    )
+    return (
+        f"agreement with full depth (teacher-forced, decode steps): {a.overall:.1%} of {a.tokens} tokens; "
+        f"per budget: {budgets}"
+    )

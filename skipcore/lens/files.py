@@ -1,0 +1,131 @@
+"""Lens tables on disk: Parquet (metadata in the schema), or JSONL/CSV with a `.meta.json` sidecar, written
+atomically, the way `skipcore.trace` writes traces. Traces' own validation does not apply (a lens row is a
+(token, layer) pair, not a token), so lens tables have their own column list and check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from skipcore.errors import UserError
+from skipcore.files import atomic_write
+from skipcore.trace import FORMATS, META_KEY, TraceSchemaError, sidecar_path
+
+# column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
+LENS_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "sample": "int",
+    "step": "int",
+    "position": "int",
+    "token_id": "int",
+    "token": "str",
+    "num_layers_run": "int",
+    "layer": "int",
+    "ran": "bool",
+    "top_token_id": "int",
+    "top_token": "str",
+    "top_prob": "float",
+    "p_generated": "float",
+    "logprob": "float",
+    "kl_to_final": "float",
+    "entropy": "float",
+    "residual_cos": "float",  # NaN where the layer did not run
+    "topk": "str",  # JSON [[token_id, token, probability], ...], most likely first
+}
+_TEXT = [c for c, k in LENS_COLUMNS.items() if k == "str"]
+
+
+def _check_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise UserError(f"unknown lens table format {path.name!r}; use one of {', '.join(FORMATS)}")
+    return suffix
+
+
+def validate_lens(df: pd.DataFrame, source: str = "lens table") -> pd.DataFrame:
+    """Raise TraceSchemaError naming the first missing or mistyped column; return the frame, types cleaned."""
+    if df.empty:
+        raise TraceSchemaError(f"{source}: the lens table has no rows")
+    missing = [c for c in LENS_COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceSchemaError(f"{source}: missing columns {', '.join(repr(c) for c in missing)}")
+    for col, kind in LENS_COLUMNS.items():
+        s = df[col]
+        if kind == "str":
+            if not all(isinstance(v, str) for v in s):
+                raise TraceSchemaError(f"{source}: column {col!r} must hold text")
+        elif kind == "bool":
+            if not pd.api.types.is_bool_dtype(s.dtype):
+                if not set(s.unique()) <= {0, 1}:
+                    raise TraceSchemaError(f"{source}: column {col!r} must be boolean, got {s.dtype}")
+                df[col] = s.astype(bool)
+        elif kind == "int" and not pd.api.types.is_integer_dtype(s.dtype):
+            raise TraceSchemaError(f"{source}: column {col!r} must be int, got {s.dtype}")
+        elif kind == "float" and not pd.api.types.is_numeric_dtype(s.dtype):
+            raise TraceSchemaError(f"{source}: column {col!r} must be float, got {s.dtype}")
+    return df
+
+
+def write_lens(
+    df: pd.DataFrame, path: str | Path, metadata: dict | None = None, overwrite: bool = False
+) -> Path:
+    """Write a lens table and its metadata; refuses to replace an existing file unless asked to."""
+    path = Path(path)
+    suffix = _check_format(path)
+    if path.exists() and not overwrite:
+        raise UserError(f"lens file {path} exists; pass --overwrite or choose another path")
+    validate_lens(df.copy(), str(path))
+    meta = json.dumps(metadata or {}, default=str)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta.encode()})
+            atomic_write(path, lambda p: pq.write_table(table, p))
+        else:
+            atomic_write(sidecar_path(path), lambda p: p.write_text(meta))  # never data without its metadata
+            if suffix == ".jsonl":
+                atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False))
+            else:
+                atomic_write(path, lambda p: df.to_csv(p, index=False))
+    except OSError as e:
+        raise UserError(f"cannot write lens table to {path}: {e.strerror or e}") from e
+    return path
+
+
+def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
+    """Read and check a lens table; returns the frame and its run metadata."""
+    path = Path(path)
+    suffix = _check_format(path)
+    if not path.is_file():
+        raise UserError(f"lens file not found: {path}")
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            raw = (table.schema.metadata or {}).get(META_KEY)
+            meta = json.loads(raw) if raw else {}
+            df = table.to_pandas()
+        else:
+            if suffix == ".jsonl":
+                df = pd.read_json(path, lines=True, dtype={c: str for c in _TEXT})
+            else:
+                df = pd.read_csv(
+                    path,
+                    dtype={c: str for c in _TEXT},
+                    keep_default_na=False,
+                    na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
+                )
+            side = sidecar_path(path)
+            meta = json.loads(side.read_text()) if side.is_file() else {}
+    except (ValueError, OSError) as e:
+        raise TraceSchemaError(
+            f"{path}: not a readable {suffix[1:]} lens table ({str(e).splitlines()[0]})"
+        ) from e
+    return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}

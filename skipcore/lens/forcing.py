@@ -1,0 +1,59 @@
+"""Teacher forcing through the one decode loop: a token picker that returns given tokens.
+
+The policy still decides every step's layers from what it sees (the logits of the path it took, for the
+dynamic ones), only the token fed next is fixed. This is how a schedule is read on full depth's output: every
+position sees the same context, so the skip path's prediction can be compared with full depth's token by token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from skipcore.errors import UserError
+from skipcore.sampling import Sampling, TokenPicker
+
+
+def forced_tokens(
+    rows: Sequence[Sequence[int]], max_new_tokens: int, eos_ids: Sequence[int], pad_id: int
+) -> torch.Tensor:
+    """(B, T) the given tokens, padded after each row's end; T = max_new_tokens.
+
+    A row shorter than T must end with EOS (the decode would otherwise need a token nobody gave)."""
+    eos = set(int(e) for e in eos_ids)
+    table = torch.full((len(rows), max_new_tokens), pad_id, dtype=torch.long)
+    for r, row in enumerate(rows):
+        row = [int(t) for t in row]
+        if not row:
+            raise UserError(f"teacher tokens of prompt {r} are empty")
+        if len(row) > max_new_tokens:
+            raise UserError(
+                f"teacher tokens of prompt {r} are {len(row)} long, more than max_new_tokens ({max_new_tokens})"
+            )
+        if len(row) < max_new_tokens and row[-1] not in eos:
+            raise UserError(
+                f"teacher tokens of prompt {r} stop after {len(row)} of {max_new_tokens} tokens without EOS"
+            )
+        table[r, : len(row)] = torch.tensor(row)
+    return table
+
+
+class ForcedPicker(TokenPicker):
+    """Returns step s's given token for every row, with its log-probability under the path's logits.
+
+    Never captured in a CUDA graph (`capturable` is False), so the loop calls it once per step, in order."""
+
+    def __init__(self, tokens: torch.Tensor, device: torch.device) -> None:
+        super().__init__(Sampling(), device)
+        self.capturable = False
+        self.tokens = tokens.to(device)
+        self.step = 0
+
+    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.step >= self.tokens.shape[1]:
+            raise RuntimeError(f"forced decoding asked for step {self.step} of {self.tokens.shape[1]}")
+        tokens = self.tokens[:, self.step]
+        self.step += 1
+        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(1, tokens[:, None]).squeeze(1)
+        return tokens, logprobs

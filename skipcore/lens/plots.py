@@ -1,0 +1,201 @@
+"""Figures of lens tables, shared by the dashboard's "Layer lens" page and the notebooks: the token x layer
+heatmap of one read-out statistic (skipped cells marked, the top-k tokens on hover), the per-layer summary and
+agreement with full depth. Plain data in, Plotly figures out; no fixed widths, so a figure fits its column."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from skipcore.lens.summary import Agreement
+from skipcore.plots import display_token
+
+# statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
+STATS: dict[str, tuple[str, str, float | None, float | None]] = {
+    "top_prob": ("top-token probability", "Blues", 0.0, 1.0),
+    "p_generated": ("p(generated token)", "Blues", 0.0, 1.0),
+    "kl_to_final": ("KL(final ‖ read-out), nats", "Reds", 0.0, None),
+    "entropy": ("entropy, nats", "Purples", 0.0, None),
+    "residual_cos": ("cosine(layer input, output)", "Viridis", None, 1.0),
+}
+PALETTE = ("#1f4e9c", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e")
+LABEL_LIMIT = 40  # columns beyond this get numeric step ticks (token text stays on hover)
+
+
+def _topk_text(topk: str) -> str:
+    return " · ".join(f"{html.escape(repr(t), quote=False)} {p:.2f}" for _, t, p in json.loads(topk))
+
+
+def lens_heatmap(
+    table: pd.DataFrame, sample: int, stat: str = "kl_to_final", title: str | None = None
+) -> go.Figure:
+    """Layers (rows, layer 0 at the bottom) by generated tokens (columns) of one sample, coloured by `stat`;
+    a × marks a layer the token skipped (its read-out repeats the layer below). Hover: the read-out's top-k."""
+    if stat not in STATS:
+        raise ValueError(f"unknown lens statistic {stat!r}; choose one of {', '.join(STATS)}")
+    label, scale, zmin, zmax = STATS[stat]
+    rows = table[table["sample"] == sample].sort_values(["step", "layer"])
+    if rows.empty:
+        return go.Figure(layout={"title": title or f"no tokens for sample {sample}"})
+    steps = sorted(rows["step"].unique())
+    L = int(table["layer"].max()) + 1
+    grid = rows.pivot(index="layer", columns="step", values=stat).reindex(index=range(L), columns=steps)
+    by_cell = rows.set_index(["layer", "step"])
+    hover = [
+        [_hover(by_cell.loc[(i, s)]) if (i, s) in by_cell.index else "" for s in steps] for i in range(L)
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(dtype=float),
+            x=steps,
+            y=list(range(L)),
+            zmin=zmin,
+            zmax=zmax,
+            colorscale=scale,
+            reversescale=stat == "residual_cos",
+            colorbar={"title": {"text": label, "side": "right"}, "thickness": 12},
+            xgap=1,
+            ygap=1,
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    skipped = rows[~rows["ran"].astype(bool)]
+    fig.add_trace(
+        go.Scatter(
+            x=skipped["step"],
+            y=skipped["layer"],
+            mode="markers",
+            marker={"symbol": "x-thin", "size": 7, "line": {"width": 1.5, "color": "#444"}},
+            name="skipped",
+            hoverinfo="skip",
+            showlegend=len(skipped) > 0,
+        )
+    )
+    tokens = rows.drop_duplicates("step").set_index("step")["token"]
+    xaxis: dict = {"title": "generated token (step)"}
+    bottom = 45
+    if len(steps) <= LABEL_LIMIT:
+        xaxis.update(
+            tickmode="array",
+            tickvals=steps,
+            ticktext=[display_token(tokens[s]) for s in steps],
+            tickangle=-60,
+            automargin=False,
+        )
+        bottom = 95
+    fig.update_layout(
+        title=title if title is not None else f"{label}, sample {sample}",
+        xaxis=xaxis,
+        yaxis={"title": "layer", "dtick": 1 if L <= 32 else None},
+        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        margin={"l": 50, "r": 10, "t": 60, "b": bottom},
+        height=max(280, min(640, 100 + 18 * L)) + bottom - 45,
+    )
+    return fig
+
+
+def _hover(r: pd.Series) -> str:
+    cos = "" if pd.isna(r["residual_cos"]) else f" · cos {r['residual_cos']:.3f}"
+    return (
+        f"step {int(r['step'])} · token {html.escape(repr(r['token']), quote=False)} · layer {int(r.name[0])} "
+        f"({'ran' if r['ran'] else 'skipped'})<br>top {html.escape(repr(r['top_token']), quote=False)} "
+        f"{r['top_prob']:.3f} · p(generated) {r['p_generated']:.3f}<br>KL to final {r['kl_to_final']:.3f} · "
+        f"entropy {r['entropy']:.3f}{cos}<br>{_topk_text(r['topk'])}"
+    )
+
+
+def layer_summary_figure(summaries: Mapping[str, pd.DataFrame], title: str = "Per layer") -> go.Figure:
+    """Mean KL to the final read-out after each layer and mean residual cosine where the layer ran, one line
+    per path (`skipcore.lens.layer_summary` frames): layers with cosine near 1 change the stream little."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("mean KL to final read-out (nats)", "mean cosine(input, output) where run"),
+        horizontal_spacing=0.12,
+    )
+    for (name, s), color in zip(summaries.items(), PALETTE, strict=False):
+        for col, (y, fmt) in enumerate((("kl_to_final", ".3f"), ("residual_cos", ".4f")), start=1):
+            fig.add_trace(
+                go.Scatter(
+                    x=s["layer"],
+                    y=s[y],
+                    mode="lines+markers",
+                    line={"color": color},
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    hovertemplate=f"layer %{{x}}<br>%{{y:{fmt}}}<extra>{html.escape(name)}</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(title_text="layer", dtick=1)
+    fig.update_layout(
+        title=title,
+        height=360,
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 50, "r": 10, "t": 70, "b": 40},
+    )
+    return fig
+
+
+def agreement_figure(
+    agreements: Mapping[str, Agreement], title: str = "Agreement with full depth"
+) -> go.Figure:
+    """Per budget (layers of the token's own pass) and per decode step: the fraction of tokens whose path
+    ranks full depth's token first, teacher-forced on full depth's output."""
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("per budget", "per decode step"), horizontal_spacing=0.12
+    )
+    for (name, a), color in zip(agreements.items(), PALETTE, strict=False):
+        b = a.by_budget
+        fig.add_trace(
+            go.Bar(
+                x=b["num_layers_run"],
+                y=b["agreement"],
+                marker_color=color,
+                name=name,
+                legendgroup=name,
+                customdata=np.asarray(b["tokens"]),
+                hovertemplate="%{x} layers: %{y:.1%} of %{customdata} tokens<extra>"
+                + html.escape(name)
+                + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        s = a.by_step
+        fig.add_trace(
+            go.Scatter(
+                x=s["step"],
+                y=s["agreement"],
+                mode="lines+markers",
+                line={"color": color},
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                customdata=np.stack([s["tokens"], s["mean_layers"]], -1),
+                hovertemplate="step %{x}: %{y:.1%} of %{customdata[0]} tokens, %{customdata[1]:.1f} layers"
+                "<extra>" + html.escape(name) + "</extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="layers run", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="decode step", row=1, col=2)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        height=360,
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 50, "r": 10, "t": 70, "b": 40},
+    )
+    return fig

@@ -1,0 +1,118 @@
+"""What lens tables say in a few numbers: agreement with full depth, and how much each layer changes.
+
+Agreement is measured teacher-forced: the policy runs on full depth's own (greedy) output, so every position
+sees the same context, and a token agrees when its path's final read-out ranks full depth's token first.
+Over decode steps s >= 1 (step 0, the prefill, runs at full depth); per step, per budget (the layers the
+token's own pass ran), and overall. It is the fraction of tokens a skip path would have decoded as full depth
+did, given the same prefix: the number that predicts quality and draft acceptance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from skipcore.engine import PolicyLike, SkipEngine
+from skipcore.errors import UserError
+from skipcore.lens.run import LensResult, layer_lens
+
+FULL_DEPTH = "full depth"
+
+
+@dataclass
+class Agreement:
+    overall: float  # fraction of decode tokens whose path's top token is full depth's
+    tokens: int
+    by_step: pd.DataFrame  # step, tokens, agreement, mean_layers
+    by_budget: pd.DataFrame  # num_layers_run, tokens, agreement
+
+    def to_dict(self) -> dict:
+        return {
+            "overall": self.overall,
+            "tokens": self.tokens,
+            "by_budget": self.by_budget.to_dict(orient="records"),
+            "by_step": self.by_step.to_dict(orient="records"),
+        }
+
+
+@dataclass
+class FullDepthComparison:
+    full: LensResult  # full depth on its own output
+    path: LensResult  # the policy, teacher-forced on full depth's output
+    agreement: Agreement
+
+
+def _final_layer(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["layer"] == table["layer"].max()]
+
+
+def agreement(path: LensResult) -> Agreement:
+    """Agreement of a lens teacher-forced on full depth's output (`compare_with_full_depth` makes one)."""
+    if path.metadata.get("lens", {}).get("tokens") != FULL_DEPTH:
+        raise UserError(
+            "agreement needs a lens teacher-forced on full depth's output (use compare_with_full_depth); on its "
+            "own greedy decode a path always agrees with itself"
+        )
+    last = _final_layer(path.table)
+    decode = last[last["step"] >= 1].assign(agree=lambda d: d["top_token_id"] == d["token_id"])
+    by_step = (
+        decode.groupby("step")
+        .agg(tokens=("agree", "size"), agreement=("agree", "mean"), mean_layers=("num_layers_run", "mean"))
+        .reset_index()
+    )
+    by_budget = (
+        decode.groupby("num_layers_run")
+        .agg(tokens=("agree", "size"), agreement=("agree", "mean"))
+        .reset_index()
+        .sort_values("num_layers_run", ascending=False, ignore_index=True)
+    )
+    overall = float(decode["agree"].mean()) if len(decode) else float("nan")
+    return Agreement(overall, len(decode), by_step, by_budget)
+
+
+def compare_with_full_depth(
+    engine: SkipEngine,
+    prompts: Sequence[str],
+    policy: PolicyLike,
+    max_new_tokens: int = 32,
+    batch_size: int | None = None,
+    top_k: int = 5,
+    progress: Callable[[int, int], None] | None = None,
+) -> FullDepthComparison:
+    """Full depth's lens on its own output, the policy's lens teacher-forced on that output, and their
+    agreement. `progress(done, total)` counts batches over both runs."""
+    n = -(-len(prompts) // (batch_size or len(prompts) or 1))
+
+    def part(offset: int) -> Callable[[int, int], None] | None:
+        return None if progress is None else (lambda done, _total: progress(offset + done, 2 * n))
+
+    full = layer_lens(engine, prompts, None, max_new_tokens, batch_size, top_k=top_k, progress=part(0))
+    path = layer_lens(
+        engine, prompts, policy, max_new_tokens, batch_size, full.token_ids, top_k=top_k, progress=part(n)
+    )
+    path.metadata["lens"]["tokens"] = FULL_DEPTH
+    path.metadata["lens"]["teacher_run_id"] = full.metadata["run_id"]
+    result = FullDepthComparison(full, path, agreement(path))
+    path.metadata["agreement"] = result.agreement.to_dict()
+    return result
+
+
+def layer_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per layer: how often it ran, mean KL to the final read-out, mean residual cosine where it ran (near 1:
+    the layer barely changes the stream), mean entropy and top probability, and how often the read-out's top
+    token is already the generated one."""
+    t = table.assign(top_is_generated=table["top_token_id"] == table["token_id"])
+    return (
+        t.groupby("layer")
+        .agg(
+            ran=("ran", "mean"),
+            kl_to_final=("kl_to_final", "mean"),
+            residual_cos=("residual_cos", "mean"),  # NaN (skipped) left out
+            entropy=("entropy", "mean"),
+            top_prob=("top_prob", "mean"),
+            top_is_generated=("top_is_generated", "mean"),
+        )
+        .reset_index()
+    )
