@@ -267,6 +267,12 @@ def test_resume_refuses_another_runs_folder_and_says_each_changed_setting(skip_r
     (other / "model.safetensors").write_bytes(b"someone else's")
     assert train_cli(*flags, "--out", str(other), "--resume", str(ckpt)) == 2
     assert "holds another run" in capsys.readouterr().err
+    # naming the checkpoint's folder as --checkpoint-dir does not make another run's --out this run's
+    assert (
+        train_cli(*flags, "--out", str(other), "--resume", str(ckpt), "--checkpoint-dir", str(ckpt.parent))
+        == 2
+    )
+    assert "holds another run" in capsys.readouterr().err
     assert (other / "model.safetensors").read_bytes() == b"someone else's"
     fresh = tmp_path / "fresh"
     changed = [f if f != "3e-3" else "1e-3" for f in flags]

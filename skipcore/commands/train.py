@@ -17,7 +17,7 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
 
-RESUME_FILES = ("skipcore_training.json", "optimizer.pt", "scheduler.pt")
+RESUME_FILES = ("skipcore_training.json", "config.json", "model.safetensors", "optimizer.pt", "scheduler.pt")
 
 DESCRIPTION = """\
 Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
@@ -332,18 +332,23 @@ def make_accelerator(args: argparse.Namespace):
     return Accelerator(cpu=args.device == "cpu", mixed_precision=args.mixed_precision, kwargs_handlers=[ddp])
 
 
-def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None, checkpoint_dir: Path) -> None:
-    """--out must be empty, replaced on purpose, or the very run being resumed (its checkpoints inside it)."""
+def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
+    """--out must be empty, replaced on purpose, or the very run being resumed: the --out its checkpoint
+    recorded, or the folder holding it as OUT/checkpoints."""
+    from skipcore.generation_defaults import read_settings
+
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file")
     if not (out.is_dir() and any(out.iterdir())) or overwrite:
         return
     if resume_dir is None:
         raise UserError(f"--out {out} is not empty; pass --overwrite (or --resume to continue a run)")
-    if resume_dir.resolve().parent != checkpoint_dir.resolve():
+    recorded = ((read_settings(resume_dir) or {}).get("args") or {}).get("out")
+    own = {resume_dir.resolve().parent.parent} | ({Path(recorded).resolve()} if recorded else set())
+    if out.resolve() not in own:
         raise UserError(
-            f"--out {out} holds another run: the checkpoint {resume_dir} is not in its {checkpoint_dir}; resume "
-            "into the run's own --out, or into an empty folder"
+            f"--out {out} holds another run: the checkpoint {resume_dir} was written for "
+            f"{recorded or 'another --out'}; resume into the run's own --out, or into an empty folder"
         )
 
 
@@ -484,7 +489,7 @@ def _run(args: argparse.Namespace) -> int:
     resume_dir = resolve_resume(args.resume) if args.resume else None
     out = Path(args.out)
     ckpt_root = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
-    check_out_dir(out, args.overwrite, resume_dir, ckpt_root)
+    check_out_dir(out, args.overwrite, resume_dir)
     acc = make_accelerator(args)
     examples, dev, data_record = training_data(args, split, say=acc.is_main_process)  # before any writing
     acc.wait_for_everyone()  # every process has checked --out before anything is written there

@@ -97,12 +97,15 @@ def prune_checkpoints(ckpt_root: str | Path, keep: int) -> None:
 
 
 def intact_checkpoint(ckpt: str | Path) -> bool:
-    """Whether a checkpoint holds everything a resume reads, none of it empty."""
+    """Whether a checkpoint holds everything a resume reads (settings, config, weights, optimizer and
+    scheduler), none of it empty."""
     ckpt = Path(ckpt)
-    return all(
-        (ckpt / f).is_file() and (ckpt / f).stat().st_size > 0
-        for f in (SETTINGS_FILE, "optimizer.pt", "scheduler.pt")
-    )
+
+    def present(name: str) -> bool:
+        return (ckpt / name).is_file() and (ckpt / name).stat().st_size > 0
+
+    weights = present("model.safetensors") or present("model.safetensors.index.json")
+    return weights and all(present(f) for f in (SETTINGS_FILE, "config.json", "optimizer.pt", "scheduler.pt"))
 
 
 def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
