@@ -46,10 +46,8 @@ def lens_heatmap(
     steps = sorted(rows["step"].unique())
     L = int(table["layer"].max()) + 1
     grid = rows.pivot(index="layer", columns="step", values=stat).reindex(index=range(L), columns=steps)
-    by_cell = rows.set_index(["layer", "step"])
-    hover = [
-        [_hover(by_cell.loc[(i, s)]) if (i, s) in by_cell.index else "" for s in steps] for i in range(L)
-    ]
+    text = {(int(r.layer), int(r.step)): _hover(r) for r in rows.itertuples()}
+    hover = [[text.get((i, step), "") for step in steps] for i in range(L)]
     fig = go.Figure(
         go.Heatmap(
             z=grid.to_numpy(dtype=float),
@@ -101,13 +99,14 @@ def lens_heatmap(
     return fig
 
 
-def _hover(r: pd.Series) -> str:
-    cos = "" if pd.isna(r["residual_cos"]) else f" · cos {r['residual_cos']:.3f}"
+def _hover(r) -> str:
+    """One cell's hover: the token, the layer, the read-out's statistics and its top-k tokens."""
+    cos = "" if pd.isna(r.residual_cos) else f" · cos {r.residual_cos:.3f}"
     return (
-        f"step {int(r['step'])} · token {html.escape(repr(r['token']), quote=False)} · layer {int(r.name[0])} "
-        f"({'ran' if r['ran'] else 'skipped'})<br>top {html.escape(repr(r['top_token']), quote=False)} "
-        f"{r['top_prob']:.3f} · p(generated) {r['p_generated']:.3f}<br>KL to final {r['kl_to_final']:.3f} · "
-        f"entropy {r['entropy']:.3f}{cos}<br>{_topk_text(r['topk'])}"
+        f"step {r.step} · token {html.escape(repr(r.token), quote=False)} · layer {r.layer} "
+        f"({'ran' if r.ran else 'skipped'})<br>top {html.escape(repr(r.top_token), quote=False)} "
+        f"{r.top_prob:.3f} · p(generated) {r.p_generated:.3f}<br>KL to final {r.kl_to_final:.3f} · "
+        f"entropy {r.entropy:.3f}{cos}<br>{_topk_text(r.topk)}"
     )
 
 
