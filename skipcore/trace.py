@@ -1,13 +1,20 @@
 """The per-token trace: its schema, its validation, and its files.
 
 One row per generated token per batch row, the same columns in Parquet, JSONL and CSV. Run metadata travels
-in the Parquet schema metadata, or in a `.meta.json` sidecar beside JSONL and CSV files.
+in the Parquet schema metadata, or in a `.meta.json` sidecar beside JSONL and CSV files, or in the comment of a
+zipped CSV or JSONL (`.csv.zip`, `.jsonl.zip`: one member, so `pd.read_csv` reads it as it is).
+
+CSV and JSONL files write each `layer_mask` behind a leading `m` ("m001111111111"): plain pandas would read a
+string of digits as a number and drop its leading zeros. `read_trace` strips it; with plain pandas,
+`df["layer_mask"].str[1:]` is the mask (and writing such a frame back gives a file `read_trace` reads).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import platform
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +42,9 @@ TRACE_COLUMNS: dict[str, str] = {
     "finished": "bool",
 }
 FORMATS = (".parquet", ".jsonl", ".csv")
+ZIPPED_FORMATS = (".csv.zip", ".jsonl.zip")  # one member; the run metadata in the zip's comment
 META_KEY = b"skipcore"
+MASK_PREFIX = "m"  # CSV and JSONL: a mask plain pandas cannot take for a number
 
 
 class TraceSchemaError(UserError):
@@ -80,7 +89,8 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
             raise TraceSchemaError(f"{source}: missing column {col!r}")
         series = df[col]
         if kind == "str" and not all(isinstance(v, str) for v in series):
-            raise TraceSchemaError(f"{source}: column {col!r} must hold text")
+            hint = f" (read CSV with dtype={{{col!r}: str}})" if col in _TEXT else ""
+            raise TraceSchemaError(f"{source}: column {col!r} must hold text{hint}")
         if kind == "bool" and not _KIND_CHECKS["bool"](series.dtype):
             if set(series.unique()) <= {0, 1}:  # CSV and JSONL readers may give 0/1
                 df[col] = series.astype(bool)
@@ -92,7 +102,12 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
             raise TraceSchemaError(f"{source}: column {col!r} has missing values")
     bad = df["layer_mask"].str.fullmatch("[01]+") == False  # noqa: E712 (elementwise)
     if bad.any():
-        raise TraceSchemaError(f"{source}: column 'layer_mask' must be a string of 0s and 1s")
+        hint = (
+            " (strip the leading 'm' that CSV and JSONL files add)"
+            if df["layer_mask"].str.startswith(MASK_PREFIX).all()
+            else ""
+        )
+        raise TraceSchemaError(f"{source}: column 'layer_mask' must be a string of 0s and 1s{hint}")
     if (df["layer_mask"].str.count("1") != df["num_layers_run"]).any():
         raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
     _check_values(df, source, num_layers)
@@ -140,10 +155,14 @@ def sidecar_path(path: Path) -> Path:
 
 
 def _check_format(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise UserError(f"unknown trace format {path.name!r}; use one of {', '.join(FORMATS)}")
-    return suffix
+    """The format a trace path names: one of FORMATS or ZIPPED_FORMATS."""
+    name = path.name.lower()
+    for fmt in (*ZIPPED_FORMATS, *FORMATS):
+        if name.endswith(fmt) and len(name) > len(fmt):
+            return fmt
+    raise UserError(
+        f"unknown trace format {path.name!r}; use one of {', '.join((*FORMATS, *ZIPPED_FORMATS))}"
+    )
 
 
 def write_trace(
@@ -151,14 +170,14 @@ def write_trace(
 ) -> Path:
     """Write the trace and its metadata. Refuses to replace an existing file unless asked to."""
     path = Path(path)
-    suffix = _check_format(path)
+    fmt = _check_format(path)
     if path.exists() and not overwrite:
         raise UserError(f"trace file {path} exists; pass --overwrite or choose another path")
     validate_trace(df.copy(), str(path))
     meta = metadata or {}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if suffix == ".parquet":
+        if fmt == ".parquet":
             import pyarrow as pa
             import pyarrow.parquet as pq
 
@@ -167,39 +186,65 @@ def write_trace(
             schema_meta[META_KEY] = json.dumps(meta, default=str).encode()
             table = table.replace_schema_metadata(schema_meta)
             atomic_write(path, lambda p: pq.write_table(table, p))
+        elif fmt in ZIPPED_FORMATS:
+            atomic_write(path, lambda p: _write_zip(p, path.name[: -len(".zip")], df, meta))
         else:
             # the sidecar first: a data file never stands without its metadata
             side = json.dumps(meta, indent=2, default=str)
             atomic_write(sidecar_path(path), lambda p: p.write_text(side))
-            if suffix == ".jsonl":
-                atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False))
-            else:
-                atomic_write(path, lambda p: df.to_csv(p, index=False))
+            atomic_write(path, lambda p: _write_text(p, df, fmt))
     except OSError as e:
         raise UserError(f"cannot write trace to {path}: {e.strerror or e}") from e
     return path
 
 
+def _write_text(target, df: pd.DataFrame, fmt: str) -> None:
+    """CSV or JSONL with masks behind MASK_PREFIX, to a path or a text handle."""
+    out = df.assign(layer_mask=MASK_PREFIX + df["layer_mask"].astype(str))
+    if fmt.startswith(".jsonl"):
+        out.to_json(target, orient="records", lines=True, force_ascii=False)
+    else:
+        out.to_csv(target, index=False)
+
+
+def _write_zip(target: Path, member: str, df: pd.DataFrame, meta: dict) -> None:
+    """A zip of one CSV or JSONL member (what `pd.read_csv`/`pd.read_json` take) with the metadata as its
+    comment (zip comments hold up to 64 KiB)."""
+    comment = json.dumps(meta, default=str).encode()
+    if len(comment) > 0xFFFF:
+        raise UserError(
+            f"the run metadata ({len(comment)} bytes) is too large for a zip comment; write .parquet instead"
+        )
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.comment = comment
+        with zf.open(member, "w") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
+            _write_text(text, df, "." + member.rsplit(".", 1)[-1])
+
+
 def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Read and validate a trace file; returns the frame and its run metadata."""
     path = Path(path)
-    suffix = _check_format(path)
+    fmt = _check_format(path)
     if not path.is_file():
         raise UserError(f"trace file not found: {path}")
     try:
-        if suffix == ".parquet":
+        if fmt == ".parquet":
             import pyarrow.parquet as pq
 
             table = pq.read_table(path)
             raw = (table.schema.metadata or {}).get(META_KEY)
             meta = json.loads(raw) if raw else {}
             df = table.to_pandas()
+        elif fmt in ZIPPED_FORMATS:
+            df, meta = _read_zip(path)
         else:
-            df = _read_jsonl(path) if suffix == ".jsonl" else _read_csv(path)
+            df = _read_text(path, fmt)
             side = sidecar_path(path)
             meta = json.loads(side.read_text()) if side.is_file() else {}
-    except (ValueError, OSError) as e:
-        raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} trace ({str(e).splitlines()[0]})") from e
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
+        raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({str(e).splitlines()[0]})") from e
+    if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):
+        df["layer_mask"] = df["layer_mask"].str.removeprefix(MASK_PREFIX)
     layers = meta.get("num_layers") if isinstance(meta, dict) else None
     return validate_trace(df, str(path), layers if isinstance(layers, int) else None), meta
 
@@ -207,18 +252,35 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
 _TEXT = {"token": str, "layer_mask": str, "run_id": str}
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, dtype=_TEXT, keep_default_na=False)
+def _read_text(source, fmt: str) -> pd.DataFrame:
+    """A CSV or JSONL trace from a path or a binary handle."""
+    if fmt.startswith(".jsonl"):
+        return _read_jsonl(source)
+    return pd.read_csv(source, dtype=_TEXT, keep_default_na=False)
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
+def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
+    """The one CSV or JSONL member of a zipped trace, and the metadata in the zip's comment."""
+    with zipfile.ZipFile(path) as zf:
+        members = [i for i in zf.infolist() if not i.is_dir()]
+        fmt = _check_format(path)[: -len(".zip")]
+        if len(members) != 1 or not members[0].filename.lower().endswith(fmt):
+            found = ", ".join(i.filename for i in members) or "nothing"
+            raise ValueError(f"expected one {fmt} file in the zip, found {found}")
+        with zf.open(members[0]) as raw:
+            df = _read_text(raw, fmt)
+        meta = json.loads(zf.comment) if zf.comment else {}
+    return df, meta
+
+
+def _read_jsonl(source) -> pd.DataFrame:
     """pyarrow's columnar JSON reader: a million-row trace becomes arrays, not a Python dict per row (pandas'
     reader needed ~3.7 GB for 10^6 rows). Masks and tokens stay strings, as JSON wrote them."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     try:
-        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=1 << 24))
+        table = pj.read_json(source, read_options=pj.ReadOptions(block_size=1 << 24))
     except pa.ArrowInvalid as e:
         raise ValueError(str(e)) from e
     return table.to_pandas()

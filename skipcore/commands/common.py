@@ -134,7 +134,7 @@ def check_output_path(path: str | None, overwrite: bool, suffixes: tuple[str, ..
     if path is None:
         return None
     p = Path(path)
-    if p.suffix.lower() not in suffixes:
+    if not any(p.name.lower().endswith(s) and len(p.name) > len(s) for s in suffixes):  # ".csv.zip" too
         raise UserError(f"unknown output format {p.name!r}; use one of {', '.join(suffixes)}")
     if p.exists() and not overwrite:
         raise UserError(f"{p} exists; pass --overwrite or choose another path")
