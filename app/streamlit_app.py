@@ -25,6 +25,7 @@ PAGES = [
     st.Page(SECTIONS / "tradeoffs.py", title="Trade-offs", icon=":material/scatter_plot:"),
     st.Page(SECTIONS / "compare.py", title="Compare policies", icon=":material/compare:"),
     st.Page(SECTIONS / "explorer.py", title="Trace explorer", icon=":material/search:"),
+    st.Page(SECTIONS / "lens.py", title="Layer lens", icon=":material/layers:"),
 ]
 
 st.set_page_config(page_title="skipcore", page_icon=":material/layers:", layout="wide")

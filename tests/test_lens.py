@@ -5,6 +5,8 @@ recomputation, agreement counts what it says, and the files, command and figures
 from __future__ import annotations
 
 import json
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,6 +33,7 @@ from skipcore.policies import AdaptivePolicy, CalmPolicy
 from skipcore.schedule import Schedule
 from skipcore.trace import TraceSchemaError
 from tests.conftest import PROMPTS
+from tests.test_browser import GENERATE_TIMEOUT_MS, _goto, _shot, _wait_idle, page, server  # noqa: F401
 
 T = 10
 
@@ -274,7 +277,8 @@ def test_heatmap_marks_skipped_cells_and_fits_its_column(opt):
     sample = t[t["sample"] == 1]
     for stat in STATS:
         fig = lens_heatmap(t, 1, stat)
-        heat, marks = fig.data
+        heat, halo, marks = fig.data
+        assert list(halo.x) == list(marks.x)
         assert np.asarray(heat.z).shape == (opt.num_layers, sample["step"].nunique())
         assert len(marks.x) == (~sample["ran"]).sum() > 0
         assert fig.layout.width is None  # the figure takes its container's width
@@ -344,3 +348,103 @@ def test_on_cuda_the_lens_follows_the_graph_decode(model_dirs):
     tr = live(ref.trace)
     assert (masks(lens.table) == tr["layer_mask"]).all()
     np.testing.assert_allclose(final_rows(lens.table)["logprob"], tr["logprob"], rtol=1e-4, atol=1e-4)
+
+
+# -- the dashboard page -------------------------------------------------------------------------------------
+@pytest.fixture
+def lens_page(model_dirs, monkeypatch):
+    """The app on the tiny OPT model, opened on the Layer lens page."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.dashboard import paths
+
+    monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
+    app = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
+    at = AppTest.from_file(str(app), default_timeout=120).run()
+    at.switch_page("sections/lens.py").run()
+    return at
+
+
+def widget(widgets, key: str):
+    return next(w for w in widgets if w.key == key)
+
+
+def clean(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_path):
+    at = lens_page
+    clean(at)
+    assert at.title[0].value == "Layer lens" and not at.get("plotly_chart")
+    widget(at.slider, "lens_max_new").set_value(6)
+    widget(at.button, "lens_run").click().run()
+    clean(at)
+    result = at.session_state["lens_result"]
+    assert result["path"].metadata["lens"]["tokens"] == "full depth"
+    assert result["path"].token_ids == result["full"].token_ids
+    assert at.metric[0].value == f"{result['agreement'].overall:.1%}"
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(figs) == 4  # agreement, two heatmaps, per-layer summary
+    full_heat, path_heat = figs[1], figs[2]
+    assert full_heat["data"][0]["type"] == path_heat["data"][0]["type"] == "heatmap"
+    assert not full_heat["data"][2]["x"] and len(path_heat["data"][2]["x"]) > 0  # skipped cells marked
+    assert "top " in path_heat["data"][0]["text"][0][0]  # hover: the read-out's top tokens
+    assert all("width" not in f["layout"] for f in figs)  # every chart takes its column's width
+    # another statistic recolours both heatmaps
+    widget(at.selectbox, "lens_stat").set_value("residual_cos").run()
+    clean(at)
+    spec = json.loads(at.get("plotly_chart")[2].proto.spec)
+    assert "cosine" in spec["data"][0]["colorbar"]["title"]["text"]
+    # downloads: both lens tables in every format, read back by skipcore's reader
+    labels = [b.label for b in at.download_button]
+    assert len(labels) == len(at.session_state["_lens_downloads"]) == 6
+    for (run_id, _fmt), (data, name, _) in at.session_state["_lens_downloads"].items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                zf.extractall(tmp_path)
+            path = tmp_path / name[:-4]
+        table, meta = read_lens(path)
+        assert meta["run_id"] == run_id and len(table) > 0
+
+
+def test_lens_page_on_the_schedules_own_decode(lens_page):
+    at = lens_page
+    widget(at.slider, "lens_max_new").set_value(6)
+    widget(at.radio, "lens_tokens").set_value("Its own decode")
+    widget(at.button, "lens_run").click().run()
+    clean(at)
+    result = at.session_state["lens_result"]
+    assert result["path"].metadata["lens"]["tokens"] == "own decode"
+    assert result["agreement"].tokens > 0  # still measured, teacher-forced
+    assert len(at.table[-1].value.columns) == 3  # prompt, full depth's text, the schedule's own text
+
+
+# -- in a real browser ----------------------------------------------------------------------------------------
+def test_lens_page_in_a_browser(page, server):  # noqa: F811 (fixtures shared with tests/test_browser.py)
+    """At 1400 px, on the shipped model: the page runs, every chart fits its column, a screenshot is kept."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(server, wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
+    _wait_idle(page)
+    _goto(page, "Layer lens")
+    page.get_by_role("button", name="Run the lens").click()
+    page.get_by_role("heading", name="Downloads").wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    assert charts.count() == 4
+    page.wait_for_timeout(500)
+    for i in range(charts.count()):
+        box = charts.nth(i).bounding_box()
+        svg = charts.nth(i).locator(".main-svg").first.bounding_box()
+        column = charts.nth(i).locator(
+            "xpath=ancestor::*[@data-testid='stColumn' or @data-testid='stMain'][1]"
+        )
+        limit = column.bounding_box()
+        assert svg["width"] <= box["width"] + 1 and box["width"] <= limit["width"] + 1, (i, svg, box, limit)
+    assert page.locator(".js-plotly-plot .heatmaplayer").count() == 2
+    assert not page.locator('[data-testid="stException"]').count(), "the page showed a traceback"
+    _shot(page, "6-lens")

@@ -65,17 +65,21 @@ def lens_heatmap(
         )
     )
     skipped = rows[~rows["ran"].astype(bool)]
-    fig.add_trace(
-        go.Scatter(
-            x=skipped["step"],
-            y=skipped["layer"],
-            mode="markers",
-            marker={"symbol": "x-thin", "size": 7, "line": {"width": 1.5, "color": "#444"}},
-            name="skipped",
-            hoverinfo="skip",
-            showlegend=len(skipped) > 0,
+    for color, width, legend in (
+        ("white", 3.5, False),
+        ("#222", 1.5, len(skipped) > 0),
+    ):  # visible on any colour
+        fig.add_trace(
+            go.Scatter(
+                x=skipped["step"],
+                y=skipped["layer"],
+                mode="markers",
+                marker={"symbol": "x-thin", "size": 8, "line": {"width": width, "color": color}},
+                name="skipped",
+                hoverinfo="skip",
+                showlegend=legend,
+            )
         )
-    )
     tokens = rows.drop_duplicates("step").set_index("step")["token"]
     xaxis: dict = {"title": "generated token (step)"}
     bottom = 45
