@@ -19,10 +19,10 @@ from skipcore.commands import build_parser, main
 from skipcore.commands.train import plan_from_args
 from skipcore.engine import SkipEngine
 from skipcore.errors import UserError
+from skipcore.generation_defaults import SETTINGS_FILE, generation_defaults, read_settings
 from skipcore.loading import load_model
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
-from skipcore.training.checkpoint import SETTINGS_FILE, generation_defaults, read_settings
 from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
 from skipcore.training.plan import SchedulePlan
 from tests.conftest import PROMPTS
