@@ -37,6 +37,14 @@ def _is_int(v: object) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+_COUNTS = ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages")
+
+
+def _whole(v: object) -> object:
+    """12.0 from a JSON writer is the count 12; 8.7 stays a float (and is refused as a count)."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def mask_string(layers: Sequence[int], num_layers: int) -> str:
     """'1' where layer i runs, '0' elsewhere: the trace's `layer_mask` column."""
     chars = ["0"] * num_layers
@@ -122,7 +130,7 @@ class Schedule:
     def _check_types(self) -> None:
         """Whole numbers where a count is meant: "10", 8.7, true or null from a JSON file are refused, not
         truncated or compared as text."""
-        for name in ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages"):
+        for name in _COUNTS:
             v = getattr(self, name)
             optional = name in ("max_layers", "min_layers", "decay_span")
             if (v is None and not optional) or (v is not None and not _is_int(v)):
@@ -195,11 +203,11 @@ class Schedule:
         unknown = set(d) - known
         if unknown:
             raise ScheduleError(f"unknown schedule field(s): {', '.join(sorted(unknown))}")
-        d = dict(d)
+        d = {k: _whole(v) if k in _COUNTS else v for k, v in d.items()}
         budgets = d.get("budgets_list") or ()
         if not isinstance(budgets, list | tuple):
             raise ScheduleError(f"budgets_list must be a list of whole numbers, got {budgets!r}")
-        d["budgets_list"] = tuple(budgets)
+        d["budgets_list"] = tuple(_whole(b) for b in budgets)
         return cls(**d)
 
     def describe(self) -> str:

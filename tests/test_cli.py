@@ -84,8 +84,11 @@ def test_generate_writes_trace_that_round_trips(opt_dir, tmp_path, capsys, fmt):
     "args, message",
     [
         (["--model", "no/such/dir"], "model directory not found: no/such/dir"),
-        (["--min-layers", "5", "--max-layers", "3"], r"min_layers \(5\) is greater than max_layers \(3\)"),
-        (["--max-layers", "9"], r"max_layers 9 is outside \[1, 6\]"),
+        (
+            ["--min-layers", "5", "--max-layers", "3"],
+            r"--min-layers \(5\) is greater than --max-layers \(3\)",
+        ),
+        (["--max-layers", "9"], r"--max-layers 9 is outside \[1, 6\]"),
         (["--prompts-file", "/nonexistent/prompts.txt"], "cannot read prompts file"),
         (["--prompts-file", "p.txt", "--prompt", "x"], "give --prompt or --prompts-file, not both"),
         (["--trace", "/proc/forbidden/t.parquet"], "cannot write"),

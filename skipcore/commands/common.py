@@ -77,21 +77,78 @@ def schedule_from_args(
     args: argparse.Namespace, num_layers: int, max_new_tokens: int, speedup_over: int | None = None
 ):
     """The schedule the flags describe; a --target-speedup is met over `speedup_over` generated tokens
-    (default: max_new_tokens)."""
-    from skipcore.schedule import Schedule, schedule_for_speedup
+    (default: max_new_tokens). A schedule the flags cannot make is refused naming the flag."""
+    from skipcore.errors import ScheduleError
 
     if args.schedule_json:
         try:
-            d = json.loads(Path(args.schedule_json).read_text())
-        except (OSError, ValueError) as e:
-            raise UserError(f"cannot read schedule file {args.schedule_json}: {e}") from e
-        if not isinstance(d, dict):
-            raise UserError(
-                f"{args.schedule_json}: a schedule must be a JSON object of fields (as the dashboard exports), "
-                f"got a {type(d).__name__}"
-            )
-        d["num_layers"] = num_layers if d.get("num_layers") is None else d["num_layers"]
-        return Schedule.from_dict(d)
+            return _schedule_from_json(args.schedule_json, num_layers)
+        except ScheduleError as e:
+            raise ScheduleError(f"--schedule-json {args.schedule_json}: {e}") from e
+    try:
+        return _schedule_from_flags(args, num_layers, max_new_tokens, speedup_over)
+    except ScheduleError as e:
+        raise ScheduleError(name_schedule_flags(str(e), args)) from e
+
+
+# schedule fields as the library names them, and the flags that set them
+_FIELD_FLAGS = {
+    "max_layers": "--max-layers",
+    "min_layers": "--min-layers",
+    "warmup_layers": "--warmup-layers",
+    "decay_span": "--decay-span",
+    "alpha": "--alpha",
+    "stages": "--stages",
+    "target speedup": "--target-speedup",
+}
+# messages that describe a flag in words: the flag goes in front
+_SUBJECT_FLAGS = {"warmup layers": "warmup_layers", "budget": "budgets"}
+
+
+def name_schedule_flags(message: str, args: argparse.Namespace) -> str:
+    """A schedule error in the command line's words: "max_layers 9 is outside [1, 6]" becomes
+    "--max-layers 9 is outside [1, 6]"; a message about warmup or budgets gets its flag and value in front."""
+    import re
+
+    for field_name, flag in _FIELD_FLAGS.items():
+        message = re.sub(rf"(?<![\w-]){field_name}(?!\w)", flag, message)
+    if not message.startswith("--"):
+        hits = [(message.find(words), attr) for words, attr in _SUBJECT_FLAGS.items() if words in message]
+        if hits:
+            attr = min(hits)[1]
+            value = getattr(args, attr, None)
+            flag = "--" + attr.replace("_", "-")
+            message = f"{flag}{'' if value is None else f' {value}'}: {message}"
+    return message
+
+
+def _schedule_from_json(path: str, num_layers: int):
+    """A schedule exported by the dashboard: a JSON object of Schedule fields, for this model's layers."""
+    from skipcore.schedule import Schedule
+
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read schedule file {path}: {getattr(e, 'strerror', None) or e}") from e
+    if not isinstance(d, dict):
+        raise UserError(
+            f"{path}: a schedule must be a JSON object of fields (as the dashboard exports), "
+            f"got a {type(d).__name__}"
+        )
+    layers = d.get("num_layers")
+    if layers is not None and layers != num_layers:
+        raise UserError(
+            f"--schedule-json {path}: the schedule is for {layers!r} layers but the model has {num_layers}; "
+            "export one for this model"
+        )
+    return Schedule.from_dict({**d, "num_layers": num_layers})
+
+
+def _schedule_from_flags(
+    args: argparse.Namespace, num_layers: int, max_new_tokens: int, speedup_over: int | None
+):
+    from skipcore.schedule import Schedule, schedule_for_speedup
+
     extra = dict(decay_span=args.decay_span, alpha=args.alpha, stages=args.stages)
     target = args.target_speedup
     if (
@@ -101,6 +158,11 @@ def schedule_from_args(
     ):
         target = 2.0  # a decaying shape with no floor would be full depth; the paper's smallest target
     if target is not None:
+        if args.schedule in ("full", "custom"):
+            raise UserError(
+                f"--target-speedup picks the budgets of a linear, power, step or constant --schedule; "
+                f"{args.schedule} takes none (drop --target-speedup or change --schedule)"
+            )
         return schedule_for_speedup(
             num_layers,
             target,
@@ -127,6 +189,17 @@ def schedule_from_args(
         budgets_list=budgets,
         **extra,
     )
+
+
+def check_generation_request(engine, prompts: list[str], args: argparse.Namespace) -> None:
+    """The engine's request checks (batch size, the longest prompt plus the new tokens against the model's
+    positions) said in the command line's words, before the first batch runs."""
+    try:
+        engine.check_request(prompts, args.max_new_tokens, args.batch_size)
+    except UserError as e:
+        message = str(e).replace("max_new_tokens", "--max-new-tokens").replace("batch size", "--batch-size")
+        message = message.replace("use at most ", "use --max-new-tokens ").replace(" new tokens or", " or")
+        raise UserError(message) from e
 
 
 def check_output_path(path: str | None, overwrite: bool, suffixes: tuple[str, ...]) -> Path | None:
