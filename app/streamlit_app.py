@@ -16,6 +16,7 @@ if str(APP_DIR.parent) not in sys.path:  # `app.dashboard` and skipcore from thi
 
 import streamlit as st  # noqa: E402
 
+from app.dashboard.figures import format_picker  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
 
 SECTIONS = APP_DIR / "sections"
@@ -31,4 +32,5 @@ PAGES = [
 st.set_page_config(page_title="skipcore", page_icon=":material/layers:", layout="wide")
 page = st.navigation(PAGES)
 model_sidebar()
+format_picker()
 page.run()

@@ -225,9 +225,10 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     result = at.session_state["generate_result"]
     assert len(result["texts"]) == 2 and set(TRACE_COLUMNS) <= set(result["trace"].columns)
     bar = at.get("progress")[-1].proto  # the per-step progress bar, left full
-    assert bar.value == 100 and bar.text.startswith("Generated 2 ×")
+    tokens = int((~result["trace"]["finished"]).sum())  # counted from the rows still running, not the cap
+    assert bar.value == 100 and bar.text.startswith(f"Generated {tokens} tokens for 2 prompts")
     figs = charts(at)
-    assert len(figs) == 3 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency
+    assert len(figs) == 4 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency, history
     spec = json.loads(figs[0].proto.spec)
     assert spec["data"][0]["text"][0][0].startswith("step 0")  # hover: step, token, layers, FLOPs, log p
     assert "log p" in spec["data"][0]["text"][0][0]
@@ -249,7 +250,7 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     # the result survives a trip to another page
     at.switch_page("sections/explorer.py").run()
     at.switch_page("sections/generate.py").run()
-    assert len(charts(at)) == 3
+    assert len(charts(at)) == 4
 
 
 def test_generate_from_a_data_split(model_dir):
@@ -277,7 +278,7 @@ def test_compare_runs_every_policy(model_dir):
     at = open_app("compare")
     assert_clean(at)
     policies = by_key(at.multiselect, "cmp_policies").value
-    assert policies[:3] == ["skip", "exit", "middle"]
+    assert policies[:4] == ["full depth", "skip", "exit", "middle"]
     by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
     by_key(at.button, "cmp_run").click().run()
     assert_clean(at)
@@ -286,6 +287,7 @@ def test_compare_runs_every_policy(model_dir):
     assert len(charts(at)) == len(policies)  # one aligned heatmap per policy
     masks = {name: set(res.trace["layer_mask"]) for name, res in results.items()}
     assert masks["skip"] != masks["exit"] != masks["middle"]  # the same budgets, different layers
+    assert masks["full depth"] == {"111111"}
 
 
 # -- trade-offs --------------------------------------------------------------------------------------------
@@ -343,15 +345,17 @@ def test_tradeoffs_from_an_uploaded_sweep(model_dir):
         ("sweep.csv", sweep_frame().to_csv(index=False).encode(), "text/csv")
     ).run()
     assert_clean(at)
-    assert len(at.get("vega_lite_chart")) == 1
-    spec = at.get("vega_lite_chart")[0].proto.spec
-    assert '"hconcat"' in spec  # theoretical and measured side by side
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert len(specs) == 2  # theoretical and measured side by side, each in its own column
+    assert all(s["width"] == "container" for s in specs)  # a chart never wider than its column
     assert by_key(at.selectbox, "to_y").value == "bleu"
     assert by_key(at.selectbox, "to_x").value == "layer_speedup"
     assert by_key(at.selectbox, "to_xm").value == "wall_speedup_decode"
     front = at.dataframe[0].value  # the largest batch size is shown first
     assert list(front["layer_speedup"]) == [1.0, 1.5, 2.0, 3.0]
     assert list(front["series"]) == ["full", "calm", "skip", "skip"]
+    measured = at.dataframe[1].value  # the Pareto front on the measured axis too
+    assert list(measured["wall_speedup_decode"]) == pytest.approx([0.8, 1.2, 1.6, 2.4])
     by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
     assert_clean(at)
     assert len(at.dataframe[0].value) == 4
@@ -379,7 +383,7 @@ def test_tradeoffs_shipped_sweep(model_dir, tmp_path, monkeypatch):
     at = open_app("tradeoffs")
     assert_clean(at)
     assert by_key(at.radio, "to_source").value == "Shipped sweep"
-    assert len(at.get("vega_lite_chart")) == 1
+    assert len(at.get("vega_lite_chart")) == 2
 
 
 def test_tradeoffs_small_sweep_on_the_page(model_dir):
@@ -396,7 +400,7 @@ def test_tradeoffs_small_sweep_on_the_page(model_dir):
     sweep = at.session_state["tradeoff_sweep"]
     assert sorted(sweep["mode"]) == ["calm", "full", "skip"]
     assert {"bleu", "rougeL", "layer_speedup", "wall_speedup_decode"} <= set(sweep.columns)
-    assert len(at.get("vega_lite_chart")) == 1
+    assert len(at.get("vega_lite_chart")) == 2
 
 
 # -- trace explorer ----------------------------------------------------------------------------------------
@@ -416,6 +420,7 @@ def test_explorer_reads_back_every_download_format(model_dir, sample_trace, fmt)
     assert_clean(at)
     assert "schema OK" in at.success[0].value and "2 samples" in at.success[0].value
     assert "policy static" in at.caption[1].value  # the metadata came along (sidecar or schema)
+    assert "mode skip" in at.caption[1].value
     assert len(charts(at)) == 3
 
 
@@ -458,8 +463,13 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 
 BAD_UPLOADS = {
-    "wrong columns": lambda t: ("t.csv", b"a,b\n1,2\n", "missing column 'run_id'"),
+    "wrong columns": lambda t: ("t.csv", b"a,b\n1,2\n", "missing columns 'run_id', 'sample', 'step'"),
     "missing one column": lambda t: ("t.csv", _csv(t.drop(columns=["logprob"])), "missing column 'logprob'"),
+    "missing three columns": lambda t: (
+        "t.csv",
+        _csv(t.drop(columns=["logprob", "step_ms", "token"])),
+        "missing columns 'token', 'step_ms', 'logprob' (3 of the 15",
+    ),
     "bad types": lambda t: ("t.csv", _csv(t.assign(step="x")), "column 'step' must be int"),
     "bad mask": lambda t: ("t.csv", _csv(t.assign(layer_mask="12")), "string of 0s and 1s"),
     "empty file": lambda t: ("t.parquet", b"", "the file is empty"),
@@ -525,3 +535,167 @@ def test_pareto_front_and_token_labels():
     assert plots.display_token("</s>") == "&lt;/s&gt;"
     assert plots.display_token(" \n") == "␣↵" and plots.display_token(" The") == "The"
     assert plots.human_bytes(1536) == "1.5 KiB"
+
+
+# -- fixes found in a real browser (issue 16, part 4) and timing honesty (issue 13) ------------------------
+def test_designer_says_when_a_fit_misses_its_target(model_dir):
+    at = open_app()
+    by_key(at.number_input, "w_target").set_value(2.0)
+    by_key(at.button, "fit").click().run()
+    assert at.success and "Fitted" in " ".join(s.value for s in at.success)
+    reach = Schedule(6, "linear", "skip", 2, 2, 1).layer_speedup(32)  # the lowest budget at every step
+    by_key(at.number_input, "w_target").set_value(round(reach * 1.04, 2))  # within the fit's tolerance
+    by_key(at.button, "fit").click().run()
+    assert not at.exception
+    got = Schedule.from_dict(at.session_state["schedule"]).layer_speedup(32)
+    warning = " ".join(w.value for w in at.warning)
+    assert "out of reach" in warning and f"{got:.2f}x" in warning
+
+
+def test_designer_typical_length_beyond_generation_is_said_and_capped(model_dir):
+    at = open_app()
+    by_key(at.slider, "w_max_new_tokens").set_value(10)
+    by_key(at.slider, "w_speedup_over").set_value(20).run()
+    assert "more than the tokens to generate" in " ".join(w.value for w in at.warning)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert next(m for m in at.metric if m.label == "Layer speedup").value == f"{sch.layer_speedup(10):.2f}x"
+
+
+def test_designer_figures_at_length_two_and_the_mask_key(model_dir):
+    at = open_app()
+    by_key(at.slider, "w_max_new_tokens").set_value(2)
+    by_key(at.slider, "w_speedup_over").set_value(2).run()
+    assert_clean(at)
+    mask, costs = (json.loads(c.proto.spec) for c in charts(at)[1:3])
+    assert mask["data"][0]["showscale"] and mask["data"][0]["colorbar"]["ticktext"] == ["skipped", "ran"]
+    flops = [t for t in costs["data"] if t.get("xaxis", "x") == "x"]
+    assert flops and all("markers" in t["mode"] for t in flops)  # one decode step, still drawn
+    kv = next(m for m in at.metric if m.label == "KV cache, last step")
+    assert kv.delta.endswith("vs full") and "KiB" not in kv.delta  # short enough for its column
+
+
+def test_design_is_kept_in_the_url(model_dir):
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params.update({"mode": "exit", "min_layers": "2", "max_layers": "5"})
+    at.run()
+    assert_clean(at)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert (sch.mode, sch.min_layers, sch.max_layers) == ("exit", 2, 5)
+    by_key(at.slider, "w_min_layers").set_value(3).run()
+    assert at.query_params["min_layers"] == "3" and at.query_params["mode"] == "exit"
+
+
+def test_generate_batch_size_labels_outputs_and_history(model_dir):
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    assert by_key(at.number_input, "gen_batch").value == 2  # the two typed prompts
+    by_key(at.button, "gen_run").click().run()
+    by_key(at.radio, "gen_source").set_value("From a data split").run()
+    by_key(at.number_input, "gen_count").set_value(16).run()
+    assert by_key(at.number_input, "gen_batch").value == 16  # follows the prompts, not the first count
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    result = at.session_state["generate_result"]
+    picker = next(w for w in at.selectbox if w.label == "Sample (batch row)")
+    assert picker.options[0].startswith("0: MR: name[") and result["prompts"][0][4:20] in picker.options[0]
+    outputs = at.table[0].value
+    assert list(outputs["output"]) == result["texts"]  # whole texts in a wrapping table
+    runs = at.session_state["run_history"]
+    assert len(runs) == 2
+    history = json.loads(by_key(charts(at), "gen_history_fig").proto.spec)
+    assert history["data"][0]["name"].startswith("full depth") and len(history["data"]) == 3
+    table = next(d.value for d in at.dataframe if "run" in d.value.columns)
+    assert list(table["run"])[0] == "full depth" and len(table) == 3
+
+
+def test_progress_counts_batches_and_steps():
+    from app.dashboard.views import progress_text
+
+    assert progress_text(30, 128, 64).startswith("batch 1 of 2, step 30")
+    assert progress_text(64, 128, 64).startswith("batch 1 of 2, step 64")
+    assert progress_text(65, 128, 64).startswith("batch 2 of 2, step 1 ")
+
+
+def test_compare_full_depth_calm_and_scores_from_a_split(model_dir):
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "calm"])
+    by_key(at.radio, "cmp_source").set_value("From a data split").run()
+    by_key(at.number_input, "cmp_count").set_value(3)
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    stored = at.session_state["compare_result"]
+    assert set(stored["quality"]) == {"full depth", "skip", "calm"}
+    table = at.dataframe[0].value
+    assert {"bleu", "rougeL"} <= set(table.columns) and list(table["policy"]) == [
+        "full depth",
+        "skip",
+        "calm",
+    ]
+    assert table.loc[table["policy"] == "full depth", "layer speedup (per token)"].item() == 1.0
+    assert stored["results"]["calm"].metadata["policy"] == "calm"  # CALM through engine.generate
+
+
+def _trace_of(trace: pd.DataFrame, **changes) -> bytes:
+    return trace.assign(**changes).to_csv(index=False).encode()
+
+
+def test_explorer_full_depth_caption_labels_limit_and_noise(model_dirs, model_dir, tmp_path):
+    from skipcore.engine import SkipEngine
+    from skipcore.loading import load_model
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    res = SkipEngine(model, tok).generate(["The Eagle is", "Green Man", "Alimentum"], None, 8, batch_size=1)
+    data, name, _ = tracefiles.trace_download(res.trace, res.metadata, "parquet")
+    at = upload(open_app("explorer"), name, data)
+    assert_clean(at)
+    assert "full depth" in at.caption[1].value and "mode skip" not in at.caption[1].value
+    picker = next(w for w in at.selectbox if w.label == "Sample (batch row)")
+    assert all(len(o) > 3 for o in picker.options)  # the start of each output, not a bare number
+    box = at.get("file_uploader")[0].proto
+    assert (
+        box.max_upload_size_mb == paths.upload_limit_mb()
+        and f"{box.max_upload_size_mb} MB" in at.caption[0].value
+    )
+    # a spiky run is said to be noisy; many batches are drawn as one band, not one line each
+    trace = res.trace.copy()
+    trace.loc[trace["step"] == 3, "step_ms"] = trace["step_ms"].median() * 50
+    many = pd.concat(
+        [trace.assign(batch=trace["batch"] + 10 * k, sample=trace["sample"] + 3 * k) for k in range(4)]
+    )
+    at = upload(open_app("explorer"), "t.csv", _csv(many))
+    assert "This run was noisy" in " ".join(w.value for w in at.warning)
+    latency = json.loads(by_key(charts(at), "explorer_latency").proto.spec)
+    assert len(latency["data"]) == 3 and "median of 12 batches" in latency["layout"]["title"]["text"]
+
+
+def test_tradeoffs_intervals_flags_and_colour_families(model_dir):
+    df = sweep_frame()
+    df["wall_speedup_decode_lo"] = df["wall_speedup_decode"] * 0.9
+    df["wall_speedup_decode_hi"] = df["wall_speedup_decode"] * 1.1
+    df["timing_flag"] = ["above 1.2x the batch layer speedup" if i == 8 else "" for i in range(len(df))]
+    base = df.assign(model_role="baseline", bleu=df["bleu"] - 3)
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", pd.concat([df, base]).to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert not at.exception
+    xm = by_key(at.selectbox, "to_xm")
+    assert "wall_speedup_decode_lo" not in xm.options  # an interval's end is its bar, not an axis
+    theory, measured = (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+    layers = measured["layer"]
+    assert any(layer["mark"]["type"] == "rule" and "x2" in layer["encoding"] for layer in layers)
+    assert any("shape" in layer["encoding"] for layer in layers)  # flagged timings drawn as crosses
+    line = next(
+        layer for layer in theory["layer"] if layer["mark"]["type"] == "line" and "color" in layer["encoding"]
+    )
+    assert {d["field"] for d in line["encoding"]["detail"]} == {"batch_size", "model_role"}  # never joined
+    scale = line["encoding"]["color"]["scale"]
+    colour = dict(zip(scale["domain"], scale["range"], strict=True))
+    assert (
+        colour["skip"] != colour["skip · baseline"] and colour["skip · baseline"] != colour["exit · baseline"]
+    )
+    assert "flagged" in " ".join(w.value for w in at.warning)
+    front = at.dataframe[1].value
+    assert {"wall_speedup_decode_lo", "wall_speedup_decode_hi", "timing_flag"} <= set(front.columns)

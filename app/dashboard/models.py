@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.dashboard.paths import BASE_MODEL_DIR, DEFAULT_MODEL_DIR, MODEL_ENV, default_model_dir, display_path
+from app.dashboard.paths import BASE_MODEL_DIR, MODEL_ENV, default_model_dir, display_path
 from skipcore.adapters import ModelShapes, shapes_from_config
 from skipcore.errors import UserError
 
@@ -42,13 +42,13 @@ def _shipped_options() -> dict[str, Path]:
     """The shipped models that exist, the one the app opens on first."""
     default = default_model_dir()
     label = (
-        f"{MODEL_ENV} ({display_path(default)})"
+        f"{default.name} ({MODEL_ENV})"
         if os.environ.get(MODEL_ENV, "").strip()
-        else f"SkipDecode default ({display_path(DEFAULT_MODEL_DIR)})"
+        else f"{default.name} (default)"
     )
     options = {label: default} if _is_model_dir(default) else {}
     if _is_model_dir(BASE_MODEL_DIR) and default != BASE_MODEL_DIR:
-        options[f"Base model ({display_path(BASE_MODEL_DIR)})"] = BASE_MODEL_DIR
+        options[f"{BASE_MODEL_DIR.name} (base)"] = BASE_MODEL_DIR
     return options
 
 
@@ -71,6 +71,7 @@ def model_sidebar() -> ModelChoice:
     option = st.sidebar.selectbox("Model", options, key="model_option", label_visibility="collapsed")
     if option in shipped:
         choice = ModelChoice(option, path=str(shipped[option]))
+        st.sidebar.caption(f"`{display_path(shipped[option])}`")
     elif option == LOCAL:
         text = st.sidebar.text_input(
             "Model directory", key="model_local_dir", placeholder="/path/to/model (config.json inside)"
@@ -173,8 +174,7 @@ def training_note(choice: ModelChoice) -> str | None:
 def _load_engine(path: str, mtime: float):
     from transformers.utils import logging as hf_logging
 
-    from skipcore.engine import SkipEngine
-    from skipcore.loading import load_model
+    from skipcore import SkipEngine, load_model
 
     hf_logging.disable_progress_bar()  # the page shows its own spinner; keep the server log clean
     model, tokenizer = load_model(path, device="auto", dtype="auto")

@@ -3,6 +3,7 @@ so `streamlit run app/streamlit_app.py` works from any directory."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -24,13 +25,22 @@ def default_model_dir() -> Path:
     return Path(env).expanduser().resolve() if env else DEFAULT_MODEL_DIR
 
 
-def max_upload_bytes() -> int:
-    """Upload limit in bytes, read on every run so tests can lower it."""
+def _limit_mb() -> float:
     try:
         mb = float(os.environ.get(MAX_TRACE_MB_ENV, DEFAULT_MAX_TRACE_MB))
     except ValueError:
-        mb = DEFAULT_MAX_TRACE_MB
-    return int(mb * 1024 * 1024)
+        return DEFAULT_MAX_TRACE_MB
+    return mb if mb > 0 else DEFAULT_MAX_TRACE_MB
+
+
+def max_upload_bytes() -> int:
+    """Upload limit in bytes (Streamlit's MB are 2**20 bytes), read on every run so tests can lower it."""
+    return int(_limit_mb() * 1024 * 1024)
+
+
+def upload_limit_mb() -> int:
+    """The same limit for the upload boxes (whole MB, at least 1), so the box and the page say one number."""
+    return max(1, math.ceil(_limit_mb()))
 
 
 def display_path(path: Path | str) -> str:

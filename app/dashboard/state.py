@@ -12,8 +12,8 @@ import streamlit as st
 
 from app.dashboard.models import current_choice, generation_defaults, get_engine
 from skipcore.errors import ScheduleError
-from skipcore.schedule import Schedule, schedule_for_speedup
 from skipcore.training.checkpoint import speedup_horizon
+from skipcore.schedule import Schedule, schedule_for_speedup
 
 PARAMS = (
     "shape",
@@ -71,7 +71,36 @@ def params(num_layers: int) -> dict[str, Any]:
             st.session_state.pop(f"p_{k}", None)
             st.session_state.pop(f"w_{k}", None)
         st.session_state["p_num_layers"] = num_layers
+    if not st.session_state.get("_url_read"):  # a shared or reloaded link: its design, once per session
+        st.session_state["_url_read"] = True
+        for k, v in from_url(base).items():
+            st.session_state[f"p_{k}"] = v
     return {k: st.session_state.get(f"p_{k}", base[k]) for k in PARAMS}
+
+
+def from_url(base: dict[str, Any]) -> dict[str, Any]:
+    """The design in the page address (`?shape=linear&max_layers=12...`), typed like the defaults; values that
+    do not parse are left out (the defaults stand)."""
+    out: dict[str, Any] = {}
+    for k in PARAMS:
+        text = st.query_params.get(k)
+        if text is None:
+            continue
+        kind = type(base[k])
+        try:
+            out[k] = text.lower() in ("1", "true") if kind is bool else kind(text)
+        except ValueError:
+            continue
+    return out
+
+
+def write_url(values: dict[str, Any]) -> None:
+    """Keep the design in the page address, so a reload or a shared link opens the same schedule."""
+    for k in PARAMS:
+        v = values[k]
+        text = str(int(v)) if isinstance(v, bool) else str(v)
+        if st.query_params.get(k) != text:
+            st.query_params[k] = text
 
 
 def seed_widgets(values: dict[str, Any]) -> None:

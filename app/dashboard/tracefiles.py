@@ -17,9 +17,10 @@ from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
+from skipcore import TRACE_COLUMNS, read_trace, write_trace
 from skipcore.errors import UserError
 from skipcore.plots import human_bytes
-from skipcore.trace import FORMATS, TraceSchemaError, read_trace, sidecar_path, write_trace
+from skipcore.trace import FORMATS, TraceSchemaError, sidecar_path
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
@@ -85,6 +86,27 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         return out
 
 
+def _columns(path: Path) -> list[str]:
+    """The column names of a trace file, read without its rows."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if suffix == ".csv":
+        return list(pd.read_csv(path, nrows=0).columns)
+    with path.open() as f:  # JSONL: the keys of every row (rows may differ)
+        return list(pd.read_json(f, lines=True, nrows=1000).columns)
+
+
+def _missing_columns(path: Path) -> list[str]:
+    try:
+        present = set(_columns(path))
+    except Exception:  # noqa: BLE001 (the reader's own message stands when the names cannot be read)
+        return []
+    return [c for c in TRACE_COLUMNS if c not in present]
+
+
 def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFrame, dict]:
     """Validate and read an uploaded trace; raises TraceSchemaError or UserError with the reason."""
     _check_size(name, len(data), limit)
@@ -101,6 +123,12 @@ def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFram
         try:
             df, meta = read_trace(path)
         except TraceSchemaError as e:  # name the user's file, not our temporary copy
+            missing = _missing_columns(path) if "missing column" in str(e) else []
+            if len(missing) > 1:  # the reader stops at the first; say them all
+                raise TraceSchemaError(
+                    f"{name}: missing columns {', '.join(repr(c) for c in missing)} "
+                    f"({len(missing)} of the {len(TRACE_COLUMNS)} a trace needs)"
+                ) from None
             raise TraceSchemaError(str(e).replace(str(path), name)) from None
         except (UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise TraceSchemaError(f"{name}: not a readable trace ({type(e).__name__}: {e})") from None

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app.dashboard import figures
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
-from skipcore import plots
+from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
-from skipcore.sampling import Sampling
-from skipcore.summary import step_time_spread, summarize
+from skipcore.summary import step_time_spread
 
 EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"
@@ -24,10 +24,14 @@ TYPED, FROM_DATA = "Type prompts", "From a data split"
 
 
 @st.cache_data(show_spinner=False)
-def _split_prompts(split: str) -> list[str]:
+def _split_examples(split: str) -> list[tuple[str, list[str]]]:
+    """(prompt, references) of every example of a split of the shipped corpus."""
     from skipcore.data import format_prompt, load_examples
 
-    return [format_prompt(ex.task, ex.source) for ex in load_examples(DATASET_DIR, split=split)]
+    return [
+        (format_prompt(ex.task, ex.source), list(ex.references))
+        for ex in load_examples(DATASET_DIR, split=split)
+    ]
 
 
 def _split_prompt_blocks(text: str) -> list[str]:
@@ -43,9 +47,16 @@ def _split_prompt_blocks(text: str) -> list[str]:
     return prompts
 
 
+def references(key: str) -> list[list[str]] | None:
+    """The references of the prompts `prompt_picker(key)` drew from a data split; None for typed prompts."""
+    return st.session_state.get(f"{key}_references")
+
+
 def prompt_picker(key: str) -> list[str]:
-    """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus."""
+    """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus (whose references
+    `references(key)` then gives, for scoring)."""
     source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source")
+    st.session_state[f"{key}_references"] = None
     if source == TYPED:
         text = st.text_area(
             "One prompt per line (an E2E prompt may put `Text:` on its own line)",
@@ -63,17 +74,45 @@ def prompt_picker(key: str) -> list[str]:
         "Split", splits, index=splits.index("dev") if "dev" in splits else 0, key=f"{key}_split"
     )
     try:
-        pool = _split_prompts(split)
+        pool = _split_examples(split)
     except UserError as e:
         st.error(f"Cannot read the {split} split: {e}")
         return []
     count = c2.number_input("How many", 1, min(64, len(pool)), min(4, len(pool)), key=f"{key}_count")
     start = c3.number_input("Starting at example", 0, max(0, len(pool) - 1), 0, key=f"{key}_start")
     chosen = pool[int(start) : int(start) + int(count)]
+    st.session_state[f"{key}_references"] = [refs for _, refs in chosen]
     with st.expander(f"{len(chosen)} prompts from {split}"):
-        for p in chosen:
+        for p, _ in chosen:
             st.text(p)
-    return chosen
+    return [p for p, _ in chosen]
+
+
+def batch_size_input(container, key: str, prompts: list[str]) -> int:
+    """Batch size, following the number of prompts until the user sets it (it used to stay at the first
+    count: 2 with 16 prompts)."""
+    wanted = max(1, min(64, len(prompts)))
+    if st.session_state.get(f"{key}_for") != len(prompts):
+        st.session_state[f"{key}_for"] = len(prompts)
+        st.session_state[key] = wanted
+    return int(container.number_input("Batch size", 1, 64, key=key))
+
+
+def progress_text(done: int, total: int, max_new_tokens: int) -> str:
+    """Where a run is: its batch and the step within it (a batch whose rows all stopped ends early)."""
+    batches = max(1, total // max_new_tokens)
+    batch = min(batches, done // max_new_tokens + (done % max_new_tokens > 0)) or 1
+    step = done - (batch - 1) * max_new_tokens
+    return f"batch {batch} of {batches}, step {step} (at most {max_new_tokens}; rows stop at EOS)"
+
+
+def generated_text(trace: pd.DataFrame, prompts: int, max_new_tokens: int) -> str:
+    """What a run produced, counted from its trace: tokens of rows still running, not the cap."""
+    per_row = (~trace["finished"].astype(bool)).groupby(trace["sample"]).sum()
+    return (
+        f"Generated {int(per_row.sum())} tokens for {prompts} prompt{'s' if prompts != 1 else ''} "
+        f"({int(per_row.min())}-{int(per_row.max())} per prompt, at most {max_new_tokens})"
+    )
 
 
 def sampling_settings(key: str) -> Sampling | None:
@@ -154,16 +193,29 @@ def show_step_times(trace: pd.DataFrame) -> None:
         )
 
 
+def sample_labels(trace: pd.DataFrame) -> list[str]:
+    """A label per sample when no prompts came with the trace: the start of what it generated."""
+    out = []
+    for s in range(int(trace["sample"].max()) + 1):
+        rows = plots.sample_rows(trace, s)
+        out.append(("… " if len(rows) else "") + "".join(rows["token"].astype(str))[:60].strip())
+    return out
+
+
 def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None) -> int:
+    """Which row to draw, labelled by its prompt (or its output). The widget is keyed by the run, so a new run
+    never keeps the last run's label."""
     samples = sorted(int(s) for s in trace["sample"].unique())
+    labels = labels or sample_labels(trace)
 
     def fmt(s: int) -> str:
-        if labels and 0 <= s < len(labels):
+        if 0 <= s < len(labels):
             text = labels[s].replace("\n", " ")
             return f"{s}: {text[:70]}{'…' if len(text) > 70 else ''}"
         return str(s)
 
-    return st.selectbox("Sample (batch row)", samples, format_func=fmt, key=key)
+    run = str(trace["run_id"].iloc[0])
+    return st.selectbox("Sample (batch row)", samples, format_func=fmt, key=f"{key}_{run}")
 
 
 def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
@@ -186,6 +238,18 @@ def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
         )
 
 
+def token_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None, columns: int | None = None):
+    """`plots.exit_heatmap` with a colour key, and a scrollable window of tokens when there are many."""
+    fig = plots.exit_heatmap(trace, sample, title=title)
+    n = columns or len(plots.sample_rows(trace, sample))
+    return figures.with_token_window(figures.with_mask_key(fig), n)
+
+
+def show_outputs(table: dict[str, list]) -> None:
+    """Prompts and outputs in full: a table whose cells wrap (a data grid would cut long outputs off)."""
+    st.table(pd.DataFrame(table))
+
+
 def show_trace(
     trace: pd.DataFrame,
     metadata: dict,
@@ -196,13 +260,12 @@ def show_trace(
     """Summary, per-token exit heatmap, FLOPs and KV per step, step latency, raw rows and downloads."""
     show_metrics(summary_metrics(trace))
     sample = sample_picker(trace, f"{key}_sample", labels)
-    st.plotly_chart(plots.exit_heatmap(trace, sample), key=f"{key}_heatmap")
+    figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}")
     rows = plots.sample_rows(trace, sample)
-    st.plotly_chart(
-        plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}"), key=f"{key}_costs"
-    )
+    cost = plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}")
+    figures.show(figures.with_visible_points(cost) if len(rows) <= 3 else cost, f"{key}_costs")
     show_step_times(trace)
-    st.plotly_chart(plots.step_latency_figure(trace), key=f"{key}_latency")
+    figures.show(figures.latency_figure(trace), f"{key}_latency", "step-latency")
     with st.expander("Trace rows"):
         st.dataframe(trace, hide_index=True)
     if metadata:

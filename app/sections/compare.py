@@ -1,5 +1,6 @@
-"""Compare policies: the same prompts under skip, exit and middle (the designed budgets, three ways of
-choosing layers) and CALM-DEC (per-token confidence exit), side by side with the heatmaps aligned."""
+"""Compare policies: the same prompts at full depth, under skip, exit and middle (the designed budgets, three
+ways of choosing layers) and CALM-DEC (per-token confidence exit), all through `engine.generate`, side by side
+with the heatmaps aligned; scored with BLEU and ROUGE when the prompts come from a data split."""
 
 from __future__ import annotations
 
@@ -8,38 +9,46 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import state, views
-from skipcore import plots
-from skipcore.errors import UserError
-from skipcore.schedule import MODES, Schedule
+from app.dashboard import figures, state, views
+from skipcore import CalmPolicy, Schedule, StaticPolicy, UserError, plots
+from skipcore.schedule import MODES
 
 RESULT_KEY = "compare_result"
 
 
-def calm_available() -> bool:
-    try:
-        from skipcore.policies import CalmPolicy  # noqa: F401
-    except ImportError:
-        return False
-    return True
+FULL, CALM = "full depth", "calm"
 
 
-def run_policy(engine, name: str, schedule: Schedule, prompts, max_new: int, sampling, calm: dict):
-    """One policy's GenerationResult: a static mode applied to the designed budgets, or CALM-DEC."""
-    if name == "calm":
-        from skipcore.policies import CalmPolicy
+def run_policy(
+    engine, name: str, schedule: Schedule, prompts, max_new: int, sampling, calm: dict, batch: int
+):
+    """One policy's GenerationResult through the one decode loop: full depth, a static mode applied to the
+    designed budgets, or CALM-DEC."""
+    if name == FULL:
+        policy = None
+    elif name == CALM:
+        policy = CalmPolicy(**calm)
+    else:
+        policy = StaticPolicy(dataclasses.replace(schedule, mode=name))
+    return engine.generate(prompts, policy, max_new, sampling, batch)
 
-        return engine.generate(prompts, CalmPolicy(**calm), max_new, sampling, len(prompts))
-    return engine.generate(prompts, dataclasses.replace(schedule, mode=name), max_new, sampling, len(prompts))
+
+def scores(results: dict, refs: list[list[str]]) -> dict[str, dict]:
+    """BLEU, ROUGE and chrF of each policy's first output lines against the split's references."""
+    from skipcore.metrics import score_texts
+    from skipcore.quality import first_line
+
+    return {name: score_texts([first_line(t) for t in res.texts], refs) for name, res in results.items()}
 
 
-def summary_table(results: dict) -> pd.DataFrame:
+def summary_table(results: dict, quality: dict | None = None) -> pd.DataFrame:
     rows = []
     for name, res in results.items():
         s = views.summary_metrics(res.trace)
         rows.append(
             {
                 "policy": name,
+                **{k: v for k, v in (quality or {}).get(name, {}).items() if k in ("bleu", "rougeL", "chrf")},
                 "layer speedup (per token)": s["layer_speedup"],
                 "layer speedup (per batch)": s["batch_layer_speedup"],
                 "FLOPs speedup (decode)": s["flops_speedup_decode"],
@@ -59,7 +68,7 @@ def main() -> None:
         f"Static policies reuse the designed budgets **{schedule.describe()}** with each mode; "
         "CALM-DEC picks each token's depth from its confidence and ignores the schedule."
     )
-    options = [*MODES, *(["calm"] if calm_available() else [])]
+    options = [FULL, *MODES, CALM]
     chosen = st.multiselect("Policies", options, default=options, key="cmp_policies")
     calm: dict = {}
     if "calm" in chosen:
@@ -68,7 +77,10 @@ def main() -> None:
         calm["measure"] = c2.selectbox("Confidence", ["softmax", "top2"], key="cmp_calm_measure")
         calm["min_layers"] = int(c3.number_input("CALM min layers", 1, L, 1, key="cmp_calm_min"))
     prompts = views.prompt_picker("cmp")
-    max_new = st.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new")
+    refs = views.references("cmp")
+    c1, c2 = st.columns(2)
+    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new")
+    batch = views.batch_size_input(c2, "cmp_batch", prompts)
     sampling = views.sampling_settings("cmp")
     if st.button(
         "Run all", type="primary", key="cmp_run", disabled=not (prompts and chosen) or sampling is None
@@ -78,11 +90,19 @@ def main() -> None:
         for i, name in enumerate(chosen):
             bar.progress(i / len(chosen), text=f"Running {name} ({i + 1}/{len(chosen)})…")
             try:
-                results[name] = run_policy(engine, name, schedule, prompts, int(max_new), sampling, calm)
+                results[name] = run_policy(
+                    engine, name, schedule, prompts, int(max_new), sampling, calm, batch
+                )
             except UserError as e:
                 errors[name] = str(e)
         bar.progress(1.0, text="Done")
-        st.session_state[RESULT_KEY] = {"prompts": prompts, "results": results, "errors": errors}
+        quality = scores(results, refs) if refs and results else None
+        st.session_state[RESULT_KEY] = {
+            "prompts": prompts,
+            "results": results,
+            "errors": errors,
+            "quality": quality,
+        }
     stored = st.session_state.get(RESULT_KEY)
     if not stored:
         st.info("Choose policies and prompts, then press **Run all**.")
@@ -93,7 +113,9 @@ def main() -> None:
     if not results:
         return
     st.subheader("Costs")
-    table = summary_table(results)
+    table = summary_table(results, stored.get("quality"))
+    if stored.get("quality"):
+        st.caption("BLEU, ROUGE-L and chrF: each output's first line against the split's references.")
     speedup = st.column_config.NumberColumn(format="%.2fx")
     st.dataframe(
         table,
@@ -102,12 +124,11 @@ def main() -> None:
             **{c: speedup for c in table.columns if "speedup" in c},
             "KV saved": st.column_config.NumberColumn(format="percent"),
             "ms per decode step": st.column_config.NumberColumn(format="%.1f"),
+            **{c: st.column_config.NumberColumn(format="%.1f") for c in ("bleu", "rougeL", "chrf")},
         },
     )
     st.subheader("Outputs")
-    st.dataframe(
-        {"prompt": stored["prompts"], **{name: res.texts for name, res in results.items()}}, hide_index=True
-    )
+    views.show_outputs({"prompt": stored["prompts"], **{name: res.texts for name, res in results.items()}})
     st.subheader("Layers per token")
     first = next(iter(results.values()))
     sample = views.sample_picker(first.trace, "cmp_sample", stored["prompts"])
@@ -115,9 +136,10 @@ def main() -> None:
     cols = st.columns(min(2, len(results)))
     for i, (name, res) in enumerate(results.items()):
         with cols[i % len(cols)]:
-            fig = plots.exit_heatmap(res.trace, sample, title=name)
-            fig.update_xaxes(range=[-0.5, width - 0.5])  # same token columns in every panel
-            st.plotly_chart(fig, key=f"cmp_heat_{name}")
+            fig = views.token_heatmap(res.trace, sample, title=name, columns=width)
+            if width <= figures.TOKEN_WINDOW:
+                fig.update_xaxes(range=[-0.5, width - 0.5])  # same token columns in every panel
+            figures.show(fig, f"cmp_heat_{name}", f"layers-{name}-sample-{sample}")
 
 
 main()

@@ -10,7 +10,7 @@ import json
 
 import streamlit as st
 
-from app.dashboard import state
+from app.dashboard import figures, state
 from app.dashboard.models import current_choice, model_shapes, training_note
 from app.dashboard.paths import display_path
 from skipcore import plots
@@ -26,6 +26,7 @@ MODE_HELP = (
     "skip: the paper (warmup layers, then the top n-w) · exit: the first n layers (top cut off) · "
     "middle: first ceil(n/2) and last floor(n/2) layers"
 )
+FIT_TOLERANCE = 0.02  # relative; a fit further off than this is said to miss its target
 KV_DTYPES = {"float32 (4 bytes)": 4, "bfloat16 / float16 (2 bytes)": 2}
 
 
@@ -56,11 +57,26 @@ def _fit_to_target(num_layers: int) -> None:
             stages=int(ss.get("w_stages", 4)),
         )
     except ScheduleError as e:
-        ss["fit_error"] = str(e)
+        ss["fit_error"], ss["fit_note"] = str(e), None
         return
     ss.pop("fit_error", None)
     ss["w_shape"] = fit.shape
     ss["w_max_layers"], ss["w_min_layers"] = fit.max_layers, fit.min_layers
+    ss["fit_note"] = fit_note(
+        float(ss.get("w_target", 2.0)), fit.layer_speedup(int(ss.get("w_speedup_over", 32)))
+    )
+
+
+def fit_note(target: float, got: float) -> str:
+    """What the fit gave, and whether that is the target: the nearest schedule may miss it (not every
+    speedup is reachable with whole layers, and the highest is capped by the model's depth)."""
+    if abs(got - target) <= FIT_TOLERANCE * target:
+        return f"Fitted: {got:.2f}x for a {target:g}x target."
+    side = "below" if got < target else "above"
+    return (
+        f"The {target:g}x target is out of reach for this shape and mode with whole layers: the closest "
+        f"schedule gives {got:.2f}x ({side} the target)."
+    )
 
 
 def controls(num_layers: int) -> None:
@@ -98,6 +114,12 @@ def controls(num_layers: int) -> None:
         "rows stop at EOS, so a typical output realises what its own length gives, not the whole generation. "
         "Defaults to a skipcore-trained model's median output length + 1.",
     )
+    if st.session_state["w_speedup_over"] > st.session_state["w_max_new_tokens"]:
+        st.warning(
+            f"The typical output length ({st.session_state['w_speedup_over']}) is more than the tokens to "
+            f"generate ({st.session_state['w_max_new_tokens']}): outputs stop at the latter, so the speedups "
+            "are shown over it."
+        )
     st.slider("Typical prompt length (tokens)", 1, 2048, key="w_prompt_len")
     st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype")
     if shape not in ("full", "custom"):
@@ -106,6 +128,9 @@ def controls(num_layers: int) -> None:
             st.button("Fit", on_click=_fit_to_target, args=(L,), key="fit")
             if "fit_error" in st.session_state:
                 st.error(st.session_state["fit_error"])
+            note = st.session_state.get("fit_note")
+            if note:
+                (st.success if note.startswith("Fitted") else st.warning)(note)
 
 
 def results(
@@ -124,16 +149,14 @@ def results(
     c[3].metric(
         "KV cache, last step",
         plots.human_bytes(s["kv_cache_bytes"]),
-        f"-{s['kv_saved_fraction']:.0%} vs {plots.human_bytes(s['kv_cache_bytes_full'])} full",
+        f"-{s['kv_saved_fraction']:.0%} vs full",
         delta_color="inverse",
-        help="one sequence; batch size multiplies it",
+        help=f"one sequence (batch size multiplies it); full depth: {plots.human_bytes(s['kv_cache_bytes_full'])}",
     )
-    st.plotly_chart(plots.budget_figure(schedule.budgets(max_new_tokens), schedule.num_layers), key="budget")
-    st.plotly_chart(plots.schedule_mask_figure(schedule, max_new_tokens), key="mask")
-    st.plotly_chart(
-        plots.cost_figure(steps, title=f"Theoretical cost per step (prompt of {prompt_len} tokens)"),
-        key="costs",
-    )
+    figures.show(plots.budget_figure(schedule.budgets(max_new_tokens), schedule.num_layers), "budget")
+    figures.show(figures.with_mask_key(plots.schedule_mask_figure(schedule, max_new_tokens)), "mask")
+    cost = plots.cost_figure(steps, title=f"Theoretical cost per step (prompt of {prompt_len} tokens)")
+    figures.show(figures.with_visible_points(cost) if len(steps) <= 3 else cost, "costs")
 
 
 def export(schedule: Schedule, max_new_tokens: int) -> None:
@@ -168,7 +191,7 @@ def main() -> None:
         st.stop()
     L = shapes.num_layers
     st.caption(
-        f"{choice.label} — {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "
+        f"`{display_path(choice.path) if choice.path else choice.preset}` — {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "
         f"({shapes.num_kv_heads} KV heads). Costs are computed from the config; nothing is run."
     )
     note = training_note(choice)
@@ -180,6 +203,7 @@ def main() -> None:
         controls(L)
     state.persist_widgets()
     values = state.params(L)
+    state.write_url(values)
     with right:
         try:
             schedule = state.build_schedule(values, L)
@@ -193,7 +217,7 @@ def main() -> None:
             schedule,
             shapes,
             int(values["max_new_tokens"]),
-            int(values["speedup_over"]),
+            min(int(values["speedup_over"]), int(values["max_new_tokens"])),
             int(values["prompt_len"]),
         )
         export(schedule, int(values["max_new_tokens"]))

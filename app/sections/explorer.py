@@ -58,8 +58,17 @@ def pick_file(limit: int) -> tuple[str, bytes] | None:
         label = st.selectbox("Setting", list(shipped), key="explorer_sweep_trace")
         path = shipped[label]
         return path.name, path.read_bytes()
-    upload = st.file_uploader("Trace file", type=UPLOAD_TYPES, key="explorer_upload")
+    upload = st.file_uploader(
+        "Trace file", type=UPLOAD_TYPES, key="explorer_upload", max_upload_size=paths.upload_limit_mb()
+    )
     return None if upload is None else (upload.name, upload.getvalue())
+
+
+def run_kind(trace: pd.DataFrame, meta: dict) -> str:
+    """'full depth' when every token ran every layer (whatever mode the metadata names), else the mode."""
+    if trace["layer_mask"].str.fullmatch("1+").all() or (meta.get("schedule") or {}).get("shape") == "full":
+        return "full depth"
+    return f"mode {meta.get('mode', '?')}"
 
 
 def main() -> None:
@@ -67,7 +76,8 @@ def main() -> None:
     limit = paths.max_upload_bytes()
     st.caption(
         "A trace written by `python -m skipcore generate --trace …` or downloaded from the Generate page: "
-        f".parquet, .csv, .jsonl, or a .zip of one with its .meta.json (at most {limit / 2**20:.0f} MiB)."
+        f".parquet, .csv, .jsonl, or a .zip of one with its .meta.json (at most {paths.upload_limit_mb()} MB, "
+        "the limit the upload box says)."
     )
     picked = pick_file(limit)
     if picked is None:
@@ -90,8 +100,7 @@ def main() -> None:
     )
     if meta:
         st.caption(
-            f"model `{meta.get('model', '?')}` · policy {meta.get('policy', '?')} "
-            f"· mode {meta.get('mode', '?')} "
+            f"model `{meta.get('model', '?')}` · policy {meta.get('policy', '?')} · {run_kind(trace, meta)} "
             f"· device {meta.get('device', '?')} · created {meta.get('created', '?')}"
         )
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import paths, state, sweeps
+from app.dashboard import figures, paths, state, sweeps
 from app.dashboard.models import current_choice, generation_defaults, get_engine
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
 from app.dashboard.tracefiles import read_uploaded_table
@@ -44,7 +44,10 @@ def shipped_sweep() -> pd.DataFrame | None:
 
 def uploaded_sweep() -> pd.DataFrame | None:
     upload = st.file_uploader(
-        "Sweep file (.parquet, .csv, .jsonl)", type=["parquet", "csv", "jsonl"], key="to_upload"
+        "Sweep file (.parquet, .csv, .jsonl)",
+        type=["parquet", "csv", "jsonl"],
+        key="to_upload",
+        max_upload_size=paths.upload_limit_mb(),
     )
     if upload is None:
         return None
@@ -129,6 +132,8 @@ def draw(df: pd.DataFrame) -> None:
     with c2:
         x_theory = _pick("Theoretical speedup", theoretical or measured, "to_x", ["layer_speedup"])
     with c3:
+        bounds = tuple(f"{m}_{end}" for m in measured for end in ("lo", "hi"))
+        measured = [m for m in measured if m not in bounds]  # an interval's ends are drawn as its bar
         x_measured = _pick("Measured speedup", [NONE, *measured], "to_xm", ["wall_speedup_decode", *measured])
     with c4:
         color = _pick("Series", sweeps.series_columns(df), "to_color", [sweeps.SERIES_COLUMN])
@@ -137,21 +142,32 @@ def draw(df: pd.DataFrame) -> None:
         for c in ("policy", "mode", "shape", "target_speedup", "max_layers", "min_layers", "calm_threshold")
         if c in df
     ]
-    chart = plots.speedup_comparison_chart(
-        df, y, x_theory, None if x_measured == NONE else x_measured, color=color, tooltip=tips
-    )
-    st.altair_chart(chart, key="to_chart")
+    measured_x = None if x_measured == NONE or df[x_measured].isna().all() else x_measured
+    apart = [c for c in ("batch_size", "model_role") if c in df and c != color]
+    span = df[y].dropna()
+    pad = 0.05 * float(span.max() - span.min() or 1.0)
+    y_domain = (float(span.min()) - pad, float(span.max()) + pad)
+    axes = [("theoretical", x_theory), *([("measured", measured_x)] if measured_x else [])]
+    for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
+        chart = plots.tradeoff_chart(df, x, y, color, tips, title=f"{y} vs {what} ({x})")
+        with col:
+            st.altair_chart(figures.fit_chart(chart, df, color, apart, y_domain), key=f"to_chart_{what}")
     st.caption(
         "Dashed: the Pareto front (no other setting is both faster and better). Theoretical speedup counts "
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
-        "size: the median of paired, alternating runs, with its 95% interval as a bar; a cross marks a timing "
-        "flagged as implausible for the work saved (hover for the reason)."
+        "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "
+        "a cross marks a timing flagged as implausible for the work saved (hover for the reason). A model and "
+        "its baseline share a colour (the baseline lighter)."
     )
-    st.subheader("Pareto front")
-    front = plots.pareto_front(df, x_theory, y)
-    st.dataframe(
-        front[[c for c in dict.fromkeys([color, x_theory, y, *tips]) if c in front]], hide_index=True
-    )
+    flagged = df["timing_flag"].fillna("").astype(str).ne("") if "timing_flag" in df else None
+    if flagged is not None and flagged.any():
+        st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
+    for what, x in axes:
+        st.subheader(f"Pareto front, {what} speedup")
+        front = plots.pareto_front(df, x, y)
+        extra = [f"{x}_lo", f"{x}_hi", "timing_flag"] if what == "measured" else []
+        cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips]) if c in front]
+        st.dataframe(front[cols], hide_index=True, key=f"to_front_{what}")
     with st.expander(f"All {len(df)} rows"):
         st.dataframe(df, hide_index=True)
 
