@@ -135,7 +135,7 @@ def generation_defaults(choice: ModelChoice) -> dict:
     if not choice.path:
         return {}
     try:
-        from skipcore.training.checkpoint import defaults_from_settings, read_settings
+        from skipcore.generation_defaults import defaults_from_settings, read_settings
 
         settings = read_settings(choice.path) or {}
         out = defaults_from_settings(settings)  # decay span, length, and the typical output length
@@ -152,7 +152,7 @@ def training_note(choice: ModelChoice) -> str | None:
     if not choice.path:
         return None
     try:
-        from skipcore.training.checkpoint import read_settings
+        from skipcore.generation_defaults import read_settings
 
         sch = (read_settings(choice.path) or {}).get("schedule") or {}
     except (ImportError, UserError):
