@@ -83,11 +83,7 @@ def load_model(
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
     except BROKEN_FILE_ERRORS as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        first = re.sub(r"\x1b\[[0-9;]*m", "", first)  # torch colours its messages for terminals
-        blocked = " (skipcore loads safetensors, or torch files with weights_only: no arbitrary pickles)"
-        why = blocked if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e) else ""
-        raise UserError(f"could not load model {name_or_dir!r}: {first}{why}") from e
+        raise UserError(f"could not load model {name_or_dir!r}: {broken_file_reason(e)}") from e
     if not tokenizer("a b")["input_ids"]:
         raise UserError(f"the tokenizer in {name_or_dir} turns text into no tokens; is it the model's own?")
     prepare_tokenizer(tokenizer, model)
@@ -117,3 +113,19 @@ def hardware_name(device) -> str:
         pass
     threads = torch.get_num_threads()
     return f"{name} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''})"
+
+
+def broken_file_reason(e: BaseException) -> str:
+    """One line on why model files did not load, with what to do: a pickle that weights_only refused (its code
+    never ran), damaged or truncated weights, or the loader's own first line."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()  # torch colours its messages for terminals
+    if isinstance(e, pickle.UnpicklingError) or "weights_only" in text or "Weights only load failed" in text:
+        return (
+            "its torch weights file holds Python objects beyond tensors, which skipcore does not unpickle "
+            "(weights_only; nothing in it ran); save a copy you trust as safetensors "
+            "(model.save_pretrained(dir, safe_serialization=True))"
+        )
+    first = text.splitlines()[0] if text else type(e).__name__
+    if isinstance(e, SafetensorError) or "deserializ" in first.lower() or isinstance(e, EOFError):
+        return f"{first} (the weights file is damaged or incomplete; copy or save it again)"
+    return first

@@ -114,3 +114,22 @@ def test_the_request_check_speaks_in_flags(model_dirs):
     with pytest.raises(UserError, match="--batch-size must be >= 1, got 0"):
         check_generation_request(engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=0))
     check_generation_request(engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=None))
+
+
+def test_broken_model_files_are_said_with_what_to_do():
+    import pickle
+
+    from safetensors import SafetensorError
+
+    from skipcore.loading import broken_file_reason
+
+    said = broken_file_reason(SafetensorError("Error while deserializing header: incomplete metadata"))
+    assert said.endswith("(the weights file is damaged or incomplete; copy or save it again)")
+    said = broken_file_reason(
+        pickle.UnpicklingError("Weights only load failed. Unsupported global: os.system")
+    )
+    assert "weights_only; nothing in it ran" in said and "safe_serialization=True" in said
+    assert (
+        broken_file_reason(OSError("no file named model.safetensors\nmore"))
+        == "no file named model.safetensors"
+    )
