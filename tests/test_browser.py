@@ -1,7 +1,8 @@
 """The dashboard in a real browser: `streamlit run` on a free localhost port, driven by Playwright through
 Debian's /usr/bin/chromium (Playwright cannot download its own browser here).
 
-It moves a designer slider, generates on the shipped default model, waits for the Plotly heatmap, downloads
+At 1400 px wide, every page is checked for a chart drawn wider than its column. It moves a designer slider
+(and sees the design in the address), generates on the shipped default model, waits for the Plotly heatmap, downloads
 the trace as Parquet and reads it back with `skipcore.trace.read_trace`, then loads it in the trace explorer.
 Screenshots of every page go to artifacts/screenshots/ (CI keeps them). Skips, with the reason, when
 chromium, Playwright or the shipped model is missing.
@@ -41,6 +42,8 @@ CHROMIUM_ARGS = [
 START_TIMEOUT_S = 90
 GENERATE_TIMEOUT_MS = 180_000
 UI_TIMEOUT_MS = 30_000
+WIDTH = 1400  # the width the dashboard's layout bugs were found at
+CHARTS = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
 
 
 def _free_port() -> int:
@@ -106,7 +109,7 @@ def page(server):
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+        context = browser.new_context(viewport={"width": WIDTH, "height": 1100}, accept_downloads=True)
         pg = context.new_page()
         pg.set_default_timeout(UI_TIMEOUT_MS)
         try:
@@ -141,6 +144,29 @@ def _shot(page, name: str) -> None:
     page.wait_for_timeout(500)  # let plotly re-layout
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(size)
+
+
+def _overflowing_charts(page) -> list[str]:
+    """Charts whose drawing reaches past their column (or the main area): 'kind: drawn px > column px'."""
+    return page.evaluate(
+        """(sel) => [...document.querySelectorAll(sel)].flatMap(el => {
+            const box = (el.closest('[data-testid="stColumn"]') || el.closest('[data-testid="stMain"]'))
+                .getBoundingClientRect();
+            const drawn = [...el.querySelectorAll('svg.main-svg, canvas, svg.marks')]
+                .map(d => d.getBoundingClientRect()).filter(r => r.width > 0);
+            const right = Math.max(...drawn.map(r => r.right));
+            return drawn.length && right > box.right + 1
+                ? [`${el.dataset.testid}: drawn to ${right.toFixed(0)} px, column ends at ${box.right.toFixed(0)} px`]
+                : [];
+        })""",
+        CHARTS,
+    )
+
+
+def _check_fit(page, where: str) -> None:
+    assert page.viewport_size["width"] == WIDTH
+    bad = _overflowing_charts(page)
+    assert not bad, f"{where}: charts wider than their column: {bad}"
 
 
 def _tiny_sweep(tmp_path: Path) -> Path:
@@ -188,6 +214,8 @@ def test_dashboard_in_browser(page, server, tmp_path):
     after = int(thumb.input_value())
     assert after == before + step
     page.get_by_text(f"->{after} (").first.wait_for()  # the schedule's description carries the new floor
+    assert f"min_layers={after}" in page.url  # the design is kept in the address
+    _check_fit(page, "designer")
     _shot(page, "1-designer")
 
     # generate on the default model with the designed schedule
@@ -197,6 +225,7 @@ def test_dashboard_in_browser(page, server, tmp_path):
     heatmap.wait_for(timeout=GENERATE_TIMEOUT_MS)
     _wait_idle(page)
     assert page.locator(".js-plotly-plot .heatmaplayer").count() >= 1
+    _check_fit(page, "generate")
     _shot(page, "2-generate")
 
     # download the trace and read it back with skipcore's own reader
@@ -216,6 +245,7 @@ def test_dashboard_in_browser(page, server, tmp_path):
     page.get_by_text("schema OK").wait_for(timeout=UI_TIMEOUT_MS)
     page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first.wait_for()
     _wait_idle(page)
+    _check_fit(page, "explorer")
     _shot(page, "5-explorer")
 
     _goto(page, "Trade-offs")
@@ -226,12 +256,17 @@ def test_dashboard_in_browser(page, server, tmp_path):
         )
     page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=UI_TIMEOUT_MS)
     _wait_idle(page)
+    page.locator(
+        '[data-testid="stVegaLiteChart"] svg.marks, [data-testid="stVegaLiteChart"] canvas'
+    ).first.wait_for()
+    _check_fit(page, "trade-offs")  # the chart was a fixed ~1140 px in a ~1100 px column
     _shot(page, "3-tradeoffs")
 
     _goto(page, "Compare policies")
     page.get_by_role("button", name="Run all").click()
     page.get_by_role("heading", name="Layers per token").wait_for(timeout=GENERATE_TIMEOUT_MS)
     _wait_idle(page)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3  # skip, exit, middle (and calm)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 4  # full depth, skip, exit, middle, calm
+    _check_fit(page, "compare")
     _shot(page, "4-compare")
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"

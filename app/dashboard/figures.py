@@ -141,7 +141,7 @@ def fit_chart(
     color: str | None,
     apart: list[str],
     y_domain: tuple[float, float] | None = None,
-) -> alt.LayerChart:
+) -> alt.LayerChart:  # configured: a top-level chart
     """A `plots.tradeoff_chart` made to fit its column: container width, colour families for a model and its
     baseline, no line joining points that differ in `apart` (batch sizes), and a y range shared with the
     chart beside it."""
@@ -155,4 +155,8 @@ def fit_chart(
         mark = layer.mark if isinstance(layer.mark, str) else getattr(layer.mark, "type", "")
         if mark == "line" and isinstance(enc.color, alt.Color) and apart:
             layer.encoding.detail = [alt.Detail(f"{c}:N") for c in apart]
-    return chart.properties(width="container")
+    # the legend under the plot, in two columns (on the right it was cut off past ~8 series); the width fits
+    # the column and the height grows with the legend
+    return chart.properties(
+        width="container", autosize={"type": "fit-x", "contains": "padding"}
+    ).configure_legend(orient="bottom", columns=2, symbolLimit=0, labelLimit=0)
