@@ -203,6 +203,16 @@ def test_full_depth_agrees_with_itself(opt):
     assert a.overall == 1.0 and a.tokens > 0
 
 
+def test_one_full_depth_lens_serves_several_policies(opt):
+    full = layer_lens(opt, PROMPTS, None, T)
+    sched = Schedule(opt.num_layers, "constant", "skip", 3, 3)
+    shared = compare_with_full_depth(opt, PROMPTS, sched, T, full=full)
+    fresh = compare_with_full_depth(opt, PROMPTS, sched, T)
+    assert shared.full is full and shared.agreement.overall == fresh.agreement.overall
+    with pytest.raises(UserError, match="full-depth lens of the same prompts"):
+        compare_with_full_depth(opt, PROMPTS, sched, T, full=shared.path)
+
+
 def test_agreement_refuses_a_lens_on_its_own_decode(opt):
     lens = layer_lens(opt, PROMPTS, Schedule(opt.num_layers, "constant", "skip", 3, 3), T)
     with pytest.raises(UserError, match="teacher-forced"):

@@ -80,17 +80,30 @@ def compare_with_full_depth(
     batch_size: int | None = None,
     top_k: int = 5,
     progress: Callable[[int, int], None] | None = None,
+    full: LensResult | None = None,
 ) -> FullDepthComparison:
     """Full depth's lens on its own output, the policy's lens teacher-forced on that output, and their
-    agreement. `progress(done, total)` counts batches over both runs."""
+    agreement. `full`: a full-depth lens of these prompts made before (several policies share one).
+    `progress(done, total)` counts batches over both runs."""
     n = -(-len(prompts) // (batch_size or len(prompts) or 1))
+    runs = 1 if full is not None else 2
 
     def part(offset: int) -> Callable[[int, int], None] | None:
-        return None if progress is None else (lambda done, _total: progress(offset + done, 2 * n))
+        return None if progress is None else (lambda done, _total: progress(offset + done, runs * n))
 
-    full = layer_lens(engine, prompts, None, max_new_tokens, batch_size, top_k=top_k, progress=part(0))
+    if full is None:
+        full = layer_lens(engine, prompts, None, max_new_tokens, batch_size, top_k=top_k, progress=part(0))
+    elif full.metadata.get("mode") != "full" or len(full.token_ids) != len(prompts):
+        raise UserError("`full` must be a full-depth lens of the same prompts (layer_lens with no policy)")
     path = layer_lens(
-        engine, prompts, policy, max_new_tokens, batch_size, full.token_ids, top_k=top_k, progress=part(n)
+        engine,
+        prompts,
+        policy,
+        max_new_tokens,
+        batch_size,
+        full.token_ids,
+        top_k=top_k,
+        progress=part((runs - 1) * n),
     )
     path.metadata["lens"]["tokens"] = FULL_DEPTH
     path.metadata["lens"]["teacher_run_id"] = full.metadata["run_id"]
