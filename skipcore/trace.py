@@ -88,7 +88,7 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
         if col not in df.columns:
             raise TraceSchemaError(f"{source}: missing column {col!r}")
         series = df[col]
-        if kind == "str" and not all(isinstance(v, str) for v in series):
+        if kind == "str" and not _all_text(series):
             hint = f" (read CSV with dtype={{{col!r}: str}})" if col in _TEXT else ""
             raise TraceSchemaError(f"{source}: column {col!r} must hold text{hint}")
         if kind == "bool" and not _KIND_CHECKS["bool"](series.dtype):
@@ -112,6 +112,13 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
         raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
     _check_values(df, source, num_layers)
     return df
+
+
+def _all_text(series: pd.Series) -> bool:
+    """Every value a string: a string column answers by its dtype (no Python object per row), else each."""
+    if isinstance(series.dtype, pd.StringDtype):
+        return not series.isna().any()
+    return all(isinstance(v, str) for v in series)
 
 
 def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None:
