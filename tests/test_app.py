@@ -699,3 +699,17 @@ def test_tradeoffs_intervals_flags_and_colour_families(model_dir):
     assert "flagged" in " ".join(w.value for w in at.warning)
     front = at.dataframe[1].value
     assert {"wall_speedup_decode_lo", "wall_speedup_decode_hi", "timing_flag"} <= set(front.columns)
+
+
+def test_long_generations_get_a_token_window(model_dir, sample_trace):
+    from app.dashboard import figures, views
+
+    trace = sample_trace[0]
+    long = pd.concat([trace.assign(step=trace["step"] + 8 * k) for k in range(8)])  # 64 token columns
+    fig = views.token_heatmap(long, 0)
+    assert (
+        list(fig.layout.xaxis.range) == [-0.5, figures.TOKEN_WINDOW - 0.5]
+        and fig.layout.xaxis.rangeslider.visible
+    )
+    short = views.token_heatmap(trace, 0)
+    assert short.layout.xaxis.range is None  # a short run shows every token

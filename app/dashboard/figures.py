@@ -57,11 +57,12 @@ def with_mask_key(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def with_token_window(fig: go.Figure, columns: int, first: int = 0) -> go.Figure:
-    """Past TOKEN_WINDOW token columns the labels would overlap: show a window, with a range slider to move."""
-    if columns > TOKEN_WINDOW:
+def with_token_window(fig: go.Figure, columns: int, window: int = TOKEN_WINDOW) -> go.Figure:
+    """Past `window` token columns the labels would overlap: show that many, with a range slider to move."""
+    first = 0
+    if columns > window:
         fig.update_xaxes(
-            range=[first - 0.5, first + TOKEN_WINDOW - 0.5], rangeslider={"visible": True, "thickness": 0.08}
+            range=[first - 0.5, first + window - 0.5], rangeslider={"visible": True, "thickness": 0.08}
         )
         fig.update_layout(height=(fig.layout.height or 400) + 60)
     return fig

@@ -238,11 +238,17 @@ def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
         )
 
 
-def token_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None, columns: int | None = None):
+def token_heatmap(
+    trace: pd.DataFrame,
+    sample: int,
+    title: str | None = None,
+    columns: int | None = None,
+    window: int = figures.TOKEN_WINDOW,
+):
     """`plots.exit_heatmap` with a colour key, and a scrollable window of tokens when there are many."""
     fig = plots.exit_heatmap(trace, sample, title=title)
     n = columns or len(plots.sample_rows(trace, sample))
-    return figures.with_token_window(figures.with_mask_key(fig), n)
+    return figures.with_token_window(figures.with_mask_key(fig), n, window)
 
 
 def show_outputs(table: dict[str, list]) -> None:

@@ -17,6 +17,7 @@ RESULT_KEY = "compare_result"
 
 
 FULL, CALM = "full depth", "calm"
+HALF_WINDOW = 24  # token columns that fit a half-width panel without overlapping labels
 
 
 def run_policy(
@@ -136,8 +137,8 @@ def main() -> None:
     cols = st.columns(min(2, len(results)))
     for i, (name, res) in enumerate(results.items()):
         with cols[i % len(cols)]:
-            fig = views.token_heatmap(res.trace, sample, title=name, columns=width)
-            if width <= figures.TOKEN_WINDOW:
+            fig = views.token_heatmap(res.trace, sample, title=name, columns=width, window=HALF_WINDOW)
+            if width <= HALF_WINDOW:
                 fig.update_xaxes(range=[-0.5, width - 0.5])  # same token columns in every panel
             figures.show(fig, f"cmp_heat_{name}", f"layers-{name}-sample-{sample}")
 
