@@ -33,7 +33,15 @@ from skipcore.policies import AdaptivePolicy, CalmPolicy
 from skipcore.schedule import Schedule
 from skipcore.trace import TraceSchemaError
 from tests.conftest import PROMPTS
-from tests.test_browser import GENERATE_TIMEOUT_MS, _goto, _shot, _wait_idle, page, server  # noqa: F401
+from tests.test_browser import (  # noqa: F401 (fixtures and helpers of the browser test)
+    GENERATE_TIMEOUT_MS,
+    _check_fit,
+    _goto,
+    _shot,
+    _wait_idle,
+    page,
+    server,
+)
 
 T = 10
 
@@ -456,5 +464,6 @@ def test_lens_page_in_a_browser(page, server):  # noqa: F811 (fixtures shared wi
         limit = column.bounding_box()
         assert svg["width"] <= box["width"] + 1 and box["width"] <= limit["width"] + 1, (i, svg, box, limit)
     assert page.locator(".js-plotly-plot .heatmaplayer").count() == 2
+    _check_fit(page, "Layer lens")  # the browser test's own check, the same on every page
     assert not page.locator('[data-testid="stException"]').count(), "the page showed a traceback"
     _shot(page, "6-lens")
