@@ -296,7 +296,7 @@ class SkipEngine:
         policy.check(self.num_layers, max_new_tokens)
         sampling = sampling or Sampling()
         picker = TokenPicker(sampling, self.device)
-        run_id = uuid.uuid4().hex[:12]
+        run_id = "r" + uuid.uuid4().hex[:11]  # a letter first: plain pandas keeps it text in CSV and JSONL
         texts, token_ids, traces = [], [], []
         starts = range(0, len(prompts), batch_size)
         total = len(starts) * max_new_tokens

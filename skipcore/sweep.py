@@ -107,7 +107,7 @@ class SweepConfig:
     trust_remote_code: bool = False
     overwrite: bool = False
     progress: bool = True
-    sweep_run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    sweep_run_id: str = field(default_factory=lambda: "s" + uuid.uuid4().hex[:11])
 
     @property
     def models(self) -> list[tuple[str, str]]:

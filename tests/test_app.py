@@ -235,18 +235,22 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     assert [d.label for d in at.download_button] == [
         f"Download {label}" for label in tracefiles.DOWNLOAD_FORMATS.values()
     ]
-    # the bytes behind each button read back with skipcore's reader (zips unpacked first)
+    # the bytes behind each button read back with skipcore's reader, and the zips with plain pandas
     for (run_id, key, _fmt), (data, name, _) in at.session_state["_downloads"].items():
         assert key == "gen"
         path = tmp_path / name
         path.write_bytes(data)
-        if name.endswith(".zip"):
-            with zipfile.ZipFile(path) as zf:
-                assert sorted(zf.namelist()) == sorted([name[:-4], name[:-4] + ".meta.json"])
-                zf.extractall(tmp_path)
-            path = tmp_path / name[:-4]
         trace, meta = read_trace(path)
         assert len(trace) == len(result["trace"]) and meta["run_id"] == run_id == result["metadata"]["run_id"]
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                assert zf.namelist() == [name[:-4]]  # one member: what pandas opens without unpacking
+            plain = pd.read_csv(path) if name.endswith(".csv.zip") else pd.read_json(path, lines=True)
+            assert len(plain) == len(trace) and plain["run_id"].eq(run_id).all()
+            assert plain["layer_mask"].str.removeprefix("m").tolist() == trace["layer_mask"].tolist()
+        # the explorer's upload path reads the same bytes back
+        up, up_meta = tracefiles.read_uploaded_trace(name, data, 10**8)
+        assert len(up) == len(trace) and up_meta["run_id"] == run_id
     # the result survives a trip to another page
     at.switch_page("sections/explorer.py").run()
     at.switch_page("sections/generate.py").run()

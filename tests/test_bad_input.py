@@ -32,7 +32,7 @@ def run(capsys, *argv: str) -> str:
         (["--do-sample", "--temperature", "nan"], "--temperature"),
         (["--do-sample", "--top-p", "nan"], "--top-p"),
         (["--seed", str(2**70)], "--seed"),
-        (["--batch-size", "0"], "batch size must be >= 1"),
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
         (["--limit", "-298"], "--limit must be >= 1"),
         (["--max-new-tokens", "100000"], "exceeds the model's"),
     ],

@@ -1,10 +1,11 @@
 """Trace files in and out of the browser, through skipcore.trace's own writer and reader.
 
-Downloads: Parquet carries the run metadata in its schema metadata; CSV and JSONL come as a zip holding the
-trace and its `.meta.json` sidecar (the layout `write_trace` makes on disk), so nothing is lost and the
-explorer page (or `read_trace` after unzipping) reads them back.
+Downloads: Parquet carries the run metadata in its schema metadata; CSV and JSONL come as `.csv.zip` /
+`.jsonl.zip`: a zip of the one trace file, which plain `pd.read_csv` / `pd.read_json` open as they are, with the
+run metadata in the zip's comment (what `write_trace` writes for those names), so nothing is lost and the
+explorer page and `read_trace` read them back.
 
-Uploads: .parquet, .csv, .jsonl, or such a zip. Every problem becomes a TraceSchemaError or UserError with a
+Uploads: .parquet, .csv, .jsonl, or a zip of one (its metadata from a `.meta.json` member or the comment). Every problem becomes a TraceSchemaError or UserError with a
 one-line reason for the page to show; nothing here raises a raw parser error.
 """
 
@@ -24,8 +25,8 @@ from skipcore.trace import FORMATS, TraceSchemaError, sidecar_path
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
-    "csv": "CSV (zip with .meta.json)",
-    "jsonl": "JSONL (zip with .meta.json)",
+    "csv": "CSV (.csv.zip, pandas reads it)",
+    "jsonl": "JSONL (.jsonl.zip, pandas reads it)",
 }
 UPLOAD_TYPES = ["parquet", "csv", "jsonl", "zip"]
 
@@ -36,16 +37,11 @@ def trace_download(
     """(bytes, file name, MIME type) of the trace in `fmt` (parquet, csv or jsonl)."""
     if fmt not in DOWNLOAD_FORMATS:
         raise UserError(f"unknown trace format {fmt!r}; choose one of {', '.join(DOWNLOAD_FORMATS)}")
+    name = f"{stem}.{fmt}" if fmt == "parquet" else f"{stem}.{fmt}.zip"
     with tempfile.TemporaryDirectory() as tmp:
-        path = write_trace(trace, Path(tmp) / f"{stem}.{fmt}", metadata)
-        if fmt == "parquet":
-            return path.read_bytes(), path.name, "application/vnd.apache.parquet"
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.write(path, path.name)
-            side = sidecar_path(path)
-            zf.write(side, side.name)
-        return buf.getvalue(), f"{path.name}.zip", "application/zip"
+        path = write_trace(trace, Path(tmp) / name, metadata)
+        mime = "application/vnd.apache.parquet" if fmt == "parquet" else "application/zip"
+        return path.read_bytes(), path.name, mime
 
 
 def _check_size(name: str, size: int, limit: int) -> None:
@@ -83,6 +79,10 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         side_name = trace_info.filename + ".meta.json"
         if side_name in zf.namelist():
             sidecar_path(out).write_bytes(zf.read(side_name))
+        elif (
+            zf.comment and out.suffix.lower() != ".parquet"
+        ):  # a .csv.zip/.jsonl.zip: metadata in the comment
+            sidecar_path(out).write_bytes(zf.comment)
         return out
 
 

@@ -257,7 +257,7 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
 def apply_generation_defaults(args: argparse.Namespace) -> None:
     """Decode with the length and decay span a skipcore-trained model was trained for, unless told otherwise."""
-    from skipcore.training.checkpoint import generation_defaults, speedup_horizon
+    from skipcore.generation_defaults import generation_defaults, speedup_horizon
 
     defaults = generation_defaults(args.model) if Path(args.model).expanduser().is_dir() else {}
     if args.max_new_tokens is None:
@@ -270,13 +270,17 @@ def apply_generation_defaults(args: argparse.Namespace) -> None:
 
 def add_prompt_args(p: argparse.ArgumentParser, limit: int = 8) -> None:
     """Where prompts come from (generate, lens): --prompt, --prompts-file, or a data set split."""
+    from skipcore.data.loaders import DATASET_FORMATS
+
     src = p.add_argument_group("prompts (one of)")
     src.add_argument("--prompt", action="append", help="a prompt; repeat for a batch")
     src.add_argument(
         "--prompts-file", help="text file with one prompt per line, or .jsonl with a 'prompt' field"
     )
     src.add_argument(
-        "--dataset", default=DEFAULT_DATASET, help="else: prompts from a dataset (default: %(default)s)"
+        "--dataset",
+        default=DEFAULT_DATASET,
+        help=f"else: prompts from a dataset (default: %(default)s), one of: {DATASET_FORMATS}",
     )
     src.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
     src.add_argument(

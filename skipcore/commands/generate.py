@@ -13,6 +13,7 @@ from skipcore.commands.common import (
     add_threads_arg,
     apply_generation_defaults,
     apply_threads,
+    check_generation_request,
     check_output_path,
     read_prompts,
 )
@@ -51,7 +52,11 @@ def add_parser(sub) -> None:
         "(default: 0, no timing; the summary's tokens/s is then one run)",
     )
     o = p.add_argument_group("output")
-    o.add_argument("--trace", help="write the per-token trace here (.parquet, .jsonl or .csv)")
+    o.add_argument(
+        "--trace",
+        help="write the per-token trace here: .parquet (metadata inside), .csv or .jsonl (with a .meta.json "
+        "sidecar), or .csv.zip / .jsonl.zip (one file plain pandas reads, metadata in the zip comment)",
+    )
     o.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     o.add_argument("--quiet", action="store_true", help="do not print the run summary to stderr")
     p.set_defaults(func=run_generate)
@@ -71,7 +76,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from skipcore.engine import SkipEngine
     from skipcore.loading import load_model
     from skipcore.sampling import Sampling
-    from skipcore.trace import FORMATS, write_trace
+    from skipcore.trace import FORMATS, ZIPPED_FORMATS, write_trace
 
     apply_generation_defaults(args)
     if args.max_new_tokens < 1:
@@ -83,11 +88,12 @@ def run_generate(args: argparse.Namespace) -> int:
     apply_threads(args.threads)
     if args.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {args.timing_repeats}")
-    trace_path = check_output_path(args.trace, args.overwrite, FORMATS)
+    trace_path = check_output_path(args.trace, args.overwrite, (*FORMATS, *ZIPPED_FORMATS))
     prompts = read_prompts(args)
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
     model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
+    check_generation_request(engine, prompts, args)
     policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     result = engine.generate(prompts, policy, args.max_new_tokens, sampling, args.batch_size)
     for text in result.texts:

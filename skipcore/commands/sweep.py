@@ -29,6 +29,8 @@ def _list(kind: type, name: str) -> Callable[[str], tuple]:
 
 
 def add_parser(sub) -> None:
+    from skipcore.data.loaders import DATASET_FORMATS
+
     p = sub.add_parser(
         "sweep",
         help="quality versus speedup over policies, schedules and batch sizes (resumable)",
@@ -39,7 +41,11 @@ def add_parser(sub) -> None:
     add_model_args(p)
     p.add_argument("--baseline-model", help="also sweep this model (e.g. without skip-aware training)")
     d = p.add_argument_group("data")
-    d.add_argument("--dataset", default=DEFAULT_DATASET, help="data set path or name (default: %(default)s)")
+    d.add_argument(
+        "--dataset",
+        default=DEFAULT_DATASET,
+        help=f"data set (default: %(default)s), one of: {DATASET_FORMATS}",
+    )
     d.add_argument("--split", default="test", help="split (default: %(default)s)")
     d.add_argument("--limit", type=int, default=32, help="examples to use (default: %(default)s)")
     g = p.add_argument_group("grid")
