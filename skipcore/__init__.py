@@ -11,21 +11,24 @@ Three lines to generate under the paper's schedule at a 3x target speedup, with 
 
 Other policies go where the schedule goes: `CalmPolicy(threshold=0.8)` (CALM-DEC),
 `AdaptivePolicy(min_layers=3)`. `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids;
-`read_trace`/`write_trace` handle trace files. The command line (`python -m skipcore`, `skipcore`) is built on
+`read_trace`/`write_trace` handle trace files; `layer_lens` reads out every layer a token ran and
+`compare_with_full_depth` measures a schedule's agreement with full depth. The command line (`python -m skipcore`, `skipcore`) is built on
 these same calls.
 """
 
+from skipcore.adapters import ModelShapes, shapes_from_config
 from skipcore.engine import SkipEngine
 from skipcore.errors import ScheduleError, UserError
+from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.loading import load_model
 from skipcore.outputs import GenerationResult
 from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, StaticPolicy
 from skipcore.sampling import Sampling
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
-from skipcore.summary import summarize
+from skipcore.summary import step_time_spread, summarize
 from skipcore.sweep import SweepConfig, run_sweep, sweep_rows
 from skipcore.sweep_store import read_sweep
-from skipcore.trace import TRACE_COLUMNS, read_trace, validate_trace, write_trace
+from skipcore.trace import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 from skipcore.version import __version__
 
 __all__ = [
@@ -34,20 +37,27 @@ __all__ = [
     "CalmPolicy",
     "DepthPolicy",
     "GenerationResult",
+    "LensResult",
+    "ModelShapes",
     "Sampling",
     "Schedule",
     "ScheduleError",
     "SkipEngine",
     "StaticPolicy",
     "SweepConfig",
+    "TraceSchemaError",
     "UserError",
     "__version__",
+    "compare_with_full_depth",
     "full_schedule",
+    "layer_lens",
     "load_model",
     "read_sweep",
     "read_trace",
     "run_sweep",
     "schedule_for_speedup",
+    "shapes_from_config",
+    "step_time_spread",
     "summarize",
     "sweep_rows",
     "validate_trace",
