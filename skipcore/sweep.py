@@ -247,8 +247,13 @@ def evaluate_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tu
 
 def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     """max_new_tokens, decay span and the speedup horizon default to what the model was trained with (its
-    skipcore_training.json): the horizon is its median output length + 1, the length rows really stop at."""
-    from skipcore.training.checkpoint import generation_defaults, speedup_horizon
+    skipcore_training.json): the horizon is its median output length + 1, the length rows really stop at.
+
+    `--baseline-model` decodes under the very same schedules (budgets per step), so each target compares the
+    two models like for like; where the baseline's outputs run longer than the model's, it realises a higher
+    layer speedup than the target, which the table's realised column shows beside the target.
+    """
+    from skipcore.generation_defaults import generation_defaults, speedup_horizon
 
     gen = generation_defaults(cfg.model) if Path(cfg.model).is_dir() else {}
     max_new = cfg.max_new_tokens or gen.get("max_new_tokens") or 64
