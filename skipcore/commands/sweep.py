@@ -83,7 +83,7 @@ def add_parser(sub) -> None:
         "--policies",
         type=_list(str, "--policies"),
         default=("static", "calm"),
-        help="static (schedules) and/or calm (CALM-DEC) (default: static,calm)",
+        help="static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode) (default: static,calm)",
     )
     c = p.add_argument_group("CALM-DEC")
     c.add_argument(
@@ -103,6 +103,37 @@ def add_parser(sub) -> None:
         type=int,
         default=1,
         help="layers that always run before a token may exit (default: 1)",
+    )
+    a = p.add_argument_group(
+        "adaptive SkipDecode",
+        "One budget for the whole batch, starting at --max-layers (default: all) and dropping by a drop after "
+        "each step whose least confident running row is confident enough, never below a floor; skip mode with "
+        "the first --warmup. One row per threshold x drop x floor.",
+    )
+    a.add_argument(
+        "--adaptive-thresholds",
+        type=_list(float, "--adaptive-thresholds"),
+        default=(0.5, 0.3, 0.1),
+        help="confidence thresholds (lowest top probability over running rows; default: 0.5,0.3,0.1)",
+    )
+    a.add_argument(
+        "--adaptive-drops",
+        type=_list(int, "--adaptive-drops"),
+        default=(2,),
+        help="layers dropped per confident step (default: 2)",
+    )
+    a.add_argument(
+        "--adaptive-min-layers",
+        type=_list(int, "--adaptive-min-layers"),
+        default=(3, 2),
+        help="floors the budget never goes below (default: 3,2)",
+    )
+    a.add_argument(
+        "--adaptive-signal",
+        default="max_prob",
+        choices=["max_prob", "entropy"],
+        help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats "
+        "(default: %(default)s)",
     )
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
@@ -124,7 +155,11 @@ def add_parser(sub) -> None:
     )
     add_threads_arg(m)
     m.add_argument(
-        "--repeats", type=int, default=5, help="paired timed runs per setting (default: %(default)s)"
+        "--repeats",
+        type=int,
+        default=5,
+        help="paired timed runs per setting; 0: no timing, quality and theoretical costs only (default: "
+        "%(default)s)",
     )
     m.add_argument(
         "--timing-limit",
@@ -154,18 +189,24 @@ def _check_choices(values: Sequence[str], allowed: Sequence[str], flag: str) -> 
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    from skipcore.policies import POLICIES, CalmPolicy
+    from skipcore.policies import AdaptivePolicy, CalmPolicy
     from skipcore.schedule import MODES
+    from skipcore.sweep import POLICY_GRID
 
     _check_choices(args.shapes, ("linear", "power", "step", "constant"), "--shapes")
     _check_choices(args.modes, MODES, "--modes")
-    _check_choices(args.policies, POLICIES, "--policies")
+    _check_choices(args.policies, tuple(POLICY_GRID), "--policies")
     if any(t < 1 for t in args.targets):
         raise UserError("--targets must all be >= 1")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
     for th in args.calm_thresholds:
         CalmPolicy(th, args.calm_measure, args.calm_min_layers)  # validates
+    if any(m < 1 for m in args.adaptive_min_layers):
+        raise UserError("--adaptive-min-layers must all be >= 1")
+    for th in args.adaptive_thresholds:  # validates; the model's depth is checked once it is loaded
+        for d in args.adaptive_drops:
+            AdaptivePolicy(1, threshold=th, drop=d, signal=args.adaptive_signal)
     norm = _norm_model
     return SweepConfig(
         model=norm(args.model),
@@ -183,6 +224,10 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         calm_thresholds=args.calm_thresholds,
         calm_measure=args.calm_measure,
         calm_min_layers=args.calm_min_layers,
+        adaptive_thresholds=args.adaptive_thresholds,
+        adaptive_drops=args.adaptive_drops,
+        adaptive_min_layers=args.adaptive_min_layers,
+        adaptive_signal=args.adaptive_signal,
         max_new_tokens=args.max_new_tokens,
         decay_span=args.decay_span,
         speedup_over=args.speedup_over,
@@ -208,10 +253,15 @@ def _norm_model(name: str) -> str:
 def report_row(setting, row: dict, progress: bool) -> None:
     """One stderr line per finished setting when there is no progress bar; a flagged timing always."""
     if not progress:
+        measured = (
+            f"measured decode {row['wall_speedup_decode']:.2f}x "
+            f"[{row['wall_speedup_decode_lo']:.2f}, {row['wall_speedup_decode_hi']:.2f}]"
+            if row.get("timing_runs")
+            else "timing not measured (--repeats 0)"
+        )
         print(
             f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row['layer_speedup']:.2f}x "
-            f"(batch {row['batch_layer_speedup']:.2f}x), measured decode {row['wall_speedup_decode']:.2f}x "
-            f"[{row['wall_speedup_decode_lo']:.2f}, {row['wall_speedup_decode_hi']:.2f}]",
+            f"(batch {row['batch_layer_speedup']:.2f}x), {measured}",
             file=sys.stderr,
             flush=True,
         )
