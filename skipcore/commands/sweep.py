@@ -7,11 +7,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 
 from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
 from skipcore.errors import UserError
+from skipcore.policies import SIGNALS
 from skipcore.sweep import SweepConfig, run_sweep
+
+ADAPTIVE_DEFAULTS = {f.name: f.default for f in fields(SweepConfig) if f.name.startswith("adaptive_")}
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
@@ -26,6 +30,10 @@ def _list(kind: type, name: str) -> Callable[[str], tuple]:
         return values
 
     return parse
+
+
+def _said(values: Sequence) -> str:
+    return ",".join(f"{v:g}" for v in values)
 
 
 def add_parser(sub) -> None:
@@ -113,25 +121,26 @@ def add_parser(sub) -> None:
     a.add_argument(
         "--adaptive-thresholds",
         type=_list(float, "--adaptive-thresholds"),
-        default=(0.5, 0.3, 0.1),
-        help="confidence thresholds (lowest top probability over running rows; default: 0.5,0.3,0.1)",
+        default=ADAPTIVE_DEFAULTS["adaptive_thresholds"],
+        help="confidence thresholds (lowest top probability over running rows; default: "
+        f"{_said(ADAPTIVE_DEFAULTS['adaptive_thresholds'])})",
     )
     a.add_argument(
         "--adaptive-drops",
         type=_list(int, "--adaptive-drops"),
-        default=(2,),
-        help="layers dropped per confident step (default: 2)",
+        default=ADAPTIVE_DEFAULTS["adaptive_drops"],
+        help=f"layers dropped per confident step (default: {_said(ADAPTIVE_DEFAULTS['adaptive_drops'])})",
     )
     a.add_argument(
         "--adaptive-min-layers",
         type=_list(int, "--adaptive-min-layers"),
-        default=(3, 2),
-        help="floors the budget never goes below (default: 3,2)",
+        default=ADAPTIVE_DEFAULTS["adaptive_min_layers"],
+        help=f"floors the budget never goes below (default: {_said(ADAPTIVE_DEFAULTS['adaptive_min_layers'])})",
     )
     a.add_argument(
         "--adaptive-signal",
-        default="max_prob",
-        choices=["max_prob", "entropy"],
+        default=ADAPTIVE_DEFAULTS["adaptive_signal"],
+        choices=SIGNALS,
         help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats "
         "(default: %(default)s)",
     )
@@ -150,7 +159,7 @@ def add_parser(sub) -> None:
         "timing",
         "Measured speedups are paired: after an untimed warm-up of each, full depth and the setting alternate "
         "--repeats times on the first --timing-limit prompts, at the setting's batch size; the table reports the "
-        "median of the paired ratios with a bootstrap 95%% interval (_lo, _hi), and flags (timing_flag) a "
+        "median of the paired ratios with a bootstrap 95% interval (_lo, _hi), and flags (timing_flag) a "
         "decode speedup above 1.2x the batch layer speedup or below 0.5x the FLOPs speedup.",
     )
     add_threads_arg(m)
