@@ -63,9 +63,7 @@ class Setting:
     policy: str  # a key of POLICY_GRID: "static", "calm" or "adaptive"
     batch_size: int
     shape: str = "full"  # static: schedule shape; "full" is the 1x reference
-    mode: str = (
-        "full"  # static and adaptive: skip / exit / middle, or "full" for full depth; "calm" for CALM-DEC
-    )
+    mode: str = "full"  # skip / exit / middle (static, adaptive); "full" for full depth; "calm" for CALM-DEC
     warmup: int = 0  # skip mode's warmup layers (0 where the mode has none)
     target_speedup: float = 1.0  # static; NaN where depth is decided while decoding (calm, adaptive)
     calm_threshold: float | None = None
