@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 
 import skipcore.costs as costs
 from skipcore.adapters.base import ModelShapes
+from skipcore.pareto import front_position, pareto_front
 from skipcore.schedule import Schedule, mask_string
 
 RAN, SKIPPED = "#1f4e9c", "#e6e9ef"
@@ -332,20 +333,6 @@ def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.
 
 
 # -- trade-offs ------------------------------------------------------------------------------------------
-def pareto_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """The points no other point beats on both x and y (both higher-is-better), in increasing x.
-
-    Ties on x keep the best y only; NaN rows are ignored.
-    """
-    pts = df.dropna(subset=[x, y]).sort_values([x, y], ascending=[False, False])
-    keep, best_y = [], -np.inf
-    for idx, yv in zip(pts.index, pts[y], strict=True):
-        if yv > best_y:
-            keep.append(idx)
-            best_y = yv
-    return pts.loc[keep].sort_values(x)
-
-
 def tradeoff_chart(
     df: pd.DataFrame,
     x: str,
@@ -356,11 +343,14 @@ def tradeoff_chart(
     title: str = "",
     width: int = 420,
     height: int = 320,
+    front_rows: pd.DataFrame | None = None,
 ) -> alt.Chart:
     """Quality (y) against speedup (x): one coloured series per policy, the Pareto front drawn dashed.
 
-    A measured speedup with its interval (`<x>_lo`, `<x>_hi` columns, as the sweep writes them) gets horizontal
-    error bars; a point whose timing was flagged as implausible (`timing_flag`) is drawn as a cross, not a dot.
+    The front is that of every row, or of `front_rows` (e.g. the static schedules, to see whether a dynamic
+    policy such as adaptive SkipDecode lies above them). A measured speedup with its interval (`<x>_lo`,
+    `<x>_hi` columns, as the sweep writes them) gets horizontal error bars; a point whose timing was flagged as
+    implausible (`timing_flag`) is drawn as a cross, not a dot.
     """
     data = df.dropna(subset=[x, y]).copy()
     if color and color in data:
@@ -382,7 +372,7 @@ def tradeoff_chart(
     )
     layers = []
     if pareto and len(data):  # under the series, so it never hides a point
-        front = pareto_front(data, x, y)
+        front = pareto_front(data if front_rows is None else front_rows, x, y)
         layers.append(
             alt.Chart(front)
             .mark_line(
@@ -627,6 +617,7 @@ __all__ = [
     "cost_figure",
     "display_token",
     "exit_heatmap",
+    "front_position",
     "human_bytes",
     "kv_cache_figure",
     "kv_cache_map",

@@ -120,10 +120,13 @@ def quality_tables(
             cells += [_cell(grp[grp["batch_size"] == s], ["batch_layer_speedup"], "{:.2f}") for s in sizes]
             cells.append(_cell(first, ["flops_speedup_decode"], "{:.2f}"))
             lines.append(_row(cells))
+    lines += adaptive_table(df, name, metric_names, metrics)
     timed = df[
         (df["policy"] == "static") & df["mode"].isin(["full", "skip"]) & (df["model_role"] == roles[0])
     ]
-    if len(timed):
+    if len(timed) and not timed["timing_runs"].fillna(0).gt(0).any():
+        lines += ["", "Wall-clock timing not measured (--repeats 0): quality and theoretical costs only."]
+    elif len(timed):
         sizes = sorted(timed["batch_size"].unique())
         head = ["target"] + [f"batch {s}: layer / batch layer / measured decode [95%]" for s in sizes]
         lines += ["", f"Measured wall-clock speedup against full depth ({name[roles[0]]}, skip mode):", ""]
@@ -143,6 +146,42 @@ def quality_tables(
             lines += ["", f"Medians of {int(runs.min())} paired runs against full depth; * flagged:"]
             lines += [f"- {f}" for f in flags] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def adaptive_table(
+    df: pd.DataFrame, names: dict, metric_names: str, metrics: Sequence[str] = ("bleu", "rougeL")
+) -> list[str]:
+    """Adaptive SkipDecode's rows, each placed against the static skip schedules' front (same model, first
+    batch size): above, on or below it in quality at its realised layer speedup (`skipcore.pareto`)."""
+    from skipcore.pareto import front_position
+
+    adaptive = df[df["policy"] == "adaptive"] if "policy" in df else df.iloc[:0]
+    if not len(adaptive):
+        return []
+    head = ["model", "threshold", "drop", "floor", metric_names, "layer speedup", "FLOPs speedup (decode)"]
+    head += ["static front BLEU at that speedup", "vs static front"]
+    lines = ["", f"Adaptive SkipDecode ({adaptive['adaptive_signal'].iloc[0]} signal), against the static "]
+    lines[-1] += "skip-mode front (full depth and every skip target) at the same realised layer speedup:"
+    lines += ["", _row(head), _row(["---"] * len(head))]
+    for role, rows in adaptive.groupby("model_role", sort=False):
+        b = rows["batch_size"].min()
+        rows = rows[rows["batch_size"] == b]
+        static = df[
+            (df["policy"] == "static")
+            & df["mode"].isin(["full", "skip"])
+            & (df["model_role"] == role)
+            & (df["batch_size"] == b)
+        ]
+        placed = front_position(rows, static, "layer_speedup", "bleu")
+        for r in placed.itertuples():
+            cells = [names.get(role, role), f"{r.adaptive_threshold:g}", f"{int(r.adaptive_drop)}"]
+            cells += [f"{int(r.adaptive_min_layers)}", " / ".join(f"{getattr(r, m):.1f}" for m in metrics)]
+            cells += [f"{r.layer_speedup:.2f}x", f"{r.flops_speedup_decode:.2f}x", f"{r.front_bleu:.1f}"]
+            cells.append(
+                f"{r.front_position} ({r.vs_front:+.1f})" if r.front_position != "beyond" else "beyond"
+            )
+            lines.append(_row(cells))
+    return lines
 
 
 def _measured_cell(rows: pd.DataFrame) -> str:

@@ -717,3 +717,139 @@ def test_long_generations_get_a_token_window(model_dir, sample_trace):
     )
     short = views.token_heatmap(trace, 0)
     assert short.layout.xaxis.range is None  # a short run shows every token
+
+
+# -- adaptive SkipDecode on the dashboard (issue 17) ---------------------------------------------------------
+def adaptive_sweep_frame() -> pd.DataFrame:
+    """`sweep_frame` plus two adaptive rows per batch size: one above the static front, one below it."""
+    df = sweep_frame()
+    rows = []
+    for batch in (1, 8):
+        for th, speed, bleu in [(0.3, 2.5, 42.0), (0.1, 2.2, 30.0)]:
+            rows.append(
+                {
+                    "policy": "adaptive",
+                    "mode": "skip",
+                    "shape": "full",
+                    "adaptive_threshold": th,
+                    "adaptive_drop": 2,
+                    "adaptive_min_layers": 2,
+                    "layer_speedup": speed,
+                    "bleu": bleu,
+                    "batch_size": batch,
+                    "model_role": "model",
+                    "rougeL": bleu + 10,
+                    "chrf": bleu + 20,
+                    "flops_speedup_decode": speed * 0.9,
+                    "wall_speedup_total": speed * 0.7,
+                    "wall_speedup_decode": speed * 0.8 * batch / 8,
+                }
+            )
+    return pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_tradeoffs_draw_adaptive_as_its_own_series_against_the_static_front(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", adaptive_sweep_frame().to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    theory = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    line = next(
+        layer for layer in theory["layer"] if layer["mark"]["type"] == "line" and "color" in layer["encoding"]
+    )
+    assert line["encoding"]["color"]["field"] == "series"
+    rows = at.dataframe[3].value  # all rows at batch 8, as drawn (dataframes have no key in AppTest)
+    assert sorted(rows["series"]) == ["adaptive", "adaptive", "calm", "exit", "exit", "full", "skip", "skip"]
+    points = next(layer for layer in theory["layer"] if layer["mark"]["type"] == "circle")
+    assert {"adaptive_threshold", "adaptive_drop", "adaptive_min_layers"} <= {
+        t["field"] for t in points["encoding"]["tooltip"]
+    }
+    # the front of every setting: the adaptive point at 2.5x beats the static 2x and CALM
+    front = at.dataframe[0].value
+    assert list(front["layer_speedup"]) == [1.0, 2.5, 3.0]
+    assert list(front["series"]) == ["full", "adaptive", "skip"]
+    assert front["adaptive_threshold"].iloc[1] == 0.3
+    # each dynamic setting placed against the static front (same model, at least as fast)
+    placed = at.dataframe[2].value.set_index("layer_speedup")
+    assert placed.loc[2.5, "front_position"] == "above" and placed.loc[2.5, "vs_front"] == pytest.approx(7.0)
+    assert placed.loc[2.2, "front_position"] == "below" and placed.loc[2.2, "front_bleu"] == 35.0
+    assert placed.loc[1.5, "policy"] == "calm" and placed.loc[1.5, "front_position"] == "above"
+    # the front of the static schedules alone, drawn and listed
+    by_key(at.radio, "to_front_of").set_value("static schedules").run()
+    assert_clean(at)
+    front = at.dataframe[0].value
+    assert list(front["layer_speedup"]) == [1.0, 2.0, 3.0] and set(front["policy"]) == {"static"}
+    assert "Pareto front of static schedules" in " ".join(h.value for h in at.subheader)
+
+
+def test_tradeoff_chart_draws_the_front_of_the_rows_it_is_given():
+    from skipcore import plots
+
+    df = plots.sweep_series(adaptive_sweep_frame().query("batch_size == 8"))
+    static = df[df["policy"] == "static"]
+    for front_rows, expected in [(None, [1.0, 2.5, 3.0]), (static, [1.0, 2.0, 3.0])]:
+        spec = plots.tradeoff_chart(df, "layer_speedup", "bleu", "series", front_rows=front_rows).to_dict()
+        dashed = next(layer for layer in spec["layer"] if layer["mark"].get("strokeDash"))
+        drawn = spec["datasets"][dashed["data"]["name"]]
+        assert [d["layer_speedup"] for d in drawn] == expected
+        series = {d["series"] for d in spec["datasets"][spec["layer"][1]["data"]["name"]]}
+        assert {"adaptive", "calm", "skip", "full"} <= series
+
+
+def test_tradeoffs_without_dynamic_rows_offer_no_static_front_choice(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    only_static = sweep_frame().query("policy == 'static'")
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", only_static.to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    assert not [r for r in at.radio if r.key == "to_front_of"]
+    assert len(at.dataframe) == 3  # the two fronts and all rows: no table of dynamic policies
+
+
+def test_compare_offers_adaptive_with_its_three_parameters(model_dir):
+    at = open_app("compare")
+    assert "adaptive" in by_key(at.multiselect, "cmp_policies").options
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "adaptive"]).run()
+    by_key(at.slider, "cmp_adaptive_threshold").set_value(0.0)  # every step confident: the budget drops
+    by_key(at.number_input, "cmp_adaptive_drop").set_value(1)
+    by_key(at.number_input, "cmp_adaptive_min").set_value(2)
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    res = at.session_state["compare_result"]["results"]["adaptive"]
+    assert res.metadata["policy"] == "adaptive"
+    decode = res.trace[res.trace["step"] >= 1]
+    budgets = decode.groupby("step")["budget"].first()
+    L = len(res.trace["layer_mask"].iloc[0])
+    assert list(budgets) == [max(2, L - s) for s in budgets.index]  # drop 1 a step down to the floor of 2
+    table = at.dataframe[0].value.set_index("policy")
+    assert table.loc["adaptive", "layer speedup (per token)"] > 1.0
+    assert len(charts(at)) == 3  # its heatmap beside the others
+
+
+def test_tradeoffs_small_sweep_runs_adaptive(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    by_key(at.multiselect, "to_targets").set_value([2.0])
+    by_key(at.multiselect, "to_modes").set_value(["skip"])
+    by_key(at.multiselect, "to_adaptive").set_value([0.1])
+    by_key(at.number_input, "to_adaptive_min").set_value(2)
+    by_key(at.number_input, "to_examples").set_value(2)
+    by_key(at.number_input, "to_max_new").set_value(MAX_NEW)
+    at.run()
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    sweep = at.session_state["tradeoff_sweep"]
+    assert list(sweep["policy"]) == ["static", "static", "adaptive"]
+    row = sweep[sweep["policy"] == "adaptive"].iloc[0]
+    assert (row["adaptive_threshold"], row["adaptive_drop"], row["adaptive_min_layers"]) == (0.1, 2, 2)
+    assert at.dataframe[2].value["front_position"].iloc[0] in {
+        "above",
+        "on",
+        "below",
+        "beyond",
+    }

@@ -310,3 +310,120 @@ def test_timing_alternates_full_depth_and_the_setting_after_a_warm_up(model_dirs
     assert order == ["full", "setting"] * 4  # one warm-up pair, then three timed pairs
     assert cols["timing_runs"] == 3
     assert cols["wall_speedup_decode_lo"] <= cols["wall_speedup_decode"] <= cols["wall_speedup_decode_hi"]
+
+
+# -- adaptive SkipDecode in the sweep (issue 17) -----------------------------------------------------------------
+ADAPTIVE = dict(
+    targets=(1.0, 2.0),
+    modes=("skip",),
+    batch_sizes=(2,),
+    policies=("static", "adaptive"),
+    adaptive_thresholds=(0.0, 1.1),
+    adaptive_drops=(2,),
+    adaptive_min_layers=(2,),
+    repeats=0,
+)
+
+
+def test_adaptive_rows_carry_their_parameters_and_realised_speedup(model_dirs, dataset, tmp_path):
+    out = tmp_path / "adaptive.parquet"
+    df = sweep.run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
+    adaptive = df[df["policy"] == "adaptive"].set_index("adaptive_threshold")
+    assert sorted(adaptive.index) == [0.0, 1.1] and len(df) == 4
+    assert (adaptive["adaptive_drop"] == 2).all() and (adaptive["adaptive_min_layers"] == 2).all()
+    assert (adaptive["adaptive_signal"] == "max_prob").all() and adaptive["target_speedup"].isna().all()
+    assert (adaptive["min_layers"] == 2).all() and adaptive["schedule_speedup"].isna().all()
+    L = int(df["num_layers"].iloc[0])
+    # threshold 0: every step is confident, so the budget falls by 2 a step to the floor; 1.1: never confident
+    never = adaptive.loc[1.1]
+    assert never["layer_speedup"] == 1.0 and never["bleu"] == df[df["mode"] == "full"]["bleu"].iloc[0]
+    always = adaptive.loc[0.0]
+    trace, meta = read_trace(out.parent / always["trace_path"])
+    decode = trace[(trace["step"] >= 1) & ~trace["finished"]]
+    budgets = decode.groupby("step")["budget"].first()
+    assert budgets.is_monotonic_decreasing and budgets.iloc[0] == L - 2 and budgets.min() >= 2
+    # the realised speedup is the trace's own: L x tokens / layers run (as for CALM)
+    assert always["layer_speedup"] == pytest.approx(L * len(decode) / decode["num_layers_run"].sum())
+    assert always["layer_speedup"] > 1.0
+    assert meta["setting"]["adaptive_threshold"] == 0.0
+    # no timing asked for: the timing columns are there, empty, and say so
+    assert (df["timing_runs"] == 0).all() and df["wall_speedup_decode"].isna().all()
+    assert (df["timing_flag"] == "").all()
+
+
+def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tmp_path, monkeypatch):
+    out = tmp_path / "adaptive.parquet"
+    first = sweep.run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
+    calls = count_runs(monkeypatch)
+    # a new floor and a new drop: only those rows run, finished ones are kept
+    more = {**ADAPTIVE, "adaptive_min_layers": (2, 3), "adaptive_drops": (2, 1)}
+    second = sweep.run_sweep(config(model_dirs, dataset, out, **more))
+    run = sorted((s.adaptive_threshold, s.adaptive_drop, s.adaptive_min_layers) for s, _ in calls)
+    assert run == sorted((th, d, m) for th in (0.0, 1.1) for d in (2, 1) for m in (2, 3) if (d, m) != (2, 2))
+    assert len(second) == len(first) + 6 and second["setting_id"].is_unique
+    kept = second.set_index("setting_id").loc[first["setting_id"]]
+    assert (kept["created"].values == first["created"].values).all()
+    # the signal changes what a threshold means: another row, not a resumed one
+    calls.clear()
+    sweep.run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_signal": "entropy"}))
+    assert len(calls) == 2 and all(s.adaptive_signal == "entropy" for s, _ in calls)
+    # timing is part of the file's identity: a timed rerun on an untimed file is refused, naming it
+    with pytest.raises(UserError, match=r"repeats=0 \(not 2\)"):
+        sweep.run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "repeats": 2}))
+
+
+def test_rows_of_older_sweeps_keep_their_ids():
+    """A setting without adaptive parameters hashes as before they existed, so older files resume."""
+    s = sweep.Setting("m", "model", "calm", 8, mode="calm", target_speedup=sweep.NAN, calm_threshold=0.9)
+    from dataclasses import asdict
+
+    fields = {k: v for k, v in asdict(s).items() if not k.startswith("adaptive_")}
+    import hashlib
+
+    blob = json.dumps([fields, {"a": 1}], sort_keys=True, default=str)
+    assert s.setting_id({"a": 1}) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def test_every_policy_is_one_grid_entry(model_dirs, dataset, tmp_path):
+    cfg = config(model_dirs, dataset, tmp_path / "x.parquet", **ADAPTIVE, calm_thresholds=(0.5,))
+    cfg = sweep.resolve_lengths(cfg)
+    assert set(sweep.POLICY_GRID) == {"static", "calm", "adaptive"}
+    grid = sweep.build_grid(sweep.replace(cfg, policies=("static", "calm", "adaptive")))
+    assert [s.policy for s in grid] == ["static", "static", "calm", "adaptive", "adaptive"]
+    for s in grid:
+        policy, columns = sweep.policy_for(s, 6, cfg)
+        assert policy.name == s.policy and set(columns) == {"max_layers", "min_layers", "schedule_speedup"}
+        assert s.label().startswith("model b2 ")
+    with pytest.raises(UserError, match="unknown sweep policy 'sideways'"):
+        sweep.build_grid(sweep.replace(cfg, policies=("sideways",)))
+
+
+def test_an_adaptive_floor_the_model_cannot_hold_is_refused_before_any_row(
+    model_dirs, dataset, tmp_path, monkeypatch
+):
+    calls = count_runs(monkeypatch)
+    out = tmp_path / "bad.parquet"
+    with pytest.raises(UserError, match="--min-layers must be in"):
+        sweep.run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_min_layers": (99,)}))
+    assert calls == []
+
+
+def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, capsys):
+    out = tmp_path / "cli.parquet"
+    args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(csv_dataset), "--limit", "2"]
+    args += ["--targets", "1,2", "--modes", "skip", "--batch-sizes", "2", "--policies", "static,adaptive"]
+    args += ["--adaptive-thresholds", "0,0.5", "--adaptive-drops", "1", "--adaptive-min-layers", "2"]
+    args += ["--max-new-tokens", "5", "--device", "cpu", "--no-progress", "--repeats", "0"]
+    assert main([*args, "--out", str(out)]) == 0
+    said = capsys.readouterr()
+    assert said.err.count("timing not measured (--repeats 0)") == 4
+    assert "Adaptive SkipDecode (max_prob signal)" in said.out
+    assert "Wall-clock timing not measured" in said.out and "Measured wall-clock speedup" not in said.out
+    df = pd.read_parquet(out)
+    assert sorted(df.loc[df["policy"] == "adaptive", "adaptive_threshold"]) == [0.0, 0.5]
+    assert main([*args, "--out", str(out), "--adaptive-drops", "0"]) == 2
+    assert "--adaptive-drop must be >= 1" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--adaptive-min-layers", "0"]) == 2
+    assert "--adaptive-min-layers must all be >= 1" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--repeats", "-1"]) == 2
+    assert "--repeats must be >= 0" in capsys.readouterr().err

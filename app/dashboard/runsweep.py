@@ -25,6 +25,9 @@ class SweepSettings:
     targets: tuple[float, ...] = (2.0, 3.0)
     modes: tuple[str, ...] = ("skip", "exit")
     calm_thresholds: tuple[float, ...] = ()
+    adaptive_thresholds: tuple[float, ...] = ()
+    adaptive_drop: int = 2
+    adaptive_min_layers: int = 3
     num_examples: int = 8
     max_new_tokens: int = 32
     batch_size: int = 8
@@ -35,13 +38,14 @@ class SweepSettings:
 
     def num_runs(self) -> int:
         static = len([t for t in self.targets if t > 1.0]) * len(self.modes)
-        return 1 + static + len(self.calm_thresholds)
+        return 1 + static + len(self.calm_thresholds) + len(self.adaptive_thresholds)
 
 
 def _config(model: str, s: SweepSettings):
     from skipcore.sweep import SweepConfig, resolve_lengths
 
-    policies = (*(["static"] if s.modes else []), *(["calm"] if s.calm_thresholds else []))
+    chosen = {"static": s.modes, "calm": s.calm_thresholds, "adaptive": s.adaptive_thresholds}
+    policies = tuple(name for name, values in chosen.items() if values)
     cfg = SweepConfig(
         model=model,
         dataset=s.dataset,
@@ -53,6 +57,9 @@ def _config(model: str, s: SweepSettings):
         batch_sizes=(s.batch_size,),
         policies=policies or ("static",),
         calm_thresholds=s.calm_thresholds,
+        adaptive_thresholds=s.adaptive_thresholds,
+        adaptive_drops=(s.adaptive_drop,),
+        adaptive_min_layers=(s.adaptive_min_layers,),
         max_new_tokens=s.max_new_tokens,
         decay_span=s.decay_span,
         progress=False,
@@ -85,6 +92,9 @@ def run_small_sweep(
             "target_speedup": s.target_speedup,
             "batch_size": s.batch_size,
             "calm_threshold": s.calm_threshold,
+            "adaptive_threshold": s.adaptive_threshold,
+            "adaptive_drop": s.adaptive_drop,
+            "adaptive_min_layers": s.adaptive_min_layers,
         }
         rows.append({**setting, **row})
 

@@ -55,3 +55,30 @@ def check_sweep(df: pd.DataFrame) -> str | None:
     if not quality_columns(df):
         return "no quality column found (expected bleu, rougeL, chrf or another column named like a metric)"
     return None
+
+
+def static_rows(df: pd.DataFrame) -> pd.DataFrame | None:
+    """The static schedules' rows (full depth included), or None when the table does not say its policies."""
+    if "policy" not in df:
+        return None
+    return df[df["policy"].astype(str) == "static"]
+
+
+def against_static_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame | None:
+    """The dynamic policies' rows (CALM-DEC, adaptive), each placed against the static front of its own model
+    (`skipcore.pareto.front_position`); None when the table has no dynamic or no static rows."""
+    from skipcore.pareto import front_position
+
+    static = static_rows(df)
+    if static is None or not len(static) or len(static) == len(df):
+        return None
+    role = "model_role" if "model_role" in df else None
+    groups = df.groupby(role, sort=False) if role else [(None, df)]
+    placed = [
+        front_position(
+            rows[rows["policy"] != "static"], static[static[role] == key] if role else static, x, y
+        )
+        for key, rows in groups
+    ]
+    placed = [p for p in placed if len(p)]
+    return pd.concat(placed) if placed else None

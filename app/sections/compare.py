@@ -1,6 +1,7 @@
 """Compare policies: the same prompts at full depth, under skip, exit and middle (the designed budgets, three
-ways of choosing layers) and CALM-DEC (per-token confidence exit), all through `engine.generate`, side by side
-with the heatmaps aligned; scored with BLEU and ROUGE when the prompts come from a data split."""
+ways of choosing layers), CALM-DEC (per-token confidence exit) and adaptive SkipDecode (one batch budget that
+drops when the batch is confident), all through `engine.generate`, side by side with the heatmaps aligned;
+scored with BLEU and ROUGE when the prompts come from a data split."""
 
 from __future__ import annotations
 
@@ -10,27 +11,41 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import figures, state, views
-from skipcore import CalmPolicy, Schedule, StaticPolicy, UserError, plots
+from skipcore import AdaptivePolicy, CalmPolicy, Schedule, StaticPolicy, UserError, plots
 from skipcore.schedule import MODES
 
 RESULT_KEY = "compare_result"
 
 
-FULL, CALM = "full depth", "calm"
+FULL, CALM, ADAPTIVE = "full depth", "calm", "adaptive"
 HALF_WINDOW = 24  # token columns that fit a half-width panel without overlapping labels
 
 
+def policies(schedule: Schedule, calm: dict, adaptive: dict) -> dict:
+    """Each option's policy (None: full depth): the designed budgets under each mode, CALM-DEC, and adaptive
+    SkipDecode in the design's mode and warmup, starting at full depth."""
+    out = {FULL: lambda: None, CALM: lambda: CalmPolicy(**calm)}
+    out[ADAPTIVE] = lambda: AdaptivePolicy(
+        mode=schedule.mode, warmup_layers=schedule.warmup_layers, **adaptive
+    )
+    for mode in MODES:
+        out[mode] = lambda mode=mode: StaticPolicy(dataclasses.replace(schedule, mode=mode))
+    return out
+
+
 def run_policy(
-    engine, name: str, schedule: Schedule, prompts, max_new: int, sampling, calm: dict, batch: int
+    engine,
+    name: str,
+    schedule: Schedule,
+    prompts,
+    max_new: int,
+    sampling,
+    calm: dict,
+    batch: int,
+    adaptive: dict | None = None,
 ):
-    """One policy's GenerationResult through the one decode loop: full depth, a static mode applied to the
-    designed budgets, or CALM-DEC."""
-    if name == FULL:
-        policy = None
-    elif name == CALM:
-        policy = CalmPolicy(**calm)
-    else:
-        policy = StaticPolicy(dataclasses.replace(schedule, mode=name))
+    """One policy's GenerationResult through the one decode loop."""
+    policy = policies(schedule, calm, adaptive or {})[name]()
     return engine.generate(prompts, policy, max_new, sampling, batch)
 
 
@@ -67,9 +82,10 @@ def main() -> None:
     L = engine.num_layers
     st.caption(
         f"Static policies reuse the designed budgets **{schedule.describe()}** with each mode; "
-        "CALM-DEC picks each token's depth from its confidence and ignores the schedule."
+        "CALM-DEC picks each token's depth from its confidence and ignores the schedule; adaptive SkipDecode "
+        "starts at full depth and drops the whole batch's budget after each confident step (the design's mode)."
     )
-    options = [FULL, *MODES, CALM]
+    options = [FULL, *MODES, CALM, ADAPTIVE]
     chosen = st.multiselect("Policies", options, default=options, key="cmp_policies")
     calm: dict = {}
     if "calm" in chosen:
@@ -77,6 +93,16 @@ def main() -> None:
         calm["threshold"] = c1.slider("CALM threshold", 0.0, 1.0, 0.9, 0.01, key="cmp_calm_threshold")
         calm["measure"] = c2.selectbox("Confidence", ["softmax", "top2"], key="cmp_calm_measure")
         calm["min_layers"] = int(c3.number_input("CALM min layers", 1, L, 1, key="cmp_calm_min"))
+    adaptive: dict = {}
+    if ADAPTIVE in chosen:
+        c1, c2, c3 = st.columns(3)
+        adaptive["threshold"] = c1.slider(
+            "Adaptive threshold (lowest top probability)", 0.0, 1.0, 0.5, 0.01, key="cmp_adaptive_threshold"
+        )
+        adaptive["drop"] = int(c2.number_input("Adaptive drop", 1, L, min(2, L), key="cmp_adaptive_drop"))
+        adaptive["min_layers"] = int(
+            c3.number_input("Adaptive min layers", 1, L, min(3, L), key="cmp_adaptive_min")
+        )
     prompts = views.prompt_picker("cmp")
     refs = views.references("cmp")
     c1, c2 = st.columns(2)
@@ -92,7 +118,7 @@ def main() -> None:
             bar.progress(i / len(chosen), text=f"Running {name} ({i + 1}/{len(chosen)})…")
             try:
                 results[name] = run_policy(
-                    engine, name, schedule, prompts, int(max_new), sampling, calm, batch
+                    engine, name, schedule, prompts, int(max_new), sampling, calm, batch, adaptive
                 )
             except UserError as e:
                 errors[name] = str(e)

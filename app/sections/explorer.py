@@ -38,6 +38,8 @@ def sweep_traces() -> dict[str, Path]:
             continue
         if getattr(row, "policy", "") == "calm":
             what = f"calm ≥ {row.calm_threshold}"
+        elif getattr(row, "policy", "") == "adaptive":
+            what = f"adaptive ≥ {row.adaptive_threshold:g}, drop {row.adaptive_drop:g}, min {row.adaptive_min_layers:g}"
         elif getattr(row, "mode", "") == "full":
             what = "full depth"
         else:

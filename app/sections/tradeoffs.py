@@ -1,8 +1,9 @@
 """Trade-offs: quality against speedup, from the shipped sweep, an uploaded one, or a small sweep run here.
 
 Theoretical speedup (layers or FLOPs, from the trace) and measured speedup (wall clock) are drawn side by
-side, because the paper reports only the first; each policy is a coloured series and the Pareto front is
-dashed.
+side, because the paper reports only the first; each policy (static modes, CALM-DEC, adaptive SkipDecode) is
+a coloured series and the Pareto front is dashed: of every setting, or of the static schedules alone, against
+which the dynamic policies' points are placed (above, on or below) in a table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,19 @@ from skipcore.errors import UserError
 SHIPPED, UPLOAD, RUN = "Shipped sweep", "Upload a sweep file", "Run a small sweep here"
 RESULT_KEY = "tradeoff_sweep"
 NONE = "(none)"
+FRONT_ALL, FRONT_STATIC = "every setting", "static schedules"
+TIPS = (
+    "policy",
+    "mode",
+    "shape",
+    "target_speedup",
+    "max_layers",
+    "min_layers",
+    "calm_threshold",
+    "adaptive_threshold",
+    "adaptive_drop",
+    "adaptive_min_layers",
+)
 
 
 @st.cache_data(show_spinner=False)
@@ -71,6 +85,12 @@ def small_sweep() -> pd.DataFrame | None:
     targets = c1.multiselect("Target layer speedups", [1.5, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0], key="to_targets")
     modes = c2.multiselect("Static modes", ["skip", "exit", "middle"], ["skip", "exit"], key="to_modes")
     thresholds = c3.multiselect("CALM thresholds", [0.5, 0.7, 0.8, 0.9, 0.95], [], key="to_calm")
+    a1, a2, a3 = st.columns(3)
+    adaptive = a1.multiselect(
+        "Adaptive thresholds (lowest top probability)", [0.1, 0.3, 0.5, 0.7], [], key="to_adaptive"
+    )
+    drop = a2.number_input("Adaptive drop (layers per confident step)", 1, L, 2, key="to_adaptive_drop")
+    floor = a3.number_input("Adaptive floor (layers)", 1, L, min(3, L), key="to_adaptive_min")
     c4, c5, c6 = st.columns(3)
     examples = c4.number_input("Examples (dev split)", 1, 300, 8, key="to_examples")
     max_new = c5.number_input(
@@ -81,6 +101,9 @@ def small_sweep() -> pd.DataFrame | None:
         targets=tuple(targets),
         modes=tuple(modes),
         calm_thresholds=tuple(thresholds),
+        adaptive_thresholds=tuple(adaptive),
+        adaptive_drop=int(drop),
+        adaptive_min_layers=int(floor),
         num_examples=int(examples),
         max_new_tokens=int(max_new),
         batch_size=int(batch),
@@ -92,7 +115,7 @@ def small_sweep() -> pd.DataFrame | None:
         f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
         "warm-up (median of the paired ratios, with its 95% interval)."
     )
-    if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds)):
+    if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds or adaptive)):
         bar = st.progress(0.0, text="Starting…")
 
         def progress(done: int, total: int, label: str) -> None:
@@ -137,11 +160,12 @@ def draw(df: pd.DataFrame) -> None:
         x_measured = _pick("Measured speedup", [NONE, *measured], "to_xm", ["wall_speedup_decode", *measured])
     with c4:
         color = _pick("Series", sweeps.series_columns(df), "to_color", [sweeps.SERIES_COLUMN])
-    tips = [
-        c
-        for c in ("policy", "mode", "shape", "target_speedup", "max_layers", "min_layers", "calm_threshold")
-        if c in df
-    ]
+    tips = [c for c in TIPS if c in df]
+    static = sweeps.static_rows(df)
+    front_of = FRONT_ALL
+    if static is not None and len(static) < len(df):
+        front_of = st.radio("Pareto front of", [FRONT_ALL, FRONT_STATIC], horizontal=True, key="to_front_of")
+    front_rows = static if front_of == FRONT_STATIC else None
     measured_x = None if x_measured == NONE or df[x_measured].isna().all() else x_measured
     apart = [c for c in ("batch_size", "model_role") if c in df and c != color]
     span = df[y].dropna()
@@ -149,11 +173,14 @@ def draw(df: pd.DataFrame) -> None:
     y_domain = (float(span.min()) - pad, float(span.max()) + pad)
     axes = [("theoretical", x_theory), *([("measured", measured_x)] if measured_x else [])]
     for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
-        chart = plots.tradeoff_chart(df, x, y, color, tips, title=f"{y} vs {what} ({x})")
+        chart = plots.tradeoff_chart(
+            df, x, y, color, tips, title=f"{y} vs {what} ({x})", front_rows=front_rows
+        )
         with col:
             st.altair_chart(figures.fit_chart(chart, df, color, apart, y_domain), key=f"to_chart_{what}")
     st.caption(
-        "Dashed: the Pareto front (no other setting is both faster and better). Theoretical speedup counts "
+        f"Dashed: the Pareto front of {front_of} (no other such setting is both faster and better). "
+        "Theoretical speedup counts "
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
         "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "
         "a cross marks a timing flagged as implausible for the work saved (hover for the reason). A model and "
@@ -163,13 +190,25 @@ def draw(df: pd.DataFrame) -> None:
     if flagged is not None and flagged.any():
         st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
     for what, x in axes:
-        st.subheader(f"Pareto front, {what} speedup")
-        front = plots.pareto_front(df, x, y)
+        st.subheader(f"Pareto front of {front_of}, {what} speedup")
+        front = plots.pareto_front(df if front_rows is None else front_rows, x, y)
         extra = [f"{x}_lo", f"{x}_hi", "timing_flag"] if what == "measured" else []
         cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips]) if c in front]
         st.dataframe(front[cols], hide_index=True, key=f"to_front_{what}")
+    dynamic = sweeps.against_static_front(df, x_theory, y)
+    if dynamic is not None:
+        st.subheader("Dynamic policies against the static front")
+        st.caption(
+            f"Each CALM-DEC or adaptive setting against the best {y} a static schedule (same model) reaches at "
+            f"a {x_theory} at least as high: above, on (within 0.05) or below it; beyond when no static "
+            "schedule is as fast."
+        )
+        cols = [
+            c for c in dict.fromkeys([color, *tips, x_theory, y, f"front_{y}", "vs_front", "front_position"])
+        ]
+        st.dataframe(dynamic[[c for c in cols if c in dynamic]], hide_index=True, key="to_vs_static")
     with st.expander(f"All {len(df)} rows"):
-        st.dataframe(df, hide_index=True)
+        st.dataframe(df, hide_index=True, key="to_all_rows")
 
 
 def main() -> None:

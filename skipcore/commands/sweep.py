@@ -7,11 +7,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 
 from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
 from skipcore.errors import UserError
+from skipcore.policies import SIGNALS
 from skipcore.sweep import SweepConfig, run_sweep
+
+ADAPTIVE_DEFAULTS = {f.name: f.default for f in fields(SweepConfig) if f.name.startswith("adaptive_")}
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
@@ -26,6 +30,10 @@ def _list(kind: type, name: str) -> Callable[[str], tuple]:
         return values
 
     return parse
+
+
+def _said(values: Sequence) -> str:
+    return ",".join(f"{v:g}" for v in values)
 
 
 def add_parser(sub) -> None:
@@ -83,7 +91,7 @@ def add_parser(sub) -> None:
         "--policies",
         type=_list(str, "--policies"),
         default=("static", "calm"),
-        help="static (schedules) and/or calm (CALM-DEC) (default: static,calm)",
+        help="static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode) (default: static,calm)",
     )
     c = p.add_argument_group("CALM-DEC")
     c.add_argument(
@@ -104,6 +112,38 @@ def add_parser(sub) -> None:
         default=1,
         help="layers that always run before a token may exit (default: 1)",
     )
+    a = p.add_argument_group(
+        "adaptive SkipDecode",
+        "One budget for the whole batch, starting at --max-layers (default: all) and dropping by a drop after "
+        "each step whose least confident running row is confident enough, never below a floor; skip mode with "
+        "the first --warmup. One row per threshold x drop x floor.",
+    )
+    a.add_argument(
+        "--adaptive-thresholds",
+        type=_list(float, "--adaptive-thresholds"),
+        default=ADAPTIVE_DEFAULTS["adaptive_thresholds"],
+        help="confidence thresholds (lowest top probability over running rows; default: "
+        f"{_said(ADAPTIVE_DEFAULTS['adaptive_thresholds'])})",
+    )
+    a.add_argument(
+        "--adaptive-drops",
+        type=_list(int, "--adaptive-drops"),
+        default=ADAPTIVE_DEFAULTS["adaptive_drops"],
+        help=f"layers dropped per confident step (default: {_said(ADAPTIVE_DEFAULTS['adaptive_drops'])})",
+    )
+    a.add_argument(
+        "--adaptive-min-layers",
+        type=_list(int, "--adaptive-min-layers"),
+        default=ADAPTIVE_DEFAULTS["adaptive_min_layers"],
+        help=f"floors the budget never goes below (default: {_said(ADAPTIVE_DEFAULTS['adaptive_min_layers'])})",
+    )
+    a.add_argument(
+        "--adaptive-signal",
+        default=ADAPTIVE_DEFAULTS["adaptive_signal"],
+        choices=SIGNALS,
+        help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats "
+        "(default: %(default)s)",
+    )
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
     r.add_argument(
@@ -119,12 +159,16 @@ def add_parser(sub) -> None:
         "timing",
         "Measured speedups are paired: after an untimed warm-up of each, full depth and the setting alternate "
         "--repeats times on the first --timing-limit prompts, at the setting's batch size; the table reports the "
-        "median of the paired ratios with a bootstrap 95%% interval (_lo, _hi), and flags (timing_flag) a "
+        "median of the paired ratios with a bootstrap 95% interval (_lo, _hi), and flags (timing_flag) a "
         "decode speedup above 1.2x the batch layer speedup or below 0.5x the FLOPs speedup.",
     )
     add_threads_arg(m)
     m.add_argument(
-        "--repeats", type=int, default=5, help="paired timed runs per setting (default: %(default)s)"
+        "--repeats",
+        type=int,
+        default=5,
+        help="paired timed runs per setting; 0: no timing, quality and theoretical costs only (default: "
+        "%(default)s)",
     )
     m.add_argument(
         "--timing-limit",
@@ -154,18 +198,24 @@ def _check_choices(values: Sequence[str], allowed: Sequence[str], flag: str) -> 
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    from skipcore.policies import POLICIES, CalmPolicy
+    from skipcore.policies import AdaptivePolicy, CalmPolicy
     from skipcore.schedule import MODES
+    from skipcore.sweep import POLICY_GRID
 
     _check_choices(args.shapes, ("linear", "power", "step", "constant"), "--shapes")
     _check_choices(args.modes, MODES, "--modes")
-    _check_choices(args.policies, POLICIES, "--policies")
+    _check_choices(args.policies, tuple(POLICY_GRID), "--policies")
     if any(t < 1 for t in args.targets):
         raise UserError("--targets must all be >= 1")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
     for th in args.calm_thresholds:
         CalmPolicy(th, args.calm_measure, args.calm_min_layers)  # validates
+    if any(m < 1 for m in args.adaptive_min_layers):
+        raise UserError("--adaptive-min-layers must all be >= 1")
+    for th in args.adaptive_thresholds:  # validates; the model's depth is checked once it is loaded
+        for d in args.adaptive_drops:
+            AdaptivePolicy(1, threshold=th, drop=d, signal=args.adaptive_signal)
     norm = _norm_model
     return SweepConfig(
         model=norm(args.model),
@@ -183,6 +233,10 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         calm_thresholds=args.calm_thresholds,
         calm_measure=args.calm_measure,
         calm_min_layers=args.calm_min_layers,
+        adaptive_thresholds=args.adaptive_thresholds,
+        adaptive_drops=args.adaptive_drops,
+        adaptive_min_layers=args.adaptive_min_layers,
+        adaptive_signal=args.adaptive_signal,
         max_new_tokens=args.max_new_tokens,
         decay_span=args.decay_span,
         speedup_over=args.speedup_over,
@@ -208,10 +262,15 @@ def _norm_model(name: str) -> str:
 def report_row(setting, row: dict, progress: bool) -> None:
     """One stderr line per finished setting when there is no progress bar; a flagged timing always."""
     if not progress:
+        measured = (
+            f"measured decode {row['wall_speedup_decode']:.2f}x "
+            f"[{row['wall_speedup_decode_lo']:.2f}, {row['wall_speedup_decode_hi']:.2f}]"
+            if row.get("timing_runs")
+            else "timing not measured (--repeats 0)"
+        )
         print(
             f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row['layer_speedup']:.2f}x "
-            f"(batch {row['batch_layer_speedup']:.2f}x), measured decode {row['wall_speedup_decode']:.2f}x "
-            f"[{row['wall_speedup_decode_lo']:.2f}, {row['wall_speedup_decode_hi']:.2f}]",
+            f"(batch {row['batch_layer_speedup']:.2f}x), {measured}",
             file=sys.stderr,
             flush=True,
         )

@@ -1,0 +1,51 @@
+"""The Pareto front of a quality-versus-speedup table, and where other points lie against a front.
+
+"Is a dynamic policy worth it?" is answered against the static schedules' front: a point is `above` it when
+no static setting at least as fast reaches its quality, `on` it when the best such setting ties (within
+`tol`), `below` when one beats it, and `beyond` when no static setting is as fast. The front is a staircase
+(what a static schedule at least as fast gives), so no interpolation between settings is assumed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def pareto_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The points no other point beats on both x and y (both higher-is-better), in increasing x.
+
+    Ties on x keep the best y only; NaN rows are ignored.
+    """
+    pts = df.dropna(subset=[x, y]).sort_values([x, y], ascending=[False, False])
+    keep, best_y = [], -np.inf
+    for idx, yv in zip(pts.index, pts[y], strict=True):
+        if yv > best_y:
+            keep.append(idx)
+            best_y = yv
+    return pts.loc[keep].sort_values(x)
+
+
+def front_quality(front: pd.DataFrame, x: str, y: str, at: float) -> float:
+    """The best quality the front reaches at a speedup of at least `at` (NaN beyond its fastest point)."""
+    faster = front.loc[front[x] >= at, y]
+    return float(faster.max()) if len(faster) else float("nan")
+
+
+def front_position(
+    points: pd.DataFrame, reference: pd.DataFrame, x: str, y: str, tol: float = 0.05
+) -> pd.DataFrame:
+    """`points` with `front_<y>` (the reference front's quality at each point's speedup), `vs_front` (its
+    margin) and `front_position` ('above', 'on', 'below' or 'beyond'), against `reference`'s Pareto front."""
+    front = pareto_front(reference, x, y)
+    out = points.copy()
+    out[f"front_{y}"] = [front_quality(front, x, y, float(v)) for v in out[x]]
+    out["vs_front"] = out[y] - out[f"front_{y}"]
+    margin = out["vs_front"].to_numpy(dtype=float)
+    out["front_position"] = np.select(
+        [np.isnan(margin), margin > tol, margin >= -tol], ["beyond", "above", "on"], "below"
+    )
+    return out
+
+
+__all__ = ["front_position", "front_quality", "pareto_front"]
