@@ -403,7 +403,10 @@ def sweep_rows(
         "num_layers": engine.num_layers,
     }
     for s in grid:  # every policy is checked against the model before any setting runs
-        policy_for(s, engine.num_layers, cfg)[0].check(engine.num_layers, cfg.max_new_tokens)
+        try:
+            policy_for(s, engine.num_layers, cfg)[0].check(engine.num_layers, cfg.max_new_tokens)
+        except UserError as e:  # say which setting of the grid (its message names the generate-style flag)
+            raise UserError(f"setting '{s.label()}': {e}") from e
     for s in grid:
         if on_start is not None:
             on_start(s)

@@ -62,7 +62,7 @@ def test_adaptive_budget_never_grows_and_is_in_the_trace(model_dirs):
 
 def test_adaptive_that_is_never_sure_is_full_depth(model_dirs):
     eng = engine_for(model_dirs, "gpt2")
-    never = eng.generate(PROMPTS, AdaptivePolicy(min_layers=1, threshold=1.5), 10)
+    never = eng.generate(PROMPTS, AdaptivePolicy(min_layers=1, threshold=1.0), 10)
     full = eng.generate(PROMPTS, None, 10)
     assert never.token_ids == full.token_ids
     assert (never.trace.num_layers_run == eng.num_layers).all()
@@ -116,6 +116,7 @@ def test_generate_policy_adaptive_writes_its_decisions(tmp_path, capsys):
         (["--policy", "adaptive", "--adaptive-drop", "0"], "--adaptive-drop"),
         (["--policy", "adaptive", "--min-layers", "40"], "40"),
         (["--policy", "adaptive", "--adaptive-threshold", "nan"], "--adaptive-threshold"),
+        (["--policy", "adaptive", "--adaptive-threshold", "1.5"], "never reaches it"),
         (["--policy", "calm", "--calm-min-layers", "13"], "min_layers"),
         (["--policy", "calm", "--calm-threshold", "-1"], "threshold"),
     ],

@@ -318,7 +318,7 @@ ADAPTIVE = dict(
     modes=("skip",),
     batch_sizes=(2,),
     policies=("static", "adaptive"),
-    adaptive_thresholds=(0.0, 1.1),
+    adaptive_thresholds=(0.0, 1.0),
     adaptive_drops=(2,),
     adaptive_min_layers=(2,),
     repeats=0,
@@ -329,13 +329,13 @@ def test_adaptive_rows_carry_their_parameters_and_realised_speedup(model_dirs, d
     out = tmp_path / "adaptive.parquet"
     df = sweep.run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
     adaptive = df[df["policy"] == "adaptive"].set_index("adaptive_threshold")
-    assert sorted(adaptive.index) == [0.0, 1.1] and len(df) == 4
+    assert sorted(adaptive.index) == [0.0, 1.0] and len(df) == 4
     assert (adaptive["adaptive_drop"] == 2).all() and (adaptive["adaptive_min_layers"] == 2).all()
     assert (adaptive["adaptive_signal"] == "max_prob").all() and adaptive["target_speedup"].isna().all()
     assert (adaptive["min_layers"] == 2).all() and adaptive["schedule_speedup"].isna().all()
     L = int(df["num_layers"].iloc[0])
-    # threshold 0: every step is confident, so the budget falls by 2 a step to the floor; 1.1: never confident
-    never = adaptive.loc[1.1]
+    # threshold 0: every step is confident, so the budget falls by 2 a step to the floor; 1.0: never confident (a top probability below 1)
+    never = adaptive.loc[1.0]
     assert never["layer_speedup"] == 1.0 and never["bleu"] == df[df["mode"] == "full"]["bleu"].iloc[0]
     always = adaptive.loc[0.0]
     trace, meta = read_trace(out.parent / always["trace_path"])
@@ -359,7 +359,7 @@ def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tm
     more = {**ADAPTIVE, "adaptive_min_layers": (2, 3), "adaptive_drops": (2, 1)}
     second = sweep.run_sweep(config(model_dirs, dataset, out, **more))
     run = sorted((s.adaptive_threshold, s.adaptive_drop, s.adaptive_min_layers) for s, _ in calls)
-    assert run == sorted((th, d, m) for th in (0.0, 1.1) for d in (2, 1) for m in (2, 3) if (d, m) != (2, 2))
+    assert run == sorted((th, d, m) for th in (0.0, 1.0) for d in (2, 1) for m in (2, 3) if (d, m) != (2, 2))
     assert len(second) == len(first) + 6 and second["setting_id"].is_unique
     kept = second.set_index("setting_id").loc[first["setting_id"]]
     assert (kept["created"].values == first["created"].values).all()
@@ -427,3 +427,8 @@ def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, c
     assert "--adaptive-min-layers must all be >= 1" in capsys.readouterr().err
     assert main([*args, "--out", str(out), "--repeats", "-1"]) == 2
     assert "--repeats must be >= 0" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--adaptive-thresholds", "0.5,1.5"]) == 2
+    assert "never reaches it" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--adaptive-min-layers", "40"]) == 2
+    err = capsys.readouterr().err  # the grid's setting is named with the flag's complaint
+    assert "setting 'model b2 adaptive" in err and "got 40" in err and len(err.strip().splitlines()) == 1

@@ -67,6 +67,11 @@ class AdaptivePolicy:
             raise UserError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
         if not math.isfinite(self.threshold) or self.threshold < 0:
             raise UserError(f"--adaptive-threshold must be a finite number >= 0, got {self.threshold}")
+        if self.signal == "max_prob" and self.threshold > 1:
+            raise UserError(
+                f"--adaptive-threshold {self.threshold} is above 1: a top probability never reaches it, so the "
+                "budget would never drop (use a value in [0, 1], or --adaptive-signal entropy for nats)"
+            )
         if self.drop < 1:
             raise UserError(f"--adaptive-drop must be >= 1, got {self.drop}")
         if self.warmup_layers < 0:
