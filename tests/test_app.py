@@ -390,18 +390,22 @@ def test_tradeoffs_shipped_sweep(model_dir, tmp_path, monkeypatch):
     assert len(at.get("vega_lite_chart")) == 2
 
 
-def test_tradeoffs_small_sweep_on_the_page(model_dir):
+def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None) -> tuple[AppTest, pd.DataFrame]:
+    """The Trade-offs page's small sweep at target 2x in skip mode on 2 examples, plus the given choices."""
     at = open_app("tradeoffs")
     by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
-    by_key(at.multiselect, "to_targets").set_value([2.0])
-    by_key(at.multiselect, "to_modes").set_value(["skip"])
-    by_key(at.multiselect, "to_calm").set_value([0.5])
-    by_key(at.number_input, "to_examples").set_value(2)
-    by_key(at.number_input, "to_max_new").set_value(MAX_NEW)
+    for key, value in {"to_targets": [2.0], "to_modes": ["skip"], **multiselects}.items():
+        by_key(at.multiselect, key).set_value(value)
+    for key, value in {"to_examples": 2, "to_max_new": MAX_NEW, **(numbers or {})}.items():
+        by_key(at.number_input, key).set_value(value)
     at.run()
     by_key(at.button, "to_run").click().run()
     assert_clean(at)
-    sweep = at.session_state["tradeoff_sweep"]
+    return at, at.session_state["tradeoff_sweep"]
+
+
+def test_tradeoffs_small_sweep_on_the_page(model_dir):
+    at, sweep = small_sweep_on_the_page({"to_calm": [0.5]})
     assert sorted(sweep["mode"]) == ["calm", "full", "skip"]
     assert {"bleu", "rougeL", "layer_speedup", "wall_speedup_decode"} <= set(sweep.columns)
     assert len(at.get("vega_lite_chart")) == 2
@@ -832,18 +836,7 @@ def test_compare_offers_adaptive_with_its_three_parameters(model_dir):
 
 
 def test_tradeoffs_small_sweep_runs_adaptive(model_dir):
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
-    by_key(at.multiselect, "to_targets").set_value([2.0])
-    by_key(at.multiselect, "to_modes").set_value(["skip"])
-    by_key(at.multiselect, "to_adaptive").set_value([0.1])
-    by_key(at.number_input, "to_adaptive_min").set_value(2)
-    by_key(at.number_input, "to_examples").set_value(2)
-    by_key(at.number_input, "to_max_new").set_value(MAX_NEW)
-    at.run()
-    by_key(at.button, "to_run").click().run()
-    assert_clean(at)
-    sweep = at.session_state["tradeoff_sweep"]
+    at, sweep = small_sweep_on_the_page({"to_adaptive": [0.1]}, {"to_adaptive_min": 2})
     assert list(sweep["policy"]) == ["static", "static", "adaptive"]
     row = sweep[sweep["policy"] == "adaptive"].iloc[0]
     assert (row["adaptive_threshold"], row["adaptive_drop"], row["adaptive_min_layers"]) == (0.1, 2, 2)
