@@ -8,11 +8,18 @@ It speaks the `update(key, value, layer_idx)` protocol the `transformers` attent
 In static mode (for CUDA graphs) a single-token update writes at a device-side index, `write_pos`, and returns
 the whole buffer, so every step has the same shapes; the zero-filled slots not yet written are hidden by the
 attention mask. The caller then moves `lengths` on with `advance`, since a graph replay runs no Python.
+
+Rows of a batch that emit different numbers of tokens per step (speculative decoding accepts a different number of
+drafted tokens per row) stand at different columns. Inside `writing_at(columns, width)` an update writes each row's
+new positions at that row's own column and returns the first `width` columns; what lies past a row's column (a
+rejected draft) is hidden by the mask and overwritten by the row's next step, so rewinding a row is moving its
+column back, nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -27,9 +34,12 @@ class SkipKVCache:
         dtype: torch.dtype,
         device: torch.device | str,
         static: bool = False,
+        zeroed: bool = False,
     ) -> None:
-        # static mode reads slots not yet written (masked out), so they must hold zeros, never NaN garbage
-        alloc = torch.zeros if static else torch.empty
+        # static mode, and a ragged batch's widest reads, read slots not yet written (masked out): they must hold
+        # zeros, never garbage, which could be NaN or inf (masking adds a large negative number to a score; it
+        # cannot undo a NaN)
+        alloc = torch.zeros if static or zeroed else torch.empty
         self.keys = [
             alloc(batch_size, num_kv_heads, c, head_dim, dtype=dtype, device=device) for c in capacities
         ]
@@ -39,6 +49,8 @@ class SkipKVCache:
         self.lengths = [0] * len(capacities)
         self.static = static
         self.write_pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.row_columns: torch.Tensor | None = None  # (B,) inside writing_at: where each row writes
+        self.read_width = 0
 
     @classmethod
     def for_layer_sets(
@@ -52,18 +64,32 @@ class SkipKVCache:
         dtype: torch.dtype,
         device: torch.device | str,
         static: bool = False,
+        spare_columns: int = 0,
     ) -> SkipKVCache:
-        """Capacities from the per-step layer sets: step 0 writes prompt_len positions, later steps one each."""
+        """Capacities from the per-step layer sets: step 0 writes prompt_len positions, later steps one each;
+        `spare_columns` more in every layer that runs (room for a multi-token step's draft columns)."""
         caps = [0] * num_layers
         for s, layers in enumerate(layer_sets):
             for i in layers:
                 caps[i] += prompt_len if s == 0 else 1
-        return cls(batch_size, num_kv_heads, head_dim, caps, dtype, device, static)
+        caps = [c + spare_columns if c else 0 for c in caps]
+        return cls(batch_size, num_kv_heads, head_dim, caps, dtype, device, static, zeroed=spare_columns > 0)
 
     def capacity(self, layer_idx: int) -> int:
         return self.keys[layer_idx].shape[2]
 
+    @contextmanager
+    def writing_at(self, columns: torch.Tensor, width: int) -> Iterator[None]:
+        """Updates inside write row r's positions from column `columns[r]` on and return `width` columns."""
+        self.row_columns, self.read_width = columns, width
+        try:
+            yield
+        finally:
+            self.row_columns = None
+
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
+        if self.row_columns is not None:
+            return self._update_rows(key, value, layer_idx)
         if self.static and key.shape[2] == 1:
             k, v = self.keys[layer_idx], self.values[layer_idx]
             k.index_copy_(2, self.write_pos, key)
@@ -78,6 +104,19 @@ class SkipKVCache:
         v[:, :, start:end] = value
         self.lengths[layer_idx] = end
         return k[:, :, :end], v[:, :, :end]
+
+    def _update_rows(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
+        B, H, q, D = key.shape
+        cols = self.row_columns[:, None] + torch.arange(q, device=key.device)  # (B, q)
+        index = cols[:, None, :, None].expand(B, H, q, D)
+        k, v = self.keys[layer_idx], self.values[layer_idx]
+        if self.read_width > k.shape[2]:
+            raise RuntimeError(
+                f"layer {layer_idx} KV cache overflow: capacity {k.shape[2]}, need {self.read_width}"
+            )
+        k.scatter_(2, index, key)
+        v.scatter_(2, index, value)
+        return k[:, :, : self.read_width], v[:, :, : self.read_width]
 
     def advance(self, layers, n: int = 1) -> None:
         """Static mode: record that `layers` each wrote n more positions."""

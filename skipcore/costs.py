@@ -8,6 +8,8 @@ unpadded row; tests hold the two equal.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from skipcore.adapters.base import ModelShapes
@@ -65,3 +67,31 @@ def flops_table(shapes: ModelShapes, prompt_lens: np.ndarray, layers: np.ndarray
 def kv_bytes_per_position(shapes: ModelShapes, bytes_per_element: int) -> int:
     """K and V of one position in one layer."""
     return 2 * shapes.num_kv_heads * shapes.head_dim * bytes_per_element
+
+
+def speculative_round_flops(
+    shapes: ModelShapes, input_position: int, draft_layers: Sequence[int], reused: int
+) -> int:
+    """One row's speculative step: k = len(draft_layers) one-token draft passes, then one verification pass over
+    the k + 1 columns from `input_position` (the row's last kept token) on, through all L layers; the lowest
+    `reused` layers, which every draft pass ran first, are run by the verification on its last column only.
+
+    Draft pass j feeds position input_position + j (attending to input_position + j + 1 positions); the
+    verification's columns attend to all input_position + k + 1 positions, as eager attention computes them
+    (the full rectangle, as for the prefill). A head per draft pass and per verified column. With no drafts it is
+    one full-depth decode step.
+    """
+    L, k = shapes.num_layers, len(draft_layers)
+    c = reused if k else 0
+    keys = input_position + k + 1
+    drafts = sum(
+        embed_flops(shapes, 1) + n * layer_flops(shapes, 1, input_position + j + 1) + head_flops(shapes)
+        for j, n in enumerate(draft_layers)
+    )
+    prefix = embed_flops(shapes, 1) + c * layer_flops(shapes, 1, keys) if c else 0
+    verify = (
+        embed_flops(shapes, 0 if c else k + 1)
+        + (L - c) * layer_flops(shapes, k + 1, keys)
+        + (k + 1) * head_flops(shapes)
+    )
+    return drafts + prefix + verify

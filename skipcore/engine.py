@@ -25,7 +25,7 @@ from skipcore.adapters import Adapter, adapter_for, positions_from_mask
 from skipcore.attention import grouped_decode_attention
 from skipcore.cache import SkipKVCache
 from skipcore.errors import UserError
-from skipcore.masks import attention_mask
+from skipcore.masks import attention_mask, column_mask
 from skipcore.outputs import BatchOutput, GenerationResult
 from skipcore.policies.base import DepthPolicy, StaticPolicy, StepOutput, StepState
 from skipcore.sampling import Sampling, TokenPicker
@@ -54,7 +54,8 @@ def as_policy(policy: PolicyLike) -> DepthPolicy:
 
 @dataclass(frozen=True)
 class _Runner:
-    """One step's `StepRunner`: its inputs, and `shared(layers)` run eagerly or as a graph replay."""
+    """One step's `StepRunner`: its inputs, `shared(layers)` run eagerly or as a graph replay, and passes over
+    new columns at each row's own position (`columns`)."""
 
     engine: SkipEngine
     cache: SkipKVCache
@@ -62,7 +63,13 @@ class _Runner:
     step: int
     input_ids: torch.Tensor
     positions: torch.Tensor
-    key_mask: torch.Tensor  # (B, keys): cache columns up to and including this step's input
+    key_mask: (
+        torch.Tensor | None
+    )  # (B, keys): columns up to this step's input; None: rows at different columns
+    starts: torch.Tensor  # (B,) each row's input column
+    room: torch.Tensor
+    picker: TokenPicker
+    committed: torch.Tensor  # (B, capacity): the whole key mask, for passes at per-row columns
 
     @property
     def adapter(self) -> Adapter:
@@ -70,6 +77,9 @@ class _Runner:
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
         layers = tuple(layers)
+        if self.key_mask is None:  # rows stand at different columns: one new column each, at its own
+            cols = self.columns(0, 1)
+            return StepOutput(layers, logits=cols.logits(cols.run(cols.embed(self.input_ids), layers))[:, -1])
         if self.static is not None and self.step > 0:
             out = self.static(self.input_ids, self.positions, self.key_mask.shape[1] - 1, layers)
             if len(out) == 2:
@@ -77,6 +87,37 @@ class _Runner:
             return StepOutput(layers, logits=out[0])
         logits = self.engine.forward_step(self.input_ids, self.positions, self.key_mask, layers, self.cache)
         return StepOutput(layers, logits=logits)
+
+    def columns(self, offset: int, q: int) -> _Columns:
+        return _Columns(self, offset, q)
+
+
+class _Columns:
+    """q new columns per row from `starts + offset` on (a `ColumnPass`): rows of a ragged batch each write and
+    attend at their own columns, so the batch stays one batch whatever each row accepted before."""
+
+    def __init__(self, run: _Runner, offset: int, q: int) -> None:
+        a = run.adapter
+        self.adapter, self.cache, self.q = a, run.cache, q
+        self.columns = run.starts + offset
+        self.width = int(run.starts.max()) + offset + q  # the widest row's last column (a host read)
+        self.positions = run.positions + offset + torch.arange(q, device=run.starts.device)
+        dtype = run.engine.dtype
+        self.mask = column_mask(run.committed, run.starts, offset, q, self.width, dtype)
+        self.kwargs = a.layer_kwargs(self.positions, dtype)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.adapter.embed(input_ids, self.positions)
+
+    def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
+        a = self.adapter
+        with grouped_decode_attention(a.config), self.cache.writing_at(self.columns, self.width):
+            for i in layers:
+                hidden = a.run_layer(i, hidden, self.mask, self.cache, self.kwargs)
+        return hidden
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.adapter.head(hidden)
 
 
 class SkipEngine:
@@ -174,7 +215,8 @@ class SkipEngine:
         dev, L = self.device, self.num_layers
         input_ids, attn = input_ids.to(dev), attn.to(dev)
         B, P = input_ids.shape
-        self.adapter.prepare(P + T)
+        extra = policy.max_step_tokens() - 1  # tokens a step may give a row beyond one
+        self.adapter.prepare(P + T + extra)
         cache_sets = policy.cache_layer_sets(L, T)
         if self.static and policy.shared_sets:
             static = self._static_decoder(attn, cache_sets, picker, pick_inside=not policy.needs_logits)
@@ -182,58 +224,63 @@ class SkipEngine:
         else:
             static = None
             kv_heads, head_dim = self.adapter.kv_shape
-            cache = SkipKVCache.for_layer_sets(cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev)
-            key_mask = torch.zeros(B, P + T, dtype=torch.bool, device=dev)
+            # a multi-token step writes q = extra + 1 columns from each row's input column on, which for a row that
+            # has ended (it rides along) is the last of its P + T columns
+            spare = extra + 1 if extra else 0
+            cache = SkipKVCache.for_layer_sets(
+                cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev, spare_columns=spare
+            )
+            key_mask = torch.zeros(B, P + T + spare, dtype=torch.bool, device=dev)
             key_mask[:, :P] = attn.bool()
         decide = policy.start(L, T)
         prompt_lens = attn.long().sum(1)
-        tokens = torch.full((B, T), self.pad_id, dtype=torch.long, device=dev)
-        logprobs = torch.zeros(B, T, device=dev)
-        finished = torch.zeros(B, T, dtype=torch.bool, device=dev)
-        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        cur = _Cursor(B, T, extra, self.pad_id, self.eos_ids, dev)
         steps: list[StepOutput] = []
         timer = StepTimer(dev)
 
         step_ids, positions = input_ids, positions_from_mask(attn)
-        state = StepState(0, ~done, None)
+        state = StepState(0, ~cur.done, None)
         for s in range(T):
             if s > 0:
-                key_mask[:, P + s - 1] = True
-                step_ids = tokens[:, s - 1 : s]
-                positions = (prompt_lens + (s - 1))[:, None]
-            run = _Runner(self, cache, static, s, step_ids, positions, key_mask[:, : P + s])
+                step_ids, positions = cur.step_input(key_mask, P, prompt_lens, s)
+            keys = key_mask[:, : P + s] if cur.aligned else None
+            starts = P + cur.count - 1
+            run = _Runner(
+                self, cache, static, s, step_ids, positions, keys, starts, cur.room(), picker, key_mask
+            )
             out = decide(run, state)
-            new, lp = out.picked if out.picked is not None else picker(out.logits)
-            tokens[:, s] = torch.where(done, self.pad_id, new)
-            logprobs[:, s] = lp
-            finished[:, s] = done
-            done = done | torch.isin(new, self.eos_ids)
-            state = StepState(s + 1, ~done, out.logits if policy.needs_logits else None)
+            if out.tokens is None:
+                new, lp = out.picked if out.picked is not None else picker(out.logits)
+                cur.one_each(new, lp, s)
+            else:
+                cur.several(out.tokens, out.token_logprobs, out.counts, s, key_mask, P)
+            state = StepState(s + 1, ~cur.done, out.logits if policy.needs_logits else None)
             # the record keeps what the trace needs; logits (B x vocab) and graph output buffers are not kept
-            out.logits = out.picked = None
+            out.logits = out.picked = out.tokens = out.token_logprobs = out.counts = None
             steps.append(out)
             timer.mark()
             if on_step is not None:
-                on_step(s)
+                on_step(cur.frontier(s))
             # Asking whether every row has ended syncs the host with the device, so on a GPU it is asked only
             # every few steps; the steps run past the end are cut off below, leaving the same result.
-            if (s + 1) % self.stop_check_every == 0 and bool(done.all()):
+            if (not cur.aligned or (s + 1) % self.stop_check_every == 0) and bool(cur.done.all()):
                 break
-        ran = s + 1
-        ended = torch.cat([finished[:, 1:ran], done[:, None]], 1).all(0)  # every row ended after step s
-        n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
-        steps = steps[:n]
+        n, rounds = cur.finish(s + 1)
+        steps = steps[: int(rounds.max()) + 1]
+        per_token = partial(_per_token, rounds=rounds)
         return BatchOutput(
-            tokens=tokens[:, :n].cpu(),
-            logprobs=logprobs[:, :n].cpu(),
-            finished_before=finished[:, :n].cpu(),
-            step_ms=timer.step_ms()[:n],
+            tokens=cur.tokens[:, :n].cpu(),
+            logprobs=cur.logprobs[:, :n].cpu(),
+            finished_before=(torch.arange(n, device=dev)[None] > cur.ended[:, None]).cpu(),
+            step_ms=timer.step_ms()[: len(steps)],
             prompt_lens=prompt_lens.cpu(),
             layer_sets=[o.layers for o in steps],
-            row_layers=_per_row(steps, B, lambda o: o.row_layers),
-            kv_layers=_per_row(steps, B, lambda o: o.kv_layers),
+            row_layers=per_token(_per_row(steps, B, lambda o: o.row_layers)),
+            kv_layers=per_token(_per_row(steps, B, lambda o: o.kv_layers)),
             cache=cache,
-            extras=_extras(steps, B),
+            extras={k: per_token(v) for k, v in _extras(steps, B).items()},
+            rounds=None if cur.aligned else rounds,
+            details=[o.detail for o in steps],
         )
 
     def _static_decoder(
@@ -408,6 +455,120 @@ class SkipEngine:
             run_id=run_id,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
+
+
+class _Cursor:
+    """Where each row of a batch stands: its tokens so far, whether it has ended, and where its next input sits.
+
+    While every step gives every row one token (the rows stay aligned) token s is written by step s for all rows,
+    rows that ended keep receiving the pad token, and nothing here reads the device. After a step that gave rows
+    different numbers of tokens, each row moves on from its own count.
+    """
+
+    def __init__(self, B: int, T: int, extra: int, pad: int, eos: torch.Tensor, dev: torch.device) -> None:
+        self.T, self.pad, self.eos = T, pad, eos
+        self.tokens = torch.full((B, T + extra), pad, dtype=torch.long, device=dev)
+        self.logprobs = torch.zeros(B, T + extra, device=dev)
+        self.rounds = torch.zeros(
+            B, T + extra, dtype=torch.long, device=dev
+        )  # the step that wrote each token
+        self.count = torch.zeros(B, dtype=torch.long, device=dev)  # tokens each row holds
+        self.ended = torch.full((B,), T, dtype=torch.long, device=dev)  # index of each row's EOS (T: none)
+        self.done = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.aligned = True
+        self.front: list[int] = []  # aligned=False: per step, the most tokens any row held after it
+
+    def room(self) -> torch.Tensor:
+        return torch.where(self.done, 0, self.T - self.count)
+
+    def step_input(
+        self, key_mask: torch.Tensor, P: int, prompt_lens: torch.Tensor, s: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's last token and its position; its column joins the keys the row attends to."""
+        if self.aligned:
+            key_mask[:, P + s - 1] = True
+            return self.tokens[:, s - 1 : s], (prompt_lens + (s - 1))[:, None]
+        last = (self.count - 1)[:, None]
+        key_mask.scatter_(1, P + last, True)
+        return self.tokens.gather(1, last), prompt_lens[:, None] + last
+
+    def one_each(self, new: torch.Tensor, lp: torch.Tensor, s: int) -> None:
+        """Step s gave every row one token (a row that has ended gets the pad token)."""
+        if not self.aligned:
+            live = ~self.done
+            self.several(new[:, None], lp[:, None], live.long(), s, None, 0)
+            return
+        self.tokens[:, s] = torch.where(self.done, self.pad, new)
+        self.logprobs[:, s] = lp
+        self.rounds[:, s] = s
+        hit = torch.isin(new, self.eos) & ~self.done
+        self.ended = torch.where(hit, s, self.ended)
+        self.done = self.done | hit
+        self.count += 1
+
+    def several(
+        self,
+        new: torch.Tensor,
+        lp: torch.Tensor,
+        counts: torch.Tensor,
+        s: int,
+        key_mask: torch.Tensor | None,
+        P: int,
+    ) -> None:
+        """Step s offered row r the tokens new[r, :counts[r]]: keep them up to its EOS or max_new_tokens, and
+        mark the columns of the kept ones that the step verified (all but the last, the next step's input)."""
+        if self.aligned:
+            self.front = list(range(1, s + 1)) if s else []
+        self.aligned = False
+        q = new.shape[1]
+        j = torch.arange(q, device=new.device)[None]
+        n = torch.minimum(torch.where(self.done, 0, counts), self.room())
+        hit = torch.isin(new, self.eos) & (j < n[:, None])
+        first = torch.where(hit.any(1), hit.int().argmax(1), q)
+        n = torch.minimum(n, first + 1)
+        keep = j < n[:, None]
+        idx = (self.count[:, None] + j).clamp_max(self.tokens.shape[1] - 1)
+        for table, values in (
+            (self.tokens, new),
+            (self.logprobs, lp),
+            (self.rounds, torch.full_like(new, s)),
+        ):
+            table.scatter_(1, idx, torch.where(keep, values, table.gather(1, idx)))
+        ended_now = hit.any(1) & (first < n)
+        self.ended = torch.where(ended_now & ~self.done, self.count + first, self.ended)
+        if key_mask is not None:
+            cols = torch.arange(key_mask.shape[1], device=new.device)[None]
+            last = (P + self.count - 1)[:, None]
+            key_mask |= (cols > last) & (cols < last + n[:, None])
+        self.count = self.count + n
+        self.done = self.done | ended_now | (self.count >= self.T)
+        self.front.append(int(self.count.max()))
+
+    def frontier(self, s: int) -> int:
+        """The last token index any row holds after step s (for progress reports)."""
+        return s if self.aligned else self.front[-1] - 1
+
+    def finish(self, ran: int) -> tuple[int, torch.Tensor]:
+        """Tokens per row in the output (steps run past the last EOS cut off) and each token's step; the pad
+        tokens after a row's end are attributed to the step that took the batch that far."""
+        if self.aligned:
+            steps = torch.arange(1, ran, device=self.ended.device)
+            ended = torch.cat([self.ended[:, None] < steps, self.done[:, None]], 1).all(
+                0
+            )  # all ended by step
+            n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
+            return n, self.rounds[:, :n]
+        n = self.front[-1]
+        before = [0, *self.front[:-1]]
+        step_of = torch.tensor([s for s, (a, b) in enumerate(zip(before, self.front)) for _ in range(b - a)])
+        step_of = step_of.to(self.rounds.device)
+        pad = torch.arange(n, device=self.rounds.device)[None] >= self.count[:, None]
+        return n, torch.where(pad, step_of[None], self.rounds[:, :n])
+
+
+def _per_token(per_step: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
+    """A (B, steps) table as (B, tokens): each token takes the value of the step that produced it."""
+    return per_step.gather(1, rounds.cpu())
 
 
 def _per_row(

@@ -23,3 +23,22 @@ def attention_mask(key_mask: torch.Tensor, q_len: int, dtype: torch.dtype) -> to
         allowed = allowed[:, None]
     zero = torch.zeros((), dtype=dtype, device=key_mask.device)
     return zero.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def column_mask(
+    key_mask: torch.Tensor, starts: torch.Tensor, offset: int, q_len: int, width: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """A (batch, 1, q_len, width) additive mask for q_len new columns per row that sit at columns
+    `starts + offset ...` of each row's own cache (rows of a ragged batch stand at different columns).
+
+    Query j of row r sees the row's committed columns before `starts[r]` (where `key_mask` holds real tokens) and
+    the columns from `starts[r]` up to and including its own, `starts[r] + offset + j`: a multi-token step's earlier
+    columns (drafted tokens) and itself, never a column left over from a rejected draft beyond it.
+    """
+    cols = torch.arange(width, device=key_mask.device)
+    own = (starts[:, None] + offset + torch.arange(q_len, device=key_mask.device))[:, :, None]  # (B, q, 1)
+    start = starts[:, None, None]
+    committed = key_mask[:, None, :width].bool() & (cols < start)
+    allowed = committed | ((cols >= start) & (cols <= own))
+    zero = torch.zeros((), dtype=dtype, device=key_mask.device)
+    return zero.masked_fill(~allowed[:, None], torch.finfo(dtype).min)

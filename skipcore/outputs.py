@@ -12,23 +12,34 @@ from skipcore.cache import SkipKVCache
 
 @dataclass
 class BatchOutput:
-    """Raw results of one batch: tensors on the CPU, one column per step actually run.
+    """Raw results of one batch: tensors on the CPU, one column per generated token (token s of every row).
 
-    A step's batch runs `layer_sets[s]` (in order); row r's own pass is the first `row_layers[r, s]` of them (all
-    of them unless the policy exits rows early), and `kv_layers[r, s]` layers hold K/V for that position (more
-    than its own pass when a policy propagates skipped layers' K/V). `extras` are the policy's per-token signals.
+    Step `rounds[r, s]` of the batch produced token s of row r: for policies that give one token per step, step s
+    (`rounds` is None); a speculative step gives a row several. That step's batch ran `layer_sets[step]` (in
+    order); the token's own pass is the first `row_layers[r, s]` of them (all of them unless the policy exits rows
+    early), and `kv_layers[r, s]` layers hold K/V for its input position (more than its own pass when a policy
+    propagates skipped layers' K/V). `extras` are the policy's per-token signals.
     """
 
     tokens: torch.Tensor  # (B, T) generated ids; pad after a row's EOS
     logprobs: torch.Tensor  # (B, T)
-    finished_before: torch.Tensor  # (B, T) bool: the row had ended before this step
-    step_ms: list[float]
+    finished_before: torch.Tensor  # (B, T) bool: the row had ended before this token
+    step_ms: list[float]  # per step of the batch
     prompt_lens: torch.Tensor  # (B,) real prompt tokens per row
     layer_sets: list[tuple[int, ...]]  # the layers each step's batch ran
     row_layers: torch.Tensor  # (B, T) layers of each token's own pass
     kv_layers: torch.Tensor  # (B, T) layers that stored K/V for the token's input position
     cache: SkipKVCache
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, T) each
+    rounds: torch.Tensor | None = None  # (B, T) the step that produced each token; None: token s by step s
+    details: list = field(default_factory=list)  # per step: the policy's own record (StepOutput.detail)
+
+    def token_steps(self) -> torch.Tensor:
+        """(B, T) the batch step that produced each token."""
+        if self.rounds is not None:
+            return self.rounds
+        B, T = self.tokens.shape
+        return torch.arange(T).expand(B, T)
 
 
 @dataclass

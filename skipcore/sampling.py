@@ -67,20 +67,31 @@ class TokenPicker:
 
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = logits.float()
-        if self.sampling.do_sample:
-            probs = torch.softmax(self.warpers(None, logits), dim=-1)
-            if len(self.generators) != len(probs):
-                self.rows(0, len(probs))  # a batch nobody announced: its rows are prompts 0..B-1
-            tokens = torch.cat(
-                [
-                    torch.multinomial(p[None], 1, generator=g)[0]
-                    for p, g in zip(probs, self.generators, strict=True)
-                ]
-            )
-        else:
-            tokens = logits.argmax(-1)
+        tokens = self.draw(self.probs(logits)) if self.sampling.do_sample else logits.argmax(-1)
         logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
         return tokens, logprobs
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution tokens are drawn from: softmax of the warped logits, (..., vocab) as given."""
+        flat = logits.float().reshape(-1, logits.shape[-1])
+        return torch.softmax(self.warpers(None, flat), dim=-1).reshape(logits.shape)
+
+    def _row_generators(self, rows: int) -> list[torch.Generator]:
+        if len(self.generators) != rows:
+            self.rows(0, rows)  # a batch nobody announced: its rows are prompts 0..B-1
+        return self.generators
+
+    def draw(self, probs: torch.Tensor) -> torch.Tensor:
+        """One token per row from (B, vocab) probabilities, each row from its own generator."""
+        gens = self._row_generators(len(probs))
+        return torch.cat(
+            [torch.multinomial(p[None], 1, generator=g)[0] for p, g in zip(probs, gens, strict=True)]
+        )
+
+    def uniform(self, rows: int, n: int) -> torch.Tensor:
+        """(rows, n) uniform draws in [0, 1), each row from its own generator (speculative acceptance)."""
+        gens = self._row_generators(rows)
+        return torch.stack([torch.rand(n, generator=g, device=self.device) for g in gens])
 
 
 def row_seed(seed: int, row: int) -> int:

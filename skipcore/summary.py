@@ -5,9 +5,15 @@ shows the same numbers everywhere.
 
 - `layer_speedup` (realised, per token): over decode steps s >= 1 of rows still running (rows after their EOS
   excluded), L x tokens / the layers each token's own pass ran. Steps a batch runs for rows that already ended
-  are real cost, not speedup: they never count as tokens.
+  are real cost, not speedup: they never count as tokens. Where a token's cost is more than one pass (the trace
+  has `layers_spent`: speculative decoding's share of its row's drafts and verification columns), that cost.
 - `batch_layer_speedup`: L x batch steps / the layers each batch step ran (CALM: a step lasts until its
-  deepest row exits). For a static schedule whose rows end together it equals the realised one.
+  deepest row exits). For a static schedule whose rows end together it equals the realised one. A batch step is
+  one token index of the batch (the steps full depth runs); where one step of the policy gives rows several
+  tokens (the trace has `round`), its `batch_layers` are its sequential layer passes (a pass over several columns
+  counts its layers once), shared by the token indices it covers.
+- `draft_acceptance` and `tokens_per_full_pass` (speculative decoding; NaN for other policies): drafted tokens the
+  full model agreed with, and tokens kept per full-depth verification pass of a running row.
 - `flops_speedup_decode` / `_with_prompt`: FLOPs full / FLOPs spent by the live tokens, the policy's own extra
   costs included when the trace has `flops_total` (CALM's confidence heads and K/V propagation);
   `batch_flops_speedup_decode`: the same over every row of every batch step (`flops_batch` where present).
@@ -22,9 +28,15 @@ def _ratio(a: float, b: float) -> float:
     return float(a / b) if b else 1.0
 
 
+def _by_batch(trace: pd.DataFrame, column: str) -> list[str]:
+    return ["batch", column] if "batch" in trace else [column]
+
+
 def _steps(trace: pd.DataFrame) -> pd.DataFrame:
-    """One row per batch step (every row of a step shares its time and its batch's layers)."""
-    return trace.drop_duplicates(["batch", "step"] if "batch" in trace else ["step"])
+    """One row per step the batch ran (every row of a step shares its time and its batch's layers); `round` is
+    the step of policies that give a row several tokens per step."""
+    column = "round" if "round" in trace else "step"
+    return trace.drop_duplicates(_by_batch(trace, column)).rename(columns={column: "batch_step"})
 
 
 def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
@@ -36,8 +48,10 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     cost = "flops_total" if "flops_total" in trace else "flops"
     batch_cost = "flops_batch" if "flops_batch" in trace else "flops"
     batch_layers = "batch_layers" if "batch_layers" in trace else "num_layers_run"
+    layers = "layers_spent" if "layers_spent" in trace else "num_layers_run"
     steps = _steps(trace)
-    decode_steps = steps[steps["step"] >= 1]
+    decode_steps = steps[steps["batch_step"] >= 1]
+    token_steps = decode.drop_duplicates(_by_batch(decode, "step"))  # the steps full depth runs for them
     last = trace.loc[trace.groupby("sample")["step"].idxmax()]
     kv, kv_full = int(last["kv_cache_bytes"].sum()), int(last["kv_cache_bytes_full"].sum())
     seconds = float(steps["step_ms"].sum()) / 1e3
@@ -45,10 +59,10 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     produced = int((~trace["finished"]).sum())
     return {
         "num_layers": L,
-        "layer_speedup": _ratio(L * len(live), live["num_layers_run"].sum()),
-        "layer_speedup_token_mean": float((L / live["num_layers_run"]).mean()) if len(live) else 1.0,
-        "batch_layer_speedup": _ratio(L * len(decode_steps), decode_steps[batch_layers].sum()),
-        "mean_layers_run": float(live["num_layers_run"].mean()) if len(live) else float(L),
+        "layer_speedup": _ratio(L * len(live), live[layers].sum()),
+        "layer_speedup_token_mean": float((L / live[layers]).mean()) if len(live) else 1.0,
+        "batch_layer_speedup": _ratio(L * len(token_steps), decode_steps[batch_layers].sum()),
+        "mean_layers_run": float(live[layers].mean()) if len(live) else float(L),
         "flops_speedup_decode": _ratio(live["flops_full"].sum(), live[cost].sum()),
         "flops_speedup_with_prompt": _ratio(
             live["flops_full"].sum() + prompt["flops_full"].sum(), live[cost].sum() + prompt[cost].sum()
@@ -62,8 +76,21 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
         "seconds": seconds,
         "tokens_per_s": produced / seconds if seconds else float("nan"),
         "decode_seconds": decode_ms / 1e3,
-        "decode_steps": len(decode_steps),
-        "decode_ms_per_step": decode_ms / len(decode_steps) if len(decode_steps) else float("nan"),
+        "decode_steps": len(token_steps),
+        "decode_ms_per_step": decode_ms / len(token_steps) if len(token_steps) else float("nan"),
+        **_speculation(live),
+    }
+
+
+def _speculation(live: pd.DataFrame) -> dict:
+    """Drafted tokens accepted, and tokens per full-depth verification pass, over the running rows' rounds."""
+    if "round_drafts" not in live:
+        return {"draft_acceptance": float("nan"), "tokens_per_full_pass": float("nan")}
+    passes = live.drop_duplicates(["sample", "round"])
+    drafted = passes["round_drafts"].sum()
+    return {
+        "draft_acceptance": float(passes["round_accepted"].sum() / drafted) if drafted else float("nan"),
+        "tokens_per_full_pass": len(live) / len(passes) if len(passes) else float("nan"),
     }
 
 
@@ -76,7 +103,7 @@ def step_time_spread(trace: pd.DataFrame) -> dict:
     steps more than SPIKE_RATIO times slower than the median step that ran as many layers (a decaying schedule
     makes steps faster on purpose; a spike beyond that is the machine, not the schedule)."""
     steps = _steps(trace)
-    decode = steps[steps["step"] >= 1]
+    decode = steps[steps["batch_step"] >= 1]
     layers = "batch_layers" if "batch_layers" in decode else "num_layers_run"
     if not len(decode):
         nan = float("nan")

@@ -1,7 +1,8 @@
 """A decoded batch as trace rows: one per generated token per batch row, costs by `skipcore.costs`.
 
-The same for every policy: a token's own pass is the first `row_layers` of its step's layer set, and its input
-position holds K/V in `kv_layers` layers (more than its own pass when a policy propagates skipped layers).
+The same for every policy: a token's own pass is the first `row_layers` of the layer set of the step that produced
+it (`BatchOutput.token_steps`), and its input position holds K/V in `kv_layers` layers (more than its own pass
+when a policy propagates skipped layers). `step_ms` and `batch_layers` are that step's.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def build_trace(
     kv_full = L * (P[:, None] + steps[None, :]) * per_pos
     ids = out.tokens.numpy()
     vocab = {int(i): tokenizer.decode([int(i)]) for i in np.unique(ids)}  # decode each distinct id once
+    rounds = out.token_steps().numpy().ravel()  # the batch step that produced each token
     masks: dict[tuple[int, int], str] = {}
-    for s, k in {(s, int(k)) for s, k in zip(np.tile(steps, B), n.ravel(), strict=True)}:
+    for s, k in {(int(s), int(k)) for s, k in zip(rounds, n.ravel(), strict=True)}:
         masks[s, k] = mask_string(out.layer_sets[s][:k], L)
     return pd.DataFrame(
         {
@@ -51,16 +53,16 @@ def build_trace(
             "token_id": ids.ravel(),
             "token": [vocab[int(i)] for i in ids.ravel()],
             "num_layers_run": n.ravel(),
-            "layer_mask": [masks[s, int(k)] for s, k in zip(np.tile(steps, B), n.ravel(), strict=True)],
+            "layer_mask": [masks[int(s), int(k)] for s, k in zip(rounds, n.ravel(), strict=True)],
             "flops": flops.ravel(),
             "flops_full": flops_full.ravel(),
             "kv_cache_bytes": kv.ravel().astype(np.int64),
             "kv_cache_bytes_full": kv_full.ravel().astype(np.int64),
-            "step_ms": np.tile(np.asarray(out.step_ms, dtype=float), B),
+            "step_ms": np.asarray(out.step_ms, dtype=float)[rounds],
             "logprob": out.logprobs.numpy().ravel().astype(float),
             "finished": out.finished_before.numpy().ravel(),
             "batch": batch,
             "prompt_len": np.repeat(P, T),
-            "batch_layers": np.tile([len(s) for s in out.layer_sets], B),
+            "batch_layers": np.array([len(s) for s in out.layer_sets])[rounds],
         }
     )

@@ -49,7 +49,8 @@ class LlamaAdapter(Adapter):
         if self._cos is not None and self._cos.shape[1] >= max_positions and self._cos.dtype == emb.dtype:
             return
         pos = torch.arange(max_positions, device=emb.device)[None]
-        self._cos, self._sin = self.model.model.rotary_emb(emb[:1][None], pos)
+        # the embedding only gives the tables their dtype and device (detached: no autograd edge from a weight)
+        self._cos, self._sin = self.model.model.rotary_emb(emb.detach()[:1][None], pos)
 
     def layer_kwargs(self, positions: torch.Tensor, dtype: torch.dtype) -> dict:
         # no bounds check here: it would sync the host, which a CUDA graph capture forbids; prepare() sized it

@@ -63,10 +63,17 @@ def add_parser(sub) -> None:
 
 
 def summary_line(label: str, s: dict) -> str:
-    """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so)."""
+    """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so), and a
+    speculative run's acceptance."""
+    drafts = (
+        f"drafts accepted {s['draft_acceptance']:.0%}, {s['tokens_per_full_pass']:.2f} tokens per full-depth "
+        "pass, "
+        if s["tokens_per_full_pass"] == s["tokens_per_full_pass"]  # not NaN: a speculative run
+        else ""
+    )
     return (
-        f"[{label}] layer speedup {s['layer_speedup']:.2f}x per token / {s['batch_layer_speedup']:.2f}x per "
-        f"batch step, FLOPs speedup {s['flops_speedup_decode']:.2f}x decode / "
+        f"[{label}] {drafts}layer speedup {s['layer_speedup']:.2f}x per token / {s['batch_layer_speedup']:.2f}x "
+        f"per batch step, FLOPs speedup {s['flops_speedup_decode']:.2f}x decode / "
         f"{s['flops_speedup_with_prompt']:.2f}x with prompt, KV saved {s['kv_saved_fraction']:.0%}, "
         f"{s['tokens_per_s']:.1f} tokens/s in this one run (--timing-repeats N measures against full depth)"
     )

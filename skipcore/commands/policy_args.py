@@ -7,7 +7,15 @@ import math
 
 from skipcore.commands.common import schedule_from_args
 from skipcore.errors import UserError
-from skipcore.policies import MEASURES, POLICIES, SIGNALS, AdaptivePolicy, CalmPolicy, StaticPolicy
+from skipcore.policies import (
+    MEASURES,
+    POLICIES,
+    SIGNALS,
+    AdaptivePolicy,
+    CalmPolicy,
+    SpeculativePolicy,
+    StaticPolicy,
+)
 from skipcore.policies.base import DepthPolicy
 
 
@@ -17,7 +25,10 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
         "static: the schedule above (SkipDecode). calm: CALM-DEC, each token exits when confident (the schedule "
         "flags are not used). adaptive: one budget for the batch, starting at --max-layers and dropping by "
         "--adaptive-drop after each step whose least confident running row is confident enough, never below "
-        "--min-layers (default: the floor --target-speedup gives), mapped to layers by --mode.",
+        "--min-layers (default: the floor --target-speedup gives), mapped to layers by --mode. speculative: "
+        "lossless; each row drafts --draft-tokens tokens with the schedule above, one full-depth pass verifies "
+        "them and the row keeps the drafts the full model agrees with plus one token of its own (greedy output "
+        "is full depth's; sampled output has its distribution).",
     )
     g.add_argument("--policy", default="static", choices=POLICIES, help="(default: %(default)s)")
     g.add_argument(
@@ -52,6 +63,12 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
         default=2,
         help="adaptive: layers dropped per confident step (default: %(default)s)",
     )
+    g.add_argument(
+        "--draft-tokens",
+        type=int,
+        default=4,
+        help="speculative: tokens each row drafts before a full-depth pass verifies them (default: %(default)s)",
+    )
 
 
 def policy_from_args(
@@ -64,6 +81,8 @@ def policy_from_args(
         schedule = schedule_from_args(args, num_layers, max_new_tokens, speedup_over)
         if args.policy == "static":
             policy = StaticPolicy(schedule)
+        elif args.policy == "speculative":
+            policy = SpeculativePolicy(schedule, args.draft_tokens)
         else:
             if not math.isfinite(args.adaptive_threshold):
                 raise UserError(f"--adaptive-threshold must be finite, got {args.adaptive_threshold}")

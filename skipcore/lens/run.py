@@ -66,6 +66,12 @@ def layer_lens(
     policy = as_policy(policy)
     batch_size = engine.check_request(prompts, max_new_tokens, batch_size)
     policy.check(engine.num_layers, max_new_tokens)
+    if policy.max_step_tokens() > 1:
+        raise UserError(
+            f"the lens reads the pass that made each token, one token per step; under {policy.name} every kept "
+            "token comes from a full-depth verification pass: read --schedule full, or the draft path with "
+            "--policy static and the same schedule flags"
+        )
     if top_k < 1:
         raise UserError(f"top_k must be >= 1, got {top_k}")
     forced = None

@@ -92,6 +92,9 @@ class AdaptivePolicy:
                 "warmup layers always run, so the budget cannot go below them"
             )
 
+    def max_step_tokens(self) -> int:
+        return 1
+
     def layers(self, budget: int, num_layers: int) -> tuple[int, ...]:
         return layers_for_budget(budget, num_layers, self.mode, self.warmup_layers)
 

@@ -9,9 +9,11 @@ policy returns a `StepOutput`: the layers the batch ran, the logits, and which o
   `shared_sets = True`; the loop may then run their steps as fixed-shape CUDA graphs.
 - Per-row exits (CALM-DEC): walk the layers yourself with `run.adapter`, `run.cache` and the step's inputs, and
   fill the K/V of layers a row skipped (`kv_layers`), as `skipcore.policies.calm` does.
-- A policy that verifies drafted tokens with a full-depth pass (speculative decoding) would draft with
-  `run.shared(draft_layers)` and verify with `run.shared(range(L))` over the drafted tokens; it needs a step
-  that emits several tokens per row (ragged accepted lengths), which this loop does not offer yet.
+- Several tokens per row in one step (speculative decoding): run passes over new columns with `run.columns`
+  (each row's columns start at its own `run.starts`, since rows that accepted different numbers of tokens stand
+  at different positions), and return `tokens` with each row's `counts`, as `skipcore.policies.speculative` does.
+  The loop writes each row's tokens at its own cursor, stops a row at its EOS or at max_new_tokens, and rewinds
+  nothing: columns past a row's last kept token are masked and overwritten by its next step.
 
 A policy is a frozen settings object; `start` returns the per-batch state it decides with (an adaptive budget
 lives there), so one policy object serves every batch and every call.
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from skipcore.adapters import Adapter, ModelShapes
     from skipcore.cache import SkipKVCache
     from skipcore.outputs import BatchOutput
+    from skipcore.sampling import TokenPicker
 
 
 @dataclass
@@ -54,6 +57,31 @@ class StepOutput:
     row_layers: torch.Tensor | None = None  # (B,) each row's own pass: the first k of `layers`; None: all
     kv_layers: torch.Tensor | None = None  # (B,) layers holding this position's K/V; None: len(layers)
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B,) per-row signals for the trace
+    # several tokens per row (a policy that chose them itself): (B, q) ids and log-probs, and how many of them
+    # each row keeps, the first counts[r] (the loop may keep fewer: a row ends at its EOS or max_new_tokens)
+    tokens: torch.Tensor | None = None
+    token_logprobs: torch.Tensor | None = None
+    counts: torch.Tensor | None = None
+    detail: object = None  # the policy's own record of the step (host side), kept for its trace columns
+
+
+class ColumnPass(Protocol):
+    """`q` new columns per row, `offset` columns past each row's step input: positions, mask and layer arguments
+    made once for every layer of the pass. Layers write K/V at each row's own columns."""
+
+    q: int
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, q) ids -> (B, q, hidden)."""
+        ...
+
+    def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
+        """Run `layers` in order over the columns' hidden states, writing their K/V."""
+        ...
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The final norm and LM head on every column: (B, q, vocab)."""
+        ...
 
 
 class StepRunner(Protocol):
@@ -65,9 +93,16 @@ class StepRunner(Protocol):
     input_ids: torch.Tensor  # (B, q) the step's input tokens (the prompt at step 0, the last token after)
     positions: torch.Tensor  # (B, q)
     key_mask: torch.Tensor  # (B, keys) which cache columns hold real tokens, this step's input included
+    starts: torch.Tensor  # (B,) the cache column of each row's step input (rows may stand at different ones)
+    room: torch.Tensor  # (B,) tokens each row may still emit (0 for a row that has ended)
+    picker: TokenPicker  # the call's token choice (greedy or seeded sampling, per row)
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
         """Every row runs `layers` (a fixed-shape graph replay where the engine has one)."""
+        ...
+
+    def columns(self, offset: int, q: int) -> ColumnPass:
+        """A pass over q new columns per row, from `starts + offset` on (offset 0: the step's input column)."""
         ...
 
 
@@ -85,6 +120,10 @@ class DepthPolicy(Protocol):
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
         """Refuse (UserError) settings this model cannot run, before any work is done."""
+        ...
+
+    def max_step_tokens(self) -> int:
+        """The most tokens one step gives a row (1 unless the policy drafts and verifies several)."""
         ...
 
     def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
@@ -142,6 +181,9 @@ class StaticPolicy:
             if any(not 0 <= i < num_layers for s in self.layer_sets for i in s):
                 raise UserError(f"a layer set names a layer outside [0, {num_layers})")
         check_nested(self.cache_layer_sets(num_layers, max_new_tokens))
+
+    def max_step_tokens(self) -> int:
+        return 1
 
     def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
         if self.layer_sets is not None:

@@ -73,6 +73,9 @@ class CalmPolicy:
         if self.min_layers > num_layers:
             raise UserError(f"CALM min_layers ({self.min_layers}) exceeds the model's {num_layers} layers")
 
+    def max_step_tokens(self) -> int:
+        return 1
+
     def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
         return [tuple(range(num_layers))] * max_new_tokens  # propagation writes every layer at every step
 

@@ -1,0 +1,259 @@
+"""Speculative SkipDecode: lossless, batched self-speculative decoding with SkipDecode's skip path as the drafter.
+
+Each step after the prefill is a round for the whole batch:
+
+1. Draft: k one-token passes through the draft layers, each row proposing k tokens after its own last token.
+   The draft layers are a SkipDecode schedule's (warmup layers, then the top of the stack in skip mode), one set
+   per pass for the whole batch: the set of the step the least advanced running row is at, so no row drafts
+   with fewer layers than its own schedule gives it. Sets shrink along a round, so they are nested and every
+   draft layer holds K/V for the round's earlier drafts.
+2. Verify: one full-depth pass over each row's last token and its k drafts (k + 1 columns). It writes every
+   layer's K/V for those columns, replacing what the drafts wrote in the draft layers, so every kept position
+   holds exactly full depth's K/V and nothing is ever recomputed later.
+3. Accept: each row keeps its longest run of drafts the full model agrees with, plus one token of the full
+   model's own: the correction at the first disagreement, or a bonus token after k agreements. Greedy: agreement
+   is equality with the full model's argmax, so the output is full depth's, token for token. Sampling: the
+   standard rule (keep draft x with probability min(1, p(x) / q(x)), else draw from max(0, p - q) renormalised,
+   p and q the full and draft distributions after temperature and top-k/top-p), so each token is distributed as
+   full depth samples it.
+
+Rows keep different numbers of tokens. They stay in one batch: the loop moves each row's cursor by its own count,
+and the columns of its rejected drafts, masked, are overwritten by its next round (`skipcore.cache`).
+
+Reuse: layers [0, c) that every draft pass of a round runs first (skip mode's warmup layers, all of an exit-mode
+draft) compute, for the drafted columns, exactly what full depth computes there (same inputs, same K/V). The
+verification keeps their K/V and starts those columns at layer c from the drafts' hidden states; only the last
+column, which no draft fed, runs layers [0, c).
+
+What it costs (trace columns, `skipcore.costs.speculative_round_flops`): a lossless verification runs every kept
+token's column through all L layers, so no token can cost fewer FLOPs than at full depth; each round adds the
+draft passes and the columns of rejected drafts. What it saves is sequential passes: one full-depth pass yields
+one to k + 1 tokens per row. Where a pass over k + 1 columns costs about as long as one over a single column (a
+GPU reading weights at small batch, or launch-bound small models), that is wall-clock time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import torch
+
+import skipcore.costs as costs
+from skipcore.errors import UserError
+from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState
+from skipcore.schedule import Schedule
+
+if TYPE_CHECKING:
+    from skipcore.adapters import ModelShapes
+    from skipcore.outputs import BatchOutput
+    from skipcore.sampling import TokenPicker
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What one speculative round ran: the draft passes' layer counts and the layers the verification reused."""
+
+    draft_layers: tuple[int, ...]
+    reused: int
+
+
+def shared_prefix(layer_sets: list[tuple[int, ...]]) -> int:
+    """The c such that every set runs layers 0, 1, ..., c-1 first."""
+    c = min((len(s) for s in layer_sets), default=0)
+    for layers in layer_sets:
+        c = next((i for i in range(c) if layers[i] != i), c)
+    return c
+
+
+def greedy_accept(drafts: torch.Tensor, target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, k) drafts against the full model's (B, k + 1, V) logits: the tokens to keep (the full model's argmax
+    at every column, equal to the drafts up to the first disagreement) and how many drafts each row accepted."""
+    best = target_logits.argmax(-1)
+    k = drafts.shape[1]
+    accepted = (drafts == best[:, :k]).long().cumprod(1).sum(1)
+    return best, accepted
+
+
+def sampled_accept(
+    drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, uniforms: torch.Tensor, picker: TokenPicker
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Speculative sampling (Leviathan et al., 2023; Chen et al., 2023) for a batch of rows.
+
+    drafts (B, k) were drawn from q (B, k, V); p (B, k + 1, V) is the full model's distribution at each column;
+    uniforms (B, k). Draft j is kept while u_j * q(x_j) < p(x_j); after the first rejection the row's extra token
+    is drawn from max(0, p - q) renormalised at that column, after k acceptances from p at the last column.
+    Returns (B, k + 1) tokens (the kept drafts, then the extra token) and the drafts accepted per row.
+    """
+    B, k = drafts.shape
+    if k == 0:  # no drafts (a row has room for one token only): a plain draw from the full model
+        return picker.draw(p[:, 0])[:, None], torch.zeros(B, dtype=torch.long, device=drafts.device)
+    pick = drafts[..., None]
+    keep = uniforms * q.gather(-1, pick).squeeze(-1) < p[:, :k].gather(-1, pick).squeeze(-1)
+    accepted = keep.long().cumprod(1).sum(1)
+    rows = torch.arange(B, device=drafts.device)
+    at = p[rows, accepted]
+    rejected = (accepted < k)[:, None]
+    residual = torch.where(rejected, (at - q[rows, accepted.clamp_max(k - 1)]).clamp_min(0), at)
+    mass = residual.sum(-1, keepdim=True)
+    residual = torch.where(mass > 0, residual / mass.clamp_min(1e-30), at)  # p == q: rejection had no mass
+    tokens = torch.cat([drafts, drafts[:, :1]], 1)
+    tokens[rows, accepted] = picker.draw(residual)
+    return tokens, accepted
+
+
+@dataclass(frozen=True)
+class SpeculativePolicy:
+    """Draft `draft_tokens` tokens per row with `schedule`'s skip path, verify them in one full-depth pass."""
+
+    schedule: Schedule
+    draft_tokens: int = 4
+    reuse_prefix: bool = (
+        True  # verification starts the drafted columns above the layers every draft ran first
+    )
+    name: ClassVar[str] = "speculative"
+    shared_sets: ClassVar[bool] = False  # a round is several passes of different shapes, not one fixed step
+    needs_logits: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.draft_tokens, bool)
+            or not isinstance(self.draft_tokens, int)
+            or self.draft_tokens < 1
+        ):
+            raise UserError(f"--draft-tokens must be an integer >= 1, got {self.draft_tokens!r}")
+
+    def check(self, num_layers: int, max_new_tokens: int) -> None:
+        if self.schedule.num_layers != num_layers:
+            raise UserError(
+                f"draft schedule is for {self.schedule.num_layers} layers but the model has {num_layers}"
+            )
+        self.schedule.layer_sets(max_new_tokens)  # a schedule this length cannot make is refused here
+
+    def max_step_tokens(self) -> int:
+        return self.draft_tokens + 1
+
+    def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
+        return [tuple(range(num_layers))] * max_new_tokens  # verification writes every layer
+
+    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
+        sets = self.schedule.layer_sets(max_new_tokens)
+
+        def decide(run: StepRunner, state: StepState) -> StepOutput:
+            if state.step == 0:  # the prefill runs at full depth, as in every policy
+                return run.shared(range(num_layers))
+            room = int(run.room.max())
+            k = min(self.draft_tokens, room - 1)  # no row can keep more than `room` tokens
+            first = max_new_tokens - room  # the fewest tokens a running row holds: its next token's step
+            draft_sets = [sets[min(first + j, max_new_tokens - 1)] for j in range(k)]
+            return self._round(run, draft_sets, num_layers)
+
+        return decide
+
+    def _round(self, run: StepRunner, draft_sets: list[tuple[int, ...]], L: int) -> StepOutput:
+        k, picker = len(draft_sets), run.picker
+        sampling = picker.sampling.do_sample
+        c = shared_prefix(draft_sets) if self.reuse_prefix and k else 0
+        ids, drafts, draft_probs, prefix_hidden = run.input_ids, [], [], []
+        for j, layers in enumerate(draft_sets):
+            cols = run.columns(j, 1)
+            h = cols.run(cols.embed(ids), layers[:c])
+            prefix_hidden.append(h)
+            logits = cols.logits(cols.run(h, layers[c:]))[:, -1]
+            if sampling:
+                draft_probs.append(picker.probs(logits))
+                ids = picker.draw(draft_probs[-1])[:, None]
+            else:
+                ids = logits.argmax(-1, keepdim=True)
+            drafts.append(ids)
+        proposal = torch.cat([run.input_ids, *drafts], 1)  # (B, k + 1): the last kept token and the drafts
+        verify = run.columns(0, k + 1)
+        if c:
+            last = run.columns(k, 1)
+            h = torch.cat([*prefix_hidden, last.run(last.embed(proposal[:, k:]), range(c))], 1)
+        else:
+            h = verify.embed(proposal)
+        logits = verify.logits(verify.run(h, range(c, L))).float()
+        drafted = proposal[:, 1:]
+        if sampling:
+            tokens, accepted = sampled_accept(
+                drafted,
+                torch.stack(draft_probs, 1) if k else logits[:, :0].softmax(-1),
+                picker.probs(logits),
+                picker.uniform(len(logits), k),
+                picker,
+            )
+        else:
+            tokens, accepted = greedy_accept(drafted, logits)
+        logprobs = torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)
+        return StepOutput(
+            layers=tuple(range(L)),
+            tokens=tokens,
+            token_logprobs=logprobs,
+            counts=accepted + 1,
+            extras={"round_accepted": accepted, "round_drafts": torch.full_like(accepted, k)},
+            detail=RoundPlan(tuple(len(s) for s in draft_sets), c),
+        )
+
+    def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
+        """Per token: its round, whether it was a kept draft (and the draft layers that proposed it), and its
+        share of its row's round: layer-columns (`layers_spent`) and FLOPs (`flops_total`); `flops_batch` shares
+        the whole batch's round, rows that have ended included, over the tokens it kept; `batch_layers` is the
+        round's sequential layer passes (the draft passes' layers plus L for the verification)."""
+        L = shapes.num_layers
+        rounds = out.token_steps().numpy()
+        real = ~out.finished_before.numpy()
+        B, T = rounds.shape
+        R = len(out.layer_sets)
+        P = out.prompt_lens.numpy()
+        # per (row, round): tokens kept, and tokens held before it (the row's position at the round's start)
+        kept = np.zeros((B, R), dtype=int)
+        np.add.at(kept, (np.repeat(np.arange(B), T)[real.ravel()], rounds[real]), 1)
+        held = np.cumsum(kept, 1) - kept
+        row_flops = np.zeros((B, R))
+        row_layers = np.zeros((B, R))
+        sequential = np.full(R, L)
+        for i, plan in enumerate(out.details):
+            if plan is None:  # the prefill
+                row_layers[:, i] = L
+                row_flops[:, i] = [costs.prefill_flops(shapes, int(p)) for p in P]
+                continue
+            k, c = len(plan.draft_layers), plan.reused if plan.draft_layers else 0
+            row_layers[:, i] = sum(plan.draft_layers) + c + (L - c) * (k + 1)
+            sequential[i] = sum(plan.draft_layers) + L
+            for r in range(B):
+                position = int(P[r] + held[r, i] - 1)
+                row_flops[r, i] = costs.speculative_round_flops(
+                    shapes, position, plan.draft_layers, plan.reused
+                )
+        share = np.where(kept > 0, 1 / np.maximum(kept, 1), 0.0)  # a row's round over the tokens it kept
+        batch_share = row_flops.sum(0) / np.maximum(kept.sum(0), 1)
+        rows = np.arange(B)[:, None]
+        offset = np.arange(T)[None] - held[rows, rounds]  # a token's place among its round's kept tokens
+        accepted = out.extras["round_accepted"].numpy()
+        drafted = real & (rounds > 0) & (offset < accepted)
+        proposer = np.zeros((B, T), dtype=int)
+        for r, s in zip(*np.nonzero(drafted), strict=True):
+            proposer[r, s] = out.details[rounds[r, s]].draft_layers[offset[r, s]]
+        return {
+            "round": rounds,
+            "drafted": drafted,
+            "draft_layers": proposer,
+            "round_drafts": out.extras["round_drafts"].numpy(),
+            "round_accepted": accepted,
+            "layers_spent": np.where(real, (row_layers * share)[rows, rounds], 0.0),
+            "flops_total": np.where(real, (row_flops * share)[rows, rounds], 0.0),
+            "flops_batch": np.where(real, batch_share[rounds], 0.0),
+            "batch_layers": sequential[rounds],
+        }
+
+    def label(self) -> str:
+        return f"speculative k={self.draft_tokens}, draft {self.schedule.describe()}"
+
+    def describe(self) -> dict:
+        return {
+            "schedule": self.schedule.to_dict(),
+            "mode": self.schedule.mode,
+            "policy_params": {"draft_tokens": self.draft_tokens, "reuse_prefix": self.reuse_prefix},
+        }
