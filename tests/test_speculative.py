@@ -121,7 +121,9 @@ def test_rows_stop_at_their_own_eos_mid_round(model_dirs):
 def test_logged_flops_equal_flop_counter(model_dirs, family):
     """One row (unpadded): the trace's per-token shares add up to what torch counts for the whole decode."""
     eng = engine_for(model_dirs, family, attn="eager")
-    eng.adapter.prepare(512)  # rotary tables (a product the FLOPs convention leaves out), made before counting
+    eng.adapter.prepare(
+        512
+    )  # rotary tables (a product the FLOPs convention leaves out), made before counting
     with FlopCounterMode(display=False) as fc:
         res = eng.generate(PROMPTS[1:2], SpeculativePolicy(DRAFT, draft_tokens=3), 12)
     tr = res.trace
