@@ -124,6 +124,37 @@ def measure_against_full(
     }
 
 
+def measure_total_against_full(
+    engine, prompts: Sequence[str], run: Callable[[], tuple[float, int]], max_new_tokens: int, repeats: int
+) -> dict[str, float | int]:
+    """End-to-end speedup of a generator outside the loop (transformers' own `generate()`, which decodes one prompt
+    at a time) against full depth of the same engine at batch size 1, paired as `measure_against_full`; `run()`
+    generates the prompts and returns (seconds, tokens). No decode-only time: it cannot be taken apart."""
+    tokens_per_s: list[float] = []
+
+    def reference() -> dict[str, float]:
+        t0 = time.perf_counter()
+        engine.generate(prompts, None, max_new_tokens, batch_size=1)
+        return {"total": time.perf_counter() - t0}
+
+    def candidate() -> dict[str, float]:
+        seconds, tokens = run()
+        tokens_per_s.append(tokens / seconds)
+        return {"total": seconds}
+
+    tot = time_pairs(reference, candidate, repeats)["total"]
+    return {
+        "wall_speedup_total": tot.median,
+        "wall_speedup_total_lo": tot.lo,
+        "wall_speedup_total_hi": tot.hi,
+        "timing_runs": tot.runs,
+        "timing_prompts": len(prompts),
+        "seconds": float(np.median(tot.candidate)),
+        "full_seconds": float(np.median(tot.reference)),
+        "tokens_per_s": float(np.median(tokens_per_s[1:])),  # [0] is the warm-up
+    }
+
+
 def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float) -> str:
     """Empty, or why a measured decode speedup is implausible for the work it saved (design notes, "Timing")."""
     if not math.isfinite(measured):

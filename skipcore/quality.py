@@ -49,15 +49,23 @@ def evaluate_generation(
         raise UserError("no examples to evaluate")
     prompts = prompts_for(examples)
     result = engine.generate(prompts, policy, max_new_tokens, batch_size=batch_size)
-    predictions = [first_line(t) for t in result.texts]
-    scores = score_texts(predictions, [e.references for e in examples], metrics)
-    row = {
-        **scores,
-        **result.summary,
-        "num_examples": len(examples),
-        "mean_output_tokens": sum(len(ids) for ids in result.token_ids) / len(examples),
-    }
+    row = {**score_outputs(examples, result.texts, result.token_ids, metrics), **result.summary}
     return row, result
+
+
+def score_outputs(
+    examples: Sequence[Example],
+    texts: Sequence[str],
+    token_ids: Sequence[Sequence[int]],
+    metrics: Iterable[str] | str = DEFAULT_METRICS,
+) -> dict:
+    """Scores of each text's first line against all its example's references, with the output's size."""
+    scores = score_texts([first_line(t) for t in texts], [e.references for e in examples], metrics)
+    return {
+        **scores,
+        "num_examples": len(examples),
+        "mean_output_tokens": sum(len(ids) for ids in token_ids) / len(examples),
+    }
 
 
 # -- reading a sweep --------------------------------------------------------------------------------------------
@@ -121,6 +129,7 @@ def quality_tables(
             cells.append(_cell(first, ["flops_speedup_decode"], "{:.2f}"))
             lines.append(_row(cells))
     lines += adaptive_table(df, name, metric_names, metrics)
+    lines += speculative_table(df, name, metric_names, metrics)
     timed = df[
         (df["policy"] == "static") & df["mode"].isin(["full", "skip"]) & (df["model_role"] == roles[0])
     ]
@@ -182,6 +191,69 @@ def adaptive_table(
             )
             lines.append(_row(cells))
     return lines
+
+
+def speculative_table(
+    df: pd.DataFrame, names: dict, metric_names: str, metrics: Sequence[str] = ("bleu", "rougeL")
+) -> list[str]:
+    """Speculative SkipDecode and transformers' own generate() (plain and with its early-exit assistant) beside
+    full depth, per model and batch size: quality, tokens per full-depth pass, drafts accepted, FLOPs (prompt
+    included) against full depth's, and the measured speedups (decode, and end to end) with their intervals."""
+    import pandas as pd
+
+    rows = df[df["policy"].isin(["speculative", "transformers"])] if "policy" in df else df.iloc[:0]
+    if not len(rows):
+        return []
+    full = df[(df["policy"] == "static") & (df["mode"] == "full")]
+    head = ["model", "batch", "setting", metric_names, "tokens per full-depth pass", "drafts accepted"]
+    head += ["FLOPs speedup (with prompt)", "measured decode [95%]", "measured total [95%]", "tokens/s"]
+    lines = [
+        "",
+        "Speculative decoding (lossless) beside full depth:",
+        "",
+        _row(head),
+        _row(["---"] * len(head)),
+    ]
+    for (role, b), grp in pd.concat([full, rows]).groupby(["model_role", "batch_size"], sort=False):
+        if not grp["policy"].isin(["speculative", "transformers"]).any():
+            continue
+        for r in grp.itertuples():
+            setting = _speculative_label(r)
+            cells = [
+                names.get(role, role),
+                f"{b}",
+                setting,
+                " / ".join(f"{getattr(r, m):.1f}" for m in metrics),
+            ]
+            cells += [_number(getattr(r, "tokens_per_full_pass", float("nan")), "{:.2f}")]
+            cells += [_number(getattr(r, "draft_acceptance", float("nan")), "{:.0%}")]
+            cells += [_number(r.flops_speedup_with_prompt, "{:.2f}x")]
+            cells += [_interval(r, "decode"), _interval(r, "total"), _number(r.tokens_per_s, "{:.0f}")]
+            lines.append(_row(cells))
+    return lines
+
+
+def _speculative_label(r) -> str:
+    if r.policy == "static":
+        return "full depth"
+    if r.policy == "transformers":
+        if r.assistant_exit != r.assistant_exit or r.assistant_exit is None:
+            return "transformers generate()"
+        return f"transformers assistant_early_exit={int(r.assistant_exit)}, k={int(r.draft_tokens)}"
+    return f"speculative k={int(r.draft_tokens)}, draft {r.shape}/{r.mode} x{r.target_speedup:g}"
+
+
+def _number(value, fmt: str) -> str:
+    return "-" if value is None or value != value else fmt.format(value)
+
+
+def _interval(r, kind: str) -> str:
+    value = getattr(r, f"wall_speedup_{kind}", float("nan"))
+    if value != value:
+        return "-"
+    lo, hi = getattr(r, f"wall_speedup_{kind}_lo"), getattr(r, f"wall_speedup_{kind}_hi")
+    star = "*" if kind == "decode" and str(getattr(r, "timing_flag", "") or "") else ""
+    return f"{value:.2f}x [{lo:.2f}, {hi:.2f}]{star}"
 
 
 def _measured_cell(rows: pd.DataFrame) -> str:

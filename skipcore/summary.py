@@ -12,6 +12,8 @@ shows the same numbers everywhere.
   one token index of the batch (the steps full depth runs); where one step of the policy gives rows several
   tokens (the trace has `round`), its `batch_layers` are its sequential layer passes (a pass over several columns
   counts its layers once), shared by the token indices it covers.
+- `flops_per_token`: the FLOPs the generated tokens cost (the prompt's included, and a policy's own extra costs),
+  per generated token.
 - `draft_acceptance` and `tokens_per_full_pass` (speculative decoding; NaN for other policies): drafted tokens the
   full model agreed with, and tokens kept per full-depth verification pass of a running row.
 - `flops_speedup_decode` / `_with_prompt`: FLOPs full / FLOPs spent by the live tokens, the policy's own extra
@@ -73,6 +75,7 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
         "kv_bytes_saved": kv_full - kv,
         "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
         "tokens": produced,
+        "flops_per_token": _ratio(live[cost].sum() + prompt[cost].sum(), produced),
         "seconds": seconds,
         "tokens_per_s": produced / seconds if seconds else float("nan"),
         "decode_seconds": decode_ms / 1e3,

@@ -60,7 +60,7 @@ class Setting:
 
     model: str  # path or hub id
     model_role: str  # "model" or "baseline"
-    policy: str  # a key of POLICY_GRID: "static", "calm" or "adaptive"
+    policy: str  # a key of POLICY_GRID: "static", "calm", "adaptive", "speculative" or "transformers"
     batch_size: int
     shape: str = "full"  # static: schedule shape; "full" is the 1x reference
     mode: str = "full"  # skip / exit / middle (static, adaptive); "full" for full depth; "calm" for CALM-DEC
@@ -73,6 +73,12 @@ class Setting:
     adaptive_drop: int | None = None
     adaptive_min_layers: int | None = None
     adaptive_signal: str | None = None
+    draft_tokens: int | None = (
+        None  # speculative, transformers' early-exit assistant: tokens drafted per round
+    )
+    assistant_exit: int | None = (
+        None  # transformers' early-exit assistant: its draft's layers (None: plain generate)
+    )
 
     @property
     def is_full(self) -> bool:
@@ -88,7 +94,14 @@ class Setting:
         return f"{self.model_role} b{self.batch_size} {POLICY_GRID[self.policy].label(self)}"
 
 
-_LATER_FIELDS = ("adaptive_threshold", "adaptive_drop", "adaptive_min_layers", "adaptive_signal")
+_LATER_FIELDS = (
+    "adaptive_threshold",
+    "adaptive_drop",
+    "adaptive_min_layers",
+    "adaptive_signal",
+    "draft_tokens",
+    "assistant_exit",
+)
 
 
 @dataclass
@@ -114,6 +127,12 @@ class SweepConfig:
     adaptive_drops: tuple[int, ...] = (2,)
     adaptive_min_layers: tuple[int, ...] = (3, 2)
     adaptive_signal: str = "max_prob"
+    # speculative SkipDecode: one row per draft schedule (a target speedup of the first shape, mode and warmup)
+    # x drafted tokens; transformers' generate() (batch size 1 only): plain, and assistant_early_exit per exit
+    # layer x drafted tokens
+    speculative_targets: tuple[float, ...] = (2.0, 3.0)
+    draft_tokens: tuple[int, ...] = (2, 4, 8)
+    assistant_exits: tuple[int, ...] = (4, 6)
     max_new_tokens: int | None = None  # default: the model's training settings, else 64
     decay_span: int | None = None  # default: the model's training settings, else the schedule's default
     speedup_over: int | None = None  # tokens a target is met over; default: the model's median output + 1
@@ -164,8 +183,78 @@ class SweepConfig:
         }
 
 
-# -- one entry per policy: how its settings are listed, built and described ----------------------------------
-class StaticGrid:
+# -- one entry per policy: how its settings are listed, checked, evaluated and described ------------------------
+class EngineGrid:
+    """A policy of the one decode loop: its settings become policy objects (`build`) that `engine.generate`
+    runs, scored and timed the same way for every policy."""
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        raise NotImplementedError
+
+    def check(self, setting: Setting, engine, cfg: SweepConfig) -> None:
+        self.build(setting, engine.num_layers, cfg)[0].check(engine.num_layers, cfg.max_new_tokens)
+
+    def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
+        """Quality and theoretical costs from one generation over every example, then the wall-clock speedups
+        against full depth, paired and repeated on the first `cfg.timing_limit` prompts (none with repeats 0)."""
+        from skipcore.paired_timing import measure_against_full, plausibility_flag
+        from skipcore.quality import evaluate_generation
+
+        policy, columns = self.build(setting, engine.num_layers, cfg)
+        row, result = evaluate_generation(engine, examples, policy, cfg.max_new_tokens, setting.batch_size)
+        for key in _ONE_RUN:
+            row.pop(key, None)
+        if cfg.repeats == 0:
+            row.update(_NOT_TIMED)
+        else:
+            row.update(
+                measure_against_full(
+                    engine,
+                    _timed_prompts(examples, cfg),
+                    policy,
+                    cfg.max_new_tokens,
+                    setting.batch_size,
+                    cfg.repeats,
+                )
+            )
+            row["timing_flag"] = plausibility_flag(
+                row["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
+            )
+        row.update(columns)
+        return row, result
+
+
+def _timed_prompts(examples, cfg: SweepConfig) -> list[str]:
+    from skipcore.quality import prompts_for
+
+    return prompts_for(examples[: cfg.timing_limit] if cfg.timing_limit else examples)
+
+
+def _schedule_columns(setting: Setting, num_layers: int, cfg: SweepConfig):
+    """The schedule a static (or draft) setting names, and its columns (max/min layers, its own speedup)."""
+    from skipcore.schedule import full_schedule, schedule_for_speedup
+
+    if setting.shape == "full":
+        schedule = full_schedule(num_layers)
+    else:
+        schedule = schedule_for_speedup(
+            num_layers,
+            setting.target_speedup,
+            cfg.speedup_over,
+            setting.shape,
+            setting.mode,
+            setting.warmup if setting.mode == "skip" else 1,
+            max_layers=cfg.max_layers,
+            decay_span=cfg.decay_span,
+        )
+    return schedule, {
+        "max_layers": schedule.max_layers,
+        "min_layers": schedule.min_layers,
+        "schedule_speedup": schedule.layer_speedup(cfg.speedup_over),
+    }
+
+
+class StaticGrid(EngineGrid):
     """SkipDecode's precomputed schedules: one per shape x mode x warmup x target above 1x."""
 
     def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
@@ -180,33 +269,15 @@ class StaticGrid:
 
     def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
         from skipcore.policies import StaticPolicy
-        from skipcore.schedule import full_schedule, schedule_for_speedup
 
-        if setting.is_full:
-            schedule = full_schedule(num_layers)
-        else:
-            schedule = schedule_for_speedup(
-                num_layers,
-                setting.target_speedup,
-                cfg.speedup_over,
-                setting.shape,
-                setting.mode,
-                setting.warmup if setting.mode == "skip" else 1,
-                max_layers=cfg.max_layers,
-                decay_span=cfg.decay_span,
-            )
-        columns = {
-            "max_layers": schedule.max_layers,
-            "min_layers": schedule.min_layers,
-            "schedule_speedup": schedule.layer_speedup(cfg.speedup_over),
-        }
+        schedule, columns = _schedule_columns(setting, num_layers, cfg)
         return StaticPolicy(schedule), columns
 
     def label(self, s: Setting) -> str:
         return "full" if s.is_full else f"{s.shape}/{s.mode} x{s.target_speedup:g}"
 
 
-class CalmGrid:
+class CalmGrid(EngineGrid):
     """CALM-DEC, the per-token dynamic baseline: one row per confidence threshold."""
 
     def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
@@ -239,7 +310,7 @@ class CalmGrid:
         return f"calm {s.calm_measure}>={s.calm_threshold}"
 
 
-class AdaptiveGrid:
+class AdaptiveGrid(EngineGrid):
     """Adaptive SkipDecode: one batch-shared budget that drops when the batch is confident; one row per
     threshold x drop x floor, in skip mode with the first warmup (the paper's layer choice)."""
 
@@ -283,7 +354,119 @@ class AdaptiveGrid:
         return f"adaptive {s.adaptive_signal}{op}{s.adaptive_threshold:g} drop {s.adaptive_drop} min {s.adaptive_min_layers}"
 
 
-POLICY_GRID = {"static": StaticGrid(), "calm": CalmGrid(), "adaptive": AdaptiveGrid()}
+class SpeculativeGrid(EngineGrid):
+    """Speculative SkipDecode (lossless): one row per draft schedule (a target speedup of the first shape, mode
+    and warmup, as a static row would decode with it) x tokens drafted per round."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        shape, mode = cfg.shapes[0], cfg.modes[0]
+        w = cfg.warmups[0] if mode == "skip" else 0
+        return [
+            Setting(model, role, "speculative", b, shape, mode, w, float(t), draft_tokens=int(k))
+            for t in cfg.speculative_targets
+            for k in cfg.draft_tokens
+        ]
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        from skipcore.policies import SpeculativePolicy
+
+        schedule, columns = _schedule_columns(setting, num_layers, cfg)
+        return SpeculativePolicy(schedule, setting.draft_tokens), columns
+
+    def label(self, s: Setting) -> str:
+        return f"speculative k={s.draft_tokens}, draft {s.shape}/{s.mode} x{s.target_speedup:g}"
+
+
+class TransformersGrid:
+    """transformers' own `generate()` on the same model, at batch size 1 (the only size its assisted decoding
+    runs): plain, and `assistant_early_exit` per exit layer x tokens drafted per round. It is not the one loop:
+    its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (torch's counter) and the
+    end-to-end time paired with full depth; no trace and no per-step costs."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        if b != 1:
+            return []
+        plain = Setting(model, role, "transformers", 1, mode="full", target_speedup=NAN)
+        return [plain] + [
+            Setting(
+                model,
+                role,
+                "transformers",
+                1,
+                mode="exit",
+                target_speedup=NAN,
+                draft_tokens=int(k),
+                assistant_exit=int(n),
+            )
+            for n in cfg.assistant_exits
+            for k in cfg.draft_tokens
+        ]
+
+    def check(self, setting: Setting, engine, cfg: SweepConfig) -> None:
+        from skipcore.early_exit_assistant import check_assistant
+
+        check_assistant(engine, setting.assistant_exit, setting.draft_tokens)
+
+    def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
+        from skipcore.early_exit_assistant import assisted_generate
+        from skipcore.paired_timing import measure_total_against_full
+        from skipcore.quality import prompts_for, score_outputs
+
+        def run(prompts, count_flops=False):
+            return assisted_generate(
+                engine, prompts, setting.assistant_exit, setting.draft_tokens, cfg.max_new_tokens, count_flops
+            )
+
+        out = run(prompts_for(examples), count_flops=True)
+        row = {**score_outputs(examples, out.texts, out.token_ids), **out.summary()}
+        row["flops_speedup_with_prompt"] = full_depth_flops(engine, examples, out.token_ids) / out.flops
+        for key in _ONE_RUN:
+            row.pop(key, None)
+        row.update(_NOT_TIMED)
+        if cfg.repeats:
+            prompts = _timed_prompts(examples, cfg)
+            row.update(
+                measure_total_against_full(
+                    engine, prompts, lambda: _seconds_tokens(run(prompts)), cfg.max_new_tokens, cfg.repeats
+                )
+            )
+        exit_layer = setting.assistant_exit or engine.num_layers
+        row.update({"max_layers": exit_layer, "min_layers": exit_layer, "schedule_speedup": NAN})
+        return row, None
+
+    def label(self, s: Setting) -> str:
+        if s.assistant_exit is None:
+            return "transformers generate()"
+        return f"transformers assistant_early_exit={s.assistant_exit} k={s.draft_tokens}"
+
+
+def _seconds_tokens(run) -> tuple[float, int]:
+    return run.seconds, run.tokens
+
+
+def full_depth_flops(engine, examples, token_ids) -> float:
+    """What full depth spends on these outputs by the trace's FLOPs convention: each prompt's prefill, then one
+    all-layer pass per further token."""
+    import skipcore.costs as costs
+    from skipcore.quality import prompts_for
+
+    shapes, L = engine.adapter.shapes, engine.num_layers
+    total = 0.0
+    for prompt, ids in zip(prompts_for(examples), token_ids, strict=True):
+        P = len(engine.tokenizer(prompt)["input_ids"])
+        total += costs.prefill_flops(shapes, P) + sum(
+            costs.decode_flops(shapes, P, s, L) for s in range(1, len(ids))
+        )
+    return total
+
+
+POLICY_GRID = {
+    "static": StaticGrid(),
+    "calm": CalmGrid(),
+    "adaptive": AdaptiveGrid(),
+    "speculative": SpeculativeGrid(),
+    "transformers": TransformersGrid(),
+}
 
 
 def build_grid(cfg: SweepConfig) -> list[Setting]:
@@ -291,6 +474,11 @@ def build_grid(cfg: SweepConfig) -> list[Setting]:
     unknown = [p for p in cfg.policies if p not in POLICY_GRID]
     if unknown:
         raise UserError(f"unknown sweep policy {unknown[0]!r}; choose from {', '.join(POLICY_GRID)}")
+    if "transformers" in cfg.policies and 1 not in cfg.batch_sizes:
+        raise UserError(
+            "--policies transformers runs at batch size 1 only (transformers' assisted decoding supports no "
+            "other): add 1 to --batch-sizes"
+        )
     grid: list[Setting] = []
     for model, role in cfg.models:
         for b in cfg.batch_sizes:
@@ -301,7 +489,8 @@ def build_grid(cfg: SweepConfig) -> list[Setting]:
 
 
 def policy_for(setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
-    """The setting's policy and its schedule columns (max_layers, min_layers, schedule_speedup)."""
+    """The setting's policy (one of the loop's) and its schedule columns (max_layers, min_layers,
+    schedule_speedup)."""
     return POLICY_GRID[setting.policy].build(setting, num_layers, cfg)
 
 
@@ -316,31 +505,11 @@ _ONE_RUN = ("seconds", "tokens_per_s", "decode_seconds", "decode_ms_per_step")
 
 
 def evaluate_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
-    """One setting's row: quality and theoretical costs from one generation over every example, then its
-    wall-clock speedups against full depth, paired and repeated on the first `cfg.timing_limit` prompts
-    (with `cfg.repeats == 0`, no timing: those columns are NaN and `timing_runs` is 0).
-
-    Returns the row and the generation result (with its trace).
-    """
-    from skipcore.paired_timing import measure_against_full, plausibility_flag
-    from skipcore.quality import evaluate_generation, prompts_for
-
-    policy, columns = policy_for(setting, engine.num_layers, cfg)
-    row, result = evaluate_generation(engine, examples, policy, cfg.max_new_tokens, setting.batch_size)
-    for key in _ONE_RUN:
-        row.pop(key, None)
-    if cfg.repeats == 0:
-        row.update(_NOT_TIMED)
-    else:
-        timed = prompts_for(examples[: cfg.timing_limit] if cfg.timing_limit else examples)
-        row.update(
-            measure_against_full(engine, timed, policy, cfg.max_new_tokens, setting.batch_size, cfg.repeats)
-        )
-        row["timing_flag"] = plausibility_flag(
-            row["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
-        )
-    row.update(columns)
-    return row, result
+    """One setting's row and its generation result (with its trace; None where the generator is not the loop's):
+    quality and costs over every example, then the wall-clock speedups against full depth, paired and repeated
+    on the first `cfg.timing_limit` prompts (with `cfg.repeats == 0`, no timing: those columns are NaN and
+    `timing_runs` is 0)."""
+    return POLICY_GRID[setting.policy].evaluate(engine, examples, setting, cfg)
 
 
 # the timing columns of a sweep run with repeats=0: the same names, nothing measured
@@ -404,7 +573,7 @@ def sweep_rows(
     }
     for s in grid:  # every policy is checked against the model before any setting runs
         try:
-            policy_for(s, engine.num_layers, cfg)[0].check(engine.num_layers, cfg.max_new_tokens)
+            POLICY_GRID[s.policy].check(s, engine, cfg)
         except UserError as e:  # say which setting of the grid (its message names the generate-style flag)
             raise UserError(f"setting '{s.label()}': {e}") from e
     for s in grid:
@@ -481,10 +650,12 @@ def _run_models(
     from skipcore.trace import write_trace
 
     def finished(s: Setting, row: dict, result) -> None:
-        trace_file = traces_dir / f"{ids[s]}.parquet"
-        meta = {**result.metadata, "setting": asdict(s), "setting_id": ids[s], "sweep": params}
-        atomic_write(trace_file, lambda p: write_trace(result.trace, p, meta, overwrite=True))
-        rel = os.path.relpath(trace_file, cfg.out.parent)
+        rel = ""  # a generator outside the loop (transformers' generate()) leaves no trace
+        if result is not None:
+            trace_file = traces_dir / f"{ids[s]}.parquet"
+            meta = {**result.metadata, "setting": asdict(s), "setting_id": ids[s], "sweep": params}
+            atomic_write(trace_file, lambda p: write_trace(result.trace, p, meta, overwrite=True))
+            rel = os.path.relpath(trace_file, cfg.out.parent)
         store.add(_finish_row(row, s, ids[s], cfg, rel))
         bar.update(1)
         if on_row is not None:
@@ -523,6 +694,8 @@ def _finish_row(row: dict, s: Setting, sid: str, cfg: SweepConfig, trace: str) -
         "adaptive_drop": s.adaptive_drop,
         "adaptive_min_layers": s.adaptive_min_layers,
         "adaptive_signal": s.adaptive_signal,
+        "draft_tokens": s.draft_tokens,
+        "assistant_exit": s.assistant_exit,
         "bleu": row.pop("bleu"),
         "rougeL": row.pop("rougeL"),
         "chrf": row.pop("chrf"),

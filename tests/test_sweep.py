@@ -373,11 +373,13 @@ def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tm
 
 
 def test_rows_of_older_sweeps_keep_their_ids():
-    """A setting without adaptive parameters hashes as before they existed, so older files resume."""
+    """A setting without adaptive or speculative parameters hashes as before they existed, so older files
+    resume."""
     s = sweep.Setting("m", "model", "calm", 8, mode="calm", target_speedup=sweep.NAN, calm_threshold=0.9)
     from dataclasses import asdict
 
-    fields = {k: v for k, v in asdict(s).items() if not k.startswith("adaptive_")}
+    later = ("draft_tokens", "assistant_exit")
+    fields = {k: v for k, v in asdict(s).items() if not k.startswith("adaptive_") and k not in later}
     import hashlib
 
     blob = json.dumps([fields, {"a": 1}], sort_keys=True, default=str)
@@ -387,7 +389,7 @@ def test_rows_of_older_sweeps_keep_their_ids():
 def test_every_policy_is_one_grid_entry(model_dirs, dataset, tmp_path):
     cfg = config(model_dirs, dataset, tmp_path / "x.parquet", **ADAPTIVE, calm_thresholds=(0.5,))
     cfg = sweep.resolve_lengths(cfg)
-    assert set(sweep.POLICY_GRID) == {"static", "calm", "adaptive"}
+    assert set(sweep.POLICY_GRID) == {"static", "calm", "adaptive", "speculative", "transformers"}
     grid = sweep.build_grid(sweep.replace(cfg, policies=("static", "calm", "adaptive")))
     assert [s.policy for s in grid] == ["static", "static", "calm", "adaptive", "adaptive"]
     for s in grid:
@@ -432,3 +434,54 @@ def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, c
     assert main([*args, "--out", str(out), "--adaptive-min-layers", "40"]) == 2
     err = capsys.readouterr().err  # the grid's setting is named with the flag's complaint
     assert "setting 'model b2 adaptive" in err and "got 40" in err and len(err.strip().splitlines()) == 1
+
+
+def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, dataset, tmp_path, capsys):
+    """Lossless rows score as full depth does; transformers' rows run at batch size 1 only, with no trace."""
+    cfg = config(
+        model_dirs,
+        dataset,
+        tmp_path / "spec.parquet",
+        model=str(model_dirs["llama"]),
+        targets=(1.0,),
+        modes=("skip",),
+        policies=("static", "speculative", "transformers"),
+        speculative_targets=(2.0,),
+        draft_tokens=(2,),
+        assistant_exits=(3,),
+    )
+    df = sweep.run_sweep(cfg).set_index("batch_size", drop=False)
+    full = df[df.policy == "static"]
+    spec = df[df.policy == "speculative"]
+    hf = df[df.policy == "transformers"]
+    assert list(spec.batch_size) == [1, 2] and list(hf.batch_size) == [1, 1]
+    for b, row in spec.iterrows():
+        assert row.bleu == full.loc[b, "bleu"] and row.chrf == full.loc[b, "chrf"]
+        assert 1 <= row.tokens_per_full_pass <= 3 and 0 <= row.draft_acceptance <= 1
+        assert row.flops_speedup_with_prompt < 1 and (tmp_path / row.trace_path).exists()
+        assert row.draft_tokens == 2 and row.wall_speedup_decode == row.wall_speedup_decode
+    plain, assisted = hf[hf.assistant_exit.isna()].iloc[0], hf[hf.assistant_exit == 3].iloc[0]
+    for row in (plain, assisted):
+        assert row.bleu == full.loc[1, "bleu"] and row.trace_path == ""
+        assert row.wall_speedup_total > 0 and row.timing_runs == 2
+        assert row.wall_speedup_decode != row.wall_speedup_decode  # not measured apart for generate()
+    # torch's count of generate() is our convention's full depth, up to the rotary tables it also counts
+    assert plain.flops_speedup_with_prompt == pytest.approx(1.0, rel=1e-3)
+    assert plain.tokens_per_full_pass == 1.0 and assisted.flops_speedup_with_prompt < 1
+    assert assisted.draft_tokens == 2 and 0 <= assisted.draft_acceptance <= 1
+    from skipcore.quality import quality_tables
+
+    table = quality_tables(df.reset_index(drop=True))
+    assert "Speculative decoding (lossless)" in table and "assistant_early_exit=3, k=2" in table
+
+
+def test_transformers_rows_need_batch_one_and_a_llama_family_model(
+    model_dirs, dataset, tmp_path, monkeypatch
+):
+    cfg = config(model_dirs, dataset, tmp_path / "t.parquet", policies=("transformers",), batch_sizes=(2,))
+    with pytest.raises(UserError, match="add 1 to --batch-sizes"):
+        sweep.build_grid(cfg)
+    calls = count_runs(monkeypatch)
+    with pytest.raises(UserError, match="assistant_early_exit needs a decoder"):
+        sweep.run_sweep(sweep.replace(cfg, batch_sizes=(1,), assistant_exits=(3,)))
+    assert calls == []

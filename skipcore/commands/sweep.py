@@ -16,6 +16,11 @@ from skipcore.policies import SIGNALS
 from skipcore.sweep import SweepConfig, run_sweep
 
 ADAPTIVE_DEFAULTS = {f.name: f.default for f in fields(SweepConfig) if f.name.startswith("adaptive_")}
+SPECULATIVE_DEFAULTS = {
+    f.name: f.default
+    for f in fields(SweepConfig)
+    if f.name in ("speculative_targets", "draft_tokens", "assistant_exits")
+}
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
@@ -91,7 +96,9 @@ def add_parser(sub) -> None:
         "--policies",
         type=_list(str, "--policies"),
         default=("static", "calm"),
-        help="static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode) (default: static,calm)",
+        help="static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode), speculative (speculative "
+        "SkipDecode), transformers (transformers' own generate(), plain and with assistant_early_exit, batch size "
+        "1 only; Llama-family models) (default: static,calm)",
     )
     c = p.add_argument_group("CALM-DEC")
     c.add_argument(
@@ -143,6 +150,32 @@ def add_parser(sub) -> None:
         choices=SIGNALS,
         help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats "
         "(default: %(default)s)",
+    )
+    sp = p.add_argument_group(
+        "speculative SkipDecode and transformers' early-exit assistant",
+        "Speculative: each row drafts k tokens with the skip path of a schedule (the first --shapes, --modes and "
+        "--warmup at a target speedup), one full-depth pass verifies them; lossless. One row per draft target x "
+        "k. transformers: generate() alone, and generate(assistant_early_exit=n) drafting k tokens per round "
+        "(no confidence stop), one row per n x k, at batch size 1.",
+    )
+    sp.add_argument(
+        "--speculative-targets",
+        type=_list(float, "--speculative-targets"),
+        default=SPECULATIVE_DEFAULTS["speculative_targets"],
+        help=f"draft schedules' target speedups (default: {_said(SPECULATIVE_DEFAULTS['speculative_targets'])})",
+    )
+    sp.add_argument(
+        "--draft-tokens",
+        type=_list(int, "--draft-tokens"),
+        default=SPECULATIVE_DEFAULTS["draft_tokens"],
+        help=f"tokens drafted per round (default: {_said(SPECULATIVE_DEFAULTS['draft_tokens'])})",
+    )
+    sp.add_argument(
+        "--assistant-exits",
+        type=_list(int, "--assistant-exits"),
+        default=SPECULATIVE_DEFAULTS["assistant_exits"],
+        help="transformers: layers of the early-exit draft (default: "
+        f"{_said(SPECULATIVE_DEFAULTS['assistant_exits'])})",
     )
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
@@ -216,6 +249,12 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     for th in args.adaptive_thresholds:  # validates; the model's depth is checked once it is loaded
         for d in args.adaptive_drops:
             AdaptivePolicy(1, threshold=th, drop=d, signal=args.adaptive_signal)
+    if any(t < 1 for t in args.speculative_targets):
+        raise UserError("--speculative-targets must all be >= 1")
+    if any(k < 1 for k in args.draft_tokens):
+        raise UserError("--draft-tokens must all be >= 1")
+    if any(n < 1 for n in args.assistant_exits):
+        raise UserError("--assistant-exits must all be >= 1")
     norm = _norm_model
     return SweepConfig(
         model=norm(args.model),
@@ -237,6 +276,9 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         adaptive_drops=args.adaptive_drops,
         adaptive_min_layers=args.adaptive_min_layers,
         adaptive_signal=args.adaptive_signal,
+        speculative_targets=args.speculative_targets,
+        draft_tokens=args.draft_tokens,
+        assistant_exits=args.assistant_exits,
         max_new_tokens=args.max_new_tokens,
         decay_span=args.decay_span,
         speedup_over=args.speedup_over,
@@ -262,15 +304,18 @@ def _norm_model(name: str) -> str:
 def report_row(setting, row: dict, progress: bool) -> None:
     """One stderr line per finished setting when there is no progress bar; a flagged timing always."""
     if not progress:
+        kind = "decode" if row.get("wall_speedup_decode") == row.get("wall_speedup_decode") else "total"
         measured = (
-            f"measured decode {row['wall_speedup_decode']:.2f}x "
-            f"[{row['wall_speedup_decode_lo']:.2f}, {row['wall_speedup_decode_hi']:.2f}]"
+            f"measured {kind} {row[f'wall_speedup_{kind}']:.2f}x "
+            f"[{row[f'wall_speedup_{kind}_lo']:.2f}, {row[f'wall_speedup_{kind}_hi']:.2f}]"
             if row.get("timing_runs")
             else "timing not measured (--repeats 0)"
         )
+        drafts = row.get("tokens_per_full_pass", float("nan"))
+        yields = f", {drafts:.2f} tokens per full-depth pass" if drafts == drafts else ""
         print(
-            f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row['layer_speedup']:.2f}x "
-            f"(batch {row['batch_layer_speedup']:.2f}x), {measured}",
+            f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row.get('layer_speedup', float('nan')):.2f}x "
+            f"(batch {row.get('batch_layer_speedup', float('nan')):.2f}x){yields}, {measured}",
             file=sys.stderr,
             flush=True,
         )

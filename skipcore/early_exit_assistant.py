@@ -1,0 +1,149 @@
+"""transformers' own self-speculative decoding, `generate(assistant_early_exit=n)`: the public baseline beside
+skipcore's speculative policy, on the same model and prompts.
+
+Its draft is the model's first n layers (early exit); transformers keeps a second cache for them and verifies the
+drafts with the whole model. It runs one prompt at a time (batch size 1 is all it supports). Drafting here runs
+exactly k tokens per round (`assistant_confidence_threshold=0`, no confidence stop), as the speculative policy
+does, so the two differ in their draft path and their batching. It works where the decoder stops at
+`config.num_hidden_layers` (the Llama family); OPT's and GPT-2's decoders run every layer whatever the config
+says, and transformers then fails inside its cache, so those are refused here before any work.
+
+Counted by forward hooks: full-depth passes (each verifies a round; the first also reads the prompt) and draft
+passes; FLOPs, where asked, by `torch.utils.flop_counter` over a separate untimed run with eager attention (the
+counter leaves SDPA's attention products out on the CPU), which is what the trace's FLOPs convention equals.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from skipcore.errors import UserError
+
+FAMILIES = ("llama",)  # adapters whose decoders stop at config.num_hidden_layers
+
+
+@dataclass
+class AssistedRun:
+    """What one call produced: texts and ids (up to and including EOS), time, and its passes."""
+
+    texts: list[str]
+    token_ids: list[list[int]]
+    seconds: float
+    full_passes: int  # calls of the whole model (each verifies one round; the first also reads the prompt)
+    draft_passes: int  # calls of the first n layers (each proposes one token)
+    flops: float | None = None  # torch's count for the whole call (prompt included), where asked
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for ids in self.token_ids)
+
+    def summary(self) -> dict:
+        """Tokens, throughput, FLOPs per token, and the passes' yield: tokens per full-depth pass and drafted
+        tokens accepted (each full pass keeps its accepted drafts plus one token of its own)."""
+        accepted = self.tokens - self.full_passes
+        return {
+            "tokens": self.tokens,
+            "seconds": self.seconds,
+            "tokens_per_s": self.tokens / self.seconds if self.seconds else float("nan"),
+            "tokens_per_full_pass": self.tokens / self.full_passes if self.full_passes else float("nan"),
+            "draft_acceptance": accepted / self.draft_passes if self.draft_passes else float("nan"),
+            "flops_per_token": self.flops / self.tokens
+            if self.flops is not None and self.tokens
+            else float("nan"),
+        }
+
+
+def check_assistant(engine, exit_layer: int | None, draft_tokens: int | None) -> None:
+    """Refuse, before any work, what transformers cannot run: another family, an exit outside the model."""
+    family = engine.adapter.family
+    if exit_layer is None:
+        return
+    if family not in FAMILIES:
+        raise UserError(
+            f"transformers' assistant_early_exit needs a decoder that stops at config.num_hidden_layers (the "
+            f"Llama family); this {engine.model.config.model_type} model runs every layer and transformers fails "
+            "inside its cache (data/models/skipdecode-llama-e2e is a Llama-family model of the shipped kind)"
+        )
+    if not 1 <= exit_layer < engine.num_layers:
+        raise UserError(f"assistant exit layer must be in [1, {engine.num_layers - 1}], got {exit_layer}")
+    if draft_tokens is None or draft_tokens < 1:
+        raise UserError(f"assistant draft tokens must be >= 1, got {draft_tokens}")
+
+
+@contextmanager
+def _counting_passes(model, num_layers: int):
+    """Count the model's forward calls by the depth transformers set for them (the assistant lowers it)."""
+    base = getattr(model, model.base_model_prefix)
+    counts = {"full": 0, "draft": 0}
+
+    def hook(module, args, kwargs):
+        counts["full" if base.config.num_hidden_layers == num_layers else "draft"] += 1
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield counts
+    finally:
+        handle.remove()
+
+
+@contextmanager
+def _eager_attention(config):
+    saved = config._attn_implementation
+    config._attn_implementation = "eager"
+    try:
+        yield
+    finally:
+        config._attn_implementation = saved
+
+
+def assisted_generate(
+    engine,
+    prompts: Sequence[str],
+    exit_layer: int | None,
+    draft_tokens: int | None,
+    max_new_tokens: int,
+    count_flops: bool = False,
+) -> AssistedRun:
+    """Greedy `model.generate()` for each prompt alone: with `assistant_early_exit=exit_layer` drafting
+    `draft_tokens` per round, or plain (exit_layer None). `count_flops`: also run once more under torch's FLOP
+    counter (untimed)."""
+    check_assistant(engine, exit_layer, draft_tokens)
+    model, tok = engine.model, engine.tokenizer
+    kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)
+    kw["eos_token_id"] = engine.eos_ids.tolist()
+    if exit_layer is not None:
+        kw |= dict(
+            assistant_early_exit=exit_layer,
+            num_assistant_tokens=draft_tokens,
+            num_assistant_tokens_schedule="constant",
+            assistant_confidence_threshold=0.0,
+        )
+    encoded = [tok([p], return_tensors="pt").to(engine.device) for p in prompts]
+
+    def run_all() -> list[torch.Tensor]:
+        return [model.generate(**enc, **kw)[0, enc["input_ids"].shape[1] :] for enc in encoded]
+
+    with torch.inference_mode(), _counting_passes(model, engine.num_layers) as passes:
+        t0 = time.perf_counter()
+        outputs = run_all()
+        seconds = time.perf_counter() - t0
+    flops = None
+    if count_flops:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with torch.inference_mode(), _eager_attention(model.config), FlopCounterMode(display=False) as fc:
+            run_all()
+        flops = float(fc.get_total_flops())
+    eos = set(engine.eos_ids.tolist())
+    ids = []
+    for out in outputs:
+        row = out.tolist()
+        end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
+        ids.append(row[:end])
+    texts = [tok.decode(i, skip_special_tokens=True) for i in ids]
+    return AssistedRun(texts, ids, seconds, passes["full"], passes["draft"], flops)
