@@ -10,7 +10,8 @@ Three lines to generate under the paper's schedule at a 3x target speedup, with 
     result.texts, result.trace, result.summary
 
 Other policies go where the schedule goes: `CalmPolicy(threshold=0.8)` (CALM-DEC),
-`AdaptivePolicy(min_layers=3)`. `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids;
+`AdaptivePolicy(min_layers=3)`, `SpeculativePolicy(schedule, draft_tokens=4)` (lossless: the schedule drafts,
+full depth verifies). `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids;
 `read_trace`/`write_trace` handle trace files; `layer_lens` reads out every layer a token ran and
 `compare_with_full_depth` measures a schedule's agreement with full depth. The command line (`python -m skipcore`, `skipcore`) is built on
 these same calls.
@@ -22,7 +23,7 @@ from skipcore.errors import ScheduleError, UserError
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.loading import load_model
 from skipcore.outputs import GenerationResult
-from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, StaticPolicy
+from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
 from skipcore.sampling import Sampling
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.summary import step_time_spread, summarize
@@ -43,6 +44,7 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "SkipEngine",
+    "SpeculativePolicy",
     "StaticPolicy",
     "SweepConfig",
     "TraceSchemaError",
