@@ -63,17 +63,23 @@ class _Runner:
     step: int
     input_ids: torch.Tensor
     positions: torch.Tensor
-    key_mask: (
-        torch.Tensor | None
-    )  # (B, keys): columns up to this step's input; None: rows at different columns
-    starts: torch.Tensor  # (B,) each row's input column
-    room: torch.Tensor
+    key_mask: torch.Tensor | None  # (B, keys) up to this step's input; None: rows stand at different columns
     picker: TokenPicker
     committed: torch.Tensor  # (B, capacity): the whole key mask, for passes at per-row columns
+    cursor: _Cursor
+    prompt_width: int  # P, the padded prompt's columns
 
     @property
     def adapter(self) -> Adapter:
         return self.engine.adapter
+
+    @property
+    def starts(self) -> torch.Tensor:
+        return self.prompt_width + self.cursor.count - 1
+
+    @property
+    def room(self) -> torch.Tensor:
+        return self.cursor.room()
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
         layers = tuple(layers)
@@ -217,21 +223,7 @@ class SkipEngine:
         B, P = input_ids.shape
         extra = policy.max_step_tokens() - 1  # tokens a step may give a row beyond one
         self.adapter.prepare(P + T + extra)
-        cache_sets = policy.cache_layer_sets(L, T)
-        if self.static and policy.shared_sets:
-            static = self._static_decoder(attn, cache_sets, picker, pick_inside=not policy.needs_logits)
-            cache, key_mask = static.cache, static.key_mask
-        else:
-            static = None
-            kv_heads, head_dim = self.adapter.kv_shape
-            # a multi-token step writes q = extra + 1 columns from each row's input column on, which for a row that
-            # has ended (it rides along) is the last of its P + T columns
-            spare = extra + 1 if extra else 0
-            cache = SkipKVCache.for_layer_sets(
-                cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev, spare_columns=spare
-            )
-            key_mask = torch.zeros(B, P + T + spare, dtype=torch.bool, device=dev)
-            key_mask[:, :P] = attn.bool()
+        cache, key_mask, static = self._cache_for(policy, attn, T, extra, picker)
         decide = policy.start(L, T)
         prompt_lens = attn.long().sum(1)
         cur = _Cursor(B, T, extra, self.pad_id, self.eos_ids, dev)
@@ -244,10 +236,7 @@ class SkipEngine:
             if s > 0:
                 step_ids, positions = cur.step_input(key_mask, P, prompt_lens, s)
             keys = key_mask[:, : P + s] if cur.aligned else None
-            starts = P + cur.count - 1
-            run = _Runner(
-                self, cache, static, s, step_ids, positions, keys, starts, cur.room(), picker, key_mask
-            )
+            run = _Runner(self, cache, static, s, step_ids, positions, keys, picker, key_mask, cur, P)
             out = decide(run, state)
             if out.tokens is None:
                 new, lp = out.picked if out.picked is not None else picker(out.logits)
@@ -265,23 +254,29 @@ class SkipEngine:
             # every few steps; the steps run past the end are cut off below, leaving the same result.
             if (not cur.aligned or (s + 1) % self.stop_check_every == 0) and bool(cur.done.all()):
                 break
-        n, rounds = cur.finish(s + 1)
-        steps = steps[: int(rounds.max()) + 1]
-        per_token = partial(_per_token, rounds=rounds)
-        return BatchOutput(
-            tokens=cur.tokens[:, :n].cpu(),
-            logprobs=cur.logprobs[:, :n].cpu(),
-            finished_before=(torch.arange(n, device=dev)[None] > cur.ended[:, None]).cpu(),
-            step_ms=timer.step_ms()[: len(steps)],
-            prompt_lens=prompt_lens.cpu(),
-            layer_sets=[o.layers for o in steps],
-            row_layers=per_token(_per_row(steps, B, lambda o: o.row_layers)),
-            kv_layers=per_token(_per_row(steps, B, lambda o: o.kv_layers)),
-            cache=cache,
-            extras={k: per_token(v) for k, v in _extras(steps, B).items()},
-            rounds=None if cur.aligned else rounds,
-            details=[o.detail for o in steps],
+        return _batch_output(cur, s + 1, steps, timer, prompt_lens, cache)
+
+    def _cache_for(
+        self, policy: DepthPolicy, attn: torch.Tensor, T: int, extra: int, picker: TokenPicker
+    ) -> tuple[SkipKVCache, torch.Tensor, StaticDecoder | None]:
+        """The batch's KV cache, its key mask (B, columns; the prompt's real tokens marked) and, for batch-shared
+        layer sets in static mode, the fixed-shape decoder that owns both."""
+        L, dev = self.num_layers, self.device
+        B, P = attn.shape
+        cache_sets = policy.cache_layer_sets(L, T)
+        if self.static and policy.shared_sets:
+            static = self._static_decoder(attn, cache_sets, picker, pick_inside=not policy.needs_logits)
+            return static.cache, static.key_mask, static
+        kv_heads, head_dim = self.adapter.kv_shape
+        # a multi-token step writes extra + 1 columns from each row's input column on, which for a row that has
+        # ended (it rides along) is the last of its P + T columns
+        spare = extra + 1 if extra else 0
+        cache = SkipKVCache.for_layer_sets(
+            cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev, spare_columns=spare
         )
+        key_mask = torch.zeros(B, P + T + spare, dtype=torch.bool, device=dev)
+        key_mask[:, :P] = attn.bool()
+        return cache, key_mask, None
 
     def _static_decoder(
         self,
@@ -566,9 +561,38 @@ class _Cursor:
         return n, torch.where(pad, step_of[None], self.rounds[:, :n])
 
 
+def _batch_output(
+    cur: _Cursor,
+    ran: int,
+    steps: list[StepOutput],
+    timer: StepTimer,
+    prompt_lens: torch.Tensor,
+    cache: SkipKVCache,
+) -> BatchOutput:
+    """The batch's tables on the CPU, one column per token; what a step recorded goes to the tokens it made."""
+    n, rounds = cur.finish(ran)
+    steps = steps[: int(rounds.max()) + 1]
+    B = len(prompt_lens)
+    per_token = partial(_per_token, rounds=rounds.cpu())
+    return BatchOutput(
+        tokens=cur.tokens[:, :n].cpu(),
+        logprobs=cur.logprobs[:, :n].cpu(),
+        finished_before=(torch.arange(n, device=cur.ended.device)[None] > cur.ended[:, None]).cpu(),
+        step_ms=timer.step_ms()[: len(steps)],
+        prompt_lens=prompt_lens.cpu(),
+        layer_sets=[o.layers for o in steps],
+        row_layers=per_token(_per_row(steps, B, lambda o: o.row_layers)),
+        kv_layers=per_token(_per_row(steps, B, lambda o: o.kv_layers)),
+        cache=cache,
+        extras={k: per_token(v) for k, v in _extras(steps, B).items()},
+        rounds=None if cur.aligned else rounds.cpu(),
+        details=[o.detail for o in steps],
+    )
+
+
 def _per_token(per_step: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
     """A (B, steps) table as (B, tokens): each token takes the value of the step that produced it."""
-    return per_step.gather(1, rounds.cpu())
+    return per_step.gather(1, rounds)
 
 
 def _per_row(
