@@ -7,11 +7,13 @@ explorer's answers to good and bad uploads (wrong columns, bad types, empty, ove
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -846,3 +848,65 @@ def test_tradeoffs_small_sweep_runs_adaptive(model_dir):
         "below",
         "beyond",
     }
+
+
+# -- speculative SkipDecode and transformers' generate() on the dashboard (issue 17) --------------------------
+@pytest.fixture
+def shipped_model(monkeypatch) -> Path:
+    """The app on the shipped skip-aware model, whose drafts the full model mostly accepts."""
+    monkeypatch.delenv(paths.MODEL_ENV, raising=False)
+    monkeypatch.delenv(paths.MAX_TRACE_MB_ENV, raising=False)
+    assert paths.DEFAULT_MODEL_DIR.is_dir()
+    return paths.DEFAULT_MODEL_DIR
+
+
+def plotly_array(value) -> np.ndarray:
+    """A figure's array as its JSON holds it: a list, or plotly's typed array (base64 bytes, dtype, shape)."""
+    if isinstance(value, dict):
+        shape = [int(n) for n in str(value.get("shape", "-1")).split(",")]
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).reshape(shape)
+    return np.asarray(value)
+
+
+def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model):
+    at = open_app("compare")
+    assert "speculative" in by_key(at.multiselect, "cmp_policies").options
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "speculative"]).run()
+    assert by_key(at.number_input, "cmp_draft_tokens").value == 4
+    by_key(at.number_input, "cmp_draft_tokens").set_value(3)
+    by_key(at.radio, "cmp_source").set_value("From a data split").run()
+    by_key(at.number_input, "cmp_count").set_value(4)
+    by_key(at.slider, "cmp_max_new").set_value(24).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = at.session_state["compare_result"]["results"]
+    spec, full = results["speculative"], results["full depth"]
+    assert spec.metadata["policy"] == "speculative" and spec.metadata["policy_params"]["draft_tokens"] == 3
+    assert spec.texts == full.texts and spec.texts != results["skip"].texts  # lossless, unlike skipping
+    assert "equals full depth's for all 4 prompts" in " ".join(s.value for s in at.success)
+    outputs = at.table[0].value  # the texts side by side, as for every policy
+    assert list(outputs["speculative"]) == list(outputs["full depth"]) == full.texts
+    table = at.dataframe[0].value.set_index("policy")
+    assert 1.5 < table.loc["speculative", "tokens per full-depth pass"] <= 4  # at most k + 1 = 4
+    assert 0 < table.loc["speculative", "drafts accepted"] <= 1
+    assert table.loc["speculative", "layer speedup (per token)"] < 1  # honest: verification costs all layers
+    assert table.loc["speculative", "FLOPs speedup (decode)"] < 1
+    assert table.loc["speculative", "layer speedup (per batch)"] > 1  # fewer sequential layer passes
+    assert (
+        table[["tokens per full-depth pass", "drafts accepted"]]
+        .loc[["full depth", "skip"]]
+        .isna()
+        .all()
+        .all()
+    )
+    notes = " ".join(c.value for c in at.caption)
+    assert "below 1x by construction" in notes and "sequential" in notes
+    # its heatmap: every cell ran, a marker over each kept draft, the round and origin on hover
+    heat = json.loads(by_key(charts(at), "cmp_heat_speculative").proto.spec)
+    cells, drafts = heat["data"][0], heat["data"][1]
+    assert set(plotly_array(cells["z"]).ravel()) == {1.0}
+    sample = spec.trace[(spec.trace["sample"] == 0) & ~spec.trace["finished"]]
+    assert drafts["x"] == list(sample.loc[sample["drafted"], "step"]) and drafts["x"]
+    hover = cells["text"][0]
+    assert "kept draft, proposed by a" in " ".join(hover) and "the full model's own token" in " ".join(hover)
+    assert len(charts(at)) == 3

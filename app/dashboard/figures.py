@@ -74,11 +74,11 @@ def with_visible_points(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def latency_figure(trace: pd.DataFrame) -> go.Figure:
+def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figure:
     """`plots.step_latency_figure`, or for many batches their median step time with the 10-90% band."""
     batches = trace["batch"].nunique() if "batch" in trace else 1
     if batches <= MAX_LATENCY_LINES:
-        return plots.step_latency_figure(trace)
+        return plots.step_latency_figure(trace, title=title)
     per_step = trace.drop_duplicates(["batch", "step"])
     q = per_step.groupby("step")["step_ms"].quantile([0.1, 0.5, 0.9]).unstack()
     q = q[q.index >= 1]
@@ -110,7 +110,7 @@ def latency_figure(trace: pd.DataFrame) -> go.Figure:
         )
     )
     fig.update_layout(
-        title=f"Step latency: median of {batches} batches, decode steps",
+        title=f"{title}: median of {batches} batches, decode steps",
         xaxis_title="decode step",
         yaxis_title="ms",
         yaxis_rangemode="tozero",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures
+from app.dashboard import figures, speculation
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
@@ -173,6 +173,13 @@ def show_metrics(summary: dict) -> None:
         help="One run on a shared machine. For a measured speedup, use the sweep (paired, repeated runs "
         "against full depth) or `skipcore generate --timing-repeats N`.",
     )
+    tpp = summary.get("tokens_per_full_pass")
+    if tpp is not None and tpp == tpp:  # a speculative run: its own numbers, and what its speedups mean
+        for col, (label, (value, why)) in zip(
+            st.columns(5), speculation.metrics(summary).items(), strict=False
+        ):
+            col.metric(label, value, help=why)
+        st.caption(speculation.NOTE)
 
 
 def show_step_times(trace: pd.DataFrame) -> None:
@@ -245,8 +252,10 @@ def token_heatmap(
     columns: int | None = None,
     window: int = figures.TOKEN_WINDOW,
 ):
-    """`plots.exit_heatmap` with a colour key, and a scrollable window of tokens when there are many."""
-    fig = plots.exit_heatmap(trace, sample, title=title)
+    """`plots.exit_heatmap` with a colour key, and a scrollable window of tokens when there are many; a
+    speculative trace marks its kept drafts (`speculation.heatmap`)."""
+    draw = speculation.heatmap if speculation.is_speculative(trace) else plots.exit_heatmap
+    fig = draw(trace, sample, title=title)
     n = columns or len(plots.sample_rows(trace, sample))
     return figures.with_token_window(figures.with_mask_key(fig), n, window)
 
@@ -268,10 +277,16 @@ def show_trace(
     sample = sample_picker(trace, f"{key}_sample", labels)
     figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}")
     rows = plots.sample_rows(trace, sample)
+    if "flops_total" in rows:  # what a token cost with the policy's own work (confidence heads, drafts)
+        rows = rows.assign(flops=rows["flops_total"])
     cost = plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}")
     figures.show(figures.with_visible_points(cost) if len(rows) <= 3 else cost, f"{key}_costs")
     show_step_times(trace)
-    figures.show(figures.latency_figure(trace), f"{key}_latency", "step-latency")
+    if speculation.is_speculative(trace):  # a round's time is shared by the tokens it kept
+        latency = figures.latency_figure(speculation.rounds(trace), "Round latency (draft and verify)")
+    else:
+        latency = figures.latency_figure(trace)
+    figures.show(latency, f"{key}_latency", "step-latency")
     with st.expander("Trace rows"):
         st.dataframe(trace, hide_index=True)
     if metadata:

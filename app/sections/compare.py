@@ -1,7 +1,8 @@
 """Compare policies: the same prompts at full depth, under skip, exit and middle (the designed budgets, three
-ways of choosing layers), CALM-DEC (per-token confidence exit) and adaptive SkipDecode (one batch budget that
-drops when the batch is confident), all through `engine.generate`, side by side with the heatmaps aligned;
-scored with BLEU and ROUGE when the prompts come from a data split."""
+ways of choosing layers), CALM-DEC (per-token confidence exit), adaptive SkipDecode (one batch budget that
+drops when the batch is confident) and speculative SkipDecode (the designed schedule drafts, full depth verifies:
+lossless), all through `engine.generate`, side by side with the heatmaps aligned; scored with BLEU and ROUGE
+when the prompts come from a data split."""
 
 from __future__ import annotations
 
@@ -10,24 +11,34 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, state, views
-from skipcore import AdaptivePolicy, CalmPolicy, Schedule, StaticPolicy, UserError, plots
+from app.dashboard import figures, speculation, state, views
+from skipcore import (
+    AdaptivePolicy,
+    CalmPolicy,
+    Schedule,
+    SpeculativePolicy,
+    StaticPolicy,
+    UserError,
+    plots,
+)
 from skipcore.schedule import MODES
 
 RESULT_KEY = "compare_result"
 
 
-FULL, CALM, ADAPTIVE = "full depth", "calm", "adaptive"
+FULL, CALM, ADAPTIVE, SPECULATIVE = "full depth", "calm", "adaptive", "speculative"
 HALF_WINDOW = 24  # token columns that fit a half-width panel without overlapping labels
 
 
-def policies(schedule: Schedule, calm: dict, adaptive: dict) -> dict:
-    """Each option's policy (None: full depth): the designed budgets under each mode, CALM-DEC, and adaptive
-    SkipDecode in the design's mode and warmup, starting at full depth."""
+def policies(schedule: Schedule, calm: dict, adaptive: dict, speculative: dict | None = None) -> dict:
+    """Each option's policy (None: full depth): the designed budgets under each mode, CALM-DEC, adaptive
+    SkipDecode in the design's mode and warmup, starting at full depth, and speculative SkipDecode drafting
+    with the designed schedule."""
     out = {FULL: lambda: None, CALM: lambda: CalmPolicy(**calm)}
     out[ADAPTIVE] = lambda: AdaptivePolicy(
         mode=schedule.mode, warmup_layers=schedule.warmup_layers, **adaptive
     )
+    out[SPECULATIVE] = lambda: SpeculativePolicy(schedule, **(speculative or {}))
     for mode in MODES:
         out[mode] = lambda mode=mode: StaticPolicy(dataclasses.replace(schedule, mode=mode))
     return out
@@ -43,9 +54,10 @@ def run_policy(
     calm: dict,
     batch: int,
     adaptive: dict | None = None,
+    speculative: dict | None = None,
 ):
     """One policy's GenerationResult through the one decode loop."""
-    policy = policies(schedule, calm, adaptive or {})[name]()
+    policy = policies(schedule, calm, adaptive or {}, speculative)[name]()
     return engine.generate(prompts, policy, max_new, sampling, batch)
 
 
@@ -69,11 +81,47 @@ def summary_table(results: dict, quality: dict | None = None) -> pd.DataFrame:
                 "layer speedup (per batch)": s["batch_layer_speedup"],
                 "FLOPs speedup (decode)": s["flops_speedup_decode"],
                 "FLOPs speedup (with prompt)": s["flops_speedup_with_prompt"],
+                "tokens per full-depth pass": s["tokens_per_full_pass"],
+                "drafts accepted": s["draft_acceptance"],
                 "KV saved": s["kv_saved_fraction"],
                 "ms per decode step": s["decode_ms_per_step"],
             }
         )
     return pd.DataFrame(rows)
+
+
+def same_as_full(results: dict) -> tuple[int, int] | None:
+    """(prompts whose speculative output equals full depth's, prompts), when both ran."""
+    if FULL not in results or SPECULATIVE not in results:
+        return None
+    pairs = list(zip(results[FULL].texts, results[SPECULATIVE].texts, strict=True))
+    return sum(a == b for a, b in pairs), len(pairs)
+
+
+def show_lossless(stored: dict) -> None:
+    """Say plainly what speculative's output is, and check it against full depth's when both ran."""
+    if SPECULATIVE not in stored["results"]:
+        return
+    same = same_as_full(stored["results"])
+    if stored.get("sampled"):
+        st.info(
+            "Speculative (sampling): each token is distributed as full depth would sample it, so the texts "
+            "need not match full depth's word for word; under greedy decoding they do."
+        )
+    elif same is None:
+        st.info(
+            "Speculative (greedy): its output is full depth's, token for token (add full depth to see it)."
+        )
+    elif same[0] == same[1]:
+        st.success(
+            f"Speculative output equals full depth's for all {same[1]} prompts (greedy decoding: lossless)."
+        )
+    else:
+        st.warning(
+            f"Speculative output equals full depth's for {same[0]} of {same[1]} prompts. A verification pass "
+            "over several tokens adds in another order than one-token steps, so a token can differ only where "
+            "full depth's top two logits (nearly) tie."
+        )
 
 
 def main() -> None:
@@ -83,9 +131,11 @@ def main() -> None:
     st.caption(
         f"Static policies reuse the designed budgets **{schedule.describe()}** with each mode; "
         "CALM-DEC picks each token's depth from its confidence and ignores the schedule; adaptive SkipDecode "
-        "starts at full depth and drops the whole batch's budget after each confident step (the design's mode)."
+        "starts at full depth and drops the whole batch's budget after each confident step (the design's mode); "
+        "speculative SkipDecode drafts tokens with the designed schedule and keeps those a full-depth pass agrees "
+        "with, so its greedy output is full depth's."
     )
-    options = [FULL, *MODES, CALM, ADAPTIVE]
+    options = [FULL, *MODES, CALM, ADAPTIVE, SPECULATIVE]
     chosen = st.multiselect("Policies", options, default=options, key="cmp_policies")
     calm: dict = {}
     if "calm" in chosen:
@@ -103,6 +153,16 @@ def main() -> None:
         adaptive["min_layers"] = int(
             c3.number_input("Adaptive min layers", 1, L, min(3, L), key="cmp_adaptive_min")
         )
+    speculative: dict = {}
+    if SPECULATIVE in chosen:
+        c1, c2 = st.columns([1, 2])
+        speculative["draft_tokens"] = int(
+            c1.number_input("Draft tokens per round", 1, 16, 4, key="cmp_draft_tokens")
+        )
+        c2.caption(
+            f"Speculative drafts with **{schedule.describe()}** and verifies at full depth. "
+            + speculation.NOTE
+        )
     prompts = views.prompt_picker("cmp")
     refs = views.references("cmp")
     c1, c2 = st.columns(2)
@@ -118,7 +178,16 @@ def main() -> None:
             bar.progress(i / len(chosen), text=f"Running {name} ({i + 1}/{len(chosen)})…")
             try:
                 results[name] = run_policy(
-                    engine, name, schedule, prompts, int(max_new), sampling, calm, batch, adaptive
+                    engine,
+                    name,
+                    schedule,
+                    prompts,
+                    int(max_new),
+                    sampling,
+                    calm,
+                    batch,
+                    adaptive,
+                    speculative,
                 )
             except UserError as e:
                 errors[name] = str(e)
@@ -129,6 +198,7 @@ def main() -> None:
             "results": results,
             "errors": errors,
             "quality": quality,
+            "sampled": sampling.do_sample,
         }
     stored = st.session_state.get(RESULT_KEY)
     if not stored:
@@ -143,12 +213,21 @@ def main() -> None:
     table = summary_table(results, stored.get("quality"))
     if stored.get("quality"):
         st.caption("BLEU, ROUGE-L and chrF: each output's first line against the split's references.")
+    if SPECULATIVE in results:
+        st.caption(
+            "Speculative: layer and FLOPs speedups below 1x are by construction (every kept token is verified "
+            "at full depth; drafts cost extra). Per batch, the layer speedup counts sequential layer passes; "
+            "its gain is the tokens per full-depth pass. The last two columns apply to speculative only (-)."
+        )
     speedup = st.column_config.NumberColumn(format="%.2fx")
     st.dataframe(
         table,
         hide_index=True,
+        placeholder="-",
         column_config={
             **{c: speedup for c in table.columns if "speedup" in c},
+            "tokens per full-depth pass": st.column_config.NumberColumn(format="%.2f"),
+            "drafts accepted": st.column_config.NumberColumn(format="percent"),
             "KV saved": st.column_config.NumberColumn(format="percent"),
             "ms per decode step": st.column_config.NumberColumn(format="%.1f"),
             **{c: st.column_config.NumberColumn(format="%.1f") for c in ("bleu", "rougeL", "chrf")},
@@ -156,6 +235,7 @@ def main() -> None:
     )
     st.subheader("Outputs")
     views.show_outputs({"prompt": stored["prompts"], **{name: res.texts for name, res in results.items()}})
+    show_lossless(stored)
     st.subheader("Layers per token")
     first = next(iter(results.values()))
     sample = views.sample_picker(first.trace, "cmp_sample", stored["prompts"])
@@ -167,6 +247,12 @@ def main() -> None:
             if width <= HALF_WINDOW:
                 fig.update_xaxes(range=[-0.5, width - 0.5])  # same token columns in every panel
             figures.show(fig, f"cmp_heat_{name}", f"layers-{name}-sample-{sample}")
+    if SPECULATIVE in results:
+        st.caption(
+            "Speculative: every token ran all layers (the verification pass made it); ▼ marks a kept draft, "
+            "and hovering a column gives its round, the draft pass that proposed it and its share of the "
+            "round's cost."
+        )
 
 
 main()
