@@ -106,21 +106,32 @@ def measure_against_full(
         return run
 
     pairs = time_pairs(measure(None, False), measure(policy, True), repeats)
-    d, tot = pairs["decode"], pairs["total"]
+    d = pairs["decode"]
     return {
-        "wall_speedup_decode": d.median,
-        "wall_speedup_decode_lo": d.lo,
-        "wall_speedup_decode_hi": d.hi,
-        "wall_speedup_total": tot.median,
-        "wall_speedup_total_lo": tot.lo,
-        "wall_speedup_total_hi": tot.hi,
-        "timing_runs": d.runs,
-        "timing_prompts": len(prompts),
+        **_speedup_columns("decode", d),
+        **_total_columns(pairs["total"], len(prompts), [s["tokens"] / t for s, t in timed[1:]]),
         "decode_ms_per_step": float(np.median(d.candidate)),
         "full_decode_ms_per_step": float(np.median(d.reference)),
-        "seconds": float(np.median(tot.candidate)),
-        "full_seconds": float(np.median(tot.reference)),
-        "tokens_per_s": float(np.median([s["tokens"] / t for s, t in timed[1:]])),  # [0] is the warm-up
+    }
+
+
+def _speedup_columns(name: str, ratio: PairedRatio) -> dict[str, float]:
+    return {
+        f"wall_speedup_{name}": ratio.median,
+        f"wall_speedup_{name}_lo": ratio.lo,
+        f"wall_speedup_{name}_hi": ratio.hi,
+    }
+
+
+def _total_columns(total: PairedRatio, prompts: int, tokens_per_s: list[float]) -> dict[str, float | int]:
+    """The end-to-end columns every timed row has; `tokens_per_s` of the timed runs, the warm-up left out."""
+    return {
+        **_speedup_columns("total", total),
+        "timing_runs": total.runs,
+        "timing_prompts": prompts,
+        "seconds": float(np.median(total.candidate)),
+        "full_seconds": float(np.median(total.reference)),
+        "tokens_per_s": float(np.median(tokens_per_s)),
     }
 
 
@@ -142,17 +153,8 @@ def measure_total_against_full(
         tokens_per_s.append(tokens / seconds)
         return {"total": seconds}
 
-    tot = time_pairs(reference, candidate, repeats)["total"]
-    return {
-        "wall_speedup_total": tot.median,
-        "wall_speedup_total_lo": tot.lo,
-        "wall_speedup_total_hi": tot.hi,
-        "timing_runs": tot.runs,
-        "timing_prompts": len(prompts),
-        "seconds": float(np.median(tot.candidate)),
-        "full_seconds": float(np.median(tot.reference)),
-        "tokens_per_s": float(np.median(tokens_per_s[1:])),  # [0] is the warm-up
-    }
+    total = time_pairs(reference, candidate, repeats)["total"]
+    return _total_columns(total, len(prompts), tokens_per_s[1:])  # [0] is the warm-up
 
 
 def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float) -> str:

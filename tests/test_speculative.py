@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from skipcore import SkipEngine, load_model
+from skipcore import SkipEngine
 from skipcore.commands import main
 from skipcore.errors import UserError
 from skipcore.forward import skip_forward
@@ -20,14 +20,10 @@ from skipcore.policies.speculative import greedy_accept, sampled_accept, shared_
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
 from tests.conftest import FAMILIES, PROMPTS
+from tests.test_engine import engine_for
 
 # drafts from all 6 layers at first (kept), then from fewer and fewer (often rejected): rows fall out of step
 DRAFT = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
-
-
-def engine_for(model_dirs, family, attn="eager"):
-    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
-    return SkipEngine(model, tok)
 
 
 def hf_greedy(engine, prompts, max_new_tokens, **kw):
