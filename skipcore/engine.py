@@ -108,6 +108,9 @@ class _Columns:
         self.columns = run.starts + offset
         self.width = int(run.starts.max()) + offset + q  # the widest row's last column (a host read)
         self.positions = run.positions + offset + torch.arange(q, device=run.starts.device)
+        limit = run.engine.max_positions
+        if limit is not None:  # only a row that has ended, riding along past its last token, reaches beyond
+            self.positions = self.positions.clamp_max(limit - 1)
         dtype = run.engine.dtype
         self.mask = column_mask(run.committed, run.starts, offset, q, self.width, dtype)
         self.kwargs = a.layer_kwargs(self.positions, dtype)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from skipcore import SkipEngine
+from skipcore import SkipEngine, load_model
 from skipcore.commands import main
 from skipcore.errors import UserError
 from skipcore.forward import skip_forward
@@ -111,6 +111,27 @@ def test_rows_stop_at_their_own_eos_mid_round(model_dirs):
     after = tr[(tr["sample"] == 0) & (tr["step"] >= len(res.token_ids[0]))]
     assert len(after) and after["finished"].all() and (after["token_id"] == eng.pad_id).all()
     assert (after["flops_total"] == 0).all()  # a row that has ended keeps no tokens: its ride is batch cost
+
+
+def test_a_row_that_ended_rides_along_within_the_model_s_positions(tmp_path, tokenizer):
+    """A row that reached max_new_tokens rides along in later rounds; its draft columns must not index past
+    the model's learned positions even when the longest prompt plus max_new_tokens fills them exactly."""
+    from transformers import AutoModelForCausalLM
+
+    from skipcore.testing import tiny_config
+
+    config = tiny_config("opt", len(tokenizer))
+    config.max_position_embeddings = 64
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model, tok = load_model(str(tmp_path), device="cpu", dtype="float32")
+    eng = SkipEngine(model, tok)
+    eng.eos_ids = torch.tensor([-1])  # rows end only at max_new_tokens, some rounds before the others
+    T = 64 - max(len(tok(p)["input_ids"]) for p in PROMPTS)
+    res = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=5), T)
+    assert res.token_ids == eng.generate(PROMPTS, None, T).token_ids
+    assert ragged(res.trace)
 
 
 @pytest.mark.parametrize("family", ["opt", "opt-proj", "gpt2", "llama"])
