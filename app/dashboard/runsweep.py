@@ -3,7 +3,8 @@
 `skipcore.sweep.sweep_rows` evaluates a grid with an engine the page already holds (cached) and reports each
 finished row; it writes no file. Measured speedups are paired with full depth and repeated (3 times here, after
 a warm-up), with their interval and plausibility flag, exactly as in the shipped sweep, whose column names the
-rows carry.
+rows carry. Speculative SkipDecode takes part with the first target's schedule as its draft (in the first static
+mode, skip when none is chosen); transformers' generate() does not (it needs a Llama-family model and batch size 1).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class SweepSettings:
     adaptive_thresholds: tuple[float, ...] = ()
     adaptive_drop: int = 2
     adaptive_min_layers: int = 3
+    # speculative: one row per value, drafting with the first target's schedule
+    draft_tokens: tuple[int, ...] = ()
     num_examples: int = 8
     max_new_tokens: int = 32
     batch_size: int = 8
@@ -38,13 +41,19 @@ class SweepSettings:
 
     def num_runs(self) -> int:
         static = len([t for t in self.targets if t > 1.0]) * len(self.modes)
-        return 1 + static + len(self.calm_thresholds) + len(self.adaptive_thresholds)
+        speculative = len(self.draft_tokens) if self.targets else 0
+        return 1 + static + len(self.calm_thresholds) + len(self.adaptive_thresholds) + speculative
 
 
 def _config(model: str, s: SweepSettings):
     from skipcore.sweep import SweepConfig, resolve_lengths
 
-    chosen = {"static": s.modes, "calm": s.calm_thresholds, "adaptive": s.adaptive_thresholds}
+    chosen = {
+        "static": s.modes,
+        "calm": s.calm_thresholds,
+        "adaptive": s.adaptive_thresholds,
+        "speculative": s.draft_tokens if s.targets else (),
+    }
     policies = tuple(name for name, values in chosen.items() if values)
     cfg = SweepConfig(
         model=model,
@@ -53,13 +62,15 @@ def _config(model: str, s: SweepSettings):
         split=s.split,
         limit=s.num_examples,
         targets=s.targets,
-        modes=s.modes,
+        modes=s.modes or (("skip",) if "speculative" in policies else ()),  # the first mode drafts
         batch_sizes=(s.batch_size,),
         policies=policies or ("static",),
         calm_thresholds=s.calm_thresholds,
         adaptive_thresholds=s.adaptive_thresholds,
         adaptive_drops=(s.adaptive_drop,),
         adaptive_min_layers=(s.adaptive_min_layers,),
+        speculative_targets=s.targets[:1],
+        draft_tokens=s.draft_tokens,
         max_new_tokens=s.max_new_tokens,
         decay_span=s.decay_span,
         progress=False,
@@ -95,6 +106,8 @@ def run_small_sweep(
             "adaptive_threshold": s.adaptive_threshold,
             "adaptive_drop": s.adaptive_drop,
             "adaptive_min_layers": s.adaptive_min_layers,
+            "draft_tokens": s.draft_tokens,
+            "assistant_exit": s.assistant_exit,
         }
         rows.append({**setting, **row})
 

@@ -1,14 +1,94 @@
 """Reading sweep tables for the trade-off page: which columns are quality, which are speedups, and how the
 rows split into coloured series. Column names are guessed by pattern so a sweep from another version of
-skipcore, or one a user made by hand, still plots; the page lets the user override every guess."""
+skipcore, or one a user made by hand, still plots; the page lets the user override every guess.
+
+Speculative SkipDecode and transformers' own generate() (with and without its early-exit assistant) are series
+of their own. transformers' rows have no trace, so no layer counts (NaN theoretical layer speedups) and no
+decode-only timing: where a table mixes them with the loop's rows, `with_measured` adds one measured axis that
+takes the decode speedup where it was measured and the end-to-end one elsewhere, and says which per row.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+
+from skipcore import plots
 
 QUALITY_HINTS = ("bleu", "rouge", "chrf", "bertscore", "meteor", "quality", "score")
 MEASURED_HINTS = ("measured", "wall", "latency", "ms_", "_ms", "tokens_per_s", "throughput")
 SERIES_COLUMN = "series"  # added by skipcore.plots.sweep_series
+MEASURED = "wall_speedup"  # decode speedup where measured, else end to end (`with_measured`)
+MEASURED_OF = "wall_speedup_of"  # which of the two a row's MEASURED is
+DECODE, TOTAL = "decode steps", "end to end (generate() is not timed per step)"
+EARLY_EXIT = "transformers early exit"  # series of generate() with assistant_early_exit
+
+
+def with_series(df: pd.DataFrame) -> pd.DataFrame:
+    """`plots.sweep_series`, with transformers' generate() split into plain ('transformers') and with its
+    early-exit assistant ('transformers early exit'), and each speculative row's draft schedule target as
+    `draft_target` (its `target_speedup` is that of the schedule it drafts with, not a speedup it reaches)."""
+    out = plots.sweep_series(df)
+    if "policy" not in out:
+        return out
+    policy = out["policy"].astype(str)
+    if "assistant_exit" in out:
+        assisted = (policy == "transformers") & out["assistant_exit"].notna()
+        out.loc[assisted, SERIES_COLUMN] = out.loc[assisted, SERIES_COLUMN].str.replace(
+            "transformers", EARLY_EXIT, n=1, regex=False
+        )
+    speculative = policy == "speculative"
+    if speculative.any() and "target_speedup" in out:
+        out["draft_target"] = out["target_speedup"].where(speculative)
+    return out
+
+
+def with_measured(df: pd.DataFrame) -> pd.DataFrame:
+    """Where some rows were timed end to end only (transformers' generate(): `wall_speedup_decode` NaN), one
+    measured column for every row: `wall_speedup` (and its interval) is the decode speedup where measured, else
+    the end-to-end one, and `wall_speedup_of` says which. Other tables are returned as they are."""
+    decode, total = "wall_speedup_decode", "wall_speedup_total"
+    if decode not in df or total not in df or MEASURED in df:
+        return df
+    only_total = df[decode].isna() & df[total].notna()
+    if not only_total.any():
+        return df
+    out = df.copy()
+    for end in ("", "_lo", "_hi"):
+        if f"{decode}{end}" in out and f"{total}{end}" in out:
+            out[f"{MEASURED}{end}"] = out[f"{decode}{end}"].where(~only_total, out[f"{total}{end}"])
+    out[MEASURED_OF] = np.where(only_total, TOTAL, np.where(out[decode].notna(), DECODE, ""))
+    return out
+
+
+def unplaced(df: pd.DataFrame, x: str, y: str, series: str | None = SERIES_COLUMN) -> str | None:
+    """The rows a chart of y against x cannot place (NaN in either), counted per series: 'transformers (2)'."""
+    missing = df[df[x].isna() | df[y].isna()]
+    if not len(missing):
+        return None
+    if series and series in missing:
+        counts = missing[series].astype(str).value_counts(sort=False)
+        return ", ".join(f"{name} ({n})" for name, n in counts.items())
+    return f"{len(missing)} rows"
+
+
+def setting_label(row) -> str:
+    """A sweep row's setting in a few words (a row of `df.itertuples()` or a Series)."""
+    policy = str(getattr(row, "policy", "static"))
+    if policy == "calm":
+        return f"calm ≥ {row.calm_threshold}"
+    if policy == "adaptive":
+        return f"adaptive ≥ {row.adaptive_threshold:g}, drop {row.adaptive_drop:g}, min {row.adaptive_min_layers:g}"
+    if policy == "speculative":
+        return f"speculative k={row.draft_tokens:g}, drafting with {row.mode} {row.shape} x{row.target_speedup:g}"
+    if policy == "transformers":
+        exit_layer = getattr(row, "assistant_exit", None)
+        if exit_layer is None or exit_layer != exit_layer:
+            return "transformers generate()"
+        return f"transformers early exit at layer {exit_layer:g}, k={row.draft_tokens:g}"
+    if getattr(row, "mode", "") == "full":
+        return "full depth"
+    return f"{row.mode} {row.shape} x{row.target_speedup:g}"
 
 
 def numeric_columns(df: pd.DataFrame) -> list[str]:
@@ -65,20 +145,19 @@ def static_rows(df: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def against_static_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame | None:
-    """The dynamic policies' rows (CALM-DEC, adaptive), each placed against the static front of its own model
-    (`skipcore.pareto.front_position`); None when the table has no dynamic or no static rows."""
+    """The other policies' rows (CALM-DEC, adaptive, speculative, transformers' generate()), each placed against
+    the static front of its own model (`skipcore.pareto.front_position`); None when the table has no such or no
+    static rows. Rows without x or y (transformers' layer speedups) cannot be placed and are left out."""
     from skipcore.pareto import front_position
 
     static = static_rows(df)
     if static is None or not len(static) or len(static) == len(df):
         return None
+    others = df[(df["policy"].astype(str) != "static") & df[x].notna() & df[y].notna()]
     role = "model_role" if "model_role" in df else None
-    groups = df.groupby(role, sort=False) if role else [(None, df)]
+    groups = others.groupby(role, sort=False) if role else [(None, others)]
     placed = [
-        front_position(
-            rows[rows["policy"] != "static"], static[static[role] == key] if role else static, x, y
-        )
-        for key, rows in groups
+        front_position(rows, static[static[role] == key] if role else static, x, y) for key, rows in groups
     ]
     placed = [p for p in placed if len(p)]
     return pd.concat(placed) if placed else None

@@ -33,6 +33,11 @@ TIPS = (
     "adaptive_threshold",
     "adaptive_drop",
     "adaptive_min_layers",
+    "draft_tokens",
+    "draft_target",
+    "assistant_exit",
+    "tokens_per_full_pass",
+    "draft_acceptance",
 )
 
 
@@ -91,6 +96,16 @@ def small_sweep() -> pd.DataFrame | None:
     )
     drop = a2.number_input("Adaptive drop (layers per confident step)", 1, L, 2, key="to_adaptive_drop")
     floor = a3.number_input("Adaptive floor (layers)", 1, L, min(3, L), key="to_adaptive_min")
+    s1, s2 = st.columns([1, 2])
+    drafts = s1.multiselect("Speculative draft tokens", [2, 4, 8], [], key="to_draft_tokens")
+    if drafts:
+        draft = f"linear {modes[0] if modes else 'skip'} x{targets[0]:g}" if targets else None
+        s2.caption(
+            f"Speculative SkipDecode drafts with the first target's schedule ({draft}) and verifies every token "
+            "at full depth: quality as full depth's, layer and FLOPs speedups below 1x by construction."
+            if draft
+            else "Speculative SkipDecode drafts with the first target's schedule: choose a target."
+        )
     c4, c5, c6 = st.columns(3)
     examples = c4.number_input("Examples (dev split)", 1, 300, 8, key="to_examples")
     max_new = c5.number_input(
@@ -104,6 +119,7 @@ def small_sweep() -> pd.DataFrame | None:
         adaptive_thresholds=tuple(adaptive),
         adaptive_drop=int(drop),
         adaptive_min_layers=int(floor),
+        draft_tokens=tuple(int(k) for k in drafts),
         num_examples=int(examples),
         max_new_tokens=int(max_new),
         batch_size=int(batch),
@@ -115,7 +131,9 @@ def small_sweep() -> pd.DataFrame | None:
         f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
         "warm-up (median of the paired ratios, with its 95% interval)."
     )
-    if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds or adaptive)):
+    if st.button(
+        "Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds or adaptive or drafts)
+    ):
         bar = st.progress(0.0, text="Starting…")
 
         def progress(done: int, total: int, label: str) -> None:
@@ -141,12 +159,17 @@ def draw(df: pd.DataFrame) -> None:
         st.error(f"This table cannot be drawn as a trade-off: {problem}.")
         st.dataframe(df.head(50))
         return
-    df = plots.sweep_series(df)
+    df = sweeps.with_measured(sweeps.with_series(df))
     if "batch_size" in df and df["batch_size"].nunique() > 1:
         sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
         size = (
             st.segmented_control("Batch size", sizes, default=sizes[-1], key="to_batch_filter") or sizes[-1]
         )
+        generate_rows = df["policy"].astype(str).eq("transformers") if "policy" in df else None
+        if generate_rows is not None and generate_rows.any() and size != 1:
+            st.caption(
+                "transformers' generate() runs at batch size 1 only: choose batch size 1 to see its rows."
+            )
         df = df[df["batch_size"] == size]
     theoretical, measured = sweeps.speedup_columns(df)
     c1, c2, c3, c4 = st.columns(4)
@@ -157,7 +180,12 @@ def draw(df: pd.DataFrame) -> None:
     with c3:
         bounds = tuple(f"{m}_{end}" for m in measured for end in ("lo", "hi"))
         measured = [m for m in measured if m not in bounds]  # an interval's ends are drawn as its bar
-        x_measured = _pick("Measured speedup", [NONE, *measured], "to_xm", ["wall_speedup_decode", *measured])
+        x_measured = _pick(
+            "Measured speedup",
+            [NONE, *measured],
+            "to_xm",
+            [sweeps.MEASURED, "wall_speedup_decode", *measured],
+        )
     with c4:
         color = _pick("Series", sweeps.series_columns(df), "to_color", [sweeps.SERIES_COLUMN])
     tips = [c for c in TIPS if c in df]
@@ -173,11 +201,23 @@ def draw(df: pd.DataFrame) -> None:
     y_domain = (float(span.min()) - pad, float(span.max()) + pad)
     axes = [("theoretical", x_theory), *([("measured", measured_x)] if measured_x else [])]
     for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
+        shown = [*tips, *([sweeps.MEASURED_OF] if sweeps.MEASURED_OF in df and x == sweeps.MEASURED else [])]
         chart = plots.tradeoff_chart(
-            df, x, y, color, tips, title=f"{y} vs {what} ({x})", front_rows=front_rows
+            df, x, y, color, shown, title=f"{y} vs {what} ({x})", front_rows=front_rows
         )
         with col:
             st.altair_chart(figures.fit_chart(chart, df, color, apart, y_domain), key=f"to_chart_{what}")
+            left_off = sweeps.unplaced(df, x, y, color)
+            if left_off:
+                st.caption(
+                    f"Not on this chart (no {x} or {y}): {left_off}."
+                    + (
+                        " transformers' generate() leaves no trace, so it has no layer counts; its FLOPs "
+                        "(flops_speedup_with_prompt) and end-to-end wall clock are measured."
+                        if "transformers" in left_off
+                        else ""
+                    )
+                )
     st.caption(
         f"Dashed: the Pareto front of {front_of} (no other such setting is both faster and better). "
         "Theoretical speedup counts "
@@ -186,6 +226,19 @@ def draw(df: pd.DataFrame) -> None:
         "a cross marks a timing flagged as implausible for the work saved (hover for the reason). A model and "
         "its baseline share a colour (the baseline lighter)."
     )
+    if measured_x == sweeps.MEASURED:
+        st.caption(
+            f"Measured axis `{sweeps.MEASURED}`: the decode-step speedup where it was measured, else the end-to-end "
+            f"one (transformers' generate() is timed as a whole); the tooltip's `{sweeps.MEASURED_OF}` says which."
+        )
+    if "policy" in df and df["policy"].astype(str).eq("speculative").any():
+        st.caption(
+            "Speculative SkipDecode is lossless: its quality is full depth's. Its layer and FLOPs speedups are "
+            "below 1x by construction (every kept token is verified at all layers; drafts cost extra); its gain "
+            "is in sequential passes (batch_layer_speedup, tokens_per_full_pass) and shows as wall clock only "
+            "where a pass over several tokens costs about as much as one. draft_target is the target speedup of "
+            "the schedule it drafts with."
+        )
     flagged = df["timing_flag"].fillna("").astype(str).ne("") if "timing_flag" in df else None
     if flagged is not None and flagged.any():
         st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
@@ -199,9 +252,10 @@ def draw(df: pd.DataFrame) -> None:
     if dynamic is not None:
         st.subheader("Dynamic policies against the static front")
         st.caption(
-            f"Each CALM-DEC or adaptive setting against the best {y} a static schedule (same model) reaches at "
-            f"a {x_theory} at least as high: above, on (within 0.05) or below it; beyond when no static "
-            "schedule is as fast."
+            f"Each setting of another policy (CALM-DEC, adaptive, speculative, transformers' generate()) against "
+            f"the best {y} a static schedule (same model) reaches at a {x_theory} at least as high: above, on "
+            "(within 0.05) or below it; beyond when no static schedule is as fast. Rows without a "
+            f"{x_theory} are not placed."
         )
         cols = [
             c for c in dict.fromkeys([color, *tips, x_theory, y, f"front_{y}", "vs_front", "front_position"])
