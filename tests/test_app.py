@@ -910,3 +910,163 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
     hover = cells["text"][0]
     assert "kept draft, proposed by a" in " ".join(hover) and "the full model's own token" in " ".join(hover)
     assert len(charts(at)) == 3
+
+
+@pytest.fixture(scope="module")
+def speculative_sweep(model_dirs, tmp_path_factory) -> Path:
+    """A real sweep (`skipcore.sweep.run_sweep`) on the tiny Llama model: full depth and skip 2x, speculative
+    drafting with the 2x schedule (k = 2), transformers' generate() plain and with its early-exit assistant
+    (batch size 1 only), at batch sizes 1 and 2."""
+    from skipcore import sweep
+
+    root = tmp_path_factory.mktemp("spec_sweep")
+    data = root / "tiny.jsonl"
+    sources = [("name[The Eagle], eatType[pub]", "The Eagle is a pub."), ("name[Aromi]", "Aromi is here.")]
+    data.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in sources))
+    cfg = sweep.SweepConfig(
+        model=str(model_dirs["llama"]),
+        dataset=str(data),
+        out=root / "default.parquet",
+        split="test",
+        limit=None,
+        targets=(2.0,),
+        modes=("skip",),
+        batch_sizes=(1, 2),
+        policies=("static", "speculative", "transformers"),
+        speculative_targets=(2.0,),
+        draft_tokens=(2,),
+        assistant_exits=(3,),
+        max_new_tokens=8,
+        device="cpu",
+        dtype="float32",
+        progress=False,
+        repeats=1,
+        timing_limit=None,
+    )
+    df = sweep.run_sweep(cfg)
+    assert sorted(df["policy"]) == ["speculative"] * 2 + ["static"] * 4 + ["transformers"] * 2
+    return cfg.out
+
+
+def test_tradeoff_charts_place_speculative_and_transformers_series(speculative_sweep):
+    from app.dashboard import figures, sweeps
+    from skipcore import plots
+
+    df = sweeps.with_measured(sweeps.with_series(pd.read_parquet(speculative_sweep)))
+    by_series = df.groupby("series")["policy"].first()
+    assert by_series.to_dict() == {
+        "full": "static",
+        "skip": "static",
+        "speculative": "speculative",
+        "transformers": "transformers",
+        "transformers early exit": "transformers",
+    }
+    one = df[df["batch_size"] == 1]
+    tips = ["draft_tokens", "draft_target", "tokens_per_full_pass", "draft_acceptance"]
+
+    def drawn(x: str) -> pd.DataFrame:
+        chart = plots.tradeoff_chart(one, x, "bleu", "series", [*tips, sweeps.MEASURED_OF])
+        spec = figures.fit_chart(chart, one, "series", ["batch_size"]).to_dict()
+        points = next(layer for layer in spec["layer"] if layer["mark"]["type"] in ("circle", "point"))
+        assert set(tips) <= {t["field"] for t in points["encoding"]["tooltip"]}
+        return pd.DataFrame(spec["datasets"][points["data"]["name"]])
+
+    # theoretical: generate() has no layer counts, so its rows are dropped (and named), speculative's are < 1x
+    theory = drawn("layer_speedup").set_index("series")
+    assert sorted(theory.index) == ["full", "skip", "speculative"]
+    assert theory.loc["speculative", "layer_speedup"] < 1 and theory.loc["speculative", "draft_target"] == 2.0
+    assert sweeps.unplaced(one, "layer_speedup", "bleu") == "transformers (1), transformers early exit (1)"
+    assert sweeps.unplaced(one, "flops_speedup_with_prompt", "bleu") is None  # torch counted its FLOPs
+    # measured: decode speedup where measured, generate()'s end-to-end one elsewhere, and which is said
+    measured = drawn(sweeps.MEASURED).set_index("series")
+    assert len(measured) == 5
+    raw = one.set_index("series")
+    for name in ("transformers", "transformers early exit"):
+        assert measured.loc[name, sweeps.MEASURED] == raw.loc[name, "wall_speedup_total"]
+        assert measured.loc[name, sweeps.MEASURED_OF] == sweeps.TOTAL
+    assert measured.loc["speculative", sweeps.MEASURED] == raw.loc["speculative", "wall_speedup_decode"]
+    assert measured.loc["speculative", sweeps.MEASURED_OF] == sweeps.DECODE
+    assert measured.loc["transformers early exit", "tokens_per_full_pass"] >= 1
+    # a table without generate() rows keeps its own measured columns
+    raw_sweep = pd.read_parquet(speculative_sweep)
+    loop_only = sweeps.with_measured(raw_sweep[raw_sweep["policy"] != "transformers"])
+    assert sweeps.MEASURED not in loop_only
+    # transformers' rows cannot be placed against the static front on the layer axis; speculative's can
+    placed = sweeps.against_static_front(one, "layer_speedup", "bleu")
+    assert list(placed["policy"]) == ["speculative"]
+
+
+def test_tradeoffs_page_draws_speculative_and_transformers_rows(model_dir, speculative_sweep):
+    data = pd.read_parquet(speculative_sweep).to_csv(index=False).encode()
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(("sweep.csv", data, "text/csv")).run()
+    assert_clean(at)
+    notes = " ".join(c.value for c in at.caption)
+    assert "choose batch size 1" in notes  # batch 2 first: generate() has no rows there
+    assert "below 1x by construction" in notes
+    by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
+    assert_clean(at)
+    assert by_key(at.selectbox, "to_xm").value == "wall_speedup"
+    theory, measured = at.get("vega_lite_chart")
+
+    def series(chart) -> set:
+        """The series of the chart's points, read from the data Streamlit sends with it."""
+        from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+        spec = json.loads(chart.proto.spec)
+        points = next(layer for layer in spec["layer"] if layer["mark"]["type"] in ("circle", "point"))
+        data = next(d for d in chart.proto.datasets if d.name == points["data"]["name"])
+        return set(convert_arrow_bytes_to_pandas_df(data.data.data)["series"])
+
+    assert series(theory) == {"full", "skip", "speculative"}
+    assert series(measured) == {"full", "skip", "speculative", "transformers", "transformers early exit"}
+    notes = " ".join(c.value for c in at.caption)
+    assert (
+        "Not on this chart (no layer_speedup or bleu): transformers (1), transformers early exit (1)" in notes
+    )
+    assert "wall_speedup_of" in notes and "end-to-end" in notes
+    layers = json.loads(measured.proto.spec)["layer"]
+    tooltip = next(layer["encoding"]["tooltip"] for layer in layers if "tooltip" in layer["encoding"])
+    assert {
+        "draft_tokens",
+        "draft_target",
+        "tokens_per_full_pass",
+        "draft_acceptance",
+        "wall_speedup_of",
+    } <= {t["field"] for t in tooltip}
+    placed = at.dataframe[2].value  # the other policies against the static front: speculative only
+    assert list(placed["series"]) == ["speculative"]
+
+
+def test_tradeoffs_small_sweep_runs_speculative(model_dir):
+    at, sweep = small_sweep_on_the_page({"to_draft_tokens": [2]})
+    assert list(sweep["policy"]) == ["static", "static", "speculative"]
+    full, spec = sweep.iloc[0], sweep.iloc[2]
+    assert (spec["draft_tokens"], spec["target_speedup"], spec["mode"], spec["shape"]) == (
+        2,
+        2.0,
+        "skip",
+        "linear",
+    )
+    assert spec["bleu"] == full["bleu"] and spec["chrf"] == full["chrf"]  # lossless
+    assert 1 <= spec["tokens_per_full_pass"] <= 3 and spec["layer_speedup"] < 1
+    assert "drafts with the first target's schedule (linear skip x2)" in " ".join(c.value for c in at.caption)
+    assert len(at.get("vega_lite_chart")) == 2
+
+
+def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, monkeypatch):
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", speculative_sweep)
+    at = open_app("explorer")
+    by_key(at.radio, "explorer_source").set_value("A trace of the shipped sweep").run()
+    labels = by_key(at.selectbox, "explorer_sweep_trace").options
+    assert len(labels) == 6 and not [s for s in labels if "transformers" in s]  # generate() leaves no trace
+    spec = "model · batch 2 · speculative k=2, drafting with skip linear x2"
+    assert spec in labels and "model · batch 2 · full depth" in labels
+    by_key(at.selectbox, "explorer_sweep_trace").set_value(spec).run()
+    assert_clean(at)
+    assert "speculative: 2 drafts per round in mode skip" in at.caption[1].value
+    assert "· full depth ·" not in at.caption[1].value  # all its masks are ones, yet it is not full depth
+    assert {"Tokens per full-depth pass", "Drafts accepted"} <= {m.label for m in at.metric}
+    latency = json.loads(by_key(charts(at), "explorer_latency").proto.spec)
+    assert latency["layout"]["title"]["text"].startswith("Round latency")

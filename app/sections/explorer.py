@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import paths, views
+from app.dashboard import paths, speculation, sweeps, views
 from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
 from skipcore.trace import TRACE_COLUMNS
@@ -33,18 +33,13 @@ def sweep_traces() -> dict[str, Path]:
         return {}
     out = {}
     for row in df.itertuples():
+        if not str(row.trace_path or ""):  # transformers' generate() leaves no trace
+            continue
         path = sweep.parent / str(row.trace_path)
         if not path.is_file():
             continue
-        if getattr(row, "policy", "") == "calm":
-            what = f"calm ≥ {row.calm_threshold}"
-        elif getattr(row, "policy", "") == "adaptive":
-            what = f"adaptive ≥ {row.adaptive_threshold:g}, drop {row.adaptive_drop:g}, min {row.adaptive_min_layers:g}"
-        elif getattr(row, "mode", "") == "full":
-            what = "full depth"
-        else:
-            what = f"{row.mode} {row.shape} x{row.target_speedup:g}"
-        out[f"{getattr(row, 'model_role', 'model')} · batch {getattr(row, 'batch_size', '?')} · {what}"] = (
+        label = sweeps.setting_label(row)
+        out[f"{getattr(row, 'model_role', 'model')} · batch {getattr(row, 'batch_size', '?')} · {label}"] = (
             path
         )
     return out
@@ -67,7 +62,11 @@ def pick_file(limit: int) -> tuple[str, bytes] | None:
 
 
 def run_kind(trace: pd.DataFrame, meta: dict) -> str:
-    """'full depth' when every token ran every layer (whatever mode the metadata names), else the mode."""
+    """'full depth' when every token ran every layer (whatever mode the metadata names), else the mode; a
+    speculative run (every token verified at full depth) says so and how it drafted."""
+    if meta.get("policy") == "speculative" or speculation.is_speculative(trace):
+        k = (meta.get("policy_params") or {}).get("draft_tokens", "?")
+        return f"speculative: {k} drafts per round in mode {meta.get('mode', '?')}, every token verified at full depth"
     if trace["layer_mask"].str.fullmatch("1+").all() or (meta.get("schedule") or {}).get("shape") == "full":
         return "full depth"
     return f"mode {meta.get('mode', '?')}"
