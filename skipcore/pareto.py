@@ -2,7 +2,8 @@
 
 "Is a dynamic policy worth it?" is answered against the static schedules' front: a point is `above` it when
 no static setting at least as fast reaches its quality, `on` it when the best such setting ties (within
-`tol`), `below` when one beats it, and `beyond` when no static setting is as fast. The front is a staircase
+`tol`), `below` when one beats it, `beyond` when no static setting is as fast, and `unplaced` when it has no
+speedup to place it at (a generator timed only end to end). The front is a staircase
 (what a static schedule at least as fast gives), so no interpolation between settings is assumed.
 """
 
@@ -36,14 +37,18 @@ def front_position(
     points: pd.DataFrame, reference: pd.DataFrame, x: str, y: str, tol: float = 0.05
 ) -> pd.DataFrame:
     """`points` with `front_<y>` (the reference front's quality at each point's speedup), `vs_front` (its
-    margin) and `front_position` ('above', 'on', 'below' or 'beyond'), against `reference`'s Pareto front."""
+    margin) and `front_position` ('above', 'on', 'below', 'beyond' or 'unplaced'), against `reference`'s Pareto
+    front."""
     front = pareto_front(reference, x, y)
     out = points.copy()
     out[f"front_{y}"] = [front_quality(front, x, y, float(v)) for v in out[x]]
     out["vs_front"] = out[y] - out[f"front_{y}"]
     margin = out["vs_front"].to_numpy(dtype=float)
+    unplaced = out[x].isna().to_numpy()
     out["front_position"] = np.select(
-        [np.isnan(margin), margin > tol, margin >= -tol], ["beyond", "above", "on"], "below"
+        [unplaced, np.isnan(margin), margin > tol, margin >= -tol],
+        ["unplaced", "beyond", "above", "on"],
+        "below",
     )
     return out
 

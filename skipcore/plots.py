@@ -209,28 +209,69 @@ def sample_rows(trace: pd.DataFrame, sample: int, include_finished: bool = False
     return rows if include_finished else rows[~rows["finished"].astype(bool)]
 
 
+DRAFT_COLOR = "#f58518"  # kept drafts of a speculative trace
+
+
+def _token_hover(r, num_layers: int) -> str:
+    """A token's hover: its text, the layers that made it, what it cost against full depth (a policy's own work
+    included: CALM's heads and propagation, a speculative round's drafts and verified columns) and log p."""
+    head = f"step {r.step} · token {html.escape(repr(r.token), quote=False)}"
+    if hasattr(r, "drafted"):  # speculative: every kept token was verified at full depth
+        if r.step == 0:
+            origin = "the prefill (full depth)"
+        elif bool(r.drafted):
+            origin = f"kept draft, proposed by a {int(r.draft_layers)}-layer draft pass"
+        else:
+            origin = "the full model's own token (a correction, or the bonus after every draft agreed)"
+        layers = f"round {r.round}: {origin}<br>verified at all {num_layers} layers, its share of the round "
+        layers += f"{r.layers_spent:.1f} layer passes"
+    else:
+        layers = f"{r.num_layers_run} layers"
+    spent = getattr(r, "flops_total", r.flops)
+    confidence = getattr(r, "confidence", float("nan"))
+    return (
+        f"{head}<br>{layers} · {spent:.3g} FLOPs ({spent / r.flops_full if r.flops_full else 1:.2f}x full "
+        f"depth's)<br>log p = {r.logprob:.3f}"
+        + ("" if pd.isna(confidence) else f" · confidence {confidence:.3f}")
+    )
+
+
 def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> go.Figure:
     """Tokens (columns, their text on the axis) by layers: which layers produced each token.
 
-    Hover shows the token exactly, its layers, FLOPs and log-probability.
+    Hover shows the token exactly, its layers, what it cost and its log-probability. In a speculative trace
+    every token ran all layers (the verification made it); a marker above the column shows each kept draft.
     """
     rows = sample_rows(trace, sample)
-    conf = rows["confidence"] if "confidence" in rows else pd.Series(np.nan, index=rows.index)
-    hover = [
-        f"step {r.step} · token {html.escape(repr(r.token), quote=False)}"
-        f"<br>{r.num_layers_run} layers · {r.flops:.3g} FLOPs"
-        f" ({r.flops_full / r.flops if r.flops else 1:.2f}x fewer than full)<br>log p = {r.logprob:.3f}"
-        + ("" if pd.isna(c) else f" · confidence {c:.3f}")
-        for r, c in zip(rows.itertuples(), conf, strict=True)
-    ]
-    return mask_heatmap(
+    L = len(str(rows["layer_mask"].iloc[0])) if len(rows) else 0
+    speculative = "drafted" in rows
+    fig = mask_heatmap(
         list(rows["layer_mask"]),
         x=list(rows["step"]),
         tick_text=[display_token(t) for t in rows["token"]],
-        hover=hover,
+        hover=[_token_hover(r, L) for r in rows.itertuples()],
         title=title if title is not None else f"Layers per token, sample {sample}",
-        x_title="generated token (step)",
+        x_title="generated token (step)" + ("; ▼ kept draft" if speculative else ""),
     )
+    if speculative and len(rows):
+        drafts = rows[rows["drafted"].astype(bool)]
+        fig.add_trace(
+            go.Scatter(
+                x=list(drafts["step"]),
+                y=[L - 0.05] * len(drafts),
+                mode="markers",
+                marker={"symbol": "triangle-down", "size": 8, "color": DRAFT_COLOR},
+                name="kept draft",
+                showlegend=False,
+                text=[
+                    f"kept draft of round {r.round} ({int(r.draft_layers)}-layer pass)"
+                    for r in drafts.itertuples()
+                ],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+        fig.update_yaxes(range=[-0.5, L + 0.1])
+    return fig
 
 
 def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step") -> go.Figure:
@@ -246,9 +287,11 @@ def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step
         horizontal_spacing=0.12,
     )
     decode = steps[steps["step"] >= 1]
+    # what a token cost, the policy's own work included where the trace has it (CALM's heads, speculative drafts)
+    spent = ("flops_total", "spent") if "flops_total" in steps else ("flops", "schedule")
     for col, name, color, dash in (
         ("flops_full", "full depth", FULL_COLOR, "dash"),
-        ("flops", "schedule", ACTUAL_COLOR, None),
+        (*spent, ACTUAL_COLOR, None),
     ):
         fig.add_trace(
             go.Scatter(
@@ -293,10 +336,23 @@ def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step
     return fig
 
 
+def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
+    """One row per step each batch ran, with its time (`step_ms`) and layers: `step` is the batch's step (a
+    speculative trace's round, which gives rows several tokens) and `num_layers_run` its layers (`batch_layers`
+    where the trace has them: a CALM step's deepest row, a speculative round's sequential passes)."""
+    step = "round" if "round" in trace else "step"
+    out = trace.drop_duplicates(["batch", step] if "batch" in trace else [step])
+    if step == "round":
+        out = out.drop(columns="step").rename(columns={"round": "step"})
+    if "batch_layers" in out:
+        out = out.assign(num_layers_run=out["batch_layers"])
+    return out.sort_values("step")
+
+
 def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figure:
     """Wall-clock time of each batch step (shared by every row of the batch), one line per batch."""
     group = "batch" if "batch" in trace.columns else None
-    per_step = trace.drop_duplicates([group, "step"] if group else ["step"]).sort_values("step")
+    per_step = batch_steps(trace)
     fig = go.Figure()
     for key, rows in per_step.groupby(group) if group else [(0, per_step)]:
         fig.add_trace(
@@ -312,7 +368,9 @@ def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.
         )
     fig.update_layout(
         title=title,
-        xaxis_title="decode step (0 = prefill)",
+        xaxis_title="round: draft and verify (0 = prefill)"
+        if "round" in trace
+        else "decode step (0 = prefill)",
         yaxis_title="ms",
         yaxis_rangemode="tozero",
         height=300,
@@ -592,7 +650,7 @@ def speedups_by_prompt_length(
 
 def sweep_series(df: pd.DataFrame) -> pd.DataFrame:
     """A sweep with a `series` column for colouring: a static schedule's mode ('full' at full depth), else the
-    policy; the shape when the static schedules use several ('skip · power'); the model role when a baseline
+    policy ('transformers early exit' for generate() with its assistant); the shape when the static schedules use several ('skip · power'); the model role when a baseline
     model is in the table ('skip · baseline'). The dashboard and the notebooks colour sweeps with this."""
     out = df.copy()
     policy = out["policy"].astype(str) if "policy" in out else pd.Series("static", index=out.index)
@@ -603,6 +661,9 @@ def sweep_series(df: pd.DataFrame) -> pd.DataFrame:
     shaped = (policy == "static") & ~shape.isin(["full", "", "None", "nan"]) & (series != "full")
     if shape[shaped].nunique() > 1:
         series = series.where(~shaped, series + " · " + shape)
+    if "assistant_exit" in out:  # transformers' generate() with its early-exit assistant, apart from plain
+        assisted = (policy == "transformers") & out["assistant_exit"].notna()
+        series = series.where(~assisted, "transformers early exit")
     if "model_role" in out and out["model_role"].nunique() > 1:
         series = series + np.where(
             out["model_role"].astype(str) == "model", "", " · " + out["model_role"].astype(str)
@@ -612,6 +673,7 @@ def sweep_series(df: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
+    "batch_steps",
     "budget_figure",
     "budgets_figure",
     "cost_figure",

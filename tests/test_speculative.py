@@ -5,6 +5,7 @@ distributed as full depth samples them, and the loop's per-row bookkeeping again
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
@@ -359,3 +360,40 @@ def test_the_lens_refuses_speculative_with_what_to_do(capsys):
     assert main(["lens", "--limit", "1", "--policy", "speculative"]) == 2
     err = capsys.readouterr().err
     assert "--schedule full" in err and len(err.strip().splitlines()) == 1
+
+
+def test_plots_read_a_speculative_trace_by_rounds_and_real_costs(model_dirs):
+    from skipcore import plots
+    from skipcore.pareto import front_position
+
+    eng = engine_for(model_dirs, "opt")
+    tr = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=3), 16).trace
+    fig = plots.exit_heatmap(tr, 1)
+    rows = plots.sample_rows(tr, 1)
+    markers = [t for t in fig.data if t.name == "kept draft"][0]
+    assert list(markers.x) == list(rows.loc[rows.drafted, "step"]) and len(markers.x)
+    hover = fig.data[0].text if fig.data[0].text is not None else fig.data[0].customdata
+    said = " ".join(str(h) for h in (hover.ravel() if hasattr(hover, "ravel") else hover))
+    assert "kept draft, proposed by a" in said and "x full depth's" in said
+    ratios = rows.flops_total[rows.step >= 1] / rows.flops_full[rows.step >= 1]
+    assert f"({ratios.iloc[0]:.2f}x full depth's)" in said  # the round's share, not the verified column alone
+    cost = plots.cost_figure(rows)
+    spent = [t for t in cost.data if t.name == "spent"][0]
+    assert list(spent.y) == list(rows.flops_total[rows.step >= 1])
+    latency = plots.step_latency_figure(tr)
+    assert sum(len(t.x) for t in latency.data) == tr.drop_duplicates(["batch", "round"]).shape[0] < len(rows)
+    assert "round" in latency.layout.xaxis.title.text
+    sweep = pd.DataFrame(
+        {
+            "policy": ["static", "transformers", "transformers", "speculative"],
+            "mode": ["full", "full", "exit", "skip"],
+            "shape": ["full", "full", "full", "linear"],
+            "assistant_exit": [np.nan, np.nan, 4.0, np.nan],
+            "layer_speedup": [1.0, np.nan, np.nan, 0.7],
+            "bleu": [60.0, 60.0, 60.0, 60.0],
+        }
+    )
+    series = plots.sweep_series(sweep)["series"].tolist()
+    assert series == ["full", "transformers", "transformers early exit", "speculative"]
+    placed = front_position(sweep.iloc[1:], sweep.iloc[:1], "layer_speedup", "bleu")
+    assert placed["front_position"].tolist() == ["unplaced", "unplaced", "on"]

@@ -79,7 +79,7 @@ def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figur
     batches = trace["batch"].nunique() if "batch" in trace else 1
     if batches <= MAX_LATENCY_LINES:
         return plots.step_latency_figure(trace, title=title)
-    per_step = trace.drop_duplicates(["batch", "step"])
+    per_step = plots.batch_steps(trace)  # a speculative trace's rounds
     q = per_step.groupby("step")["step_ms"].quantile([0.1, 0.5, 0.9]).unstack()
     q = q[q.index >= 1]
     fig = go.Figure()

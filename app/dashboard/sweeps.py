@@ -21,22 +21,16 @@ SERIES_COLUMN = "series"  # added by skipcore.plots.sweep_series
 MEASURED = "wall_speedup"  # decode speedup where measured, else end to end (`with_measured`)
 MEASURED_OF = "wall_speedup_of"  # which of the two a row's MEASURED is
 DECODE, TOTAL = "decode steps", "end to end (generate() is not timed per step)"
-EARLY_EXIT = "transformers early exit"  # series of generate() with assistant_early_exit
 
 
 def with_series(df: pd.DataFrame) -> pd.DataFrame:
-    """`plots.sweep_series`, with transformers' generate() split into plain ('transformers') and with its
-    early-exit assistant ('transformers early exit'), and each speculative row's draft schedule target as
-    `draft_target` (its `target_speedup` is that of the schedule it drafts with, not a speedup it reaches)."""
+    """`plots.sweep_series` (transformers' generate() plain and with its early-exit assistant apart), and each
+    speculative row's draft schedule target as `draft_target` (its `target_speedup` is that of the schedule it
+    drafts with, not a speedup it reaches)."""
     out = plots.sweep_series(df)
     if "policy" not in out:
         return out
     policy = out["policy"].astype(str)
-    if "assistant_exit" in out:
-        assisted = (policy == "transformers") & out["assistant_exit"].notna()
-        out.loc[assisted, SERIES_COLUMN] = out.loc[assisted, SERIES_COLUMN].str.replace(
-            "transformers", EARLY_EXIT, n=1, regex=False
-        )
     speculative = policy == "speculative"
     if speculative.any() and "target_speedup" in out:
         out["draft_target"] = out["target_speedup"].where(speculative)

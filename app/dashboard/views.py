@@ -252,10 +252,9 @@ def token_heatmap(
     columns: int | None = None,
     window: int = figures.TOKEN_WINDOW,
 ):
-    """`plots.exit_heatmap` with a colour key, and a scrollable window of tokens when there are many; a
-    speculative trace marks its kept drafts (`speculation.heatmap`)."""
-    draw = speculation.heatmap if speculation.is_speculative(trace) else plots.exit_heatmap
-    fig = draw(trace, sample, title=title)
+    """`plots.exit_heatmap` (a speculative trace's kept drafts marked) with a colour key, and a scrollable window
+    of tokens when there are many."""
+    fig = plots.exit_heatmap(trace, sample, title=title)
     n = columns or len(plots.sample_rows(trace, sample))
     return figures.with_token_window(figures.with_mask_key(fig), n, window)
 
@@ -277,15 +276,11 @@ def show_trace(
     sample = sample_picker(trace, f"{key}_sample", labels)
     figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}")
     rows = plots.sample_rows(trace, sample)
-    if "flops_total" in rows:  # what a token cost with the policy's own work (confidence heads, drafts)
-        rows = rows.assign(flops=rows["flops_total"])
     cost = plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}")
     figures.show(figures.with_visible_points(cost) if len(rows) <= 3 else cost, f"{key}_costs")
     show_step_times(trace)
-    if speculation.is_speculative(trace):  # a round's time is shared by the tokens it kept
-        latency = figures.latency_figure(speculation.rounds(trace), "Round latency (draft and verify)")
-    else:
-        latency = figures.latency_figure(trace)
+    title = "Round latency (draft and verify)" if speculation.is_speculative(trace) else "Step latency"
+    latency = figures.latency_figure(trace, title)
     figures.show(latency, f"{key}_latency", "step-latency")
     with st.expander("Trace rows"):
         st.dataframe(trace, hide_index=True)
