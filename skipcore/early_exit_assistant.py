@@ -92,6 +92,22 @@ def _counting_passes(model, num_layers: int):
 
 
 @contextmanager
+def _assistant_settings(model, settings: dict):
+    """transformers builds the assistant's settings from `model.generation_config`, not from the arguments of
+    `generate()` (a k passed there is ignored and its default schedule and confidence stop apply): set them on
+    the model's own config for the call, and put the old values back."""
+    config = model.generation_config
+    saved = {k: getattr(config, k, None) for k in settings}
+    for k, v in settings.items():
+        setattr(config, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(config, k, v)
+
+
+@contextmanager
 def _eager_attention(config):
     saved = config._attn_implementation
     config._attn_implementation = "eager"
@@ -116,9 +132,10 @@ def assisted_generate(
     model, tok = engine.model, engine.tokenizer
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)
     kw["eos_token_id"] = engine.eos_ids.tolist()
+    assistant = {}
     if exit_layer is not None:
-        kw |= dict(
-            assistant_early_exit=exit_layer,
+        kw["assistant_early_exit"] = exit_layer
+        assistant = dict(
             num_assistant_tokens=draft_tokens,
             num_assistant_tokens_schedule="constant",
             assistant_confidence_threshold=0.0,
@@ -128,17 +145,18 @@ def assisted_generate(
     def run_all() -> list[torch.Tensor]:
         return [model.generate(**enc, **kw)[0, enc["input_ids"].shape[1] :] for enc in encoded]
 
-    with torch.inference_mode(), _counting_passes(model, engine.num_layers) as passes:
-        t0 = time.perf_counter()
-        outputs = run_all()
-        seconds = time.perf_counter() - t0
-    flops = None
-    if count_flops:
-        from torch.utils.flop_counter import FlopCounterMode
+    with torch.inference_mode(), _assistant_settings(model, assistant):
+        with _counting_passes(model, engine.num_layers) as passes:
+            t0 = time.perf_counter()
+            outputs = run_all()
+            seconds = time.perf_counter() - t0
+        flops = None
+        if count_flops:
+            from torch.utils.flop_counter import FlopCounterMode
 
-        with torch.inference_mode(), _eager_attention(model.config), FlopCounterMode(display=False) as fc:
-            run_all()
-        flops = float(fc.get_total_flops())
+            with _eager_attention(model.config), FlopCounterMode(display=False) as fc:
+                run_all()
+            flops = float(fc.get_total_flops())
     eos = set(engine.eos_ids.tolist())
     ids = []
     for out in outputs:

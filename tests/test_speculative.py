@@ -397,3 +397,23 @@ def test_plots_read_a_speculative_trace_by_rounds_and_real_costs(model_dirs):
     assert series == ["full", "transformers", "transformers early exit", "speculative"]
     placed = front_position(sweep.iloc[1:], sweep.iloc[:1], "layer_speedup", "bleu")
     assert placed["front_position"].tolist() == ["unplaced", "unplaced", "on"]
+
+
+def test_transformers_early_exit_baseline_drafts_k_per_round_and_equals_full_depth(model_dirs):
+    """generate(assistant_early_exit=n) drafts exactly k tokens a round (transformers reads k from the model's
+    generation config, which is set for the call and restored), and its greedy output is full depth's."""
+    from skipcore.early_exit_assistant import assisted_generate
+
+    eng = engine_for(model_dirs, "llama")
+    before = eng.model.generation_config.to_dict()
+    full = eng.generate(PROMPTS, None, 14)
+    run = assisted_generate(eng, PROMPTS, 3, 3, 14)
+    assert run.token_ids == full.token_ids
+    assert eng.model.generation_config.to_dict() == before
+    rounds = run.full_passes
+    # near max_new_tokens a prompt's last three rounds draft 2, 1 and 0 tokens (transformers leaves room)
+    assert 3 * rounds - 6 * len(PROMPTS) <= run.draft_passes <= 3 * rounds
+    s = run.summary()
+    assert s["tokens_per_full_pass"] == pytest.approx(run.tokens / rounds)
+    with pytest.raises(UserError, match="assistant_early_exit needs a decoder"):
+        assisted_generate(engine_for(model_dirs, "opt"), PROMPTS, 3, 3, 14)
