@@ -4,6 +4,8 @@
 #   scripts/train_default.sh          # both, in order
 #   scripts/train_default.sh base     # opt-e2e-base only: full-depth training from scratch
 #   scripts/train_default.sh skip     # skipdecode-opt-e2e only: elastic skip-aware fine-tune of the base
+#   scripts/train_default.sh llama    # skipdecode-llama-e2e: the same two stages for a Llama-family model
+#                                     # (not part of `all`; transformers' assistant_early_exit runs on it)
 #
 # These are the exact commands and seeds that made the shipped models, on a 2-core CPU machine (one
 # thread: it is the fastest setting when the cores are shared). Resumable checkpoints go to artifacts/
@@ -41,4 +43,26 @@ if [[ $stage == all || $stage == skip ]]; then
     --seed 0 --threads 1 --eval-every 400 --eval-limit 100 --log-every 20 \
     --save-every 400 --checkpoint-dir artifacts/train/skipdecode-opt-e2e \
     --out data/models/skipdecode-opt-e2e --overwrite
+fi
+
+if [[ $stage == llama ]]; then
+  # skipdecode-llama-e2e: a Llama-family twin of the default (12 layers x 128 hidden, 4 heads, gated MLP 352:
+  # about the OPT model's size), on the OPT model's tokenizer so the two read the same ids. Full-depth training
+  # from scratch, then the same elastic skip-aware fine-tune. It exists so transformers' own
+  # generate(assistant_early_exit=n), which runs on the Llama family only, can be measured beside skipcore's
+  # policies on one model (issue 17). The full-depth stage is kept in artifacts/, not shipped.
+  $PY -m skipcore train \
+    --init-config llama --layers 12 --hidden 128 --heads 4 --ffn 352 --max-positions 256 \
+    --tokenizer data/models/opt-e2e-base --dataset data/e2e_synth --split train \
+    --epochs 5 --batch-size 32 --lr 1e-3 --warmup-ratio 0.05 --lr-scheduler linear --weight-decay 0.01 \
+    --seed 0 --threads 1 --eval-every 400 --eval-limit 100 --log-every 20 \
+    --save-every 400 --checkpoint-dir artifacts/train/llama-e2e-base \
+    --out artifacts/models/llama-e2e-base --overwrite
+  $PY -m skipcore train \
+    --model artifacts/models/llama-e2e-base --elastic 1.0:5.0 --elastic-full-prob 0.1 \
+    --schedule linear --mode skip --warmup-layers 1 --dataset data/e2e_synth --split train \
+    --epochs 5 --batch-size 32 --lr 5e-4 --warmup-ratio 0.05 --lr-scheduler linear --weight-decay 0.01 \
+    --seed 0 --threads 1 --eval-every 400 --eval-limit 100 --log-every 20 \
+    --save-every 400 --checkpoint-dir artifacts/train/skipdecode-llama-e2e \
+    --out data/models/skipdecode-llama-e2e --overwrite
 fi
