@@ -8,9 +8,9 @@ does, so the two differ in their draft path and their batching. It works where t
 `config.num_hidden_layers` (the Llama family); OPT's and GPT-2's decoders run every layer whatever the config
 says, and transformers then fails inside its cache, so those are refused here before any work.
 
-Counted by forward hooks: full-depth passes (each verifies a round; the first also reads the prompt) and draft
-passes; FLOPs, where asked, by `torch.utils.flop_counter` over a separate untimed run with eager attention (the
-counter leaves SDPA's attention products out on the CPU), which is what the trace's FLOPs convention equals.
+Read off by a forward hook on the model: full-depth passes (each verifies a round; the first also reads the
+prompt), draft passes, and each call's columns and keys, which give its FLOPs by the trace's convention (equal to
+`torch.utils.flop_counter`'s count of the same calls with eager attention, but for the rotary tables).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+import skipcore.costs as costs
 from skipcore.errors import UserError
 
 FAMILIES = ("llama",)  # adapters whose decoders stop at config.num_hidden_layers
@@ -36,7 +37,7 @@ class AssistedRun:
     seconds: float
     full_passes: int  # calls of the whole model (each verifies one round; the first also reads the prompt)
     draft_passes: int  # calls of the first n layers (each proposes one token)
-    flops: float | None = None  # torch's count for the whole call (prompt included), where asked
+    flops: float  # the whole call's (prompt included), by the trace's FLOPs convention
 
     @property
     def tokens(self) -> int:
@@ -76,19 +77,40 @@ def check_assistant(engine, exit_layer: int | None, draft_tokens: int | None) ->
 
 
 @contextmanager
-def _counting_passes(model, num_layers: int):
-    """Count the model's forward calls by the depth transformers set for them (the assistant lowers it)."""
+def _recording_passes(model, num_layers: int):
+    """Record every forward call of the model: the layers transformers let it run (the assistant lowers the
+    config's count), its new columns, the keys they attend to and the columns it applies the head to."""
     base = getattr(model, model.base_model_prefix)
-    counts = {"full": 0, "draft": 0}
+    calls: list[tuple[int, int, int, int]] = []
 
     def hook(module, args, kwargs):
-        counts["full" if base.config.num_hidden_layers == num_layers else "draft"] += 1
+        ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else args[0]
+        q = ids.shape[1]
+        cache = kwargs.get("past_key_values")
+        past = cache.get_seq_length() if cache is not None else 0
+        keep = kwargs.get("logits_to_keep") or q  # 0 or None: every column
+        calls.append((base.config.num_hidden_layers, q, past + q, min(int(keep), q)))
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     try:
-        yield counts
+        yield calls
     finally:
         handle.remove()
+
+
+def calls_flops(shapes, calls: list[tuple[int, int, int, int]]) -> float:
+    """FLOPs of the recorded calls by the trace's convention (a call over q columns attends to all its keys, as
+    eager attention computes it; a head per column it keeps logits for): what `torch.utils.flop_counter` counts
+    for them, but for the rotary tables' tiny product, which the convention leaves out (tests hold the two
+    within 1e-4). The counter itself slows a run about 20 times."""
+    return float(
+        sum(
+            costs.embed_flops(shapes, q)
+            + n * costs.layer_flops(shapes, q, keys)
+            + heads * costs.head_flops(shapes)
+            for n, q, keys, heads in calls
+        )
+    )
 
 
 @contextmanager
@@ -107,27 +129,15 @@ def _assistant_settings(model, settings: dict):
             setattr(config, k, v)
 
 
-@contextmanager
-def _eager_attention(config):
-    saved = config._attn_implementation
-    config._attn_implementation = "eager"
-    try:
-        yield
-    finally:
-        config._attn_implementation = saved
-
-
 def assisted_generate(
     engine,
     prompts: Sequence[str],
     exit_layer: int | None,
     draft_tokens: int | None,
     max_new_tokens: int,
-    count_flops: bool = False,
 ) -> AssistedRun:
     """Greedy `model.generate()` for each prompt alone: with `assistant_early_exit=exit_layer` drafting
-    `draft_tokens` per round, or plain (exit_layer None). `count_flops`: also run once more under torch's FLOP
-    counter (untimed)."""
+    `draft_tokens` per round, or plain (exit_layer None)."""
     check_assistant(engine, exit_layer, draft_tokens)
     model, tok = engine.model, engine.tokenizer
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)
@@ -145,18 +155,14 @@ def assisted_generate(
     def run_all() -> list[torch.Tensor]:
         return [model.generate(**enc, **kw)[0, enc["input_ids"].shape[1] :] for enc in encoded]
 
-    with torch.inference_mode(), _assistant_settings(model, assistant):
-        with _counting_passes(model, engine.num_layers) as passes:
-            t0 = time.perf_counter()
-            outputs = run_all()
-            seconds = time.perf_counter() - t0
-        flops = None
-        if count_flops:
-            from torch.utils.flop_counter import FlopCounterMode
-
-            with _eager_attention(model.config), FlopCounterMode(display=False) as fc:
-                run_all()
-            flops = float(fc.get_total_flops())
+    with (
+        torch.inference_mode(),
+        _assistant_settings(model, assistant),
+        _recording_passes(model, engine.num_layers) as calls,
+    ):
+        t0 = time.perf_counter()
+        outputs = run_all()
+        seconds = time.perf_counter() - t0
     eos = set(engine.eos_ids.tolist())
     ids = []
     for out in outputs:
@@ -164,4 +170,7 @@ def assisted_generate(
         end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
         ids.append(row[:end])
     texts = [tok.decode(i, skip_special_tokens=True) for i in ids]
-    return AssistedRun(texts, ids, seconds, passes["full"], passes["draft"], flops)
+    full = sum(1 for n, *_ in calls if n == engine.num_layers)
+    return AssistedRun(
+        texts, ids, seconds, full, len(calls) - full, calls_flops(engine.adapter.shapes, calls)
+    )

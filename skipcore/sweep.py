@@ -380,7 +380,7 @@ class SpeculativeGrid(EngineGrid):
 class TransformersGrid:
     """transformers' own `generate()` on the same model, at batch size 1 (the only size its assisted decoding
     runs): plain, and `assistant_early_exit` per exit layer x tokens drafted per round. It is not the one loop:
-    its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (torch's counter) and the
+    its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (its calls by the convention) and the
     end-to-end time paired with full depth; no trace and no per-step costs."""
 
     def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
@@ -412,12 +412,12 @@ class TransformersGrid:
         from skipcore.paired_timing import measure_total_against_full
         from skipcore.quality import prompts_for, score_outputs
 
-        def run(prompts, count_flops=False):
+        def run(prompts):
             return assisted_generate(
-                engine, prompts, setting.assistant_exit, setting.draft_tokens, cfg.max_new_tokens, count_flops
+                engine, prompts, setting.assistant_exit, setting.draft_tokens, cfg.max_new_tokens
             )
 
-        out = run(prompts_for(examples), count_flops=True)
+        out = run(prompts_for(examples))
         row = {**score_outputs(examples, out.texts, out.token_ids), **out.summary()}
         row["flops_speedup_with_prompt"] = full_depth_flops(engine, examples, out.token_ids) / out.flops
         for key in _ONE_RUN:

@@ -417,3 +417,15 @@ def test_transformers_early_exit_baseline_drafts_k_per_round_and_equals_full_dep
     assert s["tokens_per_full_pass"] == pytest.approx(run.tokens / rounds)
     with pytest.raises(UserError, match="assistant_early_exit needs a decoder"):
         assisted_generate(engine_for(model_dirs, "opt"), PROMPTS, 3, 3, 14)
+
+
+def test_transformers_baseline_flops_equal_the_flop_counter(model_dirs):
+    """The baseline's FLOPs, read off its calls by the convention, are what torch counts for them (eager
+    attention), but for the rotary tables' product the convention leaves out."""
+    from skipcore.early_exit_assistant import assisted_generate
+
+    eng = engine_for(model_dirs, "llama", attn="eager")
+    for exit_layer, k in ((None, None), (3, 3)):
+        with FlopCounterMode(display=False) as fc:
+            run = assisted_generate(eng, PROMPTS, exit_layer, k, 12)
+        assert run.flops == pytest.approx(fc.get_total_flops(), rel=1e-4)
