@@ -447,7 +447,7 @@ def test_explorer_opens_a_trace_of_the_shipped_sweep(model_dir, sample_trace, tm
     sweep.to_parquet(tmp_path / "default.parquet")
     monkeypatch.setattr(paths, "DEFAULT_SWEEP", tmp_path / "default.parquet")
     at = open_app("explorer")
-    by_key(at.radio, "explorer_source").set_value("A trace of the shipped sweep").run()
+    by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
     assert_clean(at)
     assert by_key(at.selectbox, "explorer_sweep_trace").options == ["model · batch 1 · full depth"]
     assert "schema OK" in at.success[0].value and len(charts(at)) == 3
@@ -1058,7 +1058,7 @@ def test_tradeoffs_small_sweep_runs_speculative(model_dir):
 def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, monkeypatch):
     monkeypatch.setattr(paths, "DEFAULT_SWEEP", speculative_sweep)
     at = open_app("explorer")
-    by_key(at.radio, "explorer_source").set_value("A trace of the shipped sweep").run()
+    by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
     labels = by_key(at.selectbox, "explorer_sweep_trace").options
     assert len(labels) == 6 and not [s for s in labels if "transformers" in s]  # generate() leaves no trace
     spec = "model · batch 2 · speculative k=2, drafting with skip linear x2"
@@ -1070,3 +1070,18 @@ def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, mo
     assert {"Tokens per full-depth pass", "Drafts accepted"} <= {m.label for m in at.metric}
     latency = json.loads(by_key(charts(at), "explorer_latency").proto.spec)
     assert latency["layout"]["title"]["text"].startswith("Round latency")
+
+
+def test_tradeoffs_page_offers_every_shipped_sweep(model_dir):
+    """The shipped policy sweeps (every policy side by side) are one pick away, and draw without error."""
+    if not (paths.DEFAULT_SWEEP.parent / "policies_llama.parquet").is_file():
+        pytest.skip("the shipped policy sweeps are missing")
+    at = open_app("tradeoffs")
+    box = by_key(at.selectbox, "to_shipped")
+    assert list(box.options) == ["default", "policies_llama", "policies_opt"]  # the default first
+    box.set_value(paths.DEFAULT_SWEEP.parent / "policies_llama.parquet").run()
+    assert_clean(at)
+    by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
+    assert_clean(at)
+    notes = " ".join(c.value for c in at.caption)
+    assert "below 1x by construction" in notes and "transformers early exit" in notes

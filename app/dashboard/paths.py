@@ -14,6 +14,13 @@ BASE_MODEL_DIR = REPO_ROOT / "data" / "models" / "opt-e2e-base"
 DATASET_DIR = REPO_ROOT / "data" / "e2e_synth"
 DEFAULT_SWEEP = REPO_ROOT / "data" / "sweeps" / "default.parquet"
 
+
+def shipped_sweeps() -> list[Path]:
+    """The sweeps shipped in data/sweeps/, the default first (`policies_*`: every policy side by side)."""
+    others = sorted(p for p in DEFAULT_SWEEP.parent.glob("*.parquet") if p != DEFAULT_SWEEP)
+    return [p for p in [DEFAULT_SWEEP, *others] if p.is_file()]
+
+
 MODEL_ENV = "SKIPCORE_APP_MODEL"  # replaces the shipped default model (tests, demos on another checkpoint)
 MAX_TRACE_MB_ENV = "SKIPCORE_APP_MAX_TRACE_MB"  # largest trace or sweep file the pages accept
 DEFAULT_MAX_TRACE_MB = 100.0

@@ -17,31 +17,29 @@ from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
 from skipcore.trace import TRACE_COLUMNS
 
-UPLOAD, FROM_SWEEP = "Upload a file", "A trace of the shipped sweep"
+UPLOAD, FROM_SWEEP = "Upload a file", "A trace of a shipped sweep"
 
 
 def sweep_traces() -> dict[str, Path]:
-    """Label -> trace file for every row of the shipped sweep whose trace is on disk."""
-    sweep = paths.DEFAULT_SWEEP
-    if not sweep.is_file():
-        return {}
-    try:
-        df = pd.read_parquet(sweep)
-    except Exception:  # noqa: BLE001 (the trade-off page reports a damaged sweep; here it is just absent)
-        return {}
-    if "trace_path" not in df:
-        return {}
+    """Label -> trace file for every row of the shipped sweeps whose trace is on disk."""
     out = {}
-    for row in df.itertuples():
-        if not str(row.trace_path or ""):  # transformers' generate() leaves no trace
+    for sweep in paths.shipped_sweeps():
+        try:
+            df = pd.read_parquet(sweep)
+        except Exception:  # noqa: BLE001 (the trade-off page reports a damaged sweep; here it is just absent)
             continue
-        path = sweep.parent / str(row.trace_path)
-        if not path.is_file():
+        if "trace_path" not in df:
             continue
-        label = sweeps.setting_label(row)
-        out[f"{getattr(row, 'model_role', 'model')} · batch {getattr(row, 'batch_size', '?')} · {label}"] = (
-            path
-        )
+        prefix = "" if sweep == paths.DEFAULT_SWEEP else f"{sweep.stem} · "
+        for row in df.itertuples():
+            if not str(row.trace_path or ""):  # transformers' generate() leaves no trace
+                continue
+            path = sweep.parent / str(row.trace_path)
+            if not path.is_file():
+                continue
+            label = sweeps.setting_label(row)
+            role = getattr(row, "model_role", "model")
+            out[f"{prefix}{role} · batch {getattr(row, 'batch_size', '?')} · {label}"] = path
     return out
 
 

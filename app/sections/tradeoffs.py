@@ -47,17 +47,28 @@ def _read_parquet(path: str, mtime: float) -> pd.DataFrame:
 
 
 def shipped_sweep() -> pd.DataFrame | None:
-    if not paths.DEFAULT_SWEEP.is_file():
+    """A sweep shipped in data/sweeps/: the default (quality vs speedup, both models) or one that puts every
+    policy side by side (the speculative and transformers rows)."""
+    shipped = paths.shipped_sweeps()
+    if not shipped:
         st.info(
             f"No shipped sweep at `{display_path(paths.DEFAULT_SWEEP)}` yet (`python -m skipcore sweep` "
             "writes one). "
             "Upload a sweep file or run a small sweep here instead."
         )
         return None
+    path = shipped[0]
+    if len(shipped) > 1:
+        path = st.selectbox(
+            "Shipped sweep (data/sweeps/README.md says how each was made)",
+            shipped,
+            format_func=lambda p: p.stem,
+            key="to_shipped",
+        )
     try:
-        return _read_parquet(str(paths.DEFAULT_SWEEP), paths.DEFAULT_SWEEP.stat().st_mtime)
+        return _read_parquet(str(path), path.stat().st_mtime)
     except Exception as e:  # noqa: BLE001 (a damaged file gets a message, not a traceback)
-        st.error(f"Cannot read `{display_path(paths.DEFAULT_SWEEP)}`: {type(e).__name__}: {e}")
+        st.error(f"Cannot read `{display_path(path)}`: {type(e).__name__}: {e}")
         return None
 
 
@@ -267,7 +278,7 @@ def draw(df: pd.DataFrame) -> None:
 
 def main() -> None:
     st.title("Trade-offs")
-    options = [*([SHIPPED] if paths.DEFAULT_SWEEP.is_file() else []), UPLOAD, RUN]
+    options = [*([SHIPPED] if paths.shipped_sweeps() else []), UPLOAD, RUN]
     source = st.radio("Sweep", options, horizontal=True, key="to_source")
     df = {SHIPPED: shipped_sweep, UPLOAD: uploaded_sweep, RUN: small_sweep}[source]()
     if df is None:
