@@ -30,10 +30,14 @@ NEEDS = {  # the shipped files each notebook runs on (a model's weights are writ
     "03_skip_aware_finetuning": [BASE_MODEL],
     "04_tradeoff_curves": [MODEL, SWEEP],
     "05_layer_lens": [MODEL, BASE_MODEL],
-    "06_beyond_the_paper": [MODEL],
+    "06_beyond_the_paper": [
+        MODEL,
+        ROOT / "data/sweeps/policies_llama.parquet",
+        ROOT / "data/sweeps/policies_opt.parquet",
+    ],
 }
 CELL_TIMEOUT_S = 300  # one cell (03's training runs are the longest, ~10 s on an idle 2-core CPU)
-NOTEBOOK_LIMIT_S = 600  # a runaway guard; each notebook takes well under a minute on an idle 2-core CPU
+NOTEBOOK_LIMIT_S = 600  # a runaway guard; each notebook takes under two minutes on an idle 2-core CPU
 KERNEL_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "HF_HUB_OFFLINE": "1",
