@@ -92,7 +92,9 @@ class StepRunner(Protocol):
     step: int
     input_ids: torch.Tensor  # (B, q) the step's input tokens (the prompt at step 0, the last token after)
     positions: torch.Tensor  # (B, q)
-    key_mask: torch.Tensor  # (B, keys) which cache columns hold real tokens, this step's input included
+    # (B, keys) which cache columns hold real tokens, this step's input included; None once rows stand at
+    # different columns (after a step that gave them different numbers of tokens: use `columns`)
+    key_mask: torch.Tensor | None
     starts: torch.Tensor  # (B,) the cache column of each row's step input (rows may stand at different ones)
     room: torch.Tensor  # (B,) tokens each row may still emit (0 for a row that has ended)
     picker: TokenPicker  # the call's token choice (greedy or seeded sampling, per row)

@@ -103,25 +103,61 @@ def sampled_accept(
     return tokens, accepted
 
 
+def _draft(
+    run: StepRunner, draft_sets: list[tuple[int, ...]], c: int
+) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """One one-token pass per draft set, each row from its own last token: the (B, k) drafts, their (B, k, V)
+    distributions when sampling (empty when greedy), and each pass's hidden state after layer c - 1."""
+    picker = run.picker
+    ids, drafts, probs, prefix_hidden = run.input_ids, [], [], []
+    for j, layers in enumerate(draft_sets):
+        cols = run.columns(j, 1)
+        h = cols.run(cols.embed(ids), layers[:c])
+        prefix_hidden.append(h)
+        logits = cols.logits(cols.run(h, layers[c:]))[:, -1]
+        if picker.sampling.do_sample:
+            probs.append(picker.probs(logits))
+            ids = picker.draw(probs[-1])[:, None]
+        else:
+            ids = logits.argmax(-1, keepdim=True)
+        drafts.append(ids)
+    B = run.input_ids.shape[0]
+    drafted = torch.cat(drafts, 1) if drafts else run.input_ids.new_zeros(B, 0)
+    return drafted, torch.stack(probs, 1) if probs else torch.zeros(B, 0, 0), prefix_hidden
+
+
+def _verify(
+    run: StepRunner, drafts: torch.Tensor, prefix_hidden: list[torch.Tensor], c: int, L: int
+) -> torch.Tensor:
+    """Full depth over each row's last token and its k drafts: (B, k + 1, V) float logits. The drafted columns
+    start at layer c from the drafts' own hidden states (layers below c ran there exactly as at full depth, and
+    their K/V stay); only the last column, which no draft fed, runs layers [0, c)."""
+    k = drafts.shape[1]
+    proposal = torch.cat([run.input_ids, drafts], 1)
+    verify = run.columns(0, k + 1)
+    if c:
+        last = run.columns(k, 1)
+        h = torch.cat([*prefix_hidden, last.run(last.embed(proposal[:, k:]), range(c))], 1)
+    else:
+        h = verify.embed(proposal)
+    return verify.logits(verify.run(h, range(c, L))).float()
+
+
 @dataclass(frozen=True)
 class SpeculativePolicy:
     """Draft `draft_tokens` tokens per row with `schedule`'s skip path, verify them in one full-depth pass."""
 
     schedule: Schedule
     draft_tokens: int = 4
-    reuse_prefix: bool = (
-        True  # verification starts the drafted columns above the layers every draft ran first
-    )
+    # the verification starts the drafted columns above the layers every draft ran first
+    reuse_prefix: bool = True
     name: ClassVar[str] = "speculative"
     shared_sets: ClassVar[bool] = False  # a round is several passes of different shapes, not one fixed step
     needs_logits: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.draft_tokens, bool)
-            or not isinstance(self.draft_tokens, int)
-            or self.draft_tokens < 1
-        ):
+        k = self.draft_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"--draft-tokens must be an integer >= 1, got {self.draft_tokens!r}")
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
@@ -152,47 +188,28 @@ class SpeculativePolicy:
         return decide
 
     def _round(self, run: StepRunner, draft_sets: list[tuple[int, ...]], L: int) -> StepOutput:
-        k, picker = len(draft_sets), run.picker
-        sampling = picker.sampling.do_sample
-        c = shared_prefix(draft_sets) if self.reuse_prefix and k else 0
-        ids, drafts, draft_probs, prefix_hidden = run.input_ids, [], [], []
-        for j, layers in enumerate(draft_sets):
-            cols = run.columns(j, 1)
-            h = cols.run(cols.embed(ids), layers[:c])
-            prefix_hidden.append(h)
-            logits = cols.logits(cols.run(h, layers[c:]))[:, -1]
-            if sampling:
-                draft_probs.append(picker.probs(logits))
-                ids = picker.draw(draft_probs[-1])[:, None]
-            else:
-                ids = logits.argmax(-1, keepdim=True)
-            drafts.append(ids)
-        proposal = torch.cat([run.input_ids, *drafts], 1)  # (B, k + 1): the last kept token and the drafts
-        verify = run.columns(0, k + 1)
-        if c:
-            last = run.columns(k, 1)
-            h = torch.cat([*prefix_hidden, last.run(last.embed(proposal[:, k:]), range(c))], 1)
-        else:
-            h = verify.embed(proposal)
-        logits = verify.logits(verify.run(h, range(c, L))).float()
-        drafted = proposal[:, 1:]
-        if sampling:
+        """Draft with `draft_sets` (one pass each), verify at full depth, keep each row's agreeing prefix."""
+        c = shared_prefix(draft_sets) if self.reuse_prefix and draft_sets else 0
+        drafts, draft_probs, prefix_hidden = _draft(run, draft_sets, c)
+        logits = _verify(run, drafts, prefix_hidden, c, L)
+        picker = run.picker
+        if picker.sampling.do_sample:
             tokens, accepted = sampled_accept(
-                drafted,
-                torch.stack(draft_probs, 1) if k else logits[:, :0].softmax(-1),
+                drafts,
+                draft_probs,
                 picker.probs(logits),
-                picker.uniform(len(logits), k),
+                picker.uniform(len(drafts), drafts.shape[1]),
                 picker,
             )
         else:
-            tokens, accepted = greedy_accept(drafted, logits)
+            tokens, accepted = greedy_accept(drafts, logits)
         logprobs = torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)
         return StepOutput(
             layers=tuple(range(L)),
             tokens=tokens,
             token_logprobs=logprobs,
             counts=accepted + 1,
-            extras={"round_accepted": accepted, "round_drafts": torch.full_like(accepted, k)},
+            extras={"round_accepted": accepted, "round_drafts": torch.full_like(accepted, len(draft_sets))},
             detail=RoundPlan(tuple(len(s) for s in draft_sets), c),
         )
 

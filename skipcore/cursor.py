@@ -1,0 +1,120 @@
+"""Where each row of a batch stands in the one decode loop: its tokens so far, whether it has ended, and the
+column its next input sits at.
+
+Policies that give every row one token per step keep the rows aligned: token s is written by step s in every
+row, a row that has ended receives the pad token, and nothing here reads the device (a GPU's host queues steps
+ahead). A step that gives rows different numbers of tokens (speculative decoding keeps each row's accepted
+drafts) moves each row by its own count, stops it at its EOS or at max_new_tokens, and marks the cache columns
+the step verified, so the next step's masks see them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class RowCursor:
+    """Where each row of a batch stands: its tokens so far, whether it has ended, and where its next input sits.
+
+    While every step gives every row one token (the rows stay aligned) token s is written by step s for all rows,
+    rows that ended keep receiving the pad token, and nothing here reads the device. After a step that gave rows
+    different numbers of tokens, each row moves on from its own count.
+    """
+
+    def __init__(self, B: int, T: int, extra: int, pad: int, eos: torch.Tensor, dev: torch.device) -> None:
+        self.T, self.pad, self.eos = T, pad, eos
+        self.tokens = torch.full((B, T + extra), pad, dtype=torch.long, device=dev)
+        self.logprobs = torch.zeros(B, T + extra, device=dev)
+        # the step that wrote each token
+        self.rounds = torch.zeros(B, T + extra, dtype=torch.long, device=dev)
+        self.count = torch.zeros(B, dtype=torch.long, device=dev)  # tokens each row holds
+        self.ended = torch.full((B,), T, dtype=torch.long, device=dev)  # index of each row's EOS (T: none)
+        self.done = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.aligned = True
+        self.front: list[int] = []  # aligned=False: per step, the most tokens any row held after it
+
+    def room(self) -> torch.Tensor:
+        return torch.where(self.done, 0, self.T - self.count)
+
+    def step_input(
+        self, key_mask: torch.Tensor, P: int, prompt_lens: torch.Tensor, s: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's last token and its position; its column joins the keys the row attends to."""
+        if self.aligned:
+            key_mask[:, P + s - 1] = True
+            return self.tokens[:, s - 1 : s], (prompt_lens + (s - 1))[:, None]
+        last = (self.count - 1)[:, None]
+        key_mask.scatter_(1, P + last, True)
+        return self.tokens.gather(1, last), prompt_lens[:, None] + last
+
+    def one_each(self, new: torch.Tensor, lp: torch.Tensor, s: int) -> None:
+        """Step s gave every row one token (a row that has ended gets the pad token)."""
+        if not self.aligned:
+            live = ~self.done
+            self.several(new[:, None], lp[:, None], live.long(), s, None, 0)
+            return
+        self.tokens[:, s] = torch.where(self.done, self.pad, new)
+        self.logprobs[:, s] = lp
+        self.rounds[:, s] = s
+        hit = torch.isin(new, self.eos) & ~self.done
+        self.ended = torch.where(hit, s, self.ended)
+        self.done = self.done | hit
+        self.count += 1
+
+    def several(
+        self,
+        new: torch.Tensor,
+        lp: torch.Tensor,
+        counts: torch.Tensor,
+        s: int,
+        key_mask: torch.Tensor | None,
+        P: int,
+    ) -> None:
+        """Step s offered row r the tokens new[r, :counts[r]]: keep them up to its EOS or max_new_tokens, and
+        mark the columns of the kept ones that the step verified (all but the last, the next step's input)."""
+        if self.aligned:
+            self.front = list(range(1, s + 1)) if s else []
+        self.aligned = False
+        q = new.shape[1]
+        j = torch.arange(q, device=new.device)[None]
+        n = torch.minimum(torch.where(self.done, 0, counts), self.room())
+        hit = torch.isin(new, self.eos) & (j < n[:, None])
+        first = torch.where(hit.any(1), hit.int().argmax(1), q)
+        n = torch.minimum(n, first + 1)
+        keep = j < n[:, None]
+        idx = (self.count[:, None] + j).clamp_max(self.tokens.shape[1] - 1)
+        for table, values in (
+            (self.tokens, new),
+            (self.logprobs, lp),
+            (self.rounds, torch.full_like(new, s)),
+        ):
+            table.scatter_(1, idx, torch.where(keep, values, table.gather(1, idx)))
+        ended_now = hit.any(1)  # an EOS among the kept tokens (n stops at the first one)
+        self.ended = torch.where(ended_now & ~self.done, self.count + first, self.ended)
+        if key_mask is not None:
+            cols = torch.arange(key_mask.shape[1], device=new.device)[None]
+            last = (P + self.count - 1)[:, None]
+            key_mask |= (cols > last) & (cols < last + n[:, None])
+        self.count = self.count + n
+        self.done = self.done | ended_now | (self.count >= self.T)
+        self.front.append(int(self.count.max()))
+
+    def frontier(self, s: int) -> int:
+        """The last token index any row holds after step s (for progress reports)."""
+        return s if self.aligned else self.front[-1] - 1
+
+    def finish(self, ran: int) -> tuple[int, torch.Tensor]:
+        """Tokens per row in the output (steps run past the last EOS cut off) and each token's step; the pad
+        tokens after a row's end are attributed to the step that took the batch that far."""
+        if self.aligned:
+            steps = torch.arange(1, ran, device=self.ended.device)
+            # column t: every row had ended by step t (its EOS before t, or for the last step, at all)
+            ended = torch.cat([self.ended[:, None] < steps, self.done[:, None]], 1).all(0)
+            n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
+            return n, self.rounds[:, :n]
+        n = self.front[-1]
+        before = [0, *self.front[:-1]]
+        step_of = torch.tensor([s for s, (a, b) in enumerate(zip(before, self.front)) for _ in range(b - a)])
+        step_of = step_of.to(self.rounds.device)
+        pad = torch.arange(n, device=self.rounds.device)[None] >= self.count[:, None]
+        return n, torch.where(pad, step_of[None], self.rounds[:, :n])
