@@ -25,13 +25,20 @@ class RowCursor:
         self.T, self.pad, self.eos = T, pad, eos
         self.tokens = torch.full((B, T + extra), pad, dtype=torch.long, device=dev)
         self.logprobs = torch.zeros(B, T + extra, device=dev)
-        # the step that wrote each token
-        self.rounds = torch.zeros(B, T + extra, dtype=torch.long, device=dev)
-        self.count = torch.zeros(B, dtype=torch.long, device=dev)  # tokens each row holds
         self.ended = torch.full((B,), T, dtype=torch.long, device=dev)  # index of each row's EOS (T: none)
         self.done = torch.zeros(B, dtype=torch.bool, device=dev)
         self.aligned = True
-        self.front: list[int] = []  # aligned=False: per step, the most tokens any row held after it
+        self.steps = 0  # aligned: tokens every row holds (no per-step device work to count them)
+        self.rounds: torch.Tensor | None = None  # not aligned: the step that wrote each token
+        self._count: torch.Tensor | None = None  # not aligned: tokens each row holds
+        self.front: list[int] = []  # not aligned: per step, the most tokens any row held after it
+
+    @property
+    def count(self) -> torch.Tensor:
+        """(B,) tokens each row holds."""
+        if self._count is not None:
+            return self._count
+        return torch.full_like(self.ended, self.steps)
 
     def room(self) -> torch.Tensor:
         return torch.where(self.done, 0, self.T - self.count)
@@ -55,11 +62,10 @@ class RowCursor:
             return
         self.tokens[:, s] = torch.where(self.done, self.pad, new)
         self.logprobs[:, s] = lp
-        self.rounds[:, s] = s
         hit = torch.isin(new, self.eos) & ~self.done
         self.ended = torch.where(hit, s, self.ended)
         self.done = self.done | hit
-        self.count += 1
+        self.steps += 1
 
     def several(
         self,
@@ -72,8 +78,11 @@ class RowCursor:
     ) -> None:
         """Step s offered row r the tokens new[r, :counts[r]]: keep them up to its EOS or max_new_tokens, and
         mark the columns of the kept ones that the step verified (all but the last, the next step's input)."""
-        if self.aligned:
+        if self.aligned:  # rows part ways here: token t of every row so far came from step t
             self.front = list(range(1, s + 1)) if s else []
+            width = self.tokens.shape[1]
+            self.rounds = torch.arange(width, device=new.device).expand(len(new), width).clone()
+            self._count = self.count
         self.aligned = False
         q = new.shape[1]
         j = torch.arange(q, device=new.device)[None]
@@ -95,8 +104,8 @@ class RowCursor:
             cols = torch.arange(key_mask.shape[1], device=new.device)[None]
             last = (P + self.count - 1)[:, None]
             key_mask |= (cols > last) & (cols < last + n[:, None])
-        self.count = self.count + n
-        self.done = self.done | ended_now | (self.count >= self.T)
+        self._count = self.count + n
+        self.done = self.done | ended_now | (self._count >= self.T)
         self.front.append(int(self.count.max()))
 
     def frontier(self, s: int) -> int:
@@ -111,7 +120,7 @@ class RowCursor:
             # column t: every row had ended by step t (its EOS before t, or for the last step, at all)
             ended = torch.cat([self.ended[:, None] < steps, self.done[:, None]], 1).all(0)
             n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
-            return n, self.rounds[:, :n]
+            return n, torch.arange(n, device=self.ended.device).expand(len(self.ended), n)
         n = self.front[-1]
         before = [0, *self.front[:-1]]
         step_of = torch.tensor([s for s, (a, b) in enumerate(zip(before, self.front)) for _ in range(b - a)])

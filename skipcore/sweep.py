@@ -73,12 +73,10 @@ class Setting:
     adaptive_drop: int | None = None
     adaptive_min_layers: int | None = None
     adaptive_signal: str | None = None
-    draft_tokens: int | None = (
-        None  # speculative, transformers' early-exit assistant: tokens drafted per round
-    )
-    assistant_exit: int | None = (
-        None  # transformers' early-exit assistant: its draft's layers (None: plain generate)
-    )
+    # speculative and transformers' early-exit assistant: tokens drafted per round
+    draft_tokens: int | None = None
+    # transformers' early-exit assistant: its draft's layers (None: plain generate())
+    assistant_exit: int | None = None
 
     @property
     def is_full(self) -> bool:
@@ -380,8 +378,8 @@ class SpeculativeGrid(EngineGrid):
 class TransformersGrid:
     """transformers' own `generate()` on the same model, at batch size 1 (the only size its assisted decoding
     runs): plain, and `assistant_early_exit` per exit layer x tokens drafted per round. It is not the one loop:
-    its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (its calls by the convention) and the
-    end-to-end time paired with full depth; no trace and no per-step costs."""
+    its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (its calls by the convention)
+    and the end-to-end time paired with full depth; no trace and no per-step costs."""
 
     def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
         if b != 1:
