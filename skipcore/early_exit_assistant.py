@@ -59,19 +59,19 @@ class AssistedRun:
         }
 
 
-def check_assistant(engine, exit_layer: int | None, draft_tokens: int | None) -> None:
-    """Refuse, before any work, what transformers cannot run: another family, an exit outside the model."""
-    family = engine.adapter.family
+def check_assistant(family: str, num_layers: int, exit_layer: int | None, draft_tokens: int | None) -> None:
+    """Refuse, before any work (from the config alone), what transformers cannot run: another family, an exit
+    outside the model."""
     if exit_layer is None:
         return
     if family not in FAMILIES:
         raise UserError(
             f"transformers' assistant_early_exit needs a decoder that stops at config.num_hidden_layers (the "
-            f"Llama family); this {engine.model.config.model_type} model runs every layer and transformers fails "
-            "inside its cache (data/models/skipdecode-llama-e2e is a Llama-family model of the shipped kind)"
+            f"Llama family); this {family} model runs every layer and transformers fails inside its cache "
+            "(data/models/skipdecode-llama-e2e is a Llama-family model of the shipped kind)"
         )
-    if not 1 <= exit_layer < engine.num_layers:
-        raise UserError(f"assistant exit layer must be in [1, {engine.num_layers - 1}], got {exit_layer}")
+    if not 1 <= exit_layer < num_layers:
+        raise UserError(f"assistant exit layer must be in [1, {num_layers - 1}], got {exit_layer}")
     if draft_tokens is None or draft_tokens < 1:
         raise UserError(f"assistant draft tokens must be >= 1, got {draft_tokens}")
 
@@ -138,7 +138,7 @@ def assisted_generate(
 ) -> AssistedRun:
     """Greedy `model.generate()` for each prompt alone: with `assistant_early_exit=exit_layer` drafting
     `draft_tokens` per round, or plain (exit_layer None)."""
-    check_assistant(engine, exit_layer, draft_tokens)
+    check_assistant(engine.adapter.family, engine.num_layers, exit_layer, draft_tokens)
     model, tok = engine.model, engine.tokenizer
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)
     kw["eos_token_id"] = engine.eos_ids.tolist()

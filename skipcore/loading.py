@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from skipcore.adapters import check_supported
 from skipcore.errors import UserError
@@ -45,6 +45,32 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
 
 
+def _source(name_or_dir: str) -> tuple[str, dict]:
+    """What transformers is given: a local directory (read offline) or a hub id."""
+    local = Path(name_or_dir).expanduser()
+    if local.is_dir():
+        return str(local), {"local_files_only": True}
+    return name_or_dir, {}
+
+
+def load_config(name_or_dir: str, trust_remote_code: bool = False) -> PretrainedConfig:
+    """The model's config alone (no weights), refused in one line where the model cannot be loaded or its
+    family is not supported: what a tool checks before any work."""
+    local = Path(name_or_dir).expanduser()
+    if local.exists() and not local.is_dir():
+        raise UserError(f"model path {name_or_dir} is a file; pass the model's directory")
+    if _looks_like_path(name_or_dir) and not local.is_dir():
+        raise UserError(f"model directory not found: {name_or_dir}")
+    source, kw = _source(name_or_dir)
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
+    check_supported(config.model_type)
+    return config
+
+
 def load_model(
     name_or_dir: str,
     device: str = "auto",
@@ -55,19 +81,9 @@ def load_model(
     """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set)."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    load_config(name_or_dir, trust_remote_code)
+    source, kw = _source(name_or_dir)
     local = Path(name_or_dir).expanduser()
-    if local.exists() and not local.is_dir():
-        raise UserError(f"model path {name_or_dir} is a file; pass the model's directory")
-    if _looks_like_path(name_or_dir) and not local.is_dir():
-        raise UserError(f"model directory not found: {name_or_dir}")
-    kw = {"local_files_only": True} if local.is_dir() else {}
-    source = str(local) if local.is_dir() else name_or_dir
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
-    except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
-    check_supported(config.model_type)
     if local.is_dir() and not any((local / f).is_file() for f in TOKENIZER_FILES):
         raise UserError(
             f"{name_or_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "

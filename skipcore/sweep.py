@@ -31,7 +31,7 @@ import pandas as pd
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write
-from skipcore.loading import hardware_name
+from skipcore.loading import hardware_name, load_config
 from skipcore.sweep_store import SweepStore, read_sweep
 
 if TYPE_CHECKING:
@@ -181,6 +181,25 @@ class SweepConfig:
         }
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a grid's settings are checked against: known from the config alone, so every model of a sweep is
+    checked before the first one loads."""
+
+    family: str  # the adapter's family ("opt", "gpt2", "llama")
+    num_layers: int
+
+    @classmethod
+    def of_engine(cls, engine) -> ModelFacts:
+        return cls(engine.adapter.family, engine.num_layers)
+
+    @classmethod
+    def of_config(cls, config) -> ModelFacts:
+        from skipcore.adapters import ADAPTERS, shapes_from_config
+
+        return cls(ADAPTERS[config.model_type].family, shapes_from_config(config).num_layers)
+
+
 # -- one entry per policy: how its settings are listed, checked, evaluated and described ------------------------
 class EngineGrid:
     """A policy of the one decode loop: its settings become policy objects (`build`) that `engine.generate`
@@ -189,8 +208,8 @@ class EngineGrid:
     def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
         raise NotImplementedError
 
-    def check(self, setting: Setting, engine, cfg: SweepConfig) -> None:
-        self.build(setting, engine.num_layers, cfg)[0].check(engine.num_layers, cfg.max_new_tokens)
+    def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
+        self.build(setting, model.num_layers, cfg)[0].check(model.num_layers, cfg.max_new_tokens)
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         """Quality and theoretical costs from one generation over every example, then the wall-clock speedups
@@ -400,10 +419,10 @@ class TransformersGrid:
             for k in cfg.draft_tokens
         ]
 
-    def check(self, setting: Setting, engine, cfg: SweepConfig) -> None:
+    def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
         from skipcore.early_exit_assistant import check_assistant
 
-        check_assistant(engine, setting.assistant_exit, setting.draft_tokens)
+        check_assistant(model.family, model.num_layers, setting.assistant_exit, setting.draft_tokens)
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         from skipcore.early_exit_assistant import assisted_generate
@@ -569,16 +588,21 @@ def sweep_rows(
         "hardware": hardware_name(engine.device),
         "num_layers": engine.num_layers,
     }
-    for s in grid:  # every policy is checked against the model before any setting runs
-        try:
-            POLICY_GRID[s.policy].check(s, engine, cfg)
-        except UserError as e:  # say which setting of the grid (its message names the generate-style flag)
-            raise UserError(f"setting '{s.label()}': {e}") from e
+    check_settings(grid, ModelFacts.of_engine(engine), cfg)
     for s in grid:
         if on_start is not None:
             on_start(s)
         row, result = evaluate_setting(engine, examples, s, cfg)
         on_row(s, {**row, **info}, result)
+
+
+def check_settings(grid: list[Setting], model: ModelFacts, cfg: SweepConfig) -> None:
+    """Refuse in one line, naming the setting, any setting of `grid` that cannot run on this model."""
+    for s in grid:
+        try:
+            POLICY_GRID[s.policy].check(s, model, cfg)
+        except UserError as e:  # say which setting of the grid (its message names the generate-style flag)
+            raise UserError(f"setting '{s.label()}': {e}") from e
 
 
 def check_config(cfg: SweepConfig) -> SweepConfig:
@@ -609,17 +633,17 @@ def run_sweep(cfg: SweepConfig, on_row: RowCallback | None = None) -> pd.DataFra
         import torch
 
         torch.set_num_threads(cfg.threads)
-    for model, _ in cfg.models:  # a typo in the second model's path should not surface an hour in
-        p = Path(model).expanduser()
-        if not p.is_dir() and (p.exists() or model.startswith((".", "/", "~")) or model.count("/") > 1):
-            raise UserError(f"model directory not found: {model}")
+    grid = build_grid(cfg)
+    # a typo, or a policy the second model cannot run, should not surface an hour in
+    for model, _ in cfg.models:
+        facts = ModelFacts.of_config(load_config(model, cfg.trust_remote_code))
+        check_settings([s for s in grid if s.model == model], facts, cfg)
     traces_dir = cfg.traces_dir or cfg.out.with_name(cfg.out.stem + "_traces")
     examples = load_examples(cfg.dataset, split=cfg.split, limit=cfg.limit)
     if not examples:
         raise UserError(f"{cfg.dataset} [{cfg.split}] has no examples")
     with SweepStore(cfg.out, cfg.identity(), cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()
-        grid = build_grid(cfg)
         ids = {s: s.setting_id(params) for s in grid}
         todo = [s for s in grid if ids[s] not in store.done]
         bar = tqdm(total=len(grid), initial=len(grid) - len(todo), disable=not cfg.progress, unit="setting")

@@ -481,7 +481,15 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
     cfg = config(model_dirs, dataset, tmp_path / "t.parquet", policies=("transformers",), batch_sizes=(2,))
     with pytest.raises(UserError, match="add 1 to --batch-sizes"):
         sweep.build_grid(cfg)
-    calls = count_runs(monkeypatch)
-    with pytest.raises(UserError, match="assistant_early_exit needs a decoder"):
-        sweep.run_sweep(sweep.replace(cfg, batch_sizes=(1,), assistant_exits=(3,)))
-    assert calls == []
+    loads = []
+    monkeypatch.setattr(sweep, "_run_models", lambda *a, **k: loads.append(a))
+    cfg = sweep.replace(cfg, batch_sizes=(1,), assistant_exits=(3,))
+    with pytest.raises(UserError, match="assistant_early_exit needs a decoder.*this opt model"):
+        sweep.run_sweep(cfg)
+    # a Llama model first and an OPT baseline second: refused from the configs, before the first model loads
+    two = sweep.replace(cfg, model=str(model_dirs["llama"]), baseline_model=str(model_dirs["opt"]))
+    with pytest.raises(UserError, match="setting 'baseline b1 transformers assistant_early_exit=3 .*this opt model"):
+        sweep.run_sweep(two)
+    with pytest.raises(UserError, match=r"assistant exit layer must be in \[1, "):
+        sweep.run_sweep(sweep.replace(two, baseline_model=None, assistant_exits=(99,)))
+    assert loads == [] and not (tmp_path / "t.parquet").exists()
