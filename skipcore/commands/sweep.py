@@ -15,12 +15,7 @@ from skipcore.errors import UserError
 from skipcore.policies import SIGNALS
 from skipcore.sweep import SweepConfig, run_sweep
 
-ADAPTIVE_DEFAULTS = {f.name: f.default for f in fields(SweepConfig) if f.name.startswith("adaptive_")}
-SPECULATIVE_DEFAULTS = {
-    f.name: f.default
-    for f in fields(SweepConfig)
-    if f.name in ("speculative_targets", "draft_tokens", "assistant_exits")
-}
+DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}  # every default is declared once, in SweepConfig
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
@@ -38,7 +33,15 @@ def _list(kind: type, name: str) -> Callable[[str], tuple]:
 
 
 def _said(values: Sequence) -> str:
-    return ",".join(f"{v:g}" for v in values)
+    return ",".join(f"{v:g}" if isinstance(v, int | float) else str(v) for v in values)
+
+
+def _add_list(group, flag: str, kind: type, text: str, field: str | None = None) -> None:
+    """A comma-separated grid option whose default is SweepConfig's `field` (by default the flag's name)."""
+    default = DEFAULTS[field or flag.removeprefix("--").replace("-", "_")]
+    group.add_argument(
+        flag, type=_list(kind, flag), default=default, help=f"{text} (default: {_said(default)})"
+    )
 
 
 def add_parser(sub) -> None:
@@ -59,64 +62,36 @@ def add_parser(sub) -> None:
         default=DEFAULT_DATASET,
         help=f"data set (default: %(default)s), one of: {DATASET_FORMATS}",
     )
-    d.add_argument("--split", default="test", help="split (default: %(default)s)")
-    d.add_argument("--limit", type=int, default=32, help="examples to use (default: %(default)s)")
+    d.add_argument("--split", default=DEFAULTS["split"], help="split (default: %(default)s)")
+    d.add_argument(
+        "--limit", type=int, default=DEFAULTS["limit"], help="examples to use (default: %(default)s)"
+    )
     g = p.add_argument_group("grid")
-    g.add_argument(
-        "--targets",
-        type=_list(float, "--targets"),
-        default=(1.0, 2.0, 3.0, 4.0, 5.0),
-        help="target layer speedups (1 = full depth; default: 1,2,3,4,5)",
-    )
-    g.add_argument(
-        "--shapes",
-        type=_list(str, "--shapes"),
-        default=("linear",),
-        help="budget shapes: linear, power, step, constant (default: linear)",
-    )
-    g.add_argument(
-        "--modes",
-        type=_list(str, "--modes"),
-        default=("skip", "exit", "middle"),
-        help="skip (the paper), exit (truncation), middle (default: all three)",
-    )
-    g.add_argument(
-        "--warmup",
-        type=_list(int, "--warmup"),
-        default=(1,),
-        help="skip mode's warmup layers, comma-separated (default: 1)",
-    )
-    g.add_argument(
-        "--batch-sizes",
-        type=_list(int, "--batch-sizes"),
-        default=(1, 8),
-        help="batch sizes; each is timed against full depth at that size (default: 1,8)",
-    )
-    g.add_argument(
+    _add_list(g, "--targets", float, "target layer speedups (1 = full depth)")
+    _add_list(g, "--shapes", str, "budget shapes: linear, power, step, constant")
+    _add_list(g, "--modes", str, "skip (the paper), exit (truncation), middle")
+    _add_list(g, "--warmup", int, "skip mode's warmup layers, comma-separated", field="warmups")
+    _add_list(g, "--batch-sizes", int, "batch sizes; each is timed against full depth at that size")
+    _add_list(
+        g,
         "--policies",
-        type=_list(str, "--policies"),
-        default=("static", "calm"),
-        help="static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode), speculative (speculative "
+        str,
+        "static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode), speculative (speculative "
         "SkipDecode), transformers (transformers' own generate(), plain and with assistant_early_exit, batch size "
-        "1 only; Llama-family models) (default: static,calm)",
+        "1 only; Llama-family models)",
     )
     c = p.add_argument_group("CALM-DEC")
-    c.add_argument(
-        "--calm-thresholds",
-        type=_list(float, "--calm-thresholds"),
-        default=(0.9, 0.8, 0.6, 0.4),
-        help="confidence thresholds, one row each (default: 0.9,0.8,0.6,0.4)",
-    )
+    _add_list(c, "--calm-thresholds", float, "confidence thresholds, one row each")
     c.add_argument(
         "--calm-measure",
-        default="softmax",
+        default=DEFAULTS["calm_measure"],
         choices=["softmax", "top2"],
         help="softmax: top probability; top2: top minus second (default: softmax)",
     )
     c.add_argument(
         "--calm-min-layers",
         type=int,
-        default=1,
+        default=DEFAULTS["calm_min_layers"],
         help="layers that always run before a token may exit (default: 1)",
     )
     a = p.add_argument_group(
@@ -125,28 +100,14 @@ def add_parser(sub) -> None:
         "each step whose least confident running row is confident enough, never below a floor; skip mode with "
         "the first --warmup. One row per threshold x drop x floor.",
     )
-    a.add_argument(
-        "--adaptive-thresholds",
-        type=_list(float, "--adaptive-thresholds"),
-        default=ADAPTIVE_DEFAULTS["adaptive_thresholds"],
-        help="confidence thresholds (lowest top probability over running rows; default: "
-        f"{_said(ADAPTIVE_DEFAULTS['adaptive_thresholds'])})",
+    _add_list(
+        a, "--adaptive-thresholds", float, "confidence thresholds (lowest top probability over running rows)"
     )
-    a.add_argument(
-        "--adaptive-drops",
-        type=_list(int, "--adaptive-drops"),
-        default=ADAPTIVE_DEFAULTS["adaptive_drops"],
-        help=f"layers dropped per confident step (default: {_said(ADAPTIVE_DEFAULTS['adaptive_drops'])})",
-    )
-    a.add_argument(
-        "--adaptive-min-layers",
-        type=_list(int, "--adaptive-min-layers"),
-        default=ADAPTIVE_DEFAULTS["adaptive_min_layers"],
-        help=f"floors the budget never goes below (default: {_said(ADAPTIVE_DEFAULTS['adaptive_min_layers'])})",
-    )
+    _add_list(a, "--adaptive-drops", int, "layers dropped per confident step")
+    _add_list(a, "--adaptive-min-layers", int, "floors the budget never goes below")
     a.add_argument(
         "--adaptive-signal",
-        default=ADAPTIVE_DEFAULTS["adaptive_signal"],
+        default=DEFAULTS["adaptive_signal"],
         choices=SIGNALS,
         help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats "
         "(default: %(default)s)",
@@ -158,25 +119,9 @@ def add_parser(sub) -> None:
         "k. transformers: generate() alone, and generate(assistant_early_exit=n) drafting k tokens per round "
         "(no confidence stop), one row per n x k, at batch size 1.",
     )
-    sp.add_argument(
-        "--speculative-targets",
-        type=_list(float, "--speculative-targets"),
-        default=SPECULATIVE_DEFAULTS["speculative_targets"],
-        help=f"draft schedules' target speedups (default: {_said(SPECULATIVE_DEFAULTS['speculative_targets'])})",
-    )
-    sp.add_argument(
-        "--draft-tokens",
-        type=_list(int, "--draft-tokens"),
-        default=SPECULATIVE_DEFAULTS["draft_tokens"],
-        help=f"tokens drafted per round (default: {_said(SPECULATIVE_DEFAULTS['draft_tokens'])})",
-    )
-    sp.add_argument(
-        "--assistant-exits",
-        type=_list(int, "--assistant-exits"),
-        default=SPECULATIVE_DEFAULTS["assistant_exits"],
-        help="transformers: layers of the early-exit draft (default: "
-        f"{_said(SPECULATIVE_DEFAULTS['assistant_exits'])})",
-    )
+    _add_list(sp, "--speculative-targets", float, "draft schedules' target speedups")
+    _add_list(sp, "--draft-tokens", int, "tokens drafted per round")
+    _add_list(sp, "--assistant-exits", int, "transformers: layers of the early-exit draft")
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
     r.add_argument(
@@ -199,14 +144,14 @@ def add_parser(sub) -> None:
     m.add_argument(
         "--repeats",
         type=int,
-        default=5,
+        default=DEFAULTS["repeats"],
         help="paired timed runs per setting; 0: no timing, quality and theoretical costs only (default: "
         "%(default)s)",
     )
     m.add_argument(
         "--timing-limit",
         type=int,
-        default=16,
+        default=DEFAULTS["timing_limit"],
         help="prompts timed, the first of the examples (default: %(default)s; quality uses all of --limit)",
     )
     o = p.add_argument_group("output")
