@@ -462,8 +462,10 @@ def _seconds_tokens(run) -> tuple[float, int]:
 
 
 def full_depth_flops(engine, examples, token_ids) -> float:
-    """What full depth spends on these outputs by the trace's FLOPs convention: each prompt's prefill, then one
-    all-layer pass per further token."""
+    """What full depth spends on these outputs by the trace's FLOPs convention (`costs.flops_table` with every
+    pass at all L layers): each prompt's prefill, then one all-layer pass per further token."""
+    import numpy as np
+
     import skipcore.costs as costs
     from skipcore.quality import prompts_for
 
@@ -471,9 +473,7 @@ def full_depth_flops(engine, examples, token_ids) -> float:
     total = 0.0
     for prompt, ids in zip(prompts_for(examples), token_ids, strict=True):
         P = len(engine.tokenizer(prompt)["input_ids"])
-        total += costs.prefill_flops(shapes, P) + sum(
-            costs.decode_flops(shapes, P, s, L) for s in range(1, len(ids))
-        )
+        total += float(costs.flops_table(shapes, np.array([P]), np.full((1, max(len(ids), 1)), L)).sum())
     return total
 
 
