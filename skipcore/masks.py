@@ -21,8 +21,7 @@ def attention_mask(key_mask: torch.Tensor, q_len: int, dtype: torch.dtype) -> to
         q_pos = k_pos[keys - q_len :, None]
         allowed = ((k_pos <= q_pos) & key_mask[:, None, :].bool()) | (k_pos == q_pos)
         allowed = allowed[:, None]
-    zero = torch.zeros((), dtype=dtype, device=key_mask.device)
-    return zero.masked_fill(~allowed, torch.finfo(dtype).min)
+    return _additive(allowed, dtype)
 
 
 def column_mask(
@@ -40,5 +39,10 @@ def column_mask(
     start = starts[:, None, None]
     committed = key_mask[:, None, :width].bool() & (cols < start)
     allowed = committed | ((cols >= start) & (cols <= own))
-    zero = torch.zeros((), dtype=dtype, device=key_mask.device)
-    return zero.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
+    return _additive(allowed[:, None], dtype)
+
+
+def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where allowed, the dtype's minimum elsewhere (the form both attention kernels take)."""
+    zero = torch.zeros((), dtype=dtype, device=allowed.device)
+    return zero.masked_fill(~allowed, torch.finfo(dtype).min)
