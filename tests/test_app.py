@@ -918,25 +918,14 @@ def speculative_sweep(model_dirs, tmp_path_factory) -> Path:
     drafting with the 2x schedule (k = 2), transformers' generate() plain and with its early-exit assistant
     (batch size 1 only), at batch sizes 1 and 2."""
     from skipcore import sweep
-    from tests.test_sweep import config as sweep_config
+    from tests.test_sweep import speculative_config
 
     root = tmp_path_factory.mktemp("spec_sweep")
     data = root / "tiny.jsonl"
     sources = [("name[The Eagle], eatType[pub]", "The Eagle is a pub."), ("name[Aromi]", "Aromi is here.")]
     data.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in sources))
-    cfg = sweep_config(
-        model_dirs,
-        data,
-        root / "default.parquet",
-        model=str(model_dirs["llama"]),
-        targets=(2.0,),
-        modes=("skip",),
-        policies=("static", "speculative", "transformers"),
-        speculative_targets=(2.0,),
-        draft_tokens=(2,),
-        assistant_exits=(3,),
-        max_new_tokens=8,
-        repeats=1,
+    cfg = speculative_config(
+        model_dirs, data, root / "default.parquet", targets=(2.0,), max_new_tokens=8, repeats=1
     )
     df = sweep.run_sweep(cfg)
     assert sorted(df["policy"]) == ["speculative"] * 2 + ["static"] * 4 + ["transformers"] * 2

@@ -73,6 +73,21 @@ def config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
     return sweep.SweepConfig(**{**base, **kw})
 
 
+def speculative_config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
+    """The tiny Llama model (transformers' early-exit assistant runs on that family only): full depth or skip
+    schedules, speculative drafting with the 2x schedule at k = 2, and transformers' generate() plain and with
+    an exit at layer 3."""
+    base = dict(
+        model=str(model_dirs["llama"]),
+        modes=("skip",),
+        policies=("static", "speculative", "transformers"),
+        speculative_targets=(2.0,),
+        draft_tokens=(2,),
+        assistant_exits=(3,),
+    )
+    return config(model_dirs, dataset, out, **{**base, **kw})
+
+
 def count_runs(monkeypatch) -> list:
     calls = []
     real = sweep.evaluate_setting
@@ -438,18 +453,7 @@ def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, c
 
 def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, dataset, tmp_path, capsys):
     """Lossless rows score as full depth does; transformers' rows run at batch size 1 only, with no trace."""
-    cfg = config(
-        model_dirs,
-        dataset,
-        tmp_path / "spec.parquet",
-        model=str(model_dirs["llama"]),
-        targets=(1.0,),
-        modes=("skip",),
-        policies=("static", "speculative", "transformers"),
-        speculative_targets=(2.0,),
-        draft_tokens=(2,),
-        assistant_exits=(3,),
-    )
+    cfg = speculative_config(model_dirs, dataset, tmp_path / "spec.parquet", targets=(1.0,))
     df = sweep.run_sweep(cfg).set_index("batch_size", drop=False)
     full = df[df.policy == "static"]
     spec = df[df.policy == "speculative"]
