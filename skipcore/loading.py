@@ -1,4 +1,5 @@
-"""Loading a model and its tokenizer from a local directory (offline) or a hub id (where there is network)."""
+"""Loading a model and its tokenizer from a local directory (offline), a GGUF file, the short name of an installed
+real model (`smollm2-135m`; see `skipcore.models.catalog`), or a hub id (where there is network)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Pretra
 
 from skipcore.adapters import check_supported
 from skipcore.errors import UserError
+from skipcore.models.catalog import REAL_MODELS, is_real_name, require_installed
+from skipcore.models.gguf import file_folder, model_folder
+from skipcore.models.lora import base_name, is_adapter_folder, merged
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # one of these beside the weights is a tokenizer transformers can load
@@ -53,10 +57,32 @@ def _source(name_or_dir: str) -> tuple[str, dict]:
     return name_or_dir, {}
 
 
+def model_directory(name_or_dir: str) -> str:
+    """What `--model` names, as something `from_pretrained` reads: an installed real model's short name or a GGUF
+    file (or a folder holding one GGUF and no config) becomes its cached safetensors folder, converted on first
+    use; anything else is returned as given."""
+    if is_real_name(name_or_dir):
+        return str(model_folder(require_installed(name_or_dir)))
+    local = Path(name_or_dir).expanduser()
+    if local.is_file() and local.suffix.lower() == ".gguf":
+        return str(file_folder(local))
+    if local.is_dir() and not (local / "config.json").exists():
+        found = sorted(local.glob("*.gguf"))
+        if len(found) > 1:
+            names = ", ".join(p.name for p in found[:4])
+            raise UserError(f"{name_or_dir} holds {len(found)} GGUF files ({names}); pass the one to load")
+        if found:
+            return str(file_folder(found[0]))
+    return name_or_dir
+
+
 def load_config(name_or_dir: str, trust_remote_code: bool = False) -> PretrainedConfig:
     """The model's config alone (no weights), refused in one line where the model cannot be loaded or its
     family is not supported: what a tool checks before any work."""
+    name_or_dir = model_directory(name_or_dir)
     local = Path(name_or_dir).expanduser()
+    if is_adapter_folder(local):  # a LoRA fine-tune: its base's config is the model's
+        return load_config(base_name(local), trust_remote_code)
     if local.exists() and not local.is_dir():
         raise UserError(f"model path {name_or_dir} is a file; pass the model's directory")
     if _looks_like_path(name_or_dir) and not local.is_dir():
@@ -66,7 +92,12 @@ def load_config(name_or_dir: str, trust_remote_code: bool = False) -> Pretrained
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"could not load model {name_or_dir!r}: {first}") from e
+        hint = (
+            ""
+            if local.exists()
+            else f" (installable real models: {', '.join(REAL_MODELS)}; see `skipcore models`)"
+        )
+        raise UserError(f"could not load model {name_or_dir!r}: {first}{hint}") from e
     check_supported(config.model_type)
     return config
 
@@ -81,9 +112,12 @@ def load_model(
     """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set)."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    given, name_or_dir = name_or_dir, model_directory(name_or_dir)
     load_config(name_or_dir, trust_remote_code)
     source, kw = _source(name_or_dir)
     local = Path(name_or_dir).expanduser()
+    if is_adapter_folder(local):
+        return _load_adapter(local, dev, dt, attn_implementation, trust_remote_code)
     if local.is_dir() and not any((local / f).is_file() for f in TOKENIZER_FILES):
         raise UserError(
             f"{name_or_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
@@ -103,7 +137,33 @@ def load_model(
     if not tokenizer("a b")["input_ids"]:
         raise UserError(f"the tokenizer in {name_or_dir} turns text into no tokens; is it the model's own?")
     prepare_tokenizer(tokenizer, model)
+    if is_real_name(given):
+        model.config._name_or_path = given  # what traces and summaries name: the short name, not a cache path
     return model.to(dev).eval(), tokenizer
+
+
+def _load_adapter(
+    folder: Path, dev: torch.device, dt: torch.dtype, attn_implementation: str, trust_remote_code: bool
+) -> tuple[PreTrainedModel, object]:
+    """A LoRA folder: its base loaded in float32, the adapter merged, then moved to the device and dtype; the
+    folder's own tokenizer where it saved one."""
+    tokenizers = []
+
+    def load_base(name: str):
+        model, tokenizer = load_model(name, "cpu", "float32", attn_implementation, trust_remote_code)
+        tokenizers.append(tokenizer)
+        return model
+
+    model = merged(folder, load_base)
+    tokenizer = tokenizers[0]
+    if any((folder / f).is_file() for f in TOKENIZER_FILES):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        except BROKEN_FILE_ERRORS as e:
+            raise UserError(f"could not load the tokenizer in {folder}: {broken_file_reason(e)}") from e
+    prepare_tokenizer(tokenizer, model)
+    model.config._name_or_path = str(folder)
+    return model.to(device=dev, dtype=dt).eval(), tokenizer
 
 
 def prepare_tokenizer(tokenizer, model: PreTrainedModel) -> None:

@@ -17,7 +17,13 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
 
-RESUME_FILES = ("skipcore_training.json", "config.json", "model.safetensors", "optimizer.pt", "scheduler.pt")
+RESUME_FILES = (
+    "skipcore_training.json",
+    "config.json (adapter_config.json for LoRA)",
+    "model.safetensors (adapter_model.safetensors)",
+    "optimizer.pt",
+    "scheduler.pt",
+)
 
 DESCRIPTION = """\
 Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
@@ -66,6 +72,24 @@ def add_parser(sub) -> None:
         "--attn", default="sdpa", choices=["sdpa", "eager"], help="attention kernel (default: %(default)s)"
     )
     size.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+
+    lora = p.add_argument_group("parameter-efficient fine-tuning (LoRA, with --model)")
+    lora.add_argument(
+        "--lora-rank",
+        type=int,
+        help="train rank-R LoRA matrices beside the frozen weights (peft) instead of every weight; the result is "
+        "a small adapter folder that names its base and loads with --model OUT alone (merged on load)",
+    )
+    lora.add_argument("--lora-alpha", type=float, help="LoRA scale alpha (alpha / rank; default: 2 x rank)")
+    lora.add_argument(
+        "--lora-dropout", type=float, default=0.05, help="dropout on LoRA inputs (default: 0.05)"
+    )
+    lora.add_argument(
+        "--lora-targets",
+        default="attention,mlp",
+        help="comma-separated: attention (Q, K, V, O projections), mlp, or the model's own module names "
+        "(default: %(default)s)",
+    )
 
     data = p.add_argument_group("data")
     data.add_argument(
@@ -352,10 +376,29 @@ def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
         )
 
 
-def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Path | None):
-    """(model, tokenizer, where it came from) for a from-scratch, fine-tuning or resumed run."""
+def lora_spec(args: argparse.Namespace):
+    """The LoRA settings asked for, or None for training every weight; checked before any work."""
+    if args.lora_rank is None:
+        for flag in ("lora_alpha",):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag.replace('_', '-')} needs --lora-rank")
+        return None
+    from skipcore.models.lora import LoraSpec
+
+    if args.init_config:
+        raise UserError(
+            "--lora-rank fine-tunes a pretrained --model; a model trained from scratch trains every weight"
+        )
+    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    return LoraSpec(args.lora_rank, args.lora_alpha, args.lora_dropout, targets)
+
+
+def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Path | None, lora=None):
+    """(model, tokenizer, where it came from, the peft model or None) for a from-scratch, fine-tuning or resumed
+    run; with LoRA the model is the base whose projections peft wrapped."""
     from transformers import AutoTokenizer
 
+    from skipcore.models.lora import base_name, is_adapter_folder, trainable_again, with_lora
     from skipcore.training.checkpoint import read_settings
     from skipcore.training.models import (
         ModelSize,
@@ -366,15 +409,21 @@ def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Pa
     )
 
     if resume_dir is not None:
+        origin = (read_settings(resume_dir) or {}).get("init", {})
+        if is_adapter_folder(resume_dir):  # a LoRA run: its base, with the saved adapter trainable again
+            model, tokenizer = load_for_training(base_name(resume_dir), args.attn, args.trust_remote_code)
+            peft_model = trainable_again(model, resume_dir)
+            return model, tokenizer, origin, peft_model
         model, tokenizer = load_for_training(str(resume_dir), args.attn, args.trust_remote_code)
-        return model, tokenizer, (read_settings(resume_dir) or {}).get("init", {})
+        return model, tokenizer, origin, None
     if args.model:
         model, tokenizer = load_for_training(args.model, args.attn, args.trust_remote_code)
         parent = read_settings(args.model) if Path(args.model).is_dir() else None
         origin = {"from": "model", "model": args.model, "parameters": count_parameters(model)}
         if parent:
             origin["parent"] = {k: parent.get(k) for k in ("init", "schedule", "data", "state", "training")}
-        return model, tokenizer, origin
+        peft_model = with_lora(model, lora, base=args.model) if lora is not None else None
+        return model, tokenizer, origin, peft_model
     size = ModelSize(args.layers, args.hidden, args.heads, args.ffn, args.max_positions, args.dropout)
     out = Path(args.out)
     with acc.main_process_first():  # the main process trains the tokenizer once; the others read it
@@ -392,7 +441,7 @@ def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Pa
         "vocab_size": len(tokenizer),
         "parameters": count_parameters(model),
     }
-    return model, tokenizer, origin
+    return model, tokenizer, origin, None
 
 
 def _max_positions(config) -> int | None:
@@ -468,6 +517,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
     split = check_data_args(args)
+    lora = lora_spec(args)
     hyper = Hyper(
         batch_size=args.batch_size,
         steps=args.steps,
@@ -498,7 +548,7 @@ def _run(args: argparse.Namespace) -> int:
     acc.wait_for_everyone()
 
     set_seed(args.seed)  # the same initial weights on every process
-    model, tokenizer, origin = starting_model(args, examples, acc, resume_dir)
+    model, tokenizer, origin, peft_model = starting_model(args, examples, acc, resume_dir, lora)
     num_layers = _num_layers(model)
     max_length = args.max_length or _max_positions(model.config)
     pairs = tokenize_pairs(examples, tokenizer, max_length)
@@ -523,9 +573,17 @@ def _run(args: argparse.Namespace) -> int:
             "family": model.config.model_type,
             "num_layers": num_layers,
             "parameters": count_parameters(model),
+            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
             "saved_dtype": args.save_dtype,
         },
         "init": origin,
+        "lora": None
+        if peft_model is None
+        else {
+            **(lora.to_dict() if lora else {}),
+            "base": peft_model.peft_config["default"].base_model_name_or_path,
+            "modules": sorted(peft_model.peft_config["default"].target_modules),
+        },
         "environment": environment(acc),
         "args": _json_args(args),
         "argv": sys.argv[1:],
@@ -552,11 +610,13 @@ def _run(args: argparse.Namespace) -> int:
         resume_dir=resume_dir,
         resume_step=resume_step,
         resume_elapsed_s=resume_elapsed,
+        lora=peft_model,
     )
     if acc.is_main_process:
         steps = total_steps(hyper, max(1, len(pairs) // (hyper.batch_size * acc.num_processes)))
         print(
-            f"training {settings['model']['parameters']:,} parameters on {len(pairs)} pairs, {plan.describe()}, "
+            f"training {settings['model']['trainable_parameters']:,} of {settings['model']['parameters']:,} "
+            f"parameters{' (LoRA)' if peft_model is not None else ''} on {len(pairs)} pairs, {plan.describe()}, "
             f"{steps} steps of {hyper.batch_size} x {acc.num_processes} process(es)"
             + (f", resuming at step {resume_step}" if resume_dir else ""),
             file=sys.stderr,

@@ -3,7 +3,9 @@
 Layout of a checkpoint directory:
 
 - `config.json`, `generation_config.json`, `model.safetensors`, tokenizer files: the model, loadable by
-  `skipcore.loading.load_model` (and transformers) with no skipcore code at all;
+  `skipcore.loading.load_model` (and transformers) with no skipcore code at all; for a LoRA run instead
+  `adapter_config.json` and `adapter_model.safetensors` (peft's format, naming the base model), which
+  `load_model` merges into its base;
 - `skipcore_training.json`: the training and schedule settings, data statistics, step and timings. Its
   `generation` entry (decay span = median target length, max_new_tokens, the typical output length) is what
   generation reuses, through `skipcore.generation_defaults`;
@@ -39,12 +41,18 @@ SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": 
 
 
 def save_model(model, tokenizer, out_dir: str | Path, settings: dict, dtype: str = "float32") -> Path:
-    """Write the model (safetensors, in `dtype`), its tokenizer and the settings json into `out_dir`."""
+    """Write the model (safetensors, in `dtype`), its tokenizer and the settings json into `out_dir`; a peft
+    model is saved as its adapter alone."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if dtype != "float32":
-        model = copy.deepcopy(model).to(SAVE_DTYPES[dtype])  # small models only; keeps training weights fp32
-    model.save_pretrained(out, safe_serialization=True)
+    if hasattr(model, "peft_config"):
+        from skipcore.models.lora import save_adapter
+
+        save_adapter(model, out, SAVE_DTYPES[dtype] if dtype != "float32" else None)
+    else:
+        if dtype != "float32":  # small models only; keeps the training weights in float32
+            model = copy.deepcopy(model).to(SAVE_DTYPES[dtype])
+        model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     write_settings(out, settings)
     return out
@@ -104,8 +112,11 @@ def intact_checkpoint(ckpt: str | Path) -> bool:
     def present(name: str) -> bool:
         return (ckpt / name).is_file() and (ckpt / name).stat().st_size > 0
 
-    weights = present("model.safetensors") or present("model.safetensors.index.json")
-    return weights and all(present(f) for f in (SETTINGS_FILE, "config.json", "optimizer.pt", "scheduler.pt"))
+    weights = any(
+        present(f) for f in ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
+    )
+    config = "adapter_config.json" if present("adapter_config.json") else "config.json"
+    return weights and all(present(f) for f in (SETTINGS_FILE, config, "optimizer.pt", "scheduler.pt"))
 
 
 def latest_checkpoint(ckpt_root: str | Path) -> Path | None:

@@ -94,6 +94,7 @@ class Run:
     resume_dir: Path | None = None
     resume_step: int = 0
     resume_elapsed_s: float = 0.0  # training time before the resumed checkpoint, for honest totals
+    lora: object | None = None  # the peft model when LoRA trains beside frozen weights: what is saved
 
 
 def total_steps(hyper: Hyper, steps_per_epoch: int) -> int:
@@ -236,7 +237,7 @@ def train_loop(run: Run) -> Path:
             shutil.rmtree(where)  # a staging folder an earlier interruption left: never resumed from
         acc.wait_for_everyone()
         if main:
-            model = acc.unwrap_model(lm).model
+            model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
             save_model(
                 model, run.tokenizer, where, settings, hyper.save_dtype if not resumable else "float32"
             )

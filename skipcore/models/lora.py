@@ -1,0 +1,156 @@
+"""LoRA adapters (peft): put on a model for training, saved as a small folder that names its base, loaded back
+merged.
+
+A fine-tune of a pretrained model is then megabytes instead of the model's full weights, and the paper's recipe
+is unchanged: the skip-aware forward calls the model's own decoder layers, whose projections peft has wrapped in
+place. The folder is peft's own format (`adapter_config.json`, `adapter_model.safetensors`), so peft reads it
+too; its base is named as skipcore loaded it (a short name such as `smollm2-135m` resolves offline). Loading
+the folder loads the base, applies the adapter and merges it, so the engine sees a plain model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from skipcore.errors import UserError
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+
+_LLAMA_LIKE = {
+    "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "mlp": ("gate_proj", "up_proj", "down_proj"),
+}
+# per family, the projections each group names; module names are the model's own
+TARGET_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "llama": _LLAMA_LIKE,
+    "mistral": _LLAMA_LIKE,
+    "qwen2": _LLAMA_LIKE,
+    "qwen3": _LLAMA_LIKE,
+    "gemma3_text": _LLAMA_LIKE,
+    "opt": {"attention": ("q_proj", "k_proj", "v_proj", "out_proj"), "mlp": ("fc1", "fc2")},
+    "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
+}
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """What `--lora-rank`, `--lora-alpha`, `--lora-dropout` and `--lora-targets` ask for."""
+
+    rank: int
+    alpha: float | None = None  # scale alpha / rank; default 2 x rank, the usual choice
+    dropout: float = 0.05
+    targets: tuple[str, ...] = ("attention", "mlp")  # groups above, or the model's own module names
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise UserError(f"--lora-rank must be >= 1, got {self.rank}")
+        if self.alpha is not None and not self.alpha > 0:
+            raise UserError(f"--lora-alpha must be > 0, got {self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"--lora-dropout must be in [0, 1), got {self.dropout}")
+        if not self.targets:
+            raise UserError("--lora-targets names no module; e.g. attention,mlp")
+
+    def modules(self, model_type: str) -> list[str]:
+        """The module names LoRA wraps in a model of this family: groups expanded, names kept."""
+        groups = TARGET_GROUPS.get(model_type, {})
+        out: list[str] = []
+        for t in self.targets:
+            out.extend(groups.get(t, (t,)))
+        return list(dict.fromkeys(out))
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "alpha": self.alpha or 2 * self.rank, "targets": list(self.targets)}
+
+
+def is_adapter_folder(path: str | Path) -> bool:
+    return (Path(path) / CONFIG_FILE).is_file()
+
+
+def base_name(folder: str | Path) -> str:
+    """The base model an adapter folder names, checked before anything loads."""
+    path = Path(folder) / CONFIG_FILE
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {path}: {e}") from e
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(base, str) or not base:
+        raise UserError(f"{path} names no base model (base_model_name_or_path)")
+    if config.get("peft_type", "LORA") != "LORA":
+        raise UserError(f"{path} is a {config.get('peft_type')} adapter; skipcore loads LoRA adapters")
+    if not (Path(folder) / WEIGHTS_FILE).is_file():
+        raise UserError(f"{folder} has {CONFIG_FILE} but no {WEIGHTS_FILE}")
+    return base
+
+
+def with_lora(model, spec: LoraSpec, base: str):
+    """`model` with trainable LoRA matrices beside its frozen weights (a peft model; its base model, whose
+    layers the skip forward calls, is `.get_base_model()`)."""
+    from peft import LoraConfig, get_peft_model
+
+    modules = spec.modules(model.config.model_type)
+    names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()} | {n for n, _ in model.named_modules()}
+    missing = [m for m in modules if m not in names and not any(n.endswith("." + m) for n in names)]
+    if missing:
+        raise UserError(
+            f"--lora-targets {', '.join(missing)}: no such module in this {model.config.model_type} model; "
+            f"use attention, mlp or module names such as {', '.join(_example_names(model))}"
+        )
+    config = LoraConfig(
+        r=spec.rank,
+        lora_alpha=spec.alpha or 2 * spec.rank,
+        lora_dropout=spec.dropout,
+        target_modules=modules,
+        fan_in_fan_out=model.config.model_type == "gpt2",  # GPT-2's Conv1D stores weights transposed
+        task_type="CAUSAL_LM",
+    )
+    peft_model = get_peft_model(model, config)
+    peft_model.peft_config["default"].base_model_name_or_path = base
+    return peft_model
+
+
+def trainable_again(model, folder: str | Path):
+    """A saved adapter put back on its base for more training (resuming)."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+
+
+def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
+    """The adapter's config and weights (in `dtype`, default as trained) into `out`."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    state = get_peft_model_state_dict(peft_model, save_embedding_layers=False)  # no hub look-up of the base
+    if dtype is not None:
+        state = {k: v.to(dtype) for k, v in state.items()}
+    save_file(
+        {k: v.contiguous() for k, v in state.items()}, str(out / WEIGHTS_FILE), metadata={"format": "pt"}
+    )
+    peft_model.peft_config["default"].save_pretrained(str(out))
+
+
+def merged(folder: str | Path, load_base: Callable[[str], object]):
+    """The base named by the adapter folder, loaded by `load_base(name)`, with the adapter merged in."""
+    from peft import PeftModel
+
+    base = load_base(base_name(folder))
+    try:
+        model = PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
+    except (ValueError, KeyError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"the adapter in {folder} does not fit its base model: {first}") from e
+    return model
+
+
+def _example_names(model) -> list[str]:
+    import torch
+
+    names = [n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    return list(dict.fromkeys(names))[:6]
