@@ -95,3 +95,17 @@ def speculative_round_flops(
         + (k + 1) * head_flops(shapes)
     )
     return drafts + prefix + verify
+
+
+def head_share(shapes: ModelShapes, context: int = 64) -> float:
+    """The LM head's share of a full-depth decode token's FLOPs, the token attending to `context` positions."""
+    return head_flops(shapes) / decode_flops(shapes, context - 1, 1, shapes.num_layers)
+
+
+def head_ceiling(shapes: ModelShapes, mode: str = "skip", warmup_layers: int = 1, context: int = 64) -> float:
+    """The most FLOPs speedup layer skipping can give a decode token: full depth over the smallest pass a mode
+    allows (skip: its warmup layers, at least one; exit and middle: one layer), since the head always runs. A
+    model whose head is most of a token (Gemma 3 270M's 262k vocabulary) allows little whatever the schedule."""
+    floor = max(1, warmup_layers) if mode == "skip" else 1
+    full = decode_flops(shapes, context - 1, 1, shapes.num_layers)
+    return full / decode_flops(shapes, context - 1, 1, floor)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, OPTConfig, Qwen2Config
+from transformers import (
+    AutoModelForCausalLM,
+    Gemma3TextConfig,
+    GPT2Config,
+    LlamaConfig,
+    MistralConfig,
+    OPTConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
 
 from skipcore.random_models import BENCH_SHAPES, IDS, bench_model
 
@@ -20,8 +29,14 @@ SAMPLE_TEXT = (
 )
 
 
+# Small enough that the tests' sequences (prompt + new tokens) pass it, so windowed layers really drop keys.
+TINY_WINDOW = 8
+
+
 def tiny_config(family: str, vocab_size: int, num_layers: int = 6, hidden: int = 64, heads: int = 4):
-    """A small config of `family`; `opt-proj` is OPT with project_in/out and post-norm (like OPT-350m)."""
+    """A small config of `family`; `opt-proj` is OPT with project_in/out and post-norm (like OPT-350m);
+    `gemma3` (every third layer global, a soft-capped head) and `qwen3` (the upper half sliding) attend
+    through a window of TINY_WINDOW positions."""
     common = dict(vocab_size=vocab_size, **IDS)
     if family in ("opt", "opt-proj"):
         proj = family == "opt-proj"
@@ -37,6 +52,38 @@ def tiny_config(family: str, vocab_size: int, num_layers: int = 6, hidden: int =
         )
     if family == "gpt2":
         return GPT2Config(n_embd=hidden, n_layer=num_layers, n_head=heads, n_positions=512, **common)
+    if family == "gemma3":
+        return Gemma3TextConfig(
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=num_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=1,
+            head_dim=2 * hidden // heads,  # wider than hidden / heads, as Gemma 3's is
+            query_pre_attn_scalar=2 * hidden // heads,
+            sliding_window=TINY_WINDOW,
+            layer_types=[
+                "full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(num_layers)
+            ],
+            final_logit_softcapping=30.0,
+            max_position_embeddings=512,
+            **common,
+        )
+    if family == "qwen3":
+        return Qwen3Config(
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=num_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            head_dim=hidden // heads,
+            use_sliding_window=True,
+            sliding_window=TINY_WINDOW,
+            max_window_layers=num_layers // 2,
+            max_position_embeddings=512,
+            tie_word_embeddings=False,
+            **common,
+        )
     cls = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config}[family]
     return cls(
         hidden_size=hidden,

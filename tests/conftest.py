@@ -15,7 +15,7 @@ from skipcore.testing import make_tiny_model, tiny_tokenizer
 # Test workers share two cores: one torch thread each avoids oversubscription (it slowed runs tenfold).
 torch.set_num_threads(1)
 
-FAMILIES = ["opt", "opt-proj", "gpt2", "llama", "mistral", "qwen2"]
+FAMILIES = ["opt", "opt-proj", "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma3"]
 PROMPTS = [
     "The Eagle is a cheap",
     "Green Man serves Italian food near the city centre and is family friendly",

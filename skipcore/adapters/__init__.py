@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from skipcore.adapters.base import Adapter, ModelShapes, positions_from_mask
+from skipcore.adapters.gemma3 import Gemma3Adapter
 from skipcore.adapters.gpt2 import GPT2Adapter
 from skipcore.adapters.llama import LlamaAdapter
 from skipcore.adapters.opt import OPTAdapter
@@ -16,6 +17,8 @@ ADAPTERS: dict[str, type[Adapter]] = {
     "llama": LlamaAdapter,
     "mistral": LlamaAdapter,
     "qwen2": LlamaAdapter,
+    "qwen3": LlamaAdapter,
+    "gemma3_text": Gemma3Adapter,
 }
 SUPPORTED = tuple(ADAPTERS)
 

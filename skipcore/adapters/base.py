@@ -1,7 +1,9 @@
 """What the engine needs from a model family: embeddings with positions, the layers, the head, the shapes.
 
 Family differences (learned vs rotary positions, OPT's projections, GPT-2's Conv1D) live in the small
-subclasses; the decode loop only ever talks to this interface.
+subclasses; the decode loop only ever talks to this interface. Sliding-window attention (Mistral, Qwen2/3 where
+the config turns it on, Gemma 3's local layers) is the one thing every family shares: it is applied here, to the
+mask a sliding layer gets, so the cache and the loop know nothing of it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Adapter:
         self.config = model.config
         self.layers: list[nn.Module] = list(self._layers())
         self.shapes = self.shapes_from_config(self.config)
+        self.windows: list[int | None] = layer_windows(self.config, len(self.layers))
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:
@@ -75,8 +78,13 @@ class Adapter:
     def run_layer(
         self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
     ) -> torch.Tensor:
-        out = self.layers[i](hidden, attention_mask=mask, past_key_values=cache, **kwargs)
+        out = self.layers[i](hidden, attention_mask=self.layer_mask(i, mask), past_key_values=cache, **kwargs)
         return out[0] if isinstance(out, tuple) else out
+
+    def layer_mask(self, i: int, mask: torch.Tensor) -> torch.Tensor:
+        """The mask layer i attends with: `mask` itself, or for a sliding-window layer `mask` windowed."""
+        window = self.windows[i]
+        return mask if window is None else sliding_window_mask(mask, window)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.lm_head(self.final_hidden(hidden))
@@ -84,3 +92,34 @@ class Adapter:
     @property
     def kv_shape(self) -> tuple[int, int]:
         return self.shapes.num_kv_heads, self.shapes.head_dim
+
+
+def layer_windows(config, num_layers: int) -> list[int | None]:
+    """Each layer's sliding window, as transformers decides it: the layers `layer_types` marks
+    "sliding_attention" where the config lists types (Qwen2/3, Gemma 3), else every layer when a window is set
+    (Mistral); None where a layer attends to everything."""
+    window = getattr(config, "sliding_window", None)
+    if not window or not getattr(config, "use_sliding_window", True):
+        return [None] * num_layers
+    types = getattr(config, "layer_types", None)
+    if types:
+        return [window if t == "sliding_attention" else None for t in types[:num_layers]]
+    return [window] * num_layers
+
+
+def sliding_window_mask(mask: torch.Tensor, window: int) -> torch.Tensor:
+    """An additive (B, 1, q, keys) mask with every key more than `window - 1` columns before its query hidden
+    (transformers' rule: key k is seen by query q where k > q - window).
+
+    Each query's own column is read off the mask: the last key it may see is itself, in every mask the loop
+    builds (left-padded, ragged, prefill or decode; a padding query sees itself alone). Keys are columns of the
+    row's own cache, which hold its positions in order, so a window of columns is a window of positions.
+    Nothing to do while the keys fit in one window.
+    """
+    keys = mask.shape[-1]
+    if keys <= window:
+        return mask
+    allowed = mask == 0
+    own = keys - 1 - allowed.flip(-1).to(torch.uint8).argmax(-1, keepdim=True)  # (B, 1, q, 1)
+    cols = torch.arange(keys, device=mask.device)
+    return mask.masked_fill(cols <= own - window, torch.finfo(mask.dtype).min)

@@ -1,11 +1,13 @@
-"""The Llama family (Llama, Mistral, Qwen2): rotary positions, RMSNorm, gated MLP, grouped KV heads."""
+"""The Llama family (Llama, Mistral, Qwen2, Qwen3): rotary positions, RMSNorm, gated MLP, grouped KV heads.
+
+Qwen3's QK-norm and every family's sliding window need nothing here: the first lives inside its attention
+module, the second in the base adapter's mask."""
 
 from __future__ import annotations
 
 import torch
 
 from skipcore.adapters.base import Adapter, ModelShapes
-from skipcore.errors import UserError
 
 
 class LlamaAdapter(Adapter):
@@ -38,13 +40,6 @@ class LlamaAdapter(Adapter):
 
     def prepare(self, max_positions: int) -> None:
         """Rotary cos/sin for every position once; gathering rows later is bit-identical to recomputing."""
-        window = getattr(self.config, "sliding_window", None)
-        uses_window = getattr(self.config, "use_sliding_window", True) and window
-        if uses_window and max_positions > window:
-            raise UserError(
-                f"sequence of {max_positions} positions exceeds the sliding window ({window}); "
-                "sliding-window attention is not supported"
-            )
         emb = self.model.model.embed_tokens.weight
         if self._cos is not None and self._cos.shape[1] >= max_positions and self._cos.dtype == emb.dtype:
             return

@@ -1,4 +1,4 @@
-"""`python -m skipcore ...`: generate, lens, train, sweep, bench and data.
+"""`python -m skipcore ...`: generate, lens, train, sweep, bench, data and models.
 
 Everything that parses flags lives in this package; the library (`skipcore`) never imports it. Each
 subcommand's module registers itself with `add_parser(subparsers)`; this module only dispatches and turns a
@@ -16,7 +16,7 @@ from skipcore.commands.common import OneLineParser
 from skipcore.errors import UserError
 
 # subcommand modules, in the order `--help` lists them; one that is not there yet is skipped
-SUBCOMMANDS = ("generate", "lens", "train", "sweep", "bench", "data")
+SUBCOMMANDS = ("generate", "lens", "train", "sweep", "bench", "data", "models")
 
 
 # -- entry point --------------------------------------------------------------------------------------------

@@ -46,7 +46,13 @@ def add_schedule_args(p: argparse.ArgumentParser) -> None:
     from skipcore.schedule import MODES, SHAPES
 
     g = p.add_argument_group("schedule")
-    g.add_argument("--schedule", default="linear", choices=SHAPES, help="budget shape (default: %(default)s)")
+    g.add_argument(
+        "--schedule",
+        choices=SHAPES,
+        help="budget shape (default: linear, the paper's, for a model skipcore trained skip-aware, for any policy "
+        "but static, or when --target-speedup, --min-layers, --max-layers or --budgets is given; else full: a "
+        "model not trained with skipping loses its quality when layers are skipped)",
+    )
     g.add_argument(
         "--mode", default="skip", choices=MODES, help="how a budget maps to layers (default: %(default)s)"
     )
@@ -256,10 +262,28 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
 
 def apply_generation_defaults(args: argparse.Namespace) -> None:
-    """Decode with the length and decay span a skipcore-trained model was trained for, unless told otherwise."""
-    from skipcore.generation_defaults import generation_defaults, speedup_horizon
+    """Decode with the length and decay span a skipcore-trained model was trained for, unless told otherwise;
+    with no --schedule, skip only where the model was trained for it or a skip flag asks for it."""
+    from skipcore.generation_defaults import generation_defaults, read_settings, speedup_horizon
 
-    defaults = generation_defaults(args.model) if Path(args.model).expanduser().is_dir() else {}
+    local = Path(args.model).expanduser().is_dir()
+    defaults = generation_defaults(args.model) if local else {}
+    if getattr(args, "schedule", "") is None:
+        asked = args.target_speedup or args.min_layers is not None or args.max_layers is not None
+        trained = ((read_settings(args.model) if local else None) or {}).get("objective") in (
+            "fixed",
+            "elastic",
+        )
+        # other policies keep quality by their own means (speculative is lossless; CALM and adaptive watch
+        # confidence), so only a static schedule falls back to full depth
+        static = getattr(args, "policy", "static") == "static"
+        skip = asked or trained or args.schedule_json or not static
+        args.schedule = "custom" if args.budgets else "linear" if skip else "full"
+        if args.schedule == "full":  # said with the run's summary, after the work (errors come first, alone)
+            args.schedule_note = (
+                f"note: {args.model} was not trained skip-aware, so it ran at full depth; pass --schedule linear "
+                "--target-speedup T to skip layers (expect a loss of quality without skip-aware training)"
+            )
     if args.max_new_tokens is None:
         args.max_new_tokens = int(defaults.get("max_new_tokens", 32))
     if args.decay_span is None and defaults.get("decay_span"):

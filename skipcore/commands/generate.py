@@ -108,6 +108,8 @@ def run_generate(args: argparse.Namespace) -> int:
     if trace_path is not None:
         write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
     if not args.quiet:
+        if getattr(args, "schedule_note", None):
+            print(args.schedule_note, file=sys.stderr)
         line = summary_line(policy.label(), result.summary)
         print(line + (f", trace {trace_path}" if trace_path else ""), file=sys.stderr)
     if args.timing_repeats:

