@@ -49,7 +49,7 @@ def bench_one(
 ) -> list[dict]:
     from skipcore.adapters import adapter_for
     from skipcore.engine import SkipEngine
-    from skipcore.paired_timing import plausibility_flag, time_pairs
+    from skipcore.measure.paired_timing import plausibility_flag, time_pairs
     from skipcore.random_models import bench_model
     from skipcore.sampling import Sampling, TokenPicker
     from skipcore.schedule import Schedule, schedule_for_speedup
@@ -113,7 +113,7 @@ def bench_one(
     peak_mem: dict[str, int] = {}
     for name, run in runners.items():  # warm-up (graph capture, compilation) outside the timings
         peak_mem[name] = weight_bytes + _peak_extra_memory(device, run)
-    # Paired timing (skipcore.paired_timing): each setting alternates with full depth, full first, `repeats`
+    # Paired timing (skipcore.measure.paired_timing): each setting alternates with full depth, full first, `repeats`
     # times (the warm-up above already ran every runner once); ratios are medians of the pairs with an interval.
     last: dict[str, tuple] = {}
 
@@ -190,7 +190,7 @@ def _peak_extra_memory(device: torch.device, run) -> int:
 def _bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens: int) -> float:
     """Bytes a full-depth decode step must read: every weight matrix once (embedding tables only by the rows
     looked up, so not at all unless tied to the head) plus the batch's K/V, averaged over the decode steps."""
-    import skipcore.costs as costs
+    import skipcore.measure.costs as costs
 
     emb = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     head = id(model.get_output_embeddings().weight)
@@ -207,7 +207,7 @@ def _bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens:
 
 def _theory(shapes, sch, prompt_len: int, new_tokens: int) -> float:
     """FLOPs speedup of the decode steps, by the cost model (LM head and attention included)."""
-    import skipcore.costs as costs
+    import skipcore.measure.costs as costs
 
     L = shapes.num_layers
     budgets = sch.budgets(new_tokens)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-import skipcore.costs as costs
+import skipcore.measure.costs as costs
 from skipcore.errors import UserError
 
 FAMILIES = ("llama",)  # adapters whose decoders stop at config.num_hidden_layers

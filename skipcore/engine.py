@@ -27,12 +27,12 @@ from skipcore.cache import SkipKVCache
 from skipcore.cursor import RowCursor
 from skipcore.errors import UserError
 from skipcore.masks import attention_mask, column_mask
+from skipcore.measure.summary import summarize
 from skipcore.outputs import BatchOutput, GenerationResult
 from skipcore.policies.base import DepthPolicy, StaticPolicy, StepOutput, StepState
 from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
 from skipcore.static_step import StaticDecoder
-from skipcore.summary import summarize
 from skipcore.timing import StepTimer
 from skipcore.trace import run_metadata
 from skipcore.trace_rows import build_trace

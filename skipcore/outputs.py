@@ -45,7 +45,7 @@ class BatchOutput:
 @dataclass
 class GenerationResult:
     """Texts (prompt not repeated), token ids up to and including EOS, the per-token trace, the summary
-    (`skipcore.summary.summarize`) and the run metadata that travels with the trace."""
+    (`skipcore.measure.summary.summarize`) and the run metadata that travels with the trace."""
 
     texts: list[str]
     token_ids: list[list[int]]

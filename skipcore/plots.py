@@ -18,9 +18,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-import skipcore.costs as costs
+import skipcore.measure.costs as costs
 from skipcore.adapters.base import ModelShapes
-from skipcore.pareto import front_position, pareto_front
+from skipcore.measure.pareto import front_position, pareto_front
 from skipcore.schedule import Schedule, mask_string
 
 RAN, SKIPPED = "#1f4e9c", "#e6e9ef"

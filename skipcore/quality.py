@@ -42,7 +42,7 @@ def evaluate_generation(
 ) -> tuple[dict, GenerationResult]:
     """Generate for every example's prompt under `policy`, score the first lines against all its references.
 
-    Returns one flat row (bleu, rouge1/2/L, chrf and the run summary of `skipcore.summary.summarize`) and the
+    Returns one flat row (bleu, rouge1/2/L, chrf and the run summary of `skipcore.measure.summary.summarize`) and the
     generation result with its trace.
     """
     if not examples:
@@ -161,8 +161,8 @@ def adaptive_table(
     df: pd.DataFrame, names: dict, metric_names: str, metrics: Sequence[str] = ("bleu", "rougeL")
 ) -> list[str]:
     """Adaptive SkipDecode's rows, each placed against the static skip schedules' front (same model, first
-    batch size): above, on or below it in quality at its realised layer speedup (`skipcore.pareto`)."""
-    from skipcore.pareto import front_position
+    batch size): above, on or below it in quality at its realised layer speedup (`skipcore.measure.pareto`)."""
+    from skipcore.measure.pareto import front_position
 
     adaptive = df[df["policy"] == "adaptive"] if "policy" in df else df.iloc[:0]
     if not len(adaptive):

@@ -12,7 +12,7 @@ branch. With `repeats=0` nothing is timed (quality and theoretical costs only; t
 
 A sweep is resumable: each finished row is written at once (Parquet and CSV, atomically; see
 `skipcore.sweep_store`), keyed by a hash of its setting, and a rerun with the same run-wide settings skips the
-keys it finds. Measured speedups are paired and repeated against full depth (`skipcore.paired_timing`).
+keys it finds. Measured speedups are paired and repeated against full depth (`skipcore.measure.paired_timing`).
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ class EngineGrid:
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         """Quality and theoretical costs from one generation over every example, then the wall-clock speedups
         against full depth, paired and repeated on the first `cfg.timing_limit` prompts (none with repeats 0)."""
-        from skipcore.paired_timing import measure_against_full, plausibility_flag
+        from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
         from skipcore.quality import evaluate_generation
 
         policy, columns = self.build(setting, engine.num_layers, cfg)
@@ -426,7 +426,7 @@ class TransformersGrid:
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         from skipcore.early_exit_assistant import assisted_generate
-        from skipcore.paired_timing import measure_total_against_full
+        from skipcore.measure.paired_timing import measure_total_against_full
         from skipcore.quality import prompts_for, score_outputs
 
         def run(prompts):
@@ -466,7 +466,7 @@ def full_depth_flops(engine, examples, token_ids) -> float:
     pass at all L layers): each prompt's prefill, then one all-layer pass per further token."""
     import numpy as np
 
-    import skipcore.costs as costs
+    import skipcore.measure.costs as costs
     from skipcore.quality import prompts_for
 
     shapes, L = engine.adapter.shapes, engine.num_layers

@@ -1,4 +1,4 @@
-"""A decoded batch as trace rows: one per generated token per batch row, costs by `skipcore.costs`.
+"""A decoded batch as trace rows: one per generated token per batch row, costs by `skipcore.measure.costs`.
 
 The same for every policy: a token's own pass is the first `row_layers` of the layer set of the step that produced
 it (`BatchOutput.token_steps`), and its input position holds K/V in `kv_layers` layers (more than its own pass
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-import skipcore.costs as costs
+import skipcore.measure.costs as costs
 from skipcore.adapters.base import ModelShapes
 from skipcore.outputs import BatchOutput
 from skipcore.schedule import mask_string

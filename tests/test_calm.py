@@ -134,7 +134,7 @@ def test_outputs_do_not_depend_on_the_batch_only_the_cost_does(model_dirs):
 
 
 def test_cost_columns_follow_the_convention(model_dirs):
-    from skipcore import costs
+    from skipcore.measure import costs
     from skipcore.policies.calm import kv_projection_flops
 
     eng = engine_for(model_dirs, "opt")

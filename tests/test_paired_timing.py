@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skipcore.paired_timing import paired_ratio, plausibility_flag, time_pairs
+from skipcore.measure.paired_timing import paired_ratio, plausibility_flag, time_pairs
 
 
 def fake(times):

@@ -364,7 +364,7 @@ def test_the_lens_refuses_speculative_with_what_to_do(capsys):
 
 def test_plots_read_a_speculative_trace_by_rounds_and_real_costs(model_dirs):
     from skipcore import plots
-    from skipcore.pareto import front_position
+    from skipcore.measure.pareto import front_position
 
     eng = engine_for(model_dirs, "opt")
     tr = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=3), 16).trace

@@ -319,7 +319,7 @@ def test_timing_alternates_full_depth_and_the_setting_after_a_warm_up(model_dirs
         return real(prompts, policy, *a, **kw)
 
     monkeypatch.setattr(engine, "generate", recording)
-    from skipcore.paired_timing import measure_against_full
+    from skipcore.measure.paired_timing import measure_against_full
 
     cols = measure_against_full(engine, ["MR: name[Aromi]\nText:"], CalmPolicy(0.5), 10, 1, 3)
     assert order == ["full", "setting"] * 4  # one warm-up pair, then three timed pairs

@@ -65,7 +65,7 @@ def steps_trace(ms: list[float], layers: list[int]) -> pd.DataFrame:
 
 
 def test_a_decaying_schedule_is_not_noise_but_a_spike_is():
-    from skipcore.summary import step_time_spread
+    from skipcore.measure.summary import step_time_spread
 
     # steps get faster as the budget decays from 12 to 4 layers: no spike
     layers = [12, 12, 10, 8, 6, 4, 4, 4, 4, 4]

@@ -140,9 +140,9 @@ def static_rows(df: pd.DataFrame) -> pd.DataFrame | None:
 
 def against_static_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame | None:
     """The other policies' rows (CALM-DEC, adaptive, speculative, transformers' generate()), each placed against
-    the static front of its own model (`skipcore.pareto.front_position`); None when the table has no such or no
+    the static front of its own model (`skipcore.measure.pareto.front_position`); None when the table has no such or no
     static rows. Rows without x or y (transformers' layer speedups) cannot be placed and are left out."""
-    from skipcore.pareto import front_position
+    from skipcore.measure.pareto import front_position
 
     static = static_rows(df)
     if static is None or not len(static) or len(static) == len(df):

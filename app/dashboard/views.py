@@ -14,7 +14,7 @@ from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
-from skipcore.summary import step_time_spread
+from skipcore.measure.summary import step_time_spread
 
 EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"

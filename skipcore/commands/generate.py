@@ -118,8 +118,8 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def timing_line(engine, prompts: list[str], policy, args: argparse.Namespace, summary: dict) -> str:
-    """Paired, repeated timing against full depth (skipcore.paired_timing), said with its interval and flag."""
-    from skipcore.paired_timing import measure_against_full, plausibility_flag
+    """Paired, repeated timing against full depth (skipcore.measure.paired_timing), said with its interval and flag."""
+    from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
 
     m = measure_against_full(
         engine, prompts, policy, args.max_new_tokens, args.batch_size, args.timing_repeats

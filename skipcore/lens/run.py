@@ -19,9 +19,9 @@ from skipcore.engine import PolicyLike, SkipEngine, as_policy, config_hash
 from skipcore.errors import UserError
 from skipcore.lens.forcing import ForcedPicker, forced_tokens
 from skipcore.lens.replay import ReadOuts, replay
+from skipcore.measure.summary import summarize
 from skipcore.outputs import BatchOutput
 from skipcore.sampling import Sampling, TokenPicker
-from skipcore.summary import summarize
 from skipcore.trace_rows import build_trace
 
 OWN, GIVEN = "own decode", "given tokens"
@@ -43,7 +43,7 @@ class LensResult:
 
     @property
     def summary(self) -> dict:
-        """The decode's summary (`skipcore.summary.summarize`), as `generate` reports it."""
+        """The decode's summary (`skipcore.measure.summary.summarize`), as `generate` reports it."""
         return summarize(self.trace, self.num_layers)
 
 

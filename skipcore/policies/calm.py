@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
-import skipcore.costs as costs
+import skipcore.measure.costs as costs
 from skipcore.adapters import Adapter, ModelShapes
 from skipcore.cache import SkipKVCache
 from skipcore.errors import UserError

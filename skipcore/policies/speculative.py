@@ -25,7 +25,7 @@ draft) compute, for the drafted columns, exactly what full depth computes there 
 verification keeps their K/V and starts those columns at layer c from the drafts' hidden states; only the last
 column, which no draft fed, runs layers [0, c).
 
-What it costs (trace columns, `skipcore.costs.speculative_round_flops`): a lossless verification runs every kept
+What it costs (trace columns, `skipcore.measure.costs.speculative_round_flops`): a lossless verification runs every kept
 token's column through all L layers, so no token can cost fewer FLOPs than at full depth; each round adds the
 draft passes and the columns of rejected drafts. What it saves is sequential passes: one full-depth pass yields
 one to k + 1 tokens per row. Where a pass over k + 1 columns costs about as long as one over a single column (a
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
-import skipcore.costs as costs
+import skipcore.measure.costs as costs
 from skipcore.errors import UserError
 from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState
 from skipcore.schedule import Schedule
