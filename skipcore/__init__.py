@@ -30,7 +30,7 @@ from skipcore.sampling import Sampling
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.sweep import SweepConfig, run_sweep, sweep_rows
 from skipcore.sweep_store import read_sweep
-from skipcore.trace import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
+from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 from skipcore.version import __version__
 
 _install_moved_modules()  # old module paths (`skipcore.engine`, ...) keep working for one release, with a warning

@@ -23,6 +23,7 @@ MOVED: dict[str, str] = {
     "skipcore.paired_timing": "skipcore.measure.paired_timing",
     "skipcore.pareto": "skipcore.measure.pareto",
     "skipcore.summary": "skipcore.measure.summary",
+    "skipcore.trace": "skipcore.traces",
 }
 
 

@@ -34,8 +34,8 @@ from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
 from skipcore.static_step import StaticDecoder
 from skipcore.timing import StepTimer
-from skipcore.trace import run_metadata
 from skipcore.trace_rows import build_trace
+from skipcore.traces.schema import run_metadata
 
 __all__ = ["BatchOutput", "GenerationResult", "SkipEngine", "as_policy", "config_hash"]
 

@@ -669,7 +669,7 @@ def _run_models(
     """Load each model once and run its pending settings, writing each row and trace as it finishes."""
     from skipcore.engine import SkipEngine
     from skipcore.loading import load_model
-    from skipcore.trace import write_trace
+    from skipcore.traces.files import write_trace
 
     def finished(s: Setting, row: dict, result) -> None:
         rel = ""  # a generator outside the loop (transformers' generate()) leaves no trace

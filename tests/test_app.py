@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths, tracefiles
 from skipcore.schedule import Schedule
-from skipcore.trace import TRACE_COLUMNS, read_trace
+from skipcore.traces import TRACE_COLUMNS, read_trace
 from tests.conftest import as_trained_model
 
 APP = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
@@ -435,7 +435,7 @@ def test_explorer_reads_back_every_download_format(model_dir, sample_trace, fmt)
 
 
 def test_explorer_opens_a_trace_of_the_shipped_sweep(model_dir, sample_trace, tmp_path, monkeypatch):
-    from skipcore.trace import write_trace
+    from skipcore.traces import write_trace
 
     trace, meta = sample_trace
     write_trace(trace, tmp_path / "default_traces" / "abc.parquet", meta)

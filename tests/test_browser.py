@@ -3,7 +3,7 @@ Debian's /usr/bin/chromium (Playwright cannot download its own browser here).
 
 At 1400 px wide, every page is checked for a chart drawn wider than its column. It moves a designer slider
 (and sees the design in the address), generates on the shipped default model, waits for the Plotly heatmap, downloads
-the trace as Parquet and reads it back with `skipcore.trace.read_trace`, then loads it in the trace explorer.
+the trace as Parquet and reads it back with `skipcore.traces.read_trace`, then loads it in the trace explorer.
 Screenshots of every page go to artifacts/screenshots/ (CI keeps them). Skips, with the reason, when
 chromium, Playwright or the shipped model is missing.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from skipcore.trace import TRACE_COLUMNS, read_trace
+from skipcore.traces import TRACE_COLUMNS, read_trace
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "app" / "streamlit_app.py"

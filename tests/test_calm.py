@@ -15,7 +15,7 @@ from skipcore.loading import load_model
 from skipcore.masks import attention_mask
 from skipcore.policies import CalmPolicy
 from skipcore.policies.calm import confidence
-from skipcore.trace import validate_trace
+from skipcore.traces import validate_trace
 from tests.conftest import FAMILIES, PROMPTS, RecordingPicker
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from skipcore.commands import main
-from skipcore.trace import TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
+from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
 from tests.conftest import PROMPTS, as_trained_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ from skipcore.lens.plots import STATS, agreement_figure, layer_summary_figure, l
 from skipcore.loading import load_model
 from skipcore.policies import AdaptivePolicy, CalmPolicy
 from skipcore.schedule import Schedule
-from skipcore.trace import TraceSchemaError
+from skipcore.traces import TraceSchemaError
 from tests.conftest import PROMPTS
 from tests.test_browser import (  # noqa: F401 (fixtures and helpers of the browser test)
     GENERATE_TIMEOUT_MS,

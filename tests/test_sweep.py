@@ -12,7 +12,7 @@ import pytest
 from skipcore import sweep
 from skipcore.commands import main
 from skipcore.errors import UserError
-from skipcore.trace import read_trace
+from skipcore.traces import read_trace
 from tests.conftest import as_trained_model
 
 SOURCES = [

@@ -12,7 +12,7 @@ import pytest
 
 from skipcore import Schedule, SkipEngine, load_model, read_trace, validate_trace, write_trace
 from skipcore.errors import UserError
-from skipcore.trace import TraceSchemaError, sidecar_path
+from skipcore.traces import TraceSchemaError, sidecar_path
 from tests.conftest import PROMPTS
 
 
@@ -94,7 +94,7 @@ def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
 
 def test_output_paths_take_zipped_trace_names(tmp_path):
     from skipcore.commands.common import check_output_path
-    from skipcore.trace import FORMATS, ZIPPED_FORMATS
+    from skipcore.traces import FORMATS, ZIPPED_FORMATS
 
     out = check_output_path(str(tmp_path / "t.csv.zip"), False, FORMATS + ZIPPED_FORMATS)
     assert out == tmp_path / "t.csv.zip"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from skipcore import Schedule, SkipEngine, load_model, read_trace, write_trace
-from skipcore.trace import TraceSchemaError, sidecar_path
+from skipcore.traces import TraceSchemaError, sidecar_path
 from tests.conftest import PROMPTS
 
 

@@ -415,7 +415,7 @@ def test_a_model_trained_over_64_tokens_meets_target_speedups_over_its_typical_o
     """The recipe's elastic fine-tune (--speedup-over 64) of the shipped model, a few steps: generate's
     --target-speedup 3 on the shipped test split realises 3x within 15%, as the shipped model does."""
     from skipcore.measure.summary import summarize
-    from skipcore.trace import read_trace
+    from skipcore.traces import read_trace
 
     shipped, out = ROOT / "data/models/skipdecode-opt-e2e", tmp_path / "over64"
     flags = ["--model", str(shipped), "--elastic", "1.0:5.0", "--elastic-full-prob", "0.1"]

@@ -1,4 +1,4 @@
-"""Trace files in and out of the browser, through skipcore.trace's own writer and reader.
+"""Trace files in and out of the browser, through skipcore.traces's own writer and reader.
 
 Downloads: Parquet carries the run metadata in its schema metadata; CSV and JSONL come as `.csv.zip` /
 `.jsonl.zip`: a zip of the one trace file, which plain `pd.read_csv` / `pd.read_json` open as they are, with the
@@ -21,7 +21,7 @@ import pandas as pd
 from skipcore import TRACE_COLUMNS, read_trace, write_trace
 from skipcore.errors import UserError
 from skipcore.plots import human_bytes
-from skipcore.trace import FORMATS, TraceSchemaError, sidecar_path
+from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
@@ -50,7 +50,7 @@ def _check_size(name: str, size: int, limit: int) -> None:
     if size > limit:
         raise TraceSchemaError(
             f"{name}: the file is {human_bytes(size)}, over the {human_bytes(limit)} limit "
-            "(filter the trace, or read it in Python with skipcore.trace.read_trace)"
+            "(filter the trace, or read it in Python with skipcore.traces.read_trace)"
         )
 
 

@@ -15,7 +15,7 @@ import streamlit as st
 from app.dashboard import paths, speculation, sweeps, views
 from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
-from skipcore.trace import TRACE_COLUMNS
+from skipcore.traces import TRACE_COLUMNS
 
 UPLOAD, FROM_SWEEP = "Upload a file", "A trace of a shipped sweep"
 

@@ -83,7 +83,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from skipcore.engine import SkipEngine
     from skipcore.loading import load_model
     from skipcore.sampling import Sampling
-    from skipcore.trace import FORMATS, ZIPPED_FORMATS, write_trace
+    from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, write_trace
 
     apply_generation_defaults(args)
     if args.max_new_tokens < 1:

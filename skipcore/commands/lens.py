@@ -66,7 +66,7 @@ def run_lens(args: argparse.Namespace) -> int:
     from skipcore.engine import SkipEngine
     from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
     from skipcore.loading import load_model
-    from skipcore.trace import FORMATS
+    from skipcore.traces.files import FORMATS
 
     apply_generation_defaults(args)
     if args.max_new_tokens < 1:

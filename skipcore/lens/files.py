@@ -1,5 +1,5 @@
 """Lens tables on disk: Parquet (metadata in the schema), or JSONL/CSV with a `.meta.json` sidecar, written
-atomically, the way `skipcore.trace` writes traces. Traces' own validation does not apply (a lens row is a
+atomically, the way `skipcore.traces` writes traces. Traces' own validation does not apply (a lens row is a
 (token, layer) pair, not a token), so lens tables have their own column list and check."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pandas as pd
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write
-from skipcore.trace import FORMATS, META_KEY, TraceSchemaError, sidecar_path
+from skipcore.traces.files import FORMATS, META_KEY, sidecar_path
+from skipcore.traces.schema import TraceSchemaError
 
 # column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
 LENS_COLUMNS: dict[str, str] = {

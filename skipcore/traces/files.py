@@ -1,8 +1,8 @@
-"""The per-token trace: its schema, its validation, and its files.
+"""Trace files: the per-token trace (`skipcore.traces.schema`) in Parquet, JSONL and CSV, read back validated.
 
-One row per generated token per batch row, the same columns in Parquet, JSONL and CSV. Run metadata travels
-in the Parquet schema metadata, or in a `.meta.json` sidecar beside JSONL and CSV files, or in the comment of a
-zipped CSV or JSONL (`.csv.zip`, `.jsonl.zip`: one member, so `pd.read_csv` reads it as it is).
+The same columns in every format. Run metadata travels in the Parquet schema metadata, or in a `.meta.json`
+sidecar beside JSONL and CSV files, or in the comment of a zipped CSV or JSONL (`.csv.zip`, `.jsonl.zip`: one
+member, so `pd.read_csv` reads it as it is).
 
 CSV and JSONL files write each `layer_mask` behind a leading `m` ("m001111111111"): plain pandas would read a
 string of digits as a number and drop its leading zeros. `read_trace` strips it; with plain pandas,
@@ -13,147 +13,18 @@ from __future__ import annotations
 
 import io
 import json
-import platform
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write
+from skipcore.traces.schema import MASK_PREFIX, TEXT_COLUMNS, TraceSchemaError, validate_trace
 
-# column -> kind; the minimum every trace has (extra columns are welcome)
-TRACE_COLUMNS: dict[str, str] = {
-    "run_id": "str",
-    "sample": "int",
-    "step": "int",
-    "position": "int",
-    "token_id": "int",
-    "token": "str",
-    "num_layers_run": "int",
-    "layer_mask": "str",
-    "flops": "float",
-    "flops_full": "float",
-    "kv_cache_bytes": "int",
-    "kv_cache_bytes_full": "int",
-    "step_ms": "float",
-    "logprob": "float",
-    "finished": "bool",
-}
 FORMATS = (".parquet", ".jsonl", ".csv")
 ZIPPED_FORMATS = (".csv.zip", ".jsonl.zip")  # one member; the run metadata in the zip's comment
 META_KEY = b"skipcore"
-MASK_PREFIX = "m"  # CSV and JSONL: a mask plain pandas cannot take for a number
-
-
-class TraceSchemaError(UserError):
-    """A trace file or frame that does not match the schema; the message names the column."""
-
-
-def run_metadata(**fields) -> dict:
-    """Run metadata plus the library versions and the machine, so a trace says how it was made."""
-    import torch
-    import transformers
-
-    from skipcore.version import __version__
-
-    return {
-        **fields,
-        "versions": {
-            "skipcore": __version__,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "python": platform.python_version(),
-        },
-        "machine": platform.machine(),
-    }
-
-
-# -- validation --------------------------------------------------------------------------------------------
-_KIND_CHECKS = {
-    "int": pd.api.types.is_integer_dtype,
-    "float": lambda d: pd.api.types.is_float_dtype(d) or pd.api.types.is_integer_dtype(d),
-    "bool": pd.api.types.is_bool_dtype,
-    "str": lambda d: pd.api.types.is_string_dtype(d) or pd.api.types.is_object_dtype(d),
-}
-
-
-def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | None = None) -> pd.DataFrame:
-    """Raise TraceSchemaError naming the first missing, mistyped or out-of-range column; return the frame with
-    clean types. `num_layers` (from the run metadata) is what every mask's length must be."""
-    if df.empty:
-        raise TraceSchemaError(f"{source}: the trace has no rows")
-    for col, kind in TRACE_COLUMNS.items():
-        if col not in df.columns:
-            raise TraceSchemaError(f"{source}: missing column {col!r}")
-        series = df[col]
-        if kind == "str" and not _all_text(series):
-            hint = f" (read CSV with dtype={{{col!r}: str}})" if col in _TEXT else ""
-            raise TraceSchemaError(f"{source}: column {col!r} must hold text{hint}")
-        if kind == "bool" and not _KIND_CHECKS["bool"](series.dtype):
-            if set(series.unique()) <= {0, 1}:  # CSV and JSONL readers may give 0/1
-                df[col] = series.astype(bool)
-                continue
-            raise TraceSchemaError(f"{source}: column {col!r} must be boolean, got {series.dtype}")
-        if kind != "str" and not _KIND_CHECKS[kind](series.dtype):
-            raise TraceSchemaError(f"{source}: column {col!r} must be {kind}, got {series.dtype}")
-        if kind != "str" and series.isna().any():
-            raise TraceSchemaError(f"{source}: column {col!r} has missing values")
-    bad = df["layer_mask"].str.fullmatch("[01]+") == False  # noqa: E712 (elementwise)
-    if bad.any():
-        hint = (
-            " (strip the leading 'm' that CSV and JSONL files add)"
-            if df["layer_mask"].str.startswith(MASK_PREFIX).all()
-            else ""
-        )
-        raise TraceSchemaError(f"{source}: column 'layer_mask' must be a string of 0s and 1s{hint}")
-    if (df["layer_mask"].str.count("1") != df["num_layers_run"]).any():
-        raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
-    _check_values(df, source, num_layers)
-    return df
-
-
-def _all_text(series: pd.Series) -> bool:
-    """Every value a string: a string column answers by its dtype (no Python object per row), else each."""
-    if isinstance(series.dtype, pd.StringDtype):
-        return not series.isna().any()
-    return all(isinstance(v, str) for v in series)
-
-
-def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None:
-    """Values a generated trace can hold; a row outside them is a damaged or hand-made file."""
-    lengths = df["layer_mask"].str.len()
-    if lengths.nunique() > 1:
-        raise TraceSchemaError(
-            f"{source}: 'layer_mask' has masks of different lengths ({sorted(lengths.unique())})"
-        )
-    if num_layers is not None and int(lengths.iloc[0]) != num_layers:
-        raise TraceSchemaError(
-            f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {num_layers}"
-        )
-    for col in ("sample", "step", "token_id", "kv_cache_bytes", "kv_cache_bytes_full"):
-        if (df[col] < 0).any():
-            raise TraceSchemaError(f"{source}: column {col!r} has negative values")
-    if (df["num_layers_run"] < 1).any():
-        raise TraceSchemaError(f"{source}: column 'num_layers_run' must be >= 1")
-    if (df["position"] < df["step"]).any():
-        raise TraceSchemaError(
-            f"{source}: column 'position' is below 'step' (a position counts the prompt too)"
-        )
-    for col in ("flops", "flops_full", "step_ms"):
-        values = df[col].to_numpy(dtype=float)
-        if not np.isfinite(values).all() or (values < 0).any():
-            raise TraceSchemaError(f"{source}: column {col!r} must hold finite values >= 0")
-    if (df["flops"] > df["flops_full"] * (1 + 1e-9)).any():
-        raise TraceSchemaError(
-            f"{source}: 'flops' above 'flops_full' (a pass cannot cost more than full depth)"
-        )
-    if (df["kv_cache_bytes"] > df["kv_cache_bytes_full"]).any():
-        raise TraceSchemaError(f"{source}: 'kv_cache_bytes' above 'kv_cache_bytes_full'")
-    logprob = df["logprob"].to_numpy(dtype=float)
-    if not np.isfinite(logprob).all() or (logprob > 1e-6).any():
-        raise TraceSchemaError(f"{source}: column 'logprob' must hold finite log-probabilities <= 0")
 
 
 # -- files -------------------------------------------------------------------------------------------------
@@ -256,14 +127,11 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return validate_trace(df, str(path), layers if isinstance(layers, int) else None), meta
 
 
-_TEXT = {"token": str, "layer_mask": str, "run_id": str}
-
-
 def _read_text(source, fmt: str) -> pd.DataFrame:
     """A CSV or JSONL trace from a path or a binary handle."""
     if fmt.startswith(".jsonl"):
         return _read_jsonl(source)
-    return pd.read_csv(source, dtype=_TEXT, keep_default_na=False)
+    return pd.read_csv(source, dtype=TEXT_COLUMNS, keep_default_na=False)
 
 
 def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:

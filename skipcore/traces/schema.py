@@ -1,0 +1,145 @@
+"""The per-token trace's schema (design notes, "Trace schema") and its validation: the columns every trace has,
+the values a generated trace can hold, and the run metadata that travels with it.
+
+One row per generated token per batch row. Extra columns are welcome (a policy's own signals); these are the
+minimum, checked by name, type and value, so a damaged or hand-made file is named by its first bad column.
+"""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+import pandas as pd
+
+from skipcore.errors import UserError
+
+# column -> kind; the minimum every trace has (extra columns are welcome)
+TRACE_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "sample": "int",
+    "step": "int",
+    "position": "int",
+    "token_id": "int",
+    "token": "str",
+    "num_layers_run": "int",
+    "layer_mask": "str",
+    "flops": "float",
+    "flops_full": "float",
+    "kv_cache_bytes": "int",
+    "kv_cache_bytes_full": "int",
+    "step_ms": "float",
+    "logprob": "float",
+    "finished": "bool",
+}
+MASK_PREFIX = "m"  # CSV and JSONL: a mask plain pandas cannot take for a number
+TEXT_COLUMNS = {"token": str, "layer_mask": str, "run_id": str}  # CSV readers must keep these as text
+
+
+class TraceSchemaError(UserError):
+    """A trace file or frame that does not match the schema; the message names the column."""
+
+
+def run_metadata(**fields) -> dict:
+    """Run metadata plus the library versions and the machine, so a trace says how it was made."""
+    import torch
+    import transformers
+
+    from skipcore.version import __version__
+
+    return {
+        **fields,
+        "versions": {
+            "skipcore": __version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+        },
+        "machine": platform.machine(),
+    }
+
+
+# -- validation --------------------------------------------------------------------------------------------
+_KIND_CHECKS = {
+    "int": pd.api.types.is_integer_dtype,
+    "float": lambda d: pd.api.types.is_float_dtype(d) or pd.api.types.is_integer_dtype(d),
+    "bool": pd.api.types.is_bool_dtype,
+    "str": lambda d: pd.api.types.is_string_dtype(d) or pd.api.types.is_object_dtype(d),
+}
+
+
+def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | None = None) -> pd.DataFrame:
+    """Raise TraceSchemaError naming the first missing, mistyped or out-of-range column; return the frame with
+    clean types. `num_layers` (from the run metadata) is what every mask's length must be."""
+    if df.empty:
+        raise TraceSchemaError(f"{source}: the trace has no rows")
+    for col, kind in TRACE_COLUMNS.items():
+        if col not in df.columns:
+            raise TraceSchemaError(f"{source}: missing column {col!r}")
+        series = df[col]
+        if kind == "str" and not _all_text(series):
+            hint = f" (read CSV with dtype={{{col!r}: str}})" if col in TEXT_COLUMNS else ""
+            raise TraceSchemaError(f"{source}: column {col!r} must hold text{hint}")
+        if kind == "bool" and not _KIND_CHECKS["bool"](series.dtype):
+            if set(series.unique()) <= {0, 1}:  # CSV and JSONL readers may give 0/1
+                df[col] = series.astype(bool)
+                continue
+            raise TraceSchemaError(f"{source}: column {col!r} must be boolean, got {series.dtype}")
+        if kind != "str" and not _KIND_CHECKS[kind](series.dtype):
+            raise TraceSchemaError(f"{source}: column {col!r} must be {kind}, got {series.dtype}")
+        if kind != "str" and series.isna().any():
+            raise TraceSchemaError(f"{source}: column {col!r} has missing values")
+    bad = df["layer_mask"].str.fullmatch("[01]+") == False  # noqa: E712 (elementwise)
+    if bad.any():
+        hint = (
+            " (strip the leading 'm' that CSV and JSONL files add)"
+            if df["layer_mask"].str.startswith(MASK_PREFIX).all()
+            else ""
+        )
+        raise TraceSchemaError(f"{source}: column 'layer_mask' must be a string of 0s and 1s{hint}")
+    if (df["layer_mask"].str.count("1") != df["num_layers_run"]).any():
+        raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
+    _check_values(df, source, num_layers)
+    return df
+
+
+def _all_text(series: pd.Series) -> bool:
+    """Every value a string: a string column answers by its dtype (no Python object per row), else each."""
+    if isinstance(series.dtype, pd.StringDtype):
+        return not series.isna().any()
+    return all(isinstance(v, str) for v in series)
+
+
+def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None:
+    """Values a generated trace can hold; a row outside them is a damaged or hand-made file."""
+    lengths = df["layer_mask"].str.len()
+    if lengths.nunique() > 1:
+        raise TraceSchemaError(
+            f"{source}: 'layer_mask' has masks of different lengths ({sorted(lengths.unique())})"
+        )
+    if num_layers is not None and int(lengths.iloc[0]) != num_layers:
+        raise TraceSchemaError(
+            f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {num_layers}"
+        )
+    for col in ("sample", "step", "token_id", "kv_cache_bytes", "kv_cache_bytes_full"):
+        if (df[col] < 0).any():
+            raise TraceSchemaError(f"{source}: column {col!r} has negative values")
+    if (df["num_layers_run"] < 1).any():
+        raise TraceSchemaError(f"{source}: column 'num_layers_run' must be >= 1")
+    if (df["position"] < df["step"]).any():
+        raise TraceSchemaError(
+            f"{source}: column 'position' is below 'step' (a position counts the prompt too)"
+        )
+    for col in ("flops", "flops_full", "step_ms"):
+        values = df[col].to_numpy(dtype=float)
+        if not np.isfinite(values).all() or (values < 0).any():
+            raise TraceSchemaError(f"{source}: column {col!r} must hold finite values >= 0")
+    if (df["flops"] > df["flops_full"] * (1 + 1e-9)).any():
+        raise TraceSchemaError(
+            f"{source}: 'flops' above 'flops_full' (a pass cannot cost more than full depth)"
+        )
+    if (df["kv_cache_bytes"] > df["kv_cache_bytes_full"]).any():
+        raise TraceSchemaError(f"{source}: 'kv_cache_bytes' above 'kv_cache_bytes_full'")
+    logprob = df["logprob"].to_numpy(dtype=float)
+    if not np.isfinite(logprob).all() or (logprob > 1e-6).any():
+        raise TraceSchemaError(f"{source}: column 'logprob' must hold finite log-probabilities <= 0")
