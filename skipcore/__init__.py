@@ -19,21 +19,21 @@ these same calls.
 
 from skipcore._moved import install as _install_moved_modules
 from skipcore.adapters import ModelShapes, shapes_from_config
-from skipcore.engine import SkipEngine
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.outputs import GenerationResult
+from skipcore.decode.sampling import Sampling
 from skipcore.errors import ScheduleError, UserError
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.loading import load_model
 from skipcore.measure.summary import step_time_spread, summarize
-from skipcore.outputs import GenerationResult
 from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
-from skipcore.sampling import Sampling
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.sweep import SweepConfig, run_sweep, sweep_rows
 from skipcore.sweep_store import read_sweep
 from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 from skipcore.version import __version__
 
-_install_moved_modules()  # old module paths (`skipcore.engine`, ...) keep working for one release, with a warning
+_install_moved_modules()  # old module paths (`skipcore.decode.engine`, ...) keep working for one release, with a warning
 
 __all__ = [
     "TRACE_COLUMNS",

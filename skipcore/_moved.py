@@ -19,11 +19,22 @@ from collections.abc import Sequence
 
 # old module path -> its home since the layout by role (remove these in the release after)
 MOVED: dict[str, str] = {
+    "skipcore.attention": "skipcore.decode.attention",
+    "skipcore.cache": "skipcore.decode.cache",
     "skipcore.costs": "skipcore.measure.costs",
+    "skipcore.cursor": "skipcore.decode.cursor",
+    "skipcore.engine": "skipcore.decode.engine",
+    "skipcore.forward": "skipcore.decode.forward",
+    "skipcore.masks": "skipcore.decode.masks",
+    "skipcore.outputs": "skipcore.decode.outputs",
     "skipcore.paired_timing": "skipcore.measure.paired_timing",
     "skipcore.pareto": "skipcore.measure.pareto",
+    "skipcore.sampling": "skipcore.decode.sampling",
+    "skipcore.static_step": "skipcore.decode.static_step",
     "skipcore.summary": "skipcore.measure.summary",
+    "skipcore.timing": "skipcore.decode.timing",
     "skipcore.trace": "skipcore.traces",
+    "skipcore.trace_rows": "skipcore.decode.trace_rows",
 }
 
 

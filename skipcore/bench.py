@@ -48,10 +48,10 @@ def bench_one(
     bandwidth: float | None = None,
 ) -> list[dict]:
     from skipcore.adapters import adapter_for
-    from skipcore.engine import SkipEngine
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.decode.sampling import Sampling, TokenPicker
     from skipcore.measure.paired_timing import plausibility_flag, time_pairs
     from skipcore.random_models import bench_model
-    from skipcore.sampling import Sampling, TokenPicker
     from skipcore.schedule import Schedule, schedule_for_speedup
 
     model = bench_model(shape, dtype=dtype, device=str(device))

@@ -16,8 +16,8 @@ from skipcore.metrics import DEFAULT_METRICS, score_texts
 if TYPE_CHECKING:
     import pandas as pd
 
-    from skipcore.engine import SkipEngine
-    from skipcore.outputs import GenerationResult
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.decode.outputs import GenerationResult
     from skipcore.policies import DepthPolicy
     from skipcore.schedule import Schedule
 

@@ -667,7 +667,7 @@ def _run_models(
     on_row: RowCallback | None,
 ) -> None:
     """Load each model once and run its pending settings, writing each row and trace as it finishes."""
-    from skipcore.engine import SkipEngine
+    from skipcore.decode.engine import SkipEngine
     from skipcore.loading import load_model
     from skipcore.traces.files import write_trace
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from skipcore.sampling import Sampling, TokenPicker
+from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.testing import make_tiny_model, tiny_tokenizer
 
 # Test workers share two cores: one torch thread each avoids oversubscription (it slowed runs tenfold).

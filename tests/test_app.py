@@ -66,7 +66,7 @@ def by_key(widgets, key: str):
 @pytest.fixture(scope="module")
 def sample_trace(model_dirs) -> tuple[pd.DataFrame, dict]:
     """A real trace from the tiny model, to upload."""
-    from skipcore.engine import SkipEngine
+    from skipcore.decode.engine import SkipEngine
     from skipcore.loading import load_model
 
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
@@ -513,7 +513,7 @@ def test_explorer_oversized_file(model_dir, sample_trace, monkeypatch):
 def test_designer_costs_match_a_measured_trace(model_dirs):
     """The designer's theoretical FLOPs and KV bytes are exactly what the engine's trace reports."""
     from skipcore import plots
-    from skipcore.engine import SkipEngine
+    from skipcore.decode.engine import SkipEngine
     from skipcore.loading import load_model
 
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
@@ -651,7 +651,7 @@ def _trace_of(trace: pd.DataFrame, **changes) -> bytes:
 
 
 def test_explorer_full_depth_caption_labels_limit_and_noise(model_dirs, model_dir, tmp_path):
-    from skipcore.engine import SkipEngine
+    from skipcore.decode.engine import SkipEngine
     from skipcore.loading import load_model
 
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from skipcore import attention
-from skipcore.engine import SkipEngine
+from skipcore.decode import attention
+from skipcore.decode.engine import SkipEngine
 from skipcore.loading import load_model
 from skipcore.schedule import Schedule
 from tests.conftest import PROMPTS

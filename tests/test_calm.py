@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from skipcore.adapters import positions_from_mask
-from skipcore.cache import SkipKVCache
-from skipcore.engine import SkipEngine
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.masks import attention_mask
 from skipcore.errors import UserError
 from skipcore.loading import load_model
-from skipcore.masks import attention_mask
 from skipcore.policies import CalmPolicy
 from skipcore.policies.calm import confidence
 from skipcore.traces import validate_trace

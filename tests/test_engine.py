@@ -10,14 +10,14 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import FlopCounterMode
 
-from skipcore.cache import SkipKVCache
-from skipcore.engine import SkipEngine
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.forward import column_layer_sets, skip_forward
+from skipcore.decode.sampling import Sampling, TokenPicker
+from skipcore.decode.static_step import StaticDecoder
 from skipcore.errors import ScheduleError
-from skipcore.forward import column_layer_sets, skip_forward
 from skipcore.loading import load_model
-from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
-from skipcore.static_step import StaticDecoder
 from tests.conftest import FAMILIES, PROMPTS, RecordingPicker
 
 
@@ -133,7 +133,7 @@ def test_logged_kv_bytes_equal_cache_tensors(model_dirs, family):
     sets = sched.layer_sets(T)
     enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
     picker = TokenPicker(Sampling(), eng.device)
-    from skipcore.trace_rows import build_trace
+    from skipcore.decode.trace_rows import build_trace
 
     out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
     trace = build_trace(out, eng.adapter.shapes, eng.tokenizer, "t")
@@ -217,7 +217,7 @@ def test_static_decoder_is_reused_across_batches_of_one_shape(model_dirs):
 
 def test_static_prompts_are_padded_to_shared_widths(model_dirs, monkeypatch):
     """Batches of different prompt lengths share one decoder (and its graphs) in static mode; answers unchanged."""
-    import skipcore.engine as engine_module
+    import skipcore.decode.engine as engine_module
 
     built = []
 
@@ -318,7 +318,7 @@ class RecordedStepDecoder(StaticDecoder):
 @pytest.mark.parametrize("family", ["opt", "llama"])
 def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypatch):
     """Replaying frozen steps across decode positions, batches and a second prompt set gives the plain answers."""
-    import skipcore.engine as engine_module
+    import skipcore.decode.engine as engine_module
 
     monkeypatch.setattr(engine_module, "StaticDecoder", RecordedStepDecoder)
     model, tok = load_model(
@@ -359,7 +359,7 @@ def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypat
 
 def test_a_failed_capture_falls_back_to_uncaptured_steps(model_dirs, monkeypatch):
     """Graphs are an optimisation: if capture fails, decoding goes on uncaptured, with a warning, same tokens."""
-    import skipcore.engine as engine_module
+    import skipcore.decode.engine as engine_module
 
     class FailingCapture(StaticDecoder):
         def _capture(self, layers):
@@ -389,8 +389,8 @@ def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, at
     """What CUDA graph capture forbids (reading a value back: .item(), a data-dependent branch or shape; a CPU
     tensor in the step) fails on the meta device too, whose tensors have no values: so a step that runs on meta
     can be captured."""
-    from skipcore.cache import SkipKVCache
-    from skipcore.static_step import StaticDecoder
+    from skipcore.decode.cache import SkipKVCache
+    from skipcore.decode.static_step import StaticDecoder
 
     model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
     eng = SkipEngine(model.to("meta"), tok, static=True)

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from skipcore.commands import main
-from skipcore.engine import SkipEngine
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.errors import UserError
-from skipcore.forward import column_layer_sets, skip_forward
 from skipcore.lens import (
     LENS_COLUMNS,
     agreement,

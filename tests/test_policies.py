@@ -9,7 +9,7 @@ import torch
 
 from skipcore import AdaptivePolicy, CalmPolicy, SkipEngine, StaticPolicy, load_model, read_trace
 from skipcore.commands import main
-from skipcore.forward import column_layer_sets, skip_forward
+from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.schedule import layers_for_budget
 from tests.conftest import PROMPTS, RecordingPicker
 

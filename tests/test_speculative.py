@@ -14,11 +14,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from skipcore import SkipEngine, load_model
 from skipcore.commands import main
+from skipcore.decode.forward import skip_forward
+from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.errors import UserError
-from skipcore.forward import skip_forward
 from skipcore.policies import SpeculativePolicy, StepOutput
 from skipcore.policies.speculative import greedy_accept, sampled_accept, shared_prefix
-from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
 from tests.conftest import FAMILIES, PROMPTS
 from tests.test_engine import engine_for

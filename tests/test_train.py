@@ -17,7 +17,7 @@ import torch
 
 from skipcore.commands import build_parser, main
 from skipcore.commands.train import plan_from_args
-from skipcore.engine import SkipEngine
+from skipcore.decode.engine import SkipEngine
 from skipcore.errors import UserError
 from skipcore.generation_defaults import SETTINGS_FILE, generation_defaults, read_settings
 from skipcore.loading import load_model

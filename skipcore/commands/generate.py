@@ -80,9 +80,9 @@ def summary_line(label: str, s: dict) -> str:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from skipcore.engine import SkipEngine
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.decode.sampling import Sampling
     from skipcore.loading import load_model
-    from skipcore.sampling import Sampling
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, write_trace
 
     apply_generation_defaults(args)

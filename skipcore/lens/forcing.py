@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import torch
 
+from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.errors import UserError
-from skipcore.sampling import Sampling, TokenPicker
 
 
 def forced_tokens(

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
-from skipcore.attention import grouped_decode_attention
-from skipcore.cache import SkipKVCache
-from skipcore.masks import attention_mask
-from skipcore.outputs import BatchOutput
+from skipcore.decode.attention import grouped_decode_attention
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.masks import attention_mask
+from skipcore.decode.outputs import BatchOutput
 
 
 @dataclass

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from skipcore.engine import PolicyLike, SkipEngine, as_policy, config_hash
+from skipcore.decode.engine import PolicyLike, SkipEngine, as_policy, config_hash
+from skipcore.decode.outputs import BatchOutput
+from skipcore.decode.sampling import Sampling, TokenPicker
+from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
 from skipcore.lens.forcing import ForcedPicker, forced_tokens
 from skipcore.lens.replay import ReadOuts, replay
 from skipcore.measure.summary import summarize
-from skipcore.outputs import BatchOutput
-from skipcore.sampling import Sampling, TokenPicker
-from skipcore.trace_rows import build_trace
 
 OWN, GIVEN = "own decode", "given tokens"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from skipcore.engine import PolicyLike, SkipEngine
+from skipcore.decode.engine import PolicyLike, SkipEngine
 from skipcore.errors import UserError
 from skipcore.lens.run import LensResult, layer_lens
 

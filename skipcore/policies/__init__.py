@@ -1,4 +1,4 @@
-"""Depth policies for the one decode loop (`skipcore.engine`): how many and which layers run at each step.
+"""Depth policies for the one decode loop (`skipcore.decode.engine`): how many and which layers run at each step.
 
 - `base`: the interface (`DepthPolicy`, `StepState`, `StepOutput`, `StepRunner`) and `StaticPolicy`, SkipDecode's
   precomputed, batch-shared schedule.

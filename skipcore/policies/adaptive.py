@@ -28,7 +28,7 @@ from skipcore.schedule import MODES, layers_for_budget
 
 if TYPE_CHECKING:
     from skipcore.adapters import ModelShapes
-    from skipcore.outputs import BatchOutput
+    from skipcore.decode.outputs import BatchOutput
 
 SIGNALS = ("max_prob", "entropy")
 

@@ -1,6 +1,6 @@
 """The depth-policy interface of the one decode loop, and the static policy (SkipDecode's schedule).
 
-The loop in `skipcore.engine` owns everything that is the same for every policy: the prefill, the cache, token
+The loop in `skipcore.decode.engine` owns everything that is the same for every policy: the prefill, the cache, token
 choice, EOS bookkeeping, timing and the trace. At each step s (0 is the prefill) it hands the policy a
 `StepState` (which rows still run, the previous step's logits) and a `StepRunner` (how to run layers), and the
 policy returns a `StepOutput`: the layers the batch ran, the logits, and which of them each row's own token used.
@@ -33,9 +33,9 @@ from skipcore.schedule import Schedule, check_nested
 
 if TYPE_CHECKING:
     from skipcore.adapters import Adapter, ModelShapes
-    from skipcore.cache import SkipKVCache
-    from skipcore.outputs import BatchOutput
-    from skipcore.sampling import TokenPicker
+    from skipcore.decode.cache import SkipKVCache
+    from skipcore.decode.outputs import BatchOutput
+    from skipcore.decode.sampling import TokenPicker
 
 
 @dataclass

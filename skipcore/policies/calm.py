@@ -37,13 +37,13 @@ import torch
 
 import skipcore.measure.costs as costs
 from skipcore.adapters import Adapter, ModelShapes
-from skipcore.cache import SkipKVCache
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.masks import attention_mask
 from skipcore.errors import UserError
-from skipcore.masks import attention_mask
 from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState, per_step
 
 if TYPE_CHECKING:
-    from skipcore.outputs import BatchOutput
+    from skipcore.decode.outputs import BatchOutput
 
 MEASURES = ("softmax", "top2")
 

@@ -18,7 +18,7 @@ Each step after the prefill is a round for the whole batch:
    full depth samples it.
 
 Rows keep different numbers of tokens. They stay in one batch: the loop moves each row's cursor by its own count,
-and the columns of its rejected drafts, masked, are overwritten by its next round (`skipcore.cache`).
+and the columns of its rejected drafts, masked, are overwritten by its next round (`skipcore.decode.cache`).
 
 Reuse: layers [0, c) that every draft pass of a round runs first (skip mode's warmup layers, all of an exit-mode
 draft) compute, for the drafted columns, exactly what full depth computes there (same inputs, same K/V). The
@@ -47,8 +47,8 @@ from skipcore.schedule import Schedule
 
 if TYPE_CHECKING:
     from skipcore.adapters import ModelShapes
-    from skipcore.outputs import BatchOutput
-    from skipcore.sampling import TokenPicker
+    from skipcore.decode.outputs import BatchOutput
+    from skipcore.decode.sampling import TokenPicker
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The skip-aware training forward and its loss.
 
 Every target position runs exactly the layers its decode step runs (the prompt at full depth), computed
-without a cache by `skipcore.forward.skip_forward`: the same numbers the engine computes incrementally, so
+without a cache by `skipcore.decode.forward.skip_forward`: the same numbers the engine computes incrementally, so
 what the model learns is what it will be asked to do.
 """
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from skipcore.adapters import adapter_for
-from skipcore.forward import column_layer_sets, skip_forward
+from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.schedule import Schedule
 from skipcore.training.batching import IGNORE, Batch
 

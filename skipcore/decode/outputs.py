@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from skipcore.cache import SkipKVCache
+from skipcore.decode.cache import SkipKVCache
 
 
 @dataclass

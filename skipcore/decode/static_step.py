@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable, Sequence
 import torch
 
 from skipcore.adapters import Adapter
-from skipcore.cache import SkipKVCache
-from skipcore.sampling import TokenPicker
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.sampling import TokenPicker
 
 # the engine's forward step: (input ids, positions, key mask, layers, cache) -> last-column logits
 Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int], SkipKVCache], torch.Tensor]

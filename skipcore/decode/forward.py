@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
-from skipcore.masks import attention_mask
+from skipcore.decode.masks import attention_mask
 from skipcore.schedule import check_nested
 
 

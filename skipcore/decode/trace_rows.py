@@ -12,7 +12,7 @@ import pandas as pd
 
 import skipcore.measure.costs as costs
 from skipcore.adapters.base import ModelShapes
-from skipcore.outputs import BatchOutput
+from skipcore.decode.outputs import BatchOutput
 from skipcore.schedule import mask_string
 
 

@@ -4,7 +4,9 @@ policy chose, and the KV cache is reused without recomputing anything.
 The loop is the paper's algorithm, in a straight line: prefill the left-padded prompts at full depth, then at
 each step s feed token s-1 through the layers the policy picks (for SkipDecode, the warmup layers and a jump up
 the residual stream to the top layers of budget n(s)), writing KV only for the layers that ran. What differs
-between policies (a fixed schedule, an adaptive budget, CALM's per-row exits) lives in `skipcore.policies`.
+between policies (a fixed schedule, an adaptive budget, CALM's per-row exits) lives in `skipcore.policies`;
+what a policy calls to run layers is `skipcore.decode.step_runner`, and a finished batch becomes per-token tables
+in `skipcore.decode.collect`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 
@@ -22,19 +23,21 @@ import pandas as pd
 import torch
 
 from skipcore.adapters import Adapter, adapter_for, positions_from_mask
-from skipcore.attention import grouped_decode_attention
-from skipcore.cache import SkipKVCache
-from skipcore.cursor import RowCursor
+from skipcore.decode.attention import grouped_decode_attention
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.collect import collect_batch
+from skipcore.decode.cursor import RowCursor
+from skipcore.decode.masks import attention_mask
+from skipcore.decode.outputs import BatchOutput, GenerationResult
+from skipcore.decode.sampling import Sampling, TokenPicker
+from skipcore.decode.static_step import StaticDecoder
+from skipcore.decode.step_runner import EngineStepRunner
+from skipcore.decode.timing import StepTimer
+from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
-from skipcore.masks import attention_mask, column_mask
 from skipcore.measure.summary import summarize
-from skipcore.outputs import BatchOutput, GenerationResult
 from skipcore.policies.base import DepthPolicy, StaticPolicy, StepOutput, StepState
-from skipcore.sampling import Sampling, TokenPicker
 from skipcore.schedule import Schedule
-from skipcore.static_step import StaticDecoder
-from skipcore.timing import StepTimer
-from skipcore.trace_rows import build_trace
 from skipcore.traces.schema import run_metadata
 
 __all__ = ["BatchOutput", "GenerationResult", "SkipEngine", "as_policy", "config_hash"]
@@ -51,83 +54,6 @@ def as_policy(policy: PolicyLike) -> DepthPolicy:
     if isinstance(policy, Sequence):
         return StaticPolicy.from_layer_sets(policy)
     return policy
-
-
-@dataclass(frozen=True)
-class _Runner:
-    """One step's `StepRunner`: its inputs, `shared(layers)` run eagerly or as a graph replay, and passes over
-    new columns at each row's own position (`columns`)."""
-
-    engine: SkipEngine
-    cache: SkipKVCache
-    static: StaticDecoder | None
-    step: int
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    key_mask: torch.Tensor | None  # (B, keys) up to this step's input; None: rows stand at different columns
-    picker: TokenPicker
-    committed: torch.Tensor  # (B, capacity): the whole key mask, for passes at per-row columns
-    cursor: RowCursor
-    prompt_width: int  # P, the padded prompt's columns
-
-    @property
-    def adapter(self) -> Adapter:
-        return self.engine.adapter
-
-    @property
-    def starts(self) -> torch.Tensor:
-        return self.prompt_width + self.cursor.count - 1
-
-    @property
-    def room(self) -> torch.Tensor:
-        return self.cursor.room()
-
-    def shared(self, layers: Sequence[int]) -> StepOutput:
-        layers = tuple(layers)
-        if self.key_mask is None:  # rows stand at different columns: one new column each, at its own
-            cols = self.columns(0, 1)
-            return StepOutput(layers, logits=cols.logits(cols.run(cols.embed(self.input_ids), layers))[:, -1])
-        if self.static is not None and self.step > 0:
-            out = self.static(self.input_ids, self.positions, self.key_mask.shape[1] - 1, layers)
-            if len(out) == 2:
-                return StepOutput(layers, picked=(out[0], out[1]))
-            return StepOutput(layers, logits=out[0])
-        logits = self.engine.forward_step(self.input_ids, self.positions, self.key_mask, layers, self.cache)
-        return StepOutput(layers, logits=logits)
-
-    def columns(self, offset: int, q: int) -> _Columns:
-        return _Columns(self, offset, q)
-
-
-class _Columns:
-    """q new columns per row from `starts + offset` on (a `ColumnPass`): rows of a ragged batch each write and
-    attend at their own columns, so the batch stays one batch whatever each row accepted before."""
-
-    def __init__(self, run: _Runner, offset: int, q: int) -> None:
-        a = run.adapter
-        self.adapter, self.cache, self.q = a, run.cache, q
-        self.columns = run.starts + offset
-        self.width = int(run.starts.max()) + offset + q  # the widest row's last column (a host read)
-        self.positions = run.positions + offset + torch.arange(q, device=run.starts.device)
-        limit = run.engine.max_positions
-        if limit is not None:  # only a row that has ended, riding along past its last token, reaches beyond
-            self.positions = self.positions.clamp_max(limit - 1)
-        dtype = run.engine.dtype
-        self.mask = column_mask(run.committed, run.starts, offset, q, self.width, dtype)
-        self.kwargs = a.layer_kwargs(self.positions, dtype)
-
-    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.adapter.embed(input_ids, self.positions)
-
-    def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
-        a = self.adapter
-        with grouped_decode_attention(a.config), self.cache.writing_at(self.columns, self.width):
-            for i in layers:
-                hidden = a.run_layer(i, hidden, self.mask, self.cache, self.kwargs)
-        return hidden
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.adapter.head(hidden)
 
 
 class SkipEngine:
@@ -240,7 +166,9 @@ class SkipEngine:
             if s > 0:
                 step_ids, positions = cur.step_input(key_mask, P, prompt_lens, s)
             keys = key_mask[:, : P + s] if cur.aligned else None
-            run = _Runner(self, cache, static, s, step_ids, positions, keys, picker, key_mask, cur, P)
+            run = EngineStepRunner(
+                self, cache, static, s, step_ids, positions, keys, picker, key_mask, cur, P
+            )
             out = decide(run, state)
             if out.tokens is None:
                 new, lp = out.picked if out.picked is not None else picker(out.logits)
@@ -258,7 +186,7 @@ class SkipEngine:
             # every few steps; the steps run past the end are cut off below, leaving the same result.
             if (not cur.aligned or (s + 1) % self.stop_check_every == 0) and bool(cur.done.all()):
                 break
-        return _batch_output(cur, s + 1, steps, timer, prompt_lens, cache)
+        return collect_batch(cur, s + 1, steps, timer, prompt_lens, cache)
 
     def _cache_for(
         self, policy: DepthPolicy, attn: torch.Tensor, T: int, extra: int, picker: TokenPicker
@@ -454,69 +382,6 @@ class SkipEngine:
             run_id=run_id,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
-
-
-def _batch_output(
-    cur: RowCursor,
-    ran: int,
-    steps: list[StepOutput],
-    timer: StepTimer,
-    prompt_lens: torch.Tensor,
-    cache: SkipKVCache,
-) -> BatchOutput:
-    """The batch's tables on the CPU, one column per token; what a step recorded goes to the tokens it made."""
-    n, rounds = cur.finish(ran)
-    steps = steps[: int(rounds.max()) + 1]
-    B = len(prompt_lens)
-    per_token = partial(_per_token, rounds=rounds.cpu())
-    return BatchOutput(
-        tokens=cur.tokens[:, :n].cpu(),
-        logprobs=cur.logprobs[:, :n].cpu(),
-        finished_before=(torch.arange(n, device=cur.ended.device)[None] > cur.ended[:, None]).cpu(),
-        step_ms=timer.step_ms()[: len(steps)],
-        prompt_lens=prompt_lens.cpu(),
-        layer_sets=[o.layers for o in steps],
-        row_layers=per_token(_per_row(steps, B, lambda o: o.row_layers)),
-        kv_layers=per_token(_per_row(steps, B, lambda o: o.kv_layers)),
-        cache=cache,
-        extras={k: per_token(v) for k, v in _extras(steps, B).items()},
-        rounds=None if cur.aligned else rounds.cpu(),
-        details=[o.detail for o in steps],
-    )
-
-
-def _per_token(per_step: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
-    """A (B, steps) table as (B, tokens): each token takes the value of the step that produced it."""
-    return per_step.gather(1, rounds)
-
-
-def _per_row(
-    steps: list[StepOutput], B: int, pick: Callable[[StepOutput], torch.Tensor | None]
-) -> torch.Tensor:
-    """A (B, T) CPU table of per-row layer counts; a step that gave none counts all of its layers for every row."""
-    cols = [pick(o) for o in steps]
-    if all(
-        c is None for c in cols
-    ):  # one set per step: no device work in the hot loop, a table from the sets
-        return torch.tensor([len(o.layers) for o in steps]).expand(B, -1).clone()
-    return torch.stack(
-        [
-            c.cpu() if c is not None else torch.full((B,), len(o.layers))
-            for c, o in zip(cols, steps, strict=True)
-        ],
-        1,
-    )
-
-
-def _extras(steps: list[StepOutput], B: int) -> dict[str, torch.Tensor]:
-    """The policy's per-step signals as (B, T) CPU tables; a step without one gets NaN (or 0 for counts)."""
-    names = dict.fromkeys(k for o in steps for k in o.extras)
-    out = {}
-    for name in names:
-        first = next(o.extras[name] for o in steps if name in o.extras)
-        blank = torch.full((B,), float("nan") if first.is_floating_point() else 0, dtype=first.dtype)
-        out[name] = torch.stack([o.extras[name].cpu() if name in o.extras else blank for o in steps], 1)
-    return out
 
 
 def _report_step(progress: Callable[[int, int], None], offset: int, total: int, step: int) -> None:

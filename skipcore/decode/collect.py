@@ -1,0 +1,82 @@
+"""A finished batch as tables on the CPU (`BatchOutput`): one column per token, and what each step recorded
+(its layer set, each row's own pass, the K/V it kept, the policy's signals) given to the tokens that step made.
+
+Under speculative decoding a step (a round) makes several tokens per row; `RowCursor.finish` says which round made
+each token, and every per-step table is gathered through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.cursor import RowCursor
+from skipcore.decode.outputs import BatchOutput
+from skipcore.decode.timing import StepTimer
+from skipcore.policies.base import StepOutput
+
+
+def collect_batch(
+    cur: RowCursor,
+    ran: int,
+    steps: list[StepOutput],
+    timer: StepTimer,
+    prompt_lens: torch.Tensor,
+    cache: SkipKVCache,
+) -> BatchOutput:
+    """The batch's tables on the CPU, one column per token; what a step recorded goes to the tokens it made."""
+    n, rounds = cur.finish(ran)
+    steps = steps[: int(rounds.max()) + 1]
+    B = len(prompt_lens)
+    per_token = partial(_per_token, rounds=rounds.cpu())
+    return BatchOutput(
+        tokens=cur.tokens[:, :n].cpu(),
+        logprobs=cur.logprobs[:, :n].cpu(),
+        finished_before=(torch.arange(n, device=cur.ended.device)[None] > cur.ended[:, None]).cpu(),
+        step_ms=timer.step_ms()[: len(steps)],
+        prompt_lens=prompt_lens.cpu(),
+        layer_sets=[o.layers for o in steps],
+        row_layers=per_token(_per_row(steps, B, lambda o: o.row_layers)),
+        kv_layers=per_token(_per_row(steps, B, lambda o: o.kv_layers)),
+        cache=cache,
+        extras={k: per_token(v) for k, v in _extras(steps, B).items()},
+        rounds=None if cur.aligned else rounds.cpu(),
+        details=[o.detail for o in steps],
+    )
+
+
+def _per_token(per_step: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
+    """A (B, steps) table as (B, tokens): each token takes the value of the step that produced it."""
+    return per_step.gather(1, rounds)
+
+
+def _per_row(
+    steps: list[StepOutput], B: int, pick: Callable[[StepOutput], torch.Tensor | None]
+) -> torch.Tensor:
+    """A (B, T) CPU table of per-row layer counts; a step that gave none counts all of its layers for every row."""
+    cols = [pick(o) for o in steps]
+    if all(
+        c is None for c in cols
+    ):  # one set per step: no device work in the hot loop, a table from the sets
+        return torch.tensor([len(o.layers) for o in steps]).expand(B, -1).clone()
+    return torch.stack(
+        [
+            c.cpu() if c is not None else torch.full((B,), len(o.layers))
+            for c, o in zip(cols, steps, strict=True)
+        ],
+        1,
+    )
+
+
+def _extras(steps: list[StepOutput], B: int) -> dict[str, torch.Tensor]:
+    """The policy's per-step signals as (B, T) CPU tables; a step without one gets NaN (or 0 for counts)."""
+    names = dict.fromkeys(k for o in steps for k in o.extras)
+    out = {}
+    for name in names:
+        first = next(o.extras[name] for o in steps if name in o.extras)
+        blank = torch.full((B,), float("nan") if first.is_floating_point() else 0, dtype=first.dtype)
+        out[name] = torch.stack([o.extras[name].cpu() if name in o.extras else blank for o in steps], 1)
+    return out
