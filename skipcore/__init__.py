@@ -24,8 +24,8 @@ from skipcore.decode.outputs import GenerationResult
 from skipcore.decode.sampling import Sampling
 from skipcore.errors import ScheduleError, UserError
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
-from skipcore.loading import load_model
 from skipcore.measure.summary import step_time_spread, summarize
+from skipcore.models.loading import load_model
 from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.sweep import SweepConfig, run_sweep, sweep_rows

@@ -51,7 +51,7 @@ def bench_one(
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
     from skipcore.measure.paired_timing import plausibility_flag, time_pairs
-    from skipcore.random_models import bench_model
+    from skipcore.models.random_models import bench_model
     from skipcore.schedule import Schedule, schedule_for_speedup
 
     model = bench_model(shape, dtype=dtype, device=str(device))

@@ -31,7 +31,7 @@ import pandas as pd
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write
-from skipcore.loading import hardware_name, load_config
+from skipcore.models.loading import hardware_name, load_config
 from skipcore.sweep_store import SweepStore, read_sweep
 
 if TYPE_CHECKING:
@@ -551,7 +551,7 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     two models like for like; where the baseline's outputs run longer than the model's, it realises a higher
     layer speedup than the target, which the table's realised column shows beside the target.
     """
-    from skipcore.generation_defaults import generation_defaults, speedup_horizon
+    from skipcore.models.generation_defaults import generation_defaults, speedup_horizon
 
     gen = generation_defaults(cfg.model) if Path(cfg.model).is_dir() else {}
     max_new = cfg.max_new_tokens or gen.get("max_new_tokens") or 64
@@ -668,7 +668,7 @@ def _run_models(
 ) -> None:
     """Load each model once and run its pending settings, writing each row and trace as it finishes."""
     from skipcore.decode.engine import SkipEngine
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
     from skipcore.traces.files import write_trace
 
     def finished(s: Setting, row: dict, result) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from skipcore.decode.sampling import Sampling, TokenPicker
-from skipcore.testing import make_tiny_model, tiny_tokenizer
+from skipcore.models.testing import make_tiny_model, tiny_tokenizer
 
 # Test workers share two cores: one torch thread each avoids oversubscription (it slowed runs tenfold).
 torch.set_num_threads(1)

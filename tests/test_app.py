@@ -67,7 +67,7 @@ def by_key(widgets, key: str):
 def sample_trace(model_dirs) -> tuple[pd.DataFrame, dict]:
     """A real trace from the tiny model, to upload."""
     from skipcore.decode.engine import SkipEngine
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
 
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
     eng = SkipEngine(model, tok)
@@ -514,7 +514,7 @@ def test_designer_costs_match_a_measured_trace(model_dirs):
     """The designer's theoretical FLOPs and KV bytes are exactly what the engine's trace reports."""
     from skipcore import plots
     from skipcore.decode.engine import SkipEngine
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
 
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
     model.generation_config.eos_token_id = -1  # no early stop: every step is run
@@ -652,7 +652,7 @@ def _trace_of(trace: pd.DataFrame, **changes) -> bytes:
 
 def test_explorer_full_depth_caption_labels_limit_and_noise(model_dirs, model_dir, tmp_path):
     from skipcore.decode.engine import SkipEngine
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
 
     model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
     res = SkipEngine(model, tok).generate(["The Eagle is", "Green Man", "Alimentum"], None, 8, batch_size=1)

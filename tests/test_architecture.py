@@ -112,7 +112,9 @@ def _user_code_imports() -> dict[str, set[str]]:
 
 def test_app_and_notebooks_use_no_test_helpers_or_private_modules():
     for where, names in _user_code_imports().items():
-        bad = {n for n in names if n.startswith("skipcore.testing") or "._" in n.replace("__init__", "")}
+        bad = {
+            n for n in names if n.startswith("skipcore.models.testing") or "._" in n.replace("__init__", "")
+        }
         assert not bad, f"{where} imports {sorted(bad)}"
 
 

@@ -10,7 +10,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from skipcore.decode import attention
 from skipcore.decode.engine import SkipEngine
-from skipcore.loading import load_model
+from skipcore.models.loading import load_model
 from skipcore.schedule import Schedule
 from tests.conftest import PROMPTS
 

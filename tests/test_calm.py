@@ -12,7 +12,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.masks import attention_mask
 from skipcore.errors import UserError
-from skipcore.loading import load_model
+from skipcore.models.loading import load_model
 from skipcore.policies import CalmPolicy
 from skipcore.policies.calm import confidence
 from skipcore.traces import validate_trace

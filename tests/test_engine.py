@@ -16,7 +16,7 @@ from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.static_step import StaticDecoder
 from skipcore.errors import ScheduleError
-from skipcore.loading import load_model
+from skipcore.models.loading import load_model
 from skipcore.schedule import Schedule
 from tests.conftest import FAMILIES, PROMPTS, RecordingPicker
 

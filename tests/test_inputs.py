@@ -121,7 +121,7 @@ def test_broken_model_files_are_said_with_what_to_do():
 
     from safetensors import SafetensorError
 
-    from skipcore.loading import broken_file_reason
+    from skipcore.models.loading import broken_file_reason
 
     said = broken_file_reason(SafetensorError("Error while deserializing header: incomplete metadata"))
     assert said.endswith("(the weights file is damaged or incomplete; copy or save it again)")

@@ -28,7 +28,7 @@ from skipcore.lens import (
 )
 from skipcore.lens.forcing import forced_tokens
 from skipcore.lens.plots import STATS, agreement_figure, layer_summary_figure, lens_heatmap
-from skipcore.loading import load_model
+from skipcore.models.loading import load_model
 from skipcore.policies import AdaptivePolicy, CalmPolicy
 from skipcore.schedule import Schedule
 from skipcore.traces import TraceSchemaError

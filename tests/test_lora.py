@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from skipcore import SkipEngine, load_model
 from skipcore.commands import main
-from skipcore.generation_defaults import read_settings
+from skipcore.models.generation_defaults import read_settings
 from skipcore.models.lora import LoraSpec, base_name, with_lora
 from skipcore.schedule import full_schedule
 from skipcore.training.batching import IGNORE, Pair, collate

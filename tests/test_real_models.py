@@ -27,7 +27,7 @@ from skipcore.adapters import shapes_from_config
 from skipcore.commands import main
 from skipcore.costs import head_ceiling, head_share
 from skipcore.errors import UserError
-from skipcore.loading import model_directory
+from skipcore.models.loading import model_directory
 from skipcore.models import gguf
 from skipcore.models.catalog import REAL_MODELS, RealModel, installed
 
@@ -127,7 +127,7 @@ def test_head_ceilings_of_the_real_models():
     for name in ("smollm2-135m", "gemma-3-270m"):
         if not installed(REAL_MODELS[name]):
             pytest.skip(REAL_MODELS[name].install)
-        from skipcore.loading import load_config
+        from skipcore.models.loading import load_config
 
         s = shapes_from_config(load_config(name))
         shares[name] = (head_share(s), head_ceiling(s))

@@ -119,7 +119,7 @@ def test_a_row_that_ended_rides_along_within_the_model_s_positions(tmp_path, tok
     the model's learned positions even when the longest prompt plus max_new_tokens fills them exactly."""
     from transformers import AutoModelForCausalLM
 
-    from skipcore.testing import tiny_config
+    from skipcore.models.testing import tiny_config
 
     config = tiny_config("opt", len(tokenizer))
     config.max_position_embeddings = 64

@@ -13,7 +13,7 @@ import torch
 
 from skipcore import SkipEngine, load_model, schedule_for_speedup
 from skipcore.data import format_prompt, load_examples
-from skipcore.generation_defaults import generation_defaults, speedup_horizon
+from skipcore.models.generation_defaults import generation_defaults, speedup_horizon
 from skipcore.policies import SpeculativePolicy
 from tests.test_speculative import differing_rows
 

@@ -19,8 +19,8 @@ from skipcore.commands import build_parser, main
 from skipcore.commands.train import plan_from_args
 from skipcore.decode.engine import SkipEngine
 from skipcore.errors import UserError
-from skipcore.generation_defaults import SETTINGS_FILE, generation_defaults, read_settings
-from skipcore.loading import load_model
+from skipcore.models.generation_defaults import SETTINGS_FILE, generation_defaults, read_settings
+from skipcore.models.loading import load_model
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
 from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
@@ -403,7 +403,7 @@ def test_evaluating_on_training_data_or_splits_a_file_lacks_are_refused_before_a
 
 
 def test_old_settings_files_that_recorded_the_training_horizon_decode_over_a_typical_output():
-    from skipcore.generation_defaults import defaults_from_settings, speedup_horizon
+    from skipcore.models.generation_defaults import defaults_from_settings, speedup_horizon
 
     old = {"generation": {"decay_span": 25, "max_new_tokens": 64, "speedup_over": 64}}
     assert defaults_from_settings({**old, "data": {"median_target_tokens": 25}})["speedup_over"] == 26

@@ -54,7 +54,7 @@ def _shipped_options() -> dict[str, Path]:
 
 def model_sidebar() -> ModelChoice:
     """Render the model chooser in the sidebar; store and return the choice."""
-    from skipcore.random_models import BENCH_SHAPES
+    from skipcore.models.random_models import BENCH_SHAPES
 
     shipped = _shipped_options()
     presets = {f"{SHAPE_PREFIX}{name}": name for name in BENCH_SHAPES}
@@ -113,7 +113,7 @@ def _load_config(path: str, mtime: float):
 def _preset_config(name: str):
     from transformers import LlamaConfig, OPTConfig
 
-    from skipcore.random_models import BENCH_SHAPES, IDS
+    from skipcore.models.random_models import BENCH_SHAPES, IDS
 
     family, overrides = BENCH_SHAPES[name]
     return {"opt": OPTConfig, "llama": LlamaConfig}[family](**{**IDS, **overrides})
@@ -135,7 +135,7 @@ def generation_defaults(choice: ModelChoice) -> dict:
     if not choice.path:
         return {}
     try:
-        from skipcore.generation_defaults import defaults_from_settings, read_settings
+        from skipcore.models.generation_defaults import defaults_from_settings, read_settings
 
         settings = read_settings(choice.path) or {}
         out = defaults_from_settings(settings)  # decay span, length, and the typical output length
@@ -152,7 +152,7 @@ def training_note(choice: ModelChoice) -> str | None:
     if not choice.path:
         return None
     try:
-        from skipcore.generation_defaults import read_settings
+        from skipcore.models.generation_defaults import read_settings
 
         sch = (read_settings(choice.path) or {}).get("schedule") or {}
     except (ImportError, UserError):

@@ -12,7 +12,7 @@ import streamlit as st
 
 from app.dashboard.models import current_choice, generation_defaults, get_engine
 from skipcore.errors import ScheduleError
-from skipcore.generation_defaults import speedup_horizon
+from skipcore.models.generation_defaults import speedup_horizon
 from skipcore.schedule import Schedule, schedule_for_speedup
 
 PARAMS = (

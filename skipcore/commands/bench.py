@@ -55,8 +55,8 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from skipcore.loading import hardware_name, resolve_device, resolve_dtype
-    from skipcore.random_models import BENCH_SHAPES
+    from skipcore.models.loading import hardware_name, resolve_device, resolve_dtype
+    from skipcore.models.random_models import BENCH_SHAPES
 
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.shipped import shipped_path
+from skipcore.models.shipped import shipped_path
 
 DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
 DEFAULT_DATASET = shipped_path("data/e2e_synth")
@@ -264,7 +264,7 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 def apply_generation_defaults(args: argparse.Namespace) -> None:
     """Decode with the length and decay span a skipcore-trained model was trained for, unless told otherwise;
     with no --schedule, skip only where the model was trained for it or a skip flag asks for it."""
-    from skipcore.generation_defaults import generation_defaults, read_settings, speedup_horizon
+    from skipcore.models.generation_defaults import generation_defaults, read_settings, speedup_horizon
 
     local = Path(args.model).expanduser().is_dir()
     defaults = generation_defaults(args.model) if local else {}

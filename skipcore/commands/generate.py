@@ -82,7 +82,7 @@ def summary_line(label: str, s: dict) -> str:
 def run_generate(args: argparse.Namespace) -> int:
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, write_trace
 
     apply_generation_defaults(args)

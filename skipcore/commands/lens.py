@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
 def run_lens(args: argparse.Namespace) -> int:
     from skipcore.decode.engine import SkipEngine
     from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
     from skipcore.traces.files import FORMATS
 
     apply_generation_defaults(args)

@@ -66,7 +66,7 @@ def _row(entry) -> tuple[str, ...]:
         folder = str(cached) if is_complete(cached) else None
         status += ", converted" if folder else " (converted to safetensors on first use)"
     if folder is not None:
-        from skipcore.loading import load_config
+        from skipcore.models.loading import load_config
 
         try:
             s = shapes_from_config(load_config(folder))

@@ -213,7 +213,7 @@ def resolve_resume(path: str) -> Path:
 def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
     """The schedule plan: full depth, one fixed schedule, or elastic; span = median target length."""
     from skipcore.commands.common import schedule_from_args
-    from skipcore.generation_defaults import typical_output_tokens
+    from skipcore.models.generation_defaults import typical_output_tokens
     from skipcore.training.plan import SchedulePlan, parse_range
 
     span = args.decay_span or max(1, stats["median_target_tokens"])
@@ -359,7 +359,7 @@ def make_accelerator(args: argparse.Namespace):
 def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
     """--out must be empty, replaced on purpose, or the very run being resumed: the --out its checkpoint
     recorded, or the folder holding it as OUT/checkpoints."""
-    from skipcore.generation_defaults import read_settings
+    from skipcore.models.generation_defaults import read_settings
 
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file")
@@ -506,7 +506,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from accelerate.utils import set_seed
 
-    from skipcore.generation_defaults import read_settings, typical_output_tokens
+    from skipcore.models.generation_defaults import read_settings, typical_output_tokens
     from skipcore.training.batching import data_stats, tokenize_pairs
     from skipcore.training.loop import Hyper, Run, environment, total_steps, train_loop
     from skipcore.training.models import count_parameters

@@ -3,12 +3,12 @@
 Layout of a checkpoint directory:
 
 - `config.json`, `generation_config.json`, `model.safetensors`, tokenizer files: the model, loadable by
-  `skipcore.loading.load_model` (and transformers) with no skipcore code at all; for a LoRA run instead
+  `skipcore.models.loading.load_model` (and transformers) with no skipcore code at all; for a LoRA run instead
   `adapter_config.json` and `adapter_model.safetensors` (peft's format, naming the base model), which
   `load_model` merges into its base;
 - `skipcore_training.json`: the training and schedule settings, data statistics, step and timings. Its
   `generation` entry (decay span = median target length, max_new_tokens, the typical output length) is what
-  generation reuses, through `skipcore.generation_defaults`;
+  generation reuses, through `skipcore.models.generation_defaults`;
 - resumable checkpoints only: `optimizer.pt`, `scheduler.pt` (state dicts, `torch.save`) and
   `rng_state_<rank>.pt`. They are read with `torch.load(weights_only=True)`: tensors and plain containers
   only, never arbitrary pickled objects.
@@ -25,9 +25,9 @@ import torch
 
 from skipcore.errors import UserError
 
-# The settings file and the decoding defaults it gives are model-level (skipcore.generation_defaults); they
+# The settings file and the decoding defaults it gives are model-level (skipcore.models.generation_defaults); they
 # stay importable from here for older callers.
-from skipcore.generation_defaults import (  # noqa: F401
+from skipcore.models.generation_defaults import (  # noqa: F401
     FORMAT,
     SETTINGS_FILE,
     defaults_from_settings,

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, OPTConfi
 
 from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
 from skipcore.errors import UserError
-from skipcore.loading import prepare_tokenizer
+from skipcore.models.loading import prepare_tokenizer
 from skipcore.training import FAMILIES
 
 FAMILY_ALIASES = {"opt-tiny": "opt", "gpt2-tiny": "gpt2", "llama-tiny": "llama"}
@@ -107,7 +107,7 @@ def model_from_config(family: str, size: ModelSize, tokenizer, attn: str = "sdpa
 
 def load_for_training(model_dir: str, attn: str = "sdpa", trust_remote_code: bool = False):
     """A supported model and its tokenizer in float32 on the CPU (the accelerator moves it), in train mode."""
-    from skipcore.loading import load_model
+    from skipcore.models.loading import load_model
 
     model, tokenizer = load_model(
         model_dir,

@@ -17,7 +17,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from skipcore.random_models import BENCH_SHAPES, IDS, bench_model
+from skipcore.models.random_models import BENCH_SHAPES, IDS, bench_model
 
 __all__ = ["BENCH_SHAPES", "IDS", "bench_model", "make_tiny_model", "tiny_config", "tiny_tokenizer"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # skipcore/models/shipped.py -> the repository
 
 
 def shipped_path(relative: str) -> str:
