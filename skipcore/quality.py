@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
+from skipcore.labels import setting_label
 from skipcore.metrics import DEFAULT_METRICS, score_texts
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ def speculative_table(
         if not grp["policy"].isin(["speculative", "transformers"]).any():
             continue
         for r in grp.itertuples():
-            setting = _speculative_label(r)
+            setting = setting_label(r)
             cells = [
                 names.get(role, role),
                 f"{b}",
@@ -231,16 +232,6 @@ def speculative_table(
             cells += [_interval(r, "decode"), _interval(r, "total"), _number(r.tokens_per_s, "{:.0f}")]
             lines.append(_row(cells))
     return lines
-
-
-def _speculative_label(r) -> str:
-    if r.policy == "static":
-        return "full depth"
-    if r.policy == "transformers":
-        if r.assistant_exit != r.assistant_exit or r.assistant_exit is None:
-            return "transformers generate()"
-        return f"transformers assistant_early_exit={int(r.assistant_exit)}, k={int(r.draft_tokens)}"
-    return f"speculative k={int(r.draft_tokens)}, draft {r.shape}/{r.mode} x{r.target_speedup:g}"
 
 
 def _number(value, fmt: str) -> str:

@@ -1045,7 +1045,7 @@ def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, mo
     by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
     labels = by_key(at.selectbox, "explorer_sweep_trace").options
     assert len(labels) == 6 and not [s for s in labels if "transformers" in s]  # generate() leaves no trace
-    spec = "model · batch 2 · speculative k=2, drafting with skip linear x2"
+    spec = "model · batch 2 · speculative k=2, draft linear/skip x2"
     assert spec in labels and "model · batch 2 · full depth" in labels
     by_key(at.selectbox, "explorer_sweep_trace").set_value(spec).run()
     assert_clean(at)

@@ -493,7 +493,7 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
     # a Llama model first and an OPT baseline second: refused from the configs, before the first model loads
     two = sweep.replace(cfg, model=str(model_dirs["llama"]), baseline_model=str(model_dirs["opt"]))
     with pytest.raises(
-        UserError, match="setting 'baseline b1 transformers assistant_early_exit=3 .*this opt model"
+        UserError, match="setting 'baseline b1 transformers assistant_early_exit=3, .*this opt model"
     ):
         sweep.run_sweep(two)
     with pytest.raises(UserError, match=r"assistant exit layer must be in \[1, "):

@@ -66,25 +66,6 @@ def unplaced(df: pd.DataFrame, x: str, y: str, series: str | None = SERIES_COLUM
     return f"{len(missing)} rows"
 
 
-def setting_label(row) -> str:
-    """A sweep row's setting in a few words (a row of `df.itertuples()` or a Series)."""
-    policy = str(getattr(row, "policy", "static"))
-    if policy == "calm":
-        return f"calm ≥ {row.calm_threshold}"
-    if policy == "adaptive":
-        return f"adaptive ≥ {row.adaptive_threshold:g}, drop {row.adaptive_drop:g}, min {row.adaptive_min_layers:g}"
-    if policy == "speculative":
-        return f"speculative k={row.draft_tokens:g}, drafting with {row.mode} {row.shape} x{row.target_speedup:g}"
-    if policy == "transformers":
-        exit_layer = getattr(row, "assistant_exit", None)
-        if exit_layer is None or exit_layer != exit_layer:
-            return "transformers generate()"
-        return f"transformers early exit at layer {exit_layer:g}, k={row.draft_tokens:g}"
-    if getattr(row, "mode", "") == "full":
-        return "full depth"
-    return f"{row.mode} {row.shape} x{row.target_speedup:g}"
-
-
 def numeric_columns(df: pd.DataFrame) -> list[str]:
     return [
         c

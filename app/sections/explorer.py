@@ -12,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import paths, speculation, sweeps, views
+from app.dashboard import paths, speculation, views
 from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
+from skipcore.labels import setting_label
 from skipcore.traces import TRACE_COLUMNS
 
 UPLOAD, FROM_SWEEP = "Upload a file", "A trace of a shipped sweep"
@@ -37,7 +38,7 @@ def sweep_traces() -> dict[str, Path]:
             path = sweep.parent / str(row.trace_path)
             if not path.is_file():
                 continue
-            label = sweeps.setting_label(row)
+            label = setting_label(row)
             role = getattr(row, "model_role", "model")
             out[f"{prefix}{role} · batch {getattr(row, 'batch_size', '?')} · {label}"] = path
     return out
