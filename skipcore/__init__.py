@@ -23,13 +23,12 @@ from skipcore.decode.engine import SkipEngine
 from skipcore.decode.outputs import GenerationResult
 from skipcore.decode.sampling import Sampling
 from skipcore.errors import ScheduleError, UserError
+from skipcore.evaluate import SweepConfig, read_sweep, run_sweep, sweep_rows
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.measure.summary import step_time_spread, summarize
 from skipcore.models.loading import load_model
 from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
-from skipcore.sweep import SweepConfig, run_sweep, sweep_rows
-from skipcore.sweep_store import read_sweep
 from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 from skipcore.version import __version__
 

@@ -298,7 +298,7 @@ def test_compare_runs_every_policy(model_dir):
 
 # -- trade-offs --------------------------------------------------------------------------------------------
 def sweep_frame() -> pd.DataFrame:
-    """Rows shaped like `skipcore.sweep`'s: full depth, two static modes, CALM, at two batch sizes."""
+    """Rows shaped like `skipcore.evaluate`'s: full depth, two static modes, CALM, at two batch sizes."""
     rows = []
     for batch in (1, 8):
         rows.append(
@@ -914,10 +914,10 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
 
 @pytest.fixture(scope="module")
 def speculative_sweep(model_dirs, tmp_path_factory) -> Path:
-    """A real sweep (`skipcore.sweep.run_sweep`) on the tiny Llama model: full depth and skip 2x, speculative
+    """A real sweep (`skipcore.evaluate.run_sweep`) on the tiny Llama model: full depth and skip 2x, speculative
     drafting with the 2x schedule (k = 2), transformers' generate() plain and with its early-exit assistant
     (batch size 1 only), at batch sizes 1 and 2."""
-    from skipcore import sweep
+    from skipcore.evaluate.runner import run_sweep
     from tests.test_sweep import speculative_config
 
     root = tmp_path_factory.mktemp("spec_sweep")
@@ -927,7 +927,7 @@ def speculative_sweep(model_dirs, tmp_path_factory) -> Path:
     cfg = speculative_config(
         model_dirs, data, root / "default.parquet", targets=(2.0,), max_new_tokens=8, repeats=1
     )
-    df = sweep.run_sweep(cfg)
+    df = run_sweep(cfg)
     assert sorted(df["policy"]) == ["speculative"] * 2 + ["static"] * 4 + ["transformers"] * 2
     return cfg.out
 

@@ -73,7 +73,7 @@ def test_gpu_only_columns_compute_on_the_cpu(shape):
     the first to execute them)."""
     import torch
 
-    from skipcore.bench import bench_one
+    from skipcore.evaluate.bench import bench_one
 
     rows = bench_one(
         "llama-tiny",

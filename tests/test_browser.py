@@ -171,7 +171,7 @@ def _check_fit(page, where: str) -> None:
 
 def _tiny_sweep(tmp_path: Path) -> Path:
     """Full depth, skip and exit at 2x and CALM on four dev examples: seconds on the shipped model."""
-    from skipcore.sweep import SweepConfig, run_sweep
+    from skipcore.evaluate import SweepConfig, run_sweep
 
     out = tmp_path / "sweep" / "tiny.parquet"
     cfg = SweepConfig(
@@ -249,7 +249,7 @@ def test_dashboard_in_browser(page, server, tmp_path):
     _shot(page, "5-explorer")
 
     _goto(page, "Trade-offs")
-    if not SWEEP.is_file():  # no shipped sweep yet: upload a tiny one made with skipcore.sweep
+    if not SWEEP.is_file():  # no shipped sweep yet: upload a tiny one made with skipcore.evaluate
         page.get_by_text("Upload a sweep file").click()
         page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
             str(_tiny_sweep(tmp_path))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from skipcore.evaluate import SweepConfig, build_grid
 from skipcore.labels import setting_label
-from skipcore.sweep import SweepConfig, build_grid
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_a_sweep_row_and_its_setting_have_the_same_label():
 
 
 def test_the_quality_tables_say_the_same_label():
-    from skipcore.quality import speculative_table
+    from skipcore.evaluate.quality import speculative_table
 
     settings = [
         s for s in every_kind_of_setting() if s.policy in ("speculative", "transformers") or s.is_full
@@ -112,7 +112,7 @@ def test_no_second_label_function():
     """Only skipcore.labels writes a setting's label: no other `label()` function formats one. (`Setting.label`
     prefixes it with the model's role and batch size; a policy object's `label()` describes its resolved budgets,
     `linear 12->4 (skip, w=1)`, for the generate command's summary line.)"""
-    allowed = {"skipcore/labels.py", "skipcore/sweep.py"}
+    allowed = {"skipcore/labels.py", "skipcore/evaluate/settings.py"}
     for where, source in _python_sources().items():
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef) and node.name in (

@@ -4,14 +4,19 @@ without recomputing finished rows, and refusing another model's results file."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from skipcore import sweep
 from skipcore.commands import main
 from skipcore.errors import UserError
+from skipcore.evaluate import runner
+from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
+from skipcore.evaluate.runner import run_sweep
+from skipcore.evaluate.settings import NAN, Setting, SweepConfig, resolve_lengths
+from skipcore.evaluate.store import SweepStore
 from skipcore.traces import read_trace
 from tests.conftest import as_trained_model
 
@@ -51,7 +56,7 @@ def csv_dataset(tmp_path) -> Path:
     return d
 
 
-def config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
+def config(model_dirs, dataset, out, **kw) -> SweepConfig:
     base = dict(
         model=str(model_dirs["opt"]),
         dataset=str(dataset),
@@ -70,10 +75,10 @@ def config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
         repeats=2,
         timing_limit=None,
     )
-    return sweep.SweepConfig(**{**base, **kw})
+    return SweepConfig(**{**base, **kw})
 
 
-def speculative_config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
+def speculative_config(model_dirs, dataset, out, **kw) -> SweepConfig:
     """The tiny Llama model (transformers' early-exit assistant runs on that family only): full depth or skip
     schedules, speculative drafting with the 2x schedule at k = 2, and transformers' generate() plain and with
     an exit at layer 3."""
@@ -90,19 +95,19 @@ def speculative_config(model_dirs, dataset, out, **kw) -> sweep.SweepConfig:
 
 def count_runs(monkeypatch) -> list:
     calls = []
-    real = sweep.evaluate_setting
+    real = runner.evaluate_setting
 
     def counting(engine, examples, setting, cfg):
         calls.append((setting, cfg.max_new_tokens))
         return real(engine, examples, setting, cfg)
 
-    monkeypatch.setattr(sweep, "evaluate_setting", counting)
+    monkeypatch.setattr(runner, "evaluate_setting", counting)
     return calls
 
 
 def test_sweep_writes_every_column_parquet_csv_and_traces(model_dirs, dataset, tmp_path):
     out = tmp_path / "res" / "sweep.parquet"
-    df = sweep.run_sweep(config(model_dirs, dataset, out, baseline_model=str(model_dirs["gpt2"])))
+    df = run_sweep(config(model_dirs, dataset, out, baseline_model=str(model_dirs["gpt2"])))
     # per model and batch size: full, skip x2, exit x2, calm
     assert len(df) == 2 * 2 * 4
     missing = [c for c in COLUMNS if c not in df.columns]
@@ -138,10 +143,10 @@ def test_sweep_writes_every_column_parquet_csv_and_traces(model_dirs, dataset, t
 def test_resume_skips_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
     out = tmp_path / "sweep.parquet"
     calls = count_runs(monkeypatch)
-    first = sweep.run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0), policies=("static",)))
+    first = run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0), policies=("static",)))
     assert len(first) == 2 * 3
     calls.clear()
-    second = sweep.run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0, 3.0)))
+    second = run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0, 3.0)))
     run = [s for s, _ in calls]
     # new: 2 targets of 3x and one calm per batch size; every row is timed against its own full-depth pairs
     assert sorted((s.mode, s.target_speedup) for s in run if not s.is_full and s.policy == "static") == [
@@ -156,13 +161,13 @@ def test_resume_skips_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
     assert (kept["created"].values == first["created"].values).all()  # finished rows untouched
     # a third run has nothing left to do and loads no model
     calls.clear()
-    third = sweep.run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0, 3.0)))
+    third = run_sweep(config(model_dirs, dataset, out, targets=(1.0, 2.0, 3.0)))
     assert calls == [] and len(third) == len(second)
 
 
 def test_interrupted_sweep_keeps_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
     out = tmp_path / "sweep.parquet"
-    real = sweep.evaluate_setting
+    real = runner.evaluate_setting
     seen = []
 
     def failing(engine, examples, setting, cfg):
@@ -171,38 +176,38 @@ def test_interrupted_sweep_keeps_finished_rows(model_dirs, dataset, tmp_path, mo
             raise KeyboardInterrupt
         return real(engine, examples, setting, cfg)
 
-    monkeypatch.setattr(sweep, "evaluate_setting", failing)
+    monkeypatch.setattr(runner, "evaluate_setting", failing)
     with pytest.raises(KeyboardInterrupt):
-        sweep.run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
+        run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
     saved = pd.read_parquet(out)
     assert len(saved) == 2 and len(pd.read_csv(out.with_suffix(".csv"))) == 2
-    monkeypatch.setattr(sweep, "evaluate_setting", real)
+    monkeypatch.setattr(runner, "evaluate_setting", real)
     assert not out.with_name(f".{out.name}.lock").exists()  # the lock goes with the interrupted run
     calls = count_runs(monkeypatch)
-    done = sweep.run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
+    done = run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
     assert len(done) == 3 and len(calls) == 1  # only the missing row runs
 
 
 def test_refuses_results_of_another_model_or_dataset(model_dirs, dataset, csv_dataset, tmp_path):
     out = tmp_path / "sweep.parquet"
     small = dict(targets=(1.0,), policies=("static",), batch_sizes=(1,))
-    sweep.run_sweep(config(model_dirs, dataset, out, **small))
+    run_sweep(config(model_dirs, dataset, out, **small))
     with pytest.raises(UserError, match="other settings: model="):
-        sweep.run_sweep(config(model_dirs, dataset, out, model=str(model_dirs["gpt2"]), **small))
+        run_sweep(config(model_dirs, dataset, out, model=str(model_dirs["gpt2"]), **small))
     with pytest.raises(UserError, match="other settings: dataset="):
-        sweep.run_sweep(config(model_dirs, csv_dataset, out, **small))
+        run_sweep(config(model_dirs, csv_dataset, out, **small))
     # every setting that changes results is part of the identity, and each difference is named
     with pytest.raises(
         UserError, match=r"max_new_tokens=10 \(not 6\), speedup_over=10 \(not 6\), repeats=2 \(not 3\)"
     ):
-        sweep.run_sweep(config(model_dirs, dataset, out, max_new_tokens=6, repeats=3, **small))
-    df = sweep.run_sweep(config(model_dirs, csv_dataset, out, overwrite=True, **small))
+        run_sweep(config(model_dirs, dataset, out, max_new_tokens=6, repeats=3, **small))
+    df = run_sweep(config(model_dirs, csv_dataset, out, overwrite=True, **small))
     assert len(df) == 1 and set(df["dataset"]) == {str(csv_dataset)}
     other = tmp_path / "other.parquet"
     pd.DataFrame({"a": [1]}).to_parquet(other)
     for overwrite in (False, True):  # a file that is not a sweep's is never replaced
         with pytest.raises(UserError, match="not a skipcore sweep's results"):
-            sweep.run_sweep(config(model_dirs, dataset, other, overwrite=overwrite, **small))
+            run_sweep(config(model_dirs, dataset, other, overwrite=overwrite, **small))
     assert pd.read_parquet(other).equals(pd.DataFrame({"a": [1]}))
 
 
@@ -234,13 +239,13 @@ def test_targets_are_met_over_the_models_typical_output_length(model_dirs, datas
     from skipcore.schedule import schedule_for_speedup
 
     model = as_trained_model(model_dirs["opt"], tmp_path / "model", 16, 5, 6)
-    cfg = sweep.resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", model=str(model)))
+    cfg = resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", model=str(model)))
     assert (cfg.max_new_tokens, cfg.decay_span, cfg.speedup_over) == (10, 5, 7)
-    short = sweep.resolve_lengths(
+    short = resolve_lengths(
         config(model_dirs, dataset, tmp_path / "s.parquet", model=str(model), max_new_tokens=4)
     )
     assert short.speedup_over == 4  # never beyond what is generated
-    cfg = sweep.resolve_lengths(
+    cfg = resolve_lengths(
         config(
             model_dirs,
             dataset,
@@ -252,25 +257,25 @@ def test_targets_are_met_over_the_models_typical_output_length(model_dirs, datas
             batch_sizes=(1,),
         )
     )
-    df = sweep.run_sweep(cfg)
+    df = run_sweep(cfg)
     row = df[df["target_speedup"] == 3.0].iloc[0]
     expected = schedule_for_speedup(6, 3.0, 7, "linear", "skip", 1, decay_span=5)
     assert (row["max_layers"], row["min_layers"]) == (expected.max_layers, expected.min_layers)
     assert row["schedule_speedup"] == pytest.approx(expected.layer_speedup(7)) and row["speedup_over"] == 7
     with pytest.raises(UserError, match="speedup-over"):
-        sweep.resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", speedup_over=1))
+        resolve_lengths(config(model_dirs, dataset, tmp_path / "s.parquet", speedup_over=1))
 
 
 def test_overwrite_deletes_only_its_own_old_traces_and_only_after_the_run(model_dirs, dataset, tmp_path):
     out = tmp_path / "sweep.parquet"
     small = dict(targets=(1.0, 2.0), modes=("skip",), policies=("static",), batch_sizes=(1,))
-    first = sweep.run_sweep(config(model_dirs, dataset, out, **small))
+    first = run_sweep(config(model_dirs, dataset, out, **small))
     # a results table whose trace_path points outside the traces folder (hand-edited, or another tool's)
     victim = tmp_path / "precious.parquet"
     victim.write_bytes(b"not yours")
     tampered = first.copy()
     tampered.loc[0, "trace_path"] = "precious.parquet"
-    store = sweep.SweepStore(out, config(model_dirs, dataset, out, **small).identity(), False, tmp_path / "x")
+    store = SweepStore(out, config(model_dirs, dataset, out, **small).identity(), False, tmp_path / "x")
     store.rows = tampered.to_dict("records")
     store.flush()
     old_traces = sorted((out.parent / "sweep_traces").glob("*.parquet"))
@@ -279,7 +284,7 @@ def test_overwrite_deletes_only_its_own_old_traces_and_only_after_the_run(model_
     def check(setting, row, result):  # old traces still there while the new run goes on
         seen_during.append(all(p.exists() for p in old_traces))
 
-    new = sweep.run_sweep(config(model_dirs, dataset, out, overwrite=True, max_new_tokens=6, **small), check)
+    new = run_sweep(config(model_dirs, dataset, out, overwrite=True, max_new_tokens=6, **small), check)
     assert victim.read_bytes() == b"not yours"
     assert seen_during and all(seen_during)
     assert len(new) == 2 and (new["max_new_tokens"] == 6).all()
@@ -298,11 +303,11 @@ def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(model_dirs, data
     lock = out.with_name(f".{out.name}.lock")
     lock.write_text(str(os.getppid()))  # a live process holds it
     with pytest.raises(UserError, match=f"another sweep \\(pid {os.getppid()}\\) is writing"):
-        sweep.run_sweep(config(model_dirs, dataset, out, **small))
+        run_sweep(config(model_dirs, dataset, out, **small))
     assert not out.exists() and lock.read_text() == str(os.getppid())
     lock.write_text("999999999")  # no such process: a crashed sweep's lock
     with pytest.warns(UserWarning, match="no longer running"):
-        df = sweep.run_sweep(config(model_dirs, dataset, out, **small))
+        df = run_sweep(config(model_dirs, dataset, out, **small))
     assert len(df) == 1 and not lock.exists()
 
 
@@ -342,7 +347,7 @@ ADAPTIVE = dict(
 
 def test_adaptive_rows_carry_their_parameters_and_realised_speedup(model_dirs, dataset, tmp_path):
     out = tmp_path / "adaptive.parquet"
-    df = sweep.run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
+    df = run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
     adaptive = df[df["policy"] == "adaptive"].set_index("adaptive_threshold")
     assert sorted(adaptive.index) == [0.0, 1.0] and len(df) == 4
     assert (adaptive["adaptive_drop"] == 2).all() and (adaptive["adaptive_min_layers"] == 2).all()
@@ -368,11 +373,11 @@ def test_adaptive_rows_carry_their_parameters_and_realised_speedup(model_dirs, d
 
 def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tmp_path, monkeypatch):
     out = tmp_path / "adaptive.parquet"
-    first = sweep.run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
+    first = run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
     calls = count_runs(monkeypatch)
     # a new floor and a new drop: only those rows run, finished ones are kept
     more = {**ADAPTIVE, "adaptive_min_layers": (2, 3), "adaptive_drops": (2, 1)}
-    second = sweep.run_sweep(config(model_dirs, dataset, out, **more))
+    second = run_sweep(config(model_dirs, dataset, out, **more))
     run = sorted((s.adaptive_threshold, s.adaptive_drop, s.adaptive_min_layers) for s, _ in calls)
     assert run == sorted((th, d, m) for th in (0.0, 1.0) for d in (2, 1) for m in (2, 3) if (d, m) != (2, 2))
     assert len(second) == len(first) + 6 and second["setting_id"].is_unique
@@ -380,17 +385,17 @@ def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tm
     assert (kept["created"].values == first["created"].values).all()
     # the signal changes what a threshold means: another row, not a resumed one
     calls.clear()
-    sweep.run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_signal": "entropy"}))
+    run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_signal": "entropy"}))
     assert len(calls) == 2 and all(s.adaptive_signal == "entropy" for s, _ in calls)
     # timing is part of the file's identity: a timed rerun on an untimed file is refused, naming it
     with pytest.raises(UserError, match=r"repeats=0 \(not 2\)"):
-        sweep.run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "repeats": 2}))
+        run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "repeats": 2}))
 
 
 def test_rows_of_older_sweeps_keep_their_ids():
     """A setting without adaptive or speculative parameters hashes as before they existed, so older files
     resume."""
-    s = sweep.Setting("m", "model", "calm", 8, mode="calm", target_speedup=sweep.NAN, calm_threshold=0.9)
+    s = Setting("m", "model", "calm", 8, mode="calm", target_speedup=NAN, calm_threshold=0.9)
     from dataclasses import asdict
 
     later = ("draft_tokens", "assistant_exit")
@@ -403,16 +408,16 @@ def test_rows_of_older_sweeps_keep_their_ids():
 
 def test_every_policy_is_one_grid_entry(model_dirs, dataset, tmp_path):
     cfg = config(model_dirs, dataset, tmp_path / "x.parquet", **ADAPTIVE, calm_thresholds=(0.5,))
-    cfg = sweep.resolve_lengths(cfg)
-    assert set(sweep.POLICY_GRID) == {"static", "calm", "adaptive", "speculative", "transformers"}
-    grid = sweep.build_grid(sweep.replace(cfg, policies=("static", "calm", "adaptive")))
+    cfg = resolve_lengths(cfg)
+    assert set(POLICY_GRID) == {"static", "calm", "adaptive", "speculative", "transformers"}
+    grid = build_grid(replace(cfg, policies=("static", "calm", "adaptive")))
     assert [s.policy for s in grid] == ["static", "static", "calm", "adaptive", "adaptive"]
     for s in grid:
-        policy, columns = sweep.policy_for(s, 6, cfg)
+        policy, columns = policy_for(s, 6, cfg)
         assert policy.name == s.policy and set(columns) == {"max_layers", "min_layers", "schedule_speedup"}
         assert s.label().startswith("model b2 ")
     with pytest.raises(UserError, match="unknown sweep policy 'sideways'"):
-        sweep.build_grid(sweep.replace(cfg, policies=("sideways",)))
+        build_grid(replace(cfg, policies=("sideways",)))
 
 
 def test_an_adaptive_floor_the_model_cannot_hold_is_refused_before_any_row(
@@ -421,7 +426,7 @@ def test_an_adaptive_floor_the_model_cannot_hold_is_refused_before_any_row(
     calls = count_runs(monkeypatch)
     out = tmp_path / "bad.parquet"
     with pytest.raises(UserError, match="--min-layers must be in"):
-        sweep.run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_min_layers": (99,)}))
+        run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_min_layers": (99,)}))
     assert calls == []
 
 
@@ -454,7 +459,7 @@ def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, c
 def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, dataset, tmp_path, capsys):
     """Lossless rows score as full depth does; transformers' rows run at batch size 1 only, with no trace."""
     cfg = speculative_config(model_dirs, dataset, tmp_path / "spec.parquet", targets=(1.0,))
-    df = sweep.run_sweep(cfg).set_index("batch_size", drop=False)
+    df = run_sweep(cfg).set_index("batch_size", drop=False)
     full = df[df.policy == "static"]
     spec = df[df.policy == "speculative"]
     hf = df[df.policy == "transformers"]
@@ -473,7 +478,7 @@ def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, dataset
     assert plain.flops_speedup_with_prompt == pytest.approx(1.0, rel=1e-3)
     assert plain.tokens_per_full_pass == 1.0 and assisted.flops_speedup_with_prompt < 1
     assert assisted.draft_tokens == 2 and 0 <= assisted.draft_acceptance <= 1
-    from skipcore.quality import quality_tables
+    from skipcore.evaluate.quality import quality_tables
 
     table = quality_tables(df.reset_index(drop=True))
     assert "Speculative decoding (lossless)" in table and "assistant_early_exit=3, k=2" in table
@@ -484,18 +489,18 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
 ):
     cfg = config(model_dirs, dataset, tmp_path / "t.parquet", policies=("transformers",), batch_sizes=(2,))
     with pytest.raises(UserError, match="add 1 to --batch-sizes"):
-        sweep.build_grid(cfg)
+        build_grid(cfg)
     loads = []
-    monkeypatch.setattr(sweep, "_run_models", lambda *a, **k: loads.append(a))
-    cfg = sweep.replace(cfg, batch_sizes=(1,), assistant_exits=(3,))
+    monkeypatch.setattr(runner, "_run_models", lambda *a, **k: loads.append(a))
+    cfg = replace(cfg, batch_sizes=(1,), assistant_exits=(3,))
     with pytest.raises(UserError, match="assistant_early_exit needs a decoder.*this opt model"):
-        sweep.run_sweep(cfg)
+        run_sweep(cfg)
     # a Llama model first and an OPT baseline second: refused from the configs, before the first model loads
-    two = sweep.replace(cfg, model=str(model_dirs["llama"]), baseline_model=str(model_dirs["opt"]))
+    two = replace(cfg, model=str(model_dirs["llama"]), baseline_model=str(model_dirs["opt"]))
     with pytest.raises(
         UserError, match="setting 'baseline b1 transformers assistant_early_exit=3, .*this opt model"
     ):
-        sweep.run_sweep(two)
+        run_sweep(two)
     with pytest.raises(UserError, match=r"assistant exit layer must be in \[1, "):
-        sweep.run_sweep(sweep.replace(two, baseline_model=None, assistant_exits=(99,)))
+        run_sweep(replace(two, baseline_model=None, assistant_exits=(99,)))
     assert loads == [] and not (tmp_path / "t.parquet").exists()

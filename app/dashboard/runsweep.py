@@ -1,6 +1,6 @@
 """A sweep small enough to run from the trade-off page, through the library's own sweep runner.
 
-`skipcore.sweep.sweep_rows` evaluates a grid with an engine the page already holds (cached) and reports each
+`skipcore.evaluate.sweep_rows` evaluates a grid with an engine the page already holds (cached) and reports each
 finished row; it writes no file. Measured speedups are paired with full depth and repeated (3 times here, after
 a warm-up), with their interval and plausibility flag, exactly as in the shipped sweep, whose column names the
 rows carry. Speculative SkipDecode takes part with the first target's schedule as its draft (in the first static
@@ -46,7 +46,7 @@ class SweepSettings:
 
 
 def _config(model: str, s: SweepSettings):
-    from skipcore.sweep import SweepConfig, resolve_lengths
+    from skipcore.evaluate import SweepConfig, resolve_lengths
 
     chosen = {
         "static": s.modes,
@@ -85,7 +85,7 @@ def run_small_sweep(
 ) -> pd.DataFrame:
     """One row per setting (full depth first) on the first examples of a split, each timed against full depth."""
     from skipcore.data import load_examples
-    from skipcore.sweep import build_grid, check_config, sweep_rows
+    from skipcore.evaluate import build_grid, check_config, sweep_rows
 
     cfg = check_config(_config(model, settings))
     examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)

@@ -1,4 +1,4 @@
-"""`python -m skipcore bench`: flags -> `skipcore.bench.bench_one` per model, length and batch size."""
+"""`python -m skipcore bench`: flags -> `skipcore.evaluate.bench.bench_one` per model, length and batch size."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 
 import torch
 
-from skipcore.bench import bench_one, format_table, measure_bandwidth
 from skipcore.commands.common import check_output_path
 from skipcore.errors import UserError
+from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth
 from skipcore.files import atomic_write
 
 

@@ -1,4 +1,4 @@
-"""`python -m skipcore sweep`: flags -> a SweepConfig -> `skipcore.sweep.run_sweep`, then the tables."""
+"""`python -m skipcore sweep`: flags -> a SweepConfig -> `skipcore.evaluate.runner.run_sweep`, then the tables."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
 from skipcore.errors import UserError
+from skipcore.evaluate.runner import run_sweep
+from skipcore.evaluate.settings import SweepConfig
 from skipcore.policies import SIGNALS
-from skipcore.sweep import SweepConfig, run_sweep
 
 DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}  # every default is declared once, in SweepConfig
 
@@ -176,9 +177,9 @@ def _check_choices(values: Sequence[str], allowed: Sequence[str], flag: str) -> 
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    from skipcore.evaluate.grid import POLICY_GRID
     from skipcore.policies import AdaptivePolicy, CalmPolicy
     from skipcore.schedule import MODES
-    from skipcore.sweep import POLICY_GRID
 
     _check_choices(args.shapes, ("linear", "power", "step", "constant"), "--shapes")
     _check_choices(args.modes, MODES, "--modes")
@@ -273,7 +274,7 @@ def run_cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     df = run_sweep(cfg, on_row=lambda s, row, _: report_row(s, row, cfg.progress))
     if len(df):
-        from skipcore.quality import quality_tables
+        from skipcore.evaluate.quality import quality_tables
 
         print(quality_tables(df))
     print(

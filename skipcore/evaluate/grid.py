@@ -1,0 +1,338 @@
+"""The sweep's grid: one small entry per policy in `POLICY_GRID`, saying how its settings are listed, checked,
+built into a policy object (with its schedule columns) and evaluated, so another policy is one more entry, not
+another branch. `build_grid` lists a config's settings in run order.
+
+Every entry of the one decode loop is evaluated the same way: quality and theoretical costs from one generation
+over every example (`skipcore.evaluate.quality`), then the wall-clock speedups against full depth, paired and
+repeated (`skipcore.measure.paired_timing`); with `repeats=0` nothing is timed and the timing columns are NaN.
+transformers' own generate() (`skipcore.evaluate.transformers_baseline`) is an entry of its own: not the loop, no
+trace, timed end to end.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skipcore.errors import UserError
+from skipcore.evaluate.settings import NAN, ModelFacts, Setting, SweepConfig
+
+if TYPE_CHECKING:
+    from skipcore.policies import DepthPolicy
+
+# timings of a single run, replaced in a row by the medians of the paired runs
+_ONE_RUN = ("seconds", "tokens_per_s", "decode_seconds", "decode_ms_per_step")
+
+# the timing columns of a sweep run with repeats=0: the same names, nothing measured
+_NOT_TIMED = {
+    **{f"wall_speedup_{m}{end}": NAN for m in ("decode", "total") for end in ("", "_lo", "_hi")},
+    "timing_runs": 0,
+    "timing_prompts": 0,
+    "decode_ms_per_step": NAN,
+    "full_decode_ms_per_step": NAN,
+    "seconds": NAN,
+    "full_seconds": NAN,
+    "tokens_per_s": NAN,
+    "timing_flag": "",
+}
+
+
+# -- one entry per policy: how its settings are listed, checked, built and evaluated ----------------------------
+class EngineGrid:
+    """A policy of the one decode loop: its settings become policy objects (`build`) that `engine.generate`
+    runs, scored and timed the same way for every policy."""
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        raise NotImplementedError
+
+    def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
+        self.build(setting, model.num_layers, cfg)[0].check(model.num_layers, cfg.max_new_tokens)
+
+    def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
+        """Quality and theoretical costs from one generation over every example, then the wall-clock speedups
+        against full depth, paired and repeated on the first `cfg.timing_limit` prompts (none with repeats 0)."""
+        from skipcore.evaluate.quality import evaluate_generation
+        from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
+
+        policy, columns = self.build(setting, engine.num_layers, cfg)
+        row, result = evaluate_generation(engine, examples, policy, cfg.max_new_tokens, setting.batch_size)
+        for key in _ONE_RUN:
+            row.pop(key, None)
+        if cfg.repeats == 0:
+            row.update(_NOT_TIMED)
+        else:
+            row.update(
+                measure_against_full(
+                    engine,
+                    _timed_prompts(examples, cfg),
+                    policy,
+                    cfg.max_new_tokens,
+                    setting.batch_size,
+                    cfg.repeats,
+                )
+            )
+            row["timing_flag"] = plausibility_flag(
+                row["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
+            )
+        row.update(columns)
+        return row, result
+
+
+def _timed_prompts(examples, cfg: SweepConfig) -> list[str]:
+    from skipcore.evaluate.quality import prompts_for
+
+    return prompts_for(examples[: cfg.timing_limit] if cfg.timing_limit else examples)
+
+
+def _schedule_columns(setting: Setting, num_layers: int, cfg: SweepConfig):
+    """The schedule a static (or draft) setting names, and its columns (max/min layers, its own speedup)."""
+    from skipcore.schedule import full_schedule, schedule_for_speedup
+
+    if setting.shape == "full":
+        schedule = full_schedule(num_layers)
+    else:
+        schedule = schedule_for_speedup(
+            num_layers,
+            setting.target_speedup,
+            cfg.speedup_over,
+            setting.shape,
+            setting.mode,
+            setting.warmup if setting.mode == "skip" else 1,
+            max_layers=cfg.max_layers,
+            decay_span=cfg.decay_span,
+        )
+    return schedule, {
+        "max_layers": schedule.max_layers,
+        "min_layers": schedule.min_layers,
+        "schedule_speedup": schedule.layer_speedup(cfg.speedup_over),
+    }
+
+
+class StaticGrid(EngineGrid):
+    """SkipDecode's precomputed schedules: one per shape x mode x warmup x target above 1x."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        return [
+            Setting(model, role, "static", b, shape, mode, w, float(t))
+            for shape in cfg.shapes
+            for mode in cfg.modes
+            for w in (cfg.warmups if mode == "skip" else (0,))
+            for t in cfg.targets
+            if t > 1.0
+        ]
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        from skipcore.policies import StaticPolicy
+
+        schedule, columns = _schedule_columns(setting, num_layers, cfg)
+        return StaticPolicy(schedule), columns
+
+
+class CalmGrid(EngineGrid):
+    """CALM-DEC, the per-token dynamic baseline: one row per confidence threshold."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        return [
+            Setting(
+                model,
+                role,
+                "calm",
+                b,
+                mode="calm",
+                target_speedup=NAN,
+                calm_threshold=float(th),
+                calm_measure=cfg.calm_measure,
+                calm_min_layers=cfg.calm_min_layers,
+            )
+            for th in cfg.calm_thresholds
+        ]
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        from skipcore.policies import CalmPolicy
+
+        policy = CalmPolicy(setting.calm_threshold, setting.calm_measure, setting.calm_min_layers)
+        return policy, {
+            "max_layers": num_layers,
+            "min_layers": setting.calm_min_layers,
+            "schedule_speedup": NAN,
+        }
+
+
+class AdaptiveGrid(EngineGrid):
+    """Adaptive SkipDecode: one batch-shared budget that drops when the batch is confident; one row per
+    threshold x drop x floor, in skip mode with the first warmup (the paper's layer choice)."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        return [
+            Setting(
+                model,
+                role,
+                "adaptive",
+                b,
+                mode="skip",
+                warmup=cfg.warmups[0],
+                target_speedup=NAN,
+                adaptive_threshold=float(th),
+                adaptive_drop=int(d),
+                adaptive_min_layers=int(m),
+                adaptive_signal=cfg.adaptive_signal,
+            )
+            for th in cfg.adaptive_thresholds
+            for d in cfg.adaptive_drops
+            for m in cfg.adaptive_min_layers
+        ]
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        from skipcore.policies import AdaptivePolicy
+
+        policy = AdaptivePolicy(
+            min_layers=setting.adaptive_min_layers,
+            max_layers=cfg.max_layers,
+            mode=setting.mode,
+            warmup_layers=setting.warmup,
+            threshold=setting.adaptive_threshold,
+            signal=setting.adaptive_signal,
+            drop=setting.adaptive_drop,
+        )
+        top = cfg.max_layers or num_layers
+        return policy, {"max_layers": top, "min_layers": setting.adaptive_min_layers, "schedule_speedup": NAN}
+
+
+class SpeculativeGrid(EngineGrid):
+    """Speculative SkipDecode (lossless): one row per draft schedule (a target speedup of the first shape, mode
+    and warmup, as a static row would decode with it) x tokens drafted per round."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        shape, mode = cfg.shapes[0], cfg.modes[0]
+        w = cfg.warmups[0] if mode == "skip" else 0
+        return [
+            Setting(model, role, "speculative", b, shape, mode, w, float(t), draft_tokens=int(k))
+            for t in cfg.speculative_targets
+            for k in cfg.draft_tokens
+        ]
+
+    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+        from skipcore.policies import SpeculativePolicy
+
+        schedule, columns = _schedule_columns(setting, num_layers, cfg)
+        return SpeculativePolicy(schedule, setting.draft_tokens), columns
+
+
+class TransformersGrid:
+    """transformers' own `generate()` on the same model, at batch size 1 (the only size its assisted decoding
+    runs): plain, and `assistant_early_exit` per exit layer x tokens drafted per round. It is not the one loop:
+    its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (its calls by the convention)
+    and the end-to-end time paired with full depth; no trace and no per-step costs."""
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        if b != 1:
+            return []
+        plain = Setting(model, role, "transformers", 1, mode="full", target_speedup=NAN)
+        return [plain] + [
+            Setting(
+                model,
+                role,
+                "transformers",
+                1,
+                mode="exit",
+                target_speedup=NAN,
+                draft_tokens=int(k),
+                assistant_exit=int(n),
+            )
+            for n in cfg.assistant_exits
+            for k in cfg.draft_tokens
+        ]
+
+    def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
+        from skipcore.evaluate.transformers_baseline import check_assistant
+
+        check_assistant(model.family, model.num_layers, setting.assistant_exit, setting.draft_tokens)
+
+    def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
+        from skipcore.evaluate.quality import prompts_for, score_outputs
+        from skipcore.evaluate.transformers_baseline import assisted_generate
+        from skipcore.measure.paired_timing import measure_total_against_full
+
+        def run(prompts):
+            return assisted_generate(
+                engine, prompts, setting.assistant_exit, setting.draft_tokens, cfg.max_new_tokens
+            )
+
+        out = run(prompts_for(examples))
+        row = {**score_outputs(examples, out.texts, out.token_ids), **out.summary()}
+        row["flops_speedup_with_prompt"] = full_depth_flops(engine, examples, out.token_ids) / out.flops
+        for key in _ONE_RUN:
+            row.pop(key, None)
+        row.update(_NOT_TIMED)
+        if cfg.repeats:
+            prompts = _timed_prompts(examples, cfg)
+            row.update(
+                measure_total_against_full(
+                    engine, prompts, lambda: _seconds_tokens(run(prompts)), cfg.max_new_tokens, cfg.repeats
+                )
+            )
+        exit_layer = setting.assistant_exit or engine.num_layers
+        row.update({"max_layers": exit_layer, "min_layers": exit_layer, "schedule_speedup": NAN})
+        return row, None
+
+
+def _seconds_tokens(run) -> tuple[float, int]:
+    return run.seconds, run.tokens
+
+
+def full_depth_flops(engine, examples, token_ids) -> float:
+    """What full depth spends on these outputs by the trace's FLOPs convention (`costs.flops_table` with every
+    pass at all L layers): each prompt's prefill, then one all-layer pass per further token."""
+    import numpy as np
+
+    import skipcore.measure.costs as costs
+    from skipcore.evaluate.quality import prompts_for
+
+    shapes, L = engine.adapter.shapes, engine.num_layers
+    total = 0.0
+    for prompt, ids in zip(prompts_for(examples), token_ids, strict=True):
+        P = len(engine.tokenizer(prompt)["input_ids"])
+        total += float(costs.flops_table(shapes, np.array([P]), np.full((1, max(len(ids), 1)), L)).sum())
+    return total
+
+
+POLICY_GRID = {
+    "static": StaticGrid(),
+    "calm": CalmGrid(),
+    "adaptive": AdaptiveGrid(),
+    "speculative": SpeculativeGrid(),
+    "transformers": TransformersGrid(),
+}
+
+
+def build_grid(cfg: SweepConfig) -> list[Setting]:
+    """Settings in run order: per model, per batch size, full depth first (its paired timing gives the noise floor)."""
+    unknown = [p for p in cfg.policies if p not in POLICY_GRID]
+    if unknown:
+        raise UserError(f"unknown sweep policy {unknown[0]!r}; choose from {', '.join(POLICY_GRID)}")
+    if "transformers" in cfg.policies and 1 not in cfg.batch_sizes:
+        raise UserError(
+            "--policies transformers runs at batch size 1 only (transformers' assisted decoding supports no "
+            "other): add 1 to --batch-sizes"
+        )
+    grid: list[Setting] = []
+    for model, role in cfg.models:
+        for b in cfg.batch_sizes:
+            grid.append(Setting(model, role, "static", b))
+            for name in cfg.policies:
+                grid += POLICY_GRID[name].settings(cfg, model, role, b)
+    return list(dict.fromkeys(grid))  # duplicates (e.g. warmups given twice) run once
+
+
+def policy_for(setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
+    """The setting's policy (one of the loop's) and its schedule columns (max_layers, min_layers,
+    schedule_speedup)."""
+    return POLICY_GRID[setting.policy].build(setting, num_layers, cfg)
+
+
+def check_settings(grid: list[Setting], model: ModelFacts, cfg: SweepConfig) -> None:
+    """Refuse in one line, naming the setting, any setting of `grid` that cannot run on this model."""
+    for s in grid:
+        try:
+            POLICY_GRID[s.policy].check(s, model, cfg)
+        except UserError as e:  # say which setting of the grid (its message names the generate-style flag)
+            raise UserError(f"setting '{s.label()}': {e}") from e

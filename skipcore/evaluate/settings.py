@@ -1,0 +1,202 @@
+"""What a sweep is asked: the run-wide `SweepConfig` and its grid's cells (`Setting`), checked before any work.
+
+A setting's hash, with the run-wide parameters that change its numbers, is its row's identity in a results file,
+which is what lets a rerun resume (`skipcore.evaluate.store`). Lengths the config leaves out (max new tokens,
+decay span, the horizon a target speedup is met over) come from the model's training settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from skipcore.errors import UserError
+from skipcore.labels import setting_label
+
+NAN = float("nan")  # one object, so settings holding it compare and hash equal
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One cell of the grid. Its hash (with the run-wide parameters) is the row's identity on resume."""
+
+    model: str  # path or hub id
+    model_role: str  # "model" or "baseline"
+    policy: str  # a key of POLICY_GRID: "static", "calm", "adaptive", "speculative" or "transformers"
+    batch_size: int
+    shape: str = "full"  # static: schedule shape; "full" is the 1x reference
+    mode: str = "full"  # skip / exit / middle (static, adaptive); "full" for full depth; "calm" for CALM-DEC
+    warmup: int = 0  # skip mode's warmup layers (0 where the mode has none)
+    target_speedup: float = 1.0  # static; NaN where depth is decided while decoding (calm, adaptive)
+    calm_threshold: float | None = None
+    calm_measure: str | None = None
+    calm_min_layers: int | None = None
+    adaptive_threshold: float | None = None
+    adaptive_drop: int | None = None
+    adaptive_min_layers: int | None = None
+    adaptive_signal: str | None = None
+    # speculative and transformers' early-exit assistant: tokens drafted per round
+    draft_tokens: int | None = None
+    # transformers' early-exit assistant: its draft's layers (None: plain generate())
+    assistant_exit: int | None = None
+
+    @property
+    def is_full(self) -> bool:
+        return self.policy == "static" and self.shape == "full"
+
+    def setting_id(self, run_params: dict) -> str:
+        # fields added after a sweep was written are left out while unset, so older results files resume
+        fields = {k: v for k, v in asdict(self).items() if not (k in _LATER_FIELDS and v is None)}
+        blob = json.dumps([fields, run_params], sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """'model b8 linear/skip x3': the model's role, the batch size and `skipcore.labels.setting_label`."""
+        return f"{self.model_role} b{self.batch_size} {setting_label(self)}"
+
+
+_LATER_FIELDS = (
+    "adaptive_threshold",
+    "adaptive_drop",
+    "adaptive_min_layers",
+    "adaptive_signal",
+    "draft_tokens",
+    "assistant_exit",
+)
+
+
+@dataclass
+class SweepConfig:
+    model: str
+    dataset: str
+    out: Path
+    baseline_model: str | None = None
+    split: str = "test"
+    limit: int | None = 32
+    targets: tuple[float, ...] = (1.0, 2.0, 3.0, 4.0, 5.0)
+    shapes: tuple[str, ...] = ("linear",)
+    modes: tuple[str, ...] = ("skip", "exit", "middle")
+    warmups: tuple[int, ...] = (1,)
+    batch_sizes: tuple[int, ...] = (1, 8)
+    policies: tuple[str, ...] = ("static", "calm")
+    calm_thresholds: tuple[float, ...] = (0.9, 0.8, 0.6, 0.4)
+    calm_measure: str = "softmax"
+    calm_min_layers: int = 1
+    # adaptive SkipDecode (skip mode, first warmup): one row per threshold x drop x floor. On the shipped model
+    # these defaults realise about 2x (0.5, floor 3) to 4x (0.1, floor 2) per token.
+    adaptive_thresholds: tuple[float, ...] = (0.5, 0.3, 0.1)
+    adaptive_drops: tuple[int, ...] = (2,)
+    adaptive_min_layers: tuple[int, ...] = (3, 2)
+    adaptive_signal: str = "max_prob"
+    # speculative SkipDecode: one row per draft schedule (a target speedup of the first shape, mode and warmup)
+    # x drafted tokens; transformers' generate() (batch size 1 only): plain, and assistant_early_exit per exit
+    # layer x drafted tokens
+    speculative_targets: tuple[float, ...] = (2.0, 3.0)
+    draft_tokens: tuple[int, ...] = (2, 4, 8)
+    assistant_exits: tuple[int, ...] = (4, 6)
+    max_new_tokens: int | None = None  # default: the model's training settings, else 64
+    decay_span: int | None = None  # default: the model's training settings, else the schedule's default
+    speedup_over: int | None = None  # tokens a target is met over; default: the model's median output + 1
+    max_layers: int | None = None  # pin the first decode step's budget (the paper decays from full depth)
+    traces_dir: Path | None = None  # default: <out stem>_traces beside the output
+    device: str = "auto"
+    dtype: str = "auto"
+    attn: str = "sdpa"
+    threads: int | None = None  # torch intra-op threads (CPU timing); None keeps torch's default
+    repeats: int = 5  # paired timing: full depth and the setting alternate this many times; 0: no timing
+    timing_limit: int | None = 16  # prompts timed (the first ones of the examples); None: all of them
+    trust_remote_code: bool = False
+    overwrite: bool = False
+    progress: bool = True
+    sweep_run_id: str = field(default_factory=lambda: "s" + uuid.uuid4().hex[:11])
+
+    @property
+    def models(self) -> list[tuple[str, str]]:
+        out = [(self.model, "model")]
+        if self.baseline_model:
+            out.append((self.baseline_model, "baseline"))
+        return out
+
+    def run_params(self) -> dict:
+        """Everything besides the Setting that changes a row's numbers."""
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "limit": self.limit,
+            "max_new_tokens": self.max_new_tokens,
+            "decay_span": self.decay_span,
+            "speedup_over": self.speedup_over,
+            "max_layers": self.max_layers,
+            "device": self.device,
+            "dtype": self.dtype,
+            "attn": self.attn,
+        }
+
+    def identity(self) -> dict:
+        """What every row of one results file shares; a resumed sweep must match it exactly."""
+        return {
+            "model": self.model,
+            "baseline_model": self.baseline_model,
+            **self.run_params(),
+            "repeats": self.repeats,
+            "timing_limit": self.timing_limit,
+            "threads": self.threads,
+        }
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a grid's settings are checked against: known from the config alone, so every model of a sweep is
+    checked before the first one loads."""
+
+    family: str  # the adapter's family ("opt", "gpt2", "llama")
+    num_layers: int
+
+    @classmethod
+    def of_engine(cls, engine) -> ModelFacts:
+        return cls(engine.adapter.family, engine.num_layers)
+
+    @classmethod
+    def of_config(cls, config) -> ModelFacts:
+        from skipcore.adapters import ADAPTERS, shapes_from_config
+
+        return cls(ADAPTERS[config.model_type].family, shapes_from_config(config).num_layers)
+
+
+def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
+    """max_new_tokens, decay span and the speedup horizon default to what the model was trained with (its
+    skipcore_training.json): the horizon is its median output length + 1, the length rows really stop at.
+
+    `--baseline-model` decodes under the very same schedules (budgets per step), so each target compares the
+    two models like for like; where the baseline's outputs run longer than the model's, it realises a higher
+    layer speedup than the target, which the table's realised column shows beside the target.
+    """
+    from skipcore.models.generation_defaults import generation_defaults, speedup_horizon
+
+    gen = generation_defaults(cfg.model) if Path(cfg.model).is_dir() else {}
+    max_new = cfg.max_new_tokens or gen.get("max_new_tokens") or 64
+    span = cfg.decay_span if cfg.decay_span is not None else gen.get("decay_span")
+    over = cfg.speedup_over or speedup_horizon(gen, max_new)
+    if max_new < 2:
+        raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
+    if over < 2:
+        raise UserError(f"--speedup-over must be >= 2, got {over}")
+    span = None if span is None else int(span)
+    return replace(cfg, max_new_tokens=int(max_new), decay_span=span, speedup_over=int(over))
+
+
+def check_config(cfg: SweepConfig) -> SweepConfig:
+    """The config with its lengths resolved, refused in one line where it cannot run (before any work)."""
+    cfg = resolve_lengths(cfg)
+    if any(b < 1 for b in cfg.batch_sizes):
+        raise UserError("--batch-sizes must all be >= 1")
+    if cfg.repeats < 0:
+        raise UserError(f"--repeats must be >= 0 (0: no timing), got {cfg.repeats}")
+    if cfg.timing_limit is not None and cfg.timing_limit < 1:
+        raise UserError(f"--timing-limit must be >= 1, got {cfg.timing_limit}")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {cfg.threads}")
+    return cfg
