@@ -28,6 +28,7 @@ MOVED: dict[str, str] = {
     "skipcore.engine": "skipcore.decode.engine",
     "skipcore.forward": "skipcore.decode.forward",
     "skipcore.generation_defaults": "skipcore.models.generation_defaults",
+    "skipcore.lens.plots": "skipcore.plots.lens",
     "skipcore.loading": "skipcore.models.loading",
     "skipcore.masks": "skipcore.decode.masks",
     "skipcore.outputs": "skipcore.decode.outputs",

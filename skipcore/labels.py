@@ -1,5 +1,6 @@
 """What a setting is called on screen, written once: the sweep's rows and progress lines, its Markdown tables,
-the dashboard and the notebooks all name a setting with `setting_label`.
+the dashboard and the notebooks all name a setting with `setting_label` (and write a byte count with
+`human_bytes`).
 
 A setting is anything with a sweep row's fields: a sweep grid's `Setting`, a row of `df.itertuples()`, a pandas
 Series or a dict of a sweep table (a table written by another version, or by hand, may lack columns: a missing or
@@ -67,3 +68,12 @@ def setting_label(setting: object) -> str:
             f"transformers assistant_early_exit={_num(exit_layer)}, k={_num(_field(setting, 'draft_tokens'))}"
         )
     return policy
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB': KV caches span bytes (tiny models) to GiB (real ones)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # unreachable; keeps type checkers content

@@ -27,8 +27,8 @@ from skipcore.lens import (
     write_lens,
 )
 from skipcore.lens.forcing import forced_tokens
-from skipcore.lens.plots import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 from skipcore.models.loading import load_model
+from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 from skipcore.policies import AdaptivePolicy, CalmPolicy
 from skipcore.schedule import Schedule
 from skipcore.traces import TraceSchemaError

@@ -19,8 +19,8 @@ from app.dashboard import state, views
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS
 from skipcore.errors import UserError
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
-from skipcore.lens.plots import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 from skipcore.lens.summary import FULL_DEPTH
+from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
 RESULT_KEY = "lens_result"
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"

@@ -6,7 +6,9 @@ there, along the layers the token actually ran (design notes, "Layer lens").
 - `forcing`: teacher forcing through the decode loop.
 - `summary`: agreement with full depth (per step and per budget), per-layer summaries.
 - `files`: lens tables on disk, with the run metadata, like traces.
-- `plots`: the token x layer heatmap and the per-layer and agreement figures (dashboard and notebooks).
+
+Its figures (the token x layer heatmap, the per-layer and agreement figures) are in `skipcore.plots.lens`, with
+the other figures the dashboard and the notebooks share.
 """
 
 from skipcore.lens.files import LENS_COLUMNS, read_lens, write_lens

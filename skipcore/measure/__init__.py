@@ -4,5 +4,6 @@ accounting", "Speedups", "Timing"). Pure functions of numbers and tables; nothin
 The pieces, one idea each: `costs` (FLOPs and KV-cache bytes, the only place they are computed), `summary` (the
 one run summary every printer uses: realised and batch layer speedups, FLOPs, KV, tokens/s), `paired_timing`
 (speedups timed in alternation with full depth, with a bootstrap interval and a plausibility flag), `pareto`
-(the quality-versus-speedup front and where other points lie against it).
+(the quality-versus-speedup front and where other points lie against it), `theory` (a designed schedule
+costed like a trace, without running a model).
 """

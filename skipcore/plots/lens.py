@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.lens.summary import Agreement
-from skipcore.plots import display_token
+from skipcore.plots.trace import display_token
 
 # statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
 STATS: dict[str, tuple[str, str, float | None, float | None]] = {

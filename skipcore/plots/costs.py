@@ -1,0 +1,107 @@
+"""Figures of costs: FLOPs per decode step and KV-cache bytes after each step against full depth (a designed
+schedule's, from `skipcore.measure.theory`, or one row of a trace), and the KV cache's entries per layer and
+position (written, skipped, holes).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, KV_HOLE, RAN, SKIPPED
+
+
+def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step") -> go.Figure:
+    """FLOPs per decode step and KV-cache bytes after each step, each against full depth.
+
+    Takes one row per step with trace columns: a theoretical frame or one sample of a trace. Step 0 (the
+    prefill) is left off the FLOPs panel because it dwarfs every decode step; its cost is in the speedups.
+    """
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("FLOPs per decode step", "KV cache after step"),
+        horizontal_spacing=0.12,
+    )
+    decode = steps[steps["step"] >= 1]
+    # what a token cost, the policy's own work included where the trace has it (CALM's heads, speculative drafts)
+    spent = ("flops_total", "spent") if "flops_total" in steps else ("flops", "schedule")
+    for col, name, color, dash in (
+        ("flops_full", "full depth", FULL_COLOR, "dash"),
+        (*spent, ACTUAL_COLOR, None),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=decode["step"],
+                y=decode[col],
+                mode="lines",
+                line={"shape": "hv", "color": color, "dash": dash},
+                name=name,
+                legendgroup=name,
+                hovertemplate="step %{x}<br>%{y:.3s} FLOPs<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    for col, name, color, dash in (
+        ("kv_cache_bytes_full", "full depth", FULL_COLOR, "dash"),
+        ("kv_cache_bytes", "schedule", ACTUAL_COLOR, None),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=steps["step"],
+                y=steps[col],
+                mode="lines",
+                line={"color": color, "dash": dash},
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                hovertemplate="step %{x}<br>%{y:.3s} B<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="decode step")
+    fig.update_yaxes(title_text="FLOPs", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="bytes", rangemode="tozero", row=1, col=2)
+    fig.update_layout(
+        title=title,
+        height=340,
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 50, "r": 20, "t": 70, "b": 40},
+    )
+    return fig
+
+
+def kv_cache_figure(cache_map: pd.DataFrame, prompt_len: int, title: str = "KV cache entries") -> go.Figure:
+    """`kv_cache_map` as a heatmap: written (dark), skipped (light), holes (red); prompt left of the line."""
+    code = {"skipped": 0.0, "written": 1.0, "hole": 2.0}
+    z = cache_map.pivot(index="layer", columns="position", values="state").replace(code).astype(float)
+    scale = [[0, SKIPPED], [1 / 3, SKIPPED], [1 / 3, RAN], [2 / 3, RAN], [2 / 3, KV_HOLE], [1, KV_HOLE]]
+    text = cache_map.pivot(index="layer", columns="position", values="state").to_numpy()
+    fig = go.Figure(
+        go.Heatmap(
+            z=z.to_numpy(),
+            x=list(z.columns),
+            y=list(z.index),
+            zmin=0,
+            zmax=2,
+            colorscale=scale,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            text=text,
+            hovertemplate="position %{x}, layer %{y}: %{text}<extra></extra>",
+        )
+    )
+    fig.add_vline(x=prompt_len - 0.5, line={"color": "black", "dash": "dot"})
+    holes = int((cache_map["state"] == "hole").sum())
+    fig.update_layout(
+        title=title + (f" ({holes} holes)" if holes else " (no holes)"),
+        xaxis_title="position (prompt left of the dotted line)",
+        yaxis_title="layer",
+        height=max(240, min(520, 100 + 16 * len(z))),
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+    )
+    return fig

@@ -1,0 +1,60 @@
+"""Figures of time: the wall-clock time of each batch step (one line per batch), from a trace's `step_ms`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+
+def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
+    """One row per step each batch ran, with its time (`step_ms`) and layers: `step` is the batch's step (a
+    speculative trace's round, which gives rows several tokens) and `num_layers_run` its layers (`batch_layers`
+    where the trace has them: a CALM step's deepest row, a speculative round's sequential passes)."""
+    step = "round" if "round" in trace else "step"
+    out = trace.drop_duplicates(["batch", step] if "batch" in trace else [step])
+    if step == "round":
+        out = out.drop(columns="step").rename(columns={"round": "step"})
+    if "batch_layers" in out:
+        out = out.assign(num_layers_run=out["batch_layers"])
+    return out.sort_values("step")
+
+
+def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figure:
+    """Wall-clock time of each batch step (shared by every row of the batch), one line per batch."""
+    group = "batch" if "batch" in trace.columns else None
+    per_step = batch_steps(trace)
+    fig = go.Figure()
+    for key, rows in per_step.groupby(group) if group else [(0, per_step)]:
+        fig.add_trace(
+            go.Scatter(
+                x=rows["step"],
+                y=rows["step_ms"],
+                mode="lines+markers",
+                marker={"size": 4},
+                name=f"batch {key}",
+                customdata=rows["num_layers_run"],
+                hovertemplate="step %{x}: %{y:.2f} ms<br>%{customdata} layers<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis_title="round: draft and verify (0 = prefill)"
+        if "round" in trace
+        else "decode step (0 = prefill)",
+        yaxis_title="ms",
+        yaxis_rangemode="tozero",
+        height=300,
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+    )
+    # One run on a shared machine has outliers; the axis stops at 4x the typical step (the prefill and the
+    # spikes beyond it are cut off and said in the title), so the schedule's own shape stays readable.
+    decode = per_step[per_step["step"] >= 1]["step_ms"]
+    if len(decode):
+        top = 4 * float(decode.quantile(0.9))
+        cut = int((per_step["step_ms"] > top).sum())
+        if cut:
+            fig.update_yaxes(range=[0, top])
+            fig.update_layout(
+                title=f"{title} ({cut} step{'s' if cut > 1 else ''} above {top:.1f} ms not shown)"
+            )
+    return fig

@@ -1,0 +1,88 @@
+"""Figures of a trace: which layers produced each generated token (the exit heatmap, token text on the axis and
+the token, its layers, cost and log-probability on hover), and the helpers that pick a row and show a token.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from skipcore.plots.schedule import mask_heatmap
+from skipcore.plots.style import DRAFT_COLOR
+
+
+def display_token(token: str) -> str:
+    """A token as a short axis label: whitespace-only tokens made visible, and `<`, `>`, `&` escaped because
+    plotly reads labels as HTML (`</s>` would vanish)."""
+    text = token.strip() or token.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣") or "∅"
+    return html.escape(text, quote=False)
+
+
+def sample_rows(trace: pd.DataFrame, sample: int, include_finished: bool = False) -> pd.DataFrame:
+    """One batch row's tokens in step order; tokens after its EOS are dropped unless asked for."""
+    rows = trace[trace["sample"] == sample].sort_values("step")
+    return rows if include_finished else rows[~rows["finished"].astype(bool)]
+
+
+def _token_hover(r, num_layers: int) -> str:
+    """A token's hover: its text, the layers that made it, what it cost against full depth (a policy's own work
+    included: CALM's heads and propagation, a speculative round's drafts and verified columns) and log p."""
+    head = f"step {r.step} · token {html.escape(repr(r.token), quote=False)}"
+    if hasattr(r, "drafted"):  # speculative: every kept token was verified at full depth
+        if r.step == 0:
+            origin = "the prefill (full depth)"
+        elif bool(r.drafted):
+            origin = f"kept draft, proposed by a {int(r.draft_layers)}-layer draft pass"
+        else:
+            origin = "the full model's own token (a correction, or the bonus after every draft agreed)"
+        layers = f"round {r.round}: {origin}<br>verified at all {num_layers} layers, its share of the round "
+        layers += f"{r.layers_spent:.1f} layer passes"
+    else:
+        layers = f"{r.num_layers_run} layers"
+    spent = getattr(r, "flops_total", r.flops)
+    confidence = getattr(r, "confidence", float("nan"))
+    return (
+        f"{head}<br>{layers} · {spent:.3g} FLOPs ({spent / r.flops_full if r.flops_full else 1:.2f}x full "
+        f"depth's)<br>log p = {r.logprob:.3f}"
+        + ("" if pd.isna(confidence) else f" · confidence {confidence:.3f}")
+    )
+
+
+def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> go.Figure:
+    """Tokens (columns, their text on the axis) by layers: which layers produced each token.
+
+    Hover shows the token exactly, its layers, what it cost and its log-probability. In a speculative trace
+    every token ran all layers (the verification made it); a marker above the column shows each kept draft.
+    """
+    rows = sample_rows(trace, sample)
+    L = len(str(rows["layer_mask"].iloc[0])) if len(rows) else 0
+    speculative = "drafted" in rows
+    fig = mask_heatmap(
+        list(rows["layer_mask"]),
+        x=list(rows["step"]),
+        tick_text=[display_token(t) for t in rows["token"]],
+        hover=[_token_hover(r, L) for r in rows.itertuples()],
+        title=title if title is not None else f"Layers per token, sample {sample}",
+        x_title="generated token (step)" + ("; ▼ kept draft" if speculative else ""),
+    )
+    if speculative and len(rows):
+        drafts = rows[rows["drafted"].astype(bool)]
+        fig.add_trace(
+            go.Scatter(
+                x=list(drafts["step"]),
+                y=[L - 0.05] * len(drafts),
+                mode="markers",
+                marker={"symbol": "triangle-down", "size": 8, "color": DRAFT_COLOR},
+                name="kept draft",
+                showlegend=False,
+                text=[
+                    f"kept draft of round {r.round} ({int(r.draft_layers)}-layer pass)"
+                    for r in drafts.itertuples()
+                ],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+        fig.update_yaxes(range=[-0.5, L + 0.1])
+    return fig
