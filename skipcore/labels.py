@@ -1,6 +1,7 @@
-"""What a setting is called on screen, written once: the sweep's rows and progress lines, its Markdown tables,
-the dashboard and the notebooks all name a setting with `setting_label` (and write a byte count with
-`human_bytes`).
+"""What a setting is called and which colour it has, written once: the sweep's rows and progress lines, its
+Markdown tables, the dashboard and the notebooks name a setting with `setting_label`, and every figure colours a
+setting family (a static schedule's mode, or the policy) with `COLORS`, through `series_colors`. A byte count is
+written with `human_bytes`.
 
 A setting is anything with a sweep row's fields: a sweep grid's `Setting`, a row of `df.itertuples()`, a pandas
 Series or a dict of a sweep table (a table written by another version, or by hand, may lack columns: a missing or
@@ -10,8 +11,25 @@ NaN field is simply left out). Pure string functions, no heavy imports.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 FULL_DEPTH = "full depth"
+MODEL_ROLE = "model"  # a sweep's model (its `model_role`); any other role is a baseline model
+
+# THE palette: one hue per setting family, (the model's rows, a baseline model's rows: the same hue, lighter).
+# Its order is the order in which names that are no family (models, runs, batches) take the hues left free.
+COLORS: dict[str, tuple[str, str]] = {
+    "skip": ("#1f4e9c", "#9ecae9"),  # SkipDecode: warmup layers, then the top of the stack
+    "exit": ("#e45756", "#ff9d98"),  # early exit: the first n layers
+    "middle": ("#54a24b", "#88d27a"),  # middle skipping: the first and last layers
+    "calm": ("#b279a2", "#d6a5c9"),  # CALM-DEC
+    "adaptive": ("#439894", "#83bcb6"),  # adaptive SkipDecode
+    "speculative": ("#f58518", "#ffbf79"),  # speculative SkipDecode
+    "transformers": ("#9e765f", "#d8b5a5"),  # transformers' generate()
+    "transformers early exit": ("#b79a20", "#f2cf5b"),  # generate(assistant_early_exit=n)
+    "full": ("#9aa0a6", "#cfd3d7"),  # full depth
+}
+FAMILY_OF = {FULL_DEPTH: "full", "static": "skip"}  # other names a family goes by in tables and figures
 
 
 def _field(setting: object, name: str, default: object = None) -> object:
@@ -77,3 +95,37 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # unreachable; keeps type checkers content
+
+
+def _family(name: str) -> str | None:
+    """The palette family a series name belongs to ('skip · power' is 'skip'), or None."""
+    head = name.split(" · ")[0]
+    head = FAMILY_OF.get(head, head)
+    return head if head in COLORS else None
+
+
+def series_colors(names: Sequence[object], roles: Sequence[object] | None = None) -> dict[object, str]:
+    """A colour for each distinct name of a figure's series, from `COLORS`.
+
+    A name of a family ('skip', 'calm', 'full depth', 'skip · power') takes its family's hue; `roles` (each
+    name's `model_role`, where a table has several models) makes a baseline model's rows the light shade of the
+    model's hue, its name carrying the role ('skip · baseline'). A second name of one family (another shape) and
+    names of no family (models, runs, batches) take the hues this figure leaves free, in palette order.
+    """
+    roles = [MODEL_ROLE] * len(names) if roles is None else roles
+    items = list(dict.fromkeys(zip(names, roles, strict=True)))
+    own = {item: _without_role(str(item[0]), str(item[1])) for item in items}
+    hues: dict[str, tuple[str, str]] = {}
+    for name in own.values():  # families claim their own hue first, so no other name takes it
+        family = _family(name)
+        if family is not None and name not in hues and COLORS[family] not in hues.values():
+            hues[name] = COLORS[family]
+    free = [hue for hue in COLORS.values() if hue not in hues.values()] or list(COLORS.values())
+    for name in own.values():
+        if name not in hues:
+            hues[name] = free[sum(hue in free for hue in hues.values()) % len(free)]
+    return {name: hues[own[(name, role)]][role != MODEL_ROLE] for name, role in items}
+
+
+def _without_role(name: str, role: str) -> str:
+    return name if role == MODEL_ROLE else name.removesuffix(f" · {role}")

@@ -1,10 +1,12 @@
-"""A setting's label is written once (`skipcore.labels.setting_label`): the sweep grid and its progress lines, the
-quality tables, the dashboard and the notebooks give the same words for the same setting."""
+"""A setting's label and colour are written once (`skipcore.labels`): the sweep grid and its progress lines, the
+quality tables, the dashboard and the notebooks give the same words for the same setting, and every figure
+builder takes its colours from the one palette."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pandas as pd
 import pytest
 
 from skipcore.evaluate import SweepConfig, build_grid
-from skipcore.labels import setting_label
+from skipcore.labels import series_colors, setting_label
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -123,3 +125,147 @@ def test_no_second_label_function():
                 assert where in allowed or where.startswith("skipcore/policies/"), (
                     f"{where} defines {node.name}()"
                 )
+
+
+# -- the palette: one colour per setting family, which every figure takes -------------------------------------
+def test_every_sweep_series_has_its_family_colour():
+    from skipcore import plots
+    from skipcore.labels import COLORS
+
+    table = pd.DataFrame([asdict(s) for s in every_kind_of_setting()])
+    two_models = pd.concat([table, table.assign(model_role="baseline")], ignore_index=True)
+    series = plots.sweep_series(two_models)
+    colours = series_colors(series["series"].tolist(), series["model_role"].tolist())
+    for name, role in zip(series["series"], series["model_role"], strict=True):
+        family = name.removesuffix(" · baseline")
+        assert family in COLORS, name  # every series a sweep has is a family of the palette
+        assert colours[name] == COLORS[family][role != "model"]
+
+
+PALETTE_FILES = ("skipcore/labels.py", "skipcore/plots/style.py")
+COLOUR_LITERAL = re.compile(r"['\"](#[0-9a-fA-F]{3,8}|rgba?\(|black|white)|scheme=")
+
+
+def test_no_colour_is_written_outside_the_palette():
+    for where, source in _python_sources().items():
+        if where.endswith(".py") and where not in PALETTE_FILES:
+            found = COLOUR_LITERAL.search(source)
+            assert found is None, f"{where} writes a colour of its own: {found.group(0)!r}"
+
+
+def _colours(spec, key: str | None = None) -> set[str]:
+    """Every colour a figure's JSON names: plotly's `color`/`fillcolor`/`colorscale`, Altair's mark colours and
+    its colour encodings' scale ranges (the template's defaults left out)."""
+    found: set[str] = set()
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "template":
+                continue
+            if k == "color" and isinstance(v, dict) and isinstance(v.get("scale"), dict):
+                found |= set(v["scale"].get("range", []))
+            found |= _colours(v, k)
+    elif isinstance(spec, list | tuple):
+        if key == "colorscale":
+            return {c for _, c in spec}
+        for v in spec:
+            found |= _colours(v, key)
+    elif isinstance(spec, str) and key in ("color", "fillcolor"):
+        found.add(spec)
+    return found
+
+
+def _figures(model_dirs) -> dict[str, object]:
+    """Every figure builder of skipcore.plots and of the dashboard, on a real speculative trace (kept drafts),
+    a nine-batch trace (the dashboard's latency band), a designed schedule and a sweep with a baseline model."""
+    from app.dashboard import figures, history
+    from skipcore import Schedule, SkipEngine, SpeculativePolicy, load_model, plots, summarize
+    from skipcore.adapters import shapes_from_config
+    from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary
+    from skipcore.plots.lens import agreement_figure, layer_summary_figure, lens_heatmap
+
+    model, tokenizer = load_model(str(model_dirs["llama"]))
+    engine = SkipEngine(model, tokenizer)
+    L = engine.num_layers
+    schedule = Schedule(L, "linear", "skip", max_layers=L, min_layers=2, warmup_layers=1)
+    speculative = engine.generate(["a b c", "d e"], SpeculativePolicy(schedule, draft_tokens=2), 6).trace
+    batches = engine.generate(["a b"] * 9, schedule, 4, batch_size=1).trace
+    steps = plots.theoretical_steps(schedule, shapes_from_config(model.config), 5, 8)
+    holes = plots.kv_cache_map([tuple(range(L)), (0,), (0, 1)], 3, L)
+    table = pd.DataFrame([asdict(s) for s in every_kind_of_setting()]).assign(layer_speedup=2.0, bleu=50.0)
+    sweep = plots.sweep_series(pd.concat([table, table.assign(model_role="baseline")], ignore_index=True))
+    lens = layer_lens(engine, ["a b c"], schedule, 4)
+    agreement = compare_with_full_depth(engine, ["a b c"], schedule, 4).agreement
+    run = {"run": "1: linear", "steps": steps[["step", "num_layers_run"]], "num_layers": L}
+    return {
+        "budget_figure": plots.budget_figure(schedule.budgets(8), L),
+        "budgets_figure": plots.budgets_figure({"a": schedule, "full depth": Schedule(L, "full")}, 8),
+        "schedule_mask_figure": plots.schedule_mask_figure(schedule, 8),
+        "masks_figure": plots.masks_figure({"a": schedule}, 8),
+        "mask_heatmap": plots.mask_heatmap(["1111", "1001"], hover=["step 0", "step 1"]),
+        "exit_heatmap": plots.exit_heatmap(speculative, 0),
+        "cost_figure": plots.cost_figure(steps),
+        "kv_cache_figure": plots.kv_cache_figure(holes, 3),
+        "step_latency_figure": plots.step_latency_figure(batches),
+        "series_figure": plots.series_figure(steps, "step", "flops", None),
+        "tradeoff_chart": plots.tradeoff_chart(sweep, "layer_speedup", "bleu", "series"),
+        "speedup_comparison_chart": plots.speedup_comparison_chart(
+            sweep, "bleu", "layer_speedup", None, "policy"
+        ),
+        "lens_heatmap": lens_heatmap(lens.table, 0),
+        "layer_summary_figure": layer_summary_figure(
+            {"full depth": layer_summary(lens.table), "a": layer_summary(lens.table)}
+        ),
+        "agreement_figure": agreement_figure({"a": agreement}),
+        "dashboard latency_figure": figures.latency_figure(batches),
+        "dashboard history figure": history.figure([{**run, "summary": summarize(batches, L)}]),
+    }
+
+
+def test_every_figure_builder_takes_its_colours_from_the_palette(model_dirs):
+    from plotly.colors import get_colorscale
+
+    from skipcore.labels import COLORS
+    from skipcore.plots import lens, style
+    from skipcore.plots.lens import STATS
+
+    allowed = {c for pair in COLORS.values() for c in pair}
+    allowed |= {
+        style.SKIPPED,
+        style.KV_HOLE,
+        style.INK,
+        *style.SKIP_MARK,
+        style.translucent(style.ACTUAL_COLOR, 0.2),
+    }
+    allowed |= {
+        c for _, scale, _, _ in STATS.values() for _, c in get_colorscale(scale)
+    }  # lens statistics' scales
+    built = _figures(model_dirs)
+    for name, fig in built.items():
+        spec = fig.to_dict()
+        colours = _colours(spec)
+        assert colours, f"{name} names no colour"
+        assert colours <= allowed, f"{name} uses colours outside the palette: {sorted(colours - allowed)}"
+        for trace in spec.get("data", []):  # plotly: no visible trace left to the template's colorway
+            if trace["type"] == "heatmap":
+                assert "colorscale" in trace, f"{name}: a heatmap without its colour scale"
+            elif trace.get("line", {}).get("width") != 0:
+                assert _colours(trace), f"{name}: trace {trace.get('name')!r} takes the template's colour"
+    builders = {
+        n
+        for module in (*_plot_modules(), lens)
+        for n in dir(module)
+        if n.endswith(("_figure", "_chart", "_heatmap")) and not n.startswith("_")
+    }
+    assert builders <= set(built), f"figure builders this test does not draw: {sorted(builders - set(built))}"
+
+
+def _plot_modules():
+    import importlib
+    import pkgutil
+
+    import skipcore.plots
+
+    return [
+        importlib.import_module(f"skipcore.plots.{m.name}")
+        for m in pkgutil.iter_modules(skipcore.plots.__path__)
+    ]

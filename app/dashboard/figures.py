@@ -12,24 +12,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from skipcore import plots
+from skipcore.plots.style import translucent
+from skipcore.plots.tradeoffs import series_scale
 
 TOKEN_WINDOW = 40  # token columns shown at once; more are reached with the range slider
 MAX_LATENCY_LINES = 8  # more batches than this are drawn as one median line with its 10-90% band
 FORMAT_KEY = "figure_format"
 FORMATS = ("png", "svg")
-# A model and its baseline share a hue (dark and light): Vega's tableau20 pairs.
-FAMILIES = [
-    ("#4c78a8", "#9ecae9"),
-    ("#f58518", "#ffbf79"),
-    ("#54a24b", "#88d27a"),
-    ("#e45756", "#ff9d98"),
-    ("#b279a2", "#d6a5c9"),
-    ("#439894", "#83bcb6"),
-    ("#9e765f", "#d8b5a5"),
-    ("#b79a20", "#f2cf5b"),
-    ("#79706e", "#bab0ac"),
-    ("#d67195", "#fcbfd2"),
-]
 
 
 def format_picker() -> None:
@@ -93,7 +82,7 @@ def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figur
             mode="lines",
             line={"width": 0},
             fill="tonexty",
-            fillcolor="rgba(31,78,156,0.2)",
+            fillcolor=translucent(plots.ACTUAL_COLOR, 0.2),
             name="10-90% of batches",
             hoverinfo="skip",
         )
@@ -121,21 +110,6 @@ def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figur
     return fig
 
 
-def family_scale(df: pd.DataFrame, column: str) -> alt.Scale | None:
-    """Colours for sweep series where a model and its baseline share a hue ('skip' dark, 'skip · baseline'
-    light); None when the table has one model (the default scheme then)."""
-    if column != "series" or "model_role" not in df or df["model_role"].nunique() < 2:
-        return None
-    roles = ["model", *sorted(r for r in df["model_role"].astype(str).unique() if r != "model")]
-    domain, colours, families = [], [], {}
-    for series, role in df[["series", "model_role"]].astype(str).drop_duplicates().itertuples(index=False):
-        family = series.removesuffix(f" · {role}")
-        hue = families.setdefault(family, FAMILIES[len(families) % len(FAMILIES)])
-        domain.append(series)
-        colours.append(hue[min(roles.index(role), 1)])
-    return alt.Scale(domain=domain, range=colours)
-
-
 def fit_chart(
     chart: alt.LayerChart,
     df: pd.DataFrame,
@@ -143,10 +117,11 @@ def fit_chart(
     apart: list[str],
     y_domain: tuple[float, float] | None = None,
 ) -> alt.LayerChart:  # configured: a top-level chart
-    """A `plots.tradeoff_chart` made to fit its column: container width, colour families for a model and its
-    baseline, no line joining points that differ in `apart` (batch sizes), and a y range shared with the
-    chart beside it."""
-    scale = family_scale(df, color) if color else None
+    """A `plots.tradeoff_chart` made to fit its column: container width, the palette's colours for the page's
+    whole table `df` (a chart drops the rows it cannot place, and the chart beside it must colour every series
+    alike; a model and its baseline share a hue, the baseline lighter), no line joining points that differ in
+    `apart` (batch sizes), and a y range shared with the chart beside it."""
+    scale = series_scale(df, color) if color and color in df else None
     for layer in chart.layer:
         enc = layer.encoding
         if y_domain is not None and isinstance(enc.y, alt.Y):

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from skipcore import plots, summarize
+from skipcore.plots.style import series_colors
 
 KEY = "run_history"
 MAX_RUNS = 12
@@ -53,14 +54,15 @@ def figure(chosen: list[dict]) -> go.Figure:
             line={"color": plots.FULL_COLOR, "dash": "dash"},
         )
     )
+    colours = series_colors([r["run"] for r in chosen])
     for r in chosen:
         fig.add_trace(
             go.Scatter(
                 x=r["steps"]["step"],
                 y=r["steps"]["num_layers_run"],
                 mode="lines+markers",
-                marker={"size": 4},
-                line={"shape": "hv"},
+                marker={"size": 4, "color": colours[r["run"]]},
+                line={"shape": "hv", "color": colours[r["run"]]},
                 name=r["run"],
             )
         )

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, KV_HOLE, RAN, SKIPPED
+from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, INK, KV_HOLE, RAN, SKIPPED
 
 
 def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step") -> go.Figure:
@@ -95,7 +95,7 @@ def kv_cache_figure(cache_map: pd.DataFrame, prompt_len: int, title: str = "KV c
             hovertemplate="position %{x}, layer %{y}: %{text}<extra></extra>",
         )
     )
-    fig.add_vline(x=prompt_len - 0.5, line={"color": "black", "dash": "dot"})
+    fig.add_vline(x=prompt_len - 0.5, line={"color": INK, "dash": "dot"})
     holes = int((cache_map["state"] == "hole").sum())
     fig.update_layout(
         title=title + (f" ({holes} holes)" if holes else " (no holes)"),

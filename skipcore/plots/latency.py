@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from skipcore.plots.style import series_colors
+
 
 def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
     """One row per step each batch ran, with its time (`step_ms`) and layers: `step` is the batch's step (a
@@ -24,13 +26,16 @@ def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.
     group = "batch" if "batch" in trace.columns else None
     per_step = batch_steps(trace)
     fig = go.Figure()
-    for key, rows in per_step.groupby(group) if group else [(0, per_step)]:
+    batches = list(per_step.groupby(group)) if group else [(0, per_step)]
+    colours = series_colors([key for key, _ in batches])
+    for key, rows in batches:
         fig.add_trace(
             go.Scatter(
                 x=rows["step"],
                 y=rows["step_ms"],
                 mode="lines+markers",
-                marker={"size": 4},
+                line={"color": colours[key]},
+                marker={"size": 4, "color": colours[key]},
                 name=f"batch {key}",
                 customdata=rows["num_layers_run"],
                 hovertemplate="step %{x}: %{y:.2f} ms<br>%{customdata} layers<extra></extra>",

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.lens.summary import Agreement
+from skipcore.plots.style import SKIP_MARK, series_colors
 from skipcore.plots.trace import display_token
 
 # statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
@@ -24,7 +25,6 @@ STATS: dict[str, tuple[str, str, float | None, float | None]] = {
     "entropy": ("entropy, nats", "Purples", 0.0, None),
     "residual_cos": ("cosine(layer input, output)", "Viridis", None, 1.0),
 }
-PALETTE = ("#1f4e9c", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e")
 LABEL_LIMIT = 40  # columns beyond this get numeric step ticks (token text stays on hover)
 
 
@@ -66,8 +66,8 @@ def lens_heatmap(
     )
     skipped = rows[~rows["ran"].astype(bool)]
     for color, width, legend in (
-        ("white", 3.5, False),
-        ("#222", 1.5, len(skipped) > 0),
+        (SKIP_MARK[0], 3.5, False),
+        (SKIP_MARK[1], 1.5, len(skipped) > 0),
     ):  # visible on any colour
         fig.add_trace(
             go.Scatter(
@@ -123,7 +123,9 @@ def layer_summary_figure(summaries: Mapping[str, pd.DataFrame], title: str = "Pe
         subplot_titles=("mean KL to final read-out (nats)", "mean cosine(input, output) where run"),
         horizontal_spacing=0.12,
     )
-    for (name, s), color in zip(summaries.items(), PALETTE, strict=False):
+    colours = series_colors(list(summaries))
+    for name, s in summaries.items():
+        color = colours[name]
         for col, (y, fmt) in enumerate((("kl_to_final", ".3f"), ("residual_cos", ".4f")), start=1):
             fig.add_trace(
                 go.Scatter(
@@ -157,7 +159,9 @@ def agreement_figure(
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("per budget", "per decode step"), horizontal_spacing=0.12
     )
-    for (name, a), color in zip(agreements.items(), PALETTE, strict=False):
+    colours = series_colors(list(agreements))
+    for name, a in agreements.items():
+        color = colours[name]
         b = a.by_budget
         fig.add_trace(
             go.Bar(

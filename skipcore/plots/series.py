@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from skipcore.plots.style import series_colors
+
 
 def series_figure(
     df: pd.DataFrame,
@@ -22,7 +24,8 @@ def series_figure(
 ) -> go.Figure:
     """One line per value of `color` (long format), in the house style of the other figures."""
     fig = go.Figure()
-    groups = df.groupby(color, sort=False) if color else [(y, df)]
+    groups = list(df.groupby(color, sort=False)) if color else [(y, df)]
+    colours = series_colors([name for name, _ in groups])
     for name, rows in groups:
         rows = rows.sort_values(x)
         fig.add_trace(
@@ -30,7 +33,8 @@ def series_figure(
                 x=rows[x],
                 y=rows[y],
                 mode="lines+markers" if markers else "lines",
-                marker={"size": 5},
+                line={"color": colours[name]},
+                marker={"size": 5, "color": colours[name]},
                 name=str(name),
                 hovertemplate=f"{x} %{{x}}<br>{y} %{{y:.4g}}<extra>{name}</extra>",
             )

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from skipcore.measure.pareto import pareto_front
-from skipcore.plots.style import ACTUAL_COLOR
+from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors
 
 
 def tradeoff_chart(
@@ -36,7 +36,7 @@ def tradeoff_chart(
     """
     data = df.dropna(subset=[x, y]).copy()
     if color and color in data:
-        color_enc = alt.Color(f"{color}:N", title=color, scale=alt.Scale(scheme="tableau10"))
+        color_enc = alt.Color(f"{color}:N", title=color, scale=series_scale(data, color))
     else:
         color_enc = alt.value(ACTUAL_COLOR)
     lo, hi = f"{x}_lo", f"{x}_hi"
@@ -58,11 +58,11 @@ def tradeoff_chart(
         layers.append(
             alt.Chart(front)
             .mark_line(
-                color="black",
+                color=INK,
                 strokeDash=[6, 4],
                 strokeWidth=1.5,
                 opacity=0.8,
-                point=alt.OverlayMarkDef(filled=False, color="black", size=180),  # rings: a 1-point front
+                point=alt.OverlayMarkDef(filled=False, color=INK, size=180),  # rings: a 1-point front
             )
             .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q")
         )
@@ -78,6 +78,17 @@ def tradeoff_chart(
         layers.append(base.mark_circle(size=80, opacity=1).encode(tooltip=tips))
     chart = alt.layer(*layers)
     return chart.properties(title=title or f"{y} vs {x}", width=width, height=height)
+
+
+def series_scale(data: pd.DataFrame, color: str) -> alt.Scale:
+    """The colour of each value of `data[color]` from the palette (`skipcore.labels.series_colors`): a sweep's
+    series by its family, a baseline model's rows ('skip · baseline') in the lighter shade of the model's. Charts
+    drawn side by side from one table share it, so a series keeps its colour where a chart cannot place it."""
+    keyed = data[data[color].notna()]
+    roles = keyed["model_role"].astype(str).tolist() if color == "series" and "model_role" in keyed else None
+    colours = series_colors(keyed[color].tolist(), roles)
+    domain = sorted(colours, key=str)
+    return alt.Scale(domain=domain, range=[colours[v] for v in domain])
 
 
 def speedup_comparison_chart(
