@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from skipcore.commands import build_parser, main
-from skipcore.commands.train import plan_from_args
+from skipcore.commands.train_resolve import plan_from_args
 from skipcore.decode.engine import SkipEngine
 from skipcore.errors import UserError
 from skipcore.models.generation_defaults import SETTINGS_FILE, generation_defaults, read_settings
