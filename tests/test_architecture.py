@@ -1,6 +1,7 @@
-"""The shape of the code base: imports run one way (no cycle in skipcore/, function-level imports counted),
-the library never imports its commands, app/ and notebooks/ use no test helpers, and the package installs a
-`skipcore` console script that finds the shipped data from anywhere."""
+"""The shape of the code base: imports run one way (no cycle in skipcore/, function-level imports counted), down
+the layers of the layout by role (`LAYERS`: a lower layer never imports a higher one), the library never imports
+its commands, app/ and notebooks/ use no test helpers, and the package installs a `skipcore` console script that
+finds the shipped data from anywhere."""
 
 from __future__ import annotations
 
@@ -81,6 +82,78 @@ def test_the_checker_finds_a_cycle():
 def test_no_import_cycles_in_skipcore():
     cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle or [])
+
+
+# The layout by role, lowest layer first (README "How it is built"; design notes, "Layout sketch"). A module
+# imports only from its own layer or lower ones: the decode loop never imports an evaluation or a figure, a
+# figure never imports the command line. Inside a layer, imports may go either way but never in a cycle.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "foundation",
+        (
+            "skipcore.errors",
+            "skipcore.version",
+            "skipcore.files",
+            "skipcore.schedule",
+            "skipcore.labels",
+            "skipcore._moved",
+        ),
+    ),
+    ("model families, data, metrics", ("skipcore.adapters", "skipcore.data", "skipcore.metrics")),
+    ("measurement", ("skipcore.measure",)),
+    ("traces", ("skipcore.traces",)),
+    ("the decode loop and its policies", ("skipcore.decode", "skipcore.policies")),
+    ("models", ("skipcore.models",)),
+    ("lens and training", ("skipcore.lens", "skipcore.training")),
+    ("evaluation", ("skipcore.evaluate",)),
+    ("figures", ("skipcore.plots",)),
+    ("the public API (the package root)", ("skipcore",)),
+    ("the command line", ("skipcore.commands", "skipcore.__main__")),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """The layer a module belongs to: the one naming it or the package that holds it (the root only by name)."""
+    for i, (_, homes) in enumerate(LAYERS):
+        for home in homes:
+            if module == home or (home != "skipcore" and module.startswith(home + ".")):
+                return i
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """One line per import that goes up the layers, naming both modules and both layers."""
+    out = []
+    for mod in sorted(graph):
+        for target in sorted(graph[mod]):
+            here, there = layer_of(mod), layer_of(target)
+            if here is not None and there is not None and there > here:
+                out.append(
+                    f"{mod} (layer {here}, {LAYERS[here][0]}) imports {target} (layer {there}, {LAYERS[there][0]})"
+                )
+    return out
+
+
+def test_the_layer_checker_names_the_offending_import():
+    graph = {
+        "skipcore.decode.engine": {"skipcore.plots.trace", "skipcore.schedule"},
+        "skipcore.schedule": set(),
+    }
+    assert layer_violations(graph) == [
+        "skipcore.decode.engine (layer 4, the decode loop and its policies) imports skipcore.plots.trace "
+        "(layer 8, figures)"
+    ]
+    assert layer_of("skipcore") == 9 and layer_of("skipcore.labels") == 0 and layer_of("skipcorex") is None
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in import_graph() if layer_of(m) is None)
+    assert not unplaced, f"modules in no layer (add them to LAYERS): {unplaced}"
+
+
+def test_lower_layers_never_import_higher_ones():
+    bad = layer_violations(import_graph())
+    assert not bad, "a lower layer imports a higher one:\n" + "\n".join(bad)
 
 
 def test_the_library_never_imports_its_commands():
