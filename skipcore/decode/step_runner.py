@@ -20,7 +20,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.cursor import RowCursor
 from skipcore.decode.masks import column_mask
 from skipcore.decode.sampling import TokenPicker
-from skipcore.decode.static_step import StaticDecoder
+from skipcore.decode.static_step import Forward, StaticDecoder
 from skipcore.policies.base import StepOutput
 
 
@@ -31,18 +31,10 @@ class LoopEngine(Protocol):
 
     adapter: Adapter
     dtype: torch.dtype
+    forward_step: Forward  # one pass through some layers -> the last column's logits
 
     @property
     def max_positions(self) -> int | None: ...
-
-    def forward_step(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        key_mask: torch.Tensor,
-        layers: Sequence[int],
-        cache: SkipKVCache,
-    ) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
