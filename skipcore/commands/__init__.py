@@ -3,6 +3,10 @@
 Everything that parses flags lives in this package; the library (`skipcore`) never imports it. Each
 subcommand's module registers itself with `add_parser(subparsers)`; this module only dispatches and turns a
 user's mistake (UserError) into one clear line and a non-zero exit, never a traceback.
+
+The modules, one idea each: one per subcommand (`generate`, `lens`, `train`, `sweep`, `bench`, `data`: its flags
+and its run), `train_resolve` (train's flags resolved into a run before any training), `common` (the flag kits
+several subcommands share, each option declared once), `policy_args` (`--policy` and each policy's own flags).
 """
 
 from __future__ import annotations
