@@ -25,11 +25,11 @@ from skipcore import (
 )
 from skipcore.adapters import shapes_from_config
 from skipcore.commands import main
-from skipcore.costs import head_ceiling, head_share
 from skipcore.errors import UserError
-from skipcore.models.loading import model_directory
+from skipcore.measure.costs import head_ceiling, head_share
 from skipcore.models import gguf
 from skipcore.models.catalog import REAL_MODELS, RealModel, installed
+from skipcore.models.loading import model_directory
 
 PROMPTS = [  # a ragged batch of 8: different lengths, so left padding is exercised
     "The capital of France is",

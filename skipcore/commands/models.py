@@ -54,7 +54,7 @@ HEADER = ("name", "kind", "layers x hidden", "vocab", "head share", "ceiling", "
 
 def _row(entry) -> tuple[str, ...]:
     from skipcore.adapters import shapes_from_config
-    from skipcore.costs import head_ceiling, head_share
+    from skipcore.measure.costs import head_ceiling, head_share
     from skipcore.models.catalog import REAL_MODELS
     from skipcore.models.gguf import cached_folder_for_model, is_complete
 
