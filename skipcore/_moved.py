@@ -67,9 +67,8 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             stacklevel=_callers_level(),
         )
         module = importlib.import_module(new)
-        spec.loader_state = (
-            module.__spec__
-        )  # importlib stamps the old name's spec on it; exec_module undoes that
+        # importlib stamps the old name's spec on the module it is handed; exec_module gives it back its own
+        spec.loader_state = module.__spec__
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
