@@ -23,7 +23,7 @@ from skipcore.decode.engine import SkipEngine
 from skipcore.decode.outputs import GenerationResult
 from skipcore.decode.sampling import Sampling
 from skipcore.errors import ScheduleError, UserError
-from skipcore.evaluate import SweepConfig, read_sweep, run_sweep, sweep_rows
+from skipcore.evaluate import InProcessExecutor, SweepConfig, read_sweep, run_sweep, sweep_rows
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.measure.summary import step_time_spread, summarize
 from skipcore.models.loading import load_model
@@ -40,6 +40,7 @@ __all__ = [
     "CalmPolicy",
     "DepthPolicy",
     "GenerationResult",
+    "InProcessExecutor",
     "LensResult",
     "ModelShapes",
     "Sampling",
