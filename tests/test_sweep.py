@@ -14,9 +14,12 @@ from skipcore.commands import main
 from skipcore.errors import UserError
 from skipcore.evaluate import rows, units
 from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
+from skipcore.evaluate.quality import quality_tables
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import NAN, Setting, SweepConfig, resolve_lengths
 from skipcore.evaluate.store import SweepStore
+from skipcore.measure.pareto import fronts
+from skipcore.plots.tradeoffs import tradeoff_chart
 from skipcore.traces import read_trace
 from tests.conftest import as_trained_model
 
@@ -478,8 +481,6 @@ def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, dataset
     assert plain.flops_speedup_with_prompt == pytest.approx(1.0, rel=1e-3)
     assert plain.tokens_per_full_pass == 1.0 and assisted.flops_speedup_with_prompt < 1
     assert assisted.draft_tokens == 2 and 0 <= assisted.draft_acceptance <= 1
-    from skipcore.evaluate.quality import quality_tables
-
     table = quality_tables(df.reset_index(drop=True))
     assert "Speculative decoding (lossless)" in table and "assistant_early_exit=3, k=2" in table
 
@@ -522,3 +523,25 @@ def test_the_in_process_executor_is_the_default_and_keeps_its_model_between_unit
     )
     df = run_sweep(cfg)  # no executor: this process
     assert len(df) == 16 and len(loads) == 16 and sum(loads) == 2  # a unit each, each model loaded once
+
+
+def test_measured_speedups_from_two_machines_are_never_one_front(model_dirs, dataset, tmp_path):
+    df = run_sweep(config(model_dirs, dataset, tmp_path / "s.parquet", repeats=1, timing_limit=1))
+    one = quality_tables(df)
+    assert (
+        one.count("Measured wall-clock speedup against full depth") == 1 and "different machines" not in one
+    )
+    two = df.assign(hardware=df["batch_size"].map({1: "GPU A", 2: "GPU B"}))
+    text = quality_tables(two)
+    assert "Measured on 2 different machines: one table each, never one front across them" in text
+    assert "skip mode on GPU A):" in text and "skip mode on GPU B):" in text
+    assert text.count("Measured wall-clock speedup against full depth") == 2
+    measured = fronts(two, "wall_speedup_decode", "bleu")
+    assert set(measured["machine"]) == {"GPU A", "GPU B"}
+    for machine, front in measured.groupby("machine"):  # each front made of its own machine's rows only
+        assert len(front) and set(front["setting_id"]) <= set(
+            two.loc[two["hardware"] == machine, "setting_id"]
+        )
+    assert set(fronts(two, "layer_speedup", "bleu")["machine"]) == {""}  # theory: one front
+    chart = tradeoff_chart(two, "wall_speedup_decode", "bleu").to_dict()
+    assert "(measured on 2 machines: a front each)" in chart["title"]
