@@ -4,7 +4,7 @@ The pieces, one idea each: `settings` (what a sweep is asked: `SweepConfig` and 
 `grid` (one entry per policy: how its settings are listed, checked, built and evaluated), `rows` (settings
 evaluated on a loaded model: `sweep_rows`, with where each row ran), `units` (the unit of work that stays on one
 device, and running one in any process), `executors` (where units run: the interface and `InProcessExecutor`),
-`runner` (`run_sweep`: each row
+`ray_executor` (`RayExecutor`: units as Ray tasks, Ray imported only when used), `runner` (`run_sweep`: each row
 written at once by this process alone, resumable), `store` (the results file: one writer, rows keyed by setting,
 atomic), `quality` (generated text scored against references beside its run's costs, and the sweep's Markdown
 tables), `transformers_baseline` (transformers' own `generate(assistant_early_exit=n)`, the public baseline),
@@ -14,6 +14,7 @@ The names below are the sweep API (what `skipcore.sweep` offered before the layo
 
 from skipcore.evaluate.executors import Failure, GridIncomplete, InProcessExecutor, SweepExecutor
 from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
+from skipcore.evaluate.ray_executor import RayExecutor
 from skipcore.evaluate.rows import evaluate_setting, sweep_rows
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import Setting, SweepConfig, check_config, resolve_lengths
@@ -24,6 +25,7 @@ __all__ = [
     "Failure",
     "GridIncomplete",
     "InProcessExecutor",
+    "RayExecutor",
     "Setting",
     "SweepConfig",
     "SweepExecutor",
