@@ -31,12 +31,6 @@ class WorkUnit:
     batch_size: int
     settings: tuple[Setting, ...]
 
-    def label(self) -> str:
-        first = self.settings[0]
-        if len(self.settings) == 1:
-            return first.label()
-        return f"{first.model_role} b{self.batch_size} ({len(self.settings)} settings)"
-
 
 def split_units(todo: list[Setting], cfg: SweepConfig) -> list[WorkUnit]:
     """`todo` (in run order) as units: one per (model, batch size) when timed, one per setting when not."""
