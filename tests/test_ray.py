@@ -177,7 +177,10 @@ def test_a_task_that_always_fails_is_named_in_one_line_and_the_rest_is_written(
         f"error: setting 'model b1 linear/exit x2' failed after 2 tries on {socket.gethostname()}: "
         "ValueError: injected: always"
     ]
-    assert "error: 1 setting of the grid failed and was not written (said above); the other 2 rows" in err
+    assert (
+        "error: 1 setting of the grid failed for good, not written ('model b1 linear/exit x2'); the other 2 rows"
+        in err
+    )
     assert set(read_sweep(out)[0]["mode"]) == {"full", "skip"}  # the rest of the grid was written
     # as a library: an exception holding the failures and the rows; a rerun retries only the failed setting
     cfg = config_from_args(build_parser().parse_args(args))

@@ -46,10 +46,11 @@ class GridIncomplete(Exception):
     def __init__(self, failures: list[Failure], frame: pd.DataFrame, out) -> None:
         self.failures, self.frame = failures, frame
         missing = sum(len(f.unwritten) for f in failures)
+        first = failures[0].unwritten[0].label()
         super().__init__(
-            f"{missing} setting{'s' if missing > 1 else ''} of the grid failed and {'were' if missing > 1 else 'was'} "
-            f"not written (said above); the other {len(frame)} rows are in {out}; rerun the same sweep to run "
-            "only the missing ones"
+            f"{missing} setting{'s' if missing > 1 else ''} of the grid failed for good, not written ('{first}'"
+            f"{' and others' if missing > 1 else ''}); the other {len(frame)} rows are in {out}; rerun the same "
+            "sweep to run only the missing ones"
         )
 
 
