@@ -11,7 +11,8 @@ Three lines to generate under the paper's schedule at a 3x target speedup, with 
 
 Other policies go where the schedule goes: `CalmPolicy(threshold=0.8)` (CALM-DEC),
 `AdaptivePolicy(min_layers=3)`, `SpeculativePolicy(schedule, draft_tokens=4)` (lossless: the schedule drafts,
-full depth verifies). `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids;
+full depth verifies). `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids, in this process or as
+Ray tasks (`run_sweep(cfg, executor=RayExecutor(address=...))`);
 `read_trace`/`write_trace` handle trace files; `layer_lens` reads out every layer a token ran and
 `compare_with_full_depth` measures a schedule's agreement with full depth. The command line (`python -m skipcore`, `skipcore`) is built on
 these same calls.
@@ -23,7 +24,7 @@ from skipcore.decode.engine import SkipEngine
 from skipcore.decode.outputs import GenerationResult
 from skipcore.decode.sampling import Sampling
 from skipcore.errors import ScheduleError, UserError
-from skipcore.evaluate import SweepConfig, read_sweep, run_sweep, sweep_rows
+from skipcore.evaluate import InProcessExecutor, RayExecutor, SweepConfig, read_sweep, run_sweep, sweep_rows
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.measure.summary import step_time_spread, summarize
 from skipcore.models.loading import load_model
@@ -40,8 +41,10 @@ __all__ = [
     "CalmPolicy",
     "DepthPolicy",
     "GenerationResult",
+    "InProcessExecutor",
     "LensResult",
     "ModelShapes",
+    "RayExecutor",
     "Sampling",
     "Schedule",
     "ScheduleError",

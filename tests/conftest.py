@@ -1,9 +1,12 @@
-"""Shared fixtures: small random models of every supported family, saved once per session."""
+"""Shared fixtures: small random models of every supported family, saved once per session, and one private Ray
+instance for the tests that ask for it (`ray_address`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,50 @@ def model_dirs(tmp_path_factory, tokenizer):
     """family -> directory of a saved random model with its tokenizer."""
     root = tmp_path_factory.mktemp("models")
     return {f: make_tiny_model(f, root / f, tokenizer=tokenizer) for f in FAMILIES}
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children, theirs, ...), from /proc; zombies are not counted."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _is_ray(pid: int) -> bool:
+    try:
+        return b"ray" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def ray_address():
+    """One private Ray instance for the whole session (2 CPUs, loopback only, an 80 MiB object store), started
+    only if a test asks for it, so no other test pays its start-up; the driver is this process. Yields its
+    address (for drivers in subprocesses) and checks at the end that no Ray process outlives the session."""
+    from skipcore.evaluate.ray_executor import start_local_ray
+
+    start_local_ray(num_cpus=2, object_store_mb=80)
+    import ray
+
+    yield ray.get_runtime_context().gcs_address
+    started = [p for p in descendants(os.getpid()) if _is_ray(p)]  # Ray's own and the workers tests started
+    ray.shutdown()
+    deadline = time.monotonic() + 20
+    while (left := set(started) & set(descendants(os.getpid()))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"Ray processes outlived the session: {sorted(left)}"
 
 
 def as_trained_model(src: Path, dst: Path, max_new_tokens: int, decay_span: int, median_target: int) -> Path:

@@ -12,11 +12,14 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.errors import UserError
-from skipcore.evaluate import runner
+from skipcore.evaluate import rows, units
 from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
+from skipcore.evaluate.quality import quality_tables
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import NAN, Setting, SweepConfig, resolve_lengths
 from skipcore.evaluate.store import SweepStore
+from skipcore.measure.pareto import fronts
+from skipcore.plots.tradeoffs import tradeoff_chart
 from skipcore.traces import read_trace
 from tests.conftest import as_trained_model
 
@@ -95,13 +98,13 @@ def speculative_config(model_dirs, dataset, out, **kw) -> SweepConfig:
 
 def count_runs(monkeypatch) -> list:
     calls = []
-    real = runner.evaluate_setting
+    real = rows.evaluate_setting
 
     def counting(engine, examples, setting, cfg):
         calls.append((setting, cfg.max_new_tokens))
         return real(engine, examples, setting, cfg)
 
-    monkeypatch.setattr(runner, "evaluate_setting", counting)
+    monkeypatch.setattr(rows, "evaluate_setting", counting)
     return calls
 
 
@@ -167,7 +170,7 @@ def test_resume_skips_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
 
 def test_interrupted_sweep_keeps_finished_rows(model_dirs, dataset, tmp_path, monkeypatch):
     out = tmp_path / "sweep.parquet"
-    real = runner.evaluate_setting
+    real = rows.evaluate_setting
     seen = []
 
     def failing(engine, examples, setting, cfg):
@@ -176,12 +179,12 @@ def test_interrupted_sweep_keeps_finished_rows(model_dirs, dataset, tmp_path, mo
             raise KeyboardInterrupt
         return real(engine, examples, setting, cfg)
 
-    monkeypatch.setattr(runner, "evaluate_setting", failing)
+    monkeypatch.setattr(rows, "evaluate_setting", failing)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
     saved = pd.read_parquet(out)
     assert len(saved) == 2 and len(pd.read_csv(out.with_suffix(".csv"))) == 2
-    monkeypatch.setattr(runner, "evaluate_setting", real)
+    monkeypatch.setattr(rows, "evaluate_setting", real)
     assert not out.with_name(f".{out.name}.lock").exists()  # the lock goes with the interrupted run
     calls = count_runs(monkeypatch)
     done = run_sweep(config(model_dirs, dataset, out, policies=("static",), batch_sizes=(1,)))
@@ -478,8 +481,6 @@ def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, dataset
     assert plain.flops_speedup_with_prompt == pytest.approx(1.0, rel=1e-3)
     assert plain.tokens_per_full_pass == 1.0 and assisted.flops_speedup_with_prompt < 1
     assert assisted.draft_tokens == 2 and 0 <= assisted.draft_acceptance <= 1
-    from skipcore.evaluate.quality import quality_tables
-
     table = quality_tables(df.reset_index(drop=True))
     assert "Speculative decoding (lossless)" in table and "assistant_early_exit=3, k=2" in table
 
@@ -491,7 +492,7 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
     with pytest.raises(UserError, match="add 1 to --batch-sizes"):
         build_grid(cfg)
     loads = []
-    monkeypatch.setattr(runner, "_run_models", lambda *a, **k: loads.append(a))
+    monkeypatch.setattr(units.EngineCache, "get", lambda self, *a, **k: loads.append(a))
     cfg = replace(cfg, batch_sizes=(1,), assistant_exits=(3,))
     with pytest.raises(UserError, match="assistant_early_exit needs a decoder.*this opt model"):
         run_sweep(cfg)
@@ -504,3 +505,43 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
     with pytest.raises(UserError, match=r"assistant exit layer must be in \[1, "):
         run_sweep(replace(two, baseline_model=None, assistant_exits=(99,)))
     assert loads == [] and not (tmp_path / "t.parquet").exists()
+
+
+def test_the_in_process_executor_is_the_default_and_keeps_its_model_between_units(
+    model_dirs, dataset, tmp_path, monkeypatch
+):
+    loads = []
+    get = units.EngineCache.get
+
+    def counting(self, job, model, say=None):
+        loads.append(self.key is None or self.key[0] != job.paths[model])
+        return get(self, job, model, say)
+
+    monkeypatch.setattr(units.EngineCache, "get", counting)
+    cfg = config(
+        model_dirs, dataset, tmp_path / "s.parquet", repeats=0, baseline_model=str(model_dirs["gpt2"])
+    )
+    df = run_sweep(cfg)  # no executor: this process
+    assert len(df) == 16 and len(loads) == 16 and sum(loads) == 2  # a unit each, each model loaded once
+
+
+def test_measured_speedups_from_two_machines_are_never_one_front(model_dirs, dataset, tmp_path):
+    df = run_sweep(config(model_dirs, dataset, tmp_path / "s.parquet", repeats=1, timing_limit=1))
+    one = quality_tables(df)
+    assert (
+        one.count("Measured wall-clock speedup against full depth") == 1 and "different machines" not in one
+    )
+    two = df.assign(hardware=df["batch_size"].map({1: "GPU A", 2: "GPU B"}))
+    text = quality_tables(two)
+    assert "Measured on 2 different machines: one table each, never one front across them" in text
+    assert "skip mode on GPU A):" in text and "skip mode on GPU B):" in text
+    assert text.count("Measured wall-clock speedup against full depth") == 2
+    measured = fronts(two, "wall_speedup_decode", "bleu")
+    assert set(measured["machine"]) == {"GPU A", "GPU B"}
+    for machine, front in measured.groupby("machine"):  # each front made of its own machine's rows only
+        assert len(front) and set(front["setting_id"]) <= set(
+            two.loc[two["hardware"] == machine, "setting_id"]
+        )
+    assert set(fronts(two, "layer_speedup", "bleu")["machine"]) == {""}  # theory: one front
+    chart = tradeoff_chart(two, "wall_speedup_decode", "bleu").to_dict()
+    assert "(measured on 2 machines: a front each)" in chart["title"]

@@ -12,11 +12,15 @@ from pathlib import Path
 
 from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
 from skipcore.errors import UserError
+from skipcore.evaluate.executors import GridIncomplete, InProcessExecutor
+from skipcore.evaluate.ray_executor import RayExecutor
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import SweepConfig
 from skipcore.policies import SIGNALS
 
 DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}  # every default is declared once, in SweepConfig
+RAY_DEFAULTS = {f.name: f.default for f in fields(RayExecutor)}  # and the Ray executor's, in RayExecutor
+RAY_FLAGS = {name: "--ray-" + name.replace("_", "-") for name in RAY_DEFAULTS}  # --ray-address, ...
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
@@ -155,6 +159,7 @@ def add_parser(sub) -> None:
         default=DEFAULTS["timing_limit"],
         help="prompts timed, the first of the examples (default: %(default)s; quality uses all of --limit)",
     )
+    add_executor_args(p)
     o = p.add_argument_group("output")
     o.add_argument("--out", required=True, help="results .parquet (a .csv of the same stem is written too)")
     o.add_argument("--traces-dir", help="per-setting traces (default: <out stem>_traces beside --out)")
@@ -168,6 +173,57 @@ def add_parser(sub) -> None:
         "--no-progress", action="store_true", help="no progress bar: one line per finished setting instead"
     )
     p.set_defaults(func=run_cli)
+
+
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    x = p.add_argument_group(
+        "executor",
+        "Where the grid runs. in-process: this process, one setting after another. ray: Ray tasks, one per model "
+        "and batch size (its settings and their paired full-depth timing stay on one device; with --repeats 0, "
+        "one per setting), on a Ray cluster or a private instance on this machine; rows come back here and are "
+        "written to --out as they finish, and a rerun skips them wherever they were made. Needs "
+        "`pip install 'skipcore[ray]'`; docs/ray.md says how to run on a cluster.",
+    )
+    x.add_argument(
+        "--executor", choices=["in-process", "ray"], default="in-process", help="(default: %(default)s)"
+    )
+    x.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster to run on, as `ray start --head` prints it (HOST:6379) or `auto` for one started on "
+        "this machine (default: $RAY_ADDRESS, else a private instance on this machine with all its CPUs and GPUs)",
+    )
+    x.add_argument(
+        "--ray-cpus-per-task",
+        metavar="N",
+        type=float,
+        help=f"CPUs each task asks for; its torch threads unless --threads is given "
+        f"(default: {RAY_DEFAULTS['cpus_per_task']:g})",
+    )
+    x.add_argument(
+        "--ray-gpus-per-task",
+        metavar="N",
+        type=float,
+        help=f"GPUs each task asks for, fractions allowed (default: {RAY_DEFAULTS['gpus_per_task']:g})",
+    )
+    x.add_argument(
+        "--ray-max-retries",
+        metavar="N",
+        type=int,
+        help="times Ray reruns a task that raised or whose worker died, before its settings are reported as "
+        f"failed and the rest of the grid goes on (default: {RAY_DEFAULTS['max_retries']})",
+    )
+
+
+def executor_from_args(args: argparse.Namespace) -> InProcessExecutor | RayExecutor:
+    """The executor the flags name; a Ray flag without `--executor ray` is refused (it would do nothing)."""
+    given = {k: getattr(args, f"ray_{k}") for k in RAY_FLAGS}
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.executor == "ray":
+        return RayExecutor(**given)
+    if given:
+        raise UserError(f"{RAY_FLAGS[next(iter(given))]} applies to --executor ray only")
+    return InProcessExecutor()
 
 
 def _check_choices(values: Sequence[str], allowed: Sequence[str], flag: str) -> None:
@@ -269,10 +325,20 @@ def report_row(setting, row: dict, progress: bool) -> None:
         print(f"warning: {setting.label()}: {row['timing_flag']}", file=sys.stderr, flush=True)
 
 
+def report_failure(failure) -> None:
+    """One line as soon as a unit has failed for good; the grid goes on."""
+    print(f"error: {failure.line()}", file=sys.stderr, flush=True)
+
+
 def run_cli(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cfg = config_from_args(args)
-    df = run_sweep(cfg, on_row=lambda s, row, _: report_row(s, row, cfg.progress))
+    executor = executor_from_args(args)
+    incomplete = None
+    try:
+        df = run_sweep(cfg, lambda s, row, _: report_row(s, row, cfg.progress), executor, report_failure)
+    except GridIncomplete as e:
+        df, incomplete = e.frame, e
     if len(df):
         from skipcore.evaluate.quality import quality_tables
 
@@ -281,4 +347,7 @@ def run_cli(args: argparse.Namespace) -> int:
         f"{len(df)} settings in {cfg.out} and {cfg.out.with_suffix('.csv')} ({time.perf_counter() - t0:.0f} s)",
         file=sys.stderr,
     )
+    if incomplete is not None:
+        print(f"error: {incomplete}", file=sys.stderr)
+        return 1
     return 0

@@ -1,23 +1,34 @@
 """Evaluation: quality against cost over grids of settings, and the baselines the paper is compared with.
 
 The pieces, one idea each: `settings` (what a sweep is asked: `SweepConfig` and one cell of its grid, `Setting`),
-`grid` (one entry per policy: how its settings are listed, checked, built and evaluated), `runner` (`run_sweep`
-and `sweep_rows`: each row evaluated, written at once, resumable), `store` (the results file: one writer, rows
-keyed by setting, atomic), `quality` (generated text scored against references beside its run's costs, and the
-sweep's Markdown tables), `transformers_baseline` (transformers' own `generate(assistant_early_exit=n)`, the
-public baseline), `bench` (wall-clock tokens/s of our paths against `generate()` on random-weight models).
-The names below are the sweep API (what `skipcore.sweep` offered before the layout by role).
+`grid` (one entry per policy: how its settings are listed, checked, built and evaluated), `rows` (settings
+evaluated on a loaded model: `sweep_rows`, with where each row ran), `units` (the unit of work that stays on one
+device, and running one in any process), `executors` (where units run: the interface and `InProcessExecutor`),
+`ray_executor` (`RayExecutor`: units as Ray tasks, Ray imported only when used), `runner` (`run_sweep`: each row
+written at once by this process alone, resumable), `store` (the results file: one writer, rows keyed by setting,
+atomic), `quality` (generated text scored against references beside its run's costs, and the sweep's Markdown
+tables), `transformers_baseline` (transformers' own `generate(assistant_early_exit=n)`, the public baseline),
+`bench` (wall-clock tokens/s of our paths against `generate()` on random-weight models).
+The names below are the sweep API (what `skipcore.sweep` offered before the layout by role, and the executors).
 """
 
+from skipcore.evaluate.executors import Failure, GridIncomplete, InProcessExecutor, SweepExecutor
 from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
-from skipcore.evaluate.runner import evaluate_setting, run_sweep, sweep_rows
+from skipcore.evaluate.ray_executor import RayExecutor
+from skipcore.evaluate.rows import evaluate_setting, sweep_rows
+from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import Setting, SweepConfig, check_config, resolve_lengths
 from skipcore.evaluate.store import read_sweep
 
 __all__ = [
     "POLICY_GRID",
+    "Failure",
+    "GridIncomplete",
+    "InProcessExecutor",
+    "RayExecutor",
     "Setting",
     "SweepConfig",
+    "SweepExecutor",
     "build_grid",
     "check_config",
     "evaluate_setting",

@@ -142,25 +142,41 @@ def quality_tables(
     if len(timed) and not timed["timing_runs"].fillna(0).gt(0).any():
         lines += ["", "Wall-clock timing not measured (--repeats 0): quality and theoretical costs only."]
     elif len(timed):
-        sizes = sorted(timed["batch_size"].unique())
-        head = ["target"] + [f"batch {s}: layer / batch layer / measured decode [95%]" for s in sizes]
-        lines += ["", f"Measured wall-clock speedup against full depth ({name[roles[0]]}, skip mode):", ""]
-        lines += [_row(head), _row(["---"] * len(head))]
-        flags = []
-        for t in targets:
-            sel = timed[timed["target_speedup"] == t]
-            cells = [f"{t:g}x"]
-            for s in sizes:
-                at = sel[sel["batch_size"] == s]
-                cells.append(_measured_cell(at))
-                said = at["timing_flag"].fillna("") if "timing_flag" in at else []
-                flags += [f"{t:g}x at batch {s}: {f}" for f in said if f]
-            lines.append(_row(cells))
-        runs = timed["timing_runs"].dropna()
-        if len(runs):
-            lines += ["", f"Medians of {int(runs.min())} paired runs against full depth; * flagged:"]
-            lines += [f"- {f}" for f in flags] or ["- none"]
+        from skipcore.measure.pareto import machines, on_machine
+
+        ran_on = machines(timed)
+        if len(ran_on) > 1:
+            apart = "one table each, never one front across them (each ratio is paired with full depth on its own)"
+            lines += ["", f"Measured on {len(ran_on)} different machines: {apart}."]
+        for machine in ran_on:
+            said = f" on {machine}" if len(ran_on) > 1 else ""
+            lines += _measured_table(
+                on_machine(timed, machine), f"{name[roles[0]]}, skip mode{said}", targets
+            )
     return "\n".join(lines) + "\n"
+
+
+def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -> list[str]:
+    """Measured wall-clock speedups of full depth and the skip targets, one column per batch size."""
+    sizes = sorted(timed["batch_size"].unique())
+    head = ["target"] + [f"batch {s}: layer / batch layer / measured decode [95%]" for s in sizes]
+    lines = ["", f"Measured wall-clock speedup against full depth ({title}):", ""]
+    lines += [_row(head), _row(["---"] * len(head))]
+    flags = []
+    for t in targets:
+        sel = timed[timed["target_speedup"] == t]
+        cells = [f"{t:g}x"]
+        for s in sizes:
+            at = sel[sel["batch_size"] == s]
+            cells.append(_measured_cell(at))
+            said = at["timing_flag"].fillna("") if "timing_flag" in at else []
+            flags += [f"{t:g}x at batch {s}: {f}" for f in said if f]
+        lines.append(_row(cells))
+    runs = timed["timing_runs"].dropna()
+    if len(runs):
+        lines += ["", f"Medians of {int(runs.min())} paired runs against full depth; * flagged:"]
+        lines += [f"- {f}" for f in flags] or ["- none"]
+    return lines
 
 
 def adaptive_table(
@@ -210,9 +226,13 @@ def speculative_table(
     rows = df[df["policy"].isin(["speculative", "transformers"])] if "policy" in df else df.iloc[:0]
     if not len(rows):
         return []
+    from skipcore.measure.pareto import MACHINE, machines
+
     full = df[(df["policy"] == "static") & (df["mode"] == "full")]
+    apart = len(machines(pd.concat([full, rows]))) > 1  # then each row says what it was timed on
     head = ["model", "batch", "setting", metric_names, "tokens per full-depth pass", "drafts accepted"]
     head += ["FLOPs speedup (with prompt)", "measured decode [95%]", "measured total [95%]", "tokens/s"]
+    head += ["measured on"] if apart else []
     lines = [
         "",
         "Speculative decoding (lossless) beside full depth:",
@@ -235,6 +255,7 @@ def speculative_table(
             cells += [_number(getattr(r, "draft_acceptance", float("nan")), "{:.0%}")]
             cells += [_number(r.flops_speedup_with_prompt, "{:.2f}x")]
             cells += [_interval(r, "decode"), _interval(r, "total"), _number(r.tokens_per_s, "{:.0f}")]
+            cells += [str(getattr(r, MACHINE))] if apart else []
             lines.append(_row(cells))
     return lines
 

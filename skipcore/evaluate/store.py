@@ -145,6 +145,16 @@ class SweepStore:
         self.rows.append(row)
         self.flush()
 
+    def reorder(self, order: list[str]) -> None:
+        """Rows in the order of `order`'s setting ids (a grid's run order; rows it does not name after them, as
+        they were), rewritten only where that moves a row: executors that run units side by side hand rows back
+        as they finish."""
+        rank = {sid: i for i, sid in enumerate(order)}
+        rows = sorted(self.rows, key=lambda r: rank.get(r["setting_id"], len(rank)))
+        if [r["setting_id"] for r in rows] != [r["setting_id"] for r in self.rows]:
+            self.rows = rows
+            self.flush()
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
 

@@ -5,6 +5,9 @@ no static setting at least as fast reaches its quality, `on` it when the best su
 `tol`), `below` when one beats it, `beyond` when no static setting is as fast, and `unplaced` when it has no
 speedup to place it at (a generator timed only end to end). The front is a staircase
 (what a static schedule at least as fast gives), so no interpolation between settings is assumed.
+
+Measured speedups are ratios on one machine: a table whose rows ran on several (a grid run as Ray tasks) is
+read per machine (`machines`, `on_machine`), never as one front across them.
 """
 
 from __future__ import annotations
@@ -53,4 +56,30 @@ def front_position(
     return out
 
 
-__all__ = ["front_position", "front_quality", "pareto_front"]
+MACHINE = "hardware"  # the column naming what a row was timed on (device or CPU model, cores, torch threads)
+
+
+def machines(df: pd.DataFrame) -> list[str]:
+    """The machines `df`'s rows ran on, in order of first appearance ('' where a table does not say)."""
+    if MACHINE not in df:
+        return [""]
+    return list(dict.fromkeys(df[MACHINE].fillna("").astype(str)))
+
+
+def on_machine(df: pd.DataFrame, machine: str) -> pd.DataFrame:
+    """The rows of `df` that ran on `machine` (every row where the table does not say)."""
+    if MACHINE not in df:
+        return df
+    return df[df[MACHINE].fillna("").astype(str) == machine]
+
+
+def fronts(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """`pareto_front` with a `machine` column: of a measured speedup (a `wall_speedup*` column), one front per
+    machine the rows were timed on; of any other x, one front ('' its machine)."""
+    if not x.startswith("wall_speedup"):
+        return pareto_front(df, x, y).assign(machine="")
+    parts = [pareto_front(on_machine(df, m), x, y).assign(machine=m) for m in machines(df)]
+    return pd.concat(parts, ignore_index=True)
+
+
+__all__ = ["MACHINE", "front_position", "front_quality", "fronts", "machines", "on_machine", "pareto_front"]

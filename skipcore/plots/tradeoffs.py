@@ -11,7 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from skipcore.measure.pareto import pareto_front
+from skipcore.measure.pareto import MACHINE, fronts
 from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors
 
 
@@ -54,7 +54,12 @@ def tradeoff_chart(
     )
     layers = []
     if pareto and len(data):  # under the series, so it never hides a point
-        front = pareto_front(data if front_rows is None else front_rows, x, y)
+        front = fronts(data if front_rows is None else front_rows, x, y)
+        if front["machine"].nunique() > 1:  # said in the title, and each point names its machine
+            title = (
+                f"{title or f'{y} vs {x}'} (measured on {front['machine'].nunique()} machines: a front each)"
+            )
+            tips += [MACHINE] if MACHINE in data and MACHINE not in tips else []
         layers.append(
             alt.Chart(front)
             .mark_line(
@@ -64,7 +69,7 @@ def tradeoff_chart(
                 opacity=0.8,
                 point=alt.OverlayMarkDef(filled=False, color=INK, size=180),  # rings: a 1-point front
             )
-            .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q")
+            .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q", detail="machine:N")
         )
     layers.append(base.mark_line(opacity=0.6).encode(order=f"{x}:Q"))
     if interval:

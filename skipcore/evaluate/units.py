@@ -1,0 +1,118 @@
+"""The unit of a sweep's work: what must stay on one device for honest numbers, and running one in any process.
+
+A timed grid is cut into one unit per (model, batch size): every measured speedup of that group is paired with
+full depth on the same hardware, in the same process, so the group's rows share one machine and can share one
+front. Without timing (`repeats=0`) outputs do not depend on where they ran, and each setting is a unit of its
+own. `unit_rows` runs one unit wherever it is sent (this process, or a Ray worker), loading its model through an
+`EngineCache` that keeps the last model loaded for the next unit of the same model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skipcore.evaluate.rows import setting_rows
+from skipcore.evaluate.settings import Setting, SweepConfig
+
+if TYPE_CHECKING:
+    from skipcore.decode.engine import SkipEngine
+
+Say = Callable[[str], None]  # a one-line progress note (a progress bar's description)
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """Settings of one model that run together, in order, on one device."""
+
+    model: str  # as the settings name it
+    batch_size: int
+    settings: tuple[Setting, ...]
+
+
+def split_units(todo: list[Setting], cfg: SweepConfig) -> list[WorkUnit]:
+    """`todo` (in run order) as units: one per (model, batch size) when timed, one per setting when not."""
+    groups: dict[tuple[str, int], list[Setting]] = {}
+    for s in todo:
+        groups.setdefault((s.model, s.batch_size), []).append(s)
+    if cfg.repeats == 0:
+        return [WorkUnit(s.model, s.batch_size, (s,)) for s in todo]
+    return [WorkUnit(m, b, tuple(group)) for (m, b), group in groups.items()]
+
+
+def load_paths(cfg: SweepConfig) -> dict[str, str]:
+    """Where each model of the sweep is loaded from: a local path made absolute (a worker may start in another
+    folder; on a cluster the path must exist on every node), a hub id or short name as it is."""
+    out = {}
+    for model, _role in cfg.models:
+        local = Path(model).expanduser()
+        out[model] = str(local.resolve()) if local.exists() else model
+    return out
+
+
+UnitRows = Callable[..., Iterator[tuple[Setting, dict, object]]]  # unit_rows's signature
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """What every unit of one sweep shares, sent once to each process that runs units.
+
+    `evaluate` is what runs a unit (`unit_rows`); it is a field so that it travels with the job to Ray workers
+    (by reference for the library's own function), which lets a caller run its own (the tests inject faults).
+    """
+
+    cfg: SweepConfig
+    examples: list
+    paths: dict[str, str]  # model -> where to load it (`load_paths`)
+    evaluate: UnitRows
+
+
+class EngineCache:
+    """The engine of the last model loaded in this process, kept for the next unit of the same model (loaded
+    the same way); loading another model drops it first, so one process holds one model at a time."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.engine: SkipEngine | None = None
+
+    def get(self, job: SweepJob, model: str, say: Say | None = None) -> SkipEngine:
+        from skipcore.decode.engine import SkipEngine
+        from skipcore.models.loading import load_model
+
+        key, cfg = self._key(job, model), job.cfg
+        if self.key != key:
+            self.key, self.engine = None, None  # free the previous model before the next one loads
+            name = _model_name(job.paths[model])
+            if say is not None:
+                say(f"loading {name}")
+            net, tokenizer = load_model(
+                job.paths[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code
+            )
+            self.key, self.engine = key, SkipEngine(net, tokenizer, model_name=name)
+        return self.engine
+
+    def keep(self, job: SweepJob, model: str, engine: SkipEngine) -> None:
+        """Use `engine` (loaded by the caller as `job` would load `model`) instead of loading it again."""
+        self.key, self.engine = self._key(job, model), engine
+
+    @staticmethod
+    def _key(job: SweepJob, model: str) -> tuple:
+        cfg = job.cfg
+        return (job.paths[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code)
+
+
+def _model_name(path: str) -> str:
+    """A folder's name, or a hub id or short name as it is."""
+    p = Path(path)
+    return p.name if p.is_dir() else path
+
+
+def unit_rows(
+    job: SweepJob, unit: WorkUnit, engines: EngineCache, say: Say | None = None
+) -> Iterator[tuple[Setting, dict, object]]:
+    """The unit's (setting, row, generation result), one at a time as each finishes."""
+    engine = engines.get(job, unit.model, say)
+    started = None if say is None else (lambda s: say(s.label()))
+    yield from setting_rows(engine, job.examples, list(unit.settings), job.cfg, on_start=started)
