@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import check_output_file
 from skipcore.models.shipped import shipped_path
 
 DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
@@ -209,21 +209,14 @@ def check_generation_request(engine, prompts: list[str], args: argparse.Namespac
 
 
 def check_output_path(path: str | None, overwrite: bool, suffixes: tuple[str, ...]) -> Path | None:
-    """Refuse, before any work is done, an output path that cannot be written or would be overwritten."""
+    """Refuse, before any work is done, an output path of an unknown format, that is a folder, that cannot be
+    written or that would be overwritten unasked."""
     if path is None:
         return None
     p = Path(path)
     if not any(p.name.lower().endswith(s) and len(p.name) > len(s) for s in suffixes):  # ".csv.zip" too
         raise UserError(f"unknown output format {p.name!r}; use one of {', '.join(suffixes)}")
-    if p.exists() and not overwrite:
-        raise UserError(f"{p} exists; pass --overwrite or choose another path")
-    parent = p.parent if str(p.parent) else Path(".")
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UserError(f"cannot write {p}: {probe} is not a writable directory")
-    return p
+    return check_output_file(p, overwrite)
 
 
 def read_prompts(args: argparse.Namespace) -> list[str]:
