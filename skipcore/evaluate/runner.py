@@ -26,7 +26,6 @@ from skipcore.errors import UserError
 from skipcore.evaluate.grid import POLICY_GRID, build_grid, check_settings
 from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig, check_config
 from skipcore.evaluate.store import SweepStore
-from skipcore.files import atomic_write
 from skipcore.models.loading import hardware_name, load_config
 
 
@@ -129,9 +128,10 @@ def _run_models(
     def finished(s: Setting, row: dict, result) -> None:
         rel = ""  # a generator outside the loop (transformers' generate()) leaves no trace
         if result is not None:
-            trace_file = traces_dir / f"{ids[s]}.parquet"
+            trace_file = store.trace_file(ids[s])
             meta = {**result.metadata, "setting": asdict(s), "setting_id": ids[s], "sweep": params}
-            atomic_write(trace_file, lambda p: write_trace(result.trace, p, meta, overwrite=True))
+            meta.update(store.trace_marker())
+            write_trace(result.trace, trace_file, meta, overwrite=True)
             rel = os.path.relpath(trace_file, cfg.out.parent)
         store.add(_finish_row(row, s, ids[s], cfg, rel))
         bar.update(1)
