@@ -250,8 +250,23 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
-    examples = load_examples(args.dataset, split=args.split, limit=args.limit)
+    examples = load_examples(args.dataset, split=dataset_split(args.dataset, args.split), limit=args.limit)
     return [format_prompt(e.task, e.source) for e in examples]
+
+
+def dataset_split(dataset: str, split: str | None, default: str = "test") -> str | None:
+    """The split to read: `default` for a data folder when --split is not given; a single .csv or .jsonl file has
+    none (all of it is read), and a --split given for one is refused rather than silently ignored."""
+    from skipcore.data import is_single_file
+
+    if is_single_file(dataset):
+        if split is not None:
+            raise UserError(
+                f"--split {split} does not apply to {dataset}: a single file has no splits (all of it is read); "
+                "leave out --split, or give a folder of split files"
+            )
+        return None
+    return split or default
 
 
 def apply_generation_defaults(args: argparse.Namespace) -> None:
@@ -299,7 +314,10 @@ def add_prompt_args(p: argparse.ArgumentParser, limit: int = 8) -> None:
         default=DEFAULT_DATASET,
         help=f"else: prompts from a dataset (default: %(default)s), one of: {DATASET_FORMATS}",
     )
-    src.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
+    src.add_argument(
+        "--split",
+        help="dataset split (default: test; a single .csv or .jsonl file has none: all of it is read)",
+    )
     src.add_argument(
         "--limit", type=int, default=limit, help="dataset prompts to take (default: %(default)s)"
     )

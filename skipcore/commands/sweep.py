@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -10,7 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
+from skipcore.commands.common import (
+    DEFAULT_DATASET,
+    add_length_args,
+    add_model_args,
+    add_threads_arg,
+    dataset_split,
+)
 from skipcore.errors import UserError
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import SweepConfig
@@ -28,6 +35,8 @@ def _list(kind: type, name: str) -> Callable[[str], tuple]:
             raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
         if not values:
             raise argparse.ArgumentTypeError(f"{name} is empty")
+        if kind is float and not all(math.isfinite(v) for v in values):
+            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {text!r}")
         return values
 
     return parse
@@ -63,7 +72,10 @@ def add_parser(sub) -> None:
         default=DEFAULT_DATASET,
         help=f"data set (default: %(default)s), one of: {DATASET_FORMATS}",
     )
-    d.add_argument("--split", default=DEFAULTS["split"], help="split (default: %(default)s)")
+    d.add_argument(
+        "--split",
+        help=f"split (default: {DEFAULTS['split']}; a single .csv or .jsonl file has none: all of it is evaluated)",
+    )
     d.add_argument(
         "--limit", type=int, default=DEFAULTS["limit"], help="examples to use (default: %(default)s)"
     )
@@ -207,7 +219,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         baseline_model=norm(args.baseline_model) if args.baseline_model else None,
         dataset=norm(args.dataset),
         out=Path(args.out),
-        split=args.split,
+        split=dataset_split(args.dataset, args.split, DEFAULTS["split"]),
         limit=args.limit,
         targets=args.targets,
         shapes=args.shapes,
