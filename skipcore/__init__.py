@@ -22,7 +22,7 @@ from skipcore.adapters import ModelShapes, shapes_from_config
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.outputs import GenerationResult
 from skipcore.decode.sampling import Sampling
-from skipcore.errors import ScheduleError, UserError
+from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
 from skipcore.evaluate import SweepConfig, read_sweep, run_sweep, sweep_rows
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.measure.summary import step_time_spread, summarize
@@ -37,6 +37,7 @@ _install_moved_modules()  # old module paths (`skipcore.decode.engine`, ...) kee
 __all__ = [
     "TRACE_COLUMNS",
     "AdaptivePolicy",
+    "ArgumentTypeError",
     "CalmPolicy",
     "DepthPolicy",
     "GenerationResult",
