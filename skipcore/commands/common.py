@@ -22,6 +22,35 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}\n")
 
 
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options the command line set itself (their `dest` names), not left at their defaults: what a resumed
+    run may take from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is
+    parsed again with every default suppressed (abbreviations and `--flag=value` resolve as they did)."""
+    parsers, saved = _all_parsers(parser), []
+    for p in parsers:
+        saved.append((p, dict(p._defaults), [(a, a.default) for a in p._actions]))
+        p._defaults.clear()
+        for a in p._actions:
+            a.default = argparse.SUPPRESS
+    try:
+        given = set(vars(parser.parse_args(argv)))
+    finally:
+        for p, defaults, actions in saved:
+            p._defaults.update(defaults)
+            for a, default in actions:
+                a.default = default
+    return given
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _all_parsers(sub)
+    return found
+
+
 # -- shared argument groups ------------------------------------------------------------------------------
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
