@@ -23,7 +23,7 @@ from skipcore.adapters import ModelShapes, shapes_from_config
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.outputs import GenerationResult
 from skipcore.decode.sampling import Sampling
-from skipcore.errors import ScheduleError, UserError
+from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
 from skipcore.evaluate import InProcessExecutor, RayExecutor, SweepConfig, read_sweep, run_sweep, sweep_rows
 from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
 from skipcore.measure.summary import step_time_spread, summarize
@@ -38,6 +38,7 @@ _install_moved_modules()  # old module paths (`skipcore.decode.engine`, ...) kee
 __all__ = [
     "TRACE_COLUMNS",
     "AdaptivePolicy",
+    "ArgumentTypeError",
     "CalmPolicy",
     "DepthPolicy",
     "GenerationResult",

@@ -7,3 +7,8 @@ class UserError(Exception):
 
 class ScheduleError(UserError, ValueError):
     """A schedule that cannot run: out-of-range budgets, increasing budgets, non-nested layer sets."""
+
+
+class ArgumentTypeError(UserError, TypeError):
+    """A public function called with an argument of the wrong kind (a string where a list of prompts belongs, a
+    policy given by its name): said at the door, not deep inside."""

@@ -94,6 +94,29 @@ def as_trained_model(src: Path, dst: Path, max_new_tokens: int, decay_span: int,
     return dst
 
 
+def train_argv(model_dir, out, *extra: str) -> list[str]:
+    """`train` on a tiny model into `out`, with no progress bar and one thread (the machine's cores are shared)."""
+    return ["train", "--no-progress", "--threads", "1", "--model", str(model_dir), "--out", str(out), *extra]
+
+
+def refused(capsys, argv: list[str]) -> str:
+    """Run the command line on `argv` and return its one line: a refusal is exit code 2, one `error: ...` line on
+    stderr, no traceback (argparse's own errors included) and nothing on stdout (no part of the work done first)."""
+    from skipcore.commands import main
+
+    capsys.readouterr()  # what earlier steps printed is not this command's
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own one-line errors
+        code = e.code
+    out, err = capsys.readouterr()
+    err = err.strip()
+    assert code == 2, err
+    assert err.startswith("error:") and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert out == "", out
+    return err
+
+
 class RecordingPicker(TokenPicker):
     """Greedy picking that keeps every step's logits, to compare them with a recomputation."""
 

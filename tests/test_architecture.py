@@ -94,6 +94,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "skipcore.errors",
             "skipcore.version",
             "skipcore.files",
+            "skipcore.output_lock",
             "skipcore.schedule",
             "skipcore.labels",
             "skipcore._moved",

@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 
-from skipcore.commands.common import OneLineParser
+from skipcore.commands.common import OneLineParser, given_options
 from skipcore.errors import UserError
 
 # subcommand modules, in the order `--help` lists them; one that is not there yet is skipped
@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.given = given_options(parser, sys.argv[1:] if argv is None else argv)  # what the user typed
     try:
         return args.func(args)
     except UserError as e:

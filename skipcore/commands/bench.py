@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 
 from skipcore.commands.common import check_output_path
 from skipcore.errors import UserError
 from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth
-from skipcore.files import atomic_write
+from skipcore.files import atomic_write, check_companion, file_digest
 
 
 def add_parser(sub) -> None:
@@ -48,10 +51,49 @@ def add_parser(sub) -> None:
 
 
 def _ints(text: str, flag: str) -> list[int]:
+    """Comma-separated counts, each >= 1."""
     try:
-        return [int(x) for x in text.split(",")]
+        values = [int(x) for x in text.split(",")]
     except ValueError as e:
         raise UserError(f"{flag} must be comma-separated integers, got {text!r}") from e
+    if any(v < 1 for v in values):
+        raise UserError(f"{flag} must all be >= 1, got {text}")
+    return values
+
+
+def _targets(text: str) -> list[float]:
+    """Target layer speedups: finite numbers >= 1."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError as e:
+        raise UserError(f"--targets must be comma-separated numbers, got {text!r}") from e
+    if not all(math.isfinite(v) and v >= 1 for v in values):
+        raise UserError(f"--targets must all be finite numbers >= 1, got {text}")
+    return values
+
+
+def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], targets: list[float]) -> None:
+    """Every model shape fits the prompt plus the longest generation, and reaches every target, before any model is
+    built (the bench's models are random, built in memory, so their sizes are known from their shapes)."""
+    from skipcore.models.random_models import BENCH_SHAPES
+    from skipcore.schedule import schedule_for_speedup
+
+    if prompt_len < 1:
+        raise UserError(f"--prompt-len must be >= 1, got {prompt_len}")
+    for m in models:
+        shape = BENCH_SHAPES[m][1]
+        positions = shape["max_position_embeddings"]
+        if prompt_len + max(new_tokens) > positions:
+            raise UserError(
+                f"--prompt-len {prompt_len} plus --new-tokens {max(new_tokens)} exceeds {m}'s {positions} positions; "
+                f"use at most {max(positions - max(new_tokens), 0)} prompt tokens or fewer new tokens"
+            )
+        for t in targets:
+            for n in new_tokens:
+                try:
+                    schedule_for_speedup(shape["num_hidden_layers"], t, n, "linear", "skip", warmup_layers=1)
+                except UserError as e:
+                    raise UserError(f"--targets {t:g} on {m} over {n} new tokens: {e}") from e
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -66,15 +108,23 @@ def run_bench(args: argparse.Namespace) -> int:
         if m not in BENCH_SHAPES:
             raise UserError(f"unknown bench model {m!r}; choose from {', '.join(BENCH_SHAPES)}")
     batch_sizes = _ints(args.batch_sizes or ("1,8,64" if cuda else "1,8"), "--batch-sizes")
-    targets = [float(t) for t in args.targets.split(",")]
-    prompt_len = args.prompt_len or (128 if cuda else 32)
+    new_tokens = _ints(args.new_tokens, "--new-tokens")
+    targets = _targets(args.targets)
+    prompt_len = args.prompt_len if args.prompt_len is not None else (128 if cuda else 32)
+    if args.repeats < 1:
+        raise UserError(f"--repeats must be >= 1 (paired runs against full depth), got {args.repeats}")
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    check_plan(models, prompt_len, new_tokens, targets)
     out = check_output_path(args.out, args.overwrite, (".json",))
+    if out is not None:
+        check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: _own_table(out, md))
     if args.threads:
         torch.set_num_threads(args.threads)
     bandwidth = measure_bandwidth(device) if cuda else None
     rows = []
     for m in models:
-        for T in _ints(args.new_tokens, "--new-tokens"):
+        for T in new_tokens:
             for b in batch_sizes:
                 new = bench_one(
                     m,
@@ -106,7 +156,17 @@ def run_bench(args: argparse.Namespace) -> int:
             + format_table(rows)
             + "\n"
         )
+        result["table_sha256"] = hashlib.sha256(table.encode()).hexdigest()  # the .md beside it is its own
         atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
-        atomic_write(out.with_suffix(".md"), lambda p: p.write_text(table))
+        atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
         print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0
+
+
+def _own_table(out: Path, md: Path) -> bool:
+    """The .md table beside a results file is the bench's own when the results file names its digest."""
+    try:
+        recorded = json.loads(out.read_text()).get("table_sha256")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return recorded is not None and recorded == file_digest(md)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import check_output_file
 from skipcore.models.shipped import shipped_path
 
 DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
@@ -20,6 +20,35 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message}\n")
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options the command line set itself (their `dest` names), not left at their defaults: what a resumed
+    run may take from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is
+    parsed again with every default suppressed (abbreviations and `--flag=value` resolve as they did)."""
+    parsers, saved = _all_parsers(parser), []
+    for p in parsers:
+        saved.append((p, dict(p._defaults), [(a, a.default) for a in p._actions]))
+        p._defaults.clear()
+        for a in p._actions:
+            a.default = argparse.SUPPRESS
+    try:
+        given = set(vars(parser.parse_args(argv)))
+    finally:
+        for p, defaults, actions in saved:
+            p._defaults.update(defaults)
+            for a, default in actions:
+                a.default = default
+    return given
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _all_parsers(sub)
+    return found
 
 
 # -- shared argument groups ------------------------------------------------------------------------------
@@ -209,21 +238,14 @@ def check_generation_request(engine, prompts: list[str], args: argparse.Namespac
 
 
 def check_output_path(path: str | None, overwrite: bool, suffixes: tuple[str, ...]) -> Path | None:
-    """Refuse, before any work is done, an output path that cannot be written or would be overwritten."""
+    """Refuse, before any work is done, an output path of an unknown format, that is a folder, that cannot be
+    written or that would be overwritten unasked."""
     if path is None:
         return None
     p = Path(path)
     if not any(p.name.lower().endswith(s) and len(p.name) > len(s) for s in suffixes):  # ".csv.zip" too
         raise UserError(f"unknown output format {p.name!r}; use one of {', '.join(suffixes)}")
-    if p.exists() and not overwrite:
-        raise UserError(f"{p} exists; pass --overwrite or choose another path")
-    parent = p.parent if str(p.parent) else Path(".")
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UserError(f"cannot write {p}: {probe} is not a writable directory")
-    return p
+    return check_output_file(p, overwrite)
 
 
 def read_prompts(args: argparse.Namespace) -> list[str]:
@@ -257,8 +279,23 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
-    examples = load_examples(args.dataset, split=args.split, limit=args.limit)
+    examples = load_examples(args.dataset, split=dataset_split(args.dataset, args.split), limit=args.limit)
     return [format_prompt(e.task, e.source) for e in examples]
+
+
+def dataset_split(dataset: str, split: str | None, default: str = "test") -> str | None:
+    """The split to read: `default` for a data folder when --split is not given; a single .csv or .jsonl file has
+    none (all of it is read), and a --split given for one is refused rather than silently ignored."""
+    from skipcore.data import is_single_file
+
+    if is_single_file(dataset):
+        if split is not None:
+            raise UserError(
+                f"--split {split} does not apply to {dataset}: a single file has no splits (all of it is read); "
+                "leave out --split, or give a folder of split files"
+            )
+        return None
+    return split or default
 
 
 def apply_generation_defaults(args: argparse.Namespace) -> None:
@@ -306,7 +343,10 @@ def add_prompt_args(p: argparse.ArgumentParser, limit: int = 8) -> None:
         default=DEFAULT_DATASET,
         help=f"else: prompts from a dataset (default: %(default)s), one of: {DATASET_FORMATS}",
     )
-    src.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
+    src.add_argument(
+        "--split",
+        help="dataset split (default: test; a single .csv or .jsonl file has none: all of it is read)",
+    )
     src.add_argument(
         "--limit", type=int, default=limit, help="dataset prompts to take (default: %(default)s)"
     )

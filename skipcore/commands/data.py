@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from skipcore.data.e2e_synth import CORPUS_FILES, DEFAULT_SIZES, write_default_corpus
+from skipcore.data.e2e_synth import CORPUS_FILES, DEFAULT_SIZES, MAX_MRS, write_default_corpus
 from skipcore.errors import UserError
+from skipcore.files import check_writable_folder
+
+PROGRESS_FROM = 20_000  # MRs from which writing takes long enough (~10 s) to show a progress bar
 
 
 def _count(text: str) -> int:
@@ -41,16 +45,39 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the corpus; refuses (UserError) to overwrite existing files unless ``--force``."""
+    """Write the corpus; refuses (UserError), before any work, to overwrite existing files unless ``--force``, to
+    write through a link that leads out of --out, and a corpus larger than `MAX_MRS`; shows progress on stderr."""
+    from tqdm.auto import tqdm
+
     out = Path(args.out)
-    existing = [name for name in CORPUS_FILES if (out / name).exists()]
-    if existing and not args.force:
-        raise UserError(f"{out} already has {', '.join(existing)}; pass --force to overwrite")
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is not a directory")
-    try:
-        written = write_default_corpus(out, args.seed, args.train, args.dev, args.test)
-    except OSError as err:
-        raise UserError(f"cannot write the corpus to {out}: {err.strerror or err}") from None
+    existing = [name for name in CORPUS_FILES if (out / name).exists() or (out / name).is_symlink()]
+    if existing and not args.force:
+        raise UserError(f"{out} already has {', '.join(existing)}; pass --force to overwrite")
+    for name in existing:
+        if (out / name).is_dir():
+            raise UserError(f"{out / name} is a folder; the corpus writes a file there")
+        if (out / name).is_symlink():
+            raise UserError(
+                f"{out / name} is a link to {(out / name).resolve()}; the corpus replaces files in --out, never "
+                "through a link: remove it or choose another --out"
+            )
+    check_writable_folder(out, f"cannot write the corpus to {out}")
+    total = args.train + args.dev + args.test
+    if total > MAX_MRS:
+        raise UserError(
+            f"--train {args.train} --dev {args.dev} --test {args.test}: {total:,} meaning representations; at most "
+            f"{MAX_MRS:,} in all (about 1.1 KB of CSV each: {MAX_MRS * 1.1e3 / 1e9:.2f} GB at that size)"
+        )
+    with tqdm(
+        total=2 * total, unit="MR", desc="corpus", disable=total < PROGRESS_FROM, file=sys.stderr
+    ) as bar:
+        try:
+            written = write_default_corpus(
+                out, args.seed, args.train, args.dev, args.test, progress=bar.update
+            )
+        except OSError as err:
+            raise UserError(f"cannot write the corpus to {out}: {err.strerror or err}") from None
     print(f"wrote {', '.join(str(path) for path in written)}")
     return 0

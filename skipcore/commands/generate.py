@@ -83,7 +83,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling
     from skipcore.models.loading import load_model
-    from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, write_trace
+    from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
     apply_generation_defaults(args)
     if args.max_new_tokens < 1:
@@ -96,6 +96,8 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {args.timing_repeats}")
     trace_path = check_output_path(args.trace, args.overwrite, (*FORMATS, *ZIPPED_FORMATS))
+    if trace_path is not None:
+        check_trace_path(trace_path, args.overwrite)  # and a sidecar of that name that is not ours
     prompts = read_prompts(args)
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
     model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)

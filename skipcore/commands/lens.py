@@ -65,6 +65,7 @@ def add_parser(sub) -> None:
 def run_lens(args: argparse.Namespace) -> int:
     from skipcore.decode.engine import SkipEngine
     from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
+    from skipcore.lens.files import check_lens_path
     from skipcore.models.loading import load_model
     from skipcore.traces.files import FORMATS
 
@@ -79,6 +80,8 @@ def run_lens(args: argparse.Namespace) -> int:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
     apply_threads(args.threads)
     out_path = check_output_path(args.out, args.overwrite, FORMATS)
+    if out_path is not None:
+        check_lens_path(out_path, args.overwrite)  # and a sidecar of that name that is not ours
     prompts = read_prompts(args)
     model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
     engine = SkipEngine(model, tokenizer, model_name=args.model)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -10,7 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from skipcore.commands.common import DEFAULT_DATASET, add_length_args, add_model_args, add_threads_arg
+from skipcore.commands.common import (
+    DEFAULT_DATASET,
+    add_length_args,
+    add_model_args,
+    add_threads_arg,
+    dataset_split,
+)
 from skipcore.errors import UserError
 from skipcore.evaluate.executors import GridIncomplete, InProcessExecutor
 from skipcore.evaluate.ray_executor import RayExecutor
@@ -32,6 +39,8 @@ def _list(kind: type, name: str) -> Callable[[str], tuple]:
             raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
         if not values:
             raise argparse.ArgumentTypeError(f"{name} is empty")
+        if kind is float and not all(math.isfinite(v) for v in values):
+            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {text!r}")
         return values
 
     return parse
@@ -67,7 +76,10 @@ def add_parser(sub) -> None:
         default=DEFAULT_DATASET,
         help=f"data set (default: %(default)s), one of: {DATASET_FORMATS}",
     )
-    d.add_argument("--split", default=DEFAULTS["split"], help="split (default: %(default)s)")
+    d.add_argument(
+        "--split",
+        help=f"split (default: {DEFAULTS['split']}; a single .csv or .jsonl file has none: all of it is evaluated)",
+    )
     d.add_argument(
         "--limit", type=int, default=DEFAULTS["limit"], help="examples to use (default: %(default)s)"
     )
@@ -263,7 +275,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         baseline_model=norm(args.baseline_model) if args.baseline_model else None,
         dataset=norm(args.dataset),
         out=Path(args.out),
-        split=args.split,
+        split=dataset_split(args.dataset, args.split, DEFAULTS["split"]),
         limit=args.limit,
         targets=args.targets,
         shapes=args.shapes,
@@ -303,6 +315,12 @@ def _norm_model(name: str) -> str:
     return os.path.normpath(name) if Path(name).exists() else name
 
 
+LOSSLESS = (
+    "speculative",
+    "transformers",
+)  # policies whose output must be full depth's: the line says if it is
+
+
 def report_row(setting, row: dict, progress: bool) -> None:
     """One stderr line per finished setting when there is no progress bar; a flagged timing always."""
     if not progress:
@@ -315,6 +333,9 @@ def report_row(setting, row: dict, progress: bool) -> None:
         )
         drafts = row.get("tokens_per_full_pass", float("nan"))
         yields = f", {drafts:.2f} tokens per full-depth pass" if drafts == drafts else ""
+        if setting.policy in LOSSLESS:
+            same = row.get("same_as_full_depth", float("nan"))
+            yields += f", output = full depth's for {same:.0%} of prompts" if same == same else ""
         print(
             f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row.get('layer_speedup', float('nan')):.2f}x "
             f"(batch {row.get('batch_layer_speedup', float('nan')):.2f}x){yields}, {measured}",
@@ -323,6 +344,16 @@ def report_row(setting, row: dict, progress: bool) -> None:
         )
     if row.get("timing_flag"):
         print(f"warning: {setting.label()}: {row['timing_flag']}", file=sys.stderr, flush=True)
+    same = row.get("same_as_full_depth", 1.0)
+    if (
+        setting.policy in LOSSLESS and same < 1
+    ):  # said whatever the progress display: a lossless promise broken
+        print(
+            f"warning: {setting.label()}: output differs from full depth's for {1 - same:.0%} of prompts "
+            "(floating-point differences between batch shapes can flip a near-tie)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def report_failure(failure) -> None:

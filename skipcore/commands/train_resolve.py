@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import check_writable_folder, refuse_links_out
+from skipcore.output_lock import OutputLock
 
 RESUME_FILES = (
     "skipcore_training.json",
@@ -25,11 +28,12 @@ RESUME_FILES = (
 
 def resolve_resume(path: str) -> Path:
     """A checkpoint directory, or the newest intact step-* checkpoint inside a folder of them (a newer one that
-    an interruption left incomplete is skipped, and said)."""
-    from skipcore.training.checkpoint import intact_checkpoint, latest_checkpoint
+    an interruption left incomplete is skipped, and said), its state files read (a refused one is one line)."""
+    from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
 
     p = Path(path)
     if intact_checkpoint(p):
+        check_resumable(p)
         return p
     latest = latest_checkpoint(p) if p.is_dir() else None
     if latest is None:
@@ -39,6 +43,7 @@ def resolve_resume(path: str) -> Path:
         print(
             f"warning: {', '.join(broken)} in {p} is incomplete; resuming from {latest.name}", file=sys.stderr
         )
+    check_resumable(latest)
     return latest
 
 
@@ -54,6 +59,13 @@ def plan_from_args(args: argparse.Namespace, num_layers: int, stats: dict):
         raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
     over = args.speedup_over or min(typical_output_tokens(stats["median_target_tokens"]), max_new)
     if over < 2:
+        if args.speedup_over is None:  # derived from the data: say why, not blame a flag nobody passed
+            cut = f" after --max-length {args.max_length} cut the pairs" if args.max_length else ""
+            raise UserError(
+                f"the training targets are {stats['median_target_tokens']} tokens long at the median{cut}: "
+                "there is no output to meet a target speedup over"
+                + ("; raise --max-length" if args.max_length else "")
+            )
         raise UserError(f"--speedup-over must be >= 2, got {over}")
     if args.elastic:
         clash = [f for f in ("target_speedup", "min_layers", "budgets", "schedule_json") if getattr(args, f)]
@@ -159,10 +171,22 @@ def training_data(
             "sources": len(dev),
             "note": "whole sources held out: skipcore.data.hold_out(examples, fraction, seed) gives the split",
         }
+        if len(dev) < args.eval_limit and "eval_limit" in (getattr(args, "given", None) or ()) and say:
+            print(
+                f"warning: --eval-limit {args.eval_limit}: --dev-fraction {args.dev_fraction} holds out only "
+                f"{len(dev)} sources; all {len(dev)} are scored",
+                file=sys.stderr,
+            )
         dev = dev[: args.eval_limit]
     elif args.eval_every:
         eval_split = args.eval_split or "dev"
         dev = load_examples(args.dataset, split=eval_split, task=args.task, limit=args.eval_limit)
+        if len(dev) < args.eval_limit and "eval_limit" in (getattr(args, "given", None) or ()) and say:
+            print(
+                f"warning: --eval-limit {args.eval_limit}: {args.dataset} [{eval_split}] has only {len(dev)} "
+                f"sources; all {len(dev)} are scored",
+                file=sys.stderr,
+            )
         shared = {e.source for e in examples} & {e.source for e in dev}
         if shared and say:
             print(
@@ -195,6 +219,8 @@ def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
 
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file")
+    check_writable_folder(out, f"cannot write --out {out}")
+    refuse_links_out(out, "--out")  # --overwrite or a resume writes into it: never through a link out of it
     if not (out.is_dir() and any(out.iterdir())) or overwrite:
         return
     if resume_dir is None:
@@ -206,6 +232,85 @@ def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
             f"--out {out} holds another run: the checkpoint {resume_dir} was written for "
             f"{recorded or 'another --out'}; resume into the run's own --out, or into an empty folder"
         )
+
+
+def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
+    """Where step-* checkpoints go: a folder (or one that can be made), with no link out of it, holding no step-*
+    folder this run did not write (pruning and publishing would replace or delete it)."""
+    from skipcore.training.checkpoint import foreign_entries
+
+    if not save_every:
+        return
+    if ckpt_root.exists() and not ckpt_root.is_dir():
+        raise UserError(f"--checkpoint-dir {ckpt_root} is a file")
+    check_writable_folder(ckpt_root, f"cannot write checkpoints to {ckpt_root}")
+    refuse_links_out(ckpt_root, "--checkpoint-dir")
+    foreign = foreign_entries(ckpt_root, out)
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise UserError(
+            f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, which this run did not write; checkpoints "
+            "replace and prune step-* folders there, so choose an empty folder (or move it)"
+        )
+
+
+# flags a resumed run does not take from the run it continues: where and how this process runs, not what it trains
+NOT_RESUMED = ("resume", "out", "overwrite", "no_progress", "device", "threads", "find_unused_parameters")
+
+
+def adopt_recorded_args(args: argparse.Namespace, resume_dir: Path) -> list[str]:
+    """A resume continues its run: every flag the command line leaves out takes the value the run recorded (its
+    data, schedule, optimisation), so `train --resume OUT/checkpoints --out OUT` alone trains the same run on;
+    flags given now override them (and are said as changes). Returns the flags taken from the record.
+
+    Without a record of the command line's own flags (`args.given`, set by the CLI) nothing is taken."""
+    from skipcore.models.generation_defaults import read_settings
+
+    given = getattr(args, "given", None)
+    recorded = (read_settings(resume_dir) or {}).get("args")
+    if given is None or not isinstance(recorded, dict):
+        return []
+    taken = []
+    for key, value in recorded.items():
+        if key in NOT_RESUMED or key in given or not hasattr(args, key) or getattr(args, key) == value:
+            continue
+        setattr(args, key, value)
+        taken.append("--" + key.replace("_", "-"))
+    return taken
+
+
+@contextmanager
+def one_writer(acc, out: Path):
+    """The --out lock (`skipcore.output_lock`) for the whole run, taken by the main process before --out is checked
+    or written; every process learns whether it was refused, so none waits for a run that will not start."""
+    lock = OutputLock(out, "training run")
+    error = None
+    if acc.is_main_process:
+        try:
+            check_writable_folder(out.parent, f"cannot write --out {out}")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            lock.take()
+        except UserError as e:
+            error = str(e)
+    error = shared_value(acc, error)
+    if error is not None:
+        raise UserError(error)
+    try:
+        yield lock
+    finally:
+        if acc.is_main_process:
+            lock.release()
+
+
+def shared_value(acc, value):
+    """The main process's `value`, on every process."""
+    if acc.num_processes == 1:
+        return value
+    from accelerate.utils import broadcast_object_list
+
+    box = [value]
+    broadcast_object_list(box)
+    return box[0]
 
 
 def lora_spec(args: argparse.Namespace):
@@ -228,8 +333,6 @@ def lora_spec(args: argparse.Namespace):
 def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Path | None, lora=None):
     """(model, tokenizer, where it came from, the peft model or None) for a from-scratch, fine-tuning or resumed
     run; with LoRA the model is the base whose projections peft wrapped."""
-    from transformers import AutoTokenizer
-
     from skipcore.models.lora import base_name, is_adapter_folder, trainable_again, with_lora
     from skipcore.training.checkpoint import read_settings
     from skipcore.training.models import (
@@ -257,13 +360,11 @@ def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Pa
         peft_model = with_lora(model, lora, base=args.model) if lora is not None else None
         return model, tokenizer, origin, peft_model
     size = ModelSize(args.layers, args.hidden, args.heads, args.ffn, args.max_positions, args.dropout)
-    out = Path(args.out)
-    with acc.main_process_first():  # the main process trains the tokenizer once; the others read it
-        if acc.is_main_process:
-            tokenizer = new_tokenizer(examples, args.vocab_size, args.tokenizer)
-            tokenizer.save_pretrained(out)
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    # the main process trains the tokenizer once and hands it to the others; nothing is written to --out before
+    # every flag has been checked (the tokenizer is saved with the model)
+    tokenizer = shared_value(
+        acc, new_tokenizer(examples, args.vocab_size, args.tokenizer) if acc.is_main_process else None
+    )
     model = model_from_config(args.init_config, size, tokenizer, args.attn)
     origin = {
         "from": "config",

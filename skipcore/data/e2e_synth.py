@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import csv
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from skipcore.data.example import Example
+from skipcore.files import atomic_write
 
 TASK = "e2e"
 
@@ -62,6 +63,9 @@ SLOT_VALUES: dict[str, tuple[str, ...]] = {
 # fmt: on
 
 DEFAULT_SIZES: dict[str, int] = {"train": 3000, "dev": 300, "test": 300}
+# The most MRs a corpus may have in all: about 1.1 KB of CSV and 1.4 KB of memory each, so 500,000 is ~0.55 GB on
+# disk, ~0.7 GB in memory and minutes of work (167x the default; the real E2E has about 10,000 MRs).
+MAX_MRS = 500_000
 CORPUS_FILES: tuple[str, ...] = ("train.csv", "dev.csv", "test.csv", "README.md")
 
 # How many slots an MR has (name included), weighted towards the middle like the real data.
@@ -383,11 +387,17 @@ def make_corpus(
     n_test: int = DEFAULT_SIZES["test"],
     min_refs: int = 3,
     max_refs: int = 6,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, list[Example]]:
-    """Train, dev and test splits of distinct MRs (no MR appears in two splits), deterministic in seed."""
+    """Train, dev and test splits of distinct MRs (no MR appears in two splits), deterministic in seed.
+
+    `progress(n)` is called as n more MRs are drawn, then as n more get their references (2 x the MRs in all)."""
     sizes = {"train": n_train, "dev": n_dev, "test": n_test}
     if min(sizes.values()) < 0 or not 1 <= min_refs <= max_refs:
         raise ValueError(f"invalid corpus sizes {sizes} or references per MR {min_refs}-{max_refs}")
+    if sum(sizes.values()) > MAX_MRS:
+        raise ValueError(f"at most {MAX_MRS:,} meaning representations in all, got {sum(sizes.values()):,}")
+    tick = progress or (lambda n: None)
     rng = random.Random(seed)
     total = sum(sizes.values())
     mrs: dict[str, dict[str, str]] = {}
@@ -395,10 +405,14 @@ def make_corpus(
         if len(mrs) == total:
             break
         mr = random_mr(rng)
-        mrs.setdefault(format_mr(mr), mr)
+        if mrs.setdefault(format_mr(mr), mr) is mr:
+            tick(1)
     else:
         raise ValueError(f"could not draw {total} distinct meaning representations")
-    examples = [Example(text, make_references(mr, rng, min_refs, max_refs), TASK) for text, mr in mrs.items()]
+    examples = []
+    for text, mr in mrs.items():
+        examples.append(Example(text, make_references(mr, rng, min_refs, max_refs), TASK))
+        tick(1)
     splits: dict[str, list[Example]] = {}
     start = 0
     for split, size in sizes.items():
@@ -420,6 +434,13 @@ def write_e2e_csv(examples: Iterable[Example], path: str | Path) -> int:
                 writer.writerow([example.source, ref])
                 rows += 1
     return rows
+
+
+def _write_atomically(examples: list[Example], path: Path) -> int:
+    """`write_e2e_csv` beside `path`, then renamed over it: a kill leaves the old file or the new one, whole."""
+    counted = []
+    atomic_write(path, lambda p: counted.append(write_e2e_csv(examples, p)))
+    return counted[0]
 
 
 _README = """# Synthetic E2E-style corpus
@@ -457,29 +478,30 @@ def write_default_corpus(
     n_train: int = DEFAULT_SIZES["train"],
     n_dev: int = DEFAULT_SIZES["dev"],
     n_test: int = DEFAULT_SIZES["test"],
+    progress: Callable[[int], None] | None = None,
 ) -> list[Path]:
-    """Write ``train.csv``, ``dev.csv``, ``test.csv`` and a README into ``out_dir`` (overwriting them)."""
+    """Write ``train.csv``, ``dev.csv``, ``test.csv`` and a README into ``out_dir`` (each replaced atomically);
+    ``progress`` as for `make_corpus`."""
     out = Path(out_dir)
-    corpus = make_corpus(seed, n_train, n_dev, n_test)
+    corpus = make_corpus(seed, n_train, n_dev, n_test, progress=progress)
+    out.mkdir(parents=True, exist_ok=True)
     table = []
     written = []
     for split, examples in corpus.items():
         path = out / f"{split}.csv"
-        rows = write_e2e_csv(examples, path)
+        rows = _write_atomically(examples, path)
         table.append(f"| {split} | {len(examples)} | {rows} |")
         written.append(path)
     readme = out / "README.md"
-    readme.write_text(
-        _README.format(
-            out_dir=out_dir,
-            seed=seed,
-            train=n_train,
-            dev=n_dev,
-            test=n_test,
-            table="\n".join(table),
-            slots=", ".join(f"`{s}`" for s in SLOTS),
-        ),
-        encoding="utf-8",
+    text = _README.format(
+        out_dir=out_dir,
+        seed=seed,
+        train=n_train,
+        dev=n_dev,
+        test=n_test,
+        table="\n".join(table),
+        slots=", ".join(f"`{s}`" for s in SLOTS),
     )
+    atomic_write(readme, lambda p: p.write_text(text, encoding="utf-8"))
     written.append(readme)
     return written

@@ -34,7 +34,7 @@ from skipcore.decode.static_step import StaticDecoder
 from skipcore.decode.step_runner import EngineStepRunner
 from skipcore.decode.timing import StepTimer
 from skipcore.decode.trace_rows import build_trace
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError
 from skipcore.measure.summary import summarize
 from skipcore.policies.base import DepthPolicy, StaticPolicy, StepOutput, StepState
 from skipcore.schedule import Schedule
@@ -48,12 +48,48 @@ PolicyLike = DepthPolicy | Schedule | Sequence[Sequence[int]] | None
 
 def as_policy(policy: PolicyLike) -> DepthPolicy:
     """A policy from what a caller passed: a policy, a schedule (SkipDecode's static policy), explicit per-step
-    layer sets (step 0 first), or None (full depth)."""
+    layer sets (step 0 first), or None (full depth). Anything else (a schedule's name, a number) is refused here,
+    in one line, rather than failing deep inside the loop."""
     if policy is None or isinstance(policy, Schedule):
         return StaticPolicy(policy)
-    if isinstance(policy, Sequence):
+    if all(callable(getattr(policy, m, None)) for m in ("check", "start")):  # a DepthPolicy (duck-typed)
+        return policy
+    if _is_index_list(policy) and all(_is_index_list(s, of_ints=True) for s in policy):
         return StaticPolicy.from_layer_sets(policy)
-    return policy
+    raise ArgumentTypeError(
+        f"policy must be a DepthPolicy (StaticPolicy, CalmPolicy, ...), a Schedule, per-step layer sets (lists of "
+        f"layer indices) or None for full depth; got {type(policy).__name__} {policy!r:.60}"
+        + (
+            " (make a schedule with skipcore.Schedule(...) or schedule_for_speedup(...))"
+            if isinstance(policy, str)
+            else ""
+        )
+    )
+
+
+def _is_index_list(value: object, of_ints: bool = False) -> bool:
+    """A list or tuple (not text), of whole numbers if asked."""
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        return False
+    return not of_ints or all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+
+
+def _check_call(prompts: object, max_new_tokens: object, batch_size: object, sampling: object) -> None:
+    """The types `SkipEngine.generate` takes, checked at the door: a string is one prompt, not a list of them."""
+    if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
+        raise ArgumentTypeError(
+            f"prompts must be a list of strings, got {type(prompts).__name__}"
+            + ("; wrap one prompt in a list: [prompt]" if isinstance(prompts, str) else "")
+        )
+    for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ArgumentTypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+    if max_new_tokens is None:
+        raise ArgumentTypeError("max_new_tokens must be a whole number, got None")
+    if sampling is not None and not isinstance(sampling, Sampling):
+        raise ArgumentTypeError(
+            f"sampling must be a skipcore Sampling(...) or None (greedy), got {type(sampling).__name__}"
+        )
 
 
 class SkipEngine:
@@ -265,6 +301,7 @@ class SkipEngine:
         `progress(done, total)` reports decode steps over all batches as they are queued; a batch whose rows
         all end early jumps to its end.
         """
+        _check_call(prompts, max_new_tokens, batch_size, sampling)
         policy = as_policy(policy)
         batch_size = self.check_request(prompts, max_new_tokens, batch_size)
         policy.check(self.num_layers, max_new_tokens)
@@ -285,6 +322,7 @@ class SkipEngine:
             )
             if progress is not None:
                 progress((b + 1) * max_new_tokens, total)
+            check_finite(out, start)
             ids, decoded = self.decode_rows(out.tokens, out.finished_before)
             token_ids += ids
             texts += decoded
@@ -381,6 +419,20 @@ class SkipEngine:
             num_layers=self.num_layers,
             run_id=run_id,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+
+
+def check_finite(out: BatchOutput, first_sample: int = 0) -> None:
+    """Refuse a batch whose tokens came from logits that are not finite (NaN or infinite weights, or an overflow in
+    half precision): argmax over NaN picks a token all the same, so the output would be silent garbage."""
+    live = ~out.finished_before
+    bad = live & ~torch.isfinite(out.logprobs)
+    if bool(bad.any()):
+        row, step = (int(i) for i in bad.nonzero()[0])
+        raise UserError(
+            f"the model's logits are not finite (NaN or infinite) at step {step} of prompt {first_sample + row}: "
+            "its weights hold NaN or infinite values, or its dtype overflows (try --dtype float32); no output "
+            "was written"
         )
 
 

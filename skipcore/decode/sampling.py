@@ -10,6 +10,10 @@ from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogit
 
 from skipcore.errors import UserError
 
+# Logits divided by a smaller temperature overflow float32 (|logit| up to 1e32 is safe at 1e-6), and the draw
+# is an argmax anyway long before that.
+MIN_TEMPERATURE = 1e-6
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -20,8 +24,12 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.temperature) or self.temperature <= 0:
-            raise UserError(f"--temperature must be a finite number > 0, got {self.temperature}")
+        if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
+            raise UserError(
+                f"--temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "
+                "logits / temperature overflow, and sampling is greedy decoding in all but name: leave out "
+                "--do-sample for that)"
+            )
         if self.top_k < 0:
             raise UserError(f"--top-k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:  # False for NaN too

@@ -11,6 +11,7 @@ trace, timed end to end.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError
@@ -55,6 +56,11 @@ class EngineGrid:
 
         policy, columns = self.build(setting, engine.num_layers, cfg)
         row, result = evaluate_generation(engine, examples, policy, cfg.max_new_tokens, setting.batch_size)
+        if setting.is_full:
+            FULL_DEPTH.remember(engine, examples, setting.batch_size, cfg.max_new_tokens, result.texts)
+        row["same_as_full_depth"] = FULL_DEPTH.share_equal(
+            engine, examples, setting.batch_size, cfg.max_new_tokens, result.texts
+        )
         for key in _ONE_RUN:
             row.pop(key, None)
         if cfg.repeats == 0:
@@ -75,6 +81,46 @@ class EngineGrid:
             )
         row.update(columns)
         return row, result
+
+
+class FullDepthOutputs:
+    """Full depth's texts for a sweep's prompts at each batch size, so every row can say which share of its outputs
+    is full depth's own (`same_as_full_depth`: 1.0 for a lossless policy that held its promise). They come from the
+    full-depth row, which runs first at each batch size, or are generated once where a resumed sweep skipped it.
+    Held for one engine at a time (weakly: a finished sweep's model is not kept alive)."""
+
+    def __init__(self) -> None:
+        self._engine = None
+        self._texts: dict[tuple, list[str]] = {}
+
+    def _for(self, engine) -> dict[tuple, list[str]]:
+        if self._engine is None or self._engine() is not engine:
+            self._engine, self._texts = weakref.ref(engine), {}
+        return self._texts
+
+    @staticmethod
+    def _key(examples, batch_size: int, max_new_tokens: int) -> tuple:
+        from skipcore.evaluate.quality import prompts_for
+
+        return batch_size, max_new_tokens, tuple(prompts_for(examples))
+
+    def remember(self, engine, examples, batch_size: int, max_new_tokens: int, texts: list[str]) -> None:
+        self._for(engine)[self._key(examples, batch_size, max_new_tokens)] = list(texts)
+
+    def share_equal(self, engine, examples, batch_size: int, max_new_tokens: int, texts: list[str]) -> float:
+        """The share of `texts` equal to full depth's output for the same prompt at this batch size."""
+        from skipcore.evaluate.quality import prompts_for
+
+        cache, key = self._for(engine), self._key(examples, batch_size, max_new_tokens)
+        if key not in cache:
+            cache[key] = engine.generate(
+                prompts_for(examples), None, max_new_tokens, batch_size=batch_size
+            ).texts
+        full = cache[key]
+        return sum(a == b for a, b in zip(texts, full, strict=True)) / max(len(full), 1)
+
+
+FULL_DEPTH = FullDepthOutputs()
 
 
 def _timed_prompts(examples, cfg: SweepConfig) -> list[str]:
@@ -259,6 +305,7 @@ class TransformersGrid:
 
         out = run(prompts_for(examples))
         row = {**score_outputs(examples, out.texts, out.token_ids), **out.summary()}
+        row["same_as_full_depth"] = FULL_DEPTH.share_equal(engine, examples, 1, cfg.max_new_tokens, out.texts)
         row["flops_speedup_with_prompt"] = full_depth_flops(engine, examples, out.token_ids) / out.flops
         for key in _ONE_RUN:
             row.pop(key, None)

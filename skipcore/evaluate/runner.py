@@ -28,7 +28,6 @@ from skipcore.evaluate.grid import build_grid, check_settings
 from skipcore.evaluate.rows import RowCallback, evaluate_setting, sweep_rows
 from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig, check_config
 from skipcore.evaluate.store import SweepStore
-from skipcore.files import atomic_write
 from skipcore.models.loading import load_config
 
 __all__ = ["RowCallback", "evaluate_setting", "run_sweep", "sweep_rows"]  # the last two: their old home
@@ -81,9 +80,10 @@ def run_sweep(
             if result is not None:
                 from skipcore.traces.files import write_trace
 
-                trace_file = traces_dir / f"{ids[s]}.parquet"
+                trace_file = store.trace_file(ids[s])
                 meta = {**result.metadata, "setting": asdict(s), "setting_id": ids[s], "sweep": params}
-                atomic_write(trace_file, lambda p: write_trace(result.trace, p, meta, overwrite=True))
+                meta.update(store.trace_marker())
+                write_trace(result.trace, trace_file, meta, overwrite=True)
                 rel = os.path.relpath(trace_file, cfg.out.parent)
             store.add(_finish_row(row, s, ids[s], cfg, rel))
             written.add(ids[s])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -74,7 +75,7 @@ class SweepConfig:
     dataset: str
     out: Path
     baseline_model: str | None = None
-    split: str = "test"
+    split: str | None = "test"  # None: a single file, read whole
     limit: int | None = 32
     targets: tuple[float, ...] = (1.0, 2.0, 3.0, 4.0, 5.0)
     shapes: tuple[str, ...] = ("linear",)
@@ -191,6 +192,11 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
 def check_config(cfg: SweepConfig) -> SweepConfig:
     """The config with its lengths resolved, refused in one line where it cannot run (before any work)."""
     cfg = resolve_lengths(cfg)
+    for flag, values in (("--targets", cfg.targets), ("--speculative-targets", cfg.speculative_targets)):
+        if not all(math.isfinite(t) and t >= 1 for t in values):  # NaN would drop out of the grid unsaid
+            raise UserError(
+                f"{flag} must all be finite numbers >= 1, got {','.join(f'{t:g}' for t in values)}"
+            )
     if any(b < 1 for b in cfg.batch_sizes):
         raise UserError("--batch-sizes must all be >= 1")
     if cfg.repeats < 0:

@@ -1,31 +1,36 @@
 """A sweep's results file: one writer at a time, every row flushed atomically, nothing lost or deleted by mistake.
 
-- One writer: a lock file beside the results (`.<name>.lock`, holding the writer's pid) is taken for the whole
+- One writer: a lock file beside the results (`.<name>.lock`, `skipcore.output_lock`) is taken for the whole
   run; a second sweep on the same file is refused in one line (a lock left by a dead process is taken over).
 - Identity: the file records every run-wide setting that changes results (model, data, lengths, device,
   timing); a resumed sweep must match it, or is refused in one line naming each difference.
 - Atomic: the Parquet record and its CSV copy are written beside themselves and renamed, after every row, so
   an interruption leaves the old or the new table, readable.
+- Its own files only: the Parquet record names the digest of the CSV copy it wrote, so a CSV of that name that
+  the sweep did not write (a user's `mine.csv` beside `--out mine.parquet`) is refused, never replaced. Each
+  trace file names the results file it belongs to (its metadata, and a digest of that path in its name), so two
+  sweeps sharing a traces folder never write or delete each other's traces.
 - `--overwrite` deletes nothing up front: the new rows replace the table as they come, and only when the run
-  has finished are the old run's trace files removed, and only those inside this sweep's traces folder, named
-  as the sweep names them, that no new row points at. A file that is not a sweep's results is never replaced.
+  has finished are the old run's trace files removed: only those in this sweep's traces folder whose metadata
+  names this results file, that no new row points at. A file that is not a sweep's results is never replaced.
+- Paths are checked before any work: the traces folder is a folder (or can be made), and is not the results
+  file, its CSV copy or its lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-import re
-import warnings
 from pathlib import Path
 
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write
+from skipcore.files import atomic_write, check_companion, check_writable_folder, file_digest
+from skipcore.output_lock import OutputLock, lock_path
 
 META_KEY = b"skipcore_sweep"
-TRACE_NAME = re.compile(r"[0-9a-f]{16}\.parquet")  # `<setting id>.parquet`, the only names a sweep writes
+TRACE_META_KEY = "sweep_results"  # in a trace's run metadata: the results file (resolved) that owns it
 
 
 def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
@@ -45,14 +50,8 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return table.to_pandas(), json.loads(raw)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
+def _csv_text(df: pd.DataFrame) -> str:
+    return df.to_csv(index=False)
 
 
 class SweepStore:
@@ -65,65 +64,53 @@ class SweepStore:
             )
         self.out, self.csv, self.identity = out, out.with_suffix(".csv"), identity
         self.overwrite, self.traces_dir = overwrite, traces_dir
-        self.lock = out.with_name(f".{out.name}.lock")
+        self.lock = OutputLock(out, "sweep")
         self.rows: list[dict] = []
         self.old_traces: list[str] = []
+        self.csv_digests: tuple[str, ...] = ()  # the CSV copy this record wrote last (and the one before)
+        self._check_paths()
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot write {out}: {e.strerror or e}") from e
-        if not os.access(out.parent, os.W_OK):
-            raise UserError(f"cannot write {out}: {out.parent} is not writable")
+
+    def _check_paths(self) -> None:
+        """Every path the sweep writes, checked before any work."""
+        if self.out.is_dir():
+            raise UserError(f"--out {self.out} is a folder; name the results .parquet file")
+        check_writable_folder(self.out.parent, f"cannot write {self.out}")
+        tdir = self.traces_dir
+        if tdir.exists() and not tdir.is_dir():
+            raise UserError(f"--traces-dir {tdir} is a file; name a folder for the per-setting traces")
+        mine = {p.resolve(): p for p in (self.out, self.csv, lock_path(self.out))}
+        if tdir.resolve() in mine:
+            raise UserError(
+                f"--traces-dir {tdir} is the sweep's own {mine[tdir.resolve()].name}; name another folder"
+            )
+        check_writable_folder(tdir, f"cannot write traces to {tdir}")
 
     # -- one writer ----------------------------------------------------------------------------------------------
     def __enter__(self) -> SweepStore:
-        self._take_lock()
+        self.lock.take()
         try:
             self._load()
         except BaseException:
-            self._release_lock()
+            self.lock.release()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self._release_lock()
-
-    def _take_lock(self) -> None:
-        for _ in range(2):
-            try:
-                fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    pid = int(self.lock.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
-                if pid and _alive(pid):
-                    raise UserError(
-                        f"another sweep (pid {pid}) is writing {self.out}; wait for it to finish or choose "
-                        f"another --out (remove {self.lock} only if no such sweep is running)"
-                    ) from None
-                warnings.warn(
-                    f"taking over {self.lock}, left by a sweep that is no longer running", stacklevel=3
-                )
-                self.lock.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            return
-        raise UserError(f"cannot take the lock {self.lock}; another sweep is starting on {self.out}")
-
-    def _release_lock(self) -> None:
-        try:
-            if self.lock.read_text().strip() == str(os.getpid()):
-                self.lock.unlink()
-        except OSError:
-            pass
+        self.lock.release()
 
     # -- resume or replace ----------------------------------------------------------------------------------------
     def _load(self) -> None:
         if not self.out.exists():
+            check_companion(self.csv, self.out, True, lambda _: False)  # a CSV with no sweep is not ours
             return
         old, meta = read_sweep(self.out)
+        self.csv_digests = tuple(meta.get("csv_sha256") or ())
+        header = _csv_text(old.head(0)).strip()
+        check_companion(self.csv, self.out, True, lambda p: self._own_csv(p, header))
         if self.overwrite:
             self.old_traces = [str(p) for p in old.get("trace_path", pd.Series(dtype=str)).dropna()]
             return
@@ -136,6 +123,14 @@ class SweepStore:
                 "or choose another --out"
             )
         self.rows = old.to_dict("records")
+
+    def _own_csv(self, path: Path, header: str) -> bool:
+        """The CSV copy this record wrote: its digest is recorded (a results file from before digests were
+        recorded: the CSV starts with the record's own header)."""
+        if self.csv_digests:
+            return file_digest(path) in self.csv_digests
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.readline().strip() == header
 
     @property
     def done(self) -> set[str]:
@@ -159,22 +154,52 @@ class SweepStore:
         return pd.DataFrame(self.rows)
 
     def flush(self) -> None:
+        """The Parquet record (naming the digest of the CSV about to be written, and the previous one, so an
+        interruption between the two renames leaves a CSV the record still knows), then the CSV copy."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         df = self.frame()
+        text = _csv_text(df)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        self.csv_digests = (digest, *self.csv_digests[:1])
         table = pa.Table.from_pandas(df, preserve_index=False)
-        meta = {**(table.schema.metadata or {}), META_KEY: json.dumps({"identity": self.identity}).encode()}
+        record = {"identity": self.identity, "csv_sha256": list(self.csv_digests)}
+        meta = {**(table.schema.metadata or {}), META_KEY: json.dumps(record).encode()}
         table = table.replace_schema_metadata(meta)
         try:
             atomic_write(self.out, lambda p: pq.write_table(table, p))
-            atomic_write(self.csv, lambda p: df.to_csv(p, index=False))
+            atomic_write(self.csv, lambda p: p.write_bytes(text.encode()))
         except OSError as e:
             raise UserError(f"cannot write {self.out}: {e.strerror or e}") from e
 
+    # -- traces -----------------------------------------------------------------------------------------------------
+    def trace_file(self, setting_id: str) -> Path:
+        """Where a setting's trace goes: its id and a digest of this results file's path, so sweeps sharing a
+        traces folder never write over each other's traces."""
+        owner = hashlib.sha256(str(self.out.resolve()).encode()).hexdigest()[:8]
+        return self.traces_dir / f"{setting_id}-{owner}.parquet"
+
+    def trace_marker(self) -> dict:
+        """What a trace's run metadata records of the sweep that owns it."""
+        return {TRACE_META_KEY: str(self.out.resolve())}
+
+    def _owns_trace(self, path: Path) -> bool:
+        import pyarrow.parquet as pq
+
+        from skipcore.traces.files import META_KEY as TRACE_KEY
+
+        try:
+            raw = (pq.read_schema(path).metadata or {}).get(TRACE_KEY)
+            meta = json.loads(raw) if raw else {}
+        except (OSError, ValueError):
+            return False
+        return isinstance(meta, dict) and meta.get(TRACE_META_KEY) == str(self.out.resolve())
+
     def finish(self) -> None:
         """After a complete run: with --overwrite, the table is the new run's alone (written even when empty)
-        and the old run's traces that no new row uses are removed, from this sweep's traces folder only."""
+        and the old run's traces that no new row uses are removed: from this sweep's traces folder only, and only
+        those whose metadata names this results file."""
         if not self.overwrite:
             return
         self.flush()
@@ -182,5 +207,5 @@ class SweepStore:
         folder = self.traces_dir.resolve()
         for rel in self.old_traces:
             path = (self.out.parent / rel).resolve()
-            if path.parent == folder and TRACE_NAME.fullmatch(path.name) and path not in keep:
+            if path.parent == folder and path not in keep and path.is_file() and self._owns_trace(path):
                 path.unlink(missing_ok=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write
-from skipcore.traces.files import FORMATS, META_KEY, sidecar_path
+from skipcore.files import atomic_write, check_companion, check_output_file
+from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path
 from skipcore.traces.schema import TraceSchemaError
 
 # column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
@@ -69,14 +69,24 @@ def validate_lens(df: pd.DataFrame, source: str = "lens table") -> pd.DataFrame:
     return df
 
 
+def check_lens_path(path: str | Path, overwrite: bool = False) -> Path:
+    """Everything that would stop a lens table being written, checked before any work: its format, a folder at the
+    path, an existing file without `overwrite`, a sidecar of that name skipcore did not write, an unwritable place."""
+    path = Path(path)
+    suffix = _check_format(path)
+    check_output_file(path, overwrite)
+    if suffix != ".parquet":
+        check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
+    return path
+
+
 def write_lens(
     df: pd.DataFrame, path: str | Path, metadata: dict | None = None, overwrite: bool = False
 ) -> Path:
-    """Write a lens table and its metadata; refuses to replace an existing file unless asked to."""
-    path = Path(path)
+    """Write a lens table and its metadata; refuses to replace an existing file unless asked to, and a user's
+    file beside it (a `.meta.json` it did not write) at all."""
+    path = check_lens_path(path, overwrite)
     suffix = _check_format(path)
-    if path.exists() and not overwrite:
-        raise UserError(f"lens file {path} exists; pass --overwrite or choose another path")
     validate_lens(df.copy(), str(path))
     meta = json.dumps(metadata or {}, default=str)
     try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from skipcore.decode.engine import PolicyLike, SkipEngine, as_policy, config_hash
+from skipcore.decode.engine import PolicyLike, SkipEngine, as_policy, check_finite, config_hash
 from skipcore.decode.outputs import BatchOutput
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.trace_rows import build_trace
@@ -92,6 +92,7 @@ def layer_lens(
             picker = ForcedPicker(forced[start : start + len(chunk)], engine.device)
         ids, attn = enc["input_ids"], enc["attention_mask"]
         out = engine.generate_batch(ids, attn, policy, picker, max_new_tokens=max_new_tokens)
+        check_finite(out, start)
         rows, decoded = engine.decode_rows(out.tokens, out.finished_before)
         token_ids += rows
         texts += decoded

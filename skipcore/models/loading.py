@@ -7,9 +7,11 @@ import os
 import pickle
 import platform
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
@@ -24,6 +26,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "spiece.model", "vocab.txt")
 # what broken or refused model files raise while loading (truncated safetensors, a pickle weights_only blocks)
 BROKEN_FILE_ERRORS = (OSError, ValueError, RuntimeError, EOFError, SafetensorError, pickle.UnpicklingError)
+# what a config.json field of the wrong type raises (transformers 5 validates configs with huggingface_hub's
+# strict dataclasses)
+CONFIG_VALUE_ERRORS = (StrictDataclassError, TypeError)
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -90,6 +95,14 @@ def load_config(name_or_dir: str, trust_remote_code: bool = False) -> Pretrained
     source, kw = _source(name_or_dir)
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
+    except (
+        CONFIG_VALUE_ERRORS
+    ) as e:  # a field of the wrong type ("num_hidden_layers": "12"): its own last line
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        reason = re.sub(r"^\w+Error: ", "", lines[-1]) if lines else type(e).__name__
+        raise UserError(
+            f"could not load model {name_or_dir!r}: a config.json field of the wrong type: {reason}"
+        ) from e
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = (
@@ -124,16 +137,25 @@ def load_model(
             "model (tokenizer.save_pretrained(dir))"
         )
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            dtype=dt,
-            attn_implementation=attn_implementation,
-            trust_remote_code=trust_remote_code,
-            **kw,
-        )
+        with _quiet_transformers():  # its load report would print before our one line
+            model, info = AutoModelForCausalLM.from_pretrained(
+                source,
+                dtype=dt,
+                attn_implementation=attn_implementation,
+                trust_remote_code=trust_remote_code,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,  # reported below, in one line, instead of a pointer to a report
+                **kw,
+            )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
     except BROKEN_FILE_ERRORS as e:
         raise UserError(f"could not load model {name_or_dir!r}: {broken_file_reason(e)}") from e
+    mismatch = weights_mismatch(info, model.config)
+    if mismatch:
+        raise UserError(
+            f"could not load model {name_or_dir!r}: its weights do not match its config.json: {mismatch}; the "
+            "config and the weights must come from the same model"
+        )
     if not tokenizer("a b")["input_ids"]:
         raise UserError(f"the tokenizer in {name_or_dir} turns text into no tokens; is it the model's own?")
     prepare_tokenizer(tokenizer, model)
@@ -164,6 +186,53 @@ def _load_adapter(
     prepare_tokenizer(tokenizer, model)
     model.config._name_or_path = str(folder)
     return model.to(device=dev, dtype=dt).eval(), tokenizer
+
+
+@contextmanager
+def _quiet_transformers():
+    """transformers' warnings off for a block (its logging is global: restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
+
+
+def weights_mismatch(info: dict, config: PretrainedConfig) -> str | None:
+    """What transformers' loading report says is wrong, in one clause per kind: tensors the config needs that the
+    weights lack (newly initialised: a half-random model), weights of other shapes (re-initialised too), weights
+    with no place in the model. None when the weights fit."""
+    parts = []
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        layers = sorted({int(m.group(1)) for k in missing if (m := re.search(r"layers\.(\d+)\.", k))})
+        declared = getattr(config, "num_hidden_layers", None)
+        where = (
+            f" (layers {layers[0]}-{layers[-1]} of the {declared} config.json declares have none)"
+            if layers and declared and layers[-1] == declared - 1 and len(layers) > 1
+            else ""
+        )
+        parts.append(f"{_tensors(missing)} the model needs not in the weights, e.g. {missing[0]}{where}")
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if mismatched:
+        key, saved, wanted = mismatched[0]
+        parts.append(
+            f"{_tensors(mismatched)} of other shapes in the weights than config.json gives them, e.g. {key}: "
+            f"{list(saved)} in the weights, {list(wanted)} by the config"
+        )
+    unexpected = sorted(info.get("unexpected_keys") or ())
+    if unexpected:
+        parts.append(
+            f"{_tensors(unexpected)} in the weights with no place in the model, e.g. {unexpected[0]}"
+        )
+    return "; ".join(parts) or None
+
+
+def _tensors(keys) -> str:
+    return f"{len(keys)} tensor{'s' if len(keys) != 1 else ''}"
 
 
 def prepare_tokenizer(tokenizer, model: PreTrainedModel) -> None:

@@ -11,6 +11,7 @@ the folder loads the base, applies the adapter and merges it, so the engine sees
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -115,7 +116,7 @@ def with_lora(model, spec: LoraSpec, base: str):
 
 def trainable_again(model, folder: str | Path):
     """A saved adapter put back on its base for more training (resuming)."""
-    return _peft().PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+    return _applied(model, folder, is_trainable=True)
 
 
 def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
@@ -136,14 +137,44 @@ def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
 
 def merged(folder: str | Path, load_base: Callable[[str], object]):
     """The base named by the adapter folder, loaded by `load_base(name)`, with the adapter merged in."""
-    peft = _peft()
     base = load_base(base_name(folder))
+    return _applied(base, folder).merge_and_unload()
+
+
+def _applied(base, folder: str | Path, is_trainable: bool = False):
+    """The adapter in `folder` on `base` (a peft model), refused in one line where its tensors do not fit: of other
+    shapes, for modules the base lacks, or too few or too many for the base's layers (peft would leave the
+    missing ones at their initial values, and drop the rest, with no more than a warning)."""
+    peft = _peft()
     try:
-        model = peft.PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
+        with warnings.catch_warnings():  # peft's warning lists every missing key; the one line below says it
+            warnings.filterwarnings("ignore", message="Found (missing|unexpected) adapter keys")
+            model = peft.PeftModel.from_pretrained(base, str(folder), is_trainable=is_trainable)
     except (ValueError, KeyError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"the adapter in {folder} does not fit its base model: {first}") from e
+    expected = set(peft.get_peft_model_state_dict(model, save_embedding_layers=False))
+    saved = _saved_keys(Path(folder) / WEIGHTS_FILE)
+    for keys, said in (
+        (expected - saved, "adapter tensors the base's modules need are missing"),
+        (saved - expected, "of the adapter's tensors have no place in the base"),
+    ):
+        if keys:
+            raise UserError(
+                f"the adapter in {folder} does not fit its base model: {len(keys)} {said}, e.g. {sorted(keys)[0]} "
+                "(an adapter made for another model?)"
+            )
     return model
+
+
+def _saved_keys(path: Path) -> set[str]:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), "pt") as f:
+            return set(f.keys())
+    except (OSError, SafetensorError) as e:
+        raise UserError(f"cannot read {path}: {e}") from e
 
 
 def _peft():

@@ -6,13 +6,22 @@ back validated). A decoded batch becomes trace rows in `skipcore.decode.trace_ro
 The names below are the trace API (what `skipcore.trace` offered before the layout by role).
 """
 
-from skipcore.traces.files import FORMATS, META_KEY, ZIPPED_FORMATS, read_trace, sidecar_path, write_trace
+from skipcore.traces.files import (
+    FORMATS,
+    META_KEY,
+    ZIPPED_FORMATS,
+    check_trace_path,
+    read_trace,
+    sidecar_path,
+    write_trace,
+)
 from skipcore.traces.schema import (
     MASK_PREFIX,
     TEXT_COLUMNS,
     TRACE_COLUMNS,
     TraceSchemaError,
     run_metadata,
+    validate_metadata,
     validate_trace,
 )
 
@@ -24,9 +33,11 @@ __all__ = [
     "TRACE_COLUMNS",
     "ZIPPED_FORMATS",
     "TraceSchemaError",
+    "check_trace_path",
     "read_trace",
     "run_metadata",
     "sidecar_path",
+    "validate_metadata",
     "validate_trace",
     "write_trace",
 ]

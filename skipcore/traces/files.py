@@ -19,8 +19,14 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write
-from skipcore.traces.schema import MASK_PREFIX, TEXT_COLUMNS, TraceSchemaError, validate_trace
+from skipcore.files import atomic_write, check_companion, check_output_file
+from skipcore.traces.schema import (
+    MASK_PREFIX,
+    TEXT_COLUMNS,
+    TraceSchemaError,
+    validate_metadata,
+    validate_trace,
+)
 
 FORMATS = (".parquet", ".jsonl", ".csv")
 ZIPPED_FORMATS = (".csv.zip", ".jsonl.zip")  # one member; the run metadata in the zip's comment
@@ -43,14 +49,36 @@ def _check_format(path: Path) -> str:
     )
 
 
+def is_run_metadata(path: Path) -> bool:
+    """Whether a `.meta.json` file is run metadata skipcore wrote (a JSON object naming skipcore's version), so a
+    user's own file of that name is never replaced."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    versions = meta.get("versions") if isinstance(meta, dict) else None
+    return isinstance(versions, dict) and "skipcore" in versions
+
+
+def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
+    """Everything that would stop a trace being written, checked before any work: its format, a folder at the path,
+    an existing file without `overwrite`, a sidecar of that name that is not run metadata skipcore wrote, a place
+    that cannot be written."""
+    path = Path(path)
+    fmt = _check_format(path)
+    check_output_file(path, overwrite)
+    if fmt in (".jsonl", ".csv"):
+        check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
+    return path
+
+
 def write_trace(
     df: pd.DataFrame, path: str | Path, metadata: dict | None = None, overwrite: bool = False
 ) -> Path:
-    """Write the trace and its metadata. Refuses to replace an existing file unless asked to."""
-    path = Path(path)
+    """Write the trace and its metadata. Refuses to replace an existing file unless asked to, and a user's file
+    beside it (a `.meta.json` it did not write) at all."""
+    path = check_trace_path(path, overwrite)
     fmt = _check_format(path)
-    if path.exists() and not overwrite:
-        raise UserError(f"trace file {path} exists; pass --overwrite or choose another path")
     validate_trace(df.copy(), str(path))
     meta = metadata or {}
     try:
@@ -123,8 +151,8 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({str(e).splitlines()[0]})") from e
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):
         df["layer_mask"] = df["layer_mask"].str.removeprefix(MASK_PREFIX)
-    layers = meta.get("num_layers") if isinstance(meta, dict) else None
-    return validate_trace(df, str(path), layers if isinstance(layers, int) else None), meta
+    meta = validate_metadata(meta, str(path))
+    return validate_trace(df, str(path), meta.get("num_layers")), meta
 
 
 def _read_text(source, fmt: str) -> pd.DataFrame:

@@ -36,6 +36,32 @@ MASK_PREFIX = "m"  # CSV and JSONL: a mask plain pandas cannot take for a number
 TEXT_COLUMNS = {"token": str, "layer_mask": str, "run_id": str}  # CSV readers must keep these as text
 
 
+# run metadata key -> the JSON types its value may have (None: null); other keys are welcome, of any type
+METADATA_TYPES: dict[str, tuple[type | None, ...]] = {
+    "model": (str,),
+    "config_hash": (str,),
+    "policy": (str,),
+    "schedule": (dict, None),
+    "mode": (str, None),
+    "policy_params": (dict, None),
+    "batch_size": (int,),
+    "device": (str,),
+    "dtype": (str,),
+    "seed": (int,),
+    "sampling": (dict,),
+    "max_new_tokens": (int,),
+    "num_layers": (int,),
+    "run_id": (str,),
+    "created": (str,),
+    "versions": (dict,),
+    "machine": (str,),
+    "setting": (dict,),
+    "setting_id": (str,),
+    "sweep": (dict,),
+}
+_POSITIVE_METADATA = ("batch_size", "max_new_tokens", "num_layers")
+
+
 class TraceSchemaError(UserError):
     """A trace file or frame that does not match the schema; the message names the column."""
 
@@ -100,7 +126,96 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
     if (df["layer_mask"].str.count("1") != df["num_layers_run"]).any():
         raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
     _check_values(df, source, num_layers)
+    _check_rows(df, source)
     return df
+
+
+def validate_metadata(meta: object, source: str = "trace") -> dict:
+    """Raise TraceSchemaError naming the first run-metadata field of the wrong JSON type (a schedule that is text,
+    policy parameters that are a list, a layer count that is not a whole number >= 1); return the metadata.
+
+    A reader of the metadata (the dashboard's explorer, a notebook) may then rely on each field's type."""
+    if not isinstance(meta, dict):
+        raise TraceSchemaError(f"{source}: the run metadata must be a JSON object, got {_json_type(meta)}")
+    for key, kinds in METADATA_TYPES.items():
+        if key not in meta:
+            continue
+        value = meta[key]
+        if not any(_is_json_type(value, kind) for kind in kinds):
+            said = " or ".join(_json_name(k) for k in kinds)
+            raise TraceSchemaError(
+                f"{source}: run metadata {key!r} must be {said}, got {_json_type(value)} {_short(value)}"
+            )
+    for key in _POSITIVE_METADATA:
+        if key in meta and meta[key] < 1:
+            raise TraceSchemaError(f"{source}: run metadata {key!r} must be >= 1, got {meta[key]}")
+    return meta
+
+
+def _is_json_type(value: object, kind: type | None) -> bool:
+    if kind is None:
+        return value is None
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+_JSON_NAMES = {str: "text", int: "a whole number", dict: "an object", list: "a list", float: "a number"}
+
+
+def _json_name(kind: type | None) -> str:
+    return "null" if kind is None else _JSON_NAMES.get(kind, kind.__name__)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    return "null" if value is None else _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return f"({text[:40]}...)" if len(text) > 40 else f"({text})"
+
+
+def _check_rows(df: pd.DataFrame, source: str) -> None:
+    """The rows of each generated row (run_id, sample) are its tokens in order: steps 0, 1, 2, ... (no token
+    twice, none missing before the last, none out of order), positions one apart, and once a row has finished it
+    stays finished. A duplicated, reordered or edited file would otherwise double a throughput or move a token to
+    another budget without a word."""
+    keys = ["run_id", "sample"]
+    order = df.groupby(keys, sort=False).cumcount().to_numpy()
+    step = df["step"].to_numpy()
+    bad = np.flatnonzero(step != order)
+    if bad.size:
+        i = int(bad[0])
+        dup = df.duplicated(keys + ["step"], keep="first").to_numpy()
+        where = f"run {df['run_id'].iat[i]!r} sample {int(df['sample'].iat[i])}"
+        if dup.any():
+            j = int(np.flatnonzero(dup)[0])
+            raise TraceSchemaError(
+                f"{source}: step {int(df['step'].iat[j])} of run {df['run_id'].iat[j]!r} sample "
+                f"{int(df['sample'].iat[j])} appears more than once (each token has one row)"
+            )
+        raise TraceSchemaError(
+            f"{source}: the rows of {where} are not its steps 0, 1, 2, ... in order (row {i} has step {int(step[i])} "
+            f"where step {int(order[i])} belongs)"
+        )
+    offset = (df["position"] - df["step"]).groupby([df[k] for k in keys], sort=False).nunique()
+    if (offset > 1).any():
+        run, sample = offset.index[int(np.flatnonzero(offset.to_numpy() > 1)[0])]
+        raise TraceSchemaError(
+            f"{source}: 'position' - 'step' changes within run {run!r} sample {int(sample)} (a row's tokens are "
+            "one position apart, after its prompt)"
+        )
+    finished = df["finished"].astype(bool)
+    ended_before = finished.groupby([df[k] for k in keys], sort=False).cummax()
+    if (ended_before & ~finished).any():
+        i = int(np.flatnonzero((ended_before & ~finished).to_numpy())[0])
+        raise TraceSchemaError(
+            f"{source}: run {df['run_id'].iat[i]!r} sample {int(df['sample'].iat[i])} is unfinished again at step "
+            f"{int(df['step'].iat[i])} after it had finished ('finished' never goes back to false)"
+        )
 
 
 def _all_text(series: pd.Series) -> bool:

@@ -76,32 +76,110 @@ def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool
 
 
 def load_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int) -> None:
-    """Restore what `save_state` wrote. A rank with no RNG file of its own (more processes now) keeps its seed."""
+    """Restore what `save_state` wrote. A rank with no RNG file of its own (more processes now) keeps its seed.
+    A file that is damaged, or holds Python objects beyond tensors (weights_only refuses them; nothing in it runs),
+    is one line naming it."""
     ckpt = Path(ckpt_dir)
     for name in ("optimizer.pt", "scheduler.pt"):
         if not (ckpt / name).is_file():
             raise UserError(f"{ckpt} is not a resumable checkpoint: {name} is missing")
+    optimizer_state, scheduler_state = (_load_state_file(ckpt / n) for n in ("optimizer.pt", "scheduler.pt"))
     try:
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
-    except (RuntimeError, ValueError, KeyError) as e:
+        optimizer.load_state_dict(optimizer_state)
+        scheduler.load_state_dict(scheduler_state)
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"cannot restore the optimizer from {ckpt}: {str(e).splitlines()[0]}") from e
     rng = ckpt / f"rng_state_{rank}.pt"
     if rng.is_file():
-        torch.set_rng_state(torch.load(rng, weights_only=True)["torch"])
+        state = _load_state_file(rng)
+        if not isinstance(state, dict) or not isinstance(state.get("torch"), torch.Tensor):
+            raise UserError(
+                f"cannot restore the random state from {rng}: it holds no 'torch' generator state"
+            )
+        torch.set_rng_state(state["torch"])
+
+
+def _load_state_file(path: Path):
+    """A `torch.save`d state, tensors and plain containers only (`weights_only`): a file holding anything else is
+    refused in one line, and nothing in it runs."""
+    from skipcore.models.loading import BROKEN_FILE_ERRORS, broken_file_reason
+
+    try:
+        return torch.load(path, weights_only=True)
+    except (*BROKEN_FILE_ERRORS, KeyError) as e:
+        reason = broken_file_reason(e)
+        if "weights_only" in reason:
+            reason = (
+                "it holds Python objects beyond tensors and plain containers, which skipcore does not unpickle "
+                "(weights_only; nothing in it ran): it is not a state skipcore saved"
+            )
+        raise UserError(f"cannot resume from {path}: {reason}") from e
+
+
+def check_resumable(ckpt_dir: str | Path) -> None:
+    """Read every state file a resume restores (optimizer, scheduler, each rank's RNG), before any work: a damaged
+    or refused one is said before the run writes anything."""
+    ckpt = Path(ckpt_dir)
+    for path in [ckpt / "optimizer.pt", ckpt / "scheduler.pt", *sorted(ckpt.glob("rng_state_*.pt"))]:
+        if path.is_file():
+            _load_state_file(path)
 
 
 def checkpoint_name(step: int) -> str:
     return f"step-{step:07d}"
 
 
-def prune_checkpoints(ckpt_root: str | Path, keep: int) -> None:
-    """Delete all but the newest `keep` resumable checkpoints (keep <= 0 keeps them all)."""
+def prune_checkpoints(ckpt_root: str | Path, keep: int, out_dir: str | Path) -> None:
+    """Delete all but the newest `keep` resumable checkpoints of the run writing `out_dir` (keep <= 0 keeps them
+    all). A folder the run did not write (another run's, or a user's `step-0000001/`) is never touched."""
     if keep <= 0:
         return
-    found = sorted(p for p in Path(ckpt_root).glob("step-*") if p.is_dir())
+    found = sorted(p for p in Path(ckpt_root).glob("step-*") if own_checkpoint(p, out_dir))
     for old in found[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def own_checkpoint(ckpt: str | Path, out_dir: str | Path) -> bool:
+    """A checkpoint of the run writing `out_dir`: intact and naming that output folder in its settings (the marker
+    a run leaves in each checkpoint it writes)."""
+    ckpt = Path(ckpt)
+    if ckpt.is_symlink() or not ckpt.is_dir() or not intact_checkpoint(ckpt):
+        return False
+    return _recorded_out(ckpt) == Path(out_dir).resolve()
+
+
+def _recorded_out(folder: Path) -> Path | None:
+    try:
+        settings = read_settings(folder) or {}
+    except UserError:  # a settings file skipcore cannot read is no mark of this run's
+        return None
+    recorded = settings.get("output_dir") or (settings.get("args") or {}).get("out")
+    return Path(recorded).resolve() if isinstance(recorded, str) and recorded else None
+
+
+def foreign_entries(ckpt_root: str | Path, out_dir: str | Path) -> list[Path]:
+    """What in a checkpoint folder this run would write over or prune but did not write: `step-*` folders (and
+    their staging folders) that are not its own checkpoints."""
+    root = Path(ckpt_root)
+    if not root.is_dir():
+        return []
+
+    def foreign(p: Path) -> bool:
+        if p.name.startswith("step-"):
+            return not own_checkpoint(p, out_dir)
+        staging = p.name.startswith(".step-") and p.name.endswith(".partial")
+        return staging and not _own_staging(p, out_dir)
+
+    return [p for p in sorted(root.iterdir()) if foreign(p)]
+
+
+def _own_staging(staging: Path, out_dir: str | Path) -> bool:
+    marker = staging / STAGING_MARKER
+    try:
+        recorded = Path(marker.read_text().strip()).resolve()
+    except OSError:
+        return False
+    return staging.is_dir() and not staging.is_symlink() and recorded == Path(out_dir).resolve()
 
 
 def intact_checkpoint(ckpt: str | Path) -> bool:
@@ -125,14 +203,34 @@ def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
+STAGING_MARKER = ".skipcore-staging"  # in a staging folder: the output folder of the run writing it
+
+
 def staging_dir(target: str | Path) -> Path:
     """Where a checkpoint is written before it is renamed to `target` (not a step-* name: never resumed from)."""
     target = Path(target)
     return target.with_name(f".{target.name}.partial")
 
 
-def publish_checkpoint(staging: Path, target: Path) -> None:
-    """Rename a fully written checkpoint into place, replacing an older one of the same step."""
-    if target.exists():
+def start_staging(staging: Path, out_dir: str | Path) -> None:
+    """An empty staging folder marked as this run's: one an interruption of this run left is cleared first; one
+    that is not this run's is refused (never deleted)."""
+    if staging.exists() or staging.is_symlink():
+        if not _own_staging(staging, out_dir):
+            raise UserError(
+                f"{staging} is not a checkpoint this run started; it will not be deleted: move it"
+            )
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    (staging / STAGING_MARKER).write_text(str(Path(out_dir).resolve()))
+
+
+def publish_checkpoint(staging: Path, target: Path, out_dir: str | Path) -> None:
+    """Rename a fully written checkpoint into place, replacing an older one of the same step of this run (a folder
+    of that name that is not this run's checkpoint is refused, never deleted)."""
+    (staging / STAGING_MARKER).unlink(missing_ok=True)
+    if target.exists() or target.is_symlink():
+        if not own_checkpoint(target, out_dir):
+            raise UserError(f"{target} is not a checkpoint of this run; it will not be replaced: move it")
         shutil.rmtree(target)
     staging.rename(target)

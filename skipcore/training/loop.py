@@ -12,7 +12,7 @@ import math
 import os
 import platform
 import random
-import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ from skipcore.training.checkpoint import (
     save_model,
     save_state,
     staging_dir,
+    start_staging,
 )
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
@@ -64,10 +65,14 @@ class Hyper:
             raise UserError(f"--batch-size must be >= 1, got {self.batch_size}")
         if self.steps is not None and self.steps < 1:
             raise UserError(f"--steps must be >= 1, got {self.steps}")
-        if self.epochs <= 0:
-            raise UserError(f"--epochs must be > 0, got {self.epochs}")
-        if self.lr <= 0:
-            raise UserError(f"--lr must be > 0, got {self.lr}")
+        for name in ("epochs", "lr"):  # `not x > 0` refuses NaN too, which `x <= 0` lets through
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise UserError(f"--{name} must be a finite number > 0, got {value}")
+        for name in ("weight_decay", "max_grad_norm"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise UserError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
         if not 0 <= self.warmup_ratio < 1:
             raise UserError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.lr_scheduler not in LR_SCHEDULERS:
@@ -99,6 +104,23 @@ class Run:
 
 def total_steps(hyper: Hyper, steps_per_epoch: int) -> int:
     return hyper.steps if hyper.steps is not None else max(1, math.ceil(hyper.epochs * steps_per_epoch))
+
+
+def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0) -> tuple[int, int]:
+    """(steps per epoch, total steps), refused in one line where the data cannot fill a batch or a resumed run is
+    already past its end: checked before anything is written, and again by the loop."""
+    lengths = [len(p) for p in pairs]
+    steps_per_epoch = len(
+        epoch_batches(lengths, hyper.batch_size * world, hyper.seed, 0, hyper.group_by_length)
+    )
+    if steps_per_epoch == 0:
+        raise UserError(
+            f"{len(pairs)} training pairs do not fill one batch of {hyper.batch_size} x {world} processes"
+        )
+    total = total_steps(hyper, steps_per_epoch)
+    if resume_step >= total:
+        raise UserError(f"the checkpoint is at step {resume_step}, the run has only {total} steps")
+    return steps_per_epoch, total
 
 
 def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
@@ -189,14 +211,7 @@ def train_loop(run: Run) -> Path:
     world, rank, main = acc.num_processes, acc.process_index, acc.is_main_process
     global_batch = hyper.batch_size * world
     lengths = [len(p) for p in run.pairs]
-    steps_per_epoch = len(epoch_batches(lengths, global_batch, hyper.seed, 0, hyper.group_by_length))
-    if steps_per_epoch == 0:
-        raise UserError(
-            f"{len(run.pairs)} training pairs do not fill one batch of {hyper.batch_size} x {world} processes"
-        )
-    total = total_steps(hyper, steps_per_epoch)
-    if run.resume_step >= total:
-        raise UserError(f"the checkpoint is at step {run.resume_step}, the run has only {total} steps")
+    steps_per_epoch, total = step_plan(hyper, run.pairs, world, run.resume_step)
 
     lm = SkipLM(run.model).train()
     optimizer = make_optimizer(lm, hyper)
@@ -233,8 +248,8 @@ def train_loop(run: Run) -> Path:
         acc.wait_for_everyone()
         settings = {**run.settings, "state": {**state(), "elapsed_s": elapsed()}}
         where = staging_dir(target) if resumable else target
-        if main and resumable and where.exists():
-            shutil.rmtree(where)  # a staging folder an earlier interruption left: never resumed from
+        if main and resumable:
+            start_staging(where, run.out_dir)  # one an earlier interruption of this run left is cleared
         acc.wait_for_everyone()
         if main:
             model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
@@ -246,7 +261,7 @@ def train_loop(run: Run) -> Path:
             save_state(where, optimizer, scheduler, rank, main)
             acc.wait_for_everyone()
             if main:
-                publish_checkpoint(where, target)
+                publish_checkpoint(where, target, run.out_dir)
         acc.wait_for_everyone()
 
     while step < total:
@@ -289,6 +304,12 @@ def train_loop(run: Run) -> Path:
             tokens_seen, t_interval = 0, time.perf_counter()
             log.write(record)
             bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
+            if main and not hyper.progress:  # no bar: a line per --log-every steps instead
+                print(
+                    f"step {step}/{total}: loss {mean:.4f}, lr {lr:.2e}, {speed:.0f} target tokens/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             running, running_n = torch.zeros_like(running), 0
         # dev loss every --eval-every steps, and always at the end when there is dev data
         if run.eval_pairs and ((hyper.eval_every and step % hyper.eval_every == 0) or step == total):
@@ -299,7 +320,7 @@ def train_loop(run: Run) -> Path:
         if hyper.save_every and (step % hyper.save_every == 0 or step == total):
             save(run.checkpoint_dir / checkpoint_name(step), resumable=True)
             if main:
-                prune_checkpoints(run.checkpoint_dir, hyper.keep_checkpoints)
+                prune_checkpoints(run.checkpoint_dir, hyper.keep_checkpoints, run.out_dir)
     bar.close()
     save(run.out_dir, resumable=False)
     log.close()

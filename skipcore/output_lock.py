@@ -1,0 +1,80 @@
+"""One writer per output: a lock file holding the writer's pid, taken before anything is written and removed when
+the run ends. A second run on the same output is refused in one line; a lock left by a process that is no longer
+running is taken over (with a warning). Used by `sweep` (beside its results file) and `train` (beside its --out
+folder)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+from skipcore.errors import UserError
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    except (OverflowError, ValueError):  # not a pid at all
+        return False
+    return True
+
+
+def lock_path(output: Path) -> Path:
+    """The lock beside an output file or folder: `.<name>.lock`."""
+    return output.with_name(f".{output.name}.lock")
+
+
+class OutputLock:
+    """`with OutputLock(out, "sweep"):` holds `.<out name>.lock` for the block (`what` names the tool in messages)."""
+
+    def __init__(self, output: Path, what: str) -> None:
+        self.output, self.what, self.path = output, what, lock_path(output)
+
+    def __enter__(self) -> OutputLock:
+        self.take()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def take(self) -> None:
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pid = self._holder()
+                if pid and _alive(pid):
+                    raise UserError(
+                        f"another {self.what} (pid {pid}) is writing {self.output}; wait for it to finish or choose "
+                        f"another --out (remove {self.path} only if no such {self.what} is running)"
+                    ) from None
+                try:
+                    self.path.unlink(missing_ok=True)
+                except OSError as e:  # a folder, or a place this user cannot change
+                    raise UserError(f"cannot take the lock {self.path}: {e.strerror or e}") from None
+                warnings.warn(
+                    f"taking over {self.path}, left by a {self.what} that is no longer running", stacklevel=3
+                )
+                continue
+            except OSError as e:
+                raise UserError(f"cannot write {self.output}: {e.strerror or e} ({self.path})") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return
+        raise UserError(f"cannot take the lock {self.path}; another {self.what} is starting on {self.output}")
+
+    def _holder(self) -> int:
+        try:
+            return int(self.path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def release(self) -> None:
+        """Remove the lock if this process holds it (never another's)."""
+        if self._holder() == os.getpid():
+            self.path.unlink(missing_ok=True)
