@@ -17,6 +17,7 @@ from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
 from app.dashboard.tracefiles import read_uploaded_table
 from skipcore import plots
 from skipcore.errors import UserError
+from skipcore.measure.paired_timing import flag_texts
 
 SHIPPED, UPLOAD, RUN = "Shipped sweep", "Upload a sweep file", "Run a small sweep here"
 RESULT_KEY = "tradeoff_sweep"
@@ -250,7 +251,7 @@ def draw(df: pd.DataFrame) -> None:
             "where a pass over several tokens costs about as much as one. draft_target is the target speedup of "
             "the schedule it drafts with."
         )
-    flagged = df["timing_flag"].fillna("").astype(str).ne("") if "timing_flag" in df else None
+    flagged = flag_texts(df["timing_flag"]).ne("") if "timing_flag" in df else None
     if flagged is not None and flagged.any():
         st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
     for what, x in axes:

@@ -11,6 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import pareto_front
 from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors
 
@@ -43,7 +44,7 @@ def tradeoff_chart(
     interval = lo in data and hi in data and data[[lo, hi]].notna().any().any()
     flagged = x.startswith("wall_speedup") and "timing_flag" in data
     if flagged:
-        data["timing"] = np.where(data["timing_flag"].fillna("").astype(str) != "", "flagged", "ok")
+        data["timing"] = np.where(flag_texts(data["timing_flag"]) != "", "flagged", "ok")
     tips = [
         c for c in dict.fromkeys([color, x, *([lo, hi] if interval else []), y, *tooltip]) if c and c in data
     ] + (["timing_flag"] if flagged else [])
