@@ -359,7 +359,7 @@ def test_tradeoffs_from_an_uploaded_sweep(model_dir):
     assert by_key(at.selectbox, "to_xm").value == "wall_speedup_decode"
     front = at.dataframe[0].value  # the largest batch size is shown first
     assert list(front["layer_speedup"]) == [1.0, 1.5, 2.0, 3.0]
-    assert list(front["series"]) == ["full", "calm", "skip", "skip"]
+    assert list(front["series"]) == ["full depth", "calm", "skip", "skip"]
     measured = at.dataframe[1].value  # the Pareto front on the measured axis too
     assert list(measured["wall_speedup_decode"]) == pytest.approx([0.8, 1.2, 1.6, 2.4])
     by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
@@ -704,7 +704,8 @@ def test_tradeoffs_intervals_flags_and_colour_families(model_dir):
     scale = line["encoding"]["color"]["scale"]
     colour = dict(zip(scale["domain"], scale["range"], strict=True))
     assert (
-        colour["skip"] != colour["skip · baseline"] and colour["skip · baseline"] != colour["exit · baseline"]
+        colour["skip"] != colour["skip · base model"]
+        and colour["skip · base model"] != colour["exit · base model"]
     )
     assert "flagged" in " ".join(w.value for w in at.warning)
     front = at.dataframe[1].value
@@ -767,7 +768,16 @@ def test_tradeoffs_draw_adaptive_as_its_own_series_against_the_static_front(mode
     )
     assert line["encoding"]["color"]["field"] == "series"
     rows = at.dataframe[3].value  # all rows at batch 8, as drawn (dataframes have no key in AppTest)
-    assert sorted(rows["series"]) == ["adaptive", "adaptive", "calm", "exit", "exit", "full", "skip", "skip"]
+    assert sorted(rows["series"]) == [
+        "adaptive",
+        "adaptive",
+        "calm",
+        "exit",
+        "exit",
+        "full depth",
+        "skip",
+        "skip",
+    ]
     points = next(layer for layer in theory["layer"] if layer["mark"]["type"] == "circle")
     assert {"adaptive_threshold", "adaptive_drop", "adaptive_min_layers"} <= {
         t["field"] for t in points["encoding"]["tooltip"]
@@ -775,7 +785,7 @@ def test_tradeoffs_draw_adaptive_as_its_own_series_against_the_static_front(mode
     # the front of every setting: the adaptive point at 2.5x beats the static 2x and CALM
     front = at.dataframe[0].value
     assert list(front["layer_speedup"]) == [1.0, 2.5, 3.0]
-    assert list(front["series"]) == ["full", "adaptive", "skip"]
+    assert list(front["series"]) == ["full depth", "adaptive", "skip"]
     assert front["adaptive_threshold"].iloc[1] == 0.3
     # each dynamic setting placed against the static front (same model, at least as fast)
     placed = at.dataframe[2].value.set_index("layer_speedup")
@@ -801,7 +811,7 @@ def test_tradeoff_chart_draws_the_front_of_the_rows_it_is_given():
         drawn = spec["datasets"][dashed["data"]["name"]]
         assert [d["layer_speedup"] for d in drawn] == expected
         series = {d["series"] for d in spec["datasets"][spec["layer"][1]["data"]["name"]]}
-        assert {"adaptive", "calm", "skip", "full"} <= series
+        assert {"adaptive", "calm", "skip", "full depth"} <= series
 
 
 def test_tradeoffs_without_dynamic_rows_offer_no_static_front_choice(model_dir):
@@ -939,7 +949,7 @@ def test_tradeoff_charts_place_speculative_and_transformers_series(speculative_s
     df = sweeps.with_measured(sweeps.with_series(pd.read_parquet(speculative_sweep)))
     by_series = df.groupby("series")["policy"].first()
     assert by_series.to_dict() == {
-        "full": "static",
+        "full depth": "static",
         "skip": "static",
         "speculative": "speculative",
         "transformers": "transformers",
@@ -957,7 +967,7 @@ def test_tradeoff_charts_place_speculative_and_transformers_series(speculative_s
 
     # theoretical: generate() has no layer counts, so its rows are dropped (and named), speculative's are < 1x
     theory = drawn("layer_speedup").set_index("series")
-    assert sorted(theory.index) == ["full", "skip", "speculative"]
+    assert sorted(theory.index) == ["full depth", "skip", "speculative"]
     assert theory.loc["speculative", "layer_speedup"] < 1 and theory.loc["speculative", "draft_target"] == 2.0
     assert sweeps.unplaced(one, "layer_speedup", "bleu") == "transformers (1), transformers early exit (1)"
     assert sweeps.unplaced(one, "flops_speedup_with_prompt", "bleu") is None  # torch counted its FLOPs
@@ -1003,8 +1013,14 @@ def test_tradeoffs_page_draws_speculative_and_transformers_rows(model_dir, specu
         data = next(d for d in chart.proto.datasets if d.name == points["data"]["name"])
         return set(convert_arrow_bytes_to_pandas_df(data.data.data)["series"])
 
-    assert series(theory) == {"full", "skip", "speculative"}
-    assert series(measured) == {"full", "skip", "speculative", "transformers", "transformers early exit"}
+    assert series(theory) == {"full depth", "skip", "speculative"}
+    assert series(measured) == {
+        "full depth",
+        "skip",
+        "speculative",
+        "transformers",
+        "transformers early exit",
+    }
     notes = " ".join(c.value for c in at.caption)
     assert (
         "Not on this chart (no layer_speedup or bleu): transformers (1), transformers early exit (1)" in notes
