@@ -203,6 +203,7 @@ def _figures(model_dirs) -> dict[str, object]:
         "masks_figure": plots.masks_figure({"a": schedule}, 8),
         "mask_heatmap": plots.mask_heatmap(["1111", "1001"], hover=["step 0", "step 1"]),
         "exit_heatmap": plots.exit_heatmap(speculative, 0),
+        "stacked_exit_heatmap": plots.stacked_exit_heatmap({"speculative": speculative, "skip": batches}, 0),
         "cost_figure": plots.cost_figure(steps),
         "kv_cache_figure": plots.kv_cache_figure(holes, 3),
         "step_latency_figure": plots.step_latency_figure(batches),
@@ -233,7 +234,6 @@ def test_every_figure_builder_takes_its_colours_from_the_palette(model_dirs):
         style.SKIPPED,
         style.KV_HOLE,
         style.INK,
-        *style.SKIP_MARK,
         style.translucent(style.ACTUAL_COLOR, 0.2),
     }
     allowed |= {

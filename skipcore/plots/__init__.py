@@ -34,7 +34,7 @@ from skipcore.plots.schedule import (
 )
 from skipcore.plots.series import series_figure
 from skipcore.plots.style import ACTUAL_COLOR, DRAFT_COLOR, FULL_COLOR, KV_HOLE, MASK_COLORSCALE, RAN, SKIPPED
-from skipcore.plots.trace import display_token, exit_heatmap, sample_rows
+from skipcore.plots.trace import display_token, exit_heatmap, sample_rows, stacked_exit_heatmap
 from skipcore.plots.tradeoffs import speedup_comparison_chart, sweep_series, tradeoff_chart
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "schedule_mask_figure",
     "series_figure",
     "speedup_comparison_chart",
+    "stacked_exit_heatmap",
     "speedups_by_prompt_length",
     "step_latency_figure",
     "sweep_series",
