@@ -149,12 +149,13 @@ def role_suffix(role: object) -> str:
 
 
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB': KV caches span bytes (tiny models) to GiB (real ones)."""
+    """1536 -> '1.5 KiB', 551,000 -> '538 KiB': three significant digits at most (KV caches span bytes, for tiny
+    models, to GiB, for real ones; a metric's box has room for a short number)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:.0f} {unit}" if unit == "B" or abs(n) >= 999.5 else f"{n:.3g} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB"  # unreachable; keeps type checkers content
+    return f"{n:.3g} TiB"  # unreachable; keeps type checkers content
 
 
 def _family(name: str) -> str | None:

@@ -528,7 +528,7 @@ def test_explorer_oversized_file(model_dir, sample_trace, monkeypatch):
     monkeypatch.setenv(paths.MAX_TRACE_MB_ENV, str(1 / 1024))  # 1 KiB
     data, name, _ = tracefiles.trace_download(*sample_trace, "parquet")
     at = upload(open_app("explorer"), name, data)
-    assert "over the 1.0 KiB limit" in errors(at)
+    assert "over the 1 KiB limit" in errors(at)
     assert not charts(at)
 
 
@@ -567,7 +567,8 @@ def test_pareto_front_and_token_labels():
     assert list(zip(front["x"], front["y"], strict=True)) == [(2, 9), (4, 7)]
     assert plots.display_token("</s>") == "&lt;/s&gt;"
     assert plots.display_token(" \n") == "␣↵" and plots.display_token(" The") == "The"
-    assert plots.human_bytes(1536) == "1.5 KiB"
+    assert plots.human_bytes(1536) == "1.5 KiB" and plots.human_bytes(551_000) == "538 KiB"  # 3 digits at most
+    assert plots.human_bytes(1023) == "1023 B" and plots.human_bytes(1000 * 1024) == "1000 KiB"
 
 
 # -- fixes found in a real browser (issue 16, part 4) and timing honesty (issue 13) ------------------------

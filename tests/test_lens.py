@@ -40,6 +40,7 @@ from tests.test_browser import (  # noqa: F401 (fixtures and helpers of the brow
     _goto,
     _shot,
     _wait_idle,
+    browser,
     page,
     server,
 )

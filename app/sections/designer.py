@@ -217,10 +217,12 @@ def export(schedule: Schedule, max_new_tokens: int) -> None:
     )
     source = current_choice().source
     model = current_choice().shown() if source else "MODEL_DIR"
-    st.code(
-        f"python -m skipcore generate --model {model} \\\n"
+    st.code(  # short lines: a wrapped line would hide where one flag ends
+        f"python -m skipcore generate \\\n"
+        f"    --model {model} \\\n"
         f"    --schedule-json schedule.json --max-new-tokens {max_new_tokens} \\\n"
-        "    --prompt $'MR: name[The Eagle], food[French]\\nText:' --trace trace.parquet",
+        "    --prompt $'MR: name[The Eagle], food[French]\\nText:' \\\n"
+        "    --trace trace.parquet",
         language="bash",
         wrap_lines=True,
     )

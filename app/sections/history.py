@@ -18,22 +18,21 @@ GENERATE_RESULT = "generate_result"  # the Generate page's result (app/sections/
 
 
 def listing(runs) -> pd.DataFrame:
-    """One row per run: when, what, and its speedups."""
+    """One short row per run: when, on what, under which schedule, and what it gave (every setting is in the
+    expander below the table)."""
     rows = []
     for r in runs:
         words = {name: value[0] for name, value in r.settings.items()}
         rows.append(
             {
                 "run": r.id,
-                "created (UTC)": r.created.replace("T", " ").removesuffix("+00:00"),
-                "model": words.get("model", "?"),
+                "UTC": r.created[5:16].replace("T", " "),
+                "model": words.get("model", "?").rsplit("/", 1)[-1],
                 "schedule": r.label,
-                "prompts": words.get("prompts", "?"),
+                "prompts": words.get("prompts", "?").split(" (", 1)[0],
                 "tokens": words.get("tokens", "?"),
-                "decoding": words.get("decoding", "?"),
-                column_title("layer_speedup"): r.summary.get("layer_speedup"),
-                column_title("flops_speedup_decode"): r.summary.get("flops_speedup_decode"),
-                column_title("kv_saved_fraction"): r.summary.get("kv_saved_fraction"),
+                "layer speedup": r.summary.get("layer_speedup"),
+                "FLOPs speedup": r.summary.get("flops_speedup_decode"),
             }
         )
     return pd.DataFrame(rows)
@@ -70,6 +69,7 @@ def compare(store: RunStore, chosen) -> None:
     st.dataframe(
         table,
         hide_index=True,
+        placeholder="-",
         column_config={
             **{c: speedup for c in table.columns if "speedup" in c},
             column_title("kv_saved_fraction"): st.column_config.NumberColumn(format="percent"),
@@ -101,10 +101,10 @@ def main() -> None:
         on_select="rerun",
         selection_mode="multi-row",
         column_config={
-            "run": st.column_config.NumberColumn(format="#%d"),
-            column_title("layer_speedup"): speedup,
-            column_title("flops_speedup_decode"): speedup,
-            column_title("kv_saved_fraction"): st.column_config.NumberColumn(format="percent"),
+            "run": st.column_config.NumberColumn(format="#%d", width="small"),
+            "tokens": st.column_config.TextColumn(width="small"),
+            "layer speedup": speedup,
+            "FLOPs speedup": speedup,
         },
     )
     rows = picked.selection.rows if picked is not None else []

@@ -23,7 +23,7 @@ from app.dashboard.tracefiles import read_uploaded_table
 from app.dashboard.trained import generation_defaults
 from skipcore import plots
 from skipcore.errors import UserError
-from skipcore.labels import column_title
+from skipcore.labels import column_title, setting_label
 from skipcore.measure.paired_timing import flag_texts
 
 PROGRESS_COLUMNS = {
@@ -341,7 +341,7 @@ def draw(df: pd.DataFrame) -> None:
         front = plots.pareto_front(df if front_rows is None else front_rows, x, y)
         extra = [f"{x}_lo", f"{x}_hi", "timing_flag"] if what == "measured" else []
         cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips]) if c in front]
-        st.dataframe(front[cols], hide_index=True, key=f"to_front_{what}")
+        show_rows(front[cols], f"to_front_{what}")
     dynamic = sweeps.against_static_front(df, x_theory, y)
     if dynamic is not None:
         st.subheader("Dynamic policies against the static front")
@@ -352,11 +352,28 @@ def draw(df: pd.DataFrame) -> None:
             f"{column_title(x_theory)} are not placed."
         )
         cols = [
-            c for c in dict.fromkeys([color, *tips, x_theory, y, f"front_{y}", "vs_front", "front_position"])
+            c for c in dict.fromkeys([color, x_theory, y, f"front_{y}", "vs_front", "front_position", *tips])
         ]
-        st.dataframe(dynamic[[c for c in cols if c in dynamic]], hide_index=True, key="to_vs_static")
+        show_rows(dynamic[[c for c in cols if c in dynamic]], "to_vs_static")
     with st.expander(f"All {len(df)} rows"):
         st.dataframe(df, hide_index=True, key="to_all_rows")
+
+
+def show_rows(rows: pd.DataFrame, key: str) -> None:
+    """Sweep rows as a table that fits: each row's setting in words first, the columns no row fills left out,
+    every column titled in words and its numbers rounded as the quantity reads (the data keeps its names)."""
+    shown = rows.loc[:, [c for c in rows.columns if not rows[c].isna().all()]]
+    shown.insert(min(1, len(shown.columns)), "setting", [setting_label(r) for _, r in rows.iterrows()])
+    config = {}
+    for c in shown.columns:
+        numeric = pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])
+        fmt = "%.2fx" if "speedup" in c else "%.1f" if c in sweeps.quality_columns(shown) else "%.3g"
+        config[c] = (
+            st.column_config.NumberColumn(column_title(c), format=fmt)
+            if numeric
+            else st.column_config.TextColumn(column_title(c))
+        )
+    st.dataframe(shown, hide_index=True, key=key, column_config=config, placeholder="-")
 
 
 def main() -> None:

@@ -108,7 +108,14 @@ def tradeoff_chart(
     if interval:
         layers.append(base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=f"{lo}:Q", x2=f"{hi}:Q"))
     shape = (
-        alt.Shape(f"{MODEL_COLUMN}:N", title="model", scale=model_scale(data))
+        alt.Shape(
+            f"{MODEL_COLUMN}:N",
+            title="model",
+            scale=model_scale(data),
+            legend=alt.Legend(
+                orient="top", direction="horizontal", labelLimit=0
+            ),  # above: room for long names
+        )
         if models
         else alt.value("circle")
     )
