@@ -567,7 +567,9 @@ def test_pareto_front_and_token_labels():
     assert list(zip(front["x"], front["y"], strict=True)) == [(2, 9), (4, 7)]
     assert plots.display_token("</s>") == "&lt;/s&gt;"
     assert plots.display_token(" \n") == "␣↵" and plots.display_token(" The") == "The"
-    assert plots.human_bytes(1536) == "1.5 KiB" and plots.human_bytes(551_000) == "538 KiB"  # 3 digits at most
+    assert (
+        plots.human_bytes(1536) == "1.5 KiB" and plots.human_bytes(551_000) == "538 KiB"
+    )  # 3 digits at most
     assert plots.human_bytes(1023) == "1023 B" and plots.human_bytes(1000 * 1024) == "1000 KiB"
 
 
