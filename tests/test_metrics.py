@@ -249,3 +249,23 @@ def test_cold_offline_process(tmp_path: Path) -> None:
     assert list((tmp_path / "hf" / "modules").rglob("skip_bleu.py")), (
         "module was not copied into the cold cache"
     )
+
+
+def test_slot_accuracy_counts_names_and_landmarks_verbatim():
+    from skipcore.metrics.slots import mr_slots, slot_accuracy
+
+    mr = "name[The Eagle], eatType[pub], near[Burger King]"
+    assert mr_slots(mr) == {"name": "The Eagle", "eatType": "pub", "near": "Burger King"}
+    assert mr_slots("customer rating[5 out of 5]")["customer rating"] == "5 out of 5"
+    sources = [mr, mr, "name[Aromi], food[French]", "name[Aromi]"]
+    outputs = [
+        "The Eagle is a pub near Burger King.",  # both
+        "The Eagle is a pub near the burger king.",  # the landmark not verbatim
+        "Aromi serves French food.",  # no near slot: name only
+        "The Eagle is a pub.",  # the wrong restaurant: BLEU would barely notice
+    ]
+    got = slot_accuracy(sources, outputs)
+    assert got == {"slot_name": 75.0, "slot_near": 50.0, "slot_all": 50.0}
+    assert (
+        slot_accuracy(["Input: x"], ["y"])["slot_name"] != slot_accuracy(["Input: x"], ["y"])["slot_name"]
+    )  # NaN

@@ -18,6 +18,8 @@ for _module in ("nbformat", "nbclient", "ipykernel"):
 import nbclient  # noqa: E402
 import nbformat  # noqa: E402
 
+from skipcore.models.catalog import REAL_MODELS, installed  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -30,12 +32,14 @@ NEEDS = {  # the shipped files each notebook runs on (a model's weights are writ
     "03_skip_aware_finetuning": [BASE_MODEL],
     "04_tradeoff_curves": [MODEL, SWEEP],
     "05_layer_lens": [MODEL, BASE_MODEL],
+    "07_real_model": [],  # and an installed real model (REAL_NEEDS)
     "06_beyond_the_paper": [
         MODEL,
         ROOT / "data/sweeps/policies_llama.parquet",
         ROOT / "data/sweeps/policies_opt.parquet",
     ],
 }
+REAL_NEEDS = {"07_real_model": ["smollm2-135m"]}  # real models from their PyPI packages
 CELL_TIMEOUT_S = 300  # one cell (03's training runs are the longest, ~10 s on an idle 2-core CPU)
 NOTEBOOK_LIMIT_S = 600  # a runaway guard; each notebook takes under two minutes on an idle 2-core CPU
 KERNEL_ENV = {
@@ -78,6 +82,9 @@ def test_notebook_runs(path, record_property):
     missing = _missing(path.stem)
     if missing:
         pytest.skip(f"{path.name} needs the shipped {', '.join(str(p.relative_to(ROOT)) for p in missing)}")
+    for name in REAL_NEEDS.get(path.stem, []):
+        if not installed(REAL_MODELS[name]):
+            pytest.skip(f"{path.name} needs {name}: {REAL_MODELS[name].install}")
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,

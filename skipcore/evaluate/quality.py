@@ -14,6 +14,7 @@ from skipcore.errors import UserError
 from skipcore.labels import setting_label
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.metrics import DEFAULT_METRICS, score_texts
+from skipcore.metrics.slots import slot_accuracy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,8 +62,12 @@ def score_outputs(
     token_ids: Sequence[Sequence[int]],
     metrics: Iterable[str] | str = DEFAULT_METRICS,
 ) -> dict:
-    """Scores of each text's first line against all its example's references, with the output's size."""
-    scores = score_texts([first_line(t) for t in texts], [e.references for e in examples], metrics)
+    """Scores of each text's first line against all its example's references, with the output's size; for E2E
+    data also slot accuracy (the share of outputs naming their MR's restaurant, and its landmark, verbatim)."""
+    lines = [first_line(t) for t in texts]
+    scores = score_texts(lines, [e.references for e in examples], metrics)
+    if all(e.task == "e2e" for e in examples):
+        scores.update(slot_accuracy([e.source for e in examples], lines))
     return {
         **scores,
         "num_examples": len(examples),

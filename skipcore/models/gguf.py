@@ -147,6 +147,9 @@ def repair_tokenizer(tokenizer, config, fields: dict) -> None:
         i = getattr(config, f"{role}_token_id", None)
         if isinstance(i, int) and 0 <= i < len(tokenizer):
             setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(i))
+    # transformers' converter sets it for BPE files, where it ignores it (warning on every load): it would strip
+    # spaces before punctuation, which a BPE tokenizer encodes
+    tokenizer.clean_up_tokenization_spaces = False
     backend = tokenizer.backend_tokenizer
     if isinstance(backend.model, Unigram) and fields.get("model") == "llama" and not fields.get("has_merges"):
         from transformers.convert_slow_tokenizer import generate_merges

@@ -123,7 +123,9 @@ def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
     from safetensors.torch import save_file
 
     out = Path(out)
-    state = _peft().get_peft_model_state_dict(peft_model, save_embedding_layers=False)  # no hub look-up of the base
+    state = _peft().get_peft_model_state_dict(
+        peft_model, save_embedding_layers=False
+    )  # no hub look-up of the base
     if dtype is not None:
         state = {k: v.to(dtype) for k, v in state.items()}
     save_file(
