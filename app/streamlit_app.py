@@ -1,8 +1,10 @@
 """skipcore dashboard: `streamlit run app/streamlit_app.py`.
 
-Design a SkipDecode schedule, run it on a model, look at the per-token trace, weigh quality against speedup
-and compare policies. Opens on the shipped model (data/models/skipdecode-opt-e2e) with no downloads;
-SKIPCORE_APP_MODEL=/path/to/model points it at another local directory.
+Design a SkipDecode schedule, run it on a model, look at the per-token trace, keep and compare runs, weigh quality
+against speedup and compare policies. Opens on the shipped model (data/models/skipdecode-opt-e2e) with no
+downloads; the sidebar also offers the installed real models and any local folder or .gguf file, and
+SKIPCORE_APP_MODEL=/path/to/model makes another local folder the default. Every page keeps its settings in the
+address.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ SECTIONS = APP_DIR / "sections"
 PAGES = [
     st.Page(SECTIONS / "designer.py", title="Schedule designer", icon=":material/tune:", default=True),
     st.Page(SECTIONS / "generate.py", title="Generate and trace", icon=":material/play_arrow:"),
+    st.Page(SECTIONS / "history.py", title="Run history", icon=":material/history:"),
     st.Page(SECTIONS / "tradeoffs.py", title="Trade-offs", icon=":material/scatter_plot:"),
     st.Page(SECTIONS / "compare.py", title="Compare policies", icon=":material/compare:"),
     st.Page(SECTIONS / "explorer.py", title="Trace explorer", icon=":material/search:"),
     st.Page(SECTIONS / "lens.py", title="Layer lens", icon=":material/layers:"),
 ]
 
-st.set_page_config(page_title="skipcore", page_icon=":material/layers:", layout="wide")
+# the favicon is a file of the app: an icon name would be fetched from the internet, which fails offline
+st.set_page_config(page_title="skipcore", page_icon=str(APP_DIR / "static" / "favicon.png"), layout="wide")
 page = st.navigation(PAGES)
 model_sidebar()
 format_picker()

@@ -18,22 +18,89 @@ Ray tasks (`run_sweep(cfg, executor=RayExecutor(address=...))`);
 these same calls.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from skipcore._moved import install as _install_moved_modules
-from skipcore.adapters import ModelShapes, shapes_from_config
-from skipcore.decode.engine import SkipEngine
-from skipcore.decode.outputs import GenerationResult
-from skipcore.decode.sampling import Sampling
-from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
-from skipcore.evaluate import InProcessExecutor, RayExecutor, SweepConfig, read_sweep, run_sweep, sweep_rows
-from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
-from skipcore.measure.summary import step_time_spread, summarize
-from skipcore.models.loading import load_model
-from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
-from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
-from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 from skipcore.version import __version__
 
-_install_moved_modules()  # old module paths (`skipcore.decode.engine`, ...) keep working for one release, with a warning
+# public name -> the module that defines it. Imported on first use (PEP 562), so `import skipcore` and the command
+# line's `--help` do not pay for torch and transformers; `from skipcore import SkipEngine` works as before.
+_EXPORTS: dict[str, str] = {
+    "ModelShapes": "skipcore.adapters",
+    "shapes_from_config": "skipcore.adapters",
+    "SkipEngine": "skipcore.decode.engine",
+    "GenerationResult": "skipcore.decode.outputs",
+    "Sampling": "skipcore.decode.sampling",
+    "ArgumentTypeError": "skipcore.errors",
+    "ScheduleError": "skipcore.errors",
+    "UserError": "skipcore.errors",
+    "InProcessExecutor": "skipcore.evaluate",
+    "RayExecutor": "skipcore.evaluate",
+    "SweepConfig": "skipcore.evaluate",
+    "read_sweep": "skipcore.evaluate",
+    "run_sweep": "skipcore.evaluate",
+    "sweep_rows": "skipcore.evaluate",
+    "LensResult": "skipcore.lens",
+    "compare_with_full_depth": "skipcore.lens",
+    "layer_lens": "skipcore.lens",
+    "step_time_spread": "skipcore.measure.summary",
+    "summarize": "skipcore.measure.summary",
+    "load_model": "skipcore.models.loading",
+    "AdaptivePolicy": "skipcore.policies",
+    "CalmPolicy": "skipcore.policies",
+    "DepthPolicy": "skipcore.policies",
+    "SpeculativePolicy": "skipcore.policies",
+    "StaticPolicy": "skipcore.policies",
+    "Schedule": "skipcore.schedule",
+    "full_schedule": "skipcore.schedule",
+    "schedule_for_speedup": "skipcore.schedule",
+    "TRACE_COLUMNS": "skipcore.traces",
+    "TraceSchemaError": "skipcore.traces",
+    "read_trace": "skipcore.traces",
+    "validate_trace": "skipcore.traces",
+    "write_trace": "skipcore.traces",
+}
+
+if TYPE_CHECKING:  # what type checkers and the API reference see
+    from skipcore.adapters import ModelShapes, shapes_from_config
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.decode.outputs import GenerationResult
+    from skipcore.decode.sampling import Sampling
+    from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
+    from skipcore.evaluate import (
+        InProcessExecutor,
+        RayExecutor,
+        SweepConfig,
+        read_sweep,
+        run_sweep,
+        sweep_rows,
+    )
+    from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
+    from skipcore.measure.summary import step_time_spread, summarize
+    from skipcore.models.loading import load_model
+    from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
+    from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
+    from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module the first time it is asked for."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skipcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+_install_moved_modules()  # old module paths (`skipcore.engine`, ...) keep working for one release, with a warning
 
 __all__ = [
     "TRACE_COLUMNS",

@@ -15,6 +15,9 @@ from collections.abc import Sequence
 
 FULL_DEPTH = "full depth"
 MODEL_ROLE = "model"  # a sweep's model (its `model_role`); any other role is a baseline model
+# how a sweep's `model_role` reads in a legend: the model is named by its name alone, the baseline (the same network
+# before skip-aware training, by the sweep's convention) as a base model, never "baseline" (read as full depth)
+ROLE_WORDS = {MODEL_ROLE: "", "baseline": "base model"}
 
 # THE palette: one hue per setting family, (the model's rows, a baseline model's rows: the same hue, lighter).
 # Its order is the order in which names that are no family (models, runs, batches) take the hues left free.
@@ -88,13 +91,71 @@ def setting_label(setting: object) -> str:
     return policy
 
 
+# a table column as an axis, legend or table heading says it: in words, not the column's name
+COLUMN_TITLES: dict[str, str] = {
+    "layer_speedup": "layer speedup (realised)",
+    "layer_speedup_token_mean": "layer speedup (mean per token)",
+    "batch_layer_speedup": "layer speedup per batch step",
+    "flops_speedup_decode": "FLOPs speedup (decode)",
+    "flops_speedup_with_prompt": "FLOPs speedup (with the prompt)",
+    "batch_flops_speedup_decode": "FLOPs speedup per batch step (decode)",
+    "target_speedup": "target layer speedup",
+    "schedule_speedup": "schedule layer speedup",
+    "wall_speedup_decode": "measured decode speedup vs full depth",
+    "wall_speedup_total": "measured end-to-end speedup vs full depth",
+    "wall_speedup": "measured speedup vs full depth",
+    "wall_speedup_of": "measured over",
+    "bleu": "BLEU",
+    "rougeL": "ROUGE-L",
+    "rouge1": "ROUGE-1",
+    "rouge2": "ROUGE-2",
+    "chrf": "chrF",
+    "series": "policy or mode",
+    "model_role": "model role",
+    "batch_size": "batch size",
+    "tokens_per_s": "tokens per second",
+    "tokens_per_full_pass": "tokens per full-depth pass",
+    "draft_acceptance": "drafts accepted",
+    "draft_tokens": "draft tokens",
+    "draft_target": "draft schedule's target",
+    "kv_saved_fraction": "KV cache saved",
+    "decode_ms_per_step": "ms per decode step",
+    "mean_layers_run": "mean layers run",
+    "num_layers_run": "layers run",
+    "calm_threshold": "CALM threshold",
+    "adaptive_threshold": "adaptive threshold",
+    "adaptive_drop": "adaptive drop",
+    "adaptive_min_layers": "adaptive floor (layers)",
+    "assistant_exit": "assistant exit layer",
+    "max_layers": "max layers",
+    "min_layers": "min layers",
+    "timing_flag": "timing flag",
+}
+
+
+def column_title(column: str) -> str:
+    """'layer_speedup' -> 'layer speedup (realised)': a column in words (any other name with its underscores as
+    spaces; an interval's ends as '... low/high')."""
+    for end, said in (("_lo", " (95% low)"), ("_hi", " (95% high)")):
+        if column.endswith(end) and column[: -len(end)] in COLUMN_TITLES:
+            return COLUMN_TITLES[column[: -len(end)]] + said
+    return COLUMN_TITLES.get(column, column.replace("_", " "))
+
+
+def role_suffix(role: object) -> str:
+    """What a series name carries for a model role: '' for the model, ' · base model' for the baseline."""
+    words = ROLE_WORDS.get(str(role), str(role))
+    return f" · {words}" if words else ""
+
+
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB': KV caches span bytes (tiny models) to GiB (real ones)."""
+    """1536 -> '1.5 KiB', 551,000 -> '538 KiB': three significant digits at most (KV caches span bytes, for tiny
+    models, to GiB, for real ones; a metric's box has room for a short number)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:.0f} {unit}" if unit == "B" or abs(n) >= 999.5 else f"{n:.3g} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB"  # unreachable; keeps type checkers content
+    return f"{n:.3g} TiB"  # unreachable; keeps type checkers content
 
 
 def _family(name: str) -> str | None:
@@ -109,7 +170,7 @@ def series_colors(names: Sequence[object], roles: Sequence[object] | None = None
 
     A name of a family ('skip', 'calm', 'full depth', 'skip · power') takes its family's hue; `roles` (each
     name's `model_role`, where a table has several models) makes a baseline model's rows the light shade of the
-    model's hue, its name carrying the role ('skip · baseline'). A second name of one family (another shape) and
+    model's hue, its name carrying the role ('skip · base model'). A second name of one family (another shape) and
     names of no family (models, runs, batches) take the hues this figure leaves free, in palette order.
     """
     roles = [MODEL_ROLE] * len(names) if roles is None else roles
@@ -128,4 +189,4 @@ def series_colors(names: Sequence[object], roles: Sequence[object] | None = None
 
 
 def _without_role(name: str, role: str) -> str:
-    return name if role == MODEL_ROLE else name.removesuffix(f" · {role}")
+    return name if role == MODEL_ROLE else name.removesuffix(role_suffix(role))

@@ -127,3 +127,20 @@ class RecordingPicker(TokenPicker):
     def __call__(self, logits):
         self.logits.append(logits.clone())
         return super().__call__(logits)
+
+
+@pytest.fixture(autouse=True)
+def run_history(tmp_path, monkeypatch) -> Path:
+    """Every test keeps its dashboard runs in a folder of its own, never in the user's run history."""
+    monkeypatch.setenv("SKIPCORE_APP_RUNS", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def model_dir(model_dirs, monkeypatch) -> Path:
+    """The dashboard opens on the tiny OPT model instead of the shipped one."""
+    from app.dashboard import paths
+
+    monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
+    monkeypatch.delenv(paths.MAX_TRACE_MB_ENV, raising=False)
+    return model_dirs["opt"]

@@ -29,14 +29,6 @@ TIMEOUT = 120
 MAX_NEW = 6  # short generations keep the file fast
 
 
-@pytest.fixture
-def model_dir(model_dirs, monkeypatch) -> Path:
-    """The app opens on the tiny OPT model instead of the shipped one."""
-    monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
-    monkeypatch.delenv(paths.MAX_TRACE_MB_ENV, raising=False)
-    return model_dirs["opt"]
-
-
 def open_app(page: str | None = None) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
     if page:
@@ -91,9 +83,9 @@ def test_designer_opens_on_the_default_model(model_dir):
 
 def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
     at = open_app()
-    by_key(at.slider, "w_max_layers").set_value(6)
-    by_key(at.slider, "w_min_layers").set_value(3)
-    by_key(at.selectbox, "w_mode").set_value("middle")
+    by_key(at.slider, "max_layers").set_value(6)
+    by_key(at.slider, "min_layers").set_value(3)
+    by_key(at.selectbox, "mode").set_value("middle")
     at.run()
     assert_clean(at)
     sch = Schedule.from_dict(
@@ -105,15 +97,15 @@ def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
     at.switch_page("sections/generate.py").run()
     assert "linear 6->3 (middle)" in at.caption[0].value
     at.switch_page("sections/designer.py").run()  # and the designer still shows it
-    assert by_key(at.slider, "w_min_layers").value == 3
-    assert by_key(at.selectbox, "w_mode").value == "middle"
+    assert by_key(at.slider, "min_layers").value == 3
+    assert by_key(at.selectbox, "mode").value == "middle"
 
 
 def test_exported_schedule_runs_in_the_cli(model_dir, tmp_path, capsys):
     from skipcore.commands import main
 
     at = open_app()
-    by_key(at.selectbox, "w_shape").set_value("step").run()
+    by_key(at.selectbox, "shape").set_value("step").run()
     path = tmp_path / "schedule.json"
     path.write_text(json.dumps(at.session_state["schedule"]))  # what "Download schedule JSON" holds
     trace_path = tmp_path / "t.parquet"
@@ -126,15 +118,15 @@ def test_exported_schedule_runs_in_the_cli(model_dir, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("shape", "extra", "message"),
     [
-        ("linear", {"w_max_layers": 2, "w_min_layers": 4}, "greater than max_layers"),
-        ("custom", {"w_budgets": "4, 5"}, "must not increase"),
-        ("custom", {"w_budgets": "four"}, "whole numbers"),
-        ("custom", {"w_budgets": "9"}, "outside [1, 6]"),
+        ("linear", {"max_layers": 2, "min_layers": 4}, "greater than max_layers"),
+        ("custom", {"budgets": "4, 5"}, "must not increase"),
+        ("custom", {"budgets": "four"}, "whole numbers"),
+        ("custom", {"budgets": "9"}, "outside [1, 6]"),
     ],
 )
 def test_designer_invalid_settings_show_a_message(model_dir, shape, extra, message):
     at = open_app()
-    by_key(at.selectbox, "w_shape").set_value(shape)
+    by_key(at.selectbox, "shape").set_value(shape)
     at.run()
     for key, value in extra.items():
         widget = next(w for w in [*at.slider, *at.text_input] if w.key == key)
@@ -146,24 +138,22 @@ def test_designer_invalid_settings_show_a_message(model_dir, shape, extra, messa
     assert "invalid" in errors(at) and message in errors(at)
 
 
-@pytest.mark.parametrize(
-    ("shape", "widget"), [("power", "w_alpha"), ("step", "w_stages"), ("custom", "w_budgets")]
-)
+@pytest.mark.parametrize(("shape", "widget"), [("power", "alpha"), ("step", "stages"), ("custom", "budgets")])
 def test_designer_shape_specific_controls(model_dir, shape, widget):
     at = open_app()
-    by_key(at.selectbox, "w_shape").set_value(shape)
+    by_key(at.selectbox, "shape").set_value(shape)
     at.run()
     keys = {w.key for w in [*at.slider, *at.text_input]}
     assert widget in keys
     if shape == "custom":
-        by_key(at.text_input, "w_budgets").set_value("6, 4, 4, 2").run()
+        by_key(at.text_input, "budgets").set_value("6, 4, 4, 2").run()
     assert_clean(at)
     assert Schedule.from_dict(at.session_state["schedule"]).shape == shape
 
 
 def test_designer_fit_to_target(model_dir):
     at = open_app()
-    by_key(at.number_input, "w_target").set_value(3.0)
+    by_key(at.number_input, "target").set_value(3.0)
     by_key(at.button, "fit").click().run()
     assert_clean(at)
     sch = Schedule.from_dict(at.session_state["schedule"])
@@ -178,16 +168,14 @@ def test_designer_speedups_are_over_a_typical_output(model_dirs, monkeypatch, tm
     monkeypatch.setenv(paths.MODEL_ENV, str(model))
     at = open_app()
     assert_clean(at)
-    assert (
-        by_key(at.slider, "w_speedup_over").value == 10 and by_key(at.slider, "w_max_new_tokens").value == 20
-    )
+    assert by_key(at.slider, "speedup_over").value == 10 and by_key(at.slider, "max_new_tokens").value == 20
     sch = Schedule.from_dict(at.session_state["schedule"])
     expected = schedule_for_speedup(6, 2.0, 10, "linear", "skip", 1, decay_span=8)
     assert (sch.max_layers, sch.min_layers) == (expected.max_layers, expected.min_layers)
     speedup = next(m for m in at.metric if m.label == "Layer speedup").value
     assert speedup == f"{sch.layer_speedup(10):.2f}x" != f"{sch.layer_speedup(20):.2f}x"
-    by_key(at.slider, "w_speedup_over").set_value(20)
-    by_key(at.number_input, "w_target").set_value(3.0)
+    by_key(at.slider, "speedup_over").set_value(20)
+    by_key(at.number_input, "target").set_value(3.0)
     by_key(at.button, "fit").click().run()
     sch = Schedule.from_dict(at.session_state["schedule"])
     fit = schedule_for_speedup(6, 3.0, 20, "linear", "skip", 1, decay_span=8)
@@ -199,20 +187,29 @@ def test_missing_default_model_falls_back_to_a_shape(monkeypatch, tmp_path):
     at = open_app()
     assert not at.exception
     assert "was not found" in at.sidebar.warning[0].value
-    by_key(at.sidebar.selectbox, "model_option").set_value("Shape only (no weights): opt-1.3b").run()
+    by_key(at.sidebar.selectbox, "model").set_value("shape:opt-1.3b").run()
     assert "24 layers" in at.caption[0].value  # the OPT-1.3B shape, no weights needed
     assert len(charts(at)) == 3
     at.switch_page("sections/generate.py").run()
     assert not at.exception and "choose one with weights" in at.info[0].value
-    by_key(at.sidebar.selectbox, "model_option").set_value("Local directory…").run()
-    by_key(at.sidebar.text_input, "model_local_dir").set_value(str(tmp_path / "also-missing")).run()
-    assert "Not a directory" in at.sidebar.error[0].value
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    by_key(at.sidebar.text_input, "model_path").set_value(str(tmp_path / "also-missing")).run()
+    assert "Not a folder or a .gguf file" in at.sidebar.error[0].value
 
 
 def test_local_directory_that_is_not_a_model(model_dir, tmp_path):
     at = open_app("generate")
-    by_key(at.sidebar.selectbox, "model_option").set_value("Local directory…").run()
-    by_key(at.sidebar.text_input, "model_local_dir").set_value(str(tmp_path)).run()
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    (tmp_path / "empty").mkdir()
+    by_key(at.sidebar.text_input, "model_path").set_value(str(tmp_path / "empty")).run()
+    assert not at.exception
+    assert (
+        "holds no config.json" in at.sidebar.error[0].value and "This page runs a model" in at.info[0].value
+    )
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    by_key(at.sidebar.text_input, "model_path").set_value(str(broken)).run()
     assert not at.exception
     assert "Cannot load the model" in errors(at)
 
@@ -230,7 +227,7 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     tokens = int((~result["trace"]["finished"]).sum())  # counted from the rows still running, not the cap
     assert bar.value == 100 and bar.text.startswith(f"Generated {tokens} tokens for 2 prompts")
     figs = charts(at)
-    assert len(figs) == 4 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency, history
+    assert len(figs) == 3 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency
     spec = json.loads(figs[0].proto.spec)
     assert spec["data"][0]["text"][0][0].startswith("step 0")  # hover: step, token, layers, FLOPs, log p
     assert "log p" in spec["data"][0]["text"][0][0]
@@ -256,7 +253,7 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     # the result survives a trip to another page
     at.switch_page("sections/explorer.py").run()
     at.switch_page("sections/generate.py").run()
-    assert len(charts(at)) == 4
+    assert len(charts(at)) == 3
 
 
 def test_generate_from_a_data_split(model_dir):
@@ -290,10 +287,36 @@ def test_compare_runs_every_policy(model_dir):
     assert_clean(at)
     results = at.session_state["compare_result"]["results"]
     assert list(results) == policies
-    assert len(charts(at)) == len(policies)  # one aligned heatmap per policy
+    (heatmaps,) = charts(at)  # one figure: a panel per policy, their token axes linked
+    spec = json.loads(heatmaps.proto.spec)
+    panels = [t for t in spec["data"] if t["type"] == "heatmap"]
+    assert len(panels) == len(policies)
+    axes = {k: v for k, v in spec["layout"].items() if k.startswith("xaxis")}
+    assert len(axes) == len(policies) and all(
+        v.get("matches") == "x" for k, v in axes.items() if k != "xaxis"
+    )
+    assert [a["text"] for a in spec["layout"]["annotations"]] == policies  # each panel titled by its policy
     masks = {name: set(res.trace["layer_mask"]) for name, res in results.items()}
     assert masks["skip"] != masks["exit"] != masks["middle"]  # the same budgets, different layers
     assert masks["full depth"] == {"111111"}
+
+
+def costs(at: AppTest) -> pd.DataFrame:
+    """The Compare page's costs table as numbers, one row per policy (the page shows it turned, in words)."""
+    shown = at.dataframe[0].value.set_index("measure").T  # the first table (AppTest gives dataframes no key)
+
+    def number(text: str) -> float:
+        if text == "-":
+            return float("nan")
+        return float(text.rstrip("%x")) / (100 if text.endswith("%") else 1)
+
+    return shown.map(number)
+
+
+def panels(at: AppTest) -> list[dict]:
+    """The Compare page's heatmap panels (one per policy)."""
+    spec = json.loads(by_key(charts(at), "cmp_heatmaps").proto.spec)
+    return [t for t in spec["data"] if t["type"] == "heatmap"]
 
 
 # -- trade-offs --------------------------------------------------------------------------------------------
@@ -359,7 +382,7 @@ def test_tradeoffs_from_an_uploaded_sweep(model_dir):
     assert by_key(at.selectbox, "to_xm").value == "wall_speedup_decode"
     front = at.dataframe[0].value  # the largest batch size is shown first
     assert list(front["layer_speedup"]) == [1.0, 1.5, 2.0, 3.0]
-    assert list(front["series"]) == ["full", "calm", "skip", "skip"]
+    assert list(front["series"]) == ["full depth", "calm", "skip", "skip"]
     measured = at.dataframe[1].value  # the Pareto front on the measured axis too
     assert list(measured["wall_speedup_decode"]) == pytest.approx([0.8, 1.2, 1.6, 2.4])
     by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
@@ -403,7 +426,7 @@ def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None) -> 
     at.run()
     by_key(at.button, "to_run").click().run()
     assert_clean(at)
-    return at, at.session_state["tradeoff_sweep"]
+    return at, at.session_state["tradeoff_sweep"]["table"]
 
 
 def test_tradeoffs_small_sweep_on_the_page(model_dir):
@@ -449,7 +472,7 @@ def test_explorer_opens_a_trace_of_the_shipped_sweep(model_dir, sample_trace, tm
     at = open_app("explorer")
     by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
     assert_clean(at)
-    assert by_key(at.selectbox, "explorer_sweep_trace").options == ["model · batch 1 · full depth"]
+    assert by_key(at.selectbox, "explorer_sweep_trace").options == ["model · batch 1 · full depth"]  # no name
     assert "schema OK" in at.success[0].value and len(charts(at)) == 3
 
 
@@ -505,7 +528,7 @@ def test_explorer_oversized_file(model_dir, sample_trace, monkeypatch):
     monkeypatch.setenv(paths.MAX_TRACE_MB_ENV, str(1 / 1024))  # 1 KiB
     data, name, _ = tracefiles.trace_download(*sample_trace, "parquet")
     at = upload(open_app("explorer"), name, data)
-    assert "over the 1.0 KiB limit" in errors(at)
+    assert "over the 1 KiB limit" in errors(at)
     assert not charts(at)
 
 
@@ -544,17 +567,20 @@ def test_pareto_front_and_token_labels():
     assert list(zip(front["x"], front["y"], strict=True)) == [(2, 9), (4, 7)]
     assert plots.display_token("</s>") == "&lt;/s&gt;"
     assert plots.display_token(" \n") == "␣↵" and plots.display_token(" The") == "The"
-    assert plots.human_bytes(1536) == "1.5 KiB"
+    assert (
+        plots.human_bytes(1536) == "1.5 KiB" and plots.human_bytes(551_000) == "538 KiB"
+    )  # 3 digits at most
+    assert plots.human_bytes(1023) == "1023 B" and plots.human_bytes(1000 * 1024) == "1000 KiB"
 
 
 # -- fixes found in a real browser (issue 16, part 4) and timing honesty (issue 13) ------------------------
 def test_designer_says_when_a_fit_misses_its_target(model_dir):
     at = open_app()
-    by_key(at.number_input, "w_target").set_value(2.0)
+    by_key(at.number_input, "target").set_value(2.0)
     by_key(at.button, "fit").click().run()
     assert at.success and "Fitted" in " ".join(s.value for s in at.success)
     reach = Schedule(6, "linear", "skip", 2, 2, 1).layer_speedup(32)  # the lowest budget at every step
-    by_key(at.number_input, "w_target").set_value(round(reach * 1.04, 2))  # within the fit's tolerance
+    by_key(at.number_input, "target").set_value(round(reach * 1.04, 2))  # within the fit's tolerance
     by_key(at.button, "fit").click().run()
     assert not at.exception
     got = Schedule.from_dict(at.session_state["schedule"]).layer_speedup(32)
@@ -564,8 +590,8 @@ def test_designer_says_when_a_fit_misses_its_target(model_dir):
 
 def test_designer_typical_length_beyond_generation_is_said_and_capped(model_dir):
     at = open_app()
-    by_key(at.slider, "w_max_new_tokens").set_value(10)
-    by_key(at.slider, "w_speedup_over").set_value(20).run()
+    by_key(at.slider, "max_new_tokens").set_value(10)
+    by_key(at.slider, "speedup_over").set_value(20).run()
     assert "more than the tokens to generate" in " ".join(w.value for w in at.warning)
     sch = Schedule.from_dict(at.session_state["schedule"])
     assert next(m for m in at.metric if m.label == "Layer speedup").value == f"{sch.layer_speedup(10):.2f}x"
@@ -573,8 +599,8 @@ def test_designer_typical_length_beyond_generation_is_said_and_capped(model_dir)
 
 def test_designer_figures_at_length_two_and_the_mask_key(model_dir):
     at = open_app()
-    by_key(at.slider, "w_max_new_tokens").set_value(2)
-    by_key(at.slider, "w_speedup_over").set_value(2).run()
+    by_key(at.slider, "max_new_tokens").set_value(2)
+    by_key(at.slider, "speedup_over").set_value(2).run()
     assert_clean(at)
     mask, costs = (json.loads(c.proto.spec) for c in charts(at)[1:3])
     assert mask["data"][0]["showscale"] and mask["data"][0]["colorbar"]["ticktext"] == ["skipped", "ran"]
@@ -585,14 +611,28 @@ def test_designer_figures_at_length_two_and_the_mask_key(model_dir):
 
 
 def test_design_is_kept_in_the_url(model_dir):
+    """A link restores the design on the designer (its widgets are bound to the address) and on a page that runs it
+    (read once, before the designer is drawn); a page that runs the design names it in its own address.
+    (AppTest does not show a bound widget writing the address: the browser test checks that.)"""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params.update({"mode": "exit", "min_layers": "2", "max_layers": "5"})
     at.run()
     assert_clean(at)
     sch = Schedule.from_dict(at.session_state["schedule"])
     assert (sch.mode, sch.min_layers, sch.max_layers) == ("exit", 2, 5)
-    by_key(at.slider, "w_min_layers").set_value(3).run()
-    assert at.query_params["min_layers"] == "3" and at.query_params["mode"] == "exit"
+    by_key(at.slider, "min_layers").set_value(3).run()
+    at.switch_page("sections/generate.py").run()
+    assert_clean(at)
+    assert "linear 5->3 (exit)" in at.caption[0].value
+    # straight to Generate, before any designer: the link's design is the one run; values the designer's widgets
+    # cannot take are left out (the model's default stands)
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params.update({"mode": "middle", "max_layers": "5", "min_layers": "99"})
+    at.switch_page("sections/generate.py").run()
+    assert_clean(at)
+    assert "linear 5->" in at.caption[0].value and "(middle)" in at.caption[0].value
+    assert at.query_params["mode"] == "middle" and at.query_params["max_layers"] == "5"
+    assert "min_layers" not in at.query_params or at.query_params["min_layers"] != "99"
 
 
 def test_generate_batch_size_labels_outputs_and_history(model_dir):
@@ -610,12 +650,19 @@ def test_generate_batch_size_labels_outputs_and_history(model_dir):
     assert picker.options[0].startswith("0: MR: name[") and result["prompts"][0][4:20] in picker.options[0]
     outputs = at.table[0].value
     assert list(outputs["output"]) == result["texts"]  # whole texts in a wrapping table
-    runs = at.session_state["run_history"]
-    assert len(runs) == 2
-    history = json.loads(by_key(charts(at), "gen_history_fig").proto.spec)
-    assert history["data"][0]["name"].startswith("full depth") and len(history["data"]) == 3
-    table = next(d.value for d in at.dataframe if "run" in d.value.columns)
-    assert list(table["run"])[0] == "full depth" and len(table) == 3
+    # both runs are kept on disk, listed on the Run history page and compared there against full depth
+    from app.dashboard.runstore import RunStore
+
+    runs = RunStore().runs()
+    assert [r.id for r in runs] == [2, 1] and len(runs[0].prompts) == 16
+    at.switch_page("sections/history.py").run()
+    assert_clean(at)
+    listing = at.dataframe[0].value
+    assert list(listing["run"]) == [2, 1] and listing["prompts"].iloc[0].startswith("16 prompts")
+    history = json.loads(by_key(charts(at), "history_fig").proto.spec)
+    assert history["data"][0]["name"].startswith("full depth") and len(history["data"]) == 2  # the newest run
+    table = at.dataframe[1].value
+    assert list(table["run"])[0] == "full depth" and len(table) == 2
 
 
 def test_progress_counts_batches_and_steps():
@@ -636,13 +683,10 @@ def test_compare_full_depth_calm_and_scores_from_a_split(model_dir):
     assert_clean(at)
     stored = at.session_state["compare_result"]
     assert set(stored["quality"]) == {"full depth", "skip", "calm"}
-    table = at.dataframe[0].value
-    assert {"bleu", "rougeL"} <= set(table.columns) and list(table["policy"]) == [
-        "full depth",
-        "skip",
-        "calm",
-    ]
-    assert table.loc[table["policy"] == "full depth", "layer speedup (per token)"].item() == 1.0
+    table = costs(at)
+    assert {"BLEU", "ROUGE-L"} <= set(table.columns) and list(table.index) == ["full depth", "skip", "calm"]
+    assert table.loc["full depth", "layer speedup (per token)"] == 1.0
+    assert "These scores come from 3 examples" in " ".join(w.value for w in at.warning)  # too few to rank
     assert stored["results"]["calm"].metadata["policy"] == "calm"  # CALM through engine.generate
 
 
@@ -704,7 +748,8 @@ def test_tradeoffs_intervals_flags_and_colour_families(model_dir):
     scale = line["encoding"]["color"]["scale"]
     colour = dict(zip(scale["domain"], scale["range"], strict=True))
     assert (
-        colour["skip"] != colour["skip · baseline"] and colour["skip · baseline"] != colour["exit · baseline"]
+        colour["skip"] != colour["skip · base model"]
+        and colour["skip · base model"] != colour["exit · base model"]
     )
     assert "flagged" in " ".join(w.value for w in at.warning)
     front = at.dataframe[1].value
@@ -767,15 +812,24 @@ def test_tradeoffs_draw_adaptive_as_its_own_series_against_the_static_front(mode
     )
     assert line["encoding"]["color"]["field"] == "series"
     rows = at.dataframe[3].value  # all rows at batch 8, as drawn (dataframes have no key in AppTest)
-    assert sorted(rows["series"]) == ["adaptive", "adaptive", "calm", "exit", "exit", "full", "skip", "skip"]
-    points = next(layer for layer in theory["layer"] if layer["mark"]["type"] == "circle")
+    assert sorted(rows["series"]) == [
+        "adaptive",
+        "adaptive",
+        "calm",
+        "exit",
+        "exit",
+        "full depth",
+        "skip",
+        "skip",
+    ]
+    points = next(layer for layer in theory["layer"] if layer["mark"]["type"] == "point")
     assert {"adaptive_threshold", "adaptive_drop", "adaptive_min_layers"} <= {
         t["field"] for t in points["encoding"]["tooltip"]
     }
     # the front of every setting: the adaptive point at 2.5x beats the static 2x and CALM
     front = at.dataframe[0].value
     assert list(front["layer_speedup"]) == [1.0, 2.5, 3.0]
-    assert list(front["series"]) == ["full", "adaptive", "skip"]
+    assert list(front["series"]) == ["full depth", "adaptive", "skip"]
     assert front["adaptive_threshold"].iloc[1] == 0.3
     # each dynamic setting placed against the static front (same model, at least as fast)
     placed = at.dataframe[2].value.set_index("layer_speedup")
@@ -801,7 +855,7 @@ def test_tradeoff_chart_draws_the_front_of_the_rows_it_is_given():
         drawn = spec["datasets"][dashed["data"]["name"]]
         assert [d["layer_speedup"] for d in drawn] == expected
         series = {d["series"] for d in spec["datasets"][spec["layer"][1]["data"]["name"]]}
-        assert {"adaptive", "calm", "skip", "full"} <= series
+        assert {"adaptive", "calm", "skip", "full depth"} <= series
 
 
 def test_tradeoffs_without_dynamic_rows_offer_no_static_front_choice(model_dir):
@@ -832,9 +886,9 @@ def test_compare_offers_adaptive_with_its_three_parameters(model_dir):
     budgets = decode.groupby("step")["budget"].first()
     L = len(res.trace["layer_mask"].iloc[0])
     assert list(budgets) == [max(2, L - s) for s in budgets.index]  # drop 1 a step down to the floor of 2
-    table = at.dataframe[0].value.set_index("policy")
+    table = costs(at)
     assert table.loc["adaptive", "layer speedup (per token)"] > 1.0
-    assert len(charts(at)) == 3  # its heatmap beside the others
+    assert len(panels(at)) == 3  # its heatmap beside the others
 
 
 def test_tradeoffs_small_sweep_runs_adaptive(model_dir):
@@ -886,7 +940,7 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
     assert "equals full depth's for all 4 prompts" in " ".join(s.value for s in at.success)
     outputs = at.table[0].value  # the texts side by side, as for every policy
     assert list(outputs["speculative"]) == list(outputs["full depth"]) == full.texts
-    table = at.dataframe[0].value.set_index("policy")
+    table = costs(at)
     assert 1.5 < table.loc["speculative", "tokens per full-depth pass"] <= 4  # at most k + 1 = 4
     assert 0 < table.loc["speculative", "drafts accepted"] <= 1
     assert table.loc["speculative", "layer speedup (per token)"] < 1  # honest: verification costs all layers
@@ -902,14 +956,16 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
     notes = " ".join(c.value for c in at.caption)
     assert "below 1x by construction" in notes and "sequential" in notes
     # its heatmap: every cell ran, a marker over each kept draft, the round and origin on hover
-    heat = json.loads(by_key(charts(at), "cmp_heat_speculative").proto.spec)
-    cells, drafts = heat["data"][0], heat["data"][1]
+    heat = json.loads(by_key(charts(at), "cmp_heatmaps").proto.spec)
+    speculative = list(results).index("speculative")
+    heatmaps = [i for i, t in enumerate(heat["data"]) if t["type"] == "heatmap"]
+    cells, drafts = heat["data"][heatmaps[speculative]], heat["data"][heatmaps[speculative] + 1]
     assert set(plotly_array(cells["z"]).ravel()) == {1.0}
     sample = spec.trace[(spec.trace["sample"] == 0) & ~spec.trace["finished"]]
     assert drafts["x"] == list(sample.loc[sample["drafted"], "step"]) and drafts["x"]
     hover = cells["text"][0]
     assert "kept draft, proposed by a" in " ".join(hover) and "the full model's own token" in " ".join(hover)
-    assert len(charts(at)) == 3
+    assert len(panels(at)) == 3
 
 
 @pytest.fixture(scope="module")
@@ -939,7 +995,7 @@ def test_tradeoff_charts_place_speculative_and_transformers_series(speculative_s
     df = sweeps.with_measured(sweeps.with_series(pd.read_parquet(speculative_sweep)))
     by_series = df.groupby("series")["policy"].first()
     assert by_series.to_dict() == {
-        "full": "static",
+        "full depth": "static",
         "skip": "static",
         "speculative": "speculative",
         "transformers": "transformers",
@@ -957,7 +1013,7 @@ def test_tradeoff_charts_place_speculative_and_transformers_series(speculative_s
 
     # theoretical: generate() has no layer counts, so its rows are dropped (and named), speculative's are < 1x
     theory = drawn("layer_speedup").set_index("series")
-    assert sorted(theory.index) == ["full", "skip", "speculative"]
+    assert sorted(theory.index) == ["full depth", "skip", "speculative"]
     assert theory.loc["speculative", "layer_speedup"] < 1 and theory.loc["speculative", "draft_target"] == 2.0
     assert sweeps.unplaced(one, "layer_speedup", "bleu") == "transformers (1), transformers early exit (1)"
     assert sweeps.unplaced(one, "flops_speedup_with_prompt", "bleu") is None  # torch counted its FLOPs
@@ -1003,11 +1059,18 @@ def test_tradeoffs_page_draws_speculative_and_transformers_rows(model_dir, specu
         data = next(d for d in chart.proto.datasets if d.name == points["data"]["name"])
         return set(convert_arrow_bytes_to_pandas_df(data.data.data)["series"])
 
-    assert series(theory) == {"full", "skip", "speculative"}
-    assert series(measured) == {"full", "skip", "speculative", "transformers", "transformers early exit"}
+    assert series(theory) == {"full depth", "skip", "speculative"}
+    assert series(measured) == {
+        "full depth",
+        "skip",
+        "speculative",
+        "transformers",
+        "transformers early exit",
+    }
     notes = " ".join(c.value for c in at.caption)
     assert (
-        "Not on this chart (no layer_speedup or bleu): transformers (1), transformers early exit (1)" in notes
+        "Not on this chart (no layer speedup (realised) or BLEU): transformers (1), transformers early exit (1)"
+        in notes
     )
     assert "wall_speedup_of" in notes and "end-to-end" in notes
     layers = json.loads(measured.proto.spec)["layer"]
@@ -1045,8 +1108,8 @@ def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, mo
     by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
     labels = by_key(at.selectbox, "explorer_sweep_trace").options
     assert len(labels) == 6 and not [s for s in labels if "transformers" in s]  # generate() leaves no trace
-    spec = "model · batch 2 · speculative k=2, draft linear/skip x2"
-    assert spec in labels and "model · batch 2 · full depth" in labels
+    spec = "llama · batch 2 · speculative k=2, draft linear/skip x2"  # the model by its name
+    assert spec in labels and "llama · batch 2 · full depth" in labels
     by_key(at.selectbox, "explorer_sweep_trace").set_value(spec).run()
     assert_clean(at)
     assert "speculative: 2 drafts per round in mode skip" in at.caption[1].value
@@ -1057,15 +1120,39 @@ def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, mo
 
 
 def test_tradeoffs_page_offers_every_shipped_sweep(model_dir):
-    """The shipped policy sweeps (every policy side by side) are one pick away, and draw without error."""
+    """The shipped policy sweeps (every policy side by side) are one pick away, named by their models, and draw
+    without error."""
     if not (paths.DEFAULT_SWEEP.parent / "policies_llama.parquet").is_file():
         pytest.skip("the shipped policy sweeps are missing")
     at = open_app("tradeoffs")
     box = by_key(at.selectbox, "to_shipped")
-    assert list(box.options) == ["default", "policies_llama", "policies_opt"]  # the default first
-    box.set_value(paths.DEFAULT_SWEEP.parent / "policies_llama.parquet").run()
+    options = list(box.options)
+    assert [o.rsplit("(", 1)[1] for o in options] == ["default)", "policies_llama)", "policies_opt)"]
+    assert options[0].startswith("skipdecode-opt-e2e and opt-e2e-base (base model): calm, static, 76 rows")
+    assert options[1].startswith("skipdecode-llama-e2e: ") and "speculative" in options[1]
+    box.set_value(options[1]).run()
     assert_clean(at)
     by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
     assert_clean(at)
     notes = " ".join(c.value for c in at.caption)
     assert "below 1x by construction" in notes and "transformers early exit" in notes
+
+
+def test_a_new_sweep_file_is_offered_by_its_models_without_code(model_dir, tmp_path, monkeypatch):
+    """Any Parquet sweep put in data/sweeps is listed, named by the models inside it."""
+    sweep_frame().assign(model="skipdecode-opt-e2e").to_parquet(tmp_path / "default.parquet")
+    base = sweep_frame().assign(model="smollm2-135m", model_role="baseline")
+    tuned = sweep_frame().assign(model="smollm2-skip-lora")
+    pd.concat([tuned, base]).to_parquet(tmp_path / "smollm2_cpu.parquet")
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", tmp_path / "default.parquet")
+    at = open_app("tradeoffs")
+    options = list(by_key(at.selectbox, "to_shipped").options)
+    assert options[1].startswith("smollm2-skip-lora and smollm2-135m (base model): calm, static")
+    by_key(at.selectbox, "to_shipped").set_value(options[1]).run()
+    assert_clean(at)
+    theory = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    points = next(layer for layer in theory["layer"] if "field" in layer["encoding"].get("shape", {}))
+    assert points["encoding"]["shape"]["scale"]["domain"] == [
+        "smollm2-skip-lora",
+        "smollm2-135m (base model)",
+    ]

@@ -84,7 +84,7 @@ def test_no_import_cycles_in_skipcore():
     assert cycle is None, " -> ".join(cycle or [])
 
 
-# The layout by role, lowest layer first (README "How it is built"; design notes, "Layout sketch"). A module
+# The layout by role, lowest layer first (docs/architecture.md; design notes, "Layout sketch"). A module
 # imports only from its own layer or lower ones: the decode loop never imports an evaluation or a figure, a
 # figure never imports the command line. Inside a layer, imports may go either way but never in a cycle.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [

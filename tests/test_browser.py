@@ -4,8 +4,12 @@ Debian's /usr/bin/chromium (Playwright cannot download its own browser here).
 At 1400 px wide, every page is checked for a chart drawn wider than its column. It moves a designer slider
 (and sees the design in the address), generates on the shipped default model, waits for the Plotly heatmap, downloads
 the trace as Parquet and reads it back with `skipcore.traces.read_trace`, then loads it in the trace explorer.
-Screenshots of every page go to artifacts/screenshots/ (CI keeps them). Skips, with the reason, when
-chromium, Playwright or the shipped model is missing.
+Every page is opened from a link with settings in its address (they are applied), left through the sidebar and
+come back to (they are still there, and still in the address); two runs with different settings are each labelled
+with their own, the older one marked as such, and both are kept in the run history across a reload.
+Screenshots of every page go to artifacts/screenshots/ (CI keeps them), and the README's screenshot of the dashboard
+to docs/images/dashboard.png, so it shows the dashboard as it is. Skips, with the reason, when chromium, Playwright or
+the shipped model is missing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +34,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 DEFAULT_MODEL = REPO / "data" / "models" / "skipdecode-opt-e2e"
 SWEEP = REPO / "data" / "sweeps" / "default.parquet"
 SHOTS = REPO / "artifacts" / "screenshots"
+README_SHOT = REPO / "docs" / "images" / "dashboard.png"  # the README's picture of the dashboard
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -80,6 +86,7 @@ def server(tmp_path_factory) -> Iterator[str]:
     log = work / "streamlit.log"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPCORE_APP_")}  # the real default
+    env["SKIPCORE_APP_RUNS"] = str(work / "runs")  # the run history of this test, not the user's
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.headless", "true",
@@ -104,19 +111,42 @@ def server(tmp_path_factory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def page(server):
+def browser(server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": WIDTH, "height": 1100}, accept_downloads=True)
-        pg = context.new_page()
-        pg.set_default_timeout(UI_TIMEOUT_MS)
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
-            yield pg
+            yield chromium
         finally:
-            context.close()
-            browser.close()
+            chromium.close()
+
+
+def _tab(browser):
+    context = browser.new_context(viewport={"width": WIDTH, "height": 1100}, accept_downloads=True)
+    tab = context.new_page()
+    tab.set_default_timeout(UI_TIMEOUT_MS)
+    return context, tab
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    """One tab for the walk through every page."""
+    context, tab = _tab(browser)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def fresh(browser):
+    """A tab in a context of its own: a new session (Streamlit reconnects a reloaded tab to its old session)."""
+    context, tab = _tab(browser)
+    try:
+        yield tab
+    finally:
+        context.close()
 
 
 def _wait_idle(page) -> None:
@@ -266,7 +296,190 @@ def test_dashboard_in_browser(page, server, tmp_path):
     page.get_by_role("button", name="Run all").click()
     page.get_by_role("heading", name="Layers per token").wait_for(timeout=GENERATE_TIMEOUT_MS)
     _wait_idle(page)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 4  # full depth, skip, exit, middle, calm
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 1  # one figure, its axes linked
+    assert page.locator(".js-plotly-plot .heatmaplayer").count() == 7  # a panel per policy
     _check_fit(page, "compare")
+    _check_tables_fit(page, "compare")  # the costs table was cut off on the right
     _shot(page, "4-compare")
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+
+
+# -- settings in the address, results labelled, runs kept ------------------------------------------------------
+def _open(page, server: str, path: str, query: dict, heading: str) -> None:
+    """A link to a page with settings in its address, opened in a fresh tab's state (a new session)."""
+    page.goto(f"{server}/{path}?{urllib.parse.urlencode(query, doseq=True)}", wait_until="domcontentloaded")
+    page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def _address(page) -> dict[str, list[str]]:
+    return urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+
+
+def _shows(page, kind: str, label: str, value: str, where: str, timeout_s: float = 15) -> None:
+    """Wait until the widget shows `value` (a page may draw its default first and the address's value on the
+    rerun that follows); fail naming what it shows instead."""
+    deadline = time.monotonic() + timeout_s
+    while (shown := _shown(page, kind, label)) != value and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert shown == value, (where, label, shown, value)
+
+
+def _shown(page, kind: str, label: str) -> str:
+    """What a widget shows: a slider's value, a number input's, the selected radio or select option, the tags of a
+    multiselect, a checkbox's state."""
+    box = page.locator(f'[data-testid="{kind}"]', has_text=label).first
+    if kind == "stSlider":
+        return box.get_by_test_id("stSliderThumbValue").inner_text()
+    if kind == "stNumberInput":
+        return box.locator("input").input_value()
+    if kind == "stRadio":
+        return box.locator("label:has(input:checked)").inner_text().strip()
+    if kind == "stMultiSelect":
+        return ",".join(
+            t.strip() for t in box.locator(".react-aria-ComboBox [data-tag] > span[title]").all_inner_texts()
+        )
+    if kind == "stCheckbox":
+        return str(box.locator("input").is_checked())
+    return page.locator(f'input[role="combobox"][aria-label="{label}"]').input_value()  # a selectbox
+
+
+# page (sidebar title, address path), the link's settings, and (widget kind, label, what it must show) for each
+PAGES_WITH_SETTINGS = [
+    (
+        ("Schedule designer", ""),
+        {"shape": "step", "max_layers": "11", "min_layers": "3", "prompt_len": "48"},
+        [
+            ("stSelectbox", "Budget shape", "step"),
+            ("stSlider", "Max layers", "11"),
+            ("stSlider", "Min layers", "3"),
+            ("stSlider", "Typical prompt length", "48"),
+        ],
+    ),
+    (
+        ("Generate and trace", "generate"),
+        {"gen_max_new": "9", "gen_source": "From a data split", "gen_count": "3", "gen_start": "5"},
+        [
+            ("stSlider", "Tokens to generate", "9"),
+            ("stRadio", "Prompts", "From a data split"),
+            ("stNumberInput", "How many", "3"),
+            ("stNumberInput", "Starting at example", "5"),
+        ],
+    ),
+    (
+        ("Trade-offs", "tradeoffs"),
+        {"to_source": "Run a small sweep here", "to_examples": "5", "to_modes": ["middle"]},
+        [
+            ("stRadio", "Sweep", "Run a small sweep here"),
+            ("stNumberInput", "Examples", "5"),
+            ("stMultiSelect", "Static modes", "middle"),
+        ],
+    ),
+    (
+        ("Compare policies", "compare"),
+        {"cmp_policies": ["skip", "calm"], "cmp_max_new": "7", "cmp_calm_threshold": "0.7"},
+        [
+            ("stMultiSelect", "Policies", "skip,calm"),
+            ("stSlider", "Tokens to generate", "7"),
+            ("stSlider", "CALM threshold", "0.70"),
+        ],
+    ),
+    (
+        ("Layer lens", "lens"),
+        {"lens_max_new": "11", "lens_tokens": "Its own decode"},
+        [("stSlider", "Tokens to generate", "11"), ("stRadio", "The schedule reads", "Its own decode")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("where", "query", "expected"),
+    PAGES_WITH_SETTINGS,
+    ids=[p[0][1] or "designer" for p in PAGES_WITH_SETTINGS],
+)
+def test_every_page_takes_its_settings_from_the_address_and_keeps_them(fresh, server, where, query, expected):
+    page = fresh
+    title, path = where
+    _open(page, server, path, {**query, "model": "opt-e2e-base"}, title)
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+    for kind, label, value in expected:
+        _shows(page, kind, label, value, title)
+    _shows(page, "stSelectbox", "Model", "opt-e2e-base", title)  # the model choice, in the sidebar
+    # through the sidebar to another page and back: the settings are kept, and back in the address
+    other = "Run history" if title != "Run history" else "Schedule designer"
+    _goto(page, other)
+    assert _address(page).get("model") == ["opt-e2e-base"]  # the model follows every page
+    _goto(page, title)
+    for kind, label, value in expected:
+        _shows(page, kind, label, value, f"{title}, after navigating back")
+    address = _address(page)
+    for name, value in query.items():
+        assert address.get(name) == (value if isinstance(value, list) else [value]), (title, name, address)
+
+
+def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
+    page = fresh
+    _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    made = page.get_by_text("Made with", exact=False).first
+    made.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    first = made.inner_text()
+    assert "tokens 8" in first and "schedule linear" in first
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    assert not [a for a in alerts if a.startswith("These results are from other settings")], (first, alerts)
+    # change the design's floor on the designer, come back: the result is marked, the change named
+    _goto(page, "Schedule designer")
+    thumb = page.locator('[data-testid="stSlider"]', has_text="Min layers").locator('input[type="range"]')
+    before = int(thumb.input_value())
+    thumb.focus()
+    thumb.press("ArrowRight" if before < 12 else "ArrowLeft")
+    _wait_idle(page)
+    after = int(thumb.input_value())
+    assert after != before and _address(page).get("min_layers") == [str(after)]
+    _goto(page, "Generate and trace")
+    stale = page.get_by_text("These results are from other settings")
+    assert stale.count() == 1 and f"->{before} " in stale.inner_text() and f"->{after} " in stale.inner_text()
+    assert _address(page).get("min_layers") == [str(after)]  # the design this page runs, in its address
+    page.get_by_role("button", name="Generate", exact=True).click()
+    stale.wait_for(state="detached", timeout=GENERATE_TIMEOUT_MS)  # the new run's result has its own label
+    _wait_idle(page)
+    assert f"->{after} " in page.get_by_text("Made with", exact=False).first.inner_text()
+    _check_fit(page, "generate")
+    # both runs are kept, across a reload, each with its own settings
+    _goto(page, "Run history")
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Run history").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
+    newest = page.get_by_text("Nothing picked: showing the newest run").inner_text()
+    number = int(newest.rsplit("#", 1)[1].rstrip("."))
+    assert number >= 2  # both runs of this test (and any before it) were kept
+    assert page.get_by_role("button", name=f"Reopen run #{number} on the Generate page").count() == 1
+    _check_fit(page, "run history")
+    _check_tables_fit(page, "run history")
+    _shot(page, "7-history")
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+    # the README's picture: the designer as a newcomer first sees it, at 1400 x 1000
+    _goto(page, "Schedule designer")
+    page.set_viewport_size({"width": WIDTH, "height": 1000})
+    page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
+    _wait_idle(page)
+    page.wait_for_timeout(800)  # plotly's relayout after the resize
+    README_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    tmp = README_SHOT.with_name(f".{README_SHOT.stem}.{os.getpid()}.tmp.png")
+    page.screenshot(path=str(tmp))
+    os.replace(tmp, README_SHOT)  # replaced whole, never half written
+
+
+def _check_tables_fit(page, where: str) -> None:
+    """No data table wider than its column (its last columns would be cut off behind a scroll bar)."""
+    bad = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].flatMap(el => {
+            const box = el.getBoundingClientRect();
+            const canvas = el.querySelector('.dvn-scroller');
+            return canvas && canvas.scrollWidth > canvas.clientWidth + 1
+                ? [`table drawn ${canvas.scrollWidth} px in ${canvas.clientWidth} px`] : [];
+        })"""
+    )
+    assert not bad, f"{where}: tables wider than their column: {bad}"

@@ -33,12 +33,14 @@ from skipcore.policies import AdaptivePolicy, CalmPolicy
 from skipcore.schedule import Schedule
 from skipcore.traces import TraceSchemaError
 from tests.conftest import PROMPTS
+from tests.test_app import plotly_array
 from tests.test_browser import (  # noqa: F401 (fixtures and helpers of the browser test)
     GENERATE_TIMEOUT_MS,
     _check_fit,
     _goto,
     _shot,
     _wait_idle,
+    browser,
     page,
     server,
 )
@@ -289,16 +291,23 @@ def test_read_lens_names_missing_columns(opt, tmp_path):
         read_lens(path)
 
 
-def test_heatmap_marks_skipped_cells_and_fits_its_column(opt):
+def test_heatmap_draws_skipped_cells_in_one_neutral_colour_and_fits_its_column(opt):
+    from skipcore.plots.style import SKIPPED
+
     sched = Schedule(opt.num_layers, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1)
     t = layer_lens(opt, PROMPTS, sched, T).table
     sample = t[t["sample"] == 1]
     for stat in STATS:
         fig = lens_heatmap(t, 1, stat)
-        heat, halo, marks = fig.data
-        assert list(halo.x) == list(marks.x)
-        assert np.asarray(heat.z).shape == (opt.num_layers, sample["step"].nunique())
-        assert len(marks.x) == (~sample["ran"]).sum() > 0
+        heat, skipped, key = fig.data
+        ran_cells, skipped_cells = (
+            np.isfinite(np.asarray(heat.z, float)),
+            np.isfinite(np.asarray(skipped.z, float)),
+        )
+        assert ran_cells.shape == (opt.num_layers, sample["step"].nunique())
+        assert skipped_cells.sum() == (~sample["ran"]).sum() > 0  # every skipped cell, and only those
+        assert not (ran_cells & skipped_cells).any()  # a skipped cell never takes the statistic's colour
+        assert {c for _, c in skipped.colorscale} == {SKIPPED} and key.marker.color == SKIPPED
         assert fig.layout.width is None  # the figure takes its container's width
     hover = np.asarray(lens_heatmap(t, 1, "top_prob").data[0].text)
     top = json.loads(sample.sort_values(["step", "layer"]).iloc[0]["topk"])
@@ -407,7 +416,11 @@ def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_
     assert len(figs) == 4  # agreement, two heatmaps, per-layer summary
     full_heat, path_heat = figs[1], figs[2]
     assert full_heat["data"][0]["type"] == path_heat["data"][0]["type"] == "heatmap"
-    assert not full_heat["data"][2]["x"] and len(path_heat["data"][2]["x"]) > 0  # skipped cells marked
+    skipped = [
+        np.isfinite(plotly_array(f["data"][1]["z"]).astype(float)).sum() for f in (full_heat, path_heat)
+    ]
+    assert skipped[0] == 0 and skipped[1] > 0  # skipped cells drawn apart, in their neutral colour
+    assert len(full_heat["data"]) == 2 and path_heat["data"][2]["name"].startswith("skipped")  # and said
     assert "top " in path_heat["data"][0]["text"][0][0]  # hover: the read-out's top tokens
     assert all("width" not in f["layout"] for f in figs)  # every chart takes its column's width
     # another statistic recolours both heatmaps

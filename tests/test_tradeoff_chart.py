@@ -1,4 +1,5 @@
-"""The trade-off chart draws measured speedups with their interval and marks flagged timings."""
+"""The trade-off chart draws measured speedups with their interval, crosses out flagged timings, gives a base model
+its own marker and says every axis in words."""
 
 from __future__ import annotations
 
@@ -39,16 +40,46 @@ def test_measured_axis_has_error_bars_and_flagged_crosses():
     ]
     assert rules and rules[0]["encoding"]["x"]["field"] == "wall_speedup_decode_lo"
     assert rules[0]["encoding"]["x2"]["field"] == "wall_speedup_decode_hi"
-    shaped = [lay for lay in layers if "shape" in lay.get("encoding", {})]
-    assert shaped and shaped[0]["encoding"]["shape"]["scale"]["range"] == ["circle", "cross"]
+    (crossed,) = crosses(layers)
+    assert crossed["transform"] == [{"filter": "(datum.timing_flag !== '')"}]  # only the flagged point
+    assert {t["field"] for t in crossed["encoding"]["tooltip"]} >= {"timing_flag", "wall_speedup_decode"}
     data = chart_data(plots.tradeoff_chart(sweep_like(), "wall_speedup_decode", "bleu"))
-    assert sorted(data["timing"]) == ["flagged", "ok", "ok"]
+    assert (data["timing_flag"] != "").sum() == 1
+    assert not crosses(marks(plots.tradeoff_chart(sweep_like(flagged=False), "wall_speedup_decode", "bleu")))
+
+
+def crosses(layers: list[dict]) -> list[dict]:
+    return [lay for lay in layers if lay.get("encoding", {}).get("shape") == {"value": "cross"}]
 
 
 def test_theoretical_axis_has_neither():
     layers = marks(plots.tradeoff_chart(sweep_like(), "layer_speedup", "bleu"))
     assert not any("x2" in lay.get("encoding", {}) for lay in layers)
-    assert not any("shape" in lay.get("encoding", {}) for lay in layers)
+    assert not crosses(layers)
+
+
+def test_axes_are_words_and_a_base_model_has_its_own_marker():
+    model = sweep_like().assign(model="skipdecode-opt-e2e", model_role="model")
+    base = model.assign(model="opt-e2e-base", model_role="baseline", bleu=[60.0, 40.0, 30.0])
+    table = plots.sweep_series(
+        pd.concat([base, model], ignore_index=True).assign(mode="skip", shape="linear")
+    )
+    assert set(table["series"]) == {"skip", "skip · base model"}  # never "baseline", read as full depth
+    spec = plots.tradeoff_chart(table, "wall_speedup_decode", "bleu", "series").to_dict()
+    points = next(
+        lay
+        for lay in spec["layer"]
+        if lay["mark"]["type"] == "point" and "field" in lay["encoding"].get("shape", {})
+    )
+    shape = points["encoding"]["shape"]
+    assert shape["scale"]["domain"] == ["skipdecode-opt-e2e", "opt-e2e-base (base model)"]
+    assert shape["scale"]["range"] == ["circle", "square"]  # the model first, whatever the row order
+    axes = {
+        lay["encoding"]["x"].get("title") for lay in spec["layer"] if "title" in lay["encoding"].get("x", {})
+    }
+    assert axes == {"measured decode speedup vs full depth"}
+    assert spec["layer"][1]["encoding"]["y"]["title"] == "BLEU"
+    assert spec["title"] == "BLEU vs measured decode speedup vs full depth"
 
 
 def chart_data(chart) -> pd.DataFrame:

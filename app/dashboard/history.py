@@ -1,44 +1,40 @@
-"""The session's run history: every Generate run's summary and per-step layers, overlaid on one figure with
-full depth always drawn, so schedules tried one after another can be compared."""
+"""Kept runs side by side: each run's mean layers per decode step overlaid on one figure with full depth always
+drawn, and a table of the speedups each run's own trace gives. The runs come from `runstore`, which keeps them."""
 
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
-from skipcore import plots, summarize
+from skipcore import plots
+from skipcore.labels import column_title
 from skipcore.plots.style import series_colors
 
-KEY = "run_history"
-MAX_RUNS = 12
 
-
-def record(label: str, trace: pd.DataFrame, num_layers: int) -> None:
-    """Keep one run: its summary and its mean layers per step over the rows still running."""
+def layers_per_step(trace: pd.DataFrame) -> pd.DataFrame:
+    """Mean layers run at each step, over the rows still running."""
     live = trace[~trace["finished"].astype(bool)]
-    per_step = live.groupby("step")["num_layers_run"].mean().reset_index()
-    runs = st.session_state.setdefault(KEY, [])
-    runs.append(
-        {
-            "run": f"{len(runs) + 1}: {label}",
-            "summary": summarize(trace, num_layers),
-            "steps": per_step,
-            "num_layers": num_layers,
-        }
-    )
-    del runs[:-MAX_RUNS]
+    return live.groupby("step")["num_layers_run"].mean().reset_index()
 
 
-def runs() -> list[dict]:
-    return st.session_state.get(KEY, [])
+def entry(name: str, trace: pd.DataFrame, summary: dict, num_layers: int) -> dict:
+    """One run as the figure and the table take it."""
+    return {"run": name, "steps": layers_per_step(trace), "summary": summary, "num_layers": num_layers}
+
+
+TABLE_KEYS = ("layer_speedup", "batch_layer_speedup", "flops_speedup_decode", "kv_saved_fraction", "tokens")
 
 
 def table(chosen: list[dict]) -> pd.DataFrame:
-    """Full depth first, then each run: the speedups its own trace gives."""
-    keys = ("layer_speedup", "batch_layer_speedup", "flops_speedup_decode", "kv_saved_fraction", "tokens")
-    full = {"run": "full depth", **dict.fromkeys(keys[:3], 1.0), "kv_saved_fraction": 0.0, "tokens": None}
-    return pd.DataFrame([full, *({"run": r["run"], **{k: r["summary"][k] for k in keys}} for r in chosen)])
+    """Full depth first, then each run: the speedups its own trace gives (columns in words)."""
+    full = {
+        "run": "full depth",
+        **dict.fromkeys(TABLE_KEYS[:3], 1.0),
+        "kv_saved_fraction": 0.0,
+        "tokens": None,
+    }
+    rows = [full, *({"run": r["run"], **{k: r["summary"].get(k) for k in TABLE_KEYS}} for r in chosen)]
+    return pd.DataFrame(rows).rename(columns=column_title)
 
 
 def figure(chosen: list[dict]) -> go.Figure:
@@ -67,7 +63,7 @@ def figure(chosen: list[dict]) -> go.Figure:
             )
         )
     fig.update_layout(
-        title="Layers run per step, runs of this session",
+        title="Layers run per step",
         xaxis_title="decode step (0 = prefill)",
         yaxis_title="mean layers run (rows still running)",
         yaxis_range=[0, L + 0.5],

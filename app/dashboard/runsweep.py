@@ -18,7 +18,8 @@ import pandas as pd
 
 from skipcore.errors import UserError
 
-Progress = Callable[[int, int, str], None]
+Progress = Callable[[pd.DataFrame], None]  # the grid's progress table, after every change
+QUEUED, RUNNING, DONE = "queued", "running…", "done"
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,30 @@ def _config(model: str, s: SweepSettings):
     return resolve_lengths(cfg)  # the model's own defaults, as the CLI sweep uses them (speedup horizon)
 
 
+def progress_table(grid, rows: list[dict], running: int | None) -> pd.DataFrame:
+    """One line per setting of the grid: its label, whether it is done (with what it gave), running or queued."""
+    from skipcore.labels import column_title, setting_label
+
+    out = []
+    for i, s in enumerate(grid):
+        row = rows[i] if i < len(rows) else {}
+        out.append(
+            {
+                "setting": setting_label(s),
+                "status": DONE if row else RUNNING if i == running else QUEUED,
+                column_title("bleu"): row.get("bleu"),
+                column_title("layer_speedup"): row.get("layer_speedup"),
+                column_title("wall_speedup_decode"): row.get("wall_speedup_decode"),
+            }
+        )
+    return pd.DataFrame(out)
+
+
 def run_small_sweep(
     engine, model: str, settings: SweepSettings, progress: Progress | None = None
 ) -> pd.DataFrame:
-    """One row per setting (full depth first) on the first examples of a split, each timed against full depth."""
+    """One row per setting (full depth first) on the first examples of a split, each timed against full depth;
+    `progress` gets the grid's progress table as each setting starts and ends."""
     from skipcore.data import load_examples
     from skipcore.evaluate import build_grid, check_config, sweep_rows
 
@@ -110,12 +131,12 @@ def run_small_sweep(
             "assistant_exit": s.assistant_exit,
         }
         rows.append({**setting, **row})
+        if progress:
+            progress(progress_table(grid, rows, None))
 
     def started(s) -> None:
         if progress:
-            progress(len(rows), len(grid), s.label())
+            progress(progress_table(grid, rows, len(rows)))
 
     sweep_rows(engine, examples, grid, cfg, finished, on_start=started)
-    if progress:
-        progress(len(grid), len(grid), "done")
     return pd.DataFrame(rows)

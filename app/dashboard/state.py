@@ -1,7 +1,9 @@
-"""The designed schedule, kept in st.session_state so it carries over to every page.
+"""The designed schedule: the designer's widgets, each keyed by its name (`shape`, `max_layers`, ...), kept for
+the session and in the address (`address.KEEP`), so every page reads the same design from st.session_state, and a
+reload or a shared link restores it (`address.adopt` where the link is to a page that runs it).
 
-Streamlit forgets a widget's value when a page without that widget runs, so each designer widget has a
-`w_` key (the widget) and a `p_` key (the persisted value) copied after every run of the designer.
+The ranges the designer's widgets take (`limits`) are declared here once: the widgets draw them, and a value from
+an address is checked against them before it is used.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from typing import Any
 
 import streamlit as st
 
-from app.dashboard.models import current_choice, generation_defaults, get_engine
+from app.dashboard import address
+from app.dashboard.loading import get_engine
+from app.dashboard.models import current_choice
+from app.dashboard.trained import generation_defaults
 from skipcore.errors import ScheduleError
 from skipcore.models.generation_defaults import speedup_horizon
-from skipcore.schedule import Schedule, schedule_for_speedup
+from skipcore.schedule import MODES, SHAPES, Schedule, schedule_for_speedup
 
 PARAMS = (
     "shape",
@@ -63,57 +68,61 @@ def default_params(num_layers: int, trained: dict | None = None) -> dict[str, An
     }
 
 
+def limits(num_layers: int) -> dict[str, tuple[float, float]]:
+    """The range each numeric design value takes for a model of `num_layers` layers (the designer's widgets)."""
+    L = num_layers
+    return {
+        "max_layers": (1, L),
+        "min_layers": (1, L),
+        "warmup_layers": (0, max(0, L - 1)),
+        "decay_span": (1, 512),
+        "alpha": (0.5, 1.0),
+        "stages": (1, max(1, min(16, L))),
+        "max_new_tokens": (2, 256),
+        "speedup_over": (2, 256),
+        "prompt_len": (1, 2048),
+    }
+
+
+def valid(num_layers: int):
+    """Whether a design value (from an address) is one the designer's widgets can take."""
+    ranges = limits(num_layers)
+
+    def check(name: str, value: Any) -> bool:
+        if name == "shape":
+            return value in SHAPES
+        if name == "mode":
+            return value in MODES
+        if name in ranges:
+            lo, hi = ranges[name]
+            return lo <= value <= hi
+        return True
+
+    return check
+
+
+def defaults(num_layers: int) -> dict[str, Any]:
+    """The chosen model's default design (`default_params` with what it was trained for)."""
+    return default_params(num_layers, generation_defaults(current_choice()))
+
+
 def params(num_layers: int) -> dict[str, Any]:
-    """The persisted designer values, defaults for what was never set, depths clamped to the model."""
-    base = default_params(num_layers, generation_defaults(current_choice()))
-    if st.session_state.get("p_num_layers") != num_layers:  # another model: start from its defaults
-        for k in PARAMS:
-            st.session_state.pop(f"p_{k}", None)
-            st.session_state.pop(f"w_{k}", None)
-        st.session_state["p_num_layers"] = num_layers
-    if not st.session_state.get("_url_read"):  # a shared or reloaded link: its design, once per session
-        st.session_state["_url_read"] = True
-        for k, v in from_url(base).items():
-            st.session_state[f"p_{k}"] = v
-    return {k: st.session_state.get(f"p_{k}", base[k]) for k in PARAMS}
+    """The design as the session holds it, the model's defaults for what was never set."""
+    base = defaults(num_layers)
+    choice = current_choice()
+    model = f"{choice.label}|{choice.source}|{choice.preset}|{num_layers}"
+    if st.session_state.get("_design_for") != model:
+        if "_design_for" in st.session_state:  # another model than before: start from its own defaults
+            for k in PARAMS:
+                st.session_state.pop(k, None)
+        st.session_state["_design_for"] = model
+    address.adopt(base, valid(num_layers))  # a shared or reloaded link: its design, once per session
+    return {k: st.session_state.get(k, base[k]) for k in PARAMS}
 
 
-def from_url(base: dict[str, Any]) -> dict[str, Any]:
-    """The design in the page address (`?shape=linear&max_layers=12...`), typed like the defaults; values that
-    do not parse are left out (the defaults stand)."""
-    out: dict[str, Any] = {}
-    for k in PARAMS:
-        text = st.query_params.get(k)
-        if text is None:
-            continue
-        kind = type(base[k])
-        try:
-            out[k] = text.lower() in ("1", "true") if kind is bool else kind(text)
-        except ValueError:
-            continue
-    return out
-
-
-def write_url(values: dict[str, Any]) -> None:
-    """Keep the design in the page address, so a reload or a shared link opens the same schedule."""
-    for k in PARAMS:
-        v = values[k]
-        text = str(int(v)) if isinstance(v, bool) else str(v)
-        if st.query_params.get(k) != text:
-            st.query_params[k] = text
-
-
-def seed_widgets(values: dict[str, Any]) -> None:
-    """Give each designer widget its persisted value before it is drawn (and not after)."""
-    for k, v in values.items():
-        if f"w_{k}" not in st.session_state:
-            st.session_state[f"w_{k}"] = v
-
-
-def persist_widgets() -> None:
-    for k in PARAMS:
-        if f"w_{k}" in st.session_state:
-            st.session_state[f"p_{k}"] = st.session_state[f"w_{k}"]
+def publish(num_layers: int) -> None:
+    """Name the design in the address of a page that runs it (Generate, Compare, the lens)."""
+    address.publish(params(num_layers), defaults(num_layers))
 
 
 def parse_budgets(text: str) -> tuple[int, ...]:

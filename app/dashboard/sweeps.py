@@ -136,3 +136,20 @@ def against_static_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame | Non
     ]
     placed = [p for p in placed if len(p)]
     return pd.concat(placed) if placed else None
+
+
+def models_in(df: pd.DataFrame) -> str:
+    """The models a sweep table holds, by name, a baseline model said as the base model: 'skipdecode-opt-e2e and
+    opt-e2e-base (base model)'; the model role where the table names no model."""
+    from skipcore.plots.tradeoffs import MODEL_COLUMN, with_model_labels
+
+    if df.empty:
+        return "no rows"
+    names = list(dict.fromkeys(with_model_labels(df)[MODEL_COLUMN].astype(str)))
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
+def describe(df: pd.DataFrame) -> str:
+    """A shipped sweep as its picker lists it: its models, its policies and its size."""
+    policies = sorted(df["policy"].astype(str).unique()) if "policy" in df else []
+    return f"{models_in(df)}: {', '.join(policies) or 'settings'}, {len(df)} rows"

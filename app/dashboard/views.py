@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import figures, speculation
+from app.dashboard.address import KEEP
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
@@ -55,7 +56,7 @@ def references(key: str) -> list[list[str]] | None:
 def prompt_picker(key: str) -> list[str]:
     """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus (whose references
     `references(key)` then gives, for scoring)."""
-    source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source")
+    source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source", **KEEP)
     st.session_state[f"{key}_references"] = None
     if source == TYPED:
         text = st.text_area(
@@ -63,6 +64,7 @@ def prompt_picker(key: str) -> list[str]:
             EXAMPLE_PROMPTS,
             height=130,
             key=f"{key}_text",
+            **KEEP,
         )
         return _split_prompt_blocks(text)
     splits = sorted(p.stem for p in DATASET_DIR.glob("*.csv")) if DATASET_DIR.is_dir() else []
@@ -71,15 +73,15 @@ def prompt_picker(key: str) -> list[str]:
         return []
     c1, c2, c3 = st.columns(3)
     split = c1.selectbox(
-        "Split", splits, index=splits.index("dev") if "dev" in splits else 0, key=f"{key}_split"
+        "Split", splits, index=splits.index("dev") if "dev" in splits else 0, key=f"{key}_split", **KEEP
     )
     try:
         pool = _split_examples(split)
     except UserError as e:
         st.error(f"Cannot read the {split} split: {e}")
         return []
-    count = c2.number_input("How many", 1, min(64, len(pool)), min(4, len(pool)), key=f"{key}_count")
-    start = c3.number_input("Starting at example", 0, max(0, len(pool) - 1), 0, key=f"{key}_start")
+    count = c2.number_input("How many", 1, min(64, len(pool)), min(4, len(pool)), key=f"{key}_count", **KEEP)
+    start = c3.number_input("Starting at example", 0, max(0, len(pool) - 1), 0, key=f"{key}_start", **KEEP)
     chosen = pool[int(start) : int(start) + int(count)]
     st.session_state[f"{key}_references"] = [refs for _, refs in chosen]
     with st.expander(f"{len(chosen)} prompts from {split}"):
@@ -89,13 +91,14 @@ def prompt_picker(key: str) -> list[str]:
 
 
 def batch_size_input(container, key: str, prompts: list[str]) -> int:
-    """Batch size, following the number of prompts until the user sets it (it used to stay at the first
-    count: 2 with 16 prompts)."""
+    """Batch size, following the number of prompts when that changes (it used to stay at the first count: 2
+    with 16 prompts); a batch size the address gives is kept on load."""
     wanted = max(1, min(64, len(prompts)))
-    if st.session_state.get(f"{key}_for") != len(prompts):
-        st.session_state[f"{key}_for"] = len(prompts)
+    seen = st.session_state.get(f"{key}_for")
+    st.session_state[f"{key}_for"] = len(prompts)
+    if seen is not None and seen != len(prompts):
         st.session_state[key] = wanted
-    return int(container.number_input("Batch size", 1, 64, key=key))
+    return int(container.number_input("Batch size", 1, 64, wanted, key=key, **KEEP))
 
 
 def progress_text(done: int, total: int, max_new_tokens: int) -> str:
@@ -118,14 +121,16 @@ def generated_text(trace: pd.DataFrame, prompts: int, max_new_tokens: int) -> st
 def sampling_settings(key: str) -> Sampling | None:
     """Greedy by default; sampling with temperature, top-k, top-p and a seed when switched on."""
     with st.expander("Sampling"):
-        do_sample = st.checkbox("Sample (off: greedy)", False, key=f"{key}_do_sample")
+        do_sample = st.checkbox("Sample (off: greedy)", False, key=f"{key}_do_sample", **KEEP)
         c1, c2, c3, c4 = st.columns(4)
         temperature = c1.slider(
-            "Temperature", 0.05, 2.0, 1.0, 0.05, key=f"{key}_temp", disabled=not do_sample
+            "Temperature", 0.05, 2.0, 1.0, 0.05, key=f"{key}_temp", disabled=not do_sample, **KEEP
         )
-        top_k = c2.number_input("Top-k (0 = off)", 0, 1000, 0, key=f"{key}_topk", disabled=not do_sample)
-        top_p = c3.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}_topp", disabled=not do_sample)
-        seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}_seed")
+        top_k = c2.number_input(
+            "Top-k (0 = off)", 0, 1000, 0, key=f"{key}_topk", disabled=not do_sample, **KEEP
+        )
+        top_p = c3.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}_topp", disabled=not do_sample, **KEEP)
+        seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}_seed", **KEEP)
     try:
         return Sampling(do_sample, float(temperature), int(top_k), float(top_p), int(seed))
     except UserError as e:
@@ -143,7 +148,31 @@ def summary_metrics(trace: pd.DataFrame) -> dict:
     return summarize(trace, L)
 
 
-def show_metrics(summary: dict) -> None:
+def ceiling(shapes, schedule, context: int) -> float:
+    """The FLOPs speedup the model's LM head leaves to layer skipping under the schedule's mode and warmup
+    (`skipcore.measure.costs.head_ceiling`), for a token attending to `context` positions."""
+    from skipcore.measure.costs import head_ceiling
+
+    mode = getattr(schedule, "mode", "skip")
+    return head_ceiling(shapes, mode, int(getattr(schedule, "warmup_layers", 1) or 0), max(1, int(context)))
+
+
+def flops_metric(container, speedup: float, at_most: float | None) -> None:
+    """The decode FLOPs speedup, beside the most the model's head allows ('of at most 4.31x')."""
+    container.metric(
+        "FLOPs speedup",
+        f"{speedup:.2f}x",
+        None if at_most is None else f"of at most {at_most:.2f}x",
+        delta_color="off",
+        delta_arrow="off",
+        help="decode steps (s ≥ 1) only. 'At most': the FLOPs speedup if every layer this mode can skip were "
+        "skipped; the LM head runs for every token whatever the schedule, so a model whose head is a large part "
+        "of a token (a big vocabulary) allows little.",
+    )
+
+
+def show_metrics(summary: dict, at_most: float | None = None) -> None:
+    """A run's speedups, KV cache and tokens/s; `at_most`: the model's head ceiling on its FLOPs speedup."""
     c = st.columns(5)
     per_batch = summary.get("batch_layer_speedup", summary["layer_speedup"])
     c[0].metric(
@@ -153,7 +182,7 @@ def show_metrics(summary: dict) -> None:
         delta_color="off",
         help="L x tokens / layers run, over the decode steps of rows still running",
     )
-    c[1].metric("FLOPs speedup", f"{summary['flops_speedup_decode']:.2f}x", help="decode steps (s ≥ 1) only")
+    flops_metric(c[1], summary["flops_speedup_decode"], at_most)
     c[2].metric(
         "… with the prompt",
         f"{summary['flops_speedup_with_prompt']:.2f}x",
@@ -270,9 +299,11 @@ def show_trace(
     key: str,
     labels: list[str] | None = None,
     downloads: bool = True,
+    at_most: float | None = None,
 ) -> None:
-    """Summary, per-token exit heatmap, FLOPs and KV per step, step latency, raw rows and downloads."""
-    show_metrics(summary_metrics(trace))
+    """Summary (the FLOPs speedup beside the model's head ceiling `at_most`, where known), per-token exit heatmap,
+    FLOPs and KV per step, step latency, raw rows and downloads."""
+    show_metrics(summary_metrics(trace), at_most)
     sample = sample_picker(trace, f"{key}_sample", labels)
     figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}")
     rows = plots.sample_rows(trace, sample)

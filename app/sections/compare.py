@@ -11,7 +11,11 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, speculation, state, views
+from app.dashboard import figures, provenance, speculation, state, views
+from app.dashboard.address import KEEP
+from app.dashboard.models import current_choice
+from app.dashboard.provenance import prompts_setting, sampling_setting, setting
+from app.dashboard.trained import skip_warning
 from skipcore import (
     AdaptivePolicy,
     CalmPolicy,
@@ -21,13 +25,16 @@ from skipcore import (
     UserError,
     plots,
 )
+from skipcore.labels import column_title
 from skipcore.schedule import MODES
 
 RESULT_KEY = "compare_result"
 
 
 FULL, CALM, ADAPTIVE, SPECULATIVE = "full depth", "calm", "adaptive", "speculative"
-HALF_WINDOW = 24  # token columns that fit a half-width panel without overlapping labels
+SMALL_SAMPLE = (
+    30  # fewer scored examples than this, and BLEU/ROUGE differences between policies are mostly noise
+)
 
 
 def policies(schedule: Schedule, calm: dict, adaptive: dict, speculative: dict | None = None) -> dict:
@@ -124,10 +131,84 @@ def show_lossless(stored: dict) -> None:
         )
 
 
+def settings_now(schedule: Schedule, chosen: list[str], params: dict, prompts, max_new: int, sampling, batch):
+    """What `Run all` would use now, as its result will say it."""
+    choice = current_choice()
+    return {
+        "model": setting(choice.shown(), choice.source),
+        "schedule": setting(schedule.describe(), schedule.to_dict()),
+        "policies": setting(", ".join(chosen), {"policies": chosen, **params}),
+        "prompts": prompts_setting(prompts),
+        "tokens": setting(str(max_new)),
+        "batch size": setting(str(batch)),
+        "decoding": sampling_setting(sampling),
+    }
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The costs table turned so that it fits the page: one column per policy, one row per measure, each value
+    written as its measure reads ('2.05x', '45%'); the download keeps the numbers."""
+    formats = {
+        "tokens per full-depth pass": "{:.2f}",
+        "drafts accepted": "{:.0%}",
+        "KV saved": "{:.0%}",
+        "ms per decode step": "{:.1f}",
+        **{c: "{:.1f}" for c in ("bleu", "rougeL", "chrf")},
+    }
+    out = table.set_index("policy").T.astype(object)
+    for measure in out.index:
+        fmt = formats.get(measure, "{:.2f}x" if "speedup" in measure else "{}")
+        out.loc[measure] = [("-" if pd.isna(v) else fmt.format(v)) for v in table[measure]]
+    out.index = [column_title(m) for m in out.index]
+    return out.rename_axis("measure").reset_index()
+
+
+def show_downloads(stored: dict, table: pd.DataFrame) -> None:
+    """The costs table (CSV) and each policy's trace (Parquet, or CSV/JSONL zips pandas reads)."""
+    st.download_button(
+        "Download the costs table (CSV)",
+        table.to_csv(index=False),
+        "compare-policies.csv",
+        "text/csv",
+        key="cmp_dl_table",
+        on_click="ignore",
+    )
+    results = stored["results"]
+    name = st.selectbox("Trace of", list(results), key="cmp_dl_policy")
+    res = results[name]
+    views.download_buttons(res.trace, res.metadata, f"cmp_{name.replace(' ', '_')}")
+
+
+def show_heatmaps(stored: dict) -> None:
+    results = stored["results"]
+    first = next(iter(results.values()))
+    sample = views.sample_picker(first.trace, "cmp_sample", stored["prompts"])
+    traces = {name: res.trace for name, res in results.items()}
+    fig = plots.stacked_exit_heatmap(traces, sample)
+    width = max(len(plots.sample_rows(t, sample)) for t in traces.values())
+    if width > figures.TOKEN_WINDOW:
+        fig.update_xaxes(range=[-0.5, figures.TOKEN_WINDOW - 0.5])
+        st.caption(
+            f"{width} tokens: the first {figures.TOKEN_WINDOW} shown; drag or zoom to move (all panels follow)."
+        )
+    figures.show(fig, "cmp_heatmaps", f"layers-by-policy-sample-{sample}")
+    st.caption(
+        "One panel per policy, their token axes linked: zoom or pan one and every panel follows. Hover a cell for "
+        "the token, its layers, its cost and its log-probability."
+    )
+    if SPECULATIVE in results:
+        st.caption(
+            "Speculative: every token ran all layers (the verification pass made it); ▼ marks a kept draft, "
+            "and hovering a column gives its round, the draft pass that proposed it and its share of the "
+            "round's cost."
+        )
+
+
 def main() -> None:
     st.title("Compare policies")
     engine, schedule = state.engine_and_schedule()
     L = engine.num_layers
+    state.publish(L)
     st.caption(
         f"Static policies reuse the designed budgets **{schedule.describe()}** with each mode; "
         "CALM-DEC picks each token's depth from its confidence and ignores the schedule; adaptive SkipDecode "
@@ -135,29 +216,40 @@ def main() -> None:
         "speculative SkipDecode drafts tokens with the designed schedule and keeps those a full-depth pass agrees "
         "with, so its greedy output is full depth's."
     )
+    warning = skip_warning(current_choice(), True)
+    if warning:
+        st.warning(warning)
     options = [FULL, *MODES, CALM, ADAPTIVE, SPECULATIVE]
-    chosen = st.multiselect("Policies", options, default=options, key="cmp_policies")
+    chosen = st.multiselect("Policies", options, default=options, key="cmp_policies", **KEEP)
     calm: dict = {}
     if "calm" in chosen:
         c1, c2, c3 = st.columns(3)
-        calm["threshold"] = c1.slider("CALM threshold", 0.0, 1.0, 0.9, 0.01, key="cmp_calm_threshold")
-        calm["measure"] = c2.selectbox("Confidence", ["softmax", "top2"], key="cmp_calm_measure")
-        calm["min_layers"] = int(c3.number_input("CALM min layers", 1, L, 1, key="cmp_calm_min"))
+        calm["threshold"] = c1.slider("CALM threshold", 0.0, 1.0, 0.9, 0.01, key="cmp_calm_threshold", **KEEP)
+        calm["measure"] = c2.selectbox("Confidence", ["softmax", "top2"], key="cmp_calm_measure", **KEEP)
+        calm["min_layers"] = int(c3.number_input("CALM min layers", 1, L, 1, key="cmp_calm_min", **KEEP))
     adaptive: dict = {}
     if ADAPTIVE in chosen:
         c1, c2, c3 = st.columns(3)
         adaptive["threshold"] = c1.slider(
-            "Adaptive threshold (lowest top probability)", 0.0, 1.0, 0.5, 0.01, key="cmp_adaptive_threshold"
+            "Adaptive threshold (lowest top probability)",
+            0.0,
+            1.0,
+            0.5,
+            0.01,
+            key="cmp_adaptive_threshold",
+            **KEEP,
         )
-        adaptive["drop"] = int(c2.number_input("Adaptive drop", 1, L, min(2, L), key="cmp_adaptive_drop"))
+        adaptive["drop"] = int(
+            c2.number_input("Adaptive drop", 1, L, min(2, L), key="cmp_adaptive_drop", **KEEP)
+        )
         adaptive["min_layers"] = int(
-            c3.number_input("Adaptive min layers", 1, L, min(3, L), key="cmp_adaptive_min")
+            c3.number_input("Adaptive min layers", 1, L, min(3, L), key="cmp_adaptive_min", **KEEP)
         )
     speculative: dict = {}
     if SPECULATIVE in chosen:
         c1, c2 = st.columns([1, 2])
         speculative["draft_tokens"] = int(
-            c1.number_input("Draft tokens per round", 1, 16, 4, key="cmp_draft_tokens")
+            c1.number_input("Draft tokens per round", 1, 16, 4, key="cmp_draft_tokens", **KEEP)
         )
         c2.caption(
             f"Speculative drafts with **{schedule.describe()}** and verifies at full depth. "
@@ -166,9 +258,15 @@ def main() -> None:
     prompts = views.prompt_picker("cmp")
     refs = views.references("cmp")
     c1, c2 = st.columns(2)
-    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new")
+    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new", **KEEP)
     batch = views.batch_size_input(c2, "cmp_batch", prompts)
     sampling = views.sampling_settings("cmp")
+    params = {"calm": calm, "adaptive": adaptive, "speculative": speculative}
+    now = (
+        settings_now(schedule, chosen, params, prompts, int(max_new), sampling, int(batch))
+        if sampling
+        else None
+    )
     if st.button(
         "Run all", type="primary", key="cmp_run", disabled=not (prompts and chosen) or sampling is None
     ):
@@ -199,11 +297,13 @@ def main() -> None:
             "errors": errors,
             "quality": quality,
             "sampled": sampling.do_sample,
+            "settings": now,
         }
     stored = st.session_state.get(RESULT_KEY)
     if not stored:
         st.info("Choose policies and prompts, then press **Run all**.")
         return
+    provenance.show(stored["settings"], now, "Run all")
     for name, msg in stored["errors"].items():
         st.error(f"{name}: {msg}")
     results = stored["results"]
@@ -212,47 +312,29 @@ def main() -> None:
     st.subheader("Costs")
     table = summary_table(results, stored.get("quality"))
     if stored.get("quality"):
+        n = len(stored["prompts"])
         st.caption("BLEU, ROUGE-L and chrF: each output's first line against the split's references.")
+        if n < SMALL_SAMPLE:
+            st.warning(
+                f"These scores come from {n} example{'s' if n != 1 else ''}. Corpus BLEU and ROUGE on fewer than "
+                f"~{SMALL_SAMPLE} examples move by several points from one draw of examples to the next, so a "
+                "difference between policies here may be noise: raise **How many**, or use the Trade-offs "
+                "page's sweeps (100 examples), before reading a ranking from them."
+            )
     if SPECULATIVE in results:
         st.caption(
             "Speculative: layer and FLOPs speedups below 1x are by construction (every kept token is verified "
             "at full depth; drafts cost extra). Per batch, the layer speedup counts sequential layer passes; "
-            "its gain is the tokens per full-depth pass. The last two columns apply to speculative only (-)."
+            "its gain is the tokens per full-depth pass. The last two rows apply to speculative only (-)."
         )
-    speedup = st.column_config.NumberColumn(format="%.2fx")
-    st.dataframe(
-        table,
-        hide_index=True,
-        placeholder="-",
-        column_config={
-            **{c: speedup for c in table.columns if "speedup" in c},
-            "tokens per full-depth pass": st.column_config.NumberColumn(format="%.2f"),
-            "drafts accepted": st.column_config.NumberColumn(format="percent"),
-            "KV saved": st.column_config.NumberColumn(format="percent"),
-            "ms per decode step": st.column_config.NumberColumn(format="%.1f"),
-            **{c: st.column_config.NumberColumn(format="%.1f") for c in ("bleu", "rougeL", "chrf")},
-        },
-    )
+    st.dataframe(shown_table(table), hide_index=True, key="cmp_costs")
     st.subheader("Outputs")
     views.show_outputs({"prompt": stored["prompts"], **{name: res.texts for name, res in results.items()}})
     show_lossless(stored)
     st.subheader("Layers per token")
-    first = next(iter(results.values()))
-    sample = views.sample_picker(first.trace, "cmp_sample", stored["prompts"])
-    width = max(len(plots.sample_rows(res.trace, sample)) for res in results.values())
-    cols = st.columns(min(2, len(results)))
-    for i, (name, res) in enumerate(results.items()):
-        with cols[i % len(cols)]:
-            fig = views.token_heatmap(res.trace, sample, title=name, columns=width, window=HALF_WINDOW)
-            if width <= HALF_WINDOW:
-                fig.update_xaxes(range=[-0.5, width - 0.5])  # same token columns in every panel
-            figures.show(fig, f"cmp_heat_{name}", f"layers-{name}-sample-{sample}")
-    if SPECULATIVE in results:
-        st.caption(
-            "Speculative: every token ran all layers (the verification pass made it); ▼ marks a kept draft, "
-            "and hovering a column gives its round, the draft pass that proposed it and its share of the "
-            "round's cost."
-        )
+    show_heatmaps(stored)
+    st.subheader("Downloads")
+    show_downloads(stored, table)
 
 
 main()

@@ -10,9 +10,11 @@ import json
 
 import streamlit as st
 
-from app.dashboard import figures, state
-from app.dashboard.models import current_choice, model_shapes, training_note
-from app.dashboard.paths import display_path
+from app.dashboard import figures, state, views
+from app.dashboard.address import KEEP
+from app.dashboard.loading import model_shapes
+from app.dashboard.models import current_choice
+from app.dashboard.trained import skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
 from skipcore.errors import ScheduleError, UserError
@@ -30,41 +32,53 @@ FIT_TOLERANCE = 0.02  # relative; a fit further off than this is said to miss it
 KV_DTYPES = {"float32 (4 bytes)": 4, "bfloat16 / float16 (2 bytes)": 2}
 
 
-def int_slider(container, label: str, lo: int, hi: int, key: str, help: str | None = None) -> None:
-    """A slider, or a fixed caption when the range has one value (Streamlit sliders need lo < hi)."""
+def int_slider(container, name: str, label: str, limits: dict, default: int, help: str | None = None) -> None:
+    """A design slider over its range, or a caption when the range has one value (a slider needs lo < hi)."""
+    lo, hi = (int(v) for v in limits[name])
     if lo >= hi:
-        st.session_state[key] = lo
+        st.session_state[name] = lo
         container.caption(f"{label}: {lo}")
-    else:
-        st.session_state[key] = min(max(int(st.session_state.get(key, lo)), lo), hi)
-        container.slider(label, lo, hi, key=key, help=help)
+        return
+    if name in st.session_state and not lo <= st.session_state[name] <= hi:  # never out of the slider's range
+        st.session_state[name] = min(max(int(st.session_state[name]), lo), hi)
+    container.slider(label, lo, hi, min(max(int(default), lo), hi), key=name, help=help, **KEEP)
 
 
 def _fit_to_target(num_layers: int) -> None:
-    """Button callback: set max/min layers to the schedule closest to the target layer speedup."""
+    """Button callback: set max/min layers to the schedule closest to the target layer speedup, and say what the
+    fit gave and why, when it had to start below full depth."""
     ss = st.session_state
-    shape = ss.get("w_shape", "linear")
+    shape = ss.get("shape", "linear")
+    shape = shape if shape not in ("full", "custom") else "linear"
+    target, over = float(ss.get("target", 2.0)), int(ss.get("speedup_over", 32))
+    kwargs = {
+        "decay_span": None if ss.get("default_span", True) else int(ss.get("decay_span", 30)),
+        "alpha": float(ss.get("alpha", 0.9)),
+        "stages": int(ss.get("stages", 4)),
+    }
+    mode, warmup = ss.get("mode", "skip"), int(ss.get("warmup_layers", 1))
     try:
-        fit = schedule_for_speedup(
-            num_layers,
-            float(ss.get("w_target", 2.0)),
-            int(ss.get("w_speedup_over", 32)),
-            shape if shape not in ("full", "custom") else "linear",
-            ss.get("w_mode", "skip"),
-            int(ss.get("w_warmup_layers", 1)),
-            decay_span=None if ss.get("w_default_span", True) else int(ss.get("w_decay_span", 30)),
-            alpha=float(ss.get("w_alpha", 0.9)),
-            stages=int(ss.get("w_stages", 4)),
-        )
+        fit = schedule_for_speedup(num_layers, target, over, shape, mode, warmup, **kwargs)
     except ScheduleError as e:
-        ss["fit_error"], ss["fit_note"] = str(e), None
+        ss["fit_error"], ss["fit_note"], ss["fit_why"] = str(e), None, None
         return
     ss.pop("fit_error", None)
-    ss["w_shape"] = fit.shape
-    ss["w_max_layers"], ss["w_min_layers"] = fit.max_layers, fit.min_layers
-    ss["fit_note"] = fit_note(
-        float(ss.get("w_target", 2.0)), fit.layer_speedup(int(ss.get("w_speedup_over", 32)))
-    )
+    ss["shape"] = fit.shape
+    ss["max_layers"], ss["min_layers"] = fit.max_layers, fit.min_layers
+    ss["fit_note"], ss["fit_why"] = fit_note(target, fit.layer_speedup(over)), None
+    if fit.max_layers < num_layers:  # the paper starts at full depth; say why this fit could not
+        floor = warmup + 1 if mode == "skip" else 1
+        reach = Schedule(num_layers, shape, mode, num_layers, floor, warmup, **kwargs).layer_speedup(over)
+        span = (
+            "the default decay span"
+            if kwargs["decay_span"] is None
+            else f"a decay span of {kwargs['decay_span']}"
+        )
+        ss["fit_why"] = (
+            f"Max layers came down from {num_layers} to {fit.max_layers}: starting at full depth, a {shape} "
+            f"decay with {span} reaches at most {reach:.2f}x over {over} tokens, even down to {floor} layer"
+            f"{'s' if floor > 1 else ''}, so {target:g}x needs a lower start."
+        )
 
 
 def fit_note(target: float, got: float) -> str:
@@ -79,58 +93,87 @@ def fit_note(target: float, got: float) -> str:
     )
 
 
-def controls(num_layers: int) -> None:
-    L = num_layers
-    st.selectbox("Budget shape", SHAPES, key="w_shape", help=SHAPE_HELP)
-    st.selectbox("Mode", MODES, key="w_mode", help=MODE_HELP)
-    shape, mode = st.session_state["w_shape"], st.session_state["w_mode"]
+def controls(num_layers: int, base: dict) -> None:
+    """The design's widgets, each kept in the address and for the session under its own name."""
+    L, ranges = num_layers, state.limits(num_layers)
+    st.selectbox("Budget shape", SHAPES, SHAPES.index(base["shape"]), key="shape", help=SHAPE_HELP, **KEEP)
+    st.selectbox("Mode", MODES, MODES.index(base["mode"]), key="mode", help=MODE_HELP, **KEEP)
+    shape, mode = st.session_state["shape"], st.session_state["mode"]
     if shape not in ("full", "custom"):
-        int_slider(st, "Max layers (first decode step)", 1, L, "w_max_layers")
-        int_slider(st, "Min layers (the floor)", 1, L, "w_min_layers")
+        int_slider(st, "max_layers", "Max layers (first decode step)", ranges, base["max_layers"])
+        int_slider(st, "min_layers", "Min layers (the floor)", ranges, base["min_layers"])
     if mode == "skip" and shape != "full":
-        int_slider(st, "Warmup layers (always run)", 0, L - 1, "w_warmup_layers")
+        int_slider(st, "warmup_layers", "Warmup layers (always run)", ranges, base["warmup_layers"])
     if shape in ("linear", "step"):
-        st.checkbox("Default decay span (tokens to generate − 2)", key="w_default_span")
+        st.checkbox(
+            "Default decay span",
+            base["default_span"],
+            key="default_span",
+            help="tokens to generate − 2: the decay reaches the floor at the last step",
+            **KEEP,
+        )
+        lo, hi = ranges["decay_span"]
         st.slider(
-            "Decay span (steps)", 1, 512, key="w_decay_span", disabled=st.session_state["w_default_span"]
+            "Decay span (steps)",
+            lo,
+            hi,
+            min(max(int(base["decay_span"]), lo), hi),
+            key="decay_span",
+            disabled=st.session_state["default_span"],
+            **KEEP,
         )
     if shape == "power":
-        st.slider("alpha", 0.5, 1.0, step=0.01, key="w_alpha", help="n(s) = floor(max · alpha^(s-1))")
+        lo, hi = ranges["alpha"]
+        st.slider(
+            "alpha",
+            lo,
+            hi,
+            float(base["alpha"]),
+            0.01,
+            key="alpha",
+            help="n(s) = floor(max · alpha^(s-1))",
+            **KEEP,
+        )
     if shape == "step":
-        int_slider(st, "Stages (plateaus)", 1, max(1, min(16, L)), "w_stages")
+        int_slider(st, "stages", "Stages (plateaus)", ranges, base["stages"])
     if shape == "custom":
         st.text_input(
             "Budgets for steps 1, 2, … (non-increasing; the last is held)",
-            key="w_budgets",
+            base["budgets"],
+            key="budgets",
             placeholder=", ".join(str(max(1, L - i)) for i in range(0, min(L, 4))),
+            **KEEP,
         )
-    st.slider("Tokens to generate", 2, 256, key="w_max_new_tokens")
-    st.slider(
+    int_slider(st, "max_new_tokens", "Tokens to generate", ranges, base["max_new_tokens"])
+    int_slider(
+        st,
+        "speedup_over",
         "Typical output length (tokens)",
-        2,
-        256,
-        key="w_speedup_over",
+        ranges,
+        base["speedup_over"],
         help="The speedups and costs shown, and the fit to a target, are over this many generated tokens: "
         "rows stop at EOS, so a typical output realises what its own length gives, not the whole generation. "
         "Defaults to a skipcore-trained model's median output length + 1.",
     )
-    if st.session_state["w_speedup_over"] > st.session_state["w_max_new_tokens"]:
+    if st.session_state["speedup_over"] > st.session_state["max_new_tokens"]:
         st.warning(
-            f"The typical output length ({st.session_state['w_speedup_over']}) is more than the tokens to "
-            f"generate ({st.session_state['w_max_new_tokens']}): outputs stop at the latter, so the speedups "
+            f"The typical output length ({st.session_state['speedup_over']}) is more than the tokens to "
+            f"generate ({st.session_state['max_new_tokens']}): outputs stop at the latter, so the speedups "
             "are shown over it."
         )
-    st.slider("Typical prompt length (tokens)", 1, 2048, key="w_prompt_len")
-    st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype")
+    int_slider(st, "prompt_len", "Typical prompt length (tokens)", ranges, base["prompt_len"])
+    st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype", **KEEP)
     if shape not in ("full", "custom"):
         with st.expander("Fit max/min to a target speedup"):
-            st.number_input("Target layer speedup", 1.0, float(L), 2.0, 0.1, key="w_target")
+            st.number_input("Target layer speedup", 1.0, float(L), 2.0, 0.1, key="target", **KEEP)
             st.button("Fit", on_click=_fit_to_target, args=(L,), key="fit")
             if "fit_error" in st.session_state:
                 st.error(st.session_state["fit_error"])
-            note = st.session_state.get("fit_note")
+            note, why = st.session_state.get("fit_note"), st.session_state.get("fit_why")
             if note:
                 (st.success if note.startswith("Fitted") else st.warning)(note)
+            if why:
+                st.info(why)
 
 
 def results(
@@ -142,7 +185,9 @@ def results(
     s = plots.theoretical_summary(steps, schedule.num_layers)
     c = st.columns(4)
     c[0].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="L × steps / Σ n(s), steps ≥ 1")
-    c[1].metric("FLOPs speedup", f"{s['flops_speedup_decode']:.2f}x", help="decode steps (s ≥ 1) only")
+    views.flops_metric(
+        c[1], s["flops_speedup_decode"], views.ceiling(shapes, schedule, prompt_len + speedup_over)
+    )
     c[2].metric(
         "… with the prompt", f"{s['flops_speedup_with_prompt']:.2f}x", help="the prefill (step 0) included"
     )
@@ -170,12 +215,16 @@ def export(schedule: Schedule, max_new_tokens: int) -> None:
         key="dl_schedule",
         on_click="ignore",
     )
-    model = current_choice().path
-    st.code(
-        f"python -m skipcore generate --model {display_path(model) if model else 'MODEL_DIR'} \\\n"
+    source = current_choice().source
+    model = current_choice().shown() if source else "MODEL_DIR"
+    st.code(  # short lines: a wrapped line would hide where one flag ends
+        f"python -m skipcore generate \\\n"
+        f"    --model {model} \\\n"
         f"    --schedule-json schedule.json --max-new-tokens {max_new_tokens} \\\n"
-        "    --prompt $'MR: name[The Eagle], food[French]\\nText:' --trace trace.parquet",
+        "    --prompt $'MR: name[The Eagle], food[French]\\nText:' \\\n"
+        "    --trace trace.parquet",
         language="bash",
+        wrap_lines=True,
     )
     with st.expander("schedule.json"):
         st.code(blob, language="json")
@@ -191,19 +240,19 @@ def main() -> None:
         st.stop()
     L = shapes.num_layers
     st.caption(
-        f"`{display_path(choice.path) if choice.path else choice.preset}` — {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "
-        f"({shapes.num_kv_heads} KV heads). Costs are computed from the config; nothing is run."
+        f"`{choice.shown()}`: {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "
+        f"({shapes.num_kv_heads} KV heads), a {shapes.vocab_size:,}-token head. Costs are computed from the "
+        "config; nothing is run."
     )
     note = training_note(choice)
     if note:
         st.caption(f":material/school: {note}")
-    state.seed_widgets(state.params(L))
-    left, right = st.columns([1, 2.4], gap="large")
+    base = state.defaults(L)
+    state.params(L)  # the session's design (a new model's defaults, or a link's design), before the widgets
+    left, right = st.columns([1.15, 2.3], gap="large")
     with left:
-        controls(L)
-    state.persist_widgets()
+        controls(L, base)
     values = state.params(L)
-    state.write_url(values)
     with right:
         try:
             schedule = state.build_schedule(values, L)
@@ -212,7 +261,12 @@ def main() -> None:
             st.info("Fix the settings on the left; until then the Generate and Compare pages cannot run it.")
             return
         st.session_state["schedule"] = schedule.to_dict()
-        st.success(f"Schedule: **{schedule.describe()}** — used by the Generate and Compare pages.")
+        st.success(
+            f"Schedule: **{schedule.describe()}**, used by the Generate, Compare and Layer lens pages."
+        )
+        warning = skip_warning(choice, schedule.shape != "full")
+        if warning:
+            st.warning(warning)
         results(
             schedule,
             shapes,

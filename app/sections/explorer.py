@@ -13,9 +13,11 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import paths, speculation, views
+from app.dashboard.address import KEEP
 from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
 from skipcore.labels import setting_label
+from skipcore.plots.tradeoffs import MODEL_COLUMN, with_model_labels
 from skipcore.traces import TRACE_COLUMNS
 
 UPLOAD, FROM_SWEEP = "Upload a file", "A trace of a shipped sweep"
@@ -32,32 +34,35 @@ def sweep_traces() -> dict[str, Path]:
         if "trace_path" not in df:
             continue
         prefix = "" if sweep == paths.DEFAULT_SWEEP else f"{sweep.stem} · "
-        for row in df.itertuples():
+        models = with_model_labels(df)[MODEL_COLUMN]
+        for row, model in zip(df.itertuples(), models, strict=True):
             if not str(row.trace_path or ""):  # transformers' generate() leaves no trace
                 continue
             path = sweep.parent / str(row.trace_path)
             if not path.is_file():
                 continue
             label = setting_label(row)
-            role = getattr(row, "model_role", "model")
-            out[f"{prefix}{role} · batch {getattr(row, 'batch_size', '?')} · {label}"] = path
+            out[f"{prefix}{model} · batch {getattr(row, 'batch_size', '?')} · {label}"] = path
     return out
 
 
-def pick_file(limit: int) -> tuple[str, bytes] | None:
-    """(name, bytes) of the trace to show: an upload, or a file the shipped sweep wrote."""
+def pick_file(limit: int) -> tuple[str, bytes, str] | None:
+    """(what to call it, bytes, file name) of the trace to show: an upload, or a file a shipped sweep wrote
+    (called by its setting, not by its file's name)."""
     shipped = sweep_traces()
     source = (
-        st.radio("Trace", [UPLOAD, FROM_SWEEP], horizontal=True, key="explorer_source") if shipped else UPLOAD
+        st.radio("Trace", [UPLOAD, FROM_SWEEP], horizontal=True, key="explorer_source", **KEEP)
+        if shipped
+        else UPLOAD
     )
     if source == FROM_SWEEP:
-        label = st.selectbox("Setting", list(shipped), key="explorer_sweep_trace")
+        label = st.selectbox("Setting", list(shipped), key="explorer_sweep_trace", **KEEP)
         path = shipped[label]
-        return path.name, path.read_bytes()
+        return label, path.read_bytes(), path.name
     upload = st.file_uploader(
         "Trace file", type=UPLOAD_TYPES, key="explorer_upload", max_upload_size=paths.upload_limit_mb()
     )
-    return None if upload is None else (upload.name, upload.getvalue())
+    return None if upload is None else (upload.name, upload.getvalue(), upload.name)
 
 
 def run_kind(trace: pd.DataFrame, meta: dict) -> str:
@@ -84,9 +89,9 @@ def main() -> None:
         with st.expander("Required columns"):
             st.table({"column": list(TRACE_COLUMNS), "type": list(TRACE_COLUMNS.values())})
         return
-    name, data = picked
+    name, data, file_name = picked
     try:
-        trace, meta = read_uploaded_trace(name, data, limit)
+        trace, meta = read_uploaded_trace(file_name, data, limit)
     except UserError as e:
         st.error(f"This file is not a valid trace. {e}")
         return
@@ -106,7 +111,7 @@ def main() -> None:
     else:
         st.caption("No run metadata came with this file (a CSV or JSONL without its .meta.json).")
     if runs > 1:
-        run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run")
+        run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run", **KEEP)
         trace = trace[trace["run_id"] == run_id]
     views.show_trace(trace, meta, "explorer", downloads=False)
 

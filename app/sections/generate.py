@@ -1,20 +1,42 @@
 """Generate and trace: run the designed schedule on a batch of prompts and look at every token's layers.
 
-The result stays in st.session_state, so moving to another page and back does not lose it; every run also
-joins the session's history, drawn over full depth to compare the schedules tried.
+Every setting is kept in the page's address. The result stays in st.session_state (moving to another page and back
+does not lose it) with the settings that made it: when the design, the model or this page's settings change
+afterwards, the result says so until the next run. Every run is also kept in the run history (`runstore`), which
+survives a reload.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard import figures, history, state, views
-from skipcore import UserError
+from app.dashboard import provenance, state, views
+from app.dashboard.address import KEEP
+from app.dashboard.models import current_choice
+from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
+from app.dashboard.runstore import RunStore
+from app.dashboard.trained import skip_warning
+from skipcore import Schedule, UserError, summarize
 
 RESULT_KEY = "generate_result"
 
 
-def run(engine, prompts: list[str], schedule, max_new_tokens: int, sampling, batch_size: int) -> None:
+def settings_now(schedule: Schedule, prompts: list[str], max_new: int, sampling, batch: int) -> Settings:
+    """What a run of the page would use now, as its result will say it."""
+    choice = current_choice()
+    return {
+        "model": setting(choice.shown(), choice.source),
+        "schedule": setting(schedule.describe(), schedule.to_dict()),
+        "prompts": prompts_setting(prompts),
+        "tokens": setting(str(max_new)),
+        "batch size": setting(str(batch)),
+        "decoding": sampling_setting(sampling),
+    }
+
+
+def run(
+    engine, prompts: list[str], schedule, max_new_tokens: int, sampling, batch_size: int, settings
+) -> None:
     what = f"{len(prompts)} prompts under {schedule.describe()}"
     bar = st.progress(0.0, text=f"Generating {what}…")
 
@@ -30,62 +52,71 @@ def run(engine, prompts: list[str], schedule, max_new_tokens: int, sampling, bat
         st.error(f"Generation failed: {e}")
         return
     bar.progress(1.0, text=views.generated_text(res.trace, len(prompts), max_new_tokens))
-    st.session_state[RESULT_KEY] = {
+    result = {
         "prompts": prompts,
         "texts": res.texts,
         "trace": res.trace,
         "metadata": res.metadata,
+        "settings": settings,
     }
-    history.record(schedule.describe(), res.trace, engine.num_layers)
+    try:
+        result["run_id"] = RunStore().add(
+            "generate",
+            schedule.describe(),
+            settings,
+            res.trace,
+            res.metadata,
+            prompts,
+            res.texts,
+            summarize(res.trace, engine.num_layers),
+            engine.num_layers,
+        )
+    except UserError as e:
+        st.warning(f"This run was not kept in the run history: {e}")
+    st.session_state[RESULT_KEY] = result
 
 
-def show_history() -> None:
-    runs = history.runs()
-    if not runs:
-        return
-    st.subheader("Runs of this session")
-    names = [r["run"] for r in runs]
-    picked = st.multiselect(
-        "Overlay runs (full depth is always drawn)", names, default=names[-3:], key=f"gen_history_{len(runs)}"
+def show_result(result: dict, now: Settings | None, engine) -> None:
+    st.subheader("Outputs")
+    provenance.show(result["settings"], now, "Generate")
+    views.show_outputs({"prompt": result["prompts"], "output": result["texts"]})
+    if result.get("run_id") is not None:
+        st.caption(f"Kept as run #{result['run_id']} in the run history.")
+        st.page_link("sections/history.py", label="Open the run history", icon=":material/history:")
+    st.subheader("Trace")
+    trace = result["trace"]
+    made = Schedule.from_dict(result["settings"]["schedule"][1])
+    context = int(trace["prompt_len"].median()) + int(trace["step"].max()) if "prompt_len" in trace else 64
+    at_most = (
+        views.ceiling(engine.adapter.shapes, made, context) if made.num_layers == engine.num_layers else None
     )
-    chosen = [r for r in runs if r["run"] in picked]
-    if not chosen:
-        return
-    figures.show(history.figure(chosen), "gen_history_fig", "runs")
-    speedup = st.column_config.NumberColumn(format="%.2fx")
-    st.dataframe(
-        history.table(chosen),
-        hide_index=True,
-        column_config={
-            "layer_speedup": speedup,
-            "batch_layer_speedup": speedup,
-            "flops_speedup_decode": speedup,
-            "kv_saved_fraction": st.column_config.NumberColumn(format="percent"),
-        },
-    )
+    views.show_trace(trace, result["metadata"], "gen", labels=result["prompts"], at_most=at_most)
 
 
 def main() -> None:
     st.title("Generate and trace")
     engine, schedule = state.engine_and_schedule()
     L = engine.num_layers
-    st.caption(f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}**")
+    state.publish(L)
+    st.caption(
+        f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}** (from the designer)"
+    )
+    warning = skip_warning(current_choice(), schedule.shape != "full")
+    if warning:
+        st.warning(warning)
     prompts = views.prompt_picker("gen")
     c1, c2 = st.columns(2)
-    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="gen_max_new")
+    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="gen_max_new", **KEEP)
     batch_size = views.batch_size_input(c2, "gen_batch", prompts)
     sampling = views.sampling_settings("gen")
+    now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size)) if sampling else None
     if st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None):
-        run(engine, prompts, schedule, int(max_new), sampling, int(batch_size))
+        run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now)
     result = st.session_state.get(RESULT_KEY)
     if not result:
         st.info("Choose prompts and press **Generate**.")
         return
-    st.subheader("Outputs")
-    views.show_outputs({"prompt": result["prompts"], "output": result["texts"]})
-    st.subheader("Trace")
-    views.show_trace(result["trace"], result["metadata"], "gen", labels=result["prompts"])
-    show_history()
+    show_result(result, now, engine)
 
 
 main()

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.dashboard import state, views
+from app.dashboard import provenance, state, views
+from app.dashboard.address import KEEP
+from app.dashboard.models import current_choice
+from app.dashboard.provenance import prompts_setting, setting
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS
 from skipcore.errors import UserError
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
@@ -39,7 +42,22 @@ def lens_download(table, metadata: dict, fmt: str, stem: str) -> tuple[bytes, st
         return buf.getvalue(), f"{path.name}.zip", "application/zip"
 
 
-def run(engine, prompts: list[str], schedule, max_new: int, batch_size: int, tokens: str) -> None:
+def settings_now(schedule, prompts: list[str], max_new: int, batch_size: int, tokens: str) -> dict:
+    """What `Run the lens` would use now, as its result will say it."""
+    choice = current_choice()
+    return {
+        "model": setting(choice.shown(), choice.source),
+        "schedule": setting(schedule.describe(), schedule.to_dict()),
+        "prompts": prompts_setting(prompts),
+        "tokens": setting(str(max_new)),
+        "batch size": setting(str(batch_size)),
+        "the schedule reads": setting(tokens),
+    }
+
+
+def run(
+    engine, prompts: list[str], schedule, max_new: int, batch_size: int, tokens: str, settings: dict
+) -> None:
     what = f"{len(prompts)} prompts × {max_new} tokens"
     bar = st.progress(0.0, text=f"Reading every layer of {what}…")
 
@@ -64,6 +82,7 @@ def run(engine, prompts: list[str], schedule, max_new: int, batch_size: int, tok
         "full": cmp.full,
         "path": path,
         "agreement": cmp.agreement,
+        "settings": settings,
     }
 
 
@@ -87,7 +106,7 @@ def show_agreement(result: dict) -> None:
 def show_heatmaps(result: dict) -> None:
     full, path = result["full"], result["path"]
     c1, c2 = st.columns(2)
-    stat = c1.selectbox("Colour by", list(STATS), format_func=lambda k: STATS[k][0], key="lens_stat")
+    stat = c1.selectbox("Colour by", list(STATS), format_func=lambda k: STATS[k][0], key="lens_stat", **KEEP)
     with c2:
         sample = views.sample_picker(full.trace, "lens_sample", result["prompts"])
     width = max(t[t["sample"] == sample]["step"].max() for t in (full.table, path.table)) + 1
@@ -101,8 +120,8 @@ def show_heatmaps(result: dict) -> None:
         fig.update_xaxes(range=[-0.5, width - 0.5])  # the same token columns in both panels
         col.plotly_chart(fig, key=f"lens_heat_{title}", width="stretch")
     st.caption(
-        "× marks a layer the token skipped: its residual stream passes unchanged, so the read-out repeats the "
-        "layer below. Hover a cell for the read-out's top tokens."
+        "Grey cells are layers the token skipped: its residual stream passes them unchanged, so there is no "
+        "read-out of their own (it would repeat the layer below). Hover a cell for the read-out's top tokens."
     )
 
 
@@ -146,6 +165,7 @@ def main() -> None:
     st.title("Layer lens")
     engine, schedule = state.engine_and_schedule()
     L = engine.num_layers
+    state.publish(L)
     st.caption(
         f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}**. For every generated "
         "token and layer: the final norm and LM head applied to the residual stream after that layer, along "
@@ -153,15 +173,17 @@ def main() -> None:
     )
     prompts = views.prompt_picker("lens")
     c1, c2, c3 = st.columns([2, 1, 2])
-    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="lens_max_new")
-    batch_size = c2.number_input("Batch size", 1, 64, min(8, max(1, len(prompts))), key="lens_batch")
-    tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens")
+    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="lens_max_new", **KEEP)
+    batch_size = c2.number_input("Batch size", 1, 64, min(8, max(1, len(prompts))), key="lens_batch", **KEEP)
+    tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
+    now = settings_now(schedule, prompts, int(max_new), int(batch_size), tokens)
     if st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts):
-        run(engine, prompts, schedule, int(max_new), int(batch_size), tokens)
+        run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now)
     result = st.session_state.get(RESULT_KEY)
     if not result:
         st.info("Choose prompts and press **Run the lens**.")
         return
+    provenance.show(result["settings"], now, "Run the lens")
     show_agreement(result)
     st.subheader("Token by layer")
     show_heatmaps(result)

@@ -8,16 +8,29 @@ which the dynamic policies' points are placed (above, on or below) in a table.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, paths, state, sweeps
-from app.dashboard.models import current_choice, generation_defaults, get_engine
+from app.dashboard import figures, paths, provenance, state, sweeps
+from app.dashboard.address import KEEP
+from app.dashboard.loading import get_engine
+from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
+from app.dashboard.provenance import setting
 from app.dashboard.tracefiles import read_uploaded_table
+from app.dashboard.trained import generation_defaults
 from skipcore import plots
 from skipcore.errors import UserError
+from skipcore.labels import column_title, setting_label
+from skipcore.measure.paired_timing import flag_texts
 
+PROGRESS_COLUMNS = {
+    column_title("bleu"): st.column_config.NumberColumn(format="%.1f"),
+    column_title("layer_speedup"): st.column_config.NumberColumn(format="%.2fx"),
+    column_title("wall_speedup_decode"): st.column_config.NumberColumn(format="%.2fx"),
+}
 SHIPPED, UPLOAD, RUN = "Shipped sweep", "Upload a sweep file", "Run a small sweep here"
 RESULT_KEY = "tradeoff_sweep"
 NONE = "(none)"
@@ -57,19 +70,19 @@ def shipped_sweep() -> pd.DataFrame | None:
             "Upload a sweep file or run a small sweep here instead."
         )
         return None
-    path = shipped[0]
-    if len(shipped) > 1:
-        path = st.selectbox(
-            "Shipped sweep (data/sweeps/README.md says how each was made)",
-            shipped,
-            format_func=lambda p: p.stem,
-            key="to_shipped",
-        )
-    try:
-        return _read_parquet(str(path), path.stat().st_mtime)
-    except Exception as e:  # noqa: BLE001 (a damaged file gets a message, not a traceback)
-        st.error(f"Cannot read `{display_path(path)}`: {type(e).__name__}: {e}")
+    tables: dict[str, pd.DataFrame] = {}
+    for path in shipped:
+        try:
+            tables[path.stem] = _read_parquet(str(path), path.stat().st_mtime)
+        except Exception as e:  # noqa: BLE001 (a damaged file gets a message, not a traceback)
+            st.error(f"Cannot read `{display_path(path)}`: {type(e).__name__}: {e}")
+    if not tables:
         return None
+    names = {f"{sweeps.describe(df)} ({stem})": stem for stem, df in tables.items()}
+    picked = st.selectbox(
+        "Shipped sweep (data/sweeps/README.md says how each was made)", list(names), key="to_shipped", **KEEP
+    )
+    return tables[names[picked]]
 
 
 def uploaded_sweep() -> pd.DataFrame | None:
@@ -90,25 +103,31 @@ def uploaded_sweep() -> pd.DataFrame | None:
 
 def small_sweep() -> pd.DataFrame | None:
     """Settings for a few-minute sweep on the chosen model; the result stays until the next run."""
-    from app.dashboard.runsweep import SweepSettings, run_small_sweep
+    from app.dashboard.runsweep import DONE, RUNNING, SweepSettings, run_small_sweep
 
     choice = current_choice()
     engine = get_engine(choice)
     if engine is None:
-        return st.session_state.get(RESULT_KEY)
+        return (st.session_state.get(RESULT_KEY) or {}).get("table")
     L = engine.num_layers
     c1, c2, c3 = st.columns(3)
-    targets = c1.multiselect("Target layer speedups", [1.5, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0], key="to_targets")
-    modes = c2.multiselect("Static modes", ["skip", "exit", "middle"], ["skip", "exit"], key="to_modes")
-    thresholds = c3.multiselect("CALM thresholds", [0.5, 0.7, 0.8, 0.9, 0.95], [], key="to_calm")
+    targets = c1.multiselect(
+        "Target layer speedups", [1.5, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0], key="to_targets", **KEEP
+    )
+    modes = c2.multiselect(
+        "Static modes", ["skip", "exit", "middle"], ["skip", "exit"], key="to_modes", **KEEP
+    )
+    thresholds = c3.multiselect("CALM thresholds", [0.5, 0.7, 0.8, 0.9, 0.95], [], key="to_calm", **KEEP)
     a1, a2, a3 = st.columns(3)
     adaptive = a1.multiselect(
-        "Adaptive thresholds (lowest top probability)", [0.1, 0.3, 0.5, 0.7], [], key="to_adaptive"
+        "Adaptive thresholds (lowest top probability)", [0.1, 0.3, 0.5, 0.7], [], key="to_adaptive", **KEEP
     )
-    drop = a2.number_input("Adaptive drop (layers per confident step)", 1, L, 2, key="to_adaptive_drop")
-    floor = a3.number_input("Adaptive floor (layers)", 1, L, min(3, L), key="to_adaptive_min")
+    drop = a2.number_input(
+        "Adaptive drop (layers per confident step)", 1, L, 2, key="to_adaptive_drop", **KEEP
+    )
+    floor = a3.number_input("Adaptive floor (layers)", 1, L, min(3, L), key="to_adaptive_min", **KEEP)
     s1, s2 = st.columns([1, 2])
-    drafts = s1.multiselect("Speculative draft tokens", [2, 4, 8], [], key="to_draft_tokens")
+    drafts = s1.multiselect("Speculative draft tokens", [2, 4, 8], [], key="to_draft_tokens", **KEEP)
     if drafts:
         draft = f"linear {modes[0] if modes else 'skip'} x{targets[0]:g}" if targets else None
         s2.caption(
@@ -118,11 +137,11 @@ def small_sweep() -> pd.DataFrame | None:
             else "Speculative SkipDecode drafts with the first target's schedule: choose a target."
         )
     c4, c5, c6 = st.columns(3)
-    examples = c4.number_input("Examples (dev split)", 1, 300, 8, key="to_examples")
+    examples = c4.number_input("Examples (dev split)", 1, 300, 8, key="to_examples", **KEEP)
     max_new = c5.number_input(
-        "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), key="to_max_new"
+        "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), key="to_max_new", **KEEP
     )
-    batch = c6.number_input("Batch size", 1, 64, 8, key="to_batch")
+    batch = c6.number_input("Batch size", 1, 64, 8, key="to_batch", **KEEP)
     settings = SweepSettings(
         targets=tuple(targets),
         modes=tuple(modes),
@@ -142,26 +161,85 @@ def small_sweep() -> pd.DataFrame | None:
         f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
         "warm-up (median of the paired ratios, with its 95% interval)."
     )
+    now = {
+        "model": setting(choice.shown(), choice.source),
+        "sweep": setting(settings_words(settings), asdict(settings)),
+    }
     if st.button(
         "Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds or adaptive or drafts)
     ):
-        bar = st.progress(0.0, text="Starting…")
+        bar, table = st.progress(0.0, text="Starting…"), st.empty()
 
-        def progress(done: int, total: int, label: str) -> None:
-            bar.progress(done / total, text=f"{done}/{total}: {label}")
+        def progress(status: pd.DataFrame) -> None:
+            done = int((status["status"] == DONE).sum())
+            running = status.loc[status["status"] == RUNNING, "setting"]
+            doing = f"running {running.iloc[0]}" if len(running) else "finished"
+            bar.progress(done / len(status), text=f"{done} of {len(status)} settings done; {doing}")
+            table.dataframe(status, hide_index=True, column_config=PROGRESS_COLUMNS)
 
         try:
-            st.session_state[RESULT_KEY] = run_small_sweep(engine, choice.path, settings, progress)
+            df = run_small_sweep(engine, choice.source, settings, progress)
+            st.session_state[RESULT_KEY] = {"table": df, "settings": now}
         except UserError as e:
             st.error(f"The sweep failed: {e}")
-    return st.session_state.get(RESULT_KEY)
+        else:
+            table.empty()  # every setting is done: the charts and tables below say the rest
+    stored = st.session_state.get(RESULT_KEY)
+    if not stored:
+        return None
+    provenance.show(stored["settings"], now, "Run sweep")
+    c1, c2 = st.columns(2)
+    table = stored["table"]
+    c1.download_button(
+        "Download this sweep (CSV)",
+        table.to_csv(index=False),
+        "sweep.csv",
+        "text/csv",
+        key="to_dl_csv",
+        on_click="ignore",
+    )
+    c2.download_button(
+        "Download this sweep (Parquet)",
+        table.to_parquet(index=False),
+        "sweep.parquet",
+        "application/vnd.apache.parquet",
+        key="to_dl_parquet",
+        on_click="ignore",
+    )
+    return table
+
+
+def settings_words(s) -> str:
+    """A small sweep's settings in a line (its result says them)."""
+    parts = [
+        f"targets {', '.join(f'{t:g}x' for t in s.targets) or 'none'}",
+        f"modes {', '.join(s.modes) or 'none'}",
+        *([f"CALM {', '.join(f'{t:g}' for t in s.calm_thresholds)}"] if s.calm_thresholds else []),
+        *(
+            [
+                f"adaptive {', '.join(f'{t:g}' for t in s.adaptive_thresholds)} (drop {s.adaptive_drop}, floor {s.adaptive_min_layers})"
+            ]
+            if s.adaptive_thresholds
+            else []
+        ),
+        *([f"speculative k={', '.join(map(str, s.draft_tokens))}"] if s.draft_tokens else []),
+        f"{s.num_examples} examples",
+        f"{s.max_new_tokens} tokens",
+        f"batch {s.batch_size}",
+    ]
+    return ", ".join(parts)
 
 
 def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str:
+    """A column picker, kept in the address and said in words. Until the user picks, it follows the table (the
+    page's own choice moves to a better column when one appears); a user's pick stays while the table has it."""
     default = next((c for c in preferred if c in options), options[0])
-    if st.session_state.get(key) not in options:
+    auto = f"_{key}_auto"  # what the page chose last time: a value still equal to it was never the user's
+    current = st.session_state.get(key)
+    if key in st.session_state and (current not in options or current == st.session_state.get(auto)):
         st.session_state[key] = default
-    return st.selectbox(label, options, key=key)
+    st.session_state[auto] = default
+    return st.selectbox(label, options, options.index(default), key=key, format_func=column_title, **KEEP)
 
 
 def draw(df: pd.DataFrame) -> None:
@@ -173,8 +251,11 @@ def draw(df: pd.DataFrame) -> None:
     df = sweeps.with_measured(sweeps.with_series(df))
     if "batch_size" in df and df["batch_size"].nunique() > 1:
         sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
+        if st.session_state.get("to_batch_filter") not in (None, *sizes):
+            st.session_state["to_batch_filter"] = sizes[-1]
         size = (
-            st.segmented_control("Batch size", sizes, default=sizes[-1], key="to_batch_filter") or sizes[-1]
+            st.segmented_control("Batch size", sizes, default=sizes[-1], key="to_batch_filter", **KEEP)
+            or sizes[-1]
         )
         generate_rows = df["policy"].astype(str).eq("transformers") if "policy" in df else None
         if generate_rows is not None and generate_rows.any() and size != 1:
@@ -203,7 +284,9 @@ def draw(df: pd.DataFrame) -> None:
     static = sweeps.static_rows(df)
     front_of = FRONT_ALL
     if static is not None and len(static) < len(df):
-        front_of = st.radio("Pareto front of", [FRONT_ALL, FRONT_STATIC], horizontal=True, key="to_front_of")
+        front_of = st.radio(
+            "Pareto front of", [FRONT_ALL, FRONT_STATIC], horizontal=True, key="to_front_of", **KEEP
+        )
     front_rows = static if front_of == FRONT_STATIC else None
     measured_x = None if x_measured == NONE or df[x_measured].isna().all() else x_measured
     apart = [c for c in ("batch_size", "model_role") if c in df and c != color]
@@ -214,14 +297,14 @@ def draw(df: pd.DataFrame) -> None:
     for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
         shown = [*tips, *([sweeps.MEASURED_OF] if sweeps.MEASURED_OF in df and x == sweeps.MEASURED else [])]
         chart = plots.tradeoff_chart(
-            df, x, y, color, shown, title=f"{y} vs {what} ({x})", front_rows=front_rows
+            df, x, y, color, shown, title=f"{column_title(y)} vs {what} speedup", front_rows=front_rows
         )
         with col:
             st.altair_chart(figures.fit_chart(chart, df, color, apart, y_domain), key=f"to_chart_{what}")
             left_off = sweeps.unplaced(df, x, y, color)
             if left_off:
                 st.caption(
-                    f"Not on this chart (no {x} or {y}): {left_off}."
+                    f"Not on this chart (no {column_title(x)} or {column_title(y)}): {left_off}."
                     + (
                         " transformers' generate() leaves no trace, so it has no layer counts; its FLOPs "
                         "(flops_speedup_with_prompt) and end-to-end wall clock are measured."
@@ -235,7 +318,7 @@ def draw(df: pd.DataFrame) -> None:
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
         "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "
         "a cross marks a timing flagged as implausible for the work saved (hover for the reason). A model and "
-        "its baseline share a colour (the baseline lighter)."
+        "its base model share a colour (the base model lighter), each with its own marker."
     )
     if measured_x == sweeps.MEASURED:
         st.caption(
@@ -250,7 +333,7 @@ def draw(df: pd.DataFrame) -> None:
             "where a pass over several tokens costs about as much as one. draft_target is the target speedup of "
             "the schedule it drafts with."
         )
-    flagged = df["timing_flag"].fillna("").astype(str).ne("") if "timing_flag" in df else None
+    flagged = flag_texts(df["timing_flag"]).ne("") if "timing_flag" in df else None
     if flagged is not None and flagged.any():
         st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
     for what, x in axes:
@@ -258,28 +341,45 @@ def draw(df: pd.DataFrame) -> None:
         front = plots.pareto_front(df if front_rows is None else front_rows, x, y)
         extra = [f"{x}_lo", f"{x}_hi", "timing_flag"] if what == "measured" else []
         cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips]) if c in front]
-        st.dataframe(front[cols], hide_index=True, key=f"to_front_{what}")
+        show_rows(front[cols], f"to_front_{what}")
     dynamic = sweeps.against_static_front(df, x_theory, y)
     if dynamic is not None:
         st.subheader("Dynamic policies against the static front")
         st.caption(
             f"Each setting of another policy (CALM-DEC, adaptive, speculative, transformers' generate()) against "
-            f"the best {y} a static schedule (same model) reaches at a {x_theory} at least as high: above, on "
+            f"the best {column_title(y)} a static schedule (same model) reaches at a {column_title(x_theory)} at least as high: above, on "
             "(within 0.05) or below it; beyond when no static schedule is as fast. Rows without a "
-            f"{x_theory} are not placed."
+            f"{column_title(x_theory)} are not placed."
         )
         cols = [
-            c for c in dict.fromkeys([color, *tips, x_theory, y, f"front_{y}", "vs_front", "front_position"])
+            c for c in dict.fromkeys([color, x_theory, y, f"front_{y}", "vs_front", "front_position", *tips])
         ]
-        st.dataframe(dynamic[[c for c in cols if c in dynamic]], hide_index=True, key="to_vs_static")
+        show_rows(dynamic[[c for c in cols if c in dynamic]], "to_vs_static")
     with st.expander(f"All {len(df)} rows"):
         st.dataframe(df, hide_index=True, key="to_all_rows")
+
+
+def show_rows(rows: pd.DataFrame, key: str) -> None:
+    """Sweep rows as a table that fits: each row's setting in words first, the columns no row fills left out,
+    every column titled in words and its numbers rounded as the quantity reads (the data keeps its names)."""
+    shown = rows.loc[:, [c for c in rows.columns if not rows[c].isna().all()]]
+    shown.insert(min(1, len(shown.columns)), "setting", [setting_label(r) for _, r in rows.iterrows()])
+    config = {}
+    for c in shown.columns:
+        numeric = pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])
+        fmt = "%.2fx" if "speedup" in c else "%.1f" if c in sweeps.quality_columns(shown) else "%.3g"
+        config[c] = (
+            st.column_config.NumberColumn(column_title(c), format=fmt)
+            if numeric
+            else st.column_config.TextColumn(column_title(c))
+        )
+    st.dataframe(shown, hide_index=True, key=key, column_config=config, placeholder="-")
 
 
 def main() -> None:
     st.title("Trade-offs")
     options = [*([SHIPPED] if paths.shipped_sweeps() else []), UPLOAD, RUN]
-    source = st.radio("Sweep", options, horizontal=True, key="to_source")
+    source = st.radio("Sweep", options, horizontal=True, key="to_source", **KEEP)
     df = {SHIPPED: shipped_sweep, UPLOAD: uploaded_sweep, RUN: small_sweep}[source]()
     if df is None:
         if source == UPLOAD:

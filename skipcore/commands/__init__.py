@@ -15,39 +15,64 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Collection, Sequence
 
 from skipcore.commands.common import OneLineParser, given_options
 from skipcore.errors import UserError
 
-# subcommand modules, in the order `--help` lists them; one that is not there yet is skipped
-SUBCOMMANDS = ("generate", "lens", "train", "sweep", "bench", "data", "models")
+# subcommand -> its line in the top-level `--help`, in the order listed (declared here once: a module's parser is
+# built only when its command is the one asked for, so `--help` and the light commands never import torch)
+SUBCOMMANDS: dict[str, str] = {
+    "generate": "generate text under a depth policy (a SkipDecode schedule by default) and write a per-token trace",
+    "lens": "the layer lens: what each layer would predict for every generated token, along the layers it ran",
+    "train": "full-depth, skip-aware or elastic training (accelerate-ready)",
+    "sweep": "quality versus speedup over policies, schedules and batch sizes (resumable)",
+    "bench": "measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones",
+    "data": "write the synthetic E2E-style corpus (train/dev/test CSV)",
+    "models": "list the shipped and installable real models (sizes, head ceiling, licence, install command)",
+}
+
+
+class _Subcommands:
+    """The subparsers action as each command module sees it: its parser gets its line from SUBCOMMANDS."""
+
+    def __init__(self, action: argparse._SubParsersAction) -> None:
+        self.action = action
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        return self.action.add_parser(name, help=SUBCOMMANDS[name], **kwargs)
 
 
 # -- entry point --------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(built: Collection[str] = tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
+    """The command line, with the full parsers of the commands in `built` (their modules imported) and a bare
+    entry, enough for the top-level `--help`, for the others."""
     parser = OneLineParser(prog="python -m skipcore", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser))
     for name in SUBCOMMANDS:
-        full = f"{__name__}.{name}"
-        try:
-            module = importlib.import_module(full)
-        except ModuleNotFoundError as e:
-            if e.name != full:  # a real import error inside the module
-                raise
-            continue
-        module.add_parser(sub)
+        if name in built:
+            importlib.import_module(f"{__name__}.{name}").add_parser(sub)
+        else:
+            sub.add_parser(name)
     return parser
+
+
+def _asked_command(argv: Sequence[str]) -> tuple[str, ...]:
+    """The subcommand argv names (its first word), so only its module is imported; none for `--help` alone."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return (first,) if first in SUBCOMMANDS else ()
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_asked_command(argv))
+    args = parser.parse_args(argv)
+    args.given = given_options(parser, argv)  # what the user typed, not left at a default
+    from transformers.utils import logging as hf_logging  # after parsing: `--help` never imports transformers
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.given = given_options(parser, sys.argv[1:] if argv is None else argv)  # what the user typed
     try:
         return args.func(args)
     except UserError as e:

@@ -9,18 +9,14 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
 from skipcore.commands.common import check_output_path
 from skipcore.errors import UserError
-from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth
 from skipcore.files import atomic_write, check_companion, file_digest
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "bench",
-        help="measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones",
         description=__doc__.splitlines()[0],
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
@@ -97,6 +93,9 @@ def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], target
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    import torch  # here, not at the top: `bench --help` stays instant
+
+    from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth
     from skipcore.models.loading import hardware_name, resolve_device, resolve_dtype
     from skipcore.models.random_models import BENCH_SHAPES
 

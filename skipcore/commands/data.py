@@ -24,7 +24,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     """Register ``data`` on the top-level CLI's subparsers; the handler is ``args.func = run``."""
     parser = subparsers.add_parser(
         "data",
-        help="write the synthetic E2E-style corpus (train/dev/test CSV)",
         description=(
             "Write a synthetic data-to-text corpus in the E2E NLG CSV format (columns mr, ref; 3-6 references "
             "per meaning representation; no MR shared across splits) plus a README. Deterministic in --seed."

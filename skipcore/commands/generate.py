@@ -25,7 +25,6 @@ from skipcore.errors import UserError
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "generate",
-        help="generate text under a depth policy (a SkipDecode schedule by default) and write a per-token trace",
         description="Batched generation under a layer-skipping policy. Prints one generated text per prompt "
         "(the prompt is not repeated) and a one-line summary on stderr; writes a per-token trace when --trace "
         "is given.",

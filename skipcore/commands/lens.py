@@ -23,7 +23,6 @@ from skipcore.errors import UserError
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "lens",
-        help="the layer lens: what each layer would predict for every generated token, along the layers it ran",
         description="Decode the prompts under a depth policy (greedy, the same flags as generate), then read the "
         "residual stream after every layer through the final norm and LM head, along the path each token took. "
         "Writes one row per (sample, step, layer) with --out: ran, top_token_id, top_token, top_prob, "

@@ -12,7 +12,6 @@ from skipcore.errors import UserError
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "models",
-        help="list the shipped and installable real models (sizes, head ceiling, licence, install command)",
         description=__doc__.replace("\n", " "),
     )
     p.add_argument(

@@ -63,7 +63,6 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser(
         "sweep",
-        help="quality versus speedup over policies, schedules and batch sizes (resumable)",
         description="Run a grid of settings (full depth, SkipDecode schedules per target speedup and mode, "
         "CALM-DEC thresholds, an optional base model) and write one row per setting to --out (Parquet) "
         "and a CSV of the same stem, plus each setting's per-token trace. Rerunning skips finished rows.",

@@ -53,7 +53,6 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser(
         "train",
-        help="full-depth, skip-aware or elastic training (accelerate-ready)",
         description=DESCRIPTION,
     )
     src = p.add_argument_group("starting point (one of)")

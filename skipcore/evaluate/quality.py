@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
 from skipcore.labels import setting_label
+from skipcore.measure.paired_timing import flag_texts
 from skipcore.metrics import DEFAULT_METRICS, score_texts
 from skipcore.metrics.slots import slot_accuracy
 
@@ -169,7 +170,7 @@ def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -
         for s in sizes:
             at = sel[sel["batch_size"] == s]
             cells.append(_measured_cell(at))
-            said = at["timing_flag"].fillna("") if "timing_flag" in at else []
+            said = flag_texts(at["timing_flag"]) if "timing_flag" in at else []
             flags += [f"{t:g}x at batch {s}: {f}" for f in said if f]
         lines.append(_row(cells))
     runs = timed["timing_runs"].dropna()

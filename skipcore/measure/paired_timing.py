@@ -17,8 +17,12 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # a measured decode speedup above this multiple of the batch layer speedup cannot come from skipping layers
 MAX_OVER_LAYER = 1.2
@@ -172,6 +176,12 @@ def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup
             "the timing is dominated by something other than the saved work"
         )
     return ""
+
+
+def flag_texts(flags: pd.Series) -> pd.Series:
+    """A sweep's `timing_flag` column as text, '' where no flag was raised. A table that flagged nothing may come
+    back from Parquet or CSV as an all-NaN float column, which `fillna("")` must not be given."""
+    return flags.astype("string").fillna("")
 
 
 def describe(ratio: PairedRatio, what: str = "decode speedup") -> str:

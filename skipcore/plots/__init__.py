@@ -5,7 +5,8 @@ The pieces, one idea each: `schedule` (budgets per step and layer masks), `trace
 with its text and costs on hover), `costs` (FLOPs and KV bytes per step against full depth, the KV cache's
 entries), `latency` (time per batch step), `tradeoffs` (quality against speedup, the Pareto front, a sweep's
 series), `series` (lines of a long table in the house style), `lens` (the layer lens's heatmap, per-layer summary
-and agreement), `style` (the colours every figure takes).
+and agreement), `style` (the colours every figure takes), `export` (a figure saved as PNG or SVG from Python:
+kaleido for Plotly, vl-convert for Altair).
 
 Nothing here imports a UI toolkit: every function takes plain data (a Schedule, a trace, a sweep or lens table)
 and returns a figure or a frame, so a notebook draws exactly what the dashboard shows. The names below are what
@@ -22,6 +23,7 @@ from skipcore.measure.theory import (
     theoretical_summary,
 )
 from skipcore.plots.costs import cost_figure, kv_cache_figure
+from skipcore.plots.export import save_figure
 from skipcore.plots.latency import batch_steps, step_latency_figure
 from skipcore.plots.schedule import (
     budget_figure,
@@ -32,7 +34,7 @@ from skipcore.plots.schedule import (
 )
 from skipcore.plots.series import series_figure
 from skipcore.plots.style import ACTUAL_COLOR, DRAFT_COLOR, FULL_COLOR, KV_HOLE, MASK_COLORSCALE, RAN, SKIPPED
-from skipcore.plots.trace import display_token, exit_heatmap, sample_rows
+from skipcore.plots.trace import display_token, exit_heatmap, sample_rows, stacked_exit_heatmap
 from skipcore.plots.tradeoffs import speedup_comparison_chart, sweep_series, tradeoff_chart
 
 __all__ = [
@@ -57,9 +59,11 @@ __all__ = [
     "masks_figure",
     "pareto_front",
     "sample_rows",
+    "save_figure",
     "schedule_mask_figure",
     "series_figure",
     "speedup_comparison_chart",
+    "stacked_exit_heatmap",
     "speedups_by_prompt_length",
     "step_latency_figure",
     "sweep_series",

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.lens.summary import Agreement
-from skipcore.plots.style import SKIP_MARK, series_colors
+from skipcore.plots.style import INK, SKIPPED, series_colors
 from skipcore.plots.trace import display_token
 
 # statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
@@ -35,8 +35,9 @@ def _topk_text(topk: str) -> str:
 def lens_heatmap(
     table: pd.DataFrame, sample: int, stat: str = "kl_to_final", title: str | None = None
 ) -> go.Figure:
-    """Layers (rows, layer 0 at the bottom) by generated tokens (columns) of one sample, coloured by `stat`;
-    a × marks a layer the token skipped (its read-out repeats the layer below). Hover: the read-out's top-k."""
+    """Layers (rows, layer 0 at the bottom) by generated tokens (columns) of one sample, coloured by `stat` where
+    the token ran the layer; a layer it skipped is one neutral colour (its read-out only repeats the layer below,
+    which its colour would wrongly suggest it computed). Hover: the read-out's top-k."""
     if stat not in STATS:
         raise ValueError(f"unknown lens statistic {stat!r}; choose one of {', '.join(STATS)}")
     label, scale, zmin, zmax = STATS[stat]
@@ -48,9 +49,12 @@ def lens_heatmap(
     grid = rows.pivot(index="layer", columns="step", values=stat).reindex(index=range(L), columns=steps)
     text = {(int(r.layer), int(r.step)): _hover(r) for r in rows.itertuples()}
     hover = [[text.get((i, step), "") for step in steps] for i in range(L)]
+    ran = rows.pivot(index="layer", columns="step", values="ran").reindex(index=range(L), columns=steps)
+    skipped = ran.eq(False).to_numpy()  # a missing cell (no such step) is not a skip
+    values = grid.to_numpy(dtype=float)
     fig = go.Figure(
-        go.Heatmap(
-            z=grid.to_numpy(dtype=float),
+        go.Heatmap(  # the layers a token ran, coloured by the statistic
+            z=np.where(skipped, np.nan, values),
             x=steps,
             y=list(range(L)),
             zmin=zmin,
@@ -62,22 +66,34 @@ def lens_heatmap(
             ygap=1,
             text=hover,
             hovertemplate="%{text}<extra></extra>",
+            hoverongaps=False,
         )
     )
-    skipped = rows[~rows["ran"].astype(bool)]
-    for color, width, legend in (
-        (SKIP_MARK[0], 3.5, False),
-        (SKIP_MARK[1], 1.5, len(skipped) > 0),
-    ):  # visible on any colour
+    fig.add_trace(
+        go.Heatmap(  # the layers it skipped, one neutral colour: their read-out only repeats the layer below
+            z=np.where(skipped, 1.0, np.nan),
+            x=steps,
+            y=list(range(L)),
+            zmin=0,
+            zmax=1,
+            colorscale=[[0.0, SKIPPED], [1.0, SKIPPED]],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            text=hover,
+            hovertemplate="%{text}<extra>skipped</extra>",
+            hoverongaps=False,
+            name="skipped",
+        )
+    )
+    if skipped.any():  # a legend entry for the neutral cells
         fig.add_trace(
             go.Scatter(
-                x=skipped["step"],
-                y=skipped["layer"],
+                x=[None],
+                y=[None],
                 mode="markers",
-                marker={"symbol": "x-thin", "size": 8, "line": {"width": width, "color": color}},
-                name="skipped",
-                hoverinfo="skip",
-                showlegend=legend,
+                marker={"symbol": "square", "size": 12, "color": SKIPPED, "line": {"width": 1, "color": INK}},
+                name="skipped (the stream passes unchanged)",
             )
         )
     tokens = rows.drop_duplicates("step").set_index("step")["token"]

@@ -1,8 +1,8 @@
 """The figures' colours, in one place. A setting family's colour (full depth, skip, exit, middle, CALM-DEC,
 adaptive, speculative, transformers' generate()) is THE palette of `skipcore.labels`, beside the setting's label;
-the rest here is what only figures need: a mask's skipped cells, a KV cache's holes, the Pareto front, the cross
-on a skipped lens cell. Every figure builder in `skipcore.plots` (and the dashboard's adaptations of them) takes
-its colours from here; a test holds them to it.
+the rest here is what only figures need: a mask's (and a lens's) skipped cells, a KV cache's holes, the Pareto
+front. Every figure builder in `skipcore.plots` (and the dashboard's adaptations of them) takes its colours from
+here; a test holds them to it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ MASK_COLORSCALE = [[0.0, SKIPPED], [0.5, SKIPPED], [0.5, RAN], [1.0, RAN]]
 DRAFT_COLOR = COLORS["speculative"][0]  # kept drafts of a speculative trace
 KV_HOLE = "#d62728"  # a K/V entry read but never written
 INK = "black"  # the Pareto front under every series, guide lines (where the prompt ends)
-SKIP_MARK = (
-    "white",
-    "#222222",
-)  # a lens cell the token skipped: a dark cross on a white halo, seen on any scale
 
 __all__ = [
     "ACTUAL_COLOR",
@@ -30,7 +26,6 @@ __all__ = [
     "MASK_COLORSCALE",
     "RAN",
     "SKIPPED",
-    "SKIP_MARK",
     "series_colors",
     "translucent",
 ]

@@ -5,9 +5,11 @@ the token, its layers, cost and log-probability on hover), and the helpers that 
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from skipcore.plots.schedule import mask_heatmap
 from skipcore.plots.style import DRAFT_COLOR
@@ -85,4 +87,42 @@ def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> 
             )
         )
         fig.update_yaxes(range=[-0.5, L + 0.1])
+    return fig
+
+
+def stacked_exit_heatmap(traces: Mapping[str, pd.DataFrame], sample: int, title: str = "") -> go.Figure:
+    """One exit heatmap per trace (one per policy), stacked full width with their token axes linked: zooming or
+    panning one moves them all. Each panel keeps its own tokens' text, since policies generate different tokens."""
+    panels = {name: exit_heatmap(trace, sample, title=name) for name, trace in traces.items()}
+    if not panels:
+        return go.Figure(layout={"title": title})
+    heights = [int(p.layout.height or 300) for p in panels.values()]  # each with room for its rotated labels
+    total = sum(heights)
+    fig = make_subplots(
+        rows=len(panels),
+        cols=1,
+        row_heights=heights,
+        vertical_spacing=min(110 / total, 0.9 / max(1, len(panels) - 1)) if len(panels) > 1 else 0.0,
+        subplot_titles=list(panels),
+    )
+    for i, panel in enumerate(panels.values(), start=1):
+        for trace in panel.data:
+            fig.add_trace(trace, row=i, col=1)
+        xaxis, yaxis = panel.layout.xaxis, panel.layout.yaxis
+        fig.update_xaxes(
+            tickmode=xaxis.tickmode,
+            tickvals=xaxis.tickvals,
+            ticktext=xaxis.ticktext,
+            tickangle=xaxis.tickangle,
+            matches="x" if i > 1 else None,
+            row=i,
+            col=1,
+        )
+        fig.update_yaxes(title_text="layer", dtick=yaxis.dtick, range=yaxis.range, row=i, col=1)
+    fig.update_xaxes(
+        title_text=panels[next(reversed(panels))].layout.xaxis.title.text, row=len(panels), col=1
+    )
+    fig.update_layout(
+        title=title, height=total + 40, margin={"l": 50, "r": 20, "t": 60 if title else 40, "b": 95}
+    )
     return fig

@@ -8,11 +8,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
+from skipcore.labels import FULL_DEPTH, MODEL_ROLE, ROLE_WORDS, column_title, role_suffix
+from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
 from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors
+
+MODEL_MARKS = (
+    "circle",
+    "square",
+    "triangle-up",
+    "diamond",
+    "triangle-down",
+)  # the model first, base models after
+MODEL_COLUMN = "model_label"  # added by `with_model_labels`: a row's model in words, the marker's legend
+
+
+def with_model_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with `model_label`: the row's model by name ('skipdecode-opt-e2e'), a baseline model marked as the base
+    model ('opt-e2e-base (base model)'); where the table names no model, the role in words."""
+    out = df.copy()
+    roles = out["model_role"].astype(str) if "model_role" in out else pd.Series(MODEL_ROLE, index=out.index)
+    names = out["model"].astype(str) if "model" in out else pd.Series("", index=out.index)
+    words = roles.map(lambda r: ROLE_WORDS.get(r, r))
+    named = names.where(words == "", names + " (" + words + ")")
+    out[MODEL_COLUMN] = named.where(names != "", words.where(words != "", "model"))
+    return out
+
+
+def model_scale(data: pd.DataFrame) -> alt.Scale:
+    """One marker per model: the model's rows as circles, each baseline model's with its own shape."""
+    first = (
+        data.sort_values("model_role", key=lambda r: r.astype(str) != MODEL_ROLE)
+        if "model_role" in data
+        else data
+    )
+    labels = list(dict.fromkeys(first[MODEL_COLUMN].astype(str)))
+    return alt.Scale(domain=labels, range=[MODEL_MARKS[i % len(MODEL_MARKS)] for i in range(len(labels))])
 
 
 def tradeoff_chart(
@@ -30,36 +63,43 @@ def tradeoff_chart(
     """Quality (y) against speedup (x): one coloured series per policy, the Pareto front drawn dashed.
 
     The front is that of every row, or of `front_rows` (e.g. the static schedules, to see whether a dynamic
-    policy such as adaptive SkipDecode lies above them). A measured speedup with its interval (`<x>_lo`,
-    `<x>_hi` columns, as the sweep writes them) gets horizontal error bars; a point whose timing was flagged as
-    implausible (`timing_flag`) is drawn as a cross, not a dot.
+    policy such as adaptive SkipDecode lies above them). Where the table has several models (a skip-aware model and
+    its base model), each model has its own marker. A measured speedup with its interval (`<x>_lo`, `<x>_hi`
+    columns, as the sweep writes them) gets horizontal error bars; a point whose timing was flagged as implausible
+    (`timing_flag`) is crossed out. Axes, legends and tooltips say each column in words (`labels.column_title`).
     """
-    data = df.dropna(subset=[x, y]).copy()
+    data = with_model_labels(df.dropna(subset=[x, y]))
     if color and color in data:
-        color_enc = alt.Color(f"{color}:N", title=color, scale=series_scale(data, color))
+        color_enc = alt.Color(f"{color}:N", title=column_title(color), scale=series_scale(data, color))
     else:
         color_enc = alt.value(ACTUAL_COLOR)
     lo, hi = f"{x}_lo", f"{x}_hi"
     interval = lo in data and hi in data and data[[lo, hi]].notna().any().any()
     flagged = x.startswith("wall_speedup") and "timing_flag" in data
     if flagged:
-        data["timing"] = np.where(data["timing_flag"].fillna("").astype(str) != "", "flagged", "ok")
-    tips = [
-        c for c in dict.fromkeys([color, x, *([lo, hi] if interval else []), y, *tooltip]) if c and c in data
-    ] + (["timing_flag"] if flagged else [])
+        data["timing_flag"] = flag_texts(data["timing_flag"])
+    models = data[MODEL_COLUMN].nunique() > 1
+    fields = [color, MODEL_COLUMN if models else None, x, *([lo, hi] if interval else []), y, *tooltip]
+    fields += ["timing_flag"] if flagged else []
+    tips = [alt.Tooltip(c, title=column_title(c)) for c in dict.fromkeys(fields) if c and c in data]
+    padded = alt.Scale(
+        zero=False, padding=14
+    )  # the full-depth point sits at the edge of the data: not cut off
     base = alt.Chart(data).encode(
-        x=alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=False)),
-        y=alt.Y(f"{y}:Q", title=y, scale=alt.Scale(zero=False)),
+        x=alt.X(f"{x}:Q", title=column_title(x), scale=padded),
+        y=alt.Y(f"{y}:Q", title=column_title(y), scale=padded),
         color=color_enc,
     )
     layers = []
     if pareto and len(data):  # under the series, so it never hides a point
         front = fronts(data if front_rows is None else front_rows, x, y)
         if front["machine"].nunique() > 1:  # said in the title, and each point names its machine
-            title = (
-                f"{title or f'{y} vs {x}'} (measured on {front['machine'].nunique()} machines: a front each)"
+            title = f"{title or f'{column_title(y)} vs {column_title(x)}'} (measured on {front['machine'].nunique()} machines: a front each)"
+            tips += (
+                [alt.Tooltip(MACHINE, title=column_title(MACHINE))]
+                if MACHINE in data and MACHINE not in fields
+                else []
             )
-            tips += [MACHINE] if MACHINE in data and MACHINE not in tips else []
         layers.append(
             alt.Chart(front)
             .mark_line(
@@ -74,20 +114,35 @@ def tradeoff_chart(
     layers.append(base.mark_line(opacity=0.6).encode(order=f"{x}:Q"))
     if interval:
         layers.append(base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=f"{lo}:Q", x2=f"{hi}:Q"))
-    if flagged:
-        shape = alt.Shape(
-            "timing:N", title="timing", scale=alt.Scale(domain=["ok", "flagged"], range=["circle", "cross"])
+    shape = (
+        alt.Shape(
+            f"{MODEL_COLUMN}:N",
+            title="model",
+            scale=model_scale(data),
+            legend=alt.Legend(
+                orient="top", direction="horizontal", labelLimit=0
+            ),  # above: room for long names
         )
-        layers.append(base.mark_point(size=90, filled=True, opacity=1).encode(shape=shape, tooltip=tips))
-    else:
-        layers.append(base.mark_circle(size=80, opacity=1).encode(tooltip=tips))
+        if models
+        else alt.value("circle")
+    )
+    layers.append(base.mark_point(size=80, filled=True, opacity=1).encode(shape=shape, tooltip=tips))
+    if flagged and data["timing_flag"].ne("").any():  # crossed out, over the point, with the reason on hover
+        crossed = base.transform_filter(alt.datum.timing_flag != "")
+        layers.append(
+            crossed.mark_point(size=220, filled=False, strokeWidth=2).encode(
+                shape=alt.value("cross"), color=alt.value(INK), tooltip=tips
+            )
+        )
     chart = alt.layer(*layers)
-    return chart.properties(title=title or f"{y} vs {x}", width=width, height=height)
+    return chart.properties(
+        title=title or f"{column_title(y)} vs {column_title(x)}", width=width, height=height
+    )
 
 
 def series_scale(data: pd.DataFrame, color: str) -> alt.Scale:
     """The colour of each value of `data[color]` from the palette (`skipcore.labels.series_colors`): a sweep's
-    series by its family, a baseline model's rows ('skip · baseline') in the lighter shade of the model's. Charts
+    series by its family, a baseline model's rows ('skip · base model') in the lighter shade of the model's. Charts
     drawn side by side from one table share it, so a series keeps its colour where a chart cannot place it."""
     keyed = data[data[color].notna()]
     roles = keyed["model_role"].astype(str).tolist() if color == "series" and "model_role" in keyed else None
@@ -105,32 +160,30 @@ def speedup_comparison_chart(
     tooltip: Sequence[str] = (),
 ) -> alt.HConcatChart | alt.LayerChart:
     """The same quality against theoretical and against measured speedup, side by side on one y scale."""
-    left = tradeoff_chart(df, theoretical, y, color, tooltip, title=f"{y} vs theoretical ({theoretical})")
+    left = tradeoff_chart(df, theoretical, y, color, tooltip)
     if not measured or measured not in df or df[measured].isna().all():
         return left
-    right = tradeoff_chart(df, measured, y, color, tooltip, title=f"{y} vs measured ({measured})")
+    right = tradeoff_chart(df, measured, y, color, tooltip)
     return alt.hconcat(left, right).resolve_scale(y="shared")
 
 
 def sweep_series(df: pd.DataFrame) -> pd.DataFrame:
-    """A sweep with a `series` column for colouring: a static schedule's mode ('full' at full depth), else the
-    policy ('transformers early exit' for generate() with its assistant); the shape when the static schedules use several ('skip · power'); the model role when a baseline
-    model is in the table ('skip · baseline'). The dashboard and the notebooks colour sweeps with this."""
+    """A sweep with a `series` column for colouring: a static schedule's mode ('full depth' at full depth), else the
+    policy ('transformers early exit' for generate() with its assistant); the shape when the static schedules use several ('skip · power'); the base model's rows when one
+    is in the table ('skip · base model'). The dashboard and the notebooks colour sweeps with this."""
     out = df.copy()
     policy = out["policy"].astype(str) if "policy" in out else pd.Series("static", index=out.index)
     mode = out["mode"].astype(str) if "mode" in out else pd.Series("none", index=out.index)
     shape = out["shape"].astype(str) if "shape" in out else pd.Series("", index=out.index)
-    series = policy.where(policy != "static", mode.where(shape != "full", "full"))
+    series = policy.where(policy != "static", mode.where((shape != "full") & (mode != "full"), FULL_DEPTH))
     series = series.where(series != "none", policy)
-    shaped = (policy == "static") & ~shape.isin(["full", "", "None", "nan"]) & (series != "full")
+    shaped = (policy == "static") & ~shape.isin(["full", "", "None", "nan"]) & (series != FULL_DEPTH)
     if shape[shaped].nunique() > 1:
         series = series.where(~shaped, series + " · " + shape)
     if "assistant_exit" in out:  # transformers' generate() with its early-exit assistant, apart from plain
         assisted = (policy == "transformers") & out["assistant_exit"].notna()
         series = series.where(~assisted, "transformers early exit")
     if "model_role" in out and out["model_role"].nunique() > 1:
-        series = series + np.where(
-            out["model_role"].astype(str) == "model", "", " · " + out["model_role"].astype(str)
-        )
+        series = series + out["model_role"].map(role_suffix)
     out["series"] = series
     return out

@@ -1,0 +1,63 @@
+"""What the page address holds: every setting a page is drawn from, so a reload or a shared link restores it.
+
+Streamlit keeps a widget in the address itself: `bind="query-params"` writes its value under its key (and drops it
+while it is the default) and reads it back on a new session, ignoring values the widget cannot take;
+`persist_state="session"` keeps it while another page is shown, so the sidebar's navigation loses nothing and
+writes it back on return. Every page's settings are widgets with `KEEP`; this module adds the one setting that is
+no widget where it is used: the designed schedule, which Generate, Compare and the lens run and name in their
+own address (`publish`), and which a link to one of them restores (`adopt`) before the designer is ever drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import streamlit as st
+
+KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
+ADOPTED = "_address_adopted"  # the address's own values were read once this session
+
+
+def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[str, Any]:
+    """The values the address gives for `names` (name -> its default, whose type they take), those `valid`
+    accepts; a value that does not parse is left out (the default stands)."""
+    out: dict[str, Any] = {}
+    for name, default in names.items():
+        text = st.query_params.get(name)
+        if text is None:
+            continue
+        try:
+            value = text.lower() in ("1", "true") if isinstance(default, bool) else type(default)(text)
+        except ValueError:
+            continue
+        if valid(name, value):
+            out[name] = value
+    return out
+
+
+def adopt(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> None:
+    """Once a session: the address's values for `names` become the session's, where nothing set them yet (a link
+    to a page that runs the design, opened before the designer)."""
+    if st.session_state.get(ADOPTED):
+        return
+    st.session_state[ADOPTED] = True
+    for name, value in read(names, valid).items():
+        st.session_state.setdefault(name, value)
+
+
+def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    """Write `values` into this page's address where they differ from `defaults` (as a bound widget does), and take
+    out the ones that are back at their default. A name a widget still holds bound is left to the widget."""
+    from streamlit.errors import StreamlitAPIException
+
+    for name, value in values.items():
+        text = str(int(value)) if isinstance(value, bool) else str(value)
+        try:
+            if value == defaults.get(name):
+                if name in st.query_params:
+                    del st.query_params[name]
+            elif st.query_params.get(name) != text:
+                st.query_params[name] = text
+        except StreamlitAPIException:  # bound to a widget (the designer's, until the page switch unbinds it)
+            continue

@@ -1,0 +1,201 @@
+"""The dashboard's run history on disk: every Generate run's trace (Parquet, written by `skipcore.write_trace`) and an
+index of runs in SQLite (the standard library's `sqlite3`: a file format other tools read, transactions, no
+server), so runs survive a reload and a restart, and can be listed, reopened, compared and deleted one by one.
+
+The folder is the dashboard's own: `$SKIPCORE_APP_RUNS`, by default `skipcore/dashboard-runs` under
+`$XDG_DATA_HOME` (`~/.local/share`). A marker file says the dashboard made it; a folder that holds other files and
+no marker is refused, never written into. Only files the index names are ever deleted, and only inside the
+folder's `traces/`, never through a symlink. A trace is written (atomically) before its row is committed, so the
+index never names a missing file; a file without a row (an interrupted run) is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from skipcore.errors import UserError
+
+RUNS_ENV = "SKIPCORE_APP_RUNS"
+MARKER = ".skipcore-dashboard-runs"  # in the folder: the dashboard made it
+INDEX = "runs.sqlite"
+TRACES = "traces"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created TEXT NOT NULL,
+    page TEXT NOT NULL,
+    label TEXT NOT NULL,
+    settings TEXT NOT NULL,   -- JSON: setting -> [in words, in full] (app.dashboard.provenance)
+    summary TEXT NOT NULL,    -- JSON: skipcore.summarize of the trace
+    num_layers INTEGER NOT NULL,
+    prompts TEXT NOT NULL,    -- JSON list
+    texts TEXT NOT NULL,      -- JSON list
+    trace_file TEXT NOT NULL  -- a file name in traces/
+)
+"""
+
+
+def default_root() -> Path:
+    """Where the run history lives: $SKIPCORE_APP_RUNS, else skipcore/dashboard-runs under $XDG_DATA_HOME."""
+    env = os.environ.get(RUNS_ENV, "").strip()
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base).expanduser() / "skipcore" / "dashboard-runs"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One kept run, as the index lists it (its trace is read on demand)."""
+
+    id: int
+    created: str
+    page: str
+    label: str
+    settings: dict
+    summary: dict
+    num_layers: int
+    prompts: list[str]
+    texts: list[str]
+    trace_file: str
+
+
+def _finite(value: object) -> object:
+    """JSON has no NaN: a summary's missing numbers (NaN) are stored as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+class RunStore:
+    """The run history in one folder the dashboard owns."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+
+    # -- the folder ------------------------------------------------------------------------------------------
+    def _ready(self) -> None:
+        """Make the folder (and its marker) if it is new; refuse one that is not the dashboard's."""
+        root, traces = self.root, self.root / TRACES
+        try:
+            if root.is_symlink() or traces.is_symlink():
+                raise UserError(f"{root}: the run history's folder must not be a symlink; set {RUNS_ENV}")
+            if root.exists() and not (root / MARKER).is_file() and any(root.iterdir()):
+                raise UserError(
+                    f"{root} holds files the dashboard did not write (no {MARKER}); set {RUNS_ENV} to a new folder"
+                )
+            traces.mkdir(parents=True, exist_ok=True)
+            if not (root / MARKER).is_file():
+                (root / MARKER).write_text(
+                    json.dumps({"made_by": "skipcore dashboard", "index": INDEX}) + "\n"
+                )
+        except OSError as e:
+            raise UserError(f"cannot keep runs in {root}: {e.strerror or e}; set {RUNS_ENV}") from e
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self._ready()
+        try:
+            with closing(sqlite3.connect(self.root / INDEX, timeout=10)) as db:
+                db.execute(SCHEMA)
+                with db:  # one transaction: committed on success, rolled back on error
+                    yield db
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"the run history index {self.root / INDEX} cannot be used: {e}") from e
+
+    # -- runs ------------------------------------------------------------------------------------------------
+    def add(
+        self,
+        page: str,
+        label: str,
+        settings: dict,
+        trace: pd.DataFrame,
+        metadata: dict,
+        prompts: list[str],
+        texts: list[str],
+        summary: dict,
+        num_layers: int,
+    ) -> int:
+        """Keep a run: its trace written first (atomically), then its row committed; returns the run's id."""
+        from skipcore.traces import write_trace
+
+        self._ready()
+        name = f"run-{uuid.uuid4().hex[:12]}.parquet"
+        path = self.root / TRACES / name
+        write_trace(trace, path, metadata)
+        row = (
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            page,
+            label,
+            json.dumps(settings),
+            json.dumps({k: _finite(v) for k, v in summary.items()}),
+            int(num_layers),
+            json.dumps(list(prompts)),
+            json.dumps(list(texts)),
+            name,
+        )
+        try:
+            with self._db() as db:
+                cur = db.execute(
+                    "INSERT INTO runs (created, page, label, settings, summary, num_layers, prompts, texts, "
+                    "trace_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                return int(cur.lastrowid)
+        except BaseException:
+            path.unlink(missing_ok=True)  # our own file, which no row names
+            raise
+
+    def runs(self) -> list[Run]:
+        """Every kept run, newest first."""
+        if not (self.root / INDEX).is_file():
+            return []
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT id, created, page, label, settings, summary, num_layers, prompts, texts, trace_file "
+                "FROM runs ORDER BY id DESC"
+            ).fetchall()
+        return [
+            Run(i, c, p, lb, json.loads(s), json.loads(sm), n, json.loads(pr), json.loads(t), f)
+            for i, c, p, lb, s, sm, n, pr, t, f in rows
+        ]
+
+    def get(self, run_id: int) -> Run:
+        found = [r for r in self.runs() if r.id == run_id]
+        if not found:
+            raise UserError(f"run #{run_id} is not in the run history (deleted?)")
+        return found[0]
+
+    def _trace_path(self, run: Run) -> Path:
+        """The run's trace file, which must be a plain file inside traces/."""
+        folder = (self.root / TRACES).resolve()
+        path = self.root / TRACES / run.trace_file
+        if path.is_symlink() or path.resolve().parent != folder:
+            raise UserError(f"run #{run.id}: its trace {run.trace_file!r} is not a file of the run history")
+        return path
+
+    def trace(self, run_id: int) -> tuple[pd.DataFrame, dict]:
+        """A kept run's trace and its metadata."""
+        from skipcore.traces import read_trace
+
+        path = self._trace_path(self.get(run_id))
+        if not path.is_file():
+            raise UserError(f"run #{run_id}: its trace file {path.name} is missing")
+        return read_trace(path)
+
+    def delete(self, run_id: int) -> None:
+        """Remove one run: its row, then the trace file its row names (and nothing else)."""
+        run = self.get(run_id)
+        path = self._trace_path(run)
+        with self._db() as db:
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        path.unlink(missing_ok=True)

@@ -1,0 +1,106 @@
+"""The dashboard's run history on disk (`app.dashboard.runstore`): runs kept, listed, read back and deleted one by one;
+a folder it did not make is never written into, and nothing it did not make is ever deleted."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from app.dashboard.provenance import differences, prompts_setting, setting
+from app.dashboard.runstore import INDEX, MARKER, TRACES, RunStore
+from skipcore import Schedule, SkipEngine, load_model, summarize
+from skipcore.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def result(model_dirs):
+    model, tokenizer = load_model(str(model_dirs["opt"]))
+    engine = SkipEngine(model, tokenizer)
+    return engine.generate(["The Eagle is", "Green Man"], Schedule(6, "linear", "skip", 6, 2, 1), 5), 6
+
+
+def keep(store: RunStore, result, label: str = "linear 6->2") -> int:
+    res, L = result
+    settings = {
+        "schedule": setting(label, {"max": 6}),
+        "prompts": prompts_setting(["The Eagle is", "Green Man"]),
+    }
+    return store.add(
+        "generate",
+        label,
+        settings,
+        res.trace,
+        res.metadata,
+        ["a", "b"],
+        res.texts,
+        summarize(res.trace, L),
+        L,
+    )
+
+
+def test_runs_are_kept_listed_read_back_and_deleted_one_by_one(tmp_path, result):
+    store = RunStore(tmp_path / "runs")
+    first, second = keep(store, result), keep(store, result, "constant 2")
+    assert (first, second) == (1, 2)
+    runs = RunStore(tmp_path / "runs").runs()  # a new store on the folder: it survives a restart
+    assert [r.id for r in runs] == [2, 1] and runs[0].label == "constant 2"
+    assert runs[1].settings["prompts"][0].startswith("2 prompts") and runs[1].texts == result[0].texts
+    assert runs[1].summary["layer_speedup"] == pytest.approx(summarize(result[0].trace, 6)["layer_speedup"])
+    trace, meta = store.trace(first)
+    pd.testing.assert_frame_equal(trace, result[0].trace, check_dtype=False)
+    assert meta["run_id"] == result[0].metadata["run_id"]
+    files = sorted(p.name for p in (tmp_path / "runs" / TRACES).iterdir())
+    assert len(files) == 2 and files == sorted(r.trace_file for r in runs)
+    store.delete(first)
+    assert [r.id for r in store.runs()] == [2]
+    assert sorted(p.name for p in (tmp_path / "runs" / TRACES).iterdir()) == [runs[0].trace_file]
+    with pytest.raises(UserError, match="not in the run history"):
+        store.delete(first)
+
+
+def test_only_its_own_files_are_ever_deleted(tmp_path, result):
+    store = RunStore(tmp_path / "runs")
+    run_id = keep(store, result)
+    mine = tmp_path / "runs" / TRACES / store.get(run_id).trace_file
+    stray = tmp_path / "runs" / TRACES / "someone-elses.parquet"
+    stray.write_text("not ours")
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:  # an index pointing out of its folder
+        db.execute("UPDATE runs SET trace_file = '../../precious.txt' WHERE id = ?", (run_id,))
+    with pytest.raises(UserError, match="not a file of the run history"):
+        store.delete(run_id)
+    assert outside.read_text() == "keep me" and mine.is_file() and stray.is_file()
+    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:
+        db.execute("UPDATE runs SET trace_file = ? WHERE id = ?", (mine.name, run_id))
+    store.delete(run_id)
+    assert not mine.exists() and stray.read_text() == "not ours"  # the file no row names stays
+
+
+def test_a_folder_the_dashboard_did_not_make_is_refused(tmp_path, result):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("hello")
+    with pytest.raises(UserError, match="did not write"):
+        keep(RunStore(foreign), result)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]  # nothing written into it
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(UserError, match="symlink"):
+        keep(RunStore(link), result)
+    store = RunStore(tmp_path / "fresh")
+    keep(store, result)
+    assert (tmp_path / "fresh" / MARKER).is_file() and (tmp_path / "fresh" / INDEX).is_file()
+    assert (
+        RunStore(tmp_path / "never").runs() == [] and not (tmp_path / "never").exists()
+    )  # reading makes nothing
+
+
+def test_differences_name_each_changed_setting():
+    made = {"schedule": setting("linear 12->2", {"min": 2}), "prompts": prompts_setting(["a", "b"])}
+    assert differences(made, made) == []
+    now = {"schedule": setting("linear 12->6", {"min": 6}), "prompts": prompts_setting(["a", "c"])}
+    assert differences(made, now) == ["schedule linear 12->2 → linear 12->6", "prompts (changed)"]
+    assert differences(made, {"schedule": made["schedule"]}) == ["prompts 2 prompts ('a', …) → none"]
