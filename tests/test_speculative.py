@@ -394,7 +394,7 @@ def test_plots_read_a_speculative_trace_by_rounds_and_real_costs(model_dirs):
         }
     )
     series = plots.sweep_series(sweep)["series"].tolist()
-    assert series == ["full", "transformers", "transformers early exit", "speculative"]
+    assert series == ["full depth", "transformers", "transformers early exit", "speculative"]
     placed = front_position(sweep.iloc[1:], sweep.iloc[:1], "layer_speedup", "bleu")
     assert placed["front_position"].tolist() == ["unplaced", "unplaced", "on"]
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from skipcore import plots
 
-QUALITY_HINTS = ("bleu", "rouge", "chrf", "bertscore", "meteor", "quality", "score")
+QUALITY_HINTS = ("bleu", "rouge", "chrf", "bertscore", "meteor", "quality", "score", "slot_")
 MEASURED_HINTS = ("measured", "wall", "latency", "ms_", "_ms", "tokens_per_s", "throughput")
 SERIES_COLUMN = "series"  # added by skipcore.plots.sweep_series
 MEASURED = "wall_speedup"  # decode speedup where measured, else end to end (`with_measured`)

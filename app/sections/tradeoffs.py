@@ -25,6 +25,7 @@ from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.labels import column_title, setting_label
 from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.pareto import MACHINE, fronts
 
 PROGRESS_COLUMNS = {
     column_title("bleu"): st.column_config.NumberColumn(format="%.1f"),
@@ -338,8 +339,8 @@ def draw(df: pd.DataFrame) -> None:
         st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
     for what, x in axes:
         st.subheader(f"Pareto front of {front_of}, {what} speedup")
-        front = plots.pareto_front(df if front_rows is None else front_rows, x, y)
-        extra = [f"{x}_lo", f"{x}_hi", "timing_flag"] if what == "measured" else []
+        front = fronts(df if front_rows is None else front_rows, x, y)  # measured: one front per machine
+        extra = [f"{x}_lo", f"{x}_hi", "timing_flag", MACHINE] if what == "measured" else []
         cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips]) if c in front]
         show_rows(front[cols], f"to_front_{what}")
     dynamic = sweeps.against_static_front(df, x_theory, y)

@@ -21,7 +21,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--models", default=None, help="comma list of shapes: opt-125m, opt-1.3b, llama-1b")
+    p.add_argument(
+        "--models",
+        default=None,
+        help="comma list of random models shaped like public ones (opt-125m, opt-1.3b, llama-1b) and installed "
+        "real models by short name (smollm2-135m, gemma-3-270m: their own weights)",
+    )
     p.add_argument("--batch-sizes", default=None, help="comma list (default: 1,8 on CPU; 1,8,64 on CUDA)")
     p.add_argument("--prompt-len", type=int, default=None, help="prompt tokens (default: 32 CPU, 128 CUDA)")
     p.add_argument("--new-tokens", default="64", help="comma list of generated tokens per run (default: 64)")
@@ -69,15 +74,21 @@ def _targets(text: str) -> list[float]:
 
 
 def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], targets: list[float]) -> None:
-    """Every model shape fits the prompt plus the longest generation, and reaches every target, before any model is
-    built (the bench's models are random, built in memory, so their sizes are known from their shapes)."""
+    """Every model fits the prompt plus the longest generation, and reaches every target, before any model is
+    built (a random model's sizes are known from its shape, a real model's from its config)."""
+    from skipcore.models.catalog import is_real_name
+    from skipcore.models.loading import load_config
     from skipcore.models.random_models import BENCH_SHAPES
     from skipcore.schedule import schedule_for_speedup
 
     if prompt_len < 1:
         raise UserError(f"--prompt-len must be >= 1, got {prompt_len}")
     for m in models:
-        shape = BENCH_SHAPES[m][1]
+        if is_real_name(m):
+            config = load_config(m)
+            shape = {k: getattr(config, k) for k in ("num_hidden_layers", "max_position_embeddings")}
+        else:
+            shape = BENCH_SHAPES[m][1]
         positions = shape["max_position_embeddings"]
         if prompt_len + max(new_tokens) > positions:
             raise UserError(
@@ -96,6 +107,7 @@ def run_bench(args: argparse.Namespace) -> int:
     import torch  # here, not at the top: `bench --help` stays instant
 
     from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth
+    from skipcore.models.catalog import REAL_MODELS, is_real_name, require_installed
     from skipcore.models.loading import hardware_name, resolve_device, resolve_dtype
     from skipcore.models.random_models import BENCH_SHAPES
 
@@ -104,8 +116,13 @@ def run_bench(args: argparse.Namespace) -> int:
     cuda = device.type == "cuda"
     models = (args.models or ("opt-1.3b,llama-1b" if cuda else "opt-125m")).split(",")
     for m in models:
-        if m not in BENCH_SHAPES:
-            raise UserError(f"unknown bench model {m!r}; choose from {', '.join(BENCH_SHAPES)}")
+        if is_real_name(m):
+            require_installed(m)  # one line with the install command, before any work
+        elif m not in BENCH_SHAPES:
+            raise UserError(
+                f"unknown bench model {m!r}; choose a shape ({', '.join(BENCH_SHAPES)}) "
+                f"or an installed real model ({', '.join(REAL_MODELS)})"
+            )
     batch_sizes = _ints(args.batch_sizes or ("1,8,64" if cuda else "1,8"), "--batch-sizes")
     new_tokens = _ints(args.new_tokens, "--new-tokens")
     targets = _targets(args.targets)
@@ -120,7 +137,8 @@ def run_bench(args: argparse.Namespace) -> int:
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: _own_table(out, md))
     if args.threads:
         torch.set_num_threads(args.threads)
-    bandwidth = measure_bandwidth(device) if cuda else None
+    # the roofline's denominator on either device: a decode step at small batch reads every weight once
+    bandwidth = measure_bandwidth(device)
     rows = []
     for m in models:
         for T in new_tokens:

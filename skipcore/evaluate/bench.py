@@ -20,7 +20,8 @@ def _sync(device: torch.device) -> None:
 
 
 def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
-    """Device memory bandwidth in bytes/s from a large copy (read + write), the roofline's denominator."""
+    """Device memory bandwidth in bytes/s from a large copy (bytes read + bytes written over the best of five), the
+    roofline's denominator. On a CPU it uses torch's threads, as the decode it is compared with does."""
     n = mib * 2**20 // 4
     a = torch.empty(n, dtype=torch.float32, device=device)
     b = torch.empty_like(a)
@@ -33,6 +34,21 @@ def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
         _sync(device)
         times.append(time.perf_counter() - t0)
     return 2 * a.numel() * 4 / min(times)
+
+
+def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
+    """The model a bench row times: an installed real model's own weights by its short name (`skipcore models`),
+    else a random model shaped like a public checkpoint (`skipcore.models.random_models.BENCH_SHAPES`). Speed does
+    not depend on the weights' values; a real model is there so the numbers are those of a model people use."""
+    from skipcore.models.catalog import is_real_name
+
+    if is_real_name(name):
+        from skipcore.models.loading import load_model
+
+        return load_model(name, device=str(device), dtype=str(dtype).removeprefix("torch."))[0]
+    from skipcore.models.random_models import bench_model
+
+    return bench_model(name, dtype=dtype, device=str(device))
 
 
 def bench_one(
@@ -51,10 +67,9 @@ def bench_one(
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
     from skipcore.measure.paired_timing import plausibility_flag, time_pairs
-    from skipcore.models.random_models import bench_model
     from skipcore.schedule import Schedule, schedule_for_speedup
 
-    model = bench_model(shape, dtype=dtype, device=str(device))
+    model = bench_network(shape, dtype, device)
     shapes = adapter_for(model).shapes  # sizes for the cost model, read once
     L = shapes.num_layers
 

