@@ -1127,7 +1127,16 @@ def test_tradeoffs_page_offers_every_shipped_sweep(model_dir):
     at = open_app("tradeoffs")
     box = by_key(at.selectbox, "to_shipped")
     options = list(box.options)
-    assert [o.rsplit("(", 1)[1] for o in options] == ["default)", "policies_llama)", "policies_opt)"]
+    stems = [p.stem for p in paths.shipped_sweeps()]
+    assert [o.rsplit("(", 1)[1] for o in options] == [f"{stem})" for stem in stems]
+    assert stems[:3] == ["default", "policies_llama", "policies_opt"]
+    for option, path in zip(options, paths.shipped_sweeps()):  # each named by its models, drawn without error
+        models = set(pd.read_parquet(path, columns=["model"])["model"])
+        assert all(m in option for m in models), (option, models)
+        by_key(at.selectbox, "to_shipped").set_value(option).run()  # the widget of the page as it is now
+        assert_clean(at)
+        assert len(at.get("vega_lite_chart")) >= 1, path.stem
+    box = by_key(at.selectbox, "to_shipped")
     assert options[0].startswith("skipdecode-opt-e2e and opt-e2e-base (base model): calm, static, 76 rows")
     assert options[1].startswith("skipdecode-llama-e2e: ") and "speculative" in options[1]
     box.set_value(options[1]).run()

@@ -33,6 +33,10 @@ NEEDS = {  # the shipped files each notebook runs on (a model's weights are writ
     "04_tradeoff_curves": [MODEL, SWEEP],
     "05_layer_lens": [MODEL, BASE_MODEL],
     "07_real_model": [],  # and an installed real model (REAL_NEEDS)
+    "08_real_finetune": [  # the shipped sweeps only: it runs no model
+        ROOT / "data/sweeps/smollm2_quality.parquet",
+        ROOT / "data/sweeps/smollm2_timing.parquet",
+    ],
     "06_beyond_the_paper": [
         MODEL,
         ROOT / "data/sweeps/policies_llama.parquet",
