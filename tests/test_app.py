@@ -1127,10 +1127,10 @@ def test_tradeoffs_page_offers_every_shipped_sweep(model_dir):
     at = open_app("tradeoffs")
     box = by_key(at.selectbox, "to_shipped")
     options = list(box.options)
-    stems = [p.stem for p in paths.shipped_sweeps()]
-    assert [o.rsplit("(", 1)[1] for o in options] == [f"{stem})" for stem in stems]
-    assert stems[:3] == ["default", "policies_llama", "policies_opt"]
-    for option, path in zip(options, paths.shipped_sweeps()):  # each named by its models, drawn without error
+    shipped = paths.shipped_sweeps()
+    assert [o.rsplit("(", 1)[1] for o in options] == [f"{p.stem})" for p in shipped]
+    assert [p.stem for p in shipped[:3]] == ["default", "policies_llama", "policies_opt"]
+    for option, path in zip(options, shipped):  # each named by its models, drawn without error
         models = set(pd.read_parquet(path, columns=["model"])["model"])
         assert all(m in option for m in models), (option, models)
         by_key(at.selectbox, "to_shipped").set_value(option).run()  # the widget of the page as it is now

@@ -242,7 +242,7 @@ def test_bench_times_a_real_model_by_its_short_name(tmp_path, capsys):
     assert all(r["model"] == "smollm2-135m" and r["timing_runs"] == 1 for r in rows)
 
 
-SHIPPED_FINETUNES = Path(__file__).resolve().parents[1] / "data/models"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_one_survives_skipping():
@@ -254,11 +254,11 @@ def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_on
     from skipcore.data import load_examples
     from skipcore.evaluate.quality import evaluate_generation
 
-    examples = load_examples("data/e2e_synth", split="test", limit=8)
+    examples = load_examples(str(REPO / "data/e2e_synth"), split="test", limit=8)
     two = schedule_for_speedup(30, 2.0, 30, "linear", "skip", warmup_layers=1, decay_span=29)
     scores = {}
     for folder in ("skipdecode-smollm2-e2e", "smollm2-e2e"):
-        engine = SkipEngine(*load_model(str(SHIPPED_FINETUNES / folder), device="cpu", dtype="float32"))
+        engine = SkipEngine(*load_model(str(REPO / "data/models" / folder), device="cpu", dtype="float32"))
         assert engine.num_layers == 30
         full, _ = evaluate_generation(engine, examples, None, 48, 8, metrics="bleu")
         skip, _ = evaluate_generation(engine, examples, two, 48, 8, metrics="bleu")
