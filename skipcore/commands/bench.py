@@ -131,10 +131,11 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UserError(f"--repeats must be >= 1 (paired runs against full depth), got {args.repeats}")
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
-    check_plan(models, prompt_len, new_tokens, targets)
     out = check_output_path(args.out, args.overwrite, (".json",))
     if out is not None:
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: _own_table(out, md))
+    # last: reading a real model's config may convert it on its first use
+    check_plan(models, prompt_len, new_tokens, targets)
     if args.threads:
         torch.set_num_threads(args.threads)
     # the roofline's denominator on either device: a decode step at small batch reads every weight once
