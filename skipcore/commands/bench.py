@@ -24,8 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--models",
         default=None,
-        help="comma list of random models shaped like public ones (opt-125m, opt-1.3b, llama-1b) and installed "
-        "real models by short name (smollm2-135m, gemma-3-270m: their own weights)",
+        help="comma list of models: random ones shaped like public checkpoints (opt-125m, opt-1.3b, llama-1b) and "
+        "the real models by short name (smollm2-135m, gemma-3-270m: their own weights where installed, else a "
+        "random model of their shape, said before the run)",
     )
     p.add_argument("--batch-sizes", default=None, help="comma list (default: 1,8 on CPU; 1,8,64 on CUDA)")
     p.add_argument("--prompt-len", type=int, default=None, help="prompt tokens (default: 32 CPU, 128 CUDA)")
@@ -76,7 +77,7 @@ def _targets(text: str) -> list[float]:
 def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], targets: list[float]) -> None:
     """Every model fits the prompt plus the longest generation, and reaches every target, before any model is
     built (a random model's sizes are known from its shape, a real model's from its config)."""
-    from skipcore.models.catalog import is_real_name
+    from skipcore.evaluate.bench import uses_real_weights
     from skipcore.models.loading import load_config
     from skipcore.models.random_models import BENCH_SHAPES
     from skipcore.schedule import schedule_for_speedup
@@ -84,7 +85,7 @@ def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], target
     if prompt_len < 1:
         raise UserError(f"--prompt-len must be >= 1, got {prompt_len}")
     for m in models:
-        if is_real_name(m):
+        if uses_real_weights(m):
             config = load_config(m)
             shape = {k: getattr(config, k) for k in ("num_hidden_layers", "max_position_embeddings")}
         else:
@@ -106,8 +107,8 @@ def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], target
 def run_bench(args: argparse.Namespace) -> int:
     import torch  # here, not at the top: `bench --help` stays instant
 
-    from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth
-    from skipcore.models.catalog import REAL_MODELS, is_real_name, require_installed
+    from skipcore.evaluate.bench import bench_one, format_table, measure_bandwidth, uses_real_weights
+    from skipcore.models.catalog import REAL_MODELS, is_real_name
     from skipcore.models.loading import hardware_name, resolve_device, resolve_dtype
     from skipcore.models.random_models import BENCH_SHAPES
 
@@ -115,14 +116,12 @@ def run_bench(args: argparse.Namespace) -> int:
     dtype = resolve_dtype(args.dtype, device)
     cuda = device.type == "cuda"
     models = (args.models or ("opt-1.3b,llama-1b" if cuda else "opt-125m")).split(",")
-    for m in models:
-        if is_real_name(m):
-            require_installed(m)  # one line with the install command, before any work
-        elif m not in BENCH_SHAPES:
-            raise UserError(
-                f"unknown bench model {m!r}; choose a shape ({', '.join(BENCH_SHAPES)}) "
-                f"or an installed real model ({', '.join(REAL_MODELS)})"
-            )
+    unknown = [m for m in models if m not in BENCH_SHAPES]
+    if unknown:
+        raise UserError(
+            f"unknown bench model {unknown[0]!r}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
+            f"times its own weights where it is installed: {', '.join(REAL_MODELS)})"
+        )
     batch_sizes = _ints(args.batch_sizes or ("1,8,64" if cuda else "1,8"), "--batch-sizes")
     new_tokens = _ints(args.new_tokens, "--new-tokens")
     targets = _targets(args.targets)
@@ -136,6 +135,11 @@ def run_bench(args: argparse.Namespace) -> int:
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: _own_table(out, md))
     # last: reading a real model's config may convert it on its first use
     check_plan(models, prompt_len, new_tokens, targets)
+    for m in models:
+        if is_real_name(m) and not uses_real_weights(m):
+            print(
+                f"note: {m} is not installed ({REAL_MODELS[m].install}); timing a random model of its shape"
+            )
     if args.threads:
         torch.set_num_threads(args.threads)
     # the roofline's denominator on either device: a decode step at small batch reads every weight once

@@ -36,13 +36,19 @@ def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
     return 2 * a.numel() * 4 / min(times)
 
 
+def uses_real_weights(name: str) -> bool:
+    """Whether a bench row of `name` times a real model's own weights: it names one and it is installed."""
+    from skipcore.models.catalog import REAL_MODELS, installed
+
+    return name in REAL_MODELS and installed(REAL_MODELS[name])
+
+
 def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
     """The model a bench row times: an installed real model's own weights by its short name (`skipcore models`),
-    else a random model shaped like a public checkpoint (`skipcore.models.random_models.BENCH_SHAPES`). Speed does
-    not depend on the weights' values; a real model is there so the numbers are those of a model people use."""
-    from skipcore.models.catalog import is_real_name
-
-    if is_real_name(name):
+    else a random model of that shape (`skipcore.models.random_models.BENCH_SHAPES`, which holds the real
+    models' sizes too). Speed does not depend on the weights' values; a real model is there so the numbers are
+    those of a model people use."""
+    if uses_real_weights(name):
         from skipcore.models.loading import load_model
 
         return load_model(name, device=str(device), dtype=str(dtype).removeprefix("torch."))[0]
@@ -147,6 +153,7 @@ def bench_one(
         total = statistics.median(tot.candidate)
         row = {
             "model": shape,
+            "weights": "real" if uses_real_weights(shape) else "random",
             "setting": name,
             "batch_size": batch_size,
             "prompt_len": prompt_len,
@@ -236,7 +243,10 @@ def mib(n: int | None) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    """Markdown: medians of paired runs against full depth, with 95% intervals; a flagged timing gets a '*'."""
+    """Markdown: medians of paired runs against full depth, with 95% intervals; a flagged timing gets a '*'.
+    A real model's name timed with random weights of its shape (not installed) says so."""
+    from skipcore.models.catalog import is_real_name
+
     head = (
         "| model | batch | new tokens | setting | tokens/s | vs full (total) [95%] | layer speedup "
         "| measured decode speedup [95%] | measured / layer | measured / FLOPs | KV allocated MiB | KV vs full "
@@ -255,7 +265,8 @@ def format_table(rows: list[dict]) -> str:
             return f"{r[k]:.2f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]{star}"
 
         lines.append(
-            f"| {r['model']} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
+            f"| {r['model']}{' (random weights)' if r.get('weights') == 'random' and is_real_name(r['model']) else ''} "
+            f"| {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
             f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
             f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
             f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
