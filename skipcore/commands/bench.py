@@ -76,20 +76,14 @@ def _targets(text: str) -> list[float]:
 
 def check_plan(models: list[str], prompt_len: int, new_tokens: list[int], targets: list[float]) -> None:
     """Every model fits the prompt plus the longest generation, and reaches every target, before any model is
-    built (a random model's sizes are known from its shape, a real model's from its config)."""
-    from skipcore.evaluate.bench import uses_real_weights
-    from skipcore.models.loading import load_config
+    built (every name, a real model's too, has its sizes in BENCH_SHAPES; no config is read)."""
     from skipcore.models.random_models import BENCH_SHAPES
     from skipcore.schedule import schedule_for_speedup
 
     if prompt_len < 1:
         raise UserError(f"--prompt-len must be >= 1, got {prompt_len}")
     for m in models:
-        if uses_real_weights(m):
-            config = load_config(m)
-            shape = {k: getattr(config, k) for k in ("num_hidden_layers", "max_position_embeddings")}
-        else:
-            shape = BENCH_SHAPES[m][1]
+        shape = BENCH_SHAPES[m][1]
         positions = shape["max_position_embeddings"]
         if prompt_len + max(new_tokens) > positions:
             raise UserError(
@@ -133,7 +127,6 @@ def run_bench(args: argparse.Namespace) -> int:
     out = check_output_path(args.out, args.overwrite, (".json",))
     if out is not None:
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: _own_table(out, md))
-    # last: reading a real model's config may convert it on its first use
     check_plan(models, prompt_len, new_tokens, targets)
     for m in models:
         if is_real_name(m) and not uses_real_weights(m):

@@ -76,6 +76,7 @@ def bench_one(
     from skipcore.schedule import Schedule, schedule_for_speedup
 
     model = bench_network(shape, dtype, device)
+    weights = "real" if uses_real_weights(shape) else "random"  # what every row of it timed
     shapes = adapter_for(model).shapes  # sizes for the cost model, read once
     L = shapes.num_layers
 
@@ -153,7 +154,7 @@ def bench_one(
         total = statistics.median(tot.candidate)
         row = {
             "model": shape,
-            "weights": "real" if uses_real_weights(shape) else "random",
+            "weights": weights,
             "setting": name,
             "batch_size": batch_size,
             "prompt_len": prompt_len,
@@ -254,6 +255,9 @@ def format_table(rows: list[dict]) -> str:
     )
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
+        model = r["model"] + (
+            " (random weights)" if r.get("weights") == "random" and is_real_name(r["model"]) else ""
+        )
 
         def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:
             return fmt.format(r[k]) if r.get(k) is not None else ""
@@ -265,8 +269,7 @@ def format_table(rows: list[dict]) -> str:
             return f"{r[k]:.2f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]{star}"
 
         lines.append(
-            f"| {r['model']}{' (random weights)' if r.get('weights') == 'random' and is_real_name(r['model']) else ''} "
-            f"| {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
+            f"| {model} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
             f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
             f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
             f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
