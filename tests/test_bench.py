@@ -121,3 +121,51 @@ def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_sh
     n_params = 576 * 49152 + 30 * (576 * 64 * (9 + 3 + 3 + 9) + 3 * 576 * 1536 + 2 * 576) + 576  # tied head
     assert all(r["weight_bytes"] == 4 * n_params for r in rows if r["setting"] != "generate()")
     assert out.with_suffix(".md").read_text().count("| smollm2-135m (random weights) | 1 |") == 3
+
+
+def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
+    """Results are written after every setting: a bench stopped part way leaves a readable, marked-partial file and
+    table, and stopped even between those two writes, a rerun with --overwrite still knows the table as its own."""
+    import skipcore.commands.bench as bench_command
+    import skipcore.evaluate.bench as bench_lib
+
+    out = tmp_path / "bench.json"
+    args = ["bench", "--models", "opt-tiny", "--batch-sizes", "1,2,3", "--new-tokens", "8", "--targets", "2"]
+    args += ["--repeats", "1", "--prompt-len", "4", "--threads", "1", "--out", str(out)]
+    real_bench_one, calls = bench_lib.bench_one, []
+
+    def stops_at_the_third(*a, **kw):
+        calls.append(a[1])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_bench_one(*a, **kw)
+
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at_the_third)
+    assert main(args) == 130
+    result = json.loads(out.read_text())
+    assert not result["complete"] and (result["settings_done"], result["settings_total"]) == (2, 3)
+    assert {r["batch_size"] for r in result["rows"]} == {1, 2} and len(result["rows"]) == 2 * 3
+    table = out.with_suffix(".md").read_text()
+    assert "Partial: 2 of 3 settings" in table and table.count("| opt-tiny |") == 6
+
+    # stopped between the results file and its table: the table on disk is the one before, still the bench's own
+    real_write, calls[:] = bench_command.atomic_write, []
+
+    def table_write_stops(path, write):
+        if path.suffix == ".md" and len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_write(path, write)
+
+    monkeypatch.setattr(
+        bench_lib, "bench_one", lambda *a, **kw: (calls.append(a[1]), real_bench_one(*a, **kw))[1]
+    )
+    monkeypatch.setattr(bench_command, "atomic_write", table_write_stops)
+    assert main([*args, "--overwrite"]) == 130
+    assert json.loads(out.read_text())["settings_done"] == 2
+    assert "Partial: 1 of 3" in out.with_suffix(".md").read_text()
+
+    monkeypatch.setattr(bench_command, "atomic_write", real_write)
+    assert main([*args, "--overwrite"]) == 0
+    result = json.loads(out.read_text())
+    assert result["complete"] and len(result["rows"]) == 3 * 3 and "previous_table_sha256" in result
+    assert "Partial" not in out.with_suffix(".md").read_text()

@@ -137,51 +137,84 @@ def run_bench(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     # the roofline's denominator on either device: a decode step at small batch reads every weight once
     bandwidth = measure_bandwidth(device)
-    rows = []
-    for m in models:
-        for T in new_tokens:
-            for b in batch_sizes:
-                new = bench_one(
-                    m,
-                    b,
-                    prompt_len,
-                    T,
-                    targets,
-                    device,
-                    dtype,
-                    args.repeats,
-                    compiled_generate=cuda if args.compiled_generate is None else args.compiled_generate,
-                    bandwidth=bandwidth,
-                )
-                rows += new
-                print(format_table(new), flush=True)
-    result = {
+    header = {
         "machine": hardware_name(device),
         "device": str(device),
         "dtype": str(dtype).removeprefix("torch."),
         "torch": torch.__version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "bandwidth_bytes_per_s": bandwidth,
-        "rows": rows,
     }
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        table = (
-            f"Machine: {result['machine']} ({result['device']}, {result['dtype']}, torch {result['torch']})\n\n"
-            + format_table(rows)
-            + "\n"
+    settings = [(m, T, b) for m in models for T in new_tokens for b in batch_sizes]
+    rows: list[dict] = []
+    # digests of the tables beside the results, newest last: a replaced one was checked as the bench's own above
+    md = out.with_suffix(".md") if out is not None else None
+    written = [file_digest(md)] if md is not None and md.is_file() else []
+    for done, (m, T, b) in enumerate(settings, 1):
+        new = bench_one(
+            m,
+            b,
+            prompt_len,
+            T,
+            targets,
+            device,
+            dtype,
+            args.repeats,
+            compiled_generate=cuda if args.compiled_generate is None else args.compiled_generate,
+            bandwidth=bandwidth,
         )
-        result["table_sha256"] = hashlib.sha256(table.encode()).hexdigest()  # the .md beside it is its own
-        atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
-        atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
+        rows += new
+        print(format_table(new), flush=True)
+        if out is not None:  # after every setting, so a stopped bench keeps what it measured
+            _write_results(out, header, rows, done, len(settings), written)
+    if out is not None:
         print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0
 
 
+def _write_results(
+    out: Path, header: dict, rows: list[dict], done: int, total: int, written: list[str]
+) -> None:
+    """Replace the results file and its table, each atomically; until the last setting both say they are partial.
+
+    The JSON goes first and names the new table's digest and the one before it, so a bench stopped between the
+    two writes still knows the table beside it as its own (and a rerun with --overwrite may replace it)."""
+    from skipcore.evaluate.bench import format_table  # imports torch: here, so `bench --help` stays instant
+
+    partial = (
+        ""
+        if done == total
+        else f"Partial: {done} of {total} settings measured (the bench stopped or is still running).\n\n"
+    )
+    table = (
+        f"Machine: {header['machine']} ({header['device']}, {header['dtype']}, torch {header['torch']})\n\n"
+        + partial
+        + format_table(rows)
+        + "\n"
+    )
+    digest = hashlib.sha256(table.encode()).hexdigest()
+    result = {
+        **header,
+        "complete": done == total,
+        "settings_done": done,
+        "settings_total": total,
+        "rows": rows,
+    }
+    result["table_sha256"] = digest
+    if written:
+        result["previous_table_sha256"] = written[-1]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
+    atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
+    written.append(digest)
+
+
 def _own_table(out: Path, md: Path) -> bool:
-    """The .md table beside a results file is the bench's own when the results file names its digest."""
+    """The .md table beside a results file is the bench's own when the results file names its digest (the newest
+    table or, for a bench stopped between its two writes, the one before)."""
     try:
-        recorded = json.loads(out.read_text()).get("table_sha256")
-    except (OSError, ValueError, AttributeError):
+        result = json.loads(out.read_text())
+        recorded = {result.get("table_sha256"), result.get("previous_table_sha256")} - {None}
+    except (OSError, ValueError, AttributeError, TypeError):
         return False
-    return recorded is not None and recorded == file_digest(md)
+    return file_digest(md) in recorded
