@@ -9,7 +9,7 @@ import os
 import warnings
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import SkipcoreWarning, UserError
 
 
 def _alive(pid: int) -> bool:
@@ -58,7 +58,9 @@ class OutputLock:
                 except OSError as e:  # a folder, or a place this user cannot change
                     raise UserError(f"cannot take the lock {self.path}: {e.strerror or e}") from None
                 warnings.warn(
-                    f"taking over {self.path}, left by a {self.what} that is no longer running", stacklevel=3
+                    f"taking over {self.path}, left by a {self.what} that is no longer running",
+                    SkipcoreWarning,
+                    stacklevel=3,
                 )
                 continue
             except OSError as e:

@@ -251,6 +251,26 @@ def test_a_second_training_run_on_the_same_out_is_refused(model_dirs, tmp_path, 
     assert not lock.exists() and (out / "model.safetensors").is_file()
 
 
+def test_skipcore_warnings_print_as_one_line_on_the_command_line(model_dirs, tmp_path):
+    """A warning of skipcore's own (here: a crashed run's lock taken over) reaches a command-line user as one
+    `warning: ...` line, as its errors do, not Python's file:line and source echo."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    (tmp_path / ".run.lock").write_text("999999999")
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
+    run = subprocess.run(
+        [sys.executable, "-m", "skipcore", *argv], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "no longer running" in line]
+    assert said == [
+        f"warning: taking over {tmp_path / '.run.lock'}, left by a training run that is no longer running"
+    ]
+    assert "UserWarning" not in run.stderr and "output_lock" not in run.stderr
+
+
 @pytest.fixture(scope="module")
 def tiny_trace(model_dirs):
     from skipcore import SkipEngine, load_model

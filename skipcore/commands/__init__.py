@@ -15,10 +15,11 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Collection, Sequence
 
 from skipcore.commands.common import OneLineParser, given_options
-from skipcore.errors import UserError
+from skipcore.errors import SkipcoreWarning, UserError
 
 # subcommand -> its line in the top-level `--help`, in the order listed (declared here once: a module's parser is
 # built only when its command is the one asked for, so `--help` and the light commands never import torch)
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    plain_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning(warnings.formatwarning)
     try:
         return args.func(args)
     except UserError as e:
@@ -81,3 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = plain_format
+
+
+def _one_line_warning(plain):
+    """A `warnings.formatwarning` that prints skipcore's own warnings as one `warning: ...` line, the way its
+    errors print (a user has no use for the file and line that raised it); other libraries' warnings as before."""
+
+    def format_warning(message, category, filename, lineno, line=None) -> str:
+        if issubclass(category, SkipcoreWarning):
+            return f"warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    return format_warning

@@ -21,6 +21,7 @@ import torch
 from skipcore.adapters import Adapter
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.sampling import TokenPicker
+from skipcore.errors import FallbackWarning
 
 # the engine's forward step: (input ids, positions, key mask, layers, cache) -> last-column logits
 Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int], SkipKVCache], torch.Tensor]
@@ -110,7 +111,7 @@ class StaticDecoder:
         the failed capture; the warm-up before it wrote this step's K/V, which the step writes again."""
         warnings.warn(
             f"CUDA graph capture failed, decoding without graphs: {str(error).strip().splitlines()[0]}",
-            RuntimeWarning,
+            FallbackWarning,
             stacklevel=4,
         )
         self.capture = False

@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.executors import Failure, FailureCallback
 from skipcore.evaluate.rows import RowCallback
 from skipcore.evaluate.settings import SweepConfig
@@ -63,6 +63,7 @@ def start_local_ray(num_cpus: int | None = None, object_store_mb: int = LOCAL_OB
     if ip not in ("127.0.0.1", "::1"):
         warnings.warn(
             f"the local Ray instance listens on {ip} (ray was imported before skipcore started it)",
+            SkipcoreWarning,
             stacklevel=2,
         )
 
@@ -210,7 +211,9 @@ class RayExecutor:
             raise UserError(
                 said + ", or start a cluster that has them (`ray start --head`) and pass --ray-address"
             )
-        warnings.warn(said + " unless the cluster's autoscaler adds such a node", stacklevel=2)
+        warnings.warn(
+            said + " unless the cluster's autoscaler adds such a node", SkipcoreWarning, stacklevel=2
+        )
 
     def _run(
         self,
