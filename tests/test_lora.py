@@ -127,3 +127,72 @@ def test_lora_targets_by_group_or_name_and_bad_flags_are_one_line(model_dirs, tm
         assert len(err) == 1 and message in err[0], err
     assert main(["train", "--init-config", "opt", "--lora-rank", "2", "--out", str(tmp_path / "s")]) == 2
     assert "pretrained --model" in capsys.readouterr().err
+
+
+def test_whole_layers_train_every_weight_of_those_layers_beside_lora_and_resume(model_dirs, tmp_path, capsys):
+    """`--whole-layers` trains chosen decoder layers whole (norms included) and LoRA on the others; the folder
+    loads merged, equal to peft's own unmerged model, and a resumed run continues to the same losses."""
+    from safetensors import safe_open
+
+    out = tmp_path / "whole"
+    flags = ["--steps", "4", "--save-every", "2", "--keep-checkpoints", "0", "--schedule", "linear"]
+    flags += ["--target-speedup", "2", "--whole-layers", "5"]  # the top layer of six: every schedule runs it
+    assert lora_cli(model_dirs["llama"], out, *flags) == 0
+    assert "parameters (LoRA; model.layers.5 whole) on" in capsys.readouterr().err
+    settings = read_settings(out)
+    assert settings["lora"]["whole_layers"] == [5] and settings["args"]["whole_layers"] == [5]
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+    top = {k for k in keys if ".layers.5." in k}
+    assert top and not any("lora_" in k for k in top) and any("input_layernorm" in k for k in top)
+    assert all(any(f".layers.{i}." in k and "lora_A" in k for k in keys) for i in range(5))
+
+    merged, tok = load_model(str(out), device="cpu", dtype="float32")
+    base, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    reference = peft.PeftModel.from_pretrained(base, str(out)).eval()
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        torch.testing.assert_close(merged(**enc).logits, reference(**enc).logits, rtol=1e-4, atol=1e-5)
+    after = merged.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert {k for k in before if ".layers.5." in k} <= changed  # every weight of the whole layer, norms too
+    assert not any(
+        "layernorm" in k and ".layers.5." not in k for k in changed
+    )  # LoRA leaves the others' norms
+    assert any(".layers.0.self_attn.q_proj" in k for k in changed)
+
+    resumed = tmp_path / "resumed"
+    assert (
+        lora_cli(model_dirs["llama"], resumed, *flags, "--resume", str(out / "checkpoints/step-0000002")) == 0
+    )
+    first, again = log_losses(out), log_losses(resumed)
+    assert sorted(again) == [3, 4]
+    for step, r in again.items():
+        assert r["loss"] == pytest.approx(first[step]["loss"], abs=1e-5)
+
+    capsys.readouterr()
+    for extra, message in [
+        (["--whole-layers", "6"], "--whole-layers 6: this model has layers 0 to 5"),
+        (["--whole-layers", "0,1,2,3,4,5"], "--whole-layers names every layer"),
+        (["--whole-layers", "1,1"], "--whole-layers takes distinct layer indices"),
+    ]:
+        assert lora_cli(model_dirs["llama"], tmp_path / "bad", "--steps", "1", *extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    with pytest.raises(SystemExit):  # argparse's own one line
+        lora_cli(model_dirs["llama"], tmp_path / "bad", "--whole-layers", "top")
+    assert "--whole-layers must be a comma-separated list" in capsys.readouterr().err
+    args = [
+        "train",
+        "--no-progress",
+        "--steps",
+        "1",
+        "--model",
+        str(model_dirs["llama"]),
+        "--whole-layers",
+        "1",
+    ]
+    assert main([*args, "--out", str(tmp_path / "bad")]) == 2
+    assert "--whole-layers needs --lora-rank" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 
 from skipcore.errors import UserError
@@ -13,6 +15,23 @@ from skipcore.models.shipped import shipped_path
 
 DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
 DEFAULT_DATASET = shipped_path("data/e2e_synth")
+
+
+def comma_list(kind: type, name: str) -> Callable[[str], tuple]:
+    """An argparse `type` for comma-separated values of `kind` (finite, for floats), said in one line if not."""
+
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(v) for v in text.split(",") if v.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{name} is empty")
+        if kind is float and not all(math.isfinite(v) for v in values):
+            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {text!r}")
+        return values
+
+    return parse
 
 
 class OneLineParser(argparse.ArgumentParser):

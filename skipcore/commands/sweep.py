@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from skipcore.commands.common import (
     add_length_args,
     add_model_args,
     add_threads_arg,
+    comma_list,
     dataset_split,
 )
 from skipcore.errors import UserError
@@ -31,30 +31,15 @@ RAY_FLAGS = {name: "--ray-" + name.replace("_", "-") for name in RAY_DEFAULTS}  
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
-def _list(kind: type, name: str) -> Callable[[str], tuple]:
-    def parse(text: str) -> tuple:
-        try:
-            values = tuple(kind(v) for v in text.split(",") if v.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
-        if not values:
-            raise argparse.ArgumentTypeError(f"{name} is empty")
-        if kind is float and not all(math.isfinite(v) for v in values):
-            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {text!r}")
-        return values
-
-    return parse
-
-
 def _said(values: Sequence) -> str:
     return ",".join(f"{v:g}" if isinstance(v, int | float) else str(v) for v in values)
 
 
-def _add_list(group, flag: str, kind: type, text: str, field: str | None = None) -> None:
+def _addcomma_list(group, flag: str, kind: type, text: str, field: str | None = None) -> None:
     """A comma-separated grid option whose default is SweepConfig's `field` (by default the flag's name)."""
     default = DEFAULTS[field or flag.removeprefix("--").replace("-", "_")]
     group.add_argument(
-        flag, type=_list(kind, flag), default=default, help=f"{text} (default: {_said(default)})"
+        flag, type=comma_list(kind, flag), default=default, help=f"{text} (default: {_said(default)})"
     )
 
 
@@ -83,12 +68,12 @@ def add_parser(sub) -> None:
         "--limit", type=int, default=DEFAULTS["limit"], help="examples to use (default: %(default)s)"
     )
     g = p.add_argument_group("grid")
-    _add_list(g, "--targets", float, "target layer speedups (1 = full depth)")
-    _add_list(g, "--shapes", str, "budget shapes: linear, power, step, constant")
-    _add_list(g, "--modes", str, "skip (the paper), exit (truncation), middle")
-    _add_list(g, "--warmup", int, "skip mode's warmup layers, comma-separated", field="warmups")
-    _add_list(g, "--batch-sizes", int, "batch sizes; each is timed against full depth at that size")
-    _add_list(
+    _addcomma_list(g, "--targets", float, "target layer speedups (1 = full depth)")
+    _addcomma_list(g, "--shapes", str, "budget shapes: linear, power, step, constant")
+    _addcomma_list(g, "--modes", str, "skip (the paper), exit (truncation), middle")
+    _addcomma_list(g, "--warmup", int, "skip mode's warmup layers, comma-separated", field="warmups")
+    _addcomma_list(g, "--batch-sizes", int, "batch sizes; each is timed against full depth at that size")
+    _addcomma_list(
         g,
         "--policies",
         str,
@@ -97,7 +82,7 @@ def add_parser(sub) -> None:
         "1 only; Llama-family models)",
     )
     c = p.add_argument_group("CALM-DEC")
-    _add_list(c, "--calm-thresholds", float, "confidence thresholds, one row each")
+    _addcomma_list(c, "--calm-thresholds", float, "confidence thresholds, one row each")
     c.add_argument(
         "--calm-measure",
         default=DEFAULTS["calm_measure"],
@@ -116,11 +101,11 @@ def add_parser(sub) -> None:
         "each step whose least confident running row is confident enough, never below a floor; skip mode with "
         "the first --warmup. One row per threshold x drop x floor.",
     )
-    _add_list(
+    _addcomma_list(
         a, "--adaptive-thresholds", float, "confidence thresholds (lowest top probability over running rows)"
     )
-    _add_list(a, "--adaptive-drops", int, "layers dropped per confident step")
-    _add_list(a, "--adaptive-min-layers", int, "floors the budget never goes below")
+    _addcomma_list(a, "--adaptive-drops", int, "layers dropped per confident step")
+    _addcomma_list(a, "--adaptive-min-layers", int, "floors the budget never goes below")
     a.add_argument(
         "--adaptive-signal",
         default=DEFAULTS["adaptive_signal"],
@@ -135,9 +120,9 @@ def add_parser(sub) -> None:
         "k. transformers: generate() alone, and generate(assistant_early_exit=n) drafting k tokens per round "
         "(no confidence stop), one row per n x k, at batch size 1.",
     )
-    _add_list(sp, "--speculative-targets", float, "draft schedules' target speedups")
-    _add_list(sp, "--draft-tokens", int, "tokens drafted per round")
-    _add_list(sp, "--assistant-exits", int, "transformers: layers of the early-exit draft")
+    _addcomma_list(sp, "--speculative-targets", float, "draft schedules' target speedups")
+    _addcomma_list(sp, "--draft-tokens", int, "tokens drafted per round")
+    _addcomma_list(sp, "--assistant-exits", int, "transformers: layers of the early-exit draft")
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
     r.add_argument(

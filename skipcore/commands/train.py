@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from skipcore.commands.common import comma_list
 from skipcore.commands.train_resolve import (
     adopt_recorded_args,
     check_checkpoint_dir,
@@ -97,6 +98,14 @@ def add_parser(sub) -> None:
         default="attention,mlp",
         help="comma-separated: attention (Q, K, V, O projections), mlp, or the model's own module names "
         "(default: %(default)s)",
+    )
+    lora.add_argument(
+        "--whole-layers",
+        type=comma_list(int, "--whole-layers"),
+        default=(),
+        metavar="I,J",
+        help="decoder layers (from 0) trained whole, every weight, instead of through LoRA; saved in the adapter "
+        "folder (a SmolLM2 layer is 7 MB in bfloat16). E.g. the top layers every skip schedule runs",
     )
 
     data = p.add_argument_group("data")
@@ -351,7 +360,7 @@ def _run(args: argparse.Namespace) -> int:
             steps = total_steps(hyper, max(1, len(pairs) // (hyper.batch_size * acc.num_processes)))
             print(
                 f"training {settings['model']['trainable_parameters']:,} of {settings['model']['parameters']:,} "
-                f"parameters{' (LoRA)' if peft_model is not None else ''} on {len(pairs)} pairs, {plan.describe()}, "
+                f"parameters{_how_trained(peft_model)} on {len(pairs)} pairs, {plan.describe()}, "
                 f"{steps} steps of {hyper.batch_size} x {acc.num_processes} process(es)"
                 + (f", resuming at step {resume_step}" if resume_dir else ""),
                 file=sys.stderr,
@@ -362,3 +371,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"saved {out} (step {final.get('state', {}).get('step')})", file=sys.stderr)
         acc.end_training()
         return 0
+
+
+def _how_trained(peft_model) -> str:
+    """' (LoRA)', with the modules trained whole beside it, for the start-up line; '' when every weight trains."""
+    if peft_model is None:
+        return ""
+    whole = peft_model.peft_config["default"].modules_to_save or []
+    return f" (LoRA; {', '.join(sorted(whole))} whole)" if whole else " (LoRA)"

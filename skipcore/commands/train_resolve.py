@@ -272,8 +272,13 @@ def adopt_recorded_args(args: argparse.Namespace, resume_dir: Path) -> list[str]
         return []
     taken = []
     for key, value in recorded.items():
-        if key in NOT_RESUMED or key in given or not hasattr(args, key) or getattr(args, key) == value:
+        current = getattr(args, key, None)
+        if key in NOT_RESUMED or key in given or not hasattr(args, key) or current == value:
             continue
+        if isinstance(current, tuple) and isinstance(value, list):  # a comma list, recorded as JSON's list
+            if current == tuple(value):
+                continue
+            value = tuple(value)
         setattr(args, key, value)
         taken.append("--" + key.replace("_", "-"))
     return taken
@@ -316,8 +321,8 @@ def shared_value(acc, value):
 def lora_spec(args: argparse.Namespace):
     """The LoRA settings asked for, or None for training every weight; checked before any work."""
     if args.lora_rank is None:
-        for flag in ("lora_alpha",):
-            if getattr(args, flag) is not None:
+        for flag in ("lora_alpha", "whole_layers"):
+            if getattr(args, flag):
                 raise UserError(f"--{flag.replace('_', '-')} needs --lora-rank")
         return None
     from skipcore.models.lora import LoraSpec
@@ -327,7 +332,7 @@ def lora_spec(args: argparse.Namespace):
             "--lora-rank fine-tunes a pretrained --model; a model trained from scratch trains every weight"
         )
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
-    return LoraSpec(args.lora_rank, args.lora_alpha, args.lora_dropout, targets)
+    return LoraSpec(args.lora_rank, args.lora_alpha, args.lora_dropout, targets, tuple(args.whole_layers))
 
 
 def starting_model(args: argparse.Namespace, examples: list, acc, resume_dir: Path | None, lora=None):
@@ -387,10 +392,16 @@ def max_positions(config) -> int | None:
 
 
 def json_args(args: argparse.Namespace) -> dict:
-    """The flags as recorded in skipcore_training.json: every plain value, not the handler."""
-    return {
-        k: v for k, v in vars(args).items() if k != "func" and isinstance(v, str | int | float | bool | None)
-    }
+    """The flags as recorded in skipcore_training.json: every plain value (lists of them as lists), not the
+    handler."""
+    plain = str | int | float | bool | None
+    recorded = {}
+    for k, v in vars(args).items():
+        if isinstance(v, plain):
+            recorded[k] = v
+        elif isinstance(v, tuple | list) and all(isinstance(x, plain) for x in v):
+            recorded[k] = list(v)
+    return recorded
 
 
 def warn_changes(old: dict, new: dict, acc) -> None:

@@ -45,6 +45,9 @@ class LoraSpec:
     alpha: float | None = None  # scale alpha / rank; default 2 x rank, the usual choice
     dropout: float = 0.05
     targets: tuple[str, ...] = ("attention", "mlp")  # groups above, or the model's own module names
+    # decoder layers trained whole (every weight, saved in the adapter folder) instead of through LoRA: the capacity
+    # a low-rank update may lack, spent where it matters (the top layers every skip schedule runs)
+    whole_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.rank < 1:
@@ -55,6 +58,10 @@ class LoraSpec:
             raise UserError(f"--lora-dropout must be in [0, 1), got {self.dropout}")
         if not self.targets:
             raise UserError("--lora-targets names no module; e.g. attention,mlp")
+        if any(i < 0 for i in self.whole_layers) or len(set(self.whole_layers)) != len(self.whole_layers):
+            raise UserError(
+                f"--whole-layers takes distinct layer indices from 0, got {list(self.whole_layers)}"
+            )
 
     def modules(self, model_type: str) -> list[str]:
         """The module names LoRA wraps in a model of this family: groups expanded, names kept."""
@@ -65,7 +72,12 @@ class LoraSpec:
         return list(dict.fromkeys(out))
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "alpha": self.alpha or 2 * self.rank, "targets": list(self.targets)}
+        return {
+            **asdict(self),
+            "alpha": self.alpha or 2 * self.rank,
+            "targets": list(self.targets),
+            "whole_layers": list(self.whole_layers),
+        }
 
 
 def is_adapter_folder(path: str | Path) -> bool:
@@ -101,17 +113,40 @@ def with_lora(model, spec: LoraSpec, base: str):
             f"--lora-targets {', '.join(missing)}: no such module in this {model.config.model_type} model; "
             f"use attention, mlp or module names such as {', '.join(_example_names(model))}"
         )
+    whole, lora_layers = _split_layers(model, spec.whole_layers)
     config = peft.LoraConfig(
         r=spec.rank,
         lora_alpha=spec.alpha or 2 * spec.rank,
         lora_dropout=spec.dropout,
         target_modules=modules,
         fan_in_fan_out=model.config.model_type == "gpt2",  # GPT-2's Conv1D stores weights transposed
+        layers_to_transform=lora_layers if whole else None,
+        modules_to_save=whole or None,  # peft trains a copy of each and saves it beside the LoRA matrices
         task_type="CAUSAL_LM",
     )
     peft_model = peft.get_peft_model(model, config)
     peft_model.peft_config["default"].base_model_name_or_path = base
     return peft_model
+
+
+def _split_layers(model, whole_layers: tuple[int, ...]) -> tuple[list[str], list[int]]:
+    """(the module names of the decoder layers trained whole, the indices of the layers LoRA goes on)."""
+    from skipcore.adapters import adapter_for
+
+    layers = adapter_for(model).layers
+    if not whole_layers:
+        return [], list(range(len(layers)))
+    out_of_range = [i for i in whole_layers if i >= len(layers)]
+    if out_of_range:
+        raise UserError(
+            f"--whole-layers {','.join(map(str, out_of_range))}: this model has layers 0 to {len(layers) - 1}"
+        )
+    if len(whole_layers) == len(layers):
+        raise UserError("--whole-layers names every layer; train without --lora-rank to train every weight")
+    names = {id(module): name for name, module in model.named_modules()}
+    return [names[id(layers[i])] for i in sorted(whole_layers)], [
+        i for i in range(len(layers)) if i not in whole_layers
+    ]
 
 
 def trainable_again(model, folder: str | Path):
