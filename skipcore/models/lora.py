@@ -5,7 +5,8 @@ A fine-tune of a pretrained model is then megabytes instead of the model's full 
 is unchanged: the skip-aware forward calls the model's own decoder layers, whose projections peft has wrapped in
 place. The folder is peft's own format (`adapter_config.json`, `adapter_model.safetensors`), so peft reads it
 too; its base is named as skipcore loaded it (a short name such as `smollm2-135m` resolves offline). Loading
-the folder loads the base, applies the adapter and merges it, so the engine sees a plain model.
+the folder loads the base, applies the adapter and merges it, so the engine sees a plain model. Chosen decoder
+layers can train whole beside it (`--whole-layers`: peft's `modules_to_save`, saved in the same folder).
 """
 
 from __future__ import annotations
