@@ -195,6 +195,12 @@ def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
     plan = SchedulePlan.from_dict(settings["schedule"])
     assert plan.fixed.min_layers == 2 and plan.fixed.decay_span == settings["generation"]["decay_span"]
     assert (out / "model.safetensors").is_file() and not (out / "optimizer.pt").exists()
+    umask = os.umask(0)
+    os.umask(umask)
+    for saved in (out / "model.safetensors", out / "checkpoints/step-0000006/model.safetensors"):
+        assert (
+            saved.stat().st_mode & 0o777 == 0o666 & ~umask
+        )  # as readable as any new file (safetensors: 0600)
     model, tok = load_model(str(out), device="cpu", dtype="float32")
     assert SkipEngine(model, tok).generate(["MR: name[Aromi]\nText:"], max_new_tokens=4).token_ids
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -55,7 +56,18 @@ def save_model(model, tokenizer, out_dir: str | Path, settings: dict, dtype: str
         model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     write_settings(out, settings)
+    _readable_as_umask_allows(out)
     return out
+
+
+def _readable_as_umask_allows(folder: Path) -> None:
+    """safetensors writes its files owner-only (0600); give the folder's files the mode any new file gets, so a
+    model saved on a shared machine is readable by those the user's umask lets read it."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
 
 
 def write_settings(model_dir: str | Path, settings: dict) -> None:
