@@ -118,6 +118,7 @@ def test_lora_targets_by_group_or_name_and_bad_flags_are_one_line(model_dirs, tm
         (["--lora-rank", "0"], "--lora-rank must be >= 1"),
         (["--lora-rank", "2", "--lora-targets", "nonsense"], "no such module"),
         (["--lora-dropout", "1.5", "--lora-rank", "2"], "--lora-dropout must be in [0, 1)"),
+        (["--lora-alpha", "0"], "--lora-alpha needs --lora-rank"),
     ]
     for extra, message in cases:
         out = tmp_path / f"o{len(message)}"

@@ -35,7 +35,7 @@ def _said(values: Sequence) -> str:
     return ",".join(f"{v:g}" if isinstance(v, int | float) else str(v) for v in values)
 
 
-def _addcomma_list(group, flag: str, kind: type, text: str, field: str | None = None) -> None:
+def _add_list(group, flag: str, kind: type, text: str, field: str | None = None) -> None:
     """A comma-separated grid option whose default is SweepConfig's `field` (by default the flag's name)."""
     default = DEFAULTS[field or flag.removeprefix("--").replace("-", "_")]
     group.add_argument(
@@ -68,12 +68,12 @@ def add_parser(sub) -> None:
         "--limit", type=int, default=DEFAULTS["limit"], help="examples to use (default: %(default)s)"
     )
     g = p.add_argument_group("grid")
-    _addcomma_list(g, "--targets", float, "target layer speedups (1 = full depth)")
-    _addcomma_list(g, "--shapes", str, "budget shapes: linear, power, step, constant")
-    _addcomma_list(g, "--modes", str, "skip (the paper), exit (truncation), middle")
-    _addcomma_list(g, "--warmup", int, "skip mode's warmup layers, comma-separated", field="warmups")
-    _addcomma_list(g, "--batch-sizes", int, "batch sizes; each is timed against full depth at that size")
-    _addcomma_list(
+    _add_list(g, "--targets", float, "target layer speedups (1 = full depth)")
+    _add_list(g, "--shapes", str, "budget shapes: linear, power, step, constant")
+    _add_list(g, "--modes", str, "skip (the paper), exit (truncation), middle")
+    _add_list(g, "--warmup", int, "skip mode's warmup layers, comma-separated", field="warmups")
+    _add_list(g, "--batch-sizes", int, "batch sizes; each is timed against full depth at that size")
+    _add_list(
         g,
         "--policies",
         str,
@@ -82,7 +82,7 @@ def add_parser(sub) -> None:
         "1 only; Llama-family models)",
     )
     c = p.add_argument_group("CALM-DEC")
-    _addcomma_list(c, "--calm-thresholds", float, "confidence thresholds, one row each")
+    _add_list(c, "--calm-thresholds", float, "confidence thresholds, one row each")
     c.add_argument(
         "--calm-measure",
         default=DEFAULTS["calm_measure"],
@@ -101,11 +101,11 @@ def add_parser(sub) -> None:
         "each step whose least confident running row is confident enough, never below a floor; skip mode with "
         "the first --warmup. One row per threshold x drop x floor.",
     )
-    _addcomma_list(
+    _add_list(
         a, "--adaptive-thresholds", float, "confidence thresholds (lowest top probability over running rows)"
     )
-    _addcomma_list(a, "--adaptive-drops", int, "layers dropped per confident step")
-    _addcomma_list(a, "--adaptive-min-layers", int, "floors the budget never goes below")
+    _add_list(a, "--adaptive-drops", int, "layers dropped per confident step")
+    _add_list(a, "--adaptive-min-layers", int, "floors the budget never goes below")
     a.add_argument(
         "--adaptive-signal",
         default=DEFAULTS["adaptive_signal"],
@@ -120,9 +120,9 @@ def add_parser(sub) -> None:
         "k. transformers: generate() alone, and generate(assistant_early_exit=n) drafting k tokens per round "
         "(no confidence stop), one row per n x k, at batch size 1.",
     )
-    _addcomma_list(sp, "--speculative-targets", float, "draft schedules' target speedups")
-    _addcomma_list(sp, "--draft-tokens", int, "tokens drafted per round")
-    _addcomma_list(sp, "--assistant-exits", int, "transformers: layers of the early-exit draft")
+    _add_list(sp, "--speculative-targets", float, "draft schedules' target speedups")
+    _add_list(sp, "--draft-tokens", int, "tokens drafted per round")
+    _add_list(sp, "--assistant-exits", int, "transformers: layers of the early-exit draft")
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
     r.add_argument(

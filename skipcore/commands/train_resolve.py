@@ -272,14 +272,14 @@ def adopt_recorded_args(args: argparse.Namespace, resume_dir: Path) -> list[str]
         return []
     taken = []
     for key, value in recorded.items():
-        current = getattr(args, key, None)
-        if key in NOT_RESUMED or key in given or not hasattr(args, key) or current == value:
+        if key in NOT_RESUMED or key in given or not hasattr(args, key):
             continue
-        if isinstance(current, tuple) and isinstance(value, list):  # a comma list, recorded as JSON's list
-            if current == tuple(value):
-                continue
-            value = tuple(value)
-        setattr(args, key, value)
+        current = getattr(args, key)
+        if _as_recorded(current) == value:
+            continue
+        setattr(
+            args, key, tuple(value) if isinstance(current, tuple) else value
+        )  # a comma list comes back a tuple
         taken.append("--" + key.replace("_", "-"))
     return taken
 
@@ -322,7 +322,7 @@ def lora_spec(args: argparse.Namespace):
     """The LoRA settings asked for, or None for training every weight; checked before any work."""
     if args.lora_rank is None:
         for flag in ("lora_alpha", "whole_layers"):
-            if getattr(args, flag):
+            if getattr(args, flag) not in (None, ()):
                 raise UserError(f"--{flag.replace('_', '-')} needs --lora-rank")
         return None
     from skipcore.models.lora import LoraSpec
@@ -395,13 +395,16 @@ def json_args(args: argparse.Namespace) -> dict:
     """The flags as recorded in skipcore_training.json: every plain value (lists of them as lists), not the
     handler."""
     plain = str | int | float | bool | None
-    recorded = {}
-    for k, v in vars(args).items():
-        if isinstance(v, plain):
-            recorded[k] = v
-        elif isinstance(v, tuple | list) and all(isinstance(x, plain) for x in v):
-            recorded[k] = list(v)
-    return recorded
+    return {
+        k: _as_recorded(v)
+        for k, v in vars(args).items()
+        if isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(x, plain) for x in v))
+    }
+
+
+def _as_recorded(value):
+    """A flag's value as skipcore_training.json holds it: a comma list (a tuple) as a JSON list."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def warn_changes(old: dict, new: dict, acc) -> None:

@@ -131,12 +131,13 @@ def with_lora(model, spec: LoraSpec, base: str):
 
 
 def _split_layers(model, whole_layers: tuple[int, ...]) -> tuple[list[str], list[int]]:
-    """(the module names of the decoder layers trained whole, the indices of the layers LoRA goes on)."""
+    """(the module names of the decoder layers trained whole, the indices of the layers LoRA goes on), both empty
+    when no layer trains whole (LoRA then goes on every layer)."""
+    if not whole_layers:
+        return [], []
     from skipcore.adapters import adapter_for
 
     layers = adapter_for(model).layers
-    if not whole_layers:
-        return [], list(range(len(layers)))
     out_of_range = [i for i in whole_layers if i >= len(layers)]
     if out_of_range:
         raise UserError(
