@@ -7,6 +7,11 @@ float32, over more weights than the caches hold, at 1, 5 and 8 columns (batch 1,
 over k + 1 = 5 columns, batch 8) and 1 and 2 threads; each the median of `--repeats` runs. Run it on a quiet machine:
 
     python scripts/cpu_matmul_bandwidth.py
+
+`--kernels linear,onednn,fp16` adds two other CPU kernels for the same products, to show what a faster decode path
+would take: oneDNN with the weights prepacked in its own layout (the same float32 values, summed in another order,
+so logits differ from `generate()`'s in their last bits), and fbgemm with the weights rounded to float16 (half the
+bytes; no longer the model's weights). GB/s counts the float32 bytes either way, so the columns compare time.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import warnings
 
 import torch
+from torch.utils import mkldnn
 
 SHAPES = {  # SmolLM2-135M: out x in
     "head 49152x576": (49152, 576),
@@ -24,19 +31,41 @@ SHAPES = {  # SmolLM2-135M: out x in
 }
 
 
+def products(kernel: str, weights: list[torch.Tensor]) -> list:
+    """One callable `x -> x @ w.T` per weight matrix, through `kernel`."""
+    if kernel == "linear":
+        return [lambda x, w=w: torch.nn.functional.linear(x, w) for w in weights]
+    layers = []
+    for w in weights:
+        layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
+        layer.weight.data = w
+        layers.append(layer)
+    if kernel == "onednn":
+        return [mkldnn.to_mkldnn(layer) for layer in layers]
+    # torch's dynamic fp16 quantization is the one route to fbgemm's fp16 kernel in core torch; it is deprecated
+    # in favour of torchao, whose CPU kernels are not this one: acceptable for a measurement
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import quantize_dynamic
+
+        return list(quantize_dynamic(torch.nn.Sequential(*layers), {torch.nn.Linear}, dtype=torch.float16))
+
+
 def read_rate(
-    out_features: int, in_features: int, columns: int, repeats: int, total_bytes: int
+    out_features: int, in_features: int, columns: int, repeats: int, total_bytes: int, kernel: str = "linear"
 ) -> tuple[float, float]:
-    """Median GB/s of weights read and ms per pass over enough matrices to hold `total_bytes` of float32 weights."""
+    """Median GB/s of float32 weights read and ms per pass over enough matrices to hold `total_bytes` of them."""
     count = max(1, total_bytes // (out_features * in_features * 4))
-    weights = [torch.randn(out_features, in_features) for _ in range(count)]
-    x = torch.randn(columns, in_features)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for w in weights:
-            torch.nn.functional.linear(x, w)
-        times.append(time.perf_counter() - t0)
+    with torch.no_grad():
+        product = products(kernel, [torch.randn(out_features, in_features) for _ in range(count)])
+        x = torch.randn(columns, in_features)
+        times = []
+        for _ in range(repeats + 1):  # the first pass warms up (oneDNN picks its kernel on first use)
+            t0 = time.perf_counter()
+            for p in product:
+                p(x)
+            times.append(time.perf_counter() - t0)
+    times = times[1:]
     t = statistics.median(times)
     return count * out_features * in_features * 4 / t / 1e9, t * 1e3
 
@@ -53,15 +82,28 @@ def main() -> None:
     parser.add_argument(
         "--mib", type=int, default=600, help="weights per run, MiB (default: 600, past the caches)"
     )
+    parser.add_argument(
+        "--kernels",
+        default="linear",
+        help="comma list of kernels: linear (torch's own, what skipcore and generate() run), onednn, fp16 "
+        "(default: linear)",
+    )
     args = parser.parse_args()
-    print("| threads | matrix | columns | GB/s read | ms per pass |")
-    print("| --- | --- | --- | --- | --- |")
+    kernels = args.kernels.split(",")
+    unknown = sorted(set(kernels) - {"linear", "onednn", "fp16"})
+    if unknown:
+        parser.error(f"unknown kernel {unknown[0]!r}; choose from linear, onednn, fp16")
+    print("| threads | matrix | columns | kernel | GB/s read | ms per pass |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         for name, (out_features, in_features) in SHAPES.items():
             for columns in (int(c) for c in args.columns.split(",")):
-                rate, ms = read_rate(out_features, in_features, columns, args.repeats, args.mib * 2**20)
-                print(f"| {threads} | {name} | {columns} | {rate:.1f} | {ms:.1f} |")
+                for kernel in kernels:
+                    rate, ms = read_rate(
+                        out_features, in_features, columns, args.repeats, args.mib * 2**20, kernel
+                    )
+                    print(f"| {threads} | {name} | {columns} | {kernel} | {rate:.1f} | {ms:.1f} |")
 
 
 if __name__ == "__main__":

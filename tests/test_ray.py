@@ -101,6 +101,24 @@ def test_a_private_instance_listens_on_loopback_only(ray_address):
     assert not outside, outside
 
 
+def test_a_private_instance_keeps_token_auth_and_starts_without_rays_warning():
+    """Ray warns on every new local instance unless its auth mode is said; the instance skipcore starts says it:
+    token, Ray's own default."""
+    code = textwrap.dedent("""
+        from skipcore.evaluate.ray_executor import start_local_ray
+        start_local_ray(num_cpus=1, object_store_mb=80)
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+        import ray
+        print("token auth", is_token_auth_enabled())
+        ray.shutdown()
+    """)
+    env = {k: v for k, v in python_env().items() if k != "RAY_AUTH_MODE"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "token auth True" in run.stdout
+    assert "Token authentication" not in run.stderr, run.stderr[-2000:]
+
+
 def listening_addresses(pids: list[int]) -> list:
     """The local addresses of the TCP sockets `pids` listen on, from /proc (IPv4-mapped ones as IPv4)."""
     inodes = set()

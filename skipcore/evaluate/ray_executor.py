@@ -46,10 +46,13 @@ def start_local_ray(num_cpus: int | None = None, object_store_mb: int = LOCAL_OB
 
     Ray gives a new node the address of the machine's network interface unless it is told the machine stands
     alone, by a variable it reads when it is imported; where ray was imported before this, the instance
-    listens where Ray chooses, which is said in one warning.
+    listens where Ray chooses, which is said in one warning. Token authentication stays on, as Ray's default.
     """
     if "ray" not in sys.modules:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        # Ray's default for a new local instance, said explicitly so that Ray does not warn about it on every
+        # run (it reads the mode when it is imported, hence only here)
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
