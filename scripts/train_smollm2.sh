@@ -30,6 +30,10 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
 stage=${1:-all}
+case $stage in
+  all | base | skip | longer | per-target | whole-top | whole-ends | seed1) ;;
+  *) echo "train_smollm2.sh: unknown stage '$stage'; choose from all, base, skip, longer, per-target, whole-top, whole-ends, seed1" >&2; exit 2 ;;
+esac
 common=(
   --model smollm2-135m --lora-rank 32 --lora-alpha 64
   --dataset data/e2e_synth --split train
@@ -37,6 +41,8 @@ common=(
   --seed 0 --threads 1 --eval-every 150 --eval-limit 20 --log-every 10 --no-progress
   --save-every 50 --keep-checkpoints 3 --save-dtype bfloat16
 )
+# the per-target runs' one schedule (before --target-speedup): the sweep's schedules over 72 tokens, 29-step decay
+fixed=(--schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29)
 
 if [[ $stage == all || $stage == base ]]; then
   $PY -m skipcore train "${common[@]}" \
@@ -65,7 +71,7 @@ if [[ $stage == all || $stage == per-target ]]; then
   # over 72 tokens with a 29-step decay (the sweep's schedules at those targets); otherwise the runs above exactly
   for t in 2 3; do
     OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 \
-      --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup $t \
+      "${fixed[@]}" --target-speedup $t \
       --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-${t}x --out data/models/skipdecode-smollm2-e2e-${t}x --overwrite
   done
 fi
@@ -75,7 +81,7 @@ if [[ $stage == all || $stage == whole-top ]]; then
   # plus one whole layer stays under 30 MB
   for t in 2 3; do
     OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 \
-      --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup $t \
+      "${fixed[@]}" --target-speedup $t \
       --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-${t}x-top --out data/models/skipdecode-smollm2-e2e-${t}x-top --overwrite
   done
 fi
@@ -84,13 +90,13 @@ if [[ $stage == whole-ends ]]; then
   # the 3x per-target run with layers 0 (the warm-up layer) and 29 (the top) trained whole: the two layers every
   # token runs at any budget. Two whole layers leave room for rank 16 (alpha 32) on layers 1-28 under 30 MB
   OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --lora-rank 16 --lora-alpha 32 --whole-layers 0,29 \
-    --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup 3 \
+    "${fixed[@]}" --target-speedup 3 \
     --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-3x-ends --out artifacts/models/skipdecode-smollm2-e2e-3x-ends --overwrite
 fi
 
 if [[ $stage == seed1 ]]; then
   # the 2x top-layer run with --seed 1 (LoRA's initial matrices, dropout, the order of the pairs): one more draw
   OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 --seed 1 \
-    --schedule linear --mode skip --warmup-layers 1 --max-new-tokens 72 --decay-span 29 --target-speedup 2 \
+    "${fixed[@]}" --target-speedup 2 \
     --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-2x-top-seed1 --out artifacts/models/skipdecode-smollm2-e2e-2x-top-seed1 --overwrite
 fi

@@ -277,9 +277,8 @@ def adopt_recorded_args(args: argparse.Namespace, resume_dir: Path) -> list[str]
         current = getattr(args, key)
         if _as_recorded(current) == value:
             continue
-        setattr(
-            args, key, tuple(value) if isinstance(current, tuple) else value
-        )  # a comma list comes back a tuple
+        # a comma list, recorded as a JSON list, comes back a tuple
+        setattr(args, key, tuple(value) if isinstance(current, tuple) else value)
         taken.append("--" + key.replace("_", "-"))
     return taken
 
