@@ -8,7 +8,9 @@ over k + 1 = 5 columns, batch 8) and 1 and 2 threads; each the median of `--repe
 
     python scripts/cpu_matmul_bandwidth.py
 
-`--kernels linear,onednn,fp16` adds two other CPU kernels for the same products, to show what a faster decode path
+`--kernels linear,blocked` adds what skipcore runs for the LM head (`skipcore.adapters.head_product`): torch's own
+kernel over blocks of 1024 output rows, bit-identical to one product; it pays from two columns up, on the
+vocabulary-sized head. `--kernels linear,onednn,fp16` adds two other CPU kernels, to show what a faster decode path
 would take: oneDNN with the weights prepacked in its own layout (the same float32 values, summed in another order,
 so logits differ from `generate()`'s in their last bits), and fbgemm with the weights rounded to float16 (half the
 bytes; no longer the model's weights). GB/s counts the float32 bytes either way, so the columns compare time.
@@ -20,9 +22,12 @@ import argparse
 import statistics
 import time
 import warnings
+from functools import partial
 
 import torch
 from torch.utils import mkldnn
+
+from skipcore.adapters.head_product import head_logits
 
 SHAPES = {  # SmolLM2-135M: out x in
     "head 49152x576": (49152, 576),
@@ -40,6 +45,8 @@ def products(kernel: str, weights: list[torch.Tensor]) -> list:
         layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
         layer.weight.data = w
         layers.append(layer)
+    if kernel == "blocked":
+        return [partial(head_logits, layer) for layer in layers]
     if kernel == "onednn":
         return [mkldnn.to_mkldnn(layer) for layer in layers]
     # torch's dynamic fp16 quantization is the one route to fbgemm's fp16 kernel in core torch; it is deprecated
@@ -85,14 +92,14 @@ def main() -> None:
     parser.add_argument(
         "--kernels",
         default="linear",
-        help="comma list of kernels: linear (torch's own, what skipcore and generate() run), onednn, fp16 "
-        "(default: linear)",
+        help="comma list of kernels: linear (torch's own, what generate() runs), blocked (skipcore's LM head: "
+        "linear over blocks of output rows), onednn, fp16 (default: linear)",
     )
     args = parser.parse_args()
     kernels = args.kernels.split(",")
-    unknown = sorted(set(kernels) - {"linear", "onednn", "fp16"})
+    unknown = sorted(set(kernels) - {"linear", "blocked", "onednn", "fp16"})
     if unknown:
-        parser.error(f"unknown kernel {unknown[0]!r}; choose from linear, onednn, fp16")
+        parser.error(f"unknown kernel {unknown[0]!r}; choose from linear, blocked, onednn, fp16")
     print("| threads | matrix | columns | kernel | GB/s read | ms per pass |")
     print("| --- | --- | --- | --- | --- | --- |")
     for threads in (int(t) for t in args.threads.split(",")):

@@ -1,4 +1,9 @@
-"""Adapters per model family, chosen by the config's `model_type`."""
+"""Adapters per model family, chosen by the config's `model_type`.
+
+- base.py: what the engine needs from a family (embed, layers, head, shapes) and the sliding-window mask
+- opt.py, gpt2.py, llama.py, gemma3.py: one small adapter per family
+- head_product.py: the LM head's product on the CPU over vocabulary blocks, the same logits bit for bit, sooner
+"""
 
 from __future__ import annotations
 

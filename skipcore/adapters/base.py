@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from skipcore.adapters.head_product import head_logits
+
 
 @dataclass(frozen=True)
 class ModelShapes:
@@ -87,7 +89,7 @@ class Adapter:
         return mask if window is None else sliding_window_mask(mask, window)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(self.final_hidden(hidden))
+        return head_logits(self.model.lm_head, self.final_hidden(hidden))
 
     @property
     def kv_shape(self) -> tuple[int, int]:

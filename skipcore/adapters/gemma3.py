@@ -70,6 +70,6 @@ class Gemma3Adapter(Adapter):
         return self.model.model.norm(hidden)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = self.model.lm_head(self.final_hidden(hidden))
+        logits = super().head(hidden)
         cap = self.config.final_logit_softcapping
         return logits if cap is None else torch.tanh(logits / cap) * cap
