@@ -23,7 +23,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from skipcore._moved import install as _install_moved_modules
 from skipcore.version import __version__
 
 # public name -> the module that defines it. Imported on first use (PEP 562), so `import skipcore` and the command
@@ -34,7 +33,9 @@ _EXPORTS: dict[str, str] = {
     "SkipEngine": "skipcore.decode.engine",
     "GenerationResult": "skipcore.decode.outputs",
     "Sampling": "skipcore.decode.sampling",
+    "DepthPolicy": "skipcore.decode.step",
     "ArgumentTypeError": "skipcore.errors",
+    "ModelError": "skipcore.errors",
     "ScheduleError": "skipcore.errors",
     "UserError": "skipcore.errors",
     "InProcessExecutor": "skipcore.evaluate",
@@ -51,7 +52,6 @@ _EXPORTS: dict[str, str] = {
     "load_model": "skipcore.models.loading",
     "AdaptivePolicy": "skipcore.policies",
     "CalmPolicy": "skipcore.policies",
-    "DepthPolicy": "skipcore.policies",
     "SpeculativePolicy": "skipcore.policies",
     "StaticPolicy": "skipcore.policies",
     "Schedule": "skipcore.schedule",
@@ -69,7 +69,8 @@ if TYPE_CHECKING:  # what type checkers and the API reference see
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.outputs import GenerationResult
     from skipcore.decode.sampling import Sampling
-    from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
+    from skipcore.decode.step import DepthPolicy
+    from skipcore.errors import ArgumentTypeError, ModelError, ScheduleError, UserError
     from skipcore.evaluate import (
         InProcessExecutor,
         RayExecutor,
@@ -81,7 +82,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference see
     from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
     from skipcore.measure.summary import step_time_spread, summarize
     from skipcore.models.loading import load_model
-    from skipcore.policies import AdaptivePolicy, CalmPolicy, DepthPolicy, SpeculativePolicy, StaticPolicy
+    from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy, StaticPolicy
     from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
     from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 
@@ -100,8 +101,6 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-_install_moved_modules()  # old module paths (`skipcore.engine`, ...) keep working for one release, with a warning
-
 __all__ = [
     "TRACE_COLUMNS",
     "AdaptivePolicy",
@@ -114,6 +113,7 @@ __all__ = [
     "ModelShapes",
     "RayExecutor",
     "Sampling",
+    "ModelError",
     "Schedule",
     "ScheduleError",
     "SkipEngine",

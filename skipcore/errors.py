@@ -1,8 +1,44 @@
 """Errors a user can cause. The CLI prints them as one line and exits non-zero; no traceback."""
 
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
 
 class UserError(Exception):
-    """Bad input from the user: a wrong flag, a missing file, an invalid schedule."""
+    """Bad input from the user: a wrong flag, a missing file, an invalid schedule.
+
+    `field` names the setting the message is about (a schedule's `max_layers`, a policy's `threshold`), or the
+    settings, first the one it is about, where it names several; the message spells each as the field's own name.
+    A front end says them in its own words (`said_as`: the command line's flags) without guessing from the text.
+    """
+
+    def __init__(self, *args: object, field: str | tuple[str, ...] | None = None) -> None:
+        super().__init__(*args)
+        self.fields: tuple[str, ...] = (field,) if isinstance(field, str) else tuple(field or ())
+
+    @property
+    def field(self) -> str | None:
+        return self.fields[0] if self.fields else None
+
+    def said_as(self, names: Mapping[str, str]) -> str:
+        """The message with each setting it names called by `names` ({field: the caller's name for it}); where the
+        message speaks of its setting in words instead, the caller's name goes in front."""
+        text = str(self)
+        for name in self.fields:
+            if name in names:  # the name as a word of its own, not inside a path, a flag or another name
+                text = re.sub(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)", names[name], text)
+        first = self.field
+        if first in names and names[first] not in text:
+            text = f"{names[first]}: {text}"
+        return text
+
+
+class ModelError(UserError):
+    """A model that cannot be used: not found, not installed, unreadable, of an unsupported family, or weights that
+    do not fit their config. One line naming the model and what is wrong; every page and command says it the same
+    way."""
 
 
 class ScheduleError(UserError, ValueError):

@@ -46,6 +46,17 @@ def check_output_file(path: Path, overwrite: bool, flag: str = "--overwrite") ->
     return path
 
 
+def check_output_path(path: str | Path | None, overwrite: bool, suffixes: tuple[str, ...]) -> Path | None:
+    """Refuse, before any work is done, an output path of an unknown format (by its suffixes: `.csv.zip` too),
+    that is a folder, that cannot be written or that would be overwritten unasked; None stays None."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not any(p.name.lower().endswith(s) and len(p.name) > len(s) for s in suffixes):
+        raise UserError(f"unknown output format {p.name!r}; use one of {', '.join(suffixes)}")
+    return check_output_file(p, overwrite)
+
+
 def check_writable_folder(folder: Path, what: str) -> None:
     """The nearest existing folder at or above `folder` must be a writable folder (it is created later)."""
     probe = folder

@@ -3,15 +3,18 @@ Markdown tables, the dashboard and the notebooks name a setting with `setting_la
 setting family (a static schedule's mode, or the policy) with `COLORS`, through `series_colors`. A byte count is
 written with `human_bytes`.
 
-A setting is anything with a sweep row's fields: a sweep grid's `Setting`, a row of `df.itertuples()`, a pandas
-Series or a dict of a sweep table (a table written by another version, or by hand, may lack columns: a missing or
-NaN field is simply left out). Pure string functions, no heavy imports.
+A setting is anything with a sweep row's fields: a sweep grid's `Setting` (by its `to_dict`), a row of
+`df.itertuples()`, a pandas Series or a dict of a sweep table (a table written by another version, or by hand,
+may lack columns: a missing or NaN field is simply left out). A policy's parameters are named as the policy
+declares them (`skipcore.policies.params`). Pure string functions, no heavy imports.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+from skipcore.policies.params import short_number
 
 FULL_DEPTH = "full depth"
 MODEL_ROLE = "model"  # a sweep's model (its `model_role`); any other role is a baseline model
@@ -44,16 +47,19 @@ def _field(setting: object, name: str, default: object = None) -> object:
     return value
 
 
-def _num(value: object) -> str:
-    """3.0 -> '3', 0.25 -> '0.25': a number as a label writes it, whether a table stored it as int or float;
-    '?' where the table lacks it."""
-    return "?" if value is None else f"{float(value):g}"
+def sweep_policies() -> dict[str, type]:
+    """Every entry a sweep setting can name, by name: the loop's policies and transformers' own generate(). Each
+    declares its parameters (`skipcore.policies.params`) and says its settings in words (`setting_words`)."""
+    from skipcore.evaluate.transformers_baseline import AssistedGeneration
+    from skipcore.policies import POLICY_CLASSES
+
+    return {**POLICY_CLASSES, AssistedGeneration.name: AssistedGeneration}
 
 
 def _schedule(setting: object) -> str:
     """A static schedule by its shape, mode and target speedup: 'linear/skip x3'."""
     target = _field(setting, "target_speedup")
-    speed = f" x{_num(target)}" if target is not None else ""
+    speed = f" x{short_number(target)}" if target is not None else ""
     return f"{_field(setting, 'shape')}/{_field(setting, 'mode')}{speed}"
 
 
@@ -62,33 +68,23 @@ def setting_label(setting: object) -> str:
 
     'full depth'; a static schedule 'linear/skip x3'; CALM-DEC 'calm softmax>=0.8'; adaptive SkipDecode
     'adaptive max_prob>=0.3 drop 2 min 3'; speculative SkipDecode 'speculative k=4, draft linear/skip x3'; and
-    transformers' own generate(): 'transformers generate()', 'transformers assistant_early_exit=4, k=2'.
+    transformers' own generate(): 'transformers generate()', 'transformers assistant_early_exit=4, k=2'. Each
+    policy words its own parameters (`setting_words`), read from the setting by their columns.
     """
+    from skipcore.policies.params import params_of
+
+    if hasattr(setting, "to_dict"):  # a grid's Setting: its parameters by column
+        setting = setting.to_dict()
     policy = str(_field(setting, "policy", "static"))
     if policy == "static":
         if "full" in (_field(setting, "shape"), _field(setting, "mode")):
             return FULL_DEPTH
         return _schedule(setting)
-    if policy == "calm":
-        measure = _field(setting, "calm_measure")
-        return f"calm {measure or ''}>={_num(_field(setting, 'calm_threshold'))}"
-    if policy == "adaptive":
-        signal = _field(setting, "adaptive_signal", "max_prob")
-        op = ">=" if signal == "max_prob" else "<="
-        return (
-            f"adaptive {signal}{op}{_num(_field(setting, 'adaptive_threshold'))} "
-            f"drop {_num(_field(setting, 'adaptive_drop'))} min {_num(_field(setting, 'adaptive_min_layers'))}"
-        )
-    if policy == "speculative":
-        return f"speculative k={_num(_field(setting, 'draft_tokens'))}, draft {_schedule(setting)}"
-    if policy == "transformers":
-        exit_layer = _field(setting, "assistant_exit")
-        if exit_layer is None:
-            return "transformers generate()"
-        return (
-            f"transformers assistant_early_exit={_num(exit_layer)}, k={_num(_field(setting, 'draft_tokens'))}"
-        )
-    return policy
+    cls = sweep_policies().get(policy)
+    if cls is None:
+        return policy
+    words = cls.setting_words({p.name: _field(setting, p.column) for p in params_of(cls)})
+    return f"{words}, draft {_schedule(setting)}" if policy == "speculative" else words
 
 
 # a table column as an axis, legend or table heading says it: in words, not the column's name
@@ -119,17 +115,11 @@ COLUMN_TITLES: dict[str, str] = {
     "tokens_per_s": "tokens per second",
     "tokens_per_full_pass": "tokens per full-depth pass",
     "draft_acceptance": "drafts accepted",
-    "draft_tokens": "draft tokens",
     "draft_target": "draft schedule's target",
     "kv_saved_fraction": "KV cache saved",
     "decode_ms_per_step": "ms per decode step",
     "mean_layers_run": "mean layers run",
     "num_layers_run": "layers run",
-    "calm_threshold": "CALM threshold",
-    "adaptive_threshold": "adaptive threshold",
-    "adaptive_drop": "adaptive drop",
-    "adaptive_min_layers": "adaptive floor (layers)",
-    "assistant_exit": "assistant exit layer",
     "max_layers": "max layers",
     "min_layers": "min layers",
     "timing_flag": "timing flag",
@@ -137,12 +127,19 @@ COLUMN_TITLES: dict[str, str] = {
 
 
 def column_title(column: str) -> str:
-    """'layer_speedup' -> 'layer speedup (realised)': a column in words (any other name with its underscores as
-    spaces; an interval's ends as '... low/high')."""
+    """'layer_speedup' -> 'layer speedup (realised)': a column in words (a policy parameter's column by its
+    declared title; any other name with its underscores as spaces; an interval's ends as '... low/high')."""
+    titles = {**_parameter_titles(), **COLUMN_TITLES}
     for end, said in (("_lo", " (95% low)"), ("_hi", " (95% high)")):
-        if column.endswith(end) and column[: -len(end)] in COLUMN_TITLES:
-            return COLUMN_TITLES[column[: -len(end)]] + said
-    return COLUMN_TITLES.get(column, column.replace("_", " "))
+        if column.endswith(end) and column[: -len(end)] in titles:
+            return titles[column[: -len(end)]] + said
+    return titles.get(column, column.replace("_", " "))
+
+
+def _parameter_titles() -> dict[str, str]:
+    from skipcore.policies.params import params_of
+
+    return {p.column: p.title for cls in sweep_policies().values() for p in params_of(cls)}
 
 
 def role_suffix(role: object) -> str:

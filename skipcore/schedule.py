@@ -7,10 +7,12 @@ which is what lets later tokens reuse the KV cache of earlier ones without recom
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from skipcore.errors import ScheduleError
 
@@ -21,7 +23,7 @@ MODES = ("skip", "exit", "middle")
 def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0) -> tuple[int, ...]:
     """The sorted layer indices a budget of `n` layers runs under `mode`."""
     if not 1 <= n <= num_layers:
-        raise ScheduleError(f"budget {n} is outside [1, {num_layers}]")
+        raise ScheduleError(f"budget {n} is outside [1, {num_layers}]", field="budgets")
     if mode == "skip":  # the paper: warmup layers, then jump to the top n - w layers
         w = min(warmup_layers, n)
         return tuple(range(w)) + tuple(range(num_layers - (n - w), num_layers))
@@ -30,7 +32,7 @@ def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0
     if mode == "middle":  # keep the first ceil(n/2) and the last floor(n/2) layers
         first = (n + 1) // 2
         return tuple(range(first)) + tuple(range(num_layers - n // 2, num_layers))
-    raise ScheduleError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    raise ScheduleError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", field="mode")
 
 
 def _is_int(v: object) -> bool:
@@ -86,21 +88,27 @@ class Schedule:
         self._check_types()
         L = self.num_layers
         if L < 1:
-            raise ScheduleError(f"num_layers must be >= 1, got {L}")
+            raise ScheduleError(f"num_layers must be >= 1, got {L}", field="num_layers")
         if self.shape not in SHAPES:
-            raise ScheduleError(f"unknown schedule shape {self.shape!r}; choose one of {', '.join(SHAPES)}")
+            raise ScheduleError(
+                f"unknown schedule shape {self.shape!r}; choose one of {', '.join(SHAPES)}", field="shape"
+            )
         if self.mode not in MODES:
-            raise ScheduleError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+            raise ScheduleError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}", field="mode")
         if self.shape == "custom":
             if not self.budgets_list:
-                raise ScheduleError("a custom schedule needs a non-empty list of budgets")
+                raise ScheduleError(
+                    "a custom schedule needs a non-empty list of budgets", field="budgets_list"
+                )
             object.__setattr__(self, "budgets_list", tuple(int(b) for b in self.budgets_list))
             for b in self.budgets_list:
                 if not 1 <= b <= L:
-                    raise ScheduleError(f"custom budget {b} is outside [1, {L}]")
+                    raise ScheduleError(f"custom budget {b} is outside [1, {L}]", field="budgets_list")
             for a, b in zip(self.budgets_list, self.budgets_list[1:], strict=False):
                 if b > a:
-                    raise ScheduleError(f"custom budgets must not increase, but {a} is followed by {b}")
+                    raise ScheduleError(
+                        f"custom budgets must not increase, but {a} is followed by {b}", field="budgets_list"
+                    )
         hi = L if self.max_layers is None else self.max_layers
         lo = hi if self.min_layers is None else self.min_layers
         if self.shape == "full":
@@ -111,21 +119,26 @@ class Schedule:
         object.__setattr__(self, "min_layers", lo)
         for name, v in (("max_layers", hi), ("min_layers", lo)):
             if not 1 <= v <= L:
-                raise ScheduleError(f"{name} {v} is outside [1, {L}]")
+                raise ScheduleError(f"{name} {v} is outside [1, {L}]", field=name)
         if lo > hi:
-            raise ScheduleError(f"min_layers ({lo}) is greater than max_layers ({hi})")
+            raise ScheduleError(
+                f"min_layers ({lo}) is greater than max_layers ({hi})", field=("min_layers", "max_layers")
+            )
         if self.warmup_layers < 0:
-            raise ScheduleError(f"warmup_layers must be >= 0, got {self.warmup_layers}")
+            raise ScheduleError(
+                f"warmup_layers must be >= 0, got {self.warmup_layers}", field="warmup_layers"
+            )
         if self.mode == "skip" and self.shape != "full" and self.warmup_layers >= lo:
             raise ScheduleError(
-                f"warmup_layers ({self.warmup_layers}) must be smaller than min_layers ({lo}) in skip mode"
+                f"warmup_layers ({self.warmup_layers}) must be smaller than min_layers ({lo}) in skip mode",
+                field=("warmup_layers", "min_layers"),
             )
         if self.decay_span is not None and self.decay_span < 1:
-            raise ScheduleError(f"decay_span must be >= 1, got {self.decay_span}")
+            raise ScheduleError(f"decay_span must be >= 1, got {self.decay_span}", field="decay_span")
         if not 0.0 < self.alpha <= 1.0:
-            raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}")
+            raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}", field="alpha")
         if self.stages < 1:
-            raise ScheduleError(f"stages must be >= 1, got {self.stages}")
+            raise ScheduleError(f"stages must be >= 1, got {self.stages}", field="stages")
 
     def _check_types(self) -> None:
         """Whole numbers where a count is meant: "10", 8.7, true or null from a JSON file are refused, not
@@ -134,18 +147,20 @@ class Schedule:
             v = getattr(self, name)
             optional = name in ("max_layers", "min_layers", "decay_span")
             if (v is None and not optional) or (v is not None and not _is_int(v)):
-                raise ScheduleError(f"{name} must be a whole number, got {v!r}")
+                raise ScheduleError(f"{name} must be a whole number, got {v!r}", field=name)
         if (
             isinstance(self.alpha, bool)
             or not isinstance(self.alpha, numbers.Real)
             or not math.isfinite(self.alpha)
         ):
-            raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}")
+            raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}", field="alpha")
         if isinstance(self.budgets_list, str | bytes) or not all(_is_int(b) for b in self.budgets_list):
-            raise ScheduleError(f"budgets must be whole numbers, got {list(self.budgets_list)!r}")
+            raise ScheduleError(
+                f"budgets must be whole numbers, got {list(self.budgets_list)!r}", field="budgets_list"
+            )
         for name in ("shape", "mode"):
             if not isinstance(getattr(self, name), str):
-                raise ScheduleError(f"{name} must be text, got {getattr(self, name)!r}")
+                raise ScheduleError(f"{name} must be text, got {getattr(self, name)!r}", field=name)
 
     # -- budgets -------------------------------------------------------------------------------------------
     def span(self, max_new_tokens: int) -> int:
@@ -206,9 +221,38 @@ class Schedule:
         d = {k: _whole(v) if k in _COUNTS else v for k, v in d.items()}
         budgets = d.get("budgets_list") or ()
         if not isinstance(budgets, list | tuple):
-            raise ScheduleError(f"budgets_list must be a list of whole numbers, got {budgets!r}")
+            raise ScheduleError(
+                f"budgets_list must be a list of whole numbers, got {budgets!r}", field="budgets_list"
+            )
         d["budgets_list"] = tuple(_whole(b) for b in budgets)
         return cls(**d)
+
+    @classmethod
+    def read_json(cls, path: str | Path, num_layers: int | None = None) -> Schedule:
+        """A schedule saved as a JSON object of its fields (the dashboard's export, `best_schedule.json`), for a
+        model of `num_layers` layers where given (a file for another depth is refused)."""
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
+        except (OSError, ValueError) as e:
+            raise ScheduleError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from e
+        if not isinstance(d, dict):
+            raise ScheduleError(
+                f"{path}: a schedule must be a JSON object of fields (as the dashboard exports), "
+                f"got a {type(d).__name__}"
+            )
+        layers = d.get("num_layers")
+        if num_layers is not None:
+            if layers is not None and layers != num_layers:
+                raise ScheduleError(
+                    f"{path}: the schedule is for {layers!r} layers but the model has {num_layers}; export one "
+                    "for this model",
+                    field="num_layers",
+                )
+            d = {**d, "num_layers": num_layers}
+        try:
+            return cls.from_dict(d)
+        except ScheduleError as e:
+            raise ScheduleError(f"{path}: {e}", field=e.fields) from e
 
     def describe(self) -> str:
         if self.shape == "full":
@@ -239,21 +283,25 @@ def schedule_for_speedup(
     max allowed too: then the highest max within `tolerance` wins (a decay, not a constant), else the closest.
     """
     if not math.isfinite(target) or target < 1.0:
-        raise ScheduleError(f"target speedup must be a finite number >= 1, got {target}")
+        raise ScheduleError(
+            f"target_speedup must be a finite number >= 1, got {target}", field="target_speedup"
+        )
     if shape in ("full", "custom"):
-        raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}")
+        raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}", field="shape")
     if mode == "skip" and not 0 <= warmup_layers < num_layers:
         raise ScheduleError(
-            f"warmup layers must be in [0, {num_layers - 1}] for a {num_layers}-layer model in skip mode "
-            f"(they always run, and at least one top layer runs too), got {warmup_layers}"
+            f"warmup_layers must be in [0, {num_layers - 1}] for a {num_layers}-layer model in skip mode "
+            f"(they always run, and at least one top layer runs too), got {warmup_layers}",
+            field="warmup_layers",
         )
     lo_min = warmup_layers + 1 if mode == "skip" else 1
     top = Schedule(num_layers, shape, mode, lo_min, lo_min, warmup_layers, **kwargs)
     reach = top.layer_speedup(max_new_tokens)
     if target > reach * (1 + tolerance):
         raise ScheduleError(
-            f"target speedup {target:g}x is out of reach: {num_layers} layers at the lowest budget ({lo_min}) "
-            f"at every step give {reach:.2f}x over {max_new_tokens} tokens; choose a target up to {reach:.2f}"
+            f"target_speedup {target:g}x is out of reach: {num_layers} layers at the lowest budget ({lo_min}) "
+            f"at every step give {reach:.2f}x over {max_new_tokens} tokens; choose a target up to {reach:.2f}",
+            field="target_speedup",
         )
 
     def closest(highs, tolerance: float) -> tuple[float, Schedule | None]:
@@ -273,8 +321,65 @@ def schedule_for_speedup(
     if max_layers is None and error > 2 * tolerance * target:
         error, found = closest(range(lo_min, num_layers + 1), tolerance)
     if found is None:
-        raise ScheduleError(f"no {shape} schedule of {num_layers} layers fits target {target}")
+        raise ScheduleError(
+            f"no {shape} schedule of {num_layers} layers fits target {target}", field="target_speedup"
+        )
     return found
+
+
+PARAMETRIC = ("linear", "power", "step", "constant")  # the shapes a target speedup picks the budgets of
+
+
+def schedule_from_settings(
+    num_layers: int,
+    speedup_over: int,
+    shape: str = "linear",
+    mode: str = "skip",
+    max_layers: int | None = None,
+    min_layers: int | None = None,
+    warmup_layers: int = 1,
+    decay_span: int | None = None,
+    alpha: float = 0.9,
+    stages: int = 4,
+    budgets: str | None = None,
+    target_speedup: float | None = None,
+    schedule_json: str | Path | None = None,
+) -> Schedule:
+    """The one schedule a set of schedule settings describes, as the command line and training read them: a
+    schedule file (`Schedule.read_json`), the budgets that meet `target_speedup` over `speedup_over` generated
+    tokens (2x for a decaying shape given no floor, the paper's smallest target: with no floor it would be full
+    depth), or the budgets as given (`budgets`, comma-separated, for a custom shape)."""
+    if schedule_json:
+        return Schedule.read_json(schedule_json, num_layers)
+    extra = dict(decay_span=decay_span, alpha=alpha, stages=stages)
+    if target_speedup is None and min_layers is None and shape in PARAMETRIC:
+        target_speedup = 2.0
+    if target_speedup is not None:
+        if shape not in PARAMETRIC:
+            raise ScheduleError(
+                f"target_speedup picks the budgets of a linear, power, step or constant shape; {shape} takes "
+                "none (drop target_speedup or change shape)",
+                field=("target_speedup", "shape"),
+            )
+        return schedule_for_speedup(
+            num_layers,
+            target_speedup,
+            speedup_over,
+            shape,
+            mode,
+            warmup_layers,
+            max_layers=max_layers,
+            **extra,
+        )
+    try:
+        budget_list = tuple(int(b) for b in budgets.split(",")) if budgets else ()
+    except ValueError as e:
+        raise ScheduleError(
+            f"budgets must be comma-separated integers, got {budgets!r}", field="budgets"
+        ) from e
+    return Schedule(
+        num_layers, shape, mode, max_layers, min_layers, warmup_layers, budgets_list=budget_list, **extra
+    )
 
 
 def full_schedule(num_layers: int) -> Schedule:
@@ -290,4 +395,5 @@ __all__ = [
     "layers_for_budget",
     "mask_string",
     "schedule_for_speedup",
+    "schedule_from_settings",
 ]

@@ -19,6 +19,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths, tracefiles
+from app.dashboard.results import DOWNLOADS, CompareResult, GenerateResult, SweepResult
 from skipcore.schedule import Schedule
 from skipcore.traces import TRACE_COLUMNS, read_trace
 from tests.conftest import as_trained_model
@@ -215,6 +216,8 @@ def test_local_directory_that_is_not_a_model(model_dir, tmp_path):
     by_key(at.sidebar.text_input, "model_path").set_value(str(broken)).run()
     assert not at.exception
     assert "Cannot load the model" in errors(at)
+    at.switch_page("sections/designer.py").run()  # the designer says it in the same one line
+    assert not at.exception and "Cannot load the model" in errors(at)
 
 
 # -- generate and trace ------------------------------------------------------------------------------------
@@ -224,10 +227,10 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
     by_key(at.button, "gen_run").click().run()
     assert_clean(at)
-    result = at.session_state["generate_result"]
-    assert len(result["texts"]) == 2 and set(TRACE_COLUMNS) <= set(result["trace"].columns)
+    result = GenerateResult.last(at.session_state)
+    assert len(result.texts) == 2 and set(TRACE_COLUMNS) <= set(result.trace.columns)
     bar = at.get("progress")[-1].proto  # the per-step progress bar, left full
-    tokens = int((~result["trace"]["finished"]).sum())  # counted from the rows still running, not the cap
+    tokens = int((~result.trace["finished"]).sum())  # counted from the rows still running, not the cap
     assert bar.value == 100 and bar.text.startswith(f"Generated {tokens} tokens for 2 prompts")
     figs = charts(at)
     assert len(figs) == 3 and '"heatmap"' in figs[0].proto.spec  # exit heatmap, costs, latency
@@ -238,12 +241,12 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
         f"Download {label}" for label in tracefiles.DOWNLOAD_FORMATS.values()
     ]
     # the bytes behind each button read back with skipcore's reader, and the zips with plain pandas
-    for (run_id, key, _fmt), (data, name, _) in at.session_state["_downloads"].items():
+    for (key, run_id, _fmt), (data, name, _) in at.session_state[DOWNLOADS].items():
         assert key == "gen"
         path = tmp_path / name
         path.write_bytes(data)
         trace, meta = read_trace(path)
-        assert len(trace) == len(result["trace"]) and meta["run_id"] == run_id == result["metadata"]["run_id"]
+        assert len(trace) == len(result.trace) and meta["run_id"] == run_id == result.metadata["run_id"]
         if name.endswith(".zip"):
             with zipfile.ZipFile(path) as zf:
                 assert zf.namelist() == [name[:-4]]  # one member: what pandas opens without unpacking
@@ -266,7 +269,7 @@ def test_generate_from_a_data_split(model_dir):
     by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
     by_key(at.button, "gen_run").click().run()
     assert_clean(at)
-    prompts = at.session_state["generate_result"]["prompts"]
+    prompts = GenerateResult.last(at.session_state).prompts
     assert len(prompts) == 3 and all(p.startswith("MR: name[") and p.endswith("\nText:") for p in prompts)
 
 
@@ -276,7 +279,7 @@ def test_generate_with_sampling(model_dir):
     by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
     by_key(at.button, "gen_run").click().run()
     assert_clean(at)
-    assert at.session_state["generate_result"]["metadata"]["sampling"]["do_sample"] is True
+    assert GenerateResult.last(at.session_state).metadata["sampling"]["do_sample"] is True
 
 
 # -- compare policies --------------------------------------------------------------------------------------
@@ -288,7 +291,7 @@ def test_compare_runs_every_policy(model_dir):
     by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
     by_key(at.button, "cmp_run").click().run()
     assert_clean(at)
-    results = at.session_state["compare_result"]["results"]
+    results = CompareResult.last(at.session_state).results
     assert list(results) == policies
     (heatmaps,) = charts(at)  # one figure: a panel per policy, their token axes linked
     spec = json.loads(heatmaps.proto.spec)
@@ -429,11 +432,11 @@ def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None) -> 
     at.run()
     by_key(at.button, "to_run").click().run()
     assert_clean(at)
-    return at, at.session_state["tradeoff_sweep"]["table"]
+    return at, SweepResult.last(at.session_state).table
 
 
 def test_tradeoffs_small_sweep_on_the_page(model_dir):
-    at, sweep = small_sweep_on_the_page({"to_calm": [0.5]})
+    at, sweep = small_sweep_on_the_page({"to_calm_threshold": [0.5]})
     assert sorted(sweep["mode"]) == ["calm", "full", "skip"]
     assert {"bleu", "rougeL", "layer_speedup", "wall_speedup_decode"} <= set(sweep.columns)
     assert len(at.get("vega_lite_chart")) == 2
@@ -648,11 +651,11 @@ def test_generate_batch_size_labels_outputs_and_history(model_dir):
     assert by_key(at.number_input, "gen_batch").value == 16  # follows the prompts, not the first count
     by_key(at.button, "gen_run").click().run()
     assert_clean(at)
-    result = at.session_state["generate_result"]
+    result = GenerateResult.last(at.session_state)
     picker = next(w for w in at.selectbox if w.label == "Sample (batch row)")
-    assert picker.options[0].startswith("0: MR: name[") and result["prompts"][0][4:20] in picker.options[0]
+    assert picker.options[0].startswith("0: MR: name[") and result.prompts[0][4:20] in picker.options[0]
     outputs = at.table[0].value
-    assert list(outputs["output"]) == result["texts"]  # whole texts in a wrapping table
+    assert list(outputs["output"]) == result.texts  # whole texts in a wrapping table
     # both runs are kept on disk, listed on the Run history page and compared there against full depth
     from app.dashboard.runstore import RunStore
 
@@ -684,13 +687,13 @@ def test_compare_full_depth_calm_and_scores_from_a_split(model_dir):
     by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
     by_key(at.button, "cmp_run").click().run()
     assert_clean(at)
-    stored = at.session_state["compare_result"]
-    assert set(stored["quality"]) == {"full depth", "skip", "calm"}
+    stored = CompareResult.last(at.session_state)
+    assert set(stored.quality) == {"full depth", "skip", "calm"}
     table = costs(at)
     assert {"BLEU", "ROUGE-L"} <= set(table.columns) and list(table.index) == ["full depth", "skip", "calm"]
     assert table.loc["full depth", "layer speedup (per token)"] == 1.0
     assert "These scores come from 3 examples" in " ".join(w.value for w in at.warning)  # too few to rank
-    assert stored["results"]["calm"].metadata["policy"] == "calm"  # CALM through engine.generate
+    assert stored.results["calm"].metadata["policy"] == "calm"  # CALM through engine.generate
 
 
 def _trace_of(trace: pd.DataFrame, **changes) -> bytes:
@@ -879,11 +882,11 @@ def test_compare_offers_adaptive_with_its_three_parameters(model_dir):
     by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "adaptive"]).run()
     by_key(at.slider, "cmp_adaptive_threshold").set_value(0.0)  # every step confident: the budget drops
     by_key(at.number_input, "cmp_adaptive_drop").set_value(1)
-    by_key(at.number_input, "cmp_adaptive_min").set_value(2)
+    by_key(at.number_input, "cmp_adaptive_min_layers").set_value(2)
     by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
     by_key(at.button, "cmp_run").click().run()
     assert_clean(at)
-    res = at.session_state["compare_result"]["results"]["adaptive"]
+    res = CompareResult.last(at.session_state).results["adaptive"]
     assert res.metadata["policy"] == "adaptive"
     decode = res.trace[res.trace["step"] >= 1]
     budgets = decode.groupby("step")["budget"].first()
@@ -895,7 +898,7 @@ def test_compare_offers_adaptive_with_its_three_parameters(model_dir):
 
 
 def test_tradeoffs_small_sweep_runs_adaptive(model_dir):
-    at, sweep = small_sweep_on_the_page({"to_adaptive": [0.1]}, {"to_adaptive_min": 2})
+    at, sweep = small_sweep_on_the_page({"to_adaptive_threshold": [0.1]}, {"to_adaptive_min_layers": 2})
     assert list(sweep["policy"]) == ["static", "static", "adaptive"]
     row = sweep[sweep["policy"] == "adaptive"].iloc[0]
     assert (row["adaptive_threshold"], row["adaptive_drop"], row["adaptive_min_layers"]) == (0.1, 2, 2)
@@ -936,7 +939,7 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
     by_key(at.slider, "cmp_max_new").set_value(24).run()
     by_key(at.button, "cmp_run").click().run()
     assert_clean(at)
-    results = at.session_state["compare_result"]["results"]
+    results = CompareResult.last(at.session_state).results
     spec, full = results["speculative"], results["full depth"]
     assert spec.metadata["policy"] == "speculative" and spec.metadata["policy_params"]["draft_tokens"] == 3
     assert spec.texts == full.texts and spec.texts != results["skip"].texts  # lossless, unlike skipping

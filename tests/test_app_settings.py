@@ -13,6 +13,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.dashboard.results import GenerateResult
 from app.dashboard.runstore import RunStore
 from tests.test_app import APP, MAX_NEW, TIMEOUT, assert_clean, by_key, open_app
 
@@ -113,9 +114,7 @@ def test_a_result_says_its_settings_and_is_marked_when_they_change(model_dir):
     by_key(at.slider, "min_layers").set_value(before["min_layers"] + 1).run()
     at.switch_page("sections/generate.py").run()
     assert f"->{before['min_layers']} " in stale(at) and f"->{before['min_layers'] + 1} " in stale(at)
-    assert (
-        at.session_state["generate_result"]["settings"]["schedule"][1]["min_layers"] == before["min_layers"]
-    )
+    assert GenerateResult.last(at.session_state).settings["schedule"][1]["min_layers"] == before["min_layers"]
     # and a page setting too; a new run clears the mark
     by_key(at.slider, "gen_max_new").set_value(MAX_NEW + 1).run()
     assert f"tokens {MAX_NEW} → {MAX_NEW + 1}" in stale(at)
@@ -140,8 +139,8 @@ def test_run_history_survives_the_session_reopens_and_deletes(model_dir):
     by_key(at.button, "history_reopen").click().run()  # the newest, nothing picked
     assert_clean(at)
     assert at.title[0].value == "Generate and trace"
-    reopened = at.session_state["generate_result"]
-    assert reopened["run_id"] == 2 and len(reopened["trace"]) > 0
+    reopened = GenerateResult.last(at.session_state)
+    assert reopened.run_id == 2 and len(reopened.trace) > 0
     assert "Kept as run #2" in " ".join(c.value for c in at.caption)
     store = RunStore()
     store.delete(1)  # one by one: the other run and its trace stay

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from skipcore.commands import main
-from skipcore.commands.common import read_prompts
+from skipcore.commands.decoding import read_prompts
 from tests.conftest import refused, train_argv
 
 
@@ -28,8 +28,8 @@ def run(capsys, *argv: str) -> str:
         (["--target-speedup", "inf"], "finite number >= 1"),
         (["--target-speedup", "nan"], "finite number >= 1"),
         (["--target-speedup", "100"], "out of reach"),
-        (["--warmup-layers", "20"], "warmup layers must be in [0, 11]"),
-        (["--warmup-layers", "-1"], "warmup layers must be in [0, 11]"),
+        (["--warmup-layers", "20"], "--warmup-layers must be in [0, 11]"),
+        (["--warmup-layers", "-1"], "--warmup-layers must be in [0, 11]"),
         (["--do-sample", "--temperature", "nan"], "--temperature"),
         (["--do-sample", "--top-p", "nan"], "--top-p"),
         (["--seed", str(2**70)], "--seed"),
@@ -113,14 +113,14 @@ def with_config(src, dst, **fields):
 
 def test_a_config_field_of_the_wrong_type_is_one_line_everywhere(model_dirs, tmp_path, capsys):
     from skipcore import load_model
-    from skipcore.errors import UserError
+    from skipcore.errors import ModelError
 
     folder = with_config(model_dirs["opt"], tmp_path / "m", num_hidden_layers="12")
     said = "a config.json field of the wrong type: Field 'num_hidden_layers' expected int, got str"
     for command in ("generate", "lens"):
         argv = [command, "--model", str(folder), "--prompt", "MR: x", "--max-new-tokens", "2"]
         assert said in refused(capsys, argv)
-    with pytest.raises(UserError, match=said):
+    with pytest.raises(ModelError, match=said):
         load_model(str(folder), device="cpu")
 
 

@@ -213,7 +213,7 @@ def _tiny_sweep(tmp_path: Path) -> Path:
         targets=(2.0,),
         modes=("skip", "exit"),
         batch_sizes=(4,),
-        calm_thresholds=(0.9,),
+        policy_values={"calm_threshold": (0.9,)},
         max_new_tokens=24,
         device="cpu",
         threads=1,  # tiny matrices: one thread is fastest on a shared 2-core machine

@@ -161,10 +161,12 @@ def test_confidence_measures():
 
 
 def test_bad_parameters_are_user_errors(model_dirs):
-    with pytest.raises(UserError, match="confidence measure"):
+    with pytest.raises(UserError, match="unknown measure 'entropy'; choose one of softmax, top2"):
         CalmPolicy(measure="entropy")
     with pytest.raises(UserError, match="min_layers"):
         CalmPolicy(min_layers=0)
     eng = engine_for(model_dirs, "opt")
-    with pytest.raises(UserError, match="exceeds"):
+    with pytest.raises(
+        UserError, match=rf"min_layers must be in \[1, {eng.num_layers}\], got {eng.num_layers + 1}"
+    ):
         eng.generate(PROMPTS, CalmPolicy(min_layers=eng.num_layers + 1), 4)

@@ -35,7 +35,8 @@ from skipcore.data import (
     train_bpe_tokenizer,
     write_e2e_csv,
 )
-from skipcore.data.e2e_synth import CORPUS_FILES, random_mr, realise
+from skipcore.data.e2e_mr import random_mr
+from skipcore.data.e2e_synth import CORPUS_FILES, realise
 from skipcore.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -108,9 +108,11 @@ def test_non_nested_layer_sets_are_refused(model_dirs):
 @pytest.mark.parametrize("mode", ["skip", "middle"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
+    import skipcore.decode.step_runner as step_runner
+
     eng = engine_for(model_dirs, family, attn="eager")
     counted = []
-    step = eng.forward_step
+    step = step_runner.forward_step
 
     def counting_step(*args, **kw):
         with FlopCounterMode(display=False) as fc:
@@ -118,7 +120,7 @@ def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
         counted.append(fc.get_total_flops())
         return logits
 
-    monkeypatch.setattr(eng, "forward_step", counting_step)
+    monkeypatch.setattr(step_runner, "forward_step", counting_step)
     sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2)
     res = eng.generate(PROMPTS[1:2], sched, max_new_tokens=10)  # one unpadded row
     assert res.trace["flops"].tolist() == counted
@@ -400,9 +402,7 @@ def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, at
     eng.adapter.prepare(P + T)
     cache = SkipKVCache.for_layer_sets(sets, P, B, *eng.adapter.kv_shape, 6, torch.float32, meta, static=True)
     key_mask = torch.ones(B, P + T, dtype=torch.bool, device=meta)
-    decoder = StaticDecoder(
-        eng.forward_step, eng.adapter, cache, key_mask, TokenPicker(Sampling(), meta), capture=False
-    )
+    decoder = StaticDecoder(eng.adapter, cache, key_mask, TokenPicker(Sampling(), meta), capture=False)
     with torch.inference_mode():
         tokens, logprobs = decoder._step(tuple(sets[1]))
         assert tokens.shape == logprobs.shape == (B,) and tokens.device == meta

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from skipcore.commands import main
-from skipcore.commands.common import check_generation_request
+from skipcore.commands.decoding import check_generation_request
 from skipcore.errors import ScheduleError, UserError
 from skipcore.schedule import Schedule
 
@@ -36,7 +36,7 @@ def refused(capsys, *argv: str) -> str:
             ["--warmup-layers", "20", "--min-layers", "4"],
             "--warmup-layers (20) must be smaller than --min-layers (4) in skip mode",
         ),
-        (["--warmup-layers", "20"], "--warmup-layers 20: warmup layers must be in [0, 11]"),
+        (["--warmup-layers", "20"], "--warmup-layers must be in [0, 11] for a 12-layer model in skip mode"),
         (["--decay-span", "0", "--min-layers", "4"], "--decay-span must be >= 1, got 0"),
         (
             ["--schedule", "power", "--alpha", "nan", "--min-layers", "4"],
@@ -45,7 +45,10 @@ def refused(capsys, *argv: str) -> str:
         (["--schedule", "step", "--stages", "0", "--min-layers", "4"], "--stages must be >= 1, got 0"),
         (["--target-speedup", "0.5"], "--target-speedup must be a finite number >= 1, got 0.5"),
         (["--target-speedup", "100"], "--target-speedup 100x is out of reach"),
-        (["--schedule", "custom", "--budgets", "8,12"], "--budgets 8,12: custom budgets must not increase"),
+        (
+            ["--schedule", "custom", "--budgets", "8,12"],
+            "--budgets: custom budgets must not increase, but 8 is",
+        ),
         (
             ["--schedule", "custom", "--budgets", "12,8", "--target-speedup", "2"],
             "--target-speedup picks the budgets of a linear, power, step or constant --schedule",

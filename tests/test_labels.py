@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -28,12 +27,14 @@ def every_kind_of_setting() -> list:
         batch_sizes=(1,),
         policies=("static", "calm", "adaptive", "speculative", "transformers"),
         targets=(1.0, 3.0),
-        calm_thresholds=(0.8,),
-        adaptive_thresholds=(0.3,),
-        adaptive_min_layers=(3,),
+        policy_values={
+            "calm_threshold": (0.8,),
+            "adaptive_threshold": (0.3,),
+            "adaptive_min_layers": (3,),
+            "draft_tokens": (4,),
+            "assistant_exit": (4,),
+        },
         speculative_targets=(3.0,),
-        draft_tokens=(4,),
-        assistant_exits=(4,),
     )
     return build_grid(cfg)
 
@@ -58,7 +59,7 @@ def test_a_sweep_row_and_its_setting_have_the_same_label():
     """The grid labels Setting objects; the dashboard, the tables and the notebooks label rows of a sweep table,
     where ints come back as floats and None as NaN."""
     settings = every_kind_of_setting()
-    table = pd.DataFrame([asdict(s) for s in settings])
+    table = pd.DataFrame([s.to_dict() for s in settings])
     for setting, row, (_, series) in zip(settings, table.itertuples(), table.iterrows(), strict=True):
         assert setting.label() == f"model b1 {setting_label(setting)}"  # the grid's and the CLI's
         assert setting_label(row) == setting_label(setting) == setting_label(series)
@@ -70,7 +71,7 @@ def test_the_quality_tables_say_the_same_label():
     settings = [
         s for s in every_kind_of_setting() if s.policy in ("speculative", "transformers") or s.is_full
     ]
-    table = pd.DataFrame([asdict(s) for s in settings]).assign(
+    table = pd.DataFrame([s.to_dict() for s in settings]).assign(
         bleu=60.0, rougeL=60.0, flops_speedup_with_prompt=1.0, tokens_per_s=10.0
     )
     lines = "\n".join(speculative_table(table, {}, "BLEU"))
@@ -115,6 +116,10 @@ def test_no_second_label_function():
     prefixes it with the model's role and batch size; a policy object's `label()` describes its resolved budgets,
     `linear 12->4 (skip, w=1)`, for the generate command's summary line.)"""
     allowed = {"skipcore/labels.py", "skipcore/evaluate/settings.py"}
+    allowed |= {
+        "skipcore/decode/step.py",
+        "skipcore/decode/static_policy.py",
+    }  # the policy interface and its own
     for where, source in _python_sources().items():
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef) and node.name in (
@@ -132,7 +137,7 @@ def test_every_sweep_series_has_its_family_colour():
     from skipcore import plots
     from skipcore.labels import COLORS, FAMILY_OF
 
-    table = pd.DataFrame([asdict(s) for s in every_kind_of_setting()])
+    table = pd.DataFrame([s.to_dict() for s in every_kind_of_setting()])
     two_models = pd.concat([table, table.assign(model_role="baseline")], ignore_index=True)
     series = plots.sweep_series(two_models)
     colours = series_colors(series["series"].tolist(), series["model_role"].tolist())
@@ -191,7 +196,7 @@ def _figures(model_dirs) -> dict[str, object]:
     batches = engine.generate(["a b"] * 9, schedule, 4, batch_size=1).trace
     steps = plots.theoretical_steps(schedule, shapes_from_config(model.config), 5, 8)
     holes = plots.kv_cache_map([tuple(range(L)), (0,), (0, 1)], 3, L)
-    table = pd.DataFrame([asdict(s) for s in every_kind_of_setting()]).assign(layer_speedup=2.0, bleu=50.0)
+    table = pd.DataFrame([s.to_dict() for s in every_kind_of_setting()]).assign(layer_speedup=2.0, bleu=50.0)
     sweep = plots.sweep_series(pd.concat([table, table.assign(model_role="baseline")], ignore_index=True))
     lens = layer_lens(engine, ["a b c"], schedule, 4)
     agreement = compare_with_full_depth(engine, ["a b c"], schedule, 4).agreement

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+from app.dashboard.results import DOWNLOADS, LensComparison
 from skipcore.commands import main
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.forward import column_layer_sets, skip_forward
@@ -408,10 +409,10 @@ def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_
     widget(at.slider, "lens_max_new").set_value(6)
     widget(at.button, "lens_run").click().run()
     clean(at)
-    result = at.session_state["lens_result"]
-    assert result["path"].metadata["lens"]["tokens"] == "full depth"
-    assert result["path"].token_ids == result["full"].token_ids
-    assert at.metric[0].value == f"{result['agreement'].overall:.1%}"
+    result = LensComparison.last(at.session_state)
+    assert result.path.metadata["lens"]["tokens"] == "full depth"
+    assert result.path.token_ids == result.full.token_ids
+    assert at.metric[0].value == f"{result.agreement.overall:.1%}"
     figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(figs) == 4  # agreement, two heatmaps, per-layer summary
     full_heat, path_heat = figs[1], figs[2]
@@ -430,8 +431,8 @@ def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_
     assert "cosine" in spec["data"][0]["colorbar"]["title"]["text"]
     # downloads: both lens tables in every format, read back by skipcore's reader
     labels = [b.label for b in at.download_button]
-    assert len(labels) == len(at.session_state["_lens_downloads"]) == 6
-    for (run_id, _fmt), (data, name, _) in at.session_state["_lens_downloads"].items():
+    assert len(labels) == len(at.session_state[DOWNLOADS]) == 6
+    for (_group, run_id, _fmt), (data, name, _) in at.session_state[DOWNLOADS].items():
         path = tmp_path / name
         path.write_bytes(data)
         if name.endswith(".zip"):
@@ -448,9 +449,9 @@ def test_lens_page_on_the_schedules_own_decode(lens_page):
     widget(at.radio, "lens_tokens").set_value("Its own decode")
     widget(at.button, "lens_run").click().run()
     clean(at)
-    result = at.session_state["lens_result"]
-    assert result["path"].metadata["lens"]["tokens"] == "own decode"
-    assert result["agreement"].tokens > 0  # still measured, teacher-forced
+    result = LensComparison.last(at.session_state)
+    assert result.path.metadata["lens"]["tokens"] == "own decode"
+    assert result.agreement.tokens > 0  # still measured, teacher-forced
     assert len(at.table[-1].value.columns) == 3  # prompt, full depth's text, the schedule's own text
 
 

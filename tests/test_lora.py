@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from skipcore import SkipEngine, load_model
 from skipcore.commands import main
-from skipcore.models.generation_defaults import read_settings
 from skipcore.models.lora import LoraSpec, base_name, with_lora
+from skipcore.models.training_record import read_record
 from skipcore.schedule import full_schedule
 from skipcore.training.batching import IGNORE, Pair, collate
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
@@ -47,7 +47,7 @@ def test_a_lora_run_saves_a_small_adapter_that_loads_merged_and_equal_to_the_tra
     out, _ = lora_run
     assert (out / "adapter_model.safetensors").is_file() and not (out / "model.safetensors").exists()
     assert base_name(out) == str(model_dirs["llama"])
-    settings = read_settings(out)
+    settings = read_record(out)
     assert settings["lora"]["rank"] == 4 and settings["lora"]["alpha"] == 8
     assert set(settings["lora"]["modules"]) == {
         "q_proj",
@@ -140,7 +140,7 @@ def test_whole_layers_train_every_weight_of_those_layers_beside_lora_and_resume(
     flags += ["--target-speedup", "2", "--whole-layers", "5"]  # the top layer of six: every schedule runs it
     assert lora_cli(model_dirs["llama"], out, *flags) == 0
     assert "parameters (LoRA; model.layers.5 whole) on" in capsys.readouterr().err
-    settings = read_settings(out)
+    settings = read_record(out)
     assert settings["lora"]["whole_layers"] == [5] and settings["args"]["whole_layers"] == [5]
     with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
         keys = set(f.keys())

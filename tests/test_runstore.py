@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from app.dashboard.provenance import differences, prompts_setting, setting
-from app.dashboard.runstore import INDEX, MARKER, TRACES, RunStore
+from app.dashboard.runstore import INDEX, MARKER, TRACES, RunRecord, RunStore
 from skipcore import Schedule, SkipEngine, load_model, summarize
 from skipcore.errors import UserError
 
@@ -28,15 +28,17 @@ def keep(store: RunStore, result, label: str = "linear 6->2") -> int:
         "prompts": prompts_setting(["The Eagle is", "Green Man"]),
     }
     return store.add(
-        "generate",
-        label,
-        settings,
-        res.trace,
-        res.metadata,
-        ["a", "b"],
-        res.texts,
-        summarize(res.trace, L),
-        L,
+        RunRecord(
+            page="generate",
+            label=label,
+            settings=settings,
+            trace=res.trace,
+            metadata=res.metadata,
+            prompts=["a", "b"],
+            texts=res.texts,
+            summary=summarize(res.trace, L),
+            num_layers=L,
+        )
     )
 
 

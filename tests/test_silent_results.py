@@ -17,8 +17,8 @@ from skipcore import SkipEngine, load_model
 from skipcore.commands import main
 from skipcore.errors import ArgumentTypeError, UserError
 from skipcore.evaluate.settings import check_config
-from skipcore.models.generation_defaults import read_settings
 from skipcore.models.testing import make_tiny_model
+from skipcore.models.training_record import read_record
 from skipcore.policies import StaticPolicy
 from skipcore.traces import TraceSchemaError, read_trace, write_trace
 from tests.conftest import refused, train_argv
@@ -94,14 +94,14 @@ def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys)
     assert (
         main(train_argv(model_dirs["opt"], out, *flags, "--log-every", "1", "--keep-checkpoints", "0")) == 0
     )
-    first = read_settings(out)
+    first = read_record(out)
     losses = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if the run had stopped after step 2
     capsys.readouterr()
     assert main(["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "with its run's own" in err and "--dataset" in err and "warning" not in err
-    again = read_settings(out)
+    again = read_record(out)
     assert again["data"]["dataset"] == str(data) and again["data"]["pairs"] == first["data"]["pairs"] == 10
     assert again["state"]["step"] == 4 and again["training"] == first["training"]
     redone = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]

@@ -16,8 +16,9 @@ from skipcore import SkipEngine, load_model
 from skipcore.commands import main
 from skipcore.decode.forward import skip_forward
 from skipcore.decode.sampling import Sampling, TokenPicker
+from skipcore.decode.step import StepOutput
 from skipcore.errors import UserError
-from skipcore.policies import SpeculativePolicy, StepOutput
+from skipcore.policies import SpeculativePolicy
 from skipcore.policies.speculative import greedy_accept, sampled_accept, shared_prefix
 from skipcore.schedule import Schedule
 from tests.conftest import FAMILIES, PROMPTS
@@ -323,8 +324,9 @@ def model_dirs_opt(model_dirs):
 
 
 def test_policy_settings_are_checked():
-    with pytest.raises(UserError, match="--draft-tokens"):
+    with pytest.raises(UserError, match="draft_tokens must be >= 1") as refused:
         SpeculativePolicy(DRAFT, draft_tokens=0)
+    assert refused.value.field == "draft_tokens"
     with pytest.raises(UserError, match="draft schedule is for 6 layers"):
         SpeculativePolicy(DRAFT).check(12, 10)
 

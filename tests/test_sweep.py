@@ -70,7 +70,7 @@ def config(model_dirs, dataset, out, **kw) -> SweepConfig:
         modes=("skip", "exit"),
         batch_sizes=(1, 2),
         policies=("static", "calm"),
-        calm_thresholds=(0.0,),
+        policy_values={"calm_threshold": (0.0,)},
         max_new_tokens=10,
         device="cpu",
         dtype="float32",
@@ -78,7 +78,8 @@ def config(model_dirs, dataset, out, **kw) -> SweepConfig:
         repeats=2,
         timing_limit=None,
     )
-    return SweepConfig(**{**base, **kw})
+    values = {**base.pop("policy_values"), **kw.pop("policy_values", {})}
+    return SweepConfig(**{**base, **kw}, policy_values=values)
 
 
 def speculative_config(model_dirs, dataset, out, **kw) -> SweepConfig:
@@ -90,8 +91,7 @@ def speculative_config(model_dirs, dataset, out, **kw) -> SweepConfig:
         modes=("skip",),
         policies=("static", "speculative", "transformers"),
         speculative_targets=(2.0,),
-        draft_tokens=(2,),
-        assistant_exits=(3,),
+        policy_values={"draft_tokens": (2,), "assistant_exit": (3,)},
     )
     return config(model_dirs, dataset, out, **{**base, **kw})
 
@@ -341,11 +341,14 @@ ADAPTIVE = dict(
     modes=("skip",),
     batch_sizes=(2,),
     policies=("static", "adaptive"),
-    adaptive_thresholds=(0.0, 1.0),
-    adaptive_drops=(2,),
-    adaptive_min_layers=(2,),
+    policy_values={"adaptive_threshold": (0.0, 1.0), "adaptive_drop": (2,), "adaptive_min_layers": (2,)},
     repeats=0,
 )
+
+
+def adaptive(**values) -> dict:
+    """ADAPTIVE with some parameter columns' values replaced."""
+    return {**ADAPTIVE, "policy_values": {**ADAPTIVE["policy_values"], **values}}
 
 
 def test_adaptive_rows_carry_their_parameters_and_realised_speedup(model_dirs, dataset, tmp_path):
@@ -379,17 +382,19 @@ def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tm
     first = run_sweep(config(model_dirs, dataset, out, **ADAPTIVE))
     calls = count_runs(monkeypatch)
     # a new floor and a new drop: only those rows run, finished ones are kept
-    more = {**ADAPTIVE, "adaptive_min_layers": (2, 3), "adaptive_drops": (2, 1)}
+    more = adaptive(adaptive_min_layers=(2, 3), adaptive_drop=(2, 1))
     second = run_sweep(config(model_dirs, dataset, out, **more))
-    run = sorted((s.adaptive_threshold, s.adaptive_drop, s.adaptive_min_layers) for s, _ in calls)
+    run = sorted(
+        tuple(s.value(f"adaptive_{k}") for k in ("threshold", "drop", "min_layers")) for s, _ in calls
+    )
     assert run == sorted((th, d, m) for th in (0.0, 1.0) for d in (2, 1) for m in (2, 3) if (d, m) != (2, 2))
     assert len(second) == len(first) + 6 and second["setting_id"].is_unique
     kept = second.set_index("setting_id").loc[first["setting_id"]]
     assert (kept["created"].values == first["created"].values).all()
     # the signal changes what a threshold means: another row, not a resumed one
     calls.clear()
-    run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_signal": "entropy"}))
-    assert len(calls) == 2 and all(s.adaptive_signal == "entropy" for s, _ in calls)
+    run_sweep(config(model_dirs, dataset, out, **adaptive(adaptive_signal=("entropy",))))
+    assert len(calls) == 2 and all(s.value("adaptive_signal") == "entropy" for s, _ in calls)
     # timing is part of the file's identity: a timed rerun on an untimed file is refused, naming it
     with pytest.raises(UserError, match=r"repeats=0 \(not 2\)"):
         run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "repeats": 2}))
@@ -398,11 +403,10 @@ def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, dataset, tm
 def test_rows_of_older_sweeps_keep_their_ids():
     """A setting without adaptive or speculative parameters hashes as before they existed, so older files
     resume."""
-    s = Setting("m", "model", "calm", 8, mode="calm", target_speedup=NAN, calm_threshold=0.9)
-    from dataclasses import asdict
-
+    s = Setting("m", "model", "calm", 8, mode="calm", target_speedup=NAN, params=(("calm_threshold", 0.9),))
     later = ("draft_tokens", "assistant_exit")
-    fields = {k: v for k, v in asdict(s).items() if not k.startswith("adaptive_") and k not in later}
+    fields = {k: v for k, v in s.to_dict().items() if not k.startswith("adaptive_") and k not in later}
+    assert fields["calm_measure"] is None and "params" not in fields  # every column of the first sweeps
     import hashlib
 
     blob = json.dumps([fields, {"a": 1}], sort_keys=True, default=str)
@@ -410,7 +414,7 @@ def test_rows_of_older_sweeps_keep_their_ids():
 
 
 def test_every_policy_is_one_grid_entry(model_dirs, dataset, tmp_path):
-    cfg = config(model_dirs, dataset, tmp_path / "x.parquet", **ADAPTIVE, calm_thresholds=(0.5,))
+    cfg = config(model_dirs, dataset, tmp_path / "x.parquet", **adaptive(calm_threshold=(0.5,)))
     cfg = resolve_lengths(cfg)
     assert set(POLICY_GRID) == {"static", "calm", "adaptive", "speculative", "transformers"}
     grid = build_grid(replace(cfg, policies=("static", "calm", "adaptive")))
@@ -428,8 +432,9 @@ def test_an_adaptive_floor_the_model_cannot_hold_is_refused_before_any_row(
 ):
     calls = count_runs(monkeypatch)
     out = tmp_path / "bad.parquet"
-    with pytest.raises(UserError, match="--min-layers must be in"):
-        run_sweep(config(model_dirs, dataset, out, **{**ADAPTIVE, "adaptive_min_layers": (99,)}))
+    with pytest.raises(UserError, match="adaptive_min_layers must be in") as refused:
+        run_sweep(config(model_dirs, dataset, out, **adaptive(adaptive_min_layers=(99,))))
+    assert refused.value.field == "adaptive_min_layers"
     assert calls == []
 
 
@@ -447,9 +452,9 @@ def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, c
     df = pd.read_parquet(out)
     assert sorted(df.loc[df["policy"] == "adaptive", "adaptive_threshold"]) == [0.0, 0.5]
     assert main([*args, "--out", str(out), "--adaptive-drops", "0"]) == 2
-    assert "--adaptive-drop must be >= 1" in capsys.readouterr().err
+    assert "--adaptive-drops must be >= 1" in capsys.readouterr().err
     assert main([*args, "--out", str(out), "--adaptive-min-layers", "0"]) == 2
-    assert "--adaptive-min-layers must all be >= 1" in capsys.readouterr().err
+    assert "--adaptive-min-layers must be >= 1" in capsys.readouterr().err
     assert main([*args, "--out", str(out), "--repeats", "-1"]) == 2
     assert "--repeats must be >= 0" in capsys.readouterr().err
     assert main([*args, "--out", str(out), "--adaptive-thresholds", "0.5,1.5"]) == 2
@@ -493,7 +498,7 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
         build_grid(cfg)
     loads = []
     monkeypatch.setattr(units.EngineCache, "get", lambda self, *a, **k: loads.append(a))
-    cfg = replace(cfg, batch_sizes=(1,), assistant_exits=(3,))
+    cfg = replace(cfg, batch_sizes=(1,), policy_values={**cfg.policy_values, "assistant_exit": (3,)})
     with pytest.raises(UserError, match="assistant_early_exit needs a decoder.*this opt model"):
         run_sweep(cfg)
     # a Llama model first and an OPT baseline second: refused from the configs, before the first model loads
@@ -503,7 +508,7 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
     ):
         run_sweep(two)
     with pytest.raises(UserError, match=r"assistant exit layer must be in \[1, "):
-        run_sweep(replace(two, baseline_model=None, assistant_exits=(99,)))
+        run_sweep(replace(two, baseline_model=None, policy_values={"assistant_exit": (99,)}))
     assert loads == [] and not (tmp_path / "t.parquet").exists()
 
 
@@ -514,7 +519,7 @@ def test_the_in_process_executor_is_the_default_and_keeps_its_model_between_unit
     get = units.EngineCache.get
 
     def counting(self, job, model, say=None):
-        loads.append(self.key is None or self.key[0] != job.paths[model])
+        loads.append(self.key is None or self.key[0] != job.refs[model])
         return get(self, job, model, say)
 
     monkeypatch.setattr(units.EngineCache, "get", counting)

@@ -93,7 +93,7 @@ def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
 
 
 def test_output_paths_take_zipped_trace_names(tmp_path):
-    from skipcore.commands.common import check_output_path
+    from skipcore.files import check_output_path
     from skipcore.traces import FORMATS, ZIPPED_FORMATS
 
     out = check_output_path(str(tmp_path / "t.csv.zip"), False, FORMATS + ZIPPED_FORMATS)

@@ -16,15 +16,16 @@ import pytest
 import torch
 
 from skipcore.commands import build_parser, main
-from skipcore.commands.train_resolve import plan_from_args
 from skipcore.decode.engine import SkipEngine
 from skipcore.errors import UserError
-from skipcore.models.generation_defaults import SETTINGS_FILE, generation_defaults, read_settings
+from skipcore.models.generation_defaults import generation_defaults
 from skipcore.models.loading import load_model
+from skipcore.models.training_record import RECORD_FILE, read_record
 from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
 from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
 from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
-from skipcore.training.plan import SchedulePlan
+from skipcore.training.plan import SchedulePlan, plan_for
+from skipcore.training.settings import TrainSettings
 from tests.conftest import PROMPTS
 from tests.test_engine import RecordingPicker
 
@@ -100,23 +101,31 @@ def test_batch_layout_lines_columns_up_with_steps():
 
 
 # -- schedule plans --------------------------------------------------------------------------------------
-def parse_train(*flags: str):
-    return build_parser().parse_args(["train", "--out", "x", "--model", "m", *flags])
+def parse_train(*flags: str) -> TrainSettings:
+    """The settings the command line makes of `flags` (each flag's dest is a setting's name)."""
+    args = build_parser(("train",)).parse_args(["train", "--out", "x", "--model", "m", *flags])
+    return TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
+
+
+def test_the_flags_defaults_are_the_settings_defaults():
+    assert parse_train() == TrainSettings(out="x", model="m")
+    args = vars(build_parser(("train",)).parse_args(["train", "--out", "x"]))
+    assert set(args) - set(TrainSettings.names()) == {"command", "func"}
 
 
 def test_plans_from_flags_use_the_median_target_length():
     stats = {"median_target_tokens": 25, "max_target_tokens": 59}
-    full = plan_from_args(parse_train(), 8, stats)
+    full = plan_for(parse_train(), 8, stats)
     assert full.kind == "full" and full.decay_span == 25 and full.max_new_tokens == 64
-    fixed = plan_from_args(parse_train("--schedule", "linear", "--target-speedup", "3"), 8, stats)
+    fixed = plan_for(parse_train("--schedule", "linear", "--target-speedup", "3"), 8, stats)
     assert fixed.kind == "fixed" and fixed.fixed.decay_span == 25 and fixed.horizon == 26
     assert fixed.fixed.layer_speedup(26) == pytest.approx(3, abs=0.3)  # met over a typical output
     # what generate picks for the trained model (its defaults: span 25, over 26) is the trained schedule
     assert fixed.fixed == schedule_for_speedup(8, 3.0, 26, "linear", "skip", 1, decay_span=25)
-    longer = plan_from_args(parse_train("--target-speedup", "3", "--speedup-over", "64"), 8, stats)
+    longer = plan_for(parse_train("--target-speedup", "3", "--speedup-over", "64"), 8, stats)
     assert longer.fixed.layer_speedup(64) == pytest.approx(3, abs=0.3) and longer.fixed != fixed.fixed
-    assert plan_from_args(parse_train("--min-layers", "3"), 8, stats).fixed.min_layers == 3
-    el = plan_from_args(parse_train("--elastic", "1:4", "--decay-span", "10"), 8, stats)
+    assert plan_for(parse_train("--min-layers", "3"), 8, stats).fixed.min_layers == 3
+    el = plan_for(parse_train("--elastic", "1:4", "--decay-span", "10"), 8, stats)
     assert el.kind == "elastic" and el.shape == "linear" and el.decay_span == 10
 
 
@@ -125,7 +134,7 @@ def test_plans_written_before_the_horizon_field_keep_theirs():
     from skipcore.training.plan import SchedulePlan
 
     root = Path(__file__).resolve().parents[1]
-    settings = read_settings(root / "data/models/skipdecode-opt-e2e")
+    settings = read_record(root / "data/models/skipdecode-opt-e2e")
     assert "speedup_over" not in settings["schedule"]
     plan = SchedulePlan.from_dict(settings["schedule"])
     assert plan.horizon == plan.max_new_tokens == 64
@@ -187,7 +196,7 @@ def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
     out, _ = skip_run
     losses = [r["loss"] for r in log_records(out) if "loss" in r]
     assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3]) - 0.3
-    settings = read_settings(out)
+    settings = read_record(out)
     assert settings["state"]["step"] == 12 and settings["objective"] == "fixed"
     assert generation_defaults(out)["decay_span"] == settings["data"]["median_target_tokens"]
     over = min(settings["data"]["median_target_tokens"] + 1, settings["generation"]["max_new_tokens"])
@@ -209,9 +218,7 @@ def test_resume_continues_at_the_same_step_with_the_same_losses(skip_run, tmp_pa
     out, flags = skip_run
     resumed = tmp_path / "resumed"
     ckpt = out / "checkpoints" / "step-0000006"
-    assert {"optimizer.pt", "scheduler.pt", "rng_state_0.pt", SETTINGS_FILE} <= {
-        p.name for p in ckpt.iterdir()
-    }
+    assert {"optimizer.pt", "scheduler.pt", "rng_state_0.pt", RECORD_FILE} <= {p.name for p in ckpt.iterdir()}
     assert train_cli(*flags, "--out", str(resumed), "--resume", str(ckpt)) == 0
     first = {r["step"]: r for r in log_records(out) if "loss" in r}
     again = [r for r in log_records(resumed) if "loss" in r]
@@ -219,7 +226,7 @@ def test_resume_continues_at_the_same_step_with_the_same_losses(skip_run, tmp_pa
     for r in again:
         assert r["lr"] == pytest.approx(first[r["step"]]["lr"])
         assert r["loss"] == pytest.approx(first[r["step"]]["loss"], abs=1e-5)
-    settings = read_settings(resumed)
+    settings = read_record(resumed)
     assert settings["state"]["step"] == 12 and settings["resumed_from"] == [str(ckpt)]
 
 
@@ -257,7 +264,7 @@ def test_accelerate_launch_runs_elastic_training_on_two_processes(model_dirs, tm
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    settings = read_settings(out)
+    settings = read_record(out)
     assert settings["environment"]["processes"] == 2 and settings["state"]["step"] == 3
     assert [r["step"] for r in log_records(out)] == [1, 2, 3]
     ckpt = out / "checkpoints" / "step-0000003"
@@ -294,7 +301,7 @@ def test_resume_passes_over_a_broken_newest_checkpoint(skip_run, tmp_path, capsy
     resumed = tmp_path / "resumed"
     assert train_cli(*flags, "--out", str(resumed), "--resume", str(root)) == 0
     assert "step-0000012" in capsys.readouterr().err
-    assert read_settings(resumed)["resumed_from"] == [str(root / "step-0000006")]
+    assert read_record(resumed)["resumed_from"] == [str(root / "step-0000006")]
 
 
 def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, tmp_path, monkeypatch):
@@ -326,7 +333,7 @@ def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, 
     assert [p.name for p in ckpts.glob("step-*")] == ["step-0000003"]  # the half-written one is not a step-*
     monkeypatch.setattr(loop, "save_state", real)
     assert train_cli(*flags, "--out", str(out), "--resume", str(ckpts)) == 0
-    assert read_settings(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
+    assert read_record(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
 
 
 # -- your own data: held-out dev sources, no dev loss on training data, one line for a missing split -----------
@@ -351,7 +358,7 @@ def test_dev_fraction_holds_out_whole_mrs_scores_them_and_records_it(model_dirs,
     out = tmp_path / "run"
     flags = ["--model", str(model_dirs["opt"]), "--dataset", str(data), "--dev-fraction", "0.25"]
     assert train_cli(*flags, "--steps", "2", "--seed", "3", "--out", str(out)) == 0
-    record = read_settings(out)["data"]
+    record = read_record(out)["data"]
     _, dev = hold_out(load_examples(data), 0.25, seed=3)
     assert record["split"] is None and record["sources"] == 9 and record["pairs"] == 9 * 3
     assert record["dev"]["sources"] == len(dev) == 3 and record["dev"]["fraction"] == 0.25
@@ -408,12 +415,51 @@ def test_evaluating_on_training_data_or_splits_a_file_lacks_are_refused_before_a
         assert not out.exists()
 
 
+def test_the_training_record_reads_as_shipped_and_is_written_with_the_same_keys(tmp_path):
+    """Every shipped model's skipcore_training.json reads; a record built now has the shipped files' sections
+    in their order, and its `args` the names a resume takes back."""
+    from skipcore.models.training_record import (
+        FORMAT,
+        build_record,
+        recorded_state,
+        resumed_record,
+        with_state,
+        write_record,
+    )
+
+    shipped = {p.name: read_record(p) for p in sorted((ROOT / "data/models").iterdir()) if p.is_dir()}
+    assert len(shipped) >= 5 and all(r["format"] == FORMAT for r in shipped.values())
+    for name in shipped:
+        assert generation_defaults(ROOT / "data/models" / name)["max_new_tokens"] > 0
+    lora_run = shipped["skipdecode-smollm2-e2e-3x-top"]
+    plan = SchedulePlan("full", 8, 30, 25, speedup_over=26)
+    record = build_record(
+        schedule=plan.to_dict(),
+        data={"dataset": "d", "median_target_tokens": 25},
+        training={},
+        model={},
+        init={},
+        lora=None,
+        environment={},
+        args=TrainSettings(out="o").recorded(),
+        argv=[],
+        output_dir=tmp_path,
+    )
+    assert list(record["args"]) == list(lora_run["args"])
+    assert record["generation"]["speedup_over"] == 26 and record["objective"] == "full"
+    write_record(tmp_path, with_state(record, {"step": 3, "elapsed_s": 1.5}))
+    again = read_record(tmp_path)
+    assert list(again) == list(lora_run) and recorded_state(again) == (3, 1.5)
+    resumed = resumed_record(record, shipped["skipdecode-smollm2-e2e"], tmp_path / "step-1")
+    assert resumed["resumed_from"][-1] == str(tmp_path / "step-1") and len(resumed["resumed_from"]) >= 2
+
+
 def test_old_settings_files_that_recorded_the_training_horizon_decode_over_a_typical_output():
-    from skipcore.models.generation_defaults import defaults_from_settings, speedup_horizon
+    from skipcore.models.generation_defaults import defaults_from_record, speedup_horizon
 
     old = {"generation": {"decay_span": 25, "max_new_tokens": 64, "speedup_over": 64}}
-    assert defaults_from_settings({**old, "data": {"median_target_tokens": 25}})["speedup_over"] == 26
-    assert defaults_from_settings(old)["speedup_over"] == 64  # a file with no data statistics keeps its own
+    assert defaults_from_record({**old, "data": {"median_target_tokens": 25}})["speedup_over"] == 26
+    assert defaults_from_record(old)["speedup_over"] == 64  # a file with no data statistics keeps its own
     assert speedup_horizon({"speedup_over": 26}, 16) == 16 and speedup_horizon({}, 40) == 40
 
 
@@ -431,7 +477,7 @@ def test_a_model_trained_over_64_tokens_meets_target_speedups_over_its_typical_o
         main(["train", "--no-progress", "--threads", "1", "--batch-size", "4", *flags, "--out", str(out)])
         == 0
     )
-    settings = read_settings(out)
+    settings = read_record(out)
     assert settings["schedule"]["speedup_over"] == 64  # the training horizon, a training setting
     typical = settings["data"]["median_target_tokens"] + 1
     assert generation_defaults(out)["speedup_over"] == settings["generation"]["speedup_over"] == typical < 40

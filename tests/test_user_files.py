@@ -184,18 +184,18 @@ def test_no_tool_writes_through_a_link_out_of_its_folder(model_dirs, tmp_path, c
 
 # -- 6: a corpus rewrite killed half way -------------------------------------------------------------------------------
 def test_a_corpus_rewrite_killed_mid_file_leaves_the_old_corpus(tmp_path, monkeypatch):
-    import skipcore.data.e2e_synth as synth
+    import skipcore.data.writers as writers
 
     out = tmp_path / "corpus"
     assert main(["data", "--out", str(out), "--train", "6", "--dev", "2", "--test", "2"]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    real = synth.write_e2e_csv
+    real = writers.write_e2e_csv
 
     def killed(examples, path):  # half a file written, then the process is interrupted
         real(list(examples)[:1], path)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(synth, "write_e2e_csv", killed)
+    monkeypatch.setattr(writers, "write_e2e_csv", killed)
     assert (
         main(
             ["data", "--out", str(out), "--force", "--seed", "1", "--train", "6", "--dev", "2", "--test", "2"]

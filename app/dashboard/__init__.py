@@ -6,6 +6,7 @@
 - `address`: what the page address holds (every page's widgets are bound to it; the design is named on the pages
   that run it); `state`: the designed schedule every page reads.
 - `provenance`: the settings a result was made with, and the mark it gets when the page's settings change.
+- `results`: each page's last result, typed and kept for the session, and the one cache of download files.
 - `runstore`: the run history on disk (traces and an SQLite index); `history`: kept runs compared side by side.
 - `views`: page pieces several pages share (prompts, sampling, a trace's views); `figures`: what a page adds to
   `skipcore.plots`' figures; `speculation`: what the pages say of speculative SkipDecode.

@@ -131,7 +131,7 @@ def fit_chart(
         mark = layer.mark if isinstance(layer.mark, str) else getattr(layer.mark, "type", "")
         if mark == "line" and isinstance(enc.color, alt.Color) and apart:
             layer.encoding.detail = [alt.Detail(f"{c}:N") for c in apart]
-    # the legend under the plot, in two columns (on the right it was cut off past ~8 series); the width fits
+    # the legend under the plot, in two columns (on the right it is cut off past ~8 series); the width fits
     # the column and the height grows with the legend
     return chart.properties(
         width="container", autosize={"type": "fit-x", "contains": "padding"}

@@ -1,106 +1,106 @@
-"""The chosen model's config and weights, loaded once per process and said on screen while they load.
+"""The chosen model's config and weights, loaded once per process, said on screen while they load, and refused in
+one line, the same on every page, when they cannot be.
 
-A real model's first use converts its GGUF file to a cached safetensors copy (`skipcore.models.gguf`: about 30 s for
-SmolLM2-135M on two cores, once; every later load reads the cache). That step is shown as a status with what it
-is doing, so a page that waits says why. The designer needs the config only; generation needs the weights.
+The choice carries its `ModelRef` (`skipcore.models.reference`), resolved once when it was made; this module hands
+it to the library and never resolves the name again. The designer needs the config only, which never converts
+anything (a GGUF model's is read from its file's header). Generation needs the weights: a real model's first use
+converts its GGUF file to a cached safetensors copy (`skipcore.models.gguf`), shown as a status with what it is
+doing, so a page that waits says why.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from typing import TypeVar
 
 import streamlit as st
 
 from app.dashboard.models import ModelChoice
-from app.dashboard.paths import display_path
 from skipcore.adapters import ModelShapes, shapes_from_config
-from skipcore.errors import UserError
+from skipcore.errors import ModelError
+from skipcore.models.reference import ModelRef
 
-FIRST_LOAD = (
-    "about 30 s for SmolLM2-135M on two CPU cores"  # measured: skipcore.models.gguf's convert_seconds
-)
+FIRST_LOAD = "up to a minute for a small model"  # what one conversion takes: docs/results.md
+T = TypeVar("T")
 
 
-def _stamp(source: str) -> float:
-    """When the model's files last changed, so an edited folder is read anew (0 for a real model's name)."""
-    path = Path(source).expanduser()
+def _stamp(ref: ModelRef) -> float:
+    """When the model's own files last changed, so an edited folder is read anew (0 for a real model's name or a
+    hub id)."""
+    if ref.path is None:
+        return 0.0
     marker = next(
-        (p for p in (path / "config.json", path / "adapter_config.json", path) if p.exists()),
+        (p for p in (ref.path / "config.json", ref.path / "adapter_config.json", ref.path) if p.exists()),
         None,
     )
     return marker.stat().st_mtime if marker is not None else 0.0
 
 
-def _needs_conversion(choice: ModelChoice) -> bool:
-    """A real model or a GGUF file whose cached safetensors copy is not there yet."""
-    from skipcore.models import gguf
-    from skipcore.models.catalog import REAL_MODELS
-
-    if choice.real:
-        return not gguf.is_complete(gguf.cached_folder_for_model(REAL_MODELS[choice.real]))
-    path = Path(choice.source or "")
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        return not gguf.is_complete(gguf.cached_folder_for_file(path))
-    if path.is_dir() and not (path / "config.json").is_file():
-        found = sorted(path.glob("*.gguf"))
-        return len(found) == 1 and not gguf.is_complete(gguf.cached_folder_for_file(found[0]))
-    return False
+def _or_refused(choice: ModelChoice, load: Callable[[], T]) -> T | None:
+    """`load()`, or None with one line on the page saying why the model cannot be used: every page's one handler."""
+    try:
+        return load()
+    except ModelError as e:
+        st.error(f"Cannot load the model: {e}")
+    except Exception as e:  # noqa: BLE001 (a checkpoint broken in a way no check foresaw must not show a traceback)
+        st.error(f"Cannot load the model `{choice.shown()}`: {type(e).__name__}: {e}")
+    return None
 
 
-def prepare(choice: ModelChoice) -> None:
+def prepare(ref: ModelRef, name: str) -> None:
     """Convert a GGUF model to its cached copy now, with a status on the page; nothing when it is cached."""
-    if not choice.source or not _needs_conversion(choice):
+    if not ref.needs_conversion:
         return
-    from skipcore.models.loading import model_directory
-
-    name = choice.shown()
     with st.status(
         f"Preparing {name}: its GGUF file is converted to a cached safetensors copy, once ({FIRST_LOAD})…",
         expanded=True,
     ) as status:
         status.write("Dequantizing every tensor to float32 and repairing the tokenizer…")
         try:
-            folder = model_directory(choice.source)
-        except UserError as e:
+            folder = ref.convert()
+        except ModelError:
             status.update(label=f"Could not prepare {name}", state="error")
-            st.error(f"Cannot load the model: {e}")
-            st.stop()
+            raise
         status.update(label=f"{name} is ready: later loads read `{folder}`", state="complete", expanded=False)
 
 
 @st.cache_resource(show_spinner=False)
-def _load_config(source: str, stamp: float):
+def _load_config(ref: ModelRef, stamp: float):
     from skipcore.models.loading import load_config
 
-    return load_config(source)
+    return load_config(ref)
 
 
-def model_shapes(choice: ModelChoice) -> ModelShapes:
-    """Shapes of the chosen model; raises UserError with a one-line reason."""
+def model_shapes(choice: ModelChoice) -> ModelShapes | None:
+    """Shapes of the chosen model, from its config alone; None (with the one line on the page) when it cannot be
+    read."""
     if choice.preset:
         from skipcore.models.random_models import bench_config
 
         return shapes_from_config(bench_config(choice.preset))
-    if not choice.source:
-        raise UserError(choice.problem or "no model chosen: pick one in the sidebar")
-    prepare(choice)
-    return shapes_from_config(_load_config(choice.source, _stamp(choice.source)))
+
+    def read() -> ModelShapes:
+        if choice.ref is None:
+            raise ModelError(choice.problem or "no model chosen: pick one in the sidebar")
+        return shapes_from_config(_load_config(choice.ref, _stamp(choice.ref)))
+
+    return _or_refused(choice, read)
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)
-def _load_engine(source: str, stamp: float, name: str):
+def _load_engine(ref: ModelRef, stamp: float, name: str):
     from transformers.utils import logging as hf_logging
 
     from skipcore import SkipEngine, load_model
 
     hf_logging.disable_progress_bar()  # the page shows its own status; keep the server log clean
-    model, tokenizer = load_model(source, device="auto", dtype="auto")
+    model, tokenizer = load_model(ref, device="auto", dtype="auto")
     return SkipEngine(model, tokenizer, model_name=name)
 
 
 def get_engine(choice: ModelChoice):
     """The chosen model loaded once per process; None (with a message on the page) when it cannot be."""
-    if not choice.has_weights:
+    if choice.ref is None:
         st.info(
             f"This page runs a model: {choice.problem}."
             if choice.problem
@@ -108,12 +108,11 @@ def get_engine(choice: ModelChoice):
             "or a local folder). A shape-only choice is enough for the schedule designer."
         )
         return None
-    try:
-        prepare(choice)
+    ref = choice.ref
+
+    def load():
+        prepare(ref, choice.shown())
         with st.spinner(f"Loading {choice.shown()}…"):
-            return _load_engine(choice.source, _stamp(choice.source), choice.shown())
-    except UserError as e:
-        st.error(f"Cannot load the model: {e}")
-    except Exception as e:  # noqa: BLE001 (a broken checkpoint must not show a traceback)
-        st.error(f"Cannot load the model `{display_path(choice.source)}`: {type(e).__name__}: {e}")
-    return None
+            return _load_engine(ref, _stamp(ref), choice.shown())
+
+    return _or_refused(choice, load)

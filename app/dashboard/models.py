@@ -3,7 +3,9 @@
 The choices are `skipcore.models.catalog.every_model()`: the shipped models, every real model of the catalog
 (installed ones load offline; the others are listed with the command that installs them and cannot be picked for
 a run), a local folder or .gguf file, and the shape of a public model with no weights (the designer needs only a
-config). Loading lives in `loading`; what a model was trained for in `trained`.
+config). Each choice carries what its name refers to (`skipcore.models.reference.resolve_model`, once, when the
+choice is made; a name that cannot be used is the choice's problem). Loading lives in `loading`; what a model was
+trained for in `trained`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import streamlit as st
 
 from app.dashboard.address import KEEP
 from app.dashboard.paths import default_model_dir, display_path
+from skipcore.errors import ModelError
+from skipcore.models.reference import ModelRef, resolve_model
 
 LOCAL = "local"  # a choice whose folder or .gguf file is typed
 SHAPE = "shape:"  # the options that are a public model's shape, no weights
@@ -24,18 +28,27 @@ LOCAL_KEY = "model_path"  # the typed folder or .gguf file, and its name in the 
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """What the sidebar selected: what `load_model` takes (a folder, a .gguf file or a real model's short name),
-    or a public model's shape, or nothing usable (with the reason and, for a real model, its install command)."""
+    """What the sidebar selected: a model (what its name refers to, which `load_model` and `load_config` take), or
+    a public model's shape, or nothing usable (with the reason and, for a real model, its install command)."""
 
     label: str
-    source: str | None = None  # what skipcore.load_model / load_config take
+    ref: ModelRef | None = None  # the model, resolved when the choice was made
     preset: str | None = None  # a shape of skipcore.models.random_models.BENCH_SHAPES
-    real: str | None = None  # a catalog model's short name (its first load converts a GGUF file)
     problem: str | None = None  # why this choice cannot run (not installed, not a model folder)
 
     @property
     def has_weights(self) -> bool:
-        return self.source is not None
+        return self.ref is not None
+
+    @property
+    def source(self) -> str | None:
+        """The model as named: a folder, a .gguf file or a real model's short name (what `--model` takes)."""
+        return None if self.ref is None else self.ref.name
+
+    @property
+    def real(self) -> str | None:
+        """A catalog model's short name (its first load converts a GGUF file); None for anything else."""
+        return self.ref.name if self.ref is not None and self.ref.kind == "real" else None
 
     @property
     def path(self) -> str | None:
@@ -45,6 +58,14 @@ class ModelChoice:
     def shown(self) -> str:
         """The model as a caption or a run's label names it."""
         return self.real or (display_path(self.source) if self.source else self.preset or self.label)
+
+
+def _resolved(label: str, name: str) -> ModelChoice:
+    """The choice of the model `name`, or of nothing, with why it cannot be used."""
+    try:
+        return ModelChoice(label, resolve_model(name))
+    except ModelError as e:
+        return ModelChoice(label, problem=str(e))
 
 
 def _is_model_dir(path: Path) -> bool:
@@ -65,12 +86,14 @@ def options() -> dict[str, ModelChoice]:
     out: dict[str, ModelChoice] = {}
     default = default_model_dir()
     if _is_model_dir(default):
-        out[default.name] = ModelChoice(default.name, str(default))
+        out[default.name] = _resolved(default.name, str(default))
     for entry in every_model():
         if entry.kind == "shipped":
-            out.setdefault(Path(entry.name).name, ModelChoice(Path(entry.name).name, entry.name))
+            label = Path(entry.name).name
+            if label not in out:
+                out[label] = _resolved(label, entry.name)
         elif entry.usable:
-            out[entry.name] = ModelChoice(entry.name, entry.name, real=entry.name)
+            out[entry.name] = _resolved(entry.name, entry.name)
         else:
             problem = f"{entry.name} is not installed; install it with `{entry.where}`, then reload the page"
             out[entry.name + NOT_INSTALLED] = ModelChoice(entry.name, problem=problem)
@@ -99,13 +122,10 @@ def _local_choice(text: str) -> ModelChoice:
     if not text:
         return ModelChoice(LOCAL, problem="enter a model folder (config.json inside) or a .gguf file")
     path = Path(text).expanduser()
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        return ModelChoice(path.name, str(path.resolve()))
-    if not path.is_dir():
+    if not (path.is_dir() or path.is_file() and path.suffix.lower() == ".gguf"):
         return ModelChoice(LOCAL, problem=f"not a folder or a .gguf file: `{text}`")
-    if not (_is_model_dir(path) or any(path.glob("*.gguf"))):
-        return ModelChoice(LOCAL, problem=f"`{text}` holds no config.json, adapter_config.json or .gguf file")
-    return ModelChoice(path.name, str(path.resolve()))
+    choice = _resolved(path.name, str(path.resolve()))
+    return choice if choice.ref is not None else ModelChoice(LOCAL, problem=choice.problem)
 
 
 def model_sidebar() -> ModelChoice:

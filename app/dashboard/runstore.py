@@ -56,6 +56,21 @@ def default_root() -> Path:
 
 
 @dataclass(frozen=True)
+class RunRecord:
+    """A run to keep: the page that made it, the settings that made it and what it gave."""
+
+    page: str
+    label: str  # its schedule, in words
+    settings: dict  # setting -> [in words, in full] (app.dashboard.provenance)
+    trace: pd.DataFrame
+    metadata: dict
+    prompts: list[str]
+    texts: list[str]
+    summary: dict  # skipcore.summarize of the trace
+    num_layers: int
+
+
+@dataclass(frozen=True)
 class Run:
     """One kept run, as the index lists it (its trace is read on demand)."""
 
@@ -113,34 +128,23 @@ class RunStore:
             raise UserError(f"the run history index {self.root / INDEX} cannot be used: {e}") from e
 
     # -- runs ------------------------------------------------------------------------------------------------
-    def add(
-        self,
-        page: str,
-        label: str,
-        settings: dict,
-        trace: pd.DataFrame,
-        metadata: dict,
-        prompts: list[str],
-        texts: list[str],
-        summary: dict,
-        num_layers: int,
-    ) -> int:
+    def add(self, run: RunRecord) -> int:
         """Keep a run: its trace written first (atomically), then its row committed; returns the run's id."""
         from skipcore.traces import write_trace
 
         self._ready()
         name = f"run-{uuid.uuid4().hex[:12]}.parquet"
         path = self.root / TRACES / name
-        write_trace(trace, path, metadata)
+        write_trace(run.trace, path, run.metadata)
         row = (
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            page,
-            label,
-            json.dumps(settings),
-            json.dumps({k: _finite(v) for k, v in summary.items()}),
-            int(num_layers),
-            json.dumps(list(prompts)),
-            json.dumps(list(texts)),
+            run.page,
+            run.label,
+            json.dumps(run.settings),
+            json.dumps({k: _finite(v) for k, v in run.summary.items()}),
+            int(run.num_layers),
+            json.dumps(list(run.prompts)),
+            json.dumps(list(run.texts)),
             name,
         )
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -26,12 +26,10 @@ QUEUED, RUNNING, DONE = "queued", "running…", "done"
 class SweepSettings:
     targets: tuple[float, ...] = (2.0, 3.0)
     modes: tuple[str, ...] = ("skip", "exit")
-    calm_thresholds: tuple[float, ...] = ()
-    adaptive_thresholds: tuple[float, ...] = ()
-    adaptive_drop: int = 2
-    adaptive_min_layers: int = 3
-    # speculative: one row per value, drafting with the first target's schedule
-    draft_tokens: tuple[int, ...] = ()
+    # the other policies that run (speculative drafts with the first target's schedule) and their parameters'
+    # values by column, as the sweep lists them (`skipcore.evaluate.SweepConfig.policy_values`)
+    policies: tuple[str, ...] = ()
+    policy_values: dict[str, tuple] = field(default_factory=dict)
     num_examples: int = 8
     max_new_tokens: int = 32
     batch_size: int = 8
@@ -40,23 +38,40 @@ class SweepSettings:
     decay_span: int | None = None
     repeats: int = 3  # paired timed runs per setting
 
-    def num_runs(self) -> int:
-        static = len([t for t in self.targets if t > 1.0]) * len(self.modes)
-        speculative = len(self.draft_tokens) if self.targets else 0
-        return 1 + static + len(self.calm_thresholds) + len(self.adaptive_thresholds) + speculative
+    def num_runs(self, model: str) -> int:
+        from skipcore.evaluate import build_grid
+
+        return len(build_grid(_config(model, self)))
+
+    def words(self) -> str:
+        """The settings in a line (the result says them): each running policy with its parameters' values."""
+        from skipcore.labels import sweep_policies
+        from skipcore.policies.params import params_of
+
+        parts = [f"targets {', '.join(f'{t:g}x' for t in self.targets) or 'none'}"]
+        parts.append(f"modes {', '.join(self.modes) or 'none'}")
+        for name in self.policies:
+            values = [
+                f"{p.title} {'/'.join(f'{v:g}' if isinstance(v, float | int) else str(v) for v in self.policy_values[p.column])}"
+                for p in params_of(sweep_policies()[name])
+                if p.column in self.policy_values
+            ]
+            parts.append(f"{name} ({', '.join(values)})")
+        parts += [
+            f"{self.num_examples} examples",
+            f"{self.max_new_tokens} tokens",
+            f"batch {self.batch_size}",
+        ]
+        return ", ".join(parts)
 
 
 def _config(model: str, s: SweepSettings):
-    from skipcore.evaluate import SweepConfig, resolve_lengths
+    from skipcore.evaluate import SweepConfig
 
-    chosen = {
-        "static": s.modes,
-        "calm": s.calm_thresholds,
-        "adaptive": s.adaptive_thresholds,
-        "speculative": s.draft_tokens if s.targets else (),
-    }
-    policies = tuple(name for name, values in chosen.items() if values)
-    cfg = SweepConfig(
+    policies = (("static",) if s.modes else ()) + tuple(
+        name for name in s.policies if name != "speculative" or s.targets
+    )
+    return SweepConfig(
         model=model,
         dataset=s.dataset,
         out=Path(tempfile.gettempdir()) / "skipcore-dashboard-sweep.parquet",  # never written
@@ -66,19 +81,14 @@ def _config(model: str, s: SweepSettings):
         modes=s.modes or (("skip",) if "speculative" in policies else ()),  # the first mode drafts
         batch_sizes=(s.batch_size,),
         policies=policies or ("static",),
-        calm_thresholds=s.calm_thresholds,
-        adaptive_thresholds=s.adaptive_thresholds,
-        adaptive_drops=(s.adaptive_drop,),
-        adaptive_min_layers=(s.adaptive_min_layers,),
+        policy_values=dict(s.policy_values),
         speculative_targets=s.targets[:1],
-        draft_tokens=s.draft_tokens,
         max_new_tokens=s.max_new_tokens,
         decay_span=s.decay_span,
         progress=False,
         repeats=s.repeats,
         timing_limit=None,
     )
-    return resolve_lengths(cfg)  # the model's own defaults, as the CLI sweep uses them (speedup horizon)
 
 
 def progress_table(grid, rows: list[dict], running: int | None) -> pd.DataFrame:
@@ -106,9 +116,9 @@ def run_small_sweep(
     """One row per setting (full depth first) on the first examples of a split, each timed against full depth;
     `progress` gets the grid's progress table as each setting starts and ends."""
     from skipcore.data import load_examples
-    from skipcore.evaluate import build_grid, check_config, sweep_rows
+    from skipcore.evaluate import build_grid, check_config, resolve_lengths, sweep_rows
 
-    cfg = check_config(_config(model, settings))
+    cfg = check_config(resolve_lengths(_config(model, settings)))  # the model's own defaults, as the CLI's
     examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)
     if not examples:
         raise UserError(f"no examples in {settings.dataset} [{settings.split}]")
@@ -116,20 +126,7 @@ def run_small_sweep(
     rows: list[dict] = []
 
     def finished(s, row: dict, _result) -> None:
-        setting = {
-            "policy": s.policy,
-            "shape": s.shape,
-            "mode": s.mode,
-            "warmup": s.warmup,
-            "target_speedup": s.target_speedup,
-            "batch_size": s.batch_size,
-            "calm_threshold": s.calm_threshold,
-            "adaptive_threshold": s.adaptive_threshold,
-            "adaptive_drop": s.adaptive_drop,
-            "adaptive_min_layers": s.adaptive_min_layers,
-            "draft_tokens": s.draft_tokens,
-            "assistant_exit": s.assistant_exit,
-        }
+        setting = {k: v for k, v in s.to_dict().items() if k not in ("model", "model_role")}
         rows.append({**setting, **row})
         if progress:
             progress(progress_table(grid, rows, None))

@@ -26,9 +26,9 @@ def _settings(choice: ModelChoice) -> dict:
     if not choice.path:
         return {}
     try:
-        from skipcore.models.generation_defaults import read_settings
+        from skipcore.models.training_record import read_record
 
-        return read_settings(choice.path) or {}
+        return read_record(choice.path) or {}
     except UserError:
         return {}
 
@@ -37,10 +37,10 @@ def generation_defaults(choice: ModelChoice) -> dict:
     """What a skipcore-trained model was trained for: decay span (the median target length), generation
     length, typical output length (`speedup_over`) and the median prompt length of its data. Empty for any
     other model."""
-    from skipcore.models.generation_defaults import defaults_from_settings
+    from skipcore.models.generation_defaults import defaults_from_record
 
     settings = _settings(choice)
-    out = defaults_from_settings(settings)  # decay span, length, and the typical output length
+    out = defaults_from_record(settings)  # decay span, length, and the typical output length
     prompt = (settings.get("data") or {}).get("median_prompt_tokens")
     if prompt:
         out["prompt_len"] = int(prompt)

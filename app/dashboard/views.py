@@ -6,10 +6,12 @@ uploaded file (Trace explorer), so a trace looks the same wherever it came from.
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, speculation
+from app.dashboard import figures, results, speculation
 from app.dashboard.address import KEEP
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
@@ -91,8 +93,8 @@ def prompt_picker(key: str) -> list[str]:
 
 
 def batch_size_input(container, key: str, prompts: list[str]) -> int:
-    """Batch size, following the number of prompts when that changes (it used to stay at the first count: 2
-    with 16 prompts); a batch size the address gives is kept on load."""
+    """Batch size, following the number of prompts when that changes (so 16 prompts never keep the 2 that two
+    prompts set); a batch size the address gives is kept on load."""
     wanted = max(1, min(64, len(prompts)))
     seen = st.session_state.get(f"{key}_for")
     st.session_state[f"{key}_for"] = len(prompts)
@@ -257,18 +259,14 @@ def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None
 def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
     """Parquet (metadata inside) or a zip of CSV/JSONL plus the .meta.json sidecar."""
     run_id = str(trace["run_id"].iloc[0])
-    cache = st.session_state.setdefault("_downloads", {})
-    for stale in [k for k in cache if k[1] == key and k[0] != run_id]:  # keep one run's files per page
-        del cache[stale]
     cols = st.columns(len(DOWNLOAD_FORMATS))
     for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
-        if (run_id, key, fmt) not in cache:
-            try:
-                cache[(run_id, key, fmt)] = trace_download(trace, metadata, fmt, stem=f"trace-{run_id}")
-            except UserError as e:
-                col.error(f"Cannot export {fmt}: {e}")
-                continue
-        data, name, mime = cache[(run_id, key, fmt)]
+        try:
+            make = partial(trace_download, trace, metadata, fmt, f"trace-{run_id}")
+            data, name, mime = results.download(key, run_id, fmt, make)
+        except UserError as e:
+            col.error(f"Cannot export {fmt}: {e}")
+            continue
         col.download_button(
             f"Download {label}", data, name, mime, key=f"{key}_dl_{fmt}", on_click="ignore", width="stretch"
         )

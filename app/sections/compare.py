@@ -14,58 +14,39 @@ import streamlit as st
 from app.dashboard import figures, provenance, speculation, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.models import current_choice
+from app.dashboard.policy_inputs import policy_inputs
 from app.dashboard.provenance import prompts_setting, sampling_setting, setting
+from app.dashboard.results import CompareResult
 from app.dashboard.trained import skip_warning
-from skipcore import (
-    AdaptivePolicy,
-    CalmPolicy,
-    Schedule,
-    SpeculativePolicy,
-    StaticPolicy,
-    UserError,
-    plots,
-)
+from skipcore import Schedule, StaticPolicy, UserError, plots
 from skipcore.labels import column_title
+from skipcore.policies import POLICY_CLASSES
 from skipcore.schedule import MODES
 
-RESULT_KEY = "compare_result"
-
-
 FULL, CALM, ADAPTIVE, SPECULATIVE = "full depth", "calm", "adaptive", "speculative"
+DYNAMIC = (CALM, ADAPTIVE, SPECULATIVE)  # the policies made from the design and their own parameters
 SMALL_SAMPLE = (
     30  # fewer scored examples than this, and BLEU/ROUGE differences between policies are mostly noise
 )
 
 
-def policies(schedule: Schedule, calm: dict, adaptive: dict, speculative: dict | None = None) -> dict:
-    """Each option's policy (None: full depth): the designed budgets under each mode, CALM-DEC, adaptive
-    SkipDecode in the design's mode and warmup, starting at full depth, and speculative SkipDecode drafting
-    with the designed schedule."""
-    out = {FULL: lambda: None, CALM: lambda: CalmPolicy(**calm)}
-    out[ADAPTIVE] = lambda: AdaptivePolicy(
-        mode=schedule.mode, warmup_layers=schedule.warmup_layers, **adaptive
-    )
-    out[SPECULATIVE] = lambda: SpeculativePolicy(schedule, **(speculative or {}))
+def policies(schedule: Schedule, params: dict[str, dict]) -> dict:
+    """Each option's policy (None: full depth): the designed budgets under each mode, and each other policy made
+    from the design (CALM-DEC ignores it; adaptive SkipDecode takes its mode and warmup and starts at full depth;
+    speculative SkipDecode drafts with it) and its parameters as the page set them."""
+    out = {FULL: lambda: None}
     for mode in MODES:
         out[mode] = lambda mode=mode: StaticPolicy(dataclasses.replace(schedule, mode=mode))
+    for name in DYNAMIC:
+        out[name] = lambda name=name: POLICY_CLASSES[name].from_schedule(schedule, **params.get(name, {}))
     return out
 
 
 def run_policy(
-    engine,
-    name: str,
-    schedule: Schedule,
-    prompts,
-    max_new: int,
-    sampling,
-    calm: dict,
-    batch: int,
-    adaptive: dict | None = None,
-    speculative: dict | None = None,
+    engine, name: str, schedule: Schedule, prompts, max_new: int, sampling, batch: int, params: dict
 ):
     """One policy's GenerationResult through the one decode loop."""
-    policy = policies(schedule, calm, adaptive or {}, speculative)[name]()
-    return engine.generate(prompts, policy, max_new, sampling, batch)
+    return engine.generate(prompts, policies(schedule, params)[name](), max_new, sampling, batch)
 
 
 def scores(results: dict, refs: list[list[str]]) -> dict[str, dict]:
@@ -105,12 +86,12 @@ def same_as_full(results: dict) -> tuple[int, int] | None:
     return sum(a == b for a, b in pairs), len(pairs)
 
 
-def show_lossless(stored: dict) -> None:
+def show_lossless(stored: CompareResult) -> None:
     """Say plainly what speculative's output is, and check it against full depth's when both ran."""
-    if SPECULATIVE not in stored["results"]:
+    if SPECULATIVE not in stored.results:
         return
-    same = same_as_full(stored["results"])
-    if stored.get("sampled"):
+    same = same_as_full(stored.results)
+    if stored.sampled:
         st.info(
             "Speculative (sampling): each token is distributed as full depth would sample it, so the texts "
             "need not match full depth's word for word; under greedy decoding they do."
@@ -163,7 +144,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     return out.rename_axis("measure").reset_index()
 
 
-def show_downloads(stored: dict, table: pd.DataFrame) -> None:
+def show_downloads(stored: CompareResult, table: pd.DataFrame) -> None:
     """The costs table (CSV) and each policy's trace (Parquet, or CSV/JSONL zips pandas reads)."""
     st.download_button(
         "Download the costs table (CSV)",
@@ -173,16 +154,16 @@ def show_downloads(stored: dict, table: pd.DataFrame) -> None:
         key="cmp_dl_table",
         on_click="ignore",
     )
-    results = stored["results"]
+    results = stored.results
     name = st.selectbox("Trace of", list(results), key="cmp_dl_policy")
     res = results[name]
     views.download_buttons(res.trace, res.metadata, f"cmp_{name.replace(' ', '_')}")
 
 
-def show_heatmaps(stored: dict) -> None:
-    results = stored["results"]
+def show_heatmaps(stored: CompareResult) -> None:
+    results = stored.results
     first = next(iter(results.values()))
-    sample = views.sample_picker(first.trace, "cmp_sample", stored["prompts"])
+    sample = views.sample_picker(first.trace, "cmp_sample", stored.prompts)
     traces = {name: res.trace for name, res in results.items()}
     fig = plots.stacked_exit_heatmap(traces, sample)
     width = max(len(plots.sample_rows(t, sample)) for t in traces.values())
@@ -221,37 +202,9 @@ def main() -> None:
         st.warning(warning)
     options = [FULL, *MODES, CALM, ADAPTIVE, SPECULATIVE]
     chosen = st.multiselect("Policies", options, default=options, key="cmp_policies", **KEEP)
-    calm: dict = {}
-    if "calm" in chosen:
-        c1, c2, c3 = st.columns(3)
-        calm["threshold"] = c1.slider("CALM threshold", 0.0, 1.0, 0.9, 0.01, key="cmp_calm_threshold", **KEEP)
-        calm["measure"] = c2.selectbox("Confidence", ["softmax", "top2"], key="cmp_calm_measure", **KEEP)
-        calm["min_layers"] = int(c3.number_input("CALM min layers", 1, L, 1, key="cmp_calm_min", **KEEP))
-    adaptive: dict = {}
-    if ADAPTIVE in chosen:
-        c1, c2, c3 = st.columns(3)
-        adaptive["threshold"] = c1.slider(
-            "Adaptive threshold (lowest top probability)",
-            0.0,
-            1.0,
-            0.5,
-            0.01,
-            key="cmp_adaptive_threshold",
-            **KEEP,
-        )
-        adaptive["drop"] = int(
-            c2.number_input("Adaptive drop", 1, L, min(2, L), key="cmp_adaptive_drop", **KEEP)
-        )
-        adaptive["min_layers"] = int(
-            c3.number_input("Adaptive min layers", 1, L, min(3, L), key="cmp_adaptive_min", **KEEP)
-        )
-    speculative: dict = {}
+    params = {name: policy_inputs(st, POLICY_CLASSES[name], L, "cmp") for name in DYNAMIC if name in chosen}
     if SPECULATIVE in chosen:
-        c1, c2 = st.columns([1, 2])
-        speculative["draft_tokens"] = int(
-            c1.number_input("Draft tokens per round", 1, 16, 4, key="cmp_draft_tokens", **KEEP)
-        )
-        c2.caption(
+        st.caption(
             f"Speculative drafts with **{schedule.describe()}** and verifies at full depth. "
             + speculation.NOTE
         )
@@ -261,7 +214,6 @@ def main() -> None:
     max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new", **KEEP)
     batch = views.batch_size_input(c2, "cmp_batch", prompts)
     sampling = views.sampling_settings("cmp")
-    params = {"calm": calm, "adaptive": adaptive, "speculative": speculative}
     now = (
         settings_now(schedule, chosen, params, prompts, int(max_new), sampling, int(batch))
         if sampling
@@ -276,43 +228,27 @@ def main() -> None:
             bar.progress(i / len(chosen), text=f"Running {name} ({i + 1}/{len(chosen)})…")
             try:
                 results[name] = run_policy(
-                    engine,
-                    name,
-                    schedule,
-                    prompts,
-                    int(max_new),
-                    sampling,
-                    calm,
-                    batch,
-                    adaptive,
-                    speculative,
+                    engine, name, schedule, prompts, int(max_new), sampling, batch, params
                 )
             except UserError as e:
                 errors[name] = str(e)
         bar.progress(1.0, text="Done")
         quality = scores(results, refs) if refs and results else None
-        st.session_state[RESULT_KEY] = {
-            "prompts": prompts,
-            "results": results,
-            "errors": errors,
-            "quality": quality,
-            "sampled": sampling.do_sample,
-            "settings": now,
-        }
-    stored = st.session_state.get(RESULT_KEY)
-    if not stored:
+        CompareResult(prompts, results, errors, quality, sampling.do_sample, now).keep()
+    stored = CompareResult.last()
+    if stored is None:
         st.info("Choose policies and prompts, then press **Run all**.")
         return
-    provenance.show(stored["settings"], now, "Run all")
-    for name, msg in stored["errors"].items():
+    provenance.show(stored.settings, now, "Run all")
+    for name, msg in stored.errors.items():
         st.error(f"{name}: {msg}")
-    results = stored["results"]
+    results = stored.results
     if not results:
         return
     st.subheader("Costs")
-    table = summary_table(results, stored.get("quality"))
-    if stored.get("quality"):
-        n = len(stored["prompts"])
+    table = summary_table(results, stored.quality)
+    if stored.quality:
+        n = len(stored.prompts)
         st.caption("BLEU, ROUGE-L and chrF: each output's first line against the split's references.")
         if n < SMALL_SAMPLE:
             st.warning(
@@ -329,7 +265,7 @@ def main() -> None:
         )
     st.dataframe(shown_table(table), hide_index=True, key="cmp_costs")
     st.subheader("Outputs")
-    views.show_outputs({"prompt": stored["prompts"], **{name: res.texts for name, res in results.items()}})
+    views.show_outputs({"prompt": stored.prompts, **{name: res.texts for name, res in results.items()}})
     show_lossless(stored)
     st.subheader("Layers per token")
     show_heatmaps(stored)

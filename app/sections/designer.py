@@ -14,10 +14,11 @@ from app.dashboard import figures, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.loading import model_shapes
 from app.dashboard.models import current_choice
+from app.dashboard.results import FitResult
 from app.dashboard.trained import skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
-from skipcore.errors import ScheduleError, UserError
+from skipcore.errors import ScheduleError
 from skipcore.schedule import MODES, SHAPES, Schedule, schedule_for_speedup
 
 SHAPE_HELP = (
@@ -60,12 +61,11 @@ def _fit_to_target(num_layers: int) -> None:
     try:
         fit = schedule_for_speedup(num_layers, target, over, shape, mode, warmup, **kwargs)
     except ScheduleError as e:
-        ss["fit_error"], ss["fit_note"], ss["fit_why"] = str(e), None, None
+        FitResult(error=str(e)).keep()
         return
-    ss.pop("fit_error", None)
     ss["shape"] = fit.shape
     ss["max_layers"], ss["min_layers"] = fit.max_layers, fit.min_layers
-    ss["fit_note"], ss["fit_why"] = fit_note(target, fit.layer_speedup(over)), None
+    why = None
     if fit.max_layers < num_layers:  # the paper starts at full depth; say why this fit could not
         floor = warmup + 1 if mode == "skip" else 1
         reach = Schedule(num_layers, shape, mode, num_layers, floor, warmup, **kwargs).layer_speedup(over)
@@ -74,11 +74,12 @@ def _fit_to_target(num_layers: int) -> None:
             if kwargs["decay_span"] is None
             else f"a decay span of {kwargs['decay_span']}"
         )
-        ss["fit_why"] = (
+        why = (
             f"Max layers came down from {num_layers} to {fit.max_layers}: starting at full depth, a {shape} "
             f"decay with {span} reaches at most {reach:.2f}x over {over} tokens, even down to {floor} layer"
             f"{'s' if floor > 1 else ''}, so {target:g}x needs a lower start."
         )
+    FitResult(note=fit_note(target, fit.layer_speedup(over)), why=why).keep()
 
 
 def fit_note(target: float, got: float) -> str:
@@ -167,13 +168,13 @@ def controls(num_layers: int, base: dict) -> None:
         with st.expander("Fit max/min to a target speedup"):
             st.number_input("Target layer speedup", 1.0, float(L), 2.0, 0.1, key="target", **KEEP)
             st.button("Fit", on_click=_fit_to_target, args=(L,), key="fit")
-            if "fit_error" in st.session_state:
-                st.error(st.session_state["fit_error"])
-            note, why = st.session_state.get("fit_note"), st.session_state.get("fit_why")
-            if note:
-                (st.success if note.startswith("Fitted") else st.warning)(note)
-            if why:
-                st.info(why)
+            fit = FitResult.last() or FitResult()
+            if fit.error:
+                st.error(fit.error)
+            if fit.note:
+                (st.success if fit.note.startswith("Fitted") else st.warning)(fit.note)
+            if fit.why:
+                st.info(fit.why)
 
 
 def results(
@@ -233,10 +234,8 @@ def export(schedule: Schedule, max_new_tokens: int) -> None:
 def main() -> None:
     st.title("Schedule designer")
     choice = current_choice()
-    try:
-        shapes = model_shapes(choice)
-    except UserError as e:
-        st.error(f"Cannot read the model's shape: {e}")
+    shapes = model_shapes(choice)  # None: the loader said why on the page
+    if shapes is None:
         st.stop()
     L = shapes.num_layers
     st.caption(

@@ -1,9 +1,9 @@
 """Generate and trace: run the designed schedule on a batch of prompts and look at every token's layers.
 
-Every setting is kept in the page's address. The result stays in st.session_state (moving to another page and back
-does not lose it) with the settings that made it: when the design, the model or this page's settings change
-afterwards, the result says so until the next run. Every run is also kept in the run history (`runstore`), which
-survives a reload.
+Every setting is kept in the page's address. The result is kept for the session (`results`: moving to another page
+and back does not lose it) with the settings that made it: when the design, the model or this page's settings
+change afterwards, the result says so until the next run. Every run is also kept in the run history (`runstore`),
+which survives a reload.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from app.dashboard import provenance, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.models import current_choice
 from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
-from app.dashboard.runstore import RunStore
+from app.dashboard.results import GenerateResult
+from app.dashboard.runstore import RunRecord, RunStore
 from app.dashboard.trained import skip_warning
 from skipcore import Schedule, UserError, summarize
-
-RESULT_KEY = "generate_result"
 
 
 def settings_now(schedule: Schedule, prompts: list[str], max_new: int, sampling, batch: int) -> Settings:
@@ -52,45 +51,40 @@ def run(
         st.error(f"Generation failed: {e}")
         return
     bar.progress(1.0, text=views.generated_text(res.trace, len(prompts), max_new_tokens))
-    result = {
-        "prompts": prompts,
-        "texts": res.texts,
-        "trace": res.trace,
-        "metadata": res.metadata,
-        "settings": settings,
-    }
+    record = RunRecord(
+        page="generate",
+        label=schedule.describe(),
+        settings=settings,
+        trace=res.trace,
+        metadata=res.metadata,
+        prompts=prompts,
+        texts=res.texts,
+        summary=summarize(res.trace, engine.num_layers),
+        num_layers=engine.num_layers,
+    )
     try:
-        result["run_id"] = RunStore().add(
-            "generate",
-            schedule.describe(),
-            settings,
-            res.trace,
-            res.metadata,
-            prompts,
-            res.texts,
-            summarize(res.trace, engine.num_layers),
-            engine.num_layers,
-        )
+        run_id = RunStore().add(record)
     except UserError as e:
+        run_id = None
         st.warning(f"This run was not kept in the run history: {e}")
-    st.session_state[RESULT_KEY] = result
+    GenerateResult(prompts, res.texts, res.trace, res.metadata, settings, run_id).keep()
 
 
-def show_result(result: dict, now: Settings | None, engine) -> None:
+def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     st.subheader("Outputs")
-    provenance.show(result["settings"], now, "Generate")
-    views.show_outputs({"prompt": result["prompts"], "output": result["texts"]})
-    if result.get("run_id") is not None:
-        st.caption(f"Kept as run #{result['run_id']} in the run history.")
+    provenance.show(result.settings, now, "Generate")
+    views.show_outputs({"prompt": result.prompts, "output": result.texts})
+    if result.run_id is not None:
+        st.caption(f"Kept as run #{result.run_id} in the run history.")
         st.page_link("sections/history.py", label="Open the run history", icon=":material/history:")
     st.subheader("Trace")
-    trace = result["trace"]
-    made = Schedule.from_dict(result["settings"]["schedule"][1])
+    trace = result.trace
+    made = Schedule.from_dict(result.settings["schedule"][1])
     context = int(trace["prompt_len"].median()) + int(trace["step"].max()) if "prompt_len" in trace else 64
     at_most = (
         views.ceiling(engine.adapter.shapes, made, context) if made.num_layers == engine.num_layers else None
     )
-    views.show_trace(trace, result["metadata"], "gen", labels=result["prompts"], at_most=at_most)
+    views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 
 def main() -> None:
@@ -112,8 +106,8 @@ def main() -> None:
     now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size)) if sampling else None
     if st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None):
         run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now)
-    result = st.session_state.get(RESULT_KEY)
-    if not result:
+    result = GenerateResult.last()
+    if result is None:
         st.info("Choose prompts and press **Generate**.")
         return
     show_result(result, now, engine)

@@ -10,11 +10,10 @@ import streamlit as st
 
 from app.dashboard import figures, history
 from app.dashboard.provenance import line
+from app.dashboard.results import GenerateResult
 from app.dashboard.runstore import RunStore
 from skipcore.errors import UserError
 from skipcore.labels import column_title
-
-GENERATE_RESULT = "generate_result"  # the Generate page's result (app/sections/generate.py)
 
 
 def listing(runs) -> pd.DataFrame:
@@ -39,16 +38,13 @@ def listing(runs) -> pd.DataFrame:
 
 
 def reopen(store: RunStore, run) -> None:
-    """Put a kept run back on the Generate page, with the settings that made it, and go there."""
-    trace, metadata = store.trace(run.id)
-    st.session_state[GENERATE_RESULT] = {
-        "prompts": run.prompts,
-        "texts": run.texts,
-        "trace": trace,
-        "metadata": metadata,
-        "settings": run.settings,
-        "run_id": run.id,
-    }
+    """Put a kept run back on the Generate page, as its result with the settings that made it, and go there."""
+    try:
+        trace, metadata = store.trace(run.id)
+    except UserError as e:
+        st.error(f"Run #{run.id} cannot be reopened: {e}")
+        return
+    GenerateResult(run.prompts, run.texts, trace, metadata, run.settings, run.id).keep()
     st.switch_page("sections/generate.py")
 
 

@@ -11,21 +11,22 @@ from __future__ import annotations
 import io
 import tempfile
 import zipfile
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
 
-from app.dashboard import provenance, state, views
+from app.dashboard import provenance, results, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.models import current_choice
 from app.dashboard.provenance import prompts_setting, setting
+from app.dashboard.results import LensComparison
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS
 from skipcore.errors import UserError
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
 from skipcore.lens.summary import FULL_DEPTH
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
-RESULT_KEY = "lens_result"
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
 
 
@@ -75,20 +76,12 @@ def run(
         st.error(f"The lens failed: {e}")
         return
     bar.progress(1.0, text=f"Read every layer of {what}")
-    st.session_state[RESULT_KEY] = {
-        "prompts": prompts,
-        "label": schedule.describe(),
-        "tokens": tokens,
-        "full": cmp.full,
-        "path": path,
-        "agreement": cmp.agreement,
-        "settings": settings,
-    }
+    LensComparison(prompts, schedule.describe(), tokens, cmp.full, path, cmp.agreement, settings).keep()
 
 
-def show_agreement(result: dict) -> None:
-    a = result["agreement"]
-    path = result["path"]
+def show_agreement(result: LensComparison) -> None:
+    a = result.agreement
+    path = result.path
     s = path.summary
     c = st.columns(4)
     c[0].metric(
@@ -100,21 +93,21 @@ def show_agreement(result: dict) -> None:
     c[1].metric("Decode tokens", f"{a.tokens}")
     c[2].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="of the schedule's path shown below")
     c[3].metric("Mean layers run", f"{s['mean_layers_run']:.1f} of {path.num_layers}")
-    st.plotly_chart(agreement_figure({result["label"]: a}), key="lens_agreement", width="stretch")
+    st.plotly_chart(agreement_figure({result.label: a}), key="lens_agreement", width="stretch")
 
 
-def show_heatmaps(result: dict) -> None:
-    full, path = result["full"], result["path"]
+def show_heatmaps(result: LensComparison) -> None:
+    full, path = result.full, result.path
     c1, c2 = st.columns(2)
     stat = c1.selectbox("Colour by", list(STATS), format_func=lambda k: STATS[k][0], key="lens_stat", **KEEP)
     with c2:
-        sample = views.sample_picker(full.trace, "lens_sample", result["prompts"])
+        sample = views.sample_picker(full.trace, "lens_sample", result.prompts)
     width = max(t[t["sample"] == sample]["step"].max() for t in (full.table, path.table)) + 1
-    on = "full depth's output" if result["tokens"] == FORCED else "its own decode"
+    on = "full depth's output" if result.tokens == FORCED else "its own decode"
     left, right = st.columns(2)
     for col, res, title in (
         (left, full, "Full depth"),
-        (right, path, f"{result['label']}, on {on}"),
+        (right, path, f"{result.label}, on {on}"),
     ):
         fig = lens_heatmap(res.table, sample, stat, title=title)
         fig.update_xaxes(range=[-0.5, width - 0.5])  # the same token columns in both panels
@@ -125,10 +118,10 @@ def show_heatmaps(result: dict) -> None:
     )
 
 
-def show_layers(result: dict) -> None:
+def show_layers(result: LensComparison) -> None:
     summaries = {
-        FULL_DEPTH: layer_summary(result["full"].table),
-        result["label"]: layer_summary(result["path"].table),
+        FULL_DEPTH: layer_summary(result.full.table),
+        result.label: layer_summary(result.path.table),
     }
     st.plotly_chart(layer_summary_figure(summaries, title=""), key="lens_layers", width="stretch")
     with st.expander("Per-layer table"):
@@ -137,16 +130,13 @@ def show_layers(result: dict) -> None:
             st.dataframe(s, hide_index=True, width="stretch")
 
 
-def show_downloads(result: dict) -> None:
-    cache = st.session_state.setdefault("_lens_downloads", {})
-    for name, res in (("full-depth", result["full"]), ("schedule", result["path"])):
+def show_downloads(result: LensComparison) -> None:
+    for name, res in (("full-depth", result.full), ("schedule", result.path)):
         run_id = res.metadata["run_id"]
         cols = st.columns(len(DOWNLOAD_FORMATS))
         for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
-            key = (run_id, fmt)
-            if key not in cache:
-                cache[key] = lens_download(res.table, res.metadata, fmt, stem=f"lens-{name}-{run_id}")
-            data, file_name, mime = cache[key]
+            make = partial(lens_download, res.table, res.metadata, fmt, f"lens-{name}-{run_id}")
+            data, file_name, mime = results.download(f"lens_{name}", run_id, fmt, make)
             col.download_button(
                 f"{name}: {label}",
                 data,
@@ -156,9 +146,6 @@ def show_downloads(result: dict) -> None:
                 on_click="ignore",
                 width="stretch",
             )
-    keep = {(r.metadata["run_id"], f) for r in (result["full"], result["path"]) for f in DOWNLOAD_FORMATS}
-    for stale in [k for k in cache if k not in keep]:
-        del cache[stale]
 
 
 def main() -> None:
@@ -179,20 +166,20 @@ def main() -> None:
     now = settings_now(schedule, prompts, int(max_new), int(batch_size), tokens)
     if st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts):
         run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now)
-    result = st.session_state.get(RESULT_KEY)
-    if not result:
+    result = LensComparison.last()
+    if result is None:
         st.info("Choose prompts and press **Run the lens**.")
         return
-    provenance.show(result["settings"], now, "Run the lens")
+    provenance.show(result.settings, now, "Run the lens")
     show_agreement(result)
     st.subheader("Token by layer")
     show_heatmaps(result)
     st.subheader("Per layer")
     show_layers(result)
     st.subheader("Outputs")
-    texts = {"prompt": result["prompts"], FULL_DEPTH: result["full"].texts}
-    if result["tokens"] == OWN:  # teacher-forced, the schedule's path was fed full depth's text
-        texts[result["label"]] = result["path"].texts
+    texts = {"prompt": result.prompts, FULL_DEPTH: result.full.texts}
+    if result.tokens == OWN:  # teacher-forced, the schedule's path was fed full depth's text
+        texts[result.label] = result.path.texts
     st.table(texts)  # wrapped, never cut off
     st.subheader("Downloads")
     show_downloads(result)

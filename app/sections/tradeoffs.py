@@ -18,14 +18,18 @@ from app.dashboard.address import KEEP
 from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
+from app.dashboard.policy_inputs import axis_values, chosen
 from app.dashboard.provenance import setting
+from app.dashboard.results import SweepResult
 from app.dashboard.tracefiles import read_uploaded_table
 from app.dashboard.trained import generation_defaults
 from skipcore import plots
 from skipcore.errors import UserError
-from skipcore.labels import column_title, setting_label
+from skipcore.labels import column_title, setting_label, sweep_policies
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
+from skipcore.policies import POLICY_CLASSES
+from skipcore.policies.params import params_of, summary
 
 PROGRESS_COLUMNS = {
     column_title("bleu"): st.column_config.NumberColumn(format="%.1f"),
@@ -33,9 +37,10 @@ PROGRESS_COLUMNS = {
     column_title("wall_speedup_decode"): st.column_config.NumberColumn(format="%.2fx"),
 }
 SHIPPED, UPLOAD, RUN = "Shipped sweep", "Upload a sweep file", "Run a small sweep here"
-RESULT_KEY = "tradeoff_sweep"
 NONE = "(none)"
 FRONT_ALL, FRONT_STATIC = "every setting", "static schedules"
+SWEPT = ("calm", "adaptive", "speculative")  # the policies a small sweep here may run beside the schedules
+# a point's tooltip: its setting, each policy's swept parameters, what speculation yielded
 TIPS = (
     "policy",
     "mode",
@@ -43,13 +48,8 @@ TIPS = (
     "target_speedup",
     "max_layers",
     "min_layers",
-    "calm_threshold",
-    "adaptive_threshold",
-    "adaptive_drop",
-    "adaptive_min_layers",
-    "draft_tokens",
+    *(p.column for cls in sweep_policies().values() for p in params_of(cls) if p.sweep == "axis"),
     "draft_target",
-    "assistant_exit",
     "tokens_per_full_pass",
     "draft_acceptance",
 )
@@ -109,29 +109,27 @@ def small_sweep() -> pd.DataFrame | None:
     choice = current_choice()
     engine = get_engine(choice)
     if engine is None:
-        return (st.session_state.get(RESULT_KEY) or {}).get("table")
+        kept = SweepResult.last()
+        return kept.table if kept is not None else None
     L = engine.num_layers
-    c1, c2, c3 = st.columns(3)
+    c1, c2 = st.columns(2)
     targets = c1.multiselect(
         "Target layer speedups", [1.5, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0], key="to_targets", **KEEP
     )
     modes = c2.multiselect(
         "Static modes", ["skip", "exit", "middle"], ["skip", "exit"], key="to_modes", **KEEP
     )
-    thresholds = c3.multiselect("CALM thresholds", [0.5, 0.7, 0.8, 0.9, 0.95], [], key="to_calm", **KEEP)
-    a1, a2, a3 = st.columns(3)
-    adaptive = a1.multiselect(
-        "Adaptive thresholds (lowest top probability)", [0.1, 0.3, 0.5, 0.7], [], key="to_adaptive", **KEEP
-    )
-    drop = a2.number_input(
-        "Adaptive drop (layers per confident step)", 1, L, 2, key="to_adaptive_drop", **KEEP
-    )
-    floor = a3.number_input("Adaptive floor (layers)", 1, L, min(3, L), key="to_adaptive_min", **KEEP)
-    s1, s2 = st.columns([1, 2])
-    drafts = s1.multiselect("Speculative draft tokens", [2, 4, 8], [], key="to_draft_tokens", **KEEP)
-    if drafts:
+    values: dict[str, tuple] = {}
+    running: list[str] = []
+    for name in SWEPT:
+        cls = POLICY_CLASSES[name]
+        st.caption(f"**{cls.title}**: {summary(cls)}")
+        picked = axis_values(st, cls, L, "to")
+        values.update(picked)
+        running += [name] if chosen(cls, picked) else []
+    if "speculative" in running:
         draft = f"linear {modes[0] if modes else 'skip'} x{targets[0]:g}" if targets else None
-        s2.caption(
+        st.caption(
             f"Speculative SkipDecode drafts with the first target's schedule ({draft}) and verifies every token "
             "at full depth: quality as full depth's, layer and FLOPs speedups below 1x by construction."
             if draft
@@ -146,11 +144,8 @@ def small_sweep() -> pd.DataFrame | None:
     settings = SweepSettings(
         targets=tuple(targets),
         modes=tuple(modes),
-        calm_thresholds=tuple(thresholds),
-        adaptive_thresholds=tuple(adaptive),
-        adaptive_drop=int(drop),
-        adaptive_min_layers=int(floor),
-        draft_tokens=tuple(int(k) for k in drafts),
+        policies=tuple(running),
+        policy_values=values,
         num_examples=int(examples),
         max_new_tokens=int(max_new),
         batch_size=int(batch),
@@ -158,17 +153,15 @@ def small_sweep() -> pd.DataFrame | None:
         decay_span=generation_defaults(choice).get("decay_span"),  # as the model was trained, if it says
     )
     st.caption(
-        f"{settings.num_runs()} settings through `skipcore.evaluate`, scored on the first {settings.num_examples} "
+        f"{settings.num_runs(choice.source)} settings through `skipcore.evaluate`, scored on the first {settings.num_examples} "
         f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
         "warm-up (median of the paired ratios, with its 95% interval)."
     )
     now = {
         "model": setting(choice.shown(), choice.source),
-        "sweep": setting(settings_words(settings), asdict(settings)),
+        "sweep": setting(settings.words(), asdict(settings)),
     }
-    if st.button(
-        "Run sweep", type="primary", key="to_run", disabled=not (modes or thresholds or adaptive or drafts)
-    ):
+    if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or running)):
         bar, table = st.progress(0.0, text="Starting…"), st.empty()
 
         def progress(status: pd.DataFrame) -> None:
@@ -180,17 +173,17 @@ def small_sweep() -> pd.DataFrame | None:
 
         try:
             df = run_small_sweep(engine, choice.source, settings, progress)
-            st.session_state[RESULT_KEY] = {"table": df, "settings": now}
+            SweepResult(df, now).keep()
         except UserError as e:
             st.error(f"The sweep failed: {e}")
         else:
             table.empty()  # every setting is done: the charts and tables below say the rest
-    stored = st.session_state.get(RESULT_KEY)
-    if not stored:
+    stored = SweepResult.last()
+    if stored is None:
         return None
-    provenance.show(stored["settings"], now, "Run sweep")
+    provenance.show(stored.settings, now, "Run sweep")
     c1, c2 = st.columns(2)
-    table = stored["table"]
+    table = stored.table
     c1.download_button(
         "Download this sweep (CSV)",
         table.to_csv(index=False),
@@ -208,27 +201,6 @@ def small_sweep() -> pd.DataFrame | None:
         on_click="ignore",
     )
     return table
-
-
-def settings_words(s) -> str:
-    """A small sweep's settings in a line (its result says them)."""
-    parts = [
-        f"targets {', '.join(f'{t:g}x' for t in s.targets) or 'none'}",
-        f"modes {', '.join(s.modes) or 'none'}",
-        *([f"CALM {', '.join(f'{t:g}' for t in s.calm_thresholds)}"] if s.calm_thresholds else []),
-        *(
-            [
-                f"adaptive {', '.join(f'{t:g}' for t in s.adaptive_thresholds)} (drop {s.adaptive_drop}, floor {s.adaptive_min_layers})"
-            ]
-            if s.adaptive_thresholds
-            else []
-        ),
-        *([f"speculative k={', '.join(map(str, s.draft_tokens))}"] if s.draft_tokens else []),
-        f"{s.num_examples} examples",
-        f"{s.max_new_tokens} tokens",
-        f"batch {s.batch_size}",
-    ]
-    return ", ".join(parts)
 
 
 def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str:

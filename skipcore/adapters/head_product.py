@@ -1,15 +1,15 @@
 """The LM head's product on the CPU, over blocks of the vocabulary: the same logits, bit for bit, sooner.
 
-A decode step multiplies a few rows (the batch; a speculative pass's k + 1 columns per row; the lens's read-outs)
-by the head, the largest matrix a small model has (SmolLM2-135M's is 113 MB). With more than one row torch's
-float32 CPU kernel (MKL) reads a vocabulary-sized weight more slowly than a few-MB one (on this 2-core AMD VM 4-6
-GB/s against 5-8, and 9-12 with one row), so the product runs over blocks of `BLOCK_ROWS` vocabulary rows instead:
-1.3-1.5x faster on SmolLM2's head at 2-8 rows (`python scripts/cpu_matmul_bandwidth.py --kernels linear,blocked`).
-Each logit is still one dot product over the hidden size summed in the same order, so the logits are the one
-product's bit for bit (tests/test_head_product.py checks it wherever the tests run). A block of a few rows would
-not be: MKL takes another path for a sliver of output features, so the remainder joins the last block instead of
-making its own. One row takes the kernel's matrix-vector path, which gains nothing here; a GPU, another dtype or a
-product that keeps gradients runs the plain module.
+A decode step multiplies a few rows (the batch; a speculative pass's k + 1 columns per row; the lens's
+read-outs) by the head, the largest matrix a small model has (SmolLM2-135M's is 113 MB). With more than one
+row torch's float32 CPU kernel (MKL) reads a vocabulary-sized weight more slowly than a few-MB one, so the
+product runs over blocks of `BLOCK_ROWS` vocabulary rows instead (the rates: docs/results.md; `python
+scripts/cpu_matmul_bandwidth.py --kernels linear,blocked` measures them). Each logit is still one dot product
+over the hidden size summed in the same order, so the logits are the one product's bit for bit
+(tests/test_head_product.py checks it wherever the tests run). A block of a few rows would not be: MKL takes
+another path for a sliver of output features, so the remainder joins the last block instead of making its own.
+One row takes the kernel's matrix-vector path, which gains nothing here; a GPU, another dtype or a product
+that keeps gradients runs the plain module.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-BLOCK_ROWS = 1024  # 2.4 MB of SmolLM2's float32 head: fast at 2-8 rows on this machine (the script above)
+BLOCK_ROWS = 1024  # vocabulary rows per block: 2.4 MB of SmolLM2's float32 head, a few MB like a layer
 
 
 def blocked(head: nn.Module, hidden: torch.Tensor) -> bool:

@@ -5,8 +5,9 @@ subcommand's module registers itself with `add_parser(subparsers)`; this module 
 user's mistake (UserError) into one clear line and a non-zero exit, never a traceback.
 
 The modules, one idea each: one per subcommand (`generate`, `lens`, `train`, `sweep`, `bench`, `data`: its flags
-and its run), `train_resolve` (train's flags resolved into a run before any training), `common` (the flag kits
-several subcommands share, each option declared once), `policy_args` (`--policy` and each policy's own flags).
+and its run), `common` (the flag kits several subcommands share, each option declared once), `decoding`
+(the decoding flags to an engine, prompts, a schedule and a policy, whose flags each policy's parameters give),
+`executor_args` (where a sweep's grid runs).
 """
 
 from __future__ import annotations

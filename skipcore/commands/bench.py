@@ -9,9 +9,8 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from skipcore.commands.common import check_output_path
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, file_digest
+from skipcore.files import atomic_write, check_companion, check_output_path, file_digest
 
 
 def add_parser(sub) -> None:

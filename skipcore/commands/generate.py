@@ -11,14 +11,10 @@ from skipcore.commands.common import (
     add_prompt_args,
     add_schedule_args,
     add_threads_arg,
-    apply_generation_defaults,
-    apply_threads,
-    check_generation_request,
-    check_output_path,
-    read_prompts,
 )
-from skipcore.commands.policy_args import add_policy_args, policy_from_args
+from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
 from skipcore.errors import UserError
+from skipcore.files import check_output_path
 
 
 # -- generate -----------------------------------------------------------------------------------------------
@@ -79,30 +75,17 @@ def summary_line(label: str, s: dict) -> str:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling
-    from skipcore.models.loading import load_model
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
     apply_generation_defaults(args)
-    if args.max_new_tokens < 1:
-        raise UserError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    if args.speedup_over < 2:
-        raise UserError(
-            f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
-        )
-    apply_threads(args.threads)
     if args.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {args.timing_repeats}")
     trace_path = check_output_path(args.trace, args.overwrite, (*FORMATS, *ZIPPED_FORMATS))
     if trace_path is not None:
         check_trace_path(trace_path, args.overwrite)  # and a sidecar of that name that is not ours
-    prompts = read_prompts(args)
+    engine, prompts, policy = engine_prompts_policy(args)
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
-    model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
-    engine = SkipEngine(model, tokenizer, model_name=args.model)
-    check_generation_request(engine, prompts, args)
-    policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     result = engine.generate(prompts, policy, args.max_new_tokens, sampling, args.batch_size)
     for text in result.texts:
         print(text.replace("\n", " ").strip())

@@ -11,13 +11,10 @@ from skipcore.commands.common import (
     add_prompt_args,
     add_schedule_args,
     add_threads_arg,
-    apply_generation_defaults,
-    apply_threads,
-    check_output_path,
-    read_prompts,
 )
-from skipcore.commands.policy_args import add_policy_args, policy_from_args
+from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
 from skipcore.errors import UserError
+from skipcore.files import check_output_path
 
 
 def add_parser(sub) -> None:
@@ -62,30 +59,17 @@ def add_parser(sub) -> None:
 
 
 def run_lens(args: argparse.Namespace) -> int:
-    from skipcore.decode.engine import SkipEngine
     from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
     from skipcore.lens.files import check_lens_path
-    from skipcore.models.loading import load_model
     from skipcore.traces.files import FORMATS
 
-    apply_generation_defaults(args)
-    if args.max_new_tokens < 1:
-        raise UserError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    if args.speedup_over < 2:
-        raise UserError(
-            f"--speedup-over must be >= 2 (the first token is the prefill), got {args.speedup_over}"
-        )
     if args.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
-    apply_threads(args.threads)
+    apply_generation_defaults(args)
     out_path = check_output_path(args.out, args.overwrite, FORMATS)
     if out_path is not None:
         check_lens_path(out_path, args.overwrite)  # and a sidecar of that name that is not ours
-    prompts = read_prompts(args)
-    model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
-    engine = SkipEngine(model, tokenizer, model_name=args.model)
-    policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
-    engine.check_request(prompts, args.max_new_tokens, args.batch_size)
+    engine, prompts, policy = engine_prompts_policy(args)
     full_depth = policy.describe().get("mode") == "full"
     common = dict(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, top_k=args.top_k)
     agreement = None

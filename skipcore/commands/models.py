@@ -25,17 +25,17 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from skipcore.models.catalog import REAL_MODELS, every_model, require_installed
-    from skipcore.models.gguf import model_folder
+    from skipcore.models.catalog import REAL_MODELS, every_model
+    from skipcore.models.reference import resolve_model
 
     if args.prepare:
         unknown = [n for n in args.prepare if n not in REAL_MODELS]
         if unknown:
             raise UserError(f"unknown real model {unknown[0]!r}; known: {', '.join(REAL_MODELS)}")
-        for name in args.prepare:  # every name checked before the first conversion
-            require_installed(name)
-        for name in args.prepare:
-            print(f"{name}: {model_folder(REAL_MODELS[name])}", file=sys.stderr)
+        # every name checked before the first conversion
+        refs = [resolve_model(name) for name in args.prepare]
+        for ref in refs:
+            print(f"{ref.name}: {ref.convert()}", file=sys.stderr)
     rows = [_row(e) for e in every_model()]
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
     for r in [HEADER, *rows]:
@@ -52,26 +52,25 @@ HEADER = ("name", "kind", "layers x hidden", "vocab", "head share", "ceiling", "
 
 
 def _row(entry) -> tuple[str, ...]:
+    """One model's line: its sizes from its config (a GGUF model's from its file's header: listing converts
+    nothing), or "-" where it is not installed or cannot be read."""
     from skipcore.adapters import shapes_from_config
     from skipcore.measure.costs import head_ceiling, head_share
-    from skipcore.models.catalog import REAL_MODELS
-    from skipcore.models.gguf import cached_folder_for_model, is_complete
+    from skipcore.models.loading import load_config
+    from skipcore.models.reference import resolve_model
 
     size = vocab = share = ceiling = "-"
-    folder = entry.where if entry.kind == "shipped" else None
     status = entry.status if entry.kind == "shipped" else f"{entry.status}: {entry.where}"
-    if entry.kind == "real" and entry.usable:
-        cached = cached_folder_for_model(REAL_MODELS[entry.name])
-        folder = str(cached) if is_complete(cached) else None
-        status += ", converted" if folder else " (converted to safetensors on first use)"
-    if folder is not None:
-        from skipcore.models.loading import load_config
-
-        try:
-            s = shapes_from_config(load_config(folder))
-        except UserError:
-            status += " (unreadable)"
-        else:
-            size, vocab = f"{s.num_layers} x {s.hidden_size}", f"{s.vocab_size:,}"
-            share, ceiling = f"{head_share(s):.0%}", f"{head_ceiling(s):.2f}x"
+    if not entry.usable:
+        return (entry.name, entry.kind, size, vocab, share, ceiling, entry.licence, status)
+    try:
+        ref = resolve_model(entry.name)
+        if entry.kind == "real":
+            status += " (converted to safetensors on first use)" if ref.needs_conversion else ", converted"
+        s = shapes_from_config(load_config(ref))
+    except UserError:
+        status += " (unreadable)"
+    else:
+        size, vocab = f"{s.num_layers} x {s.hidden_size}", f"{s.vocab_size:,}"
+        share, ceiling = f"{head_share(s):.0%}", f"{head_ceiling(s):.2f}x"
     return (entry.name, entry.kind, size, vocab, share, ceiling, entry.licence, status)

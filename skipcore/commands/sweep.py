@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -14,20 +14,19 @@ from skipcore.commands.common import (
     DEFAULT_DATASET,
     add_length_args,
     add_model_args,
+    add_param_flag,
     add_threads_arg,
     comma_list,
     dataset_split,
 )
+from skipcore.commands.executor_args import add_executor_args, executor_from_args
 from skipcore.errors import UserError
-from skipcore.evaluate.executors import GridIncomplete, InProcessExecutor
-from skipcore.evaluate.ray_executor import RayExecutor
+from skipcore.evaluate.executors import GridIncomplete
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import SweepConfig
-from skipcore.policies import SIGNALS
+from skipcore.policies.params import params_of, summary
 
 DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}  # every default is declared once, in SweepConfig
-RAY_DEFAULTS = {f.name: f.default for f in fields(RayExecutor)}  # and the Ray executor's, in RayExecutor
-RAY_FLAGS = {name: "--ray-" + name.replace("_", "-") for name in RAY_DEFAULTS}  # --ray-address, ...
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
@@ -81,48 +80,7 @@ def add_parser(sub) -> None:
         "SkipDecode), transformers (transformers' own generate(), plain and with assistant_early_exit, batch size "
         "1 only; Llama-family models)",
     )
-    c = p.add_argument_group("CALM-DEC")
-    _add_list(c, "--calm-thresholds", float, "confidence thresholds, one row each")
-    c.add_argument(
-        "--calm-measure",
-        default=DEFAULTS["calm_measure"],
-        choices=["softmax", "top2"],
-        help="softmax: top probability; top2: top minus second (default: softmax)",
-    )
-    c.add_argument(
-        "--calm-min-layers",
-        type=int,
-        default=DEFAULTS["calm_min_layers"],
-        help="layers that always run before a token may exit (default: 1)",
-    )
-    a = p.add_argument_group(
-        "adaptive SkipDecode",
-        "One budget for the whole batch, starting at --max-layers (default: all) and dropping by a drop after "
-        "each step whose least confident running row is confident enough, never below a floor; skip mode with "
-        "the first --warmup. One row per threshold x drop x floor.",
-    )
-    _add_list(
-        a, "--adaptive-thresholds", float, "confidence thresholds (lowest top probability over running rows)"
-    )
-    _add_list(a, "--adaptive-drops", int, "layers dropped per confident step")
-    _add_list(a, "--adaptive-min-layers", int, "floors the budget never goes below")
-    a.add_argument(
-        "--adaptive-signal",
-        default=DEFAULTS["adaptive_signal"],
-        choices=SIGNALS,
-        help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats "
-        "(default: %(default)s)",
-    )
-    sp = p.add_argument_group(
-        "speculative SkipDecode and transformers' early-exit assistant",
-        "Speculative: each row drafts k tokens with the skip path of a schedule (the first --shapes, --modes and "
-        "--warmup at a target speedup), one full-depth pass verifies them; lossless. One row per draft target x "
-        "k. transformers: generate() alone, and generate(assistant_early_exit=n) drafting k tokens per round "
-        "(no confidence stop), one row per n x k, at batch size 1.",
-    )
-    _add_list(sp, "--speculative-targets", float, "draft schedules' target speedups")
-    _add_list(sp, "--draft-tokens", int, "tokens drafted per round")
-    _add_list(sp, "--assistant-exits", int, "transformers: layers of the early-exit draft")
+    add_policy_grid_args(p)
     r = p.add_argument_group("decoding")
     add_length_args(r, default_new_tokens=64)
     r.add_argument(
@@ -171,127 +129,63 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_cli)
 
 
-def add_executor_args(p: argparse.ArgumentParser) -> None:
-    x = p.add_argument_group(
-        "executor",
-        "Where the grid runs. in-process: this process, one setting after another. ray: Ray tasks, one per model "
-        "and batch size (its settings and their paired full-depth timing stay on one device; with --repeats 0, "
-        "one per setting), on a Ray cluster or a private instance on this machine; rows come back here and are "
-        "written to --out as they finish, and a rerun skips them wherever they were made. Needs "
-        "`pip install 'skipcore[ray]'`; docs/ray.md says how to run on a cluster.",
-    )
-    x.add_argument(
-        "--executor", choices=["in-process", "ray"], default="in-process", help="(default: %(default)s)"
-    )
-    x.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help="the Ray cluster to run on, as `ray start --head` prints it (HOST:6379) or `auto` for one started on "
-        "this machine (default: $RAY_ADDRESS, else a private instance on this machine with all its CPUs and GPUs)",
-    )
-    x.add_argument(
-        "--ray-cpus-per-task",
-        metavar="N",
-        type=float,
-        help=f"CPUs each task asks for; its torch threads unless --threads is given "
-        f"(default: {RAY_DEFAULTS['cpus_per_task']:g})",
-    )
-    x.add_argument(
-        "--ray-gpus-per-task",
-        metavar="N",
-        type=float,
-        help=f"GPUs each task asks for, fractions allowed (default: {RAY_DEFAULTS['gpus_per_task']:g})",
-    )
-    x.add_argument(
-        "--ray-max-retries",
-        metavar="N",
-        type=int,
-        help="times Ray reruns a task that raised or whose worker died, before its settings are reported as "
-        f"failed and the rest of the grid goes on (default: {RAY_DEFAULTS['max_retries']})",
-    )
+def add_policy_grid_args(p: argparse.ArgumentParser, policies: Mapping[str, type] | None = None) -> None:
+    """Each policy's parameters as grid flags, one group per policy (`skipcore.policies.params`): an axis is a
+    comma-separated list with one row per value (`--calm-thresholds`), another parameter one value for the sweep
+    (`--calm-measure`). A parameter two entries share (`--draft-tokens`) is one flag."""
+    from skipcore.labels import sweep_policies
 
-
-def executor_from_args(args: argparse.Namespace) -> InProcessExecutor | RayExecutor:
-    """The executor the flags name; a Ray flag without `--executor ray` is refused (it would do nothing)."""
-    given = {k: getattr(args, f"ray_{k}") for k in RAY_FLAGS}
-    given = {k: v for k, v in given.items() if v is not None}
-    if args.executor == "ray":
-        return RayExecutor(**given)
-    if given:
-        raise UserError(f"{RAY_FLAGS[next(iter(given))]} applies to --executor ray only")
-    return InProcessExecutor()
-
-
-def _check_choices(values: Sequence[str], allowed: Sequence[str], flag: str) -> None:
-    for v in values:
-        if v not in allowed:
-            raise UserError(f"{flag}: unknown value {v!r}; choose from {', '.join(allowed)}")
+    policies = sweep_policies() if policies is None else policies
+    declared: set[str] = set()
+    groups = {}
+    for cls in policies.values():
+        for param in params_of(cls):
+            if param.sweep is None or param.column in declared:
+                continue
+            if cls.name not in groups:
+                groups[cls.name] = p.add_argument_group(cls.title, summary(cls))
+            values = param.sweep_values if param.sweep == "axis" else None
+            flag = param.sweep_flag if param.sweep == "axis" else param.flag
+            add_param_flag(groups[cls.name], param, flag, param.help, values)
+            declared.add(param.column)
+    if "speculative" in groups:  # its draft schedules are an axis of the grid's schedules, not of the policy
+        _add_list(
+            groups["speculative"], "--speculative-targets", float,
+            "draft schedules' target speedups (a schedule of the first --shapes, --modes and --warmup each)",
+        )  # fmt: skip
+    p.set_defaults(sweep_policies=policies)
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    from skipcore.evaluate.grid import POLICY_GRID
-    from skipcore.policies import AdaptivePolicy, CalmPolicy
-    from skipcore.schedule import MODES
+    """The flags as a SweepConfig: each field from the flag of its name, the grid's parameters by column."""
+    from skipcore.evaluate.settings import sweep_params
 
-    _check_choices(args.shapes, ("linear", "power", "step", "constant"), "--shapes")
-    _check_choices(args.modes, MODES, "--modes")
-    _check_choices(args.policies, tuple(POLICY_GRID), "--policies")
-    if any(t < 1 for t in args.targets):
-        raise UserError("--targets must all be >= 1")
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be >= 1, got {args.limit}")
-    for th in args.calm_thresholds:
-        CalmPolicy(th, args.calm_measure, args.calm_min_layers)  # validates
-    if any(m < 1 for m in args.adaptive_min_layers):
-        raise UserError("--adaptive-min-layers must all be >= 1")
-    for th in args.adaptive_thresholds:  # validates; the model's depth is checked once it is loaded
-        for d in args.adaptive_drops:
-            AdaptivePolicy(1, threshold=th, drop=d, signal=args.adaptive_signal)
-    if any(t < 1 for t in args.speculative_targets):
-        raise UserError("--speculative-targets must all be >= 1")
-    if any(k < 1 for k in args.draft_tokens):
-        raise UserError("--draft-tokens must all be >= 1")
-    if any(n < 1 for n in args.assistant_exits):
-        raise UserError("--assistant-exits must all be >= 1")
+    given = {name: getattr(args, name) for name in DEFAULTS if hasattr(args, name)}
     norm = _norm_model
-    return SweepConfig(
+    given.update(
         model=norm(args.model),
         baseline_model=norm(args.baseline_model) if args.baseline_model else None,
         dataset=norm(args.dataset),
         out=Path(args.out),
         split=dataset_split(args.dataset, args.split, DEFAULTS["split"]),
-        limit=args.limit,
-        targets=args.targets,
-        shapes=args.shapes,
-        modes=args.modes,
         warmups=args.warmup,
-        batch_sizes=args.batch_sizes,
-        policies=args.policies,
-        calm_thresholds=args.calm_thresholds,
-        calm_measure=args.calm_measure,
-        calm_min_layers=args.calm_min_layers,
-        adaptive_thresholds=args.adaptive_thresholds,
-        adaptive_drops=args.adaptive_drops,
-        adaptive_min_layers=args.adaptive_min_layers,
-        adaptive_signal=args.adaptive_signal,
-        speculative_targets=args.speculative_targets,
-        draft_tokens=args.draft_tokens,
-        assistant_exits=args.assistant_exits,
-        max_new_tokens=args.max_new_tokens,
-        decay_span=args.decay_span,
-        speedup_over=args.speedup_over,
-        max_layers=args.max_layers,
+        policy_values={c: _as_tuple(getattr(args, p.sweep_dest)) for c, p in sweep_params().items()},
         traces_dir=Path(args.traces_dir) if args.traces_dir else None,
-        device=args.device,
-        dtype=args.dtype,
-        attn=args.attn,
-        threads=args.threads,
-        repeats=args.repeats,
-        timing_limit=args.timing_limit,
-        trust_remote_code=args.trust_remote_code,
-        overwrite=args.overwrite,
         progress=not args.no_progress,
     )
+    return SweepConfig(**given)
+
+
+def grid_flag_names() -> dict[str, str]:
+    """{a grid parameter's column: its sweep flag}, and the run-wide settings a grid's check may name."""
+    from skipcore.evaluate.settings import sweep_params
+
+    flags = {c: p.sweep_flag if p.sweep == "axis" else p.flag for c, p in sweep_params().items()}
+    return {**flags, "max_layers": "--max-layers"}
+
+
+def _as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
 
 
 def _norm_model(name: str) -> str:
@@ -299,45 +193,15 @@ def _norm_model(name: str) -> str:
     return os.path.normpath(name) if Path(name).exists() else name
 
 
-LOSSLESS = (
-    "speculative",
-    "transformers",
-)  # policies whose output must be full depth's: the line says if it is
-
-
 def report_row(setting, row: dict, progress: bool) -> None:
-    """One stderr line per finished setting when there is no progress bar; a flagged timing always."""
-    if not progress:
-        kind = "decode" if row.get("wall_speedup_decode") == row.get("wall_speedup_decode") else "total"
-        measured = (
-            f"measured {kind} {row[f'wall_speedup_{kind}']:.2f}x "
-            f"[{row[f'wall_speedup_{kind}_lo']:.2f}, {row[f'wall_speedup_{kind}_hi']:.2f}]"
-            if row.get("timing_runs")
-            else "timing not measured (--repeats 0)"
-        )
-        drafts = row.get("tokens_per_full_pass", float("nan"))
-        yields = f", {drafts:.2f} tokens per full-depth pass" if drafts == drafts else ""
-        if setting.policy in LOSSLESS:
-            same = row.get("same_as_full_depth", float("nan"))
-            yields += f", output = full depth's for {same:.0%} of prompts" if same == same else ""
-        print(
-            f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row.get('layer_speedup', float('nan')):.2f}x "
-            f"(batch {row.get('batch_layer_speedup', float('nan')):.2f}x){yields}, {measured}",
-            file=sys.stderr,
-            flush=True,
-        )
-    if row.get("timing_flag"):
-        print(f"warning: {setting.label()}: {row['timing_flag']}", file=sys.stderr, flush=True)
-    same = row.get("same_as_full_depth", 1.0)
-    if (
-        setting.policy in LOSSLESS and same < 1
-    ):  # said whatever the progress display: a lossless promise broken
-        print(
-            f"warning: {setting.label()}: output differs from full depth's for {1 - same:.0%} of prompts "
-            "(floating-point differences between batch shapes can flip a near-tie)",
-            file=sys.stderr,
-            flush=True,
-        )
+    """One stderr line per finished setting when there is no progress bar; a warning always."""
+    from skipcore.evaluate.quality import row_line, row_warnings
+
+    lines = ([] if progress else [row_line(setting, row)]) + [
+        f"warning: {w}" for w in row_warnings(setting, row)
+    ]
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
 
 
 def report_failure(failure) -> None:
@@ -347,13 +211,18 @@ def report_failure(failure) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    cfg = config_from_args(args)
+    try:
+        cfg = config_from_args(args)
+    except UserError as e:
+        raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
     executor = executor_from_args(args)
     incomplete = None
     try:
         df = run_sweep(cfg, lambda s, row, _: report_row(s, row, cfg.progress), executor, report_failure)
     except GridIncomplete as e:
         df, incomplete = e.frame, e
+    except UserError as e:  # a grid parameter named by its sweep flag
+        raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
     if len(df):
         from skipcore.evaluate.quality import quality_tables
 

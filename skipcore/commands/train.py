@@ -3,37 +3,19 @@
 Runs unchanged on one process or several: `accelerate launch --multi_gpu --num_processes N -m skipcore
 train ...` (add `--device cpu` for data parallelism over CPU processes: accelerate's own `--cpu` launcher
 starts a single process), or `torchrun --nproc_per_node N -m skipcore train ...`.
-The work lives in `skipcore.training`; this module declares the flags and runs the command, with the flags
-resolved into a run by `skipcore.commands.train_resolve`. Its imports stay light, because the CLI imports it to
-build its parser.
+This module declares the flags, turns them into `skipcore.training.settings.TrainSettings` (each flag's `dest`
+is a setting's name) and makes one call, `skipcore.training.train.train`. Its imports stay light, because the
+CLI imports it to build its parser.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-from skipcore.commands.common import comma_list
-from skipcore.commands.train_resolve import (
-    adopt_recorded_args,
-    check_checkpoint_dir,
-    check_data_args,
-    check_out_dir,
-    json_args,
-    lora_spec,
-    make_accelerator,
-    max_positions,
-    num_layers_of,
-    one_writer,
-    plan_from_args,
-    resolve_resume,
-    starting_model,
-    training_data,
-    warn_changes,
-)
+from skipcore.commands.common import SCHEDULE_FLAGS, comma_list
 from skipcore.errors import UserError
 from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
+from skipcore.training.settings import TrainSettings
 
 DESCRIPTION = """\
 Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
@@ -209,173 +191,18 @@ def add_parser(sub) -> None:
 
 # -- the command --------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
-    """Train as the flags say; CPU threads are set for the run only and restored afterwards.
+    """Train as the flags say; a resume takes every flag not typed now from the run it continues. A refusal
+    names the flag of each setting it is about."""
+    from skipcore.training.train import train
 
-    Denormal floats are flushed to zero during the run: small models on the CPU otherwise meet tiny
-    gradients and Adam moments that make every step many times slower, for no difference in the result.
-    """
-    import torch
-
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads must be >= 1, got {args.threads}")
-    before = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)
+    settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
     try:
-        return _run(args)
-    finally:
-        torch.set_num_threads(before)
-        torch.set_flush_denormal(False)
+        train(settings, given=getattr(args, "given", None))
+    except UserError as e:
+        raise UserError(e.said_as(FLAGS), field=e.fields) from e
+    return 0
 
 
-def _run(args: argparse.Namespace) -> int:
-    """Everything is checked before anything is written: the flags (a resume first takes its run's own), the data,
-    the starting model and the schedule plan; --out is locked for the run (one writer) and made only then."""
-    from accelerate.utils import set_seed
-
-    from skipcore.models.generation_defaults import read_settings, typical_output_tokens
-    from skipcore.training.batching import data_stats, tokenize_pairs
-    from skipcore.training.loop import Hyper, Run, environment, step_plan, total_steps, train_loop
-    from skipcore.training.models import count_parameters
-
-    resume_dir = resolve_resume(args.resume) if args.resume else None
-    taken = adopt_recorded_args(args, resume_dir) if resume_dir is not None else []
-    starts = [f for f, v in (("--model", args.model), ("--init-config", args.init_config)) if v]
-    if args.resume is None and len(starts) != 1:
-        raise UserError("give exactly one of --model DIR, --init-config FAMILY (or --resume CHECKPOINT)")
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be >= 1, got {args.limit}")
-    if args.max_length is not None and args.max_length < 2:
-        raise UserError(
-            f"--max-length must be >= 2 (a prompt token and a target token), got {args.max_length}"
-        )
-    split = check_data_args(args)
-    lora = lora_spec(args)
-    hyper = Hyper(
-        batch_size=args.batch_size,
-        steps=args.steps,
-        epochs=args.epochs,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        warmup_ratio=args.warmup_ratio,
-        lr_scheduler=args.lr_scheduler,
-        max_grad_norm=args.max_grad_norm,
-        seed=args.seed,
-        group_by_length=args.group_by_length,
-        log_every=args.log_every,
-        eval_every=args.eval_every,
-        save_every=args.save_every,
-        keep_checkpoints=args.keep_checkpoints,
-        save_dtype=args.save_dtype,
-        progress=not args.no_progress,
-    )
-    out = Path(args.out)
-    ckpt_root = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
-    acc = make_accelerator(args)
-    if taken and acc.is_main_process:
-        shown = ", ".join(taken[:8]) + (f" and {len(taken) - 8} more" if len(taken) > 8 else "")
-        print(
-            f"note: resuming {resume_dir} with its run's own {shown} (flags given now override them)",
-            file=sys.stderr,
-        )
-    with one_writer(acc, out):
-        check_out_dir(out, args.overwrite, resume_dir)
-        check_checkpoint_dir(ckpt_root, out, hyper.save_every)
-        examples, dev, data_record = training_data(args, split, say=acc.is_main_process)
-
-        set_seed(args.seed)  # the same initial weights on every process
-        model, tokenizer, origin, peft_model = starting_model(args, examples, acc, resume_dir, lora)
-        num_layers = num_layers_of(model)
-        max_length = args.max_length or max_positions(model.config)
-        pairs = tokenize_pairs(examples, tokenizer, max_length)
-        stats = data_stats(pairs)
-        plan = plan_from_args(args, num_layers, stats)
-        eval_pairs = tokenize_pairs(dev, tokenizer, max_length) if dev else None
-        settings = {
-            "objective": plan.kind,
-            "schedule": plan.to_dict(),
-            "generation": {
-                "decay_span": plan.decay_span,
-                "max_new_tokens": plan.max_new_tokens,
-                "speedup_over": min(
-                    typical_output_tokens(stats["median_target_tokens"]), plan.max_new_tokens
-                ),
-                "note": "decode with this decay span (the median target length) and max_new_tokens, and meet "
-                "target speedups over speedup_over tokens, a typical output (median target + EOS); the horizon "
-                "training met its targets over is schedule.speedup_over",
-            },
-            "data": data_record | stats,
-            "training": vars(hyper).copy(),
-            "model": {
-                "family": model.config.model_type,
-                "num_layers": num_layers,
-                "parameters": count_parameters(model),
-                "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-                "saved_dtype": args.save_dtype,
-            },
-            "init": origin,
-            "lora": None
-            if peft_model is None
-            else {
-                **(lora.to_dict() if lora else {}),
-                "base": peft_model.peft_config["default"].base_model_name_or_path,
-                "modules": sorted(peft_model.peft_config["default"].target_modules),
-            },
-            "environment": environment(acc),
-            "args": json_args(args),
-            "argv": sys.argv[1:],
-            "output_dir": str(out.resolve()),  # the run's mark on its checkpoints: only its own are pruned
-        }
-        resume_step, resume_elapsed = 0, 0.0
-        if resume_dir is not None:
-            old = read_settings(resume_dir) or {}
-            warn_changes(old, settings, acc)
-            resume_step = int(old.get("state", {}).get("step", 0))
-            resume_elapsed = float(old.get("state", {}).get("elapsed_s", 0.0))
-            settings["resumed_from"] = [*old.get("resumed_from", []), str(resume_dir)]
-        step_plan(hyper, pairs, acc.num_processes, resume_step)
-        acc.wait_for_everyone()  # every process has checked everything before anything is written
-        if acc.is_main_process:
-            out.mkdir(parents=True, exist_ok=True)
-        acc.wait_for_everyone()
-        set_seed(args.seed, device_specific=True)  # dropout differs per process; restored on resume
-        run_ = Run(
-            accelerator=acc,
-            model=model,
-            tokenizer=tokenizer,
-            pairs=pairs,
-            plan=plan,
-            hyper=hyper,
-            out_dir=out,
-            checkpoint_dir=ckpt_root,
-            settings=settings,
-            eval_pairs=eval_pairs,
-            resume_dir=resume_dir,
-            resume_step=resume_step,
-            resume_elapsed_s=resume_elapsed,
-            lora=peft_model,
-        )
-        if acc.is_main_process:
-            steps = total_steps(hyper, max(1, len(pairs) // (hyper.batch_size * acc.num_processes)))
-            print(
-                f"training {settings['model']['trainable_parameters']:,} of {settings['model']['parameters']:,} "
-                f"parameters{_how_trained(peft_model)} on {len(pairs)} pairs, {plan.describe()}, "
-                f"{steps} steps of {hyper.batch_size} x {acc.num_processes} process(es)"
-                + (f", resuming at step {resume_step}" if resume_dir else ""),
-                file=sys.stderr,
-            )
-        train_loop(run_)
-        if acc.is_main_process:
-            final = read_settings(out) or {}
-            print(f"saved {out} (step {final.get('state', {}).get('step')})", file=sys.stderr)
-        acc.end_training()
-        return 0
-
-
-def _how_trained(peft_model) -> str:
-    """' (LoRA)', with the modules trained whole beside it, for the start-up line; '' when every weight trains."""
-    if peft_model is None:
-        return ""
-    whole = peft_model.peft_config["default"].modules_to_save or []
-    return f" (LoRA; {', '.join(sorted(whole))} whole)" if whole else " (LoRA)"
+# each setting's flag: its name in the command line's spelling (`lora_rank`: --lora-rank), and a schedule's
+# own fields' flags
+FLAGS = {**SCHEDULE_FLAGS, **{name: "--" + name.replace("_", "-") for name in TrainSettings.names()}}

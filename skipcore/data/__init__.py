@@ -1,15 +1,9 @@
-"""Data for skipcore: one Example type, one prompt format per task, loaders, a held-out dev part by source,
-a synthetic E2E corpus and a small OPT-style tokenizer."""
+"""Data for skipcore: one Example type, one prompt format per task, loaders and the writers of the same layouts,
+a held-out dev part by source, E2E meaning representations, a synthetic E2E corpus and a small OPT-style
+tokenizer."""
 
-from skipcore.data.e2e_synth import (
-    SLOT_VALUES,
-    SLOTS,
-    format_mr,
-    make_corpus,
-    parse_mr,
-    write_default_corpus,
-    write_e2e_csv,
-)
+from skipcore.data.e2e_mr import SLOT_VALUES, SLOTS, format_mr, parse_mr
+from skipcore.data.e2e_synth import make_corpus, write_default_corpus
 from skipcore.data.example import Example
 from skipcore.data.holdout import hold_out
 from skipcore.data.loaders import (
@@ -22,8 +16,10 @@ from skipcore.data.loaders import (
     load_hf_dataset,
     load_jsonl,
 )
+from skipcore.data.prompt_files import read_prompts_file
 from skipcore.data.prompts import TASKS, format_prompt, format_target
 from skipcore.data.tokenizer import corpus_texts, train_bpe_tokenizer
+from skipcore.data.writers import write_e2e_csv, write_split_folder
 
 __all__ = [
     "DATASET_FORMATS",
@@ -45,7 +41,9 @@ __all__ = [
     "load_jsonl",
     "make_corpus",
     "parse_mr",
+    "read_prompts_file",
     "train_bpe_tokenizer",
     "write_default_corpus",
     "write_e2e_csv",
+    "write_split_folder",
 ]

@@ -1,66 +1,28 @@
 """A synthetic data-to-text corpus in the E2E NLG challenge format.
 
 The real E2E data cannot be downloaded here, yet training and evaluating a SkipDecode model needs a
-data-to-text task with several references per input. This module writes one with the same shape: meaning
-representations (MRs) over E2E's eight slots and value vocabularies, and 3-6 references per MR that vary
-template, slot order, aggregation (one to three sentences) and wording. Every slot value is realised
-exactly once, so the task is hard enough to be non-trivial but learnable by a tiny model.
+data-to-text task with several references per input. This module makes one with the same shape: meaning
+representations (MRs, `skipcore.data.e2e_mr`) over E2E's eight slots and value vocabularies, and 3-6 references
+per MR that vary template, slot order, aggregation (one to three sentences) and wording. Every slot value is
+realised exactly once, so the task is hard enough to be non-trivial but learnable by a tiny model.
 
 Everything is drawn from ``random.Random(seed)``: the same seed always gives the same corpus.
-
-One idea that reads better whole (hence one file of ~480 lines, a fifth of them value vocabularies): the slot
-vocabularies, the grammar that realises an MR and the corpus writer share their tables, and the shipped corpus
-in data/e2e_synth is reproduced from this file alone.
+`write_default_corpus` writes it as a folder of split files (`skipcore.data.writers`) with a README saying how
+it was made; the shipped corpus in data/e2e_synth is reproduced that way.
 """
 
 from __future__ import annotations
 
-import csv
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from skipcore.data.e2e_mr import SLOTS, format_mr, random_mr
 from skipcore.data.example import Example
-from skipcore.files import atomic_write
+from skipcore.data.writers import write_split_folder
 
 TASK = "e2e"
-
-SLOTS: tuple[str, ...] = (
-    "name",
-    "eatType",
-    "food",
-    "priceRange",
-    "customer rating",
-    "area",
-    "familyFriendly",
-    "near",
-)
-
-# fmt: off
-SLOT_VALUES: dict[str, tuple[str, ...]] = {
-    "name": (
-        "Alimentum", "Aromi", "Bibimbap House", "Blue Spice", "Browns Cambridge", "Clowns", "Cocum",
-        "Cotto", "Fitzbillies", "Giraffe", "Green Man", "Loch Fyne", "Midsummer House", "Strada",
-        "Taste of Cambridge", "The Cambridge Blue", "The Cricketers", "The Dumpling Tree", "The Eagle",
-        "The Golden Curry", "The Golden Palace", "The Mill", "The Olive Grove", "The Phoenix", "The Plough",
-        "The Punter", "The Rice Boat", "The Twenty Two", "The Vaults", "The Waterman", "The Wrestlers",
-        "Travellers Rest Beefeater", "Wildwood", "Zizzi",
-    ),
-    "eatType": ("coffee shop", "pub", "restaurant"),
-    "food": ("Chinese", "English", "Fast food", "French", "Indian", "Italian", "Japanese"),
-    "priceRange": ("cheap", "less than £20", "£20-25", "moderate", "high", "more than £30"),
-    "customer rating": ("1 out of 5", "3 out of 5", "5 out of 5", "low", "average", "high"),
-    "area": ("city centre", "riverside"),
-    "familyFriendly": ("yes", "no"),
-    "near": (
-        "All Bar One", "Avalon", "Burger King", "Café Adriatic", "Café Brazil", "Café Rouge",
-        "Café Sicilia", "Clare Hall", "Crowne Plaza Hotel", "Express by Holiday Inn",
-        "Rainbow Vegetarian Café", "Raja Indian Cuisine", "Ranch", "The Bakers", "The Portland Arms",
-        "The Six Bells", "The Sorrento", "Yippee Noodle Bar",
-    ),
-}
-# fmt: on
 
 DEFAULT_SIZES: dict[str, int] = {"train": 3000, "dev": 300, "test": 300}
 # The most MRs a corpus may have in all: about 1.1 KB of CSV and 1.4 KB of memory each, so 500,000 is ~0.55 GB on
@@ -68,41 +30,7 @@ DEFAULT_SIZES: dict[str, int] = {"train": 3000, "dev": 300, "test": 300}
 MAX_MRS = 500_000
 CORPUS_FILES: tuple[str, ...] = ("train.csv", "dev.csv", "test.csv", "README.md")
 
-# How many slots an MR has (name included), weighted towards the middle like the real data.
-_SLOT_COUNT_WEIGHTS = {3: 2, 4: 3, 5: 3, 6: 3, 7: 2, 8: 1}
 _LOCATIVE_SLOTS = ("area", "near")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Meaning representations
-# ---------------------------------------------------------------------------------------------------------
-
-
-def format_mr(mr: Mapping[str, str]) -> str:
-    """Write an MR as E2E does: ``name[X], eatType[Y], ...`` in the fixed slot order."""
-    return ", ".join(f"{slot}[{mr[slot]}]" for slot in SLOTS if slot in mr)
-
-
-def parse_mr(text: str) -> dict[str, str]:
-    """Read an E2E MR string back into ``{slot: value}``; raises ValueError on anything else."""
-    mr: dict[str, str] = {}
-    for part in text.split("],"):
-        part = part.strip()
-        if not part:
-            continue
-        slot, bracket, value = part.partition("[")
-        if not bracket or not slot.strip():
-            raise ValueError(f"not an E2E meaning representation: {text!r}")
-        mr[slot.strip()] = value.removesuffix("]").strip()
-    return mr
-
-
-def random_mr(rng: random.Random) -> dict[str, str]:
-    """Draw one MR: ``name`` always, 3-8 slots in all, values from the E2E vocabularies."""
-    sizes = list(_SLOT_COUNT_WEIGHTS)
-    n_slots = rng.choices(sizes, weights=[_SLOT_COUNT_WEIGHTS[k] for k in sizes])[0]
-    chosen = {"name", *rng.sample(SLOTS[1:], n_slots - 1)}
-    return {slot: rng.choice(SLOT_VALUES[slot]) for slot in SLOTS if slot in chosen}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -421,28 +349,6 @@ def make_corpus(
     return splits
 
 
-def write_e2e_csv(examples: Iterable[Example], path: str | Path) -> int:
-    """Write the real E2E CSV layout (``mr``, ``ref``; one row per reference); returns the row count."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = 0
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, quoting=csv.QUOTE_MINIMAL)
-        writer.writerow(["mr", "ref"])
-        for example in examples:
-            for ref in example.references:
-                writer.writerow([example.source, ref])
-                rows += 1
-    return rows
-
-
-def _write_atomically(examples: list[Example], path: Path) -> int:
-    """`write_e2e_csv` beside `path`, then renamed over it: a kill leaves the old file or the new one, whole."""
-    counted = []
-    atomic_write(path, lambda p: counted.append(write_e2e_csv(examples, p)))
-    return counted[0]
-
-
 _README = """# Synthetic E2E-style corpus
 
 A data-to-text corpus in the format of the E2E NLG challenge, generated by
@@ -482,26 +388,15 @@ def write_default_corpus(
 ) -> list[Path]:
     """Write ``train.csv``, ``dev.csv``, ``test.csv`` and a README into ``out_dir`` (each replaced atomically);
     ``progress`` as for `make_corpus`."""
-    out = Path(out_dir)
     corpus = make_corpus(seed, n_train, n_dev, n_test, progress=progress)
-    out.mkdir(parents=True, exist_ok=True)
-    table = []
-    written = []
-    for split, examples in corpus.items():
-        path = out / f"{split}.csv"
-        rows = _write_atomically(examples, path)
-        table.append(f"| {split} | {len(examples)} | {rows} |")
-        written.append(path)
-    readme = out / "README.md"
-    text = _README.format(
+    rows = {split: sum(len(e.references) for e in examples) for split, examples in corpus.items()}
+    readme = _README.format(
         out_dir=out_dir,
         seed=seed,
         train=n_train,
         dev=n_dev,
         test=n_test,
-        table="\n".join(table),
+        table="\n".join(f"| {split} | {len(corpus[split])} | {n} |" for split, n in rows.items()),
         slots=", ".join(f"`{s}`" for s in SLOTS),
     )
-    atomic_write(readme, lambda p: p.write_text(text, encoding="utf-8"))
-    written.append(readme)
-    return written
+    return write_split_folder(out_dir, corpus, readme)

@@ -1,15 +1,19 @@
 """The one decode loop and what only it uses: prefill at full depth, then each step runs the layers a depth
-policy (`skipcore.policies`) picks, writing K/V only where a layer ran and recomputing nothing.
+policy picks, writing K/V only where a layer ran and recomputing nothing.
 
-The pieces, one idea each: `engine` (`SkipEngine`: the loop, in a straight line), `step_runner` (what a policy
-calls to run layers: one shared set, or new columns at each row's own position), `cursor` (each row's place in
-the loop), `collect` (a finished batch's per-token tables), `cache` (a KV cache that allocates per layer only what
-will be written), `masks` (padded-batch attention masks), `attention` (grouped-KV decode attention without
-copying K/V), `static_step` (fixed-shape steps, one CUDA graph per layer set), `timing` (per-step times without a
-host sync), `sampling` (token choice), `outputs` (what a generate call returns), `trace_rows` (a batch as trace
-rows), `forward` (the uncached per-column forward: training's, and the loop's reference in the tests).
+The pieces, one idea each: `engine` (`SkipEngine`: the loop over a batch, in a straight line, and the one
+batch driver over a call's prompts), `checks` (what a call is checked for, once, before any work), `step` (the
+step contract every policy implements: `StepState`, `StepOutput`, `StepRunner`, `DepthPolicy`),
+`static_policy` (`StaticPolicy`, SkipDecode's schedule, and `as_policy`), `step_runner` (what a policy calls
+to run layers: one shared set, or new columns at each row's own position), `forward` (the cached one-step
+forward the runner and the static decoder call, and the uncached per-column forward of training and the
+tests), `cursor` (each row's place in the loop, its key mask and positions), `collect` (each step's record,
+and a finished batch's per-token tables), `cache` (a KV cache that allocates per layer only what will be
+written), `masks` (padded-batch attention masks), `attention` (grouped-KV decode attention without copying
+K/V), `static_step` (fixed-shape steps, one CUDA graph per layer set), `timing` (per-step times without a host
+sync), `sampling` (token choice), `outputs` (what decoding returns), `trace_rows` (a batch as trace rows).
 
-Nothing is re-exported here: policies import pieces of this package and the loop imports the policies'
-interface, so each module is imported by its own path (`from skipcore.decode.engine import SkipEngine`, or
-`from skipcore import SkipEngine`).
+Imports run one way: the policies import this package's contract and pieces, and nothing here imports a
+policy. Nothing is re-exported here; each module is imported by its own path (`from skipcore.decode.engine
+import SkipEngine`, or `from skipcore import SkipEngine`).
 """

@@ -47,6 +47,7 @@ class SkipKVCache:
             alloc(batch_size, num_kv_heads, c, head_dim, dtype=dtype, device=device) for c in capacities
         ]
         self.lengths = [0] * len(capacities)
+        self.dtype = dtype
         self.static = static
         self.write_pos = torch.zeros(1, dtype=torch.long, device=device)
         self.row_columns: torch.Tensor | None = None  # (B,) inside writing_at: where each row writes

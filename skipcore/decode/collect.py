@@ -1,13 +1,15 @@
 """A finished batch as tables on the CPU (`BatchOutput`): one column per token, and what each step recorded
-(its layer set, each row's own pass, the K/V it kept, the policy's signals) given to the tokens that step made.
+(`StepRecord`: its layer set, each row's own pass, the K/V it kept, the policy's signals) given to the tokens
+that step made.
 
-Under speculative decoding a step (a round) makes several tokens per row; `RowCursor.finish` says which round made
-each token, and every per-step table is gathered through it.
+Under speculative decoding a step (a round) makes several tokens per row; `RowCursor.finish` says which round
+made each token, and every per-step table is gathered through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -15,29 +17,41 @@ import torch
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.cursor import RowCursor
 from skipcore.decode.outputs import BatchOutput
+from skipcore.decode.step import StepOutput
 from skipcore.decode.timing import StepTimer
-from skipcore.policies.base import StepOutput
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What the trace keeps of one step: its layer set, each row's own pass, the K/V layers of its input
+    position, the policy's per-row signals and its own record. A step's logits and tokens are not kept (the
+    cursor holds the tokens; logits are B x vocabulary)."""
+
+    layers: tuple[int, ...]
+    row_layers: torch.Tensor | None  # (B,) None: every row ran all of `layers`
+    kv_layers: torch.Tensor | None  # (B,) None: len(layers)
+    extras: dict[str, torch.Tensor]
+    detail: object
+
+    @classmethod
+    def of(cls, out: StepOutput) -> StepRecord:
+        return cls(out.layers, out.row_layers, out.kv_layers, out.extras, out.detail)
 
 
 def collect_batch(
-    cur: RowCursor,
-    ran: int,
-    steps: list[StepOutput],
-    timer: StepTimer,
-    prompt_lens: torch.Tensor,
-    cache: SkipKVCache,
+    cur: RowCursor, ran: int, steps: list[StepRecord], timer: StepTimer, cache: SkipKVCache
 ) -> BatchOutput:
     """The batch's tables on the CPU, one column per token; what a step recorded goes to the tokens it made."""
     n, rounds = cur.finish(ran)
     steps = steps[: int(rounds.max()) + 1]
-    B = len(prompt_lens)
+    B = len(cur.prompt_lens)
     per_token = partial(_per_token, rounds=rounds.cpu())
     return BatchOutput(
         tokens=cur.tokens[:, :n].cpu(),
         logprobs=cur.logprobs[:, :n].cpu(),
         finished_before=(torch.arange(n, device=cur.ended.device)[None] > cur.ended[:, None]).cpu(),
         step_ms=timer.step_ms()[: len(steps)],
-        prompt_lens=prompt_lens.cpu(),
+        prompt_lens=cur.prompt_lens.cpu(),
         layer_sets=[o.layers for o in steps],
         row_layers=per_token(_per_row(steps, B, lambda o: o.row_layers)),
         kv_layers=per_token(_per_row(steps, B, lambda o: o.kv_layers)),
@@ -54,7 +68,7 @@ def _per_token(per_step: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
 
 
 def _per_row(
-    steps: list[StepOutput], B: int, pick: Callable[[StepOutput], torch.Tensor | None]
+    steps: list[StepRecord], B: int, pick: Callable[[StepRecord], torch.Tensor | None]
 ) -> torch.Tensor:
     """A (B, T) CPU table of per-row layer counts; a step that gave none counts all of its layers for every row."""
     cols = [pick(o) for o in steps]
@@ -71,7 +85,7 @@ def _per_row(
     )
 
 
-def _extras(steps: list[StepOutput], B: int) -> dict[str, torch.Tensor]:
+def _extras(steps: list[StepRecord], B: int) -> dict[str, torch.Tensor]:
     """The policy's per-step signals as (B, T) CPU tables; a step without one gets NaN (or 0 for counts)."""
     names = dict.fromkeys(k for o in steps for k in o.extras)
     out = {}

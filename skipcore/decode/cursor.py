@@ -1,5 +1,5 @@
-"""Where each row of a batch stands in the one decode loop: its tokens so far, whether it has ended, and the
-column its next input sits at.
+"""Where each row of a batch stands in the one decode loop: its tokens so far, whether it has ended, the
+column its next input sits at, and the key mask that says which cache columns hold its real tokens.
 
 Policies that give every row one token per step keep the rows aligned: token s is written by step s in every
 row, a row that has ended receives the pad token, and nothing here reads the device (a GPU's host queues steps
@@ -12,16 +12,36 @@ from __future__ import annotations
 
 import torch
 
+from skipcore.adapters import positions_from_mask
+
 
 class RowCursor:
-    """Where each row of a batch stands: its tokens so far, whether it has ended, and where its next input sits.
+    """Where each row of a batch stands: its tokens so far, whether it has ended, and where its next input
+    sits.
 
-    While every step gives every row one token (the rows stay aligned) token s is written by step s for all rows,
-    rows that ended keep receiving the pad token, and nothing here reads the device. After a step that gave rows
-    different numbers of tokens, each row moves on from its own count.
-    """
+    It owns the batch's key mask (B, columns: the left-padded prompt's P columns, then one per token), marking
+    each token's column as the token becomes a step's input. While every step gives every row one token (the
+    rows stay aligned) token s is written by step s for all rows, rows that ended keep receiving the pad
+    token, and nothing here reads the device. After a step that gave rows different numbers of tokens, each
+    row moves on from its own count."""
 
-    def __init__(self, B: int, T: int, extra: int, pad: int, eos: torch.Tensor, dev: torch.device) -> None:
+    def __init__(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        key_mask: torch.Tensor,
+        T: int,
+        extra: int,
+        pad: int,
+        eos: torch.Tensor,
+    ) -> None:
+        """`prompt_ids`, `prompt_mask`: (B, P) the left-padded prompts; `key_mask` their columns marked; `T`
+        tokens per row at most, `extra` more columns a multi-token step may write."""
+        B, self.P = prompt_ids.shape
+        dev = prompt_ids.device
+        self.prompt_ids, self.key_mask = prompt_ids, key_mask
+        self.prompt_positions = positions_from_mask(prompt_mask)
+        self.prompt_lens = prompt_mask.long().sum(1)  # (B,) real prompt tokens per row
         self.T, self.pad, self.eos = T, pad, eos
         self.tokens = torch.full((B, T + extra), pad, dtype=torch.long, device=dev)
         self.logprobs = torch.zeros(B, T + extra, device=dev)
@@ -41,24 +61,35 @@ class RowCursor:
         return torch.full_like(self.ended, self.steps)
 
     def room(self) -> torch.Tensor:
+        """(B,) tokens each row may still emit (0 for a row that has ended)."""
         return torch.where(self.done, 0, self.T - self.count)
 
-    def step_input(
-        self, key_mask: torch.Tensor, P: int, prompt_lens: torch.Tensor, s: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each row's last token and its position; its column joins the keys the row attends to."""
+    def starts(self) -> torch.Tensor:
+        """(B,) the cache column of each row's step input."""
+        return self.P + self.count - 1
+
+    def keys(self, s: int) -> torch.Tensor | None:
+        """(B, P + s) the key columns step s attends to, its input's included, while the rows are aligned;
+        None once they stand at different columns."""
+        return self.key_mask[:, : self.P + s] if self.aligned else None
+
+    def step_input(self, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step s's input tokens and positions: the prompt at step 0; after it each row's last token, whose
+        column joins the keys the row attends to."""
+        if s == 0:
+            return self.prompt_ids, self.prompt_positions
         if self.aligned:
-            key_mask[:, P + s - 1] = True
-            return self.tokens[:, s - 1 : s], (prompt_lens + (s - 1))[:, None]
+            self.key_mask[:, self.P + s - 1] = True
+            return self.tokens[:, s - 1 : s], (self.prompt_lens + (s - 1))[:, None]
         last = (self.count - 1)[:, None]
-        key_mask.scatter_(1, P + last, True)
-        return self.tokens.gather(1, last), prompt_lens[:, None] + last
+        self.key_mask.scatter_(1, self.P + last, True)
+        return self.tokens.gather(1, last), self.prompt_lens[:, None] + last
 
     def one_each(self, new: torch.Tensor, lp: torch.Tensor, s: int) -> None:
         """Step s gave every row one token (a row that has ended gets the pad token)."""
         if not self.aligned:
             live = ~self.done
-            self.several(new[:, None], lp[:, None], live.long(), s, None, 0)
+            self.several(new[:, None], lp[:, None], live.long(), s)
             return
         self.tokens[:, s] = torch.where(self.done, self.pad, new)
         self.logprobs[:, s] = lp
@@ -67,15 +98,7 @@ class RowCursor:
         self.done = self.done | hit
         self.steps += 1
 
-    def several(
-        self,
-        new: torch.Tensor,
-        lp: torch.Tensor,
-        counts: torch.Tensor,
-        s: int,
-        key_mask: torch.Tensor | None,
-        P: int,
-    ) -> None:
+    def several(self, new: torch.Tensor, lp: torch.Tensor, counts: torch.Tensor, s: int) -> None:
         """Step s offered row r the tokens new[r, :counts[r]]: keep them up to its EOS or max_new_tokens, and
         mark the columns of the kept ones that the step verified (all but the last, the next step's input)."""
         if self.aligned:  # rows part ways here: token t of every row so far came from step t
@@ -100,10 +123,9 @@ class RowCursor:
             table.scatter_(1, idx, torch.where(keep, values, table.gather(1, idx)))
         ended_now = hit.any(1)  # an EOS among the kept tokens (n stops at the first one)
         self.ended = torch.where(ended_now & ~self.done, self.count + first, self.ended)
-        if key_mask is not None:
-            cols = torch.arange(key_mask.shape[1], device=new.device)[None]
-            last = (P + self.count - 1)[:, None]
-            key_mask |= (cols > last) & (cols < last + n[:, None])
+        cols = torch.arange(self.key_mask.shape[1], device=new.device)[None]
+        last = self.starts()[:, None]
+        self.key_mask |= (cols > last) & (cols < last + n[:, None])
         self._count = self.count + n
         self.done = self.done | ended_now | (self._count >= self.T)
         self.front.append(int(self.count.max()))

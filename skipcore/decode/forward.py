@@ -1,9 +1,10 @@
-"""An uncached forward pass where every column runs its own layer set: the training forward under a skip
-schedule, and the reference the cached decode loop is checked against.
+"""Forward passes through chosen layers: `forward_step`, the cached pass the decode loop runs at every step
+(and a static decoder captures), and `skip_forward`, the uncached pass where every column runs its own layer
+set (the training forward under a skip schedule, and the reference the cached loop is checked against).
 
 With nested sets, the columns that run layer i are a prefix of the sequence (the prompt plus the steps whose
 set still holds i). So layer i simply runs on that prefix while later columns ride the residual stream
-unchanged: the same computation the engine does incrementally, done all at once without a cache.
+unchanged: the same computation the loop does incrementally, done all at once without a cache.
 """
 
 from __future__ import annotations
@@ -13,8 +14,32 @@ from collections.abc import Sequence
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
+from skipcore.decode.attention import grouped_decode_attention
+from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.masks import attention_mask
 from skipcore.schedule import check_nested
+
+
+def forward_step(
+    adapter: Adapter,
+    input_ids: torch.Tensor,
+    positions: torch.Tensor,
+    key_mask: torch.Tensor,
+    layers: Sequence[int],
+    cache: SkipKVCache,
+) -> torch.Tensor:
+    """One cached forward pass of (B, q) `input_ids` through `layers` only; returns the last column's logits.
+
+    Each layer's mask is cut to its cache buffer: a no-op when the cache returns just the positions written
+    (they always fit the key mask), and, for a static cache, the whole preallocated buffer it returns.
+    """
+    h = adapter.embed(input_ids, positions)
+    mask = attention_mask(key_mask, input_ids.shape[1], h.dtype)
+    kw = adapter.layer_kwargs(positions, h.dtype)
+    with grouped_decode_attention(adapter.config):
+        for i in layers:
+            h = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
+    return adapter.head(h[:, -1])
 
 
 def column_layer_sets(

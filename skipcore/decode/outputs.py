@@ -1,4 +1,5 @@
-"""What a generate call returns: the raw tensors of one batch, and the user-facing result of a whole call."""
+"""What decoding returns: the raw tensors of one batch, each batch as the batch driver hands it on, the
+driver's result for a whole call, and the user-facing result of `generate`."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class BatchOutput:
     cache: SkipKVCache
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, T) each
     rounds: torch.Tensor | None = None  # (B, T) the step that produced each token; None: token s by step s
-    details: list = field(default_factory=list)  # per step: the policy's own record (StepOutput.detail)
+    details: list = field(default_factory=list)  # per step: the policy's own record (StepRecord.detail)
 
     def token_steps(self) -> torch.Tensor:
         """(B, T) the batch step that produced each token."""
@@ -40,6 +41,30 @@ class BatchOutput:
             return self.rounds
         B, T = self.tokens.shape
         return torch.arange(T).expand(B, T)
+
+
+@dataclass
+class DecodedBatch:
+    """One batch of a call as the batch driver hands it on: the `index`-th, holding prompts `first_sample` on,
+    its left-padded token ids and attention mask (on the CPU, as tokenised) and what the loop made of them."""
+
+    index: int
+    first_sample: int
+    input_ids: torch.Tensor  # (B, P)
+    attention_mask: torch.Tensor  # (B, P)
+    output: BatchOutput
+    run_id: str
+
+
+@dataclass
+class DecodedPrompts:
+    """A whole call decoded by the batch driver: its run id, each prompt's generated text and token ids (up to
+    and including EOS), and the trace of every batch."""
+
+    run_id: str
+    texts: list[str]
+    token_ids: list[list[int]]
+    trace: pd.DataFrame
 
 
 @dataclass

@@ -65,13 +65,15 @@ class TokenPicker:
             if sampling.top_p < 1.0:
                 self.warpers.append(TopPLogitsWarper(sampling.top_p))
 
-    def rows(self, first: int, count: int) -> None:
-        """The next batch holds prompts first .. first + count - 1 of the call: one fresh generator each."""
+    def rows(self, first: int, count: int) -> TokenPicker:
+        """The next batch holds prompts first .. first + count - 1 of the call: one fresh generator each. Returns
+        this picker, ready for that batch."""
         if self.sampling.do_sample:
             self.generators = [
                 torch.Generator(device=self.device).manual_seed(row_seed(self.sampling.seed, first + i))
                 for i in range(count)
             ]
+        return self
 
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = logits.float()

@@ -14,23 +14,23 @@ On the CPU the same step runs uncaptured, which is how the tests cover this path
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
 from skipcore.adapters import Adapter
 from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.forward import forward_step
 from skipcore.decode.sampling import TokenPicker
 from skipcore.errors import FallbackWarning
 
-# the engine's forward step: (input ids, positions, key mask, layers, cache) -> last-column logits
-Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int], SkipKVCache], torch.Tensor]
-
 
 class StaticDecoder:
+    """The fixed-shape steps of one batch shape and cache plan: its static cache, key mask and input buffers,
+    and one graph per layer set, reset for each batch of that shape."""
+
     def __init__(
         self,
-        forward: Forward,
         adapter: Adapter,
         cache: SkipKVCache,
         key_mask: torch.Tensor,
@@ -44,7 +44,7 @@ class StaticDecoder:
         if not cache.static:
             raise ValueError("StaticDecoder needs a cache built with static=True")
         B, dev = key_mask.shape[0], key_mask.device
-        self.forward, self.adapter = forward, adapter
+        self.adapter = adapter
         self.cache, self.key_mask, self.picker = cache, key_mask, picker
         self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
@@ -74,8 +74,8 @@ class StaticDecoder:
         self.picker = picker
 
     def _step(self, layers: Sequence[int]) -> tuple[torch.Tensor, ...]:
-        """The engine's own forward step, over the static buffers (and the token choice, when greedy)."""
-        logits = self.forward(self.tokens, self.positions, self.key_mask, layers, self.cache)
+        """The loop's own forward step, over the static buffers (and the token choice, when greedy)."""
+        logits = forward_step(self.adapter, self.tokens, self.positions, self.key_mask, layers, self.cache)
         return self.picker(logits) if self.pick_inside else (logits,)
 
     def _capture(self, layers: tuple[int, ...]) -> torch.cuda.CUDAGraph:

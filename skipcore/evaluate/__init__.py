@@ -9,7 +9,7 @@ written at once by this process alone, resumable), `store` (the results file: on
 atomic), `quality` (generated text scored against references beside its run's costs, and the sweep's Markdown
 tables), `transformers_baseline` (transformers' own `generate(assistant_early_exit=n)`, the public baseline),
 `bench` (wall-clock tokens/s of our paths against `generate()` on random-weight models).
-The names below are the sweep API (what `skipcore.sweep` offered before the layout by role, and the executors).
+The names below are the sweep API and the executors.
 """
 
 from skipcore.evaluate.executors import Failure, GridIncomplete, InProcessExecutor, SweepExecutor

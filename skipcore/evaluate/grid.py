@@ -18,7 +18,7 @@ from skipcore.errors import UserError
 from skipcore.evaluate.settings import NAN, ModelFacts, Setting, SweepConfig
 
 if TYPE_CHECKING:
-    from skipcore.policies import DepthPolicy
+    from skipcore.decode.step import DepthPolicy
 
 # timings of a single run, replaced in a row by the medians of the paired runs
 _ONE_RUN = ("seconds", "tokens_per_s", "decode_seconds", "decode_ms_per_step")
@@ -38,12 +38,68 @@ _NOT_TIMED = {
 
 
 # -- one entry per policy: how its settings are listed, checked, built and evaluated ----------------------------
+# a setting's place on the schedule axes before its policy's parameters: (shape, mode, warmup, target speedup)
+Design = tuple[str, str, int, float]
+
+
+def parameter_rows(cls: type, cfg: SweepConfig) -> list[tuple[tuple[str, object], ...]]:
+    """Every combination of a policy's swept parameter values, in declaration order (the first varies slowest),
+    each value of its declared type so that equal settings hash equal."""
+    from skipcore.policies.params import params_of
+
+    rows: list[tuple[tuple[str, object], ...]] = [()]
+    for p in params_of(cls):
+        if p.sweep is not None:
+            rows = [(*row, (p.column, p.kind(v))) for row in rows for v in cfg.values(p.column)]
+    return rows
+
+
 class EngineGrid:
-    """A policy of the one decode loop: its settings become policy objects (`build`) that `engine.generate`
-    runs, scored and timed the same way for every policy."""
+    """A policy of the one decode loop: its settings (each design of `designs` x its parameters' values) become
+    policy objects (`build`) that `engine.generate` runs, scored and timed the same way for every policy."""
+
+    def __init__(self, policy: str, designs) -> None:
+        self.policy, self.designs = policy, designs
+
+    @property
+    def cls(self) -> type:
+        from skipcore.policies import policy_class
+
+        return policy_class(self.policy)
+
+    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        return [
+            Setting(model, role, self.policy, b, shape, mode, w, float(t), params)
+            for shape, mode, w, t in self.designs(cfg)
+            for params in parameter_rows(self.cls, cfg)
+        ]
 
     def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
-        raise NotImplementedError
+        """The setting's policy, and its schedule columns: a schedule's own where it has one, else the layers
+        the policy starts and ends at."""
+        from skipcore.policies.params import params_of
+
+        schedule = _schedule(setting, num_layers, cfg)
+        values = {}
+        for p in params_of(self.cls):
+            if p.sweep is not None:
+                values[p.name] = setting.value(p.column)
+            elif p.schedule_flag:  # a schedule setting the sweep gives run-wide (`max_layers`)
+                values[p.name] = getattr(cfg, p.name)
+        policy = self.cls.from_schedule(schedule, **values)
+        if setting.shape != "full" or setting.is_full:
+            columns = {
+                "max_layers": schedule.max_layers,
+                "min_layers": schedule.min_layers,
+                "schedule_speedup": schedule.layer_speedup(cfg.speedup_over),
+            }
+        else:
+            columns = {
+                "max_layers": getattr(policy, "max_layers", None) or num_layers,
+                "min_layers": policy.min_layers,
+                "schedule_speedup": NAN,
+            }
+        return policy, columns
 
     def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
         self.build(setting, model.num_layers, cfg)[0].check(model.num_layers, cfg.max_new_tokens)
@@ -81,6 +137,57 @@ class EngineGrid:
             )
         row.update(columns)
         return row, result
+
+
+def _schedule(setting: Setting, num_layers: int, cfg: SweepConfig):
+    """The schedule a setting names: a target speedup's (static, a speculative draft), full depth in the
+    setting's mode and warmup for a policy that only takes those from it (adaptive), else full depth."""
+    from skipcore.schedule import MODES, Schedule, full_schedule, schedule_for_speedup
+
+    if setting.shape != "full":
+        return schedule_for_speedup(
+            num_layers,
+            setting.target_speedup,
+            cfg.speedup_over,
+            setting.shape,
+            setting.mode,
+            setting.warmup if setting.mode == "skip" else 1,
+            max_layers=cfg.max_layers,
+            decay_span=cfg.decay_span,
+        )
+    if setting.mode in MODES:
+        return Schedule(num_layers, "full", setting.mode, warmup_layers=setting.warmup)
+    return full_schedule(num_layers)
+
+
+def _static_designs(cfg: SweepConfig) -> list[Design]:
+    """SkipDecode's precomputed schedules: one per shape x mode x warmup x target above 1x."""
+    return [
+        (shape, mode, w, t)
+        for shape in cfg.shapes
+        for mode in cfg.modes
+        for w in (cfg.warmups if mode == "skip" else (0,))
+        for t in cfg.targets
+        if t > 1.0
+    ]
+
+
+def _calm_designs(cfg: SweepConfig) -> list[Design]:
+    """CALM-DEC, the per-token dynamic baseline: no schedule."""
+    return [("full", "calm", 0, NAN)]
+
+
+def _adaptive_designs(cfg: SweepConfig) -> list[Design]:
+    """Adaptive SkipDecode in skip mode with the first warmup (the paper's layer choice)."""
+    return [("full", "skip", cfg.warmups[0], NAN)]
+
+
+def _speculative_designs(cfg: SweepConfig) -> list[Design]:
+    """Speculative SkipDecode (lossless): one draft schedule per target speedup, of the first shape, mode and
+    warmup, as a static row would decode with it."""
+    shape, mode = cfg.shapes[0], cfg.modes[0]
+    w = cfg.warmups[0] if mode == "skip" else 0
+    return [(shape, mode, w, float(t)) for t in cfg.speculative_targets]
 
 
 class FullDepthOutputs:
@@ -129,169 +236,31 @@ def _timed_prompts(examples, cfg: SweepConfig) -> list[str]:
     return prompts_for(examples[: cfg.timing_limit] if cfg.timing_limit else examples)
 
 
-def _schedule_columns(setting: Setting, num_layers: int, cfg: SweepConfig):
-    """The schedule a static (or draft) setting names, and its columns (max/min layers, its own speedup)."""
-    from skipcore.schedule import full_schedule, schedule_for_speedup
-
-    if setting.shape == "full":
-        schedule = full_schedule(num_layers)
-    else:
-        schedule = schedule_for_speedup(
-            num_layers,
-            setting.target_speedup,
-            cfg.speedup_over,
-            setting.shape,
-            setting.mode,
-            setting.warmup if setting.mode == "skip" else 1,
-            max_layers=cfg.max_layers,
-            decay_span=cfg.decay_span,
-        )
-    return schedule, {
-        "max_layers": schedule.max_layers,
-        "min_layers": schedule.min_layers,
-        "schedule_speedup": schedule.layer_speedup(cfg.speedup_over),
-    }
-
-
-class StaticGrid(EngineGrid):
-    """SkipDecode's precomputed schedules: one per shape x mode x warmup x target above 1x."""
-
-    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
-        return [
-            Setting(model, role, "static", b, shape, mode, w, float(t))
-            for shape in cfg.shapes
-            for mode in cfg.modes
-            for w in (cfg.warmups if mode == "skip" else (0,))
-            for t in cfg.targets
-            if t > 1.0
-        ]
-
-    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
-        from skipcore.policies import StaticPolicy
-
-        schedule, columns = _schedule_columns(setting, num_layers, cfg)
-        return StaticPolicy(schedule), columns
-
-
-class CalmGrid(EngineGrid):
-    """CALM-DEC, the per-token dynamic baseline: one row per confidence threshold."""
-
-    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
-        return [
-            Setting(
-                model,
-                role,
-                "calm",
-                b,
-                mode="calm",
-                target_speedup=NAN,
-                calm_threshold=float(th),
-                calm_measure=cfg.calm_measure,
-                calm_min_layers=cfg.calm_min_layers,
-            )
-            for th in cfg.calm_thresholds
-        ]
-
-    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
-        from skipcore.policies import CalmPolicy
-
-        policy = CalmPolicy(setting.calm_threshold, setting.calm_measure, setting.calm_min_layers)
-        return policy, {
-            "max_layers": num_layers,
-            "min_layers": setting.calm_min_layers,
-            "schedule_speedup": NAN,
-        }
-
-
-class AdaptiveGrid(EngineGrid):
-    """Adaptive SkipDecode: one batch-shared budget that drops when the batch is confident; one row per
-    threshold x drop x floor, in skip mode with the first warmup (the paper's layer choice)."""
-
-    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
-        return [
-            Setting(
-                model,
-                role,
-                "adaptive",
-                b,
-                mode="skip",
-                warmup=cfg.warmups[0],
-                target_speedup=NAN,
-                adaptive_threshold=float(th),
-                adaptive_drop=int(d),
-                adaptive_min_layers=int(m),
-                adaptive_signal=cfg.adaptive_signal,
-            )
-            for th in cfg.adaptive_thresholds
-            for d in cfg.adaptive_drops
-            for m in cfg.adaptive_min_layers
-        ]
-
-    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
-        from skipcore.policies import AdaptivePolicy
-
-        policy = AdaptivePolicy(
-            min_layers=setting.adaptive_min_layers,
-            max_layers=cfg.max_layers,
-            mode=setting.mode,
-            warmup_layers=setting.warmup,
-            threshold=setting.adaptive_threshold,
-            signal=setting.adaptive_signal,
-            drop=setting.adaptive_drop,
-        )
-        top = cfg.max_layers or num_layers
-        return policy, {"max_layers": top, "min_layers": setting.adaptive_min_layers, "schedule_speedup": NAN}
-
-
-class SpeculativeGrid(EngineGrid):
-    """Speculative SkipDecode (lossless): one row per draft schedule (a target speedup of the first shape, mode
-    and warmup, as a static row would decode with it) x tokens drafted per round."""
-
-    def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
-        shape, mode = cfg.shapes[0], cfg.modes[0]
-        w = cfg.warmups[0] if mode == "skip" else 0
-        return [
-            Setting(model, role, "speculative", b, shape, mode, w, float(t), draft_tokens=int(k))
-            for t in cfg.speculative_targets
-            for k in cfg.draft_tokens
-        ]
-
-    def build(self, setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[DepthPolicy, dict]:
-        from skipcore.policies import SpeculativePolicy
-
-        schedule, columns = _schedule_columns(setting, num_layers, cfg)
-        return SpeculativePolicy(schedule, setting.draft_tokens), columns
-
-
 class TransformersGrid:
     """transformers' own `generate()` on the same model, at batch size 1 (the only size its assisted decoding
     runs): plain, and `assistant_early_exit` per exit layer x tokens drafted per round. It is not the one loop:
     its rows have quality, tokens per full-depth pass, acceptance, FLOPs per token (its calls by the convention)
     and the end-to-end time paired with full depth; no trace and no per-step costs."""
 
+    policy = "transformers"
+
     def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
+        from skipcore.evaluate.transformers_baseline import AssistedGeneration
+
         if b != 1:
             return []
-        plain = Setting(model, role, "transformers", 1, mode="full", target_speedup=NAN)
+        plain = Setting(model, role, self.policy, 1, mode="full", target_speedup=NAN)
         return [plain] + [
-            Setting(
-                model,
-                role,
-                "transformers",
-                1,
-                mode="exit",
-                target_speedup=NAN,
-                draft_tokens=int(k),
-                assistant_exit=int(n),
-            )
-            for n in cfg.assistant_exits
-            for k in cfg.draft_tokens
+            Setting(model, role, self.policy, 1, mode="exit", target_speedup=NAN, params=params)
+            for params in parameter_rows(AssistedGeneration, cfg)
         ]
 
     def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
         from skipcore.evaluate.transformers_baseline import check_assistant
 
-        check_assistant(model.family, model.num_layers, setting.assistant_exit, setting.draft_tokens)
+        check_assistant(
+            model.family, model.num_layers, setting.value("assistant_exit"), setting.value("draft_tokens")
+        )
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         from skipcore.evaluate.quality import prompts_for, score_outputs
@@ -300,7 +269,11 @@ class TransformersGrid:
 
         def run(prompts):
             return assisted_generate(
-                engine, prompts, setting.assistant_exit, setting.draft_tokens, cfg.max_new_tokens
+                engine,
+                prompts,
+                setting.value("assistant_exit"),
+                setting.value("draft_tokens"),
+                cfg.max_new_tokens,
             )
 
         out = run(prompts_for(examples))
@@ -317,7 +290,7 @@ class TransformersGrid:
                     engine, prompts, lambda: _seconds_tokens(run(prompts)), cfg.max_new_tokens, cfg.repeats
                 )
             )
-        exit_layer = setting.assistant_exit or engine.num_layers
+        exit_layer = setting.value("assistant_exit") or engine.num_layers
         row.update({"max_layers": exit_layer, "min_layers": exit_layer, "schedule_speedup": NAN})
         return row, None
 
@@ -343,10 +316,10 @@ def full_depth_flops(engine, examples, token_ids) -> float:
 
 
 POLICY_GRID = {
-    "static": StaticGrid(),
-    "calm": CalmGrid(),
-    "adaptive": AdaptiveGrid(),
-    "speculative": SpeculativeGrid(),
+    "static": EngineGrid("static", _static_designs),
+    "calm": EngineGrid("calm", _calm_designs),
+    "adaptive": EngineGrid("adaptive", _adaptive_designs),
+    "speculative": EngineGrid("speculative", _speculative_designs),
     "transformers": TransformersGrid(),
 }
 
@@ -378,8 +351,13 @@ def policy_for(setting: Setting, num_layers: int, cfg: SweepConfig) -> tuple[Dep
 
 def check_settings(grid: list[Setting], model: ModelFacts, cfg: SweepConfig) -> None:
     """Refuse in one line, naming the setting, any setting of `grid` that cannot run on this model."""
+    from skipcore.labels import sweep_policies
+    from skipcore.policies.params import params_of
+
     for s in grid:
         try:
             POLICY_GRID[s.policy].check(s, model, cfg)
-        except UserError as e:  # say which setting of the grid (its message names the generate-style flag)
-            raise UserError(f"setting '{s.label()}': {e}") from e
+        except UserError as e:  # say which setting of the grid, and its parameters by their columns
+            columns = {p.name: p.column for p in params_of(sweep_policies()[s.policy])}
+            fields = tuple(columns.get(f, f) for f in e.fields)
+            raise UserError(f"setting '{s.label()}': {e.said_as(columns)}", field=fields) from e

@@ -15,13 +15,15 @@ from skipcore.labels import setting_label
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.metrics import DEFAULT_METRICS, score_texts
 from skipcore.metrics.slots import slot_accuracy
+from skipcore.policies import AdaptivePolicy, CalmPolicy
+from skipcore.policies.params import params_of
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.outputs import GenerationResult
-    from skipcore.policies import DepthPolicy
+    from skipcore.decode.step import DepthPolicy
     from skipcore.schedule import Schedule
 
 
@@ -121,14 +123,15 @@ def quality_tables(
             realised = _cell(sel, ["layer_speedup"], "{:.2f}x")
             cells.append(f"{_cell(sel, metrics)} ({realised})" if len(sel) else "-")
         lines.append(_row(cells))
-    calm = df[df["policy"] == "calm"]
+    calm = df[df["policy"] == CalmPolicy.name]
+    col = _columns(CalmPolicy)
     if len(calm):
         sizes = sorted(calm["batch_size"].unique())
         head = ["model", "threshold", metric_names, "per-token layer speedup", "mean of L / exit layer"]
         head += [f"batch {s} layer speedup" for s in sizes] + ["FLOPs speedup (with heads, propagation)"]
-        lines += ["", f"CALM-DEC ({calm['calm_measure'].iloc[0]} confidence):", "", _row(head)]
+        lines += ["", f"CALM-DEC ({calm[col['measure']].iloc[0]} confidence):", "", _row(head)]
         lines.append(_row(["---"] * len(head)))
-        for (role, th), grp in calm.groupby(["model_role", "calm_threshold"], sort=False):
+        for (role, th), grp in calm.groupby(["model_role", col["threshold"]], sort=False):
             first = grp[grp["batch_size"] == grp["batch_size"].min()]
             cells = [name.get(role, role), f"{th:g}", _cell(first, metrics)]
             cells += [_cell(first, [c], "{:.2f}") for c in ("layer_speedup", "layer_speedup_token_mean")]
@@ -180,6 +183,53 @@ def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -
     return lines
 
 
+def row_line(setting, row: dict) -> str:
+    """A finished sweep row in a line: its label, quality, layer speedups, a drafting policy's yield, whether a
+    lossless one kept full depth's output, and the measured speedup with its interval (or that none was timed)."""
+    kind = "decode" if row.get("wall_speedup_decode") == row.get("wall_speedup_decode") else "total"
+    measured = (
+        f"measured {kind} {row[f'wall_speedup_{kind}']:.2f}x "
+        f"[{row[f'wall_speedup_{kind}_lo']:.2f}, {row[f'wall_speedup_{kind}_hi']:.2f}]"
+        if row.get("timing_runs")
+        else "timing not measured (--repeats 0)"
+    )
+    drafts = row.get("tokens_per_full_pass", float("nan"))
+    yields = f", {drafts:.2f} tokens per full-depth pass" if drafts == drafts else ""
+    same = row.get("same_as_full_depth", float("nan"))
+    if _lossless(setting) and same == same:
+        yields += f", output = full depth's for {same:.0%} of prompts"
+    nan = float("nan")
+    return (
+        f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row.get('layer_speedup', nan):.2f}x "
+        f"(batch {row.get('batch_layer_speedup', nan):.2f}x){yields}, {measured}"
+    )
+
+
+def row_warnings(setting, row: dict) -> list[str]:
+    """What a finished row must say whatever the display: a timing flagged as implausible, a lossless policy
+    whose output is not full depth's."""
+    out = [f"{setting.label()}: {row['timing_flag']}"] if row.get("timing_flag") else []
+    same = row.get("same_as_full_depth", 1.0)
+    if _lossless(setting) and same < 1:
+        out.append(
+            f"{setting.label()}: output differs from full depth's for {1 - same:.0%} of prompts "
+            "(floating-point differences between batch shapes can flip a near-tie)"
+        )
+    return out
+
+
+def _lossless(setting) -> bool:
+    """Whether the setting's policy promises full depth's output (speculative, transformers' assisted)."""
+    from skipcore.labels import sweep_policies
+
+    return getattr(sweep_policies().get(setting.policy), "lossless", False)
+
+
+def _columns(policy: type) -> dict[str, str]:
+    """{field: its sweep column} of a policy's parameters."""
+    return {p.name: p.column for p in params_of(policy)}
+
+
 def adaptive_table(
     df: pd.DataFrame, names: dict, metric_names: str, metrics: Sequence[str] = ("bleu", "rougeL")
 ) -> list[str]:
@@ -187,12 +237,13 @@ def adaptive_table(
     batch size): above, on or below it in quality at its realised layer speedup (`skipcore.measure.pareto`)."""
     from skipcore.measure.pareto import front_position
 
-    adaptive = df[df["policy"] == "adaptive"] if "policy" in df else df.iloc[:0]
+    adaptive = df[df["policy"] == AdaptivePolicy.name] if "policy" in df else df.iloc[:0]
     if not len(adaptive):
         return []
+    col = _columns(AdaptivePolicy)
     head = ["model", "threshold", "drop", "floor", metric_names, "layer speedup", "FLOPs speedup (decode)"]
     head += ["static front BLEU at that speedup", "vs static front"]
-    lines = ["", f"Adaptive SkipDecode ({adaptive['adaptive_signal'].iloc[0]} signal), against the static "]
+    lines = ["", f"Adaptive SkipDecode ({adaptive[col['signal']].iloc[0]} signal), against the static "]
     lines[-1] += "skip-mode front (full depth and every skip target) at the same realised layer speedup:"
     lines += ["", _row(head), _row(["---"] * len(head))]
     for role, rows in adaptive.groupby("model_role", sort=False):
@@ -205,9 +256,9 @@ def adaptive_table(
             & (df["batch_size"] == b)
         ]
         placed = front_position(rows, static, "layer_speedup", "bleu")
-        for r in placed.itertuples():
-            cells = [names.get(role, role), f"{r.adaptive_threshold:g}", f"{int(r.adaptive_drop)}"]
-            cells += [f"{int(r.adaptive_min_layers)}", " / ".join(f"{getattr(r, m):.1f}" for m in metrics)]
+        for _, r in placed.iterrows():
+            cells = [names.get(role, role), f"{r[col['threshold']]:g}", f"{int(r[col['drop']])}"]
+            cells += [f"{int(r[col['min_layers']])}", " / ".join(f"{r[m]:.1f}" for m in metrics)]
             cells += [f"{r.layer_speedup:.2f}x", f"{r.flops_speedup_decode:.2f}x", f"{r.front_bleu:.1f}"]
             cells.append(
                 f"{r.front_position} ({r.vs_front:+.1f})" if r.front_position != "beyond" else "beyond"

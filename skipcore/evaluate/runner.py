@@ -16,7 +16,6 @@ keys it finds, whichever executor made them. Only this process writes: an execut
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -25,12 +24,12 @@ import skipcore.evaluate.units as units  # looked up at run time: tests swap uni
 from skipcore.errors import UserError
 from skipcore.evaluate.executors import FailureCallback, GridIncomplete, InProcessExecutor, SweepExecutor
 from skipcore.evaluate.grid import build_grid, check_settings
-from skipcore.evaluate.rows import RowCallback, evaluate_setting, sweep_rows
-from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig, check_config
+from skipcore.evaluate.rows import RowCallback
+from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig, check_config, sweep_params
 from skipcore.evaluate.store import SweepStore
 from skipcore.models.loading import load_config
 
-__all__ = ["RowCallback", "evaluate_setting", "run_sweep", "sweep_rows"]  # the last two: their old home
+__all__ = ["run_sweep"]
 
 
 def run_sweep(
@@ -58,9 +57,10 @@ def run_sweep(
 
         torch.set_num_threads(cfg.threads)
     grid = build_grid(cfg)
+    refs = units.load_refs(cfg)
     # a typo, or a policy the second model cannot run, should not surface an hour in
     for model, _ in cfg.models:
-        facts = ModelFacts.of_config(load_config(model, cfg.trust_remote_code))
+        facts = ModelFacts.of_config(load_config(refs[model], cfg.trust_remote_code))
         check_settings([s for s in grid if s.model == model], facts, cfg)
     traces_dir = cfg.traces_dir or cfg.out.with_name(cfg.out.stem + "_traces")
     examples = load_examples(cfg.dataset, split=cfg.split, limit=cfg.limit)
@@ -81,7 +81,7 @@ def run_sweep(
                 from skipcore.traces.files import write_trace
 
                 trace_file = store.trace_file(ids[s])
-                meta = {**result.metadata, "setting": asdict(s), "setting_id": ids[s], "sweep": params}
+                meta = {**result.metadata, "setting": s.to_dict(), "setting_id": ids[s], "sweep": params}
                 meta.update(store.trace_marker())
                 write_trace(result.trace, trace_file, meta, overwrite=True)
                 rel = os.path.relpath(trace_file, cfg.out.parent)
@@ -94,7 +94,7 @@ def run_sweep(
         failures = []
         try:
             if todo:
-                job = units.SweepJob(cfg, examples, units.load_paths(cfg), units.unit_rows)
+                job = units.SweepJob(cfg, examples, refs, units.unit_rows)
                 plan = units.split_units(todo, cfg)
                 failures = executor.run(job, plan, finished, bar.set_description, on_failure)
             bar.set_description("done")
@@ -122,15 +122,7 @@ def _finish_row(row: dict, s: Setting, sid: str, cfg: SweepConfig, trace: str) -
         "max_layers": row.pop("max_layers"),
         "min_layers": row.pop("min_layers"),
         "batch_size": s.batch_size,
-        "calm_threshold": s.calm_threshold,
-        "calm_measure": s.calm_measure,
-        "calm_min_layers": s.calm_min_layers,
-        "adaptive_threshold": s.adaptive_threshold,
-        "adaptive_drop": s.adaptive_drop,
-        "adaptive_min_layers": s.adaptive_min_layers,
-        "adaptive_signal": s.adaptive_signal,
-        "draft_tokens": s.draft_tokens,
-        "assistant_exit": s.assistant_exit,
+        **{column: s.value(column) for column in sweep_params()},
         "bleu": row.pop("bleu"),
         "rougeL": row.pop("rougeL"),
         "chrf": row.pop("chrf"),

@@ -7,17 +7,30 @@ decay span, the horizon a target speedup is met over) come from the model's trai
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.labels import setting_label
+from skipcore.labels import setting_label, sweep_policies
+from skipcore.policies.params import Param, params_of
 
 NAN = float("nan")  # one object, so settings holding it compare and hash equal
+
+
+def sweep_params() -> dict[str, Param]:
+    """The parameters a sweep lists, by column (a column two entries share, such as `draft_tokens`, once: the
+    first entry's declaration), in the order the results' columns take."""
+    out: dict[str, Param] = {}
+    for cls in sweep_policies().values():
+        for p in params_of(cls):
+            if p.sweep is not None:
+                out.setdefault(p.column, p)
+    return out
 
 
 @dataclass(frozen=True)
@@ -32,41 +45,36 @@ class Setting:
     mode: str = "full"  # skip / exit / middle (static, adaptive); "full" for full depth; "calm" for CALM-DEC
     warmup: int = 0  # skip mode's warmup layers (0 where the mode has none)
     target_speedup: float = 1.0  # static; NaN where depth is decided while decoding (calm, adaptive)
-    calm_threshold: float | None = None
-    calm_measure: str | None = None
-    calm_min_layers: int | None = None
-    adaptive_threshold: float | None = None
-    adaptive_drop: int | None = None
-    adaptive_min_layers: int | None = None
-    adaptive_signal: str | None = None
-    # speculative and transformers' early-exit assistant: tokens drafted per round
-    draft_tokens: int | None = None
-    # transformers' early-exit assistant: its draft's layers (None: plain generate())
-    assistant_exit: int | None = None
+    params: tuple[
+        tuple[str, object], ...
+    ] = ()  # the policy's parameters by column: (("calm_threshold", 0.8),)
 
     @property
     def is_full(self) -> bool:
         return self.policy == "static" and self.shape == "full"
 
+    def value(self, column: str) -> object:
+        """A parameter's value by its column; None where this setting's policy has none."""
+        return dict(self.params).get(column)
+
+    def to_dict(self) -> dict:
+        """The setting as a results row's columns: every parameter column of the sweep, None where unset."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "params"}
+        return {**fields, **{column: self.value(column) for column in sweep_params()}}
+
     def setting_id(self, run_params: dict) -> str:
-        # fields added after a sweep was written are left out while unset, so older results files resume
-        fields = {k: v for k, v in asdict(self).items() if not (k in _LATER_FIELDS and v is None)}
+        # an unset parameter column is left out unless results files written before it existed keyed it, so
+        # those files resume
+        kept = {c for c, p in sweep_params().items() if p.keyed_when_unset}
+        fields = {
+            k: v for k, v in self.to_dict().items() if v is not None or k not in sweep_params() or k in kept
+        }
         blob = json.dumps([fields, run_params], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:
         """'model b8 linear/skip x3': the model's role, the batch size and `skipcore.labels.setting_label`."""
-        return f"{self.model_role} b{self.batch_size} {setting_label(self)}"
-
-
-_LATER_FIELDS = (
-    "adaptive_threshold",
-    "adaptive_drop",
-    "adaptive_min_layers",
-    "adaptive_signal",
-    "draft_tokens",
-    "assistant_exit",
-)
+        return f"{self.model_role} b{self.batch_size} {setting_label(self.to_dict())}"
 
 
 @dataclass
@@ -83,21 +91,13 @@ class SweepConfig:
     warmups: tuple[int, ...] = (1,)
     batch_sizes: tuple[int, ...] = (1, 8)
     policies: tuple[str, ...] = ("static", "calm")
-    calm_thresholds: tuple[float, ...] = (0.9, 0.8, 0.6, 0.4)
-    calm_measure: str = "softmax"
-    calm_min_layers: int = 1
-    # adaptive SkipDecode (skip mode, first warmup): one row per threshold x drop x floor. On the shipped model
-    # these defaults realise about 2x (0.5, floor 3) to 4x (0.1, floor 2) per token.
-    adaptive_thresholds: tuple[float, ...] = (0.5, 0.3, 0.1)
-    adaptive_drops: tuple[int, ...] = (2,)
-    adaptive_min_layers: tuple[int, ...] = (3, 2)
-    adaptive_signal: str = "max_prob"
-    # speculative SkipDecode: one row per draft schedule (a target speedup of the first shape, mode and warmup)
-    # x drafted tokens; transformers' generate() (batch size 1 only): plain, and assistant_early_exit per exit
-    # layer x drafted tokens
+    # each policy's parameters by column: the values to list ({"calm_threshold": (0.9, 0.8)}); a column left out
+    # takes the policy's declared sweep default (`skipcore.policies.params`). Adaptive SkipDecode runs in skip
+    # mode with the first warmup, one row per threshold x drop x floor; speculative SkipDecode one row per draft
+    # schedule (a target speedup of the first shape, mode and warmup) x drafted tokens; transformers' generate()
+    # (batch size 1 only): plain, and assistant_early_exit per exit layer x drafted tokens
+    policy_values: dict[str, tuple] = field(default_factory=dict)
     speculative_targets: tuple[float, ...] = (2.0, 3.0)
-    draft_tokens: tuple[int, ...] = (2, 4, 8)
-    assistant_exits: tuple[int, ...] = (4, 6)
     max_new_tokens: int | None = None  # default: the model's training settings, else 64
     decay_span: int | None = None  # default: the model's training settings, else the schedule's default
     speedup_over: int | None = None  # tokens a target is met over; default: the model's median output + 1
@@ -113,6 +113,11 @@ class SweepConfig:
     overwrite: bool = False
     progress: bool = True
     sweep_run_id: str = field(default_factory=lambda: "s" + uuid.uuid4().hex[:11])
+
+    def values(self, column: str) -> tuple:
+        """The values a parameter column takes in this sweep: the config's, else its declared default."""
+        given = self.policy_values.get(column)
+        return tuple(given) if given is not None else sweep_params()[column].sweep_values
 
     @property
     def models(self) -> list[tuple[str, str]]:
@@ -191,12 +196,34 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
 
 def check_config(cfg: SweepConfig) -> SweepConfig:
     """The config with its lengths resolved, refused in one line where it cannot run (before any work)."""
+    from skipcore.schedule import MODES
+
+    for flag, values, allowed in (
+        ("--shapes", cfg.shapes, ("linear", "power", "step", "constant")),
+        ("--modes", cfg.modes, MODES),
+        ("--policies", cfg.policies, (*sweep_policies(),)),
+    ):
+        for v in values:
+            if v not in allowed:
+                raise UserError(f"{flag}: unknown value {v!r}; choose from {', '.join(allowed)}")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise UserError(f"--limit must be >= 1, got {cfg.limit}")
     cfg = resolve_lengths(cfg)
     for flag, values in (("--targets", cfg.targets), ("--speculative-targets", cfg.speculative_targets)):
-        if not all(math.isfinite(t) and t >= 1 for t in values):  # NaN would drop out of the grid unsaid
+        said = ",".join(f"{t:g}" for t in values)
+        if not all(math.isfinite(t) for t in values):  # NaN would drop out of the grid unsaid
+            raise UserError(f"{flag} must all be finite numbers >= 1, got {said}")
+        if not all(t >= 1 for t in values):
+            raise UserError(f"{flag} must all be >= 1, got {said}")
+    known = sweep_params()
+    for column, values in cfg.policy_values.items():
+        if column not in known:
             raise UserError(
-                f"{flag} must all be finite numbers >= 1, got {','.join(f'{t:g}' for t in values)}"
+                f"unknown policy parameter {column!r}; the sweep lists {', '.join(known)}",
+                field="policy_values",
             )
+        for value in values:
+            known[column].check(value, name=column)
     if any(b < 1 for b in cfg.batch_sizes):
         raise UserError("--batch-sizes must all be >= 1")
     if cfg.repeats < 0:

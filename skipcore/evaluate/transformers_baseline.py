@@ -19,13 +19,50 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 import skipcore.measure.costs as costs
 from skipcore.errors import UserError
+from skipcore.policies import SpeculativePolicy
+from skipcore.policies.params import Parameterised, param, same_as, short_number
 
 FAMILIES = ("llama",)  # adapters whose decoders stop at config.num_hidden_layers
+
+
+@dataclass(frozen=True)
+class AssistedGeneration(Parameterised):
+    """generate(assistant_early_exit=n) drafting k tokens per round, as a sweep lists it; plain generate() where
+    `assistant_exit` is None."""
+
+    assistant_exit: int | None = param(
+        None,
+        kind=int,
+        low=1,
+        at_most_layers=True,
+        help="transformers: layers of the early-exit draft",
+        title="assistant exit layer",
+        column="assistant_exit",
+        flag="--assistant-exit",
+        sweep_default=(4, 6),
+    )
+    draft_tokens: int | None = same_as(SpeculativePolicy, "draft_tokens", None)
+    name: ClassVar[str] = "transformers"
+    title: ClassVar[str] = "transformers' generate()"
+    lossless: ClassVar[bool] = True  # its output is full depth's (greedy), which a sweep row checks
+    about: ClassVar[str] = (
+        "transformers' own generate() at batch size 1: plain, and with assistant_early_exit=n drafting k tokens "
+        "per round (no confidence stop); Llama-family models."
+    )
+
+    @classmethod
+    def setting_words(cls, values) -> str:
+        """'transformers generate()', 'transformers assistant_early_exit=4, k=2'."""
+        exit_layer = values.get("assistant_exit")
+        if exit_layer is None:
+            return "transformers generate()"
+        return f"transformers assistant_early_exit={short_number(exit_layer)}, k={short_number(values.get('draft_tokens'))}"
 
 
 @dataclass

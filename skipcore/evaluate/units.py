@@ -19,6 +19,7 @@ from skipcore.evaluate.settings import Setting, SweepConfig
 
 if TYPE_CHECKING:
     from skipcore.decode.engine import SkipEngine
+    from skipcore.models.reference import ModelRef
 
 Say = Callable[[str], None]  # a one-line progress note (a progress bar's description)
 
@@ -42,13 +43,15 @@ def split_units(todo: list[Setting], cfg: SweepConfig) -> list[WorkUnit]:
     return [WorkUnit(m, b, tuple(group)) for (m, b), group in groups.items()]
 
 
-def load_paths(cfg: SweepConfig) -> dict[str, str]:
-    """Where each model of the sweep is loaded from: a local path made absolute (a worker may start in another
-    folder; on a cluster the path must exist on every node), a hub id or short name as it is."""
+def load_refs(cfg: SweepConfig) -> dict[str, ModelRef]:
+    """Each model of the sweep resolved once (`skipcore.models.reference`), a local path made absolute first (a
+    worker may start in another folder; on a cluster the path must exist on every node)."""
+    from skipcore.models.reference import resolve_model
+
     out = {}
     for model, _role in cfg.models:
         local = Path(model).expanduser()
-        out[model] = str(local.resolve()) if local.exists() else model
+        out[model] = resolve_model(str(local.resolve()) if local.exists() else model)
     return out
 
 
@@ -65,7 +68,7 @@ class SweepJob:
 
     cfg: SweepConfig
     examples: list
-    paths: dict[str, str]  # model -> where to load it (`load_paths`)
+    refs: dict[str, ModelRef]  # model -> what it resolved to (`load_refs`), loaded from there
     evaluate: UnitRows
 
 
@@ -84,11 +87,11 @@ class EngineCache:
         key, cfg = self._key(job, model), job.cfg
         if self.key != key:
             self.key, self.engine = None, None  # free the previous model before the next one loads
-            name = _model_name(job.paths[model])
+            name = _model_name(job.refs[model])
             if say is not None:
                 say(f"loading {name}")
             net, tokenizer = load_model(
-                job.paths[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code
+                job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code
             )
             self.key, self.engine = key, SkipEngine(net, tokenizer, model_name=name)
         return self.engine
@@ -100,13 +103,12 @@ class EngineCache:
     @staticmethod
     def _key(job: SweepJob, model: str) -> tuple:
         cfg = job.cfg
-        return (job.paths[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code)
+        return (job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code)
 
 
-def _model_name(path: str) -> str:
-    """A folder's name, or a hub id or short name as it is."""
-    p = Path(path)
-    return p.name if p.is_dir() else path
+def _model_name(ref: ModelRef) -> str:
+    """A folder's name, or a hub id or short name as it was given."""
+    return ref.path.name if ref.kind in ("folder", "adapter") and ref.path is not None else ref.name
 
 
 def unit_rows(

@@ -1,12 +1,12 @@
 """The replay behind the layer lens: a decoded batch fed again, step by step, along the path each token took,
 reading the residual stream after every layer through the final norm and the LM head.
 
-It mirrors `SkipEngine.forward_step` operation for operation (the same embeddings, masks, cache and layer
-calls, in the same order, on the same shapes), so on the same device the last layer's read-out is the very
-logits the decode picked its token from, bit for bit. Along the way it keeps the residual stream after every
-layer: a layer a token skipped leaves it unchanged (its read-out repeats the layer below), and it writes no K/V
-unless the policy propagates skipped layers' K/V (CALM), in which case the layer still runs as a key on the
-token's frozen state, exactly as the decode did.
+It mirrors the loop's cached pass (`skipcore.decode.forward.forward_step`) operation for operation (the same
+embeddings, masks, cache and layer calls, in the same order, on the same shapes), so on the same device the last
+layer's read-out is the very logits the decode picked its token from, bit for bit. Along the way it keeps the
+residual stream after every layer: a layer a token skipped leaves it unchanged (its read-out repeats the layer
+below), and it writes no K/V unless the policy propagates skipped layers' K/V (CALM), in which case the layer
+still runs as a key on the token's frozen state, exactly as the decode did.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def replay(
     dtype: torch.dtype,
     top_k: int = 5,
 ) -> ReadOuts:
-    """Read-outs after every layer for every token of a decoded batch (`out`, from `generate_batch` on the
+    """Read-outs after every layer for every token of a decoded batch (`out`, the decode loop's on the
     left-padded `input_ids`/`attn`), along the layers each token ran."""
     L = adapter.shapes.num_layers
     dev = next(adapter.model.parameters()).device

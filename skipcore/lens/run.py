@@ -1,24 +1,26 @@
-"""`layer_lens`: decode prompts under a policy (or feed given tokens), then replay every token along its path and
-read the residual stream after every layer. One row per (sample, step, layer); the design notes' "Layer lens".
+"""`layer_lens`: decode prompts under a policy (or feed given tokens), then replay every token along its path
+and read the residual stream after every layer. One row per (sample, step, layer); the design notes' "Layer
+lens".
 
-The decode is the engine's own loop (`generate_batch`, batched like `generate`, greedy), so the tokens and their
-layer masks are exactly what `generate` produces; the replay (`skipcore.lens.replay`) adds the read-outs.
+The decode is the engine's own batch driver (`SkipEngine.decode_prompts`, batched like `generate`, greedy), so
+the tokens and their layer masks are exactly what `generate` produces; the replay (`skipcore.lens.replay`)
+reads each batch again as the driver hands it on, adding the read-outs.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
+import torch
 
-from skipcore.decode.engine import PolicyLike, SkipEngine, as_policy, check_finite, config_hash
-from skipcore.decode.outputs import BatchOutput
-from skipcore.decode.sampling import Sampling, TokenPicker
-from skipcore.decode.trace_rows import build_trace
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.outputs import BatchOutput, DecodedBatch
+from skipcore.decode.static_policy import PolicyLike
 from skipcore.errors import UserError
 from skipcore.lens.forcing import ForcedPicker, forced_tokens
 from skipcore.lens.replay import ReadOuts, replay
@@ -63,9 +65,8 @@ def layer_lens(
     choices (teacher forcing); the policy still picks each step's layers. `top_k` top tokens are kept per
     read-out. `progress(done, total)` counts batches.
     """
-    policy = as_policy(policy)
-    batch_size = engine.check_request(prompts, max_new_tokens, batch_size)
-    policy.check(engine.num_layers, max_new_tokens)
+    request = engine.check_request(prompts, max_new_tokens, batch_size, policy)
+    policy = request.policy
     if policy.max_step_tokens() > 1:
         raise UserError(
             f"the lens reads the pass that made each token, one token per step; under {policy.name} every kept "
@@ -73,53 +74,39 @@ def layer_lens(
             "--policy static and the same schedule flags"
         )
     if top_k < 1:
-        raise UserError(f"top_k must be >= 1, got {top_k}")
-    forced = None
+        raise UserError(f"top_k must be >= 1, got {top_k}", field="top_k")
+    pickers = None
     if tokens is not None:
         if len(tokens) != len(prompts):
-            raise UserError(f"{len(tokens)} token lists given for {len(prompts)} prompts")
+            raise UserError(f"{len(tokens)} token lists given for {len(prompts)} prompts", field="tokens")
         forced = forced_tokens(tokens, max_new_tokens, engine.eos_ids.tolist(), engine.pad_id)
-    run_id = uuid.uuid4().hex[:12]
-    tables, traces, texts, token_ids = [], [], [], []
-    starts = range(0, len(prompts), batch_size)
-    for b, start in enumerate(starts):
-        chunk = list(prompts[start : start + batch_size])
-        pad_to = engine.prompt_multiple if policy.shared_sets else None
-        enc = engine.tokenizer(chunk, return_tensors="pt", padding=True, pad_to_multiple_of=pad_to)
-        if forced is None:
-            picker = TokenPicker(Sampling(), engine.device)
-        else:
-            picker = ForcedPicker(forced[start : start + len(chunk)], engine.device)
-        ids, attn = enc["input_ids"], enc["attention_mask"]
-        out = engine.generate_batch(ids, attn, policy, picker, max_new_tokens=max_new_tokens)
-        check_finite(out, start)
-        rows, decoded = engine.decode_rows(out.tokens, out.finished_before)
-        token_ids += rows
-        texts += decoded
-        trace = build_trace(
-            out, engine.adapter.shapes, engine.tokenizer, run_id, start, b, engine.element_bytes
-        )
-        for name, column in policy.trace_columns(out, engine.adapter.shapes).items():
-            trace[name] = column.ravel()
-        traces.append(trace)
-        reads = replay(engine.adapter, ids, attn, out, engine.dtype, top_k)
-        tables.append(lens_rows(reads, out, engine.tokenizer, run_id, start))
+        pickers = partial(_given_tokens, forced, engine.device)
+    batches = -(-len(request.prompts) // request.batch_size)
+    tables = []
+
+    def read(batch: DecodedBatch) -> None:
+        out = batch.output
+        reads = replay(engine.adapter, batch.input_ids, batch.attention_mask, out, engine.dtype, top_k)
+        tables.append(lens_rows(reads, out, engine.tokenizer, batch.run_id, batch.first_sample))
         if progress is not None:
-            progress(b + 1, len(starts))
-    about = policy.describe()
+            progress(batch.index + 1, batches)
+
+    run = engine.decode_prompts(request, pickers, on_batch=read)
     meta = engine.describe_run(
-        run_id,
-        config_hash(engine.model_name, policy.name, about, "lens", max_new_tokens, batch_size, tokens),
-        Sampling(),
-        max_new_tokens,
-        batch_size,
-        policy=policy.name,
-        **about,
+        run.run_id,
+        request,
+        "lens",
+        tokens,
         label=policy.label(),
         lens={"tokens": OWN if tokens is None else GIVEN, "top_k": top_k, "readout": "final norm + LM head"},
     )
     table = pd.concat(tables, ignore_index=True)
-    return LensResult(table, pd.concat(traces, ignore_index=True), texts, token_ids, meta)
+    return LensResult(table, run.trace, run.texts, run.token_ids, meta)
+
+
+def _given_tokens(table: torch.Tensor, device: torch.device, first: int, count: int) -> ForcedPicker:
+    """The picker of the batch of prompts first .. first + count - 1 on their given tokens."""
+    return ForcedPicker(table[first : first + count], device)
 
 
 def lens_rows(

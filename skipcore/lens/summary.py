@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from skipcore.decode.engine import PolicyLike, SkipEngine
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.static_policy import PolicyLike
 from skipcore.errors import UserError
 from skipcore.lens.run import LensResult, layer_lens
 

@@ -11,7 +11,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import ModelError
 
 
 @dataclass(frozen=True)
@@ -95,25 +95,42 @@ def require_installed(name: str) -> RealModel:
     """The catalog entry of an installed model, or one line saying how to install it."""
     model = REAL_MODELS[name]
     if not installed(model):
-        raise UserError(f"{name} ({model.title}) is not installed; install it with: {model.install}")
+        raise ModelError(f"{name} ({model.title}) is not installed; install it with: {model.install}")
     return model
 
 
 def gguf_source(model: RealModel, scratch: Path) -> Path:
     """The model's GGUF file: the packaged one, or for a chunked package one assembled (and sha256-checked by the
     package) into `scratch`, a folder the caller owns and removes."""
-    folder = package_dir(model)
-    if folder is None:
-        raise UserError(f"{model.name} is not installed; install it with: {model.install}")
+    folder = _package(model)
     if not model.chunked:
         return folder / model.gguf
     module = importlib.import_module(model.module)  # this one is plain Python: it only joins its chunks
     try:
         return Path(module.assemble(output_path=scratch / model.gguf, overwrite=True))
     except (OSError, ValueError) as e:  # a missing chunk package, or a sha256 that does not match
-        raise UserError(
+        raise ModelError(
             f"could not assemble {model.name}'s GGUF file: {e}; reinstall: {model.install}"
         ) from e
+
+
+def gguf_parts(model: RealModel) -> list[Path]:
+    """The model's GGUF file as installed: the packaged file, or a chunked package's chunks in order (what reading
+    its header needs; nothing is joined)."""
+    folder = _package(model)
+    if not model.chunked:
+        return [folder / model.gguf]
+    try:
+        return [Path(p) for p in importlib.import_module(model.module).chunk_paths()]
+    except (ImportError, OSError) as e:  # a chunk package missing
+        raise ModelError(f"could not find {model.name}'s GGUF chunks: {e}; reinstall: {model.install}") from e
+
+
+def _package(model: RealModel) -> Path:
+    folder = package_dir(model)
+    if folder is None:
+        raise ModelError(f"{model.name} is not installed; install it with: {model.install}")
+    return folder
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,18 @@
 """Model-level settings: how a skipcore-trained model is best decoded by default.
 
-A model directory that skipcore trained carries `skipcore_training.json`. Its `generation` entry and data
-statistics give the decoding defaults generate, sweep, the dashboard and the notebooks share: the decay
-span and generation length the schedules were trained with, and `speedup_over`, the generated tokens a
-`--target-speedup` is met over. That horizon is the model's typical output (median target length + its EOS),
-whatever horizon training used (design notes, "Speedups"): outputs stop there, so a target met over a longer
-horizon would be missed in practice. This module reads the file and nothing else; training writes it.
-"""
+A model directory that skipcore trained carries its training record (`skipcore.models.training_record`). Its
+`generation` entry and data statistics give the decoding defaults generate, sweep, the dashboard and the
+notebooks share: the decay span and generation length the schedules were trained with, and `speedup_over`, the
+generated tokens a `--target-speedup` is met over. That horizon is the model's typical output (median target
+length + its EOS), whatever horizon training used (design notes, "Speedups"): outputs stop there, so a target
+met over a longer horizon would be missed in practice."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from skipcore.errors import UserError
-
-SETTINGS_FILE = "skipcore_training.json"
-FORMAT = "skipcore-training/1"
-
-
-def read_settings(model_dir: str | Path) -> dict | None:
-    """The training settings saved with a model, or None for a model skipcore did not train."""
-    path = Path(model_dir) / SETTINGS_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"cannot read {path}: {e}") from e
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise UserError(f"{path}: unknown format {found!r} (expected {FORMAT})")
-    return data
+from skipcore.models.training_record import read_record, typical_output_tokens
 
 
 def generation_defaults(model_dir: str | Path) -> dict:
@@ -40,30 +21,71 @@ def generation_defaults(model_dir: str | Path) -> dict:
 
     Empty for a model skipcore did not train.
     """
-    return defaults_from_settings(read_settings(model_dir) or {})
+    return defaults_from_record(read_record(model_dir) or {})
 
 
-def defaults_from_settings(settings: dict) -> dict:
-    """`generation_defaults` of an already-read `skipcore_training.json`.
+def defaults_from_record(record: dict) -> dict:
+    """`generation_defaults` of an already-read training record.
 
-    `speedup_over` comes from the training data's median target length whenever the file has it: files
-    written before this rule recorded the training horizon there (e.g. 64 while outputs stop at ~26), which
-    made "3x" realise 1.5-2x.
-    """
-    defaults = dict(settings.get("generation") or {})
+    `speedup_over` comes from the training data's median target length whenever the record has it; a record
+    with no data statistics keeps the `speedup_over` it holds."""
+    defaults = dict(record.get("generation") or {})
     defaults.pop("note", None)
-    median = (settings.get("data") or {}).get("median_target_tokens")
+    median = (record.get("data") or {}).get("median_target_tokens")
     if median:
         defaults["speedup_over"] = typical_output_tokens(median)
     return defaults
 
 
-def typical_output_tokens(median_target_tokens: int) -> int:
-    """A typical output's length in generated tokens: the median target, then its EOS."""
-    return int(median_target_tokens) + 1
-
-
 def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     """Generated tokens a target speedup is met over by default: a typical output (`speedup_over` of
-    `generation_defaults`), never more than will be generated; `max_new_tokens` for a model that does not say."""
+    `generation_defaults`), never more than will be generated; `max_new_tokens` for a model that does not say.
+    """
     return min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens))
+
+
+SKIP_AWARE = ("fixed", "elastic")  # the training objectives that teach a model to skip
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How a decode runs when its settings leave things out: the schedule's shape, the length, the decay span
+    and the horizon a target speedup is met over; `note` says a fall-back to full depth (empty otherwise)."""
+
+    shape: str
+    max_new_tokens: int
+    decay_span: int | None
+    speedup_over: int
+    note: str = ""
+
+
+def decoding_for(
+    model: str,
+    shape: str | None = None,
+    skip_asked: bool = False,
+    custom: bool = False,
+    static: bool = True,
+    max_new_tokens: int | None = None,
+    decay_span: int | None = None,
+    speedup_over: int | None = None,
+) -> Decoding:
+    """The decode a model gets: what was asked, else what it was trained for. With no shape asked, a model skips
+    only where it was trained skip-aware, a skip setting asks for it (`skip_asked`: a target speedup, a floor, a
+    start, a schedule file) or the policy is not the static one (speculative is lossless; CALM and adaptive watch
+    confidence): a model not trained to skip loses its quality when layers are skipped."""
+    local = Path(model).expanduser().is_dir()
+    defaults = generation_defaults(model) if local else {}
+    note = ""
+    if shape is None:
+        trained = ((read_record(model) if local else None) or {}).get("objective") in SKIP_AWARE
+        shape = "custom" if custom else "linear" if (skip_asked or trained or not static) else "full"
+        if shape == "full":
+            note = (
+                f"note: {model} was not trained skip-aware, so it ran at full depth; pass --schedule linear "
+                "--target-speedup T to skip layers (expect a loss of quality without skip-aware training)"
+            )
+    max_new = max_new_tokens if max_new_tokens is not None else int(defaults.get("max_new_tokens", 32))
+    if decay_span is None and defaults.get("decay_span"):
+        decay_span = int(defaults["decay_span"])
+    over = speedup_over if speedup_over is not None else speedup_horizon(defaults, max_new)
+    return Decoding(shape, max_new, decay_span, over, note)

@@ -1,8 +1,8 @@
 """GGUF files as ordinary model folders: dequantized once, cached as safetensors, read fast after that.
 
 transformers reads a GGUF file (`from_pretrained(folder, gguf_file=name)`, with the `gguf` package installed),
-dequantizing every tensor to float32, which takes ~30 s for SmolLM2-135M on two cores. skipcore does that once
-and saves the result as a plain model folder under the cache (`SKIPCORE_CACHE`, default
+dequantizing every tensor to float32, which takes a while for a real model (docs/results.md has the time, and
+the cache records it as `convert_seconds`). skipcore does that once and saves the result as a plain model folder under the cache (`SKIPCORE_CACHE`, default
 `~/.cache/skipcore`), so every later load is a safetensors read. The folder is written under a staging name
 and renamed into place, so no reader, and no second process, ever sees half of one.
 
@@ -26,8 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import ModelError
 from skipcore.models.catalog import RealModel, gguf_source
+from skipcore.models.gguf_header import read_header
 
 MARKER = "skipcore_source.json"  # written inside the staging folder last: a folder with it is complete
 
@@ -75,7 +76,7 @@ def ensure_converted(
     if is_complete(target):
         return target
     if target.exists():
-        raise UserError(
+        raise ModelError(
             f"{target} exists but is not a complete skipcore model cache (no {MARKER}); move it away and retry"
         )
     say = say or _stderr
@@ -84,7 +85,7 @@ def ensure_converted(
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=root))
     except OSError as e:
-        raise UserError(f"cannot write the model cache {root}: {e.strerror}; set SKIPCORE_CACHE") from e
+        raise ModelError(f"cannot write the model cache {root}: {e.strerror}; set SKIPCORE_CACHE") from e
     try:
         scratch = staging / ".source"
         scratch.mkdir()
@@ -118,10 +119,10 @@ def convert(gguf_path: Path, out: Path) -> None:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     except ImportError as e:
-        raise UserError(f"reading a GGUF file needs the gguf package: pip install gguf ({e})") from e
+        raise ModelError(f"reading a GGUF file needs the gguf package: pip install gguf ({e})") from e
     except (ValueError, KeyError, OSError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"could not read {gguf_path}: {first}") from e
+        raise ModelError(f"could not read {gguf_path}: {first}") from e
     fields = _tokenizer_fields(gguf_path)
     repair_tokenizer(tokenizer, model.config, fields)
     # a model read from GGUF carries its quantization origin; the saved copy is plain float weights
@@ -173,24 +174,12 @@ def repair_tokenizer(tokenizer, config, fields: dict) -> None:
 
 def _tokenizer_fields(gguf_path: Path) -> dict:
     """The few tokenizer facts of a GGUF file the repairs need (read from its header, no tensors)."""
-    import gguf
-    import numpy as np
-
-    reader = gguf.GGUFReader(str(gguf_path))
-
-    def scalar(key: str):
-        f = reader.fields.get(key)
-        if f is None:
-            return None
-        part = f.parts[f.data[0]]
-        return bytes(part).decode() if part.dtype == np.uint8 else part.tolist()[0]
-
-    kinds = reader.fields.get("tokenizer.ggml.token_type")
+    fields = read_header([gguf_path], str(gguf_path)).fields
     return {
-        "model": scalar("tokenizer.ggml.model"),
-        "add_bos": bool(scalar("tokenizer.ggml.add_bos_token")),
-        "has_merges": "tokenizer.ggml.merges" in reader.fields,
-        "token_type": [] if kinds is None else np.concatenate([kinds.parts[i] for i in kinds.data]).tolist(),
+        "model": fields.get("tokenizer.ggml.model"),
+        "add_bos": bool(fields.get("tokenizer.ggml.add_bos_token")),
+        "has_merges": "tokenizer.ggml.merges" in fields,
+        "token_type": fields.get("tokenizer.ggml.token_type") or [],
     }
 
 

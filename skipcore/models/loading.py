@@ -1,5 +1,7 @@
-"""Loading a model and its tokenizer from a local directory (offline), a GGUF file, the short name of an installed
-real model (`smollm2-135m`; see `skipcore.models.catalog`), or a hub id (where there is network)."""
+"""Loading a model's config, or the model and its tokenizer, from what a name refers to (`skipcore.models.reference`:
+a local folder, read offline; a LoRA adapter on its base; an installed real model's short name or a GGUF file,
+through its cached safetensors copy; a hub id, where there is network), and the device and dtype to put it on.
+Whatever makes a model unusable is a `ModelError`, one line naming the model."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import pickle
 import platform
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,10 +19,11 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from skipcore.adapters import check_supported
-from skipcore.errors import UserError
-from skipcore.models.catalog import REAL_MODELS, is_real_name, require_installed
-from skipcore.models.gguf import file_folder, model_folder
-from skipcore.models.lora import base_name, is_adapter_folder, merged
+from skipcore.errors import ModelError, UserError
+from skipcore.models.catalog import REAL_MODELS
+from skipcore.models.gguf_header import config_dict, read_header
+from skipcore.models.lora import merged
+from skipcore.models.reference import ModelRef, resolve_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # one of these beside the weights is a tokenizer transformers can load
@@ -49,96 +53,84 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def _looks_like_path(name: str) -> bool:
-    """Hub ids are `name` or `org/name`; anything else is meant as a local directory."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
-
-
-def _source(name_or_dir: str) -> tuple[str, dict]:
-    """What transformers is given: a local directory (read offline) or a hub id."""
-    local = Path(name_or_dir).expanduser()
-    if local.is_dir():
-        return str(local), {"local_files_only": True}
-    return name_or_dir, {}
-
-
-def model_directory(name_or_dir: str) -> str:
-    """What `--model` names, as something `from_pretrained` reads: an installed real model's short name or a GGUF
-    file (or a folder holding one GGUF and no config) becomes its cached safetensors folder, converted on first
-    use; anything else is returned as given."""
-    if is_real_name(name_or_dir):
-        return str(model_folder(require_installed(name_or_dir)))
-    local = Path(name_or_dir).expanduser()
-    if local.is_file() and local.suffix.lower() == ".gguf":
-        return str(file_folder(local))
-    if local.is_dir() and not (local / "config.json").exists():
-        found = sorted(local.glob("*.gguf"))
-        if len(found) > 1:
-            names = ", ".join(p.name for p in found[:4])
-            raise UserError(f"{name_or_dir} holds {len(found)} GGUF files ({names}); pass the one to load")
-        if found:
-            return str(file_folder(found[0]))
-    return name_or_dir
-
-
-def load_config(name_or_dir: str, trust_remote_code: bool = False) -> PretrainedConfig:
-    """The model's config alone (no weights), refused in one line where the model cannot be loaded or its
-    family is not supported: what a tool checks before any work."""
-    name_or_dir = model_directory(name_or_dir)
-    local = Path(name_or_dir).expanduser()
-    if is_adapter_folder(local):  # a LoRA fine-tune: its base's config is the model's
-        return load_config(base_name(local), trust_remote_code)
-    if local.exists() and not local.is_dir():
-        raise UserError(f"model path {name_or_dir} is a file; pass the model's directory")
-    if _looks_like_path(name_or_dir) and not local.is_dir():
-        raise UserError(f"model directory not found: {name_or_dir}")
-    source, kw = _source(name_or_dir)
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
-    except (
-        CONFIG_VALUE_ERRORS
-    ) as e:  # a field of the wrong type ("num_hidden_layers": "12"): its own last line
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        reason = re.sub(r"^\w+Error: ", "", lines[-1]) if lines else type(e).__name__
-        raise UserError(
-            f"could not load model {name_or_dir!r}: a config.json field of the wrong type: {reason}"
-        ) from e
-    except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        hint = (
-            ""
-            if local.exists()
-            else f" (installable real models: {', '.join(REAL_MODELS)}; see `skipcore models`)"
-        )
-        raise UserError(f"could not load model {name_or_dir!r}: {first}{hint}") from e
-    check_supported(config.model_type)
+def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = False) -> PretrainedConfig:
+    """The model's config alone (no weights, never a conversion: a GGUF model not yet cached is read from its
+    file's header), refused in one line where the model cannot be used or its family is not supported: what a
+    tool checks before any work."""
+    ref = model if isinstance(model, ModelRef) else resolve_model(model)
+    if ref.base is not None:  # a LoRA fine-tune: its base's config is the model's
+        return load_config(ref.base, trust_remote_code)
+    if ref.needs_conversion:
+        return _gguf_config(ref)
+    source, kw = ref.weights()
+    config = _config_or_refusal(
+        ref, lambda: AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
+    )
+    _check_family(ref, config.model_type)
     return config
 
 
+def _gguf_config(ref: ModelRef) -> PretrainedConfig:
+    """The config a GGUF file's header describes, as transformers would build it on conversion."""
+    from transformers import CONFIG_MAPPING
+
+    values = config_dict(read_header(ref.gguf_parts(), ref.name))
+    _check_family(ref, values.get("model_type"))
+    return _config_or_refusal(ref, lambda: CONFIG_MAPPING[values["model_type"]].from_dict(values))
+
+
+def _config_or_refusal(ref: ModelRef, read: Callable[[], PretrainedConfig]) -> PretrainedConfig:
+    """`read()`, its failures said in one line naming the model."""
+    try:
+        return read()
+    except CONFIG_VALUE_ERRORS as e:
+        # a field of the wrong type ("num_hidden_layers": "12"): its own last line
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        reason = re.sub(r"^\w+Error: ", "", lines[-1]) if lines else type(e).__name__
+        raise ModelError(
+            f"could not load model {ref.name!r}: a config.json field of the wrong type: {reason}"
+        ) from e
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        hint = ""
+        if ref.kind == "hub":  # perhaps meant as a real model's short name
+            hint = f" (installable real models: {', '.join(REAL_MODELS)}; see `skipcore models`)"
+        raise ModelError(f"could not load model {ref.name!r}: {first}{hint}") from e
+
+
+def _check_family(ref: ModelRef, model_type: str | None) -> None:
+    """Refused in one line naming the model where skipcore has no adapter for its family."""
+    try:
+        check_supported(model_type)
+    except UserError as e:
+        raise ModelError(f"{ref.name}: {e}") from e
+
+
 def load_model(
-    name_or_dir: str,
+    model: str | os.PathLike | ModelRef,
     device: str = "auto",
     dtype: str = "auto",
     attn_implementation: str = "sdpa",
     trust_remote_code: bool = False,
 ) -> tuple[PreTrainedModel, object]:
-    """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set)."""
+    """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set). `model` is a name
+    (`skipcore.models.reference`) or what `resolve_model` made of one."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    given, name_or_dir = name_or_dir, model_directory(name_or_dir)
-    load_config(name_or_dir, trust_remote_code)
-    source, kw = _source(name_or_dir)
-    local = Path(name_or_dir).expanduser()
-    if is_adapter_folder(local):
-        return _load_adapter(local, dev, dt, attn_implementation, trust_remote_code)
-    if local.is_dir() and not any((local / f).is_file() for f in TOKENIZER_FILES):
-        raise UserError(
-            f"{name_or_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
+    ref = model if isinstance(model, ModelRef) else resolve_model(model)
+    load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
+    if ref.base is not None:
+        return _load_adapter(ref, dev, dt, attn_implementation, trust_remote_code)
+    folder = ref.convert()
+    source, kw = ref.weights()
+    if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelError(
+            f"{ref.name} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
             "model (tokenizer.save_pretrained(dir))"
         )
     try:
         with _quiet_transformers():  # its load report would print before our one line
-            model, info = AutoModelForCausalLM.from_pretrained(
+            net, info = AutoModelForCausalLM.from_pretrained(
                 source,
                 dtype=dt,
                 attn_implementation=attn_implementation,
@@ -149,43 +141,38 @@ def load_model(
             )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
     except BROKEN_FILE_ERRORS as e:
-        raise UserError(f"could not load model {name_or_dir!r}: {broken_file_reason(e)}") from e
-    mismatch = weights_mismatch(info, model.config)
+        raise ModelError(f"could not load model {ref.name!r}: {broken_file_reason(e)}") from e
+    mismatch = weights_mismatch(info, net.config)
     if mismatch:
-        raise UserError(
-            f"could not load model {name_or_dir!r}: its weights do not match its config.json: {mismatch}; the "
+        raise ModelError(
+            f"could not load model {ref.name!r}: its weights do not match its config.json: {mismatch}; the "
             "config and the weights must come from the same model"
         )
     if not tokenizer("a b")["input_ids"]:
-        raise UserError(f"the tokenizer in {name_or_dir} turns text into no tokens; is it the model's own?")
-    prepare_tokenizer(tokenizer, model)
-    if is_real_name(given):
-        model.config._name_or_path = given  # what traces and summaries name: the short name, not a cache path
-    return model.to(dev).eval(), tokenizer
+        raise ModelError(f"the tokenizer in {ref.name} turns text into no tokens; is it the model's own?")
+    prepare_tokenizer(tokenizer, net)
+    if ref.kind == "real":
+        net.config._name_or_path = (
+            ref.name
+        )  # what traces and summaries name: the short name, not a cache path
+    return net.to(dev).eval(), tokenizer
 
 
 def _load_adapter(
-    folder: Path, dev: torch.device, dt: torch.dtype, attn_implementation: str, trust_remote_code: bool
+    ref: ModelRef, dev: torch.device, dt: torch.dtype, attn_implementation: str, trust_remote_code: bool
 ) -> tuple[PreTrainedModel, object]:
     """A LoRA folder: its base loaded in float32, the adapter merged, then moved to the device and dtype; the
     folder's own tokenizer where it saved one."""
-    tokenizers = []
-
-    def load_base(name: str):
-        model, tokenizer = load_model(name, "cpu", "float32", attn_implementation, trust_remote_code)
-        tokenizers.append(tokenizer)
-        return model
-
-    model = merged(folder, load_base)
-    tokenizer = tokenizers[0]
-    if any((folder / f).is_file() for f in TOKENIZER_FILES):
+    base, tokenizer = load_model(ref.base, "cpu", "float32", attn_implementation, trust_remote_code)
+    net = merged(base, ref.path)
+    if any((ref.path / f).is_file() for f in TOKENIZER_FILES):
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(str(ref.path), local_files_only=True)
         except BROKEN_FILE_ERRORS as e:
-            raise UserError(f"could not load the tokenizer in {folder}: {broken_file_reason(e)}") from e
-    prepare_tokenizer(tokenizer, model)
-    model.config._name_or_path = str(folder)
-    return model.to(device=dev, dtype=dt).eval(), tokenizer
+            raise ModelError(f"could not load the tokenizer in {ref.path}: {broken_file_reason(e)}") from e
+    prepare_tokenizer(tokenizer, net)
+    net.config._name_or_path = str(ref.path)
+    return net.to(device=dev, dtype=dt).eval(), tokenizer
 
 
 @contextmanager

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import ModelError, UserError
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -40,7 +39,8 @@ TARGET_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
 
 @dataclass(frozen=True)
 class LoraSpec:
-    """What `--lora-rank`, `--lora-alpha`, `--lora-dropout` and `--lora-targets` ask for."""
+    """What the `lora_rank`, `lora_alpha`, `lora_dropout`, `lora_targets` and `whole_layers` settings ask for; a
+    refusal names the setting (`UserError.field`)."""
 
     rank: int
     alpha: float | None = None  # scale alpha / rank; default 2 x rank, the usual choice
@@ -52,16 +52,17 @@ class LoraSpec:
 
     def __post_init__(self) -> None:
         if self.rank < 1:
-            raise UserError(f"--lora-rank must be >= 1, got {self.rank}")
+            raise UserError(f"lora_rank must be >= 1, got {self.rank}", field="lora_rank")
         if self.alpha is not None and not self.alpha > 0:
-            raise UserError(f"--lora-alpha must be > 0, got {self.alpha}")
+            raise UserError(f"lora_alpha must be > 0, got {self.alpha}", field="lora_alpha")
         if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"--lora-dropout must be in [0, 1), got {self.dropout}")
+            raise UserError(f"lora_dropout must be in [0, 1), got {self.dropout}", field="lora_dropout")
         if not self.targets:
-            raise UserError("--lora-targets names no module; e.g. attention,mlp")
+            raise UserError("lora_targets names no module; e.g. attention,mlp", field="lora_targets")
         if any(i < 0 for i in self.whole_layers) or len(set(self.whole_layers)) != len(self.whole_layers):
             raise UserError(
-                f"--whole-layers takes distinct layer indices from 0, got {list(self.whole_layers)}"
+                f"whole_layers takes distinct layer indices from 0, got {list(self.whole_layers)}",
+                field="whole_layers",
             )
 
     def modules(self, model_type: str) -> list[str]:
@@ -91,14 +92,14 @@ def base_name(folder: str | Path) -> str:
     try:
         config = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise UserError(f"cannot read {path}: {e}") from e
+        raise ModelError(f"cannot read {path}: {e}") from e
     base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
     if not isinstance(base, str) or not base:
-        raise UserError(f"{path} names no base model (base_model_name_or_path)")
+        raise ModelError(f"{path} names no base model (base_model_name_or_path)")
     if config.get("peft_type", "LORA") != "LORA":
-        raise UserError(f"{path} is a {config.get('peft_type')} adapter; skipcore loads LoRA adapters")
+        raise ModelError(f"{path} is a {config.get('peft_type')} adapter; skipcore loads LoRA adapters")
     if not (Path(folder) / WEIGHTS_FILE).is_file():
-        raise UserError(f"{folder} has {CONFIG_FILE} but no {WEIGHTS_FILE}")
+        raise ModelError(f"{folder} has {CONFIG_FILE} but no {WEIGHTS_FILE}")
     return base
 
 
@@ -111,8 +112,9 @@ def with_lora(model, spec: LoraSpec, base: str):
     missing = [m for m in modules if m not in names and not any(n.endswith("." + m) for n in names)]
     if missing:
         raise UserError(
-            f"--lora-targets {', '.join(missing)}: no such module in this {model.config.model_type} model; "
-            f"use attention, mlp or module names such as {', '.join(_example_names(model))}"
+            f"lora_targets {', '.join(missing)}: no such module in this {model.config.model_type} model; "
+            f"use attention, mlp or module names such as {', '.join(_example_names(model))}",
+            field="lora_targets",
         )
     whole, lora_layers = _split_layers(model, spec.whole_layers)
     config = peft.LoraConfig(
@@ -141,10 +143,14 @@ def _split_layers(model, whole_layers: tuple[int, ...]) -> tuple[list[str], list
     out_of_range = [i for i in whole_layers if i >= len(layers)]
     if out_of_range:
         raise UserError(
-            f"--whole-layers {','.join(map(str, out_of_range))}: this model has layers 0 to {len(layers) - 1}"
+            f"whole_layers {','.join(map(str, out_of_range))}: this model has layers 0 to {len(layers) - 1}",
+            field="whole_layers",
         )
     if len(whole_layers) == len(layers):
-        raise UserError("--whole-layers names every layer; train without --lora-rank to train every weight")
+        raise UserError(
+            "whole_layers names every layer; train without lora_rank to train every weight",
+            field=("whole_layers", "lora_rank"),
+        )
     names = {id(module): name for name, module in model.named_modules()}
     return [names[id(layers[i])] for i in sorted(whole_layers)], [
         i for i in range(len(layers)) if i not in whole_layers
@@ -172,9 +178,8 @@ def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
     peft_model.peft_config["default"].save_pretrained(str(out))
 
 
-def merged(folder: str | Path, load_base: Callable[[str], object]):
-    """The base named by the adapter folder, loaded by `load_base(name)`, with the adapter merged in."""
-    base = load_base(base_name(folder))
+def merged(base, folder: str | Path):
+    """`base` (the model the adapter folder names, loaded) with the adapter in `folder` merged in."""
     return _applied(base, folder).merge_and_unload()
 
 
@@ -189,7 +194,7 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
             model = peft.PeftModel.from_pretrained(base, str(folder), is_trainable=is_trainable)
     except (ValueError, KeyError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"the adapter in {folder} does not fit its base model: {first}") from e
+        raise ModelError(f"the adapter in {folder} does not fit its base model: {first}") from e
     expected = set(peft.get_peft_model_state_dict(model, save_embedding_layers=False))
     saved = _saved_keys(Path(folder) / WEIGHTS_FILE)
     for keys, said in (
@@ -197,7 +202,7 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
         (saved - expected, "of the adapter's tensors have no place in the base"),
     ):
         if keys:
-            raise UserError(
+            raise ModelError(
                 f"the adapter in {folder} does not fit its base model: {len(keys)} {said}, e.g. {sorted(keys)[0]} "
                 "(an adapter made for another model?)"
             )
@@ -211,7 +216,7 @@ def _saved_keys(path: Path) -> set[str]:
         with safe_open(str(path), "pt") as f:
             return set(f.keys())
     except (OSError, SafetensorError) as e:
-        raise UserError(f"cannot read {path}: {e}") from e
+        raise ModelError(f"cannot read {path}: {e}") from e
 
 
 def _peft():

@@ -10,8 +10,8 @@ kaleido for Plotly, vl-convert for Altair).
 
 Nothing here imports a UI toolkit: every function takes plain data (a Schedule, a trace, a sweep or lens table)
 and returns a figure or a frame, so a notebook draws exactly what the dashboard shows. The names below are what
-`from skipcore import plots; plots.X` offered before the layout by role, the theoretical costs of a design
-(`skipcore.measure.theory`) and the Pareto front (`skipcore.measure.pareto`) included.
+`from skipcore import plots; plots.X` offers, the theoretical costs of a design (`skipcore.measure.theory`) and the
+Pareto front (`skipcore.measure.pareto`) included.
 """
 
 from skipcore.labels import human_bytes

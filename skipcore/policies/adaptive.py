@@ -15,16 +15,17 @@ does. Each step's budget and signal are trace columns (`budget`, `adaptive_signa
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 
+from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError
-from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState
-from skipcore.schedule import MODES, layers_for_budget
+from skipcore.policies.params import Parameterised, param, short_number
+from skipcore.schedule import MODES, Schedule, layers_for_budget
 
 if TYPE_CHECKING:
     from skipcore.adapters import ModelShapes
@@ -44,52 +45,120 @@ def batch_signal(logits: torch.Tensor, live: torch.Tensor, signal: str) -> float
 
 
 @dataclass(frozen=True)
-class AdaptivePolicy:
+class AdaptivePolicy(Parameterised):
     """Lower the shared budget by `drop` layers after each step whose batch is confident; never raise it."""
 
-    min_layers: int
-    max_layers: int | None = None  # default: all layers
-    mode: str = "skip"
-    warmup_layers: int = 1
     # Defaults from a grid on the shipped skip-aware model (threshold 0.3-0.7, drop 1-2, 100 test MRs, batch 8):
     # 0.5 with drop 2 realises ~2.1x at full-depth quality; 0.3 reaches ~3-3.6x; drop 1 with 0.7 barely moves.
-    threshold: float = 0.5
-    signal: str = "max_prob"
-    drop: int = 2
+    threshold: float = param(
+        0.5,
+        kind=float,
+        low=0.0,
+        help="confident when the lowest top probability >= this (max_prob) or the highest entropy <= this in "
+        "nats (entropy)",
+        title="adaptive threshold",
+        sweep_default=(0.5, 0.3, 0.1),
+        options=(0.1, 0.3, 0.5, 0.7),
+        scale=(0.0, 1.0),
+    )
+    drop: int = param(
+        2,
+        kind=int,
+        low=1,
+        at_most_layers=True,
+        help="layers dropped per confident step",
+        title="adaptive drop",
+        sweep_default=(2,),
+    )
+    min_layers: int = param(
+        kind=int,
+        kw_only=True,
+        low=1,
+        at_most_layers=True,
+        help="the floor the budget never goes below",
+        title="adaptive floor (layers)",
+        sweep_default=(3, 2),
+        schedule_flag=True,
+        flag="--min-layers",
+    )
+    signal: str = param(
+        "max_prob",
+        kind=str,
+        choices=SIGNALS,
+        help="max_prob: lowest top probability >= threshold; entropy: highest entropy <= threshold, in nats",
+        title="adaptive signal",
+        sweep="one",
+    )
+    max_layers: int | None = param(
+        None,
+        kind=int,
+        low=1,
+        at_most_layers=True,
+        help="the budget at the first decode step (default: all layers)",
+        title="adaptive start (layers)",
+        sweep=None,
+        schedule_flag=True,
+        flag="--max-layers",
+    )
+    mode: str = "skip"
+    warmup_layers: int = 1
     name: ClassVar[str] = "adaptive"
+    title: ClassVar[str] = "adaptive SkipDecode"
+    about: ClassVar[str] = (
+        "one budget for the whole batch, dropping after each step whose least confident running row is "
+        "confident enough, never below its floor, never growing; mapped to layers by the schedule's mode."
+    )
+    uses_schedule: ClassVar[bool] = True  # its mode and warmup layers (and the default floor)
     shared_sets: ClassVar[bool] = True
     needs_logits: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        if self.signal not in SIGNALS:
-            raise UserError(f"unknown adaptive signal {self.signal!r}; choose one of {', '.join(SIGNALS)}")
+        self.check_params()
         if self.mode not in MODES:
-            raise UserError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
-        if not math.isfinite(self.threshold) or self.threshold < 0:
-            raise UserError(f"--adaptive-threshold must be a finite number >= 0, got {self.threshold}")
+            raise UserError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}", field="mode")
         if self.signal == "max_prob" and self.threshold > 1:
             raise UserError(
-                f"--adaptive-threshold {self.threshold} is above 1: a top probability never reaches it, so the "
-                "budget would never drop (use a value in [0, 1], or --adaptive-signal entropy for nats)"
+                f"threshold {self.threshold} is above 1: a top probability never reaches it, so the budget would "
+                "never drop (use a value in [0, 1], or the entropy signal for nats)",
+                field="threshold",
             )
-        if self.drop < 1:
-            raise UserError(f"--adaptive-drop must be >= 1, got {self.drop}")
         if self.warmup_layers < 0:
-            raise UserError(f"--warmup-layers must be >= 0, got {self.warmup_layers}")
+            raise UserError(f"warmup_layers must be >= 0, got {self.warmup_layers}", field="warmup_layers")
+
+    @classmethod
+    def from_schedule(cls, schedule: Schedule | None, **values) -> AdaptivePolicy:
+        """Starting at `max_layers` (all layers unless given), dropping to `min_layers` (the schedule's floor
+        unless given), its budgets mapped to layers by the schedule's mode and warmup layers."""
+        if values.get("min_layers") is None:
+            values["min_layers"] = schedule.min_layers
+        return cls(mode=schedule.mode, warmup_layers=schedule.warmup_layers, **values)
+
+    @classmethod
+    def setting_words(cls, values: Mapping) -> str:
+        """'adaptive max_prob>=0.3 drop 2 min 3'."""
+        signal = values.get("signal") or "max_prob"
+        op = ">=" if signal == "max_prob" else "<="
+        return (
+            f"adaptive {signal}{op}{short_number(values.get('threshold'))} "
+            f"drop {short_number(values.get('drop'))} min {short_number(values.get('min_layers'))}"
+        )
 
     def _max(self, num_layers: int) -> int:
         return num_layers if self.max_layers is None else self.max_layers
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
+        self.check_params(num_layers)
         top = self._max(num_layers)
-        if not 1 <= top <= num_layers:
-            raise UserError(f"--max-layers must be in [1, {num_layers}], got {top}")
-        if not 1 <= self.min_layers <= top:
-            raise UserError(f"--min-layers must be in [1, max-layers = {top}], got {self.min_layers}")
+        if self.min_layers > top:
+            raise UserError(
+                f"min_layers must be in [1, max_layers = {top}], got {self.min_layers}",
+                field=("min_layers", "max_layers"),
+            )
         if self.mode == "skip" and self.warmup_layers > self.min_layers:
             raise UserError(
-                f"--warmup-layers ({self.warmup_layers}) exceeds --min-layers ({self.min_layers}); "
-                "warmup layers always run, so the budget cannot go below them"
+                f"warmup_layers ({self.warmup_layers}) exceeds min_layers ({self.min_layers}); "
+                "warmup layers always run, so the budget cannot go below them",
+                field=("warmup_layers", "min_layers"),
             )
 
     def max_step_tokens(self) -> int:
@@ -142,12 +211,5 @@ class AdaptivePolicy:
         return {
             "schedule": None,
             "mode": self.mode,
-            "policy_params": {
-                "adaptive_min_layers": self.min_layers,
-                "adaptive_max_layers": self.max_layers,
-                "adaptive_threshold": self.threshold,
-                "adaptive_signal": self.signal,
-                "adaptive_drop": self.drop,
-                "warmup_layers": self.warmup_layers,
-            },
+            "policy_params": {**self.param_columns(), "warmup_layers": self.warmup_layers},
         }

@@ -28,7 +28,7 @@ the row: all the layers the batch ran, its confidence heads, propagation above t
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -39,8 +39,9 @@ import skipcore.measure.costs as costs
 from skipcore.adapters import Adapter, ModelShapes
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.masks import attention_mask
-from skipcore.errors import UserError
-from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState, per_step
+from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState, per_step
+from skipcore.policies.params import Parameterised, param, short_number
+from skipcore.schedule import Schedule
 
 if TYPE_CHECKING:
     from skipcore.decode.outputs import BatchOutput
@@ -49,29 +50,60 @@ MEASURES = ("softmax", "top2")
 
 
 @dataclass(frozen=True)
-class CalmPolicy:
+class CalmPolicy(Parameterised):
     """Exit a token once its confidence reaches `threshold`, never before `min_layers` layers have run."""
 
-    threshold: float = 0.9
-    measure: str = "softmax"
-    min_layers: int = 1
+    threshold: float = param(
+        0.9,
+        kind=float,
+        low=0.0,
+        help="exit once the confidence reaches this",
+        title="CALM threshold",
+        sweep_default=(0.9, 0.8, 0.6, 0.4),
+        options=(0.5, 0.7, 0.8, 0.9, 0.95),
+        scale=(0.0, 1.0),
+        keyed_when_unset=True,
+    )
+    measure: str = param(
+        "softmax",
+        kind=str,
+        choices=MEASURES,
+        help="softmax = top probability, top2 = top minus second",
+        title="CALM confidence",
+        sweep="one",
+        keyed_when_unset=True,
+    )
+    min_layers: int = param(
+        1,
+        kind=int,
+        low=1,
+        at_most_layers=True,
+        help="layers that always run before a token may exit",
+        title="CALM min layers",
+        sweep="one",
+        keyed_when_unset=True,
+    )
     name: ClassVar[str] = "calm"
+    title: ClassVar[str] = "CALM-DEC"
+    about: ClassVar[str] = "CALM-DEC: each token exits once it is confident (no schedule)."
+    uses_schedule: ClassVar[bool] = False  # each token's depth comes from its confidence, not from a schedule
     shared_sets: ClassVar[bool] = False
     needs_logits: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        if self.measure not in MEASURES:
-            raise UserError(
-                f"unknown confidence measure {self.measure!r}; choose one of {', '.join(MEASURES)}"
-            )
-        if not math.isfinite(self.threshold) or self.threshold < 0:
-            raise UserError(f"CALM threshold must be a finite number >= 0, got {self.threshold}")
-        if self.min_layers < 1:
-            raise UserError(f"CALM min_layers must be >= 1, got {self.min_layers}")
+        self.check_params()
+
+    @classmethod
+    def from_schedule(cls, schedule: Schedule | None, **values) -> CalmPolicy:
+        return cls(**values)
+
+    @classmethod
+    def setting_words(cls, values: Mapping) -> str:
+        """'calm softmax>=0.8'."""
+        return f"calm {values.get('measure') or ''}>={short_number(values.get('threshold'))}"
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
-        if self.min_layers > num_layers:
-            raise UserError(f"CALM min_layers ({self.min_layers}) exceeds the model's {num_layers} layers")
+        self.check_params(num_layers)
 
     def max_step_tokens(self) -> int:
         return 1
@@ -122,11 +154,7 @@ class CalmPolicy:
         return {
             "schedule": None,
             "mode": "calm",
-            "policy_params": {
-                "calm_threshold": self.threshold,
-                "calm_measure": self.measure,
-                "calm_min_layers": self.min_layers,
-            },
+            "policy_params": self.param_columns(),
         }
 
 

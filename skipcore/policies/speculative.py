@@ -34,6 +34,7 @@ GPU reading weights at small batch, or launch-bound small models), that is wall-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -41,8 +42,9 @@ import numpy as np
 import torch
 
 import skipcore.measure.costs as costs
+from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError
-from skipcore.policies.base import Decide, StepOutput, StepRunner, StepState
+from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -144,21 +146,46 @@ def _verify(
 
 
 @dataclass(frozen=True)
-class SpeculativePolicy:
+class SpeculativePolicy(Parameterised):
     """Draft `draft_tokens` tokens per row with `schedule`'s skip path, verify them in one full-depth pass."""
 
     schedule: Schedule
-    draft_tokens: int = 4
+    draft_tokens: int = param(
+        4,
+        kind=int,
+        low=1,
+        help="tokens each row drafts before a full-depth pass verifies them",
+        title="draft tokens",
+        flag="--draft-tokens",
+        column="draft_tokens",
+        sweep_default=(2, 4, 8),
+        options=(2, 4, 8),
+    )
     # the verification starts the drafted columns above the layers every draft ran first
     reuse_prefix: bool = True
     name: ClassVar[str] = "speculative"
+    title: ClassVar[str] = "speculative SkipDecode"
+    lossless: ClassVar[bool] = True  # its output is full depth's (greedy), which a sweep row checks
+    about: ClassVar[str] = (
+        "lossless: each row drafts tokens with the schedule's skip path, one full-depth pass verifies them and "
+        "the row keeps the drafts the full model agrees with plus one token of its own (greedy output is full "
+        "depth's; sampled output has its distribution)."
+    )
+    uses_schedule: ClassVar[bool] = True  # the schedule is the draft path
     shared_sets: ClassVar[bool] = False  # a round is several passes of different shapes, not one fixed step
     needs_logits: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        k = self.draft_tokens
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UserError(f"--draft-tokens must be an integer >= 1, got {self.draft_tokens!r}")
+        self.check_params()
+
+    @classmethod
+    def from_schedule(cls, schedule: Schedule | None, **values) -> SpeculativePolicy:
+        return cls(schedule, **values)
+
+    @classmethod
+    def setting_words(cls, values: Mapping) -> str:
+        """'speculative k=4' (a sweep's label adds the draft schedule)."""
+        return f"speculative k={short_number(values.get('draft_tokens'))}"
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
         if self.schedule.num_layers != num_layers:
@@ -272,5 +299,5 @@ class SpeculativePolicy:
         return {
             "schedule": self.schedule.to_dict(),
             "mode": self.schedule.mode,
-            "policy_params": {"draft_tokens": self.draft_tokens, "reuse_prefix": self.reuse_prefix},
+            "policy_params": {**self.param_columns(), "reuse_prefix": self.reuse_prefix},
         }

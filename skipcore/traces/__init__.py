@@ -3,7 +3,7 @@
 The pieces, one idea each: `schema` (the columns every trace has, the values they may hold, validation, the run
 metadata that travels with a trace), `files` (Parquet, JSONL, CSV and zipped files, written atomically and read
 back validated). A decoded batch becomes trace rows in `skipcore.decode.trace_rows`, beside the loop that made it.
-The names below are the trace API (what `skipcore.trace` offered before the layout by role).
+The names below are the trace API.
 """
 
 from skipcore.traces.files import (

@@ -6,9 +6,9 @@ Layout of a checkpoint directory:
   `skipcore.models.loading.load_model` (and transformers) with no skipcore code at all; for a LoRA run instead
   `adapter_config.json` and `adapter_model.safetensors` (peft's format, naming the base model), which
   `load_model` merges into its base;
-- `skipcore_training.json`: the training and schedule settings, data statistics, step and timings. Its
-  `generation` entry (decay span = median target length, max_new_tokens, the typical output length) is what
-  generation reuses, through `skipcore.models.generation_defaults`;
+- `skipcore_training.json`: the training record (`skipcore.models.training_record`), with the step and
+  training time at this save; its `generation` entry is what generation reuses
+  (`skipcore.models.generation_defaults`);
 - resumable checkpoints only: `optimizer.pt`, `scheduler.pt` (state dicts, `torch.save`) and
   `rng_state_<rank>.pt`. They are read with `torch.load(weights_only=True)`: tensors and plain containers
   only, never arbitrary pickled objects.
@@ -17,7 +17,6 @@ Layout of a checkpoint directory:
 from __future__ import annotations
 
 import copy
-import json
 import os
 import shutil
 from pathlib import Path
@@ -25,24 +24,13 @@ from pathlib import Path
 import torch
 
 from skipcore.errors import UserError
-
-# The settings file and the decoding defaults it gives are model-level (skipcore.models.generation_defaults); they
-# stay importable from here for older callers.
-from skipcore.models.generation_defaults import (  # noqa: F401
-    FORMAT,
-    SETTINGS_FILE,
-    defaults_from_settings,
-    generation_defaults,
-    read_settings,
-    speedup_horizon,
-    typical_output_tokens,
-)
+from skipcore.models.training_record import RECORD_FILE, read_record, recorded_output_dir, write_record
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def save_model(model, tokenizer, out_dir: str | Path, settings: dict, dtype: str = "float32") -> Path:
-    """Write the model (safetensors, in `dtype`), its tokenizer and the settings json into `out_dir`; a peft
+def save_model(model, tokenizer, out_dir: str | Path, record: dict, dtype: str = "float32") -> Path:
+    """Write the model (safetensors, in `dtype`), its tokenizer and its training record into `out_dir`; a peft
     model is saved as its adapter alone."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -55,7 +43,7 @@ def save_model(model, tokenizer, out_dir: str | Path, settings: dict, dtype: str
             model = copy.deepcopy(model).to(SAVE_DTYPES[dtype])
         model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    write_settings(out, settings)
+    write_record(out, record)
     _readable_as_umask_allows(out)
     return out
 
@@ -68,13 +56,6 @@ def _readable_as_umask_allows(folder: Path) -> None:
     for path in folder.iterdir():
         if path.is_file():
             path.chmod(0o666 & ~umask)
-
-
-def write_settings(model_dir: str | Path, settings: dict) -> None:
-    path = Path(model_dir) / SETTINGS_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, **settings}, indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
 
 
 def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool) -> None:
@@ -152,8 +133,8 @@ def prune_checkpoints(ckpt_root: str | Path, keep: int, out_dir: str | Path) -> 
 
 
 def own_checkpoint(ckpt: str | Path, out_dir: str | Path) -> bool:
-    """A checkpoint of the run writing `out_dir`: intact and naming that output folder in its settings (the marker
-    a run leaves in each checkpoint it writes)."""
+    """A checkpoint of the run writing `out_dir`: intact and naming that output folder in its record (the
+    marker a run leaves in each checkpoint it writes)."""
     ckpt = Path(ckpt)
     if ckpt.is_symlink() or not ckpt.is_dir() or not intact_checkpoint(ckpt):
         return False
@@ -162,11 +143,10 @@ def own_checkpoint(ckpt: str | Path, out_dir: str | Path) -> bool:
 
 def _recorded_out(folder: Path) -> Path | None:
     try:
-        settings = read_settings(folder) or {}
-    except UserError:  # a settings file skipcore cannot read is no mark of this run's
+        record = read_record(folder) or {}
+    except UserError:  # a record skipcore cannot read is no mark of this run's
         return None
-    recorded = settings.get("output_dir") or (settings.get("args") or {}).get("out")
-    return Path(recorded).resolve() if isinstance(recorded, str) and recorded else None
+    return recorded_output_dir(record)
 
 
 def foreign_entries(ckpt_root: str | Path, out_dir: str | Path) -> list[Path]:
@@ -195,7 +175,7 @@ def _own_staging(staging: Path, out_dir: str | Path) -> bool:
 
 
 def intact_checkpoint(ckpt: str | Path) -> bool:
-    """Whether a checkpoint holds everything a resume reads (settings, config, weights, optimizer and
+    """Whether a checkpoint holds everything a resume reads (record, config, weights, optimizer and
     scheduler), none of it empty."""
     ckpt = Path(ckpt)
 
@@ -206,7 +186,7 @@ def intact_checkpoint(ckpt: str | Path) -> bool:
         present(f) for f in ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
     )
     config = "adapter_config.json" if present("adapter_config.json") else "config.json"
-    return weights and all(present(f) for f in (SETTINGS_FILE, config, "optimizer.pt", "scheduler.pt"))
+    return weights and all(present(f) for f in (RECORD_FILE, config, "optimizer.pt", "scheduler.pt"))
 
 
 def latest_checkpoint(ckpt_root: str | Path) -> Path | None:

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from skipcore.errors import UserError
+from skipcore.models.training_record import with_state
 from skipcore.training import LR_SCHEDULERS
 from skipcore.training.batching import Pair, collate, epoch_batches
 from skipcore.training.checkpoint import (
@@ -37,49 +38,50 @@ from skipcore.training.checkpoint import (
 )
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
+from skipcore.training.settings import TrainSettings
 
 
 @dataclass(frozen=True)
 class Hyper:
     """Optimisation and bookkeeping settings (everything but the model, the data and the schedule plan)."""
 
-    batch_size: int = 16  # per process
-    steps: int | None = None  # total optimizer steps; default: epochs over the data
-    epochs: float = 1.0
-    lr: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.05
-    lr_scheduler: str = "linear"
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    group_by_length: bool = True
-    log_every: int = 10
-    eval_every: int = 0
-    save_every: int = 0
-    keep_checkpoints: int = 2
-    save_dtype: str = "float32"
+    batch_size: int = TrainSettings.batch_size  # per process
+    steps: int | None = TrainSettings.steps  # total optimizer steps; default: epochs over the data
+    epochs: float = TrainSettings.epochs
+    lr: float = TrainSettings.lr
+    weight_decay: float = TrainSettings.weight_decay
+    warmup_ratio: float = TrainSettings.warmup_ratio
+    lr_scheduler: str = TrainSettings.lr_scheduler
+    max_grad_norm: float = TrainSettings.max_grad_norm
+    seed: int = TrainSettings.seed
+    group_by_length: bool = TrainSettings.group_by_length
+    log_every: int = TrainSettings.log_every
+    eval_every: int = TrainSettings.eval_every
+    save_every: int = TrainSettings.save_every
+    keep_checkpoints: int = TrainSettings.keep_checkpoints
+    save_dtype: str = TrainSettings.save_dtype
     progress: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise UserError(f"--batch-size must be >= 1, got {self.batch_size}")
+            raise UserError(f"batch_size must be >= 1, got {self.batch_size}", field="batch_size")
         if self.steps is not None and self.steps < 1:
-            raise UserError(f"--steps must be >= 1, got {self.steps}")
+            raise UserError(f"steps must be >= 1, got {self.steps}", field="steps")
         for name in ("epochs", "lr"):  # `not x > 0` refuses NaN too, which `x <= 0` lets through
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
-                raise UserError(f"--{name} must be a finite number > 0, got {value}")
+                raise UserError(f"{name} must be a finite number > 0, got {value}", field=name)
         for name in ("weight_decay", "max_grad_norm"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
-                raise UserError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+                raise UserError(f"{name} must be a finite number >= 0, got {value}", field=name)
         if not 0 <= self.warmup_ratio < 1:
-            raise UserError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
+            raise UserError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}", field="warmup_ratio")
         if self.lr_scheduler not in LR_SCHEDULERS:
-            raise UserError(f"unknown --lr-scheduler {self.lr_scheduler!r}")
+            raise UserError(f"unknown lr_scheduler {self.lr_scheduler!r}", field="lr_scheduler")
         for name in ("log_every", "eval_every", "save_every"):
             if getattr(self, name) < 0:
-                raise UserError(f"--{name.replace('_', '-')} must be >= 0")
+                raise UserError(f"{name} must be >= 0", field=name)
 
 
 @dataclass
@@ -94,7 +96,7 @@ class Run:
     hyper: Hyper
     out_dir: Path
     checkpoint_dir: Path
-    settings: dict  # what goes into skipcore_training.json (command, data stats, origin, ...)
+    record: dict  # the training record (`skipcore.models.training_record`), saved with each checkpoint
     eval_pairs: list[Pair] | None = None
     resume_dir: Path | None = None
     resume_step: int = 0
@@ -246,16 +248,14 @@ def train_loop(run: Run) -> Path:
         """A checkpoint is written to a staging folder and renamed when complete: a kill mid-write leaves
         the previous checkpoints intact and resumable."""
         acc.wait_for_everyone()
-        settings = {**run.settings, "state": {**state(), "elapsed_s": elapsed()}}
+        record = with_state(run.record, {**state(), "elapsed_s": elapsed()})
         where = staging_dir(target) if resumable else target
         if main and resumable:
             start_staging(where, run.out_dir)  # one an earlier interruption of this run left is cleared
         acc.wait_for_everyone()
         if main:
             model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
-            save_model(
-                model, run.tokenizer, where, settings, hyper.save_dtype if not resumable else "float32"
-            )
+            save_model(model, run.tokenizer, where, record, hyper.save_dtype if not resumable else "float32")
         if resumable:
             acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
             save_state(where, optimizer, scheduler, rank, main)

@@ -1,4 +1,6 @@
-"""Where the trained model starts: a fresh config (with a tokenizer trained on the corpus) or a checkpoint."""
+"""Where a run's weights start: a model built from scratch (a family's config at a size, with a tokenizer
+trained on the corpus), a model to fine-tune (every weight, or LoRA beside the frozen ones), or the checkpoint a
+resume continues; and what the training record says of it."""
 
 from __future__ import annotations
 
@@ -10,28 +12,34 @@ from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, OPTConfi
 from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
 from skipcore.errors import UserError
 from skipcore.models.loading import prepare_tokenizer
+from skipcore.models.training_record import read_record
 from skipcore.training import FAMILIES
+from skipcore.training.distributed import shared_value
+from skipcore.training.settings import TrainSettings
 
 FAMILY_ALIASES = {"opt-tiny": "opt", "gpt2-tiny": "gpt2", "llama-tiny": "llama"}
 
 
 @dataclass(frozen=True)
 class ModelSize:
-    layers: int = 8
-    hidden: int = 192
-    heads: int = 6
-    ffn: int = 768
-    max_positions: int = 256
-    dropout: float = 0.1
+    layers: int = TrainSettings.layers
+    hidden: int = TrainSettings.hidden
+    heads: int = TrainSettings.heads
+    ffn: int = TrainSettings.ffn
+    max_positions: int = TrainSettings.max_positions
+    dropout: float = TrainSettings.dropout
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "ffn", "max_positions"):
             if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+                raise UserError(f"{name} must be >= 1, got {getattr(self, name)}", field=name)
         if self.hidden % self.heads:
-            raise UserError(f"--hidden ({self.hidden}) must be a multiple of --heads ({self.heads})")
+            raise UserError(
+                f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})",
+                field=("hidden", "heads"),
+            )
         if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"--dropout must be in [0, 1), got {self.dropout}")
+            raise UserError(f"dropout must be in [0, 1), got {self.dropout}", field="dropout")
 
 
 def family_config(family: str, size: ModelSize, tokenizer):
@@ -80,7 +88,9 @@ def family_config(family: str, size: ModelSize, tokenizer):
             tie_word_embeddings=True,
             **ids,
         )
-    raise UserError(f"unknown --init-config {family!r}; choose one of {', '.join(FAMILIES)}")
+    raise UserError(
+        f"unknown init_config {family!r}; choose one of {', '.join(FAMILIES)}", field="init_config"
+    )
 
 
 def new_tokenizer(examples: list[Example], vocab_size: int, tokenizer_dir: str | None = None):
@@ -122,3 +132,108 @@ def load_for_training(model_dir: str, attn: str = "sdpa", trust_remote_code: boo
 def count_parameters(model) -> int:
     """Distinct parameters (tied embeddings counted once), the number a model card quotes."""
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def lora_spec(s: TrainSettings):
+    """The LoRA settings asked for, or None for training every weight; checked before any work."""
+    if s.lora_rank is None:
+        for name in ("lora_alpha", "whole_layers"):
+            if getattr(s, name) not in (None, ()):
+                raise UserError(f"{name} needs lora_rank", field=(name, "lora_rank"))
+        return None
+    from skipcore.models.lora import LoraSpec
+
+    if s.init_config:
+        raise UserError(
+            "lora_rank fine-tunes a pretrained model; one trained from scratch trains every weight",
+            field=("lora_rank", "model"),
+        )
+    targets = tuple(t.strip() for t in s.lora_targets.split(",") if t.strip())
+    return LoraSpec(s.lora_rank, s.lora_alpha, s.lora_dropout, targets, tuple(s.whole_layers))
+
+
+def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | None, lora=None):
+    """(model, tokenizer, where it came from, the peft model or None) for a from-scratch, fine-tuning or
+    resumed run; with LoRA the model is the base whose projections peft wrapped."""
+    from skipcore.models.lora import base_name, is_adapter_folder, trainable_again, with_lora
+
+    if resume_dir is not None:
+        origin = (read_record(resume_dir) or {}).get("init", {})
+        if is_adapter_folder(resume_dir):  # a LoRA run: its base, with the saved adapter trainable again
+            model, tokenizer = load_for_training(base_name(resume_dir), s.attn, s.trust_remote_code)
+            return model, tokenizer, origin, trainable_again(model, resume_dir)
+        model, tokenizer = load_for_training(str(resume_dir), s.attn, s.trust_remote_code)
+        return model, tokenizer, origin, None
+    if s.model:
+        model, tokenizer = load_for_training(s.model, s.attn, s.trust_remote_code)
+        parent = read_record(s.model) if Path(s.model).is_dir() else None
+        origin = {"from": "model", "model": s.model, "parameters": count_parameters(model)}
+        if parent:
+            origin["parent"] = {k: parent.get(k) for k in ("init", "schedule", "data", "state", "training")}
+        peft_model = with_lora(model, lora, base=s.model) if lora is not None else None
+        return model, tokenizer, origin, peft_model
+    size = ModelSize(s.layers, s.hidden, s.heads, s.ffn, s.max_positions, s.dropout)
+    # the main process trains the tokenizer once and hands it to the others; nothing is written to the output
+    # folder before every setting has been checked (the tokenizer is saved with the model)
+    tokenizer = shared_value(
+        acc, new_tokenizer(examples, s.vocab_size, s.tokenizer) if acc.is_main_process else None
+    )
+    model = model_from_config(s.init_config, size, tokenizer, s.attn)
+    origin = {
+        "from": "config",
+        "family": model.config.model_type,
+        "size": vars(size),
+        "tokenizer": s.tokenizer or f"byte-level BPE trained on the training data of {s.dataset}",
+        "vocab_size": len(tokenizer),
+        "parameters": count_parameters(model),
+    }
+    return model, tokenizer, origin, None
+
+
+def num_layers_of(model) -> int:
+    """Decoder layers, as the family's adapter counts them."""
+    from skipcore.adapters import adapter_for
+
+    return adapter_for(model).shapes.num_layers
+
+
+def max_positions(config) -> int | None:
+    """The model's positions (the pairs' length defaults to them), where its config says."""
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if value:
+            return int(value)
+    return None
+
+
+def model_facts(model, num_layers: int, saved_dtype: str) -> dict:
+    """The training record's `model`: family, layers, parameters (all and trainable), the saved dtype."""
+    return {
+        "family": model.config.model_type,
+        "num_layers": num_layers,
+        "parameters": count_parameters(model),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "saved_dtype": saved_dtype,
+    }
+
+
+def lora_facts(peft_model, lora) -> dict | None:
+    """The training record's `lora`: the settings, the base model and the wrapped modules; None without
+    LoRA."""
+    if peft_model is None:
+        return None
+    config = peft_model.peft_config["default"]
+    return {
+        **(lora.to_dict() if lora else {}),
+        "base": config.base_model_name_or_path,
+        "modules": sorted(config.target_modules),
+    }
+
+
+def how_trained(peft_model) -> str:
+    """' (LoRA)', with the modules trained whole beside it, for the start-up line; '' when every weight
+    trains."""
+    if peft_model is None:
+        return ""
+    whole = peft_model.peft_config["default"].modules_to_save or []
+    return f" (LoRA; {', '.join(sorted(whole))} whole)" if whole else " (LoRA)"

@@ -12,10 +12,12 @@ length, so a position gets the same layers in training as at generation time.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from skipcore.errors import UserError
-from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
+from skipcore.errors import ScheduleError, UserError
+from skipcore.models.training_record import typical_output_tokens
+from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup, schedule_from_settings
+from skipcore.training.settings import TrainSettings
 
 KINDS = ("full", "fixed", "elastic")
 
@@ -52,14 +54,17 @@ class SchedulePlan:
                 raise UserError("an elastic plan needs a range of target speedups")
             lo, hi = self.elastic_range
             if not 1.0 <= lo <= hi:
-                raise UserError(f"--elastic needs 1 <= LOW <= HIGH, got {lo}:{hi}")
+                raise UserError(f"elastic needs 1 <= LOW <= HIGH, got {lo}:{hi}", field="elastic")
             if not 0.0 <= self.full_prob <= 1.0:
-                raise UserError(f"--elastic-full-prob must be in [0, 1], got {self.full_prob}")
+                raise UserError(
+                    f"elastic_full_prob must be in [0, 1], got {self.full_prob}", field="elastic_full_prob"
+                )
             reach = self.for_speedup(hi).layer_speedup(self.horizon)
             if reach < 0.9 * hi:  # refuse an impossible range before any training
                 raise UserError(
-                    f"--elastic up to {hi:g}x is out of reach: the fastest {self.shape} {self.mode} schedule of "
-                    f"{self.num_layers} layers (warmup {self.warmup_layers}) gives {reach:.2f}x"
+                    f"elastic up to {hi:g}x is out of reach: the fastest {self.shape} {self.mode} schedule "
+                    f"of {self.num_layers} layers (warmup {self.warmup_layers}) gives {reach:.2f}x",
+                    field="elastic",
                 )
 
     def for_speedup(self, target: float) -> Schedule:
@@ -137,13 +142,95 @@ class SchedulePlan:
 
 def parse_range(text: str) -> tuple[float, float]:
     """'1.0:5.0' -> (1.0, 5.0); a single number means that one speedup."""
-    parts = text.split(":")
+    wrong = UserError(
+        f"elastic expects LOW:HIGH target speedups such as 1.0:5.0, got {text!r}", field="elastic"
+    )
     try:
-        values = [float(p) for p in parts]
+        values = [float(p) for p in text.split(":")]
     except ValueError:
-        raise UserError(f"--elastic expects LOW:HIGH target speedups such as 1.0:5.0, got {text!r}") from None
+        raise wrong from None
     if len(values) == 1:
         values *= 2
     if len(values) != 2:
-        raise UserError(f"--elastic expects LOW:HIGH target speedups such as 1.0:5.0, got {text!r}")
+        raise wrong
     return values[0], values[1]
+
+
+def plan_for(s: TrainSettings, num_layers: int, stats: dict) -> SchedulePlan:
+    """The plan a run's settings ask for: full depth, one fixed schedule, or elastic. The decay span defaults to
+    the median target length (the paper's choice), the generation length to the longest target + EOS + 4, and
+    the horizon target speedups are met over to a typical output (median target + EOS)."""
+    span = s.decay_span or max(1, stats["median_target_tokens"])
+    max_new = s.max_new_tokens or stats["max_target_tokens"] + 1 + 4
+    if max_new < 2:
+        raise UserError(f"max_new_tokens must be >= 2, got {max_new}", field="max_new_tokens")
+    over = s.speedup_over or min(typical_output_tokens(stats["median_target_tokens"]), max_new)
+    if over < 2:
+        if s.speedup_over is None:  # derived from the data: say why, not blame a setting nobody gave
+            cut = f" after max_length {s.max_length} cut the pairs" if s.max_length else ""
+            raise UserError(
+                f"the training targets are {stats['median_target_tokens']} tokens long at the median{cut}: "
+                "there is no output to meet a target speedup over"
+                + ("; raise max_length" if s.max_length else ""),
+                field="max_length" if s.max_length else None,
+            )
+        raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
+    if s.elastic:
+        clash = [f for f in ("target_speedup", "min_layers", "budgets", "schedule_json") if getattr(s, f)]
+        if clash:
+            raise UserError(
+                f"elastic draws the budgets itself; drop {', '.join(clash)}", field=("elastic", *clash)
+            )
+        shape = s.schedule or "linear"
+        if shape in ("full", "custom"):
+            raise UserError(
+                f"elastic needs a parametric schedule shape, not {shape!r}", field=("elastic", "schedule")
+            )
+        return SchedulePlan(
+            "elastic",
+            num_layers,
+            max_new,
+            span,
+            elastic_range=parse_range(s.elastic),
+            full_prob=s.elastic_full_prob,
+            shape=shape,
+            mode=s.mode,
+            warmup_layers=s.warmup_layers,
+            max_layers=s.max_layers,
+            extra={"alpha": s.alpha, "stages": s.stages},
+            speedup_over=over,
+        )
+    shape = s.schedule
+    if shape is None:  # skip settings without a shape mean the paper's linear one
+        asked = s.target_speedup or s.min_layers is not None or s.max_layers is not None
+        shape = "custom" if s.budgets else ("linear" if asked else "full")
+    if shape == "full" and not s.schedule_json:
+        return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
+    schedule = fixed_schedule(replace(s, schedule=shape, decay_span=span), num_layers, over)
+    if schedule.shape == "full":
+        return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
+    return SchedulePlan(
+        "fixed",
+        num_layers,
+        max_new,
+        schedule.decay_span,
+        fixed=schedule,
+        shape=schedule.shape,
+        mode=schedule.mode,
+        warmup_layers=schedule.warmup_layers,
+        speedup_over=over,
+    )
+
+
+def fixed_schedule(s: TrainSettings, num_layers: int, speedup_over: int) -> Schedule:
+    """The one schedule the settings describe (`skipcore.schedule.schedule_from_settings`)."""
+    try:
+        return schedule_from_settings(
+            num_layers, speedup_over, shape=s.schedule, mode=s.mode, max_layers=s.max_layers,
+            min_layers=s.min_layers, warmup_layers=s.warmup_layers, decay_span=s.decay_span, alpha=s.alpha,
+            stages=s.stages, budgets=s.budgets, target_speedup=s.target_speedup, schedule_json=s.schedule_json,
+        )  # fmt: skip
+    except ScheduleError as e:
+        if s.schedule_json:  # the file's own fields are not settings: the error is about the file
+            raise ScheduleError(f"schedule_json {e}", field="schedule_json") from e
+        raise

@@ -1,22 +1,25 @@
-"""The depth-policy interface of the one decode loop, and the static policy (SkipDecode's schedule).
+"""The step contract between the one decode loop and a depth policy: what a policy is told at a step, what it
+may call to run layers, and what it answers.
 
-The loop in `skipcore.decode.engine` owns everything that is the same for every policy: the prefill, the cache, token
-choice, EOS bookkeeping, timing and the trace. At each step s (0 is the prefill) it hands the policy a
+The loop (`skipcore.decode.engine`) owns everything that is the same for every policy: the prefill, the cache,
+token choice, EOS bookkeeping, timing and the trace. At each step s (0 is the prefill) it hands the policy a
 `StepState` (which rows still run, the previous step's logits) and a `StepRunner` (how to run layers), and the
-policy returns a `StepOutput`: the layers the batch ran, the logits, and which of them each row's own token used.
+policy returns a `StepOutput`: the layers the batch ran, the logits, and which of them each row's own token
+used.
 
 - One layer set for the whole batch (static schedules, adaptive): call `run.shared(layers)`. Such policies set
   `shared_sets = True`; the loop may then run their steps as fixed-shape CUDA graphs.
-- Per-row exits (CALM-DEC): walk the layers yourself with `run.adapter`, `run.cache` and the step's inputs, and
-  fill the K/V of layers a row skipped (`kv_layers`), as `skipcore.policies.calm` does.
+- Per-row exits (CALM-DEC): walk the layers yourself with `run.adapter`, `run.cache` and the step's inputs,
+  and fill the K/V of layers a row skipped (`kv_layers`), as the CALM-DEC policy (`CalmPolicy`) does.
 - Several tokens per row in one step (speculative decoding): run passes over new columns with `run.columns`
-  (each row's columns start at its own `run.starts`, since rows that accepted different numbers of tokens stand
-  at different positions), and return `tokens` with each row's `counts`, as `skipcore.policies.speculative` does.
-  The loop writes each row's tokens at its own cursor, stops a row at its EOS or at max_new_tokens, and rewinds
-  nothing: columns past a row's last kept token are masked and overwritten by its next step.
+  (each row's columns start at its own `run.starts`, since rows that accepted different numbers of tokens
+  stand at different positions), and return `tokens` with each row's `counts`, as `SpeculativePolicy` does.
+  The loop writes each row's tokens at its own cursor, stops a row at its EOS or at max_new_tokens, and
+  rewinds nothing: columns past a row's last kept token are masked and overwritten by its next step.
 
 A policy is a frozen settings object; `start` returns the per-batch state it decides with (an adaptive budget
-lives there), so one policy object serves every batch and every call.
+lives there), so one policy object serves every batch and every call. Policies import this module; nothing
+here imports a policy.
 """
 
 from __future__ import annotations
@@ -27,9 +30,6 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 import torch
-
-from skipcore.errors import UserError
-from skipcore.schedule import Schedule, check_nested
 
 if TYPE_CHECKING:
     from skipcore.adapters import Adapter, ModelShapes
@@ -85,7 +85,7 @@ class ColumnPass(Protocol):
 
 
 class StepRunner(Protocol):
-    """How a policy runs layers at one step (implemented by the engine)."""
+    """How a policy runs layers at one step (`skipcore.decode.step_runner` implements it)."""
 
     adapter: Adapter
     cache: SkipKVCache
@@ -100,7 +100,7 @@ class StepRunner(Protocol):
     picker: TokenPicker  # the call's token choice (greedy or seeded sampling, per row)
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
-        """Every row runs `layers` (a fixed-shape graph replay where the engine has one)."""
+        """Every row runs `layers` (a fixed-shape graph replay where the loop has one)."""
         ...
 
     def columns(self, offset: int, q: int) -> ColumnPass:
@@ -116,9 +116,8 @@ class DepthPolicy(Protocol):
 
     name: ClassVar[str]
     shared_sets: ClassVar[bool]  # every row of a step runs one layer set (fixed shapes, graphs possible)
-    needs_logits: ClassVar[
-        bool
-    ]  # the policy reads the previous step's logits (no token choice inside graphs)
+    # the policy reads the previous step's logits (so no token choice inside graphs)
+    needs_logits: ClassVar[bool]
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
         """Refuse (UserError) settings this model cannot run, before any work is done."""
@@ -152,64 +151,3 @@ class DepthPolicy(Protocol):
 def per_step(values: Sequence[float | int], rows: int) -> np.ndarray:
     """A per-step sequence as a (rows, T) array, for trace columns that are the same for every row."""
     return np.broadcast_to(np.asarray(values), (rows, len(values)))
-
-
-@dataclass(frozen=True)
-class StaticPolicy:
-    """SkipDecode: the layers of each step are fixed in advance by a schedule (full depth when None), or
-    given outright as `layer_sets` (step 0, the prefill, first), the low-level form a schedule resolves to."""
-
-    schedule: Schedule | None = None
-    layer_sets: tuple[tuple[int, ...], ...] | None = None
-    name: ClassVar[str] = "static"
-    shared_sets: ClassVar[bool] = True
-    needs_logits: ClassVar[bool] = False
-
-    @classmethod
-    def from_layer_sets(cls, layer_sets: Sequence[Sequence[int]]) -> StaticPolicy:
-        return cls(layer_sets=tuple(tuple(int(i) for i in s) for s in layer_sets))
-
-    def _schedule(self, num_layers: int) -> Schedule:
-        return self.schedule or Schedule(num_layers, "full")
-
-    def check(self, num_layers: int, max_new_tokens: int) -> None:
-        if self.schedule is not None and self.schedule.num_layers != num_layers:
-            raise UserError(
-                f"schedule is for {self.schedule.num_layers} layers but the model has {num_layers}"
-            )
-        if self.layer_sets is not None:
-            if len(self.layer_sets) < max_new_tokens:
-                raise UserError(f"{len(self.layer_sets)} layer sets given for {max_new_tokens} steps")
-            if any(not 0 <= i < num_layers for s in self.layer_sets for i in s):
-                raise UserError(f"a layer set names a layer outside [0, {num_layers})")
-        check_nested(self.cache_layer_sets(num_layers, max_new_tokens))
-
-    def max_step_tokens(self) -> int:
-        return 1
-
-    def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
-        if self.layer_sets is not None:
-            return list(self.layer_sets[:max_new_tokens])
-        return self._schedule(num_layers).layer_sets(max_new_tokens)
-
-    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
-        sets = self.cache_layer_sets(num_layers, max_new_tokens)
-        return lambda run, state: run.shared(sets[state.step])
-
-    def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
-        return {}
-
-    def label(self) -> str:
-        if self.layer_sets is not None:
-            return f"{len(self.layer_sets)} explicit layer sets"
-        return "full depth" if self.schedule is None else self.schedule.describe()
-
-    def describe(self) -> dict:
-        schedule = self.schedule
-        if self.layer_sets is not None:
-            return {"schedule": None, "mode": "layer_sets", "policy_params": {"layer_sets": self.layer_sets}}
-        return {
-            "schedule": None if schedule is None else schedule.to_dict(),
-            "mode": "full" if schedule is None or schedule.shape == "full" else schedule.mode,
-            "policy_params": {},
-        }

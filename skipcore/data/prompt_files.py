@@ -1,0 +1,35 @@
+"""A prompts file: plain text with one prompt per line, or JSON lines with a `prompt` field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from skipcore.errors import UserError
+
+
+def read_prompts_file(path: str | Path) -> list[str]:
+    """The prompts of a file: every non-blank line of a text file, or the `prompt` of every line of a .jsonl file.
+    A byte-order mark is not part of the first prompt; a file with no prompts is refused."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read prompts file {p}: {getattr(e, 'strerror', None) or e}") from e
+    if p.suffix == ".jsonl":
+        prompts = [_prompt_of(line, p, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    else:
+        prompts = [line for line in text.splitlines() if line.strip()]
+    if not prompts:
+        raise UserError(f"prompts file {p} has no prompts")
+    return prompts
+
+
+def _prompt_of(line: str, path: Path, n: int) -> str:
+    try:
+        prompt = json.loads(line)["prompt"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path} line {n}: expected a JSON object with a 'prompt' field") from e
+    if not isinstance(prompt, str):
+        raise UserError(f"{path} line {n}: 'prompt' must be text, got {type(prompt).__name__}")
+    return prompt

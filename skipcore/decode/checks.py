@@ -1,0 +1,103 @@
+"""What a decode call is checked for, once, before any work (`check_request`: the types it was called with,
+the prompts, the new tokens, the batch size, the model's positions and the policy's own check), and the one
+check after each batch (`check_finite`). Each refusal is one line (`skipcore.errors.UserError`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from skipcore.decode.outputs import BatchOutput
+from skipcore.decode.sampling import Sampling
+from skipcore.decode.static_policy import PolicyLike, as_policy
+from skipcore.decode.step import DepthPolicy
+from skipcore.errors import ArgumentTypeError, UserError
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call's settings, checked: its prompts, the policy (a `DepthPolicy`), the most new tokens per
+    prompt, the batch size and the token choice."""
+
+    prompts: list[str]
+    policy: DepthPolicy
+    max_new_tokens: int
+    batch_size: int
+    sampling: Sampling
+
+
+def check_request(
+    prompts: Sequence[str],
+    policy: PolicyLike,
+    max_new_tokens: int,
+    batch_size: int | None,
+    sampling: Sampling | None,
+    tokenizer,
+    num_layers: int,
+    max_positions: int | None,
+) -> Request:
+    """The checks a call makes before its first batch; the batch size is all prompts when None."""
+    check_types(prompts, max_new_tokens, batch_size, sampling)
+    policy = as_policy(policy)
+    if not prompts:
+        raise UserError("no prompts given", field="prompts")
+    if not all(isinstance(p, str) for p in prompts):
+        raise UserError("every prompt must be text", field="prompts")
+    if max_new_tokens < 1:
+        raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
+    if batch_size is not None and batch_size < 1:
+        raise UserError(
+            f"batch_size must be >= 1, got {batch_size} (leave it out for one batch of all prompts)",
+            field="batch_size",
+        )
+    check_positions(tokenizer, max_positions, prompts, max_new_tokens)
+    policy.check(num_layers, max_new_tokens)
+    return Request(list(prompts), policy, max_new_tokens, batch_size or len(prompts), sampling or Sampling())
+
+
+def check_types(prompts: object, max_new_tokens: object, batch_size: object, sampling: object) -> None:
+    """The types a call takes, checked at the door: a string is one prompt, not a list of them."""
+    if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
+        raise ArgumentTypeError(
+            f"prompts must be a list of strings, got {type(prompts).__name__}"
+            + ("; wrap one prompt in a list: [prompt]" if isinstance(prompts, str) else "")
+        )
+    for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ArgumentTypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+    if max_new_tokens is None:
+        raise ArgumentTypeError("max_new_tokens must be a whole number, got None")
+    if sampling is not None and not isinstance(sampling, Sampling):
+        raise ArgumentTypeError(
+            f"sampling must be a skipcore Sampling(...) or None (greedy), got {type(sampling).__name__}"
+        )
+
+
+def check_positions(tokenizer, limit: int | None, prompts: Sequence[str], max_new_tokens: int) -> None:
+    """Refuse, before any work, a prompt that with max_new_tokens would run past the model's `limit` positions
+    (a learned position table would fail mid-decode, rotary models go out of what they were trained on)."""
+    if limit is None:
+        return
+    longest = max(len(ids) for ids in tokenizer(list(prompts))["input_ids"])
+    if longest + max_new_tokens > limit:
+        raise UserError(
+            f"the longest prompt ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
+            f"{limit} positions; use max_new_tokens {max(limit - longest, 0)} or fewer, or a shorter prompt",
+            field="max_new_tokens",
+        )
+
+
+def check_finite(out: BatchOutput, first_sample: int = 0) -> None:
+    """Refuse a batch whose tokens came from logits that are not finite (NaN or infinite weights, or an overflow in
+    half precision): argmax over NaN picks a token all the same, so the output would be silent garbage."""
+    live = ~out.finished_before
+    bad = live & ~torch.isfinite(out.logprobs)
+    if bool(bad.any()):
+        row, step = (int(i) for i in bad.nonzero()[0])
+        raise UserError(
+            f"the model's logits are not finite (NaN or infinite) at step {step} of prompt {first_sample + row}: "
+            "its weights hold NaN or infinite values, or its dtype overflows (try --dtype float32); no output "
+            "was written"
+        )

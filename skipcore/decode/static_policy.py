@@ -1,0 +1,119 @@
+"""SkipDecode's own policy, the loop's way of running layer sets fixed in advance: `StaticPolicy` (a schedule,
+or explicit per-step layer sets), and `as_policy`, which turns what a caller passed (a policy, a schedule,
+layer sets or None for full depth) into a policy the loop runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from skipcore.decode.step import Decide, DepthPolicy
+from skipcore.errors import ArgumentTypeError, UserError
+from skipcore.schedule import Schedule, check_nested
+
+if TYPE_CHECKING:
+    from skipcore.adapters import ModelShapes
+    from skipcore.decode.outputs import BatchOutput
+
+
+@dataclass(frozen=True)
+class StaticPolicy:
+    """SkipDecode: the layers of each step are fixed in advance by a schedule (full depth when None), or
+    given outright as `layer_sets` (step 0, the prefill, first), the low-level form a schedule resolves to."""
+
+    schedule: Schedule | None = None
+    layer_sets: tuple[tuple[int, ...], ...] | None = None
+    name: ClassVar[str] = "static"
+    title: ClassVar[str] = "SkipDecode"
+    about: ClassVar[str] = "the schedule's layers at each step, fixed in advance (SkipDecode)."
+    uses_schedule: ClassVar[bool] = True
+    shared_sets: ClassVar[bool] = True
+    needs_logits: ClassVar[bool] = False
+
+    @classmethod
+    def from_schedule(cls, schedule: Schedule | None) -> StaticPolicy:
+        """The schedule's own policy (it has no parameters of its own: the schedule is all of it)."""
+        return cls(schedule)
+
+    @classmethod
+    def from_layer_sets(cls, layer_sets: Sequence[Sequence[int]]) -> StaticPolicy:
+        return cls(layer_sets=tuple(tuple(int(i) for i in s) for s in layer_sets))
+
+    def _schedule(self, num_layers: int) -> Schedule:
+        return self.schedule or Schedule(num_layers, "full")
+
+    def check(self, num_layers: int, max_new_tokens: int) -> None:
+        if self.schedule is not None and self.schedule.num_layers != num_layers:
+            raise UserError(
+                f"schedule is for {self.schedule.num_layers} layers but the model has {num_layers}"
+            )
+        if self.layer_sets is not None:
+            if len(self.layer_sets) < max_new_tokens:
+                raise UserError(f"{len(self.layer_sets)} layer sets given for {max_new_tokens} steps")
+            if any(not 0 <= i < num_layers for s in self.layer_sets for i in s):
+                raise UserError(f"a layer set names a layer outside [0, {num_layers})")
+        check_nested(self.cache_layer_sets(num_layers, max_new_tokens))
+
+    def max_step_tokens(self) -> int:
+        return 1
+
+    def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
+        if self.layer_sets is not None:
+            return list(self.layer_sets[:max_new_tokens])
+        return self._schedule(num_layers).layer_sets(max_new_tokens)
+
+    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
+        sets = self.cache_layer_sets(num_layers, max_new_tokens)
+        return lambda run, state: run.shared(sets[state.step])
+
+    def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
+        return {}
+
+    def label(self) -> str:
+        if self.layer_sets is not None:
+            return f"{len(self.layer_sets)} explicit layer sets"
+        return "full depth" if self.schedule is None else self.schedule.describe()
+
+    def describe(self) -> dict:
+        schedule = self.schedule
+        if self.layer_sets is not None:
+            return {"schedule": None, "mode": "layer_sets", "policy_params": {"layer_sets": self.layer_sets}}
+        return {
+            "schedule": None if schedule is None else schedule.to_dict(),
+            "mode": "full" if schedule is None or schedule.shape == "full" else schedule.mode,
+            "policy_params": {},
+        }
+
+
+PolicyLike = DepthPolicy | Schedule | Sequence[Sequence[int]] | None
+
+
+def as_policy(policy: PolicyLike) -> DepthPolicy:
+    """A policy from what a caller passed: a policy, a schedule (SkipDecode's static policy), explicit per-step
+    layer sets (step 0 first), or None (full depth). Anything else (a schedule's name, a number) is refused here,
+    in one line, rather than failing deep inside the loop."""
+    if policy is None or isinstance(policy, Schedule):
+        return StaticPolicy(policy)
+    if all(callable(getattr(policy, m, None)) for m in ("check", "start")):  # a DepthPolicy (duck-typed)
+        return policy
+    if _is_index_list(policy) and all(_is_index_list(s, of_ints=True) for s in policy):
+        return StaticPolicy.from_layer_sets(policy)
+    raise ArgumentTypeError(
+        f"policy must be a DepthPolicy (StaticPolicy, CalmPolicy, ...), a Schedule, per-step layer sets (lists of "
+        f"layer indices) or None for full depth; got {type(policy).__name__} {policy!r:.60}"
+        + (
+            " (make a schedule with skipcore.Schedule(...) or schedule_for_speedup(...))"
+            if isinstance(policy, str)
+            else ""
+        )
+    )
+
+
+def _is_index_list(value: object, of_ints: bool = False) -> bool:
+    """A list or tuple (not text), of whole numbers if asked."""
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        return False
+    return not of_ints or all(isinstance(i, int) and not isinstance(i, bool) for i in value)

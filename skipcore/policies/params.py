@@ -1,0 +1,195 @@
+"""A policy's parameters, declared once on the policy and read from there by everything outside it.
+
+Each tunable field of a policy's dataclass is declared with `param(...)`: its type, its range, its help, how a
+sweep lists it, and what it is called outside the policy. The command line's flags (`--calm-threshold`), the
+sweep's grid flags (`--calm-thresholds`) and columns (`calm_threshold`), the labels, the dashboard's widgets and
+their address keys, the run metadata and the value checks are all derived from these declarations
+(`params_of`), so adding a knob to a policy is one field in its own file.
+
+Names follow one rule unless a declaration says otherwise: a field `threshold` of the policy named `calm` is
+the column `calm_threshold`, the flag `--calm-threshold` and, as a sweep axis, its column in the plural,
+`--calm-thresholds`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass
+from functools import cache
+from typing import Any, ClassVar, Literal
+
+from skipcore.errors import UserError
+
+SweepForm = Literal["axis", "one"] | None
+
+
+@dataclass(frozen=True)
+class Param:
+    """How one field of a policy shows outside it. `params_of` fills in the names the declaration leaves out."""
+
+    kind: type  # int, float or str
+    help: str
+    low: float | None = None  # the smallest value allowed
+    high: float | None = None  # the largest value allowed (a float parameter is always finite)
+    at_most_layers: bool = False  # a layer count: at most the model's depth, checked once the model is known
+    choices: tuple[str, ...] = ()
+    # the sweep: "axis" is a list of values with one grid row each (`sweep_flag`, default the flag plus "s");
+    # "one" is one value for the whole sweep (the generate flag); None: the sweep takes it from its own settings
+    sweep: SweepForm = "axis"
+    sweep_flag: str = ""
+    sweep_default: tuple = ()  # an axis's default values (default: the field's default alone)
+    options: tuple = ()  # values the dashboard offers for an axis (a multiselect)
+    scale: tuple[float, float] | None = (
+        None  # the range the dashboard's slider shows (a number input if None)
+    )
+    # generate takes the value from the schedule flag of the same name (`--min-layers`), not a flag of its own
+    schedule_flag: bool = False
+    # hashed as null in the rows of other policies: results files written before the other policies existed
+    # keyed their rows with it, and keep their ids
+    keyed_when_unset: bool = False
+    flag: str = ""
+    column: str = ""
+    title: str = ""  # in words, for tables, axes and widgets
+    name: str = ""  # the policy's field
+    policy: str = ""  # the policy's name
+    default: Any = None
+
+    @property
+    def dest(self) -> str:
+        """The flag's argparse destination."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def sweep_dest(self) -> str:
+        return (self.sweep_flag if self.sweep == "axis" else self.flag).removeprefix("--").replace("-", "_")
+
+    @property
+    def sweep_values(self) -> tuple:
+        """An axis's default values; a single-valued sweep parameter's default as a one-value tuple."""
+        return self.sweep_default if self.sweep == "axis" and self.sweep_default else (self.default,)
+
+    def check(self, value: Any, num_layers: int | None = None, name: str = "") -> None:
+        """Refuse a value of the wrong type or out of range, naming the parameter (`UserError.field`) by `name`
+        (default: its field's name; a sweep names it by its column)."""
+        name = name or self.name
+        if value is None:
+            if self.default is None:
+                return
+            raise UserError(f"{name} must be set", field=name)
+        if self.kind is str:
+            if value not in self.choices:
+                raise UserError(
+                    f"unknown {name} {value!r}; choose one of {', '.join(self.choices)}", field=name
+                )
+            return
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if self.kind is int and not whole:
+            raise UserError(f"{name} must be an integer, got {value!r}", field=name)
+        if self.kind is float and not (whole or isinstance(value, float)) or isinstance(value, bool):
+            raise UserError(f"{name} must be a number, got {value!r}", field=name)
+        if not math.isfinite(value):
+            raise UserError(f"{name} must be a finite number, got {value}", field=name)
+        high = self.high
+        if self.at_most_layers and num_layers is not None:
+            high = num_layers if high is None else min(high, num_layers)
+        if (self.low is not None and value < self.low) or (high is not None and value > high):
+            raise UserError(f"{name} must be {self.range_words(high)}, got {value}", field=name)
+
+    def range_words(self, high: float | None = None) -> str:
+        """'>= 1', 'in [0, 1]', 'at most the model's layers'."""
+        high = self.high if high is None else high
+        if self.low is not None and high is not None:
+            return f"in [{self.low:g}, {high:g}]"
+        if self.low is not None:
+            return f">= {self.low:g}"
+        return f"<= {high:g}" if high is not None else "a number"
+
+
+def param(default: Any = MISSING, *, kw_only: bool = False, **declared: Any) -> Any:
+    """A policy dataclass field with its declaration (`Param`'s fields: kind, help, range, sweep form, names)."""
+    return dataclasses.field(default=default, kw_only=kw_only, metadata={"param": Param(**declared)})
+
+
+def same_as(policy: type, name: str, default: Any = MISSING) -> Any:
+    """A field declared as `policy`'s parameter `name` is (a column two sweep entries share, such as
+    `draft_tokens`), with its own default."""
+    declared = next(f for f in dataclasses.fields(policy) if f.name == name).metadata
+    return dataclasses.field(default=default, metadata=declared)
+
+
+@cache
+def params_of(policy: type) -> tuple[Param, ...]:
+    """The policy class's parameters in declaration order, every name filled in."""
+    out = []
+    for f in dataclasses.fields(policy):
+        declared = f.metadata.get("param")
+        if declared is None:
+            continue
+        flag = declared.flag or f"--{policy.name}-{f.name}".replace("_", "-")
+        column = declared.column or f"{policy.name}_{f.name}"
+        out.append(
+            dataclasses.replace(
+                declared,
+                name=f.name,
+                policy=policy.name,
+                default=None if f.default is MISSING else f.default,
+                flag=flag,
+                column=column,
+                title=declared.title or column.replace("_", " "),
+                sweep_flag=declared.sweep_flag or (_plural_flag(column) if declared.sweep == "axis" else ""),
+            )
+        )
+    return tuple(out)
+
+
+def _plural_flag(column: str) -> str:
+    """An axis's flag: its column in the plural ('calm_threshold' -> '--calm-thresholds'; 'draft_tokens' stays)."""
+    flag = "--" + column.replace("_", "-")
+    return flag if flag.endswith("s") else flag + "s"
+
+
+class Parameterised:
+    """What every policy with declared parameters shares: its values by name and by column, and their checks."""
+
+    name: ClassVar[str]
+
+    def param_values(self) -> dict[str, Any]:
+        """{field: value} of the declared parameters."""
+        return {p.name: getattr(self, p.name) for p in params_of(type(self))}
+
+    def param_columns(self) -> dict[str, Any]:
+        """{column: value}: the run metadata's `policy_params` and a sweep row's columns."""
+        return {p.column: getattr(self, p.name) for p in params_of(type(self))}
+
+    def check_params(self, num_layers: int | None = None) -> None:
+        for p in params_of(type(self)):
+            p.check(getattr(self, p.name), num_layers)
+
+    @classmethod
+    def from_columns(cls, row: Mapping[str, Any]) -> dict[str, Any]:
+        """{field: value} of this policy's parameters found in a row keyed by column (a sweep row, a setting)."""
+        return {p.name: row[p.column] for p in params_of(cls) if row.get(p.column) is not None}
+
+
+def summary(policy: type) -> str:
+    """What a policy does in a line, for help texts and pages: its `about`, else its docstring's first paragraph."""
+    return getattr(policy, "about", "") or " ".join((policy.__doc__ or policy.name).split("\n\n")[0].split())
+
+
+def short_number(value: object) -> str:
+    """3.0 -> '3', 0.25 -> '0.25': a number as a label writes it, whether a table stored it as int or float;
+    '?' where the value is missing."""
+    return "?" if value is None else f"{float(value):g}"
+
+
+def flag_names(policy: type, sweep: bool = False) -> dict[str, str]:
+    """{field: the flag that sets it} for a policy: generate's flags, or the sweep's (an axis's list flag)."""
+    out = {}
+    for p in params_of(policy):
+        if sweep and p.sweep is not None:
+            out[p.name] = p.sweep_flag if p.sweep == "axis" else p.flag
+        elif not sweep:
+            out[p.name] = p.flag
+    return out

@@ -1,0 +1,59 @@
+"""One run over several processes (accelerate): the accelerator, one writer for the output folder, and a value
+the main process decides handed to every process. On one process each is the plain thing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from skipcore.errors import UserError
+from skipcore.files import check_writable_folder
+from skipcore.output_lock import OutputLock
+
+
+def make_accelerator(device: str, mixed_precision: str, find_unused_parameters: bool = False):
+    """The accelerator for `device` (auto, cpu or cuda); a CUDA device asked for but absent is one line."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device cuda was asked for, but no CUDA GPU is available", field="device")
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)
+    return Accelerator(cpu=device == "cpu", mixed_precision=mixed_precision, kwargs_handlers=[ddp])
+
+
+@contextmanager
+def one_writer(acc, out: Path) -> Iterator[OutputLock]:
+    """The output folder's lock (`skipcore.output_lock`) for the whole run, taken by the main process before
+    the folder is checked or written; every process learns whether it was refused, so none waits for a run
+    that will not start."""
+    lock = OutputLock(out, "training run")
+    error = None
+    if acc.is_main_process:
+        try:
+            check_writable_folder(out.parent, f"cannot write --out {out}")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            lock.take()
+        except UserError as e:
+            error = str(e)
+    error = shared_value(acc, error)
+    if error is not None:
+        raise UserError(error)
+    try:
+        yield lock
+    finally:
+        if acc.is_main_process:
+            lock.release()
+
+
+def shared_value(acc, value):
+    """The main process's `value`, on every process."""
+    if acc.num_processes == 1:
+        return value
+    from accelerate.utils import broadcast_object_list
+
+    box = [value]
+    broadcast_object_list(box)
+    return box[0]

@@ -1,0 +1,110 @@
+"""The examples a run trains on, and the dev examples its dev loss is scored on, which are never training
+data: another split of a data folder, or a share of the sources held out (whole sources, drawn with the seed).
+
+Messages that carry the data set's path name their setting as the command line spells it and no `field`: a
+front end's renaming would reach into the path."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection
+
+from skipcore.errors import UserError
+from skipcore.training.settings import TrainSettings
+
+
+def check_data_settings(s: TrainSettings) -> str | None:
+    """The training split (None for a single file), after refusing settings that would score the model on its
+    own training data or that a single file cannot honour; before any work."""
+    from skipcore.data import is_single_file
+
+    if s.dev_fraction is not None:
+        if not 0.0 < s.dev_fraction < 1.0:
+            raise UserError(
+                f"dev_fraction must be between 0 and 1 (exclusive), got {s.dev_fraction}",
+                field="dev_fraction",
+            )
+        if s.eval_split is not None:
+            raise UserError(
+                "give one of dev_fraction (dev sources held out of the training data) and eval_split (a dev "
+                "split of its own)",
+                field=("dev_fraction", "eval_split"),
+            )
+    if s.eval_limit is not None and s.eval_limit < 1:
+        raise UserError(f"eval_limit must be >= 1, got {s.eval_limit}", field="eval_limit")
+    if is_single_file(s.dataset):
+        for flag, value in (("--split", s.split), ("--eval-split", s.eval_split)):
+            if value is not None:
+                raise UserError(
+                    f"{flag} {value} does not apply to {s.dataset}: a single file has no splits (it is all "
+                    "training data); hold out dev data with --dev-fraction F"
+                )
+        if s.eval_every and s.dev_fraction is None:
+            raise UserError(
+                f"--eval-every needs dev data the model does not train on, and {s.dataset} is a single file: "
+                "hold out a share of it with --dev-fraction F (e.g. 0.1)"
+            )
+        return None
+    split = s.split or "train"
+    if s.dev_fraction is None and s.eval_every and (s.eval_split or "dev") == split:
+        raise UserError(
+            f"eval_split {split} is the training split: the dev loss would be measured on training data; "
+            "choose another split, or hold out dev data with dev_fraction F",
+            field=("eval_split", "dev_fraction"),
+        )
+    return split
+
+
+def training_data(
+    s: TrainSettings, split: str | None, given: Collection[str] = (), say: bool = True
+) -> tuple[list, list | None, dict]:
+    """(training examples, dev examples or None, the record of what was really used for each). `given`: the
+    settings the user set (a cap on dev sources they set and the data cannot fill is said); `say`: print
+    warnings (the main process)."""
+    from skipcore.data import hold_out, load_examples
+
+    examples = load_examples(s.dataset, split=split, task=s.task, limit=s.limit)
+    where = f"{s.dataset}" + (f" [{split}]" if split else "")
+    if not examples:
+        raise UserError(f"no training examples in {where}")
+    record: dict = {"dataset": s.dataset, "split": split, "task": examples[0].task}
+    dev = None
+    short = say and "eval_limit" in given  # a capped dev set smaller than the cap the user set is said
+    if s.dev_fraction is not None:
+        examples, dev = hold_out(examples, s.dev_fraction, s.seed)
+        record["dev"] = {
+            "held_out_of": where,
+            "fraction": s.dev_fraction,
+            "seed": s.seed,
+            "sources": len(dev),
+            "note": "whole sources held out: skipcore.data.hold_out(examples, fraction, seed) gives the "
+            "split",
+        }
+        if len(dev) < s.eval_limit and short:
+            print(
+                f"warning: --eval-limit {s.eval_limit}: --dev-fraction {s.dev_fraction} holds out only "
+                f"{len(dev)} sources; all {len(dev)} are scored",
+                file=sys.stderr,
+            )
+        dev = dev[: s.eval_limit]
+    elif s.eval_every:
+        eval_split = s.eval_split or "dev"
+        dev = load_examples(s.dataset, split=eval_split, task=s.task, limit=s.eval_limit)
+        if len(dev) < s.eval_limit and short:
+            print(
+                f"warning: --eval-limit {s.eval_limit}: {s.dataset} [{eval_split}] has only {len(dev)} "
+                f"sources; all {len(dev)} are scored",
+                file=sys.stderr,
+            )
+        shared = {e.source for e in examples} & {e.source for e in dev}
+        if shared and say:
+            print(
+                f"warning: {len(shared)} of {len(dev)} dev sources in {s.dataset} [{eval_split}] are also "
+                f"training sources: the dev loss is partly measured on training data",
+                file=sys.stderr,
+            )
+        record["dev"] = {"split": eval_split, "sources": len(dev), "shared_with_training": len(shared)}
+    record["sources"] = len(examples)
+    if dev is not None:
+        record["dev"]["scored"] = len(dev)
+    return examples, dev, record

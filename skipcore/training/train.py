@@ -1,0 +1,173 @@
+"""One training run from its settings, the call `python -m skipcore train` makes: everything is checked before
+anything is written (the settings, which a resume first takes from the run it continues; the data; the
+starting model; the schedule plan), the output folder is locked for the run (one writer) and made only then,
+and the loop trains, logs and saves (`loop`).
+
+Runs unchanged on one process or several (`accelerate launch`, `torchrun`): every process makes the same
+checks, and only the main process writes or prints."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection
+from pathlib import Path
+
+import torch
+from accelerate.utils import set_seed
+
+from skipcore.models.training_record import (
+    build_record,
+    read_record,
+    recorded_state,
+    resumed_record,
+)
+from skipcore.training.batching import data_stats, tokenize_pairs
+from skipcore.training.distributed import make_accelerator, one_writer
+from skipcore.training.examples import check_data_settings, training_data
+from skipcore.training.folders import check_checkpoint_dir, check_out_dir
+from skipcore.training.loop import Hyper, Run, environment, step_plan, total_steps, train_loop
+from skipcore.training.models import (
+    how_trained,
+    lora_facts,
+    lora_spec,
+    max_positions,
+    model_facts,
+    num_layers_of,
+    starting_model,
+)
+from skipcore.training.plan import plan_for
+from skipcore.training.resume import adopt_recorded, resolve_resume, warn_changes
+from skipcore.training.settings import TrainSettings
+
+
+def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
+    """Train as `settings` say; returns the output folder holding the final model. `given`: the settings the
+    user set (a resume takes every other one from the run it continues); None takes none.
+
+    CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
+    the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
+    difference in the result. Both are restored afterwards."""
+    settings.check()
+    before = torch.get_num_threads()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    torch.set_flush_denormal(True)
+    try:
+        return _train(settings, given)
+    finally:
+        torch.set_num_threads(before)
+        torch.set_flush_denormal(False)
+
+
+def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
+    resume_dir = resolve_resume(s.resume) if s.resume else None
+    taken: list[str] = []
+    if resume_dir is not None:
+        s, taken = adopt_recorded(s, resume_dir, given)
+        s.check()
+    split = check_data_settings(s)
+    lora = lora_spec(s)
+    hyper = hyper_of(s)
+    out = Path(s.out)
+    ckpt_root = Path(s.checkpoint_dir) if s.checkpoint_dir else out / "checkpoints"
+    acc = make_accelerator(s.device, s.mixed_precision, s.find_unused_parameters)
+    main = acc.is_main_process
+    if taken and main:
+        flags = ["--" + name.replace("_", "-") for name in taken]
+        shown = ", ".join(flags[:8]) + (f" and {len(flags) - 8} more" if len(flags) > 8 else "")
+        print(
+            f"note: resuming {resume_dir} with its run's own {shown} (flags given now override them)",
+            file=sys.stderr,
+        )
+    with one_writer(acc, out):
+        check_out_dir(out, s.overwrite, resume_dir)
+        check_checkpoint_dir(ckpt_root, out, hyper.save_every)
+        examples, dev, data_record = training_data(s, split, given or (), say=main)
+
+        set_seed(s.seed)  # the same initial weights on every process
+        model, tokenizer, origin, peft_model = starting_model(s, examples, acc, resume_dir, lora)
+        num_layers = num_layers_of(model)
+        max_length = s.max_length or max_positions(model.config)
+        pairs = tokenize_pairs(examples, tokenizer, max_length)
+        stats = data_stats(pairs)
+        plan = plan_for(s, num_layers, stats)
+        eval_pairs = tokenize_pairs(dev, tokenizer, max_length) if dev else None
+        record = build_record(
+            schedule=plan.to_dict(),
+            data=data_record | stats,
+            training=vars(hyper).copy(),
+            model=model_facts(model, num_layers, s.save_dtype),
+            init=origin,
+            lora=lora_facts(peft_model, lora),
+            environment=environment(acc),
+            args=s.recorded(),
+            argv=sys.argv[1:],
+            output_dir=out,
+        )
+        resume_step, resume_elapsed = 0, 0.0
+        if resume_dir is not None:
+            previous = read_record(resume_dir) or {}
+            if main:
+                warn_changes(previous, record)
+            resume_step, resume_elapsed = recorded_state(previous)
+            record = resumed_record(record, previous, resume_dir)
+        step_plan(hyper, pairs, acc.num_processes, resume_step)
+        acc.wait_for_everyone()  # every process has checked everything before anything is written
+        if main:
+            out.mkdir(parents=True, exist_ok=True)
+        acc.wait_for_everyone()
+        set_seed(s.seed, device_specific=True)  # dropout differs per process; restored on resume
+        run = Run(
+            accelerator=acc,
+            model=model,
+            tokenizer=tokenizer,
+            pairs=pairs,
+            plan=plan,
+            hyper=hyper,
+            out_dir=out,
+            checkpoint_dir=ckpt_root,
+            record=record,
+            eval_pairs=eval_pairs,
+            resume_dir=resume_dir,
+            resume_step=resume_step,
+            resume_elapsed_s=resume_elapsed,
+            lora=peft_model,
+        )
+        if main:
+            steps = total_steps(hyper, max(1, len(pairs) // (hyper.batch_size * acc.num_processes)))
+            facts = record["model"]
+            print(
+                f"training {facts['trainable_parameters']:,} of {facts['parameters']:,} parameters"
+                f"{how_trained(peft_model)} on {len(pairs)} pairs, {plan.describe()}, {steps} steps of "
+                f"{hyper.batch_size} x {acc.num_processes} process(es)"
+                + (f", resuming at step {resume_step}" if resume_dir else ""),
+                file=sys.stderr,
+            )
+        train_loop(run)
+        if main:
+            final_step, _ = recorded_state(read_record(out) or {})
+            print(f"saved {out} (step {final_step})", file=sys.stderr)
+        acc.end_training()
+        return out
+
+
+def hyper_of(s: TrainSettings):
+    """The optimisation and bookkeeping settings the loop runs with (`loop.Hyper`), checked."""
+    return Hyper(
+        batch_size=s.batch_size,
+        steps=s.steps,
+        epochs=s.epochs,
+        lr=s.lr,
+        weight_decay=s.weight_decay,
+        warmup_ratio=s.warmup_ratio,
+        lr_scheduler=s.lr_scheduler,
+        max_grad_norm=s.max_grad_norm,
+        seed=s.seed,
+        group_by_length=s.group_by_length,
+        log_every=s.log_every,
+        eval_every=s.eval_every,
+        save_every=s.save_every,
+        keep_checkpoints=s.keep_checkpoints,
+        save_dtype=s.save_dtype,
+        progress=not s.no_progress,
+    )
