@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Runs the whole test suite in a virtual environment it builds from requirements.txt.
+# Runs the whole test suite in a virtual environment it builds from requirements.txt; `--fast` runs only the tests
+# not marked slow (minutes: what a change is checked with while working). Other arguments go to pytest.
 # Installs Debian's chromium for the real-browser test when it can (root + apt); otherwise that test skips.
 set -euo pipefail
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  set -- -m "not slow" "$@"
+fi
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
@@ -19,4 +24,5 @@ fi
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
 # dequantize both once into the model cache (minutes on a fresh machine, nothing after), outside the tests' time
 "$VENV/bin/python" -m skipcore models --prepare smollm2-135m gemma-3-270m >/dev/null
-exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@"
+# worksteal: an idle worker takes tests from a busy one, so no long file holds the run; the slowest tests are listed
+exec "$VENV/bin/python" -m pytest -n 2 --dist worksteal --durations=15 "$@"

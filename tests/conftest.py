@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
-from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.models.testing import make_tiny_model, tiny_tokenizer
+from skipcore.schedule import Schedule
+from tests.helpers import FAMILIES, SOURCES, descendants, speculative_config
 
 # Test workers share two cores: one torch thread each avoids oversubscription (it slowed runs tenfold).
 torch.set_num_threads(1)
-
-FAMILIES = ["opt", "opt-proj", "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma3"]
-PROMPTS = [
-    "The Eagle is a cheap",
-    "Green Man serves Italian food near the city centre and is family friendly",
-    "Skipping",
-]
 
 
 @pytest.fixture(scope="session")
@@ -36,24 +30,6 @@ def model_dirs(tmp_path_factory, tokenizer):
     """family -> directory of a saved random model with its tokenizer."""
     root = tmp_path_factory.mktemp("models")
     return {f: make_tiny_model(f, root / f, tokenizer=tokenizer) for f in FAMILIES}
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid` (children, theirs, ...), from /proc; zombies are not counted."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if fields[0] != "Z":
-            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
 
 
 def _is_ray(pid: int) -> bool:
@@ -82,61 +58,6 @@ def ray_address():
     assert not left, f"Ray processes outlived the session: {sorted(left)}"
 
 
-def as_trained_model(src: Path, dst: Path, max_new_tokens: int, decay_span: int, median_target: int) -> Path:
-    """A copy of a tiny model that says, as a skipcore-trained one does, what it was trained for."""
-    shutil.copytree(src, dst)
-    settings = {
-        "format": "skipcore-training/1",
-        "generation": {"max_new_tokens": max_new_tokens, "decay_span": decay_span},
-        "data": {"median_target_tokens": median_target},
-    }
-    (dst / "skipcore_training.json").write_text(json.dumps(settings))
-    return dst
-
-
-def train_argv(model_dir, out, *extra: str) -> list[str]:
-    """`train` on a tiny model into `out`, with no progress bar and one thread (the machine's cores are shared)."""
-    return ["train", "--no-progress", "--threads", "1", "--model", str(model_dir), "--out", str(out), *extra]
-
-
-def bench_argv(model: str, new_tokens: int, prompt_len: int, out) -> list[str]:
-    """`bench` of one model at batch 1, one 2x target, one paired repeat and one thread, into `out`."""
-    return [
-        "bench", "--models", model, "--batch-sizes", "1", "--new-tokens", str(new_tokens),
-        "--prompt-len", str(prompt_len), "--targets", "2", "--repeats", "1", "--threads", "1", "--out", str(out),
-    ]  # fmt: skip
-
-
-def refused(capsys, argv: list[str]) -> str:
-    """Run the command line on `argv` and return its one line: a refusal is exit code 2, one `error: ...` line on
-    stderr, no traceback (argparse's own errors included) and nothing on stdout (no part of the work done first)."""
-    from skipcore.commands import main
-
-    capsys.readouterr()  # what earlier steps printed is not this command's
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's own one-line errors
-        code = e.code
-    out, err = capsys.readouterr()
-    err = err.strip()
-    assert code == 2, err
-    assert err.startswith("error:") and len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert out == "", out
-    return err
-
-
-class RecordingPicker(TokenPicker):
-    """Greedy picking that keeps every step's logits, to compare them with a recomputation."""
-
-    def __init__(self):
-        super().__init__(Sampling(), torch.device("cpu"))
-        self.logits = []
-
-    def __call__(self, logits):
-        self.logits.append(logits.clone())
-        return super().__call__(logits)
-
-
 @pytest.fixture(autouse=True)
 def run_history(tmp_path, monkeypatch) -> Path:
     """Every test keeps its dashboard runs in a folder of its own, never in the user's run history."""
@@ -152,3 +73,52 @@ def model_dir(model_dirs, monkeypatch) -> Path:
     monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
     monkeypatch.delenv(paths.MAX_TRACE_MB_ENV, raising=False)
     return model_dirs["opt"]
+
+
+@pytest.fixture
+def sweep_dataset(tmp_path) -> Path:
+    """A three-source JSON-lines data set (`tests.helpers.SOURCES`) a sweep reads whole."""
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in SOURCES))
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_trace(model_dirs):
+    """A four-token trace of two prompts on the tiny OPT model, and its metadata (callers copy before changing)."""
+    from skipcore import SkipEngine, load_model
+
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu"))
+    result = engine.generate(["MR: x", "MR: name[Aromi]"], None, 4)
+    return result.trace, result.metadata
+
+
+@pytest.fixture(scope="session")
+def sample_trace(model_dirs) -> tuple[pd.DataFrame, dict]:
+    """A real trace from the tiny model, to upload."""
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.models.loading import load_model
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    eng = SkipEngine(model, tok)
+    res = eng.generate(["The Eagle is a cheap", "Green Man"], Schedule(6, "linear", "skip", 6, 3), 8)
+    return res.trace, res.metadata
+
+
+@pytest.fixture(scope="session")
+def speculative_sweep(model_dirs, tmp_path_factory) -> Path:
+    """A real sweep (`skipcore.evaluate.run_sweep`) on the tiny Llama model: full depth and skip 2x, speculative
+    drafting with the 2x schedule (k = 2), transformers' generate() plain and with its early-exit assistant
+    (batch size 1 only), at batch sizes 1 and 2."""
+    from skipcore.evaluate.runner import run_sweep
+
+    root = tmp_path_factory.mktemp("spec_sweep")
+    data = root / "tiny.jsonl"
+    sources = [("name[The Eagle], eatType[pub]", "The Eagle is a pub."), ("name[Aromi]", "Aromi is here.")]
+    data.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in sources))
+    cfg = speculative_config(
+        model_dirs, data, root / "default.parquet", targets=(2.0,), max_new_tokens=8, repeats=1
+    )
+    df = run_sweep(cfg)
+    assert sorted(df["policy"]) == ["speculative"] * 2 + ["static"] * 4 + ["transformers"] * 2
+    return cfg.out

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
+
 PKG = REPO / "skipcore"
 
 
@@ -211,6 +212,7 @@ def test_public_api_names_what_users_call():
     assert "engine.generate(" in skipcore.__doc__
 
 
+@pytest.mark.slow
 def test_console_script_runs_from_any_folder(tmp_path):
     """`pip install -e .` (scripts/test.sh does it) gives a `skipcore` command; the shipped default model and
     corpus are found from outside the repository."""
@@ -229,6 +231,7 @@ def test_console_script_runs_from_any_folder(tmp_path):
     assert "layer speedup" in run.stderr and run.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["generate", "train", "sweep", "bench", "data"])
 def test_every_subcommand_has_help(command):
     run = subprocess.run(

@@ -14,8 +14,7 @@ import pytest
 
 from skipcore.evaluate import SweepConfig, build_grid
 from skipcore.labels import series_colors, setting_label
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
 
 
 def every_kind_of_setting() -> list:
@@ -132,7 +131,7 @@ def test_no_second_label_function():
                 )
 
 
-# -- the palette: one colour per setting family, which every figure takes -------------------------------------
+# -- the palette: one colour per setting family, which every figure takes ------------------------------------
 def test_every_sweep_series_has_its_family_colour():
     from skipcore import plots
     from skipcore.labels import COLORS, FAMILY_OF

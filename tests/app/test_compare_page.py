@@ -1,0 +1,152 @@
+"""The Compare page (Streamlit's AppTest): every policy on the same prompts, scores from a split, adaptive's
+parameters, speculative's lossless output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard import paths
+from app.dashboard.results import CompareResult
+from tests.helpers import MAX_NEW, assert_clean, by_key, charts, costs, open_app, plotly_array, warnings
+
+
+# -- compare policies ----------------------------------------------------------------------------------------
+def test_compare_runs_every_policy(model_dir):
+    at = open_app("compare")
+    assert_clean(at)
+    policies = by_key(at.multiselect, "cmp_policies").value
+    assert policies[:4] == ["full depth", "skip", "exit", "middle"]
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = CompareResult.last(at.session_state).results
+    assert list(results) == policies
+    (heatmaps,) = charts(at)  # one figure: a panel per policy, their token axes linked
+    spec = json.loads(heatmaps.proto.spec)
+    panels = [t for t in spec["data"] if t["type"] == "heatmap"]
+    assert len(panels) == len(policies)
+    axes = {k: v for k, v in spec["layout"].items() if k.startswith("xaxis")}
+    assert len(axes) == len(policies) and all(
+        v.get("matches") == "x" for k, v in axes.items() if k != "xaxis"
+    )
+    assert [a["text"] for a in spec["layout"]["annotations"]] == policies  # each panel titled by its policy
+    masks = {name: set(res.trace["layer_mask"]) for name, res in results.items()}
+    assert masks["skip"] != masks["exit"] != masks["middle"]  # the same budgets, different layers
+    assert masks["full depth"] == {"111111"}
+
+
+def panels(at: AppTest) -> list[dict]:
+    """The Compare page's heatmap panels (one per policy)."""
+    spec = json.loads(by_key(charts(at), "cmp_heatmaps").proto.spec)
+    return [t for t in spec["data"] if t["type"] == "heatmap"]
+
+
+def test_compare_full_depth_calm_and_scores_from_a_split(model_dir):
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "calm"])
+    by_key(at.radio, "cmp_source").set_value("From a data split").run()
+    by_key(at.number_input, "cmp_count").set_value(3)
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    stored = CompareResult.last(at.session_state)
+    assert set(stored.quality) == {"full depth", "skip", "calm"}
+    table = costs(at)
+    assert {"BLEU", "ROUGE-L"} <= set(table.columns) and list(table.index) == ["full depth", "skip", "calm"]
+    assert table.loc["full depth", "layer speedup (per token)"] == 1.0
+    assert "These scores come from 3 examples" in " ".join(w.value for w in at.warning)  # too few to rank
+    assert stored.results["calm"].metadata["policy"] == "calm"  # CALM through engine.generate
+
+
+def test_compare_offers_adaptive_with_its_three_parameters(model_dir):
+    at = open_app("compare")
+    assert "adaptive" in by_key(at.multiselect, "cmp_policies").options
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "adaptive"]).run()
+    by_key(at.slider, "cmp_adaptive_threshold").set_value(0.0)  # every step confident: the budget drops
+    by_key(at.number_input, "cmp_adaptive_drop").set_value(1)
+    by_key(at.number_input, "cmp_adaptive_min_layers").set_value(2)
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    res = CompareResult.last(at.session_state).results["adaptive"]
+    assert res.metadata["policy"] == "adaptive"
+    decode = res.trace[res.trace["step"] >= 1]
+    budgets = decode.groupby("step")["budget"].first()
+    L = len(res.trace["layer_mask"].iloc[0])
+    assert list(budgets) == [max(2, L - s) for s in budgets.index]  # drop 1 a step down to the floor of 2
+    table = costs(at)
+    assert table.loc["adaptive", "layer speedup (per token)"] > 1.0
+    assert len(panels(at)) == 3  # its heatmap beside the others
+
+
+# -- speculative SkipDecode on the dashboard -----------------------------------------------------------------
+@pytest.fixture
+def shipped_model(monkeypatch) -> Path:
+    """The app on the shipped skip-aware model, whose drafts the full model mostly accepts."""
+    monkeypatch.delenv(paths.MODEL_ENV, raising=False)
+    monkeypatch.delenv(paths.MAX_TRACE_MB_ENV, raising=False)
+    assert paths.DEFAULT_MODEL_DIR.is_dir()
+    return paths.DEFAULT_MODEL_DIR
+
+
+def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model):
+    at = open_app("compare")
+    assert "speculative" in by_key(at.multiselect, "cmp_policies").options
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "speculative"]).run()
+    assert by_key(at.number_input, "cmp_draft_tokens").value == 4
+    by_key(at.number_input, "cmp_draft_tokens").set_value(3)
+    by_key(at.radio, "cmp_source").set_value("From a data split").run()
+    by_key(at.number_input, "cmp_count").set_value(4)
+    by_key(at.slider, "cmp_max_new").set_value(24).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = CompareResult.last(at.session_state).results
+    spec, full = results["speculative"], results["full depth"]
+    assert spec.metadata["policy"] == "speculative" and spec.metadata["policy_params"]["draft_tokens"] == 3
+    assert spec.texts == full.texts and spec.texts != results["skip"].texts  # lossless, unlike skipping
+    assert "equals full depth's for all 4 prompts" in " ".join(s.value for s in at.success)
+    outputs = at.table[0].value  # the texts side by side, as for every policy
+    assert list(outputs["speculative"]) == list(outputs["full depth"]) == full.texts
+    table = costs(at)
+    assert 1.5 < table.loc["speculative", "tokens per full-depth pass"] <= 4  # at most k + 1 = 4
+    assert 0 < table.loc["speculative", "drafts accepted"] <= 1
+    assert table.loc["speculative", "layer speedup (per token)"] < 1  # honest: verification costs all layers
+    assert table.loc["speculative", "FLOPs speedup (decode)"] < 1
+    assert table.loc["speculative", "layer speedup (per batch)"] > 1  # fewer sequential layer passes
+    assert (
+        table[["tokens per full-depth pass", "drafts accepted"]]
+        .loc[["full depth", "skip"]]
+        .isna()
+        .all()
+        .all()
+    )
+    notes = " ".join(c.value for c in at.caption)
+    assert "below 1x by construction" in notes and "sequential" in notes
+    # its heatmap: every cell ran, a marker over each kept draft, the round and origin on hover
+    heat = json.loads(by_key(charts(at), "cmp_heatmaps").proto.spec)
+    speculative = list(results).index("speculative")
+    heatmaps = [i for i, t in enumerate(heat["data"]) if t["type"] == "heatmap"]
+    cells, drafts = heat["data"][heatmaps[speculative]], heat["data"][heatmaps[speculative] + 1]
+    assert set(plotly_array(cells["z"]).ravel()) == {1.0}
+    sample = spec.trace[(spec.trace["sample"] == 0) & ~spec.trace["finished"]]
+    assert drafts["x"] == list(sample.loc[sample["drafted"], "step"]) and drafts["x"]
+    hover = cells["text"][0]
+    assert "kept draft, proposed by a" in " ".join(hover) and "the full model's own token" in " ".join(hover)
+    assert len(panels(at)) == 3
+
+
+# -- compare and trade-offs ----------------------------------------------------------------------------------
+def test_compare_offers_its_table_and_every_trace_for_download(model_dir):
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"])
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    labels = [b.label for b in at.download_button]
+    assert "Download the costs table (CSV)" in labels and "Download Parquet" in labels
+    assert by_key(at.selectbox, "cmp_dl_policy").options == ["full depth", "skip"]
+    assert "These scores come from" not in warnings(at)  # typed prompts: no scores, no warning

@@ -1,0 +1,294 @@
+"""The schedule designer (Streamlit's AppTest, on the tiny OPT model): sliders, shapes, fits, exports, the
+address, and models that cannot be used."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard import paths
+from skipcore.schedule import Schedule
+from skipcore.traces import read_trace
+from tests.helpers import (
+    APP,
+    APP_TIMEOUT,
+    as_trained_model,
+    assert_clean,
+    by_key,
+    charts,
+    errors,
+    open_app,
+    warnings,
+)
+
+
+# -- schedule designer ---------------------------------------------------------------------------------------
+def test_designer_opens_on_the_default_model(model_dir):
+    at = open_app()
+    assert_clean(at)
+    assert at.title[0].value == "Schedule designer"
+    assert "6 layers" in at.caption[0].value
+    assert {m.label for m in at.metric} >= {"Layer speedup", "FLOPs speedup", "KV cache, last step"}
+    assert len(charts(at)) == 3  # budget step plot, mask heatmap, costs
+    assert "heatmap" in charts(at)[1].proto.spec
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert sch.num_layers == 6 and sch.shape == "linear" and sch.mode == "skip"
+    assert [d.label for d in at.download_button] == ["Download schedule JSON"]
+
+
+def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
+    at = open_app()
+    by_key(at.slider, "max_layers").set_value(6)
+    by_key(at.slider, "min_layers").set_value(3)
+    by_key(at.selectbox, "mode").set_value("middle")
+    at.run()
+    assert_clean(at)
+    sch = Schedule.from_dict(
+        json.loads(json.dumps(at.session_state["schedule"]))
+    )  # what the JSON export holds
+    assert (sch.max_layers, sch.min_layers, sch.mode) == (6, 3, "middle")
+    speedup = next(m for m in at.metric if m.label == "Layer speedup").value
+    assert speedup == f"{sch.layer_speedup(32):.2f}x"
+    at.switch_page("sections/generate.py").run()
+    assert "linear 6->3 (middle)" in at.caption[0].value
+    at.switch_page("sections/designer.py").run()  # and the designer still shows it
+    assert by_key(at.slider, "min_layers").value == 3
+    assert by_key(at.selectbox, "mode").value == "middle"
+
+
+def test_exported_schedule_runs_in_the_cli(model_dir, tmp_path, capsys):
+    from skipcore.commands import main
+
+    at = open_app()
+    by_key(at.selectbox, "shape").set_value("step").run()
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps(at.session_state["schedule"]))  # what "Download schedule JSON" holds
+    trace_path = tmp_path / "t.parquet"
+    argv = ["generate", "--model", str(model_dir), "--schedule-json", str(path), "--max-new-tokens", "5"]
+    assert main([*argv, "--prompt", "MR: name[The Eagle]\nText:", "--trace", str(trace_path)]) == 0
+    _, meta = read_trace(trace_path)
+    assert meta["schedule"] == at.session_state["schedule"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "extra", "message"),
+    [
+        ("linear", {"max_layers": 2, "min_layers": 4}, "greater than max_layers"),
+        ("custom", {"budgets": "4, 5"}, "must not increase"),
+        ("custom", {"budgets": "four"}, "whole numbers"),
+        ("custom", {"budgets": "9"}, "outside [1, 6]"),
+    ],
+)
+def test_designer_invalid_settings_show_a_message(model_dir, shape, extra, message):
+    at = open_app()
+    by_key(at.selectbox, "shape").set_value(shape)
+    at.run()
+    for key, value in extra.items():
+        widget = next(w for w in [*at.slider, *at.text_input] if w.key == key)
+        widget.set_value(value)
+    at.run()
+    text = errors(at)
+    assert "Invalid schedule" in text and message in text
+    at.switch_page("sections/generate.py").run()  # the other pages refuse it too, with the reason
+    assert "invalid" in errors(at) and message in errors(at)
+
+
+@pytest.mark.parametrize(("shape", "widget"), [("power", "alpha"), ("step", "stages"), ("custom", "budgets")])
+def test_designer_shape_specific_controls(model_dir, shape, widget):
+    at = open_app()
+    by_key(at.selectbox, "shape").set_value(shape)
+    at.run()
+    keys = {w.key for w in [*at.slider, *at.text_input]}
+    assert widget in keys
+    if shape == "custom":
+        by_key(at.text_input, "budgets").set_value("6, 4, 4, 2").run()
+    assert_clean(at)
+    assert Schedule.from_dict(at.session_state["schedule"]).shape == shape
+
+
+def test_designer_fit_to_target(model_dir):
+    at = open_app()
+    by_key(at.number_input, "target").set_value(3.0)
+    by_key(at.button, "fit").click().run()
+    assert_clean(at)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert abs(sch.layer_speedup(32) - 3.0) < 0.6
+
+
+def test_designer_speedups_are_over_a_typical_output(model_dirs, monkeypatch, tmp_path):
+    """For a skipcore-trained model the designer fits and reports speedups over its median output + EOS."""
+    from skipcore.schedule import schedule_for_speedup
+
+    model = as_trained_model(model_dirs["opt"], tmp_path / "trained", 20, 8, 9)
+    monkeypatch.setenv(paths.MODEL_ENV, str(model))
+    at = open_app()
+    assert_clean(at)
+    assert by_key(at.slider, "speedup_over").value == 10 and by_key(at.slider, "max_new_tokens").value == 20
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    expected = schedule_for_speedup(6, 2.0, 10, "linear", "skip", 1, decay_span=8)
+    assert (sch.max_layers, sch.min_layers) == (expected.max_layers, expected.min_layers)
+    speedup = next(m for m in at.metric if m.label == "Layer speedup").value
+    assert speedup == f"{sch.layer_speedup(10):.2f}x" != f"{sch.layer_speedup(20):.2f}x"
+    by_key(at.slider, "speedup_over").set_value(20)
+    by_key(at.number_input, "target").set_value(3.0)
+    by_key(at.button, "fit").click().run()
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    fit = schedule_for_speedup(6, 3.0, 20, "linear", "skip", 1, decay_span=8)
+    assert (sch.max_layers, sch.min_layers) == (fit.max_layers, fit.min_layers)
+
+
+def test_missing_default_model_falls_back_to_a_shape(monkeypatch, tmp_path):
+    monkeypatch.setenv(paths.MODEL_ENV, str(tmp_path / "nowhere"))
+    at = open_app()
+    assert not at.exception
+    assert "was not found" in at.sidebar.warning[0].value
+    by_key(at.sidebar.selectbox, "model").set_value("shape:opt-1.3b").run()
+    assert "24 layers" in at.caption[0].value  # the OPT-1.3B shape, no weights needed
+    assert len(charts(at)) == 3
+    # a real model's sizes without its package
+    by_key(at.sidebar.selectbox, "model").set_value("shape:gemma-3-270m").run()
+    assert not at.exception and "18 layers" in at.caption[0].value and len(charts(at)) == 3
+    at.switch_page("sections/generate.py").run()
+    assert not at.exception and "choose one with weights" in at.info[0].value
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    by_key(at.sidebar.text_input, "model_path").set_value(str(tmp_path / "also-missing")).run()
+    assert "Not a folder or a .gguf file" in at.sidebar.error[0].value
+
+
+def test_local_directory_that_is_not_a_model(model_dir, tmp_path):
+    at = open_app("generate")
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    (tmp_path / "empty").mkdir()
+    by_key(at.sidebar.text_input, "model_path").set_value(str(tmp_path / "empty")).run()
+    assert not at.exception
+    assert (
+        "holds no config.json" in at.sidebar.error[0].value and "This page runs a model" in at.info[0].value
+    )
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    by_key(at.sidebar.text_input, "model_path").set_value(str(broken)).run()
+    assert not at.exception
+    assert "Cannot load the model" in errors(at)
+    at.switch_page("sections/designer.py").run()  # the designer says it in the same one line
+    assert not at.exception and "Cannot load the model" in errors(at)
+
+
+# -- the shared plotting code --------------------------------------------------------------------------------
+def test_designer_costs_match_a_measured_trace(model_dirs):
+    """The designer's theoretical FLOPs and KV bytes are exactly what the engine's trace reports."""
+    from skipcore import plots
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.models.loading import load_model
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    model.generation_config.eos_token_id = -1  # no early stop: every step is run
+    eng = SkipEngine(model, tok)
+    sch = Schedule(6, "linear", "middle", 6, 2, decay_span=4)
+    trace = eng.generate(["The Eagle is a cheap"], sch, 8).trace
+    theory = plots.theoretical_steps(sch, eng.adapter.shapes, int(trace["prompt_len"].iloc[0]), 8)
+    cols = [
+        "step",
+        "num_layers_run",
+        "layer_mask",
+        "flops",
+        "flops_full",
+        "kv_cache_bytes",
+        "kv_cache_bytes_full",
+    ]
+    pd.testing.assert_frame_equal(theory[cols], trace[cols], check_dtype=False)
+    summary = plots.theoretical_summary(theory, 6)
+    assert summary["layer_speedup"] == pytest.approx(sch.layer_speedup(8))
+
+
+# -- what a fit, a length and a figure say -------------------------------------------------------------------
+def test_designer_says_when_a_fit_misses_its_target(model_dir):
+    at = open_app()
+    by_key(at.number_input, "target").set_value(2.0)
+    by_key(at.button, "fit").click().run()
+    assert at.success and "Fitted" in " ".join(s.value for s in at.success)
+    reach = Schedule(6, "linear", "skip", 2, 2, 1).layer_speedup(32)  # the lowest budget at every step
+    by_key(at.number_input, "target").set_value(round(reach * 1.04, 2))  # within the fit's tolerance
+    by_key(at.button, "fit").click().run()
+    assert not at.exception
+    got = Schedule.from_dict(at.session_state["schedule"]).layer_speedup(32)
+    warning = " ".join(w.value for w in at.warning)
+    assert "out of reach" in warning and f"{got:.2f}x" in warning
+
+
+def test_designer_typical_length_beyond_generation_is_said_and_capped(model_dir):
+    at = open_app()
+    by_key(at.slider, "max_new_tokens").set_value(10)
+    by_key(at.slider, "speedup_over").set_value(20).run()
+    assert "more than the tokens to generate" in " ".join(w.value for w in at.warning)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert next(m for m in at.metric if m.label == "Layer speedup").value == f"{sch.layer_speedup(10):.2f}x"
+
+
+def test_designer_figures_at_length_two_and_the_mask_key(model_dir):
+    at = open_app()
+    by_key(at.slider, "max_new_tokens").set_value(2)
+    by_key(at.slider, "speedup_over").set_value(2).run()
+    assert_clean(at)
+    mask, costs = (json.loads(c.proto.spec) for c in charts(at)[1:3])
+    assert mask["data"][0]["showscale"] and mask["data"][0]["colorbar"]["ticktext"] == ["skipped", "ran"]
+    flops = [t for t in costs["data"] if t.get("xaxis", "x") == "x"]
+    assert flops and all("markers" in t["mode"] for t in flops)  # one decode step, still drawn
+    kv = next(m for m in at.metric if m.label == "KV cache, last step")
+    assert kv.delta.endswith("vs full") and "KiB" not in kv.delta  # short enough for its column
+
+
+def test_design_is_kept_in_the_url(model_dir):
+    """A link restores the design on the designer (its widgets are bound to the address) and on a page that runs it
+    (read once, before the designer is drawn); a page that runs the design names it in its own address.
+    (AppTest does not show a bound widget writing the address: the browser test checks that.)"""
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+    at.query_params.update({"mode": "exit", "min_layers": "2", "max_layers": "5"})
+    at.run()
+    assert_clean(at)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    assert (sch.mode, sch.min_layers, sch.max_layers) == ("exit", 2, 5)
+    by_key(at.slider, "min_layers").set_value(3).run()
+    at.switch_page("sections/generate.py").run()
+    assert_clean(at)
+    assert "linear 5->3 (exit)" in at.caption[0].value
+    # straight to Generate, before any designer: the link's design is the one run; values the designer's widgets
+    # cannot take are left out (the model's default stands)
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+    at.query_params.update({"mode": "middle", "max_layers": "5", "min_layers": "99"})
+    at.switch_page("sections/generate.py").run()
+    assert_clean(at)
+    assert "linear 5->" in at.caption[0].value and "(middle)" in at.caption[0].value
+    assert at.query_params["mode"] == "middle" and at.query_params["max_layers"] == "5"
+    assert "min_layers" not in at.query_params or at.query_params["min_layers"] != "99"
+
+
+# -- the designer --------------------------------------------------------------------------------------------
+def test_the_designer_says_the_head_ceiling_and_warns_for_a_model_not_trained_skip_aware(model_dir):
+    from skipcore.adapters import shapes_from_config
+    from skipcore.measure.costs import head_ceiling
+    from skipcore.models.loading import load_config
+
+    at = open_app()
+    assert_clean(at)
+    flops = next(m for m in at.metric if m.label == "FLOPs speedup")
+    shapes = shapes_from_config(load_config(str(model_dir)))
+    prompt, over = by_key(at.slider, "prompt_len").value, by_key(at.slider, "speedup_over").value
+    assert flops.delta == f"of at most {head_ceiling(shapes, 'skip', 1, prompt + over):.2f}x"
+    assert "was not trained skip-aware" in warnings(at)  # a random model with no training record
+    by_key(at.selectbox, "shape").set_value("full").run()
+    assert "was not trained skip-aware" not in warnings(at)  # full depth skips nothing
+
+
+def test_the_designer_says_why_a_fit_starts_below_full_depth(model_dir):
+    at = open_app()
+    by_key(at.number_input, "target").set_value(3.0)
+    by_key(at.button, "fit").click().run()
+    assert_clean(at)
+    schedule = at.session_state["schedule"]
+    assert schedule["max_layers"] < 6
+    why = " ".join(i.value for i in at.info)
+    assert f"Max layers came down from 6 to {schedule['max_layers']}" in why and "reaches at most" in why

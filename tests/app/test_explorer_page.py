@@ -1,0 +1,164 @@
+"""The Trace explorer (Streamlit's AppTest): every download format read back, shipped sweep traces, bad and
+oversized uploads, labels."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard import paths, tracefiles
+from tests.helpers import (
+    assert_clean,
+    by_key,
+    charts,
+    errors,
+    open_app,
+    sweep_frame,
+)
+
+
+# -- trace explorer ------------------------------------------------------------------------------------------
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    return (
+        by_key(at.get("file_uploader"), "explorer_upload")
+        .set_value((name, data, "application/octet-stream"))
+        .run()
+    )
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_explorer_reads_back_every_download_format(model_dir, sample_trace, fmt):
+    trace, meta = sample_trace
+    data, name, _ = tracefiles.trace_download(trace, meta, fmt)
+    at = upload(open_app("explorer"), name, data)
+    assert_clean(at)
+    assert "schema OK" in at.success[0].value and "2 samples" in at.success[0].value
+    assert "policy static" in at.caption[1].value  # the metadata came along (sidecar or schema)
+    assert "mode skip" in at.caption[1].value
+    assert len(charts(at)) == 3
+
+
+def test_explorer_opens_a_trace_of_the_shipped_sweep(model_dir, sample_trace, tmp_path, monkeypatch):
+    from skipcore.traces import write_trace
+
+    trace, meta = sample_trace
+    write_trace(trace, tmp_path / "default_traces" / "abc.parquet", meta)
+    sweep = (
+        sweep_frame()
+        .iloc[:2]
+        .assign(trace_path=["default_traces/abc.parquet", "default_traces/gone.parquet"])
+    )
+    sweep.to_parquet(tmp_path / "default.parquet")
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", tmp_path / "default.parquet")
+    at = open_app("explorer")
+    by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
+    assert_clean(at)
+    assert by_key(at.selectbox, "explorer_sweep_trace").options == ["model · batch 1 · full depth"]  # no name
+    assert "schema OK" in at.success[0].value and len(charts(at)) == 3
+
+
+def test_explorer_plain_csv_without_sidecar(model_dir, sample_trace):
+    trace, _ = sample_trace
+    at = upload(open_app("explorer"), "t.csv", trace.to_csv(index=False).encode())
+    assert_clean(at)
+    assert "No run metadata" in at.caption[1].value
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def _zip(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+    return buf.getvalue()
+
+
+BAD_UPLOADS = {
+    "wrong columns": lambda t: ("t.csv", b"a,b\n1,2\n", "missing columns 'run_id', 'sample', 'step'"),
+    "missing one column": lambda t: ("t.csv", _csv(t.drop(columns=["logprob"])), "missing column 'logprob'"),
+    "missing three columns": lambda t: (
+        "t.csv",
+        _csv(t.drop(columns=["logprob", "step_ms", "token"])),
+        "missing columns 'token', 'step_ms', 'logprob' (3 of the 15",
+    ),
+    "bad types": lambda t: ("t.csv", _csv(t.assign(step="x")), "column 'step' must be int"),
+    "bad mask": lambda t: ("t.csv", _csv(t.assign(layer_mask="12")), "string of 0s and 1s"),
+    "empty file": lambda t: ("t.parquet", b"", "the file is empty"),
+    "header only": lambda t: ("t.csv", _csv(t.iloc[:0]), "no rows"),
+    "not parquet": lambda t: ("t.parquet", b"PAR1 certainly not", "not a readable parquet"),
+    "not json": lambda t: ("t.jsonl", b"{oops\n", "not a readable jsonl"),
+    "binary csv": lambda t: ("t.csv", bytes(range(256)) * 4, "not"),
+    "bad zip": lambda t: ("t.zip", b"PK nope", "not a readable zip"),
+    "zip of two traces": lambda t: ("t.zip", _zip({"a.csv": _csv(t), "b.csv": _csv(t)}), "exactly one"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_UPLOADS))
+def test_explorer_bad_uploads_get_a_clear_message(model_dir, sample_trace, case):
+    name, data, message = BAD_UPLOADS[case](sample_trace[0].copy())
+    at = upload(open_app("explorer"), name, data)
+    text = errors(at)
+    assert text.startswith("This file is not a valid trace.") and message in text, text
+    assert not charts(at)
+
+
+def test_explorer_oversized_file(model_dir, sample_trace, monkeypatch):
+    monkeypatch.setenv(paths.MAX_TRACE_MB_ENV, str(1 / 1024))  # 1 KiB
+    data, name, _ = tracefiles.trace_download(*sample_trace, "parquet")
+    at = upload(open_app("explorer"), name, data)
+    assert "over the 1 KiB limit" in errors(at)
+    assert not charts(at)
+
+
+def test_explorer_full_depth_caption_labels_limit_and_noise(model_dirs, model_dir, tmp_path):
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.models.loading import load_model
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    res = SkipEngine(model, tok).generate(["The Eagle is", "Green Man", "Alimentum"], None, 8, batch_size=1)
+    data, name, _ = tracefiles.trace_download(res.trace, res.metadata, "parquet")
+    at = upload(open_app("explorer"), name, data)
+    assert_clean(at)
+    assert "full depth" in at.caption[1].value and "mode skip" not in at.caption[1].value
+    picker = next(w for w in at.selectbox if w.label == "Sample (batch row)")
+    assert all(len(o) > 3 for o in picker.options)  # the start of each output, not a bare number
+    box = at.get("file_uploader")[0].proto
+    assert (
+        box.max_upload_size_mb == paths.upload_limit_mb()
+        and f"{box.max_upload_size_mb} MB" in at.caption[0].value
+    )
+    # a spiky run is said to be noisy; many batches are drawn as one band, not one line each
+    trace = res.trace.copy()
+    trace.loc[trace["step"] == 3, "step_ms"] = trace["step_ms"].median() * 50
+    many = pd.concat(
+        [trace.assign(batch=trace["batch"] + 10 * k, sample=trace["sample"] + 3 * k) for k in range(4)]
+    )
+    at = upload(open_app("explorer"), "t.csv", _csv(many))
+    assert "This run was noisy" in " ".join(w.value for w in at.warning)
+    latency = json.loads(by_key(charts(at), "explorer_latency").proto.spec)
+    assert len(latency["data"]) == 3 and "median of 12 batches" in latency["layout"]["title"]["text"]
+
+
+def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, monkeypatch):
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", speculative_sweep)
+    at = open_app("explorer")
+    by_key(at.radio, "explorer_source").set_value("A trace of a shipped sweep").run()
+    labels = by_key(at.selectbox, "explorer_sweep_trace").options
+    assert len(labels) == 6 and not [s for s in labels if "transformers" in s]  # generate() leaves no trace
+    spec = "llama · batch 2 · speculative k=2, draft linear/skip x2"  # the model by its name
+    assert spec in labels and "llama · batch 2 · full depth" in labels
+    by_key(at.selectbox, "explorer_sweep_trace").set_value(spec).run()
+    assert_clean(at)
+    assert "speculative: 2 drafts per round in mode skip" in at.caption[1].value
+    assert "· full depth ·" not in at.caption[1].value  # all its masks are ones, yet it is not full depth
+    assert {"Tokens per full-depth pass", "Drafts accepted"} <= {m.label for m in at.metric}
+    latency = json.loads(by_key(charts(at), "explorer_latency").proto.spec)
+    assert latency["layout"]["title"]["text"].startswith("Round latency")

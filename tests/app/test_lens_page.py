@@ -1,0 +1,79 @@
+"""The Layer lens page (Streamlit's AppTest, on the tiny OPT model): full depth and the schedule side by side,
+and the schedule's own decode."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from app.dashboard.results import DOWNLOADS, LensComparison
+from skipcore.lens import (
+    read_lens,
+)
+from tests.helpers import assert_clean, by_key, open_app, plotly_array
+
+
+# -- the dashboard page --------------------------------------------------------------------------------------
+@pytest.fixture
+def lens_page(model_dirs, monkeypatch):
+    """The app on the tiny OPT model, opened on the Layer lens page."""
+    from app.dashboard import paths
+
+    monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
+    return open_app("lens")
+
+
+def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_path):
+    at = lens_page
+    assert_clean(at)
+    assert at.title[0].value == "Layer lens" and not at.get("plotly_chart")
+    by_key(at.slider, "lens_max_new").set_value(6)
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    result = LensComparison.last(at.session_state)
+    assert result.path.metadata["lens"]["tokens"] == "full depth"
+    assert result.path.token_ids == result.full.token_ids
+    assert at.metric[0].value == f"{result.agreement.overall:.1%}"
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(figs) == 4  # agreement, two heatmaps, per-layer summary
+    full_heat, path_heat = figs[1], figs[2]
+    assert full_heat["data"][0]["type"] == path_heat["data"][0]["type"] == "heatmap"
+    skipped = [
+        np.isfinite(plotly_array(f["data"][1]["z"]).astype(float)).sum() for f in (full_heat, path_heat)
+    ]
+    assert skipped[0] == 0 and skipped[1] > 0  # skipped cells drawn apart, in their neutral colour
+    assert len(full_heat["data"]) == 2 and path_heat["data"][2]["name"].startswith("skipped")  # and said
+    assert "top " in path_heat["data"][0]["text"][0][0]  # hover: the read-out's top tokens
+    assert all("width" not in f["layout"] for f in figs)  # every chart takes its column's width
+    # another statistic recolours both heatmaps
+    by_key(at.selectbox, "lens_stat").set_value("residual_cos").run()
+    assert_clean(at)
+    spec = json.loads(at.get("plotly_chart")[2].proto.spec)
+    assert "cosine" in spec["data"][0]["colorbar"]["title"]["text"]
+    # downloads: both lens tables in every format, read back by skipcore's reader
+    labels = [b.label for b in at.download_button]
+    assert len(labels) == len(at.session_state[DOWNLOADS]) == 6
+    for (_group, run_id, _fmt), (data, name, _) in at.session_state[DOWNLOADS].items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                zf.extractall(tmp_path)
+            path = tmp_path / name[:-4]
+        table, meta = read_lens(path)
+        assert meta["run_id"] == run_id and len(table) > 0
+
+
+def test_lens_page_on_the_schedules_own_decode(lens_page):
+    at = lens_page
+    by_key(at.slider, "lens_max_new").set_value(6)
+    by_key(at.radio, "lens_tokens").set_value("Its own decode")
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    result = LensComparison.last(at.session_state)
+    assert result.path.metadata["lens"]["tokens"] == "own decode"
+    assert result.agreement.tokens > 0  # still measured, teacher-forced
+    assert len(at.table[-1].value.columns) == 3  # prompt, full depth's text, the schedule's own text

@@ -1,0 +1,46 @@
+"""The model picker (Streamlit's AppTest): shipped, real, local and shape-only choices, a GGUF file, a link
+that picks the model."""
+
+from __future__ import annotations
+
+from tests.helpers import assert_clean, by_key, open_app, opened_with
+
+
+def test_a_link_picks_the_model(model_dir):
+    at = opened_with({"model": "shape:llama-1b"})
+    assert_clean(at)
+    assert "`llama-1b`: 16 layers" in at.caption[0].value
+    at = opened_with({"model": "no such model"})  # an option the picker does not have: the default stands
+    assert not at.exception and at.sidebar.selectbox[0].value == model_dir.name
+
+
+# -- the model picker ----------------------------------------------------------------------------------------
+def test_the_model_picker_lists_shipped_real_local_and_shapes(model_dir):
+    from skipcore.models.catalog import REAL_MODELS, installed
+
+    at = open_app()
+    options = at.sidebar.selectbox[0].options
+    assert options[0] == model_dir.name  # the default first
+    assert {"skipdecode-opt-e2e", "opt-e2e-base", "Local folder or .gguf file", "shape:opt-1.3b"} <= set(
+        options
+    )
+    for name, m in REAL_MODELS.items():
+        assert (name if installed(m) else f"{name} (not installed)") in options
+    missing = [n for n, m in REAL_MODELS.items() if not installed(m)]
+    if missing:  # a model that is not installed says how to install it and cannot run
+        by_key(at.sidebar.selectbox, "model").set_value(f"{missing[0]} (not installed)").run()
+        assert REAL_MODELS[missing[0]].install in at.sidebar.error[0].value
+        at.switch_page("sections/generate.py").run()
+        assert not at.exception and "is not installed" in at.info[0].value
+
+
+def test_a_gguf_file_is_a_model_choice(model_dir, tmp_path):
+    from app.dashboard.models import _local_choice
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert _local_choice(str(gguf)).source == str(gguf.resolve())
+    assert _local_choice(str(model_dir)).source == str(model_dir.resolve())
+    (tmp_path / "empty").mkdir()
+    assert "holds no config.json" in _local_choice(str(tmp_path / "empty")).problem
+    assert "not a folder or a .gguf file" in _local_choice(str(tmp_path / "nowhere.bin")).problem

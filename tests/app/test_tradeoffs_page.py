@@ -1,0 +1,347 @@
+"""The Trade-offs page (Streamlit's AppTest): shipped, uploaded and small sweeps run here, every policy's
+series, intervals, flags and fronts."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard import paths
+from app.dashboard.results import SweepResult
+from tests.helpers import (
+    MAX_NEW,
+    adaptive_sweep_frame,
+    assert_clean,
+    by_key,
+    errors,
+    open_app,
+    stale,
+    sweep_frame,
+)
+
+
+def test_tradeoffs_from_an_uploaded_sweep(model_dir):
+    at = open_app("tradeoffs")
+    assert_clean(at)
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", sweep_frame().to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert len(specs) == 2  # theoretical and measured side by side, each in its own column
+    assert all(s["width"] == "container" for s in specs)  # a chart never wider than its column
+    assert by_key(at.selectbox, "to_y").value == "bleu"
+    assert by_key(at.selectbox, "to_x").value == "layer_speedup"
+    assert by_key(at.selectbox, "to_xm").value == "wall_speedup_decode"
+    front = at.dataframe[0].value  # the largest batch size is shown first
+    assert list(front["layer_speedup"]) == [1.0, 1.5, 2.0, 3.0]
+    assert list(front["series"]) == ["full depth", "calm", "skip", "skip"]
+    measured = at.dataframe[1].value  # the Pareto front on the measured axis too
+    assert list(measured["wall_speedup_decode"]) == pytest.approx([0.8, 1.2, 1.6, 2.4])
+    by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
+    assert_clean(at)
+    assert len(at.dataframe[0].value) == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("sweep.csv", b"policy,bleu\nskip,3\n", "no speedup column"),
+        ("sweep.csv", b"", "empty"),
+        ("sweep.parquet", b"not parquet", "not a readable parquet"),
+    ],
+)
+def test_tradeoffs_bad_sweep_files(model_dir, name, data, message):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value((name, data, "application/octet-stream")).run()
+    assert message in errors(at)
+
+
+def test_tradeoffs_shipped_sweep(model_dir, tmp_path, monkeypatch):
+    path = tmp_path / "default.parquet"
+    sweep_frame().to_parquet(path)
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", path)
+    at = open_app("tradeoffs")
+    assert_clean(at)
+    assert by_key(at.radio, "to_source").value == "Shipped sweep"
+    assert len(at.get("vega_lite_chart")) == 2
+
+
+def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None) -> tuple[AppTest, pd.DataFrame]:
+    """The Trade-offs page's small sweep at target 2x in skip mode on 2 examples, plus the given choices."""
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    for key, value in {"to_targets": [2.0], "to_modes": ["skip"], **multiselects}.items():
+        by_key(at.multiselect, key).set_value(value)
+    for key, value in {"to_examples": 2, "to_max_new": MAX_NEW, **(numbers or {})}.items():
+        by_key(at.number_input, key).set_value(value)
+    at.run()
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    return at, SweepResult.last(at.session_state).table
+
+
+def test_tradeoffs_small_sweep_on_the_page(model_dir):
+    at, sweep = small_sweep_on_the_page({"to_calm_threshold": [0.5]})
+    assert sorted(sweep["mode"]) == ["calm", "full", "skip"]
+    assert {"bleu", "rougeL", "layer_speedup", "wall_speedup_decode"} <= set(sweep.columns)
+    assert len(at.get("vega_lite_chart")) == 2
+
+
+def test_tradeoffs_intervals_flags_and_colour_families(model_dir):
+    df = sweep_frame()
+    df["wall_speedup_decode_lo"] = df["wall_speedup_decode"] * 0.9
+    df["wall_speedup_decode_hi"] = df["wall_speedup_decode"] * 1.1
+    df["timing_flag"] = ["above 1.2x the batch layer speedup" if i == 8 else "" for i in range(len(df))]
+    base = df.assign(model_role="baseline", bleu=df["bleu"] - 3)
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", pd.concat([df, base]).to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert not at.exception
+    xm = by_key(at.selectbox, "to_xm")
+    assert "wall_speedup_decode_lo" not in xm.options  # an interval's end is its bar, not an axis
+    theory, measured = (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+    layers = measured["layer"]
+    assert any(layer["mark"]["type"] == "rule" and "x2" in layer["encoding"] for layer in layers)
+    assert any("shape" in layer["encoding"] for layer in layers)  # flagged timings drawn as crosses
+    line = next(
+        layer for layer in theory["layer"] if layer["mark"]["type"] == "line" and "color" in layer["encoding"]
+    )
+    assert {d["field"] for d in line["encoding"]["detail"]} == {"batch_size", "model_role"}  # never joined
+    scale = line["encoding"]["color"]["scale"]
+    colour = dict(zip(scale["domain"], scale["range"], strict=True))
+    assert (
+        colour["skip"] != colour["skip · base model"]
+        and colour["skip · base model"] != colour["exit · base model"]
+    )
+    assert "flagged" in " ".join(w.value for w in at.warning)
+    front = at.dataframe[1].value
+    assert {"wall_speedup_decode_lo", "wall_speedup_decode_hi", "timing_flag"} <= set(front.columns)
+
+
+def test_tradeoffs_draw_adaptive_as_its_own_series_against_the_static_front(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", adaptive_sweep_frame().to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    theory = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    line = next(
+        layer for layer in theory["layer"] if layer["mark"]["type"] == "line" and "color" in layer["encoding"]
+    )
+    assert line["encoding"]["color"]["field"] == "series"
+    rows = at.dataframe[3].value  # all rows at batch 8, as drawn (dataframes have no key in AppTest)
+    assert sorted(rows["series"]) == [
+        "adaptive",
+        "adaptive",
+        "calm",
+        "exit",
+        "exit",
+        "full depth",
+        "skip",
+        "skip",
+    ]
+    points = next(layer for layer in theory["layer"] if layer["mark"]["type"] == "point")
+    assert {"adaptive_threshold", "adaptive_drop", "adaptive_min_layers"} <= {
+        t["field"] for t in points["encoding"]["tooltip"]
+    }
+    # the front of every setting: the adaptive point at 2.5x beats the static 2x and CALM
+    front = at.dataframe[0].value
+    assert list(front["layer_speedup"]) == [1.0, 2.5, 3.0]
+    assert list(front["series"]) == ["full depth", "adaptive", "skip"]
+    assert front["adaptive_threshold"].iloc[1] == 0.3
+    # each dynamic setting placed against the static front (same model, at least as fast)
+    placed = at.dataframe[2].value.set_index("layer_speedup")
+    assert placed.loc[2.5, "front_position"] == "above" and placed.loc[2.5, "vs_front"] == pytest.approx(7.0)
+    assert placed.loc[2.2, "front_position"] == "below" and placed.loc[2.2, "front_bleu"] == 35.0
+    assert placed.loc[1.5, "policy"] == "calm" and placed.loc[1.5, "front_position"] == "above"
+    # the front of the static schedules alone, drawn and listed
+    by_key(at.radio, "to_front_of").set_value("static schedules").run()
+    assert_clean(at)
+    front = at.dataframe[0].value
+    assert list(front["layer_speedup"]) == [1.0, 2.0, 3.0] and set(front["policy"]) == {"static"}
+    assert "Pareto front of static schedules" in " ".join(h.value for h in at.subheader)
+
+
+def test_tradeoffs_without_dynamic_rows_offer_no_static_front_choice(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    only_static = sweep_frame().query("policy == 'static'")
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", only_static.to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    assert not [r for r in at.radio if r.key == "to_front_of"]
+    assert len(at.dataframe) == 3  # the two fronts and all rows: no table of dynamic policies
+
+
+def test_tradeoffs_small_sweep_runs_adaptive(model_dir):
+    at, sweep = small_sweep_on_the_page({"to_adaptive_threshold": [0.1]}, {"to_adaptive_min_layers": 2})
+    assert list(sweep["policy"]) == ["static", "static", "adaptive"]
+    row = sweep[sweep["policy"] == "adaptive"].iloc[0]
+    assert (row["adaptive_threshold"], row["adaptive_drop"], row["adaptive_min_layers"]) == (0.1, 2, 2)
+    assert at.dataframe[2].value["front_position"].iloc[0] in {
+        "above",
+        "on",
+        "below",
+        "beyond",
+    }
+
+
+def test_tradeoffs_page_draws_speculative_and_transformers_rows(model_dir, speculative_sweep):
+    data = pd.read_parquet(speculative_sweep).to_csv(index=False).encode()
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(("sweep.csv", data, "text/csv")).run()
+    assert_clean(at)
+    notes = " ".join(c.value for c in at.caption)
+    assert "choose batch size 1" in notes  # batch 2 first: generate() has no rows there
+    assert "below 1x by construction" in notes
+    by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
+    assert_clean(at)
+    assert by_key(at.selectbox, "to_xm").value == "wall_speedup"
+    theory, measured = at.get("vega_lite_chart")
+
+    def series(chart) -> set:
+        """The series of the chart's points, read from the data Streamlit sends with it."""
+        from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+        spec = json.loads(chart.proto.spec)
+        points = next(layer for layer in spec["layer"] if layer["mark"]["type"] in ("circle", "point"))
+        data = next(d for d in chart.proto.datasets if d.name == points["data"]["name"])
+        return set(convert_arrow_bytes_to_pandas_df(data.data.data)["series"])
+
+    assert series(theory) == {"full depth", "skip", "speculative"}
+    assert series(measured) == {
+        "full depth",
+        "skip",
+        "speculative",
+        "transformers",
+        "transformers early exit",
+    }
+    notes = " ".join(c.value for c in at.caption)
+    assert (
+        "Not on this chart (no layer speedup (realised) or BLEU): transformers (1), transformers early exit (1)"
+        in notes
+    )
+    assert "wall_speedup_of" in notes and "end-to-end" in notes
+    layers = json.loads(measured.proto.spec)["layer"]
+    tooltip = next(layer["encoding"]["tooltip"] for layer in layers if "tooltip" in layer["encoding"])
+    assert {
+        "draft_tokens",
+        "draft_target",
+        "tokens_per_full_pass",
+        "draft_acceptance",
+        "wall_speedup_of",
+    } <= {t["field"] for t in tooltip}
+    placed = at.dataframe[2].value  # the other policies against the static front: speculative only
+    assert list(placed["series"]) == ["speculative"]
+
+
+def test_tradeoffs_small_sweep_runs_speculative(model_dir):
+    at, sweep = small_sweep_on_the_page({"to_draft_tokens": [2]})
+    assert list(sweep["policy"]) == ["static", "static", "speculative"]
+    full, spec = sweep.iloc[0], sweep.iloc[2]
+    assert (spec["draft_tokens"], spec["target_speedup"], spec["mode"], spec["shape"]) == (
+        2,
+        2.0,
+        "skip",
+        "linear",
+    )
+    assert spec["bleu"] == full["bleu"] and spec["chrf"] == full["chrf"]  # lossless
+    assert 1 <= spec["tokens_per_full_pass"] <= 3 and spec["layer_speedup"] < 1
+    assert "drafts with the first target's schedule (linear skip x2)" in " ".join(c.value for c in at.caption)
+    assert len(at.get("vega_lite_chart")) == 2
+
+
+@pytest.mark.slow
+def test_tradeoffs_page_offers_every_shipped_sweep(model_dir):
+    """The shipped policy sweeps (every policy side by side) are one pick away, named by their models, and draw
+    without error."""
+    if not (paths.DEFAULT_SWEEP.parent / "policies_llama.parquet").is_file():
+        pytest.skip("the shipped policy sweeps are missing")
+    at = open_app("tradeoffs")
+    box = by_key(at.selectbox, "to_shipped")
+    options = list(box.options)
+    shipped = paths.shipped_sweeps()
+    assert [o.rsplit("(", 1)[1] for o in options] == [f"{p.stem})" for p in shipped]
+    assert [p.stem for p in shipped[:3]] == ["default", "policies_llama", "policies_opt"]
+    for option, path in zip(options, shipped):  # each named by its models, drawn without error
+        models = set(pd.read_parquet(path, columns=["model"])["model"])
+        assert all(m in option for m in models), (option, models)
+        by_key(at.selectbox, "to_shipped").set_value(option).run()  # the widget of the page as it is now
+        assert_clean(at)
+        assert len(at.get("vega_lite_chart")) >= 1, path.stem
+    box = by_key(at.selectbox, "to_shipped")
+    assert options[0].startswith("skipdecode-opt-e2e and opt-e2e-base (base model): calm, static, 76 rows")
+    assert options[1].startswith("skipdecode-llama-e2e: ") and "speculative" in options[1]
+    box.set_value(options[1]).run()
+    assert_clean(at)
+    by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
+    assert_clean(at)
+    notes = " ".join(c.value for c in at.caption)
+    assert "below 1x by construction" in notes and "transformers early exit" in notes
+
+
+def test_a_new_sweep_file_is_offered_by_its_models_without_code(model_dir, tmp_path, monkeypatch):
+    """Any Parquet sweep put in data/sweeps is listed, named by the models inside it."""
+    sweep_frame().assign(model="skipdecode-opt-e2e").to_parquet(tmp_path / "default.parquet")
+    base = sweep_frame().assign(model="smollm2-135m", model_role="baseline")
+    tuned = sweep_frame().assign(model="smollm2-skip-lora")
+    pd.concat([tuned, base]).to_parquet(tmp_path / "smollm2_cpu.parquet")
+    monkeypatch.setattr(paths, "DEFAULT_SWEEP", tmp_path / "default.parquet")
+    at = open_app("tradeoffs")
+    options = list(by_key(at.selectbox, "to_shipped").options)
+    assert options[1].startswith("smollm2-skip-lora and smollm2-135m (base model): calm, static")
+    by_key(at.selectbox, "to_shipped").set_value(options[1]).run()
+    assert_clean(at)
+    theory = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    points = next(layer for layer in theory["layer"] if "field" in layer["encoding"].get("shape", {}))
+    assert points["encoding"]["shape"]["scale"]["domain"] == [
+        "smollm2-skip-lora",
+        "smollm2-135m (base model)",
+    ]
+
+
+def test_the_small_sweep_shows_each_setting_and_downloads_its_table(model_dir):
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    by_key(at.multiselect, "to_targets").set_value([2.0])
+    by_key(at.multiselect, "to_modes").set_value(["skip"])
+    by_key(at.number_input, "to_examples").set_value(2)
+    by_key(at.number_input, "to_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    bar = at.get("progress")[0].proto
+    assert bar.value == 100 and bar.text.startswith("2 of 2 settings done")
+    assert {"Download this sweep (CSV)", "Download this sweep (Parquet)"} <= {
+        b.label for b in at.download_button
+    }
+    assert "Made with" in " ".join(c.value for c in at.caption)
+    by_key(at.number_input, "to_examples").set_value(3).run()
+    assert "2 examples" in stale(at) and "3 examples" in stale(at)  # the sweep's settings changed
+
+
+def test_progress_table_lists_every_setting():
+    from app.dashboard.runsweep import DONE, QUEUED, RUNNING, progress_table
+    from skipcore.evaluate import SweepConfig, build_grid
+    from skipcore.labels import setting_label
+
+    grid = build_grid(
+        SweepConfig(model="m", dataset="d", out="x.parquet", targets=(2.0, 3.0), modes=("skip",))
+    )
+    table = progress_table(grid, [{"bleu": 50.0, "layer_speedup": 1.0}], running=1)
+    assert list(table["status"]) == [DONE, RUNNING] + [QUEUED] * (len(grid) - 2)
+    assert (
+        list(table["setting"]) == [setting_label(s) for s in grid]
+        and table["setting"].iloc[0] == "full depth"
+    )
+    assert table["BLEU"].iloc[0] == 50.0 and table["BLEU"].iloc[1:].isna().all()

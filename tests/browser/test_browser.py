@@ -1,0 +1,515 @@
+"""The dashboard in a real browser: `streamlit run` on a free localhost port, driven by Playwright through
+Debian's /usr/bin/chromium (Playwright cannot download its own browser here).
+
+At 1400 px wide, every page is checked for a chart drawn wider than its column. It moves a designer slider
+(and sees the design in the address), generates on the shipped default model, waits for the Plotly heatmap, downloads
+the trace as Parquet and reads it back with `skipcore.traces.read_trace`, then loads it in the trace explorer.
+Every page is opened from a link with settings in its address (they are applied), left through the sidebar and
+come back to (they are still there, and still in the address); two runs with different settings are each labelled
+with their own, the older one marked as such, and both are kept in the run history across a reload.
+Screenshots of every page go to artifacts/screenshots/ (CI keeps them), and the README's screenshot of the dashboard
+to docs/images/dashboard.png, so it shows the dashboard as it is. Skips, with the reason, when chromium, Playwright or
+the shipped model is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skipcore.traces import TRACE_COLUMNS, read_trace
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.slow  # a dashboard server and Chromium
+
+APP = REPO / "app" / "streamlit_app.py"
+CHROMIUM = Path("/usr/bin/chromium")
+DEFAULT_MODEL = REPO / "data" / "models" / "skipdecode-opt-e2e"
+SWEEP = REPO / "data" / "sweeps" / "default.parquet"
+SHOTS = REPO / "artifacts" / "screenshots"
+README_SHOT = REPO / "docs" / "images" / "dashboard.png"  # the README's picture of the dashboard
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+START_TIMEOUT_S = 90
+GENERATE_TIMEOUT_MS = 180_000
+UI_TIMEOUT_MS = 30_000
+WIDTH = 1400  # the width the dashboard's layout bugs were found at
+CHARTS = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"streamlit did not answer within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    """`streamlit run` on a free port, started from a directory outside the repository (paths must not
+    depend on the CWD); stopped at the end whatever happens."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    if not (DEFAULT_MODEL / "config.json").is_file():
+        missing = DEFAULT_MODEL.relative_to(REPO)
+        pytest.skip(f"the shipped default model {missing} is missing (scripts/train_default.sh makes it)")
+    work = tmp_path_factory.mktemp("streamlit")
+    log = work / "streamlit.log"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPCORE_APP_")}  # the real default
+    env["SKIPCORE_APP_RUNS"] = str(work / "runs")  # the run history of this test, not the user's
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.headless", "true",
+        "--server.address", "127.0.0.1",
+        "--server.port", str(port),
+        "--browser.gatherUsageStats", "false",
+        "--server.fileWatcherType", "none",
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _tab(browser):
+    context = browser.new_context(viewport={"width": WIDTH, "height": 1100}, accept_downloads=True)
+    tab = context.new_page()
+    tab.set_default_timeout(UI_TIMEOUT_MS)
+    return context, tab
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    """One tab for the walk through every page."""
+    context, tab = _tab(browser)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def fresh(browser):
+    """A tab in a context of its own: a new session (Streamlit reconnects a reloaded tab to its old session)."""
+    context, tab = _tab(browser)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+def _wait_idle(page) -> None:
+    """Streamlit shows a 'running' status widget while a script runs; wait until it is gone."""
+    page.wait_for_timeout(300)
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=GENERATE_TIMEOUT_MS)
+
+
+def _goto(page, title: str) -> None:
+    page.locator('[data-testid="stSidebarNav"] a', has_text=title).click()
+    page.get_by_role("heading", name=title).wait_for()
+    _wait_idle(page)
+
+
+def _shot(page, name: str) -> None:
+    """The whole page: Streamlit scrolls inside its own container, so grow the viewport to fit it first."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    height = page.evaluate(
+        "() => Math.max(...[...document.querySelectorAll("
+        "'[data-testid=stMain], [data-testid=stAppViewContainer]')]"
+        ".map(e => e.scrollHeight), document.body.scrollHeight)"
+    )
+    page.set_viewport_size({"width": size["width"], "height": min(max(height, size["height"]), 8000)})
+    page.wait_for_timeout(500)  # let plotly re-layout
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(size)
+
+
+def _overflowing_charts(page) -> list[str]:
+    """Charts whose drawing reaches past their column (or the main area): 'kind: drawn px > column px'."""
+    return page.evaluate(
+        """(sel) => [...document.querySelectorAll(sel)].flatMap(el => {
+            const box = (el.closest('[data-testid="stColumn"]') || el.closest('[data-testid="stMain"]'))
+                .getBoundingClientRect();
+            const drawn = [...el.querySelectorAll('svg.main-svg, canvas, svg.marks')]
+                .map(d => d.getBoundingClientRect()).filter(r => r.width > 0);
+            const right = Math.max(...drawn.map(r => r.right));
+            return drawn.length && right > box.right + 1
+                ? [`${el.dataset.testid}: drawn to ${right.toFixed(0)} px, column ends at ${box.right.toFixed(0)} px`]
+                : [];
+        })""",
+        CHARTS,
+    )
+
+
+def _check_fit(page, where: str) -> None:
+    assert page.viewport_size["width"] == WIDTH
+    bad = _overflowing_charts(page)
+    assert not bad, f"{where}: charts wider than their column: {bad}"
+
+
+def _tiny_sweep(tmp_path: Path) -> Path:
+    """Full depth, skip and exit at 2x and CALM on four dev examples: seconds on the shipped model."""
+    from skipcore.evaluate import SweepConfig, run_sweep
+
+    out = tmp_path / "sweep" / "tiny.parquet"
+    cfg = SweepConfig(
+        model=str(DEFAULT_MODEL),
+        dataset=str(REPO / "data" / "e2e_synth"),
+        out=out,
+        split="dev",
+        limit=4,
+        targets=(2.0,),
+        modes=("skip", "exit"),
+        batch_sizes=(4,),
+        policy_values={"calm_threshold": (0.9,)},
+        max_new_tokens=24,
+        device="cpu",
+        threads=1,  # tiny matrices: one thread is fastest on a shared 2-core machine
+        progress=False,
+    )
+    run_sweep(cfg)
+    return out
+
+
+def test_dashboard_in_browser(page, server, tmp_path):
+    page.goto(server, wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+
+    # move the "Min layers" slider one step with the keyboard and see the schedule follow
+    ceiling = int(
+        page.locator('[data-testid="stSlider"]', has_text="Max layers").locator("input").input_value()
+    )
+    slider = page.locator('[data-testid="stSlider"]', has_text="Min layers")
+    thumb = slider.locator('input[type="range"]')
+    before = int(thumb.input_value())
+    step, key = (1, "ArrowRight") if before < ceiling else (-1, "ArrowLeft")
+    thumb.focus()
+    thumb.press(key)
+    slider.get_by_test_id("stSliderThumbValue").get_by_text(str(before + step), exact=True).wait_for()
+    _wait_idle(page)
+    after = int(thumb.input_value())
+    assert after == before + step
+    page.get_by_text(f"->{after} (").first.wait_for()  # the schedule's description carries the new floor
+    assert f"min_layers={after}" in page.url  # the design is kept in the address
+    _check_fit(page, "designer")
+    _shot(page, "1-designer")
+
+    # generate on the default model with the designed schedule
+    _goto(page, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    heatmap = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
+    heatmap.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    assert page.locator(".js-plotly-plot .heatmaplayer").count() >= 1
+    _check_fit(page, "generate")
+    _shot(page, "2-generate")
+
+    # download the trace and read it back with skipcore's own reader
+    with page.expect_download(timeout=UI_TIMEOUT_MS) as dl:
+        page.get_by_role("button", name="Download Parquet").click()
+    saved = tmp_path / dl.value.suggested_filename
+    dl.value.save_as(saved)
+    assert saved.suffix == ".parquet"
+    trace, meta = read_trace(saved)
+    assert set(TRACE_COLUMNS) <= set(trace.columns) and len(trace) > 0
+    assert meta["schedule"]["min_layers"] == after
+    assert meta["model"].endswith("skipdecode-opt-e2e")
+
+    # the same file in the trace explorer
+    _goto(page, "Trace explorer")
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(saved))
+    page.get_by_text("schema OK").wait_for(timeout=UI_TIMEOUT_MS)
+    page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first.wait_for()
+    _wait_idle(page)
+    _check_fit(page, "explorer")
+    _shot(page, "5-explorer")
+
+    _goto(page, "Trade-offs")
+    if not SWEEP.is_file():  # no shipped sweep yet: upload a tiny one made with skipcore.evaluate
+        page.get_by_text("Upload a sweep file").click()
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
+            str(_tiny_sweep(tmp_path))
+        )
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    page.locator(
+        '[data-testid="stVegaLiteChart"] svg.marks, [data-testid="stVegaLiteChart"] canvas'
+    ).first.wait_for()
+    _check_fit(page, "trade-offs")  # the chart was a fixed ~1140 px in a ~1100 px column
+    _shot(page, "3-tradeoffs")
+
+    _goto(page, "Compare policies")
+    page.get_by_role("button", name="Run all").click()
+    page.get_by_role("heading", name="Layers per token").wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 1  # one figure, its axes linked
+    assert page.locator(".js-plotly-plot .heatmaplayer").count() == 7  # a panel per policy
+    _check_fit(page, "compare")
+    _check_tables_fit(page, "compare")  # the costs table was cut off on the right
+    _shot(page, "4-compare")
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+
+
+# -- settings in the address, results labelled, runs kept ----------------------------------------------------
+def _open(page, server: str, path: str, query: dict, heading: str) -> None:
+    """A link to a page with settings in its address, opened in a fresh tab's state (a new session)."""
+    page.goto(f"{server}/{path}?{urllib.parse.urlencode(query, doseq=True)}", wait_until="domcontentloaded")
+    page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def _address(page) -> dict[str, list[str]]:
+    return urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+
+
+def _shows(page, kind: str, label: str, value: str, where: str, timeout_s: float = 15) -> None:
+    """Wait until the widget shows `value` (a page may draw its default first and the address's value on the
+    rerun that follows); fail naming what it shows instead."""
+    deadline = time.monotonic() + timeout_s
+    while (shown := _shown(page, kind, label)) != value and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert shown == value, (where, label, shown, value)
+
+
+def _shown(page, kind: str, label: str) -> str:
+    """What a widget shows: a slider's value, a number input's, the selected radio or select option, the tags of a
+    multiselect, a checkbox's state."""
+    box = page.locator(f'[data-testid="{kind}"]', has_text=label).first
+    if kind == "stSlider":
+        return box.get_by_test_id("stSliderThumbValue").inner_text()
+    if kind == "stNumberInput":
+        return box.locator("input").input_value()
+    if kind == "stRadio":
+        return box.locator("label:has(input:checked)").inner_text().strip()
+    if kind == "stMultiSelect":
+        return ",".join(
+            t.strip() for t in box.locator(".react-aria-ComboBox [data-tag] > span[title]").all_inner_texts()
+        )
+    if kind == "stCheckbox":
+        return str(box.locator("input").is_checked())
+    return page.locator(f'input[role="combobox"][aria-label="{label}"]').input_value()  # a selectbox
+
+
+# page (sidebar title, address path), the link's settings, and (widget kind, label, what it must show) for each
+PAGES_WITH_SETTINGS = [
+    (
+        ("Schedule designer", ""),
+        {"shape": "step", "max_layers": "11", "min_layers": "3", "prompt_len": "48"},
+        [
+            ("stSelectbox", "Budget shape", "step"),
+            ("stSlider", "Max layers", "11"),
+            ("stSlider", "Min layers", "3"),
+            ("stSlider", "Typical prompt length", "48"),
+        ],
+    ),
+    (
+        ("Generate and trace", "generate"),
+        {"gen_max_new": "9", "gen_source": "From a data split", "gen_count": "3", "gen_start": "5"},
+        [
+            ("stSlider", "Tokens to generate", "9"),
+            ("stRadio", "Prompts", "From a data split"),
+            ("stNumberInput", "How many", "3"),
+            ("stNumberInput", "Starting at example", "5"),
+        ],
+    ),
+    (
+        ("Trade-offs", "tradeoffs"),
+        {"to_source": "Run a small sweep here", "to_examples": "5", "to_modes": ["middle"]},
+        [
+            ("stRadio", "Sweep", "Run a small sweep here"),
+            ("stNumberInput", "Examples", "5"),
+            ("stMultiSelect", "Static modes", "middle"),
+        ],
+    ),
+    (
+        ("Compare policies", "compare"),
+        {"cmp_policies": ["skip", "calm"], "cmp_max_new": "7", "cmp_calm_threshold": "0.7"},
+        [
+            ("stMultiSelect", "Policies", "skip,calm"),
+            ("stSlider", "Tokens to generate", "7"),
+            ("stSlider", "CALM threshold", "0.70"),
+        ],
+    ),
+    (
+        ("Layer lens", "lens"),
+        {"lens_max_new": "11", "lens_tokens": "Its own decode"},
+        [("stSlider", "Tokens to generate", "11"), ("stRadio", "The schedule reads", "Its own decode")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("where", "query", "expected"),
+    PAGES_WITH_SETTINGS,
+    ids=[p[0][1] or "designer" for p in PAGES_WITH_SETTINGS],
+)
+def test_every_page_takes_its_settings_from_the_address_and_keeps_them(fresh, server, where, query, expected):
+    page = fresh
+    title, path = where
+    _open(page, server, path, {**query, "model": "opt-e2e-base"}, title)
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+    for kind, label, value in expected:
+        _shows(page, kind, label, value, title)
+    _shows(page, "stSelectbox", "Model", "opt-e2e-base", title)  # the model choice, in the sidebar
+    # through the sidebar to another page and back: the settings are kept, and back in the address
+    other = "Run history" if title != "Run history" else "Schedule designer"
+    _goto(page, other)
+    assert _address(page).get("model") == ["opt-e2e-base"]  # the model follows every page
+    _goto(page, title)
+    for kind, label, value in expected:
+        _shows(page, kind, label, value, f"{title}, after navigating back")
+    address = _address(page)
+    for name, value in query.items():
+        assert address.get(name) == (value if isinstance(value, list) else [value]), (title, name, address)
+
+
+def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
+    page = fresh
+    _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    made = page.get_by_text("Made with", exact=False).first
+    made.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    first = made.inner_text()
+    assert "tokens 8" in first and "schedule linear" in first
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    assert not [a for a in alerts if a.startswith("These results are from other settings")], (first, alerts)
+    # change the design's floor on the designer, come back: the result is marked, the change named
+    _goto(page, "Schedule designer")
+    thumb = page.locator('[data-testid="stSlider"]', has_text="Min layers").locator('input[type="range"]')
+    before = int(thumb.input_value())
+    thumb.focus()
+    thumb.press("ArrowRight" if before < 12 else "ArrowLeft")
+    _wait_idle(page)
+    after = int(thumb.input_value())
+    assert after != before and _address(page).get("min_layers") == [str(after)]
+    _goto(page, "Generate and trace")
+    stale = page.get_by_text("These results are from other settings")
+    assert stale.count() == 1 and f"->{before} " in stale.inner_text() and f"->{after} " in stale.inner_text()
+    assert _address(page).get("min_layers") == [str(after)]  # the design this page runs, in its address
+    page.get_by_role("button", name="Generate", exact=True).click()
+    stale.wait_for(state="detached", timeout=GENERATE_TIMEOUT_MS)  # the new run's result has its own label
+    _wait_idle(page)
+    assert f"->{after} " in page.get_by_text("Made with", exact=False).first.inner_text()
+    _check_fit(page, "generate")
+    # both runs are kept, across a reload, each with its own settings
+    _goto(page, "Run history")
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Run history").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
+    newest = page.get_by_text("Nothing picked: showing the newest run").inner_text()
+    number = int(newest.rsplit("#", 1)[1].rstrip("."))
+    assert number >= 2  # both runs of this test (and any before it) were kept
+    assert page.get_by_role("button", name=f"Reopen run #{number} on the Generate page").count() == 1
+    _check_fit(page, "run history")
+    _check_tables_fit(page, "run history")
+    _shot(page, "7-history")
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+    # the README's picture: the designer as a newcomer first sees it, at 1400 x 1000
+    _goto(page, "Schedule designer")
+    page.set_viewport_size({"width": WIDTH, "height": 1000})
+    page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
+    _wait_idle(page)
+    page.wait_for_timeout(800)  # plotly's relayout after the resize
+    README_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    tmp = README_SHOT.with_name(f".{README_SHOT.stem}.{os.getpid()}.tmp.png")
+    page.screenshot(path=str(tmp))
+    os.replace(tmp, README_SHOT)  # replaced whole, never half written
+
+
+def _check_tables_fit(page, where: str) -> None:
+    """No data table wider than its column (its last columns would be cut off behind a scroll bar)."""
+    bad = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].flatMap(el => {
+            const box = el.getBoundingClientRect();
+            const canvas = el.querySelector('.dvn-scroller');
+            return canvas && canvas.scrollWidth > canvas.clientWidth + 1
+                ? [`table drawn ${canvas.scrollWidth} px in ${canvas.clientWidth} px`] : [];
+        })"""
+    )
+    assert not bad, f"{where}: tables wider than their column: {bad}"
+
+
+# -- in a real browser ---------------------------------------------------------------------------------------
+def test_lens_page_in_a_browser(page, server):
+    """At 1400 px, on the shipped model: the page runs, every chart fits its column, a screenshot is kept."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(server, wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
+    _wait_idle(page)
+    _goto(page, "Layer lens")
+    page.get_by_role("button", name="Run the lens").click()
+    page.get_by_role("heading", name="Downloads").wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    assert charts.count() == 4
+    page.wait_for_timeout(500)
+    for i in range(charts.count()):
+        box = charts.nth(i).bounding_box()
+        svg = charts.nth(i).locator(".main-svg").first.bounding_box()
+        column = charts.nth(i).locator(
+            "xpath=ancestor::*[@data-testid='stColumn' or @data-testid='stMain'][1]"
+        )
+        limit = column.bounding_box()
+        assert svg["width"] <= box["width"] + 1 and box["width"] <= limit["width"] + 1, (i, svg, box, limit)
+    assert page.locator(".js-plotly-plot .heatmaplayer").count() == 2
+    _check_fit(page, "Layer lens")  # the browser test's own check, the same on every page
+    assert not page.locator('[data-testid="stException"]').count(), "the page showed a traceback"
+    _shot(page, "6-lens")

@@ -1,0 +1,198 @@
+"""The CLI as a user runs it: texts on stdout, traces that round-trip, one clear line for each mistake."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from skipcore.commands import main
+from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
+from tests.helpers import PROMPTS, REPO, as_trained_model
+
+ROOT = REPO
+
+
+def run_cli(*args, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "skipcore", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def opt_dir(model_dirs):
+    return str(model_dirs["opt"])
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])
+def test_generate_writes_trace_that_round_trips(opt_dir, tmp_path, capsys, fmt):
+    path = tmp_path / f"trace.{fmt}"
+    args = [
+        "generate",
+        "--model",
+        opt_dir,
+        "--max-new-tokens",
+        "6",
+        "--trace",
+        str(path),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    for p in PROMPTS:
+        args += ["--prompt", p]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert len(out.out.strip().splitlines()) == len(PROMPTS)
+    assert "layer speedup" in out.err
+    df, meta = read_trace(path)
+    assert list(df.columns[: len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
+    assert len(df) == len(PROMPTS) * 6 and meta["schedule"]["min_layers"] == 2 and meta["mode"] == "skip"
+    assert {
+        "model",
+        "config_hash",
+        "policy",
+        "batch_size",
+        "device",
+        "dtype",
+        "versions",
+        "seed",
+        "created",
+    } <= set(meta)
+    again = tmp_path / f"again.{fmt}"
+    write_trace(df, again, meta)
+    df2, meta2 = read_trace(again)
+    pd.testing.assert_frame_equal(df[list(TRACE_COLUMNS)], df2[list(TRACE_COLUMNS)], check_dtype=False)
+    assert meta2 == meta
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "no/such/dir"], "model directory not found: no/such/dir"),
+        (
+            ["--min-layers", "5", "--max-layers", "3"],
+            r"--min-layers \(5\) is greater than --max-layers \(3\)",
+        ),
+        (["--max-layers", "9"], r"--max-layers 9 is outside \[1, 6\]"),
+        (["--prompts-file", "/nonexistent/prompts.txt"], "cannot read prompts file"),
+        (["--prompts-file", "p.txt", "--prompt", "x"], "give --prompt or --prompts-file, not both"),
+        (["--trace", "/proc/forbidden/t.parquet"], "cannot write"),
+        (["--trace", "t.xlsx"], "unknown output format"),
+        (["--schedule", "zigzag"], "invalid choice: 'zigzag'"),
+        (["--budgets", "3,x", "--schedule", "custom"], "--budgets must be comma-separated integers"),
+        (["--schedule", "custom", "--budgets", "3,5"], "must not increase"),
+    ],
+)
+def test_user_mistakes_exit_with_one_line(opt_dir, args, message):
+    prompt = [] if "--prompts-file" in args else ["--prompt", "hello"]
+    full = ["generate", "--model", opt_dir, *prompt, "--max-new-tokens", "2", *args]
+    r = run_cli(*full)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    import re
+
+    assert re.search(message, lines[0]), lines[0]
+
+
+@pytest.mark.slow
+def test_unknown_architecture_names_supported(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    r = run_cli("generate", "--model", str(tmp_path), "--prompt", "x")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert "unsupported architecture 'bert'" in r.stderr and "opt" in r.stderr and "llama" in r.stderr
+
+
+def test_existing_trace_is_not_overwritten(opt_dir, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("keep me")
+    r = run_cli(
+        "generate", "--model", opt_dir, "--prompt", "x", "--max-new-tokens", "2", "--trace", str(path)
+    )
+    assert r.returncode != 0 and "exists" in r.stderr and path.read_text() == "keep me"
+
+
+@pytest.mark.slow
+def test_prompts_file_and_help(opt_dir, tmp_path):
+    pf = tmp_path / "p.txt"
+    pf.write_text("first prompt\n\nsecond prompt\n")
+    r = run_cli("generate", "--model", opt_dir, "--prompts-file", str(pf), "--max-new-tokens", "3", "--quiet")
+    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 2
+    h = run_cli("generate", "--help")
+    assert "--warmup-layers" in h.stdout and "--decay-span" in h.stdout and "--trace" in h.stdout
+
+
+def _trace(tmp_path, opt_dir):
+    path = tmp_path / "good.parquet"
+    assert (
+        main(
+            [
+                "generate",
+                "--model",
+                opt_dir,
+                "--prompt",
+                "a",
+                "--max-new-tokens",
+                "3",
+                "--trace",
+                str(path),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    return read_trace(path)[0]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_reader_names_the_wrong_column(tmp_path, opt_dir, fmt):
+    df = _trace(tmp_path, opt_dir)
+    bad = df.drop(columns=["flops"])
+    p = tmp_path / f"bad.{fmt}"
+    {
+        "parquet": lambda: bad.to_parquet(p),
+        "csv": lambda: bad.to_csv(p, index=False),
+        "jsonl": lambda: bad.to_json(p, orient="records", lines=True),
+    }[fmt]()
+    with pytest.raises(TraceSchemaError, match="missing column 'flops'"):
+        read_trace(p)
+    typed = df.assign(step="first")
+    p2 = tmp_path / f"typed.{fmt}"
+    {
+        "parquet": lambda: typed.to_parquet(p2),
+        "csv": lambda: typed.to_csv(p2, index=False),
+        "jsonl": lambda: typed.to_json(p2, orient="records", lines=True),
+    }[fmt]()
+    with pytest.raises(TraceSchemaError, match="column 'step' must be int"):
+        read_trace(p2)
+
+
+def test_target_speedup_is_met_over_the_models_typical_output(opt_dir, tmp_path):
+    """With a skipcore-trained model's median output length, --target-speedup is met over it (+ EOS)."""
+    from skipcore.schedule import schedule_for_speedup
+
+    model = as_trained_model(opt_dir, tmp_path / "model", 16, 5, 6)
+    base = ["generate", "--model", str(model), "--prompt", PROMPTS[0], "--target-speedup", "3", "--quiet"]
+    for extra, over in [([], 7), (["--speedup-over", "16"], 16), (["--max-new-tokens", "5"], 5)]:
+        trace = tmp_path / f"t{over}.parquet"
+        assert main([*base, *extra, "--trace", str(trace)]) == 0
+        sch = read_trace(trace)[1]["schedule"]
+        expected = schedule_for_speedup(6, 3.0, over, "linear", "skip", 1, decay_span=5)
+        assert (sch["max_layers"], sch["min_layers"]) == (expected.max_layers, expected.min_layers)
+    assert main([*base, "--speedup-over", "1"]) == 2

@@ -1,0 +1,242 @@
+"""Bad input said in the command line's words: a schedule the flags cannot make names the flag (not the library's
+field), a schedule file names itself and the model it does not fit, and a prompt plus new tokens beyond the
+model's positions is refused with the number of tokens that fits, all as one line with exit code 2 before any
+generation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from skipcore.commands import main
+from skipcore.commands.decoding import check_generation_request, read_prompts
+from skipcore.errors import ScheduleError, UserError
+from skipcore.schedule import Schedule
+from skipcore.traces import read_trace
+from tests.helpers import generate_refused, refused, train_argv, write_csv
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--max-layers", "99"], "--max-layers 99 is outside [1, 12]"),
+        (["--min-layers", "5", "--max-layers", "3"], "--min-layers (5) is greater than --max-layers (3)"),
+        (
+            ["--warmup-layers", "20", "--min-layers", "4"],
+            "--warmup-layers (20) must be smaller than --min-layers (4) in skip mode",
+        ),
+        (["--warmup-layers", "20"], "--warmup-layers must be in [0, 11] for a 12-layer model in skip mode"),
+        (["--decay-span", "0", "--min-layers", "4"], "--decay-span must be >= 1, got 0"),
+        (
+            ["--schedule", "power", "--alpha", "nan", "--min-layers", "4"],
+            "--alpha must be a number in (0, 1]",
+        ),
+        (["--schedule", "step", "--stages", "0", "--min-layers", "4"], "--stages must be >= 1, got 0"),
+        (["--target-speedup", "0.5"], "--target-speedup must be a finite number >= 1, got 0.5"),
+        (["--target-speedup", "100"], "--target-speedup 100x is out of reach"),
+        (
+            ["--schedule", "custom", "--budgets", "8,12"],
+            "--budgets: custom budgets must not increase, but 8 is",
+        ),
+        (
+            ["--schedule", "custom", "--budgets", "12,8", "--target-speedup", "2"],
+            "--target-speedup picks the budgets of a linear, power, step or constant --schedule",
+        ),
+    ],
+)
+def test_schedule_flags_are_named(capsys, argv, said):
+    assert generate_refused(capsys, *argv).startswith(said)
+
+
+def write(tmp_path, obj, name="s.json", bom=False) -> str:
+    path = tmp_path / name
+    text = json.dumps(obj)
+    path.write_bytes(("\ufeff" + text if bom else text).encode())
+    return str(path)
+
+
+def test_schedule_files_name_themselves_and_the_model_they_do_not_fit(capsys, tmp_path):
+    path = write(tmp_path, {"shape": "linear", "max_layers": "10", "min_layers": 4})
+    assert generate_refused(capsys, "--schedule-json", path) == (
+        f"--schedule-json {path}: max_layers must be a whole number, got '10'"
+    )
+    other = write(
+        tmp_path, {"num_layers": 24, "shape": "linear", "max_layers": 24, "min_layers": 4}, "o.json"
+    )
+    assert generate_refused(capsys, "--schedule-json", other) == (
+        f"--schedule-json {other}: the schedule is for 24 layers but the model has 12; export one for this model"
+    )
+
+
+def test_whole_floats_and_byte_order_marks_in_schedule_files_are_read(capsys, tmp_path):
+    # 12.0 is the count 12 (a JSON writer's float); 8.7 is not a count and stays refused
+    assert Schedule.from_dict(
+        {"num_layers": 12.0, "shape": "custom", "budgets_list": [12.0, 6]}
+    ).budgets_list == (
+        12,
+        6,
+    )
+    with pytest.raises(ScheduleError, match="budgets must be whole numbers"):
+        Schedule.from_dict({"num_layers": 12, "shape": "custom", "budgets_list": [12, 8.7]})
+    path = write(tmp_path, {"shape": "constant", "max_layers": 6.0, "min_layers": 6}, bom=True)
+    assert main(["generate", "--limit", "1", "--max-new-tokens", "3", "--schedule-json", path]) == 0
+    assert "constant 6->6" in capsys.readouterr().err
+
+
+def test_a_long_prompt_plus_new_tokens_is_refused_with_what_fits(capsys):
+    prompt = "MR: " + "name[Aromi], " * 60 + "\nText:"  # ~250 of the model's 256 positions
+    said = generate_refused(capsys, "--prompt", prompt, "--max-new-tokens", "40")
+    assert "plus" in said and "exceeds the model's 256 positions; use" in said
+    fits = int(re.search(r"use (?:at most |--max-new-tokens )(\d+)", said).group(1))
+    assert 0 < fits < 40
+    assert main(["generate", "--prompt", prompt, "--max-new-tokens", str(fits), "--quiet"]) == 0
+    capsys.readouterr()
+
+
+def test_the_request_check_speaks_in_flags(model_dirs):
+    from skipcore import SkipEngine, load_model
+
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu", dtype="float32"))
+    limit = engine.max_positions
+    args = argparse.Namespace(max_new_tokens=limit, batch_size=None)
+    with pytest.raises(
+        UserError, match=rf"plus --max-new-tokens \({limit}\) exceeds .* use --max-new-tokens \d+ or"
+    ):
+        check_generation_request(engine, ["MR: name[Aromi]"], args)
+    with pytest.raises(UserError, match="--batch-size must be >= 1, got 0"):
+        check_generation_request(engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=0))
+    check_generation_request(engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=None))
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--target-speedup", "inf"], "finite number >= 1"),
+        (["--target-speedup", "nan"], "finite number >= 1"),
+        (["--target-speedup", "100"], "out of reach"),
+        (["--warmup-layers", "20"], "--warmup-layers must be in [0, 11]"),
+        (["--warmup-layers", "-1"], "--warmup-layers must be in [0, 11]"),
+        (["--do-sample", "--temperature", "nan"], "--temperature"),
+        (["--do-sample", "--top-p", "nan"], "--top-p"),
+        (["--seed", str(2**70)], "--seed"),
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--limit", "-298"], "--limit must be >= 1"),
+        (["--max-new-tokens", "100000"], "exceeds the model's"),
+    ],
+)
+def test_bad_flags(capsys, argv, words):
+    assert words in generate_refused(capsys, *argv)
+
+
+@pytest.mark.parametrize(
+    "schedule, words",
+    [
+        ({"shape": "linear", "max_layers": "10", "min_layers": 4}, "max_layers must be a whole number"),
+        ([{"shape": "linear"}], "must be a JSON object"),
+        ({"shape": "power", "max_layers": 12, "min_layers": 3, "alpha": None}, "alpha must be a number"),
+        ({"shape": "custom", "budgets_list": [12, 8.7]}, "budgets must be whole numbers"),
+        ({"shape": "custom", "budgets_list": "12,8"}, "budgets_list must be a list"),
+    ],
+)
+def test_schedule_json_of_the_wrong_types(capsys, tmp_path, schedule, words):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schedule))
+    assert words in generate_refused(capsys, "--schedule-json", str(path))
+
+
+def test_prompt_files(capsys, tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"prompt": "MR: name[Aromi]\\nText:"}\n{"prompt": 42}\n')
+    assert "line 2: 'prompt' must be text" in generate_refused(capsys, "--prompts-file", str(bad))
+    bom = tmp_path / "p.txt"
+    bom.write_bytes("\ufeffMR: name[Aromi]\nMR: name[Eagle]\n".encode())
+
+    class Args:
+        prompt = None
+        prompts_file = str(bom)
+
+    assert read_prompts(Args()) == ["MR: name[Aromi]", "MR: name[Eagle]"]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["generate", "--prompt", "MR: x", "--do-sample", "--temperature", "1e-45"], "--temperature must be"),
+        (
+            ["bench", "--device", "cpu", "--models", "opt-tiny", "--batch-sizes", "0"],
+            "--batch-sizes must all be >= 1",
+        ),
+        (
+            ["bench", "--device", "cpu", "--models", "opt-tiny", "--prompt-len", "100000"],
+            "exceeds opt-tiny's 256",
+        ),
+        (["bench", "--device", "cpu", "--models", "opt-tiny", "--repeats", "0"], "--repeats must be >= 1"),
+        (
+            ["bench", "--device", "cpu", "--models", "opt-tiny", "--targets", "nan"],
+            "--targets must all be finite",
+        ),
+        (
+            ["bench", "--device", "cpu", "--models", "opt-tiny", "--new-tokens", "0"],
+            "--new-tokens must all be >= 1",
+        ),
+    ],
+)
+def test_sampling_and_bench_flags_out_of_range(capsys, argv, words):
+    assert words in refused(capsys, argv)
+
+
+@pytest.mark.slow
+def test_skipcore_warnings_print_as_one_line_on_the_command_line(model_dirs, tmp_path):
+    """A warning of skipcore's own (here: a crashed run's lock taken over) reaches a command-line user as one
+    `warning: ...` line, as its errors do, not Python's file:line and source echo."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    (tmp_path / ".run.lock").write_text("999999999")
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
+    run = subprocess.run(
+        [sys.executable, "-m", "skipcore", *argv], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "no longer running" in line]
+    assert said == [
+        f"warning: taking over {tmp_path / '.run.lock'}, left by a training run that is no longer running"
+    ]
+    assert "UserWarning" not in run.stderr and "output_lock" not in run.stderr
+
+
+def test_an_output_path_that_is_a_folder_is_refused_before_any_work(model_dirs, tmp_path, capsys):
+    folder = tmp_path / "d.parquet"
+    folder.mkdir()
+    argv = ["generate", "--model", str(model_dirs["opt"]), "--prompt", "MR: x", "--max-new-tokens", "2"]
+    assert "is a folder" in refused(capsys, [*argv, "--trace", str(folder), "--overwrite"])
+    lens = ["lens", "--model", str(model_dirs["opt"]), "--prompt", "MR: x", "--max-new-tokens", "2"]
+    assert "is a folder" in refused(capsys, [*lens, "--out", str(folder), "--overwrite"])
+
+
+def test_a_single_file_is_read_whole_and_a_split_for_it_is_refused(model_dirs, tmp_path, capsys):
+    data = write_csv(tmp_path / "mine.csv", 5)
+    sweep = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(data), "--repeats", "0"]
+    sweep += ["--targets", "1", "--policies", "static", "--batch-sizes", "1", "--max-new-tokens", "2"]
+    sweep += ["--limit", "100", "--no-progress", "--out", str(tmp_path / "s.parquet")]
+    err = refused(capsys, [*sweep, "--split", "test"])
+    assert "--split test does not apply to" in err and "single file" in err
+    assert main(sweep) == 0
+    row = pd.read_parquet(tmp_path / "s.parquet").iloc[0]
+    trace, _ = read_trace(tmp_path / row["trace_path"])
+    assert row["split"] is None and trace["sample"].nunique() == 5  # all five sources, no split pretended
+    generate = [
+        "generate",
+        "--model",
+        str(model_dirs["opt"]),
+        "--dataset",
+        str(data),
+        "--max-new-tokens",
+        "2",
+    ]
+    assert "does not apply" in refused(capsys, [*generate, "--split", "dev"])

@@ -1,0 +1,69 @@
+"""Writing the synthetic corpus: atomic (a killed rewrite leaves the old corpus), bounded, with progress, and
+the same bytes as the shipped corpus."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from skipcore.commands import main
+from skipcore.data.e2e_synth import MAX_MRS, make_corpus
+from tests.helpers import REPO, refused
+
+
+# -- a corpus rewrite killed half way ------------------------------------------------------------------------
+def test_a_corpus_rewrite_killed_mid_file_leaves_the_old_corpus(tmp_path, monkeypatch):
+    import skipcore.data.writers as writers
+
+    out = tmp_path / "corpus"
+    assert main(["data", "--out", str(out), "--train", "6", "--dev", "2", "--test", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = writers.write_e2e_csv
+
+    def killed(examples, path):  # half a file written, then the process is interrupted
+        real(list(examples)[:1], path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writers, "write_e2e_csv", killed)
+    assert (
+        main(
+            ["data", "--out", str(out), "--force", "--seed", "1", "--train", "6", "--dev", "2", "--test", "2"]
+        )
+        == 130
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # old files whole, no temporary left
+
+
+def test_the_atomic_corpus_writer_still_reproduces_the_shipped_corpus(tmp_path):
+    """Writing beside and renaming (and counting progress) changes no byte of what `data --seed 0` makes."""
+    shipped = REPO / "data" / "e2e_synth"
+    out = tmp_path / "again"
+    assert (
+        main(["data", "--out", str(out), "--seed", "0", "--train", "3000", "--dev", "300", "--test", "300"])
+        == 0
+    )
+    for name in ("train.csv", "dev.csv", "test.csv"):
+        assert (out / name).read_bytes() == (shipped / name).read_bytes(), name
+    shutil.rmtree(out)
+
+
+# -- a corpus far too large ----------------------------------------------------------------------------------
+def test_a_corpus_beyond_the_bound_is_refused_at_once(tmp_path, capsys):
+    out = tmp_path / "huge"
+    err = refused(capsys, ["data", "--out", str(out), "--train", "100000000"])
+    assert f"at most {MAX_MRS:,} in all" in err and not out.exists()
+    with pytest.raises(ValueError, match="at most"):
+        make_corpus(0, MAX_MRS, 1, 0)
+
+
+def test_writing_a_corpus_shows_progress(tmp_path, capsys, monkeypatch):
+    ticks = []
+    make_corpus(0, 20, 5, 5, progress=ticks.append)
+    assert sum(ticks) == 2 * 30  # each MR drawn, then each MR given its references
+    import skipcore.commands.data as data_command
+
+    monkeypatch.setattr(data_command, "PROGRESS_FROM", 0)
+    assert main(["data", "--out", str(tmp_path / "c"), "--train", "20", "--dev", "5", "--test", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "corpus" in err and "60/60" in err

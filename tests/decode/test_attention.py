@@ -1,0 +1,78 @@
+"""Grouped decode attention: the same numbers as transformers' SDPA path, without copying K/V per query
+head."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from skipcore.decode import attention
+from skipcore.decode.engine import SkipEngine
+from skipcore.models.loading import load_model
+from skipcore.schedule import Schedule
+from tests.helpers import PROMPTS
+
+
+class Module(torch.nn.Module):
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.num_key_value_groups = groups
+        self.is_causal = True
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    kv_heads=st.integers(1, 3),
+    groups=st.integers(1, 4),
+    keys=st.integers(1, 9),
+    q_len=st.sampled_from([1, 1, 3]),
+    as_bool=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_grouped_decode_equals_sdpa(batch, kv_heads, groups, keys, q_len, as_bool, seed):
+    g = torch.Generator().manual_seed(seed)
+    D, H, K = 8, kv_heads * groups, keys + q_len
+    q = torch.randn(batch, H, q_len, D, generator=g)
+    k, v = (torch.randn(batch, kv_heads, K, D, generator=g) for _ in range(2))
+    allowed = torch.rand(batch, 1, q_len, K, generator=g) > 0.3
+    allowed[..., -1] = True  # no row fully masked
+    mask = allowed if as_bool else torch.zeros(()).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    module = Module(groups)
+    ours, _ = attention.grouped_decode_sdpa(module, q, k, v, mask, scaling=D**-0.5)
+    ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=D**-0.5)
+    assert ours.shape == ref.shape == (batch, q_len, H, D)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, monkeypatch):
+    model, tok = load_model(
+        str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    assert model.config.num_key_value_heads < model.config.num_attention_heads
+    calls = []
+    original = attention.grouped_decode_sdpa
+
+    def spy(module, query, *args, **kwargs):
+        calls.append(query.shape[2])
+        return original(module, query, *args, **kwargs)
+
+    monkeypatch.setitem(attention.AttentionInterface._global_mapping, attention.NAME, spy)
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    for static in (False, True):
+        calls.clear()
+        SkipEngine(model, tok, static=static).generate(PROMPTS, sched, max_new_tokens=5)
+        assert 1 in calls and max(calls) > 1  # decode steps and the prefill both pass through it
+        assert model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_config_is_restored_even_on_error(model_dirs, impl):
+    model, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation=impl)
+    with pytest.raises(RuntimeError), attention.grouped_decode_attention(model.config):
+        assert model.config._attn_implementation == (attention.NAME if impl == "sdpa" else "eager")
+        raise RuntimeError("boom")
+    assert model.config._attn_implementation == impl

@@ -1,0 +1,425 @@
+"""The engine against transformers' own generate(), against an uncached recomputation, and its cost logs
+against torch's FLOP counter and the cache's own tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils.flop_counter import FlopCounterMode
+
+from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.forward import column_layer_sets, skip_forward
+from skipcore.decode.sampling import Sampling, TokenPicker
+from skipcore.decode.static_step import StaticDecoder
+from skipcore.errors import ScheduleError
+from skipcore.models.loading import load_model
+from skipcore.schedule import Schedule
+from tests.helpers import FAMILIES, PROMPTS, RecordingPicker, engine_for, hf_generate, padded
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_full_depth_matches_generate(model_dirs, family, attn):
+    eng = engine_for(model_dirs, family, attn)
+    res = eng.generate(PROMPTS, max_new_tokens=16)
+    ref = hf_generate(eng, PROMPTS, 16, do_sample=False)
+    assert torch.equal(padded(res.token_ids, eng.pad_id, ref.shape[1]), ref)
+    assert len({len(eng.tokenizer(p)["input_ids"]) for p in PROMPTS}) == 3  # really different lengths
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_rows_stop_at_their_own_eos(model_dirs, family):
+    eng = engine_for(model_dirs, family)
+    first = eng.generate(PROMPTS, max_new_tokens=12)
+    eos = first.token_ids[0][3]  # make a token row 0 produces early the EOS
+    eng.model.generation_config.eos_token_id = eos
+    eng = SkipEngine(eng.model, eng.tokenizer)
+    res = eng.generate(PROMPTS, max_new_tokens=12)
+    ref = hf_generate(eng, PROMPTS, 12, do_sample=False, eos_token_id=eos, pad_token_id=eng.pad_id)
+    assert res.token_ids[0][-1] == eos and len(res.token_ids[0]) <= 4
+    assert torch.equal(padded(res.token_ids, eng.pad_id, ref.shape[1]), ref)
+    tr = res.trace
+    after = tr[(tr["sample"] == 0) & (tr["step"] >= len(res.token_ids[0]))]
+    assert after["finished"].all() and (after["token_id"] == eng.pad_id).all()
+
+
+def test_sampling_is_seeded_and_differs_from_greedy(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    s = Sampling(do_sample=True, temperature=1.5, top_k=50, top_p=0.95, seed=3)
+    a = eng.generate(PROMPTS, max_new_tokens=12, sampling=s).token_ids
+    b = eng.generate(PROMPTS, max_new_tokens=12, sampling=s).token_ids
+    c = eng.generate(PROMPTS, max_new_tokens=12, sampling=Sampling(do_sample=True, temperature=1.5, seed=4))
+    greedy = eng.generate(PROMPTS, max_new_tokens=12).token_ids
+    assert a == b and a != c.token_ids and a != greedy
+
+
+@pytest.mark.parametrize("mode", ["skip", "exit", "middle"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cached_steps_equal_uncached_recomputation(model_dirs, family, mode):
+    eng = engine_for(model_dirs, family)
+    T = 14
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2, warmup_layers=1)
+    sets = sched.layer_sets(T)
+    enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    picker = RecordingPicker()
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
+    assert out.tokens.shape[1] == T and len({len(s) for s in sets}) > 2
+    P = enc["input_ids"].shape[1]
+    ids = torch.cat([enc["input_ids"], out.tokens[:, :-1]], 1)
+    attn = torch.cat([enc["attention_mask"], torch.ones_like(out.tokens[:, :-1])], 1)
+    with torch.no_grad():
+        ref = skip_forward(eng.adapter, ids, attn, column_layer_sets(P, ids.shape[1], sets))
+    for s in range(T):
+        torch.testing.assert_close(picker.logits[s], ref[:, P - 1 + s], rtol=1e-4, atol=1e-5)
+    # and skipping really changed the computation
+    with torch.no_grad():
+        full = skip_forward(eng.adapter, ids, attn, [tuple(range(eng.num_layers))] * ids.shape[1])
+    assert not torch.allclose(full[:, -1], ref[:, -1], atol=1e-4)
+
+
+def test_non_nested_layer_sets_are_refused(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    enc = eng.tokenizer(PROMPTS[:1], return_tensors="pt")
+    sets = [tuple(range(6)), (0, 1, 2), (0, 1, 5)]
+    with pytest.raises(ScheduleError, match="not nested: step 2 runs layer 5"):
+        eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device))
+
+
+@pytest.mark.parametrize("mode", ["skip", "middle"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
+    import skipcore.decode.step_runner as step_runner
+
+    eng = engine_for(model_dirs, family, attn="eager")
+    counted = []
+    step = step_runner.forward_step
+
+    def counting_step(*args, **kw):
+        with FlopCounterMode(display=False) as fc:
+            logits = step(*args, **kw)
+        counted.append(fc.get_total_flops())
+        return logits
+
+    monkeypatch.setattr(step_runner, "forward_step", counting_step)
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2)
+    res = eng.generate(PROMPTS[1:2], sched, max_new_tokens=10)  # one unpadded row
+    assert res.trace["flops"].tolist() == counted
+    assert res.trace["num_layers_run"].nunique() > 2
+
+
+@pytest.mark.parametrize("family", ["opt", "gpt2", "llama"])
+def test_logged_kv_bytes_equal_cache_tensors(model_dirs, family):
+    eng = engine_for(model_dirs, family)
+    T = 12
+    sched = Schedule(eng.num_layers, "linear", "skip", max_layers=6, min_layers=2)
+    sets = sched.layer_sets(T)
+    enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    picker = TokenPicker(Sampling(), eng.device)
+    from skipcore.decode.trace_rows import build_trace
+
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
+    trace = build_trace(out, eng.adapter.shapes, eng.tokenizer, "t")
+    last = trace[trace["step"] == T - 1].set_index("sample")
+    pads = (enc["attention_mask"] == 0).sum(1)
+    for row in range(len(PROMPTS)):
+        assert last.loc[row, "kv_cache_bytes"] == out.cache.row_bytes(row, int(pads[row]))
+        assert last.loc[row, "kv_cache_bytes"] < last.loc[row, "kv_cache_bytes_full"]
+    # nothing was allocated that the schedule never writes
+    assert all(k.shape[2] == n for k, n in zip(out.cache.keys, out.cache.lengths))
+
+
+def test_summary_matches_schedule(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    sched = Schedule(eng.num_layers, "linear", "skip", max_layers=6, min_layers=2)
+    res = eng.generate(PROMPTS, sched, max_new_tokens=16)
+    assert res.summary["layer_speedup"] == pytest.approx(sched.layer_speedup(16))
+    assert 1 < res.summary["flops_speedup_with_prompt"] < res.summary["flops_speedup_decode"]
+    assert res.summary["kv_bytes_saved"] > 0 and res.summary["tokens"] == 3 * 16
+    assert res.metadata["schedule"]["shape"] == "linear" and res.metadata["dtype"] == "float32"
+    assert len(res.trace) == 3 * 16 and set(res.trace["sample"]) == {0, 1, 2}
+
+
+def test_batches_split_and_keep_results(model_dirs):
+    eng = engine_for(model_dirs, "gpt2")
+    whole = eng.generate(PROMPTS, max_new_tokens=8)
+    split = eng.generate(PROMPTS, max_new_tokens=8, batch_size=1)
+    assert whole.token_ids == split.token_ids
+    assert sorted(split.trace["batch"].unique()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("family", ["opt", "gpt2", "llama", "qwen2"])
+def test_static_decode_path_equals_dynamic(model_dirs, family):
+    """The fixed-shape step that CUDA graphs capture, run uncaptured on the CPU, against the plain path."""
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    plain, static = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    sets = Schedule(6, "linear", "skip", max_layers=6, min_layers=2).layer_sets(12)
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    a, b = RecordingPicker(), RecordingPicker()
+    out_a = plain.generate_batch(enc["input_ids"], enc["attention_mask"], sets, a)
+    out_b = static.generate_batch(enc["input_ids"], enc["attention_mask"], sets, b)
+    assert torch.equal(out_a.tokens, out_b.tokens)
+    for x, y in zip(a.logits, b.logits):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+    assert out_a.cache.lengths == out_b.cache.lengths
+    for i, n in enumerate(out_a.cache.lengths):
+        torch.testing.assert_close(out_a.cache.keys[i][:, :, :n], out_b.cache.keys[i][:, :, :n])
+
+
+def test_progress_reports_every_step_of_every_batch(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    calls = []
+    res = eng.generate(PROMPTS, max_new_tokens=6, batch_size=2, progress=lambda d, t: calls.append((d, t)))
+    done = [d for d, _ in calls]
+    assert {t for _, t in calls} == {12} and done == sorted(done) and set(done) == set(range(1, 13))
+    assert res.token_ids == eng.generate(PROMPTS, max_new_tokens=6, batch_size=2).token_ids
+
+
+def test_static_decoder_is_reused_across_batches_of_one_shape(model_dirs):
+    """Graphs are captured once per shape: the second batch reuses the decoder and its buffers, emptied."""
+    model, tok = load_model(
+        str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    plain, static = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    other = [PROMPTS[2], PROMPTS[0], PROMPTS[1]]  # other rows, the same padded width
+    first = static.generate(PROMPTS, sched, max_new_tokens=10)
+    decoder, key_ptr = static._decoder, static._decoder.cache.keys[0].data_ptr()
+    # the same shape and schedule, other prompts: the same decoder, the answers of a fresh plain engine
+    second = static.generate(other, sched, max_new_tokens=10)
+    assert static._decoder is decoder and decoder.cache.keys[0].data_ptr() == key_ptr
+    assert second.token_ids == plain.generate(other, sched, max_new_tokens=10).token_ids
+    assert first.token_ids == plain.generate(PROMPTS, sched, max_new_tokens=10).token_ids
+    # another shape gets its own decoder; coming back rebuilds, and the answers still agree
+    static.generate(PROMPTS[:1], sched, max_new_tokens=10)
+    assert static._decoder is not decoder
+    assert static.generate(PROMPTS, sched, max_new_tokens=10).token_ids == first.token_ids
+
+
+def test_static_prompts_are_padded_to_shared_widths(model_dirs, monkeypatch):
+    """Batches of different prompt lengths share one decoder (and its graphs) in static mode; answers unchanged."""
+    import skipcore.decode.engine as engine_module
+
+    built = []
+
+    class Counting(engine_module.StaticDecoder):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self.key)
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", Counting)
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    prompts = [PROMPTS[0], PROMPTS[2], "Green Man serves"]
+    widths = {len(tok(p)["input_ids"]) for p in prompts}
+    assert len(widths) == 3 and max(widths) <= 32
+    static = SkipEngine(model, tok, static=True)
+    a = static.generate(prompts, sched, max_new_tokens=8, batch_size=1)
+    b = SkipEngine(model, tok, static=False).generate(prompts, sched, max_new_tokens=8, batch_size=1)
+    assert len(built) == 1 and built[0][1] == static.prompt_multiple  # one shape: width 32
+    assert a.token_ids == b.token_ids
+    cols = ["sample", "step", "position", "prompt_len", "layer_mask", "flops", "kv_cache_bytes"]
+    pd.testing.assert_frame_equal(a.trace[cols], b.trace[cols])
+
+
+def test_concurrent_calls_on_one_static_engine_do_not_mix(model_dirs):
+    """The dashboard shares an engine between sessions; a static decoder serves one batch at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    engine = SkipEngine(model, tok, static=True)
+    jobs = [PROMPTS, PROMPTS[::-1], [PROMPTS[1], PROMPTS[2], PROMPTS[0]]] * 2
+    expected = [
+        SkipEngine(model, tok, static=False).generate(p, sched, max_new_tokens=10).token_ids for p in jobs
+    ]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        got = list(pool.map(lambda p: engine.generate(p, sched, max_new_tokens=10).token_ids, jobs))
+    assert got == expected
+
+
+def test_static_path_samples_like_the_plain_path(model_dirs):
+    """Sampling runs outside the captured step (it has random state); the seeded draws must not change."""
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=3)
+    sampling = Sampling(do_sample=True, temperature=1.5, top_k=20, seed=7)
+    runs = [
+        SkipEngine(model, tok, static=st).generate(PROMPTS, sched, max_new_tokens=12, sampling=sampling)
+        for st in (False, True)
+    ]
+    assert runs[0].token_ids == runs[1].token_ids
+    greedy = SkipEngine(model, tok).generate(PROMPTS, sched, max_new_tokens=12)
+    assert runs[0].token_ids != greedy.token_ids  # really sampled
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_checking_for_the_end_every_few_steps_changes_nothing(model_dirs, static):
+    """On a GPU the loop asks whether all rows ended only every few steps; the extra steps are cut off."""
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    probe = SkipEngine(model, tok).generate(PROMPTS, max_new_tokens=16)
+    model.generation_config.eos_token_id = probe.token_ids[2][4]  # row 2 ends early; the others may not
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    sets = Schedule(6, "linear", "skip", max_layers=6, min_layers=2).layer_sets(16)
+    outs = []
+    for every in (1, 5, 100):
+        eng = SkipEngine(model, tok, static=static)
+        eng.stop_check_every = every
+        outs.append(
+            eng.generate_batch(
+                enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device)
+            )
+        )
+    for out in outs[1:]:
+        assert torch.equal(out.tokens, outs[0].tokens) and torch.equal(
+            out.finished_before, outs[0].finished_before
+        )
+        assert len(out.step_ms) == len(outs[0].step_ms) == out.tokens.shape[1]
+    # and with every row ending early, the steps after the last EOS are not reported
+    eos = probe.token_ids[0][2]
+    model.generation_config.eos_token_id = eos
+    expected = probe.token_ids[0].index(eos) + 1
+    for every in (1, 7):
+        eng = SkipEngine(model, tok, static=static)
+        eng.stop_check_every = every
+        res = eng.generate(PROMPTS[:1], max_new_tokens=16)
+        assert len(res.token_ids[0]) == len(res.trace) == expected < 16
+
+
+class RecordedStepDecoder(StaticDecoder):
+    """CUDA-graph semantics on the CPU: a step's tensor operations are recorded once per layer set (make_fx) and
+    replayed against the same buffers without running any Python again. Whatever Python state a step reads
+    (a length, a position, a branch) is frozen at capture, exactly as in a graph."""
+
+    def _replay(self, layers):
+        if layers not in self.graphs:
+            self.graphs[layers] = make_fx(lambda: self._step(layers))()
+        return self.graphs[layers]()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypatch):
+    """Replaying frozen steps across decode positions, batches and a second prompt set gives the plain answers."""
+    import skipcore.decode.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", RecordedStepDecoder)
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    plain, replayed = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    replayed.capture_graphs = True
+    for prompts in (PROMPTS, PROMPTS[::-1]):
+        a = plain.generate(prompts, sched, max_new_tokens=12)
+        b = replayed.generate(prompts, sched, max_new_tokens=12)
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.trace["logprob"], b.trace["logprob"], rtol=1e-4, atol=1e-5)
+    decoder = replayed._decoder
+    assert len(decoder.graphs) == len({tuple(x) for x in sched.layer_sets(12)[1:]}) > 2  # one per layer set
+
+    # the check can fail: a cache that writes where its Python length says (not at the device-side index)
+    # writes every replay of a layer set into the slot it had at capture
+    expected = plain.generate(PROMPTS, sched, max_new_tokens=12)
+    plain_update = SkipKVCache.update
+
+    def frozen_update(self, key, value, layer_idx, cache_kwargs=None):
+        if key.shape[2] > 1:  # the prefill, not captured
+            return plain_update(self, key, value, layer_idx, cache_kwargs)
+        n = self.lengths[layer_idx]
+        self.keys[layer_idx][:, :, n : n + 1] = key
+        self.values[layer_idx][:, :, n : n + 1] = value
+        return self.keys[layer_idx], self.values[layer_idx]
+
+    monkeypatch.setattr(SkipKVCache, "update", frozen_update)
+    uncaptured = SkipEngine(model, tok, static=True)  # run afresh each step, the same update is right
+    assert uncaptured.generate(PROMPTS, sched, max_new_tokens=12).token_ids == expected.token_ids
+    broken = SkipEngine(model, tok, static=True)
+    broken.capture_graphs = True
+    wrong = broken.generate(PROMPTS, sched, max_new_tokens=12)
+    assert not np.allclose(wrong.trace["logprob"], expected.trace["logprob"], rtol=1e-3, atol=1e-3)
+
+
+def test_a_failed_capture_falls_back_to_uncaptured_steps(model_dirs, monkeypatch):
+    """Graphs are an optimisation: if capture fails, decoding goes on uncaptured, with a warning, same tokens."""
+    import skipcore.decode.engine as engine_module
+
+    class FailingCapture(StaticDecoder):
+        def _capture(self, layers):
+            raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", FailingCapture)
+    model, tok = load_model(
+        str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    engine = SkipEngine(model, tok, static=True)
+    engine.capture_graphs = True
+    with pytest.warns(
+        RuntimeWarning, match="capture failed, decoding without graphs: operation not permitted"
+    ):
+        res = engine.generate(PROMPTS, sched, max_new_tokens=10)
+    assert engine._decoder.capture is False and not engine._decoder.graphs
+    assert (
+        res.token_ids
+        == SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=10).token_ids
+    )
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("family", ["opt", "opt-proj", "gpt2", "llama", "qwen2"])
+def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, attn):
+    """What CUDA graph capture forbids (reading a value back: .item(), a data-dependent branch or shape; a CPU
+    tensor in the step) fails on the meta device too, whose tensors have no values: so a step that runs on meta
+    can be captured."""
+    from skipcore.decode.cache import SkipKVCache
+    from skipcore.decode.static_step import StaticDecoder
+
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
+    eng = SkipEngine(model.to("meta"), tok, static=True)
+    meta = torch.device("meta")
+    sets = Schedule(6, "linear", "skip", max_layers=6, min_layers=2).layer_sets(8)
+    B, P, T = 2, 5, 8
+    eng.adapter.prepare(P + T)
+    cache = SkipKVCache.for_layer_sets(sets, P, B, *eng.adapter.kv_shape, 6, torch.float32, meta, static=True)
+    key_mask = torch.ones(B, P + T, dtype=torch.bool, device=meta)
+    decoder = StaticDecoder(eng.adapter, cache, key_mask, TokenPicker(Sampling(), meta), capture=False)
+    with torch.inference_mode():
+        tokens, logprobs = decoder._step(tuple(sets[1]))
+        assert tokens.shape == logprobs.shape == (B,) and tokens.device == meta
+        # the check can fail: a bounds check that reads a position back breaks it
+        kwargs = decoder.adapter.layer_kwargs
+        decoder.adapter.layer_kwargs = lambda pos, dtype: (int(pos.max()), kwargs(pos, dtype))[1]
+        with pytest.raises(RuntimeError, match="meta"):
+            decoder._step(tuple(sets[1]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_cuda_graph_path_matches_plain_path(model_dirs, family):
+    """Captured graphs, replayed across steps and reused by a second batch, greedy and sampled."""
+    model, tok = load_model(str(model_dirs[family]), device="cuda", dtype="float32")
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    plain, graphs = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    sampled = Sampling(do_sample=True, top_k=20, seed=3)
+    for prompts, sampling in [(PROMPTS, None), (PROMPTS[::-1], None), (PROMPTS, sampled)]:
+        a = plain.generate(prompts, sched, max_new_tokens=12, sampling=sampling)
+        b = graphs.generate(prompts, sched, max_new_tokens=12, sampling=sampling)
+        assert a.token_ids == b.token_ids
+    assert graphs._decoder.graphs  # really captured
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_runs_and_counts_two_byte_kv(model_dirs, dtype):
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu", dtype=dtype)
+    eng = SkipEngine(model, tok)
+    res = eng.generate(PROMPTS, Schedule(6, "linear", max_layers=6, min_layers=3), max_new_tokens=6)
+    assert res.metadata["dtype"] == dtype
+    first = res.trace.iloc[0]
+    shapes = eng.adapter.shapes
+    assert first["kv_cache_bytes"] == 6 * first["prompt_len"] * 2 * shapes.num_kv_heads * shapes.head_dim * 2
+    assert all(len(ids) == 6 for ids in res.token_ids)

@@ -1,0 +1,549 @@
+"""The sweep on a tiny random model and a tiny data set: every column, Parquet + CSV + traces, resuming
+without recomputing finished rows, and refusing another model's results file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from skipcore.commands import main
+from skipcore.errors import UserError
+from skipcore.evaluate import grid, rows, units
+from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
+from skipcore.evaluate.quality import quality_tables
+from skipcore.evaluate.runner import run_sweep
+from skipcore.evaluate.settings import NAN, Setting, resolve_lengths
+from skipcore.evaluate.store import SweepStore
+from skipcore.measure.pareto import fronts
+from skipcore.plots.tradeoffs import tradeoff_chart
+from skipcore.traces import read_trace
+from tests.helpers import SOURCES, as_trained_model, speculative_config, sweep_config
+
+COLUMNS = [
+    "setting_id", "model", "model_role", "policy", "shape", "mode", "warmup", "target_speedup",
+    "max_layers", "min_layers", "batch_size", "calm_threshold", "calm_measure", "calm_min_layers",
+    "bleu", "rougeL", "chrf", "layer_speedup", "flops_speedup_decode", "flops_speedup_with_prompt",
+    "batch_layer_speedup", "batch_flops_speedup_decode", "schedule_speedup",
+    "seconds", "decode_ms_per_step", "tokens_per_s",
+    "full_seconds", "full_decode_ms_per_step", "wall_speedup_total", "wall_speedup_decode",
+    "wall_speedup_decode_lo", "wall_speedup_decode_hi", "wall_speedup_total_lo", "wall_speedup_total_hi",
+    "timing_flag", "timing_prompts",
+    "kv_cache_bytes", "kv_cache_bytes_full", "kv_bytes_saved", "kv_saved_fraction",
+    "timing_runs", "device", "dtype", "hardware", "num_layers", "dataset", "split", "max_new_tokens", "speedup_over", "trace_path",
+]  # fmt: skip
+
+
+@pytest.fixture
+def csv_dataset(tmp_path) -> Path:
+    d = tmp_path / "e2e"
+    d.mkdir()
+    rows = [{"mr": s, "ref": r} for s, refs in SOURCES for r in refs]
+    pd.DataFrame(rows).to_csv(d / "test.csv", index=False)
+    return d
+
+
+def count_runs(monkeypatch) -> list:
+    calls = []
+    real = rows.evaluate_setting
+
+    def counting(engine, examples, setting, cfg):
+        calls.append((setting, cfg.max_new_tokens))
+        return real(engine, examples, setting, cfg)
+
+    monkeypatch.setattr(rows, "evaluate_setting", counting)
+    return calls
+
+
+@pytest.mark.slow
+def test_sweep_writes_every_column_parquet_csv_and_traces(model_dirs, sweep_dataset, tmp_path):
+    out = tmp_path / "res" / "sweep.parquet"
+    df = run_sweep(sweep_config(model_dirs, sweep_dataset, out, baseline_model=str(model_dirs["gpt2"])))
+    # per model and batch size: full, skip x2, exit x2, calm
+    assert len(df) == 2 * 2 * 4
+    missing = [c for c in COLUMNS if c not in df.columns]
+    assert not missing, missing
+    assert df["setting_id"].is_unique
+    assert set(df["model_role"]) == {"model", "baseline"} and set(df["model"]) == {"opt", "gpt2"}
+    assert set(df["mode"]) == {"full", "skip", "exit", "calm"}
+    full = df[df["mode"] == "full"]
+    assert (full["layer_speedup"] == 1.0).all() and (full["target_speedup"] == 1.0).all()
+    skip = df[(df["mode"] == "skip")]
+    assert (skip["layer_speedup"] > 1.0).all() and (skip["kv_bytes_saved"] > 0).all()
+    calm = df[df["policy"] == "calm"]
+    assert (calm["layer_speedup"] == df["num_layers"].iloc[0]).all()  # threshold 0: exit at layer 1
+    assert calm["target_speedup"].isna().all() and (calm["kv_bytes_saved"] == 0).all()
+    assert df[["bleu", "rougeL", "chrf", "wall_speedup_decode", "wall_speedup_total"]].notna().all().all()
+    # paired timing: an interval around each median, the repeats and the timed prompts said
+    for m in ("decode", "total"):
+        col = f"wall_speedup_{m}"
+        assert (df[f"{col}_lo"] <= df[col] + 1e-12).all() and (df[col] <= df[f"{col}_hi"] + 1e-12).all()
+    assert (df["timing_runs"] == 2).all() and (df["timing_prompts"] == len(SOURCES)).all()
+    assert df["timing_flag"].map(lambda v: isinstance(v, str)).all()
+    # CSV is the same table
+    csv = pd.read_csv(out.with_suffix(".csv"))
+    assert list(csv.columns) == list(df.columns) and len(csv) == len(df)
+    # one readable trace per row, with its setting in the metadata
+    for rel, sid in zip(df["trace_path"], df["setting_id"], strict=True):
+        trace, meta = read_trace(out.parent / rel)
+        assert meta["setting_id"] == sid and len(trace) > 0
+    assert (out.parent / "sweep_traces").is_dir()
+    assert not list(out.parent.glob(".*tmp*"))  # no temporary files left behind
+
+
+@pytest.mark.slow
+def test_resume_skips_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeypatch):
+    out = tmp_path / "sweep.parquet"
+    calls = count_runs(monkeypatch)
+    first = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0), policies=("static",)))
+    assert len(first) == 2 * 3
+    calls.clear()
+    second = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0, 3.0)))
+    run = [s for s, _ in calls]
+    # new: 2 targets of 3x and one calm per batch size; every row is timed against its own full-depth pairs
+    assert sorted((s.mode, s.target_speedup) for s in run if not s.is_full and s.policy == "static") == [
+        ("exit", 3.0),
+        ("exit", 3.0),
+        ("skip", 3.0),
+        ("skip", 3.0),
+    ]
+    assert sum(s.is_full for s in run) == 0 and sum(s.policy == "calm" for s in run) == 2
+    assert len(second) == 2 * 6
+    kept = second.set_index("setting_id").loc[first["setting_id"]]
+    assert (kept["created"].values == first["created"].values).all()  # finished rows untouched
+    # a third run has nothing left to do and loads no model
+    calls.clear()
+    third = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0, 3.0)))
+    assert calls == [] and len(third) == len(second)
+
+
+def test_interrupted_sweep_keeps_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeypatch):
+    out = tmp_path / "sweep.parquet"
+    real = rows.evaluate_setting
+    seen = []
+
+    def failing(engine, examples, setting, cfg):
+        seen.append(setting)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return real(engine, examples, setting, cfg)
+
+    monkeypatch.setattr(rows, "evaluate_setting", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, policies=("static",), batch_sizes=(1,)))
+    saved = pd.read_parquet(out)
+    assert len(saved) == 2 and len(pd.read_csv(out.with_suffix(".csv"))) == 2
+    monkeypatch.setattr(rows, "evaluate_setting", real)
+    assert not out.with_name(f".{out.name}.lock").exists()  # the lock goes with the interrupted run
+    calls = count_runs(monkeypatch)
+    done = run_sweep(sweep_config(model_dirs, sweep_dataset, out, policies=("static",), batch_sizes=(1,)))
+    assert len(done) == 3 and len(calls) == 1  # only the missing row runs
+
+
+def test_refuses_results_of_another_model_or_dataset(model_dirs, sweep_dataset, csv_dataset, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(1.0,), policies=("static",), batch_sizes=(1,))
+    run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
+    with pytest.raises(UserError, match="other settings: model="):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, model=str(model_dirs["gpt2"]), **small))
+    with pytest.raises(UserError, match="other settings: dataset="):
+        run_sweep(sweep_config(model_dirs, csv_dataset, out, **small))
+    # every setting that changes results is part of the identity, and each difference is named
+    with pytest.raises(
+        UserError, match=r"max_new_tokens=10 \(not 6\), speedup_over=10 \(not 6\), repeats=2 \(not 3\)"
+    ):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, max_new_tokens=6, repeats=3, **small))
+    df = run_sweep(sweep_config(model_dirs, csv_dataset, out, overwrite=True, **small))
+    assert len(df) == 1 and set(df["dataset"]) == {str(csv_dataset)}
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(other)
+    for overwrite in (False, True):  # a file that is not a sweep's is never replaced
+        with pytest.raises(UserError, match="not a skipcore sweep's results"):
+            run_sweep(sweep_config(model_dirs, sweep_dataset, other, overwrite=overwrite, **small))
+    assert pd.read_parquet(other).equals(pd.DataFrame({"a": [1]}))
+
+
+def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_path, capsys):
+    out = tmp_path / "cli.parquet"
+    args = ["sweep", "--model", str(model_dirs["llama"]), "--dataset", str(csv_dataset), "--limit", "2"]
+    args += ["--targets", "1,2", "--modes", "middle", "--batch-sizes", "2", "--policies", "static,calm"]
+    args += ["--calm-thresholds", "0.5", "--max-new-tokens", "5", "--device", "cpu", "--no-progress"]
+    assert main([*args, "--out", str(out), "--repeats", "2"]) == 0
+    said = capsys.readouterr()
+    assert said.err.count("measured decode") == 3  # --no-progress: one line per finished setting
+    df = pd.read_parquet(out)
+    assert sorted(df["mode"]) == ["calm", "full", "middle"] and (df["num_examples"] == 2).all()
+    printed = said.out
+    assert (
+        "BLEU / ROUGE-L (realised layer speedup) by target speedup (batch size 2)" in printed
+        and "| 2x |" in printed
+    )
+    assert "CALM-DEC (softmax confidence)" in printed and "Measured wall-clock speedup" in printed
+    assert main([*args, "--out", str(out), "--modes", "sideways"]) == 2
+    assert "--modes: unknown value 'sideways'" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "x.csv")]) == 2
+    assert "must be a .parquet file" in capsys.readouterr().err
+
+
+def test_targets_are_met_over_the_models_typical_output_length(model_dirs, sweep_dataset, tmp_path):
+    """A skipcore-trained model says its median output length; targets are met over it (+ EOS), not over
+    max_new_tokens, which rows ending at EOS never reach."""
+    from skipcore.schedule import schedule_for_speedup
+
+    model = as_trained_model(model_dirs["opt"], tmp_path / "model", 16, 5, 6)
+    cfg = resolve_lengths(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", model=str(model)))
+    assert (cfg.max_new_tokens, cfg.decay_span, cfg.speedup_over) == (10, 5, 7)
+    short = resolve_lengths(
+        sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", model=str(model), max_new_tokens=4)
+    )
+    assert short.speedup_over == 4  # never beyond what is generated
+    cfg = resolve_lengths(
+        sweep_config(
+            model_dirs,
+            sweep_dataset,
+            tmp_path / "s.parquet",
+            model=str(model),
+            targets=(3.0,),
+            modes=("skip",),
+            policies=("static",),
+            batch_sizes=(1,),
+        )
+    )
+    df = run_sweep(cfg)
+    row = df[df["target_speedup"] == 3.0].iloc[0]
+    expected = schedule_for_speedup(6, 3.0, 7, "linear", "skip", 1, decay_span=5)
+    assert (row["max_layers"], row["min_layers"]) == (expected.max_layers, expected.min_layers)
+    assert row["schedule_speedup"] == pytest.approx(expected.layer_speedup(7)) and row["speedup_over"] == 7
+    with pytest.raises(UserError, match="speedup-over"):
+        resolve_lengths(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", speedup_over=1))
+
+
+def test_overwrite_deletes_only_its_own_old_traces_and_only_after_the_run(
+    model_dirs, sweep_dataset, tmp_path
+):
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(1.0, 2.0), modes=("skip",), policies=("static",), batch_sizes=(1,))
+    first = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
+    # a results table whose trace_path points outside the traces folder (hand-edited, or another tool's)
+    victim = tmp_path / "precious.parquet"
+    victim.write_bytes(b"not yours")
+    tampered = first.copy()
+    tampered.loc[0, "trace_path"] = "precious.parquet"
+    store = SweepStore(
+        out, sweep_config(model_dirs, sweep_dataset, out, **small).identity(), False, tmp_path / "x"
+    )
+    store.rows = tampered.to_dict("records")
+    store.flush()
+    old_traces = sorted((out.parent / "sweep_traces").glob("*.parquet"))
+    seen_during = []
+
+    def check(setting, row, result):  # old traces still there while the new run goes on
+        seen_during.append(all(p.exists() for p in old_traces))
+
+    new = run_sweep(
+        sweep_config(model_dirs, sweep_dataset, out, overwrite=True, max_new_tokens=6, **small), check
+    )
+    assert victim.read_bytes() == b"not yours"
+    assert seen_during and all(seen_during)
+    assert len(new) == 2 and (new["max_new_tokens"] == 6).all()
+    kept = {out.parent / r for r in new["trace_path"]}
+    assert all(p.exists() for p in kept)
+    listed = {(out.parent / r).resolve() for r in tampered["trace_path"]}
+    for p in old_traces:  # the old table's own traces are gone; the one it no longer listed is left alone
+        assert p.exists() == (p.resolve() not in listed or p in kept), p
+
+
+def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(model_dirs, sweep_dataset, tmp_path):
+    import os
+
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(1.0,), policies=("static",), batch_sizes=(1,))
+    lock = out.with_name(f".{out.name}.lock")
+    lock.write_text(str(os.getppid()))  # a live process holds it
+    with pytest.raises(UserError, match=f"another sweep \\(pid {os.getppid()}\\) is writing"):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
+    assert not out.exists() and lock.read_text() == str(os.getppid())
+    lock.write_text("999999999")  # no such process: a crashed sweep's lock
+    with pytest.warns(UserWarning, match="no longer running"):
+        df = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
+    assert len(df) == 1 and not lock.exists()
+
+
+def test_timing_alternates_full_depth_and_the_setting_after_a_warm_up(model_dirs, sweep_dataset, monkeypatch):
+    from skipcore import SkipEngine, load_model
+    from skipcore.policies import CalmPolicy
+
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu", dtype="float32"))
+    order = []
+    real = engine.generate
+
+    def recording(prompts, policy=None, *a, **kw):
+        order.append("full" if policy is None else "setting")
+        return real(prompts, policy, *a, **kw)
+
+    monkeypatch.setattr(engine, "generate", recording)
+    from skipcore.measure.paired_timing import measure_against_full
+
+    cols = measure_against_full(engine, ["MR: name[Aromi]\nText:"], CalmPolicy(0.5), 10, 1, 3)
+    assert order == ["full", "setting"] * 4  # one warm-up pair, then three timed pairs
+    assert cols["timing_runs"] == 3
+    assert cols["wall_speedup_decode_lo"] <= cols["wall_speedup_decode"] <= cols["wall_speedup_decode_hi"]
+
+
+# -- adaptive SkipDecode in the sweep ------------------------------------------------------------------------
+ADAPTIVE = dict(
+    targets=(1.0, 2.0),
+    modes=("skip",),
+    batch_sizes=(2,),
+    policies=("static", "adaptive"),
+    policy_values={"adaptive_threshold": (0.0, 1.0), "adaptive_drop": (2,), "adaptive_min_layers": (2,)},
+    repeats=0,
+)
+
+
+def adaptive(**values) -> dict:
+    """ADAPTIVE with some parameter columns' values replaced."""
+    return {**ADAPTIVE, "policy_values": {**ADAPTIVE["policy_values"], **values}}
+
+
+def test_adaptive_rows_carry_their_parameters_and_realised_speedup(model_dirs, sweep_dataset, tmp_path):
+    out = tmp_path / "adaptive.parquet"
+    df = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **ADAPTIVE))
+    adaptive = df[df["policy"] == "adaptive"].set_index("adaptive_threshold")
+    assert sorted(adaptive.index) == [0.0, 1.0] and len(df) == 4
+    assert (adaptive["adaptive_drop"] == 2).all() and (adaptive["adaptive_min_layers"] == 2).all()
+    assert (adaptive["adaptive_signal"] == "max_prob").all() and adaptive["target_speedup"].isna().all()
+    assert (adaptive["min_layers"] == 2).all() and adaptive["schedule_speedup"].isna().all()
+    L = int(df["num_layers"].iloc[0])
+    # threshold 0: every step is confident, so the budget falls by 2 a step to the floor; 1.0: never confident (a top probability below 1)
+    never = adaptive.loc[1.0]
+    assert never["layer_speedup"] == 1.0 and never["bleu"] == df[df["mode"] == "full"]["bleu"].iloc[0]
+    always = adaptive.loc[0.0]
+    trace, meta = read_trace(out.parent / always["trace_path"])
+    decode = trace[(trace["step"] >= 1) & ~trace["finished"]]
+    budgets = decode.groupby("step")["budget"].first()
+    assert budgets.is_monotonic_decreasing and budgets.iloc[0] == L - 2 and budgets.min() >= 2
+    # the realised speedup is the trace's own: L x tokens / layers run (as for CALM)
+    assert always["layer_speedup"] == pytest.approx(L * len(decode) / decode["num_layers_run"].sum())
+    assert always["layer_speedup"] > 1.0
+    assert meta["setting"]["adaptive_threshold"] == 0.0
+    # no timing asked for: the timing columns are there, empty, and say so
+    assert (df["timing_runs"] == 0).all() and df["wall_speedup_decode"].isna().all()
+    assert (df["timing_flag"] == "").all()
+
+
+def test_adaptive_parameters_are_part_of_a_rows_identity(model_dirs, sweep_dataset, tmp_path, monkeypatch):
+    out = tmp_path / "adaptive.parquet"
+    first = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **ADAPTIVE))
+    calls = count_runs(monkeypatch)
+    # a new floor and a new drop: only those rows run, finished ones are kept
+    more = adaptive(adaptive_min_layers=(2, 3), adaptive_drop=(2, 1))
+    second = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **more))
+    run = sorted(
+        tuple(s.value(f"adaptive_{k}") for k in ("threshold", "drop", "min_layers")) for s, _ in calls
+    )
+    assert run == sorted((th, d, m) for th in (0.0, 1.0) for d in (2, 1) for m in (2, 3) if (d, m) != (2, 2))
+    assert len(second) == len(first) + 6 and second["setting_id"].is_unique
+    kept = second.set_index("setting_id").loc[first["setting_id"]]
+    assert (kept["created"].values == first["created"].values).all()
+    # the signal changes what a threshold means: another row, not a resumed one
+    calls.clear()
+    run_sweep(sweep_config(model_dirs, sweep_dataset, out, **adaptive(adaptive_signal=("entropy",))))
+    assert len(calls) == 2 and all(s.value("adaptive_signal") == "entropy" for s, _ in calls)
+    # timing is part of the file's identity: a timed rerun on an untimed file is refused, naming it
+    with pytest.raises(UserError, match=r"repeats=0 \(not 2\)"):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, **{**ADAPTIVE, "repeats": 2}))
+
+
+def test_rows_of_older_sweeps_keep_their_ids():
+    """A setting without adaptive or speculative parameters hashes as before they existed, so older files
+    resume."""
+    s = Setting("m", "model", "calm", 8, mode="calm", target_speedup=NAN, params=(("calm_threshold", 0.9),))
+    later = ("draft_tokens", "assistant_exit")
+    fields = {k: v for k, v in s.to_dict().items() if not k.startswith("adaptive_") and k not in later}
+    assert fields["calm_measure"] is None and "params" not in fields  # every column of the first sweeps
+    import hashlib
+
+    blob = json.dumps([fields, {"a": 1}], sort_keys=True, default=str)
+    assert s.setting_id({"a": 1}) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def test_every_policy_is_one_grid_entry(model_dirs, sweep_dataset, tmp_path):
+    cfg = sweep_config(model_dirs, sweep_dataset, tmp_path / "x.parquet", **adaptive(calm_threshold=(0.5,)))
+    cfg = resolve_lengths(cfg)
+    assert set(POLICY_GRID) == {"static", "calm", "adaptive", "speculative", "transformers"}
+    grid = build_grid(replace(cfg, policies=("static", "calm", "adaptive")))
+    assert [s.policy for s in grid] == ["static", "static", "calm", "adaptive", "adaptive"]
+    for s in grid:
+        policy, columns = policy_for(s, 6, cfg)
+        assert policy.name == s.policy and set(columns) == {"max_layers", "min_layers", "schedule_speedup"}
+        assert s.label().startswith("model b2 ")
+    with pytest.raises(UserError, match="unknown sweep policy 'sideways'"):
+        build_grid(replace(cfg, policies=("sideways",)))
+
+
+def test_an_adaptive_floor_the_model_cannot_hold_is_refused_before_any_row(
+    model_dirs, sweep_dataset, tmp_path, monkeypatch
+):
+    calls = count_runs(monkeypatch)
+    out = tmp_path / "bad.parquet"
+    with pytest.raises(UserError, match="adaptive_min_layers must be in") as refused:
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, **adaptive(adaptive_min_layers=(99,))))
+    assert refused.value.field == "adaptive_min_layers"
+    assert calls == []
+
+
+def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, capsys):
+    out = tmp_path / "cli.parquet"
+    args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(csv_dataset), "--limit", "2"]
+    args += ["--targets", "1,2", "--modes", "skip", "--batch-sizes", "2", "--policies", "static,adaptive"]
+    args += ["--adaptive-thresholds", "0,0.5", "--adaptive-drops", "1", "--adaptive-min-layers", "2"]
+    args += ["--max-new-tokens", "5", "--device", "cpu", "--no-progress", "--repeats", "0"]
+    assert main([*args, "--out", str(out)]) == 0
+    said = capsys.readouterr()
+    assert said.err.count("timing not measured (--repeats 0)") == 4
+    assert "Adaptive SkipDecode (max_prob signal)" in said.out
+    assert "Wall-clock timing not measured" in said.out and "Measured wall-clock speedup" not in said.out
+    df = pd.read_parquet(out)
+    assert sorted(df.loc[df["policy"] == "adaptive", "adaptive_threshold"]) == [0.0, 0.5]
+    assert main([*args, "--out", str(out), "--adaptive-drops", "0"]) == 2
+    assert "--adaptive-drops must be >= 1" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--adaptive-min-layers", "0"]) == 2
+    assert "--adaptive-min-layers must be >= 1" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--repeats", "-1"]) == 2
+    assert "--repeats must be >= 0" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--adaptive-thresholds", "0.5,1.5"]) == 2
+    assert "never reaches it" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--adaptive-min-layers", "40"]) == 2
+    err = capsys.readouterr().err  # the grid's setting is named with the flag's complaint
+    assert "setting 'model b2 adaptive" in err and "got 40" in err and len(err.strip().splitlines()) == 1
+
+
+def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, sweep_dataset, tmp_path, capsys):
+    """Lossless rows score as full depth does; transformers' rows run at batch size 1 only, with no trace."""
+    cfg = speculative_config(model_dirs, sweep_dataset, tmp_path / "spec.parquet", targets=(1.0,))
+    df = run_sweep(cfg).set_index("batch_size", drop=False)
+    full = df[df.policy == "static"]
+    spec = df[df.policy == "speculative"]
+    hf = df[df.policy == "transformers"]
+    assert list(spec.batch_size) == [1, 2] and list(hf.batch_size) == [1, 1]
+    for b, row in spec.iterrows():
+        assert row.bleu == full.loc[b, "bleu"] and row.chrf == full.loc[b, "chrf"]
+        assert 1 <= row.tokens_per_full_pass <= 3 and 0 <= row.draft_acceptance <= 1
+        assert row.flops_speedup_with_prompt < 1 and (tmp_path / row.trace_path).exists()
+        assert row.draft_tokens == 2 and row.wall_speedup_decode == row.wall_speedup_decode
+    plain, assisted = hf[hf.assistant_exit.isna()].iloc[0], hf[hf.assistant_exit == 3].iloc[0]
+    for row in (plain, assisted):
+        assert row.bleu == full.loc[1, "bleu"] and row.trace_path == ""
+        assert row.wall_speedup_total > 0 and row.timing_runs == 2
+        assert row.wall_speedup_decode != row.wall_speedup_decode  # not measured apart for generate()
+    # torch's count of generate() is our convention's full depth, up to the rotary tables it also counts
+    assert plain.flops_speedup_with_prompt == pytest.approx(1.0, rel=1e-3)
+    assert plain.tokens_per_full_pass == 1.0 and assisted.flops_speedup_with_prompt < 1
+    assert assisted.draft_tokens == 2 and 0 <= assisted.draft_acceptance <= 1
+    table = quality_tables(df.reset_index(drop=True))
+    assert "Speculative decoding (lossless)" in table and "assistant_early_exit=3, k=2" in table
+
+
+def test_transformers_rows_need_batch_one_and_a_llama_family_model(
+    model_dirs, sweep_dataset, tmp_path, monkeypatch
+):
+    cfg = sweep_config(
+        model_dirs, sweep_dataset, tmp_path / "t.parquet", policies=("transformers",), batch_sizes=(2,)
+    )
+    with pytest.raises(UserError, match="add 1 to --batch-sizes"):
+        build_grid(cfg)
+    loads = []
+    monkeypatch.setattr(units.EngineCache, "get", lambda self, *a, **k: loads.append(a))
+    cfg = replace(cfg, batch_sizes=(1,), policy_values={**cfg.policy_values, "assistant_exit": (3,)})
+    with pytest.raises(UserError, match="assistant_early_exit needs a decoder.*this opt model"):
+        run_sweep(cfg)
+    # a Llama model first and an OPT baseline second: refused from the configs, before the first model loads
+    two = replace(cfg, model=str(model_dirs["llama"]), baseline_model=str(model_dirs["opt"]))
+    with pytest.raises(
+        UserError, match="setting 'baseline b1 transformers assistant_early_exit=3, .*this opt model"
+    ):
+        run_sweep(two)
+    with pytest.raises(UserError, match=r"assistant exit layer must be in \[1, "):
+        run_sweep(replace(two, baseline_model=None, policy_values={"assistant_exit": (99,)}))
+    assert loads == [] and not (tmp_path / "t.parquet").exists()
+
+
+def test_the_in_process_executor_is_the_default_and_keeps_its_model_between_units(
+    model_dirs, sweep_dataset, tmp_path, monkeypatch
+):
+    loads = []
+    get = units.EngineCache.get
+
+    def counting(self, job, model, say=None):
+        loads.append(self.key is None or self.key[0] != job.refs[model])
+        return get(self, job, model, say)
+
+    monkeypatch.setattr(units.EngineCache, "get", counting)
+    cfg = sweep_config(
+        model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=0, baseline_model=str(model_dirs["gpt2"])
+    )
+    df = run_sweep(cfg)  # no executor: this process
+    assert len(df) == 16 and len(loads) == 16 and sum(loads) == 2  # a unit each, each model loaded once
+
+
+def test_measured_speedups_from_two_machines_are_never_one_front(model_dirs, sweep_dataset, tmp_path):
+    df = run_sweep(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=1, timing_limit=1))
+    one = quality_tables(df)
+    assert (
+        one.count("Measured wall-clock speedup against full depth") == 1 and "different machines" not in one
+    )
+    two = df.assign(hardware=df["batch_size"].map({1: "GPU A", 2: "GPU B"}))
+    text = quality_tables(two)
+    assert "Measured on 2 different machines: one table each, never one front across them" in text
+    assert "skip mode on GPU A):" in text and "skip mode on GPU B):" in text
+    assert text.count("Measured wall-clock speedup against full depth") == 2
+    measured = fronts(two, "wall_speedup_decode", "bleu")
+    assert set(measured["machine"]) == {"GPU A", "GPU B"}
+    for machine, front in measured.groupby("machine"):  # each front made of its own machine's rows only
+        assert len(front) and set(front["setting_id"]) <= set(
+            two.loc[two["hardware"] == machine, "setting_id"]
+        )
+    assert set(fronts(two, "layer_speedup", "bleu")["machine"]) == {""}  # theory: one front
+    chart = tradeoff_chart(two, "wall_speedup_decode", "bleu").to_dict()
+    assert "(measured on 2 machines: a front each)" in chart["title"]
+
+
+def test_a_lossless_rows_line_says_whether_its_output_is_full_depths(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    from skipcore.commands.sweep import report_row
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t{i}"}) + "\n" for i in range(3)))
+    cfg = speculative_config(
+        model_dirs, data, tmp_path / "spec.parquet", targets=(1.0,), repeats=0, batch_sizes=(1,)
+    )
+    lines = []
+    df = run_sweep(cfg, on_row=lambda s, row, _: lines.append((s, row)))
+    spec = df[df.policy == "speculative"].iloc[0]
+    assert spec["same_as_full_depth"] == 1.0 and (df["same_as_full_depth"].notna()).all()
+    for setting, row in lines:
+        report_row(setting, row, progress=False)
+    err = capsys.readouterr().err
+    assert "speculative" in err and "output = full depth's for 100% of prompts" in err
+    setting, row = next((s, r) for s, r in lines if s.policy == "speculative")
+    report_row(setting, {**row, "same_as_full_depth": 2 / 3}, progress=True)  # said even under a progress bar
+    assert "output differs from full depth's for 33% of prompts" in capsys.readouterr().err
+    # a resumed sweep whose full-depth row was done before still compares: full depth is generated once
+    monkeypatch.setattr(grid, "FULL_DEPTH", grid.FullDepthOutputs())
+    again = run_sweep(
+        speculative_config(
+            model_dirs,
+            data,
+            tmp_path / "b.parquet",
+            targets=(1.0,),
+            repeats=0,
+            batch_sizes=(1,),
+            policies=("speculative",),
+        )
+    )
+    assert (again["same_as_full_depth"] == 1.0).all()

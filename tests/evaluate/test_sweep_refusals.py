@@ -1,0 +1,50 @@
+"""A sweep that cannot run is refused in one line before its first row: output paths, grid values."""
+
+from __future__ import annotations
+
+import pytest
+
+from skipcore.errors import UserError
+from skipcore.evaluate.settings import check_config
+from tests.helpers import refused, sweep_config
+
+
+def test_sweep_output_paths_are_checked_before_any_row(model_dirs, tmp_path, capsys, monkeypatch):
+    import os
+
+    base = ["sweep", "--model", str(model_dirs["opt"]), "--limit", "1", "--repeats", "0", "--targets", "1"]
+    base += ["--policies", "static", "--batch-sizes", "1", "--max-new-tokens", "2", "--no-progress"]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    out = tmp_path / "s.parquet"
+    assert "is a file" in refused(capsys, [*base, "--out", str(out), "--traces-dir", str(afile)])
+    err = refused(capsys, [*base, "--out", str(out), "--traces-dir", str(tmp_path / "s.csv")])
+    assert "the sweep's own s.csv" in err
+    (tmp_path / "d.parquet").mkdir()
+    assert "is a folder" in refused(capsys, [*base, "--out", str(tmp_path / "d.parquet")])
+    assert not out.exists() and afile.read_text() == "x" and not (tmp_path / "s.csv").exists()
+    real_open = os.open
+
+    def no_permission(path, *a, **kw):  # a folder this user may not write (root passes os.access)
+        if str(path).endswith(".lock"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(os, "open", no_permission)
+    assert "Permission denied" in refused(capsys, [*base, "--out", str(out)])
+
+
+# -- a grid value that would silently drop a row -------------------------------------------------------------
+def test_non_finite_or_out_of_range_grid_values_are_refused(model_dirs, tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    base = ["sweep", "--model", str(model_dirs["opt"]), "--out", str(out), "--repeats", "0"]
+    for flag, value in (("--targets", "nan"), ("--targets", "1,inf"), ("--calm-thresholds", "nan")):
+        assert "must be finite numbers" in refused(capsys, [*base, flag, value])
+    assert "--targets must all be >= 1" in refused(capsys, [*base, "--targets", "0.5"])
+    assert not out.exists()
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text('{"source": "a", "target": "b"}\n')
+    with pytest.raises(UserError, match="--targets must all be finite numbers >= 1"):  # the API too
+        check_config(sweep_config(model_dirs, dataset, out, targets=(1.0, float("nan"))))
+    with pytest.raises(UserError, match="--speculative-targets"):
+        check_config(sweep_config(model_dirs, dataset, out, speculative_targets=(float("inf"),)))

@@ -1,0 +1,134 @@
+"""Model files that cannot be used: each is one line naming the file or tensor and what to do, never a
+traceback or a half-random model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from skipcore import load_model
+from skipcore.errors import UserError
+from skipcore.models.testing import make_tiny_model
+from tests.helpers import generate_refused, refused
+
+
+def test_broken_model_files_are_said_with_what_to_do():
+    import pickle
+
+    from safetensors import SafetensorError
+
+    from skipcore.models.loading import broken_file_reason
+
+    said = broken_file_reason(SafetensorError("Error while deserializing header: incomplete metadata"))
+    assert said.endswith("(the weights file is damaged or incomplete; copy or save it again)")
+    said = broken_file_reason(
+        pickle.UnpicklingError("Weights only load failed. Unsupported global: os.system")
+    )
+    assert "weights_only; nothing in it ran" in said and "safe_serialization=True" in said
+    assert (
+        broken_file_reason(OSError("no file named model.safetensors\nmore"))
+        == "no file named model.safetensors"
+    )
+
+
+def test_broken_model_folders_get_one_line(model_dirs, tmp_path, capsys):
+    import shutil
+
+    import torch
+
+    src = model_dirs["opt"]
+    notok = shutil.copytree(src, tmp_path / "notok", ignore=shutil.ignore_patterns("tokenizer*", "vocab*"))
+    trunc = shutil.copytree(src, tmp_path / "trunc")
+    weights = trunc / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    evil = shutil.copytree(src, tmp_path / "evil", ignore=shutil.ignore_patterns("*.safetensors"))
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(ran), "w"))
+
+    torch.save({"x": Payload()}, evil / "pytorch_model.bin")
+    for folder, words in (
+        (notok, "no tokenizer files"),
+        (trunc, "could not load model"),
+        (evil, "weights_only"),
+    ):
+        assert words in generate_refused(capsys, "--model", str(folder), "--prompt", "MR: x")
+    assert not ran.exists()  # the pickle's payload never ran
+
+
+def with_config(src, dst, **fields):
+    import shutil
+
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    (dst / "config.json").write_text(json.dumps({**config, **fields}))
+    return dst
+
+
+def test_a_config_field_of_the_wrong_type_is_one_line_everywhere(model_dirs, tmp_path, capsys):
+    from skipcore import load_model
+    from skipcore.errors import ModelError
+
+    folder = with_config(model_dirs["opt"], tmp_path / "m", num_hidden_layers="12")
+    said = "a config.json field of the wrong type: Field 'num_hidden_layers' expected int, got str"
+    for command in ("generate", "lens"):
+        argv = [command, "--model", str(folder), "--prompt", "MR: x", "--max-new-tokens", "2"]
+        assert said in refused(capsys, argv)
+    with pytest.raises(ModelError, match=said):
+        load_model(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("hidden_size", 32, "[514, 64] in the weights, [514, 32] by the config"),
+        ("max_position_embeddings", 256, "[514, 64] in the weights, [258, 64] by the config"),
+    ],
+)
+def test_a_config_whose_sizes_do_not_fit_the_weights_names_a_tensor(
+    model_dirs, tmp_path, capsys, field, value, words
+):
+    folder = with_config(model_dirs["opt"], tmp_path / "m", **{field: value})
+    err = refused(capsys, ["generate", "--model", str(folder), "--prompt", "MR: x", "--max-new-tokens", "2"])
+    assert "its weights do not match its config.json" in err and words in err and "above report" not in err
+
+
+# -- a config that claims more layers than the weights hold --------------------------------------------------
+def test_weights_missing_from_a_model_folder_are_an_error_not_a_half_random_model(
+    model_dirs, tmp_path, capsys
+):
+    deeper = with_config(model_dirs["opt"], tmp_path / "deeper", num_hidden_layers=12)
+    with pytest.raises(UserError, match="layers 6-11 of the 12 config.json declares have none"):
+        load_model(str(deeper), device="cpu")
+    argv = ["generate", "--model", str(deeper), "--prompt", "MR: x", "--max-new-tokens", "2"]
+    assert "its weights do not match its config.json" in refused(capsys, argv)
+    # the other way round: weights the model has no place for
+    shallower = with_config(model_dirs["opt"], tmp_path / "shallower", num_hidden_layers=3)
+    with pytest.raises(UserError, match="no place in the model"):
+        load_model(str(shallower), device="cpu")
+
+
+def test_a_lora_adapter_that_does_not_fit_its_base_is_one_line(model_dirs, tmp_path, capsys):
+    pytest.importorskip("peft")
+    from skipcore.models.lora import LoraSpec, save_adapter, with_lora
+
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    save_adapter(with_lora(model, LoraSpec(2), base=str(model_dirs["opt"])), adapter)
+    assert load_model(str(adapter), device="cpu")[0].config.num_hidden_layers == 6  # it fits its own base
+    for layers, words in (
+        (12, "tensors the base's modules need are missing"),
+        (3, "have no place in the base"),
+    ):
+        base = make_tiny_model("opt", tmp_path / f"opt{layers}", num_layers=layers)
+        moved = shutil.copytree(adapter, tmp_path / f"on{layers}")
+        cfg = json.loads((moved / "adapter_config.json").read_text())
+        (moved / "adapter_config.json").write_text(json.dumps({**cfg, "base_model_name_or_path": str(base)}))
+        argv = ["generate", "--model", str(moved), "--prompt", "MR: x", "--max-new-tokens", "2"]
+        err = refused(capsys, argv)
+        assert "does not fit its base model" in err and words in err, err

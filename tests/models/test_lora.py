@@ -1,0 +1,199 @@
+"""LoRA fine-tuning (peft): the saved adapter names its base and loads merged, equal to the trained model; an
+interrupted LoRA run resumes to the same losses; only target tokens carry loss; bad LoRA flags are one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from skipcore import SkipEngine, load_model
+from skipcore.commands import main
+from skipcore.models.lora import LoraSpec, base_name, with_lora
+from skipcore.models.training_record import read_record
+from skipcore.schedule import full_schedule
+from skipcore.training.batching import IGNORE, Pair, collate
+from skipcore.training.objective import SkipLM, skip_logits, token_loss
+from tests.helpers import PROMPTS
+
+peft = pytest.importorskip("peft", reason="LoRA needs peft (pip install peft)")
+
+
+def log_losses(out) -> dict[int, dict]:
+    rows = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    return {r["step"]: r for r in rows if "loss" in r}
+
+
+def lora_cli(model_dir, out, *extra: str) -> int:
+    args = ["train", "--no-progress", "--threads", "1", "--limit", "12", "--batch-size", "4", "--model"]
+    args += [str(model_dir), "--lora-rank", "4", "--lr", "1e-2", "--log-every", "1", "--out", str(out)]
+    return main([*args, *extra])
+
+
+@pytest.fixture(scope="module")
+def lora_run(model_dirs, tmp_path_factory):
+    """8 steps of elastic skip-aware LoRA training of a Llama-family model, checkpoints at 4 and 8."""
+    out = tmp_path_factory.mktemp("lora") / "run"
+    flags = ["--elastic", "1:3", "--steps", "8", "--save-every", "4", "--keep-checkpoints", "0"]
+    assert lora_cli(model_dirs["llama"], out, *flags) == 0
+    return out, flags
+
+
+def test_a_lora_run_saves_a_small_adapter_that_loads_merged_and_equal_to_the_trained_model(
+    model_dirs, lora_run
+):
+    out, _ = lora_run
+    assert (out / "adapter_model.safetensors").is_file() and not (out / "model.safetensors").exists()
+    assert base_name(out) == str(model_dirs["llama"])
+    settings = read_record(out)
+    assert settings["lora"]["rank"] == 4 and settings["lora"]["alpha"] == 8
+    assert set(settings["lora"]["modules"]) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+    } | {"down_proj"}
+    assert 0 < settings["model"]["trainable_parameters"] < settings["model"]["parameters"] / 5
+
+    merged, tok = load_model(str(out), device="cpu", dtype="float32")
+    base, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    # the same adapter applied by peft itself, unmerged: the merge changes no logit
+    reference = peft.PeftModel.from_pretrained(base, str(out)).eval()
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        got = merged(**enc).logits
+        want = reference(**enc).logits
+        plain = reference.get_base_model()
+        with reference.disable_adapter():
+            before = plain(**enc).logits
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(got, before, atol=1e-3)  # training changed the model
+    assert SkipEngine(merged, tok).generate(PROMPTS[:1], max_new_tokens=4).token_ids
+
+
+def test_an_interrupted_lora_run_resumes_to_the_same_losses(model_dirs, lora_run, tmp_path):
+    out, flags = lora_run
+    ckpt = out / "checkpoints" / "step-0000004"
+    assert (ckpt / "adapter_model.safetensors").is_file() and (ckpt / "optimizer.pt").is_file()
+    resumed = tmp_path / "resumed"
+    assert lora_cli(model_dirs["llama"], resumed, *flags, "--resume", str(ckpt)) == 0
+    first, again = log_losses(out), log_losses(resumed)
+    assert sorted(again) == [5, 6, 7, 8]
+    for step, r in again.items():
+        assert r["loss"] == pytest.approx(first[step]["loss"], abs=1e-5)
+        assert r["lr"] == pytest.approx(first[step]["lr"])
+
+
+def test_only_target_tokens_carry_loss(model_dirs):
+    """The loss is the mean cross-entropy of the target tokens (EOS included) given everything before them,
+    whatever the prompt's own tokens would cost: changing how likely the prompt is changes nothing."""
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    lm = SkipLM(model).eval()
+    pairs = [Pair((5, 6, 7, 8), (9, 10, 2)), Pair((11, 12), (13, 2))]
+    batch = collate(pairs, tok.pad_token_id)
+    with torch.no_grad():
+        total, n = token_loss(skip_logits(lm, batch, full_schedule(lm.num_layers)), batch.labels)
+    assert int(n) == 5 and int((batch.labels != IGNORE).sum()) == 5
+    by_hand = []
+    for p in pairs:
+        ids = torch.tensor([p.prompt_ids + p.target_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0]
+        start = len(p.prompt_ids) - 1  # the column that predicts the first target token
+        by_hand.append(F.cross_entropy(logits[start:-1], ids[0, start + 1 :], reduction="sum"))
+    torch.testing.assert_close(total, torch.stack(by_hand).sum(), rtol=1e-4, atol=1e-4)
+
+
+def test_lora_targets_by_group_or_name_and_bad_flags_are_one_line(model_dirs, tmp_path, capsys):
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    assert LoraSpec(2, targets=("attention",)).modules("opt") == ["q_proj", "k_proj", "v_proj", "out_proj"]
+    wrapped = with_lora(model, LoraSpec(2, targets=("fc1",)), base="x")
+    assert sorted(wrapped.peft_config["default"].target_modules) == ["fc1"]
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    cases = [
+        (["--lora-rank", "0"], "--lora-rank must be >= 1"),
+        (["--lora-rank", "2", "--lora-targets", "nonsense"], "no such module"),
+        (["--lora-dropout", "1.5", "--lora-rank", "2"], "--lora-dropout must be in [0, 1)"),
+        (["--lora-alpha", "0"], "--lora-alpha needs --lora-rank"),
+    ]
+    for extra, message in cases:
+        out = tmp_path / f"o{len(message)}"
+        args = ["train", "--no-progress", "--limit", "4", "--steps", "1", "--model", str(model_dirs["opt"])]
+        assert main([*args, "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert main(["train", "--init-config", "opt", "--lora-rank", "2", "--out", str(tmp_path / "s")]) == 2
+    assert "pretrained --model" in capsys.readouterr().err
+
+
+def test_whole_layers_train_every_weight_of_those_layers_beside_lora_and_resume(model_dirs, tmp_path, capsys):
+    """`--whole-layers` trains chosen decoder layers whole (norms included) and LoRA on the others; the folder
+    loads merged, equal to peft's own unmerged model, and a resumed run continues to the same losses."""
+    from safetensors import safe_open
+
+    out = tmp_path / "whole"
+    flags = ["--steps", "4", "--save-every", "2", "--keep-checkpoints", "0", "--schedule", "linear"]
+    flags += ["--target-speedup", "2", "--whole-layers", "5"]  # the top layer of six: every schedule runs it
+    assert lora_cli(model_dirs["llama"], out, *flags) == 0
+    assert "parameters (LoRA; model.layers.5 whole) on" in capsys.readouterr().err
+    settings = read_record(out)
+    assert settings["lora"]["whole_layers"] == [5] and settings["args"]["whole_layers"] == [5]
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+    top = {k for k in keys if ".layers.5." in k}
+    assert top and not any("lora_" in k for k in top) and any("input_layernorm" in k for k in top)
+    assert all(any(f".layers.{i}." in k and "lora_A" in k for k in keys) for i in range(5))
+
+    merged, tok = load_model(str(out), device="cpu", dtype="float32")
+    base, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    reference = peft.PeftModel.from_pretrained(base, str(out)).eval()
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        torch.testing.assert_close(merged(**enc).logits, reference(**enc).logits, rtol=1e-4, atol=1e-5)
+    after = merged.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert {k for k in before if ".layers.5." in k} <= changed  # every weight of the whole layer, norms too
+    assert not any(
+        "layernorm" in k and ".layers.5." not in k for k in changed
+    )  # LoRA leaves the others' norms
+    assert any(".layers.0.self_attn.q_proj" in k for k in changed)
+
+    resumed = tmp_path / "resumed"
+    assert (
+        lora_cli(model_dirs["llama"], resumed, *flags, "--resume", str(out / "checkpoints/step-0000002")) == 0
+    )
+    first, again = log_losses(out), log_losses(resumed)
+    assert sorted(again) == [3, 4]
+    for step, r in again.items():
+        assert r["loss"] == pytest.approx(first[step]["loss"], abs=1e-5)
+
+    capsys.readouterr()
+    for extra, message in [
+        (["--whole-layers", "6"], "--whole-layers 6: this model has layers 0 to 5"),
+        (["--whole-layers", "0,1,2,3,4,5"], "--whole-layers names every layer"),
+        (["--whole-layers", "1,1"], "--whole-layers takes distinct layer indices"),
+    ]:
+        assert lora_cli(model_dirs["llama"], tmp_path / "bad", "--steps", "1", *extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    with pytest.raises(SystemExit):  # argparse's own one line
+        lora_cli(model_dirs["llama"], tmp_path / "bad", "--whole-layers", "top")
+    assert "--whole-layers must be a comma-separated list" in capsys.readouterr().err
+    args = [
+        "train",
+        "--no-progress",
+        "--steps",
+        "1",
+        "--model",
+        str(model_dirs["llama"]),
+        "--whole-layers",
+        "1",
+    ]
+    assert main([*args, "--out", str(tmp_path / "bad")]) == 2
+    assert "--whole-layers needs --lora-rank" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -1,0 +1,140 @@
+"""Every policy through the one loop: adaptive SkipDecode against an uncached recomputation and its
+guarantees (one set per step, budget never grows), and `generate --policy` on the command line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from skipcore import AdaptivePolicy, CalmPolicy, StaticPolicy, read_trace
+from skipcore.commands import main
+from skipcore.decode.forward import column_layer_sets, skip_forward
+from skipcore.schedule import layers_for_budget
+from tests.helpers import PROMPTS, RecordingPicker, engine_for
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_adaptive_cached_logits_equal_uncached_recomputation(model_dirs, family):
+    eng = engine_for(model_dirs, family)
+    L = eng.num_layers
+    # a random model is never confident: a threshold of 0 drops the budget at every step, to the floor
+    pol = AdaptivePolicy(min_layers=2, mode="skip", warmup_layers=1, threshold=0.0, drop=1)
+    enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    picker = RecordingPicker()
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], pol, picker, None, 10)
+    sets = out.layer_sets
+    assert [len(s) for s in sets[:4]] == [L, L - 1, L - 2, L - 3][: min(4, L - 1)] or L <= 4
+    assert len({len(s) for s in sets}) > 2
+    P = enc["input_ids"].shape[1]
+    T = out.tokens.shape[1]
+    ids = torch.cat([enc["input_ids"], out.tokens[:, :-1]], 1)
+    attn = torch.cat([enc["attention_mask"], torch.ones_like(out.tokens[:, :-1])], 1)
+    with torch.no_grad():
+        ref = skip_forward(eng.adapter, ids, attn, column_layer_sets(P, ids.shape[1], sets))
+    for s in range(T):
+        torch.testing.assert_close(picker.logits[s], ref[:, P - 1 + s], rtol=1e-4, atol=1e-5)
+
+
+def test_adaptive_budget_never_grows_and_is_in_the_trace(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    L = eng.num_layers
+    res = eng.generate(PROMPTS, AdaptivePolicy(min_layers=3, threshold=0.0, drop=2), 12)
+    tr = res.trace
+    decode = tr[tr.step >= 1]
+    per_step = decode.groupby("step")["num_layers_run"].agg(["min", "max"])
+    assert (per_step["min"] == per_step["max"]).all()  # one layer set for the whole batch
+    budgets = per_step["max"].to_numpy()
+    assert (budgets[1:] <= budgets[:-1]).all() and budgets.min() == 3
+    assert (decode["budget"] == decode["num_layers_run"]).all()
+    assert decode["adaptive_signal"].notna().all()
+    expect = {layers_for_budget(int(n), L, "skip", 1) for n in budgets}
+    assert {tuple(i for i, c in enumerate(m) if c == "1") for m in decode.layer_mask} == expect
+    assert res.metadata["policy"] == "adaptive"
+
+
+def test_adaptive_that_is_never_sure_is_full_depth(model_dirs):
+    eng = engine_for(model_dirs, "gpt2")
+    never = eng.generate(PROMPTS, AdaptivePolicy(min_layers=1, threshold=1.0), 10)
+    full = eng.generate(PROMPTS, None, 10)
+    assert never.token_ids == full.token_ids
+    assert (never.trace.num_layers_run == eng.num_layers).all()
+
+
+def test_adaptive_runs_on_the_fixed_shape_path_with_its_logits(model_dirs):
+    """The static decoder hands an adaptive policy its logits (no token choice inside the step)."""
+    pol = AdaptivePolicy(min_layers=2, threshold=0.0)
+    plain = engine_for(model_dirs, "llama").generate(PROMPTS, pol, 10)
+    fixed = engine_for(model_dirs, "llama", static=True).generate(PROMPTS, pol, 10)
+    assert fixed.token_ids == plain.token_ids
+    assert fixed.trace.budget.tolist() == plain.trace.budget.tolist()
+
+
+def test_every_policy_gives_the_same_result_type_and_summary_keys(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    results = [
+        eng.generate(PROMPTS, p, 8)
+        for p in (None, StaticPolicy(), CalmPolicy(threshold=0.01), AdaptivePolicy(min_layers=2, threshold=0))
+    ]
+    keys = set(results[0].summary)
+    assert all(set(r.summary) == keys for r in results)
+    assert results[0].token_ids == results[1].token_ids
+
+
+def test_generate_policy_calm_exits_rows_of_one_step_at_different_depths(tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    argv = ["generate", "--policy", "calm", "--calm-threshold", "0.8", "--limit", "8", "--batch-size", "8"]
+    assert main([*argv, "--threads", "1", "--trace", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "calm softmax>=0.8" in err and "per batch step" in err
+    trace, meta = read_trace(out)
+    assert meta["policy"] == "calm" and meta["policy_params"]["calm_threshold"] == 0.8
+    live = trace[(trace.step >= 1) & ~trace.finished]
+    assert live.groupby("step")["exit_layer"].nunique().max() > 1
+
+
+def test_generate_policy_adaptive_writes_its_decisions(tmp_path, capsys):
+    out = tmp_path / "t.csv"
+    argv = ["generate", "--policy", "adaptive", "--adaptive-threshold", "0.3", "--limit", "4"]
+    assert main([*argv, "--min-layers", "3", "--trace", str(out)]) == 0
+    trace = pd.read_csv(out)
+    assert {"budget", "adaptive_signal"} <= set(trace.columns)
+    assert trace.loc[trace.step >= 1, "budget"].min() >= 3
+    assert "adaptive skip max_prob>=0.3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--policy", "adaptive", "--adaptive-drop", "0"], "--adaptive-drop"),
+        (["--policy", "adaptive", "--min-layers", "40"], "40"),
+        (["--policy", "adaptive", "--adaptive-threshold", "nan"], "--adaptive-threshold"),
+        (["--policy", "adaptive", "--adaptive-threshold", "1.5"], "never reaches it"),
+        (["--policy", "calm", "--calm-min-layers", "13"], "--calm-min-layers must be in [1, 12]"),
+        (["--policy", "calm", "--calm-threshold", "-1"], "threshold"),
+    ],
+)
+def test_bad_policy_flags_get_one_line(flags, words, capsys):
+    assert main(["generate", "--limit", "1", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and words in err and len(err.splitlines()) == 1
+
+
+def test_generate_can_time_itself_against_full_depth(capsys):
+    argv = ["generate", "--limit", "2", "--max-new-tokens", "6", "--target-speedup", "2", "--threads", "1"]
+    assert main([*argv, "--timing-repeats", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "measured against full depth: decode" in err and "medians of 2 paired runs" in err
+    assert main([*argv, "--timing-repeats", "-1"]) == 2
+
+
+def test_seeded_sampling_is_batch_invariant(model_dirs):
+    from skipcore import Sampling
+
+    eng = engine_for(model_dirs, "opt")
+    s = Sampling(do_sample=True, temperature=1.3, seed=7)
+    whole = eng.generate(PROMPTS, None, 10, sampling=s).token_ids
+    one_by_one = eng.generate(PROMPTS, None, 10, sampling=s, batch_size=1).token_ids
+    pairs = eng.generate(PROMPTS, None, 10, sampling=s, batch_size=2).token_ids
+    assert whole == one_by_one == pairs
+    assert eng.generate(PROMPTS, None, 10, sampling=Sampling(True, 1.3, seed=8)).token_ids != whole

@@ -1,0 +1,141 @@
+"""CSV and JSONL traces work outside skipcore: plain pandas reads them with `layer_mask` intact (as text, leading
+zeros kept), a frame plain pandas read and wrote back is still a trace, and a zipped CSV or JSONL (one member,
+the run metadata in the zip's comment) opens with `pd.read_csv` / `pd.read_json` as it is."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pandas as pd
+import pytest
+
+from skipcore import Schedule, SkipEngine, load_model, read_trace, validate_trace, write_trace
+from skipcore.commands import main
+from skipcore.errors import UserError
+from skipcore.lens.files import check_lens_path
+from skipcore.traces import TraceSchemaError, sidecar_path
+from tests.helpers import PROMPTS, refused
+
+
+@pytest.fixture(scope="module")
+def made(model_dirs):
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    # warmup 0 and a low floor: masks that start with '0', the case plain pandas used to turn into integers
+    result = SkipEngine(model, tok).generate(PROMPTS, Schedule(6, "linear", "skip", 6, 2, 0), 8)
+    assert result.trace["layer_mask"].str.startswith("0").any()
+    return result
+
+
+def plain_read(path) -> pd.DataFrame:
+    name = str(path)
+    return pd.read_json(path, lines=True) if ".jsonl" in name else pd.read_csv(path)
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl", "t.csv.zip", "t.jsonl.zip"])
+def test_plain_pandas_reads_masks_as_text(made, tmp_path, name):
+    path = write_trace(made.trace, tmp_path / name, made.metadata)
+    plain = plain_read(path)
+    assert pd.api.types.is_string_dtype(plain["layer_mask"])
+    assert plain["layer_mask"].str[1:].tolist() == made.trace["layer_mask"].tolist()
+    assert plain["token_id"].tolist() == made.trace["token_id"].tolist()
+    back, meta = read_trace(path)  # and skipcore's reader gives the schema's masks and the metadata back
+    assert back["layer_mask"].tolist() == made.trace["layer_mask"].tolist()
+    assert meta["run_id"] == made.metadata["run_id"] and meta["num_layers"] == 6
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_a_frame_plain_pandas_wrote_back_is_still_a_trace(made, tmp_path, name):
+    path = write_trace(made.trace, tmp_path / name, made.metadata)
+    plain = plain_read(path)
+    plain = plain[plain["sample"] == 1]  # what a user does: filter, then save
+    out = tmp_path / f"mine{path.suffix}"
+    if path.suffix == ".csv":
+        plain.to_csv(out, index=False)
+    else:
+        plain.to_json(out, orient="records", lines=True)
+    sidecar_path(out).write_text(sidecar_path(path).read_text())
+    back, _ = read_trace(out)
+    mine = made.trace[made.trace["sample"] == 1].reset_index(drop=True)
+    pd.testing.assert_frame_equal(back[mine.columns], mine, check_dtype=False)
+
+
+def test_zipped_traces_hold_one_file_and_the_metadata_in_their_comment(made, tmp_path):
+    path = write_trace(made.trace, tmp_path / "run.csv.zip", made.metadata)
+    with zipfile.ZipFile(path) as zf:
+        assert zf.namelist() == ["run.csv"]
+        assert json.loads(zf.comment)["run_id"] == made.metadata["run_id"]
+    assert not sidecar_path(path).exists()
+    assert len(pd.read_csv(path)) == len(made.trace)
+
+
+def test_older_files_with_bare_masks_still_read(made, tmp_path):
+    path = tmp_path / "old.csv"
+    made.trace.to_csv(path, index=False)  # masks as bare digits, as skipcore wrote them before
+    back, _ = read_trace(path)
+    assert back["layer_mask"].tolist() == made.trace["layer_mask"].tolist()
+    # a frame plain pandas read from such a file is refused with the fix, not a type error
+    with pytest.raises(TraceSchemaError, match=r"'layer_mask' must hold text \(read CSV with dtype="):
+        validate_trace(pd.read_csv(path))
+
+
+def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
+    two = tmp_path / "two.csv.zip"
+    with zipfile.ZipFile(two, "w") as zf:
+        zf.writestr("a.csv", made.trace.to_csv(index=False))
+        zf.writestr("b.csv", made.trace.to_csv(index=False))
+    with pytest.raises(TraceSchemaError, match=r"expected one \.csv file in the zip, found a\.csv, b\.csv"):
+        read_trace(two)
+    broken = tmp_path / "broken.jsonl.zip"
+    broken.write_bytes(b"PK not a zip")
+    with pytest.raises(TraceSchemaError, match="not a readable jsonl.zip trace"):
+        read_trace(broken)
+    with pytest.raises(UserError, match="unknown trace format 't.zip'"):
+        write_trace(made.trace, tmp_path / "t.zip", made.metadata)
+
+
+def test_output_paths_take_zipped_trace_names(tmp_path):
+    from skipcore.files import check_output_path
+    from skipcore.traces import FORMATS, ZIPPED_FORMATS
+
+    out = check_output_path(str(tmp_path / "t.csv.zip"), False, FORMATS + ZIPPED_FORMATS)
+    assert out == tmp_path / "t.csv.zip"
+    with pytest.raises(UserError, match="unknown output format 't.csv.zip'"):
+        check_output_path(str(tmp_path / "t.csv.zip"), False, FORMATS)
+
+
+def generate(model_dirs, *argv: str) -> list[str]:
+    """`generate` on the tiny OPT model, three new tokens."""
+    return [
+        "generate",
+        "--model",
+        str(model_dirs["opt"]),
+        "--prompt",
+        "MR: x",
+        "--max-new-tokens",
+        "3",
+        *argv,
+    ]
+
+
+# -- a sidecar of the trace's name that the user wrote -------------------------------------------------------
+def test_a_users_meta_json_beside_a_trace_is_never_replaced(model_dirs, tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    notes = tmp_path / "t.jsonl.meta.json"
+    notes.write_text("notes")
+    assert "t.jsonl.meta.json exists" in refused(capsys, generate(model_dirs, "--trace", str(trace)))
+    err = refused(capsys, generate(model_dirs, "--trace", str(trace), "--overwrite"))
+    assert "is not one t.jsonl wrote" in err
+    assert notes.read_text() == "notes" and not trace.exists()
+    with pytest.raises(UserError, match="not one t.jsonl wrote"):  # the library refuses too
+        write_trace(pd.DataFrame(), trace, {}, overwrite=True)
+    with pytest.raises(UserError, match="not one l.csv wrote"):  # and the lens table beside its own sidecar
+        (tmp_path / "l.csv.meta.json").write_text("mine")
+        check_lens_path(tmp_path / "l.csv", overwrite=True)
+    # its own sidecar, from an earlier run, is replaced with --overwrite (and only with it)
+    notes.unlink()
+    assert main(generate(model_dirs, "--trace", str(trace), "--quiet")) == 0
+    first = json.loads(notes.read_text())["run_id"]
+    assert "exists" in refused(capsys, generate(model_dirs, "--trace", str(trace)))
+    assert main(generate(model_dirs, "--trace", str(trace), "--quiet", "--overwrite")) == 0
+    assert json.loads(notes.read_text())["run_id"] != first and read_trace(trace)[1]["run_id"] != first

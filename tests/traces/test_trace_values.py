@@ -1,0 +1,77 @@
+"""The trace reader checks values, not only types: each damaged column is refused naming it, and masks must
+match the run's layer count; JSONL is read column-wise and round-trips exactly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from skipcore import Schedule, SkipEngine, load_model, read_trace, write_trace
+from skipcore.traces import TraceSchemaError, sidecar_path
+from tests.helpers import PROMPTS
+
+
+@pytest.fixture(scope="module")
+def made(model_dirs):
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    return SkipEngine(model, tok).generate(PROMPTS, Schedule(6, "linear", "skip", 6, 2, 1), 8)
+
+
+def damage(df: pd.DataFrame, col: str, value) -> pd.DataFrame:
+    df = df.copy()
+    df.loc[df.index[3], col] = value
+    return df
+
+
+@pytest.mark.parametrize(
+    "col, value, words",
+    [
+        ("step", -1, "'step' has negative"),
+        ("sample", -3, "'sample' has negative"),
+        ("kv_cache_bytes", -8, "'kv_cache_bytes' has negative"),
+        ("flops", -1.0, "'flops' must hold finite"),
+        ("step_ms", np.inf, "'step_ms' must hold finite"),
+        ("logprob", np.inf, "'logprob' must hold finite"),
+        ("logprob", 0.5, "'logprob' must hold finite"),
+        ("position", 0, "'position' is below 'step'"),
+    ],
+)
+def test_out_of_range_values_are_refused(made, tmp_path, col, value, words):
+    df = damage(made.trace, col, value)
+    if col == "position":
+        df.loc[df.index[3], "step"] = 5
+    path = tmp_path / "t.parquet"
+    df.to_parquet(path)
+    with pytest.raises(TraceSchemaError, match=words):
+        read_trace(path)
+
+
+def test_flops_above_full_depth_and_masks_of_the_wrong_length_are_refused(made, tmp_path):
+    with pytest.raises(TraceSchemaError, match="above 'flops_full'"):
+        write_trace(damage(made.trace, "flops", 1e30), tmp_path / "a.parquet")
+    # a mask one layer too long, against the run metadata's 6 layers
+    df = made.trace.copy()
+    df["layer_mask"] = df["layer_mask"] + "0"
+    df.to_parquet(tmp_path / "b.parquet")
+    write_trace(df, tmp_path / "b.jsonl", made.metadata)
+    with pytest.raises(TraceSchemaError, match="7 layers but the run metadata says 6"):
+        read_trace(tmp_path / "b.jsonl")
+    mixed = made.trace.copy()
+    mixed.loc[mixed.index[0], ["layer_mask", "num_layers_run"]] = ["1111111", 7]
+    with pytest.raises(TraceSchemaError, match="masks of different lengths"):
+        write_trace(mixed, tmp_path / "c.parquet")
+
+
+def test_jsonl_round_trip_is_exact_and_keeps_masks_as_text(made, tmp_path):
+    path = write_trace(made.trace, tmp_path / "t.jsonl", made.metadata)
+    back, meta = read_trace(path)
+    assert meta["num_layers"] == 6 and json.loads(sidecar_path(path).read_text())["run_id"] == meta["run_id"]
+    assert back["layer_mask"].tolist() == made.trace["layer_mask"].tolist()
+    pd.testing.assert_frame_equal(
+        back[made.trace.columns].reset_index(drop=True),
+        made.trace.reset_index(drop=True),
+        check_dtype=False,
+    )

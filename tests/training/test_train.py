@@ -1,0 +1,512 @@
+"""Skip-aware training: its forward against the engine's cached decoding, the batch layout, a short run that
+learns, exact resumption, elastic draws, the checkpoint's json, and two processes under accelerate."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from skipcore.commands import build_parser, main
+from skipcore.decode.engine import SkipEngine
+from skipcore.errors import UserError
+from skipcore.models.generation_defaults import generation_defaults
+from skipcore.models.loading import load_model
+from skipcore.models.training_record import RECORD_FILE, read_record
+from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup
+from skipcore.traces import read_trace
+from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
+from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
+from skipcore.training.plan import SchedulePlan, plan_for
+from skipcore.training.settings import TrainSettings
+from tests.helpers import PROMPTS, REPO, RecordingPicker, train_argv
+
+ROOT = REPO
+
+
+def log_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def train_cli(*args: str) -> int:
+    # one thread: tiny models on a shared 2-core machine run many times faster than with two
+    return main(["train", "--no-progress", "--threads", "1", "--limit", "12", "--batch-size", "4", *args])
+
+
+# -- the training forward is the engine's computation --------------------------------------------------------
+@pytest.mark.parametrize(
+    "family,mode,attn",
+    [("opt", "skip", "eager"), ("opt", "skip", "sdpa"), ("opt", "exit", "eager"), ("gpt2", "skip", "eager")]
+    + [("llama", "middle", "eager")],
+)
+def test_training_forward_equals_cached_skip_decoding(model_dirs, family, mode, attn):
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
+    eng = SkipEngine(model, tok)
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2, decay_span=8)
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    picker = RecordingPicker()
+    out = eng.generate_batch(enc["input_ids"], enc["attention_mask"], sched.layer_sets(14), picker)
+
+    # the generated tokens become the targets of a training batch (each row up to its EOS)
+    pairs = []
+    for row, prompt in enumerate(PROMPTS):
+        target = out.tokens[row][~out.finished_before[row]].tolist()
+        pairs.append(Pair(tuple(tok(prompt)["input_ids"]), tuple(target)))
+    batch = collate(pairs, eng.pad_id)
+    assert batch.prompt_cols == enc["input_ids"].shape[1] and torch.equal(
+        batch.input_ids[:, : batch.prompt_cols], enc["input_ids"]
+    )
+    lm = SkipLM(model).eval()
+    with torch.no_grad():
+        logits = skip_logits(lm, batch, sched)
+        full = skip_logits(lm, batch, full_schedule(eng.num_layers))
+    P = batch.prompt_cols
+    compared = 0
+    for row, pair in enumerate(pairs):
+        for s in range(len(pair.target_ids)):
+            torch.testing.assert_close(logits[row, P - 1 + s], picker.logits[s][row], rtol=1e-4, atol=1e-5)
+            assert batch.labels[row, P - 1 + s] == pair.target_ids[s]
+            compared += 1
+    assert compared > 20 and len({len(x) for x in sched.layer_sets(14)}) > 2
+    assert not torch.allclose(
+        logits[:, -1], full[:, -1], atol=1e-4
+    )  # skipping really changed the computation
+
+
+def test_batch_layout_lines_columns_up_with_steps():
+    pairs = [Pair((2, 10, 11), (20, 21, 2)), Pair((2, 12), (22, 2))]
+    b = collate(pairs, pad_id=1)
+    assert b.prompt_cols == 3 and b.steps == 3 and b.input_ids.shape == (2, 5)
+    assert b.input_ids.tolist() == [[2, 10, 11, 20, 21], [1, 2, 12, 22, 2]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]
+    assert b.labels.tolist() == [[IGNORE, IGNORE, 20, 21, 2], [IGNORE, IGNORE, 22, 2, IGNORE]]
+    sched = Schedule(6, "custom", budgets_list=(5, 3))
+    sets = batch_layer_sets(b, sched)
+    steps = sched.layer_sets(3)
+    assert sets == [steps[0]] * 3 + [steps[1], steps[2]]  # column P+s-1 runs step s
+    # data order is a pure function of (seed, epoch); different epochs differ
+    lengths = [5, 9, 3, 7, 4, 8, 6, 2]
+    assert (
+        epoch_batches(lengths, 2, 0, 1) == epoch_batches(lengths, 2, 0, 1) != epoch_batches(lengths, 2, 0, 2)
+    )
+    assert sorted(i for b in epoch_batches(lengths, 3, 0, 0) for i in b) != list(range(8))  # last one dropped
+
+
+# -- schedule plans ------------------------------------------------------------------------------------------
+def parse_train(*flags: str) -> TrainSettings:
+    """The settings the command line makes of `flags` (each flag's dest is a setting's name)."""
+    args = build_parser(("train",)).parse_args(["train", "--out", "x", "--model", "m", *flags])
+    return TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
+
+
+def test_the_flags_defaults_are_the_settings_defaults():
+    assert parse_train() == TrainSettings(out="x", model="m")
+    args = vars(build_parser(("train",)).parse_args(["train", "--out", "x"]))
+    assert set(args) - set(TrainSettings.names()) == {"command", "func"}
+
+
+def test_plans_from_flags_use_the_median_target_length():
+    stats = {"median_target_tokens": 25, "max_target_tokens": 59}
+    full = plan_for(parse_train(), 8, stats)
+    assert full.kind == "full" and full.decay_span == 25 and full.max_new_tokens == 64
+    fixed = plan_for(parse_train("--schedule", "linear", "--target-speedup", "3"), 8, stats)
+    assert fixed.kind == "fixed" and fixed.fixed.decay_span == 25 and fixed.horizon == 26
+    assert fixed.fixed.layer_speedup(26) == pytest.approx(3, abs=0.3)  # met over a typical output
+    # what generate picks for the trained model (its defaults: span 25, over 26) is the trained schedule
+    assert fixed.fixed == schedule_for_speedup(8, 3.0, 26, "linear", "skip", 1, decay_span=25)
+    longer = plan_for(parse_train("--target-speedup", "3", "--speedup-over", "64"), 8, stats)
+    assert longer.fixed.layer_speedup(64) == pytest.approx(3, abs=0.3) and longer.fixed != fixed.fixed
+    assert plan_for(parse_train("--min-layers", "3"), 8, stats).fixed.min_layers == 3
+    el = plan_for(parse_train("--elastic", "1:4", "--decay-span", "10"), 8, stats)
+    assert el.kind == "elastic" and el.shape == "linear" and el.decay_span == 10
+
+
+def test_plans_written_before_the_horizon_field_keep_theirs():
+    """The shipped elastic model's plan has no speedup_over: its targets stay met over max_new_tokens."""
+    from skipcore.training.plan import SchedulePlan
+
+    root = REPO
+    settings = read_record(root / "data/models/skipdecode-opt-e2e")
+    assert "speedup_over" not in settings["schedule"]
+    plan = SchedulePlan.from_dict(settings["schedule"])
+    assert plan.horizon == plan.max_new_tokens == 64
+    assert SchedulePlan.from_dict(plan.to_dict()) == plan
+
+
+def test_elastic_draws_different_schedules_and_round_trips():
+    plan = SchedulePlan("elastic", 12, 64, 25, elastic_range=(1.0, 5.0), full_prob=0.2, warmup_layers=1)
+    draws = [plan.draw(random.Random(i)) for i in range(60)]
+    schedules = {s for s, _ in draws}
+    assert len(schedules) >= 5 and full_schedule(12) in schedules
+    for s, target in draws:
+        assert 1.0 <= target <= 5.0 and s.decay_span in (25, None) and s.mode == "skip"
+        if s.shape != "full":
+            assert abs(s.layer_speedup(64) - target) < 0.3  # the closest schedule to the drawn target
+    assert max(t for _, t in draws) > 4 and min(t for _, t in draws) < 2
+    assert SchedulePlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    with pytest.raises(UserError, match="out of reach"):  # 8 layers, 1 always on: 2 layers at least, 4x
+        SchedulePlan("elastic", 8, 64, 25, elastic_range=(1.0, 5.0))
+    fixed = SchedulePlan(
+        "fixed", 8, 64, 25, fixed=Schedule(8, "linear", max_layers=8, min_layers=3, decay_span=25)
+    )
+    assert SchedulePlan.from_dict(json.loads(json.dumps(fixed.to_dict()))) == fixed
+    assert set(plan.eval_schedules()) == {"full", "x3.0", "x5.0"}
+
+
+# -- short runs ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def skip_run(model_dirs, tmp_path_factory):
+    """12 steps of fixed skip-aware fine-tuning with checkpoints at 6 and 12."""
+    out = tmp_path_factory.mktemp("train") / "run"
+    flags = [
+        "--model",
+        str(model_dirs["opt"]),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    flags += [
+        "--steps",
+        "12",
+        "--lr",
+        "3e-3",
+        "--log-every",
+        "1",
+        "--save-every",
+        "6",
+        "--keep-checkpoints",
+        "0",
+    ]
+    assert train_cli(*flags, "--out", str(out)) == 0
+    return out, flags
+
+
+def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
+    out, _ = skip_run
+    losses = [r["loss"] for r in log_records(out) if "loss" in r]
+    assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3]) - 0.3
+    settings = read_record(out)
+    assert settings["state"]["step"] == 12 and settings["objective"] == "fixed"
+    assert generation_defaults(out)["decay_span"] == settings["data"]["median_target_tokens"]
+    over = min(settings["data"]["median_target_tokens"] + 1, settings["generation"]["max_new_tokens"])
+    assert generation_defaults(out)["speedup_over"] == settings["schedule"]["speedup_over"] == over
+    plan = SchedulePlan.from_dict(settings["schedule"])
+    assert plan.fixed.min_layers == 2 and plan.fixed.decay_span == settings["generation"]["decay_span"]
+    assert (out / "model.safetensors").is_file() and not (out / "optimizer.pt").exists()
+    umask = os.umask(0)
+    os.umask(umask)
+    for saved in (out / "model.safetensors", out / "checkpoints/step-0000006/model.safetensors"):
+        assert (
+            saved.stat().st_mode & 0o777 == 0o666 & ~umask
+        )  # as readable as any new file (safetensors: 0600)
+    model, tok = load_model(str(out), device="cpu", dtype="float32")
+    assert SkipEngine(model, tok).generate(["MR: name[Aromi]\nText:"], max_new_tokens=4).token_ids
+
+
+def test_resume_continues_at_the_same_step_with_the_same_losses(skip_run, tmp_path):
+    out, flags = skip_run
+    resumed = tmp_path / "resumed"
+    ckpt = out / "checkpoints" / "step-0000006"
+    assert {"optimizer.pt", "scheduler.pt", "rng_state_0.pt", RECORD_FILE} <= {p.name for p in ckpt.iterdir()}
+    assert train_cli(*flags, "--out", str(resumed), "--resume", str(ckpt)) == 0
+    first = {r["step"]: r for r in log_records(out) if "loss" in r}
+    again = [r for r in log_records(resumed) if "loss" in r]
+    assert [r["step"] for r in again] == list(range(7, 13))
+    for r in again:
+        assert r["lr"] == pytest.approx(first[r["step"]]["lr"])
+        assert r["loss"] == pytest.approx(first[r["step"]]["loss"], abs=1e-5)
+    settings = read_record(resumed)
+    assert settings["state"]["step"] == 12 and settings["resumed_from"] == [str(ckpt)]
+
+
+def test_user_mistakes_are_one_line_errors(model_dirs, tmp_path, capsys):
+    assert train_cli("--out", str(tmp_path / "a")) == 2
+    assert "exactly one of --model" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert train_cli("--model", str(model_dirs["opt"]), "--out", str(tmp_path / "full")) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert train_cli("--model", str(model_dirs["opt"]), "--elastic", "3:1", "--out", str(tmp_path / "b")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "1 <= LOW <= HIGH" in err and "Traceback" not in err
+    assert (
+        train_cli("--model", str(model_dirs["opt"]), "--resume", str(tmp_path), "--out", str(tmp_path)) == 2
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_accelerate_launch_runs_elastic_training_on_two_processes(model_dirs, tmp_path):
+    out = tmp_path / "ddp"
+    # accelerate's --cpu launcher starts a single process; its torchrun launcher (--multi_gpu) with the
+    # training forced onto the CPU (--device cpu) gives real data parallelism over gloo
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += ["--main_process_port", str(_free_port()), "-m", "skipcore", "train", "--device", "cpu"]
+    cmd += ["--no-progress"]
+    cmd += ["--model", str(model_dirs["opt"]), "--elastic", "1:4", "--mode", "exit", "--limit", "8"]
+    cmd += ["--batch-size", "2", "--steps", "3", "--log-every", "1", "--save-every", "3", "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    settings = read_record(out)
+    assert settings["environment"]["processes"] == 2 and settings["state"]["step"] == 3
+    assert [r["step"] for r in log_records(out)] == [1, 2, 3]
+    ckpt = out / "checkpoints" / "step-0000003"
+    assert (ckpt / "rng_state_0.pt").is_file() and (ckpt / "rng_state_1.pt").is_file()
+    shutil.rmtree(out / "checkpoints")
+
+
+def test_resume_refuses_another_runs_folder_and_says_each_changed_setting(skip_run, tmp_path, capsys):
+    out, flags = skip_run
+    ckpt = out / "checkpoints" / "step-0000006"
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "model.safetensors").write_bytes(b"someone else's")
+    assert train_cli(*flags, "--out", str(other), "--resume", str(ckpt)) == 2
+    assert "holds another run" in capsys.readouterr().err
+    # naming the checkpoint's folder as --checkpoint-dir does not make another run's --out this run's
+    assert (
+        train_cli(*flags, "--out", str(other), "--resume", str(ckpt), "--checkpoint-dir", str(ckpt.parent))
+        == 2
+    )
+    assert "holds another run" in capsys.readouterr().err
+    assert (other / "model.safetensors").read_bytes() == b"someone else's"
+    fresh = tmp_path / "fresh"
+    changed = [f if f != "3e-3" else "1e-3" for f in flags]
+    assert train_cli(*changed, "--out", str(fresh), "--resume", str(ckpt)) == 0
+    assert "training.lr: 0.003 -> 0.001" in capsys.readouterr().err
+
+
+def test_resume_passes_over_a_broken_newest_checkpoint(skip_run, tmp_path, capsys):
+    out, flags = skip_run
+    root = tmp_path / "ckpts"
+    shutil.copytree(out / "checkpoints", root)
+    (root / "step-0000012" / "optimizer.pt").write_bytes(b"")  # a write that never finished
+    resumed = tmp_path / "resumed"
+    assert train_cli(*flags, "--out", str(resumed), "--resume", str(root)) == 0
+    assert "step-0000012" in capsys.readouterr().err
+    assert read_record(resumed)["resumed_from"] == [str(root / "step-0000006")]
+
+
+def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, tmp_path, monkeypatch):
+    import skipcore.training.loop as loop
+
+    out = tmp_path / "run"
+    flags = [
+        "--model",
+        str(model_dirs["opt"]),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    flags += ["--steps", "6", "--save-every", "3", "--keep-checkpoints", "0", "--log-every", "1"]
+    real, calls = loop.save_state, []
+
+    def dies_on_the_second(ckpt, *a, **kw):
+        calls.append(ckpt)
+        real(ckpt, *a, **kw)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed after the optimizer, before the checkpoint was complete
+
+    monkeypatch.setattr(loop, "save_state", dies_on_the_second)
+    assert train_cli(*flags, "--out", str(out)) == 130  # the CLI says "interrupted" and exits 130
+    ckpts = out / "checkpoints"
+    assert [p.name for p in ckpts.glob("step-*")] == ["step-0000003"]  # the half-written one is not a step-*
+    monkeypatch.setattr(loop, "save_state", real)
+    assert train_cli(*flags, "--out", str(out), "--resume", str(ckpts)) == 0
+    assert read_record(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
+
+
+# -- your own data: held-out dev sources, no dev loss on training data, one line for a missing split ---------
+def write_mr_csv(path: Path, sources: int, refs: int = 3) -> Path:
+    """An E2E-style CSV of `sources` MRs with `refs` references each, rows of one MR spread over the file."""
+    import csv
+
+    rows = [
+        (f"name[Place {i}], food[Thai], area[riverside]", f"Place {i} serves Thai food by the river ({k}).")
+        for k in range(refs)
+        for i in range(sources)
+    ]
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([("mr", "ref"), *rows])
+    return path
+
+
+def test_dev_fraction_holds_out_whole_mrs_scores_them_and_records_it(model_dirs, tmp_path):
+    from skipcore.data import hold_out, load_examples
+
+    data = write_mr_csv(tmp_path / "mine.csv", sources=12)
+    out = tmp_path / "run"
+    flags = ["--model", str(model_dirs["opt"]), "--dataset", str(data), "--dev-fraction", "0.25"]
+    assert train_cli(*flags, "--steps", "2", "--seed", "3", "--out", str(out)) == 0
+    record = read_record(out)["data"]
+    _, dev = hold_out(load_examples(data), 0.25, seed=3)
+    assert record["split"] is None and record["sources"] == 9 and record["pairs"] == 9 * 3
+    assert record["dev"]["sources"] == len(dev) == 3 and record["dev"]["fraction"] == 0.25
+    assert record["dev"]["seed"] == 3 and record["dev"]["held_out_of"] == str(data)
+    last = log_records(out)[-1]  # dev loss on the held-out MRs at the end, with no --eval-every
+    assert last["step"] == 2 and last["dev_loss_full"] > 0
+
+
+def test_evaluating_on_training_data_or_splits_a_file_lacks_are_refused_before_any_work(
+    model_dirs, tmp_path, capsys
+):
+    data = write_mr_csv(tmp_path / "mine.csv", sources=6)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    shutil.copy(data, folder / "dev.csv")  # no train.csv
+    model = ["--model", str(model_dirs["opt"])]
+    cases = {
+        ("--dataset", str(data), "--split", "dev"): "--split dev does not apply",
+        ("--dataset", str(data), "--eval-every", "5"): "hold out a share of it with --dev-fraction",
+        (
+            "--dataset",
+            str(folder),
+            "--split",
+            "dev",
+            "--eval-every",
+            "5",
+        ): "--eval-split dev is the training split",
+        (
+            "--dataset",
+            str(folder),
+            "--split",
+            "dev",
+            "--eval-split",
+            "dev",
+            "--eval-every",
+            "5",
+        ): "training split",
+        (
+            "--dataset",
+            str(folder),
+            "--dev-fraction",
+            "0.2",
+            "--eval-split",
+            "test",
+        ): "give one of --dev-fraction",
+        ("--dataset", str(data), "--dev-fraction", "1.5"): "--dev-fraction must be between 0 and 1",
+        ("--dataset", str(folder)): "no train.csv or train.jsonl (it holds dev.csv)",
+    }
+    for flags, expected in cases.items():
+        out = tmp_path / "never"
+        assert train_cli(*model, *flags, "--out", str(out)) == 2, flags
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and expected in err and err.count("\n") == 1, (flags, err)
+        assert not out.exists()
+
+
+def test_the_training_record_reads_as_shipped_and_is_written_with_the_same_keys(tmp_path):
+    """Every shipped model's skipcore_training.json reads; a record built now has the shipped files' sections
+    in their order, and its `args` the names a resume takes back."""
+    from skipcore.models.training_record import (
+        FORMAT,
+        build_record,
+        recorded_state,
+        resumed_record,
+        with_state,
+        write_record,
+    )
+
+    shipped = {p.name: read_record(p) for p in sorted((ROOT / "data/models").iterdir()) if p.is_dir()}
+    assert len(shipped) >= 5 and all(r["format"] == FORMAT for r in shipped.values())
+    for name in shipped:
+        assert generation_defaults(ROOT / "data/models" / name)["max_new_tokens"] > 0
+    lora_run = shipped["skipdecode-smollm2-e2e-3x-top"]
+    plan = SchedulePlan("full", 8, 30, 25, speedup_over=26)
+    record = build_record(
+        schedule=plan.to_dict(),
+        data={"dataset": "d", "median_target_tokens": 25},
+        training={},
+        model={},
+        init={},
+        lora=None,
+        environment={},
+        args=TrainSettings(out="o").recorded(),
+        argv=[],
+        output_dir=tmp_path,
+    )
+    assert list(record["args"]) == list(lora_run["args"])
+    assert record["generation"]["speedup_over"] == 26 and record["objective"] == "full"
+    write_record(tmp_path, with_state(record, {"step": 3, "elapsed_s": 1.5}))
+    again = read_record(tmp_path)
+    assert list(again) == list(lora_run) and recorded_state(again) == (3, 1.5)
+    resumed = resumed_record(record, shipped["skipdecode-smollm2-e2e"], tmp_path / "step-1")
+    assert resumed["resumed_from"][-1] == str(tmp_path / "step-1") and len(resumed["resumed_from"]) >= 2
+
+
+def test_old_settings_files_that_recorded_the_training_horizon_decode_over_a_typical_output():
+    from skipcore.models.generation_defaults import defaults_from_record, speedup_horizon
+
+    old = {"generation": {"decay_span": 25, "max_new_tokens": 64, "speedup_over": 64}}
+    assert defaults_from_record({**old, "data": {"median_target_tokens": 25}})["speedup_over"] == 26
+    assert defaults_from_record(old)["speedup_over"] == 64  # a file with no data statistics keeps its own
+    assert speedup_horizon({"speedup_over": 26}, 16) == 16 and speedup_horizon({}, 40) == 40
+
+
+def test_a_model_trained_over_64_tokens_meets_target_speedups_over_its_typical_outputs(tmp_path):
+    """The recipe's elastic fine-tune (--speedup-over 64) of the shipped model, a few steps: generate's
+    --target-speedup 3 on the shipped test split realises 3x within 15%, as the shipped model does."""
+    from skipcore.measure.summary import summarize
+
+    shipped, out = ROOT / "data/models/skipdecode-opt-e2e", tmp_path / "over64"
+    flags = ["--model", str(shipped), "--elastic", "1.0:5.0", "--elastic-full-prob", "0.1"]
+    flags += ["--speedup-over", "64", "--schedule", "linear", "--mode", "skip", "--warmup-layers", "1"]
+    flags += ["--dataset", str(ROOT / "data/e2e_synth"), "--limit", "400", "--steps", "2", "--lr", "1e-6"]
+    assert (
+        main(["train", "--no-progress", "--threads", "1", "--batch-size", "4", *flags, "--out", str(out)])
+        == 0
+    )
+    settings = read_record(out)
+    assert settings["schedule"]["speedup_over"] == 64  # the training horizon, a training setting
+    typical = settings["data"]["median_target_tokens"] + 1
+    assert generation_defaults(out)["speedup_over"] == settings["generation"]["speedup_over"] == typical < 40
+
+    def realised(model: Path, *extra: str) -> float:
+        trace = tmp_path / f"{model.name}{len(extra)}.parquet"
+        cmd = [
+            "generate",
+            "--model",
+            str(model),
+            "--dataset",
+            str(ROOT / "data/e2e_synth"),
+            "--split",
+            "test",
+        ]
+        cmd += ["--limit", "24", "--target-speedup", "3", "--threads", "1", "--quiet", "--trace", str(trace)]
+        assert main([*cmd, *extra]) == 0
+        frame, _ = read_trace(trace)
+        return summarize(frame, 12)["layer_speedup"]
+
+    assert realised(out) == pytest.approx(3.0, rel=0.15)
+    assert realised(shipped) == pytest.approx(3.0, rel=0.15)
+    # met over the training horizon instead (what such a model used to default to), outputs realise far less
+    assert realised(out, "--speedup-over", "64") < 0.85 * 3.0
+
+
+def test_training_without_a_bar_prints_a_loss_line_every_log_every_steps(model_dirs, tmp_path, capsys):
+    flags = ["--limit", "8", "--batch-size", "2", "--steps", "4", "--log-every", "2"]
+    assert main(train_argv(model_dirs["opt"], tmp_path / "o", *flags)) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert [line.split(":")[0] for line in lines] == ["step 2/4", "step 4/4"]
+    assert all("loss" in line and "lr" in line for line in lines)

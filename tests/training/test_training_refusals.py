@@ -1,0 +1,80 @@
+"""Training settings and folders that cannot work are refused in one line, naming the flag, before any
+training."""
+
+from __future__ import annotations
+
+import pytest
+
+from skipcore.commands import main
+from tests.helpers import refused, train_argv, write_csv
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),
+        (["--epochs", "nan"], "--epochs must be a finite number > 0"),
+        (["--weight-decay", "inf"], "--weight-decay must be a finite number >= 0"),
+        (["--max-length", "1"], "--max-length must be >= 2"),
+    ],
+)
+def test_training_flags_out_of_range_name_the_flag_given(model_dirs, tmp_path, capsys, flags, words):
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
+    assert words in refused(capsys, argv)
+    assert not (tmp_path / "o").exists()
+
+
+def test_max_length_that_leaves_no_target_says_so(model_dirs, tmp_path, capsys):
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", "--max-length", "2")
+    err = refused(capsys, argv)
+    assert "--max-length 2 cut the pairs" in err and "--speedup-over" not in err
+
+
+def test_a_pickle_in_a_checkpoints_state_files_is_one_line(model_dirs, tmp_path, capsys):
+    import torch
+
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "2")
+    argv += ["--save-every", "1", "--keep-checkpoints", "0"]
+    assert main(argv) == 0
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(ran), "w"))
+
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state_0.pt"):
+        ckpt = out / "checkpoints" / "step-0000001"
+        kept = (ckpt / name).read_bytes()
+        torch.save({"state": Payload()}, ckpt / name)
+        log = (out / "train_log.jsonl").read_text()
+        err = refused(capsys, [*argv, "--resume", str(ckpt)])
+        assert name in err and "not unpickle" in err and not ran.exists()
+        assert (out / "train_log.jsonl").read_text() == log  # refused before anything was written
+        (ckpt / name).write_bytes(kept)
+
+
+def test_a_second_training_run_on_the_same_out_is_refused(model_dirs, tmp_path, capsys):
+    import os
+
+    out = tmp_path / "run"
+    lock = tmp_path / ".run.lock"
+    lock.write_text(str(os.getppid()))  # a live process holds --out
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
+    assert f"another training run (pid {os.getppid()}) is writing" in refused(capsys, argv)
+    assert not out.exists() and lock.read_text() == str(os.getppid())
+    lock.write_text("999999999")  # a crashed run's lock is taken over
+    with pytest.warns(UserWarning, match="no longer running"):
+        assert main(argv) == 0
+    assert not lock.exists() and (out / "model.safetensors").is_file()
+
+
+def test_an_eval_limit_beyond_the_held_out_sources_is_said(model_dirs, tmp_path, capsys):
+    data = write_csv(tmp_path / "mine.csv", 20)
+    flags = ["--dataset", str(data), "--dev-fraction", "0.2", "--batch-size", "4", "--steps", "1"]
+    assert main(train_argv(model_dirs["opt"], tmp_path / "o", *flags, "--eval-limit", "100")) == 0
+    err = capsys.readouterr().err
+    assert "--eval-limit 100: --dev-fraction 0.2 holds out only 4 sources; all 4 are scored" in err
+    # the default limit is not said: nothing was asked that could not be done
+    assert main(train_argv(model_dirs["opt"], tmp_path / "p", *flags)) == 0
+    assert "--eval-limit" not in capsys.readouterr().err
