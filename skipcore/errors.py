@@ -41,6 +41,12 @@ class ModelError(UserError):
     way."""
 
 
+def is_failure(e: BaseException) -> bool:
+    """A library's failure to read something, as opposed to a request to stop (Ctrl-C, exit): every Exception,
+    and the PanicException that Rust extensions (tokenizers, safetensors) raise as a BaseException."""
+    return isinstance(e, Exception) or type(e).__name__ == "PanicException"
+
+
 class ScheduleError(UserError, ValueError):
     """A schedule that cannot run: out-of-range budgets, increasing budgets, non-nested layer sets."""
 

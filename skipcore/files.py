@@ -1,8 +1,9 @@
 """How a tool writes its files, so that nothing of the user's is replaced by mistake: a file is replaced
 atomically (written beside itself, then renamed, so a reader or an interruption sees the old file or the new one,
 never half of one); an output path is checked before any work (not a folder, not replaced unasked, in a writable
-folder); a file written beside an output (a sidecar, a table's CSV copy) is replaced only when the tool knows it
-as its own; and a tool never writes through a symbolic link that leads out of its output folder.
+folder), and every path a user gives before that (`check_path_text`: a name too long for its file system); a file
+written beside an output (a sidecar, a table's CSV copy) is replaced only when the tool knows it as its own; and a
+tool never writes through a symbolic link that leads out of its output folder.
 """
 
 from __future__ import annotations
@@ -35,9 +36,52 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_path_text(path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError) -> Path:
+    """`path` as a Path, refused in one line (an `error`, naming it as `what`) where no file here can have it: a
+    NUL character, a name (a part between slashes) longer than its file system allows, or a whole path longer
+    than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError instead of saying
+    it is not there, so every path a user gives (an output, a model, a data set) is checked here first."""
+    text = os.fsdecode(os.fspath(path))
+    if "\0" in text:
+        raise error(f"{what} {_shown(text)} holds a NUL character, which no file name can")
+    name_max, path_max = _name_limits(Path(text))
+    if (size := len(os.fsencode(text))) >= path_max:
+        raise error(f"{what} {_shown(text)} is {size} bytes long; paths here are shorter than {path_max}")
+    for part in Path(text).parts:
+        if len(os.fsencode(part)) > name_max:
+            raise error(
+                f"{what} {_shown(text)}: the name {_shown(part)} in it is {len(os.fsencode(part))} bytes long; "
+                f"this file system allows at most {name_max}"
+            )
+    return Path(text)
+
+
+def _name_limits(path: Path) -> tuple[int, int]:
+    """(longest name, longest path) in bytes on the file system of the nearest existing folder at or above `path`
+    (POSIX's pathconf; Linux's usual 255 and 4096 where it cannot say)."""
+    probe = path
+    while not os.path.isdir(probe) and probe != probe.parent:  # os.path.isdir never raises
+        probe = probe.parent
+    limits = []
+    for name, usual in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+        try:
+            value = os.pathconf(probe, name)
+        except (AttributeError, OSError, ValueError):  # no pathconf (Windows), or no answer
+            value = usual
+        limits.append(value if value > 0 else usual)
+    return limits[0], limits[1]
+
+
+def _shown(text: str, keep: int = 24) -> str:
+    """A path or name as a message shows it: quoted, its middle cut where it is long."""
+    return repr(text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}")
+
+
 def check_output_file(path: Path, overwrite: bool, flag: str = "--overwrite") -> Path:
-    """Refuse, before any work, an output file path that is a folder, exists without `overwrite`, or lies in a
-    place that cannot be written (a file where a folder should be, a folder without write permission)."""
+    """Refuse, before any work, an output file path no file can have (`check_path_text`), that is a folder,
+    exists without `overwrite`, or lies in a place that cannot be written (a file where a folder should be, a
+    folder without write permission)."""
+    path = check_path_text(path, "output path")
     if path.is_dir():
         raise UserError(f"{path} is a folder; name a file to write")
     if path.exists() and not overwrite:
@@ -59,7 +103,7 @@ def check_output_path(path: str | Path | None, overwrite: bool, suffixes: tuple[
 
 def check_writable_folder(folder: Path, what: str) -> None:
     """The nearest existing folder at or above `folder` must be a writable folder (it is created later)."""
-    probe = folder
+    probe = check_path_text(folder, "folder")
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():

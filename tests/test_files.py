@@ -1,9 +1,15 @@
-"""How every tool writes (skipcore.files): never through a link that leads out of its folder."""
+"""How every tool writes (skipcore.files): never through a link that leads out of its folder, and every path a
+user gives is checked before anything asks the file system about it."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
+
+from skipcore.errors import ModelError, UserError
+from skipcore.files import check_output_file, check_path_text, check_writable_folder
 from tests.helpers import refused, train_two_steps
 
 
@@ -24,3 +30,32 @@ def test_no_tool_writes_through_a_link_out_of_its_folder(model_dirs, tmp_path, c
     )
     assert "train.csv is a link" in err
     assert outside.read_text() == "precious" and sorted(os.listdir(corpus)) == ["train.csv"]
+
+
+# -- a path no file can have ---------------------------------------------------------------------------------
+def test_a_path_no_file_can_have_is_one_line_not_an_oserror(tmp_path):
+    """`Path.exists` and its kin raise `OSError: File name too long` instead of answering: the shared check says it
+    in one line, and the shared output checks call it first."""
+    long = tmp_path / ("a" * 300) / "t.parquet"
+    with pytest.raises(
+        UserError, match=r"^trace '.*\.\.\..*': the name 'a+\.\.\.a+' in it is 300 bytes long; "
+    ):
+        check_path_text(long, "trace")
+    with pytest.raises(
+        ModelError, match="this file system allows at most 255"
+    ):  # the error a caller asks for
+        check_path_text(str(long), "model", ModelError)
+    with pytest.raises(UserError, match="bytes long; paths here are shorter than 4096"):
+        check_path_text("/".join(["b" * 200] * 30))
+    with pytest.raises(UserError, match="holds a NUL character"):
+        check_path_text("a\0b")
+    with pytest.raises(UserError, match="300 bytes long"):
+        check_output_file(long, overwrite=True)
+    with pytest.raises(UserError, match="300 bytes long"):
+        check_writable_folder(long.parent, "cannot write")
+    name = "é" * 128  # 256 bytes in UTF-8: the limit is in bytes, not characters
+    with pytest.raises(UserError, match="256 bytes long"):
+        check_path_text(tmp_path / name)
+    assert check_path_text(tmp_path / ("a" * 255)) == tmp_path / ("a" * 255)
+    assert check_path_text("relative/model") == Path("relative/model")
+    assert not any(tmp_path.iterdir())  # a check only: nothing made

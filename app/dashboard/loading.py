@@ -17,7 +17,7 @@ import streamlit as st
 
 from app.dashboard.models import ModelChoice
 from skipcore.adapters import ModelShapes, shapes_from_config
-from skipcore.errors import ModelError
+from skipcore.errors import ModelError, UserError
 from skipcore.models.reference import ModelRef
 
 FIRST_LOAD = "up to a minute for a small model"  # what one conversion takes: docs/results.md
@@ -36,19 +36,22 @@ def _stamp(ref: ModelRef) -> float:
     return marker.stat().st_mtime if marker is not None else 0.0
 
 
-def _or_refused(choice: ModelChoice, load: Callable[[], T]) -> T | None:
-    """`load()`, or None with one line on the page saying why the model cannot be used: every page's one handler."""
+def _or_refused(load: Callable[[], T]) -> T | None:
+    """`load()`, or None with one line on the page saying why the model cannot be used: every page's one handler.
+    It catches a user's error only (the library says every model that cannot be used as a `ModelError`); anything
+    else is a bug, and shows as one."""
     try:
         return load()
-    except ModelError as e:
+    except UserError as e:
         st.error(f"Cannot load the model: {e}")
-    except Exception as e:  # noqa: BLE001 (a checkpoint broken in a way no check foresaw must not show a traceback)
-        st.error(f"Cannot load the model `{choice.shown()}`: {type(e).__name__}: {e}")
     return None
 
 
 def prepare(ref: ModelRef, name: str) -> None:
-    """Convert a GGUF model to its cached copy now, with a status on the page; nothing when it is cached."""
+    """Convert a GGUF model to its cached copy now, with a status on the page; nothing when it is cached. Its
+    config is read first, as `load_model` does: a damaged file or an unsupported family is refused before anything
+    is converted."""
+    _load_config(ref, _stamp(ref))
     if not ref.needs_conversion:
         return
     with st.status(
@@ -58,7 +61,7 @@ def prepare(ref: ModelRef, name: str) -> None:
         status.write("Dequantizing every tensor to float32 and repairing the tokenizer…")
         try:
             folder = ref.convert()
-        except ModelError:
+        except UserError:
             status.update(label=f"Could not prepare {name}", state="error")
             raise
         status.update(label=f"{name} is ready: later loads read `{folder}`", state="complete", expanded=False)
@@ -84,7 +87,7 @@ def model_shapes(choice: ModelChoice) -> ModelShapes | None:
             raise ModelError(choice.problem or "no model chosen: pick one in the sidebar")
         return shapes_from_config(_load_config(choice.ref, _stamp(choice.ref)))
 
-    return _or_refused(choice, read)
+    return _or_refused(read)
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)
@@ -115,4 +118,4 @@ def get_engine(choice: ModelChoice):
         with st.spinner(f"Loading {choice.shown()}…"):
             return _load_engine(ref, _stamp(ref), choice.shown())
 
-    return _or_refused(choice, load)
+    return _or_refused(load)

@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.dashboard.address import KEEP
-from app.dashboard.paths import default_model_dir, display_path
+from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
 from skipcore.errors import ModelError
 from skipcore.models.reference import ModelRef, resolve_model
 
@@ -66,11 +66,16 @@ def _resolved(label: str, name: str) -> ModelChoice:
         return ModelChoice(label, resolve_model(name))
     except ModelError as e:
         return ModelChoice(label, problem=str(e))
+    except OSError as e:  # the system would not answer about a file in it (a path too long, no permission)
+        return ModelChoice(label, problem=cannot_look(e.filename or name, e))
 
 
 def _is_model_dir(path: Path) -> bool:
     """A saved model (or a LoRA fine-tune), not a folder that training is still filling."""
-    return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
+    try:
+        return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
+    except OSError:  # a path the system will not look at (too long, no permission) holds no model we can use
+        return False
 
 
 LOCAL_LABEL = "Local folder or .gguf file"
@@ -118,9 +123,12 @@ def _describe(choice: ModelChoice) -> str:
 
 
 def _local_choice(text: str) -> ModelChoice:
-    """A typed folder or .gguf file, or the reason it is not a model."""
+    """A typed folder or .gguf file, or the reason it is not a model (one line, whatever was typed)."""
     if not text:
         return ModelChoice(LOCAL, problem="enter a model folder (config.json inside) or a .gguf file")
+    why = unreachable(text)
+    if why:
+        return ModelChoice(LOCAL, problem=why)
     path = Path(text).expanduser()
     if not (path.is_dir() or path.is_file() and path.suffix.lower() == ".gguf"):
         return ModelChoice(LOCAL, problem=f"not a folder or a .gguf file: `{text}`")
@@ -156,7 +164,7 @@ def model_sidebar() -> ModelChoice:
         choice = _local_choice(text)
     if choice.problem:
         say = st.sidebar.info if picked == LOCAL_LABEL and not text else st.sidebar.error
-        say(choice.problem[0].upper() + choice.problem[1:] + ".")
+        say(choice.problem[0].upper() + choice.problem[1:].rstrip(".") + ".")
     else:
         st.sidebar.caption(_describe(choice))
     st.session_state["model_choice"] = choice

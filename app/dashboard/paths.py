@@ -1,11 +1,14 @@
 """Where the dashboard finds the shipped model, data and sweeps: relative to this file, never the CWD,
-so `streamlit run app/streamlit_app.py` works from any directory."""
+so `streamlit run app/streamlit_app.py` works from any directory. And how a path a user types is looked at: a path
+the system will not answer about is one line saying why (`unreachable`), never a traceback."""
 
 from __future__ import annotations
 
 import math
 import os
 from pathlib import Path
+
+from skipcore.errors import UserError
 
 APP_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = APP_DIR.parent
@@ -29,7 +32,12 @@ DEFAULT_MAX_TRACE_MB = 100.0
 def default_model_dir() -> Path:
     """The model the app opens on: $SKIPCORE_APP_MODEL if set, else the shipped SkipDecode model."""
     env = os.environ.get(MODEL_ENV, "").strip()
-    return Path(env).expanduser().resolve() if env else DEFAULT_MODEL_DIR
+    if not env:
+        return DEFAULT_MODEL_DIR
+    try:
+        return Path(env).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):  # not expandable or resolvable: looked at as given
+        return Path(env)
 
 
 def _limit_mb() -> float:
@@ -57,3 +65,39 @@ def display_path(path: Path | str) -> str:
         return str(p.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
+
+
+SHOWN_CHARS = 80  # a path in a message is cut to about this many characters
+
+
+def shortened(path: Path | str) -> str:
+    """A path as a one-line message shows it: whole, or its start and end around an ellipsis when it is long."""
+    text = str(path)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[: SHOWN_CHARS // 2]}…{text[-SHOWN_CHARS // 3 :]}"
+
+
+def cannot_look(path: Path | str, error: BaseException) -> str:
+    """Why the system would not answer about a path, in one line (no traceback for a path a user typed)."""
+    why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return f"cannot look at `{shortened(path)}`: {why}"
+
+
+def unreachable(text: str) -> str | None:
+    """Why the path a user gave cannot even be asked about, in one line; None when it can be, whether or not
+    anything is there. First the library's one check of every path a user gives (`skipcore.files.check_path_text`:
+    a NUL, a name or a path too long for the file system, said as the command line says it), then the system's
+    own answer (a loop of links, a folder that may not be read, a `~user` with no home): `Path.is_file` and its
+    kin raise for these instead of answering."""
+    from skipcore.files import check_path_text
+
+    try:
+        os.stat(check_path_text(Path(text).expanduser(), "model path"))
+    except UserError as e:
+        return str(e)
+    except (FileNotFoundError, NotADirectoryError):  # nothing there: an answer
+        return None
+    except (OSError, RuntimeError, ValueError) as e:  # RuntimeError: `~user` without a home
+        return cannot_look(text, e)
+    return None

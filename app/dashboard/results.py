@@ -18,6 +18,7 @@ import streamlit as st
 from app.dashboard.provenance import Settings
 
 if TYPE_CHECKING:
+    from app.dashboard.runstore import Run
     from skipcore.decode.outputs import GenerationResult
     from skipcore.lens import Agreement, LensResult
 
@@ -59,6 +60,20 @@ class GenerateResult(PageResult):
     metadata: dict
     settings: Settings
     run_id: int | None = None  # its number in the run history, once kept there
+
+    @classmethod
+    def reopened(cls, run: Run, trace: pd.DataFrame, metadata: dict) -> GenerateResult:
+        """A kept run as the page's result again; a UserError saying why where its record cannot show as one (the
+        page reads the schedule that made it, and one output per prompt)."""
+        from skipcore.errors import UserError
+        from skipcore.schedule import Schedule
+
+        if "schedule" not in run.settings:
+            raise UserError("its settings do not name the schedule that made it")
+        Schedule.from_dict(run.settings["schedule"][1])  # a ScheduleError says what is wrong with it
+        if len(run.prompts) != len(run.texts):
+            raise UserError(f"it holds {len(run.prompts)} prompts but {len(run.texts)} outputs")
+        return cls(run.prompts, run.texts, trace, metadata, run.settings, run.id)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,10 @@ The folder is the dashboard's own: `$SKIPCORE_APP_RUNS`, by default `skipcore/da
 no marker is refused, never written into. Only files the index names are ever deleted, and only inside the
 folder's `traces/`, never through a symlink. A trace is written (atomically) before its row is committed, so the
 index never names a missing file; a file without a row (an interrupted run) is left alone.
+
+Rows are read one by one: a row that is damaged (hand-edited, written by another tool), whose trace is gone or
+names a file outside `traces/` is still listed, with why it cannot be reopened (`Run.problem`), and can be deleted;
+it never hides the others.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -84,6 +88,54 @@ class Run:
     prompts: list[str]
     texts: list[str]
     trace_file: str
+    problem: str | None = None  # why it cannot be reopened (its row damaged, its trace gone), or None
+
+
+def _is_settings(value: object) -> bool:
+    """setting -> [in words, in full], as `provenance` writes them."""
+    return isinstance(value, dict) and all(
+        isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) for v in value.values()
+    )
+
+
+def _is_texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# each column of a row -> (how it is read from the index, what it must then be)
+COLUMNS = {
+    "created": (str, lambda v: isinstance(v, str)),
+    "page": (str, lambda v: isinstance(v, str)),
+    "label": (str, lambda v: isinstance(v, str)),
+    "settings": (json.loads, _is_settings),
+    "summary": (json.loads, lambda v: isinstance(v, dict)),
+    "num_layers": (int, lambda v: isinstance(v, int) and v >= 1),
+    "prompts": (json.loads, _is_texts),
+    "texts": (json.loads, _is_texts),
+}
+# what a field that cannot be read reads as (a text field: "?")
+DAMAGED = {"settings": {}, "summary": {}, "num_layers": 0, "prompts": [], "texts": []}
+
+
+def _run(row: tuple) -> Run:
+    """One row of the index as a run; a field that cannot be read is left empty and named in `problem`, so the
+    run is still listed (and can be deleted)."""
+    run_id, *values, trace_file = row
+    fields, bad = {}, []
+    for (name, (read, valid)), raw in zip(COLUMNS.items(), values, strict=True):
+        try:
+            value = read(raw) if isinstance(raw, str | int) else None
+        except (ValueError, TypeError, RecursionError):  # RecursionError: JSON nested past Python's limit
+            value = None
+        if not valid(value):
+            bad.append(name)
+            value = DAMAGED.get(name, "?")
+        fields[name] = value
+    if not isinstance(trace_file, str):
+        bad.append("trace_file")
+        trace_file = ""  # names no file: nothing is read or deleted for it
+    problem = f"its record is damaged ({', '.join(bad)} cannot be read)" if bad else None
+    return Run(int(run_id), trace_file=trace_file, problem=problem, **fields)
 
 
 def _finite(value: object) -> object:
@@ -168,10 +220,7 @@ class RunStore:
                 "SELECT id, created, page, label, settings, summary, num_layers, prompts, texts, trace_file "
                 "FROM runs ORDER BY id DESC"
             ).fetchall()
-        return [
-            Run(i, c, p, lb, json.loads(s), json.loads(sm), n, json.loads(pr), json.loads(t), f)
-            for i, c, p, lb, s, sm, n, pr, t, f in rows
-        ]
+        return [self._checked(_run(row)) for row in rows]
 
     def get(self, run_id: int) -> Run:
         found = [r for r in self.runs() if r.id == run_id]
@@ -179,27 +228,49 @@ class RunStore:
             raise UserError(f"run #{run_id} is not in the run history (deleted?)")
         return found[0]
 
-    def _trace_path(self, run: Run) -> Path:
-        """The run's trace file, which must be a plain file inside traces/."""
-        folder = (self.root / TRACES).resolve()
-        path = self.root / TRACES / run.trace_file
-        if path.is_symlink() or path.resolve().parent != folder:
-            raise UserError(f"run #{run.id}: its trace {run.trace_file!r} is not a file of the run history")
-        return path
+    def _own_trace(self, name: str) -> Path | None:
+        """The trace file a row names, where it is the store's own: a plain name in traces/, not a symlink; None
+        for anything else (a path out of the folder, a link, a name the system refuses)."""
+        if not name or name in (".", "..") or Path(name).name != name or any(c in name for c in "\\\0"):
+            return None
+        path = self.root / TRACES / name
+        try:
+            return None if path.is_symlink() else path
+        except OSError:  # a name too long for the file system names nothing of ours
+            return None
+
+    def _checked(self, run: Run) -> Run:
+        """The run, with why it cannot be reopened where its trace is not the store's own file, or is gone."""
+        if run.problem is not None:
+            return run
+        path = self._own_trace(run.trace_file)
+        if path is None:
+            return replace(run, problem=f"its trace {run.trace_file!r} is not a file of the run history")
+        try:
+            there = path.is_file()
+        except OSError as e:
+            return replace(run, problem=f"its trace file {run.trace_file} cannot be read: {e.strerror or e}")
+        return run if there else replace(run, problem=f"its trace file {run.trace_file} is missing")
 
     def trace(self, run_id: int) -> tuple[pd.DataFrame, dict]:
-        """A kept run's trace and its metadata."""
+        """A kept run's trace and its metadata; a UserError saying why where the run cannot be reopened."""
         from skipcore.traces import read_trace
 
-        path = self._trace_path(self.get(run_id))
-        if not path.is_file():
-            raise UserError(f"run #{run_id}: its trace file {path.name} is missing")
-        return read_trace(path)
+        run = self.get(run_id)
+        if run.problem is not None:
+            raise UserError(f"run #{run_id}: {run.problem}")
+        return read_trace(self.root / TRACES / run.trace_file)
 
     def delete(self, run_id: int) -> None:
-        """Remove one run: its row, then the trace file its row names (and nothing else)."""
+        """Remove one run: its row, then the trace file its row names where that file is the store's own (a row
+        naming anything else goes alone; nothing outside traces/ is ever deleted)."""
         run = self.get(run_id)
-        path = self._trace_path(run)
+        path = self._own_trace(run.trace_file)
         with self._db() as db:
             db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        path.unlink(missing_ok=True)
+        if path is None:
+            return
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            raise UserError(f"run #{run_id} is deleted, but not its trace {path}: {e.strerror or e}") from e

@@ -1,6 +1,7 @@
 """Run history: every Generate run kept on disk (`runstore`: its trace and an SQLite index), listed with the
 settings that made it; pick runs to compare their layers per step and speedups, reopen one on the Generate page, or
-delete the ones you pick. It survives a reload and a restart of the dashboard.
+delete the ones you pick. It survives a reload and a restart of the dashboard. A run that cannot be reopened (its
+record damaged, its trace gone) is listed with why, and can be deleted like any other.
 """
 
 from __future__ import annotations
@@ -11,14 +12,22 @@ import streamlit as st
 from app.dashboard import figures, history
 from app.dashboard.provenance import line
 from app.dashboard.results import GenerateResult
-from app.dashboard.runstore import RunStore
+from app.dashboard.runstore import Run, RunStore
 from skipcore.errors import UserError
 from skipcore.labels import column_title
 
+DELETED = "history_deleted"  # in the session: what the last Delete said, shown once after the page reloads
 
-def listing(runs) -> pd.DataFrame:
+
+def _number(value: object) -> float | None:
+    """A speedup as the table shows it; None for anything that is not a number."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def listing(runs: list[Run]) -> pd.DataFrame:
     """One short row per run: when, on what, under which schedule, and what it gave (every setting is in the
-    expander below the table)."""
+    expander below the table), and, where some run cannot be reopened, a column saying why."""
+    damaged = any(r.problem for r in runs)
     rows = []
     for r in runs:
         words = {name: value[0] for name, value in r.settings.items()}
@@ -30,31 +39,50 @@ def listing(runs) -> pd.DataFrame:
                 "schedule": r.label,
                 "prompts": words.get("prompts", "?").split(" (", 1)[0],
                 "tokens": words.get("tokens", "?"),
-                "layer speedup": r.summary.get("layer_speedup"),
-                "FLOPs speedup": r.summary.get("flops_speedup_decode"),
+                "layer speedup": _number(r.summary.get("layer_speedup")),
+                "FLOPs speedup": _number(r.summary.get("flops_speedup_decode")),
+                **({"cannot be reopened": r.problem or ""} if damaged else {}),
             }
         )
     return pd.DataFrame(rows)
 
 
-def reopen(store: RunStore, run) -> None:
-    """Put a kept run back on the Generate page, as its result with the settings that made it, and go there."""
+def reopen(store: RunStore, run: Run) -> None:
+    """Put a kept run back on the Generate page, as its result with the settings that made it, and go there; one
+    line saying why where it cannot be."""
     try:
-        trace, metadata = store.trace(run.id)
+        if run.problem is not None:
+            raise UserError(run.problem)
+        result = GenerateResult.reopened(run, *store.trace(run.id))
     except UserError as e:
         st.error(f"Run #{run.id} cannot be reopened: {e}")
         return
-    GenerateResult(run.prompts, run.texts, trace, metadata, run.settings, run.id).keep()
+    result.keep()
     st.switch_page("sections/generate.py")
 
 
-def compare(store: RunStore, chosen) -> None:
+def delete(store: RunStore, chosen: list[Run]) -> None:
+    """Delete each picked run (one that cannot be is said, the others still go), then show the table anew."""
+    failed = []
+    for r in chosen:
+        try:
+            store.delete(r.id)
+        except UserError as e:
+            failed.append(f"Run #{r.id} was not deleted: {e}")
+    st.session_state[DELETED] = failed
+    st.session_state.pop("history_table", None)
+    st.rerun()
+
+
+def compare(store: RunStore, chosen: list[Run]) -> None:
     entries = []
     for r in chosen:
         try:
+            if r.problem is not None:
+                raise UserError(r.problem)
             trace, _ = store.trace(r.id)
         except UserError as e:
-            st.error(str(e))
+            st.warning(f"Run #{r.id} is left out: {e}")
             continue
         entries.append(history.entry(f"#{r.id}: {r.label}", trace, r.summary, r.num_layers))
     if not entries:
@@ -85,6 +113,8 @@ def main() -> None:
     except UserError as e:
         st.error(f"The run history cannot be read: {e}")
         return
+    for failed in st.session_state.pop(DELETED, []):
+        st.error(failed)
     if not runs:
         st.info("No runs yet: each press of **Generate** on the Generate page is kept here.")
         return
@@ -121,15 +151,13 @@ def main() -> None:
         disabled=not rows,
         help="pick the runs to delete in the table; only their own files are removed",
     ):
-        for r in chosen:
-            store.delete(r.id)
-        st.session_state.pop("history_table", None)
-        st.rerun()
+        delete(store, chosen)
     with st.expander(
         f"Settings of run #{chosen[0].id}" + (" (and the others picked)" if len(chosen) > 1 else "")
     ):
         for r in chosen:
-            st.markdown(f"**#{r.id}** {line(r.settings)}")
+            why = f" · cannot be reopened: {r.problem}" if r.problem else ""
+            st.markdown(f"**#{r.id}** {line(r.settings)}{why}")
     st.subheader("Compared")
     compare(store, chosen)
 

@@ -1,8 +1,9 @@
 """`python -m skipcore ...`: generate, lens, train, sweep, bench, data and models.
 
 Everything that parses flags lives in this package; the library (`skipcore`) never imports it. Each
-subcommand's module registers itself with `add_parser(subparsers)`; this module only dispatches and turns a
-user's mistake (UserError) into one clear line and a non-zero exit, never a traceback.
+subcommand's module registers itself with `add_parser(subparsers)`; this module only parses (a bad flag is one
+line), dispatches and turns a user's mistake (UserError) into one clear line and a non-zero exit, never a
+traceback; output whose reader has gone (`skipcore models | head -3`) ends the command quietly, as Unix tools end.
 
 The modules, one idea each: one per subcommand (`generate`, `lens`, `train`, `sweep`, `bench`, `data`: its flags
 and its run), `common` (the flag kits several subcommands share, each option declared once), `decoding`
@@ -15,11 +16,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import sys
 import warnings
 from collections.abc import Collection, Sequence
 
-from skipcore.commands.common import OneLineParser, given_options
 from skipcore.errors import SkipcoreWarning, UserError
 
 # subcommand -> its line in the top-level `--help`, in the order listed (declared here once: a module's parser is
@@ -33,6 +34,42 @@ SUBCOMMANDS: dict[str, str] = {
     "data": "write the synthetic E2E-style corpus (train/dev/test CSV)",
     "models": "list the shipped and installable real models (sizes, head ceiling, licence, install command)",
 }
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is reported as one line (no usage block) with exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options the command line set itself (their `dest` names), not left at their defaults: what a resumed
+    run may take from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is
+    parsed again with every default suppressed (abbreviations and `--flag=value` resolve as they did)."""
+    parsers, saved = _all_parsers(parser), []
+    for p in parsers:
+        saved.append((p, dict(p._defaults), [(a, a.default) for a in p._actions]))
+        p._defaults.clear()
+        for a in p._actions:
+            a.default = argparse.SUPPRESS
+    try:
+        given = set(vars(parser.parse_args(argv)))
+    finally:
+        for p, defaults, actions in saved:
+            p._defaults.update(defaults)
+            for a, default in actions:
+                a.default = default
+    return given
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _all_parsers(sub)
+    return found
 
 
 class _Subcommands:
@@ -66,6 +103,33 @@ def _asked_command(argv: Sequence[str]) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on `argv` (default: the process's) and return its exit status."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # here, so that a reader that has gone is noticed below, not at the exit
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise
+        return 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (`| head`: polling it reports an error); if so, stdout is
+    pointed at /dev/null, so that the interpreter's last flush at exit has no pipe to fail on."""
+    try:  # a test's captured stdout has no descriptor, Windows no poll
+        fd, poller = sys.stdout.fileno(), select.poll()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
+
+
+def _run(argv: list[str] | None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(_asked_command(argv))

@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 
 from skipcore.errors import UserError
+from skipcore.files import check_path_text
 from skipcore.models.shipped import shipped_path
 
 DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
@@ -31,47 +32,32 @@ def comma_list(kind: type, name: str) -> Callable[[str], tuple]:
     return parse
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is reported as one line (no usage block) with exit code 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message}\n")
-
-
-def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The options the command line set itself (their `dest` names), not left at their defaults: what a resumed
-    run may take from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is
-    parsed again with every default suppressed (abbreviations and `--flag=value` resolve as they did)."""
-    parsers, saved = _all_parsers(parser), []
-    for p in parsers:
-        saved.append((p, dict(p._defaults), [(a, a.default) for a in p._actions]))
-        p._defaults.clear()
-        for a in p._actions:
-            a.default = argparse.SUPPRESS
+def finite(text: str) -> float:
+    """The argparse `type` of every float flag: a finite number (`inf`, `nan`, `1e999` are refused in one line)."""
     try:
-        given = set(vars(parser.parse_args(argv)))
-    finally:
-        for p, defaults, actions in saved:
-            p._defaults.update(defaults)
-            for a, default in actions:
-                a.default = default
-    return given
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
 
 
-def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    found = [parser]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                found += _all_parsers(sub)
-    return found
+def path_text(text: str) -> str:
+    """The argparse `type` of every path flag: refused where no file can have it (`files.check_path_text`)."""
+    try:
+        check_path_text(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 # -- shared argument groups ------------------------------------------------------------------------------
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--model", default=DEFAULT_MODEL, help="local model directory or hub id (default: %(default)s)"
-    )
+        "--model", type=path_text, default=DEFAULT_MODEL,
+        help="local model directory or hub id (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: %(default)s)")
     p.add_argument(
         "--dtype",
@@ -112,16 +98,18 @@ def add_schedule_args(p: argparse.ArgumentParser) -> None:
         help="steps from max to min (default: the span a skipcore-trained model was trained with, else "
         "max-new-tokens - 2)",
     )
-    g.add_argument("--alpha", type=float, default=0.9, help="power shape: n(s) = floor(max * alpha^(s-1))")
+    g.add_argument("--alpha", type=finite, default=0.9, help="power shape: n(s) = floor(max * alpha^(s-1))")
     g.add_argument("--stages", type=int, default=4, help="step shape: number of plateaus (default: 4)")
     g.add_argument("--budgets", help="custom shape: comma-separated non-increasing budgets for s = 1, 2, ...")
     g.add_argument(
         "--target-speedup",
-        type=float,
+        type=finite,
         help="pick max/min layers for this theoretical layer speedup (default 2 for a decaying shape given "
         "no --min-layers)",
     )
-    g.add_argument("--schedule-json", help="a schedule exported by the dashboard (overrides the flags above)")
+    g.add_argument(
+        "--schedule-json", type=path_text, help="a schedule exported by the dashboard (overrides the flags above)"
+    )  # fmt: skip
 
 
 # a schedule's fields, and the flags that set them
@@ -143,10 +131,10 @@ SCHEDULE_FLAGS = {
 def add_param_flag(group, param, flag: str, text: str, values=None) -> None:
     """A policy parameter's flag (`skipcore.policies.params.Param`): one value of its type, or, for a sweep axis,
     a comma-separated list (`values`: its default values)."""
-    if values is None:
+    if values is None:  # a float is finite (the policy checks it too, as it does every value from elsewhere)
         group.add_argument(
-            flag, type=param.kind, default=param.default, choices=param.choices or None,
-            help=f"{text} (default: %(default)s)",
+            flag, type=finite if param.kind is float else param.kind, default=param.default,
+            choices=param.choices or None, help=f"{text} (default: %(default)s)",
         )  # fmt: skip
         return
     group.add_argument(
@@ -177,10 +165,11 @@ def add_prompt_args(p: argparse.ArgumentParser, limit: int = 8) -> None:
     src = p.add_argument_group("prompts (one of)")
     src.add_argument("--prompt", action="append", help="a prompt; repeat for a batch")
     src.add_argument(
-        "--prompts-file", help="text file with one prompt per line, or .jsonl with a 'prompt' field"
-    )
+        "--prompts-file", type=path_text, help="text file with one prompt per line, or .jsonl with a 'prompt' field"
+    )  # fmt: skip
     src.add_argument(
         "--dataset",
+        type=path_text,
         default=DEFAULT_DATASET,
         help=f"else: prompts from a dataset (default: %(default)s), one of: {DATASET_FORMATS}",
     )

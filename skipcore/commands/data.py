@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from skipcore.commands.common import path_text
 from skipcore.data.e2e_synth import CORPUS_FILES, DEFAULT_SIZES, MAX_MRS, write_default_corpus
 from skipcore.errors import UserError
 from skipcore.files import check_writable_folder
@@ -29,7 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "per meaning representation; no MR shared across splits) plus a README. Deterministic in --seed."
         ),
     )
-    parser.add_argument("--out", default="data/e2e_synth", help="output directory (default: %(default)s)")
+    parser.add_argument(
+        "--out", type=path_text, default="data/e2e_synth", help="output directory (default: %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed; same seed, same files (default: 0)")
     for split, size in DEFAULT_SIZES.items():
         parser.add_argument(

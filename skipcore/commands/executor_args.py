@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from skipcore.commands.common import finite
 from skipcore.errors import UserError
 from skipcore.evaluate.executors import InProcessExecutor
 from skipcore.evaluate.ray_executor import RayExecutor
@@ -34,14 +35,14 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
     x.add_argument(
         "--ray-cpus-per-task",
         metavar="N",
-        type=float,
+        type=finite,
         help=f"CPUs each task asks for; its torch threads unless --threads is given "
         f"(default: {RAY_DEFAULTS['cpus_per_task']:g})",
     )
     x.add_argument(
         "--ray-gpus-per-task",
         metavar="N",
-        type=float,
+        type=finite,
         help=f"GPUs each task asks for, fractions allowed (default: {RAY_DEFAULTS['gpus_per_task']:g})",
     )
     x.add_argument(

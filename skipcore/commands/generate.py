@@ -11,6 +11,8 @@ from skipcore.commands.common import (
     add_prompt_args,
     add_schedule_args,
     add_threads_arg,
+    finite,
+    path_text,
 )
 from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
 from skipcore.errors import UserError
@@ -33,9 +35,9 @@ def add_parser(sub) -> None:
     add_length_args(g)
     g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
     g.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
-    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--temperature", type=finite, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="0 keeps every token")
-    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--top-p", type=finite, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     add_threads_arg(g)
     g.add_argument(
@@ -49,6 +51,7 @@ def add_parser(sub) -> None:
     o = p.add_argument_group("output")
     o.add_argument(
         "--trace",
+        type=path_text,
         help="write the per-token trace here: .parquet (metadata inside), .csv or .jsonl (with a .meta.json "
         "sidecar), or .csv.zip / .jsonl.zip (one file plain pandas reads, metadata in the zip comment)",
     )

@@ -11,6 +11,7 @@ from skipcore.commands.common import (
     add_prompt_args,
     add_schedule_args,
     add_threads_arg,
+    path_text,
 )
 from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
 from skipcore.errors import UserError
@@ -51,7 +52,9 @@ def add_parser(sub) -> None:
     g.add_argument("--top-k", type=int, default=5, help="top tokens kept per read-out (default: %(default)s)")
     o = p.add_argument_group("output")
     o.add_argument(
-        "--out", help="write the lens table here (.parquet, .jsonl or .csv; metadata as for traces)"
+        "--out",
+        type=path_text,
+        help="write the lens table here (.parquet, .jsonl or .csv; metadata as for traces)",
     )
     o.add_argument("--overwrite", action="store_true", help="replace an existing lens file")
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")

@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
         "--prepare",
         nargs="+",
         metavar="NAME",
-        help="convert these installed real models (e.g. smollm2-135m) to their cached safetensors copy now, "
-        "so the first generate does not wait for it",
+        help="convert these installed real models (e.g. smollm2-135m) or GGUF files to their cached "
+        "safetensors copy now, so the first generate does not wait for it; a damaged copy is converted again",
     )
     p.set_defaults(func=run)
 
@@ -29,13 +29,16 @@ def run(args: argparse.Namespace) -> int:
     from skipcore.models.reference import resolve_model
 
     if args.prepare:
-        unknown = [n for n in args.prepare if n not in REAL_MODELS]
-        if unknown:
-            raise UserError(f"unknown real model {unknown[0]!r}; known: {', '.join(REAL_MODELS)}")
         # every name checked before the first conversion
         refs = [resolve_model(name) for name in args.prepare]
+        unknown = [r.name for r in refs if r.kind not in ("real", "gguf")]
+        if unknown:
+            raise UserError(
+                f"--prepare {unknown[0]}: not a real model or a GGUF file; "
+                f"real models: {', '.join(REAL_MODELS)}"
+            )
         for ref in refs:
-            print(f"{ref.name}: {ref.convert()}", file=sys.stderr)
+            print(f"{ref.name}: {ref.convert(rebuild=True)}", file=sys.stderr)
     rows = [_row(e) for e in every_model()]
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
     for r in [HEADER, *rows]:
@@ -48,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# what a real model's row says of its cached safetensors copy, by its state (skipcore.models.model_cache)
+CACHE_WORDS = {
+    "ready": ", converted",
+    "absent": " (converted to safetensors on first use)",
+    "damaged": " (its cached copy is damaged: skipcore models --prepare {name} converts it again)",
+    "foreign": " (its cache folder holds files skipcore did not write: move them away)",
+    "stale": " (converted again on first use)",
+}
 HEADER = ("name", "kind", "layers x hidden", "vocab", "head share", "ceiling", "licence", "status / where")
 
 
@@ -66,8 +77,8 @@ def _row(entry) -> tuple[str, ...]:
     try:
         ref = resolve_model(entry.name)
         if entry.kind == "real":
-            status += " (converted to safetensors on first use)" if ref.needs_conversion else ", converted"
-        s = shapes_from_config(load_config(ref))
+            status += CACHE_WORDS[ref.cache_status.state].format(name=entry.name)
+        s = shapes_from_config(load_config(ref))  # from the GGUF header where the copy is not ready
     except UserError:
         status += " (unreadable)"
     else:

@@ -18,6 +18,7 @@ from skipcore.commands.common import (
     add_threads_arg,
     comma_list,
     dataset_split,
+    path_text,
 )
 from skipcore.commands.executor_args import add_executor_args, executor_from_args
 from skipcore.errors import UserError
@@ -52,10 +53,13 @@ def add_parser(sub) -> None:
         "and a CSV of the same stem, plus each setting's per-token trace. Rerunning skips finished rows.",
     )
     add_model_args(p)
-    p.add_argument("--baseline-model", help="also sweep this model (e.g. without skip-aware training)")
+    p.add_argument(
+        "--baseline-model", type=path_text, help="also sweep this model (e.g. without skip-aware training)"
+    )
     d = p.add_argument_group("data")
     d.add_argument(
         "--dataset",
+        type=path_text,
         default=DEFAULT_DATASET,
         help=f"data set (default: %(default)s), one of: {DATASET_FORMATS}",
     )
@@ -115,8 +119,15 @@ def add_parser(sub) -> None:
     )
     add_executor_args(p)
     o = p.add_argument_group("output")
-    o.add_argument("--out", required=True, help="results .parquet (a .csv of the same stem is written too)")
-    o.add_argument("--traces-dir", help="per-setting traces (default: <out stem>_traces beside --out)")
+    o.add_argument(
+        "--out",
+        type=path_text,
+        required=True,
+        help="results .parquet (a .csv of the same stem is written too)",
+    )
+    o.add_argument(
+        "--traces-dir", type=path_text, help="per-setting traces (default: <out stem>_traces beside --out)"
+    )
     o.add_argument(
         "--overwrite",
         action="store_true",
@@ -227,10 +238,9 @@ def run_cli(args: argparse.Namespace) -> int:
         from skipcore.evaluate.quality import quality_tables
 
         print(quality_tables(df))
-    print(
-        f"{len(df)} settings in {cfg.out} and {cfg.out.with_suffix('.csv')} ({time.perf_counter() - t0:.0f} s)",
-        file=sys.stderr,
-    )
+    files = [str(p) for p in (cfg.out, cfg.out.with_suffix(".csv")) if p.is_file()]  # only files written
+    where = f"in {' and '.join(files)}" if files else "written: no results file"
+    print(f"{len(df)} settings {where} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     if incomplete is not None:
         print(f"error: {incomplete}", file=sys.stderr)
         return 1

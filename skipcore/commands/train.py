@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from skipcore.commands.common import SCHEDULE_FLAGS, comma_list
+from skipcore.commands.common import SCHEDULE_FLAGS, comma_list, finite, path_text
 from skipcore.errors import UserError
 from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
 from skipcore.training.settings import TrainSettings
@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
         description=DESCRIPTION,
     )
     src = p.add_argument_group("starting point (one of)")
-    src.add_argument("--model", help="fine-tune this model directory (or hub id)")
+    src.add_argument("--model", type=path_text, help="fine-tune this model directory (or hub id)")
     src.add_argument(
         "--init-config",
         choices=[*FAMILIES, *(f"{f}-tiny" for f in FAMILIES)],
@@ -48,7 +48,10 @@ def add_parser(sub) -> None:
     )
     src.add_argument(
         "--resume",
-        help="continue from a checkpoint directory (or a folder of step-* checkpoints: the latest)",
+        type=path_text,
+        help="continue from a checkpoint directory (or a folder of step-* checkpoints: the latest) with the run's "
+        "own settings; of the flags given again only --steps, --epochs, the logging, dev-loss and saving flags "
+        "and --attn may differ (the others are refused)",
     )
     size = p.add_argument_group("from-scratch model size (--init-config)")
     size.add_argument("--layers", type=int, default=8, help="decoder layers (default: %(default)s)")
@@ -56,9 +59,11 @@ def add_parser(sub) -> None:
     size.add_argument("--heads", type=int, default=6, help="attention heads (default: %(default)s)")
     size.add_argument("--ffn", type=int, default=768, help="MLP inner size (default: %(default)s)")
     size.add_argument("--max-positions", type=int, default=256, help="positions (default: %(default)s)")
-    size.add_argument("--dropout", type=float, default=0.1, help="residual dropout (default: %(default)s)")
+    size.add_argument("--dropout", type=finite, default=0.1, help="residual dropout (default: %(default)s)")
     size.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary at most (default: 2048)")
-    size.add_argument("--tokenizer", help="use this tokenizer directory instead of training one")
+    size.add_argument(
+        "--tokenizer", type=path_text, help="use this tokenizer directory instead of training one"
+    )
     size.add_argument(
         "--attn", default="sdpa", choices=["sdpa", "eager"], help="attention kernel (default: %(default)s)"
     )
@@ -71,9 +76,9 @@ def add_parser(sub) -> None:
         help="train rank-R LoRA matrices beside the frozen weights (peft) instead of every weight; the result is "
         "a small adapter folder that names its base and loads with --model OUT alone (merged on load)",
     )
-    lora.add_argument("--lora-alpha", type=float, help="LoRA scale alpha (alpha / rank; default: 2 x rank)")
+    lora.add_argument("--lora-alpha", type=finite, help="LoRA scale alpha (alpha / rank; default: 2 x rank)")
     lora.add_argument(
-        "--lora-dropout", type=float, default=0.05, help="dropout on LoRA inputs (default: 0.05)"
+        "--lora-dropout", type=finite, default=0.05, help="dropout on LoRA inputs (default: 0.05)"
     )
     lora.add_argument(
         "--lora-targets",
@@ -93,6 +98,7 @@ def add_parser(sub) -> None:
     data = p.add_argument_group("data")
     data.add_argument(
         "--dataset",
+        type=path_text,
         default=DEFAULT_DATASET,
         help=f"training data (default: %(default)s), one of: {DATASET_FORMATS}",
     )
@@ -105,7 +111,7 @@ def add_parser(sub) -> None:
     data.add_argument("--max-length", type=int, help="tokens per pair at most (default: model positions)")
     data.add_argument(
         "--dev-fraction",
-        type=float,
+        type=finite,
         metavar="F",
         help="hold out this share of the sources (whole MRs: no source is in both parts, drawn with --seed) "
         "as dev data, train on the rest; the dev loss is reported at the end and every --eval-every steps; "
@@ -127,7 +133,7 @@ def add_parser(sub) -> None:
     el.add_argument("--elastic", metavar="LOW:HIGH", help="draw a target speedup per batch, e.g. 1.0:5.0")
     el.add_argument(
         "--elastic-full-prob",
-        type=float,
+        type=finite,
         default=0.1,
         help="share of elastic batches run at full depth (default: %(default)s)",
     )
@@ -146,13 +152,13 @@ def add_parser(sub) -> None:
 
     opt = p.add_argument_group("optimisation")
     opt.add_argument("--steps", type=int, help="optimizer steps (default: --epochs over the data)")
-    opt.add_argument("--epochs", type=float, default=1.0, help="passes over the data (default: 1)")
+    opt.add_argument("--epochs", type=finite, default=1.0, help="passes over the data (default: 1)")
     opt.add_argument("--batch-size", type=int, default=16, help="pairs per process per step (default: 16)")
-    opt.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (default: %(default)s)")
-    opt.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)")
-    opt.add_argument("--warmup-ratio", type=float, default=0.05, help="LR warmup share (default: 0.05)")
+    opt.add_argument("--lr", type=finite, default=5e-4, help="peak learning rate (default: %(default)s)")
+    opt.add_argument("--weight-decay", type=finite, default=0.01, help="AdamW weight decay (default: 0.01)")
+    opt.add_argument("--warmup-ratio", type=finite, default=0.05, help="LR warmup share (default: 0.05)")
     opt.add_argument("--lr-scheduler", default="linear", choices=LR_SCHEDULERS, help="(default: linear)")
-    opt.add_argument("--max-grad-norm", type=float, default=1.0, help="0 turns clipping off (default: 1)")
+    opt.add_argument("--max-grad-norm", type=finite, default=1.0, help="0 turns clipping off (default: 1)")
     opt.add_argument("--seed", type=int, default=0, help="init, data order, dropout, draws (default: 0)")
     opt.add_argument(
         "--group-by-length",
@@ -176,10 +182,18 @@ def add_parser(sub) -> None:
     )
 
     out = p.add_argument_group("output")
-    out.add_argument("--out", required=True, help="directory for the final model, its json and the log")
-    out.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
+    out.add_argument(
+        "--out", required=True, type=path_text, help="directory for the final model, its json and the log"
+    )
+    out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into a non-empty --out: the files and checkpoints of the run it holds go, other files stay",
+    )
     out.add_argument("--save-every", type=int, default=0, help="resumable checkpoint every N steps (0: off)")
-    out.add_argument("--checkpoint-dir", help="where step-* checkpoints go (default: OUT/checkpoints)")
+    out.add_argument(
+        "--checkpoint-dir", type=path_text, help="where step-* checkpoints go (default: OUT/checkpoints)"
+    )
     out.add_argument("--keep-checkpoints", type=int, default=2, help="newest kept (0: all; default: 2)")
     out.add_argument(
         "--save-dtype", default="float32", choices=SAVE_DTYPES, help="final weights (default: float32)"
@@ -191,8 +205,8 @@ def add_parser(sub) -> None:
 
 # -- the command --------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
-    """Train as the flags say; a resume takes every flag not typed now from the run it continues. A refusal
-    names the flag of each setting it is about."""
+    """Train as the flags say; a resume takes every flag not typed now from the run it continues (and refuses a
+    typed one that may not change). A refusal names the flag of each setting it is about."""
     from skipcore.training.train import train
 
     settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})

@@ -3,15 +3,24 @@
 Everything is measured in one run and reported as ratios (skip vs full, ours vs generate()), since shared
 machines are noisy: each measurement is repeated with the settings interleaved and the median kept. Models are
 randomly initialised in the shape of public checkpoints (speed does not depend on the weights; no download).
+The plan is checked before any model is built (`check_plan`), and the results file and its table are rewritten
+after every setting (`write_results`), so a stopped bench keeps what it measured.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 import time
+from datetime import datetime, timezone
 from functools import partial
+from pathlib import Path
 
 import torch
+
+from skipcore.errors import UserError
+from skipcore.files import atomic_write, file_digest
 
 
 def _sync(device: torch.device) -> None:
@@ -34,6 +43,54 @@ def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
         _sync(device)
         times.append(time.perf_counter() - t0)
     return 2 * a.numel() * 4 / min(times)
+
+
+def check_plan(
+    models: list[str],
+    batch_sizes: list[int],
+    prompt_len: int,
+    new_tokens: list[int],
+    targets: list[float],
+    repeats: int,
+    threads: int | None = None,
+) -> None:
+    """Refuse, in one line naming the flag, a plan that cannot run, before any model is built: an unknown model,
+    a count below 1, a target below 1x, a model too short for the prompt plus the longest generation or too
+    shallow for a target (every name, a real model's too, has its sizes in BENCH_SHAPES; no config is read)."""
+    from skipcore.models.catalog import REAL_MODELS
+    from skipcore.models.random_models import BENCH_SHAPES
+    from skipcore.schedule import schedule_for_speedup
+
+    unknown = [m for m in models if m not in BENCH_SHAPES]
+    if unknown:
+        raise UserError(
+            f"unknown bench model {unknown[0]!r}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
+            f"times its own weights where it is installed: {', '.join(REAL_MODELS)})"
+        )
+    for flag, values in {
+        "--batch-sizes": batch_sizes,
+        "--new-tokens": new_tokens,
+        "--targets": targets,
+    }.items():
+        if min(values) < 1:
+            raise UserError(f"{flag} must all be >= 1, got {','.join(f'{v:g}' for v in values)}")
+    for flag, value in {"--prompt-len": prompt_len, "--repeats": repeats, "--threads": threads}.items():
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be >= 1, got {value}")
+    for m in models:
+        shape = BENCH_SHAPES[m][1]
+        positions = shape["max_position_embeddings"]
+        if prompt_len + max(new_tokens) > positions:
+            raise UserError(
+                f"--prompt-len {prompt_len} plus --new-tokens {max(new_tokens)} exceeds {m}'s {positions} positions; "
+                f"use at most {max(positions - max(new_tokens), 0)} prompt tokens or fewer new tokens"
+            )
+        for t in targets:
+            for n in new_tokens:
+                try:
+                    schedule_for_speedup(shape["num_hidden_layers"], t, n, "linear", "skip", warmup_layers=1)
+                except UserError as e:
+                    raise UserError(f"--targets {t:g} on {m} over {n} new tokens: {e}") from e
 
 
 def uses_real_weights(name: str) -> bool:
@@ -282,3 +339,65 @@ def format_table(rows: list[dict]) -> str:
         if r.get("timing_flag")
     ]
     return "\n".join(lines + (["", "Flagged timings:", *flagged] if flagged else []))
+
+
+# -- the results file and its table ---------------------------------------------------------------------------
+def results_header(device: torch.device, dtype: torch.dtype, bandwidth: float) -> dict:
+    """What every results file says of the run: the machine, device, dtype, torch, time and memory bandwidth."""
+    from skipcore.models.loading import hardware_name
+
+    return {
+        "machine": hardware_name(device),
+        "device": str(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "bandwidth_bytes_per_s": bandwidth,
+    }
+
+
+def write_results(
+    out: Path, header: dict, rows: list[dict], done: int, total: int, written: list[str]
+) -> None:
+    """Replace the results file and its table (`out` with .md), each atomically; until the last setting both say
+    they are partial. `written` holds the digests of the tables written so far, newest last.
+
+    The JSON goes first and names the new table's digest and the one before it, so a bench stopped between the
+    two writes still knows the table beside it as its own (and a rerun with --overwrite may replace it)."""
+    stopped = (
+        ""
+        if done == total
+        else f"Partial: {done} of {total} settings measured (the bench stopped or is still running).\n\n"
+    )
+    table = (
+        f"Machine: {header['machine']} ({header['device']}, {header['dtype']}, torch {header['torch']})\n\n"
+        + stopped
+        + format_table(rows)
+        + "\n"
+    )
+    digest = hashlib.sha256(table.encode()).hexdigest()
+    result = {
+        **header,
+        "complete": done == total,
+        "settings_done": done,
+        "settings_total": total,
+        "rows": rows,
+    }
+    result["table_sha256"] = digest
+    if written:
+        result["previous_table_sha256"] = written[-1]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
+    atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
+    written.append(digest)
+
+
+def own_table(out: Path, md: Path) -> bool:
+    """The .md table beside a results file is the bench's own when the results file names its digest (the newest
+    table or, for a bench stopped between its two writes, the one before)."""
+    try:
+        result = json.loads(out.read_text())
+        recorded = {result.get("table_sha256"), result.get("previous_table_sha256")} - {None}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+    return file_digest(md) in recorded

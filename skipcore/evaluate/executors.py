@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from skipcore.evaluate.rows import RowCallback
@@ -41,16 +42,21 @@ class Failure:
 
 
 class GridIncomplete(Exception):
-    """Some units failed for good; every other row was written. `frame` holds the rows of the results file."""
+    """Some units failed for good; every other row was written. `frame` holds the rows of the results file, which
+    the message names only where it was written (where every setting failed, there is none)."""
 
     def __init__(self, failures: list[Failure], frame: pd.DataFrame, out) -> None:
         self.failures, self.frame = failures, frame
         missing = sum(len(f.unwritten) for f in failures)
         first = failures[0].unwritten[0].label()
+        written = (
+            f"the other {len(frame)} rows are in {out}"
+            if len(frame) and Path(out).is_file()
+            else "no row was written"
+        )
         super().__init__(
             f"{missing} setting{'s' if missing > 1 else ''} of the grid failed for good, not written ('{first}'"
-            f"{' and others' if missing > 1 else ''}); the other {len(frame)} rows are in {out}; rerun the same "
-            "sweep to run only the missing ones"
+            f"{' and others' if missing > 1 else ''}); {written}; rerun the same sweep to run only the missing ones"
         )
 
 

@@ -8,13 +8,17 @@ exceptions included); one that fails for good becomes a `Failure` and the rest o
 error in the driver) cancels every task still running; rows already written stay, and a rerun resumes.
 
 Ray is an optional extra (`pip install 'skipcore[ray]'`), imported only when a run starts. A private instance
-listens on 127.0.0.1 only and reports no usage statistics. On a cluster, the driver's `skipcore` is shipped to
+listens on 127.0.0.1 only and reports no usage statistics. Nothing of Ray's reaches the driver's stdout, where a
+command's results go: the workers' own output stays in Ray's log files (`/tmp/ray/session_latest/logs` on each
+node), what Ray reports of them (a retried task's error) goes to stderr, and a unit that failed for good is said
+in one line (`Failure.line`). On a cluster, the driver's `skipcore` is shipped to
 the workers (Ray's `py_modules`), so every row is made by the same code; models are loaded by the workers from
 the same path (a shared file system) or hub id, and the examples travel from the driver.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import math
@@ -35,6 +39,8 @@ from skipcore.evaluate.units import EngineCache, Say, SweepJob, WorkUnit
 # instance needs little of it, and a small store keeps it from reserving a share of this machine's memory.
 LOCAL_OBJECT_STORE_MB = 256
 INSTALL = "pip install 'skipcore[ray]'"
+# What the driver prints of Ray: its warnings, not every line its workers print (which Ray forwards to stdout)
+RAY_LOGS = {"logging_level": logging.WARNING, "log_to_driver": False}
 
 # the engine a worker process loaded last, kept for the next unit of the same model (CPU tasks reuse workers;
 # a GPU task gets a fresh process, Ray's default, so its memory is returned when it ends)
@@ -42,7 +48,8 @@ _ENGINES = EngineCache()
 
 
 def start_local_ray(num_cpus: int | None = None, object_store_mb: int = LOCAL_OBJECT_STORE_MB) -> None:
-    """Start a private Ray instance on this machine: loopback only, no dashboard, no usage statistics.
+    """Start a private Ray instance on this machine: loopback only, no dashboard, no usage statistics, no worker
+    logs on the driver's terminal (`RAY_LOGS`).
 
     Ray gives a new node the address of the machine's network interface unless it is told the machine stands
     alone, by a variable it reads when it is imported; where ray was imported before this, the instance
@@ -60,7 +67,7 @@ def start_local_ray(num_cpus: int | None = None, object_store_mb: int = LOCAL_OB
         num_cpus=num_cpus,
         include_dashboard=False,
         object_store_memory=object_store_mb * 2**20,
-        logging_level=logging.WARNING,
+        **RAY_LOGS,
     )
     ip = ray.util.get_node_ip_address()
     if ip not in ("127.0.0.1", "::1"):
@@ -167,15 +174,18 @@ class RayExecutor:
         say: Say | None = None,
         on_failure: FailureCallback | None = None,
     ) -> list[Failure]:
-        opened = self._connect()  # before ray is imported here: a private instance must see it first
-        import ray
+        # Ray's driver threads print what its processes report (a retried task's stack frames) on stdout, where
+        # a command's results go: on stderr while Ray runs here, until the connection opened here is closed
+        with contextlib.redirect_stdout(sys.stderr):
+            opened = self._connect()  # before ray is imported here: a private instance must see it first
+            import ray
 
-        try:
-            self._check_fits(ray, local=opened == "local")
-            return self._run(ray, job, units, on_row, say or (lambda _: None), on_failure)
-        finally:
-            if opened:
-                ray.shutdown()
+            try:
+                self._check_fits(ray, local=opened == "local")
+                return self._run(ray, job, units, on_row, say or (lambda _: None), on_failure)
+            finally:
+                if opened:
+                    ray.shutdown()
 
     def _connect(self) -> str:
         """'' where Ray was already connected, 'local' after starting a private instance, else 'cluster'."""
@@ -190,7 +200,7 @@ class RayExecutor:
         package = Path(__file__).resolve().parents[1]  # this skipcore, shipped to the workers
         code = {"py_modules": [str(package)], "excludes": ["__pycache__"]}
         try:
-            ray.init(address=address, runtime_env=code, logging_level=logging.WARNING)
+            ray.init(address=address, runtime_env=code, **RAY_LOGS)
         except (ConnectionError, RuntimeError, ValueError) as e:
             said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UserError(f"cannot connect to the Ray cluster at {address}: {said}") from e

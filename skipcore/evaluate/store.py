@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, check_writable_folder, file_digest
+from skipcore.files import atomic_write, check_companion, check_path_text, check_writable_folder, file_digest
 from skipcore.output_lock import OutputLock, lock_path
 
 META_KEY = b"skipcore_sweep"
@@ -76,6 +76,8 @@ class SweepStore:
 
     def _check_paths(self) -> None:
         """Every path the sweep writes, checked before any work."""
+        check_path_text(self.out, "--out")
+        check_path_text(self.traces_dir, "--traces-dir")
         if self.out.is_dir():
             raise UserError(f"--out {self.out} is a folder; name the results .parquet file")
         check_writable_folder(self.out.parent, f"cannot write {self.out}")

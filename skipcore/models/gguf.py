@@ -2,64 +2,56 @@
 
 transformers reads a GGUF file (`from_pretrained(folder, gguf_file=name)`, with the `gguf` package installed),
 dequantizing every tensor to float32, which takes a while for a real model (docs/results.md has the time, and
-the cache records it as `convert_seconds`). skipcore does that once and saves the result as a plain model folder under the cache (`SKIPCORE_CACHE`, default
-`~/.cache/skipcore`), so every later load is a safetensors read. The folder is written under a staging name
-and renamed into place, so no reader, and no second process, ever sees half of one.
+the cache records it as `convert_seconds`). skipcore does that once and saves the result as a plain model
+folder under the cache (`SKIPCORE_CACHE`, default `~/.cache/skipcore`), so every later load is a safetensors
+read.
+
+The cache keeps itself honest:
+- a folder is written under a staging name and renamed into place, so no reader, and no second process, ever
+  sees half of one; a staging folder a killed conversion left is removed by the next one (it is locked while
+  its own conversion runs, so a live one is never taken);
+- its record (`skipcore_source.json`) lists every file's size and the weights' header digest, checked wherever
+  the copy is listed or reused: a damaged copy is refused with the command that rebuilds it (`skipcore models
+  --prepare NAME`), never loaded or called ready;
+- a user's GGUF file has one cache folder, converted again (the old copy replaced) when the file changes;
+- a file is read through its header first: an architecture skipcore does not run is refused before anything is
+  dequantized, and any failure of the readers on a damaged file is one line naming it.
 
 What transformers 5.17 makes of a GGUF tokenizer is repaired on the way (tests hold each repair):
 - bos and eos are read from the file's own ids (its Llama-architecture converter swaps the two);
 - a SentencePiece-BPE vocabulary stored with scores and no merges (Gemma's) becomes a Unigram model, which
-  splits common words into pieces the model rarely saw ("capital" -> "c ap it al"); its BPE merges are
-  rebuilt from the scores, as llama.cpp tokenizes such a file;
+  splits common words into pieces the model rarely saw ("capital" -> "c ap it al"); its BPE merges are rebuilt
+  from the scores, as llama.cpp tokenizes such a file;
 - the BOS token is added where the file says the model expects it (Gemma without `<bos>` repeats itself).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from skipcore.errors import ModelError
+from skipcore.errors import ModelError, UserError, is_failure
 from skipcore.models.catalog import RealModel, gguf_source
-from skipcore.models.gguf_header import read_header
-
-MARKER = "skipcore_source.json"  # written inside the staging folder last: a folder with it is complete
-
-
-def cache_root() -> Path:
-    """Where skipcore keeps what it derives from installed files (converted models)."""
-    env = os.environ.get("SKIPCORE_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "skipcore"
-
-
-def models_cache() -> Path:
-    return cache_root() / "models"
-
-
-def cached_folder_for_file(path: Path) -> Path:
-    """The cache folder of a user's GGUF file: its name plus a hash of where it is, its size and its time, so an
-    edited or replaced file is converted anew."""
-    st = path.stat()
-    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()
-    return models_cache() / f"{path.stem}-{hashlib.sha256(ident).hexdigest()[:12]}"
-
-
-def cached_folder_for_model(model: RealModel) -> Path:
-    return models_cache() / f"{model.name}-{model.version}"
-
-
-def is_complete(folder: Path) -> bool:
-    return (folder / MARKER).is_file() and (folder / "config.json").is_file()
+from skipcore.models.gguf_header import GgufHeader, config_dict, read_header
+from skipcore.models.model_cache import (
+    MARKER,
+    REPLACED,
+    cache_status,
+    cached_folder_for_file,
+    cached_folder_for_model,
+    files_record,
+    give_default_modes,
+    put_in_place,
+    remove,
+    remove_abandoned_staging,
+    source_stamp,
+    staging_folder,
+)
 
 
 def ensure_converted(
@@ -67,50 +59,90 @@ def ensure_converted(
     source: Callable[[Path], Path],
     described: dict,
     say: Callable[[str], None] | None = None,
+    *,
+    name: str,
+    label: str,
+    file: Path | None = None,
+    rebuild: bool = False,
 ) -> Path:
-    """`target`, converting `source(scratch)` into it first if it is not cached yet.
+    """`target`, converting `source(scratch)` into it first where it is not a ready copy (absent, or made from
+    an earlier version of the GGUF file `file`); with `rebuild`, a damaged copy is converted again too,
+    otherwise it is refused with the command that rebuilds it (`name` is what `skipcore models --prepare`
+    takes; `label` is how a failure names the GGUF file).
 
     `source` returns the GGUF path, given a scratch folder it may write into (a chunked package is assembled
-    there); the scratch folder and the staging folder are removed after, and nothing else is.
+    there). The conversion is written into a staging folder beside `target` and renamed into place; the tool's
+    own old copy is replaced, a folder it did not make is never touched. Staging folders that a killed
+    conversion left are removed on the way (only those whose conversion no longer runs).
     """
-    if is_complete(target):
-        return target
-    if target.exists():
-        raise ModelError(
-            f"{target} exists but is not a complete skipcore model cache (no {MARKER}); move it away and retry"
-        )
     say = say or _stderr
-    root = target.parent
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=root))
-    except OSError as e:
-        raise ModelError(f"cannot write the model cache {root}: {e.strerror}; set SKIPCORE_CACHE") from e
-    try:
+    remove_abandoned_staging(target.parent)
+    status = cache_status(target, file)
+    if status.ready:
+        remove(target / REPLACED)  # a replacement interrupted just before it cleaned up
+        return target
+    if status.state == "foreign":
+        raise ModelError(f"{status.why}; move it away and retry")
+    if status.state == "damaged" and not rebuild:
+        raise ModelError(
+            f"the cached copy of {name} in {target} is damaged ({status.why}); rebuild it with: "
+            f"skipcore models --prepare {_quoted(name)}"
+        )
+    if status.state != "absent":
+        say(f"{target}: {status.why}; converting it again")
+    with staging_folder(target) as staging, _said_as_model_error(f"cannot write the model cache {target}"):
+        record = {**described, "source": source_stamp(file)} if file is not None else dict(described)
         scratch = staging / ".source"
         scratch.mkdir()
         gguf_path = source(scratch)
         say(f"converting {gguf_path.name} to a cached safetensors copy in {target} (once)...")
         start = time.perf_counter()
-        convert(gguf_path, staging)
+        convert(gguf_path, staging, label)
         shutil.rmtree(scratch)
         seconds = round(time.perf_counter() - start, 1)
-        record = {**described, "gguf": str(gguf_path), "convert_seconds": seconds, **_versions()}
+        record.update(
+            gguf=str(gguf_path), convert_seconds=seconds, files=files_record(staging), **_versions()
+        )
         (staging / MARKER).write_text(json.dumps(record, indent=2) + "\n")
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not is_complete(target):  # not another process that finished first
-                raise
-        say(f"converted in {seconds:.0f} s; later loads read {target}")
-        return target
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)  # our own staging folder only
+        give_default_modes(staging)
+        put_in_place(staging, target)
+    say(f"converted in {seconds:.0f} s; later loads read {target}")
+    return target
 
 
-def convert(gguf_path: Path, out: Path) -> None:
-    """Dequantize a GGUF model into `out` as config, float32 safetensors and a repaired tokenizer."""
+def convert(gguf_path: Path, out: Path, label: str | None = None) -> None:
+    """Dequantize a GGUF model into `out` as config, float32 safetensors and a repaired tokenizer. Its header
+    is read first, so an architecture skipcore does not run is refused before anything is dequantized; any
+    failure of the readers on a damaged or unusual file is one line naming it (`label`, default its path)."""
+    label = label or str(gguf_path)
+    header = read_header([gguf_path], label)
+    _check_architecture(header, label)
+    try:
+        _dequantized(gguf_path, out, header)
+    except (ModelError, ImportError):
+        raise
+    except OSError as e:  # reading the file, or writing its copy
+        raise ModelError(f"could not convert {label} into {out.parent}: {e.strerror or e}") from e
+    except BaseException as e:
+        if not is_failure(e):  # Ctrl-C and exits stay what they are
+            raise
+        text = str(e).strip()
+        first = text.splitlines()[0] if text else type(e).__name__
+        raise ModelError(
+            f"could not convert {label}: {first} (the file is damaged, or not a model transformers reads)"
+        ) from e
+
+
+def _check_architecture(header: GgufHeader, label: str) -> None:
+    from skipcore.adapters import check_supported
+
+    try:
+        check_supported(config_dict(header).get("model_type"))
+    except UserError as e:
+        raise ModelError(f"{label}: {e}") from e
+
+
+def _dequantized(gguf_path: Path, out: Path, header: GgufHeader) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -120,11 +152,7 @@ def convert(gguf_path: Path, out: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     except ImportError as e:
         raise ModelError(f"reading a GGUF file needs the gguf package: pip install gguf ({e})") from e
-    except (ValueError, KeyError, OSError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"could not read {gguf_path}: {first}") from e
-    fields = _tokenizer_fields(gguf_path)
-    repair_tokenizer(tokenizer, model.config, fields)
+    repair_tokenizer(tokenizer, model.config, _tokenizer_fields(header))
     # a model read from GGUF carries its quantization origin; the saved copy is plain float weights
     model.config.quantization_config = None
     if hasattr(model.config, "_pre_quantization_dtype"):
@@ -172,9 +200,9 @@ def repair_tokenizer(tokenizer, config, fields: dict) -> None:
         )
 
 
-def _tokenizer_fields(gguf_path: Path) -> dict:
+def _tokenizer_fields(header: GgufHeader) -> dict:
     """The few tokenizer facts of a GGUF file the repairs need (read from its header, no tensors)."""
-    fields = read_header([gguf_path], str(gguf_path)).fields
+    fields = header.fields
     return {
         "model": fields.get("tokenizer.ggml.model"),
         "add_bos": bool(fields.get("tokenizer.ggml.add_bos_token")),
@@ -183,24 +211,62 @@ def _tokenizer_fields(gguf_path: Path) -> dict:
     }
 
 
+@contextmanager
+def _said_as_model_error(what: str) -> Iterator[None]:
+    """An OSError in the block (a full disk, a folder made read-only) as one line saying `what` failed."""
+    try:
+        yield
+    except OSError as e:
+        raise ModelError(f"{what}: {e.strerror or e}") from e
+
+
 def _versions() -> dict:
     import transformers
 
     return {"transformers": transformers.__version__}
 
 
+def _quoted(name: str) -> str:
+    import shlex
+
+    return shlex.quote(name)
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def model_folder(model: RealModel, say: Callable[[str], None] | None = None) -> Path:
-    """The cached folder of an installed catalog model, converted on first use."""
-    described = {"name": model.name, "package": f"{model.package}=={model.version}", "licence": model.licence}
+def model_folder(model: RealModel, say: Callable[[str], None] | None = None, rebuild: bool = False) -> Path:
+    """The cached folder of an installed catalog model, converted on first use (and, with `rebuild`, again
+    where its copy is damaged)."""
+    described = {
+        "name": model.name,
+        "package": f"{model.package}=={model.version}",
+        "licence": model.licence,
+    }
     return ensure_converted(
-        cached_folder_for_model(model), lambda scratch: gguf_source(model, scratch), described, say
+        cached_folder_for_model(model),
+        lambda scratch: gguf_source(model, scratch),
+        described,
+        say,
+        name=model.name,
+        label=f"{model.name}'s GGUF file {model.gguf}",
+        rebuild=rebuild,
     )
 
 
-def file_folder(path: Path, say: Callable[[str], None] | None = None) -> Path:
-    """The cached folder of a user's GGUF file, converted on first use."""
-    return ensure_converted(cached_folder_for_file(path), lambda scratch: path, {"name": path.name}, say)
+def file_folder(
+    path: Path, say: Callable[[str], None] | None = None, rebuild: bool = False, name: str | None = None
+) -> Path:
+    """The cached folder of a user's GGUF file, converted on first use and again after the file changes (and,
+    with `rebuild`, where its copy is damaged); `name` is the file as the user named it."""
+    return ensure_converted(
+        cached_folder_for_file(path),
+        lambda scratch: path,
+        {"name": path.name},
+        say,
+        name=name or str(path),
+        label=str(path),
+        file=path,
+        rebuild=rebuild,
+    )

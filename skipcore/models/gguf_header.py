@@ -45,13 +45,18 @@ class GgufHeader:
 
 
 class _Bytes:
-    """The bytes of a file, or of its chunks one after another, read forward."""
+    """The bytes of a file, or of its chunks one after another, read forward; a length beyond what is left (a
+    damaged header's garbage) ends the read at once instead of asking for that much memory."""
 
     def __init__(self, parts: Sequence[Path]) -> None:
         self.parts = list(parts)
+        self.left = sum(p.stat().st_size for p in self.parts)
         self.file = open(self.parts.pop(0), "rb")  # noqa: SIM115 (closed by close(), after the last read)
 
     def read(self, n: int) -> bytes:
+        if n > self.left:
+            raise EOFError("the file ends inside its header")
+        self.left -= n
         out = self.file.read(n)
         while len(out) < n:
             if not self.parts:
@@ -74,17 +79,18 @@ class _Bytes:
 
 def read_header(parts: Sequence[Path], name: str) -> GgufHeader:
     """The header of the GGUF file made of `parts` (one path for a plain file), refused in one line naming the
-    model `name` where it is not a GGUF file or ends early."""
+    model `name` (and the file, where `name` is not its path) where it is not a GGUF file or ends early."""
+    said = name if name == str(parts[0]) else f"{name} ({Path(parts[0]).name})"
     try:
         data = _Bytes(parts)
     except OSError as e:
-        raise ModelError(f"could not read model {name!r}: {e.strerror or e}") from e
+        raise ModelError(f"could not read model {said!r}: {e.strerror or e}") from e
     try:
         if data.read(4) != MAGIC:
-            raise ModelError(f"could not read model {name!r}: it does not start as a GGUF file does")
+            raise ModelError(f"could not read model {said!r}: it does not start as a GGUF file does")
         version, tensor_count, field_count = data.unpack("<IQQ")
         if version not in VERSIONS:
-            raise ModelError(f"could not read model {name!r}: GGUF version {version} (readable: 2 and 3)")
+            raise ModelError(f"could not read model {said!r}: GGUF version {version} (readable: 2 and 3)")
         fields = {}
         for _ in range(field_count):
             key = data.string()
@@ -95,14 +101,14 @@ def read_header(parts: Sequence[Path], name: str) -> GgufHeader:
             tensor_names.append(data.string())
             (dims,) = data.unpack("<I")
             data.read(8 * dims + 12)  # its shape, type and offset
-    except (EOFError, struct.error, ValueError, OSError) as e:
+    except (EOFError, struct.error, ValueError, OSError, OverflowError, MemoryError) as e:
         raise ModelError(
-            f"could not read model {name!r}: its GGUF header is damaged or incomplete ({e})"
+            f"could not read model {said!r}: its GGUF header is damaged or incomplete ({e})"
         ) from e
     finally:
         data.close()
-    if "general.architecture" not in fields:
-        raise ModelError(f"could not read model {name!r}: its GGUF header names no architecture")
+    if not isinstance(fields.get("general.architecture"), str):
+        raise ModelError(f"could not read model {said!r}: its GGUF header names no architecture")
     return GgufHeader(fields, tuple(tensor_names))
 
 

@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from skipcore.adapters import check_supported
-from skipcore.errors import ModelError, UserError
+from skipcore.errors import ModelError, UserError, is_failure
 from skipcore.models.catalog import REAL_MODELS
 from skipcore.models.gguf_header import config_dict, read_header
 from skipcore.models.lora import merged
@@ -74,7 +74,11 @@ def _gguf_config(ref: ModelRef) -> PretrainedConfig:
     """The config a GGUF file's header describes, as transformers would build it on conversion."""
     from transformers import CONFIG_MAPPING
 
-    values = config_dict(read_header(ref.gguf_parts(), ref.name))
+    header = read_header(ref.gguf_parts(), ref.name)
+    try:
+        values = config_dict(header)
+    except (ValueError, TypeError, AttributeError, KeyError) as e:  # a field of a type llama.cpp never writes
+        raise ModelError(f"could not read model {ref.name!r}: its GGUF header holds {e!r}") from e
     _check_family(ref, values.get("model_type"))
     return _config_or_refusal(ref, lambda: CONFIG_MAPPING[values["model_type"]].from_dict(values))
 
@@ -140,7 +144,9 @@ def load_model(
                 **kw,
             )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
-    except BROKEN_FILE_ERRORS as e:
+    except BaseException as e:
+        if not _broken_file(e):
+            raise
         raise ModelError(f"could not load model {ref.name!r}: {broken_file_reason(e)}") from e
     mismatch = weights_mismatch(info, net.config)
     if mismatch:
@@ -168,11 +174,20 @@ def _load_adapter(
     if any((ref.path / f).is_file() for f in TOKENIZER_FILES):
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(ref.path), local_files_only=True)
-        except BROKEN_FILE_ERRORS as e:
+        except BaseException as e:
+            if not _broken_file(e):
+                raise
             raise ModelError(f"could not load the tokenizer in {ref.path}: {broken_file_reason(e)}") from e
     prepare_tokenizer(tokenizer, net)
     net.config._name_or_path = str(ref.path)
     return net.to(device=dev, dtype=dt).eval(), tokenizer
+
+
+def _broken_file(e: BaseException) -> bool:
+    """A failure of the readers on the model's files: the known kinds of damage, and whatever else
+    transformers and a tokenizer file's reader (a Rust extension: a panic included) raise on files they cannot
+    build a model from. Ctrl-C, exits and our own refusals pass through."""
+    return is_failure(e) and not isinstance(e, UserError)
 
 
 @contextmanager
@@ -260,4 +275,6 @@ def broken_file_reason(e: BaseException) -> str:
     first = text.splitlines()[0] if text else type(e).__name__
     if isinstance(e, SafetensorError) or "deserializ" in first.lower() or isinstance(e, EOFError):
         return f"{first} (the weights file is damaged or incomplete; copy or save it again)"
+    if not isinstance(e, BROKEN_FILE_ERRORS):  # a reader's error of a kind not foreseen: its kind says more
+        return f"{type(e).__name__}: {first}"
     return first

@@ -4,7 +4,8 @@ merged.
 A fine-tune of a pretrained model is then megabytes instead of the model's full weights, and the paper's recipe
 is unchanged: the skip-aware forward calls the model's own decoder layers, whose projections peft has wrapped in
 place. The folder is peft's own format (`adapter_config.json`, `adapter_model.safetensors`), so peft reads it
-too; its base is named as skipcore loaded it (a short name such as `smollm2-135m` resolves offline). Loading
+too; its base is named as it loads from any folder (a real model's short name such as `smollm2-135m`, which
+resolves offline; a local model's absolute path; a hub id as given: `skipcore.training.models`). Loading
 the folder loads the base, applies the adapter and merges it, so the engine sees a plain model. Chosen decoder
 layers can train whole beside it (`--whole-layers`: peft's `modules_to_save`, saved in the same folder).
 """
@@ -12,11 +13,13 @@ layers can train whole beside it (`--whole-layers`: peft's `modules_to_save`, sa
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from skipcore.errors import ModelError, UserError
+from skipcore.models.safetensors_header import safetensors_problem
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -98,8 +101,12 @@ def base_name(folder: str | Path) -> str:
         raise ModelError(f"{path} names no base model (base_model_name_or_path)")
     if config.get("peft_type", "LORA") != "LORA":
         raise ModelError(f"{path} is a {config.get('peft_type')} adapter; skipcore loads LoRA adapters")
-    if not (Path(folder) / WEIGHTS_FILE).is_file():
+    weights = Path(folder) / WEIGHTS_FILE
+    if not weights.is_file():
         raise ModelError(f"{folder} has {CONFIG_FILE} but no {WEIGHTS_FILE}")
+    problem = safetensors_problem(weights)
+    if problem:
+        raise ModelError(f"{weights} is damaged or incomplete: {problem}; save or copy the adapter again")
     return base
 
 
@@ -187,14 +194,18 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
     """The adapter in `folder` on `base` (a peft model), refused in one line where its tensors do not fit: of other
     shapes, for modules the base lacks, or too few or too many for the base's layers (peft would leave the
     missing ones at their initial values, and drop the rest, with no more than a warning)."""
+    from safetensors import SafetensorError
+
     peft = _peft()
     try:
         with warnings.catch_warnings():  # peft's warning lists every missing key; the one line below says it
             warnings.filterwarnings("ignore", message="Found (missing|unexpected) adapter keys")
             model = peft.PeftModel.from_pretrained(base, str(folder), is_trainable=is_trainable)
-    except (ValueError, KeyError, RuntimeError) as e:
+    except (OSError, SafetensorError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"the adapter in {folder} does not fit its base model: {first}") from e
+        raise ModelError(f"cannot read the adapter in {folder}: {first}; save or copy it again") from e
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise ModelError(f"the adapter in {folder} does not fit its base model: {_misfit(e)}") from e
     expected = set(peft.get_peft_model_state_dict(model, save_embedding_layers=False))
     saved = _saved_keys(Path(folder) / WEIGHTS_FILE)
     for keys, said in (
@@ -207,6 +218,31 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
                 "(an adapter made for another model?)"
             )
     return model
+
+
+SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from checkpoint, "
+    r"the shape in current model is torch\.Size\((\[[^\]]*\])\)"
+)
+
+
+def _misfit(e: Exception) -> str:
+    """Why torch refused the adapter's tensors, naming one: its shape in the file and the one the base needs
+    (torch's own message starts with a line that names no tensor)."""
+    text = str(e).strip()
+    found = SIZE_MISMATCH.findall(text)
+    if found:
+        key, saved, wanted = found[0]
+        key = key.replace(".default.", ".")  # the tensor as the adapter's file names it
+        n = len(found)
+        return (
+            f"{n} adapter tensor{'s' if n != 1 else ''} of other shapes than the base's modules need, "
+            f"e.g. {key}: {saved} in {WEIGHTS_FILE}, {wanted} for the base (an adapter made for another model?)"
+        )
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):  # a heading, then the first case it lists
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else type(e).__name__
 
 
 def _saved_keys(path: Path) -> set[str]:

@@ -17,10 +17,17 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError
+from skipcore.files import check_path_text
 from skipcore.models import gguf
 from skipcore.models.catalog import RealModel, gguf_parts, is_real_name, require_installed
 from skipcore.models.lora import CONFIG_FILE as ADAPTER_CONFIG
 from skipcore.models.lora import base_name
+from skipcore.models.model_cache import (
+    CacheStatus,
+    cache_status,
+    cached_folder_for_file,
+    cached_folder_for_model,
+)
 
 Kind = Literal["folder", "adapter", "real", "gguf", "hub"]
 
@@ -43,11 +50,21 @@ class ModelRef:
 
     @property
     def needs_conversion(self) -> bool:
-        """Its weights come from a GGUF file whose cached copy is not there yet (an adapter: its base's). Reading
-        its config never needs it (`skipcore.models.loading.load_config` reads the GGUF header)."""
+        """Its weights come from a GGUF file whose cached copy is not ready (not there yet, made from an
+        earlier version of the file, or damaged; an adapter: its base's). Reading its config never needs it
+        (`skipcore.models.loading.load_config` then reads the GGUF header, not the copy)."""
+        status = self.cache_status
+        return status is not None and not status.ready
+
+    @property
+    def cache_status(self) -> CacheStatus | None:
+        """The state of its cached copy (`skipcore.models.model_cache`); None for a model read from no GGUF
+        file."""
         if self.base is not None:
-            return self.base.needs_conversion
-        return self.cache is not None and not gguf.is_complete(self.cache)
+            return self.base.cache_status
+        if self.cache is None:
+            return None
+        return cache_status(self.cache, self.path if self.kind == "gguf" else None)
 
     def gguf_parts(self) -> list[Path]:
         """The GGUF file as it lies: one path, or a chunked package's chunks in order (read, never assembled)."""
@@ -55,16 +72,17 @@ class ModelRef:
             return gguf_parts(self.real)
         return [self.path] if self.kind == "gguf" and self.path is not None else []
 
-    def convert(self, say: Callable[[str], None] | None = None) -> Path | None:
-        """The folder `from_pretrained` reads its weights from, a GGUF file converted into the cache first where it
-        is not there yet (`say` hears the progress); None for a hub id."""
+    def convert(self, say: Callable[[str], None] | None = None, rebuild: bool = False) -> Path | None:
+        """The folder `from_pretrained` reads its weights from, a GGUF file converted into the cache first
+        where it is not there yet (`say` hears the progress; `rebuild` converts a damaged copy again, which is
+        otherwise refused with the command that does); None for a hub id."""
         if self.base is not None:
-            self.base.convert(say)
+            self.base.convert(say, rebuild)
             return self.path
         if self.real is not None:
-            return gguf.model_folder(self.real, say)
+            return gguf.model_folder(self.real, say, rebuild)
         if self.kind == "gguf":
-            return gguf.file_folder(self.path, say)
+            return gguf.file_folder(self.path, say, rebuild, name=self.name)
         return self.path
 
     def weights(self) -> tuple[str, dict]:
@@ -78,37 +96,62 @@ class ModelRef:
 
 def resolve_model(name: str | os.PathLike) -> ModelRef:
     """What `name` refers to (see the module docstring), refused in one line where it names nothing usable."""
+    return _resolve(name, ())
+
+
+def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:
+    """`resolve_model`, inside the adapter folders `adapters` (resolved), each naming the next as its base."""
     name = os.fspath(name) if isinstance(name, os.PathLike) else name
     if not isinstance(name, str) or not name.strip():
         raise ModelError(f"no model named: {name!r}")
     if is_real_name(name):
         model = require_installed(name)
-        return ModelRef(name, "real", real=model, cache=gguf.cached_folder_for_model(model))
-    local = Path(name).expanduser()
+        return ModelRef(name, "real", real=model, cache=cached_folder_for_model(model))
+    local = check_path_text(name, "model path", ModelError).expanduser()  # one no file can have: one line
     if local.is_file():
         if local.suffix.lower() != ".gguf":
             raise ModelError(f"model path {name} is a file; pass the model's directory or a .gguf file")
-        return ModelRef(name, "gguf", path=local, cache=gguf.cached_folder_for_file(local))
+        return ModelRef(name, "gguf", path=local, cache=cached_folder_for_file(local))
     if local.is_dir():
-        return _folder(name, local)
+        return _folder(name, local, adapters)
     if _looks_like_path(name):
         raise ModelError(f"model directory not found: {name}")
     return ModelRef(name, "hub")
 
 
-def _folder(name: str, local: Path) -> ModelRef:
-    """A folder: a LoRA adapter (on its base, resolved now), a model, or a folder holding one GGUF file."""
+def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:
+    """A folder: a LoRA adapter (on its base, resolved now), a model, or a folder holding one GGUF file (its
+    suffix in any case, as for a file named alone)."""
+    here = local.resolve()
+    if here in adapters:  # an adapter that is, or leads back to, its own base
+        named_by = adapters[-1] / ADAPTER_CONFIG
+        what = (
+            "its own folder" if here == adapters[-1] else f"{local}, an adapter whose base leads back to it"
+        )
+        raise ModelError(
+            f"{named_by}: base_model_name_or_path names {what}; "
+            "it must name the model the adapter was trained on"
+        )
     if (local / ADAPTER_CONFIG).is_file():
-        return ModelRef(name, "adapter", path=local, base=resolve_model(base_name(local)))
+        base = base_name(local)
+        if _looks_like_path(base) and not Path(base).is_absolute() and not Path(base).expanduser().exists():
+            raise ModelError(
+                f"{local / ADAPTER_CONFIG}: its base {base} is a relative path, as it was given when the adapter "
+                "was trained: run from that folder, or write the base's absolute path into that file"
+            )
+        return ModelRef(name, "adapter", path=local, base=_resolve(base, (*adapters, here)))
     if (local / "config.json").is_file():
         return ModelRef(name, "folder", path=local)
-    found = sorted(local.glob("*.gguf"))
+    try:
+        found = sorted(p for p in local.iterdir() if p.suffix.lower() == ".gguf" and p.is_file())
+    except OSError as e:
+        raise ModelError(f"cannot read the model folder {name}: {e.strerror or e}") from e
     if len(found) > 1:
         names = ", ".join(p.name for p in found[:4])
         raise ModelError(f"{name} holds {len(found)} GGUF files ({names}); pass the one to load")
     if not found:
         raise ModelError(f"{name} holds no config.json, adapter_config.json or .gguf file")
-    return ModelRef(name, "gguf", path=found[0], cache=gguf.cached_folder_for_file(found[0]))
+    return ModelRef(name, "gguf", path=found[0], cache=cached_folder_for_file(found[0]))
 
 
 def _looks_like_path(name: str) -> bool:

@@ -6,13 +6,20 @@ The sections, in the file's order: `format`; `objective` (full, fixed or elastic
 dict); `generation` (how the model decodes by default: the decay span and length it was trained with, and
 `speedup_over`, a typical output, over which generation meets a target speedup); `data` (what was read, with
 its statistics); `training` (the optimisation settings); `model`; `init` (where the weights started); `lora`;
-`environment`; `args` (the run's settings by name, which a resume takes back); `argv`; `output_dir` (the run's
-mark on the checkpoints it writes: only its own are pruned); `resumed_from`; and, in each saved copy, `state`
-(the step and the training time so far)."""
+`environment`; `args` (the run's settings by name, which a resume takes back; local paths absolute); `argv`;
+`output_dir` (the run's mark on the checkpoints it writes: only its own are pruned); `resumed_from` (the
+checkpoints it continued from) and `resumes` (one entry for each: the step, and every setting, and every value the
+data gave, that differs from the run before it, as [before, after]); and, in each saved copy, `state` (the step
+and the training time so far) and `files` (what that save and the run wrote into the folder, this file and the
+log among them: what `train --overwrite` removes, and nothing else).
+
+The record never says what the run did not do: its settings are the ones it trained with (a resume refuses those
+that may not change, and keeps each change of those that may in `resumes`)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from skipcore.errors import UserError
@@ -70,15 +77,35 @@ def build_record(
     }
 
 
-def resumed_record(record: dict, previous: dict, checkpoint: Path) -> dict:
-    """`record` continuing the run `previous` records, from `checkpoint`: the chain of checkpoints it came
-    from."""
-    return {**record, "resumed_from": [*previous.get("resumed_from", []), str(checkpoint)]}
+def resumed_record(record: dict, previous: dict, checkpoint: Path, step: int, changes: dict) -> dict:
+    """`record` continuing the run `previous` records, from `checkpoint` at `step`: the chain of checkpoints it
+    came from, and what changed at each (`changes`: {"settings": {...}, "derived": {...}}, each {name: [before,
+    after]})."""
+    where = os.path.abspath(checkpoint)  # reads the same from any folder
+    return {
+        **record,
+        "resumed_from": [*previous.get("resumed_from", []), where],
+        "resumes": [*(previous.get("resumes") or []), {"from": where, "step": step, **changes}],
+    }
 
 
 def with_state(record: dict, state: dict) -> dict:
     """The record as a save writes it: with the run's state (step, elapsed time) at that save."""
     return {**record, "state": state}
+
+
+def with_files(record: dict, names: list[str]) -> dict:
+    """The record as a save writes it into a folder: with the names of the files of the run there (`files`)."""
+    return {**record, "files": sorted(set(names) | {RECORD_FILE})}
+
+
+def recorded_files(record: dict) -> list[str]:
+    """The files a record lists as its run's in its folder (`files`): plain names only (none that leads
+    elsewhere); none for a record written before it listed them."""
+    names = record.get("files")
+    if not isinstance(names, list):
+        return []
+    return [n for n in names if isinstance(n, str) and n not in ("", ".", "..") and Path(n).name == n]
 
 
 def write_record(folder: str | Path, record: dict) -> None:

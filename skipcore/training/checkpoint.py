@@ -7,7 +7,7 @@ Layout of a checkpoint directory:
   `adapter_config.json` and `adapter_model.safetensors` (peft's format, naming the base model), which
   `load_model` merges into its base;
 - `skipcore_training.json`: the training record (`skipcore.models.training_record`), with the step and
-  training time at this save; its `generation` entry is what generation reuses
+  training time at this save and the files the save wrote; its `generation` entry is what generation reuses
   (`skipcore.models.generation_defaults`);
 - resumable checkpoints only: `optimizer.pt`, `scheduler.pt` (state dicts, `torch.save`) and
   `rng_state_<rank>.pt`. They are read with `torch.load(weights_only=True)`: tensors and plain containers
@@ -24,37 +24,61 @@ from pathlib import Path
 import torch
 
 from skipcore.errors import UserError
-from skipcore.models.training_record import RECORD_FILE, read_record, recorded_output_dir, write_record
+from skipcore.models.training_record import (
+    RECORD_FILE,
+    read_record,
+    recorded_output_dir,
+    with_files,
+    write_record,
+)
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+LOG_FILE = "train_log.jsonl"  # in a run's output folder: one JSON object per log line
 
 
-def save_model(model, tokenizer, out_dir: str | Path, record: dict, dtype: str = "float32") -> Path:
+def save_model(
+    model,
+    tokenizer,
+    out_dir: str | Path,
+    record: dict,
+    dtype: str = "float32",
+    run_files: tuple[str, ...] = (),
+) -> Path:
     """Write the model (safetensors, in `dtype`), its tokenizer and its training record into `out_dir`; a peft
-    model is saved as its adapter alone."""
+    model is saved as its adapter alone. The record lists the files this save wrote, with `run_files` (the run's
+    other files in the folder: its log), so that a run replacing this one (`--overwrite`) removes exactly
+    those. The files are written into a staging folder first and moved in when all are there."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    staging = out / SAVE_STAGING
+    start_staging(staging, out)  # one a killed save left is cleared
     if hasattr(model, "peft_config"):
         from skipcore.models.lora import save_adapter
 
-        save_adapter(model, out, SAVE_DTYPES[dtype] if dtype != "float32" else None)
+        save_adapter(model, staging, SAVE_DTYPES[dtype] if dtype != "float32" else None)
     else:
         if dtype != "float32":  # small models only; keeps the training weights in float32
             model = copy.deepcopy(model).to(SAVE_DTYPES[dtype])
-        model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    write_record(out, record)
-    _readable_as_umask_allows(out)
+        model.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    saved = sorted(p.name for p in staging.iterdir() if p.name != STAGING_MARKER)
+    for name in saved:
+        os.replace(staging / name, out / name)
+    (staging / STAGING_MARKER).unlink()
+    staging.rmdir()
+    write_record(out, with_files(record, [*saved, *run_files]))
+    _readable_as_umask_allows(out, [*saved, RECORD_FILE])
     return out
 
 
-def _readable_as_umask_allows(folder: Path) -> None:
-    """safetensors writes its files owner-only (0600); give the folder's files the mode any new file gets, so a
-    model saved on a shared machine is readable by those the user's umask lets read it."""
+def _readable_as_umask_allows(folder: Path, names: list[str]) -> None:
+    """safetensors writes its files owner-only (0600); give the files a save wrote the mode any new file gets, so
+    a model saved on a shared machine is readable by those the user's umask lets read it."""
     umask = os.umask(0)
     os.umask(umask)
-    for path in folder.iterdir():
-        if path.is_file():
+    for name in names:
+        path = folder / name
+        if path.is_file() and not path.is_symlink():
             path.chmod(0o666 & ~umask)
 
 
@@ -132,6 +156,47 @@ def prune_checkpoints(ckpt_root: str | Path, keep: int, out_dir: str | Path) -> 
         shutil.rmtree(old, ignore_errors=True)
 
 
+class CheckpointTrail:
+    """The resumable checkpoints a run leaves, the last good one always among them. A checkpoint's weights are
+    first tried by the next step's loss: until then it is pending, and the older ones it would prune stay; a
+    finite loss makes it the last good one (the older ones are pruned then); a loss that is not finite means its
+    weights are broken, and it is removed (`drop_broken`: a later `--resume OUT/checkpoints` must not pick it).
+    The checkpoint a run resumed from is pending at first, but never removed. Deletions are the main process's."""
+
+    def __init__(self, root: Path, keep: int, out_dir: Path, main: bool, resumed_from: Path | None) -> None:
+        self.root, self.keep, self.out_dir, self.main = root, keep, out_dir, main
+        self.good: Path | None = None  # the newest checkpoint whose weights gave a finite loss
+        self.pending: Path | None = resumed_from  # the newest, its weights not tried yet
+        self.pending_is_ours = False
+
+    def saved(self, ckpt: Path) -> None:
+        self.pending, self.pending_is_ours = ckpt, True
+
+    def loss_was_finite(self) -> None:
+        if self.pending is None:
+            return
+        self.good, self.pending = self.pending, None
+        if self.main and self.pending_is_ours:
+            prune_checkpoints(self.root, self.keep, self.out_dir)
+
+    def finish(self) -> None:
+        """The run ended: its last checkpoint stays, and the older ones are pruned as usual."""
+        if self.main and self.pending is not None and self.pending_is_ours:
+            prune_checkpoints(self.root, self.keep, self.out_dir)
+
+    def drop_broken(self) -> Path | None:
+        """The pending checkpoint, whose weights gave a non-finite loss, removed if this run wrote it (the one it
+        resumed from stays); None where every checkpoint's weights were tried."""
+        if (
+            self.pending is not None
+            and self.pending_is_ours
+            and self.main
+            and own_checkpoint(self.pending, self.out_dir)
+        ):
+            shutil.rmtree(self.pending)
+        return self.pending
+
+
 def own_checkpoint(ckpt: str | Path, out_dir: str | Path) -> bool:
     """A checkpoint of the run writing `out_dir`: intact and naming that output folder in its record (the
     marker a run leaves in each checkpoint it writes)."""
@@ -160,12 +225,13 @@ def foreign_entries(ckpt_root: str | Path, out_dir: str | Path) -> list[Path]:
         if p.name.startswith("step-"):
             return not own_checkpoint(p, out_dir)
         staging = p.name.startswith(".step-") and p.name.endswith(".partial")
-        return staging and not _own_staging(p, out_dir)
+        return staging and not own_staging(p, out_dir)
 
     return [p for p in sorted(root.iterdir()) if foreign(p)]
 
 
-def _own_staging(staging: Path, out_dir: str | Path) -> bool:
+def own_staging(staging: Path, out_dir: str | Path) -> bool:
+    """A staging folder (of a checkpoint, or of a save) that the run writing `out_dir` began."""
     marker = staging / STAGING_MARKER
     try:
         recorded = Path(marker.read_text().strip()).resolve()
@@ -196,6 +262,9 @@ def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
 
 
 STAGING_MARKER = ".skipcore-staging"  # in a staging folder: the output folder of the run writing it
+SAVE_STAGING = (
+    ".skipcore-save.partial"  # in a folder a model is saved into: the save's files before they move in
+)
 
 
 def staging_dir(target: str | Path) -> Path:
@@ -208,7 +277,7 @@ def start_staging(staging: Path, out_dir: str | Path) -> None:
     """An empty staging folder marked as this run's: one an interruption of this run left is cleared first; one
     that is not this run's is refused (never deleted)."""
     if staging.exists() or staging.is_symlink():
-        if not _own_staging(staging, out_dir):
+        if not own_staging(staging, out_dir):
             raise UserError(
                 f"{staging} is not a checkpoint this run started; it will not be deleted: move it"
             )

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Collection
 
 from skipcore.errors import UserError
-from skipcore.training.settings import TrainSettings
+from skipcore.training.settings import TrainSettings, as_recorded
 
 
 def check_data_settings(s: TrainSettings) -> str | None:
@@ -67,7 +67,7 @@ def training_data(
     where = f"{s.dataset}" + (f" [{split}]" if split else "")
     if not examples:
         raise UserError(f"no training examples in {where}")
-    record: dict = {"dataset": s.dataset, "split": split, "task": examples[0].task}
+    record: dict = {"dataset": as_recorded(s.dataset, "dataset"), "split": split, "task": examples[0].task}
     dev = None
     short = say and "eval_limit" in given  # a capped dev set smaller than the cap the user set is said
     if s.dev_fraction is not None:

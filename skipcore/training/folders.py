@@ -1,15 +1,23 @@
 """Where a run writes, checked before any work: the output folder (empty, replaced on purpose, or the very run
 being resumed) and the checkpoint folder (holding no step-* folder the run did not write). Neither is ever
-written through a link that leads out of it."""
+written through a link that leads out of it. A folder replaced on purpose (`overwrite`) loses the files of the
+run it held, known by that run's record and its checkpoints' records, and nothing else."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.files import check_writable_folder, refuse_links_out
-from skipcore.models.training_record import read_record, recorded_args
-from skipcore.training.checkpoint import foreign_entries
+from skipcore.models.training_record import (
+    RECORD_FILE,
+    read_record,
+    recorded_args,
+    recorded_files,
+    recorded_output_dir,
+)
+from skipcore.training.checkpoint import LOG_FILE, SAVE_STAGING, foreign_entries, own_checkpoint, own_staging
 
 
 def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
@@ -48,3 +56,67 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
             f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, which this run did not write; "
             "checkpoints replace and prune step-* folders there, so choose an empty folder (or move it)"
         )
+
+
+def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> None:
+    """Before a run writes into `out` with `overwrite`: remove what the run it replaces wrote there, so the
+    folder becomes this run's alone (an old adapter beside a new full model would otherwise be what loads): the
+    files that run's record lists, and the checkpoints that name `out` as their run's output, in this run's
+    checkpoint folder and in the replaced run's (where it lies inside `out`). A file it does not list, and a
+    checkpoint of another run, stay. A resume of the very run `out` holds replaces nothing."""
+    if not out.is_dir() or out.is_symlink():
+        return
+    if resume_dir is not None and _recorded_out(resume_dir) == out.resolve():
+        return
+    record = _record_of(out)
+    for name in recorded_files(record) or _saved_before_files_were_listed(record):
+        path = out / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    replaced_root = Path((recorded_args(record) or {}).get("checkpoint_dir") or out / "checkpoints")
+    # an older record's relative path is relative to a folder it does not name: not looked for
+    roots = (
+        [ckpt_root, replaced_root]
+        if replaced_root.is_absolute() and _inside(replaced_root, out)
+        else [ckpt_root]
+    )
+    for root in dict.fromkeys(roots):
+        if not root.is_dir() or root.is_symlink():
+            continue
+        own = [e for e in sorted(root.iterdir()) if own_checkpoint(e, out) or own_staging(e, out)]
+        for entry in own:
+            shutil.rmtree(entry)
+        if own and _inside(root, out) and root.resolve() != out.resolve() and not any(root.iterdir()):
+            root.rmdir()  # the checkpoint folder the replaced run made in `out`, left empty
+    if own_staging(out / SAVE_STAGING, out):
+        shutil.rmtree(out / SAVE_STAGING)
+
+
+def _saved_before_files_were_listed(record: dict) -> list[str]:
+    """What a run whose record predates `files` saved, as its record tells: a LoRA run its adapter, another its
+    model's weights and config (the file names the savers write), with the record and the log."""
+    if not record:
+        return []
+    from skipcore.models.lora import CONFIG_FILE, WEIGHTS_FILE
+
+    model = (
+        [CONFIG_FILE, WEIGHTS_FILE]
+        if record.get("lora")
+        else ["config.json", "generation_config.json", "model.safetensors"]
+    )
+    return [*model, RECORD_FILE, LOG_FILE]
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _record_of(folder: Path) -> dict:
+    try:
+        return read_record(folder) or {}
+    except UserError:  # a file of that name skipcore did not write lists nothing
+        return {}
+
+
+def _recorded_out(folder: Path) -> Path | None:
+    return recorded_output_dir(_record_of(folder))

@@ -3,6 +3,8 @@ deterministic data order and schedule draws, resumable to the step.
 
 Batches and elastic draws are pure functions of (seed, epoch, step, rank), so a resumed run reads exactly
 the batches an uninterrupted one would have read; the optimizer, LR scheduler and RNG state are restored.
+A loss that is not finite stops the run before the step is taken: nothing is saved from a broken state, and the
+checkpoints already written stay.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from skipcore.models.training_record import with_state
 from skipcore.training import LR_SCHEDULERS
 from skipcore.training.batching import Pair, collate, epoch_batches
 from skipcore.training.checkpoint import (
+    LOG_FILE,
+    CheckpointTrail,
     checkpoint_name,
     load_state,
-    prune_checkpoints,
     publish_checkpoint,
     save_model,
     save_state,
@@ -71,6 +74,8 @@ class Hyper:
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise UserError(f"{name} must be a finite number > 0, got {value}", field=name)
+        if self.lr * 10 > torch.finfo(torch.float32).max:  # AdamW's first step is lr / (1 - beta1) = 10 lr
+            raise UserError(f"lr must be below 3.4e37 (AdamW steps by 10 x lr), got {self.lr}", field="lr")
         for name in ("weight_decay", "max_grad_norm"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
@@ -207,6 +212,47 @@ def dev_losses(acc: Accelerator, lm: SkipLM, run: Run) -> dict[str, float]:
     return out
 
 
+class NonFiniteLoss(UserError):
+    """The training loss stopped being a number: said in one line, with the checkpoint that stays."""
+
+    def __init__(self, step: int, loss: float, trail: CheckpointTrail, broken: Path | None) -> None:
+        if broken is None:
+            gave = ""
+        elif trail.pending_is_ours:
+            gave = f", and its checkpoint {broken.name}, whose weights gave this loss, was removed"
+        else:
+            gave = f"; the weights that gave it are those of the checkpoint it resumed from, {broken}"
+        kept = (
+            f"the last good checkpoint, {trail.good}, is kept (resume from it, with a lower learning rate?)"
+            if trail.good is not None
+            else "no checkpoint of weights that gave a finite loss was saved"
+        )
+        super().__init__(
+            f"training stopped at step {step}: the loss is {loss} (a learning rate or a setting too large?); "
+            f"nothing was saved from the broken state{gave}; {kept}"
+        )
+
+
+def all_finite(acc: Accelerator, loss: torch.Tensor) -> bool:
+    """Whether every process's loss is finite (one answer for all of them, so they stop together)."""
+    bad = (~torch.isfinite(loss.detach())).to(torch.float32)
+    return float(acc.reduce(bad, "sum")) == 0.0
+
+
+def follow_schedule(optimizer, scheduler, lr: float) -> None:
+    """Restored from a checkpoint, train at the rate the schedule gives at its step, with peak `lr`: the
+    checkpoint's optimizer keeps the rate of the schedule it was saved under, and a resume may end the schedule
+    elsewhere (other steps) or set another peak. Where neither changed this is the same number (transformers'
+    schedules are `LambdaLR`s: peak x the rule at the step)."""
+    lambdas = getattr(scheduler, "lr_lambdas", None)
+    if lambdas is None:
+        return
+    scheduler.base_lrs = [lr for _ in optimizer.param_groups]
+    for group, rule in zip(optimizer.param_groups, lambdas, strict=True):
+        group["initial_lr"] = lr
+        group["lr"] = lr * rule(scheduler.last_epoch)
+
+
 def train_loop(run: Run) -> Path:
     """Train, log, checkpoint; returns the output directory holding the final model."""
     acc, hyper, plan = run.accelerator, run.hyper, run.plan
@@ -225,8 +271,9 @@ def train_loop(run: Run) -> Path:
     lm, optimizer = acc.prepare(lm, optimizer)
     if run.resume_dir is not None:
         load_state(run.resume_dir, optimizer, scheduler, rank)
+        follow_schedule(optimizer, scheduler, hyper.lr)  # a resume may change the steps or the peak rate
 
-    log = JsonlLog(run.out_dir / "train_log.jsonl", main, run.resume_step if run.resume_dir else None)
+    log = JsonlLog(run.out_dir / LOG_FILE, main, run.resume_step if run.resume_dir else None)
     pad = run.tokenizer.pad_token_id
     step = run.resume_step
     order: list[list[int]] = []
@@ -236,6 +283,9 @@ def train_loop(run: Run) -> Path:
     t_start = time.perf_counter()
     elapsed_before = run.resume_elapsed_s
     bar = tqdm(total=total, initial=step, disable=not (main and hyper.progress), desc="train", unit="step")
+    trail = CheckpointTrail(  # the last good checkpoint stays, whatever happens
+        run.checkpoint_dir, hyper.keep_checkpoints, run.out_dir, main, run.resume_dir
+    )
 
     def elapsed() -> float:
         return round(elapsed_before + time.perf_counter() - t_start, 1)
@@ -255,7 +305,8 @@ def train_loop(run: Run) -> Path:
         acc.wait_for_everyone()
         if main:
             model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
-            save_model(model, run.tokenizer, where, record, hyper.save_dtype if not resumable else "float32")
+            dtype, run_files = ("float32", ()) if resumable else (hyper.save_dtype, (LOG_FILE,))
+            save_model(model, run.tokenizer, where, record, dtype, run_files)
         if resumable:
             acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
             save_state(where, optimizer, scheduler, rank, main)
@@ -277,6 +328,13 @@ def train_loop(run: Run) -> Path:
 
         loss_sum, n_tokens = token_loss(skip_logits(lm, batch, schedule), batch.labels)
         loss = loss_sum / n_tokens.clamp_min(1)
+        if not all_finite(acc, loss):  # every process stops here together, before the step is taken
+            bar.close()
+            log.close()
+            broken, here = trail.drop_broken(), float(loss.detach())
+            said = here if not math.isfinite(here) else float("nan")  # another process's loss was not finite
+            raise NonFiniteLoss(step + 1, said, trail, broken)
+        trail.loss_was_finite()
         acc.backward(loss)
         if hyper.max_grad_norm > 0:
             acc.clip_grad_norm_(lm.parameters(), hyper.max_grad_norm)
@@ -319,8 +377,8 @@ def train_loop(run: Run) -> Path:
                 bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
         if hyper.save_every and (step % hyper.save_every == 0 or step == total):
             save(run.checkpoint_dir / checkpoint_name(step), resumable=True)
-            if main:
-                prune_checkpoints(run.checkpoint_dir, hyper.keep_checkpoints, run.out_dir)
+            trail.saved(run.checkpoint_dir / checkpoint_name(step))
+    trail.finish()
     bar.close()
     save(run.out_dir, resumable=False)
     log.close()

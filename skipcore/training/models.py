@@ -15,7 +15,7 @@ from skipcore.models.loading import prepare_tokenizer
 from skipcore.models.training_record import read_record
 from skipcore.training import FAMILIES
 from skipcore.training.distributed import shared_value
-from skipcore.training.settings import TrainSettings
+from skipcore.training.settings import TrainSettings, portable_name
 
 FAMILY_ALIASES = {"opt-tiny": "opt", "gpt2-tiny": "gpt2", "llama-tiny": "llama"}
 
@@ -167,10 +167,12 @@ def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | Non
     if s.model:
         model, tokenizer = load_for_training(s.model, s.attn, s.trust_remote_code)
         parent = read_record(s.model) if Path(s.model).is_dir() else None
-        origin = {"from": "model", "model": s.model, "parameters": count_parameters(model)}
+        # named as it loads from any folder: a real model's short name, a local one's absolute path, a hub id
+        base = portable_name(s.model)
+        origin = {"from": "model", "model": base, "parameters": count_parameters(model)}
         if parent:
             origin["parent"] = {k: parent.get(k) for k in ("init", "schedule", "data", "state", "training")}
-        peft_model = with_lora(model, lora, base=s.model) if lora is not None else None
+        peft_model = with_lora(model, lora, base=base) if lora is not None else None
         return model, tokenizer, origin, peft_model
     size = ModelSize(s.layers, s.hidden, s.heads, s.ffn, s.max_positions, s.dropout)
     # the main process trains the tokenizer once and hands it to the others; nothing is written to the output
@@ -228,6 +230,11 @@ def lora_facts(peft_model, lora) -> dict | None:
         "base": config.base_model_name_or_path,
         "modules": sorted(config.target_modules),
     }
+
+
+def adapter_base(peft_model) -> str | None:
+    """The base a LoRA run's adapter names (what loading it loads first); None without LoRA."""
+    return None if peft_model is None else peft_model.peft_config["default"].base_model_name_or_path
 
 
 def how_trained(peft_model) -> str:

@@ -1,19 +1,19 @@
-"""Resuming a run: which checkpoint to continue from, the settings it continues with (its own, except those
-given again), and what changed since. The restoring of optimizer, scheduler and random state is
-`checkpoint`'s."""
+"""Resuming a run: which checkpoint to continue from, the settings it continues with (its own; of those given
+again, only how long it trains, its peak learning rate and its bookkeeping may differ, the others are refused),
+and what changed since. The restoring of optimizer, scheduler and random state is `checkpoint`'s."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections.abc import Collection
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.models.training_record import read_record, recorded_args
 from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
-from skipcore.training.settings import TrainSettings, as_recorded
+from skipcore.training.settings import NAME_OR_PATH_SETTINGS, PATH_SETTINGS, TrainSettings, as_recorded
 
 RESUME_FILES = (
     "skipcore_training.json",
@@ -23,9 +23,58 @@ RESUME_FILES = (
     "scheduler.pt",
 )
 
-# settings a resumed run does not take from the run it continues: where and how this process runs, not what it
-# trains
-NOT_RESUMED = ("resume", "out", "overwrite", "no_progress", "device", "threads", "find_unused_parameters")
+# A resumed run is the run it continues. Which of its settings a resume may change:
+# - where and how this process runs, not what it trains: never taken from the run, free to differ (the
+#   permission to run a model's own code is given by each command, never by a record);
+THIS_PROCESS = (
+    "resume",
+    "out",
+    "overwrite",
+    "no_progress",
+    "device",
+    "threads",
+    "find_unused_parameters",
+    "trust_remote_code",
+)
+# - how long it trains (the LR schedule's end moves with it), its peak learning rate (the schedule's rate from
+#   the resumed step on follows it: the way on from a run whose loss turned non-finite) and its bookkeeping
+#   (logging, dev-loss and saving cadence, where checkpoints go, the saved dtype, the attention kernel, which
+#   computes the same function): taken from the run unless given now; a value given now applies from the resumed
+#   step, is said, and is recorded (the record's `resumes`);
+MAY_CHANGE = (
+    "steps",
+    "epochs",
+    "lr",
+    "log_every",
+    "eval_every",
+    "save_every",
+    "checkpoint_dir",
+    "keep_checkpoints",
+    "save_dtype",
+    "attn",
+)
+# - every other setting (the model and its size, LoRA and whole layers, the data, the schedule and the objective,
+#   the optimisation, the seed, mixed precision) is the run's own: another value is refused, naming it. The weights,
+#   the optimizer's state and the data order a resume restores were made with them, so a new value would be
+#   recorded but not trained.
+
+
+def _alpha_used(args: dict, alpha: float | None) -> float | None:
+    """LoRA's alpha as a run used it: unset, 2 x rank (`skipcore.models.lora.LoraSpec`)."""
+    return alpha if alpha is not None or not args.get("lora_rank") else 2 * args["lora_rank"]
+
+
+# settings whose unset value stands for another, compared by the value the run used
+IMPLIED = {"lora_alpha": _alpha_used}
+
+
+@dataclass(frozen=True)
+class Continued:
+    """The settings a resumed run trains with, and what they owe to the run it continues."""
+
+    settings: TrainSettings
+    taken: tuple[str, ...]  # taken from the run's record (not given now)
+    changed: dict[str, tuple[object, object]]  # given now with another value: {name: (the run's, now)}
 
 
 def resolve_resume(path: str) -> Path:
@@ -48,47 +97,116 @@ def resolve_resume(path: str) -> Path:
     return latest
 
 
-def adopt_recorded(
-    settings: TrainSettings, resume_dir: Path, given: Collection[str] | None
-) -> tuple[TrainSettings, list[str]]:
-    """A resume continues its run: every setting not in `given` (those the user set now) takes the value the
-    run recorded (its data, schedule, optimisation), so `train --resume OUT/checkpoints --out OUT` alone
-    trains the same run on; settings given now override them (and are said as changes). Returns the settings
-    and the names of those taken from the record.
-
-    With `given` None (not known which settings the user set) nothing is taken."""
+def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[str] | None) -> Continued:
+    """The settings of a run resumed from `resume_dir`: a setting not in `given` (those the user set now; None: all
+    of them) takes the value the run recorded, so `train --resume OUT/checkpoints --out OUT` alone trains the same
+    run on. A setting given now with another value is applied where it may change (`MAY_CHANGE`), and refused,
+    before any work, where it may not (the first named, the others listed). A checkpoint with no recorded
+    settings continues with the settings as given."""
     recorded = recorded_args(read_record(resume_dir) or {})
-    if given is None or recorded is None:
-        return settings, []
-    names = TrainSettings.names()
+    if recorded is None:
+        return Continued(settings, (), {})
+    given = set(TrainSettings.names()) if given is None else set(given)
     taken: dict[str, object] = {}
-    for key, value in recorded.items():
-        if key in NOT_RESUMED or key in given or key not in names:
+    changed: dict[str, tuple[object, object]] = {}
+    refused: list[tuple[str, object, object]] = []
+    for name in TrainSettings.names():
+        if name in THIS_PROCESS or name not in recorded:
             continue
-        current = getattr(settings, key)
-        if as_recorded(current) == value:
+        now, then = getattr(settings, name), recorded[name]
+        if name in given and name in IMPLIED:  # left unset, a setting has the value the run used
+            now, then = IMPLIED[name](asdict(settings), now), IMPLIED[name](recorded, then)
+        if same_setting(name, now, then):
             continue
-        # a comma list, recorded as a JSON list, comes back a tuple
-        taken[key] = tuple(value) if isinstance(current, tuple) else value
-    return dataclasses.replace(settings, **taken), list(taken)
+        if name not in given:
+            taken[name] = tuple(then) if isinstance(now, tuple) and isinstance(then, list) else then
+        elif name in MAY_CHANGE:
+            changed[name] = (then, now)
+        else:
+            refused.append((name, now, then))
+    if refused:
+        name, now, then = refused[0]
+        others = [n for n, _, _ in refused[1:]]
+        also = f" (so do {', '.join(others)})" if others else ""
+        raise UserError(
+            f"{name} {shown(now)} differs from the run's {shown(then)}{also}; a resumed run keeps its settings",
+            field=tuple(n for n, _, _ in refused),
+        )
+    return Continued(replace(settings, **taken), tuple(taken), changed)
 
 
-def warn_changes(old: dict, new: dict) -> None:
-    """A resumed run should repeat the original command; say each setting that differs between the record it
-    continues (`old`) and its own (`new`)."""
-    changes = [
-        f"{section}.{key}: {_json_normal(before)!r} -> {_json_normal(after)!r}"
-        for section in ("schedule", "training", "data")
-        for key in sorted(set(old.get(section) or {}) | set(new.get(section) or {}))
-        if _json_normal(before := (old.get(section) or {}).get(key))
-        != _json_normal(after := (new.get(section) or {}).get(key))
-    ]
-    if changes:
+def same_setting(name: str, now: object, then: object) -> bool:
+    """Whether a setting's value now is the one the run recorded (`then`): a path spelled another way (relative,
+    or as an older record kept it) is the same path."""
+    if as_recorded(now) == then:
+        return True
+    if name in PATH_SETTINGS + NAME_OR_PATH_SETTINGS and isinstance(now, str) and isinstance(then, str):
+        return as_recorded(now, name) == as_recorded(then, name)
+    return False
+
+
+def shown(value: object) -> str:
+    """A setting's value as a message says it: a list comma-separated, no value as `none`."""
+    if value is None:
+        return "none"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or "none"
+    return str(value)
+
+
+def setting_changes(old_args: dict | None, new_args: dict) -> dict[str, list]:
+    """Every recorded setting whose value differs between the run's record and the resumed run's own, as the
+    record's `resumes` keeps them ({name: [before, after]}); `resume` itself is `resumed_from`'s."""
+    old_args = old_args or {}
+    return {
+        name: [old_args.get(name), value]
+        for name, value in new_args.items()
+        if name not in ("resume", "command")
+        and name in old_args
+        and _json_normal(old_args[name]) != _json_normal(value)
+    }
+
+
+def derived_changes(old: dict, new: dict) -> dict[str, list]:
+    """What the same settings derive differently now (the data read again, and the schedule made from its
+    statistics): {"section.key": [before, after]}. The dev data's entry follows the dev-loss settings, which
+    `setting_changes` says; the data set's path spelled another way is no change."""
+    changes = {}
+    for section in ("schedule", "data"):
+        before, after = old.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(before) | set(after)):
+            then, now = before.get(key), after.get(key)
+            if key == "dev" or _json_normal(then) == _json_normal(now):
+                continue
+            if (section, key) == ("data", "dataset") and same_setting("dataset", now, then):
+                continue
+            changes[f"{section}.{key}"] = [then, now]
+    return changes
+
+
+def say_resumed(resume_dir: Path, continued: Continued, derived: dict[str, list]) -> None:
+    """One line each: the settings taken from the run, those given now that apply from here on, and what the data
+    gives differently now."""
+    if continued.taken:
+        flags = [flag_of(name) for name in continued.taken]
+        listed = ", ".join(flags[:8]) + (f" and {len(flags) - 8} more" if len(flags) > 8 else "")
+        print(f"note: resuming {resume_dir} with its run's own {listed}", file=sys.stderr)
+    if continued.changed:
+        said = ", ".join(
+            f"{flag_of(name)} {shown(now)} (the run's {shown(then)})"
+            for name, (then, now) in continued.changed.items()
+        )
+        print(f"note: resuming with {said}, from the resumed step on", file=sys.stderr)
+    if derived:
+        said = "; ".join(f"{key}: {before!r} -> {after!r}" for key, (before, after) in derived.items())
         print(
-            "warning: resuming with changed settings (the new ones apply from here on): "
-            + "; ".join(changes),
+            f"warning: the data reads differently than when the run began (applies from here on): {said}",
             file=sys.stderr,
         )
+
+
+def flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _json_normal(value: object) -> object:

@@ -6,10 +6,18 @@ torch."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.models.catalog import is_real_name
 from skipcore.models.shipped import shipped_path
+
+# settings that are always local paths, and those that name a local path or something else (a real model's short
+# name, a hub id or a hub data set): the record keeps the paths absolute, so it reads the same from any folder
+PATH_SETTINGS = ("out", "checkpoint_dir", "tokenizer", "schedule_json", "resume")
+NAME_OR_PATH_SETTINGS = ("model", "dataset")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,11 +116,28 @@ class TrainSettings:
             )
 
     def recorded(self) -> dict:
-        """The settings as the training record keeps them (`args`): by name, a tuple as a JSON list, after the
-        command that ran them."""
-        return {"command": "train", **{k: as_recorded(v) for k, v in asdict(self).items()}}
+        """The settings as the training record keeps them (`args`): by name, a tuple as a JSON list, a local path
+        absolute (a resume, or a load of the model, may run from another folder), after the command that ran
+        them."""
+        return {"command": "train", **{k: as_recorded(v, k) for k, v in asdict(self).items()}}
 
 
-def as_recorded(value: object) -> object:
-    """A setting's value as the training record holds it: a tuple (a comma list) as a JSON list."""
-    return list(value) if isinstance(value, tuple) else value
+def as_recorded(value: object, name: str | None = None) -> object:
+    """A setting's value as the training record holds it: a tuple (a comma list) as a JSON list; the setting
+    `name`'s local path absolute."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, str) and value and name in PATH_SETTINGS:
+        return os.path.abspath(Path(value).expanduser())
+    if isinstance(value, str) and name in NAME_OR_PATH_SETTINGS:
+        return portable_name(value)
+    return value
+
+
+def portable_name(name: str) -> str:
+    """`name` as it reads from any working directory: a real model's short name and a name that is no local path
+    (a hub id) as given, a local file or folder as its absolute path."""
+    if not name or is_real_name(name):
+        return name
+    local = Path(name).expanduser()
+    return os.path.abspath(local) if local.exists() else name

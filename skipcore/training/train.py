@@ -1,7 +1,8 @@
 """One training run from its settings, the call `python -m skipcore train` makes: everything is checked before
 anything is written (the settings, which a resume first takes from the run it continues; the data; the
-starting model; the schedule plan), the output folder is locked for the run (one writer) and made only then,
-and the loop trains, logs and saves (`loop`).
+starting model; the schedule plan), the output folder is locked for the run (one writer) and made only then
+(replaced on purpose, it first loses the files of the run it held), and the loop trains, logs and saves
+(`loop`).
 
 Runs unchanged on one process or several (`accelerate launch`, `torchrun`): every process makes the same
 checks, and only the main process writes or prints."""
@@ -24,9 +25,10 @@ from skipcore.models.training_record import (
 from skipcore.training.batching import data_stats, tokenize_pairs
 from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
-from skipcore.training.folders import check_checkpoint_dir, check_out_dir
+from skipcore.training.folders import check_checkpoint_dir, check_out_dir, clear_replaced_run
 from skipcore.training.loop import Hyper, Run, environment, step_plan, total_steps, train_loop
 from skipcore.training.models import (
+    adapter_base,
     how_trained,
     lora_facts,
     lora_spec,
@@ -36,13 +38,21 @@ from skipcore.training.models import (
     starting_model,
 )
 from skipcore.training.plan import plan_for
-from skipcore.training.resume import adopt_recorded, resolve_resume, warn_changes
+from skipcore.training.resume import (
+    Continued,
+    continue_run,
+    derived_changes,
+    resolve_resume,
+    say_resumed,
+    setting_changes,
+)
 from skipcore.training.settings import TrainSettings
 
 
 def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
     """Train as `settings` say; returns the output folder holding the final model. `given`: the settings the
-    user set (a resume takes every other one from the run it continues); None takes none.
+    user set (a resume takes every other one from the run it continues, and refuses one set to another value
+    where it may not change: `skipcore.training.resume`); None: all of them.
 
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
@@ -61,9 +71,10 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
 
 def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
     resume_dir = resolve_resume(s.resume) if s.resume else None
-    taken: list[str] = []
+    continued = None
     if resume_dir is not None:
-        s, taken = adopt_recorded(s, resume_dir, given)
+        continued = continue_run(s, resume_dir, given)
+        s = continued.settings
         s.check()
     split = check_data_settings(s)
     lora = lora_spec(s)
@@ -72,13 +83,6 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
     ckpt_root = Path(s.checkpoint_dir) if s.checkpoint_dir else out / "checkpoints"
     acc = make_accelerator(s.device, s.mixed_precision, s.find_unused_parameters)
     main = acc.is_main_process
-    if taken and main:
-        flags = ["--" + name.replace("_", "-") for name in taken]
-        shown = ", ".join(flags[:8]) + (f" and {len(flags) - 8} more" if len(flags) > 8 else "")
-        print(
-            f"note: resuming {resume_dir} with its run's own {shown} (flags given now override them)",
-            file=sys.stderr,
-        )
     with one_writer(acc, out):
         check_out_dir(out, s.overwrite, resume_dir)
         check_checkpoint_dir(ckpt_root, out, hyper.save_every)
@@ -106,14 +110,12 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         )
         resume_step, resume_elapsed = 0, 0.0
         if resume_dir is not None:
-            previous = read_record(resume_dir) or {}
-            if main:
-                warn_changes(previous, record)
-            resume_step, resume_elapsed = recorded_state(previous)
-            record = resumed_record(record, previous, resume_dir)
+            record, resume_step, resume_elapsed = _continued_record(record, resume_dir, continued, main)
         step_plan(hyper, pairs, acc.num_processes, resume_step)
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         if main:
+            if s.overwrite:  # the folder becomes this run's alone: the tool's files of the run it replaces go
+                clear_replaced_run(out, ckpt_root, resume_dir)
             out.mkdir(parents=True, exist_ok=True)
         acc.wait_for_everyone()
         set_seed(s.seed, device_specific=True)  # dropout differs per process; restored on resume
@@ -146,9 +148,25 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         train_loop(run)
         if main:
             final_step, _ = recorded_state(read_record(out) or {})
-            print(f"saved {out} (step {final_step})", file=sys.stderr)
+            base = adapter_base(peft_model)
+            on = f"; a LoRA adapter on {base}" if base else ""
+            print(f"saved {out} (step {final_step}{on})", file=sys.stderr)
         acc.end_training()
         return out
+
+
+def _continued_record(
+    record: dict, resume_dir: Path, continued: Continued, main: bool
+) -> tuple[dict, int, float]:
+    """The record of a resumed run (what changed at this resume kept with it, and said), the step it resumes at
+    and the training time before it."""
+    previous = read_record(resume_dir) or {}
+    derived = derived_changes(previous, record)
+    if main:
+        say_resumed(resume_dir, continued, derived)
+    resume_step, resume_elapsed = recorded_state(previous)
+    changes = {"settings": setting_changes(previous.get("args"), record["args"]), "derived": derived}
+    return resumed_record(record, previous, resume_dir, resume_step, changes), resume_step, resume_elapsed
 
 
 def hyper_of(s: TrainSettings):

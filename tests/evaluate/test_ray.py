@@ -1,7 +1,8 @@
 """The sweep as Ray tasks, on one private Ray instance for the session (`ray_address` in conftest: 2 CPUs,
 loopback only): the same rows as in this process, retries, a unit that always fails named in one line while the
-rest is written, a driver killed mid-grid resumed without duplicates, Ctrl-C cancelling what still runs; and the
-flags refused before any work, and measured speedups of different machines kept off one front.
+rest is written, nothing of Ray's on the driver's stdout, a driver killed mid-grid resumed without duplicates,
+Ctrl-C cancelling what still runs; and the flags refused before any work, and measured speedups of different
+machines kept off one front.
 
 A fault is injected by swapping `skipcore.evaluate.units.unit_rows` in this process: the runner sends the function
 with the job, so the Ray workers run the swapped one (a closure travels by value)."""
@@ -337,13 +338,62 @@ def test_ctrl_c_on_the_command_line_stops_the_grid_and_keeps_written_rows(
     assert 1 <= written < 4 and not out.with_name(f".{out.name}.lock").exists()
 
 
+FAILING_CLI = """
+import sys
+from skipcore.evaluate import units
+
+def broken(job, unit, engines, say=None):
+    print("a worker's own line")
+    raise ValueError("injected: always")
+    yield  # a generator, as unit_rows is
+
+units.unit_rows = broken
+from skipcore.commands import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_grid_that_fails_keeps_rays_output_off_stdout_and_names_only_files_written(
+    model_dirs, sweep_dataset, tmp_path, ray_address
+):
+    """A retried task's stack frames (what Ray reports to its driver) and a worker's own lines came out on stdout,
+    where the results go; and a grid that wrote no row named result files that were never written. A driver of
+    its own (a process that closes its Ray connection at the end), so that every line Ray sends it is seen."""
+    out = tmp_path / "s.parquet"
+    script = tmp_path / "cli.py"
+    script.write_text(textwrap.dedent(FAILING_CLI))
+    args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(sweep_dataset), "--limit", "3"]
+    args += ["--targets", "1,2", "--modes", "skip", "--batch-sizes", "1", "--policies", "static"]
+    args += ["--max-new-tokens", "10", "--device", "cpu", "--dtype", "float32", "--repeats", "0"]
+    args += ["--out", str(out), "--no-progress", "--executor", "ray", "--ray-address", ray_address]
+    args += ["--ray-max-retries", "1"]
+    run = subprocess.run(
+        [sys.executable, str(script), *args], env=python_env(), capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stdout == "" and "a worker's own line" not in run.stderr, (run.stdout, run.stderr[-3000:])
+    said = run.stderr.splitlines()
+    assert said[-2].startswith("0 settings written: no results file (") and not out.exists()
+    assert said[-1].startswith("error: 2 settings of the grid failed for good, not written ('model b1 ")
+    assert said[-1].endswith("); no row was written; rerun the same sweep to run only the missing ones")
+    failed = [line.split("'")[1] for line in said if line.startswith("error: setting")]
+    assert len(failed) == 2 and all(
+        f"' failed after 2 tries on {socket.gethostname()}: ValueError: injected: always" in line
+        for line in said
+        if line.startswith("error: setting")
+    )
+
+
 # -- refused before any work ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "flags, said",
     [
         (["--ray-address", "127.0.0.1:1"], "--ray-address applies to --executor ray only"),
         (["--executor", "ray", "--ray-cpus-per-task", "0"], "--ray-cpus-per-task must be a number above 0"),
-        (["--executor", "ray", "--ray-cpus-per-task", "nan"], "--ray-cpus-per-task must be a number above 0"),
+        (
+            ["--executor", "ray", "--ray-cpus-per-task", "-0.5"],
+            "--ray-cpus-per-task must be a number above 0",
+        ),
         (["--executor", "ray", "--ray-gpus-per-task", "-1"], "--ray-gpus-per-task must be a number >= 0"),
         (["--executor", "ray", "--ray-max-retries", "-1"], "--ray-max-retries must be >= 0"),
         (["--executor", "ray", "--device", "cuda"], "--device cuda on Ray needs --ray-gpus-per-task above 0"),

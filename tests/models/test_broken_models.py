@@ -132,3 +132,107 @@ def test_a_lora_adapter_that_does_not_fit_its_base_is_one_line(model_dirs, tmp_p
         argv = ["generate", "--model", str(moved), "--prompt", "MR: x", "--max-new-tokens", "2"]
         err = refused(capsys, argv)
         assert "does not fit its base model" in err and words in err, err
+
+
+# -- adapters that cannot be used ----------------------------------------------------------------------------
+@pytest.fixture
+def llama_adapter(model_dirs, tmp_path):
+    """A rank-2 LoRA adapter of the tiny Llama model, saved; and a way to copy it with its config edited."""
+    pytest.importorskip("peft")
+    from skipcore.models.lora import LoraSpec, save_adapter, with_lora
+
+    model, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    save_adapter(with_lora(model, LoraSpec(2), base=str(model_dirs["llama"])), adapter)
+
+    def copy(name: str, **config):
+        moved = shutil.copytree(adapter, tmp_path / name)
+        cfg = json.loads((moved / "adapter_config.json").read_text())
+        (moved / "adapter_config.json").write_text(json.dumps({**cfg, **config}))
+        return moved
+
+    return copy
+
+
+def test_an_adapter_whose_base_leads_back_to_itself_is_one_line(llama_adapter, tmp_path, capsys):
+    from skipcore.errors import ModelError
+    from skipcore.models.loading import load_config
+    from skipcore.models.reference import resolve_model
+
+    own = llama_adapter("own", base_model_name_or_path=str(tmp_path / "own"))
+    said = generate_refused(capsys, "--model", str(own), "--prompt", "MR: x")
+    assert said == (
+        f"{own / 'adapter_config.json'}: base_model_name_or_path names its own folder; "
+        "it must name the model the adapter was trained on"
+    )
+    first = llama_adapter("first", base_model_name_or_path=str(tmp_path / "second"))
+    llama_adapter("second", base_model_name_or_path=str(first))
+    for attempt in (resolve_model, load_config, load_model):
+        with pytest.raises(
+            ModelError, match="base_model_name_or_path names .*, an adapter whose base leads back"
+        ):
+            attempt(str(first))
+
+
+def test_a_damaged_adapter_weights_file_is_one_line_naming_it(llama_adapter, capsys):
+    from skipcore.errors import ModelError
+    from skipcore.models.reference import resolve_model
+
+    cut = llama_adapter("cut")
+    weights = cut / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    said = generate_refused(capsys, "--model", str(cut), "--prompt", "MR: x")
+    assert said.startswith(f"{weights} is damaged or incomplete: it holds ") and "save or copy" in said, said
+    with pytest.raises(ModelError, match="is damaged or incomplete"):
+        resolve_model(str(cut))  # known before its base loads
+    weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
+    said = generate_refused(capsys, "--model", str(cut), "--prompt", "MR: x")
+    assert (
+        said == f"{weights} is damaged or incomplete: its header is not valid; save or copy the adapter again"
+    )
+
+
+def test_an_adapter_on_a_base_of_other_shapes_names_a_tensor(llama_adapter, tmp_path, capsys):
+    """An adapter made for another model (the tiny Llama's on a Gemma 3 base, whose attention is wider):
+    torch's "Error(s) in loading state_dict" becomes a tensor, its shape in the file and the one the base
+    needs."""
+    gemma = make_tiny_model("gemma3", tmp_path / "gemma")
+    moved = llama_adapter("on-gemma", base_model_name_or_path=str(gemma))
+    said = generate_refused(capsys, "--model", str(moved), "--prompt", "MR: x")
+    assert said.startswith(f"the adapter in {moved} does not fit its base model: "), said
+    assert "e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight: [64, 2] in " in said, said
+    assert "adapter_model.safetensors, [128, 2] for the base" in said and "Error(s)" not in said, said
+
+
+def test_a_model_path_no_file_can_have_is_a_model_error_wherever_it_is_named(llama_adapter, tmp_path, capsys):
+    """A 300-character name made `Path.is_file` raise inside `resolve_model`: the library, the dashboard's
+    picker, `models --prepare` and an adapter's base all say it in one line."""
+    from skipcore.errors import ModelError
+    from skipcore.models.reference import resolve_model
+
+    long = str(tmp_path / ("a" * 300))
+    with pytest.raises(ModelError, match="is 300 bytes long"):
+        resolve_model(long)
+    assert "is 300 bytes long" in refused(capsys, ["models", "--prepare", long])
+    based = llama_adapter("based", base_model_name_or_path=long)
+    with pytest.raises(ModelError, match="is 300 bytes long"):
+        resolve_model(str(based))
+
+
+def test_an_adapter_whose_base_is_a_relative_path_that_does_not_lead_anywhere_says_so(tmp_path, monkeypatch):
+    """Adapters saved with a relative base load only from the folder they were trained in: elsewhere the message
+    says that, not "model directory not found"."""
+    import torch
+    from safetensors.torch import save_file
+
+    from skipcore.errors import ModelError
+    from skipcore.models.reference import resolve_model
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "./runs/base"}))
+    save_file({"x": torch.zeros(1)}, str(adapter / "adapter_model.safetensors"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelError, match="its base ./runs/base is a relative path"):
+        resolve_model(str(adapter))

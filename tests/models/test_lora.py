@@ -1,5 +1,6 @@
-"""LoRA fine-tuning (peft): the saved adapter names its base and loads merged, equal to the trained model; an
-interrupted LoRA run resumes to the same losses; only target tokens carry loss; bad LoRA flags are one line."""
+"""LoRA fine-tuning (peft): the saved adapter names its base (as it loads from any folder) and loads merged, equal to
+the trained model; an interrupted LoRA run resumes to the same losses; only target tokens carry loss; bad LoRA flags
+are one line."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from skipcore.models.training_record import read_record
 from skipcore.schedule import full_schedule
 from skipcore.training.batching import IGNORE, Pair, collate
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
-from tests.helpers import PROMPTS
+from tests.helpers import PROMPTS, REPO
 
 peft = pytest.importorskip("peft", reason="LoRA needs peft (pip install peft)")
 
@@ -197,3 +198,34 @@ def test_whole_layers_train_every_weight_of_those_layers_beside_lora_and_resume(
     assert main([*args, "--out", str(tmp_path / "bad")]) == 2
     assert "--whole-layers needs --lora-rank" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_an_adapter_trained_on_a_base_given_by_a_relative_path_loads_from_any_folder(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """The adapter names its base as it loads from anywhere: a local folder by its absolute path (a real model by
+    its short name, a hub id as given), and the run says which."""
+    from skipcore.training.settings import portable_name
+
+    out = tmp_path / "adapter"
+    monkeypatch.chdir(model_dirs["llama"].parent)
+    capsys.readouterr()
+    assert lora_cli("llama", out, "--steps", "1", "--dataset", str(REPO / "data/e2e_synth")) == 0
+    assert f"a LoRA adapter on {model_dirs['llama']})" in capsys.readouterr().err
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert base_name(out) == str(model_dirs["llama"])
+    record = read_record(out)
+    assert (
+        record["lora"]["base"]
+        == record["init"]["model"]
+        == record["args"]["model"]
+        == str(model_dirs["llama"])
+    )
+    model, tok = load_model(str(out), device="cpu", dtype="float32")
+    assert SkipEngine(model, tok).generate(PROMPTS[:1], max_new_tokens=2).token_ids
+    (
+        elsewhere / "smollm2-135m"
+    ).mkdir()  # a folder of a real model's name: the short name still wins, as it loads
+    assert portable_name("smollm2-135m") == "smollm2-135m" and portable_name("org/model") == "org/model"

@@ -151,7 +151,7 @@ def test_a_cached_model_is_not_converted_again(monkeypatch):
     assert gguf.model_folder(m) == folder and resolve_model("smollm2-135m").convert() == folder
 
 
-def _fake_convert(gguf_path: Path, out: Path) -> None:
+def _fake_convert(gguf_path: Path, out: Path, label: str | None = None) -> None:
     (out / "config.json").write_text(json.dumps({"model_type": "llama", "from": gguf_path.name}))
 
 
@@ -178,7 +178,7 @@ def test_a_failed_conversion_leaves_nothing_and_a_foreign_folder_is_never_touche
     src = tmp_path / "broken.gguf"
     src.write_bytes(b"not a gguf")
 
-    def failing(gguf_path, out):
+    def failing(gguf_path, out, label=None):
         (out / "model.safetensors").write_bytes(b"half")
         raise UserError("could not read it")
 
@@ -192,6 +192,82 @@ def test_a_failed_conversion_leaves_nothing_and_a_foreign_folder_is_never_touche
     with pytest.raises(ModelError, match="not a complete skipcore model cache"):
         gguf.file_folder(src, lambda _: None)
     assert (target / "notes.txt").read_text() == "mine"
+
+
+def _damaged_copy(model: RealModel, cache: Path) -> Path:
+    """A copy of `model`'s converted folder in `cache` (never the suite's own), its weights cut to their first
+    MB: what a killed copy or a full disk leaves."""
+    real = gguf.model_folder(model)
+    folder = cache / "models" / real.name
+    folder.mkdir(parents=True)
+    for f in real.iterdir():
+        if f.name == "model.safetensors":
+            with f.open("rb") as src:
+                (folder / f.name).write_bytes(src.read(1 << 20))
+        else:
+            (folder / f.name).write_bytes(f.read_bytes())
+    return folder
+
+
+def test_a_damaged_real_model_cache_is_never_called_ready_and_prepare_rebuilds_it(
+    tmp_path, monkeypatch, capsys
+):
+    """The converted SmolLM2 with its weights cut short: listed as damaged (its sizes read from the GGUF
+    header, nothing converted), refused by generate with the command that rebuilds it, rebuilt by `models
+    --prepare`."""
+    m = REAL_MODELS["smollm2-135m"]
+    if not installed(m):
+        pytest.skip(m.install)
+    folder = _damaged_copy(m, tmp_path / "cache")
+    monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / "cache"))
+    with monkeypatch.context() as patched:
+        patched.setattr(gguf, "ensure_converted", lambda *a, **k: pytest.fail("converted while listing"))
+        assert main(["models"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("smollm2-135m "))
+    assert (
+        "30 x 576" in row and "its cached copy is damaged: skipcore models --prepare smollm2-135m" in row
+    ), row
+    argv = [
+        "generate",
+        "--model",
+        "smollm2-135m",
+        "--prompt",
+        "Hi",
+        "--max-new-tokens",
+        "2",
+        "--threads",
+        "1",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: the cached copy of smollm2-135m in {folder} is damaged (model.safetensors")
+    assert err.endswith("rebuild it with: skipcore models --prepare smollm2-135m") and "\n" not in err, err
+    assert main(["models", "--prepare", "smollm2-135m"]) == 0
+    assert resolve_model("smollm2-135m").cache_status.ready
+    assert (folder / "model.safetensors").stat().st_size == (
+        gguf.model_folder(m) / "model.safetensors"
+    ).stat().st_size
+    assert "smollm2-135m: " + str(folder) in capsys.readouterr().err
+
+
+def test_a_smollm2_adapter_on_the_gemma_base_names_a_tensor(tmp_path, capsys):
+    if not all(installed(m) for m in REAL_MODELS.values()):
+        pytest.skip("needs both real models")
+    moved = tmp_path / "on-gemma"
+    moved.mkdir()
+    for f in ("adapter_config.json", "adapter_model.safetensors"):
+        (moved / f).write_bytes((REPO / "data/models/skipdecode-smollm2-e2e" / f).read_bytes())
+    config = json.loads((moved / "adapter_config.json").read_text())
+    (moved / "adapter_config.json").write_text(
+        json.dumps({**config, "base_model_name_or_path": "gemma-3-270m"})
+    )
+    argv = ["generate", "--model", str(moved), "--prompt", "Hi", "--max-new-tokens", "2", "--threads", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: the adapter in {moved} does not fit its base model: ") and "\n" not in err
+    assert "e.g. base_model.model.model.layers.0.self_attn." in err and "[32, 576] in adapter_model" in err, (
+        err
+    )
 
 
 def test_listing_the_models_converts_nothing(tmp_path, monkeypatch, capsys):

@@ -108,7 +108,7 @@ def test_generate_policy_adaptive_writes_its_decisions(tmp_path, capsys):
     [
         (["--policy", "adaptive", "--adaptive-drop", "0"], "--adaptive-drop"),
         (["--policy", "adaptive", "--min-layers", "40"], "40"),
-        (["--policy", "adaptive", "--adaptive-threshold", "nan"], "--adaptive-threshold"),
+        (["--policy", "adaptive", "--adaptive-threshold=-0.5"], "--adaptive-threshold must be >= 0"),
         (["--policy", "adaptive", "--adaptive-threshold", "1.5"], "never reaches it"),
         (["--policy", "calm", "--calm-min-layers", "13"], "--calm-min-layers must be in [1, 12]"),
         (["--policy", "calm", "--calm-threshold", "-1"], "threshold"),

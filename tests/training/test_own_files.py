@@ -1,5 +1,5 @@
 """Training writes and deletes only its own files: checkpoints it pruned were its own, a user's folder is
-refused untouched, a refused run writes nothing."""
+refused untouched, a refused run writes nothing, and --overwrite removes the replaced run's files alone."""
 
 from __future__ import annotations
 
@@ -64,3 +64,47 @@ def test_a_refused_training_run_writes_nothing(tmp_path, capsys, bad):
     refused(capsys, [*argv, *bad])
     assert not out.exists() and not list(tmp_path.glob(".*lock"))
     assert main(argv) == 0 and (out / "tokenizer.json").is_file()
+
+
+# -- --overwrite leaves the folder the new run's alone: the old run's files go, the user's stay --------------------
+def test_overwrite_removes_the_replaced_runs_own_files_and_keeps_the_users(model_dirs, tmp_path):
+    """A LoRA run, then a full fine-tune with --overwrite into the same folder: the old adapter would otherwise be
+    what `--model DIR` loads. Its files (listed by its record) and its checkpoints (whose records name DIR) go; a
+    user's file, and a user's file in the checkpoint folder, stay."""
+    from skipcore.models.loading import load_model
+    from skipcore.models.training_record import read_record
+
+    out = tmp_path / "run"
+    lora = train_two_steps(model_dirs, out, "--lora-rank", "2", "--save-every", "1")
+    assert main([*lora, "--keep-checkpoints", "0"]) == 0
+    assert (out / "adapter_config.json").is_file() and (out / "checkpoints" / "step-0000002").is_dir()
+    assert set(read_record(out)["files"]) == {p.name for p in out.iterdir() if p.is_file()}
+    (out / "notes.txt").write_text("mine")
+    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    left = {p.name for p in out.iterdir()}
+    assert "adapter_config.json" not in left and "adapter_model.safetensors" not in left
+    assert "checkpoints" not in left and (out / "notes.txt").read_text() == "mine"
+    assert left == {*read_record(out)["files"], "notes.txt"} and read_record(out)["lora"] is None
+    model, _ = load_model(str(out), device="cpu", dtype="float32")
+    assert not hasattr(model, "peft_config") and read_record(out)["state"]["step"] == 1
+
+    # the replaced run's checkpoints go; a file of the user's in their folder keeps it
+    assert main([*lora, "--overwrite"]) == 0
+    (out / "checkpoints" / "mine.txt").write_text("mine")
+    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["mine.txt"]
+    assert not (out / "adapter_config.json").exists() and (out / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_removes_the_adapter_of_a_run_whose_record_predates_its_file_list(model_dirs, tmp_path):
+    from skipcore.models.training_record import read_record, write_record
+
+    out = tmp_path / "run"
+    assert main(train_two_steps(model_dirs, out, "--lora-rank", "2")) == 0
+    record = read_record(out)
+    del record["files"], record["format"]  # as an older skipcore wrote it
+    write_record(out, record)
+    (out / "notes.txt").write_text("mine")
+    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert not (out / "adapter_config.json").exists() and not (out / "adapter_model.safetensors").exists()
+    assert (out / "notes.txt").read_text() == "mine" and (out / "model.safetensors").is_file()

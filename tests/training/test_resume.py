@@ -1,4 +1,5 @@
-"""A resumed run takes the settings of the run it continues: a bare resume trains on as that run did."""
+"""A resumed run takes the settings of the run it continues: a bare resume trains on as that run did; a setting
+that may not change is refused naming it, one that may is applied, said and recorded."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.models.training_record import read_record
-from tests.helpers import train_argv
+from tests.helpers import refused, train_argv
 
 
 # -- a resume with no other flags trains the run it resumes --------------------------------------------------
@@ -33,3 +34,128 @@ def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys)
     assert again["state"]["step"] == 4 and again["training"] == first["training"]
     redone = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in redone] == pytest.approx([r["loss"] for r in losses], abs=1e-5)
+
+
+# -- a resume keeps the run's settings: one that may not change is refused, one that may is applied and said ---
+def lora_run_argv(model_dir, out, *extra: str) -> list[str]:
+    """3 steps of elastic LoRA training with one layer trained whole, a checkpoint after each step."""
+    flags = ["--limit", "8", "--batch-size", "4", "--steps", "3", "--lora-rank", "4", "--whole-layers", "5"]
+    flags += ["--elastic", "1:3", "--save-every", "1", "--keep-checkpoints", "0", "--log-every", "1"]
+    return train_argv(model_dir, out, *flags, *extra)
+
+
+@pytest.fixture(scope="module")
+def lora_three_steps(model_dirs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("resume") / "run"
+    assert main(lora_run_argv(model_dirs["llama"], out)) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--lora-rank", "8"], "--lora-rank 8 differs from the run's 4; a resumed run keeps its settings"),
+        (["--whole-layers", "4"], "--whole-layers 4 differs from the run's 5;"),
+        (
+            ["--lora-targets", "mlp", "--lora-alpha", "1"],
+            "--lora-alpha 1.0 differs from the run's 8 (so do --lora-targets)",
+        ),
+        (["--elastic", "1:2"], "--elastic 1:2 differs from the run's 1:3;"),
+        (["--weight-decay", "0.5"], "--weight-decay 0.5 differs from the run's 0.01;"),
+        (["--seed", "3"], "--seed 3 differs from the run's 0;"),
+        (["--model", "OPT"], "differs from the run's"),
+    ],
+)
+def test_a_resume_refuses_a_setting_that_may_not_change_naming_it(
+    model_dirs, lora_three_steps, tmp_path, capsys, flags, words
+):
+    """The checkpoint's weights, optimizer and data order were made with these settings: a new value would be
+    recorded, not trained. Refused before anything is written."""
+    out = lora_three_steps
+    flags = [str(model_dirs["opt"]) if f == "OPT" else f for f in flags]
+    record, log = (out / "skipcore_training.json").read_text(), (out / "train_log.jsonl").read_text()
+    argv = [
+        "train",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--resume",
+        str(out / "checkpoints"),
+        "--out",
+        str(out),
+    ]
+    err = refused(capsys, [*argv, "--steps", "5", *flags])
+    assert words in err, err
+    assert (out / "skipcore_training.json").read_text() == record and (
+        out / "train_log.jsonl"
+    ).read_text() == log
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"step-000000{i}" for i in (1, 2, 3)]
+
+
+def test_a_resume_applies_more_steps_says_it_and_records_it_truthfully(
+    model_dirs, lora_three_steps, tmp_path, capsys, monkeypatch
+):
+    """`--steps` may change on a resume (the LR schedule then ends at the new step count): it is applied, said in
+    one line, and kept in the record's `resumes`; the same model given by a relative path is no change."""
+    out = tmp_path / "run"
+    shutil.copytree(lora_three_steps, out)
+    ckpts = out / "checkpoints"
+    for ckpt in ckpts.iterdir():  # the copy's checkpoints name the copy as their run's output
+        record = json.loads((ckpt / "skipcore_training.json").read_text())
+        record["output_dir"], record["args"]["out"] = str(out), str(out)
+        (ckpt / "skipcore_training.json").write_text(json.dumps(record))
+    monkeypatch.chdir(model_dirs["llama"].parent)
+    capsys.readouterr()
+    argv = ["train", "--no-progress", "--threads", "1", "--resume", str(ckpts), "--out", str(out)]
+    assert main([*argv, "--steps", "5", "--model", "llama", "--lora-rank", "4", "--log-every", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "note: resuming with --steps 5 (the run's 3), --log-every 2 (the run's 1)" in err, err
+    assert "--lora-rank" not in err and "--model" not in err.split("saved")[0] and "warning" not in err
+    record = read_record(out)
+    assert record["args"]["steps"] == record["training"]["steps"] == record["state"]["step"] == 5
+    assert record["args"]["lora_rank"] == record["lora"]["rank"] == 4
+    assert record["args"]["whole_layers"] == [5] and record["lora"]["whole_layers"] == [5]
+    resumed = record["resumes"][-1]
+    assert resumed["step"] == 3 and resumed["from"] == str(ckpts / "step-0000003")
+    assert resumed["settings"] == {"steps": [3, 5], "log_every": [1, 2]}
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["r"] == 4 and adapter["base_model_name_or_path"] == str(model_dirs["llama"])
+    assert [r["step"] for r in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+
+
+def test_a_resume_trains_at_the_rate_of_its_own_schedule_and_peak():
+    """The checkpoint's optimizer keeps the rate of the schedule it was saved under; the resumed step uses the
+    rate of the schedule the resume asks for (another end, another peak), and, where nothing changed, exactly the
+    same number."""
+    import torch
+    from transformers import get_scheduler
+
+    from skipcore.training.loop import follow_schedule
+
+    weights = [torch.nn.Parameter(torch.zeros(2))]
+    optimizer = torch.optim.AdamW(weights, lr=1e-3)
+    scheduler = get_scheduler("linear", optimizer, 0, num_training_steps=3)
+    for _ in range(2):
+        optimizer.step()
+        scheduler.step()
+    saved = optimizer.state_dict(), scheduler.state_dict()
+    for total, peak, rate in [
+        (3, 1e-3, optimizer.param_groups[0]["lr"]),
+        (6, 1e-3, 1e-3 * 4 / 6),
+        (6, 1e-4, 1e-4 * 4 / 6),
+    ]:
+        again = torch.optim.AdamW(weights, lr=peak)
+        schedule = get_scheduler("linear", again, 0, num_training_steps=total)
+        again.load_state_dict(saved[0])
+        schedule.load_state_dict(saved[1])
+        follow_schedule(again, schedule, peak)
+        assert again.param_groups[0]["lr"] == rate
+        again.step()
+        schedule.step()
+        assert schedule.get_last_lr()[0] == pytest.approx(peak * (total - 3) / total)

@@ -1,0 +1,391 @@
+"""GGUF files and their cached safetensors copies, on tiny GGUF files written here with the `gguf` package: a
+file broken anywhere (its header, its tokenizer, its tensors) is one line naming it; an architecture skipcore
+does not run is refused from the header before anything is converted; a damaged copy is never called ready nor
+loaded, and `models --prepare` rebuilds it; an edited file replaces its own copy; a killed conversion's
+staging folder goes; cache folders get the modes any new folder gets; a folder's `Model.GGUF` is found as a
+file's is."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skipcore import load_model
+from skipcore.commands import main
+from skipcore.errors import ModelError
+from skipcore.models import gguf
+from skipcore.models.catalog import REAL_MODELS, RealModel
+from skipcore.models.loading import load_config
+from skipcore.models.model_cache import MARKER, REPLACED, cache_status, cached_folder_for_model
+from skipcore.models.reference import resolve_model
+
+gguf_writer = pytest.importorskip("gguf", reason="reading GGUF files needs the gguf package")
+
+TOKENS = ["<s>", "</s>", "a", "b", "ab", "c", "d", "cd"]
+MERGES = ("a b", "c d")
+
+
+def write_gguf(path: Path, arch: str = "llama", merges=MERGES, tokens=TOKENS, seed: int = 0) -> Path:
+    """A two-layer Llama-family GGUF file of float32 tensors with a BPE tokenizer: a few kB, converted in a
+    fraction of a second."""
+    w = gguf_writer.GGUFWriter(str(path), arch)
+    w.add_name("tiny")
+    w.add_block_count(2)
+    w.add_context_length(64)
+    w.add_embedding_length(16)
+    w.add_feed_forward_length(32)
+    w.add_head_count(2)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(8)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(list(tokens))
+    w.add_token_types([1] * len(tokens))
+    w.add_token_merges(list(merges))
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    rng = np.random.default_rng(seed)
+
+    def weights(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    hidden, ffn = 16, 32
+    w.add_tensor("token_embd.weight", weights(len(tokens), hidden))
+    for i in range(2):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, np.float32))
+        for name in ("q", "k", "v", "output"):
+            w.add_tensor(f"blk.{i}.attn_{name}.weight", weights(hidden, hidden))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(hidden, np.float32))
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", weights(ffn, hidden))
+        w.add_tensor(f"blk.{i}.ffn_up.weight", weights(ffn, hidden))
+        w.add_tensor(f"blk.{i}.ffn_down.weight", weights(hidden, ffn))
+    w.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """An empty cache of this test's own."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("SKIPCORE_CACHE", str(root))
+    return root / "models"
+
+
+def failed(capsys, argv: list[str]) -> str:
+    """Run the command line, refused: exit code 2, no traceback, nothing on stdout, and one `error:` line last
+    (after at most the line saying a conversion started); that line, less `error: `."""
+    capsys.readouterr()
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and "Traceback" not in err and lines[-1].startswith("error: "), err
+    assert len(lines) == 1 or (len(lines) == 2 and lines[0].startswith("converting ")), err
+    return lines[-1].removeprefix("error: ")
+
+
+def generate_argv(model: str | Path) -> list[str]:
+    return ["generate", "--model", str(model), "--prompt", "ab", "--max-new-tokens", "2", "--device", "cpu"]
+
+
+# -- a file broken anywhere ----------------------------------------------------------------------------------
+def cut(path: Path, keep: int) -> Path:
+    """The first `keep` bytes of `path` (`head -c`), beside it."""
+    out = path.with_name(f"cut{keep}.gguf")
+    out.write_bytes(path.read_bytes()[:keep])
+    return out
+
+
+@pytest.mark.parametrize("keep", [10, 200, 1000, -200])
+def test_a_gguf_file_cut_short_is_one_line_naming_it(tmp_path, cache, capsys, keep):
+    """Cut in its magic, its fields, its tensor table or its tensors (`head -c N`)."""
+    whole = write_gguf(tmp_path / "whole.gguf")
+    broken = cut(whole, keep if keep > 0 else whole.stat().st_size + keep)
+    said = failed(capsys, generate_argv(broken))
+    assert str(broken) in said and ("damaged" in said or "could not" in said), said
+    with pytest.raises(ModelError, match="could not"):
+        load_model(str(broken), device="cpu")
+    assert not cache.exists() or not any(cache.iterdir())  # nothing half-made left in the cache
+
+
+def test_a_gguf_header_of_garbage_lengths_is_one_line(tmp_path):
+    """Lengths no file could hold (a damaged header's garbage) end the read at once, without asking for
+    memory."""
+    whole = write_gguf(tmp_path / "whole.gguf").read_bytes()
+    # the tensor count, the field count, the first key's length, the first value's length
+    for offset in (8, 16, 24, 56):
+        blob = bytearray(whole)
+        blob[offset : offset + 8] = b"\xff" * 8
+        broken = tmp_path / f"garbage{offset}.gguf"
+        broken.write_bytes(bytes(blob))
+        with pytest.raises(ModelError, match=f"could not read model '{broken}': its GGUF header is damaged"):
+            load_config(str(broken))
+
+
+@pytest.mark.parametrize(
+    "merges, tokens",
+    [
+        (("a b", "ab", "c d"), TOKENS),  # a one-entry merge: the tokenizer's TypeError
+        (("a b", "c x"), TOKENS),  # a merge of a piece the vocabulary lacks
+        (("a b", "c b"), TOKENS),  # a merge whose result the vocabulary lacks
+        (("a b",), TOKENS),  # one merge in all
+    ],
+)
+def test_a_gguf_tokenizer_that_cannot_be_built_is_one_line_naming_the_file(
+    tmp_path, cache, capsys, merges, tokens
+):
+    path = write_gguf(tmp_path / "tok.gguf", merges=merges, tokens=tokens)
+    said = failed(capsys, generate_argv(path))
+    assert said.startswith(f"could not convert {path}: "), said
+    assert not any(cache.iterdir())
+
+
+def test_a_readers_panic_is_one_line_and_ctrl_c_stays_ctrl_c(tmp_path, cache, monkeypatch):
+    """The tokenizers library panics (a BaseException) on some files: said as any failure; an interrupt is
+    not."""
+
+    class PanicException(BaseException):  # what pyo3 raises, by name
+        pass
+
+    path = write_gguf(tmp_path / "m.gguf")
+    for raised, caught in ((PanicException("index out of bounds"), ModelError), (KeyboardInterrupt(), None)):
+
+        def reader(*args, raised=raised):
+            raise raised
+
+        monkeypatch.setattr(gguf, "_dequantized", reader)
+        with pytest.raises(caught or KeyboardInterrupt) as e:
+            resolve_model(str(path)).convert(lambda _: None)
+        if caught:
+            assert str(e.value) == f"could not convert {path}: index out of bounds " + (
+                "(the file is damaged, or not a model transformers reads)"
+            )
+    assert not any(cache.iterdir())
+
+
+def test_an_unsupported_architecture_is_refused_from_the_header_before_any_conversion(
+    tmp_path, cache, monkeypatch, capsys
+):
+    path = write_gguf(tmp_path / "phi.gguf", arch="phi2")
+    monkeypatch.setattr(gguf, "_dequantized", lambda *a: pytest.fail("converted before it was refused"))
+    for attempt in (lambda: resolve_model(str(path)).convert(), lambda: load_config(str(path))):
+        with pytest.raises(ModelError, match=f"{path}: unsupported architecture 'phi2'"):
+            attempt()
+    assert "unsupported architecture 'phi2'" in failed(capsys, generate_argv(path))
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_a_folder_holding_one_gguf_file_finds_it_whatever_the_case_of_its_suffix(tmp_path, cache, capsys):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    write_gguf(folder / "Model.GGUF")
+    ref = resolve_model(str(folder))
+    assert (ref.kind, ref.path) == ("gguf", folder / "Model.GGUF")
+    assert load_config(ref).num_hidden_layers == 2
+    assert main(generate_argv(folder)) == 0
+    write_gguf(folder / "other.gguf")
+    with pytest.raises(ModelError, match="holds 2 GGUF files"):
+        resolve_model(str(folder))
+
+
+# -- the cached copy -----------------------------------------------------------------------------------------
+def truncate(folder: Path, name: str = "model.safetensors") -> None:
+    weights = folder / name
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def test_a_damaged_copy_of_a_gguf_file_is_refused_with_the_command_that_rebuilds_it(tmp_path, cache, capsys):
+    path = write_gguf(tmp_path / "m.gguf")
+    folder = resolve_model(str(path)).convert(lambda _: None)
+    truncate(folder)
+    ref = resolve_model(str(path))
+    assert ref.needs_conversion and ref.cache_status.state == "damaged"
+    assert load_config(ref).num_hidden_layers == 2  # read from the header, not the damaged copy
+    said = failed(capsys, generate_argv(path))
+    assert said.startswith(f"the cached copy of {path} in {folder} is damaged (model.safetensors holds ")
+    assert said.endswith(f"rebuild it with: skipcore models --prepare {path}"), said
+    assert main(["models", "--prepare", str(path)]) == 0
+    assert cache_status(folder, path).ready and sorted(p.name for p in cache.iterdir()) == [folder.name]
+    assert not (folder / REPLACED).exists()
+    assert main(generate_argv(path)) == 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda folder: truncate(folder),
+        lambda folder: truncate(folder, "tokenizer.json"),
+        lambda folder: (folder / "config.json").unlink(),
+        lambda folder: (folder / MARKER).write_text("{"),
+    ],
+)
+def test_a_copy_is_ready_only_when_its_files_are_those_its_conversion_recorded(tmp_path, cache, damage):
+    path = write_gguf(tmp_path / "m.gguf")
+    folder = gguf.file_folder(path, lambda _: None)
+    assert cache_status(folder, path).ready
+    damage(folder)
+    assert cache_status(folder, path).state == "damaged"
+    with pytest.raises(ModelError, match="is damaged"):
+        gguf.file_folder(path, lambda _: None)
+    assert gguf.file_folder(path, lambda _: None, rebuild=True) == folder and cache_status(folder, path).ready
+
+
+def test_a_copy_made_before_files_were_recorded_is_checked_by_its_weights_headers(tmp_path, cache):
+    path = write_gguf(tmp_path / "m.gguf")
+    folder = gguf.file_folder(path, lambda _: None)
+    record = json.loads((folder / MARKER).read_text())
+    del record["files"]
+    (folder / MARKER).write_text(json.dumps(record))
+    assert cache_status(folder, path).ready
+    truncate(folder)
+    status = cache_status(folder, path)
+    assert status.state == "damaged" and "its header describes" in status.why
+
+
+def test_an_edited_gguf_file_replaces_its_own_copy(tmp_path, cache):
+    path = write_gguf(tmp_path / "m.gguf")
+    folder = gguf.file_folder(path, lambda _: None)
+    first = json.loads((folder / MARKER).read_text())["source"]
+    said = []
+    write_gguf(path, seed=1)
+    os.utime(path, ns=(first["mtime_ns"] + 10**9, first["mtime_ns"] + 10**9))
+    assert resolve_model(str(path)).cache_status.state == "stale"
+    assert gguf.file_folder(path, said.append) == folder
+    assert "has changed since it was converted" in said[0]
+    assert json.loads((folder / MARKER).read_text())["source"]["mtime_ns"] == first["mtime_ns"] + 10**9
+    assert sorted(p.name for p in cache.iterdir()) == [folder.name]  # the old copy replaced, not kept beside
+
+
+def test_cache_folders_and_files_get_the_modes_any_new_ones_get(tmp_path, cache):
+    path = write_gguf(tmp_path / "m.gguf")
+    folder = gguf.file_folder(path, lambda _: None)
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "f").write_text("x")
+    assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(probe.stat().st_mode)
+    for f in folder.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == stat.S_IMODE((probe / "f").stat().st_mode), f.name
+
+
+HOLD_STAGING = """
+import os, signal, sys
+from pathlib import Path
+from skipcore.models.model_cache import staging_folder
+with staging_folder(Path(sys.argv[1])) as staging:
+    print(staging, flush=True)
+    if sys.argv[2] == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.read()
+"""
+
+
+def test_a_killed_conversions_staging_folder_is_removed_and_a_live_ones_is_not(tmp_path, cache):
+    """A conversion killed part way (`kill -9` of `models --prepare`) leaves its staging folder: the next
+    conversion in the cache removes it, and leaves alone one whose conversion still runs and a folder it did
+    not make."""
+
+    def holder(how: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", HOLD_STAGING, str(cache / "x-0"), how],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    killed, live = holder("killed"), holder("live")
+    try:
+        dead_folder, live_folder = (
+            Path(killed.stdout.readline().strip()),
+            Path(live.stdout.readline().strip()),
+        )
+        assert killed.wait(timeout=60) == -signal.SIGKILL and dead_folder.is_dir() and live_folder.is_dir()
+        foreign = cache / ".notes.partial"
+        foreign.mkdir()
+        path = write_gguf(tmp_path / "m.gguf")
+        gguf.file_folder(path, lambda _: None)
+        assert not dead_folder.exists() and live_folder.is_dir() and foreign.is_dir()
+    finally:
+        live.communicate("", timeout=60)
+    assert not live_folder.exists()  # its own process removed it on the way out
+
+
+# -- an installed real model, in a package of its own --------------------------------------------------------
+@pytest.fixture
+def tiny_real(tmp_path, cache, monkeypatch) -> RealModel:
+    """A real model whose package is installed (a folder on sys.path holding its GGUF file), by short name."""
+    package = tmp_path / "site" / "tiny_real_gguf"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    write_gguf(package / "tiny.gguf")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    model = RealModel(
+        name="tiny-real",
+        title="Tiny",
+        package="tiny-real-gguf",
+        version="1.0",
+        module="tiny_real_gguf",
+        gguf="tiny.gguf",
+        family="llama",
+        licence="MIT",
+        quantization="F32",
+        install="pip install tiny-real-gguf==1.0",
+        parameters="10k",
+    )
+    monkeypatch.setitem(REAL_MODELS, model.name, model)
+    return model
+
+
+def listed(capsys, name: str) -> str:
+    capsys.readouterr()
+    assert main(["models"]) == 0
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith(name + " "))
+
+
+def test_a_damaged_real_model_copy_is_listed_as_damaged_refused_and_rebuilt_by_prepare(
+    tiny_real, cache, capsys, monkeypatch
+):
+    folder = gguf.model_folder(tiny_real, lambda _: None)
+    assert "converted" in listed(capsys, "tiny-real")
+    truncate(folder)
+    with monkeypatch.context() as m:  # listing reads the header, never the damaged copy, and converts nothing
+        m.setattr(gguf, "ensure_converted", lambda *a, **k: pytest.fail("converted while listing"))
+        row = listed(capsys, "tiny-real")
+    assert "2 x 16" in row and "its cached copy is damaged: skipcore models --prepare tiny-real" in row, row
+    said = failed(capsys, generate_argv("tiny-real"))
+    assert said.startswith(f"the cached copy of tiny-real in {folder} is damaged (model.safetensors holds ")
+    assert said.endswith("rebuild it with: skipcore models --prepare tiny-real")
+    assert main(["models", "--prepare", "tiny-real"]) == 0
+    assert cache_status(folder).ready and ", converted" in listed(capsys, "tiny-real")
+    assert main(generate_argv("tiny-real")) == 0
+
+
+def test_a_real_models_cache_folder_holding_anothers_files_is_listed_from_the_header_and_left_alone(
+    tiny_real, cache, capsys
+):
+    """A partial copy (a folder with no record of skipcore's: copied by hand, cut short) is not read as the
+    model nor replaced; listing reads the header."""
+    target = cached_folder_for_model(tiny_real)
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{")
+    row = listed(capsys, "tiny-real")
+    assert "2 x 16" in row and "holds files skipcore did not write" in row, row
+    assert "not a complete skipcore model cache" in failed(capsys, ["models", "--prepare", "tiny-real"])
+    assert (target / "config.json").read_text() == "{"
+
+
+def test_prepare_takes_real_models_and_gguf_files_only(tiny_real, cache, model_dirs, capsys):
+    said = failed(capsys, ["models", "--prepare", "tiny-real", str(model_dirs["opt"])])
+    assert said.startswith(f"--prepare {model_dirs['opt']}: not a real model or a GGUF file"), said
+    assert not cache.exists()  # nothing converted before the refusal
