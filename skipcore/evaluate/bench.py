@@ -1,26 +1,225 @@
-"""`python -m skipcore bench`: wall-clock tokens/s of our full-depth and skip paths against `generate()`.
+"""`python -m skipcore bench`: wall-clock tokens/s of our full-depth, skip and speculative paths against
+`generate()`.
 
-Everything is measured in one run and reported as ratios (skip vs full, ours vs generate()), since shared
+Everything is measured in one run and reported as ratios (each setting against full depth), since shared
 machines are noisy: each measurement is repeated with the settings interleaved and the median kept. Models are
-randomly initialised in the shape of public checkpoints (speed does not depend on the weights; no download).
-The plan is checked before any model is built (`check_plan`), and the results file and its table are rewritten
-after every setting (`write_results`), so a stopped bench keeps what it measured.
-"""
+randomly initialised in the shape of public checkpoints (speed does not depend on the weights; no download),
+or a real model's own weights. A plan (`BenchPlan`) is checked before any model is built (`check_plan`), and
+the results file and its table are rewritten after every setting (`run_plan`), so a stopped bench keeps what
+it measured."""
 
 from __future__ import annotations
 
-import hashlib
-import json
+import math
 import statistics
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import torch
 
-from skipcore.errors import UserError
-from skipcore.files import atomic_write, file_digest
+from skipcore.evaluate.bench_plan import BenchPlan, device_notes, skip_schedule, weights_of
+from skipcore.evaluate.bench_results import format_table, results_header, write_results
+from skipcore.files import file_digest
+
+
+def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
+    """The model a bench row times: an installed real model's own weights by its short name (`skipcore
+    models`), a model folder's (a fine-tune), else a random model of that shape
+    (`skipcore.models.random_models`, which holds the real models' sizes too). Speed does not depend on the
+    weights' values; a real model is there so the numbers are those of a model people use, and a skip-aware
+    fine-tune so speculative rows draft as well as it does."""
+    if weights_of(name) == "random":
+        from skipcore.models.random_models import bench_model
+
+        return bench_model(name, dtype=dtype, device=str(device))
+    from skipcore.models.loading import load_model
+
+    return load_model(name, device=str(device), dtype=str(dtype).removeprefix("torch."))[0]
+
+
+@dataclass
+class _Run:
+    """One timed run of a setting: seconds in all (and in the decode steps, our paths), KV bytes allocated,
+    the tokens made (B, T), and tokens per full-depth pass where the setting's passes are at full depth."""
+
+    total: float
+    tokens: torch.Tensor
+    decode: float | None = None
+    kv_bytes: int | None = None
+    per_full_pass: float | None = None
+
+
+def bench_one(
+    plan: BenchPlan,
+    name: str,
+    batch_size: int,
+    new_tokens: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    bandwidth: float | None = None,
+) -> list[dict]:
+    """Every setting of `plan` for one model, generation length and batch size, each timed in alternation with
+    full depth (`skipcore.measure.paired_timing`) after a warm-up run of each: one row per setting."""
+    from skipcore.adapters import adapter_for
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.decode.sampling import Sampling, TokenPicker
+    from skipcore.measure.paired_timing import time_pairs
+    from skipcore.policies.speculative import SpeculativePolicy
+    from skipcore.schedule import Schedule
+
+    model = bench_network(name, dtype, device)
+    shapes = adapter_for(model).shapes  # sizes for the cost model, read once
+    L, P, T, kinds = shapes.num_layers, plan.prompt_len, new_tokens, plan.settings
+
+    class _Tok:  # the engine only needs ids here; prompts are random token ids
+        pad_token_id = 1
+        eos_token_id = 2
+
+    gen = torch.Generator().manual_seed(0)
+    vocab = min(1000, model.get_input_embeddings().num_embeddings)
+    ids = torch.randint(4, vocab, (batch_size, P), generator=gen).to(device)
+    attn = torch.ones_like(ids)
+    picker = TokenPicker(Sampling(), device)
+
+    def engine_for(static: bool) -> SkipEngine:
+        # one engine per setting: each keeps its own static decoder, so graphs are captured in the warm-up
+        # only
+        e = SkipEngine(model, _Tok(), model_name=name, static=static)
+        e.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
+        return e
+
+    def ours(engine: SkipEngine, policy, full_passes: bool) -> _Run:
+        _sync(device)
+        t0 = time.perf_counter()
+        out = engine.generate_batch(ids, attn, policy, picker, max_new_tokens=T)
+        _sync(device)
+        total = time.perf_counter() - t0
+        # each row's decode tokens over the rounds after the prefill it needed (one per step without drafts)
+        rounds = out.token_steps().max(1).values.clamp_min(1).float()
+        per_pass = float(((T - 1) / rounds).mean()) if full_passes and T > 1 else None
+        decode = sum(out.step_ms[1:]) / 1e3
+        return _Run(total, out.tokens, decode, out.cache.allocated_bytes(), per_pass)
+
+    def hf(**kw) -> _Run:
+        _sync(device)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                ids,
+                attention_mask=attn,
+                max_new_tokens=T,
+                min_new_tokens=T,
+                do_sample=False,
+                pad_token_id=1,
+                **kw,
+            )
+        _sync(device)
+        return _Run(time.perf_counter() - t0, out[:, P:].cpu())
+
+    full = Schedule(L, "full")
+    # the schedules whose theory a row is held to: the static-steps path's (graphs off is another path, not
+    # less work)
+    schedules, runners = {"full": full}, {"full": partial(ours, engine_for(plan.static_steps), full, True)}
+    if "no-graphs" in kinds:  # what the CUDA graphs buy: the same full-depth path without them
+        runners["full (no graphs)"] = partial(ours, engine_for(False), full, True)
+    for t in plan.targets if "skip" in kinds else ():
+        schedules[f"skip {t:g}x"] = s = skip_schedule(L, t, T)
+        runners[f"skip {t:g}x"] = partial(ours, engine_for(plan.static_steps), s, False)
+    drafts = skip_schedule(L, plan.draft_target, T) if "speculative" in kinds else None
+    drafted = {f"speculative k={k} ({plan.draft_target:g}x drafts)": k for k in plan.draft_tokens}
+    for setting, k in drafted.items() if drafts is not None else ():
+        policy = SpeculativePolicy(drafts, draft_tokens=k)
+        runners[setting] = partial(ours, engine_for(False), policy, True)
+    if "generate" in kinds:
+        runners["generate()"] = hf
+    if "compiled" in kinds:  # transformers compiles a static-cache decode on CUDA
+        runners["generate() static+compile"] = partial(hf, cache_implementation="static")
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    last: dict[str, _Run] = {}
+
+    def measure(setting: str) -> Callable[[], dict[str, float]]:
+        def run() -> dict[str, float]:
+            last[setting] = out = runners[setting]()
+            return {"decode": out.decode if out.decode is not None else float("nan"), "total": out.total}
+
+        return run
+
+    peak_mem = {s: weight_bytes + _peak_extra_memory(device, measure(s)) for s in runners}  # warm-ups
+    compiled = getattr(model, "_compiled_call", None) is not None  # whether transformers compiled generate()
+    rows = []
+    # Paired timing: each setting alternates with full depth, full first, `repeats` times (the warm-up above
+    # ran every runner once); ratios are medians of the pairs with an interval.
+    for setting in runners:
+        if setting == "full" and "full" not in kinds:
+            continue  # full depth runs as the reference only
+        pairs = time_pairs(measure("full"), measure(setting), plan.repeats, warmup=0)
+        tot, run = pairs["total"], last[setting]
+        total = statistics.median(tot.candidate)
+        row = {
+            "model": name,
+            "weights": weights_of(name),
+            "setting": setting,
+            "batch_size": batch_size,
+            "prompt_len": P,
+            "new_tokens": T,
+            "tokens_per_s": batch_size * T / total,
+            "seconds": total,
+            "timing_runs": tot.runs,
+            "vs_full_total": tot.median,
+            "vs_full_total_lo": tot.lo,
+            "vs_full_total_hi": tot.hi,
+            "same_tokens_as_full": float((run.tokens == last["full"].tokens.cpu()).float().mean()),
+            "peak_memory_bytes": peak_mem[setting] if device.type == "cuda" else None,
+        }
+        if setting == "generate() static+compile":
+            row["compiled"] = compiled
+        if run.decode is not None:
+            row.update(
+                _decode_columns(pairs["decode"], run, last["full"], schedules.get(setting), shapes, P, T)
+            )
+            row.update(weight_bytes=weight_bytes, tokens_per_full_pass=run.per_full_pass)
+            if setting in drafted:
+                row["draft_tokens"] = drafted[setting]
+            if bandwidth and setting in ("full", "full (no graphs)"):
+                per_step = row["decode_seconds"] / (T - 1) if T > 1 else math.nan
+                row["roofline_fraction"] = _bytes_per_step(model, shapes, batch_size, P, T) / (
+                    bandwidth * per_step
+                )
+        rows.append(row)
+    return rows
+
+
+def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, new_tokens: int) -> dict:
+    """Our paths' decode-only timing and, for a schedule, its theory: layer and FLOPs speedups, and whether
+    the measured speedup is plausible for them (a speculative round's work is not a schedule's: no theory
+    there)."""
+    from skipcore.measure.paired_timing import plausibility_flag
+
+    decode = statistics.median(dec.candidate)
+    cols = {
+        "decode_seconds": decode,
+        "decode_tokens_per_s": run.tokens.shape[0] * (new_tokens - 1) / decode if decode > 0 else math.nan,
+        "kv_cache_allocated_bytes": run.kv_bytes,
+        "kv_fraction_of_full": run.kv_bytes / full.kv_bytes,
+        "measured_speedup_decode": dec.median,
+        "measured_speedup_decode_lo": dec.lo,
+        "measured_speedup_decode_hi": dec.hi,
+    }
+    if sch is None or new_tokens < 2:
+        return cols
+    flops = _theory(shapes, sch, prompt_len, new_tokens)
+    layer = sch.layer_speedup(new_tokens)  # no row ends early here: per token = per batch step
+    return {
+        **cols,
+        "layer_speedup": layer,
+        "flops_speedup_decode": flops,
+        "measured_over_layer_speedup": dec.median / layer,
+        "measured_over_flops_speedup": dec.median / flops,
+        "timing_flag": plausibility_flag(dec.median, layer, flops),
+    }
 
 
 def _sync(device: torch.device) -> None:
@@ -29,8 +228,9 @@ def _sync(device: torch.device) -> None:
 
 
 def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
-    """Device memory bandwidth in bytes/s from a large copy (bytes read + bytes written over the best of five), the
-    roofline's denominator. On a CPU it uses torch's threads, as the decode it is compared with does."""
+    """Device memory bandwidth in bytes/s from a large copy (bytes read + bytes written over the best of
+    five), the roofline's denominator. On a CPU it uses torch's threads, as the decode it is compared with
+    does."""
     n = mib * 2**20 // 4
     a = torch.empty(n, dtype=torch.float32, device=device)
     b = torch.empty_like(a)
@@ -43,215 +243,6 @@ def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
         _sync(device)
         times.append(time.perf_counter() - t0)
     return 2 * a.numel() * 4 / min(times)
-
-
-def check_plan(
-    models: list[str],
-    batch_sizes: list[int],
-    prompt_len: int,
-    new_tokens: list[int],
-    targets: list[float],
-    repeats: int,
-    threads: int | None = None,
-) -> None:
-    """Refuse, in one line naming the flag, a plan that cannot run, before any model is built: an unknown model,
-    a count below 1, a target below 1x, a model too short for the prompt plus the longest generation or too
-    shallow for a target (every name, a real model's too, has its sizes in BENCH_SHAPES; no config is read)."""
-    from skipcore.models.catalog import REAL_MODELS
-    from skipcore.models.random_models import BENCH_SHAPES
-    from skipcore.schedule import schedule_for_speedup
-
-    unknown = [m for m in models if m not in BENCH_SHAPES]
-    if unknown:
-        raise UserError(
-            f"unknown bench model {unknown[0]!r}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
-            f"times its own weights where it is installed: {', '.join(REAL_MODELS)})"
-        )
-    for flag, values in {
-        "--batch-sizes": batch_sizes,
-        "--new-tokens": new_tokens,
-        "--targets": targets,
-    }.items():
-        if min(values) < 1:
-            raise UserError(f"{flag} must all be >= 1, got {','.join(f'{v:g}' for v in values)}")
-    for flag, value in {"--prompt-len": prompt_len, "--repeats": repeats, "--threads": threads}.items():
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be >= 1, got {value}")
-    for m in models:
-        shape = BENCH_SHAPES[m][1]
-        positions = shape["max_position_embeddings"]
-        if prompt_len + max(new_tokens) > positions:
-            raise UserError(
-                f"--prompt-len {prompt_len} plus --new-tokens {max(new_tokens)} exceeds {m}'s {positions} positions; "
-                f"use at most {max(positions - max(new_tokens), 0)} prompt tokens or fewer new tokens"
-            )
-        for t in targets:
-            for n in new_tokens:
-                try:
-                    schedule_for_speedup(shape["num_hidden_layers"], t, n, "linear", "skip", warmup_layers=1)
-                except UserError as e:
-                    raise UserError(f"--targets {t:g} on {m} over {n} new tokens: {e}") from e
-
-
-def uses_real_weights(name: str) -> bool:
-    """Whether a bench row of `name` times a real model's own weights: it names one and it is installed."""
-    from skipcore.models.catalog import REAL_MODELS, installed
-
-    return name in REAL_MODELS and installed(REAL_MODELS[name])
-
-
-def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
-    """The model a bench row times: an installed real model's own weights by its short name (`skipcore models`),
-    else a random model of that shape (`skipcore.models.random_models.BENCH_SHAPES`, which holds the real
-    models' sizes too). Speed does not depend on the weights' values; a real model is there so the numbers are
-    those of a model people use."""
-    if uses_real_weights(name):
-        from skipcore.models.loading import load_model
-
-        return load_model(name, device=str(device), dtype=str(dtype).removeprefix("torch."))[0]
-    from skipcore.models.random_models import bench_model
-
-    return bench_model(name, dtype=dtype, device=str(device))
-
-
-def bench_one(
-    shape: str,
-    batch_size: int,
-    prompt_len: int,
-    new_tokens: int,
-    targets: list[float],
-    device: torch.device,
-    dtype: torch.dtype,
-    repeats: int,
-    compiled_generate: bool,
-    bandwidth: float | None = None,
-) -> list[dict]:
-    from skipcore.adapters import adapter_for
-    from skipcore.decode.engine import SkipEngine
-    from skipcore.decode.sampling import Sampling, TokenPicker
-    from skipcore.measure.paired_timing import plausibility_flag, time_pairs
-    from skipcore.schedule import Schedule, schedule_for_speedup
-
-    model = bench_network(shape, dtype, device)
-    weights = "real" if uses_real_weights(shape) else "random"  # what every row of it timed
-    shapes = adapter_for(model).shapes  # sizes for the cost model, read once
-    L = shapes.num_layers
-
-    class _Tok:  # the engine only needs ids here; prompts are random token ids
-        pad_token_id = 1
-        eos_token_id = 2
-
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, 1000, (batch_size, prompt_len), generator=gen).to(device)
-    attn = torch.ones_like(ids)
-    picker = TokenPicker(Sampling(), device)
-    schedules = {"full": Schedule(L, "full")}
-    for t in targets:
-        schedules[f"skip {t:g}x"] = schedule_for_speedup(L, t, new_tokens, "linear", "skip", warmup_layers=1)
-
-    def engine_for(static: bool | None = None) -> SkipEngine:
-        # one engine per setting: each keeps its own static decoder, so graphs are captured in the warm-up only
-        e = SkipEngine(model, _Tok(), model_name=shape, static=static)
-        e.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
-        return e
-
-    def ours(engine: SkipEngine, sch: Schedule):
-        _sync(device)
-        t0 = time.perf_counter()
-        out = engine.generate_batch(ids, attn, sch.layer_sets(new_tokens), picker)
-        _sync(device)
-        return sum(out.step_ms[1:]) / 1e3, time.perf_counter() - t0, out.cache.allocated_bytes()
-
-    def hf(**kw):
-        _sync(device)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            model.generate(
-                ids,
-                attention_mask=attn,
-                max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens,
-                do_sample=False,
-                pad_token_id=1,
-                **kw,
-            )
-        _sync(device)
-        return time.perf_counter() - t0
-
-    runners = {name: partial(ours, engine_for(), s) for name, s in schedules.items()}
-    if device.type == "cuda":  # what the CUDA graphs buy: the same full-depth path without them
-        runners["full (no graphs)"] = partial(ours, engine_for(static=False), schedules["full"])
-    runners["generate()"] = lambda: (None, hf(), None)
-    if compiled_generate:
-        runners["generate() static+compile"] = lambda: (
-            None,
-            hf(cache_implementation="static"),
-            None,  # transformers compiles a static-cache decode on CUDA
-        )
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    peak_mem: dict[str, int] = {}
-    for name, run in runners.items():  # warm-up (graph capture, compilation) outside the timings
-        peak_mem[name] = weight_bytes + _peak_extra_memory(device, run)
-    # Paired timing (skipcore.measure.paired_timing): each setting alternates with full depth, full first, `repeats`
-    # times (the warm-up above already ran every runner once); ratios are medians of the pairs with an interval.
-    last: dict[str, tuple] = {}
-
-    def measure(name: str):
-        def run() -> dict[str, float]:
-            out = runners[name]()
-            last[name] = out
-            return {"decode": out[0] if out[0] is not None else float("nan"), "total": out[1]}
-
-        return run
-
-    rows = []
-    for name in runners:
-        pairs = time_pairs(measure("full"), measure(name), repeats, warmup=0)
-        tot = pairs["total"]
-        total = statistics.median(tot.candidate)
-        row = {
-            "model": shape,
-            "weights": weights,
-            "setting": name,
-            "batch_size": batch_size,
-            "prompt_len": prompt_len,
-            "new_tokens": new_tokens,
-            "tokens_per_s": batch_size * new_tokens / total,
-            "seconds": total,
-            "timing_runs": tot.runs,
-            "vs_full_total": tot.median,
-            "vs_full_total_lo": tot.lo,
-            "vs_full_total_hi": tot.hi,
-            "peak_memory_bytes": peak_mem[name] if device.type == "cuda" else None,
-        }
-        if last[name][0] is not None:  # our paths: decode-only timing and the schedule's theory
-            sch = schedules.get(name, schedules["full"])
-            dec = pairs["decode"]
-            decode = statistics.median(dec.candidate)
-            flops = _theory(shapes, sch, prompt_len, new_tokens)
-            layer = sch.layer_speedup(new_tokens)  # no row ends early here: per token = per batch step
-            row.update(
-                decode_seconds=decode,
-                decode_tokens_per_s=batch_size * (new_tokens - 1) / decode,
-                kv_cache_allocated_bytes=last[name][2],
-                kv_fraction_of_full=last[name][2] / last["full"][2],
-                layer_speedup=layer,
-                flops_speedup_decode=flops,
-                measured_speedup_decode=dec.median,
-                measured_speedup_decode_lo=dec.lo,
-                measured_speedup_decode_hi=dec.hi,
-                measured_over_layer_speedup=dec.median / layer,
-                measured_over_flops_speedup=dec.median / flops,
-                timing_flag=plausibility_flag(dec.median, layer, flops),
-                weight_bytes=weight_bytes,
-            )
-            if bandwidth and sch.shape == "full":
-                per_step = decode / (new_tokens - 1)
-                row["roofline_fraction"] = _bytes_per_step(
-                    model, shapes, batch_size, prompt_len, new_tokens
-                ) / (bandwidth * per_step)
-        rows.append(row)
-    return rows
 
 
 def _peak_extra_memory(device: torch.device, run) -> int:
@@ -296,108 +287,38 @@ def _theory(shapes, sch, prompt_len: int, new_tokens: int) -> float:
     return full / ours
 
 
-def mib(n: int | None) -> str:
-    return f"{n / 2**20:.1f}" if n is not None else ""
-
-
-def format_table(rows: list[dict]) -> str:
-    """Markdown: medians of paired runs against full depth, with 95% intervals; a flagged timing gets a '*'.
-    A real model's name timed with random weights of its shape (not installed) says so."""
-    from skipcore.models.catalog import is_real_name
-
-    head = (
-        "| model | batch | new tokens | setting | tokens/s | vs full (total) [95%] | layer speedup "
-        "| measured decode speedup [95%] | measured / layer | measured / FLOPs | KV allocated MiB | KV vs full "
-        "| peak memory MiB | roofline |"
-    )
-    lines = [head, "|---" * (head.count("|") - 1) + "|"]
-    for r in rows:
-        model = r["model"] + (
-            " (random weights)" if r.get("weights") == "random" and is_real_name(r["model"]) else ""
-        )
-
-        def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:
-            return fmt.format(r[k]) if r.get(k) is not None else ""
-
-        def ci(k: str, r: dict = r) -> str:
-            if r.get(k) is None:
-                return ""
-            star = "*" if k == "measured_speedup_decode" and r.get("timing_flag") else ""
-            return f"{r[k]:.2f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]{star}"
-
-        lines.append(
-            f"| {model} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
-            f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
-            f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
-            f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
-            f"| {mib(r.get('peak_memory_bytes'))} "
-            f"| {f('roofline_fraction', '{:.0%}')} |"
-        )
-    flagged = [
-        f"- {r['setting']} (batch {r['batch_size']}): {r['timing_flag']}"
-        for r in rows
-        if r.get("timing_flag")
-    ]
-    return "\n".join(lines + (["", "Flagged timings:", *flagged] if flagged else []))
-
-
-# -- the results file and its table ---------------------------------------------------------------------------
-def results_header(device: torch.device, dtype: torch.dtype, bandwidth: float) -> dict:
-    """What every results file says of the run: the machine, device, dtype, torch, time and memory bandwidth."""
-    from skipcore.models.loading import hardware_name
-
-    return {
-        "machine": hardware_name(device),
-        "device": str(device),
-        "dtype": str(dtype).removeprefix("torch."),
-        "torch": torch.__version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "bandwidth_bytes_per_s": bandwidth,
-    }
-
-
-def write_results(
-    out: Path, header: dict, rows: list[dict], done: int, total: int, written: list[str]
-) -> None:
-    """Replace the results file and its table (`out` with .md), each atomically; until the last setting both say
-    they are partial. `written` holds the digests of the tables written so far, newest last.
-
-    The JSON goes first and names the new table's digest and the one before it, so a bench stopped between the
-    two writes still knows the table beside it as its own (and a rerun with --overwrite may replace it)."""
-    stopped = (
-        ""
-        if done == total
-        else f"Partial: {done} of {total} settings measured (the bench stopped or is still running).\n\n"
-    )
-    table = (
-        f"Machine: {header['machine']} ({header['device']}, {header['dtype']}, torch {header['torch']})\n\n"
-        + stopped
-        + format_table(rows)
-        + "\n"
-    )
-    digest = hashlib.sha256(table.encode()).hexdigest()
-    result = {
-        **header,
-        "complete": done == total,
-        "settings_done": done,
-        "settings_total": total,
-        "rows": rows,
-    }
-    result["table_sha256"] = digest
-    if written:
-        result["previous_table_sha256"] = written[-1]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
-    atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
-    written.append(digest)
-
-
-def own_table(out: Path, md: Path) -> bool:
-    """The .md table beside a results file is the bench's own when the results file names its digest (the newest
-    table or, for a bench stopped between its two writes, the one before)."""
-    try:
-        result = json.loads(out.read_text())
-        recorded = {result.get("table_sha256"), result.get("previous_table_sha256")} - {None}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return False
-    return file_digest(md) in recorded
+def run_plan(
+    plan: BenchPlan,
+    device: torch.device,
+    dtype: torch.dtype,
+    out: Path | None,
+    extend: dict | None = None,
+    show: Callable[[str], None] = print,
+) -> list[dict]:
+    """Time every setting of `plan`, show each group's table and, after every group, rewrite `out` and its
+    table (a stopped bench keeps what it measured). `extend`: the results of an earlier run this one adds to
+    (`bench_results.results_to_extend`), whose machine header and bandwidth it keeps."""
+    if extend is None:
+        # the roofline's denominator on either device: a decode step at small batch reads every weight once
+        header = results_header(device, dtype, measure_bandwidth(device))
+        rows, done, total, notes = [], 0, 0, []
+    else:
+        keep = ("machine", "device", "dtype", "torch", "cuda", "driver", "created", "bandwidth_bytes_per_s")
+        header = {k: extend.get(k) for k in keep}
+        rows, done, total = list(extend["rows"]), extend["settings_done"], extend["settings_total"]
+        notes = list(extend.get("notes", []))
+    notes += [n for n in device_notes(plan, device) if n not in notes]
+    # digests of the tables beside the results, newest last: a replaced one was checked as the bench's own
+    # before
+    md = out.with_suffix(".md") if out is not None else None
+    written = [file_digest(md)] if md is not None and md.is_file() else []
+    runs = plan.runs()
+    for i, (m, T, b) in enumerate(runs, 1):
+        new = bench_one(plan, m, b, T, device, dtype, bandwidth=header["bandwidth_bytes_per_s"])
+        rows += new
+        if (
+            out is not None
+        ):  # after every setting, so a stopped bench (or a closed stdout) keeps what it measured
+            write_results(out, header, rows, done + i, total + len(runs), written, notes)
+        show(format_table(new))
+    return rows

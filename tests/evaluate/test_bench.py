@@ -1,6 +1,6 @@
-"""`python -m skipcore bench` as a user runs it, on tiny shapes: every setting reported once, ratios that follow
-from the timings, the schedules' theory, results that are never silently overwritten, results on stdout and notes
-on stderr. (Speed itself is measured by running the bench, never asserted in a test.)"""
+"""`python -m skipcore bench` as a user runs it, on tiny shapes: every setting reported once, ratios that
+follow from the timings, the schedules' theory, results that are never silently overwritten, results on stdout
+and notes on stderr. (Speed itself is measured by running the bench, never asserted in a test.)"""
 
 from __future__ import annotations
 
@@ -93,46 +93,120 @@ def test_a_repeated_setting_runs_once_and_notes_go_to_stderr(tmp_path, capsys):
     assert printed.startswith("| model | batch |") and "note" not in printed and "wrote" not in printed
 
 
-@pytest.mark.parametrize("shape", ["opt-tiny", "llama-tiny"])
-def test_gpu_only_columns_compute_on_the_cpu(shape):
-    """The static-cache generate() runner and the roofline column run on the CPU too (the GPU run must not be
-    the first to execute them)."""
-    import torch
-
-    from skipcore.evaluate.bench import bench_one
-
-    rows = bench_one(
-        "llama-tiny",
-        2,
-        6,
-        8,
-        [2.0],
-        torch.device("cpu"),
-        torch.float32,
-        1,
-        compiled_generate=True,
-        bandwidth=1e9,
-    )
-    by = {r["setting"]: r for r in rows}
-    assert set(by) == {"full", "skip 2x", "generate()", "generate() static+compile"}
-    assert by["full"]["roofline_fraction"] > 0 and "roofline_fraction" not in by["skip 2x"]
-    assert by["generate() static+compile"]["tokens_per_s"] > 0
-
-
-def test_compiled_generate_is_a_flag(tmp_path):
+def test_one_plan_times_every_kind_of_setting_on_the_cpu(tmp_path, capsys):
+    """The plan a GPU runs, whole on the CPU (static steps uncaptured, generate()'s static cache uncompiled):
+    graphs off, skip, lossless speculative rows with their tokens per full pass, both generate() rows; the
+    table says what the CPU cannot measure."""
     out = tmp_path / "b.json"
-    args = ["bench", "--models", "opt-tiny", "--batch-sizes", "1", "--new-tokens", "4", "--targets", "2"]
-    assert main([*args, "--repeats", "1", "--prompt-len", "4", "--compiled-generate", "--out", str(out)]) == 0
-    settings = [r["setting"] for r in json.loads(out.read_text())["rows"]]
-    assert settings == ["full", "skip 2x", "generate()", "generate() static+compile"]
+    args = ["bench", "--models", "llama-tiny", "--batch-sizes", "2", "--new-tokens", "6", "--prompt-len", "5"]
+    args += ["--targets", "2", "--draft-tokens", "2,4", "--repeats", "1", "--static-steps", "--out", str(out)]
+    args += ["--settings", "full,no-graphs,skip,speculative,generate,compiled"]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    by = {r["setting"]: r for r in result["rows"]}
+    assert list(by) == [
+        "full",
+        "full (no graphs)",
+        "skip 2x",
+        "speculative k=2 (3x drafts)",
+        "speculative k=4 (3x drafts)",
+        "generate()",
+        "generate() static+compile",
+    ]
+    for k in (2, 4):  # lossless: full depth's tokens, several of them per full-depth pass
+        spec = by[f"speculative k={k} (3x drafts)"]
+        assert spec["same_tokens_as_full"] == 1 and spec["draft_tokens"] == k
+        assert 1 <= spec["tokens_per_full_pass"] <= k + 1 and "timing_flag" not in spec
+    assert by["full"]["tokens_per_full_pass"] == 1 and by["skip 2x"]["tokens_per_full_pass"] is None
+    assert (
+        by["full (no graphs)"]["same_tokens_as_full"] == 1 and "layer_speedup" not in by["full (no graphs)"]
+    )
+    assert by["full"]["roofline_fraction"] > 0 and by["full (no graphs)"]["roofline_fraction"] > 0
+    assert "roofline_fraction" not in by["skip 2x"]
+    assert by["generate()"]["same_tokens_as_full"] == 1  # full depth is generate()'s output, token for token
+    assert by["generate() static+compile"]["compiled"] is False  # transformers compiles on CUDA only
+    assert all(r["peak_memory_bytes"] is None for r in by.values())
+    assert (result["cuda"], result["driver"]) == (None, None)
+    table = out.with_suffix(".md").read_text()
+    assert table.startswith("Machine: ") and "(cpu, float32, torch " in table.splitlines()[0]
+    assert "Peak memory is measured on CUDA only." in table and "ran uncompiled here" in table
+    assert "| llama-tiny | 2 | 6 | speculative k=4 (3x drafts) |" in capsys.readouterr().out
+
+
+def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
+    """`--append` adds a stage's rows to the results of the earlier ones, keeping their machine header and
+    bandwidth, and counting the settings of all; a file it did not write, or one from another dtype, is
+    refused."""
+    out = tmp_path / "b.json"
+    base = ["bench", "--models", "opt-tiny", "--new-tokens", "4", "--prompt-len", "4", "--repeats", "1"]
+    base += ["--targets", "2", "--out", str(out)]
+    assert main([*base, "--batch-sizes", "1", "--settings", "full,skip"]) == 0
+    first = json.loads(out.read_text())
+    assert main([*base, "--batch-sizes", "1,2", "--settings", "generate", "--append"]) == 0
+    result = json.loads(out.read_text())
+    assert [(r["batch_size"], r["setting"]) for r in result["rows"]] == [
+        (1, "full"),
+        (1, "skip 2x"),
+        (1, "generate()"),  # full depth ran as its reference, without a row of its own
+        (2, "generate()"),
+    ]
+    assert result["complete"] and (result["settings_done"], result["settings_total"]) == (3, 3)
+    assert (
+        result["created"] == first["created"]
+        and result["bandwidth_bytes_per_s"] == first["bandwidth_bytes_per_s"]
+    )
+    assert out.with_suffix(".md").read_text().count("| opt-tiny |") == 4
+
+    before = out.read_bytes()
+    assert "measured on cpu in float32, this run is on cpu in bfloat16" in refused(
+        capsys, [*base, "--batch-sizes", "1", "--dtype", "bfloat16", "--append"]
+    )
+    out.with_suffix(".md").write_text("a user's notes\n")
+    assert "are not a pair the bench wrote" in refused(capsys, [*base, "--batch-sizes", "1", "--append"])
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--settings", "full,graphs"],
+            "--settings: unknown setting 'graphs'; choose from full, no-graphs, skip",
+        ),
+        (["--settings", "no-graphs"], "--settings no-graphs needs static steps"),
+        (["--settings", "speculative"], "--settings speculative needs --draft-tokens"),
+        (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
+        (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
+        (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
+        (["--append"], "--append adds to a results file: name it with --out"),
+    ],
+)
+def test_a_plan_that_cannot_run_is_refused_in_one_line(capsys, extra, message):
+    assert message in refused(capsys, ["bench", "--models", "opt-tiny", "--new-tokens", "4", *extra])
+
+
+def test_a_model_folder_is_timed_with_its_own_weights(tmp_path, model_dirs):
+    """A fine-tune is named by its folder: its sizes come from its config, its rows say they timed its
+    weights."""
+    out = tmp_path / "b.json"
+    folder = str(model_dirs["llama"])
+    args = ["bench", "--models", folder, "--batch-sizes", "1", "--new-tokens", "4", "--prompt-len", "4"]
+    assert (
+        main([*args, "--targets", "2", "--settings", "full,skip", "--repeats", "1", "--out", str(out)]) == 0
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["model"], r["weights"], r["setting"]) for r in rows] == [
+        (folder, "own", "full"),
+        (folder, "own", "skip 2x"),
+    ]
 
 
 @pytest.mark.slow
 def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_shape(
     tmp_path, capsys, monkeypatch
 ):
-    """Without the package, `bench --models smollm2-135m` says so before the run and times random weights of the
-    same sizes; its rows and table say which weights they timed."""
+    """Without the package, `bench --models smollm2-135m` says so before the run and times random weights of
+    the same sizes; its rows and table say which weights they timed."""
     from skipcore.models import catalog
 
     monkeypatch.setattr(catalog, "installed", lambda model: False)
@@ -150,9 +224,11 @@ def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_sh
 
 @pytest.mark.slow
 def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
-    """Results are written after every setting: a bench stopped part way leaves a readable, marked-partial file and
-    table, and stopped even between those two writes, a rerun with --overwrite still knows the table as its own."""
+    """Results are written after every setting: a bench stopped part way leaves a readable, marked-partial
+    file and table, and stopped even between those two writes, a rerun with --overwrite still knows the table
+    as its own."""
     import skipcore.evaluate.bench as bench_lib
+    import skipcore.evaluate.bench_results as bench_results
 
     out = tmp_path / "bench.json"
     args = ["bench", "--models", "opt-tiny", "--batch-sizes", "1,2,3", "--new-tokens", "8", "--targets", "2"]
@@ -160,7 +236,7 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
     real_bench_one, calls = bench_lib.bench_one, []
 
     def stops_at_the_third(*a, **kw):
-        calls.append(a[1])
+        calls.append(a[2])
         if len(calls) == 3:
             raise KeyboardInterrupt
         return real_bench_one(*a, **kw)
@@ -173,8 +249,9 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
     table = out.with_suffix(".md").read_text()
     assert "Partial: 2 of 3 settings" in table and table.count("| opt-tiny |") == 6
 
-    # stopped between the results file and its table: the table on disk is the one before, still the bench's own
-    real_write, calls[:] = bench_lib.atomic_write, []
+    # stopped between the results file and its table: the table on disk is the one before, still the bench's
+    # own
+    real_write, calls[:] = bench_results.atomic_write, []
 
     def table_write_stops(path, write):
         if path.suffix == ".md" and len(calls) == 2:
@@ -182,15 +259,53 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
         return real_write(path, write)
 
     monkeypatch.setattr(
-        bench_lib, "bench_one", lambda *a, **kw: (calls.append(a[1]), real_bench_one(*a, **kw))[1]
+        bench_lib, "bench_one", lambda *a, **kw: (calls.append(a[2]), real_bench_one(*a, **kw))[1]
     )
-    monkeypatch.setattr(bench_lib, "atomic_write", table_write_stops)
+    monkeypatch.setattr(bench_results, "atomic_write", table_write_stops)
     assert main([*args, "--overwrite"]) == 130
     assert json.loads(out.read_text())["settings_done"] == 2
     assert "Partial: 1 of 3" in out.with_suffix(".md").read_text()
 
-    monkeypatch.setattr(bench_lib, "atomic_write", real_write)
+    monkeypatch.setattr(bench_results, "atomic_write", real_write)
     assert main([*args, "--overwrite"]) == 0
     result = json.loads(out.read_text())
     assert result["complete"] and len(result["rows"]) == 3 * 3 and "previous_table_sha256" in result
     assert "Partial" not in out.with_suffix(".md").read_text()
+
+
+def test_the_summary_judges_each_target_on_the_rows_that_measure_it():
+    """The GPU run's last lines: full depth over generate() is the generate() row's ratio turned round, a
+    target is met only where every row measuring it meets it, and one no row measures says so."""
+    from skipcore.evaluate.bench_summary import summary_table, target_lines
+
+    def row(setting: str, **values) -> dict:
+        return {"model": "llama-1b", "new_tokens": 512, "batch_size": 1, "setting": setting, **values}
+
+    rows = [
+        row("full", tokens_per_s=900.0, roofline_fraction=0.65, same_tokens_as_full=1.0),
+        row("generate()", vs_full_total=0.5, same_tokens_as_full=1.0),
+        row("skip 2x", measured_over_layer_speedup=0.9, kv_fraction_of_full=0.7),
+        row("skip 4x", measured_over_layer_speedup=0.8, kv_fraction_of_full=0.4002),
+        row(
+            "speculative k=2 (3x drafts)",
+            draft_tokens=2,
+            measured_speedup_decode=1.4,
+            tokens_per_full_pass=2.5,
+            same_tokens_as_full=1.0,
+        ),
+    ]
+    lines = target_lines(rows)
+    assert (
+        lines[0]
+        == "- met: full depth >= 1.5x generate() at batch 1 on the 1B shapes (llama-1b b1 T512 full: 2.00)"
+    )
+    assert lines[1].startswith("- met: full depth >= 60% of the memory roofline")
+    assert lines[2].startswith("- missed: static skip 2x-4x >= 0.85x") and "skip 4x: 0.80" in lines[2]
+    assert lines[3].startswith("- not measured: speculative on the skip-aware SmolLM2")  # no SmolLM2 row
+    assert lines[5].startswith("- met: speculative is lossless")
+    assert lines[6].startswith("- missed: KV under a 4x schedule <= 40%") and "0.40" in lines[6]
+    table = summary_table(rows)
+    assert (
+        "| llama-1b | 512 | 1 | 900 | 2.00 | - | - | 65% | 2x: 0.90 / 4x: 0.80 | k=2: 1.40x (2.50) | 100% "
+        "| 40% | - |" in (table)
+    )

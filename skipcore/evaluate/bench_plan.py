@@ -1,0 +1,217 @@
+"""What a bench run times, checked before any model is built: `BenchPlan` (models, lengths, batch sizes and
+the settings beside full depth), the kinds of setting a plan can hold and what each device can measure of
+them.
+
+A plan is the same on every device; what a device cannot do is refused in one line (`check_plan`) or said
+under the results table (`device_notes`), so the plan a GPU will run is first run whole on the CPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from skipcore.errors import UserError
+
+# what a plan can time beside full depth (the reference every row is paired with), as --settings names them
+SETTING_KINDS = {
+    "full": "full depth",
+    "no-graphs": "full depth without CUDA graphs (the same path uncaptured; needs static steps)",
+    "skip": "SkipDecode's static skip schedule at each target",
+    "speculative": "speculative SkipDecode at each draft length, drafting with a skip schedule",
+    "generate": "transformers' generate(), dynamic cache",
+    "compiled": "generate() with its static cache, which transformers compiles on CUDA",
+}
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What one bench run times: every model at every generation length and batch size, each with the settings
+    of `settings` (kinds of SETTING_KINDS)."""
+
+    models: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    prompt_len: int
+    new_tokens: tuple[int, ...]
+    targets: tuple[float, ...] = (2.0, 3.0, 4.0)
+    draft_tokens: tuple[int, ...] = ()
+    draft_target: float = 3.0  # the speculative drafts' skip schedule
+    repeats: int = 5
+    settings: tuple[str, ...] = ("full", "skip", "generate")
+    static_steps: bool = False  # fixed-shape decode steps over a static cache (CUDA graphs on a GPU)
+
+    def runs(self) -> list[tuple[str, int, int]]:
+        """(model, new tokens, batch size) in the order they are timed."""
+        return [(m, T, b) for m in self.models for T in self.new_tokens for b in self.batch_sizes]
+
+
+def plan_for(
+    cuda: bool,
+    models: tuple[str, ...] | None = None,
+    batch_sizes: tuple[int, ...] | None = None,
+    prompt_len: int | None = None,
+    new_tokens: tuple[int, ...] | None = None,
+    targets: tuple[float, ...] = (2.0, 3.0, 4.0),
+    draft_tokens: tuple[int, ...] | None = None,
+    draft_target: float = 3.0,
+    repeats: int = 5,
+    settings: tuple[str, ...] | None = None,
+    static_steps: bool | None = None,
+) -> tuple[BenchPlan, list[str]]:
+    """The plan asked for, with the device's defaults where a value is not given (on CUDA the GPU plan of
+    docs/gpu.md, on the CPU a short one), and each value once: a repeated one would time the same setting
+    again, which the notes returned say. Not checked yet (`check_plan`)."""
+    notes: list[str] = []
+
+    def once(values: tuple, flag: str) -> tuple:
+        unique = tuple(dict.fromkeys(values))
+        if len(unique) < len(values):
+            again = ",".join(
+                f"{v:g}" if isinstance(v, float) else str(v) for v in unique if values.count(v) > 1
+            )
+            notes.append(f"note: {flag} names {again} more than once; each setting runs once")
+        return unique
+
+    static = cuda if static_steps is None else static_steps
+    drafts = once(draft_tokens or ((2, 4) if cuda else ()), "--draft-tokens")
+    plan = BenchPlan(
+        models=once(models or (("opt-1.3b", "llama-1b") if cuda else ("opt-125m",)), "--models"),
+        batch_sizes=once(batch_sizes or ((1, 8, 32) if cuda else (1, 8)), "--batch-sizes"),
+        prompt_len=prompt_len if prompt_len is not None else (128 if cuda else 32),
+        new_tokens=once(new_tokens or ((128, 512) if cuda else (64,)), "--new-tokens"),
+        targets=once(targets, "--targets"),
+        draft_tokens=drafts,
+        draft_target=draft_target,
+        repeats=repeats,
+        settings=once(
+            tuple(s.strip() for s in settings or default_settings(cuda, static, bool(drafts))), "--settings"
+        ),
+        static_steps=static,
+    )
+    return plan, notes
+
+
+def not_installed_notes(plan: BenchPlan) -> list[str]:
+    """A note for each real model of the plan that is not installed: its rows time a random model of its
+    shape."""
+    from skipcore.models.catalog import REAL_MODELS, is_real_name
+
+    return [
+        f"note: {m} is not installed ({REAL_MODELS[m].install}); timing a random model of its shape"
+        for m in plan.models
+        if is_real_name(m) and not uses_real_weights(m)
+    ]
+
+
+def default_settings(cuda: bool, static_steps: bool, speculative: bool) -> tuple[str, ...]:
+    """Every kind the device runs: graphs on and off where there are static steps, transformers' compiled
+    generate() on CUDA (it does not compile on the CPU), speculative rows where draft lengths are given."""
+    kinds = ["full"] + (["no-graphs"] if static_steps else []) + ["skip"]
+    return tuple(
+        kinds + (["speculative"] if speculative else []) + ["generate"] + (["compiled"] if cuda else [])
+    )
+
+
+def skip_schedule(num_layers: int, target: float, new_tokens: int):
+    """The bench's skip schedule for a target: linear decay, skip mode, one warmup layer."""
+    from skipcore.schedule import schedule_for_speedup
+
+    return schedule_for_speedup(num_layers, target, new_tokens, "linear", "skip", warmup_layers=1)
+
+
+def model_sizes(name: str) -> tuple[int, int]:
+    """(layers, positions) of a bench model without building it: a shape's from its table, a folder's from its
+    config; an unknown name is refused in one line."""
+    from skipcore.models.catalog import REAL_MODELS
+    from skipcore.models.random_models import BENCH_SHAPES
+
+    if name in BENCH_SHAPES:
+        shape = BENCH_SHAPES[name][1]
+        return shape["num_hidden_layers"], shape["max_position_embeddings"]
+    if not Path(name).exists():
+        raise UserError(
+            f"unknown bench model {name!r}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
+            f"times its own weights where it is installed: {', '.join(REAL_MODELS)}), or a model folder"
+        )
+    from skipcore.models.loading import load_config
+
+    config = load_config(name)
+    return config.num_hidden_layers, config.max_position_embeddings
+
+
+def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
+    """Refuse, in one line naming the flag, a plan that cannot run, before any model is built: an unknown
+    model or setting, a count below 1, a target below 1x, a model too short for the prompt plus the longest
+    generation or too shallow for a target, graphs off without static steps, speculative rows without draft
+    lengths."""
+    unknown = [k for k in plan.settings if k not in SETTING_KINDS]
+    if unknown:
+        raise UserError(f"--settings: unknown setting {unknown[0]!r}; choose from {', '.join(SETTING_KINDS)}")
+    if "no-graphs" in plan.settings and not plan.static_steps:
+        raise UserError(
+            "--settings no-graphs needs static steps (on by default on CUDA; --static-steps elsewhere)"
+        )
+    if "speculative" in plan.settings and not plan.draft_tokens:
+        raise UserError(
+            "--settings speculative needs --draft-tokens (how many tokens a row drafts per round)"
+        )
+    counts = {"--batch-sizes": plan.batch_sizes, "--new-tokens": plan.new_tokens, "--targets": plan.targets}
+    for flag, values in {**counts, "--draft-tokens": plan.draft_tokens or (1,)}.items():
+        if min(values) < 1:
+            raise UserError(f"{flag} must all be >= 1, got {','.join(f'{v:g}' for v in values)}")
+    for flag, value in {
+        "--prompt-len": plan.prompt_len,
+        "--repeats": plan.repeats,
+        "--threads": threads,
+        "--draft-target": plan.draft_target,
+    }.items():
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be >= 1, got {value:g}")
+    targets = [("--targets", t) for t in plan.targets if "skip" in plan.settings]
+    targets += [("--draft-target", plan.draft_target)] if "speculative" in plan.settings else []
+    for m in plan.models:
+        layers, positions = model_sizes(m)
+        if plan.prompt_len + max(plan.new_tokens) > positions:
+            raise UserError(
+                f"--prompt-len {plan.prompt_len} plus --new-tokens {max(plan.new_tokens)} exceeds {m}'s "
+                f"{positions} positions; use at most {max(positions - max(plan.new_tokens), 0)} prompt "
+                "tokens or fewer new tokens"
+            )
+        for flag, t in targets:
+            for n in plan.new_tokens:
+                try:
+                    skip_schedule(layers, t, n)
+                except UserError as e:
+                    raise UserError(f"{flag} {t:g} on {m} over {n} new tokens: {e}") from e
+
+
+def uses_real_weights(name: str) -> bool:
+    """Whether a bench row of `name` times a real model's own weights: it names one and it is installed."""
+    from skipcore.models.catalog import REAL_MODELS, installed
+
+    return name in REAL_MODELS and installed(REAL_MODELS[name])
+
+
+def weights_of(name: str) -> str:
+    """What a bench row of `name` times: 'random' weights of a shape, a 'real' model's own, or a folder's
+    'own'."""
+    from skipcore.models.random_models import BENCH_SHAPES
+
+    return "real" if uses_real_weights(name) else "random" if name in BENCH_SHAPES else "own"
+
+
+def device_notes(plan: BenchPlan, device: torch.device) -> list[str]:
+    """What this device cannot measure of the plan, said under the table's machine line."""
+    if device.type == "cuda":
+        return []
+    notes = ["Peak memory is measured on CUDA only."]
+    if plan.static_steps:
+        notes.append(
+            "Static steps run uncaptured on the CPU: no CUDA graphs, so 'no graphs' differs by its path only."
+        )
+    if "compiled" in plan.settings:
+        notes.append(
+            "transformers compiles generate() on CUDA only: 'generate() static+compile' ran uncompiled here."
+        )
+    return notes

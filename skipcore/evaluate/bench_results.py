@@ -1,0 +1,182 @@
+"""The bench's results file and its Markdown table: what the run says of its machine, rewritten after every
+setting so a stopped bench keeps what it measured, and added to by later runs of a plan (`--append`).
+
+The file and the table are the bench's own: the results file names the digest of the table beside it, so a
+rerun replaces (or adds to) only a table it wrote itself, never a user's file of that name."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from skipcore.errors import UserError
+from skipcore.files import atomic_write, file_digest
+
+
+def gpu_driver() -> str | None:
+    """The NVIDIA driver's version as `nvidia-smi` reports it, or None where there is none (a CPU machine)."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split()
+    return lines[0] if done.returncode == 0 and lines else None
+
+
+def results_header(device: torch.device, dtype: torch.dtype, bandwidth: float) -> dict:
+    """What every results file says of the run: the machine (on a GPU its name, driver and CUDA version),
+    device, dtype, torch, time and memory bandwidth. A timing means nothing without them."""
+    from skipcore.models.loading import hardware_name
+
+    cuda = device.type == "cuda"
+    return {
+        "machine": hardware_name(device),
+        "device": str(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if cuda else None,
+        "driver": gpu_driver() if cuda else None,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "bandwidth_bytes_per_s": bandwidth,
+    }
+
+
+def machine_line(header: dict) -> str:
+    """'Machine: NVIDIA H100 (cuda, bfloat16, torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04)'."""
+    parts = [header["device"], header["dtype"], f"torch {header['torch']}"]
+    parts += [f"CUDA {header['cuda']}"] if header.get("cuda") else []
+    parts += [f"driver {header['driver']}"] if header.get("driver") else []
+    return f"Machine: {header['machine']} ({', '.join(parts)})"
+
+
+def mib(n: int | None) -> str:
+    return f"{n / 2**20:.1f}" if n is not None else ""
+
+
+def format_table(rows: list[dict]) -> str:
+    """Markdown: medians of paired runs against full depth, with 95% intervals; a flagged timing gets a '*'.
+    A real model's name timed with random weights of its shape (not installed) says so."""
+    from skipcore.models.catalog import is_real_name
+
+    head = (
+        "| model | batch | new tokens | setting | tokens/s | vs full (total) [95%] | layer speedup "
+        "| measured decode speedup [95%] | measured / layer | measured / FLOPs | tokens / full pass "
+        "| same tokens as full | KV allocated MiB | KV vs full | peak memory MiB | roofline |"
+    )
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in rows:
+        model = r["model"] + (
+            " (random weights)" if r.get("weights") == "random" and is_real_name(r["model"]) else ""
+        )
+
+        def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:
+            return fmt.format(r[k]) if r.get(k) is not None else ""
+
+        def ci(k: str, r: dict = r) -> str:
+            if r.get(k) is None:
+                return ""
+            star = "*" if k == "measured_speedup_decode" and r.get("timing_flag") else ""
+            return f"{r[k]:.2f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]{star}"
+
+        lines.append(
+            f"| {model} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
+            f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
+            f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
+            f"| {f('tokens_per_full_pass')} | {f('same_tokens_as_full', '{:.0%}')} "
+            f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
+            f"| {mib(r.get('peak_memory_bytes'))} "
+            f"| {f('roofline_fraction', '{:.0%}')} |"
+        )
+    flagged = [
+        f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): "
+        f"{r['timing_flag']}"
+        for r in rows
+        if r.get("timing_flag")
+    ]
+    return "\n".join(lines + (["", "Flagged timings:", *flagged] if flagged else []))
+
+
+def write_results(
+    out: Path,
+    header: dict,
+    rows: list[dict],
+    done: int,
+    total: int,
+    written: list[str],
+    notes: list[str] = (),
+) -> None:
+    """Replace the results file and its table (`out` with .md), each atomically; until the last setting both
+    say they are partial. `written` holds the digests of the tables written so far, newest last; `notes` are
+    said under the machine line (what this device cannot measure).
+
+    The JSON goes first and names the new table's digest and the one before it, so a bench stopped between the
+    two writes still knows the table beside it as its own (and a rerun with --overwrite may replace it)."""
+    stopped = (
+        ""
+        if done == total
+        else f"Partial: {done} of {total} settings measured (the bench stopped or is still running).\n\n"
+    )
+    said = "".join(f"{n}\n" for n in notes) + ("\n" if notes else "")
+    table = machine_line(header) + "\n\n" + said + stopped + format_table(rows) + "\n"
+    digest = hashlib.sha256(table.encode()).hexdigest()
+    result = {
+        **header,
+        "notes": list(notes),
+        "complete": done == total,
+        "settings_done": done,
+        "settings_total": total,
+        "rows": rows,
+    }
+    result["table_sha256"] = digest
+    if written:
+        result["previous_table_sha256"] = written[-1]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
+    atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
+    written.append(digest)
+
+
+def own_table(out: Path, md: Path) -> bool:
+    """The .md table beside a results file is the bench's own when the results file names its digest (the
+    newest table or, for a bench stopped between its two writes, the one before)."""
+    try:
+        result = json.loads(out.read_text())
+        recorded = {result.get("table_sha256"), result.get("previous_table_sha256")} - {None}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+    return file_digest(md) in recorded
+
+
+def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> dict | None:
+    """The results a run with `--append` adds to: None where `out` does not exist yet; refused in one line
+    where it is not the bench's own (its table beside it unknown to it) or was measured on another device or
+    dtype, whose rows would not compare with this run's."""
+    if not out.exists():
+        return None
+    md = out.with_suffix(".md")
+    try:
+        result = json.loads(out.read_text())
+        rows, seen = result["rows"], (result["device"], result["dtype"])
+        done, total = int(result["settings_done"]), int(result["settings_total"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"--append: {out} is not a bench results file ({type(e).__name__})") from None
+    if not isinstance(rows, list) or not (md.is_file() and own_table(out, md)):
+        raise UserError(
+            f"--append: {out} and {md.name} beside it are not a pair the bench wrote; choose another path"
+        )
+    here = (str(device), str(dtype).removeprefix("torch."))
+    if seen != here:
+        raise UserError(
+            f"--append: {out} was measured on {seen[0]} in {seen[1]}, this run is on {here[0]} in {here[1]}"
+        )
+    return {**result, "settings_done": done, "settings_total": total}

@@ -1,0 +1,153 @@
+"""A bench results file in a few lines: one row per model, length and batch size with the ratios that matter,
+then each of the GPU plan's targets (docs/gpu.md) met, missed or not measured, with the numbers it rests on.
+
+This is what `scripts/gpu_check.sh` prints last, so the end of a GPU run's output (all a short lease may bring
+back) holds its results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+ONE_B = ("llama-1b", "opt-1.3b")  # the 1B shapes the plan's targets speak of
+
+
+def _groups(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """(model, new tokens, batch) -> setting -> row; a later stage's row of a setting replaces an earlier
+    one."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["new_tokens"], r["batch_size"]), {})[r["setting"]] = r
+    return groups
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return fmt.format(value) if value is not None else "-"
+
+
+def _inverse(row: dict | None, key: str = "vs_full_total") -> float | None:
+    """full depth over a setting: the setting's own ratio (full's time over its) turned round."""
+    return 1 / row[key] if row and row.get(key) else None
+
+
+def summary_table(rows: list[dict]) -> str:
+    """Markdown, one line per model, length and batch size: full depth's speed and its gain over generate()
+    (and the compiled one), over itself without graphs, and its roofline fraction; each skip target's measured
+    share of its layer speedup; each speculative row's decode speedup and tokens per full pass; the token
+    agreement that says lossless; KV and peak memory."""
+    head = (
+        "| model | new tokens | batch | full tok/s | full / generate() | full / compiled generate() "
+        "| graphs gain | roofline | skip: measured / layer | speculative: speedup (tokens per full pass) "
+        "| same tokens as full | KV 4x / full | peak MiB (full) |"
+    )
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for (model, T, b), by in _groups(rows).items():
+        full, gen, comp = by.get("full"), by.get("generate()"), by.get("generate() static+compile")
+        skips = [r for s, r in by.items() if s.startswith("skip ")]
+        specs = [r for s, r in by.items() if s.startswith("speculative")]
+        lossless = [r["same_tokens_as_full"] for r in specs + ([gen] if gen else [])]
+        compiled = _num(_inverse(comp)) + (" (uncompiled)" if comp and not comp.get("compiled") else "")
+        peak = full.get("peak_memory_bytes") if full else None
+        lines.append(
+            f"| {model} | {T} | {b} | {_num(full and full['tokens_per_s'], '{:.0f}')} "
+            f"| {_num(_inverse(gen))} "
+            f"| {compiled if comp else '-'} "
+            f"| {_num(_inverse(by.get('full (no graphs)'), 'measured_speedup_decode'))} "
+            f"| {_num(full and full.get('roofline_fraction'), '{:.0%}')} "
+            f"| {' / '.join(_skip(r) for r in skips) or '-'} "
+            f"| {', '.join(_spec(r) for r in specs) or '-'} "
+            f"| {_num(min(lossless) if lossless else None, '{:.0%}')} "
+            f"| {_num(by.get('skip 4x', {}).get('kv_fraction_of_full'), '{:.0%}')} "
+            f"| {_num(peak / 2**20 if peak else None, '{:.0f}')} |"
+        )
+    return "\n".join(lines)
+
+
+def _skip(r: dict) -> str:
+    return f"{r['setting'].removeprefix('skip ')}: {_num(r.get('measured_over_layer_speedup'))}"
+
+
+def _spec(r: dict) -> str:
+    return f"k={r['draft_tokens']}: {_num(r['measured_speedup_decode'])}x ({_num(r['tokens_per_full_pass'])})"
+
+
+def _target(
+    rows: list[dict], text: str, pick: Callable[[dict], bool], value: Callable[[dict], float | None], ok
+) -> str:
+    """One target: 'met', 'missed' or 'not measured', and each row's value it was judged on."""
+    found = [(r, value(r)) for r in rows if pick(r)]
+    found = [(r, v) for r, v in found if v is not None]
+    if not found:
+        return f"- not measured: {text}"
+    values = [v for _, v in found]
+    if len(found) > 6:  # many rows: their range
+        said = f"{len(found)} rows, from {min(values):.2f} to {max(values):.2f}"
+    else:
+        said = ", ".join(
+            f"{r['model']} b{r['batch_size']} T{r['new_tokens']} {r['setting']}: {v:.2f}" for r, v in found
+        )
+    return f"- {'met' if all(ok(v) for _, v in found) else 'missed'}: {text} ({said})"
+
+
+def target_lines(rows: list[dict]) -> list[str]:
+    """The GPU plan's targets (docs/gpu.md), each judged on the rows that measure it."""
+    groups = _groups(rows)
+
+    def full_over(r: dict, setting: str) -> float | None:
+        other = groups[(r["model"], r["new_tokens"], r["batch_size"])].get(setting)
+        return _inverse(other)
+
+    def is_1b(r: dict) -> bool:
+        return r["model"] in ONE_B and r["batch_size"] == 1 and r["setting"] == "full"
+
+    def skip(r: dict) -> bool:
+        return r["setting"].startswith("skip ") and r["batch_size"] in (1, 8)
+
+    def lossless(r: dict) -> bool:
+        return "speculative" in r["setting"]
+
+    def spec(b: int) -> Callable[[dict], bool]:
+        return lambda r: "smollm2" in r["model"] and r["batch_size"] == b and "speculative" in r["setting"]
+
+    return [
+        _target(rows, "full depth >= 1.5x generate() at batch 1 on the 1B shapes", is_1b,
+                lambda r: full_over(r, "generate()"), lambda v: v >= 1.5),
+        _target(rows, "full depth >= 60% of the memory roofline at batch 1 on the 1B shapes", is_1b,
+                lambda r: r.get("roofline_fraction"), lambda v: v >= 0.6),
+        _target(rows, "static skip 2x-4x >= 0.85x of its layer speedup at batch 1 and 8", skip,
+                lambda r: r.get("measured_over_layer_speedup"), lambda v: v >= 0.85),
+        _target(rows, "speculative on the skip-aware SmolLM2 >= 1.5x full depth at batch 1", spec(1),
+                lambda r: r.get("measured_speedup_decode"), lambda v: v >= 1.5),
+        _target(rows, "speculative on the skip-aware SmolLM2 >= 1.2x full depth at batch 8", spec(8),
+                lambda r: r.get("measured_speedup_decode"), lambda v: v >= 1.2),
+        _target(rows, "speculative is lossless (the tokens of full depth)", lossless,
+                lambda r: r.get("same_tokens_as_full"), lambda v: v == 1),
+        _target(rows, "KV under a 4x schedule <= 40% of full depth's at 512 new tokens",
+                lambda r: r["setting"] == "skip 4x" and r["new_tokens"] == 512,
+                lambda r: r.get("kv_fraction_of_full"), lambda v: v <= 0.4),
+    ]  # fmt: skip
+
+
+def report(path: str | Path) -> str:
+    """A results file's summary table and targets, under its machine line; one line where there is no file."""
+    from skipcore.evaluate.bench_results import machine_line
+
+    p = Path(path)
+    if not p.is_file():
+        return f"no results in {p}"
+    result = json.loads(p.read_text())
+    done = (
+        "" if result["complete"] else f" (partial: {result['settings_done']} of {result['settings_total']})"
+    )
+    return "\n".join(
+        [
+            machine_line(result) + done,
+            "",
+            summary_table(result["rows"]),
+            "",
+            "Targets:",
+            *target_lines(result["rows"]),
+        ]
+    )

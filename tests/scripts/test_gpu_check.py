@@ -1,0 +1,140 @@
+"""scripts/gpu_check.sh, the GPU run in one command, rehearsed on the CPU: the same stages and flags on tiny
+shapes, writing the files a real run writes, so a typo or a missing file is caught here and not on a GPU lent
+for minutes; scripts/gpu_wheels.sh's choice of what travels to the GPU machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# what a real run leaves in OUTDIR; the device tool returns at most 8 files, named in letters, digits, '.',
+# '_', '-'
+WRITTEN = [
+    "bench_cuda.json",
+    "bench_cuda.md",
+    "env.txt",
+    "gpu_check.log",
+    "smoke.json",
+    "smoke.md",
+    "summary.md",
+]
+
+
+def gpu_check(*args: str, budget: int = 300, **env: str) -> subprocess.CompletedProcess:
+    """The script as the device tool runs it, with this interpreter; `budget` (seconds) leaves room for a
+    loaded CI machine: alone on two cores the rehearsal takes about a minute."""
+    full_env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_BUDGET": str(budget), **env}
+    return subprocess.run(
+        ["bash", "scripts/gpu_check.sh", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def stages(summary: str) -> dict[str, str]:
+    """stage -> outcome, from the summary's first table."""
+    table = summary.split("| stage |", 1)[1].split("\n\n", 1)[0]
+    return dict(re.findall(r"^\| (\w+) \| ([^|]+) \|", table, re.M))
+
+
+@pytest.mark.slow
+def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp_path):
+    out = tmp_path / "gpu"
+    done = gpu_check("--rehearse", str(out))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == WRITTEN
+    assert len(WRITTEN) <= 8 and all(re.fullmatch(r"[\w.-]+", name) for name in WRITTEN)
+    summary = (out / "summary.md").read_text()
+    outcome = stages(summary)
+    assert list(outcome) == [
+        "wheels",
+        "env",
+        "imports",
+        "tests",
+        "smoke",
+        "reduced",
+        "compiled",
+        "real",
+        "long",
+    ]
+    ran = {s: o for s, o in outcome.items() if not o.startswith("skipped")}
+    assert set(ran.values()) == {"ok"} and {
+        "imports",
+        "tests",
+        "smoke",
+        "reduced",
+        "compiled",
+        "long",
+    } <= set(ran)
+    # the plan's every setting, for the short and the long generation, at both batch sizes
+    result = json.loads((out / "bench_cuda.json").read_text())
+    assert result["complete"] and result["device"] == "cpu"
+    rows = result["rows"]
+    short = {(r["model"], r["batch_size"], r["setting"]) for r in rows if r["new_tokens"] == 4}
+    settings = ["full", "full (no graphs)", "skip 2x", "skip 3x", "skip 4x", "speculative k=2 (3x drafts)"]
+    settings += ["speculative k=4 (3x drafts)", "generate()"]
+    assert {(m, b, s) for m in ("llama-tiny", "opt-tiny") for b in (1, 2) for s in settings} <= short
+    assert {(m, 1, "generate() static+compile") for m in ("llama-tiny", "opt-tiny")} <= short
+    assert {r["setting"] for r in rows if r["new_tokens"] == 6} == set(settings) - {"generate()"}
+    assert all(r["same_tokens_as_full"] == 1 for r in rows if r["setting"].startswith("speculative"))
+    assert json.loads((out / "smoke.json").read_text())["complete"]
+    # the end of the output, all a short lease may bring back, is the summary: per-setting lines and the
+    # targets
+    assert done.stdout.rstrip().endswith(summary.rstrip().splitlines()[-1])
+    assert "| llama-tiny | 6 | 2 |" in summary and "Targets:" in summary
+    assert "no CUDA device" in (out / "env.txt").read_text()
+
+
+@pytest.mark.slow
+def test_a_missing_package_is_named_and_stops_the_run_before_any_bench(tmp_path):
+    """A package that a module the run imports needs is named with the module, and nothing is measured."""
+    fake = tmp_path / "site" / "plotly"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'narwhals'\", name='narwhals')\n"
+    )
+    out = tmp_path / "gpu"
+    done = gpu_check("--rehearse", str(out), PYTHONPATH=str(tmp_path / "site"))
+    assert done.returncode == 1
+    assert (
+        "missing: narwhals (for tests.lens.test_lens): make their wheels here with bash scripts/gpu_wheels.sh"
+        in (done.stdout)
+    )
+    assert stages((out / "summary.md").read_text())["imports"].startswith("failed")
+    assert not (out / "bench_cuda.json").exists() and not (out / "smoke.json").exists()
+
+
+def test_gpu_check_needs_one_output_folder(tmp_path):
+    done = gpu_check("--rehearse")
+    assert (
+        done.returncode == 2 and done.stderr.strip() == "usage: bash scripts/gpu_check.sh [--rehearse] OUTDIR"
+    )
+
+
+def test_the_wheels_that_travel_are_the_requirements_the_gpu_image_lacks():
+    """requirements.txt less torch, less what the GPU machine's image holds, less what the GPU run never
+    imports."""
+    done = subprocess.run(
+        ["bash", "scripts/gpu_wheels.sh", "--list"],
+        cwd=REPO,
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    names = [re.split(r"[=<>]", line)[0] for line in done.stdout.split()]
+    assert {"datasets", "gguf", "plotly", "altair", "rouge-score"} <= set(names)
+    present_or_unused = {"torch", "transformers", "accelerate", "peft", "numpy", "pytest", "ray", "streamlit"}
+    assert not present_or_unused & set(names)
+    assert all("==" in line for line in done.stdout.split())  # pinned as requirements.txt pins them

@@ -1,0 +1,37 @@
+"""scripts/gpu_probe.py, the GPU run's exactness and profile questions, rehearsed on the CPU (tiny shapes): it runs
+from the repository root as the device tool runs it, and its table has a row per model, dtype and batch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_the_probe_runs_from_the_root_and_answers_both_questions():
+    env = {**os.environ, "PYTHONPATH": ".", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "scripts/gpu_probe.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith("| llama-tiny") or line.startswith("| opt-tiny")
+    ]
+    assert len(rows) == 8  # 2 models x float32, bfloat16 x batch 1, 8
+    # float32: our full depth, its fixed-shape steps and speculative decoding give generate()'s tokens
+    for row in (r for r in rows if "| float32 |" in r):
+        assert row.split("|")[4:7] == [" 100% ", " 100% ", " 100% "], row
+    assert done.stdout.count("## profile:") == 2
