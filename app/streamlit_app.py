@@ -1,10 +1,10 @@
 """skipcore dashboard: `streamlit run app/streamlit_app.py`.
 
 Design a SkipDecode schedule, run it on a model, look at the per-token trace, keep and compare runs, weigh quality
-against speedup and compare policies. Opens on the shipped model (data/models/skipdecode-opt-e2e) with no
-downloads; the sidebar also offers the installed real models and any local folder or .gguf file, and
-SKIPCORE_APP_MODEL=/path/to/model makes another local folder the default. Every page keeps its settings in the
-address.
+against speedup, tune a schedule to a quality floor and compare policies. Opens on the shipped model
+(data/models/skipdecode-opt-e2e) with no downloads; the sidebar also offers the installed real models and any local
+folder or .gguf file, and SKIPCORE_APP_MODEL=/path/to/model makes another local folder the default. Every page keeps
+its settings in the address.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if str(APP_DIR.parent) not in sys.path:  # `app.dashboard` and skipcore from thi
 
 import streamlit as st  # noqa: E402
 
-from app.dashboard.figures import format_picker  # noqa: E402
+from app.dashboard.figures import format_picker, room_on_narrow_screens  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
 
 SECTIONS = APP_DIR / "sections"
@@ -27,6 +27,7 @@ PAGES = [
     st.Page(SECTIONS / "generate.py", title="Generate and trace", icon=":material/play_arrow:"),
     st.Page(SECTIONS / "history.py", title="Run history", icon=":material/history:"),
     st.Page(SECTIONS / "tradeoffs.py", title="Trade-offs", icon=":material/scatter_plot:"),
+    st.Page(SECTIONS / "tune.py", title="Tune", icon=":material/model_training:"),
     st.Page(SECTIONS / "compare.py", title="Compare policies", icon=":material/compare:"),
     st.Page(SECTIONS / "explorer.py", title="Trace explorer", icon=":material/search:"),
     st.Page(SECTIONS / "lens.py", title="Layer lens", icon=":material/layers:"),
@@ -37,4 +38,5 @@ st.set_page_config(page_title="skipcore", page_icon=str(APP_DIR / "static" / "fa
 page = st.navigation(PAGES)
 model_sidebar()
 format_picker()
+room_on_narrow_screens()
 page.run()

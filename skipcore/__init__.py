@@ -12,7 +12,8 @@ Three lines to generate under the paper's schedule at a 3x target speedup, with 
 Other policies go where the schedule goes: `CalmPolicy(threshold=0.8)` (CALM-DEC),
 `AdaptivePolicy(min_layers=3)`, `SpeculativePolicy(schedule, draft_tokens=4)` (lossless: the schedule drafts,
 full depth verifies). `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids, in this process or as
-Ray tasks (`run_sweep(cfg, executor=RayExecutor(address=...))`);
+Ray tasks (`run_sweep(cfg, executor=RayExecutor(address=...))`); `run_tune(TuneSettings(...))` searches for the
+fastest schedule that keeps a quality floor on held-out data;
 `read_trace`/`write_trace` handle trace files; `layer_lens` reads out every layer a token ran and
 `compare_with_full_depth` measures a schedule's agreement with full depth. The command line (`python -m skipcore`, `skipcore`) is built on
 these same calls.
@@ -44,6 +45,8 @@ _EXPORTS: dict[str, str] = {
     "read_sweep": "skipcore.evaluate",
     "run_sweep": "skipcore.evaluate",
     "sweep_rows": "skipcore.evaluate",
+    "TuneSettings": "skipcore.evaluate.tune",
+    "run_tune": "skipcore.evaluate.tune",
     "LensResult": "skipcore.lens",
     "compare_with_full_depth": "skipcore.lens",
     "layer_lens": "skipcore.lens",
@@ -79,6 +82,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference see
         run_sweep,
         sweep_rows,
     )
+    from skipcore.evaluate.tune import TuneSettings, run_tune
     from skipcore.lens import LensResult, compare_with_full_depth, layer_lens
     from skipcore.measure.summary import step_time_spread, summarize
     from skipcore.models.loading import load_model
@@ -121,6 +125,7 @@ __all__ = [
     "StaticPolicy",
     "SweepConfig",
     "TraceSchemaError",
+    "TuneSettings",
     "UserError",
     "__version__",
     "compare_with_full_depth",
@@ -130,6 +135,7 @@ __all__ = [
     "read_sweep",
     "read_trace",
     "run_sweep",
+    "run_tune",
     "schedule_for_speedup",
     "shapes_from_config",
     "step_time_spread",

@@ -1,6 +1,8 @@
-"""What a setting is called and which colour it has, written once: the sweep's rows and progress lines, its
-Markdown tables, the dashboard and the notebooks name a setting with `setting_label`, and every figure colours a
-setting family (a static schedule's mode, or the policy) with `COLORS`, through `series_colors`. A byte count is
+"""What a setting or a run is called and which colour it has, written once: the sweep's rows and progress lines,
+its Markdown tables, the dashboard and the notebooks name a setting with `setting_label` and a run with
+`run_label` (everything that made it: model, schedule or policy with every parameter, decoding; `file_stem` is
+the same name as a file name), and every figure colours a setting family (a static schedule's mode, or the
+policy) with `COLORS`, through `series_colors` (a sweep's series) or `run_family` (a run). A byte count is
 written with `human_bytes`.
 
 A setting is anything with a sweep row's fields: a sweep grid's `Setting` (by its `to_dict`), a row of
@@ -85,6 +87,135 @@ def setting_label(setting: object) -> str:
         return policy
     words = cls.setting_words({p.name: _field(setting, p.column) for p in params_of(cls)})
     return f"{words}, draft {_schedule(setting)}" if policy == "speculative" else words
+
+
+# -- a run: one generate call, named by everything that made it ----------------------------------------------
+SEP = " · "  # between the parts of a run's name
+
+
+def model_label(model: object) -> str:
+    """A model as a run's name says it: a folder or a .gguf file by its last part ('skipdecode-opt-e2e'), a real
+    model's short name or a hub id's model as it is named."""
+    text = str(model or "?").replace("\\", "/").rstrip("/")
+    return text.rsplit("/", 1)[-1] or text
+
+
+def decoding_label(sampling: object = None) -> str:
+    """'greedy', or 'sampled (temperature 0.7, top-k 50, top-p 0.9, seed 3)': a `skipcore.Sampling`, the run
+    metadata's `sampling` dict, None (greedy) or these words already."""
+    if isinstance(sampling, str):
+        return sampling
+    if not _field(sampling, "do_sample", False):
+        return "greedy"
+    return (
+        f"sampled (temperature {short_number(_field(sampling, 'temperature', 1.0))}, "
+        f"top-k {short_number(_field(sampling, 'top_k', 0))}, top-p {short_number(_field(sampling, 'top_p', 1.0))}, "
+        f"seed {short_number(_field(sampling, 'seed', 0))})"
+    )
+
+
+def _schedule_words(schedule: object) -> str:
+    """A schedule (a `Schedule`, or its dict as run metadata keeps it) in its own words (`Schedule.describe`); a
+    dict this version cannot read as a schedule (a file written by hand or by another tool) by its fields."""
+    from skipcore.errors import UserError
+    from skipcore.schedule import Schedule
+
+    if schedule is None:
+        return FULL_DEPTH
+    if not isinstance(schedule, Schedule):
+        try:
+            schedule = Schedule.from_dict(dict(schedule))
+        except (UserError, TypeError, ValueError):
+            fields = schedule.items() if hasattr(schedule, "items") else []
+            return "schedule " + (", ".join(f"{k} {v}" for k, v in fields if v not in (None, [], "")) or "?")
+    return schedule.describe()
+
+
+def policy_words(
+    policy: str | None, params: object = None, schedule: object = None, mode: str | None = None
+) -> str:
+    """What chose each token's layers, with every parameter: a static schedule's own words
+    (`Schedule.describe`), or a policy's (`setting_words`, from its parameters by column as run metadata keeps
+    them) with what it takes from a schedule: speculative SkipDecode its draft schedule, adaptive SkipDecode the
+    mode (and warmup layers) its budgets map to."""
+    from skipcore.policies.params import params_of
+
+    policy = str(policy or "static")
+    if policy == "static":
+        return _schedule_words(schedule)
+    cls = sweep_policies().get(policy)
+    if cls is None:
+        return policy
+    params = params or {}
+    words = cls.setting_words(
+        {p.name: _field(params, p.column, _field(params, p.name)) for p in params_of(cls)}
+    )
+    if policy == "speculative":
+        return f"{words}, draft {_schedule_words(schedule)}"
+    mode = mode or _field(schedule or {}, "mode")
+    if mode and getattr(cls, "uses_schedule", False):  # adaptive: its budgets are laid out by the mode
+        warmup = _field(params, "warmup_layers", _field(schedule or {}, "warmup_layers"))
+        words += f" ({mode}{f', warmup {warmup}' if mode == 'skip' and warmup is not None else ''})"
+    return words
+
+
+def run_label(
+    model: object,
+    schedule: object = None,
+    policy: str | None = "static",
+    params: object = None,
+    sampling: object = None,
+    mode: str | None = None,
+) -> str:
+    """A run by everything that made it, the same on every page, legend, table, file name and figure title:
+    'skipdecode-opt-e2e · linear 12->2 (skip, warmup 1, span 25) · greedy',
+    'smollm2-135m · calm softmax>=0.9 · sampled (temperature 0.7, top-k 0, top-p 1, seed 0)'.
+    Two runs whose model, layers or decoding differ never share a name. `metadata_label` reads the parts from a
+    trace's run metadata."""
+    return SEP.join(
+        (model_label(model), policy_words(policy, params, schedule, mode), decoding_label(sampling))
+    )
+
+
+def design_label(model: object, schedule: object) -> str:
+    """A schedule designed for a model, before any run (no decoding yet): 'skipdecode-opt-e2e · linear 12->2
+    (skip, warmup 1, span 25)'; a run of it is named by `run_label`, which starts with the same words."""
+    return SEP.join((model_label(model), policy_words("static", None, schedule)))
+
+
+def metadata_label(meta: object) -> str:
+    """`run_label` of a trace's run metadata (`skipcore.traces.schema`): its model, policy, schedule, parameters
+    and sampling, as every generate call records them."""
+    meta = meta or {}
+    return run_label(
+        _field(meta, "model"),
+        _field(meta, "schedule"),
+        _field(meta, "policy", "static"),
+        _field(meta, "policy_params"),
+        _field(meta, "sampling"),
+        _field(meta, "mode"),
+    )
+
+
+def file_stem(label: str, limit: int = 120) -> str:
+    """A name as a file name: 'skipdecode-opt-e2e · linear 12->2 (skip, warmup 1)' ->
+    'skipdecode-opt-e2e_linear-12-2-skip-warmup-1' (letters, digits, '.', '=', '-' and '_' only)."""
+    parts = []
+    for part in str(label).split(SEP):
+        kept = "".join(c if c.isascii() and (c.isalnum() or c in ".=") else "-" for c in part)
+        parts.append("-".join(w for w in kept.split("-") if w))
+    return "_".join(p for p in parts if p)[:limit].rstrip("-_.") or "run"
+
+
+def run_family(policy: object = "static", mode: object = None, schedule: object = None) -> str:
+    """The palette family a run belongs to, which gives its colour (`COLORS`): full depth, a static schedule's
+    mode (skip, exit, middle) or the policy."""
+    policy = str(policy or "static")
+    if policy != "static":
+        return policy if policy in COLORS else "full"
+    shape = _field(schedule or {}, "shape")
+    mode = str(mode or _field(schedule or {}, "mode") or "full")
+    return "full" if schedule is None or shape == "full" or mode == "full" else mode
 
 
 # a table column as an axis, legend or table heading says it: in words, not the column's name

@@ -255,12 +255,24 @@ class Schedule:
             raise ScheduleError(f"{path}: {e}", field=e.fields) from e
 
     def describe(self) -> str:
+        """The schedule in words, every field that changes its layers said, so two schedules that run different
+        layers never read alike: 'linear 12->2 (skip, warmup 1, span 25)', 'power 8->4 (exit, alpha 0.85)',
+        'step 12->3 (middle, 4 stages, span to the end)', 'custom [6, 4, 2] (skip, warmup 1)', 'full depth'. A
+        decay span left to the run ('span to the end') decays over max_new_tokens - 2 steps. Every label of a
+        run (`skipcore.labels.run_label`) says its schedule with this."""
         if self.shape == "full":
             return "full depth"
+        how = [self.mode, *([f"warmup {self.warmup_layers}"] if self.mode == "skip" else [])]
+        decays = self.max_layers != self.min_layers and self.shape not in ("constant", "custom")
+        if decays and self.shape == "power":
+            how.append(f"alpha {self.alpha:g}")
+        if decays and self.shape == "step":
+            how.append(f"{self.stages} stages")
+        if decays and self.shape in ("linear", "step"):
+            how.append("span to the end" if self.decay_span is None else f"span {self.decay_span}")
         if self.shape == "custom":
-            return f"custom {list(self.budgets_list)} ({self.mode})"
-        w = f", warmup {self.warmup_layers}" if self.mode == "skip" else ""
-        return f"{self.shape} {self.max_layers}->{self.min_layers} ({self.mode}{w})"
+            return f"custom {list(self.budgets_list)} ({', '.join(how)})"
+        return f"{self.shape} {self.max_layers}->{self.min_layers} ({', '.join(how)})"
 
 
 def schedule_for_speedup(

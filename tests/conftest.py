@@ -20,6 +20,25 @@ from tests.helpers import FAMILIES, SOURCES, descendants, speculative_config
 torch.set_num_threads(1)
 
 
+def pytest_configure(config) -> None:
+    """Hypothesis keeps its examples and caches in a folder of this run's own, removed at its end, not in the tree
+    (`.hypothesis/` in the working directory): the suite leaves the tree as it found it."""
+    import tempfile
+
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    config.hypothesis_home = Path(tempfile.mkdtemp(prefix="skipcore-tests-hypothesis-"))
+    set_hypothesis_home_dir(config.hypothesis_home)
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    home = getattr(config, "hypothesis_home", None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return tiny_tokenizer()

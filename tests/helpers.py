@@ -83,13 +83,22 @@ def differing_rows(engine, prompts, got, want, tie: float = 1e-4) -> int:
     return bad
 
 
-def as_trained_model(src: Path, dst: Path, max_new_tokens: int, decay_span: int, median_target: int) -> Path:
-    """A copy of a tiny model that says, as a skipcore-trained one does, what it was trained for."""
+def as_trained_model(
+    src: Path,
+    dst: Path,
+    max_new_tokens: int,
+    decay_span: int,
+    median_target: int,
+    objective: str | None = None,
+) -> Path:
+    """A copy of a tiny model that says, as a skipcore-trained one does, what it was trained for (and with which
+    objective: "fixed" or "elastic" make it skip-aware)."""
     shutil.copytree(src, dst)
     settings = {
         "format": "skipcore-training/1",
         "generation": {"max_new_tokens": max_new_tokens, "decay_span": decay_span},
         "data": {"median_target_tokens": median_target},
+        **({"objective": objective} if objective else {}),
     }
     (dst / "skipcore_training.json").write_text(json.dumps(settings))
     return dst

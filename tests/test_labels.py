@@ -113,7 +113,7 @@ def test_the_dashboard_and_the_notebooks_take_the_label_from_skipcore(where):
 def test_no_second_label_function():
     """Only skipcore.labels writes a setting's label: no other `label()` function formats one. (`Setting.label`
     prefixes it with the model's role and batch size; a policy object's `label()` describes its resolved budgets,
-    `linear 12->4 (skip, w=1)`, for the generate command's summary line.)"""
+    `linear 12->4 (skip, warmup 1, span 25)`, for the generate command's summary line.)"""
     allowed = {"skipcore/labels.py", "skipcore/evaluate/settings.py"}
     allowed |= {
         "skipcore/decode/step.py",
@@ -178,6 +178,17 @@ def _colours(spec, key: str | None = None) -> set[str]:
     return found
 
 
+def _tune_trials() -> pd.DataFrame:
+    """A tune's trials table: the floor's full depth, a scored trial, a stopped one."""
+    rows = [(-1, "reference", "full", 64.0, 1.0, "r"), (0, "trial", "skip", 62.0, 1.5, "a")]
+    rows.append((1, "pruned", "skip", 40.0, 3.0, "b"))
+    cols = ["tune_trial", "tune_state", "mode", "bleu", "layer_speedup", "setting_id"]
+    df = pd.DataFrame(rows, columns=cols).assign(tune_prefix_quality=lambda d: d["bleu"])
+    return df.assign(
+        policy="static", shape=["full", "linear", "power"], tune_label=["full", "a", "b"], model="m"
+    )
+
+
 def _figures(model_dirs) -> dict[str, object]:
     """Every figure builder of skipcore.plots and of the dashboard, on a real speculative trace (kept drafts),
     a nine-batch trace (the dashboard's latency band), a designed schedule and a sweep with a baseline model."""
@@ -199,7 +210,7 @@ def _figures(model_dirs) -> dict[str, object]:
     sweep = plots.sweep_series(pd.concat([table, table.assign(model_role="baseline")], ignore_index=True))
     lens = layer_lens(engine, ["a b c"], schedule, 4)
     agreement = compare_with_full_depth(engine, ["a b c"], schedule, 4).agreement
-    run = {"run": "1: linear", "steps": steps[["step", "num_layers_run"]], "num_layers": L}
+    run = history.entry("1: linear", batches, summarize(batches, L), L, "skip", "llama")
     return {
         "budget_figure": plots.budget_figure(schedule.budgets(8), L),
         "budgets_figure": plots.budgets_figure({"a": schedule, "full depth": Schedule(L, "full")}, 8),
@@ -221,8 +232,9 @@ def _figures(model_dirs) -> dict[str, object]:
             {"full depth": layer_summary(lens.table), "a": layer_summary(lens.table)}
         ),
         "agreement_figure": agreement_figure({"a": agreement}),
+        "tune_chart": plots.tune_chart(_tune_trials(), floor=60.0, chosen="a"),
         "dashboard latency_figure": figures.latency_figure(batches),
-        "dashboard history figure": history.figure([{**run, "summary": summarize(batches, L)}]),
+        "dashboard history figure": history.figure([run]),
     }
 
 
@@ -235,6 +247,7 @@ def test_every_figure_builder_takes_its_colours_from_the_palette(model_dirs):
 
     allowed = {c for pair in COLORS.values() for c in pair}
     allowed |= {
+        style.RAN,
         style.SKIPPED,
         style.KV_HOLE,
         style.INK,
@@ -274,3 +287,93 @@ def _plot_modules():
         for m in pkgutil.iter_modules(skipcore.plots.__path__)
         if m.name != "export"
     ]
+
+
+# -- a run's name: everything that made it, from one function -------------------------------------------------
+def test_runs_that_differ_in_any_setting_have_different_names():
+    """Decay span, alpha, stages, warmup, mode, the policy's parameters, the decoding and the model each change
+    the name; the same run is named the same from its settings and from its trace's metadata."""
+    from skipcore import Sampling, Schedule
+    from skipcore.labels import run_label
+
+    base = dict(num_layers=12, shape="linear", mode="skip", max_layers=12, min_layers=3, warmup_layers=1)
+    schedules = [
+        Schedule(**base, decay_span=29),
+        Schedule(**base),  # the span left to the run
+        Schedule(**{**base, "warmup_layers": 2}, decay_span=29),
+        Schedule(**{**base, "mode": "exit"}, decay_span=29),
+        Schedule(**{**base, "shape": "power"}, alpha=0.9),
+        Schedule(**{**base, "shape": "power"}, alpha=0.85),
+        Schedule(**{**base, "shape": "step"}, stages=3),
+        Schedule(**{**base, "shape": "step"}, stages=4),
+    ]
+    names = [run_label("data/models/m", s) for s in schedules]
+    names += [
+        run_label("data/models/m", schedules[0], sampling=Sampling(True, 0.7, 0, 1.0, 0)),
+        run_label("data/models/other", schedules[0]),
+        run_label(
+            "m", None, "calm", {"calm_threshold": 0.9, "calm_measure": "softmax", "calm_min_layers": 1}
+        ),
+        run_label(
+            "m", None, "calm", {"calm_threshold": 0.9, "calm_measure": "softmax", "calm_min_layers": 3}
+        ),
+        run_label("m", schedules[0], "speculative", {"draft_tokens": 4}),
+        run_label("m", schedules[1], "speculative", {"draft_tokens": 4}),
+    ]
+    assert len(set(names)) == len(names), names
+    assert names[0] == "m · linear 12->3 (skip, warmup 1, span 29) · greedy"
+    assert names[1] == "m · linear 12->3 (skip, warmup 1, span to the end) · greedy"
+    assert names[5] == "m · power 12->3 (skip, warmup 1, alpha 0.85) · greedy"
+    assert names[8].endswith("span 29) · sampled (temperature 0.7, top-k 0, top-p 1, seed 0)")
+
+
+def test_a_run_is_named_alike_from_its_settings_and_from_its_trace(model_dirs):
+    """The pages name a run from its trace's metadata (`metadata_label`); the names a page gives before a run
+    (its settings) and every page after it are the same words, the policy's parameters included."""
+    from skipcore import CalmPolicy, Sampling, Schedule, SkipEngine, load_model
+    from skipcore.labels import metadata_label, run_label
+
+    model, tokenizer = load_model(str(model_dirs["llama"]))
+    engine = SkipEngine(model, tokenizer)
+    L = engine.num_layers
+    schedule = Schedule(L, "linear", "skip", L, 2, 1, decay_span=3)
+    sampled = Sampling(True, 0.8, 5, 0.9, 1)
+    run = engine.generate(["a b"], schedule, 4, sampled)
+    assert metadata_label(run.metadata) == run_label(model_dirs["llama"], schedule, sampling=sampled)
+    calm = engine.generate(["a b"], CalmPolicy(threshold=0.8, min_layers=2), 4)
+    assert metadata_label(calm.metadata).endswith(" · calm softmax>=0.8 min 2 · greedy")
+
+
+def test_a_run_name_as_a_file_name():
+    from skipcore.labels import file_stem
+
+    stem = file_stem("skipdecode-opt-e2e · linear 12->2 (skip, warmup 1, span 25) · greedy")
+    assert stem == "skipdecode-opt-e2e_linear-12-2-skip-warmup-1-span-25_greedy"
+    assert file_stem("a/b · ../x") == "a-b_..-x" and file_stem("") == "run"
+
+
+# -- a run's colour: its family's, its dash its own, for the session -------------------------------------------
+def test_a_run_keeps_its_colour_whatever_order_the_runs_come_in():
+    from skipcore.labels import COLORS, run_family
+    from skipcore.plots.style import run_styles
+
+    known: dict = {}
+    first = run_styles({"b": "exit", "a": "skip", "c": "skip"}, known)
+    known.update(first)
+    again = run_styles({"c": "skip", "d": "skip", "a": "skip", "b": "exit", "f": "full"}, known)
+    assert {k: again[k] for k in first} == first  # every run as it was drawn before
+    assert again["a"].color == again["c"].color == again["d"].color == COLORS["skip"][0]
+    assert len({again[k].dash for k in "acd"}) == 3  # told apart by their dash, not another family's hue
+    assert again["b"].color == COLORS["exit"][0] and again["f"].color == COLORS["full"][0]
+    assert run_family("static", None, {"shape": "linear", "mode": "middle"}) == "middle"
+    assert run_family("static", None, None) == "full" and run_family("calm") == "calm"
+
+
+def test_a_trace_whose_metadata_holds_no_readable_schedule_is_still_named():
+    """An uploaded trace's metadata, written by hand or by another tool, names its run from what it holds."""
+    from skipcore.labels import metadata_label
+
+    assert metadata_label({"model": "m", "schedule": {"shape": "linear", "num_layers": "x"}}).startswith(
+        "m · schedule shape linear, num_layers x · "
+    )
+    assert metadata_label({}) == "? · full depth · greedy"

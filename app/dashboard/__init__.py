@@ -2,12 +2,15 @@
 
 - `models`: the sidebar's model picker (shipped, real, a local folder or .gguf file, a public model's shape);
   `loading`: its config and weights, loaded once, with a status while a GGUF file is converted;
-  `trained`: what a model was trained for (decoding defaults, whether it is skip-aware).
+  `trained`: what a model was trained for (decoding defaults, whether it is skip-aware: full depth by default if
+  not) and how it reads prompts (an instruct model's chat template, or raw text).
 - `address`: what the page address holds (every page's widgets are bound to it; the design is named on the pages
   that run it); `state`: the designed schedule every page reads.
 - `provenance`: the settings a result was made with, and the mark it gets when the page's settings change.
-- `results`: each page's last result, typed and kept for the session, and the one cache of download files.
-- `runstore`: the run history on disk (traces and an SQLite index); `history`: kept runs compared side by side.
+- `results`: each page's last result, typed, kept for the session and (the long ones) in the run history, reopened
+  from there with the page's settings; and the one cache of download files.
+- `runstore`: the run history on disk (each run's tables and an SQLite index: any kind of run, one record shape);
+  `history`: kept runs compared side by side; `estimates`: how long a run will take, said before it starts.
 - `views`: page pieces several pages share (prompts, sampling, a trace's views); `figures`: what a page adds to
   `skipcore.plots`' figures; `speculation`: what the pages say of speculative SkipDecode.
 - `sweeps`: reading sweep tables (quality and speedup columns, series, the models inside); `runsweep`: the

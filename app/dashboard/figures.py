@@ -1,5 +1,7 @@
 """What a browser page adds to `skipcore.plots`' figures: a colour key on masks, a token window that can be
-scrolled, one latency band instead of a hundred lines, charts that fit their column, and PNG/SVG downloads.
+scrolled, one latency band instead of a hundred lines, charts that fit their column, PNG/SVG downloads named by the
+run they show, and each run's style for the session (`run_styles`: a run drawn on History, Compare, Generate or
+the Layer lens looks the same on all of them).
 
 The figures themselves stay in `skipcore.plots` (a notebook draws the same); this only adapts them to a page.
 """
@@ -12,13 +14,28 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from skipcore import plots
-from skipcore.plots.style import translucent
+from skipcore.labels import file_stem
+from skipcore.plots.style import RunStyle, translucent
 from skipcore.plots.tradeoffs import series_scale
 
 TOKEN_WINDOW = 40  # token columns shown at once; more are reached with the range slider
 MAX_LATENCY_LINES = 8  # more batches than this are drawn as one median line with its 10-90% band
 FORMAT_KEY = "figure_format"
 FORMATS = ("png", "svg")
+STYLES = "run_styles"  # in the session: run name -> its RunStyle, fixed the first time a page draws the run
+
+
+# below 1280 px the wide layout's side margins (5rem each) shrink, so a 1024 px screen with the sidebar open gives
+# tables and charts 674 px instead of 562 (`data-testid` is Streamlit's stable name for the page's main block)
+NARROW_SCREENS = (
+    "<style>@media (max-width: 1280px) { [data-testid='stMainBlockContainer'] "
+    "{ padding-left: 1.5rem; padding-right: 1.5rem; } }</style>"
+)
+
+
+def room_on_narrow_screens() -> None:
+    """Narrower side margins on a laptop's screen (a style only: it takes no room on the page)."""
+    st.html(NARROW_SCREENS)
 
 
 def format_picker() -> None:
@@ -26,13 +43,41 @@ def format_picker() -> None:
     st.sidebar.radio("Figure downloads", FORMATS, horizontal=True, key=FORMAT_KEY, format_func=str.upper)
 
 
-def show(fig: go.Figure, key: str, name: str | None = None) -> None:
-    """A Plotly figure at its column's width; the camera button saves it as PNG or SVG (sidebar)."""
+def run_styles(runs: dict[str, str]) -> dict[str, RunStyle]:
+    """Each run's style (run name -> its family, `skipcore.labels.run_family`) for the whole session: its family's
+    colour and, the first time a page draws it, a dash no other run of its family holds (`plots.style.run_styles`)."""
+    from skipcore.plots.style import run_styles as styles_of
+
+    known = st.session_state.setdefault(STYLES, {})
+    styles = styles_of(runs, known)
+    known.update(styles)
+    return styles
+
+
+def design(schedule) -> tuple[str, str]:
+    """The designed schedule as the designer's figures say it: its name (the model's and the schedule's words,
+    `skipcore.labels.design_label`) and its colour (its mode's family, as a run of it is drawn)."""
+    from app.dashboard.models import current_choice
+    from skipcore.labels import design_label, run_family
+    from skipcore.plots.style import family_color
+
+    name = design_label(current_choice().shown(), schedule)
+    return name, family_color(run_family("static", schedule.mode, schedule.to_dict()))
+
+
+def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = None) -> None:
+    """A Plotly figure at its column's width; the camera button saves it as PNG or SVG (sidebar). `run`: the name
+    of the run (or design) it shows (`skipcore.labels.run_label`), said under its title and in its file's name, so
+    a saved figure says what made it."""
     fmt = st.session_state.get(FORMAT_KEY, "png")
-    config = {
-        "toImageButtonOptions": {"format": fmt, "filename": name or key, "scale": 2},
-        "displaylogo": False,
-    }
+    filename = name or key
+    if run:
+        filename = f"{filename}_{file_stem(run)}"
+        title = fig.layout.title.text or ""
+        if run not in title:
+            fig.update_layout(title_text=f"{title}<br><sup>{run}</sup>" if title else f"<sup>{run}</sup>")
+            fig.update_layout(margin_t=(fig.layout.margin.t or 50) + 22)  # room for the name under the title
+    config = {"toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2}, "displaylogo": False}
     st.plotly_chart(fig, key=key, config=config, width="stretch")
 
 
@@ -63,11 +108,14 @@ def with_visible_points(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figure:
-    """`plots.step_latency_figure`, or for many batches their median step time with the 10-90% band."""
+def latency_figure(
+    trace: pd.DataFrame, title: str = "Step latency", color: str = plots.ACTUAL_COLOR
+) -> go.Figure:
+    """`plots.step_latency_figure`, or for many batches their median step time with the 10-90% band, in the run's
+    `color`."""
     batches = trace["batch"].nunique() if "batch" in trace else 1
     if batches <= MAX_LATENCY_LINES:
-        return plots.step_latency_figure(trace, title=title)
+        return plots.step_latency_figure(trace, title=title, color=color)
     per_step = plots.batch_steps(trace)  # a speculative trace's rounds
     q = per_step.groupby("step")["step_ms"].quantile([0.1, 0.5, 0.9]).unstack()
     q = q[q.index >= 1]
@@ -82,7 +130,7 @@ def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figur
             mode="lines",
             line={"width": 0},
             fill="tonexty",
-            fillcolor=translucent(plots.ACTUAL_COLOR, 0.2),
+            fillcolor=translucent(color, 0.2),
             name="10-90% of batches",
             hoverinfo="skip",
         )
@@ -93,7 +141,7 @@ def latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figur
             y=q[0.5],
             mode="lines+markers",
             marker={"size": 4},
-            line={"color": plots.ACTUAL_COLOR},
+            line={"color": color},
             name="median",
             hovertemplate="step %{x}: %{y:.2f} ms<extra>median</extra>",
         )
@@ -120,12 +168,12 @@ def fit_chart(
     """A `plots.tradeoff_chart` made to fit its column: container width, the palette's colours for the page's
     whole table `df` (a chart drops the rows it cannot place, and the chart beside it must colour every series
     alike; a model and its baseline share a hue, the baseline lighter), no line joining points that differ in
-    `apart` (batch sizes), and a y range shared with the chart beside it."""
+    `apart` (batch sizes), and a y range shared with the chart beside it (from 0)."""
     scale = series_scale(df, color) if color and color in df else None
     for layer in chart.layer:
         enc = layer.encoding
         if y_domain is not None and isinstance(enc.y, alt.Y):
-            enc.y.scale = alt.Scale(domain=list(y_domain), zero=False)
+            enc.y.scale = alt.Scale(domain=list(y_domain), zero=True)
         if scale is not None and isinstance(enc.color, alt.Color):
             enc.color.scale = scale
         mark = layer.mark if isinstance(layer.mark, str) else getattr(layer.mark, "type", "")

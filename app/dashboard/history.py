@@ -1,14 +1,19 @@
-"""Kept runs side by side: each run's mean layers per decode step overlaid on one figure with full depth always
-drawn, and a table of the speedups each run's own trace gives. The runs come from `runstore`, which keeps them."""
+"""Runs side by side: each run's mean layers per decode step overlaid on one figure, full depth drawn for each
+depth the runs have, and a table of the speedups each run's own trace gives. Run history draws the runs it keeps
+(`runstore`), the Compare page the runs of its policies: a run is named by everything that made it
+(`skipcore.labels.run_label`, from its trace's metadata) and drawn in its own style (`figures.run_styles`), the
+same on both pages."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from skipcore import plots
-from skipcore.labels import column_title
-from skipcore.plots.style import series_colors
+from skipcore.labels import column_title, metadata_label, model_label, run_family
+from skipcore.plots.style import RunStyle, run_styles
 
 
 def layers_per_step(trace: pd.DataFrame) -> pd.DataFrame:
@@ -17,12 +22,45 @@ def layers_per_step(trace: pd.DataFrame) -> pd.DataFrame:
     return live.groupby("step")["num_layers_run"].mean().reset_index()
 
 
-def entry(name: str, trace: pd.DataFrame, summary: dict, num_layers: int) -> dict:
-    """One run as the figure and the table take it."""
-    return {"run": name, "steps": layers_per_step(trace), "summary": summary, "num_layers": num_layers}
+def entry(
+    name: str,
+    trace: pd.DataFrame,
+    summary: dict,
+    num_layers: int,
+    family: str = "skip",
+    model: str = "",
+    shown: str | None = None,
+) -> dict:
+    """One run as the figure and the table take it: `name` (what made it, which keys its style), its palette
+    `family`, its `model` and the name `shown` in the legend (the name, or '#3: name' on Run history)."""
+    return {
+        "run": shown or name,
+        "name": name,
+        "family": family,
+        "model": model,
+        "steps": layers_per_step(trace),
+        "summary": summary,
+        "num_layers": num_layers,
+    }
+
+
+def entry_of(trace: pd.DataFrame, metadata: Mapping, summary: dict, shown: str | None = None) -> dict:
+    """A run from its trace and run metadata: named (`metadata_label`) and coloured (`run_family`) by what made
+    it."""
+    meta = metadata or {}
+    return entry(
+        metadata_label(meta),
+        trace,
+        summary,
+        len(str(trace["layer_mask"].iloc[0])),
+        run_family(meta.get("policy"), meta.get("mode"), meta.get("schedule")),
+        model_label(meta.get("model")),
+        shown,
+    )
 
 
 TABLE_KEYS = ("layer_speedup", "batch_layer_speedup", "flops_speedup_decode", "kv_saved_fraction", "tokens")
+GENERATED = "generated tokens"  # the table's `tokens`: what the run generated, never the cap
 
 
 def table(chosen: list[dict]) -> pd.DataFrame:
@@ -34,31 +72,42 @@ def table(chosen: list[dict]) -> pd.DataFrame:
         "tokens": None,
     }
     rows = [full, *({"run": r["run"], **{k: r["summary"].get(k) for k in TABLE_KEYS}} for r in chosen)]
-    return pd.DataFrame(rows).rename(columns=column_title)
+    titles = {"tokens": GENERATED}
+    return pd.DataFrame(rows).rename(columns=lambda c: titles.get(c, column_title(c)))
 
 
-def figure(chosen: list[dict]) -> go.Figure:
-    """Mean layers run per decode step of each chosen run, against full depth (dashed)."""
-    L = max(r["num_layers"] for r in chosen)
+def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> go.Figure:
+    """Mean layers run per decode step of each chosen run, in its style (`styles`: by run name, the session's;
+    else each run in its family's colour), against full depth (dashed grey), one line per depth the runs have,
+    named by the models of that depth."""
+    styles = dict(styles or run_styles({r["name"]: r["family"] for r in chosen}))
     last = max(int(r["steps"]["step"].max()) for r in chosen)
-    fig = go.Figure(
-        go.Scatter(
-            x=[0, last],
-            y=[L, L],
-            mode="lines",
-            name=f"full depth ({L})",
-            line={"color": plots.FULL_COLOR, "dash": "dash"},
-        )
-    )
-    colours = series_colors([r["run"] for r in chosen])
+    fig = go.Figure()
+    depths: dict[int, list[str]] = {}
     for r in chosen:
+        depths.setdefault(int(r["num_layers"]), [])
+        if r.get("model") and r["model"] not in depths[int(r["num_layers"])]:
+            depths[int(r["num_layers"])].append(r["model"])
+    for i, (L, models) in enumerate(sorted(depths.items())):
+        of = f", {', '.join(models)}" if models and len(depths) > 1 else ""
+        fig.add_trace(
+            go.Scatter(
+                x=[0, last],
+                y=[L, L],
+                mode="lines",
+                name=f"full depth ({L} layers{of})",
+                line={"color": plots.FULL_COLOR, "dash": ("dash", "dot", "dashdot")[i % 3]},
+            )
+        )
+    for r in chosen:
+        style = styles.get(r["name"]) or RunStyle(plots.FULL_COLOR)
         fig.add_trace(
             go.Scatter(
                 x=r["steps"]["step"],
                 y=r["steps"]["num_layers_run"],
                 mode="lines+markers",
-                marker={"size": 4, "color": colours[r["run"]]},
-                line={"shape": "hv", "color": colours[r["run"]]},
+                marker={"size": 4, "color": style.color},
+                line=style.line(shape="hv"),
                 name=r["run"],
             )
         )
@@ -66,9 +115,77 @@ def figure(chosen: list[dict]) -> go.Figure:
         title="Layers run per step",
         xaxis_title="decode step (0 = prefill)",
         yaxis_title="mean layers run (rows still running)",
-        yaxis_range=[0, L + 0.5],
+        yaxis_range=[0, max(depths) + 0.5],
         legend={"orientation": "h", "y": -0.3},
-        height=360,
+        height=360 + 20 * max(0, len(chosen) - 2),
         margin={"l": 50, "r": 20, "t": 50, "b": 40},
     )
     return fig
+
+
+def run_words(settings: Mapping, label: str) -> str:
+    """What a kept run ran, for the run history's listing: a Generate run's schedule in today's words (every
+    parameter said, `Schedule.describe`, from the schedule its settings keep, so a run kept by an older version
+    reads like a new one); any other run's own label."""
+    from skipcore.labels import policy_words
+
+    schedule = settings.get("schedule")
+    if isinstance(schedule, list | tuple) and len(schedule) == 2 and isinstance(schedule[1], dict):
+        try:
+            return policy_words("static", None, schedule[1])
+        except (TypeError, ValueError):  # a schedule this version cannot read: the words it was kept with
+            return str(schedule[0])
+    return label
+
+
+# -- the run history's tables, narrow enough for a 1024 px screen ---------------------------------------------
+RAN = "model · what ran"  # the listing's model and schedule (or policies) in one wrapped column
+LISTING_SHOWN = ("run", "UTC", "kind", RAN, "decoding", "max new tokens", "layer speedup", "FLOPs speedup")
+WRAPPED = 66  # px: a row height past 64 px wraps its text, two lines
+
+
+def listing_view(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
+    """The run history's listing as the page shows it at 1024 px: the model and what ran in one wrapped column,
+    short headers (their full titles on hover), narrow numbers; every other column stays in the data (a column
+    saying why a run cannot be reopened is shown where there is one). Returns the table, the columns to show and
+    their `column_config`."""
+    import streamlit as st
+
+    out = table.copy()
+    if "model" in out and "schedule" in out:
+        out.insert(
+            min(3, len(out.columns)), RAN, out["model"].astype(str) + " · " + out["schedule"].astype(str)
+        )
+    shown = [c for c in (*LISTING_SHOWN, "cannot be reopened") if c in out]
+    speedup = {"format": "%.2fx", "width": 58}
+    config = {
+        "run": st.column_config.NumberColumn(format="#%d", width=46),
+        "UTC": st.column_config.TextColumn(width=58, help="when the run was made (UTC)"),
+        "kind": st.column_config.TextColumn(width=70),
+        RAN: st.column_config.TextColumn(width=200, help="the model, and the schedule or policies it ran"),
+        "decoding": st.column_config.TextColumn(width=72),
+        "max new tokens": st.column_config.TextColumn("max new", width=64, help="max new tokens"),
+        "layer speedup": st.column_config.NumberColumn("layers", help="layer speedup (realised)", **speedup),
+        "FLOPs speedup": st.column_config.NumberColumn("FLOPs", help="FLOPs speedup (decode)", **speedup),
+    }
+    return out, shown, config
+
+
+def table_config(table: pd.DataFrame) -> dict:
+    """The runs' comparison table (`table`) as it fits a 1024 px screen: each run's name wrapped, every measure
+    in a narrow column with a short header (its full title on hover)."""
+    import streamlit as st
+
+    short = {
+        column_title("layer_speedup"): "layers",
+        column_title("batch_layer_speedup"): "per batch",
+        column_title("flops_speedup_decode"): "FLOPs",
+        column_title("kv_saved_fraction"): "KV saved",
+        GENERATED: "generated",
+    }
+    config = {"run": st.column_config.TextColumn(width=230)}
+    for c in table.columns:
+        if c in short:
+            fmt = "percent" if c == column_title("kv_saved_fraction") else "%d" if c == GENERATED else "%.2fx"
+            config[c] = st.column_config.NumberColumn(short[c], help=c, format=fmt, width=62)
+    return config

@@ -32,18 +32,15 @@ def prompts_setting(prompts: Sequence[str]) -> tuple[str, Any]:
 
 
 def sampling_setting(sampling: Any) -> tuple[str, Any]:
-    """Greedy, or sampling with its temperature, top-k, top-p and seed (a `skipcore.Sampling`)."""
-    if not getattr(sampling, "do_sample", False):
-        return setting("greedy")
-    words = (
-        f"sampled (temperature {sampling.temperature:g}, top-k {sampling.top_k}, top-p {sampling.top_p:g}, "
-        f"seed {sampling.seed})"
-    )
-    return setting(words)
+    """Greedy, or sampling with its temperature, top-k, top-p and seed (a `skipcore.Sampling`), in the words every
+    run's name uses (`skipcore.labels.decoding_label`)."""
+    from skipcore.labels import decoding_label
+
+    return setting(decoding_label(sampling))
 
 
 def line(settings: Mapping[str, tuple[str, Any]]) -> str:
-    """'model m · schedule linear 12->2 (skip, w=1) · 2 prompts (...) · ...'"""
+    """'model m · schedule linear 12->2 (skip, warmup 1, span 25) · 2 prompts (...) · ...'"""
     return " · ".join(f"{name} {words}" for name, (words, _) in settings.items())
 
 

@@ -1,13 +1,25 @@
-"""Each page's last result, kept for the session: one typed record per page, with the settings that made it
-(`provenance`) where a page shows them, and one cache of the files the pages' download buttons offer.
+"""Each page's last result, kept for the session and, for the long ones, in the run history: one typed record per
+page, with the settings that made it (`provenance`) where a page shows them, and one cache of the files the pages'
+download buttons offer.
 
-A page keeps its result when a run ends (`result.keep()`) and shows the last one kept (`GenerateResult.last()`),
-so moving to another page and back keeps it; the Run history page reopens a kept run by keeping it as the Generate
-page's result. Nothing else of a result lives in the session.
+A page keeps its result when a run ends and shows the last one kept, so moving to another page and back keeps it.
+A result of a kind the run history keeps (`PageResult.page_file` set: Generate, the small sweep, Compare, the
+lens, and any page that adds one) is also written there when it is made (`kept()`), with the page's own settings
+as the session held them (`page_inputs`), so it survives a reload: `shown(now)` gives the page's last result, or
+after a reload the newest kept run made with the settings the page shows now; and Run history reopens any kept run
+(`reopen`): its result back on its page and the page's settings restored (`restore_inputs`), so the page shows
+the settings that made it, not its defaults under a warning.
+
+A new kind of kept run is one more subclass here: `page` (its kind and session slot), `page_file` (the page that
+shows it), `prefix` (the address keys of its page's settings), a `run_id` field, `record()` (the run as a
+`RunRecord`: its tables and JSON) and `from_run()` (the result again from a kept `Run`). Nothing else in the
+session holds a result.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -15,10 +27,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.provenance import Settings
+from app.dashboard.provenance import Settings, differences
+from app.dashboard.runstore import TRACE, Run, RunRecord, RunStore
+from skipcore.errors import UserError
 
 if TYPE_CHECKING:
-    from app.dashboard.runstore import Run
     from skipcore.decode.outputs import GenerationResult
     from skipcore.lens import Agreement, LensResult
 
@@ -26,14 +39,29 @@ SLOTS = "page_results"  # in the session: page -> its last result
 DOWNLOADS = (
     "page_downloads"  # in the session: (button group, run id, format) -> (bytes, file name, MIME type)
 )
+# settings of every page that reopening a run sets or resets, besides the page's own (its `prefix`): the model
+# (its sidebar widgets), and which model the design was made for (`state.params` keeps the design for it)
+SHARED_INPUTS = ("model", "model_path")
+DESIGN_FOR = "_design_for"
 
 Download = tuple[bytes, str, str]  # what a download button offers: the file's bytes, its name, its MIME type
+KINDS: dict[str, type[PageResult]] = {}  # a kept run's kind -> the result that reopens it
 
 
 class PageResult:
-    """What every page's result does: it is kept in its page's slot, and read back from there."""
+    """What every page's result does: it is kept in its page's slot, and read back from there; a kind the run
+    history keeps is also written there, and reopened from there."""
 
-    page: ClassVar[str]
+    page: ClassVar[str]  # its slot in the session, and its kind in the run history
+    page_file: ClassVar[str | None] = None  # the page that shows it, for a kind the run history keeps
+    prefix: ClassVar[str] = ""  # the address keys of that page's own settings
+    title: ClassVar[str] = ""  # the kind, as the run history lists it
+    page_title: ClassVar[str] = ""  # the page that shows it, as the sidebar names it
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("page_file"):
+            KINDS[cls.page] = cls
 
     def keep(self) -> None:
         """This becomes its page's last result (the one before it is dropped)."""
@@ -47,12 +75,126 @@ class PageResult:
         slots = session.get(SLOTS, {})
         return slots.get(cls.page)
 
+    # -- the run history -------------------------------------------------------------------------------------
+    def record(self) -> RunRecord:
+        """The result as the run history keeps it."""
+        raise NotImplementedError
 
+    @classmethod
+    def from_run(cls, run: Run, store: RunStore) -> Self:
+        """The result again from a kept run; a UserError saying why where its record cannot show as one."""
+        raise NotImplementedError
+
+    def kept(self) -> Self:
+        """Keep this result in the run history, with the page's settings as the session holds them now, and as
+        its page's last result (with its run's number); a warning on the page where it cannot be kept."""
+        run_id = None
+        try:
+            run_id = RunStore().add(dataclasses.replace(self.record(), inputs=page_inputs()))
+        except UserError as e:
+            st.warning(f"This result was not kept in the run history: {e}")
+        result = dataclasses.replace(self, run_id=run_id)  # type: ignore[type-var]
+        result.keep()
+        return result
+
+    @classmethod
+    def shown(cls, now: Settings | None) -> Self | None:
+        """The page's last result; in a new session (after a reload), the newest kept run of this kind made with
+        the settings the page shows now (`now`), which becomes the page's result."""
+        last = cls.last()
+        if last is not None or now is None:
+            return last
+        try:
+            store = RunStore()
+            for run in store.runs():
+                if run.page == cls.page and run.problem is None and not differences(run.settings, now):
+                    result = cls.from_run(run, store)
+                    result.keep()
+                    return result
+        except UserError:  # an unreadable history shows nothing here; the Run history page says why
+            return None
+        return None
+
+
+def _json_value(value: object) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _address_widgets() -> set[str]:
+    """The keys of the widgets drawn this run that are bound to the address: every page setting is one
+    (`address.KEEP`), and no button, upload or table selection is. Streamlit keeps which widgets are bound only in
+    its session state's bookkeeping (streamlit is pinned in requirements.txt; a version without it gives none)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    try:
+        state = ctx.session_state._state
+        keys = state._key_id_mapper.id_key_mapping
+        drawn = state._new_widget_state.widget_metadata
+    except AttributeError:
+        return set()
+    return {
+        keys[w] for w, meta in drawn.items() if w in keys and getattr(meta, "bind", None) == "query-params"
+    }
+
+
+def page_inputs() -> dict[str, Any]:
+    """The settings the page shows, as the session holds them: its widgets kept in the address (the model's
+    among them), the designed schedule, and the model the design was made for. Reopening the run sets exactly
+    these (`restore_inputs`)."""
+    from app.dashboard.state import PARAMS
+
+    ss = st.session_state
+    keys = [*sorted(_address_widgets()), *PARAMS, DESIGN_FOR]
+    return {k: ss[k] for k in keys if k in ss and ss[k] is not None and _json_value(ss[k])}
+
+
+def restore_inputs(inputs: dict[str, Any], prefix: str) -> None:
+    """Set a page's settings as a kept run had them: the page's own (keys starting with `prefix`), the model and
+    the design go back to their defaults, then take the run's values. Call it before the page's widgets are drawn
+    (a button's callback): a widget's value can be set only before the widget is."""
+    from app.dashboard.state import PARAMS
+
+    ss = st.session_state
+    for key in [k for k in ss if k.startswith(prefix) or k in PARAMS or k in SHARED_INPUTS]:
+        del ss[key]
+    for key, value in inputs.items():
+        ss[key] = value
+
+
+def reopen(run: Run, store: RunStore) -> PageResult:
+    """A kept run back as its page's result, with the page's settings as they were when it was made; returns the
+    result (its page is `type(result).page_file`). A UserError saying why where it cannot be reopened."""
+    if run.problem is not None:
+        raise UserError(run.problem)
+    kind = KINDS.get(run.page)
+    if kind is None:
+        raise UserError(f"runs of kind {run.page!r} cannot be reopened by this version of the dashboard")
+    result = kind.from_run(run, store)
+    if run.inputs:  # a run kept before pages kept their settings leaves the page's as they are
+        restore_inputs(run.inputs, kind.prefix)
+    result.keep()
+    return result
+
+
+def _layers(metadata: dict) -> int:
+    return int(metadata.get("num_layers") or 1)
+
+
+# -- the pages' results --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GenerateResult(PageResult):
     """The Generate page: the outputs of a batch of prompts and its trace."""
 
     page: ClassVar[str] = "generate"
+    page_file: ClassVar[str] = "sections/generate.py"
+    prefix: ClassVar[str] = "gen_"
+    title: ClassVar[str] = "generate"
+    page_title: ClassVar[str] = "Generate"
 
     prompts: list[str]
     texts: list[str]
@@ -61,11 +203,24 @@ class GenerateResult(PageResult):
     settings: Settings
     run_id: int | None = None  # its number in the run history, once kept there
 
+    def record(self) -> RunRecord:
+        from skipcore import summarize
+
+        L = _layers(self.metadata)
+        return RunRecord(
+            self.page,
+            self.settings["schedule"][0],
+            self.settings,
+            L,
+            {TRACE: (self.trace, self.metadata)},
+            summarize(self.trace, L),
+            self.prompts,
+            self.texts,
+        )
+
     @classmethod
-    def reopened(cls, run: Run, trace: pd.DataFrame, metadata: dict) -> GenerateResult:
-        """A kept run as the page's result again; a UserError saying why where its record cannot show as one (the
-        page reads the schedule that made it, and one output per prompt)."""
-        from skipcore.errors import UserError
+    def from_run(cls, run: Run, store: RunStore) -> GenerateResult:
+        """The page reads the schedule that made it, and one output per prompt."""
         from skipcore.schedule import Schedule
 
         if "schedule" not in run.settings:
@@ -73,6 +228,7 @@ class GenerateResult(PageResult):
         Schedule.from_dict(run.settings["schedule"][1])  # a ScheduleError says what is wrong with it
         if len(run.prompts) != len(run.texts):
             raise UserError(f"it holds {len(run.prompts)} prompts but {len(run.texts)} outputs")
+        trace, metadata = store.trace(run.id)
         return cls(run.prompts, run.texts, trace, metadata, run.settings, run.id)
 
 
@@ -81,6 +237,10 @@ class CompareResult(PageResult):
     """The Compare page: each policy's generation of the same prompts, and its scores where references exist."""
 
     page: ClassVar[str] = "compare"
+    page_file: ClassVar[str] = "sections/compare.py"
+    prefix: ClassVar[str] = "cmp_"
+    title: ClassVar[str] = "comparison"
+    page_title: ClassVar[str] = "Compare policies"
 
     prompts: list[str]
     results: dict[str, GenerationResult]  # policy -> what it generated (those that ran)
@@ -88,6 +248,45 @@ class CompareResult(PageResult):
     quality: dict[str, dict] | None  # policy -> BLEU, ROUGE, chrF; None without references
     sampled: bool
     settings: Settings
+    run_id: int | None = None
+
+    def record(self) -> RunRecord:
+        if not self.results:
+            raise UserError("no policy ran")
+        first = next(iter(self.results.values()))
+        data = {
+            "policies": list(self.results),
+            "texts": {name: r.texts for name, r in self.results.items()},
+            "token_ids": {name: r.token_ids for name, r in self.results.items()},
+            "errors": self.errors,
+            "quality": self.quality,
+            "sampled": self.sampled,
+        }
+        tables = {f"trace of {name}": (r.trace, r.metadata) for name, r in self.results.items()}
+        label = self.settings["policies"][0] if "policies" in self.settings else ", ".join(self.results)
+        summary = {"policies": len(self.results)}
+        L = _layers(first.metadata)
+        return RunRecord(self.page, label, self.settings, L, tables, summary, self.prompts, [], data=data)
+
+    @classmethod
+    def from_run(cls, run: Run, store: RunStore) -> CompareResult:
+        from skipcore import summarize
+        from skipcore.decode.outputs import GenerationResult
+
+        d = run.data
+        try:
+            results = {}
+            for name in d["policies"]:
+                trace, metadata = store.table(run.id, f"trace of {name}")
+                summary = summarize(trace, _layers(metadata))
+                results[name] = GenerationResult(
+                    d["texts"][name], d["token_ids"][name], trace, summary, metadata
+                )
+            return cls(
+                run.prompts, results, d["errors"], d["quality"], bool(d["sampled"]), run.settings, run.id
+            )
+        except (KeyError, TypeError) as e:
+            raise UserError(f"its record lacks {e}") from e
 
 
 @dataclass(frozen=True)
@@ -95,6 +294,10 @@ class LensComparison(PageResult):
     """The Layer lens page: full depth's read-outs and the schedule's path, and how often they agree."""
 
     page: ClassVar[str] = "lens"
+    page_file: ClassVar[str] = "sections/lens.py"
+    prefix: ClassVar[str] = "lens_"
+    title: ClassVar[str] = "lens"
+    page_title: ClassVar[str] = "Layer lens"
 
     prompts: list[str]
     label: str  # the schedule, in words
@@ -103,6 +306,56 @@ class LensComparison(PageResult):
     path: LensResult
     agreement: Agreement
     settings: Settings
+    run_id: int | None = None
+
+    def record(self) -> RunRecord:
+        a = self.agreement
+        tables = {}
+        for side, res in (("full", self.full), ("path", self.path)):
+            tables[f"{side} lens"] = (res.table, res.metadata)
+            tables[f"{side} trace"] = (res.trace, res.metadata)
+        tables["agreement by step"] = (a.by_step, {})
+        tables["agreement by budget"] = (a.by_budget, {})
+        data = {
+            "label": self.label,
+            "tokens": self.tokens,
+            **{f"{side} texts": r.texts for side, r in (("full", self.full), ("path", self.path))},
+            **{f"{side} token_ids": r.token_ids for side, r in (("full", self.full), ("path", self.path))},
+            "agreement": {"overall": a.overall, "tokens": a.tokens},
+        }
+        summary = {"agreement": a.overall, "layer_speedup": self.path.summary.get("layer_speedup")}
+        L = _layers(self.full.metadata)
+        return RunRecord(
+            self.page, self.label, self.settings, L, tables, summary, self.prompts, self.full.texts, data=data
+        )
+
+    @classmethod
+    def from_run(cls, run: Run, store: RunStore) -> LensComparison:
+        from skipcore.lens import Agreement, LensResult
+
+        d = run.data
+        try:
+            sides = {}
+            for side in ("full", "path"):
+                table, metadata = store.table(run.id, f"{side} lens")
+                trace, _ = store.table(run.id, f"{side} trace")
+                sides[side] = LensResult(table, trace, d[f"{side} texts"], d[f"{side} token_ids"], metadata)
+            by_step, _ = store.table(run.id, "agreement by step")
+            by_budget, _ = store.table(run.id, "agreement by budget")
+            a = d["agreement"]
+            agreement = Agreement(float(a["overall"]), int(a["tokens"]), by_step, by_budget)
+            return cls(
+                run.prompts,
+                d["label"],
+                d["tokens"],
+                sides["full"],
+                sides["path"],
+                agreement,
+                run.settings,
+                run.id,
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(f"its record lacks {e}") from e
 
 
 @dataclass(frozen=True)
@@ -110,9 +363,59 @@ class SweepResult(PageResult):
     """The Trade-offs page's small sweep: its table of rows."""
 
     page: ClassVar[str] = "tradeoffs"
+    page_file: ClassVar[str] = "sections/tradeoffs.py"
+    prefix: ClassVar[str] = "to_"
+    title: ClassVar[str] = "sweep"
+    page_title: ClassVar[str] = "Trade-offs"
 
     table: pd.DataFrame
     settings: Settings
+    run_id: int | None = None
+
+    def record(self) -> RunRecord:
+        L = int(self.table["num_layers"].max()) if "num_layers" in self.table else 1
+        label = self.settings["sweep"][0] if "sweep" in self.settings else f"{len(self.table)} settings"
+        summary = {"settings": len(self.table)}
+        return RunRecord(self.page, label, self.settings, L, {"sweep": (self.table, {})}, summary)
+
+    @classmethod
+    def from_run(cls, run: Run, store: RunStore) -> SweepResult:
+        table, _ = store.table(run.id, "sweep")
+        return cls(table, run.settings, run.id)
+
+
+@dataclass(frozen=True)
+class TuneRunResult(PageResult):
+    """The Tune page's search (`skipcore.evaluate.tune`): its trials table, the floor, the chosen setting and its
+    schedule (as `best_schedule.json` holds it) and the report."""
+
+    page: ClassVar[str] = "tune"
+    page_file: ClassVar[str] = "sections/tune.py"
+    prefix: ClassVar[str] = "tune_"
+    title: ClassVar[str] = "tune"
+    page_title: ClassVar[str] = "Tune"
+
+    trials: pd.DataFrame
+    found: dict  # floor, metric, speedup column, chosen (a setting id or None), schedule (a dict or None), report
+    settings: Settings
+    run_id: int | None = None
+
+    def record(self) -> RunRecord:
+        L = int(self.trials["num_layers"].max()) if "num_layers" in self.trials else 1
+        chosen = self.trials[self.trials["setting_id"] == self.found.get("chosen")]
+        label = chosen["tune_label"].iloc[0] if len(chosen) else "no setting met the floor"
+        summary = {"trials": int((self.trials["tune_trial"] >= 0).sum())}
+        if len(chosen):
+            summary.update(chosen[["layer_speedup", "flops_speedup_decode"]].iloc[0].to_dict())
+        tables = {"trials": (self.trials, {})}
+        return RunRecord(self.page, label, self.settings, L, tables, summary, data=dict(self.found))
+
+    @classmethod
+    def from_run(cls, run: Run, store: RunStore) -> TuneRunResult:
+        if "floor" not in run.data:
+            raise UserError("its record lacks the floor")
+        trials, _ = store.table(run.id, "trials")
+        return cls(trials, run.data, run.settings, run.id)
 
 
 @dataclass(frozen=True)

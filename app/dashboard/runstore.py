@@ -1,16 +1,26 @@
-"""The dashboard's run history on disk: every Generate run's trace (Parquet, written by `skipcore.write_trace`) and an
-index of runs in SQLite (the standard library's `sqlite3`: a file format other tools read, transactions, no
-server), so runs survive a reload and a restart, and can be listed, reopened, compared and deleted one by one.
+"""The dashboard's run history on disk: every long result a page made (a Generate run, a small sweep, a comparison
+of policies, a lens run, and any other kind a page adds) with the settings that made it, its tables as Parquet
+files and an index of runs in SQLite (the standard library's `sqlite3`: a file format other tools read,
+transactions, no server), so runs survive a reload and a restart, and can be listed, reopened, compared and deleted
+one by one.
+
+A run is one row of the index (`RunRecord` in, `Run` out): its kind (`page`, the page that made it and reopens
+it), its label, its settings in words and in full, the page's own settings as the page held them (`inputs`, what
+reopening restores), a summary, prompts and texts where it has them, any other JSON it needs (`data`), and its
+tables (`tables`: part -> frame and metadata), each written to a Parquet file of its own. A new kind of run is
+one more record of this shape: nothing here knows the kinds.
 
 The folder is the dashboard's own: `$SKIPCORE_APP_RUNS`, by default `skipcore/dashboard-runs` under
 `$XDG_DATA_HOME` (`~/.local/share`). A marker file says the dashboard made it; a folder that holds other files and
 no marker is refused, never written into. Only files the index names are ever deleted, and only inside the
-folder's `traces/`, never through a symlink. A trace is written (atomically) before its row is committed, so the
-index never names a missing file; a file without a row (an interrupted run) is left alone.
+folder's `traces/` (every run's tables, a Generate run's trace among them), never through a symlink. A run's files
+are written (atomically) before its row is committed, so the index never names a missing file; a file without a
+row (an interrupted run) is left alone.
 
-Rows are read one by one: a row that is damaged (hand-edited, written by another tool), whose trace is gone or
-names a file outside `traces/` is still listed, with why it cannot be reopened (`Run.problem`), and can be deleted;
-it never hides the others.
+Rows are read one by one: a row that is damaged (hand-edited, written by another tool), one of whose files is gone
+or names a file outside `traces/` is still listed, with why it cannot be reopened (`Run.problem`), and can be
+deleted; it never hides the others. An index written before runs had `files`, `inputs` and `data` gains them
+(empty) the first time it is opened.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,21 +43,26 @@ from skipcore.errors import UserError
 RUNS_ENV = "SKIPCORE_APP_RUNS"
 MARKER = ".skipcore-dashboard-runs"  # in the folder: the dashboard made it
 INDEX = "runs.sqlite"
-TRACES = "traces"
+TRACES = "traces"  # every run's tables
+TRACE = "trace"  # the part that is a run's per-token trace (kept in the `trace_file` column, read as a trace)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     created TEXT NOT NULL,
-    page TEXT NOT NULL,
+    page TEXT NOT NULL,       -- the kind of run: the page that made it and reopens it
     label TEXT NOT NULL,
     settings TEXT NOT NULL,   -- JSON: setting -> [in words, in full] (app.dashboard.provenance)
-    summary TEXT NOT NULL,    -- JSON: skipcore.summarize of the trace
+    summary TEXT NOT NULL,    -- JSON: a few numbers the history lists (skipcore.summarize of a trace)
     num_layers INTEGER NOT NULL,
     prompts TEXT NOT NULL,    -- JSON list
     texts TEXT NOT NULL,      -- JSON list
-    trace_file TEXT NOT NULL  -- a file name in traces/
+    trace_file TEXT NOT NULL, -- its trace: a file name in traces/ ('' for a run without one)
+    files TEXT NOT NULL DEFAULT '{}',  -- JSON: its other tables, part -> a file name in traces/
+    inputs TEXT NOT NULL DEFAULT '{}', -- JSON: the page's settings as it held them (widget key -> value)
+    data TEXT NOT NULL DEFAULT '{}'    -- JSON: the rest of what the page shows
 )
 """
+ADDED = {"files": "'{}'", "inputs": "'{}'", "data": "'{}'"}  # columns an older index lacks, and their value
 
 
 def default_root() -> Path:
@@ -59,24 +74,28 @@ def default_root() -> Path:
     return Path(base).expanduser() / "skipcore" / "dashboard-runs"
 
 
+Table = tuple[pd.DataFrame, dict]  # a frame and the metadata that travels with it
+
+
 @dataclass(frozen=True)
 class RunRecord:
-    """A run to keep: the page that made it, the settings that made it and what it gave."""
+    """A run to keep: its kind (the page that made it), the settings that made it and what it gave."""
 
     page: str
-    label: str  # its schedule, in words
+    label: str  # what it ran, in words
     settings: dict  # setting -> [in words, in full] (app.dashboard.provenance)
-    trace: pd.DataFrame
-    metadata: dict
-    prompts: list[str]
-    texts: list[str]
-    summary: dict  # skipcore.summarize of the trace
     num_layers: int
+    tables: dict[str, Table] = field(default_factory=dict)  # part -> its frame and metadata; TRACE: the trace
+    summary: dict = field(default_factory=dict)  # numbers the history lists (skipcore.summarize of a trace)
+    prompts: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    inputs: dict = field(default_factory=dict)  # the page's settings as it held them: reopening restores them
+    data: dict = field(default_factory=dict)  # the rest of what the page shows (JSON)
 
 
 @dataclass(frozen=True)
 class Run:
-    """One kept run, as the index lists it (its trace is read on demand)."""
+    """One kept run, as the index lists it (its tables are read on demand)."""
 
     id: int
     created: str
@@ -88,7 +107,15 @@ class Run:
     prompts: list[str]
     texts: list[str]
     trace_file: str
-    problem: str | None = None  # why it cannot be reopened (its row damaged, its trace gone), or None
+    files: dict = field(default_factory=dict)  # its other tables: part -> file name
+    inputs: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    problem: str | None = None  # why it cannot be reopened (its row damaged, a file gone), or None
+
+    @property
+    def parts(self) -> dict[str, str]:
+        """Every table the run keeps: part -> file name (its trace under TRACE)."""
+        return {**({TRACE: self.trace_file} if self.trace_file else {}), **self.files}
 
 
 def _is_settings(value: object) -> bool:
@@ -102,6 +129,10 @@ def _is_texts(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _is_files(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
 # each column of a row -> (how it is read from the index, what it must then be)
 COLUMNS = {
     "created": (str, lambda v: isinstance(v, str)),
@@ -112,15 +143,20 @@ COLUMNS = {
     "num_layers": (int, lambda v: isinstance(v, int) and v >= 1),
     "prompts": (json.loads, _is_texts),
     "texts": (json.loads, _is_texts),
+    "trace_file": (str, lambda v: isinstance(v, str)),
+    "files": (json.loads, _is_files),
+    "inputs": (json.loads, lambda v: isinstance(v, dict)),
+    "data": (json.loads, lambda v: isinstance(v, dict)),
 }
-# what a field that cannot be read reads as (a text field: "?")
-DAMAGED = {"settings": {}, "summary": {}, "num_layers": 0, "prompts": [], "texts": []}
+# what a field that cannot be read reads as (a text field: "?"; a file name: "", which names no file)
+DAMAGED = {"settings": {}, "summary": {}, "num_layers": 0, "prompts": [], "texts": [], "trace_file": ""}
+DAMAGED.update(files={}, inputs={}, data={})
 
 
 def _run(row: tuple) -> Run:
     """One row of the index as a run; a field that cannot be read is left empty and named in `problem`, so the
     run is still listed (and can be deleted)."""
-    run_id, *values, trace_file = row
+    run_id, *values = row
     fields, bad = {}, []
     for (name, (read, valid)), raw in zip(COLUMNS.items(), values, strict=True):
         try:
@@ -131,16 +167,51 @@ def _run(row: tuple) -> Run:
             bad.append(name)
             value = DAMAGED.get(name, "?")
         fields[name] = value
-    if not isinstance(trace_file, str):
-        bad.append("trace_file")
-        trace_file = ""  # names no file: nothing is read or deleted for it
     problem = f"its record is damaged ({', '.join(bad)} cannot be read)" if bad else None
-    return Run(int(run_id), trace_file=trace_file, problem=problem, **fields)
+    return Run(int(run_id), problem=problem, **fields)
 
 
 def _finite(value: object) -> object:
-    """JSON has no NaN: a summary's missing numbers (NaN) are stored as null."""
-    return None if isinstance(value, float) and not math.isfinite(value) else value
+    """JSON has no NaN: a missing number (NaN, inf) is stored as null, at any depth."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json(value: object) -> str:
+    return json.dumps(_finite(value), default=str, allow_nan=False)
+
+
+def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
+    """A table as Parquet with its metadata in the schema (as `skipcore.write_trace` writes a trace), atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from skipcore.files import atomic_write
+    from skipcore.traces.files import META_KEY
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), META_KEY: _json(metadata).encode()}
+    )
+    atomic_write(path, lambda p: pq.write_table(table, p))
+
+
+def _read_table(path: Path) -> Table:
+    import pyarrow.parquet as pq
+
+    from skipcore.traces.files import META_KEY
+
+    try:
+        table = pq.read_table(path)
+        raw = (table.schema.metadata or {}).get(META_KEY)
+        return table.to_pandas(), json.loads(raw) if raw else {}
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path.name} cannot be read: {str(e).splitlines()[0]}") from e
 
 
 class RunStore:
@@ -174,6 +245,10 @@ class RunStore:
         try:
             with closing(sqlite3.connect(self.root / INDEX, timeout=10)) as db:
                 db.execute(SCHEMA)
+                have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+                for column, empty in ADDED.items():
+                    if column not in have:  # an index written before runs had it
+                        db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT NOT NULL DEFAULT {empty}")
                 with db:  # one transaction: committed on success, rolled back on error
                     yield db
         except sqlite3.DatabaseError as e:
@@ -181,34 +256,44 @@ class RunStore:
 
     # -- runs ------------------------------------------------------------------------------------------------
     def add(self, run: RunRecord) -> int:
-        """Keep a run: its trace written first (atomically), then its row committed; returns the run's id."""
-        from skipcore.traces import write_trace
-
+        """Keep a run: each of its tables written first (atomically), then its row committed; returns its id."""
         self._ready()
-        name = f"run-{uuid.uuid4().hex[:12]}.parquet"
-        path = self.root / TRACES / name
-        write_trace(run.trace, path, run.metadata)
-        row = (
-            datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            run.page,
-            run.label,
-            json.dumps(run.settings),
-            json.dumps({k: _finite(v) for k, v in run.summary.items()}),
-            int(run.num_layers),
-            json.dumps(list(run.prompts)),
-            json.dumps(list(run.texts)),
-            name,
-        )
+        stem = f"run-{uuid.uuid4().hex[:12]}"
+        names = {part: f"{stem}-{i}.parquet" for i, part in enumerate(run.tables)}
+        names = {**names, **({TRACE: f"{stem}.parquet"} if TRACE in run.tables else {})}
+        written = []
         try:
+            for part, (frame, metadata) in run.tables.items():
+                path = self.root / TRACES / names[part]
+                if part == TRACE:
+                    from skipcore.traces import write_trace
+
+                    write_trace(frame, path, metadata)
+                else:
+                    _write_table(frame, path, metadata)
+                written.append(path)
+            row = (
+                datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                run.page,
+                run.label,
+                _json(run.settings),
+                _json(run.summary),
+                int(run.num_layers),
+                _json(list(run.prompts)),
+                _json(list(run.texts)),
+                names.get(TRACE, ""),
+                _json({part: name for part, name in names.items() if part != TRACE}),
+                _json(run.inputs),
+                _json(run.data),
+            )
             with self._db() as db:
                 cur = db.execute(
-                    "INSERT INTO runs (created, page, label, settings, summary, num_layers, prompts, texts, "
-                    "trace_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
+                    f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(row))})", row
                 )
                 return int(cur.lastrowid)
         except BaseException:
-            path.unlink(missing_ok=True)  # our own file, which no row names
+            for path in written:
+                path.unlink(missing_ok=True)  # our own files, which no row names
             raise
 
     def runs(self) -> list[Run]:
@@ -216,10 +301,7 @@ class RunStore:
         if not (self.root / INDEX).is_file():
             return []
         with self._db() as db:
-            rows = db.execute(
-                "SELECT id, created, page, label, settings, summary, num_layers, prompts, texts, trace_file "
-                "FROM runs ORDER BY id DESC"
-            ).fetchall()
+            rows = db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM runs ORDER BY id DESC").fetchall()
         return [self._checked(_run(row)) for row in rows]
 
     def get(self, run_id: int) -> Run:
@@ -240,37 +322,51 @@ class RunStore:
             return None
 
     def _checked(self, run: Run) -> Run:
-        """The run, with why it cannot be reopened where its trace is not the store's own file, or is gone."""
+        """The run, with why it cannot be reopened where one of its files is not the store's own, or is gone."""
         if run.problem is not None:
             return run
-        path = self._own_trace(run.trace_file)
-        if path is None:
-            return replace(run, problem=f"its trace {run.trace_file!r} is not a file of the run history")
-        try:
-            there = path.is_file()
-        except OSError as e:
-            return replace(run, problem=f"its trace file {run.trace_file} cannot be read: {e.strerror or e}")
-        return run if there else replace(run, problem=f"its trace file {run.trace_file} is missing")
+        for name in run.parts.values():
+            path = self._own_trace(name)
+            if path is None:
+                return replace(run, problem=f"its file {name!r} is not a file of the run history")
+            try:
+                there = path.is_file()
+            except OSError as e:
+                return replace(run, problem=f"its file {name} cannot be read: {e.strerror or e}")
+            if not there:
+                return replace(run, problem=f"its file {name} is missing")
+        return run
 
-    def trace(self, run_id: int) -> tuple[pd.DataFrame, dict]:
-        """A kept run's trace and its metadata; a UserError saying why where the run cannot be reopened."""
-        from skipcore.traces import read_trace
-
+    def table(self, run_id: int, part: str) -> Table:
+        """One of a kept run's tables and its metadata (its trace, read and checked as one, under TRACE); a
+        UserError saying why where the run cannot be reopened."""
         run = self.get(run_id)
         if run.problem is not None:
             raise UserError(f"run #{run_id}: {run.problem}")
-        return read_trace(self.root / TRACES / run.trace_file)
+        if part not in run.parts:
+            raise UserError(f"run #{run_id} keeps no {part}")
+        path = self.root / TRACES / run.parts[part]
+        if part == TRACE:
+            from skipcore.traces import read_trace
+
+            return read_trace(path)
+        return _read_table(path)
+
+    def trace(self, run_id: int) -> Table:
+        """A kept run's trace and its metadata."""
+        return self.table(run_id, TRACE)
 
     def delete(self, run_id: int) -> None:
-        """Remove one run: its row, then the trace file its row names where that file is the store's own (a row
-        naming anything else goes alone; nothing outside traces/ is ever deleted)."""
+        """Remove one run: its row, then the files its row names where they are the store's own (a row naming
+        anything else goes alone; nothing outside traces/ is ever deleted)."""
         run = self.get(run_id)
-        path = self._own_trace(run.trace_file)
+        paths = [p for p in map(self._own_trace, run.parts.values()) if p is not None]
         with self._db() as db:
             db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        if path is None:
-            return
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as e:
-            raise UserError(f"run #{run_id} is deleted, but not its trace {path}: {e.strerror or e}") from e
+        for path in paths:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as e:
+                raise UserError(
+                    f"run #{run_id} is deleted, but not its file {path}: {e.strerror or e}"
+                ) from e

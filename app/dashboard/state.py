@@ -40,7 +40,8 @@ PARAMS = (
 def default_params(num_layers: int, trained: dict | None = None) -> dict[str, Any]:
     """The paper's setting: linear skip decay fitted to a 2x theoretical layer speedup over a typical output
     (the model's median output length + EOS when it says, else the whole generation), with the decay span the
-    model was trained with (the paper: the median target length)."""
+    model was trained with (the paper: the median target length). A model not trained skip-aware opens at full
+    depth (`trained["shape"]`, from `decoding_for`), its max and min still fitted for when a shape is picked."""
     trained = trained or {}
     max_new_tokens = int(trained.get("max_new_tokens") or 32)
     over = speedup_horizon(trained, max_new_tokens)
@@ -52,7 +53,7 @@ def default_params(num_layers: int, trained: dict | None = None) -> dict[str, An
     except ScheduleError:  # too shallow to skip anything
         hi = lo = num_layers
     return {
-        "shape": "linear" if hi != lo or num_layers > 1 else "full",
+        "shape": trained.get("shape") or ("linear" if hi != lo or num_layers > 1 else "full"),
         "mode": "skip",
         "max_layers": hi,
         "min_layers": lo,

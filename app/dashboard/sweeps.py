@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 
 from skipcore import plots
+from skipcore.labels import MODEL_ROLE, column_title, role_suffix, setting_label
+from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.pareto import MACHINE
 
 QUALITY_HINTS = ("bleu", "rouge", "chrf", "bertscore", "meteor", "quality", "score", "slot_")
 MEASURED_HINTS = ("measured", "wall", "latency", "ms_", "_ms", "tokens_per_s", "throughput")
@@ -91,8 +94,10 @@ def speedup_columns(df: pd.DataFrame) -> tuple[list[str], list[str]]:
 
 
 def series_columns(df: pd.DataFrame) -> list[str]:
-    """Columns that make sensible colours: few distinct values."""
-    return [c for c in df.columns if df[c].nunique() <= 12 and not pd.api.types.is_float_dtype(df[c])]
+    """Columns that make sensible colours: the sweep's series (policy or mode, a base model's said: each a fixed
+    hue of the palette, however many there are) first, then any column of few distinct values."""
+    few = [c for c in df.columns if df[c].nunique() <= 12 and not pd.api.types.is_float_dtype(df[c])]
+    return [*([SERIES_COLUMN] if SERIES_COLUMN in df else []), *(c for c in few if c != SERIES_COLUMN)]
 
 
 def check_sweep(df: pd.DataFrame) -> str | None:
@@ -153,3 +158,85 @@ def describe(df: pd.DataFrame) -> str:
     """A shipped sweep as its picker lists it: its models, its policies and its size."""
     policies = sorted(df["policy"].astype(str).unique()) if "policy" in df else []
     return f"{models_in(df)}: {', '.join(policies) or 'settings'}, {len(df)} rows"
+
+
+# -- tables that fit a 1024 px screen ------------------------------------------------------------------------
+SETTING, INTERVAL, POSITION = "setting", "95% interval", "vs front"
+
+
+def table_view(rows: pd.DataFrame, x: str, y: str, kind: str = "front") -> tuple[pd.DataFrame, list[str]]:
+    """Rows of a front (`kind` "front" or "measured") or of the dynamic policies placed against the static front
+    ("dynamic") as the page shows them, narrow enough for a 1024 px screen: each row's setting in words (a base
+    model's said), its speedup `x` next to its quality `y`, then only what the kind adds: a measured front its
+    interval (one column, 'lo-hi'), the flag and the machine where rows have them; the dynamic policies the
+    front's quality at that speed and where each lies against it. Returns the rows with those columns added and
+    the columns to show, in order; every other column stays in the data (the download, the tests) unshown."""
+    out = rows.copy()
+    roles = out["model_role"] if "model_role" in out else pd.Series(MODEL_ROLE, index=out.index)
+    words = [setting_label(r) + role_suffix(role) for (_, r), role in zip(out.iterrows(), roles, strict=True)]
+    out.insert(0, SETTING, words)
+    shown = [SETTING, x, y]
+    if kind == "measured":
+        lo, hi = f"{x}_lo", f"{x}_hi"
+        if lo in out and hi in out and out[[lo, hi]].notna().any().any():
+            out[INTERVAL] = [
+                f"{a:.2f}-{b:.2f}x" if pd.notna(a) and pd.notna(b) else "" for a, b in zip(out[lo], out[hi])
+            ]
+            shown.insert(2, INTERVAL)
+        if "timing_flag" in out and flag_texts(out["timing_flag"]).ne("").any():
+            out["timing_flag"] = flag_texts(out["timing_flag"])
+            shown.append("timing_flag")
+        if MACHINE in out and out[MACHINE].nunique() > 1:
+            shown.append(MACHINE)
+    if kind == "dynamic" and "front_position" in out:
+        gaps = out["vs_front"] if "vs_front" in out else pd.Series(float("nan"), index=out.index)
+        out[POSITION] = [
+            f"{where} ({gap:+.1f})" if pd.notna(gap) else str(where)
+            for where, gap in zip(out["front_position"], gaps, strict=True)
+        ]
+        shown += [f"front_{y}", POSITION]
+    return out, [c for c in shown if c in out]
+
+
+def short_header(column: str, x: str, y: str) -> str:
+    """A shown column's header, short enough for its narrow column (its full title is the header's tooltip)."""
+    if column == x:
+        return "measured" if any(h in x.lower() for h in MEASURED_HINTS) else "speedup"
+    if column == f"front_{y}":
+        return f"front {column_title(y)}"
+    return {"timing_flag": "flag", MACHINE: "machine"}.get(column, column_title(column))
+
+
+def colour_words(df: pd.DataFrame, color: str | None) -> str:
+    """What the charts' colours and markers show, for the caption under them (`color`: the series column)."""
+    models = "model_role" in df and df["model_role"].nunique() > 1
+    if color == SERIES_COLUMN:
+        said = (
+            "Colour: the policy, or a static schedule's mode, one fixed hue each (full depth grey), the same on "
+            "every page."
+        )
+        if models:
+            said += " A base model's rows are the lighter shade of the same hue, and each model has its own marker."
+        return said
+    said = f"Colour: {column_title(color)}, one hue per value (the legend)." if color else "One colour."
+    return said + (" Each model has its own marker." if models else "")
+
+
+def no_measured_chart(df: pd.DataFrame, column: str | None, measured: list[str]) -> str | None:
+    """Why the measured chart is not drawn, or None where it is (or where a measured column with timings exists
+    and none was chosen). `column`: the measured axis chosen; `measured`: the table's measured columns."""
+    timed = [c for c in measured if df[c].notna().any()]
+    if column is not None and df[column].notna().any() or column is None and timed:
+        return None
+    if "timing_runs" in df and pd.to_numeric(df["timing_runs"], errors="coerce").fillna(0).eq(0).all():
+        why = (
+            "this sweep was run without timing (`timing_runs` is 0 on every row: `--repeats 0`, quality only); "
+            "a sweep run with `--repeats N` times each setting against full depth"
+        )
+    elif not measured:
+        why = "this table has no measured speedup column (a wall-clock speedup, such as wall_speedup_decode)"
+    else:
+        why = f"no row here has a {column_title(column or measured[0])}"
+    if timed and column is not None:
+        why += f"; {', '.join(column_title(c) for c in timed)} has timings: choose it as the measured speedup"
+    return why + "."

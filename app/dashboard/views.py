@@ -17,6 +17,7 @@ from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
+from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.measure.summary import step_time_spread
 
 EXAMPLE_PROMPTS = (
@@ -150,13 +151,12 @@ def summary_metrics(trace: pd.DataFrame) -> dict:
     return summarize(trace, L)
 
 
-def ceiling(shapes, schedule, context: int) -> float:
-    """The FLOPs speedup the model's LM head leaves to layer skipping under the schedule's mode and warmup
-    (`skipcore.measure.costs.head_ceiling`), for a token attending to `context` positions."""
-    from skipcore.measure.costs import head_ceiling
+def ceiling(shapes, schedule) -> float:
+    """The FLOPs speedup the model's LM head leaves to layer skipping under the schedule's mode and warmup: the one
+    value every screen shows for a model (`skipcore.measure.theory.flops_ceiling`), whatever prompt or run."""
+    from skipcore.measure.theory import flops_ceiling
 
-    mode = getattr(schedule, "mode", "skip")
-    return head_ceiling(shapes, mode, int(getattr(schedule, "warmup_layers", 1) or 0), max(1, int(context)))
+    return flops_ceiling(shapes, getattr(schedule, "mode", "skip"), getattr(schedule, "warmup_layers", 1))
 
 
 def flops_metric(container, speedup: float, at_most: float | None) -> None:
@@ -190,12 +190,14 @@ def show_metrics(summary: dict, at_most: float | None = None) -> None:
         f"{summary['flops_speedup_with_prompt']:.2f}x",
         help="the prefill (step 0) included",
     )
+    saved = summary["kv_saved_fraction"]
     c[3].metric(
         "KV cache",
         plots.human_bytes(summary["kv_cache_bytes"]),
-        f"-{summary['kv_saved_fraction']:.0%} vs full",
+        f"-{saved:.0%} vs full" if saved >= 0.005 else None,  # a full-depth run saves nothing: no arrow
         delta_color="inverse",
-        help=f"full depth: {plots.human_bytes(summary['kv_cache_bytes_full'])}",
+        help=f"full depth: {plots.human_bytes(summary['kv_cache_bytes_full'])}"
+        + ("" if saved >= 0.005 else " (this run wrote all of it)"),
     )
     tps = summary.get("tokens_per_s")
     c[4].metric(
@@ -256,13 +258,31 @@ def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None
     return st.selectbox("Sample (batch row)", samples, format_func=fmt, key=f"{key}_{run}")
 
 
+def run_name(metadata: dict | None) -> str | None:
+    """The run a trace's metadata describes, named by everything that made it (`skipcore.labels.metadata_label`);
+    None for a trace that came without its metadata."""
+    return metadata_label(metadata) if metadata and metadata.get("model") is not None else None
+
+
+def run_color(metadata: dict | None) -> str:
+    """The colour the session draws this run in everywhere (its family's: `figures.run_styles`)."""
+    name = run_name(metadata)
+    if name is None:
+        return plots.ACTUAL_COLOR
+    meta = metadata or {}
+    family = run_family(meta.get("policy"), meta.get("mode"), meta.get("schedule"))
+    return figures.run_styles({name: family})[name].color
+
+
 def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
-    """Parquet (metadata inside) or a zip of CSV/JSONL plus the .meta.json sidecar."""
+    """Parquet (metadata inside) or a zip of CSV/JSONL plus the .meta.json sidecar, named by the run."""
     run_id = str(trace["run_id"].iloc[0])
+    name = run_name(metadata)
+    stem = f"trace_{file_stem(name, 100)}_{run_id}" if name else f"trace-{run_id}"
     cols = st.columns(len(DOWNLOAD_FORMATS))
     for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
         try:
-            make = partial(trace_download, trace, metadata, fmt, f"trace-{run_id}")
+            make = partial(trace_download, trace, metadata, fmt, stem)
             data, name, mime = results.download(key, run_id, fmt, make)
         except UserError as e:
             col.error(f"Cannot export {fmt}: {e}")
@@ -300,17 +320,21 @@ def show_trace(
     at_most: float | None = None,
 ) -> None:
     """Summary (the FLOPs speedup beside the model's head ceiling `at_most`, where known), per-token exit heatmap,
-    FLOPs and KV per step, step latency, raw rows and downloads."""
+    FLOPs and KV per step, step latency, raw rows and downloads: each figure named by the run (its title and its
+    file) and drawn in the run's colour, as every page draws it."""
+    name, color = run_name(metadata), run_color(metadata)
+    if name:
+        st.caption(f"Run: **{name}**")
     show_metrics(summary_metrics(trace), at_most)
     sample = sample_picker(trace, f"{key}_sample", labels)
-    figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}")
+    figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}", run=name)
     rows = plots.sample_rows(trace, sample)
-    cost = plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}")
-    figures.show(figures.with_visible_points(cost) if len(rows) <= 3 else cost, f"{key}_costs")
+    cost = plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}", color=color)
+    figures.show(figures.with_visible_points(cost) if len(rows) <= 3 else cost, f"{key}_costs", run=name)
     show_step_times(trace)
     title = "Round latency (draft and verify)" if speculation.is_speculative(trace) else "Step latency"
-    latency = figures.latency_figure(trace, title)
-    figures.show(latency, f"{key}_latency", "step-latency")
+    latency = figures.latency_figure(trace, title, color)
+    figures.show(latency, f"{key}_latency", "step-latency", run=name)
     with st.expander("Trace rows"):
         st.dataframe(trace, hide_index=True)
     if metadata:

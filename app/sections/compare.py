@@ -11,15 +11,16 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, provenance, speculation, state, views
+from app.dashboard import figures, history, provenance, speculation, state, views
 from app.dashboard.address import KEEP
+from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.policy_inputs import policy_inputs
 from app.dashboard.provenance import prompts_setting, sampling_setting, setting
 from app.dashboard.results import CompareResult
-from app.dashboard.trained import skip_warning
+from app.dashboard.trained import chat_prompts, flag_empty, prompt_format, skip_warning
 from skipcore import Schedule, StaticPolicy, UserError, plots
-from skipcore.labels import column_title
+from skipcore.labels import column_title, design_label, file_stem, metadata_label
 from skipcore.policies import POLICY_CLASSES
 from skipcore.schedule import MODES
 
@@ -120,10 +121,30 @@ def settings_now(schedule: Schedule, chosen: list[str], params: dict, prompts, m
         "schedule": setting(schedule.describe(), schedule.to_dict()),
         "policies": setting(", ".join(chosen), {"policies": chosen, **params}),
         "prompts": prompts_setting(prompts),
-        "tokens": setting(str(max_new)),
+        "max new tokens": setting(str(max_new)),
         "batch size": setting(str(batch)),
         "decoding": sampling_setting(sampling),
     }
+
+
+def run_names(results: dict) -> dict[str, str]:
+    """policy -> the name of its run: everything that made it (model, schedule or policy with every parameter,
+    decoding; `skipcore.labels.metadata_label`), as Run history and every other page name the same run."""
+    return {name: metadata_label(res.metadata) for name, res in results.items()}
+
+
+def show_layers(results: dict) -> None:
+    """Each policy's mean layers per decode step, each run in the style the session draws it in everywhere (the
+    same colour and dash as on Run history), against full depth."""
+    entries = [history.entry_of(res.trace, res.metadata, res.summary) for res in results.values()]
+    styles = figures.run_styles({e["name"]: e["family"] for e in entries})
+    fig = history.figure(entries, styles)
+    figures.show(fig, "cmp_layers", "layers-per-step-by-policy")
+    st.caption(
+        "Each line is one policy's run, named by everything that made it (the costs table's short headers say "
+        "the same name on hover); a run keeps its colour (its policy's or mode's) and its dash on every page, "
+        "Run history included."
+    )
 
 
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -146,10 +167,12 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def show_downloads(stored: CompareResult, table: pd.DataFrame) -> None:
     """The costs table (CSV) and each policy's trace (Parquet, or CSV/JSONL zips pandas reads)."""
+    first = next(iter(stored.results.values())).metadata
+    design = design_label(first.get("model"), (stored.settings.get("schedule") or (None, None))[1])
     st.download_button(
         "Download the costs table (CSV)",
         table.to_csv(index=False),
-        "compare-policies.csv",
+        f"compare-policies_{file_stem(design)}.csv",
         "text/csv",
         key="cmp_dl_table",
         on_click="ignore",
@@ -166,6 +189,11 @@ def show_heatmaps(stored: CompareResult) -> None:
     sample = views.sample_picker(first.trace, "cmp_sample", stored.prompts)
     traces = {name: res.trace for name, res in results.items()}
     fig = plots.stacked_exit_heatmap(traces, sample)
+    names = run_names(results)
+    colors = {name: views.run_color(res.metadata) for name, res in results.items()}
+    for panel in fig.layout.annotations:  # each panel's title in its run's colour, its full name on hover
+        if panel.text in names:
+            panel.update(font_color=colors[panel.text], hovertext=names[panel.text])
     width = max(len(plots.sample_rows(t, sample)) for t in traces.values())
     if width > figures.TOKEN_WINDOW:
         fig.update_xaxes(range=[-0.5, figures.TOKEN_WINDOW - 0.5])
@@ -183,6 +211,20 @@ def show_heatmaps(stored: CompareResult) -> None:
             "and hovering a column gives its round, the draft pass that proposed it and its share of the "
             "round's cost."
         )
+
+
+def work(chosen: list[str], schedule: Schedule, prompts: list[str], max_new: int, batch: int, engine) -> list:
+    """What `Run all` decodes, for its time estimate: each policy over the prompts, a static mode's steps at the
+    designed budgets' share of the layers, the dynamic policies at full depth (at most)."""
+    from skipcore.measure.estimate import Decodes
+
+    share = 1 / schedule.layer_speedup(max(2, max_new))
+    tokens = prompt_tokens(engine, prompts)
+    return (
+        [Decodes(len(prompts), max_new, batch, tokens, share if n in MODES else 1.0) for n in chosen]
+        if prompts
+        else []
+    )
 
 
 def main() -> None:
@@ -209,33 +251,43 @@ def main() -> None:
             + speculation.NOTE
         )
     prompts = views.prompt_picker("cmp")
+    sent = chat_prompts("cmp", engine, prompts)
     refs = views.references("cmp")
     c1, c2 = st.columns(2)
     max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new", **KEEP)
     batch = views.batch_size_input(c2, "cmp_batch", prompts)
     sampling = views.sampling_settings("cmp")
     now = (
-        settings_now(schedule, chosen, params, prompts, int(max_new), sampling, int(batch))
+        {
+            **settings_now(schedule, chosen, params, prompts, int(max_new), sampling, int(batch)),
+            **prompt_format(sent),
+        }
         if sampling
         else None
+    )
+    estimate = show_estimate(
+        engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all"
     )
     if st.button(
         "Run all", type="primary", key="cmp_run", disabled=not (prompts and chosen) or sampling is None
     ):
         results, errors = {}, {}
-        bar = st.progress(0.0, text="Starting…")
+        bar, left = st.progress(0.0, text="Starting…"), TimeLeft(estimate)
         for i, name in enumerate(chosen):
-            bar.progress(i / len(chosen), text=f"Running {name} ({i + 1}/{len(chosen)})…")
+            bar.progress(
+                i / len(chosen),
+                text=f"Running {name} ({i + 1} of {len(chosen)}); {left.words(i / len(chosen))}",
+            )
             try:
                 results[name] = run_policy(
-                    engine, name, schedule, prompts, int(max_new), sampling, batch, params
+                    engine, name, schedule, sent.prompts, int(max_new), sampling, batch, params
                 )
             except UserError as e:
                 errors[name] = str(e)
         bar.progress(1.0, text="Done")
         quality = scores(results, refs) if refs and results else None
-        CompareResult(prompts, results, errors, quality, sampling.do_sample, now).keep()
-    stored = CompareResult.last()
+        CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()
+    stored = CompareResult.shown(now)
     if stored is None:
         st.info("Choose policies and prompts, then press **Run all**.")
         return
@@ -263,9 +315,15 @@ def main() -> None:
             "at full depth; drafts cost extra). Per batch, the layer speedup counts sequential layer passes; "
             "its gain is the tokens per full-depth pass. The last two rows apply to speculative only (-)."
         )
-    st.dataframe(shown_table(table), hide_index=True, key="cmp_costs")
+    names = run_names(results)
+    costs = shown_table(table)
+    headers = {p: st.column_config.TextColumn(p, help=names.get(p)) for p in costs.columns if p in names}
+    st.dataframe(costs, hide_index=True, key="cmp_costs", column_config=headers)
+    show_layers(results)
     st.subheader("Outputs")
     views.show_outputs({"prompt": stored.prompts, **{name: res.texts for name, res in results.items()}})
+    for name, res in results.items():
+        flag_empty(res.texts, stored.settings, name)
     show_lossless(stored)
     st.subheader("Layers per token")
     show_heatmaps(stored)

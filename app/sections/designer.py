@@ -1,7 +1,8 @@
 """Schedule designer: pick a budget shape and mode for the chosen model's depth and see what it costs.
 
 Reads the model's config only, so it is instant and also works on the shape of a public model. The schedule
-designed here is the one every other page runs, and it exports as JSON for `--schedule-json`.
+designed here is the one every other page runs, and it exports as JSON for `--schedule-json` (and loads one: a
+tune's `best_schedule.json`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import json
 
 import streamlit as st
 
-from app.dashboard import figures, state, views
+from app.dashboard import design_file, figures, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.loading import model_shapes
 from app.dashboard.models import current_choice
 from app.dashboard.results import FitResult
-from app.dashboard.trained import skip_warning, training_note
+from app.dashboard.trained import full_depth_note, skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
 from skipcore.errors import ScheduleError
@@ -186,23 +187,24 @@ def results(
     s = plots.theoretical_summary(steps, schedule.num_layers)
     c = st.columns(4)
     c[0].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="L × steps / Σ n(s), steps ≥ 1")
-    views.flops_metric(
-        c[1], s["flops_speedup_decode"], views.ceiling(shapes, schedule, prompt_len + speedup_over)
-    )
+    views.flops_metric(c[1], s["flops_speedup_decode"], views.ceiling(shapes, schedule))
     c[2].metric(
         "… with the prompt", f"{s['flops_speedup_with_prompt']:.2f}x", help="the prefill (step 0) included"
     )
     c[3].metric(
         "KV cache, last step",
         plots.human_bytes(s["kv_cache_bytes"]),
-        f"-{s['kv_saved_fraction']:.0%} vs full",
+        f"-{s['kv_saved_fraction']:.0%} vs full" if s["kv_saved_fraction"] >= 0.005 else None,
         delta_color="inverse",
         help=f"one sequence (batch size multiplies it); full depth: {plots.human_bytes(s['kv_cache_bytes_full'])}",
     )
-    figures.show(plots.budget_figure(schedule.budgets(max_new_tokens), schedule.num_layers), "budget")
-    figures.show(figures.with_mask_key(plots.schedule_mask_figure(schedule, max_new_tokens)), "mask")
-    cost = plots.cost_figure(steps, title=f"Theoretical cost per step (prompt of {prompt_len} tokens)")
-    figures.show(figures.with_visible_points(cost) if len(steps) <= 3 else cost, "costs")
+    name, color = figures.design(schedule)  # the figures' titles and file names say the model and the design
+    budget = plots.budget_figure(schedule.budgets(max_new_tokens), schedule.num_layers, color=color)
+    figures.show(budget, "budget", run=name)
+    mask = figures.with_mask_key(plots.schedule_mask_figure(schedule, max_new_tokens))
+    figures.show(mask, "mask", run=name)
+    cost = plots.cost_figure(steps, f"Theoretical cost per step (prompt of {prompt_len} tokens)", color)
+    figures.show(figures.with_visible_points(cost) if len(steps) <= 3 else cost, "costs", run=name)
 
 
 def export(schedule: Schedule, max_new_tokens: int) -> None:
@@ -251,6 +253,7 @@ def main() -> None:
     left, right = st.columns([1.15, 2.3], gap="large")
     with left:
         controls(L, base)
+        design_file.loader(L)  # a schedule JSON (a tune's best_schedule.json) becomes the design
     values = state.params(L)
     with right:
         try:
@@ -266,6 +269,9 @@ def main() -> None:
         warning = skip_warning(choice, schedule.shape != "full")
         if warning:
             st.warning(warning)
+        note = full_depth_note(choice) if schedule.shape == "full" else None
+        if note:
+            st.info(note, icon=":material/school:")
         results(
             schedule,
             shapes,

@@ -12,30 +12,37 @@ import streamlit as st
 
 from app.dashboard import provenance, state, views
 from app.dashboard.address import KEEP
+from app.dashboard.estimates import prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
 from app.dashboard.results import GenerateResult
-from app.dashboard.runstore import RunRecord, RunStore
-from app.dashboard.trained import skip_warning
-from skipcore import Schedule, UserError, summarize
+from app.dashboard.trained import chat_prompts, flag_empty, full_depth_note, prompt_format, skip_warning
+from skipcore import Schedule, UserError
+from skipcore.measure.estimate import Decodes
 
 
-def settings_now(schedule: Schedule, prompts: list[str], max_new: int, sampling, batch: int) -> Settings:
-    """What a run of the page would use now, as its result will say it."""
+def settings_now(
+    schedule: Schedule, prompts: list[str], max_new: int, sampling, batch: int, fmt: Settings | None = None
+) -> Settings:
+    """What a run of the page would use now, as its result will say it (`fmt`: how the prompts go to a model
+    with a chat template)."""
     choice = current_choice()
     return {
         "model": setting(choice.shown(), choice.source),
         "schedule": setting(schedule.describe(), schedule.to_dict()),
         "prompts": prompts_setting(prompts),
-        "tokens": setting(str(max_new)),
+        **(fmt or {}),
+        "max new tokens": setting(str(max_new)),
         "batch size": setting(str(batch)),
         "decoding": sampling_setting(sampling),
     }
 
 
 def run(
-    engine, prompts: list[str], schedule, max_new_tokens: int, sampling, batch_size: int, settings
+    engine, prompts: list[str], schedule, max_new_tokens: int, sampling, batch_size: int, settings, sent=None
 ) -> None:
+    """Generate, and keep the result (in the session and the run history); `sent`: the prompts as the model
+    reads them (an instruct model's in its chat template), `prompts` as the page shows them."""
     what = f"{len(prompts)} prompts under {schedule.describe()}"
     bar = st.progress(0.0, text=f"Generating {what}…")
 
@@ -45,45 +52,28 @@ def run(
         )
 
     try:
-        res = engine.generate(prompts, schedule, max_new_tokens, sampling, batch_size, progress=progress)
+        given = sent.prompts if sent is not None else prompts
+        res = engine.generate(given, schedule, max_new_tokens, sampling, batch_size, progress=progress)
     except UserError as e:
         bar.empty()
         st.error(f"Generation failed: {e}")
         return
     bar.progress(1.0, text=views.generated_text(res.trace, len(prompts), max_new_tokens))
-    record = RunRecord(
-        page="generate",
-        label=schedule.describe(),
-        settings=settings,
-        trace=res.trace,
-        metadata=res.metadata,
-        prompts=prompts,
-        texts=res.texts,
-        summary=summarize(res.trace, engine.num_layers),
-        num_layers=engine.num_layers,
-    )
-    try:
-        run_id = RunStore().add(record)
-    except UserError as e:
-        run_id = None
-        st.warning(f"This run was not kept in the run history: {e}")
-    GenerateResult(prompts, res.texts, res.trace, res.metadata, settings, run_id).keep()
+    GenerateResult(prompts, res.texts, res.trace, res.metadata, settings).kept()
 
 
 def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     st.subheader("Outputs")
     provenance.show(result.settings, now, "Generate")
     views.show_outputs({"prompt": result.prompts, "output": result.texts})
+    flag_empty(result.texts, result.settings)
     if result.run_id is not None:
         st.caption(f"Kept as run #{result.run_id} in the run history.")
         st.page_link("sections/history.py", label="Open the run history", icon=":material/history:")
     st.subheader("Trace")
     trace = result.trace
     made = Schedule.from_dict(result.settings["schedule"][1])
-    context = int(trace["prompt_len"].median()) + int(trace["step"].max()) if "prompt_len" in trace else 64
-    at_most = (
-        views.ceiling(engine.adapter.shapes, made, context) if made.num_layers == engine.num_layers else None
-    )
+    at_most = views.ceiling(engine.adapter.shapes, made) if made.num_layers == engine.num_layers else None
     views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 
@@ -98,15 +88,23 @@ def main() -> None:
     warning = skip_warning(current_choice(), schedule.shape != "full")
     if warning:
         st.warning(warning)
+    note = full_depth_note(current_choice()) if schedule.shape == "full" else None
+    if note:
+        st.info(note, icon=":material/school:")
     prompts = views.prompt_picker("gen")
+    sent = chat_prompts("gen", engine, prompts)
     c1, c2 = st.columns(2)
     max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="gen_max_new", **KEEP)
     batch_size = views.batch_size_input(c2, "gen_batch", prompts)
     sampling = views.sampling_settings("gen")
-    now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size)) if sampling else None
+    fmt = prompt_format(sent)
+    now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size), fmt) if sampling else None
+    if prompts:
+        work = [Decodes(len(prompts), int(max_new), int(batch_size), prompt_tokens(engine, sent.prompts))]
+        show_estimate(engine, work, "Generate")
     if st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None):
-        run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now)
-    result = GenerateResult.last()
+        run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)
+    result = GenerateResult.shown(now)
     if result is None:
         st.info("Choose prompts and press **Generate**.")
         return

@@ -1,7 +1,9 @@
-"""Run history: every Generate run kept on disk (`runstore`: its trace and an SQLite index), listed with the
-settings that made it; pick runs to compare their layers per step and speedups, reopen one on the Generate page, or
-delete the ones you pick. It survives a reload and a restart of the dashboard. A run that cannot be reopened (its
-record damaged, its trace gone) is listed with why, and can be deleted like any other.
+"""Run history: every long result the pages made, kept on disk (`runstore`: its tables and an SQLite index) with
+the settings that made it: Generate runs, small sweeps, comparisons of policies and lens runs (and any kind a page
+adds, `results.KINDS`). Listed newest first; pick runs to compare their layers per step and speedups (runs with
+a trace), reopen one on its page with its page's settings restored, or delete the ones you pick. It survives a
+reload and a restart of the dashboard. A run that cannot be reopened (its record damaged, a file gone) is listed
+with why, and can be deleted like any other.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import streamlit as st
 
 from app.dashboard import figures, history
 from app.dashboard.provenance import line
-from app.dashboard.results import GenerateResult
-from app.dashboard.runstore import Run, RunStore
+from app.dashboard.results import KINDS, reopen
+from app.dashboard.runstore import TRACE, Run, RunStore
 from skipcore.errors import UserError
-from skipcore.labels import column_title
 
 DELETED = "history_deleted"  # in the session: what the last Delete said, shown once after the page reloads
+REOPENED = "history_reopened"  # in the session: the page a reopened run goes to, or why it could not
 
 
 def _number(value: object) -> float | None:
@@ -25,20 +27,23 @@ def _number(value: object) -> float | None:
 
 
 def listing(runs: list[Run]) -> pd.DataFrame:
-    """One short row per run: when, on what, under which schedule, and what it gave (every setting is in the
+    """One short row per run: when, what kind, on what, what it ran, and what it gave (every setting is in the
     expander below the table), and, where some run cannot be reopened, a column saying why."""
     damaged = any(r.problem for r in runs)
     rows = []
     for r in runs:
         words = {name: value[0] for name, value in r.settings.items()}
+        kind = KINDS.get(r.page)
         rows.append(
             {
                 "run": r.id,
                 "UTC": r.created[5:16].replace("T", " "),
+                "kind": kind.title if kind is not None else r.page,
                 "model": words.get("model", "?").rsplit("/", 1)[-1],
-                "schedule": r.label,
-                "prompts": words.get("prompts", "?").split(" (", 1)[0],
-                "tokens": words.get("tokens", "?"),
+                "schedule": history.run_words(r.settings, r.label) if r.page == "generate" else r.label,
+                "prompts": words.get("prompts", "-").split(" (", 1)[0],
+                "max new tokens": words.get("max new tokens", words.get("tokens", "-")),
+                "decoding": words.get("decoding", "-"),
                 "layer speedup": _number(r.summary.get("layer_speedup")),
                 "FLOPs speedup": _number(r.summary.get("flops_speedup_decode")),
                 **({"cannot be reopened": r.problem or ""} if damaged else {}),
@@ -47,18 +52,17 @@ def listing(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def reopen(store: RunStore, run: Run) -> None:
-    """Put a kept run back on the Generate page, as its result with the settings that made it, and go there; one
-    line saying why where it cannot be."""
+def reopen_run(run_id: int) -> None:
+    """The Reopen button's callback (it runs before the page is drawn, so the settings of every page, the
+    sidebar's model among them, can still be set): the run back on its page as its result, with that page's
+    settings as they were; the page is switched to on the rerun, or one line says why it cannot be."""
+    store = RunStore()
     try:
-        if run.problem is not None:
-            raise UserError(run.problem)
-        result = GenerateResult.reopened(run, *store.trace(run.id))
+        result = reopen(store.get(run_id), store)
     except UserError as e:
-        st.error(f"Run #{run.id} cannot be reopened: {e}")
+        st.session_state[REOPENED] = (None, f"Run #{run_id} cannot be reopened: {e}")
         return
-    result.keep()
-    st.switch_page("sections/generate.py")
+    st.session_state[REOPENED] = (type(result).page_file, None)
 
 
 def delete(store: RunStore, chosen: list[Run]) -> None:
@@ -77,74 +81,78 @@ def delete(store: RunStore, chosen: list[Run]) -> None:
 def compare(store: RunStore, chosen: list[Run]) -> None:
     entries = []
     for r in chosen:
+        if TRACE not in r.parts and r.problem is None:
+            st.caption(
+                f"Run #{r.id} ({KINDS[r.page].title if r.page in KINDS else r.page}) has no trace to draw."
+            )
+            continue
         try:
             if r.problem is not None:
                 raise UserError(r.problem)
-            trace, _ = store.trace(r.id)
+            trace, meta = store.trace(r.id)
         except UserError as e:
             st.warning(f"Run #{r.id} is left out: {e}")
             continue
-        entries.append(history.entry(f"#{r.id}: {r.label}", trace, r.summary, r.num_layers))
+        entries.append(history.entry_of(trace, meta, r.summary))  # named by what made it, as on every page
+        entries[-1]["run"] = f"#{r.id}: {entries[-1]['name']}"
     if not entries:
         return
-    figures.show(history.figure(entries), "history_fig", "runs")
-    speedup = st.column_config.NumberColumn(format="%.2fx")
+    styles = figures.run_styles({e["name"]: e["family"] for e in entries})  # as every page draws the run
+    figures.show(history.figure(entries, styles), "history_fig", "runs")
     table = history.table(entries)
-    st.dataframe(
-        table,
-        hide_index=True,
-        placeholder="-",
-        column_config={
-            **{c: speedup for c in table.columns if "speedup" in c},
-            column_title("kv_saved_fraction"): st.column_config.NumberColumn(format="percent"),
-        },
-    )
+    config = history.table_config(table)
+    st.dataframe(table, hide_index=True, placeholder="-", column_config=config, row_height=history.WRAPPED)
 
 
 def main() -> None:
+    went, why = st.session_state.pop(REOPENED, (None, None))
+    if went:
+        st.switch_page(went)
     st.title("Run history")
     store = RunStore()
     st.caption(
-        f"Every Generate run, kept in `{store.root}` (its trace as Parquet, an SQLite index; "
-        "`SKIPCORE_APP_RUNS` moves it). Pick runs in the table to compare, reopen or delete them."
+        f"Every Generate run, small sweep, tuning search, comparison and lens run, kept in `{store.root}` (its tables as "
+        "Parquet, an SQLite index; `SKIPCORE_APP_RUNS` moves it). Pick runs in the table to compare, reopen or "
+        "delete them; a reopened run comes back on its page with the settings that made it."
     )
     try:
         runs = store.runs()
     except UserError as e:
         st.error(f"The run history cannot be read: {e}")
         return
-    for failed in st.session_state.pop(DELETED, []):
+    for failed in [*st.session_state.pop(DELETED, []), *([why] if why else [])]:
         st.error(failed)
     if not runs:
-        st.info("No runs yet: each press of **Generate** on the Generate page is kept here.")
+        st.info(
+            "No runs yet: each press of **Generate**, **Run sweep** (Trade-offs), **Run search** (Tune), "
+            "**Run all** (Compare) and **Run the lens** is kept here."
+        )
         return
-    table = listing(runs)
-    speedup = st.column_config.NumberColumn(format="%.2fx")
+    table, shown, config = history.listing_view(listing(runs))  # narrow enough for a 1024 px screen
     picked = st.dataframe(
         table,
         hide_index=True,
         key="history_table",
         on_select="rerun",
         selection_mode="multi-row",
-        column_config={
-            "run": st.column_config.NumberColumn(format="#%d", width="small"),
-            "tokens": st.column_config.TextColumn(width="small"),
-            "layer speedup": speedup,
-            "FLOPs speedup": speedup,
-        },
+        column_order=shown,
+        column_config=config,
+        row_height=history.WRAPPED,
     )
     rows = picked.selection.rows if picked is not None else []
     chosen = [runs[i] for i in rows] or runs[:1]
     if not rows:
         st.caption(f"Nothing picked: showing the newest run, #{runs[0].id}.")
     c1, c2 = st.columns(2)
-    if c1.button(
-        f"Reopen run #{chosen[0].id} on the Generate page",
+    kind = KINDS.get(chosen[0].page)
+    c1.button(
+        f"Reopen run #{chosen[0].id} on the {kind.page_title if kind else chosen[0].page} page",
         key="history_reopen",
         disabled=len(chosen) != 1,
-        help="one run at a time",
-    ):
-        reopen(store, chosen[0])
+        help="one run at a time: its page shows it again, with the settings that made it",
+        on_click=reopen_run,
+        args=(chosen[0].id,),
+    )
     if c2.button(
         f"Delete {'run #' + str(chosen[0].id) if len(chosen) == 1 else f'{len(chosen)} runs'}",
         key="history_delete",

@@ -16,15 +16,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.dashboard import provenance, results, state, views
+from app.dashboard import figures, provenance, results, state, views
 from app.dashboard.address import KEEP
+from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.provenance import prompts_setting, setting
 from app.dashboard.results import LensComparison
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS
+from app.dashboard.trained import chat_prompts, prompt_format
 from skipcore.errors import UserError
+from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
-from skipcore.lens.summary import FULL_DEPTH
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
@@ -50,33 +52,76 @@ def settings_now(schedule, prompts: list[str], max_new: int, batch_size: int, to
         "model": setting(choice.shown(), choice.source),
         "schedule": setting(schedule.describe(), schedule.to_dict()),
         "prompts": prompts_setting(prompts),
-        "tokens": setting(str(max_new)),
+        "max new tokens": setting(str(max_new)),
         "batch size": setting(str(batch_size)),
         "the schedule reads": setting(tokens),
     }
 
 
+def work(engine, schedule, prompts: list[str], max_new: int, batch_size: int, tokens: str) -> list:
+    """What `Run the lens` decodes, for its time estimate: full depth and the schedule's path (and its own
+    decode), each token's read-out at every layer costing about the LM head once per layer."""
+    from skipcore.measure.costs import head_share
+    from skipcore.measure.estimate import Decodes
+
+    if not prompts:
+        return []
+    heads = 1 + round(engine.num_layers * head_share(engine.adapter.shapes))
+    share = 1 / schedule.layer_speedup(max(2, max_new))
+    n, t = len(prompts), prompt_tokens(engine, prompts)
+    depths = [1.0, share, *([share] if tokens == OWN else [])]
+    return [Decodes(n, max_new, batch_size, t, d, times=heads) for d in depths]
+
+
 def run(
-    engine, prompts: list[str], schedule, max_new: int, batch_size: int, tokens: str, settings: dict
+    engine,
+    prompts: list[str],
+    schedule,
+    max_new: int,
+    batch_size: int,
+    tokens: str,
+    settings: dict,
+    sent=None,
+    estimate=None,
 ) -> None:
+    """Run the lens and keep its result (in the session and the run history); `sent`: the prompts as the model
+    reads them (an instruct model's in its chat template), `prompts` as the page shows them."""
     what = f"{len(prompts)} prompts × {max_new} tokens"
-    bar = st.progress(0.0, text=f"Reading every layer of {what}…")
+    bar, left = st.progress(0.0, text=f"Reading every layer of {what}…"), TimeLeft(estimate)
+    given = sent.prompts if sent is not None else prompts
 
     def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"Reading every layer of {what}: batch {done} of {total}")
+        said = f"Reading every layer of {what}: batch {done} of {total}; {left.words(done / total)}"
+        bar.progress(done / total, text=said)
 
     try:
-        cmp = compare_with_full_depth(engine, prompts, schedule, max_new, batch_size, progress=progress)
+        cmp = compare_with_full_depth(engine, given, schedule, max_new, batch_size, progress=progress)
         path = cmp.path
         if tokens == OWN:
             bar.progress(1.0, text=f"Reading the schedule's own decode of {what}…")
-            path = layer_lens(engine, prompts, schedule, max_new, batch_size)
+            path = layer_lens(engine, given, schedule, max_new, batch_size)
     except UserError as e:
         bar.empty()
         st.error(f"The lens failed: {e}")
         return
     bar.progress(1.0, text=f"Read every layer of {what}")
-    LensComparison(prompts, schedule.describe(), tokens, cmp.full, path, cmp.agreement, settings).keep()
+    LensComparison(prompts, schedule.describe(), tokens, cmp.full, path, cmp.agreement, settings).kept()
+
+
+def names(result: LensComparison) -> dict[str, str]:
+    """'full' and 'path' -> each side's run, named by everything that made it (`skipcore.labels.metadata_label`)."""
+    return {"full": metadata_label(result.full.metadata), "path": metadata_label(result.path.metadata)}
+
+
+def colors(result: LensComparison) -> dict[str, str]:
+    """Each side's run name -> its colour, the session's for that run on every page (`figures.run_styles`)."""
+    runs = {
+        metadata_label(res.metadata): run_family(
+            res.metadata.get("policy"), res.metadata.get("mode"), res.metadata.get("schedule")
+        )
+        for res in (result.full, result.path)
+    }
+    return {name: style.color for name, style in figures.run_styles(runs).items()}
 
 
 def show_agreement(result: LensComparison) -> None:
@@ -93,7 +138,9 @@ def show_agreement(result: LensComparison) -> None:
     c[1].metric("Decode tokens", f"{a.tokens}")
     c[2].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="of the schedule's path shown below")
     c[3].metric("Mean layers run", f"{s['mean_layers_run']:.1f} of {path.num_layers}")
-    st.plotly_chart(agreement_figure({result.label: a}), key="lens_agreement", width="stretch")
+    name = names(result)["path"]
+    fig = agreement_figure({name: a}, colors=colors(result))
+    figures.show(fig, "lens_agreement", "lens-agreement", run=name)
 
 
 def show_heatmaps(result: LensComparison) -> None:
@@ -104,10 +151,11 @@ def show_heatmaps(result: LensComparison) -> None:
         sample = views.sample_picker(full.trace, "lens_sample", result.prompts)
     width = max(t[t["sample"] == sample]["step"].max() for t in (full.table, path.table)) + 1
     on = "full depth's output" if result.tokens == FORCED else "its own decode"
+    st.caption(f"Left: **{names(result)['full']}**. Right: **{names(result)['path']}**, on {on}.")
     left, right = st.columns(2)
     for col, res, title in (
         (left, full, "Full depth"),
-        (right, path, f"{result.label}, on {on}"),
+        (right, path, f"The schedule's path, on {on}"),
     ):
         fig = lens_heatmap(res.table, sample, stat, title=title)
         fig.update_xaxes(range=[-0.5, width - 0.5])  # the same token columns in both panels
@@ -119,11 +167,10 @@ def show_heatmaps(result: LensComparison) -> None:
 
 
 def show_layers(result: LensComparison) -> None:
-    summaries = {
-        FULL_DEPTH: layer_summary(result.full.table),
-        result.label: layer_summary(result.path.table),
-    }
-    st.plotly_chart(layer_summary_figure(summaries, title=""), key="lens_layers", width="stretch")
+    full, path = names(result)["full"], names(result)["path"]
+    summaries = {full: layer_summary(result.full.table), path: layer_summary(result.path.table)}
+    fig = layer_summary_figure(summaries, title="", colors=colors(result))
+    figures.show(fig, "lens_layers", "lens-per-layer", run=path)
     with st.expander("Per-layer table"):
         for name, s in summaries.items():
             st.markdown(f"**{name}**")
@@ -135,7 +182,8 @@ def show_downloads(result: LensComparison) -> None:
         run_id = res.metadata["run_id"]
         cols = st.columns(len(DOWNLOAD_FORMATS))
         for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
-            make = partial(lens_download, res.table, res.metadata, fmt, f"lens-{name}-{run_id}")
+            stem = f"lens-{name}_{file_stem(metadata_label(res.metadata), 100)}_{run_id}"
+            make = partial(lens_download, res.table, res.metadata, fmt, stem)
             data, file_name, mime = results.download(f"lens_{name}", run_id, fmt, make)
             col.download_button(
                 f"{name}: {label}",
@@ -159,14 +207,17 @@ def main() -> None:
         "the layers the token ran."
     )
     prompts = views.prompt_picker("lens")
+    sent = chat_prompts("lens", engine, prompts)
     c1, c2, c3 = st.columns([2, 1, 2])
     max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="lens_max_new", **KEEP)
     batch_size = c2.number_input("Batch size", 1, 64, min(8, max(1, len(prompts))), key="lens_batch", **KEEP)
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
-    now = settings_now(schedule, prompts, int(max_new), int(batch_size), tokens)
+    now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}
+    todo = work(engine, schedule, sent.prompts, int(max_new), int(batch_size), tokens)
+    estimate = show_estimate(engine, todo, "Run the lens")
     if st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts):
-        run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now)
-    result = LensComparison.last()
+        run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now, sent, estimate)
+    result = LensComparison.shown(now)
     if result is None:
         st.info("Choose prompts and press **Run the lens**.")
         return
@@ -177,9 +228,9 @@ def main() -> None:
     st.subheader("Per layer")
     show_layers(result)
     st.subheader("Outputs")
-    texts = {"prompt": result.prompts, FULL_DEPTH: result.full.texts}
+    texts = {"prompt": result.prompts, names(result)["full"]: result.full.texts}
     if result.tokens == OWN:  # teacher-forced, the schedule's path was fed full depth's text
-        texts[result.label] = result.path.texts
+        texts[names(result)["path"]] = result.path.texts
     st.table(texts)  # wrapped, never cut off
     st.subheader("Downloads")
     show_downloads(result)

@@ -15,6 +15,7 @@ import streamlit as st
 
 from app.dashboard import figures, paths, provenance, state, sweeps
 from app.dashboard.address import KEEP
+from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
@@ -25,7 +26,7 @@ from app.dashboard.tracefiles import read_uploaded_table
 from app.dashboard.trained import generation_defaults
 from skipcore import plots
 from skipcore.errors import UserError
-from skipcore.labels import column_title, setting_label, sweep_policies
+from skipcore.labels import column_title, sweep_policies
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
 from skipcore.policies import POLICY_CLASSES
@@ -104,7 +105,7 @@ def uploaded_sweep() -> pd.DataFrame | None:
 
 def small_sweep() -> pd.DataFrame | None:
     """Settings for a few-minute sweep on the chosen model; the result stays until the next run."""
-    from app.dashboard.runsweep import DONE, RUNNING, SweepSettings, run_small_sweep
+    from app.dashboard.runsweep import DONE, RUNNING, SweepSettings, run_small_sweep, sweep_work
 
     choice = current_choice()
     engine = get_engine(choice)
@@ -161,27 +162,32 @@ def small_sweep() -> pd.DataFrame | None:
         "model": setting(choice.shown(), choice.source),
         "sweep": setting(settings.words(), asdict(settings)),
     }
+    estimate = show_estimate(engine, sweep_work(engine, choice.source, settings), "Run sweep", always=True)
     if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or running)):
-        bar, table = st.progress(0.0, text="Starting…"), st.empty()
+        bar, table, left = st.progress(0.0, text="Starting…"), st.empty(), TimeLeft(estimate)
 
         def progress(status: pd.DataFrame) -> None:
             done = int((status["status"] == DONE).sum())
             running = status.loc[status["status"] == RUNNING, "setting"]
             doing = f"running {running.iloc[0]}" if len(running) else "finished"
-            bar.progress(done / len(status), text=f"{done} of {len(status)} settings done; {doing}")
-            table.dataframe(status, hide_index=True, column_config=PROGRESS_COLUMNS)
+            share = done / len(status)
+            said = f"{done} of {len(status)} settings done; {doing}; {left.words(share)}"
+            bar.progress(share, text=said)
+            table.dataframe(status, hide_index=True, column_config=PROGRESS_COLUMNS, placeholder="-")
 
         try:
             df = run_small_sweep(engine, choice.source, settings, progress)
-            SweepResult(df, now).keep()
+            SweepResult(df, now).kept()
         except UserError as e:
             st.error(f"The sweep failed: {e}")
         else:
             table.empty()  # every setting is done: the charts and tables below say the rest
-    stored = SweepResult.last()
+    stored = SweepResult.shown(now)
     if stored is None:
         return None
     provenance.show(stored.settings, now, "Run sweep")
+    if stored.run_id is not None:
+        st.caption(f"Kept as run #{stored.run_id} in the run history.")
     c1, c2 = st.columns(2)
     table = stored.table
     c1.download_button(
@@ -265,7 +271,7 @@ def draw(df: pd.DataFrame) -> None:
     apart = [c for c in ("batch_size", "model_role") if c in df and c != color]
     span = df[y].dropna()
     pad = 0.05 * float(span.max() - span.min() or 1.0)
-    y_domain = (float(span.min()) - pad, float(span.max()) + pad)
+    y_domain = (min(0.0, float(span.min()) - pad), float(span.max()) + pad)  # from 0, shared by both charts
     axes = [("theoretical", x_theory), *([("measured", measured_x)] if measured_x else [])]
     for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
         shown = [*tips, *([sweeps.MEASURED_OF] if sweeps.MEASURED_OF in df and x == sweeps.MEASURED else [])]
@@ -290,9 +296,12 @@ def draw(df: pd.DataFrame) -> None:
         "Theoretical speedup counts "
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
         "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "
-        "a cross marks a timing flagged as implausible for the work saved (hover for the reason). A model and "
-        "its base model share a colour (the base model lighter), each with its own marker."
+        "a cross marks a timing flagged as implausible for the work saved (hover for the reason). "
+        + sweeps.colour_words(df, color)
     )
+    missing = sweeps.no_measured_chart(df, None if x_measured == NONE else x_measured, measured)
+    if missing:
+        st.info(f"No measured chart: {missing}", icon=":material/timer_off:")
     if measured_x == sweeps.MEASURED:
         st.caption(
             f"Measured axis `{sweeps.MEASURED}`: the decode-step speedup where it was measured, else the end-to-end "
@@ -313,8 +322,8 @@ def draw(df: pd.DataFrame) -> None:
         st.subheader(f"Pareto front of {front_of}, {what} speedup")
         front = fronts(df if front_rows is None else front_rows, x, y)  # measured: one front per machine
         extra = [f"{x}_lo", f"{x}_hi", "timing_flag", MACHINE] if what == "measured" else []
-        cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips]) if c in front]
-        show_rows(front[cols], f"to_front_{what}")
+        cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips, *front.columns]) if c in front]
+        show_rows(front[cols], f"to_front_{what}", x, y, "measured" if what == "measured" else "front")
     dynamic = sweeps.against_static_front(df, x_theory, y)
     if dynamic is not None:
         st.subheader("Dynamic policies against the static front")
@@ -324,29 +333,40 @@ def draw(df: pd.DataFrame) -> None:
             "(within 0.05) or below it; beyond when no static schedule is as fast. Rows without a "
             f"{column_title(x_theory)} are not placed."
         )
-        cols = [
-            c for c in dict.fromkeys([color, x_theory, y, f"front_{y}", "vs_front", "front_position", *tips])
-        ]
-        show_rows(dynamic[[c for c in cols if c in dynamic]], "to_vs_static")
+        first = [color, x_theory, y, f"front_{y}", "vs_front", "front_position", *tips, *dynamic.columns]
+        cols = [c for c in dict.fromkeys(first) if c in dynamic]  # the setting's words need all its columns
+        show_rows(dynamic[cols], "to_vs_static", x_theory, y, "dynamic")
     with st.expander(f"All {len(df)} rows"):
         st.dataframe(df, hide_index=True, key="to_all_rows")
 
 
-def show_rows(rows: pd.DataFrame, key: str) -> None:
-    """Sweep rows as a table that fits: each row's setting in words first, the columns no row fills left out,
-    every column titled in words and its numbers rounded as the quantity reads (the data keeps its names)."""
-    shown = rows.loc[:, [c for c in rows.columns if not rows[c].isna().all()]]
-    shown.insert(min(1, len(shown.columns)), "setting", [setting_label(r) for _, r in rows.iterrows()])
+TABLE_WIDTHS = {sweeps.SETTING: 230, sweeps.INTERVAL: 100, sweeps.POSITION: 100, "timing_flag": 120}
+NUMBER_WIDTH = 68  # px: a speedup or a score; with the setting column, a table fits a 1024 px screen's page
+WRAP_AT = 38  # characters of a setting past which its column wraps (taller rows) rather than cut it off
+
+
+def show_rows(rows: pd.DataFrame, key: str, x: str, y: str, kind: str = "front") -> None:
+    """Sweep rows as a table that fits the page at 1024 px (`sweeps.table_view`): the setting in words, its speed
+    next to its quality, and what the table adds; long settings wrap; every header short, its full title on
+    hover; numbers rounded as the quantity reads. The data keeps every column."""
+    out, shown = sweeps.table_view(rows, x, y, kind)
     config = {}
-    for c in shown.columns:
-        numeric = pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])
-        fmt = "%.2fx" if "speedup" in c else "%.1f" if c in sweeps.quality_columns(shown) else "%.3g"
-        config[c] = (
-            st.column_config.NumberColumn(column_title(c), format=fmt)
-            if numeric
-            else st.column_config.TextColumn(column_title(c))
-        )
-    st.dataframe(shown, hide_index=True, key=key, column_config=config, placeholder="-")
+    for c in shown:
+        numeric = pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c])
+        fmt = "%.2fx" if "speedup" in c else "%.1f" if c in sweeps.quality_columns(out) else "%.3g"
+        label, width = sweeps.short_header(c, x, y), TABLE_WIDTHS.get(c, NUMBER_WIDTH)
+        column = st.column_config.NumberColumn if numeric else st.column_config.TextColumn
+        config[c] = column(label, help=column_title(c), width=width, **({"format": fmt} if numeric else {}))
+    wrap = out[sweeps.SETTING].str.len().max() > WRAP_AT
+    st.dataframe(
+        out,
+        hide_index=True,
+        key=key,
+        column_order=shown,
+        column_config=config,
+        placeholder="-",
+        row_height=66 if wrap else None,  # above 64 px a row's text wraps, two lines
+    )
 
 
 def main() -> None:

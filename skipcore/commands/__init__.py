@@ -1,11 +1,11 @@
-"""`python -m skipcore ...`: generate, lens, train, sweep, bench, data and models.
+"""`python -m skipcore ...`: generate, lens, train, sweep, tune, bench, data and models.
 
 Everything that parses flags lives in this package; the library (`skipcore`) never imports it. Each
 subcommand's module registers itself with `add_parser(subparsers)`; this module only parses (a bad flag is one
 line), dispatches and turns a user's mistake (UserError) into one clear line and a non-zero exit, never a
 traceback; output whose reader has gone (`skipcore models | head -3`) ends the command quietly, as Unix tools end.
 
-The modules, one idea each: one per subcommand (`generate`, `lens`, `train`, `sweep`, `bench`, `data`: its flags
+The modules, one idea each: one per subcommand (`generate`, `lens`, `train`, `sweep`, `tune`, `bench`, `data`: its flags
 and its run), `common` (the flag kits several subcommands share, each option declared once), `decoding`
 (the decoding flags to an engine, prompts, a schedule and a policy, whose flags each policy's parameters give),
 `executor_args` (where a sweep's grid runs).
@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "lens": "the layer lens: what each layer would predict for every generated token, along the layers it ran",
     "train": "full-depth, skip-aware or elastic training (accelerate-ready)",
     "sweep": "quality versus speedup over policies, schedules and batch sizes (resumable)",
+    "tune": "search for the fastest schedule that keeps a quality floor on held-out data (Optuna; resumable)",
     "bench": "measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones",
     "data": "write the synthetic E2E-style corpus (train/dev/test CSV)",
     "models": "list the shipped and installable real models (sizes, head ceiling, licence, install command)",

@@ -180,6 +180,9 @@ def add_prompt_args(p: argparse.ArgumentParser, limit: int = 8) -> None:
     src.add_argument(
         "--limit", type=int, default=limit, help="dataset prompts to take (default: %(default)s)"
     )
+    p.add_argument(
+        "--raw-prompt", action="store_true", help="no chat template: an instruct model gets the text as is"
+    )
 
 
 def add_threads_arg(p: argparse.ArgumentParser) -> None:

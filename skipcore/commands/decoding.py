@@ -89,16 +89,19 @@ def apply_generation_defaults(args: argparse.Namespace) -> None:
 
 
 def engine_prompts_policy(args: argparse.Namespace):
-    """What a decoding command runs: the model's engine, the prompts, and the policy the flags describe, each
-    checked (the request in the command line's words) before the first batch."""
+    """What a decoding command runs: the model's engine, the prompts (in an instruct model's chat template unless
+    --raw-prompt: `args.sent` says how they went), and the policy the flags describe, each checked (the request
+    in the command line's words) before the first batch."""
     from skipcore.decode.engine import SkipEngine
+    from skipcore.models.chat import prompts_for_model
     from skipcore.models.loading import load_model
 
-    prompts = read_prompts(args)
     model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
+    args.sent = prompts_for_model(args.model, tokenizer, read_prompts(args), args.raw_prompt)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
-    check_generation_request(engine, prompts, args)
-    return engine, prompts, policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
+    check_generation_request(engine, args.sent.prompts, args)
+    policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
+    return engine, args.sent.prompts, policy
 
 
 def add_policy_args(p: argparse.ArgumentParser, policies: Mapping[str, type] = POLICY_CLASSES) -> None:

@@ -17,6 +17,7 @@ from skipcore.commands.common import (
 from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
 from skipcore.errors import UserError
 from skipcore.files import check_output_path
+from skipcore.models.chat import empty_output_warning
 
 
 # -- generate -----------------------------------------------------------------------------------------------
@@ -94,9 +95,11 @@ def run_generate(args: argparse.Namespace) -> int:
         print(text.replace("\n", " ").strip())
     if trace_path is not None:
         write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
+    notes = [] if args.quiet else [args.schedule_note, args.sent.note]
+    for line in [*notes, empty_output_warning(result.texts, args.sent)]:
+        if line:
+            print(line, file=sys.stderr)
     if not args.quiet:
-        if getattr(args, "schedule_note", None):
-            print(args.schedule_note, file=sys.stderr)
         line = summary_line(policy.label(), result.summary)
         print(line + (f", trace {trace_path}" if trace_path else ""), file=sys.stderr)
     if args.timing_repeats:

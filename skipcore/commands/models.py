@@ -66,7 +66,8 @@ def _row(entry) -> tuple[str, ...]:
     """One model's line: its sizes from its config (a GGUF model's from its file's header: listing converts
     nothing), or "-" where it is not installed or cannot be read."""
     from skipcore.adapters import shapes_from_config
-    from skipcore.measure.costs import head_ceiling, head_share
+    from skipcore.measure.costs import head_share
+    from skipcore.measure.theory import flops_ceiling
     from skipcore.models.loading import load_config
     from skipcore.models.reference import resolve_model
 
@@ -83,5 +84,5 @@ def _row(entry) -> tuple[str, ...]:
         status += " (unreadable)"
     else:
         size, vocab = f"{s.num_layers} x {s.hidden_size}", f"{s.vocab_size:,}"
-        share, ceiling = f"{head_share(s):.0%}", f"{head_ceiling(s):.2f}x"
+        share, ceiling = f"{head_share(s):.0%}", f"{flops_ceiling(s):.2f}x"
     return (entry.name, entry.kind, size, vocab, share, ceiling, entry.licence, status)

@@ -8,7 +8,9 @@ device, and running one in any process), `executors` (where units run: the inter
 written at once by this process alone, resumable), `store` (the results file: one writer, rows keyed by setting,
 atomic), `quality` (generated text scored against references beside its run's costs, and the sweep's Markdown
 tables), `transformers_baseline` (transformers' own `generate(assistant_early_exit=n)`, the public baseline),
-`bench` (wall-clock tokens/s of our paths against `generate()` on random-weight models).
+`bench_plan` (what a bench run times, checked before any model is built), `bench` (wall-clock tokens/s of our
+paths against `generate()`, paired with full depth), `bench_results` (the bench's results file and table, written
+after every setting), `bench_summary` (a results file in a few lines, and the GPU plan's targets).
 The names below are the sweep API and the executors.
 """
 

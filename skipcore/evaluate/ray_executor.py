@@ -165,6 +165,20 @@ class RayExecutor:
         """Torch threads of a task: --threads where given, else the CPUs it asked for."""
         return cfg.threads or max(1, int(self.cpus_per_task))
 
+    @contextlib.contextmanager
+    def session(self):
+        """One Ray connection for several `run`s (a tune's rounds of trials): opened here unless one is open, and
+        closed after, so a private instance starts once and its workers keep their models between runs."""
+        with contextlib.redirect_stdout(sys.stderr):
+            opened = self._connect()
+        try:
+            yield
+        finally:
+            if opened:
+                import ray
+
+                ray.shutdown()
+
     # -- the run ----------------------------------------------------------------------------------------------
     def run(
         self,

@@ -11,7 +11,9 @@ tensors), `safetensors_header` (whether a safetensors file is whole, from its he
 adapters: put on for training, saved small, loaded back merged), `shipped` (where the shipped `data/` is, from
 any folder), `training_record` (the `skipcore_training.json` a skipcore-trained model carries: built, written
 and read there only), `generation_defaults` (how a skipcore-trained model decodes by default: its decay span,
-length and the horizon a target speedup is met over), `random_models` (public checkpoints' shapes with random
+length and the horizon a target speedup is met over; whether a model runs at full depth by default, with its
+note), `chat` (an instruct model's prompts in its chat template, or raw; an output that says nothing, flagged),
+`random_models` (public checkpoints' shapes with random
 weights, for the bench and the designer), `testing` (tiny random models of every family, saved with a
 tokenizer, for tests and offline demos).
 """

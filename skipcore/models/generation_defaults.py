@@ -45,6 +45,25 @@ def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
 
 
 SKIP_AWARE = ("fixed", "elastic")  # the training objectives that teach a model to skip
+# why a model runs at full depth by default, as every front end says it (each with its own way to skip)
+FULL_DEPTH_NOTE = (
+    "{model} was not trained skip-aware, so it {ran} at full depth; {how} to skip layers (expect a loss of "
+    "quality without skip-aware training)"
+)
+CLI_HOW = "pass --schedule linear --target-speedup T"
+
+
+def skip_aware(model: str | Path) -> bool:
+    """The model was fine-tuned by skipcore with skipping switched on (a fixed schedule, or elastic targets), as
+    its training record says: only such a model keeps its quality when layers are skipped. False for any other
+    model (a real pretrained model's short name, a hub id, a folder without a record)."""
+    local = Path(model).expanduser()
+    return local.is_dir() and (read_record(local) or {}).get("objective") in SKIP_AWARE
+
+
+def full_depth_note(model: str, how: str = CLI_HOW, ran: str = "ran") -> str:
+    """The note a front end gives where a model not trained skip-aware runs at full depth by default."""
+    return FULL_DEPTH_NOTE.format(model=model, ran=ran, how=how)
 
 
 @dataclass(frozen=True)
@@ -77,13 +96,10 @@ def decoding_for(
     defaults = generation_defaults(model) if local else {}
     note = ""
     if shape is None:
-        trained = ((read_record(model) if local else None) or {}).get("objective") in SKIP_AWARE
+        trained = skip_aware(model)
         shape = "custom" if custom else "linear" if (skip_asked or trained or not static) else "full"
         if shape == "full":
-            note = (
-                f"note: {model} was not trained skip-aware, so it ran at full depth; pass --schedule linear "
-                "--target-speedup T to skip layers (expect a loss of quality without skip-aware training)"
-            )
+            note = f"note: {full_depth_note(model)}"
     max_new = max_new_tokens if max_new_tokens is not None else int(defaults.get("max_new_tokens", 32))
     if decay_span is None and defaults.get("decay_span"):
         decay_span = int(defaults["decay_span"])

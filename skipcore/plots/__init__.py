@@ -4,9 +4,10 @@ Altair for trade-offs.
 The pieces, one idea each: `schedule` (budgets per step and layer masks), `trace` (which layers made each token,
 with its text and costs on hover), `costs` (FLOPs and KV bytes per step against full depth, the KV cache's
 entries), `latency` (time per batch step), `tradeoffs` (quality against speedup, the Pareto front, a sweep's
-series), `series` (lines of a long table in the house style), `lens` (the layer lens's heatmap, per-layer summary
-and agreement), `style` (the colours every figure takes), `export` (a figure saved as PNG or SVG from Python:
-kaleido for Plotly, vl-convert for Altair).
+series), `tune` (a tune's trials on that plane, with its floor, front and chosen setting), `series` (lines of a
+long table in the house style), `lens` (the layer lens's heatmap, per-layer summary and agreement), `style` (the
+colours every figure takes), `export` (a figure saved as PNG or SVG from Python: kaleido for Plotly, vl-convert for
+Altair).
 
 Nothing here imports a UI toolkit: every function takes plain data (a Schedule, a trace, a sweep or lens table)
 and returns a figure or a frame, so a notebook draws exactly what the dashboard shows. The names below are what
@@ -36,6 +37,7 @@ from skipcore.plots.series import series_figure
 from skipcore.plots.style import ACTUAL_COLOR, DRAFT_COLOR, FULL_COLOR, KV_HOLE, MASK_COLORSCALE, RAN, SKIPPED
 from skipcore.plots.trace import display_token, exit_heatmap, sample_rows, stacked_exit_heatmap
 from skipcore.plots.tradeoffs import speedup_comparison_chart, sweep_series, tradeoff_chart
+from skipcore.plots.tune import tune_chart
 
 __all__ = [
     "ACTUAL_COLOR",
@@ -70,4 +72,5 @@ __all__ = [
     "theoretical_steps",
     "theoretical_summary",
     "tradeoff_chart",
+    "tune_chart",
 ]

@@ -12,8 +12,11 @@ from plotly.subplots import make_subplots
 from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, INK, KV_HOLE, RAN, SKIPPED
 
 
-def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step") -> go.Figure:
-    """FLOPs per decode step and KV-cache bytes after each step, each against full depth.
+def cost_figure(
+    steps: pd.DataFrame, title: str = "Compute and KV cache per step", color: str = ACTUAL_COLOR
+) -> go.Figure:
+    """FLOPs per decode step and KV-cache bytes after each step, each against full depth; what the run spent in
+    `color` (its family's: a skip schedule's blue by default).
 
     Takes one row per step with trace columns: a theoretical frame or one sample of a trace. Step 0 (the
     prefill) is left off the FLOPs panel because it dwarfs every decode step; its cost is in the speedups.
@@ -27,16 +30,16 @@ def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step
     decode = steps[steps["step"] >= 1]
     # what a token cost, the policy's own work included where the trace has it (CALM's heads, speculative drafts)
     spent = ("flops_total", "spent") if "flops_total" in steps else ("flops", "schedule")
-    for col, name, color, dash in (
+    for col, name, hue, dash in (
         ("flops_full", "full depth", FULL_COLOR, "dash"),
-        (*spent, ACTUAL_COLOR, None),
+        (*spent, color, None),
     ):
         fig.add_trace(
             go.Scatter(
                 x=decode["step"],
                 y=decode[col],
                 mode="lines",
-                line={"shape": "hv", "color": color, "dash": dash},
+                line={"shape": "hv", "color": hue, "dash": dash},
                 name=name,
                 legendgroup=name,
                 hovertemplate="step %{x}<br>%{y:.3s} FLOPs<extra>" + name + "</extra>",
@@ -44,16 +47,16 @@ def cost_figure(steps: pd.DataFrame, title: str = "Compute and KV cache per step
             row=1,
             col=1,
         )
-    for col, name, color, dash in (
+    for col, name, hue, dash in (
         ("kv_cache_bytes_full", "full depth", FULL_COLOR, "dash"),
-        ("kv_cache_bytes", "schedule", ACTUAL_COLOR, None),
+        ("kv_cache_bytes", "schedule", color, None),
     ):
         fig.add_trace(
             go.Scatter(
                 x=steps["step"],
                 y=steps[col],
                 mode="lines",
-                line={"color": color, "dash": dash},
+                line={"color": hue, "dash": dash},
                 name=name,
                 legendgroup=name,
                 showlegend=False,

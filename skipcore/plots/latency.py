@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from skipcore.plots.style import series_colors
+from skipcore.plots.style import ACTUAL_COLOR, DASHES
 
 
 def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
@@ -21,24 +21,28 @@ def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("step")
 
 
-def step_latency_figure(trace: pd.DataFrame, title: str = "Step latency") -> go.Figure:
-    """Wall-clock time of each batch step (shared by every row of the batch), one line per batch."""
+def step_latency_figure(
+    trace: pd.DataFrame, title: str = "Step latency", color: str = ACTUAL_COLOR
+) -> go.Figure:
+    """Wall-clock time of each batch step (shared by every row of the batch), one line per batch, all in the run's
+    `color` (its family's; batches are told apart by their dash and named on hover, never by another family's
+    hue)."""
     group = "batch" if "batch" in trace.columns else None
     per_step = batch_steps(trace)
     fig = go.Figure()
     batches = list(per_step.groupby(group)) if group else [(0, per_step)]
-    colours = series_colors([key for key, _ in batches])
-    for key, rows in batches:
+    for i, (key, rows) in enumerate(batches):
         fig.add_trace(
             go.Scatter(
                 x=rows["step"],
                 y=rows["step_ms"],
                 mode="lines+markers",
-                line={"color": colours[key]},
-                marker={"size": 4, "color": colours[key]},
+                line={"color": color, "dash": DASHES[i % len(DASHES)]},
+                marker={"size": 4, "color": color},
                 name=f"batch {key}",
                 customdata=rows["num_layers_run"],
-                hovertemplate="step %{x}: %{y:.2f} ms<br>%{customdata} layers<extra></extra>",
+                hovertemplate="step %{x}: %{y:.2f} ms<br>%{customdata} layers<extra>"
+                + f"batch {key}</extra>",
             )
         )
     fig.update_layout(

@@ -130,16 +130,20 @@ def _hover(r) -> str:
     )
 
 
-def layer_summary_figure(summaries: Mapping[str, pd.DataFrame], title: str = "Per layer") -> go.Figure:
+def layer_summary_figure(
+    summaries: Mapping[str, pd.DataFrame], title: str = "Per layer", colors: Mapping[str, str] | None = None
+) -> go.Figure:
     """Mean KL to the final read-out after each layer and mean residual cosine where the layer ran, one line
-    per path (`skipcore.lens.layer_summary` frames): layers with cosine near 1 change the stream little."""
+    per path (`skipcore.lens.layer_summary` frames): layers with cosine near 1 change the stream little. The
+    layer axis runs over the model's layers, 0 to L-1, and no further. `colors`: each path's colour (a run's,
+    as the page draws it everywhere), else the palette's."""
     fig = make_subplots(
         rows=1,
         cols=2,
         subplot_titles=("mean KL to final read-out (nats)", "mean cosine(input, output) where run"),
         horizontal_spacing=0.12,
     )
-    colours = series_colors(list(summaries))
+    colours = {**series_colors(list(summaries)), **(colors or {})}
     for name, s in summaries.items():
         color = colours[name]
         for col, (y, fmt) in enumerate((("kl_to_final", ".3f"), ("residual_cos", ".4f")), start=1):
@@ -157,7 +161,8 @@ def layer_summary_figure(summaries: Mapping[str, pd.DataFrame], title: str = "Pe
                 row=1,
                 col=col,
             )
-    fig.update_xaxes(title_text="layer", dtick=1)
+    last = max((int(s["layer"].max()) for s in summaries.values() if len(s)), default=0)
+    fig.update_xaxes(title_text="layer", dtick=1 if last < 32 else None, range=[-0.5, last + 0.5])
     fig.update_layout(
         title=title,
         height=360,
@@ -168,14 +173,17 @@ def layer_summary_figure(summaries: Mapping[str, pd.DataFrame], title: str = "Pe
 
 
 def agreement_figure(
-    agreements: Mapping[str, Agreement], title: str = "Agreement with full depth"
+    agreements: Mapping[str, Agreement],
+    title: str = "Agreement with full depth",
+    colors: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Per budget (layers of the token's own pass) and per decode step: the fraction of tokens whose path
-    ranks full depth's token first, teacher-forced on full depth's output."""
+    ranks full depth's token first, teacher-forced on full depth's output. `colors`: each path's colour (a
+    run's, as the page draws it everywhere), else the palette's."""
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("per budget", "per decode step"), horizontal_spacing=0.12
     )
-    colours = series_colors(list(agreements))
+    colours = {**series_colors(list(agreements)), **(colors or {})}
     for name, a in agreements.items():
         color = colours[name]
         b = a.by_budget

@@ -16,8 +16,11 @@ from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, MASK_COLORSCALE
 from skipcore.schedule import Schedule, mask_string
 
 
-def budget_figure(budgets: Sequence[int], num_layers: int, title: str = "Layer budget per step") -> go.Figure:
-    """n(s) as a step plot against full depth; step 0 is the prefill and always runs every layer."""
+def budget_figure(
+    budgets: Sequence[int], num_layers: int, title: str = "Layer budget per step", color: str = ACTUAL_COLOR
+) -> go.Figure:
+    """n(s) as a step plot against full depth; step 0 is the prefill and always runs every layer. `color`: the
+    schedule's family colour (its mode's; skip by default)."""
     steps = list(range(len(budgets)))
     fig = go.Figure()
     fig.add_trace(
@@ -35,7 +38,7 @@ def budget_figure(budgets: Sequence[int], num_layers: int, title: str = "Layer b
             x=steps,
             y=list(budgets),
             mode="lines+markers",
-            line={"shape": "hv", "color": ACTUAL_COLOR, "width": 2},
+            line={"shape": "hv", "color": color, "width": 2},
             marker={"size": 4},
             name="budget n(s)",
             hovertemplate="step %{x}<br>%{y} layers<extra></extra>",

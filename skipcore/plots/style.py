@@ -1,24 +1,33 @@
 """The figures' colours, in one place. A setting family's colour (full depth, skip, exit, middle, CALM-DEC,
 adaptive, speculative, transformers' generate()) is THE palette of `skipcore.labels`, beside the setting's label;
-the rest here is what only figures need: a mask's (and a lens's) skipped cells, a KV cache's holes, the Pareto
-front. Every figure builder in `skipcore.plots` (and the dashboard's adaptations of them) takes its colours from
-here; a test holds them to it.
+the rest here is what only figures need: a mask's (and a lens's) cells, a KV cache's holes, the Pareto front, and
+how runs of one family are told apart (`run_styles`: each run in its family's colour, with a dash of its own).
+Every figure builder in `skipcore.plots` (and the dashboard's adaptations of them) takes its colours from here; a
+test holds them to it.
+
+Blue is SkipDecode's skip mode and nothing else: a layer that ran is dark slate in every mask, whatever the mode.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from skipcore.labels import COLORS, series_colors
 
 FULL_COLOR = COLORS["full"][0]  # full depth, drawn dashed beside what a setting ran
-ACTUAL_COLOR = COLORS["skip"][0]  # what a schedule (SkipDecode's, by default) or a trace ran
-RAN, SKIPPED = ACTUAL_COLOR, "#e6e9ef"  # a layer mask's cells
+ACTUAL_COLOR = COLORS["skip"][0]  # what a skip schedule ran (another run is drawn in its family's colour)
+RAN, SKIPPED = "#3b4252", "#e6e9ef"  # a layer mask's cells: ran (dark slate, no family's hue), skipped
 MASK_COLORSCALE = [[0.0, SKIPPED], [0.5, SKIPPED], [0.5, RAN], [1.0, RAN]]
 DRAFT_COLOR = COLORS["speculative"][0]  # kept drafts of a speculative trace
 KV_HOLE = "#d62728"  # a K/V entry read but never written
-INK = "black"  # the Pareto front under every series, guide lines (where the prompt ends)
+INK = "black"  # the Pareto front under every series, guide lines (where the prompt ends), outliers' marks
+# runs of one family, told apart by their dash (plotly's names), in the order a session first shows them
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 __all__ = [
     "ACTUAL_COLOR",
+    "DASHES",
     "DRAFT_COLOR",
     "FULL_COLOR",
     "INK",
@@ -26,6 +35,9 @@ __all__ = [
     "MASK_COLORSCALE",
     "RAN",
     "SKIPPED",
+    "RunStyle",
+    "family_color",
+    "run_styles",
     "series_colors",
     "translucent",
 ]
@@ -35,3 +47,41 @@ def translucent(color: str, alpha: float) -> str:
     """'#1f4e9c', 0.2 -> 'rgba(31,78,156,0.2)': a palette colour as a band's fill."""
     r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha:g})"
+
+
+def family_color(family: str) -> str:
+    """A family's colour (`skipcore.labels.run_family`): 'skip' -> the skip hue; an unknown family is full depth's
+    grey, never a hue that means something else."""
+    return COLORS.get(family, COLORS["full"])[0]
+
+
+@dataclass(frozen=True)
+class RunStyle:
+    """How a run is drawn in every figure: its family's colour, and a dash that tells it from the other runs of
+    its family."""
+
+    color: str
+    dash: str = "solid"
+
+    def line(self, **more: object) -> dict:
+        """A plotly `line` dict: `go.Scatter(line=style.line(shape="hv"))`."""
+        return {"color": self.color, "dash": self.dash, **more}
+
+
+def run_styles(runs: Mapping[str, str], known: Mapping[str, RunStyle] | None = None) -> dict[str, RunStyle]:
+    """Each run (its name -> its family, `skipcore.labels.run_family`) in its family's colour, with the first dash
+    no other run of that family holds. A run in `known` (the runs a session has drawn so far) keeps its style, so
+    a run looks the same in every figure and on every page, whatever order the runs come in: colour says what
+    kind of run it is (skip, exit, CALM-DEC, ..., full depth), never its place in a list."""
+    known = dict(known or {})
+    out = {}
+    for name, family in runs.items():
+        style = known.get(name)
+        color = family_color(family)
+        if style is None or style.color != color:
+            taken = {s.dash for s in known.values() if s.color == color}
+            free = [d for d in DASHES if d not in taken]
+            style = RunStyle(color, free[0] if free else DASHES[len(taken) % len(DASHES)])
+            known[name] = style
+        out[name] = style
+    return out

@@ -23,6 +23,24 @@ MODEL_MARKS = (
     "triangle-down",
 )  # the model first, base models after
 MODEL_COLUMN = "model_label"  # added by `with_model_labels`: a row's model in words, the marker's legend
+FAR = 1.5  # a speedup this many times the largest of the others, and beyond Tukey's fence, is an outlier
+EDGE = 1.06  # the axis ends this far past the largest value it shows: no point cut in half
+
+
+def axis_reach(values: pd.Series) -> float | None:
+    """The largest value an axis shows when a few values lie far beyond the others (beyond Tukey's fence, Q3 + 1.5
+    IQR, and `FAR` times the largest of the rest: CALM at 13x and 27x in a sweep whose other settings reach 8x),
+    so they do not squeeze every other point into a corner; None when no value is that far."""
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    if len(v) < 5:
+        return None
+    q1, q3 = v.quantile(0.25), v.quantile(0.75)
+    fence = q3 + 1.5 * (q3 - q1)
+    inside = v[v <= fence]
+    if not len(inside):
+        return None
+    far = v > max(fence, FAR * float(inside.max()))
+    return float(v[~far].max()) if far.any() else None
 
 
 def with_model_labels(df: pd.DataFrame) -> pd.DataFrame:
@@ -67,6 +85,8 @@ def tradeoff_chart(
     its base model), each model has its own marker. A measured speedup with its interval (`<x>_lo`, `<x>_hi`
     columns, as the sweep writes them) gets horizontal error bars; a point whose timing was flagged as implausible
     (`timing_flag`) is crossed out. Axes, legends and tooltips say each column in words (`labels.column_title`).
+    Both axes start at 0; speedups far beyond the others (`axis_reach`) are drawn at the axis's end as a marked
+    triangle with their value, said in the subtitle, instead of stretching the axis.
     """
     data = with_model_labels(df.dropna(subset=[x, y]))
     if color and color in data:
@@ -82,12 +102,12 @@ def tradeoff_chart(
     fields = [color, MODEL_COLUMN if models else None, x, *([lo, hi] if interval else []), y, *tooltip]
     fields += ["timing_flag"] if flagged else []
     tips = [alt.Tooltip(c, title=column_title(c)) for c in dict.fromkeys(fields) if c and c in data]
-    padded = alt.Scale(
-        zero=False, padding=14
-    )  # the full-depth point sits at the edge of the data: not cut off
+    reach = axis_reach(data[x])
+    ends = [data[x].max(), *([data[hi].max()] if interval else [])]
+    top = EDGE * (reach if reach is not None else float(pd.Series(ends).max() if len(data) else 1.0))
     base = alt.Chart(data).encode(
-        x=alt.X(f"{x}:Q", title=column_title(x), scale=padded),
-        y=alt.Y(f"{y}:Q", title=column_title(y), scale=padded),
+        x=alt.X(f"{x}:Q", title=column_title(x), scale=alt.Scale(domain=[0, top], nice=False)),
+        y=alt.Y(f"{y}:Q", title=column_title(y), scale=alt.Scale(zero=True)),
         color=color_enc,
     )
     layers = []
@@ -103,6 +123,7 @@ def tradeoff_chart(
         layers.append(
             alt.Chart(front)
             .mark_line(
+                clip=True,
                 color=INK,
                 strokeDash=[6, 4],
                 strokeWidth=1.5,
@@ -111,9 +132,9 @@ def tradeoff_chart(
             )
             .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q", detail="machine:N")
         )
-    layers.append(base.mark_line(opacity=0.6).encode(order=f"{x}:Q"))
+    layers.append(base.mark_line(opacity=0.6, clip=True).encode(order=f"{x}:Q"))
     if interval:
-        layers.append(base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=f"{lo}:Q", x2=f"{hi}:Q"))
+        layers.append(base.mark_rule(strokeWidth=2, opacity=0.7, clip=True).encode(x=f"{lo}:Q", x2=f"{hi}:Q"))
     shape = (
         alt.Shape(
             f"{MODEL_COLUMN}:N",
@@ -126,7 +147,27 @@ def tradeoff_chart(
         if models
         else alt.value("circle")
     )
-    layers.append(base.mark_point(size=80, filled=True, opacity=1).encode(shape=shape, tooltip=tips))
+    points = base if reach is None else base.transform_filter(alt.datum[x] <= reach)
+    layers.append(points.mark_point(size=80, filled=True, opacity=1).encode(shape=shape, tooltip=tips))
+    subtitle = None
+    if reach is not None:  # the far points, at the axis's end, marked and valued (stacked where they meet)
+        far = data[data[x] > reach].sort_values([y, x])
+        values = ", ".join(f"{v:.1f}x" for v in sorted(far[x]))
+        subtitle = f"▶ at the right edge: {len(far)} far beyond the rest ({values}), not to scale"
+        far = far.assign(at_edge=top * 0.985, far_value=[f"{v:.1f}x" for v in far[x]])
+        at_edge = alt.X("at_edge:Q", title=column_title(x), scale=alt.Scale(domain=[0, top], nice=False))
+        marked = alt.Chart(far).encode(x=at_edge, y=alt.Y(f"{y}:Q"))
+        layers.append(
+            marked.mark_point(shape="triangle-right", size=200, filled=True, opacity=1).encode(
+                color=color_enc, tooltip=tips
+            )
+        )
+        for i in range(min(len(far), 6)):  # each value above its triangle, stacked where triangles meet
+            layers.append(
+                alt.Chart(far.iloc[[i]])
+                .mark_text(align="right", dx=-12, dy=-12 - 13 * i, fontSize=11, color=INK)
+                .encode(x=at_edge, y=alt.Y(f"{y}:Q"), text="far_value:N")
+            )
     if flagged and data["timing_flag"].ne("").any():  # crossed out, over the point, with the reason on hover
         crossed = base.transform_filter(alt.datum.timing_flag != "")
         layers.append(
@@ -135,8 +176,9 @@ def tradeoff_chart(
             )
         )
     chart = alt.layer(*layers)
+    title = title or f"{column_title(y)} vs {column_title(x)}"
     return chart.properties(
-        title=title or f"{column_title(y)} vs {column_title(x)}", width=width, height=height
+        title=alt.TitleParams(title, subtitle=subtitle) if subtitle else title, width=width, height=height
     )
 
 

@@ -135,11 +135,13 @@ class AdaptivePolicy(Parameterised):
 
     @classmethod
     def setting_words(cls, values: Mapping) -> str:
-        """'adaptive max_prob>=0.3 drop 2 min 3'."""
+        """'adaptive max_prob>=0.3 drop 2 min 3'; 'adaptive ... from 8 drop 2 min 3' where it starts below
+        full depth."""
         signal = values.get("signal") or "max_prob"
         op = ">=" if signal == "max_prob" else "<="
+        start = "" if values.get("max_layers") is None else f" from {short_number(values['max_layers'])}"
         return (
-            f"adaptive {signal}{op}{short_number(values.get('threshold'))} "
+            f"adaptive {signal}{op}{short_number(values.get('threshold'))}{start} "
             f"drop {short_number(values.get('drop'))} min {short_number(values.get('min_layers'))}"
         )
 

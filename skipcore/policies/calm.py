@@ -99,8 +99,10 @@ class CalmPolicy(Parameterised):
 
     @classmethod
     def setting_words(cls, values: Mapping) -> str:
-        """'calm softmax>=0.8'."""
-        return f"calm {values.get('measure') or ''}>={short_number(values.get('threshold'))}"
+        """'calm softmax>=0.8'; 'calm softmax>=0.8 min 3' where the floor is not the default."""
+        floor = values.get("min_layers")
+        at_least = "" if floor is None or floor == cls.min_layers else f" min {short_number(floor)}"
+        return f"calm {values.get('measure') or ''}>={short_number(values.get('threshold'))}{at_least}"
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
         self.check_params(num_layers)

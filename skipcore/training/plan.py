@@ -108,7 +108,7 @@ class SchedulePlan:
         if self.kind == "full":
             return "full depth"
         if self.kind == "fixed":
-            return f"fixed {self.fixed.describe()}, span {self.fixed.decay_span}"
+            return f"fixed {self.fixed.describe()}"  # its decay span said with the schedule
         lo, hi = self.elastic_range
         return f"elastic {lo:g}x-{hi:g}x {self.shape} ({self.mode}), full depth {self.full_prob:.0%}"
 

@@ -25,7 +25,7 @@ def test_compare_runs_every_policy(model_dir):
     assert_clean(at)
     results = CompareResult.last(at.session_state).results
     assert list(results) == policies
-    (heatmaps,) = charts(at)  # one figure: a panel per policy, their token axes linked
+    heatmaps = by_key(charts(at), "cmp_heatmaps")  # one figure: a panel per policy, their token axes linked
     spec = json.loads(heatmaps.proto.spec)
     panels = [t for t in spec["data"] if t["type"] == "heatmap"]
     assert len(panels) == len(policies)
@@ -150,3 +150,26 @@ def test_compare_offers_its_table_and_every_trace_for_download(model_dir):
     assert "Download the costs table (CSV)" in labels and "Download Parquet" in labels
     assert by_key(at.selectbox, "cmp_dl_policy").options == ["full depth", "skip"]
     assert "These scores come from" not in warnings(at)  # typed prompts: no scores, no warning
+
+
+def test_each_policys_run_is_named_in_full_and_drawn_in_its_familys_colour(model_dir):
+    """The layers-per-step figure names each policy's run by everything that made it (as Run history does) and
+    draws it in its policy's or mode's colour; the costs table's headers stay short, the full name on hover."""
+    from skipcore.labels import COLORS, metadata_label
+
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "exit", "skip", "calm"])
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = CompareResult.last(at.session_state).results
+    names = {policy: metadata_label(res.metadata) for policy, res in results.items()}
+    assert len(set(names.values())) == 4 and all(n.endswith(" · greedy") for n in names.values())
+    assert " (exit, " in names["exit"] and "span " in names["skip"] and "calm softmax>=0.9" in names["calm"]
+    spec = json.loads(by_key(charts(at), "cmp_layers").proto.spec)
+    lines = {t["name"]: t["line"]["color"] for t in spec["data"] if t["name"] in names.values()}
+    family = {"full depth": "full", "exit": "exit", "skip": "skip", "calm": "calm"}
+    assert lines == {names[p]: COLORS[family[p]][0] for p in names}  # by what the run is, not its place
+    table = at.dataframe[0]
+    helps = {c: json.loads(table.proto.columns).get(c, {}).get("help") for c in names}
+    assert helps == names

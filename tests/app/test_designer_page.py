@@ -18,6 +18,7 @@ from skipcore.traces import read_trace
 from tests.helpers import (
     APP,
     APP_TIMEOUT,
+    MAX_NEW,
     as_trained_model,
     assert_clean,
     by_key,
@@ -56,7 +57,7 @@ def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
     speedup = next(m for m in at.metric if m.label == "Layer speedup").value
     assert speedup == f"{sch.layer_speedup(32):.2f}x"
     at.switch_page("sections/generate.py").run()
-    assert "linear 6->3 (middle)" in at.caption[0].value
+    assert "linear 6->3 (middle, span " in at.caption[0].value  # every parameter of the design said
     at.switch_page("sections/designer.py").run()  # and the designer still shows it
     assert by_key(at.slider, "min_layers").value == 3
     assert by_key(at.selectbox, "mode").value == "middle"
@@ -125,7 +126,7 @@ def test_designer_speedups_are_over_a_typical_output(model_dirs, monkeypatch, tm
     """For a skipcore-trained model the designer fits and reports speedups over its median output + EOS."""
     from skipcore.schedule import schedule_for_speedup
 
-    model = as_trained_model(model_dirs["opt"], tmp_path / "trained", 20, 8, 9)
+    model = as_trained_model(model_dirs["opt"], tmp_path / "trained", 20, 8, 9, objective="elastic")
     monkeypatch.setenv(paths.MODEL_ENV, str(model))
     at = open_app()
     assert_clean(at)
@@ -298,33 +299,39 @@ def test_design_is_kept_in_the_url(model_dir):
     by_key(at.slider, "min_layers").set_value(3).run()
     at.switch_page("sections/generate.py").run()
     assert_clean(at)
-    assert "linear 5->3 (exit)" in at.caption[0].value
+    assert "linear 5->3 (exit, span " in at.caption[0].value
     # straight to Generate, before any designer: the link's design is the one run; values the designer's widgets
     # cannot take are left out (the model's default stands)
     at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
     at.query_params.update({"mode": "middle", "max_layers": "5", "min_layers": "99"})
     at.switch_page("sections/generate.py").run()
     assert_clean(at)
-    assert "linear 5->" in at.caption[0].value and "(middle)" in at.caption[0].value
+    assert "linear 5->" in at.caption[0].value and "(middle, span " in at.caption[0].value
     assert at.query_params["mode"] == "middle" and at.query_params["max_layers"] == "5"
     assert "min_layers" not in at.query_params or at.query_params["min_layers"] != "99"
 
 
 # -- the designer --------------------------------------------------------------------------------------------
-def test_the_designer_says_the_head_ceiling_and_warns_for_a_model_not_trained_skip_aware(model_dir):
+def test_a_model_not_trained_skip_aware_opens_at_full_depth_with_the_command_lines_note(base_model_dir):
+    """A model without skip-aware training opens at full depth, as `skipcore generate` runs it, and says so; a
+    schedule that skips is warned about; the FLOPs speedup is said beside the head's ceiling."""
     from skipcore.adapters import shapes_from_config
-    from skipcore.measure.costs import head_ceiling
+    from skipcore.measure.theory import flops_ceiling
     from skipcore.models.loading import load_config
 
     at = open_app()
     assert_clean(at)
-    flops = next(m for m in at.metric if m.label == "FLOPs speedup")
-    shapes = shapes_from_config(load_config(str(model_dir)))
-    prompt, over = by_key(at.slider, "prompt_len").value, by_key(at.slider, "speedup_over").value
-    assert flops.delta == f"of at most {head_ceiling(shapes, 'skip', 1, prompt + over):.2f}x"
-    assert "was not trained skip-aware" in warnings(at)  # a random model with no training record
-    by_key(at.selectbox, "shape").set_value("full").run()
+    assert Schedule.from_dict(at.session_state["schedule"]).shape == "full"
+    note = " ".join(i.value for i in at.info)
+    said = "was not trained skip-aware, so it opens at full depth; choose a shape in the schedule designer"
+    assert said in note
     assert "was not trained skip-aware" not in warnings(at)  # full depth skips nothing
+    by_key(at.selectbox, "shape").set_value("linear").run()
+    assert "was not trained skip-aware" in warnings(at)  # a random model with no training record
+    assert "opens at full depth" not in " ".join(i.value for i in at.info)
+    flops = next(m for m in at.metric if m.label == "FLOPs speedup")
+    shapes = shapes_from_config(load_config(str(base_model_dir)))
+    assert flops.delta == f"of at most {flops_ceiling(shapes, 'skip', 1):.2f}x"
 
 
 def test_the_designer_says_why_a_fit_starts_below_full_depth(model_dir):
@@ -336,3 +343,26 @@ def test_the_designer_says_why_a_fit_starts_below_full_depth(model_dir):
     assert schedule["max_layers"] < 6
     why = " ".join(i.value for i in at.info)
     assert f"Max layers came down from 6 to {schedule['max_layers']}" in why and "reaches at most" in why
+
+
+def test_the_head_ceiling_is_one_value_on_every_screen(model_dir):
+    """The designer (whatever its typical prompt) and a run's trace on Generate say the same 'at most', the value
+    `skipcore models` lists: one function's, `skipcore.measure.theory.flops_ceiling`."""
+    from skipcore.adapters import shapes_from_config
+    from skipcore.measure.theory import flops_ceiling
+    from skipcore.models.loading import load_config
+
+    def said(at) -> str:
+        return next(m for m in at.metric if m.label == "FLOPs speedup").delta
+
+    at = open_app()
+    by_key(at.selectbox, "shape").set_value("linear").run()
+    ceiling = f"of at most {flops_ceiling(shapes_from_config(load_config(str(model_dir)))):.2f}x"
+    assert said(at) == ceiling
+    by_key(at.slider, "prompt_len").set_value(by_key(at.slider, "prompt_len").value + 7).run()
+    assert said(at) == ceiling
+    at.switch_page("sections/generate.py").run()
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    assert said(at) == ceiling

@@ -131,3 +131,95 @@ def test_long_generations_get_a_token_window(model_dir, sample_trace):
     )
     short = views.token_heatmap(trace, 0)
     assert short.layout.xaxis.range is None  # a short run shows every token
+
+
+def test_a_run_says_its_name_in_its_figures_and_files_and_full_depth_saves_no_kv(model_dir):
+    """Every figure of a run says the run (its title and its file's name) and draws it in its family's colour; a
+    full-depth run's KV cache has no '-0% vs full' arrow."""
+    from skipcore.labels import COLORS, file_stem, metadata_label
+
+    at = open_app()  # the designer
+    by_key(at.selectbox, "mode").set_value("exit").run()
+    at.switch_page("sections/generate.py").run()
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    name = metadata_label(GenerateResult.last(at.session_state).metadata)
+    assert " (exit, " in name and name.endswith(" · greedy")
+    assert f"Run: **{name}**" in " ".join(c.value for c in at.caption)
+    for fig in charts(at):
+        spec = json.loads(fig.proto.spec)
+        assert name in spec["layout"]["title"]["text"]
+        assert file_stem(name) in json.loads(fig.proto.config)["toImageButtonOptions"]["filename"]
+    costs = json.loads(by_key(charts(at), "gen_costs").proto.spec)
+    assert {t["line"]["color"] for t in costs["data"] if t["name"] == "schedule"} == {COLORS["exit"][0]}
+    assert next(m for m in at.metric if m.label == "KV cache").delta  # exit mode saves KV: an arrow
+    at.switch_page("sections/designer.py").run()
+    by_key(at.selectbox, "shape").set_value("full").run()
+    at.switch_page("sections/generate.py").run()
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    assert not next(m for m in at.metric if m.label == "KV cache").delta  # full depth saves nothing
+
+
+# -- a model not trained to skip, an instruct model ----------------------------------------------------------
+def test_a_model_not_trained_skip_aware_runs_at_full_depth_with_the_command_lines_note(base_model_dir):
+    at = open_app("generate")
+    assert_clean(at)
+    note = " ".join(i.value for i in at.info)
+    assert "was not trained skip-aware, so it opens at full depth" in note
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    result = GenerateResult.last(at.session_state)
+    assert result.settings["schedule"][0] == "full depth" and (result.trace["num_layers_run"] == 6).all()
+
+
+def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ticked(
+    model_dirs, tmp_path, monkeypatch
+):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from app.dashboard import paths
+
+    folder = tmp_path / "instruct"
+    shutil.copytree(model_dirs["opt"], folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
+    tok.save_pretrained(folder)
+    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
+    at = open_app("generate")
+    assert_clean(at)
+    said = " ".join(c.value for c in at.caption)
+    assert "is an instruct model: each prompt went in its chat template as a user turn (the box above" in said
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    chat = GenerateResult.last(at.session_state)
+    assert chat.settings["prompt format"][0] == "chat template"
+    assert chat.prompts[0].startswith("MR: ")  # the page shows the prompts as typed
+    by_key(at.checkbox, "gen_raw").check().run()
+    assert "These results are from other settings" in " ".join(w.value for w in at.warning)
+    by_key(at.button, "gen_run").click().run()
+    raw = GenerateResult.last(at.session_state)
+    assert raw.settings["prompt format"][0] == "raw text"
+    assert chat.trace["prompt_len"].min() > raw.trace["prompt_len"].max() - 1  # the template's text went in
+
+
+def test_an_output_that_says_nothing_is_flagged(model_dir, monkeypatch):
+    from skipcore.decode.engine import SkipEngine
+
+    generate = SkipEngine.generate
+
+    def silent(self, *args, **kwargs):
+        result = generate(self, *args, **kwargs)
+        result.texts[0] = ""  # as a model that ends its turn at once writes
+        return result
+
+    monkeypatch.setattr(SkipEngine, "generate", silent)
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert not at.exception
+    assert "Output 1 of 2 is empty" in " ".join(w.value for w in at.warning)

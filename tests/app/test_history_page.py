@@ -1,4 +1,5 @@
-"""Run history (Streamlit's AppTest): runs survive the session, reopen with their results and are deleted; a run
+"""Run history (Streamlit's AppTest): every long result (Generate runs, small sweeps, comparisons, lens runs) is
+kept, survives the session and a reload, reopens on its page with the settings that made it, and is deleted; a run
 that cannot be reopened (damaged row, trace gone or outside the store) is listed, says why and is deleted like any
 other; a result says the settings that made it and is marked when they change."""
 
@@ -7,13 +8,14 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pandas as pd
 import pytest
 
 from app.dashboard.provenance import prompts_setting, setting
-from app.dashboard.results import GenerateResult
-from app.dashboard.runstore import INDEX, TRACES, RunRecord, RunStore
+from app.dashboard.results import CompareResult, GenerateResult, LensComparison, SweepResult
+from app.dashboard.runstore import INDEX, TRACE, TRACES, RunRecord, RunStore
 from skipcore import Schedule, SkipEngine, load_model, summarize
-from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, stale
+from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, opened_with, stale
 
 
 # -- results say what made them ------------------------------------------------------------------------------
@@ -52,7 +54,8 @@ def test_run_history_survives_the_session_reopens_and_deletes(model_dir):
     at = open_app("history")
     assert_clean(at)
     listing = at.dataframe[0].value
-    assert list(listing["run"]) == [2, 1] and list(listing["tokens"]) == [str(MAX_NEW - 1), str(MAX_NEW)]
+    assert list(listing["run"]) == [2, 1] and list(listing["kind"]) == ["generate"] * 2
+    assert list(listing["max new tokens"]) == [str(MAX_NEW - 1), str(MAX_NEW)]
     by_key(at.button, "history_reopen").click().run()  # the newest, nothing picked
     assert_clean(at)
     assert at.title[0].value == "Generate and trace"
@@ -91,12 +94,11 @@ def keep_runs(generated, model_dir, count: int) -> list[int]:
         "generate",
         schedule.describe(),
         settings,
-        res.trace,
-        res.metadata,
+        6,
+        {TRACE: (res.trace, res.metadata)},
+        summarize(res.trace, 6),
         KEPT_PROMPTS,
         res.texts,
-        summarize(res.trace, 6),
-        6,
     )
     store = RunStore()
     return [store.add(record) for _ in range(count)]
@@ -183,3 +185,145 @@ def test_a_trace_outside_the_store_is_never_reopened_and_its_row_is_deleted_alon
     by_key(at.button, "history_delete").click().run()
     assert not at.exception and [r.id for r in store.runs()] == [first]
     assert outside.read_text() == "keep me"  # the row went; the file it named was never the store's
+
+
+# -- every long result is kept, and reopens with the settings that made it -----------------------------------
+def reopen_newest(at):
+    """Press Reopen for the newest run (nothing picked), as a user does on the Run history page."""
+    by_key(at.button, "history_reopen").click().run()
+    assert_clean(at)
+    return at
+
+
+def test_a_reopened_run_brings_back_the_settings_that_made_it(model_dir):
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.text_area, "gen_text").set_value("The Eagle is\nGreen Man")
+    at.switch_page("sections/designer.py").run()
+    floor = by_key(at.slider, "min_layers").value
+    by_key(at.slider, "min_layers").set_value(floor + 1).run()
+    at.switch_page("sections/generate.py").run()
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    # a new session whose page shows other settings: the reopened run brings its own back, with no warning
+    at = opened_with({"gen_max_new": str(MAX_NEW + 2), "min_layers": str(floor)}, "history")
+    at = reopen_newest(at)
+    assert at.title[0].value == "Generate and trace" and GenerateResult.last(at.session_state).run_id == 1
+    assert by_key(at.slider, "gen_max_new").value == MAX_NEW
+    assert by_key(at.text_area, "gen_text").value == "The Eagle is\nGreen Man"
+    assert at.session_state["min_layers"] == floor + 1
+    assert not stale(at), stale(at)
+
+
+RUN = "Run a small sweep here"
+
+
+def small_sweep(at):
+    """Two settings on two dev examples: full depth and exit at 2x."""
+    by_key(at.radio, "to_source").set_value(RUN).run()
+    by_key(at.multiselect, "to_targets").set_value([2.0])
+    by_key(at.multiselect, "to_modes").set_value(["exit"])
+    by_key(at.number_input, "to_examples").set_value(2)
+    by_key(at.number_input, "to_max_new").set_value(MAX_NEW).run()
+    return at
+
+
+def test_a_small_sweep_is_kept_survives_a_reload_and_reopens_with_its_settings(model_dir):
+    at = small_sweep(open_app("tradeoffs"))
+    estimate = ":material/timer: Up to"  # how long it will take, said before it runs
+    assert any(c.value.startswith(estimate) for c in at.caption)
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    made = SweepResult.last(at.session_state)
+    assert made.run_id == 1 and "Kept as run #1 in the run history." in [c.value for c in at.caption]
+    # a reload: a new session on the page's address (its settings) shows the kept sweep again
+    address = {"to_source": RUN, "to_targets": ["2.0"], "to_modes": ["exit"], "to_examples": "2"}
+    again = opened_with({**address, "to_max_new": str(MAX_NEW)}, "tradeoffs")
+    assert_clean(again)
+    shown = SweepResult.last(again.session_state)
+    assert shown is not None and shown.run_id == 1 and not stale(again)
+    pd.testing.assert_frame_equal(shown.table, made.table, check_dtype=False)
+    # from the Run history, in a session showing other settings: back on Trade-offs with its own
+    at = opened_with({"to_source": "Upload a sweep file", "to_examples": "5"}, "history")
+    assert list(at.dataframe[0].value["kind"]) == ["sweep"]
+    at = reopen_newest(at)
+    assert at.title[0].value == "Trade-offs"
+    assert by_key(at.radio, "to_source").value == RUN
+    assert by_key(at.number_input, "to_examples").value == 2
+    assert by_key(at.multiselect, "to_modes").value == ["exit"]
+    assert not stale(at) and len(at.get("vega_lite_chart")) == 2
+
+
+def test_a_comparison_and_a_lens_run_are_kept_and_reopen_with_their_settings(model_dir):
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"])
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    at.switch_page("sections/lens.py").run()
+    by_key(at.slider, "lens_max_new").set_value(MAX_NEW - 1).run()
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    at = opened_with({}, "history")
+    assert list(at.dataframe[0].value["kind"]) == ["lens", "comparison"]
+    at = reopen_newest(at)
+    assert at.title[0].value == "Layer lens" and by_key(at.slider, "lens_max_new").value == MAX_NEW - 1
+    lens = LensComparison.last(at.session_state)
+    assert lens.run_id == 2 and lens.agreement.tokens > 0 and not stale(at)
+    at.switch_page("sections/history.py").run()
+    pick(at, 1)
+    at = reopen_newest(at)
+    assert at.title[0].value == "Compare policies"
+    assert by_key(at.multiselect, "cmp_policies").value == ["full depth", "skip"]
+    reopened = CompareResult.last(at.session_state)
+    assert list(reopened.results) == ["full depth", "skip"] and not stale(at)
+    assert reopened.results["skip"].summary["layer_speedup"] > 1
+
+
+# -- every run named by what made it, drawn as every page draws it -------------------------------------------
+def test_runs_differing_only_in_decay_span_are_named_apart_and_keep_their_style(model_dir):
+    """Two Generate runs whose designs differ only in the decay span: the listing, the comparison's legend and
+    its table name them apart (the model and the decoding said too), and each is drawn in the style the session
+    gave it on the Generate page."""
+    from skipcore.labels import COLORS
+
+    at = open_app()  # the designer
+    by_key(at.selectbox, "shape").set_value("linear").run()
+    by_key(at.checkbox, "default_span").set_value(False).run()
+    names = []
+    for span in (2, 3):
+        at.switch_page("sections/designer.py").run()
+        by_key(at.slider, "decay_span").set_value(span).run()
+        at.switch_page("sections/generate.py").run()
+        by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+        by_key(at.button, "gen_run").click().run()
+        assert_clean(at)
+        names.append(f"span {span})")
+    at.switch_page("sections/history.py").run()
+    listing = at.dataframe[0].value
+    assert [s.endswith(n) for s, n in zip(listing["schedule"], reversed(names), strict=True)] == [True, True]
+    at.session_state["history_table"] = {"selection": {"rows": [0, 1], "columns": []}}
+    at.run()
+    assert_clean(at)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if c.key == "history_fig").proto.spec)
+    runs = [t for t in spec["data"] if t["name"].startswith("#")]
+    assert len(runs) == 2 and all(" · greedy" in t["name"] and "span " in t["name"] for t in runs)
+    assert len({t["name"].split(": ", 1)[1] for t in runs}) == 2
+    assert {t["line"]["color"] for t in runs} == {COLORS["skip"][0]}  # both skip: the skip hue
+    assert len({t["line"]["dash"] for t in runs}) == 2  # told apart by their dash
+    compared = at.dataframe[1].value
+    assert "generated tokens" in compared.columns and "tokens" not in compared.columns
+
+
+def test_runs_of_models_of_different_depths_each_get_their_full_depth_line():
+    """A 6-layer and a 12-layer run side by side: a full-depth line for each depth, named by its model, never one
+    line at the deeper model's depth for both."""
+    from app.dashboard import history
+
+    def run(model: str, L: int) -> dict:
+        trace = pd.DataFrame({"step": [0, 1, 2], "num_layers_run": [L, L // 2, 2], "finished": False})
+        return history.entry(f"{model} · linear", trace, {}, L, "skip", model)
+
+    fig = history.figure([run("small", 6), run("deep", 12)])
+    full = {t.name: t.y[0] for t in fig.data if t.name.startswith("full depth")}
+    assert full == {"full depth (6 layers, small)": 6, "full depth (12 layers, deep)": 12}

@@ -18,11 +18,8 @@ from tests.helpers import assert_clean, by_key, open_app, plotly_array
 
 # -- the dashboard page --------------------------------------------------------------------------------------
 @pytest.fixture
-def lens_page(model_dirs, monkeypatch):
-    """The app on the tiny OPT model, opened on the Layer lens page."""
-    from app.dashboard import paths
-
-    monkeypatch.setenv(paths.MODEL_ENV, str(model_dirs["opt"]))
+def lens_page(model_dir):
+    """The app on the tiny OPT model (skip-aware: the design skips), opened on the Layer lens page."""
     return open_app("lens")
 
 

@@ -1,5 +1,6 @@
-"""The dashboard's run history on disk (`app.dashboard.runstore`): runs kept, listed, read back and deleted one by one;
-a folder it did not make is never written into, and nothing it did not make is ever deleted."""
+"""The dashboard's run history on disk (`app.dashboard.runstore`): runs of every kind kept with their tables, listed,
+read back and deleted one by one; an index written before runs kept several tables is read and grows; a folder it
+did not make is never written into, and nothing it did not make is ever deleted."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from app.dashboard.provenance import differences, prompts_setting, setting
-from app.dashboard.runstore import INDEX, MARKER, TRACES, RunRecord, RunStore
+from app.dashboard.runstore import INDEX, MARKER, TRACE, TRACES, RunRecord, RunStore
 from skipcore import Schedule, SkipEngine, load_model, summarize
 from skipcore.errors import UserError
 
@@ -32,12 +33,11 @@ def keep(store: RunStore, result, label: str = "linear 6->2") -> int:
             page="generate",
             label=label,
             settings=settings,
-            trace=res.trace,
-            metadata=res.metadata,
+            num_layers=L,
+            tables={TRACE: (res.trace, res.metadata)},
+            summary=summarize(res.trace, L),
             prompts=["a", "b"],
             texts=res.texts,
-            summary=summarize(res.trace, L),
-            num_layers=L,
         )
     )
 
@@ -60,6 +60,53 @@ def test_runs_are_kept_listed_read_back_and_deleted_one_by_one(tmp_path, result)
     assert sorted(p.name for p in (tmp_path / "runs" / TRACES).iterdir()) == [runs[0].trace_file]
     with pytest.raises(UserError, match="not in the run history"):
         store.delete(first)
+
+
+def test_a_run_of_any_kind_keeps_its_tables_settings_and_data(tmp_path, result):
+    """Another kind of run (a sweep, a tuning study) is one more record: several tables with their metadata, the
+    page's settings as it held them and JSON of its own, read back as written and deleted with all its files."""
+    store = RunStore(tmp_path / "runs")
+    rows = pd.DataFrame({"policy": ["static", "calm"], "bleu": [61.5, float("nan")], "flag": ["", None]})
+    record = RunRecord(
+        page="study",
+        label="12 trials",
+        settings={"study": setting("12 trials", {"trials": 12})},
+        num_layers=6,
+        tables={"trials": (rows, {"seed": 0}), "front": (rows.head(1), {})},
+        summary={"best": float("nan")},
+        inputs={"st_trials": 12, "st_policies": ["static", "calm"]},
+        data={"chosen": {"max_layers": 6, "alpha": float("inf")}},
+    )
+    run_id = store.add(record)
+    run = RunStore(tmp_path / "runs").get(run_id)
+    assert (run.page, run.label, run.problem, run.trace_file) == ("study", "12 trials", None, "")
+    assert run.inputs == {"st_trials": 12, "st_policies": ["static", "calm"]}
+    assert run.data == {"chosen": {"max_layers": 6, "alpha": None}}  # JSON has no NaN or inf: null
+    assert run.summary == {"best": None}
+    table, meta = store.table(run_id, "trials")
+    pd.testing.assert_frame_equal(table, rows)
+    assert meta == {"seed": 0} and len(store.table(run_id, "front")[0]) == 1
+    with pytest.raises(UserError, match="keeps no trace"):
+        store.trace(run_id)
+    files = sorted((tmp_path / "runs" / TRACES).iterdir())
+    assert len(files) == 2 and sorted(p.name for p in files) == sorted(run.parts.values())
+    files[0].unlink()
+    assert "missing" in store.get(run_id).problem  # every file of a run must be there to reopen it
+    store.delete(run_id)
+    assert store.runs() == [] and list((tmp_path / "runs" / TRACES).iterdir()) == []
+
+
+def test_an_index_from_before_runs_kept_several_tables_is_read_and_grows(tmp_path, result):
+    store = RunStore(tmp_path / "runs")
+    first = keep(store, result)
+    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:  # the index as the dashboard wrote it before
+        for column in ("files", "inputs", "data"):
+            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+    old = RunStore(tmp_path / "runs").get(first)
+    assert old.problem is None and (old.files, old.inputs, old.data) == ({}, {}, {})
+    assert len(store.trace(first)[0]) == len(result[0].trace)
+    second = keep(store, result)
+    assert [r.id for r in store.runs()] == [second, first]
 
 
 def test_only_its_own_files_are_ever_deleted(tmp_path, result):
@@ -94,7 +141,9 @@ def test_a_row_naming_no_trace_of_its_own_is_listed_refused_and_deleted_alone(tm
     files = sorted((tmp_path / "runs" / TRACES).iterdir())
     with sqlite3.connect(tmp_path / "runs" / INDEX) as db:
         db.execute("UPDATE runs SET trace_file = ? WHERE id = ?", (name, bad))
-    assert [r.id for r in store.runs()] == [good, bad] and store.get(bad).problem
+    assert [r.id for r in store.runs()] == [good, bad]
+    # "": a run with no trace, refused where its trace is asked for
+    assert store.get(bad).problem or name == ""
     with pytest.raises(UserError, match=f"run #{bad}"):
         store.trace(bad)
     store.delete(bad)

@@ -345,3 +345,70 @@ def test_progress_table_lists_every_setting():
         and table["setting"].iloc[0] == "full depth"
     )
     assert table["BLEU"].iloc[0] == 50.0 and table["BLEU"].iloc[1:].isna().all()
+
+
+def upload(at: AppTest, table: pd.DataFrame) -> AppTest:
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
+    ).run()
+    return at
+
+
+def test_a_sweep_without_timings_says_why_it_has_no_measured_chart(model_dir):
+    """A quality-only sweep (`--repeats 0`, as the shipped SmolLM2 quality sweep) draws the theoretical chart and
+    says why the measured one is missing, instead of leaving it out silently."""
+    untimed = sweep_frame().assign(
+        wall_speedup_decode=float("nan"), wall_speedup_total=float("nan"), timing_runs=0
+    )
+    at = upload(open_app("tradeoffs"), untimed)
+    assert_clean(at)
+    assert len(at.get("vega_lite_chart")) == 1
+    said = " ".join(i.value for i in at.info)
+    assert "No measured chart" in said and "timing_runs" in said and "--repeats" in said
+    at = upload(open_app("tradeoffs"), sweep_frame())  # a timed sweep: both charts, no such note
+    assert len(at.get("vega_lite_chart")) == 2 and "No measured chart" not in " ".join(
+        i.value for i in at.info
+    )
+
+
+def test_the_pareto_tables_show_quality_next_to_speed_in_few_columns(model_dir):
+    """What fits a 1024 px screen: the setting in words, its speedup, its quality and what the table adds (a
+    measured front's interval in one column); every other column stays in the data."""
+    df = sweep_frame()
+    df["wall_speedup_decode_lo"], df["wall_speedup_decode_hi"] = (
+        df["wall_speedup_decode"] * 0.9,
+        df["wall_speedup_decode"] * 1.1,
+    )
+    at = upload(open_app("tradeoffs"), df)
+    assert_clean(at)
+    theory, measured = at.dataframe[0], at.dataframe[1]
+    assert list(theory.proto.column_order) == ["setting", "layer_speedup", "bleu"]
+    assert list(measured.proto.column_order) == ["setting", "wall_speedup_decode", "95% interval", "bleu"]
+    assert list(theory.value["setting"]) == [
+        "full depth",
+        "calm >=0.9",
+        "linear/skip x2",
+        "linear/skip x3",
+    ]
+    assert measured.value["95% interval"].iloc[-1] == "2.16-2.64x"
+    assert {"series", "policy", "target_speedup"} <= set(theory.value.columns)  # kept, not shown
+    assert "Colour: the policy, or a static schedule's mode" in " ".join(c.value for c in at.caption)
+
+
+def test_a_setting_is_said_in_full_in_the_tables_a_base_models_rows_marked():
+    from app.dashboard import sweeps
+
+    rows = pd.DataFrame(
+        {
+            "policy": ["calm", "calm"],
+            "calm_threshold": [0.4, 0.4],
+            "calm_measure": ["softmax", "softmax"],
+            "model_role": ["model", "baseline"],
+            "layer_speedup": [5.71, 7.84],
+            "bleu": [32.6, 10.0],
+        }
+    )
+    out, shown = sweeps.table_view(rows, "layer_speedup", "bleu")
+    assert list(out["setting"]) == ["calm softmax>=0.4", "calm softmax>=0.4 · base model"]
+    assert shown == ["setting", "layer_speedup", "bleu"]

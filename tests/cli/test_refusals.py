@@ -268,7 +268,7 @@ def test_no_float_flag_of_any_command_takes_a_number_that_is_not_finite(capsys):
     """`--lora-alpha inf` trained to a nan loss and saved `"lora_alpha": Infinity`: every float flag, the
     policies' own (`--calm-threshold`, `--calm-thresholds`) included, refuses inf, nan and 1e999 as it is parsed."""
     floats = [(name, parser, a) for name, parser, a in options_of_every_command() if takes_numbers(a.type)]
-    assert {name for name, *_ in floats} == {"generate", "lens", "sweep", "bench", "train"}
+    assert {name for name, *_ in floats} == {"generate", "lens", "sweep", "tune", "bench", "train"}
     flags = {a.option_strings[0] for *_, a in floats}
     assert {"--lora-alpha", "--lr", "--temperature", "--calm-threshold", "--calm-thresholds"} <= flags
     assert {"--ray-cpus-per-task", "--targets", "--alpha", "--target-speedup", "--dev-fraction"} <= flags
@@ -304,7 +304,7 @@ def test_a_path_no_file_can_have_is_one_line_for_every_path_flag(capsys, tmp_pat
     every path flag is checked as it is parsed (`skipcore.files.check_path_text`)."""
     long = str(tmp_path / ("a" * 300))
     paths = [(n, p, a) for n, p, a in options_of_every_command() if a.dest in PATH_OPTIONS]
-    assert {n for n, *_ in paths} == {"generate", "lens", "sweep", "bench", "data", "train"}
+    assert {n for n, *_ in paths} == {"generate", "lens", "sweep", "tune", "bench", "data", "train"}
     for name, parser, action in paths:
         assert action.type is path_text, (name, action.option_strings)
         with pytest.raises(SystemExit) as stopped:

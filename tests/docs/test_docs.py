@@ -69,5 +69,7 @@ def test_the_readme_is_short_and_has_the_two_set_up_commands():
     setup = text.split("## Set-up", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"^bash \S+", setup, flags=re.M)
     assert commands == ["bash scripts/start.sh", "bash scripts/test.sh"]
-    assert (REPO / "docs" / "images" / "dashboard.png").is_file()  # the screenshot, made by the browser test
+    assert (
+        REPO / "docs" / "images" / "dashboard.png"
+    ).is_file()  # the screenshot, made by scripts/readme_screenshot.py
     assert "bash scripts/test.sh" in (REPO / ".ci" / "run").read_text()  # CI runs what the README says

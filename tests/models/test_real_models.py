@@ -106,6 +106,7 @@ def test_smollm2_answers_paris_from_the_command_line(capsys):
         "smollm2-135m",
         "--prompt",
         "The capital of France is",
+        "--raw-prompt",  # a continuation of raw text, not a question in its chat template
         "--max-new-tokens",
         "8",
     ]

@@ -43,8 +43,15 @@ NEEDS = {  # the shipped files each notebook runs on (a model's weights are writ
         ROOT / "data/sweeps/policies_llama.parquet",
         ROOT / "data/sweeps/policies_opt.parquet",
     ],
+    "09_tune": [  # two SmolLM2 fine-tunes (on the installed base model), a shipped sweep and the full tune's results
+        ROOT / "data/models/skipdecode-smollm2-e2e-1000steps/adapter_model.safetensors",
+        ROOT / "data/models/smollm2-e2e/adapter_model.safetensors",
+        ROOT / "data/sweeps/smollm2_1000steps_quality.parquet",
+        ROOT / "results/tune-smollm2-1000steps/trials.parquet",
+    ],
 }
-REAL_NEEDS = {"07_real_model": ["smollm2-135m"]}  # real models from their PyPI packages
+# real models from their PyPI packages
+REAL_NEEDS = {"07_real_model": ["smollm2-135m"], "09_tune": ["smollm2-135m"]}
 CELL_TIMEOUT_S = 300  # one cell (03's training runs are the longest, ~10 s on an idle 2-core CPU)
 NOTEBOOK_LIMIT_S = 600  # a runaway guard; each notebook takes under two minutes on an idle 2-core CPU
 KERNEL_ENV = {
@@ -84,7 +91,7 @@ def test_notebook_is_stored_without_outputs(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, record_property):
+def test_notebook_runs(path, record_property, tmp_path):
     missing = _missing(path.stem)
     if missing:
         pytest.skip(f"{path.name} needs the shipped {', '.join(str(p.relative_to(ROOT)) for p in missing)}")
@@ -99,6 +106,7 @@ def test_notebook_runs(path, record_property):
         resources={"metadata": {"path": str(NOTEBOOK_DIR)}},  # cwd = the notebook's folder, as in Jupyter
     )
     env = {**os.environ, **{k: v for k, v in KERNEL_ENV.items() if k not in os.environ}}
+    env["TMPDIR"] = str(tmp_path)  # a notebook's scratch folders (tempfile.mkdtemp) go where pytest cleans up
     start = time.perf_counter()
     try:
         client.execute(env=env)

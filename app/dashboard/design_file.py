@@ -1,0 +1,82 @@
+"""A schedule file into the designer's design: a tune's `best_schedule.json` or the designer's own export, read by
+`Schedule.read_json` (the loader `generate --schedule-json` uses, so a file the designer takes is one the command
+line runs), and its fields set as the design's values (`state.PARAMS`), which every page runs.
+
+The values are set before the designer's widgets are drawn: from an upload's callback (`loader`, on the designer)
+or before the page is switched to (`open_in_designer`, from the Tune page).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from skipcore.errors import UserError
+from skipcore.schedule import Schedule
+
+UPLOAD = "design_file"  # the designer's uploader
+SAID = "_design_file_said"  # in the session: what the last load said (a success, or why it failed)
+
+
+def design_values(schedule: Schedule) -> dict:
+    """The design (the designer's widgets by key) that draws `schedule`."""
+    values = {
+        "shape": schedule.shape,
+        "mode": schedule.mode,
+        "max_layers": schedule.max_layers,
+        "min_layers": schedule.min_layers,
+        "warmup_layers": schedule.warmup_layers,
+        "default_span": schedule.decay_span is None,
+        "alpha": float(schedule.alpha),
+        "stages": schedule.stages,
+        "budgets": ", ".join(str(b) for b in schedule.budgets_list),
+    }
+    if schedule.decay_span is not None:
+        values["decay_span"] = schedule.decay_span
+    return values
+
+
+def open_in_designer(schedule: Schedule) -> None:
+    """Make `schedule` the design; the caller then switches to the designer."""
+    st.session_state.update(design_values(schedule))
+    st.session_state[SAID] = ("success", f"Loaded: {schedule.describe()}.")
+
+
+def read_schedule(data: bytes, name: str, num_layers: int) -> Schedule:
+    """An uploaded file's schedule for a model of `num_layers` layers, by `Schedule.read_json`."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / (Path(name).name or "schedule.json")
+        path.write_bytes(data)
+        try:
+            return Schedule.read_json(path, num_layers)
+        except UserError as e:  # said with the upload's name, not the temporary file's
+            raise UserError(str(e).replace(str(path), Path(name).name)) from e
+
+
+def _load(num_layers: int) -> None:
+    upload = st.session_state.get(UPLOAD)
+    if upload is None:
+        return
+    try:
+        open_in_designer(read_schedule(upload.getvalue(), upload.name, num_layers))
+    except UserError as e:
+        st.session_state[SAID] = ("error", f"Not loaded: {e}")
+
+
+def loader(num_layers: int) -> None:
+    """The designer's uploader: a schedule JSON becomes the design (and what it did is said once)."""
+    st.file_uploader(
+        "Load a schedule JSON",
+        type=["json"],
+        key=UPLOAD,
+        on_change=_load,
+        args=(num_layers,),
+        help="a tune's best_schedule.json, or a schedule this page exported (Schedule.read_json reads it)",
+    )
+    kind, said = st.session_state.pop(SAID, (None, None))
+    if kind == "success":
+        st.success(said)
+    elif kind == "error":
+        st.error(said)

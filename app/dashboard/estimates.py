@@ -1,0 +1,58 @@
+"""How long a page's run will take, said before its button is pressed (`skipcore.measure.estimate`: from the
+chosen model's own timing on this machine), and how long is left while it runs.
+
+Every page that runs a model says the estimate where the run is long (over `LONG_S`, half a minute); the small
+sweep says it always, since even a small grid takes minutes on a real model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import streamlit as st
+
+from skipcore.errors import UserError
+from skipcore.measure.estimate import Decodes, Estimate, estimate_time
+
+
+def prompt_tokens(engine, prompts: Sequence[str]) -> int:
+    """The prompts' mean length in tokens (32 with none)."""
+    if not prompts:
+        return 32
+    return max(1, round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / len(prompts)))
+
+
+def show_estimate(engine, work: Sequence[Decodes], action: str, always: bool = False) -> Estimate | None:
+    """Say, before `action` is pressed, how long it will take: a note where it is long, a caption otherwise
+    (with `always`); None where the model could not be timed (said in a caption)."""
+    try:
+        est = estimate_time(engine, work)
+    except UserError as e:
+        st.caption(f"No time estimate: {e}")
+        return None
+    if est.long:
+        st.info(f"**{action}** will take up to {est.words()} ({est.basis}).", icon=":material/timer:")
+    elif always:
+        st.caption(f":material/timer: Up to {est.words()} ({est.basis}).")
+    return est
+
+
+class TimeLeft:
+    """Time left in a run, in words, from its estimate and the share of it done so far (the estimate until the
+    first part is done, then the pace so far)."""
+
+    def __init__(self, estimate: Estimate | None) -> None:
+        self.estimate = estimate
+        self.started = time.perf_counter()
+
+    def words(self, done: float) -> str:
+        """'about 2 min left' for a run `done` (0 to 1) of the way through; '' where nothing can be said."""
+        spent = time.perf_counter() - self.started
+        if done > 0:
+            left = spent / done * (1 - done)
+        elif self.estimate is not None:
+            left = max(self.estimate.seconds - spent, 0.0)
+        else:
+            return ""
+        return f"{Estimate(left, '').words()} left" if left >= 5 else "almost done"

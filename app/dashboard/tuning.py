@@ -1,0 +1,77 @@
+"""A small tune from the Tune page, through the library's own `run_tune`: the page's settings as `TuneSettings`,
+the work it will decode (for the time estimate), and the search run in a temporary folder with each trial handed
+to the page as it finishes; what the page keeps is the trials table and what the search found
+(`results.TuneRunResult`), in the run history.
+
+The search decodes with the engine the page already holds (the dashboard's cached model), not a second copy.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+from skipcore.evaluate.tune import TuneSettings, check_settings, run_tune, tune_work
+
+OnRow = Callable[[pd.DataFrame], None]  # the rows scored so far, after each one
+
+
+def settings_for(model: str, **values) -> TuneSettings:
+    """The page's settings, checked (a UserError says what is wrong), its folder a placeholder until it runs."""
+    return check_settings(
+        TuneSettings(out=Path(tempfile.gettempdir()) / "skipcore-tune", model=model, **values)
+    )
+
+
+def work(engine, s: TuneSettings) -> list:
+    """What the search decodes at most (`skipcore.evaluate.tune.tune_work`), its prompts' length measured."""
+    from skipcore.data import format_prompt, load_examples
+    from skipcore.errors import UserError
+
+    try:
+        examples = load_examples(s.dataset, split=s.split, limit=s.limit)
+    except UserError:
+        return []
+    prompts = [format_prompt(e.task, e.source) for e in examples]
+    tokens = round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / max(len(prompts), 1))
+    return tune_work(s, len(examples), tokens)
+
+
+def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) -> tuple[pd.DataFrame, dict]:
+    """Run the search; return its trials table and what it found (floor, metric, speedup column, the chosen
+    setting's id, its schedule and the report)."""
+    from skipcore.evaluate import InProcessExecutor
+    from skipcore.evaluate.units import EngineCache, load_refs
+
+    rows: list[dict] = []
+
+    def scored(row: dict) -> None:
+        rows.append(row)
+        if on_rows is not None:
+            on_rows(pd.DataFrame(rows))
+
+    with tempfile.TemporaryDirectory(prefix="skipcore-tune-") as folder:
+        s = TuneSettings(**{**vars(s), "out": Path(folder) / "tune", "progress": False})
+        engines = EngineCache()  # the page's engine, as `run_tune` would load this model
+        ref = load_refs(SimpleNamespace(models=[(s.model, "model")]))[s.model]
+        engines.keep(SimpleNamespace(refs={s.model: ref}, cfg=s), s.model, engine)
+        result = run_tune(s, InProcessExecutor(engines), say, scored)
+        from skipcore.evaluate.store import read_sweep
+
+        trials, _ = read_sweep(result.files["trials"])
+        o = result.outcome
+        found = {
+            "floor": o.floor,
+            "reference_quality": o.reference_quality,
+            "metric": o.metric,
+            "speedup": o.speedup,
+            "chosen": None if o.chosen is None else o.chosen["setting_id"],
+            "schedule": None if o.schedule() is None else o.schedule().to_dict(),
+            "report": Path(result.files["report"]).read_text(encoding="utf-8"),
+            "line": o.line(),
+        }
+    return trials, found

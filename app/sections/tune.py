@@ -1,0 +1,176 @@
+"""Tune: search for the fastest schedule that keeps a quality floor, on the chosen model and the dev split
+(`skipcore.evaluate.tune`, the library `skipcore tune` runs). Says how long the search will take before it starts,
+draws each trial on the quality-against-speedup plane as it finishes, marks the Pareto front and the chosen
+setting, opens the chosen schedule in the designer, and keeps the search in the run history.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import design_file, provenance, state
+from app.dashboard.address import KEEP
+from app.dashboard.estimates import TimeLeft, show_estimate
+from app.dashboard.loading import get_engine
+from app.dashboard.models import current_choice
+from app.dashboard.paths import DATASET_DIR
+from app.dashboard.provenance import setting
+from app.dashboard.results import TuneRunResult
+from app.dashboard.tuning import run_search, settings_for, work
+from skipcore import plots
+from skipcore.errors import UserError
+from skipcore.evaluate.tune.settings import METRICS, POLICIES, SHAPES
+from skipcore.labels import column_title
+from skipcore.schedule import MODES, Schedule
+
+OBJECTIVES = {"layer": "layer_speedup", "flops": "flops_speedup_decode"}  # measured timing belongs to the CLI
+FRONT_COLUMNS = ["tune_trial", "tune_label", "layer_speedup", "flops_speedup_decode"]
+
+
+def inputs(L: int, max_new_tokens: int) -> dict:
+    """The search's settings as the page's widgets hold them (each kept in the address)."""
+    c1, c2, c3 = st.columns(3)
+    values = {
+        "max_drop": c1.number_input(
+            "Quality it may lose (floor: full depth minus this)",
+            0.0,
+            100.0,
+            1.0,
+            0.5,
+            key="tune_max_drop",
+            **KEEP,
+        ),  # fmt: skip
+        "metric": c2.selectbox("Quality", METRICS, key="tune_metric", format_func=column_title, **KEEP),
+        "objective": c3.selectbox(
+            "Speedup",
+            list(OBJECTIVES),
+            key="tune_objective",
+            format_func=lambda o: column_title(OBJECTIVES[o]),
+            **KEEP,
+        ),  # fmt: skip
+    }
+    reference = st.text_input(
+        "Floor's reference model (a folder or name; empty: the model itself)",
+        "",
+        key="tune_reference",
+        **KEEP,
+    )
+    values["reference_model"] = reference.strip() or None
+    c1, c2, c3 = st.columns(3)
+    values["shapes"] = tuple(c1.multiselect("Shapes", SHAPES, list(SHAPES), key="tune_shapes", **KEEP))
+    values["modes"] = tuple(c2.multiselect("Modes", MODES, ["skip"], key="tune_modes", **KEEP))
+    values["policies"] = tuple(c3.multiselect("Policies", POLICIES, ["static"], key="tune_policies", **KEEP))
+    c1, c2, c3, c4 = st.columns(4)
+    values["trials"] = int(c1.number_input("Trials", 1, 200, 8, key="tune_trials", **KEEP))
+    values["limit"] = int(c2.number_input("Dev rows", 1, 300, 16, key="tune_rows", **KEEP))
+    values["batch_size"] = int(c3.number_input("Batch size", 1, 64, 8, key="tune_batch", **KEEP))
+    values["max_new_tokens"] = int(c4.number_input("Tokens to generate", 2, 256, max_new_tokens, key="tune_max_new",
+                                                   **KEEP))  # fmt: skip
+    values["prune_after"] = int(
+        st.number_input("Rows scored before a trial may stop (0: never)", 0, 300, 8, key="tune_prune", **KEEP)
+    )
+    values["warmups"] = tuple(w for w in (1, 2) if w < L - 1) or (0,)
+    return values
+
+
+def run(engine, s, estimate, now: provenance.Settings) -> None:
+    """The search, each trial drawn as it finishes; the result kept (in the run history too)."""
+    bar, chart, left = st.progress(0.0, text="Scoring full depth…"), st.empty(), TimeLeft(estimate)
+
+    def drawn(rows: pd.DataFrame) -> None:
+        done = int((rows["tune_trial"] >= 0).sum())
+        share = done / s.trials
+        bar.progress(share, text=f"{done} of {s.trials} trials done; {left.words(share)}")
+        floor = float(rows.loc[rows["tune_state"] == "reference", s.metric].iloc[0]) - s.max_drop
+        chart.altair_chart(
+            plots.tune_chart(rows, s.metric, s.objective_column, floor), key=f"tune_live_{done}"
+        )
+
+    try:
+        trials, found = run_search(engine, s, drawn)
+    except UserError as e:
+        st.error(f"The search failed: {e}")
+        return
+    chart.empty()
+    bar.empty()
+    TuneRunResult(trials, found, now).kept()
+
+
+def show(result: TuneRunResult, L: int) -> None:
+    """What the search found: the trials with the front and the chosen setting, and what to do with it."""
+    f, trials = result.found, result.trials
+    chart = plots.tune_chart(trials, f["metric"], f["speedup"], f["floor"], f.get("chosen"))
+    st.altair_chart(chart, key="tune_chart")
+    if result.run_id is not None:
+        st.caption(f"Kept as run #{result.run_id} in the run history.")
+    if f.get("chosen") is None:
+        st.warning(f["line"])
+    else:
+        st.success(f["line"])
+        schedule = Schedule.from_dict(f["schedule"])
+        c1, c2, c3 = st.columns(3)
+        if c1.button("Open in the designer", key="tune_open", type="primary", disabled=schedule.num_layers != L,
+                     help="the chosen schedule becomes the design every page runs"):  # fmt: skip
+            design_file.open_in_designer(schedule)
+            st.switch_page("sections/designer.py")
+        best = json.dumps(schedule.to_dict(), indent=2) + "\n"  # as the command line writes it
+        c2.download_button("best_schedule.json", best, "best_schedule.json", "application/json", key="tune_dl_best",
+                           on_click="ignore")  # fmt: skip
+        c3.download_button("report.md", f["report"], "report.md", "text/markdown", key="tune_dl_report",
+                           on_click="ignore")  # fmt: skip
+    scored = trials[trials["tune_state"].isin(["trial", "reference"])]
+    front = plots.pareto_front(scored, f["speedup"], f["metric"])
+    st.dataframe(front[[*FRONT_COLUMNS[:2], f["metric"], *FRONT_COLUMNS[2:]]], hide_index=True,
+                 column_config={c: st.column_config.NumberColumn(format="%.2fx") for c in FRONT_COLUMNS[2:]})  # fmt: skip
+    with st.expander("report.md"):
+        st.markdown(f["report"])
+
+
+def main() -> None:
+    st.title("Tune a schedule")
+    st.caption(
+        "Optuna searches schedule shapes and their parameters on the dev split for the fastest setting whose quality "
+        "stays within a floor of full depth; trials clearly under the floor stop early. The same search runs from "
+        "the command line, with a held-out evaluation: `skipcore tune` (docs/tune.md)."
+    )
+    choice = current_choice()
+    engine = get_engine(choice)
+    if engine is None:
+        st.stop()
+    L = engine.num_layers
+    values = inputs(L, min(72, state.max_new_tokens(L)))
+    try:
+        s = settings_for(choice.source, dataset=str(DATASET_DIR), split="dev", **values)
+    except UserError as e:
+        st.error(str(e))
+        st.stop()
+    estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
+    now = {"model": setting(choice.shown(), choice.source), "search": setting(_words(s), _plain(asdict(s)))}
+    if st.button("Run search", type="primary", key="tune_run"):
+        run(engine, s, estimate, now)
+    stored = TuneRunResult.shown(now)
+    if stored is not None:
+        provenance.show(stored.settings, now, "Run search")
+        show(stored, L)
+
+
+def _words(s) -> str:
+    ref = f", floor from {s.reference_model}" if s.reference_model else ""
+    return (
+        f"{s.trials} trials on {s.limit} dev rows, {column_title(s.metric)} within {s.max_drop:g} of full depth{ref}, "
+        f"{', '.join(s.shapes)} in {', '.join(s.modes)} mode, {', '.join(s.policies)}"
+    )
+
+
+def _plain(d: dict) -> dict:
+    return {
+        k: list(v) if isinstance(v, tuple) else str(v) if hasattr(v, "__fspath__") else v
+        for k, v in d.items()
+    }
+
+
+main()

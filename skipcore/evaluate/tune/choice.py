@@ -1,0 +1,71 @@
+"""What a tune found: the floor, the finished trials' Pareto front (quality against the objective's speedup), and
+the chosen setting: the fastest that meets the floor on the rows searched (ties: the better quality). Where none
+meets it, nothing is chosen, and the setting closest to the floor is named instead (`TuneOutcome.best_found`).
+
+Full depth of the model itself meets a floor set by its own full depth, so it is a candidate where the floor's
+reference is the model (the answer may be that no skipping schedule keeps the floor and is faster). A trial stopped
+early was scored on part of the rows only and is never chosen.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+
+from skipcore.measure.pareto import pareto_front
+from skipcore.schedule import Schedule
+
+
+@dataclass
+class TuneOutcome:
+    metric: str
+    speedup: str  # the objective's column
+    floor: float
+    reference_quality: float
+    rows: pd.DataFrame  # every row scored on the whole split: finished trials and full depth
+    front: pd.DataFrame
+    chosen: pd.Series | None
+    best_found: pd.Series | None
+
+    @property
+    def met(self) -> bool:
+        return self.chosen is not None
+
+    def schedule(self) -> Schedule | None:
+        """The chosen setting's schedule (a speculative setting's draft schedule), as `best_schedule.json` holds it."""
+        if self.chosen is None or not self.chosen["schedule_json"]:
+            return None
+        return Schedule.from_dict(json.loads(self.chosen["schedule_json"]))
+
+    def line(self) -> str:
+        """The outcome in one line."""
+        if self.chosen is not None:
+            r = self.chosen
+            return (
+                f"chosen: {r['tune_label']}: {self.metric} {r[self.metric]:.2f} (floor {self.floor:.2f}), "
+                f"{self.speedup} {r[self.speedup]:.2f}x"
+            )
+        said = "no setting was scored on every row"
+        if self.best_found is not None:
+            r = self.best_found
+            said = f"the best found: {r['tune_label']}: {self.metric} {r[self.metric]:.2f}, {r[self.speedup]:.2f}x"
+        return f"no setting met the floor {self.metric} {self.floor:.2f} (full depth {self.reference_quality:.2f}); {said}"
+
+
+def outcome(table: pd.DataFrame, metric: str, speedup: str, floor: float, reference_quality: float,
+            model_is_reference: bool) -> TuneOutcome:  # fmt: skip
+    """The front and the choice among the rows of a tune's trials table."""
+    scored = table[table["tune_state"] == "trial"]
+    if model_is_reference:
+        scored = pd.concat([table[table["tune_state"] == "reference"], scored], ignore_index=True)
+    scored = scored.dropna(subset=[metric, speedup]).reset_index(drop=True)
+    front = pareto_front(scored, speedup, metric) if len(scored) else scored
+    meets = scored[scored[metric] >= floor]
+    chosen = best = None
+    if len(meets):
+        chosen = meets.sort_values([speedup, metric], ascending=[False, False]).iloc[0]
+    elif len(scored):
+        best = scored.sort_values([metric, speedup], ascending=[False, False]).iloc[0]
+    return TuneOutcome(metric, speedup, floor, reference_quality, scored, front, chosen, best)

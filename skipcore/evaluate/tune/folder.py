@@ -1,0 +1,146 @@
+"""A tune's output folder: what it writes there, and the rules that keep everything else safe.
+
+- Its record (`tune.json`) names the settings of the study the folder holds (its identity) and every file the
+  tune wrote with the digest it wrote it with. A rerun with the same identity resumes; another identity is refused
+  in one line, or with `overwrite` the recorded files (and only those) are removed first.
+- Its own files only: a file of a name the tune writes that the record does not name (a user's `report.md`), or
+  that changed since the tune wrote it, is refused before any work, never replaced. Other files in the folder are
+  left alone. The sweep-format tables keep their own rules (`skipcore.evaluate.store`).
+- Atomic: every file is written beside itself and renamed (`skipcore.files.atomic_write`); the record last.
+- One writer: a lock beside the folder (`skipcore.output_lock`), and never a write through a link out of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from skipcore.errors import UserError
+from skipcore.files import atomic_write, check_path_text, check_writable_folder, file_digest, refuse_links_out
+from skipcore.output_lock import OutputLock
+
+RECORD = "tune.json"
+STUDY = "study.db"  # Optuna's SQLite storage: changes as it runs, so named in the record without a digest
+TRIALS = "trials.parquet"
+EVALUATION = "evaluation.parquet"
+FRONT = "front.csv"
+BEST = "best_schedule.json"
+REPORT = "report.md"
+TEXT_FILES = (FRONT, BEST, REPORT)  # written whole at the end of a run, each with its digest in the record
+# the sweep-format tables and their CSV copies (their own store checks them), and the study
+TABLES = (TRIALS, "trials.csv", EVALUATION, "evaluation.csv")
+KIND = "skipcore tune"
+
+
+class TuneFolder:
+    """`out`, checked and held for one run: `with TuneFolder(out, identity, overwrite) as folder:`."""
+
+    def __init__(self, out: Path, identity: dict, overwrite: bool) -> None:
+        self.out, self.identity, self.overwrite = check_path_text(out, "--out"), identity, overwrite
+        self.lock = OutputLock(self.out, "tune")
+        self.record: dict = {"kind": KIND, "identity": identity, "files": {}}
+        self.resumed = False
+        if self.out.exists() and not self.out.is_dir():
+            raise UserError(f"--out {self.out} is a file; name a folder for the tune", field="out")
+        check_writable_folder(self.out, f"cannot write --out {self.out}")
+
+    def path(self, name: str) -> Path:
+        return self.out / name
+
+    def __enter__(self) -> TuneFolder:
+        self.lock.take()
+        try:
+            self._take()
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+
+    def _take(self) -> None:
+        refuse_links_out(self.out, "--out")
+        old = self._read_record()
+        if old is not None and old.get("identity") != self.identity:
+            if not self.overwrite:
+                theirs = old.get("identity", {})
+                diff = [k for k in self.identity if theirs.get(k, "<missing>") != self.identity[k]]
+                said = ", ".join(
+                    f"{k}={theirs.get(k, '<missing>')!r} (not {self.identity[k]!r})" for k in diff[:4]
+                )
+                raise UserError(
+                    f"--out {self.out} holds a tune of other settings: {said}; pass --overwrite to replace its "
+                    "files or choose another --out",
+                    field="out",
+                )
+            self._remove(old)
+            old = None
+        known = (old or {}).get("files", {})
+        for name in (STUDY, *TABLES, *TEXT_FILES):
+            p = self.path(name)
+            if not (p.exists() or p.is_symlink()):
+                continue
+            if p.is_symlink() or p.is_dir() or name not in known and name not in TABLES:
+                raise UserError(
+                    f"--out {self.out} holds {name}, which this tune did not write; it will not be replaced: move "
+                    "it or choose another --out",
+                    field="out",
+                )
+            if known.get(name) and file_digest(p) != known[name]:
+                raise UserError(
+                    f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
+                    field="out",
+                )
+        if old is not None:
+            self.record["files"] = dict(known)
+            self.resumed = True
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.remember(STUDY)
+        self._write_record()
+
+    def _read_record(self) -> dict | None:
+        p = self.path(RECORD)
+        if not p.exists():
+            return None
+        try:
+            record = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UserError(f"{p} is not a tune's record ({e}); it will not be replaced", field="out") from e
+        if not isinstance(record, dict) or record.get("kind") != KIND:
+            raise UserError(f"{p} was not written by skipcore tune; it will not be replaced", field="out")
+        return record
+
+    def _remove(self, old: dict) -> None:
+        """A replaced study's files: those its record names (a text file only as it was written), no other."""
+        for name, digest in (old.get("files") or {}).items():
+            p = self.path(name)
+            ours = name in (STUDY, *TABLES, *TEXT_FILES) and p.is_file() and not p.is_symlink()
+            if ours and (not digest or file_digest(p) == digest):
+                p.unlink()
+
+    # -- writing --------------------------------------------------------------------------------------------------
+    def remember(self, name: str, digest: str = "") -> None:
+        self.record["files"][name] = digest
+
+    def write_text(self, name: str, text: str) -> Path:
+        """One of the tune's text files, atomically, recorded with its digest."""
+        p = self.path(name)
+        data = text.encode("utf-8")
+        atomic_write(p, lambda tmp: tmp.write_bytes(data))
+        self.remember(name, hashlib.sha256(data).hexdigest())
+        self._write_record()
+        return p
+
+    def write_json(self, name: str, value: dict) -> Path:
+        return self.write_text(name, json.dumps(value, indent=2) + "\n")
+
+    def note(self, **values) -> None:
+        """Add what the run found (floor, chosen setting) to the record."""
+        self.record.update(values)
+        self._write_record()
+
+    def _write_record(self) -> None:
+        data = (json.dumps(self.record, indent=2, default=str) + "\n").encode("utf-8")
+        atomic_write(self.path(RECORD), lambda tmp: tmp.write_bytes(data))

@@ -1,0 +1,135 @@
+"""`report.md`: a tune in a page: the floor, the search, the chosen setting with its quality and speedups on the
+rows searched, how to use it, the front, the time spent and, where asked, the held-out evaluation beside the
+paper's linear schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from skipcore.evaluate.tune.choice import TuneOutcome
+from skipcore.evaluate.tune.holdout import HeldOut
+from skipcore.labels import COLUMN_TITLES
+
+
+def _n(value, fmt: str = "{:.2f}") -> str:
+    return "-" if value is None or value != value else fmt.format(float(value))
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _title(column: str) -> str:
+    return COLUMN_TITLES.get(column, column)
+
+
+def _table(rows: pd.DataFrame, metric: str, speedup: str, first: str = "setting") -> list[str]:
+    cols = [speedup] + [
+        c for c in ("layer_speedup", "flops_speedup_decode", "flops_speedup_with_prompt") if c != speedup
+    ]
+    head = [first, _title(metric)] + [_title(c) for c in cols]
+    lines = [_row(head), _row(["---"] * len(head))]
+    for _, r in rows.iterrows():
+        what = (
+            r["tune_label"]
+            if r["tune_state"] in ("trial", "chosen", "paper linear")
+            else f"{r['tune_state']} ({r['model']})"
+        )
+        trial = f" (trial {int(r['tune_trial'])})" if r["tune_trial"] >= 0 else ""
+        lines.append(_row([what + trial, _n(r[metric])] + [_n(r[c], "{:.2f}x") for c in cols]))
+    return lines
+
+
+def use_it(settings, chosen: pd.Series) -> str:
+    """The command that decodes with the chosen setting."""
+    policy = chosen["policy"]
+    extra = ""
+    if policy != "static":
+        from skipcore.policies import policy_class
+        from skipcore.policies.params import params_of
+
+        flags = [
+            f"{p.flag} {chosen[p.column]}" for p in params_of(policy_class(policy)) if p.column in chosen
+        ]
+        extra = f" --policy {policy} " + " ".join(flags)
+    return (
+        f"python -m skipcore generate --model {settings.model} --schedule-json {settings.out / 'best_schedule.json'} "
+        f"--max-new-tokens {settings.max_new_tokens}{extra} --prompt ..."
+    )
+
+
+def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seconds: float,
+                rows_searched: int, prefix: int, held: HeldOut | None) -> str:  # fmt: skip
+    """The whole report as Markdown."""
+    split = settings.split or "all rows"
+    ref = settings.reference_model or f"{settings.model} (the model itself)"
+    lines = [
+        f"# skipcore tune: {settings.model}",
+        "",
+        f"Searched on {rows_searched} rows of {settings.dataset} [{split}], batch size {settings.batch_size}, at most "
+        f"{settings.max_new_tokens} new tokens; quality {_title(o.metric)}, objective {settings.objective} "
+        f"({_title(o.speedup)}).",
+        "",
+        f"- **Floor**: {ref} at full depth scores {o.reference_quality:.2f}; minus {settings.max_drop:g} is "
+        f"**{o.floor:.2f}**.",
+        f"- **Trials**: {counts['total']} ({counts['complete']} scored on every row, {counts['pruned']} stopped "
+        f"after {prefix} rows, {counts['failed']} failed); {seconds / 60:.1f} min of trials in all, "
+        f"{run_seconds / 60:.1f} min this run.",
+    ]
+    if o.chosen is not None:
+        c = o.chosen
+        lines.append(
+            f"- **Chosen**: {c['tune_label']} ({c['policy']}): {_title(o.metric)} {c[o.metric]:.2f} on {split}, "
+            f"layer speedup {c['layer_speedup']:.2f}x (per batch step {c['batch_layer_speedup']:.2f}x), FLOPs "
+            f"speedup {c['flops_speedup_decode']:.2f}x decode, {c['flops_speedup_with_prompt']:.2f}x with the prompt"
+            + (
+                f", measured decode {c['wall_speedup_decode']:.2f}x"
+                if c["wall_speedup_decode"] == c["wall_speedup_decode"]
+                else ""
+            )
+            + "."
+        )
+        lines += ["", "Use it:", "", "```bash", use_it(settings, c), "```"]
+    else:
+        lines.append(f"- **No setting met the floor.** {o.line()}.")
+    lines += ["", f"## Pareto front ({split})", ""] + _table(
+        o.front.sort_values(o.speedup), o.metric, o.speedup
+    )
+    if held is not None:
+        lines += held_out_section(settings, held)
+    return "\n".join(lines) + "\n"
+
+
+def held_out_section(settings, held: HeldOut) -> list[str]:
+    m, x = held.metric, held.speedup
+    cmp = held.comparison()
+    n = int(held.rows["num_examples"].max()) if len(held.rows) else 0
+    dropped = f"; left out, as the search had scored their sources: {held.dropped}" if held.dropped else ""
+    lines = ["", f"## Held out: {settings.evaluate_split} ({n} rows, never searched on){dropped}", ""]
+    lines += _table(held.rows.sort_values(x), m, x)
+    if not cmp:
+        return lines
+    lines += [""]
+    lines.append(
+        f"- Against the floor's reference (full depth, {cmp['reference_quality']:.2f}): the chosen setting scores "
+        f"{cmp['quality']:.2f} ({cmp['quality'] - cmp['reference_quality']:+.2f}) at {cmp['speedup']:.2f}x."
+    )
+    lines.append(
+        f"- At the same speedup ({cmp['speedup']:.2f}x) the paper's linear schedule scores "
+        f"{_n(cmp['paper_quality_at_speedup'])} (front joined by straight lines)."
+    )
+    reach = {"above": "never reaches that quality: no linear point scores as high",
+             "below": "scores at least that at every point: its fastest point, a lower bound, is"}  # fmt: skip
+    said = reach.get(cmp["paper_reaches_quality"], "reaches that quality at")
+    ratio = (
+        f": the chosen setting is **{cmp['speedup_ratio']:.2f}x** as fast"
+        if cmp["speedup_ratio"] == cmp["speedup_ratio"]
+        else ""
+    )
+    lines.append(
+        f"- At the same quality ({cmp['quality']:.2f}) the paper's linear schedule {said} "
+        f"{_n(cmp['paper_speedup_at_quality'], '{:.2f}x')}{ratio}."
+    )
+    return lines

@@ -1,0 +1,333 @@
+"""Running a tune: `run_tune` checks everything, opens the output folder and the study, scores the floor's full
+depth, runs trials in rounds through an executor of the sweep's (this process, or Ray tasks side by side) until
+the study holds `trials` finished ones, writes the tables, the front, the chosen schedule and the report, and, where
+asked, scores the choice once on the held-out split.
+
+Every scored row goes to the trials table as it comes (`skipcore.evaluate.store`: atomic, keyed), and every trial
+to the study (SQLite) as its row is written, so a run stopped anywhere resumes where it was: the floor and every
+finished trial are taken from the files, a trial left running is asked again (`skipcore.evaluate.tune.study`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+import skipcore.evaluate.tune.folder as files
+import skipcore.evaluate.tune.study as studies
+from skipcore.errors import SkipcoreWarning, UserError
+from skipcore.evaluate.executors import InProcessExecutor
+from skipcore.evaluate.store import SweepStore, read_sweep
+from skipcore.evaluate.tune.choice import TuneOutcome, outcome
+from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
+from skipcore.evaluate.tune.report import report_text
+from skipcore.evaluate.tune.settings import TuneSettings, check_settings
+from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
+from skipcore.evaluate.tune.table import candidate_of, finished_row
+from skipcore.evaluate.tune.trials import Task, TuneJob, prefix_rows, task_rows
+from skipcore.evaluate.units import WorkUnit
+
+Say = Callable[[str], None]
+FRONT_COLUMNS = ("tune_trial", "tune_label", "policy", "shape", "mode", "warmup", "max_layers", "min_layers",
+                 "decay_span", "alpha", "stages", "draft_tokens", "layer_speedup", "batch_layer_speedup",
+                 "flops_speedup_decode", "flops_speedup_with_prompt", "wall_speedup_decode", "schedule_json")  # fmt: skip
+
+
+@dataclass
+class TuneResult:
+    """What a tune found and wrote: the outcome on the rows searched, the held-out rows where asked, the files."""
+
+    settings: TuneSettings
+    outcome: TuneOutcome
+    held: HeldOut | None
+    files: dict[str, Path]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def met(self) -> bool:
+        return self.outcome.met
+
+    def text(self) -> str:
+        """What the command prints: the outcome, the held-out comparison and where the files are."""
+        lines = [self.outcome.line()]
+        cmp = self.held.comparison() if self.held is not None else {}
+        if cmp:
+            lines.append(
+                f"held out ({self.settings.evaluate_split}): {self.outcome.metric} {cmp['quality']:.2f} at "
+                f"{cmp['speedup']:.2f}x (full depth reference {cmp['reference_quality']:.2f}); the paper's linear "
+                f"schedule: {cmp['paper_quality_at_speedup']:.2f} at that speedup, "
+                f"{cmp['paper_speedup_at_quality']:.2f}x at that quality"
+            )
+        return "\n".join(lines + [f"{k}: {p}" for k, p in self.files.items()])
+
+
+class Tune:
+    """One run of `run_tune`: the checked settings, what they read, and the rows scored so far."""
+
+    def __init__(self, settings: TuneSettings, executor, say: Say | None, on_trial) -> None:
+        from skipcore.data import load_examples
+        from skipcore.evaluate.units import load_refs
+
+        self.s = s = check_settings(settings)
+        self.executor = executor or InProcessExecutor()
+        self.executor.check(s)
+        self.say, self.on_trial = say or (lambda _: None), on_trial
+        models = _Models(s)
+        self.refs = load_refs(models)
+        self.layers = {m: _num_layers(self.refs[m], s) for m in self.refs}
+        self.space = SearchSpace.of(s, self.layers[s.model])
+        self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
+        if not self.examples:
+            raise UserError(f"{s.dataset} [{s.split}] has no rows to search on", field="dataset")
+        self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
+        if "speculative" in s.policies and s.objective != "measured":
+            warnings.warn(
+                "speculative decoding's layer and FLOPs speedups count its verification (below 1x); it pays only "
+                "in time: --objective measured",
+                SkipcoreWarning,
+                stacklevel=3,
+            )
+        self.prefix = prefix_rows(s.prune_after, s.batch_size, len(self.examples))
+        self.run_id = "t" + uuid.uuid4().hex[:11]
+
+    def key(self, task: Task, split: str | None, limit: int | None) -> str:
+        """A row's identity: its setting, what the row is (a trial, or a held-out row that may run the same
+        setting as another: the chosen one and the paper's at its speed), and the run-wide settings."""
+        run = {"model": task.model, "role": task.role, "state": task.state, "split": split, "limit": limit}
+        run.update(self.s.identity())
+        return task.candidate.key(run)
+
+    def score(
+        self, store: SweepStore, job: TuneJob, tasks: list[Task], split, limit, on_row=None
+    ) -> list[dict]:
+        """Score `tasks` (those not yet in `store`) through the executor, each row written as it comes."""
+        rows, todo = {}, []
+        for t in tasks:
+            k = self.key(t, split, limit)
+            old = next((r for r in store.rows if r["setting_id"] == k), None)
+            if old is not None:
+                rows[id(t)] = old
+            else:
+                todo.append(t)
+
+        def finished(task: Task, row: dict, _) -> None:
+            full = finished_row(row, task, self.key(task, split, limit), self.s, split, limit, self.run_id)
+            store.add(full)
+            rows[id(task)] = full
+            if on_row is not None:
+                on_row(task, full)
+
+        units = [WorkUnit(t.model, self.s.batch_size, (t,)) for t in todo]
+        failures = self.executor.run(job, units, finished, None, None) if units else []
+        for f in failures:
+            self.say(f"error: {f.line()}")
+        return [rows[id(t)] for t in tasks if id(t) in rows]
+
+
+@dataclass(frozen=True)
+class _Models:
+    """The models a tune loads, as the sweep's `load_refs` reads a config."""
+
+    s: TuneSettings
+
+    @property
+    def models(self) -> list[tuple[str, str]]:
+        out = [(self.s.model, "model")]
+        return out + ([(self.s.reference_model, "reference")] if self.s.reference_model else [])
+
+
+def _num_layers(ref, s: TuneSettings) -> int:
+    from skipcore.adapters import shapes_from_config
+    from skipcore.models.loading import load_config
+
+    return shapes_from_config(load_config(ref, s.trust_remote_code)).num_layers
+
+
+def run_tune(
+    settings: TuneSettings,
+    executor=None,
+    say: Say | None = None,
+    on_trial: Callable[[dict], None] | None = None,
+) -> TuneResult:
+    """Tune `settings.model`'s schedule on `settings.split`; see the module's docstring. `say` hears one line per
+    finished trial (and the failures); `on_trial` gets the floor's full-depth row and then each trial's row as it
+    is written (the dashboard draws them).
+    Everything is checked, and refused in one line, before any work."""
+    started = time.perf_counter()
+    run = Tune(settings, executor, say, on_trial)
+    s = run.s
+    if s.threads is not None:
+        import torch
+
+        torch.set_num_threads(s.threads)
+    with files.TuneFolder(s.out, s.identity(), s.overwrite) as folder:
+        study = studies.open_study(folder.path(files.STUDY), s.seed, s.trials)
+        trials_file = folder.path(files.TRIALS)
+        folder.remember(files.TRIALS)
+        folder.remember("trials.csv")
+        with SweepStore(trials_file, s.identity(), False, folder.path("trials_traces")) as store:
+            job = TuneJob(s, run.examples, run.refs, task_rows, run.prefix)
+            floor = _floor(run, store, job, study)
+            run.say(
+                f"floor: {s.metric} {floor['floor']:.2f} (full depth {floor['quality']:.2f} - {s.max_drop:g})"
+            )
+            counts = _search(run, store, job, study, floor)
+            o = outcome(store.frame(), s.metric, s.objective_column, floor["floor"], floor["quality"],
+                        not s.reference_model)  # fmt: skip
+        written = _write_results(run, folder, o)
+        held = None
+        if run.held is not None and o.met:
+            held = _held_out(run, folder, o)
+        elif run.held is not None:
+            run.say("no setting met the floor: nothing to score on the held-out split")
+        seconds = studies.seconds_spent(study)
+        text = report_text(
+            s, o, counts, seconds, time.perf_counter() - started, len(run.examples), run.prefix, held
+        )
+        written["report"] = folder.write_text(files.REPORT, text)
+        folder.note(floor=floor, chosen=None if o.chosen is None else o.chosen["tune_label"], counts=counts)
+    return TuneResult(s, o, held, written, counts)
+
+
+def _floor(run: Tune, store: SweepStore, job: TuneJob, study) -> dict:
+    """The floor's full depth, scored once (kept in the study and the trials table)."""
+    s = run.s
+    if "floor" in study.user_attrs:
+        return study.user_attrs["floor"]
+    role = "reference" if s.reference_model else "model"
+    task = Task(-1, "reference", s.reference, role, full_depth(run.layers[s.reference]))
+    run.say(f"scoring the floor's full depth ({s.reference}) on {len(run.examples)} rows")
+    (row,) = run.score(store, job, [task], s.split, s.limit)
+    if run.on_trial is not None:  # the reference point, drawn beside the trials
+        run.on_trial(row)
+    q, p = float(row[s.metric]), float(row["tune_prefix_quality"])
+    floor = {"quality": q, "floor": q - s.max_drop, "prefix_quality": p, "prefix_floor": p - s.max_drop}
+    study.set_user_attr("floor", floor)
+    return floor
+
+
+def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> dict:
+    """Rounds of `parallel` trials until the study holds `trials` finished ones."""
+    from tqdm.auto import tqdm
+
+    s = run.s
+    L, T = run.layers[s.model], s.max_new_tokens
+    stale = studies.settle_stopped(study)
+    if stale:
+        run.say(f"resuming: {stale} trial{'s' if stale > 1 else ''} left running by the last run asked again")
+    seeds = [
+        run.space.paper_params(t, s.speedup_over, s.decay_span)
+        for t in PAPER_TARGETS[: max(1, s.trials // 10)]
+    ]
+    studies.seed_with(study, [p for p in seeds if p is not None])
+    prune_below = floor["prefix_floor"] - s.prune_margin if run.prefix else None
+    bar = tqdm(total=s.trials, initial=studies.done(study), disable=not s.progress, unit="trial")
+    failed = 0
+
+    def told(trial, row: dict) -> None:
+        studies.tell(study, trial, row, s.metric, s.objective_column, floor["floor"], floor["prefix_floor"])
+        bar.update(1)
+        if not s.progress:
+            run.say(_trial_line(trial.number, row, s.metric, s.objective_column, run.prefix))
+        if run.on_trial is not None:
+            run.on_trial(row)
+
+    check = _checker(L, T)
+    with getattr(run.executor, "session", contextlib.nullcontext)():
+        while studies.done(study) < s.trials:
+            asked = {}
+            for _ in range(min(s.parallel, s.trials - studies.done(study))):
+                trial, candidate = studies.ask(study, run.space.suggest, check)
+                task = Task(trial.number, "trial", s.model, "model", candidate, prune_below)
+                known = next(
+                    (r for r in store.rows if r["setting_id"] == run.key(task, s.split, s.limit)), None
+                )
+                if known is not None:  # a point already scored (asked again, or drawn twice): its row stands
+                    told(trial, known)
+                else:
+                    asked[trial.number] = (trial, task)
+            if not asked:
+                continue
+            run.score(store, job, [t for _, t in asked.values()], s.split, s.limit, _teller(asked, told))
+            for trial, _task in asked.values():  # failed for good on a worker (said by `score`)
+                study.tell(trial, state=studies.TrialState.FAIL)
+            failed += len(asked)
+            if failed > s.trials:
+                raise UserError(f"{failed} trials failed for good; see the errors above")
+    bar.close()
+    states = pd.Series([t.state.name for t in study.get_trials(deepcopy=False)])
+    count = {k: int((states == k.upper()).sum()) for k in ("complete", "pruned", "fail")}
+    return {"total": int(len(states)), "complete": count["complete"], "pruned": count["pruned"],
+            "failed": count["fail"]}  # fmt: skip
+
+
+def _teller(asked: dict, told):
+    """A scored trial's row to its Optuna trial (the one asked for its number)."""
+
+    def on_row(task: Task, row: dict) -> None:
+        told(asked.pop(task.number)[0], row)
+
+    return on_row
+
+
+def _checker(num_layers: int, max_new_tokens: int):
+    def check(candidate: Candidate) -> None:
+        candidate.build().check(num_layers, max_new_tokens)
+
+    return check
+
+
+def _trial_line(number: int, row: dict, metric: str, speedup: str, prefix: int) -> str:
+    from skipcore.labels import COLUMN_TITLES
+
+    said = f"trial {number}: {row['tune_label']}: {COLUMN_TITLES.get(metric, metric)} "
+    if row["tune_state"] == "pruned":
+        return said + f"{row['tune_prefix_quality']:.2f} on the first {prefix} rows: stopped, under the floor"
+    return said + f"{row[metric]:.2f}, {COLUMN_TITLES.get(speedup, speedup)} {row[speedup]:.2f}x"
+
+
+def _write_results(run: Tune, folder, o: TuneOutcome) -> dict[str, Path]:
+    """front.csv, best_schedule.json (where a setting met the floor) and the tables' paths."""
+    front = o.front.reindex(
+        columns=[c for c in (*FRONT_COLUMNS[:2], o.metric, *FRONT_COLUMNS[2:]) if c in o.front]
+    )
+    out = {
+        "trials": folder.path(files.TRIALS),
+        "front": folder.write_text(files.FRONT, front.to_csv(index=False)),
+    }
+    schedule = o.schedule()
+    if schedule is not None:
+        out["best_schedule"] = folder.write_json(files.BEST, schedule.to_dict())
+    return out
+
+
+def _held_out(run: Tune, folder, o: TuneOutcome) -> HeldOut:
+    """The chosen setting, both full depths and the paper's schedule on the held-out rows (scored once: a rerun
+    takes the rows from evaluation.parquet while the choice is the same)."""
+    s = run.s
+    examples, dropped = run.held
+    identity = {**s.identity(), "evaluate_split": s.evaluate_split, "evaluate_limit": s.evaluate_limit,
+                "chosen": o.chosen["setting_id"], "baseline_targets": list(s.baseline_targets)}  # fmt: skip
+    path = folder.path(files.EVALUATION)
+    replace = path.exists() and read_sweep(path)[1].get("identity") != identity
+    folder.remember(files.EVALUATION)
+    folder.remember("evaluation.csv")
+    job = TuneJob(s, examples, run.refs, task_rows, 0)
+    L, split, limit = run.layers[s.model], s.evaluate_split, s.evaluate_limit
+    run.say(f"scoring the chosen setting and the paper's schedule on {len(examples)} rows of {split}")
+    with SweepStore(path, identity, replace, folder.path("evaluation_traces")) as store:
+        tasks = first_tasks(s, candidate_of(o.chosen), run.layers)
+        rows = run.score(store, job, tasks, split, limit)
+        chosen = next((r for r in rows if r["tune_state"] == "chosen"), None)
+        if chosen is not None:  # the paper's schedule at the chosen setting's realised speedup
+            run.score(store, job, paper_tasks(s, [max(1.0, chosen["layer_speedup"])], L), split, limit)
+        store.finish()
+        table = store.frame()
+    return HeldOut(s.metric, s.objective_column, table, dropped)

@@ -1,0 +1,111 @@
+"""A tune's Optuna study: two objectives (quality and speedup, both maximised) under one constraint (quality at
+least the floor), kept in an SQLite file so that a rerun resumes it.
+
+Quality is told up to the floor: above it, more quality is worth nothing to the question asked (the fastest setting
+at or above the floor), so among the settings that meet the floor the sampler seeks speed, and among those that do
+not, quality. The trials table keeps every setting's own quality.
+
+The sampler is Optuna's TPE (multi-objective, with the floor as a constraint: `Trial.set_constraint`), seeded from the
+settings and the trials already made, so a resumed study draws new points rather than its first ones again. Multi-
+objective studies cannot report intermediate values, so a trial stopped early is told as PRUNED with its gap to
+the floor on the rows it was scored on; the sampler counts it infeasible. A trial left running by a run that
+stopped (Ctrl-C, a crash) is marked failed when the study is opened again and its point asked again first, so
+nothing of the search is lost; where its row had been written, the new trial takes that row without scoring again.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from skipcore.errors import UserError
+
+STUDY_NAME = "skipcore-tune"
+DIRECTIONS = ("maximize", "maximize")  # quality, speedup
+GAP = "floor_gap"  # a trial's constraint: the floor minus its quality (> 0: under the floor, infeasible)
+DONE = (TrialState.COMPLETE, TrialState.PRUNED)  # the trials a study's size counts
+
+
+def open_study(path: Path, seed: int, trials: int) -> optuna.Study:
+    """The study in `path` (created, or loaded to resume), with a sampler seeded past the trials it holds."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        storage=f"sqlite:///{path}", study_name=STUDY_NAME, directions=list(DIRECTIONS), load_if_exists=True
+    )
+    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE] * 2:
+        raise UserError(f"{path} holds another kind of study; it will not be used", field="out")
+    made = len(study.get_trials(deepcopy=False))
+    with warnings.catch_warnings():  # multivariate TPE (the schedule's knobs move together) is "experimental"
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.sampler = optuna.samplers.TPESampler(
+            seed=seed + made, n_startup_trials=max(3, min(10, trials // 4)), multivariate=True, group=True
+        )
+    return study
+
+
+def done(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=DONE))
+
+
+def settle_stopped(study: optuna.Study) -> int:
+    """Trials a stopped run left running: failed, and their points asked again first. Returns how many."""
+    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for t in stale:
+        study.tell(t.number, state=TrialState.FAIL)
+        study.enqueue_trial(t.params, user_attrs={"asked_again_for": t.number})
+    return len(stale)
+
+
+def ask(study: optuna.Study, suggest, check, tries: int = 20):
+    """A new trial and its candidate (`suggest(trial)`), one that `check` accepts: a point no policy can run
+    (a value its own check refuses) is told failed and another asked."""
+    for _ in range(tries):
+        trial = study.ask()
+        try:
+            candidate = suggest(trial)
+            check(candidate)
+            return trial, candidate
+        except UserError as e:
+            trial.set_user_attr("refused", str(e))
+            study.tell(trial, state=TrialState.FAIL)
+    raise UserError(f"the search drew {tries} settings in a row that cannot run; narrow the search space")
+
+
+def tell(study: optuna.Study, trial, row: dict, metric: str, speedup: str, floor: float, prefix_floor: float):
+    """A scored row to the study: a finished trial's quality and speedup, or a stopped one as pruned; its gap to
+    the floor (on the rows it was scored on) for the sampler's constraint."""
+    stopped = row["tune_state"] == "pruned"
+    quality = row["tune_prefix_quality"] if stopped else row[metric]
+    trial.set_constraint(GAP, float((prefix_floor if stopped else floor) - quality))
+    trial.set_user_attr("key", row["setting_id"])
+    trial.set_user_attr("label", row["tune_label"])
+    if stopped:
+        study.tell(trial, state=TrialState.PRUNED)
+        return
+    values = [min(float(row[metric]), floor), float(row[speedup])]  # quality counts up to the floor
+    if not all(math.isfinite(v) for v in values):  # a measured speedup that could not be timed
+        trial.set_user_attr("refused", f"no {speedup} for this setting")
+        study.tell(trial, state=TrialState.FAIL)
+        return
+    study.tell(trial, values)
+
+
+def seed_with(study: optuna.Study, points: list[dict]) -> None:
+    """Start a new study from known points (the paper's linear schedule at a few targets)."""
+    if study.get_trials(deepcopy=False):
+        return
+    for params in points:
+        study.enqueue_trial(params, user_attrs={"seeded": "paper linear"})
+
+
+def seconds_spent(study: optuna.Study) -> float:
+    """The time the study's trials took, all runs together."""
+    spent = 0.0
+    for t in study.get_trials(deepcopy=False):
+        if t.datetime_start is not None and t.datetime_complete is not None:
+            spent += (t.datetime_complete - t.datetime_start).total_seconds()
+    return spent

@@ -1,0 +1,139 @@
+"""Scoring what a tune asks for, in whichever process runs it: one `Task` (a trial's candidate, or a row that is no
+trial: the floor's full depth, the held-out evaluation's settings) on a loaded engine, as a sweep row.
+
+A trial is pruned on the way: its first `prefix` rows (whole batches, so the batches are those of one pass) are
+generated and scored first; a trial whose quality there is under its task's `prune_below` (the floor's
+reference on the same rows, minus the allowed drop and a margin) stops with that partial row. Otherwise the rest is
+generated and the row covers every row of the split, its costs read off the two parts' joined trace
+(`skipcore.measure.summary.summarize`), as one pass would give them.
+
+Tasks travel to the executors of the sweep (`skipcore.evaluate.executors`, `ray_executor`) as the settings of a
+`WorkUnit`; `task_rows` is what such a unit runs, like the sweep's `unit_rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from skipcore.evaluate.quality import prompts_for, score_outputs
+from skipcore.evaluate.rows import where_it_ran
+from skipcore.evaluate.tune.space import Candidate
+from skipcore.evaluate.units import EngineCache, Say, WorkUnit
+
+if TYPE_CHECKING:
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.evaluate.tune.settings import TuneSettings
+    from skipcore.models.reference import ModelRef
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one row scores. `number` is the Optuna trial's (-1 for a row that is no trial); `state` says what the
+    row is (`trial`, `reference`: the floor's full depth, or a held-out row: `chosen`, `paper linear`,
+    `full depth`)."""
+
+    number: int
+    state: str
+    model: str  # a key of the job's refs
+    role: str  # the row's model_role: model or reference
+    candidate: Candidate
+    prune_below: float | None = None
+
+    def line(self) -> str:
+        """What a progress line says of this task: its trial (or role) and its setting."""
+        what = f"trial {self.number}" if self.number >= 0 else self.state
+        return f"{what}: {self.candidate.words() or 'full depth'}"
+
+
+@dataclass(frozen=True)
+class TuneJob:
+    """What every task of one run shares, sent once to each process that runs tasks (the sweep's `SweepJob`
+    shape: the executors read `cfg`, `refs` and `evaluate`)."""
+
+    cfg: TuneSettings
+    examples: list
+    refs: dict[str, ModelRef]
+    evaluate: object  # task_rows, or a caller's own (tests)
+    prefix: int = 0  # rows scored before a trial may stop; 0: no stopping early
+
+
+def prefix_rows(prune_after: int, batch_size: int, rows: int) -> int:
+    """Rows a trial is scored on before it may stop: `prune_after` rounded up to whole batches; 0 (never stop)
+    where that leaves nothing after it."""
+    if prune_after <= 0:
+        return 0
+    k = -(-prune_after // batch_size) * batch_size
+    return k if k < rows else 0
+
+
+def task_rows(
+    job: TuneJob, unit: WorkUnit, engines: EngineCache, say: Say | None = None
+) -> Iterator[tuple[Task, dict, None]]:
+    """The unit's tasks, each as (task, row, None) once scored; its model loaded through `engines`."""
+    engine = engines.get(job, unit.model, say)
+    info = where_it_ran(engine)
+    for task in unit.settings:
+        if say is not None:
+            say(task.line())
+        yield task, {**score_task(engine, job, task), **info}, None
+
+
+def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
+    """The task's row before its identity columns: quality (the metric on the prefix too, `tune_prefix_quality`),
+    costs, and, for `--objective measured`, the decode time against full depth (paired)."""
+    from skipcore.evaluate.grid import _NOT_TIMED, _ONE_RUN
+
+    cfg, examples, k = job.cfg, job.examples, job.prefix
+    policy = task.candidate.build()
+    policy.check(engine.num_layers, cfg.max_new_tokens)
+    prompts = prompts_for(examples)
+    first = engine.generate(
+        prompts[:k] if k else prompts, policy, cfg.max_new_tokens, batch_size=cfg.batch_size
+    )
+    prefix = score_outputs(examples[:k], first.texts, first.token_ids)[cfg.metric] if k else NAN
+    stopped = task.prune_below is not None and k and prefix < task.prune_below
+    if not k or stopped:
+        texts, ids, trace, summary = first.texts, first.token_ids, first.trace, first.summary
+    else:
+        rest = engine.generate(prompts[k:], policy, cfg.max_new_tokens, batch_size=cfg.batch_size)
+        texts, ids = first.texts + rest.texts, first.token_ids + rest.token_ids
+        trace, summary = joined(first.trace, rest.trace, k, engine.num_layers)
+    scored = examples[: len(texts)]
+    row = {**score_outputs(scored, texts, ids), **summary, "same_as_full_depth": NAN}
+    row["tune_prefix_quality"] = prefix
+    row["tune_state"] = "pruned" if stopped else task.state
+    for key in _ONE_RUN:
+        row.pop(key, None)
+    row.update(_NOT_TIMED)
+    if cfg.objective == "measured" and not stopped:
+        row.update(measured(engine, prompts[: cfg.timing_limit], policy, cfg, row))
+    return row
+
+
+def joined(first: pd.DataFrame, rest: pd.DataFrame, k: int, num_layers: int) -> tuple[pd.DataFrame, dict]:
+    """Two parts of one call's trace as one (the second's rows and batches numbered on from the first's) and its
+    summary."""
+    from skipcore.measure.summary import summarize
+
+    rest = rest.assign(sample=rest["sample"] + k)
+    if "batch" in rest and "batch" in first:
+        rest = rest.assign(batch=rest["batch"] + int(first["batch"].max()) + 1)
+    trace = pd.concat([first, rest], ignore_index=True)
+    return trace, summarize(trace, num_layers)
+
+
+def measured(engine: SkipEngine, prompts: list[str], policy, cfg: TuneSettings, row: dict) -> dict:
+    """The decode and end-to-end speedups against full depth, paired and repeated, with the plausibility flag."""
+    from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
+
+    m = measure_against_full(engine, prompts, policy, cfg.max_new_tokens, cfg.batch_size, cfg.repeats)
+    flag = plausibility_flag(
+        m["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
+    )
+    return {**m, "timing_flag": flag}

@@ -1,0 +1,94 @@
+"""How a prompt reaches a model: inside its chat template where it is an instruct model, else as raw text; and
+an output that says nothing, flagged.
+
+An instruct model (its tokenizer carries a chat template) answers a bare question with an end-of-turn token: it was
+never trained to continue raw text, so 'What is the capital of France?' gives an empty output. Generate (command
+line and dashboard) and the lens therefore send each prompt as one user turn of the model's chat template, the
+assistant's turn opened, unless raw text is asked for, and say which. A model skipcore fine-tuned keeps raw prompts:
+it was trained on `skipcore.data.prompts`' format, without a template. The template changes the prompt text only;
+the decode is the same call on that text (so full depth still equals transformers' `generate()` on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
+
+
+def template_applies(model: str, tokenizer) -> bool:
+    """The model reads prompts in a chat template: its tokenizer has one, and skipcore did not fine-tune it."""
+    if not getattr(tokenizer, "chat_template", None):
+        return False
+    from skipcore.models.training_record import read_record
+
+    local = Path(model).expanduser()
+    try:
+        return not (local.is_dir() and read_record(local))
+    except OSError:
+        return True
+
+
+def in_chat_template(tokenizer, prompts: Sequence[str]) -> list[str]:
+    """Each prompt as one user turn with the assistant's turn opened, as the model's template writes it; a
+    beginning-of-sequence token the template writes is left to the tokenizer where it adds one itself (never two)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    adds_bos = bool(bos) and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]
+    out = []
+    for p in prompts:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+        )
+        out.append(text.removeprefix(bos) if adds_bos else text)
+    return out
+
+
+@dataclass(frozen=True)
+class ModelPrompts:
+    """What the model is given for a list of prompts, whether the chat template wrapped them, and the line that
+    says so (empty for a model without a template)."""
+
+    prompts: list[str]
+    templated: bool
+    note: str
+
+
+def prompts_for_model(
+    model: str, tokenizer, prompts: Sequence[str], raw: bool = False, raw_option: str = RAW_FLAG
+) -> ModelPrompts:
+    """`prompts` as the model should read them: in its chat template where it has one (unless `raw`), else as
+    they are. `raw_option` names the way to switch the template off in the note (a flag, a checkbox)."""
+    if not template_applies(model, tokenizer):
+        return ModelPrompts(list(prompts), False, "")
+    if raw:
+        note = f"note: {model}'s chat template is off: the prompts went as raw text"
+        return ModelPrompts(list(prompts), False, note)
+    note = (
+        f"note: {model} is an instruct model: each prompt went in its chat template as a user turn "
+        f"({raw_option} sends raw text)"
+    )
+    return ModelPrompts(in_chat_template(tokenizer, prompts), True, note)
+
+
+def empty_outputs(texts: Sequence[str]) -> list[int]:
+    """The outputs that say nothing: empty, or only stop tokens and white space (special tokens are dropped when
+    a text is decoded)."""
+    return [i for i, t in enumerate(texts) if not t.strip()]
+
+
+def empty_output_warning(texts: Sequence[str], sent: ModelPrompts | None = None) -> str:
+    """A line flagging the outputs that say nothing ('' when every output has text), with the likely cause:
+    `sent` says how the prompts went (raw text to an instruct model is the usual one)."""
+    empty = empty_outputs(texts)
+    if not empty:
+        return ""
+    numbers = ", ".join(str(i + 1) for i in empty)
+    which = "every output" if len(empty) == len(texts) else f"output{'s' if len(empty) > 1 else ''} {numbers}"
+    why = (
+        "an instruct model given raw text often ends its turn at once: send it in its chat template"
+        if sent is not None and sent.note and not sent.templated
+        else "the model ended at once, an end-of-sequence token first"
+    )
+    return f"warning: {which} of {len(texts)} {'is' if len(empty) == 1 else 'are'} empty ({why})"

@@ -1,0 +1,82 @@
+"""A tune's trials on the quality-against-speedup plane: each scored trial in its family's colour (the palette of
+`skipcore.labels`: a static schedule's mode, or the policy), the trials stopped early as hollow marks at their
+quality on the rows they were scored on, the floor as a dashed rule, the Pareto front as a line and the chosen
+setting as a large diamond. An Altair chart, drawn again as each trial finishes (the dashboard's Tune page) or once
+from a tune's `trials.parquet` (the notebooks)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from skipcore.labels import COLORS, column_title, run_family
+from skipcore.measure.pareto import pareto_front
+from skipcore.plots.style import INK
+
+STOPPED = "stopped early"  # the legend's name for a pruned trial
+
+
+def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame:
+    """One point per row of a tune's trials table: `quality` (a stopped trial's on the rows it was scored on),
+    `speed`, `family` (its colour's name, or 'stopped early') and `what` (its label, with its trial)."""
+    rows = trials[trials["tune_state"].isin(["trial", "pruned", "reference"])]
+    stopped = rows["tune_state"] == "pruned"
+    families = [
+        STOPPED if s else run_family(p, m, {"shape": sh})
+        for s, p, m, sh in zip(stopped, rows["policy"], rows["mode"], rows["shape"], strict=True)
+    ]
+    what = [
+        f"trial {int(n)}: {label}" if n >= 0 else f"full depth ({model})"
+        for n, label, model in zip(rows["tune_trial"], rows["tune_label"], rows["model"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "quality": rows["tune_prefix_quality"].where(stopped, rows[metric]).astype(float),
+            "speed": rows[speedup].astype(float),
+            "family": families,
+            "what": what,
+            "state": rows["tune_state"].to_numpy(),
+        }
+    )
+
+
+def tune_chart(
+    trials: pd.DataFrame,
+    metric: str = "bleu",
+    speedup: str = "layer_speedup",
+    floor: float | None = None,
+    chosen: str | None = None,
+    width: int = 520,
+    height: int = 340,
+) -> alt.LayerChart:
+    """The trials so far (`trials`: a tune's trials table, or the rows written so far), the floor, the front of the
+    trials scored on every row and the chosen setting (its `setting_id`)."""
+    points = tune_points(trials, metric, speedup)
+    families = list(dict.fromkeys(points["family"]))
+    colors = [
+        COLORS.get(f, COLORS["full"])[0] for f in families
+    ]  # a stopped trial: full depth's grey, hollow
+    x = alt.X("speed:Q", title=column_title(speedup), scale=alt.Scale(zero=False))
+    y = alt.Y("quality:Q", title=column_title(metric), scale=alt.Scale(zero=False))
+    tips = [alt.Tooltip("what:N", title="setting"), alt.Tooltip("quality:Q", format=".2f"),
+            alt.Tooltip("speed:Q", format=".2f")]  # fmt: skip
+    color = alt.Color("family:N", title="family", scale=alt.Scale(domain=families, range=colors))
+    stopped = points["family"] == STOPPED
+    hollow = alt.Chart(points[stopped]).mark_point(size=60, filled=False).encode(x, y, color, tooltip=tips)
+    layers = [
+        hollow,
+        alt.Chart(points[~stopped]).mark_point(size=70, filled=True).encode(x, y, color, tooltip=tips),
+    ]
+    scored = points[~stopped]
+    if len(scored) > 1:
+        front = pareto_front(scored, "speed", "quality")
+        layers.insert(0, alt.Chart(front).mark_line(color=INK, strokeDash=[4, 3]).encode(x, y))
+    if floor is not None:
+        rule = pd.DataFrame({"quality": [floor], "said": [f"floor {floor:.2f}"]})
+        layers.append(alt.Chart(rule).mark_rule(color=INK, strokeDash=[2, 2]).encode(y=y, tooltip="said:N"))
+    if chosen is not None and "setting_id" in trials:
+        picked = points[(trials.loc[points.index, "setting_id"] == chosen).to_numpy()]
+        star = alt.Chart(picked).mark_point(shape="diamond", size=320, filled=False, strokeWidth=2, color=INK)
+        layers.append(star.encode(x, y, tooltip=tips))
+    title = f"{len(points)} settings scored: {column_title(metric)} against {column_title(speedup)}"
+    return alt.layer(*layers).properties(width=width, height=height, title=title)

@@ -1,0 +1,65 @@
+"""The Tune page (Streamlit's AppTest, on the tiny OPT model): a small search says its time first, draws its trials,
+marks the chosen setting, is kept in the run history (and reopens from there), and opens the chosen schedule in the
+designer; the designer loads a schedule JSON (a tune's best_schedule.json) the way `generate --schedule-json`
+does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.dashboard.results import TuneRunResult, reopen
+from app.dashboard.runstore import RunStore
+from skipcore.schedule import Schedule
+from tests.helpers import assert_clean, errors, open_app
+
+
+@pytest.mark.slow
+def test_a_search_is_drawn_kept_and_opened_in_the_designer(model_dir):
+    at = open_app("tune")
+    assert_clean(at)
+    assert at.title[0].value == "Tune a schedule"
+    for key, value in (("tune_trials", 2), ("tune_rows", 4), ("tune_batch", 4), ("tune_max_new", 4),
+                       ("tune_prune", 0)):  # fmt: skip
+        at.number_input(key=key).set_value(value)
+    at.run()
+    assert any(
+        "Up to" in c.value or "will take" in c.value for c in [*at.caption, *at.info]
+    )  # the time, first
+    at.button(key="tune_run").click().run()
+    assert_clean(at)
+    said = [s.value for s in at.success]
+    assert any(s.startswith("chosen: ") for s in said), said
+    assert at.get("arrow_vega_lite_chart") or at.get(
+        "vega_lite_chart"
+    )  # the trials, the front, the chosen one
+    runs = [r for r in RunStore().runs() if r.page == "tune"]
+    assert len(runs) == 1 and runs[0].problem is None
+    kept = reopen(runs[0], RunStore())
+    assert isinstance(kept, TuneRunResult) and (kept.trials["tune_trial"] >= 0).sum() == 2
+    schedule = Schedule.from_dict(kept.found["schedule"])
+    at.button(key="tune_open").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Schedule designer"
+    assert (
+        at.session_state["shape"] == schedule.shape and at.session_state["min_layers"] == schedule.min_layers
+    )
+    assert any(s.value == f"Loaded: {schedule.describe()}." for s in at.success)
+
+
+def test_the_designer_loads_a_schedule_json(model_dir):
+    at = open_app()
+    chosen = Schedule(6, "power", "skip", 5, 2, 1, alpha=0.8)
+    upload = at.file_uploader(key="design_file")
+    upload.set_value(("best_schedule.json", json.dumps(chosen.to_dict()).encode(), "application/json")).run()
+    assert_clean(at)
+    assert at.session_state["shape"] == "power" and at.session_state["alpha"] == pytest.approx(0.8)
+    assert (at.session_state["max_layers"], at.session_state["min_layers"]) == (5, 2)
+    assert any("power 5->2" in s.value for s in at.success)
+    other = Schedule(30, "linear", "skip", 30, 2, 1)  # made for another model's depth
+    upload = at.file_uploader(key="design_file")
+    upload.set_value(("other.json", json.dumps(other.to_dict()).encode(), "application/json")).run()
+    said = errors(at)
+    assert "other.json: the schedule is for 30 layers but the model has 6" in said, said
+    assert at.session_state["shape"] == "power"  # the design stays as it was

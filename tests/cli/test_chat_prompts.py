@@ -1,0 +1,63 @@
+"""`generate` on an instruct model: its prompts go in its chat template (said on stderr), `--raw-prompt` sends
+them as they are, and an output that says nothing is flagged. The template changes the prompt text only."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from skipcore.commands import main
+from skipcore.models.catalog import REAL_MODELS, installed
+from skipcore.traces import read_trace
+
+TEMPLATE = (
+    "{% for m in messages %}<|user|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|bot|>{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def instruct_dir(model_dirs, tmp_path_factory):
+    """The tiny OPT model with a chat template in its tokenizer, as an instruct model has one."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("instruct") / "opt"
+    shutil.copytree(model_dirs["opt"], folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = TEMPLATE
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_an_instruct_models_prompts_go_in_its_chat_template_unless_raw(instruct_dir, tmp_path, capsys):
+    base = ["generate", "--model", str(instruct_dir), "--prompt", "Hi", "--max-new-tokens", "3"]
+    assert main([*base, "--trace", str(tmp_path / "chat.parquet")]) == 0
+    err = capsys.readouterr().err
+    assert "is an instruct model: each prompt went in its chat template as a user turn (--raw-prompt" in err
+    assert main([*base, "--raw-prompt", "--trace", str(tmp_path / "raw.parquet")]) == 0
+    assert "chat template is off: the prompts went as raw text" in capsys.readouterr().err
+    chat, raw = (read_trace(tmp_path / f"{n}.parquet")[0] for n in ("chat", "raw"))
+    assert chat["prompt_len"].iloc[0] > raw["prompt_len"].iloc[0]  # the template's text went to the model
+
+
+def test_a_model_without_a_template_says_nothing_of_one(model_dirs, capsys):
+    assert (
+        main(["generate", "--model", str(model_dirs["opt"]), "--prompt", "Hi", "--max-new-tokens", "2"]) == 0
+    )
+    assert "chat template" not in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a real model
+def test_smollm2_answers_the_france_prompt_in_its_chat_template_and_flags_an_empty_raw_output(capsys):
+    if not installed(REAL_MODELS["smollm2-135m"]):
+        pytest.skip(REAL_MODELS["smollm2-135m"].install)
+    args = ["generate", "--model", "smollm2-135m", "--prompt", "What is the capital of France?"]
+    args += ["--device", "cpu", "--threads", "1", "--max-new-tokens", "16"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "Paris" in out.out and "is an instruct model" in out.err and "empty" not in out.err
+    assert main([*args, "--raw-prompt"]) == 0  # the bare question: an end-of-turn token first
+    out = capsys.readouterr()
+    assert out.out.strip() == "" and "warning: every output of 1 is empty" in out.err
+    assert "send it in its chat template" in out.err

@@ -1,0 +1,72 @@
+"""`python -m skipcore tune` as a user runs it: its flags come from the settings' declarations, a mistake is one
+line before any work, and the schedule it chooses is what `generate --schedule-json` runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skipcore.commands import main
+from skipcore.evaluate.tune import tune_flags
+from skipcore.schedule import Schedule
+from tests.helpers import refused, write_csv
+
+
+@pytest.fixture
+def split_data(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_csv(folder / "dev.csv", 6)
+    write_csv(folder / "test.csv", 3)
+    return folder
+
+
+def tune_argv(model_dirs, data, out, *extra: str) -> list[str]:
+    return ["tune", "--model", str(model_dirs["opt"]), "--dataset", str(data), "--out", str(out), "--limit", "6",
+            "--batch-size", "3", "--prune-after", "3", "--max-new-tokens", "5", "--device", "cpu", *extra]  # fmt: skip
+
+
+def test_every_declared_setting_is_a_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    text = capsys.readouterr().out
+    for f in tune_flags():
+        assert f.flag in text, f.flag
+    assert "--executor" in text and "--model" in text and "--threads" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--max-drop", "-1"], "--max-drop must be a finite number >= 0, got -1.0"),
+        (["--metric", "bleurt"], "--metric: unknown value 'bleurt'"),
+        (["--evaluate-split", "dev"], "--evaluate-split dev is the split searched on"),
+        (["--warmups", "9"], "choose --warmups below 5"),
+        (["--policies", "static,fast"], "--policies: unknown value 'fast'"),
+        (["--trials", "x"], "--trials: invalid int value: 'x'"),
+        (["--ray-cpus-per-task", "2"], "--ray-cpus-per-task applies to --executor ray only"),
+    ],
+)
+def test_a_mistake_is_one_line_before_any_work(model_dirs, split_data, tmp_path, capsys, extra, said):
+    out = tmp_path / "tune"
+    assert said in refused(capsys, tune_argv(model_dirs, split_data, out, *extra))
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_chosen_schedule_is_what_generate_runs(model_dirs, split_data, tmp_path, capsys):
+    out = tmp_path / "tune"
+    assert main(tune_argv(model_dirs, split_data, out, "--trials", "3", "--no-progress")) == 0
+    printed, said = capsys.readouterr()
+    assert printed.startswith("chosen: ") and f"best_schedule: {out / 'best_schedule.json'}" in printed
+    assert said.count("\ntrial ") + said.startswith("trial ") == 3
+    chosen = Schedule.read_json(out / "best_schedule.json", 6)
+    argv = ["generate", "--model", str(model_dirs["opt"]), "--schedule-json", str(out / "best_schedule.json")]
+    assert main([*argv, "--prompt", "name[Aromi]", "--max-new-tokens", "4"]) == 0
+    assert f"[{chosen.describe()}]" in capsys.readouterr().err
+    # a rerun with more trials resumes the study: only the new trials are scored
+    assert main(tune_argv(model_dirs, split_data, out, "--trials", "4", "--no-progress")) == 0
+    said = capsys.readouterr().err
+    assert "scoring the floor" not in said and said.count("trial ") == 1
+    assert json.loads((out / "tune.json").read_text())["counts"]["complete"] == 4

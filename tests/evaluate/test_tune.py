@@ -1,0 +1,278 @@
+"""`skipcore tune` from Python on a tiny model and corpus: every trial a sweep-format row, the front, the chosen
+schedule that `Schedule.read_json` loads, the report, the held-out evaluation that never reads a searched row, a
+run stopped mid-trial resumed without scoring a finished trial again, the floor no setting meets said with the best
+found, the search space drawn from the declarations, the output folder's own files only, and the Ray path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from skipcore.errors import UserError
+from skipcore.evaluate import RayExecutor
+from skipcore.evaluate.store import read_sweep
+from skipcore.evaluate.tune import TuneSettings, check_settings, quality_at, run_tune, speedup_at
+from skipcore.evaluate.tune import folder as tune_folder
+from skipcore.evaluate.tune import study as tune_study
+from skipcore.evaluate.tune import trials as tune_trials
+from skipcore.evaluate.tune.choice import outcome
+from skipcore.evaluate.tune.holdout import held_out_examples
+from skipcore.evaluate.tune.space import SearchSpace, bounds, paper_linear
+from skipcore.policies import SpeculativePolicy
+from skipcore.policies.params import params_of
+from skipcore.schedule import Schedule
+
+SWEEP_COLUMNS = ["setting_id", "model", "model_role", "policy", "shape", "mode", "warmup", "target_speedup",
+                 "max_layers", "min_layers", "batch_size", "draft_tokens", "bleu", "rougeL", "chrf", "layer_speedup",
+                 "flops_speedup_decode", "flops_speedup_with_prompt", "batch_layer_speedup", "schedule_speedup",
+                 "wall_speedup_decode", "timing_runs", "device", "dtype", "hardware", "num_layers", "dataset",
+                 "split", "limit", "max_new_tokens", "decay_span", "speedup_over", "trace_path", "sweep_run_id"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def echo_data(model_dirs, tmp_path_factory) -> Path:
+    """dev and test splits whose references are the tiny OPT model's own full-depth outputs (so full depth scores
+    100 BLEU and a schedule that changes the text scores less); the splits share one source, which a held-out
+    evaluation must leave out."""
+    from skipcore import SkipEngine, load_model
+    from skipcore.data import format_prompt
+
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu"))
+    root = tmp_path_factory.mktemp("echo")
+    sources = {"dev": [f"name[Place {i}], food[F{i % 3}]" for i in range(8)]}
+    sources["test"] = [sources["dev"][0]] + [f"name[Spot {i}], area[A{i % 2}]" for i in range(5)]
+    for split, srcs in sources.items():
+        texts = engine.generate([format_prompt("generic", s) for s in srcs], None, 6).texts
+        lines = [
+            json.dumps({"source": s, "target": t.split("\n")[0].strip() or "x"}) for s, t in zip(srcs, texts)
+        ]
+        (root / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def settings(model_dirs, data: Path, out: Path, **kw) -> TuneSettings:
+    base = dict(model=str(model_dirs["opt"]), dataset=str(data), out=out, limit=8, batch_size=4, prune_after=4,
+                max_new_tokens=6, trials=3, device="cpu", dtype="float32", progress=False, max_drop=100.0,
+                shapes=("linear", "constant"))  # fmt: skip
+    return TuneSettings(**{**base, **kw})
+
+
+@pytest.mark.slow
+def test_a_tune_writes_trials_front_chosen_schedule_and_report(model_dirs, echo_data, tmp_path):
+    out = tmp_path / "tune"
+    said = []
+    s = settings(model_dirs, echo_data, out, evaluate_split="test", baseline_targets=(2.0,))
+    result = run_tune(s, say=said.append)
+    assert result.met
+    trials, meta = read_sweep(out / "trials.parquet")  # a sweep's file: the Trade-offs page reads it
+    assert [c for c in SWEEP_COLUMNS if c not in trials] == []
+    assert list(trials.columns[: len(SWEEP_COLUMNS[:11])]) == SWEEP_COLUMNS[:11]  # in the sweep's order
+    assert pd.read_csv(out / "trials.csv")["setting_id"].tolist() == trials["setting_id"].tolist()
+    assert (trials["tune_state"] == "reference").sum() == 1 and trials["setting_id"].is_unique
+    assert trials.loc[trials["tune_state"] == "reference", "bleu"].iloc[0] == pytest.approx(100.0)
+    assert set(trials["tune_state"]) <= {"reference", "trial", "pruned"}
+    assert (
+        len([line for line in said if line.startswith("trial ")]) == 3
+    )  # one line per trial (no progress bar)
+    # the chosen schedule: the fastest row meeting the floor, as Schedule.read_json loads it
+    chosen = Schedule.read_json(out / "best_schedule.json", 6)
+    scored = trials[trials["tune_state"].isin(["trial", "reference"])]
+    fastest = scored.loc[scored["layer_speedup"].idxmax()]
+    assert chosen == Schedule.from_dict(json.loads(fastest["schedule_json"]))
+    assert result.outcome.chosen["setting_id"] == fastest["setting_id"]
+    front = pd.read_csv(out / "front.csv")
+    assert (
+        fastest["tune_label"] in front["tune_label"].tolist()
+        and front["layer_speedup"].is_monotonic_increasing
+    )
+    report = (out / "report.md").read_text()
+    assert (
+        "**Floor**" in report
+        and "**Chosen**" in report
+        and f"--schedule-json {out / 'best_schedule.json'}" in report
+    )
+    assert "## Held out: test" in report and "paper's linear schedule" in report
+    # the held-out rows: scored on test less the source the search had read
+    held, _ = read_sweep(out / "evaluation.parquet")
+    assert set(held["split"]) == {"test"} and (held["num_examples"] == 5).all()
+    assert {"chosen", "reference", "paper linear"} <= set(held["tune_state"])
+    assert "left out, as the search had scored their sources: 1" in report
+    record = json.loads((out / "tune.json").read_text())
+    assert {"study.db", "trials.parquet", "best_schedule.json", "report.md"} <= set(record["files"])
+
+
+@pytest.mark.slow
+def test_a_stopped_tune_resumes_without_scoring_a_finished_trial_again(
+    model_dirs, echo_data, tmp_path, monkeypatch
+):
+    out = tmp_path / "tune"
+    scored = []
+    real = tune_trials.score_task
+
+    def counting(engine, job, task):
+        scored.append(task.number)
+        if task.number == 1 and scored.count(1) == 1:
+            raise KeyboardInterrupt  # the run is stopped while trial 1 runs
+        return real(engine, job, task)
+
+    monkeypatch.setattr(tune_trials, "score_task", counting)
+    with pytest.raises(KeyboardInterrupt):
+        run_tune(settings(model_dirs, echo_data, out, trials=3))
+    assert scored == [-1, 0, 1]
+    said = []
+    result = run_tune(settings(model_dirs, echo_data, out, trials=3), say=said.append)
+    assert any("asked again" in line for line in said)
+    assert scored[3] == 2 and not {-1, 0} & set(
+        scored[3:]
+    )  # trial 1's point is asked again first, as trial 2
+    assert result.counts["complete"] == 3 and result.counts["failed"] == 1
+    study = optuna.load_study(study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}")
+    assert study.trials[2].params == study.trials[1].params
+    trials, _ = read_sweep(out / "trials.parquet")
+    assert trials["setting_id"].is_unique and len(trials) == 1 + len(set(trials["tune_trial"]) - {-1})
+
+
+@pytest.mark.slow
+def test_a_floor_no_setting_meets_names_the_best_found(model_dirs, echo_data, tmp_path):
+    out = tmp_path / "tune"
+    s = settings(model_dirs, echo_data, out, model=str(model_dirs["gpt2"]), reference_model=str(model_dirs["opt"]),
+                 max_drop=0.5, evaluate_split="test", prune_after=0)  # fmt: skip
+    said = []
+    result = run_tune(s, say=said.append)
+    assert not result.met and result.outcome.best_found is not None
+    line = result.outcome.line()
+    assert line.startswith("no setting met the floor bleu 99.50 (full depth 100.00); the best found: ")
+    assert not (out / "best_schedule.json").exists() and not (out / "evaluation.parquet").exists()
+    assert "nothing to score on the held-out split" in said[-1]
+    assert "No setting met the floor" in (out / "report.md").read_text()
+
+
+def row(label, bleu, speed, state="trial"):
+    return {
+        "tune_label": label,
+        "bleu": bleu,
+        "layer_speedup": speed,
+        "tune_state": state,
+        "schedule_json": "",
+    }
+
+
+def test_the_fastest_setting_at_or_above_the_floor_is_chosen():
+    table = pd.DataFrame([row("full", 60, 1.0, "reference"), row("a", 59.5, 1.5), row("b", 58, 2.5),
+                          row("c", 59.0, 2.0), row("stopped", 10, 4.0, "pruned")])  # fmt: skip
+    o = outcome(table, "bleu", "layer_speedup", 59.0, 60.0, model_is_reference=True)
+    assert o.chosen["tune_label"] == "c" and o.met
+    assert o.front["tune_label"].tolist() == ["full", "a", "c", "b"]  # a stopped trial is never on it
+    o = outcome(table, "bleu", "layer_speedup", 60.5, 61.5, model_is_reference=True)
+    assert not o.met and o.best_found["tune_label"] == "full"
+    assert "no setting met the floor bleu 60.50 (full depth 61.50); the best found: full" in o.line()
+    # another model's full depth sets the floor: the model's own trials only are candidates
+    o = outcome(table, "bleu", "layer_speedup", 59.8, 60.8, model_is_reference=False)
+    assert not o.met and o.best_found["tune_label"] == "a"
+
+
+def test_the_paper_front_is_read_at_equal_speedup_and_equal_quality():
+    family = pd.DataFrame({"x": [1.0, 1.5, 2.0, 3.0, 2.5], "y": [64.0, 62.0, 59.0, 55.0, 50.0]})
+    assert quality_at(family, "x", "y", 1.75) == pytest.approx(60.5)
+    assert quality_at(family, "x", "y", 0.9) == 64.0 and quality_at(family, "x", "y", 3.5) != quality_at(
+        family, "x", "y", 3.5
+    )  # NaN beyond the fastest point
+    assert speedup_at(family, "x", "y", 63.0) == pytest.approx(1.25)
+    assert speedup_at(family, "x", "y", 65.0) != speedup_at(family, "x", "y", 65.0)  # never that good: NaN
+    assert speedup_at(family, "x", "y", 40.0) == 3.0  # every point at least that good: its fastest
+
+
+def test_the_search_draws_runnable_settings_from_the_declarations(model_dirs, tmp_path):
+    s = check_settings(TuneSettings(out=tmp_path, model=str(model_dirs["opt"]), max_new_tokens=8,
+                                    policies=("static", "speculative", "adaptive", "calm"),
+                                    modes=("skip", "exit", "middle"), warmups=(0, 1, 2, 9)))  # fmt: skip
+    space = SearchSpace.of(s, 6)
+    assert space.warmups == (0, 1, 2)  # 9 cannot run on 6 layers
+    draft = next(p for p in params_of(SpeculativePolicy) if p.name == "draft_tokens")
+    assert bounds(draft, 6) == (1, 8)  # declared low 1, no high: the largest value it offers
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(0))
+    seen = set()
+    for _ in range(
+        60
+    ):  # a point a policy's own check refuses (adaptive: warmup above its floor) is drawn again
+        trial, candidate = tune_study.ask(study, space.suggest, lambda c: c.build().check(6, 8))
+        study.tell(trial, [0.0, 1.0])
+        seen.add((candidate.policy, candidate.schedule.shape if candidate.schedule else None))
+        assert candidate.words()
+    assert {p for p, _ in seen} == {"static", "speculative", "adaptive", "calm"}
+    assert {shape for p, shape in seen if p == "static"} == {"linear", "power", "step", "constant"}
+    # the paper's schedule, asked as a point, is drawn exactly
+    params = space.paper_params(2.0, 8, 6)
+    study.enqueue_trial(params)
+    assert space.suggest(study.ask()).schedule == paper_linear(6, 2.0, 8, 6).schedule
+
+
+def test_bad_settings_are_refused_in_one_line_naming_the_setting(model_dirs, tmp_path):
+    base = dict(out=tmp_path / "o", model=str(model_dirs["opt"]), dataset="data/e2e_synth")
+    for kw, field in (({"max_drop": -1.0}, "max_drop"), ({"metric": "bleurt"}, "metric"),
+                      ({"evaluate_split": "dev"}, "evaluate_split"), ({"trials": 0}, "trials"),
+                      ({"shapes": ("custom",)}, "shapes"), ({"baseline_targets": (0.5,)}, "baseline_targets")):  # fmt: skip
+        with pytest.raises(UserError) as e:
+            check_settings(TuneSettings(**base, **kw))
+        assert e.value.field == field and "\n" not in str(e.value)
+    assert not (tmp_path / "o").exists()
+
+
+def test_held_out_rows_never_include_a_searched_source(echo_data, tmp_path):
+    from skipcore.data import load_examples
+
+    s = check_settings(TuneSettings(out=tmp_path, dataset=str(echo_data), evaluate_split="test"))
+    searched = load_examples(echo_data, split="dev")
+    kept, dropped = held_out_examples(s, searched)
+    assert dropped == 1 and len(kept) == 5 and not {e.source for e in kept} & {e.source for e in searched}
+    with pytest.raises(UserError, match="no row the search did not read"):
+        held_out_examples(s, load_examples(echo_data, split="test"))
+
+
+def test_the_output_folder_keeps_to_its_own_files(tmp_path):
+    out = tmp_path / "tune"
+    out.mkdir()
+    (out / "report.md").write_text("mine")
+    with pytest.raises(UserError, match="report.md, which this tune did not write"):
+        tune_folder.TuneFolder(out, {"a": 1}, False).__enter__()
+    (out / "report.md").unlink()
+    (out / "notes.txt").write_text("mine too")
+    with tune_folder.TuneFolder(out, {"a": 1}, False) as f:
+        f.write_text("report.md", "# a\n")
+    with pytest.raises(UserError, match="tune of other settings: a=1 \\(not 2\\)"):
+        tune_folder.TuneFolder(out, {"a": 2}, False).__enter__()
+    (out / "report.md").write_text("edited")
+    with pytest.raises(UserError, match="changed since the tune wrote it"):
+        tune_folder.TuneFolder(out, {"a": 1}, False).__enter__()
+    (out / "report.md").write_text("# a\n")
+    with tune_folder.TuneFolder(out, {"a": 2}, True) as f:  # replaced: its files go, nothing else
+        assert not (out / "report.md").exists() and (out / "notes.txt").read_text() == "mine too"
+    assert not list(tmp_path.glob(".*.lock"))
+
+
+@pytest.mark.slow
+def test_trials_run_side_by_side_on_ray(model_dirs, echo_data, tmp_path, ray_address):
+    out = tmp_path / "tune"
+    result = run_tune(settings(model_dirs, echo_data, out, trials=2, parallel=2), RayExecutor())
+    assert result.met and result.counts["complete"] == 2
+    trials, _ = read_sweep(out / "trials.parquet")
+    assert trials["host"].notna().all() and len(trials) >= 2
+
+
+@pytest.mark.slow
+def test_the_measured_objective_times_each_finished_trial_against_full_depth(model_dirs, echo_data, tmp_path):
+    out = tmp_path / "tune"
+    s = settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=1, timing_limit=2)
+    result = run_tune(s)
+    trials, _ = read_sweep(out / "trials.parquet")
+    scored = trials[trials["tune_state"] == "trial"]
+    assert (scored["timing_runs"] == 1).all() and (scored["timing_prompts"] == 2).all()
+    assert scored["wall_speedup_decode"].notna().all()
+    assert result.outcome.speedup == "wall_speedup_decode" and result.met
+    assert (
+        "repeats" in json.loads((out / "tune.json").read_text())["identity"]
+    )  # timing settings make the study
