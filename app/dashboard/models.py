@@ -136,9 +136,24 @@ def _local_choice(text: str) -> ModelChoice:
     return choice if choice.ref is not None else ModelChoice(LOCAL, problem=choice.problem)
 
 
+def _follow_install(listed: dict[str, ModelChoice]) -> None:
+    """The address names a model by the picker's words, and a real model's words change when it is installed
+    ('gemma-3-270m (not installed)', then 'gemma-3-270m'): a link made before the install (or after a removal)
+    is moved to the model's words now, rather than falling back to the default model."""
+    said = st.query_params.get(MODEL_KEY)
+    if not said or said in listed:
+        return
+    name = said.removesuffix(NOT_INSTALLED)
+    now = next((label for label in (name, name + NOT_INSTALLED) if label in listed), None)
+    if now is not None:
+        st.query_params[MODEL_KEY] = now
+        st.session_state[MODEL_KEY] = now
+
+
 def model_sidebar() -> ModelChoice:
     """Render the model picker in the sidebar (kept in the address); store and return the choice."""
     listed = options()
+    _follow_install(listed)
     st.sidebar.subheader("Model")
     if not _is_model_dir(default_model_dir()):
         st.sidebar.warning(

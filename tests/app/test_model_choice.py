@@ -19,6 +19,19 @@ def test_a_link_picks_the_model(model_dir):
     assert not at.exception and at.sidebar.selectbox[0].value == model_dir.name
 
 
+def test_a_link_made_before_a_model_was_installed_picks_it_once_installed(model_dir):
+    """The address keeps the picker's words: 'smollm2-135m (not installed)' in a link made before the install must
+    pick smollm2-135m after it, not fall back to the default model (and the other way after a removal)."""
+    from skipcore.models.catalog import REAL_MODELS, installed
+
+    name = next(iter(REAL_MODELS))
+    now, before = (name, name + " (not installed)")
+    if not installed(REAL_MODELS[name]):
+        now, before = before, now
+    at = opened_with({"model": before})
+    assert not at.exception and at.sidebar.selectbox[0].value == now
+
+
 # -- the model picker ----------------------------------------------------------------------------------------
 def test_the_model_picker_lists_shipped_real_local_and_shapes(model_dir):
     from skipcore.models.catalog import REAL_MODELS, installed

@@ -134,8 +134,10 @@ def _execute(ws, code: str) -> tuple[str, list[str]]:
         "content": content,
     }
     ws.send(json.dumps({**message, "channel": "shell", "buffers": []}))
-    said = []
-    while True:
+    said, status, idle = [], None, False
+    # the reply (shell channel) may come before the printed output (iopub): done once both the reply and the
+    # kernel's return to idle for this request are in
+    while status is None or not idle:
         raw = ws.recv()
         if not isinstance(raw, str):
             continue  # a binary frame: buffers of a rich output
@@ -148,7 +150,10 @@ def _execute(ws, code: str) -> tuple[str, list[str]]:
         elif kind == "error":
             said.append(f"{body['ename']}: {body['evalue']}")
         elif kind == "execute_reply":
-            return body["status"], said
+            status = body["status"]
+        elif kind == "status" and body.get("execution_state") == "idle":
+            idle = True
+    return status, said
 
 
 def test_a_notebook_runs_in_the_servers_kernel_as_in_the_tests(lab):
