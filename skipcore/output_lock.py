@@ -1,12 +1,13 @@
 """One writer per output: a lock file holding the writer's pid, taken before anything is written and removed when
 the run ends. A second run on the same output is refused in one line; a lock left by a process that is no longer
-running is taken over (with a warning). Used by `sweep` (beside its results file) and `train` (beside its --out
-folder)."""
+running is taken over (with a warning). Used by `sweep` (beside its results file), `train` and `tune`
+(beside their --out folders)."""
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from skipcore.errors import SkipcoreWarning, UserError
@@ -69,6 +70,16 @@ class OutputLock:
                 f.write(str(os.getpid()))
             return
         raise UserError(f"cannot take the lock {self.path}; another {self.what} is starting on {self.output}")
+
+    def take_then(self, setup: Callable[[], object]) -> None:
+        """Take the lock, then run `setup` under it (reading what the output holds already); a refusal there lets
+        the lock go, so a run stopped before any work leaves no lock behind."""
+        self.take()
+        try:
+            setup()
+        except BaseException:
+            self.release()
+            raise
 
     def _holder(self) -> int:
         try:

@@ -16,6 +16,18 @@ from skipcore.errors import UserError
 from skipcore.measure.estimate import Decodes, Estimate, estimate_time
 
 
+def split_prompts(dataset, split: str | None, limit: int | None) -> list[str]:
+    """The prompts of a split's first `limit` examples, as the decode reads them; none where the split cannot be
+    read (the run itself says why when it starts)."""
+    from skipcore.data import format_prompt, load_examples
+
+    try:
+        examples = load_examples(dataset, split=split, limit=limit)
+    except UserError:
+        return []
+    return [format_prompt(e.task, e.source) for e in examples]
+
+
 def prompt_tokens(engine, prompts: Sequence[str]) -> int:
     """The prompts' mean length in tokens (32 with none)."""
     if not prompts:

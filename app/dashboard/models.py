@@ -146,7 +146,6 @@ def _follow_install(listed: dict[str, ModelChoice]) -> None:
     name = said.removesuffix(NOT_INSTALLED)
     now = next((label for label in (name, name + NOT_INSTALLED) if label in listed), None)
     if now is not None:
-        st.query_params[MODEL_KEY] = now
         st.session_state[MODEL_KEY] = now
 
 

@@ -94,19 +94,17 @@ def _config(model: str, s: SweepSettings):
 def sweep_work(engine, model: str, settings: SweepSettings) -> list:
     """What the sweep will decode (`skipcore.measure.estimate.sweep_work`), for its time estimate: its grid over
     the first examples of the split, each setting timed against full depth."""
-    from skipcore.data import format_prompt, load_examples
+    from app.dashboard.estimates import prompt_tokens, split_prompts
     from skipcore.evaluate import build_grid
     from skipcore.measure.estimate import sweep_work as work
 
     cfg = _config(model, settings)
-    try:
-        examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)
-    except UserError:
+    prompts = split_prompts(settings.dataset, settings.split, settings.num_examples)
+    if not prompts:
         return []
-    prompts = [format_prompt(e.task, e.source) for e in examples]
-    tokens = round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / max(len(prompts), 1))
     grid = build_grid(cfg)
-    return work(grid, len(examples), settings.max_new_tokens, tokens, settings.repeats, cfg.timing_limit)
+    tokens = prompt_tokens(engine, prompts)
+    return work(grid, len(prompts), settings.max_new_tokens, tokens, settings.repeats, cfg.timing_limit)
 
 
 def progress_table(grid, rows: list[dict], running: int | None) -> pd.DataFrame:

@@ -29,16 +29,10 @@ def settings_for(model: str, **values) -> TuneSettings:
 
 def work(engine, s: TuneSettings) -> list:
     """What the search decodes at most (`skipcore.evaluate.tune.tune_work`), its prompts' length measured."""
-    from skipcore.data import format_prompt, load_examples
-    from skipcore.errors import UserError
+    from app.dashboard.estimates import prompt_tokens, split_prompts
 
-    try:
-        examples = load_examples(s.dataset, split=s.split, limit=s.limit)
-    except UserError:
-        return []
-    prompts = [format_prompt(e.task, e.source) for e in examples]
-    tokens = round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / max(len(prompts), 1))
-    return tune_work(s, len(examples), tokens)
+    prompts = split_prompts(s.dataset, s.split, s.limit)
+    return tune_work(s, len(prompts), prompt_tokens(engine, prompts)) if prompts else []
 
 
 def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) -> tuple[pd.DataFrame, dict]:

@@ -93,12 +93,7 @@ class SweepStore:
 
     # -- one writer ----------------------------------------------------------------------------------------------
     def __enter__(self) -> SweepStore:
-        self.lock.take()
-        try:
-            self._load()
-        except BaseException:
-            self.lock.release()
-            raise
+        self.lock.take_then(self._load)
         return self
 
     def __exit__(self, *exc) -> None:

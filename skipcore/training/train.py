@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -170,22 +171,7 @@ def _continued_record(
 
 
 def hyper_of(s: TrainSettings):
-    """The optimisation and bookkeeping settings the loop runs with (`loop.Hyper`), checked."""
-    return Hyper(
-        batch_size=s.batch_size,
-        steps=s.steps,
-        epochs=s.epochs,
-        lr=s.lr,
-        weight_decay=s.weight_decay,
-        warmup_ratio=s.warmup_ratio,
-        lr_scheduler=s.lr_scheduler,
-        max_grad_norm=s.max_grad_norm,
-        seed=s.seed,
-        group_by_length=s.group_by_length,
-        log_every=s.log_every,
-        eval_every=s.eval_every,
-        save_every=s.save_every,
-        keep_checkpoints=s.keep_checkpoints,
-        save_dtype=s.save_dtype,
-        progress=not s.no_progress,
-    )
+    """The optimisation and bookkeeping settings the loop runs with (`loop.Hyper`: each of its fields is the
+    setting of that name, but `progress`), checked."""
+    same = {f.name: getattr(s, f.name) for f in fields(Hyper) if f.name != "progress"}
+    return Hyper(**same, progress=not s.no_progress)

@@ -49,12 +49,7 @@ class TuneFolder:
         return self.out / name
 
     def __enter__(self) -> TuneFolder:
-        self.lock.take()
-        try:
-            self._take()
-        except BaseException:
-            self.lock.release()
-            raise
+        self.lock.take_then(self._take)
         return self
 
     def __exit__(self, *exc) -> None:
