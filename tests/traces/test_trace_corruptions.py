@@ -6,6 +6,7 @@ crashes, and never dedupes, sorts, drops or changes a row without a word."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -97,10 +98,16 @@ CORRUPTIONS = [
 
 
 # -- writing a frame as a user's tool would (no validation) and comparing what comes back --------------------
+def _holds_infinity(df: pd.DataFrame) -> bool:
+    return any(isinstance(v, float) and math.isinf(v) for col in df.columns for v in df[col])
+
+
 def write_raw(df: pd.DataFrame, path, fmt: str) -> bool:
     """The frame as a file of `fmt`, as pandas writes it; False where the format cannot hold it."""
     if fmt != "parquet" and "layer_mask" in df and all(isinstance(v, str) for v in df["layer_mask"]):
         df = df.assign(layer_mask=MASK_PREFIX + df["layer_mask"])  # as our writer and README say
+    if fmt == "jsonl" and _holds_infinity(df):  # JSON has no infinity: pandas writes null, not what was drawn
+        return False
     try:
         if fmt == "parquet":
             df.to_parquet(path)
