@@ -12,8 +12,12 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -25,6 +29,17 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_parquet(path: str | os.PathLike) -> pa.Table:
+    """A Parquet file's table, read through one open file. Read by its path, pyarrow opens the file twice (its
+    footer, then its pages); where a writer replaces it (`atomic_write`: a running sweep, a trace being written)
+    in between, the footer of one file meets the pages of the next and the read fails. One open file is one file,
+    old or new, whatever is renamed over its path meanwhile."""
+    import pyarrow.parquet as pq
+
+    with open(path, "rb") as f:
+        return pq.read_table(f)
 
 
 def file_digest(path: Path) -> str:

@@ -1,15 +1,25 @@
-"""How every tool writes (skipcore.files): never through a link that leads out of its folder, and every path a
-user gives is checked before anything asks the file system about it."""
+"""How every tool writes and reads (skipcore.files): never through a link that leads out of its folder, every path a
+user gives is checked before anything asks the file system about it, and a file replaced while it is read is read
+whole, old or new."""
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from skipcore.errors import ModelError, UserError
-from skipcore.files import check_output_file, check_path_text, check_writable_folder
+from skipcore.files import (
+    atomic_write,
+    check_output_file,
+    check_path_text,
+    check_writable_folder,
+    read_parquet,
+)
 from tests.helpers import refused, train_two_steps
 
 
@@ -59,3 +69,32 @@ def test_a_path_no_file_can_have_is_one_line_not_an_oserror(tmp_path):
     assert check_path_text(tmp_path / ("a" * 255)) == tmp_path / ("a" * 255)
     assert check_path_text("relative/model") == Path("relative/model")
     assert not any(tmp_path.iterdir())  # a check only: nothing made
+
+
+# -- a Parquet file replaced while it is read -------------------------------------------------------------------
+def test_a_parquet_file_replaced_while_read_is_read_whole(tmp_path):
+    """A running sweep rewrites its results (atomically) after every row while the dashboard or a script reads
+    them. Read by its path, pyarrow opens the file twice, and about half the reads made during such rewrites failed
+    ("Couldn't deserialize thrift"); every read here gives one whole table that some write made."""
+    path = tmp_path / "rows.parquet"
+    written = threading.Event()
+    done = threading.Event()
+
+    def rewrite() -> None:
+        n = 0
+        while not done.is_set():
+            n = n % 40 + 1
+            table = pa.table({"row": list(range(n)), "text": ["x" * (n % 9 + 1)] * n})
+            atomic_write(path, lambda p, t=table: pq.write_table(t, p))
+            written.set()
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        assert written.wait(30)
+        for _ in range(400):
+            table = read_parquet(path)
+            assert table.column("row").to_pylist() == list(range(table.num_rows))
+    finally:
+        done.set()
+        writer.join()

@@ -202,12 +202,11 @@ def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
 
 
 def _read_table(path: Path) -> Table:
-    import pyarrow.parquet as pq
-
+    from skipcore.files import read_parquet
     from skipcore.traces.files import META_KEY
 
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
         raw = (table.schema.metadata or {}).get(META_KEY)
         return table.to_pandas(), json.loads(raw) if raw else {}
     except (OSError, ValueError) as e:

@@ -16,6 +16,7 @@ from app.dashboard import paths, speculation, views
 from app.dashboard.address import KEEP
 from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
+from skipcore.files import read_parquet
 from skipcore.labels import setting_label
 from skipcore.plots.tradeoffs import MODEL_COLUMN, with_model_labels
 from skipcore.traces import TRACE_COLUMNS
@@ -28,7 +29,7 @@ def sweep_traces() -> dict[str, Path]:
     out = {}
     for sweep in paths.shipped_sweeps():
         try:
-            df = pd.read_parquet(sweep)
+            df = read_parquet(sweep).to_pandas()
         except Exception:  # noqa: BLE001 (the trade-off page reports a damaged sweep; here it is just absent)
             continue
         if "trace_path" not in df:

@@ -26,6 +26,7 @@ from app.dashboard.tracefiles import read_uploaded_table
 from app.dashboard.trained import generation_defaults
 from skipcore import plots
 from skipcore.errors import UserError
+from skipcore.files import read_parquet
 from skipcore.labels import column_title, sweep_policies
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
@@ -58,7 +59,7 @@ TIPS = (
 
 @st.cache_data(show_spinner=False)
 def _read_parquet(path: str, mtime: float) -> pd.DataFrame:
-    return pd.read_parquet(path)
+    return read_parquet(path).to_pandas()
 
 
 def shipped_sweep() -> pd.DataFrame | None:

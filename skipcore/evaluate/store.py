@@ -26,7 +26,14 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, check_path_text, check_writable_folder, file_digest
+from skipcore.files import (
+    atomic_write,
+    check_companion,
+    check_path_text,
+    check_writable_folder,
+    file_digest,
+    read_parquet,
+)
 from skipcore.output_lock import OutputLock, lock_path
 
 META_KEY = b"skipcore_sweep"
@@ -35,11 +42,10 @@ TRACE_META_KEY = "sweep_results"  # in a trace's run metadata: the results file 
 
 def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """A sweep's rows and its metadata (the identity of the run that made it)."""
-    import pyarrow.parquet as pq
 
     path = Path(path)
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is not a readable sweep file ({str(e).splitlines()[0]})") from e
     raw = (table.schema.metadata or {}).get(META_KEY)

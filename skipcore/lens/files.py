@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, check_output_file
+from skipcore.files import atomic_write, check_companion, check_output_file, read_parquet
 from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path
 from skipcore.traces.schema import TraceSchemaError
 
@@ -117,9 +117,7 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"lens file not found: {path}")
     try:
         if suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(path)
+            table = read_parquet(path)
             raw = (table.schema.metadata or {}).get(META_KEY)
             meta = json.loads(raw) if raw else {}
             df = table.to_pandas()

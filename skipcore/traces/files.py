@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, check_output_file
+from skipcore.files import atomic_write, check_companion, check_output_file, read_parquet
 from skipcore.traces.schema import (
     MASK_PREFIX,
     TEXT_COLUMNS,
@@ -135,9 +135,7 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"trace file not found: {path}")
     try:
         if fmt == ".parquet":
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(path)
+            table = read_parquet(path)
             raw = (table.schema.metadata or {}).get(META_KEY)
             meta = json.loads(raw) if raw else {}
             df = table.to_pandas()

@@ -29,6 +29,7 @@ from skipcore.commands.sweep import config_from_args
 from skipcore.evaluate import GridIncomplete, RayExecutor, rows, units
 from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.store import read_sweep
+from skipcore.files import read_parquet
 from skipcore.traces import read_trace
 from tests.helpers import REPO, descendants, sweep_config
 
@@ -327,7 +328,7 @@ def test_ctrl_c_on_the_command_line_stops_the_grid_and_keeps_written_rows(
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
     )
     try:
-        assert wait_for(lambda: out.exists() and len(pd.read_parquet(out)) >= 1, 240), "no row came"
+        assert wait_for(lambda: out.exists() and read_parquet(out).num_rows >= 1, 240), "no row came"
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
