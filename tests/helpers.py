@@ -27,13 +27,18 @@ PROMPTS = [
 
 # -- engines on the tiny models ------------------------------------------------------------------------------
 def engine_for(
-    model_dirs, family: str = "opt", attn: str = "eager", static: bool | None = None, device="cpu"
+    model_dirs,
+    family: str = "opt",
+    attn: str = "eager",
+    static: bool | None = None,
+    device="cpu",
+    dtype: str = "float32",
 ):
-    """A float32 engine on a tiny model (eager attention unless asked: the reference kernel)."""
+    """An engine on a tiny model, float32 and eager attention (the reference kernel) unless asked."""
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.loading import load_model
 
-    model, tok = load_model(str(model_dirs[family]), device=device, dtype="float32", attn_implementation=attn)
+    model, tok = load_model(str(model_dirs[family]), device=device, dtype=dtype, attn_implementation=attn)
     return SkipEngine(model, tok, static=static)
 
 

@@ -95,9 +95,10 @@ def _load_engine(ref: ModelRef, stamp: float, name: str):
     from transformers.utils import logging as hf_logging
 
     from skipcore import SkipEngine, load_model
+    from skipcore.models.dtype_choice import DASHBOARD
 
     hf_logging.disable_progress_bar()  # the page shows its own status; keep the server log clean
-    model, tokenizer = load_model(ref, device="auto", dtype="auto")
+    model, tokenizer = load_model(ref, device="auto", dtype="auto", exact=DASHBOARD)
     return SkipEngine(model, tokenizer, model_name=name)
 
 

@@ -47,7 +47,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--settings", type=comma_list(str, "--settings"),
         help="what to time beside full depth, the reference (default: all the device runs): full, no-graphs, "
-        "skip, speculative, generate, compiled (generate() with its static cache, compiled on CUDA)",
+        "skip, speculative, generate, generate-float32 (a half-precision run's generate() in float32), compiled "
+        "(generate() with its static cache, compiled on CUDA)",
     )  # fmt: skip
     p.add_argument(
         "--static-steps", action=argparse.BooleanOptionalAction, default=None,
@@ -79,7 +80,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from skipcore.models.loading import resolve_device, resolve_dtype
 
     device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device)
+    dtype = resolve_dtype(args.dtype, device).dtype
     names = ("models", "batch_sizes", "prompt_len", "new_tokens", "targets", "draft_tokens", "draft_target")
     names += ("repeats", "settings", "static_steps")
     plan, notes = plans.plan_for(device.type == "cuda", **{n: getattr(args, n) for n in names})

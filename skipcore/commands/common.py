@@ -63,7 +63,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--dtype",
         default="auto",
         choices=["auto", "float32", "bfloat16", "float16"],
-        help="weights and activations; auto is float32 on CPU, bfloat16 on CUDA",
+        help="weights and activations; auto: bfloat16 on CUDA, and on a CPU with native bfloat16 (AVX-512 BF16, "
+        "AMX) for a model large enough to gain, unless the policy is lossless; float32 elsewhere and in sweeps and "
+        "tunes (the run says which and why)",
     )
     p.add_argument(
         "--attn", default="sdpa", choices=["sdpa", "eager"], help="attention kernel (default: %(default)s)"

@@ -94,9 +94,14 @@ def engine_prompts_policy(args: argparse.Namespace):
     in the command line's words) before the first batch."""
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
+    from skipcore.models.dtype_choice import LOSSLESS
     from skipcore.models.loading import load_model
 
-    model, tokenizer = load_model(args.model, args.device, args.dtype, args.attn, args.trust_remote_code)
+    exact = LOSSLESS if getattr(args.policy_classes[args.policy], "lossless", False) else None
+    model, tokenizer = load_model(
+        args.model, args.device, args.dtype, args.attn, args.trust_remote_code, exact
+    )
+    args.dtype_note = f"dtype: {model.dtype_choice.name} ({model.dtype_choice.reason})"
     args.sent = prompts_for_model(args.model, tokenizer, read_prompts(args), args.raw_prompt)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
     check_generation_request(engine, args.sent.prompts, args)

@@ -95,7 +95,7 @@ def run_generate(args: argparse.Namespace) -> int:
         print(text.replace("\n", " ").strip())
     if trace_path is not None:
         write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
-    notes = [] if args.quiet else [args.schedule_note, args.sent.note]
+    notes = [] if args.quiet else [args.dtype_note, args.schedule_note, args.sent.note]
     for line in [*notes, empty_output_warning(result.texts, args.sent)]:
         if line:
             print(line, file=sys.stderr)

@@ -59,6 +59,8 @@ class SkipEngine:
         self.model_name = model_name or getattr(model.config, "_name_or_path", "")
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
+        choice = getattr(model, "dtype_choice", None)  # set by `load_model`: which dtype and why
+        self.dtype_reason = choice.reason if choice is not None and choice.dtype == self.dtype else "as given"
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -191,6 +193,7 @@ class SkipEngine:
             batch_size=size,
             device=str(self.device),
             dtype=str(self.dtype).removeprefix("torch."),
+            dtype_reason=self.dtype_reason,
             seed=request.sampling.seed,
             sampling=request.sampling.to_dict(),
             max_new_tokens=T,

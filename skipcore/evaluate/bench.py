@@ -103,11 +103,11 @@ def bench_one(
         decode = sum(out.step_ms[1:]) / 1e3
         return _Run(total, out.tokens, decode, out.cache.allocated_bytes(), per_pass)
 
-    def hf(**kw) -> _Run:
+    def hf(net=model, **kw) -> _Run:
         _sync(device)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = model.generate(
+            out = net.generate(
                 ids,
                 attention_mask=attn,
                 max_new_tokens=T,
@@ -135,6 +135,8 @@ def bench_one(
         runners[setting] = partial(ours, engine_for(False), policy, True)
     if "generate" in kinds:
         runners["generate()"] = hf
+    if "generate-float32" in kinds and dtype != torch.float32:  # what the half precision buys over float32
+        runners["generate() float32"] = partial(hf, bench_network(name, torch.float32, device))
     if "compiled" in kinds:  # transformers compiles a static-cache decode on CUDA
         runners["generate() static+compile"] = partial(hf, cache_implementation="static")
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())

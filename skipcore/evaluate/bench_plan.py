@@ -21,6 +21,8 @@ SETTING_KINDS = {
     "skip": "SkipDecode's static skip schedule at each target",
     "speculative": "speculative SkipDecode at each draft length, drafting with a skip schedule",
     "generate": "transformers' generate(), dynamic cache",
+    "generate-float32": "generate() in float32, what the model runs at without the run's half precision (skipped "
+    "where the run is float32)",
     "compiled": "generate() with its static cache, which transformers compiles on CUDA",
 }
 
@@ -106,11 +108,11 @@ def not_installed_notes(plan: BenchPlan) -> list[str]:
 
 def default_settings(cuda: bool, static_steps: bool, speculative: bool) -> tuple[str, ...]:
     """Every kind the device runs: graphs on and off where there are static steps, transformers' compiled
-    generate() on CUDA (it does not compile on the CPU), speculative rows where draft lengths are given."""
+    generate() on CUDA (it does not compile on the CPU) and its float32 generate() on the CPU (where bfloat16 is a
+    choice, not a given), speculative rows where draft lengths are given."""
     kinds = ["full"] + (["no-graphs"] if static_steps else []) + ["skip"]
-    return tuple(
-        kinds + (["speculative"] if speculative else []) + ["generate"] + (["compiled"] if cuda else [])
-    )
+    kinds += ["speculative"] if speculative else []
+    return tuple(kinds + ["generate"] + (["compiled"] if cuda else ["generate-float32"]))
 
 
 def skip_schedule(num_layers: int, target: float, new_tokens: int):

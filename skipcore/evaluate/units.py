@@ -82,6 +82,7 @@ class EngineCache:
 
     def get(self, job: SweepJob, model: str, say: Say | None = None) -> SkipEngine:
         from skipcore.decode.engine import SkipEngine
+        from skipcore.models.dtype_choice import RECORD
         from skipcore.models.loading import load_model
 
         key, cfg = self._key(job, model), job.cfg
@@ -91,7 +92,7 @@ class EngineCache:
             if say is not None:
                 say(f"loading {name}")
             net, tokenizer = load_model(
-                job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code
+                job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code, RECORD
             )
             self.key, self.engine = key, SkipEngine(net, tokenizer, model_name=name)
         return self.engine

@@ -18,9 +18,10 @@ from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
-from skipcore.adapters import check_supported
+from skipcore.adapters import ADAPTERS, check_supported
 from skipcore.errors import ModelError, UserError, is_failure
 from skipcore.models.catalog import REAL_MODELS
+from skipcore.models.dtype_choice import DtypeChoice, choose_dtype
 from skipcore.models.gguf_header import config_dict, read_header
 from skipcore.models.lora import merged
 from skipcore.models.reference import ModelRef, resolve_model
@@ -45,12 +46,17 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+def resolve_dtype(
+    dtype: str, device: torch.device, config: PretrainedConfig | None = None, exact: str | None = None
+) -> DtypeChoice:
+    """The dtype a model runs in and why: one asked for by name, or `auto`'s choice for this device and a model
+    of `config` (`skipcore.models.dtype_choice`; `exact`: why the run keeps float32 on a CPU, if it must)."""
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        shapes = ADAPTERS[config.model_type].shapes_from_config(config) if config is not None else None
+        return choose_dtype(device, shapes, exact)
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; choose auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    return DtypeChoice(DTYPES[dtype], f"{dtype}: asked for")
 
 
 def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = False) -> PretrainedConfig:
@@ -116,15 +122,22 @@ def load_model(
     dtype: str = "auto",
     attn_implementation: str = "sdpa",
     trust_remote_code: bool = False,
+    exact: str | None = None,
 ) -> tuple[PreTrainedModel, object]:
     """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set). `model` is a name
-    (`skipcore.models.reference`) or what `resolve_model` made of one."""
+    (`skipcore.models.reference`) or what `resolve_model` made of one; `exact`: why `dtype="auto"` must keep
+    float32 on a CPU for this run (`skipcore.models.dtype_choice`). The model's `dtype_choice` says which dtype it
+    runs in and why."""
     dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
+    resolve_dtype(dtype, dev)  # an unknown dtype refused before the model is looked for
     ref = model if isinstance(model, ModelRef) else resolve_model(model)
-    load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
+    config = load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
+    choice = resolve_dtype(dtype, dev, config, exact)
     if ref.base is not None:
-        return _load_adapter(ref, dev, dt, attn_implementation, trust_remote_code)
+        net, tokenizer = _load_adapter(ref, dev, choice.dtype, attn_implementation, trust_remote_code)
+        net.dtype_choice = choice
+        return net, tokenizer
+    dt = choice.dtype
     folder = ref.convert()
     source, kw = ref.weights()
     if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
@@ -161,7 +174,9 @@ def load_model(
         net.config._name_or_path = (
             ref.name
         )  # what traces and summaries name: the short name, not a cache path
-    return net.to(dev).eval(), tokenizer
+    net = net.to(dev).eval()
+    net.dtype_choice = choice
+    return net, tokenizer
 
 
 def _load_adapter(

@@ -47,6 +47,7 @@ METADATA_TYPES: dict[str, tuple[type | None, ...]] = {
     "batch_size": (int,),
     "device": (str,),
     "dtype": (str,),
+    "dtype_reason": (str,),
     "seed": (int,),
     "sampling": (dict,),
     "max_new_tokens": (int,),

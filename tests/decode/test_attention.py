@@ -54,13 +54,17 @@ def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, mo
     )
     assert model.config.num_key_value_heads < model.config.num_attention_heads
     calls = []
-    original = attention.grouped_decode_sdpa
 
-    def spy(module, query, *args, **kwargs):
-        calls.append(query.shape[2])
-        return original(module, query, *args, **kwargs)
+    def spying_on(original):
+        def spy(module, query, *args, **kwargs):
+            calls.append(query.shape[2])
+            return original(module, query, *args, **kwargs)
 
-    monkeypatch.setitem(attention.AttentionInterface._global_mapping, attention.NAME, spy)
+        return spy
+
+    mapping = attention.AttentionInterface._global_mapping
+    for name in (attention.NAME, attention.NAME_AT_END):  # a static buffer's steps, a dynamic cache's
+        monkeypatch.setitem(mapping, name, spying_on(mapping[name]))
     sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
     for static in (False, True):
         calls.clear()

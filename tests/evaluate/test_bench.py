@@ -185,6 +185,22 @@ def test_a_plan_that_cannot_run_is_refused_in_one_line(capsys, extra, message):
     assert message in refused(capsys, ["bench", "--models", "opt-tiny", "--new-tokens", "4", *extra])
 
 
+def test_a_half_precision_run_times_float32_generate_beside_it(tmp_path, model_dirs):
+    """bfloat16 full depth, paired with the model's own float32 generate() in the same run (what the dtype buys a
+    user); its tokens are compared with full depth's too. A float32 run has nothing to add."""
+    folder = str(model_dirs["llama"])
+    args = ["bench", "--models", folder, "--batch-sizes", "2", "--new-tokens", "4", "--prompt-len", "4"]
+    args += ["--settings", "generate,generate-float32", "--repeats", "1"]
+    for dtype, rows in (("bfloat16", ["generate()", "generate() float32"]), ("float32", ["generate()"])):
+        out = tmp_path / f"{dtype}.json"
+        assert main([*args, "--dtype", dtype, "--out", str(out)]) == 0
+        by = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
+        assert list(by) == rows
+    assert by["generate()"]["same_tokens_as_full"] == 1  # float32: generate()'s tokens are full depth's
+    row = json.loads((tmp_path / "bfloat16.json").read_text())["rows"][1]
+    assert row["vs_full_total"] > 0 and row["timing_runs"] == 1 and 0 <= row["same_tokens_as_full"] <= 1
+
+
 def test_a_model_folder_is_timed_with_its_own_weights(tmp_path, model_dirs):
     """A fine-tune is named by its folder: its sizes come from its config, its rows say they timed its
     weights."""

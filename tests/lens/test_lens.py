@@ -57,9 +57,19 @@ def masks(table: pd.DataFrame) -> pd.Series:
 
 
 # -- the lens against generate -------------------------------------------------------------------------------
-@pytest.mark.parametrize("family", ["opt", "opt-proj", "gpt2", "llama"])
-def test_full_depth_last_layer_is_generates_logprob_exactly(model_dirs, family):
-    eng = engine_for(model_dirs, family, attn="sdpa")
+@pytest.mark.parametrize(
+    ("family", "dtype"),
+    [
+        ("opt", "float32"),
+        ("opt-proj", "float32"),
+        ("gpt2", "float32"),
+        ("llama", "float32"),
+        ("llama", "bfloat16"),
+        ("qwen3", "bfloat16"),  # sliding layers: the replay reads their window as the decode does
+    ],
+)
+def test_full_depth_last_layer_is_generates_logprob_exactly(model_dirs, family, dtype):
+    eng = engine_for(model_dirs, family, attn="sdpa", dtype=dtype)
     ref = eng.generate(PROMPTS, None, T, batch_size=2)
     lens = layer_lens(eng, PROMPTS, None, T, batch_size=2)
     last, tr = final_rows(lens.table), live(ref.trace)

@@ -48,10 +48,10 @@ PROMPTS = [  # a ragged batch of 8: different lengths, so left padding is exerci
 ]
 
 
-def _model(name: str):
+def _model(name: str, dtype: str = "float32", attn: str = "eager"):
     if not installed(REAL_MODELS[name]):
         pytest.skip(f"{name} is not installed ({REAL_MODELS[name].install})")
-    model, tok = load_model(name, device="cpu", dtype="float32", attn_implementation="eager")
+    model, tok = load_model(name, device="cpu", dtype=dtype, attn_implementation=attn)
     return SkipEngine(model, tok)
 
 
@@ -69,6 +69,21 @@ def test_full_depth_is_token_identical_to_generate_on_a_ragged_batch(engine):
     ref = out[:, enc["input_ids"].shape[1] :]
     for row, ids in enumerate(res.token_ids):
         assert ids == ref[row, : len(ids)].tolist()
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma-3-270m"])
+def test_bfloat16_full_depth_is_token_identical_to_bfloat16_generate(name):
+    """The same contract in bfloat16 with SDPA (the dtype and kernel a CPU with native bfloat16 runs fast):
+    Gemma 3's sliding layers read their window alone, as generate()'s cache holds it; the head, in blocks of
+    vocabulary rows, gives the one product's bits in bfloat16 too."""
+    engine = _model(name, "bfloat16", "sdpa")
+    res = engine.generate(PROMPTS, max_new_tokens=12)
+    enc = engine.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = engine.model.generate(**enc, max_new_tokens=12, do_sample=False)
+    ref = out[:, enc["input_ids"].shape[1] :]
+    for row, ids in enumerate(res.token_ids):
+        assert ids == ref[row, : len(ids)].tolist(), row
 
 
 def test_every_policy_runs_and_speculative_is_lossless(engine):

@@ -1,0 +1,99 @@
+"""What `--dtype auto` runs a model in, and why: the dtype this machine is fast at where the project measured it
+faster and the run keeps its promises, float32 (the exact mode) elsewhere.
+
+On a CPU, bfloat16 pays only with native support (AVX-512 BF16 or AMX, read from the CPU's flags) and only for
+matrices large enough that reading half the bytes outweighs converting them: on the 2-core EPYC of docs/results.md
+("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 1.4x (batch 1) and 1.6x (batch 8) float32
+`generate()`, Gemma 3 270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per
+token) 0.56x. Some runs keep float32 whatever the model: one that promises full depth's tokens (speculative
+SkipDecode is lossless in float32 only: a verification over k + 1 columns rounds differently from k + 1 one-column
+steps in bfloat16), a sweep or a tune (records a later run resumes, beside the shipped float32 ones) and the
+dashboard (one model runs every policy). A dtype asked for by name is used as asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from skipcore.adapters.base import ModelShapes
+from skipcore.measure.costs import head_flops, layer_flops
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names for native bfloat16 arithmetic
+# weights read per decoded token from which bfloat16 is chosen on such a CPU: SmolLM2-135M (134M) measured 1.4-1.6x
+# float32's speed, the shipped OPT twin (2.5M) 0.56x; no model between the two was measured, so the line sits
+# well under the smallest real model
+BF16_MIN_WEIGHTS = 50_000_000
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@dataclass(frozen=True)
+class DtypeChoice:
+    """The dtype a model runs in and the reason, said in the run's summary and kept in its metadata."""
+
+    dtype: torch.dtype
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return DTYPE_NAMES[self.dtype]
+
+
+def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
+    """The native-bfloat16 flags this CPU reports (`/proc/cpuinfo`; none where it cannot be read)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return []
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return [f for f in CPU_BF16_FLAGS if f in flags]
+
+
+def weights_per_token(shapes: ModelShapes) -> int:
+    """The matrix weights one decoded token reads at full depth (its FLOPs at no context, halved)."""
+    return (shapes.num_layers * layer_flops(shapes, 1, 0) + head_flops(shapes)) // 2
+
+
+# why a run keeps float32 on a CPU whatever the model: said in the run's summary and metadata
+LOSSLESS = "in which a lossless policy keeps full depth's tokens"
+RECORD = "a sweep's rows stay in one dtype across resumed runs and beside the shipped float32 ones"
+DASHBOARD = "one model runs every policy here, lossless ones among them"
+
+
+def choose_dtype(
+    device: torch.device,
+    shapes: ModelShapes | None,
+    exact: str | None = None,
+    flags: list[str] | None = None,
+) -> DtypeChoice:
+    """`--dtype auto` on `device` for a model of `shapes` (None: not known, float32 on a CPU); `exact`: why this run
+    keeps float32 on a CPU (`LOSSLESS`, `RECORD`, `DASHBOARD`), None where nothing does; `flags`: the CPU's
+    bfloat16 flags (read when None)."""
+    if device.type == "cuda":
+        return DtypeChoice(torch.bfloat16, "auto: bfloat16 on CUDA")
+    if exact:
+        return DtypeChoice(torch.float32, f"auto: float32, {exact}")
+    flags = cpu_bf16_flags() if flags is None else flags
+    if not flags:
+        return DtypeChoice(
+            torch.float32, "auto: float32, this CPU has no native bfloat16 (AVX-512 BF16 or AMX)"
+        )
+    if shapes is None:
+        return DtypeChoice(torch.float32, "auto: float32 on a CPU, with no one model to judge by")
+    weights = weights_per_token(shapes)
+    if weights < BF16_MIN_WEIGHTS:
+        return DtypeChoice(
+            torch.float32,
+            f"auto: float32, {weights / 1e6:.1f}M weights per token is below the "
+            f"{BF16_MIN_WEIGHTS / 1e6:.0f}M where bfloat16 pays on a CPU",
+        )
+    return DtypeChoice(
+        torch.bfloat16, f"auto: bfloat16, this CPU has {flags[0]} and {weights / 1e6:.0f}M weights per token"
+    )

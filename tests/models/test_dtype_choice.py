@@ -1,0 +1,101 @@
+"""`--dtype auto`: bfloat16 on a CPU that has it natively and a model large enough to gain, float32 where a lossless
+policy runs, where the CPU lacks it or the model is small; the choice and its reason travel with the run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import skipcore.models.dtype_choice as dc
+from skipcore.commands import main
+from skipcore.decode.engine import SkipEngine
+from skipcore.models.loading import load_config, load_model, resolve_dtype
+from skipcore.models.random_models import bench_config
+from skipcore.traces import read_trace
+
+CPU = torch.device("cpu")
+EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n"
+OLDER = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n"
+SAPPHIRE = "processor\t: 0\nflags\t\t: fpu avx512f amx_tile amx_bf16 amx_int8\n"
+
+
+def shapes_of(name: str):
+    from skipcore.adapters import ADAPTERS
+
+    config = bench_config(name)
+    return ADAPTERS[config.model_type].shapes_from_config(config)
+
+
+def test_the_cpus_flags_say_whether_it_has_native_bfloat16():
+    assert dc.cpu_bf16_flags(EPYC) == ["avx512_bf16"]
+    assert dc.cpu_bf16_flags(SAPPHIRE) == ["amx_bf16"]
+    assert dc.cpu_bf16_flags(OLDER) == []
+    assert dc.cpu_bf16_flags("") == []
+
+
+@pytest.mark.parametrize(
+    ("cpu", "shape", "lossless", "expected", "said"),
+    [
+        (EPYC, "smollm2-135m", False, torch.bfloat16, "avx512_bf16"),
+        (SAPPHIRE, "gemma-3-270m", False, torch.bfloat16, "amx_bf16"),
+        (OLDER, "smollm2-135m", False, torch.float32, "no native bfloat16"),
+        (EPYC, "smollm2-135m", True, torch.float32, "a lossless policy"),
+        (EPYC, "opt-125m", False, torch.bfloat16, "avx512_bf16"),
+    ],
+)
+def test_auto_on_a_cpu_both_ways(cpu, shape, lossless, expected, said):
+    choice = dc.choose_dtype(CPU, shapes_of(shape), dc.LOSSLESS if lossless else None, dc.cpu_bf16_flags(cpu))
+    assert choice.dtype == expected and said in choice.reason
+
+
+def test_a_small_model_stays_in_float32_where_bfloat16_measured_slower(model_dirs):
+    config = load_config(str(model_dirs["llama"]))
+    choice = resolve_dtype("auto", CPU, config)
+    if dc.cpu_bf16_flags():
+        assert choice.dtype == torch.float32 and "below" in choice.reason
+    assert dc.choose_dtype(CPU, shapes_of("smollm2-135m"), flags=[]).dtype == torch.float32
+    assert dc.choose_dtype(torch.device("cuda"), None).dtype == torch.bfloat16
+    assert resolve_dtype("bfloat16", CPU).reason == "bfloat16: asked for"
+
+
+def test_the_choice_and_its_reason_travel_with_the_model_and_the_trace(model_dirs, monkeypatch, tmp_path):
+    monkeypatch.setattr(dc, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
+    monkeypatch.setattr(dc, "BF16_MIN_WEIGHTS", 1)  # the tiny model counts as large enough
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu", dtype="auto")
+    assert next(model.parameters()).dtype == torch.bfloat16
+    res = SkipEngine(model, tok).generate(["The Eagle"], max_new_tokens=3)
+    assert res.metadata["dtype"] == "bfloat16" and "avx512_bf16" in res.metadata["dtype_reason"]
+    model, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="auto", exact=dc.RECORD)
+    assert (
+        next(model.parameters()).dtype == torch.float32
+        and model.dtype_choice.reason == f"auto: float32, {dc.RECORD}"
+    )
+
+
+@pytest.mark.parametrize(("policy", "dtype"), [("static", "bfloat16"), ("speculative", "float32")])
+def test_generate_says_which_dtype_ran_and_why(model_dirs, monkeypatch, tmp_path, capsys, policy, dtype):
+    monkeypatch.setattr(dc, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
+    monkeypatch.setattr(dc, "BF16_MIN_WEIGHTS", 1)
+    trace = tmp_path / "t.parquet"
+    argv = ["generate", "--model", str(model_dirs["llama"]), "--prompt", "Hi", "--max-new-tokens", "4"]
+    assert main([*argv, "--policy", policy, "--threads", "1", "--trace", str(trace)]) == 0
+    err = capsys.readouterr().err
+    assert f"dtype: {dtype} (auto: " in err
+    _, meta = read_trace(trace)
+    assert meta["dtype"] == dtype and meta["dtype_reason"].startswith(f"auto: {dtype}")
+
+
+def test_a_sweep_keeps_float32_under_auto(model_dirs, sweep_dataset, tmp_path, monkeypatch):
+    """A sweep is a record a later run resumes and the shipped float32 sweeps sit beside: its rows never change
+    dtype with the machine they were resumed on."""
+    from skipcore.evaluate import run_sweep
+    from tests.helpers import sweep_config
+
+    monkeypatch.setattr(dc, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
+    monkeypatch.setattr(dc, "BF16_MIN_WEIGHTS", 1)
+    cfg = sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", dtype="auto", repeats=0)
+    cfg = replace(cfg, targets=(1.0,), modes=("skip",), batch_sizes=(2,), policies=("static",))
+    df = run_sweep(cfg)
+    assert set(df["dtype"]) == {"float32"}
