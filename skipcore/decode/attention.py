@@ -28,6 +28,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 NAME = "skipcore_grouped_sdpa"
 # the same where the query is the last column of the keys (a dynamic cache's decode step)
 NAME_AT_END = "skipcore_grouped_sdpa_at_end"
+NAME_OWN_KEYS = "skipcore_own_keys_sdpa"  # a ragged multi-column pass, each query over its own keys
 
 
 def grouped_decode_sdpa(
@@ -80,22 +81,79 @@ def keys_from_end(
     )
 
 
+def own_keys(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    sliding_window: int | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """A ragged multi-column pass (speculative SkipDecode's drafts and verification), each query over exactly the
+    keys a one-column step at its position reads, in half precision on a CPU.
+
+    Rows of such a pass stand at different columns, and a verification's queries at k + 1 of them, so one kernel
+    call would give most queries a row of keys ending in masked columns; SDPA's CPU kernel rounds that longer row
+    differently in bfloat16, and the tokens part from full depth's (74 of 100 SmolLM2 outputs kept). Here the
+    queries are grouped by the column their keys end at (a sliding layer's start at its window), one call per
+    group, so each is computed as full depth's step computes it. float32, or a GPU, takes one call."""
+    if query.dtype == torch.float32 or query.device.type != "cpu" or attention_mask is None:
+        return grouped_decode_sdpa(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout,
+            scaling,
+            sliding_window=sliding_window,
+            **kwargs,
+        )
+    B, H, q, D = query.shape
+    width = min(key.shape[2], attention_mask.shape[-1])
+    seen = attention_mask[:, 0, :, :width] == 0  # (B, q, keys): what each query may read
+    ends = width - seen.flip(-1).to(torch.uint8).argmax(-1)  # one past each query's last key (itself)
+    out = query.new_empty(B, q, H, D)
+    for end in ends.unique().tolist():
+        rows, cols = (ends == end).nonzero(as_tuple=True)
+        start = end - sliding_window if sliding_window and end > sliding_window else 0
+        mask = attention_mask[rows, :, cols, start:end][:, :, None]  # (n, 1, 1, keys)
+        o, _ = sdpa_attention_forward(
+            module,
+            query[rows, :, cols][:, :, None],  # (n, H, 1, D)
+            key[rows, :, start:end],
+            value[rows, :, start:end],
+            mask,
+            dropout=dropout,
+            scaling=scaling,
+            sliding_window=sliding_window,
+            **kwargs,
+        )
+        out[rows, cols] = o[:, 0]
+    return out, None
+
+
 AttentionInterface.register(NAME, grouped_decode_sdpa)
 AttentionInterface.register(NAME_AT_END, keys_from_end)
+AttentionInterface.register(NAME_OWN_KEYS, own_keys)
 
 
 @contextmanager
-def grouped_decode_attention(config, query_at_end: bool = False) -> Iterator[None]:
-    """Route a model's SDPA attention through `grouped_decode_sdpa` for our own forward passes only;
-    `query_at_end`: every query is the last column of the keys the cache returns (a dynamic cache's step, not a
-    static buffer nor a ragged multi-column pass), so a sliding layer may read its window alone.
+def grouped_decode_attention(config, keys: str = "buffer") -> Iterator[None]:
+    """Route a model's SDPA attention through our decode attention for our own forward passes only. `keys` says
+    what the cache hands each layer: "buffer", a static buffer (every column, the unwritten ones masked); "end", a
+    dynamic cache's step, its query the last column, so a sliding layer reads its window alone
+    (`keys_from_end`); "ragged", a multi-column pass over rows at their own columns (`own_keys`).
 
     The model's config is restored on exit, so `generate()` and training see the model exactly as loaded.
     """
     if config._attn_implementation != "sdpa":
         yield
         return
-    config._attn_implementation = NAME_AT_END if query_at_end else NAME
+    config._attn_implementation = {"buffer": NAME, "end": NAME_AT_END, "ragged": NAME_OWN_KEYS}[keys]
     try:
         yield
     finally:

@@ -36,7 +36,7 @@ def forward_step(
     h = adapter.embed(input_ids, positions)
     mask = attention_mask(key_mask, input_ids.shape[1], h.dtype)
     kw = adapter.layer_kwargs(positions, h.dtype)
-    with grouped_decode_attention(adapter.config, query_at_end=not cache.static):
+    with grouped_decode_attention(adapter.config, "buffer" if cache.static else "end"):
         for i in layers:
             h = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
     return adapter.head(h[:, -1])

@@ -101,7 +101,7 @@ class EngineColumnPass:
 
     def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
         a = self.adapter
-        with grouped_decode_attention(a.config), self.cache.writing_at(self.columns, self.width):
+        with grouped_decode_attention(a.config, "ragged"), self.cache.writing_at(self.columns, self.width):
             for i in layers:
                 hidden = a.run_layer(i, hidden, self.mask, self.cache, self.kwargs)
         return hidden

@@ -110,7 +110,7 @@ def replay(
         logits, cos = [], torch.full((B, L), float("nan"), device=dev)
         readout = adapter.head(state)  # the embedding's read-out, for layers below the first that runs
         run = set(writes[s])
-        with grouped_decode_attention(adapter.config, query_at_end=not cache.static):
+        with grouped_decode_attention(adapter.config, "buffer" if cache.static else "end"):
             for i in range(L):
                 if i in run:
                     o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
