@@ -57,6 +57,11 @@ def grouped_decode_sdpa(
     return out.reshape(B, 1, H, D), None  # (batch, q_len, heads, head_dim), as the attention modules expect
 
 
+def window_start(end: int, sliding_window: int | None) -> int:
+    """The first of the keys before `end` a sliding layer's query at `end - 1` reads (0: it reads them all)."""
+    return end - sliding_window if sliding_window and end > sliding_window else 0
+
+
 def keys_from_end(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -71,11 +76,12 @@ def keys_from_end(
     """`grouped_decode_sdpa` for a query at the keys' last column: a sliding layer's one query reads only the
     last `sliding_window` keys (those it can see), as `transformers`' sliding cache holds them."""
     n = key.shape[2]
-    if sliding_window and query.shape[2] == 1 and n > sliding_window:
-        key, value = key[:, :, n - sliding_window :], value[:, :, n - sliding_window :]
+    start = window_start(n, sliding_window)
+    if start and query.shape[2] == 1:
+        key, value = key[:, :, start:], value[:, :, start:]
         # the mask's first n columns are the keys' (where sdpa_attention_forward cuts it)
         if attention_mask is not None:
-            attention_mask = attention_mask[..., n - sliding_window : n]
+            attention_mask = attention_mask[..., start:n]
     return grouped_decode_sdpa(
         module, query, key, value, attention_mask, dropout, scaling, sliding_window=sliding_window, **kwargs
     )
@@ -119,7 +125,7 @@ def own_keys(
     out = query.new_empty(B, q, H, D)
     for end in ends.unique().tolist():
         rows, cols = (ends == end).nonzero(as_tuple=True)
-        start = end - sliding_window if sliding_window and end > sliding_window else 0
+        start = window_start(end, sliding_window)
         mask = attention_mask[rows, :, cols, start:end][:, :, None]  # (n, 1, 1, keys)
         o, _ = sdpa_attention_forward(
             module,

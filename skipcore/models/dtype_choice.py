@@ -26,7 +26,6 @@ CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names for native
 # float32's speed, the shipped OPT twin (2.5M) 0.56x; no model between the two was measured, so the line sits
 # well under the smallest real model
 BF16_MIN_WEIGHTS = 50_000_000
-DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class DtypeChoice:
 
     @property
     def name(self) -> str:
-        return DTYPE_NAMES[self.dtype]
+        return str(self.dtype).removeprefix("torch.")  # as run metadata names it
 
 
 def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:

@@ -51,12 +51,17 @@ def resolve_dtype(
 ) -> DtypeChoice:
     """The dtype a model runs in and why: one asked for by name, or `auto`'s choice for this device and a model
     of `config` (`skipcore.models.dtype_choice`; `exact`: why the run keeps float32 on a CPU, if it must)."""
+    check_dtype(dtype)
     if dtype == "auto":
         shapes = ADAPTERS[config.model_type].shapes_from_config(config) if config is not None else None
         return choose_dtype(device, shapes, exact)
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r}; choose auto, {', '.join(DTYPES)}")
     return DtypeChoice(DTYPES[dtype], f"{dtype}: asked for")
+
+
+def check_dtype(dtype: str) -> None:
+    """An unknown dtype name refused in one line (before any model is looked for)."""
+    if dtype != "auto" and dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; choose auto, {', '.join(DTYPES)}")
 
 
 def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = False) -> PretrainedConfig:
@@ -129,7 +134,7 @@ def load_model(
     float32 on a CPU for this run (`skipcore.models.dtype_choice`). The model's `dtype_choice` says which dtype it
     runs in and why."""
     dev = resolve_device(device)
-    resolve_dtype(dtype, dev)  # an unknown dtype refused before the model is looked for
+    check_dtype(dtype)
     ref = model if isinstance(model, ModelRef) else resolve_model(model)
     config = load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
     choice = resolve_dtype(dtype, dev, config, exact)
