@@ -14,6 +14,10 @@ vocabulary-sized head. `--kernels linear,onednn,fp16` adds two other CPU kernels
 would take: oneDNN with the weights prepacked in its own layout (the same float32 values, summed in another order,
 so logits differ from `generate()`'s in their last bits), and fbgemm with the weights rounded to float16 (half the
 bytes; no longer the model's weights). GB/s counts the float32 bytes either way, so the columns compare time.
+
+`--dtype bfloat16 --kernels linear,packed` times the bfloat16 products a CPU with native bfloat16 runs: torch's
+own (oneDNN, the weight laid out anew at every call) and skipcore's (`skipcore.adapters.packed_linear`: the weight
+prepacked once, the same outputs bit for bit); GB/s then counts bfloat16 bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import torch
 from torch.utils import mkldnn
 
 from skipcore.adapters.head_product import head_logits
+from skipcore.adapters.packed_linear import pack, packed_product
 
 SHAPES = {  # SmolLM2-135M: out x in
     "head 49152x576": (49152, 576),
@@ -40,6 +45,8 @@ def products(kernel: str, weights: list[torch.Tensor]) -> list:
     """One callable `x -> x @ w.T` per weight matrix, through `kernel`."""
     if kernel == "linear":
         return [lambda x, w=w: torch.nn.functional.linear(x, w) for w in weights]
+    if kernel == "packed":
+        return [partial(packed_product, packed=pack(w), bias=None) for w in weights]
     layers = []
     for w in weights:
         layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
@@ -59,13 +66,21 @@ def products(kernel: str, weights: list[torch.Tensor]) -> list:
 
 
 def read_rate(
-    out_features: int, in_features: int, columns: int, repeats: int, total_bytes: int, kernel: str = "linear"
+    out_features: int,
+    in_features: int,
+    columns: int,
+    repeats: int,
+    total_bytes: int,
+    kernel: str = "linear",
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[float, float]:
-    """Median GB/s of float32 weights read and ms per pass over enough matrices to hold `total_bytes` of them."""
-    count = max(1, total_bytes // (out_features * in_features * 4))
+    """Median GB/s of weights read and ms per pass over enough matrices to hold `total_bytes` of them."""
+    size = torch.finfo(dtype).bits // 8
+    count = max(1, total_bytes // (out_features * in_features * size))
     with torch.no_grad():
-        product = products(kernel, [torch.randn(out_features, in_features) for _ in range(count)])
-        x = torch.randn(columns, in_features)
+        weights = [torch.randn(out_features, in_features).to(dtype) for _ in range(count)]
+        product = products(kernel, weights)
+        x = torch.randn(columns, in_features).to(dtype)
         times = []
         for _ in range(repeats + 1):  # the first pass warms up (oneDNN picks its kernel on first use)
             t0 = time.perf_counter()
@@ -74,7 +89,7 @@ def read_rate(
             times.append(time.perf_counter() - t0)
     times = times[1:]
     t = statistics.median(times)
-    return count * out_features * in_features * 4 / t / 1e9, t * 1e3
+    return count * out_features * in_features * size / t / 1e9, t * 1e3
 
 
 def main() -> None:
@@ -93,13 +108,23 @@ def main() -> None:
         "--kernels",
         default="linear",
         help="comma list of kernels: linear (torch's own, what generate() runs), blocked (skipcore's LM head: "
-        "linear over blocks of output rows), onednn, fp16 (default: linear)",
+        "linear over blocks of output rows), onednn, fp16, packed (bfloat16: skipcore's prepacked product) "
+        "(default: linear)",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="the weights' dtype (default: float32)",
     )
     args = parser.parse_args()
     kernels = args.kernels.split(",")
-    unknown = sorted(set(kernels) - {"linear", "blocked", "onednn", "fp16"})
+    unknown = sorted(set(kernels) - {"linear", "blocked", "onednn", "fp16", "packed"})
     if unknown:
-        parser.error(f"unknown kernel {unknown[0]!r}; choose from linear, blocked, onednn, fp16")
+        parser.error(f"unknown kernel {unknown[0]!r}; choose from linear, blocked, onednn, fp16, packed")
+    dtype = getattr(torch, args.dtype)
+    if "packed" in kernels and dtype != torch.bfloat16:
+        parser.error("the packed kernel is bfloat16's: add --dtype bfloat16")
     print("| threads | matrix | columns | kernel | GB/s read | ms per pass |")
     print("| --- | --- | --- | --- | --- | --- |")
     for threads in (int(t) for t in args.threads.split(",")):
@@ -108,7 +133,7 @@ def main() -> None:
             for columns in (int(c) for c in args.columns.split(",")):
                 for kernel in kernels:
                     rate, ms = read_rate(
-                        out_features, in_features, columns, args.repeats, args.mib * 2**20, kernel
+                        out_features, in_features, columns, args.repeats, args.mib * 2**20, kernel, dtype
                     )
                     print(f"| {threads} | {name} | {columns} | {kernel} | {rate:.1f} | {ms:.1f} |")
 

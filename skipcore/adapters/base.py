@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from skipcore.adapters.head_product import head_logits
+from skipcore.adapters.packed_linear import PackedLinears
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class Adapter:
         self.layers: list[nn.Module] = list(self._layers())
         self.shapes = self.shapes_from_config(self.config)
         self.windows: list[int | None] = layer_windows(self.config, len(self.layers))
+        # bfloat16 products on the CPU with prepacked weights, inside `packed.active()` (the engine's passes)
+        self.packed = PackedLinears(model)
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:

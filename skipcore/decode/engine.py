@@ -242,7 +242,7 @@ class SkipEngine:
         same shape. Calls on one engine run one at a time (the dashboard shares an engine between sessions,
         and a static decoder's buffers serve one batch at a time)."""
         T = max_new_tokens
-        with self._lock, torch.inference_mode():
+        with self._lock, torch.inference_mode(), self.adapter.packed.active():
             input_ids, attn = input_ids.to(self.device), attn.to(self.device)
             extra = policy.max_step_tokens() - 1  # tokens a step may give a row beyond one
             self.adapter.prepare(input_ids.shape[1] + T + extra)

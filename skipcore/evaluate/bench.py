@@ -60,6 +60,7 @@ def bench_one(
     device: torch.device,
     dtype: torch.dtype,
     bandwidth: float | None = None,
+    read_bandwidth: float | None = None,
 ) -> list[dict]:
     """Every setting of `plan` for one model, generation length and batch size, each timed in alternation with
     full depth (`skipcore.measure.paired_timing`) after a warm-up run of each: one row per setting."""
@@ -187,9 +188,10 @@ def bench_one(
                 row["draft_tokens"] = drafted[setting]
             if bandwidth and setting in ("full", "full (no graphs)"):
                 per_step = row["decode_seconds"] / (T - 1) if T > 1 else math.nan
-                row["roofline_fraction"] = _bytes_per_step(model, shapes, batch_size, P, T) / (
-                    bandwidth * per_step
-                )
+                step_bytes = _bytes_per_step(model, shapes, batch_size, P, T)
+                row["roofline_fraction"] = step_bytes / (bandwidth * per_step)
+                if read_bandwidth:
+                    row["read_roofline_fraction"] = step_bytes / (read_bandwidth * per_step)
         rows.append(row)
     return rows
 
@@ -247,6 +249,23 @@ def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
     return 2 * a.numel() * 4 / min(times)
 
 
+def measure_read_bandwidth(device: torch.device, mib: int = 1024) -> float:
+    """Device memory bandwidth in bytes/s for reading alone: a sum over a large tensor (bytes read over the best
+    of five). A decode step at small batch only reads (the weights, the K/V), and on a CPU a stream of reads on
+    torch's threads runs slower than a copy counts (53 against 31 GB/s on the 2-core EPYC), so this is the
+    roofline a CPU decode is held to."""
+    a = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
+    a.sum()
+    _sync(device)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a.sum()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return a.numel() * 4 / min(times)
+
+
 def _peak_extra_memory(device: torch.device, run) -> int:
     """Peak device memory a run allocates above what was already held (weights, other settings' buffers)."""
     if device.type != "cuda":
@@ -302,10 +321,11 @@ def run_plan(
     (`bench_results.results_to_extend`), whose machine header and bandwidth it keeps."""
     if extend is None:
         # the roofline's denominator on either device: a decode step at small batch reads every weight once
-        header = results_header(device, dtype, measure_bandwidth(device))
+        header = results_header(device, dtype, measure_bandwidth(device), measure_read_bandwidth(device))
         rows, done, total, notes = [], 0, 0, []
     else:
         keep = ("machine", "device", "dtype", "torch", "cuda", "driver", "created", "bandwidth_bytes_per_s")
+        keep += ("read_bandwidth_bytes_per_s",)
         header = {k: extend.get(k) for k in keep}
         rows, done, total = list(extend["rows"]), extend["settings_done"], extend["settings_total"]
         notes = list(extend.get("notes", []))
@@ -316,7 +336,16 @@ def run_plan(
     written = [file_digest(md)] if md is not None and md.is_file() else []
     runs = plan.runs()
     for i, (m, T, b) in enumerate(runs, 1):
-        new = bench_one(plan, m, b, T, device, dtype, bandwidth=header["bandwidth_bytes_per_s"])
+        new = bench_one(
+            plan,
+            m,
+            b,
+            T,
+            device,
+            dtype,
+            bandwidth=header["bandwidth_bytes_per_s"],
+            read_bandwidth=header.get("read_bandwidth_bytes_per_s"),
+        )
         rows += new
         if (
             out is not None

@@ -33,9 +33,12 @@ def gpu_driver() -> str | None:
     return lines[0] if done.returncode == 0 and lines else None
 
 
-def results_header(device: torch.device, dtype: torch.dtype, bandwidth: float) -> dict:
+def results_header(
+    device: torch.device, dtype: torch.dtype, bandwidth: float, read_bandwidth: float | None = None
+) -> dict:
     """What every results file says of the run: the machine (on a GPU its name, driver and CUDA version),
-    device, dtype, torch, time and memory bandwidth. A timing means nothing without them."""
+    device, dtype, torch, time and memory bandwidth (a copy's, and reading alone). A timing means nothing
+    without them."""
     from skipcore.models.loading import hardware_name
 
     cuda = device.type == "cuda"
@@ -48,6 +51,7 @@ def results_header(device: torch.device, dtype: torch.dtype, bandwidth: float) -
         "driver": gpu_driver() if cuda else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "bandwidth_bytes_per_s": bandwidth,
+        "read_bandwidth_bytes_per_s": read_bandwidth,
     }
 
 
@@ -95,7 +99,7 @@ def format_table(rows: list[dict]) -> str:
             f"| {f('tokens_per_full_pass')} | {f('same_tokens_as_full', '{:.0%}')} "
             f"| {mib(r.get('kv_cache_allocated_bytes'))} | {f('kv_fraction_of_full', '{:.0%}')} "
             f"| {mib(r.get('peak_memory_bytes'))} "
-            f"| {f('roofline_fraction', '{:.0%}')} |"
+            f"| {f('roofline_fraction', '{:.0%}')}{f('read_roofline_fraction', ' (read {:.0%})')} |"
         )
     flagged = [
         f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): "

@@ -123,6 +123,11 @@ def test_one_plan_times_every_kind_of_setting_on_the_cpu(tmp_path, capsys):
     )
     assert by["full"]["roofline_fraction"] > 0 and by["full (no graphs)"]["roofline_fraction"] > 0
     assert "roofline_fraction" not in by["skip 2x"]
+    # the same bytes over the rate of reading alone (a sum), measured once for the file
+    read_bw, copy_bw = result["read_bandwidth_bytes_per_s"], result["bandwidth_bytes_per_s"]
+    assert read_bw > 0 and by["full"]["read_roofline_fraction"] == pytest.approx(
+        by["full"]["roofline_fraction"] * copy_bw / read_bw
+    )
     assert by["generate()"]["same_tokens_as_full"] == 1  # full depth is generate()'s output, token for token
     assert by["generate() static+compile"]["compiled"] is False  # transformers compiles on CUDA only
     assert all(r["peak_memory_bytes"] is None for r in by.values())

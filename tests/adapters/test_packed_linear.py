@@ -1,0 +1,142 @@
+"""bfloat16 linears with prepacked oneDNN weights: the plain product's outputs bit for bit at every row count a
+decode runs, switched on only inside the engine's passes, repacked when a weight changes, and left to `F.linear`
+where they would not agree or where torch itself would not use oneDNN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from skipcore.adapters import packed_linear
+from skipcore.adapters.packed_linear import (
+    ONEDNN_MIN_MACS,
+    PackedLinears,
+    pack,
+    packed_product,
+    packing_applies,
+)
+from tests.helpers import PROMPTS, engine_for, hf_generate, padded
+
+pytestmark = pytest.mark.skipif(
+    not packing_applies(nn.Linear(8, 8).to(torch.bfloat16)),
+    reason="this CPU's torch does not send bfloat16 products to oneDNN",
+)
+
+
+def test_packed_products_are_the_plain_products_bit_for_bit_at_every_row_count():
+    """Over 2.9M outputs of SmolLM2-135M's shapes (a slice of its head): a product summed in another order (float32, rounded once)
+    differs from the plain one on hundreds of them, so agreement here is the same order, not luck."""
+    torch.manual_seed(0)
+    differ = other_order_differ = outputs = 0
+    for out_features, in_features in [(576, 576), (192, 576), (1536, 576), (576, 1536), (16384, 576)]:
+        w = (torch.randn(out_features, in_features) * 0.05).bfloat16()
+        b = torch.randn(out_features).bfloat16()
+        packed = pack(w)
+        for rows in (1, 2, 3, 5, 8, 16, 40):
+            x = torch.randn(rows, in_features).bfloat16()
+            for bias in (None, b):
+                want = F.linear(x, w, bias)
+                differ += int((packed_product(x, packed, bias) != want).sum())
+                outputs += want.numel()
+            other_order_differ += int(((x.float() @ w.float().T).bfloat16() != F.linear(x, w)).sum())
+        x = torch.randn(
+            2, 3, in_features
+        ).bfloat16()  # a (batch, columns, hidden) pass, and a strided last column
+        assert torch.equal(packed_product(x, packed, b), F.linear(x, w, b))
+        assert torch.equal(packed_product(x[:, -1], packed, b), F.linear(x[:, -1], w, b))
+    assert outputs > 2_000_000 and differ == 0
+    assert other_order_differ > 50
+
+
+def _tiny_mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 256), nn.SiLU(), nn.Linear(256, 64, bias=False)).to(torch.bfloat16)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = []
+
+    def counting(x, packed, bias):
+        calls.append(x.shape)
+        return packed_product(x, packed, bias)
+
+    monkeypatch.setattr(packed_linear, "packed_product", counting)
+    return calls
+
+
+def test_packed_only_inside_the_scope_and_the_same_outputs(counted):
+    model = _tiny_mlp()
+    packs = PackedLinears(model)
+    x = torch.randn(3, 64).bfloat16()
+    with torch.inference_mode():
+        want = model(x)
+        assert not counted
+        with packs.active():
+            counted.clear()  # the shape checks' probes at packing
+            got = model(x)
+        assert len(counted) == 2 and torch.equal(got, want)
+        assert all("forward" not in vars(m) for m in model.modules())  # its own modules again
+        model(x)
+    assert len(counted) == 2
+
+
+def test_autograd_small_products_and_other_dtypes_run_the_plain_product(counted):
+    model = _tiny_mlp()
+    packs = PackedLinears(model)
+    small = nn.Linear(16, 16).to(torch.bfloat16)  # 1 x 16 x 16 multiply-adds: torch keeps it off oneDNN too
+    assert ONEDNN_MIN_MACS >= 16 * 16
+    with packs.active():
+        counted.clear()
+        y = model(torch.randn(2, 64).bfloat16().requires_grad_())
+        y.sum().backward()  # a training step through the scope still has its gradients
+    assert not counted and model[0].weight.grad is not None
+    with torch.inference_mode(), PackedLinears(small).active():
+        counted.clear()
+        small(torch.randn(1, 16).bfloat16())
+    assert not counted
+    assert not packing_applies(nn.Linear(8, 8))  # float32: MKL's product, not oneDNN's
+    assert PackedLinears(nn.Linear(8, 8)).linears == []
+
+
+def test_a_weight_changed_in_place_is_packed_again(counted):
+    model = _tiny_mlp()
+    packs = PackedLinears(model)
+    x = torch.randn(2, 64).bfloat16()
+    with torch.inference_mode(), packs.active():
+        before = model(x)
+    with torch.no_grad():
+        model[0].weight.mul_(2)  # an optimizer step or a merged adapter
+    with torch.inference_mode():
+        want = model(x)
+        with packs.active():
+            after = model(x)
+    assert torch.equal(after, want) and not torch.equal(after, before)
+
+
+def test_a_shape_whose_packed_product_disagrees_is_left_to_the_plain_product(monkeypatch):
+    model = _tiny_mlp()
+    monkeypatch.setattr(packed_linear, "packed_product", lambda x, packed, bias: torch.zeros(1))
+    packs = PackedLinears(model)
+    with torch.inference_mode(), packs.active():
+        assert all("forward" not in vars(m) for m in model.modules())
+
+
+def test_a_forward_replaced_on_the_instance_is_kept():
+    model = _tiny_mlp()
+    hooked = model[0].forward = lambda x: x  # as accelerate's hooks replace it
+    packs = PackedLinears(model)
+    with torch.inference_mode(), packs.active():
+        assert model[0].forward is hooked
+    assert model[0].forward is hooked
+
+
+@pytest.mark.parametrize("family", ["llama", "opt"])
+def test_the_engine_in_bfloat16_runs_packed_and_stays_generates(model_dirs, family, counted):
+    eng = engine_for(model_dirs, family, "sdpa", dtype="bfloat16")
+    res = eng.generate(PROMPTS, max_new_tokens=12)
+    assert counted  # the tiny models' larger products ran packed
+    ref = hf_generate(eng, PROMPTS, 12, do_sample=False)
+    assert torch.equal(padded(res.token_ids, eng.pad_id, ref.shape[1]), ref)
