@@ -35,11 +35,11 @@ def schedule_from_args(
         raise ScheduleError(e.said_as(SCHEDULE_FLAGS), field=e.fields) from e
 
 
-def check_generation_request(engine, prompts: list[str], args: argparse.Namespace) -> None:
+def check_generation_request(engine, prompts: list[str], args: argparse.Namespace):
     """The engine's request checks (batch size, the longest prompt plus the new tokens against the model's
-    positions) said in the command line's words, before the first batch runs."""
+    positions) said in the command line's words, before the first batch runs; the checked request."""
     try:
-        engine.check_request(prompts, args.max_new_tokens, args.batch_size)
+        return engine.check_request(prompts, args.max_new_tokens, args.batch_size)
     except UserError as e:
         raise UserError(e.said_as(LENGTH_FLAGS), field=e.fields) from e
 
@@ -94,17 +94,22 @@ def engine_prompts_policy(args: argparse.Namespace):
     in the command line's words) before the first batch."""
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
-    from skipcore.models.dtype_choice import LOSSLESS
+    from skipcore.models.dtype_choice import LOSSLESS, one_row_caveat
     from skipcore.models.loading import load_model
 
-    exact = LOSSLESS if getattr(args.policy_classes[args.policy], "lossless", False) else None
+    lossless = getattr(args.policy_classes[args.policy], "lossless", False)
+    exact = LOSSLESS if lossless else None
     model, tokenizer = load_model(
         args.model, args.device, args.dtype, args.attn, args.trust_remote_code, exact
     )
     args.dtype_note = f"dtype: {model.dtype_choice.name} ({model.dtype_choice.reason})"
     args.sent = prompts_for_model(args.model, tokenizer, read_prompts(args), args.raw_prompt)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
-    check_generation_request(engine, args.sent.prompts, args)
+    request = check_generation_request(engine, args.sent.prompts, args)
+    size, count = request.batch_size, len(args.sent.prompts)
+    rows = [min(size, count - start) for start in range(0, count, size)]
+    caveat = one_row_caveat(engine.dtype, engine.device, lossless, rows)
+    args.dtype_note += f"\n{caveat}" if caveat else ""
     policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     return engine, args.sent.prompts, policy
 

@@ -3,11 +3,11 @@ faster and the run keeps its promises, float32 (the exact mode) elsewhere.
 
 On a CPU, bfloat16 pays only with native support (AVX-512 BF16 or AMX, read from the CPU's flags) and only for
 matrices large enough that reading half the bytes outweighs converting them: on the 2-core EPYC of docs/results.md
-("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 1.4x (batch 1) and 1.6x (batch 8) float32
+("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 2.0x (batch 1) and 2.3x (batch 8) float32
 `generate()`, Gemma 3 270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per
 token) 0.56x. Some runs keep float32 whatever the model: one that promises full depth's tokens (in bfloat16
 speculative SkipDecode is lossless from batch 2 only: at batch 1 a one-row product sums in another order than a
-verification's k + 1 rows, and it was not timed there), a sweep or a tune (records a later run resumes, beside the
+verification's k + 1 rows; and nowhere does it pay in bfloat16 on that CPU, 0.5-0.9x bfloat16 full depth), a sweep or a tune (records a later run resumes, beside the
 shipped float32 ones) and the dashboard (one model runs every policy). A dtype asked for by name is used as asked.
 """
 
@@ -22,7 +22,7 @@ from skipcore.adapters.base import ModelShapes
 from skipcore.measure.costs import head_flops, layer_flops
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names for native bfloat16 arithmetic
-# weights read per decoded token from which bfloat16 is chosen on such a CPU: SmolLM2-135M (134M) measured 1.4-1.6x
+# weights read per decoded token from which bfloat16 is chosen on such a CPU: SmolLM2-135M (134M) measured 2.0-2.3x
 # float32's speed, the shipped OPT twin (2.5M) 0.56x; no model between the two was measured, so the line sits
 # well under the smallest real model
 BF16_MIN_WEIGHTS = 50_000_000
@@ -64,6 +64,24 @@ def weights_per_token(shapes: ModelShapes) -> int:
 LOSSLESS = "in which a lossless policy keeps full depth's tokens"
 RECORD = "a sweep's rows stay in one dtype across resumed runs and beside the shipped float32 ones"
 DASHBOARD = "one model runs every policy here, lossless ones among them"
+
+
+def one_row_caveat(
+    dtype: torch.dtype, device: torch.device, lossless: bool, batch_rows: list[int]
+) -> str | None:
+    """The note a lossless policy's run needs where it cannot keep its promise bit for bit, in half precision: on a
+    CPU a batch of one row, whose full-depth step multiplies one row and whose verification k + 1, and the kernels
+    sum a one-row product in another order (docs/results.md, "bfloat16 on the CPU"); on a GPU any batch, whose
+    ragged passes read keys as one kernel call (not the CPU's per-query calls). None where the promise holds."""
+    if not lossless or dtype == torch.float32 or (device.type == "cpu" and 1 not in batch_rows):
+        return None
+    why = (
+        "a batch of one row is not lossless (a one-row product rounds unlike a verification's k + 1 rows)"
+        if device.type == "cpu"
+        else "the passes are not bit-exact against full depth's steps"
+    )
+    name = str(dtype).removeprefix("torch.")
+    return f"note: in {name} on {device.type} {why}: near-ties may part from full depth; --dtype float32 is exact"
 
 
 def choose_dtype(

@@ -99,3 +99,23 @@ def test_a_sweep_keeps_float32_under_auto(model_dirs, sweep_dataset, tmp_path, m
     cfg = replace(cfg, targets=(1.0,), modes=("skip",), batch_sizes=(2,), policies=("static",))
     df = run_sweep(cfg)
     assert set(df["dtype"]) == {"float32"}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "prompts", "batch", "said"),
+    [
+        ("bfloat16", ["Hi"], None, True),  # one prompt: a batch of one row
+        ("bfloat16", ["Hi", "Hello there", "Hey"], 2, True),  # the last batch has one row
+        ("bfloat16", ["Hi", "Hello there"], 2, False),  # lossless from two rows on
+        ("float32", ["Hi"], None, False),  # the exact mode
+    ],
+)
+def test_a_lossless_policy_in_bfloat16_says_a_one_row_batch_is_not_exact(
+    model_dirs, capsys, dtype, prompts, batch, said
+):
+    argv = ["generate", "--model", str(model_dirs["llama"]), "--max-new-tokens", "3", "--dtype", dtype]
+    argv += [x for p in prompts for x in ("--prompt", p)] + (["--batch-size", str(batch)] if batch else [])
+    assert main([*argv, "--policy", "speculative", "--threads", "1"]) == 0
+    assert ("a batch of one row is not lossless" in capsys.readouterr().err) is said
+    assert dc.one_row_caveat(torch.bfloat16, torch.device("cpu"), False, [1]) is None  # not a lossless policy
+    assert dc.one_row_caveat(torch.bfloat16, torch.device("cuda"), True, [8])  # one SDPA call per ragged pass
