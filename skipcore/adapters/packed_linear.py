@@ -55,54 +55,86 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 1)
 
 
-def agrees(linear: nn.Linear, packed: torch.Tensor) -> bool:
-    """Whether the packed product gives `linear`'s own outputs bit for bit on random rows of each probed count."""
+SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
+
+
+def agrees(members: tuple[nn.Linear, ...], packed: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the packed product gives the members' own outputs, side by side, bit for bit on random rows of
+    each probed count."""
     generator = torch.Generator().manual_seed(0)
-    w, b = linear.weight, linear.bias
+    w = members[0].weight
     with torch.no_grad():
         for rows in PROBE_ROWS:
             x = torch.randn(rows, w.shape[1], generator=generator).to(w.dtype)
-            if not torch.equal(packed_product(x, packed, b), F.linear(x, w, b)):
+            want = torch.cat([F.linear(x, m.weight, m.bias) for m in members], dim=-1)
+            if not torch.equal(packed_product(x, packed, bias), want):
                 return False
     return True
 
 
+def sibling_groups(model: nn.Module, linears: list[nn.Linear]) -> list[tuple[nn.Linear, ...]]:
+    """`linears` as units of one product: a layer's Q, K and V projections (and gate and up) as one wider matrix
+    where they share an input width and bias-ness, every other linear alone."""
+    eligible = {id(m) for m in linears}
+    grouped: set[int] = set()
+    units: list[tuple[nn.Linear, ...]] = []
+    for module in model.modules():
+        for names in SIBLINGS:
+            members = tuple(getattr(module, n, None) for n in names)
+            if (
+                all(isinstance(m, nn.Linear) and id(m) in eligible for m in members)
+                and len({m.in_features for m in members}) == 1
+                and len({m.bias is None for m in members}) == 1
+            ):
+                units.append(members)
+                grouped.update(id(m) for m in members)
+    return units + [(m,) for m in linears if id(m) not in grouped]
+
+
 class PackedLinears:
     """Prepacked copies of a bfloat16 model's `nn.Linear` weights, remade when a weight changes (its storage or
-    its version), and a scope in which those linears use them."""
+    its version), and a scope in which those linears use them.
+
+    Siblings fed the same input (a layer's Q, K and V projections; gate and up) are packed as one matrix: the
+    first of them called multiplies the input once by all, and each returns its own slice of the product. Each
+    output is still one dot product summed in the same order, so the slices are the separate products' bit for
+    bit (checked per shape, as for one linear); a decode step then makes a third as many small calls."""
 
     def __init__(self, model: nn.Module) -> None:
         self.enabled = packing_applies(model)
         # a linear whose forward is already replaced on the instance (accelerate's hooks) keeps it
-        self.linears = (
+        linears = (
             [m for m in model.modules() if type(m) is nn.Linear and "forward" not in vars(m)]
             if self.enabled
             else []
         )
-        self._packed: dict[int, tuple[tuple[int, int], torch.Tensor]] = {}
-        self._shape_agrees: dict[tuple[int, int, bool], bool] = {}
+        self.linears = linears
+        self.units = sibling_groups(model, linears)
+        self._packed: dict[tuple[int, ...], tuple[tuple, torch.Tensor, torch.Tensor | None]] = {}
+        self._shape_agrees: dict[tuple, bool] = {}
 
-    def _weight_key(self, linear: nn.Linear) -> tuple[int, int]:
-        w = linear.weight
-        return w.data_ptr(), w._version
-
-    def packed(self, linear: nn.Linear) -> torch.Tensor | None:
-        """`linear`'s packed weight, packed now if new or changed; None where its shape does not agree."""
-        w = linear.weight
-        if w.dtype != torch.bfloat16 or w.device.type != "cpu":
+    def packed(self, members: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """The unit's packed weight and bias (its members' side by side), packed now if new or changed; None
+        where its shape does not agree."""
+        weights = [m.weight for m in members]
+        if any(w.dtype != torch.bfloat16 or w.device.type != "cpu" for w in weights):
             return None
-        key = self._weight_key(linear)
-        held = self._packed.get(id(linear))
+        unit = tuple(id(m) for m in members)
+        key = tuple((w.data_ptr(), w._version) for w in weights)
+        held = self._packed.get(unit)
         if held is not None and held[0] == key:
-            return held[1]
-        packed = pack(w)
-        shape = (*w.shape, linear.bias is not None)
+            return held[1], held[2]
+        with torch.no_grad():
+            weight = weights[0] if len(members) == 1 else torch.cat(weights)
+            bias = None if members[0].bias is None else torch.cat([m.bias for m in members]).detach()
+        packed = pack(weight)
+        shape = (tuple(w.shape for w in weights), bias is not None)
         if shape not in self._shape_agrees:
-            self._shape_agrees[shape] = agrees(linear, packed)
+            self._shape_agrees[shape] = agrees(members, packed, bias)
         if not self._shape_agrees[shape]:
             return None
-        self._packed[id(linear)] = (key, packed)
-        return packed
+        self._packed[unit] = (key, packed, bias)
+        return packed, bias
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -110,27 +142,63 @@ class PackedLinears:
         apply); on exit each is its own module again."""
         swapped = []
         try:
-            for linear in self.linears:
-                packed = self.packed(linear)
-                if packed is not None:
-                    linear.forward = _packed_forward(
-                        linear, packed
-                    )  # an instance attribute shadows the method
+            for members in self.units:
+                held = self.packed(members)
+                if held is None:
+                    continue
+                product = _SharedProduct(*held, count=len(members))
+                start = 0
+                for index, linear in enumerate(members):
+                    end = start + linear.out_features
+                    # an instance attribute shadows the method
+                    linear.forward = _packed_forward(linear, product, index, start, end)
                     swapped.append(linear)
+                    start = end
             yield
         finally:
             for linear in swapped:
                 del linear.forward
 
 
-def _packed_forward(linear: nn.Linear, packed: torch.Tensor):
+class _SharedProduct:
+    """A unit's packed product. With siblings, the first of them (Q, gate: the one a layer calls first) computes it
+    and keeps it with its input; a later sibling called with that very input reads its slice (the last one lets
+    it go), and one called with any other input computes its own product with `F.linear`, the same bits."""
+
+    def __init__(self, packed: torch.Tensor, bias: torch.Tensor | None, count: int) -> None:
+        self.packed, self.bias, self.count = packed, bias, count
+        self.input: torch.Tensor | None = None
+        self.output: torch.Tensor | None = None
+
+    def compute(self, x: torch.Tensor) -> torch.Tensor:
+        out = packed_product(x, self.packed, self.bias)
+        if self.count > 1:
+            self.input, self.output = x, out
+        return out
+
+    def kept_for(self, x: torch.Tensor, last: bool) -> torch.Tensor | None:
+        out = self.output if x is self.input else None
+        if last:
+            self.input = self.output = None
+        return out
+
+
+def _packed_forward(linear: nn.Linear, product: _SharedProduct, index: int, start: int, end: int):
     weight, bias = linear.weight, linear.bias
     macs_per_row = weight.shape[0] * weight.shape[1]
+    last = index == product.count - 1
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        # below torch's own oneDNN threshold this linear alone would not run on oneDNN: neither does it here
         if rows * macs_per_row <= ONEDNN_MIN_MACS or x.dtype != torch.bfloat16 or torch.is_grad_enabled():
             return F.linear(x, weight, bias)
-        return packed_product(x, packed, bias)
+        if index == 0:
+            out = product.compute(x)
+        else:
+            out = product.kept_for(x, last)
+            if out is None:
+                return F.linear(x, weight, bias)
+        return out[..., start:end] if product.count > 1 else out
 
     return forward

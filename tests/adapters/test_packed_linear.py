@@ -140,3 +140,44 @@ def test_the_engine_in_bfloat16_runs_packed_and_stays_generates(model_dirs, fami
     assert counted  # the tiny models' larger products ran packed
     ref = hf_generate(eng, PROMPTS, 12, do_sample=False)
     assert torch.equal(padded(res.token_ids, eng.pad_id, ref.shape[1]), ref)
+
+
+class _Block(nn.Module):
+    """An attention's projections and a gated MLP, called as transformers' layers call them."""
+
+    def __init__(self, width: int = 64, bias: bool = False) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(width, width, bias=bias)
+        self.k_proj = nn.Linear(width, width // 4, bias=bias)
+        self.v_proj = nn.Linear(width, width // 4, bias=bias)
+        self.gate_proj = nn.Linear(width, 3 * width, bias=bias)
+        self.up_proj = nn.Linear(width, 3 * width, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return q, k, v, F.silu(self.gate_proj(x)) * self.up_proj(x)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_siblings_make_one_product_and_each_reads_its_own_outputs(counted, bias):
+    torch.manual_seed(0)
+    block = _Block(bias=bias).to(torch.bfloat16)
+    packs = PackedLinears(block)
+    assert [len(unit) for unit in packs.units] == [3, 2]
+    x = torch.randn(2, 3, 64).bfloat16()
+    with torch.inference_mode():
+        want = block(x)
+        with packs.active():
+            counted.clear()
+            got = block(x)
+            assert len(counted) == 2  # Q, K and V in one product, gate and up in another
+            alone = block.k_proj(x + 1)  # a sibling fed another input computes its own
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    assert torch.equal(alone, F.linear(x + 1, block.k_proj.weight, block.k_proj.bias))
+
+
+def test_siblings_of_other_input_widths_stay_apart():
+    block = _Block().to(torch.bfloat16)
+    block.v_proj = nn.Linear(32, 16).to(torch.bfloat16)
+    assert sorted(len(unit) for unit in PackedLinears(block).units) == [1, 1, 1, 2]
