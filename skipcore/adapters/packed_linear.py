@@ -5,12 +5,14 @@ On a CPU where torch sends a bfloat16 `F.linear` to oneDNN (AVX-512 or AMX; `tor
 _is_mkldnn_bf16_supported()`), every call lays the weight out anew in oneDNN's blocked format before the product.
 A decode step reads each weight once with a few rows, so that per-call work is a large share of it: on SmolLM2-135M's
 shapes the product with the weight prepacked (`torch.ops.mkldnn._reorder_linear_weight`, then
-`_linear_pointwise`, what torch's own compiler emits for frozen bfloat16 linears) reads the weights 1.2-2x faster
+`_linear_pointwise`, what torch's own compiler emits for frozen bfloat16 linears) reads the weights 1.5-3x faster
 (`python scripts/cpu_matmul_bandwidth.py --dtype bfloat16 --kernels linear,packed`). Its kernel sums each output
 in the same order, so the result is the plain product's bit for bit: tests/adapters/test_packed_linear.py checks
 that over millions of outputs at 1-40 rows, where a product summed in another order differs on hundreds. Where this
 CPU or torch build might not keep that order, `PackedLinears` checks each weight shape once against `F.linear`
-(at one row and eight) before it packs it, and leaves a shape that differs to `F.linear`.
+(at one row and eight) before it packs it, and leaves a shape that differs to `F.linear`. A layer's Q, K and V
+projections (and gate and up) are packed side by side as one matrix, so a step makes one product where it made
+three small ones: each output is still its own dot product, the same bits.
 
 The packed forward is switched on only inside `PackedLinears.active()`, around the engine's own passes, so
 `generate()`, training and anything else see the model's modules as loaded; products below torch's own oneDNN

@@ -3,12 +3,13 @@ faster and the run keeps its promises, float32 (the exact mode) elsewhere.
 
 On a CPU, bfloat16 pays only with native support (AVX-512 BF16 or AMX, read from the CPU's flags) and only for
 matrices large enough that reading half the bytes outweighs converting them: on the 2-core EPYC of docs/results.md
-("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 2.0x (batch 1) and 2.3x (batch 8) float32
-`generate()`, Gemma 3 270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per
-token) 0.56x. Some runs keep float32 whatever the model: one that promises full depth's tokens (in bfloat16
-speculative SkipDecode is lossless from batch 2 only: at batch 1 a one-row product sums in another order than a
-verification's k + 1 rows; and nowhere does it pay in bfloat16 on that CPU, 0.5-0.9x bfloat16 full depth), a sweep or a tune (records a later run resumes, beside the
-shipped float32 ones) and the dashboard (one model runs every policy). A dtype asked for by name is used as asked.
+("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 2.1x float32 `generate()` (batch 1 and 8), Gemma 3
+270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per token) 0.56x. Some runs
+keep float32 whatever the model: one that promises full depth's tokens (in bfloat16 speculative SkipDecode is
+lossless from batch 2 only, since at batch 1 a one-row product sums in another order than a verification's k + 1
+rows, and it does not pay there: 0.5-1.0x bfloat16 full depth), a sweep or a tune (records a later run resumes,
+beside the shipped float32 ones) and the dashboard (one model runs every policy). A dtype asked for by name is used
+as asked.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from skipcore.adapters.base import ModelShapes
 from skipcore.measure.costs import head_flops, layer_flops
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names for native bfloat16 arithmetic
-# weights read per decoded token from which bfloat16 is chosen on such a CPU: SmolLM2-135M (134M) measured 2.0-2.3x
+# weights read per decoded token from which bfloat16 is chosen on such a CPU: SmolLM2-135M (134M) measured 2.1x
 # float32's speed, the shipped OPT twin (2.5M) 0.56x; no model between the two was measured, so the line sits
 # well under the smallest real model
 BF16_MIN_WEIGHTS = 50_000_000
