@@ -29,6 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 
 ONEDNN_MIN_MACS = 16 * 16 * 16  # torch sends a bfloat16 product to oneDNN only above this many multiply-adds
+SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
 PROBE_ROWS = (1, 8)  # a decode step's one row (a matrix-vector kernel) and a batch's rows (a matrix kernel)
 
 
@@ -55,9 +56,6 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
     """`weight` (out, in) in oneDNN's layout for `packed_product` (a copy: the module keeps its own)."""
     with torch.no_grad():
         return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 1)
-
-
-SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
 
 
 def agrees(members: tuple[nn.Linear, ...], packed: torch.Tensor, bias: torch.Tensor | None) -> bool:
@@ -143,8 +141,10 @@ class PackedLinears:
         """The model's linears run their packed products inside this scope (a no-op where packing does not
         apply); on exit each is its own module again."""
         swapped = []
+        # torch's own product leaves oneDNN when it is switched off (torch.backends.mkldnn.flags): so do these
+        units = self.units if torch.backends.mkldnn.enabled else []
         try:
-            for members in self.units:
+            for members in units:
                 held = self.packed(members)
                 if held is None:
                     continue

@@ -181,3 +181,13 @@ def test_siblings_of_other_input_widths_stay_apart():
     block = _Block().to(torch.bfloat16)
     block.v_proj = nn.Linear(32, 16).to(torch.bfloat16)
     assert sorted(len(unit) for unit in PackedLinears(block).units) == [1, 1, 1, 2]
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")  # torch's flags() says it on any CPU
+def test_with_onednn_switched_off_the_plain_product_runs(counted):
+    model = _tiny_mlp()
+    packs = PackedLinears(model)
+    with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False), packs.active():
+        counted.clear()
+        model(torch.randn(2, 64).bfloat16())
+        assert not counted and all("forward" not in vars(m) for m in model.modules())
