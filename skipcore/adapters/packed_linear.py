@@ -98,17 +98,15 @@ class PackedLinears:
     Siblings fed the same input (a layer's Q, K and V projections; gate and up) are packed as one matrix: the
     first of them called multiplies the input once by all, and each returns its own slice of the product. Each
     output is still one dot product summed in the same order, so the slices are the separate products' bit for
-    bit (checked per shape, as for one linear); a decode step then makes a third as many small calls."""
+    bit (checked per shape, as for one linear); a decode step then makes fewer, larger products."""
 
     def __init__(self, model: nn.Module) -> None:
-        self.enabled = packing_applies(model)
         # a linear whose forward is already replaced on the instance (accelerate's hooks) keeps it
         linears = (
             [m for m in model.modules() if type(m) is nn.Linear and "forward" not in vars(m)]
-            if self.enabled
+            if packing_applies(model)
             else []
         )
-        self.linears = linears
         self.units = sibling_groups(model, linears)
         self._packed: dict[tuple[int, ...], tuple[tuple, torch.Tensor, torch.Tensor | None]] = {}
         self._shape_agrees: dict[tuple, bool] = {}

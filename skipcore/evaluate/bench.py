@@ -231,39 +231,35 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
-    """Device memory bandwidth in bytes/s from a large copy (bytes read + bytes written over the best of
-    five), the roofline's denominator. On a CPU it uses torch's threads, as the decode it is compared with
-    does."""
-    n = mib * 2**20 // 4
-    a = torch.empty(n, dtype=torch.float32, device=device)
-    b = torch.empty_like(a)
-    b.copy_(a)
+def _fastest(device: torch.device, run: Callable[[], object]) -> float:
+    """Seconds of the fastest of five runs of `run` on `device`, after one untimed run."""
+    run()
     _sync(device)
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
-        b.copy_(a)
+        run()
         _sync(device)
         times.append(time.perf_counter() - t0)
-    return 2 * a.numel() * 4 / min(times)
+    return min(times)
+
+
+def measure_bandwidth(device: torch.device, mib: int = 1024) -> float:
+    """Device memory bandwidth in bytes/s from a large copy (bytes read + bytes written over the best of
+    five), the roofline's denominator. On a CPU it uses torch's threads, as the decode it is compared with
+    does."""
+    a = torch.empty(mib * 2**20 // 4, dtype=torch.float32, device=device)
+    b = torch.empty_like(a)
+    return 2 * a.numel() * 4 / _fastest(device, lambda: b.copy_(a))
 
 
 def measure_read_bandwidth(device: torch.device, mib: int = 1024) -> float:
     """Device memory bandwidth in bytes/s for reading alone: a sum over a large tensor (bytes read over the best
     of five). A decode step at small batch only reads (the weights, the K/V), and on a CPU a stream of reads on
-    torch's threads runs slower than a copy counts (53 against 31 GB/s on the 2-core EPYC), so this is the
-    roofline a CPU decode is held to."""
+    torch's threads runs slower than a copy counts (docs/results.md has both), so this is the roofline a CPU
+    decode is held to."""
     a = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
-    a.sum()
-    _sync(device)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        a.sum()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return a.numel() * 4 / min(times)
+    return a.numel() * 4 / _fastest(device, a.sum)
 
 
 def _peak_extra_memory(device: torch.device, run) -> int:

@@ -98,7 +98,7 @@ def test_autograd_small_products_and_other_dtypes_run_the_plain_product(counted)
         small(torch.randn(1, 16).bfloat16())
     assert not counted
     assert not packing_applies(nn.Linear(8, 8))  # float32: MKL's product, not oneDNN's
-    assert PackedLinears(nn.Linear(8, 8)).linears == []
+    assert PackedLinears(nn.Linear(8, 8)).units == []
 
 
 def test_a_weight_changed_in_place_is_packed_again(counted):
