@@ -20,6 +20,7 @@ import streamlit as st  # noqa: E402
 
 from app.dashboard.figures import format_picker, room_on_narrow_screens  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
+from app.dashboard.precision import precision_sidebar  # noqa: E402
 
 SECTIONS = APP_DIR / "sections"
 PAGES = [
@@ -36,7 +37,7 @@ PAGES = [
 # the favicon is a file of the app: an icon name would be fetched from the internet, which fails offline
 st.set_page_config(page_title="skipcore", page_icon=str(APP_DIR / "static" / "favicon.png"), layout="wide")
 page = st.navigation(PAGES)
-model_sidebar()
+precision_sidebar(model_sidebar())
 format_picker()
 room_on_narrow_screens()
 page.run()

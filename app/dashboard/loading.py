@@ -91,19 +91,20 @@ def model_shapes(choice: ModelChoice) -> ModelShapes | None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)
-def _load_engine(ref: ModelRef, stamp: float, name: str):
+def _load_engine(ref: ModelRef, stamp: float, name: str, dtype: str):
     from transformers.utils import logging as hf_logging
 
     from skipcore import SkipEngine, load_model
     from skipcore.models.dtype_choice import DASHBOARD
 
     hf_logging.disable_progress_bar()  # the page shows its own status; keep the server log clean
-    model, tokenizer = load_model(ref, device="auto", dtype="auto", exact=DASHBOARD)
+    model, tokenizer = load_model(ref, device="auto", dtype=dtype, exact=DASHBOARD)
     return SkipEngine(model, tokenizer, model_name=name)
 
 
 def get_engine(choice: ModelChoice):
-    """The chosen model loaded once per process; None (with a message on the page) when it cannot be."""
+    """The chosen model loaded once per process in each precision picked for it; None (with a message on the page)
+    when it cannot be."""
     if choice.ref is None:
         st.info(
             f"This page runs a model: {choice.problem}."
@@ -117,6 +118,6 @@ def get_engine(choice: ModelChoice):
     def load():
         prepare(ref, choice.shown())
         with st.spinner(f"Loading {choice.shown()}…"):
-            return _load_engine(ref, _stamp(ref), choice.shown())
+            return _load_engine(ref, _stamp(ref), choice.shown(), choice.dtype)
 
     return _or_refused(load)

@@ -24,6 +24,7 @@ LOCAL = "local"  # a choice whose folder or .gguf file is typed
 SHAPE = "shape:"  # the options that are a public model's shape, no weights
 MODEL_KEY = "model"  # the sidebar's choice, and its name in the page address
 LOCAL_KEY = "model_path"  # the typed folder or .gguf file, and its name in the page address
+DTYPE_KEY = "dtype"  # the precision picked under the model (`precision`), and its name in the page address
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ModelChoice:
     ref: ModelRef | None = None  # the model, resolved when the choice was made
     preset: str | None = None  # a shape of skipcore.models.random_models.BENCH_SHAPES
     problem: str | None = None  # why this choice cannot run (not installed, not a model folder)
+    dtype: str = "auto"  # the precision it runs in, as picked under it (`precision`): auto or a dtype's name
 
     @property
     def has_weights(self) -> bool:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import pandas as pd
 import streamlit as st
 
+from app.dashboard.models import DTYPE_KEY, LOCAL_KEY, MODEL_KEY
 from app.dashboard.provenance import Settings, differences
 from app.dashboard.runstore import TRACE, Run, RunRecord, RunStore
 from skipcore.errors import UserError
@@ -40,8 +41,9 @@ DOWNLOADS = (
     "page_downloads"  # in the session: (button group, run id, format) -> (bytes, file name, MIME type)
 )
 # settings of every page that reopening a run sets or resets, besides the page's own (its `prefix`): the model
-# (its sidebar widgets), and which model the design was made for (`state.params` keeps the design for it)
-SHARED_INPUTS = ("model", "model_path")
+# (its sidebar widgets: which, a typed folder, its precision), and which model the design was made for
+# (`state.params` keeps the design for it)
+SHARED_INPUTS = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)
 DESIGN_FOR = "_design_for"
 
 Download = tuple[bytes, str, str]  # what a download button offers: the file's bytes, its name, its MIME type

@@ -16,6 +16,7 @@ from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.policy_inputs import policy_inputs
+from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, sampling_setting, setting
 from app.dashboard.results import CompareResult
 from app.dashboard.trained import chat_prompts, flag_empty, prompt_format, skip_warning
@@ -87,11 +88,31 @@ def same_as_full(results: dict) -> tuple[int, int] | None:
     return sum(a == b for a, b in pairs), len(pairs)
 
 
+def precision_caveat(result) -> str | None:
+    """Where speculative's run cannot keep full depth's tokens bit for bit (half precision: a one-row batch on a
+    CPU, any batch on a GPU), what the command line says about it (`skipcore.models.dtype_choice.one_row_caveat`),
+    in the page's words."""
+    import torch
+
+    from skipcore.models.dtype_choice import one_row_caveat
+    from skipcore.models.loading import DTYPES
+
+    meta = result.metadata
+    dtype, device = DTYPES[meta["dtype"]], torch.device(meta["device"])
+    note = one_row_caveat(dtype, device, True, len(result.texts), int(meta["batch_size"]))
+    return (
+        None
+        if note is None
+        else note.removeprefix("note: ").replace("--dtype float32", "float32 (Precision)")
+    )
+
+
 def show_lossless(stored: CompareResult) -> None:
     """Say plainly what speculative's output is, and check it against full depth's when both ran."""
     if SPECULATIVE not in stored.results:
         return
     same = same_as_full(stored.results)
+    caveat = precision_caveat(stored.results[SPECULATIVE])
     if stored.sampled:
         st.info(
             "Speculative (sampling): each token is distributed as full depth would sample it, so the texts "
@@ -99,7 +120,9 @@ def show_lossless(stored: CompareResult) -> None:
         )
     elif same is None:
         st.info(
-            "Speculative (greedy): its output is full depth's, token for token (add full depth to see it)."
+            f"Speculative (greedy): {caveat}."
+            if caveat
+            else "Speculative (greedy): its output is full depth's, token for token (add full depth to see it)."
         )
     elif same[0] == same[1]:
         st.success(
@@ -109,7 +132,7 @@ def show_lossless(stored: CompareResult) -> None:
         st.warning(
             f"Speculative output equals full depth's for {same[0]} of {same[1]} prompts. A verification pass "
             "over several tokens adds in another order than one-token steps, so a token can differ only where "
-            "full depth's top two logits (nearly) tie."
+            "full depth's top two logits (nearly) tie" + (f": {caveat}." if caveat else ".")
         )
 
 
@@ -117,7 +140,7 @@ def settings_now(schedule: Schedule, chosen: list[str], params: dict, prompts, m
     """What `Run all` would use now, as its result will say it."""
     choice = current_choice()
     return {
-        "model": setting(choice.shown(), choice.source),
+        "model": model_setting(choice),
         "schedule": setting(schedule.describe(), schedule.to_dict()),
         "policies": setting(", ".join(chosen), {"policies": chosen, **params}),
         "prompts": prompts_setting(prompts),

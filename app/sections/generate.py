@@ -14,6 +14,7 @@ from app.dashboard import provenance, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
+from app.dashboard.precision import model_setting
 from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
 from app.dashboard.results import GenerateResult
 from app.dashboard.trained import chat_prompts, flag_empty, full_depth_note, prompt_format, skip_warning
@@ -28,7 +29,7 @@ def settings_now(
     with a chat template)."""
     choice = current_choice()
     return {
-        "model": setting(choice.shown(), choice.source),
+        "model": model_setting(choice),
         "schedule": setting(schedule.describe(), schedule.to_dict()),
         "prompts": prompts_setting(prompts),
         **(fmt or {}),

@@ -20,6 +20,7 @@ from app.dashboard import figures, provenance, results, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
+from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, setting
 from app.dashboard.results import LensComparison
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS
@@ -49,7 +50,7 @@ def settings_now(schedule, prompts: list[str], max_new: int, batch_size: int, to
     """What `Run the lens` would use now, as its result will say it."""
     choice = current_choice()
     return {
-        "model": setting(choice.shown(), choice.source),
+        "model": model_setting(choice),
         "schedule": setting(schedule.describe(), schedule.to_dict()),
         "prompts": prompts_setting(prompts),
         "max new tokens": setting(str(max_new)),

@@ -20,6 +20,7 @@ from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
 from app.dashboard.policy_inputs import axis_values, chosen
+from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import SweepResult
 from app.dashboard.tracefiles import read_uploaded_table
@@ -160,7 +161,7 @@ def small_sweep() -> pd.DataFrame | None:
         "warm-up (median of the paired ratios, with its 95% interval)."
     )
     now = {
-        "model": setting(choice.shown(), choice.source),
+        "model": model_setting(choice),
         "sweep": setting(settings.words(), asdict(settings)),
     }
     estimate = show_estimate(engine, sweep_work(engine, choice.source, settings), "Run sweep", always=True)

@@ -18,6 +18,7 @@ from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR
+from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import TuneRunResult
 from app.dashboard.tuning import run_search, settings_for, work
@@ -149,7 +150,7 @@ def main() -> None:
         st.error(str(e))
         st.stop()
     estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
-    now = {"model": setting(choice.shown(), choice.source), "search": setting(_words(s), _plain(asdict(s)))}
+    now = {"model": model_setting(choice), "search": setting(_words(s), _plain(asdict(s)))}
     if st.button("Run search", type="primary", key="tune_run"):
         run(engine, s, estimate, now)
     stored = TuneRunResult.shown(now)

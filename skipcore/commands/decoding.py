@@ -106,9 +106,7 @@ def engine_prompts_policy(args: argparse.Namespace):
     args.sent = prompts_for_model(args.model, tokenizer, read_prompts(args), args.raw_prompt)
     engine = SkipEngine(model, tokenizer, model_name=args.model)
     request = check_generation_request(engine, args.sent.prompts, args)
-    size, count = request.batch_size, len(args.sent.prompts)
-    rows = [min(size, count - start) for start in range(0, count, size)]
-    caveat = one_row_caveat(engine.dtype, engine.device, lossless, rows)
+    caveat = one_row_caveat(engine.dtype, engine.device, lossless, len(args.sent.prompts), request.batch_size)
     args.dtype_note += f"\n{caveat}" if caveat else ""
     policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     return engine, args.sent.prompts, policy

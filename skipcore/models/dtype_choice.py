@@ -68,13 +68,15 @@ DASHBOARD = "one model runs every policy here, lossless ones among them"
 
 
 def one_row_caveat(
-    dtype: torch.dtype, device: torch.device, lossless: bool, batch_rows: list[int]
+    dtype: torch.dtype, device: torch.device, lossless: bool, prompts: int, batch_size: int
 ) -> str | None:
     """The note a lossless policy's run needs where it cannot keep its promise bit for bit, in half precision: on a
     CPU a batch of one row, whose full-depth step multiplies one row and whose verification k + 1, and the kernels
     sum a one-row product in another order (docs/results.md, "bfloat16 on the CPU"); on a GPU any batch, whose
-    ragged passes read keys as one kernel call (not the CPU's per-query calls). None where the promise holds."""
-    if not lossless or dtype == torch.float32 or (device.type == "cpu" and 1 not in batch_rows):
+    ragged passes read keys as one kernel call (not the CPU's per-query calls). `prompts` go in batches of
+    `batch_size` rows, the last one holding what is left. None where the promise holds."""
+    one_row = batch_size == 1 or prompts % batch_size == 1
+    if not lossless or dtype == torch.float32 or (device.type == "cpu" and not one_row):
         return None
     why = (
         "a batch of one row is not lossless (a one-row product rounds unlike a verification's k + 1 rows)"

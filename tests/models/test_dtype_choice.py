@@ -117,5 +117,9 @@ def test_a_lossless_policy_in_bfloat16_says_a_one_row_batch_is_not_exact(
     argv += [x for p in prompts for x in ("--prompt", p)] + (["--batch-size", str(batch)] if batch else [])
     assert main([*argv, "--policy", "speculative", "--threads", "1"]) == 0
     assert ("a batch of one row is not lossless" in capsys.readouterr().err) is said
-    assert dc.one_row_caveat(torch.bfloat16, torch.device("cpu"), False, [1]) is None  # not a lossless policy
-    assert dc.one_row_caveat(torch.bfloat16, torch.device("cuda"), True, [8])  # one SDPA call per ragged pass
+    assert (
+        dc.one_row_caveat(torch.bfloat16, torch.device("cpu"), False, 1, 1) is None
+    )  # not a lossless policy
+    assert dc.one_row_caveat(
+        torch.bfloat16, torch.device("cuda"), True, 8, 8
+    )  # one SDPA call per ragged pass

@@ -1,0 +1,72 @@
+"""The precision picker (Streamlit's AppTest): the dtype the pages run the model in, what the sidebar says about
+it, the runs it makes, and what Compare says of speculative SkipDecode in half precision."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.dashboard.results import CompareResult, GenerateResult
+from skipcore.models import dtype_choice
+from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, opened_with
+
+
+def precision(at):
+    return by_key(at.sidebar.selectbox, "dtype")
+
+
+def said(at) -> str:
+    return " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_the_picker_keeps_float32_under_auto_and_says_why(model_dir):
+    at = open_app()
+    assert_clean(at)
+    assert precision(at).options == ["auto", "float32", "bfloat16"] and precision(at).value == "auto"
+    assert f"Runs in float32 (auto: float32, {dtype_choice.DASHBOARD})" in said(at)
+    assert "bfloat16 is faster here" not in said(at)  # a CPU without native bfloat16, or a model this small
+
+
+@pytest.mark.parametrize("flags", [["avx512_bf16"], []])
+def test_the_picker_says_when_bfloat16_is_faster_here(model_dir, monkeypatch, flags):
+    """What auto of a generation would pick for this model (the tiny model counts as large enough here)."""
+    monkeypatch.setattr(dtype_choice, "cpu_bf16_flags", lambda cpuinfo=None: flags)
+    monkeypatch.setattr(dtype_choice, "BF16_MIN_WEIGHTS", 0)
+    at = open_app()
+    assert_clean(at)
+    assert ("bfloat16 is faster here (this CPU has avx512_bf16" in said(at)) is bool(flags)
+
+
+def test_a_run_in_bfloat16_says_so_and_a_float32_result_goes_stale(model_dir):
+    at = opened_with({"dtype": "bfloat16"}, "generate")  # a link keeps the precision
+    assert_clean(at)
+    assert precision(at).value == "bfloat16" and "Runs in bfloat16, as asked." in said(at)
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    result = GenerateResult.last(at.session_state)
+    assert result.metadata["dtype"] == "bfloat16" and result.metadata["dtype_reason"] == "bfloat16: asked for"
+    assert result.settings["model"][0].endswith(" in bfloat16")
+    assert not at.warning
+    precision(at).set_value("auto").run()  # float32 here: the kept result says it was made in bfloat16
+    stale = " ".join(w.value for w in at.warning)
+    assert "in bfloat16 → " in stale and " in float32" in stale
+    by_key(at.button, "gen_run").click().run()
+    assert GenerateResult.last(at.session_state).metadata["dtype"] == "float32"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "prompts", "noted"), [("bfloat16", 1, True), ("bfloat16", 2, False), ("auto", 1, False)]
+)
+def test_compare_says_when_speculative_in_half_precision_is_not_bit_exact(model_dir, dtype, prompts, noted):
+    """A one-row batch in bfloat16 on a CPU: the note the command line gives, in the page's words."""
+    at = opened_with({"dtype": dtype}, "compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["speculative"])
+    by_key(at.text_area, "cmp_text").set_value("\n".join(["Hello there", "The cat sat"][:prompts]))
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    ran = CompareResult.last(at.session_state).results["speculative"].metadata["dtype"]
+    assert ran == ("float32" if dtype == "auto" else dtype)
+    notes = " ".join(i.value for i in at.info)
+    assert ("a batch of one row is not lossless" in notes) is noted
+    assert ("float32 (Precision) is exact" in notes) is noted
