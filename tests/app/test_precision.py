@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.dashboard.results import CompareResult, GenerateResult
+from app.dashboard.results import CompareResult, GenerateResult, LensComparison, SweepResult
 from skipcore.models import dtype_choice
 from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, opened_with
 
@@ -70,3 +70,21 @@ def test_compare_says_when_speculative_in_half_precision_is_not_bit_exact(model_
     notes = " ".join(i.value for i in at.info)
     assert ("a batch of one row is not lossless" in notes) is noted
     assert ("float32 (Precision) is exact" in notes) is noted
+
+
+def test_the_lens_and_a_small_sweep_run_in_the_precision_picked(model_dir):
+    at = opened_with({"dtype": "bfloat16"}, "lens")
+    by_key(at.slider, "lens_max_new").set_value(MAX_NEW)
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    lens = LensComparison.last(at.session_state)
+    assert lens.path.metadata["dtype"] == lens.full.metadata["dtype"] == "bfloat16"
+    at.switch_page("sections/tradeoffs.py").run()
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    by_key(at.multiselect, "to_targets").set_value([2.0])
+    by_key(at.multiselect, "to_modes").set_value(["skip"])
+    by_key(at.number_input, "to_examples").set_value(2)
+    by_key(at.number_input, "to_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    assert set(SweepResult.last(at.session_state).table["dtype"]) == {"bfloat16"}
