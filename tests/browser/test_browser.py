@@ -466,6 +466,27 @@ def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
 
 
+def test_a_run_in_bfloat16_says_its_precision_and_goes_stale_when_it_changes(fresh, server):
+    """The sidebar's Precision picker from a link, a run in it, then another precision picked in the sidebar."""
+    page = fresh
+    _open(page, server, "generate", {"gen_max_new": "8", "dtype": "bfloat16"}, "Generate and trace")
+    _shows(page, "stSelectbox", "Precision", "bfloat16", "generate")
+    assert page.get_by_text("Runs in bfloat16, as asked.", exact=False).count() == 1
+    page.get_by_role("button", name="Generate", exact=True).click()
+    made = page.get_by_text("Made with", exact=False).first
+    made.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    assert " in bfloat16 · " in made.inner_text()
+    page.locator('[data-testid="stSelectbox"]', has_text="Precision").click()
+    page.get_by_role("option", name="auto", exact=True).click()
+    _wait_idle(page)
+    stale = page.get_by_text("These results are from other settings")
+    stale.wait_for()
+    assert " in bfloat16 → " in stale.inner_text() and " in float32" in stale.inner_text()
+    assert "dtype" not in _address(page)  # the default is dropped from the address
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+
+
 def _check_tables_fit(page, where: str) -> None:
     """No data table wider than its column (its last columns would be cut off behind a scroll bar)."""
     bad = page.evaluate(
