@@ -88,3 +88,21 @@ def test_the_lens_and_a_small_sweep_run_in_the_precision_picked(model_dir):
     by_key(at.button, "to_run").click().run()
     assert_clean(at)
     assert set(SweepResult.last(at.session_state).table["dtype"]) == {"bfloat16"}
+
+
+def test_an_address_with_an_unknown_precision_opens_on_auto(model_dir):
+    at = opened_with({"dtype": "int8"}, "generate")
+    assert_clean(at)
+    assert precision(at).value == "auto"
+
+
+def test_reopening_a_run_brings_back_its_precision(model_dir):
+    at = opened_with({"dtype": "bfloat16"}, "generate")
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    at = open_app("history")  # a new session, on auto
+    assert precision(at).value == "auto"
+    by_key(at.button, "history_reopen").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Generate and trace" and precision(at).value == "bfloat16"
+    assert not at.warning  # the run's settings are the page's again, the precision among them
