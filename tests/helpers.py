@@ -376,3 +376,20 @@ def opened_with(address: dict[str, str], page: str | None = None):
     if page:
         at.switch_page(f"sections/{page}.py")
     return at.run()
+
+
+def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None, address: dict | None = None):
+    """The Trade-offs page's small sweep at target 2x in skip mode on 2 examples, plus the given choices, in a
+    session opened on `address` (its settings in the link): the app, and the sweep's table."""
+    from app.dashboard.results import SweepResult
+
+    at = opened_with(address or {}, "tradeoffs")
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    for key, value in {"to_targets": [2.0], "to_modes": ["skip"], **multiselects}.items():
+        by_key(at.multiselect, key).set_value(value)
+    for key, value in {"to_examples": 2, "to_max_new": MAX_NEW, **(numbers or {})}.items():
+        by_key(at.number_input, key).set_value(value)
+    at.run()
+    by_key(at.button, "to_run").click().run()
+    assert_clean(at)
+    return at, SweepResult.last(at.session_state).table

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.dashboard.results import CompareResult, GenerateResult, LensComparison, SweepResult
+from app.dashboard.results import CompareResult, GenerateResult, LensComparison
 from skipcore.models import dtype_choice
-from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, opened_with
+from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, opened_with, small_sweep_on_the_page
 
 
 def precision(at):
@@ -79,15 +79,8 @@ def test_the_lens_and_a_small_sweep_run_in_the_precision_picked(model_dir):
     assert_clean(at)
     lens = LensComparison.last(at.session_state)
     assert lens.path.metadata["dtype"] == lens.full.metadata["dtype"] == "bfloat16"
-    at.switch_page("sections/tradeoffs.py").run()
-    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
-    by_key(at.multiselect, "to_targets").set_value([2.0])
-    by_key(at.multiselect, "to_modes").set_value(["skip"])
-    by_key(at.number_input, "to_examples").set_value(2)
-    by_key(at.number_input, "to_max_new").set_value(MAX_NEW).run()
-    by_key(at.button, "to_run").click().run()
-    assert_clean(at)
-    assert set(SweepResult.last(at.session_state).table["dtype"]) == {"bfloat16"}
+    _, sweep = small_sweep_on_the_page({}, address={"dtype": "bfloat16"})
+    assert set(sweep["dtype"]) == {"bfloat16"}
 
 
 def test_an_address_with_an_unknown_precision_opens_on_auto(model_dir):

@@ -10,14 +10,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths
-from app.dashboard.results import SweepResult
 from tests.helpers import (
-    MAX_NEW,
     adaptive_sweep_frame,
     assert_clean,
     by_key,
     errors,
     open_app,
+    small_sweep_on_the_page,
     stale,
     sweep_frame,
 )
@@ -70,20 +69,6 @@ def test_tradeoffs_shipped_sweep(model_dir, tmp_path, monkeypatch):
     assert_clean(at)
     assert by_key(at.radio, "to_source").value == "Shipped sweep"
     assert len(at.get("vega_lite_chart")) == 2
-
-
-def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None) -> tuple[AppTest, pd.DataFrame]:
-    """The Trade-offs page's small sweep at target 2x in skip mode on 2 examples, plus the given choices."""
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
-    for key, value in {"to_targets": [2.0], "to_modes": ["skip"], **multiselects}.items():
-        by_key(at.multiselect, key).set_value(value)
-    for key, value in {"to_examples": 2, "to_max_new": MAX_NEW, **(numbers or {})}.items():
-        by_key(at.number_input, key).set_value(value)
-    at.run()
-    by_key(at.button, "to_run").click().run()
-    assert_clean(at)
-    return at, SweepResult.last(at.session_state).table
 
 
 def test_tradeoffs_small_sweep_on_the_page(model_dir):
@@ -312,14 +297,7 @@ def test_a_new_sweep_file_is_offered_by_its_models_without_code(model_dir, tmp_p
 
 
 def test_the_small_sweep_shows_each_setting_and_downloads_its_table(model_dir):
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
-    by_key(at.multiselect, "to_targets").set_value([2.0])
-    by_key(at.multiselect, "to_modes").set_value(["skip"])
-    by_key(at.number_input, "to_examples").set_value(2)
-    by_key(at.number_input, "to_max_new").set_value(MAX_NEW).run()
-    by_key(at.button, "to_run").click().run()
-    assert_clean(at)
+    at, _ = small_sweep_on_the_page({})
     bar = at.get("progress")[0].proto
     assert bar.value == 100 and bar.text.startswith("2 of 2 settings done")
     assert {"Download this sweep (CSV)", "Download this sweep (Parquet)"} <= {
