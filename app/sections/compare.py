@@ -91,7 +91,7 @@ def same_as_full(results: dict) -> tuple[int, int] | None:
 def precision_caveat(result) -> str | None:
     """Where speculative's run cannot keep full depth's tokens bit for bit (half precision: a one-row batch on a
     CPU, any batch on a GPU), what the command line says about it (`skipcore.models.dtype_choice.one_row_caveat`),
-    in the page's words."""
+    naming the sidebar's picker as the way to float32."""
     import torch
 
     from skipcore.models.dtype_choice import one_row_caveat
@@ -99,12 +99,8 @@ def precision_caveat(result) -> str | None:
 
     meta = result.metadata
     dtype, device = DTYPES[meta["dtype"]], torch.device(meta["device"])
-    note = one_row_caveat(dtype, device, True, len(result.texts), int(meta["batch_size"]))
-    return (
-        None
-        if note is None
-        else note.removeprefix("note: ").replace("--dtype float32", "float32 (Precision)")
-    )
+    count, size = len(result.texts), int(meta["batch_size"])
+    return one_row_caveat(dtype, device, True, count, size, exact_mode="float32 (Precision)")
 
 
 def show_lossless(stored: CompareResult) -> None:

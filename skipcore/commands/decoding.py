@@ -107,7 +107,7 @@ def engine_prompts_policy(args: argparse.Namespace):
     engine = SkipEngine(model, tokenizer, model_name=args.model)
     request = check_generation_request(engine, args.sent.prompts, args)
     caveat = one_row_caveat(engine.dtype, engine.device, lossless, len(args.sent.prompts), request.batch_size)
-    args.dtype_note += f"\n{caveat}" if caveat else ""
+    args.dtype_note += f"\nnote: {caveat}" if caveat else ""
     policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     return engine, args.sent.prompts, policy
 

@@ -68,13 +68,19 @@ DASHBOARD = "one model runs every policy here, lossless ones among them"
 
 
 def one_row_caveat(
-    dtype: torch.dtype, device: torch.device, lossless: bool, prompts: int, batch_size: int
+    dtype: torch.dtype,
+    device: torch.device,
+    lossless: bool,
+    prompts: int,
+    batch_size: int,
+    exact_mode: str = "--dtype float32",
 ) -> str | None:
     """The note a lossless policy's run needs where it cannot keep its promise bit for bit, in half precision: on a
     CPU a batch of one row, whose full-depth step multiplies one row and whose verification k + 1, and the kernels
     sum a one-row product in another order (docs/results.md, "bfloat16 on the CPU"); on a GPU any batch, whose
     ragged passes read keys as one kernel call (not the CPU's per-query calls). `prompts` go in batches of
-    `batch_size` rows, the last one holding what is left. None where the promise holds."""
+    `batch_size` rows, the last one holding what is left; `exact_mode` names the way to float32 where the note
+    is read (a flag, a picker). None where the promise holds."""
     one_row = batch_size == 1 or prompts % batch_size == 1
     if not lossless or dtype == torch.float32 or (device.type == "cpu" and not one_row):
         return None
@@ -84,7 +90,7 @@ def one_row_caveat(
         else "the passes are not bit-exact against full depth's steps"
     )
     name = str(dtype).removeprefix("torch.")
-    return f"note: in {name} on {device.type} {why}: near-ties may part from full depth; --dtype float32 is exact"
+    return f"in {name} on {device.type} {why}: near-ties may part from full depth; {exact_mode} is exact"
 
 
 def choose_dtype(
