@@ -6,11 +6,12 @@
 #   4. tests    the CUDA tests (CUDA graphs against the plain path, the lens on the graph decode)
 #   5. smoke    the bench on tiny shapes, every setting but the compiled generate(): what breaks on CUDA breaks
 #               here, in seconds (smoke.json)
-#   6. reduced  the plan: 1B shapes, batch 1, 8, 32, prompt 128, 128 new tokens; full depth with and without
-#               graphs, skip 2x/3x/4x, speculative k = 2/4 with 3x drafts, generate() (bench_cuda.json and .md)
-#   7. compiled generate() with its static cache, compiled by transformers, at batch 1 (added to bench_cuda.json)
-#   8. real     the skip-aware SmolLM2 fine-tunes, where SmolLM2 is installed (else skipped, said why)
-#   9. long     512 new tokens, while time is left
+#   6. reduced  the plan: 1B shapes, batch 1, 8, 32, prompt 128, 128 new tokens; captured full depth, skip
+#               2x/3x/4x, generate() (bench_cuda.json and .md)
+#   7. uncaptured   full depth without graphs, speculative k = 2/4 with 3x drafts, at batch 1 and 8 (added)
+#   8. compiled generate() with its static cache, compiled by transformers, at batch 1 (added to bench_cuda.json)
+#   9. real     the skip-aware SmolLM2 fine-tunes, where SmolLM2 is installed (else skipped, said why)
+#  10. long     512 new tokens, captured full depth and skips, while time is left
 # then a summary (summary.md): each stage's outcome, one line per model, length and batch, and the targets.
 # Every stage has a deadline inside the 9 minutes; one stopped at its deadline keeps what it measured (the bench
 # rewrites its results after every setting). What OUTDIR holds: gpu_check.log, env.txt, smoke.json/.md,
@@ -191,9 +192,13 @@ ALL=full,no-graphs,skip,speculative,generate
 # shellcheck disable=SC2086  # SMOKE is a list of flags
 stage smoke 90 "${BENCH[@]}" $SMOKE --settings $ALL --out "$OUTDIR/smoke.json" --overwrite
 RESULTS=(--out "$OUTDIR/bench_cuda.json")
-stage reduced 240 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
-  --new-tokens "$SHORT" --repeats "$REPEATS" --settings $ALL "${RESULTS[@]}" --overwrite
-stage compiled 150 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
+# the captured settings first, at every model and batch size: the uncaptured ones (speculative, no graphs) are
+# slow on a GPU and, run in the same stage, kept it from reaching more than one model in three runs
+stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
+  --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,generate "${RESULTS[@]}" --overwrite
+stage uncaptured 120 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
+  --new-tokens "$SHORT" --repeats "$REPEATS" --settings no-graphs,speculative "${RESULTS[@]}" --append
+stage compiled 120 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
   --repeats "$REPEATS" --settings generate,compiled "${RESULTS[@]}" --append
 if "$PYTHON" -c "from skipcore.models.catalog import REAL_MODELS as R, installed; exit(not installed(R['smollm2-135m']))" \
   2>/dev/null; then
@@ -203,7 +208,7 @@ else
   skipped real "smollm2-135m is not installed here: its GGUF (94 MiB) is over what travels (docs/gpu.md)"
 fi
 stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
-  --new-tokens "$LONG" --repeats "$REPEATS" --settings full,no-graphs,skip,speculative "${RESULTS[@]}" --append
+  --new-tokens "$LONG" --repeats "$REPEATS" --settings full,skip "${RESULTS[@]}" --append
 
 # -- the summary, last: the end of the output is what a short lease brings back --------------------------------
 {
