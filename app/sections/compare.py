@@ -89,8 +89,8 @@ def same_as_full(results: dict) -> tuple[int, int] | None:
 
 
 def precision_caveat(result) -> str | None:
-    """Where speculative's run cannot keep full depth's tokens bit for bit (half precision: a one-row batch on a
-    CPU, any batch on a GPU), what the command line says about it (`skipcore.models.dtype_choice.one_row_caveat`),
+    """Where speculative's run cannot keep full depth's tokens bit for bit (half precision on a GPU; float16 in a
+    one-row batch on a CPU), what the command line says about it (`skipcore.models.dtype_choice.one_row_caveat`),
     naming the sidebar's picker as the way to float32."""
     import torch
 

@@ -17,6 +17,15 @@ three small ones: each output is still its own dot product, the same bits.
 The packed forward is switched on only inside `PackedLinears.active()`, around the engine's own passes, so
 `generate()`, training and anything else see the model's modules as loaded; products below torch's own oneDNN
 threshold, outside inference (autograd) or in another dtype run `F.linear` as before.
+
+One row is a case apart. oneDNN multiplies a single row by its own kernel, which for some shapes sums in another
+order than the kernel for several rows (SmolLM2's down projection, 1536 wide: a row of a 2-9-row product differs
+from the same row alone in 10-60% of random draws; every other SmolLM2 shape agrees). A batch of one row decodes
+one row per step, as `generate()` does, but a speculative verification multiplies its k + 1 columns at once, so
+those columns would not get the bits the one-row steps give (and the drafts' tokens part from full depth's at
+near-ties). Inside `one_row_products()` a product of several rows whose shape sums them unlike one row (probed once
+per shape) runs one row at a time: each row its one-row bits, for the price of reading that weight
+again per row (the other products stay whole).
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from torch.nn import functional as F
 ONEDNN_MIN_MACS = 16 * 16 * 16  # torch sends a bfloat16 product to oneDNN only above this many multiply-adds
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
 PROBE_ROWS = (1, 8)  # a decode step's one row (a matrix-vector kernel) and a batch's rows (a matrix kernel)
+ROW_DRAWS = 3  # random inputs per row count when asking whether a shape sums rows as it sums one
 
 
 def packing_applies(model: nn.Module) -> bool:
@@ -72,6 +82,27 @@ def agrees(members: tuple[nn.Linear, ...], packed: torch.Tensor, bias: torch.Ten
     return True
 
 
+def rows_alike(product, width: int, dtype: torch.dtype) -> bool:
+    """Whether `product` gives every row of a product of 2-9 rows (a verification's k + 1 for k up to 8) the
+    bits that row gets alone, on `ROW_DRAWS` random inputs of each count. A kernel that sums one row in its own
+    order shows it in a share of draws only (10-60% on SmolLM2's down projection), hence the many draws."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for rows in range(2, 10):
+            for _ in range(ROW_DRAWS):
+                x = torch.randn(rows, width, generator=generator).to(dtype)
+                if not torch.equal(product(x), torch.cat([product(row) for row in x.split(1)])):
+                    return False
+    return True
+
+
+def row_by_row(product, x: torch.Tensor) -> torch.Tensor:
+    """`product(x)` computed one row of `x` at a time."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = torch.cat([product(row) for row in flat.split(1)])
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
 def sibling_groups(model: nn.Module, linears: list[nn.Linear]) -> list[tuple[nn.Linear, ...]]:
     """`linears` as units of one product: a layer's Q, K and V projections (and gate and up) as one wider matrix
     where they share an input width and bias-ness, every other linear alone."""
@@ -110,6 +141,8 @@ class PackedLinears:
         self.units = sibling_groups(model, linears)
         self._packed: dict[tuple[int, ...], tuple[tuple, torch.Tensor, torch.Tensor | None]] = {}
         self._shape_agrees: dict[tuple, bool] = {}
+        self._rows_alike: dict[tuple, bool] = {}  # (weight shape, bias, packed, threads) -> rows_alike
+        self._one_row = False  # inside one_row_products
 
     def packed(self, members: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The unit's packed weight and bias (its members' side by side), packed now if new or changed; None
@@ -137,16 +170,27 @@ class PackedLinears:
     @contextmanager
     def active(self) -> Iterator[None]:
         """The model's linears run their packed products inside this scope (a no-op where packing does not
-        apply); on exit each is its own module again."""
+        apply; a shape left unpacked runs `F.linear`, as its module would); on exit each is its own module again."""
         swapped = []
         # torch's own product leaves oneDNN when it is switched off (torch.backends.mkldnn.flags): so do these
         units = self.units if torch.backends.mkldnn.enabled else []
         try:
             for members in units:
                 held = self.packed(members)
-                if held is None:
+                if held is None:  # unpacked: the plain product, split where one_row_products asks
+                    for linear in members:
+                        plain = _plain_product(linear)
+                        rule = self._row_rule(
+                            plain, tuple(linear.weight.shape), linear.bias is not None, False
+                        )
+                        linear.forward = _split_forward(plain, rule)
+                        swapped.append(linear)
                     continue
-                product = _SharedProduct(*held, count=len(members))
+                packed, bias = held
+                product = _SharedProduct(packed, bias, count=len(members))
+                width = members[0].in_features
+                shape = (sum(m.out_features for m in members), width)
+                product.splits = self._row_rule(product.product, shape, bias is not None, True)
                 start = 0
                 for index, linear in enumerate(members):
                     end = start + linear.out_features
@@ -159,6 +203,44 @@ class PackedLinears:
             for linear in swapped:
                 del linear.forward
 
+    @contextmanager
+    def one_row_products(self) -> Iterator[None]:
+        """Inside `active()`: each row of a product gets the bits it gets alone (a pass of several columns of a
+        one-row batch, which must agree with that batch's one-row steps). A shape that sums several rows as it
+        sums one keeps its whole product; the others run row by row."""
+        self._one_row = True
+        try:
+            yield
+        finally:
+            self._one_row = False
+
+    def _row_rule(self, product, shape: tuple[int, int], bias: bool, packed: bool):
+        """A unit's rule: whether its product of `rows` rows runs row by row now (only inside
+        `one_row_products`, where the shape sums several rows unlike one: probed once per shape)."""
+
+        def splits(rows: int) -> bool:
+            if not self._one_row or rows < 2:
+                return False
+            key = (shape, bias, packed, torch.get_num_threads())
+            if key not in self._rows_alike:
+                self._rows_alike[key] = rows_alike(product, shape[1], torch.bfloat16)
+            return not self._rows_alike[key]
+
+        return splits
+
+
+def _plain_product(linear: nn.Linear):
+    weight, bias = linear.weight, linear.bias
+    return lambda x: F.linear(x, weight, bias)
+
+
+def _split_forward(product, splits):
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        return row_by_row(product, x) if splits(rows) else product(x)
+
+    return forward
+
 
 class _SharedProduct:
     """A unit's packed product. With siblings, the first of them (Q, gate: the one a layer calls first) computes it
@@ -167,11 +249,15 @@ class _SharedProduct:
 
     def __init__(self, packed: torch.Tensor, bias: torch.Tensor | None, count: int) -> None:
         self.packed, self.bias, self.count = packed, bias, count
+        self.splits = lambda rows: False  # PackedLinears._row_rule: whether to multiply row by row now
         self.input: torch.Tensor | None = None
         self.output: torch.Tensor | None = None
 
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        return packed_product(x, self.packed, self.bias)
+
     def compute(self, x: torch.Tensor) -> torch.Tensor:
-        out = packed_product(x, self.packed, self.bias)
+        out = row_by_row(self.product, x) if self.splits(x.numel() // x.shape[-1]) else self.product(x)
         if self.count > 1:
             self.input, self.output = x, out
         return out

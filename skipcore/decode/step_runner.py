@@ -10,6 +10,7 @@ drafts) stays one batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
@@ -101,10 +102,18 @@ class EngineColumnPass:
 
     def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
         a = self.adapter
-        with grouped_decode_attention(a.config, "ragged"), self.cache.writing_at(self.columns, self.width):
+        attention = grouped_decode_attention(a.config, "ragged")
+        with attention, self.cache.writing_at(self.columns, self.width), self._products():
             for i in layers:
                 hidden = a.run_layer(i, hidden, self.mask, self.cache, self.kwargs)
         return hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.adapter.head(hidden)
+        with self._products():
+            return self.adapter.head(hidden)
+
+    def _products(self) -> AbstractContextManager:
+        """Several columns of a one-row batch: each column's products get the bits of the one-row steps the
+        pass must agree with (`PackedLinears.one_row_products`); any other pass multiplies as it is."""
+        one_row = self.columns.shape[0] == 1 and self.q > 1
+        return self.adapter.packed.one_row_products() if one_row else nullcontext()

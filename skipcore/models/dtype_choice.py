@@ -76,13 +76,16 @@ def one_row_caveat(
     exact_mode: str = "--dtype float32",
 ) -> str | None:
     """The note a lossless policy's run needs where it cannot keep its promise bit for bit, in half precision: on a
-    CPU a batch of one row, whose full-depth step multiplies one row and whose verification k + 1, and the kernels
-    sum a one-row product in another order (docs/results.md, "bfloat16 on the CPU"); on a GPU any batch, whose
-    ragged passes read keys as one kernel call (not the CPU's per-query calls). `prompts` go in batches of
-    `batch_size` rows, the last one holding what is left; `exact_mode` names the way to float32 where the note
-    is read (a flag, a picker). None where the promise holds."""
+    GPU any batch, whose passes are not bit-exact against full depth's steps (docs/gpu.md); on a CPU in float16 a
+    batch of one row, whose full-depth step multiplies one row and whose verification k + 1, summed in another
+    order. In bfloat16 on a CPU every batch is exact: a one-row batch's verification multiplies row by row where
+    the kernel would sum rows unlike one (`PackedLinears.one_row_products`), and its queries read their own keys.
+    `prompts` go in batches of `batch_size` rows, the last one holding what is left; `exact_mode` names the way to
+    float32 where the note is read (a flag, a picker). None where the promise holds."""
     one_row = batch_size == 1 or prompts % batch_size == 1
-    if not lossless or dtype == torch.float32 or (device.type == "cpu" and not one_row):
+    if not lossless or dtype == torch.float32:
+        return None
+    if device.type == "cpu" and (dtype == torch.bfloat16 or not one_row):
         return None
     why = (
         "a batch of one row is not lossless (a one-row product rounds unlike a verification's k + 1 rows)"

@@ -118,10 +118,16 @@ def test_a_weight_changed_in_place_is_packed_again(counted):
 
 def test_a_shape_whose_packed_product_disagrees_is_left_to_the_plain_product(monkeypatch):
     model = _tiny_mlp()
+    x = torch.randn(3, 64).bfloat16()
+    with torch.inference_mode():
+        want = model(x)
     monkeypatch.setattr(packed_linear, "packed_product", lambda x, packed, bias: torch.zeros(1))
     packs = PackedLinears(model)
     with torch.inference_mode(), packs.active():
-        assert all("forward" not in vars(m) for m in model.modules())
+        assert torch.equal(model(x), want)
+        with packs.one_row_products():
+            assert torch.equal(model(x), want)
+    assert all("forward" not in vars(m) for m in model.modules())
 
 
 def test_a_forward_replaced_on_the_instance_is_kept():
@@ -191,3 +197,34 @@ def test_with_onednn_switched_off_the_plain_product_runs(counted):
         counted.clear()
         model(torch.randn(2, 64).bfloat16())
         assert not counted and all("forward" not in vars(m) for m in model.modules())
+
+
+def test_inside_one_row_products_each_row_gets_its_one_row_bits(counted):
+    """A one-row batch's multi-column pass must give each column the bits of the one-row step it stands for. On
+    SmolLM2's MLP shapes, inside `one_row_products` every row of a 2-9-row product is that row's product alone
+    (on this CPU the 1536-wide down projection sums several rows in another order, so it runs row by row); a
+    shape that sums rows alike stays one product; outside, every product is whole."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(576, 1536, bias=False), nn.Linear(1536, 576, bias=False)).bfloat16()
+    packs = PackedLinears(model)
+    whole_or_split = []
+    with torch.inference_mode(), packs.active():
+        for rows in range(2, 10):
+            for layer in model:
+                x = torch.randn(rows, layer.in_features).bfloat16()
+                alone = torch.cat([layer(row) for row in x.split(1)])
+                with packs.one_row_products():
+                    layer(x)  # the first asks the shape once (random rows through the same product)
+                    counted.clear()
+                    got = layer(x)
+                    whole_or_split.append(len(counted) == rows)
+                assert torch.equal(got, alone), (rows, layer)
+                assert len(counted) in (1, rows)
+                counted.clear()
+                layer(x)
+                assert len(counted) == 1
+    # the same shape is split at every row count or at none
+    assert whole_or_split[0::2] in ([True] * 8, [False] * 8) and whole_or_split[1::2] in (
+        [True] * 8,
+        [False] * 8,
+    )

@@ -85,10 +85,32 @@ def test_bfloat16_full_depth_is_generates_and_speculative_is_full_depths(name):
     for row, ids in enumerate(res.token_ids):
         assert ids == ref[row, : len(ids)].tolist(), row
     # and speculative SkipDecode keeps full depth's tokens in a ragged batch (its passes' queries read their own
-    # keys); at batch 1 a bfloat16 product of one row sums in another order than of k + 1 (docs/results.md)
+    # keys); at batch 1: test_bfloat16_speculative_at_batch_1_keeps_full_depths_tokens
     drafts = schedule_for_speedup(engine.num_layers, 2.0, 12)
     spec = engine.generate(PROMPTS, SpeculativePolicy(drafts, draft_tokens=3), max_new_tokens=12)
     assert spec.token_ids == res.token_ids
+
+
+def test_bfloat16_speculative_at_batch_1_keeps_full_depths_tokens():
+    """A batch of one row decodes one row per step, as generate() does, and its verification multiplies k + 1
+    columns at once. On a CPU whose bfloat16 kernel sums a row alone in another order than among several
+    (SmolLM2's 1536-wide down projection on an AVX-512 EPYC), those products run row by row in a one-row batch's
+    multi-column passes (`PackedLinears.one_row_products`). Without that, 3 of these 8 test inputs (the
+    skip-aware fine-tune, k = 4 drafts from its 3x schedule) part from full depth within 24 tokens."""
+    from skipcore.data.loaders import load_e2e_csv
+    from skipcore.evaluate.bench_plan import skip_schedule
+    from skipcore.evaluate.quality import evaluate_generation
+
+    if not installed(REAL_MODELS["smollm2-135m"]):
+        pytest.skip(REAL_MODELS["smollm2-135m"].install)
+    model, tok = load_model(str(REPO / "data/models/skipdecode-smollm2-e2e"), device="cpu", dtype="bfloat16")
+    engine = SkipEngine(model, tok)
+    examples, L = load_e2e_csv(REPO / "data/e2e_synth/test.csv")[:8], engine.num_layers
+    full = evaluate_generation(engine, examples, None, 24, 1, metrics=())[1]
+    drafts = SpeculativePolicy(skip_schedule(L, 3, 24), draft_tokens=4)
+    spec = evaluate_generation(engine, examples, drafts, 24, 1, metrics=())[1]
+    assert spec.token_ids == full.token_ids
+    assert spec.trace["drafted"].any()
 
 
 def test_every_policy_runs_and_speculative_is_lossless(engine):
