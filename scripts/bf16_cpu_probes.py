@@ -1,9 +1,10 @@
-"""Three probes behind docs/results.md's "bfloat16 on the CPU": what the prepacked products and the fused Q/K/V were
-checked and timed with.
+"""Four probes behind docs/results.md's "bfloat16 on the CPU": what the prepacked products and the fused Q/K/V were
+checked and timed with, and which product shapes sum a row alone unlike among several.
 
     python scripts/bf16_cpu_probes.py agreement   # packed vs F.linear outputs, and another summation order's count
     python scripts/bf16_cpu_probes.py attention   # torch's SDPA, one query per row and head, bfloat16 vs float32
     python scripts/bf16_cpu_probes.py fusion      # full-depth steps with and without the fused siblings, paired
+    python scripts/bf16_cpu_probes.py rows        # per shape and row count, draws where a row differs from alone
 
 Run on a quiet machine with 2 threads (the default); each prints its own lines.
 """
@@ -106,13 +107,31 @@ def fusion(model: str = "smollm2-135m", pairs: int = 5, new_tokens: int = 48) ->
         )
 
 
+def rows(draws: int = 20) -> None:
+    """For each SmolLM2 shape and 2-9 rows, the share of random draws in which some row of the packed product
+    differs from that row's product alone (what `PackedLinears.one_row_products` splits)."""
+    torch.manual_seed(0)
+    fused = [(960, 576), (3072, 576)]  # Q/K/V and gate/up side by side, as the engine packs them
+    for out_features, in_features in SHAPES + fused:
+        p = pack((torch.randn(out_features, in_features) * 0.05).bfloat16())
+        shares = []
+        for count in range(2, 10):
+            differ = 0
+            for _ in range(draws):
+                x = torch.randn(count, in_features).bfloat16()
+                alone = torch.cat([packed_product(row, p, None) for row in x.split(1)])
+                differ += not torch.equal(packed_product(x, p, None), alone)
+            shares.append(f"{count}: {differ / draws:.0%}")
+        print(f"{out_features}x{in_features}: " + ", ".join(shares))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=["agreement", "attention", "fusion"])
+    parser.add_argument("probe", choices=["agreement", "attention", "fusion", "rows"])
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    {"agreement": agreement, "attention": attention, "fusion": fusion}[args.probe]()
+    {"agreement": agreement, "attention": attention, "fusion": fusion, "rows": rows}[args.probe]()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 lossless policy keeps full depth's tokens bit for bit), bfloat16 on CUDA (`skipcore.models.dtype_choice`). Where
 this CPU runs the model faster in bfloat16 (native bfloat16 and a model large enough, the rule `--dtype auto` of
 `skipcore generate` follows), the sidebar says so, and what bfloat16 keeps: full depth gives bfloat16
-`generate()`'s tokens, and speculative SkipDecode full depth's from a batch of two rows. Every page's result names
+`generate()`'s tokens, and speculative SkipDecode full depth's at every batch size. Every page's result names
 the dtype it ran in with the model (`model_setting`), so a result made in float32 is marked stale once bfloat16
 is picked.
 """
@@ -61,17 +61,18 @@ def _words(choice: ModelChoice) -> str:
         if faster is not None:
             said += (
                 f" bfloat16 is faster here ({faster.reason.removeprefix('auto: bfloat16, ')}): in it full depth "
-                "gives bfloat16 `generate()`'s tokens, and speculative SkipDecode full depth's from a batch of "
-                "two rows."
+                "gives bfloat16 `generate()`'s tokens, and speculative SkipDecode full depth's at every batch "
+                "size."
             )
         return said
     if device.type == "cpu":
         return said + (
-            " Full depth gives `generate()`'s tokens in this dtype; speculative SkipDecode keeps full depth's "
-            "from a batch of two rows (a one-row batch can part at near-ties). float32 is exact at every batch."
+            " Full depth gives `generate()`'s tokens in this dtype, and speculative SkipDecode full depth's at "
+            "every batch size."
         )
     return said + (
-        " Lossless policies keep full depth's tokens up to near-ties in half precision on a GPU; float32 is exact."
+        " In half precision on a GPU speculative SkipDecode's passes are not bit-exact against full depth's "
+        "steps (near-ties part); float32 is exact."
     )
 
 

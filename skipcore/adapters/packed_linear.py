@@ -20,12 +20,12 @@ threshold, outside inference (autograd) or in another dtype run `F.linear` as be
 
 One row is a case apart. oneDNN multiplies a single row by its own kernel, which for some shapes sums in another
 order than the kernel for several rows (SmolLM2's down projection, 1536 wide: a row of a 2-9-row product differs
-from the same row alone in 10-60% of random draws; every other SmolLM2 shape agrees). A batch of one row decodes
-one row per step, as `generate()` does, but a speculative verification multiplies its k + 1 columns at once, so
-those columns would not get the bits the one-row steps give (and the drafts' tokens part from full depth's at
-near-ties). Inside `one_row_products()` a product of several rows whose shape sums them unlike one row (probed once
-per shape) runs one row at a time: each row its one-row bits, for the price of reading that weight
-again per row (the other products stay whole).
+from the same row alone in 10-65% of random draws, `python scripts/bf16_cpu_probes.py rows`; every other SmolLM2
+shape agrees). A batch of one row decodes one row per step, as `generate()` does, but a speculative verification
+multiplies its k + 1 columns at once, so those columns would not get the bits the one-row steps give (and the
+drafts' tokens part from full depth's at near-ties). Inside `one_row_products()` a product of several rows whose
+shape sums them unlike one row (probed once per shape) runs one row at a time: each row its one-row bits, for the
+price of reading that weight again per row (the other products stay whole).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def agrees(members: tuple[nn.Linear, ...], packed: torch.Tensor, bias: torch.Ten
 def rows_alike(product, width: int, dtype: torch.dtype) -> bool:
     """Whether `product` gives every row of a product of 2-9 rows (a verification's k + 1 for k up to 8) the
     bits that row gets alone, on `ROW_DRAWS` random inputs of each count. A kernel that sums one row in its own
-    order shows it in a share of draws only (10-60% on SmolLM2's down projection), hence the many draws."""
+    order shows it in a share of draws only (10-65% on SmolLM2's down projection), hence the many draws."""
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for rows in range(2, 10):

@@ -5,9 +5,9 @@ On a CPU, bfloat16 pays only with native support (AVX-512 BF16 or AMX, read from
 matrices large enough that reading half the bytes outweighs converting them: on the 2-core EPYC of docs/results.md
 ("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 2.1x float32 `generate()` (batch 1 and 8), Gemma 3
 270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per token) 0.56x. Some runs
-keep float32 whatever the model: one that promises full depth's tokens (in bfloat16 speculative SkipDecode is
-lossless from batch 2 only, since at batch 1 a one-row product sums in another order than a verification's k + 1
-rows, and it does not pay there: 0.5-0.9x bfloat16 full depth), a sweep or a tune (records a later run resumes,
+keep float32 whatever the model: one that promises full depth's tokens (float32 is the reference mode on every
+device; in bfloat16 on a CPU speculative SkipDecode keeps bfloat16 full depth's tokens, but does not pay there:
+0.5-0.9x bfloat16 full depth), a sweep or a tune (records a later run resumes,
 beside the shipped float32 ones) and the dashboard (one model runs every policy). A dtype asked for by name is used
 as asked.
 """
