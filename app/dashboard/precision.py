@@ -1,7 +1,7 @@
 """The dtype the pages run the model in: chosen in the sidebar under the model, kept in the address (`?dtype=`).
 
-`auto` is the command line's `--dtype auto` for a run of every policy: float32 on a CPU (the exact mode, in which a
-lossless policy keeps full depth's tokens bit for bit), bfloat16 on CUDA (`skipcore.models.dtype_choice`). Where
+`auto` keeps float32 on a CPU, the mode of the shipped sweeps every page's results sit beside, and bfloat16 on CUDA
+(`skipcore.models.dtype_choice`). Where
 this CPU runs the model faster in bfloat16 (native bfloat16 and a model large enough, the rule `--dtype auto` of
 `skipcore generate` follows), the sidebar says so, and what bfloat16 keeps: full depth gives bfloat16
 `generate()`'s tokens, and speculative SkipDecode full depth's at every batch size. Every page's result names

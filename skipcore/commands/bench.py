@@ -47,8 +47,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--settings", type=comma_list(str, "--settings"),
         help="what to time beside full depth, the reference (default: all the device runs): full, no-graphs, "
-        "skip, speculative, generate, generate-float32 (a half-precision run's generate() in float32), compiled "
-        "(generate() with its static cache, compiled on CUDA)",
+        "skip, speculative, speculative-float32 and generate-float32 (a half-precision run's speculative rows and "
+        "generate() in float32), generate, compiled (generate() with its static cache, compiled on CUDA)",
     )  # fmt: skip
     p.add_argument(
         "--static-steps", action=argparse.BooleanOptionalAction, default=None,

@@ -64,7 +64,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         default="auto",
         choices=["auto", "float32", "bfloat16", "float16"],
         help="weights and activations; auto: bfloat16 on CUDA, and on a CPU with native bfloat16 (AVX-512 BF16, "
-        "AMX) for a model large enough to gain, unless the policy is lossless; float32 elsewhere and in sweeps and "
+        "AMX) for a model large enough to gain; float32 elsewhere, for a lossless policy on CUDA and in sweeps and "
         "tunes (the run says which and why)",
     )
     p.add_argument(

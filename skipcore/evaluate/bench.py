@@ -20,7 +20,13 @@ from pathlib import Path
 
 import torch
 
-from skipcore.evaluate.bench_plan import BenchPlan, device_notes, skip_schedule, weights_of
+from skipcore.evaluate.bench_plan import (
+    SPECULATIVE_KINDS,
+    BenchPlan,
+    device_notes,
+    skip_schedule,
+    weights_of,
+)
 from skipcore.evaluate.bench_results import format_table, results_header, write_results
 from skipcore.files import file_digest
 
@@ -85,10 +91,10 @@ def bench_one(
     attn = torch.ones_like(ids)
     picker = TokenPicker(Sampling(), device)
 
-    def engine_for(static: bool) -> SkipEngine:
+    def engine_for(static: bool, net: torch.nn.Module = model) -> SkipEngine:
         # one engine per setting: each keeps its own static decoder, so graphs are captured in the warm-up
         # only
-        e = SkipEngine(model, _Tok(), model_name=name, static=static)
+        e = SkipEngine(net, _Tok(), model_name=name, static=static)
         e.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
         return e
 
@@ -124,23 +130,32 @@ def bench_one(
     # the schedules whose theory a row is held to: the static-steps path's (graphs off is another path, not
     # less work)
     schedules, runners = {"full": full}, {"full": partial(ours, engine_for(plan.static_steps), full, True)}
+    drafted: dict[str, int] = {}  # speculative setting -> tokens a row drafts per round
     if "no-graphs" in kinds:  # what the CUDA graphs buy: the same full-depth path without them
         runners["full (no graphs)"] = partial(ours, engine_for(False), full, True)
     for t in plan.targets if "skip" in kinds else ():
         schedules[f"skip {t:g}x"] = s = skip_schedule(L, t, T)
         runners[f"skip {t:g}x"] = partial(ours, engine_for(plan.static_steps), s, False)
-    drafts = skip_schedule(L, plan.draft_target, T) if "speculative" in kinds else None
-    drafted = {f"speculative k={k} ({plan.draft_target:g}x drafts)": k for k in plan.draft_tokens}
-    for setting, k in drafted.items() if drafts is not None else ():
+    # the model in float32 beside a half-precision run's: what the half precision buys over the exact mode
+    in_float32 = bool({"generate-float32", "speculative-float32"} & set(kinds)) and dtype != torch.float32
+    model32 = bench_network(name, torch.float32, device) if in_float32 else None
+    nets = {}  # setting -> its model where it is not the run's
+    drafts = skip_schedule(L, plan.draft_target, T) if SPECULATIVE_KINDS & set(kinds) else None
+    for k in plan.draft_tokens if drafts is not None else ():
+        setting = f"speculative k={k} ({plan.draft_target:g}x drafts)"
         policy = SpeculativePolicy(drafts, draft_tokens=k)
-        runners[setting] = partial(ours, engine_for(False), policy, True)
+        if "speculative" in kinds:
+            runners[setting] = partial(ours, engine_for(False), policy, True)
+            drafted[setting] = k
+        if "speculative-float32" in kinds and model32 is not None:
+            runners[setting + " float32"] = partial(ours, engine_for(False, model32), policy, True)
+            drafted[setting + " float32"], nets[setting + " float32"] = k, model32
     if "generate" in kinds:
         runners["generate()"] = hf
-    if "generate-float32" in kinds and dtype != torch.float32:  # what the half precision buys over float32
-        runners["generate() float32"] = partial(hf, bench_network(name, torch.float32, device))
+    if "generate-float32" in kinds and model32 is not None:
+        runners["generate() float32"], nets["generate() float32"] = partial(hf, model32), model32
     if "compiled" in kinds:  # transformers compiles a static-cache decode on CUDA
         runners["generate() static+compile"] = partial(hf, cache_implementation="static")
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     last: dict[str, _Run] = {}
 
     def measure(setting: str) -> Callable[[], dict[str, float]]:
@@ -150,7 +165,9 @@ def bench_one(
 
         return run
 
-    peak_mem = {s: weight_bytes + _peak_extra_memory(device, measure(s)) for s in runners}  # warm-ups
+    peak_mem = {  # warm-ups
+        s: _weight_bytes(nets.get(s, model)) + _peak_extra_memory(device, measure(s)) for s in runners
+    }
     compiled = getattr(model, "_compiled_call", None) is not None  # whether transformers compiled generate()
     rows = []
     # Paired timing: each setting alternates with full depth, full first, `repeats` times (the warm-up above
@@ -175,6 +192,7 @@ def bench_one(
             "vs_full_total_lo": tot.lo,
             "vs_full_total_hi": tot.hi,
             "same_tokens_as_full": float((run.tokens == last["full"].tokens.cpu()).float().mean()),
+            "dtype": _dtype_name(nets[setting].dtype if setting in nets else dtype),
             "peak_memory_bytes": peak_mem[setting] if device.type == "cuda" else None,
         }
         if setting == "generate() static+compile":
@@ -183,7 +201,8 @@ def bench_one(
             row.update(
                 _decode_columns(pairs["decode"], run, last["full"], schedules.get(setting), shapes, P, T)
             )
-            row.update(weight_bytes=weight_bytes, tokens_per_full_pass=run.per_full_pass)
+            net = nets.get(setting, model)
+            row.update(weight_bytes=_weight_bytes(net), tokens_per_full_pass=run.per_full_pass)
             if setting in drafted:
                 row["draft_tokens"] = drafted[setting]
             if bandwidth and setting in ("full", "full (no graphs)"):
@@ -224,6 +243,14 @@ def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, ne
         "measured_over_flops_speedup": dec.median / flops,
         "timing_flag": plausibility_flag(dec.median, layer, flops),
     }
+
+
+def _weight_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _sync(device: torch.device) -> None:

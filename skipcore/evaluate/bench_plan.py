@@ -20,11 +20,15 @@ SETTING_KINDS = {
     "no-graphs": "full depth without CUDA graphs (the same path uncaptured; needs static steps)",
     "skip": "SkipDecode's static skip schedule at each target",
     "speculative": "speculative SkipDecode at each draft length, drafting with a skip schedule",
+    "speculative-float32": "speculative SkipDecode in float32, the exact mode a half-precision run is weighed "
+    "against (skipped where the run is float32)",
     "generate": "transformers' generate(), dynamic cache",
     "generate-float32": "generate() in float32, what the model runs at without the run's half precision (skipped "
     "where the run is float32)",
     "compiled": "generate() with its static cache, which transformers compiles on CUDA",
 }
+
+SPECULATIVE_KINDS = {"speculative", "speculative-float32"}  # the kinds that draft: they need --draft-tokens
 
 
 @dataclass(frozen=True)
@@ -109,9 +113,9 @@ def not_installed_notes(plan: BenchPlan) -> list[str]:
 def default_settings(cuda: bool, static_steps: bool, speculative: bool) -> tuple[str, ...]:
     """Every kind the device runs: graphs on and off where there are static steps, transformers' compiled
     generate() on CUDA (it does not compile on the CPU) and its float32 generate() on the CPU (where bfloat16 is a
-    choice, not a given), speculative rows where draft lengths are given."""
+    choice, not a given), speculative rows where draft lengths are given (on the CPU in float32 too)."""
     kinds = ["full"] + (["no-graphs"] if static_steps else []) + ["skip"]
-    kinds += ["speculative"] if speculative else []
+    kinds += (["speculative"] + ([] if cuda else ["speculative-float32"])) if speculative else []
     return tuple(kinds + ["generate"] + (["compiled"] if cuda else ["generate-float32"]))
 
 
@@ -154,10 +158,8 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
         raise UserError(
             "--settings no-graphs needs static steps (on by default on CUDA; --static-steps elsewhere)"
         )
-    if "speculative" in plan.settings and not plan.draft_tokens:
-        raise UserError(
-            "--settings speculative needs --draft-tokens (how many tokens a row drafts per round)"
-        )
+    for kind in SPECULATIVE_KINDS & set(plan.settings) if not plan.draft_tokens else ():
+        raise UserError(f"--settings {kind} needs --draft-tokens (how many tokens a row drafts per round)")
     counts = {"--batch-sizes": plan.batch_sizes, "--new-tokens": plan.new_tokens, "--targets": plan.targets}
     for flag, values in {**counts, "--draft-tokens": plan.draft_tokens or (1,)}.items():
         if min(values) < 1:
@@ -171,7 +173,7 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
         if value is not None and value < 1:
             raise UserError(f"{flag} must be >= 1, got {value:g}")
     targets = [("--targets", t) for t in plan.targets if "skip" in plan.settings]
-    targets += [("--draft-target", plan.draft_target)] if "speculative" in plan.settings else []
+    targets += [("--draft-target", plan.draft_target)] if SPECULATIVE_KINDS & set(plan.settings) else []
     for m in plan.models:
         layers, positions = model_sizes(m)
         if plan.prompt_len + max(plan.new_tokens) > positions:

@@ -23,6 +23,13 @@ def _groups(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     return groups
 
 
+def _in_runs_dtype(r: dict, by: dict[str, dict]) -> bool:
+    """Whether a row ran in its run's dtype (full depth's), not in float32 beside it: only such a row's tokens can
+    be held to full depth's."""
+    full = by.get("full", {})
+    return r.get("dtype") == full.get("dtype")
+
+
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
     return fmt.format(value) if value is not None else "-"
 
@@ -46,7 +53,7 @@ def summary_table(rows: list[dict]) -> str:
     for (model, T, b), by in _groups(rows).items():
         full, gen, comp = by.get("full"), by.get("generate()"), by.get("generate() static+compile")
         skips = [r for s, r in by.items() if s.startswith("skip ")]
-        specs = [r for s, r in by.items() if s.startswith("speculative")]
+        specs = [r for s, r in by.items() if s.startswith("speculative") and _in_runs_dtype(r, by)]
         lossless = [r["same_tokens_as_full"] for r in specs + ([gen] if gen else [])]
         compiled = _num(_inverse(comp)) + (" (uncompiled)" if comp and not comp.get("compiled") else "")
         peak = full.get("peak_memory_bytes") if full else None
@@ -106,10 +113,12 @@ def target_lines(rows: list[dict]) -> list[str]:
         return r["setting"].startswith("skip ") and r["batch_size"] in (1, 8)
 
     def lossless(r: dict) -> bool:
-        return "speculative" in r["setting"]
+        return "speculative" in r["setting"] and _in_runs_dtype(
+            r, groups[(r["model"], r["new_tokens"], r["batch_size"])]
+        )
 
     def spec(b: int) -> Callable[[dict], bool]:
-        return lambda r: "smollm2" in r["model"] and r["batch_size"] == b and "speculative" in r["setting"]
+        return lambda r: "smollm2" in r["model"] and r["batch_size"] == b and lossless(r)
 
     return [
         _target(rows, "full depth >= 1.5x generate() at batch 1 on the 1B shapes", is_1b,

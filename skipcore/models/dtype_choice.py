@@ -4,12 +4,13 @@ faster and the run keeps its promises, float32 (the exact mode) elsewhere.
 On a CPU, bfloat16 pays only with native support (AVX-512 BF16 or AMX, read from the CPU's flags) and only for
 matrices large enough that reading half the bytes outweighs converting them: on the 2-core EPYC of docs/results.md
 ("bfloat16 on the CPU") SmolLM2-135M's full depth in bfloat16 is 2.1x float32 `generate()` (batch 1 and 8), Gemma 3
-270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per token) 0.56x. Some runs
-keep float32 whatever the model: one that promises full depth's tokens (float32 is the reference mode on every
-device; in bfloat16 on a CPU speculative SkipDecode keeps bfloat16 full depth's tokens, but does not pay there:
-0.5-0.9x bfloat16 full depth), a sweep or a tune (records a later run resumes,
-beside the shipped float32 ones) and the dashboard (one model runs every policy). A dtype asked for by name is used
-as asked.
+270M's `generate()` 2.0x and 2.6x its float32 self, the shipped OPT twin (2.5M weights per token) 0.56x. A
+lossless policy follows the same rule on a CPU, where in bfloat16 speculative SkipDecode keeps bfloat16 full
+depth's tokens at every batch size and is not slower than in float32 (the skip-aware SmolLM2, paired in one run:
+0.75-0.82x bfloat16 full depth against 0.45-0.48x in float32 at batch 1, 0.37-0.44x against 0.32-0.41x at batch
+8; docs/results.md), and keeps float32 on CUDA, where half-precision passes are not bit-exact yet (docs/gpu.md). A
+sweep or a tune keeps float32 on a CPU whatever the model (records a later run resumes, beside the shipped float32
+ones). A dtype asked for by name is used as asked.
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ def weights_per_token(shapes: ModelShapes) -> int:
     return (shapes.num_layers * layer_flops(shapes, 1, 0) + head_flops(shapes)) // 2
 
 
-# why a run keeps float32 on a CPU whatever the model: said in the run's summary and metadata
+# what a run promises that can keep it in float32 under auto, said in the run's summary and metadata: a lossless
+# policy's tokens (float32 on CUDA, where half precision does not keep them), a sweep's records (float32 on a CPU)
 LOSSLESS = "in which a lossless policy keeps full depth's tokens"
 RECORD = "a sweep's rows stay in one dtype across resumed runs and beside the shipped float32 ones"
-DASHBOARD = "one model runs every policy here, lossless ones among them"
+DASHBOARD = "every page runs this one model, its sweeps beside the shipped float32 ones"
 
 
 def one_row_caveat(
@@ -102,12 +104,17 @@ def choose_dtype(
     exact: str | None = None,
     flags: list[str] | None = None,
 ) -> DtypeChoice:
-    """`--dtype auto` on `device` for a model of `shapes` (None: not known, float32 on a CPU); `exact`: why this run
-    keeps float32 on a CPU (`LOSSLESS`, `RECORD`, `DASHBOARD`), None where nothing does; `flags`: the CPU's
-    bfloat16 flags (read when None)."""
+    """`--dtype auto` on `device` for a model of `shapes` (None: not known, float32 on a CPU); `exact`: what the
+    run promises (`LOSSLESS`: float32 on CUDA, on a CPU the model's rule, bfloat16 keeping it there; `RECORD`,
+    `DASHBOARD`: float32 on a CPU), None where it promises nothing; `flags`: the CPU's bfloat16 flags (read when
+    None)."""
     if device.type == "cuda":
+        if exact == LOSSLESS:
+            return DtypeChoice(
+                torch.float32, f"auto: float32, {LOSSLESS} (on CUDA bfloat16 is not bit-exact)"
+            )
         return DtypeChoice(torch.bfloat16, "auto: bfloat16 on CUDA")
-    if exact:
+    if exact and exact != LOSSLESS:
         return DtypeChoice(torch.float32, f"auto: float32, {exact}")
     flags = cpu_bf16_flags() if flags is None else flags
     if not flags:
@@ -123,6 +130,8 @@ def choose_dtype(
             f"auto: float32, {weights / 1e6:.1f}M weights per token is below the "
             f"{BF16_MIN_WEIGHTS / 1e6:.0f}M where bfloat16 pays on a CPU",
         )
+    kept = ", in which a lossless policy keeps bfloat16 full depth's tokens" if exact == LOSSLESS else ""
     return DtypeChoice(
-        torch.bfloat16, f"auto: bfloat16, this CPU has {flags[0]} and {weights / 1e6:.0f}M weights per token"
+        torch.bfloat16,
+        f"auto: bfloat16, this CPU has {flags[0]} and {weights / 1e6:.0f}M weights per token{kept}",
     )

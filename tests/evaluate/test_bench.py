@@ -180,6 +180,7 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         ),
         (["--settings", "no-graphs"], "--settings no-graphs needs static steps"),
         (["--settings", "speculative"], "--settings speculative needs --draft-tokens"),
+        (["--settings", "speculative-float32"], "--settings speculative-float32 needs --draft-tokens"),
         (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
@@ -204,6 +205,39 @@ def test_a_half_precision_run_times_float32_generate_beside_it(tmp_path, model_d
     assert by["generate()"]["same_tokens_as_full"] == 1  # float32: generate()'s tokens are full depth's
     row = json.loads((tmp_path / "bfloat16.json").read_text())["rows"][1]
     assert row["vs_full_total"] > 0 and row["timing_runs"] == 1 and 0 <= row["same_tokens_as_full"] <= 1
+
+
+def test_a_half_precision_run_times_float32_speculative_beside_it(tmp_path, model_dirs):
+    """bfloat16 speculative rows beside the same rows in float32 (what `--dtype auto` weighs for a lossless
+    policy), each paired with bfloat16 full depth and marked with the dtype it ran in; only the run's own dtype
+    is held to full depth's tokens (the summary's lossless target), and a float32 run has nothing to add."""
+    from skipcore.evaluate.bench_summary import target_lines
+
+    folder = str(model_dirs["llama"])
+    args = ["bench", "--models", folder, "--batch-sizes", "2", "--new-tokens", "6", "--prompt-len", "4"]
+    args += [
+        "--settings",
+        "full,speculative,speculative-float32",
+        "--draft-tokens",
+        "2",
+        "--draft-target",
+        "2",
+    ]
+    args += ["--repeats", "1"]
+    spec = "speculative k=2 (2x drafts)"
+    for dtype, rows in (("bfloat16", ["full", spec, f"{spec} float32"]), ("float32", ["full", spec])):
+        out = tmp_path / f"{dtype}.json"
+        assert main([*args, "--dtype", dtype, "--out", str(out)]) == 0
+        by = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
+        assert list(by) == rows
+    assert {r["dtype"] for r in by.values()} == {"float32"}
+    rows = json.loads((tmp_path / "bfloat16.json").read_text())["rows"]
+    full, half, single = rows
+    assert (full["dtype"], half["dtype"], single["dtype"]) == ("bfloat16", "bfloat16", "float32")
+    assert single["weight_bytes"] == 2 * half["weight_bytes"] and single["draft_tokens"] == 2
+    assert half["same_tokens_as_full"] == 1 and single["measured_speedup_decode"] > 0
+    lossless = next(line for line in target_lines(rows) if "lossless" in line)
+    assert spec in lossless and "float32" not in lossless  # judged on the bfloat16 row alone
 
 
 def test_a_model_folder_is_timed_with_its_own_weights(tmp_path, model_dirs):

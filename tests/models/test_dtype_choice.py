@@ -1,5 +1,6 @@
-"""`--dtype auto`: bfloat16 on a CPU that has it natively and a model large enough to gain, float32 where a lossless
-policy runs, where the CPU lacks it or the model is small; the choice and its reason travel with the run."""
+"""`--dtype auto`: bfloat16 on a CPU that has it natively and a model large enough to gain (a lossless policy keeps
+its promise there), float32 where the CPU lacks it or the model is small, and for a lossless policy on CUDA; the
+choice and its reason travel with the run."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_the_cpus_flags_say_whether_it_has_native_bfloat16():
         (EPYC, "smollm2-135m", False, torch.bfloat16, "avx512_bf16"),
         (SAPPHIRE, "gemma-3-270m", False, torch.bfloat16, "amx_bf16"),
         (OLDER, "smollm2-135m", False, torch.float32, "no native bfloat16"),
-        (EPYC, "smollm2-135m", True, torch.float32, "a lossless policy"),
+        (EPYC, "smollm2-135m", True, torch.bfloat16, "a lossless policy keeps bfloat16 full depth's tokens"),
+        (OLDER, "smollm2-135m", True, torch.float32, "no native bfloat16"),
         (EPYC, "opt-125m", False, torch.bfloat16, "avx512_bf16"),
     ],
 )
@@ -57,6 +59,8 @@ def test_a_small_model_stays_in_float32_where_bfloat16_measured_slower(model_dir
         assert choice.dtype == torch.float32 and "below" in choice.reason
     assert dc.choose_dtype(CPU, shapes_of("smollm2-135m"), flags=[]).dtype == torch.float32
     assert dc.choose_dtype(torch.device("cuda"), None).dtype == torch.bfloat16
+    on_gpu = dc.choose_dtype(torch.device("cuda"), None, dc.LOSSLESS)  # half precision is not bit-exact there
+    assert on_gpu.dtype == torch.float32 and "not bit-exact" in on_gpu.reason
     assert resolve_dtype("bfloat16", CPU).reason == "bfloat16: asked for"
 
 
@@ -74,15 +78,21 @@ def test_the_choice_and_its_reason_travel_with_the_model_and_the_trace(model_dir
     )
 
 
-@pytest.mark.parametrize(("policy", "dtype"), [("static", "bfloat16"), ("speculative", "float32")])
-def test_generate_says_which_dtype_ran_and_why(model_dirs, monkeypatch, tmp_path, capsys, policy, dtype):
-    monkeypatch.setattr(dc, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
+@pytest.mark.parametrize(("policy", "flags", "dtype"), [
+    ("static", ["avx512_bf16"], "bfloat16"),
+    ("speculative", ["avx512_bf16"], "bfloat16"),  # lossless in bfloat16 on a CPU, and faster than in float32
+    ("speculative", [], "float32"),
+])  # fmt: skip
+def test_generate_says_which_dtype_ran_and_why(
+    model_dirs, monkeypatch, tmp_path, capsys, policy, flags, dtype
+):
+    monkeypatch.setattr(dc, "cpu_bf16_flags", lambda cpuinfo=None: flags)
     monkeypatch.setattr(dc, "BF16_MIN_WEIGHTS", 1)
     trace = tmp_path / "t.parquet"
     argv = ["generate", "--model", str(model_dirs["llama"]), "--prompt", "Hi", "--max-new-tokens", "4"]
     assert main([*argv, "--policy", policy, "--threads", "1", "--trace", str(trace)]) == 0
     err = capsys.readouterr().err
-    assert f"dtype: {dtype} (auto: " in err
+    assert f"dtype: {dtype} (auto: " in err and "not lossless" not in err  # a one-row batch keeps the promise
     _, meta = read_trace(trace)
     assert meta["dtype"] == dtype and meta["dtype_reason"].startswith(f"auto: {dtype}")
 
