@@ -23,11 +23,10 @@ def _groups(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     return groups
 
 
-def _in_runs_dtype(r: dict, by: dict[str, dict]) -> bool:
-    """Whether a row ran in its run's dtype (full depth's), not in float32 beside it: only such a row's tokens can
-    be held to full depth's."""
-    full = by.get("full", {})
-    return r.get("dtype") == full.get("dtype")
+def _in_runs_dtype(r: dict, dtype: str | None) -> bool:
+    """Whether a row ran in its run's `dtype` (full depth's; None: not known, every row), not in float32 beside
+    it: only such a row's tokens can be held to full depth's."""
+    return dtype is None or r.get("dtype", dtype) == dtype
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
@@ -39,11 +38,12 @@ def _inverse(row: dict | None, key: str = "vs_full_total") -> float | None:
     return 1 / row[key] if row and row.get(key) else None
 
 
-def summary_table(rows: list[dict]) -> str:
+def summary_table(rows: list[dict], dtype: str | None = None) -> str:
     """Markdown, one line per model, length and batch size: full depth's speed and its gain over generate()
     (and the compiled one), over itself without graphs, and its roofline fraction; each skip target's measured
     share of its layer speedup; each speculative row's decode speedup and tokens per full pass; the token
-    agreement that says lossless; KV and peak memory."""
+    agreement that says lossless; KV and peak memory. `dtype`: the run's (rows in float32 beside a half-precision
+    run are left out)."""
     head = (
         "| model | new tokens | batch | full tok/s | full / generate() | full / compiled generate() "
         "| graphs gain | roofline | skip: measured / layer | speculative: speedup (tokens per full pass) "
@@ -53,7 +53,7 @@ def summary_table(rows: list[dict]) -> str:
     for (model, T, b), by in _groups(rows).items():
         full, gen, comp = by.get("full"), by.get("generate()"), by.get("generate() static+compile")
         skips = [r for s, r in by.items() if s.startswith("skip ")]
-        specs = [r for s, r in by.items() if s.startswith("speculative") and _in_runs_dtype(r, by)]
+        specs = [r for s, r in by.items() if s.startswith("speculative") and _in_runs_dtype(r, dtype)]
         lossless = [r["same_tokens_as_full"] for r in specs + ([gen] if gen else [])]
         compiled = _num(_inverse(comp)) + (" (uncompiled)" if comp and not comp.get("compiled") else "")
         peak = full.get("peak_memory_bytes") if full else None
@@ -98,8 +98,9 @@ def _target(
     return f"- {'met' if all(ok(v) for _, v in found) else 'missed'}: {text} ({said})"
 
 
-def target_lines(rows: list[dict]) -> list[str]:
-    """The GPU plan's targets (docs/gpu.md), each judged on the rows that measure it."""
+def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
+    """The GPU plan's targets (docs/gpu.md), each judged on the rows that measure it (a speculative one only on
+    rows in the run's `dtype`)."""
     groups = _groups(rows)
 
     def full_over(r: dict, setting: str) -> float | None:
@@ -113,9 +114,7 @@ def target_lines(rows: list[dict]) -> list[str]:
         return r["setting"].startswith("skip ") and r["batch_size"] in (1, 8)
 
     def lossless(r: dict) -> bool:
-        return "speculative" in r["setting"] and _in_runs_dtype(
-            r, groups[(r["model"], r["new_tokens"], r["batch_size"])]
-        )
+        return "speculative" in r["setting"] and _in_runs_dtype(r, dtype)
 
     def spec(b: int) -> Callable[[dict], bool]:
         return lambda r: "smollm2" in r["model"] and r["batch_size"] == b and lossless(r)
@@ -154,9 +153,9 @@ def report(path: str | Path) -> str:
         [
             machine_line(result) + done,
             "",
-            summary_table(result["rows"]),
+            summary_table(result["rows"], result["dtype"]),
             "",
             "Targets:",
-            *target_lines(result["rows"]),
+            *target_lines(result["rows"], result["dtype"]),
         ]
     )
