@@ -91,7 +91,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if out is not None and not args.append:
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: own_table(out, md))
     extend = results_to_extend(out, device, dtype) if args.append else None
-    for note in notes + plans.not_installed_notes(plan):
+    for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
         print(note, file=sys.stderr, flush=True)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from skipcore.evaluate.bench_plan import (
+    FLOAT32_KINDS,
     SPECULATIVE_KINDS,
     BenchPlan,
     device_notes,
@@ -137,7 +138,7 @@ def bench_one(
         schedules[f"skip {t:g}x"] = s = skip_schedule(L, t, T)
         runners[f"skip {t:g}x"] = partial(ours, engine_for(plan.static_steps), s, False)
     # the model in float32 beside a half-precision run's: what the half precision buys over the exact mode
-    in_float32 = bool({"generate-float32", "speculative-float32"} & set(kinds)) and dtype != torch.float32
+    in_float32 = bool(set(FLOAT32_KINDS) & set(kinds)) and dtype != torch.float32
     model32 = bench_network(name, torch.float32, device) if in_float32 else None
     nets = {}  # setting -> its model where it is not the run's
     drafts = skip_schedule(L, plan.draft_target, T) if SPECULATIVE_KINDS & set(kinds) else None

@@ -29,6 +29,7 @@ SETTING_KINDS = {
 }
 
 SPECULATIVE_KINDS = {"speculative", "speculative-float32"}  # the kinds that draft: they need --draft-tokens
+FLOAT32_KINDS = ("speculative-float32", "generate-float32")  # float32 beside a half-precision run's settings
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,15 @@ def weights_of(name: str) -> str:
     from skipcore.models.random_models import BENCH_SHAPES
 
     return "real" if uses_real_weights(name) else "random" if name in BENCH_SHAPES else "own"
+
+
+def float32_notes(asked: tuple[str, ...] | None, dtype: torch.dtype) -> list[str]:
+    """A note where --settings asks for float32 beside the run's dtype and the run is in float32 already (`--dtype
+    auto` of a bench on a CPU is), so those settings time nothing."""
+    idle = [k for k in FLOAT32_KINDS if k in (asked or ())]
+    if dtype != torch.float32 or not idle:
+        return []
+    return [f"note: --settings {','.join(idle)} time nothing in a float32 run: pass --dtype bfloat16"]
 
 
 def device_notes(plan: BenchPlan, device: torch.device) -> list[str]:

@@ -207,7 +207,7 @@ def test_a_half_precision_run_times_float32_generate_beside_it(tmp_path, model_d
     assert row["vs_full_total"] > 0 and row["timing_runs"] == 1 and 0 <= row["same_tokens_as_full"] <= 1
 
 
-def test_a_half_precision_run_times_float32_speculative_beside_it(tmp_path, model_dirs):
+def test_a_half_precision_run_times_float32_speculative_beside_it(tmp_path, model_dirs, capsys):
     """bfloat16 speculative rows beside the same rows in float32 (what `--dtype auto` weighs for a lossless
     policy), each paired with bfloat16 full depth and marked with the dtype it ran in; only the run's own dtype
     is held to full depth's tokens (the summary's lossless target), and a float32 run has nothing to add."""
@@ -231,6 +231,7 @@ def test_a_half_precision_run_times_float32_speculative_beside_it(tmp_path, mode
         by = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
         assert list(by) == rows
     assert {r["dtype"] for r in by.values()} == {"float32"}
+    assert "speculative-float32 time nothing in a float32 run" in capsys.readouterr().err  # the float32 run
     rows = json.loads((tmp_path / "bfloat16.json").read_text())["rows"]
     full, half, single = rows
     assert (full["dtype"], half["dtype"], single["dtype"]) == ("bfloat16", "bfloat16", "float32")
