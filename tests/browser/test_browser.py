@@ -443,6 +443,9 @@ def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     assert after != before and _address(page).get("min_layers") == [str(after)]
     _goto(page, "Generate and trace")
     stale = page.get_by_text("These results are from other settings")
+    stale.first.wait_for(
+        timeout=GENERATE_TIMEOUT_MS
+    )  # drawn with the page's result, which may come after its heading
     assert stale.count() == 1 and f"->{before} " in stale.inner_text() and f"->{after} " in stale.inner_text()
     assert _address(page).get("min_layers") == [str(after)]  # the design this page runs, in its address
     page.get_by_role("button", name="Generate", exact=True).click()
