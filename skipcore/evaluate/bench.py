@@ -30,6 +30,7 @@ from skipcore.evaluate.bench_plan import (
 )
 from skipcore.evaluate.bench_results import format_table, results_header, write_results
 from skipcore.files import file_digest
+from skipcore.models.dtype_choice import dtype_name
 
 
 def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
@@ -44,7 +45,7 @@ def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.
         return bench_model(name, dtype=dtype, device=str(device))
     from skipcore.models.loading import load_model
 
-    return load_model(name, device=str(device), dtype=str(dtype).removeprefix("torch."))[0]
+    return load_model(name, device=str(device), dtype=dtype_name(dtype))[0]
 
 
 @dataclass
@@ -193,7 +194,7 @@ def bench_one(
             "vs_full_total_lo": tot.lo,
             "vs_full_total_hi": tot.hi,
             "same_tokens_as_full": float((run.tokens == last["full"].tokens.cpu()).float().mean()),
-            "dtype": _dtype_name(nets[setting].dtype if setting in nets else dtype),
+            "dtype": dtype_name(nets.get(setting, model).dtype),
             "peak_memory_bytes": peak_mem[setting] if device.type == "cuda" else None,
         }
         if setting == "generate() static+compile":
@@ -248,10 +249,6 @@ def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, ne
 
 def _weight_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _sync(device: torch.device) -> None:

@@ -159,8 +159,11 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
         raise UserError(
             "--settings no-graphs needs static steps (on by default on CUDA; --static-steps elsewhere)"
         )
-    for kind in SPECULATIVE_KINDS & set(plan.settings) if not plan.draft_tokens else ():
-        raise UserError(f"--settings {kind} needs --draft-tokens (how many tokens a row drafts per round)")
+    drafting = [k for k in plan.settings if k in SPECULATIVE_KINDS]
+    if drafting and not plan.draft_tokens:
+        raise UserError(
+            f"--settings {','.join(drafting)} needs --draft-tokens (how many tokens a row drafts per round)"
+        )
     counts = {"--batch-sizes": plan.batch_sizes, "--new-tokens": plan.new_tokens, "--targets": plan.targets}
     for flag, values in {**counts, "--draft-tokens": plan.draft_tokens or (1,)}.items():
         if min(values) < 1:
@@ -174,7 +177,7 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
         if value is not None and value < 1:
             raise UserError(f"{flag} must be >= 1, got {value:g}")
     targets = [("--targets", t) for t in plan.targets if "skip" in plan.settings]
-    targets += [("--draft-target", plan.draft_target)] if SPECULATIVE_KINDS & set(plan.settings) else []
+    targets += [("--draft-target", plan.draft_target)] if drafting else []
     for m in plan.models:
         layers, positions = model_sizes(m)
         if plan.prompt_len + max(plan.new_tokens) > positions:

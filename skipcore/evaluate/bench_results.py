@@ -16,6 +16,7 @@ import torch
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write, file_digest
+from skipcore.models.dtype_choice import dtype_name
 
 
 def gpu_driver() -> str | None:
@@ -45,7 +46,7 @@ def results_header(
     return {
         "machine": hardware_name(device),
         "device": str(device),
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": dtype_name(dtype),
         "torch": torch.__version__,
         "cuda": torch.version.cuda if cuda else None,
         "driver": gpu_driver() if cuda else None,
@@ -178,7 +179,7 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
         raise UserError(
             f"--append: {out} and {md.name} beside it are not a pair the bench wrote; choose another path"
         )
-    here = (str(device), str(dtype).removeprefix("torch."))
+    here = (str(device), dtype_name(dtype))
     if seen != here:
         raise UserError(
             f"--append: {out} was measured on {seen[0]} in {seen[1]}, this run is on {here[0]} in {here[1]}"

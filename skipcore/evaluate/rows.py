@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 from skipcore.evaluate.grid import POLICY_GRID, check_settings
 from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig
+from skipcore.models.dtype_choice import dtype_name
 from skipcore.models.loading import hardware_name
 
 RowCallback = Callable[[Setting, dict, object], None]  # (setting, row, generation result) once a row is done
@@ -34,7 +35,7 @@ def where_it_ran(engine) -> dict:
     return {
         "model": engine.model_name,
         "device": str(engine.device),
-        "dtype": str(engine.dtype).removeprefix("torch."),
+        "dtype": dtype_name(engine.dtype),
         "hardware": hardware_name(engine.device),
         "host": socket.gethostname(),
         "torch_threads": torch.get_num_threads(),

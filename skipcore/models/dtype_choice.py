@@ -30,6 +30,11 @@ CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names for native
 BF16_MIN_WEIGHTS = 50_000_000
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as run metadata, results files and messages name it ('bfloat16')."""
+    return str(dtype).removeprefix("torch.")
+
+
 @dataclass(frozen=True)
 class DtypeChoice:
     """The dtype a model runs in and the reason, said in the run's summary and kept in its metadata."""
@@ -39,7 +44,7 @@ class DtypeChoice:
 
     @property
     def name(self) -> str:
-        return str(self.dtype).removeprefix("torch.")  # as run metadata names it
+        return dtype_name(self.dtype)
 
 
 def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
@@ -94,7 +99,7 @@ def one_row_caveat(
         if device.type == "cpu"
         else "the passes are not bit-exact against full depth's steps"
     )
-    name = str(dtype).removeprefix("torch.")
+    name = dtype_name(dtype)
     return f"in {name} on {device.type} {why}: near-ties may part from full depth; {exact_mode} is exact"
 
 
