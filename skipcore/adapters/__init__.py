@@ -4,6 +4,7 @@
 - opt.py, gpt2.py, llama.py, gemma3.py: one small adapter per family
 - head_product.py: the LM head's product on the CPU over vocabulary blocks, the same logits bit for bit, sooner
 - packed_linear.py: bfloat16 linears on the CPU with oneDNN-prepacked weights, the same outputs bit for bit, sooner
+- llama_layer.py: a stock Llama-family layer's forward on the CPU without its module calls, the same bits, sooner
 """
 
 from __future__ import annotations

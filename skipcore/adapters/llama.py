@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from skipcore.adapters.base import Adapter, ModelShapes
+from skipcore.adapters.llama_layer import DecodeLayer, fits
 
 
 class LlamaAdapter(Adapter):
@@ -17,6 +18,10 @@ class LlamaAdapter(Adapter):
         super().__init__(model)
         self._cos: torch.Tensor | None = None
         self._sin: torch.Tensor | None = None
+        # each stock layer's forward without transformers' module calls, for inference passes on a CPU
+        self.decode_layers = [
+            DecodeLayer(layer, self.packed) if fits(layer) else None for layer in self.layers
+        ]
 
     def _layers(self):
         return self.model.model.layers
@@ -53,6 +58,14 @@ class LlamaAdapter(Adapter):
 
     def position_tables(self) -> tuple[torch.Tensor, ...]:
         return () if self._cos is None else (self._cos, self._sin)
+
+    def run_layer(
+        self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
+    ) -> torch.Tensor:
+        lean = self.decode_layers[i]
+        if lean is None or not lean.applies(hidden):
+            return super().run_layer(i, hidden, mask, cache, kwargs)
+        return lean(hidden, self.layer_mask(i, mask), cache, kwargs)
 
     def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.model.norm(hidden)

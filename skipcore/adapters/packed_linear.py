@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -143,6 +144,7 @@ class PackedLinears:
         self._shape_agrees: dict[tuple, bool] = {}
         self._rows_alike: dict[tuple, bool] = {}  # (weight shape, bias, packed, threads) -> rows_alike
         self._one_row = False  # inside one_row_products
+        self._live: dict[int, _LiveUnit] = {}  # inside active(): each packed unit, by its first member's id
 
     def packed(self, members: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The unit's packed weight and bias (its members' side by side), packed now if new or changed; None
@@ -171,7 +173,8 @@ class PackedLinears:
     def active(self) -> Iterator[None]:
         """The model's linears run their packed products inside this scope (a no-op where packing does not
         apply; a shape left unpacked runs `F.linear`, as its module would); on exit each is its own module again."""
-        swapped = []
+        swapped, outer = [], self._live
+        self._live = {}
         # torch's own product leaves oneDNN when it is switched off (torch.backends.mkldnn.flags): so do these
         units = self.units if torch.backends.mkldnn.enabled else []
         try:
@@ -191,17 +194,38 @@ class PackedLinears:
                 width = members[0].in_features
                 shape = (sum(m.out_features for m in members), width)
                 product.splits = self._row_rule(product.product, shape, bias is not None, True)
-                start = 0
+                start, bounds = 0, []
                 for index, linear in enumerate(members):
                     end = start + linear.out_features
                     # an instance attribute shadows the method
                     linear.forward = _packed_forward(linear, product, index, start, end)
                     swapped.append(linear)
+                    bounds.append((start, end))
                     start = end
+                smallest = min(m.weight.shape[0] * m.weight.shape[1] for m in members)
+                self._live[id(members[0])] = _LiveUnit(members, product, bounds, smallest)
             yield
         finally:
+            self._live = outer
             for linear in swapped:
                 del linear.forward
+
+    def outputs(self, members: tuple[nn.Linear, ...], x: torch.Tensor) -> list[torch.Tensor]:
+        """Each of `members`' outputs for the input `x`, the bits calling each in turn gives (inside `active()`
+        or not), from one product where they are a packed unit: a layer's Q/K/V (gate/up) without a module call
+        and a forward closure per member."""
+        unit = self._live.get(id(members[0]))
+        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        if (
+            unit is None
+            or unit.members != members
+            or rows * unit.smallest_macs <= ONEDNN_MIN_MACS  # a member that would take F.linear: each its own
+            or x.dtype != torch.bfloat16
+            or torch.is_grad_enabled()
+        ):
+            return [m(x) for m in members]
+        out = unit.product.whole(x, rows)
+        return [out[..., start:end] for start, end in unit.bounds] if len(members) > 1 else [out]
 
     @contextmanager
     def one_row_products(self) -> Iterator[None]:
@@ -256,8 +280,12 @@ class _SharedProduct:
     def product(self, x: torch.Tensor) -> torch.Tensor:
         return packed_product(x, self.packed, self.bias)
 
+    def whole(self, x: torch.Tensor, rows: int) -> torch.Tensor:
+        """The unit's product of `x` (`rows` rows), row by row where `splits` says so; nothing kept."""
+        return row_by_row(self.product, x) if self.splits(rows) else self.product(x)
+
     def compute(self, x: torch.Tensor) -> torch.Tensor:
-        out = row_by_row(self.product, x) if self.splits(x.numel() // x.shape[-1]) else self.product(x)
+        out = self.whole(x, x.numel() // x.shape[-1])
         if self.count > 1:
             self.input, self.output = x, out
         return out
@@ -267,6 +295,17 @@ class _SharedProduct:
         if last:
             self.input = self.output = None
         return out
+
+
+@dataclass(frozen=True)
+class _LiveUnit:
+    """A packed unit inside `PackedLinears.active()`: its members, their product, each member's columns of it,
+    and the smallest member's multiply-adds per row (below torch's oneDNN threshold, that member takes F.linear)."""
+
+    members: tuple[nn.Linear, ...]
+    product: _SharedProduct
+    bounds: list[tuple[int, int]]
+    smallest_macs: int
 
 
 def _packed_forward(linear: nn.Linear, product: _SharedProduct, index: int, start: int, end: int):

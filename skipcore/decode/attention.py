@@ -7,7 +7,11 @@ query heads that share a KV head become the "query positions" of one attention o
 (the same for every query head) broadcasts over them. The result is the same attention, summed in another order:
 in float32 the difference stays far below any token's margin (full depth is token-identical to `generate()` for
 every family), but in bfloat16 and float16 it reaches a logit's last bit (Gemma 3 270M parted from `generate()`
-at a one-ulp near-tie), so half precision takes `transformers`' own path, K/V copy and all.
+at a one-ulp near-tie), so half precision keeps `transformers`' computation: every query head its own attention
+over its KV head. On a CPU it reads that KV head in place (`enable_gqa`) instead of `repeat_kv`'s copy: the CPU
+kernel computes each head as it does over the copy, bit for bit (`tests/decode/test_attention.py` checks it
+against `transformers`' path), and the copy was a per-layer write of the whole K and V, as large as the
+weights' read at batch 8 and a few hundred keys.
 
 A sliding-window layer in `transformers`' own cache holds only its window: a decode step attends over the last
 `window` keys. Ours keeps every position and masks those before the window; the masked keys add nothing, but in
@@ -25,10 +29,41 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+HALF = (torch.bfloat16, torch.float16)
+
 NAME = "skipcore_grouped_sdpa"
 # the same where the query is the last column of the keys (a dynamic cache's decode step)
 NAME_AT_END = "skipcore_grouped_sdpa_at_end"
 NAME_OWN_KEYS = "skipcore_own_keys_sdpa"  # a ragged multi-column pass, each query over its own keys
+
+
+def heads_in_place_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """`sdpa_attention_forward`, its grouped K/V read in place where that is its bits: a masked half-precision
+    attention on a CPU (each query head over its own KV head, as over `repeat_kv`'s copy)."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    if (
+        groups == 1
+        or attention_mask is None
+        or dropout
+        or query.dtype not in HALF
+        or query.device.type != "cpu"
+    ):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
+    )
+    return out.transpose(1, 2).contiguous(), None
 
 
 def grouped_decode_sdpa(
@@ -46,7 +81,7 @@ def grouped_decode_sdpa(
     B, H, q_len, D = query.shape
     folds = query.dtype == torch.float32 and groups > 1 and q_len == 1
     if not folds or attention_mask is None or attention_mask.shape[1] != 1 or dropout:
-        return sdpa_attention_forward(
+        return heads_in_place_sdpa(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv_heads, groups, D)
@@ -127,7 +162,7 @@ def own_keys(
         rows, cols = (ends == end).nonzero(as_tuple=True)
         start = window_start(end, sliding_window)
         mask = attention_mask[rows, :, cols, start:end][:, :, None]  # (n, 1, 1, keys)
-        o, _ = sdpa_attention_forward(
+        o, _ = heads_in_place_sdpa(
             module,
             query[rows, :, cols][:, :, None],  # (n, H, 1, D)
             key[rows, :, start:end],

@@ -183,6 +183,27 @@ def test_siblings_make_one_product_and_each_reads_its_own_outputs(counted, bias)
     assert torch.equal(alone, F.linear(x + 1, block.k_proj.weight, block.k_proj.bias))
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_units_outputs_come_from_one_product_with_each_members_bits(counted, bias):
+    """`outputs` gives what calling each member gives, inside the scope and out, at row counts where every
+    member runs packed (one product per unit) and where a small member takes F.linear (its own product)."""
+    torch.manual_seed(0)
+    block = _Block(bias=bias).to(torch.bfloat16)
+    packs = PackedLinears(block)
+    units = [(block.q_proj, block.k_proj, block.v_proj), (block.gate_proj, block.up_proj)]
+    with torch.inference_mode():
+        for rows in (1, 3, 8):
+            x = torch.randn(rows, 1, 64).bfloat16()
+            want = [m(x) for unit in units for m in unit]
+            assert all(torch.equal(g, w) for g, w in zip(sum((packs.outputs(u, x) for u in units), []), want))
+            with packs.active():
+                counted.clear()
+                got = sum((packs.outputs(u, x) for u in units), [])
+                if rows == 8:  # every member above oneDNN's threshold: one product per unit
+                    assert len(counted) == 2
+            assert len(got) == 5 and all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+
+
 def test_siblings_of_other_input_widths_stay_apart():
     block = _Block().to(torch.bfloat16)
     block.v_proj = nn.Linear(32, 16).to(torch.bfloat16)

@@ -48,6 +48,36 @@ def test_grouped_decode_equals_sdpa(batch, kv_heads, groups, keys, q_len, as_boo
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    batch=st.integers(1, 8),
+    kv_heads=st.integers(1, 3),
+    groups=st.integers(2, 4),
+    head_dim=st.sampled_from([16, 64, 256]),
+    keys=st.sampled_from([1, 7, 80, 511, 600]),  # past 512: the CPU kernel's second block of keys
+    q_len=st.sampled_from([1, 1, 3, 8]),
+    dtype=st.sampled_from([torch.bfloat16, torch.float16]),
+    seed=st.integers(0, 2**16),
+)
+def test_half_precision_reads_grouped_heads_in_place_bit_for_bit(
+    batch, kv_heads, groups, head_dim, keys, q_len, dtype, seed
+):
+    """Each query head over its KV head in place gives `transformers`' own bits (over `repeat_kv`'s copy): a
+    summation-order change would show in half precision's last bits on some of these draws."""
+    g = torch.Generator().manual_seed(seed)
+    H, K = kv_heads * groups, keys + q_len
+    q = torch.randn(batch, H, q_len, head_dim, generator=g).to(dtype)
+    k, v = (torch.randn(batch, kv_heads, K, head_dim, generator=g).to(dtype) for _ in range(2))
+    allowed = torch.rand(batch, 1, q_len, K, generator=g) > 0.2
+    allowed[..., -1] = True
+    mask = torch.zeros((), dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    module = Module(groups)
+    ours, _ = attention.heads_in_place_sdpa(module, q, k, v, mask, scaling=head_dim**-0.5)
+    ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=head_dim**-0.5)
+    assert ours.shape == ref.shape == (batch, q_len, H, head_dim)
+    assert torch.equal(ours, ref)
+
+
 def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, monkeypatch):
     model, tok = load_model(
         str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
