@@ -1,9 +1,11 @@
-"""Four probes behind docs/results.md's "bfloat16 on the CPU": what the prepacked products and the fused Q/K/V were
-checked and timed with, and which product shapes sum a row alone unlike among several.
+"""Five probes behind docs/results.md's "bfloat16 on the CPU": what the prepacked products, the fused Q/K/V and
+the layers run without module calls were checked and timed with, and which product shapes sum a row alone unlike
+among several.
 
     python scripts/bf16_cpu_probes.py agreement   # packed vs F.linear outputs, and another summation order's count
     python scripts/bf16_cpu_probes.py attention   # torch's SDPA, one query per row and head, bfloat16 vs float32
     python scripts/bf16_cpu_probes.py fusion      # full-depth steps with and without the fused siblings, paired
+    python scripts/bf16_cpu_probes.py layers      # full-depth steps: layers as modules or not, K/V copied or not
     python scripts/bf16_cpu_probes.py rows        # per shape and row count, draws where a row differs from alone
 
 Run on a quiet machine with 2 threads (the default); each prints its own lines.
@@ -107,6 +109,53 @@ def fusion(model: str = "smollm2-135m", pairs: int = 5, new_tokens: int = 48) ->
         )
 
 
+def layers(model: str = "smollm2-135m", pairs: int = 8, new_tokens: int = 48) -> None:
+    """ms per full-depth step, in alternation, with the Llama layers called as transformers' modules or run by
+    `adapters/llama_layer.py`, and grouped K/V copied per query head (`repeat_kv`) or read in place: the four
+    combinations, each paired with the first (the engine before either change)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from skipcore.decode import attention
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.decode.sampling import Sampling, TokenPicker
+    from skipcore.models.loading import load_model
+    from skipcore.schedule import Schedule
+
+    net, tokenizer = load_model(model, dtype="bfloat16")[:2]
+    engine = SkipEngine(net, tokenizer)
+    engine.eos_ids = torch.tensor([-1])  # every call makes new_tokens tokens
+    lean, in_place = engine.adapter.decode_layers, attention.heads_in_place_sdpa
+    as_modules = [None] * len(lean)
+    settings = {
+        "modules, K/V copied": (as_modules, sdpa_attention_forward),
+        "modules, in place": (as_modules, in_place),
+        "no module calls, K/V copied": (lean, sdpa_attention_forward),
+        "no module calls, in place": (lean, in_place),
+    }
+    full, picker = Schedule(engine.num_layers, "full"), TokenPicker(Sampling(), engine.device)
+    for batch in (1, 8):
+        ids = torch.randint(4, 1000, (batch, 32), generator=torch.Generator().manual_seed(0))
+        ms, tokens = {name: [] for name in settings}, {}
+        for r in range(pairs + 1):  # the first round warms up
+            for name, (layers, sdpa) in settings.items():
+                engine.adapter.decode_layers, attention.heads_in_place_sdpa = layers, sdpa
+                out = engine.generate_batch(
+                    ids, torch.ones_like(ids), full, picker, max_new_tokens=new_tokens
+                )
+                tokens[name] = out.tokens
+                if r:
+                    ms[name].append(sum(out.step_ms[1:]) / (new_tokens - 1))
+        engine.adapter.decode_layers, attention.heads_in_place_sdpa = lean, in_place
+        before = ms["modules, K/V copied"]
+        for name in settings:
+            ratios = sorted(b / m for b, m in zip(before, ms[name], strict=True))
+            print(
+                f"batch {batch}, {name}: {statistics.median(ms[name]):.1f} ms a step; before / this, median of "
+                f"{pairs} pairs {statistics.median(ratios):.3f} (range {ratios[0]:.3f}-{ratios[-1]:.3f}); "
+                f"same tokens: {torch.equal(tokens[name], tokens['modules, K/V copied'])}"
+            )
+
+
 def rows(draws: int = 20) -> None:
     """For each SmolLM2 shape and 2-9 rows, the share of random draws in which some row of the packed product
     differs from that row's product alone (what `PackedLinears.one_row_products` splits)."""
@@ -127,11 +176,18 @@ def rows(draws: int = 20) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=["agreement", "attention", "fusion", "rows"])
+    parser.add_argument("probe", choices=["agreement", "attention", "fusion", "layers", "rows"])
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    {"agreement": agreement, "attention": attention, "fusion": fusion, "rows": rows}[args.probe]()
+    probes = {
+        "agreement": agreement,
+        "attention": attention,
+        "fusion": fusion,
+        "layers": layers,
+        "rows": rows,
+    }
+    probes[args.probe]()
 
 
 if __name__ == "__main__":

@@ -241,6 +241,9 @@ def test_inside_one_row_products_each_row_gets_its_one_row_bits(counted):
                     whole_or_split.append(len(counted) == rows)
                 assert torch.equal(got, alone), (rows, layer)
                 assert len(counted) in (1, rows)
+                with packs.one_row_products():
+                    (unit_out,) = packs.outputs((layer,), x)  # a unit's one call splits alike
+                assert torch.equal(unit_out, alone), (rows, layer)
                 counted.clear()
                 layer(x)
                 assert len(counted) == 1
