@@ -12,7 +12,9 @@ outputs.
 A layer runs this way only if its classes are the stock ones, named below (a patched or wrapped layer, a LoRA
 adapter left unmerged, another family keep transformers' module), it has no hooks, it is in eval mode, and the
 pass is on a CPU without autograd: training and the GPU path (whose steps CUDA graphs replay without the Python)
-see the modules as loaded.
+see the modules as loaded. What a family's layer does is transformers' (pinned in requirements.txt): the tests
+run every family through both paths and compare tokens and log-probabilities bit for bit, so a release that
+changed a layer's ops would fail them before it ran here.
 """
 
 from __future__ import annotations
@@ -82,7 +84,17 @@ class DecodeLayer:
         family = sys.modules[type(layer).__module__]
         self.rotary = family.apply_rotary_pos_emb
         self.eager = family.eager_attention_forward
-        self.window_from = WINDOWS[family_prefix(layer)]
+        window_from = WINDOWS[family_prefix(layer)]
+        # the sliding window the attention module passes its attention function (Llama passes none)
+        self.window = (
+            {}
+            if window_from is None
+            else {
+                "sliding_window": attn.sliding_window
+                if window_from == "module"
+                else getattr(attn.config, "sliding_window", None)
+            }
+        )
 
     def applies(self, hidden: torch.Tensor) -> bool:
         """Whether this pass may run here: on a CPU, without autograd, the layer in eval mode with no hooks
@@ -111,15 +123,6 @@ class DecodeLayer:
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(attn.config._attn_implementation, self.eager)
-        window = (
-            {}
-            if self.window_from is None
-            else {
-                "sliding_window": attn.sliding_window
-                if self.window_from == "module"
-                else getattr(attn.config, "sliding_window", None)
-            }
-        )
         o, _ = attention(
             attn,
             q,
@@ -128,7 +131,7 @@ class DecodeLayer:
             mask,
             dropout=0.0,
             scaling=attn.scaling,
-            **window,
+            **self.window,
             position_ids=None,
             use_cache=False,
         )

@@ -224,11 +224,7 @@ class PackedLinears:
             or torch.is_grad_enabled()
         ):
             return [m(x) for m in members]
-        product = unit.product
-        if self._one_row and rows > 1 and product.splits(rows):
-            out = row_by_row(product.product, x)
-        else:
-            out = packed_product(x, product.packed, product.bias)
+        out = unit.product.whole(x, rows)
         return [out[..., start:end] for start, end in unit.bounds] if len(members) > 1 else [out]
 
     @contextmanager
