@@ -75,12 +75,14 @@ class DecodeLayer:
     def __init__(self, layer: nn.Module, packed: PackedLinears) -> None:
         self.layer, self.packed = layer, packed
         attn, mlp = layer.self_attn, layer.mlp
-        self.attn, self.mlp = attn, mlp
+        self.attn = attn
         self.qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
         self.o = (attn.o_proj,)
         self.gate_up = (mlp.gate_proj, mlp.up_proj)
         self.down = (mlp.down_proj,)
         self.qk_norms = (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None  # Qwen3
+        act = mlp.act_fn  # transformers' activation modules; its forward, as for the norms
+        self.act = act.forward if isinstance(act, nn.Module) else act
         family = sys.modules[type(layer).__module__]
         self.rotary = family.apply_rotary_pos_emb
         self.eager = family.eager_attention_forward
@@ -109,7 +111,7 @@ class DecodeLayer:
         )
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        layer, attn, mlp, outputs = self.layer, self.attn, self.mlp, self.packed.outputs
+        layer, attn, outputs = self.layer, self.attn, self.packed.outputs
         input_shape = hidden.shape[:-1]
         hidden_shape = (*input_shape, -1, attn.head_dim)
         x = layer.input_layernorm.forward(hidden)
@@ -139,5 +141,5 @@ class DecodeLayer:
         hidden = hidden + o
         x = layer.post_attention_layernorm.forward(hidden)
         gate, up = outputs(self.gate_up, x)
-        (down,) = outputs(self.down, mlp.act_fn(gate) * up)
+        (down,) = outputs(self.down, self.act(gate) * up)
         return hidden + down
