@@ -104,6 +104,18 @@ def row_by_row(product, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+def row_count(x: torch.Tensor) -> int:
+    """Rows of a product's input `x`: every dimension but the last."""
+    return x.numel() // x.shape[-1] if x.shape[-1] else 0
+
+
+def takes_plain(x: torch.Tensor, rows: int, macs_per_row: int) -> bool:
+    """Whether torch's own product of `x` (`rows` rows) by a weight of `macs_per_row` multiply-adds per row would
+    not run on oneDNN in bfloat16 (below its threshold, outside inference, another dtype): then `F.linear` runs,
+    for its bits."""
+    return rows * macs_per_row <= ONEDNN_MIN_MACS or x.dtype != torch.bfloat16 or torch.is_grad_enabled()
+
+
 def sibling_groups(model: nn.Module, linears: list[nn.Linear]) -> list[tuple[nn.Linear, ...]]:
     """`linears` as units of one product: a layer's Q, K and V projections (and gate and up) as one wider matrix
     where they share an input width and bias-ness, every other linear alone."""
@@ -215,14 +227,9 @@ class PackedLinears:
         or not), from one product where they are a packed unit: a layer's Q/K/V (gate/up) without a module call
         and a forward closure per member."""
         unit = self._live.get(id(members[0]))
-        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        if (
-            unit is None
-            or unit.members != members
-            or rows * unit.smallest_macs <= ONEDNN_MIN_MACS  # a member that would take F.linear: each its own
-            or x.dtype != torch.bfloat16
-            or torch.is_grad_enabled()
-        ):
+        rows = row_count(x)
+        # where any member would take F.linear, each makes its own product, as its module call does
+        if unit is None or unit.members != members or takes_plain(x, rows, unit.smallest_macs):
             return [m(x) for m in members]
         out = unit.product.whole(x, rows)
         return [out[..., start:end] for start, end in unit.bounds] if len(members) > 1 else [out]
@@ -260,8 +267,7 @@ def _plain_product(linear: nn.Linear):
 
 def _split_forward(product, splits):
     def forward(x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        return row_by_row(product, x) if splits(rows) else product(x)
+        return row_by_row(product, x) if splits(row_count(x)) else product(x)
 
     return forward
 
@@ -285,7 +291,7 @@ class _SharedProduct:
         return row_by_row(self.product, x) if self.splits(rows) else self.product(x)
 
     def compute(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.whole(x, x.numel() // x.shape[-1])
+        out = self.whole(x, row_count(x))
         if self.count > 1:
             self.input, self.output = x, out
         return out
@@ -314,9 +320,8 @@ def _packed_forward(linear: nn.Linear, product: _SharedProduct, index: int, star
     last = index == product.count - 1
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        # below torch's own oneDNN threshold this linear alone would not run on oneDNN: neither does it here
-        if rows * macs_per_row <= ONEDNN_MIN_MACS or x.dtype != torch.bfloat16 or torch.is_grad_enabled():
+        # where torch's own product of this linear alone would not run on oneDNN, neither does it here
+        if takes_plain(x, row_count(x), macs_per_row):
             return F.linear(x, weight, bias)
         if index == 0:
             out = product.compute(x)
