@@ -1,4 +1,4 @@
-"""Two questions the GPU check's table raises, answered in one short run on a CUDA machine (docs/gpu.md):
+"""Three questions the GPU check's table raises, answered in one short run on a CUDA machine (docs/gpu.md):
 
 1. exactness: where our full depth and `generate()` part (greedy, same weights, dtype and device), is it a
    near-tie of `generate()`'s own logits (rounding picks the other token), or a real difference? For each
@@ -6,10 +6,17 @@
    the two tokens' logits in `generate()`'s scores, against the top-1 logit's bfloat16 spacing.
 2. profile: where a full-depth decode step's GPU time goes (`torch.profiler`, uncaptured steps, so each kernel
    is named), top kernels by GPU time.
+3. rows: does a product or an attention over m rows (a speculative verification's k + 1 columns) give each row
+   the bits it gets alone (a one-column step)? An attention that does not can be called query by query
+   (`own_keys`); a product that does not makes speculative decoding inexact in that dtype on this device
+   whatever the calls: it would need batch-invariant kernels.
 
-usage: PYTHONPATH=. python3 scripts/gpu_probe.py   (on a CPU: tiny shapes, a rehearsal; prints its tables; the library never imports this)"""
+usage: PYTHONPATH=. python3 scripts/gpu_probe.py [speculative]   (`speculative`: question 3, and question 1 in
+bfloat16 only; on a CPU: tiny shapes, a rehearsal; prints its tables; the library never imports this)"""
 
 from __future__ import annotations
+
+import sys
 
 import torch
 
@@ -111,17 +118,64 @@ def profile(name: str, batch: int, static: bool, new_tokens: int = 32) -> str:
     return f"## profile: {name}, batch {batch}, {new_tokens} new tokens, graphs {static}\n{table}"
 
 
+def rows(dtype: torch.dtype) -> list[str]:
+    """Each row of an m-row product (Llama-1B's shapes) and of an m-query causal attention against it alone."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device=DEV).manual_seed(0)
+    cuda = DEV.type == "cuda"
+    hidden, inter, vocab = (2048, 8192, 128256) if cuda else (64, 256, 1000)
+    out = []
+    for name, (n_out, n_in) in {
+        "q/o": (hidden, hidden),
+        "k/v": (hidden // 4, hidden),
+        "gate/up": (inter, hidden),
+        "down": (hidden, inter),
+        "head": (vocab, hidden),
+    }.items():
+        w = torch.randn(n_out, n_in, generator=gen, device=DEV, dtype=dtype) * n_in**-0.5
+        x = torch.randn(40, n_in, generator=gen, device=DEV, dtype=dtype)
+        alone = torch.cat([F.linear(x[i : i + 1], w) for i in range(40)])
+        cells = []
+        for m in (2, 3, 5, 8, 24, 40):
+            together = F.linear(x[:m], w)
+            equal = sum(torch.equal(together[i], alone[i]) for i in range(m))
+            cells.append(f"m={m}: {equal}/{m} ({float((together - alone[:m]).abs().max()):.1e})")
+        out.append(f"| {str(dtype)[6:]} | linear {name} {n_out}x{n_in} | {'; '.join(cells)} |")
+    heads, dim, keys = (32, 64, 200) if cuda else (4, 16, 20)
+    q = torch.randn(1, heads, 5, dim, generator=gen, device=DEV, dtype=dtype)
+    k = torch.randn(1, heads, keys + 5, dim, generator=gen, device=DEV, dtype=dtype)
+    v = torch.randn(1, heads, keys + 5, dim, generator=gen, device=DEV, dtype=dtype)
+    causal = torch.ones(5, keys + 5, dtype=torch.bool, device=DEV).tril(keys)
+    together = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+    alone = [
+        F.scaled_dot_product_attention(q[:, :, j : j + 1], k[:, :, : keys + j + 1], v[:, :, : keys + j + 1])
+        for j in range(5)
+    ]
+    equal = sum(torch.equal(together[:, :, j : j + 1], alone[j]) for j in range(5))
+    out.append(
+        f"| {str(dtype)[6:]} | sdpa 5 queries (bool causal mask) vs each alone, {keys}+ keys | {equal}/5 |"
+    )
+    return out
+
+
 def main() -> None:
+    quick = sys.argv[1:] == ["speculative"]  # the rows and bfloat16's exactness alone, no profile
     print(torch.cuda.get_device_name() if DEV.type == "cuda" else "cpu", torch.__version__)
+    print("| dtype | call | rows equal to the row alone (max abs difference) |\n|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        print("\n".join(rows(dtype)), flush=True)
     print(
         "| model | dtype | batch | ours = generate() | no graphs = graphs | speculative = ours | first difference (ours vs generate) |"
     )
     print("|---|---|---|---|---|---|---|")
     names = ("llama-1b", "opt-1.3b") if DEV.type == "cuda" else ("llama-tiny", "opt-tiny")
     for name in names:
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype in (torch.bfloat16,) if quick else (torch.float32, torch.bfloat16):
             for batch in (1, 8):
                 print(exactness(name, dtype, batch), flush=True)
+    if quick:
+        return
     for static in (True, False):
         print(profile(names[0], 1, static), flush=True)
 

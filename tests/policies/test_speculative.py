@@ -61,6 +61,19 @@ def test_greedy_equals_generate_in_ragged_batches(model_dirs, family, attn, dtyp
         assert ragged(res.trace), "the test needs rows that keep different numbers of tokens in one round"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_on_cuda_bfloat16_one_row_equals_full_depth(model_dirs, family):
+    """On a GPU a one-row verification reads each query's own keys (`own_keys`): its products' rows keep their
+    bits at any row count there, where SDPA's bfloat16 kernel rounds a causal multi-query call unlike each query
+    alone (docs/gpu.md, the fifth run)."""
+    eng = engine_for(model_dirs, family, "sdpa", static=False, device="cuda", dtype="bfloat16")
+    for prompt in PROMPTS:
+        full = eng.generate([prompt], Schedule(6, "full"), 16)
+        spec = eng.generate([prompt], SpeculativePolicy(DRAFT, draft_tokens=3), 16)
+        assert spec.token_ids == full.token_ids
+
+
 @pytest.mark.parametrize("mode", ["skip", "exit", "middle"])
 @pytest.mark.parametrize("reuse", [True, False])
 @pytest.mark.parametrize("family", ["opt", "llama"])
