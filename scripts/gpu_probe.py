@@ -9,7 +9,8 @@
 3. rows: does a product or an attention over m rows (a speculative verification's k + 1 columns) give each row
    the bits it gets alone (a one-column step)? An attention that does not can be called query by query
    (`own_keys`); a product that does not makes speculative decoding inexact in that dtype on this device
-   whatever the calls: it would need batch-invariant kernels.
+   whatever the calls: it would need batch-invariant kernels. And does a one-query attention give a row of a
+   batch of 8 the bits it gets in a call over fewer rows (own_keys' call holds only the rows that end at a column)?
 
 usage: PYTHONPATH=. python3 scripts/gpu_probe.py [speculative]   (`speculative`: question 3, and question 1 in
 bfloat16 only; on a CPU: tiny shapes, a rehearsal; prints its tables; the library never imports this)"""
@@ -155,6 +156,18 @@ def rows(dtype: torch.dtype) -> list[str]:
     equal = sum(torch.equal(together[:, :, j : j + 1], alone[j]) for j in range(5))
     out.append(
         f"| {str(dtype)[6:]} | sdpa 5 queries (bool causal mask) vs each alone, {keys}+ keys | {equal}/5 |"
+    )
+    # a one-column step's call holds every row of the batch; own_keys' holds the rows whose keys end at one column
+    q1, k8, v8 = q[:, :, :1].expand(8, -1, -1, -1), k.expand(8, -1, -1, -1), v.expand(8, -1, -1, -1)
+    q1 = q1 + torch.randn(q1.shape, generator=gen, device=DEV, dtype=dtype)
+    mask = torch.zeros(8, 1, 1, keys + 5, dtype=dtype, device=DEV)
+    whole = F.scaled_dot_product_attention(q1, k8, v8, attn_mask=mask)
+    cells = []
+    for n in (1, 3):
+        part = F.scaled_dot_product_attention(q1[:n], k8[:n], v8[:n], attn_mask=mask[:n])
+        cells.append(f"{n} of 8: {sum(torch.equal(part[i], whole[i]) for i in range(n))}/{n}")
+    out.append(
+        f"| {str(dtype)[6:]} | sdpa 1 query, rows of a batch of 8 alone (additive mask) | {'; '.join(cells)} |"
     )
     return out
 
