@@ -136,6 +136,7 @@ class DecodeLayer:
             **self.window,
             position_ids=None,
             use_cache=False,
+            query_groups=kwargs.get("query_groups"),
         )
         (o,) = outputs(self.o, o.reshape(*input_shape, -1).contiguous())
         hidden = hidden + o

@@ -122,6 +122,42 @@ def keys_from_end(
     )
 
 
+class QueryGroups:
+    """A ragged pass's queries grouped by the column their keys end at, one SDPA call per group (`own_keys`),
+    worked out once per pass (its layers share them) from `ends`: (batch, q) columns, one past each query's last
+    key (itself). A group of consecutive rows at one column is read through slices, any other through indices."""
+
+    def __init__(self, ends: torch.Tensor) -> None:
+        self.ends = ends
+        self._groups: list[tuple[int, slice | torch.Tensor, int | torch.Tensor]] | None = None
+
+    @classmethod
+    def from_mask(cls, attention_mask: torch.Tensor, width: int) -> QueryGroups:
+        """The groups an additive (batch, 1, q, keys) mask implies: each query's last visible key is itself."""
+        seen = attention_mask[:, 0, :, :width] == 0
+        return cls(width - seen.flip(-1).to(torch.uint8).argmax(-1))
+
+    @property
+    def groups(self) -> list[tuple[int, slice | torch.Tensor, int | torch.Tensor]]:
+        """(end, rows, column) per group, ends ascending: rows a slice and the column an int where the group is
+        consecutive rows at one column (every group of a batch of one row, or of rows in step), else tensors."""
+        if self._groups is None:
+            members: dict[int, list[tuple[int, int]]] = {}
+            for r, row in enumerate(self.ends.tolist()):
+                for j, end in enumerate(row):
+                    members.setdefault(end, []).append((r, j))
+            device, self._groups = self.ends.device, []
+            for end in sorted(members):
+                rows, cols = zip(*members[end], strict=True)
+                if len(set(cols)) == 1 and rows == tuple(range(rows[0], rows[0] + len(rows))):
+                    self._groups.append((end, slice(rows[0], rows[0] + len(rows)), cols[0]))
+                else:
+                    self._groups.append(
+                        (end, torch.tensor(rows, device=device), torch.tensor(cols, device=device))
+                    )
+        return self._groups
+
+
 def own_keys(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -131,6 +167,7 @@ def own_keys(
     dropout: float = 0.0,
     scaling: float | None = None,
     sliding_window: int | None = None,
+    query_groups: QueryGroups | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """A ragged multi-column pass (speculative SkipDecode's drafts and verification), each query over exactly the
@@ -139,12 +176,12 @@ def own_keys(
     Rows of such a pass stand at different columns, and a verification's queries at k + 1 of them, so one kernel
     call would give most queries a row of keys ending in masked columns; SDPA's CPU kernel rounds that longer row
     differently in bfloat16, and the tokens part from full depth's (74 of 100 SmolLM2 outputs kept). Here the
-    queries are grouped by the column their keys end at (a sliding layer's start at its window), one call per
-    group, so each is computed as full depth's step computes it. On an H100 the same holds for SDPA's bfloat16
-    kernel (five causal queries in one call: none equal to its call alone), while the products keep each row's
-    bits at 1-40 rows; there one-row speculative decoding gave full depth's tokens with this split (56-59%
-    without it), batches of 8 did not (86-91%: the kernel's batch is the group's, not full depth's; docs/gpu.md).
-    float32 takes one call."""
+    queries are grouped by the column their keys end at (a sliding layer's start at its window; `query_groups`,
+    the pass's, or worked out from the mask), one call per group, so each is computed as full depth's step
+    computes it. On an H100 the same holds for SDPA's bfloat16 kernel (five causal queries in one call: none equal
+    to its call alone), while the products keep each row's bits at 1-40 rows; there one-row speculative decoding
+    gave full depth's tokens with this split (56-59% without it), batches of 8 did not (86-91%: the kernel's batch
+    is the group's, not full depth's; docs/gpu.md). float32 takes one call."""
     if query.dtype == torch.float32 or attention_mask is None:
         return grouped_decode_sdpa(
             module,
@@ -158,17 +195,19 @@ def own_keys(
             **kwargs,
         )
     B, H, q, D = query.shape
-    width = min(key.shape[2], attention_mask.shape[-1])
-    seen = attention_mask[:, 0, :, :width] == 0  # (B, q, keys): what each query may read
-    ends = width - seen.flip(-1).to(torch.uint8).argmax(-1)  # one past each query's last key (itself)
+    if query_groups is None:
+        query_groups = QueryGroups.from_mask(attention_mask, min(key.shape[2], attention_mask.shape[-1]))
     out = query.new_empty(B, q, H, D)
-    for end in ends.unique().tolist():
-        rows, cols = (ends == end).nonzero(as_tuple=True)
+    for end, rows, col in query_groups.groups:
         start = window_start(end, sliding_window)
-        mask = attention_mask[rows, :, cols, start:end][:, :, None]  # (n, 1, 1, keys)
+        if isinstance(rows, slice):  # views: consecutive rows at one column
+            queries, mask = query[rows, :, col : col + 1], attention_mask[rows, :, col : col + 1, start:end]
+        else:
+            queries = query[rows, :, col][:, :, None]  # (n, H, 1, D)
+            mask = attention_mask[rows, :, col, start:end][:, :, None]  # (n, 1, 1, keys)
         o, _ = heads_in_place_sdpa(
             module,
-            query[rows, :, cols][:, :, None],  # (n, H, 1, D)
+            queries,
             key[rows, :, start:end],
             value[rows, :, start:end],
             mask,
@@ -177,7 +216,7 @@ def own_keys(
             sliding_window=sliding_window,
             **kwargs,
         )
-        out[rows, cols] = o[:, 0]
+        out[rows, col] = o[:, 0]
     return out, None
 
 

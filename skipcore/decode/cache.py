@@ -51,6 +51,7 @@ class SkipKVCache:
         self.static = static
         self.write_pos = torch.zeros(1, dtype=torch.long, device=device)
         self.row_columns: torch.Tensor | None = None  # (B,) inside writing_at: where each row writes
+        self.shared_column: int | None = None  # inside writing_at, where every row writes at one column
         self.read_width = 0
 
     @classmethod
@@ -83,10 +84,12 @@ class SkipKVCache:
     def writing_at(self, columns: torch.Tensor, width: int) -> Iterator[None]:
         """Updates inside write row r's positions from column `columns[r]` on and return `width` columns."""
         self.row_columns, self.read_width = columns, width
+        first = columns[:1]
+        self.shared_column = int(first) if len(columns) and bool((columns == first).all()) else None
         try:
             yield
         finally:
-            self.row_columns = None
+            self.row_columns = self.shared_column = None
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
         if self.row_columns is not None:
@@ -108,15 +111,20 @@ class SkipKVCache:
 
     def _update_rows(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
         B, H, q, D = key.shape
-        cols = self.row_columns[:, None] + torch.arange(q, device=key.device)  # (B, q)
-        index = cols[:, None, :, None].expand(B, H, q, D)
         k, v = self.keys[layer_idx], self.values[layer_idx]
         if self.read_width > k.shape[2]:
             raise RuntimeError(
                 f"layer {layer_idx} KV cache overflow: capacity {k.shape[2]}, need {self.read_width}"
             )
-        k.scatter_(2, index, key)
-        v.scatter_(2, index, value)
+        c = self.shared_column
+        if c is not None:  # every row at one column (a batch of one row, or rows in step): a slice's write
+            k[:, :, c : c + q] = key
+            v[:, :, c : c + q] = value
+        else:
+            cols = self.row_columns[:, None] + torch.arange(q, device=key.device)  # (B, q)
+            index = cols[:, None, :, None].expand(B, H, q, D)
+            k.scatter_(2, index, key)
+            v.scatter_(2, index, value)
         return k[:, :, : self.read_width], v[:, :, : self.read_width]
 
     def advance(self, layers, n: int = 1) -> None:

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 
 from skipcore.adapters import Adapter
-from skipcore.decode.attention import grouped_decode_attention
+from skipcore.decode.attention import QueryGroups, grouped_decode_attention
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.cursor import RowCursor
 from skipcore.decode.forward import forward_step
@@ -95,7 +95,9 @@ class EngineColumnPass:
             self.positions = self.positions.clamp_max(run.position_limit - 1)
         dtype = run.cache.dtype
         self.mask = column_mask(run.cursor.key_mask, starts, offset, q, self.width, dtype)
-        self.kwargs = a.layer_kwargs(self.positions, dtype)
+        # each query's keys end at its own column: the ragged attention's groups, worked out once for all layers
+        ends = self.columns[:, None] + torch.arange(1, q + 1, device=starts.device)
+        self.kwargs = {**a.layer_kwargs(self.positions, dtype), "query_groups": QueryGroups(ends)}
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.adapter.embed(input_ids, self.positions)

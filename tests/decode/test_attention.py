@@ -78,6 +78,58 @@ def test_half_precision_reads_grouped_heads_in_place_bit_for_bit(
     assert torch.equal(ours, ref)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    columns=st.lists(st.integers(3, 40), min_size=1, max_size=6),
+    q_len=st.integers(1, 4),
+    in_step=st.booleans(),
+    window=st.sampled_from([None, 8]),
+    given_groups=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_own_keys_gives_each_query_its_call_over_its_own_keys(
+    columns, q_len, in_step, window, given_groups, seed
+):
+    """A ragged bfloat16 pass: every query's output is, bit for bit, that of one call over exactly its own keys
+    (what a one-column step at its position computes), whether the rows stand in step (slices) or apart (indices),
+    and whether the pass hands over its groups or they come from the mask."""
+    from skipcore.decode.masks import column_mask
+
+    g = torch.Generator().manual_seed(seed)
+    if in_step:
+        columns = [columns[0]] * len(columns)
+    B, kv_heads, groups, D = len(columns), 2, 3, 64
+    starts = torch.tensor(columns)
+    width = max(columns) + q_len
+    key_mask = torch.ones(B, width, dtype=torch.long)
+    key_mask[:, :1] = 0  # a pad column at the front of every row
+    mask = column_mask(key_mask, starts, 0, q_len, width, torch.bfloat16)
+    q = torch.randn(B, kv_heads * groups, q_len, D, generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(B, kv_heads, width, D, generator=g).to(torch.bfloat16) for _ in range(2))
+    module = Module(groups)
+    ends = starts[:, None] + torch.arange(1, q_len + 1)
+    qg = attention.QueryGroups(ends) if given_groups else None
+    ours, _ = attention.own_keys(
+        module, q, k, v, mask, scaling=D**-0.5, sliding_window=window, query_groups=qg
+    )
+    assert torch.equal(attention.QueryGroups.from_mask(mask, width).ends, ends)
+    if in_step:
+        assert all(isinstance(rows, slice) for _, rows, _ in attention.QueryGroups(ends).groups)
+    for r in range(B):
+        for j in range(q_len):
+            end = columns[r] + j + 1
+            start = attention.window_start(end, window)
+            alone, _ = sdpa_attention_forward(
+                module,
+                q[r : r + 1, :, j : j + 1],
+                k[r : r + 1, :, start:end],
+                v[r : r + 1, :, start:end],
+                mask[r : r + 1, :, j : j + 1, start:end],
+                scaling=D**-0.5,
+            )
+            assert torch.equal(ours[r, j], alone[0, 0]), (r, j)
+
+
 def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, monkeypatch):
     model, tok = load_model(
         str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
