@@ -75,8 +75,10 @@ class ColumnPass(Protocol):
         """(B, q) ids -> (B, q, hidden)."""
         ...
 
-    def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
-        """Run `layers` in order over the columns' hidden states, writing their K/V."""
+    def run(self, hidden: torch.Tensor, layers: Sequence[int], exact: bool = True) -> torch.Tensor:
+        """Run `layers` in order over the columns' hidden states, writing their K/V. `exact=False` where nothing
+        kept depends on these columns' bits (a draft's layers the verification recomputes): rows at different
+        columns may then attend in one call, rounded unlike a one-column step's."""
         ...
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -102,9 +102,10 @@ class EngineColumnPass:
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.adapter.embed(input_ids, self.positions)
 
-    def run(self, hidden: torch.Tensor, layers: Sequence[int]) -> torch.Tensor:
+    def run(self, hidden: torch.Tensor, layers: Sequence[int], exact: bool = True) -> torch.Tensor:
         a = self.adapter
-        attention = grouped_decode_attention(a.config, "ragged")
+        # exact: each query over its own keys (`own_keys`); else one call over the widest row's columns, masked
+        attention = grouped_decode_attention(a.config, "ragged" if exact else "buffer")
         with attention, self.cache.writing_at(self.columns, self.width), self._products():
             for i in layers:
                 hidden = a.run_layer(i, hidden, self.mask, self.cache, self.kwargs)

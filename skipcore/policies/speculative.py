@@ -116,7 +116,8 @@ def _draft(
         cols = run.columns(j, 1)
         h = cols.run(cols.embed(ids), layers[:c])
         prefix_hidden.append(h)
-        logits = cols.logits(cols.run(h, layers[c:]))[:, -1]
+        # above the prefix nothing kept depends on a draft's bits: the verification recomputes those layers
+        logits = cols.logits(cols.run(h, layers[c:], exact=False))[:, -1]
         if picker.sampling.do_sample:
             probs.append(picker.probs(logits))
             ids = picker.draw(probs[-1])[:, None]
