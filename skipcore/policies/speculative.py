@@ -23,7 +23,9 @@ and the columns of its rejected drafts, masked, are overwritten by its next roun
 Reuse: layers [0, c) that every draft pass of a round runs first (skip mode's warmup layers, all of an exit-mode
 draft) compute, for the drafted columns, exactly what full depth computes there (same inputs, same K/V). The
 verification keeps their K/V and starts those columns at layer c from the drafts' hidden states; only the last
-column, which no draft fed, runs layers [0, c).
+column, which no draft fed, runs layers [0, c). Above c a draft only proposes tokens, and the verification
+recomputes those layers for its columns (their K/V overwritten), so there rows of a ragged batch attend in one call
+rather than one per column (`ColumnPass.run(..., exact=False)`).
 
 What it costs (trace columns, `skipcore.measure.costs.speculative_round_flops`): a lossless verification runs every kept
 token's column through all L layers, so no token can cost fewer FLOPs than at full depth; each round adds the
