@@ -178,10 +178,9 @@ def own_keys(
     differently in bfloat16, and the tokens part from full depth's (74 of 100 SmolLM2 outputs kept). Here the
     queries are grouped by the column their keys end at (a sliding layer's start at its window; `query_groups`,
     the pass's, or worked out from the mask), one call per group, so each is computed as full depth's step
-    computes it. On an H100 the same holds for SDPA's bfloat16 kernel (five causal queries in one call: none equal
-    to its call alone), while the products keep each row's bits at 1-40 rows; there one-row speculative decoding
-    gave full depth's tokens with this split (56-59% without it), batches of 8 did not (86-91%: the kernel's batch
-    is the group's, not full depth's; docs/gpu.md). float32 takes one call."""
+    computes it. On CUDA SDPA's bfloat16 kernel likewise rounds several queries in one call unlike each alone,
+    while the products keep each row's bits, so the split serves there too (measured in docs/gpu.md: exact at
+    batch 1, not yet at batch 8, where a group's call holds fewer rows than the step's). float32 takes one call."""
     if query.dtype == torch.float32 or attention_mask is None:
         return grouped_decode_sdpa(
             module,
@@ -228,9 +227,10 @@ AttentionInterface.register(NAME_OWN_KEYS, own_keys)
 @contextmanager
 def grouped_decode_attention(config, keys: str = "buffer") -> Iterator[None]:
     """Route a model's SDPA attention through our decode attention for our own forward passes only. `keys` says
-    what the cache hands each layer: "buffer", a static buffer (every column, the unwritten ones masked); "end", a
-    dynamic cache's step, its query the last column, so a sliding layer reads its window alone
-    (`keys_from_end`); "ragged", a multi-column pass over rows at their own columns (`own_keys`).
+    what the cache hands each layer: "buffer", a static buffer (every column, the unwritten ones masked), or a
+    ragged pass whose bits nothing keeps (a draft's upper layers: every row reads to the widest row's column,
+    masked, in one call); "end", a dynamic cache's step, its query the last column, so a sliding layer reads its
+    window alone (`keys_from_end`); "ragged", a multi-column pass over rows at their own columns (`own_keys`).
 
     The model's config is restored on exit, so `generate()` and training see the model exactly as loaded.
     """
