@@ -75,6 +75,20 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_attention_dtype_arg(p: argparse.ArgumentParser) -> None:
+    from skipcore.decode.attention import ATTENTION_DTYPES
+
+    p.add_argument(
+        "--attention-dtype",
+        default="model",
+        choices=ATTENTION_DTYPES,
+        help="the KV cache's and the decode attention's dtype; float32: a half-precision model attends in "
+        "float32 on a CPU, faster where torch's bfloat16 attention kernel is slow, but not generate()'s "
+        "arithmetic (its tokens part from generate()'s at near-ties; lossless policies stay equal to full depth "
+        "in the same mode) (default: %(default)s)",
+    )
+
+
 def add_schedule_args(p: argparse.ArgumentParser) -> None:
     from skipcore.schedule import MODES, SHAPES
 

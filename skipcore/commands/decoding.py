@@ -104,7 +104,11 @@ def engine_prompts_policy(args: argparse.Namespace):
     )
     args.dtype_note = f"dtype: {model.dtype_choice.name} ({model.dtype_choice.reason})"
     args.sent = prompts_for_model(args.model, tokenizer, read_prompts(args), args.raw_prompt)
-    engine = SkipEngine(model, tokenizer, model_name=args.model)
+    # the layer lens replays in the model's dtype: only generate takes --attention-dtype
+    attention = getattr(args, "attention_dtype", None)
+    engine = SkipEngine(model, tokenizer, model_name=args.model, attention_dtype=attention)
+    if engine.kv_dtype != engine.dtype:
+        args.dtype_note += "; attention: float32 (asked: not generate()'s arithmetic)"
     request = check_generation_request(engine, args.sent.prompts, args)
     caveat = one_row_caveat(engine.dtype, engine.device, lossless, len(args.sent.prompts), request.batch_size)
     args.dtype_note += f"\nnote: {caveat}" if caveat else ""

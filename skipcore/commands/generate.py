@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from skipcore.commands.common import (
+    add_attention_dtype_arg,
     add_length_args,
     add_model_args,
     add_prompt_args,
@@ -29,6 +30,7 @@ def add_parser(sub) -> None:
         "is given.",
     )
     add_model_args(p)
+    add_attention_dtype_arg(p)
     add_prompt_args(p)
     add_schedule_args(p)
     add_policy_args(p)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from skipcore.commands.common import (
     DEFAULT_DATASET,
+    add_attention_dtype_arg,
     add_length_args,
     add_model_args,
     add_param_flag,
@@ -53,6 +54,7 @@ def add_parser(sub) -> None:
         "and a CSV of the same stem, plus each setting's per-token trace. Rerunning skips finished rows.",
     )
     add_model_args(p)
+    add_attention_dtype_arg(p)
     p.add_argument(
         "--baseline-model", type=path_text, help="also sweep this model (e.g. without skip-aware training)"
     )

@@ -29,12 +29,40 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from skipcore.errors import UserError
+
 HALF = (torch.bfloat16, torch.float16)
 
 NAME = "skipcore_grouped_sdpa"
 # the same where the query is the last column of the keys (a dynamic cache's decode step)
 NAME_AT_END = "skipcore_grouped_sdpa_at_end"
 NAME_OWN_KEYS = "skipcore_own_keys_sdpa"  # a ragged multi-column pass, each query over its own keys
+
+
+ATTENTION_DTYPES = ("model", "float32")  # what `attention_dtype_for` takes, as the command line names them
+
+
+def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dtype | None) -> torch.dtype:
+    """The dtype a model's KV cache and decode attention run in: the model's own ("model", None), or float32
+    for a half-precision model on a CPU ("float32"), where torch's half-precision attention kernel costs several
+    times its float32 kernel per call (`python scripts/bf16_cpu_probes.py attention`). float32 attention reads
+    the same half-precision K and V, converted exactly, and rounds only its output; it is not `generate()`'s
+    arithmetic, so the tokens part from `generate()`'s at near-ties. Refused in one line where it cannot run."""
+    own = next(model.parameters()).dtype
+    if attention_dtype in (None, "model", own):
+        return own
+    if attention_dtype not in ("float32", torch.float32):
+        raise UserError(f"attention dtype {attention_dtype!r}: choose one of {', '.join(ATTENTION_DTYPES)}")
+    if next(model.parameters()).device.type != "cpu":
+        raise UserError(
+            "float32 attention is a CPU option: on a GPU half-precision attention is the fast kernel"
+        )
+    if model.config._attn_implementation != "sdpa":
+        raise UserError(
+            f"float32 attention needs SDPA attention (--attn sdpa); this model runs "
+            f"{model.config._attn_implementation!r}"
+        )
+    return torch.float32
 
 
 def heads_in_place_sdpa(
@@ -76,7 +104,16 @@ def grouped_decode_sdpa(
     scaling: float | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """`sdpa_attention_forward`, except one masked float32 query position over grouped KV heads: no K/V copy."""
+    """`sdpa_attention_forward`, except one masked float32 query position over grouped KV heads: no K/V copy.
+    A half-precision query over a float32 cache (`SkipEngine`'s `attention_dtype`) attends in float32 and
+    returns its output rounded to the query's dtype."""
+    if query.dtype != key.dtype:
+        if attention_mask is not None and attention_mask.is_floating_point():
+            attention_mask = attention_mask.to(key.dtype)  # the dtype's minimum stays a finite large negative
+        out, _ = grouped_decode_sdpa(
+            module, query.to(key.dtype), key, value, attention_mask, dropout, scaling, **kwargs
+        )
+        return out.to(query.dtype), None
     groups = getattr(module, "num_key_value_groups", 1)
     B, H, q_len, D = query.shape
     folds = query.dtype == torch.float32 and groups > 1 and q_len == 1
@@ -180,8 +217,10 @@ def own_keys(
     the pass's, or worked out from the mask), one call per group, so each is computed as full depth's step
     computes it. On CUDA SDPA's bfloat16 kernel likewise rounds several queries in one call unlike each alone,
     while the products keep each row's bits, so the split serves there too (measured in docs/gpu.md: exact at
-    batch 1, not yet at batch 8, where a group's call holds fewer rows than the step's). float32 takes one call."""
-    if query.dtype == torch.float32 or attention_mask is None:
+    batch 1, not yet at batch 8, where a group's call holds fewer rows than the step's). float32 takes one call;
+    a half-precision query over a float32 cache splits too (its output is rounded to half precision, where a
+    float32 sum's last bits can move a half-precision one), each group attending as a one-column step does."""
+    if (query.dtype == torch.float32 and key.dtype == torch.float32) or attention_mask is None:
         return grouped_decode_sdpa(
             module,
             query,
@@ -204,7 +243,7 @@ def own_keys(
         else:
             queries = query[rows, :, col][:, :, None]  # (n, H, 1, D)
             mask = attention_mask[rows, :, col, start:end][:, :, None]  # (n, 1, 1, keys)
-        o, _ = heads_in_place_sdpa(
+        o, _ = grouped_decode_sdpa(  # what a one-column step at this query's position calls
             module,
             queries,
             key[rows, :, start:end],

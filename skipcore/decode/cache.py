@@ -9,6 +9,9 @@ In static mode (for CUDA graphs) a single-token update writes at a device-side i
 the whole buffer, so every step has the same shapes; the zero-filled slots not yet written are hidden by the
 attention mask. The caller then moves `lengths` on with `advance`, since a graph replay runs no Python.
 
+Its dtype is the attention's (`SkipEngine`'s `attention_dtype`): a half-precision model's K and V may be kept in
+float32, each written value converted exactly, so the attention reads them without a conversion per step.
+
 Rows of a batch that emit different numbers of tokens per step (speculative decoding accepts a different number of
 drafted tokens per row) stand at different columns. Inside `writing_at(columns, width)` an update writes each row's
 new positions at that row's own column and returns the first `width` columns; what lies past a row's column (a
@@ -92,6 +95,7 @@ class SkipKVCache:
             self.row_columns = self.shared_column = None
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
+        key, value = key.to(self.dtype), value.to(self.dtype)  # no-op unless the cache is kept in float32
         if self.row_columns is not None:
             return self._update_rows(key, value, layer_idx)
         if self.static and key.shape[2] == 1:

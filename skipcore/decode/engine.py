@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 
 from skipcore.adapters import Adapter, adapter_for
+from skipcore.decode.attention import attention_dtype_for
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
 from skipcore.decode.collect import StepRecord, collect_batch
@@ -51,8 +52,18 @@ __all__ = ["SkipEngine", "config_hash"]
 class SkipEngine:
     """Holds a model, its tokenizer and its family adapter; generates under any depth policy."""
 
-    def __init__(self, model, tokenizer, model_name: str = "", static: bool | None = None) -> None:
-        """`static`: fixed-shape decode steps (CUDA graphs on a GPU); default on for CUDA, off on the CPU."""
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        model_name: str = "",
+        static: bool | None = None,
+        attention_dtype: str | torch.dtype | None = None,
+    ) -> None:
+        """`static`: fixed-shape decode steps (CUDA graphs on a GPU); default on for CUDA, off on the CPU.
+        `attention_dtype`: "float32" keeps a half-precision model's KV cache and decode attention in float32 on a
+        CPU (faster there, not `generate()`'s bits: `skipcore.decode.attention.attention_dtype_for`); None or
+        "model": the model's dtype."""
         self.model = model
         self.tokenizer = tokenizer
         self.adapter: Adapter = adapter_for(model)
@@ -61,6 +72,7 @@ class SkipEngine:
         self.device, self.dtype = param.device, param.dtype
         choice = getattr(model, "dtype_choice", None)  # set by `load_model`: which dtype and why
         self.dtype_reason = choice.reason if choice is not None and choice.dtype == self.dtype else "as given"
+        self.kv_dtype = attention_dtype_for(model, attention_dtype)  # the KV cache's and the attention's
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -83,8 +95,8 @@ class SkipEngine:
 
     @property
     def element_bytes(self) -> int:
-        """Bytes per element of the model's dtype, which the KV cache is kept in."""
-        return torch.finfo(self.dtype).bits // 8
+        """Bytes per element of the KV cache (the model's dtype unless the attention runs in float32)."""
+        return torch.finfo(self.kv_dtype).bits // 8
 
     @property
     def max_positions(self) -> int | None:
@@ -194,6 +206,7 @@ class SkipEngine:
             device=str(self.device),
             dtype=str(self.dtype).removeprefix("torch."),
             dtype_reason=self.dtype_reason,
+            attention_dtype=str(self.kv_dtype).removeprefix("torch."),
             seed=request.sampling.seed,
             sampling=request.sampling.to_dict(),
             max_new_tokens=T,
@@ -287,7 +300,7 @@ class SkipEngine:
         # ended (it rides along) is the last of its P + T columns
         spare = extra + 1 if extra else 0
         cache = SkipKVCache.for_layer_sets(
-            cache_sets, P, B, kv_heads, head_dim, L, self.dtype, dev, spare_columns=spare
+            cache_sets, P, B, kv_heads, head_dim, L, self.kv_dtype, dev, spare_columns=spare
         )
         key_mask = torch.zeros(B, P + T + spare, dtype=torch.bool, device=dev)
         key_mask[:, :P] = attn.bool()
@@ -313,7 +326,7 @@ class SkipEngine:
             self._decoder = d = None  # free the old cache and graphs before allocating the new ones
             kv_heads, head_dim = self.adapter.kv_shape
             cache = SkipKVCache.for_layer_sets(
-                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.dtype, self.device, static=True
+                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.kv_dtype, self.device, static=True
             )
             # a row stride that is a multiple of 16 keeps SDPA's memory-efficient kernel from copying the mask to
             # align it, in every layer; the extra columns stay False (masked) and no layer reads them

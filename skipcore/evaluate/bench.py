@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from skipcore.evaluate.bench_plan import (
+    ATTENTION_FLOAT32,
     FLOAT32_KINDS,
     SPECULATIVE_KINDS,
     BenchPlan,
@@ -93,10 +94,10 @@ def bench_one(
     attn = torch.ones_like(ids)
     picker = TokenPicker(Sampling(), device)
 
-    def engine_for(static: bool, net: torch.nn.Module = model) -> SkipEngine:
+    def engine_for(static: bool, net: torch.nn.Module = model, attention=None) -> SkipEngine:
         # one engine per setting: each keeps its own static decoder, so graphs are captured in the warm-up
         # only
-        e = SkipEngine(net, _Tok(), model_name=name, static=static)
+        e = SkipEngine(net, _Tok(), model_name=name, static=static, attention_dtype=attention)
         e.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
         return e
 
@@ -138,6 +139,14 @@ def bench_one(
     for t in plan.targets if "skip" in kinds else ():
         schedules[f"skip {t:g}x"] = s = skip_schedule(L, t, T)
         runners[f"skip {t:g}x"] = partial(ours, engine_for(plan.static_steps), s, False)
+    # float32 attention beside the run's own (a half-precision run on a CPU): full depth and speculative rows
+    attention32 = ATTENTION_FLOAT32 in kinds and dtype != torch.float32 and device.type == "cpu"
+    attention_of = {}  # setting -> its attention dtype where it is not the model's
+    if attention32:
+        runners["full (float32 attention)"] = partial(
+            ours, engine_for(False, attention="float32"), full, True
+        )
+        attention_of["full (float32 attention)"] = torch.float32
     # the model in float32 beside a half-precision run's: what the half precision buys over the exact mode
     in_float32 = bool(set(FLOAT32_KINDS) & set(kinds)) and dtype != torch.float32
     model32 = bench_network(name, torch.float32, device) if in_float32 else None
@@ -149,6 +158,14 @@ def bench_one(
         if "speculative" in kinds:
             runners[setting] = partial(ours, engine_for(False), policy, True)
             drafted[setting] = k
+        if "speculative" in kinds and attention32:
+            runners[setting + " float32 attention"] = partial(
+                ours, engine_for(False, attention="float32"), policy, True
+            )
+            drafted[setting + " float32 attention"], attention_of[setting + " float32 attention"] = (
+                k,
+                torch.float32,
+            )
         if "speculative-float32" in kinds and model32 is not None:
             runners[setting + " float32"] = partial(ours, engine_for(False, model32), policy, True)
             drafted[setting + " float32"], nets[setting + " float32"] = k, model32
@@ -195,6 +212,7 @@ def bench_one(
             "vs_full_total_hi": tot.hi,
             "same_tokens_as_full": float((run.tokens == last["full"].tokens.cpu()).float().mean()),
             "dtype": dtype_name(nets.get(setting, model).dtype),
+            "attention_dtype": dtype_name(attention_of.get(setting, nets.get(setting, model).dtype)),
             "peak_memory_bytes": peak_mem[setting] if device.type == "cuda" else None,
         }
         if setting == "generate() static+compile":

@@ -26,10 +26,13 @@ SETTING_KINDS = {
     "generate-float32": "generate() in float32, what the model runs at without the run's half precision (skipped "
     "where the run is float32)",
     "compiled": "generate() with its static cache, which transformers compiles on CUDA",
+    "attention-float32": "full depth, and the speculative rows of the run, with the KV cache and attention in "
+    "float32 (--attention-dtype float32: not generate()'s arithmetic; a half-precision run on a CPU only)",
 }
 
 SPECULATIVE_KINDS = {"speculative", "speculative-float32"}  # the kinds that draft: they need --draft-tokens
 FLOAT32_KINDS = ("speculative-float32", "generate-float32")  # float32 beside a half-precision run's settings
+ATTENTION_FLOAT32 = "attention-float32"  # float32 attention beside a half-precision run's own
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,7 @@ def weights_of(name: str) -> str:
 def float32_notes(asked: tuple[str, ...] | None, dtype: torch.dtype) -> list[str]:
     """A note where --settings asks for float32 beside the run's dtype and the run is in float32 already (`--dtype
     auto` of a bench on a CPU is), so those settings time nothing."""
-    idle = [k for k in FLOAT32_KINDS if k in (asked or ())]
+    idle = [k for k in (*FLOAT32_KINDS, ATTENTION_FLOAT32) if k in (asked or ())]
     if dtype != torch.float32 or not idle:
         return []
     return [f"note: --settings {','.join(idle)} time nothing in a float32 run: pass --dtype bfloat16"]
@@ -221,7 +224,11 @@ def float32_notes(asked: tuple[str, ...] | None, dtype: torch.dtype) -> list[str
 def device_notes(plan: BenchPlan, device: torch.device) -> list[str]:
     """What this device cannot measure of the plan, said under the table's machine line."""
     if device.type == "cuda":
-        return []
+        return (
+            [f"--settings {ATTENTION_FLOAT32} runs on a CPU only."]
+            if ATTENTION_FLOAT32 in plan.settings
+            else []
+        )
     notes = ["Peak memory is measured on CUDA only."]
     if plan.static_steps:
         notes.append(

@@ -36,6 +36,7 @@ def where_it_ran(engine) -> dict:
         "model": engine.model_name,
         "device": str(engine.device),
         "dtype": dtype_name(engine.dtype),
+        "attention_dtype": dtype_name(engine.kv_dtype),
         "hardware": hardware_name(engine.device),
         "host": socket.gethostname(),
         "torch_threads": torch.get_num_threads(),

@@ -106,6 +106,8 @@ class SweepConfig:
     device: str = "auto"
     dtype: str = "auto"
     attn: str = "sdpa"
+    # "float32": a half-precision model's KV cache and decode attention in float32 on a CPU (`SkipEngine`)
+    attention_dtype: str = "model"
     threads: int | None = None  # torch intra-op threads (CPU timing); None keeps torch's default
     repeats: int = 5  # paired timing: full depth and the setting alternate this many times; 0: no timing
     timing_limit: int | None = 16  # prompts timed (the first ones of the examples); None: all of them
@@ -139,6 +141,8 @@ class SweepConfig:
             "device": self.device,
             "dtype": self.dtype,
             "attn": self.attn,
+            # named only where it is not the model's own, so files of the model's own attention say nothing new
+            **({"attention_dtype": self.attention_dtype} if self.attention_dtype != "model" else {}),
         }
 
     def identity(self) -> dict:

@@ -94,7 +94,8 @@ class EngineCache:
             net, tokenizer = load_model(
                 job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code, RECORD
             )
-            self.key, self.engine = key, SkipEngine(net, tokenizer, model_name=name)
+            engine = SkipEngine(net, tokenizer, model_name=name, attention_dtype=cfg.attention_dtype)
+            self.key, self.engine = key, engine
         return self.engine
 
     def keep(self, job: SweepJob, model: str, engine: SkipEngine) -> None:
@@ -104,7 +105,7 @@ class EngineCache:
     @staticmethod
     def _key(job: SweepJob, model: str) -> tuple:
         cfg = job.cfg
-        return (job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code)
+        return (job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.attention_dtype, cfg.trust_remote_code)
 
 
 def _model_name(ref: ModelRef) -> str:

@@ -78,6 +78,25 @@ def test_half_precision_reads_grouped_heads_in_place_bit_for_bit(
     assert torch.equal(ours, ref)
 
 
+def ragged_pass(columns: list[int], q_len: int, seed: int, cache_dtype: torch.dtype):
+    """A ragged pass's attention inputs: rows at `columns` (a pad column first), q_len bfloat16 queries each over
+    6 query heads in 2 KV groups, K and V in the cache's dtype (bfloat16 values, converted exactly) and the
+    pass's mask in it. Returns (key_mask, mask, q, k, v, groups, head_dim)."""
+    from skipcore.decode.masks import column_mask
+
+    g = torch.Generator().manual_seed(seed)
+    B, kv_heads, groups, D = len(columns), 2, 3, 64
+    width = max(columns) + q_len
+    key_mask = torch.ones(B, width, dtype=torch.long)
+    key_mask[:, :1] = 0
+    mask = column_mask(key_mask, torch.tensor(columns), 0, q_len, width, cache_dtype)
+    q = torch.randn(B, kv_heads * groups, q_len, D, generator=g).to(torch.bfloat16)
+    k, v = (
+        torch.randn(B, kv_heads, width, D, generator=g).to(torch.bfloat16).to(cache_dtype) for _ in range(2)
+    )
+    return key_mask, mask, q, k, v, groups, D
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     columns=st.lists(st.integers(3, 40), min_size=1, max_size=6),
@@ -93,20 +112,11 @@ def test_own_keys_gives_each_query_its_call_over_its_own_keys(
     """A ragged bfloat16 pass: every query's output is, bit for bit, that of one call over exactly its own keys
     (what a one-column step at its position computes), whether the rows stand in step (slices) or apart (indices),
     and whether the pass hands over its groups or they come from the mask."""
-    from skipcore.decode.masks import column_mask
-
-    g = torch.Generator().manual_seed(seed)
     if in_step:
         columns = [columns[0]] * len(columns)
-    B, kv_heads, groups, D = len(columns), 2, 3, 64
+    key_mask, mask, q, k, v, groups, D = ragged_pass(columns, q_len, seed, torch.bfloat16)
+    B, width, module = len(columns), max(columns) + q_len, Module(groups)
     starts = torch.tensor(columns)
-    width = max(columns) + q_len
-    key_mask = torch.ones(B, width, dtype=torch.long)
-    key_mask[:, :1] = 0  # a pad column at the front of every row
-    mask = column_mask(key_mask, starts, 0, q_len, width, torch.bfloat16)
-    q = torch.randn(B, kv_heads * groups, q_len, D, generator=g).to(torch.bfloat16)
-    k, v = (torch.randn(B, kv_heads, width, D, generator=g).to(torch.bfloat16) for _ in range(2))
-    module = Module(groups)
     ends = starts[:, None] + torch.arange(1, q_len + 1)
     qg = attention.QueryGroups(ends) if given_groups else None
     ours, _ = attention.own_keys(
@@ -128,6 +138,57 @@ def test_own_keys_gives_each_query_its_call_over_its_own_keys(
                 scaling=D**-0.5,
             )
             assert torch.equal(ours[r, j], alone[0, 0]), (r, j)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    columns=st.lists(st.integers(3, 40), min_size=1, max_size=6),
+    q_len=st.integers(1, 4),
+    window=st.sampled_from([None, 8]),
+    seed=st.integers(0, 2**16),
+)
+def test_float32_attention_of_a_bfloat16_pass_gives_each_query_its_step_s_bits(columns, q_len, window, seed):
+    """`attention_dtype="float32"`: a bfloat16 query over a float32 cache. In a ragged pass every query gets, bit
+    for bit, what a one-column step at its position computes (`keys_from_end`, as full depth's step calls it),
+    and that is the float32 attention of the same values rounded once: within a bfloat16 rounding of float64."""
+    from skipcore.decode.masks import column_mask
+
+    key_mask, mask, q, k, v, groups, D = ragged_pass(columns, q_len, seed, torch.float32)
+    B, width, module = len(columns), max(columns) + q_len, Module(groups)
+    starts = torch.tensor(columns)
+    ends = starts[:, None] + torch.arange(1, q_len + 1)
+    ours, _ = attention.own_keys(
+        module,
+        q,
+        k,
+        v,
+        mask,
+        scaling=D**-0.5,
+        sliding_window=window,
+        query_groups=attention.QueryGroups(ends),
+    )
+    assert ours.dtype == torch.bfloat16
+    step_mask = column_mask(key_mask, starts, 0, q_len, width, torch.bfloat16)  # a step's: the model's dtype
+    for r in range(B):
+        for j in range(q_len):
+            end = columns[r] + j + 1
+            step, _ = attention.keys_from_end(
+                module,
+                q[r : r + 1, :, j : j + 1],
+                k[r : r + 1, :, :end],
+                v[r : r + 1, :, :end],
+                step_mask[r : r + 1, :, j : j + 1, :end],
+                scaling=D**-0.5,
+                sliding_window=window,
+            )
+            assert torch.equal(ours[r, j], step[0, 0]), (r, j)
+            start = attention.window_start(end, window)
+            qd = q[r, :, j].double()  # (H, D); query head h reads KV head h // groups
+            kd, vd = (t[r, :, start:end].double().repeat_interleave(groups, 0) for t in (k, v))
+            seen = key_mask[r, start:end].bool()
+            scores = torch.einsum("hd,hkd->hk", qd, kd) * D**-0.5
+            exact = torch.einsum("hk,hkd->hd", scores.masked_fill(~seen, -torch.inf).softmax(-1), vd)
+            assert torch.allclose(ours[r, j].double(), exact, rtol=2**-8, atol=1e-6), (r, j)
 
 
 def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, monkeypatch):

@@ -1,0 +1,108 @@
+"""`attention_dtype="float32"`: a bfloat16 model's KV cache and decode attention in float32 on the CPU. Lossless
+policies stay equal to full depth in the same mode, the cache holds float32 and its bytes are logged as such, the
+run says so, and what cannot run is refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skipcore import SkipEngine, load_model, read_trace
+from skipcore.commands import main
+from skipcore.errors import UserError
+from skipcore.evaluate.bench_plan import SETTING_KINDS, float32_notes
+from skipcore.policies import SpeculativePolicy
+from skipcore.schedule import Schedule
+from tests.helpers import PROMPTS
+from tests.policies.test_speculative import DRAFT, ragged
+
+
+def engine(model_dirs, family: str, dtype: str = "bfloat16", attn: str = "sdpa", **kw) -> SkipEngine:
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype=dtype, attn_implementation=attn)
+    return SkipEngine(model, tok, **kw)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3", "opt"])
+def test_speculative_keeps_full_depth_s_output(model_dirs, family):
+    """Ragged batches and rows alone: a verification's queries each attend as the one-column step does, so the
+    rounding of the float32 attention's output to bfloat16 is the same on both paths."""
+    eng = engine(model_dirs, family, attention_dtype="float32")
+    assert eng.kv_dtype == torch.float32 and eng.dtype == torch.bfloat16
+    full = eng.generate(PROMPTS, Schedule(eng.num_layers, "full"), 16)
+    spec = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=3), 16)
+    assert spec.token_ids == full.token_ids
+    assert ragged(spec.trace), "the test needs rows that keep different numbers of tokens in one round"
+    alone = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=3), 16, batch_size=1)
+    assert alone.token_ids == eng.generate(PROMPTS, None, 16, batch_size=1).token_ids
+
+
+def test_it_keeps_float32_k_v_and_logs_their_bytes(model_dirs):
+    """The cache is float32 and the trace's KV bytes are its tensors' (twice the bfloat16 cache's for the same
+    positions); the metadata says which attention ran."""
+    from skipcore.decode.sampling import Sampling, TokenPicker
+    from skipcore.decode.trace_rows import build_trace
+
+    ours = engine(model_dirs, "llama", attention_dtype="float32")
+    own = engine(model_dirs, "llama")
+    sched = Schedule(ours.num_layers, "linear", "skip", max_layers=6, min_layers=2)
+    a, b = (e.generate(PROMPTS, sched, 4) for e in (ours, own))
+    assert a.metadata["attention_dtype"] == "float32" and b.metadata["attention_dtype"] == "bfloat16"
+    assert a.metadata["dtype"] == b.metadata["dtype"] == "bfloat16"
+    enc = ours.tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    pads = (enc["attention_mask"] == 0).sum(1)
+    last = {}
+    for name, e in (("ours", ours), ("own", own)):
+        e.eos_ids = torch.tensor([-1])  # no row ends: the same positions in both caches
+        picker = TokenPicker(Sampling(), e.device)
+        out = e.generate_batch(enc["input_ids"], enc["attention_mask"], sched.layer_sets(8), picker)
+        assert all(k.dtype == e.kv_dtype for k in out.cache.keys + out.cache.values)
+        trace = build_trace(out, e.adapter.shapes, e.tokenizer, "t", bytes_per_element=e.element_bytes)
+        last[name] = trace[trace["step"] == 7].set_index("sample")["kv_cache_bytes"]
+        for row in range(len(PROMPTS)):
+            assert last[name][row] == out.cache.row_bytes(row, int(pads[row]))
+    assert ours.kv_dtype == torch.float32 and (last["ours"] == 2 * last["own"]).all()
+
+
+def test_a_float32_model_is_unchanged(model_dirs):
+    a = engine(model_dirs, "llama", dtype="float32", attention_dtype="float32")
+    b = engine(model_dirs, "llama", dtype="float32")
+    assert a.kv_dtype == b.kv_dtype == torch.float32
+    assert a.generate(PROMPTS, None, 8).token_ids == b.generate(PROMPTS, None, 8).token_ids
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"attn": "eager", "attention_dtype": "float32"}, "needs SDPA attention"),
+        ({"attention_dtype": "float16"}, "choose one of model, float32"),
+    ],
+)
+def test_what_cannot_run_is_refused(model_dirs, kw, words):
+    with pytest.raises(UserError, match=words):
+        engine(model_dirs, "llama", **kw)
+
+
+def test_on_the_command_line(model_dirs, tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    argv = [
+        "generate",
+        "--model",
+        str(model_dirs["llama"]),
+        "--dtype",
+        "bfloat16",
+        "--attention-dtype",
+        "float32",
+    ]
+    argv += ["--prompt", "The Eagle is", "--max-new-tokens", "4", "--threads", "1"]
+    assert main([*argv, "--trace", str(out)]) == 0
+    assert "attention: float32" in capsys.readouterr().err
+    assert read_trace(out)[1]["attention_dtype"] == "float32"
+    assert main([*argv, "--attn", "eager"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "needs SDPA attention" in err and len(err.splitlines()) == 1
+
+
+def test_the_bench_times_it_beside_the_run_s_own_attention():
+    assert "attention-float32" in SETTING_KINDS
+    assert float32_notes(("full", "attention-float32"), torch.float32)  # a float32 run has nothing to time
+    assert not float32_notes(("full", "attention-float32"), torch.bfloat16)
