@@ -138,6 +138,7 @@ class TuneSettings:
     device: str = "auto"
     dtype: str = "auto"
     attn: str = "sdpa"
+    attention_dtype: str = "model"  # a tune attends in the model's own dtype (`SweepConfig.attention_dtype`)
     threads: int | None = None
     trust_remote_code: bool = False
 
