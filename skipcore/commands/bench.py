@@ -48,7 +48,8 @@ def add_parser(sub) -> None:
         "--settings", type=comma_list(str, "--settings"),
         help="what to time beside full depth, the reference (default: all the device runs): full, no-graphs, "
         "skip, speculative, speculative-float32 and generate-float32 (a half-precision run's speculative rows and "
-        "generate() in float32), generate, compiled (generate() with its static cache, compiled on CUDA)",
+        "generate() in float32), attention-float32 (full depth and speculative rows with --attention-dtype float32), "
+        "generate, compiled (generate() with its static cache, compiled on CUDA)",
     )  # fmt: skip
     p.add_argument(
         "--static-steps", action=argparse.BooleanOptionalAction, default=None,
