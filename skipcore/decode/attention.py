@@ -48,12 +48,12 @@ def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dty
     times its float32 kernel per call (`python scripts/bf16_cpu_probes.py attention`). float32 attention reads
     the same half-precision K and V, converted exactly, and rounds only its output; it is not `generate()`'s
     arithmetic, so the tokens part from `generate()`'s at near-ties. Refused in one line where it cannot run."""
-    own = next(model.parameters()).dtype
-    if attention_dtype in (None, "model", own):
-        return own
+    param = next(model.parameters())
+    if attention_dtype in (None, "model", param.dtype):
+        return param.dtype
     if attention_dtype not in ("float32", torch.float32):
         raise UserError(f"attention dtype {attention_dtype!r}: choose one of {', '.join(ATTENTION_DTYPES)}")
-    if next(model.parameters()).device.type != "cpu":
+    if param.device.type != "cpu":
         raise UserError(
             "float32 attention is a CPU option: on a GPU half-precision attention is the fast kernel"
         )

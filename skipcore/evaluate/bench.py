@@ -159,13 +159,9 @@ def bench_one(
             runners[setting] = partial(ours, engine_for(False), policy, True)
             drafted[setting] = k
         if "speculative" in kinds and attention32:
-            runners[setting + " float32 attention"] = partial(
-                ours, engine_for(False, attention="float32"), policy, True
-            )
-            drafted[setting + " float32 attention"], attention_of[setting + " float32 attention"] = (
-                k,
-                torch.float32,
-            )
+            in_mode = setting + " float32 attention"
+            runners[in_mode] = partial(ours, engine_for(False, attention="float32"), policy, True)
+            drafted[in_mode], attention_of[in_mode] = k, torch.float32
         if "speculative-float32" in kinds and model32 is not None:
             runners[setting + " float32"] = partial(ours, engine_for(False, model32), policy, True)
             drafted[setting + " float32"], nets[setting + " float32"] = k, model32

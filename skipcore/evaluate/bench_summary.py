@@ -24,9 +24,9 @@ def _groups(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
 
 
 def _in_runs_dtype(r: dict, dtype: str | None) -> bool:
-    """Whether a row ran in its run's `dtype` (full depth's; None: not known, every row), not in float32 beside
-    it: only such a row's tokens can be held to full depth's."""
-    return dtype is None or r.get("dtype", dtype) == dtype
+    """Whether a row ran in its run's `dtype` (full depth's; None: not known, every row), its attention too, not in
+    float32 beside it: only such a row's tokens can be held to full depth's."""
+    return dtype is None or r.get("dtype", dtype) == r.get("attention_dtype", dtype) == dtype
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:

@@ -365,3 +365,30 @@ def test_the_summary_judges_each_target_on_the_rows_that_measure_it():
         "| llama-1b | 512 | 1 | 900 | 2.00 | - | - | 65% | 2x: 0.90 / 4x: 0.80 | k=2: 1.40x (2.50) | 100% "
         "| 40% | - |" in (table)
     )
+
+
+def test_a_half_precision_run_times_float32_attention_beside_it(tmp_path, model_dirs, capsys):
+    """`--settings attention-float32`: full depth and the speculative rows again with the attention in float32,
+    each paired with the run's own full depth and marked with its attention dtype; the summary holds only the
+    run's own attention to full depth's tokens, and a float32 run has nothing to add."""
+    from skipcore.evaluate.bench_summary import target_lines
+
+    folder = str(model_dirs["llama"])
+    args = ["bench", "--models", folder, "--batch-sizes", "2", "--new-tokens", "6", "--prompt-len", "4"]
+    args += ["--settings", "full,attention-float32,speculative", "--draft-tokens", "2", "--draft-target", "2"]
+    args += ["--repeats", "1"]
+    spec = "speculative k=2 (2x drafts)"
+    expected = ["full", "full (float32 attention)", spec, f"{spec} float32 attention"]
+    for dtype, rows in (("bfloat16", expected), ("float32", ["full", spec])):
+        out = tmp_path / f"{dtype}.json"
+        assert main([*args, "--dtype", dtype, "--out", str(out)]) == 0
+        assert [r["setting"] for r in json.loads(out.read_text())["rows"]] == rows
+    assert "attention-float32 time nothing in a float32 run" in capsys.readouterr().err
+    rows = json.loads((tmp_path / "bfloat16.json").read_text())["rows"]
+    assert [(r["dtype"], r["attention_dtype"]) for r in rows] == [
+        ("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("bfloat16", "bfloat16"), ("bfloat16", "float32"),
+    ]  # fmt: skip
+    assert rows[1]["kv_cache_allocated_bytes"] == 2 * rows[0]["kv_cache_allocated_bytes"]
+    assert rows[2]["same_tokens_as_full"] == 1 and rows[3]["measured_speedup_decode"] > 0
+    lossless = next(line for line in target_lines(rows, "bfloat16") if "lossless" in line)
+    assert spec in lossless and "float32 attention" not in lossless  # judged on the run's own attention
