@@ -34,7 +34,8 @@ def forward_step(
     (they always fit the key mask), and, for a static cache, the whole preallocated buffer it returns.
     """
     h = adapter.embed(input_ids, positions)
-    mask = attention_mask(key_mask, input_ids.shape[1], h.dtype)
+    # in the attention's dtype (the cache's), made once a step rather than cast in every layer
+    mask = attention_mask(key_mask, input_ids.shape[1], cache.dtype)
     kw = adapter.layer_kwargs(positions, h.dtype)
     with grouped_decode_attention(adapter.config, "buffer" if cache.static else "end"):
         for i in layers:
