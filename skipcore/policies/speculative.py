@@ -153,8 +153,9 @@ class SpeculativePolicy(Parameterised):
     """Draft `draft_tokens` tokens per row with `schedule`'s skip path, verify them in one full-depth pass."""
 
     schedule: Schedule
+    # 2: the measured best on both devices (docs/results.md, the bfloat16 CPU grid and bench; docs/gpu.md)
     draft_tokens: int = param(
-        4,
+        2,
         kind=int,
         low=1,
         help="tokens each row drafts before a full-depth pass verifies them",

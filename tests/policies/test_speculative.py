@@ -325,16 +325,17 @@ def test_policy_settings_are_checked():
         SpeculativePolicy(DRAFT).check(12, 10)
 
 
-def test_generate_policy_speculative_on_the_command_line(tmp_path, capsys):
+@pytest.mark.parametrize("flag, k", [(["--draft-tokens", "4"], 4), ([], 2)], ids=["k=4", "default k=2"])
+def test_generate_policy_speculative_on_the_command_line(tmp_path, capsys, flag, k):
     out = tmp_path / "t.parquet"
-    argv = ["generate", "--policy", "speculative", "--draft-tokens", "4", "--target-speedup", "3"]
+    argv = ["generate", "--policy", "speculative", *flag, "--target-speedup", "3"]
     assert main([*argv, "--limit", "4", "--batch-size", "4", "--threads", "1", "--trace", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "speculative k=4" in err and "tokens per full-depth pass" in err and "drafts accepted" in err
+    assert f"speculative k={k}" in err and "tokens per full-depth pass" in err and "drafts accepted" in err
     from skipcore import read_trace
 
     trace, meta = read_trace(out)
-    assert meta["policy"] == "speculative" and meta["policy_params"]["draft_tokens"] == 4
+    assert meta["policy"] == "speculative" and meta["policy_params"]["draft_tokens"] == k
     assert {"round", "drafted", "round_accepted", "flops_total", "layers_spent"} <= set(trace.columns)
 
 
