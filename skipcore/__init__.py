@@ -10,7 +10,7 @@ Three lines to generate under the paper's schedule at a 3x target speedup, with 
     result.texts, result.trace, result.summary
 
 Other policies go where the schedule goes: `CalmPolicy(threshold=0.8)` (CALM-DEC),
-`AdaptivePolicy(min_layers=3)`, `SpeculativePolicy(schedule, draft_tokens=2)` (lossless: the schedule drafts,
+`AdaptivePolicy(min_layers=3)`, `SpeculativePolicy(schedule, draft_tokens=4)` (lossless: the schedule drafts,
 full depth verifies). `run_sweep(SweepConfig(...))` runs quality-versus-speedup grids, in this process or as
 Ray tasks (`run_sweep(cfg, executor=RayExecutor(address=...))`); `run_tune(TuneSettings(...))` searches for the
 fastest schedule that keeps a quality floor on held-out data;

@@ -153,9 +153,10 @@ class SpeculativePolicy(Parameterised):
     """Draft `draft_tokens` tokens per row with `schedule`'s skip path, verify them in one full-depth pass."""
 
     schedule: Schedule
-    # 2: the measured best on both devices (docs/results.md, the bfloat16 CPU grid and bench; docs/gpu.md)
+    # 4: the best on the shipped float32 models (data/sweeps/policies_*); in bfloat16 on a CPU fewer pay more
+    # (docs/results.md, "bfloat16 on the CPU": k = 1 there)
     draft_tokens: int = param(
-        2,
+        4,
         kind=int,
         low=1,
         help="tokens each row drafts before a full-depth pass verifies them",

@@ -325,7 +325,9 @@ def test_policy_settings_are_checked():
         SpeculativePolicy(DRAFT).check(12, 10)
 
 
-@pytest.mark.parametrize("flag, k", [(["--draft-tokens", "4"], 4), ([], 2)], ids=["k=4", "default k=2"])
+@pytest.mark.parametrize(
+    "flag, k", [(["--draft-tokens", "3"], 3), ([], SpeculativePolicy.draft_tokens)], ids=["k=3", "default"]
+)
 def test_generate_policy_speculative_on_the_command_line(tmp_path, capsys, flag, k):
     out = tmp_path / "t.parquet"
     argv = ["generate", "--policy", "speculative", *flag, "--target-speedup", "3"]
