@@ -187,7 +187,7 @@ stage tests 120 "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts= -rs -k cu
 
 # -- 5-9. the bench ---------------------------------------------------------------------------------------------
 BENCH=("$PYTHON" -m skipcore bench --device "$DEV" --dtype "$DTYPE" --static-steps --targets 2,3,4
-  --draft-tokens 2,4 --draft-target 3)
+  --draft-tokens 1,2 --draft-target 3)
 ALL=full,no-graphs,skip,speculative,generate
 # shellcheck disable=SC2086  # SMOKE is a list of flags
 stage smoke 90 "${BENCH[@]}" $SMOKE --settings $ALL --out "$OUTDIR/smoke.json" --overwrite
