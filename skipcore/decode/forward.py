@@ -10,6 +10,7 @@ unchanged: the same computation the loop does incrementally, done all at once wi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 import torch
 
@@ -18,6 +19,14 @@ from skipcore.decode.attention import grouped_decode_attention
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.masks import attention_mask
 from skipcore.schedule import check_nested
+
+
+def step_attention(adapter: Adapter, cache: SkipKVCache) -> AbstractContextManager:
+    """The attention a one-column step runs under: a static buffer's every column (the unwritten ones masked), or
+    a dynamic cache's keys up to its last column (`grouped_decode_attention`). Full depth's step, CALM's exit step
+    and the lens's replay all attend through it, so a step's bits do not depend on which of them runs it, and
+    each reads a float32 cache (`--attention-dtype float32`) as the others do."""
+    return grouped_decode_attention(adapter.config, "buffer" if cache.static else "end")
 
 
 def forward_step(
@@ -37,7 +46,7 @@ def forward_step(
     # in the attention's dtype (the cache's), made once a step rather than cast in every layer
     mask = attention_mask(key_mask, input_ids.shape[1], cache.dtype)
     kw = adapter.layer_kwargs(positions, h.dtype)
-    with grouped_decode_attention(adapter.config, "buffer" if cache.static else "end"):
+    with step_attention(adapter, cache):
         for i in layers:
             h = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
     return adapter.head(h[:, -1])

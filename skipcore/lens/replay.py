@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
-from skipcore.decode.attention import grouped_decode_attention
 from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.forward import step_attention
 from skipcore.decode.masks import attention_mask
 from skipcore.decode.outputs import BatchOutput
 
@@ -111,7 +111,7 @@ def replay(
             logits, cos = [], torch.full((B, L), float("nan"), device=dev)
             readout = adapter.head(state)  # the embedding's read-out, for layers below the first that runs
             run = set(writes[s])
-            with grouped_decode_attention(adapter.config, "buffer" if cache.static else "end"):
+            with step_attention(adapter, cache):
                 for i in range(L):
                     if i in run:
                         o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)

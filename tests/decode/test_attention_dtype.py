@@ -11,7 +11,7 @@ from skipcore import SkipEngine, load_model, read_trace
 from skipcore.commands import main
 from skipcore.errors import UserError
 from skipcore.evaluate.bench_plan import SETTING_KINDS, float32_notes
-from skipcore.policies import SpeculativePolicy
+from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS
 from tests.policies.test_speculative import DRAFT, ragged
@@ -34,6 +34,19 @@ def test_speculative_keeps_full_depth_s_output(model_dirs, family):
     assert ragged(spec.trace), "the test needs rows that keep different numbers of tokens in one round"
     alone = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=3), 16, batch_size=1)
     assert alone.token_ids == eng.generate(PROMPTS, None, 16, batch_size=1).token_ids
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3", "opt"])
+def test_every_policy_runs_in_it(model_dirs, family):
+    """CALM's exit step and the adaptive budget attend over the float32 cache as full depth's step does: CALM
+    at an unreachable threshold is full depth's output in the mode, and rows exit early at a reachable one."""
+    eng = engine(model_dirs, family, attention_dtype="float32")
+    full = eng.generate(PROMPTS, Schedule(eng.num_layers, "full"), 12)
+    assert eng.generate(PROMPTS, CalmPolicy(threshold=1.5), 12).token_ids == full.token_ids
+    early = eng.generate(PROMPTS, CalmPolicy(threshold=0.0, min_layers=1), 12)
+    assert (early.trace.loc[early.trace["step"] >= 1, "exit_layer"] == 1).all()
+    adaptive = eng.generate(PROMPTS, AdaptivePolicy(min_layers=1, threshold=0.0), 12)
+    assert adaptive.summary["layer_speedup"] > 1 and adaptive.metadata["attention_dtype"] == "float32"
 
 
 def test_it_keeps_float32_k_v_and_logs_their_bytes(model_dirs):
