@@ -49,10 +49,10 @@ def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dty
     the same half-precision K and V, converted exactly, and rounds only its output; it is not `generate()`'s
     arithmetic, so the tokens part from `generate()`'s at near-ties. Refused in one line where it cannot run."""
     param = next(model.parameters())
-    if attention_dtype in (None, "model", param.dtype):
-        return param.dtype
-    if attention_dtype not in ("float32", torch.float32):
+    if attention_dtype not in (None, *ATTENTION_DTYPES, torch.float32, param.dtype):
         raise UserError(f"attention dtype {attention_dtype!r}: choose one of {', '.join(ATTENTION_DTYPES)}")
+    if attention_dtype in (None, "model", param.dtype) or param.dtype == torch.float32:
+        return param.dtype  # a float32 model attends in float32 already, on any device and attention
     if param.device.type != "cpu":
         raise UserError(
             "float32 attention is a CPU option: on a GPU half-precision attention is the fast kernel"

@@ -76,9 +76,11 @@ def test_it_keeps_float32_k_v_and_logs_their_bytes(model_dirs):
     assert ours.kv_dtype == torch.float32 and (last["ours"] == 2 * last["own"]).all()
 
 
-def test_a_float32_model_is_unchanged(model_dirs):
-    a = engine(model_dirs, "llama", dtype="float32", attention_dtype="float32")
-    b = engine(model_dirs, "llama", dtype="float32")
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_a_float32_model_is_unchanged(model_dirs, attn):
+    """Asking a float32 model for float32 attention asks for what it does: nothing changes, nothing is refused."""
+    a = engine(model_dirs, "llama", dtype="float32", attn=attn, attention_dtype="float32")
+    b = engine(model_dirs, "llama", dtype="float32", attn=attn)
     assert a.kv_dtype == b.kv_dtype == torch.float32
     assert a.generate(PROMPTS, None, 8).token_ids == b.generate(PROMPTS, None, 8).token_ids
 
