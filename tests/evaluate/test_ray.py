@@ -45,6 +45,7 @@ SAME = [
     "flops_speedup_decode",
 ]
 SAME += ["kv_cache_bytes", "mean_output_tokens", "max_layers", "min_layers"]
+HUNG_S = 1800  # a command that has not done what a test waits for by then hangs (no guess at its speed)
 
 
 def quick(model_dirs, sweep_dataset, out, **kw):
@@ -59,6 +60,20 @@ def wait_for(condition, seconds: float) -> bool:
             return False
         time.sleep(0.2)
     return True
+
+
+def wait_for_first_row(out: Path, proc: subprocess.Popen) -> None:
+    """Until the command has written a row to `out` (written atomically, so a row seen is whole), however long a
+    loaded machine takes to start Ray's workers and load the model: the test waits on the row, not on a guess
+    at how fast it comes. Fails at once, with what the command said, if it ends first; `HUNG_S` only keeps a
+    command that hangs from holding the suite for ever."""
+    deadline = time.monotonic() + HUNG_S
+    while not (out.exists() and read_parquet(out).num_rows >= 1):
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            pytest.fail(f"the sweep ended ({proc.returncode}) before writing a row:\n{err[-2000:]}")
+        assert time.monotonic() < deadline, f"no row in {HUNG_S} s: the sweep hangs"
+        time.sleep(0.2)
 
 
 def free_cpus() -> float:
@@ -297,10 +312,10 @@ signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background
 from skipcore.evaluate import units
 real = units.unit_rows
 
-def slow(job, unit, engines, say=None):
+def slow(job, unit, engines, say=None):  # a unit never ends after its first row: only Ctrl-C stops the grid
     for item in real(job, unit, engines, say):
         yield item
-        time.sleep(60)
+        time.sleep(24 * 3600)
 
 units.unit_rows = slow
 from skipcore.commands import build_parser, main
@@ -328,9 +343,9 @@ def test_ctrl_c_on_the_command_line_stops_the_grid_and_keeps_written_rows(
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
     )
     try:
-        assert wait_for(lambda: out.exists() and read_parquet(out).num_rows >= 1, 240), "no row came"
+        wait_for_first_row(out, proc)
         os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HUNG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
