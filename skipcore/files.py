@@ -71,6 +71,20 @@ def check_path_text(path: str | os.PathLike, what: str = "path", error: type[Use
     return Path(text)
 
 
+def check_output_name(path: str | os.PathLike, what: str = "out", field: str | None = None) -> Path:
+    """`path` as a Path, refused in one line where it names no file or folder of its own: empty, `.`, `..` or a
+    path ending in one of them, or the root. Such a path is a folder that holds other things (the current one,
+    one above it), not one a tool may fill and clear, and its lock (`.<name>.lock` beside it) would have no name."""
+    text = os.fsdecode(os.fspath(path))
+    if Path(text).name in ("", "..") or os.path.basename(os.path.normpath(text)) in ("", ".", ".."):
+        raise UserError(
+            f"{what} {text!r} names no folder or file of its own (the current folder, or one above it); give it a "
+            "name, such as runs/first",
+            field=field,
+        )
+    return Path(text)
+
+
 def _name_limits(path: Path) -> tuple[int, int]:
     """(longest name, longest path) in bytes on the file system of the nearest existing folder at or above `path`
     (POSIX's pathconf; Linux's usual 255 and 4096 where it cannot say)."""

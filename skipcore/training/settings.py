@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import check_output_name
 from skipcore.models.catalog import is_real_name
 from skipcore.models.shipped import shipped_path
 
@@ -102,6 +103,8 @@ class TrainSettings:
         """The checks no other part of the run makes, before any work: one starting point, sane counts."""
         if self.threads is not None and self.threads < 1:
             raise UserError(f"threads must be >= 1, got {self.threads}", field="threads")
+        if self.out is not None:
+            check_output_name(self.out, "out", field="out")
         if self.resume is None and bool(self.model) + bool(self.init_config) != 1:
             raise UserError(
                 "give exactly one of model DIR, init_config FAMILY (or resume CHECKPOINT)",

@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import check_output_name
 from skipcore.models.shipped import shipped_path
 
 ABOUT = (
@@ -188,6 +189,7 @@ def check_settings(s: TuneSettings) -> TuneSettings:
     """The settings with their lengths resolved, refused in one line (naming the setting) where they cannot run."""
     from skipcore.schedule import MODES
 
+    check_output_name(s.out, "out", field="out")
     s = replace(s, out=Path(s.out), policies=tuple(s.policies), shapes=tuple(s.shapes), modes=tuple(s.modes))
     for name, values, allowed in (
         ("policies", s.policies, POLICIES),
