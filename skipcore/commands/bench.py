@@ -89,9 +89,9 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.append and args.out is None:
         raise UserError("--append adds to a results file: name it with --out")
     out = check_output_path(args.out, args.overwrite or args.append, (".json",))
-    if out is not None and not args.append:
+    extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there
+    if out is not None and extend is None:  # a new results file: its table's name may hold a user's file
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: own_table(out, md))
-    extend = results_to_extend(out, device, dtype) if args.append else None
     for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
         print(note, file=sys.stderr, flush=True)
     if args.threads:

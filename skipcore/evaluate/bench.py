@@ -29,7 +29,7 @@ from skipcore.evaluate.bench_plan import (
     skip_schedule,
     weights_of,
 )
-from skipcore.evaluate.bench_results import format_table, results_header, write_results
+from skipcore.evaluate.bench_results import each_once, format_table, results_header, write_results
 from skipcore.files import file_digest
 from skipcore.models.dtype_choice import dtype_name
 
@@ -357,20 +357,20 @@ def run_plan(
     if extend is None:
         # the roofline's denominator on either device: a decode step at small batch reads every weight once
         header = results_header(device, dtype, measure_bandwidth(device), measure_read_bandwidth(device))
-        rows, done, total, notes = [], 0, 0, []
+        rows, planned, measured, notes = [], [], [], []
     else:
         keep = ("machine", "device", "dtype", "torch", "cuda", "driver", "created", "bandwidth_bytes_per_s")
         keep += ("read_bandwidth_bytes_per_s",)
         header = {k: extend.get(k) for k in keep}
-        rows, done, total = list(extend["rows"]), extend["settings_done"], extend["settings_total"]
-        notes = list(extend.get("notes", []))
+        rows, notes = list(extend["rows"]), list(extend.get("notes", []))
+        planned, measured = list(extend["runs_planned"]), list(extend["runs_measured"])
+    planned = each_once(planned + plan.run_ids())  # the file's plans: what it is complete against
     notes += [n for n in device_notes(plan, device) if n not in notes]
     # digests of the tables beside the results, newest last: a replaced one was checked as the bench's own
     # before
     md = out.with_suffix(".md") if out is not None else None
     written = [file_digest(md)] if md is not None and md.is_file() else []
-    runs = plan.runs()
-    for i, (m, T, b) in enumerate(runs, 1):
+    for (m, T, b), run_id in zip(plan.runs(), plan.run_ids(), strict=True):
         new = bench_one(
             plan,
             m,
@@ -382,9 +382,8 @@ def run_plan(
             read_bandwidth=header.get("read_bandwidth_bytes_per_s"),
         )
         rows += new
-        if (
-            out is not None
-        ):  # after every setting, so a stopped bench (or a closed stdout) keeps what it measured
-            write_results(out, header, rows, done + i, total + len(runs), written, notes)
+        measured = each_once([*measured, run_id])
+        if out is not None:  # after every setting: a stopped bench keeps what it measured
+            write_results(out, header, rows, planned, measured, written, notes)
         show(format_table(new))
     return rows

@@ -55,6 +55,21 @@ class BenchPlan:
         """(model, new tokens, batch size) in the order they are timed."""
         return [(m, T, b) for m in self.models for T in self.new_tokens for b in self.batch_sizes]
 
+    def run_ids(self) -> list[dict]:
+        """Each run of `runs()` as a results file names it: everything that decides the rows it makes (the
+        repeats only sharpen them), so a later stage of a plan knows which of its runs a file holds already."""
+        what = {
+            "settings": list(self.settings),
+            "targets": list(self.targets),
+            "draft_tokens": list(self.draft_tokens),
+            "draft_target": self.draft_target,
+            "static_steps": self.static_steps,
+        }
+        return [
+            {"model": m, "prompt_len": self.prompt_len, "new_tokens": T, "batch_size": b, **what}
+            for m, T, b in self.runs()
+        ]
+
 
 def plan_for(
     cuda: bool,

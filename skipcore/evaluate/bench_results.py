@@ -2,7 +2,11 @@
 setting so a stopped bench keeps what it measured, and added to by later runs of a plan (`--append`).
 
 The file and the table are the bench's own: the results file names the digest of the table beside it, so a
-rerun replaces (or adds to) only a table it wrote itself, never a user's file of that name."""
+rerun replaces (or adds to) only a table it wrote itself, never a user's file of that name.
+
+Whether a file is complete is read off what it holds: the runs its plans asked for (`runs_planned`, each named by
+`BenchPlan.run_ids`) against the runs it holds measurements of (`runs_measured`), so a later stage that measures
+what a stopped bench left makes the file complete, and one that adds other runs does not."""
 
 from __future__ import annotations
 
@@ -115,17 +119,18 @@ def write_results(
     out: Path,
     header: dict,
     rows: list[dict],
-    done: int,
-    total: int,
+    planned: list[dict],
+    measured: list[dict],
     written: list[str],
     notes: list[str] = (),
 ) -> None:
-    """Replace the results file and its table (`out` with .md), each atomically; until the last setting both
-    say they are partial. `written` holds the digests of the tables written so far, newest last; `notes` are
-    said under the machine line (what this device cannot measure).
+    """Replace the results file and its table (`out` with .md), each atomically; while a planned run is not
+    measured both say they are partial (`runs_done`). `written` holds the digests of the tables written so far,
+    newest last; `notes` are said under the machine line (what this device cannot measure).
 
     The JSON goes first and names the new table's digest and the one before it, so a bench stopped between the
     two writes still knows the table beside it as its own (and a rerun with --overwrite may replace it)."""
+    done, total = runs_done(planned, measured)
     stopped = (
         ""
         if done == total
@@ -140,6 +145,8 @@ def write_results(
         "complete": done == total,
         "settings_done": done,
         "settings_total": total,
+        "runs_planned": planned,
+        "runs_measured": measured,
         "rows": rows,
     }
     result["table_sha256"] = digest
@@ -149,6 +156,29 @@ def write_results(
     atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
     atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
     written.append(digest)
+
+
+def _run_key(run: dict) -> str:
+    return json.dumps(run, sort_keys=True)
+
+
+def each_once(runs: list[dict]) -> list[dict]:
+    """`runs` in their order, a run named twice (a stage that measures a run again) kept once."""
+    return list({_run_key(r): r for r in reversed(runs)}.values())[::-1]
+
+
+def runs_done(planned: list[dict], measured: list[dict]) -> tuple[int, int]:
+    """(planned runs the file holds measurements of, planned runs): a file is complete where they are equal."""
+    have = {_run_key(r) for r in measured}
+    planned = each_once(planned)
+    return sum(_run_key(r) in have for r in planned), len(planned)
+
+
+def runs_of_rows(rows: list[dict]) -> list[dict]:
+    """The runs a results file holds rows of, named as far as rows say (a file written before files named their
+    runs: its rows carry the model, lengths and batch size, not the plan's settings)."""
+    keys = ("model", "prompt_len", "new_tokens", "batch_size")
+    return each_once([{k: r.get(k) for k in keys} for r in rows if isinstance(r, dict)])
 
 
 def own_table(out: Path, md: Path) -> bool:
@@ -172,8 +202,8 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
     try:
         result = json.loads(out.read_text())
         rows, seen = result["rows"], (result["device"], result["dtype"])
-        done, total = int(result["settings_done"]), int(result["settings_total"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        planned, measured = _recorded_runs(result)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"--append: {out} is not a bench results file ({type(e).__name__})") from None
     if not isinstance(rows, list) or not (md.is_file() and own_table(out, md)):
         raise UserError(
@@ -184,4 +214,16 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
         raise UserError(
             f"--append: {out} was measured on {seen[0]} in {seen[1]}, this run is on {here[0]} in {here[1]}"
         )
-    return {**result, "settings_done": done, "settings_total": total}
+    return {**result, "runs_planned": planned, "runs_measured": measured}
+
+
+def _recorded_runs(result: dict) -> tuple[list[dict], list[dict]]:
+    """(planned, measured) runs a results file records; a file from before files named their runs: the runs its
+    rows are of, as both (what else it planned it did not say)."""
+    if "runs_planned" not in result:
+        held = runs_of_rows(result["rows"])
+        return held, held
+    planned, measured = result["runs_planned"], result["runs_measured"]
+    if not all(isinstance(r, dict) for r in (*planned, *measured)):
+        raise TypeError("runs_planned and runs_measured hold runs")
+    return list(planned), list(measured)

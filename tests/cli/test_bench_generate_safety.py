@@ -1,0 +1,80 @@
+"""Issue 60's bench and generate cases: a user's file beside a bench's results is never replaced (with or without
+`--append`), a results file's completeness follows from what it holds, and a request that cannot fit says so in
+one line that names a value the command accepts (or none)."""
+
+from __future__ import annotations
+
+import json
+
+from skipcore.commands import main
+from tests.helpers import refused
+
+SHIPPED = "data/models/skipdecode-opt-e2e"  # 256 positions, 6 layers
+
+
+def bench_args(out, batch_sizes: str) -> list[str]:
+    """A tiny bench plan: one random model, short runs, one repeat."""
+    args = ["bench", "--models", "opt-tiny", "--batch-sizes", batch_sizes, "--new-tokens", "4"]
+    args += ["--prompt-len", "4", "--targets", "2", "--repeats", "1", "--threads", "1"]
+    return [*args, "--out", str(out)]
+
+
+def test_append_keeps_a_users_table_beside_a_new_results_file(tmp_path, capsys):
+    """Case 2: `--append` to a results file that does not exist yet, beside a user's b.md: refused before any work,
+    the user's file as it was (without --append the same case is refused too)."""
+    out, md = tmp_path / "b.json", tmp_path / "b.md"
+    md.write_text("my notes\n")
+    for extra in ([], ["--append"], ["--append", "--overwrite"]):
+        said = refused(capsys, [*bench_args(out, "1"), "--settings", "full", *extra])
+        assert "b.md" in said, extra
+        assert md.read_text() == "my notes\n" and not out.exists()
+
+
+def test_append_completing_a_stopped_bench_says_it_is_complete(tmp_path, monkeypatch):
+    """Case 4: a bench stopped after two of its three batch sizes, then `--append` of the one left: the file holds
+    every setting of the plan, so it says complete, and its table says no 'Partial'."""
+    import skipcore.evaluate.bench as bench_lib
+
+    out = tmp_path / "b.json"
+    real_bench_one, calls = bench_lib.bench_one, []
+
+    def stops_at_the_third(*a, **kw):
+        calls.append(a[2])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_bench_one(*a, **kw)
+
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at_the_third)
+    assert main([*bench_args(out, "1,2,3"), "--settings", "full"]) == 130
+    stopped = json.loads(out.read_text())
+    assert not stopped["complete"] and (stopped["settings_done"], stopped["settings_total"]) == (2, 3)
+
+    monkeypatch.setattr(bench_lib, "bench_one", real_bench_one)
+    assert main([*bench_args(out, "3"), "--settings", "full", "--append"]) == 0
+    result = json.loads(out.read_text())
+    assert result["complete"] and (result["settings_done"], result["settings_total"]) == (3, 3)
+    assert sorted(r["batch_size"] for r in result["rows"]) == [1, 2, 3]
+    assert "Partial" not in out.with_suffix(".md").read_text()
+
+
+def test_append_of_another_setting_leaves_the_first_plans_gap_partial(tmp_path, monkeypatch):
+    """Completeness is the file's plan against its rows: appending a setting the stopped plan did not hold adds to
+    the plan, and the stopped plan's missing batch size keeps the file partial."""
+    import skipcore.evaluate.bench as bench_lib
+
+    out = tmp_path / "b.json"
+    real_bench_one, calls = bench_lib.bench_one, []
+
+    def stops_at_the_second(*a, **kw):
+        calls.append(a[2])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_bench_one(*a, **kw)
+
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at_the_second)
+    assert main([*bench_args(out, "1,2"), "--settings", "full"]) == 130
+    monkeypatch.setattr(bench_lib, "bench_one", real_bench_one)
+    assert main([*bench_args(out, "1"), "--settings", "generate", "--append"]) == 0
+    result = json.loads(out.read_text())
+    assert not result["complete"] and (result["settings_done"], result["settings_total"]) == (2, 3)
+    assert "Partial: 2 of 3 settings" in out.with_suffix(".md").read_text()
