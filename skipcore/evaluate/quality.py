@@ -68,13 +68,27 @@ def score_outputs(
     data also slot accuracy (the share of outputs naming their MR's restaurant, and its landmark, verbatim)."""
     lines = [first_line(t) for t in texts]
     scores = score_texts(lines, [e.references for e in examples], metrics)
-    if all(e.task == "e2e" for e in examples):
+    if _has_slots(examples):
         scores.update(slot_accuracy([e.source for e in examples], lines))
     return {
         **scores,
         "num_examples": len(examples),
         "mean_output_tokens": sum(len(ids) for ids in token_ids) / len(examples),
     }
+
+
+def _has_slots(examples: Sequence[Example]) -> bool:
+    """Rows scored on these examples carry slot accuracy: E2E meaning representations, every one."""
+    return bool(examples) and all(e.task == "e2e" for e in examples)
+
+
+def slot_columns(examples: Sequence[Example]) -> set[str]:
+    """The slot-accuracy columns that hold a number in a row scored on `examples` (`score_outputs`): none for data
+    that is not E2E, and of E2E data those whose slots some source has (each source scored as its own output)."""
+    if not _has_slots(examples):
+        return set()
+    sources = [e.source for e in examples]
+    return {column for column, value in slot_accuracy(sources, sources).items() if value == value}
 
 
 # -- reading a sweep --------------------------------------------------------------------------------------------

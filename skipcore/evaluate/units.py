@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from skipcore.errors import UserError
 from skipcore.evaluate.rows import setting_rows
 from skipcore.evaluate.settings import Setting, SweepConfig
 
@@ -49,9 +50,14 @@ def load_refs(cfg: SweepConfig) -> dict[str, ModelRef]:
     from skipcore.models.reference import resolve_model
 
     out = {}
-    for model, _role in cfg.models:
+    for model, role in cfg.models:
         local = Path(model).expanduser()
-        out[model] = resolve_model(str(local.resolve()) if local.exists() else model)
+        try:
+            out[model] = resolve_model(str(local.resolve()) if local.exists() else model)
+        except UserError as e:  # a second model said as its setting: `baseline_model`, `reference_model`
+            if role == "model":
+                raise
+            raise type(e)(str(e), field=f"{role}_model") from e
     return out
 
 

@@ -86,6 +86,7 @@ class Tune:
         self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
         if not self.examples:
             raise UserError(f"{s.dataset} [{s.split}] has no rows to search on", field="dataset")
+        _check_metric(s, self.examples)
         self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
         if "speculative" in s.policies and s.objective != "measured":
             warnings.warn(
@@ -141,6 +142,18 @@ class _Models:
     def models(self) -> list[tuple[str, str]]:
         out = [(self.s.model, "model")]
         return out + ([(self.s.reference_model, "reference")] if self.s.reference_model else [])
+
+
+def _check_metric(s: TuneSettings, examples: list) -> None:
+    """A slot metric needs rows that carry it (E2E meaning representations with the slot): refused before any work."""
+    from skipcore.evaluate.quality import slot_columns
+
+    if s.metric.startswith("slot_") and s.metric not in slot_columns(examples):
+        raise UserError(
+            f"metric {s.metric} needs E2E meaning representations with the slots it checks (name[...], near[...]); "
+            f"{s.dataset} has none: choose bleu, rougeL or chrf",
+            field="metric",
+        )
 
 
 def _num_layers(ref, s: TuneSettings) -> int:

@@ -182,7 +182,8 @@ def tune_flags() -> list[Flag]:
 def flag_names() -> dict[str, str]:
     """{setting: its flag}, for a refusal said on the command line."""
     names = {f.name: f.flag for f in tune_flags()}
-    return {**names, "model": "--model", "device": "--device", "threads": "--threads"}
+    shared = ("model", "device", "dtype", "attn", "threads")  # `add_model_args`, `add_threads_arg`
+    return {**names, **{name: "--" + name for name in shared}}
 
 
 def check_settings(s: TuneSettings) -> TuneSettings:
@@ -228,7 +229,26 @@ def check_settings(s: TuneSettings) -> TuneSettings:
             f"baseline_targets must all be finite numbers >= 1, got {said}", field="baseline_targets"
         )
     _check_splits(s)
+    _check_engine(s)
     return resolve_lengths(s)
+
+
+def _check_engine(s: TuneSettings) -> None:
+    """The device, dtype and attention dtype every trial loads its model with, refused here rather than when the
+    floor's model loads (after the output folder was made)."""
+    from skipcore.decode.attention import ATTENTION_DTYPES
+    from skipcore.models.loading import check_dtype, resolve_device
+
+    for name, check in (("device", resolve_device), ("dtype", check_dtype)):
+        try:
+            check(getattr(s, name))
+        except UserError as e:
+            raise UserError(str(e), field=name) from e
+    if s.attention_dtype not in ATTENTION_DTYPES:
+        raise UserError(
+            f"attention_dtype: unknown value {s.attention_dtype!r}; choose from {', '.join(ATTENTION_DTYPES)}",
+            field="attention_dtype",
+        )
 
 
 def _at_least(name: str, value: int, low: int) -> None:
