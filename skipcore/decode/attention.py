@@ -39,6 +39,11 @@ NAME_AT_END = "skipcore_grouped_sdpa_at_end"
 NAME_OWN_KEYS = "skipcore_own_keys_sdpa"  # a ragged multi-column pass, each query over its own keys
 
 
+# CUDA's fused attention kernels load their inputs in 16-byte vectors: cuDNN's (the first choice for half precision
+# on Hopper) faults with "misaligned address" on a view that starts elsewhere, such as a ragged pass's mask cut at
+# its query's column (a row of masks `width` columns wide, `width` odd). The CPU's kernel reads any view.
+KERNEL_ALIGNMENT_BYTES = 16
+
 ATTENTION_DTYPES = ("model", "float32")  # what `attention_dtype_for` takes, as the command line names them
 
 
@@ -65,6 +70,31 @@ def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dty
     return torch.float32
 
 
+def aligns_inputs(device: torch.device) -> bool:
+    """Whether attention inputs on `device` must start at a `KERNEL_ALIGNMENT_BYTES` boundary (every accelerator:
+    what a CUDA kernel takes is the rule; the CPU reads views as they are, at no cost)."""
+    return device.type != "cpu"
+
+
+def kernel_ready(t: torch.Tensor | None) -> torch.Tensor | None:
+    """`t` as an accelerator's attention kernel takes it: its last dimension dense and its first element at a
+    `KERNEL_ALIGNMENT_BYTES` boundary, else a dense copy (a fresh allocation is aligned). The values are the
+    same, so the kernel's result is too; the shapes decide, so a captured graph copies at every replay alike."""
+    if t is None or not aligns_inputs(t.device):
+        return t
+    if t.stride(-1) == 1 and t.storage_offset() * t.element_size() % KERNEL_ALIGNMENT_BYTES == 0:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _sdpa(query, key, value, attention_mask, **kwargs) -> torch.Tensor:
+    """torch's SDPA on inputs its kernels accept (`kernel_ready`): our calls' one door to the kernel."""
+    query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, **kwargs
+    )
+
+
 def heads_in_place_sdpa(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -85,12 +115,11 @@ def heads_in_place_sdpa(
         or query.dtype not in HALF
         or query.device.type != "cpu"
     ):
+        query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
-    )
+    out = _sdpa(query, key, value, attention_mask, scale=scaling, enable_gqa=True)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -123,9 +152,7 @@ def grouped_decode_sdpa(
         )
     # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv_heads, groups, D)
     q = query.reshape(B, H // groups, groups, D)
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q, key, value, attn_mask=attention_mask, scale=scaling
-    )
+    out = _sdpa(q, key, value, attention_mask, scale=scaling)
     return out.reshape(B, 1, H, D), None  # (batch, q_len, heads, head_dim), as the attention modules expect
 
 
@@ -219,7 +246,9 @@ def own_keys(
     while the products keep each row's bits, so the split serves there too (measured in docs/gpu.md: exact at
     batch 1, not yet at batch 8, where a group's call holds fewer rows than the step's). float32 takes one call;
     a half-precision query over a float32 cache splits too (its output is rounded to half precision, where a
-    float32 sum's last bits can move a half-precision one), each group attending as a one-column step does."""
+    float32 sum's last bits can move a half-precision one), each group attending as a one-column step does.
+    A group's queries and mask are views at its column; on a GPU `kernel_ready` copies those that do not start at
+    an address the kernel can load from."""
     if (query.dtype == torch.float32 and key.dtype == torch.float32) or attention_mask is None:
         return grouped_decode_sdpa(
             module,

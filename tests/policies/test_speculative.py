@@ -62,16 +62,34 @@ def test_greedy_equals_generate_in_ragged_batches(model_dirs, family, attn, dtyp
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("family", ["opt", "llama"])
-def test_on_cuda_bfloat16_one_row_equals_full_depth(model_dirs, family):
+def test_on_cuda_bfloat16_one_row_equals_full_depth(model_dirs, family, k, static):
     """On a GPU a one-row verification reads each query's own keys (`own_keys`): its products' rows keep their
     bits at any row count there, where SDPA's bfloat16 kernel rounds a causal multi-query call unlike each query
-    alone (docs/gpu.md, the fifth run)."""
-    eng = engine_for(model_dirs, family, "sdpa", static=False, device="cuda", dtype="bfloat16")
+    alone (docs/gpu.md, the fifth run). It ran into cuDNN's "misaligned address" on an H200 with masks read
+    through views (`attention.kernel_ready`)."""
+    eng = engine_for(model_dirs, family, "sdpa", static=static, device="cuda", dtype="bfloat16")
     for prompt in PROMPTS:
         full = eng.generate([prompt], Schedule(6, "full"), 16)
-        spec = eng.generate([prompt], SpeculativePolicy(DRAFT, draft_tokens=3), 16)
+        spec = eng.generate([prompt], SpeculativePolicy(DRAFT, draft_tokens=k), 16)
         assert spec.token_ids == full.token_ids
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_on_cuda_bfloat16_ragged_batches_run(model_dirs, family, static):
+    """Batch 2 on a GPU, rows at different columns: every round runs (the H200's crash was here) and every row
+    gets full depth's number of tokens. Equality with full depth at batch > 1 on CUDA is the GPU issue's open item
+    (a group's call holds fewer rows than full depth's step), said in docs/gpu.md, not asserted here."""
+    eng = engine_for(model_dirs, family, "sdpa", static=static, device="cuda", dtype="bfloat16")
+    full = eng.generate(PROMPTS[:2], Schedule(6, "full"), 16)
+    for k in (1, 3):
+        spec = eng.generate(PROMPTS[:2], SpeculativePolicy(DRAFT, draft_tokens=k), 16)
+        assert [len(t) for t in spec.token_ids] == [len(t) for t in full.token_ids]
+        assert spec.trace["drafted"].any()
 
 
 @pytest.mark.parametrize("mode", ["skip", "exit", "middle"])

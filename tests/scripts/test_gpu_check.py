@@ -144,3 +144,17 @@ def test_the_wheels_that_travel_are_the_requirements_the_gpu_image_lacks():
     present_or_unused = {"torch", "transformers", "accelerate", "peft", "numpy", "pytest", "ray", "streamlit"}
     assert not present_or_unused & set(names)
     assert all("==" in line for line in done.stdout.split())  # pinned as requirements.txt pins them
+
+
+@pytest.mark.slow
+def test_a_failed_stage_fails_the_check_and_is_named_on_the_last_line(tmp_path):
+    """A check that fails says so last, where a short lease's output shows it, and in summary.md: here the
+    rehearsal's budget leaves the benches no time, which a rehearsal counts as failing."""
+    out = tmp_path / "gpu"
+    done = gpu_check("--rehearse", str(out), budget=40)
+    assert done.returncode == 1
+    last = done.stdout.rstrip().splitlines()[-1]
+    summary = (out / "summary.md").read_text()
+    short = [s for s, o in stages(summary).items() if o.startswith(("failed", "stopped", "skipped: no time"))]
+    assert short and last == f"GPU CHECK FAILED: {' '.join(short)}" + last[last.index(" (") :], last
+    assert summary.rstrip().endswith(last)

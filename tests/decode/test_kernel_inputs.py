@@ -1,0 +1,105 @@
+"""What our decode hands torch's attention kernel on an accelerator. CUDA's fused kernels load their inputs in
+16-byte vectors and fault on a view that starts elsewhere: cuDNN's bfloat16 attention on an H200 stopped speculative
+decoding with "misaligned address", handed a ragged pass's mask cut at its query's column. The CPU's kernel reads
+any view, so here the CPU runs under the accelerator's rule (`attention.aligns_inputs`) with SDPA replaced by a
+recorder that holds every input to what the CUDA kernels take, on every path that attends: speculative drafts and
+verifications in ragged batches, fixed-shape and dynamic full-depth steps, sliding-window layers past their window."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skipcore.decode import attention
+from skipcore.policies import SpeculativePolicy
+from skipcore.schedule import Schedule
+from tests.helpers import PROMPTS, engine_for
+
+ALIGNMENT_BYTES = 16  # what the CUDA kernels load at once (stated here, not read from the code under test)
+DRAFT = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
+# long enough that the tiny sliding-window layers (8 positions) read past their window
+LONG = "Green Man serves Italian food near the city centre and is family friendly, a pub by the river"
+
+
+def misaligned(t: torch.Tensor) -> bool:
+    return t.stride(-1) != 1 or t.storage_offset() * t.element_size() % ALIGNMENT_BYTES != 0
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Every SDPA call's inputs as (name, shape, strides, storage offset) where one breaks the rule; the CPU
+    attends under the accelerator's rule. (`raising=False`: without the rule in the code, the recorder shows what
+    reaches the kernel unaligned, as the test's failure.)"""
+    real = torch.nn.functional.scaled_dot_product_attention
+    calls: list[int] = []
+    bad: list[tuple] = []
+
+    def record(query, key, value, attn_mask=None, **kwargs):
+        calls.append(1)
+        for name, t in (("query", query), ("key", key), ("value", value), ("mask", attn_mask)):
+            if t is not None and misaligned(t):
+                bad.append((name, tuple(t.shape), t.stride(), t.storage_offset()))
+        return real(query, key, value, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", record)
+    monkeypatch.setattr(attention, "aligns_inputs", lambda device: True, raising=False)
+    return calls, bad
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("family", ["opt", "llama", "mistral"])
+def test_speculative_hands_the_kernel_aligned_inputs_in_bfloat16(model_dirs, kernel_calls, family, batch, k):
+    """The crash's path: bfloat16 speculative rounds, whose verification reads each query's own keys (`own_keys`)
+    through views at its column; batch 2 keeps rows at different columns."""
+    calls, bad = kernel_calls
+    eng = engine_for(model_dirs, family, "sdpa", static=False, dtype="bfloat16")
+    res = eng.generate([LONG, *PROMPTS][:batch], SpeculativePolicy(DRAFT, draft_tokens=k), 10)
+    assert res.trace["drafted"].any()
+    assert calls, "no call reached SDPA: the recorder is not where the model attends"
+    assert not bad, f"{len(bad)} unaligned kernel inputs, e.g. {bad[:3]}"
+
+
+@pytest.mark.parametrize("static", [True, False])
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_full_depth_and_skips_hand_the_kernel_aligned_inputs(model_dirs, kernel_calls, family, static):
+    """Fixed-shape (the captured path's) and dynamic steps; gemma3's sliding layers cut their mask at the window's
+    start (`keys_from_end`), at an offset the prompt's length decides."""
+    calls, bad = kernel_calls
+    eng = engine_for(model_dirs, family, "sdpa", static=static, dtype="bfloat16")
+    eng.generate([LONG, PROMPTS[0]], Schedule(6, "linear", "skip", max_layers=6, min_layers=2), 10)
+    assert calls and not bad, f"{len(bad)} unaligned kernel inputs, e.g. {bad[:3]}"
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_the_aligned_copies_change_no_token(model_dirs, monkeypatch, family):
+    """`kernel_ready` copies only where a view is unaligned, and a copy holds the same values: the tokens under the
+    accelerator's rule are the tokens without it."""
+    eng = engine_for(model_dirs, family, "sdpa", static=False, dtype="bfloat16")
+    policy = SpeculativePolicy(DRAFT, draft_tokens=3)
+    plain = eng.generate(PROMPTS, policy, 12)
+    monkeypatch.setattr(attention, "aligns_inputs", lambda device: True)
+    aligned = eng.generate(PROMPTS, policy, 12)
+    assert aligned.token_ids == plain.token_ids
+    assert aligned.trace["logprob"].tolist() == plain.trace["logprob"].tolist()
+
+
+def test_kernel_ready_copies_only_an_unaligned_view():
+    """On the accelerator rule: an aligned tensor passes as it is, a view off the boundary becomes a dense copy
+    at an aligned address with its values."""
+    mask = torch.randn(2, 1, 3, 13, dtype=torch.bfloat16)
+    aligned, off = mask[:, :, :1, :8], mask[:, :, 1:2, 5:13]  # offsets 0 and 18 elements (36 bytes)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(attention, "aligns_inputs", lambda device: True)
+        assert attention.kernel_ready(aligned) is aligned
+        fixed = attention.kernel_ready(off)
+    assert not misaligned(fixed) and fixed.is_contiguous() and torch.equal(fixed, off)
+    assert attention.kernel_ready(off) is off  # the CPU's own rule: any view
+
+
+def test_kernel_ready_reads_no_value_so_a_graph_can_capture_it():
+    """On the meta device (shapes and strides, no values: what CUDA graph capture allows) the rule applies as on
+    a GPU and copies the unaligned view without reading it back."""
+    mask = torch.empty(2, 1, 3, 13, dtype=torch.bfloat16, device="meta")
+    fixed = attention.kernel_ready(mask[:, :, 1:2, 5:13])
+    assert fixed.device.type == "meta" and not misaligned(fixed) and fixed.shape == (2, 1, 1, 8)
