@@ -60,6 +60,30 @@ def _csv_text(df: pd.DataFrame) -> str:
     return df.to_csv(index=False)
 
 
+def read_own_sweep(out: Path) -> tuple[pd.DataFrame, dict] | None:
+    """The results file at `out` with its metadata (None where there is none), refused in one line where it is not
+    a sweep's, or where the CSV beside it is not the copy it wrote: what a writer checks before it adds rows to
+    them or removes them."""
+    csv = out.with_suffix(".csv")
+    if not out.exists():
+        check_companion(csv, out, True, lambda _: False)  # a CSV with no sweep is not ours
+        return None
+    old, meta = read_sweep(out)
+    digests = tuple(meta.get("csv_sha256") or ())
+    header = _csv_text(old.head(0)).strip()
+    check_companion(csv, out, True, lambda p: _own_csv(p, digests, header))
+    return old, meta
+
+
+def _own_csv(path: Path, digests: tuple[str, ...], header: str) -> bool:
+    """The CSV copy a record wrote: its digest is recorded (a results file from before digests were recorded: the
+    CSV starts with the record's own header)."""
+    if digests:
+        return file_digest(path) in digests
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return f.readline().strip() == header
+
+
 class SweepStore:
     """The rows written so far (Parquet is the record; the CSV is a copy). Use as a context manager."""
 
@@ -107,13 +131,11 @@ class SweepStore:
 
     # -- resume or replace ----------------------------------------------------------------------------------------
     def _load(self) -> None:
-        if not self.out.exists():
-            check_companion(self.csv, self.out, True, lambda _: False)  # a CSV with no sweep is not ours
+        found = read_own_sweep(self.out)
+        if found is None:
             return
-        old, meta = read_sweep(self.out)
+        old, meta = found
         self.csv_digests = tuple(meta.get("csv_sha256") or ())
-        header = _csv_text(old.head(0)).strip()
-        check_companion(self.csv, self.out, True, lambda p: self._own_csv(p, header))
         if self.overwrite:
             self.old_traces = [str(p) for p in old.get("trace_path", pd.Series(dtype=str)).dropna()]
             return
@@ -126,14 +148,6 @@ class SweepStore:
                 "or choose another --out"
             )
         self.rows = old.to_dict("records")
-
-    def _own_csv(self, path: Path, header: str) -> bool:
-        """The CSV copy this record wrote: its digest is recorded (a results file from before digests were
-        recorded: the CSV starts with the record's own header)."""
-        if self.csv_digests:
-            return file_digest(path) in self.csv_digests
-        with path.open(encoding="utf-8", errors="replace") as f:
-            return f.readline().strip() == header
 
     @property
     def done(self) -> set[str]:

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.evaluate.store import read_own_sweep
 from skipcore.files import atomic_write, check_path_text, check_writable_folder, file_digest, refuse_links_out
 from skipcore.output_lock import OutputLock
 
@@ -30,6 +31,8 @@ REPORT = "report.md"
 TEXT_FILES = (FRONT, BEST, REPORT)  # written whole at the end of a run, each with its digest in the record
 # the sweep-format tables and their CSV copies (their own store checks them), and the study
 TABLES = (TRIALS, "trials.csv", EVALUATION, "evaluation.csv")
+TRIALS_TRACES, EVALUATION_TRACES = "trials_traces", "evaluation_traces"  # the tables' traces folders
+TRACES = (TRIALS_TRACES, EVALUATION_TRACES)
 KIND = "skipcore tune"
 
 
@@ -56,44 +59,66 @@ class TuneFolder:
         self.lock.release()
 
     def _take(self) -> None:
+        """Every check first, then (with `overwrite`, for a study of other settings) its files removed: a refused
+        run removes nothing."""
         refuse_links_out(self.out, "--out")
         old = self._read_record()
-        if old is not None and old.get("identity") != self.identity:
-            if not self.overwrite:
-                theirs = old.get("identity", {})
-                diff = [k for k in self.identity if theirs.get(k, "<missing>") != self.identity[k]]
-                said = ", ".join(
-                    f"{k}={theirs.get(k, '<missing>')!r} (not {self.identity[k]!r})" for k in diff[:4]
-                )
-                raise UserError(
-                    f"--out {self.out} holds a tune of other settings: {said}; pass --overwrite to replace its "
-                    "files or choose another --out",
-                    field="out",
-                )
-            self._remove(old)
-            old = None
+        replacing = old is not None and old.get("identity") != self.identity
+        if replacing and not self.overwrite:
+            said = ", ".join(
+                f"{k}={theirs!r} (not {ours!r})" for k, theirs, ours in self._differences(old)[:4]
+            )
+            raise UserError(
+                f"--out {self.out} holds a tune of other settings: {said}; pass --overwrite to replace its "
+                "files or choose another --out",
+                field="out",
+            )
         known = (old or {}).get("files", {})
-        for name in (STUDY, *TABLES, *TEXT_FILES):
-            p = self.path(name)
-            if not (p.exists() or p.is_symlink()):
-                continue
-            if p.is_symlink() or p.is_dir() or name not in known and name not in TABLES:
-                raise UserError(
-                    f"--out {self.out} holds {name}, which this tune did not write; it will not be replaced: move "
-                    "it or choose another --out",
-                    field="out",
-                )
-            if known.get(name) and file_digest(p) != known[name]:
-                raise UserError(
-                    f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
-                    field="out",
-                )
-        if old is not None:
+        self._check_files(known)
+        if replacing:
+            self._remove(old)
+        elif old is not None:
             self.record["files"] = dict(known)
             self.resumed = True
         self.out.mkdir(parents=True, exist_ok=True)
         self.remember(STUDY)
         self._write_record()
+
+    def _differences(self, old: dict) -> list[tuple[str, object, object]]:
+        """(setting, the recorded study's value, this run's) for each setting of the identity that differs."""
+        theirs = old.get("identity", {})
+        return [
+            (k, theirs.get(k, "<missing>"), v)
+            for k, v in self.identity.items()
+            if theirs.get(k, "<missing>") != v
+        ]
+
+    def _check_files(self, known: dict) -> None:
+        """Each file of a name the tune writes is one the record names, unchanged since it was written (the tables
+        by their own rules: `read_own_sweep`), and the traces folders are folders."""
+        for name in (STUDY, *TABLES, *TEXT_FILES):
+            p = self.path(name)
+            if not (p.exists() or p.is_symlink()):
+                continue
+            if p.is_symlink() or p.is_dir() or name not in known and name not in TABLES:
+                raise self._not_ours(name)
+            if known.get(name) and file_digest(p) != known[name]:
+                raise UserError(
+                    f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
+                    field="out",
+                )
+        for name in (TRIALS, EVALUATION):
+            read_own_sweep(self.path(name))
+        for name in TRACES:
+            if self.path(name).exists() and not self.path(name).is_dir():
+                raise self._not_ours(name)
+
+    def _not_ours(self, name: str) -> UserError:
+        return UserError(
+            f"--out {self.out} holds {name}, which this tune did not write; it will not be replaced: move it or "
+            "choose another --out",
+            field="out",
+        )
 
     def _read_record(self) -> dict | None:
         p = self.path(RECORD)
@@ -123,7 +148,7 @@ class TuneFolder:
         """One of the tune's text files, atomically, recorded with its digest."""
         p = self.path(name)
         data = text.encode("utf-8")
-        atomic_write(p, lambda tmp: tmp.write_bytes(data))
+        _write_bytes(p, data)
         self.remember(name, hashlib.sha256(data).hexdigest())
         self._write_record()
         return p
@@ -138,4 +163,12 @@ class TuneFolder:
 
     def _write_record(self) -> None:
         data = (json.dumps(self.record, indent=2, default=str) + "\n").encode("utf-8")
-        atomic_write(self.path(RECORD), lambda tmp: tmp.write_bytes(data))
+        _write_bytes(self.path(RECORD), data)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """`data` to `path` atomically; a full disk or a folder made read-only meanwhile said in one line."""
+    try:
+        atomic_write(path, lambda tmp: tmp.write_bytes(data))
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from e

@@ -180,12 +180,13 @@ def run_tune(
         import torch
 
         torch.set_num_threads(s.threads)
-    with files.TuneFolder(s.out, s.identity(), s.overwrite) as folder:
+    folder = files.TuneFolder(s.out, s.identity(), s.overwrite)
+    with folder, studies.storage_said(folder.path(files.STUDY)):
         study = studies.open_study(folder.path(files.STUDY), s.seed, s.trials)
         trials_file = folder.path(files.TRIALS)
         folder.remember(files.TRIALS)
         folder.remember("trials.csv")
-        with SweepStore(trials_file, s.identity(), False, folder.path("trials_traces")) as store:
+        with SweepStore(trials_file, s.identity(), False, folder.path(files.TRIALS_TRACES)) as store:
             job = TuneJob(s, run.examples, run.refs, task_rows, run.prefix)
             floor = _floor(run, store, job, study)
             run.say(
@@ -335,7 +336,7 @@ def _held_out(run: Tune, folder, o: TuneOutcome) -> HeldOut:
     job = TuneJob(s, examples, run.refs, task_rows, 0)
     L, split, limit = run.layers[s.model], s.evaluate_split, s.evaluate_limit
     run.say(f"scoring the chosen setting and the paper's schedule on {len(examples)} rows of {split}")
-    with SweepStore(path, identity, replace, folder.path("evaluation_traces")) as store:
+    with SweepStore(path, identity, replace, folder.path(files.EVALUATION_TRACES)) as store:
         tasks = first_tasks(s, candidate_of(o.chosen), run.layers)
         rows = run.score(store, job, tasks, split, limit)
         chosen = next((r for r in rows if r["tune_state"] == "chosen"), None)

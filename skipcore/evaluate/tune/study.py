@@ -15,11 +15,14 @@ nothing of the search is lost; where its row had been written, the new trial tak
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from skipcore.errors import UserError
@@ -28,6 +31,20 @@ STUDY_NAME = "skipcore-tune"
 DIRECTIONS = ("maximize", "maximize")  # quality, speedup
 GAP = "floor_gap"  # a trial's constraint: the floor minus its quality (> 0: under the floor, infeasible)
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)  # the trials a study's size counts
+
+
+@contextlib.contextmanager
+def storage_said(path: Path) -> Iterator[None]:
+    """Optuna's storage failures inside the block (a full disk, a database another program locked or broke) as one
+    line naming the study's file and the database's own words."""
+    try:
+        yield
+    except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as e:
+        root: BaseException = e
+        while root.__cause__ is not None or root.__context__ is not None:
+            root = root.__cause__ or root.__context__
+        said = str(root).splitlines()[0] if str(root) else type(root).__name__
+        raise UserError(f"cannot write the study {path}: {said}") from e
 
 
 def open_study(path: Path, seed: int, trials: int) -> optuna.Study:

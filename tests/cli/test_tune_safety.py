@@ -1,0 +1,107 @@
+"""`python -m skipcore tune` (and `train`) never loses a user's file and never writes before every flag is checked:
+a refused `--overwrite` deletes nothing, a flag the run cannot use (a device, a reference model, a metric the data
+set cannot score, an output folder with no name) is one line before any file, a full disk is one line, and the
+command a report gives runs and decodes as the search did."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sqlite3
+
+import pytest
+
+from skipcore.commands import main
+from tests.helpers import refused, train_argv, write_csv
+
+
+@pytest.fixture
+def data_csv(tmp_path):
+    return write_csv(tmp_path / "mine.csv", 6)
+
+
+def tune_argv(model_dirs, data, out, *extra: str) -> list[str]:
+    """A tune of the tiny OPT model on six rows, five new tokens, on the CPU."""
+    return ["tune", "--model", str(model_dirs["opt"]), "--dataset", str(data), "--out", str(out), "--limit", "6",
+            "--batch-size", "3", "--prune-after", "0", "--max-new-tokens", "5", "--device", "cpu",
+            "--no-progress", *extra]  # fmt: skip
+
+
+def snapshot(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_a_refused_overwrite_deletes_nothing(model_dirs, data_csv, tmp_path, capsys):
+    out = tmp_path / "tune"
+    assert main(tune_argv(model_dirs, data_csv, out, "--trials", "1")) == 0
+    with (out / "report.md").open("a") as f:
+        f.write("edited\n")
+    before = snapshot(out)
+    said = refused(capsys, tune_argv(model_dirs, data_csv, out, "--trials", "1", "--max-drop", "2", "--overwrite"))
+    assert "report.md" in said
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--device", "tpu"], "--device 'tpu'; choose auto, cpu or cuda"),
+        (["--reference-model", "/nonexistent"], "--reference-model"),
+    ],
+)
+def test_a_flag_that_cannot_run_is_refused_before_any_file(model_dirs, data_csv, tmp_path, capsys, extra, said):
+    out = tmp_path / "tune"
+    assert said in refused(capsys, tune_argv(model_dirs, data_csv, out, *extra))
+    assert not out.exists()
+
+
+def test_a_slot_metric_on_data_without_slots_is_refused_before_any_file(model_dirs, tmp_path, capsys):
+    rows = [{"source": f"Say hello to {i}.", "target": f"Hello {i}."} for i in range(6)]
+    data = tmp_path / "plain.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "tune"
+    said = refused(capsys, tune_argv(model_dirs, data, out, "--metric", "slot_name"))
+    assert "--metric slot_name" in said
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("out", ["", "."])
+def test_an_out_folder_without_a_name_is_refused(model_dirs, data_csv, tmp_path, monkeypatch, capsys, out):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert "--out" in refused(capsys, tune_argv(model_dirs, data_csv, out))
+    assert "--out" in refused(capsys, train_argv(model_dirs["opt"], out, "--steps", "1"))
+    assert list(work.iterdir()) == []
+
+
+def test_a_full_disk_is_one_line(model_dirs, data_csv, tmp_path, monkeypatch, capsys):
+    import optuna
+
+    def full(*_a, **_k):
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as e:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "set_trial_state_values", full)
+    capsys.readouterr()
+    assert main(tune_argv(model_dirs, data_csv, tmp_path / "tune", "--trials", "1")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("error:") and "study.db" in last and "database or disk is full" in last, err
+
+
+@pytest.mark.slow
+def test_the_reports_command_runs_as_the_search_scored(model_dirs, data_csv, tmp_path, capsys):
+    out = tmp_path / "tune"
+    argv = tune_argv(model_dirs, data_csv, out, "--trials", "2", "--policies", "adaptive", "--dtype", "bfloat16")
+    assert main([*argv, "--max-drop", "100"]) == 0
+    report = (out / "report.md").read_text()
+    command = report.split("```bash\n")[1].split("\n```")[0]
+    words = shlex.split(command)
+    assert words[:3] == ["python", "-m", "skipcore"] and words[-2:] == ["--prompt", "..."]
+    assert "--dtype" in words and words[words.index("--dtype") + 1] == "bfloat16"
+    capsys.readouterr()
+    assert main([*words[3:-1], "name[N1], food[F1]"]) == 0, capsys.readouterr().err
