@@ -143,5 +143,7 @@ def policy_from_args(
         policy = cls.from_schedule(schedule, **values)
         policy.check(num_layers, max_new_tokens)
     except UserError as e:
-        raise UserError(e.said_as({**SCHEDULE_FLAGS, **flag_names(cls)}), field=e.fields) from e
+        raise UserError(
+            e.said_as({**SCHEDULE_FLAGS, **LENGTH_FLAGS, **flag_names(cls)}), field=e.fields
+        ) from e
     return policy

@@ -194,7 +194,8 @@ def grid_flag_names() -> dict[str, str]:
     from skipcore.evaluate.settings import sweep_params
 
     flags = {c: p.sweep_flag if p.sweep == "axis" else p.flag for c, p in sweep_params().items()}
-    return {**flags, "max_layers": "--max-layers", "baseline_model": "--baseline-model"}
+    run_wide = {"max_layers": "--max-layers", "max_new_tokens": "--max-new-tokens"}
+    return {**flags, **run_wide, "baseline_model": "--baseline-model"}
 
 
 def _as_tuple(value) -> tuple:

@@ -194,6 +194,8 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
     }.items():
         if value is not None and value < 1:
             raise UserError(f"{flag} must be >= 1, got {value:g}")
+    if drafting:
+        check_draft_tokens(plan)
     targets = [("--targets", t) for t in plan.targets if "skip" in plan.settings]
     targets += [("--draft-target", plan.draft_target)] if drafting else []
     for m in plan.models:
@@ -210,6 +212,21 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
                     skip_schedule(layers, t, n)
                 except UserError as e:
                     raise UserError(f"{flag} {t:g} on {m} over {n} new tokens: {e}") from e
+
+
+def check_draft_tokens(plan: BenchPlan) -> None:
+    """Each draft length within what every generation length of the plan can use, by the bound the speculative
+    policy declares (`Param.request_bound`), said by the bench's flags."""
+    from skipcore.policies.params import params_of
+    from skipcore.policies.speculative import SpeculativePolicy
+
+    declared = next(p for p in params_of(SpeculativePolicy) if p.name == "draft_tokens")
+    for k in plan.draft_tokens:
+        try:
+            declared.check(k, max_new_tokens=min(plan.new_tokens))
+        except UserError as e:
+            flags = {"draft_tokens": "--draft-tokens", "max_new_tokens": "--new-tokens"}
+            raise UserError(e.said_as(flags), field=e.fields) from e
 
 
 def uses_real_weights(name: str) -> bool:

@@ -34,6 +34,8 @@ class Param:
     low: float | None = None  # the smallest value allowed
     high: float | None = None  # the largest value allowed (a float parameter is always finite)
     at_most_layers: bool = False  # a layer count: at most the model's depth, checked once the model is known
+    # a count of tokens per step: at most the tokens a request makes, checked once the request is known
+    at_most_new_tokens: bool = False
     choices: tuple[str, ...] = ()
     # the sweep: "axis" is a list of values with one grid row each (`sweep_flag`, default the flag plus "s");
     # "one" is one value for the whole sweep (the generate flag); None: the sweep takes it from its own settings
@@ -70,9 +72,12 @@ class Param:
         """An axis's default values; a single-valued sweep parameter's default as a one-value tuple."""
         return self.sweep_default if self.sweep == "axis" and self.sweep_default else (self.default,)
 
-    def check(self, value: Any, num_layers: int | None = None, name: str = "") -> None:
+    def check(
+        self, value: Any, num_layers: int | None = None, name: str = "", max_new_tokens: int | None = None
+    ) -> None:
         """Refuse a value of the wrong type or out of range, naming the parameter (`UserError.field`) by `name`
-        (default: its field's name; a sweep names it by its column)."""
+        (default: its field's name; a sweep names it by its column); with `max_new_tokens`, a request's count of
+        tokens beyond what the request makes (`request_bound`)."""
         name = name or self.name
         if value is None:
             if self.default is None:
@@ -96,6 +101,18 @@ class Param:
             high = num_layers if high is None else min(high, num_layers)
         if (self.low is not None and value < self.low) or (high is not None and value > high):
             raise UserError(f"{name} must be {self.range_words(high)}, got {value}", field=name)
+        self.request_bound(value, max_new_tokens, name)
+
+    def request_bound(self, value: float, max_new_tokens: int | None, name: str) -> None:
+        """A count of tokens per step (speculative decoding's drafts) is bounded by the request: a round can keep
+        no more tokens than the request makes, and a larger count would only size buffers for tokens that never
+        come (a billion drafts is a terabyte of KV cache). Refused in one line naming both settings."""
+        if self.at_most_new_tokens and max_new_tokens is not None and value > max_new_tokens:
+            raise UserError(
+                f"{name} must be at most max_new_tokens ({max_new_tokens}, the tokens the request makes), got "
+                f"{value}",
+                field=(name, "max_new_tokens"),
+            )
 
     def range_words(self, high: float | None = None) -> str:
         """'>= 1', 'in [0, 1]', 'at most the model's layers'."""
@@ -163,9 +180,10 @@ class Parameterised:
         """{column: value}: the run metadata's `policy_params` and a sweep row's columns."""
         return {p.column: getattr(self, p.name) for p in params_of(type(self))}
 
-    def check_params(self, num_layers: int | None = None) -> None:
+    def check_params(self, num_layers: int | None = None, max_new_tokens: int | None = None) -> None:
+        """Every declared parameter's check; the model's depth and the request's length where they are known."""
         for p in params_of(type(self)):
-            p.check(getattr(self, p.name), num_layers)
+            p.check(getattr(self, p.name), num_layers, max_new_tokens=max_new_tokens)
 
     @classmethod
     def from_columns(cls, row: Mapping[str, Any]) -> dict[str, Any]:

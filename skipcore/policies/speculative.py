@@ -163,6 +163,7 @@ class SpeculativePolicy(Parameterised):
         title="draft tokens",
         flag="--draft-tokens",
         column="draft_tokens",
+        at_most_new_tokens=True,
         sweep_default=(2, 4, 8),
         options=(2, 4, 8),
     )
@@ -193,6 +194,7 @@ class SpeculativePolicy(Parameterised):
         return f"speculative k={short_number(values.get('draft_tokens'))}"
 
     def check(self, num_layers: int, max_new_tokens: int) -> None:
+        self.check_params(num_layers, max_new_tokens)  # drafts bounded by the request
         if self.schedule.num_layers != num_layers:
             raise UserError(
                 f"draft schedule is for {self.schedule.num_layers} layers but the model has {num_layers}"
