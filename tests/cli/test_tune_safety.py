@@ -93,15 +93,21 @@ def test_a_full_disk_is_one_line(model_dirs, data_csv, tmp_path, monkeypatch, ca
     assert last.startswith("error:") and "study.db" in last and "database or disk is full" in last, err
 
 
-@pytest.mark.slow
-def test_the_reports_command_runs_as_the_search_scored(model_dirs, data_csv, tmp_path, capsys):
+def test_the_reports_command_runs_as_the_search_scored(model_dirs, data_csv, tmp_path, monkeypatch, capsys):
+    """An adaptive setting chosen (full depth left out of the choice: a random model's adaptive trials run full
+    depth too) in bfloat16: its integer parameters read back from the table, the dtype named."""
+    import skipcore.evaluate.tune.runner as tune_runner
+
+    real = tune_runner.outcome
+    monkeypatch.setattr(tune_runner, "outcome", lambda *a: real(*a[:-1], False))
     out = tmp_path / "tune"
-    argv = tune_argv(model_dirs, data_csv, out, "--trials", "2", "--policies", "adaptive", "--dtype", "bfloat16")
+    argv = tune_argv(model_dirs, data_csv, out, "--trials", "1", "--policies", "adaptive", "--dtype", "bfloat16")
     assert main([*argv, "--max-drop", "100"]) == 0
     report = (out / "report.md").read_text()
-    command = report.split("```bash\n")[1].split("\n```")[0]
-    words = shlex.split(command)
-    assert words[:3] == ["python", "-m", "skipcore"] and words[-2:] == ["--prompt", "..."]
-    assert "--dtype" in words and words[words.index("--dtype") + 1] == "bfloat16"
+    words = shlex.split(report.split("```bash\n")[1].split("\n```")[0])
+    assert words[:4] == ["python", "-m", "skipcore", "generate"] and words[-2:] == ["--prompt", "..."]
+    assert words[words.index("--policy") + 1] == "adaptive"
+    assert words[words.index("--dtype") + 1] == "bfloat16"
     capsys.readouterr()
     assert main([*words[3:-1], "name[N1], food[F1]"]) == 0, capsys.readouterr().err
+    assert "bfloat16" in capsys.readouterr().err

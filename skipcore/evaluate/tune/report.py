@@ -4,6 +4,7 @@ paper's linear schedule."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 import pandas as pd
@@ -43,21 +44,26 @@ def _table(rows: pd.DataFrame, metric: str, speedup: str, first: str = "setting"
 
 
 def use_it(settings, chosen: pd.Series) -> str:
-    """The command that decodes with the chosen setting."""
-    policy = chosen["policy"]
-    extra = ""
-    if policy != "static":
-        from skipcore.policies import policy_class
-        from skipcore.policies.params import params_of
+    """The command that decodes as the search scored the chosen setting: its schedule (`best_schedule.json`, where
+    it has one), its policy's values in their declared types (a table read back holds counts as floats), and the
+    dtype, attention and device the trials ran with (auto would choose for the machine, not for the search)."""
+    from skipcore.evaluate.tune.table import candidate_of
+    from skipcore.policies import policy_class
+    from skipcore.policies.params import params_of
 
-        flags = [
-            f"{p.flag} {chosen[p.column]}" for p in params_of(policy_class(policy)) if p.column in chosen
-        ]
-        extra = f" --policy {policy} " + " ".join(flags)
-    return (
-        f"python -m skipcore generate --model {settings.model} --schedule-json {settings.out / 'best_schedule.json'} "
-        f"--max-new-tokens {settings.max_new_tokens}{extra} --prompt ..."
-    )
+    words = ["python", "-m", "skipcore", "generate", "--model", str(settings.model)]
+    if chosen["schedule_json"]:
+        words += ["--schedule-json", str(settings.out / "best_schedule.json")]
+    words += ["--max-new-tokens", str(settings.max_new_tokens), "--dtype", str(chosen["dtype"])]
+    ran = {"--attention-dtype": (settings.attention_dtype, "model"), "--attn": (settings.attn, "sdpa"),
+           "--device": (settings.device, "auto")}  # fmt: skip
+    words += [w for flag, (value, default) in ran.items() if value != default for w in (flag, str(value))]
+    candidate = candidate_of(chosen)
+    if candidate.policy != "static":
+        flags = {p.name: p.flag for p in params_of(policy_class(candidate.policy))}
+        words += ["--policy", candidate.policy]
+        words += [w for name, value in candidate.values for w in (flags[name], str(value))]
+    return shlex.join(words) + " --prompt ..."
 
 
 def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seconds: float,
