@@ -4,7 +4,7 @@ meets it, nothing is chosen, and the setting closest to the floor is named inste
 
 Full depth of the model itself meets a floor set by its own full depth, so it is a candidate where the floor's
 reference is the model (the answer may be that no skipping schedule keeps the floor and is faster). A trial stopped
-early was scored on part of the rows only and is never chosen.
+early was scored on part of the rows only and is never chosen, nor is a measured speedup flagged implausible.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def outcome(table: pd.DataFrame, metric: str, speedup: str, floor: float, refere
     scored = table[table["tune_state"] == "trial"]
     if model_is_reference:
         scored = pd.concat([table[table["tune_state"] == "reference"], scored], ignore_index=True)
-    scored = scored.dropna(subset=[metric, speedup]).reset_index(drop=True)
+    scored = _plausible(scored.dropna(subset=[metric, speedup]), speedup).reset_index(drop=True)
     front = pareto_front(scored, speedup, metric) if len(scored) else scored
     meets = scored[scored[metric] >= floor]
     chosen = best = None
@@ -69,3 +69,11 @@ def outcome(table: pd.DataFrame, metric: str, speedup: str, floor: float, refere
     elif len(scored):
         best = scored.sort_values([metric, speedup], ascending=[False, False]).iloc[0]
     return TuneOutcome(metric, speedup, floor, reference_quality, scored, front, chosen, best)
+
+
+def _plausible(rows: pd.DataFrame, speedup: str) -> pd.DataFrame:
+    """Rows whose objective can be believed: where it is a measured speedup, those whose timing was not flagged
+    (`timing_flag`: faster than the work allows, or far slower), which are neither chosen nor on the front."""
+    if not speedup.startswith("wall_speedup") or "timing_flag" not in rows:
+        return rows
+    return rows[rows["timing_flag"].fillna("").astype(str).eq("")]

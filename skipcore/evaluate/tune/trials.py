@@ -45,8 +45,9 @@ class Task:
     candidate: Candidate
     prune_below: float | None = None
 
-    def line(self) -> str:
-        """What a progress line says of this task: its trial (or role) and its setting."""
+    def label(self) -> str:
+        """The task in words, as a sweep's `Setting.label` says a setting (what the executors' failure reports
+        name): its trial (or role) and its setting."""
         what = f"trial {self.number}" if self.number >= 0 else self.state
         return f"{what}: {self.candidate.words() or 'full depth'}"
 
@@ -80,7 +81,7 @@ def task_rows(
     info = where_it_ran(engine)
     for task in unit.settings:
         if say is not None:
-            say(task.line())
+            say(task.label())
         yield task, {**score_task(engine, job, task), **info}, None
 
 
