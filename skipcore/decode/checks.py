@@ -84,9 +84,19 @@ def check_positions(tokenizer, limit: int | None, prompts: Sequence[str], max_ne
     if longest + max_new_tokens > limit:
         raise UserError(
             f"the longest prompt ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
-            f"{limit} positions; use max_new_tokens {max(limit - longest, 0)} or fewer, or a shorter prompt",
+            f"{limit} positions; {_what_fits(limit, longest, max_new_tokens)}",
             field="max_new_tokens",
         )
+
+
+def _what_fits(limit: int, longest: int, max_new_tokens: int) -> str:
+    """Advice that names only values a call accepts: fewer new tokens where that alone fits (at least one is
+    made), else a prompt short enough for these new tokens, else both."""
+    if limit - longest >= 1:
+        return f"use max_new_tokens {limit - longest} or fewer, or a shorter prompt"
+    if limit - max_new_tokens >= 1:
+        return f"the prompt alone fills them: shorten it to at most {limit - max_new_tokens} tokens"
+    return f"use max_new_tokens {limit - 1} or fewer and a shorter prompt"
 
 
 def check_finite(out: BatchOutput, first_sample: int = 0) -> None:

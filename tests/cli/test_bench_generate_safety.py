@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from skipcore.commands import main
 from tests.helpers import refused
 
@@ -78,3 +80,30 @@ def test_append_of_another_setting_leaves_the_first_plans_gap_partial(tmp_path, 
     result = json.loads(out.read_text())
     assert not result["complete"] and (result["settings_done"], result["settings_total"]) == (2, 3)
     assert "Partial: 2 of 3 settings" in out.with_suffix(".md").read_text()
+
+
+def accepted_values(line: str) -> list[int]:
+    """The values a refusal advises for --max-new-tokens ('use --max-new-tokens N or fewer')."""
+    import re
+
+    return [int(n) for n in re.findall(r"--max-new-tokens (-?\d+) or fewer", line)]
+
+
+@pytest.mark.parametrize("command", ["generate", "lens"])
+def test_a_prompt_longer_than_the_model_is_advised_only_what_runs(tmp_path, capsys, command):
+    """Case 9: a prompt past the model's 256 positions on its own: no '--max-new-tokens 0 or fewer' (no value the
+    command takes); the advice names a prompt length that fits with the new tokens asked."""
+    prompts = tmp_path / "long.txt"
+    prompts.write_text("word " * 600 + "\n")
+    argv = [command, "--model", SHIPPED, "--prompts-file", str(prompts), "--max-new-tokens", "8"]
+    line = refused(capsys, argv)
+    assert "exceeds the model's 256 positions" in line
+    assert all(n >= 1 for n in accepted_values(line)) and "shorten it to at most 248 tokens" in line
+
+
+def test_a_prompt_that_leaves_room_is_advised_the_new_tokens_that_fit(tmp_path, capsys):
+    prompts = tmp_path / "long.txt"
+    prompts.write_text("word " * 60 + "\n")
+    argv = ["generate", "--model", SHIPPED, "--prompts-file", str(prompts), "--max-new-tokens", "250"]
+    line = refused(capsys, argv)
+    assert len(accepted_values(line)) == 1 and accepted_values(line)[0] >= 1
