@@ -130,6 +130,12 @@ else
   skipped wheels "no $WHEELS/ here (made by scripts/gpu_wheels.sh and carried; the imports below say what lacks)"
 fi
 
+# SmolLM2 and its fine-tune, where earlier calls carried them in parts (scripts/gpu_carry.sh; docs/gpu.md)
+if compgen -G ".gpu-carry/*/part.of" >/dev/null || [ -f .gpu-received/parts ]; then
+  bash scripts/gpu_carry.sh receive 2>&1 | tee -a "$LOG"
+  [ -d .gpu-received/site ] && export PYTHONPATH="$PWD/.gpu-received/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
 # -- 2. env -----------------------------------------------------------------------------------------------------
 env_report() {
   if command -v nvidia-smi >/dev/null; then
@@ -201,12 +207,17 @@ stage uncaptured 120 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings no-graphs,speculative "${RESULTS[@]}" --append
 stage compiled 120 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
   --repeats "$REPEATS" --settings generate,compiled "${RESULTS[@]}" --append
-if "$PYTHON" -c "from skipcore.models.catalog import REAL_MODELS as R, installed; exit(not installed(R['smollm2-135m']))" \
+# the fine-tunes in this tree (a shrunk one holds what scripts/gpu_carry.sh brought)
+HERE=$(for m in ${REAL_MODELS//,/ }; do [ -d "$m" ] && printf '%s,' "$m"; done)
+REAL_MODELS=${HERE%,}
+if [ -z "$REAL_MODELS" ]; then
+  skipped real "no skip-aware SmolLM2 fine-tune in this tree (a shrunk tree: scripts/gpu_carry.sh brings one)"
+elif "$PYTHON" -c "from skipcore.models.catalog import REAL_MODELS as R, installed; exit(not installed(R['smollm2-135m']))" \
   2>/dev/null; then
   stage real 120 "${BENCH[@]}" --models "$REAL_MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
     --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,speculative "${RESULTS[@]}" --append
 else
-  skipped real "smollm2-135m is not installed here: its GGUF (94 MiB) is over what travels (docs/gpu.md)"
+  skipped real "smollm2-135m is not installed here: its GGUF (94 MiB) travels in parts (scripts/gpu_carry.sh)"
 fi
 stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$LONG" --repeats "$REPEATS" --settings full,skip "${RESULTS[@]}" --append
