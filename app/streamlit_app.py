@@ -19,6 +19,7 @@ if str(APP_DIR.parent) not in sys.path:  # `app.dashboard` and skipcore from thi
 import streamlit as st  # noqa: E402
 
 from app.dashboard.figures import format_picker, room_on_narrow_screens  # noqa: E402
+from app.dashboard.jump import rewrite  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
 from app.dashboard.precision import precision_sidebar  # noqa: E402
 
@@ -37,6 +38,7 @@ PAGES = [
 # the favicon is a file of the app: an icon name would be fetched from the internet, which fails offline
 st.set_page_config(page_title="skipcore", page_icon=str(APP_DIR / "static" / "favicon.png"), layout="wide")
 page = st.navigation(PAGES)
+rewrite()  # after a page jump: the page's settings back in its address, before any widget is drawn
 precision_sidebar(model_sidebar())
 format_picker()
 room_on_narrow_screens()

@@ -38,10 +38,13 @@ def design_values(schedule: Schedule) -> dict:
     return values
 
 
-def open_in_designer(schedule: Schedule) -> None:
-    """Make `schedule` the design; the caller then switches to the designer."""
-    st.session_state.update(design_values(schedule))
+def open_in_designer(schedule: Schedule) -> dict:
+    """Make `schedule` the design; returns the values set (the caller then switches to the designer, with them
+    in its address)."""
+    values = design_values(schedule)
+    st.session_state.update(values)
     st.session_state[SAID] = ("success", f"Loaded: {schedule.describe()}.")
+    return values
 
 
 def read_schedule(data: bytes, name: str, num_layers: int) -> Schedule:

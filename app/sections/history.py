@@ -11,14 +11,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, history
+from app.dashboard import figures, history, jump
 from app.dashboard.provenance import line
 from app.dashboard.results import KINDS, reopen
 from app.dashboard.runstore import TRACE, Run, RunStore
 from skipcore.errors import UserError
 
 DELETED = "history_deleted"  # in the session: what the last Delete said, shown once after the page reloads
-REOPENED = "history_reopened"  # in the session: the page a reopened run goes to, or why it could not
+REOPENED = "history_reopened"  # in the session: the page a reopened run opens, its settings, or why it cannot
 
 
 def _number(value: object) -> float | None:
@@ -58,11 +58,12 @@ def reopen_run(run_id: int) -> None:
     settings as they were; the page is switched to on the rerun, or one line says why it cannot be."""
     store = RunStore()
     try:
-        result = reopen(store.get(run_id), store)
+        run = store.get(run_id)
+        result = reopen(run, store)
     except UserError as e:
-        st.session_state[REOPENED] = (None, f"Run #{run_id} cannot be reopened: {e}")
+        st.session_state[REOPENED] = (None, {}, f"Run #{run_id} cannot be reopened: {e}")
         return
-    st.session_state[REOPENED] = (type(result).page_file, None)
+    st.session_state[REOPENED] = (type(result).page_file, run.inputs, None)
 
 
 def delete(store: RunStore, chosen: list[Run]) -> None:
@@ -105,9 +106,9 @@ def compare(store: RunStore, chosen: list[Run]) -> None:
 
 
 def main() -> None:
-    went, why = st.session_state.pop(REOPENED, (None, None))
+    went, settings, why = st.session_state.pop(REOPENED, (None, {}, None))
     if went:
-        st.switch_page(went)
+        jump.go(went, settings)
     st.title("Run history")
     store = RunStore()
     st.caption(

@@ -1,0 +1,66 @@
+"""Buttons that open another page (Streamlit's AppTest, on the tiny OPT model): from an address that names bound
+widgets (the sidebar's model and precision, the page's own settings) they open the page with no traceback, and the
+page opened has the address a reload needs: Run history's Reopen (the run's settings, the model and precision),
+Tune's Open in the designer (the design loaded, which a reload keeps)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.dashboard.results import TuneRunResult
+from skipcore.schedule import Schedule
+from tests.helpers import APP, MAX_NEW, assert_clean, by_key, open_app, opened_with
+
+
+def test_reopen_from_an_address_naming_the_model_and_precision(model_dir):
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    model = at.session_state["model"]
+    # a new session on the run history, its address naming the sidebar's choices and another page's setting
+    at = opened_with({"model": model, "dtype": "float32", "gen_max_new": str(MAX_NEW + 3)}, "history")
+    assert_clean(at)
+    by_key(at.button, "history_reopen").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Generate and trace"
+    # the run's own settings, and the precision the address named, in the address of the page opened
+    assert at.query_params.get("gen_max_new") == str(MAX_NEW)
+    assert at.query_params.get("dtype") == "float32" and by_key(at.selectbox, "dtype").value == "float32"
+
+
+@pytest.mark.slow  # a tune search of 2 trials on 4 rows: seconds
+def test_open_in_the_designer_after_tune_settings_moved_and_a_reload_keeps_the_design(model_dir):
+    tune = {"tune_trials": "2", "tune_rows": "4", "tune_batch": "4", "tune_max_new": "4", "tune_prune": "0"}
+    at = opened_with({**tune, "dtype": "float32"}, "tune")  # every setting bound to the address
+    by_key(at.button, "tune_run").click().run()
+    assert_clean(at)
+    chosen = Schedule.from_dict(TuneRunResult.last(at.session_state).found["schedule"])
+    at.button(key="tune_open").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Schedule designer"
+    designed = at.session_state["schedule"]  # the designer's schedule, as the page drew it
+    drawn = Schedule.from_dict(designed)
+    assert (drawn.shape, drawn.mode, drawn.budgets(16)) == (chosen.shape, chosen.mode, chosen.budgets(16))
+    address = dict(at.query_params)
+    assert address.get("dtype") == "float32" and not set(tune) & set(address)  # Tune's settings stay on Tune
+    # a reload: a new session on the designer's address draws the design that was loaded
+    again = opened_with(address)
+    assert_clean(again)
+    assert again.title[0].value == "Schedule designer" and again.session_state["schedule"] == designed
+
+
+def test_every_page_switch_goes_through_the_jump():
+    """`st.switch_page` alone clears the address, which Streamlit refuses while a widget is bound to it: every
+    button that opens a page uses `jump.go`."""
+    app = APP.parent
+    switching = [
+        f"{path.relative_to(app)}:{n}"
+        for path in sorted(app.rglob("*.py"))
+        if path.name != "jump.py"
+        for n, text in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\bswitch_page\(", text)
+    ]
+    assert not switching, switching
