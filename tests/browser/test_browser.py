@@ -719,6 +719,64 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
         context.close()
 
 
+# -- buttons that open another page, from an address naming every bound widget ---------------------------------
+SIDEBAR = {"model": "opt-e2e-base", "dtype": "float32"}  # the sidebar's choices (not the defaults), bound everywhere
+TUNE = {"tune_trials": "2", "tune_rows": "4", "tune_batch": "4", "tune_max_new": "4", "tune_prune": "0"}
+
+
+def _clean(page, where: str) -> None:
+    assert not page.locator('[data-testid="stException"]').count(), f"{where}: a traceback on the page"
+
+
+def test_every_page_jump_opens_its_page_with_the_address_a_reload_needs(browser, fresh, server):
+    """Run history's Reopen and Tune's Open in the designer, each from an address naming the sidebar's model and
+    precision and the page's own settings: the page opens with no traceback, its address holds the settings it
+    shows and the sidebar's choices, and the design Tune opened survives a reload (a new session on the address)."""
+    page = fresh
+    _open(page, server, "generate", {**SIDEBAR, "gen_max_new": "4"}, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    kept = page.get_by_text("Kept as run #", exact=False).first
+    kept.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    number = int(re.search(r"#(\d+)", kept.inner_text()).group(1))
+    _open(page, server, "history", {**SIDEBAR, "gen_max_new": "9"}, "Run history")
+    page.get_by_role("button", name=f"Reopen run #{number} on the Generate page").click()
+    page.get_by_text(f"Kept as run #{number}", exact=False).first.wait_for(timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    _clean(page, "reopened run")
+    _shows(page, "stSlider", "Tokens to generate", "4", "reopened run")
+    address = _address(page)
+    assert address.get("gen_max_new") == ["4"] and address.get("dtype") == ["float32"], address
+    assert address.get("model") == [SIDEBAR["model"]], address
+
+    _open(page, server, "tune", {**SIDEBAR, **TUNE}, "Tune a schedule")
+    page.get_by_role("button", name="Run search").click()
+    opener = page.get_by_role("button", name="Open in the designer")
+    opener.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    opener.click()
+    page.get_by_role("heading", name="Schedule designer").wait_for()
+    loaded = page.get_by_text("Loaded: ", exact=False).first
+    loaded.wait_for()
+    _wait_idle(page)
+    _clean(page, "designer opened from Tune")
+    said = loaded.inner_text()
+    shown = [_shown(page, "stSlider", label) for label in ("Max layers", "Min layers")]
+    address = _address(page)
+    assert address.get("dtype") == ["float32"] and not set(TUNE) & set(address), address
+    context, other = _tab(browser)  # a reload: a new session on the designer's address draws the same design
+    try:
+        other.goto(page.url, wait_until="domcontentloaded")
+        other.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
+        _wait_idle(other)
+        _shows(other, "stSlider", "Max layers", shown[0], "designer reloaded")
+        _shows(other, "stSlider", "Min layers", shown[1], "designer reloaded")
+        design = said.removeprefix("Loaded: ").removesuffix(".")  # the schedule in words, every field said
+        other.get_by_text(f"Schedule: {design}, used by", exact=False).first.wait_for()
+        _clean(other, "designer reloaded")
+    finally:
+        context.close()
+
+
 def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server):
     """A real model not trained to skip opens at full depth with the command line's note, its prompt goes in its
     chat template (said), and the answer is text."""
