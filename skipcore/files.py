@@ -9,10 +9,11 @@ tool never writes through a symbolic link that leads out of its output folder.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skipcore.errors import UserError
 
@@ -40,6 +41,18 @@ def read_parquet(path: str | os.PathLike) -> pa.Table:
 
     with open(path, "rb") as f:
         return pq.read_table(f)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """`json.loads` for JSON a user gave (a schedule file, a prompts or data file's lines, a trace's metadata):
+    Python's reader recurses once per level of nesting, so JSON nested a few thousand deep raises RecursionError,
+    which no reader of a file expects; here it is the reader's own error for unreadable JSON
+    (`json.JSONDecodeError`, a ValueError), which every reader of a user's file already says in one line."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError("nested deeper than a JSON reader follows", shown, 0) from None
 
 
 def file_digest(path: Path) -> str:

@@ -7,7 +7,6 @@ which is what lets later tokens reuse the KV cache of earlier ones without recom
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from skipcore.errors import ScheduleError
+from skipcore.files import parse_json
 
 SHAPES = ("full", "constant", "linear", "power", "step", "custom")
 MODES = ("skip", "exit", "middle")
@@ -232,7 +232,7 @@ class Schedule:
         """A schedule saved as a JSON object of its fields (the dashboard's export, `best_schedule.json`), for a
         model of `num_layers` layers where given (a file for another depth is refused)."""
         try:
-            d = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
+            d = parse_json(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
         except (OSError, ValueError) as e:
             raise ScheduleError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from e
         if not isinstance(d, dict):

@@ -16,6 +16,7 @@ from typing import Any
 from skipcore.data.example import Example
 from skipcore.data.prompts import TASKS
 from skipcore.errors import UserError
+from skipcore.files import parse_json
 
 
 class DataFormatError(UserError, ValueError):
@@ -122,7 +123,7 @@ def load_jsonl(
                 continue
             where = f"{path} line {number}"
             try:
-                record = json.loads(line)
+                record = parse_json(line)
             except json.JSONDecodeError as err:
                 raise DataFormatError(f"{where}: invalid JSON ({err.msg})") from None
             if not isinstance(record, dict):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import parse_json
 
 
 def read_prompts_file(path: str | Path) -> list[str]:
@@ -27,7 +27,7 @@ def read_prompts_file(path: str | Path) -> list[str]:
 
 def _prompt_of(line: str, path: Path, n: int) -> str:
     try:
-        prompt = json.loads(line)["prompt"]
+        prompt = parse_json(line)["prompt"]
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{path} line {n}: expected a JSON object with a 'prompt' field") from e
     if not isinstance(prompt, str):

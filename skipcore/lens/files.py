@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, check_output_file, read_parquet
+from skipcore.files import atomic_write, check_companion, check_output_file, parse_json, read_parquet
 from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path
 from skipcore.traces.schema import TraceSchemaError
 
@@ -119,7 +119,7 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
         if suffix == ".parquet":
             table = read_parquet(path)
             raw = (table.schema.metadata or {}).get(META_KEY)
-            meta = json.loads(raw) if raw else {}
+            meta = parse_json(raw) if raw else {}
             df = table.to_pandas()
         else:
             if suffix == ".jsonl":
@@ -132,7 +132,7 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
                     na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
                 )
             side = sidecar_path(path)
-            meta = json.loads(side.read_text()) if side.is_file() else {}
+            meta = parse_json(side.read_text()) if side.is_file() else {}
     except (ValueError, OSError) as e:
         raise TraceSchemaError(
             f"{path}: not a readable {suffix[1:]} lens table ({str(e).splitlines()[0]})"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, check_companion, check_output_file, read_parquet
+from skipcore.files import atomic_write, check_companion, check_output_file, parse_json, read_parquet
 from skipcore.traces.schema import (
     MASK_PREFIX,
     TEXT_COLUMNS,
@@ -53,7 +53,7 @@ def is_run_metadata(path: Path) -> bool:
     """Whether a `.meta.json` file is run metadata skipcore wrote (a JSON object naming skipcore's version), so a
     user's own file of that name is never replaced."""
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     versions = meta.get("versions") if isinstance(meta, dict) else None
@@ -137,14 +137,14 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
         if fmt == ".parquet":
             table = read_parquet(path)
             raw = (table.schema.metadata or {}).get(META_KEY)
-            meta = json.loads(raw) if raw else {}
+            meta = parse_json(raw) if raw else {}
             df = table.to_pandas()
         elif fmt in ZIPPED_FORMATS:
             df, meta = _read_zip(path)
         else:
             df = _read_text(path, fmt)
             side = sidecar_path(path)
-            meta = json.loads(side.read_text()) if side.is_file() else {}
+            meta = parse_json(side.read_text()) if side.is_file() else {}
     except (ValueError, OSError, zipfile.BadZipFile) as e:
         raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({str(e).splitlines()[0]})") from e
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):
@@ -170,7 +170,7 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
             raise ValueError(f"expected one {fmt} file in the zip, found {found}")
         with zf.open(members[0]) as raw:
             df = _read_text(raw, fmt)
-        meta = json.loads(zf.comment) if zf.comment else {}
+        meta = parse_json(zf.comment) if zf.comment else {}
     return df, meta
 
 
