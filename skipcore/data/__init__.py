@@ -4,7 +4,7 @@ tokenizer."""
 
 from skipcore.data.e2e_mr import SLOT_VALUES, SLOTS, format_mr, parse_mr
 from skipcore.data.e2e_synth import make_corpus, write_default_corpus
-from skipcore.data.example import Example
+from skipcore.data.example import Example, rows_digest
 from skipcore.data.holdout import hold_out
 from skipcore.data.loaders import (
     DATASET_FORMATS,
@@ -42,6 +42,7 @@ __all__ = [
     "make_corpus",
     "parse_mr",
     "read_prompts_file",
+    "rows_digest",
     "train_bpe_tokenizer",
     "write_default_corpus",
     "write_e2e_csv",

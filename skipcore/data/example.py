@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -21,3 +24,15 @@ class Example:
         # Accept any sequence for convenience but store a tuple so the record stays hashable.
         if not isinstance(self.references, tuple):
             object.__setattr__(self, "references", tuple(self.references))
+
+
+def rows_digest(examples: Sequence[Example]) -> str:
+    """A data set's identity by what was read from it: SHA-256 over every example's task, source and references,
+    in order. A resumable run records it with its results, so a resume that reads other rows (another file at the
+    same path typed from another folder, a file edited in place, another split or limit) is told from one that
+    reads the same rows wherever they lie."""
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e.task, e.source, list(e.references)], ensure_ascii=False).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()

@@ -24,6 +24,7 @@ import skipcore.evaluate.units as units  # looked up at run time: tests swap uni
 from skipcore.errors import UserError
 from skipcore.evaluate.executors import FailureCallback, GridIncomplete, InProcessExecutor, SweepExecutor
 from skipcore.evaluate.grid import build_grid, check_settings
+from skipcore.evaluate.identity import with_data
 from skipcore.evaluate.rows import RowCallback
 from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig, check_config, sweep_params
 from skipcore.evaluate.store import SweepStore
@@ -66,7 +67,7 @@ def run_sweep(
     examples = load_examples(cfg.dataset, split=cfg.split, limit=cfg.limit)
     if not examples:
         raise UserError(f"{cfg.dataset} [{cfg.split}] has no examples")
-    with SweepStore(cfg.out, cfg.identity(), cfg.overwrite, traces_dir) as store:
+    with SweepStore(cfg.out, with_data(cfg.identity(), examples), cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()
         ids = {s: s.setting_id(params) for s in grid}
         todo = [s for s in grid if ids[s] not in store.done]

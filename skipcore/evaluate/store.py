@@ -2,8 +2,9 @@
 
 - One writer: a lock file beside the results (`.<name>.lock`, `skipcore.output_lock`) is taken for the whole
   run; a second sweep on the same file is refused in one line (a lock left by a dead process is taken over).
-- Identity: the file records every run-wide setting that changes results (model, data, lengths, device,
-  timing); a resumed sweep must match it, or is refused in one line naming each difference.
+- Identity: the file records every run-wide setting that changes results (model, lengths, device, timing, and the
+  data set by the digest of the rows read: `skipcore.evaluate.identity`); a resumed sweep must match it, or is
+  refused in one line naming each difference.
 - Atomic: the Parquet record and its CSV copy are written beside themselves and renamed, after every row, so
   an interruption leaves the old or the new table, readable.
 - Its own files only: the Parquet record names the digest of the CSV copy it wrote, so a CSV of that name that
@@ -26,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
+from skipcore.evaluate.identity import differences, said
 from skipcore.files import (
     atomic_write,
     check_companion,
@@ -140,12 +142,10 @@ class SweepStore:
             self.old_traces = [str(p) for p in old.get("trace_path", pd.Series(dtype=str)).dropna()]
             return
         theirs = meta.get("identity", {})
-        diff = [k for k in self.identity if theirs.get(k, "<missing>") != self.identity[k]]
-        if diff:
-            said = ", ".join(f"{k}={theirs.get(k, '<missing>')!r} (not {self.identity[k]!r})" for k in diff)
+        if differences(theirs, self.identity):
             raise UserError(
-                f"{self.out} holds a sweep made with other settings: {said}; pass --overwrite to replace it "
-                "or choose another --out"
+                f"{self.out} holds a sweep made with other settings: {said(theirs, self.identity, most=99)}; pass "
+                "--overwrite to replace it or choose another --out"
             )
         self.rows = old.to_dict("records")
 

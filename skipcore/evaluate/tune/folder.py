@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.evaluate.identity import differences, said
 from skipcore.evaluate.store import read_own_sweep
 from skipcore.files import atomic_write, check_path_text, check_writable_folder, file_digest, refuse_links_out
 from skipcore.output_lock import OutputLock
@@ -63,14 +64,12 @@ class TuneFolder:
         run removes nothing."""
         refuse_links_out(self.out, "--out")
         old = self._read_record()
-        replacing = old is not None and old.get("identity") != self.identity
+        recorded = (old or {}).get("identity", {})
+        replacing = old is not None and bool(differences(recorded, self.identity))
         if replacing and not self.overwrite:
-            said = ", ".join(
-                f"{k}={theirs!r} (not {ours!r})" for k, theirs, ours in self._differences(old)[:4]
-            )
             raise UserError(
-                f"--out {self.out} holds a tune of other settings: {said}; pass --overwrite to replace its "
-                "files or choose another --out",
+                f"--out {self.out} holds a tune of other settings: {said(recorded, self.identity)}; pass "
+                "--overwrite to replace its files or choose another --out",
                 field="out",
             )
         known = (old or {}).get("files", {})
@@ -83,15 +82,6 @@ class TuneFolder:
         self.out.mkdir(parents=True, exist_ok=True)
         self.remember(STUDY)
         self._write_record()
-
-    def _differences(self, old: dict) -> list[tuple[str, object, object]]:
-        """(setting, the recorded study's value, this run's) for each setting of the identity that differs."""
-        theirs = old.get("identity", {})
-        return [
-            (k, theirs.get(k, "<missing>"), v)
-            for k, v in self.identity.items()
-            if theirs.get(k, "<missing>") != v
-        ]
 
     def _check_files(self, known: dict) -> None:
         """Each file of a name the tune writes is one the record names, unchanged since it was written (the tables

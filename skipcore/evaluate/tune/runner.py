@@ -22,8 +22,10 @@ import pandas as pd
 
 import skipcore.evaluate.tune.folder as files
 import skipcore.evaluate.tune.study as studies
+from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.executors import InProcessExecutor
+from skipcore.evaluate.identity import DATA, with_data
 from skipcore.evaluate.store import SweepStore, read_sweep
 from skipcore.evaluate.tune.choice import TuneOutcome, outcome
 from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
@@ -87,6 +89,7 @@ class Tune:
         if not self.examples:
             raise UserError(f"{s.dataset} [{s.split}] has no rows to search on", field="dataset")
         _check_metric(s, self.examples)
+        self.identity = with_data(s.identity(), self.examples)  # what the study and its tables are held to
         self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
         if "speculative" in s.policies and s.objective != "measured":
             warnings.warn(
@@ -180,13 +183,13 @@ def run_tune(
         import torch
 
         torch.set_num_threads(s.threads)
-    folder = files.TuneFolder(s.out, s.identity(), s.overwrite)
+    folder = files.TuneFolder(s.out, run.identity, s.overwrite)
     with folder, studies.storage_said(folder.path(files.STUDY)):
         study = studies.open_study(folder.path(files.STUDY), s.seed, s.trials)
         trials_file = folder.path(files.TRIALS)
         folder.remember(files.TRIALS)
         folder.remember("trials.csv")
-        with SweepStore(trials_file, s.identity(), False, folder.path(files.TRIALS_TRACES)) as store:
+        with SweepStore(trials_file, run.identity, False, folder.path(files.TRIALS_TRACES)) as store:
             job = TuneJob(s, run.examples, run.refs, task_rows, run.prefix)
             floor = _floor(run, store, job, study)
             run.say(
@@ -327,8 +330,9 @@ def _held_out(run: Tune, folder, o: TuneOutcome) -> HeldOut:
     takes the rows from evaluation.parquet while the choice is the same)."""
     s = run.s
     examples, dropped = run.held
-    identity = {**s.identity(), "evaluate_split": s.evaluate_split, "evaluate_limit": s.evaluate_limit,
-                "chosen": o.chosen["setting_id"], "baseline_targets": list(s.baseline_targets)}  # fmt: skip
+    identity = {**run.identity, "evaluate_split": s.evaluate_split, "evaluate_limit": s.evaluate_limit,
+                "evaluate_" + DATA: rows_digest(examples), "chosen": o.chosen["setting_id"],
+                "baseline_targets": list(s.baseline_targets)}  # fmt: skip
     path = folder.path(files.EVALUATION)
     replace = path.exists() and read_sweep(path)[1].get("identity") != identity
     folder.remember(files.EVALUATION)

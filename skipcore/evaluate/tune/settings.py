@@ -150,6 +150,7 @@ class TuneSettings:
         keep += ("policies", "shapes", "modes", "warmups", "batch_size", "prune_after", "prune_margin")
         keep += ("max_new_tokens", "speedup_over", "decay_span", "device", "dtype", "attn")
         keep += ("repeats", "timing_limit") if self.objective == "measured" else ()
+        keep += ("attention_dtype",) if self.attention_dtype != "model" else ()  # named where not the model's
         return {k: _plain(getattr(self, k)) for k in keep}
 
     @property
@@ -191,7 +192,8 @@ def check_settings(s: TuneSettings) -> TuneSettings:
     from skipcore.schedule import MODES
 
     check_output_name(s.out, "out", field="out")
-    s = replace(s, out=Path(s.out), policies=tuple(s.policies), shapes=tuple(s.shapes), modes=tuple(s.modes))
+    lists = {f.name: _as_list(f.name, getattr(s, f.name), f.kind) for f in tune_flags() if f.many}
+    s = replace(s, out=Path(s.out), **lists)
     for name, values, allowed in (
         ("policies", s.policies, POLICIES),
         ("shapes", s.shapes, SHAPES),
@@ -249,6 +251,29 @@ def _check_engine(s: TuneSettings) -> None:
             f"attention_dtype: unknown value {s.attention_dtype!r}; choose from {', '.join(ATTENTION_DTYPES)}",
             field="attention_dtype",
         )
+
+
+LIST_ITEMS = {"ints": (int, "whole numbers"), "floats": (float, "numbers"), "texts": (str, "names")}
+
+
+def _as_list(name: str, value, kind: str) -> tuple:
+    """A list setting as a tuple of its kind (`ints`, `floats`, `texts`), from a sequence or, as its flag takes
+    it, a comma-separated string ("static,adaptive", "1,2"); refused in one line where an item is of another
+    kind (a string is never split into its characters)."""
+    item, words = LIST_ITEMS[kind]
+    if isinstance(value, str):
+        parts = [v.strip() for v in value.split(",") if v.strip()]
+        try:
+            return tuple(item(v) for v in parts)
+        except ValueError:
+            raise UserError(f"{name} must be comma-separated {words}, got {value!r}", field=name) from None
+    if not isinstance(value, list | tuple):
+        raise UserError(f"{name} must be a list of {words}, got {value!r}", field=name)
+    for v in value:
+        fits = isinstance(v, item) if item is str else isinstance(v, int | float if item is float else int)
+        if not fits or isinstance(v, bool):
+            raise UserError(f"{name} must be {words}, got {v!r} in {list(value)}", field=name)
+    return tuple(item(v) for v in value)
 
 
 def _at_least(name: str, value: int, low: int) -> None:
