@@ -1,8 +1,9 @@
 """A tune's output folder: what it writes there, and the rules that keep everything else safe.
 
-- Its record (`tune.json`) names the settings of the study the folder holds (its identity) and every file the
-  tune wrote with the digest it wrote it with. A rerun with the same identity resumes; another identity is refused
-  in one line, or with `overwrite` the recorded files (and only those) are removed first.
+- Its record (`tune.json`) names the settings of the study the folder holds (its identity, with the digest of the
+  rows searched: `skipcore.evaluate.identity`) and every file the tune wrote with the digest it wrote it with. A
+  rerun with the same identity resumes; another identity is refused in one line, or with `overwrite` the recorded
+  files (and only those) are removed, once every check below has passed: a refused run removes nothing.
 - Its own files only: a file of a name the tune writes that the record does not name (a user's `report.md`), or
   that changed since the tune wrote it, is refused before any work, never replaced. Other files in the folder are
   left alone. The sweep-format tables keep their own rules (`skipcore.evaluate.store`).
