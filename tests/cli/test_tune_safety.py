@@ -37,7 +37,9 @@ def test_a_refused_overwrite_deletes_nothing(model_dirs, data_csv, tmp_path, cap
     with (out / "report.md").open("a") as f:
         f.write("edited\n")
     before = snapshot(out)
-    said = refused(capsys, tune_argv(model_dirs, data_csv, out, "--trials", "1", "--max-drop", "2", "--overwrite"))
+    said = refused(
+        capsys, tune_argv(model_dirs, data_csv, out, "--trials", "1", "--max-drop", "2", "--overwrite")
+    )
     assert "report.md" in said
     assert snapshot(out) == before
 
@@ -47,9 +49,13 @@ def test_a_refused_overwrite_deletes_nothing(model_dirs, data_csv, tmp_path, cap
     [
         (["--device", "tpu"], "--device 'tpu'; choose auto, cpu or cuda"),
         (["--reference-model", "/nonexistent"], "--reference-model"),
+        (["--seed", "-1"], "--seed must be a whole number >= 0, got -1"),
+        (["--seed", str(2**32)], "--seed must be below"),
     ],
 )
-def test_a_flag_that_cannot_run_is_refused_before_any_file(model_dirs, data_csv, tmp_path, capsys, extra, said):
+def test_a_flag_that_cannot_run_is_refused_before_any_file(
+    model_dirs, data_csv, tmp_path, capsys, extra, said
+):
     out = tmp_path / "tune"
     assert said in refused(capsys, tune_argv(model_dirs, data_csv, out, *extra))
     assert not out.exists()
@@ -101,7 +107,9 @@ def test_the_reports_command_runs_as_the_search_scored(model_dirs, data_csv, tmp
     real = tune_runner.outcome
     monkeypatch.setattr(tune_runner, "outcome", lambda *a: real(*a[:-1], False))
     out = tmp_path / "tune"
-    argv = tune_argv(model_dirs, data_csv, out, "--trials", "1", "--policies", "adaptive", "--dtype", "bfloat16")
+    argv = tune_argv(
+        model_dirs, data_csv, out, "--trials", "1", "--policies", "adaptive", "--dtype", "bfloat16"
+    )
     assert main([*argv, "--max-drop", "100"]) == 0
     report = (out / "report.md").read_text()
     words = shlex.split(report.split("```bash\n")[1].split("\n```")[0])

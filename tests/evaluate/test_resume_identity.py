@@ -35,7 +35,9 @@ def test_the_digest_is_of_the_rows_read(two_folders):
 
 
 def tiny_sweep(model_dirs, out, **kw):
-    base = dict(targets=(1.0,), modes=("skip",), batch_sizes=(1,), policies=("static",), repeats=0, max_new_tokens=4)
+    base = dict(
+        targets=(1.0,), modes=("skip",), batch_sizes=(1,), policies=("static",), repeats=0, max_new_tokens=4
+    )
     return sweep_config(model_dirs, "data", out, **{**base, **kw})
 
 

@@ -28,7 +28,9 @@ def test_a_flagged_timing_is_never_chosen():
     table = pd.DataFrame(
         [
             trial_row("full depth", 50.0, 1.0, state="reference"),
-            trial_row("too fast", 49.0, 1.88, "measured decode speedup 1.88x is above 1.2x its layer speedup"),
+            trial_row(
+                "too fast", 49.0, 1.88, "measured decode speedup 1.88x is above 1.2x its layer speedup"
+            ),
             trial_row("plausible", 49.0, 1.1),
         ]
     )

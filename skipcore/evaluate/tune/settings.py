@@ -33,6 +33,7 @@ OBJECTIVES = {"layer": "layer_speedup", "flops": "flops_speedup_decode", "measur
 METRICS = ("bleu", "rougeL", "rouge1", "rouge2", "chrf", "slot_name", "slot_all")  # quality columns of a row
 SHAPES = ("linear", "power", "step", "constant")  # the parametric shapes a search draws
 POLICIES = ("static", "speculative", "adaptive", "calm")  # the loop's policies a search may draw
+SEED_LIMIT = 2**31  # the sampler's seed (numpy's, below 2**32) grows by one per trial a study holds
 
 
 def setting(default=MISSING, help: str = "", *, flag: str = "", kind: str = ""):
@@ -212,8 +213,11 @@ def check_settings(s: TuneSettings) -> TuneSettings:
         ("parallel", 1),
         ("prune_after", 0),
         ("timing_limit", 1),
+        ("seed", 0),
     ):
         _at_least(name, getattr(s, name), low)
+    if s.seed >= SEED_LIMIT:
+        raise UserError(f"seed must be below {SEED_LIMIT}, got {s.seed}", field="seed")
     for name in ("limit", "evaluate_limit", "max_new_tokens", "speedup_over", "decay_span", "threads"):
         if getattr(s, name) is not None:
             _at_least(name, getattr(s, name), 2 if name in ("max_new_tokens", "speedup_over") else 1)
