@@ -61,13 +61,14 @@ def training_data(
     """(training examples, dev examples or None, the record of what was really used for each). `given`: the
     settings the user set (a cap on dev sources they set and the data cannot fill is said); `say`: print
     warnings (the main process)."""
-    from skipcore.data import hold_out, load_examples
+    from skipcore.data import hold_out, load_examples, rows_digest
 
     examples = load_examples(s.dataset, split=split, task=s.task, limit=s.limit)
     where = f"{s.dataset}" + (f" [{split}]" if split else "")
     if not examples:
         raise UserError(f"no training examples in {where}")
     record: dict = {"dataset": as_recorded(s.dataset, "dataset"), "split": split, "task": examples[0].task}
+    record["rows_sha256"] = rows_digest(examples)  # the rows read, by content: a resume over others is said
     dev = None
     short = say and "eval_limit" in given  # a capped dev set smaller than the cap the user set is said
     if s.dev_fraction is not None:
