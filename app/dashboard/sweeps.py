@@ -58,6 +58,22 @@ def with_measured(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def finite_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The table with every infinite number (`inf` in a CSV) made missing, and which columns held them ('2 in
+    layer_speedup'), or None where none did. A chart cannot place an infinite point: the browser's chart library
+    failed on one with a stack trace; missing values are left off the chart and said, as any missing value is."""
+    counts = {}
+    out = df.copy()
+    for column in numeric_columns(df):
+        infinite = np.isinf(pd.to_numeric(df[column], errors="coerce").astype(float))
+        if infinite.any():
+            counts[column] = int(infinite.sum())
+            out[column] = out[column].where(~infinite)
+    if not counts:
+        return df, None
+    return out, ", ".join(f"{n} in {column}" for column, n in counts.items())
+
+
 def unplaced(df: pd.DataFrame, x: str, y: str, series: str | None = SERIES_COLUMN) -> str | None:
     """The rows a chart of y against x cannot place (NaN in either), counted per series: 'transformers (2)'."""
     missing = df[df[x].isna() | df[y].isna()]

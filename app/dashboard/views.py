@@ -93,6 +93,18 @@ def prompt_picker(key: str) -> list[str]:
     return [p for p, _ in chosen]
 
 
+def what_to_do(button: str, prompts: list[str], unchosen: str | None = None) -> None:
+    """The line a page shows before its first result: what is still to choose (the prompts, and `unchosen`: what
+    else the page needs that is not chosen yet), or, once all is there, only the button to press (it said
+    "Choose prompts" beside prompts already filled in)."""
+    missing = [m for m in (unchosen, None if prompts else "prompts") if m]
+    if missing:
+        st.info(f"Choose {' and '.join(missing)}, then press **{button}**.")
+    else:
+        count = f"the {len(prompts)} prompts" if len(prompts) > 1 else "the prompt"
+        st.info(f"Press **{button}** to run {count}.")
+
+
 def batch_size_input(container, key: str, prompts: list[str]) -> int:
     """Batch size, following the number of prompts when that changes (so 16 prompts never keep the 2 that two
     prompts set); a batch size the address gives is kept on load."""

@@ -308,7 +308,7 @@ def main() -> None:
         CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()
     stored = CompareResult.shown(now)
     if stored is None:
-        st.info("Choose policies and prompts, then press **Run all**.")
+        views.what_to_do("Run all", prompts, None if chosen else "policies")
         return
     provenance.show(stored.settings, now, "Run all")
     for name, msg in stored.errors.items():

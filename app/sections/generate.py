@@ -107,7 +107,7 @@ def main() -> None:
         run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)
     result = GenerateResult.shown(now)
     if result is None:
-        st.info("Choose prompts and press **Generate**.")
+        views.what_to_do("Generate", prompts)
         return
     show_result(result, now, engine)
 

@@ -220,7 +220,7 @@ def main() -> None:
         run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now, sent, estimate)
     result = LensComparison.shown(now)
     if result is None:
-        st.info("Choose prompts and press **Run the lens**.")
+        views.what_to_do("Run the lens", prompts)
         return
     provenance.show(result.settings, now, "Run the lens")
     show_agreement(result)

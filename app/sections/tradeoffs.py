@@ -229,6 +229,9 @@ def draw(df: pd.DataFrame) -> None:
         st.error(f"This table cannot be drawn as a trade-off: {problem}.")
         st.dataframe(df.head(50))
         return
+    df, infinite = sweeps.finite_only(df)
+    if infinite:
+        st.warning(f"Values that are not finite numbers (inf) are left out of the charts: {infinite}.")
     df = sweeps.with_measured(sweeps.with_series(df))
     if "batch_size" in df and df["batch_size"].nunique() > 1:
         sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())

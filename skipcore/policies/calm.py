@@ -86,7 +86,7 @@ class CalmPolicy(Parameterised):
     )
     name: ClassVar[str] = "calm"
     title: ClassVar[str] = "CALM-DEC"
-    about: ClassVar[str] = "CALM-DEC: each token exits once it is confident (no schedule)."
+    about: ClassVar[str] = "each token exits once it is confident (no schedule)."  # its title names it
     uses_schedule: ClassVar[bool] = False  # each token's depth comes from its confidence, not from a schedule
     shared_sets: ClassVar[bool] = False
     needs_logits: ClassVar[bool] = False
