@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from skipcore.commands.common import (
@@ -72,10 +73,12 @@ def summary_line(label: str, s: dict) -> str:
         if s["tokens_per_full_pass"] == s["tokens_per_full_pass"]  # not NaN: a speculative run
         else ""
     )
+    from skipcore.measure.summary import speedup_text as x
+
     return (
-        f"[{label}] {drafts}layer speedup {s['layer_speedup']:.2f}x per token / {s['batch_layer_speedup']:.2f}x "
-        f"per batch step, FLOPs speedup {s['flops_speedup_decode']:.2f}x decode / "
-        f"{s['flops_speedup_with_prompt']:.2f}x with prompt, KV saved {s['kv_saved_fraction']:.0%}, "
+        f"[{label}] {drafts}layer speedup {x(s['layer_speedup'])} per token / {x(s['batch_layer_speedup'])} "
+        f"per batch step, FLOPs speedup {x(s['flops_speedup_decode'])} decode / "
+        f"{x(s['flops_speedup_with_prompt'])} with prompt, KV saved {s['kv_saved_fraction']:.0%}, "
         f"{s['tokens_per_s']:.1f} tokens/s in this one run (--timing-repeats N measures against full depth)"
     )
 
@@ -112,18 +115,24 @@ def run_generate(args: argparse.Namespace) -> int:
 def timing_line(engine, prompts: list[str], policy, args: argparse.Namespace, summary: dict) -> str:
     """Paired, repeated timing against full depth (skipcore.measure.paired_timing), said with its interval and flag."""
     from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
+    from skipcore.measure.summary import interval_text
 
     m = measure_against_full(
         engine, prompts, policy, args.max_new_tokens, args.batch_size, args.timing_repeats
     )
-    flag = plausibility_flag(
+    decoded = math.isfinite(m["wall_speedup_decode"])  # one new token is the prefill alone: no decode step
+    flag = decoded and plausibility_flag(
         m["wall_speedup_decode"], summary["batch_layer_speedup"], summary["batch_flops_speedup_decode"]
     )
+    decode = interval_text(*(m[f"wall_speedup_decode{end}"] for end in ("", "_lo", "_hi")))
+    total = interval_text(*(m[f"wall_speedup_total{end}"] for end in ("", "_lo", "_hi")))
+    per_step = (
+        f" ({m['full_decode_ms_per_step']:.2f} vs {m['decode_ms_per_step']:.2f} ms per decode step)"
+        if decoded
+        else " (no decode step: the one new token is the prefill's)"
+    )
     line = (
-        f"measured against full depth: decode {m['wall_speedup_decode']:.2f}x "
-        f"[{m['wall_speedup_decode_lo']:.2f}, {m['wall_speedup_decode_hi']:.2f}], total "
-        f"{m['wall_speedup_total']:.2f}x [{m['wall_speedup_total_lo']:.2f}, {m['wall_speedup_total_hi']:.2f}], "
-        f"{m['tokens_per_s']:.1f} tokens/s; medians of {m['timing_runs']} paired runs "
-        f"({m['full_decode_ms_per_step']:.2f} vs {m['decode_ms_per_step']:.2f} ms per decode step)"
+        f"measured against full depth: decode {decode}, total {total}, {m['tokens_per_s']:.1f} tokens/s; "
+        f"medians of {m['timing_runs']} paired runs{per_step}"
     )
     return line + (f"\nwarning: implausible timing: {flag}" if flag else "")

@@ -221,8 +221,8 @@ def bench_one(
             row.update(weight_bytes=_weight_bytes(net), tokens_per_full_pass=run.per_full_pass)
             if setting in drafted:
                 row["draft_tokens"] = drafted[setting]
-            if bandwidth and setting in ("full", "full (no graphs)"):
-                per_step = row["decode_seconds"] / (T - 1) if T > 1 else math.nan
+            if bandwidth and setting in ("full", "full (no graphs)") and T > 1:  # a decode step to hold to it
+                per_step = row["decode_seconds"] / (T - 1)
                 step_bytes = _bytes_per_step(model, shapes, batch_size, P, T)
                 row["roofline_fraction"] = step_bytes / (bandwidth * per_step)
                 if read_bandwidth:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write, file_digest
+from skipcore.measure.summary import speedup_text
 from skipcore.models.dtype_choice import dtype_name
 
 
@@ -88,14 +90,15 @@ def format_table(rows: list[dict]) -> str:
             " (random weights)" if r.get("weights") == "random" and is_real_name(r["model"]) else ""
         )
 
-        def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:
-            return fmt.format(r[k]) if r.get(k) is not None else ""
+        def f(k: str, fmt: str = "{:.2f}", r: dict = r) -> str:  # NaN (no decode step timed): 'n/a'
+            return speedup_text(r[k], fmt) if r.get(k) is not None else ""
 
         def ci(k: str, r: dict = r) -> str:
             if r.get(k) is None:
                 return ""
             star = "*" if k == "measured_speedup_decode" and r.get("timing_flag") else ""
-            return f"{r[k]:.2f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]{star}"
+            ends = ", ".join(speedup_text(r[k + end], "{:.2f}") for end in ("_lo", "_hi"))
+            return f"{speedup_text(r[k], '{:.2f}')} [{ends}]{star}" if math.isfinite(r[k]) else "n/a"
 
         lines.append(
             f"| {model} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "

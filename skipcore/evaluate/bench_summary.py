@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from skipcore.measure.summary import speedup_text
+
 ONE_B = ("llama-1b", "opt-1.3b")  # the 1B shapes the plan's targets speak of
 
 
@@ -30,7 +32,7 @@ def _in_runs_dtype(r: dict, dtype: str | None) -> bool:
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
-    return fmt.format(value) if value is not None else "-"
+    return speedup_text(value, fmt) if value is not None else "-"
 
 
 def _inverse(row: dict | None, key: str = "vs_full_total") -> float | None:

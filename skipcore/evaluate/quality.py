@@ -200,10 +200,11 @@ def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -
 def row_line(setting, row: dict) -> str:
     """A finished sweep row in a line: its label, quality, layer speedups, a drafting policy's yield, whether a
     lossless one kept full depth's output, and the measured speedup with its interval (or that none was timed)."""
+    from skipcore.measure.summary import interval_text, speedup_text
+
     kind = "decode" if row.get("wall_speedup_decode") == row.get("wall_speedup_decode") else "total"
     measured = (
-        f"measured {kind} {row[f'wall_speedup_{kind}']:.2f}x "
-        f"[{row[f'wall_speedup_{kind}_lo']:.2f}, {row[f'wall_speedup_{kind}_hi']:.2f}]"
+        f"measured {kind} {interval_text(*(row.get(f'wall_speedup_{kind}{end}') for end in ('', '_lo', '_hi')))}"
         if row.get("timing_runs")
         else "timing not measured (--repeats 0)"
     )
@@ -212,10 +213,9 @@ def row_line(setting, row: dict) -> str:
     same = row.get("same_as_full_depth", float("nan"))
     if _lossless(setting) and same == same:
         yields += f", output = full depth's for {same:.0%} of prompts"
-    nan = float("nan")
     return (
-        f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {row.get('layer_speedup', nan):.2f}x "
-        f"(batch {row.get('batch_layer_speedup', nan):.2f}x){yields}, {measured}"
+        f"{setting.label()}: BLEU {row['bleu']:.1f}, layer speedup {speedup_text(row.get('layer_speedup'))} "
+        f"(batch {speedup_text(row.get('batch_layer_speedup'))}){yields}, {measured}"
     )
 
 

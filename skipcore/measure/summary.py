@@ -23,7 +23,24 @@ shows the same numbers everywhere.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
+
+
+def speedup_text(value: float | None, fmt: str = "{:.2f}x") -> str:
+    """A speedup as every printer says it ('1.93x'), or 'n/a' where it does not exist (NaN or missing: no decode
+    step ran or was timed), never 'nanx'."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return fmt.format(value)
+
+
+def interval_text(value: float | None, lo: float | None, hi: float | None) -> str:
+    """A measured speedup with its 95% interval ('1.93x [1.85, 2.01]'), or 'n/a' where it does not exist."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.2f}x [{speedup_text(lo, '{:.2f}')}, {speedup_text(hi, '{:.2f}')}]"
 
 
 def _ratio(a: float, b: float) -> float:
