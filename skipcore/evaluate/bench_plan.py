@@ -203,8 +203,7 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
         if plan.prompt_len + max(plan.new_tokens) > positions:
             raise UserError(
                 f"--prompt-len {plan.prompt_len} plus --new-tokens {max(plan.new_tokens)} exceeds {m}'s "
-                f"{positions} positions; use at most {max(positions - max(plan.new_tokens), 0)} prompt "
-                "tokens or fewer new tokens"
+                f"{positions} positions; {_what_fits(positions, plan.prompt_len, max(plan.new_tokens))}"
             )
         for flag, t in targets:
             for n in plan.new_tokens:
@@ -212,6 +211,16 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
                     skip_schedule(layers, t, n)
                 except UserError as e:
                     raise UserError(f"{flag} {t:g} on {m} over {n} new tokens: {e}") from e
+
+
+def _what_fits(positions: int, prompt_len: int, new_tokens: int) -> str:
+    """Advice naming only values the bench accepts (each at least 1): a shorter prompt where that alone fits,
+    else fewer new tokens where that does, else both."""
+    if positions - new_tokens >= 1:
+        return f"use --prompt-len {positions - new_tokens} or fewer, or fewer --new-tokens"
+    if positions - prompt_len >= 1:
+        return f"use --new-tokens {positions - prompt_len} or fewer"
+    return f"use --prompt-len and --new-tokens that add up to at most {positions}"
 
 
 def check_draft_tokens(plan: BenchPlan) -> None:

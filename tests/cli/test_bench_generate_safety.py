@@ -107,3 +107,18 @@ def test_a_prompt_that_leaves_room_is_advised_the_new_tokens_that_fit(tmp_path, 
     argv = ["generate", "--model", SHIPPED, "--prompts-file", str(prompts), "--max-new-tokens", "250"]
     line = refused(capsys, argv)
     assert len(accepted_values(line)) == 1 and accepted_values(line)[0] >= 1
+
+
+@pytest.mark.parametrize(
+    "prompt_len, new_tokens, advice",
+    [
+        ("4", "600", "use --new-tokens 252 or fewer"),
+        ("600", "4", "use --prompt-len 252 or fewer"),
+        ("600", "400", "add up to at most 256"),
+    ],
+)
+def test_a_bench_plan_past_the_positions_is_advised_what_runs(capsys, prompt_len, new_tokens, advice):
+    """Case 9's bench variant: no 'use at most 0 prompt tokens' (--prompt-len takes 1 or more)."""
+    argv = ["bench", "--models", "opt-tiny", "--prompt-len", prompt_len, "--new-tokens", new_tokens]
+    line = refused(capsys, argv)
+    assert "exceeds opt-tiny's 256 positions" in line and advice in line and " 0 " not in line
