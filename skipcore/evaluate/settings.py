@@ -236,4 +236,23 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
         raise UserError(f"--timing-limit must be >= 1, got {cfg.timing_limit}")
     if cfg.threads is not None and cfg.threads < 1:
         raise UserError(f"--threads must be >= 1, got {cfg.threads}")
+    check_engine(cfg.device, cfg.dtype, cfg.attention_dtype)
     return cfg
+
+
+def check_engine(device: str, dtype: str, attention_dtype: str) -> None:
+    """The device, dtype and attention dtype every unit loads its model with (a sweep's, a tune's), refused in one
+    line naming the setting before any work, not when the first unit loads its model."""
+    from skipcore.decode.attention import ATTENTION_DTYPES
+    from skipcore.models.loading import check_dtype, resolve_device
+
+    for name, value, check in (("device", device, resolve_device), ("dtype", dtype, check_dtype)):
+        try:
+            check(value)
+        except UserError as e:
+            raise UserError(str(e), field=name) from e
+    if attention_dtype not in ATTENTION_DTYPES:
+        raise UserError(
+            f"attention_dtype: unknown value {attention_dtype!r}; choose from {', '.join(ATTENTION_DTYPES)}",
+            field="attention_dtype",
+        )

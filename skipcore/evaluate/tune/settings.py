@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.evaluate.settings import check_engine
 from skipcore.files import check_output_name
 from skipcore.models.shipped import shipped_path
 
@@ -235,26 +236,8 @@ def check_settings(s: TuneSettings) -> TuneSettings:
             f"baseline_targets must all be finite numbers >= 1, got {said}", field="baseline_targets"
         )
     _check_splits(s)
-    _check_engine(s)
+    check_engine(s.device, s.dtype, s.attention_dtype)
     return resolve_lengths(s)
-
-
-def _check_engine(s: TuneSettings) -> None:
-    """The device, dtype and attention dtype every trial loads its model with, refused here rather than when the
-    floor's model loads (after the output folder was made)."""
-    from skipcore.decode.attention import ATTENTION_DTYPES
-    from skipcore.models.loading import check_dtype, resolve_device
-
-    for name, check in (("device", resolve_device), ("dtype", check_dtype)):
-        try:
-            check(getattr(s, name))
-        except UserError as e:
-            raise UserError(str(e), field=name) from e
-    if s.attention_dtype not in ATTENTION_DTYPES:
-        raise UserError(
-            f"attention_dtype: unknown value {s.attention_dtype!r}; choose from {', '.join(ATTENTION_DTYPES)}",
-            field="attention_dtype",
-        )
 
 
 LIST_ITEMS = {"ints": (int, "whole numbers"), "floats": (float, "numbers"), "texts": (str, "names")}
