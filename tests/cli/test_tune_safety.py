@@ -31,16 +31,17 @@ def snapshot(folder) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def test_a_refused_overwrite_deletes_nothing(model_dirs, data_csv, tmp_path, capsys):
+@pytest.mark.parametrize("edited", ["report.md", "trials.csv"])
+def test_a_refused_overwrite_deletes_nothing(model_dirs, data_csv, tmp_path, capsys, edited):
     out = tmp_path / "tune"
     assert main(tune_argv(model_dirs, data_csv, out, "--trials", "1")) == 0
-    with (out / "report.md").open("a") as f:
+    with (out / edited).open("a") as f:
         f.write("edited\n")
     before = snapshot(out)
     said = refused(
         capsys, tune_argv(model_dirs, data_csv, out, "--trials", "1", "--max-drop", "2", "--overwrite")
     )
-    assert "report.md" in said
+    assert edited in said
     assert snapshot(out) == before
 
 
