@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
-import torch
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch only names types here: the policies' declarations (and --help) import without it
+    import torch
+
     from skipcore.adapters import Adapter, ModelShapes
     from skipcore.decode.cache import SkipKVCache
     from skipcore.decode.outputs import BatchOutput

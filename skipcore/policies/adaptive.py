@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import MODES, Schedule, layers_for_budget
 
+# torch is imported where a step runs: the policy's declaration (its flags, --help) needs none
 if TYPE_CHECKING:
+    import torch
+
     from skipcore.adapters import ModelShapes
     from skipcore.decode.outputs import BatchOutput
 
@@ -36,6 +38,8 @@ SIGNALS = ("max_prob", "entropy")
 
 def batch_signal(logits: torch.Tensor, live: torch.Tensor, signal: str) -> float:
     """The least confident live row's confidence: its top probability, or its entropy (higher is less sure)."""
+    import torch
+
     if not bool(live.any()):
         return float("nan")
     logp = torch.log_softmax(logits[live].float(), dim=-1)
@@ -189,6 +193,8 @@ class AdaptivePolicy(Parameterised):
                 if sure:
                     budget = max(self.min_layers, budget - self.drop)
                 out, n = run.shared(self.layers(budget, num_layers)), budget
+            import torch
+
             dev = run.input_ids.device
             out.extras = {
                 "budget": torch.full((B,), n, dtype=torch.long, device=dev),

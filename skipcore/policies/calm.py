@@ -33,18 +33,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 
-import skipcore.measure.costs as costs
-from skipcore.adapters import Adapter, ModelShapes
-from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.forward import step_attention
-from skipcore.decode.masks import attention_mask
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState, per_step
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import Schedule
 
+# torch and the model code are imported where a step runs: the declaration (--help) needs none
 if TYPE_CHECKING:
+    import torch
+
+    from skipcore.adapters import Adapter, ModelShapes
+    from skipcore.decode.cache import SkipKVCache
     from skipcore.decode.outputs import BatchOutput
 
 MEASURES = ("softmax", "top2")
@@ -126,6 +125,8 @@ class CalmPolicy(Parameterised):
 
     def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
         """CALM's signals and its own costs, beside the common FLOPs of each token's own pass."""
+        import skipcore.measure.costs as costs
+
         B, T = out.tokens.shape
         L = shapes.num_layers
         P = out.prompt_lens.numpy()
@@ -163,6 +164,8 @@ class CalmPolicy(Parameterised):
 
 def confidence(logits: torch.Tensor, measure: str) -> torch.Tensor:
     """CALM's softmax-based confidence of each row: the top probability, or the gap between the top two."""
+    import torch
+
     probs = torch.softmax(logits.float(), dim=-1)
     if measure == "softmax":
         return probs.max(-1).values
@@ -215,6 +218,11 @@ def kv_projection_flops(shapes: ModelShapes) -> int:
 # -- one decode step with per-row exits ------------------------------------------------------------------
 def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOutput:
     """Run layers until every live row is confident (or all L ran); exited rows ride along frozen."""
+    import torch
+
+    from skipcore.decode.forward import step_attention
+    from skipcore.decode.masks import attention_mask
+
     adapter, cache = run.adapter, run.cache
     ids, positions = run.input_ids, run.positions
     L = adapter.shapes.num_layers

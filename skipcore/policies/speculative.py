@@ -41,15 +41,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 
-import skipcore.measure.costs as costs
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import Schedule
 
+# torch and the model code are imported where a step runs: the declaration (--help) needs none
 if TYPE_CHECKING:
+    import torch
+
     from skipcore.adapters import ModelShapes
     from skipcore.decode.outputs import BatchOutput
     from skipcore.decode.sampling import TokenPicker
@@ -90,6 +91,8 @@ def sampled_accept(
     is drawn from max(0, p - q) renormalised at that column, after k acceptances from p at the last column.
     Returns (B, k + 1) tokens (the kept drafts, then the extra token) and the drafts accepted per row.
     """
+    import torch
+
     B, k = drafts.shape
     if k == 0:  # no drafts (a row has room for one token only): a plain draw from the full model
         return picker.draw(p[:, 0])[:, None], torch.zeros(B, dtype=torch.long, device=drafts.device)
@@ -112,6 +115,8 @@ def _draft(
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     """One one-token pass per draft set, each row from its own last token: the (B, k) drafts, their (B, k, V)
     distributions when sampling (empty when greedy), and each pass's hidden state after layer c - 1."""
+    import torch
+
     picker = run.picker
     ids, drafts, probs, prefix_hidden = run.input_ids, [], [], []
     for j, layers in enumerate(draft_sets):
@@ -137,6 +142,8 @@ def _verify(
     """Full depth over each row's last token and its k drafts: (B, k + 1, V) float logits. The drafted columns
     start at layer c from the drafts' own hidden states (layers below c ran there exactly as at full depth, and
     their K/V stay); only the last column, which no draft fed, runs layers [0, c)."""
+    import torch
+
     k = drafts.shape[1]
     proposal = torch.cat([run.input_ids, drafts], 1)
     verify = run.columns(0, k + 1)
@@ -223,6 +230,8 @@ class SpeculativePolicy(Parameterised):
 
     def _round(self, run: StepRunner, draft_sets: list[tuple[int, ...]], L: int) -> StepOutput:
         """Draft with `draft_sets` (one pass each), verify at full depth, keep each row's agreeing prefix."""
+        import torch
+
         c = shared_prefix(draft_sets) if self.reuse_prefix and draft_sets else 0
         drafts, draft_probs, prefix_hidden = _draft(run, draft_sets, c)
         logits = _verify(run, drafts, prefix_hidden, c, L)
@@ -252,6 +261,8 @@ class SpeculativePolicy(Parameterised):
         share of its row's round: layer-columns (`layers_spent`) and FLOPs (`flops_total`); `flops_batch` shares
         the whole batch's round, rows that have ended included, over the tokens it kept; `batch_layers` is the
         round's sequential layer passes (the draft passes' layers plus L for the verification)."""
+        import skipcore.measure.costs as costs
+
         L = shapes.num_layers
         rounds = out.token_steps().numpy()
         real = ~out.finished_before.numpy()

@@ -21,7 +21,10 @@ def _imported_after(code: str) -> dict[str, bool]:
     return eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 (our own probe's dict)
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["bench", "--help"], ["models", "--help"]])
+LIGHT = ["train", "bench", "models", "data", "lens"]  # the commands whose flags need no model code to build
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in LIGHT)])
 def test_help_imports_no_heavy_library(argv):
     code = (
         "import contextlib, io\nfrom skipcore.commands import main\n"
