@@ -57,11 +57,12 @@ class BenchPlan:
 
     def run_ids(self) -> list[dict]:
         """Each run of `runs()` as a results file names it: everything that decides the rows it makes (the
-        repeats only sharpen them), so a later stage of a plan knows which of its runs a file holds already."""
+        repeats only sharpen them; the order of a list only orders them), so a later stage of a plan knows which
+        of its runs a file holds already."""
         what = {
-            "settings": list(self.settings),
-            "targets": list(self.targets),
-            "draft_tokens": list(self.draft_tokens),
+            "settings": sorted(self.settings),
+            "targets": sorted(self.targets),
+            "draft_tokens": sorted(self.draft_tokens),
             "draft_target": self.draft_target,
             "static_steps": self.static_steps,
         }

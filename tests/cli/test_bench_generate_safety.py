@@ -47,15 +47,15 @@ def test_append_completing_a_stopped_bench_says_it_is_complete(tmp_path, monkeyp
         return real_bench_one(*a, **kw)
 
     monkeypatch.setattr(bench_lib, "bench_one", stops_at_the_third)
-    assert main([*bench_args(out, "1,2,3"), "--settings", "full"]) == 130
+    assert main([*bench_args(out, "1,2,3"), "--settings", "full,generate"]) == 130
     stopped = json.loads(out.read_text())
     assert not stopped["complete"] and (stopped["settings_done"], stopped["settings_total"]) == (2, 3)
 
-    monkeypatch.setattr(bench_lib, "bench_one", real_bench_one)
-    assert main([*bench_args(out, "3"), "--settings", "full", "--append"]) == 0
+    monkeypatch.setattr(bench_lib, "bench_one", real_bench_one)  # the same settings, named in another order
+    assert main([*bench_args(out, "3"), "--settings", "generate,full", "--append"]) == 0
     result = json.loads(out.read_text())
     assert result["complete"] and (result["settings_done"], result["settings_total"]) == (3, 3)
-    assert sorted(r["batch_size"] for r in result["rows"]) == [1, 2, 3]
+    assert sorted(r["batch_size"] for r in result["rows"]) == [1, 1, 2, 2, 3, 3]
     assert "Partial" not in out.with_suffix(".md").read_text()
 
 
