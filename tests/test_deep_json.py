@@ -30,7 +30,7 @@ def test_a_schedule_file_nested_too_deep_is_a_schedule_error(tmp_path):
     "name, flags, said",
     [
         ("schedule.json", ["--prompt", "a", "--schedule-json"], "--schedule-json"),
-        ("prompts.jsonl", ["--prompts-file"], "prompts.jsonl line 1"),
+        ("prompts.jsonl", ["--prompts-file"], "prompts.jsonl line 1: invalid JSON (nested deeper"),
         ("data.jsonl", ["--limit", "1", "--dataset"], "data.jsonl line 1: invalid JSON (nested deeper"),
     ],
     ids=["schedule", "prompts", "dataset"],

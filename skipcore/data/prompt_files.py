@@ -27,9 +27,12 @@ def read_prompts_file(path: str | Path) -> list[str]:
 
 def _prompt_of(line: str, path: Path, n: int) -> str:
     try:
-        prompt = parse_json(line)["prompt"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path} line {n}: expected a JSON object with a 'prompt' field") from e
+        record = parse_json(line)
+    except ValueError as e:  # said as the reader says it (a JSONDecodeError's own message)
+        raise UserError(f"{path} line {n}: invalid JSON ({getattr(e, 'msg', e)})") from e
+    if not isinstance(record, dict) or "prompt" not in record:
+        raise UserError(f"{path} line {n}: expected a JSON object with a 'prompt' field")
+    prompt = record["prompt"]
     if not isinstance(prompt, str):
         raise UserError(f"{path} line {n}: 'prompt' must be text, got {type(prompt).__name__}")
     return prompt
