@@ -29,6 +29,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from skipcore.decode.attention_dtypes import ATTENTION_DTYPES  # declared without torch, for --help
 from skipcore.errors import UserError
 
 HALF = (torch.bfloat16, torch.float16)
@@ -43,8 +44,6 @@ NAME_OWN_KEYS = "skipcore_own_keys_sdpa"  # a ragged multi-column pass, each que
 # on Hopper) faults with "misaligned address" on a view that starts elsewhere, such as a ragged pass's mask cut at
 # its query's column (a row of masks `width` columns wide, `width` odd). The CPU's kernel reads any view.
 KERNEL_ALIGNMENT_BYTES = 16
-
-ATTENTION_DTYPES = ("model", "float32")  # what `attention_dtype_for` takes, as the command line names them
 
 
 def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dtype | None) -> torch.dtype:

@@ -21,7 +21,7 @@ def _imported_after(code: str) -> dict[str, bool]:
     return eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 (our own probe's dict)
 
 
-LIGHT = ["train", "bench", "models", "data", "lens"]  # the commands whose flags need no model code to build
+LIGHT = ["train", "bench", "models", "data", "lens", "generate"]  # the commands whose flags need no model code to build
 
 
 @pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in LIGHT)])
