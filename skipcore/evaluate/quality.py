@@ -13,6 +13,7 @@ from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
 from skipcore.labels import setting_label
 from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.summary import interval_text, speedup_text
 from skipcore.metrics import DEFAULT_METRICS, score_texts
 from skipcore.metrics.slots import slot_accuracy
 from skipcore.policies import AdaptivePolicy, CalmPolicy
@@ -95,7 +96,7 @@ def slot_columns(examples: Sequence[Example]) -> set[str]:
 def _cell(rows: pd.DataFrame | None, cols: Sequence[str], fmt: str = "{:.1f}") -> str:
     if rows is None or len(rows) == 0:
         return "-"
-    return " / ".join(fmt.format(float(rows[c].mean())) for c in cols)
+    return " / ".join(speedup_text(float(rows[c].mean()), fmt) for c in cols)  # NaN: 'n/a', never 'nan'
 
 
 def quality_tables(
@@ -200,8 +201,6 @@ def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -
 def row_line(setting, row: dict) -> str:
     """A finished sweep row in a line: its label, quality, layer speedups, a drafting policy's yield, whether a
     lossless one kept full depth's output, and the measured speedup with its interval (or that none was timed)."""
-    from skipcore.measure.summary import interval_text, speedup_text
-
     kind = "decode" if row.get("wall_speedup_decode") == row.get("wall_speedup_decode") else "total"
     measured = (
         f"measured {kind} {interval_text(*(row.get(f'wall_speedup_{kind}{end}') for end in ('', '_lo', '_hi')))}"
@@ -273,7 +272,8 @@ def adaptive_table(
         for _, r in placed.iterrows():
             cells = [names.get(role, role), f"{r[col['threshold']]:g}", f"{int(r[col['drop']])}"]
             cells += [f"{int(r[col['min_layers']])}", " / ".join(f"{r[m]:.1f}" for m in metrics)]
-            cells += [f"{r.layer_speedup:.2f}x", f"{r.flops_speedup_decode:.2f}x", f"{r.front_bleu:.1f}"]
+            cells += [speedup_text(r.layer_speedup), speedup_text(r.flops_speedup_decode)]
+            cells += [speedup_text(r.front_bleu, "{:.1f}")]
             cells.append(
                 f"{r.front_position} ({r.vs_front:+.1f})" if r.front_position != "beyond" else "beyond"
             )
@@ -327,7 +327,7 @@ def speculative_table(
 
 
 def _number(value, fmt: str) -> str:
-    return "-" if value is None or value != value else fmt.format(value)
+    return "-" if value is None or value != value else speedup_text(value, fmt)
 
 
 def _interval(r, kind: str) -> str:
