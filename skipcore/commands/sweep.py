@@ -24,7 +24,6 @@ from skipcore.commands.common import (
 from skipcore.commands.executor_args import add_executor_args, executor_from_args
 from skipcore.errors import UserError
 from skipcore.evaluate.executors import GridIncomplete
-from skipcore.evaluate.runner import run_sweep
 from skipcore.evaluate.settings import SweepConfig
 from skipcore.policies.params import params_of, summary
 
@@ -229,6 +228,8 @@ def run_cli(args: argparse.Namespace) -> int:
         cfg = config_from_args(args)
     except UserError as e:
         raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
+    from skipcore.evaluate.runner import run_sweep  # the run's code (torch, pandas): not for --help
+
     executor = executor_from_args(args)
     incomplete = None
     try:

@@ -7,7 +7,7 @@ from functools import partial
 from skipcore.commands.common import add_model_args, add_threads_arg, comma_list, finite, path_text
 from skipcore.commands.executor_args import add_executor_args, executor_from_args
 from skipcore.errors import UserError
-from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, run_tune, tune_flags
+from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, tune_flags
 
 KINDS = {"int": int, "float": finite, "path": path_text, "text": str}  # a list's items: "ints" -> int
 
@@ -24,6 +24,8 @@ def add_parser(sub) -> None:
 
 
 def run_cli(args) -> int:
+    from skipcore.evaluate.tune import run_tune  # the search's code (torch, Optuna): not for --help
+
     given = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in args.given}
     try:
         result = run_tune(TuneSettings(**given), executor_from_args(args), partial(print, file=sys.stderr))

@@ -14,13 +14,40 @@ after every setting), `bench_summary` (a results file in a few lines, and the GP
 The names below are the sweep API and the executors.
 """
 
-from skipcore.evaluate.executors import Failure, GridIncomplete, InProcessExecutor, SweepExecutor
-from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
-from skipcore.evaluate.ray_executor import RayExecutor
-from skipcore.evaluate.rows import evaluate_setting, sweep_rows
-from skipcore.evaluate.runner import run_sweep
-from skipcore.evaluate.settings import Setting, SweepConfig, check_config, resolve_lengths
-from skipcore.evaluate.store import read_sweep
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> the module that defines it, imported on first use (PEP 562): a command's flags import
+# only the modules they are built from, so --help does not pay for torch, transformers and pandas
+_EXPORTS: dict[str, str] = {
+    "Failure": "skipcore.evaluate.executors",
+    "GridIncomplete": "skipcore.evaluate.executors",
+    "InProcessExecutor": "skipcore.evaluate.executors",
+    "SweepExecutor": "skipcore.evaluate.executors",
+    "POLICY_GRID": "skipcore.evaluate.grid",
+    "build_grid": "skipcore.evaluate.grid",
+    "policy_for": "skipcore.evaluate.grid",
+    "RayExecutor": "skipcore.evaluate.ray_executor",
+    "evaluate_setting": "skipcore.evaluate.rows",
+    "sweep_rows": "skipcore.evaluate.rows",
+    "run_sweep": "skipcore.evaluate.runner",
+    "Setting": "skipcore.evaluate.settings",
+    "SweepConfig": "skipcore.evaluate.settings",
+    "check_config": "skipcore.evaluate.settings",
+    "resolve_lengths": "skipcore.evaluate.settings",
+    "read_sweep": "skipcore.evaluate.store",
+}
+
+if TYPE_CHECKING:  # what type checkers and the API reference see
+    from skipcore.evaluate.executors import Failure, GridIncomplete, InProcessExecutor, SweepExecutor
+    from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
+    from skipcore.evaluate.ray_executor import RayExecutor
+    from skipcore.evaluate.rows import evaluate_setting, sweep_rows
+    from skipcore.evaluate.runner import run_sweep
+    from skipcore.evaluate.settings import Setting, SweepConfig, check_config, resolve_lengths
+    from skipcore.evaluate.store import read_sweep
 
 __all__ = [
     "POLICY_GRID",
@@ -40,3 +67,16 @@ __all__ = [
     "run_sweep",
     "sweep_rows",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skipcore.evaluate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

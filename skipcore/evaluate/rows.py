@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterator
 
 from skipcore.evaluate.grid import POLICY_GRID, check_settings
 from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig
-from skipcore.models.dtype_choice import dtype_name
-from skipcore.models.loading import hardware_name
 
 RowCallback = Callable[[Setting, dict, object], None]  # (setting, row, generation result) once a row is done
 
@@ -30,7 +28,10 @@ def evaluate_setting(engine, examples, setting: Setting, cfg: SweepConfig) -> tu
 
 def where_it_ran(engine) -> dict:
     """The row's provenance: model, host, device, dtype, hardware and the torch threads of this process."""
-    import torch
+    import torch  # here, as the model code: a sweep's flags are built without them (--help)
+
+    from skipcore.models.dtype_choice import dtype_name
+    from skipcore.models.loading import hardware_name
 
     return {
         "model": engine.model_name,

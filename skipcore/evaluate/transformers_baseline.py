@@ -19,14 +19,15 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
-import skipcore.measure.costs as costs
 from skipcore.errors import UserError
 from skipcore.policies import SpeculativePolicy
 from skipcore.policies.params import Parameterised, param, same_as, short_number
+
+# torch and the model code are imported where generate() runs: a sweep's flags declare this entry without them
+if TYPE_CHECKING:
+    import torch
 
 FAMILIES = ("llama",)  # adapters whose decoders stop at config.num_hidden_layers
 
@@ -140,6 +141,8 @@ def calls_flops(shapes, calls: list[tuple[int, int, int, int]]) -> float:
     eager attention computes it; a head per column it keeps logits for): what `torch.utils.flop_counter` counts
     for them, but for the rotary tables' tiny product, which the convention leaves out (tests hold the two
     within 1e-4). The counter itself slows a run about 20 times."""
+    import skipcore.measure.costs as costs
+
     return float(
         sum(
             costs.embed_flops(shapes, q)
@@ -175,6 +178,8 @@ def assisted_generate(
 ) -> AssistedRun:
     """Greedy `model.generate()` for each prompt alone: with `assistant_early_exit=exit_layer` drafting
     `draft_tokens` per round, or plain (exit_layer None)."""
+    import torch
+
     check_assistant(engine.adapter.family, engine.num_layers, exit_layer, draft_tokens)
     model, tok = engine.model, engine.tokenizer
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)

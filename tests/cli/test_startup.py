@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from skipcore.commands import SUBCOMMANDS
 from tests.helpers import REPO
 
 HEAVY = ("torch", "transformers", "pandas")
@@ -21,10 +22,7 @@ def _imported_after(code: str) -> dict[str, bool]:
     return eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 (our own probe's dict)
 
 
-LIGHT = ["train", "bench", "models", "data", "lens", "generate"]  # the commands whose flags need no model code to build
-
-
-@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in LIGHT)])
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in SUBCOMMANDS)])
 def test_help_imports_no_heavy_library(argv):
     code = (
         "import contextlib, io\nfrom skipcore.commands import main\n"

@@ -10,12 +10,36 @@ once on a split the search never read), `report` (`report.md`), `folder` (the ou
 atomic), `runner` (`run_tune`), `work` (what a tune decodes, for its time estimate).
 """
 
-from skipcore.evaluate.tune.choice import TuneOutcome
-from skipcore.evaluate.tune.compare import quality_at, speedup_at
-from skipcore.evaluate.tune.runner import TuneResult, run_tune
-from skipcore.evaluate.tune.settings import ABOUT, TuneSettings, check_settings, flag_names, tune_flags
-from skipcore.evaluate.tune.space import Candidate, SearchSpace
-from skipcore.evaluate.tune.work import tune_work
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> the module that defines it, imported on first use (PEP 562): a command's flags import
+# only the modules they are built from, so --help does not pay for torch, transformers and pandas
+_EXPORTS: dict[str, str] = {
+    "TuneOutcome": "skipcore.evaluate.tune.choice",
+    "quality_at": "skipcore.evaluate.tune.compare",
+    "speedup_at": "skipcore.evaluate.tune.compare",
+    "TuneResult": "skipcore.evaluate.tune.runner",
+    "run_tune": "skipcore.evaluate.tune.runner",
+    "ABOUT": "skipcore.evaluate.tune.settings",
+    "TuneSettings": "skipcore.evaluate.tune.settings",
+    "check_settings": "skipcore.evaluate.tune.settings",
+    "flag_names": "skipcore.evaluate.tune.settings",
+    "tune_flags": "skipcore.evaluate.tune.settings",
+    "Candidate": "skipcore.evaluate.tune.space",
+    "SearchSpace": "skipcore.evaluate.tune.space",
+    "tune_work": "skipcore.evaluate.tune.work",
+}
+
+if TYPE_CHECKING:  # what type checkers and the API reference see
+    from skipcore.evaluate.tune.choice import TuneOutcome
+    from skipcore.evaluate.tune.compare import quality_at, speedup_at
+    from skipcore.evaluate.tune.runner import TuneResult, run_tune
+    from skipcore.evaluate.tune.settings import ABOUT, TuneSettings, check_settings, flag_names, tune_flags
+    from skipcore.evaluate.tune.space import Candidate, SearchSpace
+    from skipcore.evaluate.tune.work import tune_work
 
 __all__ = [
     "ABOUT",
@@ -32,3 +56,16 @@ __all__ = [
     "tune_flags",
     "tune_work",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skipcore.evaluate.tune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
