@@ -720,7 +720,8 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
 
 
 # -- buttons that open another page, from an address naming every bound widget ---------------------------------
-SIDEBAR = {"model": "opt-e2e-base", "dtype": "float32"}  # the sidebar's choices (not the defaults), bound everywhere
+# the sidebar's choices, not its defaults: bound on every page
+SIDEBAR = {"model": "opt-e2e-base", "dtype": "float32"}
 TUNE = {"tune_trials": "2", "tune_rows": "4", "tune_batch": "4", "tune_max_new": "4", "tune_prune": "0"}
 
 
@@ -747,6 +748,12 @@ def test_every_page_jump_opens_its_page_with_the_address_a_reload_needs(browser,
     address = _address(page)
     assert address.get("gen_max_new") == ["4"] and address.get("dtype") == ["float32"], address
     assert address.get("model") == [SIDEBAR["model"]], address
+    # the result's link back to the run history (a link, not a button): the sidebar's choices go along
+    page.get_by_role("link", name="Open the run history").click()
+    page.get_by_role("heading", name="Run history").wait_for()
+    _wait_idle(page)
+    _clean(page, "run history from its link")
+    assert {k: _address(page).get(k) for k in SIDEBAR} == {k: [v] for k, v in SIDEBAR.items()}, page.url
 
     _open(page, server, "tune", {**SIDEBAR, **TUNE}, "Tune a schedule")
     page.get_by_role("button", name="Run search").click()
