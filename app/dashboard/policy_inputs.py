@@ -11,9 +11,12 @@ from skipcore.policies.params import Param, params_of
 
 
 def shown(cls: type) -> list[Param]:
-    """The parameters a page asks for: every one with a value to start from (one left at None, such as adaptive
-    SkipDecode's starting budget, keeps its meaning: all layers)."""
-    return [p for p in params_of(cls) if p.default is not None or p.name in _required(cls)]
+    """The parameters a page asks for: every one with a value to start from, its own or the device's (`start`:
+    speculative decoding's draft length); one left at None otherwise, such as adaptive SkipDecode's starting
+    budget, keeps its meaning: all layers."""
+    return [
+        p for p in params_of(cls) if p.default is not None or p.start is not None or p.name in _required(cls)
+    ]
 
 
 def _required(cls: type) -> set[str]:
@@ -29,9 +32,12 @@ def widget_label(param: Param) -> str:
     return param.title[:1].upper() + param.title[1:]
 
 
-def param_input(where, param: Param, num_layers: int, page: str) -> Any:
+def param_input(
+    where, param: Param, num_layers: int, page: str, run_on: tuple[str, str] = ("cpu", "float32")
+) -> Any:
     """One parameter's widget in `where` (a column or the page): a choice, a slider over its shown scale, or a
-    number within its range (a layer count at most the model's depth)."""
+    number within its range (a layer count at most the model's depth), starting from its default, or where it
+    has none its value for `run_on` (the engine's device type and dtype name)."""
     key = f"{page}_{param.column}"
     if param.choices:
         return where.selectbox(
@@ -42,7 +48,9 @@ def param_input(where, param: Param, num_layers: int, page: str) -> Any:
         return where.slider(widget_label(param), low, high, float(param.default), 0.01, key=key, **KEEP)
     if param.kind is int:
         high = num_layers if param.at_most_layers else None
-        start = param.default if param.default is not None else max(1, min(3, num_layers))
+        start = param.default
+        if start is None:
+            start = param.start(*run_on) if param.start is not None else max(1, min(3, num_layers))
         start = min(start, high) if high is not None else start
         low = int(param.low) if param.low is not None else None
         return int(where.number_input(widget_label(param), low, high, int(start), key=key, **KEEP))
@@ -51,13 +59,15 @@ def param_input(where, param: Param, num_layers: int, page: str) -> Any:
     )
 
 
-def policy_inputs(st, cls: type, num_layers: int, page: str) -> dict[str, Any]:
-    """{field: value} of a policy's parameters, one widget each, three to a row."""
+def policy_inputs(
+    st, cls: type, num_layers: int, page: str, run_on: tuple[str, str] = ("cpu", "float32")
+) -> dict[str, Any]:
+    """{field: value} of a policy's parameters, one widget each, three to a row (`run_on`: see `param_input`)."""
     params = shown(cls)
     values: dict[str, Any] = {}
     for start in range(0, len(params), 3):
         for col, param in zip(st.columns(3), params[start : start + 3], strict=False):
-            values[param.name] = param_input(col, param, num_layers, page)
+            values[param.name] = param_input(col, param, num_layers, page, run_on)
     return values
 
 

@@ -263,7 +263,11 @@ def main() -> None:
         st.warning(warning)
     options = [FULL, *MODES, CALM, ADAPTIVE, SPECULATIVE]
     chosen = st.multiselect("Policies", options, default=options, key="cmp_policies", **KEEP)
-    params = {name: policy_inputs(st, POLICY_CLASSES[name], L, "cmp") for name in DYNAMIC if name in chosen}
+    params = {
+        name: policy_inputs(st, POLICY_CLASSES[name], L, "cmp", engine.runs_on)
+        for name in DYNAMIC
+        if name in chosen
+    }
     if SPECULATIVE in chosen:
         st.caption(
             f"Speculative drafts with **{schedule.describe()}** and verifies at full depth. "

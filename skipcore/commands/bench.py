@@ -9,7 +9,6 @@ import sys
 from skipcore.commands.common import comma_list, finite, path_text
 from skipcore.files import check_companion, check_output_path
 
-
 ABOUT = (
     "Measure decoding speed (tokens/s) on this machine: full depth of each model against SkipDecode schedules at "
     "each target, speculative SkipDecode and transformers' generate(), run in alternation with full depth, each "
@@ -46,7 +45,8 @@ def add_parser(sub) -> None:
     )  # fmt: skip
     p.add_argument(
         "--draft-tokens", type=comma_list(int, "--draft-tokens"),
-        help="speculative rows: tokens a row drafts per round, a list (default: none on CPU; 2,4 on CUDA)",
+        help="speculative rows: tokens a row drafts per round, a list (default: the device's draft length, on "
+        "CUDA and wherever --settings names a speculative row; no speculative rows on the CPU otherwise)",
     )  # fmt: skip
     p.add_argument("--draft-target", type=finite, default=3.0, help="the drafts' skip target (default: 3)")
     p.add_argument(
@@ -89,7 +89,8 @@ def run_bench(args: argparse.Namespace) -> int:
     dtype = resolve_dtype(args.dtype, device).dtype
     names = ("models", "batch_sizes", "prompt_len", "new_tokens", "targets", "draft_tokens", "draft_target")
     names += ("repeats", "settings", "static_steps")
-    plan, notes = plans.plan_for(device.type == "cuda", **{n: getattr(args, n) for n in names})
+    given = {n: getattr(args, n) for n in names}
+    plan, notes = plans.plan_for(device.type == "cuda", **given, dtype=str(dtype).removeprefix("torch."))
     plans.check_plan(plan, args.threads)
     if args.append and args.out is None:
         raise UserError("--append adds to a results file: name it with --out")

@@ -93,14 +93,19 @@ def run_generate(args: argparse.Namespace) -> int:
     trace_path = check_output_path(args.trace, args.overwrite, (*FORMATS, *ZIPPED_FORMATS))
     if trace_path is not None:
         check_trace_path(trace_path, args.overwrite)  # and a sidecar of that name that is not ours
-    engine, prompts, policy = engine_prompts_policy(args)
+    engine, prompts, asked = engine_prompts_policy(args)
+    policy = engine.placed(asked, args.max_new_tokens)  # the device's draft length where none was given
     sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
     result = engine.generate(prompts, policy, args.max_new_tokens, sampling, args.batch_size)
     for text in result.texts:
         print(text.replace("\n", " ").strip())
     if trace_path is not None:
         write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
-    notes = [] if args.quiet else [args.dtype_note, args.schedule_note, args.sent.note]
+    notes = (
+        []
+        if args.quiet
+        else [args.dtype_note, args.schedule_note, args.sent.note, draft_note(asked, policy, engine)]
+    )
     for line in [*notes, empty_output_warning(result.texts, args.sent)]:
         if line:
             print(line, file=sys.stderr)
@@ -110,6 +115,17 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.timing_repeats:
         print(timing_line(engine, prompts, policy, args, result.summary), file=sys.stderr)
     return 0
+
+
+def draft_note(asked, placed, engine) -> str | None:
+    """What speculative decoding drafts where --draft-tokens was not given, and why (`draft_tokens_said`)."""
+    from skipcore.policies.speculative import SpeculativePolicy, draft_tokens_said
+
+    if not isinstance(asked, SpeculativePolicy) or asked.draft_tokens is not None:
+        return None
+    said = draft_tokens_said(*engine.runs_on)
+    k = placed.draft_tokens
+    return f"note: speculative drafts {k} token{'s' * (k != 1)} a round ({said}; --draft-tokens to choose)"
 
 
 def timing_line(engine, prompts: list[str], policy, args: argparse.Namespace, summary: dict) -> str:

@@ -130,6 +130,22 @@ class SkipEngine:
         summary = summarize(run.trace, self.num_layers)
         return GenerationResult(run.texts, run.token_ids, run.trace, summary, meta)
 
+    def placed(self, policy: PolicyLike, max_new_tokens: int) -> DepthPolicy:
+        """The policy as it runs here: a parameter it leaves to where the run is (speculative decoding's draft
+        length) given this device's and dtype's value (`Parameterised.for_run`; a policy without the hook runs as
+        given)."""
+        policy = as_policy(policy)
+        for_run = getattr(policy, "for_run", None)
+        if for_run is None or not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
+            return policy  # a request's own checks refuse a count that is not a whole number
+        return for_run(*self.runs_on, max(1, max_new_tokens))
+
+    @property
+    def runs_on(self) -> tuple[str, str]:
+        """(device type, dtype name), 'cpu', 'bfloat16': where this engine runs, as a policy's defaults by device
+        (`Param.start`) take it."""
+        return self.device.type, str(self.dtype).removeprefix("torch.")
+
     def check_request(
         self,
         prompts: Sequence[str],
@@ -141,7 +157,7 @@ class SkipEngine:
         """Every check a call makes, against this model, before any work (`skipcore.decode.checks`)."""
         return check_request(
             prompts,
-            policy,
+            self.placed(policy, max_new_tokens),
             max_new_tokens,
             batch_size,
             sampling,
@@ -232,7 +248,7 @@ class SkipEngine:
             if not isinstance(policy, Sequence) or isinstance(policy, Schedule):
                 raise UserError("max_new_tokens is needed unless explicit layer sets are given")
             max_new_tokens = len(policy)
-        policy = as_policy(policy)
+        policy = self.placed(policy, max_new_tokens)
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens} (no decode steps to run)")
         policy.check(self.num_layers, max_new_tokens)

@@ -30,7 +30,7 @@ SETTING_KINDS = {
     "float32 (--attention-dtype float32: not generate()'s arithmetic; a half-precision run on a CPU only)",
 }
 
-SPECULATIVE_KINDS = {"speculative", "speculative-float32"}  # the kinds that draft: they need --draft-tokens
+SPECULATIVE_KINDS = {"speculative", "speculative-float32"}  # the kinds that draft (--draft-tokens)
 FLOAT32_KINDS = ("speculative-float32", "generate-float32")  # float32 beside a half-precision run's settings
 ATTENTION_FLOAT32 = "attention-float32"  # float32 attention beside a half-precision run's own
 
@@ -84,10 +84,14 @@ def plan_for(
     repeats: int = 5,
     settings: tuple[str, ...] | None = None,
     static_steps: bool | None = None,
+    dtype: str = "float32",
 ) -> tuple[BenchPlan, list[str]]:
     """The plan asked for, with the device's defaults where a value is not given (on CUDA the GPU plan of
-    docs/gpu.md, on the CPU a short one), and each value once: a repeated one would time the same setting
-    again, which the notes returned say. Not checked yet (`check_plan`)."""
+    docs/gpu.md, on the CPU a short one; a speculative row drafts the device's draft length in `dtype`,
+    `policies.speculative.default_draft_tokens`, said in a note), and each value once: a repeated one would
+    time the same setting again, which the notes returned say. Not checked yet (`check_plan`)."""
+    from skipcore.policies.speculative import default_draft_tokens, draft_tokens_said
+
     notes: list[str] = []
 
     def once(values: tuple, flag: str) -> tuple:
@@ -100,7 +104,12 @@ def plan_for(
         return unique
 
     static = cuda if static_steps is None else static_steps
-    drafts = once(draft_tokens or ((2, 4) if cuda else ()), "--draft-tokens")
+    device = "cuda" if cuda else "cpu"
+    drafts = once(draft_tokens or (), "--draft-tokens")
+    asked = tuple(s.strip() for s in settings) if settings else None
+    if not drafts and (cuda and asked is None or SPECULATIVE_KINDS & set(asked or ())):
+        drafts = (default_draft_tokens(device, dtype),)
+        notes.append(f"note: speculative rows draft {drafts[0]} ({draft_tokens_said(device, dtype)})")
     plan = BenchPlan(
         models=once(models or (("opt-1.3b", "llama-1b") if cuda else ("opt-125m",)), "--models"),
         batch_sizes=once(batch_sizes or ((1, 8, 32) if cuda else (1, 8)), "--batch-sizes"),
@@ -110,9 +119,7 @@ def plan_for(
         draft_tokens=drafts,
         draft_target=draft_target,
         repeats=repeats,
-        settings=once(
-            tuple(s.strip() for s in settings or default_settings(cuda, static, bool(drafts))), "--settings"
-        ),
+        settings=once(asked or default_settings(cuda, static, bool(drafts)), "--settings"),
         static_steps=static,
     )
     return plan, notes
@@ -179,10 +186,6 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
             "--settings no-graphs needs static steps (on by default on CUDA; --static-steps elsewhere)"
         )
     drafting = [k for k in plan.settings if k in SPECULATIVE_KINDS]
-    if drafting and not plan.draft_tokens:
-        raise UserError(
-            f"--settings {','.join(drafting)} needs --draft-tokens (how many tokens a row drafts per round)"
-        )
     counts = {"--batch-sizes": plan.batch_sizes, "--new-tokens": plan.new_tokens, "--targets": plan.targets}
     for flag, values in {**counts, "--draft-tokens": plan.draft_tokens or (1,)}.items():
         if min(values) < 1:

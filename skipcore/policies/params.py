@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal
@@ -36,6 +36,9 @@ class Param:
     at_most_layers: bool = False  # a layer count: at most the model's depth, checked once the model is known
     # a count of tokens per step: at most the tokens a request makes, checked once the request is known
     at_most_new_tokens: bool = False
+    # where the default (None) is "what suits where the run is": the value for a device type and a dtype name
+    # ("cpu", "bfloat16"), taken when the run's device is known (`Parameterised.for_run`) and shown by the pages
+    start: Callable[[str, str], Any] | None = None
     choices: tuple[str, ...] = ()
     # the sweep: "axis" is a list of values with one grid row each (`sweep_flag`, default the flag plus "s");
     # "one" is one value for the whole sweep (the generate flag); None: the sweep takes it from its own settings
@@ -132,8 +135,9 @@ def param(default: Any = MISSING, *, kw_only: bool = False, **declared: Any) -> 
 def same_as(policy: type, name: str, default: Any = MISSING) -> Any:
     """A field declared as `policy`'s parameter `name` is (a column two sweep entries share, such as
     `draft_tokens`), with its own default."""
-    declared = next(f for f in dataclasses.fields(policy) if f.name == name).metadata
-    return dataclasses.field(default=default, metadata=declared)
+    declared = next(f for f in dataclasses.fields(policy) if f.name == name).metadata["param"]
+    # its own default, so not the other policy's choice by device either
+    return dataclasses.field(default=default, metadata={"param": dataclasses.replace(declared, start=None)})
 
 
 @cache
@@ -179,6 +183,17 @@ class Parameterised:
     def param_columns(self) -> dict[str, Any]:
         """{column: value}: the run metadata's `policy_params` and a sweep row's columns."""
         return {p.column: getattr(self, p.name) for p in params_of(type(self))}
+
+    def for_run(self, device: str, dtype: str, max_new_tokens: int) -> Parameterised:
+        """This policy with each parameter left to where the run is (`Param.start`) given its value for `device`
+        and `dtype`: a token count at most the request's tokens (a default adapts to the request; a value given is
+        checked against it)."""
+        chosen = {}
+        for p in params_of(type(self)):
+            if p.start is not None and getattr(self, p.name) is None:
+                value = p.start(device, dtype)
+                chosen[p.name] = min(value, max_new_tokens) if p.at_most_new_tokens else value
+        return dataclasses.replace(self, **chosen) if chosen else self
 
     def check_params(self, num_layers: int | None = None, max_new_tokens: int | None = None) -> None:
         """Every declared parameter's check; the model's depth and the request's length where they are known."""

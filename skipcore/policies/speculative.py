@@ -155,18 +155,52 @@ def _verify(
     return verify.logits(verify.run(h, range(c, L))).float()
 
 
+# The draft length a run takes where none is given, by the class of device it runs on: each the best measured there
+# or level with it. The one home of that choice: the Python API and generate take it when the run's device is
+# known (`Parameterised.for_run`), the bench for its speculative rows, the dashboard as its start.
+DRAFT_TOKENS_BY_DEVICE: dict[str, tuple[int, str]] = {
+    # data/sweeps/policies_opt.parquet, policies_llama.parquet: 1.55x / 1.46x full depth at batch 1 (k = 2: 1.23x)
+    "on a CPU in float32": (4, "the shipped float32 models' best on a CPU"),
+    # docs/results.md, "bfloat16 on the CPU": the best or level with it in every cell of the grid and the bench
+    "on a CPU in half precision": (1, "the best measured on a CPU in bfloat16"),
+    # docs/gpu.md, runs 4 and 5 (H100, random weights): k = 2 faster than k = 4 every time; k = 1 not yet timed there
+    "on a GPU": (2, "the best measured on a GPU (H100)"),
+}
+
+
+def device_class(device: str, dtype: str) -> str:
+    """The class of a device type and a dtype name, as `DRAFT_TOKENS_BY_DEVICE` names it."""
+    if device != "cpu":
+        return "on a GPU"
+    return "on a CPU in float32" if dtype == "float32" else "on a CPU in half precision"
+
+
+def default_draft_tokens(device: str, dtype: str) -> int:
+    """The draft length for a run on `device` ('cpu', 'cuda') in `dtype` ('float32', 'bfloat16')."""
+    return DRAFT_TOKENS_BY_DEVICE[device_class(device, dtype)][0]
+
+
+def draft_tokens_said(device: str, dtype: str) -> str:
+    """Where the default draft length comes from, in words: 'the default on a CPU in half precision: the best
+    measured on a CPU in bfloat16'."""
+    where = device_class(device, dtype)
+    return f"the default {where}: {DRAFT_TOKENS_BY_DEVICE[where][1]}"
+
+
 @dataclass(frozen=True)
 class SpeculativePolicy(Parameterised):
     """Draft `draft_tokens` tokens per row with `schedule`'s skip path, verify them in one full-depth pass."""
 
     schedule: Schedule
-    # 4: the best on the shipped float32 models (data/sweeps/policies_*); in bfloat16 on a CPU fewer pay more
-    # (docs/results.md, "bfloat16 on the CPU": k = 1 there)
-    draft_tokens: int = param(
-        4,
+    # None: the device's own (`DRAFT_TOKENS_BY_DEVICE`), chosen when the run's device is known
+    draft_tokens: int | None = param(
+        None,
         kind=int,
         low=1,
-        help="tokens each row drafts before a full-depth pass verifies them",
+        start=default_draft_tokens,
+        help="tokens each row drafts before a full-depth pass verifies them (default: "
+        + ", ".join(f"{k} {where}" for where, (k, _) in DRAFT_TOKENS_BY_DEVICE.items())
+        + ")",
         title="draft tokens",
         flag="--draft-tokens",
         column="draft_tokens",

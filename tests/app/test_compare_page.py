@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths
 from app.dashboard.results import CompareResult
-from skipcore import SpeculativePolicy
+from skipcore.policies.speculative import default_draft_tokens
 from tests.helpers import MAX_NEW, assert_clean, by_key, charts, costs, open_app, plotly_array, warnings
 
 
@@ -99,7 +99,7 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
     assert "speculative" in by_key(at.multiselect, "cmp_policies").options
     by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip", "speculative"]).run()
     default_k = by_key(at.number_input, "cmp_draft_tokens").value
-    assert default_k == SpeculativePolicy.draft_tokens  # the declared default
+    assert default_k == default_draft_tokens("cpu", "float32")  # the device's, declared once
     by_key(at.number_input, "cmp_draft_tokens").set_value(3)
     by_key(at.radio, "cmp_source").set_value("From a data split").run()
     by_key(at.number_input, "cmp_count").set_value(4)

@@ -179,8 +179,6 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
             "--settings: unknown setting 'graphs'; choose from full, no-graphs, skip",
         ),
         (["--settings", "no-graphs"], "--settings no-graphs needs static steps"),
-        (["--settings", "speculative"], "--settings speculative needs --draft-tokens"),
-        (["--settings", "speculative-float32"], "--settings speculative-float32 needs --draft-tokens"),
         (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),

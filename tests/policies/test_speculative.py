@@ -19,7 +19,7 @@ from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.step import StepOutput
 from skipcore.errors import UserError
 from skipcore.policies import SpeculativePolicy
-from skipcore.policies.speculative import greedy_accept, sampled_accept, shared_prefix
+from skipcore.policies.speculative import default_draft_tokens, greedy_accept, sampled_accept, shared_prefix
 from skipcore.schedule import Schedule
 from tests.helpers import FAMILIES, PROMPTS, differing_rows, engine_for, full_depth_logits
 
@@ -344,7 +344,9 @@ def test_policy_settings_are_checked():
 
 
 @pytest.mark.parametrize(
-    "flag, k", [(["--draft-tokens", "3"], 3), ([], SpeculativePolicy.draft_tokens)], ids=["k=3", "default"]
+    "flag, k",
+    [(["--draft-tokens", "3"], 3), ([], default_draft_tokens("cpu", "float32"))],
+    ids=["k=3", "default"],
 )
 def test_generate_policy_speculative_on_the_command_line(tmp_path, capsys, flag, k):
     out = tmp_path / "t.parquet"
@@ -352,6 +354,8 @@ def test_generate_policy_speculative_on_the_command_line(tmp_path, capsys, flag,
     assert main([*argv, "--limit", "4", "--batch-size", "4", "--threads", "1", "--trace", str(out)]) == 0
     err = capsys.readouterr().err
     assert f"speculative k={k}" in err and "tokens per full-depth pass" in err and "drafts accepted" in err
+    # the default is said, with where it comes from; a given k is not
+    assert ("note: speculative drafts 4 tokens a round (the default on a CPU in float32" in err) == (not flag)
     from skipcore import read_trace
 
     trace, meta = read_trace(out)
