@@ -6,9 +6,15 @@ loses quality under a skip schedule, so it opens at full depth, as `skipcore gen
 (`skipcore.models.generation_defaults.decoding_for` decides both), with the same note; the pages warn wherever a
 schedule that skips is picked or run for it. An instruct model's prompts go in its chat template unless the page's
 checkbox sends raw text (`skipcore.models.chat`), and an output that says nothing is flagged.
+
+A page on an instruct model starts from what such a model is made for: questions, answered in a few sentences
+(`CHAT_NEW_TOKENS`), rather than the E2E meaning representations the shipped models were fine-tuned on, which an
+instruct model reads as an unfinished chat; the page names the shipped skip-aware fine-tune of that model on E2E.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import streamlit as st
 
@@ -26,6 +32,7 @@ NOT_SKIP_AWARE = (
 )
 RAW_TEXT = "Send raw text (no chat template)"
 CHAT, RAW = "chat template", "raw text"  # how the prompts went, as a result's settings say it
+CHAT_NEW_TOKENS = 128  # an instruct model's answer to a short question: a few sentences, finished
 
 
 def _settings(choice: ModelChoice) -> dict:
@@ -142,3 +149,55 @@ def flag_empty(texts: list[str], settings: dict, what: str = "") -> None:
     warning = empty_output_warning(texts, ModelPrompts([], False, "raw") if raw else None)
     if warning:
         st.warning(f"{what}: {_sentence(warning)}" if what else _sentence(warning))
+
+
+def reads_chat(engine) -> bool:
+    """The chosen model reads its prompts in a chat template (an instruct model skipcore did not fine-tune)."""
+    return template_applies(current_choice().source or "", engine.tokenizer)
+
+
+def tokens_slider(container, prefix: str, chat: bool, designed: int) -> int:
+    """The page's "Tokens to generate": the design's horizon, or for an instruct model at least `CHAT_NEW_TOKENS`
+    under a key of its own (a value set for another kind of model is not carried over to it)."""
+    key = f"{prefix}_chat_max_new" if chat else f"{prefix}_max_new"
+    default = max(designed, CHAT_NEW_TOKENS) if chat else designed
+    return int(container.slider("Tokens to generate", 1, 256, default, key=key, **KEEP))
+
+
+@st.cache_data(show_spinner=False)
+def _e2e_fine_tune(source: str) -> str | None:
+    """The shipped model fine-tuned skip-aware on E2E from `source` (elastic first: one model for every speedup)."""
+    from skipcore.models.catalog import every_model
+    from skipcore.models.generation_defaults import SKIP_AWARE
+    from skipcore.models.training_record import read_record
+
+    found = []
+    for entry in every_model():
+        if entry.kind != "shipped":
+            continue
+        try:
+            record = read_record(entry.name) or {}
+        except (UserError, OSError):
+            continue
+        made_from = (record.get("args") or {}).get("model")
+        task = (record.get("data") or {}).get("task")
+        if made_from == source and task == "e2e" and record.get("objective") in SKIP_AWARE:
+            found.append((record["objective"] != "elastic", Path(entry.name).name))
+    return min(found)[1] if found else None
+
+
+def chat_start_note(chat: bool) -> None:
+    """Under an instruct model's prompts: what they start from, and where E2E's prompts are at home."""
+    if not chat:
+        return
+    choice = current_choice()
+    tune = _e2e_fine_tune(choice.source or "")
+    e2e = (
+        f"; for E2E data-to-text, pick `{tune}` in the sidebar, {choice.shown()} fine-tuned skip-aware on E2E"
+        if tune
+        else ""
+    )
+    st.caption(
+        f"{choice.shown()} is an instruct model: the example prompts are questions, answered in up to "
+        f"{CHAT_NEW_TOKENS} tokens{e2e}."
+    )

@@ -24,6 +24,10 @@ EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"
     "MR: name[Green Man], food[Italian], customer rating[5 out of 5], familyFriendly[yes]\nText:"
 )
+CHAT_EXAMPLE_PROMPTS = (  # what an instruct model is made for: a user's questions
+    "In two sentences, what makes a good riverside coffee shop?\n"
+    "Describe The Eagle, a cheap French coffee shop by the river, in one sentence."
+)
 TYPED, FROM_DATA = "Type prompts", "From a data split"
 
 
@@ -56,17 +60,18 @@ def references(key: str) -> list[list[str]] | None:
     return st.session_state.get(f"{key}_references")
 
 
-def prompt_picker(key: str) -> list[str]:
+def prompt_picker(key: str, chat: bool = False) -> list[str]:
     """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus (whose references
-    `references(key)` then gives, for scoring)."""
+    `references(key)` then gives, for scoring). Typed prompts start from E2E meaning representations, or for an
+    instruct model (`chat`) from questions, in a box of its own so that neither kind's text is carried over."""
     source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source", **KEEP)
     st.session_state[f"{key}_references"] = None
     if source == TYPED:
         text = st.text_area(
-            "One prompt per line (an E2E prompt may put `Text:` on its own line)",
-            EXAMPLE_PROMPTS,
+            "One prompt per line" + ("" if chat else " (an E2E prompt may put `Text:` on its own line)"),
+            CHAT_EXAMPLE_PROMPTS if chat else EXAMPLE_PROMPTS,
             height=130,
-            key=f"{key}_text",
+            key=f"{key}_chat_text" if chat else f"{key}_text",
             **KEEP,
         )
         return _split_prompt_blocks(text)

@@ -11,13 +11,21 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import provenance, state, views
-from app.dashboard.address import KEEP
 from app.dashboard.estimates import prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
 from app.dashboard.results import GenerateResult
-from app.dashboard.trained import chat_prompts, flag_empty, full_depth_note, prompt_format, skip_warning
+from app.dashboard.trained import (
+    chat_prompts,
+    chat_start_note,
+    flag_empty,
+    full_depth_note,
+    prompt_format,
+    reads_chat,
+    skip_warning,
+    tokens_slider,
+)
 from skipcore import Schedule, UserError
 from skipcore.measure.estimate import Decodes
 
@@ -92,10 +100,12 @@ def main() -> None:
     note = full_depth_note(current_choice()) if schedule.shape == "full" else None
     if note:
         st.info(note, icon=":material/school:")
-    prompts = views.prompt_picker("gen")
+    chat = reads_chat(engine)
+    prompts = views.prompt_picker("gen", chat)
+    chat_start_note(chat)
     sent = chat_prompts("gen", engine, prompts)
     c1, c2 = st.columns(2)
-    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="gen_max_new", **KEEP)
+    max_new = tokens_slider(c1, "gen", chat, state.max_new_tokens(L))
     batch_size = views.batch_size_input(c2, "gen_batch", prompts)
     sampling = views.sampling_settings("gen")
     fmt = prompt_format(sent)

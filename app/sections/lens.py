@@ -24,7 +24,7 @@ from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, setting
 from app.dashboard.results import LensComparison
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS
-from app.dashboard.trained import chat_prompts, prompt_format
+from app.dashboard.trained import chat_prompts, chat_start_note, prompt_format, reads_chat, tokens_slider
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
@@ -207,10 +207,12 @@ def main() -> None:
         "token and layer: the final norm and LM head applied to the residual stream after that layer, along "
         "the layers the token ran."
     )
-    prompts = views.prompt_picker("lens")
+    chat = reads_chat(engine)
+    prompts = views.prompt_picker("lens", chat)
+    chat_start_note(chat)
     sent = chat_prompts("lens", engine, prompts)
     c1, c2, c3 = st.columns([2, 1, 2])
-    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="lens_max_new", **KEEP)
+    max_new = tokens_slider(c1, "lens", chat, state.max_new_tokens(L))
     batch_size = c2.number_input("Batch size", 1, 64, min(8, max(1, len(prompts))), key="lens_batch", **KEEP)
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
     now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}

@@ -9,6 +9,7 @@ import pandas as pd
 
 from app.dashboard import tracefiles
 from app.dashboard.results import DOWNLOADS, GenerateResult
+from app.dashboard.views import CHAT_EXAMPLE_PROMPTS
 from skipcore.traces import TRACE_COLUMNS, read_trace
 from tests.helpers import (
     MAX_NEW,
@@ -194,11 +195,11 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ti
     assert_clean(at)
     said = " ".join(c.value for c in at.caption)
     assert "is an instruct model: each prompt went in its chat template as a user turn (the box above" in said
-    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.slider, "gen_chat_max_new").set_value(MAX_NEW)
     by_key(at.button, "gen_run").click().run()
     chat = GenerateResult.last(at.session_state)
     assert chat.settings["prompt format"][0] == "chat template"
-    assert chat.prompts[0].startswith("MR: ")  # the page shows the prompts as typed
+    assert chat.prompts[0] == CHAT_EXAMPLE_PROMPTS.splitlines()[0]  # the page shows the prompts as typed
     by_key(at.checkbox, "gen_raw").check().run()
     assert "These results are from other settings" in " ".join(w.value for w in at.warning)
     by_key(at.button, "gen_run").click().run()
