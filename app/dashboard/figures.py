@@ -158,6 +158,19 @@ def latency_figure(
     return fig
 
 
+EDGE_ROOM = 0.05  # the share of an axis left past its largest value, so a point there is drawn whole
+
+
+def y_domain_from_zero(values: pd.Series) -> tuple[float, float]:
+    """A y range shared by charts side by side: from 0 (or below, for negative values) to `EDGE_ROOM` of the whole
+    range past the largest value, so a point at the top value is drawn whole, even where every value is close."""
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    low = min(0.0, float(v.min())) if len(v) else 0.0
+    high = max(0.0, float(v.max())) if len(v) else 1.0
+    pad = EDGE_ROOM * ((high - low) or 1.0)
+    return (low - pad if low < 0 else 0.0), high + pad
+
+
 def fit_chart(
     chart: alt.LayerChart,
     df: pd.DataFrame,

@@ -274,9 +274,7 @@ def draw(df: pd.DataFrame) -> None:
     front_rows = static if front_of == FRONT_STATIC else None
     measured_x = None if x_measured == NONE or df[x_measured].isna().all() else x_measured
     apart = [c for c in ("batch_size", "model_role") if c in df and c != color]
-    span = df[y].dropna()
-    pad = 0.05 * float(span.max() - span.min() or 1.0)
-    y_domain = (min(0.0, float(span.min()) - pad), float(span.max()) + pad)  # from 0, shared by both charts
+    y_domain = figures.y_domain_from_zero(df[y])  # shared by both charts
     axes = [("theoretical", x_theory), *([("measured", measured_x)] if measured_x else [])]
     for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
         shown = [*tips, *([sweeps.MEASURED_OF] if sweeps.MEASURED_OF in df and x == sweeps.MEASURED else [])]
