@@ -43,6 +43,16 @@ def shapes_from_config(config) -> ModelShapes:
     return ADAPTERS[config.model_type].shapes_from_config(config)
 
 
+def max_positions(config) -> int | None:
+    """The most positions a model takes (its position table or rotary range: a prompt plus its new tokens), where
+    its config says; None where it does not."""
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def adapter_for(model: nn.Module) -> Adapter:
     check_supported(model.config.model_type)
     return ADAPTERS[model.config.model_type](model)
@@ -55,6 +65,7 @@ __all__ = [
     "ModelShapes",
     "adapter_for",
     "check_supported",
+    "max_positions",
     "positions_from_mask",
     "shapes_from_config",
 ]

@@ -27,7 +27,7 @@ from functools import partial
 import pandas as pd
 import torch
 
-from skipcore.adapters import Adapter, adapter_for
+from skipcore.adapters import Adapter, adapter_for, max_positions
 from skipcore.decode.attention import attention_dtype_for
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
@@ -101,12 +101,7 @@ class SkipEngine:
     @property
     def max_positions(self) -> int | None:
         """The most positions the model takes (its position table or rotary range), where its config says."""
-        config = self.model.config
-        for name in ("max_position_embeddings", "n_positions"):
-            value = getattr(config, name, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        return None
+        return max_positions(self.model.config)
 
     # -- a call: checked once, then decoded batch by batch ---------------------------------------------------
     def generate(

@@ -354,6 +354,8 @@ def check_settings(grid: list[Setting], model: ModelFacts, cfg: SweepConfig) -> 
     from skipcore.labels import sweep_policies
     from skipcore.policies.params import params_of
 
+    if grid:
+        model.check_new_tokens(cfg.max_new_tokens, grid[0].model)
     for s in grid:
         try:
             POLICY_GRID[s.policy].check(s, model, cfg)

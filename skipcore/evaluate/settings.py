@@ -164,16 +164,29 @@ class ModelFacts:
 
     family: str  # the adapter's family ("opt", "gpt2", "llama")
     num_layers: int
+    max_positions: int | None = None  # a prompt plus its new tokens, at most (None: the config does not say)
 
     @classmethod
     def of_engine(cls, engine) -> ModelFacts:
-        return cls(engine.adapter.family, engine.num_layers)
+        return cls(engine.adapter.family, engine.num_layers, engine.max_positions)
 
     @classmethod
     def of_config(cls, config) -> ModelFacts:
-        from skipcore.adapters import ADAPTERS, shapes_from_config
+        from skipcore.adapters import ADAPTERS, max_positions, shapes_from_config
 
-        return cls(ADAPTERS[config.model_type].family, shapes_from_config(config).num_layers)
+        family = ADAPTERS[config.model_type].family
+        return cls(family, shapes_from_config(config).num_layers, max_positions(config))
+
+    def check_new_tokens(self, max_new_tokens: int, model: str) -> None:
+        """New tokens that leave no position for a prompt's one token refused before any work (what a request
+        checks per prompt, `decode.checks`, cannot be known before the data is read; this can)."""
+        if self.max_positions is not None and max_new_tokens >= self.max_positions:
+            raise UserError(
+                f"max_new_tokens {max_new_tokens} leaves no position for a prompt: {model} takes "
+                f"{self.max_positions} positions, a prompt and its new tokens together; use at most "
+                f"{self.max_positions - 1}",
+                field="max_new_tokens",
+            )
 
 
 def resolve_lengths(cfg: SweepConfig) -> SweepConfig:

@@ -199,15 +199,6 @@ def num_layers_of(model) -> int:
     return adapter_for(model).shapes.num_layers
 
 
-def max_positions(config) -> int | None:
-    """The model's positions (the pairs' length defaults to them), where its config says."""
-    for name in ("max_position_embeddings", "n_positions"):
-        value = getattr(config, name, None)
-        if value:
-            return int(value)
-    return None
-
-
 def model_facts(model, num_layers: int, saved_dtype: str) -> dict:
     """The training record's `model`: family, layers, parameters (all and trainable), the saved dtype."""
     return {

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from accelerate.utils import set_seed
 
+from skipcore.adapters import max_positions
 from skipcore.models.training_record import (
     build_record,
     read_record,
@@ -33,7 +34,6 @@ from skipcore.training.models import (
     how_trained,
     lora_facts,
     lora_spec,
-    max_positions,
     model_facts,
     num_layers_of,
     starting_model,

@@ -26,6 +26,7 @@ from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.executors import InProcessExecutor
 from skipcore.evaluate.identity import DATA, with_data
+from skipcore.evaluate.settings import ModelFacts
 from skipcore.evaluate.store import SweepStore, read_sweep
 from skipcore.evaluate.tune.choice import TuneOutcome, outcome
 from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
@@ -83,7 +84,10 @@ class Tune:
         self.say, self.on_trial = say or (lambda _: None), on_trial
         models = _Models(s)
         self.refs = load_refs(models)
-        self.layers = {m: _num_layers(self.refs[m], s) for m in self.refs}
+        facts = {m: _model_facts(self.refs[m], s) for m in self.refs}
+        for m, f in facts.items():
+            f.check_new_tokens(s.max_new_tokens, m)
+        self.layers = {m: f.num_layers for m, f in facts.items()}
         self.space = SearchSpace.of(s, self.layers[s.model])
         self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
         if not self.examples:
@@ -159,11 +163,11 @@ def _check_metric(s: TuneSettings, examples: list) -> None:
         )
 
 
-def _num_layers(ref, s: TuneSettings) -> int:
-    from skipcore.adapters import shapes_from_config
+def _model_facts(ref, s: TuneSettings) -> ModelFacts:
+    """A model's depth and positions from its config alone (no weights)."""
     from skipcore.models.loading import load_config
 
-    return shapes_from_config(load_config(ref, s.trust_remote_code)).num_layers
+    return ModelFacts.of_config(load_config(ref, s.trust_remote_code))
 
 
 def run_tune(
