@@ -1,10 +1,16 @@
 """How long decoding work will take, said before it starts, from this model's own timing on this machine.
 
 A long job (a sweep, a comparison of policies, a lens run, a tuning study) should say its cost before a researcher
-waits for it. `estimate_time` times the model itself, once per batch size and prompt length (a few decode steps at
-full depth and at one layer, on a copy of the engine that never stops at EOS), and adds up the work it is given:
-each batch costs its prefill plus one step per new token, a step's time interpolated between the two timings by
-the share of layers it runs. Rows that stop at EOS end sooner, so the figure is what the work costs at most.
+waits for it. `estimate_time` times the model itself, once per batch size and prompt length, on a copy of the engine
+that never stops at EOS: a warm-up round of the very shapes it times (the first passes of a shape pay one-off set-up:
+allocations, kernel choice, lazy imports), then a few rounds of decode steps at full depth and at one layer, kept
+with their spread. It adds up the work it is given: each batch costs its prefill plus one step per new token, a
+step's time interpolated between the two timings by the share of layers it runs. Rows that stop at EOS end sooner,
+so the figure is what the work costs at most.
+
+A timing goes stale (`MAX_AGE_S`: the machine's load changes) and is measured again; a run's own trace, which times
+every step it ran, replaces it (`learn_from_run`): the best evidence of what the next run like it will take.
+`known_estimate` says what is known without measuring anything, for a page that must answer at once.
 
 `sweep_work` says what a sweep decodes (each setting over its examples, then its paired timing against full
 depth), for the dashboard's small sweeps and for a tuning study's trials.
@@ -14,13 +20,18 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 import time
 import weakref
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
-CALIBRATION_STEPS = 4  # decode steps timed per depth (after an untimed warm-up of one step)
+CALIBRATION_STEPS = 4  # decode steps timed per depth in each round
+ROUNDS = 3  # timed rounds per depth, after one untimed round of the same shapes
+MAX_AGE_S = 600.0  # a timing older than this is measured again
 LONG_S = 30.0  # work longer than this is announced before it starts
+
+Clock = Callable[[], float]  # seconds since the epoch (`time.time`; a test's fake clock)
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,9 @@ class Estimate:
 
     seconds: float
     basis: str
+    low: float | None = None  # the same work at the faster and slower quartile of the steps timed
+    high: float | None = None
+    age_s: float = 0.0  # how long ago the oldest timing it rests on was taken
 
     @property
     def long(self) -> bool:
@@ -60,14 +74,30 @@ class Estimate:
             return f"about {round(s / 60):.0f} min"
         return f"about {s / 3600:.1f} h"
 
+    def spread_words(self) -> str:
+        """The likely range, '40-55 s', '3.1-4.2 min'; '' where the timing has no spread to say."""
+        if self.low is None or self.high is None or self.high < 1:
+            return ""
+        if self.high < 90:
+            return f"{self.low:.0f}-{self.high:.0f} s"
+        if self.high < 90 * 60:
+            return f"{self.low / 60:.1f}-{self.high / 60:.1f} min"
+        return f"{self.low / 3600:.1f}-{self.high / 3600:.1f} h"
+
 
 @dataclass(frozen=True)
-class _Timing:
-    """One batch shape of one model, measured: its prefill, and a decode step at full depth and at one layer."""
+class Timing:
+    """One batch shape of one model, timed: its prefill, a decode step at full depth and at one layer (medians), the
+    middle half of the full-depth steps (`full_iqr`, ms), how many steps the figures rest on, when (`measured_at`,
+    seconds since the epoch) and how (`source`: "timed" by the probe, or "run": a run's own steps)."""
 
     prefill_ms: float
     full_ms: float
     shallow_ms: float
+    full_iqr: tuple[float, float]
+    steps: int
+    measured_at: float
+    source: str = "timed"
 
     def step_ms(self, depth: float, num_layers: int) -> float:
         """A decode step that runs `depth` of the layers: between one layer and all of them, by layer count."""
@@ -76,13 +106,47 @@ class _Timing:
         share = (min(max(depth, 0.0), 1.0) * num_layers - 1) / (num_layers - 1)
         return self.shallow_ms + (self.full_ms - self.shallow_ms) * max(share, 0.0)
 
+    def spread(self) -> tuple[float, float]:
+        """The quartiles of the full-depth steps as shares of their median (0.9, 1.2)."""
+        if self.full_ms <= 0:
+            return 1.0, 1.0
+        return self.full_iqr[0] / self.full_ms, self.full_iqr[1] / self.full_ms
 
-_TIMINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> {(batch, prompt): _Timing}
+    def words(self, batch: int, now: float) -> str:
+        """What an estimate from this timing rests on, and how old it is."""
+        how = (
+            f"from the last run's {self.steps} decode steps"
+            if self.source == "run"
+            else f"timed over {self.steps} decode steps after a warm-up of the same shapes"
+        )
+        return (
+            f"from this model's own timing here: {self.full_ms:.1f} ms per full-depth decode step (middle half "
+            f"{self.full_iqr[0]:.1f}-{self.full_iqr[1]:.1f} ms) and {self.shallow_ms:.1f} ms at one layer (batch "
+            f"{batch}), {how}, {age_words(now - self.measured_at)}; rows that stop at EOS end sooner"
+        )
+
+
+def age_words(seconds: float) -> str:
+    """'just now', '3 min ago', '2.5 h ago'."""
+    if seconds < 60:
+        return "just now"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60):.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+_TIMINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> {(batch, prompt): Timing}
 
 
 def _bucket(prompt_tokens: int) -> int:
     """Prompt lengths timed: powers of two from 8 (a step's cost grows slowly with its context)."""
     return 2 ** max(3, math.ceil(math.log2(max(prompt_tokens, 1))))
+
+
+def _key(engine, batch_size: int, prompt_tokens: int) -> tuple[int, int]:
+    """The shape a batch is timed at: its size, and its prompt length's bucket within the model's positions."""
+    room = getattr(engine, "max_positions", None) or 1 << 30  # the prompt and the steps must fit the model
+    return batch_size, max(1, min(_bucket(prompt_tokens), room - CALIBRATION_STEPS - 2))
 
 
 def _never_stopping(engine):
@@ -95,56 +159,153 @@ def _never_stopping(engine):
     return clone
 
 
-def _measure(engine, batch_size: int, prompt_tokens: int) -> _Timing:
+def _quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """The first and third quartile (both the value itself with one)."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def _measure(engine, batch_size: int, prompt_tokens: int, clock: Clock) -> Timing:
+    """Time one batch shape: an untimed round of each depth (the same prompts, batch and steps), then `ROUNDS`
+    rounds of each, their decode steps pooled."""
     from skipcore.schedule import Schedule
 
     clone = _never_stopping(engine)
     per_unit = len(engine.tokenizer("x " * 16)["input_ids"]) / 16  # tokenizers split "x " differently
     prompts = ["x " * max(1, int(prompt_tokens / max(per_unit, 1e-9)) - 1)] * batch_size
     shallow = Schedule(engine.num_layers, "constant", "exit", max_layers=1, min_layers=1)
-    clone.generate(prompts[:1], None, 2)  # warm-up: first allocations, lazy set-up
-    out = {}
-    for name, policy in (("full", None), ("shallow", shallow)):
+
+    def steps(policy) -> list[float]:
         trace = clone.generate(prompts, policy, CALIBRATION_STEPS + 1, batch_size=batch_size).trace
-        steps = trace.drop_duplicates("step").sort_values("step")
-        out[name] = (float(steps["step_ms"].iloc[0]), float(steps["step_ms"].iloc[1:].median()))
-    return _Timing(prefill_ms=out["full"][0], full_ms=out["full"][1], shallow_ms=out["shallow"][1])
+        return trace.drop_duplicates("step").sort_values("step")["step_ms"].tolist()
+
+    for policy in (None, shallow):  # warm-up: the first passes of a shape pay its one-off set-up
+        steps(policy)
+    prefill, full, one = [], [], []
+    for _ in range(ROUNDS):
+        first, *rest = steps(None)
+        prefill.append(first)
+        full += rest
+        one += steps(shallow)[1:]
+    return Timing(
+        prefill_ms=statistics.median(prefill),
+        full_ms=statistics.median(full),
+        shallow_ms=statistics.median(one),
+        full_iqr=_quartiles(full),
+        steps=len(full) + len(one),
+        measured_at=clock(),
+    )
 
 
-def _timing(engine, batch_size: int, prompt_tokens: int) -> _Timing:
-    """This engine's timing at a batch size and prompt length, measured once per process."""
-    known = _TIMINGS.setdefault(engine, {})
-    room = getattr(engine, "max_positions", None) or 1 << 30  # the prompt and the steps must fit the model
-    key = (batch_size, max(1, min(_bucket(prompt_tokens), room - CALIBRATION_STEPS - 2)))
-    if key not in known:
-        known[key] = _measure(engine, *key)
+def _known(engine) -> dict:
+    """This engine's timings by batch shape."""
+    return _TIMINGS.setdefault(engine, {})
+
+
+def _timing(engine, batch_size: int, prompt_tokens: int, clock: Clock) -> Timing:
+    """This engine's timing at a batch size and prompt length: measured when there is none or it is older than
+    `MAX_AGE_S`."""
+    known, key = _known(engine), _key(engine, batch_size, prompt_tokens)
+    if key not in known or clock() - known[key].measured_at > MAX_AGE_S:
+        known[key] = _measure(engine, *key, clock)
     return known[key]
 
 
-def estimate_time(engine, work: Iterable[Decodes]) -> Estimate:
-    """How long `work` will take on `engine` at most, from the model's own timing on this machine (measured on
-    first use for each batch size and prompt length: a second or two for a small model)."""
-    started = time.perf_counter()
-    total_ms, basis = 0.0, None
+def _add_up(engine, work: Iterable[Decodes], timing: Callable[[int, int], Timing | None], now: float):
+    """The work's estimate from `timing(batch, prompt_tokens)`; None where a shape has no timing."""
+    total_ms, basis, oldest = 0.0, None, now
     L = engine.num_layers
     for job in work:
         if job.prompts < 1 or job.times < 1:
             continue
         batch = max(1, min(job.batch_size, job.prompts))
-        t = _timing(engine, batch, job.prompt_tokens)
-        basis = basis or (batch, t)
+        t = timing(batch, job.prompt_tokens)
+        if t is None:
+            return None
+        basis, oldest = basis or (batch, t), min(oldest, t.measured_at)
         batches = math.ceil(job.prompts / batch)
         per_batch = t.prefill_ms + max(job.max_new_tokens - 1, 0) * t.step_ms(job.depth, L)
         total_ms += job.times * batches * per_batch
     if basis is None:
         return Estimate(0.0, "no work")
     batch, t = basis
-    said = (
-        f"from this model's own timing here: {t.full_ms:.1f} ms per full-depth decode step "
-        f"and {t.shallow_ms:.1f} ms at one layer (batch {batch}), measured in "
-        f"{time.perf_counter() - started:.1f} s; rows that stop at EOS end sooner"
-    )
-    return Estimate(total_ms / 1e3, said)
+    low, high = t.spread()
+    seconds = total_ms / 1e3
+    return Estimate(seconds, t.words(batch, now), low=seconds * low, high=seconds * high, age_s=now - oldest)
+
+
+def estimate_time(engine, work: Iterable[Decodes], clock: Clock = time.time) -> Estimate:
+    """How long `work` will take on `engine` at most, from the model's own timing on this machine (measured for
+    each batch size and prompt length not timed in the last `MAX_AGE_S`: a second or two for a small model)."""
+    return _add_up(engine, work, lambda b, p: _timing(engine, b, p, clock), clock())
+
+
+def known_estimate(engine, work: Iterable[Decodes], clock: Clock = time.time) -> Estimate | None:
+    """`estimate_time` from the timings already taken (however old: the words say when), measuring nothing; None
+    where a batch shape of the work was never timed."""
+    known = _known(engine)
+    return _add_up(engine, work, lambda b, p: known.get(_key(engine, b, p)), clock())
+
+
+def learn_from_run(engine, trace, clock: Clock = time.time) -> int:
+    """Take a finished run's own step times (its trace: `batch`, `sample`, `step`, `step_ms`, `batch_layers`,
+    `prompt_len`) as the timing of each batch shape it ran, the best evidence of what the next run like it takes.
+    Returns how many shapes were learnt. A batch's decode steps set the two depths directly where they ran at two
+    or more depths, scale the shape's earlier timing where they ran at one, and set full depth alone (one layer
+    as slow, an upper bound) where nothing was known."""
+    learnt = 0
+    for _, rows in trace.groupby("batch"):
+        key = _key(engine, int(rows["sample"].nunique()), round(float(rows["prompt_len"].mean())))
+        timing = _from_steps(
+            rows.drop_duplicates("step").sort_values("step"), engine.num_layers, _known(engine).get(key)
+        )
+        if timing is not None:
+            _known(engine)[key] = replace(timing, measured_at=clock(), source="run")
+            learnt += 1
+    return learnt
+
+
+def _from_steps(steps, num_layers: int, before: Timing | None) -> Timing | None:
+    """A batch's timing from its steps (one row per step: `step`, `step_ms`, `batch_layers`); None where it had no
+    decode step to learn from."""
+    decode = steps[steps["step"] >= 1]
+    if decode.empty:
+        return None
+    prefill = float(steps["step_ms"].iloc[0]) if int(steps["step"].iloc[0]) == 0 else None
+    layers, ms = decode["batch_layers"].astype(float).tolist(), decode["step_ms"].astype(float).tolist()
+    by_depth: dict[float, list[float]] = {}
+    for n, t in zip(layers, ms, strict=True):
+        by_depth.setdefault(n, []).append(t)
+    if len(by_depth) >= 2 and num_layers > 1:
+        shallow, full = _line_ends({n: statistics.median(v) for n, v in by_depth.items()}, num_layers)
+    elif before is not None:
+        n = layers[0]
+        ratio = statistics.median(ms) / max(before.step_ms(n / num_layers, num_layers), 1e-9)
+        shallow, full = before.shallow_ms * ratio, before.full_ms * ratio
+    elif layers[0] == num_layers:
+        shallow = full = statistics.median(ms)
+    else:
+        return None
+    model = Timing(prefill or 0.0, full, shallow, (full, full), len(ms), 0.0)
+    ratios = [
+        t / max(model.step_ms(n / num_layers, num_layers), 1e-9) for n, t in zip(layers, ms, strict=True)
+    ]
+    q1, q3 = _quartiles(ratios)
+    if prefill is None:
+        prefill = before.prefill_ms if before is not None else full
+    return replace(model, prefill_ms=prefill, full_iqr=(full * q1, full * q3))
+
+
+def _line_ends(ms_by_layers: dict[float, float], num_layers: int) -> tuple[float, float]:
+    """A straight line through (layers run, step ms), least squares: its value at one layer and at all of them (a
+    step never taken as cheaper than nothing)."""
+    xs, ys = list(ms_by_layers), list(ms_by_layers.values())
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    slope = max(slope, 0.0)
+    return max(my + slope * (1 - mx), 0.0), max(my + slope * (num_layers - mx), 0.0)
 
 
 def sweep_work(

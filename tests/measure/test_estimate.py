@@ -4,12 +4,14 @@ work, said in words; and what a sweep decodes."""
 from __future__ import annotations
 
 import math
+import time
 
+import pandas as pd
 import pytest
 
 from skipcore.evaluate import SweepConfig, build_grid
 from skipcore.measure.estimate import Decodes, Estimate, estimate_time, sweep_work
-from tests.helpers import engine_for
+from tests.helpers import REPO, engine_for
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +70,135 @@ def test_a_sweeps_work_is_each_setting_then_its_paired_timing():
         w.prompts == 4 and w.times == 4 for w in timed
     )  # a warm-up and 3 repeats, of the setting and full
     assert sweep_work(grid, 10, 8, 12, repeats=0, timing_limit=4) == quality
+
+
+# -- measured after a warm-up, said with its spread, refreshed, corrected by a run ---------------------------
+class FakeClock:
+    """Seconds since the epoch, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_timing_warms_up_the_very_shapes_it_times(engine, monkeypatch):
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.measure import estimate
+
+    calls, generate = [], SkipEngine.generate
+
+    def spied(self, prompts, policy=None, max_new_tokens=32, sampling=None, batch_size=None, progress=None):
+        calls.append((len(prompts), max_new_tokens, batch_size, policy is None))
+        return generate(self, prompts, policy, max_new_tokens, sampling, batch_size, progress)
+
+    monkeypatch.setattr(SkipEngine, "generate", spied)
+    monkeypatch.setattr(estimate, "_TIMINGS", type(estimate._TIMINGS)())
+    estimate_time(engine, [Decodes(3, 16, 3, prompt_tokens=20)])
+    warm, timed = calls[:2], calls[2:]
+    assert timed and set(warm) == set(timed)  # the untimed round ran the shapes the timed rounds ran
+    assert {c[:3] for c in timed} == {(3, estimate.CALIBRATION_STEPS + 1, 3)}
+
+
+def test_an_estimate_says_its_spread_and_when_it_was_measured(engine, monkeypatch):
+    from skipcore.measure import estimate
+
+    monkeypatch.setattr(estimate, "_TIMINGS", type(estimate._TIMINGS)())
+    clock = FakeClock()
+    est = estimate_time(engine, [Decodes(4, 16, 4, prompt_tokens=20)], clock=clock)
+    assert est.low is not None and est.high is not None and est.low <= est.seconds <= est.high
+    assert "middle half" in est.basis and "after a warm-up" in est.basis and "just now" in est.basis
+    clock.now += 180
+    later = estimate.known_estimate(engine, [Decodes(4, 16, 4, prompt_tokens=20)], clock=clock)
+    assert later.seconds == est.seconds and "3 min ago" in later.basis and later.age_s == 180
+
+
+def test_a_stale_timing_is_measured_again_and_a_fresh_one_is_reused(engine, monkeypatch):
+    from skipcore.measure import estimate
+
+    monkeypatch.setattr(estimate, "_TIMINGS", type(estimate._TIMINGS)())
+    measured, measure = [], estimate._measure
+    monkeypatch.setattr(estimate, "_measure", lambda *a: measured.append(a[1:3]) or measure(*a))
+    clock, work = FakeClock(), [Decodes(2, 8, 2, prompt_tokens=12)]
+    assert estimate.known_estimate(engine, work, clock=clock) is None  # nothing timed: nothing measured
+    assert measured == []
+    estimate_time(engine, work, clock=clock)
+    clock.now += estimate.MAX_AGE_S - 1
+    estimate_time(engine, work, clock=clock)
+    assert len(measured) == 1
+    clock.now += 2
+    estimate_time(engine, work, clock=clock)
+    assert len(measured) == 2
+
+
+def _run_trace(layers: list[int], ms: list[float], batch: int = 2, prompt_len: int = 12) -> pd.DataFrame:
+    """A run's trace as `learn_from_run` reads it: `batch` rows per step, step 0 the prefill."""
+    rows = [
+        {"batch": 0, "sample": r, "step": s, "step_ms": t, "batch_layers": n, "prompt_len": prompt_len}
+        for s, (n, t) in enumerate(zip(layers, ms, strict=True))
+        for r in range(batch)
+    ]
+    return pd.DataFrame(rows)
+
+
+class FakeEngine:
+    """What the estimate reads of an engine: its layer count and positions."""
+
+    num_layers = 4
+    max_positions = None
+
+
+def test_a_runs_own_steps_become_the_timing_of_its_shape():
+    from skipcore.measure import estimate
+
+    engine, clock = FakeEngine(), FakeClock()
+    work = [Decodes(2, 9, 2, prompt_tokens=12)]
+    # a skip run: 4, 3, 2 and 1 layers, each layer 2 ms over a 1 ms step
+    layers = [4, 4, 4, 3, 3, 2, 2, 1, 1]
+    ms = [50.0] + [1.0 + 2.0 * (n - 1) for n in layers[1:]]
+    assert estimate.learn_from_run(engine, _run_trace(layers, ms), clock=clock) == 1
+    est = estimate.known_estimate(engine, work, clock=clock)
+    assert est.seconds == pytest.approx((50.0 + 8 * 7.0) / 1e3)  # the prefill, then 8 full-depth steps
+    assert "from the last run's 8 decode steps" in est.basis and "just now" in est.basis
+    shallow = estimate.known_estimate(engine, [Decodes(2, 9, 2, 12, depth=0.25)], clock=clock)
+    assert shallow.seconds == pytest.approx((50.0 + 8 * 1.0) / 1e3)
+    # a later full-depth run twice as slow (the machine got busy): the timing follows it
+    estimate.learn_from_run(engine, _run_trace([4] * 5, [100.0] + [14.0] * 4), clock=clock)
+    slower = estimate.known_estimate(engine, work, clock=clock)
+    assert slower.seconds == pytest.approx((100.0 + 8 * 14.0) / 1e3)
+    assert estimate.known_estimate(engine, [Decodes(2, 9, 2, 12, depth=0.25)], clock=clock).seconds == (
+        pytest.approx((100.0 + 8 * 2.0) / 1e3)
+    )
+
+
+def test_a_run_with_no_decode_step_teaches_nothing():
+    from skipcore.measure import estimate
+
+    engine = FakeEngine()
+    assert estimate.learn_from_run(engine, _run_trace([4], [50.0])) == 0
+    assert estimate.known_estimate(engine, [Decodes(2, 9, 2, prompt_tokens=12)]) is None
+
+
+DEFAULT_MODEL = REPO / "data" / "models" / "skipdecode-opt-e2e"
+
+
+def test_an_estimate_holds_against_the_run_it_announces_on_the_default_model():
+    """The figure said before a run, against the wall time of that very run, in this process: within 2x (the
+    estimate is an upper bound only for rows that stop early; these run every step)."""
+    from skipcore import SkipEngine, load_model
+    from skipcore.data import format_prompt, load_examples
+
+    if not (DEFAULT_MODEL / "config.json").is_file():
+        pytest.skip("the shipped default model is missing (scripts/train_default.sh makes it)")
+    engine = SkipEngine(*load_model(str(DEFAULT_MODEL)))
+    examples = load_examples(REPO / "data" / "e2e_synth", split="dev", limit=4)
+    prompts = [format_prompt(e.task, e.source) for e in examples]
+    tokens = round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / len(prompts))
+    announced = estimate_time(engine, [Decodes(len(prompts), 12, 4, prompt_tokens=tokens)])
+    started = time.perf_counter()
+    run = engine.generate(prompts, None, 12, batch_size=4)
+    took = time.perf_counter() - started
+    assert run.trace["step"].nunique() == 12  # no row ended early: the run is the work announced
+    assert 0.5 <= took / announced.seconds <= 2.0, (took, announced)
+    assert announced.low <= announced.seconds <= announced.high  # said with its spread
