@@ -254,6 +254,8 @@ COLUMN_TITLES: dict[str, str] = {
     "max_layers": "max layers",
     "min_layers": "min layers",
     "timing_flag": "timing flag",
+    "tune_trial": "trial",  # a tune's trial number (-1: full depth, the floor's reference)
+    "tune_label": "setting",
 }
 
 

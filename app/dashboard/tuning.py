@@ -18,6 +18,7 @@ import pandas as pd
 from skipcore.evaluate.tune import TuneSettings, check_settings, run_tune, tune_work
 
 OnRow = Callable[[pd.DataFrame], None]  # the rows scored so far, after each one
+SPEEDUPS = ["layer_speedup", "flops_speedup_decode"]  # the front table's speedup columns
 
 
 def settings_for(model: str, **values) -> TuneSettings:
@@ -69,3 +70,25 @@ def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) 
             "line": o.line(),
         }
     return trials, found
+
+
+def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.DataFrame, dict]:
+    """The Pareto front of the scored trials (and full depth) as the page shows it, and its column config: each
+    column by its title (`labels.column_title`), speedups as '2.15x' and the quality to one decimal, as on the
+    Trade-offs page."""
+    import streamlit as st
+
+    from skipcore import plots
+    from skipcore.labels import column_title
+
+    scored = trials[trials["tune_state"].isin(["trial", "reference"])]
+    front = plots.pareto_front(scored, speedup, metric)
+    columns = ["tune_trial", "tune_label", metric, *SPEEDUPS]
+    table = front[columns].rename(columns=column_title)
+    number = st.column_config.NumberColumn
+    config = {
+        column_title("tune_trial"): number(format="%d"),
+        column_title(metric): number(format="%.1f"),
+        **{column_title(c): number(format="%.2fx") for c in SPEEDUPS},
+    }
+    return table, config

@@ -21,7 +21,7 @@ from app.dashboard.paths import DATASET_DIR
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import TuneRunResult
-from app.dashboard.tuning import run_search, settings_for, work
+from app.dashboard.tuning import front_table, run_search, settings_for, work
 from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.evaluate.tune.settings import METRICS, POLICIES, SHAPES
@@ -29,7 +29,6 @@ from skipcore.labels import column_title
 from skipcore.schedule import MODES, Schedule
 
 OBJECTIVES = {"layer": "layer_speedup", "flops": "flops_speedup_decode"}  # measured timing belongs to the CLI
-FRONT_COLUMNS = ["tune_trial", "tune_label", "layer_speedup", "flops_speedup_decode"]
 
 
 def inputs(L: int, max_new_tokens: int) -> dict:
@@ -61,10 +60,11 @@ def inputs(L: int, max_new_tokens: int) -> dict:
         **KEEP,
     )
     values["reference_model"] = reference.strip() or None
-    c1, c2, c3 = st.columns(3)
-    values["shapes"] = tuple(c1.multiselect("Shapes", SHAPES, list(SHAPES), key="tune_shapes", **KEEP))
-    values["modes"] = tuple(c2.multiselect("Modes", MODES, ["skip"], key="tune_modes", **KEEP))
-    values["policies"] = tuple(c3.multiselect("Policies", POLICIES, ["static"], key="tune_policies", **KEEP))
+    # every shape is picked by default: the box has the page's width, so no shape's name is cut short
+    values["shapes"] = tuple(st.multiselect("Shapes", SHAPES, list(SHAPES), key="tune_shapes", **KEEP))
+    c1, c2 = st.columns(2)
+    values["modes"] = tuple(c1.multiselect("Modes", MODES, ["skip"], key="tune_modes", **KEEP))
+    values["policies"] = tuple(c2.multiselect("Policies", POLICIES, ["static"], key="tune_policies", **KEEP))
     c1, c2, c3, c4 = st.columns(4)
     values["trials"] = int(c1.number_input("Trials", 1, 200, 8, key="tune_trials", **KEEP))
     values["limit"] = int(c2.number_input("Dev rows", 1, 300, 16, key="tune_rows", **KEEP))
@@ -123,10 +123,8 @@ def show(result: TuneRunResult, L: int) -> None:
                            on_click="ignore")  # fmt: skip
         c3.download_button("report.md", f["report"], "report.md", "text/markdown", key="tune_dl_report",
                            on_click="ignore")  # fmt: skip
-    scored = trials[trials["tune_state"].isin(["trial", "reference"])]
-    front = plots.pareto_front(scored, f["speedup"], f["metric"])
-    st.dataframe(front[[*FRONT_COLUMNS[:2], f["metric"], *FRONT_COLUMNS[2:]]], hide_index=True,
-                 column_config={c: st.column_config.NumberColumn(format="%.2fx") for c in FRONT_COLUMNS[2:]})  # fmt: skip
+    front, config = front_table(trials, f["metric"], f["speedup"])
+    st.dataframe(front, hide_index=True, column_config=config)
     with st.expander("report.md"):
         st.markdown(f["report"])
 

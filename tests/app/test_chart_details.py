@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 from tests.helpers import assert_clean, by_key, open_app, sweep_frame
 
 
@@ -31,3 +33,38 @@ def test_a_point_at_the_top_quality_is_drawn_whole_where_every_quality_is_close(
     for chart in at.get("vega_lite_chart"):
         (low, high), *_ = _y_domains(json.loads(chart.proto.spec))
         assert low == 0 and high >= 60.2 * 1.03
+
+
+def _tune_trials() -> pd.DataFrame:
+    rows = [  # (trial, state, label, bleu, layer speedup, FLOPs speedup)
+        (-1, "reference", "full depth", 64.04321, 1.0, 1.0),
+        (0, "trial", "linear 6->2", 63.21234, 1.5, 1.4),
+        (1, "pruned", "power 6->1", 40.0, 3.0, 2.5),
+    ]
+    cols = ["tune_trial", "tune_state", "tune_label", "bleu", "layer_speedup", "flops_speedup_decode"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_tunes_front_table_says_its_columns_in_words_and_quality_to_one_decimal():
+    from app.dashboard.tuning import front_table
+
+    table, config = front_table(_tune_trials(), "bleu", "layer_speedup")
+    assert list(table.columns) == [
+        "trial",
+        "setting",
+        "BLEU",
+        "layer speedup (realised)",
+        "FLOPs speedup (decode)",
+    ]
+    assert not [c for c in table.columns if "_" in c]  # no raw column name
+    assert config["BLEU"]["type_config"]["format"] == "%.1f"
+    assert config["FLOPs speedup (decode)"]["type_config"]["format"] == "%.2fx"
+
+
+def test_tunes_shapes_box_has_the_pages_width(model_dir):
+    """Six shapes picked in a third of the page showed 'constan'; the box is on a row of its own."""
+    at = open_app("tune")
+    assert_clean(at)
+    shapes = by_key(at.multiselect, "tune_shapes")
+    columns = [c for c in at.main.get("column") if shapes in list(c)]  # `in` walks a block's own children
+    assert not columns
