@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from skipcore.errors import UserError
-from skipcore.measure.estimate import Decodes, Estimate, estimate_time
+from skipcore.measure.estimate import MAX_AGE_S, Decodes, Estimate, estimate_time, known_estimate
 
 
 def split_prompts(dataset, split: str | None, limit: int | None) -> list[str]:
@@ -36,18 +36,45 @@ def prompt_tokens(engine, prompts: Sequence[str]) -> int:
 
 
 def show_estimate(engine, work: Sequence[Decodes], action: str, always: bool = False) -> Estimate | None:
-    """Say, before `action` is pressed, how long it will take: a note where it is long, a caption otherwise
-    (with `always`); None where the model could not be timed (said in a caption)."""
+    """Say, before `action` is pressed, how long it will take, from the timings already taken (a probe's or a
+    run's): a note where it is long, a caption otherwise (with `always`). Opening a page measures nothing: where
+    the work's batch shape was never timed, or its timing is stale, a button measures it, with a spinner. None
+    where nothing is known yet, or the model could not be timed (said in a caption)."""
     try:
-        est = estimate_time(engine, work)
+        est = known_estimate(engine, work)
+        if _measure_asked(action, est):
+            with st.spinner(
+                "Timing this model here: a warm-up, then a few decode steps at full depth and one layer…"
+            ):
+                est = estimate_time(engine, work)
     except UserError as e:
         st.caption(f"No time estimate: {e}")
         return None
+    if est is None:
+        st.caption(
+            f":material/timer: Not measured yet: {action} times its own steps, or press Measure the time."
+        )
+        return None
+    said = f"{est.words()}" + (f", likely {est.spread_words()}" if est.spread_words() else "")
     if est.long:
-        st.info(f"**{action}** will take up to {est.words()} ({est.basis}).", icon=":material/timer:")
+        st.info(f"**{action}** will take up to {said} ({est.basis}).", icon=":material/timer:")
     elif always:
-        st.caption(f":material/timer: Up to {est.words()} ({est.basis}).")
+        st.caption(f":material/timer: Up to {said} ({est.basis}).")
     return est
+
+
+def _measure_asked(action: str, est: Estimate | None) -> bool:
+    """A button, where the work was never timed or its timing is stale: whether it was pressed now."""
+    if est is not None and est.age_s <= MAX_AGE_S:
+        return False
+    label = "Measure the time" if est is None else "Measure the time again"
+    return st.button(
+        label,
+        key=f"time {action}",
+        icon=":material/timer:",
+        help="Times this model on this machine at the run's batch size and prompt length: a warm-up of those "
+        "shapes, then a few decode steps at full depth and at one layer (a second or two for a small model).",
+    )
 
 
 class TimeLeft:

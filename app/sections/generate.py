@@ -27,7 +27,7 @@ from app.dashboard.trained import (
     tokens_slider,
 )
 from skipcore import Schedule, UserError
-from skipcore.measure.estimate import Decodes
+from skipcore.measure.estimate import Decodes, learn_from_run
 
 
 def settings_now(
@@ -68,6 +68,7 @@ def run(
         st.error(f"Generation failed: {e}")
         return
     bar.progress(1.0, text=views.generated_text(res.trace, len(prompts), max_new_tokens))
+    learn_from_run(engine, res.trace)  # its steps time the next run like it
     GenerateResult(prompts, res.texts, res.trace, res.metadata, settings).kept()
 
 
