@@ -8,6 +8,8 @@ with why, and can be deleted like any other.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
@@ -21,9 +23,10 @@ DELETED = "history_deleted"  # in the session: what the last Delete said, shown 
 REOPENED = "history_reopened"  # in the session: the page a reopened run opens, its settings, or why it cannot
 
 
-def _number(value: object) -> float | None:
-    """A speedup as the table shows it; None for anything that is not a number."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _number(value: object) -> float:
+    """A speedup as the table shows it; NaN (the table's '-') for anything that is not a number, so the column
+    stays numeric: a column of None is one of objects, which the table writes as 'None'."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
 def listing(runs: list[Run]) -> pd.DataFrame:
@@ -139,6 +142,7 @@ def main() -> None:
         column_order=shown,
         column_config=config,
         row_height=history.WRAPPED,
+        placeholder="-",  # a run with no such number (a comparison's or a lens's FLOPs speedup)
     )
     rows = picked.selection.rows if picked is not None else []
     chosen = [runs[i] for i in rows] or runs[:1]

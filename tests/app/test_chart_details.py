@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from tests.helpers import assert_clean, by_key, open_app, sweep_frame
+from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, sweep_frame
 
 
 def _y_domains(spec: dict) -> list[list[float]]:
@@ -68,3 +68,22 @@ def test_tunes_shapes_box_has_the_pages_width(model_dir):
     shapes = by_key(at.multiselect, "tune_shapes")
     columns = [c for c in at.main.get("column") if shapes in list(c)]  # `in` walks a block's own children
     assert not columns
+
+
+def test_run_historys_listing_says_a_missing_speedup_as_a_dash_not_none(model_dir):
+    """A comparison and a lens run have no FLOPs speedup of their own: the listing's column held None, an object
+    column the table wrote as a literal 'None'."""
+    at = open_app("lens")
+    by_key(at.slider, "lens_max_new").set_value(MAX_NEW)
+    by_key(at.button, "lens_run").click().run()
+    at.switch_page("sections/compare.py").run()
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.button, "cmp_run").click().run()
+    at.switch_page("sections/history.py").run()
+    assert_clean(at)
+    listing = at.dataframe[0]
+    table = listing.value
+    assert set(table["kind"]) == {"comparison", "lens"}
+    for column in ("layer speedup", "FLOPs speedup"):
+        assert pd.api.types.is_float_dtype(table[column]), column  # missing is NaN, not the object None
+    assert listing.proto.placeholder == "-"
