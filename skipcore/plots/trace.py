@@ -5,6 +5,7 @@ the token, its layers, cost and log-probability on hover), and the helpers that 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping
 
 import pandas as pd
@@ -86,8 +87,15 @@ def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> 
                 hovertemplate="%{text}<extra></extra>",
             )
         )
-        fig.update_yaxes(range=[-0.5, L + 0.1])
+        # room above the top layer for the draft markers, ticked at layers only (0..L-1, no tick at L)
+        fig.update_yaxes(range=[-0.5, L + 0.1], tickmode="array", tickvals=layer_ticks(L))
     return fig
+
+
+def layer_ticks(num_layers: int) -> list[int]:
+    """A layer axis's ticks: every layer up to 32, else every 5th (10th, ...) one; never the count itself."""
+    step = 1 if num_layers <= 32 else 5 * math.ceil(num_layers / 40)
+    return list(range(0, num_layers, step))
 
 
 def stacked_exit_heatmap(traces: Mapping[str, pd.DataFrame], sample: int, title: str = "") -> go.Figure:
@@ -118,7 +126,15 @@ def stacked_exit_heatmap(traces: Mapping[str, pd.DataFrame], sample: int, title:
             row=i,
             col=1,
         )
-        fig.update_yaxes(title_text="layer", dtick=yaxis.dtick, range=yaxis.range, row=i, col=1)
+        fig.update_yaxes(
+            title_text="layer",
+            dtick=yaxis.dtick,
+            range=yaxis.range,
+            tickmode=yaxis.tickmode,
+            tickvals=yaxis.tickvals,
+            row=i,
+            col=1,
+        )
     fig.update_xaxes(
         title_text=panels[next(reversed(panels))].layout.xaxis.title.text, row=len(panels), col=1
     )

@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, sweep_frame
+from tests.helpers import MAX_NEW, assert_clean, by_key, charts, open_app, sweep_frame
 
 
 def _y_domains(spec: dict) -> list[list[float]]:
@@ -87,3 +87,34 @@ def test_run_historys_listing_says_a_missing_speedup_as_a_dash_not_none(model_di
     for column in ("layer speedup", "FLOPs speedup"):
         assert pd.api.types.is_float_dtype(table[column]), column  # missing is NaN, not the object None
     assert listing.proto.placeholder == "-"
+
+
+def _layer_ticks(axis: dict) -> list[float]:
+    """The ticks a plotly layer axis draws: its tick values, or every `dtick` across its range."""
+    if axis.get("tickvals") is not None:
+        return list(axis["tickvals"])
+    low, high = axis["range"]
+    step = axis.get("dtick") or 1
+    return [t for t in range(0, int(high) + 1, int(step)) if low <= t <= high]
+
+
+def test_compares_speculative_heatmap_ticks_the_models_layers_and_no_more(model_dir):
+    """The draft markers sit above the top layer; the axis that makes room for them ticked 'L' (a 12 on a 12-layer
+    model, whose layers are 0..11)."""
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "speculative"])
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    L = 6
+    heatmaps = [json.loads(c.proto.spec) for c in charts(at) if '"heatmap"' in c.proto.spec]
+    assert heatmaps
+    axes = [
+        a
+        for spec in heatmaps
+        for k, a in spec["layout"].items()
+        if k.startswith("yaxis") and "range" in a and a.get("title", {}).get("text") == "layer"
+    ]
+    assert any(a["range"][1] > L - 0.5 for a in axes)  # the room above the top layer is there
+    for axis in axes:
+        assert max(_layer_ticks(axis)) <= L - 1, axis
