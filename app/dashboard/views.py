@@ -176,14 +176,16 @@ def ceiling(shapes, schedule) -> float:
     return flops_ceiling(shapes, getattr(schedule, "mode", "skip"), getattr(schedule, "warmup_layers", 1))
 
 
-def flops_metric(container, speedup: float, at_most: float | None) -> None:
-    """The decode FLOPs speedup, beside the most the model's head allows ('of at most 4.31x')."""
+def flops_metric(container, speedup: float, at_most: float | None, width: str = "stretch") -> None:
+    """The decode FLOPs speedup, beside the most the model's head allows ('of at most 4.31x'); `width` as
+    `st.metric`'s ("content" in a row that wraps)."""
     container.metric(
         "FLOPs speedup",
         f"{speedup:.2f}x",
         None if at_most is None else f"of at most {at_most:.2f}x",
         delta_color="off",
         delta_arrow="off",
+        width=width,
         help="decode steps (s ≥ 1) only. 'At most': the FLOPs speedup if every layer this mode can skip were "
         "skipped; the LM head runs for every token whatever the schedule, so a model whose head is a large part "
         "of a token (a big vocabulary) allows little.",

@@ -185,18 +185,26 @@ def results(
     steps = plots.theoretical_steps(schedule, shapes, prompt_len, speedup_over, bpe)
     st.caption(f"Speedups and costs over a typical output of {speedup_over} tokens.")
     s = plots.theoretical_summary(steps, schedule.num_layers)
-    c = st.columns(4)
-    c[0].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="L × steps / Σ n(s), steps ≥ 1")
-    views.flops_metric(c[1], s["flops_speedup_decode"], views.ceiling(shapes, schedule))
-    c[2].metric(
-        "… with the prompt", f"{s['flops_speedup_with_prompt']:.2f}x", help="the prefill (step 0) included"
+    # one row that wraps: each metric as wide as its words, so a narrow column (800 px with the sidebar open)
+    # moves a metric to the next line instead of cutting every one to 'La...'
+    row = st.container(horizontal=True, gap="medium", key="design_metrics")
+    row.metric(
+        "Layer speedup", f"{s['layer_speedup']:.2f}x", help="L × steps / Σ n(s), steps ≥ 1", width="content"
     )
-    c[3].metric(
+    views.flops_metric(row, s["flops_speedup_decode"], views.ceiling(shapes, schedule), width="content")
+    row.metric(
+        "… with the prompt",
+        f"{s['flops_speedup_with_prompt']:.2f}x",
+        help="the prefill (step 0) included",
+        width="content",
+    )
+    row.metric(
         "KV cache, last step",
         plots.human_bytes(s["kv_cache_bytes"]),
         f"-{s['kv_saved_fraction']:.0%} vs full" if s["kv_saved_fraction"] >= 0.005 else None,
         delta_color="inverse",
         help=f"one sequence (batch size multiplies it); full depth: {plots.human_bytes(s['kv_cache_bytes_full'])}",
+        width="content",
     )
     name, color = figures.design(schedule)  # the figures' titles and file names say the model and the design
     budget = plots.budget_figure(schedule.budgets(max_new_tokens), schedule.num_layers, color=color)

@@ -21,11 +21,13 @@ def cost_figure(
     Takes one row per step with trace columns: a theoretical frame or one sample of a trace. Step 0 (the
     prefill) is left off the FLOPs panel because it dwarfs every decode step; its cost is in the speedups.
     """
+    # one above the other, sharing the step axis: side by side, the two titles overlapped in a narrow column
     fig = make_subplots(
-        rows=1,
-        cols=2,
+        rows=2,
+        cols=1,
         subplot_titles=("FLOPs per decode step", "KV cache after step"),
-        horizontal_spacing=0.12,
+        shared_xaxes=True,
+        vertical_spacing=0.16,
     )
     decode = steps[steps["step"] >= 1]
     # what a token cost, the policy's own work included where the trace has it (CALM's heads, speculative drafts)
@@ -62,16 +64,16 @@ def cost_figure(
                 showlegend=False,
                 hovertemplate="step %{x}<br>%{y:.3s} B<extra>" + name + "</extra>",
             ),
-            row=1,
-            col=2,
+            row=2,
+            col=1,
         )
-    fig.update_xaxes(title_text="decode step")
+    fig.update_xaxes(title_text="decode step", row=2, col=1)
     fig.update_yaxes(title_text="FLOPs", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="bytes", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="bytes", rangemode="tozero", row=2, col=1)
     fig.update_layout(
         title=title,
-        height=340,
-        legend={"orientation": "h", "y": -0.25},
+        height=480,
+        legend={"orientation": "h", "y": -0.15},
         margin={"l": 50, "r": 20, "t": 70, "b": 40},
     )
     return fig

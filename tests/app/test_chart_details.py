@@ -118,3 +118,45 @@ def test_compares_speculative_heatmap_ticks_the_models_layers_and_no_more(model_
     assert any(a["range"][1] > L - 0.5 for a in axes)  # the room above the top layer is there
     for axis in axes:
         assert max(_layer_ticks(axis)) <= L - 1, axis
+
+
+def _parents(node, parent=None):
+    """(element, the block that holds it) for every element of a page's tree."""
+    yield node, parent
+    for child in getattr(node, "children", {}).values():
+        yield from _parents(child, node)
+
+
+def test_the_designers_metrics_wrap_as_wide_as_their_words_instead_of_four_cut_columns(model_dir):
+    """In four columns of a narrow page (800 px with the sidebar open) each metric was cut to 'La... 2...'; they are
+    one row that wraps (a horizontal container), so a metric that does not fit moves to the next line."""
+    at = open_app()
+    assert_clean(at)
+    holders = [p for n, p in _parents(at.main) if type(n).__name__ == "Metric"]
+    assert len(holders) == 4 and all(h is holders[0] for h in holders)
+    row = holders[0].proto.flex_container
+    assert type(holders[0]).__name__ != "Column" and row.wrap and row.direction == row.HORIZONTAL
+
+
+def test_the_cost_figures_panels_are_stacked_so_their_titles_never_meet():
+    """Side by side, 'FLOPs per decode step' and 'KV cache after step' overlapped in a narrow column: the panels
+    are one above the other, sharing the step axis, each title over its own panel."""
+    import pandas as pd
+
+    from skipcore import plots
+
+    steps = pd.DataFrame(
+        {
+            "step": range(5),
+            "flops": [9e6, 4e6, 3e6, 2e6, 2e6],
+            "flops_full": [9e6, 5e6, 5e6, 5e6, 5e6],
+            "kv_cache_bytes": [100, 110, 118, 125, 131],
+            "kv_cache_bytes_full": [100, 112, 124, 136, 148],
+        }
+    )
+    fig = plots.cost_figure(steps)
+    titles = [a for a in fig.layout.annotations if a.text in ("FLOPs per decode step", "KV cache after step")]
+    assert len(titles) == 2
+    (top, bottom) = sorted(titles, key=lambda a: -a.y)
+    assert top.x == bottom.x and top.y > bottom.y  # same centre, different rows: no width makes them overlap
+    assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # the FLOPs panel wholly above the KV one
