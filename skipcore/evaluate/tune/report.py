@@ -26,20 +26,36 @@ def _title(column: str) -> str:
     return COLUMN_TITLES.get(column, column)
 
 
-def _table(rows: pd.DataFrame, metric: str, speedup: str, first: str = "setting") -> list[str]:
+ROLES = {
+    "chosen": "**chosen**",
+    "paper linear": "the paper's linear",
+}  # a held-out row's role, before its setting
+
+
+def _what(r: pd.Series, chosen_id: str | None) -> str:
+    """A table row's first cell: its setting, and what the row is where two rows can read alike (the chosen setting
+    and the paper's schedule at the same budgets both say 'linear 12->4')."""
+    state = r["tune_state"]
+    if state not in ("trial", *ROLES):
+        return f"{state} ({r['model']})"
+    notes = [f"trial {int(r['tune_trial'])}"] if r["tune_trial"] >= 0 else []
+    if chosen_id is not None and r.get("setting_id") == chosen_id:
+        notes.append("**chosen**")
+    role = f"{ROLES[state]}: " if state in ROLES else ""
+    return f"{role}{r['tune_label']}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _table(
+    rows: pd.DataFrame, metric: str, speedup: str, first: str = "setting", chosen_id: str | None = None
+) -> list[str]:
+    """Rows as a Markdown table; `chosen_id`: the chosen setting's id, marked among the trials."""
     cols = [speedup] + [
         c for c in ("layer_speedup", "flops_speedup_decode", "flops_speedup_with_prompt") if c != speedup
     ]
     head = [first, _title(metric)] + [_title(c) for c in cols]
     lines = [_row(head), _row(["---"] * len(head))]
     for _, r in rows.iterrows():
-        what = (
-            r["tune_label"]
-            if r["tune_state"] in ("trial", "chosen", "paper linear")
-            else f"{r['tune_state']} ({r['model']})"
-        )
-        trial = f" (trial {int(r['tune_trial'])})" if r["tune_trial"] >= 0 else ""
-        lines.append(_row([what + trial, _n(r[metric])] + [_n(r[c], "{:.2f}x") for c in cols]))
+        lines.append(_row([_what(r, chosen_id), _n(r[metric])] + [_n(r[c], "{:.2f}x") for c in cols]))
     return lines
 
 
@@ -100,8 +116,9 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
         lines += ["", "Use it:", "", "```bash", use_it(settings, c), "```"]
     else:
         lines.append(f"- **No setting met the floor.** {o.line()}.")
+    chosen_id = None if o.chosen is None else o.chosen.get("setting_id")
     lines += ["", f"## Pareto front ({split})", ""] + _table(
-        o.front.sort_values(o.speedup), o.metric, o.speedup
+        o.front.sort_values(o.speedup), o.metric, o.speedup, chosen_id=chosen_id
     )
     if held is not None:
         lines += held_out_section(settings, held)
