@@ -110,6 +110,16 @@ def what_to_do(button: str, prompts: list[str], unchosen: str | None = None) -> 
         st.info(f"Press **{button}** to run {count}.")
 
 
+def warn_small_sample(n: int, compared: str, remedy: str) -> None:
+    """Under scores from `n` examples: the project's one small-sample warning (`skipcore.metrics.sample_size`),
+    where they are too few to rank `compared` (policies, trials, settings); `remedy` says how to score more here."""
+    from skipcore.metrics.sample_size import small_sample_warning
+
+    warning = small_sample_warning(n, compared, remedy)
+    if warning:
+        st.warning(warning)
+
+
 def batch_size_input(container, key: str, prompts: list[str]) -> int:
     """Batch size, following the number of prompts when that changes (so 16 prompts never keep the 2 that two
     prompts set); a batch size the address gives is kept on load."""

@@ -27,9 +27,6 @@ from skipcore.schedule import MODES
 
 FULL, CALM, ADAPTIVE, SPECULATIVE = "full depth", "calm", "adaptive", "speculative"
 DYNAMIC = (CALM, ADAPTIVE, SPECULATIVE)  # the policies made from the design and their own parameters
-SMALL_SAMPLE = (
-    30  # fewer scored examples than this, and BLEU/ROUGE differences between policies are mostly noise
-)
 
 
 def policies(schedule: Schedule, params: dict[str, dict]) -> dict:
@@ -325,13 +322,9 @@ def main() -> None:
     if stored.quality:
         n = len(stored.prompts)
         st.caption("BLEU, ROUGE-L and chrF: each output's first line against the split's references.")
-        if n < SMALL_SAMPLE:
-            st.warning(
-                f"These scores come from {n} example{'s' if n != 1 else ''}. Corpus BLEU and ROUGE on fewer than "
-                f"~{SMALL_SAMPLE} examples move by several points from one draw of examples to the next, so a "
-                "difference between policies here may be noise: raise **How many**, or use the Trade-offs "
-                "page's sweeps (100 examples), before reading a ranking from them."
-            )
+        views.warn_small_sample(
+            n, "policies", "raise **How many**, or use the Trade-offs page's sweeps (100 examples),"
+        )
     if SPECULATIVE in results:
         st.caption(
             "Speculative: layer and FLOPs speedups below 1x are by construction (every kept token is verified "

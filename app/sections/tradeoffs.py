@@ -13,7 +13,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, paths, provenance, state, sweeps
+from app.dashboard import figures, paths, provenance, state, sweeps, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
@@ -232,6 +232,12 @@ def draw(df: pd.DataFrame) -> None:
     df, infinite = sweeps.finite_only(df)
     if infinite:
         st.warning(f"Values that are not finite numbers (inf) are left out of the charts: {infinite}.")
+    if "num_examples" in df and df["num_examples"].notna().any():
+        views.warn_small_sample(
+            int(df["num_examples"].max()),
+            "settings",
+            "score more examples (**Examples** for a sweep run here)",
+        )
     df = sweeps.with_measured(sweeps.with_series(df))
     if "batch_size" in df and df["batch_size"].nunique() > 1:
         sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())

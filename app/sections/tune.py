@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import design_file, jump, provenance, state
+from app.dashboard import design_file, jump, provenance, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
@@ -125,6 +125,8 @@ def show(result: TuneRunResult, L: int) -> None:
                            on_click="ignore")  # fmt: skip
     front, config = front_table(trials, f["metric"], f["speedup"])
     st.dataframe(front, hide_index=True, column_config=config)
+    if "num_examples" in trials and trials["num_examples"].notna().any():
+        views.warn_small_sample(int(trials["num_examples"].max()), "trials", "raise **Dev rows**")
     with st.expander("report.md"):
         st.markdown(f["report"])
 
