@@ -96,6 +96,8 @@ def test_a_tune_writes_trials_front_chosen_schedule_and_report(model_dirs, echo_
         and f"--schedule-json {out / 'best_schedule.json'}" in report
     )
     assert "## Held out: test" in report and "paper's linear schedule" in report
+    assert "| **chosen**: " in report and "| the paper's linear: " in report  # two 'linear 12->4' told apart
+    assert "- **Few rows**: These scores come from 8 examples" in report  # the pages' small-sample rule
     # the held-out rows: scored on test less the source the search had read
     held, _ = read_sweep(out / "evaluation.parquet")
     assert set(held["split"]) == {"test"} and (held["num_examples"] == 5).all()

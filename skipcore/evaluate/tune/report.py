@@ -12,6 +12,7 @@ import pandas as pd
 from skipcore.evaluate.tune.choice import TuneOutcome
 from skipcore.evaluate.tune.holdout import HeldOut
 from skipcore.labels import COLUMN_TITLES
+from skipcore.metrics.sample_size import small_sample_warning
 
 
 def _n(value, fmt: str = "{:.2f}") -> str:
@@ -100,6 +101,9 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
         f"after {prefix} rows, {counts['failed']} failed); {seconds / 60:.1f} min of trials in all, "
         f"{run_seconds / 60:.1f} min this run.",
     ]
+    few = small_sample_warning(rows_searched, "trials", "search on more rows (`--limit`)")
+    if few:
+        lines.append(f"- **Few rows**: {few}")
     if o.chosen is not None:
         c = o.chosen
         lines.append(
