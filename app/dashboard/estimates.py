@@ -37,28 +37,29 @@ def prompt_tokens(engine, prompts: Sequence[str]) -> int:
 
 def show_estimate(engine, work: Sequence[Decodes], action: str, always: bool = False) -> Estimate | None:
     """Say, before `action` is pressed, how long it will take, from the timings already taken (a probe's or a
-    run's): a note where it is long, a caption otherwise (with `always`). Opening a page measures nothing: where
-    the work's batch shape was never timed, or its timing is stale, a button measures it, with a spinner. None
-    where nothing is known yet, or the model could not be timed (said in a caption)."""
-    try:
-        est = known_estimate(engine, work)
-        if _measure_asked(action, est):
+    run's): a note where it is long, a caption otherwise (with `always`, or when just measured). Opening a page
+    measures nothing: where the work's batch shape was never timed, or its timing is stale, a button measures it,
+    with a spinner. None where nothing is known yet, or the model could not be timed (said in a caption)."""
+    est = known_estimate(engine, work)
+    asked = _measure_asked(action, est)
+    if asked:
+        try:
             with st.spinner(
-                "Timing this model here: a warm-up, then a few decode steps at full depth and one layer…"
+                "Timing this model here: a warm-up, then decode steps at full depth and at one layer…"
             ):
                 est = estimate_time(engine, work)
-    except UserError as e:
-        st.caption(f"No time estimate: {e}")
-        return None
+        except UserError as e:
+            st.caption(f"No time estimate: {e}")
+            return None
     if est is None:
         st.caption(
             f":material/timer: Not measured yet: {action} times its own steps, or press Measure the time."
         )
         return None
-    said = f"{est.words()}" + (f", likely {est.spread_words()}" if est.spread_words() else "")
+    said = est.words() + (f", likely {est.spread_words()}" if est.spread_words() else "")
     if est.long:
         st.info(f"**{action}** will take up to {said} ({est.basis}).", icon=":material/timer:")
-    elif always:
+    elif always or asked:
         st.caption(f":material/timer: Up to {said} ({est.basis}).")
     return est
 

@@ -185,20 +185,25 @@ DEFAULT_MODEL = REPO / "data" / "models" / "skipdecode-opt-e2e"
 
 def test_an_estimate_holds_against_the_run_it_announces_on_the_default_model():
     """The figure said before a run, against the wall time of that very run, in this process: within 2x (the
-    estimate is an upper bound only for rows that stop early; these run every step)."""
+    estimate is an upper bound only for rows that stop early; these run every step). Three pairs, each estimate
+    measured anew just before its run; the median ratio is held, so one noisy run on a busy machine is not."""
     from skipcore import SkipEngine, load_model
     from skipcore.data import format_prompt, load_examples
+    from skipcore.measure import estimate
 
     if not (DEFAULT_MODEL / "config.json").is_file():
         pytest.skip("the shipped default model is missing (scripts/train_default.sh makes it)")
     engine = SkipEngine(*load_model(str(DEFAULT_MODEL)))
-    examples = load_examples(REPO / "data" / "e2e_synth", split="dev", limit=4)
+    examples = load_examples(REPO / "data" / "e2e_synth", split="dev", limit=8)
     prompts = [format_prompt(e.task, e.source) for e in examples]
     tokens = round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / len(prompts))
-    announced = estimate_time(engine, [Decodes(len(prompts), 12, 4, prompt_tokens=tokens)])
-    started = time.perf_counter()
-    run = engine.generate(prompts, None, 12, batch_size=4)
-    took = time.perf_counter() - started
-    assert run.trace["step"].nunique() == 12  # no row ended early: the run is the work announced
-    assert 0.5 <= took / announced.seconds <= 2.0, (took, announced)
-    assert announced.low <= announced.seconds <= announced.high  # said with its spread
+    work, clock, ratios = [Decodes(len(prompts), 16, 4, prompt_tokens=tokens)], FakeClock(), []
+    for _ in range(3):
+        clock.now += estimate.MAX_AGE_S + 1  # stale: measured again
+        announced = estimate_time(engine, work, clock=clock)
+        assert announced.low <= announced.seconds <= announced.high  # said with its spread
+        started = time.perf_counter()
+        run = engine.generate(prompts, None, 16, batch_size=4)
+        ratios.append((time.perf_counter() - started) / announced.seconds)
+        assert run.trace["step"].nunique() == 16  # no batch ended early: the run is the work announced
+    assert 0.5 <= sorted(ratios)[1] <= 2.0, ratios
