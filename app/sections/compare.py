@@ -19,7 +19,15 @@ from app.dashboard.policy_inputs import policy_inputs
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, sampling_setting, setting
 from app.dashboard.results import CompareResult
-from app.dashboard.trained import chat_prompts, flag_empty, prompt_format, skip_warning
+from app.dashboard.trained import (
+    chat_prompts,
+    chat_start_note,
+    flag_empty,
+    prompt_format,
+    reads_chat,
+    skip_warning,
+    tokens_slider,
+)
 from skipcore import Schedule, StaticPolicy, UserError, plots
 from skipcore.labels import column_title, design_label, file_stem, metadata_label
 from skipcore.policies import POLICY_CLASSES
@@ -270,11 +278,13 @@ def main() -> None:
             f"Speculative drafts with **{schedule.describe()}** and verifies at full depth. "
             + speculation.NOTE
         )
-    prompts = views.prompt_picker("cmp")
+    chat = reads_chat(engine)
+    prompts = views.prompt_picker("cmp", chat)
+    chat_start_note(chat)
     sent = chat_prompts("cmp", engine, prompts)
     refs = views.references("cmp")
     c1, c2 = st.columns(2)
-    max_new = c1.slider("Tokens to generate", 1, 256, state.max_new_tokens(L), key="cmp_max_new", **KEEP)
+    max_new = tokens_slider(c1, "cmp", chat, state.max_new_tokens(L))
     batch = views.batch_size_input(c2, "cmp_batch", prompts)
     sampling = views.sampling_settings("cmp")
     now = (

@@ -12,7 +12,7 @@ from app.dashboard.trained import CHAT_NEW_TOKENS
 from app.dashboard.views import CHAT_EXAMPLE_PROMPTS, EXAMPLE_PROMPTS
 from tests.helpers import assert_clean, by_key, open_app
 
-PAGES = [("generate", "gen"), ("lens", "lens")]
+PAGES = [("generate", "gen"), ("lens", "lens"), ("compare", "cmp")]
 
 
 @pytest.fixture(scope="module")
