@@ -1,0 +1,42 @@
+"""The schedule designer at 800 px with the sidebar open, in a real browser (the `server` and `browser` of
+test_browser.py): no metric is cut short ('La... 2...') and the cost figure's panel titles do not overlap."""
+
+from __future__ import annotations
+
+from tests.browser.test_browser import _wait_idle, browser, server  # noqa: F401 (fixtures)
+
+NARROW = {"width": 800, "height": 1400}
+CUT = """els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+TITLES = ("FLOPs per decode step", "KV cache after step")
+
+
+def _boxes_meet(a: dict, b: dict) -> bool:
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browser, server):  # noqa: F811
+    context = browser.new_context(viewport=NARROW)
+    try:
+        tab = context.new_page()
+        tab.goto(server)
+        tab.get_by_role("heading", name="Schedule designer").wait_for()
+        _wait_idle(tab)
+        assert tab.locator(
+            '[data-testid="stSidebar"]'
+        ).is_visible()  # the sidebar open: the narrow main column
+        metrics = tab.locator('[data-testid="stMetric"]')
+        metrics.first.wait_for()
+        assert metrics.count() == 4
+        cut = tab.locator('[data-testid="stMetric"] *').evaluate_all(CUT)
+        assert not cut, f"cut short: {cut}"
+        titles = [tab.locator("svg text", has_text=t).first for t in TITLES]
+        titles[0].scroll_into_view_if_needed()
+        boxes = [t.bounding_box() for t in titles]
+        assert all(boxes) and not _boxes_meet(*boxes), boxes
+    finally:
+        context.close()
