@@ -113,7 +113,7 @@ def main() -> None:
     now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size), fmt) if sampling else None
     if prompts:
         work = [Decodes(len(prompts), int(max_new), int(batch_size), prompt_tokens(engine, sent.prompts))]
-        show_estimate(engine, work, "Generate")
+        show_estimate(engine, work, "Generate", always=True)
     if st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None):
         run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)
     result = GenerateResult.shown(now)

@@ -75,9 +75,13 @@ class Estimate:
         return f"about {s / 3600:.1f} h"
 
     def spread_words(self) -> str:
-        """The likely range, '40-55 s', '3.1-4.2 min'; '' where the timing has no spread to say."""
-        if self.low is None or self.high is None or self.high < 1:
+        """The likely range, '0.12-0.31 s', '2.4-3.6 s', '40-55 s', '3.1-4.2 min'; '' where the timing has no spread to say."""
+        if self.low is None or self.high is None:
             return ""
+        if self.high < 1:
+            return f"{self.low:.2f}-{self.high:.2f} s"
+        if self.high < 10:
+            return f"{self.low:.1f}-{self.high:.1f} s"
         if self.high < 90:
             return f"{self.low:.0f}-{self.high:.0f} s"
         if self.high < 90 * 60:

@@ -677,6 +677,7 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
     made it, in a session whose page showed others."""
     page = fresh
     _open(page, server, "tradeoffs", SMALL_SWEEP, "Trade-offs")
+    page.get_by_role("button", name="Measure the time").click()  # opening the page times nothing
     assert (
         "Up to " in page.get_by_text("Up to ", exact=False).first.inner_text()
     )  # the estimate, before it runs
@@ -727,6 +728,33 @@ TUNE = {"tune_trials": "2", "tune_rows": "4", "tune_batch": "4", "tune_max_new":
 
 def _clean(page, where: str) -> None:
     assert not page.locator('[data-testid="stException"]').count(), f"{where}: a traceback on the page"
+
+
+def test_the_generate_estimate_is_timed_on_request_and_holds_against_the_run_it_announces(fresh, server):
+    """Generate on the shipped model says how long it will take, timed when asked (or from an earlier run of the
+    same shape), with its spread and its age; the run it announces steps within 2x of the step time it said; and
+    the next estimate rests on that run's own steps."""
+    page = fresh
+    full_depth = {"shape": "full", "gen_max_new": "16", "gen_source": "From a data split", "gen_count": "4"}
+    _open(page, server, "generate", full_depth, "Generate and trace")
+    measure = page.get_by_role("button", name="Measure the time")
+    said = page.get_by_text("per full-depth decode step", exact=False).first
+    measure.or_(said).first.wait_for(timeout=UI_TIMEOUT_MS)  # the page answers before anything is timed
+    if measure.count():
+        measure.click()
+    said.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    text = said.inner_text()
+    assert re.search(r"likely [\d.]+-[\d.]+ s", text) and "middle half" in text, text  # its spread
+    assert "just now" in text or " ago" in text, text  # and when it was measured
+    announced_ms = float(re.search(r"([\d.]+) ms per full-depth decode step", text).group(1))
+    page.get_by_role("button", name="Generate", exact=True).click()
+    steps = page.get_by_text("Decode steps: median", exact=False).first
+    steps.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    run_ms = float(re.search(r"median ([\d.]+) ms", steps.inner_text()).group(1))
+    assert 0.5 <= run_ms / announced_ms <= 2.0, (run_ms, announced_ms)
+    _wait_idle(page)
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_text("from the last run's", exact=False).first.wait_for(timeout=UI_TIMEOUT_MS)
 
 
 def test_every_page_jump_opens_its_page_with_the_address_a_reload_needs(browser, fresh, server):

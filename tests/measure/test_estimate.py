@@ -207,3 +207,18 @@ def test_an_estimate_holds_against_the_run_it_announces_on_the_default_model():
         ratios.append((time.perf_counter() - started) / announced.seconds)
         assert run.trace["step"].nunique() == 16  # no batch ended early: the run is the work announced
     assert 0.5 <= sorted(ratios)[1] <= 2.0, ratios
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "said"),
+    [
+        (0.123, 0.31, "0.12-0.31 s"),
+        (3.14, 5.8, "3.1-5.8 s"),
+        (31, 52, "31-52 s"),
+        (150, 260, "2.5-4.3 min"),
+        (9000, 12000, "2.5-3.3 h"),
+    ],
+)
+def test_an_estimates_spread_is_said_in_words(low, high, said):
+    assert Estimate((low + high) / 2, "", low=low, high=high).spread_words() == said
+    assert Estimate(1.0, "").spread_words() == ""  # no spread known: none said
