@@ -30,6 +30,7 @@ from app.dashboard.trained import (
 )
 from skipcore import Schedule, StaticPolicy, UserError, plots
 from skipcore.labels import column_title, design_label, file_stem, metadata_label
+from skipcore.measure.estimate import learn_from_run
 from skipcore.policies import POLICY_CLASSES
 from skipcore.schedule import MODES
 
@@ -314,6 +315,9 @@ def main() -> None:
                 )
             except UserError as e:
                 errors[name] = str(e)
+        for name in (FULL, *MODES):  # a schedule's own steps time the next comparison
+            if name in results:
+                learn_from_run(engine, results[name].trace)
         bar.progress(1.0, text="Done")
         quality = scores(results, refs) if refs and results else None
         CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()

@@ -65,3 +65,14 @@ def test_a_generate_run_times_the_next_run_like_it(model_dir, probes):
     timings = [t for per_engine in estimate._TIMINGS.values() for t in per_engine.values()]
     assert timings and {t.source for t in timings} == {"run"}
     assert MEASURE not in [b.label for b in at.button]  # the page's estimate now rests on the run
+
+
+def test_a_comparison_times_the_next_comparison(model_dir, probes):
+    at = _open("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"]).run()
+    assert MEASURE in [b.label for b in at.button]
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    at.run()
+    assert probes == []  # the runs' own steps, not a probe
+    assert MEASURE not in [b.label for b in at.button]
