@@ -112,7 +112,9 @@ def main() -> None:
     fmt = prompt_format(sent)
     now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size), fmt) if sampling else None
     if prompts:
-        work = [Decodes(len(prompts), int(max_new), int(batch_size), prompt_tokens(engine, sent.prompts))]
+        depth = 1 / schedule.layer_speedup(max(2, int(max_new)))  # the designed budgets' share of the layers
+        tokens = prompt_tokens(engine, sent.prompts)
+        work = [Decodes(len(prompts), int(max_new), int(batch_size), tokens, depth)]
         show_estimate(engine, work, "Generate", always=True)
     if st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None):
         run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)

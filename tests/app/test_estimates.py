@@ -76,3 +76,16 @@ def test_a_comparison_times_the_next_comparison(model_dir, probes):
     at.run()
     assert probes == []  # the runs' own steps, not a probe
     assert MEASURE not in [b.label for b in at.button]
+
+
+def test_generate_announces_the_designed_schedule_not_full_depth(model_dir, probes, monkeypatch):
+    from app.dashboard import estimates
+
+    asked, known = [], estimates.known_estimate
+    monkeypatch.setattr(
+        estimates, "known_estimate", lambda engine, work: asked.append(work) or known(engine, work)
+    )
+    at = _open("generate")  # a skip-aware model opens on a skip schedule
+    assert_clean(at)
+    (job,) = asked[-1]
+    assert 0 < job.depth < 1  # its decode steps run the designed budgets' share of the layers
