@@ -23,7 +23,7 @@ order than the kernel for several rows (SmolLM2's down projection, 1536 wide: a 
 from the same row alone in 10-65% of random draws, `python scripts/bf16_cpu_probes.py rows`; every other SmolLM2
 shape agrees). A batch of one row decodes one row per step, as `generate()` does, but a speculative verification
 multiplies its k + 1 columns at once, so those columns would not get the bits the one-row steps give (and the
-drafts' tokens part from full depth's at near-ties). Inside `one_row_products()` a product of several rows whose
+drafts' tokens part from full depth's at near-ties). Inside `column_products(one_row=True)` a product of several rows whose
 shape sums them unlike one row (probed once per shape) runs one row at a time: each row its one-row bits, for the
 price of reading that weight again per row (the other products stay whole).
 """
@@ -40,7 +40,12 @@ from torch.nn import functional as F
 
 ONEDNN_MIN_MACS = 16 * 16 * 16  # torch sends a bfloat16 product to oneDNN only above this many multiply-adds
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
-PROBE_ROWS = (1, 8)  # a decode step's one row (a matrix-vector kernel) and a batch's rows (a matrix kernel)
+# torch's bfloat16 product keeps one kernel for products of up to this many rows on the CPUs measured; above it an
+# AMX Xeon's oneDNN takes another kernel, which sums a row in another order than a smaller product does (a row of a
+# 33-200-row product differs from the same row in 8-row products on 2-199 of its outputs, SmolLM2's shapes)
+SMALL_ROWS = 32
+# a decode step's one row (a matrix-vector kernel), a batch's rows (a matrix kernel), the most rows packed
+PROBE_ROWS = (1, 8, SMALL_ROWS)
 ROW_DRAWS = 3  # random inputs per row count when asking whether a shape sums rows as it sums one
 
 
@@ -99,8 +104,13 @@ def rows_alike(product, width: int, dtype: torch.dtype) -> bool:
 
 def row_by_row(product, x: torch.Tensor) -> torch.Tensor:
     """`product(x)` computed one row of `x` at a time."""
+    return in_row_chunks(product, x, 1)
+
+
+def in_row_chunks(product, x: torch.Tensor, rows: int) -> torch.Tensor:
+    """`product(x)` computed `rows` rows of `x` at a time."""
     flat = x.reshape(-1, x.shape[-1])
-    out = torch.cat([product(row) for row in flat.split(1)])
+    out = torch.cat([product(chunk) for chunk in flat.split(rows)])
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
@@ -111,9 +121,15 @@ def row_count(x: torch.Tensor) -> int:
 
 def takes_plain(x: torch.Tensor, rows: int, macs_per_row: int) -> bool:
     """Whether torch's own product of `x` (`rows` rows) by a weight of `macs_per_row` multiply-adds per row would
-    not run on oneDNN in bfloat16 (below its threshold, outside inference, another dtype): then `F.linear` runs,
-    for its bits."""
-    return rows * macs_per_row <= ONEDNN_MIN_MACS or x.dtype != torch.bfloat16 or torch.is_grad_enabled()
+    not run on oneDNN in bfloat16 (below its threshold, outside inference, another dtype), or would run another
+    kernel than the packed one's rows get (more than `SMALL_ROWS` rows: a prefill, which must be `generate()`'s):
+    then `F.linear` runs, for its bits."""
+    return (
+        rows * macs_per_row <= ONEDNN_MIN_MACS
+        or rows > SMALL_ROWS
+        or x.dtype != torch.bfloat16
+        or torch.is_grad_enabled()
+    )
 
 
 def sibling_groups(model: nn.Module, linears: list[nn.Linear]) -> list[tuple[nn.Linear, ...]]:
@@ -155,7 +171,8 @@ class PackedLinears:
         self._packed: dict[tuple[int, ...], tuple[tuple, torch.Tensor, torch.Tensor | None]] = {}
         self._shape_agrees: dict[tuple, bool] = {}
         self._rows_alike: dict[tuple, bool] = {}  # (weight shape, bias, packed, threads) -> rows_alike
-        self._one_row = False  # inside one_row_products
+        self._one_row = False  # inside column_products, for a one-row batch
+        self._columns = False  # inside column_products
         self._live: dict[int, _LiveUnit] = {}  # inside active(): each packed unit, by its first member's id
 
     def packed(self, members: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
@@ -192,13 +209,13 @@ class PackedLinears:
         try:
             for members in units:
                 held = self.packed(members)
-                if held is None:  # unpacked: the plain product, split where one_row_products asks
+                if held is None:  # unpacked: the plain product, split where column_products asks
                     for linear in members:
                         plain = _plain_product(linear)
                         rule = self._row_rule(
                             plain, tuple(linear.weight.shape), linear.bias is not None, False
                         )
-                        linear.forward = _split_forward(plain, rule)
+                        linear.forward = self._by_small_products(_split_forward(plain, rule))
                         swapped.append(linear)
                     continue
                 packed, bias = held
@@ -210,7 +227,9 @@ class PackedLinears:
                 for index, linear in enumerate(members):
                     end = start + linear.out_features
                     # an instance attribute shadows the method
-                    linear.forward = _packed_forward(linear, product, index, start, end)
+                    linear.forward = self._by_small_products(
+                        _packed_forward(linear, product, index, start, end)
+                    )
                     swapped.append(linear)
                     bounds.append((start, end))
                     start = end
@@ -235,19 +254,32 @@ class PackedLinears:
         return [out[..., start:end] for start, end in unit.bounds] if len(members) > 1 else [out]
 
     @contextmanager
-    def one_row_products(self) -> Iterator[None]:
-        """Inside `active()`: each row of a product gets the bits it gets alone (a pass of several columns of a
-        one-row batch, which must agree with that batch's one-row steps). A shape that sums several rows as it
-        sums one keeps its whole product; the others run row by row."""
-        self._one_row = True
+    def column_products(self, one_row: bool = False) -> Iterator[None]:
+        """Inside `active()`: a pass of several columns per row (speculative decoding's drafts and verification),
+        whose rows must get the bits the one-column steps give them. A product of more than `SMALL_ROWS` rows runs
+        `SMALL_ROWS` rows at a time (the kernel of a step's few rows, not the one torch takes for more); with
+        `one_row` (a one-row batch, whose steps multiply one row) each row gets the bits it gets alone: a shape
+        that sums several rows as it sums one keeps its whole product, the others run row by row."""
+        self._columns, self._one_row = True, one_row
         try:
             yield
         finally:
-            self._one_row = False
+            self._columns = self._one_row = False
+
+    def _by_small_products(self, forward):
+        """`forward`, in `SMALL_ROWS`-row pieces where a column pass multiplies more rows (`column_products`)."""
+
+        def pieces(x: torch.Tensor) -> torch.Tensor:
+            if self._columns and row_count(x) > SMALL_ROWS:
+                return in_row_chunks(forward, x, SMALL_ROWS)
+            return forward(x)
+
+        return pieces
 
     def _row_rule(self, product, shape: tuple[int, int], bias: bool, packed: bool):
         """A unit's rule: whether its product of `rows` rows runs row by row now (only inside
-        `one_row_products`, where the shape sums several rows unlike one: probed once per shape)."""
+        `column_products` for a one-row batch, where the shape sums several rows unlike one: probed once per
+        shape)."""
 
         def splits(rows: int) -> bool:
             if not self._one_row or rows < 2:

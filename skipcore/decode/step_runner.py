@@ -10,7 +10,7 @@ drafts) stays one batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 
 import torch
 
@@ -116,7 +116,6 @@ class EngineColumnPass:
             return self.adapter.head(hidden)
 
     def _products(self) -> AbstractContextManager:
-        """Several columns of a one-row batch: each column's products get the bits of the one-row steps the
-        pass must agree with (`PackedLinears.one_row_products`); any other pass multiplies as it is."""
-        one_row = self.columns.shape[0] == 1 and self.q > 1
-        return self.adapter.packed.one_row_products() if one_row else nullcontext()
+        """The pass's products give its rows the bits of the one-column steps it must agree with
+        (`PackedLinears.column_products`): a few rows at a time, and each row alone in a one-row batch."""
+        return self.adapter.packed.column_products(one_row=self.columns.shape[0] == 1 and self.q > 1)

@@ -12,6 +12,7 @@ from torch.nn import functional as F
 from skipcore.adapters import packed_linear
 from skipcore.adapters.packed_linear import (
     ONEDNN_MIN_MACS,
+    SMALL_ROWS,
     PackedLinears,
     pack,
     packed_product,
@@ -26,15 +27,17 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_packed_products_are_the_plain_products_bit_for_bit_at_every_row_count():
-    """Over 2.9M outputs of SmolLM2-135M's shapes (a slice of its head): a product summed in another order (float32, rounded once)
-    differs from the plain one on hundreds of them, so agreement here is the same order, not luck."""
+    """Over 2.6M outputs of SmolLM2-135M's shapes (a slice of its head), at every count of rows the packed product
+    serves (up to `SMALL_ROWS`; more take the plain product, `takes_plain`): a product summed in another order
+    (float32, rounded once) differs from the plain one on hundreds of them, so agreement here is the same order,
+    not luck."""
     torch.manual_seed(0)
     differ = other_order_differ = outputs = 0
     for out_features, in_features in [(576, 576), (192, 576), (1536, 576), (576, 1536), (16384, 576)]:
         w = (torch.randn(out_features, in_features) * 0.05).bfloat16()
         b = torch.randn(out_features).bfloat16()
         packed = pack(w)
-        for rows in (1, 2, 3, 5, 8, 16, 40):
+        for rows in (1, 2, 3, 5, 8, 16, SMALL_ROWS):
             x = torch.randn(rows, in_features).bfloat16()
             for bias in (None, b):
                 want = F.linear(x, w, bias)
@@ -125,7 +128,7 @@ def test_a_shape_whose_packed_product_disagrees_is_left_to_the_plain_product(mon
     packs = PackedLinears(model)
     with torch.inference_mode(), packs.active():
         assert torch.equal(model(x), want)
-        with packs.one_row_products():
+        with packs.column_products(one_row=True):
             assert torch.equal(model(x), want)
     assert all("forward" not in vars(m) for m in model.modules())
 
@@ -220,9 +223,9 @@ def test_with_onednn_switched_off_the_plain_product_runs(counted):
         assert not counted and all("forward" not in vars(m) for m in model.modules())
 
 
-def test_inside_one_row_products_each_row_gets_its_one_row_bits(counted):
+def test_in_a_one_row_column_pass_each_row_gets_its_one_row_bits(counted):
     """A one-row batch's multi-column pass must give each column the bits of the one-row step it stands for. On
-    SmolLM2's MLP shapes, inside `one_row_products` every row of a 2-9-row product is that row's product alone
+    SmolLM2's MLP shapes, inside `column_products(one_row=True)` every row of a 2-9-row product is that row's product alone
     (on this CPU the 1536-wide down projection sums several rows in another order, so it runs row by row); a
     shape that sums rows alike stays one product; outside, every product is whole."""
     torch.manual_seed(0)
@@ -234,14 +237,14 @@ def test_inside_one_row_products_each_row_gets_its_one_row_bits(counted):
             for layer in model:
                 x = torch.randn(rows, layer.in_features).bfloat16()
                 alone = torch.cat([layer(row) for row in x.split(1)])
-                with packs.one_row_products():
+                with packs.column_products(one_row=True):
                     layer(x)  # the first asks the shape once (random rows through the same product)
                     counted.clear()
                     got = layer(x)
                     whole_or_split.append(len(counted) == rows)
                 assert torch.equal(got, alone), (rows, layer)
                 assert len(counted) in (1, rows)
-                with packs.one_row_products():
+                with packs.column_products(one_row=True):
                     (unit_out,) = packs.outputs((layer,), x)  # a unit's one call splits alike
                 assert torch.equal(unit_out, alone), (rows, layer)
                 counted.clear()
@@ -252,3 +255,32 @@ def test_inside_one_row_products_each_row_gets_its_one_row_bits(counted):
         [True] * 8,
         [False] * 8,
     )
+
+
+def test_a_product_of_more_rows_than_a_step_has_is_the_plain_one(counted):
+    """A prefill's many rows: torch's own kernel for that many rows (on an AMX Xeon another kernel than a few
+    rows', summing rows in another order), so a prefill is `generate()`'s bit for bit."""
+    model = _tiny_mlp()
+    x = torch.randn(SMALL_ROWS + 8, 64).bfloat16()
+    with torch.inference_mode():
+        want = model(x)
+        with PackedLinears(model).active():
+            counted.clear()  # the shapes' probes when packed
+            got = model(x)
+    assert torch.equal(got, want) and not counted
+
+
+def test_in_a_column_pass_a_large_product_runs_in_a_step_s_pieces(counted):
+    """A verification's rows (batch x (k + 1) columns) beyond `SMALL_ROWS`: the product runs `SMALL_ROWS` rows at
+    a time, the kernel a decode step's few rows get, so each row has its step's bits."""
+    model = _tiny_mlp()
+    x = torch.randn(2 * SMALL_ROWS + 5, 64).bfloat16()
+    packs = PackedLinears(model)
+    with torch.inference_mode():
+        with packs.active():
+            want = torch.cat([model(piece) for piece in x.split(SMALL_ROWS)])
+        with packs.active(), packs.column_products():
+            counted.clear()
+            got = model(x)
+    assert torch.equal(got, want)
+    assert counted and max(shape[0] for shape in counted) <= SMALL_ROWS
