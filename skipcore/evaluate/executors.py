@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from skipcore.errors import UserError
 from skipcore.evaluate.rows import RowCallback
 from skipcore.evaluate.settings import Setting, SweepConfig
 from skipcore.evaluate.units import EngineCache, Say, SweepJob, WorkUnit
@@ -91,7 +92,13 @@ class InProcessExecutor:
     engines: EngineCache = field(default_factory=EngineCache)
 
     def check(self, cfg: SweepConfig) -> None:
-        return None
+        """The run's device is this machine's: there, or refused in one line."""
+        from skipcore.models.loading import resolve_device
+
+        try:
+            resolve_device(cfg.device)
+        except UserError as e:
+            raise UserError(str(e), field="device") from e
 
     def run(
         self,

@@ -255,11 +255,12 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
 
 def check_engine(device: str, dtype: str, attention_dtype: str) -> None:
     """The device, dtype and attention dtype every unit loads its model with (a sweep's, a tune's), refused in one
-    line naming the setting before any work, not when the first unit loads its model."""
-    from skipcore.decode.attention import ATTENTION_DTYPES
-    from skipcore.models.loading import check_dtype, resolve_device
+    line naming the setting before any work, not when the first unit loads its model. Whether the device is there
+    is the executor's check (this machine's, or a Ray cluster's workers')."""
+    from skipcore.decode.attention_dtypes import ATTENTION_DTYPES
+    from skipcore.models.loading import check_device, check_dtype
 
-    for name, value, check in (("device", device, resolve_device), ("dtype", dtype, check_dtype)):
+    for name, value, check in (("device", device, check_device), ("dtype", dtype, check_dtype)):
         try:
             check(value)
         except UserError as e:

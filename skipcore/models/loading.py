@@ -36,13 +36,20 @@ BROKEN_FILE_ERRORS = (OSError, ValueError, RuntimeError, EOFError, SafetensorErr
 CONFIG_VALUE_ERRORS = (StrictDataclassError, TypeError)
 
 
+def check_device(device: str) -> None:
+    """An unknown device name refused in one line; whether the device is on this machine is `resolve_device`'s
+    question (a Ray cluster's workers may have a GPU its driver lacks)."""
+    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
+
+
 def resolve_device(device: str = "auto") -> torch.device:
+    """The device a run on this machine uses, refused in one line where it is unknown or not here."""
+    check_device(device)
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for, but no CUDA device is available")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
     return torch.device(device)
 
 
