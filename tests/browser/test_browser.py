@@ -681,6 +681,7 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
     assert (
         "Up to " in page.get_by_text("Up to ", exact=False).first.inner_text()
     )  # the estimate, before it runs
+    _wait_idle(page)
     page.get_by_role("button", name="Run sweep").click()
     kept = page.get_by_text("Kept as run #", exact=False).first
     kept.wait_for(timeout=GENERATE_TIMEOUT_MS)
