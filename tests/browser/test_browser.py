@@ -821,7 +821,12 @@ def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server
     if not installed(REAL_MODELS["smollm2-135m"]):
         pytest.skip(REAL_MODELS["smollm2-135m"].install)
     page = fresh
-    question = {"model": "smollm2-135m", "gen_text": "What is the capital of France?", "gen_max_new": "16"}
+    # an instruct model's prompts and length have widgets of their own (`gen_chat_*`)
+    question = {
+        "model": "smollm2-135m",
+        "gen_chat_text": "What is the capital of France?",
+        "gen_chat_max_new": "16",
+    }
     _open(page, server, "generate", question, "Generate and trace")
     page.get_by_text("was not trained skip-aware, so it opens at full depth", exact=False).wait_for(
         timeout=GENERATE_TIMEOUT_MS
