@@ -11,6 +11,7 @@
 #   scripts/train_smollm2.sh whole-top   # skipdecode-smollm2-e2e-2x-top and -3x-top: the per-target runs with
 #                                     # their top layer (29, which every schedule runs) trained whole, not LoRA
 #   scripts/train_smollm2.sh whole-top-4x  # skipdecode-smollm2-e2e-4x-top: the top-layer recipe at the 4x target
+#   scripts/train_smollm2.sh whole-top-5x  # skipdecode-smollm2-e2e-5x-top: the same at the 5x target
 #   scripts/train_smollm2.sh whole-ends  # artifacts/models/skipdecode-smollm2-e2e-3x-ends: the 3x run with both
 #                                     # layers every schedule runs (0 and 29) trained whole, LoRA rank 16
 #   scripts/train_smollm2.sh seed1    # artifacts/models/skipdecode-smollm2-e2e-2x-top-seed1: the 2x top-layer run
@@ -32,8 +33,8 @@ PY=${PYTHON:-python}
 export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
 stage=${1:-all}
 case $stage in
-  all | base | skip | longer | per-target | whole-top | whole-top-4x | whole-ends | seed1) ;;
-  *) echo "train_smollm2.sh: unknown stage '$stage'; choose from all, base, skip, longer, per-target, whole-top, whole-top-4x, whole-ends, seed1" >&2; exit 2 ;;
+  all | base | skip | longer | per-target | whole-top | whole-top-4x | whole-top-5x | whole-ends | seed1) ;;
+  *) echo "train_smollm2.sh: unknown stage '$stage'; choose from all, base, skip, longer, per-target, whole-top, whole-top-4x, whole-top-5x, whole-ends, seed1" >&2; exit 2 ;;
 esac
 common=(
   --model smollm2-135m --lora-rank 32 --lora-alpha 64
@@ -87,12 +88,13 @@ if [[ $stage == all || $stage == whole-top ]]; then
   done
 fi
 
-if [[ $stage == whole-top-4x ]]; then
-  # the top-layer recipe at the 4x target (linear 12 -> 2 layers over 29 steps): where the paper's range begins to
-  # test a real model (#59); one run, as the 2x and 3x ones
+if [[ $stage == whole-top-4x || $stage == whole-top-5x ]]; then
+  # the top-layer recipe at the 4x target (linear 13 -> 2 layers over 29 steps) or the 5x one: the top of the
+  # paper's range on a real model (#59); one run each, as the 2x and 3x ones
+  t=${stage//[!0-9]/}
   OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 \
-    "${fixed[@]}" --target-speedup 4 \
-    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-4x-top --out artifacts/models/skipdecode-smollm2-e2e-4x-top --overwrite
+    "${fixed[@]}" --target-speedup "$t" \
+    --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-${t}x-top --out artifacts/models/skipdecode-smollm2-e2e-${t}x-top --overwrite
 fi
 
 if [[ $stage == whole-ends ]]; then
