@@ -21,9 +21,9 @@ these same calls.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from skipcore.lazy_exports import lazy_exports
 from skipcore.version import __version__
 
 # public name -> the module that defines it. Imported on first use (PEP 562), so `import skipcore` and the command
@@ -91,18 +91,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference see
     from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, validate_trace, write_trace
 
 
-def __getattr__(name: str) -> object:
-    """A public name, imported from its module the first time it is asked for."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'skipcore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

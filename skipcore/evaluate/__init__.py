@@ -16,8 +16,9 @@ The names below are the sweep API and the executors.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from skipcore.lazy_exports import lazy_exports
 
 # public name -> the module that defines it, imported on first use (PEP 562): a command's flags import
 # only the modules they are built from, so --help does not pay for torch, transformers and pandas
@@ -69,14 +70,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'skipcore.evaluate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
