@@ -83,6 +83,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from skipcore.errors import UserError
     from skipcore.evaluate.bench import run_plan
     from skipcore.evaluate.bench_results import own_table, results_to_extend
+    from skipcore.models.dtype_choice import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
 
     device = resolve_device(args.device)
@@ -90,7 +91,7 @@ def run_bench(args: argparse.Namespace) -> int:
     names = ("models", "batch_sizes", "prompt_len", "new_tokens", "targets", "draft_tokens", "draft_target")
     names += ("repeats", "settings", "static_steps")
     given = {n: getattr(args, n) for n in names}
-    plan, notes = plans.plan_for(device.type == "cuda", **given, dtype=str(dtype).removeprefix("torch."))
+    plan, notes = plans.plan_for(device.type == "cuda", **given, dtype=dtype_name(dtype))
     plans.check_plan(plan, args.threads)
     if args.append and args.out is None:
         raise UserError("--append adds to a results file: name it with --out")

@@ -215,7 +215,7 @@ class SkipEngine:
             **fields,
             batch_size=size,
             device=str(self.device),
-            dtype=str(self.dtype).removeprefix("torch."),
+            dtype=self.runs_on[1],
             dtype_reason=self.dtype_reason,
             attention_dtype=str(self.kv_dtype).removeprefix("torch."),
             seed=request.sampling.seed,
