@@ -17,7 +17,7 @@ CARRY=${GPU_CARRY_DIR:-.gpu-carry}  # where the parts are made, and where a call
 RECEIVED=.gpu-received
 MADE=.made-by-gpu-carry  # the marker of a parts folder this script made: the only kind it clears
 FINE_TUNE=data/models/skipdecode-smollm2-e2e  # the elastic one: good at full depth, so lossless drafts pay
-PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+PYTHON=${PYTHON:-$(v=${VENV:-.venv}; [ -x "$v/bin/python" ] && echo "$v/bin/python" || echo python3)}
 
 pack() {
   local pkg

@@ -14,7 +14,7 @@
 #        bash scripts/gpu_wheels.sh --list   only say which requirements the GPU machine lacks (no network)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+PYTHON=${PYTHON:-$(v=${VENV:-.venv}; [ -x "$v/bin/python" ] && echo "$v/bin/python" || echo python3)}
 export GPU_WHEELS_DIR=${GPU_WHEELS_DIR:-.gpu-wheels}
 export GPU_WHEELS_MODE=${1:-download}
 case "$GPU_WHEELS_MODE" in

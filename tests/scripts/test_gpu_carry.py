@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def carry(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "scripts/gpu_carry.sh", *args],
         cwd=cwd,
-        env={**os.environ, **env},
+        env={**os.environ, "PYTHON": sys.executable, **env},
         capture_output=True,
         text=True,
         timeout=300,
