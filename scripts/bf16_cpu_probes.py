@@ -20,7 +20,7 @@ import time
 import torch
 from torch.nn import functional as F
 
-from skipcore.adapters.packed_linear import pack, packed_product
+from skipcore.kernels.packed_linear import pack, packed_product
 
 SHAPES = [(1536, 576), (576, 1536), (576, 576), (192, 576), (49152, 576)]  # SmolLM2-135M: out x in
 
@@ -111,13 +111,13 @@ def fusion(model: str = "smollm2-135m", pairs: int = 5, new_tokens: int = 48) ->
 
 def layers(model: str = "smollm2-135m", pairs: int = 8, new_tokens: int = 48) -> None:
     """ms per full-depth step, in alternation, with the Llama layers called as transformers' modules or run by
-    `adapters/llama_layer.py`, and grouped K/V copied per query head (`repeat_kv`) or read in place: the four
+    `kernels/llama_layer.py`, and grouped K/V copied per query head (`repeat_kv`) or read in place: the four
     combinations, each paired with the first (the engine before either change)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from skipcore.decode import attention
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
+    from skipcore.kernels import attention
     from skipcore.models.loading import load_model
     from skipcore.schedule import Schedule
 

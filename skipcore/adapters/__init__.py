@@ -2,9 +2,9 @@
 
 - base.py: what the engine needs from a family (embed, layers, head, shapes) and the sliding-window mask
 - opt.py, gpt2.py, llama.py, gemma3.py: one small adapter per family
-- head_product.py: the LM head's product on the CPU over vocabulary blocks, the same logits bit for bit, sooner
-- packed_linear.py: bfloat16 linears on the CPU with oneDNN-prepacked weights, the same outputs bit for bit, sooner
-- llama_layer.py: a stock Llama-family layer's forward on the CPU without its module calls, the same bits, sooner
+
+The arithmetic the adapters call (the LM head's blocked product, prepacked bfloat16 linears, the Llama family's
+lean layer, the decode attention) lives in `skipcore.kernels`, below them.
 """
 
 from __future__ import annotations

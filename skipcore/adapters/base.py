@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from skipcore.adapters.head_product import head_logits
-from skipcore.adapters.packed_linear import PackedLinears
+from skipcore.kernels.head_product import head_logits
+from skipcore.kernels.packed_linear import PackedLinears
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from skipcore.adapters.base import Adapter, ModelShapes
-from skipcore.adapters.llama_layer import DecodeLayer, fits
+from skipcore.kernels.llama_layer import DecodeLayer, fits
 
 
 class LlamaAdapter(Adapter):

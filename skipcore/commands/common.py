@@ -76,7 +76,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_attention_dtype_arg(p: argparse.ArgumentParser) -> None:
-    from skipcore.decode.attention_dtypes import ATTENTION_DTYPES  # no torch: --help stays quick
+    from skipcore.kernels.attention_dtypes import ATTENTION_DTYPES  # no torch: --help stays quick
 
     p.add_argument(
         "--attention-dtype",

@@ -9,9 +9,10 @@ to run layers: one shared set, or new columns at each row's own position), `forw
 forward the runner and the static decoder call, and the uncached per-column forward of training and the
 tests), `cursor` (each row's place in the loop, its key mask and positions), `collect` (each step's record,
 and a finished batch's per-token tables), `cache` (a KV cache that allocates per layer only what will be
-written), `masks` (padded-batch attention masks), `attention` (grouped-KV decode attention without copying
-K/V), `static_step` (fixed-shape steps, one CUDA graph per layer set), `timing` (per-step times without a host
+written), `masks` (padded-batch attention masks), `static_step` (fixed-shape steps, one CUDA graph per layer set), `timing` (per-step times without a host
 sync), `sampling` (token choice), `outputs` (what decoding returns), `trace_rows` (a batch as trace rows).
+
+The attention and products a pass computes with are `skipcore.kernels`', below this package.
 
 Imports run one way: the policies import this package's contract and pieces, and nothing here imports a
 policy. Nothing is re-exported here; each module is imported by its own path (`from skipcore.decode.engine

@@ -28,7 +28,6 @@ import pandas as pd
 import torch
 
 from skipcore.adapters import Adapter, adapter_for, max_positions
-from skipcore.decode.attention import attention_dtype_for
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
 from skipcore.decode.collect import StepRecord, collect_batch
@@ -42,6 +41,7 @@ from skipcore.decode.step_runner import EngineStepRunner
 from skipcore.decode.timing import StepTimer
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
+from skipcore.kernels.attention import attention_dtype_for
 from skipcore.measure.summary import summarize
 from skipcore.schedule import Schedule
 from skipcore.traces.schema import run_metadata
@@ -62,7 +62,7 @@ class SkipEngine:
     ) -> None:
         """`static`: fixed-shape decode steps (CUDA graphs on a GPU); default on for CUDA, off on the CPU.
         `attention_dtype`: "float32" keeps a half-precision model's KV cache and decode attention in float32 on a
-        CPU (faster there, not `generate()`'s bits: `skipcore.decode.attention.attention_dtype_for`); None or
+        CPU (faster there, not `generate()`'s bits: `skipcore.kernels.attention.attention_dtype_for`); None or
         "model": the model's dtype."""
         self.model = model
         self.tokenizer = tokenizer

@@ -15,9 +15,9 @@ from contextlib import AbstractContextManager
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
-from skipcore.decode.attention import grouped_decode_attention
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.masks import attention_mask
+from skipcore.kernels.attention import grouped_decode_attention
 from skipcore.schedule import check_nested
 
 

@@ -15,7 +15,6 @@ from contextlib import AbstractContextManager
 import torch
 
 from skipcore.adapters import Adapter
-from skipcore.decode.attention import QueryGroups, grouped_decode_attention
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.cursor import RowCursor
 from skipcore.decode.forward import forward_step
@@ -23,6 +22,7 @@ from skipcore.decode.masks import column_mask
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.static_step import StaticDecoder
 from skipcore.decode.step import StepOutput
+from skipcore.kernels.attention import QueryGroups, grouped_decode_attention
 
 
 class EngineStepRunner:

@@ -257,7 +257,7 @@ def check_engine(device: str, dtype: str, attention_dtype: str) -> None:
     """The device, dtype and attention dtype every unit loads its model with (a sweep's, a tune's), refused in one
     line naming the setting before any work, not when the first unit loads its model. Whether the device is there
     is the executor's check (this machine's, or a Ray cluster's workers')."""
-    from skipcore.decode.attention_dtypes import ATTENTION_DTYPES
+    from skipcore.kernels.attention_dtypes import ATTENTION_DTYPES
     from skipcore.models.loading import check_device, check_dtype
 
     for name, value, check in (("device", device, check_device), ("dtype", dtype, check_dtype)):

@@ -52,7 +52,7 @@ def ragged(trace) -> bool:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_greedy_equals_generate_in_ragged_batches(model_dirs, family, attn, dtype):
     """Lossless in the dtype it runs in: in bfloat16 a ragged pass's queries each read their own keys
-    (`decode/attention.own_keys`), or SDPA rounds a row of keys ending in masked columns otherwise."""
+    (`kernels/attention.own_keys`), or SDPA rounds a row of keys ending in masked columns otherwise."""
     eng = engine_for(model_dirs, family, attn, dtype=dtype)
     res = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=3), 16)
     assert differing_rows(eng, PROMPTS, res.token_ids, hf_greedy(eng, PROMPTS, 16)) == 0

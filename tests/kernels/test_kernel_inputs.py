@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from skipcore.decode import attention
+from skipcore.kernels import attention
 from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, engine_for

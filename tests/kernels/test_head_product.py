@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from skipcore.adapters import head_product
-from skipcore.adapters.head_product import BLOCK_ROWS, block_sizes, blocked, head_logits
+from skipcore.kernels import head_product
+from skipcore.kernels.head_product import BLOCK_ROWS, block_sizes, blocked, head_logits
 from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import FAMILIES, PROMPTS, RecordingPicker, engine_for, hf_generate, padded

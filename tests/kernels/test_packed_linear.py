@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from skipcore.adapters import packed_linear
-from skipcore.adapters.packed_linear import (
+from skipcore.kernels import packed_linear
+from skipcore.kernels.packed_linear import (
     ONEDNN_MIN_MACS,
     SMALL_ROWS,
     PackedLinears,

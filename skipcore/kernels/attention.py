@@ -9,7 +9,7 @@ in float32 the difference stays far below any token's margin (full depth is toke
 every family), but in bfloat16 and float16 it reaches a logit's last bit (Gemma 3 270M parted from `generate()`
 at a one-ulp near-tie), so half precision keeps `transformers`' computation: every query head its own attention
 over its KV head. On a CPU it reads that KV head in place (`enable_gqa`) instead of `repeat_kv`'s copy: the CPU
-kernel computes each head as it does over the copy, bit for bit (`tests/decode/test_attention.py` checks it
+kernel computes each head as it does over the copy, bit for bit (`tests/kernels/test_attention.py` checks it
 against `transformers`' path), and the copy was a per-layer write of the whole K and V, as large as the
 weights' read at batch 8 and a few hundred keys.
 
@@ -29,8 +29,8 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from skipcore.decode.attention_dtypes import ATTENTION_DTYPES  # declared without torch, for --help
 from skipcore.errors import UserError
+from skipcore.kernels.attention_dtypes import ATTENTION_DTYPES  # declared without torch, for --help
 
 HALF = (torch.bfloat16, torch.float16)
 

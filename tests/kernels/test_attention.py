@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from skipcore.decode import attention
 from skipcore.decode.engine import SkipEngine
+from skipcore.kernels import attention
 from skipcore.models.loading import load_model
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS

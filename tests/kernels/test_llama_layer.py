@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from skipcore.adapters import llama_layer
 from skipcore.adapters.base import Adapter
+from skipcore.kernels import llama_layer
 from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, engine_for

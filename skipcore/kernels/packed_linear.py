@@ -7,7 +7,7 @@ A decode step reads each weight once with a few rows, so that per-call work is a
 shapes the product with the weight prepacked (`torch.ops.mkldnn._reorder_linear_weight`, then
 `_linear_pointwise`, what torch's own compiler emits for frozen bfloat16 linears) reads the weights 1.5-3x faster
 (`python scripts/cpu_matmul_bandwidth.py --dtype bfloat16 --kernels linear,packed`). Its kernel sums each output
-in the same order, so the result is the plain product's bit for bit: tests/adapters/test_packed_linear.py checks
+in the same order, so the result is the plain product's bit for bit: tests/kernels/test_packed_linear.py checks
 that over millions of outputs at 1-40 rows, where a product summed in another order differs on hundreds. Where this
 CPU or torch build might not keep that order, `PackedLinears` checks each weight shape once against `F.linear`
 (at one row and eight) before it packs it, and leaves a shape that differs to `F.linear`. A layer's Q, K and V

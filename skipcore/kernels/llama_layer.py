@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from skipcore.adapters.packed_linear import PackedLinears
+from skipcore.kernels.packed_linear import PackedLinears
 
 # the stock decoder layers, by family prefix, with where their attention module finds its sliding window:
 # "module" its own attribute, "config" the config's, None it passes none

@@ -6,7 +6,7 @@ row torch's float32 CPU kernel (MKL) reads a vocabulary-sized weight more slowly
 product runs over blocks of `BLOCK_ROWS` vocabulary rows instead (the rates: docs/results.md; `python
 scripts/cpu_matmul_bandwidth.py --kernels linear,blocked` measures them). Each logit is still one dot product
 over the hidden size summed in the same order, so the logits are the one product's bit for bit
-(tests/adapters/test_head_product.py checks it wherever the tests run). A block of a few rows would not be: MKL takes
+(tests/kernels/test_head_product.py checks it wherever the tests run). A block of a few rows would not be: MKL takes
 another path for a sliver of output features, so the remainder joins the last block instead of making its own.
 One row takes the kernel's matrix-vector path, which gains nothing here; a GPU, another dtype or a product
 that keeps gradients runs the plain module.
