@@ -33,8 +33,8 @@ PY=${PYTHON:-python}
 export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
 stage=${1:-all}
 case $stage in
-  all | base | skip | longer | per-target | whole-top | whole-top-4x | whole-top-5x | whole-ends | seed1) ;;
-  *) echo "train_smollm2.sh: unknown stage '$stage'; choose from all, base, skip, longer, per-target, whole-top, whole-top-4x, whole-top-5x, whole-ends, seed1" >&2; exit 2 ;;
+  all | base | skip | longer | per-target | whole-top | whole-top-4x | whole-top-5x | longer-4x | longer-5x | whole-ends | seed1) ;;
+  *) echo "train_smollm2.sh: unknown stage '$stage'; choose from all, base, skip, longer, per-target, whole-top, whole-top-4x, whole-top-5x, longer-4x, longer-5x, whole-ends, seed1" >&2; exit 2 ;;
 esac
 common=(
   --model smollm2-135m --lora-rank 32 --lora-alpha 64
@@ -95,6 +95,19 @@ if [[ $stage == whole-top-4x || $stage == whole-top-5x ]]; then
   OMP_NUM_THREADS=2 $PY -m skipcore train "${common[@]}" --threads 2 --whole-layers 29 \
     "${fixed[@]}" --target-speedup "$t" \
     --checkpoint-dir artifacts/train/skipdecode-smollm2-e2e-${t}x-top --out artifacts/models/skipdecode-smollm2-e2e-${t}x-top --overwrite
+fi
+
+if [[ $stage == longer-4x || $stage == longer-5x ]]; then
+  # whether training steps are what limits the top-layer models (their dev loss at their own schedule still fell
+  # at step 600): the run resumed at step 600 to 1200, as `longer` did for the elastic model (the linear LR decay
+  # stretched to the new end; steps 601-1200 read pairs the first 600 never saw). One thread (THREADS to change),
+  # so the machine keeps a core; resumable: run the same stage again and it goes on from its last checkpoint.
+  t=${stage//[!0-9]/}
+  run=artifacts/train/skipdecode-smollm2-e2e-${t}x-top-1200steps
+  last=$(ls -d "$run"/step-* 2>/dev/null | sort | tail -1 || true)
+  OMP_NUM_THREADS=${THREADS:-1} $PY -m skipcore train --resume "${last:-artifacts/train/skipdecode-smollm2-e2e-${t}x-top/step-0000600}" \
+    --steps 1200 --threads "${THREADS:-1}" --log-every 10 --no-progress \
+    --checkpoint-dir "$run" --out artifacts/models/skipdecode-smollm2-e2e-${t}x-top-1200steps --overwrite
 fi
 
 if [[ $stage == whole-ends ]]; then
