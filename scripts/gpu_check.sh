@@ -162,7 +162,7 @@ need = {m: m for m in "torch transformers accelerate safetensors tokenizers nump
 need |= {"plotly": "plotly", "altair": "altair", "hypothesis": "hypothesis"}
 optional = {"gguf": "gguf", "peft": "peft"}
 missing = [pkg for mod, pkg in need.items() if importlib.util.find_spec(mod) is None]
-for mod in ("skipcore.commands.bench", "skipcore.evaluate.bench", "skipcore.evaluate.bench_summary",
+for mod in ("skipcore.commands.bench", "skipcore.evaluate.bench.run", "skipcore.evaluate.bench.summary",
             "skipcore.policies.speculative", "skipcore.decode.static_step", "tests.conftest",
             "tests.decode.test_engine", "tests.lens.test_lens", "tests.policies.test_speculative"):
     try:
@@ -228,7 +228,7 @@ stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --promp
   echo
   printf '%s\n' "| stage | outcome | seconds |" "|---|---|---|" "${STAGES[@]}"
   echo
-  "$PYTHON" -c "import sys; from skipcore.evaluate.bench_summary import report; print(report(sys.argv[1]))" \
+  "$PYTHON" -c "import sys; from skipcore.evaluate.bench.summary import report; print(report(sys.argv[1]))" \
     "$OUTDIR/bench_cuda.json"
 } 2>&1 | tee "$OUTDIR/summary.md" | tee -a "$LOG"
 # the exit status: a stage that failed fails the check, named on the last line (what a short lease shows first);

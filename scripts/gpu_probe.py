@@ -23,7 +23,7 @@ import torch
 
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.sampling import Sampling, TokenPicker
-from skipcore.evaluate.bench_plan import skip_schedule
+from skipcore.evaluate.bench.plan import skip_schedule
 from skipcore.models.random_models import bench_model
 from skipcore.policies.speculative import SpeculativePolicy
 from skipcore.schedule import Schedule

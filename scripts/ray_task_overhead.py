@@ -1,8 +1,8 @@
 """What Ray adds to a sweep, measured with tasks that do no work: start-up, a worker's first task, and the cost
 per task, one at a time and many at once, each repeated, as a median with a bootstrap 95% interval.
 
-A no-op task here has the sweep's shape (`skipcore.evaluate.ray_executor`): a generator task asking one CPU that
-streams back a row and a trace of `--trace-rows` rows (the sweep's default is 32 examples x 64 tokens), so the
+A no-op task here has the sweep's shape (`skipcore.evaluate.sweep.ray_executor`): a generator task asking one CPU
+that streams back a row and a trace of `--trace-rows` rows (the sweep's default is 32 examples x 64 tokens), so the
 transfer is counted. Run it on a quiet machine:
 
     python scripts/ray_task_overhead.py                      # a private local instance with every CPU
@@ -33,7 +33,7 @@ def first_import():
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
-    import skipcore.evaluate.ray_executor  # noqa: F401
+    import skipcore.evaluate.sweep.ray_executor  # noqa: F401
 
     yield time.perf_counter() - start
 
@@ -62,7 +62,7 @@ def main() -> None:
     )
     args = p.parse_args()
 
-    from skipcore.evaluate.ray_executor import start_local_ray
+    from skipcore.evaluate.sweep.ray_executor import start_local_ray
 
     start = time.perf_counter()
     if args.address:

@@ -17,8 +17,8 @@ import torch
 
 from skipcore.data.loaders import load_e2e_csv
 from skipcore.decode.engine import SkipEngine
-from skipcore.evaluate.bench_plan import skip_schedule
-from skipcore.evaluate.quality import evaluate_generation
+from skipcore.evaluate.bench.plan import skip_schedule
+from skipcore.evaluate.sweep.quality import evaluate_generation
 from skipcore.models.loading import load_model
 from skipcore.policies.speculative import SpeculativePolicy
 from skipcore.schedule import Schedule

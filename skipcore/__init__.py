@@ -39,12 +39,12 @@ _EXPORTS: dict[str, str] = {
     "ModelError": "skipcore.errors",
     "ScheduleError": "skipcore.errors",
     "UserError": "skipcore.errors",
-    "InProcessExecutor": "skipcore.evaluate",
-    "RayExecutor": "skipcore.evaluate",
-    "SweepConfig": "skipcore.evaluate",
-    "read_sweep": "skipcore.evaluate",
-    "run_sweep": "skipcore.evaluate",
-    "sweep_rows": "skipcore.evaluate",
+    "InProcessExecutor": "skipcore.evaluate.sweep",
+    "RayExecutor": "skipcore.evaluate.sweep",
+    "SweepConfig": "skipcore.evaluate.sweep",
+    "read_sweep": "skipcore.evaluate.sweep",
+    "run_sweep": "skipcore.evaluate.sweep",
+    "sweep_rows": "skipcore.evaluate.sweep",
     "TuneSettings": "skipcore.evaluate.tune",
     "run_tune": "skipcore.evaluate.tune",
     "LensResult": "skipcore.lens",
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference see
     from skipcore.decode.sampling import Sampling
     from skipcore.decode.step import DepthPolicy
     from skipcore.errors import ArgumentTypeError, ModelError, ScheduleError, UserError
-    from skipcore.evaluate import (
+    from skipcore.evaluate.sweep import (
         InProcessExecutor,
         RayExecutor,
         SweepConfig,

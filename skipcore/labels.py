@@ -52,8 +52,8 @@ def _field(setting: object, name: str, default: object = None) -> object:
 def sweep_policies() -> dict[str, type]:
     """Every entry a sweep setting can name, by name: the loop's policies and transformers' own generate(). Each
     declares its parameters (`skipcore.policies.params`) and says its settings in words (`setting_words`)."""
-    from skipcore.evaluate.transformers_baseline import AssistedGeneration
     from skipcore.policies import POLICY_CLASSES
+    from skipcore.policies.assisted import AssistedGeneration
 
     return {**POLICY_CLASSES, AssistedGeneration.name: AssistedGeneration}
 

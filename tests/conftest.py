@@ -63,7 +63,7 @@ def ray_address():
     """One private Ray instance for the whole session (2 CPUs, loopback only, an 80 MiB object store), started
     only if a test asks for it, so no other test pays its start-up; the driver is this process. Yields its
     address (for drivers in subprocesses) and checks at the end that no Ray process outlives the session."""
-    from skipcore.evaluate.ray_executor import start_local_ray
+    from skipcore.evaluate.sweep.ray_executor import start_local_ray
 
     start_local_ray(num_cpus=2, object_store_mb=80)
     import ray
@@ -126,10 +126,10 @@ def sample_trace(model_dirs) -> tuple[pd.DataFrame, dict]:
 
 @pytest.fixture(scope="session")
 def speculative_sweep(model_dirs, tmp_path_factory) -> Path:
-    """A real sweep (`skipcore.evaluate.run_sweep`) on the tiny Llama model: full depth and skip 2x, speculative
-    drafting with the 2x schedule (k = 2), transformers' generate() plain and with its early-exit assistant
-    (batch size 1 only), at batch sizes 1 and 2."""
-    from skipcore.evaluate.runner import run_sweep
+    """A real sweep (`skipcore.evaluate.sweep.run_sweep`) on the tiny Llama model: full depth and skip 2x,
+    speculative drafting with the 2x schedule (k = 2), transformers' generate() plain and with its early-exit
+    assistant (batch size 1 only), at batch sizes 1 and 2."""
+    from skipcore.evaluate.sweep.runner import run_sweep
 
     root = tmp_path_factory.mktemp("spec_sweep")
     data = root / "tiny.jsonl"

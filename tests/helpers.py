@@ -191,7 +191,7 @@ SOURCES = [
 def sweep_config(model_dirs, dataset, out, **kw):
     """A tiny sweep on the tiny OPT model: full depth and 2x in skip and exit mode, CALM at threshold 0, batch
     sizes 1 and 2, ten new tokens, two paired timing runs."""
-    from skipcore.evaluate import SweepConfig
+    from skipcore.evaluate.sweep import SweepConfig
 
     base = dict(
         model=str(model_dirs["opt"]),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from skipcore.evaluate import SweepConfig, build_grid
+from skipcore.evaluate.sweep import SweepConfig, build_grid
 from skipcore.labels import series_colors, setting_label
 from tests.helpers import REPO
 
@@ -65,7 +65,7 @@ def test_a_sweep_row_and_its_setting_have_the_same_label():
 
 
 def test_the_quality_tables_say_the_same_label():
-    from skipcore.evaluate.quality import speculative_table
+    from skipcore.evaluate.sweep.quality import speculative_table
 
     settings = [
         s for s in every_kind_of_setting() if s.policy in ("speculative", "transformers") or s.is_full
@@ -114,7 +114,7 @@ def test_no_second_label_function():
     """Only skipcore.labels writes a setting's label: no other `label()` function formats one. (`Setting.label`
     prefixes it with the model's role and batch size; a policy object's `label()` describes its resolved budgets,
     `linear 12->4 (skip, warmup 1, span 25)`, for the generate command's summary line.)"""
-    allowed = {"skipcore/labels.py", "skipcore/evaluate/settings.py"}
+    allowed = {"skipcore/labels.py", "skipcore/evaluate/sweep/settings.py"}
     allowed |= {
         "skipcore/decode/step.py",
         "skipcore/decode/static_policy.py",

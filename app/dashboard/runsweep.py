@@ -1,6 +1,6 @@
 """A sweep small enough to run from the trade-off page, through the library's own sweep runner.
 
-`skipcore.evaluate.sweep_rows` evaluates a grid with an engine the page already holds (cached) and reports each
+`skipcore.evaluate.sweep.sweep_rows` evaluates a grid with an engine the page already holds (cached) and reports each
 finished row; it writes no file. Measured speedups are paired with full depth and repeated (3 times here, after
 a warm-up), with their interval and plausibility flag, exactly as in the shipped sweep, whose column names the
 rows carry. Speculative SkipDecode takes part with the first target's schedule as its draft (in the first static
@@ -27,7 +27,7 @@ class SweepSettings:
     targets: tuple[float, ...] = (2.0, 3.0)
     modes: tuple[str, ...] = ("skip", "exit")
     # the other policies that run (speculative drafts with the first target's schedule) and their parameters'
-    # values by column, as the sweep lists them (`skipcore.evaluate.SweepConfig.policy_values`)
+    # values by column, as the sweep lists them (`skipcore.evaluate.sweep.SweepConfig.policy_values`)
     policies: tuple[str, ...] = ()
     policy_values: dict[str, tuple] = field(default_factory=dict)
     num_examples: int = 8
@@ -39,7 +39,7 @@ class SweepSettings:
     repeats: int = 3  # paired timed runs per setting
 
     def num_runs(self, model: str) -> int:
-        from skipcore.evaluate import build_grid
+        from skipcore.evaluate.sweep import build_grid
 
         return len(build_grid(_config(model, self)))
 
@@ -66,7 +66,7 @@ class SweepSettings:
 
 
 def _config(model: str, s: SweepSettings):
-    from skipcore.evaluate import SweepConfig
+    from skipcore.evaluate.sweep import SweepConfig
 
     policies = (("static",) if s.modes else ()) + tuple(
         name for name in s.policies if name != "speculative" or s.targets
@@ -95,7 +95,7 @@ def sweep_work(engine, model: str, settings: SweepSettings) -> list:
     """What the sweep will decode (`skipcore.measure.estimate.sweep_work`), for its time estimate: its grid over
     the first examples of the split, each setting timed against full depth."""
     from app.dashboard.estimates import prompt_tokens, split_prompts
-    from skipcore.evaluate import build_grid
+    from skipcore.evaluate.sweep import build_grid
     from skipcore.measure.estimate import sweep_work as work
 
     cfg = _config(model, settings)
@@ -132,7 +132,7 @@ def run_small_sweep(
     """One row per setting (full depth first) on the first examples of a split, each timed against full depth;
     `progress` gets the grid's progress table as each setting starts and ends."""
     from skipcore.data import load_examples
-    from skipcore.evaluate import build_grid, check_config, resolve_lengths, sweep_rows
+    from skipcore.evaluate.sweep import build_grid, check_config, resolve_lengths, sweep_rows
 
     cfg = check_config(resolve_lengths(_config(model, settings)))  # the model's own defaults, as the CLI's
     examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)

@@ -39,8 +39,8 @@ def work(engine, s: TuneSettings) -> list:
 def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) -> tuple[pd.DataFrame, dict]:
     """Run the search; return its trials table and what it found (floor, metric, speedup column, the chosen
     setting's id, its schedule and the report)."""
-    from skipcore.evaluate import InProcessExecutor
-    from skipcore.evaluate.units import EngineCache, load_refs
+    from skipcore.evaluate.sweep import InProcessExecutor
+    from skipcore.evaluate.sweep.units import EngineCache, load_refs
 
     rows: list[dict] = []
 
@@ -55,7 +55,7 @@ def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) 
         ref = load_refs(SimpleNamespace(models=[(s.model, "model")]))[s.model]
         engines.keep(SimpleNamespace(refs={s.model: ref}, cfg=s), s.model, engine)
         result = run_tune(s, InProcessExecutor(engines), say, scored)
-        from skipcore.evaluate.store import read_sweep
+        from skipcore.evaluate.sweep.store import read_sweep
 
         trials, _ = read_sweep(result.files["trials"])
         o = result.outcome

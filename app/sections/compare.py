@@ -59,7 +59,7 @@ def run_policy(
 
 def scores(results: dict, refs: list[list[str]]) -> dict[str, dict]:
     """BLEU, ROUGE and chrF of each policy's first output lines against the split's references."""
-    from skipcore.evaluate.quality import first_line
+    from skipcore.evaluate.sweep.quality import first_line
     from skipcore.metrics import score_texts
 
     return {name: score_texts([first_line(t) for t in res.texts], refs) for name, res in results.items()}

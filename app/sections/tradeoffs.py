@@ -156,7 +156,7 @@ def small_sweep() -> pd.DataFrame | None:
         decay_span=generation_defaults(choice).get("decay_span"),  # as the model was trained, if it says
     )
     st.caption(
-        f"{settings.num_runs(choice.source)} settings through `skipcore.evaluate`, scored on the first {settings.num_examples} "
+        f"{settings.num_runs(choice.source)} settings through `skipcore.evaluate.sweep`, scored on the first {settings.num_examples} "
         f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
         "warm-up (median of the paired ratios, with its 95% interval)."
     )

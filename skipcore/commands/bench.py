@@ -1,4 +1,4 @@
-"""`python -m skipcore bench`: the flags become a `skipcore.evaluate.bench_plan.BenchPlan`, timed by `run_plan`;
+"""`python -m skipcore bench`: the flags become a `skipcore.evaluate.bench.plan.BenchPlan`, timed by `run_plan`;
 results on stdout and in --out, notes on stderr. Its --help says what it measures (`ABOUT`), not how."""
 
 from __future__ import annotations
@@ -79,10 +79,10 @@ def add_parser(sub) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     import torch  # here, not at the top: `bench --help` stays instant
 
-    import skipcore.evaluate.bench_plan as plans
+    import skipcore.evaluate.bench.plan as plans
     from skipcore.errors import UserError
-    from skipcore.evaluate.bench import run_plan
-    from skipcore.evaluate.bench_results import own_table, results_to_extend
+    from skipcore.evaluate.bench.results import own_table, results_to_extend
+    from skipcore.evaluate.bench.run import run_plan
     from skipcore.models.dtype_choice import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
 

@@ -7,8 +7,8 @@ from dataclasses import fields
 
 from skipcore.commands.common import finite
 from skipcore.errors import UserError
-from skipcore.evaluate.executors import InProcessExecutor
-from skipcore.evaluate.ray_executor import RayExecutor
+from skipcore.evaluate.sweep.executors import InProcessExecutor
+from skipcore.evaluate.sweep.ray_executor import RayExecutor
 
 RAY_DEFAULTS = {f.name: f.default for f in fields(RayExecutor)}  # the Ray executor's defaults, in RayExecutor
 RAY_FLAGS = {name: "--ray-" + name.replace("_", "-") for name in RAY_DEFAULTS}  # --ray-address, ...

@@ -1,4 +1,4 @@
-"""`python -m skipcore sweep`: flags -> a SweepConfig -> `skipcore.evaluate.runner.run_sweep`, then the tables."""
+"""`python -m skipcore sweep`: flags -> a SweepConfig -> `skipcore.evaluate.sweep.run_sweep`, then the tables."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from skipcore.commands.common import (
 )
 from skipcore.commands.executor_args import add_executor_args, executor_from_args
 from skipcore.errors import UserError
-from skipcore.evaluate.executors import GridIncomplete
-from skipcore.evaluate.settings import SweepConfig
+from skipcore.evaluate.sweep.executors import GridIncomplete
+from skipcore.evaluate.sweep.settings import SweepConfig
 from skipcore.policies.params import params_of, summary
 
 DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}  # every default is declared once, in SweepConfig
@@ -170,7 +170,7 @@ def add_policy_grid_args(p: argparse.ArgumentParser, policies: Mapping[str, type
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
     """The flags as a SweepConfig: each field from the flag of its name, the grid's parameters by column."""
-    from skipcore.evaluate.settings import sweep_params
+    from skipcore.evaluate.sweep.settings import sweep_params
 
     given = {name: getattr(args, name) for name in DEFAULTS if hasattr(args, name)}
     norm = _norm_model
@@ -190,7 +190,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
 
 def grid_flag_names() -> dict[str, str]:
     """{a grid parameter's column: its sweep flag}, and the run-wide settings a grid's check may name."""
-    from skipcore.evaluate.settings import sweep_params
+    from skipcore.evaluate.sweep.settings import sweep_params
 
     flags = {c: p.sweep_flag if p.sweep == "axis" else p.flag for c, p in sweep_params().items()}
     run_wide = {"max_layers": "--max-layers", "max_new_tokens": "--max-new-tokens"}
@@ -208,7 +208,7 @@ def _norm_model(name: str) -> str:
 
 def report_row(setting, row: dict, progress: bool) -> None:
     """One stderr line per finished setting when there is no progress bar; a warning always."""
-    from skipcore.evaluate.quality import row_line, row_warnings
+    from skipcore.evaluate.sweep.quality import row_line, row_warnings
 
     lines = ([] if progress else [row_line(setting, row)]) + [
         f"warning: {w}" for w in row_warnings(setting, row)
@@ -228,7 +228,7 @@ def run_cli(args: argparse.Namespace) -> int:
         cfg = config_from_args(args)
     except UserError as e:
         raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
-    from skipcore.evaluate.runner import run_sweep  # the run's code (torch, pandas): not for --help
+    from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
 
     executor = executor_from_args(args)
     incomplete = None
@@ -239,7 +239,7 @@ def run_cli(args: argparse.Namespace) -> int:
     except UserError as e:  # a grid parameter named by its sweep flag
         raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
     if len(df):
-        from skipcore.evaluate.quality import quality_tables
+        from skipcore.evaluate.sweep.quality import quality_tables
 
         print(quality_tables(df))
     files = [str(p) for p in (cfg.out, cfg.out.with_suffix(".csv")) if p.is_file()]  # only files written

@@ -3,6 +3,8 @@
 - `StaticPolicy`, SkipDecode's precomputed, batch-shared schedule, the loop's own (`skipcore.decode.static_policy`,
   beside the step contract every policy implements, `skipcore.decode.step`).
 - `adaptive`: `AdaptivePolicy`, a batch-shared budget that drops when the batch is confident and never grows.
+- `assisted`: `AssistedGeneration`, transformers' own `generate(assistant_early_exit=n)`, the public baseline a
+  sweep lists beside the policies (not a policy of the loop: `skipcore.labels.sweep_policies` adds it).
 - `calm`: `CalmPolicy`, CALM-DEC's per-token confidence exit with K/V propagation, the dynamic baseline.
 - `params`: how a policy declares its parameters (`param`), from which flags, sweep axes, columns, labels and
   the dashboard's widgets are derived (`params_of`).

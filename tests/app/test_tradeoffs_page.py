@@ -310,7 +310,7 @@ def test_the_small_sweep_shows_each_setting_and_downloads_its_table(model_dir):
 
 def test_progress_table_lists_every_setting():
     from app.dashboard.runsweep import DONE, QUEUED, RUNNING, progress_table
-    from skipcore.evaluate import SweepConfig, build_grid
+    from skipcore.evaluate.sweep import SweepConfig, build_grid
     from skipcore.labels import setting_label
 
     grid = build_grid(

@@ -203,7 +203,7 @@ def _check_fit(page, where: str) -> None:
 
 def _tiny_sweep(tmp_path: Path) -> Path:
     """Full depth, skip and exit at 2x and CALM on four dev examples: seconds on the shipped model."""
-    from skipcore.evaluate import SweepConfig, run_sweep
+    from skipcore.evaluate.sweep import SweepConfig, run_sweep
 
     out = tmp_path / "sweep" / "tiny.parquet"
     cfg = SweepConfig(

@@ -35,7 +35,7 @@ def test_append_keeps_a_users_table_beside_a_new_results_file(tmp_path, capsys):
 def test_append_completing_a_stopped_bench_says_it_is_complete(tmp_path, monkeypatch):
     """Case 4: a bench stopped after two of its three batch sizes, then `--append` of the one left: the file holds
     every setting of the plan, so it says complete, and its table says no 'Partial'."""
-    import skipcore.evaluate.bench as bench_lib
+    import skipcore.evaluate.bench.run as bench_lib
 
     out = tmp_path / "b.json"
     real_bench_one, calls = bench_lib.bench_one, []
@@ -62,7 +62,7 @@ def test_append_completing_a_stopped_bench_says_it_is_complete(tmp_path, monkeyp
 def test_append_of_another_setting_leaves_the_first_plans_gap_partial(tmp_path, monkeypatch):
     """Completeness is the file's plan against its rows: appending a setting the stopped plan did not hold adds to
     the plan, and the stopped plan's missing batch size keeps the file partial."""
-    import skipcore.evaluate.bench as bench_lib
+    import skipcore.evaluate.bench.run as bench_lib
 
     out = tmp_path / "b.json"
     real_bench_one, calls = bench_lib.bench_one, []

@@ -1,5 +1,5 @@
 """Every command's `--help` says what the command does in a user's words: no module paths or class names of the
-code behind it (bench's said "flags -> a `skipcore.evaluate.bench_plan.BenchPlan`, timed by `run_plan`")."""
+code behind it (bench's said "flags -> a `skipcore.evaluate.bench.plan.BenchPlan`, timed by `run_plan`")."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.errors import UserError
-from skipcore.evaluate.runner import run_sweep
+from skipcore.evaluate.sweep.runner import run_sweep
 from skipcore.traces import read_trace
 from tests.helpers import refused, sweep_config
 

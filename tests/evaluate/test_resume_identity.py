@@ -9,7 +9,7 @@ import pytest
 
 from skipcore.data import load_examples, rows_digest
 from skipcore.errors import UserError
-from skipcore.evaluate.runner import run_sweep
+from skipcore.evaluate.sweep.runner import run_sweep
 from skipcore.evaluate.tune import TuneSettings, run_tune
 from tests.helpers import sweep_config, write_csv
 

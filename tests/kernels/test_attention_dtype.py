@@ -10,7 +10,7 @@ import torch
 from skipcore import SkipEngine, load_model, read_trace
 from skipcore.commands import main
 from skipcore.errors import UserError
-from skipcore.evaluate.bench_plan import SETTING_KINDS, float32_notes
+from skipcore.evaluate.bench.plan import SETTING_KINDS, float32_notes
 from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS

@@ -9,7 +9,7 @@ import time
 import pandas as pd
 import pytest
 
-from skipcore.evaluate import SweepConfig, build_grid
+from skipcore.evaluate.sweep import SweepConfig, build_grid
 from skipcore.measure.estimate import Decodes, Estimate, estimate_time, sweep_work
 from tests.helpers import REPO, engine_for
 

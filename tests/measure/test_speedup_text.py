@@ -40,8 +40,8 @@ def test_a_bench_of_one_new_token_writes_no_nan_in_its_table(tmp_path, capsys):
 
 
 def test_a_sweep_row_without_speedups_says_so():
-    from skipcore.evaluate.quality import row_line
-    from skipcore.evaluate.settings import Setting
+    from skipcore.evaluate.sweep.quality import row_line
+    from skipcore.evaluate.sweep.settings import Setting
 
     row = {"bleu": 10.0, "layer_speedup": NAN, "batch_layer_speedup": NAN, "timing_runs": 3}
     row |= {f"wall_speedup_{k}{end}": NAN for k in ("decode", "total") for end in ("", "_lo", "_hi")}

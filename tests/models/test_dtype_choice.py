@@ -100,7 +100,7 @@ def test_generate_says_which_dtype_ran_and_why(
 def test_a_sweep_keeps_float32_under_auto(model_dirs, sweep_dataset, tmp_path, monkeypatch):
     """A sweep is a record a later run resumes and the shipped float32 sweeps sit beside: its rows never change
     dtype with the machine they were resumed on."""
-    from skipcore.evaluate import run_sweep
+    from skipcore.evaluate.sweep import run_sweep
     from tests.helpers import sweep_config
 
     monkeypatch.setattr(dc, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])

@@ -98,8 +98,8 @@ def test_bfloat16_speculative_at_batch_1_keeps_full_depths_tokens():
     multi-column passes (`PackedLinears.column_products`). Without that, 3 of these 8 test inputs (the
     skip-aware fine-tune, k = 4 drafts from its 3x schedule) part from full depth within 24 tokens."""
     from skipcore.data.loaders import load_e2e_csv
-    from skipcore.evaluate.bench_plan import skip_schedule
-    from skipcore.evaluate.quality import evaluate_generation
+    from skipcore.evaluate.bench.plan import skip_schedule
+    from skipcore.evaluate.sweep.quality import evaluate_generation
 
     if not installed(REAL_MODELS["smollm2-135m"]):
         pytest.skip(REAL_MODELS["smollm2-135m"].install)
@@ -478,7 +478,7 @@ def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_on
     if not installed(REAL_MODELS["smollm2-135m"]):
         pytest.skip(REAL_MODELS["smollm2-135m"].install)
     from skipcore.data import load_examples
-    from skipcore.evaluate.quality import evaluate_generation
+    from skipcore.evaluate.sweep.quality import evaluate_generation
 
     examples = load_examples(str(REPO / "data/e2e_synth"), split="test", limit=8)
     two = schedule_for_speedup(30, 2.0, 30, "linear", "skip", warmup_layers=1, decay_span=29)

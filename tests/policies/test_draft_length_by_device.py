@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 from skipcore.commands import main
-from skipcore.evaluate.transformers_baseline import AssistedGeneration
 from skipcore.policies import SpeculativePolicy
+from skipcore.policies.assisted import AssistedGeneration
 from skipcore.policies.params import params_of
 from skipcore.policies.speculative import DRAFT_TOKENS_BY_DEVICE, default_draft_tokens, device_class
 from skipcore.schedule import Schedule

@@ -83,9 +83,9 @@ def test_a_new_knob_is_a_generate_flag_with_its_checks():
 
 def test_a_new_knob_is_a_sweep_axis_and_a_column(model_dirs, tmp_path, monkeypatch):
     from skipcore.commands.sweep import add_policy_grid_args
-    from skipcore.evaluate import SweepConfig, run_sweep
-    from skipcore.evaluate import grid as grid_module
-    from skipcore.evaluate.settings import sweep_params
+    from skipcore.evaluate.sweep import SweepConfig, run_sweep
+    from skipcore.evaluate.sweep import grid as grid_module
+    from skipcore.evaluate.sweep.settings import sweep_params
     from skipcore.labels import column_title
 
     p = argparse.ArgumentParser()
@@ -157,7 +157,7 @@ def test_each_front_end_says_a_refused_value_its_own_way():
     )
     assert python.value.said_as({"threshold": "--calm-threshold"}).startswith("--calm-threshold must be")
     with pytest.raises(UserError, match="calm_measure"):
-        from skipcore.evaluate import SweepConfig, check_config
+        from skipcore.evaluate.sweep import SweepConfig, check_config
 
         check_config(
             SweepConfig(model="m", dataset="d", out="x.parquet", policy_values={"calm_measure": ("x",)})

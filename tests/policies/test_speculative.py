@@ -423,7 +423,7 @@ def test_plots_read_a_speculative_trace_by_rounds_and_real_costs(model_dirs):
 def test_transformers_early_exit_baseline_drafts_k_per_round_and_equals_full_depth(model_dirs):
     """generate(assistant_early_exit=n) drafts exactly k tokens a round (transformers reads k from the model's
     generation config, which is set for the call and restored), and its greedy output is full depth's."""
-    from skipcore.evaluate.transformers_baseline import assisted_generate
+    from skipcore.policies.assisted import assisted_generate
 
     eng = engine_for(model_dirs, "llama")
     before = eng.model.generation_config.to_dict()
@@ -444,7 +444,7 @@ def test_transformers_early_exit_baseline_drafts_k_per_round_and_equals_full_dep
 def test_transformers_baseline_flops_equal_the_flop_counter(model_dirs):
     """The baseline's FLOPs, read off its calls by the convention, are what torch counts for them (eager
     attention), but for the rotary tables' product the convention leaves out."""
-    from skipcore.evaluate.transformers_baseline import assisted_generate
+    from skipcore.policies.assisted import assisted_generate
 
     eng = engine_for(model_dirs, "llama", attn="eager")
     for exit_layer, k in ((None, None), (3, 3)):

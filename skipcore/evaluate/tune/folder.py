@@ -6,7 +6,7 @@
   files (and only those) are removed, once every check below has passed: a refused run removes nothing.
 - Its own files only: a file of a name the tune writes that the record does not name (a user's `report.md`), or
   that changed since the tune wrote it, is refused before any work, never replaced. Other files in the folder are
-  left alone. The sweep-format tables keep their own rules (`skipcore.evaluate.store`).
+  left alone. The sweep-format tables keep their own rules (`skipcore.evaluate.sweep.store`).
 - Atomic: every file is written beside itself and renamed (`skipcore.files.atomic_write`); the record last.
 - One writer: a lock beside the folder (`skipcore.output_lock`), and never a write through a link out of it.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.evaluate.identity import differences, said
-from skipcore.evaluate.store import read_own_sweep
+from skipcore.evaluate.sweep.store import read_own_sweep
 from skipcore.files import atomic_write, check_path_text, check_writable_folder, file_digest, refuse_links_out
 from skipcore.output_lock import OutputLock
 

@@ -3,9 +3,9 @@ depth, runs trials in rounds through an executor of the sweep's (this process, o
 the study holds `trials` finished ones, writes the tables, the front, the chosen schedule and the report, and, where
 asked, scores the choice once on the held-out split.
 
-Every scored row goes to the trials table as it comes (`skipcore.evaluate.store`: atomic, keyed), and every trial
-to the study (SQLite) as its row is written, so a run stopped anywhere resumes where it was: the floor and every
-finished trial are taken from the files, a trial left running is asked again (`skipcore.evaluate.tune.study`).
+Every scored row goes to the trials table as it comes (`skipcore.evaluate.sweep.store`: atomic, keyed), and every
+trial to the study (SQLite) as its row is written, so a run stopped anywhere resumes where it was: the floor and
+every finished trial are taken from the files, a trial left running is asked again (`skipcore.evaluate.tune.study`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ import skipcore.evaluate.tune.folder as files
 import skipcore.evaluate.tune.study as studies
 from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
-from skipcore.evaluate.executors import InProcessExecutor
 from skipcore.evaluate.identity import DATA, with_data
-from skipcore.evaluate.settings import ModelFacts
-from skipcore.evaluate.store import SweepStore, read_sweep
+from skipcore.evaluate.sweep.executors import InProcessExecutor
+from skipcore.evaluate.sweep.settings import ModelFacts
+from skipcore.evaluate.sweep.store import SweepStore, read_sweep
+from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune.choice import TuneOutcome, outcome
 from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
 from skipcore.evaluate.tune.report import report_text
@@ -35,7 +36,6 @@ from skipcore.evaluate.tune.settings import TuneSettings, check_settings
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
 from skipcore.evaluate.tune.table import candidate_of, finished_row
 from skipcore.evaluate.tune.trials import Task, TuneJob, prefix_rows, task_rows
-from skipcore.evaluate.units import WorkUnit
 
 Say = Callable[[str], None]
 FRONT_COLUMNS = ("tune_trial", "tune_label", "policy", "shape", "mode", "warmup", "max_layers", "min_layers",
@@ -76,7 +76,7 @@ class Tune:
 
     def __init__(self, settings: TuneSettings, executor, say: Say | None, on_trial) -> None:
         from skipcore.data import load_examples
-        from skipcore.evaluate.units import load_refs
+        from skipcore.evaluate.sweep.units import load_refs
 
         self.s = s = check_settings(settings)
         self.executor = executor or InProcessExecutor()
@@ -153,7 +153,7 @@ class _Models:
 
 def _check_metric(s: TuneSettings, examples: list) -> None:
     """A slot metric needs rows that carry it (E2E meaning representations with the slot): refused before any work."""
-    from skipcore.evaluate.quality import slot_columns
+    from skipcore.evaluate.sweep.quality import slot_columns
 
     if s.metric.startswith("slot_") and s.metric not in slot_columns(examples):
         raise UserError(

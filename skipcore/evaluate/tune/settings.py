@@ -15,7 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.evaluate.settings import check_engine
+from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name
 from skipcore.models.shipped import shipped_path
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import optuna
 
     from skipcore.decode.step import DepthPolicy
-    from skipcore.evaluate.settings import Setting
+    from skipcore.evaluate.sweep.settings import Setting
 
 ALPHA = (0.6, 0.99)  # power shape: n(s) = floor(max * alpha^(s-1)); below 0.6 it is at its floor within steps
 STAGES = (2, 8)  # step shape's plateaus
@@ -63,9 +63,9 @@ class Candidate:
         return policy_words(self.policy, self.columns(), self.schedule)
 
     def setting(self, model: str, role: str, batch_size: int, speedup_over: int) -> Setting:
-        """The sweep's view of it (`skipcore.evaluate.settings.Setting`): its row's columns. A searched schedule
-        has no target: its own speedup over the horizon stands in for one."""
-        from skipcore.evaluate.settings import NAN, Setting
+        """The sweep's view of it (`skipcore.evaluate.sweep.settings.Setting`): its row's columns. A searched
+        schedule has no target: its own speedup over the horizon stands in for one."""
+        from skipcore.evaluate.sweep.settings import NAN, Setting
 
         s = self.schedule
         params = tuple(self.columns().items())

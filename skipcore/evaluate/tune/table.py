@@ -1,4 +1,4 @@
-"""A tune's rows in the sweep's columns (`skipcore.evaluate.runner`: the same names in the same order, so the
+"""A tune's rows in the sweep's columns (`skipcore.evaluate.sweep.runner`: the same names in the same order, so the
 Trade-offs page, the notebooks and pandas read a tune's tables as they read a sweep's), with a tune's own after
 them: which trial made the row and what became of it (`tune_trial`, `tune_state`), the metric on the rows scored
 before a trial may stop (`tune_prefix_quality`), and the whole schedule (`schedule_json`, `alpha`, `stages`;
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from skipcore.evaluate.runner import _finish_row
+from skipcore.evaluate.sweep.runner import _finish_row
 from skipcore.evaluate.tune.space import Candidate
 from skipcore.evaluate.tune.trials import NAN, Task
 

@@ -7,7 +7,7 @@ reference on the same rows, minus the allowed drop and a margin) stops with that
 generated and the row covers every row of the split, its costs read off the two parts' joined trace
 (`skipcore.measure.summary.summarize`), as one pass would give them.
 
-Tasks travel to the executors of the sweep (`skipcore.evaluate.executors`, `ray_executor`) as the settings of a
+Tasks travel to the executors of the sweep (`skipcore.evaluate.sweep.executors`, `ray_executor`) as the settings of a
 `WorkUnit`; `task_rows` is what such a unit runs, like the sweep's `unit_rows`.
 """
 
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from skipcore.evaluate.quality import prompts_for, score_outputs
-from skipcore.evaluate.rows import where_it_ran
+from skipcore.evaluate.sweep.quality import prompts_for, score_outputs
+from skipcore.evaluate.sweep.rows import where_it_ran
+from skipcore.evaluate.sweep.units import EngineCache, Say, WorkUnit
 from skipcore.evaluate.tune.space import Candidate
-from skipcore.evaluate.units import EngineCache, Say, WorkUnit
 
 if TYPE_CHECKING:
     from skipcore.decode.engine import SkipEngine
@@ -88,7 +88,7 @@ def task_rows(
 def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     """The task's row before its identity columns: quality (the metric on the prefix too, `tune_prefix_quality`),
     costs, and, for `--objective measured`, the decode time against full depth (paired)."""
-    from skipcore.evaluate.grid import _NOT_TIMED, _ONE_RUN
+    from skipcore.evaluate.sweep.grid import _NOT_TIMED, _ONE_RUN
 
     cfg, examples, k = job.cfg, job.examples, job.prefix
     policy = task.candidate.build()

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError
-from skipcore.evaluate.rows import setting_rows
-from skipcore.evaluate.settings import Setting, SweepConfig
+from skipcore.evaluate.sweep.rows import setting_rows
+from skipcore.evaluate.sweep.settings import Setting, SweepConfig
 
 if TYPE_CHECKING:
     from skipcore.decode.engine import SkipEngine

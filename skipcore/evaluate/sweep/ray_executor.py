@@ -1,9 +1,9 @@
 """`RayExecutor`: a sweep's units of work as Ray tasks, on a cluster or on a private instance on this machine.
 
 Ray schedules, retries and shows the tasks (its dashboard); this module only asks. One task per unit
-(`skipcore.evaluate.units`: a (model, batch size) group when timed, a setting when not) requests the CPUs and
+(`skipcore.evaluate.sweep.units`: a (model, batch size) group when timed, a setting when not) requests the CPUs and
 GPUs it needs and streams its rows back as each finishes (a Ray generator task); the driver, alone, writes them
-(`skipcore.evaluate.runner`). A task that raises or whose worker dies is retried by Ray (`max_retries`,
+(`skipcore.evaluate.sweep.runner`). A task that raises or whose worker dies is retried by Ray (`max_retries`,
 exceptions included); one that fails for good becomes a `Failure` and the rest of the grid goes on. Ctrl-C (or any
 error in the driver) cancels every task still running; rows already written stay, and a rerun resumes.
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skipcore.errors import SkipcoreWarning, UserError
-from skipcore.evaluate.executors import Failure, FailureCallback
-from skipcore.evaluate.rows import RowCallback
-from skipcore.evaluate.settings import SweepConfig
-from skipcore.evaluate.units import EngineCache, Say, SweepJob, WorkUnit
+from skipcore.evaluate.sweep.executors import Failure, FailureCallback
+from skipcore.evaluate.sweep.rows import RowCallback
+from skipcore.evaluate.sweep.settings import SweepConfig
+from skipcore.evaluate.sweep.units import EngineCache, Say, SweepJob, WorkUnit
 
 # Rows and traces are all that pass through Ray's object store (models load inside the tasks): a private
 # instance needs little of it, and a small store keeps it from reserving a share of this machine's memory.

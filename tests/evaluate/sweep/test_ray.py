@@ -4,8 +4,8 @@ rest is written, nothing of Ray's on the driver's stdout, a driver killed mid-gr
 Ctrl-C cancelling what still runs; and the flags refused before any work, and measured speedups of different
 machines kept off one front.
 
-A fault is injected by swapping `skipcore.evaluate.units.unit_rows` in this process: the runner sends the function
-with the job, so the Ray workers run the swapped one (a closure travels by value)."""
+A fault is injected by swapping `skipcore.evaluate.sweep.units.unit_rows` in this process: the runner sends the
+function with the job, so the Ray workers run the swapped one (a closure travels by value)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import pytest
 
 from skipcore.commands import build_parser, main
 from skipcore.commands.sweep import config_from_args
-from skipcore.evaluate import GridIncomplete, RayExecutor, rows, units
-from skipcore.evaluate.runner import run_sweep
-from skipcore.evaluate.store import read_sweep
+from skipcore.evaluate.sweep import GridIncomplete, RayExecutor, rows, units
+from skipcore.evaluate.sweep.runner import run_sweep
+from skipcore.evaluate.sweep.store import read_sweep
 from skipcore.files import read_parquet
 from skipcore.traces import read_trace
 from tests.helpers import REPO, descendants, sweep_config
@@ -117,7 +117,7 @@ def test_a_private_instance_keeps_token_auth_and_starts_without_rays_warning():
     """Ray warns on every new local instance unless its auth mode is said; the instance skipcore starts says it:
     token, Ray's own default."""
     code = textwrap.dedent("""
-        from skipcore.evaluate.ray_executor import start_local_ray
+        from skipcore.evaluate.sweep.ray_executor import start_local_ray
         start_local_ray(num_cpus=1, object_store_mb=80)
         from ray._private.authentication.authentication_utils import is_token_auth_enabled
         import ray
@@ -231,7 +231,7 @@ def test_a_task_that_always_fails_is_named_in_one_line_and_the_rest_is_written(
 DRIVER = """
 import json, os, signal, sys
 from pathlib import Path
-from skipcore.evaluate import RayExecutor, SweepConfig, run_sweep
+from skipcore.evaluate.sweep import RayExecutor, SweepConfig, run_sweep
 
 kw = json.loads(sys.argv[1])
 kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
@@ -309,7 +309,7 @@ def test_an_interrupted_driver_cancels_its_tasks_and_keeps_its_rows(
 CLI = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job may start with it ignored
-from skipcore.evaluate import units
+from skipcore.evaluate.sweep import units
 real = units.unit_rows
 
 def slow(job, unit, engines, say=None):  # a unit never ends after its first row: only Ctrl-C stops the grid
@@ -356,7 +356,7 @@ def test_ctrl_c_on_the_command_line_stops_the_grid_and_keeps_written_rows(
 
 FAILING_CLI = """
 import sys
-from skipcore.evaluate import units
+from skipcore.evaluate.sweep import units
 
 def broken(job, unit, engines, say=None):
     print("a worker's own line")

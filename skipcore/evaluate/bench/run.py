@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from skipcore.evaluate.bench_plan import (
+from skipcore.evaluate.bench.plan import (
     ATTENTION_FLOAT32,
     FLOAT32_KINDS,
     SPECULATIVE_KINDS,
@@ -29,7 +29,7 @@ from skipcore.evaluate.bench_plan import (
     skip_schedule,
     weights_of,
 )
-from skipcore.evaluate.bench_results import each_once, format_table, results_header, write_results
+from skipcore.evaluate.bench.results import each_once, format_table, results_header, write_results
 from skipcore.files import file_digest
 from skipcore.models.dtype_choice import dtype_name
 
@@ -353,7 +353,7 @@ def run_plan(
 ) -> list[dict]:
     """Time every setting of `plan`, show each group's table and, after every group, rewrite `out` and its
     table (a stopped bench keeps what it measured). `extend`: the results of an earlier run this one adds to
-    (`bench_results.results_to_extend`), whose machine header and bandwidth it keeps."""
+    (`results.results_to_extend`), whose machine header and bandwidth it keeps."""
     if extend is None:
         # the roofline's denominator on either device: a decode step at small batch reads every weight once
         header = results_header(device, dtype, measure_bandwidth(device), measure_read_bandwidth(device))

@@ -1,6 +1,6 @@
 """A sweep's rows from a model already loaded: `setting_rows` evaluates settings one by one on an engine, in
-whichever process holds it (this one, or a worker of `skipcore.evaluate.ray_executor`); `sweep_rows` is the same
-with a callback (the dashboard's small sweeps). Neither writes a file: `skipcore.evaluate.runner` does.
+whichever process holds it (this one, or a worker of `skipcore.evaluate.sweep.ray_executor`); `sweep_rows` is the
+same with a callback (the dashboard's small sweeps). Neither writes a file: `skipcore.evaluate.sweep.runner` does.
 
 Every row says where it ran: the host, the device and its hardware (`skipcore.models.loading.hardware_name`), and
 the torch threads it had, because a wall-clock speedup means nothing without them and a grid may run on many
@@ -12,8 +12,8 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterator
 
-from skipcore.evaluate.grid import POLICY_GRID, check_settings
-from skipcore.evaluate.settings import ModelFacts, Setting, SweepConfig
+from skipcore.evaluate.sweep.grid import POLICY_GRID, check_settings
+from skipcore.evaluate.sweep.settings import ModelFacts, Setting, SweepConfig
 
 RowCallback = Callable[[Setting, dict, object], None]  # (setting, row, generation result) once a row is done
 

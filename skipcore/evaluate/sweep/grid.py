@@ -3,9 +3,9 @@ built into a policy object (with its schedule columns) and evaluated, so another
 another branch. `build_grid` lists a config's settings in run order.
 
 Every entry of the one decode loop is evaluated the same way: quality and theoretical costs from one generation
-over every example (`skipcore.evaluate.quality`), then the wall-clock speedups against full depth, paired and
+over every example (`skipcore.evaluate.sweep.quality`), then the wall-clock speedups against full depth, paired and
 repeated (`skipcore.measure.paired_timing`); with `repeats=0` nothing is timed and the timing columns are NaN.
-transformers' own generate() (`skipcore.evaluate.transformers_baseline`) is an entry of its own: not the loop, no
+transformers' own generate() (`skipcore.policies.assisted`) is an entry of its own: not the loop, no
 trace, timed end to end.
 """
 
@@ -15,7 +15,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError
-from skipcore.evaluate.settings import NAN, ModelFacts, Setting, SweepConfig
+from skipcore.evaluate.sweep.settings import NAN, ModelFacts, Setting, SweepConfig
 
 if TYPE_CHECKING:
     from skipcore.decode.step import DepthPolicy
@@ -107,7 +107,7 @@ class EngineGrid:
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         """Quality and theoretical costs from one generation over every example, then the wall-clock speedups
         against full depth, paired and repeated on the first `cfg.timing_limit` prompts (none with repeats 0)."""
-        from skipcore.evaluate.quality import evaluate_generation
+        from skipcore.evaluate.sweep.quality import evaluate_generation
         from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
 
         policy, columns = self.build(setting, engine.num_layers, cfg)
@@ -207,7 +207,7 @@ class FullDepthOutputs:
 
     @staticmethod
     def _key(examples, batch_size: int, max_new_tokens: int) -> tuple:
-        from skipcore.evaluate.quality import prompts_for
+        from skipcore.evaluate.sweep.quality import prompts_for
 
         return batch_size, max_new_tokens, tuple(prompts_for(examples))
 
@@ -216,7 +216,7 @@ class FullDepthOutputs:
 
     def share_equal(self, engine, examples, batch_size: int, max_new_tokens: int, texts: list[str]) -> float:
         """The share of `texts` equal to full depth's output for the same prompt at this batch size."""
-        from skipcore.evaluate.quality import prompts_for
+        from skipcore.evaluate.sweep.quality import prompts_for
 
         cache, key = self._for(engine), self._key(examples, batch_size, max_new_tokens)
         if key not in cache:
@@ -231,7 +231,7 @@ FULL_DEPTH = FullDepthOutputs()
 
 
 def _timed_prompts(examples, cfg: SweepConfig) -> list[str]:
-    from skipcore.evaluate.quality import prompts_for
+    from skipcore.evaluate.sweep.quality import prompts_for
 
     return prompts_for(examples[: cfg.timing_limit] if cfg.timing_limit else examples)
 
@@ -245,7 +245,7 @@ class TransformersGrid:
     policy = "transformers"
 
     def settings(self, cfg: SweepConfig, model: str, role: str, b: int) -> list[Setting]:
-        from skipcore.evaluate.transformers_baseline import AssistedGeneration
+        from skipcore.policies.assisted import AssistedGeneration
 
         if b != 1:
             return []
@@ -256,16 +256,16 @@ class TransformersGrid:
         ]
 
     def check(self, setting: Setting, model: ModelFacts, cfg: SweepConfig) -> None:
-        from skipcore.evaluate.transformers_baseline import check_assistant
+        from skipcore.policies.assisted import check_assistant
 
         check_assistant(
             model.family, model.num_layers, setting.value("assistant_exit"), setting.value("draft_tokens")
         )
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
-        from skipcore.evaluate.quality import prompts_for, score_outputs
-        from skipcore.evaluate.transformers_baseline import assisted_generate
+        from skipcore.evaluate.sweep.quality import prompts_for, score_outputs
         from skipcore.measure.paired_timing import measure_total_against_full
+        from skipcore.policies.assisted import assisted_generate
 
         def run(prompts):
             return assisted_generate(
@@ -305,7 +305,7 @@ def full_depth_flops(engine, examples, token_ids) -> float:
     import numpy as np
 
     import skipcore.measure.costs as costs
-    from skipcore.evaluate.quality import prompts_for
+    from skipcore.evaluate.sweep.quality import prompts_for
 
     shapes, L = engine.adapter.shapes, engine.num_layers
     total = 0.0

@@ -12,12 +12,12 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.errors import UserError
-from skipcore.evaluate import grid, rows, units
-from skipcore.evaluate.grid import POLICY_GRID, build_grid, policy_for
-from skipcore.evaluate.quality import quality_tables
-from skipcore.evaluate.runner import run_sweep
-from skipcore.evaluate.settings import NAN, Setting, resolve_lengths
-from skipcore.evaluate.store import SweepStore
+from skipcore.evaluate.sweep import grid, rows, units
+from skipcore.evaluate.sweep.grid import POLICY_GRID, build_grid, policy_for
+from skipcore.evaluate.sweep.quality import quality_tables
+from skipcore.evaluate.sweep.runner import run_sweep
+from skipcore.evaluate.sweep.settings import NAN, Setting, resolve_lengths
+from skipcore.evaluate.sweep.store import SweepStore
 from skipcore.measure.pareto import fronts
 from skipcore.plots.tradeoffs import tradeoff_chart
 from skipcore.traces import read_trace

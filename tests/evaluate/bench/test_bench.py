@@ -209,7 +209,7 @@ def test_a_half_precision_run_times_float32_speculative_beside_it(tmp_path, mode
     """bfloat16 speculative rows beside the same rows in float32 (what `--dtype auto` weighs for a lossless
     policy), each paired with bfloat16 full depth and marked with the dtype it ran in; only the run's own dtype
     is held to full depth's tokens (the summary's lossless target), and a float32 run has nothing to add."""
-    from skipcore.evaluate.bench_summary import target_lines
+    from skipcore.evaluate.bench.summary import target_lines
 
     folder = str(model_dirs["llama"])
     args = ["bench", "--models", folder, "--batch-sizes", "2", "--new-tokens", "6", "--prompt-len", "4"]
@@ -281,8 +281,8 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
     """Results are written after every setting: a bench stopped part way leaves a readable, marked-partial
     file and table, and stopped even between those two writes, a rerun with --overwrite still knows the table
     as its own."""
-    import skipcore.evaluate.bench as bench_lib
-    import skipcore.evaluate.bench_results as bench_results
+    import skipcore.evaluate.bench.results as bench_results
+    import skipcore.evaluate.bench.run as bench_lib
 
     out = tmp_path / "bench.json"
     args = ["bench", "--models", "opt-tiny", "--batch-sizes", "1,2,3", "--new-tokens", "8", "--targets", "2"]
@@ -330,7 +330,7 @@ def test_a_stopped_bench_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
 def test_the_summary_judges_each_target_on_the_rows_that_measure_it():
     """The GPU run's last lines: full depth over generate() is the generate() row's ratio turned round, a
     target is met only where every row measuring it meets it, and one no row measures says so."""
-    from skipcore.evaluate.bench_summary import summary_table, target_lines
+    from skipcore.evaluate.bench.summary import summary_table, target_lines
 
     def row(setting: str, **values) -> dict:
         return {"model": "llama-1b", "new_tokens": 512, "batch_size": 1, "setting": setting, **values}
@@ -369,7 +369,7 @@ def test_a_half_precision_run_times_float32_attention_beside_it(tmp_path, model_
     """`--settings attention-float32`: full depth and the speculative rows again with the attention in float32,
     each paired with the run's own full depth and marked with its attention dtype; the summary holds only the
     run's own attention to full depth's tokens, and a float32 run has nothing to add."""
-    from skipcore.evaluate.bench_summary import target_lines
+    from skipcore.evaluate.bench.summary import target_lines
 
     folder = str(model_dirs["llama"])
     args = ["bench", "--models", folder, "--batch-sizes", "2", "--new-tokens", "6", "--prompt-len", "4"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skipcore.errors import UserError
-from skipcore.evaluate.settings import check_config
+from skipcore.evaluate.sweep.settings import check_config
 from tests.helpers import refused, sweep_config
 
 

@@ -2,8 +2,9 @@
 `InProcessExecutor` (this process, units in grid order, each model loaded once: the loop the sweep always had).
 
 An executor only runs units and hands each finished row to the runner, which alone writes the results file
-(`skipcore.evaluate.runner`), so a rerun skips rows already there wherever they were made. The other executor is
-`skipcore.evaluate.ray_executor.RayExecutor` (tasks on a Ray cluster; Ray is imported only when it runs).
+(`skipcore.evaluate.sweep.runner`), so a rerun skips rows already there wherever they were made. The other
+executor is `skipcore.evaluate.sweep.ray_executor.RayExecutor` (tasks on a Ray cluster; Ray is imported only when
+it runs).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from skipcore.errors import UserError
-from skipcore.evaluate.rows import RowCallback
-from skipcore.evaluate.settings import Setting, SweepConfig
-from skipcore.evaluate.units import EngineCache, Say, SweepJob, WorkUnit
+from skipcore.evaluate.sweep.rows import RowCallback
+from skipcore.evaluate.sweep.settings import Setting, SweepConfig
+from skipcore.evaluate.sweep.units import EngineCache, Say, SweepJob, WorkUnit
 
 if TYPE_CHECKING:
     import pandas as pd

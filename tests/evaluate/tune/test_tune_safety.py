@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from skipcore.errors import UserError
-from skipcore.evaluate.executors import Failure, GridIncomplete
+from skipcore.evaluate.sweep.executors import Failure, GridIncomplete
+from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune import TuneSettings, check_settings, run_tune
 from skipcore.evaluate.tune.choice import outcome
 from skipcore.evaluate.tune.space import full_depth
 from skipcore.evaluate.tune.trials import Task
-from skipcore.evaluate.units import WorkUnit
 from tests.helpers import write_csv
 
 

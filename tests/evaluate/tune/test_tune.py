@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from skipcore.errors import UserError
-from skipcore.evaluate import RayExecutor
-from skipcore.evaluate.store import read_sweep
+from skipcore.evaluate.sweep import RayExecutor
+from skipcore.evaluate.sweep.store import read_sweep
 from skipcore.evaluate.tune import TuneSettings, check_settings, quality_at, run_tune, speedup_at
 from skipcore.evaluate.tune import folder as tune_folder
 from skipcore.evaluate.tune import study as tune_study

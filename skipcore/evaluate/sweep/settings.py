@@ -1,7 +1,7 @@
 """What a sweep is asked: the run-wide `SweepConfig` and its grid's cells (`Setting`), checked before any work.
 
 A setting's hash, with the run-wide parameters that change its numbers, is its row's identity in a results file,
-which is what lets a rerun resume (`skipcore.evaluate.store`). Lengths the config leaves out (max new tokens,
+which is what lets a rerun resume (`skipcore.evaluate.sweep.store`). Lengths the config leaves out (max new tokens,
 decay span, the horizon a target speedup is met over) come from the model's training settings.
 """
 

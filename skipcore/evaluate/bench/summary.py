@@ -142,7 +142,7 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
 
 def report(path: str | Path) -> str:
     """A results file's summary table and targets, under its machine line; one line where there is no file."""
-    from skipcore.evaluate.bench_results import machine_line
+    from skipcore.evaluate.bench.results import machine_line
 
     p = Path(path)
     if not p.is_file():
