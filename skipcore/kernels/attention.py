@@ -28,6 +28,7 @@ from contextlib import contextmanager
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from skipcore.errors import UserError
 from skipcore.kernels.attention_dtypes import ATTENTION_DTYPES  # declared without torch, for --help
@@ -286,9 +287,20 @@ def own_keys(
     return out, None
 
 
-AttentionInterface.register(NAME, grouped_decode_sdpa)
-AttentionInterface.register(NAME_AT_END, keys_from_end)
-AttentionInterface.register(NAME_OWN_KEYS, own_keys)
+VARIANTS = {
+    "buffer": (NAME, grouped_decode_sdpa),
+    "end": (NAME_AT_END, keys_from_end),
+    "ragged": (NAME_OWN_KEYS, own_keys),
+}
+
+
+def registered_name(keys: str) -> str:
+    """The name `transformers`' attention registry knows the variant for `keys` by, registered on first use (not
+    when this module is imported: importing skipcore changes nothing in `transformers`)."""
+    name, function = VARIANTS[keys]
+    if name not in ALL_ATTENTION_FUNCTIONS:
+        AttentionInterface.register(name, function)
+    return name
 
 
 @contextmanager
@@ -304,7 +316,7 @@ def grouped_decode_attention(config, keys: str = "buffer") -> Iterator[None]:
     if config._attn_implementation != "sdpa":
         yield
         return
-    config._attn_implementation = {"buffer": NAME, "end": NAME_AT_END, "ragged": NAME_OWN_KEYS}[keys]
+    config._attn_implementation = registered_name(keys)
     try:
         yield
     finally:

@@ -206,7 +206,8 @@ def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, mo
         return spy
 
     mapping = attention.AttentionInterface._global_mapping
-    for name in (attention.NAME, attention.NAME_AT_END):  # a static buffer's steps, a dynamic cache's
+    # a static buffer's steps, a dynamic cache's (registered when a pass first needs them: made sure of here)
+    for name in map(attention.registered_name, ("buffer", "end")):
         monkeypatch.setitem(mapping, name, spying_on(mapping[name]))
     sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
     for static in (False, True):
