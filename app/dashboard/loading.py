@@ -95,11 +95,13 @@ def _load_engine(ref: ModelRef, stamp: float, name: str, dtype: str):
     from transformers.utils import logging as hf_logging
 
     from skipcore import SkipEngine, load_model
-    from skipcore.models.dtype_choice import DASHBOARD
+    from skipcore.models.dtype_choice import Promise
+    from skipcore.models.loading import model_dtype
 
     hf_logging.disable_progress_bar()  # the page shows its own status; keep the server log clean
-    model, tokenizer = load_model(ref, device="auto", dtype=dtype, exact=DASHBOARD)
-    return SkipEngine(model, tokenizer, model_name=name)
+    choice = model_dtype(ref, "auto", dtype, Promise.PAGES)
+    model, tokenizer = load_model(ref, device="auto", dtype=choice.name)
+    return SkipEngine(model, tokenizer, model_name=name, dtype_choice=choice)
 
 
 def get_engine(choice: ModelChoice):

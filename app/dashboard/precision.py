@@ -20,7 +20,8 @@ from app.dashboard.address import KEEP
 from app.dashboard.loading import model_shapes
 from app.dashboard.models import DTYPE_KEY, ModelChoice
 from app.dashboard.provenance import setting
-from skipcore.models.dtype_choice import DASHBOARD, DtypeChoice, choose_dtype
+from skipcore.kernels.precision import DtypeChoice
+from skipcore.models.dtype_choice import Promise, choose_dtype
 from skipcore.models.loading import DTYPES, resolve_device, resolve_dtype
 
 AUTO = "auto"
@@ -31,7 +32,7 @@ OPTIONS = (AUTO, "float32", "bfloat16")
 def resolved(choice: ModelChoice) -> DtypeChoice:
     """The dtype the chosen precision runs in here, and why (the model is not read: a dashboard's `auto` keeps
     float32 on a CPU, bfloat16 on CUDA, whatever the model)."""
-    return resolve_dtype(choice.dtype, resolve_device("auto"), None, DASHBOARD)
+    return resolve_dtype(choice.dtype, resolve_device("auto"), None, Promise.PAGES)
 
 
 def model_setting(choice: ModelChoice) -> tuple[str, Any]:

@@ -96,17 +96,18 @@ def same_as_full(results: dict) -> tuple[int, int] | None:
 
 def precision_caveat(result) -> str | None:
     """Where speculative's run cannot keep full depth's tokens bit for bit (half precision on a GPU; float16 in a
-    one-row batch on a CPU), what the command line says about it (`skipcore.models.dtype_choice.one_row_caveat`),
+    one-row batch on a CPU), what the command line says about it (`skipcore.models.dtype_choice.lossless_caveat`),
     naming the sidebar's picker as the way to float32."""
     import torch
 
-    from skipcore.models.dtype_choice import one_row_caveat
+    from skipcore.kernels.precision import DtypeChoice
+    from skipcore.models.dtype_choice import lossless_caveat
     from skipcore.models.loading import DTYPES
 
     meta = result.metadata
-    dtype, device = DTYPES[meta["dtype"]], torch.device(meta["device"])
+    ran = DtypeChoice(DTYPES[meta["dtype"]], torch.device(meta["device"]).type, meta["dtype_reason"])
     count, size = len(result.texts), int(meta["batch_size"])
-    return one_row_caveat(dtype, device, True, count, size, exact_mode="float32 (Precision)")
+    return lossless_caveat(ran, count, size, exact_mode="float32 (Precision)")
 
 
 def show_lossless(stored: CompareResult) -> None:

@@ -83,7 +83,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from skipcore.errors import UserError
     from skipcore.evaluate.bench.results import own_table, results_to_extend
     from skipcore.evaluate.bench.run import run_plan
-    from skipcore.models.dtype_choice import dtype_name
+    from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
 
     device = resolve_device(args.device)

@@ -94,23 +94,24 @@ def engine_prompts_policy(args: argparse.Namespace):
     in the command line's words) before the first batch."""
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
-    from skipcore.models.dtype_choice import LOSSLESS, one_row_caveat
-    from skipcore.models.loading import load_model
+    from skipcore.models.dtype_choice import Promise, lossless_caveat
+    from skipcore.models.loading import load_model, model_dtype
 
     lossless = getattr(args.policy_classes[args.policy], "lossless", False)
-    exact = LOSSLESS if lossless else None
-    model, tokenizer = load_model(
-        args.model, args.device, args.dtype, args.attn, args.trust_remote_code, exact
-    )
-    args.dtype_note = f"dtype: {model.dtype_choice.name} ({model.dtype_choice.reason})"
+    promise = Promise.TOKENS if lossless else None
+    choice = model_dtype(args.model, args.device, args.dtype, promise, args.trust_remote_code)
+    model, tokenizer = load_model(args.model, args.device, choice.name, args.attn, args.trust_remote_code)
+    args.dtype_note = f"dtype: {choice.name} ({choice.reason})"
     args.sent = prompts_for_model(args.model, tokenizer, read_prompts(args), args.raw_prompt)
     # the layer lens replays in the model's dtype: only generate takes --attention-dtype
     attention = getattr(args, "attention_dtype", None)
-    engine = SkipEngine(model, tokenizer, model_name=args.model, attention_dtype=attention)
+    engine = SkipEngine(
+        model, tokenizer, model_name=args.model, attention_dtype=attention, dtype_choice=choice
+    )
     if engine.kv_dtype != engine.dtype:
         args.dtype_note += "; attention: float32 (asked: not generate()'s arithmetic)"
     request = check_generation_request(engine, args.sent.prompts, args)
-    caveat = one_row_caveat(engine.dtype, engine.device, lossless, len(args.sent.prompts), request.batch_size)
+    caveat = lossless_caveat(choice, len(args.sent.prompts), request.batch_size) if lossless else None
     args.dtype_note += f"\nnote: {caveat}" if caveat else ""
     policy = policy_from_args(args, engine.num_layers, args.max_new_tokens, args.speedup_over)
     return engine, args.sent.prompts, policy

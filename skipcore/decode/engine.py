@@ -42,6 +42,7 @@ from skipcore.decode.timing import StepTimer
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
 from skipcore.kernels.attention import attention_dtype_for
+from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
 from skipcore.schedule import Schedule
 from skipcore.traces.schema import run_metadata
@@ -59,19 +60,26 @@ class SkipEngine:
         model_name: str = "",
         static: bool | None = None,
         attention_dtype: str | torch.dtype | None = None,
+        dtype_choice: DtypeChoice | None = None,
     ) -> None:
         """`static`: fixed-shape decode steps (CUDA graphs on a GPU); default on for CUDA, off on the CPU.
         `attention_dtype`: "float32" keeps a half-precision model's KV cache and decode attention in float32 on a
         CPU (faster there, not `generate()`'s bits: `skipcore.kernels.attention.attention_dtype_for`); None or
-        "model": the model's dtype."""
+        "model": the model's dtype. `dtype_choice`: the dtype the model was loaded in and why
+        (`skipcore.models.loading.model_dtype`), recorded in every run's metadata; None: the model's own, "as
+        given"."""
         self.model = model
         self.tokenizer = tokenizer
         self.adapter: Adapter = adapter_for(model)
         self.model_name = model_name or getattr(model.config, "_name_or_path", "")
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
-        choice = getattr(model, "dtype_choice", None)  # set by `load_model`: which dtype and why
-        self.dtype_reason = choice.reason if choice is not None and choice.dtype == self.dtype else "as given"
+        self.dtype_choice = dtype_choice or DtypeChoice.as_given(self.dtype, self.device.type)
+        if (self.dtype_choice.dtype, self.dtype_choice.device) != (self.dtype, self.device.type):
+            raise ValueError(
+                f"dtype_choice says {self.dtype_choice.name} on {self.dtype_choice.device}; the model is in "
+                f"{dtype_name(self.dtype)} on {self.device.type}"
+            )
         self.kv_dtype = attention_dtype_for(model, attention_dtype)  # the KV cache's and the attention's
         eos = model.generation_config.eos_token_id
         if eos is None:
@@ -139,7 +147,7 @@ class SkipEngine:
     def runs_on(self) -> tuple[str, str]:
         """(device type, dtype name), 'cpu', 'bfloat16': where this engine runs, as a policy's defaults by device
         (`Param.start`) take it."""
-        return self.device.type, str(self.dtype).removeprefix("torch.")
+        return self.device.type, self.dtype_choice.name
 
     def check_request(
         self,
@@ -216,8 +224,8 @@ class SkipEngine:
             batch_size=size,
             device=str(self.device),
             dtype=self.runs_on[1],
-            dtype_reason=self.dtype_reason,
-            attention_dtype=str(self.kv_dtype).removeprefix("torch."),
+            dtype_reason=self.dtype_choice.reason,
+            attention_dtype=dtype_name(self.kv_dtype),
             seed=request.sampling.seed,
             sampling=request.sampling.to_dict(),
             max_new_tokens=T,

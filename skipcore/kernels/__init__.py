@@ -4,6 +4,8 @@ by device and dtype, each giving the bits `generate()` gives (or saying where it
 - attention.py: decode attention over grouped KV heads read in place, a sliding layer's window from the end, a
   ragged pass's queries each over its own keys, and the alignment an accelerator's kernel needs
 - attention_dtypes.py: the dtypes the decode attention runs in, as the command line names them (no torch)
+- precision.py: the dtype a model runs in as a typed value (`DtypeChoice`: the dtype, the reason, and what its
+  passes keep of full depth's bits, `Exactness`), given to the engine and kept in every run's metadata
 - packed_linear.py: bfloat16 linears on the CPU with oneDNN-prepacked weights, the same outputs bit for bit
 - head_product.py: the LM head's product on the CPU over vocabulary blocks, the same logits bit for bit
 - llama_layer.py: a stock Llama-family layer's forward on the CPU without its module calls, the same bits

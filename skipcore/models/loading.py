@@ -20,8 +20,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Pretra
 
 from skipcore.adapters import ADAPTERS, check_supported
 from skipcore.errors import ModelError, UserError, is_failure
+from skipcore.kernels.precision import DtypeChoice
 from skipcore.models.catalog import REAL_MODELS
-from skipcore.models.dtype_choice import DtypeChoice, choose_dtype
+from skipcore.models.dtype_choice import Promise, asked_dtype, choose_dtype
 from skipcore.models.gguf_header import config_dict, read_header
 from skipcore.models.lora import merged
 from skipcore.models.reference import ModelRef, resolve_model
@@ -54,15 +55,35 @@ def resolve_device(device: str = "auto") -> torch.device:
 
 
 def resolve_dtype(
-    dtype: str, device: torch.device, config: PretrainedConfig | None = None, exact: str | None = None
+    dtype: str,
+    device: torch.device,
+    config: PretrainedConfig | None = None,
+    promise: Promise | None = None,
 ) -> DtypeChoice:
     """The dtype a model runs in and why: one asked for by name, or `auto`'s choice for this device and a model
-    of `config` (`skipcore.models.dtype_choice`; `exact`: why the run keeps float32 on a CPU, if it must)."""
+    of `config` in a run that promises `promise` (`skipcore.models.dtype_choice.choose_dtype`)."""
     check_dtype(dtype)
     if dtype == "auto":
         shapes = ADAPTERS[config.model_type].shapes_from_config(config) if config is not None else None
-        return choose_dtype(device, shapes, exact)
-    return DtypeChoice(DTYPES[dtype], f"{dtype}: asked for")
+        return choose_dtype(device, shapes, promise)
+    return asked_dtype(DTYPES[dtype], device)
+
+
+def model_dtype(
+    model: str | os.PathLike | ModelRef,
+    device: str = "auto",
+    dtype: str = "auto",
+    promise: Promise | None = None,
+    trust_remote_code: bool = False,
+) -> DtypeChoice:
+    """The dtype `model` runs in on `device` and why (`resolve_dtype`; its config read for `auto` only), each
+    refusal the one `load_model` would give. A run decides once, loads the model in it (`load_model(model, device,
+    choice.name)`) and gives the engine the choice (`SkipEngine(..., dtype_choice=choice)`), which its runs
+    record."""
+    dev = resolve_device(device)
+    check_dtype(dtype)
+    config = load_config(model, trust_remote_code) if dtype == "auto" else None
+    return resolve_dtype(dtype, dev, config, promise)
 
 
 def check_dtype(dtype: str) -> None:
@@ -134,22 +155,17 @@ def load_model(
     dtype: str = "auto",
     attn_implementation: str = "sdpa",
     trust_remote_code: bool = False,
-    exact: str | None = None,
 ) -> tuple[PreTrainedModel, object]:
     """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set). `model` is a name
-    (`skipcore.models.reference`) or what `resolve_model` made of one; `exact`: why `dtype="auto"` must keep
-    float32 on a CPU for this run (`skipcore.models.dtype_choice`). The model's `dtype_choice` says which dtype it
-    runs in and why."""
+    (`skipcore.models.reference`) or what `resolve_model` made of one; `dtype` a name or `auto`, for a run that
+    promises nothing (one that does decides first: `model_dtype`)."""
     dev = resolve_device(device)
     check_dtype(dtype)
     ref = model if isinstance(model, ModelRef) else resolve_model(model)
     config = load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
-    choice = resolve_dtype(dtype, dev, config, exact)
+    dt = resolve_dtype(dtype, dev, config).dtype
     if ref.base is not None:
-        net, tokenizer = _load_adapter(ref, dev, choice.dtype, attn_implementation, trust_remote_code)
-        net.dtype_choice = choice
-        return net, tokenizer
-    dt = choice.dtype
+        return _load_adapter(ref, dev, dt, attn_implementation, trust_remote_code)
     folder = ref.convert()
     source, kw = ref.weights()
     if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
@@ -186,9 +202,7 @@ def load_model(
         net.config._name_or_path = (
             ref.name
         )  # what traces and summaries name: the short name, not a cache path
-    net = net.to(dev).eval()
-    net.dtype_choice = choice
-    return net, tokenizer
+    return net.to(dev).eval(), tokenizer
 
 
 def _load_adapter(

@@ -22,7 +22,7 @@ def test_the_picker_keeps_float32_under_auto_and_says_why(model_dir):
     at = open_app()
     assert_clean(at)
     assert precision(at).options == ["auto", "float32", "bfloat16"] and precision(at).value == "auto"
-    assert f"Runs in float32 (auto: float32, {dtype_choice.DASHBOARD})" in said(at)
+    assert f"Runs in float32 (auto: float32, {dtype_choice.Promise.PAGES.value})" in said(at)
     assert "bfloat16 is faster here" not in said(at)  # a CPU without native bfloat16, or a model this small
 
 

@@ -21,8 +21,8 @@ import torch
 
 from skipcore.errors import UserError
 from skipcore.files import atomic_write, file_digest
+from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
-from skipcore.models.dtype_choice import dtype_name
 
 
 def gpu_driver() -> str | None:

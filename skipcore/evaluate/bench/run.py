@@ -31,7 +31,7 @@ from skipcore.evaluate.bench.plan import (
 )
 from skipcore.evaluate.bench.results import each_once, format_table, results_header, write_results
 from skipcore.files import file_digest
-from skipcore.models.dtype_choice import dtype_name
+from skipcore.kernels.precision import dtype_name
 
 
 def bench_network(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:

@@ -30,7 +30,7 @@ def where_it_ran(engine) -> dict:
     """The row's provenance: model, host, device, dtype, hardware and the torch threads of this process."""
     import torch  # here, as the model code: a sweep's flags are built without them (--help)
 
-    from skipcore.models.dtype_choice import dtype_name
+    from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import hardware_name
 
     return {

@@ -88,8 +88,8 @@ class EngineCache:
 
     def get(self, job: SweepJob, model: str, say: Say | None = None) -> SkipEngine:
         from skipcore.decode.engine import SkipEngine
-        from skipcore.models.dtype_choice import RECORD
-        from skipcore.models.loading import load_model
+        from skipcore.models.dtype_choice import Promise
+        from skipcore.models.loading import load_model, model_dtype
 
         key, cfg = self._key(job, model), job.cfg
         if self.key != key:
@@ -97,10 +97,12 @@ class EngineCache:
             name = _model_name(job.refs[model])
             if say is not None:
                 say(f"loading {name}")
-            net, tokenizer = load_model(
-                job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.trust_remote_code, RECORD
+            ref = job.refs[model]
+            choice = model_dtype(ref, cfg.device, cfg.dtype, Promise.RECORDS, cfg.trust_remote_code)
+            net, tokenizer = load_model(ref, cfg.device, choice.name, cfg.attn, cfg.trust_remote_code)
+            engine = SkipEngine(
+                net, tokenizer, model_name=name, attention_dtype=cfg.attention_dtype, dtype_choice=choice
             )
-            engine = SkipEngine(net, tokenizer, model_name=name, attention_dtype=cfg.attention_dtype)
             self.key, self.engine = key, engine
         return self.engine
 
