@@ -211,7 +211,7 @@ class RayExecutor:
             return "local"
         import ray
 
-        package = Path(__file__).resolve().parents[1]  # this skipcore, shipped to the workers
+        package = Path(__file__).resolve().parents[2]  # this skipcore, shipped to the workers
         code = {"py_modules": [str(package)], "excludes": ["__pycache__"]}
         try:
             ray.init(address=address, runtime_env=code, **RAY_LOGS)
