@@ -1,7 +1,8 @@
 """`python -m skipcore ...`: generate, lens, train, sweep, tune, bench, data and models.
 
 Everything that parses flags lives in this package; the library (`skipcore`) never imports it. Each
-subcommand's module registers itself with `add_parser(subparsers)`; this module only parses (a bad flag is one
+subcommand's module registers itself with `add_parser(subparsers)`, its run as `func(args, given)` (the flags
+parsed, and the options the command line typed: `given_options`); this module only parses (a bad flag is one
 line), dispatches and turns a user's mistake (UserError) into one clear line and a non-zero exit, never a
 traceback; output whose reader has gone (`skipcore models | head -3`) ends the command quietly, as Unix tools end.
 
@@ -44,33 +45,44 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}\n")
 
 
-def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The options the command line set itself (their `dest` names), not left at their defaults: what a resumed
-    run may take from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is
-    parsed again with every default suppressed (abbreviations and `--flag=value` resolve as they did)."""
-    parsers, saved = _all_parsers(parser), []
-    for p in parsers:
-        saved.append((p, dict(p._defaults), [(a, a.default) for a in p._actions]))
-        p._defaults.clear()
-        for a in p._actions:
-            a.default = argparse.SUPPRESS
-    try:
-        given = set(vars(parser.parse_args(argv)))
-    finally:
-        for p, defaults, actions in saved:
-            p._defaults.update(defaults)
-            for a, default in actions:
-                a.default = default
-    return given
+class GivenOnlyParser(OneLineParser):
+    """The same command line built with no defaults at all, neither its options' nor its parsers' own
+    (`set_defaults`): what it parses from an argv is only what that argv gave (`given_options`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.built = False  # argparse's own groups, made while it starts, take options through add_argument
+        super().__init__(*args, **{**kwargs, "argument_default": argparse.SUPPRESS})
+        self.built = True
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        kwargs.pop("default", None)
+        return super().add_argument(*args, **kwargs)
+
+    def add_argument_group(self, *args, **kwargs):
+        group = super().add_argument_group(*args, **kwargs)
+        return _WithoutDefaults(group) if self.built else group
+
+    def set_defaults(self, **kwargs) -> None:
+        """Nothing: a parser's own defaults are not given either."""
 
 
-def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    found = [parser]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                found += _all_parsers(sub)
-    return found
+class _WithoutDefaults:
+    """An argument group of a `GivenOnlyParser`: its options take no default (the parser's SUPPRESS applies)."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        kwargs.pop("default", None)
+        return self.group.add_argument(*args, **kwargs)
+
+
+def given_options(argv: Sequence[str]) -> frozenset[str]:
+    """The options an argv sets itself (their `dest` names), not left at their defaults: what a resumed run may take
+    from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is parsed again
+    by the same command line built with no defaults (`GivenOnlyParser`), where abbreviations and `--flag=value`
+    resolve as they did. `argv` is one the command line has parsed already."""
+    return frozenset(vars(build_parser(_asked_command(argv), GivenOnlyParser).parse_args(argv)))
 
 
 class _Subcommands:
@@ -84,11 +96,14 @@ class _Subcommands:
 
 
 # -- entry point --------------------------------------------------------------------------------------------
-def build_parser(built: Collection[str] = tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
+def build_parser(
+    built: Collection[str] = tuple(SUBCOMMANDS), parser_class: type[OneLineParser] = OneLineParser
+) -> argparse.ArgumentParser:
     """The command line, with the full parsers of the commands in `built` (their modules imported) and a bare
-    entry, enough for the top-level `--help`, for the others."""
-    parser = OneLineParser(prog="python -m skipcore", description=__doc__.splitlines()[0])
-    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser))
+    entry, enough for the top-level `--help`, for the others; `parser_class` builds every parser
+    (`GivenOnlyParser`: the same one without defaults)."""
+    parser = parser_class(prog="python -m skipcore", description=__doc__.splitlines()[0])
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, parser_class=parser_class))
     for name in SUBCOMMANDS:
         if name in built:
             importlib.import_module(f"{__name__}.{name}").add_parser(sub)
@@ -135,14 +150,14 @@ def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(_asked_command(argv))
     args = parser.parse_args(argv)
-    args.given = given_options(parser, argv)  # what the user typed, not left at a default
+    given = given_options(argv)  # what the user typed, not left at a default
     from transformers.utils import logging as hf_logging  # after parsing: `--help` never imports transformers
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     plain_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning(warnings.formatwarning)
     try:
-        return args.func(args)
+        return args.func(args, given)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

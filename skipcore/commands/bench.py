@@ -76,7 +76,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_bench)
 
 
-def run_bench(args: argparse.Namespace) -> int:
+def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     import torch  # here, not at the top: `bench --help` stays instant
 
     import skipcore.evaluate.bench.plan as plans

@@ -89,7 +89,11 @@ def add_attention_dtype_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_schedule_args(p: argparse.ArgumentParser) -> None:
+def add_schedule_args(
+    p: argparse.ArgumentParser,
+    decay_span_default: str = "the span a skipcore-trained model was trained with, else max-new-tokens - 2",
+) -> None:
+    """A schedule's flags; `decay_span_default` says what --decay-span defaults to (training's differs)."""
     from skipcore.schedule import MODES, SHAPES
 
     g = p.add_argument_group("schedule")
@@ -108,12 +112,7 @@ def add_schedule_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--warmup-layers", type=int, default=1, help="skip mode: lowest layers always run (default: 1)"
     )
-    g.add_argument(
-        "--decay-span",
-        type=int,
-        help="steps from max to min (default: the span a skipcore-trained model was trained with, else "
-        "max-new-tokens - 2)",
-    )
+    g.add_argument("--decay-span", type=int, help=f"steps from max to min (default: {decay_span_default})")
     g.add_argument("--alpha", type=finite, default=0.9, help="power shape: n(s) = floor(max * alpha^(s-1))")
     g.add_argument("--stages", type=int, default=4, help="step shape: number of plateaus (default: 4)")
     g.add_argument("--budgets", help="custom shape: comma-separated non-increasing budgets for s = 1, 2, ...")

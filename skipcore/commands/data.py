@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     """Write the corpus; refuses (UserError), before any work, to overwrite existing files unless ``--force``, to
     write through a link that leads out of --out, and a corpus larger than `MAX_MRS`; shows progress on stderr."""
     from tqdm.auto import tqdm

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 
 from skipcore.commands.common import (
     add_attention_dtype_arg,
@@ -13,13 +14,35 @@ from skipcore.commands.common import (
     add_prompt_args,
     add_schedule_args,
     add_threads_arg,
+    apply_threads,
     finite,
     path_text,
 )
-from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
+from skipcore.commands.decode_settings import DecodeSettings
+from skipcore.commands.decoding import add_policy_args, decode_setup, with_model_defaults
 from skipcore.errors import UserError
 from skipcore.files import check_output_path
 from skipcore.models.chat import empty_output_warning
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerateSettings(DecodeSettings):
+    """generate's settings: the decode's, and its own (--attention-dtype, sampling, timing, the trace)."""
+
+    attention_dtype: str
+    do_sample: bool
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    timing_repeats: int
+    trace: str | None
+
+    def sampling(self):
+        """How tokens are chosen (`skipcore.decode.sampling.Sampling`, which refuses a value out of range)."""
+        from skipcore.decode.sampling import Sampling
+
+        return Sampling(self.do_sample, self.temperature, self.top_k, self.top_p, self.seed)
 
 
 # -- generate -----------------------------------------------------------------------------------------------
@@ -83,37 +106,40 @@ def summary_line(label: str, s: dict) -> str:
     )
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    from skipcore.decode.sampling import Sampling
+def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
+    """Generate as the flags say (read once, `GenerateSettings`): texts on stdout, the summary on stderr."""
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
-    apply_generation_defaults(args)
-    if args.timing_repeats < 0:
-        raise UserError(f"--timing-repeats must be >= 0, got {args.timing_repeats}")
-    trace_path = check_output_path(args.trace, args.overwrite, (*FORMATS, *ZIPPED_FORMATS))
+    settings, schedule_note = with_model_defaults(GenerateSettings.from_args(args))
+    apply_threads(settings.threads)
+    if settings.timing_repeats < 0:
+        raise UserError(f"--timing-repeats must be >= 0, got {settings.timing_repeats}")
+    trace_path = check_output_path(settings.trace, settings.overwrite, (*FORMATS, *ZIPPED_FORMATS))
     if trace_path is not None:
-        check_trace_path(trace_path, args.overwrite)  # and a sidecar of that name that is not ours
-    engine, prompts, asked = engine_prompts_policy(args)
-    policy = engine.placed(asked, args.max_new_tokens)  # the device's draft length where none was given
-    sampling = Sampling(args.do_sample, args.temperature, args.top_k, args.top_p, args.seed)
-    result = engine.generate(prompts, policy, args.max_new_tokens, sampling, args.batch_size)
+        check_trace_path(trace_path, settings.overwrite)  # and a sidecar of that name that is not ours
+    setup = decode_setup(settings, settings.attention_dtype)
+    engine, prompts, asked = setup.engine, setup.prompts, setup.policy
+    policy = engine.placed(asked, settings.max_new_tokens)  # the device's draft length where none was given
+    result = engine.generate(
+        prompts, policy, settings.max_new_tokens, settings.sampling(), settings.batch_size
+    )
     for text in result.texts:
         print(text.replace("\n", " ").strip())
     if trace_path is not None:
-        write_trace(result.trace, trace_path, result.metadata, overwrite=args.overwrite)
+        write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
     notes = (
         []
-        if args.quiet
-        else [args.dtype_note, args.schedule_note, args.sent.note, draft_note(asked, policy, engine)]
+        if settings.quiet
+        else [setup.dtype_note, schedule_note, setup.sent.note, draft_note(asked, policy, engine)]
     )
-    for line in [*notes, empty_output_warning(result.texts, args.sent)]:
+    for line in [*notes, empty_output_warning(result.texts, setup.sent)]:
         if line:
             print(line, file=sys.stderr)
-    if not args.quiet:
+    if not settings.quiet:
         line = summary_line(policy.label(), result.summary)
         print(line + (f", trace {trace_path}" if trace_path else ""), file=sys.stderr)
-    if args.timing_repeats:
-        print(timing_line(engine, prompts, policy, args, result.summary), file=sys.stderr)
+    if settings.timing_repeats:
+        print(timing_line(engine, prompts, policy, settings, result.summary), file=sys.stderr)
     return 0
 
 
@@ -128,13 +154,13 @@ def draft_note(asked, placed, engine) -> str | None:
     return f"note: speculative drafts {k} token{'s' * (k != 1)} a round ({said}; --draft-tokens to choose)"
 
 
-def timing_line(engine, prompts: list[str], policy, args: argparse.Namespace, summary: dict) -> str:
+def timing_line(engine, prompts: list[str], policy, settings: GenerateSettings, summary: dict) -> str:
     """Paired, repeated timing against full depth (skipcore.measure.paired_timing), said with its interval and flag."""
     from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
     from skipcore.measure.summary import interval_text
 
     m = measure_against_full(
-        engine, prompts, policy, args.max_new_tokens, args.batch_size, args.timing_repeats
+        engine, prompts, policy, settings.max_new_tokens, settings.batch_size, settings.timing_repeats
     )
     decoded = math.isfinite(m["wall_speedup_decode"])  # one new token is the prefill alone: no decode step
     flag = decoded and plausibility_flag(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 from skipcore.commands.common import (
     add_length_args,
@@ -11,11 +12,24 @@ from skipcore.commands.common import (
     add_prompt_args,
     add_schedule_args,
     add_threads_arg,
+    apply_threads,
     path_text,
 )
-from skipcore.commands.decoding import add_policy_args, apply_generation_defaults, engine_prompts_policy
+from skipcore.commands.decode_settings import DecodeSettings
+from skipcore.commands.decoding import add_policy_args, decode_setup, with_model_defaults
 from skipcore.errors import UserError
 from skipcore.files import check_output_path
+
+
+@dataclass(frozen=True, kw_only=True)
+class LensSettings(DecodeSettings):
+    """The lens's settings: the decode's, and its own (the path fed full depth's output, the agreement, the top
+    tokens kept per read-out, the table)."""
+
+    teacher_forced: bool
+    agreement: bool
+    top_k: int
+    out: str | None
 
 
 def add_parser(sub) -> None:
@@ -61,32 +75,38 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_lens)
 
 
-def run_lens(args: argparse.Namespace) -> int:
+def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
+    """The layer lens as the flags say (read once, `LensSettings`): its summary on stdout, the table in --out."""
     from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
     from skipcore.lens.files import check_lens_path
     from skipcore.traces.files import FORMATS
 
-    if args.top_k < 1:
-        raise UserError(f"--top-k must be >= 1, got {args.top_k}")
-    apply_generation_defaults(args)
-    out_path = check_output_path(args.out, args.overwrite, FORMATS)
+    settings = LensSettings.from_args(args)
+    if settings.top_k < 1:
+        raise UserError(f"--top-k must be >= 1, got {settings.top_k}")
+    settings, _ = with_model_defaults(settings)  # a fall-back to full depth is said by generate, not here
+    apply_threads(settings.threads)
+    out_path = check_output_path(settings.out, settings.overwrite, FORMATS)
     if out_path is not None:
-        check_lens_path(out_path, args.overwrite)  # and a sidecar of that name that is not ours
-    engine, prompts, policy = engine_prompts_policy(args)
+        check_lens_path(out_path, settings.overwrite)  # and a sidecar of that name that is not ours
+    setup = decode_setup(settings)
+    engine, prompts, policy = setup.engine, setup.prompts, setup.policy
     full_depth = policy.describe().get("mode") == "full"
-    common = dict(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, top_k=args.top_k)
+    common = dict(
+        max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size, top_k=settings.top_k
+    )
     agreement = None
-    if not full_depth and (args.agreement or args.teacher_forced):
+    if not full_depth and (settings.agreement or settings.teacher_forced):
         cmp = compare_with_full_depth(engine, prompts, policy, **common)
-        agreement = cmp.agreement if args.agreement else None
-        result = cmp.path if args.teacher_forced else layer_lens(engine, prompts, policy, **common)
+        agreement = cmp.agreement if settings.agreement else None
+        result = cmp.path if settings.teacher_forced else layer_lens(engine, prompts, policy, **common)
         if agreement is not None:
             result.metadata["agreement"] = agreement.to_dict()
     else:
         result = layer_lens(engine, prompts, policy, **common)
     if out_path is not None:
-        write_lens(result.table, out_path, result.metadata, overwrite=args.overwrite)
-    if args.quiet:
+        write_lens(result.table, out_path, result.metadata, overwrite=settings.overwrite)
+    if settings.quiet:
         return 0
     tokens = result.metadata["lens"]["tokens"]
     print(

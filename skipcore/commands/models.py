@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.models.catalog import REAL_MODELS, every_model
     from skipcore.models.reference import resolve_model
 

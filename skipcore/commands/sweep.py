@@ -222,7 +222,7 @@ def report_failure(failure) -> None:
     print(f"error: {failure.line()}", file=sys.stderr, flush=True)
 
 
-def run_cli(args: argparse.Namespace) -> int:
+def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     t0 = time.perf_counter()
     try:
         cfg = config_from_args(args)

@@ -124,11 +124,8 @@ def add_parser(sub) -> None:
     data.add_argument("--eval-limit", type=int, default=200, help="dev sources to score (default: 200)")
     data.add_argument("--eval-every", type=int, default=0, help="dev loss every N steps (default: 0, off)")
 
-    add_schedule_args(p)
+    add_schedule_args(p, decay_span_default="the median target length in tokens, as the paper")
     p.set_defaults(schedule=None)  # no schedule flag: full-depth training
-    for action in p._actions:  # training's span default differs from generation's
-        if "--decay-span" in action.option_strings:
-            action.help = "steps from max to min (default: the median target length in tokens, as the paper)"
     el = p.add_argument_group("elastic skip-aware training")
     el.add_argument("--elastic", metavar="LOW:HIGH", help="draw a target speedup per batch, e.g. 1.0:5.0")
     el.add_argument(
@@ -204,14 +201,14 @@ def add_parser(sub) -> None:
 
 
 # -- the command --------------------------------------------------------------------------------------------
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     """Train as the flags say; a resume takes every flag not typed now from the run it continues (and refuses a
     typed one that may not change). A refusal names the flag of each setting it is about."""
     from skipcore.training.train import train
 
     settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
     try:
-        train(settings, given=getattr(args, "given", None))
+        train(settings, given=given)
     except UserError as e:
         raise UserError(e.said_as(FLAGS), field=e.fields) from e
     return 0

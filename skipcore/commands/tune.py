@@ -1,5 +1,6 @@
 """`python -m skipcore tune`: flags (each declared with its setting in `TuneSettings`) -> `run_tune`, its lines."""
 
+import argparse
 import sys
 from dataclasses import fields
 from functools import partial
@@ -23,12 +24,12 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_cli)
 
 
-def run_cli(args) -> int:
+def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.evaluate.tune import run_tune  # the search's code (torch, Optuna): not for --help
 
-    given = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in args.given}
+    typed = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in given}
     try:
-        result = run_tune(TuneSettings(**given), executor_from_args(args), partial(print, file=sys.stderr))
+        result = run_tune(TuneSettings(**typed), executor_from_args(args), partial(print, file=sys.stderr))
     except UserError as e:  # a setting said by its flag
         raise UserError(e.said_as(flag_names()), field=e.fields) from e
     print(result.text())

@@ -67,7 +67,8 @@ def test_the_declaration_names_the_knob_everywhere():
 
 
 def test_a_new_knob_is_a_generate_flag_with_its_checks():
-    from skipcore.commands.decoding import policy_from_args
+    from skipcore.commands.decode_settings import DepthSettings
+    from skipcore.commands.decoding import policy_of
 
     p = parser_with(WITH_NEW)
     assert (
@@ -75,10 +76,10 @@ def test_a_new_knob_is_a_generate_flag_with_its_checks():
         and "--patient-patience" not in parser_with(POLICY_CLASSES).format_help()
     )
     argv = ["--policy", "patient", "--schedule", "linear", "--target-speedup", "2", "--patient-patience", "3"]
-    policy = policy_from_args(p.parse_args(argv), 12, 10, 10)
+    policy = policy_of(DepthSettings.from_args(p.parse_args(argv)), 12, 10, 10)
     assert isinstance(policy, PatientAdaptive) and policy.patience == 3 and policy.min_layers >= 1
     with pytest.raises(UserError, match="--patient-patience must be >= 1, got 0"):
-        policy_from_args(p.parse_args([*argv, "--patient-patience", "0"]), 12, 10, 10)
+        policy_of(DepthSettings.from_args(p.parse_args([*argv, "--patient-patience", "0"])), 12, 10, 10)
 
 
 def test_a_new_knob_is_a_sweep_axis_and_a_column(model_dirs, tmp_path, monkeypatch):

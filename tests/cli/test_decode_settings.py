@@ -1,0 +1,104 @@
+"""generate's and the lens's flags read once into typed settings (`DecodeSettings`), a run that works from them and
+writes nothing into the parsed flags, and the options a user typed known through argparse's public API alone."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+
+import pytest
+
+from skipcore.commands import GivenOnlyParser, build_parser, given_options
+from skipcore.commands.decode_settings import DecodeSettings, DepthSettings
+from skipcore.commands.generate import GenerateSettings
+from skipcore.commands.lens import LensSettings
+from skipcore.policies import SpeculativePolicy
+from tests.helpers import REPO
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    return build_parser((argv[0],)).parse_args(list(argv))
+
+
+def test_generate_reads_its_flags_into_typed_settings():
+    args = parsed(
+        "generate", "--prompt", "a", "--prompt", "b", "--policy", "speculative", "--draft-tokens", "3",
+        "--schedule", "linear", "--target-speedup", "2.5", "--dtype", "bfloat16", "--do-sample", "--seed", "7",
+    )  # fmt: skip
+    s = GenerateSettings.from_args(args)
+    assert isinstance(s, DecodeSettings) and isinstance(s.depth, DepthSettings)
+    assert s.prompt == ("a", "b") and s.dtype == "bfloat16" and s.max_new_tokens is None
+    assert (s.depth.schedule, s.depth.target_speedup, s.depth.policy) == ("linear", 2.5, "speculative")
+    assert s.depth.policy_class is SpeculativePolicy and s.depth.lossless
+    assert s.depth.policy_params["draft_tokens"] == 3
+    assert s.sampling().do_sample and s.sampling().seed == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.max_new_tokens = 4  # type: ignore[misc]
+
+
+def test_the_lens_reads_its_own_top_k():
+    """--top-k is the lens's read-outs there, a sampling cut in generate: each command's settings say which."""
+    lens = LensSettings.from_args(parsed("lens", "--top-k", "3", "--no-agreement"))
+    assert (lens.top_k, lens.agreement, lens.prompt) == (3, False, ())
+    assert GenerateSettings.from_args(parsed("generate")).top_k == 0
+
+
+def test_the_settings_have_no_defaults_of_their_own():
+    """The flags' defaults are the only ones: a settings object is always read from the flags."""
+    for cls in (DepthSettings, DecodeSettings, GenerateSettings, LensSettings):
+        assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(cls)), cls
+
+
+@pytest.mark.parametrize("command", ["generate", "lens"])
+def test_a_run_writes_nothing_into_the_parsed_flags(model_dirs, capsys, command):
+    argv = [
+        command,
+        "--model",
+        str(model_dirs["opt"]),
+        "--prompt",
+        "MR: name[Aromi]",
+        "--max-new-tokens",
+        "3",
+    ]
+    args = parsed(*argv, "--threads", "1", "--policy", "speculative" if command == "generate" else "static")
+    before = dict(vars(args))
+    assert args.func(args, given_options(argv)) == 0
+    assert vars(args) == before
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("argv", "given"),
+    [
+        (["generate"], {"command"}),
+        (["generate", "--max-new", "3", "--temperature=1.0"], {"command", "max_new_tokens", "temperature"}),
+        (["generate", "--prompt", "a", "--prompt", "b", "--do-sample"], {"command", "prompt", "do_sample"}),
+        (["lens", "--no-agreement", "--top-k", "5"], {"command", "agreement", "top_k"}),  # 5 is its default
+        (["train", "--out", "x", "--lr", "5e-4"], {"command", "out", "lr"}),
+        (["tune", "--out", "x", "--trials", "3"], {"command", "out", "trials"}),
+    ],
+)
+def test_given_options_are_what_argv_typed(argv, given):
+    """A value typed equal to its default is given all the same; abbreviations and --flag=value resolve as
+    argparse resolves them."""
+    assert given_options(argv) == given
+
+
+def test_the_given_only_parser_is_the_same_command_line_with_no_defaults():
+    plain, bare = build_parser(("generate",)), build_parser(("generate",), GivenOnlyParser)
+    assert vars(bare.parse_args(["generate", "--quiet"])) == {"command": "generate", "quiet": True}
+    assert plain.parse_args(["generate"]).max_new_tokens is None and plain.parse_args(["generate"]).top_k == 0
+    with pytest.raises(SystemExit):  # the same choices and types
+        bare.parse_args(["generate", "--dtype", "float64"])
+
+
+def test_the_command_line_touches_no_argparse_internals():
+    """`given_options` knows the typed options through argparse's public API: nothing in skipcore/commands reads or
+    rewrites a parser's private defaults or actions, nor sets an action's default after the fact."""
+    for path in sorted((REPO / "skipcore" / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in ("_defaults", "_actions", "_option_string_actions"), path.name
+                if isinstance(node.ctx, ast.Store):
+                    assert node.attr != "default", path.name
