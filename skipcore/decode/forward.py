@@ -10,23 +10,21 @@ unchanged: the same computation the loop does incrementally, done all at once wi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.masks import attention_mask
-from skipcore.kernels.attention import grouped_decode_attention
 from skipcore.schedule import check_nested
 
 
-def step_attention(adapter: Adapter, cache: SkipKVCache) -> AbstractContextManager:
-    """The attention a one-column step runs under: a static buffer's every column (the unwritten ones masked), or
-    a dynamic cache's keys up to its last column (`grouped_decode_attention`). Full depth's step, CALM's exit step
-    and the lens's replay all attend through it, so a step's bits do not depend on which of them runs it, and
-    each reads a float32 cache (`--attention-dtype float32`) as the others do."""
-    return grouped_decode_attention(adapter.config, "buffer" if cache.static else "end")
+def step_attention(adapter: Adapter, cache: SkipKVCache) -> dict:
+    """The layer argument naming the attention a one-column step runs: over a static buffer's every column (the
+    unwritten ones masked), or a dynamic cache's keys up to its last column (`Adapter.attention_for`). Full
+    depth's step, CALM's exit step and the lens's replay all attend through it, so a step's bits do not depend on
+    which of them runs it, and each reads a float32 cache (`--attention-dtype float32`) as the others do."""
+    return adapter.attention_for("buffer" if cache.static else "end")
 
 
 def forward_step(
@@ -45,10 +43,9 @@ def forward_step(
     h = adapter.embed(input_ids, positions)
     # in the attention's dtype (the cache's), made once a step rather than cast in every layer
     mask = attention_mask(key_mask, input_ids.shape[1], cache.dtype)
-    kw = adapter.layer_kwargs(positions, h.dtype)
-    with step_attention(adapter, cache):
-        for i in layers:
-            h = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
+    kw = {**adapter.layer_kwargs(positions, h.dtype), **step_attention(adapter, cache)}
+    for i in layers:
+        h = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
     return adapter.head(h[:, -1])
 
 

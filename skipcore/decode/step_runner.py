@@ -22,7 +22,7 @@ from skipcore.decode.masks import column_mask
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.static_step import StaticDecoder
 from skipcore.decode.step import StepOutput
-from skipcore.kernels.attention import QueryGroups, grouped_decode_attention
+from skipcore.kernels.attention import QueryGroups
 
 
 class EngineStepRunner:
@@ -105,10 +105,10 @@ class EngineColumnPass:
     def run(self, hidden: torch.Tensor, layers: Sequence[int], exact: bool = True) -> torch.Tensor:
         a = self.adapter
         # exact: each query over its own keys (`own_keys`); else one call over the widest row's columns, masked
-        attention = grouped_decode_attention(a.config, "ragged" if exact else "buffer")
-        with attention, self.cache.writing_at(self.columns, self.width), self._products():
+        kwargs = {**self.kwargs, **a.attention_for("ragged" if exact else "buffer")}
+        with self.cache.writing_at(self.columns, self.width), self._products():
             for i in layers:
-                hidden = a.run_layer(i, hidden, self.mask, self.cache, self.kwargs)
+                hidden = a.run_layer(i, hidden, self.mask, self.cache, kwargs)
         return hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -22,23 +22,16 @@ keys `generate()` does, so the two agree bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 
 from skipcore.errors import UserError
 from skipcore.kernels.attention_dtypes import ATTENTION_DTYPES  # declared without torch, for --help
 
 HALF = (torch.bfloat16, torch.float16)
-
-NAME = "skipcore_grouped_sdpa"
-# the same where the query is the last column of the keys (a dynamic cache's decode step)
-NAME_AT_END = "skipcore_grouped_sdpa_at_end"
-NAME_OWN_KEYS = "skipcore_own_keys_sdpa"  # a ragged multi-column pass, each query over its own keys
 
 
 # CUDA's fused attention kernels load their inputs in 16-byte vectors: cuDNN's (the first choice for half precision
@@ -62,7 +55,7 @@ def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dty
         raise UserError(
             "float32 attention is a CPU option: on a GPU half-precision attention is the fast kernel"
         )
-    if model.config._attn_implementation != "sdpa":
+    if not uses_sdpa(model.config):
         raise UserError(
             f"float32 attention needs SDPA attention (--attn sdpa); this model runs "
             f"{model.config._attn_implementation!r}"
@@ -287,37 +280,53 @@ def own_keys(
     return out, None
 
 
-VARIANTS = {
-    "buffer": (NAME, grouped_decode_sdpa),
-    "end": (NAME_AT_END, keys_from_end),
-    "ragged": (NAME_OWN_KEYS, own_keys),
-}
+PASSES = {"buffer": grouped_decode_sdpa, "end": keys_from_end, "ragged": own_keys}
+# the attention implementation a model attends through once an engine adopts it (`adopt`)
+DISPATCH = "skipcore_sdpa"
+PASS_ATTENTION = "skipcore_attention"  # the layer argument a pass hands its attention function in
 
 
-def registered_name(keys: str) -> str:
-    """The name `transformers`' attention registry knows the variant for `keys` by, registered on first use (not
-    when this module is imported: importing skipcore changes nothing in `transformers`)."""
-    name, function = VARIANTS[keys]
-    if name not in ALL_ATTENTION_FUNCTIONS:
-        AttentionInterface.register(name, function)
-    return name
+def dispatch(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    skipcore_attention=None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`transformers`' SDPA attention (`sdpa_attention_forward`), or the function our pass handed its layers
+    (`pass_attention`): an adopted model's one attention implementation. A layer's keyword arguments reach its
+    attention function unchanged, so each of our passes says which attention it runs by an argument, and nothing
+    shared changes per pass; `generate()` and training pass none and get SDPA's own computation."""
+    return (skipcore_attention or sdpa_attention_forward)(module, query, key, value, attention_mask, **kwargs)
 
 
-@contextmanager
-def grouped_decode_attention(config, keys: str = "buffer") -> Iterator[None]:
-    """Route a model's SDPA attention through our decode attention for our own forward passes only. `keys` says
-    what the cache hands each layer: "buffer", a static buffer (every column, the unwritten ones masked), or a
-    ragged pass whose bits nothing keeps (a draft's upper layers: every row reads to the widest row's column,
-    masked, in one call); "end", a dynamic cache's step, its query the last column, so a sliding layer reads its
-    window alone (`keys_from_end`); "ragged", a multi-column pass over rows at their own columns (`own_keys`).
+def uses_sdpa(config) -> bool:
+    """Whether a model attends through SDPA: loaded so ("sdpa"), or adopted onto `dispatch`."""
+    return config._attn_implementation in ("sdpa", DISPATCH)
 
-    The model's config is restored on exit, so `generate()` and training see the model exactly as loaded.
-    """
-    if config._attn_implementation != "sdpa":
-        yield
-        return
-    config._attn_implementation = registered_name(keys)
-    try:
-        yield
-    finally:
-        config._attn_implementation = "sdpa"
+
+def adopt(model: torch.nn.Module) -> bool:
+    """Put an SDPA model on `dispatch`, once, when an engine takes it: `transformers`' own switch
+    (`set_attn_implementation`), `dispatch` registered as an attention and its masks as SDPA's (`sdpa_mask`), so
+    `generate()` and training compute exactly what they computed before (same masks, same kernel calls). Whether
+    the model attends through `dispatch` (False: eager attention, or a model that cannot switch, keeps its own)."""
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model's own
+    if not isinstance(model, PreTrainedModel) or not uses_sdpa(model.config):
+        return False
+    if model.config._attn_implementation != DISPATCH:
+        if DISPATCH not in ALL_ATTENTION_FUNCTIONS:
+            AttentionInterface.register(DISPATCH, dispatch)
+            AttentionMaskInterface.register(DISPATCH, sdpa_mask)
+        model.set_attn_implementation(DISPATCH)
+    return model.config._attn_implementation == DISPATCH
+
+
+def pass_attention(keys: str) -> dict:
+    """The layer argument that runs our decode attention for one pass. `keys` says what the cache hands each
+    layer: "buffer", a static buffer (every column, the unwritten ones masked), or a ragged pass whose bits nothing
+    keeps (a draft's upper layers: every row reads to the widest row's column, masked, in one call); "end", a
+    dynamic cache's step, its query the last column, so a sliding layer reads its window alone (`keys_from_end`);
+    "ragged", a multi-column pass over rows at their own columns (`own_keys`)."""
+    return {PASS_ATTENTION: PASSES[keys]}

@@ -3,8 +3,8 @@ transformers' own forward runs it, op for op, without its module calls.
 
 A decode step at batch 1 reads each weight once with one row, so whatever is not a product is time the step
 pays in full. The layer's ops here are transformers' own, in its order: its norms' and activation's forwards, the
-family's rotary function, the attention function the config names (the engine's decode attention inside its
-passes) with the arguments the attention module passes it, the residual sums as the layer writes them. So the
+family's rotary function, the attention function the pass hands it (the engine's decode attention), else the one
+the config names with the arguments the attention module passes it, the residual sums as the layer writes them. So the
 bits are the module's; what goes is a dozen module calls per layer and, where the weights are prepacked
 (`PackedLinears`), a forward closure per linear: a unit (Q/K/V, gate/up) is one call that returns its members'
 outputs.
@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from skipcore.kernels.attention import PASS_ATTENTION
 from skipcore.kernels.packed_linear import PackedLinears
 
 # the stock decoder layers, by family prefix, with where their attention module finds its sliding window:
@@ -124,7 +125,10 @@ class DecodeLayer:
         q, k = self.rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(attn.config._attn_implementation, self.eager)
+        # the attention the pass handed its layers (`attention.pass_attention`), else the one the config names
+        attention = kwargs.get(PASS_ATTENTION) or ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn.config._attn_implementation, self.eager
+        )
         o, _ = attention(
             attn,
             q,

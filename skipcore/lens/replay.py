@@ -106,24 +106,23 @@ def replay(
             keys = key_mask[:, : P + s]
             h = adapter.embed(step_ids, positions)
             mask = attention_mask(keys, step_ids.shape[1], h.dtype)
-            kw = adapter.layer_kwargs(positions, h.dtype)
+            kw = {**adapter.layer_kwargs(positions, h.dtype), **step_attention(adapter, cache)}
             state = h[:, -1]
             logits, cos = [], torch.full((B, L), float("nan"), device=dev)
             readout = adapter.head(state)  # the embedding's read-out, for layers below the first that runs
             run = set(writes[s])
-            with step_attention(adapter, cache):
-                for i in range(L):
-                    if i in run:
-                        o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
-                        ran = own[:, s, i]
-                        h = o if bool(ran.all()) else torch.where(ran[:, None, None], o, h)
-                        new = h[:, -1]
-                        c = torch.nn.functional.cosine_similarity(state.float(), new.float(), dim=-1)
-                        cos[:, i] = torch.where(ran, c, float("nan"))
-                        if bool(ran.any()):
-                            readout = adapter.head(new)
-                        state = new
-                    logits.append(readout)
+            for i in range(L):
+                if i in run:
+                    o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
+                    ran = own[:, s, i]
+                    h = o if bool(ran.all()) else torch.where(ran[:, None, None], o, h)
+                    new = h[:, -1]
+                    c = torch.nn.functional.cosine_similarity(state.float(), new.float(), dim=-1)
+                    cos[:, i] = torch.where(ran, c, float("nan"))
+                    if bool(ran.any()):
+                        readout = adapter.head(new)
+                    state = new
+                logits.append(readout)
             ids, probs, p, lp, kl, ent = _stats(logits, tokens[:, s], k)
             for name, value in zip(cols, (ids, probs, p, lp, kl, ent, cos), strict=True):
                 cols[name].append(value.cpu())

@@ -131,7 +131,6 @@ def bench_config(shape: str) -> PretrainedConfig:
 def bench_model(shape: str, dtype: torch.dtype = torch.float32, device: str = "cpu", attn: str = "sdpa"):
     """A randomly initialised model shaped like a public checkpoint, built in memory (no download)."""
     config = bench_config(shape)
-    config._attn_implementation = attn
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)

@@ -229,36 +229,36 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
     B = ids.shape[0]
     h = adapter.embed(ids, positions)
     mask = attention_mask(run.key_mask, 1, cache.dtype)  # in the attention's dtype, as full depth's step
-    kw = adapter.layer_kwargs(positions, h.dtype)
+    # the attention full depth's step runs
+    kw = {**adapter.layer_kwargs(positions, h.dtype), **step_attention(adapter, cache)}
     active = live.clone()
     logits: torch.Tensor | None = None
     exit_layer = torch.zeros(B, dtype=torch.long, device=ids.device)
     checks = torch.zeros(B, dtype=torch.long, device=ids.device)
     conf = torch.full((B,), float("nan"), device=ids.device)
     ran = 0
-    with step_attention(adapter, cache):  # the attention full depth's step runs
-        for i in range(L):
-            every = bool(active.all())
-            if not every and not bool(active.any()):
-                break
-            out = adapter.run_layer(i, h, mask, cache, kw)
-            h = out if every else torch.where(active[:, None, None], out, h)  # exited rows stay frozen
-            ran = i + 1
-            if ran < policy.min_layers and ran < L:
-                continue
-            rows = torch.arange(B, device=ids.device) if every else active.nonzero().squeeze(1)
-            lg = (adapter.head(h[:, -1]) if every else adapter.head(h[rows, -1])).float()
-            c = confidence(lg, policy.measure)
-            if ran < L:
-                checks[rows] += 1
-                go = c >= policy.threshold
-            else:
-                go = torch.ones_like(c, dtype=torch.bool)
-            if logits is None:
-                logits = lg.new_zeros(B, lg.shape[-1])
-            sel = rows[go]
-            logits[sel], conf[sel], exit_layer[sel] = lg[go], c[go], ran
-            active[sel] = False
+    for i in range(L):
+        every = bool(active.all())
+        if not every and not bool(active.any()):
+            break
+        out = adapter.run_layer(i, h, mask, cache, kw)
+        h = out if every else torch.where(active[:, None, None], out, h)  # exited rows stay frozen
+        ran = i + 1
+        if ran < policy.min_layers and ran < L:
+            continue
+        rows = torch.arange(B, device=ids.device) if every else active.nonzero().squeeze(1)
+        lg = (adapter.head(h[:, -1]) if every else adapter.head(h[rows, -1])).float()
+        c = confidence(lg, policy.measure)
+        if ran < L:
+            checks[rows] += 1
+            go = c >= policy.threshold
+        else:
+            go = torch.ones_like(c, dtype=torch.bool)
+        if logits is None:
+            logits = lg.new_zeros(B, lg.shape[-1])
+        sel = rows[go]
+        logits[sel], conf[sel], exit_layer[sel] = lg[go], c[go], ran
+        active[sel] = False
     for i in range(ran, L):  # layers the batch never reached still get every row's K/V
         propagate_kv(adapter, i, h, mask, cache, kw)
     exit_layer[~live] = ran  # rows that already ended are recorded at the batch's depth

@@ -191,7 +191,7 @@ def test_float32_attention_of_a_bfloat16_pass_gives_each_query_its_step_s_bits(c
             assert torch.allclose(ours[r, j].double(), exact, rtol=2**-8, atol=1e-6), (r, j)
 
 
-def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, monkeypatch):
+def test_engine_attends_through_it_for_grouped_heads_without_changing_the_config(model_dirs, monkeypatch):
     model, tok = load_model(
         str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
     )
@@ -200,27 +200,43 @@ def test_engine_uses_it_for_grouped_heads_and_restores_the_config(model_dirs, mo
 
     def spying_on(original):
         def spy(module, query, *args, **kwargs):
-            calls.append(query.shape[2])
+            # each pass names its attention by an argument: the config says the adopted dispatch throughout
+            calls.append((query.shape[2], module.config._attn_implementation))
             return original(module, query, *args, **kwargs)
 
         return spy
 
-    mapping = attention.AttentionInterface._global_mapping
-    # a static buffer's steps, a dynamic cache's (registered when a pass first needs them: made sure of here)
-    for name in map(attention.registered_name, ("buffer", "end")):
-        monkeypatch.setitem(mapping, name, spying_on(mapping[name]))
+    for keys in ("buffer", "end"):  # a static buffer's steps, a dynamic cache's
+        monkeypatch.setitem(attention.PASSES, keys, spying_on(attention.PASSES[keys]))
     sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
     for static in (False, True):
         calls.clear()
         SkipEngine(model, tok, static=static).generate(PROMPTS, sched, max_new_tokens=5)
-        assert 1 in calls and max(calls) > 1  # decode steps and the prefill both pass through it
-        assert model.config._attn_implementation == "sdpa"
+        columns = [c for c, _ in calls]
+        assert 1 in columns and max(columns) > 1  # decode steps and the prefill both pass through it
+        assert {name for _, name in calls} == {attention.DISPATCH}
+        assert model.config._attn_implementation == attention.DISPATCH
 
 
-@pytest.mark.parametrize("impl", ["eager", "sdpa"])
-def test_config_is_restored_even_on_error(model_dirs, impl):
-    model, _ = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation=impl)
-    with pytest.raises(RuntimeError), attention.grouped_decode_attention(model.config):
-        assert model.config._attn_implementation == (attention.NAME if impl == "sdpa" else "eager")
-        raise RuntimeError("boom")
-    assert model.config._attn_implementation == impl
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", ["llama", "opt", "gpt2", "gemma3"])
+def test_adopting_a_model_leaves_generate_its_bits(model_dirs, family, dtype):
+    """An engine puts an SDPA model on skipcore's dispatch once; generate() on it then computes exactly what it
+    computed as loaded (the same scores at every step), and an eager model is left as it is."""
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype=dtype, attn_implementation="sdpa")
+    tok.padding_side = "left"
+    batch = tok(PROMPTS, return_tensors="pt", padding=True)
+
+    def scores():
+        out = model.generate(
+            **batch, max_new_tokens=6, do_sample=False, output_scores=True, return_dict_in_generate=True
+        )
+        return out.sequences, out.scores
+
+    before = scores()
+    assert attention.adopt(model) and model.config._attn_implementation == attention.DISPATCH
+    after = scores()
+    assert torch.equal(before[0], after[0])
+    assert all(torch.equal(a, b) for a, b in zip(before[1], after[1], strict=True))
+    eager, _ = load_model(str(model_dirs[family]), device="cpu", dtype=dtype, attn_implementation="eager")
+    assert not attention.adopt(eager) and eager.config._attn_implementation == "eager"

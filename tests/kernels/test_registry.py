@@ -1,5 +1,5 @@
-"""Importing skipcore changes nothing in `transformers`: the decode attention's variants enter its attention
-registry when an engine pass first needs them, not as a side effect of an import."""
+"""Importing skipcore changes nothing in `transformers`: skipcore's attention dispatch enters its registries when
+an engine first takes a model, and a pass changes nothing shared (it names its attention by a layer argument)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,20 @@ def test_importing_skipcore_registers_no_attention():
     assert done.stdout.strip() == "[]"
 
 
-def test_a_pass_registers_the_variant_it_runs_and_restores_the_config():
+def test_an_engine_registers_its_dispatch_once_and_a_pass_changes_nothing_shared(model_dirs):
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+    from skipcore.decode.engine import SkipEngine
     from skipcore.kernels import attention
+    from skipcore.models.loading import load_model
+    from skipcore.schedule import Schedule
+    from tests.helpers import PROMPTS
 
-    config = type("Config", (), {"_attn_implementation": "sdpa"})()
-    with attention.grouped_decode_attention(config, "ragged"):
-        assert config._attn_implementation == attention.NAME_OWN_KEYS
-        assert ALL_ATTENTION_FUNCTIONS[attention.NAME_OWN_KEYS] is attention.own_keys
-    assert config._attn_implementation == "sdpa"
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    engine = SkipEngine(model, tok)
+    assert ALL_ATTENTION_FUNCTIONS[attention.DISPATCH] is attention.dispatch
+    assert ALL_MASK_ATTENTION_FUNCTIONS[attention.DISPATCH] is sdpa_mask
+    registry, config = dict(ALL_ATTENTION_FUNCTIONS), model.config.to_dict()
+    engine.generate(PROMPTS, Schedule(6, "linear", "skip", max_layers=6, min_layers=2), max_new_tokens=4)
+    assert dict(ALL_ATTENTION_FUNCTIONS) == registry and model.config.to_dict() == config
