@@ -571,7 +571,7 @@ def test_cli_writes_corpus_and_refuses_to_overwrite(
     out = tmp_path / "corpus"
     argv = ["data", "--out", str(out), "--seed", "4", "--train", "12", "--dev", "3", "--test", "2"]
     args = _parse(argv)
-    assert args.func(args) == 0
+    assert args.func(args, frozenset()) == 0  # a command's run(args, the options given): none said here
     assert sorted(p.name for p in out.iterdir()) == sorted(CORPUS_FILES)
     assert [len(load_e2e_csv(out / f"{s}.csv")) for s in ("train", "dev", "test")] == [12, 3, 2]
     assert "--seed 4" in (out / "README.md").read_text(encoding="utf-8")
@@ -579,12 +579,13 @@ def test_cli_writes_corpus_and_refuses_to_overwrite(
     before = (out / "train.csv").read_bytes()
 
     with pytest.raises(UserError, match="--force") as info:
-        args.func(_parse(argv))
+        args = _parse(argv)
+        args.func(args, frozenset())
     assert "\n" not in str(info.value)
     assert (out / "train.csv").read_bytes() == before
 
     args = _parse([*argv, "--force"])
-    assert args.func(args) == 0
+    assert args.func(args, frozenset()) == 0
     assert (out / "train.csv").read_bytes() == before  # same seed, same bytes
 
 
