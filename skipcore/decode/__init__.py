@@ -6,11 +6,11 @@ batch driver over a call's prompts), `checks` (what a call is checked for, once,
 step contract every policy implements: `StepState`, `StepOutput`, `StepRunner`, `DepthPolicy`),
 `static_policy` (`StaticPolicy`, SkipDecode's schedule, and `as_policy`), `step_runner` (what a policy calls
 to run layers: one shared set, or new columns at each row's own position), `forward` (the cached one-step
-forward the runner and the static decoder call, and the uncached per-column forward of training and the
-tests), `cursor` (each row's place in the loop, its key mask and positions), `collect` (each step's record,
-and a finished batch's per-token tables), `cache` (a KV cache that allocates per layer only what will be
-written), `masks` (padded-batch attention masks), `static_step` (fixed-shape steps, one CUDA graph per layer set), `timing` (per-step times without a host
-sync), `sampling` (token choice), `outputs` (what decoding returns), `trace_rows` (a batch as trace rows).
+forward the runner and the static decoder call, the uncached per-column forward of training and the tests, and
+the masks both attend with), `cursor` (each row's place in the loop, its key mask and positions), `collect` (each
+step's record and time, and a finished batch's per-token tables), `cache` (a KV cache that allocates per layer
+only what will be written), `static_step` (fixed-shape steps, one CUDA graph per layer set), `sampling` (token
+choice), `outputs` (what decoding returns), `trace_rows` (a batch as trace rows).
 
 The attention and products a pass computes with are `skipcore.kernels`', below this package.
 

@@ -1,6 +1,6 @@
 """A finished batch as tables on the CPU (`BatchOutput`): one column per token, and what each step recorded
 (`StepRecord`: its layer set, each row's own pass, the K/V it kept, the policy's signals) given to the tokens
-that step made.
+that step made, and each step's time (`StepTimer`).
 
 Under speculative decoding a step (a round) makes several tokens per row; `RowCursor.finish` says which round
 made each token, and every per-step table is gathered through it.
@@ -8,6 +8,7 @@ made each token, and every per-step table is gathered through it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -18,7 +19,34 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.cursor import RowCursor
 from skipcore.decode.outputs import BatchOutput
 from skipcore.decode.step import StepOutput
-from skipcore.decode.timing import StepTimer
+
+
+class StepTimer:
+    """Per-step wall-clock times that do not stall the GPU: on CUDA each step end is an event recorded on the
+    stream, so the host queues the next steps while the GPU runs, and the times are read once, after the last
+    step (synchronising every step to read a host clock would put a round trip into every step, which is what
+    skipping layers has to beat)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list = []
+        self.mark()
+
+    def mark(self) -> None:
+        """End of a step (and start of the next)."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def step_ms(self) -> list[float]:
+        """Milliseconds of each step marked so far."""
+        if self.cuda:
+            self.marks[-1].synchronize()
+            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
 
 
 @dataclass(frozen=True)

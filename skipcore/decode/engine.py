@@ -30,7 +30,7 @@ import torch
 from skipcore.adapters import Adapter, adapter_for, max_positions
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
-from skipcore.decode.collect import StepRecord, collect_batch
+from skipcore.decode.collect import StepRecord, StepTimer, collect_batch
 from skipcore.decode.cursor import RowCursor
 from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, GenerationResult
 from skipcore.decode.sampling import Sampling, TokenPicker
@@ -38,7 +38,6 @@ from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.static_step import StaticDecoder
 from skipcore.decode.step import DepthPolicy, StepState
 from skipcore.decode.step_runner import EngineStepRunner
-from skipcore.decode.timing import StepTimer
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
 from skipcore.kernels.attention import attention_dtype_for

@@ -17,8 +17,7 @@ import torch
 from skipcore.adapters import Adapter
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.cursor import RowCursor
-from skipcore.decode.forward import forward_step
-from skipcore.decode.masks import column_mask
+from skipcore.decode.forward import column_mask, forward_step
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.static_step import StaticDecoder
 from skipcore.decode.step import StepOutput

@@ -17,8 +17,7 @@ import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.forward import step_attention
-from skipcore.decode.masks import attention_mask
+from skipcore.decode.forward import attention_mask, step_attention
 from skipcore.decode.outputs import BatchOutput
 
 

@@ -220,8 +220,7 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
     """Run layers until every live row is confident (or all L ran); exited rows ride along frozen."""
     import torch
 
-    from skipcore.decode.forward import step_attention
-    from skipcore.decode.masks import attention_mask
+    from skipcore.decode.forward import attention_mask, step_attention
 
     adapter, cache = run.adapter, run.cache
     ids, positions = run.input_ids, run.positions

@@ -82,7 +82,7 @@ def ragged_pass(columns: list[int], q_len: int, seed: int, cache_dtype: torch.dt
     """A ragged pass's attention inputs: rows at `columns` (a pad column first), q_len bfloat16 queries each over
     6 query heads in 2 KV groups, K and V in the cache's dtype (bfloat16 values, converted exactly) and the
     pass's mask in it. Returns (key_mask, mask, q, k, v, groups, head_dim)."""
-    from skipcore.decode.masks import column_mask
+    from skipcore.decode.forward import column_mask
 
     g = torch.Generator().manual_seed(seed)
     B, kv_heads, groups, D = len(columns), 2, 3, 64
@@ -151,7 +151,7 @@ def test_float32_attention_of_a_bfloat16_pass_gives_each_query_its_step_s_bits(c
     """`attention_dtype="float32"`: a bfloat16 query over a float32 cache. In a ragged pass every query gets, bit
     for bit, what a one-column step at its position computes (`keys_from_end`, as full depth's step calls it),
     and that is the float32 attention of the same values rounded once: within a bfloat16 rounding of float64."""
-    from skipcore.decode.masks import column_mask
+    from skipcore.decode.forward import column_mask
 
     key_mask, mask, q, k, v, groups, D = ragged_pass(columns, q_len, seed, torch.float32)
     B, width, module = len(columns), max(columns) + q_len, Module(groups)

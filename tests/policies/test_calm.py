@@ -9,7 +9,7 @@ import torch
 
 from skipcore.adapters import positions_from_mask
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.masks import attention_mask
+from skipcore.decode.forward import attention_mask
 from skipcore.errors import UserError
 from skipcore.policies import CalmPolicy
 from skipcore.policies.calm import confidence
