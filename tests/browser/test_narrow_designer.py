@@ -19,6 +19,24 @@ def _boxes_meet(a: dict, b: dict) -> bool:
     )
 
 
+def _settled_boxes(tab) -> list[dict | None]:
+    """The panel titles' boxes once two reads in a row agree: Plotly draws the figure again while the column
+    settles, replacing its text elements, so a box read across a redraw is of an element no longer there."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    last = None
+    for _ in range(20):
+        try:
+            boxes = [tab.locator("svg text", has_text=t).first.bounding_box(timeout=2000) for t in TITLES]
+        except PlaywrightError:  # detached by a redraw between finding and measuring it
+            boxes = None
+        if boxes is not None and all(boxes) and boxes == last:
+            return boxes
+        last = boxes
+        tab.wait_for_timeout(250)
+    return last or [None, None]
+
+
 def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browser, server):  # noqa: F811
     context = browser.new_context(viewport=NARROW)
     try:
@@ -34,9 +52,7 @@ def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browse
         assert metrics.count() == 4
         cut = tab.locator('[data-testid="stMetric"] *').evaluate_all(CUT)
         assert not cut, f"cut short: {cut}"
-        titles = [tab.locator("svg text", has_text=t).first for t in TITLES]
-        titles[0].scroll_into_view_if_needed()
-        boxes = [t.bounding_box() for t in titles]
+        boxes = _settled_boxes(tab)
         assert all(boxes) and not _boxes_meet(*boxes), boxes
     finally:
         context.close()
