@@ -1,0 +1,79 @@
+"""The skipcore files one decode step runs through, and the skipcore frames from the loop to SDPA: #57's measure of
+a straight step. A probe on a tiny random model; it times nothing.
+
+    python scripts/step_path.py [family] [dtype] [dynamic|static]     (default: llama float32 dynamic)
+
+It decodes a batch once to warm up, then again, recording every skipcore function called during the second
+decode step (a profile hook) and the deepest chain of skipcore frames under `decode_batch` that reaches SDPA.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+
+import torch.nn.functional as F
+
+import skipcore.decode.step_runner as step_runner
+from skipcore.decode.engine import SkipEngine
+from skipcore.models.loading import load_model
+from skipcore.models.testing import make_tiny_model
+from skipcore.schedule import Schedule
+
+PROMPTS = ["hello there", "a b c"]
+
+
+def ours(filename: str) -> str | None:
+    """A skipcore file's path inside the package; None for any other file."""
+    if "/skipcore/" in filename and "/site-packages/" not in filename:
+        return filename.split("/skipcore/")[-1]
+    return None
+
+
+def main() -> None:
+    family, dtype, cache = (sys.argv[1:] + ["llama", "float32", "dynamic"][len(sys.argv) - 1 :])[:3]
+    model, tok = load_model(str(make_tiny_model(family, tempfile.mkdtemp())), device="cpu", dtype=dtype)[:2]
+    engine = SkipEngine(model, tok, static=cache == "static")
+    schedule = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    engine.generate(PROMPTS, schedule, max_new_tokens=3)  # warm-up
+
+    files: set[str] = set()
+    chains: list[list[str]] = [[]]
+    recording = {"on": False, "steps": 0}
+    sdpa, advance = F.scaled_dot_product_attention, step_runner.EngineStepRunner.advance
+
+    def profile(frame, event, arg):
+        if event == "call" and recording["on"] and (name := ours(frame.f_code.co_filename)):
+            files.add(name)
+
+    def spy(*args, **kwargs):
+        if recording["on"]:
+            frame, chain = sys._getframe(1), []
+            while frame is not None:
+                if name := ours(frame.f_code.co_filename):
+                    chain.append(f"{name}:{frame.f_code.co_name}")
+                if frame.f_code.co_name == "decode_batch":
+                    break
+                frame = frame.f_back
+            if len(chain) > len(chains[0]):
+                chains[0] = chain
+        return sdpa(*args, **kwargs)
+
+    def counting(self):
+        recording["steps"] += 1
+        recording["on"] = recording["steps"] == 2  # the second decode step, whole
+        return advance(self)
+
+    F.scaled_dot_product_attention, step_runner.EngineStepRunner.advance = spy, counting
+    sys.setprofile(profile)
+    try:
+        engine.generate(PROMPTS, schedule, max_new_tokens=4)
+    finally:
+        sys.setprofile(None)
+        F.scaled_dot_product_attention, step_runner.EngineStepRunner.advance = sdpa, advance
+    print(f"{len(files)} skipcore files besides the loop's own (decode/engine.py): {sorted(files)}")
+    print(f"{len(chains[0])} skipcore frames from decode_batch to SDPA: {list(reversed(chains[0]))}")
+
+
+if __name__ == "__main__":
+    main()
