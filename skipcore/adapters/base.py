@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from skipcore.kernels.attention import adopt, pass_attention
+from skipcore.kernels.attention import adopted, pass_attention
 from skipcore.kernels.head_product import head_logits
 from skipcore.kernels.packed_linear import PackedLinears
 
@@ -51,9 +51,6 @@ class Adapter:
         self.windows: list[int | None] = layer_windows(self.config, len(self.layers))
         # bfloat16 products on the CPU with prepacked weights, inside `packed.active()` (the engine's passes)
         self.packed = PackedLinears(model)
-        # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention
-        # (`attention_for`), generate() and training get SDPA's own (`skipcore.kernels.attention.adopt`)
-        self.adopted = adopt(model)
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:
@@ -86,8 +83,9 @@ class Adapter:
 
     def attention_for(self, keys: str) -> dict:
         """The layer argument naming the decode attention a pass runs (`skipcore.kernels.attention.
-        pass_attention`); none for a model with its own attention (eager), which runs it as loaded."""
-        return pass_attention(keys) if self.adopted else {}
+        pass_attention`) on a model an engine adopted; none for one with its own attention (eager), which runs it
+        as loaded."""
+        return pass_attention(keys) if adopted(self.config) else {}
 
     def run_layer(
         self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict

@@ -40,7 +40,7 @@ from skipcore.decode.step import DepthPolicy, StepState
 from skipcore.decode.step_runner import EngineStepRunner
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
-from skipcore.kernels.attention import attention_dtype_for
+from skipcore.kernels.attention import adopt, attention_dtype_for
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
 from skipcore.schedule import Schedule
@@ -69,6 +69,9 @@ class SkipEngine:
         given"."""
         self.model = model
         self.tokenizer = tokenizer
+        # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
+        # generate() and training on the model get SDPA's own call (`skipcore.kernels.attention.adopt`)
+        adopt(model)
         self.adapter: Adapter = adapter_for(model)
         self.model_name = model_name or getattr(model.config, "_name_or_path", "")
         param = next(model.parameters())

@@ -307,6 +307,11 @@ def uses_sdpa(config) -> bool:
     return config._attn_implementation in ("sdpa", DISPATCH)
 
 
+def adopted(config) -> bool:
+    """Whether a model attends through `dispatch` (an engine adopted it), so its passes can name their attention."""
+    return config._attn_implementation == DISPATCH
+
+
 def adopt(model: torch.nn.Module) -> bool:
     """Put an SDPA model on `dispatch`, once, when an engine takes it: `transformers`' own switch
     (`set_attn_implementation`), `dispatch` registered as an attention and its masks as SDPA's (`sdpa_mask`), so
@@ -315,12 +320,12 @@ def adopt(model: torch.nn.Module) -> bool:
     model = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model's own
     if not isinstance(model, PreTrainedModel) or not uses_sdpa(model.config):
         return False
-    if model.config._attn_implementation != DISPATCH:
+    if not adopted(model.config):
         if DISPATCH not in ALL_ATTENTION_FUNCTIONS:
             AttentionInterface.register(DISPATCH, dispatch)
             AttentionMaskInterface.register(DISPATCH, sdpa_mask)
         model.set_attn_implementation(DISPATCH)
-    return model.config._attn_implementation == DISPATCH
+    return adopted(model.config)
 
 
 def pass_attention(keys: str) -> dict:
