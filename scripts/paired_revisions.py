@@ -51,6 +51,35 @@ for line in sys.stdin:
 """
 
 
+def check(args: argparse.Namespace) -> None:
+    """Every input refused in one line before a worker starts: revisions git knows, models that exist, dtypes,
+    counts."""
+    for flag, revision in (("--before", args.before), ("--after", args.after)):
+        if revision == "WORKTREE" and flag == "--after":
+            continue
+        known = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+            cwd=REPO,
+            capture_output=True,
+        )
+        if known.returncode:
+            raise SystemExit(f"error: {flag} {revision!r} is not a revision of this repository")
+    for model in args.models.split(","):
+        if not (REPO / model).is_dir():
+            raise SystemExit(f"error: --models: no model folder {model!r}")
+    for dtype in args.dtypes.split(","):
+        if dtype not in ("float32", "bfloat16", "float16"):
+            raise SystemExit(f"error: --dtypes: {dtype!r} is not float32, bfloat16 or float16")
+    try:
+        sizes = [int(b) for b in args.batch_sizes.split(",")]
+    except ValueError:
+        sizes = [0]
+    if min(sizes) < 1 or args.new_tokens < 1 or args.repeats < 1 or args.threads < 1:
+        raise SystemExit(
+            "error: --batch-sizes, --new-tokens, --repeats and --threads must be positive integers"
+        )
+
+
 def tree_of(revision: str, into: Path) -> Path:
     """The package of `revision` (git archive) under `into`; the shipped data is read from this checkout."""
     into.mkdir(parents=True)
@@ -96,6 +125,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=Path("results/paired_revisions.md"))
     args = p.parse_args()
+    check(args)
     with tempfile.TemporaryDirectory() as tmp:
         before_tree = tree_of(args.before, Path(tmp) / "before")
         after_tree = REPO if args.after == "WORKTREE" else tree_of(args.after, Path(tmp) / "after")

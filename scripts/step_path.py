@@ -9,6 +9,7 @@ decode step (a profile hook) and the deepest chain of skipcore frames under `dec
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 
@@ -31,9 +32,17 @@ def ours(filename: str) -> str | None:
 
 
 def main() -> None:
-    family, dtype, cache = (sys.argv[1:] + ["llama", "float32", "dynamic"][len(sys.argv) - 1 :])[:3]
-    model, tok = load_model(str(make_tiny_model(family, tempfile.mkdtemp())), device="cpu", dtype=dtype)[:2]
-    engine = SkipEngine(model, tok, static=cache == "static")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("family", nargs="?", default="llama", help="a tiny test model's family (default: llama)")
+    p.add_argument("dtype", nargs="?", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("cache", nargs="?", default="dynamic", choices=["dynamic", "static"])
+    args = p.parse_args()
+    try:
+        folder = make_tiny_model(args.family, tempfile.mkdtemp())
+    except KeyError:
+        raise SystemExit(f"error: no tiny test model of the family {args.family!r}") from None
+    model, tok = load_model(str(folder), device="cpu", dtype=args.dtype)[:2]
+    engine = SkipEngine(model, tok, static=args.cache == "static")
     schedule = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
     engine.generate(PROMPTS, schedule, max_new_tokens=3)  # warm-up
 
