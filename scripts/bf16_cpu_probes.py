@@ -83,7 +83,7 @@ def fusion(model: str = "smollm2-135m", pairs: int = 5, new_tokens: int = 48) ->
     net, tokenizer = load_model(model, dtype="bfloat16")[:2]
     engine = SkipEngine(net, tokenizer)
     engine.eos_ids = torch.tensor([-1])  # every call makes new_tokens tokens
-    packs = engine.adapter.packed
+    packs = engine.adapter.kernels.linears
     fused = packs.units
     alone = [(m,) for unit in fused for m in unit]
     full, picker = Schedule(engine.num_layers, "full"), TokenPicker(Sampling(), engine.device)
@@ -158,7 +158,7 @@ def layers(model: str = "smollm2-135m", pairs: int = 8, new_tokens: int = 48) ->
 
 def rows(draws: int = 20) -> None:
     """For each SmolLM2 shape and 2-9 rows, the share of random draws in which some row of the packed product
-    differs from that row's product alone (what `PackedLinears.column_products` splits)."""
+    differs from that row's product alone (what `PackedLinears.for_pass` with `columns` splits)."""
     torch.manual_seed(0)
     fused = [(960, 576), (3072, 576)]  # Q/K/V and gate/up side by side, as the engine packs them
     for out_features, in_features in SHAPES + fused:

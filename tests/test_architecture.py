@@ -158,6 +158,23 @@ def test_lower_layers_never_import_higher_ones():
     assert not bad, "a lower layer imports a higher one:\n" + "\n".join(bad)
 
 
+# what the rest of the library may import of the kernels: the door (`kernels/door.py`), and the typed values a
+# choice of dtype is said in (the command line reads the attention dtypes without torch)
+KERNEL_DOOR = {"skipcore.kernels.door", "skipcore.kernels.precision", "skipcore.kernels.attention_dtypes"}
+
+
+def test_the_kernels_are_reached_through_their_door():
+    graph = import_graph()
+    bad = sorted(
+        f"{mod} imports {target}"
+        for mod, targets in graph.items()
+        if not mod.startswith("skipcore.kernels")
+        for target in targets
+        if target.startswith("skipcore.kernels.") and target not in KERNEL_DOOR
+    )
+    assert not bad, "the kernels reached past their door (skipcore/kernels/door.py):\n" + "\n".join(bad)
+
+
 def test_the_library_never_imports_its_commands():
     graph = import_graph()
     for mod, targets in graph.items():

@@ -8,14 +8,14 @@ mask a sliding layer gets, so the cache and the loop know nothing of it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from skipcore.kernels.attention import adopted, pass_attention
-from skipcore.kernels.head_product import head_logits
-from skipcore.kernels.packed_linear import PackedLinears
+from skipcore.kernels.door import PASS_PRODUCTS, Kernels, head_logits, lean_layer
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,13 @@ class Adapter:
         self.layers: list[nn.Module] = list(self._layers())
         self.shapes = self.shapes_from_config(self.config)
         self.windows: list[int | None] = layer_windows(self.config, len(self.layers))
-        # bfloat16 products on the CPU with prepacked weights, inside `packed.active()` (the engine's passes)
-        self.packed = PackedLinears(model)
+        # what the engine's passes compute with (`pass_args`): its attention, its bfloat16 linears prepacked
+        self.kernels = Kernels.of(model)
+        # each stock layer's ops without transformers' module calls, for inference passes on a CPU (OPT, the
+        # Llama family, Gemma 3; None: the layer runs as its module)
+        self.decode_layers = [lean_layer(layer) for layer in self.layers]
+        # each layer's linears the pass's products serve (a module layer runs inside their mode only where needed)
+        self.layer_linears = [self.kernels.linears.linears_of(layer) for layer in self.layers]
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:
@@ -61,7 +66,7 @@ class Adapter:
         """Sizes from the config alone, so costs can be computed without loading weights."""
         raise NotImplementedError
 
-    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Token (and learned position) embeddings of shape (batch, seq, hidden)."""
         raise NotImplementedError
 
@@ -81,16 +86,45 @@ class Adapter:
         """The tensors `layer_kwargs` reads from, which a captured graph holds by address."""
         return ()
 
-    def attention_for(self, keys: str) -> dict:
-        """The layer argument naming the decode attention a pass runs (`skipcore.kernels.attention.
-        pass_attention`) on a model an engine adopted; none for one with its own attention (eager), which runs it
-        as loaded."""
-        return pass_attention(keys) if adopted(self.config) else {}
+    def pass_args(
+        self, keys: str, columns: bool = False, one_row: bool = False, ends: torch.Tensor | None = None
+    ) -> dict:
+        """The layer arguments that say what one of the engine's passes runs on (`Kernels.pass_args`: its
+        attention, its products, a ragged pass's query groups); the embedding and the head take them too. Nothing
+        shared changes per pass."""
+        return self.kernels.pass_args(keys, columns, one_row, ends)
+
+    def embed(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, pass_args: Mapping | None = None
+    ) -> torch.Tensor:
+        """`token_embeddings` by the products of the pass whose arguments (`pass_args`) its layers get (OPT's
+        projection in is a linear)."""
+        with _linears_of(pass_args):
+            return self.token_embeddings(input_ids, positions)
 
     def run_layer(
         self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
     ) -> torch.Tensor:
-        out = self.layers[i](hidden, attention_mask=self.layer_mask(i, mask), past_key_values=cache, **kwargs)
+        """Layer i over `hidden`: its lean form where it has one and the pass allows (`decode_layers`), else its
+        module (`run_module_layer`), the same bits."""
+        lean = self.decode_layers[i]
+        if lean is not None and lean.applies(hidden):
+            return lean(hidden, self.layer_mask(i, mask), cache, kwargs)
+        return self.run_module_layer(i, hidden, mask, cache, kwargs)
+
+    def run_module_layer(
+        self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
+    ) -> torch.Tensor:
+        """Layer i called as transformers' module, its linears by the pass's products where it hands them and
+        the layer has any they serve."""
+        products = kwargs.get(PASS_PRODUCTS)
+        if products is not None:
+            kwargs = {k: v for k, v in kwargs.items() if k != PASS_PRODUCTS}
+        served = products is not None and products.serves(self.layer_linears[i])
+        with products.intercepting() if served else nullcontext():
+            out = self.layers[i](
+                hidden, attention_mask=self.layer_mask(i, mask), past_key_values=cache, **kwargs
+            )
         return out[0] if isinstance(out, tuple) else out
 
     def layer_mask(self, i: int, mask: torch.Tensor) -> torch.Tensor:
@@ -98,12 +132,21 @@ class Adapter:
         window = self.windows[i]
         return mask if window is None else sliding_window_mask(mask, window)
 
-    def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        return head_logits(self.model.lm_head, self.final_hidden(hidden))
+    def head(self, hidden: torch.Tensor, pass_args: Mapping | None = None) -> torch.Tensor:
+        """Logits of `hidden` after the final norm, by the products of the pass whose arguments (`pass_args`)
+        its layers got (the plain module without)."""
+        with _linears_of(pass_args):
+            return head_logits(self.model.lm_head, self.final_hidden(hidden))
 
     @property
     def kv_shape(self) -> tuple[int, int]:
         return self.shapes.num_kv_heads, self.shapes.head_dim
+
+
+def _linears_of(pass_args: Mapping | None) -> AbstractContextManager:
+    """Where the modules' linears run: by the pass's products where its arguments have them, else as they are."""
+    products = (pass_args or {}).get(PASS_PRODUCTS)
+    return products.intercepting() if products is not None else nullcontext()
 
 
 def layer_windows(config, num_layers: int) -> list[int | None]:

@@ -7,6 +7,8 @@ tables (local layers use one base, global layers another: one table per layer ty
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from skipcore.adapters.base import Adapter, ModelShapes
@@ -36,7 +38,7 @@ class Gemma3Adapter(Adapter):
             vocab_size=c.vocab_size,
         )
 
-    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model.model.embed_tokens(input_ids)  # scaled by sqrt(hidden) inside, in the model's dtype
 
     def prepare(self, max_positions: int) -> None:
@@ -69,7 +71,7 @@ class Gemma3Adapter(Adapter):
     def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.model.norm(hidden)
 
-    def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = super().head(hidden)
+    def head(self, hidden: torch.Tensor, pass_args: Mapping | None = None) -> torch.Tensor:
+        logits = super().head(hidden, pass_args)
         cap = self.config.final_logit_softcapping
         return logits if cap is None else torch.tanh(logits / cap) * cap

@@ -26,7 +26,7 @@ class GPT2Adapter(Adapter):
             vocab_size=c.vocab_size,
         )
 
-    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         t = self.model.transformer
         return t.drop(t.wte(input_ids) + t.wpe(positions))
 

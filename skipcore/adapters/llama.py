@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 from skipcore.adapters.base import Adapter, ModelShapes
-from skipcore.kernels.llama_layer import DecodeLayer, fits
 
 
 class LlamaAdapter(Adapter):
@@ -18,10 +17,6 @@ class LlamaAdapter(Adapter):
         super().__init__(model)
         self._cos: torch.Tensor | None = None
         self._sin: torch.Tensor | None = None
-        # each stock layer's forward without transformers' module calls, for inference passes on a CPU
-        self.decode_layers = [
-            DecodeLayer(layer, self.packed) if fits(layer) else None for layer in self.layers
-        ]
 
     def _layers(self):
         return self.model.model.layers
@@ -40,7 +35,7 @@ class LlamaAdapter(Adapter):
             vocab_size=c.vocab_size,
         )
 
-    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model.model.embed_tokens(input_ids)
 
     def prepare(self, max_positions: int) -> None:
@@ -58,14 +53,6 @@ class LlamaAdapter(Adapter):
 
     def position_tables(self) -> tuple[torch.Tensor, ...]:
         return () if self._cos is None else (self._cos, self._sin)
-
-    def run_layer(
-        self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
-    ) -> torch.Tensor:
-        lean = self.decode_layers[i]
-        if lean is None or not lean.applies(hidden):
-            return super().run_layer(i, hidden, mask, cache, kwargs)
-        return lean(hidden, self.layer_mask(i, mask), cache, kwargs)
 
     def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.model.norm(hidden)

@@ -29,7 +29,7 @@ class OPTAdapter(Adapter):
             embed_proj_dim=proj,
         )
 
-    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         dec = self.model.model.decoder
         h = dec.embed_tokens(input_ids)
         if dec.project_in is not None:

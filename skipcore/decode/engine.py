@@ -40,7 +40,7 @@ from skipcore.decode.step import DepthPolicy, StepState
 from skipcore.decode.step_runner import EngineStepRunner
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
-from skipcore.kernels.attention import adopt, attention_dtype_for
+from skipcore.kernels.door import take
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
 from skipcore.schedule import Schedule
@@ -70,8 +70,8 @@ class SkipEngine:
         self.model = model
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
-        # generate() and training on the model get SDPA's own call (`skipcore.kernels.attention.adopt`)
-        adopt(model)
+        # generate() and training on the model get SDPA's own call (`skipcore.kernels.door.take`)
+        kv_dtype = take(model, attention_dtype)
         self.adapter: Adapter = adapter_for(model)
         self.model_name = model_name or getattr(model.config, "_name_or_path", "")
         param = next(model.parameters())
@@ -82,7 +82,7 @@ class SkipEngine:
                 f"dtype_choice says {self.dtype_choice.name} on {self.dtype_choice.device}; the model is in "
                 f"{dtype_name(self.dtype)} on {self.device.type}"
             )
-        self.kv_dtype = attention_dtype_for(model, attention_dtype)  # the KV cache's and the attention's
+        self.kv_dtype = kv_dtype  # the KV cache's and the decode attention's
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -276,7 +276,8 @@ class SkipEngine:
         same shape. Calls on one engine run one at a time (the dashboard shares an engine between sessions,
         and a static decoder's buffers serve one batch at a time)."""
         T = max_new_tokens
-        with self._lock, torch.inference_mode(), self.adapter.packed.active():
+        with self._lock, torch.inference_mode():
+            self.adapter.kernels.refresh()  # the weights as they are now, packed for this decode's passes
             input_ids, attn = input_ids.to(self.device), attn.to(self.device)
             extra = policy.max_step_tokens() - 1  # tokens a step may give a row beyond one
             self.adapter.prepare(input_ids.shape[1] + T + extra)

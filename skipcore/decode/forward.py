@@ -62,12 +62,12 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return zero.masked_fill(~allowed, torch.finfo(dtype).min)
 
 
-def step_attention(adapter: Adapter, cache: SkipKVCache) -> dict:
-    """The layer argument naming the attention a one-column step runs: over a static buffer's every column (the
-    unwritten ones masked), or a dynamic cache's keys up to its last column (`Adapter.attention_for`). Full
-    depth's step, CALM's exit step and the lens's replay all attend through it, so a step's bits do not depend on
+def step_args(adapter: Adapter, cache: SkipKVCache) -> dict:
+    """The layer arguments of a one-column step (`Adapter.pass_args`): its attention over a static buffer's every
+    column (the unwritten ones masked), or a dynamic cache's keys up to its last column, and its products. Full
+    depth's step, CALM's exit step and the lens's replay all run through them, so a step's bits do not depend on
     which of them runs it, and each reads a float32 cache (`--attention-dtype float32`) as the others do."""
-    return adapter.attention_for("buffer" if cache.static else "end")
+    return adapter.pass_args("buffer" if cache.static else "end")
 
 
 def forward_step(
@@ -83,13 +83,14 @@ def forward_step(
     Each layer's mask is cut to its cache buffer: a no-op when the cache returns just the positions written
     (they always fit the key mask), and, for a static cache, the whole preallocated buffer it returns.
     """
-    h = adapter.embed(input_ids, positions)
+    args = step_args(adapter, cache)
+    h = adapter.embed(input_ids, positions, args)
     # in the attention's dtype (the cache's), made once a step rather than cast in every layer
     mask = attention_mask(key_mask, input_ids.shape[1], cache.dtype)
-    kw = {**adapter.layer_kwargs(positions, h.dtype), **step_attention(adapter, cache)}
+    kw = {**adapter.layer_kwargs(positions, h.dtype), **args}
     for i in layers:
         h = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
-    return adapter.head(h[:, -1])
+    return adapter.head(h[:, -1], kw)
 
 
 def column_layer_sets(

@@ -10,7 +10,6 @@ drafts) stays one batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 
 import torch
 
@@ -21,7 +20,6 @@ from skipcore.decode.forward import column_mask, forward_step
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.static_step import StaticDecoder
 from skipcore.decode.step import StepOutput
-from skipcore.kernels.attention import QueryGroups
 
 
 class EngineStepRunner:
@@ -95,26 +93,30 @@ class EngineColumnPass:
         dtype = run.cache.dtype
         self.mask = column_mask(run.cursor.key_mask, starts, offset, q, self.width, dtype)
         # each query's keys end at its own column: the ragged attention's groups, worked out once for all layers
-        ends = self.columns[:, None] + torch.arange(1, q + 1, device=starts.device)
-        self.kwargs = {**a.layer_kwargs(self.positions, dtype), "query_groups": QueryGroups(ends)}
+        self.ends = self.columns[:, None] + torch.arange(1, q + 1, device=starts.device)
+        self.kwargs = a.layer_kwargs(self.positions, dtype)
+        self._args: dict[str, dict] = {}
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.adapter.embed(input_ids, self.positions)
+        return self.adapter.embed(input_ids, self.positions, self._pass_args("buffer"))
 
     def run(self, hidden: torch.Tensor, layers: Sequence[int], exact: bool = True) -> torch.Tensor:
         a = self.adapter
         # exact: each query over its own keys (`own_keys`); else one call over the widest row's columns, masked
-        kwargs = {**self.kwargs, **a.attention_for("ragged" if exact else "buffer")}
-        with self.cache.writing_at(self.columns, self.width), self._products():
+        kwargs = {**self.kwargs, **self._pass_args("ragged" if exact else "buffer")}
+        with self.cache.writing_at(self.columns, self.width):
             for i in layers:
                 hidden = a.run_layer(i, hidden, self.mask, self.cache, kwargs)
         return hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        with self._products():
-            return self.adapter.head(hidden)
+        return self.adapter.head(hidden, self._pass_args("buffer"))
 
-    def _products(self) -> AbstractContextManager:
-        """The pass's products give its rows the bits of the one-column steps it must agree with
-        (`PackedLinears.column_products`): a few rows at a time, and each row alone in a one-row batch."""
-        return self.adapter.packed.column_products(one_row=self.columns.shape[0] == 1 and self.q > 1)
+    def _pass_args(self, keys: str) -> dict:
+        """The pass's layer arguments (`Adapter.pass_args`), made once per kind of keys: its products give its
+        rows the bits of the one-column steps it must agree with (a few rows at a time, and each row alone in a
+        one-row batch), and its query groups are worked out once for all its layers."""
+        if keys not in self._args:
+            one_row = self.columns.shape[0] == 1 and self.q > 1
+            self._args[keys] = self.adapter.pass_args(keys, columns=True, one_row=one_row, ends=self.ends)
+        return self._args[keys]

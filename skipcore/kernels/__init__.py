@@ -1,6 +1,8 @@
 """The fast path's arithmetic, apart from the loop that calls it: what the engine's passes compute with, chosen
 by device and dtype, each giving the bits `generate()` gives (or saying where it cannot).
 
+- door.py: the one way in for the adapters and the decode loop: a model put on the kernels when an engine takes it,
+  its `Kernels`, and the layer arguments each pass hands its layers (attention, products, query groups)
 - attention.py: decode attention over grouped KV heads read in place, a sliding layer's window from the end, a
   ragged pass's queries each over its own keys, and the alignment an accelerator's kernel needs
 - attention_dtypes.py: the dtypes the decode attention runs in, as the command line names them (no torch)
@@ -8,8 +10,9 @@ by device and dtype, each giving the bits `generate()` gives (or saying where it
   passes keep of full depth's bits, `Exactness`), given to the engine and kept in every run's metadata
 - packed_linear.py: bfloat16 linears on the CPU with oneDNN-prepacked weights, the same outputs bit for bit
 - head_product.py: the LM head's product on the CPU over vocabulary blocks, the same logits bit for bit
-- llama_layer.py: a stock Llama-family layer's forward on the CPU without its module calls, the same bits
+- llama_layer.py, opt_layer.py, gemma3_layer.py: a stock layer's forward on the CPU without its module calls, the
+  same bits (lean.py: when one may run, and the products it calls)
 
-These import nothing of skipcore above the foundation (errors): the adapters and the decode loop call them, never
-the other way. Nothing is re-exported here, so the command line's --help can read attention_dtypes without torch.
+These import nothing of skipcore above the foundation (errors): the adapters and the decode loop call them through
+the door, never the other way. Nothing is re-exported here, so the command line's --help can read attention_dtypes without torch.
 """

@@ -26,7 +26,7 @@ from torch import nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from skipcore.kernels.attention import PASS_ATTENTION
-from skipcore.kernels.packed_linear import PackedLinears
+from skipcore.kernels.lean import forward_of, inference_pass, products_of, unhooked
 
 # the stock decoder layers, by family prefix, with where their attention module finds its sliding window:
 # "module" its own attribute, "config" the config's, None it passes none
@@ -65,16 +65,14 @@ def fits(layer: nn.Module) -> bool:
     if any(type(m) is not getattr(family, cls, None) for m, cls in stock):
         return False
     linears = [attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj]
-    if any(type(m) is not nn.Linear for m in linears):
-        return False
-    return not any(m._forward_hooks or m._forward_pre_hooks or "forward" in vars(m) for m in layer.modules())
+    return all(type(m) is nn.Linear for m in linears) and unhooked(layer)
 
 
 class DecodeLayer:
-    """One stock Llama-family decoder layer's forward, for `LlamaAdapter.run_layer`."""
+    """One stock Llama-family decoder layer's forward, for `Adapter.run_layer`."""
 
-    def __init__(self, layer: nn.Module, packed: PackedLinears) -> None:
-        self.layer, self.packed = layer, packed
+    def __init__(self, layer: nn.Module) -> None:
+        self.layer = layer
         attn, mlp = layer.self_attn, layer.mlp
         self.attn = attn
         self.qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
@@ -82,8 +80,7 @@ class DecodeLayer:
         self.gate_up = (mlp.gate_proj, mlp.up_proj)
         self.down = (mlp.down_proj,)
         self.qk_norms = (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None  # Qwen3
-        act = mlp.act_fn  # transformers' activation modules; its forward, as for the norms
-        self.act = act.forward if isinstance(act, nn.Module) else act
+        self.act = forward_of(mlp.act_fn)  # transformers' activation module's forward, as for the norms
         family = sys.modules[type(layer).__module__]
         self.rotary = family.apply_rotary_pos_emb
         self.eager = family.eager_attention_forward
@@ -100,19 +97,11 @@ class DecodeLayer:
         )
 
     def applies(self, hidden: torch.Tensor) -> bool:
-        """Whether this pass may run here: on a CPU, without autograd, the layer in eval mode with no hooks
-        (checked again per call on the layer itself and globally, as a hook added later would be)."""
-        layer = self.layer
-        return (
-            hidden.device.type == "cpu"
-            and not torch.is_grad_enabled()
-            and not layer.training
-            and not (layer._forward_hooks or layer._forward_pre_hooks)
-            and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
-        )
+        """Whether this pass may run here (`lean.inference_pass`)."""
+        return inference_pass(self.layer, hidden)
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        layer, attn, outputs = self.layer, self.attn, self.packed.outputs
+        layer, attn, outputs = self.layer, self.attn, products_of(kwargs)
         input_shape = hidden.shape[:-1]
         hidden_shape = (*input_shape, -1, attn.head_dim)
         x = layer.input_layernorm.forward(hidden)

@@ -14,18 +14,21 @@ CPU or torch build might not keep that order, `PackedLinears` checks each weight
 projections (and gate and up) are packed side by side as one matrix, so a step makes one product where it made
 three small ones: each output is still its own dot product, the same bits.
 
-The packed forward is switched on only inside `PackedLinears.active()`, around the engine's own passes, so
-`generate()`, training and anything else see the model's modules as loaded; products below torch's own oneDNN
-threshold, outside inference (autograd) or in another dtype run `F.linear` as before.
+Only the engine's own passes run packed: each hands its layers its products (`PackedLinears.for_pass`, a layer
+argument like its attention), which a lean layer calls and a module layer reaches through a torch function mode
+around its forward (`PassProducts.intercepting`, this thread's calls only). No module is changed, so `generate()`,
+training and anything else see the model's modules as loaded; products below torch's own oneDNN threshold,
+outside inference (autograd) or in another dtype run `F.linear` as before.
 
 One row is a case apart. oneDNN multiplies a single row by its own kernel, which for some shapes sums in another
 order than the kernel for several rows (SmolLM2's down projection, 1536 wide: a row of a 2-9-row product differs
 from the same row alone in 10-65% of random draws, `python scripts/bf16_cpu_probes.py rows`; every other SmolLM2
 shape agrees). A batch of one row decodes one row per step, as `generate()` does, but a speculative verification
 multiplies its k + 1 columns at once, so those columns would not get the bits the one-row steps give (and the
-drafts' tokens part from full depth's at near-ties). Inside `column_products(one_row=True)` a product of several rows whose
-shape sums them unlike one row (probed once per shape) runs one row at a time: each row its one-row bits, for the
-price of reading that weight again per row (the other products stay whole).
+drafts' tokens part from full depth's at near-ties). In a one-row batch's column pass (`for_pass(columns=True,
+one_row=True)`) a product of several rows whose shape sums them unlike one row (probed once per shape) runs one
+row at a time: each row its one-row bits, for the price of reading that weight again per row (the other products
+stay whole).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
 
 ONEDNN_MIN_MACS = 16 * 16 * 16  # torch sends a bfloat16 product to oneDNN only above this many multiply-adds
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
@@ -44,6 +48,9 @@ SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears
 # AMX Xeon's oneDNN takes another kernel, which sums a row in another order than a smaller product does (a row of a
 # 33-200-row product differs from the same row in 8-row products on 2-199 of its outputs, SmolLM2's shapes)
 SMALL_ROWS = 32
+PASS_PRODUCTS = (
+    "skipcore_products"  # the layer argument a pass hands its products in (`PackedLinears.for_pass`)
+)
 # a decode step's one row (a matrix-vector kernel), a batch's rows (a matrix kernel), the most rows packed
 PROBE_ROWS = (1, 8, SMALL_ROWS)
 ROW_DRAWS = 3  # random inputs per row count when asking whether a shape sums rows as it sums one
@@ -153,12 +160,15 @@ def sibling_groups(model: nn.Module, linears: list[nn.Linear]) -> list[tuple[nn.
 
 class PackedLinears:
     """Prepacked copies of a bfloat16 model's `nn.Linear` weights, remade when a weight changes (its storage or
-    its version), and a scope in which those linears use them.
+    its version), and the products a pass runs with them (`for_pass`).
 
     Siblings fed the same input (a layer's Q, K and V projections; gate and up) are packed as one matrix: the
     first of them called multiplies the input once by all, and each returns its own slice of the product. Each
     output is still one dot product summed in the same order, so the slices are the separate products' bit for
-    bit (checked per shape, as for one linear); a decode step then makes fewer, larger products."""
+    bit (checked per shape, as for one linear); a decode step then makes fewer, larger products.
+
+    Nothing here changes per pass: the packed weights are a cache of the weights (`refresh`), and what a pass
+    asks of its products (a column pass's rules) is its own `PassProducts`, handed to its layers as an argument."""
 
     def __init__(self, model: nn.Module) -> None:
         # a linear whose forward is already replaced on the instance (accelerate's hooks) keeps it
@@ -171,9 +181,11 @@ class PackedLinears:
         self._packed: dict[tuple[int, ...], tuple[tuple, torch.Tensor, torch.Tensor | None]] = {}
         self._shape_agrees: dict[tuple, bool] = {}
         self._rows_alike: dict[tuple, bool] = {}  # (weight shape, bias, packed, threads) -> rows_alike
-        self._one_row = False  # inside column_products, for a one-row batch
-        self._columns = False  # inside column_products
-        self._live: dict[int, _LiveUnit] = {}  # inside active(): each packed unit, by its first member's id
+        self.ready: dict[int, PackedUnit] = {}  # each packed unit, by its first member's id (`refresh`)
+        self.member_of: dict[int, tuple[PackedUnit, int]] = {}  # a packed linear's unit and place, by its id
+        self.ready_ids: frozenset[int] = frozenset()  # the packed linears' ids
+        # each unit's member by its weight's id: what a module's `F.linear` call is matched by (`intercepting`)
+        self.by_weight: dict[int, nn.Linear] = {id(m.weight): m for unit in self.units for m in unit}
 
     def packed(self, members: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The unit's packed weight and bias (its members' side by side), packed now if new or changed; None
@@ -198,98 +210,152 @@ class PackedLinears:
         self._packed[unit] = (key, packed, bias)
         return packed, bias
 
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        """The model's linears run their packed products inside this scope (a no-op where packing does not
-        apply; a shape left unpacked runs `F.linear`, as its module would); on exit each is its own module again."""
-        swapped, outer = [], self._live
-        self._live = {}
-        # torch's own product leaves oneDNN when it is switched off (torch.backends.mkldnn.flags): so do these
-        units = self.units if torch.backends.mkldnn.enabled else []
-        try:
-            for members in units:
-                held = self.packed(members)
-                if held is None:  # unpacked: the plain product, split where column_products asks
-                    for linear in members:
-                        plain = _plain_product(linear)
-                        rule = self._row_rule(
-                            plain, tuple(linear.weight.shape), linear.bias is not None, False
-                        )
-                        linear.forward = self._by_small_products(_split_forward(plain, rule))
-                        swapped.append(linear)
-                    continue
-                packed, bias = held
-                product = _SharedProduct(packed, bias, count=len(members))
-                width = members[0].in_features
-                shape = (sum(m.out_features for m in members), width)
-                product.splits = self._row_rule(product.product, shape, bias is not None, True)
-                start, bounds = 0, []
-                for index, linear in enumerate(members):
-                    end = start + linear.out_features
-                    # an instance attribute shadows the method
-                    linear.forward = self._by_small_products(
-                        _packed_forward(linear, product, index, start, end)
-                    )
-                    swapped.append(linear)
-                    bounds.append((start, end))
-                    start = end
-                smallest = min(m.weight.shape[0] * m.weight.shape[1] for m in members)
-                self._live[id(members[0])] = _LiveUnit(members, product, bounds, smallest)
-            yield
-        finally:
-            self._live = outer
-            for linear in swapped:
-                del linear.forward
+    def linears_of(self, module: nn.Module) -> frozenset[int]:
+        """The ids of `module`'s linears that are members of a unit: those a pass's products serve."""
+        return frozenset(
+            id(m) for m in module.modules() if isinstance(m, nn.Linear) and id(m.weight) in self.by_weight
+        )
+
+    def refresh(self) -> None:
+        """Every unit packed as its weights are now (a weight changed since, by an optimizer step or a merged
+        adapter, is packed again), before a decode's passes: a unit left unpacked runs the plain product, the same
+        bits. Idempotent, so two threads refreshing alike leave the same units."""
+        ready = {}
+        for members in self.units:
+            held = self.packed(members)
+            if held is None:
+                continue
+            packed, bias = held
+            bounds, start = [], 0
+            for m in members:
+                bounds.append((start, start + m.out_features))
+                start += m.out_features
+            smallest = min(m.weight.shape[0] * m.weight.shape[1] for m in members)
+            ready[id(members[0])] = PackedUnit(members, packed, bias, tuple(bounds), smallest)
+        self.member_of = {id(m): (unit, i) for unit in ready.values() for i, m in enumerate(unit.members)}
+        self.ready_ids = frozenset(self.member_of)
+        self.ready = ready
+
+    def for_pass(self, columns: bool = False, one_row: bool = False) -> PassProducts | None:
+        """The products of one pass (`PassProducts`); `columns`: a pass of several columns per row (speculative
+        decoding's drafts and verification), whose rows must get the bits the one-column steps give them, and
+        `one_row` a one-row batch's. None where nothing is packed (another dtype or device, oneDNN switched off:
+        torch's own product leaves oneDNN then, `torch.backends.mkldnn.flags`, and so do these)."""
+        if not self.units or not torch.backends.mkldnn.enabled:
+            return None
+        return PassProducts(self, columns, one_row)
+
+    def row_rule(self, product, shape: tuple[int, int], bias: bool, packed: bool, one_row: bool) -> bool:
+        """Whether a product of several rows runs row by row in a one-row batch's column pass: where the shape
+        sums several rows unlike one (probed once per shape and thread count)."""
+        if not one_row:
+            return False
+        key = (shape, bias, packed, torch.get_num_threads())
+        if key not in self._rows_alike:
+            self._rows_alike[key] = rows_alike(product, shape[1], torch.bfloat16)
+        return not self._rows_alike[key]
+
+
+@dataclass(frozen=True)
+class PackedUnit:
+    """A packed unit: its members, their packed weight and bias side by side, each member's columns of the
+    product, and the smallest member's multiply-adds per row (below torch's oneDNN threshold, that member takes
+    F.linear)."""
+
+    members: tuple[nn.Linear, ...]
+    packed: torch.Tensor
+    bias: torch.Tensor | None
+    bounds: tuple[tuple[int, int], ...]
+    smallest_macs: int
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        return packed_product(x, self.packed, self.bias)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.bounds[-1][1], self.members[0].in_features
+
+
+class PassProducts:
+    """The linear products of one pass, each the bits the module's own `F.linear` gives: packed where its unit is,
+    the plain product elsewhere, by the pass's rules. A column pass (`columns`) multiplies more than `SMALL_ROWS`
+    rows `SMALL_ROWS` at a time (the kernel of a step's few rows, not the one torch takes for more); in a one-row
+    batch's (`one_row`) each row gets the bits it gets alone: a shape that sums several rows as it sums one keeps
+    its whole product, the others run row by row.
+
+    A lean layer asks for a unit's outputs (`outputs`); a module's forward is run inside `intercepting()`, where
+    its `F.linear` calls on the model's weights come here. Made per pass and used by one thread."""
+
+    def __init__(self, linears: PackedLinears, columns: bool, one_row: bool) -> None:
+        self.linears, self.columns, self.one_row = linears, columns, one_row
+        self._kept: tuple[int, torch.Tensor, torch.Tensor] | None = (
+            None  # a unit's product for its later siblings
+        )
 
     def outputs(self, members: tuple[nn.Linear, ...], x: torch.Tensor) -> list[torch.Tensor]:
-        """Each of `members`' outputs for the input `x`, the bits calling each in turn gives (inside `active()`
-        or not), from one product where they are a packed unit: a layer's Q/K/V (gate/up) without a module call
-        and a forward closure per member."""
-        unit = self._live.get(id(members[0]))
-        rows = row_count(x)
+        """Each of `members`' outputs for the input `x`, the bits calling each in turn gives, from one product where
+        they are a packed unit: a layer's Q/K/V (gate/up) without a module call."""
+        unit = self.linears.ready.get(id(members[0]))
         # where any member would take F.linear, each makes its own product, as its module call does
-        if unit is None or unit.members != members or takes_plain(x, rows, unit.smallest_macs):
-            return [m(x) for m in members]
-        out = unit.product.whole(x, rows)
+        if unit is None or unit.members != members or takes_plain(x, row_count(x), unit.smallest_macs):
+            return [self.linear(m, x) for m in members]
+        out = self._whole(unit, x)
         return [out[..., start:end] for start, end in unit.bounds] if len(members) > 1 else [out]
 
+    def linear(self, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """`linear(x)` as this pass multiplies it: in `SMALL_ROWS`-row pieces where a column pass has more."""
+        if self.columns and row_count(x) > SMALL_ROWS:
+            return in_row_chunks(lambda piece: self._member(linear, piece), x, SMALL_ROWS)
+        return self._member(linear, x)
+
+    def serves(self, linears: frozenset[int]) -> bool:
+        """Whether a module whose unit members are `linears` (`PackedLinears.linears_of`) needs this pass's
+        products: in a column pass wherever it has any (their rules split products), in a step only where one is
+        packed (an unpacked product is the plain one)."""
+        return bool(linears) and (self.columns or not linears.isdisjoint(self.linears.ready_ids))
+
     @contextmanager
-    def column_products(self, one_row: bool = False) -> Iterator[None]:
-        """Inside `active()`: a pass of several columns per row (speculative decoding's drafts and verification),
-        whose rows must get the bits the one-column steps give them. A product of more than `SMALL_ROWS` rows runs
-        `SMALL_ROWS` rows at a time (the kernel of a step's few rows, not the one torch takes for more); with
-        `one_row` (a one-row batch, whose steps multiply one row) each row gets the bits it gets alone: a shape
-        that sums several rows as it sums one keeps its whole product, the others run row by row."""
-        self._columns, self._one_row = True, one_row
-        try:
+    def intercepting(self) -> Iterator[None]:
+        """Inside, the model's linears called as modules (`F.linear` on a unit's weight) run this pass's products;
+        a torch function mode, so only this thread's calls, and nothing of the model's changes."""
+        with _LinearCalls(self):
             yield
-        finally:
-            self._columns = self._one_row = False
 
-    def _by_small_products(self, forward):
-        """`forward`, in `SMALL_ROWS`-row pieces where a column pass multiplies more rows (`column_products`)."""
+    def _whole(self, unit: PackedUnit, x: torch.Tensor) -> torch.Tensor:
+        """The unit's product of `x`, row by row where the pass's rule says so."""
+        split = row_count(x) >= 2 and self.linears.row_rule(
+            unit.product, unit.shape, unit.bias is not None, True, self.one_row
+        )
+        return row_by_row(unit.product, x) if split else unit.product(x)
 
-        def pieces(x: torch.Tensor) -> torch.Tensor:
-            if self._columns and row_count(x) > SMALL_ROWS:
-                return in_row_chunks(forward, x, SMALL_ROWS)
-            return forward(x)
-
-        return pieces
-
-    def _row_rule(self, product, shape: tuple[int, int], bias: bool, packed: bool):
-        """A unit's rule: whether its product of `rows` rows runs row by row now (only inside
-        `column_products` for a one-row batch, where the shape sums several rows unlike one: probed once per
-        shape)."""
-
-        def splits(rows: int) -> bool:
-            if not self._one_row or rows < 2:
-                return False
-            key = (shape, bias, packed, torch.get_num_threads())
-            if key not in self._rows_alike:
-                self._rows_alike[key] = rows_alike(product, shape[1], torch.bfloat16)
-            return not self._rows_alike[key]
-
-        return splits
+    def _member(self, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        weight, bias = linear.weight, linear.bias
+        unit, index = self.linears.member_of.get(id(linear), (None, 0))
+        if (
+            unit is None or unit.members[index] is not linear
+        ):  # unpacked: the plain product, row by row where the pass's rule says so
+            plain = _plain_product(linear)
+            split = row_count(x) >= 2 and self.linears.row_rule(
+                plain, tuple(weight.shape), bias is not None, False, self.one_row
+            )
+            return row_by_row(plain, x) if split else plain(x)
+        # where torch's own product of this linear alone would not run on oneDNN, neither does it here
+        if takes_plain(x, row_count(x), weight.shape[0] * weight.shape[1]):
+            return F.linear(x, weight, bias)
+        count = len(unit.members)
+        if index == 0:
+            out = self._whole(unit, x)
+            if count > 1:
+                self._kept = (id(unit), x, out)
+        else:
+            kept = self._kept
+            out = kept[2] if kept is not None and kept[0] == id(unit) and kept[1] is x else None
+            if index == count - 1:
+                self._kept = None
+            if out is None:  # a sibling fed another input computes its own
+                return F.linear(x, weight, bias)
+        start, end = unit.bounds[index]
+        return out[..., start:end] if count > 1 else out
 
 
 def _plain_product(linear: nn.Linear):
@@ -297,70 +363,19 @@ def _plain_product(linear: nn.Linear):
     return lambda x: F.linear(x, weight, bias)
 
 
-def _split_forward(product, splits):
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return row_by_row(product, x) if splits(row_count(x)) else product(x)
+class _LinearCalls(TorchFunctionMode):
+    """`F.linear` on a weight of a packed model's units, run by a pass's products (`PassProducts.intercepting`);
+    every other torch call as it is."""
 
-    return forward
+    def __init__(self, products: PassProducts) -> None:
+        super().__init__()
+        self.products = products
 
-
-class _SharedProduct:
-    """A unit's packed product. With siblings, the first of them (Q, gate: the one a layer calls first) computes it
-    and keeps it with its input; a later sibling called with that very input reads its slice (the last one lets
-    it go), and one called with any other input computes its own product with `F.linear`, the same bits."""
-
-    def __init__(self, packed: torch.Tensor, bias: torch.Tensor | None, count: int) -> None:
-        self.packed, self.bias, self.count = packed, bias, count
-        self.splits = lambda rows: False  # PackedLinears._row_rule: whether to multiply row by row now
-        self.input: torch.Tensor | None = None
-        self.output: torch.Tensor | None = None
-
-    def product(self, x: torch.Tensor) -> torch.Tensor:
-        return packed_product(x, self.packed, self.bias)
-
-    def whole(self, x: torch.Tensor, rows: int) -> torch.Tensor:
-        """The unit's product of `x` (`rows` rows), row by row where `splits` says so; nothing kept."""
-        return row_by_row(self.product, x) if self.splits(rows) else self.product(x)
-
-    def compute(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.whole(x, row_count(x))
-        if self.count > 1:
-            self.input, self.output = x, out
-        return out
-
-    def kept_for(self, x: torch.Tensor, last: bool) -> torch.Tensor | None:
-        out = self.output if x is self.input else None
-        if last:
-            self.input = self.output = None
-        return out
-
-
-@dataclass(frozen=True)
-class _LiveUnit:
-    """A packed unit inside `PackedLinears.active()`: its members, their product, each member's columns of it,
-    and the smallest member's multiply-adds per row (below torch's oneDNN threshold, that member takes F.linear)."""
-
-    members: tuple[nn.Linear, ...]
-    product: _SharedProduct
-    bounds: list[tuple[int, int]]
-    smallest_macs: int
-
-
-def _packed_forward(linear: nn.Linear, product: _SharedProduct, index: int, start: int, end: int):
-    weight, bias = linear.weight, linear.bias
-    macs_per_row = weight.shape[0] * weight.shape[1]
-    last = index == product.count - 1
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        # where torch's own product of this linear alone would not run on oneDNN, neither does it here
-        if takes_plain(x, row_count(x), macs_per_row):
-            return F.linear(x, weight, bias)
-        if index == 0:
-            out = product.compute(x)
-        else:
-            out = product.kept_for(x, last)
-            if out is None:
-                return F.linear(x, weight, bias)
-        return out[..., start:end] if product.count > 1 else out
-
-    return forward
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear and len(args) >= 2:
+            linear = self.products.linears.by_weight.get(id(args[1]))
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            if linear is not None and args[1] is linear.weight and bias is linear.bias:
+                return self.products.linear(linear, args[0])
+        return func(*args, **kwargs)

@@ -17,7 +17,7 @@ import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.forward import attention_mask, step_attention
+from skipcore.decode.forward import attention_mask, step_args
 from skipcore.decode.outputs import BatchOutput
 
 
@@ -96,35 +96,36 @@ def replay(
     k = min(top_k, adapter.shapes.vocab_size)
     cols: dict[str, list[torch.Tensor]] = {n: [] for n in ("ids", "probs", "p", "lp", "kl", "ent", "cos")}
     step_ids, positions = input_ids, positions_from_mask(attn)
-    with adapter.packed.active():  # the decode's own products (bit for bit the same either way)
-        for s in range(T):
-            if s > 0:
-                key_mask[:, P + s - 1] = True
-                step_ids = tokens[:, s - 1 : s]
-                positions = (prompt_lens + (s - 1))[:, None]
-            keys = key_mask[:, : P + s]
-            h = adapter.embed(step_ids, positions)
-            mask = attention_mask(keys, step_ids.shape[1], h.dtype)
-            kw = {**adapter.layer_kwargs(positions, h.dtype), **step_attention(adapter, cache)}
-            state = h[:, -1]
-            logits, cos = [], torch.full((B, L), float("nan"), device=dev)
-            readout = adapter.head(state)  # the embedding's read-out, for layers below the first that runs
-            run = set(writes[s])
-            for i in range(L):
-                if i in run:
-                    o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
-                    ran = own[:, s, i]
-                    h = o if bool(ran.all()) else torch.where(ran[:, None, None], o, h)
-                    new = h[:, -1]
-                    c = torch.nn.functional.cosine_similarity(state.float(), new.float(), dim=-1)
-                    cos[:, i] = torch.where(ran, c, float("nan"))
-                    if bool(ran.any()):
-                        readout = adapter.head(new)
-                    state = new
-                logits.append(readout)
-            ids, probs, p, lp, kl, ent = _stats(logits, tokens[:, s], k)
-            for name, value in zip(cols, (ids, probs, p, lp, kl, ent, cos), strict=True):
-                cols[name].append(value.cpu())
+    adapter.kernels.refresh()  # the decode's own products (bit for bit the same either way)
+    for s in range(T):
+        if s > 0:
+            key_mask[:, P + s - 1] = True
+            step_ids = tokens[:, s - 1 : s]
+            positions = (prompt_lens + (s - 1))[:, None]
+        keys = key_mask[:, : P + s]
+        args = step_args(adapter, cache)
+        h = adapter.embed(step_ids, positions, args)
+        mask = attention_mask(keys, step_ids.shape[1], h.dtype)
+        kw = {**adapter.layer_kwargs(positions, h.dtype), **args}
+        state = h[:, -1]
+        logits, cos = [], torch.full((B, L), float("nan"), device=dev)
+        readout = adapter.head(state, kw)  # the embedding's read-out, for layers below the first that runs
+        run = set(writes[s])
+        for i in range(L):
+            if i in run:
+                o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
+                ran = own[:, s, i]
+                h = o if bool(ran.all()) else torch.where(ran[:, None, None], o, h)
+                new = h[:, -1]
+                c = torch.nn.functional.cosine_similarity(state.float(), new.float(), dim=-1)
+                cos[:, i] = torch.where(ran, c, float("nan"))
+                if bool(ran.any()):
+                    readout = adapter.head(new, kw)
+                state = new
+            logits.append(readout)
+        ids, probs, p, lp, kl, ent = _stats(logits, tokens[:, s], k)
+        for name, value in zip(cols, (ids, probs, p, lp, kl, ent, cos), strict=True):
+            cols[name].append(value.cpu())
     stack = {n: torch.stack(v, 1) for n, v in cols.items()}  # (B, T, L, ...)
     return ReadOuts(
         ran=own.cpu(),

@@ -72,7 +72,7 @@ def lossless_caveat(
     in half precision on a GPU any batch, whose passes are not bit-exact against full depth's steps (docs/gpu.md);
     in float16 on a CPU a batch of one row, whose full-depth step multiplies one row and whose verification k + 1,
     summed in another order. In bfloat16 on a CPU every batch is exact: a one-row batch's verification multiplies
-    row by row where the kernel would sum rows unlike one (`PackedLinears.column_products`), and its queries read
+    row by row where the kernel would sum rows unlike one (`PackedLinears.for_pass` with `columns`), and its queries read
     their own keys. `prompts` go in batches of `batch_size` rows, the last one holding what is left; `exact_mode`
     names the way to float32 where the note is read (a flag, a picker). None where the promise holds."""
     one_row = batch_size == 1 or prompts % batch_size == 1

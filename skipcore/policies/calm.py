@@ -220,16 +220,17 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
     """Run layers until every live row is confident (or all L ran); exited rows ride along frozen."""
     import torch
 
-    from skipcore.decode.forward import attention_mask, step_attention
+    from skipcore.decode.forward import attention_mask, step_args
 
     adapter, cache = run.adapter, run.cache
     ids, positions = run.input_ids, run.positions
     L = adapter.shapes.num_layers
     B = ids.shape[0]
-    h = adapter.embed(ids, positions)
+    args = step_args(adapter, cache)
+    h = adapter.embed(ids, positions, args)
     mask = attention_mask(run.key_mask, 1, cache.dtype)  # in the attention's dtype, as full depth's step
     # the attention full depth's step runs
-    kw = {**adapter.layer_kwargs(positions, h.dtype), **step_attention(adapter, cache)}
+    kw = {**adapter.layer_kwargs(positions, h.dtype), **args}
     active = live.clone()
     logits: torch.Tensor | None = None
     exit_layer = torch.zeros(B, dtype=torch.long, device=ids.device)
@@ -246,7 +247,7 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
         if ran < policy.min_layers and ran < L:
             continue
         rows = torch.arange(B, device=ids.device) if every else active.nonzero().squeeze(1)
-        lg = (adapter.head(h[:, -1]) if every else adapter.head(h[rows, -1])).float()
+        lg = (adapter.head(h[:, -1], kw) if every else adapter.head(h[rows, -1], kw)).float()
         c = confidence(lg, policy.measure)
         if ran < L:
             checks[rows] += 1

@@ -1,8 +1,11 @@
 """bfloat16 linears with prepacked oneDNN weights: the plain product's outputs bit for bit at every row count a
-decode runs, switched on only inside the engine's passes, repacked when a weight changes, and left to `F.linear`
-where they would not agree or where torch itself would not use oneDNN."""
+decode runs, only in the engine's passes (each with its own products, nothing of the model's changed), repacked
+when a weight changes, and left to `F.linear` where they would not agree or where torch itself would not use
+oneDNN."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 import torch
@@ -70,51 +73,90 @@ def counted(monkeypatch):
     return calls
 
 
-def test_packed_only_inside_the_scope_and_the_same_outputs(counted):
-    model = _tiny_mlp()
+def _ready(model: nn.Module, counted: list) -> PackedLinears:
+    """The model's linears packed as an engine packs them before a decode (the shapes' probes not counted)."""
     packs = PackedLinears(model)
+    packs.refresh()
+    counted.clear()
+    return packs
+
+
+def test_packed_only_in_a_pass_s_products_and_the_same_outputs(counted):
+    model = _tiny_mlp()
     x = torch.randn(3, 64).bfloat16()
     with torch.inference_mode():
         want = model(x)
         assert not counted
-        with packs.active():
-            counted.clear()  # the shape checks' probes at packing
+        packs = _ready(model, counted)
+        with packs.for_pass().intercepting():
             got = model(x)
         assert len(counted) == 2 and torch.equal(got, want)
-        assert all("forward" not in vars(m) for m in model.modules())  # its own modules again
-        model(x)
+        model(x)  # outside a pass: the modules as loaded
     assert len(counted) == 2
+    assert all("forward" not in vars(m) for m in model.modules())  # nothing of the model's was changed
+
+
+def test_a_pass_in_one_thread_leaves_another_thread_s_calls_alone(counted):
+    """No shared state changes per pass: while one thread's pass runs (here held inside its scope), the same
+    model's linears called from another thread are its own modules', with no packed product; so an engine needs
+    no lock for its products, and `generate()` beside a decode sees the model as loaded."""
+    model = _tiny_mlp()
+    x = torch.randn(3, 64).bfloat16()
+    packs = _ready(model, counted)
+    inside, release, seen = threading.Event(), threading.Event(), []
+
+    def decode() -> None:
+        with torch.inference_mode(), packs.for_pass(columns=True, one_row=True).intercepting():
+            seen.append(model(x))
+            inside.set()
+            release.wait(30)
+            seen.append(model(x))
+
+    worker = threading.Thread(target=decode)
+    worker.start()
+    try:
+        assert inside.wait(30)
+        during = len(counted)
+        with torch.inference_mode():
+            here = model(x)
+        assert len(counted) == during  # this thread's products are the plain ones
+    finally:
+        release.set()
+        worker.join(30)
+    assert len(counted) > during  # the held pass ran packed after
+    with torch.inference_mode():
+        assert torch.equal(here, model(x)) and all(torch.equal(s, here) for s in seen)
 
 
 def test_autograd_small_products_and_other_dtypes_run_the_plain_product(counted):
     model = _tiny_mlp()
-    packs = PackedLinears(model)
     small = nn.Linear(16, 16).to(torch.bfloat16)  # 1 x 16 x 16 multiply-adds: torch keeps it off oneDNN too
     assert ONEDNN_MIN_MACS >= 16 * 16
-    with packs.active():
-        counted.clear()
+    packs = _ready(model, counted)
+    with packs.for_pass().intercepting():
         y = model(torch.randn(2, 64).bfloat16().requires_grad_())
-        y.sum().backward()  # a training step through the scope still has its gradients
+        y.sum().backward()  # a training step through a pass still has its gradients
     assert not counted and model[0].weight.grad is not None
-    with torch.inference_mode(), PackedLinears(small).active():
-        counted.clear()
+    small_packs = _ready(small, counted)
+    with torch.inference_mode(), small_packs.for_pass().intercepting():
         small(torch.randn(1, 16).bfloat16())
     assert not counted
     assert not packing_applies(nn.Linear(8, 8))  # float32: MKL's product, not oneDNN's
-    assert PackedLinears(nn.Linear(8, 8)).units == []
+    assert PackedLinears(nn.Linear(8, 8)).units == [] and PackedLinears(nn.Linear(8, 8)).for_pass() is None
 
 
 def test_a_weight_changed_in_place_is_packed_again(counted):
     model = _tiny_mlp()
-    packs = PackedLinears(model)
     x = torch.randn(2, 64).bfloat16()
-    with torch.inference_mode(), packs.active():
+    packs = _ready(model, counted)
+    with torch.inference_mode(), packs.for_pass().intercepting():
         before = model(x)
     with torch.no_grad():
         model[0].weight.mul_(2)  # an optimizer step or a merged adapter
+    packs.refresh()  # as the engine does before each decode
     with torch.inference_mode():
         want = model(x)
-        with packs.active():
+        with packs.for_pass().intercepting():
             after = model(x)
     assert torch.equal(after, want) and not torch.equal(after, before)
 
@@ -126,19 +168,24 @@ def test_a_shape_whose_packed_product_disagrees_is_left_to_the_plain_product(mon
         want = model(x)
     monkeypatch.setattr(packed_linear, "packed_product", lambda x, packed, bias: torch.zeros(1))
     packs = PackedLinears(model)
-    with torch.inference_mode(), packs.active():
-        assert torch.equal(model(x), want)
-        with packs.column_products(one_row=True):
+    packs.refresh()
+    assert not packs.ready
+    with torch.inference_mode():
+        with packs.for_pass().intercepting():
             assert torch.equal(model(x), want)
-    assert all("forward" not in vars(m) for m in model.modules())
+        with packs.for_pass(columns=True, one_row=True).intercepting():
+            assert torch.equal(model(x), want)
 
 
 def test_a_forward_replaced_on_the_instance_is_kept():
     model = _tiny_mlp()
     hooked = model[0].forward = lambda x: x  # as accelerate's hooks replace it
     packs = PackedLinears(model)
-    with torch.inference_mode(), packs.active():
-        assert model[0].forward is hooked
+    packs.refresh()
+    assert all(model[0] not in unit for unit in packs.units)
+    x = torch.randn(2, 64).bfloat16()
+    with torch.inference_mode(), packs.for_pass().intercepting():
+        assert model[0].forward is hooked and torch.equal(model[0](x), x)
     assert model[0].forward is hooked
 
 
@@ -174,9 +221,10 @@ def test_siblings_make_one_product_and_each_reads_its_own_outputs(counted, bias)
     packs = PackedLinears(block)
     assert [len(unit) for unit in packs.units] == [3, 2]
     x = torch.randn(2, 3, 64).bfloat16()
+    packs.refresh()
     with torch.inference_mode():
         want = block(x)
-        with packs.active():
+        with packs.for_pass().intercepting():
             counted.clear()
             got = block(x)
             assert len(counted) == 2  # Q, K and V in one product, gate and up in another
@@ -188,8 +236,8 @@ def test_siblings_make_one_product_and_each_reads_its_own_outputs(counted, bias)
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_a_units_outputs_come_from_one_product_with_each_members_bits(counted, bias):
-    """`outputs` gives what calling each member gives, inside the scope and out, at row counts where every
-    member runs packed (one product per unit) and where a small member takes F.linear (its own product)."""
+    """`outputs` gives what calling each member gives, packed or not yet, at row counts where every member runs
+    packed (one product per unit) and where a small member takes F.linear (its own product)."""
     torch.manual_seed(0)
     block = _Block(bias=bias).to(torch.bfloat16)
     packs = PackedLinears(block)
@@ -198,12 +246,15 @@ def test_a_units_outputs_come_from_one_product_with_each_members_bits(counted, b
         for rows in (1, 3, 8):
             x = torch.randn(rows, 1, 64).bfloat16()
             want = [m(x) for unit in units for m in unit]
-            assert all(torch.equal(g, w) for g, w in zip(sum((packs.outputs(u, x) for u in units), []), want))
-            with packs.active():
-                counted.clear()
-                got = sum((packs.outputs(u, x) for u in units), [])
-                if rows == 8:  # every member above oneDNN's threshold: one product per unit
-                    assert len(counted) == 2
+            not_yet = PackedLinears(block).for_pass()  # no unit packed yet
+            unpacked = sum((not_yet.outputs(u, x) for u in units), [])
+            assert all(torch.equal(g, w) for g, w in zip(unpacked, want, strict=True))
+            packs.refresh()
+            products = packs.for_pass()
+            counted.clear()
+            got = sum((products.outputs(u, x) for u in units), [])
+            if rows == 8:  # every member above oneDNN's threshold: one product per unit
+                assert len(counted) == 2
             assert len(got) == 5 and all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
 
 
@@ -216,39 +267,41 @@ def test_siblings_of_other_input_widths_stay_apart():
 @pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")  # torch's flags() says it on any CPU
 def test_with_onednn_switched_off_the_plain_product_runs(counted):
     model = _tiny_mlp()
-    packs = PackedLinears(model)
-    with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False), packs.active():
-        counted.clear()
+    packs = _ready(model, counted)
+    with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False):
+        assert packs.for_pass() is None and packs.for_pass(columns=True, one_row=True) is None
         model(torch.randn(2, 64).bfloat16())
-        assert not counted and all("forward" not in vars(m) for m in model.modules())
+        assert not counted
 
 
 def test_in_a_one_row_column_pass_each_row_gets_its_one_row_bits(counted):
     """A one-row batch's multi-column pass must give each column the bits of the one-row step it stands for. On
-    SmolLM2's MLP shapes, inside `column_products(one_row=True)` every row of a 2-9-row product is that row's product alone
-    (on this CPU the 1536-wide down projection sums several rows in another order, so it runs row by row); a
-    shape that sums rows alike stays one product; outside, every product is whole."""
+    SmolLM2's MLP shapes, in a one-row batch's column pass every row of a 2-9-row product is that row's product
+    alone (on this CPU the 1536-wide down projection sums several rows in another order, so it runs row by row);
+    a shape that sums rows alike stays one product; in any other pass, every product is whole."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(576, 1536, bias=False), nn.Linear(1536, 576, bias=False)).bfloat16()
-    packs = PackedLinears(model)
+    packs = _ready(model, counted)
+    columns, step = packs.for_pass(columns=True, one_row=True), packs.for_pass()
     whole_or_split = []
-    with torch.inference_mode(), packs.active():
+    with torch.inference_mode():
         for rows in range(2, 10):
             for layer in model:
                 x = torch.randn(rows, layer.in_features).bfloat16()
-                alone = torch.cat([layer(row) for row in x.split(1)])
-                with packs.column_products(one_row=True):
+                with step.intercepting():
+                    alone = torch.cat([layer(row) for row in x.split(1)])
+                with columns.intercepting():
                     layer(x)  # the first asks the shape once (random rows through the same product)
                     counted.clear()
                     got = layer(x)
                     whole_or_split.append(len(counted) == rows)
                 assert torch.equal(got, alone), (rows, layer)
                 assert len(counted) in (1, rows)
-                with packs.column_products(one_row=True):
-                    (unit_out,) = packs.outputs((layer,), x)  # a unit's one call splits alike
+                (unit_out,) = columns.outputs((layer,), x)  # a unit's one call splits alike
                 assert torch.equal(unit_out, alone), (rows, layer)
                 counted.clear()
-                layer(x)
+                with step.intercepting():
+                    layer(x)
                 assert len(counted) == 1
     # the same shape is split at every row count or at none
     assert whole_or_split[0::2] in ([True] * 8, [False] * 8) and whole_or_split[1::2] in (
@@ -264,8 +317,7 @@ def test_a_product_of_more_rows_than_a_step_has_is_the_plain_one(counted):
     x = torch.randn(SMALL_ROWS + 8, 64).bfloat16()
     with torch.inference_mode():
         want = model(x)
-        with PackedLinears(model).active():
-            counted.clear()  # the shapes' probes when packed
+        with _ready(model, counted).for_pass().intercepting():
             got = model(x)
     assert torch.equal(got, want) and not counted
 
@@ -275,11 +327,11 @@ def test_in_a_column_pass_a_large_product_runs_in_a_step_s_pieces(counted):
     a time, the kernel a decode step's few rows get, so each row has its step's bits."""
     model = _tiny_mlp()
     x = torch.randn(2 * SMALL_ROWS + 5, 64).bfloat16()
-    packs = PackedLinears(model)
+    packs = _ready(model, counted)
     with torch.inference_mode():
-        with packs.active():
+        with packs.for_pass().intercepting():
             want = torch.cat([model(piece) for piece in x.split(SMALL_ROWS)])
-        with packs.active(), packs.column_products():
+        with packs.for_pass(columns=True).intercepting():
             counted.clear()
             got = model(x)
     assert torch.equal(got, want)

@@ -95,7 +95,7 @@ def test_bfloat16_speculative_at_batch_1_keeps_full_depths_tokens():
     """A batch of one row decodes one row per step, as generate() does, and its verification multiplies k + 1
     columns at once. On a CPU whose bfloat16 kernel sums a row alone in another order than among several
     (SmolLM2's 1536-wide down projection on an AVX-512 EPYC), those products run row by row in a one-row batch's
-    multi-column passes (`PackedLinears.column_products`). Without that, 3 of these 8 test inputs (the
+    multi-column passes (`PackedLinears.for_pass` with `columns`). Without that, 3 of these 8 test inputs (the
     skip-aware fine-tune, k = 4 drafts from its 3x schedule) part from full depth within 24 tokens."""
     from skipcore.data.loaders import load_e2e_csv
     from skipcore.evaluate.bench.plan import skip_schedule

@@ -1,4 +1,4 @@
-"""A Llama-family layer run without transformers' module calls: the module's bits, in every pass the engine
+"""A Llama-family or OPT layer run without transformers' module calls: the module's bits, in every pass the engine
 makes, and the module itself wherever that is not certain (hooks, training, other classes)."""
 
 from __future__ import annotations
@@ -7,26 +7,28 @@ import pytest
 import torch
 from torch import nn
 
-from skipcore.adapters.base import Adapter
-from skipcore.kernels import llama_layer
+from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, engine_for
 
 LLAMA_FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
+# opt-proj: OPT-350m's norms after attention and MLP, projections in and out
+LEAN_FAMILIES = [*LLAMA_FAMILIES, "opt", "opt-proj", "gemma3"]
 SKIP = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
 
 
 @pytest.fixture
 def lean_calls(monkeypatch):
     calls = []
-    original = llama_layer.DecodeLayer.__call__
+    for family in (llama_layer, opt_layer, gemma3_layer):
+        original = family.DecodeLayer.__call__
 
-    def counting(self, hidden, *args):
-        calls.append(hidden.shape[1])
-        return original(self, hidden, *args)
+        def counting(self, hidden, *args, original=original):
+            calls.append(hidden.shape[1])
+            return original(self, hidden, *args)
 
-    monkeypatch.setattr(llama_layer.DecodeLayer, "__call__", counting)
+        monkeypatch.setattr(family.DecodeLayer, "__call__", counting)
     return calls
 
 
@@ -36,7 +38,7 @@ def _as_modules(engine, monkeypatch) -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", LLAMA_FAMILIES)
+@pytest.mark.parametrize("family", LEAN_FAMILIES)
 def test_every_pass_gives_the_modules_bits(model_dirs, family, attn, dtype, lean_calls, monkeypatch):
     """Full depth, a skip schedule and speculative rounds (drafts and multi-column verifications over ragged
     rows): the same tokens and log-probabilities, bit for bit, as the layers called as modules."""
@@ -82,13 +84,24 @@ def test_autograd_and_training_mode_run_the_modules(model_dirs, lean_calls):
     adapter.layers[0].eval()
     with torch.no_grad():
         got = adapter.run_layer(0, hidden, None, None, kwargs)
-        want = Adapter.run_layer(adapter, 0, hidden, None, None, kwargs)
+        want = adapter.run_module_layer(0, hidden, None, None, kwargs)
     assert lean_calls and torch.equal(got, want)
 
 
 def test_only_stock_layers_of_plain_linears_fit(model_dirs):
     gemma = engine_for(model_dirs, "gemma3", "sdpa").adapter
-    assert not llama_layer.fits(gemma.layers[0])
+    assert not llama_layer.fits(gemma.layers[0]) and not opt_layer.fits(gemma.layers[0])
+    assert gemma3_layer.fits(gemma.layers[0])
+    gpt2 = engine_for(model_dirs, "gpt2", "sdpa").adapter  # Conv1D layers: no lean form, the modules run
+    assert gpt2.decode_layers == [None] * len(gpt2.layers)
+    opt = engine_for(model_dirs, "opt", "sdpa").adapter.layers[0]
+    assert opt_layer.fits(opt) and not llama_layer.fits(opt)
+    fc1 = opt.fc1
+    opt.fc1 = nn.Linear(fc1.in_features, fc1.out_features)  # plain, but
+    handle = opt.fc1.register_forward_hook(lambda module, args, out: None)  # hooked
+    assert not opt_layer.fits(opt)
+    handle.remove()
+    opt.fc1 = fc1
     layer = engine_for(model_dirs, "llama", "sdpa").adapter.layers[0]
     assert llama_layer.fits(layer)
 
