@@ -40,8 +40,9 @@ PARAMS = (
 def default_params(num_layers: int, trained: dict | None = None) -> dict[str, Any]:
     """The paper's setting: linear skip decay fitted to a 2x theoretical layer speedup over a typical output
     (the model's median output length + EOS when it says, else the whole generation), with the decay span the
-    model was trained with (the paper: the median target length). A model not trained skip-aware opens at full
-    depth (`trained["shape"]`, from `decoding_for`), its max and min still fitted for when a shape is picked."""
+    model was trained with (the paper: the median target length). A model trained at one schedule opens at that
+    schedule (`trained["schedule"]`); a model not trained skip-aware opens at full depth (`trained["shape"]`, from
+    `decoding_for`), its max and min still fitted for when a shape is picked."""
     trained = trained or {}
     max_new_tokens = int(trained.get("max_new_tokens") or 32)
     over = speedup_horizon(trained, max_new_tokens)
@@ -52,7 +53,7 @@ def default_params(num_layers: int, trained: dict | None = None) -> dict[str, An
         hi, lo = fit.max_layers, fit.min_layers
     except ScheduleError:  # too shallow to skip anything
         hi = lo = num_layers
-    return {
+    design = {
         "shape": trained.get("shape") or ("linear" if hi != lo or num_layers > 1 else "full"),
         "mode": "skip",
         "max_layers": hi,
@@ -67,6 +68,20 @@ def default_params(num_layers: int, trained: dict | None = None) -> dict[str, An
         "speedup_over": over,
         "prompt_len": int(trained.get("prompt_len") or 64),
     }
+    own = trained.get(
+        "schedule"
+    )  # a model trained at one schedule opens at it (the command line runs it too)
+    if own and own.get("max_layers") and own.get("min_layers"):
+        design.update(
+            {
+                k: own[k]
+                for k in ("shape", "mode", "max_layers", "min_layers", "warmup_layers", "alpha", "stages")
+            }
+        )
+        design["budgets"] = own.get("budgets") or ""
+        if own.get("decay_span"):
+            design.update(decay_span=int(own["decay_span"]), default_span=False)
+    return design
 
 
 def limits(num_layers: int) -> dict[str, tuple[float, float]]:

@@ -48,12 +48,16 @@ def _settings(choice: ModelChoice) -> dict:
 
 def generation_defaults(choice: ModelChoice) -> dict:
     """What a skipcore-trained model was trained for: decay span (the median target length), generation
-    length, typical output length (`speedup_over`) and the median prompt length of its data; and `shape`:
-    "full" for a model with weights that was not trained skip-aware (`decoding_for`, as the command line)."""
-    from skipcore.models.generation_defaults import decoding_for, defaults_from_record
+    length, typical output length (`speedup_over`) and the median prompt length of its data; `schedule`: the one it
+    was trained at, for a model trained at one (`trained_schedule`); and `shape`: "full" for a model with weights
+    that was not trained skip-aware (`decoding_for`, as the command line)."""
+    from skipcore.models.generation_defaults import decoding_for, defaults_from_record, trained_schedule
 
     settings = _settings(choice)
     out = defaults_from_record(settings)  # decay span, length, and the typical output length
+    schedule = trained_schedule(settings)
+    if schedule is not None:  # trained at one schedule: it opens at that one
+        out["schedule"] = schedule
     prompt = (settings.get("data") or {}).get("median_prompt_tokens")
     if prompt:
         out["prompt_len"] = int(prompt)

@@ -39,10 +39,18 @@ def add_policy_args(p: argparse.ArgumentParser, policies: Mapping[str, type] = P
     p.set_defaults(policy_classes=policies)
 
 
-def with_model_defaults(settings: S) -> tuple[S, str]:
-    """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule's shape, the
-    length, the decay span, the horizon a target speedup is met over), checked; and the note that says a fall-back
-    to full depth ('' if none), said with the run's summary, after the work: errors come first, alone."""
+# the flags (by dest) that say which schedule to run; a model trained at one schedule runs it where none is given
+# (--decay-span alone keeps it, with that span)
+SCHEDULE_CHOICE = frozenset(
+    {"schedule", "schedule_json", *SCHEDULE_FLAGS} - {"shape", "budgets_list", "decay_span"}
+)
+
+
+def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
+    """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule a model
+    trained at one schedule runs where `given`, the flags typed, names none; the schedule's shape, the length, the
+    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule or
+    a fall-back to full depth ('' if neither), said with the run's summary, after the work: errors come first."""
     from skipcore.models.generation_defaults import decoding_for
 
     depth = settings.depth
@@ -50,6 +58,7 @@ def with_model_defaults(settings: S) -> tuple[S, str]:
     decoding = decoding_for(
         settings.model, depth.schedule, bool(asked or depth.schedule_json), bool(depth.budgets),
         depth.policy == "static", settings.max_new_tokens, depth.decay_span, settings.speedup_over,
+        schedule_given=bool(given & SCHEDULE_CHOICE),
     )  # fmt: skip
     if decoding.max_new_tokens < 1:
         raise UserError(f"--max-new-tokens must be >= 1, got {decoding.max_new_tokens}")
@@ -57,13 +66,28 @@ def with_model_defaults(settings: S) -> tuple[S, str]:
         raise UserError(
             f"--speedup-over must be >= 2 (the first token is the prefill), got {decoding.speedup_over}"
         )
+    trained = decoding.trained
+    kept = ("mode", "max_layers", "min_layers", "warmup_layers", "alpha", "stages", "budgets")
+    fields = {k: trained[k] for k in kept} if trained else {}
     resolved = replace(
         settings,
-        depth=replace(depth, schedule=decoding.shape, decay_span=decoding.decay_span),
+        depth=replace(depth, schedule=decoding.shape, decay_span=decoding.decay_span, **fields),
         max_new_tokens=decoding.max_new_tokens,
         speedup_over=decoding.speedup_over,
     )
-    return resolved, decoding.note
+    return resolved, trained_note(settings.model, resolved.depth) if trained else decoding.note
+
+
+def trained_note(model: str, depth: DepthSettings) -> str:
+    """The note a run of a model at the schedule it was trained at gets: which, and how to ask for another."""
+    shown = f"{depth.max_layers}->{depth.min_layers} layers" if depth.schedule != "custom" else depth.budgets
+    how = f"{depth.schedule} {shown}, {depth.mode} mode"
+    if depth.mode == "skip":
+        how += f", warmup {depth.warmup_layers}"
+    return (
+        f"note: {model} was trained at one schedule, so it runs it ({how}, decay span {depth.decay_span}); "
+        "pass --target-speedup T or --schedule full for another"
+    )
 
 
 def read_prompts(settings: DecodeSettings) -> list[str]:

@@ -110,7 +110,7 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     """Generate as the flags say (read once, `GenerateSettings`): texts on stdout, the summary on stderr."""
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
-    settings, schedule_note = with_model_defaults(GenerateSettings.from_args(args))
+    settings, schedule_note = with_model_defaults(GenerateSettings.from_args(args), given)
     apply_threads(settings.threads)
     if settings.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {settings.timing_repeats}")

@@ -84,7 +84,9 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
     settings = LensSettings.from_args(args)
     if settings.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {settings.top_k}")
-    settings, _ = with_model_defaults(settings)  # a fall-back to full depth is said by generate, not here
+    settings, _ = with_model_defaults(
+        settings, given
+    )  # a fall-back to full depth is said by generate, not here
     apply_threads(settings.threads)
     out_path = check_output_path(settings.out, settings.overwrite, FORMATS)
     if out_path is not None:

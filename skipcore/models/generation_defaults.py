@@ -44,6 +44,31 @@ def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     return min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens))
 
 
+def trained_schedule(record: dict) -> dict | None:
+    """The schedule a model fine-tuned at one schedule (objective "fixed", the paper's per-target recipe) was
+    trained at, as schedule settings (`shape`, `mode`, `max_layers`, `min_layers`, `warmup_layers`, `decay_span`,
+    `alpha`, `stages`, `budgets`): the schedule it decodes with where none is asked, since at any other (full
+    depth included) it writes worse. None for any other model: an elastic model learnt every target, a
+    full-depth one none."""
+    if record.get("objective") != "fixed":
+        return None
+    fixed = (record.get("schedule") or {}).get("fixed")
+    if not isinstance(fixed, dict) or not fixed.get("shape"):
+        return None
+    budgets = fixed.get("budgets_list") or []
+    return {
+        "shape": fixed["shape"],
+        "mode": fixed.get("mode", "skip"),
+        "max_layers": fixed.get("max_layers"),
+        "min_layers": fixed.get("min_layers"),
+        "warmup_layers": int(fixed.get("warmup_layers", 1)),
+        "decay_span": fixed.get("decay_span"),
+        "alpha": float(fixed.get("alpha", 0.9)),
+        "stages": int(fixed.get("stages", 4)),
+        "budgets": ",".join(str(int(b)) for b in budgets) or None,
+    }
+
+
 SKIP_AWARE = ("fixed", "elastic")  # the training objectives that teach a model to skip
 # why a model runs at full depth by default, as every front end says it (each with its own way to skip)
 FULL_DEPTH_NOTE = (
@@ -76,6 +101,9 @@ class Decoding:
     decay_span: int | None
     speedup_over: int
     note: str = ""
+    trained: dict | None = (
+        None  # the schedule the model was trained at (`trained_schedule`), where it runs it
+    )
 
 
 def decoding_for(
@@ -87,21 +115,30 @@ def decoding_for(
     max_new_tokens: int | None = None,
     decay_span: int | None = None,
     speedup_over: int | None = None,
+    schedule_given: bool = True,
 ) -> Decoding:
-    """The decode a model gets: what was asked, else what it was trained for. With no shape asked, a model skips
-    only where it was trained skip-aware, a skip setting asks for it (`skip_asked`: a target speedup, a floor, a
-    start, a schedule file) or the policy is not the static one (speculative is lossless; CALM and adaptive watch
-    confidence): a model not trained to skip loses its quality when layers are skipped."""
+    """The decode a model gets: what was asked, else what it was trained for. A model trained at one schedule
+    decodes with it where no schedule setting was given (`schedule_given` False; `decay_span` still wins). With no
+    shape asked, a model skips only where it was trained skip-aware, a skip setting asks for it (`skip_asked`: a
+    target speedup, a floor, a start, a schedule file) or the policy is not the static one (speculative is
+    lossless; CALM and adaptive watch confidence): a model not trained to skip loses its quality when layers are
+    skipped."""
     local = Path(model).expanduser().is_dir()
-    defaults = generation_defaults(model) if local else {}
+    record = (read_record(model) or {}) if local else {}
+    defaults = defaults_from_record(record)
     note = ""
+    trained = None if schedule_given else trained_schedule(record)
+    if trained is not None:
+        shape = trained["shape"]
+        if decay_span is None and trained["decay_span"]:
+            decay_span = int(trained["decay_span"])
     if shape is None:
-        trained = skip_aware(model)
-        shape = "custom" if custom else "linear" if (skip_asked or trained or not static) else "full"
+        learnt = skip_aware(model)
+        shape = "custom" if custom else "linear" if (skip_asked or learnt or not static) else "full"
         if shape == "full":
             note = f"note: {full_depth_note(model)}"
     max_new = max_new_tokens if max_new_tokens is not None else int(defaults.get("max_new_tokens", 32))
     if decay_span is None and defaults.get("decay_span"):
         decay_span = int(defaults["decay_span"])
     over = speedup_over if speedup_over is not None else speedup_horizon(defaults, max_new)
-    return Decoding(shape, max_new, decay_span, over, note)
+    return Decoding(shape, max_new, decay_span, over, note, trained)

@@ -192,6 +192,51 @@ def skip_run(model_dirs, tmp_path_factory):
     return out, flags
 
 
+def test_a_model_trained_at_one_schedule_generates_at_it_unless_another_is_asked(skip_run, tmp_path, capsys):
+    """generate and the dashboard open a fixed-schedule model at the schedule it learnt (6 -> 2 layers here), not at
+    the 2x default an elastic model gets; any schedule flag asks for another, --decay-span alone keeps it."""
+    from app.dashboard.state import default_params
+    from skipcore.models.generation_defaults import trained_schedule
+
+    out, _ = skip_run
+    record = read_record(out)
+    span = record["generation"]["decay_span"]
+
+    def generated(*flags: str) -> dict:
+        path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.parquet"
+        argv = [
+            "generate",
+            "--model",
+            str(out),
+            "--prompt",
+            PROMPTS[0],
+            "--max-new-tokens",
+            "6",
+            "--threads",
+            "1",
+        ]
+        assert main([*argv, *flags, "--trace", str(path)]) == 0
+        return read_trace(path)[1]["schedule"]
+
+    own = generated()
+    assert (own["max_layers"], own["min_layers"], own["decay_span"], own["mode"]) == (6, 2, span, "skip")
+    assert "was trained at one schedule, so it runs it (linear 6->2 layers" in capsys.readouterr().err
+    two = generated("--target-speedup", "2")
+    assert two["max_layers"] != 6 or two["min_layers"] != 2  # the 2x schedule of the whole model, as asked
+    assert "trained at one schedule" not in capsys.readouterr().err
+    assert generated("--schedule", "full")["max_layers"] == generated("--schedule", "full")["min_layers"]
+    spanned = generated("--decay-span", "3")
+    assert (spanned["max_layers"], spanned["min_layers"], spanned["decay_span"]) == (6, 2, 3)
+    design = default_params(record["schedule"]["num_layers"], {"schedule": trained_schedule(record)})
+    assert (design["max_layers"], design["min_layers"], design["decay_span"], design["shape"]) == (
+        6,
+        2,
+        span,
+        "linear",
+    )
+    assert trained_schedule({**record, "objective": "elastic"}) is None
+
+
 def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
     out, _ = skip_run
     losses = [r["loss"] for r in log_records(out) if "loss" in r]
