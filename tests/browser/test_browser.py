@@ -756,8 +756,9 @@ def test_the_generate_estimate_is_timed_on_request_and_holds_against_the_run_it_
     steps.wait_for(timeout=GENERATE_TIMEOUT_MS)
     run_ms = float(re.search(r"median ([\d.]+) ms", steps.inner_text()).group(1))
     # one estimate and one run, beside another test worker and the browser: the same order of magnitude here (a
-    # 10x estimate fails); within 2x is held on the median of three pairs in tests/measure/test_estimate.py
-    assert 1 / 3 <= run_ms / announced_ms <= 3.0, (run_ms, announced_ms)
+    # 10x estimate fails; a 5 ms step timed quiet ran 15 ms once beside a busy worker, so 4x either way); within
+    # 2x is held on the median of three pairs in tests/measure/test_estimate.py
+    assert 1 / 4 <= run_ms / announced_ms <= 4.0, (run_ms, announced_ms)
     _wait_idle(page)
     page.reload(wait_until="domcontentloaded")
     page.get_by_text("from the last run's", exact=False).first.wait_for(timeout=UI_TIMEOUT_MS)

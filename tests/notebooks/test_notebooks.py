@@ -37,6 +37,7 @@ NEEDS = {  # the shipped files each notebook runs on (a model's weights are writ
     "08_real_finetune": [  # the shipped sweeps only: it runs no model
         ROOT / "data/sweeps/smollm2_quality.parquet",
         ROOT / "data/sweeps/smollm2_timing.parquet",
+        ROOT / "data/sweeps/smollm2_curve.parquet",
     ],
     "06_beyond_the_paper": [
         MODEL,
