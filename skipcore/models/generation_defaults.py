@@ -69,6 +69,12 @@ def trained_schedule(record: dict) -> dict | None:
     }
 
 
+def trained_schedule_of(model: str | Path) -> dict | None:
+    """`trained_schedule` of a local model folder's training record; None for anything else."""
+    local = Path(model).expanduser()
+    return trained_schedule(read_record(local) or {}) if local.is_dir() else None
+
+
 SKIP_AWARE = ("fixed", "elastic")  # the training objectives that teach a model to skip
 # why a model runs at full depth by default, as every front end says it (each with its own way to skip)
 FULL_DEPTH_NOTE = (

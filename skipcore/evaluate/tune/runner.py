@@ -36,6 +36,7 @@ from skipcore.evaluate.tune.settings import TuneSettings, check_settings
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
 from skipcore.evaluate.tune.table import candidate_of, finished_row
 from skipcore.evaluate.tune.trials import Task, TuneJob, prefix_rows, task_rows
+from skipcore.models.generation_defaults import trained_schedule_of
 
 Say = Callable[[str], None]
 FRONT_COLUMNS = ("tune_trial", "tune_label", "policy", "shape", "mode", "warmup", "max_layers", "min_layers",
@@ -247,7 +248,9 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
         run.space.paper_params(t, s.speedup_over, s.decay_span)
         for t in PAPER_TARGETS[: max(1, s.trials // 10)]
     ]
-    studies.seed_with(study, [p for p in seeds if p is not None])
+    trained = trained_schedule_of(s.model)  # a model trained at one schedule: the search starts from it
+    own = run.space.trained_params(trained) if trained else None
+    studies.seed_with(study, [p for p in [own, *seeds] if p is not None])
     prune_below = floor["prefix_floor"] - s.prune_margin if run.prefix else None
     bar = tqdm(total=s.trials, initial=studies.done(study), disable=not s.progress, unit="trial")
     failed = 0

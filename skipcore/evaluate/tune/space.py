@@ -178,12 +178,30 @@ class SearchSpace:
             s = paper_linear(self.num_layers, target, speedup_over, span).schedule
         except UserError:
             return None
-        share = (
-            (s.max_layers - s.min_layers) / (self.num_layers - s.min_layers)
-            if s.min_layers < self.num_layers
-            else 0
-        )
-        return {"policy": "static", "shape": "linear", "mode": "skip", "warmup": 1, "min_layers": s.min_layers,
+        return self.linear_params(s.max_layers, s.min_layers, 1, span)
+
+    def trained_params(self, trained: dict) -> dict | None:
+        """The trial parameters that draw the schedule a model was trained at (`generation_defaults.
+        trained_schedule`: to start the search from the one it knows best), or None where this space does not
+        hold it (a shape other than linear in skip mode, a warmup or a span outside it)."""
+        if not (trained.get("shape") == "linear" and trained.get("mode") == "skip"):
+            return None
+        warmup, span = int(trained["warmup_layers"]), trained.get("decay_span")
+        if not (warmup in self.warmups and span and 1 <= int(span) <= max(1, self.max_new_tokens - 1)):
+            return None
+        if not ("static" in self.policies and "linear" in self.shapes and "skip" in self.modes):
+            return None
+        hi, lo = int(trained["max_layers"]), int(trained["min_layers"])
+        if not (warmup < lo <= hi <= self.num_layers):
+            return None
+        return self.linear_params(hi, lo, warmup, int(span))
+
+    def linear_params(self, max_layers: int, min_layers: int, warmup: int, span: int) -> dict:
+        """The trial parameters of a linear skip schedule from `max_layers` down to `min_layers` (`_schedule`
+        draws its start as a share of the layers above the floor)."""
+        above = self.num_layers - min_layers
+        share = (max_layers - min_layers) / above if above else 0
+        return {"policy": "static", "shape": "linear", "mode": "skip", "warmup": warmup, "min_layers": min_layers,
                 "max_share": share, "decay_span": span}  # fmt: skip
 
 

@@ -213,6 +213,21 @@ def test_the_search_draws_runnable_settings_from_the_declarations(model_dirs, tm
     assert space.suggest(study.ask()).schedule == paper_linear(6, 2.0, 8, 6).schedule
 
 
+def test_a_model_trained_at_one_schedule_is_searched_from_it(model_dirs, tmp_path):
+    """The search's first point for a model trained at one schedule (the per-target recipe) is that schedule,
+    drawn exactly; one the space cannot hold (another mode, a warmup it leaves out) is not asked."""
+    s = check_settings(TuneSettings(out=tmp_path, model=str(model_dirs["opt"]), max_new_tokens=40))
+    space = SearchSpace.of(s, 6)
+    trained = {"shape": "linear", "mode": "skip", "max_layers": 5, "min_layers": 2, "warmup_layers": 1,
+               "decay_span": 9, "alpha": 0.9, "stages": 4, "budgets": None}  # fmt: skip
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(0))
+    study.enqueue_trial(space.trained_params(trained))
+    assert space.suggest(study.ask()).schedule == Schedule(6, "linear", "skip", 5, 2, 1, 9)
+    assert space.trained_params({**trained, "mode": "exit"}) is None
+    assert space.trained_params({**trained, "warmup_layers": 3}) is None  # the space holds warmups (1,)
+    assert space.trained_params({**trained, "max_layers": 7}) is None
+
+
 def test_bad_settings_are_refused_in_one_line_naming_the_setting(model_dirs, tmp_path):
     base = dict(out=tmp_path / "o", model=str(model_dirs["opt"]), dataset="data/e2e_synth")
     for kw, field in (({"max_drop": -1.0}, "max_drop"), ({"metric": "bleurt"}, "metric"),
