@@ -29,24 +29,33 @@ class StepTimer:
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
-        self.marks: list = []
-        self.mark()
+        self.starts: list = [self._now()]
+        self.ends: list = []
 
-    def mark(self) -> None:
-        """End of a step (and start of the next)."""
+    def _now(self):
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(time.perf_counter())
+            return event
+        return time.perf_counter()
+
+    def mark(self) -> None:
+        """End of a step (and start of the next)."""
+        now = self._now()
+        self.ends.append(now)
+        self.starts.append(now)
+
+    def resume(self) -> None:
+        """The next step starts now: what ran since the last step ended (a caller's progress callback, which may
+        redraw a page) is no step's time."""
+        self.starts[-1] = self._now()
 
     def step_ms(self) -> list[float]:
         """Milliseconds of each step marked so far."""
         if self.cuda:
-            self.marks[-1].synchronize()
-            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
-        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
+            self.ends[-1].synchronize()
+            return [a.elapsed_time(b) for a, b in zip(self.starts, self.ends)]
+        return [(b - a) * 1e3 for a, b in zip(self.starts, self.ends)]
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,7 @@ class SkipEngine:
                 timer.mark()
                 if on_step is not None:
                     on_step(cur.frontier(s))
+                    timer.resume()  # a progress callback's time is no step's
                 # Asking whether every row has ended syncs the host with the device, so on a GPU it is asked
                 # only every few steps; `collect_batch` cuts off the steps run past the end: the same result.
                 if (not cur.aligned or (s + 1) % self.stop_check_every == 0) and bool(cur.done.all()):

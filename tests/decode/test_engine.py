@@ -426,3 +426,15 @@ def test_half_precision_runs_and_counts_two_byte_kv(model_dirs, dtype):
     shapes = eng.adapter.shapes
     assert first["kv_cache_bytes"] == 6 * first["prompt_len"] * 2 * shapes.num_kv_heads * shapes.head_dim * 2
     assert all(len(ids) == 6 for ids in res.token_ids)
+
+
+def test_a_slow_progress_callback_is_no_step_s_time(model_dirs):
+    """A caller's progress callback (the dashboard redraws a page in it) runs between steps, not in one: the
+    steps' times, which the trace and the summary report, leave it out."""
+    import time
+
+    eng = engine_for(model_dirs, "opt")
+    pause_ms = 40.0
+    res = eng.generate(PROMPTS[:1], max_new_tokens=6, progress=lambda done, total: time.sleep(pause_ms / 1e3))
+    steps = res.trace.groupby("step")["step_ms"].first()
+    assert len(steps) == 6 and steps.max() < pause_ms, steps.tolist()
