@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from skipcore.kernels.attention import PASS_ATTENTION
 from skipcore.kernels.packed_linear import PASS_PRODUCTS
 
 
@@ -37,6 +39,14 @@ def products_of(kwargs: dict):
     products (`PassProducts.outputs`) where the pass hands them, else each module called."""
     products = kwargs.get(PASS_PRODUCTS)
     return products.outputs if products is not None else _module_outputs
+
+
+def attention_of(kwargs: dict, module: nn.Module, eager):
+    """The attention function a lean layer calls: the one the pass handed its layers (`attention.pass_attention`),
+    else the one the config names, as the attention module looks it up (`eager`: the family's own fallback)."""
+    return kwargs.get(PASS_ATTENTION) or ALL_ATTENTION_FUNCTIONS.get_interface(
+        module.config._attn_implementation, eager
+    )
 
 
 def _module_outputs(members: tuple[nn.Module, ...], x: torch.Tensor) -> list[torch.Tensor]:

@@ -20,10 +20,8 @@ import sys
 
 import torch
 from torch import nn
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from skipcore.kernels.attention import PASS_ATTENTION
-from skipcore.kernels.lean import forward_of, inference_pass, products_of, unhooked
+from skipcore.kernels.lean import attention_of, forward_of, inference_pass, products_of, unhooked
 
 FAMILY = "transformers.models.opt.modeling_opt"
 
@@ -72,11 +70,7 @@ class DecodeLayer:
         k, v = k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        # the attention the pass handed its layers (`attention.pass_attention`), else the one the config names
-        attention = kwargs.get(PASS_ATTENTION) or ALL_ATTENTION_FUNCTIONS.get_interface(
-            attn.config._attn_implementation, self.eager
-        )
-        o, _ = attention(
+        o, _ = attention_of(kwargs, attn, self.eager)(
             attn,
             q,
             k,
