@@ -20,7 +20,7 @@ import time
 import torch
 from torch.nn import functional as F
 
-from skipcore.kernels.packed_linear import pack, packed_product
+from skipcore.kernels.products import pack, packed_product
 
 SHAPES = [(1536, 576), (576, 1536), (576, 576), (192, 576), (49152, 576)]  # SmolLM2-135M: out x in
 
@@ -124,12 +124,14 @@ def layers(model: str = "smollm2-135m", pairs: int = 8, new_tokens: int = 48) ->
     net, tokenizer = load_model(model, dtype="bfloat16")[:2]
     engine = SkipEngine(net, tokenizer)
     engine.eos_ids = torch.tensor([-1])  # every call makes new_tokens tokens
-    lean, in_place = engine.adapter.decode_layers, attention.heads_in_place_sdpa
+    # a step's attention is the pass's (`attention.PASSES`, read when a batch starts): transformers' own, or ours
+    lean, in_place = engine.adapter.decode_layers, dict(attention.PASSES)
+    copied = {**in_place, "end": sdpa_attention_forward, "buffer": sdpa_attention_forward}
     as_modules = [None] * len(lean)
     settings = {
-        "modules, K/V copied": (as_modules, sdpa_attention_forward),
+        "modules, K/V copied": (as_modules, copied),
         "modules, in place": (as_modules, in_place),
-        "no module calls, K/V copied": (lean, sdpa_attention_forward),
+        "no module calls, K/V copied": (lean, copied),
         "no module calls, in place": (lean, in_place),
     }
     full, picker = Schedule(engine.num_layers, "full"), TokenPicker(Sampling(), engine.device)
@@ -138,14 +140,16 @@ def layers(model: str = "smollm2-135m", pairs: int = 8, new_tokens: int = 48) ->
         ms, tokens = {name: [] for name in settings}, {}
         for r in range(pairs + 1):  # the first round warms up
             for name, (layers, sdpa) in settings.items():
-                engine.adapter.decode_layers, attention.heads_in_place_sdpa = layers, sdpa
+                engine.adapter.decode_layers = layers
+                attention.PASSES.update(sdpa)
                 out = engine.generate_batch(
                     ids, torch.ones_like(ids), full, picker, max_new_tokens=new_tokens
                 )
                 tokens[name] = out.tokens
                 if r:
                     ms[name].append(sum(out.step_ms[1:]) / (new_tokens - 1))
-        engine.adapter.decode_layers, attention.heads_in_place_sdpa = lean, in_place
+        engine.adapter.decode_layers = lean
+        attention.PASSES.update(in_place)
         before = ms["modules, K/V copied"]
         for name in settings:
             ratios = sorted(b / m for b, m in zip(before, ms[name], strict=True))

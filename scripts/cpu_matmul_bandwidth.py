@@ -8,7 +8,7 @@ over k + 1 = 5 columns, batch 8) and 1 and 2 threads; each the median of `--repe
 
     python scripts/cpu_matmul_bandwidth.py
 
-`--kernels linear,blocked` adds what skipcore runs for the LM head (`skipcore.kernels.head_product`): torch's own
+`--kernels linear,blocked` adds what skipcore runs for the LM head (`skipcore.kernels.products`): torch's own
 kernel over blocks of 1024 output rows, bit-identical to one product; it pays from two columns up, on the
 vocabulary-sized head. `--kernels linear,onednn,fp16` adds two other CPU kernels, to show what a faster decode path
 would take: oneDNN with the weights prepacked in its own layout (the same float32 values, summed in another order,
@@ -16,7 +16,7 @@ so logits differ from `generate()`'s in their last bits), and fbgemm with the we
 bytes; no longer the model's weights). GB/s counts the float32 bytes either way, so the columns compare time.
 
 `--dtype bfloat16 --kernels linear,packed` times the bfloat16 products a CPU with native bfloat16 runs: torch's
-own (oneDNN, the weight laid out anew at every call) and skipcore's (`skipcore.kernels.packed_linear`: the weight
+own (oneDNN, the weight laid out anew at every call) and skipcore's (`skipcore.kernels.products`: the weight
 prepacked once, the same outputs bit for bit); GB/s then counts bfloat16 bytes.
 """
 
@@ -31,8 +31,7 @@ from functools import partial
 import torch
 from torch.utils import mkldnn
 
-from skipcore.kernels.head_product import head_logits
-from skipcore.kernels.packed_linear import pack, packed_product
+from skipcore.kernels.products import head_logits, pack, packed_product
 
 SHAPES = {  # SmolLM2-135M: out x in
     "head 49152x576": (49152, 576),

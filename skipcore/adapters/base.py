@@ -8,9 +8,10 @@ mask a sliding layer gets, so the cache and the loop know nothing of it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -102,35 +103,39 @@ class Adapter:
         with _linears_of(pass_args):
             return self.token_embeddings(input_ids, positions)
 
-    def run_layer(
-        self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
-    ) -> torch.Tensor:
-        """Layer i over `hidden`: its lean form where it has one and the pass allows (`decode_layers`), else its
-        module (`run_module_layer`), the same bits."""
+    def layer_call(self, i: int, device: torch.device) -> Callable[..., torch.Tensor]:
+        """Layer i as a pass on `device` calls it, `(hidden, mask, cache, kwargs) -> hidden` with the layer's own
+        mask (`layer_mask`): its lean form where it has one and the pass allows (`decode_layers`: on a CPU,
+        without autograd, no hooks), else its module (`run_module_layer`), the same bits. A pass decides once for
+        all its calls."""
         lean = self.decode_layers[i]
-        if lean is not None and lean.applies(hidden):
-            return lean(hidden, self.layer_mask(i, mask), cache, kwargs)
-        return self.run_module_layer(i, hidden, mask, cache, kwargs)
+        if lean is not None and lean.applies(device):
+            return lean
+        return partial(self.run_module_layer, i)
+
+    def run_layer(
+        self, i: int, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict
+    ) -> torch.Tensor:
+        """Layer i over `hidden`, attending with `mask` (windowed for a sliding layer), as `layer_call` says."""
+        return self.layer_call(i, hidden.device)(hidden, self.layer_mask(i, mask), cache, kwargs)
 
     def run_module_layer(
-        self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
+        self, i: int, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict
     ) -> torch.Tensor:
-        """Layer i called as transformers' module, its linears by the pass's products where it hands them and
-        the layer has any they serve."""
+        """Layer i called as transformers' module with its own mask (`layer_mask`), its linears by the pass's
+        products where it hands them and the layer has any they serve."""
         products = kwargs.get(PASS_PRODUCTS)
         if products is not None:
             kwargs = {k: v for k, v in kwargs.items() if k != PASS_PRODUCTS}
         served = products is not None and products.serves(self.layer_linears[i])
         with products.intercepting() if served else nullcontext():
-            out = self.layers[i](
-                hidden, attention_mask=self.layer_mask(i, mask), past_key_values=cache, **kwargs
-            )
+            out = self.layers[i](hidden, attention_mask=mask, past_key_values=cache, **kwargs)
         return out[0] if isinstance(out, tuple) else out
 
-    def layer_mask(self, i: int, mask: torch.Tensor) -> torch.Tensor:
+    def layer_mask(self, i: int, mask: torch.Tensor | None) -> torch.Tensor | None:
         """The mask layer i attends with: `mask` itself, or for a sliding-window layer `mask` windowed."""
         window = self.windows[i]
-        return mask if window is None else sliding_window_mask(mask, window)
+        return mask if window is None or mask is None else sliding_window_mask(mask, window)
 
     def head(self, hidden: torch.Tensor, pass_args: Mapping | None = None) -> torch.Tensor:
         """Logits of `hidden` after the final norm, by the products of the pass whose arguments (`pass_args`)

@@ -62,11 +62,12 @@ class Gemma3Adapter(Adapter):
     def position_tables(self) -> tuple[torch.Tensor, ...]:
         return tuple(x for pair in self._tables.values() for x in pair)
 
-    def run_layer(
-        self, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache, kwargs: dict
+    def run_module_layer(
+        self, i: int, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict
     ) -> torch.Tensor:
+        """The module with its own layer type's rotary table (the lean layer picks its own)."""
         own = {**kwargs, "position_embeddings": kwargs["position_embeddings"][self.layer_types[i]]}
-        return super().run_layer(i, hidden, mask, cache, own)
+        return super().run_module_layer(i, hidden, mask, cache, own)
 
     def final_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.model.norm(hidden)

@@ -4,11 +4,11 @@ policy picks, writing K/V only where a layer ran and recomputing nothing.
 The pieces, one idea each: `engine` (`SkipEngine`: the loop over a batch, in a straight line, and the one
 batch driver over a call's prompts), `checks` (what a call is checked for, once, before any work), `step` (the
 step contract every policy implements: `StepState`, `StepOutput`, `StepRunner`, `DepthPolicy`),
-`static_policy` (`StaticPolicy`, SkipDecode's schedule, and `as_policy`), `step_runner` (what a policy calls
-to run layers: one shared set, or new columns at each row's own position), `forward` (the cached one-step
-forward the runner and the static decoder call, the uncached per-column forward of training and the tests, and
-the masks both attend with), `cursor` (each row's place in the loop, its key mask and positions), `collect` (each
-step's record and time, and a finished batch's per-token tables), `cache` (a KV cache that allocates per layer
+`static_policy` (`StaticPolicy`, SkipDecode's schedule, and `as_policy`), `forward` (the passes over a batch's
+cache: what a policy calls to run layers, one shared set or new columns at each row's own position; the cached
+one-step forward the runner and the static decoder call; the uncached per-column forward of training and the
+tests; the masks they attend with), `record` (what the loop keeps of a batch: each row's place, key mask and
+positions, each step's record and time, and the finished batch's per-token tables), `cache` (a KV cache that allocates per layer
 only what will be written), `static_step` (fixed-shape steps, one CUDA graph per layer set), `sampling` (token
 choice), `outputs` (what decoding returns), `trace_rows` (a batch as trace rows).
 

@@ -5,9 +5,9 @@ The loop is the paper's algorithm, in a straight line: prefill the left-padded p
 each step s feed token s-1 through the layers the policy picks (for SkipDecode, the warmup layers and a jump
 up the residual stream to the top layers of budget n(s)), writing KV only for the layers that ran. What
 differs between policies (a fixed schedule, an adaptive budget, CALM's per-row exits) lives behind the step
-contract (`skipcore.decode.step`); the policy runs layers through `skipcore.decode.step_runner`, each row's
-place is kept by `skipcore.decode.cursor`, and a finished batch becomes per-token tables in
-`skipcore.decode.collect`.
+contract (`skipcore.decode.step`); the policy runs layers through `skipcore.decode.forward` (layer sets fixed
+in advance the loop runs there itself), and each row's place, each step's record and the finished batch's
+per-token tables are `skipcore.decode.record`'s.
 
 The driver (`decode_prompts`) takes a request checked once (`skipcore.decode.checks`) batch by batch:
 tokenise, decode, check, texts and one trace with the policy's own columns. `generate` and the layer lens both
@@ -30,14 +30,13 @@ import torch
 from skipcore.adapters import Adapter, adapter_for, max_positions
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
-from skipcore.decode.collect import StepRecord, StepTimer, collect_batch
-from skipcore.decode.cursor import RowCursor
+from skipcore.decode.forward import EngineStepRunner
 from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, GenerationResult
+from skipcore.decode.record import RowCursor, StepRecord, StepTimer, collect_batch
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.static_step import StaticDecoder
-from skipcore.decode.step import DepthPolicy, StepState
-from skipcore.decode.step_runner import EngineStepRunner
+from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
 from skipcore.kernels.door import take
@@ -285,11 +284,12 @@ class SkipEngine:
             cur = RowCursor(input_ids, attn, key_mask, T, extra, self.pad_id, self.eos_ids)
             run = EngineStepRunner(self.adapter, cache, static, cur, picker, self.max_positions)
             decide = policy.start(self.num_layers, T)
+            fixed = decide.sets if isinstance(decide, FixedLayers) else None  # run straight, no call
             state, records, timer = StepState(0, ~cur.done, None), [], StepTimer(self.device)
             for s in range(T):
                 if s > 0:
                     run.advance()  # each row's last token is the step's input
-                out = decide(run, state)
+                out = run.shared(fixed[s]) if fixed is not None else decide(run, state)
                 if out.tokens is None:  # one token each: picked inside the graph, or here from the logits
                     new, lp = out.picked if out.picked is not None else picker(out.logits)
                     cur.one_each(new, lp, s)

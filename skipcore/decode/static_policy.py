@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from skipcore.decode.step import Decide, DepthPolicy
+from skipcore.decode.step import DepthPolicy, FixedLayers
 from skipcore.errors import ArgumentTypeError, UserError
 from skipcore.schedule import Schedule, check_nested
 
@@ -65,9 +65,8 @@ class StaticPolicy:
             return list(self.layer_sets[:max_new_tokens])
         return self._schedule(num_layers).layer_sets(max_new_tokens)
 
-    def start(self, num_layers: int, max_new_tokens: int) -> Decide:
-        sets = self.cache_layer_sets(num_layers, max_new_tokens)
-        return lambda run, state: run.shared(sets[state.step])
+    def start(self, num_layers: int, max_new_tokens: int) -> FixedLayers:
+        return FixedLayers(self.cache_layer_sets(num_layers, max_new_tokens))
 
     def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
         return {}

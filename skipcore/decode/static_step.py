@@ -20,7 +20,7 @@ import torch
 
 from skipcore.adapters import Adapter
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.forward import forward_step
+from skipcore.decode.forward import StepPass, forward_step
 from skipcore.decode.sampling import TokenPicker
 from skipcore.errors import FallbackWarning
 
@@ -46,6 +46,7 @@ class StaticDecoder:
         B, dev = key_mask.shape[0], key_mask.device
         self.adapter = adapter
         self.cache, self.key_mask, self.picker = cache, key_mask, picker
+        self.step_pass = StepPass.of(adapter, cache)  # made again for each batch (`reset`)
         self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.positions = torch.zeros(B, 1, dtype=torch.long, device=dev)
@@ -69,13 +70,16 @@ class StaticDecoder:
     def reset(self, prompt_mask: torch.Tensor, picker: TokenPicker) -> None:
         """Ready for a new batch: empty cache, the new prompts' padding. Buffers keep their addresses."""
         self.cache.reset()
+        self.step_pass = StepPass.of(self.adapter, self.cache)  # this batch's: the weights as they are now
         self.key_mask.zero_()
         self.key_mask[:, : prompt_mask.shape[1]] = prompt_mask.bool()
         self.picker = picker
 
     def _step(self, layers: Sequence[int]) -> tuple[torch.Tensor, ...]:
         """The loop's own forward step, over the static buffers (and the token choice, when greedy)."""
-        logits = forward_step(self.adapter, self.tokens, self.positions, self.key_mask, layers, self.cache)
+        logits = forward_step(
+            self.adapter, self.step_pass, self.tokens, self.positions, self.key_mask, layers, self.cache
+        )
         return self.picker(logits) if self.pick_inside else (logits,)
 
     def _capture(self, layers: tuple[int, ...]) -> torch.cuda.CUDAGraph:

@@ -8,7 +8,8 @@ policy returns a `StepOutput`: the layers the batch ran, the logits, and which o
 used.
 
 - One layer set for the whole batch (static schedules, adaptive): call `run.shared(layers)`. Such policies set
-  `shared_sets = True`; the loop may then run their steps as fixed-shape CUDA graphs.
+  `shared_sets = True`; the loop may then run their steps as fixed-shape CUDA graphs. Sets fixed before the
+  batch starts are returned from `start` as `FixedLayers(sets)`, which the loop runs without a call.
 - Per-row exits (CALM-DEC): walk the layers yourself with `run.adapter`, `run.cache` and the step's inputs,
   and fill the K/V of layers a row skipped (`kv_layers`), as the CALM-DEC policy (`CalmPolicy`) does.
 - Several tokens per row in one step (speculative decoding): run passes over new columns with `run.columns`
@@ -88,7 +89,7 @@ class ColumnPass(Protocol):
 
 
 class StepRunner(Protocol):
-    """How a policy runs layers at one step (`skipcore.decode.step_runner` implements it)."""
+    """How a policy runs layers at one step (`skipcore.decode.forward` implements it)."""
 
     adapter: Adapter
     cache: SkipKVCache
@@ -112,6 +113,18 @@ class StepRunner(Protocol):
 
 
 Decide = Callable[[StepRunner, StepState], StepOutput]
+
+
+@dataclass(frozen=True)
+class FixedLayers:
+    """The `Decide` of layer sets fixed in advance (SkipDecode's schedules): step s runs `sets[s]` for the whole
+    batch. The loop runs such a step itself (`run.shared(sets[s])`), so the paper's own step is a straight line
+    from the loop to the layers; called, it does the same."""
+
+    sets: Sequence[tuple[int, ...]]
+
+    def __call__(self, run: StepRunner, state: StepState) -> StepOutput:
+        return run.shared(self.sets[state.step])
 
 
 class DepthPolicy(Protocol):

@@ -8,10 +8,10 @@ by device and dtype, each giving the bits `generate()` gives (or saying where it
 - attention_dtypes.py: the dtypes the decode attention runs in, as the command line names them (no torch)
 - precision.py: the dtype a model runs in as a typed value (`DtypeChoice`: the dtype, the reason, and what its
   passes keep of full depth's bits, `Exactness`), given to the engine and kept in every run's metadata
-- packed_linear.py: bfloat16 linears on the CPU with oneDNN-prepacked weights, the same outputs bit for bit
-- head_product.py: the LM head's product on the CPU over vocabulary blocks, the same logits bit for bit
+- products.py: the passes' products on the CPU, the modules' bits sooner: bfloat16 linears with oneDNN-prepacked
+  weights, the float32 LM head over vocabulary blocks, each module called where neither applies
 - llama_layer.py, opt_layer.py, gemma3_layer.py: a stock layer's forward on the CPU without its module calls, the
-  same bits (lean.py: when one may run, and the products it calls)
+  same bits (lean.py: when one may run, and its attention where the pass hands none)
 
 These import nothing of skipcore above the foundation (errors): the adapters and the decode loop call them through
 the door, never the other way. Nothing is re-exported here, so the command line's --help can read attention_dtypes without torch.

@@ -22,7 +22,10 @@ keys `generate()` does, so the two agree bit for bit.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
+import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -80,81 +83,7 @@ def kernel_ready(t: torch.Tensor | None) -> torch.Tensor | None:
     return t.clone(memory_format=torch.contiguous_format)
 
 
-def _sdpa(query, key, value, attention_mask, **kwargs) -> torch.Tensor:
-    """torch's SDPA on inputs its kernels accept (`kernel_ready`): our calls' one door to the kernel."""
-    query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
-    return torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, **kwargs
-    )
-
-
-def heads_in_place_sdpa(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
-    """`sdpa_attention_forward`, its grouped K/V read in place where that is its bits: a masked half-precision
-    attention on a CPU (each query head over its own KV head, as over `repeat_kv`'s copy)."""
-    groups = getattr(module, "num_key_value_groups", 1)
-    if (
-        groups == 1
-        or attention_mask is None
-        or dropout
-        or query.dtype not in HALF
-        or query.device.type != "cpu"
-    ):
-        query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
-    out = _sdpa(query, key, value, attention_mask, scale=scaling, enable_gqa=True)
-    return out.transpose(1, 2).contiguous(), None
-
-
-def grouped_decode_sdpa(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
-    """`sdpa_attention_forward`, except one masked float32 query position over grouped KV heads: no K/V copy.
-    A half-precision query over a float32 cache (`SkipEngine`'s `attention_dtype`) attends in float32 and
-    returns its output rounded to the query's dtype."""
-    if query.dtype != key.dtype:
-        if attention_mask is not None and attention_mask.is_floating_point():
-            attention_mask = attention_mask.to(key.dtype)  # the dtype's minimum stays a finite large negative
-        out, _ = grouped_decode_sdpa(
-            module, query.to(key.dtype), key, value, attention_mask, dropout, scaling, **kwargs
-        )
-        return out.to(query.dtype), None
-    groups = getattr(module, "num_key_value_groups", 1)
-    B, H, q_len, D = query.shape
-    folds = query.dtype == torch.float32 and groups > 1 and q_len == 1
-    if not folds or attention_mask is None or attention_mask.shape[1] != 1 or dropout:
-        return heads_in_place_sdpa(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
-    # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv_heads, groups, D)
-    q = query.reshape(B, H // groups, groups, D)
-    out = _sdpa(q, key, value, attention_mask, scale=scaling)
-    return out.reshape(B, 1, H, D), None  # (batch, q_len, heads, head_dim), as the attention modules expect
-
-
-def window_start(end: int, sliding_window: int | None) -> int:
-    """The first of the keys before `end` a sliding layer's query at `end - 1` reads (0: it reads them all)."""
-    return end - sliding_window if sliding_window and end > sliding_window else 0
-
-
-def keys_from_end(
+def decode_sdpa(
     module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
@@ -163,20 +92,67 @@ def keys_from_end(
     dropout: float = 0.0,
     scaling: float | None = None,
     sliding_window: int | None = None,
+    from_end: bool = False,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """`grouped_decode_sdpa` for a query at the keys' last column: a sliding layer's one query reads only the
-    last `sliding_window` keys (those it can see), as `transformers`' sliding cache holds them."""
-    n = key.shape[2]
-    start = window_start(n, sliding_window)
-    if start and query.shape[2] == 1:
+    """The engine's decode attention: `sdpa_attention_forward`'s result without its K/V copy, in one call to the
+    kernel. A masked float32 query position over grouped KV heads folds the heads of a group into query
+    positions; a masked half-precision query on a CPU reads each KV head in place (`enable_gqa`), `transformers`'
+    own bits; anything else is `sdpa_attention_forward` itself. A half-precision query over a float32 cache
+    (`SkipEngine`'s `attention_dtype`) attends in float32 and returns its output rounded to the query's dtype.
+
+    `from_end`: the query is the keys' last column (a dynamic cache's step), so a sliding layer's one query reads
+    only the last `sliding_window` keys (those it can see), as `transformers`' sliding cache holds them."""
+    if from_end and query.shape[2] == 1 and (start := window_start(key.shape[2], sliding_window)):
+        n = key.shape[2]
         key, value = key[:, :, start:], value[:, :, start:]
-        # the mask's first n columns are the keys' (where sdpa_attention_forward cuts it)
-        if attention_mask is not None:
+        if attention_mask is not None:  # the mask's first n columns are the keys' (where SDPA's path cuts it)
             attention_mask = attention_mask[..., start:n]
-    return grouped_decode_sdpa(
-        module, query, key, value, attention_mask, dropout, scaling, sliding_window=sliding_window, **kwargs
-    )
+    dtype = query.dtype
+    if dtype != key.dtype:
+        query = query.to(key.dtype)
+        if attention_mask is not None and attention_mask.is_floating_point():
+            attention_mask = attention_mask.to(key.dtype)  # the dtype's minimum stays a finite large negative
+    groups = getattr(module, "num_key_value_groups", 1)
+    B, H, q_len, D = query.shape
+    fast = attention_mask is not None and not dropout and groups > 1
+    query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
+    if fast and query.dtype == torch.float32 and q_len == 1 and attention_mask.shape[1] == 1:
+        # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv, groups, D)
+        out = F.scaled_dot_product_attention(
+            query.reshape(B, H // groups, groups, D), key, value, attn_mask=attention_mask, scale=scaling
+        ).reshape(B, 1, H, D)  # (batch, q_len, heads, head_dim), as the attention modules expect
+    elif fast and query.dtype in HALF and query.device.type == "cpu":
+        out = (
+            F.scaled_dot_product_attention(
+                query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
+            )
+            .transpose(1, 2)
+            .contiguous()
+        )
+    else:
+        out, _ = sdpa_attention_forward(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=dropout,
+            scaling=scaling,
+            sliding_window=sliding_window,
+            **kwargs,
+        )
+    return (out if out.dtype == dtype else out.to(dtype)), None
+
+
+def window_start(end: int, sliding_window: int | None) -> int:
+    """The first of the keys before `end` a sliding layer's query at `end - 1` reads (0: it reads them all)."""
+    return end - sliding_window if sliding_window and end > sliding_window else 0
+
+
+keys_from_end = partial(
+    decode_sdpa, from_end=True
+)  # a dynamic cache's step: its query is the keys' last column
 
 
 class QueryGroups:
@@ -243,7 +219,7 @@ def own_keys(
     A group's queries and mask are views at its column; on a GPU `kernel_ready` copies those that do not start at
     an address the kernel can load from."""
     if (query.dtype == torch.float32 and key.dtype == torch.float32) or attention_mask is None:
-        return grouped_decode_sdpa(
+        return decode_sdpa(
             module,
             query,
             key,
@@ -265,7 +241,7 @@ def own_keys(
         else:
             queries = query[rows, :, col][:, :, None]  # (n, H, 1, D)
             mask = attention_mask[rows, :, col, start:end][:, :, None]  # (n, 1, 1, keys)
-        o, _ = grouped_decode_sdpa(  # what a one-column step at this query's position calls
+        o, _ = decode_sdpa(  # what a one-column step at this query's position calls
             module,
             queries,
             key[rows, :, start:end],
@@ -280,7 +256,7 @@ def own_keys(
     return out, None
 
 
-PASSES = {"buffer": grouped_decode_sdpa, "end": keys_from_end, "ragged": own_keys}
+PASSES = {"buffer": decode_sdpa, "end": keys_from_end, "ragged": own_keys}
 # the attention implementation a model attends through once an engine adopts it (`adopt`)
 DISPATCH = "skipcore_sdpa"
 PASS_ATTENTION = "skipcore_attention"  # the layer argument a pass hands its attention function in

@@ -19,8 +19,7 @@ from torch import nn
 
 from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.kernels.attention import QueryGroups, adopt, adopted, attention_dtype_for, pass_attention
-from skipcore.kernels.head_product import head_logits
-from skipcore.kernels.packed_linear import PASS_PRODUCTS, PackedLinears
+from skipcore.kernels.products import PASS_PRODUCTS, PackedLinears, head_logits
 
 __all__ = ["PASS_PRODUCTS", "Kernels", "head_logits", "lean_layer", "take"]
 LEAN_LAYERS = (

@@ -21,7 +21,9 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.lean import attention_of, forward_of, inference_pass, products_of, unhooked
+from skipcore.kernels.attention import PASS_ATTENTION
+from skipcore.kernels.lean import attention_of, forward_of, inference_pass, unhooked
+from skipcore.kernels.products import PASS_PRODUCTS, module_outputs
 
 FAMILY = "transformers.models.gemma3.modeling_gemma3"
 NORMS = (
@@ -48,7 +50,7 @@ def fits(layer: nn.Module) -> bool:
 
 
 class DecodeLayer:
-    """One stock Gemma 3 decoder layer's forward, for `Adapter.run_layer`."""
+    """One stock Gemma 3 decoder layer's forward, for `Adapter.layer_call`."""
 
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
@@ -64,13 +66,16 @@ class DecodeLayer:
         family = sys.modules[FAMILY]
         self.rotary = family.apply_rotary_pos_emb
         self.eager = family.eager_attention_forward
+        # local and global layers turn by rotary tables of their own: the pass hands both, by layer type
+        self.layer_type = attn.config.layer_types[attn.layer_idx]
 
-    def applies(self, hidden: torch.Tensor) -> bool:
-        """Whether this pass may run here (`lean.inference_pass`)."""
-        return inference_pass(self.layer, hidden)
+    def applies(self, device: torch.device) -> bool:
+        """Whether a pass on `device` may run here (`lean.inference_pass`)."""
+        return inference_pass(self.layer, device)
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        attn, outputs = self.attn, products_of(kwargs)
+        attn, products = self.attn, kwargs.get(PASS_PRODUCTS)
+        outputs = module_outputs if products is None else products.outputs
         input_norm, after_attention, before_mlp, after_mlp = self.norms
         input_shape = hidden.shape[:-1]
         hidden_shape = (*input_shape, -1, attn.head_dim)
@@ -81,11 +86,12 @@ class DecodeLayer:
         k = k.view(hidden_shape).transpose(1, 2)
         v = v.view(hidden_shape).transpose(1, 2)
         q, k = self.q_norm(q), self.k_norm(k)
-        cos, sin = kwargs["position_embeddings"]
+        cos, sin = kwargs["position_embeddings"][self.layer_type]
         q, k = self.rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        o, _ = attention_of(kwargs, attn, self.eager)(
+        attend = kwargs.get(PASS_ATTENTION) or attention_of(attn, self.eager)
+        o, _ = attend(
             attn,
             q,
             k,

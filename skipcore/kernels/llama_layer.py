@@ -24,7 +24,9 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.lean import attention_of, forward_of, inference_pass, products_of, unhooked
+from skipcore.kernels.attention import PASS_ATTENTION
+from skipcore.kernels.lean import attention_of, forward_of, inference_pass, unhooked
+from skipcore.kernels.products import PASS_PRODUCTS, module_outputs
 
 # the stock decoder layers, by family prefix, with where their attention module finds its sliding window:
 # "module" its own attribute, "config" the config's, None it passes none
@@ -67,7 +69,7 @@ def fits(layer: nn.Module) -> bool:
 
 
 class DecodeLayer:
-    """One stock Llama-family decoder layer's forward, for `Adapter.run_layer`."""
+    """One stock Llama-family decoder layer's forward, for `Adapter.layer_call`."""
 
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
@@ -94,12 +96,13 @@ class DecodeLayer:
             }
         )
 
-    def applies(self, hidden: torch.Tensor) -> bool:
-        """Whether this pass may run here (`lean.inference_pass`)."""
-        return inference_pass(self.layer, hidden)
+    def applies(self, device: torch.device) -> bool:
+        """Whether a pass on `device` may run here (`lean.inference_pass`)."""
+        return inference_pass(self.layer, device)
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        layer, attn, outputs = self.layer, self.attn, products_of(kwargs)
+        layer, attn, products = self.layer, self.attn, kwargs.get(PASS_PRODUCTS)
+        outputs = module_outputs if products is None else products.outputs
         input_shape = hidden.shape[:-1]
         hidden_shape = (*input_shape, -1, attn.head_dim)
         x = layer.input_layernorm.forward(hidden)
@@ -112,7 +115,8 @@ class DecodeLayer:
         q, k = self.rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        o, _ = attention_of(kwargs, attn, self.eager)(
+        attend = kwargs.get(PASS_ATTENTION) or attention_of(attn, self.eager)
+        o, _ = attend(
             attn,
             q,
             k,

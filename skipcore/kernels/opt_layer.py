@@ -21,7 +21,9 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.lean import attention_of, forward_of, inference_pass, products_of, unhooked
+from skipcore.kernels.attention import PASS_ATTENTION
+from skipcore.kernels.lean import attention_of, forward_of, inference_pass, unhooked
+from skipcore.kernels.products import PASS_PRODUCTS, module_outputs
 
 FAMILY = "transformers.models.opt.modeling_opt"
 
@@ -41,7 +43,7 @@ def fits(layer: nn.Module) -> bool:
 
 
 class DecodeLayer:
-    """One stock OPT decoder layer's forward, for `Adapter.run_layer`."""
+    """One stock OPT decoder layer's forward, for `Adapter.layer_call`."""
 
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
@@ -54,12 +56,13 @@ class DecodeLayer:
         self.norm_before = layer.do_layer_norm_before
         self.eager = sys.modules[FAMILY].eager_attention_forward
 
-    def applies(self, hidden: torch.Tensor) -> bool:
-        """Whether this pass may run here (`lean.inference_pass`)."""
-        return inference_pass(self.layer, hidden)
+    def applies(self, device: torch.device) -> bool:
+        """Whether a pass on `device` may run here (`lean.inference_pass`)."""
+        return inference_pass(self.layer, device)
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        layer, attn, outputs = self.layer, self.attn, products_of(kwargs)
+        layer, attn, products = self.layer, self.attn, kwargs.get(PASS_PRODUCTS)
+        outputs = module_outputs if products is None else products.outputs
         attn_norm, final_norm = layer.self_attn_layer_norm, layer.final_layer_norm
         residual = hidden
         x = attn_norm.forward(hidden) if self.norm_before else hidden
@@ -70,7 +73,8 @@ class DecodeLayer:
         k, v = k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        o, _ = attention_of(kwargs, attn, self.eager)(
+        attend = kwargs.get(PASS_ATTENTION) or attention_of(attn, self.eager)
+        o, _ = attend(
             attn,
             q,
             k,

@@ -193,10 +193,10 @@ def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | Non
 
 
 def num_layers_of(model) -> int:
-    """Decoder layers, as the family's adapter counts them."""
-    from skipcore.adapters import adapter_for
+    """Decoder layers, as the family's adapter counts them (from the config: no adapter built)."""
+    from skipcore.adapters import shapes_from_config
 
-    return adapter_for(model).shapes.num_layers
+    return shapes_from_config(model.config).num_layers
 
 
 def model_facts(model, num_layers: int, saved_dtype: str) -> dict:

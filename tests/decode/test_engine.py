@@ -95,11 +95,11 @@ def test_non_nested_layer_sets_are_refused(model_dirs):
 @pytest.mark.parametrize("mode", ["skip", "middle"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
-    import skipcore.decode.step_runner as step_runner
+    import skipcore.decode.forward as forward
 
     eng = engine_for(model_dirs, family, attn="eager")
     counted = []
-    step = step_runner.forward_step
+    step = forward.forward_step
 
     def counting_step(*args, **kw):
         with FlopCounterMode(display=False) as fc:
@@ -107,7 +107,7 @@ def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
         counted.append(fc.get_total_flops())
         return logits
 
-    monkeypatch.setattr(step_runner, "forward_step", counting_step)
+    monkeypatch.setattr(forward, "forward_step", counting_step)
     sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2)
     res = eng.generate(PROMPTS[1:2], sched, max_new_tokens=10)  # one unpadded row
     assert res.trace["flops"].tolist() == counted

@@ -42,7 +42,7 @@ def test_grouped_decode_equals_sdpa(batch, kv_heads, groups, keys, q_len, as_boo
     allowed[..., -1] = True  # no row fully masked
     mask = allowed if as_bool else torch.zeros(()).masked_fill(~allowed, torch.finfo(torch.float32).min)
     module = Module(groups)
-    ours, _ = attention.grouped_decode_sdpa(module, q, k, v, mask, scaling=D**-0.5)
+    ours, _ = attention.decode_sdpa(module, q, k, v, mask, scaling=D**-0.5)
     ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=D**-0.5)
     assert ours.shape == ref.shape == (batch, q_len, H, D)
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
@@ -72,7 +72,7 @@ def test_half_precision_reads_grouped_heads_in_place_bit_for_bit(
     allowed[..., -1] = True
     mask = torch.zeros((), dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     module = Module(groups)
-    ours, _ = attention.heads_in_place_sdpa(module, q, k, v, mask, scaling=head_dim**-0.5)
+    ours, _ = attention.decode_sdpa(module, q, k, v, mask, scaling=head_dim**-0.5)
     ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=head_dim**-0.5)
     assert ours.shape == ref.shape == (batch, q_len, H, head_dim)
     assert torch.equal(ours, ref)

@@ -8,15 +8,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from skipcore.kernels import head_product
-from skipcore.kernels.head_product import BLOCK_ROWS, block_sizes, blocked, head_logits
+from skipcore.kernels import products
+from skipcore.kernels.products import BLOCK_ROWS, block_sizes, blocked, head_logits
 from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import FAMILIES, PROMPTS, RecordingPicker, engine_for, hf_generate, padded
 
 
 class CountingLinear:
-    """`F` for head_product with its linear calls counted."""
+    """`F` for the head product with its linear calls counted."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -29,7 +29,7 @@ class CountingLinear:
 @pytest.fixture
 def counted(monkeypatch):
     counter = CountingLinear()
-    monkeypatch.setattr(head_product, "F", counter)
+    monkeypatch.setattr(products, "F", counter)
     return counter
 
 
@@ -67,7 +67,7 @@ def test_one_row_training_a_small_head_and_other_dtypes_run_the_module_as_it_is(
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_full_depth_with_a_blocked_head_matches_generate(model_dirs, family, monkeypatch, counted):
-    monkeypatch.setattr(head_product, "BLOCK_ROWS", 64)  # the tiny models' 300-token head: four blocks
+    monkeypatch.setattr(products, "BLOCK_ROWS", 64)  # the tiny models' 300-token head: four blocks
     eng = engine_for(model_dirs, family)
     res = eng.generate(PROMPTS, max_new_tokens=12)
     assert counted.calls == 12 * len(block_sizes(eng.adapter.shapes.vocab_size)) == 48  # every step's head
@@ -88,7 +88,7 @@ def test_skipping_and_speculative_decode_give_the_unblocked_logits(model_dirs, f
     enc = eng.tokenizer(PROMPTS, return_tensors="pt", padding=True)
     runs = []
     for block in (10**9, 64):
-        monkeypatch.setattr(head_product, "BLOCK_ROWS", block)
+        monkeypatch.setattr(products, "BLOCK_ROWS", block)
         picker = RecordingPicker()
         eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, picker)
         runs.append((picker.logits, eng.generate(PROMPTS, draft, max_new_tokens=12)))

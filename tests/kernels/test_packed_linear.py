@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from skipcore.kernels import packed_linear
-from skipcore.kernels.packed_linear import (
+from skipcore.kernels import products
+from skipcore.kernels.products import (
     ONEDNN_MIN_MACS,
     SMALL_ROWS,
     PackedLinears,
@@ -69,7 +69,7 @@ def counted(monkeypatch):
         calls.append(x.shape)
         return packed_product(x, packed, bias)
 
-    monkeypatch.setattr(packed_linear, "packed_product", counting)
+    monkeypatch.setattr(products, "packed_product", counting)
     return calls
 
 
@@ -166,7 +166,7 @@ def test_a_shape_whose_packed_product_disagrees_is_left_to_the_plain_product(mon
     x = torch.randn(3, 64).bfloat16()
     with torch.inference_mode():
         want = model(x)
-    monkeypatch.setattr(packed_linear, "packed_product", lambda x, packed, bias: torch.zeros(1))
+    monkeypatch.setattr(products, "packed_product", lambda x, packed, bias: torch.zeros(1))
     packs = PackedLinears(model)
     packs.refresh()
     assert not packs.ready

@@ -73,7 +73,7 @@ def bench_one(
 ) -> list[dict]:
     """Every setting of `plan` for one model, generation length and batch size, each timed in alternation with
     full depth (`skipcore.measure.paired_timing`) after a warm-up run of each: one row per setting."""
-    from skipcore.adapters import adapter_for
+    from skipcore.adapters import shapes_from_config
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
     from skipcore.measure.paired_timing import time_pairs
@@ -81,7 +81,7 @@ def bench_one(
     from skipcore.schedule import Schedule
 
     model = bench_network(name, dtype, device)
-    shapes = adapter_for(model).shapes  # sizes for the cost model, read once
+    shapes = shapes_from_config(model.config)  # sizes for the cost model, read once
     L, P, T, kinds = shapes.num_layers, plan.prompt_len, new_tokens, plan.settings
 
     class _Tok:  # the engine only needs ids here; prompts are random token ids

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from skipcore.decode.step import DepthPolicy
 
 # timings of a single run, replaced in a row by the medians of the paired runs
-_ONE_RUN = ("seconds", "tokens_per_s", "decode_seconds", "decode_ms_per_step")
+ONE_RUN = ("seconds", "tokens_per_s", "decode_seconds", "decode_ms_per_step")
 
 # the timing columns of a sweep run with repeats=0: the same names, nothing measured
-_NOT_TIMED = {
+NOT_TIMED = {
     **{f"wall_speedup_{m}{end}": NAN for m in ("decode", "total") for end in ("", "_lo", "_hi")},
     "timing_runs": 0,
     "timing_prompts": 0,
@@ -35,6 +35,14 @@ _NOT_TIMED = {
     "tokens_per_s": NAN,
     "timing_flag": "",
 }
+
+
+def untimed(row: dict) -> None:
+    """`row` (a run's quality and costs) with its single run's timings dropped and its timing columns blank
+    (`NOT_TIMED`): a row's times are the paired runs' medians, which fill these columns where they are measured."""
+    for key in ONE_RUN:
+        row.pop(key, None)
+    row.update(NOT_TIMED)
 
 
 # -- one entry per policy: how its settings are listed, checked, built and evaluated ----------------------------
@@ -117,10 +125,10 @@ class EngineGrid:
         row["same_as_full_depth"] = FULL_DEPTH.share_equal(
             engine, examples, setting.batch_size, cfg.max_new_tokens, result.texts
         )
-        for key in _ONE_RUN:
+        for key in ONE_RUN:
             row.pop(key, None)
         if cfg.repeats == 0:
-            row.update(_NOT_TIMED)
+            row.update(NOT_TIMED)
         else:
             row.update(
                 measure_against_full(
@@ -280,9 +288,7 @@ class TransformersGrid:
         row = {**score_outputs(examples, out.texts, out.token_ids), **out.summary()}
         row["same_as_full_depth"] = FULL_DEPTH.share_equal(engine, examples, 1, cfg.max_new_tokens, out.texts)
         row["flops_speedup_with_prompt"] = full_depth_flops(engine, examples, out.token_ids) / out.flops
-        for key in _ONE_RUN:
-            row.pop(key, None)
-        row.update(_NOT_TIMED)
+        untimed(row)
         if cfg.repeats:
             prompts = _timed_prompts(examples, cfg)
             row.update(

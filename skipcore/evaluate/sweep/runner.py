@@ -91,7 +91,7 @@ def run_sweep(
                 meta.update(store.trace_marker())
                 write_trace(result.trace, trace_file, meta, overwrite=True)
                 rel = os.path.relpath(trace_file, cfg.out.parent)
-            store.add(_finish_row(row, s, ids[s], cfg, rel))
+            store.add(finish_row(row, s, ids[s], cfg, rel))
             written.add(ids[s])
             bar.update(1)
             if on_row is not None:
@@ -113,7 +113,7 @@ def run_sweep(
         return store.frame()
 
 
-def _finish_row(row: dict, s: Setting, sid: str, cfg: SweepConfig, trace: str) -> dict:
+def finish_row(row: dict, s: Setting, sid: str, cfg: SweepConfig, trace: str) -> dict:
     """The row in column order: identity, setting, quality, theoretical costs, measured costs, provenance."""
     row = dict(row)
     head = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from skipcore.evaluate.sweep.runner import _finish_row
+from skipcore.evaluate.sweep.runner import finish_row
 from skipcore.evaluate.tune.space import Candidate
 from skipcore.evaluate.tune.trials import NAN, Task
 
@@ -42,7 +42,7 @@ def finished_row(
         threads=settings.threads, sweep_run_id=run_id,
     )  # fmt: skip
     setting = task.candidate.setting(task.model, task.role, settings.batch_size, settings.speedup_over)
-    out = _finish_row(row, setting, key, run, "")
+    out = finish_row(row, setting, key, run, "")
     tune = {k: out.pop(k) for k in ("tune_prefix_quality", "tune_state")}
     out.update(
         tune_trial=task.number,

@@ -88,7 +88,7 @@ def task_rows(
 def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     """The task's row before its identity columns: quality (the metric on the prefix too, `tune_prefix_quality`),
     costs, and, for `--objective measured`, the decode time against full depth (paired)."""
-    from skipcore.evaluate.sweep.grid import _NOT_TIMED, _ONE_RUN
+    from skipcore.evaluate.sweep.grid import untimed
 
     cfg, examples, k = job.cfg, job.examples, job.prefix
     policy = task.candidate.build()
@@ -109,9 +109,7 @@ def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     row = {**score_outputs(scored, texts, ids), **summary, "same_as_full_depth": NAN}
     row["tune_prefix_quality"] = prefix
     row["tune_state"] = "pruned" if stopped else task.state
-    for key in _ONE_RUN:
-        row.pop(key, None)
-    row.update(_NOT_TIMED)
+    untimed(row)
     if cfg.objective == "measured" and not stopped:
         row.update(measured(engine, prompts[: cfg.timing_limit], policy, cfg, row))
     return row

@@ -1,7 +1,9 @@
-"""bfloat16 linear layers on the CPU through oneDNN with their weights prepacked once: the same products, bit for
-bit, sooner.
+"""The products of the engine's passes on the CPU: the same bits as the modules' own, sooner. Three kinds: bfloat16
+linears through oneDNN with their weights prepacked once (`PackedLinears`, below), the float32 LM head over
+blocks of its vocabulary (`head_logits`, at the end), and each module called where neither applies
+(`module_outputs`).
 
-On a CPU where torch sends a bfloat16 `F.linear` to oneDNN (AVX-512 or AMX; `torch.ops.mkldnn.
+bfloat16 linears. On a CPU where torch sends a bfloat16 `F.linear` to oneDNN (AVX-512 or AMX; `torch.ops.mkldnn.
 _is_mkldnn_bf16_supported()`), every call lays the weight out anew in oneDNN's blocked format before the product.
 A decode step reads each weight once with a few rows, so that per-call work is a large share of it: on SmolLM2-135M's
 shapes the product with the weight prepacked (`torch.ops.mkldnn._reorder_linear_weight`, then
@@ -29,6 +31,17 @@ drafts' tokens part from full depth's at near-ties). In a one-row batch's column
 one_row=True)`) a product of several rows whose shape sums them unlike one row (probed once per shape) runs one
 row at a time: each row its one-row bits, for the price of reading that weight again per row (the other products
 stay whole).
+
+The float32 LM head, over blocks of its vocabulary. A decode step multiplies a few rows (the batch; a speculative
+pass's k + 1 columns per row; the lens's read-outs) by the head, the largest matrix a small model has (SmolLM2-135M's is 113 MB). With more than one
+row torch's float32 CPU kernel (MKL) reads a vocabulary-sized weight more slowly than a few-MB one, so the
+product runs over blocks of `BLOCK_ROWS` vocabulary rows instead (the rates: docs/results.md; `python
+scripts/cpu_matmul_bandwidth.py --kernels linear,blocked` measures them). Each logit is still one dot product
+over the hidden size summed in the same order, so the logits are the one product's bit for bit
+(tests/kernels/test_head_product.py checks it wherever the tests run). A block of a few rows would not be: MKL takes
+another path for a sliver of output features, so the remainder joins the last block instead of making its own.
+One row takes the kernel's matrix-vector path, which gains nothing here; a GPU, another dtype or a product
+that keeps gradients runs the plain module.
 """
 
 from __future__ import annotations
@@ -379,3 +392,41 @@ class _LinearCalls(TorchFunctionMode):
             if linear is not None and args[1] is linear.weight and bias is linear.bias:
                 return self.products.linear(linear, args[0])
         return func(*args, **kwargs)
+
+
+def module_outputs(members: tuple[nn.Module, ...], x: torch.Tensor) -> list[torch.Tensor]:
+    """A unit of linears' outputs, each module called: a lean layer's products where its pass hands none."""
+    return [m(x) for m in members]
+
+
+BLOCK_ROWS = 1024  # vocabulary rows per block: 2.4 MB of SmolLM2's float32 head, a few MB like a layer
+
+
+def blocked(head: nn.Module, hidden: torch.Tensor) -> bool:
+    """Whether `head_logits` splits this product: a plain float32 linear head on the CPU, larger than a block,
+    over more than one row, outside autograd (a training step keeps one product and one backward)."""
+    return (
+        type(head) is nn.Linear
+        and head.weight.device.type == "cpu"
+        and head.weight.dtype == torch.float32
+        and head.weight.shape[0] > BLOCK_ROWS
+        and hidden.numel() > hidden.shape[-1]
+        and not torch.is_grad_enabled()
+    )
+
+
+def block_sizes(rows: int) -> list[int]:
+    """`BLOCK_ROWS` each, the remainder added to the last block (never a block of a few rows)."""
+    sizes = [BLOCK_ROWS] * (rows // BLOCK_ROWS)
+    sizes[-1] += rows % BLOCK_ROWS
+    return sizes
+
+
+def head_logits(head: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """`head(hidden)`, over vocabulary blocks where `blocked` says so."""
+    if not blocked(head, hidden):
+        return head(hidden)
+    sizes = block_sizes(head.weight.shape[0])
+    weights = head.weight.split(sizes)
+    biases = head.bias.split(sizes) if head.bias is not None else [None] * len(sizes)
+    return torch.cat([F.linear(hidden, w, b) for w, b in zip(weights, biases)], dim=-1)
