@@ -1,14 +1,16 @@
 """SmolLM2-135M's whole quality-versus-speedup curve in one table, from the per-model sweeps `smollm2_curve.sh` runs.
 
-Each part is one model's sweep (its own schedule's rows, quality on the test split and wall clock paired with its
-own full depth); the curve is their rows at batch 8, each model's role said by what it was trained for: `model` for
+Each part is one model's sweep at one batch size (its own schedule's rows, quality on the test split and wall clock
+paired with its own full depth); the curve is their rows at that batch size (8 in `--parts`, 1 in `--parts-b1`),
+each model's role said by what it was trained for: `model` for
 a skip-aware fine-tune trained at one schedule (the paper's recipe; on the curve at that schedule only, its own full
 depth being what it is timed against), `elastic` for one trained at every target, `baseline` for the full-depth
 fine-tune. Trace paths are rewritten relative to the curve's folder. Writes
 `--out` (Parquet, with the parts and their digests in its metadata) and a CSV copy beside it, each replaced
 atomically, and prints the table the README and docs/results.md quote.
 
-    python scripts/smollm2_curve.py --parts data/sweeps/smollm2_curve_parts --out data/sweeps/smollm2_curve.parquet
+    python scripts/smollm2_curve.py --parts data/sweeps/smollm2_curve_parts \
+        --parts-b1 data/sweeps/smollm2_curve_parts_b1 --out data/sweeps/smollm2_curve.parquet
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from skipcore.models.training_record import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 META_KEY = b"skipcore_curve"
-BATCH = 8  # the batch the curve is scored and timed at (smollm2_curve.sh)
 ROLES = {
     "fixed": "model",
     "elastic": "elastic",
@@ -49,14 +50,17 @@ def role_of(model_path: str) -> str:
     return ROLES[objective]
 
 
-def curve(parts: list[Path], out: Path) -> pd.DataFrame:
-    """Every part's rows with its role, traces said relative to `out`'s folder."""
+def curve(parts: dict[Path, int], out: Path) -> pd.DataFrame:
+    """Every part's rows at its batch size (`parts`: part -> batch) with its role, traces said relative to `out`'s
+    folder; by role, target and batch (8 first)."""
     tables = []
-    for part in parts:
+    for part, batch in parts.items():
         rows, _ = read_sweep(part)
         if rows.empty:
             raise UserError(f"{part} has no rows yet: run scripts/smollm2_curve.sh to finish it")
-        rows = rows[rows["batch_size"] == BATCH].copy()  # a part stopped and rerun at batch 8 may hold others
+        rows = rows[
+            rows["batch_size"] == batch
+        ].copy()  # a part stopped and rerun at another batch holds others
         rows["model_role"] = [role_of(p) for p in rows["model_path"]]
         # a model trained at one schedule is on the curve at that schedule; its own full depth, which it was not
         # trained for, is only what its row is timed against (`full_decode_ms_per_step`)
@@ -70,11 +74,15 @@ def curve(parts: list[Path], out: Path) -> pd.DataFrame:
         tables.append(rows)
     table = pd.concat(tables, ignore_index=True)
     order = {"baseline": 0, "model": 1, "elastic": 2}
-    key = table["model_role"].map(order) * 100 + table["target_speedup"].fillna(1.0)
+    key = (
+        table["model_role"].map(order) * 1000
+        + table["target_speedup"].fillna(1.0) * 10
+        - table["batch_size"] / 8
+    )
     return table.iloc[key.argsort(kind="stable")].reset_index(drop=True)
 
 
-def write(table: pd.DataFrame, parts: list[Path], out: Path) -> None:
+def write(table: pd.DataFrame, parts: dict[Path, int], out: Path) -> None:
     """The curve and its CSV copy, each written beside itself and renamed."""
     meta = {
         "parts": {os.path.relpath(p.resolve(), out.parent.resolve()): file_digest(p) for p in parts},
@@ -93,9 +101,9 @@ def write(table: pd.DataFrame, parts: list[Path], out: Path) -> None:
 
 
 def summary(table: pd.DataFrame) -> str:
-    """The curve as a Markdown table: quality, speedups realised and measured (batch 8)."""
+    """The curve as a Markdown table: quality, speedups realised and measured, by batch size."""
     head = (
-        "| model | schedule | layer speedup | FLOPs speedup | BLEU | ROUGE-L | names % | landmark % "
+        "| model | schedule | batch | layer speedup | FLOPs speedup | BLEU | ROUGE-L | names % | landmark % "
         "| measured decode speedup [95%] | measured / FLOPs |"
     )
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
@@ -109,7 +117,7 @@ def summary(table: pd.DataFrame) -> str:
             measured = f"{r['wall_speedup_decode']:.2f}x [{lo:.2f}, {hi:.2f}]{flag}"
             ratio = f"{r['wall_speedup_decode'] / r['batch_flops_speedup_decode']:.2f}"
         lines.append(
-            f"| {r['model']} | {schedule} | {r['layer_speedup']:.2f}x | {r['batch_flops_speedup_decode']:.2f}x "
+            f"| {r['model']} | {schedule} | {r['batch_size']} | {r['layer_speedup']:.2f}x | {r['batch_flops_speedup_decode']:.2f}x "
             f"| {r['bleu']:.1f} | {r['rougeL']:.1f} | {r['slot_name']:.0f} | {r['slot_near']:.0f} "
             f"| {measured} | {ratio} |"
         )
@@ -118,17 +126,22 @@ def summary(table: pd.DataFrame) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--parts", type=Path, required=True, help="folder of the per-model sweeps")
+    p.add_argument("--parts", type=Path, required=True, help="folder of the per-model sweeps at batch 8")
+    p.add_argument("--parts-b1", type=Path, help="folder of the per-model sweeps at batch 1 (optional)")
     p.add_argument("--out", type=Path, required=True, help="the curve's .parquet (a .csv copy beside it)")
     args = p.parse_args(argv)
     try:
         if args.out.suffix != ".parquet":
             raise UserError(f"--out must be a .parquet file, got {args.out}")
-        parts = sorted(args.parts.glob("*.parquet"))
+        parts = {p: 8 for p in sorted(args.parts.glob("*.parquet"))}
         if not parts:
             raise UserError(
                 f"--parts {args.parts} holds no sweep (.parquet): run scripts/smollm2_curve.sh first"
             )
+        if args.parts_b1 is not None:
+            if not args.parts_b1.is_dir():
+                raise UserError(f"--parts-b1 {args.parts_b1} is not a folder")
+            parts.update({p: 1 for p in sorted(args.parts_b1.glob("*.parquet"))})
         if args.out.exists():
             kept = pq.read_schema(args.out).metadata or {}
             if META_KEY not in kept:

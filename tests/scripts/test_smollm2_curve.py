@@ -15,6 +15,7 @@ from tests.helpers import REPO
 
 SCRIPT = REPO / "scripts/smollm2_curve.py"
 PARTS = REPO / "data/sweeps/smollm2_curve_parts"
+PARTS_B1 = REPO / "data/sweeps/smollm2_curve_parts_b1"  # the batch-1 parts, where they were run
 SHIPPED = REPO / "data/sweeps/smollm2_curve.parquet"
 
 pytestmark = pytest.mark.skipif(
@@ -22,25 +23,36 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _curve(parts, out) -> subprocess.CompletedProcess:
+def _curve(parts, out, parts_b1=None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(SCRIPT), "--parts", str(parts), "--out", str(out)]
+    cmd += ["--parts-b1", str(parts_b1)] if parts_b1 is not None else []
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
 def test_the_curve_is_the_parts_rows_with_their_roles_and_traces(tmp_path):
     parts = tmp_path / "sweeps" / "smollm2_curve_parts"
     shutil.copytree(PARTS, parts)
+    parts_b1 = None
+    if PARTS_B1.is_dir():
+        parts_b1 = tmp_path / "sweeps" / PARTS_B1.name
+        shutil.copytree(PARTS_B1, parts_b1)
     out = tmp_path / "sweeps" / "curve.parquet"
-    done = _curve(parts, out)
+    done = _curve(parts, out, parts_b1)
     assert done.returncode == 0, done.stderr
     curve = pd.read_parquet(out)
-    at_8 = pd.concat([pd.read_parquet(p) for p in parts.glob("*.parquet")]).query("batch_size == 8")
-    assert set(curve["setting_id"]) < set(at_8["setting_id"]) and set(curve["batch_size"]) == {8}
+    # each folder's rows at its own batch size (a part rerun at another batch may hold a row of the first)
+    for folder, batch in ((parts, 8), (parts_b1, 1)):
+        if folder is None:
+            continue
+        rows = pd.concat([pd.read_parquet(p) for p in folder.glob("*.parquet")])
+        at_batch = curve[curve["batch_size"] == batch]
+        assert set(at_batch["setting_id"]) < set(rows.query(f"batch_size == {batch}")["setting_id"])
+    assert set(curve["batch_size"]) == ({8} if parts_b1 is None else {1, 8})
     # each model trained at one schedule is there at its schedule only, the full-depth fine-tune at full depth
     assert (curve[curve["model_role"] == "model"]["target_speedup"] > 1).all()
     assert len(curve[curve["model_role"] == "baseline"]) == 1
     roles = dict(zip(curve["model"], curve["model_role"], strict=False))
-    assert roles["smollm2-e2e"] == "baseline" and roles["skipdecode-smollm2-e2e-4x-top-1200steps"] == "model"
+    assert roles["smollm2-e2e"] == "baseline" and roles["skipdecode-smollm2-e2e-4x-top-1800steps"] == "model"
     assert all((out.parent / t).is_file() for t in curve["trace_path"].dropna())
     assert pd.read_csv(out.with_suffix(".csv"))["bleu"].round(6).tolist() == curve["bleu"].round(6).tolist()
     assert "| model | schedule |" in done.stdout and "measured decode speedup" in done.stdout
