@@ -11,7 +11,7 @@ by device and dtype, each giving the bits `generate()` gives (or saying where it
 - products.py: the passes' products on the CPU, the modules' bits sooner: bfloat16 linears with oneDNN-prepacked
   weights, the float32 LM head over vocabulary blocks, each module called where neither applies
 - llama_layer.py, opt_layer.py, gemma3_layer.py: a stock layer's forward on the CPU without its module calls, the
-  same bits (lean.py: when one may run, and its attention where the pass hands none)
+  same bits (lean.py: when one may run instead of its module)
 
 These import nothing of skipcore above the foundation (errors): the adapters and the decode loop call them through
 the door, never the other way. Nothing is re-exported here, so the command line's --help can read attention_dtypes without torch.

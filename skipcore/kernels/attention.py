@@ -304,6 +304,14 @@ def adopt(model: torch.nn.Module) -> bool:
     return adopted(model.config)
 
 
+def attention_of(kwargs: dict, module: torch.nn.Module, eager):
+    """The attention function a lean layer calls: the one its pass handed it (`pass_attention`), else the one the
+    config names, as the attention module looks it up (`eager`: the family's own fallback)."""
+    return kwargs.get(PASS_ATTENTION) or ALL_ATTENTION_FUNCTIONS.get_interface(
+        module.config._attn_implementation, eager
+    )
+
+
 def pass_attention(keys: str) -> dict:
     """The layer argument that runs our decode attention for one pass. `keys` says what the cache hands each
     layer: "buffer", a static buffer (every column, the unwritten ones masked), or a ragged pass whose bits nothing

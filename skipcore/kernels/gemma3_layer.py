@@ -21,9 +21,9 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.attention import PASS_ATTENTION
-from skipcore.kernels.lean import attention_of, forward_of, inference_pass, unhooked
-from skipcore.kernels.products import PASS_PRODUCTS, module_outputs
+from skipcore.kernels.attention import attention_of
+from skipcore.kernels.lean import forward_of, inference_pass, unhooked
+from skipcore.kernels.products import products_of
 
 FAMILY = "transformers.models.gemma3.modeling_gemma3"
 NORMS = (
@@ -74,8 +74,7 @@ class DecodeLayer:
         return inference_pass(self.layer, device)
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        attn, products = self.attn, kwargs.get(PASS_PRODUCTS)
-        outputs = module_outputs if products is None else products.outputs
+        attn, outputs = self.attn, products_of(kwargs)
         input_norm, after_attention, before_mlp, after_mlp = self.norms
         input_shape = hidden.shape[:-1]
         hidden_shape = (*input_shape, -1, attn.head_dim)
@@ -90,8 +89,7 @@ class DecodeLayer:
         q, k = self.rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        attend = kwargs.get(PASS_ATTENTION) or attention_of(attn, self.eager)
-        o, _ = attend(
+        o, _ = attention_of(kwargs, attn, self.eager)(
             attn,
             q,
             k,

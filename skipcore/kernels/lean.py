@@ -1,19 +1,17 @@
 """What every lean decoder layer (a family's layer run op for op without its module calls: `llama_layer.py`,
-`opt_layer.py`, `gemma3_layer.py`) shares: when one may run instead of its module, and what it calls where its
-pass hands it nothing.
+`opt_layer.py`, `gemma3_layer.py`) shares: when one may run instead of its module.
 
 A lean layer runs only in an inference pass on a CPU (no autograd; the GPU's steps are replayed by CUDA graphs
 without the Python, so module calls cost nothing there), its layer in eval mode with no hooks on it or anywhere
 (a hook must see its module called); a pass decides that once for all its calls (`Adapter.layer_call`). Its
 products are the pass's (`PackedLinears.for_pass`, a layer argument), else each linear's own module call
-(`products.module_outputs`); its attention the pass's, else the config's (`attention_of`).
+(`products.products_of`); its attention the pass's, else the config's (`attention.attention_of`).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 
 def unhooked(layer: nn.Module) -> bool:
@@ -31,12 +29,6 @@ def inference_pass(layer: nn.Module, device: torch.device) -> bool:
         and not (layer._forward_hooks or layer._forward_pre_hooks)
         and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
     )
-
-
-def attention_of(module: nn.Module, eager):
-    """The attention function the config names, as the attention module looks it up (`eager`: the family's own
-    fallback): a lean layer's where its pass hands it none (`attention.pass_attention`)."""
-    return ALL_ATTENTION_FUNCTIONS.get_interface(module.config._attn_implementation, eager)
 
 
 def forward_of(act):

@@ -21,9 +21,9 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.attention import PASS_ATTENTION
-from skipcore.kernels.lean import attention_of, forward_of, inference_pass, unhooked
-from skipcore.kernels.products import PASS_PRODUCTS, module_outputs
+from skipcore.kernels.attention import attention_of
+from skipcore.kernels.lean import forward_of, inference_pass, unhooked
+from skipcore.kernels.products import products_of
 
 FAMILY = "transformers.models.opt.modeling_opt"
 
@@ -61,8 +61,7 @@ class DecodeLayer:
         return inference_pass(self.layer, device)
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
-        layer, attn, products = self.layer, self.attn, kwargs.get(PASS_PRODUCTS)
-        outputs = module_outputs if products is None else products.outputs
+        layer, attn, outputs = self.layer, self.attn, products_of(kwargs)
         attn_norm, final_norm = layer.self_attn_layer_norm, layer.final_layer_norm
         residual = hidden
         x = attn_norm.forward(hidden) if self.norm_before else hidden
@@ -73,8 +72,7 @@ class DecodeLayer:
         k, v = k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
         if cache is not None:
             k, v = cache.update(k, v, attn.layer_idx)
-        attend = kwargs.get(PASS_ATTENTION) or attention_of(attn, self.eager)
-        o, _ = attend(
+        o, _ = attention_of(kwargs, attn, self.eager)(
             attn,
             q,
             k,

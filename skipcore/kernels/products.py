@@ -394,6 +394,13 @@ class _LinearCalls(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def products_of(kwargs: dict):
+    """The outputs function a lean layer calls for a unit of linears (`members`, `x`) -> their outputs: the pass's
+    products (`PassProducts.outputs`) where its arguments hand them, else each module called (`module_outputs`)."""
+    products = kwargs.get(PASS_PRODUCTS)
+    return module_outputs if products is None else products.outputs
+
+
 def module_outputs(members: tuple[nn.Module, ...], x: torch.Tensor) -> list[torch.Tensor]:
     """A unit of linears' outputs, each module called: a lean layer's products where its pass hands none."""
     return [m(x) for m in members]
