@@ -80,7 +80,10 @@ receive() {
   [ -f "$RECEIVED/parts" ] || { echo "received: nothing (no $CARRY/N/ in this call)"; return 0; }
   local n sum have=()
   read -r n sum <"$RECEIVED/parts"
-  if [ "$(cat "$RECEIVED/unpacked" 2>/dev/null)" = "$sum" ]; then
+  # unpacked, and still there: a later call's copy of the tree removes the fine-tune from its path (the device tool
+  # replaces what the working tree holds), while the parts in $RECEIVED stay, so it is unpacked again from them
+  if [ "$(cat "$RECEIVED/unpacked" 2>/dev/null)" = "$sum" ] && [ -f "$FINE_TUNE/adapter_model.safetensors" ] \
+    && [ -d "$RECEIVED/site" ]; then
     echo "received: already unpacked (smollm2-135m in $RECEIVED/site, $FINE_TUNE)"
     return 0
   fi

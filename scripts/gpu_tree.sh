@@ -3,8 +3,9 @@
 # that are in the working tree, plus the paths a call carries, and refuses more than 64 MiB; the shipped models and
 # sweeps in data/ are over 200 MiB, and the GPU check reads none of them but the small default model.
 #   size     what would travel now, with .gpu-wheels/ carried (MiB), and whether it fits
-#   shrink   leave data/models (but the default model) and data/sweeps out of the working tree (git sparse-checkout:
-#            nothing is deleted from git; `git status` stays clean), then say the size
+#   shrink   leave data/models (but the default model), data/sweeps and results/ (measured figures the GPU run never
+#            reads; 4 MiB that a part of scripts/gpu_carry.sh needs room for) out of the working tree (git
+#            sparse-checkout: nothing is deleted from git; `git status` stays clean), then say the size
 #   restore  bring them back (git sparse-checkout disable)
 # docs/gpu.md: shrink, call the device tool, restore.
 set -euo pipefail
@@ -28,7 +29,7 @@ size() {
 case "${1:-size}" in
   size) size ;;
   shrink)
-    git sparse-checkout set --no-cone '/*' '!/data/models/' "/$KEEP/" '!/data/sweeps/'
+    git sparse-checkout set --no-cone '/*' '!/data/models/' "/$KEEP/" '!/data/sweeps/' '!/results/'
     size || { echo "error: still too large for the device tool; see what is big with: du -sh */" >&2; exit 1; }
     ;;
   restore)

@@ -35,7 +35,7 @@ from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, G
 from skipcore.decode.record import RowCursor, StepRecord, StepTimer, collect_batch
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.static_policy import PolicyLike, as_policy
-from skipcore.decode.static_step import StaticDecoder
+from skipcore.decode.static_step import KeptDecoders, StaticDecoder
 from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
@@ -89,7 +89,7 @@ class SkipEngine:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         self.static = self.device.type == "cuda" if static is None else static
-        self._decoder: StaticDecoder | None = None
+        self.decoders = KeptDecoders()  # the fixed-shape decoders of static mode, the last few shapes
         self._lock = threading.Lock()
         self.capture_graphs = self.static and self.device.type == "cuda"
         # Static mode pads prompts on the left to a multiple of this width, so batches of a dataset share a few
@@ -337,16 +337,12 @@ class SkipEngine:
         pick_inside: bool = True,
     ) -> StaticDecoder:
         """This engine's fixed-shape decoder for a batch like `attn` whose cache holds `layer_sets`, built on
-        first use.
-
-        One is kept (the last shape used): a benchmark or a dataset of equal-length batches captures its graphs
-        once, while the memory held stays that of one cache.
-        """
+        first use and kept with the last few (`KeptDecoders`): a benchmark, a sweep alternating full depth and a
+        schedule, or a dataset of a few padded widths captures each shape's graphs once."""
         B, P = attn.shape
         key = (B, P, tuple(tuple(x) for x in layer_sets))
-        d = self._decoder
-        if d is None or not d.reusable(key, picker, pick_inside):
-            self._decoder = d = None  # free the old cache and graphs before allocating the new ones
+
+        def build() -> StaticDecoder:
             kv_heads, head_dim = self.adapter.kv_shape
             cache = SkipKVCache.for_layer_sets(
                 layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.kv_dtype, self.device, static=True
@@ -355,9 +351,11 @@ class SkipEngine:
             # align it, in every layer; the extra columns stay False (masked) and no layer reads them
             width = -(-(P + len(layer_sets)) // 16) * 16
             key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
-            d = self._decoder = StaticDecoder(
+            return StaticDecoder(
                 self.adapter, cache, key_mask, picker, self.capture_graphs, key, pick_inside=pick_inside
             )
+
+        d = self.decoders.get(key, picker, pick_inside, build)
         d.reset(attn, picker)
         return d
 

@@ -7,14 +7,16 @@ over its whole preallocated buffer, with the slots not yet written masked out. W
 choice is captured too, so a step is one replay and a copy of its inputs.
 
 A decoder (its cache, buffers and graphs) is built once per batch shape and schedule and reset for the next
-batch of that shape, so capture is paid once, not on every call.
+batch of that shape, so capture is paid once, not on every call; an engine keeps its last few (`KeptDecoders`), so
+a sweep that alternates schedules, or a dataset whose prompts pad to a few widths, captures each once.
 On the CPU the same step runs uncaptured, which is how the tests cover this path without a GPU.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
@@ -134,3 +136,55 @@ class StaticDecoder:
         out = self._replay(layers) if self.capture else self._step(layers)
         self.cache.advance(layers)
         return out
+
+
+# How many fixed-shape decoders an engine keeps, and the KV bytes the ones before the newest may hold between them:
+# enough for a sweep's full depth and a schedule at two or three padded prompt widths; a cache larger than the
+# bytes is kept alone (its graphs are captured again when its shape comes back).
+KEPT_DECODERS = 8
+KEPT_DECODER_BYTES = 1 << 30
+
+
+class KeptDecoders:
+    """An engine's fixed-shape decoders, the most recently used last: a batch whose shape, cache plan and picking
+    match one reuses it (and its captured graphs); a new one evicts the least recently used past the bounds
+    before it is built, so the memory held stays within one new cache over `max_bytes`."""
+
+    def __init__(self, max_count: int = KEPT_DECODERS, max_bytes: int = KEPT_DECODER_BYTES) -> None:
+        self.max_count, self.max_bytes = max_count, max_bytes
+        self._kept: OrderedDict[Hashable, StaticDecoder] = OrderedDict()
+
+    @property
+    def latest(self) -> StaticDecoder | None:
+        """The decoder used last, or None before the first."""
+        return next(reversed(self._kept.values()), None)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(
+        self, key: Hashable, picker: TokenPicker, pick_inside: bool, build: Callable[[], StaticDecoder]
+    ) -> StaticDecoder:
+        """The kept decoder for `key` if it serves `picker` (`StaticDecoder.reusable`), else `build()`'s, kept."""
+        d = self._kept.pop(key, None)
+        if d is not None and not d.reusable(key, picker, pick_inside):
+            d = None  # freed before the new one is allocated
+        if d is None:
+            self._evict(room_for_one=True)
+            d = build()
+        self._kept[key] = d
+        self._evict(room_for_one=False)
+        return d
+
+    def _evict(self, room_for_one: bool) -> None:
+        """Drop the least recently used until the count (with room for one more) and the bytes of all but the
+        newest are within the bounds."""
+
+        def over() -> bool:
+            if len(self._kept) + room_for_one > self.max_count:
+                return True
+            older = list(self._kept.values())[: len(self._kept) - (not room_for_one)]
+            return sum(d.cache.allocated_bytes() for d in older) > self.max_bytes
+
+        while self._kept and over():
+            self._kept.popitem(last=False)

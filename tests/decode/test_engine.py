@@ -192,16 +192,56 @@ def test_static_decoder_is_reused_across_batches_of_one_shape(model_dirs):
     sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
     other = [PROMPTS[2], PROMPTS[0], PROMPTS[1]]  # other rows, the same padded width
     first = static.generate(PROMPTS, sched, max_new_tokens=10)
-    decoder, key_ptr = static._decoder, static._decoder.cache.keys[0].data_ptr()
+    decoder, key_ptr = static.decoders.latest, static.decoders.latest.cache.keys[0].data_ptr()
     # the same shape and schedule, other prompts: the same decoder, the answers of a fresh plain engine
     second = static.generate(other, sched, max_new_tokens=10)
-    assert static._decoder is decoder and decoder.cache.keys[0].data_ptr() == key_ptr
+    assert static.decoders.latest is decoder and decoder.cache.keys[0].data_ptr() == key_ptr
     assert second.token_ids == plain.generate(other, sched, max_new_tokens=10).token_ids
     assert first.token_ids == plain.generate(PROMPTS, sched, max_new_tokens=10).token_ids
-    # another shape gets its own decoder; coming back rebuilds, and the answers still agree
+    # another shape gets its own decoder; coming back finds the first one kept, and the answers still agree
     static.generate(PROMPTS[:1], sched, max_new_tokens=10)
-    assert static._decoder is not decoder
+    assert static.decoders.latest is not decoder
     assert static.generate(PROMPTS, sched, max_new_tokens=10).token_ids == first.token_ids
+    assert static.decoders.latest is decoder and decoder.cache.keys[0].data_ptr() == key_ptr
+
+
+def test_alternating_schedules_keep_their_decoders(model_dirs, monkeypatch):
+    """A sweep times full depth and a schedule in alternation on one engine: each keeps its decoder (and on a GPU
+    its graphs) instead of building it again at every switch; past the bounds the least recently used goes."""
+    import skipcore.decode.static_step as static_step
+
+    model, tok = load_model(
+        str(model_dirs["llama"]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    built = []
+    monkeypatch.setattr(static_step.StaticDecoder, "reset", _counting(static_step.StaticDecoder.reset, built))
+    engine, plain = SkipEngine(model, tok, static=True), SkipEngine(model, tok, static=False)
+    sched = Schedule(6, "linear", "skip", max_layers=6, min_layers=2)
+    expected = {p: plain.generate(PROMPTS, p, max_new_tokens=8).token_ids for p in (None, sched)}
+    for _ in range(3):
+        for policy in (None, sched):
+            assert engine.generate(PROMPTS, policy, max_new_tokens=8).token_ids == expected[policy]
+    assert len(engine.decoders) == 2 and len({id(d) for d in built}) == 2 and len(built) == 6
+    # one decoder at most: every switch builds anew (what a single kept decoder did), the same answers
+    engine.decoders = static_step.KeptDecoders(max_count=1)
+    built.clear()
+    for policy in (None, sched, None):
+        assert engine.generate(PROMPTS, policy, max_new_tokens=8).token_ids == expected[policy]
+    assert len(engine.decoders) == 1 and len({id(d) for d in built}) == 3
+    # the bytes bound: the older decoders' caches over it go, the newest stays whatever its size
+    engine.decoders = static_step.KeptDecoders(max_bytes=0)
+    built.clear()
+    for policy in (None, sched, None):
+        engine.generate(PROMPTS, policy, max_new_tokens=8)
+    assert len(engine.decoders) == 1 and len({id(d) for d in built}) == 3
+
+
+def _counting(reset, seen: list):
+    def counted(self, prompt_mask, picker):
+        seen.append(self)
+        return reset(self, prompt_mask, picker)
+
+    return counted
 
 
 def test_static_prompts_are_padded_to_shared_widths(model_dirs, monkeypatch):
@@ -322,7 +362,7 @@ def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypat
         b = replayed.generate(prompts, sched, max_new_tokens=12)
         assert a.token_ids == b.token_ids
         np.testing.assert_allclose(a.trace["logprob"], b.trace["logprob"], rtol=1e-4, atol=1e-5)
-    decoder = replayed._decoder
+    decoder = replayed.decoders.latest
     assert len(decoder.graphs) == len({tuple(x) for x in sched.layer_sets(12)[1:]}) > 2  # one per layer set
 
     # the check can fail: a cache that writes where its Python length says (not at the device-side index)
@@ -366,7 +406,7 @@ def test_a_failed_capture_falls_back_to_uncaptured_steps(model_dirs, monkeypatch
         RuntimeWarning, match="capture failed, decoding without graphs: operation not permitted"
     ):
         res = engine.generate(PROMPTS, sched, max_new_tokens=10)
-    assert engine._decoder.capture is False and not engine._decoder.graphs
+    assert engine.decoders.latest.capture is False and not engine.decoders.latest.graphs
     assert (
         res.token_ids
         == SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=10).token_ids
@@ -413,7 +453,7 @@ def test_cuda_graph_path_matches_plain_path(model_dirs, family):
         a = plain.generate(prompts, sched, max_new_tokens=12, sampling=sampling)
         b = graphs.generate(prompts, sched, max_new_tokens=12, sampling=sampling)
         assert a.token_ids == b.token_ids
-    assert graphs._decoder.graphs  # really captured
+    assert graphs.decoders.latest.graphs  # really captured
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -30,6 +30,7 @@ def test_shrink_fits_the_device_tool_and_restore_brings_everything_back(tmp_path
     assert (
         not (clone / "data" / "sweeps").exists() and not (clone / "data" / "models" / "smollm2-e2e").exists()
     )
+    assert not (clone / "results").exists()
     mib = int(shrunk.stdout.split("=")[1].split()[0])
     assert mib < 64
     assert run("restore").returncode == 0
