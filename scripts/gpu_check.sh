@@ -8,14 +8,15 @@
 #               here, in seconds (smoke.json)
 #   6. reduced  the plan: 1B shapes, batch 1, 8, 32, prompt 128, 128 new tokens; captured full depth, skip
 #               2x/3x/4x, generate() (bench_cuda.json and .md)
-#   7. uncaptured   full depth without graphs, speculative k = 2/4 with 3x drafts, at batch 1 and 8 (added)
+#   7. real     the skip-aware SmolLM2's real drafts: speculative k = 1 and 2 (3x drafts) beside captured full depth
+#               on 8 E2E test prompts, batch 1 and 8, a sweep (real.csv), where scripts/gpu_carry.sh brought SmolLM2
 #   8. compiled generate() with its static cache, compiled by transformers, at batch 1 (added to bench_cuda.json)
-#   9. real     the skip-aware SmolLM2 fine-tunes, where SmolLM2 is installed (else skipped, said why)
+#   9. uncaptured   full depth without graphs, speculative k = 1/2 with 3x drafts on random weights, batch 1 and 8
 #  10. long     512 new tokens, captured full depth and skips, while time is left
 # then a summary (summary.md): each stage's outcome, one line per model, length and batch, and the targets.
 # Every stage has a deadline inside the 9 minutes; one stopped at its deadline keeps what it measured (the bench
 # rewrites its results after every setting). What OUTDIR holds: gpu_check.log, env.txt, smoke.json/.md,
-# bench_cuda.json/.md, summary.md (7 files; the device tool returns at most 8).
+# bench_cuda.json/.md, summary.md, and real.csv where the real stage ran (8 files; the device tool returns at most 8).
 #
 # usage: bash scripts/gpu_check.sh OUTDIR              on the GPU machine ($OUT there; docs/gpu.md has the call)
 #        bash scripts/gpu_check.sh --rehearse OUTDIR   the very same plan on the CPU, tiny shapes and a few tokens,
@@ -44,16 +45,19 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
 export PYTHON WHEELS SITE REHEARSE OUTDIR  # for the stages that are functions of this script
 
 # The plan: the same stages and flags on both machines; the rehearsal only makes it small.
-# The skip-aware SmolLM2 fine-tunes (LoRA on smollm2-135m): elastic (every target) and the 3x one.
-REAL_MODELS=data/models/skipdecode-smollm2-e2e,data/models/skipdecode-smollm2-e2e-3x
+# The skip-aware SmolLM2 fine-tune whose drafts the real stage times: the elastic one (LoRA on smollm2-135m, every
+# target), good at full depth, so its lossless drafts can pay; E2E test prompts, 3x drafts, k = 1 and 2.
+REAL_MODEL=data/models/skipdecode-smollm2-e2e
 if [ $REHEARSE = 1 ]; then
   BUDGET=115 DEV=cpu DTYPE=float32 MODELS=llama-tiny,opt-tiny BATCHES=1,2 PROMPT=8 SHORT=4 LONG=6 REPEATS=1
-  # 4 new tokens, not 2: with 2 a speculative round has room for no draft (k = tokens left - 1 = 0); one
-  # fine-tune, whose 135M parameters are most of the rehearsal's time on a CPU
-  REAL_MODELS=${REAL_MODELS#*,}
+  # 4 new tokens, not 2: with 2 a speculative round has room for no draft (k = tokens left - 1 = 0); the
+  # fine-tune's 135M parameters are most of the rehearsal's time on a CPU: two prompts, 8 tokens
+  REAL_LIMIT=2 REAL_TOKENS=8 REAL_REPEATS=1
 else
   BUDGET=540 DEV=cuda DTYPE=bfloat16 MODELS=llama-1b,opt-1.3b BATCHES=1,8,32 PROMPT=128 SHORT=128 LONG=512 REPEATS=3
+  REAL_LIMIT=8 REAL_TOKENS=72 REAL_REPEATS=2
 fi
+export REAL_MODEL REAL_LIMIT REAL_TOKENS REAL_REPEATS DEV DTYPE BATCHES  # for real_sweep
 BUDGET=${GPU_CHECK_BUDGET:-$BUDGET} # seconds for the whole check, the summary included
 SMOKE="--models llama-tiny,opt-tiny --batch-sizes 1,2 --prompt-len 8 --new-tokens 4 --repeats 1"
 RESERVE=15  # seconds kept for the summary
@@ -120,6 +124,21 @@ PY
 }
 
 export -f install_wheels
+
+# the real stage's sweep; what it finished is kept when its deadline stops it (the sweep writes after every row)
+real_sweep() {
+  local tmp rc
+  tmp=$(mktemp -d)
+  "$PYTHON" -m skipcore sweep --model "$REAL_MODEL" --dataset data/e2e_synth --split test --limit "$REAL_LIMIT" \
+    --targets 3 --shapes linear --modes skip --decay-span 29 --batch-sizes "${BATCHES%,*}" --policies speculative \
+    --speculative-targets 3 --draft-tokens 1,2 --max-new-tokens "$REAL_TOKENS" --repeats "$REAL_REPEATS" \
+    --timing-limit "$REAL_LIMIT" --device "$DEV" --dtype "$DTYPE" --out "$tmp/real.parquet" --no-progress
+  rc=$?
+  [ -f "$tmp/real.csv" ] && cp "$tmp/real.csv" "$OUTDIR/real.csv"
+  rm -rf "$tmp"
+  return $rc
+}
+export -f real_sweep
 
 # -- 1. wheels ------------------------------------------------------------------------------------------------
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
@@ -203,22 +222,21 @@ RESULTS=(--out "$OUTDIR/bench_cuda.json")
 # slow on a GPU and, run in the same stage, kept it from reaching more than one model in three runs
 stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,generate "${RESULTS[@]}" --overwrite
-stage uncaptured 120 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
-  --new-tokens "$SHORT" --repeats "$REPEATS" --settings no-graphs,speculative "${RESULTS[@]}" --append
-stage compiled 120 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
-  --repeats "$REPEATS" --settings generate,compiled "${RESULTS[@]}" --append
-# the fine-tunes in this tree (a shrunk one holds what scripts/gpu_carry.sh brought)
-HERE=$(for m in ${REAL_MODELS//,/ }; do [ -d "$m" ] && printf '%s,' "$m"; done)
-REAL_MODELS=${HERE%,}
-if [ -z "$REAL_MODELS" ]; then
-  skipped real "no skip-aware SmolLM2 fine-tune in this tree (a shrunk tree: scripts/gpu_carry.sh brings one)"
+# the skip-aware SmolLM2's real drafts: speculative beside captured full depth on E2E test prompts, as a sweep (the
+# acceptance real text gives; random prompts accept almost nothing), where its fine-tune and SmolLM2 are here (a
+# shrunk tree holds what scripts/gpu_carry.sh brought); its rows in real.csv, which the summary reads
+if [ ! -f "$REAL_MODEL/adapter_model.safetensors" ]; then
+  skipped real "no $REAL_MODEL in this tree (a shrunk tree: scripts/gpu_carry.sh brings it)"
 elif "$PYTHON" -c "from skipcore.models.catalog import REAL_MODELS as R, installed; exit(not installed(R['smollm2-135m']))" \
   2>/dev/null; then
-  stage real 120 "${BENCH[@]}" --models "$REAL_MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
-    --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,speculative "${RESULTS[@]}" --append
+  stage real 130 real_sweep
 else
   skipped real "smollm2-135m is not installed here: its GGUF (94 MiB) travels in parts (scripts/gpu_carry.sh)"
 fi
+stage compiled 80 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
+  --repeats "$REPEATS" --settings generate,compiled "${RESULTS[@]}" --append
+stage uncaptured 60 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
+  --new-tokens "$SHORT" --repeats "$REPEATS" --settings no-graphs,speculative "${RESULTS[@]}" --append
 stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$LONG" --repeats "$REPEATS" --settings full,skip "${RESULTS[@]}" --append
 

@@ -2,7 +2,8 @@
 then each of the GPU plan's targets (docs/gpu.md) met, missed or not measured, with the numbers it rests on.
 
 This is what `scripts/gpu_check.sh` prints last, so the end of a GPU run's output (all a short lease may bring
-back) holds its results.
+back) holds its results, with its real stage's sweep (`real.csv` beside the results: the skip-aware SmolLM2's
+speculative rows on E2E prompts), which the speculative targets are judged on.
 """
 
 from __future__ import annotations
@@ -140,6 +141,51 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
     ]  # fmt: skip
 
 
+REAL_SWEEP = "real.csv"  # the GPU check's real stage writes its sweep's rows here, beside the results file
+
+
+def real_rows(path: str | Path) -> list[dict]:
+    """A sweep's speculative rows (a `skipcore sweep` CSV) as the targets read a bench row: the model marked as
+    run on the sweep's prompts, the draft schedule's target in the setting, its measured decode speedup against
+    full depth, and the share of prompts whose text is full depth's as its agreement."""
+    import pandas as pd
+
+    table = pd.read_csv(path)
+    rows = []
+    for r in table[table["policy"] == "speculative"].to_dict("records"):
+        rows.append(
+            {
+                "model": f"{r['model']} (E2E prompts)",
+                "new_tokens": int(r["max_new_tokens"]),
+                "batch_size": int(r["batch_size"]),
+                "setting": f"speculative k={int(r['draft_tokens'])} ({r['target_speedup']:g}x drafts)",
+                "measured_speedup_decode": r["wall_speedup_decode"],
+                "measured_speedup_decode_ci": [r["wall_speedup_decode_lo"], r["wall_speedup_decode_hi"]],
+                "tokens_per_full_pass": r["tokens_per_full_pass"],
+                "same_tokens_as_full": r["same_as_full_depth"],
+                "bleu": r["bleu"],
+            }
+        )
+    return rows
+
+
+def real_table(rows: list[dict]) -> str:
+    """Markdown, one line per speculative row of the real stage's sweep."""
+    head = (
+        "| model | batch | setting | BLEU | tokens per full pass | measured decode speedup [95%] "
+        "| prompts with full depth's text |"
+    )
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in rows:
+        lo, hi = r["measured_speedup_decode_ci"]
+        lines.append(
+            f"| {r['model']} | {r['batch_size']} | {r['setting']} | {r['bleu']:.1f} | "
+            f"{r['tokens_per_full_pass']:.2f} | {_num(r['measured_speedup_decode'])} [{_num(lo)}, {_num(hi)}] | "
+            f"{r['same_tokens_as_full']:.0%} |"
+        )
+    return "\n".join(lines)
+
+
 def report(path: str | Path) -> str:
     """A results file's summary table and targets, under its machine line; one line where there is no file."""
     from skipcore.evaluate.bench.results import machine_line
@@ -151,13 +197,17 @@ def report(path: str | Path) -> str:
     done = (
         "" if result["complete"] else f" (partial: {result['settings_done']} of {result['settings_total']})"
     )
+    real_csv = p.with_name(REAL_SWEEP)
+    real = real_rows(real_csv) if real_csv.is_file() else []
+    drafts = ["", f"Real drafts ({REAL_SWEEP}):", "", real_table(real)] if real else []
     return "\n".join(
         [
             machine_line(result) + done,
             "",
             summary_table(result["rows"], result["dtype"]),
+            *drafts,
             "",
             "Targets:",
-            *target_lines(result["rows"], result["dtype"]),
+            *target_lines(result["rows"] + real, result["dtype"]),
         ]
     )

@@ -365,6 +365,54 @@ def test_the_summary_judges_each_target_on_the_rows_that_measure_it():
     )
 
 
+def test_the_summary_judges_the_speculative_targets_on_the_real_stages_sweep(tmp_path):
+    """The GPU check's real stage leaves a sweep's rows in real.csv beside the results: the summary lists its
+    speculative rows and judges the SmolLM2 targets on them (batch 1 and 8 each on its own rows), while without the
+    file those targets stay unmeasured."""
+    import pandas as pd
+
+    from skipcore.evaluate.bench.summary import REAL_SWEEP, report
+
+    results = tmp_path / "bench_cuda.json"
+    full = {"model": "llama-1b", "new_tokens": 128, "batch_size": 1, "setting": "full", "tokens_per_s": 400.0}
+    results.write_text(
+        json.dumps(
+            {
+                "rows": [full],
+                "dtype": "bfloat16",
+                "complete": True,
+                "device": "cuda",
+                "machine": "H200",
+                "torch": "2.11",
+            }
+        )
+    )
+    assert "- not measured: speculative on the skip-aware SmolLM2 >= 1.5x" in report(results)
+
+    def sweep_row(policy: str, batch: int, k: float, speedup: float, same: float) -> dict:
+        return {
+            "model": "skipdecode-smollm2-e2e", "policy": policy, "batch_size": batch, "draft_tokens": k,
+            "target_speedup": 3.0, "max_new_tokens": 72, "wall_speedup_decode": speedup,
+            "wall_speedup_decode_lo": speedup - 0.1, "wall_speedup_decode_hi": speedup + 0.1,
+            "tokens_per_full_pass": 2.3, "same_as_full_depth": same, "bleu": 57.0,
+        }  # fmt: skip
+
+    pd.DataFrame(
+        [
+            sweep_row("static", 1, float("nan"), 1.0, 1.0),
+            sweep_row("speculative", 1, 1, 1.6, 1.0),
+            sweep_row("speculative", 8, 2, 1.1, 0.75),
+        ]
+    ).to_csv(tmp_path / REAL_SWEEP, index=False)
+    said = report(results)
+    assert "| skipdecode-smollm2-e2e (E2E prompts) | 8 | speculative k=2 (3x drafts) | 57.0 | 2.30 |" in said
+    lines = said.splitlines()
+    assert next(x for x in lines if ">= 1.5x full depth at batch 1" in x).startswith("- met:")
+    b8 = next(x for x in lines if ">= 1.2x full depth at batch 8" in x)
+    assert b8.startswith("- missed:") and "b8 T72 speculative k=2 (3x drafts): 1.10" in b8
+    assert next(x for x in lines if "speculative is lossless" in x).startswith("- missed:")
+
+
 def test_a_half_precision_run_times_float32_attention_beside_it(tmp_path, model_dirs, capsys):
     """`--settings attention-float32`: full depth and the speculative rows again with the attention in float32,
     each paired with the run's own full depth and marked with its attention dtype; the summary holds only the
