@@ -11,7 +11,8 @@
 #   7. real     the skip-aware SmolLM2's real drafts: speculative k = 1 and 2 (3x drafts) beside captured full depth
 #               on 8 E2E test prompts, batch 1 and 8, a sweep (real.csv), where scripts/gpu_carry.sh brought SmolLM2
 #   8. compiled generate() with its static cache, compiled by transformers, at batch 1 (added to bench_cuda.json)
-#   9. uncaptured   full depth without graphs, speculative k = 1/2 with 3x drafts on random weights, batch 1 and 8
+#   9. speculative  speculative k = 1/2 with 3x drafts on random weights (what a round costs), full depth without
+#               graphs, batch 1 and 8
 #  10. long     512 new tokens, captured full depth and skips, while time is left
 # then a summary (summary.md): each stage's outcome, one line per model, length and batch, and the targets.
 # Every stage has a deadline inside the 9 minutes; one stopped at its deadline keeps what it measured (the bench
@@ -218,8 +219,8 @@ ALL=full,no-graphs,skip,speculative,generate
 # shellcheck disable=SC2086  # SMOKE is a list of flags
 stage smoke 90 "${BENCH[@]}" $SMOKE --settings $ALL --out "$OUTDIR/smoke.json" --overwrite
 RESULTS=(--out "$OUTDIR/bench_cuda.json")
-# the captured settings first, at every model and batch size: the uncaptured ones (speculative, no graphs) are
-# slow on a GPU and, run in the same stage, kept it from reaching more than one model in three runs
+# the captured full depth and skips first, at every model and batch size: speculative rows and full depth without
+# graphs, run in the same stage, kept it from reaching more than one model in three runs
 stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,generate "${RESULTS[@]}" --overwrite
 # the skip-aware SmolLM2's real drafts: speculative beside captured full depth on E2E test prompts, as a sweep (the
@@ -235,8 +236,9 @@ else
 fi
 stage compiled 80 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
   --repeats "$REPEATS" --settings generate,compiled "${RESULTS[@]}" --append
-stage uncaptured 60 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
-  --new-tokens "$SHORT" --repeats "$REPEATS" --settings no-graphs,speculative "${RESULTS[@]}" --append
+# speculative rounds on random weights (no draft accepted: what a round costs) and full depth without graphs
+stage speculative 60 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
+  --new-tokens "$SHORT" --repeats "$REPEATS" --settings speculative,no-graphs "${RESULTS[@]}" --append
 stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$LONG" --repeats "$REPEATS" --settings full,skip "${RESULTS[@]}" --append
 

@@ -84,11 +84,14 @@ class SkipKVCache:
         return self.keys[layer_idx].shape[2]
 
     @contextmanager
-    def writing_at(self, columns: torch.Tensor, width: int) -> Iterator[None]:
-        """Updates inside write row r's positions from column `columns[r]` on and return `width` columns."""
+    def writing_at(self, columns: torch.Tensor, width: int, apart: bool = False) -> Iterator[None]:
+        """Updates inside write row r's positions from column `columns[r]` on and return `width` columns.
+        `apart`: write each row at its own column without asking the device whether they all stand at one (a
+        fixed-shape pass, which a CUDA graph captures, reads nothing back)."""
         self.row_columns, self.read_width = columns, width
         first = columns[:1]
-        self.shared_column = int(first) if len(columns) and bool((columns == first).all()) else None
+        together = not apart and len(columns) and bool((columns == first).all())
+        self.shared_column = int(first) if together else None
         try:
             yield
         finally:

@@ -186,7 +186,7 @@ class SkipEngine:
         policy, T, size = request.policy, request.max_new_tokens, request.batch_size
         pickers = pickers or TokenPicker(request.sampling, self.device).rows
         run_id = "r" + uuid.uuid4().hex[:11]  # a letter first: plain pandas keeps it text in CSV and JSONL
-        shapes, pad_to = self.adapter.shapes, self.prompt_multiple if policy.shared_sets else None
+        shapes, pad_to = self.adapter.shapes, self.prompt_multiple if fixed_shapes(policy) else None
         starts = range(0, len(request.prompts), size)
         total = len(starts) * T
         texts, token_ids, traces = [], [], []
@@ -310,18 +310,19 @@ class SkipEngine:
     def _cache_for(
         self, policy: DepthPolicy, attn: torch.Tensor, T: int, extra: int, picker: TokenPicker
     ) -> tuple[SkipKVCache, torch.Tensor, StaticDecoder | None]:
-        """The batch's KV cache, its key mask (B, columns; the prompt's real tokens marked) and, for batch-shared
-        layer sets in static mode, the fixed-shape decoder that owns both."""
+        """The batch's KV cache, its key mask (B, columns; the prompt's real tokens marked) and, in static mode
+        for batch-shared layer sets or multi-token steps, the fixed-shape decoder that owns both."""
         L, dev = self.num_layers, self.device
         B, P = attn.shape
         cache_sets = policy.cache_layer_sets(L, T)
-        if self.static and policy.shared_sets:
-            static = self._static_decoder(attn, cache_sets, picker, pick_inside=not policy.needs_logits)
-            return static.cache, static.key_mask, static
-        kv_heads, head_dim = self.adapter.kv_shape
+        # a fixed-shape decoder for batch-shared layer sets, and for several tokens a step (speculative rounds)
         # a multi-token step writes extra + 1 columns from each row's input column on, which for a row that has
         # ended (it rides along) is the last of its P + T columns
         spare = extra + 1 if extra else 0
+        if self.static and fixed_shapes(policy):
+            static = self._static_decoder(attn, cache_sets, picker, not policy.needs_logits, spare=spare)
+            return static.cache, static.key_mask, static
+        kv_heads, head_dim = self.adapter.kv_shape
         cache = SkipKVCache.for_layer_sets(
             cache_sets, P, B, kv_heads, head_dim, L, self.kv_dtype, dev, spare_columns=spare
         )
@@ -335,29 +336,38 @@ class SkipEngine:
         layer_sets: Sequence[Sequence[int]],
         picker: TokenPicker,
         pick_inside: bool = True,
+        spare: int = 0,
     ) -> StaticDecoder:
-        """This engine's fixed-shape decoder for a batch like `attn` whose cache holds `layer_sets`, built on
-        first use and kept with the last few (`KeptDecoders`): a benchmark, a sweep alternating full depth and a
-        schedule, or a dataset of a few padded widths captures each shape's graphs once."""
+        """This engine's fixed-shape decoder for a batch like `attn` whose cache holds `layer_sets` (and `spare`
+        columns more, a multi-token step's room), built on first use and kept with the last few
+        (`KeptDecoders`): a benchmark, a sweep alternating full depth and a schedule, or a dataset of a few padded
+        widths captures each shape's graphs once."""
         B, P = attn.shape
-        key = (B, P, tuple(tuple(x) for x in layer_sets))
+        key = (B, P, tuple(tuple(x) for x in layer_sets), spare)
 
         def build() -> StaticDecoder:
             kv_heads, head_dim = self.adapter.kv_shape
             cache = SkipKVCache.for_layer_sets(
-                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.kv_dtype, self.device, static=True
+                layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.kv_dtype, self.device, True, spare
             )
             # a row stride that is a multiple of 16 keeps SDPA's memory-efficient kernel from copying the mask to
             # align it, in every layer; the extra columns stay False (masked) and no layer reads them
-            width = -(-(P + len(layer_sets)) // 16) * 16
+            width = -(-(P + len(layer_sets) + spare) // 16) * 16
             key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
             return StaticDecoder(
-                self.adapter, cache, key_mask, picker, self.capture_graphs, key, pick_inside=pick_inside
+                self.adapter, cache, key_mask, picker, self.capture_graphs, key, pick_inside, spare
             )
 
         d = self.decoders.get(key, picker, pick_inside, build)
         d.reset(attn, picker)
         return d
+
+
+def fixed_shapes(policy: DepthPolicy) -> bool:
+    """Whether static mode runs `policy`'s batches on a fixed-shape decoder (padded prompts, a static cache, CUDA
+    graphs on a GPU): one layer set a step for the whole batch, or several tokens a step (speculative rounds,
+    each pass whole)."""
+    return policy.shared_sets or policy.max_step_tokens() > 1
 
 
 def _report_step(progress: Callable[[int, int], None], offset: int, total: int, step: int) -> None:

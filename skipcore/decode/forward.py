@@ -177,6 +177,31 @@ class EngineStepRunner:
     def columns(self, offset: int, q: int) -> EngineColumnPass:
         return EngineColumnPass(self, offset, q)
 
+    @property
+    def fixed_shape(self) -> bool:
+        """Whether the batch has a fixed-shape decoder: `column_logits` then replays one graph per pass."""
+        return self.static is not None
+
+    def column_logits(
+        self, offset: int, input_ids: torch.Tensor, layers: Sequence[int], exact: bool = True
+    ) -> torch.Tensor:
+        """(B, q, vocab) logits of a whole pass over q = input_ids.shape[1] new columns per row from `starts +
+        offset` on, through `layers`: on a fixed-shape decoder one graph replay (`StaticDecoder.columns`), else a
+        `columns` pass."""
+        q = input_ids.shape[1]
+        if self.static is not None:
+            at = column_positions(self, offset, q)
+            return self.static.columns(input_ids, at, self.starts, offset, tuple(layers))
+        cols = self.columns(offset, q)
+        return cols.logits(cols.run(cols.embed(input_ids), layers, exact))
+
+
+def column_positions(run: EngineStepRunner, offset: int, q: int) -> torch.Tensor:
+    """(B, q) the positions of q new columns per row, `offset` past each row's step input: only a row that has
+    ended, riding along past its last token, reaches beyond the model's positions, and is held at the last."""
+    positions = run.positions + offset + torch.arange(q, device=run.positions.device)
+    return positions if run.position_limit is None else positions.clamp_max(run.position_limit - 1)
+
 
 class EngineColumnPass:
     """q new columns per row from `starts + offset` on (a `ColumnPass`): rows of a ragged batch each write and
@@ -187,10 +212,7 @@ class EngineColumnPass:
         self.adapter, self.cache, self.q = a, run.cache, q
         self.columns = starts + offset
         self.width = int(starts.max()) + offset + q  # the widest row's last column (a host read)
-        self.positions = run.positions + offset + torch.arange(q, device=starts.device)
-        # only a row that has ended, riding along past its last token, reaches beyond the model's positions
-        if run.position_limit is not None:
-            self.positions = self.positions.clamp_max(run.position_limit - 1)
+        self.positions = column_positions(run, offset, q)
         dtype = run.cache.dtype
         self.mask = column_mask(run.cursor.key_mask, starts, offset, q, self.width, dtype)
         # each query's keys end at its own column: the ragged attention's groups, worked out once for all layers

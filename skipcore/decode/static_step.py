@@ -6,6 +6,11 @@ buffers (tokens, positions, the key mask, the cache's write index) and every sha
 over its whole preallocated buffer, with the slots not yet written masked out. With greedy decoding the token
 choice is captured too, so a step is one replay and a copy of its inputs.
 
+Multi-column passes (speculative SkipDecode's drafts and verification, `columns`) are fixed-shape too: q new
+columns per row written at each row's own column (a device-side index, as rows that accepted different numbers of
+drafts stand apart), every query attending over the whole buffer as a one-column step at its position does, one
+graph per (offset, q, layers), so a round is k + 1 replays and reads nothing back.
+
 A decoder (its cache, buffers and graphs) is built once per batch shape and schedule and reset for the next
 batch of that shape, so capture is paid once, not on every call; an engine keeps its last few (`KeptDecoders`), so
 a sweep that alternates schedules, or a dataset whose prompts pad to a few widths, captures each once.
@@ -17,12 +22,13 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 
 import torch
 
 from skipcore.adapters import Adapter
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.forward import StepPass, forward_step
+from skipcore.decode.forward import StepPass, column_mask, forward_step
 from skipcore.decode.sampling import TokenPicker
 from skipcore.errors import FallbackWarning
 
@@ -40,14 +46,17 @@ class StaticDecoder:
         capture: bool,
         key: Hashable = None,
         pick_inside: bool = True,
+        spare: int = 0,
     ) -> None:
         """`pick_inside`: choose the token inside the graph when the picker allows it (greedy); a policy that
-        reads the logits asks for them instead."""
+        reads the logits asks for them instead. `spare`: the cache's columns past its plan's, which a multi-token
+        pass writes for a row that has ended (riding along) and no live row reads."""
         if not cache.static:
             raise ValueError("StaticDecoder needs a cache built with static=True")
         B, dev = key_mask.shape[0], key_mask.device
         self.adapter = adapter
         self.cache, self.key_mask, self.picker = cache, key_mask, picker
+        self.spare = spare
         self.step_pass = StepPass.of(adapter, cache)  # made again for each batch (`reset`)
         self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
@@ -57,8 +66,13 @@ class StaticDecoder:
         self.pick_inside = pick_inside and picker.capturable
         # A graph reads the adapter's position tables at the addresses it saw: hold them, and rebuild if they move.
         self.tables = self.adapter.position_tables()
-        self.graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
+        # a multi-column pass's inputs, per q: tokens and positions (B, q); and each row's first column (B,)
+        self.column_inputs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.starts = torch.zeros(B, dtype=torch.long, device=dev)
+        self.column_args: dict[bool, dict] = {}  # a column pass's layer arguments, this batch's (`reset`)
+        # one graph per step's layer set, and per (offset, q, layers) of a column pass
+        self.graphs: dict[Hashable, torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[Hashable, tuple[torch.Tensor, ...]] = {}
         # One memory pool for all of this decoder's graphs. Sharing is safe here although graphs replay in any
         # order: every graph's outputs stay referenced (never reused), only dead intermediates are shared, and
         # a step's outputs are consumed before the next replay. Created at the first capture.
@@ -73,6 +87,7 @@ class StaticDecoder:
         """Ready for a new batch: empty cache, the new prompts' padding. Buffers keep their addresses."""
         self.cache.reset()
         self.step_pass = StepPass.of(self.adapter, self.cache)  # this batch's: the weights as they are now
+        self.column_args.clear()
         self.key_mask.zero_()
         self.key_mask[:, : prompt_mask.shape[1]] = prompt_mask.bool()
         self.picker = picker
@@ -84,37 +99,98 @@ class StaticDecoder:
         )
         return self.picker(logits) if self.pick_inside else (logits,)
 
-    def _capture(self, layers: tuple[int, ...]) -> torch.cuda.CUDAGraph:
+    def _column_pass(self, offset: int, q: int, layers: tuple[int, ...]) -> tuple[torch.Tensor]:
+        """q new columns per row from `starts + offset` on, through `layers`, over the static buffers: (B, q,
+        vocab) logits. Query j of row r sees the row's committed columns and its own from `starts[r]` up to
+        `starts[r] + offset + j` (`column_mask`), every query over the plan's columns (not the spare ones past
+        them, which only a row that has ended writes), as full depth's step there reads its buffer: the same keys,
+        so the same kernel and bits (`attention.each_query`)."""
+        a, cache = self.adapter, self.cache
+        capacity = cache.capacity(layers[0])
+        if any(cache.capacity(i) != capacity for i in layers):
+            raise ValueError(
+                "a fixed-shape column pass needs its layers' caches of one width (a full-depth plan)"
+            )
+        width = capacity - self.spare
+        tokens, positions = self.column_inputs[q]
+        args = self._column_args(q)
+        mask = column_mask(self.key_mask, self.starts, offset, q, width, cache.dtype)
+        with cache.writing_at(self.starts + offset, width, apart=True):
+            h = a.embed(tokens, positions, args)
+            kw = {**a.layer_kwargs(positions, h.dtype), **args}
+            for i in layers:
+                h = a.run_layer(i, h, mask, cache, kw)
+        return (a.head(h, args),)
+
+    def _column_args(self, q: int) -> dict:
+        """A column pass's layer arguments, made once per batch: each query over the whole buffer, and the
+        products' column-pass rules (a one-row batch's several columns one row at a time where a product needs
+        it, as `forward.EngineColumnPass`)."""
+        one_row = self.key_mask.shape[0] == 1 and q > 1
+        if one_row not in self.column_args:
+            self.column_args[one_row] = self.adapter.pass_args("columns", columns=True, one_row=one_row)
+        return self.column_args[one_row]
+
+    def columns(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        starts: torch.Tensor,
+        offset: int,
+        layers: tuple[int, ...],
+    ) -> torch.Tensor:
+        """(B, q, vocab) logits of q = input_ids.shape[1] new columns per row at `positions`, written from `starts
+        + offset` on (each row its own column), through `layers`: a graph replay (captured on first use) where the
+        decoder captures. The tensor is overwritten by the next replay of the same pass."""
+        B, q = input_ids.shape
+        if q not in self.column_inputs:
+            dev = self.starts.device
+            self.column_inputs[q] = (
+                torch.zeros(B, q, dtype=torch.long, device=dev),
+                torch.zeros(B, q, dtype=torch.long, device=dev),
+            )
+        tokens, at = self.column_inputs[q]
+        tokens.copy_(input_ids)
+        at.copy_(positions)
+        self.starts.copy_(starts)
+        run = partial(self._column_pass, offset, q, tuple(layers))
+        key = ("columns", offset, q, tuple(layers))
+        return (self._replay(key, run) if self.capture else run())[0]
+
+    def _capture(self, key: Hashable, run: Callable[[], tuple[torch.Tensor, ...]]) -> torch.cuda.CUDAGraph:
         # Warm up on a side stream first (lazy cuBLAS/cuDNN set-up must not happen inside a capture). The warm-up
-        # writes this step's K/V at write_pos; the replay right after writes the same values again.
+        # writes this pass's K/V; the replay right after writes the same values again.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            self._step(layers)
+            run()
         torch.cuda.current_stream().wait_stream(side)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            self.outputs[layers] = self._step(layers)
-        self.graphs[layers] = graph
+            self.outputs[key] = run()
+        self.graphs[key] = graph
         return graph
 
-    def _replay(self, layers: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
-        """Run the step's captured graph (captured on first use); its outputs are overwritten by the next replay."""
-        graph = self.graphs.get(layers)
+    def _replay(self, key: Hashable, run: Callable[[], tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+        """Replay `key`'s captured graph of `run` (captured on first use); its outputs are overwritten by the next
+        replay."""
+        graph = self.graphs.get(key)
         if graph is None:
             try:
-                graph = self._capture(layers)
+                graph = self._capture(key, run)
             except RuntimeError as e:
-                return self._stop_capturing(e, layers)
+                return self._stop_capturing(e, run)
         graph.replay()
-        return self.outputs[layers]
+        return self.outputs[key]
 
-    def _stop_capturing(self, error: RuntimeError, layers: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
-        """A step that cannot be captured (a kernel or a model that graphs do not support) still decodes: the
-        same fixed-shape step, run uncaptured, gives the same tokens, only with launch overhead. Nothing ran in
-        the failed capture; the warm-up before it wrote this step's K/V, which the step writes again."""
+    def _stop_capturing(
+        self, error: RuntimeError, run: Callable[[], tuple[torch.Tensor, ...]]
+    ) -> tuple[torch.Tensor, ...]:
+        """A pass that cannot be captured (a kernel or a model that graphs do not support) still decodes: the
+        same fixed-shape pass, run uncaptured, gives the same tokens, only with launch overhead. Nothing ran in
+        the failed capture; the warm-up before it wrote this pass's K/V, which the pass writes again."""
         warnings.warn(
             f"CUDA graph capture failed, decoding without graphs: {str(error).strip().splitlines()[0]}",
             FallbackWarning,
@@ -123,7 +199,7 @@ class StaticDecoder:
         self.capture = False
         self.graphs.clear()
         self.outputs.clear()
-        return self._step(layers)
+        return run()
 
     def __call__(
         self, tokens: torch.Tensor, positions: torch.Tensor, column: int, layers: tuple[int, ...]
@@ -133,7 +209,8 @@ class StaticDecoder:
         self.tokens.copy_(tokens)
         self.positions.copy_(positions)
         self.cache.write_pos.fill_(column)
-        out = self._replay(layers) if self.capture else self._step(layers)
+        run = partial(self._step, layers)
+        out = self._replay(layers, run) if self.capture else run()
         self.cache.advance(layers)
         return out
 

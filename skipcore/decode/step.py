@@ -13,8 +13,10 @@ used.
 - Per-row exits (CALM-DEC): walk the layers yourself with `run.adapter`, `run.cache` and the step's inputs,
   and fill the K/V of layers a row skipped (`kv_layers`), as the CALM-DEC policy (`CalmPolicy`) does.
 - Several tokens per row in one step (speculative decoding): run passes over new columns with `run.columns`
-  (each row's columns start at its own `run.starts`, since rows that accepted different numbers of tokens
-  stand at different positions), and return `tokens` with each row's `counts`, as `SpeculativePolicy` does.
+  or, whole, `run.column_logits` (each row's columns start at its own `run.starts`, since rows that accepted
+  different numbers of tokens stand at different positions), and return `tokens` with each row's `counts`, as
+  `SpeculativePolicy` does. Such a policy (`max_step_tokens() > 1`) gets a fixed-shape decoder in static mode
+  (`run.fixed_shape`): its whole passes are then CUDA graph replays on a GPU.
   The loop writes each row's tokens at its own cursor, stops a row at its EOS or at max_new_tokens, and
   rewinds nothing: columns past a row's last kept token are masked and overwritten by its next step.
 
@@ -109,6 +111,16 @@ class StepRunner(Protocol):
 
     def columns(self, offset: int, q: int) -> ColumnPass:
         """A pass over q new columns per row, from `starts + offset` on (offset 0: the step's input column)."""
+        ...
+
+    # whether the batch has a fixed-shape decoder, whose column passes run whole (`column_logits`, one CUDA graph
+    # replay on a GPU) and cannot stop between layers
+    fixed_shape: bool
+
+    def column_logits(
+        self, offset: int, input_ids: torch.Tensor, layers: Sequence[int], exact: bool = True
+    ) -> torch.Tensor:
+        """(B, q, vocab) logits of a whole `columns(offset, q)` pass over `input_ids` (B, q) through `layers`."""
         ...
 
 

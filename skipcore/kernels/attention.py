@@ -256,7 +256,40 @@ def own_keys(
     return out, None
 
 
-PASSES = {"buffer": decode_sdpa, "end": keys_from_end, "ragged": own_keys}
+def each_query(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    sliding_window: int | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """A fixed-shape multi-column pass over a static buffer (speculative SkipDecode's rounds on a fixed-shape
+    decoder): each query column in its own call over the whole buffer, its mask row saying which keys it sees.
+    That is the call a one-column step at its position makes, the same shapes for every row of the batch, so the
+    kernel computes each query as full depth's step does, and the pass has fixed shapes a CUDA graph captures."""
+    q = query.shape[2]
+    outs = [
+        decode_sdpa(
+            module,
+            query[:, :, j : j + 1],
+            key,
+            value,
+            None if attention_mask is None else attention_mask[:, :, j : j + 1],
+            dropout,
+            scaling,
+            sliding_window=sliding_window,
+            **kwargs,
+        )[0]
+        for j in range(q)
+    ]
+    return (outs[0] if q == 1 else torch.cat(outs, 1)), None
+
+
+PASSES = {"buffer": decode_sdpa, "end": keys_from_end, "ragged": own_keys, "columns": each_query}
 # the attention implementation a model attends through once an engine adopts it (`adopt`)
 DISPATCH = "skipcore_sdpa"
 PASS_ATTENTION = "skipcore_attention"  # the layer argument a pass hands its attention function in
@@ -317,5 +350,6 @@ def pass_attention(keys: str) -> dict:
     layer: "buffer", a static buffer (every column, the unwritten ones masked), or a ragged pass whose bits nothing
     keeps (a draft's upper layers: every row reads to the widest row's column, masked, in one call); "end", a
     dynamic cache's step, its query the last column, so a sliding layer reads its window alone (`keys_from_end`);
-    "ragged", a multi-column pass over rows at their own columns (`own_keys`)."""
+    "ragged", a multi-column pass over rows at their own columns (`own_keys`); "columns", such a pass over a static
+    buffer, each query column attending as a one-column step there does (`each_query`)."""
     return {PASS_ATTENTION: PASSES[keys]}

@@ -66,7 +66,7 @@ class Kernels:
         self, keys: str, columns: bool = False, one_row: bool = False, ends: torch.Tensor | None = None
     ) -> dict:
         """The layer arguments of one pass: the decode attention its keys call for (`attention.pass_attention`:
-        "buffer", "end" or "ragged"; none where the model keeps its own attention, eager), its products
+        "buffer", "end", "ragged" or "columns"; none where the model keeps its own attention, eager), its products
         (`PackedLinears.for_pass`: a column pass's rules, `columns` and `one_row`) where the weights are packed,
         and a ragged pass's query groups, worked out once for all its layers from `ends` (each query's last key
         column + 1)."""

@@ -27,6 +27,11 @@ column, which no draft fed, runs layers [0, c). Above c a draft only proposes to
 recomputes those layers for its columns (their K/V overwritten), so there rows of a ragged batch attend in one call
 rather than one per column (`ColumnPass.run(..., exact=False)`).
 
+On a fixed-shape decoder (static mode, the default on CUDA) each pass runs whole, as one CUDA graph replay
+(`StepRunner.column_logits`): k draft replays and one verification replay a round, reading back only the room the
+rows have left, once. Nothing is reused there (a graph cannot hand a pass's hidden state to another mid-layer), so
+the verification recomputes every layer of its k + 1 columns.
+
 What it costs (trace columns, `skipcore.measure.costs.speculative_round_flops`): a lossless verification runs every kept
 token's column through all L layers, so no token can cost fewer FLOPs than at full depth; each round adds the
 draft passes and the columns of rejected drafts. What it saves is sequential passes: one full-depth pass yields
@@ -120,11 +125,14 @@ def _draft(
     picker = run.picker
     ids, drafts, probs, prefix_hidden = run.input_ids, [], [], []
     for j, layers in enumerate(draft_sets):
-        cols = run.columns(j, 1)
-        h = cols.run(cols.embed(ids), layers[:c])
-        prefix_hidden.append(h)
         # above the prefix nothing kept depends on a draft's bits: the verification recomputes those layers
-        logits = cols.logits(cols.run(h, layers[c:], exact=False))[:, -1]
+        if c:
+            cols = run.columns(j, 1)
+            h = cols.run(cols.embed(ids), layers[:c])
+            prefix_hidden.append(h)
+            logits = cols.logits(cols.run(h, layers[c:], exact=False))[:, -1]
+        else:  # the whole pass at once (one graph replay on a fixed-shape decoder)
+            logits = run.column_logits(j, ids, layers, exact=False)[:, -1]
         if picker.sampling.do_sample:
             probs.append(picker.probs(logits))
             ids = picker.draw(probs[-1])[:, None]
@@ -146,12 +154,11 @@ def _verify(
 
     k = drafts.shape[1]
     proposal = torch.cat([run.input_ids, drafts], 1)
+    if not c:  # the whole pass at once (one graph replay on a fixed-shape decoder)
+        return run.column_logits(0, proposal, range(L)).float()
     verify = run.columns(0, k + 1)
-    if c:
-        last = run.columns(k, 1)
-        h = torch.cat([*prefix_hidden, last.run(last.embed(proposal[:, k:]), range(c))], 1)
-    else:
-        h = verify.embed(proposal)
+    last = run.columns(k, 1)
+    h = torch.cat([*prefix_hidden, last.run(last.embed(proposal[:, k:]), range(c))], 1)
     return verify.logits(verify.run(h, range(c, L))).float()
 
 
@@ -267,7 +274,10 @@ class SpeculativePolicy(Parameterised):
         """Draft with `draft_sets` (one pass each), verify at full depth, keep each row's agreeing prefix."""
         import torch
 
-        c = shared_prefix(draft_sets) if self.reuse_prefix and draft_sets else 0
+        # on a fixed-shape decoder every pass runs whole (a graph replay): nothing is reused, the verification
+        # recomputes every layer of its columns, which at a GPU's small batches costs about what one column does
+        reuse = self.reuse_prefix and draft_sets and not run.fixed_shape
+        c = shared_prefix(draft_sets) if reuse else 0
         drafts, draft_probs, prefix_hidden = _draft(run, draft_sets, c)
         logits = _verify(run, drafts, prefix_hidden, c, L)
         picker = run.picker

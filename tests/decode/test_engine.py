@@ -338,10 +338,10 @@ class RecordedStepDecoder(StaticDecoder):
     replayed against the same buffers without running any Python again. Whatever Python state a step reads
     (a length, a position, a branch) is frozen at capture, exactly as in a graph."""
 
-    def _replay(self, layers):
-        if layers not in self.graphs:
-            self.graphs[layers] = make_fx(lambda: self._step(layers))()
-        return self.graphs[layers]()
+    def _replay(self, key, run):
+        if key not in self.graphs:
+            self.graphs[key] = make_fx(run)()
+        return self.graphs[key]()
 
 
 @pytest.mark.slow
@@ -387,12 +387,37 @@ def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypat
     assert not np.allclose(wrong.trace["logprob"], expected.trace["logprob"], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["opt", "llama", "gemma3"])
+def test_recorded_speculative_rounds_replay_like_full_depth(model_dirs, family, monkeypatch):
+    """Speculative rounds on the fixed-shape decoder, each pass recorded once per (offset, q, layers) and replayed
+    against the same buffers: rows at different columns write where the device-side starts say, read what their
+    masks allow, and give full depth's tokens across rounds, batches and a batch of one row."""
+    import skipcore.decode.engine as engine_module
+    from skipcore.policies import SpeculativePolicy
+
+    monkeypatch.setattr(engine_module, "StaticDecoder", RecordedStepDecoder)
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    draft = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
+    plain, replayed = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    replayed.capture_graphs = True
+    for prompts in (PROMPTS, PROMPTS[::-1], PROMPTS[1:2]):
+        expected = plain.generate(prompts, Schedule(6, "full"), 14)
+        got = replayed.generate(prompts, SpeculativePolicy(draft, draft_tokens=3), 14)
+        assert got.token_ids == expected.token_ids
+        assert got.trace["drafted"].any()
+    recorded = [k for k in replayed.decoders.latest.graphs if k[0] == "columns"]
+    assert {k[2] for k in recorded} >= {1, 4}  # drafts (one column) and verifications (k + 1) were replayed
+
+
 def test_a_failed_capture_falls_back_to_uncaptured_steps(model_dirs, monkeypatch):
     """Graphs are an optimisation: if capture fails, decoding goes on uncaptured, with a warning, same tokens."""
     import skipcore.decode.engine as engine_module
 
     class FailingCapture(StaticDecoder):
-        def _capture(self, layers):
+        def _capture(self, key, run):
             raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
 
     monkeypatch.setattr(engine_module, "StaticDecoder", FailingCapture)
@@ -439,6 +464,34 @@ def test_static_step_never_reads_the_device_from_the_host(model_dirs, family, at
         decoder.adapter.layer_kwargs = lambda pos, dtype: (int(pos.max()), kwargs(pos, dtype))[1]
         with pytest.raises(RuntimeError, match="meta"):
             decoder._step(tuple(sets[1]))
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("family", ["opt", "gpt2", "llama", "qwen2", "gemma3"])
+def test_a_fixed_shape_column_pass_never_reads_the_device_from_the_host(model_dirs, family, attn):
+    """A speculative round's passes on the fixed-shape decoder (rows at their own columns, several columns each)
+    run on the meta device, whose tensors have no values: so a CUDA graph can capture them. Drafts (one column)
+    and a verification (k + 1 columns) over a cache with the spare columns a round needs."""
+    from skipcore.decode.cache import SkipKVCache
+
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation=attn)
+    eng = SkipEngine(model.to("meta"), tok, static=True)
+    meta = torch.device("meta")
+    B, P, T, k = 2, 5, 8, 3
+    sets = [tuple(range(6))] * T
+    eng.adapter.prepare(P + T + k)
+    kv = eng.adapter.kv_shape
+    cache = SkipKVCache.for_layer_sets(
+        sets, P, B, *kv, 6, torch.float32, meta, static=True, spare_columns=k + 1
+    )
+    key_mask = torch.ones(B, P + T + k + 1, dtype=torch.bool, device=meta)
+    decoder = StaticDecoder(eng.adapter, cache, key_mask, TokenPicker(Sampling(), meta), False, spare=k + 1)
+    starts = torch.zeros(B, dtype=torch.long, device=meta)
+    with torch.inference_mode():
+        for q, offset, layers in ((1, 0, (0, 4, 5)), (1, 2, (0, 5)), (k + 1, 0, tuple(range(6)))):
+            ids = torch.zeros(B, q, dtype=torch.long, device=meta)
+            logits = decoder.columns(ids, ids, starts, offset, layers)
+            assert logits.shape[:2] == (B, q) and logits.device == meta
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

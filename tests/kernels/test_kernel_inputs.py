@@ -46,14 +46,18 @@ def kernel_calls(monkeypatch):
     return calls, bad
 
 
+@pytest.mark.parametrize("static", [False, True])
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("batch", [1, 2])
-@pytest.mark.parametrize("family", ["opt", "llama", "mistral"])
-def test_speculative_hands_the_kernel_aligned_inputs_in_bfloat16(model_dirs, kernel_calls, family, batch, k):
+@pytest.mark.parametrize("family", ["opt", "llama", "mistral", "gemma3"])
+def test_speculative_hands_the_kernel_aligned_inputs_in_bfloat16(
+    model_dirs, kernel_calls, family, batch, k, static
+):
     """The crash's path: bfloat16 speculative rounds, whose verification reads each query's own keys (`own_keys`)
-    through views at its column; batch 2 keeps rows at different columns."""
+    through views at its column, or on the fixed-shape decoder (static, CUDA's default) each query's mask row of
+    the whole buffer (`each_query`); batch 2 keeps rows at different columns."""
     calls, bad = kernel_calls
-    eng = engine_for(model_dirs, family, "sdpa", static=False, dtype="bfloat16")
+    eng = engine_for(model_dirs, family, "sdpa", static=static, dtype="bfloat16")
     res = eng.generate([LONG, *PROMPTS][:batch], SpeculativePolicy(DRAFT, draft_tokens=k), 10)
     assert res.trace["drafted"].any()
     assert calls, "no call reached SDPA: the recorder is not where the model attends"

@@ -61,6 +61,48 @@ def test_greedy_equals_generate_in_ragged_batches(model_dirs, family, attn, dtyp
         assert ragged(res.trace), "the test needs rows that keep different numbers of tokens in one round"
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fixed_shape_rounds_equal_full_depth_in_ragged_batches(model_dirs, family, dtype):
+    """Static mode (CUDA's default) runs each round's passes whole on the fixed-shape decoder, each query over the
+    whole buffer as the step at its position attends (`attention.each_query`), rows written at their own columns
+    by a device-side index: the uncaptured form of the GPU's graphs. Greedy output is full depth's in a ragged
+    batch and a batch of one row, k = 1 and 3 (static full depth's: in bfloat16 its padded prompts and whole-buffer
+    reads round unlike the dynamic path's; in float32 both are `generate()`'s), and every pass went through the
+    decoder."""
+    from skipcore.decode.static_step import StaticDecoder
+
+    eng = engine_for(model_dirs, family, "sdpa", static=True, dtype=dtype)
+    plain = engine_for(model_dirs, family, "sdpa", dtype=dtype)
+    passes = []
+    columns = StaticDecoder.columns
+
+    def counted(self, *args):
+        passes.append(args[-1])
+        return columns(self, *args)
+
+    StaticDecoder.columns = counted
+    apart = []  # per batch of several rows: whether some round left its rows at different columns
+    try:
+        for k, prompts in ((3, PROMPTS), (1, PROMPTS), (3, PROMPTS[:1])):
+            full = eng.generate(prompts, Schedule(6, "full"), 16)
+            res = eng.generate(prompts, SpeculativePolicy(DRAFT, draft_tokens=k), 16)
+            assert res.token_ids == full.token_ids, (k, len(prompts))
+            if dtype == "float32":
+                assert res.token_ids == plain.generate(prompts, Schedule(6, "full"), 16).token_ids
+            assert res.trace["drafted"].any()
+            if len(prompts) > 1:
+                apart.append(ragged(res.trace))
+    finally:
+        StaticDecoder.columns = columns
+    assert (
+        any(apart) or family == "gpt2"
+    )  # a random GPT-2 predicts one token at every depth: every draft kept
+    assert passes and tuple(range(6)) in passes  # verifications (full depth) and drafts ran fixed-shape
+    assert any(len(p) < 6 for p in passes)
+    assert eng.decoders.latest is not None and eng.decoders.latest.cache.static
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("static", [False, True])
 @pytest.mark.parametrize("k", [1, 3])

@@ -68,7 +68,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "reduced",
         "real",
         "compiled",
-        "uncaptured",
+        "speculative",
         "long",
     ]
     ran = {s: o for s, o in outcome.items() if not o.startswith("skipped")}
@@ -77,7 +77,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "tests",
         "smoke",
         "reduced",
-        "uncaptured",
+        "speculative",
         "compiled",
         "long",
     } <= set(ran)
@@ -87,12 +87,12 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
     rows = result["rows"]
     short = {(r["model"], r["batch_size"], r["setting"]) for r in rows if r["new_tokens"] == 4}
     captured = ["full", "skip 2x", "skip 3x", "skip 4x"]
-    uncaptured = ["full (no graphs)", "speculative k=1 (3x drafts)", "speculative k=2 (3x drafts)"]
+    later = ["full (no graphs)", "speculative k=1 (3x drafts)", "speculative k=2 (3x drafts)"]
     models = ("llama-tiny", "opt-tiny")
     assert {(m, b, s) for m in models for b in (1, 2) for s in [*captured, "generate()"]} <= short
-    # the uncaptured settings at every batch size but the largest
-    assert {(m, b, s) for m in models for b in (1,) for s in uncaptured} <= short
-    assert not {(m, b, s) for m, b, s in short if s in uncaptured and b == 2}
+    # the speculative stage's settings at every batch size but the largest
+    assert {(m, b, s) for m in models for b in (1,) for s in later} <= short
+    assert not {(m, b, s) for m, b, s in short if s in later and b == 2}
     assert {(m, 1, "generate() static+compile") for m in models} <= short
     assert {r["setting"] for r in rows if r["new_tokens"] == 6} == set(captured)
     assert all(r["same_tokens_as_full"] == 1 for r in rows if r["setting"].startswith("speculative"))

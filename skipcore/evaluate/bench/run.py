@@ -155,15 +155,15 @@ def bench_one(
     for k in plan.draft_tokens if drafts is not None else ():
         setting = f"speculative k={k} ({plan.draft_target:g}x drafts)"
         policy = SpeculativePolicy(drafts, draft_tokens=k)
-        if "speculative" in kinds:
-            runners[setting] = partial(ours, engine_for(False), policy, True)
+        if "speculative" in kinds:  # its rounds on the fixed-shape decoder where full depth's steps are
+            runners[setting] = partial(ours, engine_for(plan.static_steps), policy, True)
             drafted[setting] = k
         if "speculative" in kinds and attention32:
             in_mode = setting + " float32 attention"
             runners[in_mode] = partial(ours, engine_for(False, attention="float32"), policy, True)
             drafted[in_mode], attention_of[in_mode] = k, torch.float32
         if "speculative-float32" in kinds and model32 is not None:
-            runners[setting + " float32"] = partial(ours, engine_for(False, model32), policy, True)
+            runners[setting + " float32"] = partial(ours, engine_for(plan.static_steps, model32), policy, True)
             drafted[setting + " float32"], nets[setting + " float32"] = k, model32
     if "generate" in kinds:
         runners["generate()"] = hf
