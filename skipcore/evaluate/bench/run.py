@@ -163,7 +163,9 @@ def bench_one(
             runners[in_mode] = partial(ours, engine_for(False, attention="float32"), policy, True)
             drafted[in_mode], attention_of[in_mode] = k, torch.float32
         if "speculative-float32" in kinds and model32 is not None:
-            runners[setting + " float32"] = partial(ours, engine_for(plan.static_steps, model32), policy, True)
+            runners[setting + " float32"] = partial(
+                ours, engine_for(plan.static_steps, model32), policy, True
+            )
             drafted[setting + " float32"], nets[setting + " float32"] = k, model32
     if "generate" in kinds:
         runners["generate()"] = hf
