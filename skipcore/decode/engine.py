@@ -303,7 +303,12 @@ class SkipEngine:
                     timer.resume()  # a progress callback's time is no step's
                 # Asking whether every row has ended syncs the host with the device, so on a GPU it is asked
                 # only every few steps; `collect_batch` cuts off the steps run past the end: the same result.
-                if (not cur.aligned or (s + 1) % self.stop_check_every == 0) and bool(cur.done.all()):
+                # Once rows stand apart (speculative rounds) the room they have left is read after each step, the
+                # one read a round: it says whether any row runs on, and sizes the next round's drafts.
+                if cur.aligned:
+                    if (s + 1) % self.stop_check_every == 0 and bool(cur.done.all()):
+                        break
+                elif cur.most_room() == 0:
                     break
             return collect_batch(cur, s + 1, records, timer, cache)
 

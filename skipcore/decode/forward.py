@@ -158,6 +158,10 @@ class EngineStepRunner:
     def room(self) -> torch.Tensor:
         return self.cursor.room()
 
+    @property
+    def most_room(self) -> int:
+        return self.cursor.most_room()
+
     def shared(self, layers: Sequence[int]) -> StepOutput:
         layers = tuple(layers)
         keys = self.key_mask

@@ -66,7 +66,9 @@ class RowCursor:
         self.steps = 0  # aligned: tokens every row holds (no per-step device work to count them)
         self.rounds: torch.Tensor | None = None  # not aligned: the step that wrote each token
         self._count: torch.Tensor | None = None  # not aligned: tokens each row holds
-        self.front: list[int] = []  # not aligned: per step, the most tokens any row held after it
+        # not aligned: per step, the most tokens any row held after it (device scalars, read once at the end)
+        self.front: list[torch.Tensor | int] = []
+        self._most_room: int | None = None  # not aligned: the most room any row has left, as last read
 
     @property
     def count(self) -> torch.Tensor:
@@ -143,11 +145,22 @@ class RowCursor:
         self.key_mask |= (cols > last) & (cols < last + n[:, None])
         self._count = self.count + n
         self.done = self.done | ended_now | (self._count >= self.T)
-        self.front.append(int(self.count.max()))
+        self.front.append(self.count.max())
+        self._most_room = None
+
+    def most_room(self) -> int:
+        """The most tokens any row may still emit, on the host: while the rows are aligned, what a live row has
+        left (no read; 0 only at the end, so an upper bound once every row has ended); after a step that moved
+        rows by different counts, read once from the device and kept until the next such step."""
+        if self.aligned:
+            return self.T - self.steps
+        if self._most_room is None:
+            self._most_room = int(self.room().max())
+        return self._most_room
 
     def frontier(self, s: int) -> int:
-        """The last token index any row holds after step s (for progress reports)."""
-        return s if self.aligned else self.front[-1] - 1
+        """The last token index any row holds after step s (for progress reports; a read once rows part)."""
+        return s if self.aligned else int(self.front[-1]) - 1
 
     def finish(self, ran: int) -> tuple[int, torch.Tensor]:
         """Tokens per row in the output (steps run past the last EOS cut off) and each token's step; the pad
@@ -158,12 +171,20 @@ class RowCursor:
             ended = torch.cat([self.ended[:, None] < steps, self.done[:, None]], 1).all(0)
             n = int(ended.int().argmax()) + 1 if bool(ended.any()) else ran
             return n, torch.arange(n, device=self.ended.device).expand(len(self.ended), n)
+        self.front = _read_once(self.front)
         n = self.front[-1]
         before = [0, *self.front[:-1]]
         step_of = torch.tensor([s for s, (a, b) in enumerate(zip(before, self.front)) for _ in range(b - a)])
         step_of = step_of.to(self.rounds.device)
         pad = torch.arange(n, device=self.rounds.device)[None] >= self.count[:, None]
         return n, torch.where(pad, step_of[None], self.rounds[:, :n])
+
+
+def _read_once(values: list[torch.Tensor | int]) -> list[int]:
+    """Host ints for a list of ints and device scalars, with one read for all the scalars."""
+    held = [v for v in values if isinstance(v, torch.Tensor)]
+    read = iter(torch.stack(held).tolist() if held else [])
+    return [v if isinstance(v, int) else next(read) for v in values]
 
 
 class StepTimer:

@@ -103,6 +103,9 @@ class StepRunner(Protocol):
     key_mask: torch.Tensor | None
     starts: torch.Tensor  # (B,) the cache column of each row's step input (rows may stand at different ones)
     room: torch.Tensor  # (B,) tokens each row may still emit (0 for a row that has ended)
+    # the most any row may still emit, on the host: read once after a step that moved rows apart (an upper bound,
+    # read from nothing, while they stand together); a round sized by it reads nothing more
+    most_room: int
     picker: TokenPicker  # the call's token choice (greedy or seeded sampling, per row)
 
     def shared(self, layers: Sequence[int]) -> StepOutput:

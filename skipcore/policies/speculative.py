@@ -262,7 +262,7 @@ class SpeculativePolicy(Parameterised):
         def decide(run: StepRunner, state: StepState) -> StepOutput:
             if state.step == 0:  # the prefill runs at full depth, as in every policy
                 return run.shared(range(num_layers))
-            room = int(run.room.max())
+            room = run.most_room
             k = min(self.draft_tokens, room - 1)  # no row can keep more than `room` tokens
             first = max_new_tokens - room  # the fewest tokens a running row holds: its next token's step
             draft_sets = [sets[min(first + j, max_new_tokens - 1)] for j in range(k)]

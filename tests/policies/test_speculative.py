@@ -4,12 +4,16 @@ distributed as full depth samples them, and the loop's per-row bookkeeping again
 
 from __future__ import annotations
 
+import traceback
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from skipcore import SkipEngine, load_model
@@ -101,6 +105,47 @@ def test_fixed_shape_rounds_equal_full_depth_in_ragged_batches(model_dirs, famil
     assert passes and tuple(range(6)) in passes  # verifications (full depth) and drafts ran fixed-shape
     assert any(len(p) < 6 for p in passes)
     assert eng.decoders.latest is not None and eng.decoders.latest.cache.static
+
+
+# what makes the host wait for the device: a tensor's value read back
+HOST_READS = {torch.Tensor.__int__, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__index__}
+HOST_READS |= {torch.Tensor.item, torch.Tensor.tolist}
+
+
+class HostReads(TorchFunctionMode):
+    """The skipcore function that read each tensor value back to the host, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.readers: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in HOST_READS:
+            ours = [f.name for f in traceback.extract_stack() if "/skipcore/" in f.filename]
+            self.readers.append(ours[-1] if ours else "?")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_fixed_shape_round_reads_the_device_once(model_dirs, batch):
+    """On a GPU every read of a value stalls the host until the device has caught up, so a captured round must
+    not read back what it can keep on the device (acceptance, each row's columns and counts): once per round, the
+    rows' room left, which both sizes the next round and says whether any row runs on. The rest is the batch's
+    end (its tokens and per-step tables, read once)."""
+    eng = engine_for(model_dirs, "llama", "sdpa", static=True)
+    enc = eng.tokenizer(PROMPTS[:batch], return_tensors="pt", padding=True, pad_to_multiple_of=32)
+    policy = eng.placed(SpeculativePolicy(DRAFT, draft_tokens=3), 16)
+    picker = TokenPicker(Sampling(), eng.device)
+    reads = HostReads()
+    with reads:
+        out = eng.decode_batch(enc["input_ids"], enc["attention_mask"], policy, picker, 16)
+    rounds = len(out.layer_sets) - 1  # after the prefill
+    assert rounds > 2
+    in_rounds = [r for r in reads.readers if r not in ("collect_batch", "_read_once", "decode_batch")]
+    assert in_rounds == ["most_room"] * rounds, Counter(reads.readers)
+    assert (
+        reads.readers.count("decode_batch") <= 1
+    )  # whether every row ended, asked while the rows were in step
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
