@@ -1,0 +1,87 @@
+"""How sure a BLEU gap is: two sweeps' outputs on the same meaning representations, rebuilt from their per-token
+traces (no model runs), and the gap between their corpus BLEU with a paired bootstrap over the MRs (the same
+resample for both sides), so "within 1 BLEU" comes with an interval.
+
+    python scripts/paired_bleu.py --model SWEEP[:MODE] --reference SWEEP[:MODE] [--split test] [--resamples 1000]
+
+SWEEP is a sweep's .parquet (its traces beside it, as `skipcore sweep` writes them); MODE picks its row ("skip",
+"full"; default: its only row, else "skip"). The outputs are scored as the sweep scores them (first line, every
+reference of the MR). Prints each side's BLEU, the gap (model minus reference) and its 95% interval, and the
+share of resamples in which the gap is above -1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tokenizers import Tokenizer
+
+from skipcore.data import load_examples
+from skipcore.evaluate.sweep.quality import first_line
+from skipcore.metrics import score_texts
+
+
+def sweep_outputs(spec: str) -> tuple[list[list[int]], pd.Series]:
+    """A sweep row's generated token ids per sample (up to the row's end), and the row."""
+    path, _, mode = spec.partition(":")
+    table = pd.read_parquet(path)
+    if mode:
+        table = table[table["mode"] == mode]
+    elif len(table) > 1:
+        table = table[table["mode"] == "skip"]
+    if len(table) != 1:
+        raise SystemExit(f"error: {spec} names {len(table)} sweep rows; add :MODE (skip, full)")
+    row = table.iloc[0]
+    trace = pd.read_parquet(Path(path).parent / row["trace_path"])
+    trace = trace[~trace["finished"]].sort_values(["sample", "step"])
+    by_sample = trace.groupby("sample")["token_id"].apply(list)
+    return [by_sample.get(s, []) for s in range(int(row["num_examples"]))], row
+
+
+def bleu(texts: list[str], references: list[list[str]]) -> float:
+    return score_texts(texts, references, "bleu")["bleu"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="the sweep (and :MODE) whose gap is measured")
+    p.add_argument("--reference", required=True, help="the sweep (and :MODE) it is held against")
+    p.add_argument("--dataset", default="data/e2e_synth")
+    p.add_argument("--split", default="test")
+    p.add_argument("--tokenizer", default="data/models/smollm2-e2e/tokenizer.json")
+    p.add_argument("--resamples", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    tokenizer = Tokenizer.from_file(args.tokenizer)
+    (model_ids, model_row), (ref_ids, ref_row) = sweep_outputs(args.model), sweep_outputs(args.reference)
+    if len(model_ids) != len(ref_ids):
+        raise SystemExit(f"error: {len(model_ids)} outputs against {len(ref_ids)}: not the same MRs")
+    examples = load_examples(args.dataset, args.split, limit=len(model_ids))
+    references = [list(e.references) for e in examples]
+    model = [first_line(tokenizer.decode(ids)) for ids in model_ids]
+    ref = [first_line(tokenizer.decode(ids)) for ids in ref_ids]
+    whole = bleu(model, references), bleu(ref, references)
+    for side, row, score in (("model", model_row, whole[0]), ("reference", ref_row, whole[1])):
+        print(
+            f"{side}: {row['model']} {row['mode']} {row['max_layers']}->{row['min_layers']}: BLEU {score:.2f}"
+            f" (the sweep's {row['bleu']:.2f}), {row['layer_speedup']:.2f}x, {len(model)} MRs"
+        )
+    rng = np.random.default_rng(args.seed)
+    gaps = []
+    for _ in range(args.resamples):
+        pick = rng.integers(0, len(model), len(model))
+        refs = [references[i] for i in pick]
+        gaps.append(bleu([model[i] for i in pick], refs) - bleu([ref[i] for i in pick], refs))
+    lo, hi = np.percentile(gaps, [2.5, 97.5])
+    print(
+        f"gap: {whole[0] - whole[1]:+.2f} BLEU [{lo:+.2f}, {hi:+.2f}] (paired bootstrap over MRs, "
+        f"{args.resamples} resamples); above -1 in {np.mean(np.array(gaps) > -1):.0%} of them"
+    )
+
+
+if __name__ == "__main__":
+    main()
