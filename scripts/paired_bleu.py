@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import sacrebleu
 from tokenizers import Tokenizer
 
 from skipcore.data import load_examples
 from skipcore.evaluate.sweep.quality import first_line
-from skipcore.metrics import score_texts
 
 
 def sweep_outputs(spec: str) -> tuple[list[list[int]], pd.Series]:
@@ -41,8 +41,19 @@ def sweep_outputs(spec: str) -> tuple[list[list[int]], pd.Series]:
     return [by_sample.get(s, []) for s in range(int(row["num_examples"]))], row
 
 
-def bleu(texts: list[str], references: list[list[str]]) -> float:
-    return score_texts(texts, references, "bleu")["bleu"]
+class SentenceStats:
+    """sacrebleu's corpus BLEU (the sweeps' metric, `skipcore.metrics`) as a sum of per-sentence statistics, so a
+    resample's BLEU is a sum and one formula, the way sacrebleu's own paired bootstrap computes it."""
+
+    def __init__(self, texts: list[str], references: list[list[str]]) -> None:
+        width = max(len(r) for r in references)
+        streams = [[r[k] if k < len(r) else None for r in references] for k in range(width)]
+        self.bleu = sacrebleu.BLEU()
+        self.stats = np.array(self.bleu._extract_corpus_statistics(texts, streams))
+
+    def score(self, pick: np.ndarray | None = None) -> float:
+        rows = self.stats if pick is None else self.stats[pick]
+        return self.bleu._compute_score_from_stats(rows.sum(0).tolist()).score
 
 
 def main() -> None:
@@ -62,20 +73,25 @@ def main() -> None:
         raise SystemExit(f"error: {len(model_ids)} outputs against {len(ref_ids)}: not the same MRs")
     examples = load_examples(args.dataset, args.split, limit=len(model_ids))
     references = [list(e.references) for e in examples]
-    model = [first_line(tokenizer.decode(ids)) for ids in model_ids]
-    ref = [first_line(tokenizer.decode(ids)) for ids in ref_ids]
-    whole = bleu(model, references), bleu(ref, references)
+    model = SentenceStats([first_line(tokenizer.decode(ids)) for ids in model_ids], references)
+    ref = SentenceStats([first_line(tokenizer.decode(ids)) for ids in ref_ids], references)
+    whole = model.score(), ref.score()
+    if (
+        abs(whole[1] - ref_row["bleu"]) > 0.005
+    ):  # the rebuilt outputs and this BLEU are the sweep's, or say so
+        raise SystemExit(
+            f"error: the reference rebuilt scores {whole[1]:.2f}, its sweep {ref_row['bleu']:.2f}"
+        )
     for side, row, score in (("model", model_row, whole[0]), ("reference", ref_row, whole[1])):
         print(
             f"{side}: {row['model']} {row['mode']} {row['max_layers']}->{row['min_layers']}: BLEU {score:.2f}"
-            f" (the sweep's {row['bleu']:.2f}), {row['layer_speedup']:.2f}x, {len(model)} MRs"
+            f" (the sweep's {row['bleu']:.2f}), {row['layer_speedup']:.2f}x, {len(references)} MRs"
         )
     rng = np.random.default_rng(args.seed)
     gaps = []
     for _ in range(args.resamples):
-        pick = rng.integers(0, len(model), len(model))
-        refs = [references[i] for i in pick]
-        gaps.append(bleu([model[i] for i in pick], refs) - bleu([ref[i] for i in pick], refs))
+        pick = rng.integers(0, len(references), len(references))
+        gaps.append(model.score(pick) - ref.score(pick))
     lo, hi = np.percentile(gaps, [2.5, 97.5])
     print(
         f"gap: {whole[0] - whole[1]:+.2f} BLEU [{lo:+.2f}, {hi:+.2f}] (paired bootstrap over MRs, "
