@@ -165,6 +165,20 @@ def test_on_cuda_bfloat16_one_row_equals_full_depth(model_dirs, family, k, stati
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_on_cuda_captured_rounds_equal_captured_full_depth_in_ragged_batches(model_dirs, family, k):
+    """The GPU's own rounds: every pass a graph replay on the fixed-shape decoder, each query attending over the
+    buffer as the captured step at its position does and the products keeping each row's bits at any row count
+    (docs/gpu.md, the fifth run), so in bfloat16 at batch 3 too the tokens are captured full depth's."""
+    eng = engine_for(model_dirs, family, "sdpa", static=True, device="cuda", dtype="bfloat16")
+    full = eng.generate(PROMPTS, Schedule(6, "full"), 16)
+    spec = eng.generate(PROMPTS, SpeculativePolicy(DRAFT, draft_tokens=k), 16)
+    assert spec.token_ids == full.token_ids
+    assert any(key[0] == "columns" for key in eng.decoders.latest.graphs)  # the rounds were captured
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("static", [False, True])
 @pytest.mark.parametrize("family", ["opt", "llama"])
 def test_on_cuda_bfloat16_ragged_batches_run(model_dirs, family, static):
