@@ -107,6 +107,22 @@ def test_fixed_shape_rounds_equal_full_depth_in_ragged_batches(model_dirs, famil
     assert eng.decoders.latest is not None and eng.decoders.latest.cache.static
 
 
+def test_fixed_shape_rounds_sample_as_seeded(model_dirs):
+    """Sampled rounds on the fixed-shape decoder (the drafts' distributions read from its whole passes): a seed
+    gives the same tokens twice, and another seed others (not across batch sizes: the batch's least advanced row
+    sets the draft layers, docs/policies.md)."""
+    eng = engine_for(model_dirs, "llama", "sdpa", static=True)
+    policy = SpeculativePolicy(DRAFT, draft_tokens=3)
+    run = lambda prompts, seed: (
+        eng.generate(  # noqa: E731
+            prompts, policy, 16, sampling=Sampling(do_sample=True, temperature=1.0, top_k=50, seed=seed)
+        ).token_ids
+    )
+    first = run(PROMPTS, 3)
+    assert run(PROMPTS, 3) == first
+    assert run(PROMPTS, 4) != first
+
+
 # what makes the host wait for the device: a tensor's value read back
 HOST_READS = {torch.Tensor.__int__, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__index__}
 HOST_READS |= {torch.Tensor.item, torch.Tensor.tolist}
