@@ -113,11 +113,11 @@ def test_fixed_shape_rounds_sample_as_seeded(model_dirs):
     sets the draft layers, docs/policies.md)."""
     eng = engine_for(model_dirs, "llama", "sdpa", static=True)
     policy = SpeculativePolicy(DRAFT, draft_tokens=3)
-    run = lambda prompts, seed: (
-        eng.generate(  # noqa: E731
-            prompts, policy, 16, sampling=Sampling(do_sample=True, temperature=1.0, top_k=50, seed=seed)
-        ).token_ids
-    )
+
+    def run(prompts: list[str], seed: int) -> list[list[int]]:
+        sampling = Sampling(do_sample=True, temperature=1.0, top_k=50, seed=seed)
+        return eng.generate(prompts, policy, 16, sampling=sampling).token_ids
+
     first = run(PROMPTS, 3)
     assert run(PROMPTS, 3) == first
     assert run(PROMPTS, 4) != first
