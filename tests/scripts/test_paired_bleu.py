@@ -11,7 +11,7 @@ import pandas as pd
 
 from tests.helpers import REPO
 
-SWEEPS = REPO / "data/sweeps/smollm2_4x_whole_splits"
+SWEEPS = REPO / "data/sweeps/smollm2_whole_splits"
 
 
 def test_outputs_rebuilt_from_traces_score_as_the_sweeps_did():
