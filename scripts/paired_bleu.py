@@ -6,8 +6,9 @@ resample for both sides), so "within 1 BLEU" comes with an interval.
 
 SWEEP is a sweep's .parquet (its traces beside it, as `skipcore sweep` writes them); MODE picks its row ("skip",
 "full"; default: its only row, else "skip"). The outputs are scored as the sweep scores them (first line, every
-reference of the MR). Prints each side's BLEU, the gap (model minus reference) and its 95% interval, and the
-share of resamples in which the gap is above -1.
+reference of the MR), and each must score what its sweep wrote. Comma lists in --model, --reference and --split
+pool pairs (test and dev, say) into one corpus. Prints each side's BLEU, the gap (model minus reference) and its
+95% interval, and the share of resamples in which the gap is above -1.
 """
 
 from __future__ import annotations
@@ -56,37 +57,49 @@ class SentenceStats:
         return self.bleu._compute_score_from_stats(rows.sum(0).tolist()).score
 
 
+def rebuilt(spec: str, examples: list, tokenizer: Tokenizer) -> tuple[list[str], pd.Series]:
+    """A sweep row's outputs as it scored them (first lines), checked to score what the sweep wrote."""
+    ids, row = sweep_outputs(spec)
+    if len(ids) != len(examples):
+        raise SystemExit(f"error: {spec} holds {len(ids)} outputs, its split {len(examples)} MRs")
+    texts = [first_line(tokenizer.decode(t)) for t in ids]
+    score = SentenceStats(texts, [list(e.references) for e in examples]).score()
+    if abs(score - row["bleu"]) > 0.005:
+        raise SystemExit(f"error: {spec} rebuilt scores {score:.2f}, its sweep {row['bleu']:.2f}")
+    return texts, row
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="the sweep (and :MODE) whose gap is measured")
-    p.add_argument("--reference", required=True, help="the sweep (and :MODE) it is held against")
+    p.add_argument(
+        "--model", required=True, help="the sweep (and :MODE) whose gap is measured; a comma list pools"
+    )
+    p.add_argument(
+        "--reference", required=True, help="the sweep (and :MODE) it is held against, one per --model"
+    )
     p.add_argument("--dataset", default="data/e2e_synth")
-    p.add_argument("--split", default="test")
+    p.add_argument("--split", default="test", help="each pair's split (a comma list, one per pair)")
     p.add_argument("--tokenizer", default="data/models/smollm2-e2e/tokenizer.json")
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    models, refs, splits = (v.split(",") for v in (args.model, args.reference, args.split))
+    if not len(models) == len(refs) == len(splits):
+        raise SystemExit("error: --model, --reference and --split name as many sweeps and splits each")
 
     tokenizer = Tokenizer.from_file(args.tokenizer)
-    (model_ids, model_row), (ref_ids, ref_row) = sweep_outputs(args.model), sweep_outputs(args.reference)
-    if len(model_ids) != len(ref_ids):
-        raise SystemExit(f"error: {len(model_ids)} outputs against {len(ref_ids)}: not the same MRs")
-    examples = load_examples(args.dataset, args.split, limit=len(model_ids))
-    references = [list(e.references) for e in examples]
-    model = SentenceStats([first_line(tokenizer.decode(ids)) for ids in model_ids], references)
-    ref = SentenceStats([first_line(tokenizer.decode(ids)) for ids in ref_ids], references)
-    whole = model.score(), ref.score()
-    if (
-        abs(whole[1] - ref_row["bleu"]) > 0.005
-    ):  # the rebuilt outputs and this BLEU are the sweep's, or say so
-        raise SystemExit(
-            f"error: the reference rebuilt scores {whole[1]:.2f}, its sweep {ref_row['bleu']:.2f}"
-        )
-    for side, row, score in (("model", model_row, whole[0]), ("reference", ref_row, whole[1])):
-        print(
-            f"{side}: {row['model']} {row['mode']} {row['max_layers']}->{row['min_layers']}: BLEU {score:.2f}"
-            f" (the sweep's {row['bleu']:.2f}), {row['layer_speedup']:.2f}x, {len(references)} MRs"
-        )
+    model_texts, ref_texts, references = [], [], []
+    for model_spec, ref_spec, split in zip(models, refs, splits, strict=True):
+        examples = load_examples(args.dataset, split, limit=len(sweep_outputs(ref_spec)[0]))
+        for side, spec, texts in (("model", model_spec, model_texts), ("reference", ref_spec, ref_texts)):
+            got, row = rebuilt(spec, examples, tokenizer)
+            texts += got
+            print(
+                f"{side} ({split}): {row['model']} {row['mode']} {row['max_layers']}->{row['min_layers']}: BLEU"
+                f" {row['bleu']:.2f} as the sweep scored it, {row['layer_speedup']:.2f}x, {len(examples)} MRs"
+            )
+        references += [list(e.references) for e in examples]
+    model, ref = SentenceStats(model_texts, references), SentenceStats(ref_texts, references)
     rng = np.random.default_rng(args.seed)
     gaps = []
     for _ in range(args.resamples):
@@ -94,8 +107,9 @@ def main() -> None:
         gaps.append(model.score(pick) - ref.score(pick))
     lo, hi = np.percentile(gaps, [2.5, 97.5])
     print(
-        f"gap: {whole[0] - whole[1]:+.2f} BLEU [{lo:+.2f}, {hi:+.2f}] (paired bootstrap over MRs, "
-        f"{args.resamples} resamples); above -1 in {np.mean(np.array(gaps) > -1):.0%} of them"
+        f"gap: {model.score() - ref.score():+.2f} BLEU [{lo:+.2f}, {hi:+.2f}] over {len(references)} MRs "
+        f"({model.score():.2f} against {ref.score():.2f}; paired bootstrap over MRs, {args.resamples} resamples); "
+        f"above -1 in {np.mean(np.array(gaps) > -1):.0%} of them"
     )
 
 
