@@ -320,10 +320,10 @@ class SkipEngine:
         L, dev = self.num_layers, self.device
         B, P = attn.shape
         cache_sets = policy.cache_layer_sets(L, T)
-        # a fixed-shape decoder for batch-shared layer sets, and for several tokens a step (speculative rounds)
         # a multi-token step writes extra + 1 columns from each row's input column on, which for a row that has
         # ended (it rides along) is the last of its P + T columns
         spare = extra + 1 if extra else 0
+        # a fixed-shape decoder for batch-shared layer sets, and for several tokens a step (speculative rounds)
         if self.static and fixed_shapes(policy):
             static = self._static_decoder(attn, cache_sets, picker, not policy.needs_logits, spare=spare)
             return static.cache, static.key_mask, static
