@@ -59,6 +59,10 @@ class _Run:
     decode: float | None = None
     kv_bytes: int | None = None
     per_full_pass: float | None = None
+    # a speculative run's rounds after the prefill, and a round's draft passes as full-depth steps by their
+    # layer share (the sum of a round's draft layers over L, averaged over its rounds)
+    rounds: int | None = None
+    draft_share: float | None = None
 
 
 def bench_one(
@@ -77,7 +81,7 @@ def bench_one(
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
     from skipcore.measure.paired_timing import time_pairs
-    from skipcore.policies.speculative import SpeculativePolicy
+    from skipcore.policies.speculative import RoundPlan, SpeculativePolicy
     from skipcore.schedule import Schedule
 
     model = bench_network(name, dtype, device)
@@ -111,7 +115,10 @@ def bench_one(
         rounds = out.token_steps().max(1).values.clamp_min(1).float()
         per_pass = float(((T - 1) / rounds).mean()) if full_passes and T > 1 else None
         decode = sum(out.step_ms[1:]) / 1e3
-        return _Run(total, out.tokens, decode, out.cache.allocated_bytes(), per_pass)
+        drafts = [d.draft_layers for d in out.details[1:] if isinstance(d, RoundPlan)]
+        share = sum(map(sum, drafts)) / (len(drafts) * L) if drafts else None
+        kv = out.cache.allocated_bytes()
+        return _Run(total, out.tokens, decode, kv, per_pass, len(drafts) or None, share)
 
     def hf(net=model, **kw) -> _Run:
         _sync(device)
@@ -223,6 +230,12 @@ def bench_one(
             row.update(weight_bytes=_weight_bytes(net), tokens_per_full_pass=run.per_full_pass)
             if setting in drafted:
                 row["draft_tokens"] = drafted[setting]
+            if run.rounds and T > 1:  # a round against a full-depth step plus its drafts at their layer share
+                full_step = statistics.median(pairs["decode"].reference) / (T - 1)
+                row["rounds"] = run.rounds
+                row["round_over_plan"] = (
+                    row["decode_seconds"] / run.rounds / (full_step * (1 + run.draft_share))
+                )
             if bandwidth and setting in ("full", "full (no graphs)") and T > 1:  # a decode step to hold to it
                 per_step = row["decode_seconds"] / (T - 1)
                 step_bytes = _bytes_per_step(model, shapes, batch_size, P, T)

@@ -138,6 +138,9 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
         _target(rows, "KV under a 4x schedule <= 40% of full depth's at 512 new tokens",
                 lambda r: r["setting"] == "skip 4x" and r["new_tokens"] == 512,
                 lambda r: r.get("kv_fraction_of_full"), lambda v: v <= 0.4),
+        _target(rows, "a speculative round <= 1.3x a full-depth step plus its drafts at their layer share "
+                "(random weights)", lambda r: r.get("round_over_plan") is not None and r.get("weights") == "random",
+                lambda r: r.get("round_over_plan"), lambda v: v <= 1.3),
     ]  # fmt: skip
 
 

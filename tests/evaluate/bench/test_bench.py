@@ -5,6 +5,7 @@ and notes on stderr. (Speed itself is measured by running the bench, never asser
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -117,6 +118,9 @@ def test_one_plan_times_every_kind_of_setting_on_the_cpu(tmp_path, capsys):
         spec = by[f"speculative k={k} (3x drafts)"]
         assert spec["same_tokens_as_full"] == 1 and spec["draft_tokens"] == k
         assert 1 <= spec["tokens_per_full_pass"] <= k + 1 and "timing_flag" not in spec
+        # what a round costs against a full-depth step plus its k drafts at their layer share
+        assert 5 / (k + 1) <= spec["rounds"] <= 5 and 0 < spec["round_over_plan"] < math.inf
+    assert not {"rounds", "round_over_plan"} & (set(by["full"]) | set(by["skip 2x"]))
     assert by["full"]["tokens_per_full_pass"] == 1 and by["skip 2x"]["tokens_per_full_pass"] is None
     assert (
         by["full (no graphs)"]["same_tokens_as_full"] == 1 and "layer_speedup" not in by["full (no graphs)"]
@@ -358,6 +362,11 @@ def test_the_summary_judges_each_target_on_the_rows_that_measure_it():
     assert lines[3].startswith("- not measured: speculative on the skip-aware SmolLM2")  # no SmolLM2 row
     assert lines[5].startswith("- met: speculative is lossless")
     assert lines[6].startswith("- missed: KV under a 4x schedule <= 40%") and "0.40" in lines[6]
+    assert lines[7].startswith(
+        "- not measured: a speculative round <= 1.3x"
+    )  # no row says what a round costs
+    spec = {**rows[-1], "weights": "random", "round_over_plan": 1.2}
+    assert target_lines([*rows[:-1], spec])[7].startswith("- met: a speculative round <= 1.3x")
     table = summary_table(rows)
     assert (
         "| llama-1b | 512 | 1 | 900 | 2.00 | - | - | 65% | 2x: 0.90 / 4x: 0.80 | k=2: 1.40x (2.50) | 100% "
