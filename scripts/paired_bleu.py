@@ -57,16 +57,17 @@ class SentenceStats:
         return self.bleu._compute_score_from_stats(rows.sum(0).tolist()).score
 
 
-def rebuilt(spec: str, examples: list, tokenizer: Tokenizer) -> tuple[list[str], pd.Series]:
-    """A sweep row's outputs as it scored them (first lines), checked to score what the sweep wrote."""
-    ids, row = sweep_outputs(spec)
+def rebuilt(
+    spec: str, ids: list[list[int]], row: pd.Series, examples: list, tokenizer: Tokenizer
+) -> list[str]:
+    """A sweep row's outputs (`sweep_outputs`) as it scored them (first lines), checked to score what it wrote."""
     if len(ids) != len(examples):
         raise SystemExit(f"error: {spec} holds {len(ids)} outputs, its split {len(examples)} MRs")
     texts = [first_line(tokenizer.decode(t)) for t in ids]
     score = SentenceStats(texts, [list(e.references) for e in examples]).score()
     if abs(score - row["bleu"]) > 0.005:
         raise SystemExit(f"error: {spec} rebuilt scores {score:.2f}, its sweep {row['bleu']:.2f}")
-    return texts, row
+    return texts
 
 
 def main() -> None:
@@ -90,10 +91,11 @@ def main() -> None:
     tokenizer = Tokenizer.from_file(args.tokenizer)
     model_texts, ref_texts, references = [], [], []
     for model_spec, ref_spec, split in zip(models, refs, splits, strict=True):
-        examples = load_examples(args.dataset, split, limit=len(sweep_outputs(ref_spec)[0]))
+        read = {spec: sweep_outputs(spec) for spec in (model_spec, ref_spec)}
+        examples = load_examples(args.dataset, split, limit=len(read[ref_spec][0]))
         for side, spec, texts in (("model", model_spec, model_texts), ("reference", ref_spec, ref_texts)):
-            got, row = rebuilt(spec, examples, tokenizer)
-            texts += got
+            ids, row = read[spec]
+            texts += rebuilt(spec, ids, row, examples, tokenizer)
             print(
                 f"{side} ({split}): {row['model']} {row['mode']} {row['max_layers']}->{row['min_layers']}: BLEU"
                 f" {row['bleu']:.2f} as the sweep scored it, {row['layer_speedup']:.2f}x, {len(examples)} MRs"
@@ -106,9 +108,10 @@ def main() -> None:
         pick = rng.integers(0, len(references), len(references))
         gaps.append(model.score(pick) - ref.score(pick))
     lo, hi = np.percentile(gaps, [2.5, 97.5])
+    ours, theirs = model.score(), ref.score()
     print(
-        f"gap: {model.score() - ref.score():+.2f} BLEU [{lo:+.2f}, {hi:+.2f}] over {len(references)} MRs "
-        f"({model.score():.2f} against {ref.score():.2f}; paired bootstrap over MRs, {args.resamples} resamples); "
+        f"gap: {ours - theirs:+.2f} BLEU [{lo:+.2f}, {hi:+.2f}] over {len(references)} MRs "
+        f"({ours:.2f} against {theirs:.2f}; paired bootstrap over MRs, {args.resamples} resamples); "
         f"above -1 in {np.mean(np.array(gaps) > -1):.0%} of them"
     )
 

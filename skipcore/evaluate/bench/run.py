@@ -112,8 +112,8 @@ def bench_one(
         _sync(device)
         total = time.perf_counter() - t0
         # each row's decode tokens over the rounds after the prefill it needed (one per step without drafts)
-        rounds = out.token_steps().max(1).values.clamp_min(1).float()
-        per_pass = float(((T - 1) / rounds).mean()) if full_passes and T > 1 else None
+        row_rounds = out.token_steps().max(1).values.clamp_min(1).float()
+        per_pass = float(((T - 1) / row_rounds).mean()) if full_passes and T > 1 else None
         decode = sum(out.step_ms[1:]) / 1e3
         drafts = [d.draft_layers for d in out.details[1:] if isinstance(d, RoundPlan)]
         share = sum(map(sum, drafts)) / (len(drafts) * L) if drafts else None

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from skipcore.measure.summary import speedup_text
+from skipcore.measure.summary import interval_text, speedup_text
 
 ONE_B = ("llama-1b", "opt-1.3b")  # the 1B shapes the plan's targets speak of
 
@@ -163,7 +163,8 @@ def real_rows(path: str | Path) -> list[dict]:
                 "batch_size": int(r["batch_size"]),
                 "setting": f"speculative k={int(r['draft_tokens'])} ({r['target_speedup']:g}x drafts)",
                 "measured_speedup_decode": r["wall_speedup_decode"],
-                "measured_speedup_decode_ci": [r["wall_speedup_decode_lo"], r["wall_speedup_decode_hi"]],
+                "measured_speedup_decode_lo": r["wall_speedup_decode_lo"],
+                "measured_speedup_decode_hi": r["wall_speedup_decode_hi"],
                 "tokens_per_full_pass": r["tokens_per_full_pass"],
                 "same_tokens_as_full": r["same_as_full_depth"],
                 "bleu": r["bleu"],
@@ -180,11 +181,10 @@ def real_table(rows: list[dict]) -> str:
     )
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
-        lo, hi = r["measured_speedup_decode_ci"]
+        measured = interval_text(*(r[f"measured_speedup_decode{end}"] for end in ("", "_lo", "_hi")))
         lines.append(
             f"| {r['model']} | {r['batch_size']} | {r['setting']} | {r['bleu']:.1f} | "
-            f"{r['tokens_per_full_pass']:.2f} | {_num(r['measured_speedup_decode'])} [{_num(lo)}, {_num(hi)}] | "
-            f"{r['same_tokens_as_full']:.0%} |"
+            f"{r['tokens_per_full_pass']:.2f} | {measured} | {r['same_tokens_as_full']:.0%} |"
         )
     return "\n".join(lines)
 
