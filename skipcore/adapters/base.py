@@ -16,7 +16,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from skipcore.kernels.door import PASS_PRODUCTS, Kernels, head_logits, lean_layer
+from skipcore.kernels.door import PASS_PRODUCTS, FusedLayers, Kernels, head_logits, lean_layer
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,9 @@ class Adapter:
         self.decode_layers = [lean_layer(layer) for layer in self.layers]
         # each layer's linears the pass's products serve (a module layer runs inside their mode only where needed)
         self.layer_linears = [self.kernels.linears.linears_of(layer) for layer in self.layers]
+        self._fused: dict[
+            bool, FusedLayers
+        ] = {}  # the fused step's layers, compiled or not, made when first asked
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:
@@ -112,6 +115,13 @@ class Adapter:
         if lean is not None and lean.applies(device):
             return lean
         return partial(self.run_module_layer, i)
+
+    def fused_layers(self, compiled: bool) -> FusedLayers:
+        """The layers in the fused step's kernels (`skipcore.kernels.fused`; None for a layer that does not fit),
+        their bodies compiled or plain, made on first use (a second copy of the concatenated weights) and kept."""
+        if compiled not in self._fused:
+            self._fused[compiled] = FusedLayers(self.layers, compiled)
+        return self._fused[compiled]
 
     def run_layer(
         self, i: int, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict

@@ -59,13 +59,17 @@ class SkipEngine:
         static: bool | None = None,
         attention_dtype: str | torch.dtype | None = None,
         dtype_choice: DtypeChoice | None = None,
+        fused: bool = False,
+        compile_fused: bool | None = None,
     ) -> None:
         """`static`: fixed-shape decode steps (CUDA graphs on a GPU); default on for CUDA, off on the CPU.
         `attention_dtype`: "float32" keeps a half-precision model's KV cache and decode attention in float32 on a
         CPU (faster there, not `generate()`'s bits: `skipcore.kernels.attention.attention_dtype_for`); None or
         "model": the model's dtype. `dtype_choice`: the dtype the model was loaded in and why
         (`skipcore.models.loading.model_dtype`), recorded in every run's metadata; None: the model's own, "as
-        given"."""
+        given". `fused`: the fixed-shape steps run the fused step's layers (`skipcore.kernels.fused`: fewer,
+        fuller kernels; needs static steps), their element-wise bodies compiled by `torch.compile` where
+        `compile_fused` says (None: on CUDA; the CPU runs them as plain ops unless asked)."""
         self.model = model
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
@@ -89,6 +93,13 @@ class SkipEngine:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         self.static = self.device.type == "cuda" if static is None else static
+        if fused and not self.static:
+            raise UserError(
+                "the fused step runs on the fixed-shape decoder: it needs static steps (--static-steps)"
+            )
+        compiled = self.device.type == "cuda" if compile_fused is None else compile_fused
+        # the fused step's layers (a second copy of each layer's Q/K/V and gate/up weights), or None
+        self.fused = self.adapter.fused_layers(compiled) if fused else None
         self.decoders = KeptDecoders()  # the fixed-shape decoders of static mode, the last few shapes
         self._lock = threading.Lock()
         self.capture_graphs = self.static and self.device.type == "cuda"
@@ -101,6 +112,18 @@ class SkipEngine:
     @property
     def num_layers(self) -> int:
         return self.adapter.shapes.num_layers
+
+    @property
+    def fused_step(self) -> str | None:
+        """How the fixed-shape steps run fused: "compiled" (their bodies by `torch.compile`), "plain", or None (not
+        fused: the layers' own forwards)."""
+        return None if self.fused is None else "compiled" if self.fused.compiled else "plain"
+
+    @property
+    def fused_said(self) -> tuple[str, ...]:
+        """What a fused run adds to its configuration's hash (nothing where it is not fused: its bits are another
+        configuration's)."""
+        return () if self.fused is None else (f"fused {self.fused_step}",)
 
     @property
     def element_bytes(self) -> int:
@@ -218,7 +241,9 @@ class SkipEngine:
         about = policy.describe()
         return run_metadata(
             model=self.model_name,
-            config_hash=config_hash(self.model_name, policy.name, about, kind, T, size, *extra),
+            config_hash=config_hash(
+                self.model_name, policy.name, about, kind, T, size, *extra, *self.fused_said
+            ),
             policy=policy.name,
             **about,
             **fields,
@@ -227,6 +252,7 @@ class SkipEngine:
             dtype=self.runs_on[1],
             dtype_reason=self.dtype_choice.reason,
             attention_dtype=dtype_name(self.kv_dtype),
+            fused_step=self.fused_step,
             seed=request.sampling.seed,
             sampling=request.sampling.to_dict(),
             max_new_tokens=T,
@@ -277,6 +303,8 @@ class SkipEngine:
         T = max_new_tokens
         with self._lock, torch.inference_mode():
             self.adapter.kernels.refresh()  # the weights as they are now, packed for this decode's passes
+            if self.fused is not None:
+                self.fused.refresh()  # and concatenated for the fused step's
             input_ids, attn = input_ids.to(self.device), attn.to(self.device)
             extra = policy.max_step_tokens() - 1  # tokens a step may give a row beyond one
             self.adapter.prepare(input_ids.shape[1] + T + extra)
@@ -360,7 +388,15 @@ class SkipEngine:
             width = -(-(P + len(layer_sets) + spare) // 16) * 16
             key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
             return StaticDecoder(
-                self.adapter, cache, key_mask, picker, self.capture_graphs, key, pick_inside, spare
+                self.adapter,
+                cache,
+                key_mask,
+                picker,
+                self.capture_graphs,
+                key,
+                pick_inside,
+                spare,
+                self.fused,
             )
 
         d = self.decoders.get(key, picker, pick_inside, build)

@@ -27,6 +27,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.record import RowCursor
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.step import StepOutput
+from skipcore.kernels.door import FusedLayers
 from skipcore.schedule import check_nested
 
 
@@ -84,16 +85,21 @@ def step_args(adapter: Adapter, cache: SkipKVCache) -> dict:
 @dataclass(frozen=True)
 class StepPass:
     """What a batch's one-column steps run with, worked out once per batch (nothing shared changes between its
-    steps): their layer arguments (`step_args`) and each layer as they call it (`Adapter.layer_call`)."""
+    steps): their layer arguments (`step_args`) and each layer as they call it (`Adapter.layer_call`, or its
+    fused form where the steps are fused and it has one)."""
 
     args: dict
     layers: tuple[Callable[..., torch.Tensor], ...]
 
     @classmethod
-    def of(cls, adapter: Adapter, cache: SkipKVCache) -> StepPass:
+    def of(cls, adapter: Adapter, cache: SkipKVCache, fused: FusedLayers | None = None) -> StepPass:
         device = cache.write_pos.device
-        calls = tuple(adapter.layer_call(i, device) for i in range(adapter.shapes.num_layers))
-        return cls(step_args(adapter, cache), calls)
+
+        def call(i: int) -> Callable[..., torch.Tensor]:
+            layer = None if fused is None else fused.layers[i]
+            return layer if layer is not None and layer.applies(device) else adapter.layer_call(i, device)
+
+        return cls(step_args(adapter, cache), tuple(call(i) for i in range(adapter.shapes.num_layers)))
 
 
 def forward_step(

@@ -31,6 +31,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.forward import StepPass, column_mask, forward_step
 from skipcore.decode.sampling import TokenPicker
 from skipcore.errors import FallbackWarning
+from skipcore.kernels.door import FusedLayers
 
 
 class StaticDecoder:
@@ -47,17 +48,20 @@ class StaticDecoder:
         key: Hashable = None,
         pick_inside: bool = True,
         spare: int = 0,
+        fused: FusedLayers | None = None,
     ) -> None:
         """`pick_inside`: choose the token inside the graph when the picker allows it (greedy); a policy that
         reads the logits asks for them instead. `spare`: the cache's columns past its plan's, which a multi-token
-        pass writes for a row that has ended (riding along) and no live row reads."""
+        pass writes for a row that has ended (riding along) and no live row reads. `fused`: the layers in the
+        fused step's kernels, which its steps and column passes run (the prefill runs as any pass does)."""
         if not cache.static:
             raise ValueError("StaticDecoder needs a cache built with static=True")
         B, dev = key_mask.shape[0], key_mask.device
         self.adapter = adapter
         self.cache, self.key_mask, self.picker = cache, key_mask, picker
         self.spare = spare
-        self.step_pass = StepPass.of(adapter, cache)  # made again for each batch (`reset`)
+        self.fused = fused
+        self.step_pass = StepPass.of(adapter, cache, fused)  # made again for each batch (`reset`)
         self.key = key
         self.tokens = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.positions = torch.zeros(B, 1, dtype=torch.long, device=dev)
@@ -86,7 +90,7 @@ class StaticDecoder:
     def reset(self, prompt_mask: torch.Tensor, picker: TokenPicker) -> None:
         """Ready for a new batch: empty cache, the new prompts' padding. Buffers keep their addresses."""
         self.cache.reset()
-        self.step_pass = StepPass.of(self.adapter, self.cache)  # this batch's: the weights as they are now
+        self.step_pass = StepPass.of(self.adapter, self.cache, self.fused)  # this batch's: the weights as now
         self.column_args.clear()
         self.key_mask.zero_()
         self.key_mask[:, : prompt_mask.shape[1]] = prompt_mask.bool()
@@ -119,7 +123,7 @@ class StaticDecoder:
             h = a.embed(tokens, positions, args)
             kw = {**a.layer_kwargs(positions, h.dtype), **args}
             for i in layers:
-                h = a.run_layer(i, h, mask, cache, kw)
+                h = self.step_pass.layers[i](h, a.layer_mask(i, mask), cache, kw)
         return (a.head(h, args),)
 
     def _column_args(self, q: int) -> dict:

@@ -6,8 +6,9 @@ dtype its KV cache and decode attention run in); its adapter holds the model's `
 attends through the dispatch, and its bfloat16 linears prepacked on a CPU. A pass asks for its arguments (the
 decode attention by what its keys are, its products by whether it is a column pass) and hands them to its
 layers; nothing shared changes per pass, so passes in two threads never see each other's choices. The adapters
-and the decode loop reach the kernels through this module alone (tests/test_architecture.py), so the GPU's fused
-step has a place to come in beside the CPU's exact kernels.
+and the decode loop reach the kernels through this module alone (tests/test_architecture.py); the fused step's
+layers (`FusedLayers`, fewer and fuller kernels for the GPU's fixed-shape steps) come in here beside the CPU's exact
+kernels.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from torch import nn
 
 from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.kernels.attention import QueryGroups, adopt, adopted, attention_dtype_for, pass_attention
+from skipcore.kernels.fused import FusedLayers
 from skipcore.kernels.products import PASS_PRODUCTS, PackedLinears, head_logits
 
-__all__ = ["PASS_PRODUCTS", "Kernels", "head_logits", "lean_layer", "take"]
+__all__ = ["PASS_PRODUCTS", "FusedLayers", "Kernels", "head_logits", "lean_layer", "take"]
 LEAN_LAYERS = (
     llama_layer,
     opt_layer,

@@ -1,0 +1,260 @@
+"""The fused decode step: a Llama-family layer (Llama, Mistral, Qwen2, Qwen3) in fewer, fuller kernels, for the
+fixed-shape steps a GPU replays as CUDA graphs.
+
+A decode step at small batch reads every weight once; what is not a product is time on top. transformers' layer
+runs about forty kernels a layer in a step: three products for Q, K and V, two for gate and up, and a kernel per
+element-wise op of its norms, rotary embedding, activation and residual sums. Here a layer is
+
+- its input norm (one body),
+- Q, K and V as one product over their weights concatenated once (`FusedWeights`), split into views,
+- rotary (and Qwen3's Q/K norms) on the views (one body),
+- the cache write and the pass's decode attention, as in any pass,
+- the output projection, then the residual sum fused with the second norm (one body),
+- gate and up as one product, the activation times up (one body), the down projection, the residual sum.
+
+The bodies are plain functions of tensors, the same for every layer of a model (weights are arguments, not
+captured modules), so `torch.compile` (Inductor) makes one kernel of each, compiled once per shape and serving every
+layer and every layer set; inside a decoder's CUDA graphs the compiled kernels are captured like any other. Where
+compiling is off (the CPU by default) the same functions run as plain ops: op for op transformers' own (its norms',
+rotary's and activation's ops in its order), so a step is the unfused step's bits where the products are (float32
+on the CPU: `tests/kernels/test_fused.py` holds them to it), and the compiled bodies are the rehearsal of the GPU's
+on Inductor's CPU backend.
+
+On a CPU a bfloat16 pass's products stay the pass's (`products.PassProducts`, the prepacked units, which already
+multiply Q/K/V and gate/up as one): the concatenated product is the GPU's. The concatenated weights are a second
+copy of Q/K/V and gate/up (about two thirds of a layer's weights), made when an engine first fuses and copied in
+place when a weight changes (a captured graph reads them at their addresses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from skipcore.kernels import llama_layer
+from skipcore.kernels.attention import attention_of
+from skipcore.kernels.lean import inference_pass
+from skipcore.kernels.products import PASS_PRODUCTS
+
+# the activations a fused body runs, by the config's name: the function transformers' activation module calls
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "silu": F.silu,
+    "swish": F.silu,
+    "gelu": F.gelu,
+    "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"),
+    "relu": F.relu,
+}
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The Llama family's RMSNorm, its module's ops in its order (float32 statistics, the weight applied in the
+    input's dtype)."""
+    dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + eps)
+    return weight * h.to(dtype)
+
+
+def add_rms_norm(
+    hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual sum and the norm of it (a layer's attention output added, then its second norm)."""
+    hidden = hidden + delta
+    return hidden, rms_norm(hidden, weight, eps)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def queries_keys(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    head_dim: int,
+    q_norm: torch.Tensor | None,
+    k_norm: torch.Tensor | None,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, T, heads * head_dim) projections to (B, heads, T, head_dim) queries, keys and values, the queries and
+    keys normed per head where the family does (Qwen3) and rotated, as the attention module does it."""
+    shape = (*q.shape[:-1], -1, head_dim)
+    q, k, v = q.reshape(shape), k.reshape(shape), v.reshape(shape)
+    if q_norm is not None:
+        q, k = rms_norm(q, q_norm, eps), rms_norm(k, k_norm, eps)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+
+def gated(act: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """The gated MLP's activation of gate times up."""
+    return ACTIVATIONS[act](gate) * up
+
+
+class Bodies:
+    """The element-wise bodies of a fused layer, compiled with `torch.compile` or run as plain ops. One set per
+    model: every layer calls the same compiled functions with its own weights."""
+
+    def __init__(self, compiled: bool) -> None:
+        self.compiled = compiled
+        wrap = (
+            partial(torch.compile, fullgraph=True, options={"emulate_precision_casts": True})
+            if compiled
+            else (lambda f: f)
+        )
+        self.norm = wrap(rms_norm)
+        self.add_norm = wrap(add_rms_norm)
+        self.queries_keys = wrap(queries_keys)
+        self.gated = wrap(gated)
+
+
+def fits(layer: nn.Module) -> bool:
+    """Whether `layer` runs fused: a stock Llama-family layer with plain linears and no hooks (`llama_layer.fits`)
+    whose activation a body runs."""
+    return llama_layer.fits(layer) and getattr(layer.mlp.config, "hidden_act", None) in ACTIVATIONS
+
+
+class FusedWeights:
+    """A unit of sibling linears (Q/K/V, gate/up) as one weight and bias, concatenated once and copied again in
+    place when a member's weight changes (its storage or version), so a captured graph keeps reading them."""
+
+    def __init__(self, members: tuple[nn.Linear, ...]) -> None:
+        self.members = members
+        self.sizes = [m.out_features for m in members]
+        self.weight, self.bias = self._concatenated()
+        self._seen = self._versions()
+
+    def _versions(self) -> tuple:
+        params = [m.weight for m in self.members] + [m.bias for m in self.members if m.bias is not None]
+        return tuple((p.data_ptr(), p._version) for p in params)
+
+    def _concatenated(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        with torch.no_grad():
+            weight = torch.cat([m.weight.detach() for m in self.members])
+            biases = [m.bias for m in self.members]
+            if all(b is None for b in biases):
+                return weight, None
+            bias = torch.cat(
+                [
+                    b.detach() if b is not None else m.weight.new_zeros(m.out_features)
+                    for m, b in zip(self.members, biases, strict=True)
+                ]
+            )
+        return weight, bias
+
+    def refresh(self) -> None:
+        """The weights as the members' are now."""
+        seen = self._versions()
+        if seen == self._seen:
+            return
+        weight, bias = self._concatenated()
+        with torch.no_grad():
+            self.weight.copy_(weight)
+            if bias is not None:
+                self.bias.copy_(bias)
+        self._seen = seen
+
+    def outputs(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each member's output for `x`, views of one product."""
+        return list(F.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
+
+
+class FusedLayer(llama_layer.DecodeLayer):
+    """One Llama-family layer's forward in the fused step's kernels (module docstring), for a pass's
+    `(hidden, mask, cache, kwargs) -> hidden` call."""
+
+    def __init__(self, layer: nn.Module, bodies: Bodies) -> None:
+        super().__init__(layer)
+        self.bodies = bodies
+        attn, mlp = layer.self_attn, layer.mlp
+        self.eps = layer.input_layernorm.variance_epsilon
+        if layer.post_attention_layernorm.variance_epsilon != self.eps:
+            raise ValueError("a fused layer's norms share one epsilon")
+        self.qk_eps = attn.q_norm.variance_epsilon if self.qk_norms is not None else self.eps
+        self.act_name = mlp.config.hidden_act
+        self.fused_qkv = FusedWeights(self.qkv)
+        self.fused_gate_up = FusedWeights(self.gate_up)
+
+    def refresh(self) -> None:
+        self.fused_qkv.refresh()
+        self.fused_gate_up.refresh()
+
+    def applies(self, device: torch.device) -> bool:
+        """Whether a pass may run this layer fused: an inference pass (no autograd, eval mode, no hooks) on any
+        device (`lean.inference_pass`'s rules, the device aside)."""
+        return inference_pass(self.layer, torch.device("cpu"))
+
+    def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
+        layer, attn, b = self.layer, self.attn, self.bodies
+        products = kwargs.get(PASS_PRODUCTS)  # a CPU pass's own (its packed units), else the concatenated
+
+        def outputs(fused: FusedWeights | None, members: tuple[nn.Linear, ...], x: torch.Tensor) -> list:
+            if products is not None:
+                return products.outputs(members, x)
+            if fused is not None:
+                return fused.outputs(x)
+            return [F.linear(x, m.weight, m.bias) for m in members]
+
+        x = b.norm(hidden, layer.input_layernorm.weight, self.eps)
+        q, k, v = outputs(self.fused_qkv, self.qkv, x)
+        cos, sin = kwargs["position_embeddings"]
+        norms = self.qk_norms
+        q, k, v = b.queries_keys(
+            q,
+            k,
+            v,
+            cos,
+            sin,
+            attn.head_dim,
+            None if norms is None else norms[0].weight,
+            None if norms is None else norms[1].weight,
+            self.qk_eps,
+        )
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        o, _ = attention_of(kwargs, attn, self.eager)(
+            attn,
+            q,
+            k,
+            v,
+            mask,
+            dropout=0.0,
+            scaling=attn.scaling,
+            **self.window,
+            position_ids=None,
+            use_cache=False,
+            query_groups=kwargs.get("query_groups"),
+        )
+        (o,) = outputs(None, self.o, o.reshape(*hidden.shape[:-1], -1).contiguous())
+        hidden, x = b.add_norm(hidden, o, layer.post_attention_layernorm.weight, self.eps)
+        gate, up = outputs(self.fused_gate_up, self.gate_up, x)
+        (down,) = outputs(None, self.down, b.gated(self.act_name, gate, up))
+        return hidden + down
+
+
+class FusedLayers:
+    """A model's layers in the fused step (`FusedLayer`, None for a layer that does not fit), sharing one set of
+    bodies, compiled or not."""
+
+    def __init__(self, layers: list[nn.Module], compiled: bool) -> None:
+        self.bodies = Bodies(compiled)
+        self.layers = [FusedLayer(layer, self.bodies) if fits(layer) else None for layer in layers]
+
+    @property
+    def compiled(self) -> bool:
+        return self.bodies.compiled
+
+    def refresh(self) -> None:
+        """Every fused layer's concatenated weights as the model's are now, before a decode's passes."""
+        for layer in self.layers:
+            if layer is not None:
+                layer.refresh()

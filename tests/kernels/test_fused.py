@@ -1,0 +1,173 @@
+"""The fused step (`skipcore.kernels.fused`): the GPU's fixed-shape steps in fewer, fuller kernels, rehearsed on the
+CPU. Its plain bodies are transformers' ops in its order, so the fused step gives the unfused step's bits wherever
+the products agree; its compiled bodies (Inductor's CPU backend here, Triton on a GPU) are held to the same tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skipcore.decode.engine import SkipEngine
+from skipcore.decode.static_step import StaticDecoder
+from skipcore.errors import UserError
+from skipcore.kernels import fused as fused_module
+from skipcore.models.loading import load_model
+from skipcore.policies import SpeculativePolicy
+from skipcore.schedule import Schedule
+from tests.helpers import PROMPTS, hf_generate
+
+LLAMA_FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
+SKIP = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
+POLICIES = [Schedule(6, "full"), SKIP, SpeculativePolicy(SKIP, draft_tokens=3)]
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """The column count of every fused layer call."""
+    calls = []
+    original = fused_module.FusedLayer.__call__
+
+    def counting(self, hidden, *args):
+        calls.append(hidden.shape[1])
+        return original(self, hidden, *args)
+
+    monkeypatch.setattr(fused_module.FusedLayer, "__call__", counting)
+    return calls
+
+
+def _engines(model_dirs, family: str, dtype: str, compiled: bool = False) -> tuple[SkipEngine, SkipEngine]:
+    """(unfused, fused) static engines on one model."""
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype=dtype, attn_implementation="sdpa")
+    return SkipEngine(model, tok, static=True), SkipEngine(
+        model, tok, static=True, fused=True, compile_fused=compiled
+    )
+
+
+def _same_bits(a, b) -> None:
+    assert a.token_ids == b.token_ids
+    assert (a.trace["logprob"].to_numpy() == b.trace["logprob"].to_numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", LLAMA_FAMILIES)
+def test_plain_fused_steps_give_the_unfused_steps_bits(model_dirs, family, dtype, fused_calls):
+    """Full depth, a skip schedule and speculative rounds (one-column drafts, multi-column verifications over
+    ragged rows) on the fused step: the unfused fixed-shape step's tokens and log-probabilities, bit for bit."""
+    unfused, fused = _engines(model_dirs, family, dtype)
+    assert fused.fused_step == "plain" and all(layer is not None for layer in fused.fused.layers)
+    for policy in POLICIES:
+        _same_bits(unfused.generate(PROMPTS, policy, 10), fused.generate(PROMPTS, policy, 10))
+    assert 1 in fused_calls and max(fused_calls) > 1  # steps and column passes ran fused
+
+
+@pytest.mark.parametrize("family", LLAMA_FAMILIES)
+def test_fused_full_depth_is_generate_in_float32(model_dirs, family):
+    """The contract: full depth in float32 is `generate()`'s tokens, fused or not."""
+    _, fused = _engines(model_dirs, family, "float32")
+    ours = fused.generate(PROMPTS, None, 12)
+    theirs = hf_generate(fused, PROMPTS, 12, do_sample=False)
+    assert ours.token_ids == [
+        row[: len(ids)] for row, ids in zip(theirs.tolist(), ours.token_ids, strict=True)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_compiled_bodies_give_the_plain_steps_tokens(model_dirs, dtype, fused_calls):
+    """The bodies compiled by Inductor (the GPU's code path, on the CPU backend): the unfused step's tokens
+    under every policy, bfloat16 bit for bit (eager's roundings kept: `emulate_precision_casts`), float32 within
+    a reduction order's last bits; and one compiled body serves every layer."""
+    from torch._dynamo.utils import counters
+
+    unfused, fused = _engines(model_dirs, "qwen3", dtype, compiled=True)
+    assert fused.fused_step == "compiled"
+    before = counters["stats"]["unique_graphs"]
+    for policy in POLICIES:
+        a, b = unfused.generate(PROMPTS, policy, 10), fused.generate(PROMPTS, policy, 10)
+        if dtype == "bfloat16":
+            _same_bits(a, b)
+        else:
+            assert a.token_ids == b.token_ids
+            assert abs(a.trace["logprob"].to_numpy() - b.trace["logprob"].to_numpy()).max() < 1e-5
+    assert fused_calls
+    # four bodies, each compiled for a step's one column and once more for any other count: never per layer
+    assert counters["stats"]["unique_graphs"] - before <= 8
+
+
+def test_a_changed_weight_reaches_the_fused_step_in_place(model_dirs):
+    """The concatenated weights follow the model's (an optimizer step, a merged adapter) at the addresses a
+    captured graph read."""
+    unfused, fused = _engines(model_dirs, "llama", "float32")
+    fused.generate(PROMPTS, None, 6)
+    layer = fused.fused.layers[2]
+    address = layer.fused_qkv.weight.data_ptr()
+    with torch.no_grad():
+        unfused.adapter.layers[2].self_attn.k_proj.weight.mul_(-3.0)
+        unfused.adapter.layers[2].mlp.up_proj.weight.mul_(2.0)
+    _same_bits(unfused.generate(PROMPTS, None, 6), fused.generate(PROMPTS, None, 6))
+    assert layer.fused_qkv.weight.data_ptr() == address
+
+
+def test_layers_that_do_not_fit_run_unfused(model_dirs, fused_calls):
+    """Another family (OPT), and a Llama layer with a hook, keep their own forward in a fused engine."""
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
+    opt = SkipEngine(model, tok, static=True, fused=True)
+    assert all(layer is None for layer in opt.fused.layers)
+    assert (
+        opt.generate(PROMPTS, None, 6).token_ids
+        == SkipEngine(model, tok, static=True).generate(PROMPTS, None, 6).token_ids
+    )
+    unfused, fused = _engines(model_dirs, "llama", "float32")
+    seen = []
+    handle = fused.adapter.layers[1].register_forward_hook(lambda *_: seen.append(1))
+    try:
+        fused_calls.clear()
+        fused.generate(PROMPTS[:1], None, 4)
+    finally:
+        handle.remove()
+    assert seen and fused_calls  # the hooked layer as its module, the others fused
+
+
+def test_fused_needs_static_steps(model_dirs):
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu", dtype="float32")
+    with pytest.raises(UserError, match="needs static steps"):
+        SkipEngine(model, tok, static=False, fused=True)
+
+
+def test_the_fused_step_is_in_the_run_metadata_and_its_hash(model_dirs):
+    unfused, fused = _engines(model_dirs, "llama", "float32")
+    a, b = unfused.generate(PROMPTS[:1], None, 3), fused.generate(PROMPTS[:1], None, 3)
+    assert (a.metadata["fused_step"], b.metadata["fused_step"]) == (None, "plain")
+    assert a.metadata["config_hash"] != b.metadata["config_hash"]
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_fused_passes_never_read_the_device_from_the_host(model_dirs, family):
+    """A fused step and a fused round's column passes run on the meta device (no values to read back), so a CUDA
+    graph can capture them."""
+    from skipcore.decode.cache import SkipKVCache
+    from skipcore.decode.sampling import Sampling, TokenPicker
+
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    eng = SkipEngine(model.to("meta"), tok, static=True)
+    meta = torch.device("meta")
+    B, P, T, k = 2, 5, 8, 3
+    sets = [tuple(range(6))] * T
+    eng.adapter.prepare(P + T + k)
+    cache = SkipKVCache.for_layer_sets(
+        sets, P, B, *eng.adapter.kv_shape, 6, torch.float32, meta, static=True, spare_columns=k + 1
+    )
+    key_mask = torch.ones(B, P + T + k + 1, dtype=torch.bool, device=meta)
+    picker = TokenPicker(Sampling(), meta)
+    fused = eng.adapter.fused_layers(False)
+    starts = torch.zeros(B, dtype=torch.long, device=meta)
+    with torch.inference_mode():  # a pass's layers are chosen in it, as the engine's are
+        decoder = StaticDecoder(eng.adapter, cache, key_mask, picker, False, spare=k + 1, fused=fused)
+        assert all(call in fused.layers for call in decoder.step_pass.layers)
+        tokens, _ = decoder._step(tuple(range(6)))
+        assert tokens.shape == (B,) and tokens.device == meta
+        for q, offset, layers in ((1, 0, (0, 4, 5)), (k + 1, 0, tuple(range(6)))):
+            ids = torch.zeros(B, q, dtype=torch.long, device=meta)
+            assert decoder.columns(ids, ids, starts, offset, layers).shape[:2] == (B, q)
