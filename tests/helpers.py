@@ -44,10 +44,10 @@ def engine_for(
 
 def hf_generate(engine, prompts, max_new_tokens, **kw):
     """transformers' own generate() on the engine's model: the new tokens only."""
-    enc = engine.tokenizer(prompts, return_tensors="pt", padding=True)
+    enc = engine.tokenizer(prompts, return_tensors="pt", padding=True).to(engine.device)
     with torch.no_grad():
         out = engine.model.generate(**enc, max_new_tokens=max_new_tokens, **kw)
-    return out[:, enc["input_ids"].shape[1] :]
+    return out[:, enc["input_ids"].shape[1] :].cpu()
 
 
 def padded(token_ids, pad, width):

@@ -171,11 +171,13 @@ class DecodeSetup:
         return self.sent.prompts
 
 
-def decode_setup(settings: DecodeSettings, attention_dtype: str | None = None) -> DecodeSetup:
+def decode_setup(
+    settings: DecodeSettings, attention_dtype: str | None = None, fused: bool = False
+) -> DecodeSetup:
     """The model loaded in the dtype chosen for this run (a lossless policy's promise is part of `--dtype auto`'s
     context), its engine given that choice, the prompts, and the policy, each checked (the request in the command
     line's words) before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens replays
-    in the model's dtype)."""
+    in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
     from skipcore.models.dtype_choice import Promise, lossless_caveat
@@ -189,7 +191,13 @@ def decode_setup(settings: DecodeSettings, attention_dtype: str | None = None) -
     )
     sent = prompts_for_model(settings.model, tokenizer, read_prompts(settings), settings.raw_prompt)
     engine = SkipEngine(
-        model, tokenizer, model_name=settings.model, attention_dtype=attention_dtype, dtype_choice=choice
+        model,
+        tokenizer,
+        model_name=settings.model,
+        static=True if fused else None,
+        attention_dtype=attention_dtype,
+        dtype_choice=choice,
+        fused=fused,
     )
     request = check_generation_request(engine, sent.prompts, settings)
     caveat = lossless_caveat(choice, len(sent.prompts), request.batch_size) if lossless else None
@@ -203,4 +211,7 @@ def dtype_note(choice: DtypeChoice, engine: SkipEngine, caveat: str | None) -> s
     note = f"dtype: {choice.name} ({choice.reason})"
     if engine.kv_dtype != engine.dtype:
         note += "; attention: float32 (asked: not generate()'s arithmetic)"
+    if engine.fused_step is not None:
+        fits = sum(layer is not None for layer in engine.fused.layers)
+        note += f"; fused step: {engine.fused_step} bodies, {fits} of {engine.num_layers} layers fused"
     return note + (f"\nnote: {caveat}" if caveat else "")

@@ -30,6 +30,7 @@ class GenerateSettings(DecodeSettings):
     """generate's settings: the decode's, and its own (--attention-dtype, sampling, timing, the trace)."""
 
     attention_dtype: str
+    fused_step: bool
     do_sample: bool
     temperature: float
     top_k: int
@@ -55,6 +56,13 @@ def add_parser(sub) -> None:
     )
     add_model_args(p)
     add_attention_dtype_arg(p)
+    p.add_argument(
+        "--fused-step",
+        action="store_true",
+        help="decode on the fused step: fixed-shape steps whose layers run in fewer, fuller kernels (Q/K/V and "
+        "gate/up as one product each, the element-wise work compiled by torch.compile on CUDA, plain ops on a CPU); "
+        "a Llama-family model's layers, others run as they are. In half precision on a GPU its bits are its own",
+    )
     add_prompt_args(p)
     add_schedule_args(p)
     add_policy_args(p)
@@ -117,7 +125,7 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     trace_path = check_output_path(settings.trace, settings.overwrite, (*FORMATS, *ZIPPED_FORMATS))
     if trace_path is not None:
         check_trace_path(trace_path, settings.overwrite)  # and a sidecar of that name that is not ours
-    setup = decode_setup(settings, settings.attention_dtype)
+    setup = decode_setup(settings, settings.attention_dtype, settings.fused_step)
     engine, prompts, asked = setup.engine, setup.prompts, setup.policy
     policy = engine.placed(asked, settings.max_new_tokens)  # the device's draft length where none was given
     result = engine.generate(

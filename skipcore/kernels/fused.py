@@ -28,6 +28,7 @@ place when a weight changes (a captured graph reads them at their addresses).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from functools import partial
 
@@ -35,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from skipcore.errors import FallbackWarning
 from skipcore.kernels import llama_layer
 from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
@@ -100,21 +102,49 @@ def gated(act: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return ACTIVATIONS[act](gate) * up
 
 
+BODIES = {"norm": rms_norm, "add_norm": add_rms_norm, "queries_keys": queries_keys, "gated": gated}
+# Inductor keeps eager's roundings of half-precision intermediates (each op's output rounded to its dtype), so a
+# compiled body gives the plain body's bits wherever its reductions sum in the same order
+COMPILE_OPTIONS = {"emulate_precision_casts": True}
+# compiled graphs a body may hold (dynamo's default is 8): one per dtype, model width and static-or-dynamic rows, so a
+# bench or a test session of several models and dtypes keeps compiling rather than falling back to plain ops
+RECOMPILE_LIMIT = 64
+
+
 class Bodies:
-    """The element-wise bodies of a fused layer, compiled with `torch.compile` or run as plain ops. One set per
-    model: every layer calls the same compiled functions with its own weights."""
+    """The element-wise bodies of a fused layer (`BODIES`), compiled with `torch.compile` or run as plain ops. One
+    set per model: every layer calls the same compiled functions with its own weights. A body that fails to
+    compile (no compiler on the machine, a backend error) runs as plain ops from then on, with a warning, as a
+    failed graph capture decodes uncaptured: `compiled` says which ran."""
 
     def __init__(self, compiled: bool) -> None:
         self.compiled = compiled
-        wrap = (
-            partial(torch.compile, fullgraph=True, options={"emulate_precision_casts": True})
-            if compiled
-            else (lambda f: f)
-        )
-        self.norm = wrap(rms_norm)
-        self.add_norm = wrap(add_rms_norm)
-        self.queries_keys = wrap(queries_keys)
-        self.gated = wrap(gated)
+        if (
+            compiled
+        ):  # a body compiles per dtype and shape kind of every model in the process: room for them all
+            dynamo = torch._dynamo.config
+            dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
+        for name, plain in BODIES.items():
+            setattr(self, name, self._compiling(name, plain) if compiled else plain)
+
+    def _compiling(self, name: str, plain: Callable) -> Callable:
+        compiled = torch.compile(plain, fullgraph=True, options=COMPILE_OPTIONS)
+
+        def body(*args):
+            if self.compiled:
+                try:
+                    return compiled(*args)
+                except Exception as e:  # a genuine error in the body is raised again by its plain ops below
+                    said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    warnings.warn(
+                        f"torch.compile failed on the fused step's {name} body, running plain ops: {said}",
+                        FallbackWarning,
+                        stacklevel=2,
+                    )
+                    self.compiled = False
+            return plain(*args)
+
+        return body
 
 
 def fits(layer: nn.Module) -> bool:

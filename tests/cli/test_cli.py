@@ -240,3 +240,18 @@ def test_output_to_a_closed_pipe_ends_quietly(model_dirs, tmp_path, command):
     }[command]
     run = closed_pipe_run(*argv)
     assert (run.returncode, run.stderr) == (141, "")
+
+
+def test_generate_on_the_fused_step_writes_what_the_unfused_step_writes(model_dirs, tmp_path, capsys):
+    """--fused-step: the same texts as without it (float32 on the CPU: the fused step's plain bodies give its
+    bits), the summary line and the trace's metadata saying it ran fused."""
+    args = ["generate", "--model", str(model_dirs["llama"]), "--max-new-tokens", "6", "--schedule", "linear"]
+    args += ["--max-layers", "6", "--min-layers", "2"] + [a for p in PROMPTS for a in ("--prompt", p)]
+    assert main(args) == 0
+    plain = capsys.readouterr()
+    trace = tmp_path / "t.jsonl"
+    assert main([*args, "--fused-step", "--trace", str(trace)]) == 0
+    fused = capsys.readouterr()
+    assert fused.out == plain.out
+    assert "fused step: plain bodies, 6 of 6 layers fused" in fused.err and "fused" not in plain.err
+    assert read_trace(trace)[1]["fused_step"] == "plain"

@@ -94,6 +94,26 @@ def test_compiled_bodies_give_the_plain_steps_tokens(model_dirs, dtype, fused_ca
     assert counters["stats"]["unique_graphs"] - before <= 8
 
 
+def test_a_body_that_fails_to_compile_runs_as_plain_ops(model_dirs, monkeypatch):
+    """No compiler on the machine (or a backend error): the fused step decodes on its plain bodies, with one
+    warning, the unfused step's tokens, and says it ran plain."""
+    from skipcore.errors import FallbackWarning
+
+    def failing(fn, **_):
+        def run(*args):
+            raise RuntimeError("InductorError: no working C compiler found\nmore detail")
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", failing)
+    unfused, fused = _engines(model_dirs, "llama", "float32", compiled=True)
+    assert fused.fused_step == "compiled"
+    with pytest.warns(FallbackWarning, match="norm body, running plain ops: InductorError: no working C"):
+        got = fused.generate(PROMPTS, SKIP, 8)
+    _same_bits(unfused.generate(PROMPTS, SKIP, 8), got)
+    assert fused.fused_step == "plain" and got.metadata["fused_step"] == "plain"
+
+
 def test_a_changed_weight_reaches_the_fused_step_in_place(model_dirs):
     """The concatenated weights follow the model's (an optimizer step, a merged adapter) at the addresses a
     captured graph read."""
@@ -171,3 +191,24 @@ def test_fused_passes_never_read_the_device_from_the_host(model_dirs, family):
         for q, offset, layers in ((1, 0, (0, 4, 5)), (k + 1, 0, tuple(range(6)))):
             ids = torch.zeros(B, q, dtype=torch.long, device=meta)
             assert decoder.columns(ids, ids, starts, offset, layers).shape[:2] == (B, q)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_on_cuda_the_compiled_fused_step_is_captured_and_holds_its_contracts(model_dirs, dtype):
+    """The GPU's fused step: bodies compiled by Inductor (Triton) inside the decoder's CUDA graphs, steps and
+    speculative rounds captured; float32 full depth is `generate()`'s tokens, and speculative rounds give fused
+    full depth's tokens (the reference a fused run's skips and drafts are held to) in a ragged batch of 3."""
+    model, tok = load_model(str(model_dirs["llama"]), device="cuda", dtype=dtype, attn_implementation="sdpa")
+    fused = SkipEngine(model, tok, fused=True)
+    assert fused.static and fused.fused_step == "compiled"
+    full = fused.generate(PROMPTS, Schedule(6, "full"), 16)
+    assert fused.decoders.latest.graphs  # captured, the compiled kernels inside
+    spec = fused.generate(PROMPTS, SpeculativePolicy(SKIP, draft_tokens=2), 16)
+    assert spec.token_ids == full.token_ids
+    assert any(key[0] == "columns" for key in fused.decoders.latest.graphs)
+    if dtype == "float32":
+        theirs = hf_generate(fused, PROMPTS, 16, do_sample=False)
+        assert full.token_ids == [
+            r[: len(ids)] for r, ids in zip(theirs.tolist(), full.token_ids, strict=True)
+        ]

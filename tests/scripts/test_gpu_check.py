@@ -66,6 +66,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "tests",
         "smoke",
         "reduced",
+        "fused",
         "real",
         "compiled",
         "speculative",
@@ -77,6 +78,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "tests",
         "smoke",
         "reduced",
+        "fused",
         "speculative",
         "compiled",
         "long",
@@ -94,6 +96,11 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
     assert {(m, b, s) for m in models for b in (1,) for s in later} <= short
     assert not {(m, b, s) for m, b, s in short if s in later and b == 2}
     assert {(m, 1, "generate() static+compile") for m in models} <= short
+    # the fused stage: the Llama-family model only, batch 1, its rows paired with its own full depth
+    fused = ["full (fused)", "skip 2x (fused)", "skip 4x (fused)", "speculative k=1 (3x drafts) (fused)"]
+    assert {("llama-tiny", 1, s) for s in fused} <= short
+    assert not {(m, b, s) for m, b, s in short if s.endswith("(fused)") and (m, b) != ("llama-tiny", 1)}
+    assert "The fused step:" in summary
     assert {r["setting"] for r in rows if r["new_tokens"] == 6} == set(captured)
     assert all(r["same_tokens_as_full"] == 1 for r in rows if r["setting"].startswith("speculative"))
     assert json.loads((out / "smoke.json").read_text())["complete"]

@@ -26,6 +26,8 @@ SETTING_KINDS = {
     "generate-float32": "generate() in float32, what the model runs at without the run's half precision (skipped "
     "where the run is float32)",
     "compiled": "generate() with its static cache, which transformers compiles on CUDA",
+    "fused": "full depth, each skip target and each speculative row on the fused step (fewer, fuller kernels, their "
+    "element-wise work compiled on CUDA; needs static steps), the skips and drafts paired with fused full depth",
     "attention-float32": "full depth, and the speculative rows of the run, with the KV cache and attention in "
     "float32 (--attention-dtype float32: not generate()'s arithmetic; a half-precision run on a CPU only)",
 }
@@ -33,6 +35,8 @@ SETTING_KINDS = {
 SPECULATIVE_KINDS = {"speculative", "speculative-float32"}  # the kinds that draft (--draft-tokens)
 FLOAT32_KINDS = ("speculative-float32", "generate-float32")  # float32 beside a half-precision run's settings
 ATTENTION_FLOAT32 = "attention-float32"  # float32 attention beside a half-precision run's own
+FUSED = " (fused)"  # a row on the fused step: its setting's name with this after it
+FUSED_FULL = "full" + FUSED
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,16 @@ def not_installed_notes(plan: BenchPlan) -> list[str]:
 
 
 def default_settings(cuda: bool, static_steps: bool, speculative: bool) -> tuple[str, ...]:
-    """Every kind the device runs: graphs on and off where there are static steps, transformers' compiled
+    """Every kind the device runs: graphs on and off where there are static steps (and the fused step on CUDA,
+    where it compiles), transformers' compiled
     generate() on CUDA (it does not compile on the CPU) and its float32 generate() on the CPU (where bfloat16 is a
     choice, not a given), speculative rows where draft lengths are given (on the CPU in float32 too)."""
-    kinds = ["full"] + (["no-graphs"] if static_steps else []) + ["skip"]
+    kinds = (
+        ["full"]
+        + (["no-graphs"] if static_steps else [])
+        + ["skip"]
+        + (["fused"] if cuda and static_steps else [])
+    )
     kinds += (["speculative"] + ([] if cuda else ["speculative-float32"])) if speculative else []
     return tuple(kinds + ["generate"] + (["compiled"] if cuda else ["generate-float32"]))
 
@@ -181,10 +191,11 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
     unknown = [k for k in plan.settings if k not in SETTING_KINDS]
     if unknown:
         raise UserError(f"--settings: unknown setting {unknown[0]!r}; choose from {', '.join(SETTING_KINDS)}")
-    if "no-graphs" in plan.settings and not plan.static_steps:
-        raise UserError(
-            "--settings no-graphs needs static steps (on by default on CUDA; --static-steps elsewhere)"
-        )
+    for kind in ("no-graphs", "fused"):
+        if kind in plan.settings and not plan.static_steps:
+            raise UserError(
+                f"--settings {kind} needs static steps (on by default on CUDA; --static-steps elsewhere)"
+            )
     drafting = [k for k in plan.settings if k in SPECULATIVE_KINDS]
     counts = {"--batch-sizes": plan.batch_sizes, "--new-tokens": plan.new_tokens, "--targets": plan.targets}
     for flag, values in {**counts, "--draft-tokens": plan.draft_tokens or (1,)}.items():
@@ -283,4 +294,6 @@ def device_notes(plan: BenchPlan, device: torch.device) -> list[str]:
         notes.append(
             "transformers compiles generate() on CUDA only: 'generate() static+compile' ran uncompiled here."
         )
+    if "fused" in plan.settings:
+        notes.append("The fused step's bodies run as plain ops on the CPU (compiled on CUDA).")
     return notes

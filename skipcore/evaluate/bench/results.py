@@ -75,7 +75,8 @@ def mib(n: int | None) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    """Markdown: medians of paired runs against full depth, with 95% intervals; a flagged timing gets a '*'.
+    """Markdown: medians of paired runs against full depth (or the setting a row names as `paired_with`, said
+    under the table), with 95% intervals; a flagged timing gets a '*'.
     A real model's name timed with random weights of its shape (not installed) says so."""
     from skipcore.models.catalog import is_real_name
 
@@ -109,13 +110,18 @@ def format_table(rows: list[dict]) -> str:
             f"| {mib(r.get('peak_memory_bytes'))} "
             f"| {f('roofline_fraction', '{:.0%}')}{f('read_roofline_fraction', ' (read {:.0%})')} |"
         )
+    paired = sorted(
+        {f"{r['setting']} with {r['paired_with']}" for r in rows if r.get("paired_with", "full") != "full"}
+    )
+    pairing = ["", "Paired with another setting than full depth (their ratios, tokens and KV are against it): "
+               + "; ".join(paired) + "."] if paired else []  # fmt: skip
     flagged = [
         f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): "
         f"{r['timing_flag']}"
         for r in rows
         if r.get("timing_flag")
     ]
-    return "\n".join(lines + (["", "Flagged timings:", *flagged] if flagged else []))
+    return "\n".join(lines + pairing + (["", "Flagged timings:", *flagged] if flagged else []))
 
 
 def write_results(

@@ -23,6 +23,8 @@ import torch
 from skipcore.evaluate.bench.plan import (
     ATTENTION_FLOAT32,
     FLOAT32_KINDS,
+    FUSED,
+    FUSED_FULL,
     SPECULATIVE_KINDS,
     BenchPlan,
     device_notes,
@@ -98,10 +100,12 @@ def bench_one(
     attn = torch.ones_like(ids)
     picker = TokenPicker(Sampling(), device)
 
-    def engine_for(static: bool, net: torch.nn.Module = model, attention=None) -> SkipEngine:
-        # one engine per setting: each keeps its own static decoder, so graphs are captured in the warm-up
-        # only
-        e = SkipEngine(net, _Tok(), model_name=name, static=static, attention_dtype=attention)
+    def engine_for(
+        static: bool, net: torch.nn.Module = model, attention=None, fused: bool = False
+    ) -> SkipEngine:
+        # one engine per setting: each keeps its own static decoder, so graphs are captured (and the fused step's
+        # bodies compiled) in the warm-up only
+        e = SkipEngine(net, _Tok(), model_name=name, static=static, attention_dtype=attention, fused=fused)
         e.eos_ids = torch.tensor([-1], device=device)  # never stop early: every run makes new_tokens tokens
         return e
 
@@ -141,11 +145,23 @@ def bench_one(
     # less work)
     schedules, runners = {"full": full}, {"full": partial(ours, engine_for(plan.static_steps), full, True)}
     drafted: dict[str, int] = {}  # speculative setting -> tokens a row drafts per round
+    # the setting each is paired with where it is not full depth: the fused step's skips and drafts with its own
+    # full depth, so their speedups are over the faster step
+    reference: dict[str, str] = {}
+    fused = "fused" in kinds
     if "no-graphs" in kinds:  # what the CUDA graphs buy: the same full-depth path without them
         runners["full (no graphs)"] = partial(ours, engine_for(False), full, True)
-    for t in plan.targets if "skip" in kinds else ():
-        schedules[f"skip {t:g}x"] = s = skip_schedule(L, t, T)
-        runners[f"skip {t:g}x"] = partial(ours, engine_for(plan.static_steps), s, False)
+    if fused:  # the fused step's full depth, paired with the unfused one: what fusing buys
+        runners[FUSED_FULL] = partial(ours, engine_for(True, fused=True), full, True)
+    for t in plan.targets if "skip" in kinds or fused else ():
+        s = skip_schedule(L, t, T)
+        if "skip" in kinds:
+            schedules[f"skip {t:g}x"] = s
+            runners[f"skip {t:g}x"] = partial(ours, engine_for(plan.static_steps), s, False)
+        if fused:
+            schedules[f"skip {t:g}x{FUSED}"] = s
+            runners[f"skip {t:g}x{FUSED}"] = partial(ours, engine_for(True, fused=True), s, False)
+            reference[f"skip {t:g}x{FUSED}"] = FUSED_FULL
     # float32 attention beside the run's own (a half-precision run on a CPU): full depth and speculative rows
     attention32 = ATTENTION_FLOAT32 in kinds and dtype != torch.float32 and device.type == "cpu"
     attention_of = {}  # setting -> its attention dtype where it is not the model's
@@ -165,6 +181,9 @@ def bench_one(
         if "speculative" in kinds:  # its rounds on the fixed-shape decoder where full depth's steps are
             runners[setting] = partial(ours, engine_for(plan.static_steps), policy, True)
             drafted[setting] = k
+        if "speculative" in kinds and fused:
+            runners[setting + FUSED] = partial(ours, engine_for(True, fused=True), policy, True)
+            drafted[setting + FUSED], reference[setting + FUSED] = k, FUSED_FULL
         if "speculative" in kinds and attention32:
             in_mode = setting + " float32 attention"
             runners[in_mode] = partial(ours, engine_for(False, attention="float32"), policy, True)
@@ -189,9 +208,11 @@ def bench_one(
 
         return run
 
-    peak_mem = {  # warm-ups
-        s: _weight_bytes(nets.get(s, model)) + _peak_extra_memory(device, measure(s)) for s in runners
-    }
+    peak_mem, first_run = {}, {}
+    for s in runners:  # warm-ups: graphs captured and the fused step's bodies compiled here
+        t0 = time.perf_counter()
+        peak_mem[s] = _weight_bytes(nets.get(s, model)) + _peak_extra_memory(device, measure(s))
+        first_run[s] = time.perf_counter() - t0
     compiled = getattr(model, "_compiled_call", None) is not None  # whether transformers compiled generate()
     rows = []
     # Paired timing: each setting alternates with full depth, full first, `repeats` times (the warm-up above
@@ -199,7 +220,8 @@ def bench_one(
     for setting in runners:
         if setting == "full" and "full" not in kinds:
             continue  # full depth runs as the reference only
-        pairs = time_pairs(measure("full"), measure(setting), plan.repeats, warmup=0)
+        ref = reference.get(setting, "full")
+        pairs = time_pairs(measure(ref), measure(setting), plan.repeats, warmup=0)
         tot, run = pairs["total"], last[setting]
         total = statistics.median(tot.candidate)
         row = {
@@ -215,7 +237,9 @@ def bench_one(
             "vs_full_total": tot.median,
             "vs_full_total_lo": tot.lo,
             "vs_full_total_hi": tot.hi,
-            "same_tokens_as_full": float((run.tokens == last["full"].tokens.cpu()).float().mean()),
+            "paired_with": ref,
+            "same_tokens_as_full": float((run.tokens == last[ref].tokens.cpu()).float().mean()),
+            "first_run_seconds": first_run[setting],
             "dtype": dtype_name(nets.get(setting, model).dtype),
             "attention_dtype": dtype_name(attention_of.get(setting, nets.get(setting, model).dtype)),
             "peak_memory_bytes": peak_mem[setting] if device.type == "cuda" else None,
@@ -223,9 +247,7 @@ def bench_one(
         if setting == "generate() static+compile":
             row["compiled"] = compiled
         if run.decode is not None:
-            row.update(
-                _decode_columns(pairs["decode"], run, last["full"], schedules.get(setting), shapes, P, T)
-            )
+            row.update(_decode_columns(pairs["decode"], run, last[ref], schedules.get(setting), shapes, P, T))
             net = nets.get(setting, model)
             row.update(weight_bytes=_weight_bytes(net), tokens_per_full_pass=run.per_full_pass)
             if setting in drafted:
@@ -236,7 +258,9 @@ def bench_one(
                 row["round_over_plan"] = (
                     row["decode_seconds"] / run.rounds / (full_step * (1 + run.draft_share))
                 )
-            if bandwidth and setting in ("full", "full (no graphs)") and T > 1:  # a decode step to hold to it
+            if (
+                bandwidth and setting in ("full", "full (no graphs)", FUSED_FULL) and T > 1
+            ):  # a decode step to hold to it
                 per_step = row["decode_seconds"] / (T - 1)
                 step_bytes = _bytes_per_step(model, shapes, batch_size, P, T)
                 row["roofline_fraction"] = step_bytes / (bandwidth * per_step)

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from skipcore.evaluate.bench.plan import FUSED, FUSED_FULL
 from skipcore.measure.summary import interval_text, speedup_text
 
 ONE_B = ("llama-1b", "opt-1.3b")  # the 1B shapes the plan's targets speak of
@@ -55,9 +56,11 @@ def summary_table(rows: list[dict], dtype: str | None = None) -> str:
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for (model, T, b), by in _groups(rows).items():
         full, gen, comp = by.get("full"), by.get("generate()"), by.get("generate() static+compile")
-        skips = [r for s, r in by.items() if s.startswith("skip ")]
+        skips = [r for s, r in by.items() if s.startswith("skip ") and not s.endswith(FUSED)]
         specs = [r for s, r in by.items() if s.startswith("speculative") and _in_runs_dtype(r, dtype)]
+        # each speculative row's tokens against its own full depth's (the fused step's for a fused row)
         lossless = [r["same_tokens_as_full"] for r in specs + ([gen] if gen else [])]
+        specs = [r for r in specs if not r["setting"].endswith(FUSED)]
         compiled = _num(_inverse(comp)) + (" (uncompiled)" if comp and not comp.get("compiled") else "")
         peak = full.get("peak_memory_bytes") if full else None
         lines.append(
@@ -75,8 +78,42 @@ def summary_table(rows: list[dict], dtype: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _skip(r: dict) -> str:
-    return f"{r['setting'].removeprefix('skip ')}: {_num(r.get('measured_over_layer_speedup'))}"
+def fused_table(rows: list[dict]) -> str:
+    """Markdown, one line per model, length and batch size the fused step ran at: its full depth's speed, its gain
+    over the unfused step (paired), the roofline fraction of each, its speed over compiled `generate()` (the ratio
+    of two ratios, each paired with unfused full depth), each skip target's measured share of its FLOPs speedup
+    over fused full depth, its speculative rows' tokens against fused full depth's, and the seconds its first
+    runs took (compiling and capturing); '' where no row is fused."""
+    head = (
+        "| model | new tokens | batch | fused full tok/s | fused / full [95%] | roofline (full, fused) "
+        "| fused / compiled generate() | fused skip: measured / FLOPs | fused speculative: speedup, same tokens "
+        "| first runs s |"
+    )
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for (model, T, b), by in _groups(rows).items():
+        fused = by.get(FUSED_FULL)
+        if fused is None:
+            continue
+        full, comp = by.get("full"), by.get("generate() static+compile")
+        mine = [r for s, r in by.items() if s.endswith(FUSED)]
+        skips = [r for r in mine if r["setting"].startswith("skip ")]
+        specs = [r for r in mine if r["setting"].startswith("speculative")]
+        gain = interval_text(*(fused.get(f"measured_speedup_decode{e}") for e in ("", "_lo", "_hi")))
+        roof = " / ".join(_num(r and r.get("roofline_fraction"), "{:.0%}") for r in (full, fused))
+        over_compiled = fused["vs_full_total"] / comp["vs_full_total"] if comp else None
+        first = sum(r.get("first_run_seconds", 0.0) for r in mine)
+        lines.append(
+            f"| {model} | {T} | {b} | {_num(fused['tokens_per_s'], '{:.0f}')} | {gain} | {roof} "
+            f"| {_num(over_compiled)} "
+            f"| {' / '.join(_skip(r, 'measured_over_flops_speedup') for r in skips) or '-'} "
+            f"| {', '.join(_spec(r) + ', ' + _num(r['same_tokens_as_full'], '{:.0%}') for r in specs) or '-'} "
+            f"| {first:.0f} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _skip(r: dict, key: str = "measured_over_layer_speedup") -> str:
+    return f"{r['setting'].removeprefix('skip ').removesuffix(FUSED)}: {_num(r.get(key))}"
 
 
 def _spec(r: dict) -> str:
@@ -114,7 +151,26 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
         return r["model"] in ONE_B and r["batch_size"] == 1 and r["setting"] == "full"
 
     def skip(r: dict) -> bool:
-        return r["setting"].startswith("skip ") and r["batch_size"] in (1, 8)
+        return (
+            r["setting"].startswith("skip ")
+            and r["batch_size"] in (1, 8)
+            and not r["setting"].endswith(FUSED)
+        )
+
+    def fused_skip(r: dict) -> bool:
+        return r["setting"].startswith("skip ") and r["batch_size"] in (1, 8) and r["setting"].endswith(FUSED)
+
+    def fused_1b(b: int) -> Callable[[dict], bool]:
+        return lambda r: r["model"] in ONE_B and r["batch_size"] == b and r["setting"] == FUSED_FULL
+
+    def over_compiled(r: dict) -> float | None:
+        comp = groups[(r["model"], r["new_tokens"], r["batch_size"])].get("generate() static+compile")
+        return r["vs_full_total"] / comp["vs_full_total"] if comp and r.get("vs_full_total") else None
+
+    first_runs: dict[str, float] = {}  # model -> seconds of its fused rows' first runs (compiling, capturing)
+    for r in rows:
+        if r["setting"].endswith(FUSED) and r.get("first_run_seconds") is not None:
+            first_runs[r["model"]] = first_runs.get(r["model"], 0.0) + r["first_run_seconds"]
 
     def lossless(r: dict) -> bool:
         return "speculative" in r["setting"] and _in_runs_dtype(r, dtype)
@@ -141,6 +197,17 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
         _target(rows, "a speculative round <= 1.3x a full-depth step plus its drafts at their layer share "
                 "(random weights)", lambda r: r.get("round_over_plan") is not None and r.get("weights") == "random",
                 lambda r: r.get("round_over_plan"), lambda v: v <= 1.3),
+        _target(rows, "the fused step's full depth >= 60% of the memory roofline at batch 1 on the 1B shapes",
+                fused_1b(1), lambda r: r.get("roofline_fraction"), lambda v: v >= 0.6),
+        _target(rows, "the fused step's full depth >= 50% of the memory roofline at batch 8 on the 1B shapes",
+                fused_1b(8), lambda r: r.get("roofline_fraction"), lambda v: v >= 0.5),
+        _target(rows, "the fused step's full depth >= 2x compiled generate() at batch 1 on the 1B shapes",
+                fused_1b(1), over_compiled, lambda v: v >= 2.0),
+        _target(rows, "fused skip 2x-4x >= 0.95x of its FLOPs speedup over fused full depth at batch 1 and 8",
+                fused_skip, lambda r: r.get("measured_over_flops_speedup"), lambda v: v >= 0.95),
+        _target(rows, "the fused step's first runs (compiling and capturing) under a minute per model shape",
+                lambda r: r["setting"] == FUSED_FULL and r["model"] in first_runs,
+                lambda r: first_runs[r["model"]], lambda v: v < 60),
     ]  # fmt: skip
 
 
@@ -203,12 +270,15 @@ def report(path: str | Path) -> str:
     real_csv = p.with_name(REAL_SWEEP)
     real = real_rows(real_csv) if real_csv.is_file() else []
     drafts = ["", f"Real drafts ({REAL_SWEEP}):", "", real_table(real)] if real else []
+    fused = fused_table(result["rows"])
+    fused_lines = ["", "The fused step:", "", fused] if fused else []
     return "\n".join(
         [
             machine_line(result) + done,
             "",
             summary_table(result["rows"], result["dtype"]),
             *drafts,
+            *fused_lines,
             "",
             "Targets:",
             *target_lines(result["rows"] + real, result["dtype"]),

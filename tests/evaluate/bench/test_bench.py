@@ -142,6 +142,86 @@ def test_one_plan_times_every_kind_of_setting_on_the_cpu(tmp_path, capsys):
     assert "| llama-tiny | 2 | 6 | speculative k=4 (3x drafts) |" in capsys.readouterr().out
 
 
+def test_the_fused_step_is_timed_beside_the_unfused_one_and_its_skips_against_it(tmp_path, capsys):
+    """`--settings fused`: fused full depth paired with the unfused step (what fusing buys, its roofline beside
+    it), each fused skip and speculative row paired with fused full depth (their speedups over the faster step,
+    their tokens against its), every fused row's first run (compiling, capturing) in seconds; the summary's fused
+    table and targets read them."""
+    from skipcore.evaluate.bench.summary import fused_table, report
+
+    out = tmp_path / "b.json"
+    args = ["bench", "--models", "llama-tiny", "--batch-sizes", "1", "--new-tokens", "6", "--prompt-len", "5"]
+    args += ["--targets", "2", "--draft-tokens", "2", "--repeats", "1", "--static-steps", "--out", str(out)]
+    args += ["--settings", "full,skip,speculative,fused"]
+    assert main(args) == 0
+    rows = json.loads(out.read_text())["rows"]
+    by = {r["setting"]: r for r in rows}
+    assert list(by) == [
+        "full",
+        "full (fused)",
+        "skip 2x",
+        "skip 2x (fused)",
+        "speculative k=2 (3x drafts)",
+        "speculative k=2 (3x drafts) (fused)",
+    ]
+    fused = [s for s in by if s.endswith("(fused)") and s != "full (fused)"]
+    assert {by[s]["paired_with"] for s in fused} == {"full (fused)"}
+    assert {by[s]["paired_with"] for s in by if s not in fused} == {"full"}
+    assert by["full (fused)"]["same_tokens_as_full"] == 1 and by["full (fused)"]["roofline_fraction"] > 0
+    assert "layer_speedup" not in by["full (fused)"]  # no schedule: its ratio is what fusing buys
+    assert by["skip 2x (fused)"]["layer_speedup"] == by["skip 2x"]["layer_speedup"]
+    assert by["speculative k=2 (3x drafts) (fused)"]["same_tokens_as_full"] == 1
+    assert all(r["first_run_seconds"] > 0 for r in rows)
+    table = out.with_suffix(".md").read_text()
+    assert "skip 2x (fused) with full (fused)" in table and "plain ops on the CPU" in table
+    line = fused_table(rows).splitlines()[2]
+    assert line.startswith("| llama-tiny | 6 | 1 |") and "| 2x: " in line and "k=2: " in line
+    assert "- met: speculative is lossless" in report(out)
+    assert fused_table([r for r in rows if "fused" not in r["setting"]]) == ""
+
+
+def test_the_fused_targets_are_judged_on_the_fused_rows():
+    """The fused step's targets: its roofline at batch 1 and 8, its speed over compiled generate() (its ratio
+    over the compiled row's, both against unfused full depth), its skips against fused full depth, its first
+    runs' seconds per model; the unfused skip target never reads a fused row."""
+    from skipcore.evaluate.bench.summary import target_lines
+
+    def row(setting: str, b: int = 1, **values) -> dict:
+        return {"model": "llama-1b", "new_tokens": 128, "batch_size": b, "setting": setting, **values}
+
+    rows = [
+        row("full", tokens_per_s=400.0, roofline_fraction=0.25),
+        row("full (fused)", vs_full_total=2.4, roofline_fraction=0.62, first_run_seconds=15.0),
+        row("full (fused)", b=8, vs_full_total=2.0, roofline_fraction=0.45, first_run_seconds=20.0),
+        row("generate() static+compile", vs_full_total=1.0),
+        row("skip 2x", measured_over_layer_speedup=0.9),
+        row("skip 2x (fused)", measured_over_flops_speedup=0.96, first_run_seconds=10.0),
+        row("skip 4x (fused)", b=8, measured_over_flops_speedup=0.93, first_run_seconds=10.0),
+    ]
+    lines = {line.split(": ", 1)[1].split(" (")[0]: line for line in target_lines(rows)}
+
+    def said(start: str) -> str:
+        return next(line for key, line in lines.items() if key.startswith(start))
+
+    assert said("static skip 2x-4x >= 0.85x").startswith("- met:")  # the fused 4x row is not its
+    assert said("the fused step's full depth >= 60%").startswith("- met:")
+    assert (
+        said("the fused step's full depth >= 50%").startswith("- missed:")
+        and "0.45" in lines[next(k for k in lines if k.startswith("the fused step's full depth >= 50%"))]
+    )
+    assert said("the fused step's full depth >= 2x compiled").startswith("- met:") and "2.40" in said(
+        "the fused step's full depth >= 2x compiled"
+    )
+    assert said("fused skip 2x-4x").startswith("- missed:") and "skip 4x (fused): 0.93" in said("fused skip")
+    # the whole plan's first runs of a model, every batch size's: 55 s
+    assert said("the fused step's first runs").startswith("- met:") and "55.00" in said(
+        "the fused step's first"
+    )
+    slow = [*rows, row("skip 3x (fused)", first_run_seconds=30.0)]
+    first = next(line for line in target_lines(slow) if "first runs" in line)
+    assert first.startswith("- missed:") and "85.00" in first
+
+
 def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
     """`--append` adds a stage's rows to the results of the earlier ones, keeping their machine header and
     bandwidth, and counting the settings of all; a file it did not write, or one from another dtype, is
@@ -183,6 +263,7 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
             "--settings: unknown setting 'graphs'; choose from full, no-graphs, skip",
         ),
         (["--settings", "no-graphs"], "--settings no-graphs needs static steps"),
+        (["--settings", "fused"], "--settings fused needs static steps"),
         (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
