@@ -6,16 +6,17 @@
 #   4. tests    the CUDA tests (CUDA graphs against the plain path, the lens on the graph decode)
 #   5. smoke    the bench on tiny shapes, every setting but the compiled generate(): what breaks on CUDA breaks
 #               here, in seconds (smoke.json)
-#   6. reduced  the plan: 1B shapes, batch 1, 8, 32, prompt 128, 128 new tokens; captured full depth, skip
-#               2x/3x/4x, generate() (bench_cuda.json and .md)
-#   7. fused    the fused step (a Llama-family model's layers in fewer kernels, compiled): its full depth paired with
-#               the unfused step, its skips and speculative rows paired with it, llama-1b at batch 1 and 8
-#   8. real     the skip-aware SmolLM2's real drafts: speculative k = 1 and 2 (3x drafts) beside captured full depth
+#   6. fused    the fused step (layers in fewer kernels, their element-wise work compiled): its full depth paired
+#               with the unfused step, its skips and speculative rows paired with it, beside captured speculative
+#               rounds; 1B shapes, batch 1 and 8, prompt 128, 128 new tokens (bench_cuda.json and .md)
+#   7. real     the skip-aware SmolLM2's real drafts: speculative k = 1 and 2 (3x drafts) beside captured full depth
 #               on 8 E2E test prompts, batch 1 and 8, a sweep (real.csv), where scripts/gpu_carry.sh brought SmolLM2
-#   9. compiled generate() with its static cache, compiled by transformers, at batch 1 (added to bench_cuda.json)
+#   8. compiled generate() with its static cache, compiled by transformers, at batch 1 (added to bench_cuda.json)
+#   9. reduced  batch 1, 8, 32: captured full depth, skip 2x/3x/4x, generate()
 #  10. speculative  speculative k = 1/2 with 3x drafts on random weights (what a round costs), full depth without
 #               graphs, batch 1 and 8
-#  11. long     512 new tokens, captured full depth and skips, while time is left
+#  11. profile  the fused step's kernels per step, their time and bandwidth, beside the unfused step's (the log)
+#  12. long     512 new tokens, captured full depth and skips, while time is left
 # then a summary (summary.md): each stage's outcome, one line per model, length and batch, and the targets.
 # Every stage has a deadline inside the 9 minutes; one stopped at its deadline keeps what it measured (the bench
 # rewrites its results after every setting). What OUTDIR holds: gpu_check.log, env.txt, smoke.json/.md,
@@ -52,13 +53,13 @@ export PYTHON WHEELS SITE REHEARSE OUTDIR  # for the stages that are functions o
 # target), good at full depth, so its lossless drafts can pay; E2E test prompts, 3x drafts, k = 1 and 2.
 REAL_MODEL=data/models/skipdecode-smollm2-e2e
 if [ $REHEARSE = 1 ]; then
-  BUDGET=115 DEV=cpu DTYPE=float32 MODELS=llama-tiny,opt-tiny FUSED_MODELS=llama-tiny BATCHES=1,2 PROMPT=8 SHORT=4
+  BUDGET=115 DEV=cpu DTYPE=float32 MODELS=llama-tiny,opt-tiny BATCHES=1,2 PROMPT=8 SHORT=4
   LONG=6 REPEATS=1
   # 4 new tokens, not 2: with 2 a speculative round has room for no draft (k = tokens left - 1 = 0); the
   # fine-tune's 135M parameters are most of the rehearsal's time on a CPU: two prompts, 8 tokens
   REAL_LIMIT=2 REAL_TOKENS=8 REAL_REPEATS=1
 else
-  BUDGET=540 DEV=cuda DTYPE=bfloat16 MODELS=llama-1b,opt-1.3b FUSED_MODELS=llama-1b BATCHES=1,8,32 PROMPT=128
+  BUDGET=540 DEV=cuda DTYPE=bfloat16 MODELS=llama-1b,opt-1.3b BATCHES=1,8,32 PROMPT=128
   SHORT=128 LONG=512 REPEATS=3
   REAL_LIMIT=8 REAL_TOKENS=72 REAL_REPEATS=2
 fi
@@ -223,14 +224,12 @@ ALL=full,no-graphs,skip,speculative,generate
 # shellcheck disable=SC2086  # SMOKE is a list of flags
 stage smoke 90 "${BENCH[@]}" $SMOKE --settings $ALL --out "$OUTDIR/smoke.json" --overwrite
 RESULTS=(--out "$OUTDIR/bench_cuda.json")
-# the captured full depth and skips first, at every model and batch size: speculative rows and full depth without
-# graphs, run in the same stage, kept it from reaching more than one model in three runs
-stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
-  --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,generate "${RESULTS[@]}" --overwrite
-# the fused step where it has layers to fuse (OPT's run unfused): fused full depth paired with the unfused step, its
-# skips and speculative rows (k = 1, the GPU's default) paired with fused full depth; its first runs compile
-stage fused 120 "${BENCH[@]}" --models "$FUSED_MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
-  --new-tokens "$SHORT" --repeats "$REPEATS" --settings fused,speculative --draft-tokens 1 "${RESULTS[@]}" --append
+# the newest paths first, what runs six times over last: the fused step (its full depth paired with the unfused
+# step's, its skips and speculative rows, k = 1, the GPU's default, paired with fused full depth; its first runs
+# compile its bodies and capture its graphs) beside the unfused full depth and captured speculative rounds
+stage fused 150 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
+  --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,fused,speculative --draft-tokens 1 "${RESULTS[@]}" \
+  --overwrite
 # the skip-aware SmolLM2's real drafts: speculative beside captured full depth on E2E test prompts, as a sweep (the
 # acceptance real text gives; random prompts accept almost nothing), where its fine-tune and SmolLM2 are here (a
 # shrunk tree holds what scripts/gpu_carry.sh brought); its rows in real.csv, which the summary reads
@@ -244,9 +243,15 @@ else
 fi
 stage compiled 80 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len "$PROMPT" --new-tokens "$SHORT" \
   --repeats "$REPEATS" --settings generate,compiled "${RESULTS[@]}" --append
+# the captured full depth and skips at every model and batch size: speculative rows and full depth without graphs,
+# run in the same stage, kept it from reaching more than one model in three runs
+stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
+  --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,generate "${RESULTS[@]}" --append
 # speculative rounds on random weights (no draft accepted: what a round costs) and full depth without graphs
 stage speculative 60 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings speculative,no-graphs "${RESULTS[@]}" --append
+# what a step of the fused step is made of beside the unfused one: kernels, their time and bandwidth (the log)
+stage profile 60 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" scripts/gpu_probe.py fused
 stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$LONG" --repeats "$REPEATS" --settings full,skip "${RESULTS[@]}" --append
 

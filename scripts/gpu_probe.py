@@ -12,8 +12,14 @@
    whatever the calls: it would need batch-invariant kernels. And does a one-query attention give a row of a
    batch of 8 the bits it gets in a call over fewer rows (own_keys' call holds only the rows that end at a column)?
 
-usage: PYTHONPATH=. python3 scripts/gpu_probe.py [speculative]   (`speculative`: question 3, and question 1 in
-bfloat16 only; on a CPU: tiny shapes, a rehearsal; prints its tables; the library never imports this)"""
+4. fused (`fused` alone): what a decode step of the fused step is made of, beside the unfused step's: kernels per
+   step, their summed GPU time per step against the step's wall time (the rest is launch gaps), and the bytes a step
+   reads over each (weights and KV: the bandwidth the kernels reach, and the step's), uncaptured so each kernel is
+   counted; a step's share is the difference between a run of 2T and one of T new tokens, so the prefill drops out.
+
+usage: PYTHONPATH=. python3 scripts/gpu_probe.py [speculative|fused]   (`speculative`: question 3, and question 1 in
+bfloat16 only; `fused`: question 4 alone; on a CPU: tiny shapes, a rehearsal, which counts top-level torch ops for
+kernels; prints its tables; the library never imports this)"""
 
 from __future__ import annotations
 
@@ -42,8 +48,17 @@ def _prompts(model, batch: int, prompt_len: int) -> torch.Tensor:
     return torch.randint(4, vocab, (batch, prompt_len), generator=gen).to(DEV)
 
 
-def ours(model, ids: torch.Tensor, new_tokens: int, static: bool, speculative: bool = False) -> torch.Tensor:
-    engine = SkipEngine(model, _Tok(), model_name="probe", static=static)
+def ours(
+    model,
+    ids: torch.Tensor,
+    new_tokens: int,
+    static: bool,
+    speculative: bool = False,
+    fused: bool = False,
+    graphs: bool = True,
+) -> torch.Tensor:
+    engine = SkipEngine(model, _Tok(), model_name="probe", static=static or fused, fused=fused)
+    engine.capture_graphs = engine.capture_graphs and graphs
     engine.eos_ids = torch.tensor([-1], device=DEV)
     policy = Schedule(engine.num_layers, "full")
     if speculative:  # k = 4 drafts from a 3x schedule, as the bench's
@@ -119,6 +134,57 @@ def profile(name: str, batch: int, static: bool, new_tokens: int = 32) -> str:
     return f"## profile: {name}, batch {batch}, {new_tokens} new tokens, graphs {static}\n{table}"
 
 
+def _step_costs(model, ids: torch.Tensor, new_tokens: int, fused: bool) -> tuple[float, float, float]:
+    """(kernels, summed kernel seconds, wall seconds) of one uncaptured decode step: a run of 2T new tokens less one
+    of T, over T."""
+    import time
+
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as prof
+
+    cuda = DEV.type == "cuda"
+    ours(model, ids, 2 * new_tokens, True, fused=fused, graphs=False)  # warm-up: compiling, lazy set-up
+    costs = []
+    for tokens in (new_tokens, 2 * new_tokens):
+        with prof(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as p:
+            ours(model, ids, tokens, True, fused=fused, graphs=False)
+        events = [e for e in p.events() if (e.device_type.name == "CUDA") == cuda]
+        if not cuda:  # the rehearsal: top-level torch ops stand for kernels
+            events = [e for e in events if e.name.startswith("aten::") and e.cpu_parent is None]
+        busy = sum(e.device_time if cuda else e.cpu_time for e in events) / 1e6
+        walls = []
+        for _ in range(3):  # the fastest of three, outside the profiler
+            t0 = time.perf_counter()
+            ours(model, ids, tokens, True, fused=fused, graphs=False)
+            if cuda:
+                torch.cuda.synchronize()
+            walls.append(time.perf_counter() - t0)
+        costs.append((len(events), busy, min(walls)))
+    (k1, b1, w1), (k2, b2, w2) = costs
+    return (k2 - k1) / new_tokens, (b2 - b1) / new_tokens, (w2 - w1) / new_tokens
+
+
+def fused_profile(name: str, batch: int, new_tokens: int) -> list[str]:
+    """Question 4: one table row for the unfused step and one for the fused step of `name` at `batch`."""
+    model = bench_model(name, dtype=torch.bfloat16, device=DEV.type)
+    ids = _prompts(model, batch, 128)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    c = model.config
+    kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    context = 128 + 1.5 * new_tokens  # a step's mean keys over the two runs' extra steps
+    kv = 2 * c.num_hidden_layers * batch * kv_heads * head_dim * context * 2
+    out = []
+    for fused in (False, True):
+        kernels, busy, wall = _step_costs(model, ids, new_tokens, fused)
+        out.append(
+            f"| {name} | {batch} | {'fused' if fused else 'unfused'} | {kernels:.0f} | {busy * 1e3:.3f} | "
+            f"{wall * 1e3:.3f} | {(weights + kv) / busy / 1e12:.2f} | {(weights + kv) / wall / 1e12:.2f} |"
+        )
+    del model
+    return out
+
+
 def rows(dtype: torch.dtype) -> list[str]:
     """Each row of an m-row product (Llama-1B's shapes) and of an m-query causal attention against it alone."""
     import torch.nn.functional as F
@@ -175,6 +241,17 @@ def rows(dtype: torch.dtype) -> list[str]:
 def main() -> None:
     quick = sys.argv[1:] == ["speculative"]  # the rows and bfloat16's exactness alone, no profile
     print(torch.cuda.get_device_name() if DEV.type == "cuda" else "cpu", torch.__version__)
+    names = ("llama-1b", "opt-1.3b") if DEV.type == "cuda" else ("llama-tiny", "opt-tiny")
+    if sys.argv[1:] == ["fused"]:
+        print(
+            "| model | batch | step | kernels per step | kernel ms per step | wall ms per step | TB/s in kernels "
+            "| TB/s over the step |\n|---|---|---|---|---|---|---|---|"
+        )
+        cuda = DEV.type == "cuda"
+        for name in names if cuda else names[:1]:  # the rehearsal: one tiny model, batch 1
+            for batch in (1, 8) if cuda else (1,):
+                print("\n".join(fused_profile(name, batch, 16 if cuda else 4)), flush=True)
+        return
     print("| dtype | call | rows equal to the row alone (max abs difference) |\n|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
         print("\n".join(rows(dtype)), flush=True)
@@ -182,7 +259,6 @@ def main() -> None:
         "| model | dtype | batch | ours = generate() | no graphs = graphs | speculative = ours | first difference (ours vs generate) |"
     )
     print("|---|---|---|---|---|---|---|")
-    names = ("llama-1b", "opt-1.3b") if DEV.type == "cuda" else ("llama-tiny", "opt-tiny")
     for name in names:
         for dtype in (torch.bfloat16,) if quick else (torch.float32, torch.bfloat16):
             for batch in (1, 8):

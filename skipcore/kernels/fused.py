@@ -1,9 +1,9 @@
-"""The fused decode step: a Llama-family layer (Llama, Mistral, Qwen2, Qwen3) in fewer, fuller kernels, for the
-fixed-shape steps a GPU replays as CUDA graphs.
+"""The fused decode step: a layer in fewer, fuller kernels, for the fixed-shape steps a GPU replays as CUDA graphs
+(the Llama family, `FusedLlamaLayer`, and OPT, `FusedOPTLayer`; another family's layers run as they are).
 
-A decode step at small batch reads every weight once; what is not a product is time on top. transformers' layer
-runs about forty kernels a layer in a step: three products for Q, K and V, two for gate and up, and a kernel per
-element-wise op of its norms, rotary embedding, activation and residual sums. Here a layer is
+A decode step at small batch reads every weight once; what is not a product is time on top. transformers' Llama
+layer runs about forty kernels in a step: three products for Q, K and V, two for gate and up, and a kernel per
+element-wise op of its norms, rotary embedding, activation and residual sums. Here a Llama layer is
 
 - its input norm (one body),
 - Q, K and V as one product over their weights concatenated once (`FusedWeights`), split into views,
@@ -12,18 +12,22 @@ element-wise op of its norms, rotary embedding, activation and residual sums. He
 - the output projection, then the residual sum fused with the second norm (one body),
 - gate and up as one product, the activation times up (one body), the down projection, the residual sum.
 
+An OPT layer likewise: Q/K/V as one product, the query's scaling and the heads' layout one body, each residual sum
+fused with the layer norm after it, the activation one body.
+
 The bodies are plain functions of tensors, the same for every layer of a model (weights are arguments, not
 captured modules), so `torch.compile` (Inductor) makes one kernel of each, compiled once per shape and serving every
-layer and every layer set; inside a decoder's CUDA graphs the compiled kernels are captured like any other. Where
-compiling is off (the CPU by default) the same functions run as plain ops: op for op transformers' own (its norms',
-rotary's and activation's ops in its order), so a step is the unfused step's bits where the products are (float32
-on the CPU: `tests/kernels/test_fused.py` holds them to it), and the compiled bodies are the rehearsal of the GPU's
-on Inductor's CPU backend.
+layer and every layer set; inside a decoder's CUDA graphs the compiled kernels are captured like any other, and
+Inductor keeps eager's roundings of half-precision intermediates (`COMPILE_OPTIONS`). Where compiling is off (the
+CPU by default) the same functions run as plain ops, op for op transformers' own in its order, so a step is the
+unfused step's bits wherever the products are (`tests/kernels/test_fused.py` holds every fused family to it in
+float32 and bfloat16, and the compiled bodies on Inductor's CPU backend to the same tokens: the GPU's code path
+rehearsed).
 
 On a CPU a bfloat16 pass's products stay the pass's (`products.PassProducts`, the prepacked units, which already
 multiply Q/K/V and gate/up as one): the concatenated product is the GPU's. The concatenated weights are a second
-copy of Q/K/V and gate/up (about two thirds of a layer's weights), made when an engine first fuses and copied in
-place when a weight changes (a captured graph reads them at their addresses).
+copy of Q/K/V and gate/up (about two thirds of a Llama layer's weights, a quarter of an OPT layer's), made when an
+engine first fuses and copied in place when a weight changes (a captured graph reads them at their addresses).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from skipcore.errors import FallbackWarning
-from skipcore.kernels import llama_layer
+from skipcore.kernels import llama_layer, opt_layer
 from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
@@ -102,7 +106,36 @@ def gated(act: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return ACTIVATIONS[act](gate) * up
 
 
-BODIES = {"norm": rms_norm, "add_norm": add_rms_norm, "queries_keys": queries_keys, "gated": gated}
+def add_layer_norm(
+    hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """OPT's residual sum and the layer norm of it (`nn.LayerNorm`'s call)."""
+    hidden = hidden + delta
+    return hidden, F.layer_norm(hidden, (hidden.shape[-1],), weight, bias, eps)
+
+
+def scaled_heads(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """OPT's projections to (B, heads, T, head_dim), the query scaled after its projection as OPT does."""
+    shape = (*q.shape[:-1], -1, head_dim)
+    q = (q * scaling).reshape(shape)
+    return q.transpose(1, 2), k.reshape(shape).transpose(1, 2), v.reshape(shape).transpose(1, 2)
+
+
+def activation(act: str, x: torch.Tensor) -> torch.Tensor:
+    return ACTIVATIONS[act](x)
+
+
+BODIES = {
+    "norm": rms_norm,
+    "add_norm": add_rms_norm,
+    "queries_keys": queries_keys,
+    "gated": gated,
+    "add_layer_norm": add_layer_norm,
+    "scaled_heads": scaled_heads,
+    "activation": activation,
+}
 # Inductor keeps eager's roundings of half-precision intermediates (each op's output rounded to its dtype), so a
 # compiled body gives the plain body's bits wherever its reductions sum in the same order
 COMPILE_OPTIONS = {"emulate_precision_casts": True}
@@ -121,7 +154,7 @@ class Bodies:
         self.compiled = compiled
         if (
             compiled
-        ):  # a body compiles per dtype and shape kind of every model in the process: room for them all
+        ):  # a body compiles per dtype and shape kind of each model in the process: room for them all
             dynamo = torch._dynamo.config
             dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
         for name, plain in BODIES.items():
@@ -147,12 +180,6 @@ class Bodies:
         return body
 
 
-def fits(layer: nn.Module) -> bool:
-    """Whether `layer` runs fused: a stock Llama-family layer with plain linears and no hooks (`llama_layer.fits`)
-    whose activation a body runs."""
-    return llama_layer.fits(layer) and getattr(layer.mlp.config, "hidden_act", None) in ACTIVATIONS
-
-
 class FusedWeights:
     """A unit of sibling linears (Q/K/V, gate/up) as one weight and bias, concatenated once and copied again in
     place when a member's weight changes (its storage or version), so a captured graph keeps reading them."""
@@ -170,13 +197,12 @@ class FusedWeights:
     def _concatenated(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         with torch.no_grad():
             weight = torch.cat([m.weight.detach() for m in self.members])
-            biases = [m.bias for m in self.members]
-            if all(b is None for b in biases):
+            if all(m.bias is None for m in self.members):
                 return weight, None
             bias = torch.cat(
                 [
-                    b.detach() if b is not None else m.weight.new_zeros(m.out_features)
-                    for m, b in zip(self.members, biases, strict=True)
+                    m.bias.detach() if m.bias is not None else m.weight.new_zeros(m.out_features)
+                    for m in self.members
                 ]
             )
         return weight, bias
@@ -198,42 +224,61 @@ class FusedWeights:
         return list(F.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
 
 
-class FusedLayer(llama_layer.DecodeLayer):
-    """One Llama-family layer's forward in the fused step's kernels (module docstring), for a pass's
-    `(hidden, mask, cache, kwargs) -> hidden` call."""
+def unit_outputs(
+    products, fused: FusedWeights | None, members: tuple[nn.Linear, ...], x: torch.Tensor
+) -> list[torch.Tensor]:
+    """A unit of linears' outputs in a fused layer: the pass's products where it hands them (a CPU pass's packed
+    units), else the unit's concatenated product, else each linear's own product."""
+    if products is not None:
+        return products.outputs(members, x)
+    if fused is not None:
+        return fused.outputs(x)
+    return [F.linear(x, m.weight, m.bias) for m in members]
 
-    def __init__(self, layer: nn.Module, bodies: Bodies) -> None:
-        super().__init__(layer)
-        self.bodies = bodies
-        attn, mlp = layer.self_attn, layer.mlp
-        self.eps = layer.input_layernorm.variance_epsilon
-        if layer.post_attention_layernorm.variance_epsilon != self.eps:
-            raise ValueError("a fused layer's norms share one epsilon")
-        self.qk_eps = attn.q_norm.variance_epsilon if self.qk_norms is not None else self.eps
-        self.act_name = mlp.config.hidden_act
-        self.fused_qkv = FusedWeights(self.qkv)
-        self.fused_gate_up = FusedWeights(self.gate_up)
+
+class FusedLayer:
+    """What every fused layer shares: its bodies, its concatenated units (`units`), the passes it runs in."""
+
+    layer: nn.Module
+    units: tuple[FusedWeights, ...]
 
     def refresh(self) -> None:
-        self.fused_qkv.refresh()
-        self.fused_gate_up.refresh()
+        for unit in self.units:
+            unit.refresh()
 
     def applies(self, device: torch.device) -> bool:
         """Whether a pass may run this layer fused: an inference pass (no autograd, eval mode, no hooks) on any
         device (`lean.inference_pass`'s rules, the device aside)."""
         return inference_pass(self.layer, torch.device("cpu"))
 
+
+class FusedLlamaLayer(FusedLayer, llama_layer.DecodeLayer):
+    """One Llama-family layer's forward in the fused step's kernels (module docstring), for a pass's
+    `(hidden, mask, cache, kwargs) -> hidden` call."""
+
+    @staticmethod
+    def fits(layer: nn.Module) -> bool:
+        """A stock Llama-family layer with plain linears and no hooks (`llama_layer.fits`) whose activation a body
+        runs and whose norms share one epsilon."""
+        return (
+            llama_layer.fits(layer)
+            and getattr(layer.mlp.config, "hidden_act", None) in ACTIVATIONS
+            and layer.input_layernorm.variance_epsilon == layer.post_attention_layernorm.variance_epsilon
+        )
+
+    def __init__(self, layer: nn.Module, bodies: Bodies) -> None:
+        llama_layer.DecodeLayer.__init__(self, layer)
+        self.bodies = bodies
+        attn, mlp = layer.self_attn, layer.mlp
+        self.eps = layer.input_layernorm.variance_epsilon
+        self.qk_eps = attn.q_norm.variance_epsilon if self.qk_norms is not None else self.eps
+        self.act_name = mlp.config.hidden_act
+        self.fused_qkv, self.fused_gate_up = FusedWeights(self.qkv), FusedWeights(self.gate_up)
+        self.units = (self.fused_qkv, self.fused_gate_up)
+
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
         layer, attn, b = self.layer, self.attn, self.bodies
-        products = kwargs.get(PASS_PRODUCTS)  # a CPU pass's own (its packed units), else the concatenated
-
-        def outputs(fused: FusedWeights | None, members: tuple[nn.Linear, ...], x: torch.Tensor) -> list:
-            if products is not None:
-                return products.outputs(members, x)
-            if fused is not None:
-                return fused.outputs(x)
-            return [F.linear(x, m.weight, m.bias) for m in members]
-
+        outputs = partial(unit_outputs, kwargs.get(PASS_PRODUCTS))
         x = b.norm(hidden, layer.input_layernorm.weight, self.eps)
         q, k, v = outputs(self.fused_qkv, self.qkv, x)
         cos, sin = kwargs["position_embeddings"]
@@ -271,13 +316,84 @@ class FusedLayer(llama_layer.DecodeLayer):
         return hidden + down
 
 
+class FusedOPTLayer(FusedLayer, opt_layer.DecodeLayer):
+    """One OPT layer's forward in the fused step's kernels: Q/K/V as one product, the query's scaling and the
+    heads' layout one body, each residual sum fused with the layer norm after it (`add_layer_norm`), the
+    activation a body; OPT's own order otherwise (`opt_layer`), norms before or after (OPT-350m)."""
+
+    @staticmethod
+    def fits(layer: nn.Module) -> bool:
+        """A stock OPT layer (`opt_layer.fits`) whose activation a body runs."""
+        return (
+            opt_layer.fits(layer)
+            and getattr(layer.self_attn.config, "activation_function", None) in ACTIVATIONS
+        )
+
+    def __init__(self, layer: nn.Module, bodies: Bodies) -> None:
+        opt_layer.DecodeLayer.__init__(self, layer)
+        self.bodies = bodies
+        self.act_name = layer.self_attn.config.activation_function
+        self.fused_qkv = FusedWeights(self.qkv)
+        self.units = (self.fused_qkv,)
+
+    def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
+        layer, attn, b = self.layer, self.attn, self.bodies
+        outputs = partial(unit_outputs, kwargs.get(PASS_PRODUCTS))
+        attn_norm, final_norm = layer.self_attn_layer_norm, layer.final_layer_norm
+        residual = hidden
+        x = attn_norm.forward(hidden) if self.norm_before else hidden
+        bsz, tgt_len, width = x.size()
+        q, k, v = outputs(self.fused_qkv, self.qkv, x)
+        q, k, v = b.scaled_heads(q, k, v, attn.scaling, attn.head_dim)
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        o, _ = attention_of(kwargs, attn, self.eager)(
+            attn,
+            q,
+            k,
+            v,
+            mask,
+            dropout=0.0,
+            scaling=1.0,
+            position_ids=kwargs.get("position_ids"),
+            query_groups=kwargs.get("query_groups"),
+        )
+        (o,) = outputs(None, self.out, o.reshape(bsz, tgt_len, -1).contiguous())
+        if self.norm_before:  # the sum, and the MLP's input: its norm
+            hidden, x = b.add_layer_norm(residual, o, final_norm.weight, final_norm.bias, final_norm.eps)
+            hidden, x = hidden.reshape(-1, width), x.reshape(-1, width)
+        else:  # the normed sum is the MLP's input and its residual
+            _, hidden = b.add_layer_norm(residual, o, attn_norm.weight, attn_norm.bias, attn_norm.eps)
+            hidden = x = hidden.reshape(-1, width)
+        (x,) = outputs(None, self.fc1, x)
+        (x,) = outputs(None, self.fc2, b.activation(self.act_name, x))
+        if self.norm_before:
+            return (hidden + x).view(bsz, tgt_len, width)
+        _, out = b.add_layer_norm(hidden, x, final_norm.weight, final_norm.bias, final_norm.eps)
+        return out.view(bsz, tgt_len, width)
+
+
+FUSED_LAYERS = (
+    FusedLlamaLayer,
+    FusedOPTLayer,
+)  # the families with a fused form, each saying which layers fit
+
+
+def fused_form(layer: nn.Module, bodies: Bodies) -> FusedLayer | None:
+    """`layer` in the fused step's kernels, None where no family's fused form fits it."""
+    for form in FUSED_LAYERS:
+        if form.fits(layer):
+            return form(layer, bodies)
+    return None
+
+
 class FusedLayers:
     """A model's layers in the fused step (`FusedLayer`, None for a layer that does not fit), sharing one set of
     bodies, compiled or not."""
 
     def __init__(self, layers: list[nn.Module], compiled: bool) -> None:
         self.bodies = Bodies(compiled)
-        self.layers = [FusedLayer(layer, self.bodies) if fits(layer) else None for layer in layers]
+        self.layers = [fused_form(layer, self.bodies) for layer in layers]
 
     @property
     def compiled(self) -> bool:

@@ -17,8 +17,9 @@ import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.forward import attention_mask, step_args
+from skipcore.decode.forward import StepPass, attention_mask, step_args
 from skipcore.decode.outputs import BatchOutput
+from skipcore.kernels.door import FusedLayers
 
 
 @dataclass
@@ -76,9 +77,11 @@ def replay(
     out: BatchOutput,
     dtype: torch.dtype,
     top_k: int = 5,
+    fused: FusedLayers | None = None,
 ) -> ReadOuts:
     """Read-outs after every layer for every token of a decoded batch (`out`, the decode loop's on the
-    left-padded `input_ids`/`attn`), along the layers each token ran."""
+    left-padded `input_ids`/`attn`), along the layers each token ran. `fused`: the decode's steps ran on the fused
+    step's layers (its prefill did not), so the replay's steps do too: the lens reads what the steps computed."""
     L = adapter.shapes.num_layers
     dev = next(adapter.model.parameters()).device
     input_ids, attn = input_ids.to(dev), attn.to(dev)
@@ -97,6 +100,8 @@ def replay(
     cols: dict[str, list[torch.Tensor]] = {n: [] for n in ("ids", "probs", "p", "lp", "kl", "ent", "cos")}
     step_ids, positions = input_ids, positions_from_mask(attn)
     adapter.kernels.refresh()  # the decode's own products (bit for bit the same either way)
+    prefill_calls = StepPass.of(adapter, cache).layers  # each layer as the decode's passes called it
+    step_calls = prefill_calls if fused is None else StepPass.of(adapter, cache, fused).layers
     for s in range(T):
         if s > 0:
             key_mask[:, P + s - 1] = True
@@ -113,7 +118,8 @@ def replay(
         run = set(writes[s])
         for i in range(L):
             if i in run:
-                o = adapter.run_layer(i, h, mask[..., : cache.capacity(i)], cache, kw)
+                call = (step_calls if s > 0 else prefill_calls)[i]
+                o = call(h, adapter.layer_mask(i, mask[..., : cache.capacity(i)]), cache, kw)
                 ran = own[:, s, i]
                 h = o if bool(ran.all()) else torch.where(ran[:, None, None], o, h)
                 new = h[:, -1]

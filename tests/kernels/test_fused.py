@@ -16,7 +16,8 @@ from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, hf_generate
 
-LLAMA_FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
+# opt-proj: OPT-350m's norms after attention and MLP, projections in and out
+FUSED_FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "opt", "opt-proj"]
 SKIP = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
 POLICIES = [Schedule(6, "full"), SKIP, SpeculativePolicy(SKIP, draft_tokens=3)]
 
@@ -25,13 +26,14 @@ POLICIES = [Schedule(6, "full"), SKIP, SpeculativePolicy(SKIP, draft_tokens=3)]
 def fused_calls(monkeypatch):
     """The column count of every fused layer call."""
     calls = []
-    original = fused_module.FusedLayer.__call__
+    for form in fused_module.FUSED_LAYERS:
+        original = form.__call__
 
-    def counting(self, hidden, *args):
-        calls.append(hidden.shape[1])
-        return original(self, hidden, *args)
+        def counting(self, hidden, *args, original=original):
+            calls.append(hidden.shape[1])
+            return original(self, hidden, *args)
 
-    monkeypatch.setattr(fused_module.FusedLayer, "__call__", counting)
+        monkeypatch.setattr(form, "__call__", counting)
     return calls
 
 
@@ -49,7 +51,7 @@ def _same_bits(a, b) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("family", LLAMA_FAMILIES)
+@pytest.mark.parametrize("family", FUSED_FAMILIES)
 def test_plain_fused_steps_give_the_unfused_steps_bits(model_dirs, family, dtype, fused_calls):
     """Full depth, a skip schedule and speculative rounds (one-column drafts, multi-column verifications over
     ragged rows) on the fused step: the unfused fixed-shape step's tokens and log-probabilities, bit for bit."""
@@ -60,7 +62,7 @@ def test_plain_fused_steps_give_the_unfused_steps_bits(model_dirs, family, dtype
     assert 1 in fused_calls and max(fused_calls) > 1  # steps and column passes ran fused
 
 
-@pytest.mark.parametrize("family", LLAMA_FAMILIES)
+@pytest.mark.parametrize("family", FUSED_FAMILIES)
 def test_fused_full_depth_is_generate_in_float32(model_dirs, family):
     """The contract: full depth in float32 is `generate()`'s tokens, fused or not."""
     _, fused = _engines(model_dirs, family, "float32")
@@ -72,14 +74,15 @@ def test_fused_full_depth_is_generate_in_float32(model_dirs, family):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen3", "opt"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_compiled_bodies_give_the_plain_steps_tokens(model_dirs, dtype, fused_calls):
+def test_compiled_bodies_give_the_plain_steps_tokens(model_dirs, family, dtype, fused_calls):
     """The bodies compiled by Inductor (the GPU's code path, on the CPU backend): the unfused step's tokens
     under every policy, bfloat16 bit for bit (eager's roundings kept: `emulate_precision_casts`), float32 within
     a reduction order's last bits; and one compiled body serves every layer."""
     from torch._dynamo.utils import counters
 
-    unfused, fused = _engines(model_dirs, "qwen3", dtype, compiled=True)
+    unfused, fused = _engines(model_dirs, family, dtype, compiled=True)
     assert fused.fused_step == "compiled"
     before = counters["stats"]["unique_graphs"]
     for policy in POLICIES:
@@ -90,7 +93,8 @@ def test_compiled_bodies_give_the_plain_steps_tokens(model_dirs, dtype, fused_ca
             assert a.token_ids == b.token_ids
             assert abs(a.trace["logprob"].to_numpy() - b.trace["logprob"].to_numpy()).max() < 1e-5
     assert fused_calls
-    # four bodies, each compiled for a step's one column and once more for any other count: never per layer
+    # each body compiled for a step's one column and once more for any other count (Llama's four, OPT's three):
+    # never per layer
     assert counters["stats"]["unique_graphs"] - before <= 8
 
 
@@ -129,14 +133,15 @@ def test_a_changed_weight_reaches_the_fused_step_in_place(model_dirs):
 
 
 def test_layers_that_do_not_fit_run_unfused(model_dirs, fused_calls):
-    """Another family (OPT), and a Llama layer with a hook, keep their own forward in a fused engine."""
-    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32", attn_implementation="sdpa")
-    opt = SkipEngine(model, tok, static=True, fused=True)
-    assert all(layer is None for layer in opt.fused.layers)
-    assert (
-        opt.generate(PROMPTS, None, 6).token_ids
-        == SkipEngine(model, tok, static=True).generate(PROMPTS, None, 6).token_ids
-    )
+    """Another family (Gemma 3, GPT-2), and a Llama layer with a hook, keep their own forward in a fused engine."""
+    for family in ("gemma3", "gpt2"):
+        model, tok = load_model(
+            str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+        )
+        other = SkipEngine(model, tok, static=True, fused=True)
+        assert all(layer is None for layer in other.fused.layers)
+        unfused = SkipEngine(model, tok, static=True)
+        assert other.generate(PROMPTS, None, 6).token_ids == unfused.generate(PROMPTS, None, 6).token_ids
     unfused, fused = _engines(model_dirs, "llama", "float32")
     seen = []
     handle = fused.adapter.layers[1].register_forward_hook(lambda *_: seen.append(1))
@@ -161,7 +166,7 @@ def test_the_fused_step_is_in_the_run_metadata_and_its_hash(model_dirs):
     assert a.metadata["config_hash"] != b.metadata["config_hash"]
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "opt"])
 def test_fused_passes_never_read_the_device_from_the_host(model_dirs, family):
     """A fused step and a fused round's column passes run on the meta device (no values to read back), so a CUDA
     graph can capture them."""
@@ -194,12 +199,13 @@ def test_fused_passes_never_read_the_device_from_the_host(model_dirs, family):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["llama", "opt"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_on_cuda_the_compiled_fused_step_is_captured_and_holds_its_contracts(model_dirs, dtype):
+def test_on_cuda_the_compiled_fused_step_is_captured_and_holds_its_contracts(model_dirs, family, dtype):
     """The GPU's fused step: bodies compiled by Inductor (Triton) inside the decoder's CUDA graphs, steps and
     speculative rounds captured; float32 full depth is `generate()`'s tokens, and speculative rounds give fused
     full depth's tokens (the reference a fused run's skips and drafts are held to) in a ragged batch of 3."""
-    model, tok = load_model(str(model_dirs["llama"]), device="cuda", dtype=dtype, attn_implementation="sdpa")
+    model, tok = load_model(str(model_dirs[family]), device="cuda", dtype=dtype, attn_implementation="sdpa")
     fused = SkipEngine(model, tok, fused=True)
     assert fused.static and fused.fused_step == "compiled"
     full = fused.generate(PROMPTS, Schedule(6, "full"), 16)

@@ -328,3 +328,34 @@ def test_on_cuda_the_lens_follows_the_graph_decode(model_dirs):
     tr = live(ref.trace)
     assert (masks(lens.table) == tr["layer_mask"]).all()
     np.testing.assert_allclose(final_rows(lens.table)["logprob"], tr["logprob"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["llama", "opt"])
+def test_the_lens_of_a_fused_decode_replays_its_steps_on_the_fused_layers(model_dirs, family, monkeypatch):
+    """A decode on the fused step: the lens replays its steps through the same fused layers (as many fused calls
+    again as the decode made), so it reads what the steps computed; its masks are the trace's, and its last
+    layer the decode's log-probabilities."""
+    from skipcore.kernels import fused as fused_module
+    from skipcore.models.loading import load_model
+
+    calls = []
+    for form in fused_module.FUSED_LAYERS:
+
+        def counting(self, hidden, *args, original=form.__call__):
+            calls.append(hidden.shape[1])
+            return original(self, hidden, *args)
+
+        monkeypatch.setattr(form, "__call__", counting)
+    model, tok = load_model(
+        str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
+    )
+    eng = SkipEngine(model, tok, static=True, fused=True)
+    sched = Schedule(eng.num_layers, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1)
+    ref = eng.generate(PROMPTS, sched, T)
+    decoded = len(calls)
+    assert decoded > 0
+    lens = layer_lens(eng, PROMPTS, sched, T)
+    assert len(calls) == 3 * decoded  # the lens's own decode, then its replay of the steps
+    tr = live(ref.trace)
+    assert (masks(lens.table) == tr["layer_mask"]).all()
+    np.testing.assert_allclose(final_rows(lens.table)["logprob"], tr["logprob"], rtol=1e-5, atol=1e-5)

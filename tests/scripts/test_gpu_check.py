@@ -65,11 +65,12 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "imports",
         "tests",
         "smoke",
-        "reduced",
         "fused",
         "real",
         "compiled",
+        "reduced",
         "speculative",
+        "profile",
         "long",
     ]
     ran = {s: o for s, o in outcome.items() if not o.startswith("skipped")}
@@ -81,6 +82,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "fused",
         "speculative",
         "compiled",
+        "profile",
         "long",
     } <= set(ran)
     # the plan's every setting, for the short and the long generation, at both batch sizes
@@ -96,11 +98,12 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
     assert {(m, b, s) for m in models for b in (1,) for s in later} <= short
     assert not {(m, b, s) for m, b, s in short if s in later and b == 2}
     assert {(m, 1, "generate() static+compile") for m in models} <= short
-    # the fused stage: the Llama-family model only, batch 1, its rows paired with its own full depth
+    # the fused stage: every batch size but the largest
     fused = ["full (fused)", "skip 2x (fused)", "skip 4x (fused)", "speculative k=1 (3x drafts) (fused)"]
-    assert {("llama-tiny", 1, s) for s in fused} <= short
-    assert not {(m, b, s) for m, b, s in short if s.endswith("(fused)") and (m, b) != ("llama-tiny", 1)}
+    assert {(m, 1, s) for m in models for s in fused} <= short
+    assert not {(m, b, s) for m, b, s in short if s.endswith("(fused)") and b != 1}
     assert "The fused step:" in summary
+    assert "| llama-tiny | 1 | fused |" in (out / "gpu_check.log").read_text()  # the profile stage's table
     assert {r["setting"] for r in rows if r["new_tokens"] == 6} == set(captured)
     assert all(r["same_tokens_as_full"] == 1 for r in rows if r["setting"].startswith("speculative"))
     assert json.loads((out / "smoke.json").read_text())["complete"]

@@ -35,3 +35,21 @@ def test_the_probe_runs_from_the_root_and_answers_both_questions():
     for row in (r for r in rows if "| float32 |" in r):
         assert row.split("|")[4:7] == [" 100% ", " 100% ", " 100% "], row
     assert done.stdout.count("## profile:") == 2
+
+
+@pytest.mark.slow
+def test_the_probe_says_what_a_fused_step_is_made_of():
+    """`gpu_probe.py fused`: kernels, their time and the step's per step, unfused and fused, one row each."""
+    env = {**os.environ, "PYTHONPATH": ".", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "scripts/gpu_probe.py", "fused"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| llama-tiny")]
+    assert [(r[1].strip(), r[2].strip()) for r in rows] == [("1", "unfused"), ("1", "fused")]
+    assert all(float(r[3]) > 0 for r in rows)  # kernels (on the CPU: top-level torch ops) per step
