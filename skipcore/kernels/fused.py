@@ -42,7 +42,6 @@ from torch import nn
 
 from skipcore.errors import FallbackWarning
 from skipcore.kernels import llama_layer, opt_layer
-from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
 
@@ -294,21 +293,7 @@ class FusedLlamaLayer(FusedLayer, llama_layer.DecodeLayer):
             None if norms is None else norms[1].weight,
             self.qk_eps,
         )
-        if cache is not None:
-            k, v = cache.update(k, v, attn.layer_idx)
-        o, _ = attention_of(kwargs, attn, self.eager)(
-            attn,
-            q,
-            k,
-            v,
-            mask,
-            dropout=0.0,
-            scaling=attn.scaling,
-            **self.window,
-            position_ids=None,
-            use_cache=False,
-            query_groups=kwargs.get("query_groups"),
-        )
+        o = self.attend(q, k, v, mask, cache, kwargs)
         (o,) = outputs(None, self.o, o.reshape(*hidden.shape[:-1], -1).contiguous())
         hidden, x = b.add_norm(hidden, o, layer.post_attention_layernorm.weight, self.eps)
         gate, up = outputs(self.fused_gate_up, self.gate_up, x)
@@ -345,19 +330,7 @@ class FusedOPTLayer(FusedLayer, opt_layer.DecodeLayer):
         bsz, tgt_len, width = x.size()
         q, k, v = outputs(self.fused_qkv, self.qkv, x)
         q, k, v = b.scaled_heads(q, k, v, attn.scaling, attn.head_dim)
-        if cache is not None:
-            k, v = cache.update(k, v, attn.layer_idx)
-        o, _ = attention_of(kwargs, attn, self.eager)(
-            attn,
-            q,
-            k,
-            v,
-            mask,
-            dropout=0.0,
-            scaling=1.0,
-            position_ids=kwargs.get("position_ids"),
-            query_groups=kwargs.get("query_groups"),
-        )
+        o = self.attend(q, k, v, mask, cache, kwargs)
         (o,) = outputs(None, self.out, o.reshape(bsz, tgt_len, -1).contiguous())
         if self.norm_before:  # the sum, and the MLP's input: its norm
             hidden, x = b.add_layer_norm(residual, o, final_norm.weight, final_norm.bias, final_norm.eps)

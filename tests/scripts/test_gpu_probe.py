@@ -13,17 +13,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def probe(*args: str) -> subprocess.CompletedProcess:
+    """The probe run from the repository root, as the device tool runs it."""
+    env = {**os.environ, "PYTHONPATH": ".", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "scripts/gpu_probe.py", *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.slow
 def test_the_probe_runs_from_the_root_and_answers_both_questions():
-    env = {**os.environ, "PYTHONPATH": ".", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "scripts/gpu_probe.py"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = probe()
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [
         line
@@ -40,15 +39,7 @@ def test_the_probe_runs_from_the_root_and_answers_both_questions():
 @pytest.mark.slow
 def test_the_probe_says_what_a_fused_step_is_made_of():
     """`gpu_probe.py fused`: kernels, their time and the step's per step, unfused and fused, one row each."""
-    env = {**os.environ, "PYTHONPATH": ".", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "scripts/gpu_probe.py", "fused"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = probe("fused")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| llama-tiny")]
     assert [(r[1].strip(), r[2].strip()) for r in rows] == [("1", "unfused"), ("1", "fused")]
