@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from skipcore.adapters.base import Adapter, ModelShapes, positions_from_mask
+from skipcore.adapters.base import Adapter, ModelShapes, fused_copy_bytes, positions_from_mask
 from skipcore.adapters.gemma3 import Gemma3Adapter
 from skipcore.adapters.gpt2 import GPT2Adapter
 from skipcore.adapters.llama import LlamaAdapter
@@ -65,6 +65,7 @@ __all__ = [
     "ModelShapes",
     "adapter_for",
     "check_supported",
+    "fused_copy_bytes",
     "max_positions",
     "positions_from_mask",
     "shapes_from_config",

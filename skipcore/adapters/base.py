@@ -57,9 +57,6 @@ class Adapter:
         self.decode_layers = [lean_layer(layer) for layer in self.layers]
         # each layer's linears the pass's products serve (a module layer runs inside their mode only where needed)
         self.layer_linears = [self.kernels.linears.linears_of(layer) for layer in self.layers]
-        self._fused: dict[
-            bool, FusedLayers
-        ] = {}  # the fused step's layers, compiled or not, made when first asked
 
     # -- to implement per family -----------------------------------------------------------------------------
     def _layers(self) -> nn.ModuleList:
@@ -118,10 +115,12 @@ class Adapter:
 
     def fused_layers(self, compiled: bool) -> FusedLayers:
         """The layers in the fused step's kernels (`skipcore.kernels.fused`; None for a layer that does not fit),
-        their bodies compiled or plain, made on first use (a second copy of the concatenated weights) and kept."""
-        if compiled not in self._fused:
-            self._fused[compiled] = FusedLayers(self.layers, compiled)
-        return self._fused[compiled]
+        their bodies compiled or plain, made on first use and kept with the model (`FUSED_ON_MODEL`), so the engines
+        of one model (a bench's, one per setting) share one copy of the concatenated weights and one set of bodies."""
+        kept = self.model.__dict__.setdefault(FUSED_ON_MODEL, {})
+        if compiled not in kept:
+            kept[compiled] = FusedLayers(self.layers, compiled)
+        return kept[compiled]
 
     def run_layer(
         self, i: int, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict
@@ -156,6 +155,15 @@ class Adapter:
     @property
     def kv_shape(self) -> tuple[int, int]:
         return self.shapes.num_kv_heads, self.shapes.head_dim
+
+
+# the model's attribute that keeps its fused layers, compiled or not
+FUSED_ON_MODEL = "_skipcore_fused_layers"
+
+
+def fused_copy_bytes(model: nn.Module) -> int:
+    """Bytes of the fused step's concatenated weights kept with `model` (`Adapter.fused_layers`), 0 where none."""
+    return sum(layers.nbytes for layers in model.__dict__.get(FUSED_ON_MODEL, {}).values())
 
 
 def _linears_of(pass_args: Mapping | None) -> AbstractContextManager:

@@ -172,7 +172,9 @@ class StaticDecoder:
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        # a compiled body (the fused step's) compiled in the warm-up; one that would compile again inside the
+        # capture raises instead (the capture then fails over to uncaptured steps, said)
+        with torch.cuda.graph(graph, pool=self.pool), torch.compiler.set_stance("fail_on_recompile"):
             self.outputs[key] = run()
         self.graphs[key] = graph
         return graph

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from skipcore.errors import FallbackWarning
+from skipcore.errors import FallbackWarning, UserError
 from skipcore.kernels import llama_layer, opt_layer
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
@@ -135,38 +135,60 @@ BODIES = {
     "scaled_heads": scaled_heads,
     "activation": activation,
 }
-# Inductor keeps eager's roundings of half-precision intermediates (each op's output rounded to its dtype), so a
-# compiled body gives the plain body's bits wherever its reductions sum in the same order
-COMPILE_OPTIONS = {"emulate_precision_casts": True}
-# compiled graphs a body may hold (dynamo's default is 8): one per dtype, model width and static-or-dynamic rows, so a
-# bench or a test session of several models and dtypes keeps compiling rather than falling back to plain ops
+# What a body's compiling asks of Inductor, where the installed torch has it: eager's roundings of half-precision
+# intermediates kept (each op's output rounded to its dtype), so a compiled body gives the plain body's bits
+# wherever its reductions sum in the same order; no kernel chosen by timing it on the device (the choice, and with
+# it a reduction's order, would differ from one process to the next); kernels that give a row the same bits at any
+# row count, so a speculative verification's columns get the one-column steps' norms
+WANTED_OPTIONS = {"emulate_precision_casts": True, "deterministic": True, "batch_invariant": True}
+# compiled graphs a body may hold (dynamo's default is 8): one per dtype, model width and (rows, columns) shape, so a
+# bench or a test session of several models, batch sizes and dtypes keeps compiling rather than stopping
 RECOMPILE_LIMIT = 64
+# what a failed compile raises (dynamo's and Inductor's errors, the recompile limit); a genuine error in a body's
+# ops is raised again by its plain ops
+COMPILE_ERRORS = (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit)
+
+
+def compile_options() -> dict[str, bool]:
+    """`WANTED_OPTIONS` that the installed torch's Inductor knows (an older one lacks the newest)."""
+    return {k: v for k, v in WANTED_OPTIONS.items() if hasattr(torch._inductor.config, k)}
+
+
+def capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream (where nothing may fall back)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 class Bodies:
     """The element-wise bodies of a fused layer (`BODIES`), compiled with `torch.compile` or run as plain ops. One
-    set per model: every layer calls the same compiled functions with its own weights. A body that fails to
+    set per model: every layer calls the same compiled functions with its own weights, compiled once per shape
+    (`dynamic=False`: each (rows, columns) shape its own kernels, as each has its own graphs). A body that fails to
     compile (no compiler on the machine, a backend error) runs as plain ops from then on, with a warning, as a
-    failed graph capture decodes uncaptured: `compiled` says which ran."""
+    failed graph capture decodes uncaptured: `compiled` says which ran. A failure inside a graph's capture is raised
+    (the capture is void by then; the decoder decodes uncaptured and says so)."""
 
     def __init__(self, compiled: bool) -> None:
         self.compiled = compiled
-        if (
-            compiled
-        ):  # a body compiles per dtype and shape kind of each model in the process: room for them all
+        self.options = compile_options() if compiled else {}
+        if compiled:  # a body compiles per dtype and shape of each model in the process: room for them all
             dynamo = torch._dynamo.config
             dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
         for name, plain in BODIES.items():
             setattr(self, name, self._compiling(name, plain) if compiled else plain)
 
     def _compiling(self, name: str, plain: Callable) -> Callable:
-        compiled = torch.compile(plain, fullgraph=True, options=COMPILE_OPTIONS)
+        compiled = None
 
         def body(*args):
+            nonlocal compiled
             if self.compiled:
                 try:
+                    if compiled is None:
+                        compiled = torch.compile(plain, fullgraph=True, dynamic=False, options=self.options)
                     return compiled(*args)
-                except Exception as e:  # a genuine error in the body is raised again by its plain ops below
+                except COMPILE_ERRORS as e:
+                    if capturing():
+                        raise
                     said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     warnings.warn(
                         f"torch.compile failed on the fused step's {name} body, running plain ops: {said}",
@@ -212,6 +234,14 @@ class FusedWeights:
         if seen == self._seen:
             return
         weight, bias = self._concatenated()
+        if (weight.shape, weight.dtype, weight.device) != (
+            self.weight.shape,
+            self.weight.dtype,
+            self.weight.device,
+        ):
+            raise UserError(
+                "the model's weights changed shape, dtype or device since its engine fused them: make a new engine"
+            )
         with torch.no_grad():
             self.weight.copy_(weight)
             if bias is not None:
@@ -371,6 +401,12 @@ class FusedLayers:
     @property
     def compiled(self) -> bool:
         return self.bodies.compiled
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the concatenated weights (the fused step's second copy of Q/K/V and gate/up)."""
+        units = [u for layer in self.layers if layer is not None for u in layer.units]
+        return sum(t.numel() * t.element_size() for u in units for t in (u.weight, u.bias) if t is not None)
 
     def refresh(self) -> None:
         """Every fused layer's concatenated weights as the model's are now, before a decode's passes."""

@@ -100,6 +100,8 @@ def replay(
     cols: dict[str, list[torch.Tensor]] = {n: [] for n in ("ids", "probs", "p", "lp", "kl", "ent", "cos")}
     step_ids, positions = input_ids, positions_from_mask(attn)
     adapter.kernels.refresh()  # the decode's own products (bit for bit the same either way)
+    if fused is not None:
+        fused.refresh()  # its concatenated weights as the model's are now
     prefill_calls = StepPass.of(adapter, cache).layers  # each layer as the decode's passes called it
     step_calls = prefill_calls if fused is None else StepPass.of(adapter, cache, fused).layers
     for s in range(T):

@@ -79,7 +79,7 @@ def bench_one(
 ) -> list[dict]:
     """Every setting of `plan` for one model, generation length and batch size, each timed in alternation with
     full depth (`skipcore.measure.paired_timing`) after a warm-up run of each: one row per setting."""
-    from skipcore.adapters import shapes_from_config
+    from skipcore.adapters import fused_copy_bytes, shapes_from_config
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
     from skipcore.measure.paired_timing import time_pairs
@@ -211,7 +211,9 @@ def bench_one(
     peak_mem, first_run = {}, {}
     for s in runners:  # warm-ups: graphs captured and the fused step's bodies compiled here
         t0 = time.perf_counter()
-        peak_mem[s] = _weight_bytes(nets.get(s, model)) + _peak_extra_memory(device, measure(s))
+        # the fused settings' model holds the fused step's concatenated weights too (made with their engines)
+        fused_bytes = fused_copy_bytes(model) if s.endswith(FUSED) else 0
+        peak_mem[s] = _weight_bytes(nets.get(s, model)) + fused_bytes + _peak_extra_memory(device, measure(s))
         first_run[s] = time.perf_counter() - t0
     compiled = getattr(model, "_compiled_call", None) is not None  # whether transformers compiled generate()
     rows = []
