@@ -241,8 +241,9 @@ def test_fused_passes_never_read_the_device_from_the_host(model_dirs, family):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("family", ["llama", "opt"])
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+# each case compiles its bodies anew (a few seconds a shape on the GPU machine): the product's mode on Llama, the
+# contract's (float32: generate()'s tokens) on OPT
+@pytest.mark.parametrize(("family", "dtype"), [("llama", "bfloat16"), ("opt", "float32")])
 def test_on_cuda_the_compiled_fused_step_is_captured_and_holds_its_contracts(model_dirs, family, dtype):
     """The GPU's fused step: bodies compiled by Inductor (Triton) inside the decoder's CUDA graphs, steps and
     speculative rounds captured; float32 full depth is `generate()`'s tokens, and speculative rounds give fused
