@@ -42,6 +42,7 @@ from torch import nn
 
 from skipcore.errors import FallbackWarning, UserError
 from skipcore.kernels import llama_layer, opt_layer
+from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
 
@@ -253,6 +254,29 @@ class FusedWeights:
         return list(F.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
 
 
+def attend(
+    attn: nn.Module,
+    eager,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    cache,
+    kwargs: dict,
+    **arguments,
+) -> torch.Tensor:
+    """A fused layer's attention, as its lean layer calls it (inline there: the step's frames are counted,
+    tests/scripts/test_step_path.py): the new keys and values written to `cache` (where there is one), then the
+    pass's attention function over it (else the config's, `eager` the family's fallback) with the pass's query
+    groups and the `arguments` the family's attention module passes it."""
+    if cache is not None:
+        k, v = cache.update(k, v, attn.layer_idx)
+    o, _ = attention_of(kwargs, attn, eager)(
+        attn, q, k, v, mask, dropout=0.0, query_groups=kwargs.get("query_groups"), **arguments
+    )
+    return o
+
+
 def unit_outputs(
     products, fused: FusedWeights | None, members: tuple[nn.Linear, ...], x: torch.Tensor
 ) -> list[torch.Tensor]:
@@ -323,7 +347,8 @@ class FusedLlamaLayer(FusedLayer, llama_layer.DecodeLayer):
             None if norms is None else norms[1].weight,
             self.qk_eps,
         )
-        o = self.attend(q, k, v, mask, cache, kwargs)
+        args = {"scaling": attn.scaling, **self.window, "position_ids": None, "use_cache": False}
+        o = attend(attn, self.eager, q, k, v, mask, cache, kwargs, **args)
         (o,) = outputs(None, self.o, o.reshape(*hidden.shape[:-1], -1).contiguous())
         hidden, x = b.add_norm(hidden, o, layer.post_attention_layernorm.weight, self.eps)
         gate, up = outputs(self.fused_gate_up, self.gate_up, x)
@@ -360,7 +385,8 @@ class FusedOPTLayer(FusedLayer, opt_layer.DecodeLayer):
         bsz, tgt_len, width = x.size()
         q, k, v = outputs(self.fused_qkv, self.qkv, x)
         q, k, v = b.scaled_heads(q, k, v, attn.scaling, attn.head_dim)
-        o = self.attend(q, k, v, mask, cache, kwargs)
+        position_ids = kwargs.get("position_ids")
+        o = attend(attn, self.eager, q, k, v, mask, cache, kwargs, scaling=1.0, position_ids=position_ids)
         (o,) = outputs(None, self.out, o.reshape(bsz, tgt_len, -1).contiguous())
         if self.norm_before:  # the sum, and the MLP's input: its norm
             hidden, x = b.add_layer_norm(residual, o, final_norm.weight, final_norm.bias, final_norm.eps)

@@ -21,7 +21,8 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.lean import attend, forward_of, inference_pass, unhooked
+from skipcore.kernels.attention import attention_of
+from skipcore.kernels.lean import forward_of, inference_pass, unhooked
 from skipcore.kernels.products import products_of
 
 FAMILY = "transformers.models.gemma3.modeling_gemma3"
@@ -86,18 +87,19 @@ class DecodeLayer:
         q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = kwargs["position_embeddings"][self.layer_type]
         q, k = self.rotary(q, k, cos, sin)
-        o = attend(
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        o, _ = attention_of(kwargs, attn, self.eager)(
             attn,
-            self.eager,
             q,
             k,
             v,
             mask,
-            cache,
-            kwargs,
+            dropout=0.0,
             scaling=attn.scaling,
             sliding_window=attn.sliding_window,
             position_ids=kwargs.get("position_ids"),
+            query_groups=kwargs.get("query_groups"),
         )
         (o,) = outputs(self.o, o.reshape(*input_shape, -1).contiguous())
         hidden = residual + after_attention(o)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from skipcore.kernels.attention import attention_of
-
 
 def unhooked(layer: nn.Module) -> bool:
     """No forward hook or pre-hook on `layer` or any module in it, and no forward replaced on an instance."""
@@ -36,25 +34,3 @@ def inference_pass(layer: nn.Module, device: torch.device) -> bool:
 def forward_of(act):
     """An activation's own forward where it is a module (no module call), else the function itself."""
     return act.forward if isinstance(act, nn.Module) else act
-
-
-def attend(
-    attn: nn.Module,
-    eager,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    cache,
-    kwargs: dict,
-    **arguments,
-) -> torch.Tensor:
-    """A lean layer's attention: the new keys and values written to `cache` (where there is one), then the pass's
-    attention function over it (else the config's, `eager` the family's fallback) with the pass's query groups and
-    the `arguments` the family's attention module passes it."""
-    if cache is not None:
-        k, v = cache.update(k, v, attn.layer_idx)
-    o, _ = attention_of(kwargs, attn, eager)(
-        attn, q, k, v, mask, dropout=0.0, query_groups=kwargs.get("query_groups"), **arguments
-    )
-    return o

@@ -24,7 +24,8 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.lean import attend, forward_of, inference_pass, unhooked
+from skipcore.kernels.attention import attention_of
+from skipcore.kernels.lean import forward_of, inference_pass, unhooked
 from skipcore.kernels.products import products_of
 
 # the stock decoder layers, by family prefix, with where their attention module finds its sliding window:
@@ -99,20 +100,6 @@ class DecodeLayer:
         """Whether a pass on `device` may run here (`lean.inference_pass`)."""
         return inference_pass(self.layer, device)
 
-    def attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor | None,
-        cache,
-        kwargs: dict,
-    ) -> torch.Tensor:
-        """The new keys and values written to `cache` (where there is one), and the attention over it: the pass's
-        attention function, else the config's, with the arguments the attention module passes it."""
-        args = {"scaling": self.attn.scaling, **self.window, "position_ids": None, "use_cache": False}
-        return attend(self.attn, self.eager, q, k, v, mask, cache, kwargs, **args)
-
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
         layer, attn, outputs = self.layer, self.attn, products_of(kwargs)
         input_shape = hidden.shape[:-1]
@@ -125,7 +112,21 @@ class DecodeLayer:
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         cos, sin = kwargs["position_embeddings"]
         q, k = self.rotary(q, k, cos, sin)
-        o = self.attend(q, k, v, mask, cache, kwargs)
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        o, _ = attention_of(kwargs, attn, self.eager)(
+            attn,
+            q,
+            k,
+            v,
+            mask,
+            dropout=0.0,
+            scaling=attn.scaling,
+            **self.window,
+            position_ids=None,
+            use_cache=False,
+            query_groups=kwargs.get("query_groups"),
+        )
         (o,) = outputs(self.o, o.reshape(*input_shape, -1).contiguous())
         hidden = hidden + o
         x = layer.post_attention_layernorm.forward(hidden)

@@ -21,7 +21,8 @@ import sys
 import torch
 from torch import nn
 
-from skipcore.kernels.lean import attend, forward_of, inference_pass, unhooked
+from skipcore.kernels.attention import attention_of
+from skipcore.kernels.lean import forward_of, inference_pass, unhooked
 from skipcore.kernels.products import products_of
 
 FAMILY = "transformers.models.opt.modeling_opt"
@@ -59,22 +60,6 @@ class DecodeLayer:
         """Whether a pass on `device` may run here (`lean.inference_pass`)."""
         return inference_pass(self.layer, device)
 
-    def attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor | None,
-        cache,
-        kwargs: dict,
-    ) -> torch.Tensor:
-        """The new keys and values written to `cache` (where there is one), and the attention over it (the query
-        scaled already: scaling 1.0, as OPT calls it)."""
-        position_ids = kwargs.get("position_ids")
-        return attend(
-            self.attn, self.eager, q, k, v, mask, cache, kwargs, scaling=1.0, position_ids=position_ids
-        )
-
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
         layer, attn, outputs = self.layer, self.attn, products_of(kwargs)
         attn_norm, final_norm = layer.self_attn_layer_norm, layer.final_layer_norm
@@ -85,7 +70,19 @@ class DecodeLayer:
         heads = (bsz, -1, attn.num_heads, attn.head_dim)
         q = (q * attn.scaling).view(heads).transpose(1, 2)
         k, v = k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
-        o = self.attend(q, k, v, mask, cache, kwargs)
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        o, _ = attention_of(kwargs, attn, self.eager)(
+            attn,
+            q,
+            k,
+            v,
+            mask,
+            dropout=0.0,
+            scaling=1.0,
+            position_ids=kwargs.get("position_ids"),
+            query_groups=kwargs.get("query_groups"),
+        )
         (o,) = outputs(self.out, o.reshape(bsz, tgt_len, -1).contiguous())
         hidden = residual + o
         if not self.norm_before:
