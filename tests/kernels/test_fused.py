@@ -14,14 +14,22 @@ from skipcore.decode.static_step import StaticDecoder
 from skipcore.errors import UserError
 from skipcore.kernels import fused as fused_module
 from skipcore.models.loading import load_model
-from skipcore.policies import SpeculativePolicy
+from skipcore.policies import AdaptivePolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, hf_generate
 
 # opt-proj: OPT-350m's norms after attention and MLP, projections in and out
 FUSED_FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "opt", "opt-proj"]
 SKIP = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
-POLICIES = [Schedule(6, "full"), SKIP, SpeculativePolicy(SKIP, draft_tokens=3)]
+# every policy whose steps are fixed-shape runs on the fused step: full depth, a schedule, adaptive SkipDecode (a
+# set per step for the batch, from the logits), speculative rounds; CALM's per-row exits read the device after
+# each layer and run their own eager steps
+POLICIES = [
+    Schedule(6, "full"),
+    SKIP,
+    AdaptivePolicy(min_layers=2, mode="skip", warmup_layers=1, threshold=0.0, drop=1),
+    SpeculativePolicy(SKIP, draft_tokens=3),
+]
 
 
 @pytest.fixture
