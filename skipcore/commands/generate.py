@@ -61,7 +61,8 @@ def add_parser(sub) -> None:
         action="store_true",
         help="decode on the fused step: fixed-shape steps whose layers run in fewer, fuller kernels (Q/K/V and "
         "gate/up as one product each, the element-wise work compiled by torch.compile on CUDA, plain ops on a CPU); "
-        "a Llama-family or OPT model's layers, others run as they are. In half precision on a GPU its bits are its own",
+        "a Llama-family, OPT or Gemma 3 model's layers, GPT-2's run as they are. In half precision on a GPU its "
+        "bits are its own",
     )
     add_prompt_args(p)
     add_schedule_args(p)

@@ -10,7 +10,7 @@ by device and dtype, each giving the bits `generate()` gives (or saying where it
   passes keep of full depth's bits, `Exactness`), given to the engine and kept in every run's metadata
 - products.py: the passes' products on the CPU, the modules' bits sooner: bfloat16 linears with oneDNN-prepacked
   weights, the float32 LM head over vocabulary blocks, each module called where neither applies
-- fused.py: the fused decode step of the GPU's fixed-shape passes: a Llama-family or OPT layer in fewer, fuller
+- fused.py: the fused decode step of the GPU's fixed-shape passes: a Llama-family, OPT or Gemma 3 layer in fewer, fuller
   kernels (Q/K/V and gate/up as one product each, the element-wise work in bodies `torch.compile` compiles once per
   shape)
 - llama_layer.py, opt_layer.py, gemma3_layer.py: a stock layer's forward on the CPU without its module calls, the

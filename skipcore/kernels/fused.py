@@ -1,5 +1,6 @@
 """The fused decode step: a layer in fewer, fuller kernels, for the fixed-shape steps a GPU replays as CUDA graphs
-(the Llama family, `FusedLlamaLayer`, and OPT, `FusedOPTLayer`; another family's layers run as they are).
+(the Llama family, `FusedLlamaLayer`; OPT, `FusedOPTLayer`; Gemma 3, `FusedGemma3Layer`; GPT-2's Conv1D layers
+run as they are).
 
 A decode step at small batch reads every weight once; what is not a product is time on top. transformers' Llama
 layer runs about forty kernels in a step: three products for Q, K and V, two for gate and up, and a kernel per
@@ -13,7 +14,9 @@ element-wise op of its norms, rotary embedding, activation and residual sums. He
 - gate and up as one product, the activation times up (one body), the down projection, the residual sum.
 
 An OPT layer likewise: Q/K/V as one product, the query's scaling and the heads' layout one body, each residual sum
-fused with the layer norm after it, the activation one body.
+fused with the layer norm after it, the activation one body. A Gemma 3 layer: Q/K/V and gate/up as one product each,
+its four norms and the queries' and keys' in bodies, each normed sub-layer output summed in the same body as the norm
+after it.
 
 The bodies are plain functions of tensors, the same for every layer of a model (weights are arguments, not
 captured modules), so `torch.compile` (Inductor) makes one kernel of each, compiled once per shape and serving every
@@ -26,8 +29,9 @@ rehearsed).
 
 On a CPU a bfloat16 pass's products stay the pass's (`products.PassProducts`, the prepacked units, which already
 multiply Q/K/V and gate/up as one): the concatenated product is the GPU's. The concatenated weights are a second
-copy of Q/K/V and gate/up (about two thirds of a Llama layer's weights, a quarter of an OPT layer's), made when an
-engine first fuses and copied in place when a weight changes (a captured graph reads them at their addresses).
+copy of Q/K/V and gate/up (about two thirds of a Llama or Gemma layer's weights, a quarter of an OPT layer's), made
+when an engine first fuses and copied in place when a weight changes (a captured graph reads them at their
+addresses).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from skipcore.errors import FallbackWarning, UserError
-from skipcore.kernels import llama_layer, opt_layer
+from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
@@ -127,6 +131,52 @@ def activation(act: str, x: torch.Tensor) -> torch.Tensor:
     return ACTIVATIONS[act](x)
 
 
+def gemma_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Gemma 3's RMSNorm, its module's ops in its order (all in float32, the weight as 1 + w, rounded at the end)."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (h * (1.0 + weight.float())).type_as(x)
+
+
+def gemma_queries_keys(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    head_dim: int,
+    q_norm: torch.Tensor,
+    k_norm: torch.Tensor,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gemma 3's projections to (B, heads, T, head_dim): each query and key normed after the transpose, then
+    rotated by the layer type's tables."""
+    shape = (*q.shape[:-1], -1, head_dim)
+    q, k, v = (
+        q.reshape(shape).transpose(1, 2),
+        k.reshape(shape).transpose(1, 2),
+        v.reshape(shape).transpose(1, 2),
+    )
+    q, k = gemma_norm(q, q_norm, eps), gemma_norm(k, k_norm, eps)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+
+def gemma_add_normed(
+    hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """Gemma 3's residual sum of a normed sub-layer output (the norm after attention, or after the MLP)."""
+    return hidden + gemma_norm(delta, weight, eps)
+
+
+def gemma_add_normed_norm(
+    hidden: torch.Tensor, delta: torch.Tensor, after: torch.Tensor, before: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention output normed and summed, then the MLP's input norm of the sum."""
+    hidden = gemma_add_normed(hidden, delta, after, eps)
+    return hidden, gemma_norm(hidden, before, eps)
+
+
 BODIES = {
     "norm": rms_norm,
     "add_norm": add_rms_norm,
@@ -135,6 +185,10 @@ BODIES = {
     "add_layer_norm": add_layer_norm,
     "scaled_heads": scaled_heads,
     "activation": activation,
+    "gemma_norm": gemma_norm,
+    "gemma_queries_keys": gemma_queries_keys,
+    "gemma_add_normed": gemma_add_normed,
+    "gemma_add_normed_norm": gemma_add_normed_norm,
 }
 # What a body's compiling asks of Inductor, where the installed torch has it: eager's roundings of half-precision
 # intermediates kept (each op's output rounded to its dtype), so a compiled body gives the plain body's bits
@@ -402,10 +456,53 @@ class FusedOPTLayer(FusedLayer, opt_layer.DecodeLayer):
         return out.view(bsz, tgt_len, width)
 
 
-FUSED_LAYERS = (
-    FusedLlamaLayer,
-    FusedOPTLayer,
-)  # the families with a fused form, each saying which layers fit
+class FusedGemma3Layer(FusedLayer, gemma3_layer.DecodeLayer):
+    """One Gemma 3 layer's forward in the fused step's kernels: Q/K/V and gate/up as one product each, the input
+    norm, the queries' and keys' norms with rotary, each normed sub-layer output summed (with the MLP's input norm
+    after the attention's) and the activation as bodies; Gemma 3's own order otherwise (`gemma3_layer`)."""
+
+    @staticmethod
+    def fits(layer: nn.Module) -> bool:
+        """A stock Gemma 3 layer (`gemma3_layer.fits`) whose activation a body runs and whose norms share one
+        epsilon."""
+        if not gemma3_layer.fits(layer):
+            return False
+        attn = layer.self_attn
+        norms = [getattr(layer, n) for n in gemma3_layer.NORMS] + [attn.q_norm, attn.k_norm]
+        act = getattr(attn.config, "hidden_activation", None)
+        return act in ACTIVATIONS and len({n.eps for n in norms}) == 1
+
+    def __init__(self, layer: nn.Module, bodies: Bodies) -> None:
+        gemma3_layer.DecodeLayer.__init__(self, layer)
+        self.bodies = bodies
+        self.eps = layer.input_layernorm.eps
+        self.act_name = layer.self_attn.config.hidden_activation
+        self.norm_weights = [getattr(layer, n).weight for n in gemma3_layer.NORMS]
+        self.fused_qkv, self.fused_gate_up = FusedWeights(self.qkv), FusedWeights(self.gate_up)
+        self.units = (self.fused_qkv, self.fused_gate_up)
+
+    def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
+        attn, b = self.attn, self.bodies
+        outputs = partial(unit_outputs, kwargs.get(PASS_PRODUCTS))
+        input_norm, after_attention, before_mlp, after_mlp = self.norm_weights
+        x = b.gemma_norm(hidden, input_norm, self.eps)
+        q, k, v = outputs(self.fused_qkv, self.qkv, x)
+        cos, sin = kwargs["position_embeddings"][self.layer_type]
+        q_norm, k_norm = attn.q_norm.weight, attn.k_norm.weight
+        q, k, v = b.gemma_queries_keys(q, k, v, cos, sin, attn.head_dim, q_norm, k_norm, self.eps)
+        args = {"scaling": attn.scaling, "sliding_window": attn.sliding_window}
+        o = attend(
+            attn, self.eager, q, k, v, mask, cache, kwargs, position_ids=kwargs.get("position_ids"), **args
+        )
+        (o,) = outputs(None, self.o, o.reshape(*hidden.shape[:-1], -1).contiguous())
+        hidden, x = b.gemma_add_normed_norm(hidden, o, after_attention, before_mlp, self.eps)
+        gate, up = outputs(self.fused_gate_up, self.gate_up, x)
+        (down,) = outputs(None, self.down, b.gated(self.act_name, gate, up))
+        return b.gemma_add_normed(hidden, down, after_mlp, self.eps)
+
+
+# the families with a fused form, each saying which layers fit
+FUSED_LAYERS = (FusedLlamaLayer, FusedOPTLayer, FusedGemma3Layer)
 
 
 def fused_form(layer: nn.Module, bodies: Bodies) -> FusedLayer | None:
