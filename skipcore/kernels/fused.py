@@ -199,14 +199,24 @@ WANTED_OPTIONS = {"emulate_precision_casts": True, "deterministic": True, "batch
 # compiled graphs a body may hold (dynamo's default is 8): one per dtype, model width and (rows, columns) shape, so a
 # bench or a test session of several models, batch sizes and dtypes keeps compiling rather than stopping
 RECOMPILE_LIMIT = 64
-# what a failed compile raises (dynamo's and Inductor's errors, the recompile limit); a genuine error in a body's
-# ops is raised again by its plain ops
-COMPILE_ERRORS = (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit)
+# what a failed compile raises, by name in torch._dynamo.exc (dynamo's and Inductor's errors, the recompile limit);
+# a genuine error in a body's ops is raised again by its plain ops
+COMPILE_ERRORS = ("TorchDynamoException", "FailOnRecompileLimitHit")
+
+
+def compile_errors() -> tuple[type[BaseException], ...]:
+    """`COMPILE_ERRORS` as the installed torch has them, imported only when a compile has failed (importing dynamo
+    costs every command's start)."""
+    import torch._dynamo.exc as exc
+
+    return tuple(e for e in (getattr(exc, name, None) for name in COMPILE_ERRORS) if e is not None)
 
 
 def compile_options() -> dict[str, bool]:
     """`WANTED_OPTIONS` that the installed torch's Inductor knows (an older one lacks the newest)."""
-    return {k: v for k, v in WANTED_OPTIONS.items() if hasattr(torch._inductor.config, k)}
+    import torch._inductor.config as inductor
+
+    return {k: v for k, v in WANTED_OPTIONS.items() if hasattr(inductor, k)}
 
 
 def capturing() -> bool:
@@ -241,8 +251,8 @@ class Bodies:
                     if compiled is None:
                         compiled = torch.compile(plain, fullgraph=True, dynamic=False, options=self.options)
                     return compiled(*args)
-                except COMPILE_ERRORS as e:
-                    if capturing():
+                except Exception as e:
+                    if not isinstance(e, compile_errors()) or capturing():  # inside a capture: void by now
                         raise
                     said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     warnings.warn(
