@@ -211,7 +211,8 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
             raise UserError(f"{flag} must be >= 1, got {value:g}")
     if drafting:
         check_draft_tokens(plan)
-    targets = [("--targets", t) for t in plan.targets if "skip" in plan.settings]
+    scheduled = {"skip", "fused"} & set(plan.settings)  # the kinds that time the skip schedules
+    targets = [("--targets", t) for t in plan.targets if scheduled]
     targets += [("--draft-target", plan.draft_target)] if drafting else []
     for m in plan.models:
         layers, positions = model_sizes(m)

@@ -264,6 +264,7 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         ),
         (["--settings", "no-graphs"], "--settings no-graphs needs static steps"),
         (["--settings", "fused"], "--settings fused needs static steps"),
+        (["--settings", "full,fused", "--static-steps", "--targets", "40"], "--targets 40 on opt-tiny"),
         (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
