@@ -27,9 +27,11 @@ import sys
 
 import torch
 
+from skipcore.adapters import shapes_from_config
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.evaluate.bench.plan import skip_schedule
+from skipcore.evaluate.bench.run import bytes_per_step
 from skipcore.models.random_models import bench_model
 from skipcore.policies.speculative import SpeculativePolicy
 from skipcore.schedule import Schedule
@@ -168,18 +170,14 @@ def fused_profile(name: str, batch: int, new_tokens: int) -> list[str]:
     """Question 4: one table row for the unfused step and one for the fused step of `name` at `batch`."""
     model = bench_model(name, dtype=torch.bfloat16, device=DEV.type)
     ids = _prompts(model, batch, 128)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    c = model.config
-    kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    context = 128 + 1.5 * new_tokens  # a step's mean keys over the two runs' extra steps
-    kv = 2 * c.num_hidden_layers * batch * kv_heads * head_dim * context * 2
+    # the bytes a step of the runs' extra T reads (mean context: the prompt, the first run's T, half the rest)
+    step_bytes = bytes_per_step(model, shapes_from_config(model.config), batch, 128 + new_tokens, new_tokens)
     out = []
     for fused in (False, True):
         kernels, busy, wall = _step_costs(model, ids, new_tokens, fused)
         out.append(
             f"| {name} | {batch} | {'fused' if fused else 'unfused'} | {kernels:.0f} | {busy * 1e3:.3f} | "
-            f"{wall * 1e3:.3f} | {(weights + kv) / busy / 1e12:.2f} | {(weights + kv) / wall / 1e12:.2f} |"
+            f"{wall * 1e3:.3f} | {step_bytes / busy / 1e12:.2f} | {step_bytes / wall / 1e12:.2f} |"
         )
     del model
     return out

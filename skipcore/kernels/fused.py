@@ -83,6 +83,19 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def heads(t: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """A (B, T, heads * head_dim) projection as (B, T, heads, head_dim)."""
+    return t.reshape(*t.shape[:-1], -1, head_dim)
+
+
+def rotated(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, heads, T, head_dim) queries and keys rotated by (B, T, head_dim) tables, as transformers' rotary does."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
 def queries_keys(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -96,13 +109,11 @@ def queries_keys(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(B, T, heads * head_dim) projections to (B, heads, T, head_dim) queries, keys and values, the queries and
     keys normed per head where the family does (Qwen3) and rotated, as the attention module does it."""
-    shape = (*q.shape[:-1], -1, head_dim)
-    q, k, v = q.reshape(shape), k.reshape(shape), v.reshape(shape)
+    q, k, v = heads(q, head_dim), heads(k, head_dim), heads(v, head_dim)
     if q_norm is not None:
         q, k = rms_norm(q, q_norm, eps), rms_norm(k, k_norm, eps)
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+    q, k = rotated(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+    return q, k, v.transpose(1, 2)
 
 
 def gated(act: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -122,9 +133,8 @@ def scaled_heads(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float, head_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """OPT's projections to (B, heads, T, head_dim), the query scaled after its projection as OPT does."""
-    shape = (*q.shape[:-1], -1, head_dim)
-    q = (q * scaling).reshape(shape)
-    return q.transpose(1, 2), k.reshape(shape).transpose(1, 2), v.reshape(shape).transpose(1, 2)
+    q, k, v = (heads(t, head_dim).transpose(1, 2) for t in (q * scaling, k, v))
+    return q, k, v
 
 
 def activation(act: str, x: torch.Tensor) -> torch.Tensor:
@@ -151,15 +161,9 @@ def gemma_queries_keys(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gemma 3's projections to (B, heads, T, head_dim): each query and key normed after the transpose, then
     rotated by the layer type's tables."""
-    shape = (*q.shape[:-1], -1, head_dim)
-    q, k, v = (
-        q.reshape(shape).transpose(1, 2),
-        k.reshape(shape).transpose(1, 2),
-        v.reshape(shape).transpose(1, 2),
-    )
-    q, k = gemma_norm(q, q_norm, eps), gemma_norm(k, k_norm, eps)
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+    q, k, v = (heads(t, head_dim).transpose(1, 2) for t in (q, k, v))
+    q, k = rotated(gemma_norm(q, q_norm, eps), gemma_norm(k, k_norm, eps), cos, sin)
+    return q, k, v
 
 
 def gemma_add_normed(
@@ -392,6 +396,13 @@ class FusedLlamaLayer(FusedLayer, llama_layer.DecodeLayer):
         self.act_name = mlp.config.hidden_act
         self.fused_qkv, self.fused_gate_up = FusedWeights(self.qkv), FusedWeights(self.gate_up)
         self.units = (self.fused_qkv, self.fused_gate_up)
+        # what the attention module passes its attention function, fixed per layer
+        self.attention_args = {
+            "scaling": attn.scaling,
+            **self.window,
+            "position_ids": None,
+            "use_cache": False,
+        }
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
         layer, attn, b = self.layer, self.attn, self.bodies
@@ -411,8 +422,7 @@ class FusedLlamaLayer(FusedLayer, llama_layer.DecodeLayer):
             None if norms is None else norms[1].weight,
             self.qk_eps,
         )
-        args = {"scaling": attn.scaling, **self.window, "position_ids": None, "use_cache": False}
-        o = attend(attn, self.eager, q, k, v, mask, cache, kwargs, **args)
+        o = attend(attn, self.eager, q, k, v, mask, cache, kwargs, **self.attention_args)
         (o,) = outputs(None, self.o, o.reshape(*hidden.shape[:-1], -1).contiguous())
         hidden, x = b.add_norm(hidden, o, layer.post_attention_layernorm.weight, self.eps)
         gate, up = outputs(self.fused_gate_up, self.gate_up, x)
@@ -488,6 +498,8 @@ class FusedGemma3Layer(FusedLayer, gemma3_layer.DecodeLayer):
         self.eps = layer.input_layernorm.eps
         self.act_name = layer.self_attn.config.hidden_activation
         self.norm_weights = [getattr(layer, n).weight for n in gemma3_layer.NORMS]
+        attn = layer.self_attn  # what its attention module passes the attention function, fixed per layer
+        self.attention_args = {"scaling": attn.scaling, "sliding_window": attn.sliding_window}
         self.fused_qkv, self.fused_gate_up = FusedWeights(self.qkv), FusedWeights(self.gate_up)
         self.units = (self.fused_qkv, self.fused_gate_up)
 
@@ -500,9 +512,9 @@ class FusedGemma3Layer(FusedLayer, gemma3_layer.DecodeLayer):
         cos, sin = kwargs["position_embeddings"][self.layer_type]
         q_norm, k_norm = attn.q_norm.weight, attn.k_norm.weight
         q, k, v = b.gemma_queries_keys(q, k, v, cos, sin, attn.head_dim, q_norm, k_norm, self.eps)
-        args = {"scaling": attn.scaling, "sliding_window": attn.sliding_window}
+        position_ids = kwargs.get("position_ids")
         o = attend(
-            attn, self.eager, q, k, v, mask, cache, kwargs, position_ids=kwargs.get("position_ids"), **args
+            attn, self.eager, q, k, v, mask, cache, kwargs, position_ids=position_ids, **self.attention_args
         )
         (o,) = outputs(None, self.o, o.reshape(*hidden.shape[:-1], -1).contiguous())
         hidden, x = b.gemma_add_normed_norm(hidden, o, after_attention, before_mlp, self.eps)

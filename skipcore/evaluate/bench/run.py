@@ -264,7 +264,7 @@ def bench_one(
                 bandwidth and setting in ("full", "full (no graphs)", FUSED_FULL) and T > 1
             ):  # a decode step to hold to it
                 per_step = row["decode_seconds"] / (T - 1)
-                step_bytes = _bytes_per_step(model, shapes, batch_size, P, T)
+                step_bytes = bytes_per_step(model, shapes, batch_size, P, T)
                 row["roofline_fraction"] = step_bytes / (bandwidth * per_step)
                 if read_bandwidth:
                     row["read_roofline_fraction"] = step_bytes / (read_bandwidth * per_step)
@@ -355,7 +355,7 @@ def _peak_extra_memory(device: torch.device, run) -> int:
     return torch.cuda.max_memory_allocated(device) - before
 
 
-def _bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens: int) -> float:
+def bytes_per_step(model, shapes, batch_size: int, prompt_len: int, new_tokens: int) -> float:
     """Bytes a full-depth decode step must read: every weight matrix once (embedding tables only by the rows
     looked up, so not at all unless tied to the head) plus the batch's K/V, averaged over the decode steps."""
     import skipcore.measure.costs as costs

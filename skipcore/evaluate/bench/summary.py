@@ -42,6 +42,13 @@ def _inverse(row: dict | None, key: str = "vs_full_total") -> float | None:
     return 1 / row[key] if row and row.get(key) else None
 
 
+def _over_compiled(row: dict, by: dict[str, dict]) -> float | None:
+    """A row's speed over compiled `generate()` at its model, length and batch (`by`, the group's rows): its ratio
+    over the compiled row's, both paired with unfused full depth; None where either is missing."""
+    comp = by.get("generate() static+compile")
+    return row["vs_full_total"] / comp["vs_full_total"] if comp and row.get("vs_full_total") else None
+
+
 def summary_table(rows: list[dict], dtype: str | None = None) -> str:
     """Markdown, one line per model, length and batch size: full depth's speed and its gain over generate()
     (and the compiled one), over itself without graphs, and its roofline fraction; each skip target's measured
@@ -94,17 +101,16 @@ def fused_table(rows: list[dict]) -> str:
         fused = by.get(FUSED_FULL)
         if fused is None:
             continue
-        full, comp = by.get("full"), by.get("generate() static+compile")
+        full = by.get("full")
         mine = [r for s, r in by.items() if s.endswith(FUSED)]
         skips = [r for r in mine if r["setting"].startswith("skip ")]
         specs = [r for r in mine if r["setting"].startswith("speculative")]
         gain = interval_text(*(fused.get(f"measured_speedup_decode{e}") for e in ("", "_lo", "_hi")))
         roof = " / ".join(_num(r and r.get("roofline_fraction"), "{:.0%}") for r in (full, fused))
-        over_compiled = fused["vs_full_total"] / comp["vs_full_total"] if comp else None
         first = sum(r.get("first_run_seconds", 0.0) for r in mine)
         lines.append(
             f"| {model} | {T} | {b} | {_num(fused['tokens_per_s'], '{:.0f}')} | {gain} | {roof} "
-            f"| {_num(over_compiled)} "
+            f"| {_num(_over_compiled(fused, by))} "
             f"| {' / '.join(_skip(r, 'measured_over_flops_speedup') for r in skips) or '-'} "
             f"| {', '.join(_spec(r) + ', ' + _num(r['same_tokens_as_full'], '{:.0%}') for r in specs) or '-'} "
             f"| {first:.0f} |"
@@ -164,8 +170,7 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
         return lambda r: r["model"] in ONE_B and r["batch_size"] == b and r["setting"] == FUSED_FULL
 
     def over_compiled(r: dict) -> float | None:
-        comp = groups[(r["model"], r["new_tokens"], r["batch_size"])].get("generate() static+compile")
-        return r["vs_full_total"] / comp["vs_full_total"] if comp and r.get("vs_full_total") else None
+        return _over_compiled(r, groups[(r["model"], r["new_tokens"], r["batch_size"])])
 
     first_runs: dict[str, float] = {}  # model -> seconds of its fused rows' first runs (compiling, capturing)
     for r in rows:
