@@ -39,7 +39,12 @@ def add_parser(sub) -> None:
         description=DESCRIPTION,
     )
     src = p.add_argument_group("starting point (one of)")
-    src.add_argument("--model", type=path_text, help="fine-tune this model directory (or hub id)")
+    src.add_argument(
+        "--model",
+        type=path_text,
+        help="fine-tune this model directory (or hub id); a LoRA adapter folder with --lora-rank trains that "
+        "adapter on, with its own LoRA settings and a fresh optimizer (a resume where no checkpoint is left)",
+    )
     src.add_argument(
         "--init-config",
         choices=[*FAMILIES, *(f"{f}-tiny" for f in FAMILIES)],

@@ -212,16 +212,22 @@ def _load_adapter(
     folder's own tokenizer where it saved one."""
     base, tokenizer = load_model(ref.base, "cpu", "float32", attn_implementation, trust_remote_code)
     net = merged(base, ref.path)
-    if any((ref.path / f).is_file() for f in TOKENIZER_FILES):
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(ref.path), local_files_only=True)
-        except BaseException as e:
-            if not _broken_file(e):
-                raise
-            raise ModelError(f"could not load the tokenizer in {ref.path}: {broken_file_reason(e)}") from e
+    tokenizer = adapter_tokenizer(ref.path, tokenizer)
     prepare_tokenizer(tokenizer, net)
     net.config._name_or_path = str(ref.path)
     return net.to(device=dev, dtype=dt).eval(), tokenizer
+
+
+def adapter_tokenizer(folder: Path, base_tokenizer):
+    """The tokenizer an adapter folder saved, or its base's where it saved none."""
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return base_tokenizer
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except BaseException as e:
+        if not _broken_file(e):
+            raise
+        raise ModelError(f"could not load the tokenizer in {folder}: {broken_file_reason(e)}") from e
 
 
 def _broken_file(e: BaseException) -> bool:

@@ -113,7 +113,13 @@ def base_name(folder: str | Path) -> str:
 def with_lora(model, spec: LoraSpec, base: str):
     """`model` with trainable LoRA matrices beside its frozen weights (a peft model; its base model, whose
     layers the skip forward calls, is `.get_base_model()`)."""
-    peft = _peft()
+    peft_model = _peft().get_peft_model(model, lora_config(model, spec))
+    peft_model.peft_config["default"].base_model_name_or_path = base
+    return peft_model
+
+
+def lora_config(model, spec: LoraSpec):
+    """peft's config for `spec` on `model`, its target modules checked against the model's own."""
     modules = spec.modules(model.config.model_type)
     names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()} | {n for n, _ in model.named_modules()}
     missing = [m for m in modules if m not in names and not any(n.endswith("." + m) for n in names)]
@@ -124,7 +130,7 @@ def with_lora(model, spec: LoraSpec, base: str):
             field="lora_targets",
         )
     whole, lora_layers = _split_layers(model, spec.whole_layers)
-    config = peft.LoraConfig(
+    return _peft().LoraConfig(
         r=spec.rank,
         lora_alpha=spec.alpha or 2 * spec.rank,
         lora_dropout=spec.dropout,
@@ -134,9 +140,38 @@ def with_lora(model, spec: LoraSpec, base: str):
         modules_to_save=whole or None,  # peft trains a copy of each and saves it beside the LoRA matrices
         task_type="CAUSAL_LM",
     )
-    peft_model = peft.get_peft_model(model, config)
-    peft_model.peft_config["default"].base_model_name_or_path = base
-    return peft_model
+
+
+# what makes two LoRA configs the same adapter: its shape, scale, where it sits and what trains whole
+ADAPTER_FIELDS = {
+    "r": "lora_rank",
+    "lora_alpha": "lora_alpha",
+    "lora_dropout": "lora_dropout",
+    "target_modules": "lora_targets",
+    "layers_to_transform": "whole_layers",
+    "modules_to_save": "whole_layers",
+}
+
+
+def check_same_adapter(model, spec: LoraSpec, folder: str | Path) -> None:
+    """Refused in one line, naming the setting, where `spec` asks for another adapter than the one saved in
+    `folder` (more training of a saved adapter goes on with its own shape)."""
+    wanted = lora_config(model, spec)
+    saved = json.loads((Path(folder) / CONFIG_FILE).read_text())
+
+    def same(a, b) -> bool:
+        if isinstance(a, list | tuple | set) or isinstance(b, list | tuple | set):
+            return set(a or ()) == set(b or ())
+        return a == b
+
+    for key, setting in ADAPTER_FIELDS.items():
+        if not same(getattr(wanted, key), saved.get(key)):
+            raise UserError(
+                f"{setting}: the adapter in {folder} was trained with {key} {saved.get(key)!r}, these settings "
+                f"ask for {getattr(wanted, key)!r}; give its own LoRA settings to train it on (or train a new "
+                "adapter on its base)",
+                field=setting,
+            )
 
 
 def _split_layers(model, whole_layers: tuple[int, ...]) -> tuple[list[str], list[int]]:

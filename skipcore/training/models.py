@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, OPTConfi
 
 from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
 from skipcore.errors import UserError
-from skipcore.models.loading import prepare_tokenizer
+from skipcore.models.loading import adapter_tokenizer, prepare_tokenizer
 from skipcore.models.training_record import read_record
 from skipcore.training import FAMILIES
 from skipcore.training.distributed import shared_value
@@ -164,14 +164,13 @@ def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | Non
             return model, tokenizer, origin, trainable_again(model, resume_dir)
         model, tokenizer = load_for_training(str(resume_dir), s.attn, s.trust_remote_code)
         return model, tokenizer, origin, None
+    if s.model and lora is not None and is_adapter_folder(s.model):
+        return _adapter_again(s, lora)
     if s.model:
         model, tokenizer = load_for_training(s.model, s.attn, s.trust_remote_code)
-        parent = read_record(s.model) if Path(s.model).is_dir() else None
         # named as it loads from any folder: a real model's short name, a local one's absolute path, a hub id
         base = portable_name(s.model)
-        origin = {"from": "model", "model": base, "parameters": count_parameters(model)}
-        if parent:
-            origin["parent"] = {k: parent.get(k) for k in ("init", "schedule", "data", "state", "training")}
+        origin = {"from": "model", "model": base, "parameters": count_parameters(model), **_parent(s.model)}
         peft_model = with_lora(model, lora, base=base) if lora is not None else None
         return model, tokenizer, origin, peft_model
     size = ModelSize(s.layers, s.hidden, s.heads, s.ffn, s.max_positions, s.dropout)
@@ -190,6 +189,35 @@ def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | Non
         "parameters": count_parameters(model),
     }
     return model, tokenizer, origin, None
+
+
+def _adapter_again(s: TrainSettings, lora):
+    """A saved LoRA adapter (a model folder) trained on: its base loaded, the adapter put back trainable with
+    its own shape (other LoRA settings are refused), a fresh optimizer and schedule. What a resume does where
+    the run's checkpoints are gone, as with a shipped model; the adapter saved names the same base."""
+    from skipcore.models.lora import base_name, check_same_adapter, trainable_again
+
+    base = base_name(s.model)
+    model, tokenizer = load_for_training(base, s.attn, s.trust_remote_code)
+    tokenizer = adapter_tokenizer(Path(s.model), tokenizer)
+    prepare_tokenizer(tokenizer, model)
+    check_same_adapter(model, lora, s.model)
+    origin = {
+        "from": "adapter",
+        "model": base,
+        "adapter": portable_name(s.model),
+        "parameters": count_parameters(model),
+        **_parent(s.model),
+    }
+    return model, tokenizer, origin, trainable_again(model, s.model)
+
+
+def _parent(model: str) -> dict:
+    """The training record's `init.parent`: how a model folder this run starts from was itself trained."""
+    parent = read_record(model) if Path(model).is_dir() else None
+    if not parent:
+        return {}
+    return {"parent": {k: parent.get(k) for k in ("init", "schedule", "data", "state", "training")}}
 
 
 def num_layers_of(model) -> int:

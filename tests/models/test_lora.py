@@ -229,3 +229,43 @@ def test_an_adapter_trained_on_a_base_given_by_a_relative_path_loads_from_any_fo
         elsewhere / "smollm2-135m"
     ).mkdir()  # a folder of a real model's name: the short name still wins, as it loads
     assert portable_name("smollm2-135m") == "smollm2-135m" and portable_name("org/model") == "org/model"
+
+
+def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base(
+    model_dirs, lora_run, tmp_path, capsys
+):
+    """`--model ADAPTER --lora-rank R` trains that adapter on (a shipped model has no checkpoint to resume): its
+    weights are where training starts, not a fresh adapter's zeros, and the folder saved names the base the
+    adapter was trained on, so it loads alone. Other LoRA settings than the adapter's are one line, before any
+    work."""
+    from safetensors.torch import load_file
+
+    first, _ = lora_run
+    on = tmp_path / "on"
+    # a learning rate that moves no weight measurably: what is saved is where the run started
+    assert lora_cli(first, on, "--steps", "1", "--lr", "1e-12", "--warmup-ratio", "0") == 0
+    assert base_name(on) == base_name(first) == str(model_dirs["llama"])
+    record = read_record(on)
+    assert record["init"]["from"] == "adapter" and record["init"]["adapter"] == str(first)
+    assert record["init"]["parent"]["state"]["step"] == 8
+    saved, started = (
+        load_file(str(first / "adapter_model.safetensors")),
+        load_file(str(on / "adapter_model.safetensors")),
+    )
+    assert saved.keys() == started.keys()
+    lora_b = [k for k in saved if "lora_B" in k]
+    assert lora_b and all(saved[k].abs().max() > 0 for k in lora_b)  # a fresh adapter's B would be zeros
+    for k in saved:
+        torch.testing.assert_close(started[k], saved[k], rtol=0, atol=1e-8)
+
+    capsys.readouterr()
+    for extra, message in [
+        (["--lora-rank", "8"], "--lora-rank: the adapter in"),
+        (["--whole-layers", "5"], "--whole-layers: the adapter in"),
+        (["--lora-targets", "attention"], "--lora-targets: the adapter in"),
+    ]:
+        bad = tmp_path / f"bad{len(extra[1])}{extra[0]}"
+        assert lora_cli(first, bad, "--steps", "1", *extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+        assert not bad.exists()
