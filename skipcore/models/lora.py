@@ -167,11 +167,23 @@ def check_same_adapter(model, spec: LoraSpec, folder: str | Path) -> None:
     for key, setting in ADAPTER_FIELDS.items():
         if not same(getattr(wanted, key), saved.get(key)):
             raise UserError(
-                f"{setting}: the adapter in {folder} was trained with {key} {saved.get(key)!r}, these settings "
-                f"ask for {getattr(wanted, key)!r}; give its own LoRA settings to train it on (or train a new "
-                "adapter on its base)",
+                f"{setting}: the adapter in {folder} is not the one these settings ask for; train it on with its "
+                f"own: {_own_flags(saved, model.config.model_type)} (or train a new adapter on its base)",
                 field=setting,
             )
+
+
+def _own_flags(saved: dict, model_type: str) -> str:
+    """A saved adapter's LoRA settings as the command line's flags (its target modules as a group list where
+    they are whole groups)."""
+    modules = set(saved.get("target_modules") or ())
+    groups = [g for g, names in TARGET_GROUPS.get(model_type, {}).items() if set(names) <= modules]
+    grouped = {n for g in groups for n in TARGET_GROUPS[model_type][g]}
+    targets = groups + sorted(modules - grouped) if grouped else sorted(modules)
+    whole = [name.rsplit(".", 1)[-1] for name in saved.get("modules_to_save") or ()]
+    flags = f"--lora-rank {saved.get('r')} --lora-alpha {saved.get('lora_alpha'):g} "
+    flags += f"--lora-dropout {saved.get('lora_dropout'):g} --lora-targets {','.join(targets)}"
+    return flags + (f" --whole-layers {','.join(whole)}" if whole else "")
 
 
 def _split_layers(model, whole_layers: tuple[int, ...]) -> tuple[list[str], list[int]]:

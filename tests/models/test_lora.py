@@ -268,4 +268,8 @@ def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base
         assert lora_cli(first, bad, "--steps", "1", *extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+        assert err[0].endswith(
+            "its own: --lora-rank 4 --lora-alpha 8 --lora-dropout 0.05 --lora-targets attention,mlp (or train a new "
+            "adapter on its base)"
+        ), err
         assert not bad.exists()
