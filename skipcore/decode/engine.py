@@ -310,7 +310,7 @@ class SkipEngine:
             self.adapter.prepare(input_ids.shape[1] + T + extra)
             cache, key_mask, static = self._cache_for(policy, attn, T, extra, picker)
             cur = RowCursor(input_ids, attn, key_mask, T, extra, self.pad_id, self.eos_ids)
-            run = EngineStepRunner(self.adapter, cache, static, cur, picker, self.max_positions)
+            run = EngineStepRunner(self.adapter, cache, static, cur, picker, self.max_positions, self.fused)
             decide = policy.start(self.num_layers, T)
             fixed = decide.sets if isinstance(decide, FixedLayers) else None  # run straight, no call
             state, records, timer = StepState(0, ~cur.done, None), [], StepTimer(self.device)

@@ -138,14 +138,18 @@ class EngineStepRunner:
         cursor: RowCursor,
         picker: TokenPicker,
         position_limit: int | None,
+        fused: FusedLayers | None = None,
     ) -> None:
         """`static`: the fixed-shape decoder that owns `cache` (`static_step.StaticDecoder`), or None; `position_limit`: the most positions
-        the model takes (None: no limit), which a row that has ended never reaches past."""
+        the model takes (None: no limit), which a row that has ended never reaches past; `fused`: the fused
+        step's layers, which a policy's own one-column steps run (`decode_pass`; the prefill runs unfused, as the
+        fixed-shape decoder's does)."""
         self.adapter, self.cache, self.static = adapter, cache, static
         self.cursor, self.picker, self.position_limit = cursor, picker, position_limit
         self.step = 0
         self.input_ids, self.positions = cursor.step_input(0)
         self.step_pass = StepPass.of(adapter, cache)
+        self.decode_pass = self.step_pass if fused is None else StepPass.of(adapter, cache, fused)
 
     def advance(self) -> None:
         """On to the next step, whose input is each row's last token."""

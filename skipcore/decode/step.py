@@ -90,6 +90,14 @@ class ColumnPass(Protocol):
         ...
 
 
+class LayerPass(Protocol):
+    """A pass's layer arguments and each layer as it calls them, `(hidden, mask, cache, kwargs) -> hidden` with
+    the layer's own mask (`skipcore.decode.forward.StepPass`)."""
+
+    args: dict
+    layers: tuple[Callable[..., torch.Tensor], ...]
+
+
 class StepRunner(Protocol):
     """How a policy runs layers at one step (`skipcore.decode.forward` implements it)."""
 
@@ -107,6 +115,9 @@ class StepRunner(Protocol):
     # read from nothing, while they stand together); a round sized by it reads nothing more
     most_room: int
     picker: TokenPicker  # the call's token choice (greedy or seeded sampling, per row)
+    # what a one-column step after the prefill runs eagerly, a policy's own step (CALM's exits): its layer arguments
+    # and each layer as it calls it, the fused step's where the engine runs fused
+    decode_pass: LayerPass
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
         """Every row runs `layers` (a fixed-shape graph replay where the loop has one)."""

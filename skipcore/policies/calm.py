@@ -17,6 +17,8 @@ Semantics (one decode step s >= 1; the prefill, step 0, runs all L layers like e
   rows. A token's output therefore does not depend on its batch, only the cost does: the trace reports the
   token's own exit layer and the layers its batch ran, and the speedups are reported both ways.
 - Rows that already ended (EOS) never hold a batch back and are recorded at the batch's depth.
+- The fused step: where the engine runs fused (`--fused-step`), a step's layers, propagation included, are the
+  fused step's (`StepRunner.decode_pass`), so a CALM run's bits are a fused run's, as its metadata says.
 
 Trace rows use the common schema. `num_layers_run` and `layer_mask` are the token's own forward pass (its
 exit layer; `exit_layer` repeats it), `flops` counts that pass by the common convention (its layers plus one
@@ -28,7 +30,7 @@ the row: all the layers the batch ran, its confidence heads, propagation above t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -42,7 +44,7 @@ from skipcore.schedule import Schedule
 if TYPE_CHECKING:
     import torch
 
-    from skipcore.adapters import Adapter, ModelShapes
+    from skipcore.adapters import ModelShapes
     from skipcore.decode.cache import SkipKVCache
     from skipcore.decode.outputs import BatchOutput
 
@@ -198,12 +200,18 @@ class _WriteThenStop:
 
 
 def propagate_kv(
-    adapter: Adapter, i: int, hidden: torch.Tensor, mask: torch.Tensor, cache: SkipKVCache, kwargs: dict
+    layer: Callable[..., torch.Tensor],
+    i: int,
+    hidden: torch.Tensor,
+    mask: torch.Tensor | None,
+    cache: SkipKVCache,
+    kwargs: dict,
 ) -> None:
-    """Store layer i's K and V for `hidden` (CALM's propagated state) without running the rest of the layer."""
+    """Store layer i's K and V for `hidden` (CALM's propagated state) without running the rest of the layer.
+    `layer`: layer i as the step calls it (`StepPass.layers`), with its own mask."""
     before = cache.lengths[i]
     try:
-        adapter.run_layer(i, hidden, mask, _WriteThenStop(cache), kwargs)
+        layer(hidden, mask, _WriteThenStop(cache), kwargs)
     except _KVWritten:
         return
     if cache.lengths[i] == before:  # an attention module that never called update
@@ -220,13 +228,13 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
     """Run layers until every live row is confident (or all L ran); exited rows ride along frozen."""
     import torch
 
-    from skipcore.decode.forward import attention_mask, step_args
+    from skipcore.decode.forward import attention_mask
 
-    adapter, cache = run.adapter, run.cache
+    adapter, cache, step = run.adapter, run.cache, run.decode_pass
     ids, positions = run.input_ids, run.positions
     L = adapter.shapes.num_layers
     B = ids.shape[0]
-    args = step_args(adapter, cache)
+    args = step.args
     h = adapter.embed(ids, positions, args)
     mask = attention_mask(run.key_mask, 1, cache.dtype)  # in the attention's dtype, as full depth's step
     # the attention full depth's step runs
@@ -241,7 +249,7 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
         every = bool(active.all())
         if not every and not bool(active.any()):
             break
-        out = adapter.run_layer(i, h, mask, cache, kw)
+        out = step.layers[i](h, adapter.layer_mask(i, mask), cache, kw)
         h = out if every else torch.where(active[:, None, None], out, h)  # exited rows stay frozen
         ran = i + 1
         if ran < policy.min_layers and ran < L:
@@ -260,7 +268,7 @@ def exit_step(run: StepRunner, live: torch.Tensor, policy: CalmPolicy) -> StepOu
         logits[sel], conf[sel], exit_layer[sel] = lg[go], c[go], ran
         active[sel] = False
     for i in range(ran, L):  # layers the batch never reached still get every row's K/V
-        propagate_kv(adapter, i, h, mask, cache, kw)
+        propagate_kv(step.layers[i], i, h, adapter.layer_mask(i, mask), cache, kw)
     exit_layer[~live] = ran  # rows that already ended are recorded at the batch's depth
     assert logits is not None
     return StepOutput(

@@ -14,7 +14,7 @@ from skipcore.decode.static_step import StaticDecoder
 from skipcore.errors import UserError
 from skipcore.kernels import fused as fused_module
 from skipcore.models.loading import load_model
-from skipcore.policies import AdaptivePolicy, SpeculativePolicy
+from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, hf_generate
 
@@ -22,8 +22,8 @@ from tests.helpers import PROMPTS, hf_generate
 FUSED_FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "opt", "opt-proj", "gemma3"]
 SKIP = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
 # every policy whose steps are fixed-shape runs on the fused step: full depth, a schedule, adaptive SkipDecode (a
-# set per step for the batch, from the logits), speculative rounds; CALM's per-row exits read the device after
-# each layer and run their own eager steps
+# set per step for the batch, from the logits), speculative rounds; CALM's per-row exits (below) run their own
+# eager steps on the same fused layers
 POLICIES = [
     Schedule(6, "full"),
     SKIP,
@@ -70,6 +70,25 @@ def test_plain_fused_steps_give_the_unfused_steps_bits(model_dirs, family, dtype
     for policy in POLICIES:
         _same_bits(unfused.generate(PROMPTS, policy, 10), fused.generate(PROMPTS, policy, 10))
     assert 1 in fused_calls and max(fused_calls) > 1  # steps and column passes ran fused
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "opt", "gemma3"])
+def test_calm_exits_run_on_the_fused_layers_with_the_unfused_bits(model_dirs, family, dtype, fused_calls):
+    """CALM's own eager steps (per-row exits, exited rows frozen, K/V propagated above the batch's depth) run on the
+    fused layers where the engine is fused, so `--fused-step` says true of a CALM run too: the unfused run's
+    tokens, exit layers and log-probabilities bit for bit, with every one-column step's layers fused."""
+    unfused, fused = _engines(model_dirs, family, dtype)
+    never = unfused.generate(PROMPTS, CalmPolicy(threshold=1.5, min_layers=2), 10).trace
+    # a threshold some tokens reach before the last layer and some never: exits at several depths
+    policy = CalmPolicy(threshold=float(never.loc[never["step"] >= 1, "confidence"].median()), min_layers=2)
+    ref, out = unfused.generate(PROMPTS, policy, 10), fused.generate(PROMPTS, policy, 10)
+    _same_bits(ref, out)
+    assert (ref.trace["exit_layer"].to_numpy() == out.trace["exit_layer"].to_numpy()).all()
+    decoded = out.trace[out.trace["step"] >= 1]
+    assert decoded["exit_layer"].nunique() > 1
+    assert fused_calls and set(fused_calls) == {1}  # the steps after the prefill, their propagation included
+    assert len(fused_calls) == 6 * decoded["step"].nunique()  # every layer of every step: run, or propagated
 
 
 @pytest.mark.parametrize("family", FUSED_FAMILIES)
@@ -269,8 +288,11 @@ def test_on_cuda_the_compiled_fused_step_is_captured_and_holds_its_contracts(mod
     assert spec.token_ids == full.token_ids
     assert any(key[0] == "columns" for key in fused.decoders.latest.graphs)
     assert fused.fused_step == "compiled" and all(d.capture for d in [fused.decoders.latest])
+    # CALM's eager exits on the compiled layers (uncaptured): at a threshold no token reaches, full depth
+    calm = fused.generate(PROMPTS, CalmPolicy(threshold=1.5, min_layers=2), 16)
     if dtype == "float32":
         theirs = hf_generate(fused, PROMPTS, 16, do_sample=False)
-        assert full.token_ids == [
-            r[: len(ids)] for r, ids in zip(theirs.tolist(), full.token_ids, strict=True)
-        ]
+        for ours in (full, calm):
+            assert ours.token_ids == [
+                r[: len(ids)] for r, ids in zip(theirs.tolist(), ours.token_ids, strict=True)
+            ]
