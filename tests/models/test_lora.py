@@ -258,6 +258,18 @@ def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base
     for k in saved:
         torch.testing.assert_close(started[k], saved[k], rtol=0, atol=1e-8)
 
+    # such a run resumes from its own checkpoints as any run does, to the same losses
+    onward = tmp_path / "onward"
+    flags = ["--steps", "4", "--save-every", "2", "--keep-checkpoints", "0"]
+    assert lora_cli(first, onward, *flags) == 0
+    resumed = tmp_path / "resumed"
+    assert lora_cli(first, resumed, *flags, "--resume", str(onward / "checkpoints/step-0000002")) == 0
+    assert read_record(resumed)["init"]["from"] == "adapter" and base_name(resumed) == base_name(first)
+    again, whole = log_losses(resumed), log_losses(onward)
+    assert sorted(again) == [3, 4]
+    for step, r in again.items():
+        assert r["loss"] == pytest.approx(whole[step]["loss"], abs=1e-5)
+
     capsys.readouterr()
     for extra, message in [
         (["--lora-rank", "8"], "--lora-rank: the adapter in"),
