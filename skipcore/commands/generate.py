@@ -59,8 +59,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--fused-step",
         action="store_true",
-        help="decode on the fused step: fixed-shape steps whose layers run in fewer, fuller kernels (Q/K/V and "
-        "gate/up as one product each, the element-wise work compiled by torch.compile on CUDA, plain ops on a CPU); "
+        help="decode on the fused step: decode steps whose layers run in fewer, fuller kernels (Q/K/V and "
+        "gate/up as one product each, the element-wise work compiled by torch.compile on CUDA, plain ops on a CPU; "
+        "every policy's steps, CALM's exits uncaptured; not the prompt's pass); "
         "a Llama-family, OPT or Gemma 3 model's layers, GPT-2's run as they are. In half precision on a GPU its "
         "bits are its own",
     )
