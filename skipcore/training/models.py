@@ -198,10 +198,10 @@ def _adapter_again(s: TrainSettings, lora):
     from skipcore.models.lora import base_name, check_same_adapter, trainable_again
 
     base = base_name(s.model)
+    check_same_adapter(_skeleton(base, s.trust_remote_code), lora, s.model)  # before any weights load
     model, tokenizer = load_for_training(base, s.attn, s.trust_remote_code)
     tokenizer = adapter_tokenizer(Path(s.model), tokenizer)
     prepare_tokenizer(tokenizer, model)
-    check_same_adapter(model, lora, s.model)
     origin = {
         "from": "adapter",
         "model": base,
@@ -210,6 +210,18 @@ def _adapter_again(s: TrainSettings, lora):
         **_parent(s.model),
     }
     return model, tokenizer, origin, trainable_again(model, s.model)
+
+
+def _skeleton(model: str, trust_remote_code: bool) -> PreTrainedModel:
+    """`model`'s modules on the meta device, from its config alone (no weights read, no conversion): what a
+    check of module names and layers needs."""
+    import torch
+
+    from skipcore.models.loading import load_config
+
+    config = load_config(model, trust_remote_code)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
 
 
 def _parent(model: str) -> dict:

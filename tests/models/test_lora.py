@@ -232,7 +232,7 @@ def test_an_adapter_trained_on_a_base_given_by_a_relative_path_loads_from_any_fo
 
 
 def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base(
-    model_dirs, lora_run, tmp_path, capsys
+    model_dirs, lora_run, tmp_path, capsys, monkeypatch
 ):
     """`--model ADAPTER --lora-rank R` trains that adapter on (a shipped model has no checkpoint to resume): its
     weights are where training starts, not a fresh adapter's zeros, and the folder saved names the base the
@@ -270,6 +270,12 @@ def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base
     for step, r in again.items():
         assert r["loss"] == pytest.approx(whole[step]["loss"], abs=1e-5)
 
+    import skipcore.training.models as training_models
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("weights loaded before the settings were checked")
+
+    monkeypatch.setattr(training_models, "load_for_training", no_weights)  # refused from the config alone
     capsys.readouterr()
     for extra, message in [
         (["--lora-rank", "8"], "--lora-rank: the adapter in"),
