@@ -1,5 +1,5 @@
 """Where a run's weights start: a model built from scratch (a family's config at a size, with a tokenizer
-trained on the corpus), a model to fine-tune (every weight, or LoRA beside the frozen ones), or the checkpoint a
+trained on the corpus), a model to fine-tune (every weight, or LoRA beside the frozen ones), a saved adapter trained on, or the checkpoint a
 resume continues; and what the training record says of it."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, OPTConfig, PreTrainedModel
 
 from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
 from skipcore.errors import UserError
-from skipcore.models.loading import adapter_tokenizer, prepare_tokenizer
+from skipcore.models.loading import adapter_tokenizer, load_config, prepare_tokenizer
 from skipcore.models.training_record import read_record
 from skipcore.training import FAMILIES
 from skipcore.training.distributed import shared_value
@@ -215,10 +216,6 @@ def _adapter_again(s: TrainSettings, lora):
 def _skeleton(model: str, trust_remote_code: bool) -> PreTrainedModel:
     """`model`'s modules on the meta device, from its config alone (no weights read, no conversion): what a
     check of module names and layers needs."""
-    import torch
-
-    from skipcore.models.loading import load_config
-
     config = load_config(model, trust_remote_code)
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
