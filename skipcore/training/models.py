@@ -1,6 +1,6 @@
 """Where a run's weights start: a model built from scratch (a family's config at a size, with a tokenizer
-trained on the corpus), a model to fine-tune (every weight, or LoRA beside the frozen ones), a saved adapter trained on, or the checkpoint a
-resume continues; and what the training record says of it."""
+trained on the corpus), a model to fine-tune (every weight, or LoRA beside the frozen ones), a saved adapter
+trained on, or the checkpoint a resume continues; and what the training record says of it."""
 
 from __future__ import annotations
 
