@@ -107,8 +107,9 @@ def test_fused_full_depth_is_generate_in_float32(model_dirs, family):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_compiled_bodies_give_the_plain_steps_tokens(model_dirs, family, dtype, fused_calls):
     """The bodies compiled by Inductor (the GPU's code path, on the CPU backend): the unfused step's tokens
-    under every policy, bfloat16 bit for bit (eager's roundings kept: `emulate_precision_casts`), float32 within
-    a reduction order's last bits; and one compiled body serves every layer."""
+    under every policy, bfloat16 bit for bit (eager's roundings kept: `emulate_precision_casts`, which Inductor's
+    C++ code honours from the pinned torch 2.13 on, not in 2.11), float32 within a reduction order's last bits;
+    and one compiled body serves every layer."""
     from torch._dynamo.utils import counters
 
     unfused, fused = _engines(model_dirs, family, dtype, compiled=True)
