@@ -156,12 +156,12 @@ def lora_spec(s: TrainSettings):
 def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | None, lora=None):
     """(model, tokenizer, where it came from, the peft model or None) for a from-scratch, fine-tuning or
     resumed run; with LoRA the model is the base whose projections peft wrapped."""
-    from skipcore.models.lora import base_name, is_adapter_folder, trainable_again, with_lora
+    from skipcore.models.lora import is_adapter_folder, trainable_again, with_lora
 
     if resume_dir is not None:
         origin = (read_record(resume_dir) or {}).get("init", {})
         if is_adapter_folder(resume_dir):  # a LoRA run: its base, with the saved adapter trainable again
-            model, tokenizer = load_for_training(base_name(resume_dir), s.attn, s.trust_remote_code)
+            model, tokenizer = _adapter_base(resume_dir, s)
             return model, tokenizer, origin, trainable_again(model, resume_dir)
         model, tokenizer = load_for_training(str(resume_dir), s.attn, s.trust_remote_code)
         return model, tokenizer, origin, None
@@ -200,9 +200,7 @@ def _adapter_again(s: TrainSettings, lora):
 
     base = base_name(s.model)
     check_same_adapter(_skeleton(base, s.trust_remote_code), lora, s.model)  # before any weights load
-    model, tokenizer = load_for_training(base, s.attn, s.trust_remote_code)
-    tokenizer = adapter_tokenizer(Path(s.model), tokenizer)
-    prepare_tokenizer(tokenizer, model)
+    model, tokenizer = _adapter_base(s.model, s)
     origin = {
         "from": "adapter",
         "model": base,
@@ -211,6 +209,17 @@ def _adapter_again(s: TrainSettings, lora):
         **_parent(s.model),
     }
     return model, tokenizer, origin, trainable_again(model, s.model)
+
+
+def _adapter_base(folder: str | Path, s: TrainSettings):
+    """(model, tokenizer) for training an adapter folder on, or resuming one: its base loaded for training, with
+    the tokenizer the folder saved, as loading the folder takes it."""
+    from skipcore.models.lora import base_name
+
+    model, tokenizer = load_for_training(base_name(folder), s.attn, s.trust_remote_code)
+    tokenizer = adapter_tokenizer(Path(folder), tokenizer)
+    prepare_tokenizer(tokenizer, model)
+    return model, tokenizer
 
 
 def _skeleton(model: str, trust_remote_code: bool) -> PreTrainedModel:

@@ -80,8 +80,13 @@ def test_an_interrupted_lora_run_resumes_to_the_same_losses(model_dirs, lora_run
     out, flags = lora_run
     ckpt = out / "checkpoints" / "step-0000004"
     assert (ckpt / "adapter_model.safetensors").is_file() and (ckpt / "optimizer.pt").is_file()
+    # the checkpoint's own tokenizer is the one the run goes on with, as loading the folder would take it
+    config = ckpt / "tokenizer_config.json"
+    saved = json.loads(config.read_text())
+    config.write_text(json.dumps({**saved, "model_max_length": 777}))
     resumed = tmp_path / "resumed"
     assert lora_cli(model_dirs["llama"], resumed, *flags, "--resume", str(ckpt)) == 0
+    assert json.loads((resumed / "tokenizer_config.json").read_text())["model_max_length"] == 777
     first, again = log_losses(out), log_losses(resumed)
     assert sorted(again) == [5, 6, 7, 8]
     for step, r in again.items():
