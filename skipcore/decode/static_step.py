@@ -34,6 +34,22 @@ from skipcore.errors import FallbackWarning
 from skipcore.kernels.door import FusedLayers
 
 
+def first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def device_fault() -> bool:
+    """Whether the CUDA device can no longer run work (a kernel's fault is sticky: every later call fails)."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return True
+    return False
+
+
 class StaticDecoder:
     """The fixed-shape steps of one batch shape and cache plan: its static cache, key mask and input buffers,
     and one graph per layer set, reset for each batch of that shape."""
@@ -172,10 +188,16 @@ class StaticDecoder:
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.current_stream()
         # a compiled body (the fused step's) compiled in the warm-up; one that would compile again inside the
         # capture raises instead (the capture then fails over to uncaptured steps, said)
-        with torch.cuda.graph(graph, pool=self.pool), torch.compiler.set_stance("fail_on_recompile"):
-            self.outputs[key] = run()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool), torch.compiler.set_stance("fail_on_recompile"):
+                self.outputs[key] = run()
+        finally:
+            # where ending a failed capture raises, torch.cuda.graph leaves its capture stream current: everything
+            # after (the uncaptured fallback too) would run on it
+            torch.cuda.set_stream(stream)
         self.graphs[key] = graph
         return graph
 
@@ -196,11 +218,16 @@ class StaticDecoder:
     ) -> tuple[torch.Tensor, ...]:
         """A pass that cannot be captured (a kernel or a model that graphs do not support) still decodes: the
         same fixed-shape pass, run uncaptured, gives the same tokens, only with launch overhead. Nothing ran in
-        the failed capture; the warm-up before it wrote this pass's K/V, which the pass writes again."""
+        the failed capture; the warm-up before it wrote this pass's K/V, which the pass writes again. A fault in a
+        kernel (a misaligned address, an illegal access) is no capture's: it leaves the device unusable, so it is
+        raised as it is, not run again."""
+        if device_fault():
+            raise error
+        # in order: the error raised in the capture (the op that broke it), then the capture's end that it failed
+        before = error.__context__
+        said = first_line(error) if before is None else f"{first_line(before)} (then: {first_line(error)})"
         warnings.warn(
-            f"CUDA graph capture failed, decoding without graphs: {str(error).strip().splitlines()[0]}",
-            FallbackWarning,
-            stacklevel=4,
+            f"CUDA graph capture failed, decoding without graphs: {said}", FallbackWarning, stacklevel=4
         )
         self.capture = False
         self.graphs.clear()

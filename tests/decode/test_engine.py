@@ -3,6 +3,8 @@ against torch's FLOP counter and the cache's own tensors."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -436,6 +438,105 @@ def test_a_failed_capture_falls_back_to_uncaptured_steps(model_dirs, monkeypatch
         res.token_ids
         == SkipEngine(model, tok, static=False).generate(PROMPTS, sched, max_new_tokens=10).token_ids
     )
+
+
+class FakeStream:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def wait_stream(self, other) -> None:
+        pass
+
+
+def fake_cuda(monkeypatch, fault: str | None = None) -> list:
+    """torch.cuda as a capture meets it, on the CPU: streams by name (the current one in the list returned), and
+    `torch.cuda.graph` as torch 2.11 writes it: its capture stream made current on entry; on exit the capture's
+    end, which raises where the capture broke, before the stream is put back. `fault`: a sticky device error that
+    `synchronize` raises from then on."""
+    current = [FakeStream("default")]
+
+    class Graph:
+        def __init__(self, graph, pool=None) -> None:
+            pass
+
+        def __enter__(self) -> None:
+            current[0] = FakeStream("capture")
+
+        def __exit__(self, kind, *rest) -> None:
+            if kind is not None:
+                raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+            current[0] = FakeStream("default")
+
+    def synchronize() -> None:
+        if fault:
+            raise RuntimeError(fault)
+
+    @contextlib.contextmanager
+    def stream(s):
+        before, current[0] = current[0], s
+        yield
+        current[0] = before
+
+    for name, value in {
+        "is_available": lambda: True,
+        "synchronize": synchronize,
+        "Stream": lambda: FakeStream("side"),
+        "stream": stream,
+        "current_stream": lambda: current[0],
+        "set_stream": lambda s: current.__setitem__(0, s),
+        "graph_pool_handle": object,
+        "CUDAGraph": object,
+        "graph": Graph,
+    }.items():
+        monkeypatch.setattr(torch.cuda, name, value)
+    return current
+
+
+def _breaking_run() -> tuple[list, object]:
+    """A pass whose ops break a capture: fine in the warm-up and uncaptured, refused inside the capture."""
+    calls = []
+
+    def run():
+        calls.append(torch.cuda.current_stream().name)
+        if calls[-1] == "capture":
+            raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+        return (torch.ones(1),)
+
+    return calls, run
+
+
+def test_a_failed_capture_leaves_the_stream_it_found_and_says_what_broke_it(model_dirs, monkeypatch):
+    """The capture's failure as CUDA reports it: the op that broke it, then the capture's end that fails. The
+    fallback runs on the stream the decoder was on, not on the capture stream torch.cuda.graph leaves current, and
+    the warning names the op first."""
+    engine = engine_for(model_dirs, "llama", static=True)
+    engine.generate(PROMPTS, Schedule(6, "full"), 3)
+    decoder = engine.decoders.latest
+    decoder.capture = True
+    current = fake_cuda(monkeypatch)
+    calls, run = _breaking_run()
+    with pytest.warns(RuntimeWarning) as caught:
+        assert decoder._replay(("test",), run)[0].item() == 1.0
+    assert calls == ["side", "capture", "default"]  # warm-up, capture, then the pass run uncaptured
+    assert current[0].name == "default"
+    assert str(caught[0].message) == (
+        "CUDA graph capture failed, decoding without graphs: operation not permitted when stream is capturing "
+        "(then: CUDA error: operation failed due to a previous error during capture)"
+    )
+    assert decoder.capture is False and not decoder.graphs
+
+
+def test_a_device_fault_during_a_capture_is_raised_not_run_again(model_dirs, monkeypatch):
+    """A kernel's fault (sticky: the device runs nothing after it) is no capture failure: raised as it is."""
+    engine = engine_for(model_dirs, "llama", static=True)
+    engine.generate(PROMPTS, Schedule(6, "full"), 3)
+    decoder = engine.decoders.latest
+    decoder.capture = True
+    current = fake_cuda(monkeypatch, fault="CUDA error: misaligned address")
+    calls, run = _breaking_run()
+    with pytest.raises(RuntimeError, match="previous error during capture"):
+        decoder._replay(("test",), run)
+    assert calls == ["side", "capture"] and current[0].name == "default"
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
