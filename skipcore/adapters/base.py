@@ -200,4 +200,10 @@ def sliding_window_mask(mask: torch.Tensor, window: int) -> torch.Tensor:
     allowed = mask == 0
     own = keys - 1 - allowed.flip(-1).to(torch.uint8).argmax(-1, keepdim=True)  # (B, 1, q, 1)
     cols = torch.arange(keys, device=mask.device)
-    return mask.masked_fill(cols <= own - window, torch.finfo(mask.dtype).min)
+    hidden = cols <= own - window
+    if 0 in mask.stride():  # an expanded mask: a dense one of its values
+        return mask.masked_fill(hidden, torch.finfo(mask.dtype).min)
+    # in the mask's own layout: a multi-column pass's rows stay on the boundary the kernel reads them at
+    out = mask.new_empty_strided(mask.shape, mask.stride())
+    lowest = torch.full((), torch.finfo(mask.dtype).min, dtype=mask.dtype, device=mask.device)
+    return torch.where(hidden, lowest, mask, out=out)

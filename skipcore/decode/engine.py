@@ -39,6 +39,7 @@ from skipcore.decode.static_step import KeptDecoders, StaticDecoder
 from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
+from skipcore.kernels.attention import padded_width
 from skipcore.kernels.door import take
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
@@ -383,9 +384,9 @@ class SkipEngine:
             cache = SkipKVCache.for_layer_sets(
                 layer_sets, P, B, kv_heads, head_dim, self.num_layers, self.kv_dtype, self.device, True, spare
             )
-            # a row stride that is a multiple of 16 keeps SDPA's memory-efficient kernel from copying the mask to
-            # align it, in every layer; the extra columns stay False (masked) and no layer reads them
-            width = -(-(P + len(layer_sets) + spare) // 16) * 16
+            # rows `padded_width` apart (the mask's kernel reads it in place); the extra columns stay False
+            # (masked) and no layer reads them
+            width = padded_width(P + len(layer_sets) + spare)
             key_mask = torch.zeros(B, width, dtype=torch.bool, device=self.device)
             return StaticDecoder(
                 self.adapter,

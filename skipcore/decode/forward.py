@@ -27,6 +27,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.record import RowCursor
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.step import StepOutput
+from skipcore.kernels.attention import padded_width
 from skipcore.kernels.door import FusedLayers
 from skipcore.schedule import check_nested
 
@@ -59,13 +60,20 @@ def column_mask(
     Query j of row r sees the row's committed columns before `starts[r]` (where `key_mask` holds real tokens) and
     the columns from `starts[r]` up to and including its own, `starts[r] + offset + j`: a multi-token step's earlier
     columns (drafted tokens) and itself, never a column left over from a rejected draft beyond it.
+
+    The rows are `padded_width(width)` columns apart (a view of a wider mask whose extra columns are masked), so
+    each query's row, which a column pass hands the kernel alone, starts where the kernel reads it in place.
     """
-    cols = torch.arange(width, device=key_mask.device)
+    B, padded = key_mask.shape[0], padded_width(width)
+    cols = torch.arange(padded, device=key_mask.device)
     own = (starts[:, None] + offset + torch.arange(q_len, device=key_mask.device))[:, :, None]  # (B, q, 1)
     start = starts[:, None, None]
-    committed = key_mask[:, None, :width].bool() & (cols < start)
-    allowed = committed | ((cols >= start) & (cols <= own))
-    return _additive(allowed[:, None], dtype)
+    real = key_mask[:, :width].bool()
+    if padded > width:
+        real = torch.cat([real, real.new_zeros(B, padded - width)], 1)
+    committed = real[:, None] & (cols < start)
+    allowed = (committed | ((cols >= start) & (cols <= own))) & (cols < width)
+    return _additive(allowed[:, None], dtype)[..., :width]
 
 
 def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

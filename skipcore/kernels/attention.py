@@ -41,6 +41,15 @@ HALF = (torch.bfloat16, torch.float16)
 # on Hopper) faults with "misaligned address" on a view that starts elsewhere, such as a ragged pass's mask cut at
 # its query's column (a row of masks `width` columns wide, `width` odd). The CPU's kernel reads any view.
 KERNEL_ALIGNMENT_BYTES = 16
+# A mask's rows this many columns apart: SDPA's memory-efficient kernel reads such a mask in place (else it copies
+# it padded, in every call), and a row cut from it starts on the boundary above in any dtype, so no query's mask
+# row in a multi-column pass is copied to align it (`kernel_ready`).
+MASK_ROW_MULTIPLE = 16
+
+
+def padded_width(width: int) -> int:
+    """`width` columns rounded up to `MASK_ROW_MULTIPLE`: the row stride a mask of `width` keys is allocated with."""
+    return -(-width // MASK_ROW_MULTIPLE) * MASK_ROW_MULTIPLE
 
 
 def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dtype | None) -> torch.dtype:

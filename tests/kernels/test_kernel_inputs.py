@@ -64,6 +64,30 @@ def test_speculative_hands_the_kernel_aligned_inputs_in_bfloat16(
     assert not bad, f"{len(bad)} unaligned kernel inputs, e.g. {bad[:3]}"
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("family", ["opt", "llama", "gemma3"])
+def test_a_fixed_shape_column_pass_hands_each_querys_mask_row_as_it_is(
+    model_dirs, monkeypatch, family, dtype
+):
+    """On the fixed-shape decoder (captured on a GPU) a verification hands the kernel each query's row of the
+    pass's mask; the rows sit on the boundary, so none is copied to align it (a copy per query per layer, inside
+    every round's graph)."""
+    copies = []
+    real = attention.kernel_ready
+
+    def counting(t):
+        out = real(t)
+        copies.append(out is not t)
+        return out
+
+    monkeypatch.setattr(attention, "aligns_inputs", lambda device: True)
+    monkeypatch.setattr(attention, "kernel_ready", counting)
+    eng = engine_for(model_dirs, family, "sdpa", static=True, dtype=dtype)
+    res = eng.generate([LONG, *PROMPTS][:3], SpeculativePolicy(DRAFT, draft_tokens=3), 10)
+    assert res.trace["drafted"].any() and copies
+    assert not any(copies), f"{sum(copies)} of {len(copies)} kernel inputs copied to align them"
+
+
 @pytest.mark.parametrize("static", [True, False])
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
 def test_full_depth_and_skips_hand_the_kernel_aligned_inputs(model_dirs, kernel_calls, family, static):
