@@ -20,6 +20,8 @@ from app.dashboard.runstore import TRACE, Run, RunStore
 from skipcore.errors import UserError
 
 DELETED = "history_deleted"  # in the session: what the last Delete said, shown once after the page reloads
+SHOWN = "history_shown"  # in the session: the runs' ids in the order the table last showed them
+TABLE = "history_table"  # the table's key: its picked rows, positions in the table as last shown
 REOPENED = "history_reopened"  # in the session: the page a reopened run opens, its settings, or why it cannot
 
 
@@ -69,17 +71,17 @@ def reopen_run(run_id: int) -> None:
     st.session_state[REOPENED] = (type(result).page_file, run.inputs, None)
 
 
-def delete(store: RunStore, chosen: list[Run]) -> None:
-    """Delete each picked run (one that cannot be is said, the others still go), then show the table anew."""
-    failed = []
-    for r in chosen:
+def delete_runs(run_ids: tuple[int, ...]) -> None:
+    """The Delete button's callback: delete the runs its label named, by id (one that cannot be is said, the
+    others still go); the page is then drawn anew, nothing picked."""
+    store, failed = RunStore(), []
+    for run_id in run_ids:
         try:
-            store.delete(r.id)
+            store.delete(run_id)
         except UserError as e:
-            failed.append(f"Run #{r.id} was not deleted: {e}")
+            failed.append(f"Run #{run_id} was not deleted: {e}")
     st.session_state[DELETED] = failed
-    st.session_state.pop("history_table", None)
-    st.rerun()
+    st.session_state.pop(TABLE, None)
 
 
 def compare(store: RunStore, chosen: list[Run]) -> None:
@@ -132,11 +134,19 @@ def main() -> None:
             "**Run all** (Compare) and **Run the lens** is kept here."
         )
         return
+    ids = [r.id for r in runs]
+    if st.session_state.get(SHOWN, ids) != ids and st.session_state.pop(TABLE, None) is not None:
+        # picked rows are positions in the table as it was: another tab or user added or deleted a run since, so
+        # they would now name other runs
+        st.warning(
+            "The run history changed since the table was drawn (a run was added or deleted): pick again."
+        )
+    st.session_state[SHOWN] = ids
     table, shown, config = history.listing_view(listing(runs))  # narrow enough for a 1024 px screen
     picked = st.dataframe(
         table,
         hide_index=True,
-        key="history_table",
+        key=TABLE,
         on_select="rerun",
         selection_mode="multi-row",
         column_order=shown,
@@ -158,13 +168,16 @@ def main() -> None:
         on_click=reopen_run,
         args=(chosen[0].id,),
     )
-    if c2.button(
+    c2.button(
         f"Delete {'run #' + str(chosen[0].id) if len(chosen) == 1 else f'{len(chosen)} runs'}",
         key="history_delete",
         disabled=not rows,
         help="pick the runs to delete in the table; only their own files are removed",
-    ):
-        delete(store, chosen)
+        on_click=delete_runs,
+        args=(
+            tuple(r.id for r in chosen),
+        ),  # the runs the label names, whatever the history holds by the click
+    )
     with st.expander(
         f"Settings of run #{chosen[0].id}" + (" (and the others picked)" if len(chosen) > 1 else "")
     ):

@@ -143,6 +143,34 @@ def test_a_run_whose_trace_is_gone_says_why_it_cannot_be_reopened_and_is_deleted
     assert GenerateResult.last(at.session_state).run_id == first
 
 
+def test_delete_removes_the_run_its_button_names_though_another_tab_kept_one_since(model_dir, generated):
+    """Picked rows are positions in the table as drawn: a run kept meanwhile (another tab, another user) moves
+    every row down one. Delete still removes the run its label named, and the stale pick is dropped, said."""
+    first, second = keep_runs(generated, model_dir, 2)
+    at = open_app("history")
+    pick(at, 1)  # the older run
+    delete = by_key(at.button, "history_delete")
+    assert delete.label == f"Delete run #{first}"
+    (third,) = keep_runs(generated, model_dir, 1)  # kept by another tab while this page was open
+    delete.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [r.id for r in RunStore().runs()] == [third, second]
+    assert list(at.dataframe[0].value["run"]) == [third, second]
+    assert "Nothing picked" in " ".join(c.value for c in at.caption)
+
+
+def test_a_pick_made_on_a_table_that_has_changed_since_is_dropped_not_moved(model_dir, generated):
+    first, second = keep_runs(generated, model_dir, 2)
+    at = open_app("history")
+    keep_runs(generated, model_dir, 1)
+    pick(at, 1)  # row 1 of the table drawn before the third run: now another run sits there
+    assert not at.exception
+    assert "changed since the table was drawn" in at.warning[0].value
+    assert by_key(at.button, "history_delete").disabled
+    pick(at, 1)  # on the table as it is now: the pick stands
+    assert not at.warning and by_key(at.button, "history_delete").label == f"Delete run #{second}"
+
+
 @pytest.mark.parametrize(
     ("column", "value"),
     [
