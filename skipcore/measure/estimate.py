@@ -303,13 +303,15 @@ def _from_steps(steps, num_layers: int, before: Timing | None) -> Timing | None:
 
 
 def _line_ends(ms_by_layers: dict[float, float], num_layers: int) -> tuple[float, float]:
-    """A straight line through (layers run, step ms), least squares: its value at one layer and at all of them (a
-    step never taken as cheaper than nothing)."""
-    xs, ys = list(ms_by_layers), list(ms_by_layers.values())
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    slope = max(slope, 0.0)
-    return max(my + slope * (1 - mx), 0.0), max(my + slope * (num_layers - mx), 0.0)
+    """A straight line through (layers run, step ms), its value at one layer and at all of them (a step never
+    taken as cheaper than nothing). Theil-Sen: the median of the slopes between every two depths, so one depth
+    timed on a slow step (a schedule runs full depth only on its first decode step, which pays the run's one-off
+    set-up) does not tilt the line, as it tilts a least-squares one."""
+    points = sorted(ms_by_layers.items())
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1 :]]
+    slope = max(statistics.median(slopes), 0.0)
+    at_zero = statistics.median(y - slope * x for x, y in points)
+    return max(at_zero + slope, 0.0), max(at_zero + slope * num_layers, 0.0)
 
 
 def sweep_work(

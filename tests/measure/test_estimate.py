@@ -172,6 +172,24 @@ def test_a_runs_own_steps_become_the_timing_of_its_shape():
     )
 
 
+def test_a_slow_first_decode_step_does_not_tilt_what_a_run_teaches():
+    """A schedule runs full depth only on its first decode step, which pays the run's one-off set-up: that one
+    slow step must not make full depth look several times dearer and one layer free."""
+    from skipcore.measure import estimate
+
+    class Twelve(FakeEngine):
+        num_layers = 12
+
+    engine, clock = Twelve(), FakeClock()
+    layers = [12, 12, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5, 5, 4, 4, 3]
+    ms = [20.0, 10.0] + [0.4 + 0.1 * n for n in layers[2:]]  # the prefill, the slow first step, then a line
+    estimate.learn_from_run(engine, _run_trace(layers, ms), clock=clock)
+    full = estimate.known_estimate(engine, [Decodes(2, 2, 2, 12)], clock=clock).seconds * 1e3 - 20.0
+    shallow = estimate.known_estimate(engine, [Decodes(2, 2, 2, 12, depth=1 / 12)], clock=clock).seconds * 1e3
+    assert full == pytest.approx(0.4 + 0.1 * 12)
+    assert shallow - 20.0 == pytest.approx(0.4 + 0.1)
+
+
 def test_a_run_with_no_decode_step_teaches_nothing():
     from skipcore.measure import estimate
 
