@@ -87,6 +87,11 @@ class PageResult:
         """The result again from a kept run; a UserError saying why where its record cannot show as one."""
         raise NotImplementedError
 
+    @classmethod
+    def trace_parts(cls, run: Run) -> list[str]:
+        """The parts of a kept run that are per-token traces of a decode worth drawing beside other runs'."""
+        return [TRACE] if TRACE in run.parts else []
+
     def kept(self) -> Self:
         """Keep this result in the run history, with the page's settings as the session holds them now, and as
         its page's last result (with its run's number); a warning on the page where it cannot be kept."""
@@ -264,11 +269,21 @@ class CompareResult(PageResult):
             "quality": self.quality,
             "sampled": self.sampled,
         }
-        tables = {f"trace of {name}": (r.trace, r.metadata) for name, r in self.results.items()}
+        tables = {self.trace_part(name): (r.trace, r.metadata) for name, r in self.results.items()}
         label = self.settings["policies"][0] if "policies" in self.settings else ", ".join(self.results)
         summary = {"policies": len(self.results)}
         L = _layers(first.metadata)
         return RunRecord(self.page, label, self.settings, L, tables, summary, self.prompts, [], data=data)
+
+    @staticmethod
+    def trace_part(policy: str) -> str:
+        """The part a policy's trace is kept as."""
+        return f"trace of {policy}"
+
+    @classmethod
+    def trace_parts(cls, run: Run) -> list[str]:
+        """Every policy's trace (full depth's among them where it ran)."""
+        return [part for part in run.parts if part.startswith(cls.trace_part(""))]
 
     @classmethod
     def from_run(cls, run: Run, store: RunStore) -> CompareResult:
@@ -279,7 +294,7 @@ class CompareResult(PageResult):
         try:
             results = {}
             for name in d["policies"]:
-                trace, metadata = store.table(run.id, f"trace of {name}")
+                trace, metadata = store.table(run.id, cls.trace_part(name))
                 summary = summarize(trace, _layers(metadata))
                 results[name] = GenerationResult(
                     d["texts"][name], d["token_ids"][name], trace, summary, metadata
@@ -330,6 +345,11 @@ class LensComparison(PageResult):
         return RunRecord(
             self.page, self.label, self.settings, L, tables, summary, self.prompts, self.full.texts, data=data
         )
+
+    @classmethod
+    def trace_parts(cls, run: Run) -> list[str]:
+        """The schedule's path (full depth's is the reference every comparison has)."""
+        return [part for part in ("path trace",) if part in run.parts]
 
     @classmethod
     def from_run(cls, run: Run, store: RunStore) -> LensComparison:

@@ -17,6 +17,7 @@ from app.dashboard import figures, history, jump
 from app.dashboard.provenance import line
 from app.dashboard.results import KINDS, reopen
 from app.dashboard.runstore import TRACE, Run, RunStore
+from skipcore import summarize
 from skipcore.errors import UserError
 
 DELETED = "history_deleted"  # in the session: what the last Delete said, shown once after the page reloads
@@ -85,22 +86,26 @@ def delete_runs(run_ids: tuple[int, ...]) -> None:
 
 
 def compare(store: RunStore, chosen: list[Run]) -> None:
+    """The picked runs' decodes drawn and tabled side by side: every per-token trace a run keeps (a Generate run's,
+    each policy's of a comparison, a lens run's schedule path), each named by what made it."""
     entries = []
     for r in chosen:
-        if TRACE not in r.parts and r.problem is None:
-            st.caption(
-                f"Run #{r.id} ({KINDS[r.page].title if r.page in KINDS else r.page}) has no trace to draw."
-            )
+        kind = KINDS.get(r.page)
+        parts = kind.trace_parts(r) if kind is not None else []
+        if not parts and r.problem is None:
+            st.caption(f"Run #{r.id} ({kind.title if kind else r.page}) keeps no per-token trace to draw.")
             continue
         try:
             if r.problem is not None:
                 raise UserError(r.problem)
-            trace, meta = store.trace(r.id)
+            traces = [store.table(r.id, part) for part in parts]
         except UserError as e:
             st.warning(f"Run #{r.id} is left out: {e}")
             continue
-        entries.append(history.entry_of(trace, meta, r.summary))  # named by what made it, as on every page
-        entries[-1]["run"] = f"#{r.id}: {entries[-1]['name']}"
+        for trace, meta in traces:
+            summary = r.summary if len(parts) == 1 and parts[0] == TRACE else summarize(trace, r.num_layers)
+            entries.append(history.entry_of(trace, meta, summary))  # named by what made it, as on every page
+            entries[-1]["run"] = f"#{r.id}: {entries[-1]['name']}"
     if not entries:
         return
     styles = figures.run_styles({e["name"]: e["family"] for e in entries})  # as every page draws the run

@@ -295,6 +295,15 @@ def test_a_comparison_and_a_lens_run_are_kept_and_reopen_with_their_settings(mod
     assert_clean(at)
     at = opened_with({}, "history")
     assert list(at.dataframe[0].value["kind"]) == ["lens", "comparison"]
+    # picked together: each policy's decode of the comparison and the lens run's schedule path, drawn and tabled
+    pick(at, 0, 1)
+    assert_clean(at)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if c.key == "history_fig").proto.spec)
+    drawn = [t["name"] for t in spec["data"] if t["name"].startswith("#")]
+    assert sorted(n.split(":")[0] for n in drawn) == ["#1", "#1", "#2"], drawn
+    assert list(at.dataframe[1].value["run"])[1:] == drawn
+    assert not any("trace" in c.value for c in at.caption)
+    pick(at)
     at = reopen_newest(at)
     assert at.title[0].value == "Layer lens" and by_key(at.slider, "lens_max_new").value == MAX_NEW - 1
     lens = LensComparison.last(at.session_state)
