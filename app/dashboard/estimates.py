@@ -87,8 +87,11 @@ class TimeLeft:
         self.started = time.perf_counter()
 
     def words(self, done: float) -> str:
-        """'about 2 min left' for a run `done` (0 to 1) of the way through; '' where nothing can be said."""
+        """'about 2 min left' for a run `done` (0 to 1) of the way through; '' where nothing can be said or
+        nothing is left."""
         spent = time.perf_counter() - self.started
+        if done >= 1:
+            return ""
         if done > 0:
             left = spent / done * (1 - done)
         elif self.estimate is not None:
@@ -96,3 +99,9 @@ class TimeLeft:
         else:
             return ""
         return f"{Estimate(left, '').words()} left" if left >= 5 else "almost done"
+
+
+def progress_text(*parts: str) -> str:
+    """A progress bar's text: its parts that say something, joined ('3 of 5 settings done; running skip 2x;
+    about 1 min left')."""
+    return "; ".join(p for p in parts if p)

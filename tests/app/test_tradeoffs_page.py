@@ -299,7 +299,7 @@ def test_a_new_sweep_file_is_offered_by_its_models_without_code(model_dir, tmp_p
 def test_the_small_sweep_shows_each_setting_and_downloads_its_table(model_dir):
     at, _ = small_sweep_on_the_page({})
     bar = at.get("progress")[0].proto
-    assert bar.value == 100 and bar.text.startswith("2 of 2 settings done")
+    assert bar.value == 100 and bar.text == "2 of 2 settings done; finished"  # nothing said to be left
     assert {"Download this sweep (CSV)", "Download this sweep (Parquet)"} <= {
         b.label for b in at.download_button
     }
