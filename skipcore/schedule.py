@@ -275,6 +275,23 @@ class Schedule:
         return f"{self.shape} {self.max_layers}->{self.min_layers} ({', '.join(how)})"
 
 
+def reachable_speedup(
+    num_layers: int,
+    max_new_tokens: int,
+    shape: str = "linear",
+    mode: str = "skip",
+    warmup_layers: int = 1,
+    **kwargs,
+) -> float:
+    """The highest layer speedup a `shape` schedule in `mode` reaches over `max_new_tokens` tokens: the lowest
+    budget the mode allows (above the warm-up layers in skip mode) at every step, the most
+    `schedule_for_speedup` can fit."""
+    lowest = warmup_layers + 1 if mode == "skip" else 1
+    return Schedule(num_layers, shape, mode, lowest, lowest, warmup_layers, **kwargs).layer_speedup(
+        max_new_tokens
+    )
+
+
 def schedule_for_speedup(
     num_layers: int,
     target: float,
@@ -307,8 +324,7 @@ def schedule_for_speedup(
             field="warmup_layers",
         )
     lo_min = warmup_layers + 1 if mode == "skip" else 1
-    top = Schedule(num_layers, shape, mode, lo_min, lo_min, warmup_layers, **kwargs)
-    reach = top.layer_speedup(max_new_tokens)
+    reach = reachable_speedup(num_layers, max_new_tokens, shape, mode, warmup_layers, **kwargs)
     if target > reach * (1 + tolerance):
         raise ScheduleError(
             f"target_speedup {target:g}x is out of reach: {num_layers} layers at the lowest budget ({lo_min}) "
@@ -406,6 +422,7 @@ __all__ = [
     "full_schedule",
     "layers_for_budget",
     "mask_string",
+    "reachable_speedup",
     "schedule_for_speedup",
     "schedule_from_settings",
 ]

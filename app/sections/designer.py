@@ -20,7 +20,7 @@ from app.dashboard.trained import full_depth_note, skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
 from skipcore.errors import ScheduleError
-from skipcore.schedule import MODES, SHAPES, Schedule, schedule_for_speedup
+from skipcore.schedule import MODES, SHAPES, Schedule, reachable_speedup, schedule_for_speedup
 
 SHAPE_HELP = (
     "full: every layer · constant: min layers from step 1 · linear: the paper's decay from max to min over "
@@ -46,6 +46,33 @@ def int_slider(container, name: str, label: str, limits: dict, default: int, hel
     container.slider(label, lo, hi, min(max(int(default), lo), hi), key=name, help=help, **KEEP)
 
 
+def _fit_kwargs() -> dict:
+    """The design's settings a fit keeps as they are (the decay span, alpha, stages)."""
+    ss = st.session_state
+    return {
+        "decay_span": None if ss.get("default_span", True) else int(ss.get("decay_span", 30)),
+        "alpha": float(ss.get("alpha", 0.9)),
+        "stages": int(ss.get("stages", 4)),
+    }
+
+
+def _reach(num_layers: int) -> float | None:
+    """The highest target a fit can reach with the design as it stands (None where the design cannot be built)."""
+    ss = st.session_state
+    shape = ss.get("shape", "linear")
+    try:
+        return reachable_speedup(
+            num_layers,
+            int(ss.get("speedup_over", 32)),
+            shape if shape not in ("full", "custom") else "linear",
+            ss.get("mode", "skip"),
+            int(ss.get("warmup_layers", 1)),
+            **_fit_kwargs(),
+        )
+    except ScheduleError:
+        return None
+
+
 def _fit_to_target(num_layers: int) -> None:
     """Button callback: set max/min layers to the schedule closest to the target layer speedup, and say what the
     fit gave and why, when it had to start below full depth."""
@@ -53,11 +80,7 @@ def _fit_to_target(num_layers: int) -> None:
     shape = ss.get("shape", "linear")
     shape = shape if shape not in ("full", "custom") else "linear"
     target, over = float(ss.get("target", 2.0)), int(ss.get("speedup_over", 32))
-    kwargs = {
-        "decay_span": None if ss.get("default_span", True) else int(ss.get("decay_span", 30)),
-        "alpha": float(ss.get("alpha", 0.9)),
-        "stages": int(ss.get("stages", 4)),
-    }
+    kwargs = _fit_kwargs()
     mode, warmup = ss.get("mode", "skip"), int(ss.get("warmup_layers", 1))
     try:
         fit = schedule_for_speedup(num_layers, target, over, shape, mode, warmup, **kwargs)
@@ -167,7 +190,22 @@ def controls(num_layers: int, base: dict) -> None:
     st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype", **KEEP)
     if shape not in ("full", "custom"):
         with st.expander("Fit max/min to a target speedup"):
-            st.number_input("Target layer speedup", 1.0, float(L), 2.0, 0.1, key="target", **KEEP)
+            reach = _reach(L)
+            if reach is not None and st.session_state.get("target", 2.0) > reach:
+                st.session_state["target"] = reach  # the design changed under it: the most it now reaches
+            st.number_input(
+                "Target layer speedup",
+                1.0,
+                reach or float(L),
+                min(2.0, reach or 2.0),
+                0.1,
+                key="target",
+                help=None
+                if reach is None
+                else f"up to {reach:.2f}x: this shape and mode at their lowest budget at every step, over the "
+                "typical output length",
+                **KEEP,
+            )
             st.button("Fit", on_click=_fit_to_target, args=(L,), key="fit")
             fit = FitResult.last() or FitResult()
             if fit.error:
