@@ -128,6 +128,12 @@ class Schedule:
             raise ScheduleError(
                 f"warmup_layers must be >= 0, got {self.warmup_layers}", field="warmup_layers"
             )
+        if self.mode == "skip" and self.shape == "custom" and self.warmup_layers >= lo:
+            raise ScheduleError(
+                f"custom budget {lo} leaves no top layer in skip mode: every budget must be above the "
+                f"{self.warmup_layers} warm-up layers that always run",
+                field=("budgets_list", "warmup_layers"),
+            )
         if self.mode == "skip" and self.shape != "full" and self.warmup_layers >= lo:
             raise ScheduleError(
                 f"warmup_layers ({self.warmup_layers}) must be smaller than min_layers ({lo}) in skip mode",

@@ -117,6 +117,10 @@ def test_power_and_step_shapes():
         ),
         (dict(shape="custom", budgets_list=(6, 4, 5)), "must not increase, but 4 is followed by 5"),
         (dict(shape="custom", budgets_list=(20, 4)), r"custom budget 20 is outside \[1, 12\]"),
+        (
+            dict(shape="custom", budgets_list=(12, 1, 1), warmup_layers=1),
+            "custom budget 1 leaves no top layer in skip mode: every budget must be above the 1 warm-up",
+        ),
         (dict(shape="zigzag"), "unknown schedule shape 'zigzag'"),
         (dict(mode="random"), "unknown mode 'random'"),
     ],
