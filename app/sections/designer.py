@@ -34,6 +34,10 @@ FIT_TOLERANCE = 0.02  # relative; a fit further off than this is said to miss it
 KV_DTYPES = {"float32 (4 bytes)": 4, "bfloat16 / float16 (2 bytes)": 2}
 
 
+# the pages that run the designed schedule (`state.engine_and_schedule`)
+USED_BY = "the Generate, Compare and Layer lens pages"
+
+
 def int_slider(container, name: str, label: str, limits: dict, default: int, help: str | None = None) -> None:
     """A design slider over its range, or a caption when the range has one value (a slider needs lo < hi)."""
     lo, hi = (int(v) for v in limits[name])
@@ -306,12 +310,10 @@ def main() -> None:
             schedule = state.build_schedule(values, L)
         except ScheduleError as e:
             st.error(f"Invalid schedule: {e}")
-            st.info("Fix the settings on the left; until then the Generate and Compare pages cannot run it.")
+            st.info(f"Fix the settings on the left; until then {USED_BY} cannot run it.")
             return
         st.session_state["schedule"] = schedule.to_dict()
-        st.success(
-            f"Schedule: **{schedule.describe()}**, used by the Generate, Compare and Layer lens pages."
-        )
+        st.success(f"Schedule: **{schedule.describe()}**, used by {USED_BY}.")
         warning = skip_warning(choice, schedule.shape != "full")
         if warning:
             st.warning(warning)
