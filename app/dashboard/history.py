@@ -114,6 +114,7 @@ def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> 
     fig.update_layout(
         title="Layers run per step",
         xaxis_title="decode step (0 = prefill)",
+        xaxis_dtick=1 if last <= 20 else None,  # steps are whole: a short run's axis ticks no half step
         yaxis_title="mean layers run (rows still running)",
         yaxis_range=[0, max(depths) + 0.5],
         legend={"orientation": "h", "y": -0.3},

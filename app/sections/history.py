@@ -32,6 +32,17 @@ def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
+def _max_new_tokens(settings: dict) -> str:
+    """The new tokens a run allowed, as its settings say it: a page's own setting, or inside a sweep's or a
+    search's settings; '-' where none says it."""
+    words = {name: value[0] for name, value in settings.items()}
+    if "max new tokens" in words or "tokens" in words:
+        return words.get("max new tokens", words.get("tokens"))
+    values = [v[1] for v in settings.values() if isinstance(v, list | tuple) and len(v) > 1]
+    inner = [v for v in values if isinstance(v, dict) and "max_new_tokens" in v]
+    return str(inner[0]["max_new_tokens"]) if inner else "-"
+
+
 def listing(runs: list[Run]) -> pd.DataFrame:
     """One short row per run: when, what kind, on what, what it ran, and what it gave (every setting is in the
     expander below the table), and, where some run cannot be reopened, a column saying why."""
@@ -48,7 +59,7 @@ def listing(runs: list[Run]) -> pd.DataFrame:
                 "model": words.get("model", "?").rsplit("/", 1)[-1],
                 "schedule": history.run_words(r.settings, r.label) if r.page == "generate" else r.label,
                 "prompts": words.get("prompts", "-").split(" (", 1)[0],
-                "max new tokens": words.get("max new tokens", words.get("tokens", "-")),
+                "max new tokens": _max_new_tokens(r.settings),
                 "decoding": words.get("decoding", "-"),
                 "layer speedup": _number(r.summary.get("layer_speedup")),
                 "FLOPs speedup": _number(r.summary.get("flops_speedup_decode")),

@@ -275,6 +275,7 @@ def test_a_small_sweep_is_kept_survives_a_reload_and_reopens_with_its_settings(m
     # from the Run history, in a session showing other settings: back on Trade-offs with its own
     at = opened_with({"to_source": "Upload a sweep file", "to_examples": "5"}, "history")
     assert list(at.dataframe[0].value["kind"]) == ["sweep"]
+    assert list(at.dataframe[0].value["max new tokens"]) == [str(made.settings["sweep"][1]["max_new_tokens"])]
     at = reopen_newest(at)
     assert at.title[0].value == "Trade-offs"
     assert by_key(at.radio, "to_source").value == RUN
@@ -365,3 +366,4 @@ def test_runs_of_models_of_different_depths_each_get_their_full_depth_line():
     fig = history.figure([run("small", 6), run("deep", 12)])
     full = {t.name: t.y[0] for t in fig.data if t.name.startswith("full depth")}
     assert full == {"full depth (6 layers, small)": 6, "full depth (12 layers, deep)": 12}
+    assert fig.layout.xaxis.dtick == 1  # a three-step run: whole steps only
