@@ -102,11 +102,14 @@ def decode_sdpa(
     scaling: float | None = None,
     sliding_window: int | None = None,
     from_end: bool = False,
+    fold_groups: bool = False,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """The engine's decode attention: `sdpa_attention_forward`'s result without its K/V copy, in one call to the
     kernel. A masked float32 query position over grouped KV heads folds the heads of a group into query
-    positions; a masked half-precision query on a CPU reads each KV head in place (`enable_gqa`), `transformers`'
+    positions, and so does a half-precision one on an accelerator where its layer asks (`fold_groups`: the
+    fused step, whose bits are its own, not `generate()`'s; else `transformers` copies every KV head to each of
+    its group's query heads, over the whole buffer, in every layer of every step); a masked half-precision query on a CPU reads each KV head in place (`enable_gqa`), `transformers`'
     own bits; anything else is `sdpa_attention_forward` itself. A half-precision query over a float32 cache
     (`SkipEngine`'s `attention_dtype`) attends in float32 and returns its output rounded to the query's dtype.
 
@@ -126,7 +129,8 @@ def decode_sdpa(
     B, H, q_len, D = query.shape
     fast = attention_mask is not None and not dropout and groups > 1
     query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
-    if fast and query.dtype == torch.float32 and q_len == 1 and attention_mask.shape[1] == 1:
+    folds = query.dtype == torch.float32 or (fold_groups and aligns_inputs(query.device))
+    if fast and folds and q_len == 1 and attention_mask.shape[1] == 1:
         # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv, groups, D)
         out = F.scaled_dot_product_attention(
             query.reshape(B, H // groups, groups, D), key, value, attn_mask=attention_mask, scale=scaling

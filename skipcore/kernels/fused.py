@@ -402,6 +402,7 @@ class FusedLlamaLayer(FusedLayer, llama_layer.DecodeLayer):
             **self.window,
             "position_ids": None,
             "use_cache": False,
+            "fold_groups": True,  # grouped KV heads read in place in half precision too (its bits are its own)
         }
 
     def __call__(self, hidden: torch.Tensor, mask: torch.Tensor | None, cache, kwargs: dict) -> torch.Tensor:
@@ -499,7 +500,11 @@ class FusedGemma3Layer(FusedLayer, gemma3_layer.DecodeLayer):
         self.act_name = layer.self_attn.config.hidden_activation
         self.norm_weights = [getattr(layer, n).weight for n in gemma3_layer.NORMS]
         attn = layer.self_attn  # what its attention module passes the attention function, fixed per layer
-        self.attention_args = {"scaling": attn.scaling, "sliding_window": attn.sliding_window}
+        self.attention_args = {
+            "scaling": attn.scaling,
+            "sliding_window": attn.sliding_window,
+            "fold_groups": True,  # grouped KV heads read in place in half precision too (its bits are its own)
+        }
         self.fused_qkv, self.fused_gate_up = FusedWeights(self.qkv), FusedWeights(self.gate_up)
         self.units = (self.fused_qkv, self.fused_gate_up)
 

@@ -102,6 +102,39 @@ def test_fused_full_depth_is_generate_in_float32(model_dirs, family):
     ]
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3"])
+def test_on_an_accelerator_the_fused_step_reads_grouped_kv_heads_in_place(model_dirs, family, monkeypatch):
+    """In half precision on an accelerator, `transformers` copies each KV head to every query head of its group
+    over the whole buffer, in every layer of every step. The fused step (its bits its own) folds a group's query
+    heads into query positions instead, in its steps and in each verification column alike, so speculative rounds
+    stay its full depth's tokens; the unfused step keeps `generate()`'s arithmetic. The CPU runs here under the
+    accelerator's rule (`attention.aligns_inputs`), SDPA's query heads recorded."""
+    from skipcore.kernels import attention
+
+    real, heads = torch.nn.functional.scaled_dot_product_attention, []
+
+    def record(query, key, value, *args, **kwargs):
+        heads.append((query.shape[1], query.shape[2], key.shape[1]))
+        return real(query, key, value, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", record)
+    monkeypatch.setattr(attention, "aligns_inputs", lambda device: True)
+    unfused, fused = _engines(model_dirs, family, "bfloat16")
+    config = fused.adapter.model.config
+    H, kv = config.num_attention_heads, config.num_key_value_heads
+    assert kv < H
+    full = fused.generate(PROMPTS, Schedule(6, "full"), 10)
+    steps = [h for h in heads if h[1] == H // kv]  # the one-column passes (the prompt's has its own width)
+    assert steps and all(h == (kv, H // kv, kv) for h in steps), set(heads)
+    spec = fused.generate(PROMPTS, SpeculativePolicy(SKIP, draft_tokens=3), 10)
+    assert spec.trace["drafted"].any() and spec.token_ids == full.token_ids
+    heads.clear()
+    unfused.generate(PROMPTS, Schedule(6, "full"), 10)
+    assert not any(
+        h[0] == kv and h[1] == H // kv for h in heads
+    )  # generate()'s arithmetic: every head its own
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3", "opt", "gemma3"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
