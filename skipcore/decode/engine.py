@@ -39,8 +39,7 @@ from skipcore.decode.static_step import KeptDecoders, StaticDecoder
 from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
 from skipcore.errors import UserError
-from skipcore.kernels.attention import padded_width
-from skipcore.kernels.door import take
+from skipcore.kernels.door import padded_width, take
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
 from skipcore.schedule import Schedule

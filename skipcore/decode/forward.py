@@ -27,8 +27,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.record import RowCursor
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.step import StepOutput
-from skipcore.kernels.attention import padded_width
-from skipcore.kernels.door import FusedLayers
+from skipcore.kernels.door import FusedLayers, padded_width
 from skipcore.schedule import check_nested
 
 

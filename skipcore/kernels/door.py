@@ -19,11 +19,18 @@ import torch
 from torch import nn
 
 from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
-from skipcore.kernels.attention import QueryGroups, adopt, adopted, attention_dtype_for, pass_attention
+from skipcore.kernels.attention import (
+    QueryGroups,
+    adopt,
+    adopted,
+    attention_dtype_for,
+    padded_width,
+    pass_attention,
+)
 from skipcore.kernels.fused import FusedLayers
 from skipcore.kernels.products import PASS_PRODUCTS, PackedLinears, head_logits
 
-__all__ = ["PASS_PRODUCTS", "FusedLayers", "Kernels", "head_logits", "lean_layer", "take"]
+__all__ = ["PASS_PRODUCTS", "FusedLayers", "Kernels", "head_logits", "lean_layer", "padded_width", "take"]
 LEAN_LAYERS = (
     llama_layer,
     opt_layer,
