@@ -96,6 +96,22 @@ def delete_runs(run_ids: tuple[int, ...]) -> None:
     st.session_state.pop(TABLE, None)
 
 
+def follow_picks(shown: list[int], ids: list[int]) -> None:
+    """Picked rows are positions in the table as it was drawn. Where the runs have changed since (another tab or
+    user kept or deleted one), the picks move with their runs to where the table now shows them, so no pick
+    names another run; a picked run that is gone is dropped."""
+    if shown == ids:
+        return
+    try:
+        rows = list(st.session_state[TABLE]["selection"]["rows"])
+    except (KeyError, TypeError):
+        return  # nothing picked
+    picked = [shown[i] for i in rows if 0 <= i < len(shown)]
+    st.session_state[TABLE] = {
+        "selection": {"rows": [ids.index(i) for i in picked if i in ids], "columns": []}
+    }
+
+
 def compare(store: RunStore, chosen: list[Run]) -> None:
     """The picked runs' decodes drawn and tabled side by side: every per-token trace a run keeps (a Generate run's,
     each policy's of a comparison, a lens run's schedule path), each named by what made it."""
@@ -151,12 +167,7 @@ def main() -> None:
         )
         return
     ids = [r.id for r in runs]
-    if st.session_state.get(SHOWN, ids) != ids and st.session_state.pop(TABLE, None) is not None:
-        # picked rows are positions in the table as it was: another tab or user added or deleted a run since, so
-        # they would now name other runs
-        st.warning(
-            "The run history changed since the table was drawn (a run was added or deleted): pick again."
-        )
+    follow_picks(st.session_state.get(SHOWN, ids), ids)
     st.session_state[SHOWN] = ids
     table, shown, config = history.listing_view(listing(runs))  # narrow enough for a 1024 px screen
     picked = st.dataframe(
