@@ -181,3 +181,23 @@ def test_a_failed_stage_fails_the_check_and_is_named_on_the_last_line(tmp_path):
     short = [s for s, o in stages(summary).items() if o.startswith(("failed", "stopped", "skipped: no time"))]
     assert short and last == f"GPU CHECK FAILED: {' '.join(short)}" + last[last.index(" (") :], last
     assert summary.rstrip().endswith(last)
+
+
+def test_a_stage_that_fell_back_says_so_beside_ok(tmp_path):
+    """A stage whose run printed fallback warnings (a capture or a compile that fell back: the path ran, but not
+    as meant) is recorded as ok with their count, which the summary shows; a clean one as plain ok. The script's
+    own `stage` function, run alone."""
+    script = (REPO / "scripts/gpu_check.sh").read_text()
+    stage = re.search(r"^stage\(\) \{.*?^\}$", script, re.S | re.M).group(0)
+    harness = f"""
+LOG={tmp_path}/log; : >"$LOG"; DEADLINE=$((SECONDS + 60)); STAGES=()
+say() {{ echo "$*" >>"$LOG"; }}
+record() {{ STAGES+=("| $1 | $2 |"); }}
+{stage}
+stage fell 10 printf 'warning: CUDA graph capture failed, decoding without graphs: x\\nFallbackWarning: y\\n'
+stage clean 10 echo fine
+printf '%s\\n' "${{STAGES[@]}}"
+"""
+    out = subprocess.run(["bash", "-c", harness], capture_output=True, text=True, check=True).stdout
+    assert "| fell | ok; 2 fallback warnings (in the log) |" in out
+    assert "| clean | ok |" in out
