@@ -59,11 +59,24 @@ def _require_file(path: Path) -> None:
         raise DataFormatError(f"{path}: not a file")
 
 
+def _not_text(path: Path, err: UnicodeDecodeError) -> DataFormatError:
+    """What a dataset file that is not UTF-8 text is told (the decoder reads in chunks: no line to name)."""
+    byte = err.object[err.start : err.start + 1].hex() if isinstance(err.object, bytes | bytearray) else "?"
+    return DataFormatError(f"{path}: not UTF-8 text (a byte 0x{byte} it cannot decode); save it as UTF-8")
+
+
 def load_e2e_csv(path: str | Path, task: str = "e2e") -> list[Example]:
     """Read an E2E CSV (``mr``, ``ref`` columns, one row per reference) into one Example per MR."""
     path = Path(path)
     _check_task(task)
     _require_file(path)
+    try:
+        return _read_e2e_csv(path, task)
+    except UnicodeDecodeError as err:
+        raise _not_text(path, err) from None
+
+
+def _read_e2e_csv(path: Path, task: str) -> list[Example]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         try:
@@ -116,8 +129,16 @@ def load_jsonl(
     path = Path(path)
     _check_task(task)
     _require_file(path)
+    try:
+        return _read_jsonl(path, source_field, target_field, task)
+    except UnicodeDecodeError as err:
+        raise _not_text(path, err) from None
+
+
+def _read_jsonl(path: Path, source_field: str, target_field: str, task: str) -> list[Example]:
     pairs = []
-    with path.open(encoding="utf-8") as handle:
+    # a byte-order mark, as a CSV may start with, is read past
+    with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -608,3 +608,21 @@ def test_shipped_corpus_is_reproducible_and_small() -> None:
     shipped = {split: load_examples(folder, split=split) for split in ("train", "dev", "test")}
     sizes = {split: len(examples) for split, examples in shipped.items()}
     assert shipped == make_corpus(seed=0, n_train=sizes["train"], n_dev=sizes["dev"], n_test=sizes["test"])
+
+
+def test_a_dataset_that_is_not_utf8_is_one_line_and_a_bom_is_read_past(tmp_path: Path) -> None:
+    """A file in another encoding is refused in one line naming it, from every loader, not a decoder's traceback;
+    a byte-order mark (what some editors write first) is read past in a JSONL file as in a CSV."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"mr,ref\nname[Caf\xe9],The Caf\xe9.\n")
+    lines = tmp_path / "latin.jsonl"
+    lines.write_bytes(b'{"source": "name[Caf\xe9]", "target": "x"}\n')
+    for path, load in ((latin, load_e2e_csv), (lines, load_jsonl), (latin, load_examples)):
+        with pytest.raises(
+            DataFormatError, match=r"latin\.(csv|jsonl): not UTF-8 text \(a byte 0xe9"
+        ) as info:
+            load(path)
+        assert isinstance(info.value, UserError) and "\n" not in str(info.value)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"source": "name[Aromi]", "target": "Aromi."}\n')
+    assert [e.source for e in load_jsonl(bom)] == ["name[Aromi]"]
