@@ -161,10 +161,13 @@ def measure_total_against_full(
     return _total_columns(total, len(prompts), tokens_per_s[1:])  # [0] is the warm-up
 
 
-def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float) -> str:
-    """Empty, or why a measured decode speedup is implausible for the work it saved (design notes, "Timing")."""
+def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float, runs: int) -> str:
+    """Empty, or why a measured decode speedup is not to be taken as one: one paired run (a single timing, whose
+    interval is a point), or a value implausible for the work it saved (design notes, "Timing")."""
     if not math.isfinite(measured):
         return "no measurement"
+    if runs < 2:
+        return "one paired run: a single timing, not a measurement (its interval is a point); time it again"
     if measured > MAX_OVER_LAYER * batch_layer_speedup:
         return (
             f"measured {measured:.2f}x is above {MAX_OVER_LAYER}x the batch layer speedup "

@@ -85,17 +85,19 @@ def test_the_interval_is_reproducible():
 
 
 @pytest.mark.parametrize(
-    "measured, layer, flops, flagged",
+    "measured, layer, flops, runs, flagged",
     [
-        (2.0, 2.0, 1.9, ""),
-        (2.45, 2.0, 1.9, "above"),  # > 1.2 x 2.0
-        (2.39, 2.0, 1.9, ""),
-        (0.9, 2.0, 1.9, "below"),  # < 0.5 x 1.9
-        (float("nan"), 2.0, 1.9, "no measurement"),
+        (2.0, 2.0, 1.9, 3, ""),
+        (2.45, 2.0, 1.9, 3, "above"),  # > 1.2 x 2.0
+        (2.39, 2.0, 1.9, 3, ""),
+        (0.9, 2.0, 1.9, 3, "below"),  # < 0.5 x 1.9
+        (float("nan"), 2.0, 1.9, 3, "no measurement"),
+        (2.0, 2.0, 1.9, 1, "one paired run: a single timing, not a measurement"),  # never reported as one
+        (2.0, 2.0, 1.9, 2, ""),
     ],
 )
-def test_plausibility_flag(measured, layer, flops, flagged):
-    flag = plausibility_flag(measured, layer, flops)
+def test_plausibility_flag(measured, layer, flops, runs, flagged):
+    flag = plausibility_flag(measured, layer, flops, runs)
     assert (flagged in flag) if flagged else flag == ""
 
 

@@ -298,7 +298,7 @@ def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, ne
         "flops_speedup_decode": flops,
         "measured_over_layer_speedup": dec.median / layer,
         "measured_over_flops_speedup": dec.median / flops,
-        "timing_flag": plausibility_flag(dec.median, layer, flops),
+        "timing_flag": plausibility_flag(dec.median, layer, flops, dec.runs),
     }
 
 

@@ -141,7 +141,10 @@ class EngineGrid:
                 )
             )
             row["timing_flag"] = plausibility_flag(
-                row["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
+                row["wall_speedup_decode"],
+                row["batch_layer_speedup"],
+                row["batch_flops_speedup_decode"],
+                row["timing_runs"],
             )
         row.update(columns)
         return row, result

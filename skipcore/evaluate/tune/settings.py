@@ -223,7 +223,8 @@ def check_settings(s: TuneSettings) -> TuneSettings:
         if getattr(s, name) is not None:
             _at_least(name, getattr(s, name), 2 if name in ("max_new_tokens", "speedup_over") else 1)
     if s.objective == "measured":
-        _at_least("repeats", s.repeats, 1)
+        # one paired run is a single timing, not a measurement: flagged, never chosen
+        _at_least("repeats", s.repeats, 2)
     if any(w < 0 for w in s.warmups):
         raise UserError(f"warmups must all be >= 0, got {list(s.warmups)}", field="warmups")
     for name in ("max_drop", "prune_margin"):

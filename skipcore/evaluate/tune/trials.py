@@ -133,6 +133,9 @@ def measured(engine: SkipEngine, prompts: list[str], policy, cfg: TuneSettings, 
 
     m = measure_against_full(engine, prompts, policy, cfg.max_new_tokens, cfg.batch_size, cfg.repeats)
     flag = plausibility_flag(
-        m["wall_speedup_decode"], row["batch_layer_speedup"], row["batch_flops_speedup_decode"]
+        m["wall_speedup_decode"],
+        row["batch_layer_speedup"],
+        row["batch_flops_speedup_decode"],
+        m["timing_runs"],
     )
     return {**m, "timing_flag": flag}
