@@ -54,6 +54,14 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
     from skipcore.models.generation_defaults import decoding_for
 
     depth = settings.depth
+    if depth.schedule_json:  # the file's schedule runs as written: a schedule flag beside it would do nothing
+        flags = {"schedule": "--schedule", **SCHEDULE_FLAGS}
+        beside = sorted({flags[dest] for dest in given if dest in flags})
+        if beside:
+            raise UserError(
+                f"--schedule-json runs the file's schedule as written; {', '.join(beside)} would change nothing "
+                "(drop it, or edit the file)"
+            )
     asked = depth.target_speedup or depth.min_layers is not None or depth.max_layers is not None
     decoding = decoding_for(
         settings.model, depth.schedule, bool(asked or depth.schedule_json), bool(depth.budgets),

@@ -73,6 +73,16 @@ def test_schedule_files_name_themselves_and_the_model_they_do_not_fit(capsys, tm
     )
 
 
+def test_a_schedule_flag_beside_a_schedule_file_is_refused_naming_it(capsys, tmp_path):
+    """The file's schedule runs as written, so a schedule flag typed beside it would be silently ignored."""
+    path = write(tmp_path, {"shape": "linear", "max_layers": 8, "min_layers": 3})
+    said = generate_refused(capsys, "--schedule-json", path, "--decay-span", "5", "--target-speedup", "3")
+    assert said == (
+        "--schedule-json runs the file's schedule as written; --decay-span, --target-speedup would change nothing "
+        "(drop it, or edit the file)"
+    )
+
+
 def test_whole_floats_and_byte_order_marks_in_schedule_files_are_read(capsys, tmp_path):
     # 12.0 is the count 12 (a JSON writer's float); 8.7 is not a count and stays refused
     assert Schedule.from_dict(
