@@ -281,6 +281,12 @@ class Schedule:
         return f"{self.shape} {self.max_layers}->{self.min_layers} ({', '.join(how)})"
 
 
+def _check_layer_count(name: str, value: int | None, num_layers: int) -> None:
+    """A given layer count outside the model, said as such before a fit would blame its target for it."""
+    if value is not None and not 1 <= value <= num_layers:
+        raise ScheduleError(f"{name} {value} is outside [1, {num_layers}]", field=name)
+
+
 def reachable_speedup(
     num_layers: int,
     max_new_tokens: int,
@@ -323,6 +329,7 @@ def schedule_for_speedup(
         )
     if shape in ("full", "custom"):
         raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}", field="shape")
+    _check_layer_count("max_layers", max_layers, num_layers)
     if mode == "skip" and not 0 <= warmup_layers < num_layers:
         raise ScheduleError(
             f"warmup_layers must be in [0, {num_layers - 1}] for a {num_layers}-layer model in skip mode "
@@ -385,6 +392,8 @@ def schedule_from_settings(
     depth), or the budgets as given (`budgets`, comma-separated, for a custom shape)."""
     if schedule_json:
         return Schedule.read_json(schedule_json, num_layers)
+    _check_layer_count("min_layers", min_layers, num_layers)
+    _check_layer_count("max_layers", max_layers, num_layers)
     extra = dict(decay_span=decay_span, alpha=alpha, stages=stages)
     if target_speedup is None and min_layers is None and shape in PARAMETRIC:
         target_speedup = 2.0

@@ -55,8 +55,11 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
 
     depth = settings.depth
     if depth.schedule_json:  # the file's schedule runs as written: a schedule flag beside it would do nothing
+        from skipcore.policies.params import params_of
+
+        own = {p.dest for p in params_of(depth.policy_class)}  # the policy's own (adaptive's --min-layers)
         flags = {"schedule": "--schedule", **SCHEDULE_FLAGS}
-        beside = sorted({flags[dest] for dest in given if dest in flags})
+        beside = sorted({flags[dest] for dest in given - own if dest in flags})
         if beside:
             raise UserError(
                 f"--schedule-json runs the file's schedule as written; {', '.join(beside)} would change nothing "

@@ -193,8 +193,20 @@ def grid_flag_names() -> dict[str, str]:
     from skipcore.evaluate.sweep.settings import sweep_params
 
     flags = {c: p.sweep_flag if p.sweep == "axis" else p.flag for c, p in sweep_params().items()}
-    run_wide = {"max_layers": "--max-layers", "max_new_tokens": "--max-new-tokens"}
-    return {**flags, **run_wide, "baseline_model": "--baseline-model"}
+    run_wide = {
+        "max_layers": "--max-layers",
+        "max_new_tokens": "--max-new-tokens",
+        "speedup_over": "--speedup-over",
+    }
+    # a static setting's schedule fields, by the grid flags that set them
+    schedule = {
+        "shape": "--shapes",
+        "mode": "--modes",
+        "warmup_layers": "--warmup",
+        "decay_span": "--decay-span",
+        "target_speedup": "--targets",
+    }
+    return {**flags, **run_wide, **schedule, "baseline_model": "--baseline-model"}
 
 
 def _as_tuple(value) -> tuple:

@@ -73,6 +73,12 @@ def test_schedule_files_name_themselves_and_the_model_they_do_not_fit(capsys, tm
     )
 
 
+def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
+    """--max-layers 0 with no target: the default 2x fit never runs, so its target is not blamed."""
+    for value in ("0", "-1", "13"):
+        assert generate_refused(capsys, "--max-layers", value) == f"--max-layers {value} is outside [1, 12]"
+
+
 def test_a_schedule_flag_beside_a_schedule_file_is_refused_naming_it(capsys, tmp_path):
     """The file's schedule runs as written, so a schedule flag typed beside it would be silently ignored."""
     path = write(tmp_path, {"shape": "linear", "max_layers": 8, "min_layers": 3})

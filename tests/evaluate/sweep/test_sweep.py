@@ -422,6 +422,29 @@ def test_cli_sweeps_adaptive_without_timing(model_dirs, csv_dataset, tmp_path, c
     assert "setting 'model b2 adaptive" in err and "got 40" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--warmup", "20"], "--warmup must be in [0, 5]"),
+        (["--decay-span", "0"], "--decay-span must be >= 1, got 0"),
+        (["--targets", "100"], "--targets 100x is out of reach"),
+        (["--max-layers", "0"], "--max-layers 0 is outside [1, 6]"),
+    ],
+)
+def test_a_grid_schedule_setting_is_refused_by_its_sweep_flag(
+    model_dirs, csv_dataset, tmp_path, capsys, flags, said
+):
+    """A static setting's schedule fields are said as the sweep's own flags (not the library's names), and a layer
+    count out of range is blamed on itself, not on the target a fit would then miss."""
+    out = tmp_path / "cli.parquet"
+    args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(csv_dataset), "--limit", "2"]
+    args += ["--max-new-tokens", "5", "--device", "cpu", "--no-progress", "--repeats", "0", "--out", str(out)]
+    assert main([*args, *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not out.exists()
+
+
 def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, sweep_dataset, tmp_path, capsys):
     """Lossless rows score as full depth does; transformers' rows run at batch size 1 only, with no trace."""
     cfg = speculative_config(model_dirs, sweep_dataset, tmp_path / "spec.parquet", targets=(1.0,))
