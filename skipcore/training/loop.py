@@ -225,7 +225,8 @@ class NonFiniteLoss(UserError):
         kept = (
             f"the last good checkpoint, {trail.good}, is kept (resume from it, with a lower learning rate?)"
             if trail.good is not None
-            else "no checkpoint of weights that gave a finite loss was saved"
+            else "no checkpoint of weights that gave a finite loss was saved (the run's log stays in its folder: "
+            "a run there again takes --overwrite)"
         )
         super().__init__(
             f"training stopped at step {step}: the loss is {loss} (a learning rate or a setting too large?); "

@@ -602,6 +602,12 @@ def test_a_learning_rate_that_breaks_the_weights_at_once_saves_nothing(model_dir
     assert main(argv) == 2  # step 1's update sends step 2's loss to NaN
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: training stopped at step 2: the loss is nan"), err[-1]
-    assert err[-1].endswith("no checkpoint of weights that gave a finite loss was saved")
+    assert err[-1].endswith(
+        "no checkpoint of weights that gave a finite loss was saved (the run's log stays in its folder: a run there "
+        "again takes --overwrite)"
+    )
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "train_log.jsonl"]
     assert not any((out / "checkpoints").iterdir())
+    fixed = [w if w != "1e30" else "1e-4" for w in argv]
+    assert main(fixed) == 2 and "pass --overwrite" in capsys.readouterr().err  # as said
+    assert main([*fixed, "--overwrite"]) == 0  # and it replaces what the broken run left
