@@ -46,18 +46,29 @@ SCHEDULE_CHOICE = frozenset(
 )
 
 
-def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
-    """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule a model
-    trained at one schedule runs where `given`, the flags typed, names none; the schedule's shape, the length, the
-    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule or
-    a fall-back to full depth ('' if neither), said with the run's summary, after the work: errors come first."""
-    from skipcore.models.generation_defaults import decoding_for
+def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
+    """One line for a flag typed where it would do nothing, before any work: another policy's setting, custom
+    budgets for another shape, a data set beside prompts given, a schedule flag beside a schedule file."""
+    from skipcore.policies.params import params_of
 
     depth = settings.depth
+    own = {p.dest for p in params_of(depth.policy_class)}
+    elsewhere = {
+        p.dest: (p.flag, name)
+        for name, cls in POLICY_CLASSES.items()
+        for p in params_of(cls)
+        if p.dest not in own and not p.schedule_flag
+    }
+    for dest in sorted(given & elsewhere.keys()):
+        flag, policy = elsewhere[dest]
+        raise UserError(f"{flag} is a setting of --policy {policy}; this run's policy is {depth.policy}")
+    if "budgets" in given and depth.schedule != "custom" and not depth.schedule_json:
+        raise UserError(f"--budgets are a custom schedule's; this run's is --schedule {depth.schedule}")
+    if (settings.prompt or settings.prompts_file) and given & {"dataset", "split"}:
+        raise UserError(
+            "give the prompts by --prompt or --prompts-file, or by --dataset and --split, not both"
+        )
     if depth.schedule_json:  # the file's schedule runs as written: a schedule flag beside it would do nothing
-        from skipcore.policies.params import params_of
-
-        own = {p.dest for p in params_of(depth.policy_class)}  # the policy's own (adaptive's --min-layers)
         flags = {"schedule": "--schedule", **SCHEDULE_FLAGS}
         beside = sorted({flags[dest] for dest in given - own if dest in flags})
         if beside:
@@ -65,6 +76,17 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
                 f"--schedule-json runs the file's schedule as written; {', '.join(beside)} would change nothing "
                 "(drop it, or edit the file)"
             )
+
+
+def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
+    """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule a model
+    trained at one schedule runs where `given`, the flags typed, names none; the schedule's shape, the length, the
+    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule or
+    a fall-back to full depth ('' if neither), said with the run's summary, after the work: errors come first."""
+    from skipcore.models.generation_defaults import decoding_for
+
+    refuse_idle_flags(settings, given)
+    depth = settings.depth
     asked = depth.target_speedup or depth.min_layers is not None or depth.max_layers is not None
     decoding = decoding_for(
         settings.model, depth.schedule, bool(asked or depth.schedule_json), bool(depth.budgets),

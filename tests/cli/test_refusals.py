@@ -79,6 +79,30 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
         assert generate_refused(capsys, "--max-layers", value) == f"--max-layers {value} is outside [1, 12]"
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["--calm-threshold", "0.5"],
+            "--calm-threshold is a setting of --policy calm; this run's policy is static",
+        ),
+        (
+            ["--policy", "calm", "--draft-tokens", "2"],
+            "--draft-tokens is a setting of --policy speculative; this run's policy is calm",
+        ),
+        (["--schedule", "linear", "--budgets", "12,6,3"], "--budgets are a custom schedule's; this run's is"),
+        (
+            ["--prompt", "x", "--split", "dev"],
+            "give the prompts by --prompt or --prompts-file, or by --dataset",
+        ),
+    ],
+)
+def test_a_flag_that_would_do_nothing_here_is_refused_naming_it(capsys, argv, said):
+    """Typed, a flag is meant: one that this run would ignore (another policy's setting, budgets for a shape that
+    takes none, a split beside prompts given) is one line before any work, not a run that silently differs."""
+    assert generate_refused(capsys, *argv).startswith(said)
+
+
 def test_a_schedule_flag_beside_a_schedule_file_is_refused_naming_it(capsys, tmp_path):
     """The file's schedule runs as written, so a schedule flag typed beside it would be silently ignored."""
     path = write(tmp_path, {"shape": "linear", "max_layers": 8, "min_layers": 3})
