@@ -95,6 +95,8 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     plans.check_plan(plan, args.threads)
     if args.append and args.out is None:
         raise UserError("--append adds to a results file: name it with --out")
+    if args.append and args.overwrite:
+        raise UserError("--append keeps the results file's rows and --overwrite replaces them: give one")
     out = check_output_path(args.out, args.overwrite or args.append, (".json",))
     extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there
     if out is not None and extend is None:  # a new results file: its table's name may hold a user's file

@@ -269,6 +269,10 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
         (["--append"], "--append adds to a results file: name it with --out"),
+        (
+            ["--append", "--overwrite", "--out", "b.json"],
+            "--append keeps the results file's rows and --overwrite",
+        ),
     ],
 )
 def test_a_plan_that_cannot_run_is_refused_in_one_line(capsys, extra, message):
