@@ -41,6 +41,12 @@ class ModelError(UserError):
     way."""
 
 
+def first_line(error: BaseException) -> str:
+    """An error's first line (its kind's name where it says nothing), for a one-line message quoting it."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def is_failure(e: BaseException) -> bool:
     """A library's failure to read something, as opposed to a request to stop (Ctrl-C, exit): every Exception,
     and the PanicException that Rust extensions (tokenizers, safetensors) raise as a BaseException."""

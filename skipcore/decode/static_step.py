@@ -30,13 +30,8 @@ from skipcore.adapters import Adapter
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.forward import StepPass, column_mask, forward_step
 from skipcore.decode.sampling import TokenPicker
-from skipcore.errors import FallbackWarning
+from skipcore.errors import FallbackWarning, first_line
 from skipcore.kernels.door import FusedLayers
-
-
-def first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def device_fault() -> bool:

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from skipcore.errors import FallbackWarning, UserError
+from skipcore.errors import FallbackWarning, UserError, first_line
 from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
@@ -258,7 +258,7 @@ class Bodies:
                 except Exception as e:
                     if not isinstance(e, compile_errors()) or capturing():  # inside a capture: void by now
                         raise
-                    said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    said = first_line(e)
                     warnings.warn(
                         f"torch.compile failed on the fused step's {name} body, running plain ops: {said}",
                         FallbackWarning,

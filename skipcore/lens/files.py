@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.files import atomic_write, check_companion, check_output_file, parse_json, read_parquet
 from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path
 from skipcore.traces.schema import TraceSchemaError
@@ -134,7 +134,5 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
             side = sidecar_path(path)
             meta = parse_json(side.read_text()) if side.is_file() else {}
     except (ValueError, OSError) as e:
-        raise TraceSchemaError(
-            f"{path}: not a readable {suffix[1:]} lens table ({str(e).splitlines()[0]})"
-        ) from e
+        raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} lens table ({first_line(e)})") from e
     return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}

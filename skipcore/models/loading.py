@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from skipcore.adapters import ADAPTERS, check_supported
-from skipcore.errors import ModelError, UserError, is_failure
+from skipcore.errors import ModelError, UserError, first_line, is_failure
 from skipcore.kernels.precision import DtypeChoice
 from skipcore.models.catalog import REAL_MODELS
 from skipcore.models.dtype_choice import Promise, asked_dtype, choose_dtype
@@ -134,7 +134,7 @@ def _config_or_refusal(ref: ModelRef, read: Callable[[], PretrainedConfig]) -> P
             f"could not load model {ref.name!r}: a config.json field of the wrong type: {reason}"
         ) from e
     except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         hint = ""
         if ref.kind == "hub":  # perhaps meant as a real model's short name
             hint = f" (installable real models: {', '.join(REAL_MODELS)}; see `skipcore models`)"

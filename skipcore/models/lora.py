@@ -18,7 +18,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from skipcore.errors import ModelError, UserError
+from skipcore.errors import ModelError, UserError, first_line
 from skipcore.models.safetensors_header import safetensors_problem
 
 CONFIG_FILE = "adapter_config.json"
@@ -249,7 +249,7 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
             warnings.filterwarnings("ignore", message="Found (missing|unexpected) adapter keys")
             model = peft.PeftModel.from_pretrained(base, str(folder), is_trainable=is_trainable)
     except (OSError, SafetensorError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise ModelError(f"cannot read the adapter in {folder}: {first}; save or copy it again") from e
     except (ValueError, KeyError, RuntimeError) as e:
         raise ModelError(f"the adapter in {folder} does not fit its base model: {_misfit(e)}") from e

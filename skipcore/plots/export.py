@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.files import atomic_write
 
 FORMATS = ("png", "svg")
@@ -48,7 +48,7 @@ def _plotly_bytes(fig, fmt: str, scale: float) -> bytes:
     try:
         return fig.to_image(format=fmt, scale=scale)
     except Exception as e:  # noqa: BLE001 (kaleido's browser errors have no common base; all mean one thing)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise UserError(
             "saving a Plotly figure needs a Chromium for kaleido (apt-get install chromium, or set BROWSER_PATH "
             f"to a Chrome/Chromium): {first}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.files import atomic_write, check_companion, check_output_file, parse_json, read_parquet
 from skipcore.traces.schema import (
     MASK_PREFIX,
@@ -146,7 +146,7 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
             side = sidecar_path(path)
             meta = parse_json(side.read_text()) if side.is_file() else {}
     except (ValueError, OSError, zipfile.BadZipFile) as e:
-        raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({str(e).splitlines()[0]})") from e
+        raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({first_line(e)})") from e
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):
         df["layer_mask"] = df["layer_mask"].str.removeprefix(MASK_PREFIX)
     meta = validate_metadata(meta, str(path))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.models.training_record import (
     RECORD_FILE,
     read_record,
@@ -105,7 +105,7 @@ def load_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int) -> None:
         optimizer.load_state_dict(optimizer_state)
         scheduler.load_state_dict(scheduler_state)
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UserError(f"cannot restore the optimizer from {ckpt}: {str(e).splitlines()[0]}") from e
+        raise UserError(f"cannot restore the optimizer from {ckpt}: {first_line(e)}") from e
     rng = ckpt / f"rng_state_{rank}.pt"
     if rng.is_file():
         state = _load_state_file(rng)

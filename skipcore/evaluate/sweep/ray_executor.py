@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from skipcore.errors import SkipcoreWarning, UserError
+from skipcore.errors import SkipcoreWarning, UserError, first_line
 from skipcore.evaluate.sweep.executors import Failure, FailureCallback
 from skipcore.evaluate.sweep.rows import RowCallback
 from skipcore.evaluate.sweep.settings import SweepConfig
@@ -216,7 +216,7 @@ class RayExecutor:
         try:
             ray.init(address=address, runtime_env=code, **RAY_LOGS)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            said = first_line(e)
             raise UserError(f"cannot connect to the Ray cluster at {address}: {said}") from e
         return "cluster"
 

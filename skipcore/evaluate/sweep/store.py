@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.evaluate.identity import differences, said
 from skipcore.files import (
     atomic_write,
@@ -49,7 +49,7 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
     try:
         table = read_parquet(path)
     except (OSError, ValueError) as e:
-        raise UserError(f"{path} is not a readable sweep file ({str(e).splitlines()[0]})") from e
+        raise UserError(f"{path} is not a readable sweep file ({first_line(e)})") from e
     raw = (table.schema.metadata or {}).get(META_KEY)
     if raw is None:
         raise UserError(

@@ -25,7 +25,7 @@ import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 
 STUDY_NAME = "skipcore-tune"
 DIRECTIONS = ("maximize", "maximize")  # quality, speedup
@@ -43,7 +43,7 @@ def storage_said(path: Path) -> Iterator[None]:
         root: BaseException = e
         while root.__cause__ is not None or root.__context__ is not None:
             root = root.__cause__ or root.__context__
-        said = str(root).splitlines()[0] if str(root) else type(root).__name__
+        said = first_line(root)
         raise UserError(f"cannot write the study {path}: {said}") from e
 
 
