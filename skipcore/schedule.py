@@ -287,6 +287,12 @@ def _check_layer_count(name: str, value: int | None, num_layers: int) -> None:
         raise ScheduleError(f"{name} {value} is outside [1, {num_layers}]", field=name)
 
 
+def lowest_budget(mode: str, warmup_layers: int) -> int:
+    """The fewest layers a step of `mode` may run: above the warm-up layers in skip mode (a top layer runs too),
+    else one."""
+    return warmup_layers + 1 if mode == "skip" else 1
+
+
 def reachable_speedup(
     num_layers: int,
     max_new_tokens: int,
@@ -298,7 +304,7 @@ def reachable_speedup(
     """The highest layer speedup a `shape` schedule in `mode` reaches over `max_new_tokens` tokens: the lowest
     budget the mode allows (above the warm-up layers in skip mode) at every step, the most
     `schedule_for_speedup` can fit."""
-    lowest = warmup_layers + 1 if mode == "skip" else 1
+    lowest = lowest_budget(mode, warmup_layers)
     return Schedule(num_layers, shape, mode, lowest, lowest, warmup_layers, **kwargs).layer_speedup(
         max_new_tokens
     )
@@ -336,7 +342,7 @@ def schedule_for_speedup(
             f"(they always run, and at least one top layer runs too), got {warmup_layers}",
             field="warmup_layers",
         )
-    lo_min = warmup_layers + 1 if mode == "skip" else 1
+    lo_min = lowest_budget(mode, warmup_layers)
     reach = reachable_speedup(num_layers, max_new_tokens, shape, mode, warmup_layers, **kwargs)
     if target > reach * (1 + tolerance):
         raise ScheduleError(
@@ -392,8 +398,7 @@ def schedule_from_settings(
     depth), or the budgets as given (`budgets`, comma-separated, for a custom shape)."""
     if schedule_json:
         return Schedule.read_json(schedule_json, num_layers)
-    _check_layer_count("min_layers", min_layers, num_layers)
-    _check_layer_count("max_layers", max_layers, num_layers)
+    _check_layer_count("min_layers", min_layers, num_layers)  # max_layers: by the fit, else by the Schedule
     extra = dict(decay_span=decay_span, alpha=alpha, stages=stages)
     if target_speedup is None and min_layers is None and shape in PARAMETRIC:
         target_speedup = 2.0
@@ -436,6 +441,7 @@ __all__ = [
     "check_nested",
     "full_schedule",
     "layers_for_budget",
+    "lowest_budget",
     "mask_string",
     "reachable_speedup",
     "schedule_for_speedup",

@@ -100,8 +100,7 @@ class TimeLeft:
             return ""
         return f"{Estimate(left, '').words()} left" if left >= 5 else "almost done"
 
-
-def progress_text(*parts: str) -> str:
-    """A progress bar's text: its parts that say something, joined ('3 of 5 settings done; running skip 2x;
-    about 1 min left')."""
-    return "; ".join(p for p in parts if p)
+    def bar_text(self, done: float, *parts: str) -> str:
+        """A progress bar's text: its parts that say something and the time left, joined ('3 of 5 settings
+        done; running skip 2x; about 1 min left')."""
+        return "; ".join(p for p in (*parts, self.words(done)) if p)

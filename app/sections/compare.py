@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.dashboard import figures, history, provenance, speculation, state, views
 from app.dashboard.address import KEEP
-from app.dashboard.estimates import TimeLeft, progress_text, prompt_tokens, show_estimate
+from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.policy_inputs import policy_inputs
 from app.dashboard.precision import model_setting
@@ -308,7 +308,7 @@ def main() -> None:
         for i, name in enumerate(chosen):
             bar.progress(
                 i / len(chosen),
-                text=progress_text(f"Running {name} ({i + 1} of {len(chosen)})", left.words(i / len(chosen))),
+                text=left.bar_text(i / len(chosen), f"Running {name} ({i + 1} of {len(chosen)})"),
             )
             try:
                 results[name] = run_policy(

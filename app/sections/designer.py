@@ -20,7 +20,14 @@ from app.dashboard.trained import full_depth_note, skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
 from skipcore.errors import ScheduleError
-from skipcore.schedule import MODES, SHAPES, Schedule, reachable_speedup, schedule_for_speedup
+from skipcore.schedule import (
+    MODES,
+    SHAPES,
+    Schedule,
+    lowest_budget,
+    reachable_speedup,
+    schedule_for_speedup,
+)
 
 SHAPE_HELP = (
     "full: every layer · constant: min layers from step 1 · linear: the paper's decay from max to min over "
@@ -50,29 +57,30 @@ def int_slider(container, name: str, label: str, limits: dict, default: int, hel
     container.slider(label, lo, hi, min(max(int(default), lo), hi), key=name, help=help, **KEEP)
 
 
-def _fit_kwargs() -> dict:
-    """The design's settings a fit keeps as they are (the decay span, alpha, stages)."""
+def _fit_design() -> tuple[str, int, str, int, dict]:
+    """What a fit to a target keeps of the design: (shape, a linear one for full or custom; the typical output
+    length; mode; warmup layers; the decay span, alpha and stages)."""
     ss = st.session_state
-    return {
+    shape = ss.get("shape", "linear")
+    kwargs = {
         "decay_span": None if ss.get("default_span", True) else int(ss.get("decay_span", 30)),
         "alpha": float(ss.get("alpha", 0.9)),
         "stages": int(ss.get("stages", 4)),
     }
+    return (
+        shape if shape not in ("full", "custom") else "linear",
+        int(ss.get("speedup_over", 32)),
+        ss.get("mode", "skip"),
+        int(ss.get("warmup_layers", 1)),
+        kwargs,
+    )
 
 
 def _reach(num_layers: int) -> float | None:
     """The highest target a fit can reach with the design as it stands (None where the design cannot be built)."""
-    ss = st.session_state
-    shape = ss.get("shape", "linear")
+    shape, over, mode, warmup, kwargs = _fit_design()
     try:
-        return reachable_speedup(
-            num_layers,
-            int(ss.get("speedup_over", 32)),
-            shape if shape not in ("full", "custom") else "linear",
-            ss.get("mode", "skip"),
-            int(ss.get("warmup_layers", 1)),
-            **_fit_kwargs(),
-        )
+        return reachable_speedup(num_layers, over, shape, mode, warmup, **kwargs)
     except ScheduleError:
         return None
 
@@ -81,11 +89,8 @@ def _fit_to_target(num_layers: int) -> None:
     """Button callback: set max/min layers to the schedule closest to the target layer speedup, and say what the
     fit gave and why, when it had to start below full depth."""
     ss = st.session_state
-    shape = ss.get("shape", "linear")
-    shape = shape if shape not in ("full", "custom") else "linear"
-    target, over = float(ss.get("target", 2.0)), int(ss.get("speedup_over", 32))
-    kwargs = _fit_kwargs()
-    mode, warmup = ss.get("mode", "skip"), int(ss.get("warmup_layers", 1))
+    shape, over, mode, warmup, kwargs = _fit_design()
+    target = float(ss.get("target", 2.0))
     try:
         fit = schedule_for_speedup(num_layers, target, over, shape, mode, warmup, **kwargs)
     except ScheduleError as e:
@@ -95,7 +100,7 @@ def _fit_to_target(num_layers: int) -> None:
     ss["max_layers"], ss["min_layers"] = fit.max_layers, fit.min_layers
     why = None
     if fit.max_layers < num_layers:  # the paper starts at full depth; say why this fit could not
-        floor = warmup + 1 if mode == "skip" else 1
+        floor = lowest_budget(mode, warmup)
         reach = Schedule(num_layers, shape, mode, num_layers, floor, warmup, **kwargs).layer_speedup(over)
         span = (
             "the default decay span"

@@ -18,7 +18,7 @@ import streamlit as st
 
 from app.dashboard import figures, provenance, results, state, views
 from app.dashboard.address import KEEP
-from app.dashboard.estimates import TimeLeft, progress_text, prompt_tokens, show_estimate
+from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, setting
@@ -92,9 +92,7 @@ def run(
     given = sent.prompts if sent is not None else prompts
 
     def progress(done: int, total: int) -> None:
-        said = progress_text(
-            f"Reading every layer of {what}: batch {done} of {total}", left.words(done / total)
-        )
+        said = left.bar_text(done / total, f"Reading every layer of {what}: batch {done} of {total}")
         bar.progress(done / total, text=said)
 
     try:

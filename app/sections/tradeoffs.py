@@ -15,7 +15,7 @@ import streamlit as st
 
 from app.dashboard import figures, paths, provenance, state, sweeps, views
 from app.dashboard.address import KEEP
-from app.dashboard.estimates import TimeLeft, progress_text, show_estimate
+from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
@@ -173,7 +173,7 @@ def small_sweep() -> pd.DataFrame | None:
             running = status.loc[status["status"] == RUNNING, "setting"]
             doing = f"running {running.iloc[0]}" if len(running) else "finished"
             share = done / len(status)
-            said = progress_text(f"{done} of {len(status)} settings done", doing, left.words(share))
+            said = left.bar_text(share, f"{done} of {len(status)} settings done", doing)
             bar.progress(share, text=said)
             table.dataframe(status, hide_index=True, column_config=PROGRESS_COLUMNS, placeholder="-")
 

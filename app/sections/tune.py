@@ -14,7 +14,7 @@ import streamlit as st
 
 from app.dashboard import design_file, jump, provenance, state, views
 from app.dashboard.address import KEEP
-from app.dashboard.estimates import TimeLeft, progress_text, show_estimate
+from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR
@@ -85,7 +85,7 @@ def run(engine, s, estimate, now: provenance.Settings) -> None:
     def drawn(rows: pd.DataFrame) -> None:
         done = int((rows["tune_trial"] >= 0).sum())
         share = done / s.trials
-        bar.progress(share, text=progress_text(f"{done} of {s.trials} trials done", left.words(share)))
+        bar.progress(share, text=left.bar_text(share, f"{done} of {s.trials} trials done"))
         floor = float(rows.loc[rows["tune_state"] == "reference", s.metric].iloc[0]) - s.max_drop
         chart.altair_chart(
             plots.tune_chart(rows, s.metric, s.objective_column, floor), key=f"tune_live_{done}"

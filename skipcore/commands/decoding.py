@@ -59,8 +59,9 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
         for p in params_of(cls)
         if p.dest not in own and not p.schedule_flag
     }
-    for dest in sorted(given & elsewhere.keys()):
-        flag, policy = elsewhere[dest]
+    idle = sorted(given & elsewhere.keys())
+    if idle:
+        flag, policy = elsewhere[idle[0]]
         raise UserError(f"{flag} is a setting of --policy {policy}; this run's policy is {depth.policy}")
     if "budgets" in given and depth.schedule != "custom" and not depth.schedule_json:
         raise UserError(f"--budgets are a custom schedule's; this run's is --schedule {depth.schedule}")

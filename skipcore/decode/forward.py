@@ -63,22 +63,25 @@ def column_mask(
     The rows are `padded_width(width)` columns apart (a view of a wider mask whose extra columns are masked), so
     each query's row, which a column pass hands the kernel alone, starts where the kernel reads it in place.
     """
-    B, padded = key_mask.shape[0], padded_width(width)
-    cols = torch.arange(padded, device=key_mask.device)
+    cols = torch.arange(width, device=key_mask.device)
     own = (starts[:, None] + offset + torch.arange(q_len, device=key_mask.device))[:, :, None]  # (B, q, 1)
     start = starts[:, None, None]
-    real = key_mask[:, :width].bool()
-    if padded > width:
-        real = torch.cat([real, real.new_zeros(B, padded - width)], 1)
-    committed = real[:, None] & (cols < start)
-    allowed = (committed | ((cols >= start) & (cols <= own))) & (cols < width)
-    return _additive(allowed[:, None], dtype)[..., :width]
+    committed = key_mask[:, None, :width].bool() & (cols < start)
+    allowed = committed | ((cols >= start) & (cols <= own))
+    return _additive(allowed[:, None], dtype, padded=True)
 
 
-def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """0 where allowed, the dtype's minimum elsewhere (the form both attention kernels take)."""
+def _additive(allowed: torch.Tensor, dtype: torch.dtype, padded: bool = False) -> torch.Tensor:
+    """0 where allowed, the dtype's minimum elsewhere (the form both attention kernels take); `padded`: its rows
+    `padded_width` columns apart, a view of a wider mask whose extra columns are the minimum too."""
     zero = torch.zeros((), dtype=dtype, device=allowed.device)
-    return zero.masked_fill(~allowed, torch.finfo(dtype).min)
+    lowest = torch.finfo(dtype).min
+    if not padded:
+        return zero.masked_fill(~allowed, lowest)
+    width = allowed.shape[-1]
+    rows = allowed.shape[:-1]
+    out = torch.full((*rows, padded_width(width)), lowest, dtype=dtype, device=allowed.device)[..., :width]
+    return torch.where(allowed, zero, torch.full((), lowest, dtype=dtype, device=allowed.device), out=out)
 
 
 def step_args(adapter: Adapter, cache: SkipKVCache) -> dict:

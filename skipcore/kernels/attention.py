@@ -109,8 +109,8 @@ def decode_sdpa(
     kernel. A masked float32 query position over grouped KV heads folds the heads of a group into query
     positions, and so does a half-precision one on an accelerator where its layer asks (`fold_groups`: the
     fused step, whose bits are its own, not `generate()`'s; else `transformers` copies every KV head to each of
-    its group's query heads, over the whole buffer, in every layer of every step); a masked half-precision query on a CPU reads each KV head in place (`enable_gqa`), `transformers`'
-    own bits; anything else is `sdpa_attention_forward` itself. A half-precision query over a float32 cache
+    its group's query heads, over the whole buffer, in every layer of every step); a masked half-precision query
+    on a CPU reads each KV head in place (`enable_gqa`), `transformers`' own bits; anything else is `sdpa_attention_forward` itself. A half-precision query over a float32 cache
     (`SkipEngine`'s `attention_dtype`) attends in float32 and returns its output rounded to the query's dtype.
 
     `from_end`: the query is the keys' last column (a dynamic cache's step), so a sliding layer's one query reads
