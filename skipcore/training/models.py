@@ -31,9 +31,14 @@ class ModelSize:
     dropout: float = TrainSettings.dropout
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "ffn", "max_positions"):
+        for name in ("layers", "hidden", "heads", "ffn"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}", field=name)
+        if self.max_positions < 2:
+            raise UserError(
+                f"max_positions must be >= 2 (a prompt token and a target token), got {self.max_positions}",
+                field="max_positions",
+            )
         if self.hidden % self.heads:
             raise UserError(
                 f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})",

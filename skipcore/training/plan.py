@@ -156,10 +156,29 @@ def parse_range(text: str) -> tuple[float, float]:
     return values[0], values[1]
 
 
-def plan_for(s: TrainSettings, num_layers: int, stats: dict) -> SchedulePlan:
+def _cut_field(s: TrainSettings, positions: int | None) -> str | None:
+    """The setting that cut the training pairs short, if one did: max_length, else a new model's positions."""
+    if s.max_length:
+        return "max_length"
+    return "max_positions" if positions is not None and s.init_config else None
+
+
+def _cut_by(s: TrainSettings, positions: int | None) -> str:
+    """Why the targets may be short, for the refusal: the length that cut the pairs and what raises it."""
+    field = _cut_field(s, positions)
+    if field == "max_length":
+        return f" after max_length {s.max_length} cut the pairs (raise max_length)"
+    if positions is None:
+        return ""
+    where = " (raise max_positions)" if field else ""
+    return f" in a model of {positions} positions, a prompt and its target together{where}"
+
+
+def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | None = None) -> SchedulePlan:
     """The plan a run's settings ask for: full depth, one fixed schedule, or elastic. The decay span defaults to
     the median target length (the paper's choice), the generation length to the longest target + EOS + 4, and
-    the horizon target speedups are met over to a typical output (median target + EOS)."""
+    the horizon target speedups are met over to a typical output (median target + EOS). `positions` is the
+    model's position limit, which cuts the pairs where no max_length does."""
     span = s.decay_span or max(1, stats["median_target_tokens"])
     max_new = s.max_new_tokens or stats["max_target_tokens"] + 1 + 4
     if max_new < 2:
@@ -167,12 +186,10 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict) -> SchedulePlan:
     over = s.speedup_over or min(typical_output_tokens(stats["median_target_tokens"]), max_new)
     if over < 2:
         if s.speedup_over is None:  # derived from the data: say why, not blame a setting nobody gave
-            cut = f" after max_length {s.max_length} cut the pairs" if s.max_length else ""
             raise UserError(
-                f"the training targets are {stats['median_target_tokens']} tokens long at the median{cut}: "
-                "there is no output to meet a target speedup over"
-                + ("; raise max_length" if s.max_length else ""),
-                field="max_length" if s.max_length else None,
+                f"the training targets are {stats['median_target_tokens']} tokens long at the median"
+                f"{_cut_by(s, positions)}: there is no output to meet a target speedup over",
+                field=_cut_field(s, positions),
             )
         raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
     if s.elastic:

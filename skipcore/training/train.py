@@ -95,7 +95,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         max_length = s.max_length or max_positions(model.config)
         pairs = tokenize_pairs(examples, tokenizer, max_length)
         stats = data_stats(pairs)
-        plan = plan_for(s, num_layers, stats)
+        plan = plan_for(s, num_layers, stats, max_positions(model.config))
         eval_pairs = tokenize_pairs(dev, tokenizer, max_length) if dev else None
         record = build_record(
             schedule=plan.to_dict(),

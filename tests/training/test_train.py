@@ -27,7 +27,7 @@ from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
 from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
 from skipcore.training.plan import SchedulePlan, plan_for
 from skipcore.training.settings import TrainSettings
-from tests.helpers import PROMPTS, REPO, RecordingPicker, train_argv
+from tests.helpers import PROMPTS, REPO, RecordingPicker, refused, train_argv
 
 ROOT = REPO
 
@@ -127,6 +127,27 @@ def test_plans_from_flags_use_the_median_target_length():
     assert plan_for(parse_train("--min-layers", "3"), 8, stats).fixed.min_layers == 3
     el = plan_for(parse_train("--elastic", "1:4", "--decay-span", "10"), 8, stats)
     assert el.kind == "elastic" and el.shape == "linear" and el.decay_span == 10
+
+
+def test_a_position_limit_too_short_for_a_target_is_refused_for_what_it_is(capsys, tmp_path):
+    """A new model of one position has no room for a target; one of two positions cuts every target to nothing.
+    Each refusal names the setting that did it, before anything is written."""
+    out = tmp_path / "run"
+    new_model = ["train", "--init-config", "opt", "--out", str(out), "--max-positions"]
+    assert "--max-positions must be >= 2" in refused(capsys, [*new_model, "1"])
+    line = refused(capsys, [*new_model, "2"])
+    assert (
+        "0 tokens long at the median in a model of 2 positions" in line and "(raise --max-positions)" in line
+    )
+    assert not out.exists()
+    # a model loaded as it is: its limit is said, with no setting to raise
+    stats = {"median_target_tokens": 0, "max_target_tokens": 0}
+    with pytest.raises(UserError, match="in a model of 2 positions, a prompt and its target together:") as e:
+        plan_for(parse_train(), 8, stats, positions=2)
+    assert e.value.field is None
+    with pytest.raises(UserError, match=r"after max_length 2 cut the pairs \(raise max_length\)") as e:
+        plan_for(parse_train("--max-length", "2"), 8, stats, positions=256)
+    assert e.value.field == "max_length"
 
 
 def test_plans_written_before_the_horizon_field_keep_theirs():
