@@ -27,7 +27,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 
@@ -92,6 +92,34 @@ def kernel_ready(t: torch.Tensor | None) -> torch.Tensor | None:
     return t.clone(memory_format=torch.contiguous_format)
 
 
+def reads_kv_heads_in_place(device: torch.device) -> bool:
+    """Whether torch's masked half-precision attention on `device` reads a grouped KV head in place for each of its
+    query heads (`enable_gqa`) with the bits it computes over `transformers`' copy: the CPU's kernel does
+    (`tests/kernels/test_attention.py`); CUDA's send a masked `enable_gqa` call to the math kernel."""
+    return device.type == "cpu"
+
+
+def grouped_route(
+    module: torch.nn.Module,
+    dtype: torch.dtype,
+    device: torch.device,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    fold_groups: bool = False,
+) -> str | None:
+    """How `decode_sdpa` attends a masked query of `dtype` (its keys') over grouped KV heads: "fold", a group's query
+    heads as query positions of one attention (float32, or a layer that asks, `fold_groups`, on an accelerator;
+    one column at a time); "in_place", each query head over its KV head read in place (`enable_gqa`: half
+    precision where the kernel keeps `transformers`' bits so); "copy", `transformers`' own: each KV head copied to
+    every query head of its group (`repeat_kv`), then one call. None where no heads are grouped or nothing is
+    masked: `transformers`' path as it is."""
+    if attention_mask is None or dropout or getattr(module, "num_key_value_groups", 1) == 1:
+        return None
+    if dtype == torch.float32 or (fold_groups and aligns_inputs(device)):
+        return "fold"
+    return "in_place" if reads_kv_heads_in_place(device) else "copy"
+
+
 def decode_sdpa(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -103,6 +131,7 @@ def decode_sdpa(
     sliding_window: int | None = None,
     from_end: bool = False,
     fold_groups: bool = False,
+    kv_copied: bool = False,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """The engine's decode attention: `sdpa_attention_forward`'s result without its K/V copy, in one call to the
@@ -114,7 +143,9 @@ def decode_sdpa(
     (`SkipEngine`'s `attention_dtype`) attends in float32 and returns its output rounded to the query's dtype.
 
     `from_end`: the query is the keys' last column (a dynamic cache's step), so a sliding layer's one query reads
-    only the last `sliding_window` keys (those it can see), as `transformers`' sliding cache holds them."""
+    only the last `sliding_window` keys (those it can see), as `transformers`' sliding cache holds them.
+    `kv_copied`: K and V hold one head per query head already (`each_query` copied them once for all its columns,
+    where `transformers` would copy them for each), so the call is the one `transformers` makes after its copy."""
     if from_end and query.shape[2] == 1 and (start := window_start(key.shape[2], sliding_window)):
         n = key.shape[2]
         key, value = key[:, :, start:], value[:, :, start:]
@@ -127,19 +158,30 @@ def decode_sdpa(
             attention_mask = attention_mask.to(key.dtype)  # the dtype's minimum stays a finite large negative
     groups = getattr(module, "num_key_value_groups", 1)
     B, H, q_len, D = query.shape
-    fast = attention_mask is not None and not dropout and groups > 1
     query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
-    folds = query.dtype == torch.float32 or (fold_groups and aligns_inputs(query.device))
-    if fast and folds and q_len == 1 and attention_mask.shape[1] == 1:
+    route = (
+        None
+        if kv_copied
+        else grouped_route(module, query.dtype, query.device, attention_mask, dropout, fold_groups)
+    )
+    if route == "fold" and q_len == 1 and attention_mask.shape[1] == 1:
         # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv, groups, D)
         out = F.scaled_dot_product_attention(
             query.reshape(B, H // groups, groups, D), key, value, attn_mask=attention_mask, scale=scaling
         ).reshape(B, 1, H, D)  # (batch, q_len, heads, head_dim), as the attention modules expect
-    elif fast and query.dtype in HALF and query.device.type == "cpu":
+    elif (
+        route == "in_place" or kv_copied
+    ):  # `transformers`' call, over KV heads read in place or copied already
         out = (
             F.scaled_dot_product_attention(
-                query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
-            )
+                query,
+                key,
+                value,
+                attn_mask=attention_mask,
+                dropout_p=dropout,
+                scale=scaling,
+                enable_gqa=route == "in_place",
+            )  # fmt: skip
             .transpose(1, 2)
             .contiguous()
         )
@@ -283,8 +325,20 @@ def each_query(
     """A fixed-shape multi-column pass over a static buffer (speculative SkipDecode's rounds on a fixed-shape
     decoder): each query column in its own call over the whole buffer, its mask row saying which keys it sees.
     That is the call a one-column step at its position makes, the same shapes for every row of the batch, so the
-    kernel computes each query as full depth's step does, and the pass has fixed shapes a CUDA graph captures."""
+    kernel computes each query as full depth's step does, and the pass has fixed shapes a CUDA graph captures.
+    Where that call copies each KV head to its group's query heads (`grouped_route`: half precision on a GPU, as
+    `transformers` computes it), the pass copies them once for all its columns: the same inputs to the same
+    kernel, not a copy of the whole buffer per column."""
     q = query.shape[2]
+    if (
+        q > 1
+        and grouped_route(
+            module, key.dtype, query.device, attention_mask, dropout, kwargs.get("fold_groups", False)
+        )
+        == "copy"
+    ):
+        groups = module.num_key_value_groups
+        key, value, kwargs = repeat_kv(key, groups), repeat_kv(value, groups), {**kwargs, "kv_copied": True}
     outs = [
         decode_sdpa(
             module,

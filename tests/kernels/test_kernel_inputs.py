@@ -131,3 +131,47 @@ def test_kernel_ready_reads_no_value_so_a_graph_can_capture_it():
     mask = torch.empty(2, 1, 3, 13, dtype=torch.bfloat16, device="meta")
     fixed = attention.kernel_ready(mask[:, :, 1:2, 5:13])
     assert fixed.device.type == "meta" and not misaligned(fixed) and fixed.shape == (2, 1, 1, 8)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_a_column_pass_copies_grouped_kv_heads_once_for_all_its_columns(model_dirs, monkeypatch, family):
+    """On a GPU, half-precision attention over grouped KV heads keeps `transformers`' arithmetic by copying each KV
+    head to every query head of its group, over the whole buffer, before the kernel. A verification of k + 1
+    columns on the fixed-shape decoder makes k + 1 such calls, one per column; it copies once for all of them, and
+    each column still computes what a one-column step at its position does (full depth's tokens and
+    log-probabilities). The CPU runs under the GPU's rules: aligned inputs, no grouped heads read in place."""
+    from transformers.integrations import sdpa_attention
+
+    monkeypatch.setattr(attention, "aligns_inputs", lambda device: True)
+    monkeypatch.setattr(attention, "reads_kv_heads_in_place", lambda device: False)
+    passes: list[list[int]] = []  # per column pass: its columns, then the KV copies made inside it
+
+    def counting(real):
+        def repeat(*args, **kwargs):
+            if passes:
+                passes[-1][1] += 1
+            return real(*args, **kwargs)
+
+        return repeat
+
+    monkeypatch.setattr(attention, "repeat_kv", counting(attention.repeat_kv))
+    monkeypatch.setattr(sdpa_attention, "repeat_kv", counting(sdpa_attention.repeat_kv))
+    columns = attention.PASSES["columns"]
+
+    def column_pass(module, query, *args, **kwargs):
+        passes.append([query.shape[2], 0])
+        try:
+            return columns(module, query, *args, **kwargs)
+        finally:
+            passes.append([0, 0])  # what follows the pass is counted apart
+
+    monkeypatch.setitem(attention.PASSES, "columns", column_pass)
+    eng = engine_for(model_dirs, family, "sdpa", static=True, dtype="bfloat16")
+    assert eng.adapter.model.config.num_key_value_heads < eng.adapter.model.config.num_attention_heads
+    full = eng.generate([LONG, *PROMPTS][:3], Schedule(6, "full"), 10)
+    spec = eng.generate([LONG, *PROMPTS][:3], SpeculativePolicy(DRAFT, draft_tokens=3), 10)
+    assert spec.trace["drafted"].any()
+    assert spec.token_ids == full.token_ids
+    assert spec.trace["logprob"].tolist() == full.trace["logprob"].tolist()
+    verifications = [copies for cols, copies in passes if cols > 1]
+    assert verifications and all(copies == 2 for copies in verifications), verifications  # K and V, once
