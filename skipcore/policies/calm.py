@@ -121,7 +121,10 @@ class CalmPolicy(Parameterised):
     def _step(self, run: StepRunner, state: StepState) -> StepOutput:
         if state.step == 0:  # the prefill runs at full depth, as in every policy
             out = run.shared(range(run.adapter.shapes.num_layers))
-            out.extras = {"confidence": confidence(out.logits, self.measure)}
+            conf = confidence(out.logits, self.measure)
+            # no exit was checked: a run the prefill ends (one new token, or every row's first EOS) has its table
+            none = run.input_ids.new_zeros(run.input_ids.shape[0])  # token ids' dtype: a count
+            out.extras = {"confidence": conf, "confidence_checks": none}
             return out
         return exit_step(run, state.live, self)
 

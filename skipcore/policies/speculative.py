@@ -261,7 +261,11 @@ class SpeculativePolicy(Parameterised):
 
         def decide(run: StepRunner, state: StepState) -> StepOutput:
             if state.step == 0:  # the prefill runs at full depth, as in every policy
-                return run.shared(range(num_layers))
+                out = run.shared(range(num_layers))
+                # no round: a run the prefill ends (one new token, or every row's first EOS) has its tables
+                none = run.input_ids.new_zeros(run.input_ids.shape[0])  # token ids' dtype: a count
+                out.extras = {"round_accepted": none, "round_drafts": none}
+                return out
             room = run.most_room
             k = min(self.draft_tokens, room - 1)  # no row can keep more than `room` tokens
             first = max_new_tokens - room  # the fewest tokens a running row holds: its next token's step

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from skipcore import AdaptivePolicy, CalmPolicy, StaticPolicy, read_trace
+from skipcore import AdaptivePolicy, CalmPolicy, Schedule, SpeculativePolicy, StaticPolicy, read_trace
 from skipcore.commands import main
 from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.schedule import layers_for_budget
@@ -79,6 +79,34 @@ def test_every_policy_gives_the_same_result_type_and_summary_keys(model_dirs):
     keys = set(results[0].summary)
     assert all(set(r.summary) == keys for r in results)
     assert results[0].token_ids == results[1].token_ids
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_a_run_the_prefill_ends_gives_every_policy_its_token_and_trace(model_dirs, static):
+    """One new token, the prefill's: no decode step or round runs, and each policy still gives full depth's token
+    and its own trace columns (CALM's checks and speculative's rounds counted as none), not a missing signal
+    after the work is done; so too in batches of two over three prompts."""
+    eng = engine_for(model_dirs, "llama", static=static)
+    draft = Schedule(eng.num_layers, "constant", max_layers=2)
+    policies = {
+        "calm": CalmPolicy(threshold=0.01),
+        "adaptive": AdaptivePolicy(min_layers=2, threshold=0),
+        "speculative": SpeculativePolicy(draft, draft_tokens=1),
+    }
+    full = eng.generate(PROMPTS[:3], None, 1)
+    for name, policy in policies.items():
+        res = eng.generate(PROMPTS[:3], policy, 1)
+        assert res.token_ids == full.token_ids, name
+        signals = res.trace.drop(
+            columns="adaptive_signal", errors="ignore"
+        )  # adaptive reads none at the prefill
+        assert len(res.trace) == 3 and not signals.isna().any().any(), name
+        if name == "calm":
+            assert (res.trace["confidence_checks"] == 0).all()
+        if name == "speculative":
+            assert (res.trace["round_accepted"] == 0).all() and not res.trace["drafted"].any()
+    split = eng.generate(PROMPTS[:3], policies["speculative"], 1, batch_size=2)
+    assert split.token_ids == full.token_ids
 
 
 def test_generate_policy_calm_exits_rows_of_one_step_at_different_depths(tmp_path, capsys):
