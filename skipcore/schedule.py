@@ -335,6 +335,9 @@ def schedule_for_speedup(
         )
     if shape in ("full", "custom"):
         raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}", field="shape")
+    for name, value in (("num_layers", num_layers), ("max_new_tokens", max_new_tokens)):
+        if not _is_int(value) or value < 1:
+            raise ScheduleError(f"{name} must be a whole number >= 1, got {value!r}", field=name)
     _check_layer_count("max_layers", max_layers, num_layers)
     if mode == "skip" and not 0 <= warmup_layers < num_layers:
         raise ScheduleError(

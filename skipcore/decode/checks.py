@@ -37,8 +37,10 @@ def check_request(
     tokenizer,
     num_layers: int,
     max_positions: int | None,
+    vocab_rows: int | None = None,
 ) -> Request:
-    """The checks a call makes before its first batch; the batch size is all prompts when None."""
+    """The checks a call makes before its first batch; the batch size is all prompts when None. `vocab_rows`: the
+    model's embedding rows, which every prompt token id must index."""
     check_types(prompts, max_new_tokens, batch_size, sampling)
     policy = as_policy(policy)
     if not prompts:
@@ -52,7 +54,7 @@ def check_request(
             f"batch_size must be >= 1, got {batch_size} (leave it out for one batch of all prompts)",
             field="batch_size",
         )
-    check_positions(tokenizer, max_positions, prompts, max_new_tokens)
+    check_prompt_tokens(tokenizer, max_positions, vocab_rows, prompts, max_new_tokens)
     policy.check(num_layers, max_new_tokens)
     return Request(list(prompts), policy, max_new_tokens, batch_size or len(prompts), sampling or Sampling())
 
@@ -75,13 +77,28 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
         )
 
 
-def check_positions(tokenizer, limit: int | None, prompts: Sequence[str], max_new_tokens: int) -> None:
-    """Refuse, before any work, a prompt that with max_new_tokens would run past the model's `limit` positions
+def check_prompt_tokens(
+    tokenizer, limit: int | None, vocab_rows: int | None, prompts: Sequence[str], max_new_tokens: int
+) -> None:
+    """Refuse, before any work, a prompt the model cannot read: one of no tokens (empty text where the tokenizer
+    adds no start token: nothing to predict from), one with a token id past the model's `vocab_rows` embeddings
+    (a tokenizer that is not the model's), or one that with max_new_tokens would run past its `limit` positions
     (a learned position table would fail mid-decode, rotary models go out of what they were trained on)."""
-    if limit is None:
-        return
-    longest = max(len(ids) for ids in tokenizer(list(prompts))["input_ids"])
-    if longest + max_new_tokens > limit:
+    encoded = tokenizer(list(prompts))["input_ids"]
+    for i, ids in enumerate(encoded):
+        if not ids:
+            raise UserError(
+                f"prompt {i} has no tokens (this tokenizer adds no start token to empty text): give it some text",
+                field="prompts",
+            )
+        if vocab_rows is not None and max(ids) >= vocab_rows:
+            raise UserError(
+                f"prompt {i} has token id {max(ids)}, past the model's {vocab_rows} embeddings: the tokenizer is "
+                "not this model's",
+                field="prompts",
+            )
+    longest = max(len(ids) for ids in encoded)
+    if limit is not None and longest + max_new_tokens > limit:
         raise UserError(
             f"the longest prompt ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
             f"{limit} positions; {_what_fits(limit, longest, max_new_tokens)}",

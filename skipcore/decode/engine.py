@@ -27,7 +27,7 @@ from functools import partial
 import pandas as pd
 import torch
 
-from skipcore.adapters import Adapter, adapter_for, max_positions
+from skipcore.adapters import Adapter, adapter_for, check_supported, max_positions
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
 from skipcore.decode.forward import EngineStepRunner
@@ -74,6 +74,7 @@ class SkipEngine:
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
         # generate() and training on the model get SDPA's own call (`skipcore.kernels.door.take`)
+        check_supported(model.config.model_type)  # before `take` changes the model's attention
         kv_dtype = take(model, attention_dtype)
         self.adapter: Adapter = adapter_for(model)
         self.model_name = model_name or getattr(model.config, "_name_or_path", "")
@@ -191,7 +192,24 @@ class SkipEngine:
             self.tokenizer,
             self.num_layers,
             self.max_positions,
+            self.model.get_input_embeddings().num_embeddings,
         )
+
+    def left_padded(self, prompts: list[str], multiple: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts' token ids and attention mask, padded on the left with the engine's pad id to the longest
+        (rounded up to `multiple` columns where given): every row's last prompt token in one column, so rows share
+        decode steps, whichever side and pad token the tokenizer was set up with."""
+        rows = self.tokenizer(prompts)["input_ids"]
+        width = max(map(len, rows))
+        if multiple:
+            width = -(-width // multiple) * multiple
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            if row:
+                ids[r, width - len(row) :] = torch.tensor(row)
+                attn[r, width - len(row) :] = 1
+        return ids, attn
 
     def decode_prompts(
         self,
@@ -215,8 +233,7 @@ class SkipEngine:
         texts, token_ids, traces = [], [], []
         for b, start in enumerate(starts):
             chunk = request.prompts[start : start + size]
-            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, pad_to_multiple_of=pad_to)
-            ids, attn = enc["input_ids"], enc["attention_mask"]
+            ids, attn = self.left_padded(chunk, pad_to)
             on_step = None if progress is None else partial(_report_step, progress, b * T, total)
             out = self.decode_batch(ids, attn, policy, pickers(start, len(chunk)), T, on_step)
             if progress is not None:

@@ -55,6 +55,16 @@ class StaticPolicy:
                 raise UserError(f"{len(self.layer_sets)} layer sets given for {max_new_tokens} steps")
             if any(not 0 <= i < num_layers for s in self.layer_sets for i in s):
                 raise UserError(f"a layer set names a layer outside [0, {num_layers})")
+            for step, layers in enumerate(self.layer_sets[:max_new_tokens]):
+                if not layers or list(layers) != sorted(set(layers)):
+                    raise UserError(
+                        f"layer set {step} is {list(layers)}: a step runs at least one layer, each once, in "
+                        "ascending order (the order they run in)"
+                    )
+            if self.layer_sets[0] != tuple(range(num_layers)):
+                raise UserError(
+                    f"layer set 0 is the prefill, which runs all {num_layers} layers; got {list(self.layer_sets[0])}"
+                )
         check_nested(self.cache_layer_sets(num_layers, max_new_tokens))
 
     def max_step_tokens(self) -> int:

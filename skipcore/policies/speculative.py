@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import Schedule
 
@@ -231,6 +231,11 @@ class SpeculativePolicy(Parameterised):
     needs_logits: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.schedule, Schedule):
+            raise ArgumentTypeError(
+                "speculative decoding drafts on a schedule: make one with skipcore.Schedule(...) or "
+                f"schedule_for_speedup(...); got {type(self.schedule).__name__} {self.schedule!r:.60}"
+            )
         self.check_params()
 
     @classmethod

@@ -49,3 +49,84 @@ def test_non_finite_logits_are_said_before_anything_is_written(model_dirs, tmp_p
     assert not trace.exists() and not (tmp_path / "t.jsonl.meta.json").exists()
     with pytest.raises(UserError, match="not finite"):
         SkipEngine(*load_model(str(broken), device="cpu")).generate(["MR: x"], None, 2)
+
+
+# -- prompts and tokenizers the model cannot read as given ---------------------------------------------------
+def test_the_engine_pads_on_the_left_whatever_the_tokenizer_was_set_to(model_dirs):
+    """A tokenizer loaded by hand may pad on the right (SmolLM2's does) or have no pad token; the engine pads its
+    batches on the left with its own pad id all the same, so every row decodes as `generate()` decodes it."""
+    from tests.helpers import PROMPTS, engine_for, hf_generate
+
+    engine = engine_for(model_dirs, "llama")
+    theirs = [row[:6] for row in hf_generate(engine, PROMPTS, 6, do_sample=False).tolist()]
+    engine.tokenizer.padding_side = "right"
+    assert engine.generate(PROMPTS, None, 6).token_ids == theirs
+    engine.tokenizer.pad_token = None
+    assert SkipEngine(engine.model, engine.tokenizer).generate(PROMPTS, None, 6).token_ids == theirs
+
+
+def test_prompts_the_model_cannot_read_are_refused_before_any_work(model_dirs, monkeypatch):
+    engine = SkipEngine(*load_model(str(model_dirs["llama"]), device="cpu"))
+    real = engine.tokenizer.__call__
+
+    def no_start_token(texts, *args, **kwargs):  # a tokenizer that adds no start token, as SmolLM2's
+        out = real(texts, *args, **kwargs)
+        out["input_ids"] = [
+            ids[1:] if ids[:1] == [engine.tokenizer.bos_token_id] else ids for ids in out["input_ids"]
+        ]
+        return out
+
+    monkeypatch.setattr(type(engine.tokenizer), "__call__", lambda self, *a, **k: no_start_token(*a, **k))
+    with pytest.raises(UserError, match="prompt 1 has no tokens"):
+        engine.generate(["MR: x", ""], None, 2)
+    monkeypatch.undo()
+    small = engine.model.get_input_embeddings().num_embeddings // 4
+    engine.model.get_input_embeddings().num_embeddings = small  # the rows a smaller model's table would have
+    with pytest.raises(
+        UserError, match=f"past the model's {small} embeddings: the tokenizer is not this model's"
+    ):
+        engine.generate(["MR: name[The Eagle], eatType[pub]"], None, 2)
+
+
+def test_explicit_layer_sets_are_checked_as_the_loop_runs_them(model_dirs):
+    """Each step's set runs its layers in the order given, so one out of order, with a layer twice, or empty is
+    refused; the prefill runs every layer (the design's step 0)."""
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu"))
+    full = tuple(range(engine.num_layers))
+    for sets, words in [
+        ([full, (3, 0)], r"layer set 1 is \[3, 0\]"),
+        ([full, (0, 0, 3)], r"layer set 1 is \[0, 0, 3\]"),
+        ([full, ()], r"layer set 1 is \[\]"),
+        ([(0, 3), (0, 3)], "layer set 0 is the prefill, which runs all 6 layers"),
+    ]:
+        with pytest.raises(UserError, match=words):
+            engine.generate(["MR: x"], sets, 2)
+    assert len(engine.generate(["MR: x"], [full, (0, 3)], 2).token_ids[0]) == 2
+
+
+def test_a_refused_model_is_left_as_it_was():
+    """An unsupported family is refused before the engine switches the model's attention to its own."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    from skipcore.models.testing import tiny_tokenizer
+
+    config = Phi3Config(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        pad_token_id=0, attn_implementation="sdpa",
+    )  # fmt: skip
+    model = Phi3ForCausalLM(config)
+    with pytest.raises(UserError, match="unsupported architecture 'phi3'"):
+        SkipEngine(model, tiny_tokenizer())
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_wrong_kinds_of_policy_and_schedule_arguments_are_named():
+    from skipcore import SpeculativePolicy, schedule_for_speedup
+
+    for schedule in (None, "linear", [[0, 1]]):
+        with pytest.raises(ArgumentTypeError, match="speculative decoding drafts on a schedule"):
+            SpeculativePolicy(schedule)
+    with pytest.raises(UserError, match="num_layers must be a whole number >= 1, got 0"):
+        schedule_for_speedup(0, 2.0, 10)
+    with pytest.raises(UserError, match="max_new_tokens must be a whole number >= 1, got 0"):
+        schedule_for_speedup(4, 2.0, 0)
