@@ -378,6 +378,16 @@ def schedule_for_speedup(
 
 
 PARAMETRIC = ("linear", "power", "step", "constant")  # the shapes a target speedup picks the budgets of
+# the settings of its own a shape's budgets read (the command line refuses another shape's, typed where it would do
+# nothing); every mode but skip runs no warmup layers
+SHAPE_SETTINGS = {
+    "full": (),
+    "constant": (),
+    "linear": ("decay_span",),
+    "power": ("alpha",),
+    "step": ("decay_span", "stages"),
+    "custom": ("budgets_list",),
+}
 
 
 def schedule_from_settings(

@@ -32,7 +32,8 @@ SUBCOMMANDS: dict[str, str] = {
     "train": "full-depth, skip-aware or elastic training (accelerate-ready)",
     "sweep": "quality versus speedup over policies, schedules and batch sizes (resumable)",
     "tune": "search for the fastest schedule that keeps a quality floor on held-out data (Optuna; resumable)",
-    "bench": "measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones",
+    "bench": "measure tokens/s: skip vs full depth vs generate(), on random models shaped like public ones or a real "
+    "model's weights",
     "data": "write the synthetic E2E-style corpus (train/dev/test CSV)",
     "models": "list the shipped and installable real models (sizes, head ceiling, licence, install command)",
 }

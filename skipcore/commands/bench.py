@@ -54,7 +54,8 @@ def add_parser(sub) -> None:
         help="what to time beside full depth, the reference (default: all the device runs): full, no-graphs, "
         "skip, speculative, speculative-float32 and generate-float32 (a half-precision run's speculative rows and "
         "generate() in float32), attention-float32 (full depth and speculative rows with --attention-dtype float32), "
-        "generate, compiled (generate() with its static cache, compiled on CUDA)",
+        "generate, compiled (generate() with its static cache, compiled on CUDA), fused (full depth, skips and "
+        "speculative rows on the fused step; needs static steps)",
     )  # fmt: skip
     p.add_argument(
         "--static-steps", action=argparse.BooleanOptionalAction, default=None,

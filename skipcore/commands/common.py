@@ -123,7 +123,8 @@ def add_schedule_args(
         "no --min-layers)",
     )
     g.add_argument(
-        "--schedule-json", type=path_text, help="a schedule exported by the dashboard (overrides the flags above)"
+        "--schedule-json", type=path_text,
+        help="a schedule exported by the dashboard, run as written (a schedule flag beside it is refused)",
     )  # fmt: skip
 
 
@@ -149,7 +150,8 @@ def add_param_flag(group, param, flag: str, text: str, values=None) -> None:
     if values is None:  # a float is finite (the policy checks it too, as it does every value from elsewhere)
         group.add_argument(
             flag, type=finite if param.kind is float else param.kind, default=param.default,
-            choices=param.choices or None, help=f"{text} (default: %(default)s)",
+            choices=param.choices or None,
+            help=text if "(default:" in text else f"{text} (default: %(default)s)",  # a default said in words
         )  # fmt: skip
         return
     group.add_argument(

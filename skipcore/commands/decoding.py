@@ -63,8 +63,13 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
     if idle:
         flag, policy = elsewhere[idle[0]]
         raise UserError(f"{flag} is a setting of --policy {policy}; this run's policy is {depth.policy}")
-    if "budgets" in given and depth.schedule != "custom" and not depth.schedule_json:
-        raise UserError(f"--budgets are a custom schedule's; this run's is --schedule {depth.schedule}")
+    if not depth.policy_class.uses_schedule:
+        typed = sorted(dest for dest in given - own if dest in SCHEDULE_FLAGS or dest == "schedule")
+        if typed:
+            flag = SCHEDULE_FLAGS.get(typed[0], "--schedule")
+            raise UserError(
+                f"{flag} sets a schedule; --policy {depth.policy} runs none: {depth.policy_class.about}"
+            )
     if (settings.prompt or settings.prompts_file) and given & {"dataset", "split"}:
         raise UserError(
             "give the prompts by --prompt or --prompts-file, or by --dataset and --split, not both"
@@ -77,6 +82,32 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
                 f"--schedule-json runs the file's schedule as written; {', '.join(beside)} would change nothing "
                 "(drop it, or edit the file)"
             )
+
+
+def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None:
+    """One line for a schedule flag the run's shape or mode does not read (`SHAPE_SETTINGS`), once the shape is
+    known (a model trained at one schedule names it where no flag does): --alpha beside a linear schedule, or
+    --warmup-layers in exit mode. A schedule file's fields are its own; a policy's own flags are its."""
+    from skipcore.schedule import SHAPE_SETTINGS
+
+    if depth.schedule_json or not depth.policy_class.uses_schedule:
+        return
+    own = {p.dest for p in params_of(depth.policy_class)}
+    read = SHAPE_SETTINGS.get(depth.schedule, ())
+    for dest in ("alpha", "stages", "decay_span", "budgets"):
+        if dest in given - own and (dest if dest != "budgets" else "budgets_list") not in read:
+            shapes = [
+                shape for shape, names in SHAPE_SETTINGS.items() if dest in names or f"{dest}_list" in names
+            ]
+            raise UserError(
+                f"{SCHEDULE_FLAGS[dest]} belongs to --schedule {' or '.join(shapes)}; this run's is "
+                f"--schedule {depth.schedule}"
+            )
+    if "warmup_layers" in given - own and depth.mode != "skip":
+        raise UserError(
+            f"--warmup-layers are the layers skip mode always runs; this run's is --mode {depth.mode}, which "
+            "runs none"
+        )
 
 
 def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
@@ -109,6 +140,7 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
         max_new_tokens=decoding.max_new_tokens,
         speedup_over=decoding.speedup_over,
     )
+    refuse_idle_shape_flags(resolved.depth, given)
     return resolved, trained_note(settings.model, resolved.depth) if trained else decoding.note
 
 

@@ -195,7 +195,9 @@ class SkipEngine:
             self.model.get_input_embeddings().num_embeddings,
         )
 
-    def left_padded(self, prompts: list[str], multiple: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def left_padded(
+        self, prompts: list[str], multiple: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The prompts' token ids and attention mask, padded on the left with the engine's pad id to the longest
         (rounded up to `multiple` columns where given): every row's last prompt token in one column, so rows share
         decode steps, whichever side and pad token the tokenizer was set up with."""

@@ -90,7 +90,27 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
             ["--policy", "calm", "--draft-tokens", "2"],
             "--draft-tokens is a setting of --policy speculative; this run's policy is calm",
         ),
-        (["--schedule", "linear", "--budgets", "12,6,3"], "--budgets are a custom schedule's; this run's is"),
+        (
+            ["--schedule", "linear", "--budgets", "12,6,3"],
+            "--budgets belongs to --schedule custom; this run's is",
+        ),
+        (
+            ["--schedule", "linear", "--alpha", "0.5"],
+            "--alpha belongs to --schedule power; this run's is --schedule",
+        ),
+        (
+            ["--schedule", "linear", "--stages", "3"],
+            "--stages belongs to --schedule step; this run's is --schedule",
+        ),
+        (
+            ["--schedule", "power", "--decay-span", "5"],
+            "--decay-span belongs to --schedule linear or step; this",
+        ),
+        (["--mode", "exit", "--warmup-layers", "3"], "--warmup-layers are the layers skip mode always runs;"),
+        (
+            ["--policy", "calm", "--target-speedup", "3"],
+            "--target-speedup sets a schedule; --policy calm runs none",
+        ),
         (
             ["--prompt", "x", "--split", "dev"],
             "give the prompts by --prompt or --prompts-file, or by --dataset",
@@ -98,9 +118,37 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
     ],
 )
 def test_a_flag_that_would_do_nothing_here_is_refused_naming_it(capsys, argv, said):
-    """Typed, a flag is meant: one that this run would ignore (another policy's setting, budgets for a shape that
-    takes none, a split beside prompts given) is one line before any work, not a run that silently differs."""
+    """Typed, a flag is meant: one that this run would ignore (another policy's setting, another shape's setting,
+    warmup layers outside skip mode, a schedule for a policy that runs none, a split beside prompts given) is one
+    line before any work, not a run that silently differs."""
     assert generate_refused(capsys, *argv).startswith(said)
+
+
+def test_a_shapes_own_flags_and_budgets_alone_still_run(capsys, tmp_path):
+    """What each shape reads is accepted; --budgets alone asks for the custom shape they describe."""
+    for argv in (
+        ["--schedule", "step", "--stages", "3", "--decay-span", "5"],
+        ["--schedule", "power", "--alpha", "0.7", "--mode", "exit"],
+        ["--budgets", "12,6,3"],
+    ):
+        trace = tmp_path / f"{len(list(tmp_path.iterdir()))}.jsonl"
+        assert (
+            main(
+                [
+                    "generate",
+                    "--prompt",
+                    "MR: x",
+                    "--max-new-tokens",
+                    "3",
+                    "--quiet",
+                    "--trace",
+                    str(trace),
+                    *argv,
+                ]
+            )
+            == 0
+        )
+    assert read_trace(trace)[0]["num_layers_run"].tolist() == [12, 12, 6]  # the prefill, then the budgets
 
 
 def test_a_schedule_flag_beside_a_schedule_file_is_refused_naming_it(capsys, tmp_path):
