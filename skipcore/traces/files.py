@@ -157,7 +157,22 @@ def _read_text(source, fmt: str) -> pd.DataFrame:
     """A CSV or JSONL trace from a path or a binary handle."""
     if fmt.startswith(".jsonl"):
         return _read_jsonl(source)
-    return pd.read_csv(source, dtype=TEXT_COLUMNS, keep_default_na=False)
+    return _numbers_back(pd.read_csv(source, dtype=TEXT_COLUMNS, keep_default_na=False))
+
+
+def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
+    """A CSV's cells as written (a token "NA" stays text), but a column of numbers with blank cells, where pandas
+    wrote NaN (a policy's signal a row never had, such as CALM's confidence after the row ended), numbers again."""
+    for col in df.columns:
+        if col in TEXT_COLUMNS or not pd.api.types.is_string_dtype(df[col]):
+            continue
+        blank = df[col] == ""
+        if blank.any():
+            try:
+                df[col] = pd.to_numeric(df[col].mask(blank))
+            except (ValueError, TypeError):  # text after all: the schema says so by name
+                pass
+    return df
 
 
 def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:

@@ -139,3 +139,22 @@ def test_a_users_meta_json_beside_a_trace_is_never_replaced(model_dirs, tmp_path
     assert "exists" in refused(capsys, generate(model_dirs, "--trace", str(trace)))
     assert main(generate(model_dirs, "--trace", str(trace), "--quiet", "--overwrite")) == 0
     assert json.loads(notes.read_text())["run_id"] != first and read_trace(trace)[1]["run_id"] != first
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.csv.zip", "t.jsonl"])
+def test_a_policys_blank_signals_read_back_as_numbers_and_draw(tmp_path, name):
+    """CALM's confidence is NaN where a row had ended: CSV writes a blank cell, which the reader (keeping every
+    cell as written, so a token "NA" stays text) read back as text, and the explorer's heatmap failed formatting
+    it as a number. It reads back as the numbers and NaNs the run had, and draws."""
+    from skipcore import CalmPolicy
+    from skipcore.plots import exit_heatmap
+
+    engine = SkipEngine(*load_model("data/models/skipdecode-opt-e2e", device="cpu", dtype="float32"))
+    result = engine.generate(PROMPTS, CalmPolicy(threshold=0.3), 40)  # rows that end (EOS) at different steps
+    assert result.trace["confidence"].isna().any() and result.trace["confidence"].notna().any()
+    back, _ = read_trace(write_trace(result.trace, tmp_path / name, result.metadata))
+    assert pd.api.types.is_float_dtype(back["confidence"])
+    pd.testing.assert_series_equal(back["confidence"], result.trace["confidence"], check_dtype=False)
+    assert back["token"].tolist() == result.trace["token"].tolist()
+    for sample in back["sample"].unique():
+        exit_heatmap(back, sample)
