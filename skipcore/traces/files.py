@@ -11,6 +11,7 @@ string of digits as a number and drop its leading zeros. `read_trace` strips it;
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import zipfile
@@ -168,10 +169,8 @@ def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
             continue
         blank = df[col] == ""
         if blank.any():
-            try:
+            with contextlib.suppress(ValueError, TypeError):  # text after all: the schema says so by name
                 df[col] = pd.to_numeric(df[col].mask(blank))
-            except (ValueError, TypeError):  # text after all: the schema says so by name
-                pass
     return df
 
 
