@@ -86,10 +86,14 @@ def unplaced(df: pd.DataFrame, x: str, y: str, series: str | None = SERIES_COLUM
 
 
 def numeric_columns(df: pd.DataFrame) -> list[str]:
+    """Columns of numbers that can be drawn: numeric, not flags, and holding at least one value (a column whose
+    cells are all empty has nothing to place on an axis)."""
     return [
         c
         for c in df.columns
-        if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        if pd.api.types.is_numeric_dtype(df[c])
+        and not pd.api.types.is_bool_dtype(df[c])
+        and df[c].notna().any()
     ]
 
 
@@ -125,11 +129,14 @@ def check_sweep(df: pd.DataFrame) -> str | None:
     theoretical, measured = speedup_columns(df)
     if not theoretical and not measured:
         return (
-            "no speedup column found (expected a numeric column with 'speedup' in its name, such as "
+            "no speedup column with values found (expected a numeric column with 'speedup' in its name, such as "
             "layer_speedup)"
         )
     if not quality_columns(df):
-        return "no quality column found (expected bleu, rougeL, chrf or another column named like a metric)"
+        return (
+            "no quality column with values found (expected bleu, rougeL, chrf or another column named like a "
+            "metric)"
+        )
     return None
 
 

@@ -390,3 +390,16 @@ def test_a_setting_is_said_in_full_in_the_tables_a_base_models_rows_marked():
     out, shown = sweeps.table_view(rows, "layer_speedup", "bleu")
     assert list(out["setting"]) == ["calm softmax>=0.4", "calm softmax>=0.4 · base model"]
     assert shown == ["setting", "layer_speedup", "bleu"]
+
+
+def test_a_quality_column_with_no_values_is_not_offered(model_dir):
+    """A sweep whose BLEU cells are all empty (the column kept, its values lost) draws on the metric that has
+    values; one with no quality values at all says so in one line, not empty charts and a traceback."""
+    at = upload(open_app("tradeoffs"), sweep_frame().assign(bleu=float("nan")))
+    assert_clean(at)
+    assert by_key(at.selectbox, "to_y").value == "rougeL" and len(at.get("vega_lite_chart")) == 2
+    at = upload(
+        open_app("tradeoffs"), sweep_frame().assign(bleu=float("nan"), rougeL=float("nan"), chrf=float("nan"))
+    )
+    assert not at.exception and not at.get("vega_lite_chart")
+    assert "no quality column" in " ".join(e.value for e in [*at.error, *at.warning, *at.info])
