@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.dashboard import address, state
 from skipcore.errors import UserError
 from skipcore.schedule import Schedule
 
@@ -59,13 +60,18 @@ def read_schedule(data: bytes, name: str, num_layers: int) -> Schedule:
 
 
 def _load(num_layers: int) -> None:
+    """The upload's schedule becomes the design, and its values the address: a widget drawn anew for the loaded
+    shape (alpha for power, stages for step, the budgets of a custom one) does not write a value it was handed
+    into the address, so a reload or a shared link would draw that setting's default instead."""
     upload = st.session_state.get(UPLOAD)
     if upload is None:
         return
     try:
-        open_in_designer(read_schedule(upload.getvalue(), upload.name, num_layers))
+        values = open_in_designer(read_schedule(upload.getvalue(), upload.name, num_layers))
     except UserError as e:
         st.session_state[SAID] = ("error", f"Not loaded: {e}")
+        return
+    address.publish(values, state.defaults(num_layers))
 
 
 def loader(num_layers: int) -> None:

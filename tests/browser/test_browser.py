@@ -14,6 +14,7 @@ chromium, Playwright or the shipped model is missing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -814,6 +815,37 @@ def test_every_page_jump_opens_its_page_with_the_address_a_reload_needs(browser,
         _shows(other, "stSlider", "Min layers", shown[1], "designer reloaded")
         design = said.removeprefix("Loaded: ").removesuffix(".")  # the schedule in words, every field said
         other.get_by_text(f"Schedule: {design}, used by", exact=False).first.wait_for()
+        _clean(other, "designer reloaded")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize(
+    "design",
+    [
+        {"shape": "power", "mode": "exit", "max_layers": 11, "min_layers": 3, "alpha": 0.8},
+        {"shape": "step", "mode": "skip", "max_layers": 12, "min_layers": 4, "stages": 3},
+        {"shape": "custom", "mode": "skip", "budgets_list": [10, 8, 5]},
+    ],
+    ids=lambda d: d["shape"],
+)
+def test_a_loaded_schedule_file_survives_a_reload(browser, fresh, server, tmp_path, design):
+    """A schedule JSON loaded on the designer is the design, all of it, in a new session on the designer's address:
+    the settings whose widgets the load drew anew (alpha, stages, a custom shape's budgets) came back at their
+    defaults, or as an invalid design."""
+    page, path = fresh, tmp_path / "design.json"
+    path.write_text(json.dumps({"num_layers": 12, **design}))
+    _open(page, server, "", {}, "Schedule designer")
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+    page.get_by_text("Loaded: ", exact=False).first.wait_for()
+    _wait_idle(page)
+    said = page.get_by_text("Schedule: ", exact=False).first.inner_text()
+    context, other = _tab(browser)
+    try:
+        other.goto(page.url, wait_until="domcontentloaded")
+        other.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
+        _wait_idle(other)
+        other.get_by_text(said, exact=True).first.wait_for()
         _clean(other, "designer reloaded")
     finally:
         context.close()
