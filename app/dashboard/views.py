@@ -6,6 +6,8 @@ uploaded file (Trace explorer), so a trace looks the same wherever it came from.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 
 import pandas as pd
@@ -108,6 +110,32 @@ def what_to_do(button: str, prompts: list[str], unchosen: str | None = None) -> 
     else:
         count = f"the {len(prompts)} prompts" if len(prompts) > 1 else "the prompt"
         st.info(f"Press **{button}** to run {count}.")
+
+
+def _working(key: str) -> str:
+    return f"_working_{key}"
+
+
+@contextmanager
+def run_marked(key: str) -> Iterator[None]:
+    """A page's run, marked in the session while it works. Streamlit stops a page's script when another page is
+    opened (or a widget reruns the page), and the run's results go with it; the mark left standing says so on the
+    page's next draw (`say_if_stopped`) instead of a page that silently has nothing. A run that ends, or ends in
+    an error it shows, takes its mark away."""
+    st.session_state[_working(key)] = True
+    yield  # no finally: the stop Streamlit raises in a stopped script leaves the mark
+    st.session_state.pop(_working(key), None)
+
+
+def say_if_stopped(key: str, button: str, pressed: bool) -> None:
+    """Say that the page's last run (`run_marked`) was stopped before it finished, once, unless `pressed`: the
+    button that starts a new one."""
+    if st.session_state.pop(_working(key), False) and not pressed:
+        st.warning(
+            f"The last run did not finish: the page was left, or changed, while it worked, which stops it, and "
+            f"nothing of it was kept. Press **{button}** again and stay on this page until it ends.",
+            icon=":material/stop_circle:",
+        )
 
 
 def warn_small_sample(n: int, compared: str, remedy: str) -> None:

@@ -300,28 +300,31 @@ def main() -> None:
     estimate = show_estimate(
         engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all"
     )
-    if st.button(
+    pressed = st.button(
         "Run all", type="primary", key="cmp_run", disabled=not (prompts and chosen) or sampling is None
-    ):
-        results, errors = {}, {}
-        bar, left = st.progress(0.0, text="Starting…"), TimeLeft(estimate)
-        for i, name in enumerate(chosen):
-            bar.progress(
-                i / len(chosen),
-                text=left.bar_text(i / len(chosen), f"Running {name} ({i + 1} of {len(chosen)})"),
-            )
-            try:
-                results[name] = run_policy(
-                    engine, name, schedule, sent.prompts, int(max_new), sampling, batch, params
+    )
+    views.say_if_stopped("cmp", "Run all", pressed)
+    if pressed:
+        with views.run_marked("cmp"):
+            results, errors = {}, {}
+            bar, left = st.progress(0.0, text="Starting…"), TimeLeft(estimate)
+            for i, name in enumerate(chosen):
+                bar.progress(
+                    i / len(chosen),
+                    text=left.bar_text(i / len(chosen), f"Running {name} ({i + 1} of {len(chosen)})"),
                 )
-            except UserError as e:
-                errors[name] = str(e)
-        for name in (FULL, *MODES):  # a schedule's own steps time the next comparison
-            if name in results:
-                learn_from_run(engine, results[name].trace)
-        bar.progress(1.0, text="Done")
-        quality = scores(results, refs) if refs and results else None
-        CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()
+                try:
+                    results[name] = run_policy(
+                        engine, name, schedule, sent.prompts, int(max_new), sampling, batch, params
+                    )
+                except UserError as e:
+                    errors[name] = str(e)
+            for name in (FULL, *MODES):  # a schedule's own steps time the next comparison
+                if name in results:
+                    learn_from_run(engine, results[name].trace)
+            bar.progress(1.0, text="Done")
+            quality = scores(results, refs) if refs and results else None
+            CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()
     stored = CompareResult.shown(now)
     if stored is None:
         views.what_to_do("Run all", prompts, None if chosen else "policies")

@@ -218,8 +218,11 @@ def main() -> None:
     now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}
     todo = work(engine, schedule, sent.prompts, int(max_new), int(batch_size), tokens)
     estimate = show_estimate(engine, todo, "Run the lens")
-    if st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts):
-        run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now, sent, estimate)
+    pressed = st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts)
+    views.say_if_stopped("lens", "Run the lens", pressed)
+    if pressed:
+        with views.run_marked("lens"):
+            run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now, sent, estimate)
     result = LensComparison.shown(now)
     if result is None:
         views.what_to_do("Run the lens", prompts)

@@ -151,8 +151,11 @@ def main() -> None:
         st.stop()
     estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
     now = {"model": model_setting(choice), "search": setting(_words(s), _plain(asdict(s)))}
-    if st.button("Run search", type="primary", key="tune_run"):
-        run(engine, s, estimate, now)
+    pressed = st.button("Run search", type="primary", key="tune_run")
+    views.say_if_stopped("tune", "Run search", pressed)
+    if pressed:
+        with views.run_marked("tune"):
+            run(engine, s, estimate, now)
     stored = TuneRunResult.shown(now)
     if stored is not None:
         provenance.show(stored.settings, now, "Run search")

@@ -851,6 +851,26 @@ def test_a_loaded_schedule_file_survives_a_reload(browser, fresh, server, tmp_pa
         context.close()
 
 
+def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
+    """Opening another page stops the page's running script, and the run's results go with it: on return the page
+    says so, once, rather than showing nothing as if it had never been asked."""
+    page = fresh
+    query = {"gen_source": "From a data split", "gen_count": "64", "gen_max_new": "200", "gen_batch": "4"}
+    _open(page, server, "generate", query, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="visible")  # the run is working
+    page.wait_for_timeout(1000)
+    page.locator('[data-testid="stSidebarNav"] a[href$="/tradeoffs"]').click()
+    page.get_by_role("heading", name="Trade-offs").wait_for()
+    _wait_idle(page)
+    page.locator('[data-testid="stSidebarNav"] a[href$="/generate"]').click()
+    page.get_by_role("heading", name="Generate and trace").wait_for()
+    page.get_by_text("The last run did not finish", exact=False).wait_for()
+    _clean(page, "generate after a stopped run")
+    page.get_by_role("button", name="Measure the time").click()  # any rerun: said once
+    page.get_by_text("The last run did not finish", exact=False).wait_for(state="detached")
+
+
 def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server):
     """A real model not trained to skip opens at full depth with the command line's note, its prompt goes in its
     chat template (said), and the answer is text."""
