@@ -28,6 +28,7 @@ from app.dashboard.trained import chat_prompts, chat_start_note, prompt_format, 
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
+from skipcore.measure.estimate import learn_from_run
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
@@ -106,6 +107,8 @@ def run(
         st.error(f"The lens failed: {e}")
         return
     bar.progress(1.0, text=f"Read every layer of {what}")
+    for side in (cmp.full, path):  # its decode steps (read out after) time the next run like it
+        learn_from_run(engine, side.trace)
     LensComparison(prompts, schedule.describe(), tokens, cmp.full, path, cmp.agreement, settings).kept()
 
 

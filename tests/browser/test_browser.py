@@ -858,8 +858,7 @@ def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
     query = {"gen_source": "From a data split", "gen_count": "64", "gen_max_new": "200", "gen_batch": "4"}
     _open(page, server, "generate", query, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="visible")  # the run is working
-    page.wait_for_timeout(1000)
+    page.get_by_text("Generating 64 prompts under", exact=False).first.wait_for()  # the run is working
     page.locator('[data-testid="stSidebarNav"] a[href$="/tradeoffs"]').click()
     page.get_by_role("heading", name="Trade-offs").wait_for()
     _wait_idle(page)
