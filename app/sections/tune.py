@@ -131,6 +131,10 @@ def show(result: TuneRunResult, L: int) -> None:
         st.markdown(f["report"])
 
 
+# the search settings' inputs by name, as an error about one names it
+INPUT_LABELS = {"shapes": "**Shapes**", "modes": "**Modes**", "policies": "**Policies**"}
+
+
 def main() -> None:
     st.title("Tune a schedule")
     st.caption(
@@ -147,7 +151,8 @@ def main() -> None:
     try:
         s = settings_for(choice.source, dataset=str(DATASET_DIR), split="dev", **values)
     except UserError as e:
-        st.error(str(e))
+        st.error(e.said_as(INPUT_LABELS))
+        st.button("Run search", type="primary", key="tune_run", disabled=True)  # there, waiting for a search
         st.stop()
     estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
     now = {"model": model_setting(choice), "search": setting(_words(s), _plain(asdict(s)))}

@@ -184,7 +184,12 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
             raise ValueError(f"expected one {fmt} file in the zip, found {found}")
         with zf.open(members[0]) as raw:
             df = _read_text(raw, fmt)
-        meta = parse_json(zf.comment) if zf.comment else {}
+        try:
+            meta = parse_json(zf.comment) if zf.comment else {}
+        except ValueError as e:  # the table read: say it is the zip's comment that is not metadata
+            raise ValueError(
+                f"the zip's comment, which holds the run metadata, is not JSON: {first_line(e)}"
+            ) from e
     return df, meta
 
 

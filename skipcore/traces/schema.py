@@ -231,7 +231,8 @@ def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None
     lengths = df["layer_mask"].str.len()
     if lengths.nunique() > 1:
         raise TraceSchemaError(
-            f"{source}: 'layer_mask' has masks of different lengths ({sorted(lengths.unique())})"
+            f"{source}: 'layer_mask' has masks of different lengths "
+            f"({', '.join(str(int(n)) for n in sorted(lengths.unique()))}): rows of models with different layer counts"
         )
     if num_layers is not None and int(lengths.iloc[0]) != num_layers:
         raise TraceSchemaError(

@@ -64,3 +64,15 @@ def test_the_designer_loads_a_schedule_json(model_dir):
     said = errors(at)
     assert "other.json: the schedule is for 30 layers but the model has 6" in said, said
     assert at.session_state["shape"] == "power"  # the design stays as it was
+
+
+def test_a_search_with_no_shape_says_which_input_to_fill_and_keeps_its_button(model_dir):
+    at = open_app("tune")
+    at.multiselect(key="tune_shapes").set_value([]).run()
+    assert not at.exception
+    assert "**Shapes** is empty: choose at least one" in errors(at)
+    button = at.button(key="tune_run")
+    assert button.disabled  # the search is there, waiting for a shape
+    at.multiselect(key="tune_shapes").set_value(["linear"]).run()
+    assert_clean(at)
+    assert not at.button(key="tune_run").disabled

@@ -92,6 +92,14 @@ def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
         read_trace(broken)
     with pytest.raises(UserError, match="unknown trace format 't.zip'"):
         write_trace(made.trace, tmp_path / "t.zip", made.metadata)
+    # a readable table beside a comment that is not metadata: the comment is named, not the table
+    commented = write_trace(made.trace, tmp_path / "c.csv.zip", made.metadata)
+    with zipfile.ZipFile(commented, "a") as zf:
+        zf.comment = b"\xff not json"
+    with pytest.raises(
+        TraceSchemaError, match="the zip's comment, which holds the run metadata, is not JSON"
+    ):
+        read_trace(commented)
 
 
 def test_output_paths_take_zipped_trace_names(tmp_path):

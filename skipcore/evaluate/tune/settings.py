@@ -207,7 +207,7 @@ def check_settings(s: TuneSettings) -> TuneSettings:
             if v not in allowed:
                 raise UserError(f"{name}: unknown value {v!r}; choose from {', '.join(allowed)}", field=name)
         if not values:
-            raise UserError(f"{name} is empty", field=name)
+            raise UserError(f"{name} is empty: choose at least one", field=name)
     for name, low in (
         ("trials", 1),
         ("batch_size", 1),
