@@ -19,6 +19,8 @@ from skipcore.schedule import Schedule
 
 UPLOAD = "design_file"  # the designer's uploader
 SAID = "_design_file_said"  # in the session: what the last load said (a success, or why it failed)
+NOTE = "_design_file_note"  # and what a loaded design that skips nothing should know
+SKIPS_BY = 4096  # the steps a loaded schedule is looked at over: one that skips nothing by then skips nothing
 
 
 def design_values(schedule: Schedule) -> dict:
@@ -45,6 +47,11 @@ def open_in_designer(schedule: Schedule) -> dict:
     values = design_values(schedule)
     st.session_state.update(values)
     st.session_state[SAID] = ("success", f"Loaded: {schedule.describe()}.")
+    if schedule.shape != "full" and all(n == schedule.num_layers for n in schedule.budgets(SKIPS_BY)):
+        st.session_state[NOTE] = (
+            f"It runs all {schedule.num_layers} layers at every step, as full depth does: the file gives no "
+            "lower budget (min_layers, or budgets below the layer count)."
+        )
     return values
 
 
@@ -89,3 +96,6 @@ def loader(num_layers: int) -> None:
         st.success(said)
     elif kind == "error":
         st.error(said)
+    note = st.session_state.pop(NOTE, None)
+    if note:
+        st.warning(note)

@@ -57,13 +57,18 @@ def test_the_designer_loads_a_schedule_json(model_dir):
     assert_clean(at)
     assert at.session_state["shape"] == "power" and at.session_state["alpha"] == pytest.approx(0.8)
     assert (at.session_state["max_layers"], at.session_state["min_layers"]) == (5, 2)
-    assert any("power 5->2" in s.value for s in at.success)
+    assert any("power 5->2" in s.value for s in at.success) and not at.warning
     other = Schedule(30, "linear", "skip", 30, 2, 1)  # made for another model's depth
     upload = at.file_uploader(key="design_file")
     upload.set_value(("other.json", json.dumps(other.to_dict()).encode(), "application/json")).run()
     said = errors(at)
     assert "other.json: the schedule is for 30 layers but the model has 6" in said, said
     assert at.session_state["shape"] == "power"  # the design stays as it was
+    # a file that names a shape and nothing else loads as that shape at full depth: said, not silent
+    upload = at.file_uploader(key="design_file")
+    upload.set_value(("bare.json", b'{"shape": "linear"}', "application/json")).run()
+    assert_clean(at)
+    assert any("runs all 6 layers at every step" in w.value for w in at.warning)
 
 
 def test_a_search_with_no_shape_says_which_input_to_fill_and_keeps_its_button(model_dir):
