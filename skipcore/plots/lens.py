@@ -140,7 +140,11 @@ def layer_summary_figure(
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("mean KL to final read-out (nats)", "mean cosine(input, output) where run"),
+        # two short lines each: side by side on a phone's width, one long line ran into the other
+        subplot_titles=(
+            "mean KL to the final<br>read-out (nats)",
+            "mean cosine, layer<br>input to output (ran)",
+        ),
         horizontal_spacing=0.12,
     )
     colours = {**series_colors(list(summaries)), **(colors or {})}
@@ -167,8 +171,9 @@ def layer_summary_figure(
         title=title,
         height=360,
         legend={"orientation": "h", "y": -0.25},
-        margin={"l": 50, "r": 10, "t": 70, "b": 40},
+        margin={"l": 50, "r": 10, "t": 90, "b": 40},
     )
+    fig.update_annotations(font_size=13)
     return fig
 
 
