@@ -190,6 +190,22 @@ def test_a_slow_first_decode_step_does_not_tilt_what_a_run_teaches():
     assert shallow - 20.0 == pytest.approx(0.4 + 0.1)
 
 
+def test_steps_timed_on_a_busy_machine_never_make_one_layer_free():
+    """Noisy steps whose line crosses zero above one layer said '0.0 ms at one layer' and a full depth dearer than
+    any step the run took; such steps are read in proportion to their layers instead."""
+    from skipcore.measure import estimate
+
+    class Twelve(FakeEngine):
+        num_layers = 12
+
+    engine, clock = Twelve(), FakeClock()
+    layers = [12, 10, 10, 8, 8, 6, 6, 4, 4, 2, 2]
+    ms = [20.0, 600.0, 700.0, 650.0, 500.0, 90.0, 80.0, 75.0, 70.0, 60.0, 76.0]  # a busy machine's steps
+    estimate.learn_from_run(engine, _run_trace(layers, ms), clock=clock)
+    timing = next(iter(estimate._known(engine).values()))
+    assert 0 < timing.shallow_ms < min(ms[1:]) and timing.full_ms <= max(ms[1:]) * 12 / 10
+
+
 def test_a_run_with_no_decode_step_teaches_nothing():
     from skipcore.measure import estimate
 
