@@ -311,10 +311,9 @@ def _line_ends(ms_by_layers: dict[float, float], num_layers: int) -> tuple[float
     slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1 :]]
     slope = max(statistics.median(slopes), 0.0)
     at_zero = statistics.median(y - slope * x for x, y in points)
-    if (
-        at_zero + slope <= 0
-    ):  # steps timed on a busy machine: a line that makes a step cost nothing at one layer
-        # (and full depth dearer than any step taken) is not one; the step's cost in proportion to its layers is
+    # steps timed on a busy machine: a line that makes a step cost nothing at one layer (and full depth dearer than
+    # any step taken) is not one; the step's cost in proportion to its layers is
+    if at_zero + slope <= 0:
         slope, at_zero = statistics.median(y / x for x, y in points), 0.0
     return at_zero + slope, at_zero + slope * num_layers
 
