@@ -46,6 +46,12 @@ def check_data_settings(s: TrainSettings) -> str | None:
             )
         return None
     split = s.split or "train"
+    if s.eval_split is not None and not s.eval_every:
+        raise UserError(
+            f"eval_split {s.eval_split} is the split the dev loss is measured on, and without eval_every N no "
+            "dev loss is measured: add eval_every N, or leave out eval_split",
+            field=("eval_split", "eval_every"),
+        )
     if s.dev_fraction is None and s.eval_every and (s.eval_split or "dev") == split:
         raise UserError(
             f"eval_split {split} is the training split: the dev loss would be measured on training data; "

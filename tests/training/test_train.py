@@ -468,6 +468,14 @@ def test_evaluating_on_training_data_or_splits_a_file_lacks_are_refused_before_a
             "test",
         ): "give one of --dev-fraction",
         ("--dataset", str(data), "--dev-fraction", "1.5"): "--dev-fraction must be between 0 and 1",
+        (
+            "--dataset",
+            str(folder),
+            "--split",
+            "dev",
+            "--eval-split",
+            "test",
+        ): "without --eval-every N no dev loss",
         ("--dataset", str(folder)): "no train.csv or train.jsonl (it holds dev.csv)",
     }
     for flags, expected in cases.items():
