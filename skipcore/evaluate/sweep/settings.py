@@ -200,9 +200,9 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     from skipcore.models.generation_defaults import generation_defaults, speedup_horizon
 
     gen = generation_defaults(cfg.model) if Path(cfg.model).is_dir() else {}
-    max_new = cfg.max_new_tokens or gen.get("max_new_tokens") or 64
+    max_new = cfg.max_new_tokens if cfg.max_new_tokens is not None else gen.get("max_new_tokens") or 64
     span = cfg.decay_span if cfg.decay_span is not None else gen.get("decay_span")
-    over = cfg.speedup_over or speedup_horizon(gen, max_new)
+    over = cfg.speedup_over if cfg.speedup_over is not None else speedup_horizon(gen, max_new)
     if max_new < 2:
         raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
     if over < 2:

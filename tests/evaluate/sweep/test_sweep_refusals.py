@@ -41,6 +41,10 @@ def test_non_finite_or_out_of_range_grid_values_are_refused(model_dirs, tmp_path
     for flag, value in (("--targets", "nan"), ("--targets", "1,inf"), ("--calm-thresholds", "nan")):
         assert "must be finite numbers" in refused(capsys, [*base, flag, value])
     assert "--targets must all be >= 1" in refused(capsys, [*base, "--targets", "0.5"])
+    # zero is a value given, not a length left to the model's defaults
+    assert "--max-new-tokens must be >= 2, got 0" in refused(capsys, [*base, "--max-new-tokens", "0"])
+    said = refused(capsys, [*base, "--max-new-tokens", "8", "--speedup-over", "0"])
+    assert "--speedup-over must be >= 2, got 0" in said
     assert not out.exists()
     dataset = tmp_path / "d.jsonl"
     dataset.write_text('{"source": "a", "target": "b"}\n')
