@@ -75,6 +75,11 @@ def check_lens_path(path: str | Path, overwrite: bool = False) -> Path:
     path = Path(path)
     suffix = _check_format(path)
     check_output_file(path, overwrite)
+    if path.is_file() and not _reads_as_lens(path):
+        raise UserError(
+            f"{path} exists and is not a lens table: --overwrite replaces only a lens table (a file of data or "
+            "results is never written over); choose another path"
+        )
     if suffix != ".parquet":
         check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
     return path
@@ -136,3 +141,12 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
     except (ValueError, OSError) as e:
         raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} lens table ({first_line(e)})") from e
     return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}
+
+
+def _reads_as_lens(path: Path) -> bool:
+    """Whether `path` is a lens table, so --overwrite may replace it."""
+    try:
+        read_lens(path)
+    except (UserError, OSError, ValueError):
+        return False
+    return True

@@ -166,3 +166,23 @@ def test_a_policys_blank_signals_read_back_as_numbers_and_draw(tmp_path, name):
     assert back["token"].tolist() == result.trace["token"].tolist()
     for sample in back["sample"].unique():
         exit_heatmap(back, sample)
+
+
+def test_overwrite_replaces_only_a_trace_or_a_lens_table(made, tmp_path, capsys):
+    """--overwrite is for a run's own output: a data split, a results table or any other file at the path is
+    refused in one line and left as it was; a trace (a lens table) is replaced."""
+    from skipcore.lens.files import check_lens_path
+
+    data = tmp_path / "test.csv"
+    data.write_text("mr,ref\nname[A],A is a pub.\n")
+    said = refused(
+        capsys,
+        ["generate", "--prompt", "MR: x", "--max-new-tokens", "2", "--trace", str(data), "--overwrite"],
+    )
+    assert f"{data} exists and is not a trace: --overwrite replaces only a trace" in said
+    with pytest.raises(UserError, match="is not a lens table"):
+        check_lens_path(data, overwrite=True)
+    assert data.read_text() == "mr,ref\nname[A],A is a pub.\n"
+    trace = write_trace(made.trace, tmp_path / "t.csv", made.metadata)
+    assert write_trace(made.trace.head(3), trace, made.metadata, overwrite=True) == trace
+    assert len(read_trace(trace)[0]) == 3
