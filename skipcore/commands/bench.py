@@ -99,13 +99,13 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     if args.append and args.overwrite:
         raise UserError("--append keeps the results file's rows and --overwrite replaces them: give one")
     out = check_output_path(args.out, args.overwrite or args.append, (".json",))
+    if args.threads:  # before the check of the results to extend: their machine names its torch threads
+        torch.set_num_threads(args.threads)
     extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there
     if out is not None and extend is None:  # a new results file: its table's name may hold a user's file
         check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: own_table(out, md))
     for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
         print(note, file=sys.stderr, flush=True)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))
     if out is not None:
         print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)

@@ -223,6 +223,14 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
         raise UserError(
             f"--append: {out} was measured on {seen[0]} in {seen[1]}, this run is on {here[0]} in {here[1]}"
         )
+    from skipcore.models.loading import hardware_name
+
+    machine = hardware_name(device)  # a CPU's cores and this process's torch threads with it
+    if result.get("machine") != machine:
+        raise UserError(
+            f"--append: {out} was measured on {result.get('machine')}, this run is on {machine}: its timings "
+            "would not compare (choose another --out, or the same --threads)"
+        )
     return {**result, "runs_planned": planned, "runs_measured": measured}
 
 

@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from skipcore.commands import main
 from skipcore.schedule import schedule_for_speedup
@@ -249,6 +250,15 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
     before = out.read_bytes()
     assert "measured on cpu in float32, this run is on cpu in bfloat16" in refused(
         capsys, [*base, "--batch-sizes", "1", "--dtype", "bfloat16", "--append"]
+    )
+    threads = torch.get_num_threads()
+    try:  # timings with another thread count do not compare with the file's: its machine names its threads
+        said = refused(capsys, [*base, "--batch-sizes", "1", "--threads", str(threads + 1), "--append"])
+    finally:
+        torch.set_num_threads(threads)
+    assert (
+        f"torch thread{'s' if threads != 1 else ''}), this run is on " in said
+        and "the same --threads" in said
     )
     out.with_suffix(".md").write_text("a user's notes\n")
     assert "are not a pair the bench wrote" in refused(capsys, [*base, "--batch-sizes", "1", "--append"])
