@@ -6,13 +6,21 @@ line that names each difference, the data sets both by path and by content."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from skipcore.data import Example, rows_digest
 
 DATA = "data_sha256"  # the rows a run read, by content
+MODELS = "model_files"  # the files each model is read from, by content (`model_fingerprint`)
 # settings an identity names only where they differ from this (so files made before they existed say the same)
 IMPLIED = {"attention_dtype": "model"}
+# settings files made before they existed do not record: a resume of such a file is not held to them
+UNRECORDED = (MODELS,)
 MISSING = "<missing>"
+WHOLE_FILE_BYTES = (
+    64 << 20
+)  # files up to this size are read whole for a fingerprint; larger ones at their ends
+END_BYTES = 4 << 20
 
 
 def with_data(identity: dict, examples: Sequence[Example]) -> dict:
@@ -20,10 +28,49 @@ def with_data(identity: dict, examples: Sequence[Example]) -> dict:
     return {**identity, DATA: rows_digest(examples)}
 
 
+def with_models(identity: dict, models: Sequence[str | None]) -> dict:
+    """`identity` with each named model's file fingerprint: other weights copied to the same path are another
+    model, whose rows would sit beside the first one's under one name."""
+    return {**identity, MODELS: {m: model_fingerprint(m) for m in models if m}}
+
+
+def model_fingerprint(name: str) -> str | None:
+    """A digest of the files a model is read from: a folder's files (an adapter's, and its base's), or its GGUF
+    file's parts. A file up to `WHOLE_FILE_BYTES` by its content, a larger one by its size and its first and last
+    `END_BYTES` (other weights of one shape differ there; reading gigabytes at every resume would cost more than
+    the check). None for a hub id, whose files are transformers' cache's."""
+    import hashlib
+
+    from skipcore.models.reference import resolve_model
+
+    files: list[Path] = []
+    ref = resolve_model(name)
+    while ref is not None:
+        if ref.kind in ("folder", "adapter") and ref.path is not None:
+            files += sorted(f for f in Path(ref.path).iterdir() if f.is_file() and not f.name.startswith("."))
+        files += ref.gguf_parts()
+        ref = ref.base
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for f in files:
+        size = f.stat().st_size
+        digest.update(f"{f.name}\0{size}\0".encode())
+        with f.open("rb") as handle:
+            if size <= WHOLE_FILE_BYTES:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(END_BYTES))
+                handle.seek(size - END_BYTES)
+                digest.update(handle.read(END_BYTES))
+    return digest.hexdigest()
+
+
 def differences(recorded: dict, now: dict) -> list[tuple[str, object, object]]:
     """(setting, its recorded value, this run's) for every setting either identity names that differs; one that
     only one names takes its implied value (`IMPLIED`), else is missing."""
     names = list(now) + [k for k in recorded if k not in now]
+    names = [n for n in names if n in recorded or n not in UNRECORDED]
     out = []
     for name in names:
         then, value = (ident.get(name, IMPLIED.get(name, MISSING)) for ident in (recorded, now))
@@ -38,6 +85,9 @@ def said(recorded: dict, now: dict, most: int = 4) -> str:
     for name, then, value in differences(recorded, now)[:most]:
         if name == DATA:
             words.append(_data_said(recorded, now, then, value))
+        elif name == MODELS and isinstance(then, dict) and isinstance(value, dict):
+            changed = [m for m in dict.fromkeys([*then, *value]) if then.get(m) != value.get(m)]
+            words.append(f"{', '.join(changed)} holds other files than the run was made with (other weights)")
         else:
             words.append(f"{name}={then!r} (not {value!r})")
     return ", ".join(words)

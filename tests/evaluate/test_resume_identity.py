@@ -54,6 +54,30 @@ def test_a_sweep_resumed_on_other_rows_is_refused(model_dirs, two_folders, monke
     assert out.read_bytes() == before
 
 
+def test_a_sweep_resumed_on_other_weights_at_the_same_path_is_refused(model_dirs, two_folders, monkeypatch):
+    """A model is known by its files, not its path: other weights copied over the folder are refused on resume
+    (their rows would sit beside the first weights' under one name); the same files resume, and a file made
+    before models were recorded is not held to them."""
+    import shutil
+
+    from skipcore.evaluate.identity import MODELS, differences
+
+    monkeypatch.chdir(two_folders / "a")
+    model, out = two_folders / "model", two_folders / "weights.parquet"
+    shutil.copytree(model_dirs["opt"], model)
+    run_sweep(tiny_sweep(model_dirs, out, model=str(model)))
+    run_sweep(tiny_sweep(model_dirs, out, model=str(model), targets=(1.0, 2.0)))  # the same files: resumed
+    before = out.read_bytes()
+    weights = model / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = bytes(8)  # the last weights of the last tensor: other weights, the same shapes and size
+    weights.write_bytes(bytes(data))
+    with pytest.raises(UserError, match=f"{model} holds other files than the run was made with"):
+        run_sweep(tiny_sweep(model_dirs, out, model=str(model), targets=(1.0, 2.0, 3.0)))
+    assert out.read_bytes() == before
+    assert differences({"model": "m"}, {"model": "m", MODELS: {"m": "abc"}}) == []  # an older file
+
+
 def test_a_sweep_keeps_one_attention_dtype_both_ways(model_dirs, two_folders, monkeypatch):
     monkeypatch.chdir(two_folders / "a")
     own, wide = two_folders / "own.parquet", two_folders / "wide.parquet"

@@ -22,7 +22,7 @@ import pandas as pd
 
 import skipcore.evaluate.sweep.units as units  # looked up at run time: tests swap unit_rows
 from skipcore.errors import UserError
-from skipcore.evaluate.identity import with_data
+from skipcore.evaluate.identity import with_data, with_models
 from skipcore.evaluate.sweep.executors import (
     FailureCallback,
     GridIncomplete,
@@ -72,7 +72,8 @@ def run_sweep(
     examples = load_examples(cfg.dataset, split=cfg.split, limit=cfg.limit)
     if not examples:
         raise UserError(f"{cfg.dataset} [{cfg.split}] has no examples")
-    with SweepStore(cfg.out, with_data(cfg.identity(), examples), cfg.overwrite, traces_dir) as store:
+    identity = with_models(with_data(cfg.identity(), examples), [cfg.model, cfg.baseline_model])
+    with SweepStore(cfg.out, identity, cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()
         ids = {s: s.setting_id(params) for s in grid}
         todo = [s for s in grid if ids[s] not in store.done]

@@ -24,7 +24,7 @@ import skipcore.evaluate.tune.folder as files
 import skipcore.evaluate.tune.study as studies
 from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
-from skipcore.evaluate.identity import DATA, with_data
+from skipcore.evaluate.identity import DATA, with_data, with_models
 from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.settings import ModelFacts
 from skipcore.evaluate.sweep.store import SweepStore, read_sweep
@@ -94,7 +94,8 @@ class Tune:
         if not self.examples:
             raise UserError(f"{s.dataset} [{s.split}] has no rows to search on", field="dataset")
         _check_metric(s, self.examples)
-        self.identity = with_data(s.identity(), self.examples)  # what the study and its tables are held to
+        # what the study and its tables are held to
+        self.identity = with_models(with_data(s.identity(), self.examples), [s.model, s.reference_model])
         self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
         if "speculative" in s.policies and s.objective != "measured":
             warnings.warn(
