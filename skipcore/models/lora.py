@@ -233,8 +233,10 @@ def save_adapter(peft_model, out: str | Path, dtype=None) -> None:
 
 
 def merged(base, folder: str | Path):
-    """`base` (the model the adapter folder names, loaded) with the adapter in `folder` merged in."""
-    return _applied(base, folder).merge_and_unload()
+    """`base` (the model the adapter folder names, loaded) with the adapter in `folder` merged in: a plain model
+    whose every weight trains, as `from_pretrained` gives one (peft froze the base's weights to apply the adapter,
+    and merging keeps them frozen, so training it whole trained nothing)."""
+    return _applied(base, folder).merge_and_unload().requires_grad_(True)
 
 
 def _applied(base, folder: str | Path, is_trainable: bool = False):

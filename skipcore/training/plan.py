@@ -179,11 +179,17 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
     the median target length (the paper's choice), the generation length to the longest target + EOS + 4, and
     the horizon target speedups are met over to a typical output (median target + EOS). `positions` is the
     model's position limit, which cuts the pairs where no max_length does."""
-    span = s.decay_span or max(1, stats["median_target_tokens"])
-    max_new = s.max_new_tokens or stats["max_target_tokens"] + 1 + 4
+    if s.decay_span is not None and s.decay_span < 1:  # 0 is a value given, not the default
+        raise UserError(f"decay_span must be >= 1, got {s.decay_span}", field="decay_span")
+    span = s.decay_span if s.decay_span is not None else max(1, stats["median_target_tokens"])
+    max_new = s.max_new_tokens if s.max_new_tokens is not None else stats["max_target_tokens"] + 1 + 4
     if max_new < 2:
         raise UserError(f"max_new_tokens must be >= 2, got {max_new}", field="max_new_tokens")
-    over = s.speedup_over or min(typical_output_tokens(stats["median_target_tokens"]), max_new)
+    over = (
+        s.speedup_over
+        if s.speedup_over is not None
+        else min(typical_output_tokens(stats["median_target_tokens"]), max_new)
+    )
     if over < 2:
         if s.speedup_over is None:  # derived from the data: say why, not blame a setting nobody gave
             raise UserError(

@@ -112,6 +112,8 @@ class TrainSettings:
             )
         if self.limit is not None and self.limit < 1:
             raise UserError(f"limit must be >= 1, got {self.limit}", field="limit")
+        if not 0 <= self.seed < 2**32:  # what numpy's generator, seeded with it, takes
+            raise UserError(f"seed must be in [0, 2**32 - 1], got {self.seed}", field="seed")
         if self.max_length is not None and self.max_length < 2:
             raise UserError(
                 f"max_length must be >= 2 (a prompt token and a target token), got {self.max_length}",

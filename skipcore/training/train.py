@@ -18,6 +18,7 @@ import torch
 from accelerate.utils import set_seed
 
 from skipcore.adapters import max_positions
+from skipcore.errors import UserError
 from skipcore.models.training_record import (
     build_record,
     read_record,
@@ -92,10 +93,17 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         set_seed(s.seed)  # the same initial weights on every process
         model, tokenizer, origin, peft_model = starting_model(s, examples, acc, resume_dir, lora)
         num_layers = num_layers_of(model)
-        max_length = s.max_length or max_positions(model.config)
+        positions = max_positions(model.config)
+        if s.max_length is not None and positions is not None and s.max_length > positions:
+            raise UserError(
+                f"max_length {s.max_length} is more than the model's {positions} positions: use at most "
+                f"{positions}",
+                field="max_length",
+            )
+        max_length = s.max_length or positions
         pairs = tokenize_pairs(examples, tokenizer, max_length)
         stats = data_stats(pairs)
-        plan = plan_for(s, num_layers, stats, max_positions(model.config))
+        plan = plan_for(s, num_layers, stats, positions)
         eval_pairs = tokenize_pairs(dev, tokenizer, max_length) if dev else None
         record = build_record(
             schedule=plan.to_dict(),

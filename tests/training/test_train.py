@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -640,3 +641,41 @@ def test_a_learning_rate_that_breaks_the_weights_at_once_saves_nothing(model_dir
     fixed = [w if w != "1e30" else "1e-4" for w in argv]
     assert main(fixed) == 2 and "pass --overwrite" in capsys.readouterr().err  # as said
     assert main([*fixed, "--overwrite"]) == 0  # and it replaces what the broken run left
+
+
+def test_an_adapter_trains_whole_without_lora_flags(model_dirs, tmp_path, capsys):
+    """`--model ADAPTER` without --lora-rank trains every weight of the merged model (docs/real-models.md): merged
+    from a peft model whose base it had frozen, none trained, and the first step failed."""
+    from safetensors.torch import load_file
+
+    adapter, whole = tmp_path / "adapter", tmp_path / "whole"
+    base = ["--limit", "4", "--batch-size", "4", "--steps", "3", "--warmup-ratio", "0"]
+    assert main(train_argv(model_dirs["opt"], adapter, *base, "--lora-rank", "2")) == 0
+    capsys.readouterr()
+    assert main(train_argv(adapter, whole, *base)) == 0
+    err = capsys.readouterr().err
+    counted = re.search(r"training ([\d,]+) of ([\d,]+) parameters", err)
+    assert counted and counted.group(1) == counted.group(2), err
+    merged, _ = load_model(str(adapter), device="cpu", dtype="float32")
+    trained = load_file(str(whole / "model.safetensors"))
+    name, tensor = next((k, v) for k, v in trained.items() if k.endswith("fc1.weight"))
+    assert not torch.equal(tensor, merged.state_dict()[name])  # the merged weights moved
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--seed", "-1"], "--seed must be in [0, 2**32 - 1], got -1"),
+        (["--seed", str(2**32)], f"--seed must be in [0, 2**32 - 1], got {2**32}"),
+        (["--max-length", "100000"], "--max-length 100000 is more than the model's"),
+        (["--target-speedup", "2", "--decay-span", "0"], "--decay-span must be >= 1, got 0"),
+        (["--elastic", "1:4", "--speedup-over", "0"], "--speedup-over must be >= 2, got 0"),
+        (["--max-new-tokens", "0"], "--max-new-tokens must be >= 2, got 0"),
+    ],
+)
+def test_values_the_run_cannot_take_are_refused_not_replaced(model_dirs, tmp_path, capsys, flags, said):
+    """A seed numpy cannot take and a length past the model's positions ended in tracebacks after the work began;
+    a 0 for a length was read as not given and replaced by the default. Each is one line, nothing written."""
+    out = tmp_path / "run"
+    assert said in refused(capsys, train_argv(model_dirs["opt"], out, "--limit", "4", *flags))
+    assert not out.exists()
