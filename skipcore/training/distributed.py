@@ -20,6 +20,12 @@ def make_accelerator(device: str, mixed_precision: str, find_unused_parameters: 
 
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("device cuda was asked for, but no CUDA GPU is available", field="device")
+    if mixed_precision == "fp16" and (device == "cpu" or not torch.cuda.is_available()):
+        raise UserError(  # accelerate would run it as float32, in silence
+            "mixed_precision fp16 does nothing on a CPU (accelerate has no float16 autocast there: the run would be "
+            "float32, recorded as fp16); use bf16, or no",
+            field="mixed_precision",
+        )
     ddp = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)
     return Accelerator(cpu=device == "cpu", mixed_precision=mixed_precision, kwargs_handlers=[ddp])
 
