@@ -35,11 +35,15 @@ def prompt_tokens(engine, prompts: Sequence[str]) -> int:
     return max(1, round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / len(prompts)))
 
 
-def show_estimate(engine, work: Sequence[Decodes], action: str, always: bool = False) -> Estimate | None:
+def show_estimate(
+    engine, work: Sequence[Decodes], action: str, always: bool = False, learns: bool = True
+) -> Estimate | None:
     """Say, before `action` is pressed, how long it will take, from the timings already taken (a probe's or a
     run's): a note where it is long, a caption otherwise (with `always`, or when just measured). Opening a page
     measures nothing: where the work's batch shape was never timed, or its timing is stale, a button measures it,
-    with a spinner. None where nothing is known yet, or the model could not be timed (said in a caption)."""
+    with a spinner. None where nothing is known yet, or the model could not be timed (said in a caption).
+    `learns`: whether the action's run times its own steps for the next estimate (the lens's does not: its steps
+    are no timing of a plain decode, and taken as one they made Generate's estimate several times too low)."""
     est = known_estimate(engine, work)
     asked = _measure_asked(action, est)
     if asked:
@@ -52,9 +56,10 @@ def show_estimate(engine, work: Sequence[Decodes], action: str, always: bool = F
             st.caption(f"No time estimate: {e}")
             return None
     if est is None:
-        st.caption(
-            f":material/timer: Not measured yet: {action} times its own steps, or press Measure the time."
+        how = (
+            f"{action} times its own steps, or press Measure the time" if learns else "press Measure the time"
         )
+        st.caption(f":material/timer: Not measured yet: {how}.")
         return None
     said = est.words() + (f", likely {est.spread_words()}" if est.spread_words() else "")
     if est.long:

@@ -28,7 +28,6 @@ from app.dashboard.trained import chat_prompts, chat_start_note, prompt_format, 
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
-from skipcore.measure.estimate import learn_from_run
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
@@ -107,8 +106,6 @@ def run(
         st.error(f"The lens failed: {e}")
         return
     bar.progress(1.0, text=f"Read every layer of {what}")
-    for side in (cmp.full, path):  # its decode steps (read out after) time the next run like it
-        learn_from_run(engine, side.trace)
     LensComparison(prompts, schedule.describe(), tokens, cmp.full, path, cmp.agreement, settings).kept()
 
 
@@ -220,7 +217,7 @@ def main() -> None:
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
     now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}
     todo = work(engine, schedule, sent.prompts, int(max_new), int(batch_size), tokens)
-    estimate = show_estimate(engine, todo, "Run the lens")
+    estimate = show_estimate(engine, todo, "Run the lens", learns=False)
     pressed = st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts)
     views.say_if_stopped("lens", "Run the lens", pressed)
     if pressed:

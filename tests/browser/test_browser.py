@@ -866,7 +866,8 @@ def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
     page.get_by_role("heading", name="Generate and trace").wait_for()
     page.get_by_text("The last run did not finish", exact=False).wait_for()
     _clean(page, "generate after a stopped run")
-    page.get_by_role("button", name="Measure the time").click()  # any rerun: said once
+    batch = page.locator('[data-testid="stNumberInput"]', has_text="Batch size")
+    batch.get_by_test_id("stNumberInputStepUp").click()  # any rerun: said once
     page.get_by_text("The last run did not finish", exact=False).wait_for(state="detached")
 
 
