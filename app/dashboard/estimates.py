@@ -43,7 +43,7 @@ def show_estimate(
     measures nothing: where the work's batch shape was never timed, or its timing is stale, a button measures it,
     with a spinner. None where nothing is known yet, or the model could not be timed (said in a caption).
     `learns`: whether the action's run times its own steps for the next estimate (the lens's does not: its steps
-    are no timing of a plain decode, and taken as one they made Generate's estimate several times too low)."""
+    are no timing of a plain decode)."""
     est = known_estimate(engine, work)
     asked = _measure_asked(action, est)
     if asked:
