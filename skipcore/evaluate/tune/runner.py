@@ -269,7 +269,7 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
         while studies.done(study) < s.trials:
             asked = {}
             for _ in range(min(s.parallel, s.trials - studies.done(study))):
-                trial, candidate = studies.ask(study, run.space.suggest, check)
+                trial, candidate = studies.ask(study, run.space.suggest, check, s.seed, s.trials)
                 task = Task(trial.number, "trial", s.model, "model", candidate, prune_below)
                 known = next(
                     (r for r in store.rows if r["setting_id"] == run.key(task, s.split, s.limit)), None

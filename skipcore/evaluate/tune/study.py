@@ -5,8 +5,8 @@ Quality is told up to the floor: above it, more quality is worth nothing to the 
 at or above the floor), so among the settings that meet the floor the sampler seeks speed, and among those that do
 not, quality. The trials table keeps every setting's own quality.
 
-The sampler is Optuna's TPE (multi-objective, with the floor as a constraint: `Trial.set_constraint`), seeded from the
-settings and the trials already made, so a resumed study draws new points rather than its first ones again. Multi-
+The sampler is Optuna's TPE (multi-objective, with the floor as a constraint: `Trial.set_constraint`), seeded for each
+draw from the settings' seed and the trials done, so a resumed study draws what the uninterrupted one would have. Multi-
 objective studies cannot report intermediate values, so a trial stopped early is told as PRUNED with its gap to
 the floor on the rows it was scored on; the sampler counts it infeasible. A trial left running by a run that
 stopped (Ctrl-C, a crash) is marked failed when the study is opened again and its point asked again first, so
@@ -55,13 +55,23 @@ def open_study(path: Path, seed: int, trials: int) -> optuna.Study:
     )
     if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE] * 2:
         raise UserError(f"{path} holds another kind of study; it will not be used", field="out")
-    made = len(study.get_trials(deepcopy=False))
+    study.sampler = _sampler(seed, trials, 0, 0, 0)
+    return study
+
+
+def _sampler(seed: int, trials: int, done: int, pending: int, attempt: int) -> optuna.samplers.BaseSampler:
+    """TPE seeded for one draw: from the study's seed, the trials done, those asked and not yet told (a batch
+    run side by side) and the draws refused before this one. TPE keeps no state but its generator, so a draw is a
+    function of the trials told and these numbers: a study stopped and run again draws what it would have drawn
+    run whole (a sampler seeded once per run starts its generator over at every resume)."""
+    import numpy as np
+
+    key = np.random.SeedSequence([seed, done, pending, attempt]).generate_state(1)[0]
     with warnings.catch_warnings():  # multivariate TPE (the schedule's knobs move together) is "experimental"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.sampler = optuna.samplers.TPESampler(
-            seed=seed + made, n_startup_trials=max(3, min(10, trials // 4)), multivariate=True, group=True
+        return optuna.samplers.TPESampler(
+            seed=int(key), n_startup_trials=max(3, min(10, trials // 4)), multivariate=True, group=True
         )
-    return study
 
 
 def done(study: optuna.Study) -> int:
@@ -77,10 +87,15 @@ def settle_stopped(study: optuna.Study) -> int:
     return len(stale)
 
 
-def ask(study: optuna.Study, suggest, check, tries: int = 20):
+def ask(study: optuna.Study, suggest, check, seed: int | None = None, trials: int = 0, tries: int = 20):
     """A new trial and its candidate (`suggest(trial)`), one that `check` accepts: a point no policy can run
-    (a value its own check refuses) is told failed and another asked."""
-    for _ in range(tries):
+    (a value its own check refuses) is told failed and another asked. With `seed`, each draw's sampler is seeded
+    by what the study holds (`_sampler`, TPE for a search of `trials`), so a resumed study goes on as the
+    uninterrupted one would; without, the study's own sampler draws."""
+    pending = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    for attempt in range(tries):
+        if seed is not None:
+            study.sampler = _sampler(seed, trials, done(study), pending, attempt)
         trial = study.ask()
         try:
             candidate = suggest(trial)

@@ -297,3 +297,23 @@ def test_the_measured_objective_times_each_finished_trial_against_full_depth(mod
     assert (
         "repeats" in json.loads((out / "tune.json").read_text())["identity"]
     )  # timing settings make the study
+
+
+@pytest.mark.slow
+def test_a_tune_run_in_two_parts_draws_what_it_draws_run_whole(model_dirs, echo_data, tmp_path):
+    """Each draw is seeded by what the study holds, not once per run: a search of 5 trials stopped after 2 and run
+    again draws the same points as one run whole (a sampler seeded once per run started over at the resume)."""
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    run_tune(settings(model_dirs, echo_data, whole, trials=5))
+    run_tune(settings(model_dirs, echo_data, parts, trials=2))
+    run_tune(settings(model_dirs, echo_data, parts, trials=5))
+    drawn = [
+        [
+            t.params
+            for t in optuna.load_study(
+                study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}"
+            ).trials
+        ]
+        for out in (whole, parts)
+    ]
+    assert len(drawn[0]) >= 5 and drawn[0] == drawn[1]
