@@ -18,10 +18,11 @@ from skipcore.errors import ArgumentTypeError, UserError
 
 @dataclass(frozen=True)
 class Request:
-    """One call's settings, checked: its prompts, the policy (a `DepthPolicy`), the most new tokens per
-    prompt, the batch size and the token choice."""
+    """One call's settings, checked: its prompts (and their token ids, as the checks read them), the policy (a
+    `DepthPolicy`), the most new tokens per prompt, the batch size and the token choice."""
 
     prompts: list[str]
+    prompt_ids: list[list[int]]
     policy: DepthPolicy
     max_new_tokens: int
     batch_size: int
@@ -54,9 +55,11 @@ def check_request(
             f"batch_size must be >= 1, got {batch_size} (leave it out for one batch of all prompts)",
             field="batch_size",
         )
-    check_prompt_tokens(tokenizer, max_positions, vocab_rows, prompts, max_new_tokens)
+    ids = check_prompt_tokens(tokenizer, max_positions, vocab_rows, prompts, max_new_tokens)
     policy.check(num_layers, max_new_tokens)
-    return Request(list(prompts), policy, max_new_tokens, batch_size or len(prompts), sampling or Sampling())
+    return Request(
+        list(prompts), ids, policy, max_new_tokens, batch_size or len(prompts), sampling or Sampling()
+    )
 
 
 def check_types(prompts: object, max_new_tokens: object, batch_size: object, sampling: object) -> None:
@@ -79,12 +82,13 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
 
 def check_prompt_tokens(
     tokenizer, limit: int | None, vocab_rows: int | None, prompts: Sequence[str], max_new_tokens: int
-) -> None:
-    """Refuse, before any work, a prompt the model cannot read: one of no tokens (empty text where the tokenizer
-    adds no start token: nothing to predict from), one with a token id past the model's `vocab_rows` embeddings
-    (a tokenizer that is not the model's), or one that with max_new_tokens would run past its `limit` positions
-    (a learned position table would fail mid-decode, rotary models go out of what they were trained on)."""
-    encoded = tokenizer(list(prompts))["input_ids"]
+) -> list[list[int]]:
+    """The prompts' token ids, the ones the decode reads; refused, before any work, a prompt the model cannot read:
+    one of no tokens (empty text where the tokenizer adds no start token: nothing to predict from), one with a
+    token id past the model's `vocab_rows` embeddings (a tokenizer that is not the model's), or one that with
+    max_new_tokens would run past its `limit` positions (a learned position table would fail mid-decode, rotary
+    models go out of what they were trained on)."""
+    encoded = [list(ids) for ids in tokenizer(list(prompts))["input_ids"]]
     for i, ids in enumerate(encoded):
         if not ids:
             raise UserError(
@@ -104,6 +108,7 @@ def check_prompt_tokens(
             f"{limit} positions; {_what_fits(limit, longest, max_new_tokens)}",
             field="max_new_tokens",
         )
+    return encoded
 
 
 def _what_fits(limit: int, longest: int, max_new_tokens: int) -> str:

@@ -196,21 +196,20 @@ class SkipEngine:
         )
 
     def left_padded(
-        self, prompts: list[str], multiple: int | None = None
+        self, rows: Sequence[Sequence[int]], multiple: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The prompts' token ids and attention mask, padded on the left with the engine's pad id to the longest
-        (rounded up to `multiple` columns where given): every row's last prompt token in one column, so rows share
-        decode steps, whichever side and pad token the tokenizer was set up with."""
-        rows = self.tokenizer(prompts)["input_ids"]
+        """Prompts' token ids (a checked request's) as a batch and its attention mask, padded on the left with the
+        engine's pad id to the longest (rounded up to `multiple` columns where given): every row's last prompt
+        token in one column, so rows share decode steps, whichever side and pad token the tokenizer was set up
+        with."""
         width = max(map(len, rows))
         if multiple:
             width = -(-width // multiple) * multiple
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         attn = torch.zeros((len(rows), width), dtype=torch.long)
         for r, row in enumerate(rows):
-            if row:
-                ids[r, width - len(row) :] = torch.tensor(row)
-                attn[r, width - len(row) :] = 1
+            ids[r, width - len(row) :] = torch.tensor(row)
+            attn[r, width - len(row) :] = 1
         return ids, attn
 
     def decode_prompts(
@@ -220,7 +219,7 @@ class SkipEngine:
         progress: Callable[[int, int], None] | None = None,
         on_batch: Callable[[DecodedBatch], None] | None = None,
     ) -> DecodedPrompts:
-        """The one batch driver: a checked request's prompts, batch after batch, tokenised (left-padded),
+        """The one batch driver: a checked request's prompts, batch after batch, their token ids left-padded,
         decoded, checked finite, made texts and one trace (with the policy's own columns) under one run id.
 
         `pickers(first, count)`: the token choice for the batch of prompts first .. first + count - 1
@@ -234,7 +233,7 @@ class SkipEngine:
         total = len(starts) * T
         texts, token_ids, traces = [], [], []
         for b, start in enumerate(starts):
-            chunk = request.prompts[start : start + size]
+            chunk = request.prompt_ids[start : start + size]
             ids, attn = self.left_padded(chunk, pad_to)
             on_step = None if progress is None else partial(_report_step, progress, b * T, total)
             out = self.decode_batch(ids, attn, policy, pickers(start, len(chunk)), T, on_step)
