@@ -159,29 +159,21 @@ def decode_sdpa(
     groups = getattr(module, "num_key_value_groups", 1)
     B, H, q_len, D = query.shape
     query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
-    route = (
-        None
-        if kv_copied
-        else grouped_route(module, query.dtype, query.device, attention_mask, dropout, fold_groups)
-    )
+    if kv_copied:  # a head per query head already (`each_query`): the call after `transformers`' copy
+        route = "copied"
+    else:
+        route = grouped_route(module, query.dtype, query.device, attention_mask, dropout, fold_groups)
     if route == "fold" and q_len == 1 and attention_mask.shape[1] == 1:
         # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv, groups, D)
         out = F.scaled_dot_product_attention(
             query.reshape(B, H // groups, groups, D), key, value, attn_mask=attention_mask, scale=scaling
         ).reshape(B, 1, H, D)  # (batch, q_len, heads, head_dim), as the attention modules expect
-    elif (
-        route == "in_place" or kv_copied
-    ):  # `transformers`' call, over KV heads read in place or copied already
+    elif route in ("in_place", "copied"):  # `transformers`' call, KV heads read in place or copied already
+        gqa = route == "in_place"
         out = (
             F.scaled_dot_product_attention(
-                query,
-                key,
-                value,
-                attn_mask=attention_mask,
-                dropout_p=dropout,
-                scale=scaling,
-                enable_gqa=route == "in_place",
-            )  # fmt: skip
+                query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=gqa
+            )
             .transpose(1, 2)
             .contiguous()
         )
@@ -330,13 +322,8 @@ def each_query(
     `transformers` computes it), the pass copies them once for all its columns: the same inputs to the same
     kernel, not a copy of the whole buffer per column."""
     q = query.shape[2]
-    if (
-        q > 1
-        and grouped_route(
-            module, key.dtype, query.device, attention_mask, dropout, kwargs.get("fold_groups", False)
-        )
-        == "copy"
-    ):
+    fold = kwargs.get("fold_groups", False)
+    if q > 1 and grouped_route(module, key.dtype, query.device, attention_mask, dropout, fold) == "copy":
         groups = module.num_key_value_groups
         key, value, kwargs = repeat_kv(key, groups), repeat_kv(value, groups), {**kwargs, "kv_copied": True}
     outs = [
