@@ -132,6 +132,22 @@ def check_output_file(path: Path, overwrite: bool, flag: str = "--overwrite") ->
     return path
 
 
+def check_replaceable(path: Path, read: Callable[[Path], object], what: str) -> None:
+    """Refuse a file at `path` that `read` (the tool's reader of its own kind of file, `what`) cannot read:
+    --overwrite replaces a trace with a trace, never a file of data or results that stands at the path."""
+    if not path.is_file():
+        return
+    try:
+        read(path)
+        return
+    except (UserError, OSError, ValueError):
+        pass
+    raise UserError(
+        f"{path} exists and is not {what}: --overwrite replaces only {what} (a file of data or results is never "
+        "written over); choose another path"
+    )
+
+
 def check_output_path(path: str | Path | None, overwrite: bool, suffixes: tuple[str, ...]) -> Path | None:
     """Refuse, before any work is done, an output path of an unknown format (by its suffixes: `.csv.zip` too),
     that is a folder, that cannot be written or that would be overwritten unasked; None stays None."""

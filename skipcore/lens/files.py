@@ -10,7 +10,14 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError, first_line
-from skipcore.files import atomic_write, check_companion, check_output_file, parse_json, read_parquet
+from skipcore.files import (
+    atomic_write,
+    check_companion,
+    check_output_file,
+    check_replaceable,
+    parse_json,
+    read_parquet,
+)
 from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path
 from skipcore.traces.schema import TraceSchemaError
 
@@ -75,11 +82,7 @@ def check_lens_path(path: str | Path, overwrite: bool = False) -> Path:
     path = Path(path)
     suffix = _check_format(path)
     check_output_file(path, overwrite)
-    if path.is_file() and not _reads_as_lens(path):
-        raise UserError(
-            f"{path} exists and is not a lens table: --overwrite replaces only a lens table (a file of data or "
-            "results is never written over); choose another path"
-        )
+    check_replaceable(path, read_lens, "a lens table")
     if suffix != ".parquet":
         check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
     return path
@@ -141,12 +144,3 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
     except (ValueError, OSError) as e:
         raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} lens table ({first_line(e)})") from e
     return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}
-
-
-def _reads_as_lens(path: Path) -> bool:
-    """Whether `path` is a lens table, so --overwrite may replace it."""
-    try:
-        read_lens(path)
-    except (UserError, OSError, ValueError):
-        return False
-    return True

@@ -20,7 +20,14 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError, first_line
-from skipcore.files import atomic_write, check_companion, check_output_file, parse_json, read_parquet
+from skipcore.files import (
+    atomic_write,
+    check_companion,
+    check_output_file,
+    check_replaceable,
+    parse_json,
+    read_parquet,
+)
 from skipcore.traces.schema import (
     MASK_PREFIX,
     TEXT_COLUMNS,
@@ -68,23 +75,10 @@ def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
     path = Path(path)
     fmt = _check_format(path)
     check_output_file(path, overwrite)
-    if path.is_file() and not _reads_as_trace(path):
-        raise UserError(
-            f"{path} exists and is not a trace: --overwrite replaces only a trace (a file of data or results "
-            "is never written over); choose another path"
-        )
+    check_replaceable(path, read_trace, "a trace")
     if fmt in (".jsonl", ".csv"):
         check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
     return path
-
-
-def _reads_as_trace(path: Path) -> bool:
-    """Whether `path` is a trace (of any run, skipcore's or one pandas wrote back), so --overwrite may replace it."""
-    try:
-        read_trace(path)
-    except (UserError, OSError, ValueError):
-        return False
-    return True
 
 
 def write_trace(
