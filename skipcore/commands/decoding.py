@@ -84,6 +84,15 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
             )
 
 
+# the flags (by dest) that set a shape's own settings, and the schedule field each sets (`SHAPE_SETTINGS`)
+SHAPE_FLAG_FIELDS = {
+    "alpha": "alpha",
+    "stages": "stages",
+    "decay_span": "decay_span",
+    "budgets": "budgets_list",
+}
+
+
 def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None:
     """One line for a schedule flag the run's shape or mode does not read (`SHAPE_SETTINGS`), once the shape is
     known (a model trained at one schedule names it where no flag does): --alpha beside a linear schedule, or
@@ -94,11 +103,9 @@ def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None
         return
     own = {p.dest for p in params_of(depth.policy_class)}
     read = SHAPE_SETTINGS.get(depth.schedule, ())
-    for dest in ("alpha", "stages", "decay_span", "budgets"):
-        if dest in given - own and (dest if dest != "budgets" else "budgets_list") not in read:
-            shapes = [
-                shape for shape, names in SHAPE_SETTINGS.items() if dest in names or f"{dest}_list" in names
-            ]
+    for dest, field in SHAPE_FLAG_FIELDS.items():
+        if dest in given - own and field not in read:
+            shapes = [shape for shape, fields in SHAPE_SETTINGS.items() if field in fields]
             raise UserError(
                 f"{SCHEDULE_FLAGS[dest]} belongs to --schedule {' or '.join(shapes)}; this run's is "
                 f"--schedule {depth.schedule}"

@@ -17,9 +17,8 @@ IMPLIED = {"attention_dtype": "model"}
 # settings files made before they existed do not record: a resume of such a file is not held to them
 UNRECORDED = (MODELS,)
 MISSING = "<missing>"
-WHOLE_FILE_BYTES = (
-    64 << 20
-)  # files up to this size are read whole for a fingerprint; larger ones at their ends
+# a model file up to this size is read whole for its fingerprint; a larger one at its two ends, this much each
+WHOLE_FILE_BYTES = 64 << 20
 END_BYTES = 4 << 20
 
 
