@@ -49,6 +49,9 @@ class SchedulePlan:
             raise UserError(f"unknown schedule plan {self.kind!r}; choose one of {', '.join(KINDS)}")
         if self.kind == "fixed" and self.fixed is None:
             raise UserError("a fixed skip-aware plan needs a schedule")
+        # every kind's span: generation runs at it later
+        if self.decay_span is not None and self.decay_span < 1:
+            raise UserError(f"decay_span must be >= 1, got {self.decay_span}", field="decay_span")
         if self.kind == "elastic":
             if self.elastic_range is None:
                 raise UserError("an elastic plan needs a range of target speedups")
@@ -179,8 +182,6 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
     the median target length (the paper's choice), the generation length to the longest target + EOS + 4, and
     the horizon target speedups are met over to a typical output (median target + EOS). `positions` is the
     model's position limit, which cuts the pairs where no max_length does."""
-    if s.decay_span is not None and s.decay_span < 1:  # 0 is a value given, not the default
-        raise UserError(f"decay_span must be >= 1, got {s.decay_span}", field="decay_span")
     span = s.decay_span if s.decay_span is not None else max(1, stats["median_target_tokens"])
     max_new = s.max_new_tokens if s.max_new_tokens is not None else stats["max_target_tokens"] + 1 + 4
     if max_new < 2:
