@@ -120,22 +120,24 @@ def _working(key: str) -> str:
 def run_marked(key: str) -> Iterator[None]:
     """A page's run, marked in the session while it works. Streamlit stops a page's script when another page is
     opened (or a widget reruns the page), and the run's results go with it; the mark left standing says so on the
-    page's next draw (`say_if_stopped`) instead of a page that silently has nothing. A run that ends, or ends in
+    page's next draw (`run_button`) instead of a page that silently has nothing. A run that ends, or ends in
     an error it shows, takes its mark away."""
     st.session_state[_working(key)] = True
     yield  # no finally: the stop Streamlit raises in a stopped script leaves the mark
     st.session_state.pop(_working(key), None)
 
 
-def say_if_stopped(key: str, button: str, pressed: bool) -> None:
-    """Say that the page's last run (`run_marked`) was stopped before it finished, once, unless `pressed`: the
-    button that starts a new one."""
+def run_button(label: str, key: str, disabled: bool = False) -> bool:
+    """A page's run button (its widget key `{key}_run`), and beside it, once, that the page's last run
+    (`run_marked` under `key`) was stopped before it finished, unless the button starts a new one now."""
+    pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
     if st.session_state.pop(_working(key), False) and not pressed:
         st.warning(
             f"The last run did not finish: the page was left, or changed, while it worked, which stops it, and "
-            f"nothing of it was kept. Press **{button}** again and stay on this page until it ends.",
+            f"nothing of it was kept. Press **{label}** again and stay on this page until it ends.",
             icon=":material/stop_circle:",
         )
+    return pressed
 
 
 def warn_small_sample(n: int, compared: str, remedy: str) -> None:

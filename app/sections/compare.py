@@ -300,11 +300,7 @@ def main() -> None:
     estimate = show_estimate(
         engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all"
     )
-    pressed = st.button(
-        "Run all", type="primary", key="cmp_run", disabled=not (prompts and chosen) or sampling is None
-    )
-    views.say_if_stopped("cmp", "Run all", pressed)
-    if pressed:
+    if views.run_button("Run all", "cmp", disabled=not (prompts and chosen) or sampling is None):
         with views.run_marked("cmp"):
             results, errors = {}, {}
             bar, left = st.progress(0.0, text="Starting…"), TimeLeft(estimate)

@@ -116,9 +116,7 @@ def main() -> None:
         tokens = prompt_tokens(engine, sent.prompts)
         work = [Decodes(len(prompts), int(max_new), int(batch_size), tokens, depth)]
         show_estimate(engine, work, "Generate", always=True)
-    pressed = st.button("Generate", type="primary", key="gen_run", disabled=not prompts or sampling is None)
-    views.say_if_stopped("gen", "Generate", pressed)
-    if pressed:
+    if views.run_button("Generate", "gen", disabled=not prompts or sampling is None):
         with views.run_marked("gen"):
             run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)
     result = GenerateResult.shown(now)

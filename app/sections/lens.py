@@ -218,9 +218,7 @@ def main() -> None:
     now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}
     todo = work(engine, schedule, sent.prompts, int(max_new), int(batch_size), tokens)
     estimate = show_estimate(engine, todo, "Run the lens", learns=False)
-    pressed = st.button("Run the lens", type="primary", key="lens_run", disabled=not prompts)
-    views.say_if_stopped("lens", "Run the lens", pressed)
-    if pressed:
+    if views.run_button("Run the lens", "lens", disabled=not prompts):
         with views.run_marked("lens"):
             run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now, sent, estimate)
     result = LensComparison.shown(now)

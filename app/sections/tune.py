@@ -156,9 +156,7 @@ def main() -> None:
         st.stop()
     estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
     now = {"model": model_setting(choice), "search": setting(_words(s), _plain(asdict(s)))}
-    pressed = st.button("Run search", type="primary", key="tune_run")
-    views.say_if_stopped("tune", "Run search", pressed)
-    if pressed:
+    if views.run_button("Run search", "tune"):
         with views.run_marked("tune"):
             run(engine, s, estimate, now)
     stored = TuneRunResult.shown(now)
