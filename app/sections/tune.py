@@ -152,7 +152,7 @@ def main() -> None:
         s = settings_for(choice.source, dataset=str(DATASET_DIR), split="dev", **values)
     except UserError as e:
         st.error(e.said_as(INPUT_LABELS))
-        st.button("Run search", type="primary", key="tune_run", disabled=True)  # there, waiting for a search
+        views.run_button("Run search", "tune", disabled=True)  # there, waiting for a search
         st.stop()
     estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
     now = {"model": model_setting(choice), "search": setting(_words(s), _plain(asdict(s)))}
