@@ -201,18 +201,31 @@ def links_leading_out(folder: Path) -> list[Path]:
         for name in (*dirs, *files):
             entry = Path(here) / name
             if entry.is_symlink():
-                target = entry.resolve()
-                if target != root and root not in target.parents:
+                target = _link_target(entry)
+                if target is None or (target != root and root not in target.parents):
                     found.append(entry)
     return sorted(found)
 
 
+def _link_target(link: Path) -> Path | None:
+    """Where `link` leads, or None where that cannot be known (a loop of links, or a place this process may not
+    look into): such a link is not known to stay inside a folder, so it counts as leading out."""
+    try:
+        return link.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
 def refuse_links_out(folder: Path, flag: str) -> None:
-    """One line naming the first link that leads out of `folder` (`flag` is the option that named the folder)."""
+    """One line naming the first link that leads out of `folder` (`flag` is the option that named the folder); the
+    file system's root, which every link stays in and no tool writes into, is refused as such."""
+    if folder.is_dir() and folder.resolve() == Path(folder.resolve().anchor):
+        raise UserError(f"{flag} {folder} is the file system's root: choose a folder of its own")
     links = links_leading_out(folder)
     if links:
         more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+        where = _link_target(links[0]) or os.readlink(links[0])
         raise UserError(
-            f"{flag} {folder}: {links[0]} is a link to {links[0].resolve()}, outside the folder{more}; a tool never "
+            f"{flag} {folder}: {links[0]} is a link to {where}, outside the folder{more}; a tool never "
             "writes through a link out of its folder: remove the link or choose another folder"
         )

@@ -19,6 +19,7 @@ from skipcore.files import (
     check_path_text,
     check_writable_folder,
     read_parquet,
+    refuse_links_out,
 )
 from tests.helpers import refused, train_two_steps
 
@@ -40,6 +41,24 @@ def test_no_tool_writes_through_a_link_out_of_its_folder(model_dirs, tmp_path, c
     )
     assert "train.csv is a link" in err
     assert outside.read_text() == "precious" and sorted(os.listdir(corpus)) == ["train.csv"]
+
+
+def test_a_link_that_cannot_be_followed_counts_as_leading_out_and_the_root_is_refused(tmp_path):
+    """A loop of links (or one into a place this process may not look) has no known target: it is named in one
+    line, not a traceback from resolving it. The file system's root is refused before any walk of it."""
+    out = tmp_path / "ckpts"
+    out.mkdir()
+    (out / "a").symlink_to(out / "b")
+    (out / "b").symlink_to(out / "a")
+    with pytest.raises(
+        UserError, match=r"^--checkpoint-dir .*ckpts: .*/a is a link to .*b, outside the folder"
+    ):
+        refuse_links_out(out, "--checkpoint-dir")
+    with pytest.raises(UserError, match="^--checkpoint-dir / is the file system's root"):
+        refuse_links_out(Path("/"), "--checkpoint-dir")
+    (out / "a").unlink(), (out / "b").unlink()
+    (out / "inside").symlink_to(out)
+    refuse_links_out(out, "--out")  # a link that stays inside is no concern
 
 
 # -- a path no file can have ---------------------------------------------------------------------------------

@@ -190,7 +190,8 @@ def add_parser(sub) -> None:
     out.add_argument(
         "--overwrite",
         action="store_true",
-        help="write into a non-empty --out: the files and checkpoints of the run it holds go, other files stay",
+        help="write into a non-empty --out: the checkpoints of the run it holds go at once, its model when the "
+        "new one is saved; other files stay",
     )
     out.add_argument("--save-every", type=int, default=0, help="resumable checkpoint every N steps (0: off)")
     out.add_argument(

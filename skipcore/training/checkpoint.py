@@ -43,11 +43,13 @@ def save_model(
     record: dict,
     dtype: str = "float32",
     run_files: tuple[str, ...] = (),
+    replaces: tuple[str, ...] = (),
 ) -> Path:
     """Write the model (safetensors, in `dtype`), its tokenizer and its training record into `out_dir`; a peft
     model is saved as its adapter alone. The record lists the files this save wrote, with `run_files` (the run's
     other files in the folder: its log), so that a run replacing this one (`--overwrite`) removes exactly
-    those. The files are written into a staging folder first and moved in when all are there."""
+    those. The files are written into a staging folder first and moved in when all are there; then the files of
+    the model this one replaces (`replaces`) that it did not write over go, and the record is written last."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / SAVE_STAGING
@@ -66,6 +68,8 @@ def save_model(
         os.replace(staging / name, out / name)
     (staging / STAGING_MARKER).unlink()
     staging.rmdir()
+    for name in set(replaces) - {*saved, *run_files, RECORD_FILE}:
+        (out / name).unlink(missing_ok=True)
     write_record(out, with_files(record, [*saved, *run_files]))
     _readable_as_umask_allows(out, [*saved, RECORD_FILE])
     return out

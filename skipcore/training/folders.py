@@ -1,7 +1,9 @@
 """Where a run writes, checked before any work: the output folder (empty, replaced on purpose, or the very run
 being resumed) and the checkpoint folder (holding no step-* folder the run did not write). Neither is ever
 written through a link that leads out of it. A folder replaced on purpose (`overwrite`) loses the files of the
-run it held, known by that run's record and its checkpoints' records, and nothing else."""
+run it held, known by that run's record and its checkpoints' records, and nothing else: its checkpoints before the
+new run writes its own, its model only when the new model is in place (a run that stops on the way leaves the old
+model loadable)."""
 
 from __future__ import annotations
 
@@ -59,20 +61,16 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
 
 
 def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> None:
-    """Before a run writes into `out` with `overwrite`: remove what the run it replaces wrote there, so the
-    folder becomes this run's alone (an old adapter beside a new full model would otherwise be what loads): the
-    files that run's record lists, and the checkpoints that name `out` as their run's output, in this run's
-    checkpoint folder and in the replaced run's (where it lies inside `out`). A file it does not list, and a
-    checkpoint of another run, stay. A resume of the very run `out` holds replaces nothing."""
+    """Before a run writes into `out` with `overwrite`: remove the checkpoints of the run it replaces (those
+    whose records name `out`, in this run's checkpoint folder and in the replaced run's where it lies inside
+    `out`), which the new run's checkpoints would otherwise be pruned, resumed or replaced among. A checkpoint
+    of another run stays; the replaced run's model stays until the new one replaces it (`replaced_files`). A
+    resume of the very run `out` holds replaces nothing."""
     if not out.is_dir() or out.is_symlink():
         return
     if resume_dir is not None and _recorded_out(resume_dir) == out.resolve():
         return
     record = _record_of(out)
-    for name in recorded_files(record) or _saved_before_files_were_listed(record):
-        path = out / name
-        if path.is_file() and not path.is_symlink():
-            path.unlink()
     replaced_root = Path((recorded_args(record) or {}).get("checkpoint_dir") or out / "checkpoints")
     # an older record's relative path is relative to a folder it does not name: not looked for
     roots = (
@@ -90,6 +88,18 @@ def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> N
             root.rmdir()  # the checkpoint folder the replaced run made in `out`, left empty
     if own_staging(out / SAVE_STAGING, out):
         shutil.rmtree(out / SAVE_STAGING)
+
+
+def replaced_files(out: Path) -> list[str]:
+    """The files of the model a save into `out` replaces: those the record standing there lists (model or
+    adapter, tokenizer, record, log), so that a new full model does not stand beside an old adapter, which is
+    what `--model OUT` would load. A file it does not list stays."""
+    record = _record_of(out) if out.is_dir() else {}
+    return [
+        name
+        for name in recorded_files(record) or _saved_before_files_were_listed(record)
+        if (out / name).is_file() and not (out / name).is_symlink()
+    ]
 
 
 def _saved_before_files_were_listed(record: dict) -> list[str]:

@@ -39,6 +39,7 @@ from skipcore.training.checkpoint import (
     staging_dir,
     start_staging,
 )
+from skipcore.training.folders import replaced_files
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
 from skipcore.training.settings import TrainSettings
@@ -84,9 +85,9 @@ class Hyper:
             raise UserError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}", field="warmup_ratio")
         if self.lr_scheduler not in LR_SCHEDULERS:
             raise UserError(f"unknown lr_scheduler {self.lr_scheduler!r}", field="lr_scheduler")
-        for name in ("log_every", "eval_every", "save_every"):
+        for name in ("log_every", "eval_every", "save_every", "keep_checkpoints"):  # 0: none (all kept)
             if getattr(self, name) < 0:
-                raise UserError(f"{name} must be >= 0", field=name)
+                raise UserError(f"{name} must be >= 0, got {getattr(self, name)}", field=name)
 
 
 @dataclass
@@ -307,7 +308,8 @@ def train_loop(run: Run) -> Path:
         if main:
             model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
             dtype, run_files = ("float32", ()) if resumable else (hyper.save_dtype, (LOG_FILE,))
-            save_model(model, run.tokenizer, where, record, dtype, run_files)
+            replaces = () if resumable else tuple(replaced_files(where))
+            save_model(model, run.tokenizer, where, record, dtype, run_files, replaces)
         if resumable:
             acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
             save_state(where, optimizer, scheduler, rank, main)

@@ -108,3 +108,30 @@ def test_overwrite_removes_the_adapter_of_a_run_whose_record_predates_its_file_l
     assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
     assert not (out / "adapter_config.json").exists() and not (out / "adapter_model.safetensors").exists()
     assert (out / "notes.txt").read_text() == "mine" and (out / "model.safetensors").is_file()
+
+
+def test_an_overwrite_that_stops_on_the_way_leaves_the_old_model_loadable(
+    model_dirs, tmp_path, monkeypatch, capsys
+):
+    """The replaced run's model goes only when the new one is in place: a run that stops first (here its loss
+    turns NaN at the first step) leaves the old adapter, tokenizer and record as they were, and loadable."""
+    from skipcore.models.loading import load_model
+    from skipcore.models.training_record import read_record
+    from skipcore.training import loop
+
+    out = tmp_path / "run"
+    assert main(train_two_steps(model_dirs, out, "--lora-rank", "2")) == 0
+    kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != "train_log.jsonl"}
+    real = loop.token_loss
+
+    def nan_loss(logits, labels):
+        total, n = real(logits, labels)
+        return total * float("nan"), n
+
+    monkeypatch.setattr(loop, "token_loss", nan_loss)
+    capsys.readouterr()
+    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 2
+    assert "the loss is nan" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in kept} == kept
+    load_model(str(out), device="cpu", dtype="float32")  # the old adapter on its base, as before
+    assert read_record(out)["lora"] is not None
