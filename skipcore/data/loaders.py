@@ -91,6 +91,11 @@ def _read_e2e_csv(path: Path, task: str) -> list[Example]:
         for column in ("mr", "ref"):
             if column not in columns:
                 raise DataFormatError(f"{path}: missing column {column!r} (header: {', '.join(header)})")
+            if columns.count(column) > 1:  # which one is meant cannot be told
+                raise DataFormatError(
+                    f"{path}: the column {column!r} appears {columns.count(column)} times (header: "
+                    f"{', '.join(header)}); keep one"
+                )
         mr_col, ref_col = columns.index("mr"), columns.index("ref")
         pairs = []
         try:
@@ -288,9 +293,17 @@ def _split_file(folder: Path, split: str | None) -> Path | None:
     """The {split}.csv or {split}.jsonl in a folder of split files, None for a datasets folder; else one
     line naming the file looked for, the split files the folder does hold and the formats a folder can be."""
     if split is not None:
-        for suffix in _FILE_SUFFIXES:
-            if (folder / f"{split}{suffix}").is_file():
-                return folder / f"{split}{suffix}"
+        found = [
+            folder / f"{split}{suffix}"
+            for suffix in _FILE_SUFFIXES
+            if (folder / f"{split}{suffix}").is_file()
+        ]
+        if len(found) > 1:  # which one is meant cannot be told
+            raise DataFormatError(
+                f"{folder}: both {' and '.join(p.name for p in found)} hold the split {split!r}; keep one"
+            )
+        if found:
+            return found[0]
     if _is_hf_folder(folder):
         return None
     present = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in _FILE_SUFFIXES)

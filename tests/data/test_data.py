@@ -422,6 +422,30 @@ def test_a_folder_without_the_split_names_the_file_and_the_formats(tmp_path: Pat
     assert load_examples(tmp_path, split="test") == [Example("name[A]", ("A is here.",), "e2e")]
 
 
+def test_a_column_or_a_split_given_twice_is_refused_not_picked(tmp_path: Path) -> None:
+    """A CSV with two `ref` columns (or `MR` and `mr`), and a folder holding a split as both .csv and .jsonl, were
+    read from the first found in silence: which one the user meant cannot be told."""
+    path = tmp_path / "x.csv"
+    path.write_text("mr,ref,ref\nname[A],first,second\n", encoding="utf-8")
+    with pytest.raises(
+        DataFormatError, match=r"x\.csv: the column 'ref' appears 2 times \(header: mr, ref, ref\)"
+    ):
+        load_e2e_csv(path)
+    path.write_text("MR,mr,ref\nname[A],name[B],text\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="the column 'mr' appears 2 times"):
+        load_e2e_csv(path)
+    folder = tmp_path / "both"
+    folder.mkdir()
+    (folder / "train.csv").write_text("mr,ref\nname[A],A is here.\n", encoding="utf-8")
+    _write_jsonl(folder / "train.jsonl", [{"source": "a", "target": "b"}])
+    _write_jsonl(folder / "dev.jsonl", [{"source": "a", "target": "b"}])
+    with pytest.raises(
+        DataFormatError, match="both train.csv and train.jsonl hold the split 'train'; keep one"
+    ):
+        load_examples(folder, split="train")
+    assert load_examples(folder, split="dev") == [Example("a", ("b",), "generic")]
+
+
 def test_hold_out_keeps_every_reference_of_a_source_on_one_side(tmp_path: Path) -> None:
     rows = [
         (f"name[Place {i % 20}], food[Thai]", f"Reference {k} of place {i % 20}.")
