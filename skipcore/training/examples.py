@@ -12,6 +12,8 @@ from collections.abc import Collection
 from skipcore.errors import UserError
 from skipcore.training.settings import TrainSettings, as_recorded
 
+TRAIN_SPLIT, DEV_SPLIT = "train", "dev"  # the splits of a data folder read when none is named
+
 
 def check_data_settings(s: TrainSettings) -> str | None:
     """The training split (None for a single file), after refusing settings that would score the model on its
@@ -45,14 +47,14 @@ def check_data_settings(s: TrainSettings) -> str | None:
                 "hold out a share of it with --dev-fraction F (e.g. 0.1)"
             )
         return None
-    split = s.split or "train"
+    split = s.split or TRAIN_SPLIT
     if s.eval_split is not None and not s.eval_every:
         raise UserError(
             f"eval_split {s.eval_split} is the split the dev loss is measured on, and without eval_every N no "
             "dev loss is measured: add eval_every N, or leave out eval_split",
             field=("eval_split", "eval_every"),
         )
-    if s.dev_fraction is None and s.eval_every and (s.eval_split or "dev") == split:
+    if s.dev_fraction is None and s.eval_every and (s.eval_split or DEV_SPLIT) == split:
         raise UserError(
             f"eval_split {split} is the training split: the dev loss would be measured on training data; "
             "choose another split, or hold out dev data with dev_fraction F",
@@ -95,7 +97,7 @@ def training_data(
             )
         dev = dev[: s.eval_limit]
     elif s.eval_every:
-        eval_split = s.eval_split or "dev"
+        eval_split = s.eval_split or DEV_SPLIT
         dev = load_examples(s.dataset, split=eval_split, task=s.task, limit=s.eval_limit)
         if len(dev) < s.eval_limit and short:
             print(

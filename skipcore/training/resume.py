@@ -13,6 +13,7 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.models.training_record import read_record, recorded_args
 from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
+from skipcore.training.examples import DEV_SPLIT, TRAIN_SPLIT
 from skipcore.training.settings import NAME_OR_PATH_SETTINGS, PATH_SETTINGS, TrainSettings, as_recorded
 
 RESUME_FILES = (
@@ -64,8 +65,13 @@ def _alpha_used(args: dict, alpha: float | None) -> float | None:
     return alpha if alpha is not None or not args.get("lora_rank") else 2 * args["lora_rank"]
 
 
-# settings whose unset value stands for another, compared by the value the run used
-IMPLIED = {"lora_alpha": _alpha_used}
+# settings whose unset value stands for another, compared by the value the run used: given now as the value the
+# run's unset one stood for, a setting is no change (the run's own is kept, so the record says none)
+IMPLIED = {
+    "lora_alpha": _alpha_used,
+    "split": lambda args, split: split or TRAIN_SPLIT,
+    "eval_split": lambda args, split: split or DEV_SPLIT,
+}
 
 
 @dataclass(frozen=True)
@@ -110,12 +116,18 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
     taken: dict[str, object] = {}
     changed: dict[str, tuple[object, object]] = {}
     refused: list[tuple[str, object, object]] = []
+    restated: dict[str, object] = {}  # given now as the value the run's unset one stood for
     for name in TrainSettings.names():
         if name in THIS_PROCESS or name not in recorded:
             continue
         now, then = getattr(settings, name), recorded[name]
         if name in given and name in IMPLIED:  # left unset, a setting has the value the run used
-            now, then = IMPLIED[name](asdict(settings), now), IMPLIED[name](recorded, then)
+            used_now, used_then = IMPLIED[name](asdict(settings), now), IMPLIED[name](recorded, then)
+            if same_setting(name, used_now, used_then):
+                if not same_setting(name, now, then):
+                    restated[name] = then
+                continue
+            now, then = used_now, used_then
         if same_setting(name, now, then):
             continue
         if name not in given:
@@ -132,7 +144,7 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
             f"{name} {shown(now)} differs from the run's {shown(then)}{also}; a resumed run keeps its settings",
             field=tuple(n for n, _, _ in refused),
         )
-    return Continued(replace(settings, **taken), tuple(taken), changed)
+    return Continued(replace(settings, **restated, **taken), tuple(taken), changed)
 
 
 def same_setting(name: str, now: object, then: object) -> bool:

@@ -96,7 +96,8 @@ def test_a_resume_applies_more_steps_says_it_and_records_it_truthfully(
     model_dirs, lora_three_steps, tmp_path, capsys, monkeypatch
 ):
     """`--steps` may change on a resume (the LR schedule then ends at the new step count): it is applied, said in
-    one line, and kept in the record's `resumes`; the same model given by a relative path is no change."""
+    one line, and kept in the record's `resumes`; the same model given by a relative path is no change, nor is a
+    setting given as the value the run's unset one stood for (`--split train`, `--lora-alpha` 2 x rank)."""
     out = tmp_path / "run"
     shutil.copytree(lora_three_steps, out)
     ckpts = out / "checkpoints"
@@ -107,10 +108,12 @@ def test_a_resume_applies_more_steps_says_it_and_records_it_truthfully(
     monkeypatch.chdir(model_dirs["llama"].parent)
     capsys.readouterr()
     argv = ["train", "--no-progress", "--threads", "1", "--resume", str(ckpts), "--out", str(out)]
-    assert main([*argv, "--steps", "5", "--model", "llama", "--lora-rank", "4", "--log-every", "2"]) == 0
+    restated = ["--lora-rank", "4", "--split", "train", "--lora-alpha", "8"]
+    assert main([*argv, "--steps", "5", "--model", "llama", *restated, "--log-every", "2"]) == 0
     err = capsys.readouterr().err
     assert "note: resuming with --steps 5 (the run's 3), --log-every 2 (the run's 1)" in err, err
     assert "--lora-rank" not in err and "--model" not in err.split("saved")[0] and "warning" not in err
+    assert "--split" not in err and "--lora-alpha" not in err
     record = read_record(out)
     assert record["args"]["steps"] == record["training"]["steps"] == record["state"]["step"] == 5
     assert record["args"]["lora_rank"] == record["lora"]["rank"] == 4
