@@ -86,20 +86,28 @@ def _readable_as_umask_allows(folder: Path, names: list[str]) -> None:
             path.chmod(0o666 & ~umask)
 
 
-def save_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool) -> None:
-    """Optimizer and LR-scheduler state (the main process; they are identical everywhere) and this rank's RNG."""
+def save_state(
+    ckpt_dir: str | Path, optimizer, scheduler, rank: int, main: bool, log_window: torch.Tensor | None = None
+) -> None:
+    """Optimizer and LR-scheduler state (the main process; they are identical everywhere), this rank's RNG and its
+    loss log's open window (`log_window`: the sum of the losses since the last logged step and their count), so
+    that the first loss a resumed run logs averages the same steps an uninterrupted run's does."""
     ckpt = Path(ckpt_dir)
     ckpt.mkdir(parents=True, exist_ok=True)
     if main:
         torch.save(optimizer.state_dict(), ckpt / "optimizer.pt")
         torch.save(scheduler.state_dict(), ckpt / "scheduler.pt")
-    torch.save({"torch": torch.get_rng_state()}, ckpt / f"rng_state_{rank}.pt")
+    state = {"torch": torch.get_rng_state()}
+    if log_window is not None:
+        state["log_window"] = log_window.detach().to("cpu", torch.float64)
+    torch.save(state, ckpt / f"rng_state_{rank}.pt")
 
 
-def load_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int) -> None:
-    """Restore what `save_state` wrote. A rank with no RNG file of its own (more processes now) keeps its seed.
-    A file that is damaged, or holds Python objects beyond tensors (weights_only refuses them; nothing in it runs),
-    is one line naming it."""
+def load_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int) -> torch.Tensor | None:
+    """Restore what `save_state` wrote; returns this rank's loss log window (None where the checkpoint has none:
+    written before it kept one, or by fewer processes). A rank with no RNG file of its own (more processes now)
+    keeps its seed. A file that is damaged, or holds Python objects beyond tensors (weights_only refuses them;
+    nothing in it runs), is one line naming it."""
     ckpt = Path(ckpt_dir)
     for name in ("optimizer.pt", "scheduler.pt"):
         if not (ckpt / name).is_file():
@@ -111,13 +119,14 @@ def load_state(ckpt_dir: str | Path, optimizer, scheduler, rank: int) -> None:
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"cannot restore the optimizer from {ckpt}: {first_line(e)}") from e
     rng = ckpt / f"rng_state_{rank}.pt"
-    if rng.is_file():
-        state = _load_state_file(rng)
-        if not isinstance(state, dict) or not isinstance(state.get("torch"), torch.Tensor):
-            raise UserError(
-                f"cannot restore the random state from {rng}: it holds no 'torch' generator state"
-            )
-        torch.set_rng_state(state["torch"])
+    if not rng.is_file():
+        return None
+    state = _load_state_file(rng)
+    if not isinstance(state, dict) or not isinstance(state.get("torch"), torch.Tensor):
+        raise UserError(f"cannot restore the random state from {rng}: it holds no 'torch' generator state")
+    torch.set_rng_state(state["torch"])
+    window = state.get("log_window")
+    return window if isinstance(window, torch.Tensor) and window.shape == (2,) else None
 
 
 def _load_state_file(path: Path):

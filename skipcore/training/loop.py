@@ -271,8 +271,9 @@ def train_loop(run: Run) -> Path:
     # The scheduler is stepped by hand once per optimizer step: accelerate's wrapper would step it
     # once per process and change the schedule with the number of processes.
     lm, optimizer = acc.prepare(lm, optimizer)
+    window = None  # the losses since the last logged step, as the resumed checkpoint kept them
     if run.resume_dir is not None:
-        load_state(run.resume_dir, optimizer, scheduler, rank)
+        window = load_state(run.resume_dir, optimizer, scheduler, rank)
         follow_schedule(optimizer, scheduler, hyper.lr)  # a resume may change the steps or the peak rate
 
     log = JsonlLog(run.out_dir / LOG_FILE, main, run.resume_step if run.resume_dir else None)
@@ -281,6 +282,8 @@ def train_loop(run: Run) -> Path:
     order: list[list[int]] = []
     order_epoch = -1
     running, running_n = torch.zeros((), device=acc.device, dtype=torch.float64), 0
+    if window is not None:
+        running, running_n = window[0].to(acc.device), int(window[1])
     tokens_seen, t_interval = 0, time.perf_counter()  # target tokens since the last log record
     t_start = time.perf_counter()
     elapsed_before = run.resume_elapsed_s
@@ -312,7 +315,8 @@ def train_loop(run: Run) -> Path:
             save_model(model, run.tokenizer, where, record, dtype, run_files, replaces)
         if resumable:
             acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
-            save_state(where, optimizer, scheduler, rank, main)
+            log_window = torch.stack([running.detach().cpu(), torch.tensor(running_n, dtype=torch.float64)])
+            save_state(where, optimizer, scheduler, rank, main, log_window)
             acc.wait_for_everyone()
             if main:
                 publish_checkpoint(where, target, run.out_dir)

@@ -36,6 +36,27 @@ def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys)
     assert [r["loss"] for r in redone] == pytest.approx([r["loss"] for r in losses], abs=1e-5)
 
 
+def test_the_first_loss_a_resumed_run_logs_averages_the_steps_an_uninterrupted_one_does(model_dirs, tmp_path):
+    """A checkpoint inside a log window (saved at step 2, losses logged every 4 steps) keeps the losses of that
+    window: the resumed run's step-4 line averages steps 1-4, as the uninterrupted run's does, not 3-4 alone."""
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i} x"}) + "\n" for i in range(10)))
+    out = tmp_path / "run"
+    flags = ["--dataset", str(data), "--batch-size", "4", "--steps", "4", "--lr", "1e-3", "--save-every", "2"]
+    assert (
+        main(train_argv(model_dirs["opt"], out, *flags, "--log-every", "4", "--keep-checkpoints", "0")) == 0
+    )
+
+    def logged() -> list[float]:
+        lines = map(json.loads, (out / "train_log.jsonl").read_text().splitlines())
+        return [r["loss"] for r in lines if "loss" in r]
+
+    whole = logged()
+    shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if the run had stopped after step 2
+    assert main(["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--no-progress"]) == 0
+    assert len(whole) == 1 and logged() == pytest.approx(whole, abs=1e-6)
+
+
 # -- a resume keeps the run's settings: one that may not change is refused, one that may is applied and said ---
 def lora_run_argv(model_dir, out, *extra: str) -> list[str]:
     """3 steps of elastic LoRA training with one layer trained whole, a checkpoint after each step."""
