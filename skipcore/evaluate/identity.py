@@ -14,8 +14,11 @@ DATA = "data_sha256"  # the rows a run read, by content
 MODELS = "model_files"  # the files each model is read from, by content (`model_fingerprint`)
 # settings an identity names only where they differ from this (so files made before they existed say the same)
 IMPLIED = {"attention_dtype": "model"}
+# the seed a tune's study draws its trials with: its folder is held to it (a resume with another seed would go
+# neither seed's way), its rows are not (a trial's scores do not depend on how it was drawn)
+SAMPLER_SEED = "sampler_seed"
 # settings files made before they existed do not record: a resume of such a file is not held to them
-UNRECORDED = (MODELS,)
+UNRECORDED = (MODELS, SAMPLER_SEED)
 MISSING = "<missing>"
 # a model file up to this size is read whole for its fingerprint; a larger one at its two ends, this much each
 WHOLE_FILE_BYTES = 64 << 20

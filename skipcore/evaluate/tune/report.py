@@ -98,7 +98,13 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
         f"- **Floor**: {ref} at full depth scores {o.reference_quality:.2f}; minus {settings.max_drop:g} is "
         f"**{o.floor:.2f}**.",
         f"- **Trials**: {counts['total']} ({counts['complete']} scored on every row, {counts['pruned']} stopped "
-        f"after {prefix} rows, {counts['failed']} failed); {seconds / 60:.1f} min of trials in all, "
+        f"after {prefix} rows, {counts['failed']} failed"
+        + (
+            f"; {counts['stopped']} left running by an interrupted run, asked again"
+            if counts.get("stopped")
+            else ""
+        )
+        + f"); {seconds / 60:.1f} min of trials in all, "
         f"{run_seconds / 60:.1f} min this run.",
     ]
     few = small_sample_warning(rows_searched, "trials", "search on more rows (`--limit`)")

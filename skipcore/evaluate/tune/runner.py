@@ -24,7 +24,7 @@ import skipcore.evaluate.tune.folder as files
 import skipcore.evaluate.tune.study as studies
 from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
-from skipcore.evaluate.identity import DATA, with_data, with_models
+from skipcore.evaluate.identity import DATA, SAMPLER_SEED, with_data, with_models
 from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.settings import ModelFacts
 from skipcore.evaluate.sweep.store import SweepStore, read_sweep
@@ -189,7 +189,7 @@ def run_tune(
         import torch
 
         torch.set_num_threads(s.threads)
-    folder = files.TuneFolder(s.out, run.identity, s.overwrite)
+    folder = files.TuneFolder(s.out, {**run.identity, SAMPLER_SEED: s.seed}, s.overwrite)
     with folder, studies.storage_said(folder.path(files.STUDY)):
         study = studies.open_study(folder.path(files.STUDY), s.seed, s.trials)
         trials_file = folder.path(files.TRIALS)
@@ -287,10 +287,20 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
             if failed > s.trials:
                 raise UserError(f"{failed} trials failed for good; see the errors above")
     bar.close()
-    states = pd.Series([t.state.name for t in study.get_trials(deepcopy=False)])
-    count = {k: int((states == k.upper()).sum()) for k in ("complete", "pruned", "fail")}
-    return {"total": int(len(states)), "complete": count["complete"], "pruned": count["pruned"],
-            "failed": count["fail"]}  # fmt: skip
+    return trial_counts(study)
+
+
+def trial_counts(study) -> dict[str, int]:
+    """The study's trials by how they ended: scored on every row, stopped under the floor, failed, and `stopped`:
+    left running by an interrupted run (told failed, and asked again as another trial), which is no failure."""
+    trials = study.get_trials(deepcopy=False)
+    asked_again = {t.user_attrs.get("asked_again_for") for t in trials}
+    states = pd.Series(
+        ["STOPPED" if t.state.name == "FAIL" and t.number in asked_again else t.state.name for t in trials]
+    )
+    count = {k: int((states == k.upper()).sum()) for k in ("complete", "pruned", "fail", "stopped")}
+    return {"total": int(len(states)) - count["stopped"], "complete": count["complete"], "pruned": count["pruned"],
+            "failed": count["fail"], "stopped": count["stopped"]}  # fmt: skip
 
 
 def _teller(asked: dict, told):

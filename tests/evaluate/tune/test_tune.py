@@ -131,7 +131,10 @@ def test_a_stopped_tune_resumes_without_scoring_a_finished_trial_again(
     assert scored[3] == 2 and not {-1, 0} & set(
         scored[3:]
     )  # trial 1's point is asked again first, as trial 2
-    assert result.counts["complete"] == 3 and result.counts["failed"] == 1
+    # the trial the interruption left running is no failure: it is said as such, and not counted as a trial
+    assert result.counts["complete"] == 3 and result.counts["failed"] == 0 and result.counts["stopped"] == 1
+    assert "- **Trials**: 3 (3 scored on every row, 0 stopped after" in (out / "report.md").read_text()
+    assert "0 failed; 1 left running by an interrupted run, asked again)" in (out / "report.md").read_text()
     study = optuna.load_study(study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}")
     assert study.trials[2].params == study.trials[1].params
     trials, _ = read_sweep(out / "trials.parquet")
@@ -317,3 +320,8 @@ def test_a_tune_run_in_two_parts_draws_what_it_draws_run_whole(model_dirs, echo_
         for out in (whole, parts)
     ]
     assert len(drawn[0]) >= 5 and drawn[0] == drawn[1]
+    # a resume with another seed would go neither seed's way: refused in one line, the study untouched
+    before = (parts / "study.db").read_bytes()
+    with pytest.raises(UserError, match=r"holds a tune of other settings: sampler_seed=0 \(not 1\)"):
+        run_tune(settings(model_dirs, echo_data, parts, trials=6, seed=1))
+    assert (parts / "study.db").read_bytes() == before
