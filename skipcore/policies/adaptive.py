@@ -45,7 +45,8 @@ def batch_signal(logits: torch.Tensor, live: torch.Tensor, signal: str) -> float
     logp = torch.log_softmax(logits[live].float(), dim=-1)
     if signal == "max_prob":
         return float(logp.max(-1).values.exp().min())
-    return float(-(logp.exp() * logp).sum(-1).max())
+    entropy = -(logp.exp() * logp).sum(-1)
+    return float(entropy.max())
 
 
 @dataclass(frozen=True)

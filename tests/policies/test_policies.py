@@ -53,6 +53,25 @@ def test_adaptive_budget_never_grows_and_is_in_the_trace(model_dirs):
     assert res.metadata["policy"] == "adaptive"
 
 
+@pytest.mark.parametrize("signal", ["max_prob", "entropy"])
+def test_the_adaptive_signal_is_the_least_confident_live_rows(signal):
+    """The batch is as sure as its least sure live row: the lowest top probability, or the highest entropy (the
+    entropy's was the lowest, read through a misplaced minus: the most confident row decided)."""
+    from skipcore.policies.adaptive import batch_signal
+
+    logits = torch.tensor(
+        [[4.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0]]
+    )
+    live = torch.tensor([True, True, False, True])  # the flattest row has ended: it does not count
+    p = torch.softmax(logits, -1)
+    entropy = -(p * p.log()).sum(-1)
+    want = p.max(-1).values[live].min() if signal == "max_prob" else entropy[live].max()
+    assert batch_signal(logits, live, signal) == pytest.approx(float(want))
+    assert batch_signal(logits, torch.zeros(4, dtype=torch.bool), signal) != batch_signal(
+        logits, live, signal
+    )
+
+
 def test_adaptive_that_is_never_sure_is_full_depth(model_dirs):
     eng = engine_for(model_dirs, "gpt2")
     never = eng.generate(PROMPTS, AdaptivePolicy(min_layers=1, threshold=1.0), 10)
