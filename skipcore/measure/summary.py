@@ -44,7 +44,9 @@ def interval_text(value: float | None, lo: float | None, hi: float | None) -> st
 
 
 def _ratio(a: float, b: float) -> float:
-    return float(a / b) if b else 1.0
+    """a / b; NaN where nothing was spent (no decode step ran: one new token, or every row ended at its first), a
+    speedup that does not exist ('n/a' in print), not 1x."""
+    return float(a / b) if b else float("nan")
 
 
 def _by_batch(trace: pd.DataFrame, column: str) -> list[str]:
@@ -79,7 +81,7 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     return {
         "num_layers": L,
         "layer_speedup": _ratio(L * len(live), live[layers].sum()),
-        "layer_speedup_token_mean": float((L / live[layers]).mean()) if len(live) else 1.0,
+        "layer_speedup_token_mean": float((L / live[layers]).mean()) if len(live) else float("nan"),
         "batch_layer_speedup": _ratio(L * len(token_steps), decode_steps[batch_layers].sum()),
         "mean_layers_run": float(live[layers].mean()) if len(live) else float(L),
         "flops_speedup_decode": _ratio(live["flops_full"].sum(), live[cost].sum()),

@@ -40,8 +40,9 @@ def defaults_from_record(record: dict) -> dict:
 def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     """Generated tokens a target speedup is met over by default: a typical output (`speedup_over` of
     `generation_defaults`), never more than will be generated; `max_new_tokens` for a model that does not say.
-    """
-    return min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens))
+    At least 2 (the prefill's token and one decode step): a run of one new token has no decode step for a schedule
+    to shape, and the horizon it is given changes nothing."""
+    return min(int(defaults.get("speedup_over") or max_new_tokens), max(2, int(max_new_tokens)))
 
 
 def trained_schedule(record: dict) -> dict | None:

@@ -23,9 +23,10 @@ Semantics (one decode step s >= 1; the prefill, step 0, runs all L layers like e
 Trace rows use the common schema. `num_layers_run` and `layer_mask` are the token's own forward pass (its
 exit layer; `exit_layer` repeats it), `flops` counts that pass by the common convention (its layers plus one
 LM head), and the policy's extra costs are separate columns: `confidence_flops` (head evaluations beyond the
-one counted in `flops`), `propagation_flops` (K and V projections of the layers above the exit),
+one counted in `flops`), `propagation_flops` (Q, K and V projections of the layers above the exit),
 `flops_total` (the sum: what the token cost CALM), `batch_layers` and `flops_batch` (what the batch spent on
-the row: all the layers the batch ran, its confidence heads, propagation above the batch's depth).
+the row: all the layers the batch ran, its confidence heads, propagation above the batch's depth; no head
+for a row that had ended).
 """
 
 from __future__ import annotations
@@ -137,15 +138,17 @@ class CalmPolicy(Parameterised):
         P = out.prompt_lens.numpy()
         n = out.row_layers.numpy()
         nb = np.array([len(s) for s in out.layer_sets])
-        head, kv_proj = costs.head_flops(shapes), kv_projection_flops(shapes)
+        head, prop = costs.head_flops(shapes), propagation_flops(shapes)
         flops = costs.flops_table(shapes, P, n)
         flops_batch = costs.flops_table(shapes, P, per_step(nb, B))
         checks = out.extras["confidence_checks"].numpy()
         extra_heads = np.clip(checks - (n < L), 0, None)  # the exit check's logits are the prediction itself
         conf_flops = (extra_heads * head).astype(float)
         decode = (np.arange(T) >= 1)[None, :]
-        prop_flops = np.where(decode, (L - n) * kv_proj, 0).astype(float)
-        batch_prop = np.where(decode, (L - nb)[None, :] * kv_proj, 0).astype(float)
+        prop_flops = np.where(decode, (L - n) * prop, 0).astype(float)
+        batch_prop = np.where(decode, (L - nb)[None, :] * prop, 0).astype(float)
+        # an ended row rides along through the batch's layers, but no head reads it: its exits are never checked
+        ended_heads = np.where(decode & out.finished_before.numpy(), head, 0).astype(float)
         return {
             "exit_layer": n,
             "confidence": out.extras["confidence"].numpy().astype(float),
@@ -153,7 +156,7 @@ class CalmPolicy(Parameterised):
             "confidence_flops": conf_flops,
             "propagation_flops": prop_flops,
             "flops_total": flops + conf_flops + prop_flops,
-            "flops_batch": flops_batch + conf_flops + batch_prop,
+            "flops_batch": flops_batch + conf_flops + batch_prop - ended_heads,
         }
 
     def label(self) -> str:
@@ -221,9 +224,11 @@ def propagate_kv(
         raise RuntimeError(f"layer {i} did not store K/V; CALM propagation cannot work with this model")
 
 
-def kv_projection_flops(shapes: ModelShapes) -> int:
-    """K and V projections of one position in one layer: what propagation costs by the FLOPs convention."""
-    return 2 * shapes.hidden_size * 2 * shapes.num_kv_heads * shapes.head_dim
+def propagation_flops(shapes: ModelShapes) -> int:
+    """What propagating one position through one layer costs by the FLOPs convention: its Q, K and V projections
+    (every supported attention module projects Q before it stores K and V, and `_WriteThenStop` stops it there)."""
+    q_width, kv_width = shapes.num_heads * shapes.head_dim, shapes.num_kv_heads * shapes.head_dim
+    return 2 * shapes.hidden_size * (q_width + 2 * kv_width)
 
 
 # -- one decode step with per-row exits ------------------------------------------------------------------

@@ -128,7 +128,7 @@ def test_outputs_do_not_depend_on_the_batch_only_the_cost_does(model_dirs):
 
 def test_cost_columns_follow_the_convention(model_dirs):
     from skipcore.measure import costs
-    from skipcore.policies.calm import kv_projection_flops
+    from skipcore.policies.calm import propagation_flops
 
     eng = engine_for(model_dirs, "opt")
     pol = mixed_policy(eng, min_layers=2)
@@ -142,9 +142,54 @@ def test_cost_columns_follow_the_convention(model_dirs):
         checks = r.exit_layer - pol.min_layers + 1 if r.exit_layer < L else L - pol.min_layers
         assert r.confidence_checks == checks
         assert r.confidence_flops == (checks - (r.exit_layer < L)) * costs.head_flops(shapes)
-        assert r.propagation_flops == (L - r.exit_layer) * kv_projection_flops(shapes)
+        assert r.propagation_flops == (L - r.exit_layer) * propagation_flops(shapes)
         assert r.flops_total == r.flops + r.confidence_flops + r.propagation_flops
     assert (tr["kv_cache_bytes"] == tr["kv_cache_bytes_full"]).all()
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_a_calm_runs_flops_are_what_flop_counter_counts_over_its_pass(model_dirs, family):
+    """Every FLOP the engine spends on a CALM run at batch 1 (its layers, its exit checks' heads, its propagation,
+    which projects Q before it stores K and V) is in the trace's `flops_total`: equal to `FlopCounterMode` around
+    the whole run."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    eng = engine_for(model_dirs, family, attn="eager")
+    pol = mixed_policy(eng, min_layers=2)
+    with FlopCounterMode(display=False) as fc:
+        res = eng.generate(PROMPTS[1:2], pol, 12)
+    tr = res.trace
+    assert not tr["finished"].any() and tr["propagation_flops"].sum() > 0
+    assert fc.get_total_flops() == tr["flops_total"].sum()
+
+
+def test_what_a_calm_batch_spent_is_what_flop_counter_counts_rows_ending_early_included():
+    """`flops_batch` over a batch whose rows end at different steps equals `FlopCounterMode` around the run: an ended
+    row rides through the batch's layers (counted) but no head reads it (it was charged one)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from skipcore import SkipEngine, load_model
+    from skipcore.data import load_examples
+    from skipcore.evaluate.sweep.quality import prompts_for
+    from tests.helpers import REPO
+
+    model, tokenizer = load_model(
+        str(REPO / "data/models/skipdecode-opt-e2e"),
+        device="cpu",
+        dtype="float32",
+        attn_implementation="eager",
+    )
+    eng = SkipEngine(model, tokenizer)
+    prompts = prompts_for(load_examples(REPO / "data/e2e_synth", split="test", limit=60))
+    by_length: dict[int, list[str]] = {}
+    for p in prompts:  # rows of one length: padding would add prompt positions the convention does not count
+        by_length.setdefault(len(eng.tokenizer(p)["input_ids"]), []).append(p)
+    same = max(by_length.values(), key=len)[:4]
+    with FlopCounterMode(display=False) as fc:
+        res = eng.generate(same, CalmPolicy(threshold=0.8), 40, batch_size=4)
+    tr = res.trace
+    assert len(same) == 4 and tr.loc[tr["step"] >= 1, "finished"].any() and tr["propagation_flops"].sum() > 0
+    assert fc.get_total_flops() == tr["flops_batch"].sum()
 
 
 def test_confidence_measures():
