@@ -59,7 +59,8 @@ def build_trace(
             "kv_cache_bytes": kv.ravel().astype(np.int64),
             "kv_cache_bytes_full": kv_full.ravel().astype(np.int64),
             "step_ms": np.asarray(out.step_ms, dtype=float)[rounds],
-            "logprob": out.logprobs.numpy().ravel().astype(float),
+            # a row that has ended generates no token (its pad is no pick of the model's): no log-probability
+            "logprob": np.where(out.finished_before.numpy(), np.nan, out.logprobs.numpy()).ravel().astype(float),
             "finished": out.finished_before.numpy().ravel(),
             "batch": batch,
             "prompt_len": np.repeat(P, T),

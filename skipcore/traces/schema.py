@@ -95,6 +95,9 @@ _KIND_CHECKS = {
 }
 
 
+AFTER_END_NAN = ("logprob",)  # columns with no value on a row after its end (NaN there, checked below)
+
+
 def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | None = None) -> pd.DataFrame:
     """Raise TraceSchemaError naming the first missing, mistyped or out-of-range column; return the frame with
     clean types. `num_layers` (from the run metadata) is what every mask's length must be."""
@@ -114,7 +117,7 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
             raise TraceSchemaError(f"{source}: column {col!r} must be boolean, got {series.dtype}")
         if kind != "str" and not _KIND_CHECKS[kind](series.dtype):
             raise TraceSchemaError(f"{source}: column {col!r} must be {kind}, got {series.dtype}")
-        if kind != "str" and series.isna().any():
+        if kind != "str" and col not in AFTER_END_NAN and series.isna().any():
             raise TraceSchemaError(f"{source}: column {col!r} has missing values")
     bad = df["layer_mask"].str.fullmatch("[01]+") == False  # noqa: E712 (elementwise)
     if bad.any():
@@ -258,5 +261,8 @@ def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None
     if (df["kv_cache_bytes"] > df["kv_cache_bytes_full"]).any():
         raise TraceSchemaError(f"{source}: 'kv_cache_bytes' above 'kv_cache_bytes_full'")
     logprob = df["logprob"].to_numpy(dtype=float)
-    if not np.isfinite(logprob).all() or (logprob > 1e-6).any():
-        raise TraceSchemaError(f"{source}: column 'logprob' must hold finite log-probabilities <= 0")
+    generated = ~df["finished"].to_numpy(dtype=bool)  # a row that has ended generates none (NaN)
+    if not np.isfinite(logprob[generated]).all() or (logprob > 1e-6).any():
+        raise TraceSchemaError(
+            f"{source}: column 'logprob' must hold finite log-probabilities <= 0 (NaN only after a row's end)"
+        )
