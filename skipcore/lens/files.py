@@ -109,7 +109,12 @@ def write_lens(
         else:
             atomic_write(sidecar_path(path), lambda p: p.write_text(meta))  # never data without its metadata
             if suffix == ".jsonl":
-                atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False))
+                atomic_write(
+                    path,
+                    lambda p: df.to_json(
+                        p, orient="records", lines=True, force_ascii=False, double_precision=15
+                    ),
+                )
             else:
                 atomic_write(path, lambda p: df.to_csv(p, index=False))
     except OSError as e:

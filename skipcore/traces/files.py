@@ -117,7 +117,7 @@ def _write_text(target, df: pd.DataFrame, fmt: str) -> None:
     """CSV or JSONL with masks behind MASK_PREFIX, to a path or a text handle."""
     out = df.assign(layer_mask=MASK_PREFIX + df["layer_mask"].astype(str))
     if fmt.startswith(".jsonl"):
-        out.to_json(target, orient="records", lines=True, force_ascii=False)
+        out.to_json(target, orient="records", lines=True, force_ascii=False, double_precision=15)
     else:
         out.to_csv(target, index=False)
 

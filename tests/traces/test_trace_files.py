@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import zipfile
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -42,6 +43,20 @@ def test_plain_pandas_reads_masks_as_text(made, tmp_path, name):
     back, meta = read_trace(path)  # and skipcore's reader gives the schema's masks and the metadata back
     assert back["layer_mask"].tolist() == made.trace["layer_mask"].tolist()
     assert meta["run_id"] == made.metadata["run_id"] and meta["num_layers"] == 6
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "t.csv", "t.jsonl", "t.csv.zip", "t.jsonl.zip"])
+def test_every_format_gives_the_numbers_back_exactly(made, tmp_path, name):
+    """Log-probabilities and times read back bit for bit from Parquet and CSV, and to 15 significant digits (the
+    most pandas writes) from JSON lines, which kept 10 decimals (5e-11 off)."""
+    path = write_trace(made.trace, tmp_path / name, made.metadata)
+    back, _ = read_trace(path)
+    for column in ("logprob", "step_ms", "flops"):
+        got, want = back[column].to_numpy(), made.trace[column].to_numpy()
+        if "jsonl" in name:
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=0, err_msg=column)
+        else:
+            assert got.tobytes() == want.tobytes(), column
 
 
 @pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
