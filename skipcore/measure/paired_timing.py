@@ -161,13 +161,23 @@ def measure_total_against_full(
     return _total_columns(total, len(prompts), tokens_per_s[1:])  # [0] is the warm-up
 
 
-def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float, runs: int) -> str:
-    """Empty, or why a measured decode speedup is not to be taken as one: one paired run (a single timing, whose
-    interval is a point), or a value implausible for the work it saved (design notes, "Timing")."""
+def runs_flag(measured: float, runs: int) -> str:
+    """Empty, or why a measured speedup is no measurement whatever work it saved: none was taken, or one paired run
+    (a single timing, whose interval is a point). The flag of a speedup with no theory to hold it to (speculative
+    rounds, other engines)."""
     if not math.isfinite(measured):
         return "no measurement"
     if runs < 2:
         return "one paired run: a single timing, not a measurement (its interval is a point); time it again"
+    return ""
+
+
+def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float, runs: int) -> str:
+    """Empty, or why a measured decode speedup is not to be taken as one: one paired run (a single timing, whose
+    interval is a point), or a value implausible for the work it saved (design notes, "Timing")."""
+    said = runs_flag(measured, runs)
+    if said:
+        return said
     if measured > MAX_OVER_LAYER * batch_layer_speedup:
         return (
             f"measured {measured:.2f}x is above {MAX_OVER_LAYER}x the batch layer speedup "

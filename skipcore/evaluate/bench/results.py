@@ -110,6 +110,9 @@ def format_table(rows: list[dict]) -> str:
             f"| {mib(r.get('peak_memory_bytes'))} "
             f"| {f('roofline_fraction', '{:.0%}')}{f('read_roofline_fraction', ' (read {:.0%})')} |"
         )
+    runs = sorted({int(r["timing_runs"]) for r in rows if r.get("timing_runs")})
+    said_runs = ["", f"Ratios: medians of {' or '.join(map(str, runs))} paired runs with their bootstrap 95% "
+                 "intervals."] if runs else []  # fmt: skip
     paired = sorted(
         {f"{r['setting']} with {r['paired_with']}" for r in rows if r.get("paired_with", "full") != "full"}
     )
@@ -121,7 +124,7 @@ def format_table(rows: list[dict]) -> str:
         for r in rows
         if r.get("timing_flag")
     ]
-    return "\n".join(lines + pairing + (["", "Flagged timings:", *flagged] if flagged else []))
+    return "\n".join(lines + said_runs + pairing + (["", "Flagged timings:", *flagged] if flagged else []))
 
 
 def write_results(

@@ -31,7 +31,13 @@ from skipcore.evaluate.bench.plan import (
     skip_schedule,
     weights_of,
 )
-from skipcore.evaluate.bench.results import each_once, format_table, results_header, write_results
+from skipcore.evaluate.bench.results import (
+    each_once,
+    format_table,
+    machine_line,
+    results_header,
+    write_results,
+)
 from skipcore.files import file_digest
 from skipcore.kernels.precision import dtype_name
 
@@ -276,7 +282,7 @@ def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, ne
     """Our paths' decode-only timing and, for a schedule, its theory: layer and FLOPs speedups, and whether
     the measured speedup is plausible for them (a speculative round's work is not a schedule's: no theory
     there)."""
-    from skipcore.measure.paired_timing import plausibility_flag
+    from skipcore.measure.paired_timing import plausibility_flag, runs_flag
 
     decode = statistics.median(dec.candidate)
     cols = {
@@ -288,8 +294,10 @@ def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, ne
         "measured_speedup_decode_lo": dec.lo,
         "measured_speedup_decode_hi": dec.hi,
     }
-    if sch is None or new_tokens < 2:
+    if new_tokens < 2:
         return cols
+    if sch is None:  # no theory to hold it to: flagged where it is no measurement at all
+        return {**cols, "timing_flag": runs_flag(dec.median, dec.runs)}
     flops = _theory(shapes, sch, prompt_len, new_tokens)
     layer = sch.layer_speedup(new_tokens)  # no row ends early here: per token = per batch step
     return {
@@ -405,6 +413,7 @@ def run_plan(
         header = {k: extend.get(k) for k in keep}
         rows, notes = list(extend["rows"]), list(extend.get("notes", []))
         planned, measured = list(extend["runs_planned"]), list(extend["runs_measured"])
+    show(machine_line(header))  # a timing means nothing without the machine, its threads and the dtype
     planned = each_once(planned + plan.run_ids())  # the file's plans: what it is complete against
     notes += [n for n in device_notes(plan, device) if n not in notes]
     # digests of the tables beside the results, newest last: a replaced one was checked as the bench's own

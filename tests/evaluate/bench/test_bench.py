@@ -92,7 +92,11 @@ def test_a_repeated_setting_runs_once_and_notes_go_to_stderr(tmp_path, capsys):
         "note: --targets names 2 more than once; each setting runs once",
         f"wrote {out} and {out.with_suffix('.md')}",
     ]
-    assert printed.startswith("| model | batch |") and "note" not in printed and "wrote" not in printed
+    assert "note" not in printed and "wrote" not in printed
+    # what the timings were taken on and how, before them: the machine with its threads, the dtype, the runs
+    assert printed.startswith("Machine: ") and "1 torch thread" in printed.splitlines()[0]
+    assert "float32" in printed.splitlines()[0] and "\n| model | batch |" in printed
+    assert "Ratios: medians of 1 paired runs with their bootstrap 95% intervals." in printed
 
 
 def test_one_plan_times_every_kind_of_setting_on_the_cpu(tmp_path, capsys):
@@ -118,7 +122,8 @@ def test_one_plan_times_every_kind_of_setting_on_the_cpu(tmp_path, capsys):
     for k in (2, 4):  # lossless: full depth's tokens, several of them per full-depth pass
         spec = by[f"speculative k={k} (3x drafts)"]
         assert spec["same_tokens_as_full"] == 1 and spec["draft_tokens"] == k
-        assert 1 <= spec["tokens_per_full_pass"] <= k + 1 and "timing_flag" not in spec
+        assert 1 <= spec["tokens_per_full_pass"] <= k + 1
+        assert spec["timing_flag"].startswith("one paired run")  # no theory, but one run is no measurement
         # what a round costs against a full-depth step plus its k drafts at their layer share
         assert 5 / (k + 1) <= spec["rounds"] <= 5 and 0 < spec["round_over_plan"] < math.inf
     assert not {"rounds", "round_over_plan"} & (set(by["full"]) | set(by["skip 2x"]))
