@@ -168,6 +168,7 @@ def timing_line(engine, prompts: list[str], policy, settings: GenerateSettings, 
     """Paired, repeated timing against full depth (skipcore.measure.paired_timing), said with its interval and flag."""
     from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
     from skipcore.measure.summary import interval_text
+    from skipcore.models.loading import hardware_name
 
     m = measure_against_full(
         engine, prompts, policy, settings.max_new_tokens, settings.batch_size, settings.timing_repeats
@@ -188,6 +189,6 @@ def timing_line(engine, prompts: list[str], policy, settings: GenerateSettings, 
     )
     line = (
         f"measured against full depth: decode {decode}, total {total}, {m['tokens_per_s']:.1f} tokens/s; "
-        f"medians of {m['timing_runs']} paired runs{per_step}"
+        f"medians of {m['timing_runs']} paired runs on {hardware_name(engine.device)}{per_step}"
     )
     return line + (f"\nwarning: timing flagged: {flag}" if flag else "")

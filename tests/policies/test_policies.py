@@ -171,7 +171,8 @@ def test_generate_can_time_itself_against_full_depth(capsys):
     argv = ["generate", "--limit", "2", "--max-new-tokens", "6", "--target-speedup", "2", "--threads", "1"]
     assert main([*argv, "--timing-repeats", "2"]) == 0
     err = capsys.readouterr().err
-    assert "measured against full depth: decode" in err and "medians of 2 paired runs" in err
+    assert "measured against full depth: decode" in err and "medians of 2 paired runs on " in err
+    assert "1 torch thread" in err  # the hardware and threads the timing was taken with
     assert main([*argv, "--timing-repeats", "-1"]) == 2
 
 
