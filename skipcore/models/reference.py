@@ -19,7 +19,7 @@ from typing import Literal
 from skipcore.errors import ModelError
 from skipcore.files import check_path_text
 from skipcore.models import gguf
-from skipcore.models.catalog import RealModel, gguf_parts, is_real_name, require_installed
+from skipcore.models.catalog import REAL_MODELS, RealModel, gguf_parts, is_real_name, require_installed
 from skipcore.models.lora import CONFIG_FILE as ADAPTER_CONFIG
 from skipcore.models.lora import base_name
 from skipcore.models.model_cache import (
@@ -116,7 +116,22 @@ def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:
         return _folder(name, local, adapters)
     if _looks_like_path(name):
         raise ModelError(f"model directory not found: {name}")
+    _refuse_near_real_name(name)
     return ModelRef(name, "hub")
+
+
+def _refuse_near_real_name(name: str) -> None:
+    """A name one slip from a real model's short name ('smollm2-135M') is that name mistyped, not a hub id: said at
+    once, where the hub would be asked (on an offline machine, a minute of retries before the same refusal)."""
+    import difflib
+
+    if "/" in name:  # a hub id with its owner
+        return
+    near = difflib.get_close_matches(name.lower(), list(REAL_MODELS), n=1, cutoff=0.85)
+    if near:
+        raise ModelError(
+            f"no model named {name!r}; did you mean {near[0]!r}? (short names are as `skipcore models` lists them)"
+        )
 
 
 def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:

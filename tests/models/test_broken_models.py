@@ -236,3 +236,18 @@ def test_an_adapter_whose_base_is_a_relative_path_that_does_not_lead_anywhere_sa
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelError, match="its base ./runs/base is a relative path"):
         resolve_model(str(adapter))
+
+
+def test_a_real_models_short_name_mistyped_is_said_before_any_hub_request(monkeypatch):
+    """'smollm2-135M' (the model card's spelling) went to the hub: on an offline machine a minute of retries, then
+    a refusal. It is the short name mistyped, said at once; a hub id with its owner, or one far from every short
+    name, is still a hub id."""
+    from skipcore.errors import ModelError
+    from skipcore.models.reference import resolve_model
+
+    monkeypatch.chdir("/")  # no folder of these names here
+    for typed, meant in (("smollm2-135M", "smollm2-135m"), ("Gemma-3-270M", "gemma-3-270m")):
+        with pytest.raises(ModelError, match=f"^no model named '{typed}'; did you mean '{meant}'"):
+            resolve_model(typed)
+    assert resolve_model("HuggingFaceTB/SmolLM2-135M").kind == "hub"
+    assert resolve_model("gpt2").kind == "hub"
