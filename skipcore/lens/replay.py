@@ -64,9 +64,20 @@ def _stats(logits: list[torch.Tensor], generated: torch.Tensor, k: int) -> tuple
     final_logp, final_p = logp[:, -1:], p[:, -1:]
     kl = torch.where(final_p > 0, final_p * (final_logp - logp), 0.0).sum(-1).clamp_min(0.0)
     entropy = torch.special.entr(p).sum(-1)
-    top = logp.topk(min(k, logp.shape[-1]), dim=-1)
+    top_ids, top_logp = _top(logp, min(k, logp.shape[-1]))
     gen = logp.gather(2, generated[:, None, None].expand(-1, logp.shape[1], 1)).squeeze(2)
-    return top.indices, top.values.exp(), gen.exp(), gen, kl, entropy
+    return top_ids, top_logp.exp(), gen.exp(), gen, kl, entropy
+
+
+def _top(logp: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k most likely tokens, equal ones in the order of their ids, as the greedy pick (`argmax`: the first
+    of equals) breaks a tie: a half-precision read-out often holds two tokens at one probability, and `topk`
+    orders them as it likes, so the lens's top token parted from the token the decode picked."""
+    top = logp.topk(k, dim=-1)
+    ids, by_id = top.indices.sort(dim=-1)
+    values = top.values.gather(-1, by_id)
+    values, by_value = values.sort(dim=-1, descending=True, stable=True)
+    return ids.gather(-1, by_value), values
 
 
 @torch.inference_mode()

@@ -359,3 +359,21 @@ def test_the_lens_of_a_fused_decode_replays_its_steps_on_the_fused_layers(model_
     tr = live(ref.trace)
     assert (masks(lens.table) == tr["layer_mask"]).all()
     np.testing.assert_allclose(final_rows(lens.table)["logprob"], tr["logprob"], rtol=1e-5, atol=1e-5)
+
+
+def test_the_lens_breaks_a_tie_as_the_greedy_pick_does():
+    """Two tokens at one probability (common in a bfloat16 read-out): the lens's top token is the one `argmax`,
+    the decode's greedy pick, takes (the first id), and equal tokens follow in id order; `topk` ordered them as
+    it liked, so the final layer's top token could part from the generated one."""
+    from skipcore.lens.replay import _top
+
+    logp = torch.full((2, 3, 50), -9.0)
+    logp[..., 40] = logp[..., 7] = -0.5  # a tie at the top
+    logp[..., 12] = logp[..., 30] = -1.0
+    ids, values = _top(logp, 4)
+    assert (ids[..., 0] == logp.argmax(-1)).all() and ids[0, 0].tolist() == [7, 40, 12, 30]
+    assert values[0, 0].tolist() == [-0.5, -0.5, -1.0, -1.0]
+    shuffled = torch.randn(4, 2, 1000)
+    ids, values = _top(shuffled, 5)
+    want = shuffled.topk(5, dim=-1)
+    assert torch.equal(values, want.values) and torch.equal(ids, want.indices)  # no tie: topk's own answer
