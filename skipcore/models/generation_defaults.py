@@ -83,6 +83,11 @@ FULL_DEPTH_NOTE = (
     "quality without skip-aware training)"
 )
 CLI_HOW = "pass --schedule linear --target-speedup T"
+# what a front end says where a model not trained skip-aware is asked to skip layers
+UNTRAINED_SKIP_NOTE = (
+    "{model} was not trained skip-aware: expect its quality to fall where it skips layers (the paper's base-model "
+    "finding; speculative decoding keeps the text exactly)"
+)
 
 
 def skip_aware(model: str | Path) -> bool:
@@ -144,6 +149,8 @@ def decoding_for(
         shape = "custom" if custom else "linear" if (skip_asked or learnt or not static) else "full"
         if shape == "full":
             note = f"note: {full_depth_note(model)}"
+    if static and shape != "full" and trained is None and not skip_aware(model):
+        note = f"note: {UNTRAINED_SKIP_NOTE.format(model=model)}"
     max_new = max_new_tokens if max_new_tokens is not None else int(defaults.get("max_new_tokens", 32))
     if decay_span is None and defaults.get("decay_span"):
         decay_span = int(defaults["decay_span"])

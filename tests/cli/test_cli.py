@@ -255,3 +255,15 @@ def test_generate_on_the_fused_step_writes_what_the_unfused_step_writes(model_di
     assert fused.out == plain.out
     assert "fused step: plain bodies, 6 of 6 layers fused" in fused.err and "fused" not in plain.err
     assert read_trace(trace)[1]["fused_step"] == "plain"
+
+
+def test_a_model_not_trained_to_skip_is_said_to_lose_quality_when_asked_to_skip(capsys):
+    """A skip schedule asked of a model not trained skip-aware runs (the paper's base-model experiment), said in a
+    note; a skip-aware model, and a lossless policy, get none."""
+    argv = ["generate", "--prompt", "MR: name[The Eagle]\nText:", "--target-speedup", "2", "--max-new-tokens", "6"]
+    assert main([*argv, "--model", "data/models/opt-e2e-base"]) == 0
+    assert "opt-e2e-base was not trained skip-aware: expect its quality to fall" in capsys.readouterr().err
+    assert main([*argv, "--model", "data/models/skipdecode-opt-e2e"]) == 0
+    assert "not trained skip-aware" not in capsys.readouterr().err
+    assert main([*argv, "--model", "data/models/opt-e2e-base", "--policy", "speculative"]) == 0
+    assert "not trained skip-aware" not in capsys.readouterr().err
