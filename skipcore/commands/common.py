@@ -168,7 +168,8 @@ def dataset_split(dataset: str, split: str | None, default: str = "test") -> str
     if is_single_file(dataset):
         if split is not None:
             raise UserError(
-                f"--split {split} does not apply to {dataset}: a single file has no splits (all of it is read); "
+                f"--split {split} does not apply to {dataset}: a single file or data set has no splits (all of it is "
+                "read); "
                 "leave out --split, or give a folder of split files"
             )
         return None

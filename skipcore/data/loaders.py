@@ -197,6 +197,10 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
             loaded = datasets.load_from_disk(str(path))
         except (FileNotFoundError, ValueError) as err:
             raise DataFormatError(f"{path}: not a data set saved with save_to_disk ({err})") from None
+        except IndexError:  # datasets' own reading of a data set saved with no rows
+            raise DataFormatError(
+                f"{path}: a data set with no rows (or not one saved with save_to_disk)"
+            ) from None
     else:
         name = str(name_or_dir)
         # Offline, unknown name, missing config: the hub raises many types, and all mean the same to a user.
@@ -243,10 +247,9 @@ def load_hf_dataset(
         task = task or "generic"
     else:
         task, source_field, target_field = _detect_fields(columns, task, where)
-    if limit is not None:
-        dataset = dataset.select(range(min(limit, len(dataset))))
     dataset = dataset.select_columns([source_field, target_field])
-    return _group(_hf_pairs(dataset, source_field, target_field, task, where), task)
+    examples = _group(_hf_pairs(dataset, source_field, target_field, task, where), task)
+    return examples if limit is None else examples[:limit]  # sources, as a file's limit counts them
 
 
 def _hf_pairs(
@@ -280,8 +283,15 @@ DATASET_FORMATS = (
 
 
 def is_single_file(path_or_name: str | Path) -> bool:
-    """Whether a data source is one file (.csv, .jsonl), which has no splits to choose from."""
+    """Whether a data source is one file (.csv, .jsonl), or a folder holding one data set saved by `datasets`
+    (not a DatasetDict, nor split files), which has no splits to choose from."""
     path = Path(path_or_name)
+    if path.is_dir():
+        return (
+            (path / "state.json").is_file()
+            and not (path / "dataset_dict.json").is_file()
+            and not any(p.suffix.lower() in _FILE_SUFFIXES for p in path.iterdir())
+        )
     return path.is_file() or (not path.exists() and path.suffix.lower() in _FILE_SUFFIXES)
 
 

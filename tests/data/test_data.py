@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skipcore.commands import data as data_cli
+from skipcore.commands import main
 from skipcore.data import (
     SLOT_VALUES,
     SLOTS,
@@ -26,6 +27,7 @@ from skipcore.data import (
     format_prompt,
     format_target,
     hold_out,
+    is_single_file,
     load_e2e_csv,
     load_examples,
     load_hf_dataset,
@@ -650,3 +652,28 @@ def test_a_dataset_that_is_not_utf8_is_one_line_and_a_bom_is_read_past(tmp_path:
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b'\xef\xbb\xbf{"source": "name[Aromi]", "target": "Aromi."}\n')
     assert [e.source for e in load_jsonl(bom)] == ["name[Aromi]"]
+
+
+def test_a_saved_data_set_is_read_as_its_csv_is(tmp_path: Path, capsys) -> None:
+    """The same rows saved by `datasets` give the same examples as their CSV: `limit` counts sources (it cut rows,
+    so a source kept some of its references and a sweep scored fewer examples); a single saved data set has no
+    splits, so a --split for it is refused, as for a single file; one with no rows is one line."""
+    datasets = pytest.importorskip("datasets")
+    rows = list(csv.DictReader((REPO / "data/e2e_synth/test.csv").open(encoding="utf-8")))[:40]
+    columns = {"mr": [r["mr"] for r in rows], "ref": [r["ref"] for r in rows]}
+    (tmp_path / "rows.csv").write_text(
+        "mr,ref\n" + "".join(f'"{m}","{r}"\n' for m, r in zip(*columns.values()))
+    )
+    datasets.DatasetDict({"test": datasets.Dataset.from_dict(columns)}).save_to_disk(str(tmp_path / "dict"))
+    datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "one"))
+    want = load_examples(tmp_path / "rows.csv", limit=3)
+    assert len(want) == 3 and max(len(e.references) for e in want) > 1
+    assert load_examples(tmp_path / "dict", split="test", limit=3) == want
+    assert load_examples(tmp_path / "one", limit=3) == want
+    assert is_single_file(tmp_path / "one") and not is_single_file(tmp_path / "dict")
+    argv = ["generate", "--dataset", str(tmp_path / "one"), "--split", "nope", "--limit", "1"]
+    assert main(argv) == 2
+    assert "--split nope does not apply" in capsys.readouterr().err
+    datasets.Dataset.from_dict({"source": [], "target": []}).save_to_disk(str(tmp_path / "zero"))
+    with pytest.raises(DataFormatError, match="a data set with no rows"):
+        load_examples(tmp_path / "zero")
