@@ -16,13 +16,21 @@ def read_prompts_file(path: str | Path) -> list[str]:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read prompts file {p}: {getattr(e, 'strerror', None) or e}") from e
-    if p.suffix == ".jsonl":
-        prompts = [_prompt_of(line, p, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines = _lines(text)
+    if p.suffix.lower() == ".jsonl":
+        prompts = [_prompt_of(line, p, n) for n, line in enumerate(lines, 1) if line.strip()]
     else:
-        prompts = [line for line in text.splitlines() if line.strip()]
+        prompts = [line for line in lines if line.strip()]
     if not prompts:
         raise UserError(f"prompts file {p} has no prompts")
     return prompts
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines as a text editor and `wc -l` count them: ended by a newline (a carriage return before it
+    dropped). `str.splitlines` also breaks at form feeds, U+2028 and five other marks, which made one prompt two
+    and cut a JSON line holding one of them."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def _prompt_of(line: str, path: Path, n: int) -> str:

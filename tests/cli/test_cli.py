@@ -260,10 +260,39 @@ def test_generate_on_the_fused_step_writes_what_the_unfused_step_writes(model_di
 def test_a_model_not_trained_to_skip_is_said_to_lose_quality_when_asked_to_skip(capsys):
     """A skip schedule asked of a model not trained skip-aware runs (the paper's base-model experiment), said in a
     note; a skip-aware model, and a lossless policy, get none."""
-    argv = ["generate", "--prompt", "MR: name[The Eagle]\nText:", "--target-speedup", "2", "--max-new-tokens", "6"]
+    argv = [
+        "generate",
+        "--prompt",
+        "MR: name[The Eagle]\nText:",
+        "--target-speedup",
+        "2",
+        "--max-new-tokens",
+        "6",
+    ]
     assert main([*argv, "--model", "data/models/opt-e2e-base"]) == 0
     assert "opt-e2e-base was not trained skip-aware: expect its quality to fall" in capsys.readouterr().err
     assert main([*argv, "--model", "data/models/skipdecode-opt-e2e"]) == 0
     assert "not trained skip-aware" not in capsys.readouterr().err
     assert main([*argv, "--model", "data/models/opt-e2e-base", "--policy", "speculative"]) == 0
     assert "not trained skip-aware" not in capsys.readouterr().err
+
+
+def test_a_prompts_file_has_the_prompts_its_lines_hold(tmp_path):
+    """One prompt per line, lines as `wc -l` counts them: a form feed or U+2028 inside a prompt does not make two
+    (it did, through `str.splitlines`), a JSON line holding a raw U+2028 reads, CRLF endings are dropped, and an
+    upper-case `.JSONL` is JSON lines too (its raw lines were the prompts)."""
+    from skipcore.data.prompt_files import read_prompts_file
+
+    text = tmp_path / "p.txt"
+    text.write_bytes("MR: name[A]\x0cfood[French] Text:\r\nsecond\u2028still second\n\n".encode())
+    assert read_prompts_file(text) == ["MR: name[A]\x0cfood[French] Text:", "second\u2028still second"]
+    for name in ("q.jsonl", "Q.JSONL"):
+        lines = tmp_path / name
+        lines.write_text(
+            json.dumps({"prompt": "a\u2028b"}, ensure_ascii=False)
+            + "\r\n"
+            + json.dumps({"prompt": "c"})
+            + "\n",
+            encoding="utf-8",
+        )
+        assert read_prompts_file(lines) == ["a\u2028b", "c"]
