@@ -5,6 +5,7 @@ running is taken over (with a warning). Used by `sweep` (beside its results file
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Callable
@@ -46,30 +47,60 @@ class OutputLock:
     def take(self) -> None:
         for _ in range(2):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pid = self._holder()
-                if pid and _alive(pid):
-                    raise UserError(
-                        f"another {self.what} (pid {pid}) is writing {self.output}; wait for it to finish or choose "
-                        f"another --out (remove {self.path} only if no such {self.what} is running)"
-                    ) from None
-                try:
-                    self.path.unlink(missing_ok=True)
-                except OSError as e:  # a folder, or a place this user cannot change
-                    raise UserError(f"cannot take the lock {self.path}: {e.strerror or e}") from None
-                warnings.warn(
-                    f"taking over {self.path}, left by a {self.what} that is no longer running",
-                    SkipcoreWarning,
-                    stacklevel=3,
-                )
-                continue
+                if self._create():
+                    return
             except OSError as e:
                 raise UserError(f"cannot write {self.output}: {e.strerror or e} ({self.path})") from None
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            return
+            pid = self._holder()
+            if pid and _alive(pid):
+                raise UserError(
+                    f"another {self.what} (pid {pid}) is writing {self.output}; wait for it to finish or choose "
+                    f"another --out (remove {self.path} only if no such {self.what} is running)"
+                ) from None
+            self._take_over(pid)
+            warnings.warn(
+                f"taking over {self.path}, left by a {self.what} that is no longer running",
+                SkipcoreWarning,
+                stacklevel=3,
+            )
         raise UserError(f"cannot take the lock {self.path}; another {self.what} is starting on {self.output}")
+
+    def _create(self) -> bool:
+        """Make the lock holding this pid, whole, or find one there (False). The pid is written to a file of this
+        process's own first and linked into place, so no reader ever sees a lock without its pid (read as a
+        dead holder's, it was taken over by a second writer while the first went on)."""
+        own = self.path.with_name(f"{self.path.name}.{os.getpid()}")
+        own.write_text(str(os.getpid()))
+        try:
+            os.link(own, self.path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            own.unlink(missing_ok=True)
+
+    def _take_over(self, pid: int) -> None:
+        """Remove a lock whose holder `pid` is gone: moved aside first, so that where two writers take over at once
+        only one removes it, and a lock taken afresh meanwhile (another pid) is put back, and refused."""
+        aside = self.path.with_name(f"{self.path.name}.{os.getpid()}.stale")
+        try:
+            os.replace(self.path, aside)
+        except FileNotFoundError:  # another writer moved it first
+            return
+        except OSError as e:  # a folder, or a place this user cannot change
+            raise UserError(f"cannot take the lock {self.path}: {e.strerror or e}") from None
+        try:
+            holder = int(aside.read_text().strip() or 0)
+        except (OSError, ValueError):
+            holder = 0
+        if holder != pid:  # not the dead holder's: a writer that took it meanwhile keeps it
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, self.path)
+            aside.unlink(missing_ok=True)
+            raise UserError(
+                f"cannot take the lock {self.path}; another {self.what} is starting on {self.output}"
+            )
+        aside.unlink(missing_ok=True)
 
     def take_then(self, setup: Callable[[], object]) -> None:
         """Take the lock, then run `setup` under it (reading what the output holds already); a refusal there lets
