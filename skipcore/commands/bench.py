@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from skipcore.commands.common import comma_list, finite, path_text
-from skipcore.files import check_companion, check_output_path
+from skipcore.files import check_companion, check_output_path, check_replaceable
 
 ABOUT = (
     "Measure decoding speed (tokens/s) on this machine: full depth of each model against SkipDecode schedules at "
@@ -82,7 +82,7 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
 
     import skipcore.evaluate.bench.plan as plans
     from skipcore.errors import UserError
-    from skipcore.evaluate.bench.results import own_table, results_to_extend
+    from skipcore.evaluate.bench.results import own_table, read_results, results_to_extend
     from skipcore.evaluate.bench.run import run_plan
     from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
@@ -99,6 +99,8 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     if args.append and args.overwrite:
         raise UserError("--append keeps the results file's rows and --overwrite replaces them: give one")
     out = check_output_path(args.out, args.overwrite or args.append, (".json",))
+    if out is not None and args.overwrite:  # a results file is replaced, never a JSON file of the user's
+        check_replaceable(out, read_results, "a bench results file")
     if args.threads:  # before the check of the results to extend: their machine names its torch threads
         torch.set_num_threads(args.threads)
     extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there

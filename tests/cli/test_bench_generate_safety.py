@@ -123,3 +123,13 @@ def test_a_bench_plan_past_the_positions_is_advised_what_runs(capsys, prompt_len
     argv = ["bench", "--models", "opt-tiny", "--prompt-len", prompt_len, "--new-tokens", new_tokens]
     line = refused(capsys, argv)
     assert "exceeds opt-tiny's 256 positions" in line and advice in line and " 0 " not in line
+
+
+def test_overwrite_replaces_a_bench_results_file_never_a_users_json(tmp_path, capsys):
+    """`bench --out notes.json --overwrite` wrote over any JSON file; it replaces a bench's results alone, as a
+    trace's --overwrite replaces a trace alone."""
+    out = tmp_path / "notes.json"
+    out.write_text('{"my": "notes"}')
+    said = refused(capsys, [*bench_args(out, "1"), "--settings", "full", "--overwrite"])
+    assert "is not a bench results file" in said and out.read_text() == '{"my": "notes"}'
+    assert not out.with_suffix(".md").exists()

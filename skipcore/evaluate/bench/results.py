@@ -204,6 +204,17 @@ def own_table(out: Path, md: Path) -> bool:
     return file_digest(md) in recorded
 
 
+def read_results(path: Path) -> dict:
+    """A bench results file (what `--overwrite` may replace), or one line saying the file at `path` is not one."""
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} is not a bench results file ({type(e).__name__})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("rows"), list) or "machine" not in result:
+        raise UserError(f"{path} is not a bench results file")
+    return result
+
+
 def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> dict | None:
     """The results a run with `--append` adds to: None where `out` does not exist yet; refused in one line
     where it is not the bench's own (its table beside it unknown to it) or was measured on another device or
