@@ -36,8 +36,23 @@ def with_models(identity: dict, models: Sequence[str | None]) -> dict:
     return {**identity, MODELS: {m: model_fingerprint(m) for m in models if m}}
 
 
+# the files of a model folder a load reads (weights, configs, tokenizer): a sweep's table or a note written beside
+# them is no other model
+MODEL_FILES = (
+    "*.safetensors", "*.bin", "*.gguf", "*config.json", "tokenizer*", "special_tokens_map.json", "added_tokens.json",
+    "vocab.*", "merges.txt", "*.model", "chat_template.*",
+)  # fmt: skip
+
+
+def _read_by_a_load(name: str) -> bool:
+    from fnmatch import fnmatch
+
+    return not name.startswith(".") and any(fnmatch(name, pattern) for pattern in MODEL_FILES)
+
+
 def model_fingerprint(name: str) -> str | None:
-    """A digest of the files a model is read from: a folder's files (an adapter's, and its base's), or its GGUF
+    """A digest of the files a model is read from: a folder's model files (`MODEL_FILES`; an adapter's, and its
+    base's), or its GGUF
     file's parts. A file up to `WHOLE_FILE_BYTES` by its content, a larger one by its size and its first and last
     `END_BYTES` (other weights of one shape differ there; reading gigabytes at every resume would cost more than
     the check). None for a hub id, whose files are transformers' cache's."""
@@ -49,7 +64,7 @@ def model_fingerprint(name: str) -> str | None:
     ref = resolve_model(name)
     while ref is not None:
         if ref.kind in ("folder", "adapter") and ref.path is not None:
-            files += sorted(f for f in Path(ref.path).iterdir() if f.is_file() and not f.name.startswith("."))
+            files += sorted(f for f in Path(ref.path).iterdir() if f.is_file() and _read_by_a_load(f.name))
         files += ref.gguf_parts()
         ref = ref.base
     if not files:

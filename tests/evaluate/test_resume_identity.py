@@ -78,6 +78,24 @@ def test_a_sweep_resumed_on_other_weights_at_the_same_path_is_refused(model_dirs
     assert differences({"model": "m"}, {"model": "m", MODELS: {"m": "abc"}}) == []  # an older file
 
 
+def test_a_sweep_written_into_its_models_folder_resumes(model_dirs, two_folders, monkeypatch):
+    """The model's files are those a load reads: the sweep's own table (and a note) written into the model's folder
+    are no other weights; the fingerprint took every file there, so such a sweep could never resume."""
+    import shutil
+
+    monkeypatch.chdir(two_folders / "a")
+    model = two_folders / "model"
+    shutil.copytree(model_dirs["opt"], model)
+    out = model / "sweep.parquet"
+    run_sweep(tiny_sweep(model_dirs, out, model=str(model)))
+    (model / "NOTES.txt").write_text("mine")
+    run_sweep(tiny_sweep(model_dirs, out, model=str(model), targets=(1.0, 2.0)))  # resumed, not refused
+    from skipcore.evaluate.sweep.store import read_sweep
+
+    rows = read_sweep(out)[0]
+    assert len(rows) == 2
+
+
 def test_a_sweep_keeps_one_attention_dtype_both_ways(model_dirs, two_folders, monkeypatch):
     monkeypatch.chdir(two_folders / "a")
     own, wide = two_folders / "own.parquet", two_folders / "wide.parquet"
