@@ -234,12 +234,34 @@ def report_failure(failure) -> None:
     print(f"error: {failure.line()}", file=sys.stderr, flush=True)
 
 
+def refuse_idle_grid_flags(policies: tuple[str, ...], given: frozenset[str]) -> None:
+    """A policy's grid flag typed while no policy of --policies reads it (`--calm-thresholds` beside `--policies
+    static`) would be dropped without a word, as generate refuses an idle flag: refused in one line."""
+    from skipcore.labels import sweep_policies
+    from skipcore.policies.params import params_of
+
+    readers: dict[str, list[str]] = {}
+    flags: dict[str, str] = {}
+    for name, cls in sweep_policies().items():
+        for p in params_of(cls):
+            if p.sweep is not None:
+                readers.setdefault(p.sweep_dest, []).append(name)
+                flags[p.sweep_dest] = p.sweep_flag if p.sweep == "axis" else p.flag
+    for dest, names in readers.items():
+        if dest in given and not set(names) & set(policies):
+            raise UserError(
+                f"{flags[dest]} is read by the {' and '.join(names)} policy alone, which --policies "
+                f"{','.join(policies)} does not run: add {names[0]} to --policies, or leave out {flags[dest]}"
+            )
+
+
 def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     t0 = time.perf_counter()
     try:
         cfg = config_from_args(args)
     except UserError as e:
         raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
+    refuse_idle_grid_flags(cfg.policies, given)
     from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
 
     executor = executor_from_args(args)

@@ -213,7 +213,10 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
 
 def check_config(cfg: SweepConfig) -> SweepConfig:
     """The config with its lengths resolved, refused in one line where it cannot run (before any work)."""
+    from skipcore.files import check_output_name
     from skipcore.schedule import MODES
+
+    check_output_name(cfg.out, "--out")
 
     for flag, values, allowed in (
         ("--shapes", cfg.shapes, ("linear", "power", "step", "constant")),

@@ -23,14 +23,14 @@ def test_sweep_output_paths_are_checked_before_any_row(model_dirs, tmp_path, cap
     (tmp_path / "d.parquet").mkdir()
     assert "is a folder" in refused(capsys, [*base, "--out", str(tmp_path / "d.parquet")])
     assert not out.exists() and afile.read_text() == "x" and not (tmp_path / "s.csv").exists()
-    real_open = os.open
+    real_link = os.link
 
-    def no_permission(path, *a, **kw):  # a folder this user may not write (root passes os.access)
-        if str(path).endswith(".lock"):
+    def no_permission(src, dst, *a, **kw):  # a folder this user may not write (root passes os.access)
+        if str(dst).endswith(".lock"):
             raise PermissionError(13, "Permission denied")
-        return real_open(path, *a, **kw)
+        return real_link(src, dst, *a, **kw)
 
-    monkeypatch.setattr(os, "open", no_permission)
+    monkeypatch.setattr(os, "link", no_permission)
     assert "Permission denied" in refused(capsys, [*base, "--out", str(out)])
 
 
@@ -52,3 +52,19 @@ def test_non_finite_or_out_of_range_grid_values_are_refused(model_dirs, tmp_path
         check_config(sweep_config(model_dirs, dataset, out, targets=(1.0, float("nan"))))
     with pytest.raises(UserError, match="--speculative-targets"):
         check_config(sweep_config(model_dirs, dataset, out, speculative_targets=(float("inf"),)))
+
+
+def test_a_policys_grid_flag_without_its_policy_and_an_output_with_no_name_are_refused(
+    model_dirs, tmp_path, capsys
+):
+    """`--adaptive-drops 3` beside `--policies static` was dropped without a word (generate refuses an idle flag);
+    `--out /` and `--out .` were a traceback."""
+    base = ["sweep", "--model", str(model_dirs["opt"]), "--repeats", "0", "--limit", "1"]
+    out = ["--out", str(tmp_path / "s.parquet")]
+    said = refused(capsys, [*base, *out, "--policies", "static", "--adaptive-drops", "3"])
+    assert said.startswith("error: --adaptive-drops is read by the adaptive policy alone")
+    said = refused(capsys, [*base, *out, "--policies", "speculative", "--assistant-exits", "3"])
+    assert "--assistant-exits is read by the transformers policy alone" in said
+    for where in ("/", "."):
+        assert "names no folder or file of its own" in refused(capsys, [*base, "--out", where])
+    assert not list(tmp_path.iterdir())
