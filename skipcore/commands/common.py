@@ -211,8 +211,9 @@ def apply_threads(threads: int | None) -> None:
     """Set torch's CPU threads from --threads, refusing a count below 1."""
     if threads is None:
         return
-    if threads < 1:
-        raise UserError(f"--threads must be >= 1, got {threads}")
+    from skipcore.threads import check_threads
+
+    check_threads(threads)
     import torch
 
     torch.set_num_threads(threads)

@@ -44,6 +44,8 @@ def build_trace(
     masks: dict[tuple[int, int], str] = {}
     for s, k in {(int(s), int(k)) for s, k in zip(rounds, n.ravel(), strict=True)}:
         masks[s, k] = mask_string(out.layer_sets[s][:k], L)
+    # a row that has ended generates no token (its pad is no pick of the model's): no log-probability
+    logprob = np.where(out.finished_before.numpy(), np.nan, out.logprobs.numpy().astype(float))
     return pd.DataFrame(
         {
             "run_id": run_id,
@@ -59,8 +61,7 @@ def build_trace(
             "kv_cache_bytes": kv.ravel().astype(np.int64),
             "kv_cache_bytes_full": kv_full.ravel().astype(np.int64),
             "step_ms": np.asarray(out.step_ms, dtype=float)[rounds],
-            # a row that has ended generates no token (its pad is no pick of the model's): no log-probability
-            "logprob": np.where(out.finished_before.numpy(), np.nan, out.logprobs.numpy()).ravel().astype(float),
+            "logprob": logprob.ravel(),
             "finished": out.finished_before.numpy().ravel(),
             "batch": batch,
             "prompt_len": np.repeat(P, T),

@@ -14,6 +14,7 @@ from skipcore.errors import UserError
 from skipcore.files import check_output_name
 from skipcore.models.catalog import is_real_name
 from skipcore.models.shipped import shipped_path
+from skipcore.threads import check_threads
 
 # settings that are always local paths, and those that name a local path or something else (a real model's short
 # name, a hub id or a hub data set): the record keeps the paths absolute, so it reads the same from any folder
@@ -101,8 +102,7 @@ class TrainSettings:
 
     def check(self) -> None:
         """The checks no other part of the run makes, before any work: one starting point, sane counts."""
-        if self.threads is not None and self.threads < 1:
-            raise UserError(f"threads must be >= 1, got {self.threads}", field="threads")
+        check_threads(self.threads, "threads", field="threads")
         if self.out is not None:
             check_output_name(self.out, "out", field="out")
         if self.resume is None and bool(self.model) + bool(self.init_config) != 1:

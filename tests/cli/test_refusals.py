@@ -404,3 +404,26 @@ def test_a_path_no_file_can_have_is_one_line_for_every_path_flag(capsys, tmp_pat
     assert err.startswith("python -m skipcore generate: argument --model: path ") and "300 bytes" in err
     sweep = ["sweep", "--model", "x", "--out", f"{long}.parquet"]
     assert "argument --out: path" in refused(capsys, sweep) and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["generate", "sweep", "train", "tune", "bench", "lens"])
+def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(command, capsys, tmp_path):
+    """`--threads 99999` ended in OpenMP's ImportError (it cannot map that many stacks); 0 and below were refused
+    in each command by its own check. One check, one line, before any work."""
+    import os
+
+    from skipcore.threads import THREADS_PER_CORE
+
+    argv = {
+        "generate": ["generate", "--limit", "1"],
+        "sweep": ["sweep", "--limit", "1", "--out", str(tmp_path / "s.parquet")],
+        "train": ["train", "--init-config", "opt-tiny", "--out", str(tmp_path / "t")],
+        "tune": ["tune", "--out", str(tmp_path / "u")],
+        "bench": ["bench", "--models", "opt-tiny"],
+        "lens": ["lens", "--prompt", "x", "--out", str(tmp_path / "l.parquet")],
+    }[command]
+    most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    for threads in ("0", str(most + 1)):
+        said = refused(capsys, [*argv, "--threads", threads])
+        assert f"threads must be between 1 and {most}" in said, said
+    assert not list(tmp_path.iterdir())

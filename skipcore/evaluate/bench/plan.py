@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from skipcore.errors import UserError
+from skipcore.threads import check_threads
 
 # what a plan can time beside full depth (the reference every row is paired with), as --settings names them
 SETTING_KINDS = {
@@ -204,11 +205,11 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
     for flag, value in {
         "--prompt-len": plan.prompt_len,
         "--repeats": plan.repeats,
-        "--threads": threads,
         "--draft-target": plan.draft_target,
     }.items():
         if value is not None and value < 1:
             raise UserError(f"{flag} must be >= 1, got {value:g}")
+    check_threads(threads)
     if drafting:
         check_draft_tokens(plan)
     scheduled = {"skip", "fused"} & set(plan.settings)  # the kinds that time the skip schedules

@@ -18,6 +18,7 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.labels import setting_label, sweep_policies
 from skipcore.policies.params import Param, params_of
+from skipcore.threads import check_threads
 
 NAN = float("nan")  # one object, so settings holding it compare and hash equal
 
@@ -250,8 +251,7 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
         raise UserError(f"--repeats must be >= 0 (0: no timing), got {cfg.repeats}")
     if cfg.timing_limit is not None and cfg.timing_limit < 1:
         raise UserError(f"--timing-limit must be >= 1, got {cfg.timing_limit}")
-    if cfg.threads is not None and cfg.threads < 1:
-        raise UserError(f"--threads must be >= 1, got {cfg.threads}")
+    check_threads(cfg.threads)
     check_engine(cfg.device, cfg.dtype, cfg.attention_dtype)
     return cfg
 

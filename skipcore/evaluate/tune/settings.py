@@ -18,6 +18,7 @@ from skipcore.errors import UserError
 from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name
 from skipcore.models.shipped import shipped_path
+from skipcore.threads import check_threads
 
 ABOUT = (
     "Search schedule shapes and their parameters (linear, power, step, constant; skip, exit, middle; warmup, decay "
@@ -219,9 +220,10 @@ def check_settings(s: TuneSettings) -> TuneSettings:
         _at_least(name, getattr(s, name), low)
     if s.seed >= SEED_LIMIT:
         raise UserError(f"seed must be below {SEED_LIMIT}, got {s.seed}", field="seed")
-    for name in ("limit", "evaluate_limit", "max_new_tokens", "speedup_over", "decay_span", "threads"):
+    for name in ("limit", "evaluate_limit", "max_new_tokens", "speedup_over", "decay_span"):
         if getattr(s, name) is not None:
             _at_least(name, getattr(s, name), 2 if name in ("max_new_tokens", "speedup_over") else 1)
+    check_threads(s.threads, "threads", field="threads")
     if s.objective == "measured":
         # one paired run is a single timing, not a measurement: flagged, never chosen
         _at_least("repeats", s.repeats, 2)

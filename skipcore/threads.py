@@ -1,0 +1,25 @@
+"""How many CPU threads torch may be given: a count this machine can start, checked in one place for every tool."""
+
+from __future__ import annotations
+
+import os
+
+from skipcore.errors import UserError
+
+THREADS_PER_CORE = (
+    4  # more threads than this per core only waits for the cores (and OpenMP fails to start 99999)
+)
+
+
+def check_threads(threads: int | None, name: str = "--threads", field: str | None = None) -> None:
+    """Refuse a thread count below 1 or above `THREADS_PER_CORE` per core of this machine, in one line; None is
+    torch's own choice."""
+    if threads is None:
+        return
+    most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if not 1 <= threads <= most:
+        raise UserError(
+            f"{name} must be between 1 and {most} ({THREADS_PER_CORE} per core of this machine's "
+            f"{os.cpu_count() or 1}), got {threads}",
+            field=field,
+        )
