@@ -67,7 +67,7 @@ class TuneFolder:
         old = self._read_record()
         recorded = (old or {}).get("identity", {})
         replacing = old is not None and bool(differences(recorded, self.identity))
-        if replacing and not self.overwrite:
+        if replacing and not self.overwrite and self._holds_scores():
             raise UserError(
                 f"--out {self.out} holds a tune of other settings: {said(recorded, self.identity)}; pass "
                 "--overwrite to replace its files or choose another --out",
@@ -103,6 +103,16 @@ class TuneFolder:
         for name in TRACES:
             if self.path(name).exists() and not self.path(name).is_dir():
                 raise self._not_ours(name)
+
+    def _holds_scores(self) -> bool:
+        """The folder's study scored something (a row in its tables): a study a refused or failed run left before
+        its first score (a model that would not load, a prompt too long) holds nothing to keep, and a corrected
+        rerun of other settings replaces it without --overwrite."""
+        for name in (TRIALS, EVALUATION):
+            found = read_own_sweep(self.path(name))
+            if found is not None and len(found[0]):
+                return True
+        return False
 
     def _not_ours(self, name: str) -> UserError:
         return UserError(

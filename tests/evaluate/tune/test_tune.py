@@ -325,3 +325,25 @@ def test_a_tune_run_in_two_parts_draws_what_it_draws_run_whole(model_dirs, echo_
     with pytest.raises(UserError, match=r"holds a tune of other settings: sampler_seed=0 \(not 1\)"):
         run_tune(settings(model_dirs, echo_data, parts, trials=6, seed=1))
     assert (parts / "study.db").read_bytes() == before
+
+
+def test_a_tune_that_failed_before_its_first_score_leaves_nothing_its_corrected_rerun_must_overwrite(
+    model_dirs, echo_data, tmp_path
+):
+    """A model folder without its weights fails at the floor's first load, after the study's folder was made; the
+    rerun with the weights in place (other files: another identity) was refused as 'a tune of other settings'. A
+    study with nothing scored is no study to keep: the rerun replaces it. One that scored is still refused."""
+    import shutil
+
+    from skipcore.errors import ModelError
+
+    model, out = tmp_path / "model", tmp_path / "tune"
+    shutil.copytree(model_dirs["opt"], model)
+    weights = model / "model.safetensors"
+    weights.rename(tmp_path / "weights")
+    with pytest.raises((ModelError, UserError)):
+        run_tune(settings(model_dirs, echo_data, out, model=str(model), trials=1))
+    (tmp_path / "weights").rename(weights)
+    run_tune(settings(model_dirs, echo_data, out, model=str(model), trials=1))  # not refused
+    with pytest.raises(UserError, match="holds a tune of other settings"):
+        run_tune(settings(model_dirs, echo_data, out, model=str(model), trials=1, max_drop=50.0))
