@@ -154,7 +154,13 @@ def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:
                 f"{local / ADAPTER_CONFIG}: its base {base} is a relative path, as it was given when the adapter "
                 "was trained: run from that folder, or write the base's absolute path into that file"
             )
-        return ModelRef(name, "adapter", path=local, base=_resolve(base, (*adapters, here)))
+        try:
+            resolved = _resolve(base, (*adapters, here))
+        except ModelError as e:
+            if str(e).startswith(str(local / ADAPTER_CONFIG)):  # said of this adapter already
+                raise
+            raise ModelError(f"{local} is a LoRA adapter whose base cannot be used: {e}") from e
+        return ModelRef(name, "adapter", path=local, base=resolved)
     if (local / "config.json").is_file():
         return ModelRef(name, "folder", path=local)
     try:

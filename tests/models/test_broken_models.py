@@ -251,3 +251,12 @@ def test_a_real_models_short_name_mistyped_is_said_before_any_hub_request(monkey
             resolve_model(typed)
     assert resolve_model("HuggingFaceTB/SmolLM2-135M").kind == "hub"
     assert resolve_model("gpt2").kind == "hub"
+
+
+def test_an_adapter_whose_base_is_gone_names_the_adapter(llama_adapter, tmp_path, capsys):
+    """'model directory not found: /x/base' did not say that /x/base is the base of the adapter named by --model."""
+    gone = llama_adapter("orphan", base_model_name_or_path=str(tmp_path / "base-gone"))
+    said = generate_refused(capsys, "--model", str(gone), "--prompt", "MR: x")
+    assert said == (
+        f"{gone} is a LoRA adapter whose base cannot be used: model directory not found: {tmp_path / 'base-gone'}"
+    )

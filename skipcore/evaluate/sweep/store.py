@@ -115,7 +115,10 @@ class SweepStore:
         check_writable_folder(self.out.parent, f"cannot write {self.out}")
         tdir = self.traces_dir
         if tdir.exists() and not tdir.is_dir():
-            raise UserError(f"--traces-dir {tdir} is a file; name a folder for the per-setting traces")
+            raise UserError(
+                f"the traces folder {tdir} (--traces-dir; by default beside --out, named after it) is a file; move it "
+                "or name a folder for the per-setting traces"
+            )
         mine = {p.resolve(): p for p in (self.out, self.csv, lock_path(self.out))}
         if tdir.resolve() in mine:
             raise UserError(
