@@ -179,6 +179,8 @@ def read_prompts(settings: DecodeSettings) -> list[str]:
         raise UserError(f"--limit must be >= 1, got {settings.limit}")
     split = dataset_split(settings.dataset, settings.split)
     examples = load_examples(settings.dataset, split=split, limit=settings.limit)
+    if not examples:
+        raise UserError(f"{settings.dataset}{f' [{split}]' if split else ''} holds no rows: no prompts to decode")
     return [format_prompt(e.task, e.source) for e in examples]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,7 @@ def load_e2e_csv(path: str | Path, task: str = "e2e") -> list[Example]:
 
 
 def _read_e2e_csv(path: Path, task: str) -> list[Example]:
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a long source (an article) is a field, not an error
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         try:

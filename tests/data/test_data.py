@@ -677,3 +677,15 @@ def test_a_saved_data_set_is_read_as_its_csv_is(tmp_path: Path, capsys) -> None:
     datasets.Dataset.from_dict({"source": [], "target": []}).save_to_disk(str(tmp_path / "zero"))
     with pytest.raises(DataFormatError, match="a data set with no rows"):
         load_examples(tmp_path / "zero")
+
+
+def test_a_long_field_and_an_empty_file_read_as_what_they_are(tmp_path: Path, capsys) -> None:
+    """A source or reference over 128 KiB (an article) was csv's 'field larger than field limit'; a data file with a
+    header and no rows reached `generate` as 'no prompts given'."""
+    big = tmp_path / "big.csv"
+    big.write_text('mr,ref\n"name[A]","' + "x" * 200_000 + '"\n', encoding="utf-8")
+    assert len(load_examples(big)[0].references[0]) == 200_000
+    empty = tmp_path / "empty.csv"
+    empty.write_text("mr,ref\n", encoding="utf-8")
+    assert main(["generate", "--dataset", str(empty)]) == 2
+    assert f"{empty} holds no rows: no prompts to decode" in capsys.readouterr().err
