@@ -4,6 +4,7 @@ trained on, or the checkpoint a resume continues; and what the training record s
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,29 @@ class ModelSize:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"dropout must be in [0, 1), got {self.dropout}", field="dropout")
+
+
+TRAIN_BYTES_PER_PARAMETER = 16  # float32 weights and gradients, and Adam's two moments
+
+
+def check_fits(size: ModelSize, vocab_size: int) -> None:
+    """Refuse, before it is built, a model whose training state cannot fit in this machine's memory (`--layers
+    100000` grew until the system killed it): its parameters counted from its sizes (products, embeddings; the
+    norms' and biases' few left out), 16 bytes each."""
+    h = size.hidden
+    parameters = size.layers * (4 * h * h + 3 * h * size.ffn) + (vocab_size + size.max_positions) * h
+    need = TRAIN_BYTES_PER_PARAMETER * parameters
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # a system that does not say
+        return
+    if need > memory:
+        raise UserError(
+            f"a model {size.layers} deep and {h} wide (about {parameters:,} parameters) needs about "
+            f"{need / 2**30:.0f} GiB to train, more than this machine's {memory / 2**30:.0f} GiB: use fewer --layers "
+            "or a smaller --hidden or --ffn",
+            field=("layers", "hidden", "ffn"),
+        )
 
 
 def family_config(family: str, size: ModelSize, tokenizer):
@@ -116,6 +140,7 @@ def new_tokenizer(examples: list[Example], vocab_size: int, tokenizer_dir: str |
 def model_from_config(family: str, size: ModelSize, tokenizer, attn: str = "sdpa") -> PreTrainedModel:
     """A randomly initialised model (seed it first) with the tokenizer set up for left-padded generation."""
     config = family_config(family, size, tokenizer)
+    check_fits(size, config.vocab_size)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn)
     prepare_tokenizer(tokenizer, model)
     return model

@@ -681,3 +681,13 @@ def test_values_the_run_cannot_take_are_refused_not_replaced(model_dirs, tmp_pat
     out = tmp_path / "run"
     assert said in refused(capsys, train_argv(model_dirs["opt"], out, "--limit", "4", *flags))
     assert not out.exists()
+
+
+def test_a_model_too_large_for_the_machine_is_refused_before_it_is_built(tmp_path, capsys):
+    """`--layers 100000` built its layers until the system killed the process; counted from its sizes first, it is
+    one line naming the memory it needs."""
+    out = tmp_path / "run"
+    argv = ["train", "--no-progress", "--init-config", "opt-tiny", "--layers", "100000", "--out", str(out)]
+    said = refused(capsys, argv)
+    assert said.startswith("error: a model 100000 deep and") and "GiB to train, more than this machine's" in said
+    assert not out.exists()
