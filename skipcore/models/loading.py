@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from skipcore.adapters import ADAPTERS, check_supported
-from skipcore.errors import ModelError, UserError, first_line, is_failure
+from skipcore.errors import ModelError, SkipcoreWarning, UserError, first_line, is_failure
 from skipcore.kernels.precision import DtypeChoice
 from skipcore.models.catalog import REAL_MODELS
 from skipcore.models.dtype_choice import Promise, asked_dtype, choose_dtype
@@ -163,6 +163,15 @@ def load_model(
     check_dtype(dtype)
     ref = model if isinstance(model, ModelRef) else resolve_model(model)
     config = load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
+    if getattr(config, "auto_map", None) and not trust_remote_code:
+        import warnings
+
+        warnings.warn(
+            f"{ref.name} names code of its own (auto_map in its config), which does not run without "
+            f"--trust-remote-code: it runs as transformers' built-in {config.model_type}",
+            SkipcoreWarning,
+            stacklevel=2,
+        )
     dt = resolve_dtype(dtype, dev, config).dtype
     if ref.base is not None:
         return _load_adapter(ref, dev, dt, attn_implementation, trust_remote_code)

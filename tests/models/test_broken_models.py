@@ -260,3 +260,17 @@ def test_an_adapter_whose_base_is_gone_names_the_adapter(llama_adapter, tmp_path
     assert said == (
         f"{gone} is a LoRA adapter whose base cannot be used: model directory not found: {tmp_path / 'base-gone'}"
     )
+
+
+def test_a_model_with_code_of_its_own_says_the_code_did_not_run(model_dirs, tmp_path):
+    """A config naming its own classes (`auto_map`) loads as the built-in class of its model type without
+    --trust-remote-code (its code never runs): said, where it was silent."""
+    from skipcore.errors import SkipcoreWarning
+
+    model = tmp_path / "custom"
+    shutil.copytree(model_dirs["opt"], model)
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_x.XForCausalLM"}
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.warns(SkipcoreWarning, match="names code of its own .* runs as transformers' built-in opt"):
+        load_model(str(model), device="cpu", dtype="float32")
