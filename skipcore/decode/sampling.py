@@ -47,7 +47,9 @@ class TokenPicker:
     The warpers are transformers' own, so sampling means exactly what it means in `generate()`.
     Seeded sampling is batch-invariant: each prompt draws from its own generator, seeded by the seed and the
     prompt's index in the call (`rows`), so a prompt's sample does not depend on the batch size or on its
-    neighbours (up to floating-point differences between batch shapes, which can flip a near-tie).
+    neighbours (up to floating-point differences between batch shapes, which can flip a near-tie), given the same
+    logits: a policy whose layers follow the batch's rows (adaptive, speculative) gives other logits in another
+    batch.
     """
 
     def __init__(self, sampling: Sampling, device: torch.device) -> None:

@@ -104,8 +104,11 @@ def head_share(shapes: ModelShapes, context: int = 64) -> float:
 
 def head_ceiling(shapes: ModelShapes, mode: str = "skip", warmup_layers: int = 1, context: int = 64) -> float:
     """The most FLOPs speedup layer skipping can give a decode token: full depth over the smallest pass a mode
-    allows (skip: its warmup layers, at least one; exit and middle: one layer), since the head always runs. A
-    model whose head is most of a token (Gemma 3 270M's 262k vocabulary) allows little whatever the schedule."""
-    floor = max(1, warmup_layers) if mode == "skip" else 1
+    allows (`schedule.lowest_budget`: skip, its warmup layers and a top layer; exit and middle, one layer), since
+    the head always runs. A model whose head is most of a token (Gemma 3 270M's 262k vocabulary) allows little
+    whatever the schedule."""
+    from skipcore.schedule import lowest_budget
+
+    floor = lowest_budget(mode, warmup_layers)
     full = decode_flops(shapes, context - 1, 1, shapes.num_layers)
     return full / decode_flops(shapes, context - 1, 1, floor)

@@ -26,7 +26,7 @@ CEILING_CONTEXT = 64
 
 def flops_ceiling(shapes: ModelShapes, mode: str = "skip", warmup_layers: int = 1) -> float:
     """The most FLOPs speedup layer skipping can give this model's decode tokens: full depth over the smallest
-    pass `mode` allows (skip: its warmup layers; exit, middle: one layer), the LM head always run
+    pass `mode` allows (skip: its warmup layers and a top layer; exit, middle: one layer), the LM head always run
     (`skipcore.measure.costs.head_ceiling`), costed at `CEILING_CONTEXT` positions. Every screen that shows a
     ceiling shows this value."""
     return costs.head_ceiling(shapes, mode, int(warmup_layers or 0), CEILING_CONTEXT)

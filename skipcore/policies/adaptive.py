@@ -161,10 +161,10 @@ class AdaptivePolicy(Parameterised):
                 f"min_layers must be in [1, max_layers = {top}], got {self.min_layers}",
                 field=("min_layers", "max_layers"),
             )
-        if self.mode == "skip" and self.warmup_layers > self.min_layers:
+        if self.mode == "skip" and self.warmup_layers >= self.min_layers:  # as a skip schedule's floor
             raise UserError(
-                f"warmup_layers ({self.warmup_layers}) exceeds min_layers ({self.min_layers}); "
-                "warmup layers always run, so the budget cannot go below them",
+                f"warmup_layers ({self.warmup_layers}) must be smaller than min_layers ({self.min_layers}) in skip "
+                "mode: a step runs its warmup layers and at least one top layer",
                 field=("warmup_layers", "min_layers"),
             )
 

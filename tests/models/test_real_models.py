@@ -179,7 +179,7 @@ def test_head_ceilings_of_the_real_models():
         shares[name] = (head_share(s), head_ceiling(s))
     assert shares["smollm2-135m"][0] == pytest.approx(0.21, abs=0.01)
     assert shares["gemma-3-270m"][0] == pytest.approx(0.62, abs=0.01)
-    assert shares["gemma-3-270m"][1] < 1.6 < 4 < shares["smollm2-135m"][1]
+    assert shares["gemma-3-270m"][1] < 1.6 < 3.5 < shares["smollm2-135m"][1]
 
 
 # -- the cache -----------------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def test_the_adaptive_signal_is_the_least_confident_live_rows(signal):
 
 def test_adaptive_that_is_never_sure_is_full_depth(model_dirs):
     eng = engine_for(model_dirs, "gpt2")
-    never = eng.generate(PROMPTS, AdaptivePolicy(min_layers=1, threshold=1.0), 10)
+    never = eng.generate(PROMPTS, AdaptivePolicy(min_layers=2, threshold=1.0), 10)
     full = eng.generate(PROMPTS, None, 10)
     assert never.token_ids == full.token_ids
     assert (never.trace.num_layers_run == eng.num_layers).all()

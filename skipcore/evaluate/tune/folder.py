@@ -105,9 +105,11 @@ class TuneFolder:
                 raise self._not_ours(name)
 
     def _holds_scores(self) -> bool:
-        """The folder's study scored something (a row in its tables): a study a refused or failed run left before
-        its first score (a model that would not load, a prompt too long) holds nothing to keep, and a corrected
-        rerun of other settings replaces it without --overwrite."""
+        """The folder's study scored something (a row in its tables, or a run's results): a study a refused or failed
+        run left before its first score (a model that would not load, a prompt too long) holds nothing to keep, and
+        a corrected rerun of other settings replaces it without --overwrite."""
+        if any(self.path(name).exists() for name in TEXT_FILES):  # a run's results, written at its end
+            return True
         for name in (TRIALS, EVALUATION):
             found = read_own_sweep(self.path(name))
             if found is not None and len(found[0]):
