@@ -271,7 +271,8 @@ class Schedule:
         how = [self.mode, *([f"warmup {self.warmup_layers}"] if self.mode == "skip" else [])]
         decays = self.max_layers != self.min_layers and self.shape not in ("constant", "custom")
         if decays and self.shape == "power":
-            how.append(f"alpha {self.alpha:g}")
+            short = f"{self.alpha:g}"  # every digit where it takes more: 0.5 and 0.4999999 run other layers
+            how.append(f"alpha {short if float(short) == self.alpha else repr(float(self.alpha))}")
         if decays and self.shape == "step":
             how.append(f"{self.stages} stages")
         if decays and self.shape in ("linear", "step"):

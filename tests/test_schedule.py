@@ -154,3 +154,10 @@ def test_schedule_for_speedup_decays_from_full_depth_like_the_paper():
     assert sch.max_layers == 12 and sch.min_layers < 6  # a decay from the top, not a constant 6 -> 6
     steep = schedule_for_speedup(12, 5.0, 64, decay_span=60)  # unreachable from 12: max is lowered
     assert steep.max_layers < 12 and abs(steep.layer_speedup(64) - 5.0) < 0.25
+
+
+def test_two_power_schedules_that_run_other_layers_never_read_alike():
+    """`describe` said alpha with 6 significant digits: alpha 0.5 and 0.4999999 read alike and ran other layers."""
+    a, b = Schedule(8, "power", "skip", 8, 2, alpha=0.5), Schedule(8, "power", "skip", 8, 2, alpha=0.4999999)
+    assert a.layer_sets(5) != b.layer_sets(5) and a.describe() != b.describe()
+    assert a.describe() == "power 8->2 (skip, warmup 1, alpha 0.5)"  # the short form where it is exact
