@@ -330,15 +330,26 @@ def schedule_for_speedup(
     Only when no floor comes within 2 x `tolerance` (relative) of the target, and max was not given, is a lower
     max allowed too: then the highest max within `tolerance` wins (a decay, not a constant), else the closest.
     """
-    if not math.isfinite(target) or target < 1.0:
+    for name, value in (("target_speedup", target), ("tolerance", tolerance)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ScheduleError(f"{name} must be a finite number, got {value!r}", field=name)
+    if target < 1.0:
         raise ScheduleError(
             f"target_speedup must be a finite number >= 1, got {target}", field="target_speedup"
+        )
+    if tolerance < 0:
+        raise ScheduleError(
+            f"tolerance must be >= 0 (a share of the target), got {tolerance}", field="tolerance"
         )
     if shape in ("full", "custom"):
         raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}", field="shape")
     for name, value in (("num_layers", num_layers), ("max_new_tokens", max_new_tokens)):
         if not _is_int(value) or value < 1:
             raise ScheduleError(f"{name} must be a whole number >= 1, got {value!r}", field=name)
+    warmup_layers, max_layers = _whole(warmup_layers), _whole(max_layers)  # 3.0 from a table is the count 3
+    for name, value in (("warmup_layers", warmup_layers), ("max_layers", max_layers)):
+        if (value is not None or name == "warmup_layers") and not _is_int(value):
+            raise ScheduleError(f"{name} must be a whole number, got {value!r}", field=name)
     _check_layer_count("max_layers", max_layers, num_layers)
     if mode == "skip" and not 0 <= warmup_layers < num_layers:
         raise ScheduleError(

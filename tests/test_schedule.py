@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -161,3 +162,18 @@ def test_two_power_schedules_that_run_other_layers_never_read_alike():
     a, b = Schedule(8, "power", "skip", 8, 2, alpha=0.5), Schedule(8, "power", "skip", 8, 2, alpha=0.4999999)
     assert a.layer_sets(5) != b.layer_sets(5) and a.describe() != b.describe()
     assert a.describe() == "power 8->2 (skip, warmup 1, alpha 0.5)"  # the short form where it is exact
+
+
+def test_schedule_for_speedup_refuses_arguments_of_the_wrong_kind_naming_them():
+    """A target given as text, a warmup of None or 1.5 and a negative or NaN tolerance were raw TypeErrors, an error
+    blaming max_layers for a warmup of 1.5, or (tolerance -1) a false 'out of reach'."""
+    for kw, said in (
+        ({"target": "3"}, "target_speedup must be a finite number, got '3'"),
+        ({"warmup_layers": None}, "warmup_layers must be a whole number, got None"),
+        ({"warmup_layers": 1.5}, "warmup_layers must be a whole number, got 1.5"),
+        ({"tolerance": -1}, "tolerance must be >= 0"),
+        ({"tolerance": float("nan")}, "tolerance must be a finite number, got nan"),
+    ):
+        with pytest.raises(ScheduleError, match=re.escape(said)):
+            schedule_for_speedup(**{"num_layers": 12, "target": 2.0, "max_new_tokens": 20, **kw})
+    assert schedule_for_speedup(12, 2.0, 20, max_layers=10.0).max_layers == 10  # 10.0 from a table: the count

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 
 import torch
@@ -24,6 +25,14 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        whole, real = (numbers.Integral,), (numbers.Real,)
+        for name, kinds in (("temperature", real), ("top_p", real), ("top_k", whole), ("seed", whole)):
+            value = getattr(
+                self, name
+            )  # a count a bool or a float, a seed text: refused here, not in the decode
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                what = "a whole number" if kinds == whole else "a number"
+                raise UserError(f"--{name.replace('_', '-')} must be {what}, got {value!r}")
         if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
             raise UserError(
                 f"--temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "

@@ -134,6 +134,11 @@ class AdaptivePolicy(Parameterised):
     def from_schedule(cls, schedule: Schedule | None, **values) -> AdaptivePolicy:
         """Starting at `max_layers` (all layers unless given), dropping to `min_layers` (the schedule's floor
         unless given), its budgets mapped to layers by the schedule's mode and warmup layers."""
+        if not isinstance(schedule, Schedule):
+            raise UserError(
+                f"the adaptive policy takes its mode and warmup from a Schedule; got {type(schedule).__name__}",
+                field="schedule",
+            )
         if values.get("min_layers") is None:
             values["min_layers"] = schedule.min_layers
         return cls(mode=schedule.mode, warmup_layers=schedule.warmup_layers, **values)

@@ -3,6 +3,8 @@ guarantees (one set per step, budget never grows), and `generate --policy` on th
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import torch
@@ -186,3 +188,23 @@ def test_seeded_sampling_is_batch_invariant(model_dirs):
     pairs = eng.generate(PROMPTS, None, 10, sampling=s, batch_size=2).token_ids
     assert whole == one_by_one == pairs
     assert eng.generate(PROMPTS, None, 10, sampling=Sampling(True, 1.3, seed=8)).token_ids != whole
+
+
+def test_sampling_settings_of_the_wrong_kind_are_refused_at_the_door():
+    """`top_k=True` and `seed=1.5` reached transformers and `row_seed` mid-decode (TypeErrors after the prefill);
+    a seed of text, or None, compared with numbers. Each is one line where `Sampling` is made; numpy's numbers pass."""
+    import numpy as np
+
+    from skipcore import Sampling
+    from skipcore.errors import UserError
+
+    for kw, said in (
+        ({"top_k": True}, "--top-k must be a whole number, got True"),
+        ({"top_k": 2.5}, "--top-k must be a whole number, got 2.5"),
+        ({"seed": 1.5}, "--seed must be a whole number, got 1.5"),
+        ({"seed": None}, "--seed must be a whole number, got None"),
+        ({"temperature": "1"}, "--temperature must be a number, got '1'"),
+    ):
+        with pytest.raises(UserError, match=re.escape(said)):
+            Sampling(True, **kw)
+    Sampling(True, seed=np.int64(3), temperature=np.float32(0.7), top_k=np.int32(5))
