@@ -180,7 +180,9 @@ def read_prompts(settings: DecodeSettings) -> list[str]:
     split = dataset_split(settings.dataset, settings.split)
     examples = load_examples(settings.dataset, split=split, limit=settings.limit)
     if not examples:
-        raise UserError(f"{settings.dataset}{f' [{split}]' if split else ''} holds no rows: no prompts to decode")
+        raise UserError(
+            f"{settings.dataset}{f' [{split}]' if split else ''} holds no rows: no prompts to decode"
+        )
     return [format_prompt(e.task, e.source) for e in examples]
 
 

@@ -13,15 +13,21 @@ from skipcore.models.training_record import read_record
 from tests.helpers import refused, train_argv
 
 
-# -- a resume with no other flags trains the run it resumes --------------------------------------------------
-def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys):
+def four_steps_saved_at_two(model_dirs, tmp_path, log_every: int):
+    """Four steps on ten pairs of a file of its own, checkpoints at steps 2 and 4, a loss line every `log_every`
+    steps: (the data file, the run's folder)."""
     data = tmp_path / "mine.jsonl"
     data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i} x"}) + "\n" for i in range(10)))
     out = tmp_path / "run"
     flags = ["--dataset", str(data), "--batch-size", "4", "--steps", "4", "--lr", "1e-3", "--save-every", "2"]
-    assert (
-        main(train_argv(model_dirs["opt"], out, *flags, "--log-every", "1", "--keep-checkpoints", "0")) == 0
-    )
+    flags += ["--log-every", str(log_every), "--keep-checkpoints", "0"]
+    assert main(train_argv(model_dirs["opt"], out, *flags)) == 0
+    return data, out
+
+
+# -- a resume with no other flags trains the run it resumes --------------------------------------------------
+def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys):
+    data, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
     first = read_record(out)
     losses = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if the run had stopped after step 2
@@ -39,13 +45,7 @@ def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys)
 def test_the_first_loss_a_resumed_run_logs_averages_the_steps_an_uninterrupted_one_does(model_dirs, tmp_path):
     """A checkpoint inside a log window (saved at step 2, losses logged every 4 steps) keeps the losses of that
     window: the resumed run's step-4 line averages steps 1-4, as the uninterrupted run's does, not 3-4 alone."""
-    data = tmp_path / "mine.jsonl"
-    data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i} x"}) + "\n" for i in range(10)))
-    out = tmp_path / "run"
-    flags = ["--dataset", str(data), "--batch-size", "4", "--steps", "4", "--lr", "1e-3", "--save-every", "2"]
-    assert (
-        main(train_argv(model_dirs["opt"], out, *flags, "--log-every", "4", "--keep-checkpoints", "0")) == 0
-    )
+    _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=4)
 
     def logged() -> list[float]:
         lines = map(json.loads, (out / "train_log.jsonl").read_text().splitlines())

@@ -689,5 +689,7 @@ def test_a_model_too_large_for_the_machine_is_refused_before_it_is_built(tmp_pat
     out = tmp_path / "run"
     argv = ["train", "--no-progress", "--init-config", "opt-tiny", "--layers", "100000", "--out", str(out)]
     said = refused(capsys, argv)
-    assert said.startswith("error: a model 100000 deep and") and "GiB to train, more than this machine's" in said
+    assert (
+        said.startswith("error: a model 100000 deep and") and "GiB to train, more than this machine's" in said
+    )
     assert not out.exists()
