@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from skipcore.measure.summary import speedup_text
+
 NOTE = (
     "Speculative SkipDecode drafts tokens with the schedule's skip path and verifies them in one full-depth "
     "pass, so under greedy decoding its output is full depth's, token for token. Its layer and FLOPs "
@@ -36,7 +38,7 @@ def metrics(summary: dict) -> dict[str, tuple[str, str]]:
             "drafted tokens the full model agreed with",
         ),
         "Layer speedup per batch (sequential passes)": (
-            f"{summary['batch_layer_speedup']:.2f}x",
+            speedup_text(summary["batch_layer_speedup"]),
             "L x token steps / the layers of the sequential passes each round ran (drafts and verification)",
         ),
     }

@@ -20,7 +20,7 @@ from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
-from skipcore.measure.summary import step_time_spread
+from skipcore.measure.summary import speedup_text, step_time_spread
 
 EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"
@@ -208,12 +208,14 @@ def summary_metrics(trace: pd.DataFrame) -> dict:
     return summarize(trace, L)
 
 
-def ceiling(shapes, schedule) -> float:
-    """The FLOPs speedup the model's LM head leaves to layer skipping under the schedule's mode and warmup: the one
-    value every screen shows for a model (`skipcore.measure.theory.flops_ceiling`), whatever prompt or run."""
+def ceiling(shapes, schedule, context: int) -> float:
+    """The FLOPs speedup the model's LM head leaves to layer skipping under the schedule's mode and warmup, for
+    tokens attending to at most `context` positions (`skipcore.measure.theory.flops_ceiling`): the bound of the
+    numbers beside it, costed at the longest context they reach."""
     from skipcore.measure.theory import flops_ceiling
 
-    return flops_ceiling(shapes, getattr(schedule, "mode", "skip"), getattr(schedule, "warmup_layers", 1))
+    mode, warmup = getattr(schedule, "mode", "skip"), getattr(schedule, "warmup_layers", 1)
+    return flops_ceiling(shapes, mode, warmup, context)
 
 
 def flops_metric(container, speedup: float, at_most: float | None, width: str = "stretch") -> None:
@@ -221,7 +223,7 @@ def flops_metric(container, speedup: float, at_most: float | None, width: str = 
     `st.metric`'s ("content" in a row that wraps)."""
     container.metric(
         "FLOPs speedup",
-        f"{speedup:.2f}x",
+        speedup_text(speedup),
         None if at_most is None else f"of at most {at_most:.2f}x",
         delta_color="off",
         delta_arrow="off",
@@ -236,17 +238,18 @@ def show_metrics(summary: dict, at_most: float | None = None) -> None:
     """A run's speedups, KV cache and tokens/s; `at_most`: the model's head ceiling on its FLOPs speedup."""
     c = st.columns(5)
     per_batch = summary.get("batch_layer_speedup", summary["layer_speedup"])
+    layer, batch = speedup_text(summary["layer_speedup"]), speedup_text(per_batch)
     c[0].metric(
         "Layer speedup",
-        f"{summary['layer_speedup']:.2f}x",
-        None if f"{per_batch:.2f}" == f"{summary['layer_speedup']:.2f}" else f"{per_batch:.2f}x per batch",
+        layer,
+        None if batch == layer else f"{batch} per batch",
         delta_color="off",
         help="L x tokens / layers run, over the decode steps of rows still running",
     )
     flops_metric(c[1], summary["flops_speedup_decode"], at_most)
     c[2].metric(
         "… with the prompt",
-        f"{summary['flops_speedup_with_prompt']:.2f}x",
+        speedup_text(summary["flops_speedup_with_prompt"]),
         help="the prefill (step 0) included",
     )
     saved = summary["kv_saved_fraction"]

@@ -20,6 +20,7 @@ from app.dashboard.trained import full_depth_note, skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
 from skipcore.errors import ScheduleError
+from skipcore.measure.summary import speedup_text
 from skipcore.schedule import (
     MODES,
     SHAPES,
@@ -236,12 +237,16 @@ def results(
     # moves a metric to the next line instead of cutting every one to 'La...'
     row = st.container(horizontal=True, gap="medium", key="design_metrics")
     row.metric(
-        "Layer speedup", f"{s['layer_speedup']:.2f}x", help="L × steps / Σ n(s), steps ≥ 1", width="content"
+        "Layer speedup",
+        speedup_text(s["layer_speedup"]),
+        help="L × steps / Σ n(s), steps ≥ 1",
+        width="content",
     )
-    views.flops_metric(row, s["flops_speedup_decode"], views.ceiling(shapes, schedule), width="content")
+    at_most = views.ceiling(shapes, schedule, prompt_len + speedup_over)  # the last step's context
+    views.flops_metric(row, s["flops_speedup_decode"], at_most, width="content")
     row.metric(
         "… with the prompt",
-        f"{s['flops_speedup_with_prompt']:.2f}x",
+        speedup_text(s["flops_speedup_with_prompt"]),
         help="the prefill (step 0) included",
         width="content",
     )

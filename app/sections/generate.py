@@ -83,7 +83,10 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     st.subheader("Trace")
     trace = result.trace
     made = Schedule.from_dict(result.settings["schedule"][1])
-    at_most = views.ceiling(engine.adapter.shapes, made) if made.num_layers == engine.num_layers else None
+    longest = int(trace["position"].max()) + 1  # the longest context a decode step of the run reached
+    at_most = (
+        views.ceiling(engine.adapter.shapes, made, longest) if made.num_layers == engine.num_layers else None
+    )
     views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 

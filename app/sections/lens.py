@@ -28,6 +28,7 @@ from app.dashboard.trained import chat_prompts, chat_start_note, prompt_format, 
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
+from skipcore.measure.summary import speedup_text
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
@@ -137,7 +138,7 @@ def show_agreement(result: LensComparison) -> None:
         "depth's token first: what the schedule would decode as full depth did, given the same prefix.",
     )
     c[1].metric("Decode tokens", f"{a.tokens}")
-    c[2].metric("Layer speedup", f"{s['layer_speedup']:.2f}x", help="of the schedule's path shown below")
+    c[2].metric("Layer speedup", speedup_text(s["layer_speedup"]), help="of the schedule's path shown below")
     c[3].metric("Mean layers run", f"{s['mean_layers_run']:.1f} of {path.num_layers}")
     name = names(result)["path"]
     fig = agreement_figure({name: a}, colors=colors(result))

@@ -18,18 +18,20 @@ import skipcore.measure.costs as costs
 from skipcore.adapters.base import ModelShapes
 from skipcore.schedule import Schedule, mask_string
 
-# The context a model's head ceiling is costed at: one number per model (and mode, and warmup), whatever prompt or
-# run a screen shows, so the designer, the Generate page, `skipcore models` and the notebooks all say the same one.
-# (Attention grows with the context; between 32 and 512 positions the ceiling moves by about 1%.)
+# The context a model's head ceiling is listed at where no run is in view (`skipcore models`, the notebooks). The
+# ceiling grows with the context, as every layer's attention does while the head stays: a screen showing it beside
+# a run's numbers costs it at the longest context those reach, where it bounds them.
 CEILING_CONTEXT = 64
 
 
-def flops_ceiling(shapes: ModelShapes, mode: str = "skip", warmup_layers: int = 1) -> float:
-    """The most FLOPs speedup layer skipping can give this model's decode tokens: full depth over the smallest
-    pass `mode` allows (skip: its warmup layers and a top layer; exit, middle: one layer), the LM head always run
-    (`skipcore.measure.costs.head_ceiling`), costed at `CEILING_CONTEXT` positions. Every screen that shows a
-    ceiling shows this value."""
-    return costs.head_ceiling(shapes, mode, int(warmup_layers or 0), CEILING_CONTEXT)
+def flops_ceiling(
+    shapes: ModelShapes, mode: str = "skip", warmup_layers: int = 1, context: int = CEILING_CONTEXT
+) -> float:
+    """The most FLOPs speedup layer skipping can give this model's decode tokens attending to at most `context`
+    positions: full depth over the smallest pass `mode` allows (skip: its warmup layers and a top layer; exit,
+    middle: one layer), the LM head always run (`skipcore.measure.costs.head_ceiling`). Full over smallest grows
+    with the context, so a run's decode FLOPs speedup is at most the ceiling at its longest context."""
+    return costs.head_ceiling(shapes, mode, int(warmup_layers or 0), max(1, int(context)))
 
 
 def theoretical_steps(

@@ -224,3 +224,14 @@ def test_an_output_that_says_nothing_is_flagged(model_dir, monkeypatch):
     by_key(at.button, "gen_run").click().run()
     assert not at.exception
     assert "Output 1 of 2 is empty" in " ".join(w.value for w in at.warning)
+
+
+def test_a_run_with_no_decode_step_says_its_speedups_are_not_applicable(model_dir):
+    """One new token is the prefill alone: the page said 'nanx' where the command line says n/a."""
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(1)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Layer speedup"] == "n/a" and shown["FLOPs speedup"] == "n/a"
+    assert not any("nan" in str(v) for v in shown.values())
