@@ -96,6 +96,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "skipcore.version",
             "skipcore.files",
             "skipcore.output_lock",
+            "skipcore.threads",
             "skipcore.lazy_exports",
             "skipcore.schedule",
         ),
