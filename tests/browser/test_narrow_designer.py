@@ -48,7 +48,7 @@ def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browse
             '[data-testid="stSidebar"]'
         ).is_visible()  # the sidebar open: the narrow main column
         metrics = tab.locator('[data-testid="stMetric"]')
-        metrics.first.wait_for()
+        metrics.nth(3).wait_for()  # the row draws its metrics one by one: all four, not the first alone
         assert metrics.count() == 4
         cut = tab.locator('[data-testid="stMetric"] *').evaluate_all(CUT)
         assert not cut, f"cut short: {cut}"
