@@ -90,6 +90,18 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 
+def past_the_positions(engine, prompts: list[str], max_new: int) -> str | None:
+    """Why the run would be refused for its length, said before Generate is pressed (the token slider reaches the
+    model's whole position range, which no prompt leaves room for), or None."""
+    from skipcore.decode.checks import check_prompt_tokens
+
+    try:
+        check_prompt_tokens(engine.tokenizer, engine.max_positions, None, prompts, max_new)
+    except UserError as e:
+        return str(e)
+    return None
+
+
 def main() -> None:
     st.title("Generate and trace")
     engine, schedule = state.engine_and_schedule()
@@ -114,12 +126,15 @@ def main() -> None:
     sampling = views.sampling_settings("gen")
     fmt = prompt_format(sent)
     now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size), fmt) if sampling else None
-    if prompts:
+    refused = past_the_positions(engine, sent.prompts, int(max_new)) if prompts else None
+    if refused:
+        st.warning(f"Generate would be refused: {refused}", icon=":material/straighten:")
+    elif prompts:
         depth = 1 / schedule.layer_speedup(max(2, int(max_new)))  # the designed budgets' share of the layers
         tokens = prompt_tokens(engine, sent.prompts)
         work = [Decodes(len(prompts), int(max_new), int(batch_size), tokens, depth)]
         show_estimate(engine, work, "Generate", always=True)
-    if views.run_button("Generate", "gen", disabled=not prompts or sampling is None):
+    if views.run_button("Generate", "gen", disabled=not prompts or sampling is None or bool(refused)):
         with views.run_marked("gen"):
             run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)
     result = GenerateResult.shown(now)

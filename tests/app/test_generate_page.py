@@ -235,3 +235,29 @@ def test_a_run_with_no_decode_step_says_its_speedups_are_not_applicable(model_di
     shown = {m.label: m.value for m in at.metric}
     assert shown["Layer speedup"] == "n/a" and shown["FLOPs speedup"] == "n/a"
     assert not any("nan" in str(v) for v in shown.values())
+
+
+def test_a_length_past_the_models_positions_is_said_before_generate_is_pressed(
+    model_dirs, tmp_path, monkeypatch
+):
+    """The token slider reaches a 256-position model's whole range, which no prompt leaves room for: the refusal came
+    only after Generate was pressed. It is said above the button, which waits for a length that fits."""
+    import shutil
+
+    from tests.app.conftest import _open_on
+
+    short = tmp_path / "llama-128"  # a rotary model (no position table to resize) that takes 128 positions
+    shutil.copytree(model_dirs["llama"], short)
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 128}))
+    _open_on(short, monkeypatch)
+    at = open_app("generate")
+    slider = by_key(at.slider, "gen_max_new")
+    slider.set_value(slider.max).run()
+    assert_clean(at)
+    said = " ".join(w.value for w in at.warning)
+    assert "Generate would be refused: the longest prompt" in said and "exceeds the model's" in said
+    assert by_key(at.button, "gen_run").disabled
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW).run()
+    assert "would be refused" not in " ".join(w.value for w in at.warning)
+    assert not by_key(at.button, "gen_run").disabled
