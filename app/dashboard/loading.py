@@ -90,6 +90,23 @@ def model_shapes(choice: ModelChoice) -> ModelShapes | None:
     return _or_refused(read)
 
 
+def model_positions(choice: ModelChoice) -> int | None:
+    """The most positions the chosen model takes (a prompt and its new tokens), as its config says; None where it
+    does not say, or cannot be read (`model_shapes` says why)."""
+    from skipcore.adapters import max_positions
+
+    if choice.preset:
+        from skipcore.models.random_models import bench_config
+
+        return max_positions(bench_config(choice.preset))
+    if choice.ref is None:
+        return None
+    try:
+        return max_positions(_load_config(choice.ref, _stamp(choice.ref)))
+    except (ModelError, UserError):
+        return None
+
+
 @st.cache_resource(show_spinner=False, max_entries=3)
 def _load_engine(ref: ModelRef, stamp: float, name: str, dtype: str):
     from transformers.utils import logging as hf_logging

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.dashboard import design_file, figures, state, views
 from app.dashboard.address import KEEP
-from app.dashboard.loading import model_shapes
+from app.dashboard.loading import model_positions, model_shapes
 from app.dashboard.models import current_choice
 from app.dashboard.results import FitResult
 from app.dashboard.trained import full_depth_note, skip_warning, training_note
@@ -330,6 +330,14 @@ def main() -> None:
         note = full_depth_note(choice) if schedule.shape == "full" else None
         if note:
             st.info(note, icon=":material/school:")
+        positions = model_positions(choice)
+        length = int(values["prompt_len"]) + int(values["max_new_tokens"])
+        if positions is not None and length > positions:
+            st.warning(
+                f"A prompt of {int(values['prompt_len'])} tokens and {int(values['max_new_tokens'])} new ones is "
+                f"past this model's {positions} positions: the costs below are of a run it would refuse.",
+                icon=":material/straighten:",
+            )
         results(
             schedule,
             shapes,

@@ -391,3 +391,17 @@ def test_the_head_ceiling_bounds_the_flops_speedup_beside_it_at_its_context(mode
     assert_clean(at)
     speedup, bound = speedup_and_bound(at)
     assert speedup <= bound
+
+
+def test_a_typical_length_past_the_models_positions_is_said(model_dir):
+    """The typical-prompt slider reaches 2048 tokens whatever the model takes: the costs of a run the model would
+    refuse were drawn without a word."""
+    from skipcore.adapters import max_positions
+    from skipcore.models.loading import load_config
+
+    positions = max_positions(load_config(str(model_dir)))
+    at = open_app()
+    assert "past this model's" not in " ".join(w.value for w in at.warning)
+    by_key(at.slider, "prompt_len").set_value(positions).run()
+    assert_clean(at)
+    assert f"past this model's {positions} positions" in " ".join(w.value for w in at.warning)
