@@ -6,9 +6,8 @@ import os
 
 from skipcore.errors import UserError
 
-THREADS_PER_CORE = (
-    4  # more threads than this per core only waits for the cores (and OpenMP fails to start 99999)
-)
+# more threads than this per core only wait for the cores (and OpenMP fails to start 99999)
+THREADS_PER_CORE = 4
 
 
 def check_threads(threads: int | None, name: str = "--threads", field: str | None = None) -> None:

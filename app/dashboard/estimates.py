@@ -30,9 +30,14 @@ def split_prompts(dataset, split: str | None, limit: int | None) -> list[str]:
 
 def prompt_tokens(engine, prompts: Sequence[str]) -> int:
     """The prompts' mean length in tokens (32 with none)."""
-    if not prompts:
+    return mean_length([engine.tokenizer(p)["input_ids"] for p in prompts])
+
+
+def mean_length(rows: Sequence[Sequence[int]]) -> int:
+    """Prompts' mean length in tokens, from their token ids (32 with none)."""
+    if not rows:
         return 32
-    return max(1, round(sum(len(engine.tokenizer(p)["input_ids"]) for p in prompts) / len(prompts)))
+    return max(1, round(sum(map(len, rows)) / len(rows)))
 
 
 def show_estimate(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import provenance, state, views
-from app.dashboard.estimates import prompt_tokens, show_estimate
+from app.dashboard.estimates import mean_length, show_estimate
 from app.dashboard.models import current_choice
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
@@ -90,16 +90,16 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 
-def past_the_positions(engine, prompts: list[str], max_new: int) -> str | None:
-    """Why the run would be refused for its length, said before Generate is pressed (the token slider reaches the
-    model's whole position range, which no prompt leaves room for), or None."""
+def checked_prompt_ids(engine, prompts: list[str], max_new: int) -> tuple[list[list[int]], str | None]:
+    """The prompts' token ids, and why the run would be refused for its length (None where it would not), said
+    before Generate is pressed: the token slider reaches the model's whole position range, which no prompt leaves
+    room for."""
     from skipcore.decode.checks import check_prompt_tokens
 
     try:
-        check_prompt_tokens(engine.tokenizer, engine.max_positions, None, prompts, max_new)
+        return check_prompt_tokens(engine.tokenizer, engine.max_positions, None, prompts, max_new), None
     except UserError as e:
-        return str(e)
-    return None
+        return [], str(e)
 
 
 def main() -> None:
@@ -126,12 +126,12 @@ def main() -> None:
     sampling = views.sampling_settings("gen")
     fmt = prompt_format(sent)
     now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size), fmt) if sampling else None
-    refused = past_the_positions(engine, sent.prompts, int(max_new)) if prompts else None
+    ids, refused = checked_prompt_ids(engine, sent.prompts, int(max_new)) if prompts else ([], None)
     if refused:
         st.warning(f"Generate would be refused: {refused}", icon=":material/straighten:")
     elif prompts:
         depth = 1 / schedule.layer_speedup(max(2, int(max_new)))  # the designed budgets' share of the layers
-        tokens = prompt_tokens(engine, sent.prompts)
+        tokens = mean_length(ids)  # the ids the check read: the prompts tokenised once
         work = [Decodes(len(prompts), int(max_new), int(batch_size), tokens, depth)]
         show_estimate(engine, work, "Generate", always=True)
     if views.run_button("Generate", "gen", disabled=not prompts or sampling is None or bool(refused)):

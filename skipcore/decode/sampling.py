@@ -26,10 +26,9 @@ class Sampling:
 
     def __post_init__(self) -> None:
         whole, real = (numbers.Integral,), (numbers.Real,)
+        # a count given as a bool or a float, a seed as text: refused here, not in the decode
         for name, kinds in (("temperature", real), ("top_p", real), ("top_k", whole), ("seed", whole)):
-            value = getattr(
-                self, name
-            )  # a count a bool or a float, a seed text: refused here, not in the decode
+            value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, kinds):
                 what = "a whole number" if kinds == whole else "a number"
                 raise UserError(f"--{name.replace('_', '-')} must be {what}, got {value!r}")

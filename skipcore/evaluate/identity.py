@@ -52,8 +52,7 @@ def _read_by_a_load(name: str) -> bool:
 
 def model_fingerprint(name: str) -> str | None:
     """A digest of the files a model is read from: a folder's model files (`MODEL_FILES`; an adapter's, and its
-    base's), or its GGUF
-    file's parts. A file up to `WHOLE_FILE_BYTES` by its content, a larger one by its size and its first and last
+    base's), or its GGUF file's parts. A file up to `WHOLE_FILE_BYTES` by its content, a larger one by its size and its first and last
     `END_BYTES` (other weights of one shape differ there; reading gigabytes at every resume would cost more than
     the check). None for a hub id, whose files are transformers' cache's."""
     import hashlib

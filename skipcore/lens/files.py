@@ -18,7 +18,7 @@ from skipcore.files import (
     parse_json,
     read_parquet,
 )
-from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path
+from skipcore.traces.files import FORMATS, JSONL_DIGITS, META_KEY, is_run_metadata, sidecar_path
 from skipcore.traces.schema import TraceSchemaError
 
 # column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
@@ -112,7 +112,7 @@ def write_lens(
                 atomic_write(
                     path,
                     lambda p: df.to_json(
-                        p, orient="records", lines=True, force_ascii=False, double_precision=15
+                        p, orient="records", lines=True, force_ascii=False, double_precision=JSONL_DIGITS
                     ),
                 )
             else:

@@ -113,11 +113,15 @@ def write_trace(
     return path
 
 
+# significant digits of a float in a JSON-lines file: pandas' most (its default keeps 10 decimals)
+JSONL_DIGITS = 15
+
+
 def _write_text(target, df: pd.DataFrame, fmt: str) -> None:
     """CSV or JSONL with masks behind MASK_PREFIX, to a path or a text handle."""
     out = df.assign(layer_mask=MASK_PREFIX + df["layer_mask"].astype(str))
     if fmt.startswith(".jsonl"):
-        out.to_json(target, orient="records", lines=True, force_ascii=False, double_precision=15)
+        out.to_json(target, orient="records", lines=True, force_ascii=False, double_precision=JSONL_DIGITS)
     else:
         out.to_csv(target, index=False)
 
