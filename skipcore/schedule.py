@@ -111,10 +111,9 @@ class Schedule:
                     )
         hi = L if self.max_layers is None else self.max_layers
         lo = hi if self.min_layers is None else self.min_layers
-        if self.shape == "full":
-            hi = lo = L
-        if self.shape == "custom":
-            hi, lo = max(self.budgets_list), min(self.budgets_list)
+        if self.shape in ("full", "custom"):
+            hi, lo = (L, L) if self.shape == "full" else (max(self.budgets_list), min(self.budgets_list))
+            self._check_implied_bounds(hi, lo)
         object.__setattr__(self, "max_layers", hi)
         object.__setattr__(self, "min_layers", lo)
         for name, v in (("max_layers", hi), ("min_layers", lo)):
@@ -145,6 +144,25 @@ class Schedule:
             raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}", field="alpha")
         if self.stages < 1:
             raise ScheduleError(f"stages must be >= 1, got {self.stages}", field="stages")
+
+    def _check_implied_bounds(self, hi: int, lo: int) -> None:
+        """Full depth and custom budgets set their own max and min; one given beside them that says otherwise
+        is refused (it would be dropped without a word)."""
+        source = (
+            f"full depth runs all {hi} layers"
+            if self.shape == "full"
+            else (f"custom budgets {list(self.budgets_list)} start at {hi} and end at {lo}")
+        )
+        for name, given, implied in (
+            ("max_layers", self.max_layers, hi),
+            ("min_layers", self.min_layers, lo),
+        ):
+            if given is not None and given != implied:
+                raise ScheduleError(
+                    f"{name} {given} does not fit: {source}; drop {name} or change the "
+                    + ("shape" if self.shape == "full" else "budgets"),
+                    field=name,
+                )
 
     def _check_types(self) -> None:
         """Whole numbers where a count is meant: "10", 8.7, true or null from a JSON file are refused, not

@@ -38,12 +38,13 @@ def schedules(draw):
         if shape == "custom"
         else ()
     )
+    own_bounds = shape not in ("full", "custom")  # these two set their own max and min
     return Schedule(
         L,
         shape,
         mode,
-        hi,
-        lo,
+        hi if own_bounds else None,
+        lo if own_bounds else None,
         warmup,
         decay_span=draw(st.none() | st.integers(1, 50)),
         alpha=draw(st.floats(0.5, 1.0)),
@@ -122,6 +123,12 @@ def test_power_and_step_shapes():
             dict(shape="custom", budgets_list=(12, 1, 1), warmup_layers=1),
             "custom budget 1 leaves no top layer in skip mode: every budget must be above the 1 warm-up",
         ),
+        (
+            dict(shape="custom", budgets_list=(6, 4, 2), max_layers=12),
+            r"max_layers 12 does not fit: custom budgets \[6, 4, 2\] start at 6 and end at 2",
+        ),
+        (dict(shape="custom", budgets_list=(6, 4, 2), min_layers=1), "min_layers 1 does not fit"),
+        (dict(shape="full", max_layers=6), "max_layers 6 does not fit: full depth runs all 12 layers"),
         (dict(shape="zigzag"), "unknown schedule shape 'zigzag'"),
         (dict(mode="random"), "unknown mode 'random'"),
     ],
@@ -129,6 +136,14 @@ def test_power_and_step_shapes():
 def test_invalid_settings_raise_clear_errors(kwargs, message):
     with pytest.raises(ScheduleError, match=message):
         Schedule(12, **{"shape": "linear", **kwargs})
+
+
+def test_full_and_custom_take_bounds_that_agree_with_them():
+    """A schedule file or table that writes the bounds these shapes imply reads back as the same schedule."""
+    custom = Schedule(12, "custom", budgets_list=(6, 4, 2))
+    assert Schedule(12, "custom", max_layers=6, min_layers=2, budgets_list=(6, 4, 2)) == custom
+    assert Schedule.from_dict(custom.to_dict()) == custom
+    assert Schedule(12, "full", max_layers=12, min_layers=12) == Schedule(12, "full")
 
 
 def test_non_nested_sets_are_refused():

@@ -155,12 +155,13 @@ def parse_budgets(text: str) -> tuple[int, ...]:
 def build_schedule(values: dict[str, Any], num_layers: int) -> Schedule:
     """The Schedule the values describe; raises ScheduleError with the reason when they do not fit."""
     shape = values["shape"]
+    own_bounds = shape not in ("full", "custom")  # these set their own; the sliders' are hidden then
     return Schedule(
         num_layers,
         shape,
         values["mode"],
-        max_layers=int(values["max_layers"]),
-        min_layers=int(values["min_layers"]),
+        max_layers=int(values["max_layers"]) if own_bounds else None,
+        min_layers=int(values["min_layers"]) if own_bounds else None,
         warmup_layers=int(values["warmup_layers"]),
         decay_span=None if values["default_span"] else int(values["decay_span"]),
         alpha=float(values["alpha"]),

@@ -44,6 +44,11 @@ from tests.helpers import generate_refused, refused, train_argv, write_csv
             "--budgets: custom budgets must not increase, but 8 is",
         ),
         (
+            ["--schedule", "custom", "--budgets", "12,8", "--max-layers", "6"],
+            "--max-layers 6 does not fit: custom budgets [12, 8] start at 12 and end at 8; drop --max-layers",
+        ),
+        (["--schedule", "full", "--min-layers", "4"], "--min-layers 4 does not fit: full depth runs all 12"),
+        (
             ["--schedule", "custom", "--budgets", "12,8", "--target-speedup", "2"],
             "--target-speedup picks the budgets of a linear, power, step or constant --schedule",
         ),
