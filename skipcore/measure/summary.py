@@ -43,7 +43,7 @@ def interval_text(value: float | None, lo: float | None, hi: float | None) -> st
     return f"{value:.2f}x [{speedup_text(lo, '{:.2f}')}, {speedup_text(hi, '{:.2f}')}]"
 
 
-def _ratio(a: float, b: float) -> float:
+def spent_ratio(a: float, b: float) -> float:
     """a / b; NaN where nothing was spent (no decode step ran: one new token, or every row ended at its first), a
     speedup that does not exist ('n/a' in print), not 1x."""
     return float(a / b) if b else float("nan")
@@ -80,21 +80,21 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     produced = int((~trace["finished"]).sum())
     return {
         "num_layers": L,
-        "layer_speedup": _ratio(L * len(live), live[layers].sum()),
+        "layer_speedup": spent_ratio(L * len(live), live[layers].sum()),
         "layer_speedup_token_mean": float((L / live[layers]).mean()) if len(live) else float("nan"),
-        "batch_layer_speedup": _ratio(L * len(token_steps), decode_steps[batch_layers].sum()),
+        "batch_layer_speedup": spent_ratio(L * len(token_steps), decode_steps[batch_layers].sum()),
         "mean_layers_run": float(live[layers].mean()) if len(live) else float(L),
-        "flops_speedup_decode": _ratio(live["flops_full"].sum(), live[cost].sum()),
-        "flops_speedup_with_prompt": _ratio(
+        "flops_speedup_decode": spent_ratio(live["flops_full"].sum(), live[cost].sum()),
+        "flops_speedup_with_prompt": spent_ratio(
             live["flops_full"].sum() + prompt["flops_full"].sum(), live[cost].sum() + prompt[cost].sum()
         ),
-        "batch_flops_speedup_decode": _ratio(decode["flops_full"].sum(), decode[batch_cost].sum()),
+        "batch_flops_speedup_decode": spent_ratio(decode["flops_full"].sum(), decode[batch_cost].sum()),
         "kv_cache_bytes": kv,
         "kv_cache_bytes_full": kv_full,
         "kv_bytes_saved": kv_full - kv,
         "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
         "tokens": produced,
-        "flops_per_token": _ratio(live[cost].sum() + prompt[cost].sum(), produced),
+        "flops_per_token": spent_ratio(live[cost].sum() + prompt[cost].sum(), produced),
         "seconds": seconds,
         "tokens_per_s": produced / seconds if seconds else float("nan"),
         "decode_seconds": decode_ms / 1e3,

@@ -16,6 +16,7 @@ import pandas as pd
 
 import skipcore.measure.costs as costs
 from skipcore.adapters.base import ModelShapes
+from skipcore.measure.summary import spent_ratio
 from skipcore.schedule import Schedule, mask_string
 
 # The context a model's head ceiling is listed at where no run is in view (`skipcore models`, the notebooks). The
@@ -72,22 +73,19 @@ def theoretical_steps(
 
 
 def theoretical_summary(steps: pd.DataFrame, num_layers: int) -> dict[str, float]:
-    """Layer and FLOPs speedups (decode only, with prompt) and the KV cache at the last step."""
+    """Layer and FLOPs speedups (decode only, with prompt) and the KV cache at the last step; a speedup over no
+    decode step (one new token) is NaN, as a measured run's is (`summary.spent_ratio`)."""
     decode = steps[steps["step"] >= 1]
     last = steps.iloc[-1]
     kv, kv_full = int(last["kv_cache_bytes"]), int(last["kv_cache_bytes_full"])
     return {
-        "layer_speedup": float(num_layers / decode["num_layers_run"].mean()) if len(decode) else 1.0,
-        "flops_speedup_decode": _ratio(decode["flops_full"].sum(), decode["flops"].sum()),
-        "flops_speedup_with_prompt": _ratio(steps["flops_full"].sum(), steps["flops"].sum()),
+        "layer_speedup": spent_ratio(num_layers * len(decode), decode["num_layers_run"].sum()),
+        "flops_speedup_decode": spent_ratio(decode["flops_full"].sum(), decode["flops"].sum()),
+        "flops_speedup_with_prompt": spent_ratio(steps["flops_full"].sum(), steps["flops"].sum()),
         "kv_cache_bytes": kv,
         "kv_cache_bytes_full": kv_full,
         "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
     }
-
-
-def _ratio(a: float, b: float) -> float:
-    return float(a / b) if b else 1.0
 
 
 def kv_cache_map(layer_sets: Sequence[Sequence[int]], prompt_len: int, num_layers: int) -> pd.DataFrame:

@@ -49,3 +49,19 @@ def test_a_sweep_row_without_speedups_says_so():
     row |= {f"wall_speedup_{k}{end}": NAN for k in ("decode", "total") for end in ("", "_lo", "_hi")}
     line = row_line(Setting("m", "model", "static", 1), row)
     assert "nan" not in line and "layer speedup n/a (batch n/a)" in line and "measured total n/a" in line
+
+
+def test_a_designed_run_of_one_new_token_has_no_speedup_as_a_measured_one_has_none():
+    """The designer's costs of a one-token run (the prefill alone) say no speedup, as its trace's summary does,
+    not 1x; a longer run's layer speedup is the schedule's."""
+    from skipcore.adapters.base import ModelShapes
+    from skipcore.measure.theory import theoretical_steps, theoretical_summary
+    from skipcore.schedule import Schedule
+
+    shapes = ModelShapes(4, 32, 4, 2, 8, 64, 3, 100)
+    schedule = Schedule(4, "linear", "skip", 4, 2, 1)
+    one = theoretical_summary(theoretical_steps(schedule, shapes, 5, 1), 4)
+    assert all(math.isnan(one[k]) for k in ("layer_speedup", "flops_speedup_decode"))
+    assert one["flops_speedup_with_prompt"] == 1.0  # the prefill ran at full depth
+    eight = theoretical_summary(theoretical_steps(schedule, shapes, 5, 8), 4)
+    assert eight["layer_speedup"] == schedule.layer_speedup(8) > 1
