@@ -15,11 +15,13 @@
 #   9. reduced  batch 1, 8, 32: captured full depth, skip 2x/3x/4x, generate()
 #  10. speculative  speculative k = 1/2 with 3x drafts on random weights (what a round costs), full depth without
 #               graphs, batch 1 and 8
-#  11. profile  the fused step's kernels per step, their time and bandwidth, beside the unfused step's (the log)
-#  12. long     512 new tokens, captured full depth and skips, while time is left
+#  11. fold     the fused step's folded attention layout on each SDPA kernel, cuDNN's last (the log; seconds)
+#  12. profile  the fused step's kernels per step, their time and bandwidth, beside the unfused step's (the log)
+#  13. long     512 new tokens, captured full depth and skips, while time is left
 # then a summary (summary.md): each stage's outcome, one line per model, length and batch, and the targets.
 # Every stage has a deadline inside the 9 minutes; one stopped at its deadline keeps what it measured (the bench
-# rewrites its results after every setting). What OUTDIR holds: gpu_check.log, env.txt, smoke.json/.md,
+# rewrites its results after every setting); where a stage must finish to count (the wheels, the imports, the
+# tests: `MUST_FINISH`), its deadline fails the check. What OUTDIR holds: gpu_check.log, env.txt, smoke.json/.md,
 # bench_cuda.json/.md, summary.md, and real.csv where the real stage ran (8 files; the device tool returns at most 8).
 #
 # usage: bash scripts/gpu_check.sh OUTDIR              on the GPU machine ($OUT there; docs/gpu.md has the call)
@@ -67,6 +69,7 @@ export REAL_MODEL REAL_LIMIT REAL_TOKENS REAL_REPEATS DEV DTYPE BATCHES  # for r
 BUDGET=${GPU_CHECK_BUDGET:-$BUDGET} # seconds for the whole check, the summary included
 SMOKE="--models llama-tiny,opt-tiny --batch-sizes 1,2 --prompt-len 8 --new-tokens 4 --repeats 1"
 RESERVE=15  # seconds kept for the summary
+MUST_FINISH=" wheels env imports tests "  # stages whose deadline is a failure: a hung test is not a pass
 START=$SECONDS
 DEADLINE=$((START + BUDGET - RESERVE))
 STAGES=()
@@ -102,7 +105,13 @@ stage() {
   fell=${fell:-0}
   case $rc in
     0) record "$name" "ok$( ((fell)) && echo "; $fell fallback warnings (in the log)")" $((SECONDS - t0)) ;;
-    124 | 137) record "$name" "stopped at its ${limit}s deadline (what it wrote is kept)" $((SECONDS - t0)) ;;
+    124 | 137)
+      if [[ $MUST_FINISH == *" $name "* ]]; then
+        record "$name" "failed: stopped at its ${limit}s deadline before it finished" $((SECONDS - t0))
+      else
+        record "$name" "stopped at its ${limit}s deadline (what it wrote is kept)" $((SECONDS - t0))
+      fi
+      ;;
     *) record "$name" "failed (exit $rc)" $((SECONDS - t0)) ;;
   esac
   return "$rc"
@@ -257,6 +266,8 @@ stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --pr
 # speculative rounds on random weights (no draft accepted: what a round costs) and full depth without graphs
 stage speculative 60 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings speculative,no-graphs "${RESULTS[@]}" --append
+# which SDPA kernels take the fused step's folded attention layout (the step keeps cuDNN's out until one does)
+stage fold 30 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" scripts/gpu_probe.py fold
 # what a step of the fused step is made of beside the unfused one: kernels, their time and bandwidth (the log)
 stage profile 60 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" scripts/gpu_probe.py fused
 stage long 600 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \

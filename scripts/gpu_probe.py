@@ -17,7 +17,12 @@
    reads over each (weights and KV: the bandwidth the kernels reach, and the step's), uncaptured so each kernel is
    counted; a step's share is the difference between a run of 2T and one of T new tokens, so the prefill drops out.
 
-usage: PYTHONPATH=. python3 scripts/gpu_probe.py [speculative|fused]   (`speculative`: question 3, and question 1 in
+5. fold (`fold` alone): the fused step's folded attention call in half precision (a group's query heads as query
+   positions, one mask row of a row-padded buffer broadcast over them) on each of SDPA's kernels, against float32
+   math: which kernels take the layout and how close each comes. The step keeps cuDNN's out of it
+   (`attention.FOLD_BACKENDS`) until this says cuDNN's takes it; cuDNN's runs last, as a fault of its would end the run.
+
+usage: PYTHONPATH=. python3 scripts/gpu_probe.py [speculative|fused|fold]   (`speculative`: question 3, and question 1 in
 bfloat16 only; `fused`: question 4 alone; on a CPU: tiny shapes, a rehearsal, which counts top-level torch ops for
 kernels; prints its tables; the library never imports this)"""
 
@@ -236,10 +241,53 @@ def rows(dtype: torch.dtype) -> list[str]:
     return out
 
 
+def fold_kernels(dtype: torch.dtype = torch.bfloat16) -> None:
+    """Question 5: the folded call's layout on each kernel, printed row by row (a fault ends the run mid-table)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from skipcore.kernels.attention import FOLD_BACKENDS, padded_width
+
+    gen = torch.Generator(device=DEV).manual_seed(0)
+    kernels = [*FOLD_BACKENDS, SDPBackend.CUDNN_ATTENTION]  # cuDNN's last: a fault of its ends the run
+    print(f"fold layout, {str(dtype)[6:]}; kept to {', '.join(b.name for b in FOLD_BACKENDS)} in the step")
+    print("| batch | heads / kv heads | keys | " + " | ".join(b.name for b in kernels) + " |")
+    print("|---|---|---|" + "---|" * len(kernels))
+    shapes = (
+        [(1, 32, 8, 64, 255), (8, 32, 8, 64, 255), (8, 9, 3, 64, 37)]
+        if DEV.type == "cuda"
+        else [(2, 4, 2, 16, 9)]
+    )
+    for B, H, kv, D, K in shapes:
+        groups = H // kv
+        q = torch.randn(B, 1, H * D, generator=gen, device=DEV, dtype=dtype).view(B, 1, H, D).transpose(1, 2)
+        k, v = (torch.randn(B, kv, K, D, generator=gen, device=DEV, dtype=dtype) for _ in range(2))
+        rows = torch.full((B, 1, 3, padded_width(K)), torch.finfo(dtype).min, device=DEV, dtype=dtype)
+        rows[..., : K - 5] = 0
+        mask = rows[:, :, 1:2, :K]  # one query's row of a 3-column pass, as a verification hands it
+        folded = q.reshape(B, kv, groups, D)
+        with sdpa_kernel([SDPBackend.MATH]):
+            ref = F.scaled_dot_product_attention(folded.float(), k.float(), v.float(), attn_mask=mask.float())
+        cells = []
+        for kernel in kernels:
+            try:
+                with sdpa_kernel([kernel]):
+                    out = F.scaled_dot_product_attention(folded, k, v, attn_mask=mask)
+                if DEV.type == "cuda":
+                    torch.cuda.synchronize()
+                cells.append(f"max diff {float((out.float() - ref).abs().max()):.1e}")
+            except RuntimeError as e:
+                cells.append("refused: " + str(e).strip().splitlines()[0][:80].replace("|", "/"))
+        print(f"| {B} | {H} / {kv} | {K} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     quick = sys.argv[1:] == ["speculative"]  # the rows and bfloat16's exactness alone, no profile
     print(torch.cuda.get_device_name() if DEV.type == "cuda" else "cpu", torch.__version__)
     names = ("llama-1b", "opt-1.3b") if DEV.type == "cuda" else ("llama-tiny", "opt-tiny")
+    if sys.argv[1:] == ["fold"]:
+        fold_kernels()
+        return
     if sys.argv[1:] == ["fused"]:
         print(
             "| model | batch | step | kernels per step | kernel ms per step | wall ms per step | TB/s in kernels "

@@ -22,10 +22,12 @@ keys `generate()` does, so the two agree bit for bit.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import partial
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -45,6 +47,14 @@ KERNEL_ALIGNMENT_BYTES = 16
 # it padded, in every call), and a row cut from it starts on the boundary above in any dtype, so no query's mask
 # row in a multi-column pass is copied to align it (`kernel_ready`).
 MASK_ROW_MULTIPLE = 16
+
+
+# The kernels a folded call (a group's query heads as the query positions of one attention over their KV head, one
+# mask row broadcast over them) may take in half precision on an accelerator. cuDNN's, torch's first choice there on
+# Hopper, has not been run with a mask broadcast over query positions, and the last layout it met untried faulted
+# ("misaligned address"); the memory-efficient kernel broadcasts a mask by its strides, and math is the fallback.
+# `scripts/gpu_probe.py fold` runs the layout on every kernel, so a GPU run can say whether cuDNN may join.
+FOLD_BACKENDS = (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
 
 
 def padded_width(width: int) -> int:
@@ -165,9 +175,10 @@ def decode_sdpa(
         route = grouped_route(module, query.dtype, query.device, attention_mask, dropout, fold_groups)
     if route == "fold" and q_len == 1 and attention_mask.shape[1] == 1:
         # query head h uses KV head h // groups (as repeat_kv lays them out): (B, H, 1, D) -> (B, kv, groups, D)
-        out = F.scaled_dot_product_attention(
-            query.reshape(B, H // groups, groups, D), key, value, attn_mask=attention_mask, scale=scaling
-        ).reshape(B, 1, H, D)  # (batch, q_len, heads, head_dim), as the attention modules expect
+        with fold_kernels(query):
+            out = F.scaled_dot_product_attention(
+                query.reshape(B, H // groups, groups, D), key, value, attn_mask=attention_mask, scale=scaling
+            ).reshape(B, 1, H, D)  # (batch, q_len, heads, head_dim), as the attention modules expect
     elif route in ("in_place", "copied"):  # `transformers`' call, KV heads read in place or copied already
         gqa = route == "in_place"
         out = (
@@ -190,6 +201,15 @@ def decode_sdpa(
             **kwargs,
         )
     return (out if out.dtype == dtype else out.to(dtype)), None
+
+
+def fold_kernels(query: torch.Tensor):
+    """The kernels a folded call of `query` may take: `FOLD_BACKENDS` in half precision on an accelerator (a
+    context `torch.compile` traces and a CUDA graph captures as the kernel it chose), torch's own choice elsewhere
+    (float32, which no fused kernel of cuDNN's takes, and the CPU, whose bits the tests hold)."""
+    if query.dtype in HALF and aligns_inputs(query.device):
+        return sdpa_kernel(list(FOLD_BACKENDS))
+    return nullcontext()
 
 
 def window_start(end: int, sliding_window: int | None) -> int:

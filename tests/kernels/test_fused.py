@@ -135,6 +135,42 @@ def test_on_an_accelerator_the_fused_step_reads_grouped_kv_heads_in_place(model_
     )  # generate()'s arithmetic: every head its own
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_on_an_accelerator_a_folded_half_precision_call_is_not_handed_to_cudnn(
+    model_dirs, family, monkeypatch
+):
+    """A folded call broadcasts one mask row over a group's query heads, a layout cuDNN's attention (torch's first
+    choice on Hopper) has not been run with: in half precision on an accelerator it may take the memory-efficient
+    kernel or math alone (`attention.FOLD_BACKENDS`), in steps and verification columns alike; every other call,
+    and float32 (which no cuDNN kernel takes), keeps torch's own choice. The CPU runs under the accelerator's rule,
+    the kernels each call may take recorded."""
+    from skipcore.kernels import attention
+
+    real, calls = torch.nn.functional.scaled_dot_product_attention, []
+    config = load_model(str(model_dirs[family]), device="cpu")[0].config
+    kv, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
+
+    def record(query, key, value, *args, **kwargs):
+        folded = (query.shape[1], query.shape[2], key.shape[1]) == (kv, groups, kv)
+        cuda = torch.backends.cuda
+        calls.append((folded, cuda.cudnn_sdp_enabled(), cuda.mem_efficient_sdp_enabled()))
+        return real(query, key, value, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", record)
+    monkeypatch.setattr(attention, "aligns_inputs", lambda device: True)
+    for dtype in ("bfloat16", "float32"):
+        unfused, fused = _engines(model_dirs, family, dtype)
+        calls.clear()
+        fused.generate(PROMPTS, SpeculativePolicy(SKIP, draft_tokens=3), 10)
+        folded = {(cudnn, efficient) for fold, cudnn, efficient in calls if fold}
+        assert folded == ({(False, True)} if dtype == "bfloat16" else {(True, True)}), (dtype, folded)
+        assert all(cudnn for fold, cudnn, _ in calls if not fold)  # the prompt's pass: torch's own choice
+        calls.clear()
+        unfused.generate(PROMPTS, Schedule(6, "full"), 10)
+        assert calls and all(cudnn for _, cudnn, _ in calls)
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # given back after each call
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3", "opt", "gemma3"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -70,6 +70,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "compiled",
         "reduced",
         "speculative",
+        "fold",
         "profile",
         "long",
     ]
@@ -82,6 +83,7 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
         "fused",
         "speculative",
         "compiled",
+        "fold",
         "profile",
         "long",
     } <= set(ran)
@@ -103,7 +105,11 @@ def test_the_rehearsal_runs_the_whole_plan_and_writes_what_a_real_run_writes(tmp
     assert {(m, 1, s) for m in models for s in fused} <= short
     assert not {(m, b, s) for m, b, s in short if s.endswith("(fused)") and b != 1}
     assert "The fused step:" in summary
-    assert "| llama-tiny | 1 | fused |" in (out / "gpu_check.log").read_text()  # the profile stage's table
+    log = (out / "gpu_check.log").read_text()
+    assert "| llama-tiny | 1 | fused |" in log  # the profile stage's table
+    assert (
+        "| batch | heads / kv heads | keys | EFFICIENT_ATTENTION | MATH | CUDNN_ATTENTION |" in log
+    )  # fold's
     assert {r["setting"] for r in rows if r["new_tokens"] == 6} == set(captured)
     assert all(r["same_tokens_as_full"] == 1 for r in rows if r["setting"].startswith("speculative"))
     assert json.loads((out / "smoke.json").read_text())["complete"]
@@ -201,3 +207,25 @@ printf '%s\\n' "${{STAGES[@]}}"
     out = subprocess.run(["bash", "-c", harness], capture_output=True, text=True, check=True).stdout
     assert "| fell | ok; 2 fallback warnings (in the log) |" in out
     assert "| clean | ok |" in out
+
+
+def test_a_stage_that_must_finish_fails_the_check_at_its_deadline(tmp_path):
+    """The tests (and what they need) count only when they finish: one stopped at its deadline (a capture that hangs,
+    a compile per shape) is a failure, where a bench stopped at its deadline keeps what it measured. The script's
+    own `stage` function, run alone."""
+    script = (REPO / "scripts/gpu_check.sh").read_text()
+    stage = re.search(r"^stage\(\) \{.*?^\}$", script, re.S | re.M).group(0)
+    must = re.search(r"^MUST_FINISH=.*$", script, re.M).group(0)
+    harness = f"""
+LOG={tmp_path}/log; : >"$LOG"; DEADLINE=$((SECONDS + 60)); STAGES=()
+{must}
+say() {{ echo "$*" >>"$LOG"; }}
+record() {{ STAGES+=("| $1 | $2 |"); }}
+{stage}
+stage tests 5 sleep 30
+stage long 5 sleep 30
+printf '%s\\n' "${{STAGES[@]}}"
+"""
+    out = subprocess.run(["bash", "-c", harness], capture_output=True, text=True, timeout=120).stdout
+    assert "| tests | failed: stopped at its 5s deadline before it finished |" in out
+    assert "| long | stopped at its 5s deadline (what it wrote is kept) |" in out

@@ -44,3 +44,15 @@ def test_the_probe_says_what_a_fused_step_is_made_of():
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| llama-tiny")]
     assert [(r[1].strip(), r[2].strip()) for r in rows] == [("1", "unfused"), ("1", "fused")]
     assert all(float(r[3]) > 0 for r in rows)  # kernels (on the CPU: top-level torch ops) per step
+
+
+def test_the_probe_runs_the_folded_layout_on_each_kernel():
+    """`gpu_probe.py fold`: a row per shape with a cell per kernel, the step's own first, cuDNN's last; on the CPU
+    math alone takes it, within bfloat16's rounding of float32."""
+    done = probe("fold")
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("| batch |"))
+    assert header.split("|")[4:7] == [" EFFICIENT_ATTENTION ", " MATH ", " CUDNN_ATTENTION "]
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| 2 |")).split("|")
+    assert row[4].strip().startswith("refused") and row[6].strip().startswith("refused")
+    assert 0 < float(row[5].split()[-1]) < 0.05
