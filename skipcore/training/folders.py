@@ -22,14 +22,27 @@ from skipcore.models.training_record import (
 from skipcore.training.checkpoint import LOG_FILE, SAVE_STAGING, foreign_entries, own_checkpoint, own_staging
 
 
-def check_out_dir(out: Path, overwrite: bool, resume_dir: Path | None) -> None:
+def check_out_dir(
+    out: Path, overwrite: bool, resume_dir: Path | None, model: str | None = None, ckpt_root: Path | None = None
+) -> None:
     """`out` must be empty, replaced on purpose (`overwrite`), or the very run being resumed: the output
-    folder its checkpoint recorded, or the folder holding it as OUT/checkpoints."""
+    folder its checkpoint recorded, or the folder holding it as OUT/checkpoints. A run that replaces `out` does not
+    start from a model inside it or among the checkpoints it clears (`model`, a local folder): it would delete the
+    weights it trains."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file")
     check_writable_folder(out, f"cannot write --out {out}")
     refuse_links_out(out, "--out")  # an overwrite or a resume writes into it: never through a link out of it
-    if not (out.is_dir() and any(out.iterdir())) or overwrite:
+    if not (out.is_dir() and any(out.iterdir())):
+        return
+    if overwrite:
+        if resume_dir is None and model is not None and Path(model).exists():
+            for folder, flag in ((out, "--out"), (ckpt_root, "--checkpoint-dir")):
+                if folder is not None and folder.is_dir() and _inside(Path(model), folder):
+                    raise UserError(
+                        f"--model {model} is inside {flag} {folder}, which --overwrite replaces: the run would "
+                        "delete the model it starts from; write to another --out (or copy the model out first)"
+                    )
         return
     if resume_dir is None:
         raise UserError(f"--out {out} is not empty; pass --overwrite (or --resume to continue a run)")

@@ -86,7 +86,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
     acc = make_accelerator(s.device, s.mixed_precision, s.find_unused_parameters)
     main = acc.is_main_process
     with one_writer(acc, out):
-        check_out_dir(out, s.overwrite, resume_dir)
+        check_out_dir(out, s.overwrite, resume_dir, s.model, ckpt_root)
         check_checkpoint_dir(ckpt_root, out, hyper.save_every)
         examples, dev, data_record = training_data(s, split, given or (), say=main)
 

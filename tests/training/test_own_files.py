@@ -135,3 +135,43 @@ def test_an_overwrite_that_stops_on_the_way_leaves_the_old_model_loadable(
     assert {name: (out / name).read_bytes() for name in kept} == kept
     load_model(str(out), device="cpu", dtype="float32")  # the old adapter on its base, as before
     assert read_record(out)["lora"] is not None
+
+
+def test_overwrite_refuses_a_run_that_starts_from_a_model_it_would_delete(model_dirs, tmp_path, capsys):
+    """A full fine-tune in a folder, then a run from that model (or from one of its checkpoints) with --overwrite
+    into the same folder: the replaced run's model and checkpoints are what the new run starts from, so the run is
+    refused in one line before any work and the model stays."""
+    from tests.helpers import train_argv
+
+    out = tmp_path / "run"
+    assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--keep-checkpoints", "0")) == 0
+    kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    for start in (out, out / "checkpoints" / "step-0000001"):
+        argv = train_argv(start, out, "--limit", "4", "--batch-size", "4", "--steps", "1", "--lora-rank", "2")
+        err = refused(capsys, [*argv, "--overwrite"])
+        assert (
+            err.startswith(f"error: --model {start} is inside --")
+            and "would delete the model it starts" in err
+        )
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept
+    assert (out / "checkpoints" / "step-0000001").is_dir()
+    elsewhere = tmp_path / "ckpts"  # the checkpoints outside the run: cleared too by an overwrite of it
+    assert (
+        main(
+            train_two_steps(
+                model_dirs, out, "--save-every", "1", "--checkpoint-dir", str(elsewhere), "--overwrite"
+            )
+        )
+        == 0
+    )
+    start = elsewhere / "step-0000002"
+    err = refused(
+        capsys,
+        [
+            *train_argv(start, out, "--limit", "4", "--batch-size", "4", "--steps", "1"),
+            "--checkpoint-dir",
+            str(elsewhere),
+            "--overwrite",
+        ],
+    )
+    assert "is inside --checkpoint-dir" in err and start.is_dir()
