@@ -116,7 +116,8 @@ def total_steps(hyper: Hyper, steps_per_epoch: int) -> int:
 
 def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0) -> tuple[int, int]:
     """(steps per epoch, total steps), refused in one line where the data cannot fill a batch or a resumed run is
-    already past its end: checked before anything is written, and again by the loop."""
+    already past its end: checked before anything is written, and again by the loop. A checkpoint at the last step
+    resumes to no step and the save of the model (a run stopped between its last checkpoint and its model)."""
     lengths = [len(p) for p in pairs]
     steps_per_epoch = len(
         epoch_batches(lengths, hyper.batch_size * world, hyper.seed, 0, hyper.group_by_length)
@@ -126,8 +127,11 @@ def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0)
             f"{len(pairs)} training pairs do not fill one batch of {hyper.batch_size} x {world} processes"
         )
     total = total_steps(hyper, steps_per_epoch)
-    if resume_step >= total:
-        raise UserError(f"the checkpoint is at step {resume_step}, the run has only {total} steps")
+    if resume_step > total:
+        raise UserError(
+            f"the checkpoint is at step {resume_step}, past the run's {total} steps: resume with --steps "
+            f"{resume_step} or more"
+        )
     return steps_per_epoch, total
 
 

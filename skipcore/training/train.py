@@ -29,7 +29,7 @@ from skipcore.training.batching import data_stats, tokenize_pairs
 from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
 from skipcore.training.folders import check_checkpoint_dir, check_out_dir, clear_replaced_run
-from skipcore.training.loop import Hyper, Run, environment, step_plan, total_steps, train_loop
+from skipcore.training.loop import Hyper, Run, environment, step_plan, train_loop
 from skipcore.training.models import (
     adapter_base,
     how_trained,
@@ -120,7 +120,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         resume_step, resume_elapsed = 0, 0.0
         if resume_dir is not None:
             record, resume_step, resume_elapsed = _continued_record(record, resume_dir, continued, main)
-        step_plan(hyper, pairs, acc.num_processes, resume_step)
+        _, steps = step_plan(hyper, pairs, acc.num_processes, resume_step)
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         if main:
             if s.overwrite:  # the folder becomes this run's alone: the tool's files of the run it replaces go
@@ -145,13 +145,14 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
             lora=peft_model,
         )
         if main:
-            steps = total_steps(hyper, max(1, len(pairs) // (hyper.batch_size * acc.num_processes)))
             facts = record["model"]
+            resuming = f", resuming at step {resume_step}" if resume_dir else ""
+            if resume_dir and resume_step == steps:  # stopped between its last checkpoint and its model
+                resuming = f", resuming at its last step ({steps}): saving the model"
             print(
                 f"training {facts['trainable_parameters']:,} of {facts['parameters']:,} parameters"
                 f"{how_trained(peft_model)} on {len(pairs)} pairs, {plan.describe()}, {steps} steps of "
-                f"{hyper.batch_size} x {acc.num_processes} process(es)"
-                + (f", resuming at step {resume_step}" if resume_dir else ""),
+                f"{hyper.batch_size} x {acc.num_processes} process(es){resuming}",
                 file=sys.stderr,
             )
         train_loop(run)

@@ -13,16 +13,20 @@ from skipcore.models.training_record import read_record
 from tests.helpers import refused, train_argv
 
 
-def four_steps_saved_at_two(model_dirs, tmp_path, log_every: int):
-    """Four steps on ten pairs of a file of its own, checkpoints at steps 2 and 4, a loss line every `log_every`
-    steps: (the data file, the run's folder)."""
+def four_steps_flags(tmp_path, log_every: int = 1) -> list[str]:
+    """Four steps on ten pairs of a file of its own (written here), checkpoints at steps 2 and 4, a loss line every
+    `log_every` steps."""
     data = tmp_path / "mine.jsonl"
     data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i} x"}) + "\n" for i in range(10)))
-    out = tmp_path / "run"
     flags = ["--dataset", str(data), "--batch-size", "4", "--steps", "4", "--lr", "1e-3", "--save-every", "2"]
-    flags += ["--log-every", str(log_every), "--keep-checkpoints", "0"]
-    assert main(train_argv(model_dirs["opt"], out, *flags)) == 0
-    return data, out
+    return [*flags, "--log-every", str(log_every), "--keep-checkpoints", "0"]
+
+
+def four_steps_saved_at_two(model_dirs, tmp_path, log_every: int):
+    """The run of `four_steps_flags`: (the data file, the run's folder)."""
+    out = tmp_path / "run"
+    assert main(train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path, log_every))) == 0
+    return tmp_path / "mine.jsonl", out
 
 
 # -- a resume with no other flags trains the run it resumes --------------------------------------------------
@@ -55,6 +59,39 @@ def test_the_first_loss_a_resumed_run_logs_averages_the_steps_an_uninterrupted_o
     shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if the run had stopped after step 2
     assert main(["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--no-progress"]) == 0
     assert len(whole) == 1 and logged() == pytest.approx(whole, abs=1e-6)
+
+
+def test_a_run_stopped_after_its_last_checkpoint_resumes_to_its_model(
+    model_dirs, tmp_path, monkeypatch, capsys
+):
+    """Stopped between its last checkpoint and its model (here while the model is written), a run resumes from that
+    checkpoint to no further step and the model's save: the uninterrupted run's model, byte for byte."""
+    from skipcore.training import loop
+
+    _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
+    whole = {p.name: p.read_bytes() for p in out.glob("*.safetensors")}
+    def losses() -> list[tuple]:
+        lines = map(json.loads, (out / "train_log.jsonl").read_text().splitlines())
+        return [(r["step"], r.get("loss")) for r in lines]
+
+    logged = losses()
+    real = loop.save_model
+
+    def stopped(model, tokenizer, where, *args):
+        if where == out:  # the model's save, after the step-4 checkpoint
+            raise KeyboardInterrupt
+        return real(model, tokenizer, where, *args)
+
+    shutil.rmtree(out)
+    monkeypatch.setattr(loop, "save_model", stopped)
+    assert main(train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path))) == 130
+    assert not list(out.glob("*.safetensors")) and (out / "checkpoints" / "step-0000004").is_dir()
+    monkeypatch.setattr(loop, "save_model", real)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--no-progress"]) == 0
+    assert "resuming at its last step (4): saving the model" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.glob("*.safetensors")} == whole
+    assert read_record(out)["state"]["step"] == 4 and losses() == logged
 
 
 # -- a resume keeps the run's settings: one that may not change is refused, one that may is applied and said ---
