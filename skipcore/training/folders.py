@@ -23,7 +23,11 @@ from skipcore.training.checkpoint import LOG_FILE, SAVE_STAGING, foreign_entries
 
 
 def check_out_dir(
-    out: Path, overwrite: bool, resume_dir: Path | None, model: str | None = None, ckpt_root: Path | None = None
+    out: Path,
+    overwrite: bool,
+    resume_dir: Path | None,
+    model: str | None = None,
+    ckpt_root: Path | None = None,
 ) -> None:
     """`out` must be empty, replaced on purpose (`overwrite`), or the very run being resumed: the output
     folder its checkpoint recorded, or the folder holding it as OUT/checkpoints. A run that replaces `out` does not

@@ -70,6 +70,7 @@ def test_a_run_stopped_after_its_last_checkpoint_resumes_to_its_model(
 
     _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
     whole = {p.name: p.read_bytes() for p in out.glob("*.safetensors")}
+
     def losses() -> list[tuple]:
         lines = map(json.loads, (out / "train_log.jsonl").read_text().splitlines())
         return [(r["step"], r.get("loss")) for r in lines]
