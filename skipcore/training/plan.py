@@ -12,6 +12,7 @@ length, so a position gets the same layers in training as at generation time.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from skipcore.errors import ScheduleError, UserError
@@ -205,7 +206,7 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
             raise UserError(
                 f"elastic draws the budgets itself; drop {', '.join(clash)}", field=("elastic", *clash)
             )
-        shape = s.schedule or "linear"
+        shape = shape_used(vars(s))
         if shape in ("full", "custom"):
             raise UserError(
                 f"elastic needs a parametric schedule shape, not {shape!r}", field=("elastic", "schedule")
@@ -224,10 +225,7 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
             extra={"alpha": s.alpha, "stages": s.stages},
             speedup_over=over,
         )
-    shape = s.schedule
-    if shape is None:  # skip settings without a shape mean the paper's linear one
-        asked = s.target_speedup or s.min_layers is not None or s.max_layers is not None
-        shape = "custom" if s.budgets else ("linear" if asked else "full")
+    shape = shape_used(vars(s))
     if shape == "full" and not s.schedule_json:
         return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
     schedule = fixed_schedule(replace(s, schedule=shape, decay_span=span), num_layers, over)
@@ -244,6 +242,19 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
         warmup_layers=schedule.warmup_layers,
         speedup_over=over,
     )
+
+
+def shape_used(settings: Mapping[str, object]) -> str | None:
+    """The budget shape a run with these settings (by name, as `TrainSettings` or a record's `args` hold them) trains
+    with: the one it names, else elastic's linear, the custom shape of its budgets, the paper's linear where a
+    skip setting asks (a target or a bound), or full depth; None where a schedule file holds it."""
+    shape, get = settings.get("schedule"), settings.get
+    if shape or get("schedule_json"):
+        return shape
+    if get("elastic"):
+        return "linear"
+    asked = bool(get("target_speedup")) or get("min_layers") is not None or get("max_layers") is not None
+    return "custom" if get("budgets") else ("linear" if asked else "full")
 
 
 def fixed_schedule(s: TrainSettings, num_layers: int, speedup_over: int) -> Schedule:

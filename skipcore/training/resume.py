@@ -14,6 +14,7 @@ from skipcore.errors import UserError
 from skipcore.models.training_record import read_record, recorded_args
 from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
 from skipcore.training.examples import DEV_SPLIT, TRAIN_SPLIT
+from skipcore.training.plan import shape_used
 from skipcore.training.settings import NAME_OR_PATH_SETTINGS, PATH_SETTINGS, TrainSettings, as_recorded
 
 RESUME_FILES = (
@@ -60,17 +61,20 @@ MAY_CHANGE = (
 #   recorded but not trained.
 
 
-def _alpha_used(args: dict, alpha: float | None) -> float | None:
+def _alpha_used(args: dict, alpha: float | None, record: dict) -> float | None:
     """LoRA's alpha as a run used it: unset, 2 x rank (`skipcore.models.lora.LoraSpec`)."""
     return alpha if alpha is not None or not args.get("lora_rank") else 2 * args["lora_rank"]
 
 
-# settings whose unset value stands for another, compared by the value the run used: given now as the value the
-# run's unset one stood for, a setting is no change (the run's own is kept, so the record says none)
+# settings whose unset value stands for another, compared by the value the run used (from its settings, `args`, or
+# what its record says the data gave): given now as the value the run's unset one stood for, a setting is no change
+# (the run's own is kept, so the record says none); given otherwise, the refusal names the value the run used
 IMPLIED = {
     "lora_alpha": _alpha_used,
-    "split": lambda args, split: split or TRAIN_SPLIT,
-    "eval_split": lambda args, split: split or DEV_SPLIT,
+    "split": lambda args, split, record: split or TRAIN_SPLIT,
+    "eval_split": lambda args, split, record: split or DEV_SPLIT,
+    "task": lambda args, task, record: task or (record.get("data") or {}).get("task"),
+    "schedule": lambda args, shape, record: shape_used({**args, "schedule": shape}),
 }
 
 
@@ -109,7 +113,8 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
     run on. A setting given now with another value is applied where it may change (`MAY_CHANGE`), and refused,
     before any work, where it may not (the first named, the others listed). A checkpoint with no recorded
     settings continues with the settings as given."""
-    recorded = recorded_args(read_record(resume_dir) or {})
+    record = read_record(resume_dir) or {}
+    recorded = recorded_args(record)
     if recorded is None:
         return Continued(settings, (), {})
     given = set(TrainSettings.names()) if given is None else set(given)
@@ -122,7 +127,8 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
             continue
         now, then = getattr(settings, name), recorded[name]
         if name in given and name in IMPLIED:  # left unset, a setting has the value the run used
-            used_now, used_then = IMPLIED[name](asdict(settings), now), IMPLIED[name](recorded, then)
+            implied = IMPLIED[name]
+            used_now, used_then = implied(asdict(settings), now, record), implied(recorded, then, record)
             if same_setting(name, used_now, used_then):
                 if not same_setting(name, now, then):
                     restated[name] = then

@@ -122,6 +122,9 @@ def lora_three_steps(model_dirs, tmp_path_factory):
         (["--elastic", "1:2"], "--elastic 1:2 differs from the run's 1:3;"),
         (["--weight-decay", "0.5"], "--weight-decay 0.5 differs from the run's 0.01;"),
         (["--seed", "3"], "--seed 3 differs from the run's 0;"),
+        # unset in the run: named by the value it used (elastic's shape; the task its data gave)
+        (["--schedule", "full"], "--schedule full differs from the run's linear;"),
+        (["--task", "generic"], "--task generic differs from the run's e2e;"),
         (["--model", "OPT"], "differs from the run's"),
     ],
 )
@@ -156,7 +159,8 @@ def test_a_resume_applies_more_steps_says_it_and_records_it_truthfully(
 ):
     """`--steps` may change on a resume (the LR schedule then ends at the new step count): it is applied, said in
     one line, and kept in the record's `resumes`; the same model given by a relative path is no change, nor is a
-    setting given as the value the run's unset one stood for (`--split train`, `--lora-alpha` 2 x rank)."""
+    setting given as the value the run's unset one stood for (`--split train`, `--lora-alpha` 2 x rank, elastic's
+    `--schedule linear`, the `--task` its data gave)."""
     out = tmp_path / "run"
     shutil.copytree(lora_three_steps, out)
     ckpts = out / "checkpoints"
@@ -167,12 +171,23 @@ def test_a_resume_applies_more_steps_says_it_and_records_it_truthfully(
     monkeypatch.chdir(model_dirs["llama"].parent)
     capsys.readouterr()
     argv = ["train", "--no-progress", "--threads", "1", "--resume", str(ckpts), "--out", str(out)]
-    restated = ["--lora-rank", "4", "--split", "train", "--lora-alpha", "8"]
+    restated = [
+        "--lora-rank",
+        "4",
+        "--split",
+        "train",
+        "--lora-alpha",
+        "8",
+        "--schedule",
+        "linear",
+        "--task",
+        "e2e",
+    ]
     assert main([*argv, "--steps", "5", "--model", "llama", *restated, "--log-every", "2"]) == 0
     err = capsys.readouterr().err
     assert "note: resuming with --steps 5 (the run's 3), --log-every 2 (the run's 1)" in err, err
     assert "--lora-rank" not in err and "--model" not in err.split("saved")[0] and "warning" not in err
-    assert "--split" not in err and "--lora-alpha" not in err
+    assert all(flag not in err for flag in ("--split", "--lora-alpha", "--schedule", "--task"))
     record = read_record(out)
     assert record["args"]["steps"] == record["training"]["steps"] == record["state"]["step"] == 5
     assert record["args"]["lora_rank"] == record["lora"]["rank"] == 4
