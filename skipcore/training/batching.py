@@ -21,10 +21,12 @@ IGNORE = -100  # label of a column that carries no loss (prompt, padding)
 
 @dataclass(frozen=True)
 class Pair:
-    """One (prompt, reference) pair as token ids; `target_ids` ends with EOS unless it was truncated."""
+    """One (prompt, reference) pair as token ids; `target_ids` ends with EOS unless it was truncated (`cut`: the
+    pair was longer than the run's max length)."""
 
     prompt_ids: tuple[int, ...]
     target_ids: tuple[int, ...]
+    cut: bool = False
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.target_ids)
@@ -63,12 +65,44 @@ def tokenize_pairs(examples: Iterable[Example], tokenizer, max_length: int | Non
             target = list(tokenizer(format_target(ex.task, ref), add_special_tokens=False)["input_ids"])
             target.append(eos)
             kept = prompt
-            if max_length is not None and len(kept) + len(target) > max_length:
+            cut = max_length is not None and len(kept) + len(target) > max_length
+            if cut:
                 half = max(1, max_length // 2)
                 kept = kept[-half:] if len(kept) > half else kept  # a long prompt keeps its end
                 target = target[: max_length - len(kept)]
-            pairs.append(Pair(tuple(kept), tuple(target)))
+            pairs.append(Pair(tuple(kept), tuple(target), cut))
     return pairs
+
+
+OUTLIER_RATIO = (
+    8  # a longest target past this many medians is said: every default generation would run that long
+)
+
+
+def length_notes(
+    pairs: Sequence[Pair], max_length: int | None, given: bool, max_new_tokens: int | None
+) -> list[str]:
+    """What a user should hear about the pairs' lengths before training: pairs cut at `max_length` (`given`: set by
+    --max-length, else the model's positions), and a longest target far above the typical one, which the model's
+    default generation length (`max_new_tokens` unset: the longest target's) then follows."""
+    notes = []
+    cut = sum(p.cut for p in pairs)
+    if cut:
+        limit = (
+            f"--max-length {max_length}" if given else f"the model's {max_length} positions (--max-length)"
+        )
+        notes.append(
+            f"{cut} of {len(pairs)} pairs {'is' if cut == 1 else 'are'} longer than {limit} and {'was' if cut == 1 else 'were'} cut: a long prompt keeps its end, a "
+            "target its start"
+        )
+    stats = data_stats(pairs)
+    longest, typical = stats["max_target_tokens"], stats["median_target_tokens"]
+    if max_new_tokens is None and longest > OUTLIER_RATIO * max(typical, 1):
+        notes.append(
+            f"the longest target ({longest} tokens) is over {OUTLIER_RATIO}x the median ({typical}): the model's "
+            "default generation length follows the longest; --max-new-tokens sets another"
+        )
+    return notes
 
 
 def data_stats(pairs: Sequence[Pair]) -> dict:
@@ -107,11 +141,14 @@ def epoch_batches(
     """The global batches of one epoch, a pure function of (seed, epoch) so a resumed run sees the same data.
 
     Grouping by length sorts within windows of 32 batches: far less padding, still a shuffled order.
-    The last incomplete batch is dropped so that every process always has a full share.
+    The pairs that do not fill a last batch are left out so that every process always has a full share: drawn
+    from the shuffled order before any sorting, so that each epoch leaves out others (after the sort they would be
+    the longest of the last window, in a small data set the same longest pairs every epoch, never trained on).
     """
     rng = random.Random(f"{seed}:{epoch}")
     order = list(range(len(lengths)))
     rng.shuffle(order)
+    order = order[: len(order) - len(order) % global_batch]
     if group_by_length:
         window = 32 * global_batch
         order = [
@@ -119,7 +156,7 @@ def epoch_batches(
             for k in range(0, len(order), window)
             for i in sorted(order[k : k + window], key=lengths.__getitem__)
         ]
-    batches = [order[k : k + global_batch] for k in range(0, len(order) - global_batch + 1, global_batch)]
+    batches = [order[k : k + global_batch] for k in range(0, len(order), global_batch)]
     if group_by_length:
         rng.shuffle(batches)
     return batches

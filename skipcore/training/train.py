@@ -25,7 +25,7 @@ from skipcore.models.training_record import (
     recorded_state,
     resumed_record,
 )
-from skipcore.training.batching import data_stats, tokenize_pairs
+from skipcore.training.batching import data_stats, length_notes, tokenize_pairs
 from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
 from skipcore.training.folders import check_checkpoint_dir, check_out_dir, clear_replaced_run
@@ -145,6 +145,8 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
             lora=peft_model,
         )
         if main:
+            for note in length_notes(pairs, max_length, s.max_length is not None, s.max_new_tokens):
+                print(f"note: {note}", file=sys.stderr)  # after every check: a refused run says one line
             facts = record["model"]
             resuming = f", resuming at step {resume_step}" if resume_dir else ""
             if resume_dir and resume_step == steps:  # stopped between its last checkpoint and its model

@@ -99,6 +99,10 @@ def test_batch_layout_lines_columns_up_with_steps():
         epoch_batches(lengths, 2, 0, 1) == epoch_batches(lengths, 2, 0, 1) != epoch_batches(lengths, 2, 0, 2)
     )
     assert sorted(i for b in epoch_batches(lengths, 3, 0, 0) for i in b) != list(range(8))  # last one dropped
+    # the pairs left out differ from epoch to epoch, the longest among them: each is trained on in some epoch
+    lengths = list(range(13))  # pair i is i tokens long: a data set of one window, sorted by length
+    left_out = [set(range(13)) - {i for b in epoch_batches(lengths, 2, 0, e) for i in b} for e in range(40)]
+    assert all(len(out) == 1 for out in left_out) and set().union(*left_out) == set(range(13))
 
 
 # -- schedule plans ------------------------------------------------------------------------------------------
@@ -693,3 +697,22 @@ def test_a_model_too_large_for_the_machine_is_refused_before_it_is_built(tmp_pat
         said.startswith("error: a model 100000 deep and") and "GiB to train, more than this machine's" in said
     )
     assert not out.exists()
+
+
+def test_a_long_pair_is_said_cut_and_a_far_longest_target_said(model_dirs, tmp_path, capsys):
+    """One target far longer than the rest: cut at --max-length, said with how many pairs; and, where no
+    --max-new-tokens is given, said as what the model's default generation length now follows."""
+    rows = [{"source": f"s{i}", "target": f"t {i} x"} for i in range(7)]
+    rows.append({"source": "s", "target": " ".join(["word"] * 300)})
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = [*train_argv(model_dirs["opt"], tmp_path / "a", "--dataset", str(data), "--batch-size", "4")]
+    assert main([*argv, "--steps", "1", "--max-length", "100"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 of 8 pairs is longer than --max-length 100 and was cut" in err
+    assert "the longest target (" in err and "x the median" in err
+    assert read_record(tmp_path / "a")["data"]["max_target_tokens"] < 100
+    argv[argv.index(str(tmp_path / "a"))] = str(tmp_path / "b")
+    assert main([*argv, "--steps", "1", "--max-length", "40", "--max-new-tokens", "20"]) == 0
+    err = capsys.readouterr().err
+    assert "was cut" in err and "the longest target" not in err
