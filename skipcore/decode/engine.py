@@ -20,6 +20,7 @@ import hashlib
 import json
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
@@ -33,12 +34,12 @@ from skipcore.decode.checks import Request, check_finite, check_request
 from skipcore.decode.forward import EngineStepRunner
 from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, GenerationResult
 from skipcore.decode.record import RowCursor, StepRecord, StepTimer, collect_batch
-from skipcore.decode.sampling import Sampling, TokenPicker
+from skipcore.decode.sampling import Sampling, TokenPicker, unapplied_rules
 from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.static_step import KeptDecoders, StaticDecoder
 from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
-from skipcore.errors import UserError
+from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.kernels.door import padded_width, take
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
@@ -87,6 +88,13 @@ class SkipEngine:
                 f"{dtype_name(self.dtype)} on {self.device.type}"
             )
         self.kv_dtype = kv_dtype  # the KV cache's and the decode attention's
+        unapplied = unapplied_rules(getattr(model, "generation_config", None))
+        if unapplied:
+            warnings.warn(
+                f"{self.model_name or 'the model'}'s generation_config.json {unapplied}",
+                SkipcoreWarning,
+                stacklevel=2,
+            )
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id

@@ -16,6 +16,53 @@ from skipcore.errors import UserError
 MIN_TEMPERATURE = 1e-6
 
 
+# `generation_config` fields that change what `generate()` picks from the logits, with the value that changes
+# nothing: the decode's pick reads the head's logits as they are (with `Sampling`'s own warpers when sampling)
+LOGITS_RULES = {
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "min_length": 0,
+    "min_new_tokens": 0,
+    "bad_words_ids": None,
+    "sequence_bias": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "exponential_decay_length_penalty": None,
+}
+SAMPLING_RULES = (
+    "temperature",
+    "top_k",
+    "top_p",
+)  # a model's own sampling settings (`Sampling` takes its own)
+
+
+def unapplied_rules(generation_config) -> str | None:
+    """What a model's `generation_config` asks of `generate()` that the decode does not do, in words (None: nothing):
+    its greedy tokens are `generate()`'s with those rules off, and sampling takes `Sampling`'s settings, not the
+    model's."""
+    if generation_config is None:
+        return None
+    rules = {
+        name: value
+        for name, neutral in LOGITS_RULES.items()
+        if (value := getattr(generation_config, name, None)) not in (None, neutral, [], {})
+    }
+    sampling = {n: v for n in SAMPLING_RULES if (v := getattr(generation_config, n, None)) is not None}
+    said = []
+    if rules:
+        listed = ", ".join(f"{name} {value}" for name, value in rules.items())
+        said.append(
+            f"sets {listed}, which skipcore's decode does not apply: its tokens are generate()'s with "
+            f"{'that' if len(rules) == 1 else 'those'} off"
+        )
+    if sampling and getattr(generation_config, "do_sample", False):
+        listed = ", ".join(f"{name} {value}" for name, value in sampling.items())
+        said.append(f"samples with {listed}, which sampling here takes from its own settings instead")
+    return "; ".join(said) or None
+
+
 @dataclass(frozen=True)
 class Sampling:
     do_sample: bool = False
