@@ -31,11 +31,8 @@ LOGITS_RULES = {
     "begin_suppress_tokens": None,
     "exponential_decay_length_penalty": None,
 }
-SAMPLING_RULES = (
-    "temperature",
-    "top_k",
-    "top_p",
-)  # a model's own sampling settings (`Sampling` takes its own)
+# a model's own sampling settings (`Sampling` takes its own)
+SAMPLING_RULES = ("temperature", "top_k", "top_p")
 
 
 def unapplied_rules(generation_config) -> str | None:

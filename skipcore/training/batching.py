@@ -74,28 +74,28 @@ def tokenize_pairs(examples: Iterable[Example], tokenizer, max_length: int | Non
     return pairs
 
 
-OUTLIER_RATIO = (
-    8  # a longest target past this many medians is said: every default generation would run that long
-)
+# a longest target past this many medians is said: every default generation would run that long
+OUTLIER_RATIO = 8
 
 
 def length_notes(
-    pairs: Sequence[Pair], max_length: int | None, given: bool, max_new_tokens: int | None
+    pairs: Sequence[Pair], stats: dict, max_length: int | None, given: bool, max_new_tokens: int | None
 ) -> list[str]:
     """What a user should hear about the pairs' lengths before training: pairs cut at `max_length` (`given`: set by
-    --max-length, else the model's positions), and a longest target far above the typical one, which the model's
-    default generation length (`max_new_tokens` unset: the longest target's) then follows."""
+    --max-length, else the model's positions), and a longest target far above the typical one (`stats`, the pairs'
+    `data_stats`), which the model's default generation length (`max_new_tokens` unset: the longest target's) then
+    follows."""
     notes = []
     cut = sum(p.cut for p in pairs)
     if cut:
         limit = (
             f"--max-length {max_length}" if given else f"the model's {max_length} positions (--max-length)"
         )
+        one = cut == 1
         notes.append(
-            f"{cut} of {len(pairs)} pairs {'is' if cut == 1 else 'are'} longer than {limit} and {'was' if cut == 1 else 'were'} cut: a long prompt keeps its end, a "
-            "target its start"
+            f"{cut} of {len(pairs)} pairs {'is' if one else 'are'} longer than {limit} and {'was' if one else 'were'} "
+            "cut: a long prompt keeps its end, a target its start"
         )
-    stats = data_stats(pairs)
     longest, typical = stats["max_target_tokens"], stats["median_target_tokens"]
     if max_new_tokens is None and longest > OUTLIER_RATIO * max(typical, 1):
         notes.append(

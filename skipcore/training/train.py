@@ -145,7 +145,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
             lora=peft_model,
         )
         if main:
-            for note in length_notes(pairs, max_length, s.max_length is not None, s.max_new_tokens):
+            for note in length_notes(pairs, stats, max_length, s.max_length is not None, s.max_new_tokens):
                 print(f"note: {note}", file=sys.stderr)  # after every check: a refused run says one line
             facts = record["model"]
             resuming = f", resuming at step {resume_step}" if resume_dir else ""
