@@ -31,7 +31,7 @@ def check_out_dir(
 ) -> None:
     """`out` must be empty, replaced on purpose (`overwrite`), or the very run being resumed: the output
     folder its checkpoint recorded, or the folder holding it as OUT/checkpoints. A run that replaces `out` does not
-    start from a model inside it or among the checkpoints it clears (`model`, a local folder): it would delete the
+    start from the model `out` holds or from a checkpoint it clears (`model`, a local folder): it would delete the
     weights it trains."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file")
@@ -41,14 +41,14 @@ def check_out_dir(
         return
     if overwrite:
         if resume_dir is None and model is not None and Path(model).exists():
-            for folder, flag in ((out, "--out"), (ckpt_root, "--checkpoint-dir")):
-                if folder is not None and folder.is_dir() and _inside(Path(model), folder):
-                    raise UserError(
-                        f"--model {model} is inside {flag} {folder}, which --overwrite replaces: the run would "
-                        "delete the model it starts from; write to another --out (or copy the model out first)"
-                    )
+            _refuse_replacing_the_model(Path(model), out, ckpt_root or out / "checkpoints")
         return
     if resume_dir is None:
+        if [e.name for e in out.iterdir()] == [LOG_FILE]:
+            raise UserError(
+                f"--out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
+                "resume); pass --overwrite to start the run again there, or choose another --out"
+            )
         raise UserError(f"--out {out} is not empty; pass --overwrite (or --resume to continue a run)")
     recorded = (recorded_args(read_record(resume_dir) or {}) or {}).get("out")
     own = {resume_dir.resolve().parent.parent} | ({Path(recorded).resolve()} if recorded else set())
@@ -87,24 +87,49 @@ def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> N
         return
     if resume_dir is not None and _recorded_out(resume_dir) == out.resolve():
         return
-    record = _record_of(out)
-    replaced_root = Path((recorded_args(record) or {}).get("checkpoint_dir") or out / "checkpoints")
-    # an older record's relative path is relative to a folder it does not name: not looked for
-    roots = (
-        [ckpt_root, replaced_root]
-        if replaced_root.is_absolute() and _inside(replaced_root, out)
-        else [ckpt_root]
-    )
-    for root in dict.fromkeys(roots):
-        if not root.is_dir() or root.is_symlink():
-            continue
-        own = [e for e in sorted(root.iterdir()) if own_checkpoint(e, out) or own_staging(e, out)]
+    for root, own in _replaced_checkpoints(out, ckpt_root).items():
         for entry in own:
             shutil.rmtree(entry)
         if own and _inside(root, out) and root.resolve() != out.resolve() and not any(root.iterdir()):
             root.rmdir()  # the checkpoint folder the replaced run made in `out`, left empty
     if own_staging(out / SAVE_STAGING, out):
         shutil.rmtree(out / SAVE_STAGING)
+
+
+def _replaced_checkpoints(out: Path, ckpt_root: Path) -> dict[Path, list[Path]]:
+    """The checkpoints (and staging folders) of the run `out` holds that an overwrite of it removes, by the folder
+    they lie in: this run's checkpoint folder, and the replaced run's where it lies inside `out`."""
+    replaced_root = Path((recorded_args(_record_of(out)) or {}).get("checkpoint_dir") or out / "checkpoints")
+    # an older record's relative path is relative to a folder it does not name: not looked for
+    roots = (
+        [ckpt_root, replaced_root]
+        if replaced_root.is_absolute() and _inside(replaced_root, out)
+        else [ckpt_root]
+    )
+    return {
+        root: [e for e in sorted(root.iterdir()) if own_checkpoint(e, out) or own_staging(e, out)]
+        for root in dict.fromkeys(roots)
+        if root.is_dir() and not root.is_symlink()
+    }
+
+
+def _refuse_replacing_the_model(model: Path, out: Path, ckpt_root: Path) -> None:
+    """A run that replaces `out` does not start from what the overwrite removes: the model `out` holds, or one of
+    the replaced run's checkpoints. A model elsewhere inside `out` or the checkpoint folder stays, and may start it."""
+    if model.resolve() == out.resolve():
+        raise UserError(
+            f"--model {model} is the --out folder, which --overwrite replaces: the run would delete the model it "
+            "starts from; write to another --out (or copy the model out first)"
+        )
+    for root, own in _replaced_checkpoints(out, ckpt_root).items():
+        for entry in own:
+            if _inside(model, entry):
+                flag = "--out" if _inside(root, out) else "--checkpoint-dir"
+                raise UserError(
+                    f"--model {model} is a checkpoint of the run in --out {out} (in {flag} {root}), which "
+                    "--overwrite removes: the run would delete the model it starts from; write to another --out "
+                    "(or copy the checkpoint out first)"
+                )
 
 
 def replaced_files(out: Path) -> list[str]:

@@ -149,10 +149,7 @@ def test_overwrite_refuses_a_run_that_starts_from_a_model_it_would_delete(model_
     for start in (out, out / "checkpoints" / "step-0000001"):
         argv = train_argv(start, out, "--limit", "4", "--batch-size", "4", "--steps", "1", "--lora-rank", "2")
         err = refused(capsys, [*argv, "--overwrite"])
-        assert (
-            err.startswith(f"error: --model {start} is inside --")
-            and "would delete the model it starts" in err
-        )
+        assert err.startswith(f"error: --model {start} is ") and "would delete the model it starts" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept
     assert (out / "checkpoints" / "step-0000001").is_dir()
     elsewhere = tmp_path / "ckpts"  # the checkpoints outside the run: cleared too by an overwrite of it
@@ -174,4 +171,41 @@ def test_overwrite_refuses_a_run_that_starts_from_a_model_it_would_delete(model_
             "--overwrite",
         ],
     )
-    assert "is inside --checkpoint-dir" in err and start.is_dir()
+    assert "is a checkpoint of the run in --out" in err and "--checkpoint-dir" in err and start.is_dir()
+
+
+def test_overwrite_starts_from_a_model_beside_the_checkpoints_it_clears(model_dirs, tmp_path):
+    """A base model kept in the checkpoint folder (not a step-* folder, not the replaced run's) is not what an
+    overwrite removes: a run starts from it, replaces the run in --out, and the model stays as it was."""
+    import shutil
+
+    from tests.helpers import train_argv
+
+    out, ckpts = tmp_path / "run", tmp_path / "ckpts"
+    argv = ["--save-every", "1", "--checkpoint-dir", str(ckpts)]
+    assert main(train_two_steps(model_dirs, out, *argv)) == 0
+    base = shutil.copytree(model_dirs["opt"], ckpts / "base")
+    kept = {p.name: p.read_bytes() for p in base.iterdir()}
+    train = train_argv(base, out, "--limit", "4", "--batch-size", "4", "--steps", "1", *argv, "--overwrite")
+    assert main(train) == 0
+    assert {p.name: p.read_bytes() for p in base.iterdir()} == kept
+    assert sorted(p.name for p in ckpts.iterdir()) == ["base", "step-0000001"]
+
+
+def test_a_run_that_stopped_before_its_first_checkpoint_is_started_again_with_overwrite(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """A run whose first loss is not finite stops before it saves anything, leaving its log: a rerun is told
+    that there is nothing to resume (not only that the folder is not empty), and --overwrite starts it again."""
+    import skipcore.training.loop as loop
+
+    out = tmp_path / "run"
+    real = loop.token_loss
+    monkeypatch.setattr(loop, "token_loss", lambda *a: (real(*a)[0] * float("nan"), real(*a)[1]))
+    assert main(train_two_steps(model_dirs, out, "--save-every", "1")) == 2
+    monkeypatch.setattr(loop, "token_loss", real)
+    assert [p.name for p in out.iterdir()] == ["train_log.jsonl"]
+    err = refused(capsys, train_two_steps(model_dirs, out, "--save-every", "1"))
+    assert "holds only the log of a run that stopped before it saved a checkpoint" in err
+    assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--overwrite")) == 0
+    assert (out / "model.safetensors").is_file()
