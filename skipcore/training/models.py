@@ -4,7 +4,6 @@ trained on, or the checkpoint a resume continues; and what the training record s
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
 from skipcore.errors import UserError
 from skipcore.models.loading import adapter_tokenizer, load_config, prepare_tokenizer
 from skipcore.models.training_record import read_record
-from skipcore.training import FAMILIES
+from skipcore.training import FAMILIES, memory
 from skipcore.training.distributed import shared_value
 from skipcore.training.settings import TrainSettings, portable_name
 
@@ -59,14 +58,12 @@ def check_fits(size: ModelSize, vocab_size: int) -> None:
     h = size.hidden
     parameters = size.layers * (4 * h * h + 3 * h * size.ffn) + (vocab_size + size.max_positions) * h
     need = TRAIN_BYTES_PER_PARAMETER * parameters
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # a system that does not say
-        return
-    if need > memory:
+    available = memory.device_memory("cpu")
+    if available is not None and need > available:
         raise UserError(
             f"a model {size.layers} deep and {h} wide (about {parameters:,} parameters) needs about "
-            f"{need / 2**30:.0f} GiB to train, more than this machine's {memory / 2**30:.0f} GiB: use fewer --layers "
+            f"{need / 2**30:.0f} GiB to train, more than this machine's {available / 2**30:.0f} GiB: use fewer "
+            "--layers "
             "or a smaller --hidden or --ffn",
             field=("layers", "hidden", "ffn"),
         )

@@ -30,6 +30,7 @@ from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
 from skipcore.training.folders import check_checkpoint_dir, check_out_dir, clear_replaced_run
 from skipcore.training.loop import Hyper, Run, environment, step_plan, train_loop
+from skipcore.training.memory import check_batches_fit
 from skipcore.training.models import (
     adapter_base,
     how_trained,
@@ -121,6 +122,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         if resume_dir is not None:
             record, resume_step, resume_elapsed = _continued_record(record, resume_dir, continued, main)
         _, steps = step_plan(hyper, pairs, acc.num_processes, resume_step)
+        check_batches_fit(model, pairs, hyper.batch_size, acc.device, s.max_length is not None)
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         if main:
             if s.overwrite:  # the folder becomes this run's alone: the tool's files of the run it replaces go

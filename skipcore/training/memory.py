@@ -1,0 +1,77 @@
+"""Whether a run's training fits in the memory of the device it runs on, said in one line before any work: a
+model's training state and the longest batch's logits are counted from their sizes, as lower bounds (what a run
+certainly needs), so a refusal is never a guess. A run that fits by this count can still run out: activations
+kept for the backward pass are not counted."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from skipcore.errors import UserError
+from skipcore.labels import human_bytes
+from skipcore.training.batching import Pair
+
+LOGIT_BYTES = (
+    8  # per logit at least: the float32 logits the loss reads and the log-softmax it keeps for backward
+)
+
+
+def device_memory(device: torch.device | str) -> int | None:
+    """The bytes of memory `device` has in all (a CUDA device's own; the CPU's: the machine's RAM), or None where
+    the system does not say."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type != "cpu":
+        return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def training_state_bytes(model: nn.Module) -> int:
+    """The weights as they lie in memory, and for each trained weight its gradient and Adam's two moments."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    trained = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return weights + 3 * trained
+
+
+def check_batches_fit(
+    model: nn.Module,
+    pairs: Sequence[Pair],
+    batch_size: int,
+    device: torch.device | str,
+    max_length_given: bool,
+) -> None:
+    """Refuse a data set whose longest pair, in a batch of `batch_size`, cannot be trained on in this device's
+    memory: the model's training state and that batch's logits alone are more than the device has. The default
+    --max-length is the model's positions (thousands of tokens), so one long document can ask for a batch of
+    logits many times the machine's memory; the run would be killed at that batch, minutes or hours in."""
+    memory = device_memory(device)
+    if memory is None or not pairs:
+        return
+    vocab = model.get_output_embeddings().weight.shape[0]
+    rows = min(batch_size, len(pairs))
+    width = max(len(p.prompt_ids) + len(p.target_ids) for p in pairs) - 1  # the model reads all but the last
+    state = training_state_bytes(model)
+    need = state + LOGIT_BYTES * rows * width * vocab
+    if need <= memory:
+        return
+    fits = (memory - state) // (LOGIT_BYTES * rows * vocab)
+    advice = (
+        f"pass --max-length {fits} (longer pairs are cut to it) or a smaller --batch-size"
+        if fits >= 2
+        else "a smaller --batch-size or a smaller model"
+    )
+    default = "" if max_length_given else "; the default is the model's positions"
+    raise UserError(
+        f"the longest pair ({width + 1:,} tokens) in a batch of {rows} needs at least {human_bytes(need)} for the "
+        f"model's training state and the batch's logits, more than the {human_bytes(memory)} of "
+        f"{torch.device(device)}: {advice}{default}",
+        field=("max_length", "batch_size"),
+    )

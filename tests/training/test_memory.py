@@ -1,0 +1,52 @@
+"""A data set whose longest batch cannot fit in the device's memory is refused in one line before any work, with
+the --max-length that fits; the counts it rests on are the model's tensors' own bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skipcore.commands import main
+from skipcore.models.loading import load_model
+from skipcore.training import memory
+from tests.helpers import refused, train_argv
+
+
+def long_pairs(path, n: int, words: int):
+    path.write_text(
+        "".join(json.dumps({"source": f"s{i}", "target": " ".join(["t"] * words)}) + "\n" for i in range(n))
+    )
+    return path
+
+
+def test_training_state_is_the_weights_and_three_copies_of_what_is_trained(model_dirs):
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    weights = sum(t.numel() * t.element_size() for t in {id(p): p for p in model.parameters()}.values())
+    assert memory.training_state_bytes(model) == 4 * weights
+    for p in model.parameters():
+        p.requires_grad_(p.ndim == 1)  # norms and biases alone trained
+    trained = sum(p.numel() * 4 for p in model.parameters() if p.ndim == 1)
+    assert memory.training_state_bytes(model) == weights + 3 * trained
+
+
+def test_a_batch_of_logits_past_the_devices_memory_is_refused_with_the_length_that_fits(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    vocab = model.get_output_embeddings().weight.shape[0]
+    state = memory.training_state_bytes(model)
+    data = long_pairs(tmp_path / "long.jsonl", 8, 100)
+    # memory for the training state and a batch of 4 rows of 40 tokens' logits, far less than the pairs' length
+    monkeypatch.setattr(memory, "device_memory", lambda device: state + memory.LOGIT_BYTES * 4 * 40 * vocab)
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, "--dataset", str(data), "--batch-size", "4", "--steps", "1")
+    err = refused(capsys, argv)
+    assert "in a batch of 4 needs at least" in err and "pass --max-length 40 " in err, err
+    assert not out.exists()
+    assert main([*argv, "--max-length", "40"]) == 0 and (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("device", ["meta", "mps"])
+def test_a_device_that_does_not_say_its_memory_is_not_checked(device):
+    assert memory.device_memory(device) is None
