@@ -6,17 +6,55 @@ while it is the default) and reads it back on a new session, ignoring values the
 writes it back on return. Every page's settings are widgets with `KEEP`; this module adds the one setting that is
 no widget where it is used: the designed schedule, which Generate, Compare and the lens run and name in their
 own address (`publish`), and which a link to one of them restores (`adopt`) before the designer is ever drawn.
+A typed text (the prompts) is kept in the address only while it is short (`keep_text`): the server refuses a
+request whose address is past about 64 KiB, so a pasted document made the page's own link fail to load.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote_plus
 
 import streamlit as st
 
 KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
 ADOPTED = "_address_adopted"  # the address's own values were read once this session
+LONGEST_TEXT = 8 * 1024  # bytes of a typed text as the address writes it: well inside the server's 64 KiB
+PUBLISHED = "_address_text_"  # + a text's key, in the session: the text `keep_text` last wrote to the address
+
+
+def fits(text: str) -> bool:
+    """Whether `text` is short enough to keep in a page's address, as the address writes it (quoted)."""
+    return len(quote_plus(text)) <= LONGEST_TEXT
+
+
+def text_from_address(key: str, default: str) -> None:
+    """Before the text box `key` is drawn (with no value of its own): its text is the address's where the
+    address says one this session did not write there (a link, a reload, a page jump, the browser's Back), else
+    the session's, else `default`."""
+    given = st.query_params.get(key)
+    if given is not None and given != st.session_state.get(PUBLISHED + key):
+        st.session_state[key] = given
+    elif key not in st.session_state:
+        st.session_state[key] = default
+
+
+def kept_text(key: str) -> bool:
+    """Whether `key` is a text box whose text `keep_text` keeps (a page's setting, as a bound widget is)."""
+    return PUBLISHED + key in st.session_state
+
+
+def keep_text(key: str, text: str, default: str) -> bool:
+    """After the text box `key` is drawn: its text in the address where it is not `default` and `fits`, out of
+    it otherwise; False where it was too long to keep there (a reload then starts from `default`)."""
+    kept = text != default and fits(text)
+    if kept and st.query_params.get(key) != text:
+        st.query_params[key] = text
+    elif not kept and key in st.query_params:
+        del st.query_params[key]
+    st.session_state[PUBLISHED + key] = text if kept else None
+    return kept or text == default
 
 
 def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import streamlit as st
 
+from app.dashboard import address
 from app.dashboard.models import DTYPE_KEY, LOCAL_KEY, MODEL_KEY
 
 SIDEBAR = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)  # bound on every page, all text: the model and its precision
@@ -29,8 +30,14 @@ def go(page: str, settings: Mapping[str, Any] | None = None) -> NoReturn:
     set them."""
     settings = settings or {}
     st.session_state[REWRITE] = [k for k in SIDEBAR if k in st.query_params or k in settings]
-    address = {k: _text(v) for k, v in settings.items() if k not in SIDEBAR and not k.startswith("_")}
-    st.switch_page(page, query_params=address)
+    too_long = {k: v for k, v in settings.items() if isinstance(v, str) and not address.fits(v)}
+    st.session_state.update(
+        too_long
+    )  # a text no address can hold (the prompts): the page reads the session's
+    kept = {
+        k: _text(v) for k, v in settings.items() if k not in (*SIDEBAR, *too_long) and not k.startswith("_")
+    }
+    st.switch_page(page, query_params=kept)
 
 
 def rewrite() -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import pandas as pd
 import streamlit as st
 
+from app.dashboard import address
 from app.dashboard.models import DTYPE_KEY, LOCAL_KEY, MODEL_KEY
 from app.dashboard.provenance import Settings, differences
 from app.dashboard.runstore import TRACE, Run, RunRecord, RunStore
@@ -132,9 +133,10 @@ def _json_value(value: object) -> bool:
 
 
 def _address_widgets() -> set[str]:
-    """The keys of the widgets drawn this run that are bound to the address: every page setting is one
-    (`address.KEEP`), and no button, upload or table selection is. Streamlit keeps which widgets are bound only in
-    its session state's bookkeeping (streamlit is pinned in requirements.txt; a version without it gives none)."""
+    """The keys of the widgets drawn this run that are bound to the address (every page setting is one,
+    `address.KEEP`, and no button, upload or table selection is) or whose text it keeps while short (the prompts:
+    `address.keep_text`). Streamlit keeps which widgets are bound only in its session state's bookkeeping
+    (streamlit is pinned in requirements.txt; a version without it gives none)."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()
@@ -145,7 +147,9 @@ def _address_widgets() -> set[str]:
     except AttributeError:
         return set()
     return {
-        keys[w] for w, meta in drawn.items() if w in keys and getattr(meta, "bind", None) == "query-params"
+        keys[w]
+        for w, meta in drawn.items()
+        if w in keys and (getattr(meta, "bind", None) == "query-params" or address.kept_text(keys[w]))
     }
 
 

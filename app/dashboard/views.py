@@ -13,7 +13,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, results, speculation
+from app.dashboard import address, figures, results, speculation
 from app.dashboard.address import KEEP
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
@@ -69,13 +69,21 @@ def prompt_picker(key: str, chat: bool = False) -> list[str]:
     source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source", **KEEP)
     st.session_state[f"{key}_references"] = None
     if source == TYPED:
+        text_key, example = (
+            (f"{key}_chat_text", CHAT_EXAMPLE_PROMPTS) if chat else (f"{key}_text", EXAMPLE_PROMPTS)
+        )
+        address.text_from_address(text_key, example)
         text = st.text_area(
             "One prompt per line" + ("" if chat else " (an E2E prompt may put `Text:` on its own line)"),
-            CHAT_EXAMPLE_PROMPTS if chat else EXAMPLE_PROMPTS,
             height=130,
-            key=f"{key}_chat_text" if chat else f"{key}_text",
-            **KEEP,
+            key=text_key,
+            persist_state="session",
         )
+        if not address.keep_text(text_key, text, example):
+            st.caption(
+                "These prompts are too long to keep in the page's address: a reload or a shared link starts from "
+                "the example prompts (they stay while this tab is open)."
+            )
         return _split_prompt_blocks(text)
     splits = sorted(p.stem for p in DATASET_DIR.glob("*.csv")) if DATASET_DIR.is_dir() else []
     if not splits:

@@ -64,3 +64,30 @@ def test_every_page_switch_goes_through_the_jump():
         if re.search(r"\bswitch_page\(", text)
     ]
     assert not switching, switching
+
+
+def test_prompts_stay_in_the_address_while_short_and_a_long_paste_keeps_it_loadable(model_dir):
+    """Typed prompts are kept in the address (a reload or a shared link brings them back), but a pasted document
+    is not: the server refuses a request whose address is past about 64 KiB, so the page's own link would fail
+    to load. Its text stays in the session, which says so."""
+    from app.dashboard.address import LONGEST_TEXT
+
+    at = open_app("generate")
+    box = by_key(at.text_area, "gen_text")
+    box.set_value("The Eagle is\nGreen Man").run()
+    assert at.query_params.get("gen_text") == "The Eagle is\nGreen Man"
+    assert by_key(opened_with(dict(at.query_params), "generate").text_area, "gen_text").value == box.value
+    long = "MR: name[The Eagle], food[French] " * (
+        LONGEST_TEXT // 40
+    )  # short in characters, long once quoted
+    by_key(at.text_area, "gen_text").set_value(long).run()
+    assert_clean(at)
+    assert "gen_text" not in at.query_params and by_key(at.text_area, "gen_text").value == long
+    assert any("too long to keep in the page's address" in c.value for c in at.caption)
+    at.switch_page("sections/designer.py").run()
+    at.switch_page("sections/generate.py").run()
+    assert by_key(at.text_area, "gen_text").value == long  # the session keeps it across pages
+    # a link naming other prompts, opened in this session (the browser's Back to an older address), wins
+    at.query_params["gen_text"] = "Green Man"
+    at.run()
+    assert by_key(at.text_area, "gen_text").value == "Green Man"

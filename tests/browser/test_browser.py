@@ -346,6 +346,8 @@ def _shown(page, kind: str, label: str) -> str:
         )
     if kind == "stCheckbox":
         return str(box.locator("input").is_checked())
+    if kind == "stTextArea":
+        return box.locator("textarea").input_value()
     return page.locator(f'input[role="combobox"][aria-label="{label}"]').input_value()  # a selectbox
 
 
@@ -382,9 +384,15 @@ PAGES_WITH_SETTINGS = [
     ),
     (
         ("Compare policies", "compare"),
-        {"cmp_policies": ["skip", "calm"], "cmp_max_new": "7", "cmp_calm_threshold": "0.7"},
+        {
+            "cmp_policies": ["skip", "calm"],
+            "cmp_max_new": "7",
+            "cmp_calm_threshold": "0.7",
+            "cmp_text": "Blue\nRed",
+        },
         [
             ("stMultiSelect", "Policies", "skip,calm"),
+            ("stTextArea", "One prompt per line", "Blue\nRed"),
             ("stSlider", "Tokens to generate", "7"),
             ("stSlider", "CALM threshold", "0.70"),
         ],
@@ -869,6 +877,28 @@ def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
     batch = page.locator('[data-testid="stNumberInput"]', has_text="Batch size")
     batch.get_by_test_id("stNumberInputStepUp").click()  # any rerun: said once
     page.get_by_text("The last run did not finish", exact=False).wait_for(state="detached")
+
+
+def test_a_pasted_document_stays_out_of_the_address_and_the_page_reloads(fresh, server):
+    """A prompt box's text is kept in the address while it is short; a pasted document is not (the server refuses
+    an address past about 64 KiB: the page's own link failed to load with HTTP 400). The page says so, and a
+    reload opens the page."""
+    page = fresh
+    _open(page, server, "generate", {"gen_max_new": "9"}, "Generate and trace")
+    box = page.locator('[data-testid="stTextArea"]', has_text="One prompt per line").locator("textarea")
+    box.fill("Green Man\nBlue Spice")
+    box.press("Control+Enter")
+    _wait_idle(page)
+    page.wait_for_function("() => location.search.includes('gen_text')", timeout=UI_TIMEOUT_MS)
+    assert _address(page).get("gen_text") == ["Green Man\nBlue Spice"]
+    box.fill("MR: name[The Eagle], eatType[coffee shop], food[French] " * 1500)  # 80 k characters
+    box.press("Control+Enter")
+    page.get_by_text("too long to keep in the page's address", exact=False).wait_for(timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    assert "gen_text" not in _address(page) and len(page.url) < 4096, page.url[:300]
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Generate and trace").wait_for(timeout=60_000)
+    _clean(page, "generate after a reload")
 
 
 def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server):
