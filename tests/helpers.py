@@ -253,6 +253,11 @@ def by_key(widgets, key: str):
     return next(w for w in widgets if w.key == key)
 
 
+def drawn_name(trace: dict) -> str:
+    """A Plotly trace's name as a page's figure carries it, without the line breaks that fit it to a phone."""
+    return trace["name"].replace("<br>", " ")
+
+
 def plotly_array(value) -> np.ndarray:
     """A figure's array as its JSON holds it: a list, or plotly's typed array (base64 bytes, dtype, shape)."""
     if isinstance(value, dict):

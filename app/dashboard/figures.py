@@ -1,12 +1,14 @@
 """What a browser page adds to `skipcore.plots`' figures: a colour key on masks, a token window that can be
-scrolled, one latency band instead of a hundred lines, charts that fit their column, PNG/SVG downloads named by the
-run they show, and each run's style for the session (`run_styles`: a run drawn on History, Compare, Generate or
+scrolled, one latency band instead of a hundred lines, charts that fit their column (a long title or legend entry
+wrapped to a phone's width), PNG/SVG downloads named by the run they show, and each run's style for the session (`run_styles`: a run drawn on History, Compare, Generate or
 the Layer lens looks the same on all of them).
 
 The figures themselves stay in `skipcore.plots` (a notebook draws the same); this only adapts them to a page.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import altair as alt
 import pandas as pd
@@ -23,6 +25,8 @@ MAX_LATENCY_LINES = 8  # more batches than this are drawn as one median line wit
 FORMAT_KEY = "figure_format"
 FORMATS = ("png", "svg")
 STYLES = "run_styles"  # in the session: run name -> its RunStyle, fixed the first time a page draws the run
+LINE_CHARACTERS = 40  # of a title or legend entry per line: a 360 px phone's chart (Plotly cuts, not wraps)
+LINE_HEIGHT = 20  # pixels a wrapped title's each further line takes from the top margin
 
 
 # below 1280 px the wide layout's side margins (5rem each) shrink, so a 1024 px screen with the sidebar open gives
@@ -71,6 +75,7 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
     a saved figure says what made it."""
     fmt = st.session_state.get(FORMAT_KEY, "png")
     filename = name or key
+    _wrap_words(fig)
     if run:
         filename = f"{filename}_{file_stem(run)}"
         title = fig.layout.title.text or ""
@@ -79,6 +84,27 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
             fig.update_layout(margin_t=(fig.layout.margin.t or 50) + 22)  # room for the name under the title
     config = {"toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2}, "displaylogo": False}
     st.plotly_chart(fig, key=key, config=config, width="stretch")
+
+
+def wrapped(text: str) -> str:
+    """`text` in lines of at most `LINE_CHARACTERS` (broken at spaces, Plotly's `<br>`); one with markup of its own
+    is left as it is."""
+    if len(text) <= LINE_CHARACTERS or "<" in text:
+        return text
+    return "<br>".join(textwrap.wrap(text, LINE_CHARACTERS, break_long_words=False, break_on_hyphens=False))
+
+
+def _wrap_words(fig: go.Figure) -> None:
+    """A figure's title and legend entries wrapped (`wrapped`), the top margin grown by the title's further lines:
+    on a phone Plotly cut a run's name where the chart ended, and two runs differing only at the end read alike."""
+    for trace in fig.data:
+        if trace.name:
+            trace.name = wrapped(trace.name)
+    title = fig.layout.title.text
+    if title and wrapped(title) != title:
+        fig.update_layout(title_text=wrapped(title))
+        more = wrapped(title).count("<br>")
+        fig.update_layout(margin_t=(fig.layout.margin.t or 50) + LINE_HEIGHT * more)
 
 
 def with_mask_key(fig: go.Figure) -> go.Figure:

@@ -141,8 +141,8 @@ def tradeoff_chart(
             title="model",
             scale=model_scale(data),
             legend=alt.Legend(
-                orient="top", direction="horizontal", labelLimit=0
-            ),  # above: room for long names
+                orient="top", direction="horizontal", columns=1, labelLimit=0
+            ),  # above, one name a line: room for long names at a phone's width
         )
         if models
         else alt.value("circle")

@@ -12,7 +12,17 @@ from streamlit.testing.v1 import AppTest
 from app.dashboard import paths
 from app.dashboard.results import CompareResult
 from skipcore.policies.speculative import default_draft_tokens
-from tests.helpers import MAX_NEW, assert_clean, by_key, charts, costs, open_app, plotly_array, warnings
+from tests.helpers import (
+    MAX_NEW,
+    assert_clean,
+    by_key,
+    charts,
+    costs,
+    drawn_name,
+    open_app,
+    plotly_array,
+    warnings,
+)
 
 
 # -- compare policies ----------------------------------------------------------------------------------------
@@ -169,7 +179,7 @@ def test_each_policys_run_is_named_in_full_and_drawn_in_its_familys_colour(model
     assert len(set(names.values())) == 4 and all(n.endswith(" · greedy") for n in names.values())
     assert " (exit, " in names["exit"] and "span " in names["skip"] and "calm softmax>=0.9" in names["calm"]
     spec = json.loads(by_key(charts(at), "cmp_layers").proto.spec)
-    lines = {t["name"]: t["line"]["color"] for t in spec["data"] if t["name"] in names.values()}
+    lines = {drawn_name(t): t["line"]["color"] for t in spec["data"] if drawn_name(t) in names.values()}
     family = {"full depth": "full", "exit": "exit", "skip": "skip", "calm": "calm"}
     assert lines == {names[p]: COLORS[family[p]][0] for p in names}  # by what the run is, not its place
     table = at.dataframe[0]

@@ -11,11 +11,12 @@ import sqlite3
 import pandas as pd
 import pytest
 
+from app.dashboard.figures import LINE_CHARACTERS
 from app.dashboard.provenance import prompts_setting, setting
 from app.dashboard.results import CompareResult, GenerateResult, LensComparison, SweepResult
 from app.dashboard.runstore import INDEX, TRACE, TRACES, RunRecord, RunStore
 from skipcore import Schedule, SkipEngine, load_model, summarize
-from tests.helpers import MAX_NEW, assert_clean, by_key, open_app, opened_with, stale
+from tests.helpers import MAX_NEW, assert_clean, by_key, drawn_name, open_app, opened_with, stale
 
 
 # -- results say what made them ------------------------------------------------------------------------------
@@ -304,7 +305,7 @@ def test_a_comparison_and_a_lens_run_are_kept_and_reopen_with_their_settings(mod
     pick(at, 0, 1)
     assert_clean(at)
     spec = json.loads(next(c for c in at.get("plotly_chart") if c.key == "history_fig").proto.spec)
-    drawn = [t["name"] for t in spec["data"] if t["name"].startswith("#")]
+    drawn = [drawn_name(t) for t in spec["data"] if t["name"].startswith("#")]
     assert sorted(n.split(":")[0] for n in drawn) == ["#1", "#1", "#2"], drawn
     assert list(at.dataframe[1].value["run"])[1:] == drawn
     assert not any("trace" in c.value for c in at.caption)
@@ -350,8 +351,10 @@ def test_runs_differing_only_in_decay_span_are_named_apart_and_keep_their_style(
     assert_clean(at)
     spec = json.loads(next(c for c in at.get("plotly_chart") if c.key == "history_fig").proto.spec)
     runs = [t for t in spec["data"] if t["name"].startswith("#")]
-    assert len(runs) == 2 and all(" · greedy" in t["name"] and "span " in t["name"] for t in runs)
-    assert len({t["name"].split(": ", 1)[1] for t in runs}) == 2
+    assert len(runs) == 2 and all(" · greedy" in drawn_name(t) and "span " in drawn_name(t) for t in runs)
+    assert len({drawn_name(t).split(": ", 1)[1] for t in runs}) == 2
+    lines = [line for t in runs for line in t["name"].split("<br>")]  # wrapped to a phone's chart, whole
+    assert len(lines) > 2 and max(map(len, lines)) <= LINE_CHARACTERS
     assert {t["line"]["color"] for t in runs} == {COLORS["skip"][0]}  # both skip: the skip hue
     assert len({t["line"]["dash"] for t in runs}) == 2  # told apart by their dash
     compared = at.dataframe[1].value
