@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from skipcore.decode.engine import SkipEngine
@@ -114,19 +115,23 @@ def compare_with_full_depth(
 
 
 def layer_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per layer: how often it ran, mean KL to the final read-out, mean residual cosine where it ran (near 1:
-    the layer barely changes the stream), mean entropy and top probability, and how often the read-out's top
-    token is already the generated one."""
-    t = table.assign(top_is_generated=table["top_token_id"] == table["token_id"])
+    """Per layer: how often it ran (`ran`, a share of the tokens; `tokens_ran`, a count), and over the tokens
+    where it ran, its own read-out's mean KL to the final read-out, mean residual cosine (near 1: the layer barely
+    changes the stream), mean entropy and top probability, and how often its top token is already the generated
+    one. A skipped layer's row repeats the read-out of the layer below it (the path the token took), so it is
+    left out: counted, a layer that ran for the prompt alone would show the statistics of the layers under it.
+    NaN for a layer that never ran."""
+    ran = table["ran"].astype(bool)
+    t = table.assign(top_is_generated=(table["top_token_id"] == table["token_id"]).astype(float))
+    stats = ["kl_to_final", "residual_cos", "entropy", "top_prob", "top_is_generated"]
+    t[stats] = t[stats].where(ran, np.nan)
     return (
-        t.groupby("layer")
+        t.assign(tokens_ran=ran.astype(int))
+        .groupby("layer")
         .agg(
             ran=("ran", "mean"),
-            kl_to_final=("kl_to_final", "mean"),
-            residual_cos=("residual_cos", "mean"),  # NaN (skipped) left out
-            entropy=("entropy", "mean"),
-            top_prob=("top_prob", "mean"),
-            top_is_generated=("top_is_generated", "mean"),
+            tokens_ran=("tokens_ran", "sum"),
+            **{name: (name, "mean") for name in stats},
         )
         .reset_index()
     )

@@ -133,8 +133,8 @@ def _hover(r) -> str:
 def layer_summary_figure(
     summaries: Mapping[str, pd.DataFrame], title: str = "Per layer", colors: Mapping[str, str] | None = None
 ) -> go.Figure:
-    """Mean KL to the final read-out after each layer and mean residual cosine where the layer ran, one line
-    per path (`skipcore.lens.layer_summary` frames): layers with cosine near 1 change the stream little. The
+    """Mean KL to the final read-out after each layer and mean residual cosine, over the tokens where the layer
+    ran (a skipped layer's row repeats the read-out below it), one line per path (`skipcore.lens.layer_summary` frames): layers with cosine near 1 change the stream little. The
     layer axis runs over the model's layers, 0 to L-1, and no further. `colors`: each path's colour (a run's,
     as the page draws it everywhere), else the palette's."""
     fig = make_subplots(
@@ -142,7 +142,7 @@ def layer_summary_figure(
         cols=2,
         # two short lines each: side by side on a phone's width, one long line ran into the other
         subplot_titles=(
-            "mean KL to the final<br>read-out (nats)",
+            "mean KL to the final<br>read-out (nats, ran)",
             "mean cosine, layer<br>input to output (ran)",
         ),
         horizontal_spacing=0.12,

@@ -254,10 +254,17 @@ def test_layer_summary(opt):
     assert s.loc[s["layer"] == opt.num_layers - 1, "kl_to_final"].item() == 0
     assert s.loc[s["layer"] == opt.num_layers - 1, "top_is_generated"].item() == 1
     steps = t[t["layer"] == 0]
-    skipped_layer = 2  # ran only in the prefill: its cosine averages the prefill tokens alone
-    want = t[(t["layer"] == skipped_layer) & (t["step"] == 0)]["residual_cos"].mean()
-    assert len(steps) > len(t[(t["layer"] == skipped_layer) & t["ran"]])
-    assert s.loc[s["layer"] == skipped_layer, "residual_cos"].item() == pytest.approx(want)
+    skipped_layer = 2  # ran only in the prefill: its statistics average the prefill's own read-outs
+    prefill = t[(t["layer"] == skipped_layer) & (t["step"] == 0)]
+    assert len(steps) > len(t[(t["layer"] == skipped_layer) & t["ran"]]) == len(prefill)
+    row = s[s["layer"] == skipped_layer].iloc[0]
+    assert row["tokens_ran"] == len(prefill)
+    for stat in ("residual_cos", "kl_to_final", "entropy", "top_prob"):
+        assert row[stat] == pytest.approx(prefill[stat].mean()), stat
+    generated = (prefill["top_token_id"] == prefill["token_id"]).mean()
+    assert row["top_is_generated"] == pytest.approx(generated)
+    # the skipped steps' rows repeat the layer below's read-out: averaged in, they moved the layer's numbers
+    assert t[(t["layer"] == skipped_layer)]["kl_to_final"].mean() != pytest.approx(row["kl_to_final"])
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])
