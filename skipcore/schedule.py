@@ -437,12 +437,14 @@ def schedule_from_settings(
 ) -> Schedule:
     """The one schedule a set of schedule settings describes, as the command line and training read them: a
     schedule file (`Schedule.read_json`), the budgets that meet `target_speedup` over `speedup_over` generated
-    tokens (2x for a decaying shape given no floor, the paper's smallest target: with no floor it would be full
-    depth), or the budgets as given (`budgets`, comma-separated, for a custom shape)."""
+    tokens (2x for a parametric shape given no floor, the paper's smallest target: with no floor it would be full
+    depth; a constant shape given only `max_layers` runs it at every step), or the budgets as given (`budgets`, comma-separated, for a custom shape)."""
     if schedule_json:
         return Schedule.read_json(schedule_json, num_layers)
     _check_layer_count("min_layers", min_layers, num_layers)  # max_layers: by the fit, else by the Schedule
     extra = dict(decay_span=decay_span, alpha=alpha, stages=stages)
+    if shape == "constant" and min_layers is None and max_layers is not None and target_speedup is None:
+        min_layers = max_layers  # a constant shape's budget given: that budget at every step
     if target_speedup is None and min_layers is None and shape in PARAMETRIC:
         target_speedup = 2.0
     if target_speedup is not None:

@@ -17,6 +17,7 @@ from skipcore.schedule import (
     layers_for_budget,
     mask_string,
     schedule_for_speedup,
+    schedule_from_settings,
 )
 
 
@@ -192,3 +193,14 @@ def test_schedule_for_speedup_refuses_arguments_of_the_wrong_kind_naming_them():
         with pytest.raises(ScheduleError, match=re.escape(said)):
             schedule_for_speedup(**{"num_layers": 12, "target": 2.0, "max_new_tokens": 20, **kw})
     assert schedule_for_speedup(12, 2.0, 20, max_layers=10.0).max_layers == 10  # 10.0 from a table: the count
+
+
+def test_a_constant_shape_given_its_budget_runs_it_at_every_step():
+    """`--schedule constant --max-layers 8` is 8 layers at every step (it ran a 2x target's 6, labelled
+    "constant 12->6"); given no budget at all it is the 2x target's, as the other parametric shapes are."""
+    given = schedule_from_settings(12, 16, "constant", max_layers=8)
+    assert (given.max_layers, given.min_layers) == (8, 8) and set(given.budgets(16)[1:]) == {8}
+    default = schedule_from_settings(12, 16, "constant")
+    assert default.layer_speedup(16) == pytest.approx(2.0, rel=0.05)
+    faster = schedule_from_settings(12, 16, "constant", max_layers=8, target_speedup=3.0)
+    assert faster.layer_speedup(16) > 2.5

@@ -119,8 +119,8 @@ def add_schedule_args(
     g.add_argument(
         "--target-speedup",
         type=finite,
-        help="pick max/min layers for this theoretical layer speedup (default 2 for a decaying shape given "
-        "no --min-layers)",
+        help="pick max/min layers for this theoretical layer speedup (default 2 for a linear, power, step or "
+        "constant shape given no --min-layers; a constant shape given --max-layers alone runs it at every step)",
     )
     g.add_argument(
         "--schedule-json", type=path_text,

@@ -123,7 +123,10 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
 
 
 def agreement_line(a) -> str:
-    """Agreement with full depth overall and per budget, in one line."""
+    """Agreement with full depth overall and per budget, in one line (a run of one new token has no decode step
+    to agree on: said so, not a NaN share of none)."""
+    if not a.tokens:
+        return "agreement with full depth: no decode steps to compare (the first token is the prefill's)"
     budgets = ", ".join(
         f"{int(r.num_layers_run)} layers {r.agreement:.0%} ({int(r.tokens)})"
         for r in a.by_budget.itertuples()

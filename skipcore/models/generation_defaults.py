@@ -42,7 +42,7 @@ def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     `generation_defaults`), never more than will be generated; `max_new_tokens` for a model that does not say.
     At least 2 (the prefill's token and one decode step): a run of one new token has no decode step for a schedule
     to shape, and the horizon it is given changes nothing."""
-    return min(int(defaults.get("speedup_over") or max_new_tokens), max(2, int(max_new_tokens)))
+    return max(2, min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens)))
 
 
 def trained_schedule(record: dict) -> dict | None:

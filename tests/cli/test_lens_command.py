@@ -34,6 +34,14 @@ def test_lens_command_writes_the_table_and_reports_agreement(model_dirs, tmp_pat
     assert (last["top_token_id"] == last["token_id"]).mean() == pytest.approx(meta["agreement"]["overall"])
 
 
+def test_a_lens_of_one_new_token_says_there_is_no_decode_step_to_agree_on(model_dirs, capsys):
+    """One new token is the prefill's: no decode step, so no agreement share (it printed "nan% of 0 tokens")."""
+    args = ["lens", "--model", str(model_dirs["opt"]), "--max-new-tokens", "1", "--prompt", PROMPTS[0]]
+    assert main([*args, "--schedule", "linear", "--max-layers", "4", "--min-layers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "no decode steps to compare" in out and "nan" not in out.split("\n")[-2]
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

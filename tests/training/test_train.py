@@ -539,6 +539,7 @@ def test_old_settings_files_that_recorded_the_training_horizon_decode_over_a_typ
     assert defaults_from_record({**old, "data": {"median_target_tokens": 25}})["speedup_over"] == 26
     assert defaults_from_record(old)["speedup_over"] == 64  # a file with no data statistics keeps its own
     assert speedup_horizon({"speedup_over": 26}, 16) == 16 and speedup_horizon({}, 40) == 40
+    assert speedup_horizon({}, 1) == speedup_horizon({"speedup_over": 26}, 1) == 2  # no decode step
 
 
 def test_a_model_trained_over_64_tokens_meets_target_speedups_over_its_typical_outputs(tmp_path):
