@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,7 +161,9 @@ def check_output_path(path: str | Path | None, overwrite: bool, suffixes: tuple[
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
-    """The nearest existing folder at or above `folder` must be a writable folder (it is created later)."""
+    """The nearest existing folder at or above `folder` must be a writable folder (it is created later): asked
+    of the system, then tried with a nameless temporary file (root is granted `os.access` where a file system such
+    as /sys or /proc refuses the file, which a run learnt only when its work was done)."""
     probe = check_path_text(folder, "folder")
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -168,6 +171,13 @@ def check_writable_folder(folder: Path, what: str) -> None:
         raise UserError(f"{what}: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK):
         raise UserError(f"{what}: {probe} is not writable")
+    try:
+        with tempfile.TemporaryFile(dir=probe, prefix=".skipcore-probe-"):
+            pass
+    except OSError as e:
+        raise UserError(
+            f"{what}: {probe} is not writable (a file there was refused: {e.strerror or e})"
+        ) from None
 
 
 def check_companion(companion: Path, main: Path, overwrite: bool, ours: Callable[[Path], bool]) -> None:

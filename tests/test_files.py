@@ -117,3 +117,12 @@ def test_a_parquet_file_replaced_while_read_is_read_whole(tmp_path):
     finally:
         done.set()
         writer.join()
+
+
+def test_a_folder_the_system_calls_writable_but_refuses_a_file_in_is_refused_up_front(tmp_path):
+    """As root, `os.access` says yes to /sys, whose file system refuses any new file: a lens or a trace written
+    there failed only after the run. The check tries a nameless file, and leaves nothing behind."""
+    with pytest.raises(UserError, match="/sys is not writable"):
+        check_writable_folder(Path("/sys/skipcore-out"), "cannot write")
+    check_writable_folder(tmp_path / "new" / "folder", "cannot write")
+    assert not any(tmp_path.iterdir())
