@@ -4,7 +4,7 @@
 finished row; it writes no file. Measured speedups are paired with full depth and repeated (3 times here, after
 a warm-up), with their interval and plausibility flag, exactly as in the shipped sweep, whose column names the
 rows carry. Speculative SkipDecode takes part with the first target's schedule as its draft (in the first static
-mode, skip when none is chosen); transformers' generate() does not (it needs a Llama-family model and batch size 1).
+mode, skip when none is chosen); transformers' generate() does not (it needs a Llama model and batch size 1).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def add_parser(sub) -> None:
         str,
         "static (schedules), calm (CALM-DEC), adaptive (adaptive SkipDecode), speculative (speculative "
         "SkipDecode), transformers (transformers' own generate(), plain and with assistant_early_exit, batch size "
-        "1 only; Llama-family models)",
+        "1 only; Llama models)",
     )
     add_policy_grid_args(p)
     r = p.add_argument_group("decoding")

@@ -4,9 +4,9 @@ skipcore's speculative policy, on the same model and prompts.
 Its draft is the model's first n layers (early exit); transformers keeps a second cache for them and verifies the
 drafts with the whole model. It runs one prompt at a time (batch size 1 is all it supports). Drafting here runs
 exactly k tokens per round (`assistant_confidence_threshold=0`, no confidence stop), as the speculative policy
-does, so the two differ in their draft path and their batching. It works where the decoder stops at
-`config.num_hidden_layers` (the Llama family); OPT's and GPT-2's decoders run every layer whatever the config
-says, and transformers then fails inside its cache, so those are refused here before any work.
+does, so the two differ in their draft path and their batching. It works on Llama models, whose decoder stops at
+`config.num_hidden_layers`; on OPT and GPT-2 (whose decoders run every layer whatever the config says) and on
+Qwen2, Qwen3 and Mistral transformers fails inside its cache, so those are refused here before any work.
 
 Read off by a forward hook on the model: full-depth passes (each verifies a round; the first also reads the
 prompt), draft passes, and each call's columns and keys, which give its FLOPs by the trace's convention (equal to
@@ -29,7 +29,9 @@ from skipcore.policies.params import Parameterised, param, same_as, short_number
 if TYPE_CHECKING:
     import torch
 
-FAMILIES = ("llama",)  # adapters whose decoders stop at config.num_hidden_layers
+# model types (the config's own, not the adapter's: qwen2, qwen3 and mistral share Llama's adapter) whose
+# transformers code takes assistant_early_exit; the others fail inside transformers' cache
+MODEL_TYPES = ("llama",)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class AssistedGeneration(Parameterised):
     lossless: ClassVar[bool] = True  # its output is full depth's (greedy), which a sweep row checks
     about: ClassVar[str] = (
         "transformers' own generate() at batch size 1: plain, and with assistant_early_exit=n drafting k tokens "
-        "per round (no confidence stop); Llama-family models."
+        "per round (no confidence stop); Llama models."
     )
 
     @classmethod
@@ -97,16 +99,18 @@ class AssistedRun:
         }
 
 
-def check_assistant(family: str, num_layers: int, exit_layer: int | None, draft_tokens: int | None) -> None:
-    """Refuse, before any work (from the config alone), what transformers cannot run: another family, an exit
-    outside the model."""
+def check_assistant(
+    model_type: str, num_layers: int, exit_layer: int | None, draft_tokens: int | None
+) -> None:
+    """Refuse, before any work (from the config alone), what transformers cannot run: a model type its
+    assistant_early_exit fails on, an exit outside the model."""
     if exit_layer is None:
         return
-    if family not in FAMILIES:
+    if model_type not in MODEL_TYPES:
         raise UserError(
-            f"transformers' assistant_early_exit needs a decoder that stops at config.num_hidden_layers (the "
-            f"Llama family); this {family} model runs every layer and transformers fails inside its cache "
-            "(data/models/skipdecode-llama-e2e is a Llama-family model of the shipped kind)"
+            f"transformers' assistant_early_exit runs on {', '.join(MODEL_TYPES)} models; on this {model_type} "
+            "model it fails inside transformers' cache (data/models/skipdecode-llama-e2e is a Llama model of "
+            "the shipped kind)"
         )
     if not 1 <= exit_layer < num_layers:
         raise UserError(f"assistant exit layer must be in [1, {num_layers - 1}], got {exit_layer}")
@@ -180,7 +184,7 @@ def assisted_generate(
     `draft_tokens` per round, or plain (exit_layer None)."""
     import torch
 
-    check_assistant(engine.adapter.family, engine.num_layers, exit_layer, draft_tokens)
+    check_assistant(engine.model.config.model_type, engine.num_layers, exit_layer, draft_tokens)
     model, tok = engine.model, engine.tokenizer
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)
     kw["eos_token_id"] = engine.eos_ids.tolist()

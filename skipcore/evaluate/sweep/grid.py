@@ -270,7 +270,7 @@ class TransformersGrid:
         from skipcore.policies.assisted import check_assistant
 
         check_assistant(
-            model.family, model.num_layers, setting.value("assistant_exit"), setting.value("draft_tokens")
+            model.model_type, model.num_layers, setting.value("assistant_exit"), setting.value("draft_tokens")
         )
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:

@@ -166,17 +166,21 @@ class ModelFacts:
     family: str  # the adapter's family ("opt", "gpt2", "llama")
     num_layers: int
     max_positions: int | None = None  # a prompt plus its new tokens, at most (None: the config does not say)
+    model_type: str = (
+        ""  # the config's own (qwen2 and mistral run on the llama adapter, not in transformers' code)
+    )
 
     @classmethod
     def of_engine(cls, engine) -> ModelFacts:
-        return cls(engine.adapter.family, engine.num_layers, engine.max_positions)
+        model_type = engine.model.config.model_type
+        return cls(engine.adapter.family, engine.num_layers, engine.max_positions, model_type)
 
     @classmethod
     def of_config(cls, config) -> ModelFacts:
         from skipcore.adapters import ADAPTERS, max_positions, shapes_from_config
 
         family = ADAPTERS[config.model_type].family
-        return cls(family, shapes_from_config(config).num_layers, max_positions(config))
+        return cls(family, shapes_from_config(config).num_layers, max_positions(config), config.model_type)
 
     def check_new_tokens(self, max_new_tokens: int, model: str) -> None:
         """New tokens that leave no position for a prompt's one token refused before any work (what a request

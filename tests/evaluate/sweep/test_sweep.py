@@ -482,8 +482,14 @@ def test_transformers_rows_need_batch_one_and_a_llama_family_model(
     loads = []
     monkeypatch.setattr(units.EngineCache, "get", lambda self, *a, **k: loads.append(a))
     cfg = replace(cfg, batch_sizes=(1,), policy_values={**cfg.policy_values, "assistant_exit": (3,)})
-    with pytest.raises(UserError, match="assistant_early_exit needs a decoder.*this opt model"):
+    with pytest.raises(UserError, match="assistant_early_exit runs on llama models; on this opt model"):
         run_sweep(cfg)
+    for model_type in (
+        "qwen2",
+        "mistral",
+    ):  # on skipcore's Llama adapter, not transformers' Llama code: it crashed
+        with pytest.raises(UserError, match=f"on this {model_type} model it fails"):
+            run_sweep(replace(cfg, model=str(model_dirs[model_type])))
     # a Llama model first and an OPT baseline second: refused from the configs, before the first model loads
     two = replace(cfg, model=str(model_dirs["llama"]), baseline_model=str(model_dirs["opt"]))
     with pytest.raises(
