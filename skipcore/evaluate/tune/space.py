@@ -100,14 +100,17 @@ def takes_shape(cls: type) -> bool:
     return getattr(cls, "uses_schedule", False) and not any(p.schedule_flag for p in params_of(cls))
 
 
-def bounds(p: Param, num_layers: int) -> tuple[float, float]:
+def bounds(p: Param, num_layers: int, max_new_tokens: int) -> tuple[float, float]:
     """A declared parameter's search range: its declared low and high (the dashboard's scale where it has one),
-    at most the model's depth for a layer count, the largest value it offers where it declares no high."""
+    at most the model's depth for a layer count, the largest value it offers where it declares no high, and at
+    most the tokens a request makes for a count of those (a draw past them is refused: a trial spent)."""
     low, high = p.scale if p.scale else (p.low, p.high)
     if p.at_most_layers:
         high = num_layers if high is None else min(high, num_layers)
     if high is None:
         high = max((*p.options, *p.sweep_values), default=low)
+    if p.at_most_new_tokens:
+        high = min(high, max_new_tokens)
     return (0 if low is None else low), high
 
 
@@ -139,7 +142,9 @@ class SearchSpace:
         policy = trial.suggest_categorical("policy", self.policies)
         cls = policy_class(policy)
         values = tuple(
-            (p.name, _draw(trial, p, self.num_layers)) for p in params_of(cls) if p.sweep is not None
+            (p.name, _draw(trial, p, self.num_layers, self.max_new_tokens))
+            for p in params_of(cls)
+            if p.sweep is not None
         )
         if not getattr(cls, "uses_schedule", False):
             return Candidate(policy, None, values)
@@ -161,6 +166,8 @@ class SearchSpace:
         span = trial.suggest_int("decay_span", 1, max(1, T - 1)) if shape in ("linear", "step") else None
         alpha = trial.suggest_float("alpha", *ALPHA) if shape == "power" else 0.9
         stages = trial.suggest_int("stages", *STAGES) if shape == "step" else 4
+        if hi == lo:  # no decay: every shape is the constant schedule, keyed (and scored) once, named as it is
+            return Schedule(L, "constant", mode, hi, lo, warmup)
         return Schedule(L, shape, mode, hi, lo, warmup, span, alpha, stages)
 
     def paper_params(self, target: float, speedup_over: int, decay_span: int) -> dict | None:
@@ -205,11 +212,11 @@ class SearchSpace:
                 "max_share": share, "decay_span": span}  # fmt: skip
 
 
-def _draw(trial, p: Param, num_layers: int) -> object:
+def _draw(trial, p: Param, num_layers: int, max_new_tokens: int) -> object:
     """A value of a declared parameter, named by its sweep column."""
     if p.kind is str:
         return trial.suggest_categorical(p.column, p.choices)
-    low, high = bounds(p, num_layers)
+    low, high = bounds(p, num_layers, max_new_tokens)
     if p.kind is int:
         return trial.suggest_int(p.column, int(low), int(max(low, high)))
     return trial.suggest_float(p.column, float(low), float(max(low, high)))

@@ -198,7 +198,11 @@ def test_the_search_draws_runnable_settings_from_the_declarations(model_dirs, tm
     space = SearchSpace.of(s, 6)
     assert space.warmups == (0, 1, 2)  # 9 cannot run on 6 layers
     draft = next(p for p in params_of(SpeculativePolicy) if p.name == "draft_tokens")
-    assert bounds(draft, 6) == (1, 8)  # declared low 1, no high: the largest value it offers
+    assert bounds(draft, 6, 16) == (1, 8)  # declared low 1, no high: the largest value it offers
+    assert bounds(draft, 6, 6) == (
+        1,
+        6,
+    )  # no more than the tokens a request makes (7 and 8 were refused trials)
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(0))
     seen = set()
     for _ in range(
@@ -208,6 +212,9 @@ def test_the_search_draws_runnable_settings_from_the_declarations(model_dirs, tm
         study.tell(trial, [0.0, 1.0])
         seen.add((candidate.policy, candidate.schedule.shape if candidate.schedule else None))
         assert candidate.words()
+        sch = candidate.schedule
+        if candidate.policy == "static" and sch.max_layers == sch.min_layers:  # one schedule: one key, one name
+            assert sch.shape == "constant", sch.describe()
     assert {p for p, _ in seen} == {"static", "speculative", "adaptive", "calm"}
     assert {shape for p, shape in seen if p == "static"} == {"linear", "power", "step", "constant"}
     # the paper's schedule, asked as a point, is drawn exactly
@@ -272,6 +279,10 @@ def test_the_output_folder_keeps_to_its_own_files(tmp_path):
     with tune_folder.TuneFolder(out, {"a": 2}, True) as f:  # replaced: its files go, nothing else
         assert not (out / "report.md").exists() and (out / "notes.txt").read_text() == "mine too"
     assert not list(tmp_path.glob(".*.lock"))
+    deeper = tmp_path / "new" / "tunes" / "one"  # --out is created, its folders too (the lock lies beside it)
+    with tune_folder.TuneFolder(deeper, {"a": 1}, False) as f:
+        f.write_text("report.md", "# a\n")
+    assert (deeper / "report.md").is_file() and not list(deeper.parent.glob(".*.lock"))
 
 
 @pytest.mark.slow
