@@ -213,7 +213,8 @@ def test_the_search_draws_runnable_settings_from_the_declarations(model_dirs, tm
         seen.add((candidate.policy, candidate.schedule.shape if candidate.schedule else None))
         assert candidate.words()
         sch = candidate.schedule
-        if candidate.policy == "static" and sch.max_layers == sch.min_layers:  # one schedule: one key, one name
+        # a schedule with no decay is one schedule whatever the shape drawn: one key, one name
+        if candidate.policy == "static" and sch.max_layers == sch.min_layers:
             assert sch.shape == "constant", sch.describe()
     assert {p for p, _ in seen} == {"static", "speculative", "adaptive", "calm"}
     assert {shape for p, shape in seen if p == "static"} == {"linear", "power", "step", "constant"}
