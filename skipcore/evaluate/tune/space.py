@@ -166,7 +166,7 @@ class SearchSpace:
         span = trial.suggest_int("decay_span", 1, max(1, T - 1)) if shape in ("linear", "step") else None
         alpha = trial.suggest_float("alpha", *ALPHA) if shape == "power" else 0.9
         stages = trial.suggest_int("stages", *STAGES) if shape == "step" else 4
-        if hi == lo:  # no decay: every shape is the constant schedule, keyed (and scored) once, named as it is
+        if hi == lo:  # no decay: every shape is the constant schedule, keyed and scored once, so named
             return Schedule(L, "constant", mode, hi, lo, warmup)
         return Schedule(L, shape, mode, hi, lo, warmup, span, alpha, stages)
 
