@@ -18,6 +18,7 @@ if str(APP_DIR.parent) not in sys.path:  # `app.dashboard` and skipcore from thi
 
 import streamlit as st  # noqa: E402
 
+from app.dashboard import address  # noqa: E402
 from app.dashboard.figures import format_picker, room_on_narrow_screens  # noqa: E402
 from app.dashboard.jump import rewrite  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
@@ -38,8 +39,10 @@ PAGES = [
 # the favicon is a file of the app: an icon name would be fetched from the internet, which fails offline
 st.set_page_config(page_title="skipcore", page_icon=str(APP_DIR / "static" / "favicon.png"), layout="wide")
 page = st.navigation(PAGES)
+address.hold(page.url_path)  # Back or Forward onto an entry Streamlit pushed bare: the session's settings
 rewrite()  # after a page jump: the page's settings back in its address, before any widget is drawn
 precision_sidebar(model_sidebar())
 format_picker()
 room_on_narrow_screens()
 page.run()
+address.note(page.url_path)  # what `hold` keeps when Back or Forward comes to this page again

@@ -8,6 +8,15 @@ no widget where it is used: the designed schedule, which Generate, Compare and t
 own address (`publish`), and which a link to one of them restores (`adopt`) before the designer is ever drawn.
 A typed text (the prompts) is kept in the address only while it is short (`keep_text`): the server refuses a
 request whose address is past about 64 KiB, so a pasted document made the page's own link fail to load.
+
+Browser Back and Forward (`hold`, `note`): Streamlit restores a bound widget from the history entry's address, and
+takes its default where that address lacks it. A page switch through the sidebar pushes such entries itself: the
+old page's path with its settings taken out (the settings of the page left are filtered from the address before
+the new path is pushed), then the new page's bare path before its kept settings are written back. Back onto one
+of them reset the page's settings to their defaults, overwriting the session's. So a history entry that lacks a
+setting the page's address held when the page was last drawn is read as "keep the session's": the run is started
+again as an ordinary one, where the kept value wins and is written back into that entry's address (Streamlit
+replaces the entry while it is restoring one). A setting the entry does name still wins, as Streamlit means it to.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
 ADOPTED = "_address_adopted"  # the address's own values were read once this session
 LONGEST_TEXT = 8 * 1024  # bytes of a typed text as the address writes it: well inside the server's 64 KiB
 PUBLISHED = "_address_text_"  # + a text's key, in the session: the text `keep_text` last wrote to the address
+SEEN = "_address_seen"  # page -> the names its address held when the page was last drawn
+HELD = "_address_held"  # a Back or Forward run was started again once (`hold`)
 
 
 def fits(text: str) -> bool:
@@ -99,3 +110,41 @@ def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
                 st.query_params[name] = text
         except StreamlitAPIException:  # bound to a widget (the designer's, until the page switch unbinds it)
             continue
+
+
+def hold(page: str) -> None:
+    """Before anything of `page` is drawn (the sidebar's widgets included): on a browser Back or Forward onto an
+    entry whose address lacks a setting the page's address held when last drawn, start the run again as an
+    ordinary one, so the session's values stand (Streamlit writes them back into the entry, replacing it)
+    instead of the defaults the bare entry asks for."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    again = st.session_state.pop(HELD, False)  # this run is the one a hold started: never a loop of reruns
+    # Streamlit marks the run a Back or Forward starts; there is no public way to ask
+    if again or ctx is None or not getattr(ctx, "is_history_navigation", False):
+        return
+    held = st.session_state.get(SEEN, {}).get(page, ())
+    if any(name not in st.query_params and name in st.session_state for name in held):
+        st.session_state[HELD] = True
+        st.rerun()
+
+
+def note(page: str) -> None:
+    """After `page` was drawn: the names in its address that a widget holds bound (the page's and the sidebar's
+    settings), which `hold` keeps on Back and Forward. A name the page only publishes is left out: the page
+    writes it again from the session itself, and Streamlit takes it out of the address on the way in while the
+    designer's widget of that name is still bound."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    try:
+        with ctx.session_state.query_params() as address:  # which names are bound: no public way to ask
+            names = frozenset(name for name in address if address.is_bound(name))
+    except AttributeError:  # a Streamlit without that bookkeeping (it is pinned): Back keeps Streamlit's way
+        return
+    seen = st.session_state.get(SEEN, {})
+    if seen.get(page) != names:
+        st.session_state[SEEN] = {**seen, page: names}

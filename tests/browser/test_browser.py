@@ -430,6 +430,64 @@ def test_every_page_takes_its_settings_from_the_address_and_keeps_them(fresh, se
         assert address.get(name) == (value if isinstance(value, list) else [value]), (title, name, address)
 
 
+def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(fresh, server):
+    """Settings moved on the designer and on Generate, then the sidebar between them and Trade-offs: every entry
+    browser Back and Forward come to shows its page as it was left, and its address names those settings. A
+    sidebar switch pushes entries of its own with the settings taken out (the old page's path, then the new
+    one's bare path); Back onto one of them reset the designer to its defaults, overwriting the session's design."""
+    page = fresh
+    _open(page, server, "", {"min_layers": "3"}, "Schedule designer")
+    thumb = page.locator('[data-testid="stSlider"]', has_text="Min layers").locator('input[type="range"]')
+    thumb.focus()
+    thumb.press("ArrowRight")
+    _wait_idle(page)
+    _goto(page, "Generate and trace")
+    thumb = page.locator('[data-testid="stSlider"]', has_text="Tokens to generate")
+    thumb = thumb.locator('input[type="range"]')
+    tokens = str(int(thumb.input_value()) + 1)
+    thumb.focus()
+    thumb.press("ArrowRight")
+    _wait_idle(page)
+    left = {  # h1 -> (the widget, what it shows, the address's settings) as each page was left
+        "Schedule designer": ("Min layers", "4", {"min_layers": ["4"]}),
+        "Generate and trace": ("Tokens to generate", tokens, {"min_layers": ["4"], "gen_max_new": [tokens]}),
+        "Trade-offs": (None, None, {}),
+    }
+
+    def as_left(where: str) -> str:
+        title = page.locator("h1").first.inner_text()
+        label, value, address = left[title]
+        if label:
+            _shows(page, "stSlider", label, value, f"{where}: {title}")
+        assert {k: _address(page).get(k) for k in address} == address, (where, page.url)
+        return title
+
+    for title in ("Trade-offs", "Schedule designer", "Generate and trace"):
+        _goto(page, title)
+        as_left(f"sidebar to {title}")
+    depth = page.evaluate("history.length")
+    titles = []
+    for step in range(depth):
+        page.go_back()
+        page.wait_for_timeout(700)  # the entry's page replaces the one shown
+        if page.url.startswith("about:"):  # the tab's first entry: before the app
+            page.go_forward()
+            page.get_by_role("heading").first.wait_for()
+            _wait_idle(page)
+            break
+        page.get_by_role("heading").first.wait_for()
+        _wait_idle(page)
+        titles.append(as_left(f"back {step + 1}"))
+    assert {"Schedule designer", "Generate and trace", "Trade-offs"} <= set(titles), titles
+    for step in range(len(titles) - 1):
+        page.go_forward()
+        page.wait_for_timeout(700)
+        page.get_by_role("heading").first.wait_for()
+        _wait_idle(page)
+        as_left(f"forward {step + 1}")
+    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
+
+
 def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     page = fresh
     _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
