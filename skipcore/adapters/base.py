@@ -32,6 +32,8 @@ class ModelShapes:
     mlp_matrices: int  # 2 for fc1/fc2 MLPs, 3 for gated (gate, up, down) MLPs
     vocab_size: int
     embed_proj_dim: int | None = None  # OPT's project_in/project_out width when it differs from hidden_size
+    # each layer's sliding window (None: it attends to everything); empty where no layer slides (`sliding_windows`)
+    windows: tuple[int | None, ...] = ()
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -183,6 +185,12 @@ def layer_windows(config, num_layers: int) -> list[int | None]:
     if types:
         return [window if t == "sliding_attention" else None for t in types[:num_layers]]
     return [window] * num_layers
+
+
+def sliding_windows(config) -> tuple[int | None, ...]:
+    """`layer_windows` of every layer the config has, for `ModelShapes.windows`: empty where none slides."""
+    windows = tuple(layer_windows(config, config.num_hidden_layers))
+    return windows if any(windows) else ()
 
 
 def sliding_window_mask(mask: torch.Tensor, window: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
-from skipcore.adapters.base import Adapter, ModelShapes
+from skipcore.adapters.base import Adapter, ModelShapes, sliding_windows
 
 
 class Gemma3Adapter(Adapter):
@@ -36,6 +36,7 @@ class Gemma3Adapter(Adapter):
             intermediate_size=c.intermediate_size,
             mlp_matrices=3,
             vocab_size=c.vocab_size,
+            windows=sliding_windows(c),
         )
 
     def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from skipcore.adapters.base import Adapter, ModelShapes
+from skipcore.adapters.base import Adapter, ModelShapes, sliding_windows
 
 
 class LlamaAdapter(Adapter):
@@ -33,6 +33,7 @@ class LlamaAdapter(Adapter):
             intermediate_size=c.intermediate_size,
             mlp_matrices=3,
             vocab_size=c.vocab_size,
+            windows=sliding_windows(c),
         )
 
     def token_embeddings(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,8 @@ def build_trace(
     n = out.row_layers.numpy()
     P = out.prompt_lens.numpy()
     steps = np.arange(T)
-    flops = costs.flops_table(shapes, P, n)
+    rounds = out.token_steps().numpy()  # the batch step that produced each token
+    flops = costs.flops_table(shapes, P, n, lambda r, s: out.layer_sets[rounds[r, s]])
     flops_full = costs.flops_table(shapes, P, np.full((B, T), L))
     per_pos = costs.kv_bytes_per_position(shapes, bytes_per_element)
     written = np.cumsum(np.where(steps == 0, 0, out.kv_layers.numpy()), axis=1)  # decode steps 1..s
@@ -40,7 +41,7 @@ def build_trace(
     kv_full = L * (P[:, None] + steps[None, :]) * per_pos
     ids = out.tokens.numpy()
     vocab = {int(i): tokenizer.decode([int(i)]) for i in np.unique(ids)}  # decode each distinct id once
-    rounds = out.token_steps().numpy().ravel()  # the batch step that produced each token
+    rounds = rounds.ravel()
     masks: dict[tuple[int, int], str] = {}
     for s, k in {(int(s), int(k)) for s, k in zip(rounds, n.ravel(), strict=True)}:
         masks[s, k] = mask_string(out.layer_sets[s][:k], L)

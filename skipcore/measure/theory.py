@@ -52,7 +52,7 @@ def theoretical_steps(
     n = np.array([len(s) for s in sets])
     steps = np.arange(max_new_tokens)
     flops = [costs.prefill_flops(shapes, prompt_len)] + [
-        costs.decode_flops(shapes, prompt_len, s, int(n[s])) for s in steps[1:]
+        costs.decode_flops(shapes, prompt_len, s, sets[s]) for s in steps[1:]
     ]
     flops_full = [costs.prefill_flops(shapes, prompt_len)] + [
         costs.decode_flops(shapes, prompt_len, s, L) for s in steps[1:]

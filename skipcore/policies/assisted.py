@@ -150,7 +150,7 @@ def calls_flops(shapes, calls: list[tuple[int, int, int, int]]) -> float:
     return float(
         sum(
             costs.embed_flops(shapes, q)
-            + n * costs.layer_flops(shapes, q, keys)
+            + costs.layers_flops(shapes, range(n), q, keys)  # its draft: the first n layers
             + heads * costs.head_flops(shapes)
             for n, q, keys, heads in calls
         )

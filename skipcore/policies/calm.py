@@ -139,8 +139,14 @@ class CalmPolicy(Parameterised):
         n = out.row_layers.numpy()
         nb = np.array([len(s) for s in out.layer_sets])
         head, prop = costs.head_flops(shapes), propagation_flops(shapes)
-        flops = costs.flops_table(shapes, P, n)
-        flops_batch = costs.flops_table(shapes, P, per_step(nb, B))
+
+        def step_set(
+            row: int, step: int
+        ) -> tuple[int, ...]:  # a row's exit: the first n of its step's layers
+            return out.layer_sets[step]
+
+        flops = costs.flops_table(shapes, P, n, step_set)
+        flops_batch = costs.flops_table(shapes, P, per_step(nb, B), step_set)
         checks = out.extras["confidence_checks"].numpy()
         extra_heads = np.clip(checks - (n < L), 0, None)  # the exit check's logits are the prediction itself
         conf_flops = (extra_heads * head).astype(float)

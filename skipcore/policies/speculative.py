@@ -63,10 +63,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """What one speculative round ran: the draft passes' layer counts and the layers the verification reused."""
+    """What one speculative round ran: each draft pass's layers (their indices) and the layers the verification
+    reused."""
 
-    draft_layers: tuple[int, ...]
+    draft_sets: tuple[tuple[int, ...], ...]
     reused: int
+
+    @property
+    def draft_layers(self) -> tuple[int, ...]:
+        """How many layers each draft pass ran."""
+        return tuple(len(s) for s in self.draft_sets)
 
 
 def shared_prefix(layer_sets: list[tuple[int, ...]]) -> int:
@@ -307,7 +313,7 @@ class SpeculativePolicy(Parameterised):
             token_logprobs=logprobs,
             counts=accepted + 1,
             extras={"round_accepted": accepted, "round_drafts": torch.full_like(accepted, len(draft_sets))},
-            detail=RoundPlan(tuple(len(s) for s in draft_sets), c),
+            detail=RoundPlan(tuple(tuple(s) for s in draft_sets), c),
         )
 
     def trace_columns(self, out: BatchOutput, shapes: ModelShapes) -> dict[str, np.ndarray]:
@@ -341,7 +347,7 @@ class SpeculativePolicy(Parameterised):
             for r in range(B):
                 position = int(P[r] + held[r, i] - 1)
                 row_flops[r, i] = costs.speculative_round_flops(
-                    shapes, position, plan.draft_layers, plan.reused
+                    shapes, position, plan.draft_sets, plan.reused
                 )
         share = np.where(kept > 0, 1 / np.maximum(kept, 1), 0.0)  # a row's round over the tokens it kept
         batch_share = row_flops.sum(0) / np.maximum(kept.sum(0), 1)

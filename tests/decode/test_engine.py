@@ -4,6 +4,7 @@ against torch's FLOP counter and the cache's own tensors."""
 from __future__ import annotations
 
 import contextlib
+import re
 
 import numpy as np
 import pandas as pd
@@ -94,9 +95,15 @@ def test_non_nested_layer_sets_are_refused(model_dirs):
         eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device))
 
 
+# the families whose tiny models have no sliding layer the tests' sequences pass: the engine's own eager pass computes
+# what the FLOPs convention counts (on a sliding layer it masks the keys past the window, which it still multiplies)
+UNWINDOWED = [f for f in FAMILIES if f not in ("gemma3", "qwen3")]
+
+
 @pytest.mark.parametrize("mode", ["skip", "middle"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", UNWINDOWED)
 def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
+    """The engine's own passes under the counter: no product the convention leaves out, none counted twice."""
     import skipcore.decode.forward as forward
 
     eng = engine_for(model_dirs, family, attn="eager")
@@ -114,6 +121,41 @@ def test_logged_flops_equal_flop_counter(model_dirs, family, mode, monkeypatch):
     res = eng.generate(PROMPTS[1:2], sched, max_new_tokens=10)  # one unpadded row
     assert res.trace["flops"].tolist() == counted
     assert res.trace["num_layers_run"].nunique() > 2
+
+
+@pytest.mark.parametrize("mode", ["skip", "middle"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logged_flops_equal_flop_counter_on_transformers_own_forward(model_dirs, family, mode):
+    """Every token's FLOPs against the counter on transformers' own eager forward with its own cache (what
+    generate() runs: a sliding layer reads its window of keys, as that cache holds them), one unpadded row fed
+    the tokens the schedule generated. The prefill is the whole pass; a decode step is what the pass runs outside
+    the layers plus each layer of the step's set, read off the counter's per-layer totals at that step's context
+    (the rotary tables' tiny product, which the engine computes once, left out; OPT's project_out, which the
+    convention counts with the head, for the last position)."""
+    from transformers import DynamicCache
+
+    eng = engine_for(model_dirs, family, attn="eager")
+    T = 12
+    sched = Schedule(eng.num_layers, "linear", mode, max_layers=6, min_layers=2)
+    res = eng.generate(PROMPTS[1:2], sched, max_new_tokens=T)
+    flops = res.trace.set_index("step")["flops"]
+    prompt = eng.tokenizer(PROMPTS[1:2], return_tensors="pt")["input_ids"]
+    feeds = [prompt, *(torch.tensor([[t]]) for t in res.token_ids[0][: len(flops) - 1])]
+    sets, cache = sched.layer_sets(T), DynamicCache(config=eng.model.config)
+    layer_name = re.compile(r".*\.(?:layers|h)\.(\d+)")  # GPT-2's blocks are `h`
+    for step, feed in enumerate(feeds):
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            eng.model(feed, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        counts = {name: sum(ops.values()) for name, ops in fc.get_flop_counts().items()}
+        layers = {int(m[1]): n for name, n in counts.items() if (m := layer_name.fullmatch(name))}
+        rotary = sum(n for name, n in counts.items() if name.endswith(("rotary_emb", "rotary_emb_local")))
+        # OPT's project_out runs on every position before the head; the convention, on the last alone
+        out = sum(n for name, n in counts.items() if name.endswith("project_out"))
+        outside = counts["Global"] - rotary - out + out // feed.shape[1] - sum(layers.values())
+        want = outside + sum(layers[i] for i in (range(eng.num_layers) if step == 0 else sets[step]))
+        assert flops[step] == want, (step, flops[step], want)
+    if family in ("gemma3", "qwen3"):  # the context passed the window: its sliding layers read fewer keys
+        assert res.trace["position"].max() > max(w for w in eng.adapter.shapes.windows if w)
 
 
 @pytest.mark.parametrize("family", ["opt", "gpt2", "llama"])

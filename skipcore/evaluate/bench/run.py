@@ -386,9 +386,9 @@ def _theory(shapes, sch, prompt_len: int, new_tokens: int) -> float:
     import skipcore.measure.costs as costs
 
     L = shapes.num_layers
-    budgets = sch.budgets(new_tokens)
+    sets = sch.layer_sets(new_tokens)
     full = sum(costs.decode_flops(shapes, prompt_len, s, L) for s in range(1, new_tokens))
-    ours = sum(costs.decode_flops(shapes, prompt_len, s, budgets[s]) for s in range(1, new_tokens))
+    ours = sum(costs.decode_flops(shapes, prompt_len, s, sets[s]) for s in range(1, new_tokens))
     return full / ours
 
 
