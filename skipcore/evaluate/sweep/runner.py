@@ -71,7 +71,8 @@ def run_sweep(
     traces_dir = cfg.traces_dir or cfg.out.with_name(cfg.out.stem + "_traces")
     examples = load_examples(cfg.dataset, split=cfg.split, limit=cfg.limit)
     if not examples:
-        raise UserError(f"{cfg.dataset} [{cfg.split}] has no examples")
+        split = f" [{cfg.split}]" if cfg.split else ""
+        raise UserError(f"{cfg.dataset}{split} has no examples")
     identity = with_models(with_data(cfg.identity(), examples), [cfg.model, cfg.baseline_model])
     with SweepStore(cfg.out, identity, cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()

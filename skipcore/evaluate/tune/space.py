@@ -164,7 +164,7 @@ class SearchSpace:
         lo = max(warmup + 1 if mode == "skip" else 1, trial.suggest_int("min_layers", 1, max(1, L - 1)))
         hi = lo if shape == "constant" else lo + round(trial.suggest_float("max_share", 0.0, 1.0) * (L - lo))
         span = trial.suggest_int("decay_span", 1, max(1, T - 1)) if shape in ("linear", "step") else None
-        alpha = trial.suggest_float("alpha", *ALPHA) if shape == "power" else 0.9
+        alpha = round(trial.suggest_float("alpha", *ALPHA, step=0.01), 2) if shape == "power" else 0.9
         stages = trial.suggest_int("stages", *STAGES) if shape == "step" else 4
         if hi == lo:  # no decay: every shape is the constant schedule, keyed and scored once, so named
             return Schedule(L, "constant", mode, hi, lo, warmup)

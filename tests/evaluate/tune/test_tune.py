@@ -216,6 +216,8 @@ def test_the_search_draws_runnable_settings_from_the_declarations(model_dirs, tm
         # a schedule with no decay is one schedule whatever the shape drawn: one key, one name
         if candidate.policy == "static" and sch.max_layers == sch.min_layers:
             assert sch.shape == "constant", sch.describe()
+        if sch is not None and sch.shape == "power":  # drawn in hundredths, and named so
+            assert f"alpha {sch.alpha:g})" in sch.describe() and sch.alpha == round(sch.alpha, 2)
     assert {p for p, _ in seen} == {"static", "speculative", "adaptive", "calm"}
     assert {shape for p, shape in seen if p == "static"} == {"linear", "power", "step", "constant"}
     # the paper's schedule, asked as a point, is drawn exactly
