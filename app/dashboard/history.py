@@ -114,7 +114,10 @@ def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> 
     fig.update_layout(
         title="Layers run per step",
         xaxis_title="decode step (0 = prefill)",
-        xaxis_dtick=1 if last <= 20 else None,  # steps are whole: a short run's axis ticks no half step
+        # steps are whole: a short run's axis ticks each step, a longer one's as Plotly spaces them (every step of
+        # 20 overlapped at a phone's width); the axis starts at step 0 (padding ticked a step -1)
+        xaxis_dtick=1 if last <= 10 else None,
+        xaxis_range=[-0.5, last + 0.5],
         yaxis_title="mean layers run (rows still running)",
         yaxis_range=[0, max(depths) + 0.5],
         legend={"orientation": "h", "y": -0.3},

@@ -258,6 +258,8 @@ def test_a_length_past_the_models_positions_is_said_before_generate_is_pressed(
     said = " ".join(w.value for w in at.warning)
     assert "Generate would be refused: the longest prompt" in said and "exceeds the model's" in said
     assert by_key(at.button, "gen_run").disabled
+    assert not any("Press **Generate**" in i.value for i in at.info)  # not beside its button turned off
     by_key(at.slider, "gen_max_new").set_value(MAX_NEW).run()
     assert "would be refused" not in " ".join(w.value for w in at.warning)
     assert not by_key(at.button, "gen_run").disabled
+    assert any("Press **Generate**" in i.value for i in at.info)
