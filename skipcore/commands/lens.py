@@ -94,6 +94,13 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
     setup = decode_setup(settings)
     engine, prompts, policy = setup.engine, setup.prompts, setup.policy
     full_depth = policy.describe().get("mode") == "full"
+    idle = [f"--{name.replace('_', '-')}" for name in ("teacher_forced", "agreement") if name in given]
+    if full_depth and idle and not settings.quiet:
+        print(
+            f"note: {' and '.join(idle)} change{'s' if len(idle) == 1 else ''} nothing at full depth: its "
+            "decode is full depth's own",
+            file=sys.stderr,
+        )
     common = dict(
         max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size, top_k=settings.top_k
     )

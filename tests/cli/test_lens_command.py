@@ -42,6 +42,13 @@ def test_a_lens_of_one_new_token_says_there_is_no_decode_step_to_agree_on(model_
     assert "no decode steps to compare" in out and "nan" not in out.split("\n")[-2]
 
 
+def test_teacher_forcing_at_full_depth_is_said_to_change_nothing(model_dirs, capsys):
+    args = ["lens", "--model", str(model_dirs["opt"]), "--max-new-tokens", "2", "--prompt", PROMPTS[0]]
+    assert main([*args, "--schedule", "full", "--teacher-forced", "--agreement"]) == 0
+    err = capsys.readouterr().err
+    assert "note: --teacher-forced and --agreement change nothing at full depth" in err
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
