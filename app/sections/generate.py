@@ -139,7 +139,7 @@ def main() -> None:
             run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)
     result = GenerateResult.shown(now)
     if result is None:
-        if not refused:  # a refusal is said above, and its button is off: "Press Generate" would contradict it
+        if not refused:  # a refusal is said above, its button off: "Press Generate" would contradict it
             views.what_to_do("Generate", prompts)
         return
     show_result(result, now, engine)
