@@ -44,5 +44,5 @@ rewrite()  # after a page jump: the page's settings back in its address, before 
 precision_sidebar(model_sidebar())
 format_picker()
 room_on_narrow_screens()
-page.run()
+page.run()  # a page that stops early notes its settings itself (`address.stop`)
 address.note(page.url_path)  # what `hold` keeps when Back or Forward comes to this page again

@@ -33,6 +33,7 @@ LONGEST_TEXT = 8 * 1024  # bytes of a typed text as the address writes it: well 
 PUBLISHED = "_address_text_"  # + a text's key, in the session: the text `keep_text` last wrote to the address
 SEEN = "_address_seen"  # page -> the names its address held when the page was last drawn
 HELD = "_address_held"  # a Back or Forward run was started again once (`hold`)
+PAGE = "_address_page"  # the page this run draws, as `hold` was told it
 
 
 def fits(text: str) -> bool:
@@ -120,6 +121,7 @@ def hold(page: str) -> None:
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()
+    st.session_state[PAGE] = page  # the page this run draws (`stop` notes it)
     again = st.session_state.pop(HELD, False)  # this run is the one a hold started: never a loop of reruns
     # Streamlit marks the run a Back or Forward starts; there is no public way to ask
     if again or ctx is None or not getattr(ctx, "is_history_navigation", False):
@@ -128,6 +130,16 @@ def hold(page: str) -> None:
     if any(name not in st.query_params and name in st.session_state for name in held):
         st.session_state[HELD] = True
         st.rerun()
+
+
+def stop() -> None:
+    """`st.stop()` for a page that stops after drawing its settings (one refused under its inputs, a model that
+    does not load): they are noted first (`note`), as a page that runs to its end has them noted after it; once
+    stopped, a run can no longer read or write the session."""
+    page = st.session_state.get(PAGE)
+    if page is not None:
+        note(page)
+    st.stop()
 
 
 def note(page: str) -> None:

@@ -187,10 +187,10 @@ def engine_and_schedule():
     """The chosen model's engine and the designed schedule; stops the page with a message if either is missing."""
     engine = get_engine(current_choice())
     if engine is None:
-        st.stop()
+        address.stop()
     schedule, error = current_schedule(engine.num_layers)
     if schedule is None:
         st.error(f"The designed schedule is invalid: {error}")
         st.page_link("sections/designer.py", label="Fix it in the schedule designer", icon=":material/tune:")
-        st.stop()
+        address.stop()
     return engine, schedule

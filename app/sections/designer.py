@@ -11,7 +11,7 @@ import json
 
 import streamlit as st
 
-from app.dashboard import design_file, figures, state, views
+from app.dashboard import address, design_file, figures, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.loading import model_positions, model_shapes
 from app.dashboard.models import current_choice
@@ -298,7 +298,7 @@ def main() -> None:
     choice = current_choice()
     shapes = model_shapes(choice)  # None: the loader said why on the page
     if shapes is None:
-        st.stop()
+        address.stop()
     L = shapes.num_layers
     st.caption(
         f"`{choice.shown()}`: {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "

@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import design_file, jump, provenance, state, views
+from app.dashboard import address, design_file, jump, provenance, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
@@ -145,7 +145,7 @@ def main() -> None:
     choice = current_choice()
     engine = get_engine(choice)
     if engine is None:
-        st.stop()
+        address.stop()
     L = engine.num_layers
     values = inputs(L, min(72, state.max_new_tokens(L)))
     try:
@@ -153,7 +153,7 @@ def main() -> None:
     except UserError as e:
         st.error(e.said_as(INPUT_LABELS))
         views.run_button("Run search", "tune", disabled=True)  # there, waiting for a search
-        st.stop()
+        address.stop()
     estimate = show_estimate(engine, work(engine, s), "Run search", always=True)
     now = {"model": model_setting(choice), "search": setting(_words(s), _plain(asdict(s)))}
     if views.run_button("Run search", "tune"):

@@ -149,13 +149,19 @@ def head_share(shapes: ModelShapes, context: int = 64) -> float:
 
 
 def head_ceiling(shapes: ModelShapes, mode: str = "skip", warmup_layers: int = 1, context: int = 64) -> float:
-    """The most FLOPs speedup layer skipping can give a decode token: full depth over the smallest pass a mode
-    allows (`schedule.lowest_budget`: skip, its warmup layers and a top layer; exit and middle, one layer), since
-    the head always runs. A model whose head is most of a token (Gemma 3 270M's 262k vocabulary) allows little
-    whatever the schedule."""
+    """The most FLOPs speedup layer skipping can give a decode token attending to at most `context` positions:
+    full depth over the smallest pass a mode allows (`schedule.lowest_budget`: skip, its warmup layers and a top
+    layer; exit and middle, one layer; every other pass of the mode holds those layers), since the head always
+    runs. A model whose head is most of a token (Gemma 3 270M's 262k vocabulary) allows little whatever the
+    schedule. The ratio grows with the context where no layer slides; where layers slide, their cost stops
+    growing at their window and the ratio may fall, so it is the largest over the contexts up to `context` (each
+    a ratio of two costs linear in the context between windows: the largest at a window or at an end)."""
     from skipcore.schedule import layers_for_budget, lowest_budget
 
     L = shapes.num_layers
     floor = layers_for_budget(min(lowest_budget(mode, warmup_layers), L), L, mode, warmup_layers)
-    full = decode_flops(shapes, context - 1, 1, L)
-    return full / decode_flops(shapes, context - 1, 1, floor)
+    windows = {w for w in shapes.windows if w and w < context}
+    return max(
+        decode_flops(shapes, keys - 1, 1, L) / decode_flops(shapes, keys - 1, 1, floor)
+        for keys in {context, 1, *windows}
+    )

@@ -30,8 +30,8 @@ def flops_ceiling(
 ) -> float:
     """The most FLOPs speedup layer skipping can give this model's decode tokens attending to at most `context`
     positions: full depth over the smallest pass `mode` allows (skip: its warmup layers and a top layer; exit,
-    middle: one layer), the LM head always run (`skipcore.measure.costs.head_ceiling`). Full over smallest grows
-    with the context, so a run's decode FLOPs speedup is at most the ceiling at its longest context."""
+    middle: one layer), the LM head always run (`skipcore.measure.costs.head_ceiling`): the largest over the
+    contexts up to `context`, so a run's decode FLOPs speedup is at most the ceiling at its longest context."""
     return costs.head_ceiling(shapes, mode, int(warmup_layers or 0), max(1, int(context)))
 
 

@@ -64,3 +64,14 @@ def test_a_value_the_widget_cannot_take_is_ignored(model_dir):
     assert (
         1 <= by_key(at.slider, "gen_max_new").value <= 256 and by_key(at.number_input, "gen_batch").value >= 1
     )
+
+
+def test_a_page_that_stops_early_still_keeps_its_settings_for_back_and_forward(model_dir):
+    """A page that stops after drawing its settings (Tune, a setting refused under its inputs) notes them for
+    browser Back and Forward as a page that runs to its end does (`address.stop`): missed, Back onto an entry
+    without them reset them to their defaults."""
+    from app.dashboard.address import SEEN
+
+    at = opened_with({"tune_trials": "3", "tune_shapes": ""}, "tune")  # no shape to search: refused
+    assert at.error and not by_key(at.multiselect, "tune_shapes").value, "the page did not stop"
+    assert "tune_trials" in at.session_state[SEEN]["tune"]
