@@ -7,31 +7,45 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from skipcore.errors import UserError
-from skipcore.labels import human_bytes
 from skipcore.training.batching import Pair
 
-LOGIT_BYTES = (
-    8  # per logit at least: the float32 logits the loss reads and the log-softmax it keeps for backward
-)
+# per logit at least: the float32 logits the loss reads and the log-softmax it keeps for backward
+LOGIT_BYTES = 8
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # v2, v1
 
 
 def device_memory(device: torch.device | str) -> int | None:
-    """The bytes of memory `device` has in all (a CUDA device's own; the CPU's: the machine's RAM), or None where
-    the system does not say."""
+    """The bytes of memory `device` has in all (a CUDA device's own; the CPU's: the machine's RAM, or the
+    container's limit where it is lower), or None where the system does not say."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
     if device.type != "cpu":
         return None
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         return None
+    return min([ram, *_container_limits()])
+
+
+def _container_limits() -> list[int]:
+    """The memory limits a cgroup sets this process ("max", or a number past the RAM, where none is set)."""
+    limits = []
+    for path in CGROUP_LIMITS:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append(int(text))
+    return limits
 
 
 def training_state_bytes(model: nn.Module) -> int:
@@ -47,11 +61,13 @@ def check_batches_fit(
     batch_size: int,
     device: torch.device | str,
     max_length_given: bool,
+    processes: int = 1,
 ) -> None:
-    """Refuse a data set whose longest pair, in a batch of `batch_size`, cannot be trained on in this device's
-    memory: the model's training state and that batch's logits alone are more than the device has. The default
-    --max-length is the model's positions (thousands of tokens), so one long document can ask for a batch of
-    logits many times the machine's memory; the run would be killed at that batch, minutes or hours in."""
+    """Refuse a data set whose longest pair (training or dev), in a batch of `batch_size`, cannot be trained on
+    in this device's memory: the model's training state and that batch's logits alone, for each of the
+    `processes` that share the device, are more than the device has. The default --max-length is the model's
+    positions (thousands of tokens), so one long document can ask for a batch of logits many times the machine's
+    memory; the run would be killed at that batch, minutes or hours in."""
     memory = device_memory(device)
     if memory is None or not pairs:
         return
@@ -59,19 +75,21 @@ def check_batches_fit(
     rows = min(batch_size, len(pairs))
     width = max(len(p.prompt_ids) + len(p.target_ids) for p in pairs) - 1  # the model reads all but the last
     state = training_state_bytes(model)
-    need = state + LOGIT_BYTES * rows * width * vocab
+    need = processes * (state + LOGIT_BYTES * rows * width * vocab)
     if need <= memory:
         return
-    fits = (memory - state) // (LOGIT_BYTES * rows * vocab)
+    fits = (memory // processes - state) // (LOGIT_BYTES * rows * vocab)
     advice = (
-        f"pass --max-length {fits} (longer pairs are cut to it) or a smaller --batch-size"
+        f"pass --max-length {fits} or less (longer pairs are cut to it; the activations, not counted here, need "
+        "room too) or a smaller --batch-size"
         if fits >= 2
         else "a smaller --batch-size or a smaller model"
     )
     default = "" if max_length_given else "; the default is the model's positions"
+    each = f" in each of {processes} processes" if processes > 1 else ""
     raise UserError(
-        f"the longest pair ({width + 1:,} tokens) in a batch of {rows} needs at least {human_bytes(need)} for the "
-        f"model's training state and the batch's logits, more than the {human_bytes(memory)} of "
+        f"the longest pair ({width + 1:,} tokens) in a batch of {rows}{each} needs at least {need / 2**30:.3g} GiB for the "
+        f"model's training state and the batch's logits, more than the {memory / 2**30:.3g} GiB of "
         f"{torch.device(device)}: {advice}{default}",
         field=("max_length", "batch_size"),
     )

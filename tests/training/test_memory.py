@@ -8,6 +8,7 @@ import json
 import pytest
 
 from skipcore.commands import main
+from skipcore.errors import UserError
 from skipcore.models.loading import load_model
 from skipcore.training import memory
 from tests.helpers import refused, train_argv
@@ -42,7 +43,7 @@ def test_a_batch_of_logits_past_the_devices_memory_is_refused_with_the_length_th
     out = tmp_path / "run"
     argv = train_argv(model_dirs["opt"], out, "--dataset", str(data), "--batch-size", "4", "--steps", "1")
     err = refused(capsys, argv)
-    assert "in a batch of 4 needs at least" in err and "pass --max-length 40 " in err, err
+    assert "in a batch of 4 needs at least" in err and "pass --max-length 40 or less" in err, err
     assert not out.exists()
     assert main([*argv, "--max-length", "40"]) == 0 and (out / "model.safetensors").is_file()
 
@@ -50,3 +51,29 @@ def test_a_batch_of_logits_past_the_devices_memory_is_refused_with_the_length_th
 @pytest.mark.parametrize("device", ["meta", "mps"])
 def test_a_device_that_does_not_say_its_memory_is_not_checked(device):
     assert memory.device_memory(device) is None
+
+
+def test_processes_sharing_the_device_and_dev_pairs_are_counted(model_dirs, monkeypatch):
+    """Two processes on one CPU each hold a model and a batch; a long dev pair is read in a batch too."""
+    from skipcore.training.batching import Pair
+
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    vocab = model.get_output_embeddings().weight.shape[0]
+    state = memory.training_state_bytes(model)
+    short, long = Pair((1,) * 10, (2,) * 10), Pair((1,) * 10, (2,) * 90)
+    one = state + memory.LOGIT_BYTES * 2 * 19 * vocab  # two rows of the short pair's 19 columns, exactly
+    monkeypatch.setattr(memory, "device_memory", lambda device: one)
+    memory.check_batches_fit(model, [short, short], 2, "cpu", False)
+    with pytest.raises(UserError, match="in each of 2 processes"):
+        memory.check_batches_fit(model, [short, short], 2, "cpu", False, processes=2)
+    with pytest.raises(UserError, match=r"the longest pair \(100 tokens\)"):
+        memory.check_batches_fit(model, [short, short, long], 2, "cpu", False)  # a dev pair among them
+
+
+def test_a_container_limit_below_the_ram_is_the_cpus_memory(tmp_path, monkeypatch):
+    limit = tmp_path / "memory.max"
+    limit.write_text("1073741824\n")
+    monkeypatch.setattr(memory, "CGROUP_LIMITS", (str(limit), str(tmp_path / "absent")))
+    assert memory.device_memory("cpu") == 2**30
+    limit.write_text("max\n")  # none set: the RAM
+    assert memory.device_memory("cpu") > 2**30
