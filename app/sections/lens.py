@@ -32,18 +32,26 @@ from skipcore.measure.summary import speedup_text
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
 
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
+ZIP_COMMENT_BYTES = 65535  # the most a zip's comment holds
 
 
 def lens_download(table, metadata: dict, fmt: str, stem: str) -> tuple[bytes, str, str]:
-    """(bytes, file name, MIME type) of a lens table: Parquet, or a zip of CSV/JSONL and its .meta.json."""
+    """(bytes, file name, MIME type) of a lens table: Parquet, or a zip of its one CSV/JSONL file, which pandas
+    reads as it is (`pd.read_csv(zip)`), with the run metadata as the zip's comment, as a trace's zip holds it
+    (a metadata too long for a comment, 64 KiB, goes beside the table as its .meta.json)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = write_lens(table, Path(tmp) / f"{stem}.{fmt}", metadata)
         if fmt == "parquet":
             return path.read_bytes(), path.name, "application/vnd.apache.parquet"
+        sidecar = path.with_name(path.name + ".meta.json")
+        comment = sidecar.read_bytes()
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            for p in (path, path.with_name(path.name + ".meta.json")):
-                zf.write(p, p.name)
+            zf.write(path, path.name)
+            if len(comment) <= ZIP_COMMENT_BYTES:
+                zf.comment = comment
+            else:
+                zf.write(sidecar, sidecar.name)
         return buf.getvalue(), f"{path.name}.zip", "application/zip"
 
 

@@ -7,6 +7,7 @@ import json
 import zipfile
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from app.dashboard.results import DOWNLOADS, LensComparison
@@ -52,18 +53,24 @@ def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_
     assert_clean(at)
     spec = json.loads(at.get("plotly_chart")[2].proto.spec)
     assert "cosine" in spec["data"][0]["colorbar"]["title"]["text"]
-    # downloads: both lens tables in every format, read back by skipcore's reader
+    # downloads: both lens tables in every format: Parquet read back by skipcore's reader, a zip by pandas as it
+    # is ("pandas reads it", the label says: one file in it, the run metadata its comment)
     labels = [b.label for b in at.download_button]
     assert len(labels) == len(at.session_state[DOWNLOADS]) == 6
-    for (_group, run_id, _fmt), (data, name, _) in at.session_state[DOWNLOADS].items():
+    rows = {}
+    for (_group, run_id, fmt), (data, name, _) in at.session_state[DOWNLOADS].items():
         path = tmp_path / name
         path.write_bytes(data)
         if name.endswith(".zip"):
+            table = pd.read_csv(path) if fmt == "csv" else pd.read_json(path, lines=True)
             with zipfile.ZipFile(path) as zf:
-                zf.extractall(tmp_path)
-            path = tmp_path / name[:-4]
-        table, meta = read_lens(path)
+                assert len(zf.namelist()) == 1
+                meta = json.loads(zf.comment)
+        else:
+            table, meta = read_lens(path)
         assert meta["run_id"] == run_id and len(table) > 0
+        rows.setdefault(run_id, set()).add(len(table))
+    assert all(len(counts) == 1 for counts in rows.values()), rows  # every format holds the same rows
 
 
 def test_lens_page_on_the_schedules_own_decode(lens_page):
