@@ -66,7 +66,11 @@ def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) 
             "speedup": o.speedup,
             "chosen": None if o.chosen is None else o.chosen["setting_id"],
             "schedule": None if o.schedule() is None else o.schedule().to_dict(),
-            "report": Path(result.files["report"]).read_text(encoding="utf-8"),
+            # its command names the schedule as the page offers it (a download of that name), not in the
+            # temporary folder the search ran in, gone when it returns
+            "report": Path(result.files["report"])
+            .read_text(encoding="utf-8")
+            .replace(str(s.out / "best_schedule.json"), "best_schedule.json"),
             "line": o.line(),
         }
     return trials, found

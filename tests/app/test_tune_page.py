@@ -40,6 +40,9 @@ def test_a_search_is_drawn_kept_and_opened_in_the_designer(model_dir):
     kept = reopen(runs[0], RunStore())
     assert isinstance(kept, TuneRunResult) and (kept.trials["tune_trial"] >= 0).sum() == 2
     schedule = Schedule.from_dict(kept.found["schedule"])
+    # the report's command names the schedule the page offers for download, not the search's temporary folder
+    assert "--schedule-json best_schedule.json " in kept.found["report"]
+    assert "skipcore-tune-" not in kept.found["report"]
     at.button(key="tune_open").click().run()
     assert_clean(at)
     assert at.title[0].value == "Schedule designer"
