@@ -31,11 +31,13 @@ from app.dashboard.trained import (
 from skipcore import Schedule, StaticPolicy, UserError, plots
 from skipcore.labels import column_title, design_label, file_stem, metadata_label
 from skipcore.measure.estimate import learn_from_run
+from skipcore.measure.summary import SPIKE_RATIO, step_time_spread
 from skipcore.policies import POLICY_CLASSES
 from skipcore.schedule import MODES
 
 FULL, CALM, ADAPTIVE, SPECULATIVE = "full depth", "calm", "adaptive", "speculative"
 DYNAMIC = (CALM, ADAPTIVE, SPECULATIVE)  # the policies made from the design and their own parameters
+STEP_MS = "median ms per decode step"  # of one run: its steps' median, not their mean
 
 
 def policies(schedule: Schedule, params: dict[str, dict]) -> dict:
@@ -80,7 +82,8 @@ def summary_table(results: dict, quality: dict | None = None) -> pd.DataFrame:
                 "tokens per full-depth pass": s["tokens_per_full_pass"],
                 "drafts accepted": s["draft_acceptance"],
                 "KV saved": s["kv_saved_fraction"],
-                "ms per decode step": s["decode_ms_per_step"],
+                # the median: one slow step (the machine, not the policy) moved a mean 90x in one run
+                STEP_MS: step_time_spread(res.trace)["median_ms"],
             }
         )
     return pd.DataFrame(rows)
@@ -180,7 +183,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
         "tokens per full-depth pass": "{:.2f}",
         "drafts accepted": "{:.0%}",
         "KV saved": "{:.0%}",
-        "ms per decode step": "{:.1f}",
+        STEP_MS: "{:.1f}",
         **{c: "{:.1f}" for c in ("bleu", "rougeL", "chrf")},
     }
     out = table.set_index("policy").T.astype(object)
@@ -348,7 +351,17 @@ def main() -> None:
     names = run_names(results)
     costs = shown_table(table)
     headers = {p: st.column_config.TextColumn(p, help=names.get(p)) for p in costs.columns if p in names}
-    st.dataframe(costs, hide_index=True, key="cmp_costs", column_config=headers)
+    st.dataframe(
+        costs, hide_index=True, key="cmp_costs", column_config=headers, height="content"
+    )  # every row
+    noisy = {name: n for name, res in results.items() if (n := step_time_spread(res.trace)["spikes"])}
+    if noisy:
+        which = ", ".join(f"{name} ({n})" for name, n in noisy.items())
+        st.warning(
+            f"Noisy step times: {which} had decode steps over {SPIKE_RATIO:g}x their run's median step with the "
+            "same layers. Each policy ran once: its step time is the machine's as much as the policy's. Measured "
+            "speedups come from paired, repeated runs (the sweep, or `skipcore generate --timing-repeats N`)."
+        )
     show_layers(results)
     st.subheader("Outputs")
     views.show_outputs({"prompt": stored.prompts, **{name: res.texts for name, res in results.items()}})

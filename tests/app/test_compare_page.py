@@ -69,6 +69,9 @@ def test_compare_full_depth_calm_and_scores_from_a_split(model_dir):
     table = costs(at)
     assert {"BLEU", "ROUGE-L"} <= set(table.columns) and list(table.index) == ["full depth", "skip", "calm"]
     assert table.loc["full depth", "layer speedup (per token)"] == 1.0
+    for name, res in stored.results.items():  # one run's steps: their median, which one slow step cannot move
+        decode = res.trace.drop_duplicates("step").query("step >= 1")["step_ms"]
+        assert table.loc[name, "median ms per decode step"] == pytest.approx(decode.median(), abs=0.051)
     assert "These scores come from 3 examples" in " ".join(w.value for w in at.warning)  # too few to rank
     assert stored.results["calm"].metadata["policy"] == "calm"  # CALM through engine.generate
 
