@@ -245,13 +245,16 @@ def flops_metric(container, speedup: float, at_most: float | None, width: str = 
 def show_metrics(summary: dict, at_most: float | None = None) -> None:
     """A run's speedups, KV cache and tokens/s; `at_most`: the model's head ceiling on its FLOPs speedup."""
     c = st.columns(5)
+    tpp = summary.get("tokens_per_full_pass")
+    speculative = tpp is not None and tpp == tpp  # its per-batch speedup has a metric of its own below
     per_batch = summary.get("batch_layer_speedup", summary["layer_speedup"])
     layer, batch = speedup_text(summary["layer_speedup"]), speedup_text(per_batch)
     c[0].metric(
         "Layer speedup",
         layer,
-        None if batch == layer else f"{batch} per batch",
+        None if batch == layer or speculative else f"{batch} per batch",
         delta_color="off",
+        delta_arrow="off",  # a ratio, not a change: an arrow read 0.99x as a gain
         help="L x tokens / layers run, over the decode steps of rows still running",
     )
     flops_metric(c[1], summary["flops_speedup_decode"], at_most)
@@ -276,8 +279,7 @@ def show_metrics(summary: dict, at_most: float | None = None) -> None:
         help="One run on a shared machine. For a measured speedup, use the sweep (paired, repeated runs "
         "against full depth) or `skipcore generate --timing-repeats N`.",
     )
-    tpp = summary.get("tokens_per_full_pass")
-    if tpp is not None and tpp == tpp:  # a speculative run: its own numbers, and what its speedups mean
+    if speculative:  # its own numbers, and what its speedups mean
         for col, (label, (value, why)) in zip(
             st.columns(5), speculation.metrics(summary).items(), strict=False
         ):

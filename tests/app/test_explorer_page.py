@@ -162,3 +162,27 @@ def test_explorer_labels_speculative_sweep_rows(model_dir, speculative_sweep, mo
     assert {"Tokens per full-depth pass", "Drafts accepted"} <= {m.label for m in at.metric}
     latency = json.loads(by_key(charts(at), "explorer_latency").proto.spec)
     assert latency["layout"]["title"]["text"].startswith("Round latency")
+
+
+def test_a_speculative_runs_speedup_per_batch_is_said_once_and_with_no_arrow():
+    """A speculative run's per-batch layer speedup has a metric of its own: the layer speedup's delta said it again,
+    with an arrow that read 0.99x as a gain."""
+    from streamlit.testing.v1 import AppTest
+
+    def page() -> None:
+        from app.dashboard import views
+
+        summary = {"layer_speedup": 0.6, "batch_layer_speedup": 0.99, "flops_speedup_decode": 0.5,
+                   "flops_speedup_with_prompt": 0.55, "kv_saved_fraction": 0.0, "kv_cache_bytes": 1000,
+                   "kv_cache_bytes_full": 1000, "tokens_per_s": 5.0, "tokens_per_full_pass": 1.5,
+                   "draft_acceptance": 0.5}  # fmt: skip
+        views.show_metrics(summary)
+        summary.update(tokens_per_full_pass=float("nan"), layer_speedup=1.5, batch_layer_speedup=1.2)
+        views.show_metrics(summary)  # any other run: its per-batch speedup is the delta
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception, at.exception
+    layer = [m for m in at.metric if m.label == "Layer speedup"]
+    assert not layer[0].delta and sum("0.99x" in m.value for m in at.metric) == 1
+    none = type(layer[1].proto).MetricDirection.Value("NONE")  # no arrow
+    assert layer[1].delta == "1.20x per batch" and layer[1].proto.direction == none
