@@ -52,6 +52,20 @@ def policies(schedule: Schedule, params: dict[str, dict]) -> dict:
     return out
 
 
+def refusals(chosen: list[str], schedule: Schedule, params: dict, num_layers: int, max_new: int) -> dict:
+    """policy -> why it cannot run with the page's settings (draft tokens past the tokens to generate, a floor
+    above the model), said before Run all rather than after the other policies ran."""
+    made, out = policies(schedule, params), {}
+    for name in chosen:
+        try:
+            policy = made[name]()
+            if policy is not None:
+                policy.check(num_layers, max_new)
+        except UserError as e:
+            out[name] = str(e)
+    return out
+
+
 def run_policy(
     engine, name: str, schedule: Schedule, prompts, max_new: int, sampling, batch: int, params: dict
 ):
@@ -300,10 +314,14 @@ def main() -> None:
         if sampling
         else None
     )
+    refused = refusals(chosen, schedule, params, L, int(max_new))
+    for name, why in refused.items():
+        st.error(f"{name} would be refused: {why}")
     estimate = show_estimate(
         engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all"
     )
-    if views.run_button("Run all", "cmp", disabled=not (prompts and chosen) or sampling is None):
+    ready = prompts and chosen and sampling is not None and not refused
+    if views.run_button("Run all", "cmp", disabled=not ready):
         with views.run_marked("cmp"):
             results, errors = {}, {}
             bar, left = st.progress(0.0, text="Starting…"), TimeLeft(estimate)

@@ -188,3 +188,17 @@ def test_each_policys_run_is_named_in_full_and_drawn_in_its_familys_colour(model
     table = at.dataframe[0]
     helps = {c: json.loads(table.proto.columns).get(c, {}).get("help") for c in names}
     assert helps == names
+
+
+def test_a_policy_that_cannot_run_is_said_before_run_all(model_dir):
+    """Draft tokens past the tokens to generate: said with the policy's own reason before anything runs, and Run all
+    waits (the other policies ran first, and the refusal came after them)."""
+    at = open_app("compare")
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.number_input, "cmp_draft_tokens").set_value(MAX_NEW + 5).run()
+    said = " ".join(e.value for e in at.error)
+    assert f"speculative would be refused: draft_tokens must be at most max_new_tokens ({MAX_NEW}" in said
+    assert by_key(at.button, "cmp_run").disabled
+    by_key(at.number_input, "cmp_draft_tokens").set_value(2).run()
+    assert_clean(at)
+    assert not by_key(at.button, "cmp_run").disabled
