@@ -24,6 +24,7 @@ from app.dashboard.results import TuneRunResult
 from app.dashboard.tuning import front_table, run_search, settings_for, work
 from skipcore import plots
 from skipcore.errors import UserError
+from skipcore.evaluate.tune.choice import floor_note
 from skipcore.evaluate.tune.settings import METRICS, POLICIES, SHAPES
 from skipcore.labels import column_title
 from skipcore.schedule import MODES, Schedule
@@ -112,6 +113,8 @@ def show(result: TuneRunResult, L: int) -> None:
         st.warning(f["line"])
     else:
         st.success(f["line"])
+        if note := floor_note(f["metric"], f["floor"]):
+            st.warning(note[:1].upper() + note[1:] + ".")
         schedule = Schedule.from_dict(f["schedule"])
         c1, c2, c3 = st.columns(3)
         if c1.button("Open in the designer", key="tune_open", type="primary", disabled=schedule.num_layers != L,

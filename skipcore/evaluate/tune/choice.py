@@ -54,6 +54,17 @@ class TuneOutcome:
         return f"no setting met the floor {self.metric} {self.floor:.2f} (full depth {self.reference_quality:.2f}); {said}"
 
 
+def floor_note(metric: str, floor: float) -> str | None:
+    """What a floor that every score reaches means (a quality score is never below 0), or None: the search then
+    keeps the fastest setting whatever its quality."""
+    if floor > 0:
+        return None
+    return (
+        f"the floor {metric} {floor:.2f} is not above 0, which every score reaches: any setting meets it; a smaller "
+        "quality drop, or more rows or tokens (full depth then scores more), makes it hold"
+    )
+
+
 def outcome(table: pd.DataFrame, metric: str, speedup: str, floor: float, reference_quality: float,
             model_is_reference: bool) -> TuneOutcome:  # fmt: skip
     """The front and the choice among the rows of a tune's trials table."""

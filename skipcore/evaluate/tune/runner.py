@@ -29,7 +29,7 @@ from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.settings import ModelFacts
 from skipcore.evaluate.sweep.store import SweepStore, read_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
-from skipcore.evaluate.tune.choice import TuneOutcome, outcome
+from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
 from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
 from skipcore.evaluate.tune.report import report_text
 from skipcore.evaluate.tune.settings import TuneSettings, check_settings
@@ -201,6 +201,8 @@ def run_tune(
             run.say(
                 f"floor: {s.metric} {floor['floor']:.2f} (full depth {floor['quality']:.2f} - {s.max_drop:g})"
             )
+            if note := floor_note(s.metric, floor["floor"]):
+                run.say(f"note: {note}")
             counts = _search(run, store, job, study, floor)
             o = outcome(store.frame(), s.metric, s.objective_column, floor["floor"], floor["quality"],
                         not s.reference_model)  # fmt: skip

@@ -166,6 +166,15 @@ def row(label, bleu, speed, state="trial"):
     }
 
 
+def test_a_floor_every_score_reaches_is_said():
+    """Full depth scoring 0.12 BLEU on a few short rows, less the default drop of 1: a floor of -0.88, which every
+    setting meets, so the fastest is chosen whatever it says; said, where a floor above 0 is not."""
+    from skipcore.evaluate.tune.choice import floor_note
+
+    assert "not above 0, which every score reaches" in floor_note("bleu", -0.88)
+    assert floor_note("bleu", 0.5) is None
+
+
 def test_the_fastest_setting_at_or_above_the_floor_is_chosen():
     table = pd.DataFrame([row("full", 60, 1.0, "reference"), row("a", 59.5, 1.5), row("b", 58, 2.5),
                           row("c", 59.0, 2.0), row("stopped", 10, 4.0, "pruned")])  # fmt: skip
