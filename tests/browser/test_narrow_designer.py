@@ -1,9 +1,11 @@
-"""The schedule designer at 800 px with the sidebar open, in a real browser (the `server` and `browser` of
-test_browser.py): no metric is cut short ('La... 2...') and the cost figure's panel titles do not overlap."""
+"""Narrow screens in a real browser (the `server` and `browser` of test_browser.py): the schedule designer at
+800 px with the sidebar open (no metric is cut short, 'La... 2...', and the cost figure's panel titles do not
+overlap), and a speculative run's metrics in the trace explorer at 1024 px (no value cut short)."""
 
 from __future__ import annotations
 
-from tests.browser.test_browser import _wait_idle, browser, server  # noqa: F401 (fixtures)
+from tests.browser.test_browser import _goto, _wait_idle, browser, server  # noqa: F401 (fixtures)
+from tests.helpers import REPO
 
 NARROW = {"width": 800, "height": 1400}
 CUT = """els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
@@ -54,5 +56,25 @@ def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browse
         assert not cut, f"cut short: {cut}"
         boxes = _settled_boxes(tab)
         assert all(boxes) and not _boxes_meet(*boxes), boxes
+    finally:
+        context.close()
+
+
+def test_a_speculative_runs_metrics_at_1024_px_cut_no_value(browser, server):  # noqa: F811
+    """Two rows of five metrics beside the open sidebar: a KV cache's '65.9 KiB' read '65.9 …'."""
+    trace = next((REPO / "data" / "sweeps" / "policies_llama_traces").glob("*.parquet"))
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    try:
+        tab = context.new_page()
+        tab.goto(server)
+        tab.get_by_role("heading", name="Schedule designer").wait_for()
+        _goto(tab, "Trace explorer")
+        tab.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(trace))
+        tab.get_by_text("schema OK").wait_for(timeout=60_000)
+        _wait_idle(tab)
+        values = tab.locator('[data-testid="stMetricValue"]')
+        assert values.count() >= 5
+        cut = tab.locator('[data-testid="stMetricValue"], [data-testid="stMetricValue"] *').evaluate_all(CUT)
+        assert not cut, f"cut short: {cut}"
     finally:
         context.close()
