@@ -8,6 +8,7 @@ The figures themselves stay in `skipcore.plots` (a notebook draws the same); thi
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import altair as alt
@@ -27,6 +28,8 @@ FORMATS = ("png", "svg")
 STYLES = "run_styles"  # in the session: run name -> its RunStyle, fixed the first time a page draws the run
 LINE_CHARACTERS = 40  # of a title or legend entry per line: a 360 px phone's chart (Plotly cuts, not wraps)
 LINE_HEIGHT = 20  # pixels a wrapped title's each further line takes from the top margin
+SMALL_LINE_CHARACTERS = 52  # of the smaller line under a title that names its run
+MARKUP = re.compile(r"</?(br|b|i|em|sup|sub|span|a)\b", re.IGNORECASE)  # Plotly's own tags
 
 
 # below 1280 px the wide layout's side margins (5rem each) shrink, so a 1024 px screen with the sidebar open gives
@@ -76,22 +79,25 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
     of the run (or design) it shows (`skipcore.labels.run_label`), said under its title and in its file's name, so
     a saved figure says what made it."""
     fmt = st.session_state.get(FORMAT_KEY, "png")
-    filename = name or key
+    filename = f"{name or key}_{file_stem(run)}" if run else name or key
+    said = run if run and run not in (fig.layout.title.text or "") else None  # a title that names it already
     _wrap_words(fig)
-    if run:
-        filename = f"{filename}_{file_stem(run)}"
-        title = fig.layout.title.text or ""
-        if run not in title:
-            fig.update_layout(title_text=f"{title}<br><sup>{run}</sup>" if title else f"<sup>{run}</sup>")
-            fig.update_layout(margin_t=(fig.layout.margin.t or 50) + 22)  # room for the name under the title
+    if said:  # under the title, in smaller lines, as many as it takes
+        lines = textwrap.wrap(said, SMALL_LINE_CHARACTERS, break_long_words=False, break_on_hyphens=False)
+        under = "<br>".join(f"<sup>{line}</sup>" for line in lines)
+        title = fig.layout.title.text
+        fig.update_layout(
+            title_text=f"{title}<br>{under}" if title else under,
+            margin_t=(fig.layout.margin.t or 50) + 22 * len(lines),  # room for the name under the title
+        )
     config = {"toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2}, "displaylogo": False}
     st.plotly_chart(fig, key=key, config=config, width="stretch")
 
 
 def wrapped(text: str) -> str:
     """`text` in lines of at most `LINE_CHARACTERS` (broken at spaces, Plotly's `<br>`); one with markup of its own
-    is left as it is."""
-    if len(text) <= LINE_CHARACTERS or "<" in text:
+    (a tag, not a "<=" of a policy's rule) is left as it is."""
+    if len(text) <= LINE_CHARACTERS or MARKUP.search(text):
         return text
     return "<br>".join(textwrap.wrap(text, LINE_CHARACTERS, break_long_words=False, break_on_hyphens=False))
 

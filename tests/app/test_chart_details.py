@@ -160,3 +160,26 @@ def test_the_cost_figures_panels_are_stacked_so_their_titles_never_meet():
     (top, bottom) = sorted(titles, key=lambda a: -a.y)
     assert top.x == bottom.x and top.y > bottom.y  # same centre, different rows: no width makes them overlap
     assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # the FLOPs panel wholly above the KV one
+
+
+def test_a_figure_says_its_run_once_and_wraps_words_a_phone_would_cut(monkeypatch):
+    """A title, a legend entry (a policy's rule "entropy<=2" is no markup) and the run named under the title are
+    wrapped to a phone's chart; a title that names its run already is not given it again."""
+    import plotly.graph_objects as go
+
+    from app.dashboard import figures
+
+    shown = []
+    monkeypatch.setattr(figures.st, "plotly_chart", lambda fig, **kw: shown.append(fig))
+    monkeypatch.setattr(figures.st, "session_state", {})
+    run = "adaptive skip entropy<=2, all->3 layers (skip, warmup 1) on skipdecode-opt-e2e · greedy"
+    fig = go.Figure(
+        go.Scatter(x=[0], y=[0], name=run), layout={"title": "Layers per step of every generated token"}
+    )
+    figures.show(fig, "k", run=run)
+    title = shown[-1].layout.title.text
+    assert title.count("<sup>") > 1 and "<br>" in shown[-1].data[0].name
+    assert max(len(line) for line in shown[-1].data[0].name.split("<br>")) <= figures.LINE_CHARACTERS
+    named = go.Figure(layout={"title": f"Layers per step: {run}"})
+    figures.show(named, "k", run=run)
+    assert "<sup>" not in shown[-1].layout.title.text  # named once

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 
 import pandas as pd
@@ -137,6 +138,7 @@ def test_long_generations_get_a_token_window(model_dir, sample_trace):
 def test_a_run_says_its_name_in_its_figures_and_files_and_full_depth_saves_no_kv(model_dir):
     """Every figure of a run says the run (its title and its file's name) and draws it in its family's colour; a
     full-depth run's KV cache has no '-0% vs full' arrow."""
+    from app.dashboard.figures import SMALL_LINE_CHARACTERS
     from skipcore.labels import COLORS, file_stem, metadata_label
 
     at = open_app()  # the designer
@@ -150,7 +152,9 @@ def test_a_run_says_its_name_in_its_figures_and_files_and_full_depth_saves_no_kv
     assert f"Run: **{name}**" in " ".join(c.value for c in at.caption)
     for fig in charts(at):
         spec = json.loads(fig.proto.spec)
-        assert name in spec["layout"]["title"]["text"]
+        title = spec["layout"]["title"]["text"]  # the run named under the title, in lines a phone holds
+        lines = re.findall(r"<sup>(.*?)</sup>", title)
+        assert " ".join(lines) == name and max(map(len, lines)) <= SMALL_LINE_CHARACTERS
         assert file_stem(name) in json.loads(fig.proto.config)["toImageButtonOptions"]["filename"]
     costs = json.loads(by_key(charts(at), "gen_costs").proto.spec)
     assert {t["line"]["color"] for t in costs["data"] if t["name"] == "schedule"} == {COLORS["exit"][0]}
