@@ -141,7 +141,9 @@ def show_agreement(result: LensComparison) -> None:
     c = st.columns(4)
     c[0].metric(
         "Agreement with full depth",
-        f"{a.overall:.1%}",
+        f"{a.overall:.1%}"
+        if a.tokens
+        else "n/a",  # one new token is the prefill's: no decode step to agree on
         help="Fed full depth's output, the fraction of decode tokens (steps ≥ 1) whose skip path ranks full "
         "depth's token first: what the schedule would decode as full depth did, given the same prefix.",
     )

@@ -44,7 +44,10 @@ def check_out_dir(
             _refuse_replacing_the_model(Path(model), out, ckpt_root or out / "checkpoints")
         return
     if resume_dir is None:
-        if [e.name for e in out.iterdir()] == [LOG_FILE]:
+        left = [
+            e for e in out.iterdir() if not (e.name == "checkpoints" and e.is_dir() and not any(e.iterdir()))
+        ]
+        if [e.name for e in left] == [LOG_FILE]:  # and perhaps the empty checkpoint folder it made
             raise UserError(
                 f"--out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
                 "resume); pass --overwrite to start the run again there, or choose another --out"

@@ -83,3 +83,13 @@ def test_lens_page_on_the_schedules_own_decode(lens_page):
     assert result.path.metadata["lens"]["tokens"] == "own decode"
     assert result.agreement.tokens > 0  # still measured, teacher-forced
     assert len(at.table[-1].value.columns) == 3  # prompt, full depth's text, the schedule's own text
+
+
+def test_a_lens_of_one_new_token_has_no_agreement_to_show(lens_page):
+    """One new token is the prefill's: no decode step to agree on, said as n/a (it showed 'nan%')."""
+    at = lens_page
+    by_key(at.slider, "lens_max_new").set_value(1)
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Agreement with full depth"] == "n/a" and shown["Decode tokens"] == "0"

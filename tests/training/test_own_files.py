@@ -207,5 +207,8 @@ def test_a_run_that_stopped_before_its_first_checkpoint_is_started_again_with_ov
     assert [p.name for p in out.iterdir()] == ["train_log.jsonl"]
     err = refused(capsys, train_two_steps(model_dirs, out, "--save-every", "1"))
     assert "holds only the log of a run that stopped before it saved a checkpoint" in err
+    (out / "checkpoints").mkdir()  # an empty checkpoint folder beside it says nothing more
+    err = refused(capsys, train_two_steps(model_dirs, out, "--save-every", "1"))
+    assert "holds only the log of a run that stopped before it saved a checkpoint" in err
     assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--overwrite")) == 0
     assert (out / "model.safetensors").is_file()
