@@ -25,6 +25,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace, given: frozenset[str]) -> int:
+    from skipcore.measure.theory import CEILING_CONTEXT
     from skipcore.models.catalog import REAL_MODELS, every_model
     from skipcore.models.reference import resolve_model
 
@@ -44,8 +45,9 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     for r in [HEADER, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     print(
-        "\nhead share: the LM head's part of a full-depth token's FLOPs; ceiling: the most FLOPs speedup layer "
-        "skipping can give (every skippable layer skipped, the head always run)",
+        f"\nhead share: the LM head's part of a full-depth token's FLOPs; ceiling: the most FLOPs speedup layer "
+        "skipping can give (every skippable layer skipped, the head always run); both for a token attending to "
+        f"{CEILING_CONTEXT} positions (a longer context's attention raises the ceiling)",
         file=sys.stderr,
     )
     return 0
@@ -67,7 +69,7 @@ def _row(entry) -> tuple[str, ...]:
     nothing), or "-" where it is not installed or cannot be read."""
     from skipcore.adapters import shapes_from_config
     from skipcore.measure.costs import head_share
-    from skipcore.measure.theory import flops_ceiling
+    from skipcore.measure.theory import CEILING_CONTEXT, flops_ceiling
     from skipcore.models.loading import load_config
     from skipcore.models.reference import resolve_model
 
@@ -84,5 +86,5 @@ def _row(entry) -> tuple[str, ...]:
         status += " (unreadable)"
     else:
         size, vocab = f"{s.num_layers} x {s.hidden_size}", f"{s.vocab_size:,}"
-        share, ceiling = f"{head_share(s):.0%}", f"{flops_ceiling(s):.2f}x"
+        share, ceiling = f"{head_share(s, CEILING_CONTEXT):.0%}", f"{flops_ceiling(s):.2f}x"
     return (entry.name, entry.kind, size, vocab, share, ceiling, entry.licence, status)

@@ -141,8 +141,9 @@ def _recording_passes(model, num_layers: int):
 
 
 def calls_flops(shapes, calls: list[tuple[int, int, int, int]]) -> float:
-    """FLOPs of the recorded calls by the trace's convention (a call over q columns attends to all its keys, as
-    eager attention computes it; a head per column it keeps logits for): what `torch.utils.flop_counter` counts
+    """FLOPs of the recorded calls by the trace's convention (a call over q columns attends to all its keys, a
+    sliding layer's to its window, as eager attention computes it with transformers' cache; a head per column it
+    keeps logits for): what `torch.utils.flop_counter` counts
     for them, but for the rotary tables' tiny product, which the convention leaves out (tests hold the two
     within 1e-4). The counter itself slows a run about 20 times."""
     import skipcore.measure.costs as costs
