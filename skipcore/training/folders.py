@@ -109,30 +109,56 @@ def _replaced_checkpoints(out: Path, ckpt_root: Path) -> dict[Path, list[Path]]:
         if replaced_root.is_absolute() and _inside(replaced_root, out)
         else [ckpt_root]
     )
-    return {
-        root: [e for e in sorted(root.iterdir()) if own_checkpoint(e, out) or own_staging(e, out)]
+    return {  # step-* folders, as pruning and resuming know checkpoints: a user's copy of one by another name stays
+        root: [
+            e
+            for e in sorted(root.iterdir())
+            if (e.name.startswith("step-") and own_checkpoint(e, out)) or own_staging(e, out)
+        ]
         for root in dict.fromkeys(roots)
         if root.is_dir() and not root.is_symlink()
     }
 
 
 def _refuse_replacing_the_model(model: Path, out: Path, ckpt_root: Path) -> None:
-    """A run that replaces `out` does not start from what the overwrite removes: the model `out` holds, or one of
-    the replaced run's checkpoints. A model elsewhere inside `out` or the checkpoint folder stays, and may start it."""
-    if model.resolve() == out.resolve():
-        raise UserError(
-            f"--model {model} is the --out folder, which --overwrite replaces: the run would delete the model it "
-            "starts from; write to another --out (or copy the model out first)"
-        )
-    for root, own in _replaced_checkpoints(out, ckpt_root).items():
-        for entry in own:
-            if _inside(model, entry):
-                flag = "--out" if _inside(root, out) else "--checkpoint-dir"
-                raise UserError(
-                    f"--model {model} is a checkpoint of the run in --out {out} (in {flag} {root}), which "
-                    "--overwrite removes: the run would delete the model it starts from; write to another --out "
-                    "(or copy the checkpoint out first)"
-                )
+    """A run that replaces `out` does not start from what the overwrite removes: the model `out` holds, one of
+    the replaced run's checkpoints, or the base model of the LoRA adapter it starts from (the base lost, the new
+    adapter names itself as its base and neither loads). A model elsewhere inside `out` or the checkpoint folder
+    stays, and may start it."""
+    starts = [(model, f"--model {model}")]
+    base = _local_base(model)
+    if base is not None:
+        starts.append((base, f"--model {model} is a LoRA adapter on {base}, and that base model"))
+    for start, said in starts:
+        if start.resolve() == out.resolve():
+            raise UserError(
+                f"{said} is the --out folder, which --overwrite replaces: the run would delete the model it "
+                "starts from; write to another --out (or copy the model out first)"
+            )
+        for root, own in _replaced_checkpoints(out, ckpt_root).items():
+            for entry in own:
+                if _inside(start, entry):
+                    where = f"--out's {root}" if _inside(root, out) else f"--checkpoint-dir {root}"
+                    raise UserError(
+                        f"{said} is a checkpoint of the run in --out {out} (in {where}), which --overwrite "
+                        "removes: the run would delete the model it starts from; write to another --out (or copy "
+                        "the checkpoint out first)"
+                    )
+
+
+def _local_base(model: Path) -> Path | None:
+    """The local folder a LoRA adapter folder names as its base, or None (not an adapter, a hub id, unreadable:
+    what loading it says)."""
+    from skipcore.errors import ModelError
+    from skipcore.models.lora import base_name, is_adapter_folder
+
+    if not is_adapter_folder(model):
+        return None
+    try:
+        base = Path(base_name(model))
+    except ModelError:
+        return None
+    return base if base.exists() else None
 
 
 def replaced_files(out: Path) -> list[str]:

@@ -212,3 +212,31 @@ def test_a_run_that_stopped_before_its_first_checkpoint_is_started_again_with_ov
     assert "holds only the log of a run that stopped before it saved a checkpoint" in err
     assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--overwrite")) == 0
     assert (out / "model.safetensors").is_file()
+
+
+def test_overwrite_refuses_to_replace_the_base_of_the_adapter_it_starts_from(model_dirs, tmp_path, capsys):
+    """A full fine-tune in F, a LoRA adapter A on F, then a run from A with --overwrite into F: F's model is the
+    base A loads on; replaced, the new adapter named itself as its base and neither loaded."""
+    from tests.helpers import train_argv
+
+    full, adapter = tmp_path / "F", tmp_path / "A"
+    assert main(train_two_steps(model_dirs, full, "--save-every", "1", "--keep-checkpoints", "0")) == 0
+    lora = ["--limit", "4", "--batch-size", "4", "--steps", "1", "--lora-rank", "2"]
+    assert main(train_argv(full, adapter, *lora)) == 0
+    kept = {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()}
+    err = refused(capsys, [*train_argv(adapter, full, *lora), "--overwrite"])
+    assert f"is a LoRA adapter on {full.resolve()}" in err or f"is a LoRA adapter on {full}" in err, err
+    assert "would delete the model it starts from" in err
+    assert {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()} == kept
+
+
+def test_overwrite_keeps_a_users_copy_of_a_checkpoint_under_another_name(model_dirs, tmp_path):
+    """Checkpoints are step-* folders (pruning and resuming know no other): a user's `best/` copy of one, beside
+    them, stays when the run is replaced."""
+    import shutil
+
+    out = tmp_path / "run"
+    assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--keep-checkpoints", "0")) == 0
+    best = shutil.copytree(out / "checkpoints" / "step-0000002", out / "checkpoints" / "best")
+    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert best.is_dir() and not (out / "checkpoints" / "step-0000002").exists()
