@@ -44,10 +44,8 @@ def check_out_dir(
             _refuse_replacing_the_model(Path(model), out, ckpt_root or out / "checkpoints")
         return
     if resume_dir is None:
-        left = [
-            e for e in out.iterdir() if not (e.name == "checkpoints" and e.is_dir() and not any(e.iterdir()))
-        ]
-        if [e.name for e in left] == [LOG_FILE]:  # and perhaps the empty checkpoint folder it made
+        left = [e for e in out.iterdir() if not _no_checkpoint_yet(e, out)]
+        if [e.name for e in left] == [LOG_FILE]:
             raise UserError(
                 f"--out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
                 "resume); pass --overwrite to start the run again there, or choose another --out"
@@ -60,6 +58,14 @@ def check_out_dir(
             f"--out {out} holds another run: the checkpoint {resume_dir} was written for "
             f"{recorded or 'another --out'}; resume into the run's own --out, or into an empty folder"
         )
+
+
+def _no_checkpoint_yet(entry: Path, out: Path) -> bool:
+    """Whether `entry` is the checkpoint folder a run made in `out` before it saved one: empty, or holding only
+    the staging folder of the first checkpoint an interruption stopped."""
+    if entry.name != "checkpoints" or not entry.is_dir() or entry.is_symlink():
+        return False
+    return all(own_staging(e, out) for e in entry.iterdir())
 
 
 def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:

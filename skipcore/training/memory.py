@@ -62,34 +62,59 @@ def check_batches_fit(
     device: torch.device | str,
     max_length_given: bool,
     processes: int = 1,
+    dev: Sequence[Pair] = (),
+    resuming: bool = False,
 ) -> None:
-    """Refuse a data set whose longest pair (training or dev), in a batch of `batch_size`, cannot be trained on
-    in this device's memory: the model's training state and that batch's logits alone, for each of the
-    `processes` that share the device, are more than the device has. The default --max-length is the model's
-    positions (thousands of tokens), so one long document can ask for a batch of logits many times the machine's
-    memory; the run would be killed at that batch, minutes or hours in."""
+    """Refuse a data set whose longest pair, in its batch, cannot be trained on (or, a dev pair, scored) in this
+    device's memory: the model's training state and that batch's logits alone, for each of the `processes` that
+    share the device, are more than the device has. The default --max-length is the model's positions (thousands
+    of tokens), so one long document can ask for a batch of logits many times the machine's memory; the run would
+    be killed at that batch, minutes or hours in. A training batch holds `batch_size` rows; a dev pair's, the rows
+    of its slice of the dev pairs (scored in order, `batch_size` at a time). `resuming`: the run's --max-length and
+    --batch-size are its own, so the way on is another device."""
     memory = device_memory(device)
-    if memory is None or not pairs:
+    if memory is None or not (pairs or dev):
         return
-    vocab = model.get_output_embeddings().weight.shape[0]
-    rows = min(batch_size, len(pairs))
-    width = max(len(p.prompt_ids) + len(p.target_ids) for p in pairs) - 1  # the model reads all but the last
-    state = training_state_bytes(model)
-    need = processes * (state + LOGIT_BYTES * rows * width * vocab)
-    if need <= memory:
-        return
-    fits = (memory // processes - state) // (LOGIT_BYTES * rows * vocab)
-    advice = (
-        f"pass --max-length {fits} or less (longer pairs are cut to it; the activations, not counted here, need "
-        "room too) or a smaller --batch-size"
-        if fits >= 2
-        else "a smaller --batch-size or a smaller model"
-    )
-    default = "" if max_length_given else "; the default is the model's positions"
+    budget, state = memory // processes, training_state_bytes(model)
     each = f" in each of {processes} processes" if processes > 1 else ""
-    raise UserError(
-        f"the longest pair ({width + 1:,} tokens) in a batch of {rows}{each} needs at least {need / 2**30:.3g} GiB for the "
-        f"model's training state and the batch's logits, more than the {memory / 2**30:.3g} GiB of "
-        f"{torch.device(device)}: {advice}{default}",
-        field=("max_length", "batch_size"),
-    )
+    if state > budget:
+        raise UserError(
+            f"the model's training state alone{each} needs at least {state / 2**30:.3g} GiB, more than the "
+            f"{memory / 2**30:.3g} GiB of {torch.device(device)}: train a smaller model, or LoRA (--lora-rank)"
+        )
+    vocab = model.get_output_embeddings().weight.shape[0]
+    for kind, group in (("training", pairs), ("dev", dev)):
+        if not group:
+            continue
+        lengths = [
+            len(p.prompt_ids) + len(p.target_ids) - 1 for p in group
+        ]  # the model reads all but the last
+        longest = max(range(len(group)), key=lengths.__getitem__)
+        start = longest - longest % batch_size if kind == "dev" else 0
+        rows = min(batch_size, len(group) - start)
+        width = lengths[longest]
+        need = state + LOGIT_BYTES * rows * width * vocab
+        if need <= budget:
+            continue
+        fits = (budget - state) // (LOGIT_BYTES * rows * vocab)
+        field: tuple[str, ...] | str | None = ("max_length", "batch_size")
+        if resuming:
+            advice, field = (
+                "a resumed run keeps its --max-length and --batch-size: resume it on a device with more memory",
+                None,
+            )
+        elif fits >= 2:
+            default = "" if max_length_given else " (the default is the model's positions)"
+            smaller = ", or a smaller --batch-size" if rows > 1 else ""
+            advice = (
+                f"pass --max-length {fits} at most{default}, where this count alone fills the memory (the layers' "
+                f"activations come on top){smaller}"
+            )
+        else:
+            advice, field = "a smaller --batch-size", "batch_size"
+        raise UserError(
+            f"the longest {kind} pair ({width + 1:,} tokens) in a batch of {rows}{each} needs at least "
+            f"{need / 2**30:.3g} GiB for the model's training state and the batch's logits, more than the "
+            f"{memory / 2**30:.3g} GiB of {torch.device(device)}: {advice}",
+            field=field,
+        )

@@ -123,8 +123,10 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
             record, resume_step, resume_elapsed = _continued_record(record, resume_dir, continued, main)
         _, steps = step_plan(hyper, pairs, acc.num_processes, resume_step)
         sharing = acc.num_processes if acc.device.type == "cpu" else 1  # a GPU is each process's own
-        every = pairs + (eval_pairs or [])
-        check_batches_fit(model, every, hyper.batch_size, acc.device, s.max_length is not None, sharing)
+        check_batches_fit(
+            model, pairs, hyper.batch_size, acc.device, s.max_length is not None, sharing,
+            dev=eval_pairs or (), resuming=resume_dir is not None,
+        )  # fmt: skip
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         if main:
             if s.overwrite:  # the folder becomes this run's alone: the tool's files of the run it replaces go

@@ -43,7 +43,7 @@ def test_a_batch_of_logits_past_the_devices_memory_is_refused_with_the_length_th
     out = tmp_path / "run"
     argv = train_argv(model_dirs["opt"], out, "--dataset", str(data), "--batch-size", "4", "--steps", "1")
     err = refused(capsys, argv)
-    assert "in a batch of 4 needs at least" in err and "pass --max-length 40 or less" in err, err
+    assert "in a batch of 4 needs at least" in err and "pass --max-length 40 at most" in err, err
     assert not out.exists()
     assert main([*argv, "--max-length", "40"]) == 0 and (out / "model.safetensors").is_file()
 
@@ -54,7 +54,8 @@ def test_a_device_that_does_not_say_its_memory_is_not_checked(device):
 
 
 def test_processes_sharing_the_device_and_dev_pairs_are_counted(model_dirs, monkeypatch):
-    """Two processes on one CPU each hold a model and a batch; a long dev pair is read in a batch too."""
+    """Two processes on one CPU each hold a model and a batch; a dev pair is counted in its own slice of the dev
+    pairs (scored in order, a batch at a time), which may hold fewer rows than a training batch."""
     from skipcore.training.batching import Pair
 
     model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
@@ -66,8 +67,34 @@ def test_processes_sharing_the_device_and_dev_pairs_are_counted(model_dirs, monk
     memory.check_batches_fit(model, [short, short], 2, "cpu", False)
     with pytest.raises(UserError, match="in each of 2 processes"):
         memory.check_batches_fit(model, [short, short], 2, "cpu", False, processes=2)
-    with pytest.raises(UserError, match=r"the longest pair \(100 tokens\)"):
-        memory.check_batches_fit(model, [short, short, long], 2, "cpu", False)  # a dev pair among them
+    with pytest.raises(UserError, match=r"the longest dev pair \(100 tokens\) in a batch of 2"):
+        memory.check_batches_fit(model, [short, short], 2, "cpu", False, dev=[long, short])
+    alone = state + memory.LOGIT_BYTES * 99 * vocab  # the long pair's 99 columns in one row, exactly
+    monkeypatch.setattr(memory, "device_memory", lambda device: alone)
+    memory.check_batches_fit(model, [short, short], 2, "cpu", False, dev=[short, short, long])  # last, alone
+    with pytest.raises(UserError, match=r"the longest training pair \(100 tokens\) in a batch of 2"):
+        memory.check_batches_fit(model, [long, short], 2, "cpu", False)
+
+
+def test_what_cannot_fit_is_said_with_a_way_on_that_can_be_taken(model_dirs, monkeypatch, capsys):
+    """A model whose training state alone is too much is told so (no --max-length to cut); a resumed run, whose
+    --max-length and --batch-size are the run's, is told to move, not to change them; one row too long is told
+    to cut, never to shrink a batch of one."""
+    from skipcore.training.batching import Pair
+
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    state = memory.training_state_bytes(model)
+    long = Pair((1,) * 10, (2,) * 90)
+    monkeypatch.setattr(memory, "device_memory", lambda device: state - 1)
+    with pytest.raises(UserError, match="training state alone needs") as e:
+        memory.check_batches_fit(model, [long], 1, "cpu", False)
+    assert "--max-length" not in str(e.value) and e.value.fields == ()
+    monkeypatch.setattr(memory, "device_memory", lambda device: state + memory.LOGIT_BYTES * 40 * 300)
+    with pytest.raises(UserError, match="resume it on a device with more memory") as e:
+        memory.check_batches_fit(model, [long], 1, "cpu", False, resuming=True)
+    with pytest.raises(UserError, match=r"pass --max-length \d+ at most \(the default") as e:
+        memory.check_batches_fit(model, [long], 1, "cpu", False)
+    assert "--batch-size" not in str(e.value)  # a batch of one: shrinking it is no way on, cutting is
 
 
 def test_a_container_limit_below_the_ram_is_the_cpus_memory(tmp_path, monkeypatch):

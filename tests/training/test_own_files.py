@@ -210,6 +210,11 @@ def test_a_run_that_stopped_before_its_first_checkpoint_is_started_again_with_ov
     (out / "checkpoints").mkdir()  # an empty checkpoint folder beside it says nothing more
     err = refused(capsys, train_two_steps(model_dirs, out, "--save-every", "1"))
     assert "holds only the log of a run that stopped before it saved a checkpoint" in err
+    from skipcore.training.checkpoint import start_staging
+
+    start_staging(out / "checkpoints" / ".step-0000001.partial", out)  # its first save, interrupted
+    err = refused(capsys, train_two_steps(model_dirs, out, "--save-every", "1"))
+    assert "holds only the log of a run that stopped before it saved a checkpoint" in err
     assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--overwrite")) == 0
     assert (out / "model.safetensors").is_file()
 
