@@ -18,6 +18,7 @@ from skipcore.training.batching import Pair
 # per logit at least: the float32 logits the loss reads and the log-softmax it keeps for backward
 LOGIT_BYTES = 8
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # v2, v1
+CGROUP_SELF = "/proc/self/cgroup"  # this process's groups, by controller
 
 
 def device_memory(device: torch.device | str) -> int | None:
@@ -36,9 +37,10 @@ def device_memory(device: torch.device | str) -> int | None:
 
 
 def _container_limits() -> list[int]:
-    """The memory limits a cgroup sets this process ("max", or a number past the RAM, where none is set)."""
+    """The memory limits a cgroup sets this process ("max", or a number past the RAM, where none is set): its
+    container's (the root of what it sees) and its own group's."""
     limits = []
-    for path in CGROUP_LIMITS:
+    for path in [*CGROUP_LIMITS, *_own_group_limits()]:
         try:
             text = Path(path).read_text().strip()
         except OSError:
@@ -46,6 +48,25 @@ def _container_limits() -> list[int]:
         if text.isdigit():
             limits.append(int(text))
     return limits
+
+
+def _own_group_limits() -> list[str]:
+    """The limit files of this process's own cgroup, as /proc/self/cgroup names it (v2: `0::/path`; v1: the
+    `memory` controller's line)."""
+    try:
+        lines = Path(CGROUP_SELF).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        _, controllers, group = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        if not group or group == "/":
+            continue
+        if controllers == "":
+            out.append(f"/sys/fs/cgroup{group}/memory.max")
+        elif "memory" in controllers.split(","):
+            out.append(f"/sys/fs/cgroup/memory{group}/memory.limit_in_bytes")
+    return out
 
 
 def training_state_bytes(model: nn.Module) -> int:

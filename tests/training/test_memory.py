@@ -104,3 +104,14 @@ def test_a_container_limit_below_the_ram_is_the_cpus_memory(tmp_path, monkeypatc
     assert memory.device_memory("cpu") == 2**30
     limit.write_text("max\n")  # none set: the RAM
     assert memory.device_memory("cpu") > 2**30
+
+
+def test_the_limit_of_the_processs_own_group_is_read(tmp_path, monkeypatch):
+    """/proc/self/cgroup names the group below the container's root; a limit set there counts too."""
+    groups = tmp_path / "cgroup"
+    groups.write_text("12:memory:/job/7\n9:name=systemd:/\n0::/slice/run.scope\n")
+    monkeypatch.setattr(memory, "CGROUP_SELF", str(groups))
+    assert memory._own_group_limits() == [
+        "/sys/fs/cgroup/memory/job/7/memory.limit_in_bytes",
+        "/sys/fs/cgroup/slice/run.scope/memory.max",
+    ]
