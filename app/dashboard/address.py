@@ -144,7 +144,8 @@ def stop() -> None:
 
 def note(page: str) -> None:
     """After `page` was drawn: the names in its address that a widget holds bound (the page's and the sidebar's
-    settings), which `hold` keeps on Back and Forward. A name the page only publishes is left out: the page
+    settings), added to those noted before (a run `hold` started may leave one out of the address while the
+    session keeps it: noted anew, the next bare entry reset it), which `hold` keeps on Back and Forward. A name the page only publishes is left out: the page
     writes it again from the session itself, and Streamlit takes it out of the address on the way in while the
     designer's widget of that name is still bound."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -158,5 +159,6 @@ def note(page: str) -> None:
     except AttributeError:  # a Streamlit without that bookkeeping (it is pinned): Back keeps Streamlit's way
         return
     seen = st.session_state.get(SEEN, {})
-    if seen.get(page) != names:
-        st.session_state[SEEN] = {**seen, page: names}
+    held = seen.get(page, frozenset()) | names  # never fewer: a held run's address may lack one it kept
+    if seen.get(page) != held:
+        st.session_state[SEEN] = {**seen, page: held}
