@@ -316,7 +316,7 @@ def main() -> None:
     )
     refused = refusals(chosen, schedule, params, L, int(max_new))
     for name, why in refused.items():
-        st.error(f"{name} would be refused: {why}")
+        st.error(f"{name} would be refused: {why}. Change that setting, or take {name} out of **Policies**.")
     estimate = show_estimate(
         engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all"
     )
