@@ -651,10 +651,11 @@ def _narrow_tab(browser):
 
 
 def _lines(page, key: str) -> dict[str, tuple[str, str]]:
-    """The lines a page's Plotly figure (by its key) draws, as the browser holds them: name -> (colour, dash)."""
+    """The lines a page's Plotly figure (by its key) draws, as the browser holds them: name (without the line
+    breaks that fit it to a phone) -> (colour, dash)."""
     return page.evaluate(
         """(key) => Object.fromEntries(document.querySelector(`.st-key-${key} .js-plotly-plot`).data
-            .filter(t => t.line).map(t => [t.name, [t.line.color, t.line.dash || 'solid']]))""",
+            .filter(t => t.line).map(t => [t.name.replaceAll('<br>', ' '), [t.line.color, t.line.dash || 'solid']]))""",
         key,
     )
 
