@@ -488,44 +488,6 @@ def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(f
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
 
 
-def test_back_onto_a_page_that_names_the_design_keeps_its_own_setting(fresh, server):
-    """Two design settings moved, Tune's trials set, then the Layer lens's own setting: Back onto the lens's
-    entries showed it at its default on the second (the held run's address left it out, and noted anew, the next
-    bare entry was not held)."""
-    page = fresh
-    _open(page, server, "", {}, "Schedule designer")
-
-    def move(label: str, keys: list[str]) -> str:
-        slider = page.locator('[data-testid="stSlider"]', has_text=label)
-        thumb = slider.locator('input[type="range"]')
-        thumb.focus()
-        for key in keys:
-            thumb.press(key)
-        page.keyboard.press("Tab")
-        _wait_idle(page)
-        return slider.get_by_test_id("stSliderThumbValue").inner_text()
-
-    move("Max layers", ["ArrowLeft"] * 2)
-    move("Decay span", ["ArrowLeft"] * 5)
-    page.locator('[data-testid="stSidebarNav"] a[href$="/tune"]').click()  # "Tune" is the designer's icon too
-    page.get_by_role("heading", name="Tune a schedule").wait_for()
-    _wait_idle(page)
-    trials = page.locator('[data-testid="stNumberInput"]', has_text="Trials").locator("input")
-    trials.fill("5")
-    trials.press("Enter")
-    _wait_idle(page)
-    _goto(page, "Layer lens")
-    tokens = move("Tokens to generate", ["Home", *["ArrowRight"] * 3])
-    for step in range(2):
-        page.go_back()
-        page.wait_for_timeout(2500)  # the entry's page, and a held run, settle
-        page.get_by_role("heading").first.wait_for()
-        _wait_idle(page)
-        if page.locator("h1").first.inner_text() == "Layer lens":
-            _shows(page, "stSlider", "Tokens to generate", tokens, f"back {step + 1}")
-    assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
-
-
 def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     page = fresh
     _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
