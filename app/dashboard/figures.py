@@ -83,7 +83,7 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
     said = run if run and run not in (fig.layout.title.text or "") else None  # a title that names it already
     _wrap_words(fig)
     if said:  # under the title, in smaller lines, as many as it takes
-        lines = textwrap.wrap(said, SMALL_LINE_CHARACTERS, break_long_words=False, break_on_hyphens=False)
+        lines = wrapped(said, SMALL_LINE_CHARACTERS).split("<br>")
         under = "<br>".join(f"<sup>{line}</sup>" for line in lines)
         title = fig.layout.title.text
         fig.update_layout(
@@ -94,12 +94,12 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
     st.plotly_chart(fig, key=key, config=config, width="stretch")
 
 
-def wrapped(text: str) -> str:
-    """`text` in lines of at most `LINE_CHARACTERS` (broken at spaces, Plotly's `<br>`); one with markup of its own
+def wrapped(text: str, width: int = LINE_CHARACTERS) -> str:
+    """`text` in lines of at most `width` characters (broken at spaces, Plotly's `<br>`); one with markup of its own
     (a tag, not a "<=" of a policy's rule) is left as it is."""
-    if len(text) <= LINE_CHARACTERS or MARKUP.search(text):
+    if len(text) <= width or MARKUP.search(text):
         return text
-    return "<br>".join(textwrap.wrap(text, LINE_CHARACTERS, break_long_words=False, break_on_hyphens=False))
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
 
 
 def _wrap_words(fig: go.Figure) -> None:

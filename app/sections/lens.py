@@ -30,9 +30,9 @@ from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
 from skipcore.measure.summary import speedup_text
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
+from skipcore.traces.files import ZIP_COMMENT_BYTES
 
 FORCED, OWN = "Full depth's output (teacher-forced)", "Its own decode"
-ZIP_COMMENT_BYTES = 65535  # the most a zip's comment holds
 
 
 def lens_download(table, metadata: dict, fmt: str, stem: str) -> tuple[bytes, str, str]:

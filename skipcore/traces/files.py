@@ -37,6 +37,7 @@ from skipcore.traces.schema import (
 )
 
 FORMATS = (".parquet", ".jsonl", ".csv")
+ZIP_COMMENT_BYTES = 0xFFFF  # the most a zip's comment holds
 ZIPPED_FORMATS = (".csv.zip", ".jsonl.zip")  # one member; the run metadata in the zip's comment
 META_KEY = b"skipcore"
 
@@ -130,7 +131,7 @@ def _write_zip(target: Path, member: str, df: pd.DataFrame, meta: dict) -> None:
     """A zip of one CSV or JSONL member (what `pd.read_csv`/`pd.read_json` take) with the metadata as its
     comment (zip comments hold up to 64 KiB)."""
     comment = json.dumps(meta, default=str).encode()
-    if len(comment) > 0xFFFF:
+    if len(comment) > ZIP_COMMENT_BYTES:
         raise UserError(
             f"the run metadata ({len(comment)} bytes) is too large for a zip comment; write .parquet instead"
         )

@@ -34,6 +34,9 @@ from skipcore.models.training_record import (
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 LOG_FILE = "train_log.jsonl"  # in a run's output folder: one JSON object per log line
+CHECKPOINT_DIR = (
+    "checkpoints"  # in a run's output folder, where its checkpoints go unless --checkpoint-dir says
+)
 
 
 def save_model(

@@ -19,7 +19,14 @@ from skipcore.models.training_record import (
     recorded_files,
     recorded_output_dir,
 )
-from skipcore.training.checkpoint import LOG_FILE, SAVE_STAGING, foreign_entries, own_checkpoint, own_staging
+from skipcore.training.checkpoint import (
+    CHECKPOINT_DIR,
+    LOG_FILE,
+    SAVE_STAGING,
+    foreign_entries,
+    own_checkpoint,
+    own_staging,
+)
 
 
 def check_out_dir(
@@ -41,10 +48,10 @@ def check_out_dir(
         return
     if overwrite:
         if resume_dir is None and model is not None and Path(model).exists():
-            _refuse_replacing_the_model(Path(model), out, ckpt_root or out / "checkpoints")
+            _refuse_replacing_the_model(Path(model), out, ckpt_root or out / CHECKPOINT_DIR)
         return
     if resume_dir is None:
-        left = [e for e in out.iterdir() if not _no_checkpoint_yet(e, out)]
+        left = [e for e in out.iterdir() if not _no_checkpoint_yet(e, out, ckpt_root or out / CHECKPOINT_DIR)]
         if [e.name for e in left] == [LOG_FILE]:
             raise UserError(
                 f"--out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
@@ -60,10 +67,10 @@ def check_out_dir(
         )
 
 
-def _no_checkpoint_yet(entry: Path, out: Path) -> bool:
-    """Whether `entry` is the checkpoint folder a run made in `out` before it saved one: empty, or holding only
-    the staging folder of the first checkpoint an interruption stopped."""
-    if entry.name != "checkpoints" or not entry.is_dir() or entry.is_symlink():
+def _no_checkpoint_yet(entry: Path, out: Path, ckpt_root: Path) -> bool:
+    """Whether `entry` is the run's checkpoint folder (`ckpt_root`), made in `out` before it saved a checkpoint:
+    empty, or holding only the staging folder of the first checkpoint an interruption stopped."""
+    if entry != ckpt_root or not entry.is_dir() or entry.is_symlink():
         return False
     return all(own_staging(e, out) for e in entry.iterdir())
 
@@ -108,7 +115,7 @@ def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> N
 def _replaced_checkpoints(out: Path, ckpt_root: Path) -> dict[Path, list[Path]]:
     """The checkpoints (and staging folders) of the run `out` holds that an overwrite of it removes, by the folder
     they lie in: this run's checkpoint folder, and the replaced run's where it lies inside `out`."""
-    replaced_root = Path((recorded_args(_record_of(out)) or {}).get("checkpoint_dir") or out / "checkpoints")
+    replaced_root = Path((recorded_args(_record_of(out)) or {}).get("checkpoint_dir") or out / CHECKPOINT_DIR)
     # an older record's relative path is relative to a folder it does not name: not looked for
     roots = (
         [ckpt_root, replaced_root]
@@ -135,13 +142,14 @@ def _refuse_replacing_the_model(model: Path, out: Path, ckpt_root: Path) -> None
     base = _local_base(model)
     if base is not None:
         starts.append((base, f"--model {model} is a LoRA adapter on {base}, and that base model"))
+    replaced = _replaced_checkpoints(out, ckpt_root)  # read once: each checkpoint's record
     for start, said in starts:
         if start.resolve() == out.resolve():
             raise UserError(
                 f"{said} is the --out folder, which --overwrite replaces: the run would delete the model it "
                 "starts from; write to another --out (or copy the model out first)"
             )
-        for root, own in _replaced_checkpoints(out, ckpt_root).items():
+        for root, own in replaced.items():
             for entry in own:
                 if _inside(start, entry):
                     where = f"--out's {root}" if _inside(root, out) else f"--checkpoint-dir {root}"

@@ -26,6 +26,7 @@ from skipcore.models.training_record import (
     resumed_record,
 )
 from skipcore.training.batching import data_stats, length_notes, tokenize_pairs
+from skipcore.training.checkpoint import CHECKPOINT_DIR
 from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
 from skipcore.training.folders import check_checkpoint_dir, check_out_dir, clear_replaced_run
@@ -83,7 +84,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
     lora = lora_spec(s)
     hyper = hyper_of(s)
     out = Path(s.out)
-    ckpt_root = Path(s.checkpoint_dir) if s.checkpoint_dir else out / "checkpoints"
+    ckpt_root = Path(s.checkpoint_dir) if s.checkpoint_dir else out / CHECKPOINT_DIR
     acc = make_accelerator(s.device, s.mixed_precision, s.find_unused_parameters)
     main = acc.is_main_process
     with one_writer(acc, out):
