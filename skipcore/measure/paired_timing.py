@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 MAX_OVER_LAYER = 1.2
 # nor one below this fraction of the FLOPs speedup, from less work
 MIN_OVER_FLOPS = 0.5
+# fewest paired runs a speedup is reported from unflagged: for n <= 5 pairs the bootstrap interval of the median is
+# the range of the n ratios, which holds the true median with probability 1 - 2^(1-n): 0 at one run, a coin toss
+# (1/2) at two, 3/4 at three
+MIN_PAIRED_RUNS = 3
 
 Measure = Callable[[], Mapping[str, float]]  # one timed run: seconds per named quantity (e.g. decode, total)
 
@@ -162,19 +166,25 @@ def measure_total_against_full(
 
 
 def runs_flag(measured: float, runs: int) -> str:
-    """Empty, or why a measured speedup is no measurement whatever work it saved: none was taken, or one paired run
-    (a single timing, whose interval is a point). The flag of a speedup with no theory to hold it to (speculative
+    """Empty, or why a measured speedup is no measurement whatever work it saved: none was taken, or fewer than
+    `MIN_PAIRED_RUNS` paired runs (one is a single timing, whose interval is a point; two give an interval, their
+    range, that misses the median half the time). The flag of a speedup with no theory to hold it to (speculative
     rounds, other engines)."""
     if not math.isfinite(measured):
         return "no measurement"
     if runs < 2:
         return "one paired run: a single timing, not a measurement (its interval is a point); time it again"
+    if runs < MIN_PAIRED_RUNS:
+        return (
+            f"{runs} paired runs: the interval is their range, which holds the median only "
+            f"{1 - 2.0 ** (1 - runs):.0%} of the time; time it with {MIN_PAIRED_RUNS} or more"
+        )
     return ""
 
 
 def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float, runs: int) -> str:
-    """Empty, or why a measured decode speedup is not to be taken as one: one paired run (a single timing, whose
-    interval is a point), or a value implausible for the work it saved (design notes, "Timing")."""
+    """Empty, or why a measured decode speedup is not to be taken as one: too few paired runs (`runs_flag`), or a
+    value implausible for the work it saved (design notes, "Timing")."""
     said = runs_flag(measured, runs)
     if said:
         return said

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skipcore.measure.paired_timing import paired_ratio, plausibility_flag, time_pairs
+from skipcore.measure.paired_timing import (
+    MIN_PAIRED_RUNS,
+    paired_ratio,
+    plausibility_flag,
+    runs_flag,
+    time_pairs,
+)
 
 
 def fake(times):
@@ -93,12 +100,23 @@ def test_the_interval_is_reproducible():
         (0.9, 2.0, 1.9, 3, "below"),  # < 0.5 x 1.9
         (float("nan"), 2.0, 1.9, 3, "no measurement"),
         (2.0, 2.0, 1.9, 1, "one paired run: a single timing, not a measurement"),  # never reported as one
-        (2.0, 2.0, 1.9, 2, ""),
+        # two runs: the interval is their range, which holds the median half the time
+        (2.0, 2.0, 1.9, 2, "2 paired runs: the interval is their range, which holds the median only 50%"),
     ],
 )
 def test_plausibility_flag(measured, layer, flops, runs, flagged):
     flag = plausibility_flag(measured, layer, flops, runs)
     assert (flagged in flag) if flagged else flag == ""
+
+
+@pytest.mark.parametrize("runs", range(2, 6))
+def test_up_to_five_pairs_the_interval_is_the_range_of_the_ratios(runs):
+    """Why two runs are flagged: the bootstrap interval of so few pairs is their range, and the range of n draws
+    holds the median with probability 1 - 2^(1-n) (a half at two)."""
+    ratios = np.random.default_rng(runs).lognormal(0.5, 0.2, runs)
+    r = paired_ratio(list(ratios), [1.0] * runs)
+    assert (r.lo, r.hi) == pytest.approx((ratios.min(), ratios.max()))
+    assert (runs_flag(r.median, runs) != "") == (runs < MIN_PAIRED_RUNS)
 
 
 def test_mismatched_pairs_are_refused():

@@ -17,6 +17,7 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name
+from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
 from skipcore.models.shipped import shipped_path
 from skipcore.threads import check_threads
 
@@ -225,8 +226,8 @@ def check_settings(s: TuneSettings) -> TuneSettings:
             _at_least(name, getattr(s, name), 2 if name in ("max_new_tokens", "speedup_over") else 1)
     check_threads(s.threads, "threads", field="threads")
     if s.objective == "measured":
-        # one paired run is a single timing, not a measurement: flagged, never chosen
-        _at_least("repeats", s.repeats, 2)
+        # too few paired runs are flagged (`runs_flag`), and a flagged trial is never chosen
+        _at_least("repeats", s.repeats, MIN_PAIRED_RUNS)
     if any(w < 0 for w in s.warmups):
         raise UserError(f"warmups must all be >= 0, got {list(s.warmups)}", field="warmups")
     for name in ("max_drop", "prune_margin"):

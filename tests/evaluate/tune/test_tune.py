@@ -309,15 +309,15 @@ def test_trials_run_side_by_side_on_ray(model_dirs, echo_data, tmp_path, ray_add
 @pytest.mark.slow
 def test_the_measured_objective_times_each_finished_trial_against_full_depth(model_dirs, echo_data, tmp_path):
     out = tmp_path / "tune"
-    # one paired run is no measurement: refused before any work
-    with pytest.raises(UserError, match="repeats must be a whole number >= 2, got 1"):
-        run_tune(settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=1))
+    # too few paired runs are no measurement (flagged, never chosen): refused before any work
+    with pytest.raises(UserError, match="repeats must be a whole number >= 3, got 2"):
+        run_tune(settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=2))
     assert not out.exists()
-    s = settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=2, timing_limit=2)
+    s = settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=3, timing_limit=2)
     result = run_tune(s)
     trials, _ = read_sweep(out / "trials.parquet")
     scored = trials[trials["tune_state"] == "trial"]
-    assert (scored["timing_runs"] == 2).all() and (scored["timing_prompts"] == 2).all()
+    assert (scored["timing_runs"] == 3).all() and (scored["timing_prompts"] == 2).all()
     assert scored["wall_speedup_decode"].notna().all()
     assert result.outcome.speedup == "wall_speedup_decode" and result.met
     assert (
