@@ -123,6 +123,8 @@ class Schedule:
             raise ScheduleError(
                 f"min_layers ({lo}) is greater than max_layers ({hi})", field=("min_layers", "max_layers")
             )
+        if self.shape == "constant":  # one budget at every step: a max above it would run nowhere
+            object.__setattr__(self, "max_layers", lo)
         if self.warmup_layers < 0:
             raise ScheduleError(
                 f"warmup_layers must be >= 0, got {self.warmup_layers}", field="warmup_layers"
@@ -281,7 +283,8 @@ class Schedule:
     def describe(self) -> str:
         """The schedule in words, every field that changes its layers said, so two schedules that run different
         layers never read alike: 'linear 12->2 (skip, warmup 1, span 25)', 'power 8->4 (exit, alpha 0.85)',
-        'step 12->3 (middle, 4 stages, span to the end)', 'custom [6, 4, 2] (skip, warmup 1)', 'full depth'. A
+        'step 12->3 (middle, 4 stages, span to the end)', 'constant 6 (exit)', 'custom [6, 4, 2] (skip, warmup
+        1)', 'full depth'. A
         decay span left to the run ('span to the end') decays over max_new_tokens - 2 steps. Every label of a
         run (`skipcore.labels.run_label`) says its schedule with this."""
         if self.shape == "full":
@@ -297,6 +300,8 @@ class Schedule:
             how.append("span to the end" if self.decay_span is None else f"span {self.decay_span}")
         if self.shape == "custom":
             return f"custom {list(self.budgets_list)} ({', '.join(how)})"
+        if self.shape == "constant":
+            return f"constant {self.min_layers} ({', '.join(how)})"
         return f"{self.shape} {self.max_layers}->{self.min_layers} ({', '.join(how)})"
 
 
@@ -443,6 +448,12 @@ def schedule_from_settings(
         return Schedule.read_json(schedule_json, num_layers)
     _check_layer_count("min_layers", min_layers, num_layers)  # max_layers: by the fit, else by the Schedule
     extra = dict(decay_span=decay_span, alpha=alpha, stages=stages)
+    if shape == "constant" and None not in (max_layers, min_layers) and max_layers != min_layers:
+        raise ScheduleError(
+            f"a constant schedule runs one budget at every step, but max_layers {max_layers} and min_layers "
+            f"{min_layers} differ: give one of them",
+            field=("max_layers", "min_layers"),
+        )
     if shape == "constant" and min_layers is None and max_layers is not None and target_speedup is None:
         min_layers = max_layers  # a constant shape's budget given: that budget at every step
     if target_speedup is None and min_layers is None and shape in PARAMETRIC:

@@ -195,6 +195,18 @@ def test_schedule_for_speedup_refuses_arguments_of_the_wrong_kind_naming_them():
     assert schedule_for_speedup(12, 2.0, 20, max_layers=10.0).max_layers == 10  # 10.0 from a table: the count
 
 
+def test_a_constant_schedule_is_its_one_budget_and_says_so():
+    """A constant schedule's max is its min: one met by a target speedup read "constant 12->4" and ran 4 layers at
+    every step; a max and a min that differ are refused, not dropped; a file written with both reads as its min."""
+    fitted = schedule_for_speedup(12, 3.0, 32, "constant")
+    assert fitted.max_layers == fitted.min_layers and set(fitted.budgets(32)[1:]) == {fitted.min_layers}
+    assert fitted.describe() == f"constant {fitted.min_layers} (skip, warmup 1)"
+    with pytest.raises(ScheduleError, match="max_layers 6 and min_layers 4 differ: give one of them"):
+        schedule_from_settings(12, 16, "constant", max_layers=6, min_layers=4)
+    read = Schedule.from_dict({"num_layers": 12, "shape": "constant", "max_layers": 12, "min_layers": 4})
+    assert (read.max_layers, read.min_layers) == (4, 4) and read.budgets(8) == [12] + [4] * 7
+
+
 def test_a_constant_shape_given_its_budget_runs_it_at_every_step():
     """`--schedule constant --max-layers 8` is 8 layers at every step (it ran a 2x target's 6, labelled
     "constant 12->6"); given no budget at all it is the 2x target's, as the other parametric shapes are."""
