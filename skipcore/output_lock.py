@@ -1,7 +1,8 @@
 """One writer per output: a lock file holding the writer's pid, taken before anything is written and removed when
 the run ends. A second run on the same output is refused in one line; a lock left by a process that is no longer
-running is taken over (with a warning). Used by `sweep` (beside its results file), `train` and `tune`
-(beside their --out folders)."""
+running is taken over (with a warning). The folders the lock needs are made with it, and those it made are removed
+when it goes if they are still empty: a refused run leaves no folder behind. Used by `sweep` (beside its results
+file), `train` and `tune` (beside their --out folders)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,27 @@ class OutputLock:
 
     def __init__(self, output: Path, what: str) -> None:
         self.output, self.what, self.path = output, what, lock_path(output)
+        self.made: list[Path] = []  # the folders `take` made for the lock, deepest first
+
+    def _make_folders(self) -> None:
+        folder = self.path.parent
+        while not folder.exists() and not folder.is_symlink():
+            self.made.append(folder)
+            folder = folder.parent
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self._remove_made()
+            raise UserError(f"cannot write {self.output}: {e.strerror or e}") from None
+
+    def _remove_made(self) -> None:
+        """Remove the folders this lock made that nothing has been written into since."""
+        for folder in self.made:
+            try:
+                folder.rmdir()
+            except OSError:  # something is in it now (the run's output): it and its parents stay
+                break
+        self.made = []
 
     def __enter__(self) -> OutputLock:
         self.take()
@@ -45,6 +67,14 @@ class OutputLock:
         self.release()
 
     def take(self) -> None:
+        self._make_folders()
+        try:
+            self._take()
+        except BaseException:
+            self._remove_made()
+            raise
+
+    def _take(self) -> None:
         for _ in range(2):
             try:
                 if self._create():
@@ -119,6 +149,7 @@ class OutputLock:
             return 0
 
     def release(self) -> None:
-        """Remove the lock if this process holds it (never another's)."""
+        """Remove the lock if this process holds it (never another's), then the folders it made if still empty."""
         if self._holder() == os.getpid():
             self.path.unlink(missing_ok=True)
+        self._remove_made()

@@ -7,6 +7,8 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
+
 from skipcore.errors import UserError
 from skipcore.output_lock import OutputLock
 
@@ -40,3 +42,28 @@ def test_two_writers_starting_together_never_both_hold_the_lock(tmp_path):
             w.join(timeout=30)
         assert sorted([said.get(timeout=5), said.get(timeout=5)]) == ["refused", "took"], f"race {i}"
     assert not list(tmp_path.glob(".*"))  # every lock, and every writer's own file, gone
+
+
+def test_a_lock_makes_its_folders_and_removes_those_still_empty_when_it_goes(tmp_path):
+    """A refused run left the folders of its --out behind: the lock makes what it needs and takes back only what it
+    made and nothing was written into."""
+    (tmp_path / "kept").mkdir()
+    lock = OutputLock(tmp_path / "kept" / "a" / "b" / "out.parquet", "sweep")
+    lock.take()
+    assert lock.path.is_file()
+    lock.release()
+    assert list(tmp_path.iterdir()) == [tmp_path / "kept"] and not any((tmp_path / "kept").iterdir())
+
+    written = OutputLock(tmp_path / "kept" / "a" / "b" / "out.parquet", "sweep")
+    written.take()
+    (tmp_path / "kept" / "a" / "b" / "out.parquet").write_text("rows")  # the run's output: it stays
+    written.release()
+    assert (tmp_path / "kept" / "a" / "b" / "out.parquet").is_file()
+
+    held = OutputLock(tmp_path / "c" / "d" / "out", "tune")
+    held.take()
+    with pytest.raises(UserError, match="another tune"):
+        OutputLock(tmp_path / "c" / "d" / "out", "tune").take()  # refused: removes nothing of the holder's
+    assert held.path.is_file()
+    held.release()
+    assert not (tmp_path / "c").exists()

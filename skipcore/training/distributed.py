@@ -40,7 +40,6 @@ def one_writer(acc, out: Path) -> Iterator[OutputLock]:
     if acc.is_main_process:
         try:
             check_writable_folder(out.parent, f"cannot write --out {out}")
-            out.parent.mkdir(parents=True, exist_ok=True)
             lock.take()
         except UserError as e:
             error = str(e)

@@ -682,10 +682,11 @@ def test_an_adapter_trains_whole_without_lora_flags(model_dirs, tmp_path, capsys
 )
 def test_values_the_run_cannot_take_are_refused_not_replaced(model_dirs, tmp_path, capsys, flags, said):
     """A seed numpy cannot take and a length past the model's positions ended in tracebacks after the work began;
-    a 0 for a length was read as not given and replaced by the default. Each is one line, nothing written."""
-    out = tmp_path / "run"
+    a 0 for a length was read as not given and replaced by the default. Each is one line, nothing written: not
+    even the folders --out was to go in (a length past the model's is known only with the run's lock taken)."""
+    out = tmp_path / "new" / "folders" / "run"
     assert said in refused(capsys, train_argv(model_dirs["opt"], out, "--limit", "4", *flags))
-    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_model_too_large_for_the_machine_is_refused_before_it_is_built(tmp_path, capsys):

@@ -101,10 +101,6 @@ class SweepStore:
         self.old_traces: list[str] = []
         self.csv_digests: tuple[str, ...] = ()  # the CSV copy this record wrote last (and the one before)
         self._check_paths()
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot write {out}: {e.strerror or e}") from e
 
     def _check_paths(self) -> None:
         """Every path the sweep writes, checked before any work."""

@@ -49,10 +49,6 @@ class TuneFolder:
         if self.out.exists() and not self.out.is_dir():
             raise UserError(f"--out {self.out} is a file; name a folder for the tune", field="out")
         check_writable_folder(self.out, f"cannot write --out {self.out}")
-        try:  # the lock lies beside --out: its folder first, as a sweep's and a training run's
-            self.out.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot write --out {self.out}: {e.strerror or e}") from None
 
     def path(self, name: str) -> Path:
         return self.out / name
