@@ -64,14 +64,19 @@ def tokenize_pairs(examples: Iterable[Example], tokenizer, max_length: int | Non
         for ref in ex.references:
             target = list(tokenizer(format_target(ex.task, ref), add_special_tokens=False)["input_ids"])
             target.append(eos)
-            kept = prompt
-            cut = max_length is not None and len(kept) + len(target) > max_length
-            if cut:
-                half = max(1, max_length // 2)
-                kept = kept[-half:] if len(kept) > half else kept  # a long prompt keeps its end
-                target = target[: max_length - len(kept)]
-            pairs.append(Pair(tuple(kept), tuple(target), cut))
+            kept, taken = cut_lengths(len(prompt), len(target), max_length)
+            cut = (kept, taken) != (len(prompt), len(target))
+            pairs.append(Pair(tuple(prompt[len(prompt) - kept :]), tuple(target[:taken]), cut))
     return pairs
+
+
+def cut_lengths(prompt: int, target: int, max_length: int | None) -> tuple[int, int]:
+    """The prompt and target lengths a pair keeps at `max_length`: a pair longer than it keeps the end of its
+    prompt (at most half the length, where the prompt is longer) and the start of its target."""
+    if max_length is None or prompt + target <= max_length:
+        return prompt, target
+    kept = min(prompt, max(1, max_length // 2))
+    return kept, min(target, max_length - kept)
 
 
 # a longest target past this many medians is said: every default generation would run that long

@@ -1,22 +1,34 @@
-"""Whether a run's training fits in the memory of the device it runs on, said in one line before any work: a
-model's training state and the longest batch's logits are counted from their sizes, as lower bounds (what a run
-certainly needs), so a refusal is never a guess. A run that fits by this count can still run out: activations
-kept for the backward pass are not counted."""
+"""Whether a run's training fits in the memory of the device it runs on, said in one line before any work. What a
+run certainly needs is counted, so a refusal is never a guess: the model's training state from its tensors' sizes;
+for the longest batch, what the training forward keeps for the backward pass (measured on the model itself, see
+`KeptBytes`) and the gradient of its logits; for a dev batch, its logits. A run that fits by this count can still
+run out (other rows of a batch may run more layers; the allocator's slack and the backward's transients are not
+counted), but the --max-length it suggests is one where the count fits."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
+from skipcore.adapters import max_positions
 from skipcore.errors import UserError
-from skipcore.training.batching import Pair
+from skipcore.training.batching import Pair, cut_lengths
+from skipcore.training.objective import SkipLM, token_loss
 
-# per logit at least: the float32 logits the loss reads and the log-softmax it keeps for backward
+# per logit of a dev batch (no gradient) at least: the float32 logits the loss reads and their log-softmax
 LOGIT_BYTES = 8
+# per logit of a training batch, on top of what the forward keeps: the float32 gradient the backward starts from
+LOGIT_GRAD_BYTES = 4
+# the lengths the forward is measured at, in multiples of this many columns (three, for a constant, a linear and a
+# quadratic term), fewer where the model has fewer positions
+PROBE_STEP = 16
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # v2, v1
 CGROUP_SELF = "/proc/self/cgroup"  # this process's groups, by controller
 
@@ -76,6 +88,70 @@ def training_state_bytes(model: nn.Module) -> int:
     return weights + 3 * trained
 
 
+@dataclass(frozen=True)
+class KeptBytes:
+    """What the training forward keeps for the backward pass, per row, measured on the model: `row` bytes whatever
+    its length; `head` bytes a column for the embedding, final norm, LM head and loss; `layer` bytes a column and
+    `attention` bytes a squared column for each layer that runs on them. Measured at full depth and at one layer over a few lengths, so it holds
+    for the model's own family, dtype, LoRA wrapping and attention (saved tensors are a polynomial of the length)."""
+
+    row: float
+    head: float
+    layer: float
+    attention: float
+
+    def lower_bound(self, prompt: np.ndarray, width: np.ndarray, num_layers: int) -> np.ndarray:
+        """Bytes a row of `width` columns whose first `prompt` run every layer keeps at least: each later column
+        runs one layer or more, and a layer runs on at least the prompt's columns."""
+        runs = num_layers * prompt + np.maximum(0, width - prompt)
+        return self.row + self.head * width + self.layer * runs + self.attention * num_layers * prompt**2
+
+
+def kept_bytes(
+    model: nn.Module, autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+) -> KeptBytes:
+    """`KeptBytes` of `model`: the storages autograd saves in a training forward and its loss (the model's own
+    weights and buffers not counted), at 1, 2 and 3 `PROBE_STEP` columns, with every layer and with the first
+    alone (with none, a LoRA model keeps nothing: no weight before its head is trained). The random state is left
+    as found."""
+    lm = SkipLM(model)
+    step = min(PROBE_STEP, (max_positions(model.config) or 3 * PROBE_STEP) // 3)
+    if step < 1:
+        return KeptBytes(0.0, 0.0, 0.0, 0.0)  # too few positions to measure: nothing counted
+    lengths = (step, 2 * step, 3 * step)
+    device = next(model.parameters()).device
+    own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    num_layers = lm.num_layers
+
+    def saved(columns: int, layers: int) -> int:
+        storages: dict[int, int] = {}
+
+        def keep(t: torch.Tensor) -> torch.Tensor:
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in own:
+                storages[storage.data_ptr()] = storage.nbytes()
+            return t
+
+        ids = torch.zeros(1, columns, dtype=torch.long, device=device)
+        sets = [tuple(range(layers))] * columns
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.enable_grad(), autocast():
+            token_loss(lm(ids, torch.ones_like(ids), sets), ids)
+        return sum(storages.values())
+
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        full = np.array([saved(n, num_layers) for n in lengths], dtype=float)
+        one = np.array([saved(n, 1) for n in lengths], dtype=float)
+    n = np.array(lengths, dtype=float)
+    row = np.polyfit(n, full, 2)[2]
+    attention, layer = (0.0, 0.0)
+    if num_layers > 1:  # the layers past the first, on average
+        attention, layer, _ = np.polyfit(n, full - one, 2) / (num_layers - 1)
+    first_attention, first, _ = np.polyfit(n, one, 2)  # the head with the first layer
+    attention = attention if num_layers > 1 else first_attention
+    return KeptBytes(max(0.0, row), max(0.0, first - layer), max(0.0, layer), max(0.0, attention))
+
+
 def check_batches_fit(
     model: nn.Module,
     pairs: Sequence[Pair],
@@ -85,14 +161,16 @@ def check_batches_fit(
     processes: int = 1,
     dev: Sequence[Pair] = (),
     resuming: bool = False,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> None:
     """Refuse a data set whose longest pair, in its batch, cannot be trained on (or, a dev pair, scored) in this
-    device's memory: the model's training state and that batch's logits alone, for each of the `processes` that
-    share the device, are more than the device has. The default --max-length is the model's positions (thousands
-    of tokens), so one long document can ask for a batch of logits many times the machine's memory; the run would
-    be killed at that batch, minutes or hours in. A training batch holds `batch_size` rows; a dev pair's, the rows
-    of its slice of the dev pairs (scored in order, `batch_size` at a time). `resuming`: the run's --max-length and
-    --batch-size are its own, so the way on is another device."""
+    device's memory: the model's training state and that batch's count (the module's docstring), for each of the
+    `processes` that share the device, are more than the device has. The default --max-length is the model's
+    positions (thousands of tokens), so one long document can ask for a batch many times the machine's memory;
+    the run would be killed at that batch, minutes or hours in. A training batch holds `batch_size` rows; a dev
+    pair's, the rows of its slice of the dev pairs (scored in order, `batch_size` at a time). `resuming`: the
+    run's --max-length and --batch-size are its own, so the way on is another device. `autocast`: the run's
+    mixed precision, under which the forward is measured."""
     memory = device_memory(device)
     if memory is None or not (pairs or dev):
         return
@@ -104,20 +182,30 @@ def check_batches_fit(
             f"{memory / 2**30:.3g} GiB of {torch.device(device)}: train a smaller model, or LoRA (--lora-rank)"
         )
     vocab = model.get_output_embeddings().weight.shape[0]
-    for kind, group in (("training", pairs), ("dev", dev)):
+    kept, num_layers = kept_bytes(model, autocast) if pairs else None, SkipLM(model).num_layers
+
+    def training_row(prompt: np.ndarray, width: np.ndarray) -> np.ndarray:
+        return kept.lower_bound(prompt, width, num_layers) + LOGIT_GRAD_BYTES * width * vocab
+
+    def dev_row(prompt: np.ndarray, width: np.ndarray) -> np.ndarray:
+        return LOGIT_BYTES * width * vocab
+
+    for kind, group, per_row in (("training", pairs, training_row), ("dev", dev, dev_row)):
         if not group:
             continue
-        lengths = [
-            len(p.prompt_ids) + len(p.target_ids) - 1 for p in group
-        ]  # the model reads all but the last
-        longest = max(range(len(group)), key=lengths.__getitem__)
-        start = longest - longest % batch_size if kind == "dev" else 0
-        rows = min(batch_size, len(group) - start)
-        width = lengths[longest]
-        need = state + LOGIT_BYTES * rows * width * vocab
-        if need <= budget:
+        index = np.arange(len(group))  # a dev pair's batch is its slice; every training batch is full
+        starts = index - index % batch_size if kind == "dev" else np.zeros_like(index)
+        rows = np.minimum(batch_size, len(group) - starts)
+
+        def needs(cut_at: int | None, group=group, rows=rows, per_row=per_row) -> np.ndarray:
+            return state + _batch_bytes(group, rows, cut_at, per_row)
+
+        need = needs(None)
+        longest = int(np.argmax(need))
+        if need[longest] <= budget:
             continue
-        fits = (budget - state) // (LOGIT_BYTES * rows * vocab)
+        width = len(group[longest]) - 1
+        fits = _longest_that_fits(needs, budget, max(len(p) for p in group))
         field: tuple[str, ...] | str | None = ("max_length", "batch_size")
         if resuming:
             advice, field = (
@@ -126,16 +214,43 @@ def check_batches_fit(
             )
         elif fits >= 2:
             default = "" if max_length_given else " (the default is the model's positions)"
-            smaller = ", or a smaller --batch-size" if rows > 1 else ""
-            advice = (
-                f"pass --max-length {fits} at most{default}, where this count alone fills the memory (the layers' "
-                f"activations come on top){smaller}"
-            )
-        else:
+            smaller = ", or a smaller --batch-size" if rows[longest] > 1 else ""
+            advice = f"pass --max-length {fits} at most{default}, where this count fits{smaller}"
+        elif rows[longest] > 1:
             advice, field = "a smaller --batch-size", "batch_size"
+        else:  # no length and no batch is small enough
+            advice, field = "train a smaller model, or LoRA (--lora-rank)", None
+        what = (
+            "the batch's logits" if kind == "dev" else "what the batch's forward keeps for the backward pass"
+        )
         raise UserError(
-            f"the longest {kind} pair ({width + 1:,} tokens) in a batch of {rows}{each} needs at least "
-            f"{need / 2**30:.3g} GiB for the model's training state and the batch's logits, more than the "
+            f"the longest {kind} pair ({width + 1:,} tokens) in a batch of {rows[longest]}{each} needs at least "
+            f"{need[longest] / 2**30:.3g} GiB for the model's training state and {what}, more than the "
             f"{memory / 2**30:.3g} GiB of {torch.device(device)}: {advice}",
             field=field,
         )
+
+
+def _batch_bytes(
+    group: Sequence[Pair],
+    rows: np.ndarray,
+    cut_at: int | None,
+    per_row: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Each pair's batch count, the pairs cut at `cut_at` (None: as they are): its rows times `per_row` of its
+    prompt columns and width (the model reads all but the last token)."""
+    lengths = np.array([cut_lengths(len(p.prompt_ids), len(p.target_ids), cut_at) for p in group]).reshape(
+        -1, 2
+    )
+    width = lengths.sum(axis=1) - 1
+    return rows * per_row(np.minimum(lengths[:, 0], width), width)
+
+
+def _longest_that_fits(needs: Callable[[int], np.ndarray], budget: int, longest: int) -> int:
+    """The largest --max-length (2 to `longest`) at which every pair's count, cut there, is within `budget`, or
+    0. A pair cut shorter never needs more, so the count falls with the length: a bisection finds it."""
+    low, high = 1, longest  # fits at `low` (1: none tried yet), not at `high`
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if needs(mid).max() <= budget else (low, mid)
+    return low if low >= 2 else 0
