@@ -244,6 +244,8 @@ class Schedule:
         unknown = set(d) - known
         if unknown:
             raise ScheduleError(f"unknown schedule field(s): {', '.join(sorted(unknown))}")
+        if "num_layers" not in d:
+            raise ScheduleError("a schedule must say its num_layers", field="num_layers")
         d = {k: _whole(v) if k in _COUNTS else v for k, v in d.items()}
         budgets = d.get("budgets_list") or ()
         if not isinstance(budgets, list | tuple):

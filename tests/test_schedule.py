@@ -216,3 +216,9 @@ def test_a_constant_shape_given_its_budget_runs_it_at_every_step():
     assert default.layer_speedup(16) == pytest.approx(2.0, rel=0.05)
     faster = schedule_from_settings(12, 16, "constant", max_layers=8, target_speedup=3.0)
     assert faster.layer_speedup(16) > 2.5
+
+
+def test_a_schedule_record_without_its_depth_is_a_schedule_error():
+    """A kept run whose schedule lacked num_layers crashed the dashboard's reopen with a TypeError."""
+    with pytest.raises(ScheduleError, match="a schedule must say its num_layers"):
+        Schedule.from_dict({"shape": "linear"})

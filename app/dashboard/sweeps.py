@@ -124,6 +124,12 @@ def check_sweep(df: pd.DataFrame) -> str | None:
     """Why a table cannot be drawn as a trade-off, or None when it can."""
     if df.empty:
         return "the sweep has no rows"
+    if "batch_size" in df:
+        given = df["batch_size"].dropna()
+        sizes = pd.to_numeric(given, errors="coerce")
+        odd = given[sizes.isna() | (sizes % 1 != 0) | (sizes < 1)]
+        if len(odd):
+            return f"its batch_size column holds values that are not batch sizes ({odd.iloc[0]})"
     if not quality_columns(df) and not numeric_columns(df):
         return "the sweep has no numeric columns"
     theoretical, measured = speedup_columns(df)

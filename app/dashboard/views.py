@@ -305,12 +305,13 @@ def show_step_times(trace: pd.DataFrame) -> None:
         )
 
 
-def sample_labels(trace: pd.DataFrame) -> list[str]:
-    """A label per sample when no prompts came with the trace: the start of what it generated."""
-    out = []
-    for s in range(int(trace["sample"].max()) + 1):
+def sample_labels(trace: pd.DataFrame) -> dict[int, str]:
+    """A label per sample the trace holds, when no prompts came with it: the start of what it generated. Only the
+    samples there are: an uploaded trace may number its samples from anywhere (one numbered 10^9 is one label)."""
+    out = {}
+    for s in sorted(int(s) for s in trace["sample"].unique()):
         rows = plots.sample_rows(trace, s)
-        out.append(("… " if len(rows) else "") + "".join(rows["token"].astype(str))[:60].strip())
+        out[s] = ("… " if len(rows) else "") + "".join(rows["token"].astype(str))[:60].strip()
     return out
 
 
@@ -318,11 +319,11 @@ def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None
     """Which row to draw, labelled by its prompt (or its output). The widget is keyed by the run, so a new run
     never keeps the last run's label."""
     samples = sorted(int(s) for s in trace["sample"].unique())
-    labels = labels or sample_labels(trace)
+    named = dict(enumerate(labels)) if labels else sample_labels(trace)
 
     def fmt(s: int) -> str:
-        if 0 <= s < len(labels):
-            text = labels[s].replace("\n", " ")
+        if s in named:
+            text = named[s].replace("\n", " ")
             return f"{s}: {text[:70]}{'…' if len(text) > 70 else ''}"
         return str(s)
 

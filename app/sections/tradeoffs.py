@@ -232,20 +232,25 @@ def draw(df: pd.DataFrame) -> None:
     df, infinite = sweeps.finite_only(df)
     if infinite:
         st.warning(f"Values that are not finite numbers (inf) are left out of the charts: {infinite}.")
-    if "num_examples" in df and df["num_examples"].notna().any():
+    examples = pd.to_numeric(df["num_examples"], errors="coerce") if "num_examples" in df else None
+    if examples is not None and (examples >= 1).any():
         views.warn_small_sample(
-            int(df["num_examples"].max()),
+            int(examples[examples >= 1].max()),
             "settings",
             "score more examples (**Examples** for a sweep run here)",
         )
     df = sweeps.with_measured(sweeps.with_series(df))
     if "batch_size" in df and df["batch_size"].nunique() > 1:
         sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
-        if st.session_state.get("to_batch_filter") not in (None, *sizes):
-            st.session_state["to_batch_filter"] = sizes[-1]
+        # the page opens on the largest batch size it can draw (a sweep may be scored at batch 1 alone)
+        drawable = [b for b in sizes if sweeps.check_sweep(df[df["batch_size"] == b]) is None] or sizes
+        current, auto = st.session_state.get("to_batch_filter"), "_to_batch_filter_auto"
+        if current is not None and (current not in sizes or current == st.session_state.get(auto)):
+            st.session_state["to_batch_filter"] = drawable[-1]  # the page's own choice follows the table
+        st.session_state[auto] = drawable[-1]
         size = (
-            st.segmented_control("Batch size", sizes, default=sizes[-1], key="to_batch_filter", **KEEP)
-            or sizes[-1]
+            st.segmented_control("Batch size", sizes, default=drawable[-1], key="to_batch_filter", **KEEP)
+            or drawable[-1]
         )
         generate_rows = df["policy"].astype(str).eq("transformers") if "policy" in df else None
         if generate_rows is not None and generate_rows.any() and size != 1:
@@ -253,6 +258,10 @@ def draw(df: pd.DataFrame) -> None:
                 "transformers' generate() runs at batch size 1 only: choose batch size 1 to see its rows."
             )
         df = df[df["batch_size"] == size]
+        problem = sweeps.check_sweep(df)
+        if problem:
+            st.info(f"At batch size {size} this table cannot be drawn as a trade-off: {problem}.")
+            return
     theoretical, measured = sweeps.speedup_columns(df)
     c1, c2, c3, c4 = st.columns(4)
     with c1:

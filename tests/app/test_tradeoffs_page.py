@@ -403,3 +403,22 @@ def test_a_quality_column_with_no_values_is_not_offered(model_dir):
     )
     assert not at.exception and not at.get("vega_lite_chart")
     assert "no quality column" in " ".join(e.value for e in [*at.error, *at.warning, *at.info])
+
+
+def test_a_sweep_scored_at_one_batch_size_opens_where_it_can_be_drawn(model_dir):
+    """A sweep scored at batch 1 and timed at batch 8 (quality empty there) crashed the page, which opened on the
+    largest batch size; it opens on the largest it can draw and says why another cannot be drawn. A batch size
+    or an example count that is no number is said, not a traceback."""
+    table = sweep_frame()  # batch sizes 1 and 8
+    scores = ["bleu", "rougeL", "rouge1", "rouge2", "chrf"]
+    table.loc[table["batch_size"] == 8, [c for c in scores if c in table]] = float("nan")
+    at = upload(open_app("tradeoffs"), table.assign(num_examples="many"))
+    assert_clean(at)
+    assert by_key(at.get("button_group"), "to_batch_filter").value == 1 and at.get("vega_lite_chart")
+    by_key(at.get("button_group"), "to_batch_filter").set_value(8).run()
+    assert_clean(at)
+    assert any("At batch size 8 this table cannot be drawn" in i.value for i in at.info)
+    at = upload(open_app("tradeoffs"), table.assign(batch_size=8.5))
+    assert not at.exception and any(
+        "batch_size column holds values that are not batch sizes (8.5)" in e.value for e in at.error
+    )
