@@ -81,8 +81,15 @@ class OutputLock:
                     return
             except OSError as e:
                 raise UserError(f"cannot write {self.output}: {e.strerror or e} ({self.path})") from None
+            if not os.path.lexists(self.path):
+                continue  # let go meanwhile: try again
             pid = self._holder()
-            if pid and _alive(pid):
+            if self.path.is_symlink() or not self.path.is_file() or not pid:  # a user's file or folder: kept
+                raise UserError(
+                    f"{self.path} is in the way of the {self.what}'s lock and is not one (no writer's pid in it): "
+                    f"move it, or choose another --out"
+                ) from None
+            if _alive(pid):
                 raise UserError(
                     f"another {self.what} (pid {pid}) is writing {self.output}; wait for it to finish or choose "
                     f"another --out (remove {self.path} only if no such {self.what} is running)"

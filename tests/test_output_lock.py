@@ -67,3 +67,22 @@ def test_a_lock_makes_its_folders_and_removes_those_still_empty_when_it_goes(tmp
     assert held.path.is_file()
     held.release()
     assert not (tmp_path / "c").exists()
+
+
+def test_a_file_or_folder_of_the_locks_name_that_is_no_lock_is_left_alone(tmp_path):
+    """A user's file named like the lock was taken for a dead writer's and deleted; a folder was moved aside and the
+    run died in a traceback. Neither holds a writer's pid: refused in one line, kept as they were."""
+    notes = tmp_path / ".n.parquet.lock"
+    notes.write_text("my notes\n")
+    with pytest.raises(UserError, match="is in the way of the sweep's lock and is not one"):
+        OutputLock(tmp_path / "n.parquet", "sweep").take()
+    assert notes.read_text() == "my notes\n"
+    folder = tmp_path / ".t.lock"
+    folder.mkdir()
+    (folder / "file.txt").write_text("precious")
+    with pytest.raises(UserError, match="is in the way of the tune's lock"):
+        OutputLock(tmp_path / "t", "tune").take()
+    assert (folder / "file.txt").read_text() == "precious" and sorted(p.name for p in tmp_path.iterdir()) == [
+        ".n.parquet.lock",
+        ".t.lock",
+    ]
