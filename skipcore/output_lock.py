@@ -2,7 +2,7 @@
 the run ends. A second run on the same output is refused in one line; a lock left by a process that is no longer
 running is taken over (with a warning). The folders the lock needs are made with it, and those it made are removed
 when it goes if they are still empty: a refused run leaves no folder behind. Used by `sweep` (beside its results
-file), `train` and `tune` (beside their --out folders)."""
+file), `bench` (beside its results file), `train` and `tune` (beside their --out folders)."""
 
 from __future__ import annotations
 

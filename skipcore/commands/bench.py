@@ -4,6 +4,7 @@ results on stdout and in --out, notes on stderr. Its --help says what it measure
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from skipcore.commands.common import comma_list, finite, path_text
@@ -86,6 +87,7 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.evaluate.bench.run import run_plan
     from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
+    from skipcore.output_lock import OutputLock
 
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device).dtype
@@ -99,16 +101,18 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     if args.append and args.overwrite:
         raise UserError("--append keeps the results file's rows and --overwrite replaces them: give one")
     out = check_output_path(args.out, args.overwrite or args.append, (".json",))
-    if out is not None and args.overwrite:  # a results file is replaced, never a JSON file of the user's
-        check_replaceable(out, read_results, "a bench results file")
-    if args.threads:  # before the check of the results to extend: their machine names its torch threads
-        torch.set_num_threads(args.threads)
-    extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there
-    if out is not None and extend is None:  # a new results file: its table's name may hold a user's file
-        check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: own_table(out, md))
-    for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
-        print(note, file=sys.stderr, flush=True)
-    run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))
+    # one writer: two benches on one file replaced each other's rows after every setting, each saying "wrote"
+    with OutputLock(out, "bench") if out is not None else contextlib.nullcontext():
+        if out is not None and args.overwrite:  # a results file is replaced, never a JSON file of the user's
+            check_replaceable(out, read_results, "a bench results file")
+        if args.threads:  # before the check of the results to extend: their machine names its torch threads
+            torch.set_num_threads(args.threads)
+        extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there
+        if out is not None and extend is None:  # a new results file: its table's name may hold a user's file
+            check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: own_table(out, md))
+        for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
+            print(note, file=sys.stderr, flush=True)
+        run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))
     if out is not None:
         print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
     return 0

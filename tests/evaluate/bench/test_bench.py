@@ -548,3 +548,16 @@ def test_a_half_precision_run_times_float32_attention_beside_it(tmp_path, model_
     assert rows[2]["same_tokens_as_full"] == 1 and rows[3]["measured_speedup_decode"] > 0
     lossless = next(line for line in target_lines(rows, "bfloat16") if "lossless" in line)
     assert spec in lossless and "float32 attention" not in lossless  # judged on the run's own attention
+
+
+def test_a_second_bench_on_one_results_file_is_refused(tmp_path, capsys):
+    """Two benches on one --out (with --append too) each rewrote the file after every setting: one's rows were
+    lost while both said "wrote". The second is refused in one line, nothing of the first touched."""
+    import os
+
+    out = tmp_path / "b.json"
+    (tmp_path / ".b.json.lock").write_text(str(os.getppid()))  # a live process writes it
+    for extra in ([], ["--append"]):
+        said = refused(capsys, [*bench_argv("opt-tiny", 4, 6, out), *extra])
+        assert "another bench (pid" in said and f"is writing {out}" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock"]
