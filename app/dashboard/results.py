@@ -298,16 +298,20 @@ class CompareResult(PageResult):
         try:
             results = {}
             for name in d["policies"]:
+                texts = d["texts"][name]
+                if not isinstance(texts, list) or len(texts) != len(run.prompts):
+                    raise UserError(f"it holds {len(run.prompts)} prompts but not as many outputs of {name}")
                 trace, metadata = store.table(run.id, cls.trace_part(name))
                 summary = summarize(trace, _layers(metadata))
-                results[name] = GenerationResult(
-                    d["texts"][name], d["token_ids"][name], trace, summary, metadata
-                )
-            return cls(
-                run.prompts, results, d["errors"], d["quality"], bool(d["sampled"]), run.settings, run.id
-            )
+                results[name] = GenerationResult(texts, d["token_ids"][name], trace, summary, metadata)
+            errors, quality, sampled = d["errors"], d["quality"], d["sampled"]
         except (KeyError, TypeError) as e:
             raise UserError(f"its record lacks {e}") from e
+        if not (isinstance(errors, dict) and isinstance(quality, dict | None) and isinstance(sampled, bool)):
+            raise UserError("its record's errors, quality or sampled are not what a comparison keeps")
+        if quality is not None and not all(isinstance(q, dict) for q in quality.values()):
+            raise UserError("its record's quality scores are not one table a policy")
+        return cls(run.prompts, results, errors, quality, sampled, run.settings, run.id)
 
 
 @dataclass(frozen=True)
@@ -438,8 +442,13 @@ class TuneRunResult(PageResult):
 
     @classmethod
     def from_run(cls, run: Run, store: RunStore) -> TuneRunResult:
-        if "floor" not in run.data:
-            raise UserError("its record lacks the floor")
+        floor = run.data.get("floor")
+        if not isinstance(floor, int | float) or isinstance(floor, bool):
+            raise UserError(f"its record's floor is not a number ({floor!r})")
+        if run.data.get("schedule") is not None:
+            from skipcore.schedule import Schedule
+
+            Schedule.from_dict(run.data["schedule"])  # a ScheduleError says what is wrong with it
         trials, _ = store.table(run.id, "trials")
         return cls(trials, run.data, run.settings, run.id)
 

@@ -6,6 +6,7 @@ other; a result says the settings that made it and is marked when they change.""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pandas as pd
@@ -181,6 +182,7 @@ def test_a_pick_made_on_a_table_that_has_changed_since_stays_on_its_run(model_di
     [
         ("settings", "{not json"),
         ("settings", '{"schedule": 3}'),
+        ("settings", '{"schedule": ["x", {"shape": "bogus"}]}'),  # no num_layers: it was a TypeError
         ("summary", "[1, 2"),
         ("prompts", '"one prompt, not a list"'),
         ("num_layers", "six"),
@@ -374,3 +376,24 @@ def test_runs_of_models_of_different_depths_each_get_their_full_depth_line():
     full = {t.name: t.y[0] for t in fig.data if t.name.startswith("full depth")}
     assert full == {"full depth (6 layers, small)": 6, "full depth (12 layers, deep)": 12}
     assert fig.layout.xaxis.dtick == 1  # a three-step run: whole steps only
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "said"),
+    [
+        ("compare", {"policies": ["a"], "texts": {"a": ["one"]}}, "2 prompts but not as many outputs of a"),
+        ("tune", {"floor": "x"}, "floor is not a number ('x')"),
+        ("tune", {"floor": 30.0, "schedule": {"shape": "linear"}}, "must say its num_layers"),
+    ],
+)
+def test_a_damaged_comparison_or_search_says_why_before_its_page_draws_it(kind, data, said):
+    """Outputs fewer than the prompts, a floor in words, a schedule without its depth: each crashed its page while
+    it drew the reopened run; each is a reason it cannot be reopened."""
+    from types import SimpleNamespace
+
+    from app.dashboard.results import KINDS
+    from skipcore.errors import UserError
+
+    run = SimpleNamespace(id=1, data=data, prompts=["p", "q"], settings={})
+    with pytest.raises(UserError, match=re.escape(said)):
+        KINDS[kind].from_run(run, store=None)
