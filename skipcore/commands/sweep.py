@@ -132,8 +132,8 @@ def add_parser(sub) -> None:
     o.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an existing sweep at --out instead of resuming it (its old traces are removed once the new "
-        "run has finished)",
+        help="replace an existing sweep at --out instead of resuming it: the new rows replace the table as they "
+        "come; the old traces are removed once the new run has finished (resumed, if it is stopped)",
     )
     o.add_argument(
         "--no-progress", action="store_true", help="no progress bar: one line per finished setting instead"

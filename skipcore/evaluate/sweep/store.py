@@ -13,7 +13,8 @@
   sweeps sharing a traces folder never write or delete each other's traces.
 - `--overwrite` deletes nothing up front: the new rows replace the table as they come, and only when the run
   has finished are the old run's trace files removed: only those in this sweep's traces folder whose metadata
-  names this results file, that no new row points at. A file that is not a sweep's results is never replaced.
+  names this results file, that no new row points at. The record names them until then, so a run stopped
+  before it finished is still cleaned up by the run that finishes it (resumed, or overwritten again). A file that is not a sweep's results is never replaced.
 - Paths are checked before any work: the traces folder is a folder (or can be made), and is not the results
   file, its CSV copy or its lock.
 """
@@ -40,6 +41,7 @@ from skipcore.output_lock import OutputLock, lock_path
 
 META_KEY = b"skipcore_sweep"
 TRACE_META_KEY = "sweep_results"  # in a trace's run metadata: the results file (resolved) that owns it
+REPLACED_KEY = "replaced_traces"  # in the record: an --overwrite's old traces, until its run has finished
 
 
 def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
@@ -137,8 +139,11 @@ class SweepStore:
             return
         old, meta = found
         self.csv_digests = tuple(meta.get("csv_sha256") or ())
+        # the traces of a run an earlier --overwrite replaced, if it stopped before it finished
+        pending = [str(p) for p in meta.get(REPLACED_KEY) or () if isinstance(p, str)]
         if self.overwrite:
-            self.old_traces = [str(p) for p in old.get("trace_path", pd.Series(dtype=str)).dropna()]
+            listed = [str(p) for p in old.get("trace_path", pd.Series(dtype=str)).dropna()]
+            self.old_traces = list(dict.fromkeys(pending + listed))
             return
         theirs = meta.get("identity", {})
         if differences(theirs, self.identity):
@@ -147,6 +152,7 @@ class SweepStore:
                 "--overwrite to replace it or choose another --out"
             )
         self.rows = old.to_dict("records")
+        self.old_traces = pending
 
     @property
     def done(self) -> set[str]:
@@ -181,6 +187,8 @@ class SweepStore:
         self.csv_digests = (digest, *self.csv_digests[:1])
         table = pa.Table.from_pandas(df, preserve_index=False)
         record = {"identity": self.identity, "csv_sha256": list(self.csv_digests)}
+        if self.old_traces:  # until the run finishes, so a resumed or repeated run still removes them
+            record[REPLACED_KEY] = self.old_traces
         meta = {**(table.schema.metadata or {}), META_KEY: json.dumps(record).encode()}
         table = table.replace_schema_metadata(meta)
         try:
@@ -213,15 +221,17 @@ class SweepStore:
         return isinstance(meta, dict) and meta.get(TRACE_META_KEY) == str(self.out.resolve())
 
     def finish(self) -> None:
-        """After a complete run: with --overwrite, the table is the new run's alone (written even when empty)
-        and the old run's traces that no new row uses are removed: from this sweep's traces folder only, and only
-        those whose metadata names this results file."""
-        if not self.overwrite:
+        """After a complete run: with --overwrite (or resuming one that stopped), the table is the new run's
+        alone (written even when empty) and the old run's traces that no new row uses are removed: from this
+        sweep's traces folder only, and only those whose metadata names this results file. The record names them
+        until then."""
+        if not (self.overwrite or self.old_traces):
             return
-        self.flush()
         keep = {(self.out.parent / r["trace_path"]).resolve() for r in self.rows if r.get("trace_path")}
         folder = self.traces_dir.resolve()
         for rel in self.old_traces:
             path = (self.out.parent / rel).resolve()
             if path.parent == folder and path not in keep and path.is_file() and self._owns_trace(path):
                 path.unlink(missing_ok=True)
+        self.old_traces = []
+        self.flush()

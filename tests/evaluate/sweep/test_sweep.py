@@ -3,6 +3,7 @@ without recomputing finished rows, and refusing another model's results file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -577,3 +578,28 @@ def test_a_lossless_rows_line_says_whether_its_output_is_full_depths(
         )
     )
     assert (again["same_as_full_depth"] == 1.0).all()
+
+
+def test_an_overwrite_stopped_part_way_has_its_old_traces_removed_by_the_run_that_finishes_it(
+    model_dirs, sweep_dataset, tmp_path
+):
+    """The old run's traces were known only in memory: an --overwrite stopped after its first row left them for
+    good (no later run removed them). The record names them until a run finishes: a resume removes them, only
+    those, and only then."""
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(1.0, 2.0, 3.0), modes=("skip",), policies=("static",), batch_sizes=(1,))
+    first = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
+    old = {(out.parent / r).resolve() for r in first["trace_path"]}
+
+    def stop(setting, row, result):
+        raise KeyboardInterrupt
+
+    new = sweep_config(model_dirs, sweep_dataset, out, overwrite=True, max_new_tokens=6, **small)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(new, stop)
+    assert all(p.exists() for p in old)  # not yet: the new run has not finished
+    done = run_sweep(dataclasses.replace(new, overwrite=False))
+    assert len(done) == 3 and (done["max_new_tokens"] == 6).all()
+    now = set((out.parent / "sweep_traces").glob("*.parquet"))
+    assert {p.resolve() for p in now} == {(out.parent / r).resolve() for r in done["trace_path"]}
+    assert not any(p.exists() for p in old)
