@@ -84,7 +84,7 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     import skipcore.evaluate.bench.plan as plans
     from skipcore.errors import UserError
     from skipcore.evaluate.bench.results import own_table, read_results, results_to_extend
-    from skipcore.evaluate.bench.run import run_plan
+    from skipcore.evaluate.bench.run import already_measured, run_plan
     from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
     from skipcore.output_lock import OutputLock
@@ -110,6 +110,10 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
         extend = results_to_extend(out, device, dtype) if args.append else None  # its own table checked there
         if out is not None and extend is None:  # a new results file: its table's name may hold a user's file
             check_companion(out.with_suffix(".md"), out, args.overwrite, lambda md: own_table(out, md))
+        done = already_measured(plan, extend)
+        if done:  # the same command again with --append, after a stop: it goes on where it stopped
+            notes = [*notes, f"{len(done)} of this plan's {len(plan.runs())} runs are in {out} already: not "
+                     "measured again (--overwrite measures every run anew)"]  # fmt: skip
         for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
             print(note, file=sys.stderr, flush=True)
         run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))

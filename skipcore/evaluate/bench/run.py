@@ -392,6 +392,12 @@ def _theory(shapes, sch, prompt_len: int, new_tokens: int) -> float:
     return full / ours
 
 
+def already_measured(plan: BenchPlan, extend: dict | None) -> list[dict]:
+    """The runs of `plan` that the results it extends measured already (each as `plan.run_ids` names it)."""
+    measured = (extend or {}).get("runs_measured", [])
+    return [run_id for run_id in plan.run_ids() if run_id in measured]
+
+
 def run_plan(
     plan: BenchPlan,
     device: torch.device,
@@ -402,7 +408,8 @@ def run_plan(
 ) -> list[dict]:
     """Time every setting of `plan`, show each group's table and, after every group, rewrite `out` and its
     table (a stopped bench keeps what it measured). `extend`: the results of an earlier run this one adds to
-    (`results.results_to_extend`), whose machine header and bandwidth it keeps."""
+    (`results.results_to_extend`), whose machine header and bandwidth it keeps; a run it measured already is not
+    measured again (its rows would be there twice: `already_measured`)."""
     if extend is None:
         # the roofline's denominator on either device: a decode step at small batch reads every weight once
         header = results_header(device, dtype, measure_bandwidth(device), measure_read_bandwidth(device))
@@ -420,7 +427,10 @@ def run_plan(
     # before
     md = out.with_suffix(".md") if out is not None else None
     written = [file_digest(md)] if md is not None and md.is_file() else []
+    done = already_measured(plan, extend)
     for (m, T, b), run_id in zip(plan.runs(), plan.run_ids(), strict=True):
+        if run_id in done:
+            continue
         new = bench_one(
             plan,
             m,

@@ -561,3 +561,31 @@ def test_a_second_bench_on_one_results_file_is_refused(tmp_path, capsys):
         said = refused(capsys, [*bench_argv("opt-tiny", 4, 6, out), *extra])
         assert "another bench (pid" in said and f"is writing {out}" in said
     assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock"]
+
+
+def test_the_same_bench_again_with_append_goes_on_where_it_stopped(tmp_path, capsys, monkeypatch):
+    """A stopped bench run again with --append measured its finished runs again: their rows twice, unsaid. It
+    measures what is left, and says how many runs the file held already."""
+    import skipcore.evaluate.bench.run as bench_lib
+
+    out = tmp_path / "bench.json"
+    args = ["bench", "--models", "opt-tiny", "--batch-sizes", "1,2,3", "--new-tokens", "8", "--targets", "2"]
+    args += ["--repeats", "1", "--prompt-len", "4", "--threads", "1", "--out", str(out)]
+    real_bench_one, calls = bench_lib.bench_one, []
+
+    def counted(*a, **kw):
+        calls.append(a[2])
+        if calls == [1, 2, 3]:
+            raise KeyboardInterrupt
+        return real_bench_one(*a, **kw)
+
+    monkeypatch.setattr(bench_lib, "bench_one", counted)
+    assert main(args) == 130
+    capsys.readouterr()
+    assert main([*args, "--append"]) == 0
+    assert calls == [1, 2, 3, 3]  # the third batch size alone, again
+    assert "2 of this plan's 3 runs are in" in capsys.readouterr().err
+    result = json.loads(out.read_text())
+    assert (
+        result["complete"] and sorted(r["batch_size"] for r in result["rows"]) == [1] * 3 + [2] * 3 + [3] * 3
+    )
