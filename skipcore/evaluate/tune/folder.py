@@ -7,7 +7,9 @@
 - Its own files only: a file of a name the tune writes that the record does not name (a user's `report.md`), or
   that changed since the tune wrote it, is refused before any work, never replaced. Other files in the folder are
   left alone. The sweep-format tables keep their own rules (`skipcore.evaluate.sweep.store`).
-- Atomic: every file is written beside itself and renamed (`skipcore.files.atomic_write`); the record last.
+- Atomic: every file is written beside itself and renamed (`skipcore.files.atomic_write`); the record names a
+  text file's new digest before the write and takes it as the file's after, so a tune stopped in between knows
+  the file as its own either way.
 - One writer: a lock beside the folder (`skipcore.output_lock`), and never a write through a link out of it.
 """
 
@@ -24,6 +26,8 @@ from skipcore.files import atomic_write, check_path_text, check_writable_folder,
 from skipcore.output_lock import OutputLock
 
 RECORD = "tune.json"
+# in the record: each text file being written and its digest, named before the write and dropped after it
+WRITING = "writing"
 STUDY = "study.db"  # Optuna's SQLite storage: changes as it runs, so named in the record without a digest
 TRIALS = "trials.parquet"
 EVALUATION = "evaluation.parquet"
@@ -74,7 +78,7 @@ class TuneFolder:
                 field="out",
             )
         known = (old or {}).get("files", {})
-        self._check_files(known)
+        self._check_files(known, (old or {}).get(WRITING) or {})
         if replacing:
             self._remove(old)
         elif old is not None:
@@ -84,16 +88,18 @@ class TuneFolder:
         self.remember(STUDY)
         self._write_record()
 
-    def _check_files(self, known: dict) -> None:
-        """Each file of a name the tune writes is one the record names, unchanged since it was written (the tables
-        by their own rules: `read_own_sweep`), and the traces folders are folders."""
+    def _check_files(self, known: dict, writing: dict) -> None:
+        """Each file of a name the tune writes is one the record names, unchanged since it was written (or the
+        one it was writing when it stopped: `WRITING`; the tables by their own rules: `read_own_sweep`), and the
+        traces folders are folders."""
         for name in (STUDY, *TABLES, *TEXT_FILES):
             p = self.path(name)
             if not (p.exists() or p.is_symlink()):
                 continue
-            if p.is_symlink() or p.is_dir() or name not in known and name not in TABLES:
+            unnamed = name not in known and name not in writing and name not in TABLES
+            if p.is_symlink() or p.is_dir() or unnamed:
                 raise self._not_ours(name)
-            if known.get(name) and file_digest(p) != known[name]:
+            if known.get(name) and file_digest(p) not in (known[name], writing.get(name)):
                 raise UserError(
                     f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
                     field="out",
@@ -137,10 +143,12 @@ class TuneFolder:
 
     def _remove(self, old: dict) -> None:
         """A replaced study's files: those its record names (a text file only as it was written), no other."""
-        for name, digest in (old.get("files") or {}).items():
+        files, writing = old.get("files") or {}, old.get(WRITING) or {}
+        for name in {**files, **writing}:
             p = self.path(name)
             ours = name in (STUDY, *TABLES, *TEXT_FILES) and p.is_file() and not p.is_symlink()
-            if ours and (not digest or file_digest(p) == digest):
+            digests = {files.get(name), writing.get(name)} - {None}  # "": a file named without a digest
+            if ours and ("" in digests or file_digest(p) in digests):
                 p.unlink()
 
     # -- writing --------------------------------------------------------------------------------------------------
@@ -149,10 +157,14 @@ class TuneFolder:
 
     def write_text(self, name: str, text: str) -> Path:
         """One of the tune's text files, atomically, recorded with its digest."""
-        p = self.path(name)
-        data = text.encode("utf-8")
+        p, data = self.path(name), text.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        writing = self.record.setdefault(WRITING, {})
+        writing[name] = digest  # named before the write: a run stopped in between knows the file as its own
+        self._write_record()
         _write_bytes(p, data)
-        self.remember(name, hashlib.sha256(data).hexdigest())
+        self.remember(name, digest)
+        del writing[name]
         self._write_record()
         return p
 

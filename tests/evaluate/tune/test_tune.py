@@ -370,3 +370,35 @@ def test_a_tune_that_failed_before_its_first_score_leaves_nothing_its_corrected_
     run_tune(settings(model_dirs, echo_data, out, model=str(model), trials=1))  # not refused
     with pytest.raises(UserError, match="holds a tune of other settings"):
         run_tune(settings(model_dirs, echo_data, out, model=str(model), trials=1, max_drop=50.0))
+
+
+@pytest.mark.parametrize("written_before", [False, True])
+@pytest.mark.parametrize("stop", ["before the write", "after the write"])
+def test_a_tune_stopped_about_a_files_write_knows_the_file_as_its_own(
+    tmp_path, monkeypatch, stop, written_before
+):
+    """The file was written before the record named it: a stop in between left a report.md "this tune did not
+    write" (or one "changed since"), refused on every rerun until deleted by hand."""
+    import skipcore.evaluate.tune.folder as folder_lib
+
+    out = tmp_path / "tune"
+    with tune_folder.TuneFolder(out, {"a": 1}, False) as f:
+        if written_before:
+            f.write_text("report.md", "# first\n")
+    real = folder_lib._write_bytes
+
+    def stops(path, data):
+        if path.name == "report.md":
+            if stop == "after the write":
+                real(path, data)
+            raise KeyboardInterrupt
+        real(path, data)
+
+    monkeypatch.setattr(folder_lib, "_write_bytes", stops)
+    with pytest.raises(KeyboardInterrupt), tune_folder.TuneFolder(out, {"a": 1}, False) as f:
+        f.write_text("report.md", "# second\n")
+    monkeypatch.setattr(folder_lib, "_write_bytes", real)
+    with tune_folder.TuneFolder(out, {"a": 1}, False) as f:  # resumed, not refused
+        f.write_text("report.md", "# third\n")
+    with tune_folder.TuneFolder(out, {"a": 2}, True):  # replaced: the report goes with the study
+        assert not (out / "report.md").exists()
