@@ -23,6 +23,7 @@ from app.dashboard.figures import format_picker, room_on_narrow_screens  # noqa:
 from app.dashboard.jump import rewrite  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
 from app.dashboard.precision import precision_sidebar  # noqa: E402
+from app.dashboard.results import run_page  # noqa: E402
 
 SECTIONS = APP_DIR / "sections"
 PAGES = [
@@ -44,5 +45,5 @@ rewrite()  # after a page jump: the page's settings back in its address, before 
 precision_sidebar(model_sidebar())
 format_picker()
 room_on_narrow_screens()
-page.run()  # a page that stops early notes its settings itself (`address.stop`)
+run_page(page)  # a page that stops early notes its settings itself (`address.stop`)
 address.note(page.url_path)  # what `hold` keeps when Back or Forward comes to this page again

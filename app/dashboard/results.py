@@ -22,6 +22,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import pandas as pd
@@ -31,7 +32,7 @@ from app.dashboard import address
 from app.dashboard.models import DTYPE_KEY, LOCAL_KEY, MODEL_KEY
 from app.dashboard.provenance import Settings, differences
 from app.dashboard.runstore import TRACE, Run, RunRecord, RunStore
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 
 if TYPE_CHECKING:
     from skipcore.decode.outputs import GenerationResult
@@ -46,6 +47,8 @@ DOWNLOADS = (
 # (`state.params` keeps the design for it)
 SHARED_INPUTS = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)
 DESIGN_FOR = "_design_for"
+RESTORED = "_restored_inputs"  # in the session: (page, settings) a reopened run set, until that page has run
+NOT_RESTORED = "_inputs_not_restored"  # in the session: why they were dropped, said once on the page
 
 Download = tuple[bytes, str, str]  # what a download button offers: the file's bytes, its name, its MIME type
 KINDS: dict[str, type[PageResult]] = {}  # a kept run's kind -> the result that reopens it
@@ -164,10 +167,11 @@ def page_inputs() -> dict[str, Any]:
     return {k: ss[k] for k in keys if k in ss and ss[k] is not None and _json_value(ss[k])}
 
 
-def restore_inputs(inputs: dict[str, Any], prefix: str) -> None:
+def restore_inputs(inputs: dict[str, Any], prefix: str, page: str) -> None:
     """Set a page's settings as a kept run had them: the page's own (keys starting with `prefix`), the model and
     the design go back to their defaults, then take the run's values. Call it before the page's widgets are drawn
-    (a button's callback): a widget's value can be set only before the widget is."""
+    (a button's callback): a widget's value can be set only before the widget is. `page` (its file) runs them
+    first: where they break it, `run_page` drops them."""
     from app.dashboard.state import PARAMS
 
     ss = st.session_state
@@ -175,6 +179,30 @@ def restore_inputs(inputs: dict[str, Any], prefix: str) -> None:
         del ss[key]
     for key, value in inputs.items():
         ss[key] = value
+    ss[RESTORED] = (page, list(inputs))
+
+
+def run_page(page: Any) -> None:
+    """`page.run()`. Where the settings a reopened run just set break its page (a value its widget no longer
+    takes, or a history edited by hand), they are dropped and the page runs again on its defaults, saying so: one
+    line, not a traceback on every visit until a reload."""
+    ss = st.session_state
+    if why := ss.pop(NOT_RESTORED, None):
+        st.warning(why)
+    target, restored = ss.get(RESTORED) or (None, [])
+    if target is None or Path(target).stem != page.url_path:  # not yet on its page (the history's own run)
+        page.run()
+        return
+    del ss[RESTORED]  # the page's first run with them: whatever it does next is the user's
+    try:
+        page.run()
+    except Exception as e:  # Streamlit's reruns and stops are not Exceptions: they pass
+        for key in restored:
+            ss.pop(key, None)
+        ss[NOT_RESTORED] = (
+            f"The reopened run's settings could not all be set ({first_line(e)}): the page shows its own defaults."
+        )
+        st.rerun()
 
 
 def reopen(run: Run, store: RunStore) -> PageResult:
@@ -187,7 +215,7 @@ def reopen(run: Run, store: RunStore) -> PageResult:
         raise UserError(f"runs of kind {run.page!r} cannot be reopened by this version of the dashboard")
     result = kind.from_run(run, store)
     if run.inputs:  # a run kept before pages kept their settings leaves the page's as they are
-        restore_inputs(run.inputs, kind.prefix)
+        restore_inputs(run.inputs, kind.prefix, kind.page_file)
     result.keep()
     return result
 

@@ -397,3 +397,24 @@ def test_a_damaged_comparison_or_search_says_why_before_its_page_draws_it(kind, 
     run = SimpleNamespace(id=1, data=data, prompts=["p", "q"], settings={})
     with pytest.raises(UserError, match=re.escape(said)):
         KINDS[kind].from_run(run, store=None)
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [{"gen_max_new": 99999}, {"gen_do_sample": "yes", "gen_temp": "hot"}],
+)
+def test_a_reopened_run_whose_settings_break_its_page_opens_on_the_defaults_and_says_so(
+    model_dir, generated, inputs
+):
+    """Settings its widgets no longer take (a history edited by hand): the Generate page failed with a traceback
+    on every visit until a reload. They are dropped, said once, and the page runs on its defaults."""
+    (run,) = keep_runs(generated, model_dir, 1)
+    damage(run, "inputs", json.dumps(inputs))
+    at = reopen_newest(open_app("history"))
+    assert at.title[0].value == "Generate and trace"
+    said = [w.value for w in at.warning if "reopened run's settings could not all be set" in w.value]
+    assert len(said) == 1 and "the page shows its own defaults" in said[0], [w.value for w in at.warning]
+    assert by_key(at.slider, "gen_max_new").value != 99999
+    at.run()
+    assert_clean(at)
+    assert not any("could not all be set" in w.value for w in at.warning)  # said once
