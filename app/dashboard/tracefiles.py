@@ -12,6 +12,7 @@ one-line reason for the page to show; nothing here raises a raw parser error.
 from __future__ import annotations
 
 import io
+import json
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -79,11 +80,20 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         side_name = trace_info.filename + ".meta.json"
         if side_name in zf.namelist():
             sidecar_path(out).write_bytes(zf.read(side_name))
-        elif (
-            zf.comment and out.suffix.lower() != ".parquet"
-        ):  # a .csv.zip/.jsonl.zip: metadata in the comment
-            sidecar_path(out).write_bytes(zf.comment)
+        elif out.suffix.lower() != ".parquet" and _json_object(zf.comment):
+            sidecar_path(out).write_bytes(
+                zf.comment
+            )  # a .csv.zip/.jsonl.zip of ours: metadata in the comment
         return out
+
+
+def _json_object(comment: bytes) -> bool:
+    """Whether a zip's comment is run metadata as skipcore writes it (a JSON object); another tool's comment is
+    not, and the trace in the zip is read without it."""
+    try:
+        return isinstance(json.loads(comment.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError):
+        return False
 
 
 def _columns(path: Path) -> list[str]:

@@ -110,7 +110,10 @@ def main() -> None:
             f"· device {meta.get('device', '?')} · created {meta.get('created', '?')}"
         )
     else:
-        st.caption("No run metadata came with this file (a CSV or JSONL without its .meta.json).")
+        st.caption(
+            "No run metadata came with this file (skipcore keeps it in a Parquet trace's schema, a CSV or JSONL "
+            "trace's .meta.json, or its zip's comment): the model, policy and settings that made it are not said."
+        )
     if runs > 1:
         run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run", **KEEP)
         trace = trace[trace["run_id"] == run_id]

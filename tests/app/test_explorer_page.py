@@ -198,3 +198,16 @@ def test_a_trace_whose_samples_are_numbered_far_apart_opens_at_once(model_dir, s
     picker = next(s for s in at.selectbox if s.label == "Sample (batch row)")
     assert len(picker.options) == 2 and picker.options[0].startswith("0: …")
     assert picker.options[1].startswith(f"{10**9}: …")  # labelled by what it generated
+
+
+def test_a_csv_zip_with_another_tools_comment_opens_without_metadata(model_dir, sample_trace):
+    """A zip comment that is not run metadata (another tool's, a note) was read as the trace's sidecar, and the
+    whole file refused as not a readable CSV trace."""
+    trace, _ = sample_trace
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as zf:
+        zf.writestr("t.csv", trace.to_csv(index=False))
+        zf.comment = b"zipped by hand, 2026"
+    at = upload(open_app("explorer"), "t.csv.zip", data.getvalue())
+    assert_clean(at)
+    assert "schema OK" in at.success[0].value and "No run metadata" in at.caption[1].value
