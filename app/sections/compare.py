@@ -344,7 +344,8 @@ def main() -> None:
             CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()
     stored = CompareResult.shown(now)
     if stored is None:
-        views.what_to_do("Run all", prompts, None if chosen else "policies")
+        if not refused:  # a refusal is said above, its button off: "Press Run all" would contradict it
+            views.what_to_do("Run all", prompts, None if chosen else "policies")
         return
     provenance.show(stored.settings, now, "Run all")
     for name, msg in stored.errors.items():

@@ -199,6 +199,7 @@ def test_a_policy_that_cannot_run_is_said_before_run_all(model_dir):
     said = " ".join(e.value for e in at.error)
     assert f"speculative would be refused: draft_tokens must be at most max_new_tokens ({MAX_NEW}" in said
     assert by_key(at.button, "cmp_run").disabled
+    assert not any("Press **Run all**" in i.value for i in at.info)  # beside the button it turned off
     by_key(at.number_input, "cmp_draft_tokens").set_value(2).run()
     assert_clean(at)
     assert not by_key(at.button, "cmp_run").disabled
