@@ -127,10 +127,18 @@ def check_output_file(path: Path, overwrite: bool, flag: str = "--overwrite") ->
     path = check_path_text(path, "output path")
     if path.is_dir():
         raise UserError(f"{path} is a folder; name a file to write")
+    refuse_special(path)
     if path.exists() and not overwrite:
         raise UserError(f"{path} exists; pass {flag} or choose another path")
     check_writable_folder(path.parent if str(path.parent) else Path("."), f"cannot write {path}")
     return path
+
+
+def refuse_special(path: Path) -> None:
+    """Refuse an output path that is a pipe, socket or device: reading it waits forever, and writing one is no
+    file written."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise UserError(f"{path} is not a regular file (a pipe, socket or device); name a file to write")
 
 
 def check_replaceable(path: Path, read: Callable[[Path], object], what: str) -> None:

@@ -36,8 +36,9 @@ from skipcore.files import (
     check_writable_folder,
     file_digest,
     read_parquet,
+    refuse_special,
 )
-from skipcore.output_lock import OutputLock, lock_path
+from skipcore.output_lock import OutputLock
 
 META_KEY = b"skipcore_sweep"
 TRACE_META_KEY = "sweep_results"  # in a trace's run metadata: the results file (resolved) that owns it
@@ -98,7 +99,8 @@ class SweepStore:
             )
         self.out, self.csv, self.identity = out, out.with_suffix(".csv"), identity
         self.overwrite, self.traces_dir = overwrite, traces_dir
-        self.lock = OutputLock(out, "sweep")
+        # one lock for the names that share one CSV copy (x.parquet and x.PARQUET)
+        self.lock = OutputLock(out.with_suffix(".parquet"), "sweep")
         self.rows: list[dict] = []
         self.old_traces: list[str] = []
         self.csv_digests: tuple[str, ...] = ()  # the CSV copy this record wrote last (and the one before)
@@ -110,6 +112,7 @@ class SweepStore:
         check_path_text(self.traces_dir, "--traces-dir")
         if self.out.is_dir():
             raise UserError(f"--out {self.out} is a folder; name the results .parquet file")
+        refuse_special(self.out)
         check_writable_folder(self.out.parent, f"cannot write {self.out}")
         tdir = self.traces_dir
         if tdir.exists() and not tdir.is_dir():
@@ -117,7 +120,7 @@ class SweepStore:
                 f"the traces folder {tdir} (--traces-dir; by default beside --out, named after it) is a file; move it "
                 "or name a folder for the per-setting traces"
             )
-        mine = {p.resolve(): p for p in (self.out, self.csv, lock_path(self.out))}
+        mine = {p.resolve(): p for p in (self.out, self.csv, self.lock.path)}
         if tdir.resolve() in mine:
             raise UserError(
                 f"--traces-dir {tdir} is the sweep's own {mine[tdir.resolve()].name}; name another folder"

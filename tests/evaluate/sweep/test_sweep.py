@@ -22,7 +22,7 @@ from skipcore.evaluate.sweep.store import SweepStore
 from skipcore.measure.pareto import fronts
 from skipcore.plots.tradeoffs import tradeoff_chart
 from skipcore.traces import read_trace
-from tests.helpers import SOURCES, as_trained_model, speculative_config, sweep_config
+from tests.helpers import SOURCES, as_trained_model, bench_argv, refused, speculative_config, sweep_config
 
 COLUMNS = [
     "setting_id", "model", "model_role", "policy", "shape", "mode", "warmup", "target_speedup",
@@ -271,6 +271,24 @@ def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(model_dirs, swee
     with pytest.warns(UserWarning, match="no longer running"):
         df = run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
     assert len(df) == 1 and not lock.exists()
+    # x.PARQUET writes the same x.csv copy: one lock for both names
+    lock.write_text(str(os.getppid()))
+    with pytest.raises(UserError, match="another sweep"):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out.with_suffix(".PARQUET"), **small))
+    lock.unlink()
+
+
+def test_a_pipe_as_output_is_refused_not_waited_on(model_dirs, sweep_dataset, tmp_path, capsys):
+    """A named pipe as --out: the sweep read it and waited forever; the bench replaced it with --overwrite."""
+    import os
+
+    pipe = tmp_path / "p.parquet"
+    os.mkfifo(pipe)
+    with pytest.raises(UserError, match="is not a regular file"):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, pipe, targets=(1.0,), batch_sizes=(1,)))
+    os.mkfifo(tmp_path / "b.json")
+    said = refused(capsys, [*bench_argv("opt-tiny", 4, 4, tmp_path / "b.json"), "--overwrite"])
+    assert "is not a regular file" in said and (tmp_path / "b.json").is_fifo()
 
 
 def test_timing_alternates_full_depth_and_the_setting_after_a_warm_up(model_dirs, sweep_dataset, monkeypatch):
