@@ -7,7 +7,6 @@ counted), but the --max-length it suggests is one where the count fits."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -90,26 +89,29 @@ def training_state_bytes(model: nn.Module) -> int:
 
 @dataclass(frozen=True)
 class KeptBytes:
-    """What the training forward keeps for the backward pass, per row, measured on the model: `row` bytes whatever
-    its length; `head` bytes a column for the embedding, final norm, LM head and loss; `layer` bytes a column and
-    `attention` bytes a squared column for each layer that runs on them. Measured at full depth and at one layer over a few lengths, so it holds
+    """What the training forward keeps for the backward pass, measured on the model: `batch` bytes once a batch
+    whatever its rows and length; and per row, `head` bytes a column for the embedding, final norm, LM head and
+    loss, `layer` bytes a column and `attention` bytes a squared column for each layer that runs on them. Measured at full depth and at one layer over a few lengths, so it holds
     for the model's own family, dtype, LoRA wrapping and attention (saved tensors are a polynomial of the length)."""
 
-    row: float
+    batch: float
     head: float
     layer: float
     attention: float
 
     def lower_bound(self, prompt: np.ndarray, width: np.ndarray, num_layers: int) -> np.ndarray:
-        """Bytes a row of `width` columns whose first `prompt` run every layer keeps at least: each later column
-        runs one layer or more, and a layer runs on at least the prompt's columns."""
+        """Bytes a row of `width` columns whose first `prompt` run every layer keeps at least (past `batch`):
+        each later column runs one layer or more, and a layer runs on at least the prompt's columns."""
         runs = num_layers * prompt + np.maximum(0, width - prompt)
-        return self.row + self.head * width + self.layer * runs + self.attention * num_layers * prompt**2
+        return self.head * width + self.layer * runs + self.attention * num_layers * prompt**2
+
+    def at_half_width(self) -> KeptBytes:
+        """What at least is kept where a float32 model trains under mixed precision (bfloat16 or float16
+        autocast): each saved tensor in 2 bytes an element or its own 4, so half of what float32 keeps, or more."""
+        return KeptBytes(self.batch / 2, self.head / 2, self.layer / 2, self.attention / 2)
 
 
-def kept_bytes(
-    model: nn.Module, autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-) -> KeptBytes:
+def kept_bytes(model: nn.Module) -> KeptBytes:
     """`KeptBytes` of `model`: the storages autograd saves in a training forward and its loss (the model's own
     weights and buffers not counted), at 1, 2 and 3 `PROBE_STEP` columns, with every layer and with the first
     alone (with none, a LoRA model keeps nothing: no weight before its head is trained). The random state is left
@@ -134,7 +136,7 @@ def kept_bytes(
 
         ids = torch.zeros(1, columns, dtype=torch.long, device=device)
         sets = [tuple(range(layers))] * columns
-        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.enable_grad(), autocast():
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.enable_grad():
             token_loss(lm(ids, torch.ones_like(ids), sets), ids)
         return sum(storages.values())
 
@@ -143,13 +145,13 @@ def kept_bytes(
         full = np.array([saved(n, num_layers) for n in lengths], dtype=float)
         one = np.array([saved(n, 1) for n in lengths], dtype=float)
     n = np.array(lengths, dtype=float)
-    row = np.polyfit(n, full, 2)[2]
+    batch = np.polyfit(n, full, 2)[2]
     attention, layer = (0.0, 0.0)
     if num_layers > 1:  # the layers past the first, on average
         attention, layer, _ = np.polyfit(n, full - one, 2) / (num_layers - 1)
     first_attention, first, _ = np.polyfit(n, one, 2)  # the head with the first layer
     attention = attention if num_layers > 1 else first_attention
-    return KeptBytes(max(0.0, row), max(0.0, first - layer), max(0.0, layer), max(0.0, attention))
+    return KeptBytes(max(0.0, batch), max(0.0, first - layer), max(0.0, layer), max(0.0, attention))
 
 
 def check_batches_fit(
@@ -161,7 +163,7 @@ def check_batches_fit(
     processes: int = 1,
     dev: Sequence[Pair] = (),
     resuming: bool = False,
-    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    mixed_precision: bool = False,
 ) -> None:
     """Refuse a data set whose longest pair, in its batch, cannot be trained on (or, a dev pair, scored) in this
     device's memory: the model's training state and that batch's count (the module's docstring), for each of the
@@ -169,8 +171,9 @@ def check_batches_fit(
     positions (thousands of tokens), so one long document can ask for a batch many times the machine's memory;
     the run would be killed at that batch, minutes or hours in. A training batch holds `batch_size` rows; a dev
     pair's, the rows of its slice of the dev pairs (scored in order, `batch_size` at a time). `resuming`: the
-    run's --max-length and --batch-size are its own, so the way on is another device. `autocast`: the run's
-    mixed precision, under which the forward is measured."""
+    run's --max-length and --batch-size are its own, so the way on is another device. `mixed_precision`: the run
+    trains under bfloat16 or float16 autocast; the forward is measured without it (on the device the model is on
+    now, in its own dtype), and half of that counted (`KeptBytes.at_half_width`)."""
     memory = device_memory(device)
     if memory is None or not (pairs or dev):
         return
@@ -182,7 +185,9 @@ def check_batches_fit(
             f"{memory / 2**30:.3g} GiB of {torch.device(device)}: train a smaller model, or LoRA (--lora-rank)"
         )
     vocab = model.get_output_embeddings().weight.shape[0]
-    kept, num_layers = kept_bytes(model, autocast) if pairs else None, SkipLM(model).num_layers
+    kept, num_layers = kept_bytes(model) if pairs else None, SkipLM(model).num_layers
+    if kept is not None and mixed_precision:
+        kept = kept.at_half_width()
 
     def training_row(prompt: np.ndarray, width: np.ndarray) -> np.ndarray:
         return kept.lower_bound(prompt, width, num_layers) + LOGIT_GRAD_BYTES * width * vocab
@@ -190,15 +195,21 @@ def check_batches_fit(
     def dev_row(prompt: np.ndarray, width: np.ndarray) -> np.ndarray:
         return LOGIT_BYTES * width * vocab
 
-    for kind, group, per_row in (("training", pairs, training_row), ("dev", dev, dev_row)):
+    once = kept.batch if kept is not None else 0.0  # a training batch's, whatever its rows
+    for kind, group, per_row, per_batch in (
+        ("training", pairs, training_row, once),
+        ("dev", dev, dev_row, 0.0),
+    ):
         if not group:
             continue
         index = np.arange(len(group))  # a dev pair's batch is its slice; every training batch is full
         starts = index - index % batch_size if kind == "dev" else np.zeros_like(index)
         rows = np.minimum(batch_size, len(group) - starts)
 
-        def needs(cut_at: int | None, group=group, rows=rows, per_row=per_row) -> np.ndarray:
-            return state + _batch_bytes(group, rows, cut_at, per_row)
+        def needs(
+            cut_at: int | None, group=group, rows=rows, per_row=per_row, per_batch=per_batch
+        ) -> np.ndarray:
+            return state + per_batch + _batch_bytes(group, rows, cut_at, per_row)
 
         need = needs(None)
         longest = int(np.argmax(need))

@@ -126,7 +126,8 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         sharing = acc.num_processes if acc.device.type == "cpu" else 1  # a GPU is each process's own
         check_batches_fit(
             model, pairs, hyper.batch_size, acc.device, s.max_length is not None, sharing,
-            dev=eval_pairs or (), resuming=resume_dir is not None, autocast=acc.autocast,
+            dev=eval_pairs or (), resuming=resume_dir is not None,
+            mixed_precision=acc.mixed_precision != "no",
         )  # fmt: skip
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         if main:

@@ -59,7 +59,7 @@ def row_bytes(kept: memory.KeptBytes, pair: Pair, layers: int, vocab: int, rows:
     """A training batch's count for `rows` rows of `pair`, past the training state."""
     width = len(pair) - 1
     held = kept.lower_bound(len(pair.prompt_ids), width, layers)
-    return rows * (held + memory.LOGIT_GRAD_BYTES * width * vocab)
+    return kept.batch + rows * (held + memory.LOGIT_GRAD_BYTES * width * vocab)
 
 
 @pytest.mark.parametrize("device", ["meta", "mps"])
@@ -131,7 +131,9 @@ def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_bounded_be
     lm = SkipLM(model).train()
     own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
 
-    def kept_by_autograd(prompt: int, target: int, speedup: float) -> int:
+    def kept_by_autograd(
+        prompt: int, target: int, speedup: float, rows: int = 1, autocast: bool = False
+    ) -> int:
         storages = {}
 
         def keep(t):
@@ -143,19 +145,30 @@ def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_bounded_be
         sets = column_layer_sets(
             prompt, width, schedule_for_speedup(lm.num_layers, speedup, 64).layer_sets(target)
         )
-        ids = torch.randint(0, 50, (1, width))
-        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        ids = torch.randint(0, 50, (rows, width))
+        with (
+            torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t),
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast),
+        ):
             token_loss(lm(ids, torch.ones_like(ids), sets), ids)
         return sum(storages.values())
+
+    def counted(kept: memory.KeptBytes, prompt: int, width: int, rows: int = 1) -> float:
+        return kept.batch + rows * kept.lower_bound(prompt, width, lm.num_layers)
 
     kept = memory.kept_bytes(model)
     prompt = kept_by_autograd(90, 1, 1.0)
     # exact where every layer's saved tensors grow as one polynomial of the length; a sliding window's layers
     # change form at the window, which the probe's lengths straddle: there the count is a little below, never above
     exact = 1e-9 if model.config.model_type != "gemma3_text" else 1e-2
-    assert prompt * (1 - exact) <= kept.lower_bound(90, 90, lm.num_layers) <= prompt * (1 + 1e-9)
+    assert prompt * (1 - exact) <= counted(kept, 90, 90) <= prompt * (1 + 1e-9)
     for speedup in (1.0, 2.0, 3.0):
-        assert kept.lower_bound(20, 79, lm.num_layers) <= kept_by_autograd(20, 60, speedup)
+        assert counted(kept, 20, 79) <= kept_by_autograd(20, 60, speedup)
+    # under bfloat16 autocast: at least half what float32 keeps, and the weights' low-precision copies (once a
+    # batch) are not counted once a row (they counted 16 times in a batch of 16)
+    half = kept.at_half_width()
+    for rows in (1, 4):
+        assert counted(half, 20, 79, rows) <= kept_by_autograd(20, 60, 2.0, rows, autocast=True)
 
 
 def test_a_container_limit_below_the_ram_is_the_cpus_memory(tmp_path, monkeypatch):
@@ -176,3 +189,19 @@ def test_the_limit_of_the_processs_own_group_is_read(tmp_path, monkeypatch):
         "/sys/fs/cgroup/memory/job/7/memory.limit_in_bytes",
         "/sys/fs/cgroup/slice/run.scope/memory.max",
     ]
+
+
+def test_mixed_precision_counts_half_the_float32_forward(model_dirs, monkeypatch):
+    """A run under bfloat16 autocast keeps at least half what float32 keeps: a batch that fits only so is not
+    refused (measured under the run's autocast, the weights' copies were counted once a row, and on a GPU run the
+    CPU probe ran in float32: runs that fit were refused)."""
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    vocab, layers = model.get_output_embeddings().weight.shape[0], model.config.num_hidden_layers
+    state, kept = memory.training_state_bytes(model), memory.kept_bytes(model)
+    pair = Pair((1,) * 30, (2,) * 30)
+    half = state + row_bytes(kept.at_half_width(), pair, layers, vocab, rows=4)
+    assert half < state + row_bytes(kept, pair, layers, vocab, rows=4)
+    monkeypatch.setattr(memory, "device_memory", lambda device: math.ceil(half))
+    memory.check_batches_fit(model, [pair] * 4, 4, "cpu", False, mixed_precision=True)
+    with pytest.raises(UserError, match="in a batch of 4 needs at least"):
+        memory.check_batches_fit(model, [pair] * 4, 4, "cpu", False)
