@@ -153,13 +153,17 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
 
 def trained_note(model: str, depth: DepthSettings) -> str:
     """The note a run of a model at the schedule it was trained at gets: which, and how to ask for another."""
-    shown = f"{depth.max_layers}->{depth.min_layers} layers" if depth.schedule != "custom" else depth.budgets
+    shown = {"custom": depth.budgets, "constant": f"{depth.min_layers} layers"}.get(
+        depth.schedule, f"{depth.max_layers}->{depth.min_layers} layers"
+    )
     how = f"{depth.schedule} {shown}, {depth.mode} mode"
     if depth.mode == "skip":
         how += f", warmup {depth.warmup_layers}"
+    if depth.schedule != "constant":
+        how += f", decay span {depth.decay_span}"
     return (
-        f"note: {model} was trained at one schedule, so it runs it ({how}, decay span {depth.decay_span}); "
-        "pass --target-speedup T or --schedule full for another"
+        f"note: {model} was trained at one schedule, so it runs it ({how}); pass --target-speedup T or --schedule "
+        "full for another"
     )
 
 

@@ -57,10 +57,13 @@ def trained_schedule(record: dict) -> dict | None:
     if not isinstance(fixed, dict) or not fixed.get("shape"):
         return None
     budgets = fixed.get("budgets_list") or []
+    constant = (
+        fixed["shape"] == "constant"
+    )  # its one budget is its min (one recorded with a max above it too)
     return {
         "shape": fixed["shape"],
         "mode": fixed.get("mode", "skip"),
-        "max_layers": fixed.get("max_layers"),
+        "max_layers": fixed.get("min_layers") if constant else fixed.get("max_layers"),
         "min_layers": fixed.get("min_layers"),
         "warmup_layers": int(fixed.get("warmup_layers", 1)),
         "decay_span": fixed.get("decay_span"),

@@ -261,6 +261,18 @@ def test_a_model_trained_at_one_schedule_generates_at_it_unless_another_is_asked
         "linear",
     )
     assert trained_schedule({**record, "objective": "elastic"}) is None
+    # a constant recorded with a max above its one budget (as constants were): decoded at that budget
+    constant = {"shape": "constant", "mode": "skip", "max_layers": 6, "min_layers": 3, "warmup_layers": 1}
+    record["schedule"]["fixed"] = constant
+    kept = (out / RECORD_FILE).read_text()
+    (out / RECORD_FILE).write_text(json.dumps(record))
+    try:
+        assert (trained_schedule(record)["max_layers"], trained_schedule(record)["min_layers"]) == (3, 3)
+        decoded = generated()
+        assert (decoded["shape"], decoded["max_layers"], decoded["min_layers"]) == ("constant", 3, 3)
+        assert "so it runs it (constant 3 layers, skip mode, warmup 1);" in capsys.readouterr().err
+    finally:  # the run other tests read
+        (out / RECORD_FILE).write_text(kept)
 
 
 def test_training_lowers_the_loss_and_saves_a_loadable_model(skip_run):
