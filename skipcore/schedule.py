@@ -111,6 +111,8 @@ class Schedule:
                     )
         hi = L if self.max_layers is None else self.max_layers
         lo = hi if self.min_layers is None else self.min_layers
+        if self.shape == "constant":  # one budget at every step: a max above it would run nowhere
+            hi = lo
         if self.shape in ("full", "custom"):
             hi, lo = (L, L) if self.shape == "full" else (max(self.budgets_list), min(self.budgets_list))
             self._check_implied_bounds(hi, lo)
@@ -123,8 +125,6 @@ class Schedule:
             raise ScheduleError(
                 f"min_layers ({lo}) is greater than max_layers ({hi})", field=("min_layers", "max_layers")
             )
-        if self.shape == "constant":  # one budget at every step: a max above it would run nowhere
-            object.__setattr__(self, "max_layers", lo)
         if self.warmup_layers < 0:
             raise ScheduleError(
                 f"warmup_layers must be >= 0, got {self.warmup_layers}", field="warmup_layers"

@@ -100,7 +100,7 @@ def _fit_to_target(num_layers: int) -> None:
     ss["shape"] = fit.shape
     ss["max_layers"], ss["min_layers"] = fit.max_layers, fit.min_layers
     why = None
-    if fit.max_layers < num_layers:  # the paper starts at full depth; say why this fit could not
+    if fit.max_layers < num_layers and shape != "constant":  # the paper starts at full depth: why not here
         floor = lowest_budget(mode, warmup)
         reach = Schedule(num_layers, shape, mode, num_layers, floor, warmup, **kwargs).layer_speedup(over)
         span = (
@@ -134,8 +134,9 @@ def controls(num_layers: int, base: dict) -> None:
     st.selectbox("Budget shape", SHAPES, SHAPES.index(base["shape"]), key="shape", help=SHAPE_HELP, **KEEP)
     st.selectbox("Mode", MODES, MODES.index(base["mode"]), key="mode", help=MODE_HELP, **KEEP)
     shape, mode = st.session_state["shape"], st.session_state["mode"]
-    if shape not in ("full", "custom"):
+    if shape not in ("full", "custom", "constant"):
         int_slider(st, "max_layers", "Max layers (first decode step)", ranges, base["max_layers"])
+    if shape not in ("full", "custom"):  # a constant's one budget is its floor
         int_slider(st, "min_layers", "Min layers (the floor)", ranges, base["min_layers"])
     if mode == "skip" and shape != "full":
         int_slider(st, "warmup_layers", "Warmup layers (always run)", ranges, base["warmup_layers"])

@@ -378,8 +378,7 @@ def test_the_head_ceiling_bounds_the_flops_speedup_beside_it_at_its_context(mode
 
     at = open_app()
     by_key(at.selectbox, "shape").set_value("constant").run()
-    for key in ("max_layers", "min_layers"):  # one warmup layer and a top layer: the cheapest skip step
-        by_key(at.slider, key).set_value(2)
+    by_key(at.slider, "min_layers").set_value(2)  # one warmup layer and a top layer: the cheapest skip step
     by_key(at.slider, "prompt_len").set_value(1500).run()
     assert_clean(at)
     speedup, bound = speedup_and_bound(at)
@@ -405,3 +404,14 @@ def test_a_typical_length_past_the_models_positions_is_said(model_dir):
     by_key(at.slider, "prompt_len").set_value(positions).run()
     assert_clean(at)
     assert f"past this model's {positions} positions" in " ".join(w.value for w in at.warning)
+
+
+def test_a_constant_design_has_one_budget_and_its_fit_says_no_start(model_dir):
+    """A constant's max runs nowhere: no Max layers slider, and the fit does not explain a start below full depth
+    (it read "Max layers came down from 12 to 6 ... needs a lower start" beside a met target)."""
+    at = open_app()
+    by_key(at.selectbox, "shape").set_value("constant").run()
+    assert "max_layers" not in {s.key for s in at.slider} and "min_layers" in {s.key for s in at.slider}
+    by_key(at.button, "fit").click().run()
+    assert_clean(at)
+    assert not any("came down" in m.value for m in [*at.info, *at.caption, *at.warning, *at.markdown])
