@@ -77,12 +77,13 @@ class TuneFolder:
                 "--overwrite to replace its files or choose another --out",
                 field="out",
             )
-        known = (old or {}).get("files", {})
-        self._check_files(known, (old or {}).get(WRITING) or {})
+        known, writing = (old or {}).get("files", {}), (old or {}).get(WRITING) or {}
+        self._check_files(known, writing)
         if replacing:
             self._remove(old)
         elif old is not None:
             self.record["files"] = dict(known)
+            self.record[WRITING] = dict(writing)  # a file still as it was being written stays known (stopped twice)
             self.resumed = True
         self.out.mkdir(parents=True, exist_ok=True)
         self.remember(STUDY)
@@ -99,7 +100,8 @@ class TuneFolder:
             unnamed = name not in known and name not in writing and name not in TABLES
             if p.is_symlink() or p.is_dir() or unnamed:
                 raise self._not_ours(name)
-            if known.get(name) and file_digest(p) not in (known[name], writing.get(name)):
+            digests = {known.get(name), writing.get(name)} - {None, ""}  # "": named without one (the study)
+            if digests and file_digest(p) not in digests:
                 raise UserError(
                     f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
                     field="out",

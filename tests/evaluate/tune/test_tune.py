@@ -402,3 +402,46 @@ def test_a_tune_stopped_about_a_files_write_knows_the_file_as_its_own(
         f.write_text("report.md", "# third\n")
     with tune_folder.TuneFolder(out, {"a": 2}, True):  # replaced: the report goes with the study
         assert not (out / "report.md").exists()
+
+
+def test_a_tune_stopped_twice_about_a_write_still_resumes_and_a_users_file_in_its_place_is_refused(
+    tmp_path, monkeypatch
+):
+    """A resume dropped the name of the file being written: stopped after the write, then again before the
+    next, the third run was refused ("changed since"). And a file only being written was taken whatever it held:
+    a user's report in its place, after a stop before the write, would have been replaced."""
+    import skipcore.evaluate.tune.folder as folder_lib
+
+    out, real = tmp_path / "tune", folder_lib._write_bytes
+
+    def stop_at_report(after_write: bool):
+        def stops(path, data):
+            if path.name == "report.md":
+                if after_write:
+                    real(path, data)
+                raise KeyboardInterrupt
+            real(path, data)
+
+        monkeypatch.setattr(folder_lib, "_write_bytes", stops)
+
+    with tune_folder.TuneFolder(out, {"a": 1}, False) as f:
+        f.write_text("report.md", "# first\n")
+    stop_at_report(after_write=True)
+    with pytest.raises(KeyboardInterrupt), tune_folder.TuneFolder(out, {"a": 1}, False) as f:
+        f.write_text("report.md", "# second\n")
+    with pytest.raises(KeyboardInterrupt), tune_folder.TuneFolder(out, {"a": 1}, False):
+        raise KeyboardInterrupt  # stopped again before writing the report
+    monkeypatch.setattr(folder_lib, "_write_bytes", real)
+    with tune_folder.TuneFolder(out, {"a": 1}, False) as f:
+        f.write_text("report.md", "# third\n")
+
+    other = tmp_path / "other"
+    with tune_folder.TuneFolder(other, {"a": 1}, False):
+        pass
+    stop_at_report(after_write=False)
+    with pytest.raises(KeyboardInterrupt), tune_folder.TuneFolder(other, {"a": 1}, False) as f:
+        f.write_text("report.md", "# tune's\n")
+    (other / "report.md").write_text("the user's own")
+    with pytest.raises(UserError, match="changed since the tune wrote it"):
+        tune_folder.TuneFolder(other, {"a": 1}, False).__enter__()
+    assert (other / "report.md").read_text() == "the user's own"
