@@ -81,9 +81,9 @@ class OutputLock:
                     return
             except OSError as e:
                 raise UserError(f"cannot write {self.output}: {e.strerror or e} ({self.path})") from None
-            if not os.path.lexists(self.path):
-                continue  # let go meanwhile: try again
             pid = self._holder()
+            if not os.path.lexists(self.path):
+                continue  # let go meanwhile (before or while it was read): try again
             if self.path.is_symlink() or not self.path.is_file() or not pid:  # a user's file or folder: kept
                 raise UserError(
                     f"{self.path} is in the way of the {self.what}'s lock and is not one (no writer's pid in it): "

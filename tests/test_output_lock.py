@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 import warnings
 from pathlib import Path
@@ -86,3 +87,21 @@ def test_a_file_or_folder_of_the_locks_name_that_is_no_lock_is_left_alone(tmp_pa
         ".n.parquet.lock",
         ".t.lock",
     ]
+
+
+def test_a_lock_let_go_while_it_is_read_is_taken_not_called_a_users_file(tmp_path, monkeypatch):
+    """Its holder removed the lock between the check that it is there and the read of its pid: the lock was said
+    to be a user's file in the way (54 of 6,000 tries of two writers taking turns)."""
+    lock = OutputLock(tmp_path / "o.parquet", "sweep")
+    lock.path.write_text("12345")  # a writer holds it ...
+    real = OutputLock._holder
+
+    def let_go_while_read(self):
+        self.path.unlink(missing_ok=True)  # ... and lets it go just as it is read
+        monkeypatch.setattr(OutputLock, "_holder", real)
+        return 0
+
+    monkeypatch.setattr(OutputLock, "_holder", let_go_while_read)
+    lock.take()
+    assert lock.path.read_text() == str(os.getpid())
+    lock.release()
