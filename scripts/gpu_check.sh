@@ -253,7 +253,7 @@ if [ ! -f "$REAL_MODEL/adapter_model.safetensors" ]; then
   skipped real "no $REAL_MODEL in this tree (a shrunk tree: scripts/gpu_carry.sh brings it)"
 elif "$PYTHON" -c "from skipcore.models.catalog import REAL_MODELS as R, installed; exit(not installed(R['smollm2-135m']))" \
   2>/dev/null; then
-  stage real 130 real_sweep
+  stage real 170 real_sweep
 else
   skipped real "smollm2-135m is not installed here: its GGUF (94 MiB) travels in parts (scripts/gpu_carry.sh)"
 fi

@@ -116,6 +116,9 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
                      "measured again (--overwrite measures every run anew)"]  # fmt: skip
         for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
             print(note, file=sys.stderr, flush=True)
+        if len(done) == len(plan.runs()):
+            print(f"nothing measured: {out} holds every run of this plan", file=sys.stderr)
+            return 0
         run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))
     if out is not None:
         print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)

@@ -589,3 +589,7 @@ def test_the_same_bench_again_with_append_goes_on_where_it_stopped(tmp_path, cap
     assert (
         result["complete"] and sorted(r["batch_size"] for r in result["rows"]) == [1] * 3 + [2] * 3 + [3] * 3
     )
+    before = out.read_bytes()
+    assert main([*args, "--append"]) == 0 and out.read_bytes() == before and calls == [1, 2, 3, 3]
+    said = capsys.readouterr().err
+    assert "nothing measured: " in said and "wrote" not in said
