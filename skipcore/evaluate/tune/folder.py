@@ -83,7 +83,7 @@ class TuneFolder:
             self._remove(old)
         elif old is not None:
             self.record["files"] = dict(known)
-            self.record[WRITING] = dict(writing)  # a file still as it was being written stays known (stopped twice)
+            self.record[WRITING] = dict(writing)  # a file still being written stays known (stopped twice)
             self.resumed = True
         self.out.mkdir(parents=True, exist_ok=True)
         self.remember(STUDY)
