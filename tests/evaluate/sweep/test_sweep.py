@@ -621,3 +621,36 @@ def test_an_overwrite_stopped_part_way_has_its_old_traces_removed_by_the_run_tha
     now = set((out.parent / "sweep_traces").glob("*.parquet"))
     assert {p.resolve() for p in now} == {(out.parent / r).resolve() for r in done["trace_path"]}
     assert not any(p.exists() for p in old)
+
+
+def test_a_killed_sweep_stops_as_an_interrupted_one(model_dirs, sweep_dataset, tmp_path):
+    """SIGTERM (a scheduler's or a container's stop) left the sweep's lock behind, for the next run to take over
+    with a warning; it stops the run as Ctrl-C does: exit 130, its rows whole, its lock gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "s.parquet"
+    args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(sweep_dataset), "--out", str(out)]
+    args += ["--targets", "1,1.5,2,2.5,3", "--modes", "skip,exit,middle", "--batch-sizes", "1,2"]
+    args += [
+        "--policies",
+        "static",
+        "--repeats",
+        "0",
+        "--max-new-tokens",
+        "24",
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
+    run = subprocess.Popen([sys.executable, "-m", "skipcore", *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not out.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # until its first row is written
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "error: interrupted" in err, err
+    assert not out.with_name(f".{out.name}.lock").exists()
+    assert len(pd.read_parquet(out)) == len(pd.read_csv(out.with_suffix(".csv"))) >= 1
