@@ -160,13 +160,15 @@ def warn_small_sample(n: int, compared: str, remedy: str) -> None:
 
 def batch_size_input(container, key: str, prompts: list[str]) -> int:
     """Batch size, following the number of prompts when that changes (so 16 prompts never keep the 2 that two
-    prompts set); a batch size the address gives is kept on load."""
+    prompts set); a batch size the address gives is kept on load. Returns the batch a run makes of it: no more
+    rows than prompts (a run records the batch it ran, not 8 for two prompts)."""
     wanted = max(1, min(64, len(prompts)))
     seen = st.session_state.get(f"{key}_for")
     st.session_state[f"{key}_for"] = len(prompts)
     if seen is not None and seen != len(prompts):
         st.session_state[key] = wanted
-    return int(container.number_input("Batch size", 1, 64, wanted, key=key, **KEEP))
+    typed = int(container.number_input("Batch size", 1, 64, wanted, key=key, **KEEP))
+    return min(typed, len(prompts)) if prompts else typed
 
 
 def progress_text(done: int, total: int, max_new_tokens: int) -> str:

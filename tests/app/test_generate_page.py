@@ -267,3 +267,14 @@ def test_a_length_past_the_models_positions_is_said_before_generate_is_pressed(
     assert "would be refused" not in " ".join(w.value for w in at.warning)
     assert not by_key(at.button, "gen_run").disabled
     assert any("Press **Generate**" in i.value for i in at.info)
+
+
+def test_a_batch_larger_than_the_prompts_is_recorded_as_the_batch_it_ran(model_dir):
+    """Batch 8 typed for two prompts ran one batch of two, and the run said "batch size 8"."""
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.number_input, "gen_batch").set_value(8)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    result = GenerateResult.last(at.session_state)
+    assert len(result.prompts) == 2 and result.settings["batch size"][0] == "2"
