@@ -61,12 +61,18 @@ def keep_text(key: str, text: str, default: str) -> bool:
     """After the text box `key` is drawn: its text in the address where it is not `default` and `fits`, out of
     it otherwise; False where it was too long to keep there (a reload then starts from `default`)."""
     kept = text != default and fits(text)
-    if kept and st.query_params.get(key) != text:
-        st.query_params[key] = text
-    elif not kept and key in st.query_params:
-        del st.query_params[key]
+    _write(key, text if kept else None)
     st.session_state[PUBLISHED + key] = text if kept else None
     return kept or text == default
+
+
+def _write(name: str, text: str | None) -> None:
+    """`name` in the address as `text`, or out of it for None; the address is touched only where it changes."""
+    if text is None:
+        if name in st.query_params:
+            del st.query_params[name]
+    elif st.query_params.get(name) != text:
+        st.query_params[name] = text
 
 
 def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[str, Any]:
@@ -104,11 +110,7 @@ def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
     for name, value in values.items():
         text = str(int(value)) if isinstance(value, bool) else str(value)
         try:
-            if value == defaults.get(name):
-                if name in st.query_params:
-                    del st.query_params[name]
-            elif st.query_params.get(name) != text:
-                st.query_params[name] = text
+            _write(name, None if value == defaults.get(name) else text)
         except StreamlitAPIException:  # bound to a widget (the designer's, until the page switch unbinds it)
             continue
 
