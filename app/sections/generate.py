@@ -55,6 +55,7 @@ def run(
     what = f"{len(prompts)} prompts under {schedule.describe()}"
     bar = st.progress(0.0, text=f"Generating {what}…")
 
+    @views.throttled
     def progress(done: int, total: int) -> None:
         bar.progress(
             done / total, text=f"Generating {what}: {views.progress_text(done, total, max_new_tokens)}"
