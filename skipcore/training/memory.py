@@ -91,8 +91,9 @@ def training_state_bytes(model: nn.Module) -> int:
 class KeptBytes:
     """What the training forward keeps for the backward pass, measured on the model: `batch` bytes once a batch
     whatever its rows and length; and per row, `head` bytes a column for the embedding, final norm, LM head and
-    loss, `layer` bytes a column and `attention` bytes a squared column for each layer that runs on them. Measured at full depth and at one layer over a few lengths, so it holds
-    for the model's own family, dtype, LoRA wrapping and attention (saved tensors are a polynomial of the length)."""
+    loss, `layer` bytes a column and `attention` bytes a squared column for each layer that runs on them.
+    Measured at full depth and at one layer over a few lengths, so it holds for the model's own family, dtype,
+    LoRA wrapping and attention (saved tensors are a polynomial of the length)."""
 
     batch: float
     head: float
