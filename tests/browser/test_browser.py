@@ -905,7 +905,10 @@ def test_a_loaded_schedule_file_survives_a_reload(browser, fresh, server, tmp_pa
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
     page.get_by_text("Loaded: ", exact=False).first.wait_for()
     _wait_idle(page)
-    said = page.get_by_text("Schedule: ", exact=False).first.inner_text()
+    # the design's line once it says the loaded shape (read before, under load it was the design before the load)
+    said = page.get_by_text(f"Schedule: {design['shape']} ", exact=False).first
+    said.wait_for()
+    said = said.inner_text()
     context, other = _tab(browser)
     try:
         other.goto(page.url, wait_until="domcontentloaded")
