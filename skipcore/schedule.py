@@ -285,10 +285,10 @@ class Schedule:
     def describe(self) -> str:
         """The schedule in words, every field that changes its layers said, so two schedules that run different
         layers never read alike: 'linear 12->2 (skip, warmup 1, span 25)', 'power 8->4 (exit, alpha 0.85)',
-        'step 12->3 (middle, 4 stages, span to the end)', 'constant 6 (exit)', 'custom [6, 4, 2] (skip, warmup
-        1)', 'full depth'. A
-        decay span left to the run ('span to the end') decays over max_new_tokens - 2 steps. Every label of a
-        run (`skipcore.labels.run_label`) says its schedule with this."""
+        'step 12->3 (middle, 4 stages, span to the end)', 'constant 6 (exit)',
+        'custom [6, 4, 2] (skip, warmup 1)', 'full depth'. A decay span left to the run ('span to the end') decays
+        over max_new_tokens - 2 steps. Every label of a run (`skipcore.labels.run_label`) says its schedule with
+        this."""
         if self.shape == "full":
             return "full depth"
         how = [self.mode, *([f"warmup {self.warmup_layers}"] if self.mode == "skip" else [])]

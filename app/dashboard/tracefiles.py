@@ -80,10 +80,8 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         side_name = trace_info.filename + ".meta.json"
         if side_name in zf.namelist():
             sidecar_path(out).write_bytes(zf.read(side_name))
-        elif out.suffix.lower() != ".parquet" and _json_object(zf.comment):
-            sidecar_path(out).write_bytes(
-                zf.comment
-            )  # a .csv.zip/.jsonl.zip of ours: metadata in the comment
+        elif out.suffix.lower() != ".parquet" and _json_object(zf.comment):  # a .csv.zip/.jsonl.zip of ours
+            sidecar_path(out).write_bytes(zf.comment)  # its metadata, in the comment
         return out
 
 

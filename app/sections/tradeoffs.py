@@ -211,15 +211,20 @@ def small_sweep() -> pd.DataFrame | None:
     return table
 
 
-def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str:
-    """A column picker, kept in the address and said in words. Until the user picks, it follows the table (the
-    page's own choice moves to a better column when one appears); a user's pick stays while the table has it."""
-    default = next((c for c in preferred if c in options), options[0])
+def _follow_table(key: str, options: list, default) -> None:
+    """Until the user picks, the choice `key` follows the table (the page's own choice moves to a better option
+    when one appears); a user's pick stays while the table has it."""
     auto = f"_{key}_auto"  # what the page chose last time: a value still equal to it was never the user's
     current = st.session_state.get(key)
-    if key in st.session_state and (current not in options or current == st.session_state.get(auto)):
+    if current is not None and (current not in options or current == st.session_state.get(auto)):
         st.session_state[key] = default
     st.session_state[auto] = default
+
+
+def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str:
+    """A column picker, kept in the address and said in words, following the table until the user picks."""
+    default = next((c for c in preferred if c in options), options[0])
+    _follow_table(key, options, default)
     return st.selectbox(label, options, options.index(default), key=key, format_func=column_title, **KEEP)
 
 
@@ -243,11 +248,9 @@ def draw(df: pd.DataFrame) -> None:
     if "batch_size" in df and df["batch_size"].nunique() > 1:
         sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
         # the page opens on the largest batch size it can draw (a sweep may be scored at batch 1 alone)
-        drawable = [b for b in sizes if sweeps.check_sweep(df[df["batch_size"] == b]) is None] or sizes
-        current, auto = st.session_state.get("to_batch_filter"), "_to_batch_filter_auto"
-        if current is not None and (current not in sizes or current == st.session_state.get(auto)):
-            st.session_state["to_batch_filter"] = drawable[-1]  # the page's own choice follows the table
-        st.session_state[auto] = drawable[-1]
+        problems = {b: sweeps.check_sweep(df[df["batch_size"] == b]) for b in sizes}
+        drawable = [b for b in sizes if problems[b] is None] or sizes
+        _follow_table("to_batch_filter", sizes, drawable[-1])
         size = (
             st.segmented_control("Batch size", sizes, default=drawable[-1], key="to_batch_filter", **KEEP)
             or drawable[-1]
@@ -258,9 +261,8 @@ def draw(df: pd.DataFrame) -> None:
                 "transformers' generate() runs at batch size 1 only: choose batch size 1 to see its rows."
             )
         df = df[df["batch_size"] == size]
-        problem = sweeps.check_sweep(df)
-        if problem:
-            st.info(f"At batch size {size} this table cannot be drawn as a trade-off: {problem}.")
+        if problems[size]:
+            st.info(f"At batch size {size} this table cannot be drawn as a trade-off: {problems[size]}.")
             return
     theoretical, measured = sweeps.speedup_columns(df)
     c1, c2, c3, c4 = st.columns(4)

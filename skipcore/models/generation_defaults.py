@@ -57,9 +57,8 @@ def trained_schedule(record: dict) -> dict | None:
     if not isinstance(fixed, dict) or not fixed.get("shape"):
         return None
     budgets = fixed.get("budgets_list") or []
-    constant = (
-        fixed["shape"] == "constant"
-    )  # its one budget is its min (one recorded with a max above it too)
+    # a constant's one budget is its min (one was recorded with a max above it too)
+    constant = fixed["shape"] == "constant"
     return {
         "shape": fixed["shape"],
         "mode": fixed.get("mode", "skip"),

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from skipcore.adapters import max_positions
+from skipcore.adapters import max_positions, shapes_from_config
 from skipcore.errors import UserError
 from skipcore.training.batching import Pair, cut_lengths
 from skipcore.training.objective import SkipLM, token_loss
@@ -186,7 +186,7 @@ def check_batches_fit(
             f"{memory / 2**30:.3g} GiB of {torch.device(device)}: train a smaller model, or LoRA (--lora-rank)"
         )
     vocab = model.get_output_embeddings().weight.shape[0]
-    kept, num_layers = kept_bytes(model) if pairs else None, SkipLM(model).num_layers
+    kept, num_layers = kept_bytes(model) if pairs else None, shapes_from_config(model.config).num_layers
     if kept is not None and mixed_precision:
         kept = kept.at_half_width()
 

@@ -14,7 +14,8 @@
 - `--overwrite` deletes nothing up front: the new rows replace the table as they come, and only when the run
   has finished are the old run's trace files removed: only those in this sweep's traces folder whose metadata
   names this results file, that no new row points at. The record names them until then, so a run stopped
-  before it finished is still cleaned up by the run that finishes it (resumed, or overwritten again). A file that is not a sweep's results is never replaced.
+  before it finished is still cleaned up by the run that finishes it (resumed, or overwritten again). A file
+  that is not a sweep's results is never replaced.
 - Paths are checked before any work: the traces folder is a folder (or can be made), and is not the results
   file, its CSV copy or its lock.
 """

@@ -100,7 +100,7 @@ class TuneFolder:
             unnamed = name not in known and name not in writing and name not in TABLES
             if p.is_symlink() or p.is_dir() or unnamed:
                 raise self._not_ours(name)
-            digests = {known.get(name), writing.get(name)} - {None, ""}  # "": named without one (the study)
+            digests = _recorded(name, known, writing) - {""}  # "": named without one (the study)
             if digests and file_digest(p) not in digests:
                 raise UserError(
                     f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
@@ -149,7 +149,7 @@ class TuneFolder:
         for name in {**files, **writing}:
             p = self.path(name)
             ours = name in (STUDY, *TABLES, *TEXT_FILES) and p.is_file() and not p.is_symlink()
-            digests = {files.get(name), writing.get(name)} - {None}  # "": a file named without a digest
+            digests = _recorded(name, files, writing)  # "": a file named without a digest
             if ours and ("" in digests or file_digest(p) in digests):
                 p.unlink()
 
@@ -181,6 +181,11 @@ class TuneFolder:
     def _write_record(self) -> None:
         data = (json.dumps(self.record, indent=2, default=str) + "\n").encode("utf-8")
         _write_bytes(self.path(RECORD), data)
+
+
+def _recorded(name: str, files: dict, writing: dict) -> set[str]:
+    """The digests a record holds for `name`: as written, and as being written when the tune stopped."""
+    return {files.get(name), writing.get(name)} - {None}
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
