@@ -299,6 +299,8 @@ def skip_forward(
             continue
         mask = attention_mask(attn[:, :c], c, h.dtype)
         kw = adapter.layer_kwargs(positions[:, :c], h.dtype)
-        out = adapter.run_layer(i, h[:, :c], mask, None, kw)
+        # a layer on fewer columns reads a copy of them: the slice of the whole width it would otherwise save for
+        # the backward keeps that width alive (the columns passing by it too) until the backward reaches it
+        out = adapter.run_layer(i, h if c == C else h[:, :c].clone(), mask, None, kw)
         h = out if c == C else torch.cat([out, h[:, c:]], dim=1)
     return adapter.head(h)

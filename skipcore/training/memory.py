@@ -2,8 +2,8 @@
 run certainly needs is counted, so a refusal is never a guess: the model's training state from its tensors' sizes;
 for the longest batch, what the training forward keeps for the backward pass (measured on the model itself, see
 `KeptBytes`) and the gradient of its logits; for a dev batch, its logits. A run that fits by this count can still
-run out (other rows of a batch may run more layers; the allocator's slack and the backward's transients are not
-counted), but the --max-length it suggests is one where the count fits."""
+run out (the allocator's slack and the backward's transients are not counted; an elastic plan's target columns
+are counted at one layer, no more than any draw runs), but the --max-length it suggests is one where the count fits."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from torch import nn
 
 from skipcore.adapters import max_positions, shapes_from_config
 from skipcore.errors import UserError
+from skipcore.schedule import Schedule
 from skipcore.training.batching import Pair, cut_lengths
 from skipcore.training.objective import SkipLM, token_loss
 
@@ -100,16 +101,48 @@ class KeptBytes:
     layer: float
     attention: float
 
-    def lower_bound(self, prompt: np.ndarray, width: np.ndarray, num_layers: int) -> np.ndarray:
+    def lower_bound(
+        self, prompt: np.ndarray, width: np.ndarray, num_layers: int, schedule: Schedule | None = None
+    ) -> np.ndarray:
         """Bytes a row of `width` columns whose first `prompt` run every layer keeps at least (past `batch`):
-        each later column runs one layer or more, and a layer runs on at least the prompt's columns."""
-        runs = num_layers * prompt + np.maximum(0, width - prompt)
-        return self.head * width + self.layer * runs + self.attention * num_layers * prompt**2
+        each later column runs the layers `schedule` gives its step, or, where no one schedule is known (None),
+        one layer at least."""
+        runs, squares = layer_columns(prompt, width, num_layers, schedule)
+        return self.head * np.asarray(width) + self.layer * runs + self.attention * squares
 
     def at_half_width(self) -> KeptBytes:
         """What at least is kept where a float32 model trains under mixed precision (bfloat16 or float16
         autocast): each saved tensor in 2 bytes an element or its own 4, so half of what float32 keeps, or more."""
         return KeptBytes(self.batch / 2, self.head / 2, self.layer / 2, self.attention / 2)
+
+
+def layer_columns(
+    prompt: np.ndarray, width: np.ndarray, num_layers: int, schedule: Schedule | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """For rows of `width` columns whose first `prompt` are the prompt (every layer runs on them): the columns the
+    layers run on, summed over the layers, and their squares, summed (a layer's attention keeps a square of its
+    columns). Column P + s - 1 feeds step s and runs its `schedule` set (`Schedule.layer_sets` of the row's
+    target length, as training runs it); the sets are nested, so the layer that stays r-th longest runs on the
+    target columns whose step budget is above r. No schedule: each target column runs one layer."""
+    prompt, width = np.broadcast_arrays(np.asarray(prompt, dtype=np.int64), np.asarray(width, dtype=np.int64))
+    targets = np.maximum(0, width - prompt)
+    if schedule is None:
+        return num_layers * prompt + targets, num_layers * prompt**2
+    lengths, which = np.unique(targets, return_inverse=True)
+    extra, extra_squared = np.zeros(len(lengths)), np.zeros(len(lengths))
+    spans: dict[int, list[int]] = {}  # a schedule's budgets depend on the length by its span alone
+    for i, n in enumerate(lengths.tolist()):
+        spans.setdefault(schedule.span(n + 1), []).append(i)
+    for same in spans.values():
+        longest = int(lengths[same[-1]])  # the lengths are sorted
+        budgets = np.array(schedule.budgets(longest + 1)[1:], dtype=np.int64)  # steps 1 .. longest
+        ran = budgets[:, None] > np.arange(num_layers)  # (step, layer by how long it stays)
+        runs = np.vstack([np.zeros((1, num_layers), dtype=np.int64), np.cumsum(ran, axis=0)])
+        past = runs[lengths[same]]  # the layers' target columns at each length
+        extra[same], extra_squared[same] = past.sum(axis=1), (past**2).sum(axis=1)
+    extra, extra_squared = extra[which].reshape(targets.shape), extra_squared[which].reshape(targets.shape)
+    runs = num_layers * prompt + extra
+    return runs, num_layers * prompt**2 + 2 * prompt * extra + extra_squared
 
 
 def kept_bytes(model: nn.Module) -> KeptBytes:
@@ -165,6 +198,7 @@ def check_batches_fit(
     dev: Sequence[Pair] = (),
     resuming: bool = False,
     mixed_precision: bool = False,
+    schedule: Schedule | None = None,
 ) -> None:
     """Refuse a data set whose longest pair, in its batch, cannot be trained on (or, a dev pair, scored) in this
     device's memory: the model's training state and that batch's count (the module's docstring), for each of the
@@ -174,7 +208,8 @@ def check_batches_fit(
     pair's, the rows of its slice of the dev pairs (scored in order, `batch_size` at a time). `resuming`: the
     run's --max-length and --batch-size are its own, so the way on is another device. `mixed_precision`: the run
     trains under bfloat16 or float16 autocast; the forward is measured without it (on the device the model is on
-    now, in its own dtype), and half of that counted (`KeptBytes.at_half_width`)."""
+    now, in its own dtype), and half of that counted (`KeptBytes.at_half_width`). `schedule`: the one every training
+    batch runs, whose layers a target column is counted at (None: batches draw their own; one layer counted)."""
     memory = device_memory(device)
     if memory is None or not (pairs or dev):
         return
@@ -191,7 +226,7 @@ def check_batches_fit(
         kept = kept.at_half_width()
 
     def training_row(prompt: np.ndarray, width: np.ndarray) -> np.ndarray:
-        return kept.lower_bound(prompt, width, num_layers) + LOGIT_GRAD_BYTES * width * vocab
+        return kept.lower_bound(prompt, width, num_layers, schedule) + LOGIT_GRAD_BYTES * width * vocab
 
     def dev_row(prompt: np.ndarray, width: np.ndarray) -> np.ndarray:
         return LOGIT_BYTES * width * vocab

@@ -96,6 +96,13 @@ class SchedulePlan:
         target = rng.uniform(*self.elastic_range)
         return self.for_speedup(target), target
 
+    def every_batch(self) -> Schedule | None:
+        """The one schedule every batch runs (full depth, or the fixed plan's); None where batches draw their
+        own (elastic)."""
+        if self.kind == "elastic":
+            return None
+        return self.fixed if self.kind == "fixed" else full_schedule(self.num_layers)
+
     def eval_schedules(self) -> dict[str, Schedule]:
         """Schedules the dev loss is reported under: full depth, plus the trained budgets."""
         out = {"full": full_schedule(self.num_layers)}

@@ -127,7 +127,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         check_batches_fit(
             model, pairs, hyper.batch_size, acc.device, s.max_length is not None, sharing,
             dev=eval_pairs or (), resuming=resume_dir is not None,
-            mixed_precision=acc.mixed_precision != "no",
+            mixed_precision=acc.mixed_precision != "no", schedule=plan.every_batch(),
         )  # fmt: skip
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         if main:

@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -118,11 +119,10 @@ def test_what_cannot_fit_is_said_with_a_way_on_that_can_be_taken(model_dirs, mon
 
 
 @pytest.mark.parametrize("family", ["opt", "llama", "gemma3"])
-def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_bounded_below_with_skips(
-    model_dirs, family
-):
+def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_with_skips(model_dirs, family):
     """The count extrapolates from the probe's short lengths: equal to the bytes autograd keeps for a longer row
-    run at full depth (a prompt), and at most what it keeps for a row whose target columns skip layers."""
+    run at full depth (a prompt), and for a row whose target columns skip layers by the schedule; with no one
+    schedule (elastic draws), at most that."""
     from skipcore.decode.forward import column_layer_sets
     from skipcore.schedule import schedule_for_speedup
     from skipcore.training.objective import SkipLM, token_loss
@@ -131,9 +131,7 @@ def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_bounded_be
     lm = SkipLM(model).train()
     own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
 
-    def kept_by_autograd(
-        prompt: int, target: int, speedup: float, rows: int = 1, autocast: bool = False
-    ) -> int:
+    def kept_by_autograd(prompt: int, target: int, schedule, rows: int = 1, autocast: bool = False) -> int:
         storages = {}
 
         def keep(t):
@@ -142,9 +140,7 @@ def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_bounded_be
             return t
 
         width = prompt + target - 1
-        sets = column_layer_sets(
-            prompt, width, schedule_for_speedup(lm.num_layers, speedup, 64).layer_sets(target)
-        )
+        sets = column_layer_sets(prompt, width, schedule.layer_sets(target))
         ids = torch.randint(0, 50, (rows, width))
         with (
             torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t),
@@ -153,22 +149,27 @@ def test_what_the_forward_keeps_is_measured_exactly_at_full_depth_and_bounded_be
             token_loss(lm(ids, torch.ones_like(ids), sets), ids)
         return sum(storages.values())
 
-    def counted(kept: memory.KeptBytes, prompt: int, width: int, rows: int = 1) -> float:
-        return kept.batch + rows * kept.lower_bound(prompt, width, lm.num_layers)
+    def counted(kept: memory.KeptBytes, prompt: int, width: int, schedule=None, rows: int = 1) -> float:
+        return float(kept.batch + rows * kept.lower_bound(prompt, width, lm.num_layers, schedule))
 
     kept = memory.kept_bytes(model)
-    prompt = kept_by_autograd(90, 1, 1.0)
     # exact where every layer's saved tensors grow as one polynomial of the length; a sliding window's layers
     # change form at the window, which the probe's lengths straddle: there the count is a little below, never above
     exact = 1e-9 if model.config.model_type != "gemma3_text" else 1e-2
+    full = schedule_for_speedup(lm.num_layers, 1.0, 64)
+    prompt = kept_by_autograd(90, 1, full)
     assert prompt * (1 - exact) <= counted(kept, 90, 90) <= prompt * (1 + 1e-9)
     for speedup in (1.0, 2.0, 3.0):
-        assert counted(kept, 20, 79) <= kept_by_autograd(20, 60, speedup)
+        schedule = schedule_for_speedup(lm.num_layers, speedup, 64)
+        autograd = kept_by_autograd(20, 60, schedule)
+        assert autograd * (1 - exact) <= counted(kept, 20, 79, schedule) <= autograd * (1 + 1e-9), speedup
+        assert counted(kept, 20, 79) <= autograd
     # under bfloat16 autocast: at least half what float32 keeps, and the weights' low-precision copies (once a
     # batch) are not counted once a row (they counted 16 times in a batch of 16)
-    half = kept.at_half_width()
+    half, schedule = kept.at_half_width(), schedule_for_speedup(lm.num_layers, 2.0, 64)
     for rows in (1, 4):
-        assert counted(half, 20, 79, rows) <= kept_by_autograd(20, 60, 2.0, rows, autocast=True)
+        autograd = kept_by_autograd(20, 60, schedule, rows, autocast=True)
+        assert counted(half, 20, 79, schedule, rows) <= autograd
 
 
 def test_a_container_limit_below_the_ram_is_the_cpus_memory(tmp_path, monkeypatch):
@@ -205,3 +206,61 @@ def test_mixed_precision_counts_half_the_float32_forward(model_dirs, monkeypatch
     memory.check_batches_fit(model, [pair] * 4, 4, "cpu", False, mixed_precision=True)
     with pytest.raises(UserError, match="in a batch of 4 needs at least"):
         memory.check_batches_fit(model, [pair] * 4, 4, "cpu", False)
+
+
+def test_the_layers_a_row_runs_are_counted_as_training_runs_them():
+    """Each layer's columns (the prompt, then the target columns whose step runs it) summed, and squared, equal
+    what the training forward's own column sets give, for every shape and mode, rows of many target lengths in
+    one call (a decay span to the end differs with the length)."""
+    from skipcore.decode.forward import column_layer_sets
+    from skipcore.schedule import Schedule
+
+    schedules = [
+        Schedule(6),
+        Schedule(6, "linear", "skip", 6, 2),
+        Schedule(6, "linear", "middle", 5, 2, decay_span=7),
+        Schedule(6, "power", "exit", 6, 1, alpha=0.7),
+        Schedule(6, "step", "skip", 6, 3, stages=3),
+        Schedule(6, "custom", "exit", budgets_list=(6, 5, 5, 3, 1)),
+        Schedule(6, "constant", "middle", min_layers=2),
+    ]
+    prompts, targets = [1, 3, 7, 5, 2, 4], [1, 2, 3, 9, 20, 9]  # T, the target's tokens, EOS included
+    for schedule in schedules:
+        runs, squares = memory.layer_columns(
+            np.array(prompts),
+            np.array([p + t - 1 for p, t in zip(prompts, targets, strict=True)]),
+            6,
+            schedule,
+        )
+        for row, (p, t) in enumerate(zip(prompts, targets, strict=True)):
+            columns = [0] * 6
+            for layers in column_layer_sets(p, p + t - 1, schedule.layer_sets(t)):
+                for layer in layers:
+                    columns[layer] += 1
+            assert (runs[row], squares[row]) == (sum(columns), sum(c * c for c in columns)), (schedule, p, t)
+    runs, squares = memory.layer_columns(np.array(4), np.array(9), 6, None)  # one layer a target column
+    assert (runs, squares) == (6 * 4 + 5, 6 * 16)
+
+
+def test_a_run_counts_its_target_columns_at_the_layers_its_plan_runs(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """Full depth counts every layer, a fixed skip-aware plan its schedule, an elastic plan (a draw a batch) one
+    layer a target column."""
+    from skipcore.training import train
+
+    counted_at = []
+
+    def check(*args, schedule=None, **kwargs):
+        counted_at.append(schedule)
+        raise UserError("counted")
+
+    monkeypatch.setattr(train, "check_batches_fit", check)
+    data = long_pairs(tmp_path / "pairs.jsonl", 4, 6)
+    argv = train_argv(
+        model_dirs["opt"], tmp_path / "run", "--dataset", str(data), "--steps", "1", "--batch-size", "2"
+    )
+    for extra in ((), ("--target-speedup", "2"), ("--elastic", "1:2")):
+        assert refused(capsys, [*argv, *extra]) == "error: counted"
+    full, fixed, elastic = counted_at
+    assert full.shape == "full" and fixed.layer_speedup(8) > 1.5 and elastic is None
