@@ -17,8 +17,12 @@ Layout of a checkpoint directory:
 from __future__ import annotations
 
 import copy
+import json
 import os
+import re
 import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -76,6 +80,47 @@ def save_model(
     write_record(out, with_files(record, [*saved, *run_files]))
     _readable_as_umask_allows(out, [*saved, RECORD_FILE])
     return out
+
+
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
+MODEL_SHARD = re.compile(r"model-\d+-of-\d+\.safetensors")  # a model past save_pretrained's shard size
+
+
+def names_a_save_writes(model, tokenizer) -> Callable[[str], bool]:
+    """Whether `save_model` of `model` and `tokenizer` writes a file of a given name into its folder: the
+    adapter's (a peft model) or the model's (its shards by their pattern), the tokenizer's (saved once into a
+    temporary folder to list them: each tokenizer class has its own), the record, and the run's log."""
+    if hasattr(model, "peft_config"):
+        from skipcore.models.lora import CONFIG_FILE, WEIGHTS_FILE
+
+        model_files = {CONFIG_FILE, WEIGHTS_FILE}
+    else:
+        model_files = set(MODEL_FILES)
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)
+        names = {*model_files, *(p.name for p in Path(folder).iterdir()), RECORD_FILE, LOG_FILE}
+    return lambda name: (
+        name in names or (not hasattr(model, "peft_config") and MODEL_SHARD.fullmatch(name) is not None)
+    )
+
+
+def own_log(path: Path) -> bool:
+    """Whether `path` reads as a run's log (`LOG_FILE`): each line a JSON object with its step, as the loop writes
+    them (the last may be cut short by a kill), or nothing yet: a run that stopped before its first save left it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for i, line in enumerate(lines):
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            if i == len(lines) - 1:
+                break
+            return False
+        if not isinstance(entry, dict) or "step" not in entry:
+            return False
+    return True
 
 
 def _readable_as_umask_allows(folder: Path, names: list[str]) -> None:

@@ -8,6 +8,7 @@ model loadable)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from skipcore.errors import UserError
@@ -25,6 +26,7 @@ from skipcore.training.checkpoint import (
     SAVE_STAGING,
     foreign_entries,
     own_checkpoint,
+    own_log,
     own_staging,
 )
 
@@ -64,6 +66,32 @@ def check_out_dir(
         raise UserError(
             f"--out {out} holds another run: the checkpoint {resume_dir} was written for "
             f"{recorded or 'another --out'}; resume into the run's own --out, or into an empty folder"
+        )
+
+
+def check_users_files_kept(out: Path, writes: Callable[[str], bool]) -> None:
+    """Where a run replaces `out` (`overwrite`): a file there of a name the run writes (`writes`) that the replaced
+    run's record does not list is a user's, or another tool's: refused in one line, never written over. A folder
+    that holds no run of skipcore's lists nothing."""
+    if not out.is_dir():
+        return
+    record = _record_of(out)
+    if record and not recorded_files(
+        record
+    ):  # an older record lists no files: its run saved what stands there
+        return
+    own = {*replaced_files(out), *([LOG_FILE] if own_log(out / LOG_FILE) else [])}
+    theirs = sorted(
+        e.name
+        for e in out.iterdir()
+        if e.name not in own and writes(e.name) and (e.is_file() or e.is_symlink())
+    )
+    if theirs:
+        more = f" (and {len(theirs) - 1} more: {', '.join(theirs[1:4])}{', ...' if len(theirs) > 4 else ''})"
+        raise UserError(
+            f"--out {out} holds {theirs[0]}{more if len(theirs) > 1 else ''}, which no skipcore run there "
+            "recorded as its own, and this run writes a file of that name; --overwrite replaces only a run's "
+            "own files: move it, or choose another --out"
         )
 
 

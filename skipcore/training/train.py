@@ -26,10 +26,15 @@ from skipcore.models.training_record import (
     resumed_record,
 )
 from skipcore.training.batching import data_stats, length_notes, tokenize_pairs
-from skipcore.training.checkpoint import CHECKPOINT_DIR
+from skipcore.training.checkpoint import CHECKPOINT_DIR, names_a_save_writes
 from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
-from skipcore.training.folders import check_checkpoint_dir, check_out_dir, clear_replaced_run
+from skipcore.training.folders import (
+    check_checkpoint_dir,
+    check_out_dir,
+    check_users_files_kept,
+    clear_replaced_run,
+)
 from skipcore.training.loop import Hyper, Run, environment, step_plan, train_loop
 from skipcore.training.memory import check_batches_fit
 from skipcore.training.models import (
@@ -94,6 +99,10 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
 
         set_seed(s.seed)  # the same initial weights on every process
         model, tokenizer, origin, peft_model = starting_model(s, examples, acc, resume_dir, lora)
+        if s.overwrite and resume_dir is None:
+            check_users_files_kept(
+                out, names_a_save_writes(peft_model if peft_model is not None else model, tokenizer)
+            )
         num_layers = num_layers_of(model)
         positions = max_positions(model.config)
         if s.max_length is not None and positions is not None and s.max_length > positions:

@@ -245,3 +245,33 @@ def test_overwrite_keeps_a_users_copy_of_a_checkpoint_under_another_name(model_d
     best = shutil.copytree(out / "checkpoints" / "step-0000002", out / "checkpoints" / "best")
     assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
     assert best.is_dir() and not (out / "checkpoints" / "step-0000002").exists()
+
+
+def test_overwrite_refuses_a_users_file_of_a_name_the_run_writes(model_dirs, tmp_path, capsys):
+    """A file the run would write over (its model's, its tokenizer's, its log) that no run's record there lists
+    is a user's: --overwrite is refused in one line and the file kept; one the replaced run listed is replaced."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text("my own config")
+    (out / "notes.txt").write_text("mine")
+    argv = [*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]
+    err = refused(capsys, argv)
+    assert "holds config.json" in err and "move it, or choose another --out" in err
+    assert (out / "config.json").read_text() == "my own config" and sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "notes.txt",
+    ]
+    (out / "config.json").unlink()
+    (out / "train_log.jsonl").write_text("my notes\nmore notes\n")
+    (out / "tokenizer.json").write_text("{}")
+    err = refused(capsys, argv)
+    assert "holds tokenizer.json (and 1 more: train_log.jsonl)" in err
+    assert (out / "train_log.jsonl").read_text() == "my notes\nmore notes\n"
+    for name in ("train_log.jsonl", "tokenizer.json"):
+        (out / name).unlink()
+    # a LoRA run's folder: a full model's config.json put there by the user is not the LoRA run's
+    assert main([*train_two_steps(model_dirs, out, "--lora-rank", "2"), "--overwrite"]) == 0
+    (out / "config.json").write_text("my own config")
+    assert "holds config.json" in refused(capsys, argv)
+    (out / "config.json").unlink()
+    assert main(argv) == 0 and (out / "notes.txt").read_text() == "mine"
