@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +25,10 @@ if TYPE_CHECKING:
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Call `write` on a temporary path in `path`'s folder, then move it over `path` in one rename (a link at
-    `path` is replaced, never written through)."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    `path` is replaced, never written through). The temporary file is made anew under a name no one can foresee
+    (a link planted at a foreseeable one, in a shared folder, would be written through); `write` makes it with
+    the permissions any new file gets."""
+    tmp = path.with_name(f".{path.stem}.{secrets.token_hex(8)}.tmp{path.suffix}")
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -126,3 +126,23 @@ def test_a_folder_the_system_calls_writable_but_refuses_a_file_in_is_refused_up_
         check_writable_folder(Path("/sys/skipcore-out"), "cannot write")
     check_writable_folder(tmp_path / "new" / "folder", "cannot write")
     assert not any(tmp_path.iterdir())
+
+
+def test_an_atomic_write_goes_through_no_link_planted_at_its_temporary_name(tmp_path):
+    """The temporary name is not foreseeable: a link planted at the name it once had (the writer's pid) is not
+    written through, and two writes use two names."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f".README.{os.getpid()}.tmp.md").symlink_to(victim)
+    used = []
+
+    def write(p: Path) -> None:
+        used.append(p.name)
+        p.write_text("the tool's")
+
+    atomic_write(out / "README.md", write)
+    atomic_write(out / "README.md", write)
+    assert victim.read_text() == "mine" and (out / "README.md").read_text() == "the tool's"
+    assert not (out / "README.md").is_symlink() and len(set(used)) == 2
