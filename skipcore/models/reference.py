@@ -10,7 +10,10 @@ name that cannot be used is a `ModelError`: one line naming it and what is wrong
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +93,46 @@ class ModelRef:
         or the hub id."""
         folder = self.cache if self.cache is not None else self.path
         if folder is None:
-            return self.name, {}
+            return self.name, hub_options(self.name)
         return str(folder), {"local_files_only": True}
+
+
+# seconds to wait for the hub's address to answer: a network that drops packets would otherwise hold a run for
+# huggingface_hub's retries (about half a minute), each said in a line, before the same refusal
+HUB_PROBE_S = 3.0
+
+
+def hub_options(name: str) -> dict:
+    """What transformers is given for the hub id `name`: nothing where the hub can be reached; where it cannot
+    (offline, `HF_HUB_OFFLINE`, or no answer), the local hub cache alone, which holds it or is refused in one
+    line now: a name that is no local folder or installed model was most often meant as one (a mistyped path)."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if not constants.HF_HUB_OFFLINE and _hub_reachable(constants.ENDPOINT):
+        return {}
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return {"local_files_only": True}
+    why = (
+        "HF_HUB_OFFLINE is set"
+        if constants.HF_HUB_OFFLINE
+        else f"the hub ({constants.ENDPOINT}) cannot be reached"
+    )
+    raise ModelError(
+        f"{name!r} is no model folder, .gguf file or installed model (`skipcore models`), and {why}: it would "
+        "be read from the hub, whose local cache does not hold it"
+    )
+
+
+@functools.cache
+def _hub_reachable(endpoint: str) -> bool:
+    """Whether the hub's address takes a connection within `HUB_PROBE_S` (asked once a process)."""
+    url = urllib.parse.urlparse(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=HUB_PROBE_S).close()
+    except OSError:
+        return False
+    return True
 
 
 def resolve_model(name: str | os.PathLike) -> ModelRef:
