@@ -8,6 +8,7 @@ tool never writes through a symbolic link that leads out of its output folder.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -34,6 +35,16 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_text_at_most(path: str | os.PathLike, limit: int) -> str:
+    """The UTF-8 text of `path` (a byte-order mark dropped), read up to `limit` bytes: a larger file, or an endless
+    one (/dev/zero), is an OSError saying so before it takes the machine's memory."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"it is larger than {limit / 2**20:g} MiB, more than such a file holds")
+    return data.decode("utf-8-sig")
 
 
 def read_parquet(path: str | os.PathLike) -> pa.Table:

@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from skipcore.errors import ScheduleError
-from skipcore.files import parse_json
+from skipcore.files import parse_json, read_text_at_most
 
 SHAPES = ("full", "constant", "linear", "power", "step", "custom")
 MODES = ("skip", "exit", "middle")
+SCHEDULE_FILE_BYTES = 16 * 2**20  # a custom schedule of a million steps fits; /dev/zero is refused, not read
 
 
 def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0) -> tuple[int, ...]:
@@ -260,7 +261,7 @@ class Schedule:
         """A schedule saved as a JSON object of its fields (the dashboard's export, `best_schedule.json`), for a
         model of `num_layers` layers where given (a file for another depth is refused)."""
         try:
-            d = parse_json(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
+            d = parse_json(read_text_at_most(path, SCHEDULE_FILE_BYTES))
         except (OSError, ValueError) as e:
             raise ScheduleError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from e
         if not isinstance(d, dict):

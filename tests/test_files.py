@@ -146,3 +146,21 @@ def test_an_atomic_write_goes_through_no_link_planted_at_its_temporary_name(tmp_
     atomic_write(out / "README.md", write)
     assert victim.read_text() == "mine" and (out / "README.md").read_text() == "the tool's"
     assert not (out / "README.md").is_symlink() and len(set(used)) == 2
+
+
+def test_an_input_file_past_its_size_or_endless_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    """A schedule file or a prompts file is read up to a size no such file reaches: /dev/zero was read until the
+    machine's memory ran out (22 GB, killed), a file past the size is one line."""
+    from skipcore.data import prompt_files
+    from skipcore.errors import ScheduleError
+    from skipcore.schedule import Schedule
+
+    with pytest.raises(ScheduleError, match=r"^/dev/zero: cannot read it: it is larger than 16 MiB"):
+        Schedule.read_json("/dev/zero")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\ufeffone\ntwo\n")  # 11 bytes, its byte-order mark dropped
+    monkeypatch.setattr(prompt_files, "PROMPTS_FILE_BYTES", 11)
+    assert prompt_files.read_prompts_file(prompts) == ["one", "two"]
+    monkeypatch.setattr(prompt_files, "PROMPTS_FILE_BYTES", 10)
+    with pytest.raises(UserError, match=r"cannot read prompts file .*: it is larger than 9.5\d*e-06 MiB"):
+        prompt_files.read_prompts_file(prompts)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.files import parse_json
+from skipcore.files import parse_json, read_text_at_most
+
+PROMPTS_FILE_BYTES = 256 * 2**20  # far more prompts than a run generates for; /dev/zero is refused, not read
 
 
 def read_prompts_file(path: str | Path) -> list[str]:
@@ -13,7 +15,7 @@ def read_prompts_file(path: str | Path) -> list[str]:
     A byte-order mark is not part of the first prompt; a file with no prompts is refused."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_text_at_most(p, PROMPTS_FILE_BYTES)
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read prompts file {p}: {getattr(e, 'strerror', None) or e}") from e
     lines = _lines(text)
