@@ -297,17 +297,21 @@ class RunStore:
 
     def runs(self) -> list[Run]:
         """Every kept run, newest first."""
-        if not (self.root / INDEX).is_file():
-            return []
-        with self._db() as db:
-            rows = db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM runs ORDER BY id DESC").fetchall()
-        return [self._checked(_run(row)) for row in rows]
+        return self._rows("ORDER BY id DESC")
 
     def get(self, run_id: int) -> Run:
-        found = [r for r in self.runs() if r.id == run_id]
+        """One kept run, read alone (a page comparing many picked runs reads each so: not the whole index each)."""
+        found = self._rows("WHERE id = ?", (run_id,))
         if not found:
             raise UserError(f"run #{run_id} is not in the run history (deleted?)")
         return found[0]
+
+    def _rows(self, clause: str, args: tuple = ()) -> list[Run]:
+        if not (self.root / INDEX).is_file():
+            return []
+        with self._db() as db:
+            rows = db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM runs {clause}", args).fetchall()
+        return [self._checked(_run(row)) for row in rows]
 
     def _own_trace(self, name: str) -> Path | None:
         """The trace file a row names, where it is the store's own: a plain name in traces/, not a symlink; None
@@ -356,10 +360,13 @@ class RunStore:
         return self.table(run_id, TRACE)
 
     def delete(self, run_id: int) -> None:
-        """Remove one run: its row, then the files its row names where they are the store's own (a row naming
-        anything else goes alone; nothing outside traces/ is ever deleted)."""
-        run = self.get(run_id)
-        paths = [p for p in map(self._own_trace, run.parts.values()) if p is not None]
+        """Remove one run: its row, then the files its row names where they are the store's own and no other
+        row names them (a row naming anything else goes alone; nothing outside traces/ is ever deleted; a
+        hand-edited row naming another run's file leaves that run whole)."""
+        run, runs = self.get(run_id), self.runs()
+        others = {name for r in runs if r.id != run_id for name in r.parts.values()}
+        names = [name for name in run.parts.values() if name not in others]
+        paths = [p for p in map(self._own_trace, names) if p is not None]
         with self._db() as db:
             db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         for path in paths:

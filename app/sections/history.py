@@ -22,6 +22,7 @@ from skipcore.errors import UserError
 
 DELETED = "history_deleted"  # in the session: what the last Delete said, shown once after the page reloads
 SHOWN = "history_shown"  # in the session: the runs' ids in the order the table last showed them
+MOST_COMPARED = 20  # picked runs drawn at once: a legend and a chart past this say nothing more, slowly
 TABLE = "history_table"  # the table's key: its picked rows, positions in the table as last shown
 REOPENED = "history_reopened"  # in the session: the page a reopened run opens, its settings, or why it cannot
 
@@ -115,6 +116,12 @@ def follow_picks(shown: list[int], ids: list[int]) -> None:
 def compare(store: RunStore, chosen: list[Run]) -> None:
     """The picked runs' decodes drawn and tabled side by side: every per-token trace a run keeps (a Generate run's,
     each policy's of a comparison, a lens run's schedule path), each named by what made it."""
+    if len(chosen) > MOST_COMPARED:
+        st.caption(
+            f"{len(chosen)} runs are picked: the first {MOST_COMPARED} are compared (each is read and drawn; "
+            "Delete above takes them all)."
+        )
+        chosen = chosen[:MOST_COMPARED]
     entries = []
     for r in chosen:
         kind = KINDS.get(r.page)

@@ -418,3 +418,23 @@ def test_a_reopened_run_whose_settings_break_its_page_opens_on_the_defaults_and_
     at.run()
     assert_clean(at)
     assert not any("could not all be set" in w.value for w in at.warning)  # said once
+
+
+def test_many_picked_runs_are_compared_a_first_few_and_deleted_all(model_dir, generated):
+    """Picking every run (the table's header box) read and drew each: 500 runs made a 10,000 px chart. The first
+    few are compared, said; Delete takes every pick."""
+    from app.sections.history import MOST_COMPARED
+
+    count = MOST_COMPARED + 1
+    keep_runs(generated, model_dir, count)
+    at = pick(open_app("history"), *range(count))
+    assert_clean(at)
+    assert any(
+        f"{count} runs are picked: the first {MOST_COMPARED} are compared" in c.value for c in at.caption
+    )
+    (chart,) = at.get("plotly_chart")
+    lines = [t["name"] for t in json.loads(chart.proto.spec)["data"] if t["name"].startswith("#")]
+    assert len(lines) == MOST_COMPARED
+    assert by_key(at.button, "history_delete").label == f"Delete {count} runs"
+    by_key(at.button, "history_delete").click().run()
+    assert not RunStore().runs()

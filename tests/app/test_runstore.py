@@ -175,3 +175,32 @@ def test_differences_name_each_changed_setting():
     now = {"schedule": setting("linear 12->6", {"min": 6}), "prompts": prompts_setting(["a", "c"])}
     assert differences(made, now) == ["schedule linear 12->2 → linear 12->6", "prompts (changed)"]
     assert differences(made, {"schedule": made["schedule"]}) == ["prompts 2 prompts ('a', …) → none"]
+
+
+def test_deleting_a_row_that_names_another_runs_file_leaves_that_run_whole(tmp_path, result):
+    """A hand-edited row naming another run's file: deleting it removes the row alone; the other run keeps its
+    file and reopens, and its own delete then removes the file."""
+    store = RunStore(tmp_path / "runs")
+    a, b = keep(store, result), keep(store, result)
+    a_file = tmp_path / "runs" / TRACES / store.get(a).trace_file
+    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:
+        db.execute("UPDATE runs SET trace_file = ? WHERE id = ?", (a_file.name, b))
+    store.delete(b)
+    assert a_file.is_file() and store.get(a).problem is None and len(store.trace(a)[0])
+    store.delete(a)
+    assert not a_file.exists()
+
+
+def test_one_run_is_read_alone_not_with_the_whole_index(tmp_path, result, monkeypatch):
+    """Comparing many picked runs read the whole index once a pick (picked x kept rows: 333 s for 2,000 in a
+    browser)."""
+    from app.dashboard import runstore
+
+    store = RunStore(tmp_path / "runs")
+    ids = [keep(store, result) for _ in range(4)]
+    read = []
+    real = runstore._run
+    monkeypatch.setattr(runstore, "_run", lambda row: read.append(row[0]) or real(row))
+    assert store.get(ids[1]).id == ids[1] and read == [ids[1]]
+    with pytest.raises(UserError, match="is not in the run history"):
+        store.get(max(ids) + 1)
