@@ -15,6 +15,11 @@ from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
 from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors
 
+# Altair refuses to draw a table past 5,000 rows unless told otherwise (MaxRowsError); a sweep's chart draws every
+# setting, thousands in a large grid. The limit is lifted where these charts are imported, for the session: the
+# user's own transformer is kept where another is enabled.
+alt.data_transformers.disable_max_rows()
+
 MODEL_MARKS = (
     "circle",
     "square",

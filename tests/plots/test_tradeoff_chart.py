@@ -186,3 +186,12 @@ def test_tradeoff_charts_place_speculative_and_transformers_series(speculative_s
     # transformers' rows cannot be placed against the static front on the layer axis; speculative's can
     placed = sweeps.against_static_front(one, "layer_speedup", "bleu")
     assert list(placed["policy"]) == ["speculative"]
+
+
+def test_a_sweep_past_altairs_row_limit_is_drawn_whole():
+    """A sweep of 6,492 settings raised Altair's MaxRowsError (its default limit is 5,000 rows) in the notebooks'
+    `tradeoff_chart` and `save_figure`: every setting is drawn."""
+    big = pd.concat([sweep_like(flagged=False)] * 1700, ignore_index=True)
+    big["layer_speedup"] += big.index * 1e-4
+    datasets = plots.tradeoff_chart(big, "layer_speedup", "bleu").to_dict()["datasets"].values()
+    assert max(map(len, datasets)) == len(big) > 5000
