@@ -103,9 +103,12 @@ def check_prompt_tokens(
             )
     longest = max(len(ids) for ids in encoded)
     if limit is not None and longest + max_new_tokens > limit:
+        over = [i for i, ids in enumerate(encoded) if len(ids) + max_new_tokens > limit]
+        which = "" if len(encoded) == 1 else f", prompt {encoded.index(max(encoded, key=len))}"
+        others = f" ({len(over)} prompts run past them)" if len(over) > 1 else ""
         raise UserError(
-            f"the longest prompt ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
-            f"{limit} positions; {_what_fits(limit, longest, max_new_tokens)}",
+            f"the longest prompt ({longest} tokens{which}) plus max_new_tokens ({max_new_tokens}) exceeds the "
+            f"model's {limit} positions{others}; {_what_fits(limit, longest, max_new_tokens)}",
             field="max_new_tokens",
         )
     return encoded

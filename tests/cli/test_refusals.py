@@ -189,6 +189,12 @@ def test_a_long_prompt_plus_new_tokens_is_refused_with_what_fits(capsys):
     assert 0 < fits < 40
     assert main(["generate", "--prompt", prompt, "--max-new-tokens", str(fits), "--quiet"]) == 0
     capsys.readouterr()
+    # among many prompts, the one that runs past is named (a 2,000-line file left the user to hunt for it)
+    many = ["--prompt", "MR: name[x]", "--prompt", prompt, "--prompt", prompt + " more", "--prompt", "MR: y"]
+    said = generate_refused(capsys, *many, "--max-new-tokens", "40")
+    assert re.search(
+        r"the longest prompt \(\d+ tokens, prompt 2\) plus .* positions \(2 prompts run past them\)", said
+    )
 
 
 def test_the_request_check_speaks_in_flags(model_dirs):
