@@ -16,6 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.dashboard.address import KEEP
+from app.dashboard.markdown import plain
 from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
 from skipcore.errors import ModelError
 from skipcore.models.reference import ModelRef, resolve_model
@@ -129,13 +130,13 @@ def _local_choice(text: str) -> ModelChoice:
     if not text:
         return ModelChoice(LOCAL, problem="enter a model folder (config.json inside) or a .gguf file")
     why = unreachable(text)
-    if why:
-        return ModelChoice(LOCAL, problem=why)
+    if why:  # each problem here quotes the typed text, which a link may have set: shown as typed
+        return ModelChoice(LOCAL, problem=plain(why))
     path = Path(text).expanduser()
     if not (path.is_dir() or path.is_file() and path.suffix.lower() == ".gguf"):
-        return ModelChoice(LOCAL, problem=f"not a folder or a .gguf file: `{text}`")
+        return ModelChoice(LOCAL, problem=f"not a folder or a .gguf file: {plain(text)}")
     choice = _resolved(path.name, str(path.resolve()))
-    return choice if choice.ref is not None else ModelChoice(LOCAL, problem=choice.problem)
+    return choice if choice.ref is not None else ModelChoice(LOCAL, problem=plain(choice.problem or ""))
 
 
 def _follow_install(listed: dict[str, ModelChoice]) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import streamlit as st
 
+from app.dashboard.markdown import plain
+
 # setting -> (in words, in full); the full value is JSON (a result is also kept in the run history)
 Settings = dict[str, tuple[str, Any]]
 
@@ -25,7 +27,7 @@ def setting(words: str, full: Any = None) -> tuple[str, Any]:
 
 def prompts_setting(prompts: Sequence[str]) -> tuple[str, Any]:
     first = prompts[0].replace("\n", " ") if prompts else ""
-    start = f" ('{first[:40]}{'…' if len(first) > 40 else ''}'{', …' if len(prompts) > 1 else ''})"
+    start = f" ('{plain(first[:40])}{'…' if len(first) > 40 else ''}'{', …' if len(prompts) > 1 else ''})"
     return setting(
         f"{len(prompts)} prompt{'s' if len(prompts) != 1 else ''}{start if prompts else ''}", list(prompts)
     )

@@ -1,0 +1,17 @@
+"""Text from outside the dashboard (a page address, a typed path, a prompt) shown inside Streamlit's Markdown as the
+text it is: a link handed to someone could otherwise put a link of its own, an outside image or a coloured badge
+on the page they open (Streamlit renders Markdown, images and `:color[...]` badges in every caption and message;
+raw HTML it never renders)."""
+
+from __future__ import annotations
+
+import re
+
+# what starts a link, an image, a badge, code, emphasis or math, and the escape itself; other punctuation is left
+# as typed, so ordinary text reads the same in the page's source
+_MARKUP = re.compile(r"([\\`*_\[\]<$])")
+
+
+def plain(text: str) -> str:
+    """`text` with every character that would start Markdown escaped: it shows as typed."""
+    return _MARKUP.sub(r"\\\1", text)

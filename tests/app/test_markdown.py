@@ -1,0 +1,38 @@
+"""Text from outside the dashboard (a typed or linked model path, a prompt) shows as typed inside Streamlit's
+Markdown: a link handed to someone put its own link and an outside image into the page they opened."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from markdown_it import MarkdownIt
+
+from app.dashboard.markdown import plain
+from app.dashboard.provenance import prompts_setting
+from tests.helpers import by_key, open_app
+
+ATTACK = "/nonexistent` **[Click to update](https://evil.example/x)** ![t](https://evil.example/p.png) `$x$ :red[a]"
+
+
+def rendered(markdown: str) -> str:
+    """HTML of `markdown` by a CommonMark renderer (Streamlit's is one too)."""
+    return MarkdownIt("commonmark").render(markdown)
+
+
+@pytest.mark.parametrize(
+    "text", [ATTACK, "a\\[b](c)", "plain text, (with) punctuation.", "<https://x.y>", ""]
+)
+def test_plain_text_renders_as_itself(text):
+    assert rendered(plain(text)) == (f"<p>{html.escape(text, quote=False)}</p>\n" if text else "")
+
+
+def test_a_linked_model_path_and_a_prompt_show_as_typed(model_dir):
+    at = open_app("generate")
+    by_key(at.sidebar.selectbox, "model").set_value("Local folder or .gguf file").run()
+    by_key(at.sidebar.text_input, "model_path").set_value(ATTACK).run()
+    (said,) = [e.value for e in at.sidebar.error]
+    assert "Not a folder or a .gguf file" in said
+    assert "<a " not in rendered(said) and "<img" not in rendered(said) and "evil.example" in rendered(said)
+    words, _ = prompts_setting(["![t](https://evil.example/p.png) hello"])
+    assert "<img" not in rendered(words) and "![t](https://evil.example/p.png) hello" in rendered(words)
