@@ -123,9 +123,15 @@ def _gguf_config(ref: ModelRef) -> PretrainedConfig:
 
 
 def _config_or_refusal(ref: ModelRef, read: Callable[[], PretrainedConfig]) -> PretrainedConfig:
-    """`read()`, its failures said in one line naming the model."""
+    """`read()`, its failures said in one line naming the model. transformers reads config.json with Python's
+    JSON reader, which recurses once per level of nesting: a file nested a few thousand deep raises RecursionError
+    there, said here as `skipcore.files.parse_json` says it of every other JSON file a user gives."""
     try:
         return read()
+    except RecursionError as e:
+        raise ModelError(
+            f"could not load model {ref.name!r}: its config.json is nested deeper than a JSON reader follows"
+        ) from e
     except CONFIG_VALUE_ERRORS as e:
         # a field of the wrong type ("num_hidden_layers": "12"): its own last line
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]

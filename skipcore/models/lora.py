@@ -12,13 +12,13 @@ layers can train whole beside it (`--whole-layers`: peft's `modules_to_save`, sa
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from skipcore.errors import ModelError, UserError, first_line
+from skipcore.files import parse_json
 from skipcore.models.safetensors_header import safetensors_problem
 
 CONFIG_FILE = "adapter_config.json"
@@ -93,7 +93,7 @@ def base_name(folder: str | Path) -> str:
     """The base model an adapter folder names, checked before anything loads."""
     path = Path(folder) / CONFIG_FILE
     try:
-        config = json.loads(path.read_text())
+        config = parse_json(path.read_text())
     except (OSError, ValueError) as e:
         raise ModelError(f"cannot read {path}: {e}") from e
     base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
@@ -157,7 +157,7 @@ def check_same_adapter(model, spec: LoraSpec, folder: str | Path) -> None:
     """Refused in one line, naming the setting, where `spec` asks for another adapter than the one saved in
     `folder` (more training of a saved adapter goes on with its own shape)."""
     wanted = lora_config(model, spec)
-    saved = json.loads((Path(folder) / CONFIG_FILE).read_text())
+    saved = parse_json((Path(folder) / CONFIG_FILE).read_text())
 
     def same(a, b) -> bool:
         if isinstance(a, list | tuple | set) or isinstance(b, list | tuple | set):

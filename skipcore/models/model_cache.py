@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError
+from skipcore.files import parse_json
 from skipcore.models.catalog import RealModel
 from skipcore.models.safetensors_header import header_digest, safetensors_problem
 
@@ -90,7 +90,7 @@ def cache_status(folder: Path, source: Path | None = None) -> CacheStatus:
             "foreign", f"{folder} exists but is not a complete skipcore model cache (no {MARKER})"
         )
     try:
-        record = json.loads((folder / MARKER).read_text())
+        record = parse_json((folder / MARKER).read_text())
         if not isinstance(record, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:

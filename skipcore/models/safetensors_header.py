@@ -10,9 +10,10 @@ be used is said in one line where it is found, not as a traceback where its weig
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 from pathlib import Path
+
+from skipcore.files import parse_json
 
 LENGTH_BYTES = 8
 
@@ -34,7 +35,7 @@ def safetensors_problem(path: Path) -> str | None:
     """Why the safetensors file at `path` cannot be whole, from its header and size alone; None if it can."""
     try:
         raw, size = _header_bytes(path)
-        header = json.loads(raw[LENGTH_BYTES:])
+        header = parse_json(raw[LENGTH_BYTES:])
         ranges = [v["data_offsets"] for k, v in header.items() if k != "__metadata__"]
         end = max((int(stop) for _, stop in ranges), default=0)
     except OSError as e:

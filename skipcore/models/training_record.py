@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import parse_json
 
 RECORD_FILE = "skipcore_training.json"
 FORMAT = "skipcore-training/1"
@@ -122,7 +123,7 @@ def read_record(folder: str | Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"cannot read {path}: {e}") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:

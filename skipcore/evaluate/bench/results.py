@@ -20,9 +20,36 @@ from pathlib import Path
 import torch
 
 from skipcore.errors import UserError
-from skipcore.files import atomic_write, file_digest
+from skipcore.evaluate.columns import check_columns, number_columns, text_columns
+from skipcore.files import atomic_write, file_digest, parse_json
 from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
+
+# what each column of a results file's rows holds (`skipcore.evaluate.columns`): the rows an --append run keeps and
+# tables with its own are checked against it before any timing. Every row names its model and setting, its batch
+# size, length and speed (the table's first columns); a value a row has nothing for is missing (null, NaN). Other
+# columns (`compiled`) are not checked.
+ROW_COLUMNS = {
+    **text_columns("model", "setting", required=True),
+    **text_columns("weights", "paired_with", "timing_flag", "dtype", "attention_dtype"),
+    **number_columns("batch_size", "new_tokens", "tokens_per_s", required=True),
+    **number_columns(
+        "prompt_len", "seconds", "first_run_seconds", "timing_runs", "draft_tokens", "weight_bytes"
+    ),
+    **number_columns("vs_full_total", "vs_full_total_lo", "vs_full_total_hi", "same_tokens_as_full"),
+    **number_columns(
+        "decode_seconds", "decode_tokens_per_s", "peak_memory_bytes", "kv_cache_allocated_bytes"
+    ),
+    **number_columns(
+        "measured_speedup_decode", "measured_speedup_decode_lo", "measured_speedup_decode_hi", "layer_speedup"
+    ),
+    **number_columns("flops_speedup_decode", "measured_over_layer_speedup", "measured_over_flops_speedup"),
+    **number_columns(
+        "kv_fraction_of_full", "tokens_per_full_pass", "roofline_fraction", "read_roofline_fraction"
+    ),
+}
+# the header fields a run that adds to the file computes with (its rooflines)
+HEADER_COLUMNS = number_columns("bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s")
 
 
 def gpu_driver() -> str | None:
@@ -197,7 +224,7 @@ def own_table(out: Path, md: Path) -> bool:
     """The .md table beside a results file is the bench's own when the results file names its digest (the
     newest table or, for a bench stopped between its two writes, the one before)."""
     try:
-        result = json.loads(out.read_text())
+        result = parse_json(out.read_text())
         recorded = {result.get("table_sha256"), result.get("previous_table_sha256")} - {None}
     except (OSError, ValueError, AttributeError, TypeError):
         return False
@@ -207,7 +234,7 @@ def own_table(out: Path, md: Path) -> bool:
 def read_results(path: Path) -> dict:
     """A bench results file (what `--overwrite` may replace), or one line saying the file at `path` is not one."""
     try:
-        result = json.loads(path.read_text())
+        result = parse_json(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is not a bench results file ({type(e).__name__})") from None
     if not isinstance(result, dict) or not isinstance(result.get("rows"), list) or "machine" not in result:
@@ -223,7 +250,7 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
         return None
     md = out.with_suffix(".md")
     try:
-        result = json.loads(out.read_text())
+        result = parse_json(out.read_text())
         rows, seen = result["rows"], (result["device"], result["dtype"])
         planned, measured = _recorded_runs(result)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -232,6 +259,7 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
         raise UserError(
             f"--append: {out} and {md.name} beside it are not a pair the bench wrote; choose another path"
         )
+    check_kept_rows(out, result)
     here = (str(device), dtype_name(dtype))
     if seen != here:
         raise UserError(
@@ -246,6 +274,22 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
             "would not compare (choose another --out, or the same --threads)"
         )
     return {**result, "runs_planned": planned, "runs_measured": measured}
+
+
+def check_kept_rows(out: Path, result: dict) -> None:
+    """Refuse in one line, naming the file and the column, a results file whose rows an --append run would keep
+    and table with its own while one holds a value of the wrong kind (text where numbers belong, as a hand edit
+    leaves it), or whose bandwidth is not a number: found only when the table is written, after the new
+    timings, it would lose them."""
+    remedy = "an --append run tables them with its own: put back the values the bench wrote, or choose another --out"
+    rows = result["rows"]
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise UserError(f"--append: {out}: row {i + 1} is not a JSON object; {remedy}")
+    columns = {name: [row.get(name) for row in rows] for name in ROW_COLUMNS}
+    check_columns(f"--append: {out}", columns, ROW_COLUMNS, remedy)
+    header = {name: [result.get(name)] for name in HEADER_COLUMNS}
+    check_columns(f"--append: {out}", header, HEADER_COLUMNS, remedy, part="field")
 
 
 def _recorded_runs(result: dict) -> tuple[list[dict], list[dict]]:

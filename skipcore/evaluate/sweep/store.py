@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
 
 from skipcore.errors import UserError, first_line
+from skipcore.evaluate.columns import Column, check_columns, number_columns, text_columns
 from skipcore.evaluate.identity import differences, said
 from skipcore.files import (
     atomic_write,
@@ -36,6 +38,7 @@ from skipcore.files import (
     check_path_text,
     check_writable_folder,
     file_digest,
+    parse_json,
     read_parquet,
     refuse_special,
 )
@@ -59,7 +62,61 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise UserError(
             f"{path} exists and is not a skipcore sweep's results; it will not be replaced: choose another --out"
         )
-    return table.to_pandas(), json.loads(raw)
+    try:
+        meta = parse_json(raw)
+    except ValueError as e:
+        raise UserError(f"{path}: its sweep record cannot be read ({first_line(e)})") from e
+    if not isinstance(meta, dict):
+        raise UserError(f"{path}: its sweep record is not a JSON object")
+    return table.to_pandas(), meta
+
+
+@cache
+def row_columns() -> dict[str, Column]:
+    """What each column a sweep writes holds (`skipcore.evaluate.columns`): the rows a resume keeps are checked
+    against it before any work. Text: the row's identity, its setting's words and where it ran; every row names
+    its setting, model and policy. Numbers: the setting's numbers, quality, costs and timings, each missing where
+    a row has none (NaN: a policy without a schedule, a sweep not timed). A policy's parameter columns take the
+    kind their declaration gives (`sweep_params`). Columns not named here (a tune's own) are not checked."""
+    from skipcore.evaluate.sweep.settings import sweep_params
+
+    params = {column: Column("text" if p.kind is str else "number") for column, p in sweep_params().items()}
+    return {
+        **text_columns("setting_id", "model", "model_role", "policy", required=True),
+        **text_columns(
+            "shape", "mode", "timing_flag", "device", "dtype", "attention_dtype", "hardware", "host"
+        ),
+        **text_columns("model_path", "dataset", "split", "trace_path", "sweep_run_id", "created"),
+        **number_columns("batch_size", required=True),
+        **number_columns("warmup", "target_speedup", "max_layers", "min_layers", "schedule_speedup"),
+        **params,
+        **number_columns("bleu", "rougeL", "chrf", "rouge1", "rouge2", "slot_name", "slot_near", "slot_all"),
+        **number_columns("num_examples", "mean_output_tokens", "num_layers", "tokens", "decode_steps"),
+        **number_columns(
+            "layer_speedup", "layer_speedup_token_mean", "batch_layer_speedup", "mean_layers_run"
+        ),
+        **number_columns("flops_speedup_decode", "flops_speedup_with_prompt", "batch_flops_speedup_decode"),
+        **number_columns("kv_cache_bytes", "kv_cache_bytes_full", "kv_bytes_saved", "kv_saved_fraction"),
+        **number_columns("flops_per_token", "draft_acceptance", "tokens_per_full_pass", "same_as_full_depth"),
+        **number_columns(
+            *(f"wall_speedup_{m}{end}" for m in ("decode", "total") for end in ("", "_lo", "_hi"))
+        ),
+        **number_columns("timing_runs", "timing_prompts", "decode_ms_per_step", "full_decode_ms_per_step"),
+        **number_columns("seconds", "full_seconds", "tokens_per_s"),
+        **number_columns("torch_threads", "limit", "max_new_tokens", "decay_span", "speedup_over", "threads"),
+    }
+
+
+def check_kept_rows(path: Path, rows: pd.DataFrame) -> None:
+    """Refuse in one line, naming the file and the column, rows a resume would keep (and write again with its new
+    ones) that hold a value of the wrong kind: text where numbers belong, as a hand edit leaves it. Found only
+    when the file is written again, after the new rows' work, it would lose that work."""
+    check_columns(
+        path,
+        {str(name): rows[name] for name in rows.columns},
+        row_columns(),
+        "a resumed run keeps its rows as they are: put back the values the run wrote, or choose another --out",
+    )
 
 
 def _csv_text(df: pd.DataFrame) -> str:
@@ -155,6 +212,7 @@ class SweepStore:
                 f"{self.out} holds a sweep made with other settings: {said(theirs, self.identity, most=99)}; pass "
                 "--overwrite to replace it or choose another --out"
             )
+        check_kept_rows(self.out, old)
         self.rows = old.to_dict("records")
         self.old_traces = pending
 
@@ -219,7 +277,7 @@ class SweepStore:
 
         try:
             raw = (pq.read_schema(path).metadata or {}).get(TRACE_KEY)
-            meta = json.loads(raw) if raw else {}
+            meta = parse_json(raw) if raw else {}
         except (OSError, ValueError):
             return False
         return isinstance(meta, dict) and meta.get(TRACE_META_KEY) == str(self.out.resolve())

@@ -22,7 +22,14 @@ from pathlib import Path
 from skipcore.errors import UserError
 from skipcore.evaluate.identity import differences, said
 from skipcore.evaluate.sweep.store import read_own_sweep
-from skipcore.files import atomic_write, check_path_text, check_writable_folder, file_digest, refuse_links_out
+from skipcore.files import (
+    atomic_write,
+    check_path_text,
+    check_writable_folder,
+    file_digest,
+    parse_json,
+    refuse_links_out,
+)
 from skipcore.output_lock import OutputLock
 
 RECORD = "tune.json"
@@ -136,7 +143,7 @@ class TuneFolder:
         if not p.exists():
             return None
         try:
-            record = json.loads(p.read_text(encoding="utf-8"))
+            record = parse_json(p.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise UserError(f"{p} is not a tune's record ({e}); it will not be replaced", field="out") from e
         if not isinstance(record, dict) or record.get("kind") != KIND:

@@ -593,3 +593,39 @@ def test_the_same_bench_again_with_append_goes_on_where_it_stopped(tmp_path, cap
     assert main([*args, "--append"]) == 0 and out.read_bytes() == before and calls == [1, 2, 3, 3]
     said = capsys.readouterr().err
     assert "nothing measured: " in said and "wrote" not in said
+
+
+def test_an_append_to_rows_of_the_wrong_kind_is_refused_before_any_timing(tmp_path, capsys, monkeypatch):
+    """A results file edited by hand (`batch_size` "one", `tokens_per_s` "fast") made an --append run time its
+    settings first, then fail writing the table: a traceback, the new timings lost. The rows it keeps (and the
+    bandwidth it computes with) are checked first, in one line naming the file and the column."""
+    import skipcore.evaluate.bench.run as bench_lib
+
+    out = tmp_path / "b.json"
+    assert main(bench_argv("opt-tiny", 4, 4, out)) == 0
+    written = json.loads(out.read_text())
+    timed = []
+    monkeypatch.setattr(bench_lib, "bench_one", lambda *a, **kw: timed.append(a) or 1 / 0)
+    cases = [
+        ({"batch_size": "one", "tokens_per_s": "fast"}, "column batch_size holds text where numbers belong (row 1: 'one')"),
+        ({"tokens_per_s": "fast"}, "column tokens_per_s holds text where numbers belong (row 1: 'fast')"),
+        ({"setting": 2}, "column setting holds numbers where text belongs (row 1: 2)"),
+        ({"layer_speedup": [2]}, "column layer_speedup holds a list where numbers belong (row 1: [2])"),
+        ({"new_tokens": True}, "column new_tokens holds true/false where numbers belong (row 1: True)"),
+        ({"model": None}, "column model has no value in row 1 (every row holds one)"),
+    ]  # fmt: skip
+    for edit, said in cases:
+        result = json.loads(json.dumps(written))
+        result["rows"][0].update(edit)
+        out.write_text(json.dumps(result))
+        err = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+        assert err.startswith(f"error: --append: {out}: {said}; an --append run tables them"), err
+    result = json.loads(json.dumps(written))
+    result["rows"][1] = ["not", "a", "row"]
+    out.write_text(json.dumps(result))
+    said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+    assert f"{out}: row 2 is not a JSON object" in said
+    out.write_text(json.dumps({**written, "bandwidth_bytes_per_s": "fast"}))
+    said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+    assert f"{out}: field bandwidth_bytes_per_s holds text where numbers belong ('fast')" in said
+    assert timed == [] and json.loads(out.read_text())["rows"] == written["rows"]

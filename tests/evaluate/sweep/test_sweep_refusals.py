@@ -1,10 +1,15 @@
-"""A sweep that cannot run is refused in one line before its first row: output paths, grid values."""
+"""A sweep that cannot run is refused in one line before its first row: output paths, grid values, kept rows of
+the wrong kind."""
 
 from __future__ import annotations
 
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
+from skipcore.commands import main
 from skipcore.errors import UserError
+from skipcore.evaluate.sweep import rows
 from skipcore.evaluate.sweep.settings import check_config
 from tests.helpers import refused, sweep_config
 
@@ -68,3 +73,62 @@ def test_a_policys_grid_flag_without_its_policy_and_an_output_with_no_name_are_r
     for where in ("/", "."):
         assert "names no folder or file of its own" in refused(capsys, [*base, "--out", where])
     assert not list(tmp_path.iterdir())
+
+
+# -- the rows a resume keeps ---------------------------------------------------------------------------------
+def edited_by_hand(out, column: str, value) -> None:
+    """`out` with every row's `column` set to `value`, its record and CSV copy kept matching (as a user's edit
+    with pandas that knows the record would leave it)."""
+    import hashlib
+    import json
+
+    import pyarrow as pa
+
+    from skipcore.evaluate.sweep.store import META_KEY
+    from skipcore.files import read_parquet
+
+    table = read_parquet(out)
+    record = json.loads(table.schema.metadata[META_KEY])
+    df = table.to_pandas()
+    df[column] = value
+    text = df.to_csv(index=False)
+    record["csv_sha256"] = [hashlib.sha256(text.encode()).hexdigest()]
+    edited = pa.Table.from_pandas(df, preserve_index=False)
+    edited = edited.replace_schema_metadata({**edited.schema.metadata, META_KEY: json.dumps(record).encode()})
+    pq.write_table(edited, out)
+    out.with_suffix(".csv").write_text(text)
+
+
+@pytest.mark.parametrize(
+    "column, value, said",
+    [
+        ("bleu", "x", "column bleu holds text where numbers belong (row 1: 'x')"),
+        ("batch_size", "one", "column batch_size holds text where numbers belong (row 1: 'one')"),
+        ("policy", 3, "column policy holds numbers where text belongs (row 1: 3)"),
+        ("trace_path", 1.5, "column trace_path holds numbers where text belongs (row 1: 1.5)"),
+        ("setting_id", None, "column setting_id has no value in row 1 (every row holds one)"),
+    ],
+    ids=["bleu", "batch_size", "policy", "trace_path", "setting_id"],
+)
+def test_kept_rows_of_the_wrong_kind_are_refused_before_any_work(
+    model_dirs, sweep_dataset, tmp_path, capsys, monkeypatch, column, value, said
+):
+    """A hand-edited column (`bleu` "x") made a resumed sweep fail after its work: a traceback from the summary
+    table, or, with a new setting to run, from writing the file (the new row lost, its trace left behind). The
+    rows a resume keeps are checked first, in one line naming the file and the column; --overwrite replaces it."""
+    out = tmp_path / "s.parquet"
+    argv = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(sweep_dataset), "--out", str(out)]
+    argv += ["--repeats", "0", "--policies", "static", "--modes", "skip", "--batch-sizes", "1"]
+    argv += ["--max-new-tokens", "4", "--no-progress"]
+    assert main([*argv, "--targets", "1"]) == 0
+    edited_by_hand(out, column, value)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    ran = []
+    monkeypatch.setattr(rows, "evaluate_setting", lambda *a, **kw: ran.append(a) or 1 / 0)
+    for targets in ("1", "1,2"):  # nothing new to run, and a new setting
+        err = refused(capsys, [*argv, "--targets", targets])
+        assert f"error: {out}: {said}; a resumed run keeps its rows" in err
+    assert ran == [] and {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    monkeypatch.undo()
+    assert main([*argv, "--targets", "1", "--overwrite"]) == 0
+    assert pd.api.types.is_float_dtype(pd.read_parquet(out)["bleu"])

@@ -1,0 +1,123 @@
+"""What the columns of a results file a run keeps may hold: numbers where numbers belong, text where text does.
+
+A resumed sweep (or tune) keeps the rows of its results file and writes them again with its new ones, and a bench
+run with `--append` adds its rows to its file's and tables them all. A value of the wrong kind in a kept row (a
+number edited into a word by hand) would fail only when the file is written or tabled again: after the run's
+work, which would then be lost. So each reader of such a file declares the kinds of the columns it writes (the
+sweep's store, `skipcore.evaluate.sweep.store.row_columns`; the bench's results,
+`skipcore.evaluate.bench.results.ROW_COLUMNS`) and `check_columns` refuses a kept row that breaks them, in one
+line naming the file and the column, before any work. Columns a file holds that its reader does not declare (a
+user's own, a tune's) are left as they are.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from skipcore.errors import UserError
+
+Kind = Literal["number", "text"]
+BELONG = {"number": "numbers belong", "text": "text belongs"}  # "holds text where numbers belong"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column's kind of value, and whether every row holds one (`required`: a row without it cannot be
+    tabled or resumed); elsewhere a value may be missing (None, NaN), as where a row has nothing to say."""
+
+    kind: Kind
+    required: bool = False
+
+
+def number_columns(*names: str, required: bool = False) -> dict[str, Column]:
+    """Columns of numbers, by name."""
+    return {name: Column("number", required) for name in names}
+
+
+def text_columns(*names: str, required: bool = False) -> dict[str, Column]:
+    """Columns of text, by name."""
+    return {name: Column("text", required) for name in names}
+
+
+def check_columns(
+    source: str | Path,
+    columns: Mapping[str, Iterable[object]],
+    declared: Mapping[str, Column],
+    remedy: str,
+    part: str = "column",
+) -> None:
+    """Refuse in one line, naming `source`, the first declared column of `columns` (each its values, row by row)
+    that holds a value of another kind, or that a required column lacks (or that lacks a required column);
+    `remedy` says what to do. A `part` other than a column (a file's header field) is said as that, without a row
+    number."""
+    for name, column in declared.items():
+        if name not in columns:
+            if column.required:
+                raise UserError(f"{source}: no {part} {name}, which every row holds; {remedy}")
+            continue
+        values = columns[name]
+        numeric = getattr(getattr(values, "dtype", None), "kind", "") in ("i", "u", "f")  # a typed column
+        if numeric and column.kind == "number" and not column.required:
+            continue  # holds numbers or NaN alone, whatever its length
+        for i, value in enumerate(values):
+            if _missing(value):
+                if not column.required:
+                    continue
+                where = f" in row {i + 1} (every row holds one)" if part == "column" else ""
+                raise UserError(f"{source}: {part} {name} has no value{where}; {remedy}")
+            if _held(value) != column.kind:
+                where = f"row {i + 1}: " if part == "column" else ""
+                raise UserError(
+                    f"{source}: {part} {name} holds {_said(value)} where {BELONG[column.kind]} "
+                    f"({where}{_shown(value)}); {remedy}"
+                )
+
+
+def _missing(value: object) -> bool:
+    """None, NaN, or pandas' missing value (`pd.NA`, `pd.NaT`): no value."""
+    if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return math.isnan(value)
+    return value is pd.NA or value is pd.NaT
+
+
+def _held(value: object) -> str:
+    """The kind a value is: "number" (never a flag: true is no batch size), "text", or "other"."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, numbers.Real) and not _is_flag(value):
+        return "number"
+    return "other"
+
+
+def _is_flag(value: object) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+def _said(value: object) -> str:
+    """What a value is, in words: 'text', 'numbers', 'true/false', 'a list'."""
+    if isinstance(value, str):
+        return "text"
+    if _is_flag(value):
+        return "true/false"
+    if isinstance(value, numbers.Real):
+        return "numbers"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, Iterable):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _shown(value: object, keep: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= keep else text[: keep - 3] + "..."
