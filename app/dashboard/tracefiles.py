@@ -6,7 +6,9 @@ run metadata in the zip's comment (what `write_trace` writes for those names), s
 explorer page and `read_trace` read them back.
 
 Uploads: .parquet, .csv, .jsonl, or a zip of one (its metadata from a `.meta.json` member or the comment). Every problem becomes a TraceSchemaError or UserError with a
-one-line reason for the page to show; nothing here raises a raw parser error.
+one-line reason for the page to show; nothing here raises a raw parser error. The upload limit bounds what is read,
+not only what is sent: a zip is refused by the size its members declare, and a Parquet file by the size its footer
+says it decodes to, before either is unpacked (a small Parquet file of a constant column holds millions of rows).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from skipcore import TRACE_COLUMNS, read_trace, write_trace
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
+from skipcore.traces.files import ZIP_READ_ERRORS
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
@@ -30,6 +33,15 @@ DOWNLOAD_FORMATS = {
     "jsonl": "JSONL (.jsonl.zip, pandas reads it)",
 }
 UPLOAD_TYPES = ["parquet", "csv", "jsonl", "zip"]
+
+# the most a Parquet upload may decode to, as a multiple of the upload limit: a CSV or JSONL file of the limit's
+# size decodes to a frame of one to two times it (about 70 bytes of text a trace row, 15 cells of 8 bytes), so ten
+# times leaves a compressed Parquet file room (a million-row trace, about 4 MB, decodes to about 140 MB: at the
+# 100 MB default up to about 7 million rows) and still refuses a file that would take gigabytes (20 million
+# constant rows in 1.2 MB: about 2.2 GiB here, over 5 GB in pandas)
+DECODED_PER_UPLOADED = 10
+# a number, or the pointer to a string, as a pandas column holds it: about the least a cell decodes to
+CELL_BYTES = 8
 
 
 def trace_download(
@@ -55,6 +67,35 @@ def _check_size(name: str, size: int, limit: int) -> None:
         )
 
 
+def _decoded_size(source) -> tuple[int, int] | None:
+    """(rows, about how many bytes they decode to) of a Parquet file, from its footer alone: its values at
+    `CELL_BYTES` each (a list column's every element counted), or its row groups' uncompressed size where that is
+    more (long text); None where the footer cannot be read (the reader then says why)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(source)
+    except (ValueError, OSError):  # pyarrow's ArrowInvalid and ArrowIOError
+        return None
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    values = sum(group.column(c).num_values for group in groups for c in range(group.num_columns))
+    return meta.num_rows, max(values * CELL_BYTES, sum(group.total_byte_size for group in groups))
+
+
+def _check_decoded(name: str, source, limit: int) -> None:
+    """Refuse a Parquet upload that would decode past `DECODED_PER_UPLOADED` times the upload limit, before it is
+    decoded: its size on the wire says nothing of its rows."""
+    size = _decoded_size(source)
+    bound = DECODED_PER_UPLOADED * limit
+    if size is not None and size[1] > bound:
+        rows, decoded = size
+        raise TraceSchemaError(
+            f"{name}: its {rows:,} rows would take about {human_bytes(decoded)} once read, over the "
+            f"{human_bytes(bound)} an upload may decode to ({DECODED_PER_UPLOADED}x the {human_bytes(limit)} upload "
+            "limit); filter the file, or read it in Python"
+        )
+
+
 def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
     """Extract the one trace file (and its sidecar) of a zip; refuse zips that unpack too large."""
     try:
@@ -76,13 +117,22 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
             )
         trace_info = traces[0]
         out = tmp / PurePosixPath(trace_info.filename).name
-        out.write_bytes(zf.read(trace_info))
+        out.write_bytes(_member(name, zf, trace_info.filename))
         side_name = trace_info.filename + ".meta.json"
         if side_name in zf.namelist():
-            sidecar_path(out).write_bytes(zf.read(side_name))
+            sidecar_path(out).write_bytes(_member(name, zf, side_name))
         elif out.suffix.lower() != ".parquet" and _json_object(zf.comment):  # a .csv.zip/.jsonl.zip of ours
             sidecar_path(out).write_bytes(zf.comment)  # its metadata, in the comment
         return out
+
+
+def _member(name: str, zf: zipfile.ZipFile, member: str) -> bytes:
+    """A zip member's bytes; damaged ones (a bad checksum, data that does not inflate, an encrypted member) are
+    refused in one line."""
+    try:
+        return zf.read(member)
+    except ZIP_READ_ERRORS as e:
+        raise TraceSchemaError(f"{name}: {member} in the zip cannot be unpacked ({first_line(e)})") from None
 
 
 def _json_object(comment: bytes) -> bool:
@@ -128,6 +178,8 @@ def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFram
             path.write_bytes(data)
         else:
             raise TraceSchemaError(f"{name}: not a trace file (use .parquet, .csv, .jsonl or a .zip of one)")
+        if path.suffix.lower() == ".parquet":
+            _check_decoded(name, path, limit)
         try:
             df, meta = read_trace(path)
         except TraceSchemaError as e:  # name the user's file, not our temporary copy
@@ -149,6 +201,7 @@ def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
     suffix = PurePosixPath(name).suffix.lower()
     try:
         if suffix == ".parquet":
+            _check_decoded(name, io.BytesIO(data), limit)
             df = pd.read_parquet(io.BytesIO(data))
         elif suffix == ".csv":
             df = pd.read_csv(io.BytesIO(data))

@@ -23,6 +23,7 @@ from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.measure.summary import speedup_text, step_time_spread
+from skipcore.plots.trace import rows_by_sample
 
 EXAMPLE_PROMPTS = (
     "MR: name[The Eagle], eatType[coffee shop], food[French], priceRange[cheap], area[riverside]\nText:\n"
@@ -330,12 +331,13 @@ def show_step_times(trace: pd.DataFrame) -> None:
 
 def sample_labels(trace: pd.DataFrame) -> dict[int, str]:
     """A label per sample the trace holds, when no prompts came with it: the start of what it generated. Only the
-    samples there are: an uploaded trace may number its samples from anywhere (one numbered 10^9 is one label)."""
-    out = {}
-    for s in sorted(int(s) for s in trace["sample"].unique()):
-        rows = plots.sample_rows(trace, s)
-        out[s] = ("… " if len(rows) else "") + "".join(rows["token"].astype(str))[:60].strip()
-    return out
+    samples there are: an uploaded trace may number its samples from anywhere (one numbered 10^9 is one label).
+    All of them from one grouping of the trace, as the explorer redraws them on every rerun."""
+    texts = rows_by_sample(trace)["token"].agg(lambda tokens: "".join(tokens.astype(str)))
+    return {
+        s: "… " + texts[s][:60].strip() if s in texts.index else ""  # every row ended at once: no text
+        for s in sorted(int(s) for s in trace["sample"].unique())
+    }
 
 
 def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None) -> int:

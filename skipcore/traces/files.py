@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import zipfile
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,10 @@ FORMATS = (".parquet", ".jsonl", ".csv")
 ZIP_COMMENT_BYTES = 0xFFFF  # the most a zip's comment holds
 ZIPPED_FORMATS = (".csv.zip", ".jsonl.zip")  # one member; the run metadata in the zip's comment
 META_KEY = b"skipcore"
+# what reading a zip member's bytes raises where they are damaged or cannot be read here: a bad checksum or header
+# (BadZipFile), data that does not inflate (zlib.error), data cut short (EOFError), a compression or encryption
+# Python's zipfile does not undo (NotImplementedError, RuntimeError), bzip2 data that is not (OSError)
+ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError)
 
 
 # -- files -------------------------------------------------------------------------------------------------
@@ -195,8 +200,11 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
         if len(members) != 1 or not members[0].filename.lower().endswith(fmt):
             found = ", ".join(i.filename for i in members) or "nothing"
             raise ValueError(f"expected one {fmt} file in the zip, found {found}")
-        with zf.open(members[0]) as raw:
-            df = _read_text(raw, fmt)
+        try:
+            with zf.open(members[0]) as raw:
+                df = _read_text(raw, fmt)
+        except ZIP_READ_ERRORS as e:  # the reader's ValueError: one line, naming the member
+            raise ValueError(f"cannot unpack {members[0].filename}: {first_line(e)}") from e
         try:
             meta = parse_json(zf.comment) if zf.comment else {}
         except ValueError as e:  # the table read: say it is the zip's comment that is not metadata

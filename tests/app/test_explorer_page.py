@@ -211,3 +211,60 @@ def test_a_csv_zip_with_another_tools_comment_opens_without_metadata(model_dir, 
     at = upload(open_app("explorer"), "t.csv.zip", data.getvalue())
     assert_clean(at)
     assert "schema OK" in at.success[0].value and "No run metadata" in at.caption[1].value
+
+
+def _labelled_trace() -> pd.DataFrame:
+    """Rows of five samples, shuffled: numbered far apart, one whose text runs past a label, one that ran past EOS,
+    one that ended at once (no label text), one whose text has blanks at both ends."""
+    rows = []
+    for sample, tokens, finished_from in [
+        (7, [" The", " Eagle", " is", " cheap", "</s>", " ignored"], 5),
+        (0, [" a"] * 40, 40),
+        (3, ["</s>", " x"], 0),
+        (10**6, ["1", "2", "3"], 3),
+        (2, ["  lead", "  ", "trail  "], 3),
+    ]:
+        rows += [
+            {"sample": sample, "step": i, "token": t, "finished": i >= finished_from}
+            for i, t in enumerate(tokens)
+        ]
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=0).reset_index(drop=True)
+
+
+def test_sample_labels_are_each_samples_own_output():
+    """All labels made at once are the ones each sample's own rows give: its unfinished tokens in step order, cut
+    to 60 characters."""
+    from app.dashboard import views
+    from skipcore import plots
+
+    trace = _labelled_trace()
+    labels = views.sample_labels(trace)
+    per_sample = {}
+    for s in sorted(trace["sample"].unique()):
+        rows = plots.sample_rows(trace, int(s))
+        per_sample[int(s)] = ("… " if len(rows) else "") + "".join(rows["token"].astype(str))[:60].strip()
+    assert labels == per_sample
+    assert labels[7] == "… The Eagle is cheap</s>" and labels[3] == "" and labels[10**6] == "… 123"
+    assert labels[0] == "… " + "a " * 29 + "a" and labels[2] == "… lead  trail"
+
+
+def test_sample_labels_group_the_trace_once_not_once_a_sample(monkeypatch):
+    """Each label filtered the whole trace for its sample (samples x rows: 97 s a rerun for a million rows of
+    20,000 samples); one grouping makes them all."""
+    from app.dashboard import views
+    from skipcore import plots
+    from skipcore.plots import trace as trace_plots
+
+    calls = []
+    counted = trace_plots.sample_rows
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "sample_rows", counting)
+    monkeypatch.setattr(trace_plots, "sample_rows", counting)
+    trace = pd.concat(
+        [_labelled_trace().assign(sample=lambda d, k=k: d["sample"] + k) for k in range(0, 40, 20)]
+    )
+    assert len(views.sample_labels(trace)) == 10 and calls == []

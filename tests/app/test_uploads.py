@@ -1,6 +1,10 @@
-"""Files a user uploads to the dashboard are checked as the library reads them: a doubled trace is refused."""
+"""Files a user uploads to the dashboard are checked as the library reads them (a doubled trace is refused), and
+no more is read than the upload limit allows; a damaged file is one line, never a parser's error."""
 
 from __future__ import annotations
+
+import io
+import zipfile
 
 import pandas as pd
 import pytest
@@ -16,3 +20,82 @@ def test_the_dashboards_upload_refuses_a_doubled_trace(small_trace, tmp_path):
     pd.concat([df, df], ignore_index=True).to_parquet(doubled)
     with pytest.raises(TraceSchemaError, match="appears more than once"):
         read_uploaded_trace("doubled.parquet", doubled.read_bytes(), 10**8)
+
+
+def _many_samples(trace: pd.DataFrame, copies: int) -> pd.DataFrame:
+    """A valid trace `copies` times the size of `trace`: each copy its own samples and batches."""
+    samples, batches = trace["sample"].max() + 1, trace["batch"].max() + 1
+    return pd.concat(
+        [
+            trace.assign(sample=trace["sample"] + k * samples, batch=trace["batch"] + k * batches)
+            for k in range(copies)
+        ],
+        ignore_index=True,
+    )
+
+
+def test_a_parquet_upload_that_decodes_far_past_the_limit_is_refused_before_it_is_read(
+    small_trace, tmp_path, monkeypatch
+):
+    """A small Parquet file can hold millions of rows (20 million constant ones in 1.2 MB took 5-7 GB to read
+    before it was refused): its footer's count is checked against the upload limit before anything is decoded."""
+    from app.dashboard import tracefiles
+    from skipcore.traces import write_trace
+
+    df, meta = small_trace
+    path = write_trace(_many_samples(df, 2000), tmp_path / "many.parquet", meta)
+    data, limit = path.read_bytes(), 100_000
+    assert len(data) < limit  # the file itself passes the upload limit
+
+    def decoded(*args, **kwargs):
+        raise AssertionError("decoded before the footer was checked")
+
+    monkeypatch.setattr(tracefiles, "read_trace", decoded)
+    monkeypatch.setattr(pd, "read_parquet", decoded)
+    said = r"many\.parquet: its 16,000 rows would take about [\d.]+ MiB once read, over the 977 KiB an upload may"
+    said += r" decode to \(10x the 97\.7 KiB upload limit\)"
+    with pytest.raises(TraceSchemaError, match=said):
+        tracefiles.read_uploaded_trace("many.parquet", data, limit)
+    with pytest.raises(TraceSchemaError, match=said):
+        tracefiles.read_uploaded_table("many.parquet", data, limit)
+    zipped = tmp_path / "many.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:  # stored: the zip declares the Parquet file's own size
+        zf.write(path, "many.parquet")
+    with pytest.raises(TraceSchemaError, match=said.replace(r"many\.parquet", r"many\.zip", 1)):
+        tracefiles.read_uploaded_trace("many.zip", zipped.read_bytes(), limit)
+    monkeypatch.undo()  # ten times the limit: the same file is read
+    trace, _ = tracefiles.read_uploaded_trace("many.parquet", data, 10 * limit)
+    assert len(trace) == 16_000
+    assert len(tracefiles.read_uploaded_table("many.parquet", data, 10 * limit)) == 16_000
+
+
+def _damaged_zips(csv: bytes) -> dict[str, tuple[bytes, str]]:
+    """A zip of one CSV whose stored bytes fail their checksum, and one whose deflated bytes do not inflate."""
+    stored, deflated = io.BytesIO(), io.BytesIO()
+    with zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("t.csv", csv)
+    crc = bytearray(stored.getvalue())
+    crc[crc.find(b"run_id")] = ord("R")
+    with zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("t.csv", csv * 50)
+    garbled = bytearray(deflated.getvalue())
+    start = garbled.find(b"t.csv") + len("t.csv")  # the member's data, after its local header
+    garbled[start : start + 40] = bytes(b ^ 0x55 for b in garbled[start : start + 40])
+    return {
+        "bad CRC": (bytes(crc), "Bad CRC-32"),
+        "bad deflate": (bytes(garbled), "Error -3 while decompressing"),
+    }
+
+
+@pytest.mark.parametrize("case", ["bad CRC", "bad deflate"])
+def test_a_damaged_zip_upload_is_refused_in_one_line(small_trace, case):
+    """Only opening the zip was guarded: a member that failed its checksum, or did not inflate, raised zipfile's
+    or zlib's own error."""
+    from app.dashboard.tracefiles import read_uploaded_trace
+
+    data, words = _damaged_zips(small_trace[0].to_csv(index=False).encode())[case]
+    with pytest.raises(
+        TraceSchemaError, match=rf"^t\.zip: t\.csv in the zip cannot be unpacked \({words}"
+    ) as e:
+        read_uploaded_trace("t.zip", data, 10**8)
+    assert "\n" not in str(e.value)

@@ -117,6 +117,19 @@ def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
         read_trace(commented)
 
 
+def test_a_zipped_trace_whose_data_does_not_inflate_is_one_line(made, tmp_path):
+    """The reader caught a zip it could not open, not a member it could not unpack: zlib's own error escaped."""
+    path = write_trace(made.trace, tmp_path / "d.csv.zip", made.metadata)
+    data = bytearray(path.read_bytes())
+    start = data.find(b"d.csv") + len("d.csv")  # the member's deflated data, after its local header
+    data[start : start + 40] = bytes(b ^ 0x55 for b in data[start : start + 40])
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        TraceSchemaError, match=r"not a readable csv\.zip trace \(cannot unpack d\.csv: Error -3"
+    ):
+        read_trace(path)
+
+
 def test_output_paths_take_zipped_trace_names(tmp_path):
     from skipcore.files import check_output_path
     from skipcore.traces import FORMATS, ZIPPED_FORMATS
