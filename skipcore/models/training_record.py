@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.files import parse_json
+from skipcore.files import atomic_write, parse_json
 
 RECORD_FILE = "skipcore_training.json"
 FORMAT = "skipcore-training/1"
@@ -111,10 +111,8 @@ def recorded_files(record: dict) -> list[str]:
 
 def write_record(folder: str | Path, record: dict) -> None:
     """Write `record` into `folder`, atomically (a reader never sees half a file)."""
-    path = Path(folder) / RECORD_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, **record}, indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
+    text = json.dumps({"format": FORMAT, **record}, indent=2, sort_keys=False) + "\n"
+    atomic_write(Path(folder) / RECORD_FILE, lambda p: p.write_text(text))
 
 
 def read_record(folder: str | Path) -> dict | None:

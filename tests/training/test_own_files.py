@@ -275,3 +275,17 @@ def test_overwrite_refuses_a_users_file_of_a_name_the_run_writes(model_dirs, tmp
     assert "holds config.json" in refused(capsys, argv)
     (out / "config.json").unlink()
     assert main(argv) == 0 and (out / "notes.txt").read_text() == "mine"
+
+
+def test_a_training_record_is_written_through_no_link_planted_beside_it(tmp_path):
+    """The record went through a temporary file of a fixed name: a link planted there (a shared output folder)
+    had the record written into the file it led to."""
+    from skipcore.models.training_record import RECORD_FILE, read_record, write_record
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / f"{RECORD_FILE}.tmp").symlink_to(victim)
+    write_record(out, {"files": []})
+    assert victim.read_text() == "mine" and read_record(out)["files"] == []
