@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 
-# what starts a link, an image, a badge, code, emphasis or math, and the escape itself; other punctuation is left
-# as typed, so ordinary text reads the same in the page's source
-_MARKUP = re.compile(r"([\\`*_\[\]<$])")
+# what starts a link, an image, a badge, an address in brackets, math or code (inside which an escape shows as
+# typed), and the escape itself; emphasis marks are left (they only change how the text looks), so ordinary text
+# ("step_ms") reads the same in the page's source
+_MARKUP = re.compile(r"([\\`\[\]<$])")
 
 
 def plain(text: str) -> str:
-    """`text` with every character that would start Markdown escaped: it shows as typed."""
+    """`text` with every character that would start a link, an image, a badge or math escaped: it shows as
+    typed, no more than emphasised."""
     return _MARKUP.sub(r"\\\1", text)

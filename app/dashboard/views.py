@@ -17,6 +17,7 @@ import streamlit as st
 
 from app.dashboard import address, figures, results, speculation
 from app.dashboard.address import KEEP
+from app.dashboard.markdown import plain
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
@@ -422,7 +423,7 @@ def show_trace(
     file) and drawn in the run's colour, as every page draws it."""
     name, color = run_name(metadata), run_color(metadata)
     if name:
-        st.caption(f"Run: **{name}**")
+        st.caption(f"Run: **{plain(name)}**")  # an uploaded trace's metadata names it: shown as written
     show_metrics(summary_metrics(trace), at_most)
     sample = sample_picker(trace, f"{key}_sample", labels)
     figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}", run=name)

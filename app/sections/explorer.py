@@ -14,6 +14,7 @@ import streamlit as st
 
 from app.dashboard import paths, speculation, views
 from app.dashboard.address import KEEP
+from app.dashboard.markdown import plain
 from app.dashboard.tracefiles import UPLOAD_TYPES, read_uploaded_trace
 from skipcore.errors import UserError
 from skipcore.files import read_parquet
@@ -94,20 +95,22 @@ def main() -> None:
     try:
         trace, meta = read_uploaded_trace(file_name, data, limit)
     except UserError as e:
-        st.error(f"This file is not a valid trace. {e}")
+        st.error(f"This file is not a valid trace. {plain(str(e))}")  # it may quote the file's own text
         return
     except Exception as e:  # noqa: BLE001 (whatever the file holds, the page must not show a traceback)
-        st.error(f"This file could not be read as a trace: {type(e).__name__}: {e}")
+        st.error(f"This file could not be read as a trace: {type(e).__name__}: {plain(str(e))}")
         return
     runs = trace["run_id"].nunique()
     st.success(
-        f"`{name}`: {len(trace)} rows, {trace['sample'].nunique()} samples, "
+        f"{plain(name)}: {len(trace)} rows, {trace['sample'].nunique()} samples, "
         f"{len(str(trace['layer_mask'].iloc[0]))} layers, {runs} run{'s' if runs != 1 else ''}; schema OK."
     )
     if meta:
         st.caption(
-            f"model `{meta.get('model', '?')}` · policy {meta.get('policy', '?')} · {run_kind(trace, meta)} "
-            f"· device {meta.get('device', '?')} · created {meta.get('created', '?')}"
+            plain(  # a file's metadata, shown as it is written
+                f"model {meta.get('model', '?')} · policy {meta.get('policy', '?')} · {run_kind(trace, meta)} "
+                f"· device {meta.get('device', '?')} · created {meta.get('created', '?')}"
+            )
         )
     else:
         st.caption(

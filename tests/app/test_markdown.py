@@ -21,10 +21,19 @@ def rendered(markdown: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "text", [ATTACK, "a\\[b](c)", "plain text, (with) punctuation.", "<https://x.y>", ""]
+    "text", ["a\\[b](c)", "plain text, (with) punctuation.", "<https://x.y>", "$x$ :red[a]", ""]
 )
 def test_plain_text_renders_as_itself(text):
     assert rendered(plain(text)) == (f"<p>{html.escape(text, quote=False)}</p>\n" if text else "")
+
+
+def test_a_link_an_image_or_a_badge_is_shown_as_its_text():
+    html_out = rendered(plain(ATTACK))
+    assert (
+        "<a " not in html_out
+        and "<img" not in html_out
+        and "[Click to update](https://evil.example/x)" in html_out
+    )
 
 
 def test_a_linked_model_path_and_a_prompt_show_as_typed(model_dir):
@@ -36,3 +45,17 @@ def test_a_linked_model_path_and_a_prompt_show_as_typed(model_dir):
     assert "<a " not in rendered(said) and "<img" not in rendered(said) and "evil.example" in rendered(said)
     words, _ = prompts_setting(["![t](https://evil.example/p.png) hello"])
     assert "<img" not in rendered(words) and "![t](https://evil.example/p.png) hello" in rendered(words)
+
+
+def test_an_uploaded_traces_name_and_metadata_show_as_written(model_dir, sample_trace):
+    """A trace shared by someone else names its model and file as it likes: an image there was drawn."""
+    from app.dashboard import tracefiles
+    from tests.app.test_explorer_page import upload
+
+    trace, meta = sample_trace
+    image = "![t](https://evil.example/p.png)"
+    data, _, _ = tracefiles.trace_download(trace, {**meta, "model": image, "policy": image}, "parquet")
+    at = upload(open_app("explorer"), f"{image}.parquet", data)
+    shown = [e.value for e in [*at.success, *at.caption]]
+    assert any(image in rendered(text) for text in shown)
+    assert not any("<img" in rendered(text) for text in shown), shown
