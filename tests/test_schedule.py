@@ -222,3 +222,12 @@ def test_a_schedule_record_without_its_depth_is_a_schedule_error():
     """A kept run whose schedule lacked num_layers crashed the dashboard's reopen with a TypeError."""
     with pytest.raises(ScheduleError, match="a schedule must say its num_layers"):
         Schedule.from_dict({"shape": "linear"})
+
+
+@pytest.mark.parametrize("value", [1e308, 10**400, 10**9 + 1])
+def test_a_count_past_any_runs_length_is_refused(value):
+    """1e308 in a schedule file is a whole number: it was taken, and a run's label printed its 309 digits."""
+    for name in ("stages", "decay_span"):
+        with pytest.raises(ScheduleError, match=f"^{name} .* is past any run's length"):
+            Schedule.from_dict({"num_layers": 12, "shape": "step", name: value})
+    assert Schedule.from_dict({"num_layers": 12, "shape": "step", "decay_span": 10**9}).decay_span == 10**9
