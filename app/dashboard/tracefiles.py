@@ -68,18 +68,32 @@ def _check_size(name: str, size: int, limit: int) -> None:
 
 
 def _decoded_size(source) -> tuple[int, int] | None:
-    """(rows, about how many bytes they decode to) of a Parquet file, from its footer alone: its values at
-    `CELL_BYTES` each (a list column's every element counted), or its row groups' uncompressed size where that is
-    more (long text); None where the footer cannot be read (the reader then says why)."""
+    """(rows, about how many bytes they decode to) of a Parquet file: its values at `CELL_BYTES` each (a list
+    column's every element counted) and its text at its length, or its row groups' uncompressed size where that
+    is more; None where the file cannot be read (the reader then says why). The count of values is the footer's;
+    the text's length is read with each text column kept as its dictionary (a column repeating one long string
+    is a few bytes a row in the file and in that form, and its length over again a row once decoded)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
+    from pyarrow import types
 
+    text_kinds = (types.is_string, types.is_large_string, types.is_binary, types.is_large_binary)
     try:
-        meta = pq.read_metadata(source)
+        parquet = pq.ParquetFile(source)
+        meta = parquet.metadata
+        texts = [f.name for f in parquet.schema_arrow if any(is_kind(f.type) for is_kind in text_kinds)]
+        if texts and hasattr(source, "seek"):
+            source.seek(0)
+        kept = pq.ParquetFile(source, read_dictionary=texts).read(columns=texts) if texts else None
     except (ValueError, OSError):  # pyarrow's ArrowInvalid and ArrowIOError
         return None
     groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
     values = sum(group.column(c).num_values for group in groups for c in range(group.num_columns))
-    return meta.num_rows, max(values * CELL_BYTES, sum(group.total_byte_size for group in groups))
+    text = 0
+    for chunk in (c for column in (kept.columns if kept is not None else []) for c in column.chunks):
+        lengths = pc.binary_length(chunk.dictionary).fill_null(0)
+        text += pc.sum(pc.take(lengths, chunk.indices.fill_null(0))).as_py() or 0
+    return meta.num_rows, max(values * CELL_BYTES + text, sum(group.total_byte_size for group in groups))
 
 
 def _check_decoded(name: str, source, limit: int) -> None:

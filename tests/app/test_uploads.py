@@ -69,6 +69,22 @@ def test_a_parquet_upload_that_decodes_far_past_the_limit_is_refused_before_it_i
     assert len(tracefiles.read_uploaded_table("many.parquet", data, 10 * limit)) == 16_000
 
 
+def test_a_parquet_upload_of_one_long_text_repeated_is_refused_by_its_decoded_text(small_trace, tmp_path):
+    """A column repeating one long string is a few bytes a row in the file (its dictionary) and its whole length a
+    row once read: the footer's count of values alone let it through."""
+    from app.dashboard import tracefiles
+    from skipcore.traces import write_trace
+
+    df, meta = small_trace
+    many = _many_samples(df, 250)
+    path = write_trace(many.assign(token="x" * 20_000), tmp_path / "long.parquet", meta)
+    data, limit = path.read_bytes(), 30 * len(many)  # ten times: 300 bytes a row, past its values' 8 each
+    assert len(data) < limit and tracefiles.CELL_BYTES * len(many) * len(many.columns) < 10 * limit
+    with pytest.raises(TraceSchemaError, match=r"long\.parquet: its 2,000 rows would take about [\d.]+ MiB"):
+        tracefiles.read_uploaded_trace("long.parquet", data, limit)
+    assert len(tracefiles.read_uploaded_trace("long.parquet", data, 100 * limit)[0]) == len(many)
+
+
 def _damaged_zips(csv: bytes) -> dict[str, tuple[bytes, str]]:
     """A zip of one CSV whose stored bytes fail their checksum, and one whose deflated bytes do not inflate."""
     stored, deflated = io.BytesIO(), io.BytesIO()
