@@ -40,9 +40,8 @@ def _is_int(v: object) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-LARGEST_COUNT = (
-    10**9
-)  # a count past this (layers, a span, stages) is a typo or a hostile file, not a schedule
+# a count past this (layers, a span, stages) is a typo or a hostile file, not a schedule
+LARGEST_COUNT = 10**9
 _COUNTS = ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages")
 
 
@@ -183,6 +182,19 @@ class Schedule:
                 raise ScheduleError(
                     f"{name} {said} is past any run's length (at most {LARGEST_COUNT:,})", field=name
                 )
+        if (
+            isinstance(self.alpha, bool)
+            or not isinstance(self.alpha, numbers.Real)
+            or not math.isfinite(self.alpha)
+        ):
+            raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}", field="alpha")
+        if isinstance(self.budgets_list, str | bytes) or not all(_is_int(b) for b in self.budgets_list):
+            raise ScheduleError(
+                f"budgets must be whole numbers, got {list(self.budgets_list)!r}", field="budgets_list"
+            )
+        for name in ("shape", "mode"):
+            if not isinstance(getattr(self, name), str):
+                raise ScheduleError(f"{name} must be text, got {getattr(self, name)!r}", field=name)
 
     # -- budgets -------------------------------------------------------------------------------------------
     def span(self, max_new_tokens: int) -> int:
