@@ -40,10 +40,63 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is reported as one line (no usage block) with exit code 2."""
+    """argparse, but a bad flag is reported as one line (no usage block) with exit code 2, an unknown one by the
+    command it was given to with the nearest flag that command has; and a flag is taken only as spelled in full
+    (argparse's default takes any unambiguous start: `--max-new 5` ran as --max-new-tokens, and a flag added later
+    could make a script's short form mean another)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.flags: list[str] = []  # every long flag, as added (argparse's own list is private)
+        self.commands: dict[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        return self._noted(super().add_argument(*args, **kwargs))
+
+    def add_argument_group(self, *args, **kwargs):
+        return _Noting(super().add_argument_group(*args, **kwargs), self._noted)
+
+    def _noted(self, action: argparse.Action) -> argparse.Action:
+        self.flags += [f for f in action.option_strings if f.startswith("--")]
+        return action
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self.commands.get(getattr(parsed, "command", None), self)
+            near = command.nearest_flag(extras) if isinstance(command, OneLineParser) else ""
+            command.error(f"unrecognized arguments: {' '.join(extras)}{near}")
+        return parsed
+
+    def nearest_flag(self, words: list[str]) -> str:
+        """' (did you mean --x?)' for the first unknown flag in `words` that starts one of this parser's flags
+        (alone) or is near one."""
+        import difflib
+
+        for word in (w.split("=", 1)[0] for w in words if w.startswith("--")):
+            longer = [f for f in self.flags if f.startswith(word)]  # a flag's start, as argparse once took it
+            near = (
+                longer if len(longer) == 1 else difflib.get_close_matches(word, self.flags, n=1, cutoff=0.75)
+            )
+            if near:
+                return f" (did you mean {near[0]}?)"
+        return ""
+
+
+class _Noting:
+    """An argument group of a `OneLineParser`: its options' flags noted by the parser (`OneLineParser.flags`)."""
+
+    def __init__(self, group, noted) -> None:
+        self.group, self.noted = group, noted
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        return self.noted(self.group.add_argument(*args, **kwargs))
+
+    def __getattr__(self, name: str):
+        return getattr(self.group, name)
 
 
 class GivenOnlyParser(OneLineParser):
@@ -81,8 +134,8 @@ class _WithoutDefaults:
 def given_options(argv: Sequence[str]) -> frozenset[str]:
     """The options an argv sets itself (their `dest` names), not left at their defaults: what a resumed run may take
     from the run it continues. argparse cannot tell a default from the same value typed, so `argv` is parsed again
-    by the same command line built with no defaults (`GivenOnlyParser`), where abbreviations and `--flag=value`
-    resolve as they did. `argv` is one the command line has parsed already."""
+    by the same command line built with no defaults (`GivenOnlyParser`), where `--flag=value` resolves as it did.
+    `argv` is one the command line has parsed already."""
     return frozenset(vars(build_parser(_asked_command(argv), GivenOnlyParser).parse_args(argv)))
 
 
@@ -104,7 +157,9 @@ def build_parser(
     entry, enough for the top-level `--help`, for the others; `parser_class` builds every parser
     (`GivenOnlyParser`: the same one without defaults)."""
     parser = parser_class(prog="python -m skipcore", description=__doc__.splitlines()[0])
-    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, parser_class=parser_class))
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
+    parser.commands = subparsers.choices
+    sub = _Subcommands(subparsers)
     for name in SUBCOMMANDS:
         if name in built:
             importlib.import_module(f"{__name__}.{name}").add_parser(sub)

@@ -14,7 +14,7 @@ from skipcore.commands.decode_settings import DecodeSettings, DepthSettings
 from skipcore.commands.generate import GenerateSettings
 from skipcore.commands.lens import LensSettings
 from skipcore.policies import SpeculativePolicy
-from tests.helpers import REPO
+from tests.helpers import REPO, refused
 
 
 def parsed(*argv: str) -> argparse.Namespace:
@@ -72,7 +72,10 @@ def test_a_run_writes_nothing_into_the_parsed_flags(model_dirs, capsys, command)
     ("argv", "given"),
     [
         (["generate"], {"command"}),
-        (["generate", "--max-new", "3", "--temperature=1.0"], {"command", "max_new_tokens", "temperature"}),
+        (
+            ["generate", "--max-new-tokens", "3", "--temperature=1.0"],
+            {"command", "max_new_tokens", "temperature"},
+        ),
         (["generate", "--prompt", "a", "--prompt", "b", "--do-sample"], {"command", "prompt", "do_sample"}),
         (["lens", "--no-agreement", "--top-k", "5"], {"command", "agreement", "top_k"}),  # 5 is its default
         (["train", "--out", "x", "--lr", "5e-4"], {"command", "out", "lr"}),
@@ -80,8 +83,7 @@ def test_a_run_writes_nothing_into_the_parsed_flags(model_dirs, capsys, command)
     ],
 )
 def test_given_options_are_what_argv_typed(argv, given):
-    """A value typed equal to its default is given all the same; abbreviations and --flag=value resolve as
-    argparse resolves them."""
+    """A value typed equal to its default is given all the same; --flag=value resolves as argparse resolves it."""
     assert given_options(argv) == given
 
 
@@ -102,3 +104,15 @@ def test_the_command_line_touches_no_argparse_internals():
                 assert node.attr not in ("_defaults", "_actions", "_option_string_actions"), path.name
                 if isinstance(node.ctx, ast.Store):
                     assert node.attr != "default", path.name
+
+
+def test_a_flag_is_taken_only_as_spelled_in_full_and_an_unknown_one_is_said_with_the_nearest(capsys):
+    """`--max-new 5` ran as --max-new-tokens (argparse takes any unambiguous start: a flag added later could make it
+    mean another); an unknown flag was said as the whole command line's, with no way on."""
+    for typed, near in (("--max-new", "--max-new-tokens"), ("--tempreature", "--temperature")):
+        said = refused(capsys, ["generate", typed, "3"])
+        assert (
+            said
+            == f"error: python -m skipcore generate: unrecognized arguments: {typed} 3 (did you mean {near}?)"
+        )
+    assert refused(capsys, ["generate", "--bogus"]).endswith("unrecognized arguments: --bogus")
