@@ -46,6 +46,10 @@ class GenerateSettings(DecodeSettings):
         return Sampling(self.do_sample, self.temperature, self.top_k, self.top_p, self.seed)
 
 
+# the flags (by dest) that only sampling reads: typed without --do-sample they would do nothing
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed"}
+
+
 # -- generate -----------------------------------------------------------------------------------------------
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -72,10 +76,28 @@ def add_parser(sub) -> None:
     add_length_args(g)
     g.add_argument("--batch-size", type=int, help="rows per batch (default: all prompts in one batch)")
     g.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
-    g.add_argument("--temperature", type=finite, default=1.0)
-    g.add_argument("--top-k", type=int, default=0, help="0 keeps every token")
-    g.add_argument("--top-p", type=finite, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--temperature", type=finite, default=1.0, help="with --do-sample: divides the logits (default: 1.0)"
+    )
+    g.add_argument(
+        "--top-k",
+        type=int,
+        default=0,
+        help="with --do-sample: the k likeliest tokens alone (default: 0, every one)",
+    )
+    g.add_argument(
+        "--top-p",
+        type=finite,
+        default=1.0,
+        help="with --do-sample: the fewest likeliest tokens whose probability reaches p (default: 1.0, every one)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="with --do-sample: where the draws start, each prompt's by its place in the call: the same seed, the "
+        "same tokens (default: 0)",
+    )
     add_threads_arg(g)
     g.add_argument(
         "--timing-repeats",
@@ -121,6 +143,12 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
     settings, schedule_note = with_model_defaults(GenerateSettings.from_args(args), given)
+    sampling_only = sorted(given & SAMPLING_FLAGS.keys())
+    if sampling_only and not settings.do_sample:
+        raise UserError(
+            f"{SAMPLING_FLAGS[sampling_only[0]]} sets how tokens are sampled, and this run decodes greedily: add "
+            "--do-sample, or drop it"
+        )
     apply_threads(settings.threads)
     if settings.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {settings.timing_repeats}")

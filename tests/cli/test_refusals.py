@@ -222,7 +222,12 @@ def test_the_request_check_speaks_in_flags(model_dirs):
         (["--warmup-layers", "-1"], "--warmup-layers must be in [0, 11]"),
         (["--do-sample", "--temperature", "nan"], "--temperature"),
         (["--do-sample", "--top-p", "nan"], "--top-p"),
-        (["--seed", str(2**70)], "--seed"),
+        (["--do-sample", "--seed", str(2**70)], "--seed"),
+        (
+            ["--top-k", "5"],
+            "--top-k sets how tokens are sampled, and this run decodes greedily: add --do-sample",
+        ),
+        (["--seed", "3", "--temperature", "2"], "--seed sets how tokens are sampled"),
         (["--batch-size", "0"], "--batch-size must be >= 1"),
         (["--limit", "-298"], "--limit must be >= 1"),
         (["--max-new-tokens", "100000"], "exceeds the model's"),
