@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 from skipcore.errors import UserError
@@ -154,9 +155,11 @@ def add_param_flag(group, param, flag: str, text: str, values=None) -> None:
             help=text if "(default:" in text else f"{text} (default: %(default)s)",  # a default said in words
         )  # fmt: skip
         return
+    # a run's own default said in the text is not the axis's, which has its own
+    one = re.sub(r" \(default: [^()]*(\([^()]*\)[^()]*)*\)", "", text)
     group.add_argument(
         flag, type=comma_list(param.kind, flag), default=values,
-        help=f"{text}, comma-separated (default: {','.join(f'{v:g}' if isinstance(v, float | int) else str(v) for v in values)})",
+        help=f"{one}, comma-separated (default: {','.join(f'{v:g}' if isinstance(v, float | int) else str(v) for v in values)})",
     )  # fmt: skip
 
 

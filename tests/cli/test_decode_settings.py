@@ -116,3 +116,11 @@ def test_a_flag_is_taken_only_as_spelled_in_full_and_an_unknown_one_is_said_with
             == f"error: python -m skipcore generate: unrecognized arguments: {typed} 3 (did you mean {near}?)"
         )
     assert refused(capsys, ["generate", "--bogus"]).endswith("unrecognized arguments: --bogus")
+
+
+def test_a_sweep_axis_says_its_own_default_alone():
+    """sweep --draft-tokens said the one-run default of generate ("4 on a CPU in float32, ...") and then its own
+    (2,4,8): a sweep ran 2, 4 and 8."""
+    sweep = build_parser(("sweep",)).commands["sweep"]
+    (helps,) = [a.help for a in sweep._actions if "--draft-tokens" in a.option_strings]
+    assert helps.count("(default:") == 1 and helps.endswith("comma-separated (default: 2,4,8)")
