@@ -93,17 +93,19 @@ def add_attention_dtype_arg(p: argparse.ArgumentParser) -> None:
 def add_schedule_args(
     p: argparse.ArgumentParser,
     decay_span_default: str = "the span a skipcore-trained model was trained with, else max-new-tokens - 2",
+    shape_default: str = "linear, the paper's, for a model skipcore trained skip-aware, for any policy but static, "
+    "or when --target-speedup, --min-layers, --max-layers or --budgets is given; else full: a model not trained "
+    "with skipping loses its quality when layers are skipped",
 ) -> None:
-    """A schedule's flags; `decay_span_default` says what --decay-span defaults to (training's differs)."""
+    """A schedule's flags; `decay_span_default` and `shape_default` say what --decay-span and --schedule default
+    to (training's differ)."""
     from skipcore.schedule import MODES, SHAPES
 
     g = p.add_argument_group("schedule")
     g.add_argument(
         "--schedule",
         choices=SHAPES,
-        help="budget shape (default: linear, the paper's, for a model skipcore trained skip-aware, for any policy "
-        "but static, or when --target-speedup, --min-layers, --max-layers or --budgets is given; else full: a "
-        "model not trained with skipping loses its quality when layers are skipped)",
+        help=f"budget shape (default: {shape_default})",
     )
     g.add_argument(
         "--mode", default="skip", choices=MODES, help="how a budget maps to layers (default: %(default)s)"

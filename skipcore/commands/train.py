@@ -33,6 +33,7 @@ folder, or a share of the sources held out with --dev-fraction.
 def add_parser(sub) -> None:
     from skipcore.commands.common import DEFAULT_DATASET, add_schedule_args
     from skipcore.data.loaders import DATASET_FORMATS
+    from skipcore.training.settings import MAY_CHANGE
 
     p = sub.add_parser(
         "train",
@@ -55,8 +56,8 @@ def add_parser(sub) -> None:
         "--resume",
         type=path_text,
         help="continue from a checkpoint directory (or a folder of step-* checkpoints: the latest) with the run's "
-        "own settings; of the flags given again only --steps, --epochs, the logging, dev-loss and saving flags "
-        "and --attn may differ (the others are refused)",
+        f"own settings; of the flags given again only {', '.join('--' + n.replace('_', '-') for n in MAY_CHANGE)} "
+        "may differ (the others are refused)",
     )
     size = p.add_argument_group("from-scratch model size (--init-config)")
     size.add_argument("--layers", type=int, default=8, help="decoder layers (default: %(default)s)")
@@ -129,7 +130,12 @@ def add_parser(sub) -> None:
     data.add_argument("--eval-limit", type=int, default=200, help="dev sources to score (default: 200)")
     data.add_argument("--eval-every", type=int, default=0, help="dev loss every N steps (default: 0, off)")
 
-    add_schedule_args(p, decay_span_default="the median target length in tokens, as the paper")
+    add_schedule_args(
+        p,
+        decay_span_default="the median target length in tokens, as the paper",
+        shape_default="custom where --budgets is given; linear, the paper's, where --target-speedup, --min-layers, "
+        "--max-layers or --elastic is; else full: plain fine-tuning",
+    )
     p.set_defaults(schedule=None)  # no schedule flag: full-depth training
     el = p.add_argument_group("elastic skip-aware training")
     el.add_argument("--elastic", metavar="LOW:HIGH", help="draw a target speedup per batch, e.g. 1.0:5.0")

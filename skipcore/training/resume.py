@@ -15,7 +15,13 @@ from skipcore.models.training_record import read_record, recorded_args
 from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
 from skipcore.training.examples import DEV_SPLIT, TRAIN_SPLIT
 from skipcore.training.plan import shape_used
-from skipcore.training.settings import NAME_OR_PATH_SETTINGS, PATH_SETTINGS, TrainSettings, as_recorded
+from skipcore.training.settings import (
+    MAY_CHANGE,
+    NAME_OR_PATH_SETTINGS,
+    PATH_SETTINGS,
+    TrainSettings,
+    as_recorded,
+)
 
 RESUME_FILES = (
     "skipcore_training.json",
@@ -38,23 +44,7 @@ THIS_PROCESS = (
     "find_unused_parameters",
     "trust_remote_code",
 )
-# - how long it trains (the LR schedule's end moves with it), its peak learning rate (the schedule's rate from
-#   the resumed step on follows it: the way on from a run whose loss turned non-finite) and its bookkeeping
-#   (logging, dev-loss and saving cadence, where checkpoints go, the saved dtype, the attention kernel, which
-#   computes the same function): taken from the run unless given now; a value given now applies from the resumed
-#   step, is said, and is recorded (the record's `resumes`);
-MAY_CHANGE = (
-    "steps",
-    "epochs",
-    "lr",
-    "log_every",
-    "eval_every",
-    "save_every",
-    "checkpoint_dir",
-    "keep_checkpoints",
-    "save_dtype",
-    "attn",
-)
+# - what may change (`MAY_CHANGE`, beside the settings it names);
 # - every other setting (the model and its size, LoRA and whole layers, the data, the schedule and the objective,
 #   the optimisation, the seed, mixed precision) is the run's own: another value is refused, naming it. The weights,
 #   the optimizer's state and the data order a resume restores were made with them, so a new value would be

@@ -20,6 +20,24 @@ from skipcore.threads import check_threads
 # name, a hub id or a hub data set): the record keeps the paths absolute, so it reads the same from any folder
 PATH_SETTINGS = ("out", "checkpoint_dir", "tokenizer", "schedule_json", "resume")
 NAME_OR_PATH_SETTINGS = ("model", "dataset")
+# What a resumed run may change (`skipcore.training.resume`): how long it trains (the LR schedule's end moves with
+# it), its peak learning rate (the schedule's rate from the resumed step on follows it: the way on from a run whose
+# loss turned non-finite) and its bookkeeping (logging, dev-loss and saving cadence, where checkpoints go, the
+# saved dtype, the attention kernel, which computes the same function): taken from the run unless given now; a
+# value given now applies from the resumed step, is said, and is recorded (the record's `resumes`). The command
+# line's help says them from here.
+MAY_CHANGE = (
+    "steps",
+    "epochs",
+    "lr",
+    "log_every",
+    "eval_every",
+    "save_every",
+    "checkpoint_dir",
+    "keep_checkpoints",
+    "save_dtype",
+    "attn",
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -124,3 +124,17 @@ def test_a_sweep_axis_says_its_own_default_alone():
     sweep = build_parser(("sweep",)).commands["sweep"]
     (helps,) = [a.help for a in sweep._actions if "--draft-tokens" in a.option_strings]
     assert helps.count("(default:") == 1 and helps.endswith("comma-separated (default: 2,4,8)")
+
+
+def test_train_says_its_own_schedule_default_and_what_a_resume_may_change():
+    """train's --schedule help was generate's (it spoke of policies train has none of), and --resume's left out
+    --lr, which a resume takes."""
+    from skipcore.training.settings import MAY_CHANGE
+
+    train = build_parser(("train",)).commands["train"]
+    helps = {a.option_strings[0]: a.help for a in train._actions if a.option_strings}
+    assert "policy" not in helps["--schedule"] and "--elastic" in helps["--schedule"]
+    assert (
+        all(f"--{name.replace('_', '-')}" in helps["--resume"] for name in MAY_CHANGE)
+        and "--lr" in helps["--resume"]
+    )
