@@ -115,6 +115,15 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
     foreign = foreign_entries(ckpt_root, out)
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        written_for = _recorded_out(foreign[0])
+        if (
+            written_for is not None
+        ):  # a run's checkpoints, of a folder moved or copied since, or of another run
+            raise UserError(
+                f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, written for --out {written_for}, "
+                f"not {out}: a checkpoint keeps the output folder it was written for (a moved or copied run's "
+                "too); resume it into a new, empty --out, or choose an empty --checkpoint-dir"
+            )
         raise UserError(
             f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, which this run did not write; "
             "checkpoints replace and prune step-* folders there, so choose an empty folder (or move it)"

@@ -289,3 +289,20 @@ def test_a_training_record_is_written_through_no_link_planted_beside_it(tmp_path
     (out / f"{RECORD_FILE}.tmp").symlink_to(victim)
     write_record(out, {"files": []})
     assert victim.read_text() == "mine" and read_record(out)["files"] == []
+
+
+def test_a_moved_run_is_told_its_checkpoints_keep_the_folder_they_were_written_for(
+    model_dirs, tmp_path, capsys
+):
+    """Resuming a run folder moved since, in place, was told the checkpoints were not its own ("which this run did
+    not write"): it says the folder they were written for, and a new --out resumes them."""
+    first, moved = tmp_path / "run", tmp_path / "moved"
+    assert main([*train_two_steps(model_dirs, first, "--save-every", "1"), "--keep-checkpoints", "0"]) == 0
+    first.rename(moved)
+    said = refused(
+        capsys, ["train", "--resume", str(moved / "checkpoints"), "--out", str(moved), "--steps", "3"]
+    )
+    assert f"written for --out {first.resolve()}, not {moved}" in said and "a new, empty --out" in said
+    resumed = tmp_path / "resumed"
+    assert main(["train", "--resume", str(moved / "checkpoints"), "--out", str(resumed), "--steps", "3"]) == 0
+    assert (resumed / "model.safetensors").is_file()
