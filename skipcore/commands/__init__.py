@@ -217,8 +217,9 @@ def _run(argv: list[str] | None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # what the stopped work left, as its command declares it
+        kept = getattr(args, "on_interrupt", "")
+        print(f"error: interrupted{'; ' + kept if kept else ''}", file=sys.stderr)
         return 130
     finally:
         warnings.formatwarning = plain_format

@@ -75,7 +75,10 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing results file")
     p.add_argument("--append", action="store_true", help="add the rows to --out's results (a plan in stages)")
-    p.set_defaults(func=run_bench)
+    p.set_defaults(
+        func=run_bench,
+        on_interrupt="the rows measured so far are kept in --out: the same command with --append measures the rest",
+    )
 
 
 def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:

@@ -116,7 +116,9 @@ def add_parser(sub) -> None:
     )
     o.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     o.add_argument("--quiet", action="store_true", help="do not print the run summary to stderr")
-    p.set_defaults(func=run_generate)
+    p.set_defaults(
+        func=run_generate, on_interrupt="nothing was written (a trace is written when the run ends)"
+    )
 
 
 def summary_line(label: str, s: dict) -> str:

@@ -72,7 +72,9 @@ def add_parser(sub) -> None:
     )
     o.add_argument("--overwrite", action="store_true", help="replace an existing lens file")
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    p.set_defaults(func=run_lens)
+    p.set_defaults(
+        func=run_lens, on_interrupt="nothing was written (the lens's table is written when the run ends)"
+    )
 
 
 def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:

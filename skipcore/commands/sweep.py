@@ -138,7 +138,10 @@ def add_parser(sub) -> None:
     o.add_argument(
         "--no-progress", action="store_true", help="no progress bar: one line per finished setting instead"
     )
-    p.set_defaults(func=run_cli)
+    p.set_defaults(
+        func=run_cli,
+        on_interrupt="the settings finished so far are kept in --out: the same command resumes the rest",
+    )
 
 
 def add_policy_grid_args(p: argparse.ArgumentParser, policies: Mapping[str, type] | None = None) -> None:

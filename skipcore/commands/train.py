@@ -209,7 +209,10 @@ def add_parser(sub) -> None:
     )
     out.add_argument("--log-every", type=int, default=10, help="log line every N steps (default: 10)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(
+        func=run,
+        on_interrupt="its checkpoints saved so far are kept (--save-every): train --resume with its checkpoint folder and --out continues it",
+    )
 
 
 # -- the command --------------------------------------------------------------------------------------------

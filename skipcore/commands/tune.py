@@ -21,7 +21,10 @@ def add_parser(sub) -> None:
         p.add_argument(f.flag, dest=f.name, required=f.required, help=f.said, **typed)
     for add in (add_model_args, add_threads_arg, add_executor_args):
         add(p)
-    p.set_defaults(func=run_cli)
+    p.set_defaults(
+        func=run_cli,
+        on_interrupt="the trials finished so far are kept in --out: the same command resumes the search",
+    )
 
 
 def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:

@@ -138,3 +138,19 @@ def test_train_says_its_own_schedule_default_and_what_a_resume_may_change():
         all(f"--{name.replace('_', '-')}" in helps["--resume"] for name in MAY_CHANGE)
         and "--lr" in helps["--resume"]
     )
+
+
+def test_an_interrupted_command_says_what_it_kept(monkeypatch, capsys):
+    """Ctrl-C said "interrupted" alone: what the stopped work left, and the way on, went unsaid."""
+    from skipcore import commands
+    from skipcore.commands import generate
+
+    def stopped(args, given):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "run_generate", stopped)
+    assert commands.main(["generate", "--prompt", "x"]) == 130
+    assert (
+        capsys.readouterr().err
+        == "error: interrupted; nothing was written (a trace is written when the run ends)\n"
+    )
