@@ -37,7 +37,7 @@ def test_no_tool_writes_through_a_link_out_of_its_folder(model_dirs, tmp_path, c
     corpus.mkdir()
     (corpus / "train.csv").symlink_to(outside)
     err = refused(
-        capsys, ["data", "--out", str(corpus), "--force", "--train", "3", "--dev", "1", "--test", "1"]
+        capsys, ["data", "--out", str(corpus), "--overwrite", "--train", "3", "--dev", "1", "--test", "1"]
     )
     assert "train.csv is a link" in err
     assert outside.read_text() == "precious" and sorted(os.listdir(corpus)) == ["train.csv"]

@@ -41,13 +41,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             default=size,
             help=f"meaning representations in {split}.csv (default: {size})",
         )
-    parser.add_argument("--force", action="store_true", help="overwrite existing corpus files in --out")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing corpus files in --out")
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace, given: frozenset[str]) -> int:
-    """Write the corpus; refuses (UserError), before any work, to overwrite existing files unless ``--force``, to
+    """Write the corpus; refuses (UserError), before any work, to overwrite existing files unless ``--overwrite``, to
     write through a link that leads out of --out, and a corpus larger than `MAX_MRS`; shows progress on stderr."""
     from tqdm.auto import tqdm
 
@@ -55,8 +55,8 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is not a directory")
     existing = [name for name in CORPUS_FILES if (out / name).exists() or (out / name).is_symlink()]
-    if existing and not args.force:
-        raise UserError(f"{out} already has {', '.join(existing)}; pass --force to overwrite")
+    if existing and not args.overwrite:
+        raise UserError(f"{out} already has {', '.join(existing)}; pass --overwrite to replace them")
     for name in existing:
         if (out / name).is_dir():
             raise UserError(f"{out / name} is a folder; the corpus writes a file there")

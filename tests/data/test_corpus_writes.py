@@ -26,12 +26,9 @@ def test_a_corpus_rewrite_killed_mid_file_leaves_the_old_corpus(tmp_path, monkey
         raise KeyboardInterrupt
 
     monkeypatch.setattr(writers, "write_e2e_csv", killed)
-    assert (
-        main(
-            ["data", "--out", str(out), "--force", "--seed", "1", "--train", "6", "--dev", "2", "--test", "2"]
-        )
-        == 130
-    )
+    argv = ["data", "--out", str(out), "--overwrite", "--seed", "1"]
+    argv += ["--train", "6", "--dev", "2", "--test", "2"]
+    assert main(argv) == 130
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # old files whole, no temporary left
 
 

@@ -604,13 +604,13 @@ def test_cli_writes_corpus_and_refuses_to_overwrite(
     assert "wrote" in capsys.readouterr().out
     before = (out / "train.csv").read_bytes()
 
-    with pytest.raises(UserError, match="--force") as info:
+    with pytest.raises(UserError, match="--overwrite") as info:
         args = _parse(argv)
         args.func(args, frozenset())
     assert "\n" not in str(info.value)
     assert (out / "train.csv").read_bytes() == before
 
-    args = _parse([*argv, "--force"])
+    args = _parse([*argv, "--overwrite"])
     assert args.func(args, frozenset()) == 0
     assert (out / "train.csv").read_bytes() == before  # same seed, same bytes
 
