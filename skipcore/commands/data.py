@@ -42,7 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             help=f"meaning representations in {split}.csv (default: {size})",
         )
     parser.add_argument("--overwrite", action="store_true", help="replace existing corpus files in --out")
-    parser.set_defaults(func=run)
+    parser.set_defaults(
+        func=run, on_interrupt="each corpus file in --out is the old one or the new one, whole"
+    )
     return parser
 
 
