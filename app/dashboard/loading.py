@@ -67,7 +67,7 @@ def prepare(ref: ModelRef, name: str) -> None:
         status.update(label=f"{name} is ready: later loads read `{folder}`", state="complete", expanded=False)
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)  # one a model folder (and edit of its config)
 def _load_config(ref: ModelRef, stamp: float):
     from skipcore.models.loading import load_config
 

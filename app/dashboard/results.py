@@ -117,8 +117,8 @@ class PageResult:
             return last
         try:
             store = RunStore()
-            for run in store.runs():
-                if run.page == cls.page and run.problem is None and not differences(run.settings, now):
+            for run in store.runs(cls.page):
+                if run.problem is None and not differences(run.settings, now):
                     result = cls.from_run(run, store)
                     result.keep()
                     return result

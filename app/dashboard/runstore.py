@@ -295,8 +295,10 @@ class RunStore:
                 path.unlink(missing_ok=True)  # our own files, which no row names
             raise
 
-    def runs(self) -> list[Run]:
-        """Every kept run, newest first."""
+    def runs(self, page: str | None = None) -> list[Run]:
+        """Every kept run (of one `page` where given: read alone), newest first."""
+        if page is not None:
+            return self._rows("WHERE page = ? ORDER BY id DESC", (page,))
         return self._rows("ORDER BY id DESC")
 
     def get(self, run_id: int) -> Run:

@@ -58,7 +58,7 @@ TIPS = (
 )
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=8)  # a sweep rewritten while the server runs is a new entry
 def _read_parquet(path: str, mtime: float) -> pd.DataFrame:
     return read_parquet(path).to_pandas()
 

@@ -204,3 +204,17 @@ def test_one_run_is_read_alone_not_with_the_whole_index(tmp_path, result, monkey
     assert store.get(ids[1]).id == ids[1] and read == [ids[1]]
     with pytest.raises(UserError, match="is not in the run history"):
         store.get(max(ids) + 1)
+
+
+def test_one_pages_runs_are_read_alone(tmp_path, result, monkeypatch):
+    """A page's first draw in a new session looks for its newest run among its own kind: it read every row."""
+    from app.dashboard import runstore
+
+    store = RunStore(tmp_path / "runs")
+    ids = [keep(store, result) for _ in range(3)]
+    with sqlite3.connect(tmp_path / "runs" / INDEX) as db:
+        db.execute("UPDATE runs SET page = 'compare' WHERE id = ?", (ids[1],))
+    read = []
+    real = runstore._run
+    monkeypatch.setattr(runstore, "_run", lambda row: read.append(row[0]) or real(row))
+    assert [r.id for r in store.runs("generate")] == [ids[2], ids[0]] and read == [ids[2], ids[0]]
