@@ -14,12 +14,13 @@ import functools
 import os
 import socket
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skipcore.errors import ModelError
+from skipcore.errors import ModelError, first_line
 from skipcore.files import check_path_text
 from skipcore.models import gguf
 from skipcore.models.catalog import REAL_MODELS, RealModel, gguf_parts, is_real_name, require_installed
@@ -110,7 +111,11 @@ def hub_options(name: str) -> dict:
 
     if not constants.HF_HUB_OFFLINE and _hub_reachable(constants.ENDPOINT):
         return {}
-    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except ValueError as e:  # no hub id at all ('bad..name'): huggingface_hub's own reason
+        raise ModelError(f"could not load model {name!r}: {first_line(e)}") from e
+    if isinstance(cached, str):
         return {"local_files_only": True}
     why = (
         "HF_HUB_OFFLINE is set"
@@ -125,8 +130,12 @@ def hub_options(name: str) -> dict:
 
 @functools.cache
 def _hub_reachable(endpoint: str) -> bool:
-    """Whether the hub's address takes a connection within `HUB_PROBE_S` (asked once a process)."""
+    """Whether the hub's address takes a connection within `HUB_PROBE_S` (asked once a process). Through a proxy
+    (`HTTPS_PROXY` and its kin, which huggingface_hub takes) it is not asked: only the proxy may reach out, and the
+    hub's own answer is left to the download."""
     url = urllib.parse.urlparse(endpoint)
+    if url.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(url.hostname or ""):
+        return True
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         socket.create_connection((url.hostname or "", port), timeout=HUB_PROBE_S).close()

@@ -17,6 +17,8 @@ def online(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)  # a machine's own proxy would skip the probe these tests ask
     probe = reference._hub_reachable
     probe.cache_clear()
     yield
@@ -65,3 +67,28 @@ def test_a_hub_id_in_the_local_cache_is_read_from_it_alone_where_the_hub_cannot_
     assert reference.resolve_model("org/tiny").weights() == ("org/tiny", {"local_files_only": True})
     with pytest.raises(ModelError, match="and HF_HUB_OFFLINE is set"):
         reference.resolve_model("org/other").weights()
+
+
+def test_no_hub_id_at_all_is_one_line_where_the_hub_cannot_answer(online, monkeypatch, tmp_path):
+    """'bad..name' offline: huggingface_hub's check of the id raised past the command line (a traceback)."""
+    monkeypatch.setattr(reference, "_hub_reachable", lambda endpoint: False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ModelError, match=r"^could not load model 'bad\.\.name': Cannot have -- or \.\. in repo_id"
+    ):
+        reference.resolve_model("bad..name").weights()
+
+
+def test_behind_a_proxy_the_hub_is_left_to_the_download(online, monkeypatch):
+    """Where only a proxy reaches out (HTTPS_PROXY), a connection to the hub's own address fails: it is not
+    asked, and the download goes through the proxy as huggingface_hub takes it."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+
+    def asked(*args, **kwargs):
+        raise AssertionError("the hub's address was asked past the proxy")
+
+    monkeypatch.setattr(reference.socket, "create_connection", asked)
+    assert reference._hub_reachable("https://huggingface.co")
+    assert reference.resolve_model("org/tiny").weights() == ("org/tiny", {})
