@@ -67,21 +67,22 @@ def _check_size(name: str, size: int, limit: int) -> None:
         )
 
 
-def _decoded_size(source) -> tuple[int, int] | None:
-    """(rows, about how many bytes they decode to) of a Parquet file: its values at `CELL_BYTES` each (a list
-    column's every element counted) and its text at its length, or its row groups' uncompressed size where that
-    is more; None where the file cannot be read (the reader then says why). The count of values is the footer's;
-    the text's length is read with each text column kept as its dictionary (a column repeating one long string
-    is a few bytes a row in the file and in that form, and its length over again a row once decoded)."""
+def _decoded_size(source) -> tuple[int, int, list[str]] | None:
+    """(rows, about how many bytes they decode to, the columns nesting text in lists or records) of a Parquet
+    file: its values at `CELL_BYTES` each (a list column's every element counted) and its text at its length, or
+    its row groups' uncompressed size where that is more; None where the file cannot be read (the reader then says
+    why). The count of values is the footer's; the text's length is read with each text column kept as its
+    dictionary (a column repeating one long string is a few bytes a row in the file and in that form, and its
+    length over again a row once decoded). Text nested in a list or a record is not measured: it is named."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from pyarrow import types
 
-    text_kinds = (types.is_string, types.is_large_string, types.is_binary, types.is_large_binary)
     try:
         parquet = pq.ParquetFile(source)
         meta = parquet.metadata
-        texts = [f.name for f in parquet.schema_arrow if any(is_kind(f.type) for is_kind in text_kinds)]
+        fields = list(parquet.schema_arrow)
+        texts = [f.name for f in fields if _is_text(f.type)]
         if texts and hasattr(source, "seek"):
             source.seek(0)
         kept = pq.ParquetFile(source, read_dictionary=texts).read(columns=texts) if texts else None
@@ -91,18 +92,45 @@ def _decoded_size(source) -> tuple[int, int] | None:
     values = sum(group.column(c).num_values for group in groups for c in range(group.num_columns))
     text = 0
     for chunk in (c for column in (kept.columns if kept is not None else []) for c in column.chunks):
-        lengths = pc.binary_length(chunk.dictionary).fill_null(0)
-        text += pc.sum(pc.take(lengths, chunk.indices.fill_null(0))).as_py() or 0
-    return meta.num_rows, max(values * CELL_BYTES + text, sum(group.total_byte_size for group in groups))
+        if isinstance(chunk, pa.DictionaryArray):
+            lengths = pc.binary_length(chunk.dictionary).fill_null(0)
+            text += pc.sum(pc.take(lengths, chunk.indices.fill_null(0))).as_py() or 0
+        else:  # read whole (two columns of one name are not kept as dictionaries)
+            text += pc.sum(pc.binary_length(chunk)).as_py() or 0
+    nested = [f.name for f in fields if not _is_text(f.type) and _holds_text(f.type)]
+    decoded = max(values * CELL_BYTES + text, sum(group.total_byte_size for group in groups))
+    return meta.num_rows, decoded, nested
+
+
+def _is_text(kind) -> bool:
+    from pyarrow import types
+
+    return any(
+        is_kind(kind)
+        for is_kind in (types.is_string, types.is_large_string, types.is_binary, types.is_large_binary)
+    )
+
+
+def _holds_text(kind) -> bool:
+    """Whether a column's type is text or holds text anywhere inside it (a list's items, a record's fields)."""
+    return _is_text(kind) or any(_holds_text(kind.field(i).type) for i in range(kind.num_fields))
 
 
 def _check_decoded(name: str, source, limit: int) -> None:
     """Refuse a Parquet upload that would decode past `DECODED_PER_UPLOADED` times the upload limit, before it is
-    decoded: its size on the wire says nothing of its rows."""
+    decoded: its size on the wire says nothing of its rows. A column nesting text, which no trace or sweep table
+    has, is refused: its size once read cannot be told before it is read."""
     size = _decoded_size(source)
+    if size is None:
+        return
+    rows, decoded, nested = size
+    if nested:
+        raise TraceSchemaError(
+            f"{name}: column {nested[0]} holds text inside lists or records, which no trace or sweep table has "
+            "(and whose size once read cannot be told before reading it); drop it, or read the file in Python"
+        )
     bound = DECODED_PER_UPLOADED * limit
-    if size is not None and size[1] > bound:
-        rows, decoded = size
+    if decoded > bound:
         raise TraceSchemaError(
             f"{name}: its {rows:,} rows would take about {human_bytes(decoded)} once read, over the "
             f"{human_bytes(bound)} an upload may decode to ({DECODED_PER_UPLOADED}x the {human_bytes(limit)} upload "
