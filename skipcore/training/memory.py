@@ -100,20 +100,24 @@ class KeptBytes:
     head: float
     layer: float
     attention: float
+    # every layer trains alike (the same weights trained in each): the average layer stands for any set of them;
+    # where not (--whole-layers among LoRA layers), a set the schedule runs may keep less than its share of the
+    # average, so a target column is counted at one layer
+    alike: bool = True
 
     def lower_bound(
         self, prompt: np.ndarray, width: np.ndarray, num_layers: int, schedule: Schedule | None = None
     ) -> np.ndarray:
         """Bytes a row of `width` columns whose first `prompt` run every layer keeps at least (past `batch`):
         each later column runs the layers `schedule` gives its step, or, where no one schedule is known (None),
-        one layer at least."""
-        runs, squares = layer_columns(prompt, width, num_layers, schedule)
+        one layer at least (so too where the layers do not train alike)."""
+        runs, squares = layer_columns(prompt, width, num_layers, schedule if self.alike else None)
         return self.head * np.asarray(width) + self.layer * runs + self.attention * squares
 
     def at_half_width(self) -> KeptBytes:
         """What at least is kept where a float32 model trains under mixed precision (bfloat16 or float16
         autocast): each saved tensor in 2 bytes an element or its own 4, so half of what float32 keeps, or more."""
-        return KeptBytes(self.batch / 2, self.head / 2, self.layer / 2, self.attention / 2)
+        return KeptBytes(self.batch / 2, self.head / 2, self.layer / 2, self.attention / 2, self.alike)
 
 
 def layer_columns(
@@ -128,6 +132,8 @@ def layer_columns(
     targets = np.maximum(0, width - prompt)
     if schedule is None:
         return num_layers * prompt + targets, num_layers * prompt**2
+    if schedule.shape == "full":  # every layer on every column (and no budget to read a length at a time)
+        return num_layers * (prompt + targets), num_layers * (prompt + targets) ** 2
     lengths, which = np.unique(targets, return_inverse=True)
     extra, extra_squared = np.zeros(len(lengths)), np.zeros(len(lengths))
     spans: dict[int, list[int]] = {}  # a schedule's budgets depend on the length by its span alone
@@ -185,7 +191,13 @@ def kept_bytes(model: nn.Module) -> KeptBytes:
         attention, layer, _ = np.polyfit(n, full - one, 2) / (num_layers - 1)
     first_attention, first, _ = np.polyfit(n, one, 2)  # the head with the first layer
     attention = attention if num_layers > 1 else first_attention
-    return KeptBytes(max(0.0, batch), max(0.0, first - layer), max(0.0, layer), max(0.0, attention))
+    trained = {
+        tuple((n, p.requires_grad, tuple(p.shape)) for n, p in layer.named_parameters())
+        for layer in lm.layers
+    }
+    return KeptBytes(
+        max(0.0, batch), max(0.0, first - layer), max(0.0, layer), max(0.0, attention), len(trained) == 1
+    )
 
 
 def check_batches_fit(

@@ -36,6 +36,11 @@ class SkipLM(nn.Module):
     def num_layers(self) -> int:
         return self._adapter.shapes.num_layers
 
+    @property
+    def layers(self) -> list[nn.Module]:
+        """The decoder layers, in order."""
+        return self._adapter.layers
+
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, col_sets: Sequence[Sequence[int]]
     ) -> torch.Tensor:
