@@ -19,7 +19,7 @@ if str(APP_DIR.parent) not in sys.path:  # `app.dashboard` and skipcore from thi
 import streamlit as st  # noqa: E402
 
 from app.dashboard import address  # noqa: E402
-from app.dashboard.figures import format_picker, room_on_narrow_screens  # noqa: E402
+from app.dashboard.figures import format_picker, page_style  # noqa: E402
 from app.dashboard.jump import rewrite  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
 from app.dashboard.precision import precision_sidebar  # noqa: E402
@@ -44,6 +44,6 @@ address.hold(page.url_path)  # Back or Forward onto an entry Streamlit pushed ba
 rewrite()  # after a page jump: the page's settings back in its address, before any widget is drawn
 precision_sidebar(model_sidebar())
 format_picker()
-room_on_narrow_screens()
+page_style()
 run_page(page)  # a page that stops early notes its settings itself (`address.stop`)
 address.note(page.url_path)  # what `hold` keeps when Back or Forward comes to this page again

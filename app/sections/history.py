@@ -158,7 +158,8 @@ def main() -> None:
     st.caption(
         f"Every Generate run, small sweep, tuning search, comparison and lens run, kept in `{store.root}` (its tables as "
         "Parquet, an SQLite index; `SKIPCORE_APP_RUNS` moves it). Pick runs in the table to compare, reopen or "
-        "delete them; a reopened run comes back on its page with the settings that made it."
+        "delete them (from the keyboard: Tab into the table, the arrow keys to a row, Shift+Space to pick it); a "
+        "reopened run comes back on its page with the settings that made it."
     )
     try:
         runs = store.runs()

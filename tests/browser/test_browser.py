@@ -497,6 +497,9 @@ def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     _wait_idle(page)
     first = made.inner_text()
     assert "tokens 8" in first and "schedule linear" in first
+    assert (
+        _caption_contrast(page) >= 4.5
+    )  # a run's settings are read there: WCAG's ratio for text (it was 3.9)
     alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
     assert not [a for a in alerts if a.startswith("These results are from other settings")], (first, alerts)
     # change the design's floor on the designer, come back: the result is marked, the change named
@@ -633,6 +636,23 @@ def _lines_naming(page, key: str, names: set[str], timeout_s: float = 30.0) -> d
         if names <= {n.split(": ", 1)[-1] for n in kept} or time.monotonic() > deadline:
             return kept
         page.wait_for_timeout(250)
+
+
+def _caption_contrast(page) -> float:
+    """The contrast ratio of the first caption's text, as drawn (its colour and opacity over the page's white)."""
+    color, opacity = page.evaluate(
+        """() => { const c = document.querySelector('[data-testid="stCaptionContainer"]');
+            const s = getComputedStyle(c); return [s.color, s.opacity]; }"""
+    )
+    channels = [float(v) for v in color[color.index("(") + 1 : -1].split(",")]
+    alpha = float(opacity) * (channels[3] if len(channels) == 4 else 1.0)
+    drawn = [alpha * c + (1 - alpha) * 255 for c in channels[:3]]
+
+    def luminance(rgb: list[float]) -> float:
+        lin = [c / 255 / 12.92 if c / 255 <= 0.03928 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    return 1.05 / (luminance(drawn) + 0.05)
 
 
 def _run_name(page) -> str:
