@@ -20,6 +20,7 @@ from app.dashboard.trained import full_depth_note, skip_warning, training_note
 from skipcore import plots
 from skipcore.adapters import ModelShapes
 from skipcore.errors import ScheduleError
+from skipcore.labels import file_stem
 from skipcore.measure.summary import speedup_text
 from skipcore.schedule import (
     MODES,
@@ -266,6 +267,20 @@ def results(
     figures.show(mask, "mask", run=name)
     cost = plots.cost_figure(steps, f"Theoretical cost per step (prompt of {prompt_len} tokens)", color)
     figures.show(figures.with_visible_points(cost) if len(steps) <= 3 else cost, "costs", run=name)
+    with st.expander("The figures' numbers, step by step"):  # a chart's data, for a screen reader and a copy
+        table = plots.theoretical_steps(schedule, shapes, prompt_len, max_new_tokens, bpe)
+        st.caption(
+            f"Step 0 is the prompt's pass ({prompt_len} tokens); FLOPs and KV bytes are one sequence's."
+        )
+        st.dataframe(table, hide_index=True, key="design_steps")
+        st.download_button(
+            "Download these numbers (CSV)",
+            table.to_csv(index=False),
+            f"{file_stem(name)}_steps.csv",
+            "text/csv",
+            key="dl_design_steps",
+            on_click="ignore",
+        )
 
 
 def export(schedule: Schedule, max_new_tokens: int) -> None:

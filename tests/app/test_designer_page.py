@@ -40,7 +40,7 @@ def test_designer_opens_on_the_default_model(model_dir):
     assert "heatmap" in charts(at)[1].proto.spec
     sch = Schedule.from_dict(at.session_state["schedule"])
     assert sch.num_layers == 6 and sch.shape == "linear" and sch.mode == "skip"
-    assert [d.label for d in at.download_button] == ["Download schedule JSON"]
+    assert [d.label for d in at.download_button] == ["Download these numbers (CSV)", "Download schedule JSON"]
 
 
 def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
@@ -56,6 +56,12 @@ def test_designer_sliders_change_the_schedule_and_it_carries_over(model_dir):
     assert (sch.max_layers, sch.min_layers, sch.mode) == (6, 3, "middle")
     speedup = next(m for m in at.metric if m.label == "Layer speedup").value
     assert speedup == f"{sch.layer_speedup(32):.2f}x"
+    # the figures' numbers as a table (a chart's data for a screen reader, and to copy): the design's budgets
+    steps = at.dataframe[0].value
+    assert len(steps) > 1 and steps["num_layers_run"].tolist() == sch.budgets(len(steps))
+    assert (steps["flops"] <= steps["flops_full"]).all() and steps["flops"].iloc[-1] < steps[
+        "flops_full"
+    ].iloc[-1]
     at.switch_page("sections/generate.py").run()
     assert "linear 6->3 (middle, span " in at.caption[0].value  # every parameter of the design said
     at.switch_page("sections/designer.py").run()  # and the designer still shows it
