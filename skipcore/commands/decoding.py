@@ -46,9 +46,14 @@ SCHEDULE_CHOICE = frozenset(
 )
 
 
+# the flags (by dest) that only sampling reads (generate's): typed without --do-sample they would do nothing
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed"}
+
+
 def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
     """One line for a flag typed where it would do nothing, before any work: another policy's setting, custom
-    budgets for another shape, a data set beside prompts given, a schedule flag beside a schedule file."""
+    budgets for another shape, a data set beside prompts given, a schedule flag beside a schedule file, a sampling
+    flag without --do-sample."""
     from skipcore.policies.params import params_of
 
     depth = settings.depth
@@ -73,6 +78,13 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
     if (settings.prompt or settings.prompts_file) and given & {"dataset", "split"}:
         raise UserError(
             "give the prompts by --prompt or --prompts-file, or by --dataset and --split, not both"
+        )
+    sampling_only = sorted(given & SAMPLING_FLAGS.keys())
+    # generate's alone: lens decodes greedily, and its own --top-k is how many tokens a read-out keeps
+    if sampling_only and not getattr(settings, "do_sample", True):
+        raise UserError(
+            f"{SAMPLING_FLAGS[sampling_only[0]]} sets how tokens are sampled, and this run decodes greedily: add "
+            "--do-sample, or drop it"
         )
     if depth.schedule_json:  # the file's schedule runs as written: a schedule flag beside it would do nothing
         flags = {"schedule": "--schedule", **SCHEDULE_FLAGS}

@@ -46,10 +46,6 @@ class GenerateSettings(DecodeSettings):
         return Sampling(self.do_sample, self.temperature, self.top_k, self.top_p, self.seed)
 
 
-# the flags (by dest) that only sampling reads: typed without --do-sample they would do nothing
-SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed"}
-
-
 # -- generate -----------------------------------------------------------------------------------------------
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -145,12 +141,6 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
     settings, schedule_note = with_model_defaults(GenerateSettings.from_args(args), given)
-    sampling_only = sorted(given & SAMPLING_FLAGS.keys())
-    if sampling_only and not settings.do_sample:
-        raise UserError(
-            f"{SAMPLING_FLAGS[sampling_only[0]]} sets how tokens are sampled, and this run decodes greedily: add "
-            "--do-sample, or drop it"
-        )
     apply_threads(settings.threads)
     if settings.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {settings.timing_repeats}")

@@ -211,7 +211,8 @@ def add_parser(sub) -> None:
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(
         func=run,
-        on_interrupt="its checkpoints saved so far are kept (--save-every): train --resume with its checkpoint folder and --out continues it",
+        on_interrupt="its checkpoints saved so far are kept (--save-every): train --resume with its checkpoint "
+        "folder and --out continues it",
     )
 
 

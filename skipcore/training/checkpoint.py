@@ -17,7 +17,6 @@ Layout of a checkpoint directory:
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 import torch
 
 from skipcore.errors import UserError, first_line
+from skipcore.files import parse_json
 from skipcore.models.training_record import (
     RECORD_FILE,
     read_record,
@@ -90,7 +90,8 @@ def names_a_save_writes(model, tokenizer) -> Callable[[str], bool]:
     """Whether `save_model` of `model` and `tokenizer` writes a file of a given name into its folder: the
     adapter's (a peft model) or the model's (its shards by their pattern), the tokenizer's (saved once into a
     temporary folder to list them: each tokenizer class has its own), the record, and the run's log."""
-    if hasattr(model, "peft_config"):
+    adapter = hasattr(model, "peft_config")
+    if adapter:
         from skipcore.models.lora import CONFIG_FILE, WEIGHTS_FILE
 
         model_files = {CONFIG_FILE, WEIGHTS_FILE}
@@ -99,9 +100,7 @@ def names_a_save_writes(model, tokenizer) -> Callable[[str], bool]:
     with tempfile.TemporaryDirectory() as folder:
         tokenizer.save_pretrained(folder)
         names = {*model_files, *(p.name for p in Path(folder).iterdir()), RECORD_FILE, LOG_FILE}
-    return lambda name: (
-        name in names or (not hasattr(model, "peft_config") and MODEL_SHARD.fullmatch(name) is not None)
-    )
+    return lambda name: name in names or (not adapter and MODEL_SHARD.fullmatch(name) is not None)
 
 
 def own_log(path: Path) -> bool:
@@ -113,8 +112,8 @@ def own_log(path: Path) -> bool:
         return False
     for i, line in enumerate(lines):
         try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError):
+            entry = parse_json(line)
+        except ValueError:
             if i == len(lines) - 1:
                 break
             return False

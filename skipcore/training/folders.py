@@ -76,9 +76,7 @@ def check_users_files_kept(out: Path, writes: Callable[[str], bool]) -> None:
     if not out.is_dir():
         return
     record = _record_of(out)
-    if record and not recorded_files(
-        record
-    ):  # an older record lists no files: its run saved what stands there
+    if record and not recorded_files(record):  # an older record lists none: its run saved what stands there
         return
     own = {*replaced_files(out), *([LOG_FILE] if own_log(out / LOG_FILE) else [])}
     theirs = sorted(
@@ -116,9 +114,8 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
         written_for = _recorded_out(foreign[0])
-        if (
-            written_for is not None
-        ):  # a run's checkpoints, of a folder moved or copied since, or of another run
+        # a run's checkpoints: of a folder moved or copied since, or of another run
+        if written_for is not None:
             raise UserError(
                 f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, written for --out {written_for}, "
                 f"not {out}: a checkpoint keeps the output folder it was written for (a moved or copied run's "
