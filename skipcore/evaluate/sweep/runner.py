@@ -16,6 +16,7 @@ the keys it finds, whichever executor made them. Only this process writes: an ex
 from __future__ import annotations
 
 import os
+import sys
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -78,6 +79,12 @@ def run_sweep(
         params = cfg.run_params()
         ids = {s: s.setting_id(params) for s in grid}
         todo = [s for s in grid if ids[s] not in store.done]
+        if len(todo) < len(grid):
+            print(
+                f"resuming {cfg.out}: {len(grid) - len(todo)} of {len(grid)} settings kept, {len(todo)} to run",
+                file=sys.stderr,
+                flush=True,
+            )
         bar = tqdm(total=len(grid), initial=len(grid) - len(todo), disable=not cfg.progress, unit="setting")
         written = set(store.done)
 

@@ -245,6 +245,9 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
     s = run.s
     L, T = run.layers[s.model], s.max_new_tokens
     stale = studies.settle_stopped(study)
+    kept = studies.done(study)
+    if kept:
+        run.say(f"resuming {s.out}: {kept} of {s.trials} trials kept, {max(0, s.trials - kept)} to run")
     if stale:
         run.say(f"resuming: {stale} trial{'s' if stale > 1 else ''} left running by the last run asked again")
     seeds = [

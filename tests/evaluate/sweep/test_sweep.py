@@ -96,13 +96,15 @@ def test_sweep_writes_every_column_parquet_csv_and_traces(model_dirs, sweep_data
 
 
 @pytest.mark.slow
-def test_resume_skips_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeypatch):
+def test_resume_skips_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep.parquet"
     calls = count_runs(monkeypatch)
     first = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0), policies=("static",)))
     assert len(first) == 2 * 3
+    assert "resuming" not in capsys.readouterr().err
     calls.clear()
     second = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0, 3.0)))
+    assert f"resuming {out}: 6 of 12 settings kept, 6 to run" in capsys.readouterr().err
     run = [s for s, _ in calls]
     # new: 2 targets of 3x and one calm per batch size; every row is timed against its own full-depth pairs
     assert sorted((s.mode, s.target_speedup) for s in run if not s.is_full and s.policy == "static") == [
@@ -119,6 +121,7 @@ def test_resume_skips_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeyp
     calls.clear()
     third = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0, 3.0)))
     assert calls == [] and len(third) == len(second)
+    assert f"resuming {out}: 12 of 12 settings kept, 0 to run" in capsys.readouterr().err
 
 
 def test_interrupted_sweep_keeps_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeypatch):

@@ -128,6 +128,7 @@ def test_a_stopped_tune_resumes_without_scoring_a_finished_trial_again(
     said = []
     result = run_tune(settings(model_dirs, echo_data, out, trials=3), say=said.append)
     assert any("asked again" in line for line in said)
+    assert f"resuming {out}: 1 of 3 trials kept, 2 to run" in said
     assert scored[3] == 2 and not {-1, 0} & set(
         scored[3:]
     )  # trial 1's point is asked again first, as trial 2
