@@ -200,7 +200,8 @@ def run_page(page: Any) -> None:
         for key in restored:
             ss.pop(key, None)
         ss[NOT_RESTORED] = (
-            f"The reopened run's settings could not all be set ({first_line(e)}): the page shows its own defaults."
+            f"The page failed with the reopened run's settings ({first_line(e)}): they were dropped, and the page "
+            "shows its own defaults."
         )
         st.rerun()
 
