@@ -8,8 +8,8 @@ mask a sliding layer gets, so the cache and the loop know nothing of it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 
@@ -84,6 +84,20 @@ class Adapter:
 
     def prepare(self, max_positions: int) -> None:
         """Precompute per-position tables once per generate call, off the hot loop."""
+
+    @contextmanager
+    def inference(self) -> Iterator[None]:
+        """Every module of the model in eval mode for a decode or a replay (dropout off: a model left in training
+        mode, as a training loop in a notebook leaves it, would draw dropout masks into the passes that run its
+        modules), each module's own mode put back after."""
+        training = [m for m in self.model.modules() if m.training]
+        for m in training:
+            m.training = False
+        try:
+            yield
+        finally:
+            for m in training:
+                m.training = True
 
     def position_tables(self) -> tuple[torch.Tensor, ...]:
         """The tensors `layer_kwargs` reads from, which a captured graph holds by address."""

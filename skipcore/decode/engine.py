@@ -327,7 +327,7 @@ class SkipEngine:
         same shape. Calls on one engine run one at a time (the dashboard shares an engine between sessions,
         and a static decoder's buffers serve one batch at a time)."""
         T = max_new_tokens
-        with self._lock, torch.inference_mode():
+        with self._lock, torch.inference_mode(), self.adapter.inference():
             self.adapter.kernels.refresh()  # the weights as they are now, packed for this decode's passes
             if self.fused is not None:
                 self.fused.refresh()  # and concatenated for the fused step's

@@ -86,9 +86,10 @@ def layer_lens(
 
     def read(batch: DecodedBatch) -> None:
         out = batch.output
-        reads = replay(
-            engine.adapter, batch.input_ids, batch.attention_mask, out, engine.dtype, top_k, engine.fused
-        )
+        with engine.adapter.inference():
+            reads = replay(
+                engine.adapter, batch.input_ids, batch.attention_mask, out, engine.dtype, top_k, engine.fused
+            )
         tables.append(lens_rows(reads, out, engine.tokenizer, batch.run_id, batch.first_sample))
         if progress is not None:
             progress(batch.index + 1, batches)

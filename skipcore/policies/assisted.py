@@ -204,6 +204,7 @@ def assisted_generate(
 
     with (
         torch.inference_mode(),
+        engine.adapter.inference(),
         _assistant_settings(model, assistant),
         _recording_passes(model, engine.num_layers) as calls,
     ):

@@ -674,3 +674,30 @@ def test_a_slow_progress_callback_is_no_step_s_time(model_dirs):
     res = eng.generate(PROMPTS[:1], max_new_tokens=6, progress=lambda done, total: time.sleep(pause_ms / 1e3))
     steps = res.trace.groupby("step")["step_ms"].first()
     assert len(steps) == 6 and steps.max() < pause_ms, steps.tolist()
+
+
+@pytest.mark.parametrize("family", ["opt", "gpt2"])
+def test_a_model_left_in_training_mode_decodes_as_in_eval_mode_and_keeps_its_modes(model_dirs, family):
+    """A model a training loop left in training mode (a notebook's usual state after one) drew dropout masks into
+    the passes that run its modules: the tokens and log-probabilities moved from run to run. A decode and the
+    lens's replay run every module in eval mode, and each module's own mode (mixed, here) is put back after."""
+    from skipcore.lens import layer_lens
+
+    eng = engine_for(model_dirs, family)
+    schedule = Schedule(eng.num_layers, "linear", "skip", max_layers=eng.num_layers, min_layers=2)
+    want = eng.generate(PROMPTS, schedule, max_new_tokens=8)
+    want_lens = layer_lens(eng, PROMPTS, schedule, max_new_tokens=8).table
+    for m in eng.model.modules():  # a strong dropout everywhere, so a mask drawn anywhere shows
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.5
+        elif isinstance(getattr(m, "dropout", None), float):
+            m.dropout = 0.5
+    eng.model.train()
+    eng.adapter.layers[0].eval()  # modes a user set per module
+    modes = {name: m.training for name, m in eng.model.named_modules()}
+    got = eng.generate(PROMPTS, schedule, max_new_tokens=8)
+    assert got.token_ids == want.token_ids
+    assert got.trace["logprob"].tolist() == want.trace["logprob"].tolist()
+    lens = layer_lens(eng, PROMPTS, schedule, max_new_tokens=8).table
+    assert lens["logprob"].tolist() == want_lens["logprob"].tolist()
+    assert {name: m.training for name, m in eng.model.named_modules()} == modes
