@@ -70,7 +70,10 @@ class SkipEngine:
         (`skipcore.models.loading.model_dtype`), recorded in every run's metadata; None: the model's own, "as
         given". `fused`: the fixed-shape steps run the fused step's layers (`skipcore.kernels.fused`: fewer,
         fuller kernels; needs static steps), their element-wise bodies compiled by `torch.compile` where
-        `compile_fused` says (None: on CUDA; the CPU runs them as plain ops unless asked)."""
+        `compile_fused` says (None: on CUDA; the CPU runs them as plain ops unless asked). A peft model (a LoRA
+        adapter left unmerged, as training in a notebook leaves it) runs as its base model, whose linears peft
+        wrapped in place, so its adapter applies."""
+        model = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.model = model
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while

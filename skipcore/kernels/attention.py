@@ -400,7 +400,6 @@ def adopt(model: torch.nn.Module) -> bool:
     (`set_attn_implementation`), `dispatch` registered as an attention and its masks as SDPA's (`sdpa_mask`), so
     `generate()` and training compute exactly what they computed before (same masks, same kernel calls). Whether
     the model attends through `dispatch` (False: eager attention, or a model that cannot switch, keeps its own)."""
-    model = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model's own
     if not isinstance(model, PreTrainedModel) or not uses_sdpa(model.config):
         return False
     if not adopted(model.config):

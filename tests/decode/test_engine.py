@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -701,3 +702,23 @@ def test_a_model_left_in_training_mode_decodes_as_in_eval_mode_and_keeps_its_mod
     lens = layer_lens(eng, PROMPTS, schedule, max_new_tokens=8).table
     assert lens["logprob"].tolist() == want_lens["logprob"].tolist()
     assert {name: m.training for name, m in eng.model.named_modules()} == modes
+
+
+@pytest.mark.parametrize("family", ["opt", "llama"])
+def test_a_peft_model_decodes_with_its_unmerged_adapter_as_its_own_generate(model_dirs, family):
+    """A LoRA adapter left unmerged (peft's model, as training in a notebook leaves it) was an AttributeError
+    from the adapter's layer lookup: the engine runs its base model, whose linears peft wrapped, so the tokens are
+    the peft model's own generate()'s, not the base weights'."""
+    from peft import LoraConfig, get_peft_model
+
+    eng = engine_for(model_dirs, family)
+    base = eng.generate(PROMPTS, max_new_tokens=12).token_ids
+    targets = ["q_proj", "v_proj", "fc1" if family == "opt" else "gate_proj"]
+    peft_model = get_peft_model(eng.model, LoraConfig(r=4, target_modules=targets, init_lora_weights=False))
+    peft_model.eval()
+    lora = SkipEngine(peft_model, eng.tokenizer)
+    res = lora.generate(PROMPTS, max_new_tokens=12)
+    ref = hf_generate(SimpleNamespace(model=peft_model, tokenizer=eng.tokenizer, device=eng.device), PROMPTS, 12,
+                      do_sample=False)  # fmt: skip
+    assert torch.equal(padded(res.token_ids, lora.pad_id, ref.shape[1]), ref)
+    assert res.token_ids != base  # the adapter applied
