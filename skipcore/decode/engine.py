@@ -98,6 +98,13 @@ class SkipEngine:
                 SkipcoreWarning,
                 stacklevel=2,
             )
+        if any(hasattr(m, "lora_A") for m in model.modules()):  # peft's LoRA layers, left unmerged
+            warnings.warn(
+                f"{self.model_name or 'the model'} has a LoRA adapter left unmerged: it applies, but its products "
+                "are not in the trace's FLOPs (merge_and_unload() first for exact FLOPs)",
+                SkipcoreWarning,
+                stacklevel=2,
+            )
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id

@@ -19,7 +19,7 @@ from skipcore.decode.engine import SkipEngine
 from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.static_step import StaticDecoder
-from skipcore.errors import ScheduleError
+from skipcore.errors import ScheduleError, SkipcoreWarning
 from skipcore.models.loading import load_model
 from skipcore.schedule import Schedule
 from tests.helpers import FAMILIES, PROMPTS, RecordingPicker, engine_for, hf_generate, padded
@@ -716,7 +716,8 @@ def test_a_peft_model_decodes_with_its_unmerged_adapter_as_its_own_generate(mode
     targets = ["q_proj", "v_proj", "fc1" if family == "opt" else "gate_proj"]
     peft_model = get_peft_model(eng.model, LoraConfig(r=4, target_modules=targets, init_lora_weights=False))
     peft_model.eval()
-    lora = SkipEngine(peft_model, eng.tokenizer)
+    with pytest.warns(SkipcoreWarning, match="LoRA adapter left unmerged: it applies, but its products"):
+        lora = SkipEngine(peft_model, eng.tokenizer)
     res = lora.generate(PROMPTS, max_new_tokens=12)
     ref = hf_generate(SimpleNamespace(model=peft_model, tokenizer=eng.tokenizer, device=eng.device), PROMPTS, 12,
                       do_sample=False)  # fmt: skip
