@@ -49,6 +49,7 @@ from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
+from skipcore.kernels.weight_state import weight_state
 
 # the activations a fused body runs, by the config's name: the function transformers' activation module calls
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -272,17 +273,18 @@ class Bodies:
 
 class FusedWeights:
     """A unit of sibling linears (Q/K/V, gate/up) as one weight and bias, concatenated once and copied again in
-    place when a member's weight changes (its storage or version), so a captured graph keeps reading them."""
+    place when a member's weight changes (`weight_state`), so a captured graph keeps reading them."""
 
     def __init__(self, members: tuple[nn.Linear, ...]) -> None:
         self.members = members
         self.sizes = [m.out_features for m in members]
         self.weight, self.bias = self._concatenated()
-        self._seen = self._versions()
+        self._seen = self._state()
 
-    def _versions(self) -> tuple:
-        params = [m.weight for m in self.members] + [m.bias for m in self.members if m.bias is not None]
-        return tuple((p.data_ptr(), p._version) for p in params)
+    def _state(self) -> tuple:
+        return weight_state(
+            [m.weight for m in self.members] + [m.bias for m in self.members if m.bias is not None]
+        )
 
     def _concatenated(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         with torch.no_grad():
@@ -299,7 +301,7 @@ class FusedWeights:
 
     def refresh(self) -> None:
         """The weights as the members' are now."""
-        seen = self._versions()
+        seen = self._state()
         if seen == self._seen:
             return
         weight, bias = self._concatenated()

@@ -55,6 +55,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
+from skipcore.kernels.weight_state import weight_state
+
 ONEDNN_MIN_MACS = 16 * 16 * 16  # torch sends a bfloat16 product to oneDNN only above this many multiply-adds
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # linears a layer feeds the same input
 # torch's bfloat16 product keeps one kernel for products of up to this many rows on the CPUs measured; above it an
@@ -207,7 +209,7 @@ class PackedLinears:
         if any(w.dtype != torch.bfloat16 or w.device.type != "cpu" for w in weights):
             return None
         unit = tuple(id(m) for m in members)
-        key = tuple((w.data_ptr(), w._version) for w in weights)
+        key = weight_state(weights + [m.bias for m in members if m.bias is not None])
         held = self._packed.get(unit)
         if held is not None and held[0] == key:
             return held[1], held[2]

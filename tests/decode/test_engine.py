@@ -723,3 +723,21 @@ def test_a_peft_model_decodes_with_its_unmerged_adapter_as_its_own_generate(mode
                       do_sample=False)  # fmt: skip
     assert torch.equal(padded(res.token_ids, lora.pad_id, ref.shape[1]), ref)
     assert res.token_ids != base  # the adapter applied
+
+
+def test_an_adapter_merged_after_the_engine_was_made_reaches_its_next_decode(model_dirs):
+    """peft's `merge_and_unload()` writes the merged weights through `.data`, which leaves the parameters' version
+    counters where they were: a bfloat16 engine on the CPU went on multiplying by the weights it had packed before
+    the merge. Its next decode is a new engine's on the merged model."""
+    from peft import LoraConfig, get_peft_model
+
+    eng = engine_for(model_dirs, "llama", dtype="bfloat16")
+    before = eng.generate(PROMPTS, max_new_tokens=12)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    merged = get_peft_model(eng.model, LoraConfig(r=8, target_modules=targets, init_lora_weights=False))
+    merged = merged.merge_and_unload()
+    assert merged is eng.model
+    after = eng.generate(PROMPTS, max_new_tokens=12)
+    want = SkipEngine(merged, eng.tokenizer).generate(PROMPTS, max_new_tokens=12)
+    assert after.token_ids == want.token_ids and after.token_ids != before.token_ids
+    assert after.trace["logprob"].tolist() == want.trace["logprob"].tolist()

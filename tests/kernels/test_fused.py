@@ -238,16 +238,18 @@ def test_an_error_in_a_body_is_raised_not_taken_for_a_failed_compile(model_dirs,
         fused.generate(PROMPTS, None, 4)
 
 
-def test_a_changed_weight_reaches_the_fused_step_in_place(model_dirs):
-    """The concatenated weights follow the model's (an optimizer step, a merged adapter) at the addresses a
-    captured graph read."""
+@pytest.mark.parametrize("through_data", [False, True], ids=["in place", "through .data"])
+def test_a_changed_weight_reaches_the_fused_step_in_place(model_dirs, through_data):
+    """The concatenated weights follow the model's (an optimizer step; a merged adapter, whose write through
+    `.data` leaves the version counter where it was) at the addresses a captured graph read."""
     unfused, fused = _engines(model_dirs, "llama", "float32")
     fused.generate(PROMPTS, None, 6)
     layer = fused.fused.layers[2]
     address = layer.fused_qkv.weight.data_ptr()
+    k, up = unfused.adapter.layers[2].self_attn.k_proj.weight, unfused.adapter.layers[2].mlp.up_proj.weight
     with torch.no_grad():
-        unfused.adapter.layers[2].self_attn.k_proj.weight.mul_(-3.0)
-        unfused.adapter.layers[2].mlp.up_proj.weight.mul_(2.0)
+        (k.data if through_data else k).mul_(-3.0)
+        (up.data if through_data else up).mul_(2.0)
     _same_bits(unfused.generate(PROMPTS, None, 6), fused.generate(PROMPTS, None, 6))
     assert layer.fused_qkv.weight.data_ptr() == address
 

@@ -145,14 +145,27 @@ def test_autograd_small_products_and_other_dtypes_run_the_plain_product(counted)
     assert PackedLinears(nn.Linear(8, 8)).units == [] and PackedLinears(nn.Linear(8, 8)).for_pass() is None
 
 
-def test_a_weight_changed_in_place_is_packed_again(counted):
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m[0].weight.mul_(2),  # an optimizer step, load_state_dict
+        lambda m: m[0].weight.data.mul_(2),  # peft's merge, a hand-written update: the version does not move
+        lambda m: m[0].weight.data[3].zero_(),  # one unit of a layer knocked out, an ablation
+        lambda m: m[0].bias.add_(1),
+        lambda m: m[0].bias.data.add_(1),
+    ],
+    ids=["weight", "weight.data", "one row through .data", "bias", "bias.data"],
+)
+def test_a_weight_changed_in_place_is_packed_again(counted, change):
+    """The packed copy follows the weights and biases however they were written: through `.data` the parameter's
+    version counter never moved, and the copy served the old weights."""
     model = _tiny_mlp()
     x = torch.randn(2, 64).bfloat16()
     packs = _ready(model, counted)
     with torch.inference_mode(), packs.for_pass().intercepting():
         before = model(x)
     with torch.no_grad():
-        model[0].weight.mul_(2)  # an optimizer step or a merged adapter
+        change(model)
     packs.refresh()  # as the engine does before each decode
     with torch.inference_mode():
         want = model(x)
