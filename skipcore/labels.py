@@ -25,17 +25,20 @@ MODEL_ROLE = "model"  # a sweep's model (its `model_role`); any other role is a 
 ROLE_WORDS = {MODEL_ROLE: "", "baseline": "base model"}
 
 # THE palette: one hue per setting family, (the model's rows, a baseline model's rows: the same hue, lighter).
-# Its order is the order in which names that are no family (models, runs, batches) take the hues left free.
+# Its order is the order in which names that are no family (models, runs, batches) take the hues left free. Every
+# shade is at least 3:1 on the dashboard's white (WCAG 2.1 1.4.11: a line, bar or marker carries what a run is;
+# tests/app/test_palette_contrast.py), and the families' own colours stay apart under simulated protanopia and
+# deuteranopia (Machado 2009, in OKLab: at least 6.9 apart, where exit's red and middle's green had been 1.2).
 COLORS: dict[str, tuple[str, str]] = {
-    "skip": ("#1f4e9c", "#9ecae9"),  # SkipDecode: warmup layers, then the top of the stack
-    "exit": ("#e45756", "#ff9d98"),  # early exit: the first n layers
-    "middle": ("#54a24b", "#88d27a"),  # middle skipping: the first and last layers
-    "calm": ("#b279a2", "#d6a5c9"),  # CALM-DEC
-    "adaptive": ("#439894", "#83bcb6"),  # adaptive SkipDecode
-    "speculative": ("#f58518", "#ffbf79"),  # speculative SkipDecode
-    "transformers": ("#9e765f", "#d8b5a5"),  # transformers' generate()
-    "transformers early exit": ("#b79a20", "#f2cf5b"),  # generate(assistant_early_exit=n)
-    "full": ("#9aa0a6", "#cfd3d7"),  # full depth
+    "skip": ("#1f4e9c", "#1e5ed5"),  # SkipDecode: warmup layers, then the top of the stack
+    "exit": ("#af033c", "#e45f66"),  # early exit: the first n layers
+    "middle": ("#1d5b3f", "#029862"),  # middle skipping: the first and last layers
+    "calm": ("#712d76", "#8d419d"),  # CALM-DEC
+    "adaptive": ("#166f7c", "#3e8297"),  # adaptive SkipDecode
+    "speculative": ("#a25502", "#b96711"),  # speculative SkipDecode
+    "transformers": ("#763d01", "#7d5e4b"),  # transformers' generate()
+    "transformers early exit": ("#957c44", "#c38609"),  # generate(assistant_early_exit=n)
+    "full": ("#7f7f7f", "#939393"),  # full depth
 }
 FAMILY_OF = {FULL_DEPTH: "full", "static": "skip"}  # other names a family goes by in tables and figures
 
