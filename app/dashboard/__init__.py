@@ -12,7 +12,8 @@
 - `runstore`: the run history on disk (each run's tables and an SQLite index: any kind of run, one record shape);
   `history`: kept runs compared side by side; `estimates`: how long a run will take, said before it starts.
 - `views`: page pieces several pages share (prompts, sampling, a trace's views); `figures`: what a page adds to
-  `skipcore.plots`' figures; `speculation`: what the pages say of speculative SkipDecode.
+  `skipcore.plots`' figures; `numbers`: a chart's numbers beside it as a table and CSV (its text alternative), and
+  every table's CSV download; `speculation`: what the pages say of speculative SkipDecode.
 - `sweeps`: reading sweep tables (quality and speedup columns, series, the models inside); `runsweep`: the
   Trade-offs page's small sweep and its per-setting progress; `tracefiles`: traces in and out of the browser;
   `paths`: where the shipped model, data and sweeps are.

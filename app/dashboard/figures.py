@@ -1,7 +1,8 @@
-"""What a browser page adds to `skipcore.plots`' figures: a colour key on masks, a token window that can be
-scrolled, one latency band instead of a hundred lines, charts that fit their column (a long title or legend entry
-wrapped to a phone's width), PNG/SVG downloads named by the run they show, and each run's style for the session (`run_styles`: a run drawn on History, Compare, Generate or
-the Layer lens looks the same on all of them).
+"""What a browser page adds to `skipcore.plots`' figures: a colour key on masks, the tokens a heatmap shows (chosen
+with a slider the keyboard moves), one latency band instead of a hundred lines, charts that fit their column (a long
+title or legend entry wrapped to a phone's width), PNG/SVG downloads named by the run they show, and each run's
+style for the session (`run_styles`: a run drawn on History, Compare, Generate or the Layer lens looks the same on
+all of them).
 
 The figures themselves stay in `skipcore.plots` (a notebook draws the same); this only adapts them to a page.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Iterable
 
 import altair as alt
 import pandas as pd
@@ -21,7 +23,8 @@ from skipcore.labels import file_stem
 from skipcore.plots.style import RunStyle, translucent
 from skipcore.plots.tradeoffs import series_scale
 
-TOKEN_WINDOW = 40  # token columns shown at once; more are reached with the range slider
+TOKEN_WINDOW = 40  # token columns shown at once; more are reached with the "Tokens shown" slider
+TOKENS_SHOWN = "Tokens shown (steps)"  # that slider's label
 MAX_LATENCY_LINES = 8  # more batches than this are drawn as one median line with its 10-90% band
 FORMAT_KEY = "figure_format"
 FORMATS = ("png", "svg")
@@ -128,14 +131,29 @@ def with_mask_key(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def with_token_window(fig: go.Figure, columns: int, window: int = TOKEN_WINDOW) -> go.Figure:
-    """Past `window` token columns the labels would overlap: show that many, with a range slider to move."""
-    first = 0
-    if columns > window:
-        fig.update_xaxes(
-            range=[first - 0.5, first + window - 0.5], rangeslider={"visible": True, "thickness": 0.08}
-        )
-        fig.update_layout(height=(fig.layout.height or 400) + 60)
+def token_range(steps: Iterable[int], key: str, window: int = TOKEN_WINDOW) -> tuple[int, int] | None:
+    """Past `window` token columns the labels would overlap: a slider over the steps (widget key `key`) choosing
+    the first and the last token drawn, the first `window` to start. Its two thumbs move with the arrow keys (Tab
+    to one), where the Plotly range slider it replaced took a mouse. None when every token fits."""
+    steps = [int(s) for s in steps]
+    first, last = min(steps, default=0), max(steps, default=0)
+    if last - first + 1 <= window:
+        return None
+    low, high = st.slider(
+        TOKENS_SHOWN,
+        first,
+        last,
+        (first, first + window - 1),
+        key=key,
+        help=f"the first and the last generated token drawn; more than about {window} at once crowd their labels",
+    )
+    return int(low), int(high)
+
+
+def with_token_range(fig: go.Figure, shown: tuple[int, int] | None) -> go.Figure:
+    """The figure's token axis over the steps `shown` (`token_range`; None: every token)."""
+    if shown is not None:
+        fig.update_xaxes(range=[shown[0] - 0.5, shown[1] + 0.5])
     return fig
 
 

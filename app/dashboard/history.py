@@ -76,6 +76,19 @@ def table(chosen: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).rename(columns=lambda c: titles.get(c, column_title(c)))
 
 
+def steps_table(chosen: list[dict]) -> pd.DataFrame:
+    """The figure's numbers (`figure`): one row per step, one column per run (named as the legend names it) holding
+    its mean layers run at that step, empty past the run's last step."""
+    columns = [r["steps"].set_index("step")["num_layers_run"].rename(r["run"]) for r in chosen]
+    return pd.concat(columns, axis=1).sort_index().rename_axis("step").reset_index()
+
+
+STEPS_NOTE = (
+    "The figure's numbers: each run's mean layers run at each step, over its rows still running (step 0 is the "
+    "prompt's pass); full depth runs every layer of its model at every step."
+)
+
+
 def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> go.Figure:
     """Mean layers run per decode step of each chosen run, in its style (`styles`: by run name, the session's;
     else each run in its family's colour), against full depth (dashed grey), one line per depth the runs have,

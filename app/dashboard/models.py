@@ -156,7 +156,7 @@ def model_sidebar() -> ModelChoice:
     """Render the model picker in the sidebar (kept in the address); store and return the choice."""
     listed = options()
     _follow_install(listed)
-    st.sidebar.subheader("Model")
+    st.sidebar.header("Model")  # h2: the sidebar is a section beside the page's h1, no level skipped
     if not _is_model_dir(default_model_dir()):
         st.sidebar.warning(
             f"The shipped model `{display_path(default_model_dir())}` was not found. Make it with "

@@ -96,3 +96,19 @@ def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.Dat
         **{column_title(c): number(format="%.2fx") for c in SPEEDUPS},
     }
     return table, config
+
+
+def trial_numbers(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame:
+    """The trials chart's points (`skipcore.plots.tune.tune_points`) as a table in words, its text alternative:
+    each trial's setting (full depth, the floor's reference, among them), its state, quality and speed."""
+    from skipcore.labels import column_title
+    from skipcore.plots.tune import tune_points
+
+    points = tune_points(trials, metric, speedup)
+    words = {
+        "what": "setting",
+        "state": "state",
+        "quality": column_title(metric),
+        "speed": column_title(speedup),
+    }
+    return points[list(words)].rename(columns=words)

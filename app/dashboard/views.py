@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from functools import partial
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from app.dashboard import address, figures, results, speculation
+from app.dashboard import address, figures, numbers, results, speculation
 from app.dashboard.address import KEEP
 from app.dashboard.markdown import plain
 from app.dashboard.paths import DATASET_DIR, display_path
@@ -35,6 +36,12 @@ CHAT_EXAMPLE_PROMPTS = (  # what an instruct model is made for: a user's questio
     "Describe The Eagle, a cheap French coffee shop by the river, in one sentence."
 )
 TYPED, FROM_DATA = "Type prompts", "From a data split"
+# what a trace's figures draw, by the trace's own column names (so their CSV reads as a trace does): a sample's
+# tokens (the heatmap, FLOPs and KV cache; `flops_total` where a policy's own work adds to a token's cost) and each
+# batch step's time
+TOKEN_NUMBERS = ("step", "token", "num_layers_run", "layer_mask", "flops", "flops_total", "flops_full",
+                 "kv_cache_bytes", "kv_cache_bytes_full")  # fmt: skip
+STEP_TIME_NUMBERS = ("batch", "step", "num_layers_run", "step_ms")
 
 
 @st.cache_data(show_spinner=False)
@@ -392,17 +399,12 @@ def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
 
 
 def token_heatmap(
-    trace: pd.DataFrame,
-    sample: int,
-    title: str | None = None,
-    columns: int | None = None,
-    window: int = figures.TOKEN_WINDOW,
-):
-    """`plots.exit_heatmap` (a speculative trace's kept drafts marked) with a colour key, and a scrollable window
-    of tokens when there are many."""
+    trace: pd.DataFrame, sample: int, shown: tuple[int, int] | None = None, title: str | None = None
+) -> go.Figure:
+    """`plots.exit_heatmap` (a speculative trace's kept drafts marked) with a colour key, over the steps `shown`
+    (`figures.token_range`; None: every token)."""
     fig = plots.exit_heatmap(trace, sample, title=title)
-    n = columns or len(plots.sample_rows(trace, sample))
-    return figures.with_token_window(figures.with_mask_key(fig), n, window)
+    return figures.with_token_range(figures.with_mask_key(fig), shown)
 
 
 def show_outputs(table: dict[str, list]) -> None:
@@ -426,14 +428,33 @@ def show_trace(
         st.caption(f"Run: **{plain(name)}**")  # an uploaded trace's metadata names it: shown as written
     show_metrics(summary_metrics(trace), at_most)
     sample = sample_picker(trace, f"{key}_sample", labels)
-    figures.show(token_heatmap(trace, sample), f"{key}_heatmap", f"layers-sample-{sample}", run=name)
     rows = plots.sample_rows(trace, sample)
+    shown = figures.token_range(rows["step"], f"{key}_tokens_{trace['run_id'].iloc[0]}_{sample}")
+    figures.show(token_heatmap(trace, sample, shown), f"{key}_heatmap", f"layers-sample-{sample}", run=name)
     cost = plots.cost_figure(rows, title=f"Compute and KV cache, sample {sample}", color=color)
     figures.show(figures.with_visible_points(cost) if len(rows) <= 3 else cost, f"{key}_costs", run=name)
+    stem = file_stem(name or f"trace-{trace['run_id'].iloc[0]}")
+    numbers.figure_numbers(
+        f"Sample {sample}'s numbers, token by token",
+        rows[[c for c in TOKEN_NUMBERS if c in rows]],
+        f"{key}_token_numbers",
+        f"{stem}_sample-{sample}",
+        "The heatmap's and the cost figure's numbers: each generated token's layers (layer_mask: 1 ran, layer 0 "
+        "first), its FLOPs and the KV cache's bytes after it, beside full depth's; step 0 is the prompt's pass.",
+    )
     show_step_times(trace)
     title = "Round latency (draft and verify)" if speculation.is_speculative(trace) else "Step latency"
     latency = figures.latency_figure(trace, title, color)
     figures.show(latency, f"{key}_latency", "step-latency", run=name)
+    per_step = plots.batch_steps(trace)
+    numbers.figure_numbers(
+        "Step times, batch by batch",
+        per_step[[c for c in STEP_TIME_NUMBERS if c in per_step]],
+        f"{key}_step_numbers",
+        f"{stem}_step-times",
+        "The latency figure's numbers: each batch step's wall-clock time (every row of the batch shares it) and "
+        "its layers" + (" (a step is a draft-and-verify round)." if "round" in trace else "."),
+    )
     with st.expander("Trace rows"):
         st.dataframe(trace, hide_index=True)
     if metadata:

@@ -11,7 +11,7 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, history, provenance, speculation, state, views
+from app.dashboard import figures, history, numbers, provenance, speculation, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
@@ -183,6 +183,13 @@ def show_layers(results: dict) -> None:
     styles = figures.run_styles({e["name"]: e["family"] for e in entries})
     fig = history.figure(entries, styles)
     figures.show(fig, "cmp_layers", "layers-per-step-by-policy")
+    numbers.figure_numbers(
+        "The figure's numbers, step by step",
+        history.steps_table(entries),
+        "cmp_steps",
+        "layers-per-step-by-policy",
+        history.STEPS_NOTE,
+    )
     st.caption(
         "Each line is one policy's run, named by everything that made it (the costs table's short headers say "
         "the same name on hover); a run keeps its colour (its policy's or mode's) and its dash on every page, "
@@ -212,18 +219,26 @@ def show_downloads(stored: CompareResult, table: pd.DataFrame) -> None:
     """The costs table (CSV) and each policy's trace (Parquet, or CSV/JSONL zips pandas reads)."""
     first = next(iter(stored.results.values())).metadata
     design = design_label(first.get("model"), (stored.settings.get("schedule") or (None, None))[1])
-    st.download_button(
+    numbers.csv_button(
+        st,
         "Download the costs table (CSV)",
-        table.to_csv(index=False),
+        table,
         f"compare-policies_{file_stem(design)}.csv",
-        "text/csv",
-        key="cmp_dl_table",
-        on_click="ignore",
+        "cmp_dl_table",
     )
     results = stored.results
     name = st.selectbox("Trace of", list(results), key="cmp_dl_policy")
     res = results[name]
     views.download_buttons(res.trace, res.metadata, f"cmp_{name.replace(' ', '_')}")
+
+
+def heatmap_numbers(traces: dict[str, pd.DataFrame], sample: int) -> pd.DataFrame:
+    """What the heatmaps draw for `sample`, policy by policy: each generated token and the layers that made it."""
+    columns = ["step", "token", "num_layers_run", "layer_mask"]
+    return pd.concat(
+        [plots.sample_rows(t, sample)[columns].assign(policy=name) for name, t in traces.items()],
+        ignore_index=True,
+    )[["policy", *columns]]
 
 
 def show_heatmaps(stored: CompareResult) -> None:
@@ -237,13 +252,18 @@ def show_heatmaps(stored: CompareResult) -> None:
     for panel in fig.layout.annotations:  # each panel's title in its run's colour, its full name on hover
         if panel.text in names:
             panel.update(font_color=colors[panel.text], hovertext=names[panel.text])
-    width = max(len(plots.sample_rows(t, sample)) for t in traces.values())
-    if width > figures.TOKEN_WINDOW:
-        fig.update_xaxes(range=[-0.5, figures.TOKEN_WINDOW - 0.5])
-        st.caption(
-            f"{width} tokens: the first {figures.TOKEN_WINDOW} shown; drag or zoom to move (all panels follow)."
-        )
-    figures.show(fig, "cmp_heatmaps", f"layers-by-policy-sample-{sample}")
+    steps = {int(s) for t in traces.values() for s in plots.sample_rows(t, sample)["step"]}
+    run = first.trace["run_id"].iloc[0]
+    shown = figures.token_range(steps, f"cmp_tokens_{run}_{sample}")  # every panel: their axes are linked
+    figures.show(figures.with_token_range(fig, shown), "cmp_heatmaps", f"layers-by-policy-sample-{sample}")
+    numbers.figure_numbers(
+        f"Sample {sample}'s numbers, token by token",
+        heatmap_numbers(traces, sample),
+        "cmp_token_numbers",
+        f"layers-by-policy-sample-{sample}",
+        "The heatmaps' numbers: each policy's generated tokens and the layers that made each (layer_mask: 1 ran, "
+        "layer 0 first).",
+    )
     st.caption(
         "One panel per policy, their token axes linked: zoom or pan one and every panel follows. Hover a cell for "
         "the token, its layers, its cost and its log-probability."
@@ -353,7 +373,7 @@ def main() -> None:
     results = stored.results
     if not results:
         return
-    st.subheader("Costs")
+    st.header("Costs")
     table = summary_table(results, stored.quality)
     if stored.quality:
         n = len(stored.prompts)
@@ -382,14 +402,14 @@ def main() -> None:
             "speedups come from paired, repeated runs (the sweep, or `skipcore generate --timing-repeats N`)."
         )
     show_layers(results)
-    st.subheader("Outputs")
+    st.header("Outputs")
     views.show_outputs({"prompt": stored.prompts, **{name: res.texts for name, res in results.items()}})
     for name, res in results.items():
         flag_empty(res.texts, stored.settings, name)
     show_lossless(stored)
-    st.subheader("Layers per token")
+    st.header("Layers per token")
     show_heatmaps(stored)
-    st.subheader("Downloads")
+    st.header("Downloads")
     show_downloads(stored, table)
 
 

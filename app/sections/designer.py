@@ -11,7 +11,7 @@ import json
 
 import streamlit as st
 
-from app.dashboard import address, design_file, figures, state, views
+from app.dashboard import address, design_file, figures, numbers, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.loading import model_positions, model_shapes
 from app.dashboard.models import current_choice
@@ -267,24 +267,18 @@ def results(
     figures.show(mask, "mask", run=name)
     cost = plots.cost_figure(steps, f"Theoretical cost per step (prompt of {prompt_len} tokens)", color)
     figures.show(figures.with_visible_points(cost) if len(steps) <= 3 else cost, "costs", run=name)
-    with st.expander("The figures' numbers, step by step"):  # a chart's data, for a screen reader and a copy
-        table = plots.theoretical_steps(schedule, shapes, prompt_len, max_new_tokens, bpe)
-        st.caption(
-            f"Step 0 is the prompt's pass ({prompt_len} tokens); FLOPs and KV bytes are one sequence's."
-        )
-        st.dataframe(table, hide_index=True, key="design_steps")
-        st.download_button(
-            "Download these numbers (CSV)",
-            table.to_csv(index=False),
-            f"{file_stem(name)}_steps.csv",
-            "text/csv",
-            key="dl_design_steps",
-            on_click="ignore",
-        )
+    table = plots.theoretical_steps(schedule, shapes, prompt_len, max_new_tokens, bpe)
+    numbers.figure_numbers(
+        "The figures' numbers, step by step",
+        table,
+        "design_steps",
+        f"{file_stem(name)}_steps",
+        f"Step 0 is the prompt's pass ({prompt_len} tokens); FLOPs and KV bytes are one sequence's.",
+    )
 
 
 def export(schedule: Schedule, max_new_tokens: int) -> None:
-    st.subheader("Export")
+    st.header("Export")
     blob = json.dumps(schedule.to_dict(), indent=2)
     st.download_button(
         "Download schedule JSON",

@@ -74,14 +74,14 @@ def run(
 
 
 def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
-    st.subheader("Outputs")
+    st.header("Outputs")
     provenance.show(result.settings, now, "Generate")
     views.show_outputs({"prompt": result.prompts, "output": result.texts})
     flag_empty(result.texts, result.settings)
     if result.run_id is not None:
         st.caption(f"Kept as run #{result.run_id} in the run history.")
         st.page_link("sections/history.py", label="Open the run history", icon=":material/history:")
-    st.subheader("Trace")
+    st.header("Trace")
     trace = result.trace
     made = Schedule.from_dict(result.settings["schedule"][1])
     longest = int(trace["position"].max()) + 1  # the longest context a decode step of the run reached

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, history, jump
+from app.dashboard import figures, history, jump, numbers
 from app.dashboard.provenance import line
 from app.dashboard.results import KINDS, reopen
 from app.dashboard.runstore import TRACE, Run, RunStore
@@ -147,6 +147,13 @@ def compare(store: RunStore, chosen: list[Run]) -> None:
     table = history.table(entries)
     config = history.table_config(table)
     st.dataframe(table, hide_index=True, placeholder="-", column_config=config, row_height=history.WRAPPED)
+    numbers.figure_numbers(
+        "The figure's numbers, step by step",
+        history.steps_table(entries),
+        "history_steps",
+        "runs_layers-per-step",
+        history.STEPS_NOTE,
+    )
 
 
 def main() -> None:
@@ -219,7 +226,7 @@ def main() -> None:
         for r in chosen:
             why = f" · cannot be reopened: {r.problem}" if r.problem else ""
             st.markdown(f"**#{r.id}** {line(r.settings)}{why}")
-    st.subheader("Compared")
+    st.header("Compared")
     compare(store, chosen)
 
 

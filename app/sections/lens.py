@@ -14,9 +14,10 @@ import zipfile
 from functools import partial
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, provenance, results, state, views
+from app.dashboard import figures, numbers, provenance, results, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
@@ -153,6 +154,14 @@ def show_agreement(result: LensComparison) -> None:
     name = names(result)["path"]
     fig = agreement_figure({name: a}, colors=colors(result))
     figures.show(fig, "lens_agreement", "lens-agreement", run=name)
+    with st.expander("The figure's numbers, by budget and by step"):
+        st.caption(
+            "Agreement: the fraction of decode tokens whose path ranks full depth's token first, per budget "
+            "(layers of the token's own pass) and per decode step (with the mean layers run)."
+        )
+        stem = file_stem(name, 100)
+        numbers.numbers_table(a.by_budget, "lens_agreement_budget", f"lens-agreement-by-budget_{stem}")
+        numbers.numbers_table(a.by_step, "lens_agreement_step", f"lens-agreement-by-step_{stem}")
 
 
 def show_heatmaps(result: LensComparison) -> None:
@@ -176,6 +185,26 @@ def show_heatmaps(result: LensComparison) -> None:
         "Grey cells are layers the token skipped: its residual stream passes them unchanged, so there is no "
         "read-out of their own (it would repeat the layer below). Hover a cell for the read-out's top tokens."
     )
+    numbers.figure_numbers(
+        f"Sample {sample}'s numbers, token by layer",
+        heatmap_numbers(result, sample),
+        "lens_heat_numbers",
+        f"lens-sample-{sample}_{file_stem(names(result)['path'], 100)}",
+        "The heatmaps' numbers: every statistic of each token's read-out after each layer, on both sides (ran: "
+        "whether the token ran the layer; a skipped layer's read-out repeats the layer below).",
+    )
+
+
+# a heatmap cell's numbers, by the lens table's columns: the token, the layer, whether it ran, each statistic
+HEATMAP_NUMBERS = ("step", "token", "layer", "ran", "top_token", *STATS)
+
+
+def heatmap_numbers(result: LensComparison, sample: int) -> pd.DataFrame:
+    """What the two heatmaps draw for `sample`: each token's read-out after each layer, full depth's then the
+    schedule's path's (`side`)."""
+    sides = {"full depth": result.full.table, "schedule": result.path.table}
+    table = pd.concat([t[t["sample"] == sample].assign(side=side) for side, t in sides.items()])
+    return table.sort_values(["side", "step", "layer"], kind="stable")[["side", *HEATMAP_NUMBERS]]
 
 
 def show_layers(result: LensComparison) -> None:
@@ -238,16 +267,16 @@ def main() -> None:
         return
     provenance.show(result.settings, now, "Run the lens")
     show_agreement(result)
-    st.subheader("Token by layer")
+    st.header("Token by layer")
     show_heatmaps(result)
-    st.subheader("Per layer")
+    st.header("Per layer")
     show_layers(result)
-    st.subheader("Outputs")
+    st.header("Outputs")
     texts = {"prompt": result.prompts, names(result)["full"]: result.full.texts}
     if result.tokens == OWN:  # teacher-forced, the schedule's path was fed full depth's text
         texts[names(result)["path"]] = result.path.texts
     st.table(texts)  # wrapped, never cut off
-    st.subheader("Downloads")
+    st.header("Downloads")
     show_downloads(result)
 
 

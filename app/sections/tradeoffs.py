@@ -13,7 +13,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, paths, provenance, state, sweeps, views
+from app.dashboard import figures, numbers, paths, provenance, state, sweeps, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
@@ -192,14 +192,7 @@ def small_sweep() -> pd.DataFrame | None:
         st.caption(f"Kept as run #{stored.run_id} in the run history.")
     c1, c2 = st.columns(2)
     table = stored.table
-    c1.download_button(
-        "Download this sweep (CSV)",
-        table.to_csv(index=False),
-        "sweep.csv",
-        "text/csv",
-        key="to_dl_csv",
-        on_click="ignore",
-    )
+    numbers.csv_button(c1, "Download this sweep (CSV)", table, "sweep.csv", "to_dl_csv")
     c2.download_button(
         "Download this sweep (Parquet)",
         table.to_parquet(index=False),
@@ -339,14 +332,14 @@ def draw(df: pd.DataFrame) -> None:
     if flagged is not None and flagged.any():
         st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
     for what, x in axes:
-        st.subheader(f"Pareto front of {front_of}, {what} speedup")
+        st.header(f"Pareto front of {front_of}, {what} speedup")
         front = fronts(df if front_rows is None else front_rows, x, y)  # measured: one front per machine
         extra = [f"{x}_lo", f"{x}_hi", "timing_flag", MACHINE] if what == "measured" else []
         cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips, *front.columns]) if c in front]
         show_rows(front[cols], f"to_front_{what}", x, y, "measured" if what == "measured" else "front")
     dynamic = sweeps.against_static_front(df, x_theory, y)
     if dynamic is not None:
-        st.subheader("Dynamic policies against the static front")
+        st.header("Dynamic policies against the static front")
         st.caption(
             f"Each setting of another policy (CALM-DEC, adaptive, speculative, transformers' generate()) against "
             f"the best {column_title(y)} a static schedule (same model) reaches at a {column_title(x_theory)} at least as high: above, on "

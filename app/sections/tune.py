@@ -12,16 +12,17 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import address, design_file, jump, provenance, state, views
+from app.dashboard import address, design_file, jump, numbers, provenance, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
+from app.dashboard.markdown import demoted
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import TuneRunResult
-from app.dashboard.tuning import front_table, run_search, settings_for, work
+from app.dashboard.tuning import front_table, run_search, settings_for, trial_numbers, work
 from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.evaluate.tune.choice import floor_note
@@ -107,6 +108,14 @@ def show(result: TuneRunResult, L: int) -> None:
     f, trials = result.found, result.trials
     chart = plots.tune_chart(trials, f["metric"], f["speedup"], f["floor"], f.get("chosen"))
     st.altair_chart(chart, key="tune_chart")
+    numbers.figure_numbers(
+        "The chart's numbers, trial by trial",
+        trial_numbers(trials, f["metric"], f["speedup"]),
+        "tune_points",
+        "tune-trials",
+        f"Each point of the chart: a trial (or full depth, the floor's reference) with its quality and speed; a "
+        f"trial stopped early has its quality on the rows it was scored on. The floor is {f['floor']:.2f}.",
+    )
     if result.run_id is not None:
         st.caption(f"Kept as run #{result.run_id} in the run history.")
     if f.get("chosen") is None:
@@ -131,7 +140,7 @@ def show(result: TuneRunResult, L: int) -> None:
     if "num_examples" in trials and trials["num_examples"].notna().any():
         views.warn_small_sample(int(trials["num_examples"].max()), "trials", "raise **Dev rows**")
     with st.expander("report.md"):
-        st.markdown(f["report"])
+        st.markdown(demoted(f["report"], 1))  # its title an h2 under the page's h1
 
 
 # the search settings' inputs by name, as an error about one names it

@@ -9,6 +9,7 @@ import zipfile
 import pandas as pd
 
 from app.dashboard import tracefiles
+from app.dashboard.numbers import NUMBERS_CSV
 from app.dashboard.results import DOWNLOADS, GenerateResult
 from app.dashboard.views import CHAT_EXAMPLE_PROMPTS
 from skipcore.traces import TRACE_COLUMNS, read_trace
@@ -38,9 +39,9 @@ def test_generate_shows_texts_heatmap_and_downloads(model_dir, tmp_path):
     spec = json.loads(figs[0].proto.spec)
     assert spec["data"][0]["text"][0][0].startswith("step 0")  # hover: step, token, layers, FLOPs, log p
     assert "log p" in spec["data"][0]["text"][0][0]
-    assert [d.label for d in at.download_button] == [
+    assert [d.label for d in at.download_button if d.label != NUMBERS_CSV] == [
         f"Download {label}" for label in tracefiles.DOWNLOAD_FORMATS.values()
-    ]
+    ]  # and beside the figures, their numbers as CSV (tests/app/test_chart_numbers.py)
     # the bytes behind each button read back with skipcore's reader, and the zips with plain pandas
     for (key, run_id, _fmt), (data, name, _) in at.session_state[DOWNLOADS].items():
         assert key == "gen"
@@ -121,16 +122,13 @@ def test_progress_counts_batches_and_steps():
     assert progress_text(65, 128, 64).startswith("batch 2 of 2, step 1 ")
 
 
-def test_long_generations_get_a_token_window(model_dir, sample_trace):
-    from app.dashboard import figures, views
+def test_long_generations_show_the_tokens_chosen(model_dir, sample_trace):
+    from app.dashboard import views
 
     trace = sample_trace[0]
     long = pd.concat([trace.assign(step=trace["step"] + 8 * k) for k in range(8)])  # 64 token columns
-    fig = views.token_heatmap(long, 0)
-    assert (
-        list(fig.layout.xaxis.range) == [-0.5, figures.TOKEN_WINDOW - 0.5]
-        and fig.layout.xaxis.rangeslider.visible
-    )
+    fig = views.token_heatmap(long, 0, (10, 49))  # the page's "Tokens shown" slider chose them
+    assert list(fig.layout.xaxis.range) == [9.5, 49.5] and not fig.layout.xaxis.rangeslider.visible
     short = views.token_heatmap(trace, 0)
     assert short.layout.xaxis.range is None  # a short run shows every token
 

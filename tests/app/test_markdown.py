@@ -8,7 +8,7 @@ import html
 import pytest
 from markdown_it import MarkdownIt
 
-from app.dashboard.markdown import plain
+from app.dashboard.markdown import demoted, plain
 from app.dashboard.provenance import prompts_setting
 from tests.helpers import by_key, open_app
 
@@ -59,3 +59,13 @@ def test_an_uploaded_traces_name_and_metadata_show_as_written(model_dir, sample_
     shown = [e.value for e in [*at.success, *at.caption]]
     assert any(image in rendered(text) for text in shown)
     assert not any("<img" in rendered(text) for text in shown), shown
+
+
+def test_a_document_shown_in_a_page_has_its_headings_under_the_pages_own():
+    """A tune's report.md opens with an h1: shown under the page's h1 title, its headings move a level down (a
+    page has one h1, and no level is skipped); a code block's '#' lines are code, not headings."""
+    report = "# skipcore tune: m\n\ntext #1\n\n## Pareto front\n\n```bash\n# a comment\n```\n"
+    out = rendered(demoted(report, 1))
+    assert "<h2>skipcore tune: m</h2>" in out and "<h3>Pareto front</h3>" in out
+    assert "<h1>" not in out and "# a comment" in out and "text #1" in out
+    assert demoted("###### six", 1) == "###### six"  # h6 is the deepest there is

@@ -153,7 +153,7 @@ def test_tradeoffs_draw_adaptive_as_its_own_series_against_the_static_front(mode
     assert_clean(at)
     front = at.dataframe[0].value
     assert list(front["layer_speedup"]) == [1.0, 2.0, 3.0] and set(front["policy"]) == {"static"}
-    assert "Pareto front of static schedules" in " ".join(h.value for h in at.subheader)
+    assert "Pareto front of static schedules" in " ".join(h.value for h in at.header)
 
 
 def test_tradeoffs_without_dynamic_rows_offer_no_static_front_choice(model_dir):
