@@ -354,6 +354,7 @@ class SkipEngine:
                 if s > 0:
                     run.advance()  # each row's last token is the step's input
                 out = run.shared(fixed[s]) if fixed is not None else decide(run, state)
+                run.holes.after(out, s)
                 if out.tokens is None:  # one token each: picked inside the graph, or here from the logits
                     new, lp = out.picked if out.picked is not None else picker(out.logits)
                     cur.one_each(new, lp, s)

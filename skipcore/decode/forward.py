@@ -24,6 +24,7 @@ import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
 from skipcore.decode.cache import SkipKVCache
+from skipcore.decode.checks import KVHoles, check_layer_set
 from skipcore.decode.record import RowCursor
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.step import StepOutput
@@ -160,6 +161,10 @@ class EngineStepRunner:
         self.input_ids, self.positions = cursor.step_input(0)
         self.step_pass = StepPass.of(adapter, cache)
         self.decode_pass = self.step_pass if fused is None else StepPass.of(adapter, cache, fused)
+        # the layer sets `shared` has checked, and whether at step 0
+        self._checked: set[tuple[tuple, bool]] = set()
+        # the layers whose K/V an earlier step left out (the loop records each step's, `KVHoles.after`)
+        self.holes = KVHoles(adapter.shapes.num_layers)
 
     def advance(self) -> None:
         """On to the next step, whose input is each row's last token."""
@@ -184,6 +189,10 @@ class EngineStepRunner:
 
     def shared(self, layers: Sequence[int]) -> StepOutput:
         layers = tuple(layers)
+        if (layers, self.step == 0) not in self._checked:  # each set once a batch: a schedule has few
+            check_layer_set(layers, self.adapter.shapes.num_layers, self.step)
+            self._checked.add((layers, self.step == 0))
+        self.holes.check(layers, self.step)
         keys = self.key_mask
         if keys is None:  # rows stand at different columns: one new column each, at its own
             cols = self.columns(0, 1)
