@@ -9,6 +9,7 @@ reads each batch again as the driver hands it on, adding the read-outs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,12 @@ from skipcore.lens.replay import ReadOuts, replay
 from skipcore.measure.summary import summarize
 
 OWN, GIVEN = "own decode", "given tokens"
+
+
+def prompts_digest(prompts: Sequence[str]) -> str:
+    """What a lens records of its prompts (`metadata["lens"]["prompts_digest"]`), so a lens another is compared
+    with is known to be of the same prompts, in order."""
+    return hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -101,7 +108,12 @@ def layer_lens(
         "lens",
         tokens,
         label=policy.label(),
-        lens={"tokens": OWN if tokens is None else GIVEN, "top_k": top_k, "readout": "final norm + LM head"},
+        lens={
+            "tokens": OWN if tokens is None else GIVEN,
+            "top_k": top_k,
+            "readout": "final norm + LM head",
+            "prompts_digest": prompts_digest(request.prompts),
+        },
     )
     table = pd.concat(tables, ignore_index=True)
     return LensResult(table, run.trace, run.texts, run.token_ids, meta)

@@ -18,7 +18,7 @@ import pandas as pd
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.static_policy import PolicyLike
 from skipcore.errors import UserError
-from skipcore.lens.run import LensResult, layer_lens
+from skipcore.lens.run import LensResult, layer_lens, prompts_digest
 
 FULL_DEPTH = "full depth"
 
@@ -95,8 +95,17 @@ def compare_with_full_depth(
 
     if full is None:
         full = layer_lens(engine, prompts, None, max_new_tokens, batch_size, top_k=top_k, progress=part(0))
-    elif full.metadata.get("mode") != "full" or len(full.token_ids) != len(prompts):
-        raise UserError("`full` must be a full-depth lens of the same prompts (layer_lens with no policy)")
+    elif (
+        full.metadata.get("mode") != "full"
+        or len(full.token_ids) != len(prompts)
+        # a lens kept before lenses recorded their prompts has no digest: its count alone is checked
+        or full.metadata.get("lens", {}).get("prompts_digest", prompts_digest(prompts))
+        != prompts_digest(prompts)
+    ):
+        raise UserError(
+            "`full` must be a full-depth lens of the same prompts, in the same order (layer_lens with no policy)",
+            field="full",
+        )
     path = layer_lens(
         engine,
         prompts,

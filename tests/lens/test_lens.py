@@ -211,6 +211,10 @@ def test_one_full_depth_lens_serves_several_policies(opt):
     assert shared.full is full and shared.agreement.overall == fresh.agreement.overall
     with pytest.raises(UserError, match="full-depth lens of the same prompts"):
         compare_with_full_depth(opt, PROMPTS, sched, T, full=shared.path)
+    # as many prompts, other ones (or the same in another order): the agreement was with another text's tokens
+    for others in ([*PROMPTS[1:], PROMPTS[0]], [p + " more" for p in PROMPTS]):
+        with pytest.raises(UserError, match="full-depth lens of the same prompts, in the same order"):
+            compare_with_full_depth(opt, others, sched, T, full=full)
 
 
 def test_agreement_refuses_a_lens_on_its_own_decode(opt):
