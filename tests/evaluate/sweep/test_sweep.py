@@ -658,3 +658,18 @@ def test_a_killed_sweep_stops_as_an_interrupted_one(model_dirs, sweep_dataset, t
     assert run.returncode == 130 and said in err, err
     assert not out.with_name(f".{out.name}.lock").exists()
     assert len(pd.read_parquet(out)) == len(pd.read_csv(out.with_suffix(".csv"))) >= 1
+
+
+def test_a_config_takes_what_a_notebook_passes(model_dirs, sweep_dataset, tmp_path):
+    """Text where a path belongs (`out`, `traces_dir`) was an AttributeError, a `Path` to the dataset was read as a
+    hub name after the first setting had run (its trace left behind), and one value of an axis (`targets=2.0`,
+    `modes="skip"`) a TypeError or a refusal of the value 's'."""
+    out = tmp_path / "sweep.parquet"
+    cfg = sweep_config(model_dirs, sweep_dataset, str(out), traces_dir=str(tmp_path / "traces"), targets=2.0,
+                       modes="skip", batch_sizes=1, policies="static")  # fmt: skip
+    cfg = replace(cfg, dataset=Path(sweep_dataset))
+    assert cfg.out == out and cfg.traces_dir == tmp_path / "traces" and cfg.dataset == str(sweep_dataset)
+    assert (cfg.targets, cfg.modes, cfg.batch_sizes, cfg.policies) == ((2.0,), ("skip",), (1,), ("static",))
+    df = run_sweep(cfg)
+    assert sorted(df["target_speedup"].fillna(1.0)) == [1.0, 2.0] and out.is_file()
+    assert len(list((tmp_path / "traces").iterdir())) == 2
