@@ -50,18 +50,23 @@ def spent_ratio(a: float, b: float) -> float:
 
 
 def _by_batch(trace: pd.DataFrame, column: str) -> list[str]:
-    return ["batch", column] if "batch" in trace else [column]
+    """The keys of one batch's `column` (a step, a sample): within its run, so a trace of several runs
+    concatenated (`pd.concat`, each numbering its batches and samples from 0) keeps every run's apart."""
+    return [c for c in ("run_id", "batch") if c in trace] + [column]
 
 
 def _steps(trace: pd.DataFrame) -> pd.DataFrame:
-    """One row per step the batch ran (every row of a step shares its time and its batch's layers); `round` is
-    the step of policies that give a row several tokens per step."""
-    column = "round" if "round" in trace else "step"
-    return trace.drop_duplicates(_by_batch(trace, column)).rename(columns={column: "batch_step"})
+    """One row per step the batch ran (every row of a step shares its time and its batch's layers), numbered
+    `batch_step`: the `round` of policies that give a row several tokens per step, else the step (also for a run
+    without rounds concatenated with one that has them)."""
+    step = trace["round"].fillna(trace["step"]) if "round" in trace else trace["step"]
+    steps = trace.assign(batch_step=step)
+    return steps.drop_duplicates(_by_batch(steps, "batch_step"))
 
 
 def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
-    """Speedups (realised per token and per batch step; layers and FLOPs), KV bytes saved, tokens/s."""
+    """Speedups (realised per token and per batch step; layers and FLOPs), KV bytes saved, tokens/s. A trace of
+    several runs (`run_id`) is summarised over all of them pooled, each run's steps and samples its own."""
     L = num_layers
     decode = trace[trace["step"] >= 1]
     live = decode[~decode["finished"]]
@@ -73,7 +78,8 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     steps = _steps(trace)
     decode_steps = steps[steps["batch_step"] >= 1]
     token_steps = decode.drop_duplicates(_by_batch(decode, "step"))  # the steps full depth runs for them
-    last = trace.loc[trace.groupby("sample")["step"].idxmax()]
+    # each sample's last token, by position in the table (a concatenation may repeat index labels)
+    last = trace.sort_values("step", kind="stable").drop_duplicates(_by_batch(trace, "sample"), keep="last")
     kv, kv_full = int(last["kv_cache_bytes"].sum()), int(last["kv_cache_bytes_full"].sum())
     seconds = float(steps["step_ms"].sum()) / 1e3
     decode_ms = float(decode_steps["step_ms"].sum())
@@ -108,7 +114,8 @@ def _speculation(live: pd.DataFrame) -> dict:
     """Drafted tokens accepted, and tokens per full-depth verification pass, over the running rows' rounds."""
     if "round_drafts" not in live:
         return {"draft_acceptance": float("nan"), "tokens_per_full_pass": float("nan")}
-    passes = live.drop_duplicates(["sample", "round"])
+    live = live[live["round_drafts"].notna()]  # the speculative runs' tokens, where runs were concatenated
+    passes = live.drop_duplicates([*_by_batch(live, "sample"), "round"])
     drafted = passes["round_drafts"].sum()
     return {
         "draft_acceptance": float(passes["round_accepted"].sum() / drafted) if drafted else float("nan"),

@@ -6,16 +6,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from skipcore.plots.style import ACTUAL_COLOR, DASHES
+from skipcore.plots.trace import one_run
 
 
 def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
     """One row per step each batch ran, with its time (`step_ms`) and layers: `step` is the batch's step (a
     speculative trace's round, which gives rows several tokens) and `num_layers_run` its layers (`batch_layers`
     where the trace has them: a CALM step's deepest row, a speculative round's sequential passes)."""
-    step = "round" if "round" in trace else "step"
-    out = trace.drop_duplicates(["batch", step] if "batch" in trace else [step])
-    if step == "round":
-        out = out.drop(columns="step").rename(columns={"round": "step"})
+    if "round" in trace:  # a run without rounds, concatenated with one that has them, counts its steps
+        trace = trace.assign(step=trace["round"].fillna(trace["step"])).drop(columns="round")
+    out = trace.drop_duplicates([c for c in ("run_id", "batch") if c in trace] + ["step"])
     if "batch_layers" in out:
         out = out.assign(num_layers_run=out["batch_layers"])
     return out.sort_values("step")
@@ -27,6 +27,7 @@ def step_latency_figure(
     """Wall-clock time of each batch step (shared by every row of the batch), one line per batch, all in the run's
     `color` (its family's; batches are told apart by their dash and named on hover, never by another family's
     hue)."""
+    one_run(trace, "a step latency figure")
     group = "batch" if "batch" in trace.columns else None
     per_step = batch_steps(trace)
     fig = go.Figure()

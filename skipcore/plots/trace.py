@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from skipcore.errors import UserError
 from skipcore.plots.schedule import mask_heatmap
 from skipcore.plots.style import DRAFT_COLOR
 
@@ -33,8 +34,19 @@ def _in_step_order(rows: pd.DataFrame, include_finished: bool) -> pd.DataFrame:
     return rows if include_finished else rows[~rows["finished"].astype(bool)]
 
 
+def one_run(trace: pd.DataFrame, what: str) -> None:
+    """Refuse a trace of several runs (`run_id`: traces concatenated) where `what` draws one run: each numbers its
+    samples and steps from 0, so their tokens would interleave as one sample's."""
+    if "run_id" in trace and (runs := trace["run_id"].nunique()) > 1:
+        raise UserError(
+            f"the trace holds {runs} runs: {what} draws one run's rows (trace[trace['run_id'] == ...])",
+            field="trace",
+        )
+
+
 def sample_rows(trace: pd.DataFrame, sample: int, include_finished: bool = False) -> pd.DataFrame:
     """One batch row's tokens in step order; tokens after its EOS are dropped unless asked for."""
+    one_run(trace, "a sample's tokens")
     return _in_step_order(trace[trace["sample"] == sample], include_finished)
 
 
@@ -42,6 +54,7 @@ def rows_by_sample(trace: pd.DataFrame, include_finished: bool = False) -> DataF
     """Every batch row's tokens, grouped by sample (in sample order), each group what `sample_rows` gives for it:
     one sort of the trace for all of them, where a `sample_rows` call a sample filters the whole trace each time
     (samples x rows: minutes for a million-row trace of 20,000 samples)."""
+    one_run(trace, "each sample's tokens")
     return _in_step_order(trace, include_finished).groupby("sample", sort=True)
 
 
