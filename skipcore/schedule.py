@@ -99,11 +99,12 @@ class Schedule:
         if self.mode not in MODES:
             raise ScheduleError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}", field="mode")
         if self.shape == "custom":
+            # any sequence of whole numbers (a list, a NumPy array), kept as a tuple of ints
+            object.__setattr__(self, "budgets_list", tuple(int(b) for b in self.budgets_list))
             if not self.budgets_list:
                 raise ScheduleError(
                     "a custom schedule needs a non-empty list of budgets", field="budgets_list"
                 )
-            object.__setattr__(self, "budgets_list", tuple(int(b) for b in self.budgets_list))
             for b in self.budgets_list:
                 if not 1 <= b <= L:
                     raise ScheduleError(f"custom budget {b} is outside [1, {L}]", field="budgets_list")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 import torch
@@ -17,6 +18,11 @@ from skipcore.decode.sampling import Sampling
 from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.step import DepthPolicy, StepOutput
 from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
+
+# what a decode call reads of a policy (`skipcore.decode.step.DepthPolicy`): the loop's members, and what its trace
+# and metadata say of it
+POLICY_MEMBERS = ("name", "shared_sets", "needs_logits", "check", "max_step_tokens", "cache_layer_sets", "start",
+                  "trace_columns", "describe", "label")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,16 @@ def check_request(
     """The checks a call makes before its first batch; the batch size is all prompts when None. `vocab_rows`: the
     model's embedding rows, which every prompt token id must index."""
     check_types(prompts, max_new_tokens, batch_size, sampling)
+    max_new_tokens, batch_size = (
+        int(max_new_tokens),
+        None if batch_size is None else int(batch_size),
+    )  # NumPy's too
     policy = as_policy(policy)
+    if lacking := [m for m in POLICY_MEMBERS if not hasattr(policy, m)]:
+        raise ArgumentTypeError(
+            f"{type(policy).__name__} is no complete DepthPolicy: it lacks {', '.join(lacking)} "
+            "(skipcore.decode.step.DepthPolicy says what each is)"
+        )
     if not prompts:
         raise UserError("no prompts given", field="prompts")
     if not all(isinstance(p, str) for p in prompts):
@@ -73,7 +88,7 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
             + ("; wrap one prompt in a list: [prompt]" if isinstance(prompts, str) else "")
         )
     for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral)):
             raise ArgumentTypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
     if max_new_tokens is None:
         raise ArgumentTypeError("max_new_tokens must be a whole number, got None")

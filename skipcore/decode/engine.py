@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -263,7 +264,12 @@ class SkipEngine:
             texts += [self.tokenizer.decode(row, skip_special_tokens=True) for row in rows]
             trace = build_trace(out, shapes, self.tokenizer, run_id, start, b, self.element_bytes)
             for name, column in policy.trace_columns(out, shapes).items():
-                trace[name] = column.ravel()
+                if np.shape(column) != tuple(out.tokens.shape):  # (B, T), as the trace's rows are laid out
+                    raise UserError(
+                        f"{policy.label()}: its trace column {name!r} has shape {np.shape(column)}, not the batch's "
+                        f"(rows, steps) {tuple(out.tokens.shape)}"
+                    )
+                trace[name] = np.asarray(column).ravel()
             traces.append(trace)
             if on_batch is not None:
                 on_batch(DecodedBatch(b, start, ids, attn, out, run_id))

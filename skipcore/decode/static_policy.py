@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -109,7 +110,7 @@ def as_policy(policy: PolicyLike) -> DepthPolicy:
     if all(callable(getattr(policy, m, None)) for m in ("check", "start")):  # a DepthPolicy (duck-typed)
         return policy
     if _is_index_list(policy) and all(_is_index_list(s, of_ints=True) for s in policy):
-        return StaticPolicy.from_layer_sets(policy)
+        return StaticPolicy.from_layer_sets([tuple(int(i) for i in s) for s in policy])
     raise ArgumentTypeError(
         f"policy must be a DepthPolicy (StaticPolicy, CalmPolicy, ...), a Schedule, per-step layer sets (lists of "
         f"layer indices) or None for full depth; got {type(policy).__name__} {policy!r:.60}"
@@ -122,7 +123,10 @@ def as_policy(policy: PolicyLike) -> DepthPolicy:
 
 
 def _is_index_list(value: object, of_ints: bool = False) -> bool:
-    """A list or tuple (not text), of whole numbers if asked."""
+    """A list, tuple, range or one-dimensional NumPy array (not text), of whole numbers if asked (Python's or
+    NumPy's)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1 and (not of_ints or value.dtype.kind in "iu")
     if not isinstance(value, Sequence) or isinstance(value, str | bytes):
         return False
-    return not of_ints or all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+    return not of_ints or all(isinstance(i, Integral) and not isinstance(i, bool) for i in value)

@@ -47,7 +47,20 @@ def one_run(trace: pd.DataFrame, what: str) -> None:
 def sample_rows(trace: pd.DataFrame, sample: int, include_finished: bool = False) -> pd.DataFrame:
     """One batch row's tokens in step order; tokens after its EOS are dropped unless asked for."""
     one_run(trace, "a sample's tokens")
-    return _in_step_order(trace[trace["sample"] == sample], include_finished)
+    rows = trace["sample"] == sample
+    if not rows.any():
+        raise UserError(
+            f"the trace has no sample {sample} (its samples: {_spans(trace['sample'])})", field="sample"
+        )
+    return _in_step_order(trace[rows], include_finished)
+
+
+def _spans(samples: pd.Series) -> str:
+    """A trace's sample numbers in words: '0-7', or the first few where they have gaps."""
+    values = sorted(samples.unique().tolist())
+    if values and values[-1] - values[0] + 1 == len(values):
+        return f"{values[0]}-{values[-1]}" if len(values) > 1 else str(values[0])
+    return ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
 
 
 def rows_by_sample(trace: pd.DataFrame, include_finished: bool = False) -> DataFrameGroupBy:

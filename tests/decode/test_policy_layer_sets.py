@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import pytest
 
-from skipcore.errors import ScheduleError
+from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
+from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, engine_for
 
 T = 6
@@ -96,3 +98,47 @@ def test_a_well_formed_policy_of_ones_own_is_the_same_sets_given_as_a_list(model
     assert own.token_ids == listed.token_ids
     for column in ("layer_mask", "num_layers_run", "flops", "kv_cache_bytes", "logprob"):
         assert own.trace[column].tolist() == listed.trace[column].tolist(), column
+
+
+def test_an_incomplete_policy_and_a_misshapen_trace_column_are_said_in_one_line(model_dirs):
+    """A class with `check` and `start` alone was an AttributeError deep in the loop; a trace column of the wrong
+    shape a pandas length error."""
+    eng = engine_for(model_dirs, "opt")
+
+    class Partial:
+        def check(self, num_layers, max_new_tokens):
+            pass
+
+        def start(self, num_layers, max_new_tokens):
+            return lambda run, state: run.shared(range(num_layers))
+
+    with pytest.raises(
+        ArgumentTypeError, match="Partial is no complete DepthPolicy: it lacks name, shared_sets"
+    ):
+        eng.generate(PROMPTS, Partial(), max_new_tokens=T)
+
+    @dataclass(frozen=True)
+    class OneColumnTooFew(OwnPolicy):
+        def trace_columns(self, out, shapes):
+            return {"signal": np.zeros(out.tokens.shape[0])}
+
+    with pytest.raises(UserError, match=r"own: its trace column 'signal' has shape \(3,\), not the batch's"):
+        eng.generate(PROMPTS, OneColumnTooFew(lambda s, L: tuple(range(L))), max_new_tokens=T)
+
+
+def test_numpy_whole_numbers_are_whole_numbers(model_dirs):
+    """Layer sets of NumPy integers were 'not layer indices', `max_new_tokens=np.int64(6)` not a whole number and
+    a custom schedule's budgets as an array a truth-value error, where ranges and Python ints were taken."""
+    eng = engine_for(model_dirs, "opt")
+    sets = [tuple(range(6)), (0, 1, 5), (0, 5), (0,)]
+    want = eng.generate(PROMPTS, sets, max_new_tokens=4)
+    for given in ([np.array(s) for s in sets], [list(np.array(s)) for s in sets]):
+        assert eng.generate(PROMPTS, given, max_new_tokens=np.int64(4)).token_ids == want.token_ids
+    custom = Schedule(6, "custom", "skip", budgets_list=np.array([4, 3, 2]))
+    assert custom.budgets_list == (4, 3, 2)
+    assert (
+        eng.generate(PROMPTS, custom, max_new_tokens=np.int64(5)).token_ids
+        == eng.generate(
+            PROMPTS, Schedule(6, "custom", "skip", budgets_list=[4, 3, 2]), max_new_tokens=5
+        ).token_ids
+    )

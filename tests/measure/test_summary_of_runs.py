@@ -58,3 +58,10 @@ def test_a_figure_of_one_runs_rows_refuses_several(model_dirs):
     ):
         with pytest.raises(UserError, match=r"the trace holds 2 runs: .* draws one run's rows"):
             draw()
+
+
+def test_a_sample_the_trace_lacks_is_said(model_dirs):
+    """An empty heatmap without a word."""
+    trace = engine_for(model_dirs, "opt").generate(PROMPTS, None, max_new_tokens=4).trace
+    with pytest.raises(UserError, match=r"the trace has no sample 7 \(its samples: 0-2\)"):
+        exit_heatmap(trace, 7)
