@@ -75,19 +75,20 @@ class Sampling:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, kinds):
                 what = "a whole number" if kinds == whole else "a number"
-                raise UserError(f"--{name.replace('_', '-')} must be {what}, got {value!r}")
+                raise UserError(f"{name} must be {what}, got {value!r}", field=name)
         if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
             raise UserError(
-                f"--temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "
-                "logits / temperature overflow, and sampling is greedy decoding in all but name: leave out "
-                "--do-sample for that)"
+                f"temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "
+                "the logits divided by it overflow, and sampling is greedy decoding in all but name: leave out "
+                "do_sample for that)",
+                field=("temperature", "do_sample"),
             )
         if self.top_k < 0:
-            raise UserError(f"--top-k must be >= 0, got {self.top_k}")
+            raise UserError(f"top_k must be >= 0, got {self.top_k}", field="top_k")
         if not 0 < self.top_p <= 1:  # False for NaN too
-            raise UserError(f"--top-p must be in (0, 1], got {self.top_p}")
+            raise UserError(f"top_p must be in (0, 1], got {self.top_p}", field="top_p")
         if not 0 <= self.seed < 2**63:
-            raise UserError(f"--seed must be in [0, 2^63), got {self.seed}")
+            raise UserError(f"seed must be in [0, 2^63), got {self.seed}", field="seed")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -199,11 +199,11 @@ def test_sampling_settings_of_the_wrong_kind_are_refused_at_the_door():
     from skipcore.errors import UserError
 
     for kw, said in (
-        ({"top_k": True}, "--top-k must be a whole number, got True"),
-        ({"top_k": 2.5}, "--top-k must be a whole number, got 2.5"),
-        ({"seed": 1.5}, "--seed must be a whole number, got 1.5"),
-        ({"seed": None}, "--seed must be a whole number, got None"),
-        ({"temperature": "1"}, "--temperature must be a number, got '1'"),
+        ({"top_k": True}, "top_k must be a whole number, got True"),
+        ({"top_k": 2.5}, "top_k must be a whole number, got 2.5"),
+        ({"seed": 1.5}, "seed must be a whole number, got 1.5"),
+        ({"seed": None}, "seed must be a whole number, got None"),
+        ({"temperature": "1"}, "temperature must be a number, got '1'"),
     ):
         with pytest.raises(UserError, match=re.escape(said)):
             Sampling(True, **kw)
