@@ -201,6 +201,19 @@ def grid_flag_names() -> dict[str, str]:
         "max_new_tokens": "--max-new-tokens",
         "speedup_over": "--speedup-over",
     }
+    # the config's own fields (`SweepConfig`), which its checks name
+    config = {
+        "out": "--out",
+        "shapes": "--shapes",
+        "modes": "--modes",
+        "policies": "--policies",
+        "limit": "--limit",
+        "targets": "--targets",
+        "speculative_targets": "--speculative-targets",
+        "batch_sizes": "--batch-sizes",
+        "repeats": "--repeats",
+        "timing_limit": "--timing-limit",
+    }
     # a static setting's schedule fields, by the grid flags that set them
     schedule = {
         "shape": "--shapes",
@@ -209,7 +222,7 @@ def grid_flag_names() -> dict[str, str]:
         "decay_span": "--decay-span",
         "target_speedup": "--targets",
     }
-    return {**flags, **run_wide, **schedule, "baseline_model": "--baseline-model"}
+    return {**flags, **run_wide, **config, **schedule, "baseline_model": "--baseline-model"}
 
 
 def _as_tuple(value) -> tuple:

@@ -226,9 +226,9 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     span = cfg.decay_span if cfg.decay_span is not None else gen.get("decay_span")
     over = cfg.speedup_over if cfg.speedup_over is not None else speedup_horizon(gen, max_new)
     if max_new < 2:
-        raise UserError(f"--max-new-tokens must be >= 2, got {max_new}")
+        raise UserError(f"max_new_tokens must be >= 2, got {max_new}", field="max_new_tokens")
     if over < 2:
-        raise UserError(f"--speedup-over must be >= 2, got {over}")
+        raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
     span = None if span is None else int(span)
     return replace(cfg, max_new_tokens=int(max_new), decay_span=span, speedup_over=int(over))
 
@@ -238,25 +238,25 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     from skipcore.files import check_output_name
     from skipcore.schedule import MODES
 
-    check_output_name(cfg.out, "--out")
+    check_output_name(cfg.out, "out", field="out")
 
-    for flag, values, allowed in (
-        ("--shapes", cfg.shapes, ("linear", "power", "step", "constant")),
-        ("--modes", cfg.modes, MODES),
-        ("--policies", cfg.policies, (*sweep_policies(),)),
+    for name, values, allowed in (
+        ("shapes", cfg.shapes, ("linear", "power", "step", "constant")),
+        ("modes", cfg.modes, MODES),
+        ("policies", cfg.policies, (*sweep_policies(),)),
     ):
         for v in values:
             if v not in allowed:
-                raise UserError(f"{flag}: unknown value {v!r}; choose from {', '.join(allowed)}")
+                raise UserError(f"{name}: unknown value {v!r}; choose from {', '.join(allowed)}", field=name)
     if cfg.limit is not None and cfg.limit < 1:
-        raise UserError(f"--limit must be >= 1, got {cfg.limit}")
+        raise UserError(f"limit must be >= 1, got {cfg.limit}", field="limit")
     cfg = resolve_lengths(cfg)
-    for flag, values in (("--targets", cfg.targets), ("--speculative-targets", cfg.speculative_targets)):
+    for name, values in (("targets", cfg.targets), ("speculative_targets", cfg.speculative_targets)):
         said = ",".join(f"{t:g}" for t in values)
         if not all(math.isfinite(t) for t in values):  # NaN would drop out of the grid unsaid
-            raise UserError(f"{flag} must all be finite numbers >= 1, got {said}")
+            raise UserError(f"{name} must all be finite numbers >= 1, got {said}", field=name)
         if not all(t >= 1 for t in values):
-            raise UserError(f"{flag} must all be >= 1, got {said}")
+            raise UserError(f"{name} must all be >= 1, got {said}", field=name)
     known = sweep_params()
     for column, values in cfg.policy_values.items():
         if column not in known:
@@ -267,11 +267,11 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
         for value in values:
             known[column].check(value, name=column)
     if any(b < 1 for b in cfg.batch_sizes):
-        raise UserError("--batch-sizes must all be >= 1")
+        raise UserError("batch_sizes must all be >= 1", field="batch_sizes")
     if cfg.repeats < 0:
-        raise UserError(f"--repeats must be >= 0 (0: no timing), got {cfg.repeats}")
+        raise UserError(f"repeats must be >= 0 (0: no timing), got {cfg.repeats}", field="repeats")
     if cfg.timing_limit is not None and cfg.timing_limit < 1:
-        raise UserError(f"--timing-limit must be >= 1, got {cfg.timing_limit}")
+        raise UserError(f"timing_limit must be >= 1, got {cfg.timing_limit}", field="timing_limit")
     check_threads(cfg.threads)
     check_engine(cfg.device, cfg.dtype, cfg.attention_dtype)
     return cfg

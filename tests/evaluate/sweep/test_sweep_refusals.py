@@ -53,10 +53,13 @@ def test_non_finite_or_out_of_range_grid_values_are_refused(model_dirs, tmp_path
     assert not out.exists()
     dataset = tmp_path / "d.jsonl"
     dataset.write_text('{"source": "a", "target": "b"}\n')
-    with pytest.raises(UserError, match="--targets must all be finite numbers >= 1"):  # the API too
+    # the API too, naming the config's own fields
+    with pytest.raises(UserError, match="^targets must all be finite numbers >= 1"):
         check_config(sweep_config(model_dirs, dataset, out, targets=(1.0, float("nan"))))
-    with pytest.raises(UserError, match="--speculative-targets"):
+    with pytest.raises(UserError, match="^speculative_targets must all be finite"):
         check_config(sweep_config(model_dirs, dataset, out, speculative_targets=(float("inf"),)))
+    with pytest.raises(UserError, match="^modes: unknown value 'sideways'"):
+        check_config(sweep_config(model_dirs, dataset, out, modes=("sideways",)))
 
 
 def test_a_policys_grid_flag_without_its_policy_and_an_output_with_no_name_are_refused(
