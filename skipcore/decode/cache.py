@@ -98,7 +98,8 @@ class SkipKVCache:
             self.row_columns = self.shared_column = None
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
-        key, value = key.to(self.dtype), value.to(self.dtype)  # no-op unless the cache is kept in float32
+        if key.dtype != self.dtype:  # a half-precision model's cache kept in float32 (no dispatch otherwise)
+            key, value = key.to(self.dtype), value.to(self.dtype)
         if self.row_columns is not None:
             return self._update_rows(key, value, layer_idx)
         if self.static and key.shape[2] == 1:

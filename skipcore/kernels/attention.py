@@ -168,7 +168,8 @@ def decode_sdpa(
             attention_mask = attention_mask.to(key.dtype)  # the dtype's minimum stays a finite large negative
     groups = getattr(module, "num_key_value_groups", 1)
     B, H, q_len, D = query.shape
-    query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
+    if aligns_inputs(query.device):  # a CPU reads views as they are
+        query, key, value, attention_mask = map(kernel_ready, (query, key, value, attention_mask))
     if kv_copied:  # a head per query head already (`each_query`): the call after `transformers`' copy
         route = "copied"
     else:

@@ -338,8 +338,10 @@ class PassProducts:
 
     def _whole(self, unit: PackedUnit, x: torch.Tensor) -> torch.Tensor:
         """The unit's product of `x`, row by row where the pass's rule says so."""
-        split = row_count(x) >= 2 and self.linears.row_rule(
-            unit.product, unit.shape, unit.bias is not None, True, self.one_row
+        split = (
+            self.one_row
+            and row_count(x) >= 2
+            and self.linears.row_rule(unit.product, unit.shape, unit.bias is not None, True, self.one_row)
         )
         return row_by_row(unit.product, x) if split else unit.product(x)
 
@@ -350,8 +352,10 @@ class PassProducts:
             unit is None or unit.members[index] is not linear
         ):  # unpacked: the plain product, row by row where the pass's rule says so
             plain = _plain_product(linear)
-            split = row_count(x) >= 2 and self.linears.row_rule(
-                plain, tuple(weight.shape), bias is not None, False, self.one_row
+            split = (
+                self.one_row
+                and row_count(x) >= 2
+                and self.linears.row_rule(plain, tuple(weight.shape), bias is not None, False, self.one_row)
             )
             return row_by_row(plain, x) if split else plain(x)
         # where torch's own product of this linear alone would not run on oneDNN, neither does it here
@@ -404,8 +408,9 @@ def products_of(kwargs: dict):
 
 
 def module_outputs(members: tuple[nn.Module, ...], x: torch.Tensor) -> list[torch.Tensor]:
-    """A unit of linears' outputs, each module called: a lean layer's products where its pass hands none."""
-    return [m(x) for m in members]
+    """A unit of linears' outputs, each its module's own product (`nn.Linear.forward`'s one call, without the module
+    call around it: a lean layer's linears are stock and unhooked), where its pass hands no products."""
+    return [F.linear(x, m.weight, m.bias) for m in members]
 
 
 BLOCK_ROWS = 1024  # vocabulary rows per block: 2.4 MB of SmolLM2's float32 head, a few MB like a layer

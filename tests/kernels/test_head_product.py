@@ -16,13 +16,17 @@ from tests.helpers import FAMILIES, PROMPTS, RecordingPicker, engine_for, hf_gen
 
 
 class CountingLinear:
-    """`F` for the head product with its linear calls counted."""
+    """`F` for the head product with its linear calls counted: every call, or where `of` is set (a head's weight),
+    the calls on that weight's blocks alone (a lean layer's linears call `F.linear` too)."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.of: torch.Tensor | None = None
 
     def linear(self, *args):
-        self.calls += 1
+        weight = args[1]
+        if self.of is None or weight.untyped_storage().data_ptr() == self.of.untyped_storage().data_ptr():
+            self.calls += 1
         return F.linear(*args)
 
 
@@ -69,6 +73,7 @@ def test_one_row_training_a_small_head_and_other_dtypes_run_the_module_as_it_is(
 def test_full_depth_with_a_blocked_head_matches_generate(model_dirs, family, monkeypatch, counted):
     monkeypatch.setattr(products, "BLOCK_ROWS", 64)  # the tiny models' 300-token head: four blocks
     eng = engine_for(model_dirs, family)
+    counted.of = eng.model.get_output_embeddings().weight
     res = eng.generate(PROMPTS, max_new_tokens=12)
     assert counted.calls == 12 * len(block_sizes(eng.adapter.shapes.vocab_size)) == 48  # every step's head
     ref = hf_generate(eng, PROMPTS, 12, do_sample=False)
