@@ -133,14 +133,17 @@ def bench_one(
     def hf(net=model, **kw) -> _Run:
         _sync(device)
         t0 = time.perf_counter()
+        # T tokens, as the engine makes them (it never stops either): an end token no token is, rather than
+        # min_new_tokens, which masks the model's own EOS and so picks other tokens than full depth's
+        never = net.get_output_embeddings().weight.shape[0]
         with torch.inference_mode():
             out = net.generate(
                 ids,
                 attention_mask=attn,
                 max_new_tokens=T,
-                min_new_tokens=T,
                 do_sample=False,
                 pad_token_id=1,
+                eos_token_id=never,
                 **kw,
             )
         _sync(device)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from skipcore.commands import main
+from skipcore.models.shipped import shipped_path
 from skipcore.schedule import schedule_for_speedup
 from tests.helpers import bench_argv, refused
 
@@ -358,6 +359,17 @@ def test_a_model_folder_is_timed_with_its_own_weights(tmp_path, model_dirs):
         (folder, "own", "full"),
         (folder, "own", "skip 2x"),
     ]
+
+
+def test_generate_is_timed_on_full_depths_tokens_where_the_model_ends_early(tmp_path):
+    """The shipped model ends most outputs within 40 tokens: `min_new_tokens` kept generate() from picking its own
+    EOS, so it made other tokens than full depth's (43% the same) while the row was timed as the same work."""
+    out = tmp_path / "b.json"
+    args = ["bench", "--models", shipped_path("data/models/skipdecode-opt-e2e"), "--batch-sizes", "2", "--new-tokens",
+            "40", "--prompt-len", "8", "--settings", "full,generate", "--repeats", "1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    by = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
+    assert by["generate()"]["same_tokens_as_full"] == 1
 
 
 @pytest.mark.slow
