@@ -1,8 +1,7 @@
 """What a decode call is checked for, once, before any work (`check_request`: the types it was called with,
-the prompts, the new tokens, the batch size, the model's positions and the policy's own check), what every step's
-layers are held to whatever policy chose them (`check_layer_set`, `KVHoles`: a policy of a user's own has no
-check of its own), and the one check after each batch (`check_finite`). Each refusal is one line
-(`skipcore.errors.UserError`)."""
+the prompts, the new tokens, the batch size, the model's positions and the policy's own check), and the one
+check after each batch (`check_finite`); what every step's layers are held to is the step runner's
+(`skipcore.decode.forward`). Each refusal is one line (`skipcore.errors.UserError`)."""
 
 from __future__ import annotations
 
@@ -10,14 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
-import numpy as np
 import torch
 
 from skipcore.decode.outputs import BatchOutput
 from skipcore.decode.sampling import Sampling
 from skipcore.decode.static_policy import PolicyLike, as_policy
-from skipcore.decode.step import DepthPolicy, StepOutput
-from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
+from skipcore.decode.step import DepthPolicy
+from skipcore.errors import ArgumentTypeError, UserError
 
 # what a decode call reads of a policy (`skipcore.decode.step.DepthPolicy`): the loop's members, and what its trace
 # and metadata say of it
@@ -140,54 +138,6 @@ def _what_fits(limit: int, longest: int, max_new_tokens: int) -> str:
     if limit - max_new_tokens >= 1:
         return f"the prompt alone fills them: shorten it to at most {limit - max_new_tokens} tokens"
     return f"use max_new_tokens {limit - 1} or fewer and a shorter prompt"
-
-
-def check_layer_set(layers: tuple, num_layers: int, step: int) -> None:
-    """A set of layers a step runs as the loop, the cache and the trace read it: whole numbers in [0, L), ascending,
-    each once, at least one; the prompt's pass (step 0) every layer, whose K/V every later step reads. A layer set
-    out of order ran in that order while the trace said otherwise; an index past L or a repeated one failed deep in
-    the cache or the attention; an empty set gave no token of the model's."""
-    what = f"the layer set {layers!r:.80} at step {step}"
-    if not layers:
-        raise ScheduleError(f"{what} is empty: a step runs at least one layer")
-    if not all(isinstance(i, int | np.integer) and not isinstance(i, bool) for i in layers):
-        raise ScheduleError(f"{what} holds something that is no layer index")
-    if min(layers) < 0 or max(layers) >= num_layers:
-        raise ScheduleError(f"{what} names a layer outside 0..{num_layers - 1} (the model has {num_layers})")
-    if any(a >= b for a, b in zip(layers, layers[1:], strict=False)):
-        raise ScheduleError(f"{what} is not in ascending order with each layer once: layers run bottom up")
-    if step == 0 and len(layers) != num_layers:
-        raise ScheduleError(
-            f"{what} skips layers: the prompt's pass runs every layer, whose K/V later steps read"
-        )
-
-
-class KVHoles:
-    """The layers whose K/V some earlier position lacks: a step ran without them and wrote none (a step's
-    `kv_layers`, where a policy fills a skipped layer's K/V as CALM-DEC does, says it wrote them). A step that runs
-    such a layer would attend over that hole (zeros in a fixed-shape cache, a shape error in a growing one), so it
-    is refused, naming the step: a policy's layer sets must shrink from step to step, or fill what they skip."""
-
-    def __init__(self, num_layers: int) -> None:
-        self.num_layers = num_layers
-        self.missing: set[int] = set()
-
-    def check(self, layers: tuple[int, ...], step: int) -> None:
-        """Refuse `layers` at step `step` where one of them has a hole (before the step runs, where the runner
-        knows its layers first: `StepRunner.shared`)."""
-        if holed := set(layers) & self.missing:
-            raise ScheduleError(
-                f"step {step} runs layer {min(holed)}, which an earlier step skipped without writing its K/V: the "
-                "cache has a hole there (a policy's layer sets must shrink from step to step, or fill the K/V of "
-                "the layers they skip, as calm does)"
-            )
-
-    def after(self, out: StepOutput, step: int) -> None:
-        """Hold step `step`'s output to the holes before it, then add the layers it left without K/V."""
-        self.check(out.layers, step)
-        ran = set(out.layers)
-        written = ran if out.kv_layers is None else ran | set(range(int(out.kv_layers.min())))
-        self.missing |= set(range(self.num_layers)) - written
 
 
 def check_finite(out: BatchOutput, first_sample: int = 0) -> None:

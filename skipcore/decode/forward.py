@@ -3,7 +3,8 @@
 - `EngineStepRunner`, the loop's side of the step contract, made once per batch and moved to each step's input
   (`advance`): `shared(layers)` runs one layer set for the whole batch (eagerly, or as the fixed-shape step a
   static decoder replays); `columns(offset, q)` runs q new columns per row from each row's own position, so a
-  ragged batch (speculative rows that kept different numbers of drafts) stays one batch.
+  ragged batch (speculative rows that kept different numbers of drafts) stays one batch. It holds every step's
+  layers to what the cache and the trace read, whatever policy chose them (`check_layer_set`, `KVHoles`).
 - `forward_step`, the cached pass of one step (the runner's and the static decoder's), with what a batch's steps
   run with, worked out once (`StepPass`).
 - `skip_forward`, the uncached pass where every column runs its own layer set (the training forward under a skip
@@ -19,15 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
 import torch
 
 from skipcore.adapters import Adapter, positions_from_mask
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.checks import KVHoles, check_layer_set
 from skipcore.decode.record import RowCursor
 from skipcore.decode.sampling import TokenPicker
 from skipcore.decode.step import StepOutput
+from skipcore.errors import ScheduleError
 from skipcore.kernels.door import FusedLayers, padded_width
 from skipcore.schedule import check_nested
 
@@ -135,6 +137,54 @@ def forward_step(
     for i in layers:
         h = step.layers[i](h, adapter.layer_mask(i, mask[..., : cache.capacity(i)]), cache, kw)
     return adapter.head(h[:, -1], kw)
+
+
+def check_layer_set(layers: tuple, num_layers: int, step: int) -> None:
+    """A set of layers a step runs as the loop, the cache and the trace read it: whole numbers in [0, L), ascending,
+    each once, at least one; the prompt's pass (step 0) every layer, whose K/V every later step reads. A layer set
+    out of order ran in that order while the trace said otherwise; an index past L or a repeated one failed deep in
+    the cache or the attention; an empty set gave no token of the model's."""
+    what = f"the layer set {layers!r:.80} at step {step}"
+    if not layers:
+        raise ScheduleError(f"{what} is empty: a step runs at least one layer")
+    if not all(isinstance(i, Integral) and not isinstance(i, bool) for i in layers):
+        raise ScheduleError(f"{what} holds something that is no layer index")
+    if min(layers) < 0 or max(layers) >= num_layers:
+        raise ScheduleError(f"{what} names a layer outside 0..{num_layers - 1} (the model has {num_layers})")
+    if any(a >= b for a, b in zip(layers, layers[1:], strict=False)):
+        raise ScheduleError(f"{what} is not in ascending order with each layer once: layers run bottom up")
+    if step == 0 and len(layers) != num_layers:
+        raise ScheduleError(
+            f"{what} skips layers: the prompt's pass runs every layer, whose K/V later steps read"
+        )
+
+
+class KVHoles:
+    """The layers whose K/V some earlier position lacks: a step ran without them and wrote none (a step's
+    `kv_layers`, where a policy fills a skipped layer's K/V as CALM-DEC does, says it wrote them). A step that runs
+    such a layer would attend over that hole (zeros in a fixed-shape cache, a shape error in a growing one), so it
+    is refused, naming the step: a policy's layer sets must shrink from step to step, or fill what they skip."""
+
+    def __init__(self, num_layers: int) -> None:
+        self.num_layers = num_layers
+        self.missing: set[int] = set()
+
+    def check(self, layers: tuple[int, ...], step: int) -> None:
+        """Refuse `layers` at step `step` where one of them has a hole (before the step runs, where the runner
+        knows its layers first: `StepRunner.shared`)."""
+        if holed := set(layers) & self.missing:
+            raise ScheduleError(
+                f"step {step} runs layer {min(holed)}, which an earlier step skipped without writing its K/V: the "
+                "cache has a hole there (a policy's layer sets must shrink from step to step, or fill the K/V of "
+                "the layers they skip, as calm does)"
+            )
+
+    def after(self, out: StepOutput, step: int) -> None:
+        """Hold step `step`'s output to the holes before it, then add the layers it left without K/V."""
+        self.check(out.layers, step)
+        ran = set(out.layers)
+        written = ran if out.kv_layers is None else ran | set(range(int(out.kv_layers.min())))
+        self.missing |= set(range(self.num_layers)) - written
 
 
 class EngineStepRunner:
