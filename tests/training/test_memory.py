@@ -202,7 +202,8 @@ def test_mixed_precision_counts_half_the_float32_forward(model_dirs, monkeypatch
     pair = Pair((1,) * 30, (2,) * 30)
     half = state + row_bytes(kept.at_half_width(), pair, layers, vocab, rows=4)
     assert half < state + row_bytes(kept, pair, layers, vocab, rows=4)
-    monkeypatch.setattr(memory, "device_memory", lambda device: math.ceil(half))
+    # a byte over it: the check sums the same terms in another order, which may round a last place above
+    monkeypatch.setattr(memory, "device_memory", lambda device: math.ceil(half) + 1)
     memory.check_batches_fit(model, [pair] * 4, 4, "cpu", False, mixed_precision=True)
     with pytest.raises(UserError, match="in a batch of 4 needs at least"):
         memory.check_batches_fit(model, [pair] * 4, 4, "cpu", False)

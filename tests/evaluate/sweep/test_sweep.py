@@ -221,7 +221,7 @@ def test_targets_are_met_over_the_models_typical_output_length(model_dirs, sweep
     expected = schedule_for_speedup(6, 3.0, 7, "linear", "skip", 1, decay_span=5)
     assert (row["max_layers"], row["min_layers"]) == (expected.max_layers, expected.min_layers)
     assert row["schedule_speedup"] == pytest.approx(expected.layer_speedup(7)) and row["speedup_over"] == 7
-    with pytest.raises(UserError, match="speedup-over"):
+    with pytest.raises(UserError, match="speedup_over must be >= 2"):
         resolve_lengths(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", speedup_over=1))
 
 
