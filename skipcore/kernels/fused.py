@@ -49,7 +49,7 @@ from skipcore.kernels import gemma3_layer, llama_layer, opt_layer
 from skipcore.kernels.attention import attention_of
 from skipcore.kernels.lean import inference_pass
 from skipcore.kernels.products import PASS_PRODUCTS
-from skipcore.kernels.weight_state import weight_state
+from skipcore.kernels.weight_state import weight_state, weight_states
 
 # the activations a fused body runs, by the config's name: the function transformers' activation module calls
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -279,12 +279,9 @@ class FusedWeights:
         self.members = members
         self.sizes = [m.out_features for m in members]
         self.weight, self.bias = self._concatenated()
-        self._seen = self._state()
-
-    def _state(self) -> tuple:
-        return weight_state(
-            [m.weight for m in self.members] + [m.bias for m in self.members if m.bias is not None]
-        )
+        # what the copy is held to: its members' weights and biases
+        self.sources = [m.weight for m in members] + [m.bias for m in members if m.bias is not None]
+        self._seen = weight_state(self.sources)
 
     def _concatenated(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         with torch.no_grad():
@@ -299,9 +296,10 @@ class FusedWeights:
             )
         return weight, bias
 
-    def refresh(self) -> None:
-        """The weights as the members' are now."""
-        seen = self._state()
+    def refresh(self, seen: tuple | None = None) -> None:
+        """The weights as the members' are now; `seen`: their state read already (`weight_state(sources)`, read
+        for every unit of a model at once by `FusedLayers.refresh`)."""
+        seen = weight_state(self.sources) if seen is None else seen
         if seen == self._seen:
             return
         weight, bias = self._concatenated()
@@ -364,10 +362,6 @@ class FusedLayer:
 
     layer: nn.Module
     units: tuple[FusedWeights, ...]
-
-    def refresh(self) -> None:
-        for unit in self.units:
-            unit.refresh()
 
     def applies(self, device: torch.device) -> bool:
         """Whether a pass may run this layer fused: an inference pass (no autograd, eval mode, no hooks) on any
@@ -561,7 +555,9 @@ class FusedLayers:
         return sum(t.numel() * t.element_size() for u in units for t in (u.weight, u.bias) if t is not None)
 
     def refresh(self) -> None:
-        """Every fused layer's concatenated weights as the model's are now, before a decode's passes."""
-        for layer in self.layers:
-            if layer is not None:
-                layer.refresh()
+        """Every fused layer's concatenated weights as the model's are now, before a decode's passes: their sources'
+        state read in one go (one wait on a GPU, where a read a unit waited twice a layer)."""
+        units = [unit for layer in self.layers if layer is not None for unit in layer.units]
+        states = iter(weight_states([t for unit in units for t in unit.sources]))
+        for unit in units:
+            unit.refresh(tuple(next(states) for _ in unit.sources))

@@ -151,10 +151,18 @@ def test_autograd_small_products_and_other_dtypes_run_the_plain_product(counted)
         lambda m: m[0].weight.mul_(2),  # an optimizer step, load_state_dict
         lambda m: m[0].weight.data.mul_(2),  # peft's merge, a hand-written update: the version does not move
         lambda m: m[0].weight.data[3].zero_(),  # one unit of a layer knocked out, an ablation
+        lambda m: m[0].weight.data.copy_(m[0].weight.data.flip(0)),  # units (heads) reordered: the same sum
         lambda m: m[0].bias.add_(1),
         lambda m: m[0].bias.data.add_(1),
     ],
-    ids=["weight", "weight.data", "one row through .data", "bias", "bias.data"],
+    ids=[
+        "weight",
+        "weight.data",
+        "one row through .data",
+        "rows reordered through .data",
+        "bias",
+        "bias.data",
+    ],
 )
 def test_a_weight_changed_in_place_is_packed_again(counted, change):
     """The packed copy follows the weights and biases however they were written: through `.data` the parameter's
