@@ -8,6 +8,8 @@ mask a sliding layer gets, so the cache and the loop know nothing of it.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -17,6 +19,10 @@ import torch
 from torch import nn
 
 from skipcore.kernels.door import PASS_PRODUCTS, FusedLayers, Kernels, head_logits, lean_layer
+
+# per model, the passes holding it in eval mode and the modules they found in training mode (`Adapter.inference`)
+_EVAL_HOLDS: weakref.WeakKeyDictionary[nn.Module, list] = weakref.WeakKeyDictionary()
+_MODES_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -89,15 +95,24 @@ class Adapter:
     def inference(self) -> Iterator[None]:
         """Every module of the model in eval mode for a decode or a replay (dropout off: a model left in training
         mode, as a training loop in a notebook leaves it, would draw dropout masks into the passes that run its
-        modules), each module's own mode put back after."""
-        training = [m for m in self.model.modules() if m.training]
-        for m in training:
-            m.training = False
+        modules), each module's own mode put back when the last of the model's passes running at once (threads,
+        engines sharing it, a replay inside a decode) ends."""
+        with _MODES_LOCK:
+            held = _EVAL_HOLDS.setdefault(self.model, [0, []])
+            if held[0] == 0:
+                held[1] = [m for m in self.model.modules() if m.training]
+                for m in held[1]:
+                    m.training = False
+            held[0] += 1
         try:
             yield
         finally:
-            for m in training:
-                m.training = True
+            with _MODES_LOCK:
+                held[0] -= 1
+                if held[0] == 0:
+                    for m in held[1]:
+                        m.training = True
+                    held[1] = []
 
     def position_tables(self) -> tuple[torch.Tensor, ...]:
         """The tensors `layer_kwargs` reads from, which a captured graph holds by address."""

@@ -409,8 +409,13 @@ def products_of(kwargs: dict):
 
 def module_outputs(members: tuple[nn.Module, ...], x: torch.Tensor) -> list[torch.Tensor]:
     """A unit of linears' outputs, each its module's own product (`nn.Linear.forward`'s one call, without the module
-    call around it: a lean layer's linears are stock and unhooked), where its pass hands no products."""
-    return [F.linear(x, m.weight, m.bias) for m in members]
+    call around it), where its pass hands no products; a linear with a hook on it, or its forward replaced (added
+    after the engine took the layer: an ablation, a steering vector), is called as a module, so they run."""
+    return [m(x) if _hooked(m) else F.linear(x, m.weight, m.bias) for m in members]
+
+
+def _hooked(m: nn.Module) -> bool:
+    return bool(m._forward_hooks or m._forward_pre_hooks) or "forward" in vars(m)
 
 
 BLOCK_ROWS = 1024  # vocabulary rows per block: 2.4 MB of SmolLM2's float32 head, a few MB like a layer

@@ -741,3 +741,35 @@ def test_an_adapter_merged_after_the_engine_was_made_reaches_its_next_decode(mod
     want = SkipEngine(merged, eng.tokenizer).generate(PROMPTS, max_new_tokens=12)
     assert after.token_ids == want.token_ids and after.token_ids != before.token_ids
     assert after.trace["logprob"].tolist() == want.trace["logprob"].tolist()
+
+
+def test_a_hook_put_on_a_linear_after_the_engine_was_made_runs(model_dirs):
+    """A float32 CPU step calls a lean layer's linears' products without their module calls: a hook put on one
+    afterwards (an ablation, a steering vector) must still run, as transformers' own call runs it."""
+    eng = engine_for(model_dirs, "llama")
+    before = eng.generate(PROMPTS, max_new_tokens=6).trace["logprob"].tolist()
+    q = eng.adapter.layers[1].self_attn.q_proj
+    handle = q.register_forward_hook(lambda module, args, out: out * 0 + 0.5)
+    try:
+        hooked = eng.generate(PROMPTS, max_new_tokens=6).trace["logprob"].tolist()
+        want = (
+            SkipEngine(eng.model, eng.tokenizer).generate(PROMPTS, max_new_tokens=6).trace["logprob"].tolist()
+        )
+    finally:
+        handle.remove()
+    assert hooked == want and hooked != before
+
+
+def test_eval_mode_is_held_while_any_pass_of_the_model_runs(model_dirs):
+    """Two engines on one model in two threads (a dashboard's sessions): the first pass to end put the training
+    mode back while the other still ran."""
+    eng = engine_for(model_dirs, "opt")
+    other = SkipEngine(eng.model, eng.tokenizer)
+    eng.model.train()
+    first, second = eng.adapter.inference(), other.adapter.inference()
+    first.__enter__()
+    second.__enter__()  # the second thread's pass starts, and the first ends before it
+    first.__exit__(None, None, None)
+    assert not any(m.training for m in eng.model.modules())  # the second pass still runs in eval mode
+    second.__exit__(None, None, None)
+    assert all(m.training for m in eng.model.modules())
