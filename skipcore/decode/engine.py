@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
+from numbers import Integral
 
 import numpy as np
 import pandas as pd
@@ -183,9 +184,9 @@ class SkipEngine:
         given)."""
         policy = as_policy(policy)
         for_run = getattr(policy, "for_run", None)
-        if for_run is None or not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
+        if for_run is None or not isinstance(max_new_tokens, Integral) or isinstance(max_new_tokens, bool):
             return policy  # a request's own checks refuse a count that is not a whole number
-        return for_run(*self.runs_on, max(1, max_new_tokens))
+        return for_run(*self.runs_on, max(1, int(max_new_tokens)))
 
     @property
     def runs_on(self) -> tuple[str, str]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from skipcore.errors import ArgumentTypeError, ScheduleError, UserError
+from skipcore.policies import SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, engine_for
 
@@ -134,6 +135,13 @@ def test_numpy_whole_numbers_are_whole_numbers(model_dirs):
     want = eng.generate(PROMPTS, sets, max_new_tokens=4)
     for given in ([np.array(s) for s in sets], [list(np.array(s)) for s in sets]):
         assert eng.generate(PROMPTS, given, max_new_tokens=np.int64(4)).token_ids == want.token_ids
+    draft = SpeculativePolicy(
+        Schedule(6, "linear", "skip", min_layers=3)
+    )  # its draft length set from the count
+    assert (
+        eng.generate(PROMPTS, draft, max_new_tokens=np.int64(6)).token_ids
+        == eng.generate(PROMPTS, draft, max_new_tokens=6).token_ids
+    )
     custom = Schedule(6, "custom", "skip", budgets_list=np.array([4, 3, 2]))
     assert custom.budgets_list == (4, 3, 2)
     assert (

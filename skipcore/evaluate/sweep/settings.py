@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import os
 import uuid
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,11 @@ class Setting:
         return f"{self.model_role} b{self.batch_size} {setting_label(self.to_dict())}"
 
 
+def _as_values(values) -> tuple:
+    """A grid axis's values as a tuple: one value (text, a number, NumPy's too) as a tuple of one."""
+    return (values,) if isinstance(values, str | numbers.Number) else tuple(values)
+
+
 # the config's fields that list a grid axis's values
 GRID_AXES = ("targets", "shapes", "modes", "warmups", "batch_sizes", "policies", "speculative_targets")
 
@@ -125,14 +131,14 @@ class SweepConfig:
     def __post_init__(self) -> None:
         """What a notebook passes, taken as the command line's parser hands it over: the output and traces folders
         as paths, a model and a dataset as text (a `Path` to a dataset was read as a hub name, after the first
-        setting had run), one value of a grid axis (`targets=2.0`, `modes="skip"`) as a tuple of one."""
+        setting had run), one value of a grid axis (`targets=2.0`, `modes="skip"`, a policy's `{"calm_threshold": 0.8}`) as a tuple of one."""
         self.out = Path(self.out)
         self.traces_dir = None if self.traces_dir is None else Path(self.traces_dir)
         self.model, self.dataset = os.fspath(self.model), os.fspath(self.dataset)
         self.baseline_model = None if self.baseline_model is None else os.fspath(self.baseline_model)
         for axis in GRID_AXES:
-            values = getattr(self, axis)
-            setattr(self, axis, (values,) if isinstance(values, str | int | float) else tuple(values))
+            setattr(self, axis, _as_values(getattr(self, axis)))
+        self.policy_values = {c: None if v is None else _as_values(v) for c, v in self.policy_values.items()}
 
     def values(self, column: str) -> tuple:
         """The values a parameter column takes in this sweep: the config's, else its declared default."""

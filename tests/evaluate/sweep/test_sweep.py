@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -666,7 +667,9 @@ def test_a_config_takes_what_a_notebook_passes(model_dirs, sweep_dataset, tmp_pa
     `modes="skip"`) a TypeError or a refusal of the value 's'."""
     out = tmp_path / "sweep.parquet"
     cfg = sweep_config(model_dirs, sweep_dataset, str(out), traces_dir=str(tmp_path / "traces"), targets=2.0,
-                       modes="skip", batch_sizes=1, policies="static")  # fmt: skip
+                       modes="skip", batch_sizes=np.int64(1), policies="static",
+                       policy_values={"calm_threshold": 0.5})  # fmt: skip
+    assert cfg.policy_values["calm_threshold"] == (0.5,)
     cfg = replace(cfg, dataset=Path(sweep_dataset))
     assert cfg.out == out and cfg.traces_dir == tmp_path / "traces" and cfg.dataset == str(sweep_dataset)
     assert (cfg.targets, cfg.modes, cfg.batch_sizes, cfg.policies) == ((2.0,), ("skip",), (1,), ("static",))
