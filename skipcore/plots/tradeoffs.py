@@ -60,15 +60,20 @@ def with_model_labels(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def model_scale(data: pd.DataFrame) -> alt.Scale:
-    """One marker per model: the model's rows as circles, each baseline model's with its own shape."""
+def model_scale(data: pd.DataFrame, marks: tuple = MODEL_MARKS) -> alt.Scale:
+    """One marker per model: the model's rows as circles, each baseline model's with its own shape (or, given
+    `marks`, its own line dashes)."""
     first = (
         data.sort_values("model_role", key=lambda r: r.astype(str) != MODEL_ROLE)
         if "model_role" in data
         else data
     )
     labels = list(dict.fromkeys(first[MODEL_COLUMN].astype(str)))
-    return alt.Scale(domain=labels, range=[MODEL_MARKS[i % len(MODEL_MARKS)] for i in range(len(labels))])
+    return alt.Scale(domain=labels, range=[marks[i % len(marks)] for i in range(len(labels))])
+
+
+# each model's line: the model's solid, a baseline model's dashed (its colour is its family's, a shade apart)
+MODEL_DASHES = ([1, 0], [6, 3], [2, 2], [8, 3, 2, 3])
 
 
 def tradeoff_chart(
@@ -137,7 +142,16 @@ def tradeoff_chart(
             )
             .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q", detail="machine:N")
         )
-    layers.append(base.mark_line(opacity=0.6, clip=True).encode(order=f"{x}:Q"))
+    dashes = (
+        {
+            "strokeDash": alt.StrokeDash(
+                f"{MODEL_COLUMN}:N", scale=model_scale(data, MODEL_DASHES), legend=None
+            )
+        }
+        if models
+        else {}
+    )
+    layers.append(base.mark_line(opacity=0.6, clip=True).encode(order=f"{x}:Q", **dashes))
     if interval:
         layers.append(base.mark_rule(strokeWidth=2, opacity=0.7, clip=True).encode(x=f"{lo}:Q", x2=f"{hi}:Q"))
     shape = (

@@ -77,6 +77,12 @@ def test_axes_are_words_and_a_base_model_has_its_own_marker():
     shape = points["encoding"]["shape"]
     assert shape["scale"]["domain"] == ["skipdecode-opt-e2e", "opt-e2e-base (base model)"]
     assert shape["scale"]["range"] == ["circle", "square"]  # the model first, whatever the row order
+    # its line too: a family's two shades are close (each 3:1 on white), so the base model's line is dashed
+    (line,) = [
+        lay for lay in spec["layer"] if lay["mark"]["type"] == "line" and "strokeDash" in lay["encoding"]
+    ]
+    dash = line["encoding"]["strokeDash"]["scale"]
+    assert dash["domain"] == shape["scale"]["domain"] and dash["range"][:2] == [[1, 0], [6, 3]]
     axes = {
         lay["encoding"]["x"].get("title") for lay in spec["layer"] if "title" in lay["encoding"].get("x", {})
     }
