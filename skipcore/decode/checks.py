@@ -50,10 +50,9 @@ def check_request(
     """The checks a call makes before its first batch; the batch size is all prompts when None. `vocab_rows`: the
     model's embedding rows, which every prompt token id must index."""
     check_types(prompts, max_new_tokens, batch_size, sampling)
-    max_new_tokens, batch_size = (
-        int(max_new_tokens),
-        None if batch_size is None else int(batch_size),
-    )  # NumPy's too
+    # NumPy's whole numbers as Python's from here on
+    max_new_tokens = int(max_new_tokens)
+    batch_size = None if batch_size is None else int(batch_size)
     policy = as_policy(policy)
     if lacking := [m for m in POLICY_MEMBERS if not hasattr(policy, m)]:
         raise ArgumentTypeError(

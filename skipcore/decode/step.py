@@ -21,10 +21,10 @@ used.
   rewinds nothing: columns past a row's last kept token are masked and overwritten by its next step.
 
 Whatever a policy runs, the loop holds each step's layers to what the cache and the trace read
-(`skipcore.decode.forward`: `check_layer_set`, `KVHoles`): layer indices in ascending order, each once, at least one, every layer at the prompt's
-pass (step 0); and a layer a step skipped without writing its K/V (`kv_layers`) never runs again, since its cache
-would have a hole: layer sets shrink from step to step, or fill what they skip. A set that breaks a rule is refused
-in one line naming the step.
+(`skipcore.decode.forward`: `check_layer_set`, `KVHoles`): layer indices in ascending order, each once, at least
+one, every layer at the prompt's pass (step 0); and a layer a step skipped without writing its K/V (`kv_layers`)
+never runs again, since its cache would have a hole: layer sets shrink from step to step, or fill what they skip.
+A set that breaks a rule is refused in one line naming the step.
 
 A policy is a frozen settings object; `start` returns the per-batch state it decides with (an adaptive budget
 lives there), so one policy object serves every batch and every call. Policies import this module; nothing

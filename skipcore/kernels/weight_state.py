@@ -7,8 +7,8 @@ hand-written training loops write): `.data` is a tensor with a version counter o
 moves and the copy would go on serving the old weights. So the state also holds each weight's bits summed as
 integers, and its rows' sums weighted by their place: any change of value shows there, rows reordered too (a
 permutation within a row's 8-byte words, or changes whose bit patterns sum to nothing, would not, where written
-through `.data`). Reading every copied weight once a decode costs less than
-one decode step at batch 1, which reads them too (and more).
+through `.data`). Reading every copied weight once a decode costs less than one decode step at batch 1, which reads
+them too (and more).
 """
 
 from __future__ import annotations

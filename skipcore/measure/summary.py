@@ -55,7 +55,7 @@ def _by_batch(trace: pd.DataFrame, column: str) -> list[str]:
     return [c for c in ("run_id", "batch") if c in trace] + [column]
 
 
-def _steps(trace: pd.DataFrame) -> pd.DataFrame:
+def batch_step_rows(trace: pd.DataFrame) -> pd.DataFrame:
     """One row per step the batch ran (every row of a step shares its time and its batch's layers), numbered
     `batch_step`: the `round` of policies that give a row several tokens per step, else the step (also for a run
     without rounds concatenated with one that has them)."""
@@ -75,7 +75,7 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     batch_cost = "flops_batch" if "flops_batch" in trace else "flops"
     batch_layers = "batch_layers" if "batch_layers" in trace else "num_layers_run"
     layers = "layers_spent" if "layers_spent" in trace else "num_layers_run"
-    steps = _steps(trace)
+    steps = batch_step_rows(trace)
     decode_steps = steps[steps["batch_step"] >= 1]
     token_steps = decode.drop_duplicates(_by_batch(decode, "step"))  # the steps full depth runs for them
     # each sample's last token, by position in the table (a concatenation may repeat index labels)
@@ -131,7 +131,7 @@ def step_time_spread(trace: pd.DataFrame) -> dict:
     """How steady one run's step times were: the median decode step, its 10th-90th percentile range, and the
     steps more than SPIKE_RATIO times slower than the median step that ran as many layers (a decaying schedule
     makes steps faster on purpose; a spike beyond that is the machine, not the schedule)."""
-    steps = _steps(trace)
+    steps = batch_step_rows(trace)
     decode = steps[steps["batch_step"] >= 1]
     layers = "batch_layers" if "batch_layers" in decode else "num_layers_run"
     if not len(decode):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from skipcore.measure.summary import batch_step_rows
 from skipcore.plots.style import ACTUAL_COLOR, DASHES
 from skipcore.plots.trace import one_run
 
@@ -13,9 +14,8 @@ def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
     """One row per step each batch ran, with its time (`step_ms`) and layers: `step` is the batch's step (a
     speculative trace's round, which gives rows several tokens) and `num_layers_run` its layers (`batch_layers`
     where the trace has them: a CALM step's deepest row, a speculative round's sequential passes)."""
-    if "round" in trace:  # a run without rounds, concatenated with one that has them, counts its steps
-        trace = trace.assign(step=trace["round"].fillna(trace["step"])).drop(columns="round")
-    out = trace.drop_duplicates([c for c in ("run_id", "batch") if c in trace] + ["step"])
+    out = batch_step_rows(trace)
+    out = out.drop(columns=[c for c in ("step", "round") if c in out]).rename(columns={"batch_step": "step"})
     if "batch_layers" in out:
         out = out.assign(num_layers_run=out["batch_layers"])
     return out.sort_values("step")

@@ -131,7 +131,8 @@ class SweepConfig:
     def __post_init__(self) -> None:
         """What a notebook passes, taken as the command line's parser hands it over: the output and traces folders
         as paths, a model and a dataset as text (a `Path` to a dataset was read as a hub name, after the first
-        setting had run), one value of a grid axis (`targets=2.0`, `modes="skip"`, a policy's `{"calm_threshold": 0.8}`) as a tuple of one."""
+        setting had run), one value of a grid axis (`targets=2.0`, `modes="skip"`, a policy's
+        `{"calm_threshold": 0.8}`) as a tuple of one."""
         self.out = Path(self.out)
         self.traces_dir = None if self.traces_dir is None else Path(self.traces_dir)
         self.model, self.dataset = os.fspath(self.model), os.fspath(self.dataset)
