@@ -148,6 +148,6 @@ def check_finite(out: BatchOutput, first_sample: int = 0) -> None:
         row, step = (int(i) for i in bad.nonzero()[0])
         raise UserError(
             f"the model's logits are not finite (NaN or infinite) at step {step} of prompt {first_sample + row}: "
-            "its weights hold NaN or infinite values, or its dtype overflows (try --dtype float32); no output "
+            "its weights hold NaN or infinite values, or its dtype overflows (try float32); no output "
             "was written"
         )

@@ -50,7 +50,7 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for, but no CUDA device is available")
+        raise UserError(f"device {device!r} was asked for, but no CUDA device is available")
     return torch.device(device)
 
 

@@ -274,3 +274,14 @@ def test_a_model_with_code_of_its_own_says_the_code_did_not_run(model_dirs, tmp_
     (model / "config.json").write_text(json.dumps(config))
     with pytest.warns(SkipcoreWarning, match="names code of its own .* runs as transformers' built-in opt"):
         load_model(str(model), device="cpu", dtype="float32")
+
+
+def test_a_cuda_device_this_machine_lacks_is_named_as_asked(monkeypatch):
+    """From Python the refusal names the device as it was given (`cuda:1`), not the command line's flag."""
+    import torch
+
+    from skipcore.models.loading import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError, match=r"^device 'cuda:1' was asked for, but no CUDA device is available$"):
+        resolve_device("cuda:1")
