@@ -79,22 +79,27 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def check_path_text(path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError) -> Path:
-    """`path` as a Path, refused in one line (an `error`, naming it as `what`) where no file here can have it: a
-    NUL character, a name (a part between slashes) longer than its file system allows, or a whole path longer
-    than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError instead of saying
+def check_path_text(
+    path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError, field: str | None = None
+) -> Path:
+    """`path` as a Path, refused in one line (an `error` about the setting `field`, naming it as `what`) where no
+    file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
+    a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError instead of saying
     it is not there, so every path a user gives (an output, a model, a data set) is checked here first."""
     text = os.fsdecode(os.fspath(path))
     if "\0" in text:
-        raise error(f"{what} {_shown(text)} holds a NUL character, which no file name can")
+        raise error(f"{what} {_shown(text)} holds a NUL character, which no file name can", field=field)
     name_max, path_max = _name_limits(Path(text))
     if (size := len(os.fsencode(text))) >= path_max:
-        raise error(f"{what} {_shown(text)} is {size} bytes long; paths here are shorter than {path_max}")
+        raise error(
+            f"{what} {_shown(text)} is {size} bytes long; paths here are shorter than {path_max}", field=field
+        )
     for part in Path(text).parts:
         if len(os.fsencode(part)) > name_max:
             raise error(
                 f"{what} {_shown(text)}: the name {_shown(part)} in it is {len(os.fsencode(part))} bytes long; "
-                f"this file system allows at most {name_max}"
+                f"this file system allows at most {name_max}",
+                field=field,
             )
     return Path(text)
 
@@ -182,23 +187,23 @@ def check_output_path(path: str | Path | None, overwrite: bool, suffixes: tuple[
     return check_output_file(p, overwrite)
 
 
-def check_writable_folder(folder: Path, what: str) -> None:
-    """The nearest existing folder at or above `folder` must be a writable folder (it is created later): asked
-    of the system, then tried with a nameless temporary file (root is granted `os.access` where a file system such
-    as /sys or /proc refuses the file, which a run learnt only when its work was done)."""
+def check_writable_folder(folder: Path, what: str, field: str | None = None) -> None:
+    """The nearest existing folder at or above `folder` (the setting `field`'s) must be a writable folder (it is
+    created later): asked of the system, then tried with a nameless temporary file (root is granted `os.access`
+    where a file system such as /sys or /proc refuses the file, which a run learnt only when its work was done)."""
     probe = check_path_text(folder, "folder")
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise UserError(f"{what}: {probe} is a file, not a folder")
+        raise UserError(f"{what}: {probe} is a file, not a folder", field=field)
     if not os.access(probe, os.W_OK):
-        raise UserError(f"{what}: {probe} is not writable")
+        raise UserError(f"{what}: {probe} is not writable", field=field)
     try:
         with tempfile.TemporaryFile(dir=probe, prefix=".skipcore-probe-"):
             pass
     except OSError as e:
         raise UserError(
-            f"{what}: {probe} is not writable (a file there was refused: {e.strerror or e})"
+            f"{what}: {probe} is not writable (a file there was refused: {e.strerror or e})", field=field
         ) from None
 
 
@@ -248,16 +253,18 @@ def _link_target(link: Path) -> Path | None:
         return None
 
 
-def refuse_links_out(folder: Path, flag: str) -> None:
-    """One line naming the first link that leads out of `folder` (`flag` is the option that named the folder); the
-    file system's root, which every link stays in and no tool writes into, is refused as such."""
+def refuse_links_out(folder: Path, flag: str, field: str | None = None) -> None:
+    """One line naming the first link that leads out of `folder` (`flag` is the option or setting that named the
+    folder, `field` the setting); the file system's root, which every link stays in and no tool writes into, is
+    refused as such."""
     if folder.is_dir() and folder.resolve() == Path(folder.resolve().anchor):
-        raise UserError(f"{flag} {folder} is the file system's root: choose a folder of its own")
+        raise UserError(f"{flag} {folder} is the file system's root: choose a folder of its own", field=field)
     links = links_leading_out(folder)
     if links:
         more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
         where = _link_target(links[0]) or os.readlink(links[0])
         raise UserError(
             f"{flag} {folder}: {links[0]} is a link to {where}, outside the folder{more}; a tool never "
-            "writes through a link out of its folder: remove the link or choose another folder"
+            "writes through a link out of its folder: remove the link or choose another folder",
+            field=field,
         )

@@ -59,7 +59,10 @@ def executor_from_args(args: argparse.Namespace) -> InProcessExecutor | RayExecu
     given = {k: getattr(args, f"ray_{k}") for k in RAY_FLAGS}
     given = {k: v for k, v in given.items() if v is not None}
     if args.executor == "ray":
-        return RayExecutor(**given)
+        try:
+            return RayExecutor(**given)
+        except UserError as e:
+            raise UserError(e.said_as(RAY_FLAGS), field=e.fields) from e
     if given:
         raise UserError(f"{RAY_FLAGS[next(iter(given))]} applies to --executor ray only")
     return InProcessExecutor()

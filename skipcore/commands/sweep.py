@@ -21,7 +21,7 @@ from skipcore.commands.common import (
     dataset_split,
     path_text,
 )
-from skipcore.commands.executor_args import add_executor_args, executor_from_args
+from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
 from skipcore.errors import UserError
 from skipcore.evaluate.sweep.executors import GridIncomplete
 from skipcore.evaluate.sweep.settings import SweepConfig
@@ -204,6 +204,8 @@ def grid_flag_names() -> dict[str, str]:
     # the config's own fields (`SweepConfig`), which its checks name
     config = {
         "out": "--out",
+        "traces_dir": "--traces-dir",
+        "overwrite": "--overwrite",
         "shapes": "--shapes",
         "modes": "--modes",
         "policies": "--policies",
@@ -222,7 +224,8 @@ def grid_flag_names() -> dict[str, str]:
         "decay_span": "--decay-span",
         "target_speedup": "--targets",
     }
-    return {**flags, **run_wide, **config, **schedule, "baseline_model": "--baseline-model"}
+    engine = {"device": "--device", "baseline_model": "--baseline-model"}
+    return {**flags, **run_wide, **config, **schedule, **engine, **RAY_FLAGS}
 
 
 def _as_tuple(value) -> tuple:

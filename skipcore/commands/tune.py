@@ -6,7 +6,7 @@ from dataclasses import fields
 from functools import partial
 
 from skipcore.commands.common import add_model_args, add_threads_arg, comma_list, finite, path_text
-from skipcore.commands.executor_args import add_executor_args, executor_from_args
+from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
 from skipcore.errors import UserError
 from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, tune_flags
 
@@ -34,6 +34,6 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     try:
         result = run_tune(TuneSettings(**typed), executor_from_args(args), partial(print, file=sys.stderr))
     except UserError as e:  # a setting said by its flag
-        raise UserError(e.said_as(flag_names()), field=e.fields) from e
+        raise UserError(e.said_as({**flag_names(), **RAY_FLAGS}), field=e.fields) from e
     print(result.text())
     return 0 if result.met else 1

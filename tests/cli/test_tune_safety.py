@@ -120,3 +120,19 @@ def test_the_reports_command_runs_as_the_search_scored(model_dirs, data_csv, tmp
     capsys.readouterr()
     assert main([*words[3:-1], "name[N1], food[F1]"]) == 0, capsys.readouterr().err
     assert "bfloat16" in capsys.readouterr().err
+
+
+def test_an_output_folder_refusal_names_the_flags(model_dirs, data_csv, tmp_path, capsys):
+    """The library says its settings (`out`, `overwrite`); the command line its flags, in the same words."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    assert main(tune_argv(model_dirs, data_csv, a_file, "--trials", "1")) == 2
+    assert capsys.readouterr().err == f"error: --out {a_file} is a file; name a folder for the tune\n"
+    out = tmp_path / "tune"
+    out.mkdir()
+    (out / "report.md").write_text("mine")
+    assert main(tune_argv(model_dirs, data_csv, out, "--trials", "1")) == 2
+    assert capsys.readouterr().err.endswith(
+        "did not write; it will not be replaced: move it or choose another --out\n"
+    )
+    assert a_file.read_text() == "mine" and (out / "report.md").read_text() == "mine"

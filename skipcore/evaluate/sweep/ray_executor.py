@@ -94,7 +94,8 @@ def _check_reachable(address: str, seconds: float = 10.0) -> None:
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise UserError(
-            f"--ray-address must be HOST:PORT (as `ray start --head` prints it) or auto, got {address!r}"
+            f"address must be HOST:PORT (as `ray start --head` prints it) or auto, got {address!r}",
+            field="address",
         )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
@@ -139,21 +140,26 @@ class RayExecutor:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cpus_per_task) and self.cpus_per_task > 0):
-            raise UserError(f"--ray-cpus-per-task must be a number above 0, got {self.cpus_per_task:g}")
+            raise UserError(
+                f"cpus_per_task must be a number above 0, got {self.cpus_per_task:g}", field="cpus_per_task"
+            )
         if not (math.isfinite(self.gpus_per_task) and self.gpus_per_task >= 0):
-            raise UserError(f"--ray-gpus-per-task must be a number >= 0, got {self.gpus_per_task:g}")
+            raise UserError(
+                f"gpus_per_task must be a number >= 0, got {self.gpus_per_task:g}", field="gpus_per_task"
+            )
         if self.max_retries < 0:
-            raise UserError(f"--ray-max-retries must be >= 0, got {self.max_retries}")
+            raise UserError(f"max_retries must be >= 0, got {self.max_retries}", field="max_retries")
 
     def check(self, cfg: SweepConfig) -> None:
         if importlib.util.find_spec("ray") is None:
-            raise UserError(f"--executor ray needs Ray, an optional extra: {INSTALL}")
+            raise UserError(f"the Ray executor needs Ray, an optional extra: {INSTALL}")
         address = self.cluster_address()
         if address is not None:
             _check_reachable(address)
         if cfg.device.startswith("cuda") and self.gpus_per_task == 0:
             raise UserError(
-                "--device cuda on Ray needs --ray-gpus-per-task above 0 (a Ray task sees only the GPUs it asks for)"
+                f"device {cfg.device} on Ray needs gpus_per_task above 0 (a Ray task sees only the GPUs it asks for)",
+                field=("gpus_per_task", "device"),
             )
 
     def cluster_address(self) -> str | None:

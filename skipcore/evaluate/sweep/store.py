@@ -153,7 +153,8 @@ class SweepStore:
     def __init__(self, out: Path, identity: dict, overwrite: bool, traces_dir: Path) -> None:
         if out.suffix.lower() != ".parquet":
             raise UserError(
-                f"--out must be a .parquet file (a .csv with the same stem is written too), got {out}"
+                f"out must be a .parquet file (a .csv with the same stem is written too), got {out}",
+                field="out",
             )
         self.out, self.csv, self.identity = out, out.with_suffix(".csv"), identity
         self.overwrite, self.traces_dir = overwrite, traces_dir
@@ -166,22 +167,24 @@ class SweepStore:
 
     def _check_paths(self) -> None:
         """Every path the sweep writes, checked before any work."""
-        check_path_text(self.out, "--out")
-        check_path_text(self.traces_dir, "--traces-dir")
+        check_path_text(self.out, "out", field="out")
+        check_path_text(self.traces_dir, "traces_dir", field="traces_dir")
         if self.out.is_dir():
-            raise UserError(f"--out {self.out} is a folder; name the results .parquet file")
+            raise UserError(f"out {self.out} is a folder; name the results .parquet file", field="out")
         refuse_special(self.out)
         check_writable_folder(self.out.parent, f"cannot write {self.out}")
         tdir = self.traces_dir
         if tdir.exists() and not tdir.is_dir():
             raise UserError(
-                f"the traces folder {tdir} (--traces-dir; by default beside --out, named after it) is a file; move it "
-                "or name a folder for the per-setting traces"
+                f"the traces folder {tdir} (traces_dir; by default beside out, named after it) is a file; move it "
+                "or name a folder for the per-setting traces",
+                field=("traces_dir", "out"),
             )
         mine = {p.resolve(): p for p in (self.out, self.csv, self.lock.path)}
         if tdir.resolve() in mine:
             raise UserError(
-                f"--traces-dir {tdir} is the sweep's own {mine[tdir.resolve()].name}; name another folder"
+                f"traces_dir {tdir} is the sweep's own {mine[tdir.resolve()].name}; name another folder",
+                field="traces_dir",
             )
         check_writable_folder(tdir, f"cannot write traces to {tdir}")
 
@@ -210,7 +213,8 @@ class SweepStore:
         if differences(theirs, self.identity):
             raise UserError(
                 f"{self.out} holds a sweep made with other settings: {said(theirs, self.identity, most=99)}; pass "
-                "--overwrite to replace it or choose another --out"
+                "overwrite to replace it or choose another out",
+                field=("out", "overwrite"),
             )
         check_kept_rows(self.out, old)
         self.rows = old.to_dict("records")

@@ -53,13 +53,17 @@ class TuneFolder:
     """`out`, checked and held for one run: `with TuneFolder(out, identity, overwrite) as folder:`."""
 
     def __init__(self, out: Path, identity: dict, overwrite: bool) -> None:
-        self.out, self.identity, self.overwrite = check_path_text(out, "--out"), identity, overwrite
+        self.out, self.identity, self.overwrite = (
+            check_path_text(out, "out", field="out"),
+            identity,
+            overwrite,
+        )
         self.lock = OutputLock(self.out, "tune")
         self.record: dict = {"kind": KIND, "identity": identity, "files": {}}
         self.resumed = False
         if self.out.exists() and not self.out.is_dir():
-            raise UserError(f"--out {self.out} is a file; name a folder for the tune", field="out")
-        check_writable_folder(self.out, f"cannot write --out {self.out}")
+            raise UserError(f"out {self.out} is a file; name a folder for the tune", field="out")
+        check_writable_folder(self.out, f"cannot write out {self.out}", field="out")
 
     def path(self, name: str) -> Path:
         return self.out / name
@@ -74,15 +78,15 @@ class TuneFolder:
     def _take(self) -> None:
         """Every check first, then (with `overwrite`, for a study of other settings) its files removed: a refused
         run removes nothing."""
-        refuse_links_out(self.out, "--out")
+        refuse_links_out(self.out, "out", field="out")
         old = self._read_record()
         recorded = (old or {}).get("identity", {})
         replacing = old is not None and bool(differences(recorded, self.identity))
         if replacing and not self.overwrite and self._holds_scores():
             raise UserError(
-                f"--out {self.out} holds a tune of other settings: {said(recorded, self.identity)}; pass "
-                "--overwrite to replace its files or choose another --out",
-                field="out",
+                f"out {self.out} holds a tune of other settings: {said(recorded, self.identity)}; pass "
+                "overwrite to replace its files or choose another out",
+                field=("out", "overwrite"),
             )
         known, writing = (old or {}).get("files", {}), (old or {}).get(WRITING) or {}
         self._check_files(known, writing)
@@ -110,7 +114,7 @@ class TuneFolder:
             digests = _recorded(name, known, writing) - {""}  # "": named without one (the study)
             if digests and file_digest(p) not in digests:
                 raise UserError(
-                    f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another --out",
+                    f"{p} changed since the tune wrote it; it will not be replaced: move it or choose another out",
                     field="out",
                 )
         for name in (TRIALS, EVALUATION):
@@ -133,8 +137,8 @@ class TuneFolder:
 
     def _not_ours(self, name: str) -> UserError:
         return UserError(
-            f"--out {self.out} holds {name}, which this tune did not write; it will not be replaced: move it or "
-            "choose another --out",
+            f"out {self.out} holds {name}, which this tune did not write; it will not be replaced: move it or "
+            "choose another out",
             field="out",
         )
 

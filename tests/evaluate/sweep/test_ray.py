@@ -429,6 +429,17 @@ def test_ray_flags_are_checked_before_any_work(model_dirs, sweep_dataset, tmp_pa
     assert not out.exists() and not (tmp_path / "s_traces").exists()
 
 
+def test_the_ray_executors_settings_are_refused_by_their_own_names_from_python():
+    from skipcore.errors import UserError
+
+    for kw, said in (({"cpus_per_task": 0}, "cpus_per_task must be a number above 0, got 0"),
+                     ({"gpus_per_task": -1}, "gpus_per_task must be a number >= 0, got -1"),
+                     ({"max_retries": -1}, "max_retries must be >= 0, got -1")):  # fmt: skip
+        with pytest.raises(UserError) as e:
+            RayExecutor(**kw)
+        assert str(e.value) == said and e.value.field == next(iter(kw))
+
+
 def test_ray_missing_is_one_line_with_the_install_command(
     model_dirs, sweep_dataset, tmp_path, monkeypatch, capsys
 ):
@@ -443,7 +454,7 @@ def test_ray_missing_is_one_line_with_the_install_command(
     assert main([*args, "--executor", "ray"]) == 2
     assert (
         capsys.readouterr().err
-        == "error: --executor ray needs Ray, an optional extra: pip install 'skipcore[ray]'\n"
+        == "error: the Ray executor needs Ray, an optional extra: pip install 'skipcore[ray]'\n"
     )
     assert not out.exists()
 

@@ -190,7 +190,32 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
     assert main([*args, "--out", str(out), "--modes", "sideways"]) == 2
     assert "--modes: unknown value 'sideways'" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "x.csv")]) == 2
-    assert "must be a .parquet file" in capsys.readouterr().err
+    assert "error: --out must be a .parquet file" in capsys.readouterr().err
+    fresh = tmp_path / "fresh.parquet"
+    assert main([*args, "--out", str(fresh), "--traces-dir", str(fresh)]) == 2
+    assert f"error: --traces-dir {fresh} is the sweep's own fresh.parquet" in capsys.readouterr().err
+    assert main([*args, "--out", str(fresh), "--traces-dir", str(out)]) == 2
+    assert "(--traces-dir; by default beside --out, named after it) is a file" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--limit", "1"]) == 2
+    assert "pass --overwrite to replace it or choose another --out" in capsys.readouterr().err
+
+
+def test_the_output_paths_are_refused_by_their_settings_names_from_python(
+    model_dirs, sweep_dataset, tmp_path
+):
+    """From Python a refusal names `SweepConfig`'s fields (the command line says its flags, above)."""
+    out = tmp_path / "s.parquet"
+    (tmp_path / "a_file").write_text("mine")
+    for kw, said, fields in (
+        (dict(out=tmp_path / "s.csv"), "out must be a .parquet file", ("out",)),
+        (dict(traces_dir=out), f"traces_dir {out} is the sweep's own s.parquet", ("traces_dir",)),
+        (dict(traces_dir=tmp_path / "a_file"), "(traces_dir; by default beside out,", ("traces_dir", "out")),
+        (dict(out=tmp_path / ("a" * 300 + ".parquet")), "out '", ("out",)),
+    ):
+        with pytest.raises(UserError) as e:
+            run_sweep(sweep_config(model_dirs, sweep_dataset, kw.pop("out", out), **kw))
+        assert said in str(e.value) and "--" not in str(e.value) and e.value.fields == fields, str(e.value)
+    assert not out.exists() and (tmp_path / "a_file").read_text() == "mine"
 
 
 def test_targets_are_met_over_the_models_typical_output_length(model_dirs, sweep_dataset, tmp_path):
