@@ -224,8 +224,7 @@ def grid_flag_names() -> dict[str, str]:
         "decay_span": "--decay-span",
         "target_speedup": "--targets",
     }
-    engine = {"device": "--device", "baseline_model": "--baseline-model"}
-    return {**flags, **run_wide, **config, **schedule, **engine, **RAY_FLAGS}
+    return {**flags, **run_wide, **config, **schedule, "baseline_model": "--baseline-model", **RAY_FLAGS}
 
 
 def _as_tuple(value) -> tuple:

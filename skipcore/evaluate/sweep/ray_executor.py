@@ -159,7 +159,7 @@ class RayExecutor:
         if cfg.device.startswith("cuda") and self.gpus_per_task == 0:
             raise UserError(
                 f"device {cfg.device} on Ray needs gpus_per_task above 0 (a Ray task sees only the GPUs it asks for)",
-                field=("gpus_per_task", "device"),
+                field="gpus_per_task",
             )
 
     def cluster_address(self) -> str | None:

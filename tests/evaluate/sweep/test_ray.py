@@ -412,7 +412,10 @@ def test_a_grid_that_fails_keeps_rays_output_off_stdout_and_names_only_files_wri
         ),
         (["--executor", "ray", "--ray-gpus-per-task", "-1"], "--ray-gpus-per-task must be a number >= 0"),
         (["--executor", "ray", "--ray-max-retries", "-1"], "--ray-max-retries must be >= 0"),
-        (["--executor", "ray", "--device", "cuda"], "--device cuda on Ray needs --ray-gpus-per-task above 0"),
+        (
+            ["--executor", "ray", "--device", "cuda"],
+            "error: device cuda on Ray needs --ray-gpus-per-task above 0",
+        ),
         (
             ["--executor", "ray", "--ray-address", "127.0.0.1:1"],
             "cannot reach the Ray cluster at 127.0.0.1:1",
