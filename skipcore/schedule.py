@@ -179,16 +179,20 @@ class Schedule:
             if (v is None and not optional) or (v is not None and not _is_int(v)):
                 raise ScheduleError(f"{name} must be a whole number, got {v!r}", field=name)
             if v is not None and v > LARGEST_COUNT:  # 1e308 in a file is whole, and names no schedule
-                said = f"{v:,}" if v < 10**15 else f"a number of {v.bit_length()} bits"
+                said = f"{v:,}" if v < 10**15 else f"a number of {int(v).bit_length()} bits"
                 raise ScheduleError(
                     f"{name} {said} is past any run's length (at most {LARGEST_COUNT:,})", field=name
                 )
+            if v is not None and type(v) is not int:  # NumPy's, kept as Python's: `to_dict` is JSON
+                object.__setattr__(self, name, int(v))
         if (
             isinstance(self.alpha, bool)
             or not isinstance(self.alpha, numbers.Real)
             or not math.isfinite(self.alpha)
         ):
             raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}", field="alpha")
+        if type(self.alpha) not in (int, float):  # NumPy's, kept as Python's
+            object.__setattr__(self, "alpha", float(self.alpha))
         if isinstance(self.budgets_list, str | bytes) or not all(_is_int(b) for b in self.budgets_list):
             raise ScheduleError(
                 f"budgets must be whole numbers, got {list(self.budgets_list)!r}", field="budgets_list"

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal
 
 from skipcore.errors import UserError
+from skipcore.plain_numbers import python_number
 
 SweepForm = Literal["axis", "one"] | None
 
@@ -92,10 +94,10 @@ class Param:
                     f"unknown {name} {value!r}; choose one of {', '.join(self.choices)}", field=name
                 )
             return
-        whole = isinstance(value, int) and not isinstance(value, bool)
+        whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)  # NumPy's too
         if self.kind is int and not whole:
             raise UserError(f"{name} must be an integer, got {value!r}", field=name)
-        if self.kind is float and not (whole or isinstance(value, float)) or isinstance(value, bool):
+        if self.kind is float and not (whole or isinstance(value, numbers.Real)) or isinstance(value, bool):
             raise UserError(f"{name} must be a number, got {value!r}", field=name)
         if not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}", field=name)
@@ -196,9 +198,13 @@ class Parameterised:
         return dataclasses.replace(self, **chosen) if chosen else self
 
     def check_params(self, num_layers: int | None = None, max_new_tokens: int | None = None) -> None:
-        """Every declared parameter's check; the model's depth and the request's length where they are known."""
+        """Every declared parameter's check; the model's depth and the request's length where they are known. A
+        number of NumPy's (from an array, a table) is kept as Python's, as the run metadata's JSON writes it."""
         for p in params_of(type(self)):
-            p.check(getattr(self, p.name), num_layers, max_new_tokens=max_new_tokens)
+            value = getattr(self, p.name)
+            p.check(value, num_layers, max_new_tokens=max_new_tokens)
+            if p.kind in (int, float):
+                object.__setattr__(self, p.name, python_number(value))  # the policies are frozen dataclasses
 
     @classmethod
     def from_columns(cls, row: Mapping[str, Any]) -> dict[str, Any]:

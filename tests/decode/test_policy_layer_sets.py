@@ -150,3 +150,31 @@ def test_numpy_whole_numbers_are_whole_numbers(model_dirs):
             PROMPTS, Schedule(6, "custom", "skip", budgets_list=[4, 3, 2]), max_new_tokens=5
         ).token_ids
     )
+
+
+def test_numpy_numbers_in_policies_and_schedules_are_kept_as_pythons():
+    """A policy's parameters from NumPy were refused (`draft_tokens must be an integer, got np.int64(2)`), and a
+    schedule of NumPy counts kept them, so its `to_dict()`, the schedule file's JSON, was a TypeError."""
+    import json
+
+    from skipcore.policies import AdaptivePolicy, CalmPolicy
+
+    schedule = Schedule(np.int64(12), "power", "skip", max_layers=np.int32(8), min_layers=np.int64(3),
+                        decay_span=np.int64(20), alpha=np.float32(0.75))  # fmt: skip
+    written = json.loads(json.dumps(schedule.to_dict()))
+    assert (
+        Schedule.from_dict(written)
+        == schedule
+        == Schedule(12, "power", "skip", 8, 3, decay_span=20, alpha=0.75)
+    )
+    policies = (CalmPolicy(threshold=np.float32(0.5), min_layers=np.int64(2)),
+                AdaptivePolicy(min_layers=np.int64(3), threshold=np.float64(0.5)),
+                SpeculativePolicy(schedule, draft_tokens=np.int64(2)))  # fmt: skip
+    for policy in policies:
+        values = policy.param_values()
+        assert all(type(v) in (int, float, str) for v in values.values() if v is not None), values
+        json.dumps(policy.param_columns())
+    assert policies[2].draft_tokens == 2 and policies[0].min_layers == 2 and policies[0].threshold == 0.5
+    for bad in (np.float64(2.5), True, "2"):
+        with pytest.raises(UserError, match=r"min_layers must be an integer"):
+            CalmPolicy(min_layers=bad)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.labels import setting_label, sweep_policies
+from skipcore.plain_numbers import python_number
 from skipcore.policies.params import Param, params_of
 from skipcore.threads import check_threads
 
@@ -240,13 +241,41 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     return replace(cfg, max_new_tokens=int(max_new), decay_span=span, speedup_over=int(over))
 
 
+# the config's counts, and its grid axes of whole numbers and of numbers
+WHOLE_NUMBERS = ("limit", "max_new_tokens", "decay_span", "speedup_over", "max_layers", "threads", "repeats")
+WHOLE_NUMBERS += ("timing_limit",)
+NUMBER_AXES = {"batch_sizes": numbers.Integral, "warmups": numbers.Integral, "targets": numbers.Real}
+NUMBER_AXES["speculative_targets"] = numbers.Real
+
+
+def _plain_numbers(cfg: SweepConfig) -> SweepConfig:
+    """The config's counts and numeric axes as Python's numbers (NumPy's from a notebook are taken: the results'
+    record is JSON), refused in one line where one is of another kind (`limit=2.0`, `limit="2"`, a `True`), before
+    any work; the axes' number words from the command line are its parser's to refuse."""
+
+    def plain(name: str, value, kind: type, axis: bool = False) -> int | float:
+        if isinstance(value, bool) or not isinstance(value, kind):
+            words = "whole number" if kind is numbers.Integral else "number"
+            words = f"all be {words}s" if axis else f"be a {words}"
+            raise UserError(f"{name} must {words}, got {value!r}", field=name)
+        return python_number(value)
+
+    counts = {
+        n: plain(n, getattr(cfg, n), numbers.Integral) for n in WHOLE_NUMBERS if getattr(cfg, n) is not None
+    }
+    axes = {
+        n: tuple(plain(n, v, kind, axis=True) for v in getattr(cfg, n)) for n, kind in NUMBER_AXES.items()
+    }
+    return replace(cfg, **counts, **axes)
+
+
 def check_config(cfg: SweepConfig) -> SweepConfig:
     """The config with its lengths resolved, refused in one line where it cannot run (before any work)."""
     from skipcore.files import check_output_name
     from skipcore.schedule import MODES
 
     check_output_name(cfg.out, "out", field="out")
-
+    cfg = _plain_numbers(cfg)
     for name, values, allowed in (
         ("shapes", cfg.shapes, ("linear", "power", "step", "constant")),
         ("modes", cfg.modes, MODES),

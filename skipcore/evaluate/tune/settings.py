@@ -19,6 +19,7 @@ from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name
 from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
 from skipcore.models.shipped import shipped_path
+from skipcore.plain_numbers import python_number
 from skipcore.threads import check_threads
 
 ABOUT = (
@@ -197,7 +198,8 @@ def check_settings(s: TuneSettings) -> TuneSettings:
 
     check_output_name(s.out, "out", field="out")
     lists = {f.name: _as_list(f.name, getattr(s, f.name), f.kind) for f in tune_flags() if f.many}
-    s = replace(s, out=Path(s.out), **lists)
+    plain = {f.name: python_number(getattr(s, f.name)) for f in tune_flags() if f.kind in ("int", "float")}
+    s = replace(s, out=Path(s.out), **lists, **plain)
     for name, values, allowed in (
         ("policies", s.policies, POLICIES),
         ("shapes", s.shapes, SHAPES),
@@ -258,13 +260,15 @@ def _as_list(name: str, value, kind: str) -> tuple:
             return tuple(item(v) for v in parts)
         except ValueError:
             raise UserError(f"{name} must be comma-separated {words}, got {value!r}", field=name) from None
-    if not isinstance(value, list | tuple):
+    listed = value.tolist() if hasattr(value, "tolist") else value  # a NumPy array as a list
+    if not isinstance(listed, list | tuple):
         raise UserError(f"{name} must be a list of {words}, got {value!r}", field=name)
-    for v in value:
+    values = [python_number(v) for v in listed]  # NumPy's numbers as Python's
+    for v in values:
         fits = isinstance(v, item) if item is str else isinstance(v, int | float if item is float else int)
         if not fits or isinstance(v, bool):
             raise UserError(f"{name} must be {words}, got {v!r} in {list(value)}", field=name)
-    return tuple(item(v) for v in value)
+    return tuple(item(v) for v in values)
 
 
 def _at_least(name: str, value: int, low: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -701,3 +702,31 @@ def test_a_config_takes_what_a_notebook_passes(model_dirs, sweep_dataset, tmp_pa
     df = run_sweep(cfg)
     assert sorted(df["target_speedup"].fillna(1.0)) == [1.0, 2.0] and out.is_file()
     assert len(list((tmp_path / "traces").iterdir())) == 2
+
+
+def test_a_configs_counts_take_numpys_and_refuse_other_kinds_before_any_work(
+    model_dirs, sweep_dataset, tmp_path
+):
+    """NumPy's counts (`limit=np.int64(2)`, `repeats`, `threads`, `max_layers`) ran every setting, then the
+    results' JSON record refused them: a traceback, no table, the traces left. Other kinds (`limit=2.0`,
+    `"2"`) were a TypeError mid-run."""
+    out = tmp_path / "sweep.parquet"
+    small = dict(targets=(np.float32(2.0),), modes="skip", policies="static", batch_sizes=np.array([2]))
+    cfg = sweep_config(model_dirs, sweep_dataset, out, limit=np.int64(2), repeats=np.int64(0),
+                       threads=np.int64(1), max_layers=np.int64(5), max_new_tokens=np.int64(6), **small)  # fmt: skip
+    df = run_sweep(cfg)
+    assert len(df) == 2 and (df["num_examples"] == 2).all() and out.with_suffix(".csv").is_file()
+    assert run_sweep(cfg).equals(df)  # the record reads back: the rerun resumes every row
+    for kw, said in (({"limit": 2.0}, "limit must be a whole number, got 2.0"),
+                     ({"limit": "2"}, "limit must be a whole number, got '2'"),
+                     ({"repeats": True}, "repeats must be a whole number, got True"),
+                     ({"batch_sizes": ("2",)}, "batch_sizes must all be whole numbers, got '2'"),
+                     ({"targets": (2, "3")}, "targets must all be numbers, got '3'")):  # fmt: skip
+        fresh = tmp_path / "fresh.parquet"
+        with pytest.raises(UserError, match=re.escape(said)) as e:
+            run_sweep(replace(cfg, out=fresh, traces_dir=None, **kw))
+        assert (
+            e.value.field == next(iter(kw))
+            and not fresh.exists()
+            and not (tmp_path / "fresh_traces").exists()
+        )

@@ -262,6 +262,18 @@ def test_bad_settings_are_refused_in_one_line_naming_the_setting(model_dirs, tmp
     assert not (tmp_path / "o").exists()
 
 
+def test_numpys_numbers_are_taken_as_pythons(tmp_path):
+    """`trials=np.int64(2)` was refused as no whole number, and a NumPy array of warmups as no list."""
+    import numpy as np
+
+    s = check_settings(TuneSettings(out=tmp_path / "o", trials=np.int64(2), max_drop=np.float32(0.5),
+                                    warmups=np.array([1, 2]), baseline_targets=(np.float64(2),)))  # fmt: skip
+    assert (s.trials, s.max_drop, s.warmups, s.baseline_targets) == (2, 0.5, (1, 2), (2.0,))
+    assert type(s.trials) is int and type(s.max_drop) is float and {type(w) for w in s.warmups} == {int}
+    with pytest.raises(UserError, match="trials must be a whole number >= 1, got 2.0"):
+        check_settings(TuneSettings(out=tmp_path / "o", trials=2.0))
+
+
 def test_held_out_rows_never_include_a_searched_source(echo_data, tmp_path):
     from skipcore.data import load_examples
 
