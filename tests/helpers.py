@@ -253,6 +253,42 @@ def by_key(widgets, key: str):
     return next(w for w in widgets if w.key == key)
 
 
+def texts_shown(at, index: int = 0) -> pd.DataFrame:
+    """The `index`-th table of texts a page shows (`markdown.texts_table`, an HTML element), read back: its
+    columns and each cell's text, as a browser shows it."""
+    from html.parser import HTMLParser
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.rows: list[list[str]] = []
+            self.cell: list[str] | None = None
+            self.tags: set[str] = set()
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("th", "td"):
+                self.cell = []
+
+        def handle_endtag(self, tag):
+            if tag in ("th", "td"):
+                self.rows[-1].append("".join(self.cell))
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell.append(data)
+
+    tables = [e.value for e in at.get("html") if 'class="skipcore-texts"' in e.value]
+    parsed = Cells()
+    parsed.feed(tables[index])
+    assert parsed.tags <= {"style", "table", "thead", "tbody", "tr", "th", "td"}, parsed.tags  # text alone
+    head, *rows = parsed.rows
+    return pd.DataFrame(rows, columns=head)
+
+
 def drawn_name(trace: dict) -> str:
     """A Plotly trace's name as a page's figure carries it, without the line breaks that fit it to a phone."""
     return trace["name"].replace("<br>", " ")

@@ -1,12 +1,14 @@
 """Text from outside the dashboard (a page address, a typed path, a prompt) shown inside Streamlit's Markdown as the
 text it is: a link handed to someone could otherwise put a link of its own, an outside image or a coloured badge
 on the page they open (Streamlit renders Markdown, images and `:color[...]` badges in every caption and message;
-raw HTML it never renders). And a Markdown document shown inside a page, its headings moved under the page's own
-(`demoted`)."""
+raw HTML it never renders); texts side by side as a table of their own (`texts_table`). And a Markdown document
+shown inside a page, its headings moved under the page's own (`demoted`)."""
 
 from __future__ import annotations
 
+import html
 import re
+from collections.abc import Mapping, Sequence
 
 # what starts a link, an image, a badge, an address in brackets, math or code (inside which an escape shows as
 # typed), and the escape itself; emphasis marks are left (they only change how the text looks), so ordinary text
@@ -18,6 +20,28 @@ def plain(text: str) -> str:
     """`text` with every character that would start a link, an image, a badge or math escaped: it shows as
     typed, no more than emphasised."""
     return _MARKUP.sub(r"\\\1", text)
+
+
+# a table of texts: cells wrap and keep their line breaks, as Streamlit's own tables look, in either theme
+_TEXTS_STYLE = (
+    ".skipcore-texts{width:100%;border-collapse:collapse;font-size:.875rem}"
+    ".skipcore-texts th{text-align:left;font-weight:600}"
+    ".skipcore-texts th,.skipcore-texts td{padding:.35rem .6rem;vertical-align:top;white-space:pre-wrap;"
+    "overflow-wrap:anywhere;border-bottom:1px solid rgba(128,128,128,.3)}"
+)
+
+
+def texts_table(columns: Mapping[str, Sequence[str]]) -> str:
+    """Texts side by side (prompts and outputs) as an HTML table, each cell exactly the text: Streamlit's
+    `st.table` renders its cells as Markdown (a prompt's `[a](url)` became a link, `![](url)` an image, `$x$` maths,
+    `2*3*4` lost its stars) and turns any address in them into a link, which no Markdown escape stops; here the
+    text is HTML-escaped, so nothing in it is markup, and its line breaks stay."""
+    names = list(columns)
+    rows = zip(*(columns[n] for n in names), strict=True)
+    head = "".join(f'<th scope="col">{html.escape(str(n))}</th>' for n in names)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    table = f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+    return f'<style>{_TEXTS_STYLE}</style><table class="skipcore-texts">{table}</table>'
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code block's first or last line

@@ -18,7 +18,7 @@ import streamlit as st
 
 from app.dashboard import address, figures, numbers, results, speculation
 from app.dashboard.address import KEEP
-from app.dashboard.markdown import plain
+from app.dashboard.markdown import plain, texts_table
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
 from skipcore import Sampling, plots, summarize
@@ -408,8 +408,9 @@ def token_heatmap(
 
 
 def show_outputs(table: dict[str, list]) -> None:
-    """Prompts and outputs in full: a table whose cells wrap (a data grid would cut long outputs off)."""
-    st.table(pd.DataFrame(table))
+    """Prompts and outputs in full, as typed: a table whose cells wrap (a data grid would cut long outputs off)
+    and show their text, never Markdown (`markdown.texts_table`)."""
+    st.html(texts_table(table))
 
 
 def show_trace(

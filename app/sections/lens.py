@@ -275,7 +275,7 @@ def main() -> None:
     texts = {"prompt": result.prompts, names(result)["full"]: result.full.texts}
     if result.tokens == OWN:  # teacher-forced, the schedule's path was fed full depth's text
         texts[names(result)["path"]] = result.path.texts
-    st.table(texts)  # wrapped, never cut off
+    views.show_outputs(texts)
     st.header("Downloads")
     show_downloads(result)
 

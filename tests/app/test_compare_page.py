@@ -21,6 +21,7 @@ from tests.helpers import (
     drawn_name,
     open_app,
     plotly_array,
+    texts_shown,
     warnings,
 )
 
@@ -124,7 +125,7 @@ def test_compare_runs_speculative_losslessly_on_the_shipped_model(shipped_model)
     assert spec.metadata["policy"] == "speculative" and spec.metadata["policy_params"]["draft_tokens"] == 3
     assert spec.texts == full.texts and spec.texts != results["skip"].texts  # lossless, unlike skipping
     assert "equals full depth's for all 4 prompts" in " ".join(s.value for s in at.success)
-    outputs = at.table[0].value  # the texts side by side, as for every policy
+    outputs = texts_shown(at)  # the texts side by side, as for every policy
     assert list(outputs["speculative"]) == list(outputs["full depth"]) == full.texts
     table = costs(at)
     assert 1.5 < table.loc["speculative", "tokens per full-depth pass"] <= 4  # at most k + 1 = 4

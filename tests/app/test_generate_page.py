@@ -19,6 +19,7 @@ from tests.helpers import (
     by_key,
     charts,
     open_app,
+    texts_shown,
 )
 
 
@@ -97,7 +98,7 @@ def test_generate_batch_size_labels_outputs_and_history(model_dir):
     result = GenerateResult.last(at.session_state)
     picker = next(w for w in at.selectbox if w.label == "Sample (batch row)")
     assert picker.options[0].startswith("0: MR: name[") and result.prompts[0][4:20] in picker.options[0]
-    outputs = at.table[0].value
+    outputs = texts_shown(at)
     assert list(outputs["output"]) == result.texts  # whole texts in a wrapping table
     # both runs are kept on disk, listed on the Run history page and compared there against full depth
     from app.dashboard.runstore import RunStore

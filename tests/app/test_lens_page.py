@@ -15,7 +15,7 @@ from app.dashboard.results import DOWNLOADS, LensComparison
 from skipcore.lens import (
     read_lens,
 )
-from tests.helpers import assert_clean, by_key, open_app, plotly_array
+from tests.helpers import assert_clean, by_key, open_app, plotly_array, texts_shown
 
 
 # -- the dashboard page --------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def test_lens_page_on_the_schedules_own_decode(lens_page):
     result = LensComparison.last(at.session_state)
     assert result.path.metadata["lens"]["tokens"] == "own decode"
     assert result.agreement.tokens > 0  # still measured, teacher-forced
-    assert len(at.table[-1].value.columns) == 3  # prompt, full depth's text, the schedule's own text
+    assert len(texts_shown(at, -1).columns) == 3  # prompt, full depth's text, the schedule's own text
 
 
 def test_a_lens_of_one_new_token_has_no_agreement_to_show(lens_page):

@@ -8,9 +8,9 @@ import html
 import pytest
 from markdown_it import MarkdownIt
 
-from app.dashboard.markdown import demoted, plain
+from app.dashboard.markdown import demoted, plain, texts_table
 from app.dashboard.provenance import prompts_setting
-from tests.helpers import by_key, open_app
+from tests.helpers import by_key, open_app, texts_shown
 
 ATTACK = "/nonexistent` **[Click to update](https://evil.example/x)** ![t](https://evil.example/p.png) `$x$ :red[a]"
 
@@ -69,3 +69,37 @@ def test_a_document_shown_in_a_page_has_its_headings_under_the_pages_own():
     assert "<h2>skipcore tune: m</h2>" in out and "<h3>Pareto front</h3>" in out
     assert "<h1>" not in out and "# a comment" in out and "text #1" in out
     assert demoted("###### six", 1) == "###### six"  # h6 is the deepest there is
+
+
+HOSTILE = [ATTACK, "2*3*4 a_b_c $x^2$", "<script>alert(1)</script> &amp; <b>b</b>", "line one\n  line two",
+           "http://example.com www.example.com a@b.example", "1. one\n# two", ""]  # fmt: skip
+
+
+def test_a_table_of_texts_shows_each_text_as_typed():
+    """`st.table` rendered its cells as Markdown: a prompt's link was a link, its image fetched, `$x$` maths,
+    `2*3*4` lost its stars (and Streamlit makes a link of any address, which no Markdown escape stops)."""
+
+    class Page:  # what `texts_shown` reads: a page's HTML elements
+        def __init__(self, html_text: str) -> None:
+            self.html = [type("Html", (), {"value": html_text})()]
+
+        def get(self, kind: str) -> list:
+            return self.html
+
+    table = {"prompt": HOSTILE, "output <b>": [t[::-1] for t in HOSTILE]}
+    shown = texts_shown(Page(texts_table(table)))
+    assert list(shown.columns) == list(table) and shown.to_dict("list") == table
+
+
+def test_the_outputs_table_shows_a_prompt_as_typed(model_dir):
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(3)
+    by_key(at.text_area, "gen_text").set_value(
+        "2*3*4 ![t](https://evil.example/p.png) [Click](https://evil.example/x)"
+    )
+    by_key(at.button, "gen_run").click().run()
+    outputs = texts_shown(at)
+    assert list(outputs["prompt"]) == [
+        "2*3*4 ![t](https://evil.example/p.png) [Click](https://evil.example/x)"
+    ]
+    assert not at.table  # no table of Streamlit's renders a text as Markdown

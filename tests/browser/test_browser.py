@@ -953,6 +953,20 @@ def test_a_loaded_schedule_file_survives_a_reload(browser, fresh, server, tmp_pa
         context.close()
 
 
+def test_a_prompt_in_a_link_shows_as_typed_in_the_outputs(fresh, server):
+    """A shared link's prompt was rendered as Markdown in the outputs table: a link of its own, an outside image
+    the browser fetched, maths, stars lost."""
+    page = fresh
+    typed = "2*3*4 [Click](https://evil.example/x) ![t](https://evil.example/p.png) $x^2$ :red[a]"
+    _open(page, server, "generate", {"gen_max_new": "3", "gen_text": typed}, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    table = page.locator("table.skipcore-texts")
+    table.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    assert table.locator("td").first.inner_text() == typed
+    assert table.locator("a, img, .katex, em, span").count() == 0
+    _clean(page, "generate with a prompt of Markdown")
+
+
 def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
     """Opening another page stops the page's running script, and the run's results go with it: on return the page
     says so, once, rather than showing nothing as if it had never been asked."""
