@@ -47,6 +47,9 @@ DOWNLOADS = (
 # (`state.params` keeps the design for it)
 SHARED_INPUTS = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)
 DESIGN_FOR = "_design_for"
+FOUND = (
+    "_found_runs"  # in the session: {page: (run id, when made)} of the kept run `shown` found for the page
+)
 RESTORED = "_restored_inputs"  # in the session: (page, settings) a reopened run set, until that page has run
 NOT_RESTORED = "_inputs_not_restored"  # in the session: why they were dropped, said once on the page
 
@@ -96,6 +99,19 @@ class PageResult:
         """The parts of a kept run that are per-token traces of a decode worth drawing beside other runs'."""
         return [TRACE] if TRACE in run.parts else []
 
+    def kept_words(self) -> str | None:
+        """Where the run history keeps this result, in a line: as the run this page made (or one reopened from
+        there), or, where the page found it there itself (`shown`: a new session, another tab's run of the same
+        settings, a run of this page just stopped), as a run of the history, with when it was made. None where it
+        is not kept."""
+        run_id = getattr(self, "run_id", None)
+        if run_id is None:
+            return None
+        found = st.session_state.get(FOUND, {}).get(self.page)
+        if found is not None and found[0] == run_id:
+            return f"From the run history: run #{run_id}, made {found[1]} UTC with these settings."
+        return f"Kept as run #{run_id} in the run history."
+
     def kept(self) -> Self:
         """Keep this result in the run history, with the page's settings as the session holds them now, and as
         its page's last result (with its run's number); a warning on the page where it cannot be kept."""
@@ -121,6 +137,7 @@ class PageResult:
                 if run.problem is None and not differences(run.settings, now):
                     result = cls.from_run(run, store)
                     result.keep()
+                    st.session_state.setdefault(FOUND, {})[cls.page] = (run.id, run.made_utc)
                     return result
         except UserError:  # an unreadable history shows nothing here; the Run history page says why
             return None
@@ -218,6 +235,7 @@ def reopen(run: Run, store: RunStore) -> PageResult:
     if run.inputs:  # a run kept before pages kept their settings leaves the page's as they are
         restore_inputs(run.inputs, kind.prefix, kind.page_file)
     result.keep()
+    st.session_state.get(FOUND, {}).pop(kind.page, None)  # chosen, not found
     return result
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
+from skipcore.files import expand_home
 
 RUNS_ENV = "SKIPCORE_APP_RUNS"
 MARKER = ".skipcore-dashboard-runs"  # in the folder: the dashboard made it
@@ -69,9 +70,9 @@ def default_root() -> Path:
     """Where the run history lives: $SKIPCORE_APP_RUNS, else skipcore/dashboard-runs under $XDG_DATA_HOME."""
     env = os.environ.get(RUNS_ENV, "").strip()
     if env:
-        return Path(env).expanduser()
+        return expand_home(env)
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base).expanduser() / "skipcore" / "dashboard-runs"
+    return expand_home(base) / "skipcore" / "dashboard-runs"
 
 
 Table = tuple[pd.DataFrame, dict]  # a frame and the metadata that travels with it
@@ -111,6 +112,11 @@ class Run:
     inputs: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
     problem: str | None = None  # why it cannot be reopened (its row damaged, a file gone), or None
+
+    @property
+    def made_utc(self) -> str:
+        """When it was made, month to minute in UTC ('11-30 01:21'), as the run history lists it."""
+        return self.created[5:16].replace("T", " ")
 
     @property
     def parts(self) -> dict[str, str]:

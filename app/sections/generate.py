@@ -78,8 +78,8 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     provenance.show(result.settings, now, "Generate")
     views.show_outputs({"prompt": result.prompts, "output": result.texts})
     flag_empty(result.texts, result.settings)
-    if result.run_id is not None:
-        st.caption(f"Kept as run #{result.run_id} in the run history.")
+    if (kept := result.kept_words()) is not None:
+        st.caption(kept)
         st.page_link("sections/history.py", label="Open the run history", icon=":material/history:")
     st.header("Trace")
     trace = result.trace

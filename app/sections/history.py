@@ -55,7 +55,7 @@ def listing(runs: list[Run]) -> pd.DataFrame:
         rows.append(
             {
                 "run": r.id,
-                "UTC": r.created[5:16].replace("T", " "),
+                "UTC": r.made_utc,
                 "kind": kind.title if kind is not None else r.page,
                 "model": words.get("model", "?").rsplit("/", 1)[-1],
                 "schedule": history.run_words(r.settings, r.label) if r.page == "generate" else r.label,

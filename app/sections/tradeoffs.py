@@ -188,8 +188,8 @@ def small_sweep() -> pd.DataFrame | None:
     if stored is None:
         return None
     provenance.show(stored.settings, now, "Run sweep")
-    if stored.run_id is not None:
-        st.caption(f"Kept as run #{stored.run_id} in the run history.")
+    if (kept := stored.kept_words()) is not None:
+        st.caption(kept)
     c1, c2 = st.columns(2)
     table = stored.table
     numbers.csv_button(c1, "Download this sweep (CSV)", table, "sweep.csv", "to_dl_csv")

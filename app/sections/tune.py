@@ -116,8 +116,8 @@ def show(result: TuneRunResult, L: int) -> None:
         f"Each point of the chart: a trial (or full depth, the floor's reference) with its quality and speed; a "
         f"trial stopped early has its quality on the rows it was scored on. The floor is {f['floor']:.2f}.",
     )
-    if result.run_id is not None:
-        st.caption(f"Kept as run #{result.run_id} in the run history.")
+    if (kept := result.kept_words()) is not None:
+        st.caption(kept)
     if f.get("chosen") is None:
         st.warning(f["line"])
     else:

@@ -279,12 +279,22 @@ def test_a_small_sweep_is_kept_survives_a_reload_and_reopens_with_its_settings(m
     shown = SweepResult.last(again.session_state)
     assert shown is not None and shown.run_id == 1 and not stale(again)
     pd.testing.assert_frame_equal(shown.table, made.table, check_dtype=False)
+    # found there, not made here: said as a run of the history with its time (a run just stopped on this page
+    # was followed by "Kept as run #1", as if it were that run)
+    captions = [c.value for c in again.caption]
+    found = [c for c in captions if c.startswith("From the run history: run #1, made ")]
+    assert (
+        found
+        and found[0].endswith(" UTC with these settings.")
+        and not any("Kept as run" in c for c in captions)
+    )
     # from the Run history, in a session showing other settings: back on Trade-offs with its own
     at = opened_with({"to_source": "Upload a sweep file", "to_examples": "5"}, "history")
     assert list(at.dataframe[0].value["kind"]) == ["sweep"]
     assert list(at.dataframe[0].value["max new tokens"]) == [str(made.settings["sweep"][1]["max_new_tokens"])]
     at = reopen_newest(at)
     assert at.title[0].value == "Trade-offs"
+    assert "Kept as run #1 in the run history." in [c.value for c in at.caption]  # chosen there, not found
     assert by_key(at.radio, "to_source").value == RUN
     assert by_key(at.number_input, "to_examples").value == 2
     assert by_key(at.multiselect, "to_modes").value == ["exit"]

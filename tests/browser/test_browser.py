@@ -793,12 +793,16 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
     number = int(re.search(r"#(\d+)", kept.inner_text()).group(1))
     page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
     _shot(page, "8-sweep")
-    page.reload(wait_until="domcontentloaded")  # the same tab: Streamlit gives it its session back
-    page.get_by_text(f"Kept as run #{number} in the run history.").wait_for(timeout=60_000)
+    page.reload(
+        wait_until="domcontentloaded"
+    )  # the same tab: its session back, or a new one that finds the run
+    page.get_by_text(re.compile(rf"(Kept as run|From the run history: run) #{number}\b")).wait_for(
+        timeout=60_000
+    )
     context, other = _tab(browser)  # a new session on the same address: the kept sweep, from the run history
     try:
         _open(other, server, "tradeoffs", SMALL_SWEEP, "Trade-offs")
-        other.get_by_text(f"Kept as run #{number} in the run history.").wait_for()
+        other.get_by_text(f"From the run history: run #{number}, made ", exact=False).wait_for()
         assert not other.get_by_text("These results are from other settings").count()
         # the page set otherwise: no sweep shown; Run history brings it back with its settings
         _open(
@@ -809,6 +813,7 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
             "Trade-offs",
         )
         assert not other.get_by_text("Kept as run #", exact=False).count()
+        assert not other.get_by_text("From the run history: run #", exact=False).count()
         _goto(other, "Run history")
         other.get_by_role("button", name=f"Reopen run #{number} on the Trade-offs page").click()
         other.get_by_role("heading", name="Trade-offs").wait_for()
