@@ -79,6 +79,16 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def expand_home(path: str | os.PathLike) -> Path:
+    """`path` with a leading `~` or `~user` read as that home folder, as a shell reads it; where that user has
+    none (`~nosuchuser/x`), the path as written, which names no file here (pathlib raised a RuntimeError: a
+    traceback where a model or a folder was named)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
+
+
 def check_path_text(
     path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError, field: str | None = None
 ) -> Path:

@@ -18,6 +18,7 @@ from skipcore.files import (
     check_output_file,
     check_path_text,
     check_writable_folder,
+    expand_home,
     read_parquet,
     refuse_links_out,
 )
@@ -88,6 +89,23 @@ def test_a_path_no_file_can_have_is_one_line_not_an_oserror(tmp_path):
     assert check_path_text(tmp_path / ("a" * 255)) == tmp_path / ("a" * 255)
     assert check_path_text("relative/model") == Path("relative/model")
     assert not any(tmp_path.iterdir())  # a check only: nothing made
+
+
+@pytest.mark.parametrize("command", ["generate", "lens", "sweep", "train"])
+def test_a_home_folder_no_user_has_is_a_path_not_found(command, tmp_path, capsys):
+    """`~nosuchuser/x`: pathlib's `expanduser` raised a RuntimeError, a traceback from every command naming a
+    model; it is the path as written, which names no model."""
+    import pwd
+
+    nobody = "nosuchuser"
+    assert nobody not in {u.pw_name for u in pwd.getpwall()}
+    argv = [command, "--model", f"~{nobody}/x"]
+    argv += {"generate": ["--prompt", "hi"], "lens": ["--prompt", "hi"],
+             "sweep": ["--dataset", "data/e2e_synth", "--out", str(tmp_path / "s.parquet")],
+             "train": ["--dataset", "data/e2e_synth", "--out", str(tmp_path / "t")]}[command]  # fmt: skip
+    assert refused(capsys, argv) == f"error: model directory not found: ~{nobody}/x"
+    assert expand_home(f"~{nobody}/x") == Path(f"~{nobody}/x") and expand_home("~/x") == Path.home() / "x"
+    assert not any(tmp_path.iterdir())
 
 
 # -- a Parquet file replaced while it is read -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from app.dashboard.address import KEEP
 from app.dashboard.markdown import plain
 from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
 from skipcore.errors import ModelError
+from skipcore.files import expand_home
 from skipcore.models.reference import ModelRef, resolve_model
 
 LOCAL = "local"  # a choice whose folder or .gguf file is typed
@@ -132,7 +133,7 @@ def _local_choice(text: str) -> ModelChoice:
     why = unreachable(text)
     if why:  # each problem here quotes the typed text, which a link may have set: shown as typed
         return ModelChoice(LOCAL, problem=plain(why))
-    path = Path(text).expanduser()
+    path = expand_home(text)
     if not (path.is_dir() or path.is_file() and path.suffix.lower() == ".gguf"):
         return ModelChoice(LOCAL, problem=f"not a folder or a .gguf file: {plain(text)}")
     choice = _resolved(path.name, str(path.resolve()))

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from skipcore.errors import UserError
+from skipcore.files import expand_home
 
 APP_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = APP_DIR.parent
@@ -35,7 +36,7 @@ def default_model_dir() -> Path:
     if not env:
         return DEFAULT_MODEL_DIR
     try:
-        return Path(env).expanduser().resolve()
+        return expand_home(env).resolve()
     except (OSError, RuntimeError, ValueError):  # not expandable or resolvable: looked at as given
         return Path(env)
 
@@ -93,7 +94,7 @@ def unreachable(text: str) -> str | None:
     from skipcore.files import check_path_text
 
     try:
-        os.stat(check_path_text(Path(text).expanduser(), "model path"))
+        os.stat(check_path_text(expand_home(text), "model path"))
     except UserError as e:
         return str(e)
     except (FileNotFoundError, NotADirectoryError):  # nothing there: an answer

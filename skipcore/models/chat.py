@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+from skipcore.files import expand_home
 
 RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
 
@@ -24,7 +25,7 @@ def template_applies(model: str, tokenizer) -> bool:
         return False
     from skipcore.models.training_record import read_record
 
-    local = Path(model).expanduser()
+    local = expand_home(model)
     try:
         return not (local.is_dir() and read_record(local))
     except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from skipcore.files import expand_home
 from skipcore.models.training_record import read_record, typical_output_tokens
 
 
@@ -74,7 +75,7 @@ def trained_schedule(record: dict) -> dict | None:
 
 def trained_schedule_of(model: str | Path) -> dict | None:
     """`trained_schedule` of a local model folder's training record; None for anything else."""
-    local = Path(model).expanduser()
+    local = expand_home(model)
     return trained_schedule(read_record(local) or {}) if local.is_dir() else None
 
 
@@ -96,7 +97,7 @@ def skip_aware(model: str | Path) -> bool:
     """The model was fine-tuned by skipcore with skipping switched on (a fixed schedule, or elastic targets), as
     its training record says: only such a model keeps its quality when layers are skipped. False for any other
     model (a real pretrained model's short name, a hub id, a folder without a record)."""
-    local = Path(model).expanduser()
+    local = expand_home(model)
     return local.is_dir() and (read_record(local) or {}).get("objective") in SKIP_AWARE
 
 
@@ -137,7 +138,7 @@ def decoding_for(
     target speedup, a floor, a start, a schedule file) or the policy is not the static one (speculative is
     lossless; CALM and adaptive watch confidence): a model not trained to skip loses its quality when layers are
     skipped."""
-    local = Path(model).expanduser().is_dir()
+    local = expand_home(model).is_dir()
     record = (read_record(model) or {}) if local else {}
     defaults = defaults_from_record(record)
     note = ""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError
-from skipcore.files import parse_json
+from skipcore.files import expand_home, parse_json
 from skipcore.models.catalog import RealModel
 from skipcore.models.safetensors_header import header_digest, safetensors_problem
 
@@ -38,9 +38,9 @@ def cache_root() -> Path:
     """Where skipcore keeps what it derives from installed files (converted models)."""
     env = os.environ.get("SKIPCORE_CACHE")
     if env:
-        return Path(env).expanduser()
+        return expand_home(env)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "skipcore"
+    return expand_home(base) / "skipcore"
 
 
 def models_cache() -> Path:

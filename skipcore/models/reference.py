@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError, first_line
-from skipcore.files import check_path_text
+from skipcore.files import check_path_text, expand_home
 from skipcore.models import gguf
 from skipcore.models.catalog import REAL_MODELS, RealModel, gguf_parts, is_real_name, require_installed
 from skipcore.models.lora import CONFIG_FILE as ADAPTER_CONFIG
@@ -157,7 +157,7 @@ def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:
     if is_real_name(name):
         model = require_installed(name)
         return ModelRef(name, "real", real=model, cache=cached_folder_for_model(model))
-    local = check_path_text(name, "model path", ModelError).expanduser()  # one no file can have: one line
+    local = expand_home(check_path_text(name, "model path", ModelError))  # one no file can have: one line
     if local.is_file():
         if local.suffix.lower() != ".gguf":
             raise ModelError(f"model path {name} is a file; pass the model's directory or a .gguf file")
@@ -199,7 +199,7 @@ def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:
         )
     if (local / ADAPTER_CONFIG).is_file():
         base = base_name(local)
-        if _looks_like_path(base) and not Path(base).is_absolute() and not Path(base).expanduser().exists():
+        if _looks_like_path(base) and not Path(base).is_absolute() and not expand_home(base).exists():
             raise ModelError(
                 f"{local / ADAPTER_CONFIG}: its base {base} is a relative path, as it was given when the adapter "
                 "was trained: run from that folder, or write the base's absolute path into that file"

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.files import check_output_name
+from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
 from skipcore.models.shipped import shipped_path
 from skipcore.threads import check_threads
@@ -151,7 +150,7 @@ def as_recorded(value: object, name: str | None = None) -> object:
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, str) and value and name in PATH_SETTINGS:
-        return os.path.abspath(Path(value).expanduser())
+        return os.path.abspath(expand_home(value))
     if isinstance(value, str) and name in NAME_OR_PATH_SETTINGS:
         return portable_name(value)
     return value
@@ -162,5 +161,5 @@ def portable_name(name: str) -> str:
     (a hub id) as given, a local file or folder as its absolute path."""
     if not name or is_real_name(name):
         return name
-    local = Path(name).expanduser()
+    local = expand_home(name)
     return os.path.abspath(local) if local.exists() else name

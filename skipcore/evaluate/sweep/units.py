@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError
 from skipcore.evaluate.sweep.rows import setting_rows
 from skipcore.evaluate.sweep.settings import Setting, SweepConfig
+from skipcore.files import expand_home
 
 if TYPE_CHECKING:
     from skipcore.decode.engine import SkipEngine
@@ -51,7 +51,7 @@ def load_refs(cfg: SweepConfig) -> dict[str, ModelRef]:
 
     out = {}
     for model, role in cfg.models:
-        local = Path(model).expanduser()
+        local = expand_home(model)
         try:
             out[model] = resolve_model(str(local.resolve()) if local.exists() else model)
         except UserError as e:  # a second model said as its setting: `baseline_model`, `reference_model`
