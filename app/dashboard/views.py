@@ -381,7 +381,8 @@ def run_color(metadata: dict | None) -> str:
 
 
 def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
-    """Parquet (metadata inside) or a zip of CSV/JSONL plus the .meta.json sidecar, named by the run."""
+    """Parquet (metadata inside) or a zipped CSV/JSONL (one member, the metadata in the zip's comment, as
+    `write_trace` writes `.csv.zip`), named by the run."""
     run_id = str(trace["run_id"].iloc[0])
     name = run_name(metadata)
     stem = f"trace_{file_stem(name, 100)}_{run_id}" if name else f"trace-{run_id}"

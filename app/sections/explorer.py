@@ -83,8 +83,8 @@ def main() -> None:
     limit = paths.max_upload_bytes()
     st.caption(
         "A trace written by `python -m skipcore generate --trace …` or downloaded from the Generate page: "
-        f".parquet, .csv, .jsonl, or a .zip of one with its .meta.json (at most {paths.upload_limit_mb()} MB, "
-        "the limit the upload box says)."
+        ".parquet, .csv, .jsonl, or a .zip of one (its metadata in a .meta.json member or the zip's comment), at "
+        f"most {paths.upload_limit_mb()} MB (the limit the upload box says)."
     )
     picked = pick_file(limit)
     if picked is None:
