@@ -94,8 +94,9 @@ def check_path_text(
 ) -> Path:
     """`path` as a Path, refused in one line (an `error` about the setting `field`, naming it as `what`) where no
     file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
-    a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError instead of saying
-    it is not there, so every path a user gives (an output, a model, a data set) is checked here first."""
+    a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError
+    instead of saying it is not there, so every path a user gives (an output, a model, a data set) is checked here
+    first."""
     text = os.fsdecode(os.fspath(path))
     if "\0" in text:
         raise error(f"{what} {_shown(text)} holds a NUL character, which no file name can", field=field)

@@ -116,8 +116,8 @@ class SkipEngine:
         self.static = self.device.type == "cuda" if static is None else static
         if fused and not self.static:
             raise UserError(
-                "the fused step runs on the fixed-shape decoder: it needs static steps (static=True; on the command line "
-                "--static-steps)"
+                "the fused step runs on the fixed-shape decoder: it needs static steps (static=True; on the "
+                "command line --static-steps)"
             )
         compiled = self.device.type == "cuda" if compile_fused is None else compile_fused
         # the fused step's layers (a second copy of each layer's Q/K/V and gate/up weights), or None

@@ -242,10 +242,13 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
 
 
 # the config's counts, and its grid axes of whole numbers and of numbers
-WHOLE_NUMBERS = ("limit", "max_new_tokens", "decay_span", "speedup_over", "max_layers", "threads", "repeats")
-WHOLE_NUMBERS += ("timing_limit",)
-NUMBER_AXES = {"batch_sizes": numbers.Integral, "warmups": numbers.Integral, "targets": numbers.Real}
-NUMBER_AXES["speculative_targets"] = numbers.Real
+WHOLE_NUMBERS = (
+    "limit", "max_new_tokens", "decay_span", "speedup_over", "max_layers", "threads", "repeats", "timing_limit"
+)  # fmt: skip
+NUMBER_AXES = {
+    "batch_sizes": numbers.Integral, "warmups": numbers.Integral,
+    "targets": numbers.Real, "speculative_targets": numbers.Real,
+}  # fmt: skip
 
 
 def _plain_numbers(cfg: SweepConfig) -> SweepConfig:

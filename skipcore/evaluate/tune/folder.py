@@ -53,11 +53,8 @@ class TuneFolder:
     """`out`, checked and held for one run: `with TuneFolder(out, identity, overwrite) as folder:`."""
 
     def __init__(self, out: Path, identity: dict, overwrite: bool) -> None:
-        self.out, self.identity, self.overwrite = (
-            check_path_text(out, "out", field="out"),
-            identity,
-            overwrite,
-        )
+        self.out = check_path_text(out, "out", field="out")
+        self.identity, self.overwrite = identity, overwrite
         self.lock = OutputLock(self.out, "tune")
         self.record: dict = {"kind": KIND, "identity": identity, "files": {}}
         self.resumed = False
