@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.files import expand_home
+from skipcore.files import check_path_text, expand_home
 
 APP_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = APP_DIR.parent
@@ -91,8 +91,6 @@ def unreachable(text: str) -> str | None:
     a NUL, a name or a path too long for the file system, said as the command line says it), then the system's
     own answer (a loop of links, a folder that may not be read, a `~user` with no home): `Path.is_file` and its
     kin raise for these instead of answering."""
-    from skipcore.files import check_path_text
-
     try:
         os.stat(check_path_text(expand_home(text), "model path"))
     except UserError as e:

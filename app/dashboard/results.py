@@ -47,9 +47,8 @@ DOWNLOADS = (
 # (`state.params` keeps the design for it)
 SHARED_INPUTS = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)
 DESIGN_FOR = "_design_for"
-FOUND = (
-    "_found_runs"  # in the session: {page: (run id, when made)} of the kept run `shown` found for the page
-)
+# in the session: {page: (run id, when made)} of the kept run `shown` found for the page
+FOUND = "_found_runs"
 RESTORED = "_restored_inputs"  # in the session: (page, settings) a reopened run set, until that page has run
 NOT_RESTORED = "_inputs_not_restored"  # in the session: why they were dropped, said once on the page
 
