@@ -37,7 +37,7 @@ def default_model_dir() -> Path:
         return DEFAULT_MODEL_DIR
     try:
         return expand_home(env).resolve()
-    except (OSError, RuntimeError, ValueError):  # not expandable or resolvable: looked at as given
+    except (OSError, RuntimeError, ValueError):  # not resolvable (a loop of links): looked at as given
         return Path(env)
 
 
@@ -89,14 +89,14 @@ def unreachable(text: str) -> str | None:
     """Why the path a user gave cannot even be asked about, in one line; None when it can be, whether or not
     anything is there. First the library's one check of every path a user gives (`skipcore.files.check_path_text`:
     a NUL, a name or a path too long for the file system, said as the command line says it), then the system's
-    own answer (a loop of links, a folder that may not be read, a `~user` with no home): `Path.is_file` and its
-    kin raise for these instead of answering."""
+    own answer (a loop of links, a folder that may not be read): `Path.is_file` and its kin raise for these
+    instead of answering. A `~user` with no home is the path as written (`expand_home`): nothing there."""
     try:
         os.stat(check_path_text(expand_home(text), "model path"))
     except UserError as e:
         return str(e)
     except (FileNotFoundError, NotADirectoryError):  # nothing there: an answer
         return None
-    except (OSError, RuntimeError, ValueError) as e:  # RuntimeError: `~user` without a home
+    except (OSError, ValueError) as e:
         return cannot_look(text, e)
     return None

@@ -75,7 +75,7 @@ PAGES = ["designer", "generate", "history", "tradeoffs", "compare", "explorer", 
         (lambda tmp: str(tmp / ("x" * 300) / "model.gguf"), "long"),
         (lambda tmp: str(tmp) + "/abc" * 1100, "long"),  # a whole path past the system's limit
         (lambda tmp: str(tmp / "a\0b"), "nul"),
-        (lambda tmp: "~no-such-user-skipcore/model", "home directory"),
+        (lambda tmp: "~no-such-user-skipcore/model", "not a folder or a .gguf file"),  # as written: not there
         (lambda tmp: str(_loop(tmp)), "symbolic links"),  # a link that leads to itself
     ],
     ids=["long-name", "long-name-inside", "long-path", "nul", "unknown-user", "link-loop"],
