@@ -64,6 +64,12 @@ def batch_step_rows(trace: pd.DataFrame) -> pd.DataFrame:
     return steps.drop_duplicates(_by_batch(steps, "batch_step"))
 
 
+def own_or(frame: pd.DataFrame, own: str, plain: str) -> pd.Series:
+    """A policy's own cost column (`flops_total`, `layers_spent`, ...) where a row has it, else the plain one, row by
+    row: in runs concatenated (`pd.concat`) a run without the column has NaN there, which a sum would skip."""
+    return frame[own].fillna(frame[plain]) if own in frame else frame[plain]
+
+
 def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     """Speedups (realised per token and per batch step; layers and FLOPs), KV bytes saved, tokens/s. A trace of
     several runs (`run_id`) is summarised over all of them pooled, each run's steps and samples its own."""
@@ -71,12 +77,12 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     decode = trace[trace["step"] >= 1]
     live = decode[~decode["finished"]]
     prompt = trace[trace["step"] == 0]
-    cost = "flops_total" if "flops_total" in trace else "flops"
-    batch_cost = "flops_batch" if "flops_batch" in trace else "flops"
-    batch_layers = "batch_layers" if "batch_layers" in trace else "num_layers_run"
-    layers = "layers_spent" if "layers_spent" in trace else "num_layers_run"
+    cost, prompt_cost = own_or(live, "flops_total", "flops"), own_or(prompt, "flops_total", "flops")
+    batch_cost = own_or(decode, "flops_batch", "flops")
+    layers = own_or(live, "layers_spent", "num_layers_run")
     steps = batch_step_rows(trace)
     decode_steps = steps[steps["batch_step"] >= 1]
+    batch_layers = own_or(decode_steps, "batch_layers", "num_layers_run")
     token_steps = decode.drop_duplicates(_by_batch(decode, "step"))  # the steps full depth runs for them
     # each sample's last token, by position in the table (a concatenation may repeat index labels)
     last = trace.sort_values("step", kind="stable").drop_duplicates(_by_batch(trace, "sample"), keep="last")
@@ -86,21 +92,21 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     produced = int((~trace["finished"]).sum())
     return {
         "num_layers": L,
-        "layer_speedup": spent_ratio(L * len(live), live[layers].sum()),
-        "layer_speedup_token_mean": float((L / live[layers]).mean()) if len(live) else float("nan"),
-        "batch_layer_speedup": spent_ratio(L * len(token_steps), decode_steps[batch_layers].sum()),
-        "mean_layers_run": float(live[layers].mean()) if len(live) else float(L),
-        "flops_speedup_decode": spent_ratio(live["flops_full"].sum(), live[cost].sum()),
+        "layer_speedup": spent_ratio(L * len(live), layers.sum()),
+        "layer_speedup_token_mean": float((L / layers).mean()) if len(live) else float("nan"),
+        "batch_layer_speedup": spent_ratio(L * len(token_steps), batch_layers.sum()),
+        "mean_layers_run": float(layers.mean()) if len(live) else float(L),
+        "flops_speedup_decode": spent_ratio(live["flops_full"].sum(), cost.sum()),
         "flops_speedup_with_prompt": spent_ratio(
-            live["flops_full"].sum() + prompt["flops_full"].sum(), live[cost].sum() + prompt[cost].sum()
+            live["flops_full"].sum() + prompt["flops_full"].sum(), cost.sum() + prompt_cost.sum()
         ),
-        "batch_flops_speedup_decode": spent_ratio(decode["flops_full"].sum(), decode[batch_cost].sum()),
+        "batch_flops_speedup_decode": spent_ratio(decode["flops_full"].sum(), batch_cost.sum()),
         "kv_cache_bytes": kv,
         "kv_cache_bytes_full": kv_full,
         "kv_bytes_saved": kv_full - kv,
         "kv_saved_fraction": 1 - kv / kv_full if kv_full else 0.0,
         "tokens": produced,
-        "flops_per_token": spent_ratio(live[cost].sum() + prompt[cost].sum(), produced),
+        "flops_per_token": spent_ratio(cost.sum() + prompt_cost.sum(), produced),
         "seconds": seconds,
         "tokens_per_s": produced / seconds if seconds else float("nan"),
         "decode_seconds": decode_ms / 1e3,

@@ -9,6 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from skipcore.errors import UserError
+from skipcore.measure.summary import own_or
 from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, INK, KV_HOLE, RAN, SKIPPED
 
 
@@ -18,9 +20,19 @@ def cost_figure(
     """FLOPs per decode step and KV-cache bytes after each step, each against full depth; what the run spent in
     `color` (its family's: a skip schedule's blue by default).
 
-    Takes one row per step with trace columns: a theoretical frame or one sample of a trace. Step 0 (the
-    prefill) is left off the FLOPs panel because it dwarfs every decode step; its cost is in the speedups.
+    Takes one row per step with trace columns: a theoretical frame or one sample of a trace (`sample_rows`);
+    rows of several samples or runs are refused, and a row's steps after its EOS are left off (not its work, as
+    in the speedups). Step 0 (the prefill) is left off the FLOPs panel because it dwarfs every decode step; its
+    cost is in the speedups.
     """
+    if "finished" in steps:
+        steps = steps[~steps["finished"].astype(bool)]
+    if steps["step"].duplicated().any():
+        raise UserError(
+            "cost_figure draws one row per step, and these rows repeat steps (several samples or runs): pass one "
+            "sample's, plots.sample_rows(trace, sample)",
+            field="steps",
+        )
     # one above the other, sharing the step axis: side by side, the two titles overlapped in a narrow column
     fig = make_subplots(
         rows=2,
@@ -31,15 +43,16 @@ def cost_figure(
     )
     decode = steps[steps["step"] >= 1]
     # what a token cost, the policy's own work included where the trace has it (CALM's heads, speculative drafts)
-    spent = ("flops_total", "spent") if "flops_total" in steps else ("flops", "schedule")
-    for col, name, hue, dash in (
-        ("flops_full", "full depth", FULL_COLOR, "dash"),
-        (*spent, color, None),
+    own = "flops_total" in steps and steps["flops_total"].notna().any()
+    spent = "spent" if own else "schedule"  # the run's line, in both panels
+    for y, name, hue, dash in (
+        (decode["flops_full"], "full depth", FULL_COLOR, "dash"),
+        (own_or(decode, "flops_total", "flops"), spent, color, None),
     ):
         fig.add_trace(
             go.Scatter(
                 x=decode["step"],
-                y=decode[col],
+                y=y,
                 mode="lines",
                 line={"shape": "hv", "color": hue, "dash": dash},
                 name=name,
@@ -51,7 +64,7 @@ def cost_figure(
         )
     for col, name, hue, dash in (
         ("kv_cache_bytes_full", "full depth", FULL_COLOR, "dash"),
-        ("kv_cache_bytes", "schedule", color, None),
+        ("kv_cache_bytes", spent, color, None),
     ):
         fig.add_trace(
             go.Scatter(
@@ -103,7 +116,7 @@ def kv_cache_figure(cache_map: pd.DataFrame, prompt_len: int, title: str = "KV c
     fig.add_vline(x=prompt_len - 0.5, line={"color": INK, "dash": "dot"})
     holes = int((cache_map["state"] == "hole").sum())
     fig.update_layout(
-        title=title + (f" ({holes} holes)" if holes else " (no holes)"),
+        title=title + (f" ({holes} hole{'s' if holes > 1 else ''})" if holes else " (no holes)"),
         xaxis_title="position (prompt left of the dotted line)",
         yaxis_title="layer",
         height=max(240, min(520, 100 + 16 * len(z))),

@@ -75,18 +75,23 @@ def _token_hover(r, num_layers: int) -> str:
     """A token's hover: its text, the layers that made it, what it cost against full depth (a policy's own work
     included: CALM's heads and propagation, a speculative round's drafts and verified columns) and log p."""
     head = f"step {r.step} · token {html.escape(repr(r.token), quote=False)}"
-    if hasattr(r, "drafted"):  # speculative: every kept token was verified at full depth
+    if not pd.isna(
+        getattr(r, "drafted", float("nan"))
+    ):  # speculative: every kept token verified at full depth
         if r.step == 0:
             origin = "the prefill (full depth)"
         elif bool(r.drafted):
             origin = f"kept draft, proposed by a {int(r.draft_layers)}-layer draft pass"
         else:
             origin = "the full model's own token (a correction, or the bonus after every draft agreed)"
-        layers = f"round {r.round}: {origin}<br>verified at all {num_layers} layers, its share of the round "
-        layers += f"{r.layers_spent:.1f} layer passes"
+        layers = f"round {int(r.round)}: {origin}<br>verified at all {num_layers} layers, "
+        layers += f"its share of the round {r.layers_spent:.1f} layer passes"
     else:
         layers = f"{r.num_layers_run} layers"
-    spent = getattr(r, "flops_total", r.flops)
+    spent = getattr(r, "flops_total", float("nan"))
+    spent = (
+        r.flops if pd.isna(spent) else spent
+    )  # a run without its own costs, concatenated with one with them
     confidence = getattr(r, "confidence", float("nan"))
     return (
         f"{head}<br>{layers} · {spent:.3g} FLOPs ({spent / r.flops_full if r.flops_full else 1:.2f}x full "
@@ -103,7 +108,7 @@ def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> 
     """
     rows = sample_rows(trace, sample)
     L = len(str(rows["layer_mask"].iloc[0])) if len(rows) else 0
-    speculative = "drafted" in rows
+    speculative = "drafted" in rows and rows["drafted"].notna().any()
     fig = mask_heatmap(
         list(rows["layer_mask"]),
         x=list(rows["step"]),
@@ -123,7 +128,7 @@ def exit_heatmap(trace: pd.DataFrame, sample: int, title: str | None = None) -> 
                 name="kept draft",
                 showlegend=False,
                 text=[
-                    f"kept draft of round {r.round} ({int(r.draft_layers)}-layer pass)"
+                    f"kept draft of round {int(r.round)} ({int(r.draft_layers)}-layer pass)"
                     for r in drafts.itertuples()
                 ],
                 hovertemplate="%{text}<extra></extra>",
@@ -177,9 +182,10 @@ def stacked_exit_heatmap(traces: Mapping[str, pd.DataFrame], sample: int, title:
             row=i,
             col=1,
         )
-    fig.update_xaxes(
-        title_text=panels[next(reversed(panels))].layout.xaxis.title.text, row=len(panels), col=1
-    )
+    keys = [
+        p.layout.xaxis.title.text for p in panels.values()
+    ]  # a speculative panel's names its draft marker
+    fig.update_xaxes(title_text=max(keys, key=len), row=len(panels), col=1)
     fig.update_layout(
         title=title, height=total + 40, margin={"l": 50, "r": 20, "t": 60 if title else 40, "b": 95}
     )

@@ -10,8 +10,8 @@ import pytest
 
 from skipcore.errors import UserError
 from skipcore.measure.summary import step_time_spread, summarize
-from skipcore.plots import exit_heatmap, sample_rows, step_latency_figure
-from skipcore.policies import SpeculativePolicy
+from skipcore.plots import cost_figure, exit_heatmap, sample_rows, stacked_exit_heatmap, step_latency_figure
+from skipcore.policies import CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS, engine_for
 
@@ -65,3 +65,66 @@ def test_a_sample_the_trace_lacks_is_said(model_dirs):
     trace = engine_for(model_dirs, "opt").generate(PROMPTS, None, max_new_tokens=4).trace
     with pytest.raises(UserError, match=r"the trace has no sample 7 \(its samples: 0-2\)"):
         exit_heatmap(trace, 7)
+
+
+def _same(x: dict, y: dict) -> bool:
+    return x.keys() == y.keys() and all(
+        a == b or (isinstance(a, float) and math.isclose(a, b, rel_tol=1e-12)) or (a != a and b != b)
+        for a, b in ((x[k], y[k]) for k in x)
+    )
+
+
+@pytest.mark.parametrize("policy", ["calm", "speculative"])
+def test_runs_with_and_without_a_policys_own_costs_pool_and_come_apart(model_dirs, policy):
+    """A static run concatenated with a CALM or speculative one has NaN in their own columns (`flops_total`,
+    `layers_spent`, `batch_layers`, `drafted`): the sums skipped the static run's costs (a pooled FLOPs speedup of
+    2.58 where 1.30 was spent), and one run filtered back out summarised as NaN, drew no cost line and its heatmap
+    raised a ValueError."""
+    eng = engine_for(model_dirs, "opt")
+    L = eng.num_layers
+    half = Schedule(L, "constant", "skip", max_layers=L // 2, min_layers=L // 2)
+    other = CalmPolicy(threshold=0.6) if policy == "calm" else SpeculativePolicy(half, draft_tokens=2)
+    a, b = (eng.generate(PROMPTS, p, max_new_tokens=T).trace for p in (half, other))
+    both = pd.concat([a, b], ignore_index=True)
+    pooled = summarize(both, L)
+    live = [t[(t["step"] >= 1) & ~t["finished"]] for t in (a, b)]
+    spent_b = live[1]["flops_total"].sum()
+    want = (live[0]["flops_full"].sum() + live[1]["flops_full"].sum()) / (live[0]["flops"].sum() + spent_b)
+    assert math.isclose(pooled["flops_speedup_decode"], want)
+    layers_b = live[1]["layers_spent" if policy == "speculative" else "num_layers_run"].sum()
+    assert math.isclose(
+        pooled["layer_speedup"],
+        L * (len(live[0]) + len(live[1])) / (live[0]["num_layers_run"].sum() + layers_b),
+    )
+    for run in (a, b):
+        back = both[both["run_id"] == run["run_id"].iloc[0]]
+        assert _same(summarize(back, L), summarize(run, L))
+        for draw in (lambda t: exit_heatmap(t, 0), lambda t: cost_figure(sample_rows(t, 0))):
+            drawn, own = draw(back), draw(run)
+            assert [(d.name, list(d.y), d.text) for d in drawn.data] == [
+                (d.name, list(d.y), d.text) for d in own.data
+            ]
+
+
+def test_the_cost_figure_draws_one_rows_steps_before_its_eos(model_dirs):
+    """Given a whole trace it drew every sample as one zigzag line; given one sample filtered with pandas, the
+    steps after its EOS (the batch's padding) as its work."""
+    eng = engine_for(model_dirs, "opt")
+    trace = eng.generate(PROMPTS, None, max_new_tokens=T).trace
+    with pytest.raises(UserError, match=r"repeat steps \(several samples or runs\): pass one sample's"):
+        cost_figure(trace)
+    ended = trace.groupby("sample")["finished"].any()
+    sample = int(ended.idxmax()) if ended.any() else 0
+    filtered = trace[trace["sample"] == sample]
+    drawn = cost_figure(filtered)
+    assert list(drawn.data[1].x) == list(sample_rows(trace, sample).query("step >= 1")["step"])
+    assert [d.name for d in drawn.data] == ["full depth", "schedule", "full depth", "schedule"]
+
+
+def test_a_stack_of_heatmaps_keys_the_draft_marker_whichever_panel_is_last(model_dirs):
+    eng = engine_for(model_dirs, "opt")
+    half = Schedule(eng.num_layers, "constant", "skip", max_layers=3, min_layers=3)
+    spec = eng.generate(PROMPTS, SpeculativePolicy(half, draft_tokens=2), max_new_tokens=T).trace
+    full = eng.generate(PROMPTS, None, max_new_tokens=T).trace
+    fig = stacked_exit_heatmap({"speculative": spec, "full depth": full}, 0)
+    assert "kept draft" in fig.layout.xaxis2.title.text
