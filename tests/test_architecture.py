@@ -97,6 +97,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "skipcore.files",
             "skipcore.output_lock",
             "skipcore.threads",
+            "skipcore.plain_numbers",
             "skipcore.lazy_exports",
             "skipcore.schedule",
         ),
