@@ -27,6 +27,8 @@ import math
 
 import pandas as pd
 
+from skipcore.errors import UserError
+
 
 def speedup_text(value: float | None, fmt: str = "{:.2f}x") -> str:
     """A speedup as every printer says it ('1.93x'), or 'n/a' where it does not exist (NaN or missing: no decode
@@ -64,6 +66,21 @@ def batch_step_rows(trace: pd.DataFrame) -> pd.DataFrame:
     return steps.drop_duplicates(_by_batch(steps, "batch_step"))
 
 
+def refuse_repeated_tokens(trace: pd.DataFrame) -> None:
+    """Refuse, in one line, a trace that holds a token twice (a run concatenated with itself, a frame joined
+    twice): its tokens, seconds and throughput would double without a word (`read_trace` refuses such a file)."""
+    keys = [*(["run_id"] if "run_id" in trace else []), "sample", "step"]
+    twice = trace.duplicated(keys)
+    if twice.any():
+        row = trace[twice].iloc[0]
+        raise UserError(
+            f"the trace holds step {int(row['step'])} of sample {int(row['sample'])}"
+            + (f" of run {row['run_id']!r}" if "run_id" in trace else "")
+            + " more than once (each token has one row: a run concatenated with itself?)",
+            field="trace",
+        )
+
+
 def own_or(frame: pd.DataFrame, own: str, plain: str) -> pd.Series:
     """A policy's own cost column (`flops_total`, `layers_spent`, ...) where a row has it, else the plain one, row by
     row: in runs concatenated (`pd.concat`) a run without the column has NaN there, which a sum would skip."""
@@ -74,6 +91,7 @@ def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     """Speedups (realised per token and per batch step; layers and FLOPs), KV bytes saved, tokens/s. A trace of
     several runs (`run_id`) is summarised over all of them pooled, each run's steps and samples its own."""
     L = num_layers
+    refuse_repeated_tokens(trace)
     decode = trace[trace["step"] >= 1]
     live = decode[~decode["finished"]]
     prompt = trace[trace["step"] == 0]

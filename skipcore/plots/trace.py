@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.errors import UserError
+from skipcore.measure.summary import refuse_repeated_tokens
 from skipcore.plots.schedule import mask_heatmap
 from skipcore.plots.style import DRAFT_COLOR
 
@@ -52,6 +53,7 @@ def sample_rows(trace: pd.DataFrame, sample: int, include_finished: bool = False
         raise UserError(
             f"the trace has no sample {sample} (its samples: {_spans(trace['sample'])})", field="sample"
         )
+    refuse_repeated_tokens(trace[rows])
     return _in_step_order(trace[rows], include_finished)
 
 
@@ -68,6 +70,7 @@ def rows_by_sample(trace: pd.DataFrame, include_finished: bool = False) -> DataF
     one sort of the trace for all of them, where a `sample_rows` call a sample filters the whole trace each time
     (samples x rows: minutes for a million-row trace of 20,000 samples)."""
     one_run(trace, "each sample's tokens")
+    refuse_repeated_tokens(trace)
     return _in_step_order(trace, include_finished).groupby("sample", sort=True)
 
 

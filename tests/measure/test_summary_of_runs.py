@@ -128,3 +128,18 @@ def test_a_stack_of_heatmaps_keys_the_draft_marker_whichever_panel_is_last(model
     full = eng.generate(PROMPTS, None, max_new_tokens=T).trace
     fig = stacked_exit_heatmap({"speculative": spec, "full depth": full}, 0)
     assert "kept draft" in fig.layout.xaxis2.title.text
+
+
+def test_a_run_concatenated_with_itself_is_refused_not_doubled(model_dirs):
+    """`pd.concat([t, t])` passed as one run: its tokens and throughput doubled, each heatmap column drawn twice."""
+    eng = engine_for(model_dirs, "opt")
+    trace = eng.generate(PROMPTS, None, max_new_tokens=4).trace
+    twice = pd.concat([trace, trace])
+    said = r"the trace holds step 0 of sample \d of run '.+' more than once \(each token has one row"
+    for draw in (
+        lambda: summarize(twice, eng.num_layers),
+        lambda: exit_heatmap(twice, 0),
+        lambda: sample_rows(twice, 1),
+    ):
+        with pytest.raises(UserError, match=said):
+            draw()
