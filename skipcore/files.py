@@ -14,7 +14,7 @@ import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +29,25 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     `path` is replaced, never written through). The temporary file is made anew under a name no one can foresee
     (a link planted at a foreseeable one, in a shared folder, would be written through); `write` makes it with
     the permissions any new file gets."""
-    tmp = path.with_name(f".{path.stem}.{secrets.token_hex(8)}.tmp{path.suffix}")
+    atomic_writes([(path, write)])
+
+
+def atomic_writes(files: Sequence[tuple[Path, Callable[[Path], None]]]) -> None:
+    """`atomic_write` of files that belong together (a trace and its `.meta.json`): every one written to its
+    temporary path first, then each renamed over its path in the order given, so a write that fails (a full disk,
+    a file-size limit) replaces none of them, where one replaced and the next failed paired an old file with the
+    new run's other."""
+    temps = [
+        (path.with_name(f".{path.stem}.{secrets.token_hex(8)}.tmp{path.suffix}"), path) for path, _ in files
+    ]
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        for (tmp, _), (_, write) in zip(temps, files, strict=True):
+            write(tmp)
+        for tmp, path in temps:
+            os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
 
 
 def read_text_at_most(path: str | os.PathLike, limit: int) -> str:

@@ -5,6 +5,7 @@ atomically, the way `skipcore.traces` writes traces. Traces' own validation does
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pandas as pd
 from skipcore.errors import UserError, first_line
 from skipcore.files import (
     atomic_write,
+    atomic_writes,
     check_companion,
     check_output_file,
     check_replaceable,
@@ -107,16 +109,14 @@ def write_lens(
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta.encode()})
             atomic_write(path, lambda p: pq.write_table(table, p))
         else:
-            atomic_write(sidecar_path(path), lambda p: p.write_text(meta))  # never data without its metadata
             if suffix == ".jsonl":
-                atomic_write(
-                    path,
-                    lambda p: df.to_json(
-                        p, orient="records", lines=True, force_ascii=False, double_precision=JSONL_DIGITS
-                    ),
+                data = partial(
+                    df.to_json, orient="records", lines=True, force_ascii=False, double_precision=JSONL_DIGITS
                 )
             else:
-                atomic_write(path, lambda p: df.to_csv(p, index=False))
+                data = partial(df.to_csv, index=False)
+            # both written before either replaces a file; the sidecar renamed first: never data without its metadata
+            atomic_writes([(sidecar_path(path), lambda p: p.write_text(meta)), (path, data)])
     except OSError as e:
         raise UserError(f"cannot write lens table to {path}: {e.strerror or e}") from e
     return path

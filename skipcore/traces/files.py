@@ -23,6 +23,7 @@ import pandas as pd
 from skipcore.errors import UserError, first_line
 from skipcore.files import (
     atomic_write,
+    atomic_writes,
     check_companion,
     check_output_file,
     check_replaceable,
@@ -110,10 +111,15 @@ def write_trace(
         elif fmt in ZIPPED_FORMATS:
             atomic_write(path, lambda p: _write_zip(p, path.name[: -len(".zip")], df, meta))
         else:
-            # the sidecar first: a data file never stands without its metadata
+            # both written before either replaces a file; the sidecar renamed first: a data file never stands
+            # without its metadata
             side = json.dumps(meta, indent=2, default=str)
-            atomic_write(sidecar_path(path), lambda p: p.write_text(side))
-            atomic_write(path, lambda p: _write_text(p, df, fmt))
+            atomic_writes(
+                [
+                    (sidecar_path(path), lambda p: p.write_text(side)),
+                    (path, lambda p: _write_text(p, df, fmt)),
+                ]
+            )
     except OSError as e:
         raise UserError(f"cannot write trace to {path}: {e.strerror or e}") from e
     return path

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -214,3 +215,40 @@ def test_overwrite_replaces_only_a_trace_or_a_lens_table(made, tmp_path, capsys)
     trace = write_trace(made.trace, tmp_path / "t.csv", made.metadata)
     assert write_trace(made.trace.head(3), trace, made.metadata, overwrite=True) == trace
     assert len(read_trace(trace)[0]) == 3
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_a_write_that_fails_replaces_neither_the_trace_nor_its_metadata(made, tmp_path, monkeypatch, name):
+    """The sidecar was replaced first, then the data write failed (a full disk, `ulimit -f`): the old trace stood
+    beside the new run's metadata, and read back as a pair."""
+    import skipcore.traces.files as trace_files
+
+    path = write_trace(made.trace, tmp_path / name, made.metadata)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    newer = made.trace.assign(run_id="another")
+
+    def full_disk(target, df, fmt):
+        Path(target).write_text("half a ro")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trace_files, "_write_text", full_disk)
+    with pytest.raises(UserError, match="cannot write trace to .*: No space left on device"):
+        write_trace(newer, path, {**made.metadata, "run_id": "another"}, overwrite=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file left either
+    assert read_trace(path)[1]["run_id"] == made.metadata["run_id"]
+
+
+def test_a_lens_table_write_that_fails_replaces_neither_file(tmp_path, monkeypatch):
+    from skipcore.lens.files import write_lens
+
+    table = pd.DataFrame({"a": [1]})
+    side = tmp_path / "l.csv.meta.json"
+    monkeypatch.setattr("skipcore.lens.files.validate_lens", lambda df, source: None)
+    write_lens(table, tmp_path / "l.csv", {"n": 1, "versions": {"skipcore": "0"}})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(
+        pd.DataFrame, "to_csv", lambda self, p, **k: (_ for _ in ()).throw(OSError(27, "File too large"))
+    )
+    with pytest.raises(UserError, match="File too large"):
+        write_lens(table, tmp_path / "l.csv", {"n": 2, "versions": {"skipcore": "0"}}, overwrite=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before and side.exists()
