@@ -15,6 +15,8 @@ and its run), `common` (the flag kits several subcommands share, each option dec
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import os
 import select
@@ -156,7 +158,7 @@ def build_parser(
     """The command line, with the full parsers of the commands in `built` (their modules imported) and a bare
     entry, enough for the top-level `--help`, for the others; `parser_class` builds every parser
     (`GivenOnlyParser`: the same one without defaults)."""
-    parser = parser_class(prog="python -m skipcore", description=__doc__.splitlines()[0])
+    parser = parser_class(prog="python -m skipcore", description=(__doc__ or "skipcore").splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
     parser.commands = subparsers.choices
     sub = _Subcommands(subparsers)
@@ -174,17 +176,37 @@ def _asked_command(argv: Sequence[str]) -> tuple[str, ...]:
     return (first,) if first in SUBCOMMANDS else ()
 
 
+# what the system says of a file a command cannot read or write for reasons of the machine's, not its own: said in
+# one line (`error: ...`), as a mistake is, not a traceback
+MACHINE_ERRORS = (errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on `argv` (default: the process's) and return its exit status."""
     try:
         try:
             return _run(argv)
         finally:
-            sys.stdout.flush()  # here, so that a reader that has gone is noticed below, not at the exit
+            if sys.stdout is not None:  # None: started with stdout closed (`>&-`), where print writes nothing
+                sys.stdout.flush()  # here, so that a reader that has gone is noticed below, not at the exit
     except BrokenPipeError:
         if not _stdout_reader_gone():
             raise
         return 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
+    except KeyboardInterrupt:  # before a command began (its own interruptions are said by `_run`)
+        _say("error: interrupted")
+        return 130
+    except OSError as e:
+        if e.errno not in MACHINE_ERRORS:
+            raise
+        _say(f"error: {e.strerror}{f': {e.filename}' if e.filename else ''}")
+        return 2
+
+
+def _say(line: str) -> None:
+    """A last line on stderr, where there is one to write to."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(line, file=sys.stderr)
 
 
 def _stdout_reader_gone() -> bool:
@@ -203,6 +225,12 @@ def _stdout_reader_gone() -> bool:
 
 def _run(argv: list[str] | None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for stream in (
+        sys.stdout,
+        sys.stderr,
+    ):  # a text its encoding lacks (PYTHONIOENCODING=ascii) escaped, not fatal
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(_asked_command(argv))
     args = parser.parse_args(argv)

@@ -156,10 +156,11 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     result = engine.generate(
         prompts, policy, settings.max_new_tokens, settings.sampling(), settings.batch_size
     )
+    if trace_path is not None:  # before any output: a stdout that cannot be written loses no trace
+        write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
+        args.on_interrupt = f"the trace was written to {trace_path}; what came after it was stopped"
     for text in result.texts:
         print(text.replace("\n", " ").strip())
-    if trace_path is not None:
-        write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
     notes = (
         []
         if settings.quiet

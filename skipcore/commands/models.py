@@ -12,7 +12,7 @@ from skipcore.errors import UserError
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "models",
-        description=__doc__.replace("\n", " "),
+        description=(__doc__ or "").replace("\n", " "),
     )
     p.add_argument(
         "--prepare",

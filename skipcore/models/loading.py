@@ -183,6 +183,13 @@ def load_model(
         return _load_adapter(ref, dev, dt, attn_implementation, trust_remote_code)
     folder = ref.convert()
     source, kw = ref.weights()
+    unreadable = (
+        [] if folder is None else [f for f in folder.iterdir() if f.is_file() and not os.access(f, os.R_OK)]
+    )
+    if unreadable:  # transformers says such a file is not there
+        raise ModelError(
+            f"could not load model {ref.name!r}: {unreadable[0]} may not be read (its permissions)"
+        )
     if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
         raise ModelError(
             f"{ref.name} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "

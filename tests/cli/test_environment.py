@@ -1,0 +1,120 @@
+"""The command line on machines unlike the test machine's: a stdout closed, full or of another encoding, files the
+user may not read, Python's optimised mode, an interruption before a command begins. Each is one line, not a
+traceback, and nothing the run made is lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from skipcore.commands import main
+from tests.helpers import REPO, refused
+
+MODEL = str(REPO / "data" / "models" / "skipdecode-opt-e2e")
+GENERATE = ["generate", "--model", MODEL, "--max-new-tokens", "4", "--threads", "1"]
+
+
+def _shell(command: str, **env: str) -> subprocess.CompletedProcess:
+    """`python -m skipcore ...` through a shell (for its redirections), from the repository."""
+    python = f"{sys.executable} -m skipcore"
+    return subprocess.run(
+        ["bash", "-c", command.replace("SKIPCORE", python)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+    )
+
+
+def test_a_closed_or_full_stdout_is_one_line_and_the_trace_is_kept(tmp_path):
+    """`>&-` ended a finished run with an AttributeError (stdout is None); `>/dev/full` with an OSError
+    traceback, and `generate` printed its texts before writing its trace, which was lost."""
+    closed = _shell("SKIPCORE models >&-")
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
+    trace = tmp_path / "t.jsonl"
+    words = " ".join([*GENERATE, "--prompt", "'MR: name[The Eagle]'", "--trace", str(trace)])
+    full = _shell(f"SKIPCORE {words} >/dev/full")
+    assert full.returncode == 2 and full.stderr.strip().splitlines()[-1] == "error: No space left on device"
+    assert (
+        "Traceback" not in full.stderr and trace.is_file() and trace.with_name("t.jsonl.meta.json").is_file()
+    )
+
+
+def test_text_stdout_cannot_encode_is_escaped_not_fatal():
+    """PYTHONIOENCODING=ascii (an old terminal): an output of non-ASCII text (the model's '£') was a
+    UnicodeEncodeError traceback after the run."""
+    prompt = "$'MR: name[Blue Spice], eatType[coffee shop], priceRange[less than \\u00a320]\\nText:'"
+    argv = [*GENERATE[:3], "--max-new-tokens", "24", "--threads", "1", "--prompt", prompt]
+    out = _shell("SKIPCORE " + " ".join(argv), PYTHONIOENCODING="ascii")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "less than \\xa320" in out.stdout, out.stdout  # the model's '£', escaped
+
+
+def test_optimised_python_runs_the_command_line():
+    """`python -OO` drops docstrings: the parser's description read `__doc__` and every command crashed."""
+    out = subprocess.run(
+        [sys.executable, "-OO", "-m", "skipcore", "models", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and "usage:" in out.stdout, out.stderr
+
+
+def test_a_file_the_user_may_not_read_is_one_line(monkeypatch, tmp_path, capsys):
+    """A dataset, a model folder or a log without read or write permission was a PermissionError traceback (as
+    root, the tests' user, permissions do not bite: the system's refusal is stood in for)."""
+    import skipcore.data
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied", "mine.csv")
+
+    monkeypatch.setattr(skipcore.data, "load_examples", refuse)
+    (tmp_path / "mine.csv").write_text("mr,ref\nname[A],A.\n")
+    said = refused(capsys, [*GENERATE, "--dataset", str(tmp_path / "mine.csv")])
+    assert said == "error: Permission denied: mine.csv"
+
+
+def test_a_model_file_the_user_may_not_read_is_named(monkeypatch):
+    """transformers said such a file was not there ('No such file or directory')."""
+    import skipcore.models.loading as loading
+    from skipcore import load_model
+    from skipcore.errors import ModelError
+
+    real = os.access
+    monkeypatch.setattr(
+        loading.os, "access", lambda p, mode: not str(p).endswith(".safetensors") and real(p, mode)
+    )
+    with pytest.raises(ModelError, match=r"model.safetensors may not be read \(its permissions\)"):
+        load_model(MODEL)
+
+
+def test_an_interruption_before_the_command_began_is_one_line(monkeypatch, capsys):
+    """Ctrl-C while the parser was built or transformers imported: a KeyboardInterrupt traceback."""
+    import skipcore.commands as commands
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "build_parser", interrupted)
+    assert main(["models"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+
+
+def test_an_interruption_after_the_trace_was_written_says_so(monkeypatch, tmp_path, capsys):
+    """Stopped in its timing, `generate` said 'nothing was written' of a trace it had written."""
+    import skipcore.commands.generate as generate
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "timing_line", interrupted)
+    trace = tmp_path / "t.parquet"
+    argv = [*GENERATE, "--prompt", "MR: name[The Eagle]", "--trace", str(trace), "--timing-repeats", "3"]
+    assert main(argv) == 130 and trace.is_file()
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said == f"error: interrupted; the trace was written to {trace}; what came after it was stopped"
