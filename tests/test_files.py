@@ -182,3 +182,25 @@ def test_an_input_file_past_its_size_or_endless_is_refused_before_it_is_read_who
     monkeypatch.setattr(prompt_files, "PROMPTS_FILE_BYTES", 10)
     with pytest.raises(UserError, match=r"cannot read prompts file .*: it is larger than 9.5\d*e-06 MiB"):
         prompt_files.read_prompts_file(prompts)
+
+
+def test_a_name_of_bytes_that_are_no_utf8_text_is_one_line_before_any_work(tmp_path, capsys):
+    """`--trace x<0xff>.parquet`: generation ran, then pyarrow's UnicodeEncodeError (zip's, the sweep store's, the
+    corpus README's); now refused where every path a user gives is checked."""
+    odd = os.fsdecode(b"x\xff.parquet")
+    with pytest.raises(
+        UserError, match=r"holds bytes that are no UTF-8 text \(a name from another encoding\)"
+    ):
+        check_path_text(tmp_path / odd, "trace")
+    said = refused(capsys, ["generate", "--limit", "1", "--trace", str(tmp_path / odd)])
+    assert "argument --trace: path" in said and "no UTF-8 text" in said
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_prompt_of_bytes_that_are_no_utf8_text_is_one_line(capsys):
+    """`--prompt "$(printf 'Caf\\xe9')"` (a Latin-1 terminal): the tokenizer's TypeError traceback."""
+    said = refused(capsys, ["generate", "--max-new-tokens", "4", "--prompt", os.fsdecode(b"Caf\xe9")])
+    assert (
+        said
+        == "error: prompt 0 holds '\\udce9', a byte that is no UTF-8 text (from a terminal or file in another encoding?): give it as UTF-8"
+    )

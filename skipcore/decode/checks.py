@@ -63,6 +63,17 @@ def check_request(
         raise UserError("no prompts given", field="prompts")
     if not all(isinstance(p, str) for p in prompts):
         raise UserError("every prompt must be text", field="prompts")
+    for i, p in enumerate(prompts):
+        try:
+            p.encode("utf-8")
+        except (
+            UnicodeEncodeError
+        ) as e:  # a lone surrogate: a byte of no text, from a shell's argument or a file name
+            raise UserError(
+                f"prompt {i} holds {p[e.start : e.end]!r}, a byte that is no UTF-8 text (from a terminal or file "
+                "in another encoding?): give it as UTF-8",
+                field="prompts",
+            ) from None
     if max_new_tokens < 1:
         raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
     if batch_size is not None and batch_size < 1:
