@@ -204,3 +204,11 @@ def test_a_prompt_of_bytes_that_are_no_utf8_text_is_one_line(capsys):
         said
         == "error: prompt 0 holds '\\udce9', a byte that is no UTF-8 text (from a terminal or file in another encoding?): give it as UTF-8"
     )
+
+
+def test_a_cache_variable_no_file_can_have_is_one_line(monkeypatch, tmp_path, capsys):
+    """SKIPCORE_CACHE of a name too long: `skipcore models` raised an OSError traceback (the variable was never
+    checked as a path a user gives)."""
+    monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / ("a" * 300)))
+    said = refused(capsys, ["models"])
+    assert said.startswith("error: SKIPCORE_CACHE '") and "300 bytes long" in said

@@ -27,8 +27,10 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.measure.theory import CEILING_CONTEXT
     from skipcore.models.catalog import REAL_MODELS, every_model
+    from skipcore.models.model_cache import cache_root
     from skipcore.models.reference import resolve_model
 
+    cache_root()  # a cache folder no file can have (its variable set wrong) is refused here, not row by row
     if args.prepare:
         # every name checked before the first conversion
         refs = [resolve_model(name) for name in args.prepare]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError
-from skipcore.files import expand_home, parse_json
+from skipcore.files import check_path_text, expand_home, parse_json
 from skipcore.models.catalog import RealModel
 from skipcore.models.safetensors_header import header_digest, safetensors_problem
 
@@ -35,12 +35,14 @@ STAGING = ".partial"  # how a staging folder's name ends (beside its target, so 
 
 
 def cache_root() -> Path:
-    """Where skipcore keeps what it derives from installed files (converted models)."""
+    """Where skipcore keeps what it derives from installed files (converted models): $SKIPCORE_CACHE, else
+    skipcore under $XDG_CACHE_HOME or ~/.cache; a path no file can have is refused in one line naming the variable
+    (asked about, it raised an OSError: a traceback from `skipcore models`)."""
     env = os.environ.get("SKIPCORE_CACHE")
     if env:
-        return expand_home(env)
+        return check_path_text(expand_home(env), "SKIPCORE_CACHE", ModelError)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return expand_home(base) / "skipcore"
+    return check_path_text(expand_home(base) / "skipcore", "the model cache (XDG_CACHE_HOME)", ModelError)
 
 
 def models_cache() -> Path:
