@@ -95,15 +95,44 @@ def differences(recorded: dict, now: dict) -> list[tuple[str, object, object]]:
     return out
 
 
+# the settings that name a model, each recorded with its files' fingerprint (`MODELS`, keyed by the name as typed)
+MODEL_SETTINGS = ("model", "reference_model", "baseline_model")
+SPELLED = (
+    "the same files, named from another folder: give the name as recorded, or run where the run was made"
+)
+
+
+def _same_content(recorded: dict, now: dict, name: str) -> bool:
+    """Whether the data set or model `name` names differs only in how its path is typed (relative to another
+    folder): the same rows (`DATA`) or the same files (`MODELS`) in both."""
+    if name == "dataset":
+        return DATA in recorded and recorded.get(DATA) == now.get(DATA)
+    then, files = recorded.get(MODELS), now.get(MODELS)
+    if name not in MODEL_SETTINGS or not isinstance(then, dict) or not isinstance(files, dict):
+        return False
+    fingerprint = then.get(recorded.get(name))
+    return fingerprint is not None and fingerprint == files.get(now.get(name))
+
+
 def said(recorded: dict, now: dict, most: int = 4) -> str:
-    """The differences in words (the first `most`): `name='then' (not 'now')`, the data sets by path and digest."""
+    """The differences in words (the first `most`): `name='then' (not 'now')`, the data sets by path and digest, a
+    path typed from another folder over the same rows or files said as such (the records key rows by the name as
+    typed, so such a run is refused, not resumed under a second name)."""
     words = []
     for name, then, value in differences(recorded, now)[:most]:
         if name == DATA:
             words.append(_data_said(recorded, now, then, value))
         elif name == MODELS and isinstance(then, dict) and isinstance(value, dict):
-            changed = [m for m in dict.fromkeys([*then, *value]) if then.get(m) != value.get(m)]
-            words.append(f"{', '.join(changed)} holds other files than the run was made with (other weights)")
+            changed = [
+                now.get(s) for s in MODEL_SETTINGS
+                if recorded.get(s) and now.get(s) and then.get(recorded[s]) != value.get(now[s])
+            ]  # fmt: skip
+            if changed:
+                words.append(
+                    f"{', '.join(changed)} holds other files than the run was made with (other weights)"
+                )
+        elif _same_content(recorded, now, name):
+            words.append(f"{name}={then!r} (not {value!r}: {SPELLED})")
         else:
             words.append(f"{name}={then!r} (not {value!r})")
     return ", ".join(words)

@@ -78,6 +78,35 @@ def test_a_sweep_resumed_on_other_weights_at_the_same_path_is_refused(model_dirs
     assert differences({"model": "m"}, {"model": "m", MODELS: {"m": "abc"}}) == []  # an older file
 
 
+def test_a_sweep_resumed_from_another_folder_says_the_same_files_are_named_otherwise(
+    model_dirs, two_folders, monkeypatch
+):
+    """The same model and rows typed from another folder (`../model` and `data` there, `model` and `a/data`
+    here) were refused as other weights ('holds other files than the run was made with'): they are the same files
+    named otherwise, and the refusal says so and how to resume (rows are keyed by the names as typed, so it is
+    still refused, not resumed under a second name)."""
+    import os
+    import shutil
+
+    from skipcore.evaluate.identity import SPELLED
+
+    model, out = two_folders / "model", two_folders / "sweep.parquet"
+    shutil.copytree(model_dirs["opt"], model)
+    monkeypatch.chdir(two_folders / "a")
+    run_sweep(tiny_sweep(model_dirs, out, model=os.path.relpath(model)))
+    before = out.read_bytes()
+    monkeypatch.chdir(two_folders)
+    config = tiny_sweep(model_dirs, out, model="model", targets=(1.0, 2.0))
+    with pytest.raises(UserError) as e:
+        run_sweep(config.__class__(**{**vars(config), "dataset": "a/data"}))
+    said = str(e.value)
+    assert (
+        f"model='../model' (not 'model': {SPELLED})" in said
+        and f"dataset='data' (not 'a/data': {SPELLED})" in said
+    )
+    assert "other weights" not in said and out.read_bytes() == before
+
+
 def test_a_sweep_written_into_its_models_folder_resumes(model_dirs, two_folders, monkeypatch):
     """The model's files are those a load reads: the sweep's own table (and a note) written into the model's folder
     are no other weights; the fingerprint took every file there, so such a sweep could never resume."""
