@@ -153,17 +153,19 @@ def staging_folder(target: Path) -> Iterator[Path]:
     """A new folder beside `target` that this conversion writes into, locked while it runs (so that another
     process knows it is not abandoned) and removed afterwards unless it became `target`."""
     root = target.parent
+    # the way on: another folder, by the variable that chose this one (or that would choose another)
+    way = "set SKIPCORE_CACHE to another folder" if os.environ.get("SKIPCORE_CACHE") else "set SKIPCORE_CACHE"
     try:
         root.mkdir(parents=True, exist_ok=True)
         staging = root / f".{target.name}.{secrets.token_hex(6)}{STAGING}"
         staging.mkdir()  # the modes any new folder gets (the umask's), unlike a temporary folder's 0700
     except OSError as e:
-        raise ModelError(f"cannot write the model cache {root}: {e.strerror}; set SKIPCORE_CACHE") from e
+        raise ModelError(f"cannot write the model cache {root}: {e.strerror}; {way}") from e
     try:
         lock = _hold(staging)
     except OSError as e:
         remove(staging)
-        raise ModelError(f"cannot write the model cache {root}: {e.strerror}; set SKIPCORE_CACHE") from e
+        raise ModelError(f"cannot write the model cache {root}: {e.strerror}; {way}") from e
     try:
         yield staging
     finally:

@@ -389,3 +389,21 @@ def test_prepare_takes_real_models_and_gguf_files_only(tiny_real, cache, model_d
     said = failed(capsys, ["models", "--prepare", "tiny-real", str(model_dirs["opt"])])
     assert said.startswith(f"--prepare {model_dirs['opt']}: not a real model or a GGUF file"), said
     assert not cache.exists()  # nothing converted before the refusal
+
+
+def test_a_cache_folder_that_cannot_be_made_says_the_way_on(tmp_path, monkeypatch):
+    """Where SKIPCORE_CACHE is the folder at fault, the way on is another folder for it (it said 'set
+    SKIPCORE_CACHE', which was set)."""
+    from skipcore.errors import ModelError
+    from skipcore.models.model_cache import staging_folder
+
+    blocked = tmp_path / "a_file"
+    blocked.write_text("mine")
+    for env, said in ((str(blocked), "set SKIPCORE_CACHE to another folder"), (None, "; set SKIPCORE_CACHE")):
+        if env is None:
+            monkeypatch.delenv("SKIPCORE_CACHE", raising=False)
+        else:
+            monkeypatch.setenv("SKIPCORE_CACHE", env)
+        with pytest.raises(ModelError, match=f"cannot write the model cache {blocked}/models: .*{said}$"):
+            staging_folder(blocked / "models" / "m").__enter__()
+    assert blocked.read_text() == "mine"
