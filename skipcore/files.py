@@ -106,23 +106,13 @@ def check_path_text(
     path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError, field: str | None = None
 ) -> Path:
     """`path` as a Path, refused in one line (an `error` about the setting `field`, naming it as `what`) where no
-    file here can have it, or the tools cannot write it: a NUL character, bytes that are no UTF-8 text, a name (a
-    part between slashes) longer than its file system allows, or a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError
+    file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
+    a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError
     instead of saying it is not there, so every path a user gives (an output, a model, a data set) is checked here
     first."""
     text = os.fsdecode(os.fspath(path))
     if "\0" in text:
         raise error(f"{what} {_shown(text)} holds a NUL character, which no file name can", field=field)
-    try:
-        text.encode("utf-8")
-    except (
-        UnicodeEncodeError
-    ):  # bytes of no text (a name from another encoding): pyarrow and zip cannot write it
-        raise error(
-            f"{what} {_shown(text)} holds bytes that are no UTF-8 text (a name from another encoding); name it in "
-            "UTF-8",
-            field=field,
-        ) from None
     name_max, path_max = _name_limits(Path(text))
     if (size := len(os.fsencode(text))) >= path_max:
         raise error(
@@ -136,6 +126,22 @@ def check_path_text(
                 field=field,
             )
     return Path(text)
+
+
+def check_utf8_name(path: str | os.PathLike, what: str, field: str | None = None) -> None:
+    """Refuse, in one line before any work, a path of bytes that are no UTF-8 text (a name made in another
+    encoding, which Python holds as surrogates) where the file is written by pyarrow or zip or the path is
+    recorded as text (a Parquet file, a zipped trace, a sweep's or a tune's record): those raised a
+    UnicodeEncodeError, mostly after the run. Plain files (a prompts file, a CSV trace) take such names."""
+    text = os.fsdecode(os.fspath(path))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(
+            f"{what} {_shown(text)} holds bytes that are no UTF-8 text (a name from another encoding); name it in "
+            "UTF-8",
+            field=field,
+        ) from None
 
 
 def check_output_name(path: str | os.PathLike, what: str = "out", field: str | None = None) -> Path:

@@ -12,11 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from skipcore.commands import main
 from skipcore.errors import ModelError, UserError
 from skipcore.files import (
     atomic_write,
     check_output_file,
     check_path_text,
+    check_utf8_name,
     check_writable_folder,
     expand_home,
     read_parquet,
@@ -184,17 +186,27 @@ def test_an_input_file_past_its_size_or_endless_is_refused_before_it_is_read_who
         prompt_files.read_prompts_file(prompts)
 
 
-def test_a_name_of_bytes_that_are_no_utf8_text_is_one_line_before_any_work(tmp_path, capsys):
+def test_a_name_of_bytes_that_are_no_utf8_text_is_refused_where_it_cannot_be_written(tmp_path, capsys):
     """`--trace x<0xff>.parquet`: generation ran, then pyarrow's UnicodeEncodeError (zip's, the sweep store's, the
-    corpus README's); now refused where every path a user gives is checked."""
-    odd = os.fsdecode(b"x\xff.parquet")
+    corpus README's); now refused before any work where the name is written by pyarrow or zip or recorded as text.
+    A plain file takes such a name: a prompts file, a CSV trace."""
+    odd = os.fsdecode(b"x\xff")
     with pytest.raises(
         UserError, match=r"holds bytes that are no UTF-8 text \(a name from another encoding\)"
     ):
-        check_path_text(tmp_path / odd, "trace")
-    said = refused(capsys, ["generate", "--limit", "1", "--trace", str(tmp_path / odd)])
-    assert "argument --trace: path" in said and "no UTF-8 text" in said
+        check_utf8_name(tmp_path / odd, "trace")
+    for argv in (["generate", "--limit", "1", "--trace", str(tmp_path / f"{odd}.parquet")],
+                 ["generate", "--limit", "1", "--trace", str(tmp_path / f"{odd}.csv.zip")],
+                 ["sweep", "--limit", "1", "--out", str(tmp_path / f"{odd}.parquet")],
+                 ["sweep", "--limit", "1", "--out", str(tmp_path / "s.parquet"), "--dataset", str(tmp_path / odd)],
+                 ["data", "--out", str(tmp_path / odd)]):  # fmt: skip
+        assert "holds bytes that are no UTF-8 text" in refused(capsys, argv), argv
     assert not any(tmp_path.iterdir())
+    prompts = tmp_path / f"{odd}.txt"
+    prompts.write_text("MR: name[The Eagle]\nText:\n")
+    trace = tmp_path / f"{odd}.csv"
+    argv = ["generate", "--max-new-tokens", "2", "--prompts-file", str(prompts), "--trace", str(trace)]
+    assert main(argv) == 0 and trace.is_file()
 
 
 def test_a_prompt_of_bytes_that_are_no_utf8_text_is_one_line(capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 from skipcore.commands.common import path_text
 from skipcore.data.e2e_synth import CORPUS_FILES, DEFAULT_SIZES, MAX_MRS, write_default_corpus
 from skipcore.errors import UserError
-from skipcore.files import check_writable_folder
+from skipcore.files import check_utf8_name, check_writable_folder
 
 PROGRESS_FROM = 20_000  # MRs from which writing takes long enough (~10 s) to show a progress bar
 
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     from tqdm.auto import tqdm
 
     out = Path(args.out)
+    check_utf8_name(out, "--out")  # its README names the folder, as UTF-8 text
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is not a directory")
     existing = [name for name in CORPUS_FILES if (out / name).exists() or (out / name).is_symlink()]

@@ -17,6 +17,7 @@ from skipcore.files import (
     check_companion,
     check_output_file,
     check_replaceable,
+    check_utf8_name,
     parse_json,
     read_parquet,
 )
@@ -83,6 +84,8 @@ def check_lens_path(path: str | Path, overwrite: bool = False) -> Path:
     path, an existing file without `overwrite`, a sidecar of that name skipcore did not write, an unwritable place."""
     path = Path(path)
     suffix = _check_format(path)
+    if suffix == ".parquet":  # pyarrow cannot write such a name
+        check_utf8_name(path, "lens table")
     check_output_file(path, overwrite)
     check_replaceable(path, read_lens, "a lens table")
     if suffix != ".parquet":

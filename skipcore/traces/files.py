@@ -27,6 +27,7 @@ from skipcore.files import (
     check_companion,
     check_output_file,
     check_replaceable,
+    check_utf8_name,
     parse_json,
     read_parquet,
 )
@@ -81,6 +82,8 @@ def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
     that cannot be written."""
     path = Path(path)
     fmt = _check_format(path)
+    if fmt == ".parquet" or fmt in ZIPPED_FORMATS:  # pyarrow and zip cannot write such a name
+        check_utf8_name(path, "trace")
     check_output_file(path, overwrite)
     check_replaceable(path, read_trace, "a trace")
     if fmt in (".jsonl", ".csv"):

@@ -253,10 +253,14 @@ NUMBER_AXES = {
 
 def _plain_numbers(cfg: SweepConfig) -> SweepConfig:
     """The config's counts and numeric axes as Python's numbers (NumPy's from a notebook are taken: the results'
-    record is JSON), refused in one line where one is of another kind (`limit=2.0`, `limit="2"`, a `True`), before
-    any work; the axes' number words from the command line are its parser's to refuse."""
+    record is JSON) and a whole float as its count (`25.0`), refused in one line where one is of another kind
+    (`limit=2.5`, `limit="2"`, a `True`), before any work; the command line's words are its parser's to refuse."""
 
     def plain(name: str, value, kind: type, axis: bool = False) -> int | float:
+        if kind is numbers.Integral and isinstance(value, float) and value.is_integer():
+            value = int(
+                value
+            )  # 25.0 from a JSON writer (a training record) is the count 25, as a Schedule reads it
         if isinstance(value, bool) or not isinstance(value, kind):
             words = "whole number" if kind is numbers.Integral else "number"
             words = f"all be {words}s" if axis else f"be a {words}"
@@ -274,10 +278,13 @@ def _plain_numbers(cfg: SweepConfig) -> SweepConfig:
 
 def check_config(cfg: SweepConfig) -> SweepConfig:
     """The config with its lengths resolved, refused in one line where it cannot run (before any work)."""
-    from skipcore.files import check_output_name
+    from skipcore.files import check_output_name, check_utf8_name
     from skipcore.schedule import MODES
 
     check_output_name(cfg.out, "out", field="out")
+    for name in ("model", "dataset", "baseline_model"):  # recorded as text in the results
+        if getattr(cfg, name):
+            check_utf8_name(getattr(cfg, name), name, field=name)
     cfg = _plain_numbers(cfg)
     for name, values, allowed in (
         ("shapes", cfg.shapes, ("linear", "power", "step", "constant")),

@@ -36,6 +36,7 @@ from skipcore.files import (
     atomic_write,
     check_companion,
     check_path_text,
+    check_utf8_name,
     check_writable_folder,
     file_digest,
     parse_json,
@@ -60,7 +61,8 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
     raw = (table.schema.metadata or {}).get(META_KEY)
     if raw is None:
         raise UserError(
-            f"{path} exists and is not a skipcore sweep's results; it will not be replaced: choose another --out"
+            f"{path} exists and is not a skipcore sweep's results; it will not be replaced: choose another out",
+            field="out",
         )
     try:
         meta = parse_json(raw)
@@ -169,6 +171,11 @@ class SweepStore:
         """Every path the sweep writes, checked before any work."""
         check_path_text(self.out, "out", field="out")
         check_path_text(self.traces_dir, "traces_dir", field="traces_dir")
+        for path, name in (
+            (self.out, "out"),
+            (self.traces_dir, "traces_dir"),
+        ):  # written by pyarrow, recorded
+            check_utf8_name(path, name, field=name)
         if self.out.is_dir():
             raise UserError(f"out {self.out} is a folder; name the results .parquet file", field="out")
         refuse_special(self.out)

@@ -25,6 +25,7 @@ from skipcore.evaluate.sweep.store import read_own_sweep
 from skipcore.files import (
     atomic_write,
     check_path_text,
+    check_utf8_name,
     check_writable_folder,
     file_digest,
     parse_json,
@@ -54,6 +55,7 @@ class TuneFolder:
 
     def __init__(self, out: Path, identity: dict, overwrite: bool) -> None:
         self.out = check_path_text(out, "out", field="out")
+        check_utf8_name(self.out, "out", field="out")  # its tables are pyarrow's
         self.identity, self.overwrite = identity, overwrite
         self.lock = OutputLock(self.out, "tune")
         self.record: dict = {"kind": KIND, "identity": identity, "files": {}}

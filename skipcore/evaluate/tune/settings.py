@@ -16,7 +16,7 @@ from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.evaluate.sweep.settings import check_engine
-from skipcore.files import check_output_name
+from skipcore.files import check_output_name, check_utf8_name
 from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
 from skipcore.models.shipped import shipped_path
 from skipcore.plain_numbers import python_number
@@ -197,6 +197,9 @@ def check_settings(s: TuneSettings) -> TuneSettings:
     from skipcore.schedule import MODES
 
     check_output_name(s.out, "out", field="out")
+    for name in ("model", "reference_model", "dataset"):  # recorded as text in its tables
+        if getattr(s, name):
+            check_utf8_name(getattr(s, name), name, field=name)
     lists = {f.name: _as_list(f.name, getattr(s, f.name), f.kind) for f in tune_flags() if f.many}
     plain = {f.name: python_number(getattr(s, f.name)) for f in tune_flags() if f.kind in ("int", "float")}
     s = replace(s, out=Path(s.out), **lists, **plain)
