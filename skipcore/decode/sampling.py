@@ -10,6 +10,7 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from skipcore.errors import UserError
+from skipcore.plain_numbers import python_number
 
 # Logits divided by a smaller temperature overflow float32 (|logit| up to 1e32 is safe at 1e-6), and the draw
 # is an argmax anyway long before that.
@@ -76,6 +77,7 @@ class Sampling:
             if isinstance(value, bool) or not isinstance(value, kinds):
                 what = "a whole number" if kinds == whole else "a number"
                 raise UserError(f"{name} must be {what}, got {value!r}", field=name)
+            object.__setattr__(self, name, python_number(value))  # NumPy's as Python's: transformers' checks
         if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
             raise UserError(
                 f"temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "

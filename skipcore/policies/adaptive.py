@@ -23,6 +23,7 @@ import numpy as np
 
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError
+from skipcore.plain_numbers import python_number
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import MODES, Schedule, layers_for_budget
 
@@ -127,8 +128,12 @@ class AdaptivePolicy(Parameterised):
                 "never drop (use a value in [0, 1], or the entropy signal for nats)",
                 field="threshold",
             )
-        if self.warmup_layers < 0:
-            raise UserError(f"warmup_layers must be >= 0, got {self.warmup_layers}", field="warmup_layers")
+        warmup = python_number(self.warmup_layers)
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise UserError(
+                f"warmup_layers must be a whole number >= 0, got {warmup!r}", field="warmup_layers"
+            )
+        object.__setattr__(self, "warmup_layers", warmup)  # NumPy's as Python's: the trace's metadata is JSON
 
     @classmethod
     def from_schedule(cls, schedule: Schedule | None, **values) -> AdaptivePolicy:

@@ -178,3 +178,11 @@ def test_numpy_numbers_in_policies_and_schedules_are_kept_as_pythons():
     for bad in (np.float64(2.5), True, "2"):
         with pytest.raises(UserError, match=r"min_layers must be an integer"):
             CalmPolicy(min_layers=bad)
+    adaptive = AdaptivePolicy(min_layers=3, threshold=0.5, warmup_layers=np.int64(1))  # a field, not a Param
+    assert type(adaptive.warmup_layers) is int and json.dumps(adaptive.describe())
+    with pytest.raises(UserError, match=r"warmup_layers must be a whole number >= 0, got 2.5"):
+        AdaptivePolicy(min_layers=3, threshold=0.5, warmup_layers=2.5)
+    from skipcore import Sampling
+
+    sampling = Sampling(do_sample=True, top_k=np.int64(5), temperature=np.float32(0.5), seed=np.int64(42))
+    assert {type(v) for v in (sampling.top_k, sampling.seed)} == {int} and type(sampling.temperature) is float

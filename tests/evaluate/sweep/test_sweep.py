@@ -19,7 +19,7 @@ from skipcore.evaluate.sweep import grid, rows, units
 from skipcore.evaluate.sweep.grid import POLICY_GRID, build_grid, policy_for
 from skipcore.evaluate.sweep.quality import quality_tables
 from skipcore.evaluate.sweep.runner import run_sweep
-from skipcore.evaluate.sweep.settings import NAN, Setting, resolve_lengths
+from skipcore.evaluate.sweep.settings import NAN, Setting, check_config, resolve_lengths
 from skipcore.evaluate.sweep.store import SweepStore
 from skipcore.measure.pareto import fronts
 from skipcore.plots.tradeoffs import tradeoff_chart
@@ -717,7 +717,8 @@ def test_a_configs_counts_take_numpys_and_refuse_other_kinds_before_any_work(
     df = run_sweep(cfg)
     assert len(df) == 2 and (df["num_examples"] == 2).all() and out.with_suffix(".csv").is_file()
     assert run_sweep(cfg).equals(df)  # the record reads back: the rerun resumes every row
-    for kw, said in (({"limit": 2.0}, "limit must be a whole number, got 2.0"),
+    assert check_config(replace(cfg, limit=2.0, decay_span=25.0)).limit == 2  # a JSON writer's whole floats
+    for kw, said in (({"limit": 2.5}, "limit must be a whole number, got 2.5"),
                      ({"limit": "2"}, "limit must be a whole number, got '2'"),
                      ({"repeats": True}, "repeats must be a whole number, got True"),
                      ({"batch_sizes": ("2",)}, "batch_sizes must all be whole numbers, got '2'"),
