@@ -177,8 +177,10 @@ def _asked_command(argv: Sequence[str]) -> tuple[str, ...]:
 
 
 # what the system says of a file a command cannot read or write for reasons of the machine's, not its own: said in
-# one line (`error: ...`), as a mistake is, not a traceback
-MACHINE_ERRORS = (errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+# one line (`error: ...`), as a mistake is, not a traceback: a full disk or quota whatever the file (stdout too), a
+# refused permission or a read-only or failing disk where the error names its file (elsewhere it may be a bug's)
+SPACE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         _say("error: interrupted")
         return 130
     except OSError as e:
-        if e.errno not in MACHINE_ERRORS:
+        if not (e.errno in SPACE_ERRORS or e.errno in FILE_ERRORS and e.filename):
             raise
         _say(f"error: {e.strerror}{f': {e.filename}' if e.filename else ''}")
         return 2
@@ -225,12 +227,21 @@ def _stdout_reader_gone() -> bool:
 
 def _run(argv: list[str] | None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    for stream in (
-        sys.stdout,
-        sys.stderr,
-    ):  # a text its encoding lacks (PYTHONIOENCODING=ascii) escaped, not fatal
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
+    # a text the output's encoding lacks (PYTHONIOENCODING=ascii) escaped, not fatal; put back after, so a notebook
+    # or a test that called `main` keeps its own streams
+    streams = [s for s in (sys.stdout, sys.stderr) if hasattr(s, "reconfigure")]
+    was = [s.errors for s in streams]
+    for stream in streams:
+        stream.reconfigure(errors="backslashreplace")
+    try:
+        return _run_command(argv)
+    finally:
+        for stream, errors in zip(streams, was, strict=True):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors=errors)
+
+
+def _run_command(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(_asked_command(argv))
     args = parser.parse_args(argv)

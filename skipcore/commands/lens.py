@@ -117,6 +117,7 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
         result = layer_lens(engine, prompts, policy, **common)
     if out_path is not None:
         write_lens(result.table, out_path, result.metadata, overwrite=settings.overwrite)
+        args.on_interrupt = f"the lens table was written to {out_path}; what came after it was stopped"
     if settings.quiet:
         return 0
     tokens = result.metadata["lens"]["tokens"]

@@ -118,3 +118,49 @@ def test_an_interruption_after_the_trace_was_written_says_so(monkeypatch, tmp_pa
     assert main(argv) == 130 and trace.is_file()
     said = capsys.readouterr().err.strip().splitlines()[-1]
     assert said == f"error: interrupted; the trace was written to {trace}; what came after it was stopped"
+
+
+def test_an_interruption_after_the_lens_table_was_written_says_so(monkeypatch, tmp_path, capsys):
+    import skipcore.lens
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(skipcore.lens, "layer_summary", interrupted)  # the printing, after the table's write
+    table = tmp_path / "l.parquet"
+    argv = [
+        "lens",
+        "--model",
+        MODEL,
+        "--max-new-tokens",
+        "4",
+        "--prompt",
+        "MR: name[The Eagle]",
+        "--out",
+        str(table),
+    ]
+    assert main(argv) == 130 and table.is_file()
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        said == f"error: interrupted; the lens table was written to {table}; what came after it was stopped"
+    )
+
+
+def test_a_refused_permission_that_names_no_file_is_not_hidden(monkeypatch, capsys):
+    """A full disk is said whatever the file (stdout's has no name); a refused permission only where it names
+    its file: elsewhere (a thread's, a library's) it may be a bug, whose traceback stays."""
+    import skipcore.commands as commands
+
+    for error, said in ((PermissionError(1, "Operation not permitted"), None),
+                        (PermissionError(13, "Permission denied", "f.csv"), "error: Permission denied: f.csv\n"),
+                        (OSError(28, "No space left on device"), "error: No space left on device\n")):  # fmt: skip
+
+        def fail(*_a, error=error, **_k):
+            raise error
+
+        monkeypatch.setattr(commands, "build_parser", fail)
+        if said is None:
+            with pytest.raises(PermissionError):
+                main(["models"])
+        else:
+            assert main(["models"]) == 2 and capsys.readouterr().err == said
