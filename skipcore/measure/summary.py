@@ -157,11 +157,10 @@ def step_time_spread(trace: pd.DataFrame) -> dict:
     makes steps faster on purpose; a spike beyond that is the machine, not the schedule)."""
     steps = batch_step_rows(trace)
     decode = steps[steps["batch_step"] >= 1]
-    layers = "batch_layers" if "batch_layers" in decode else "num_layers_run"
     if not len(decode):
         nan = float("nan")
         return {"median_ms": nan, "p10_ms": nan, "p90_ms": nan, "spikes": 0, "steps": 0, "max_ms": nan}
-    typical = decode.groupby(layers)["step_ms"].transform("median")
+    typical = decode.groupby(own_or(decode, "batch_layers", "num_layers_run"))["step_ms"].transform("median")
     spikes = decode["step_ms"] > SPIKE_RATIO * typical
     return {
         "median_ms": float(decode["step_ms"].median()),

@@ -42,7 +42,7 @@ def cache_root() -> Path:
     if env:
         return check_path_text(expand_home(env), "SKIPCORE_CACHE", ModelError)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return check_path_text(expand_home(base) / "skipcore", "the model cache (XDG_CACHE_HOME)", ModelError)
+    return check_path_text(expand_home(base) / "skipcore", "the model cache", ModelError)
 
 
 def models_cache() -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from skipcore.measure.summary import batch_step_rows
+from skipcore.measure.summary import batch_step_rows, own_or
 from skipcore.plots.style import ACTUAL_COLOR, DASHES
 from skipcore.plots.trace import one_run
 
@@ -16,8 +16,7 @@ def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
     where the trace has them: a CALM step's deepest row, a speculative round's sequential passes)."""
     out = batch_step_rows(trace)
     out = out.drop(columns=[c for c in ("step", "round") if c in out]).rename(columns={"batch_step": "step"})
-    if "batch_layers" in out:
-        out = out.assign(num_layers_run=out["batch_layers"])
+    out = out.assign(num_layers_run=own_or(out, "batch_layers", "num_layers_run"))
     return out.sort_values("step")
 
 

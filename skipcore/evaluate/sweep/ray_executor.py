@@ -238,12 +238,17 @@ class RayExecutor:
         )
         said = (
             f"no Ray node can hold a task of {self.cpus_per_task:g} CPUs and {self.gpus_per_task:g} GPUs "
-            f"(nodes have at most {biggest}); lower --ray-cpus-per-task or --ray-gpus-per-task"
+            f"(nodes have at most {biggest}); lower {{cpus}} or {{gpus}}"
         )
-        if local:
+        if local:  # the library's settings, which the command line says as its flags
             raise UserError(
-                said + ", or start a cluster that has them (`ray start --head`) and pass --ray-address"
+                said.format(cpus="cpus_per_task", gpus="gpus_per_task")
+                + ", or start a cluster that has them (`ray start --head`) and pass its address",
+                field=("cpus_per_task", "gpus_per_task", "address"),
             )
+        said = said.format(
+            cpus="--ray-cpus-per-task (cpus_per_task)", gpus="--ray-gpus-per-task (gpus_per_task)"
+        )
         warnings.warn(
             said + " unless the cluster's autoscaler adds such a node", SkipcoreWarning, stacklevel=2
         )
