@@ -469,12 +469,15 @@ def test_a_task_no_node_can_hold_is_refused_on_a_private_instance(ray_address):
 
     with pytest.raises(
         UserError,
-        match=r"no Ray node can hold a task of 1 CPUs and 1 GPUs \(nodes have at most 2 CPUs, 0 GPUs\)",
-    ):
+        match=r"no Ray node can hold a task of 1 CPUs and 1 GPUs \(nodes have at most 2 CPUs, 0 GPUs\); lower "
+        r"cpus_per_task or gpus_per_task, .* pass its address",
+    ) as e:
         RayExecutor(gpus_per_task=1)._check_fits(ray, local=True)
+    assert e.value.fields == ("cpus_per_task", "gpus_per_task", "address")  # the command line says its flags
     with pytest.warns(
         UserWarning,
-        match=r"3 CPUs and 0 GPUs \(nodes have at most 2 CPUs\); .* unless the cluster's autoscaler",
+        match=r"3 CPUs and 0 GPUs \(nodes have at most 2 CPUs\); lower --ray-cpus-per-task \(cpus_per_task\) .* "
+        "unless the cluster's autoscaler",
     ):
         RayExecutor(cpus_per_task=3)._check_fits(ray, local=False)
     RayExecutor(cpus_per_task=2)._check_fits(ray, local=True)  # fits
