@@ -15,6 +15,7 @@ from pathlib import Path
 
 from skipcore.errors import ScheduleError
 from skipcore.files import parse_json, read_text_at_most
+from skipcore.plain_numbers import python_number
 
 SHAPES = ("full", "constant", "linear", "power", "step", "custom")
 MODES = ("skip", "exit", "middle")
@@ -183,16 +184,14 @@ class Schedule:
                 raise ScheduleError(
                     f"{name} {said} is past any run's length (at most {LARGEST_COUNT:,})", field=name
                 )
-            if v is not None and type(v) is not int:  # NumPy's, kept as Python's: `to_dict` is JSON
-                object.__setattr__(self, name, int(v))
+            object.__setattr__(self, name, python_number(v))  # NumPy's as Python's: `to_dict` is JSON
         if (
             isinstance(self.alpha, bool)
             or not isinstance(self.alpha, numbers.Real)
             or not math.isfinite(self.alpha)
         ):
             raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}", field="alpha")
-        if type(self.alpha) not in (int, float):  # NumPy's, kept as Python's
-            object.__setattr__(self, "alpha", float(self.alpha))
+        object.__setattr__(self, "alpha", python_number(self.alpha))  # NumPy's as Python's
         if isinstance(self.budgets_list, str | bytes) or not all(_is_int(b) for b in self.budgets_list):
             raise ScheduleError(
                 f"budgets must be whole numbers, got {list(self.budgets_list)!r}", field="budgets_list"

@@ -64,11 +64,10 @@ def check_request(
     if not all(isinstance(p, str) for p in prompts):
         raise UserError("every prompt must be text", field="prompts")
     for i, p in enumerate(prompts):
+        # a lone surrogate is a byte of no text, from a shell's argument or a file name
         try:
             p.encode("utf-8")
-        except (
-            UnicodeEncodeError
-        ) as e:  # a lone surrogate: a byte of no text, from a shell's argument or a file name
+        except UnicodeEncodeError as e:
             raise UserError(
                 f"prompt {i} holds {p[e.start : e.end]!r}, a byte that is no UTF-8 text (from a terminal or file "
                 "in another encoding?): give it as UTF-8",
