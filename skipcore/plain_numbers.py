@@ -1,6 +1,7 @@
-"""NumPy's numbers taken where Python's are: a count read from an array or a table (`np.int64(8)`) is the count 8.
-Settings are kept as Python's numbers, since their records (run metadata, a sweep's identity, a schedule's file)
-are JSON, which has no NumPy types."""
+"""NumPy's numbers taken where Python's are: a count read from an array or a table (`np.int64(8)`) is the count 8,
+and so is a float with nothing after the point (`8.0`: a JSON writer's, or a table column's with gaps). Settings are
+kept as Python's numbers, since their records (run metadata, a sweep's identity, a schedule's file) are JSON, which
+has no NumPy types. This is the one home of both rules; each setting's own check says its range."""
 
 from __future__ import annotations
 
@@ -13,3 +14,15 @@ def python_number(value: object) -> object:
     if isinstance(value, bool) or type(value) in (int, float) or not isinstance(value, numbers.Real):
         return value
     return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def whole_number(value: object) -> object:
+    """`value` as Python's int where it is a whole number of any type (`np.int64(3)`, `3.0`); anything else as
+    `python_number` leaves it (2.5, "3", True, None, inf), for the caller's `is_whole` check to refuse."""
+    value = python_number(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def is_whole(value: object) -> bool:
+    """Whether `value`, as `whole_number` gives it, is a count: Python's int, and not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)

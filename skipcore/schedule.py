@@ -15,7 +15,7 @@ from pathlib import Path
 
 from skipcore.errors import ScheduleError
 from skipcore.files import parse_json, read_text_at_most
-from skipcore.plain_numbers import python_number
+from skipcore.plain_numbers import is_whole, python_number, whole_number
 
 SHAPES = ("full", "constant", "linear", "power", "step", "custom")
 MODES = ("skip", "exit", "middle")
@@ -37,18 +37,9 @@ def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0
     raise ScheduleError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", field="mode")
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
 # a count past this (layers, a span, stages) is a typo or a hostile file, not a schedule
 LARGEST_COUNT = 10**9
 _COUNTS = ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages")
-
-
-def _whole(v: object) -> object:
-    """12.0 from a JSON writer is the count 12; 8.7 stays a float (and is refused as a count)."""
-    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 def mask_string(layers: Sequence[int], num_layers: int) -> str:
@@ -100,8 +91,6 @@ class Schedule:
         if self.mode not in MODES:
             raise ScheduleError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}", field="mode")
         if self.shape == "custom":
-            # any sequence of whole numbers (a list, a NumPy array), kept as a tuple of ints
-            object.__setattr__(self, "budgets_list", tuple(int(b) for b in self.budgets_list))
             if not self.budgets_list:
                 raise ScheduleError(
                     "a custom schedule needs a non-empty list of budgets", field="budgets_list"
@@ -175,16 +164,16 @@ class Schedule:
         """Whole numbers where a count is meant: "10", 8.7, true or null from a JSON file are refused, not
         truncated or compared as text."""
         for name in _COUNTS:
-            v = getattr(self, name)
+            v = whole_number(getattr(self, name))  # np.int64(12) or a JSON writer's 12.0 is the count 12
             optional = name in ("max_layers", "min_layers", "decay_span")
-            if (v is None and not optional) or (v is not None and not _is_int(v)):
+            if (v is None and not optional) or (v is not None and not is_whole(v)):
                 raise ScheduleError(f"{name} must be a whole number, got {v!r}", field=name)
             if v is not None and v > LARGEST_COUNT:  # 1e308 in a file is whole, and names no schedule
                 said = f"{v:,}" if v < 10**15 else f"a number of {int(v).bit_length()} bits"
                 raise ScheduleError(
                     f"{name} {said} is past any run's length (at most {LARGEST_COUNT:,})", field=name
                 )
-            object.__setattr__(self, name, python_number(v))  # NumPy's as Python's: `to_dict` is JSON
+            object.__setattr__(self, name, v)  # Python's numbers: `to_dict` is JSON
         if (
             isinstance(self.alpha, bool)
             or not isinstance(self.alpha, numbers.Real)
@@ -192,10 +181,14 @@ class Schedule:
         ):
             raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}", field="alpha")
         object.__setattr__(self, "alpha", python_number(self.alpha))  # NumPy's as Python's
-        if isinstance(self.budgets_list, str | bytes) or not all(_is_int(b) for b in self.budgets_list):
+        budgets = (
+            () if isinstance(self.budgets_list, str | bytes) else tuple(map(whole_number, self.budgets_list))
+        )
+        if isinstance(self.budgets_list, str | bytes) or not all(is_whole(b) for b in budgets):
             raise ScheduleError(
                 f"budgets must be whole numbers, got {list(self.budgets_list)!r}", field="budgets_list"
             )
+        object.__setattr__(self, "budgets_list", budgets)  # any sequence (a list, a NumPy array) as a tuple
         for name in ("shape", "mode"):
             if not isinstance(getattr(self, name), str):
                 raise ScheduleError(f"{name} must be text, got {getattr(self, name)!r}", field=name)
@@ -258,14 +251,12 @@ class Schedule:
             raise ScheduleError(f"unknown schedule field(s): {', '.join(sorted(unknown))}")
         if "num_layers" not in d:
             raise ScheduleError("a schedule must say its num_layers", field="num_layers")
-        d = {k: _whole(v) if k in _COUNTS else v for k, v in d.items()}
         budgets = d.get("budgets_list") or ()
         if not isinstance(budgets, list | tuple):
             raise ScheduleError(
                 f"budgets_list must be a list of whole numbers, got {budgets!r}", field="budgets_list"
             )
-        d["budgets_list"] = tuple(_whole(b) for b in budgets)
-        return cls(**d)
+        return cls(**{**d, "budgets_list": tuple(budgets)})  # the caller's dict as it was
 
     @classmethod
     def read_json(cls, path: str | Path, num_layers: int | None = None) -> Schedule:
@@ -380,12 +371,13 @@ def schedule_for_speedup(
         )
     if shape in ("full", "custom"):
         raise ScheduleError(f"schedule_for_speedup needs a parametric shape, not {shape!r}", field="shape")
+    num_layers, max_new_tokens = whole_number(num_layers), whole_number(max_new_tokens)
     for name, value in (("num_layers", num_layers), ("max_new_tokens", max_new_tokens)):
-        if not _is_int(value) or value < 1:
+        if not is_whole(value) or value < 1:
             raise ScheduleError(f"{name} must be a whole number >= 1, got {value!r}", field=name)
-    warmup_layers, max_layers = _whole(warmup_layers), _whole(max_layers)  # 3.0 from a table is the count 3
+    warmup_layers, max_layers = whole_number(warmup_layers), whole_number(max_layers)  # 3.0 from a table: 3
     for name, value in (("warmup_layers", warmup_layers), ("max_layers", max_layers)):
-        if (value is not None or name == "warmup_layers") and not _is_int(value):
+        if (value is not None or name == "warmup_layers") and not is_whole(value):
             raise ScheduleError(f"{name} must be a whole number, got {value!r}", field=name)
     _check_layer_count("max_layers", max_layers, num_layers)
     if mode == "skip" and not 0 <= warmup_layers < num_layers:

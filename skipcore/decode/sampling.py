@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import asdict, dataclass
 
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from skipcore.errors import UserError
-from skipcore.plain_numbers import python_number
+from skipcore.plain_numbers import is_whole, python_number, whole_number
 
 # Logits divided by a smaller temperature overflow float32 (|logit| up to 1e32 is safe at 1e-6), and the draw
 # is an argmax anyway long before that.
@@ -70,14 +69,17 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        whole, real = (numbers.Integral,), (numbers.Real,)
-        # a count given as a bool or a float, a seed as text: refused here, not in the decode
-        for name, kinds in (("temperature", real), ("top_p", real), ("top_k", whole), ("seed", whole)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                what = "a whole number" if kinds == whole else "a number"
-                raise UserError(f"{name} must be {what}, got {value!r}", field=name)
-            object.__setattr__(self, name, python_number(value))  # NumPy's as Python's: transformers' checks
+        # a count given as a bool or 2.5, a seed as text: refused here, not in the decode
+        for name in ("temperature", "top_p"):
+            value = python_number(getattr(self, name))
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UserError(f"{name} must be a number, got {value!r}", field=name)
+            object.__setattr__(self, name, value)  # NumPy's as Python's: transformers' checks
+        for name in ("top_k", "seed"):
+            value = whole_number(getattr(self, name))
+            if not is_whole(value):
+                raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
+            object.__setattr__(self, name, value)
         if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
             raise UserError(
                 f"temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "

@@ -23,7 +23,7 @@ import numpy as np
 
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError
-from skipcore.plain_numbers import python_number
+from skipcore.plain_numbers import is_whole, whole_number
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import MODES, Schedule, layers_for_budget
 
@@ -128,8 +128,8 @@ class AdaptivePolicy(Parameterised):
                 "never drop (use a value in [0, 1], or the entropy signal for nats)",
                 field="threshold",
             )
-        warmup = python_number(self.warmup_layers)
-        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        warmup = whole_number(self.warmup_layers)
+        if not is_whole(warmup) or warmup < 0:
             raise UserError(
                 f"warmup_layers must be a whole number >= 0, got {warmup!r}", field="warmup_layers"
             )

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal
 
 from skipcore.errors import UserError
-from skipcore.plain_numbers import python_number
+from skipcore.plain_numbers import is_whole, python_number, whole_number
 
 SweepForm = Literal["axis", "one"] | None
 
@@ -77,6 +76,10 @@ class Param:
         """An axis's default values; a single-valued sweep parameter's default as a one-value tuple."""
         return self.sweep_default if self.sweep == "axis" and self.sweep_default else (self.default,)
 
+    def plain(self, value: Any) -> Any:
+        """A number as Python's number of this parameter's kind (NumPy's; 2.0 is the count 2), for `check`."""
+        return whole_number(value) if self.kind is int else python_number(value)
+
     def check(
         self, value: Any, num_layers: int | None = None, name: str = "", max_new_tokens: int | None = None
     ) -> None:
@@ -94,10 +97,10 @@ class Param:
                     f"unknown {name} {value!r}; choose one of {', '.join(self.choices)}", field=name
                 )
             return
-        whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)  # NumPy's too
-        if self.kind is int and not whole:
-            raise UserError(f"{name} must be an integer, got {value!r}", field=name)
-        if self.kind is float and not (whole or isinstance(value, numbers.Real)) or isinstance(value, bool):
+        value = self.plain(value)
+        if self.kind is int and not is_whole(value):
+            raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
+        if self.kind is float and not isinstance(value, int | float) or isinstance(value, bool):
             raise UserError(f"{name} must be a number, got {value!r}", field=name)
         if not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}", field=name)
@@ -203,13 +206,8 @@ class Parameterised:
         for p in params_of(type(self)):
             value = getattr(self, p.name)
             p.check(value, num_layers, max_new_tokens=max_new_tokens)
-            if p.kind in (int, float):
-                object.__setattr__(self, p.name, python_number(value))  # the policies are frozen dataclasses
-
-    @classmethod
-    def from_columns(cls, row: Mapping[str, Any]) -> dict[str, Any]:
-        """{field: value} of this policy's parameters found in a row keyed by column (a sweep row, a setting)."""
-        return {p.name: row[p.column] for p in params_of(cls) if row.get(p.column) is not None}
+            if p.kind in (int, float):  # as `check` read it; the policies are frozen dataclasses
+                object.__setattr__(self, p.name, p.plain(value))
 
 
 def summary(policy: type) -> str:

@@ -176,7 +176,7 @@ def test_numpy_numbers_in_policies_and_schedules_are_kept_as_pythons():
         json.dumps(policy.param_columns())
     assert policies[2].draft_tokens == 2 and policies[0].min_layers == 2 and policies[0].threshold == 0.5
     for bad in (np.float64(2.5), True, "2"):
-        with pytest.raises(UserError, match=r"min_layers must be an integer"):
+        with pytest.raises(UserError, match=r"min_layers must be a whole number"):
             CalmPolicy(min_layers=bad)
     adaptive = AdaptivePolicy(min_layers=3, threshold=0.5, warmup_layers=np.int64(1))  # a field, not a Param
     assert type(adaptive.warmup_layers) is int and json.dumps(adaptive.describe())

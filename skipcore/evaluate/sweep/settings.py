@@ -19,7 +19,7 @@ from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.labels import setting_label, sweep_policies
-from skipcore.plain_numbers import python_number
+from skipcore.plain_numbers import is_whole, python_number, whole_number
 from skipcore.policies.params import Param, params_of
 from skipcore.threads import check_threads
 
@@ -257,15 +257,14 @@ def _plain_numbers(cfg: SweepConfig) -> SweepConfig:
     (`limit=2.5`, `limit="2"`, a `True`), before any work; the command line's words are its parser's to refuse."""
 
     def plain(name: str, value, kind: type, axis: bool = False) -> int | float:
-        if kind is numbers.Integral and isinstance(value, float) and value.is_integer():
-            value = int(
-                value
-            )  # 25.0 from a JSON writer (a training record) is the count 25, as a Schedule reads it
-        if isinstance(value, bool) or not isinstance(value, kind):
-            words = "whole number" if kind is numbers.Integral else "number"
+        whole = kind is numbers.Integral
+        value = whole_number(value) if whole else python_number(value)  # 25.0 (a training record's) is 25
+        fits = is_whole(value) if whole else isinstance(value, int | float) and not isinstance(value, bool)
+        if not fits:
+            words = "whole number" if whole else "number"
             words = f"all be {words}s" if axis else f"be a {words}"
             raise UserError(f"{name} must {words}, got {value!r}", field=name)
-        return python_number(value)
+        return value
 
     counts = {
         n: plain(n, getattr(cfg, n), numbers.Integral) for n in WHOLE_NUMBERS if getattr(cfg, n) is not None

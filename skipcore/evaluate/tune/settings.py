@@ -19,7 +19,7 @@ from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name, check_utf8_name
 from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
 from skipcore.models.shipped import shipped_path
-from skipcore.plain_numbers import python_number
+from skipcore.plain_numbers import is_whole, python_number, whole_number
 from skipcore.threads import check_threads
 
 ABOUT = (
@@ -201,7 +201,11 @@ def check_settings(s: TuneSettings) -> TuneSettings:
         if getattr(s, name):
             check_utf8_name(getattr(s, name), name, field=name)
     lists = {f.name: _as_list(f.name, getattr(s, f.name), f.kind) for f in tune_flags() if f.many}
-    plain = {f.name: python_number(getattr(s, f.name)) for f in tune_flags() if f.kind in ("int", "float")}
+    plain = {
+        f.name: (whole_number if f.kind == "int" else python_number)(getattr(s, f.name))
+        for f in tune_flags()
+        if f.kind in ("int", "float")
+    }
     s = replace(s, out=Path(s.out), **lists, **plain)
     for name, values, allowed in (
         ("policies", s.policies, POLICIES),
@@ -266,7 +270,7 @@ def _as_list(name: str, value, kind: str) -> tuple:
     listed = value.tolist() if hasattr(value, "tolist") else value  # a NumPy array as a list
     if not isinstance(listed, list | tuple):
         raise UserError(f"{name} must be a list of {words}, got {value!r}", field=name)
-    values = [python_number(v) for v in listed]  # NumPy's numbers as Python's
+    values = [(whole_number if item is int else python_number)(v) for v in listed]  # NumPy's as Python's
     for v in values:
         fits = isinstance(v, item) if item is str else isinstance(v, int | float if item is float else int)
         if not fits or isinstance(v, bool):
@@ -275,7 +279,7 @@ def _as_list(name: str, value, kind: str) -> tuple:
 
 
 def _at_least(name: str, value: int, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not is_whole(value) or value < low:
         raise UserError(f"{name} must be a whole number >= {low}, got {value!r}", field=name)
 
 

@@ -270,8 +270,8 @@ def test_numpys_numbers_are_taken_as_pythons(tmp_path):
                                     warmups=np.array([1, 2]), baseline_targets=(np.float64(2),)))  # fmt: skip
     assert (s.trials, s.max_drop, s.warmups, s.baseline_targets) == (2, 0.5, (1, 2), (2.0,))
     assert type(s.trials) is int and type(s.max_drop) is float and {type(w) for w in s.warmups} == {int}
-    with pytest.raises(UserError, match="trials must be a whole number >= 1, got 2.0"):
-        check_settings(TuneSettings(out=tmp_path / "o", trials=2.0))
+    with pytest.raises(UserError, match="trials must be a whole number >= 1, got 2.5"):
+        check_settings(TuneSettings(out=tmp_path / "o", trials=2.5))
 
 
 def test_held_out_rows_never_include_a_searched_source(echo_data, tmp_path):
