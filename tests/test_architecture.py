@@ -98,6 +98,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "skipcore.output_lock",
             "skipcore.threads",
             "skipcore.plain_numbers",
+            "skipcore.shipped",
             "skipcore.lazy_exports",
             "skipcore.schedule",
         ),

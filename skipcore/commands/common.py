@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from skipcore.errors import UserError
 from skipcore.files import check_path_text
-from skipcore.models.shipped import shipped_path
+from skipcore.shipped import shipped_path
 
 DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
 DEFAULT_DATASET = shipped_path("data/e2e_synth")

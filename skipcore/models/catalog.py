@@ -148,7 +148,7 @@ class ModelEntry:
 
 def every_model(shipped_root: Path | None = None) -> list[ModelEntry]:
     """The shipped models (folders under data/models) and every catalog model, installed or not."""
-    from skipcore.models.shipped import shipped_path
+    from skipcore.shipped import shipped_path
 
     root = shipped_root or Path(shipped_path("data/models"))
     out = [

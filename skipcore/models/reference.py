@@ -32,6 +32,7 @@ from skipcore.models.model_cache import (
     cached_folder_for_file,
     cached_folder_for_model,
 )
+from skipcore.shipped import shipped_elsewhere
 
 Kind = Literal["folder", "adapter", "real", "gguf", "hub"]
 
@@ -165,7 +166,7 @@ def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:
     if local.is_dir():
         return _folder(name, local, adapters)
     if _looks_like_path(name):
-        raise ModelError(f"model directory not found: {name}")
+        raise ModelError(f"model directory not found: {name}{shipped_elsewhere(name)}")
     _refuse_near_real_name(name)
     return ModelRef(name, "hub")
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from skipcore.errors import UserError
 from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
-from skipcore.models.shipped import shipped_path
+from skipcore.shipped import shipped_path
 from skipcore.threads import check_threads
 
 # settings that are always local paths, and those that name a local path or something else (a real model's short

@@ -164,3 +164,25 @@ def test_a_refused_permission_that_names_no_file_is_not_hidden(monkeypatch, caps
                 main(["models"])
         else:
             assert main(["models"]) == 2 and capsys.readouterr().err == said
+
+
+def test_a_shipped_path_typed_in_another_folder_says_where_the_shipped_one_is(monkeypatch, tmp_path, capsys):
+    """`--dataset data/e2e_synth` typed outside the repository was tried on the hub (about 30 s of retries offline,
+    then 'loading it from the hub failed'), and `--model data/models/...` said only that it was not found."""
+    import datasets
+
+    def no_hub(*_a, **_k):
+        raise AssertionError("a shipped path typed elsewhere was tried on the hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", no_hub)
+    monkeypatch.chdir(tmp_path)
+    said = refused(capsys, ["sweep", "--dataset", "data/e2e_synth", "--out", "s.parquet"])
+    assert (
+        said
+        == f"error: data/e2e_synth: no such file or directory; skipcore's shipped one is {REPO}/data/e2e_synth"
+    )
+    said = refused(capsys, ["generate", "--model", "data/models/skipdecode-opt-e2e", "--prompt", "hi"])
+    assert said.endswith(f"not found: data/models/skipdecode-opt-e2e; skipcore's shipped one is {MODEL}")
+    said = refused(capsys, ["generate", "--model", "data/models/not-shipped", "--prompt", "hi"])
+    assert said == "error: model directory not found: data/models/not-shipped"
+    assert not list(tmp_path.iterdir())  # nothing written where it was run

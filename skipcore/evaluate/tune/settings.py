@@ -18,8 +18,8 @@ from skipcore.errors import UserError
 from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name, check_utf8_name
 from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
-from skipcore.models.shipped import shipped_path
 from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.shipped import shipped_path
 from skipcore.threads import check_threads
 
 ABOUT = (

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from skipcore.commands import main
-from skipcore.models.shipped import shipped_path
 from skipcore.schedule import schedule_for_speedup
+from skipcore.shipped import shipped_path
 from tests.helpers import bench_argv, refused
 
 

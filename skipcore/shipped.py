@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # skipcore/models/shipped.py -> the repository
+REPO_ROOT = Path(__file__).resolve().parents[1]  # skipcore/shipped.py -> the repository
 
 
 def shipped_path(relative: str) -> str:
@@ -18,3 +18,13 @@ def shipped_path(relative: str) -> str:
         return relative
     beside = REPO_ROOT / relative
     return str(beside) if beside.exists() else relative
+
+
+def shipped_elsewhere(name: str) -> str:
+    """'; the shipped one is REPO/name' where `name` is missing here but is a path in the repository skipcore was
+    installed from (`data/e2e_synth` typed in another folder), else ''. The defaults are found there without a
+    word (`shipped_path`); a path the user typed is theirs to change, so it is said, not swapped."""
+    if Path(name).is_absolute() or Path(name).exists():
+        return ""
+    beside = REPO_ROOT / name
+    return f"; skipcore's shipped one is {beside}" if beside.exists() else ""
