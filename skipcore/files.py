@@ -102,6 +102,18 @@ def expand_home(path: str | os.PathLike) -> Path:
         return Path(path)
 
 
+def home_folder(instead: str, error: type[UserError] = UserError) -> Path:
+    """The user's home folder; where there is none (HOME unset, and a user id with no entry in the password file: a
+    container run as an arbitrary user), one line naming the variable `instead` that says where to write instead
+    (pathlib raised a RuntimeError: a traceback)."""
+    try:
+        return Path.home()
+    except RuntimeError:
+        raise error(
+            f"no home folder to write in (HOME is unset and this user has none): set {instead}"
+        ) from None
+
+
 def check_path_text(
     path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError, field: str | None = None
 ) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError
-from skipcore.files import check_path_text, expand_home, parse_json
+from skipcore.files import check_path_text, expand_home, home_folder, parse_json
 from skipcore.models.catalog import RealModel
 from skipcore.models.safetensors_header import header_digest, safetensors_problem
 
@@ -41,7 +41,7 @@ def cache_root() -> Path:
     env = os.environ.get("SKIPCORE_CACHE")
     if env:
         return check_path_text(expand_home(env), "SKIPCORE_CACHE", ModelError)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME") or home_folder("SKIPCORE_CACHE", ModelError) / ".cache"
     return check_path_text(expand_home(base) / "skipcore", "the model cache", ModelError)
 
 

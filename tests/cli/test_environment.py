@@ -186,3 +186,20 @@ def test_a_shipped_path_typed_in_another_folder_says_where_the_shipped_one_is(mo
     said = refused(capsys, ["generate", "--model", "data/models/not-shipped", "--prompt", "hi"])
     assert said == "error: model directory not found: data/models/not-shipped"
     assert not list(tmp_path.iterdir())  # nothing written where it was run
+
+
+def test_no_home_folder_is_one_line_naming_the_variable(monkeypatch, capsys):
+    """With HOME unset and a user id the password file does not know (a container run as an arbitrary user),
+    `Path.home()` raised a RuntimeError: a traceback from `skipcore models`."""
+    from pathlib import Path
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    for name in ("SKIPCORE_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    said = refused(capsys, ["models"])
+    assert (
+        said == "error: no home folder to write in (HOME is unset and this user has none): set SKIPCORE_CACHE"
+    )
