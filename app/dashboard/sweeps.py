@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from skipcore import plots
+from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.labels import MODEL_ROLE, column_title, role_suffix, setting_label
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE
@@ -72,6 +73,25 @@ def finite_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     if not counts:
         return df, None
     return out, ", ".join(f"{n} in {column}" for column, n in counts.items())
+
+
+def without_stopped_trials(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """A tune's trials table (`trials.parquet`, which this page reads as a sweep) without its trials stopped early,
+    and how many they were: such a trial was scored on its first rows only, so its quality is not comparable with
+    the others' and would stand on their front (the Tune page draws them hollow, on no front)."""
+    if "tune_state" not in df:
+        return df, 0
+    stopped = df["tune_state"].astype("string").eq(PRUNED).fillna(False).to_numpy()
+    return df[~stopped], int(stopped.sum())
+
+
+def example_counts(df: pd.DataFrame) -> list[int]:
+    """The numbers of examples the rows were scored on (`num_examples`), where more than one: rows scored on
+    different examples have qualities that are not comparable (a table joined from sweeps of different limits)."""
+    if "num_examples" not in df:
+        return []
+    counts = sorted({int(n) for n in pd.to_numeric(df["num_examples"], errors="coerce").dropna() if n >= 1})
+    return counts if len(counts) > 1 else []
 
 
 def unplaced(df: pd.DataFrame, x: str, y: str, series: str | None = SERIES_COLUMN) -> str | None:

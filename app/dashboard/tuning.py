@@ -77,16 +77,17 @@ def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) 
 
 
 def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.DataFrame, dict]:
-    """The Pareto front of the scored trials (and full depth) as the page shows it, and its column config: each
+    """The Pareto front the tune's report gives (`candidates`: finished trials, the model's own full depth, no
+    flagged timing) as the page shows it, and its column config: each
     column by its title (`labels.column_title`), speedups as '2.15x' and the quality to one decimal, as on the
     Trade-offs page."""
     import streamlit as st
 
     from skipcore import plots
+    from skipcore.evaluate.tune.choice import candidates
     from skipcore.labels import column_title
 
-    scored = trials[trials["tune_state"].isin(["trial", "reference"])]
-    front = plots.pareto_front(scored, speedup, metric)
+    front = plots.pareto_front(candidates(trials, metric, speedup), speedup, metric)  # the report's front
     columns = ["tune_trial", "tune_label", metric, *SPEEDUPS]
     table = front[columns].rename(columns=column_title)
     number = st.column_config.NumberColumn

@@ -222,6 +222,17 @@ def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str
 
 
 def draw(df: pd.DataFrame) -> None:
+    df, stopped = sweeps.without_stopped_trials(df)
+    if stopped:
+        st.info(
+            f"{stopped} tuning trial{'s' if stopped > 1 else ''} stopped early left out: each was scored on its "
+            "first rows only, so its quality is not comparable with the others' (the Tune page draws them hollow)."
+        )
+    if mixed := sweeps.example_counts(df):
+        st.warning(
+            f"These rows were scored on different numbers of examples ({', '.join(map(str, mixed))}): their "
+            "qualities are not comparable, so a front across them is not either."
+        )
     problem = sweeps.check_sweep(df)
     if problem:
         st.error(f"This table cannot be drawn as a trade-off: {problem}.")

@@ -9,7 +9,10 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from skipcore.evaluate.tune.choice import candidates, flagged, reference_is_model
+from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.labels import COLORS, column_title, run_family
+from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import pareto_front
 from skipcore.plots.style import INK
 
@@ -17,10 +20,11 @@ STOPPED = "stopped early"  # the legend's name for a pruned trial
 
 
 def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame:
-    """One point per row of a tune's trials table: `quality` (a stopped trial's on the rows it was scored on),
-    `speed`, `family` (its colour's name, or 'stopped early') and `what` (its label, with its trial)."""
-    rows = trials[trials["tune_state"].isin(["trial", "pruned", "reference"])]
-    stopped = rows["tune_state"] == "pruned"
+    """One point per row of a tune's trials table (its index kept): `quality` (a stopped trial's on the rows it was
+    scored on), `speed`, `family` (its colour's name, or 'stopped early'), `what` (its label, with its trial) and
+    `flag` (why its measured speedup cannot be believed, '' where it can)."""
+    rows = trials[trials["tune_state"].isin(["trial", PRUNED, "reference"])]
+    stopped = rows["tune_state"] == PRUNED
     families = [
         STOPPED if s else run_family(p, m, {"shape": sh})
         for s, p, m, sh in zip(stopped, rows["policy"], rows["mode"], rows["shape"], strict=True)
@@ -36,7 +40,11 @@ def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame
             "family": families,
             "what": what,
             "state": rows["tune_state"].to_numpy(),
-        }
+            "flag": flag_texts(rows["timing_flag"]).where(flagged(rows, speedup), "")
+            if "timing_flag" in rows
+            else "",
+        },
+        index=rows.index,
     )
 
 
@@ -49,8 +57,11 @@ def tune_chart(
     width: int = 520,
     height: int = 340,
 ) -> alt.LayerChart:
-    """The trials so far (`trials`: a tune's trials table, or the rows written so far), the floor, the front of the
-    trials scored on every row and the chosen setting (its `setting_id`)."""
+    """The trials so far (`trials`: a tune's trials table, or the rows written so far), the floor, the front and
+    the chosen setting (its `setting_id`). The front is the one the tune's report and `front.csv` give (its
+    `candidates`: finished trials, the model's own full depth, no flagged timing); a flagged timing is crossed out,
+    its reason on hover; full depth of another model (the floor's reference) is drawn, but is no setting of this
+    one, so it is on no front and not counted in the title."""
     points = tune_points(trials, metric, speedup)
     families = list(dict.fromkeys(points["family"]))
     colors = [
@@ -60,6 +71,9 @@ def tune_chart(
     y = alt.Y("quality:Q", title=column_title(metric), scale=alt.Scale(zero=False))
     tips = [alt.Tooltip("what:N", title="setting"), alt.Tooltip("quality:Q", format=".2f"),
             alt.Tooltip("speed:Q", format=".2f")]  # fmt: skip
+    crossed = points["flag"] != ""
+    if crossed.any():
+        tips.append(alt.Tooltip("flag:N", title="timing flagged"))
     color = alt.Color("family:N", title="family", scale=alt.Scale(domain=families, range=colors))
     stopped = points["family"] == STOPPED
     hollow = alt.Chart(points[stopped]).mark_point(size=60, filled=False).encode(x, y, color, tooltip=tips)
@@ -67,10 +81,13 @@ def tune_chart(
         hollow,
         alt.Chart(points[~stopped]).mark_point(size=70, filled=True).encode(x, y, color, tooltip=tips),
     ]
-    scored = points[~stopped]
-    if len(scored) > 1:
-        front = pareto_front(scored, "speed", "quality")
+    eligible = points.loc[candidates(trials, metric, speedup).index]
+    if len(eligible) > 1:
+        front = pareto_front(eligible, "speed", "quality")
         layers.insert(0, alt.Chart(front).mark_line(color=INK, strokeDash=[4, 3]).encode(x, y))
+    if crossed.any():  # over the point, as the Trade-offs page crosses out a flagged timing
+        cross = alt.Chart(points[crossed]).mark_point(size=220, filled=False, strokeWidth=2)
+        layers.append(cross.encode(x, y, shape=alt.value("cross"), color=alt.value(INK), tooltip=tips))
     if floor is not None:
         rule = pd.DataFrame({"quality": [floor], "said": [f"floor {floor:.2f}"]})
         layers.append(alt.Chart(rule).mark_rule(color=INK, strokeDash=[2, 2]).encode(y=y, tooltip="said:N"))
@@ -78,5 +95,6 @@ def tune_chart(
         picked = points[(trials.loc[points.index, "setting_id"] == chosen).to_numpy()]
         star = alt.Chart(picked).mark_point(shape="diamond", size=320, filled=False, strokeWidth=2, color=INK)
         layers.append(star.encode(x, y, tooltip=tips))
-    title = f"{len(points)} settings scored: {column_title(metric)} against {column_title(speedup)}"
+    settings = len(points) if reference_is_model(trials) else int((points["state"] != "reference").sum())
+    title = f"{settings} settings scored: {column_title(metric)} against {column_title(speedup)}"
     return alt.layer(*layers).properties(width=width, height=height, title=title)

@@ -183,3 +183,17 @@ def test_a_figure_says_its_run_once_and_wraps_words_a_phone_would_cut(monkeypatc
     named = go.Figure(layout={"title": f"Layers per step: {run}"})
     figures.show(named, "k", run=run)
     assert "<sup>" not in shown[-1].layout.title.text  # named once
+
+
+def test_tunes_front_table_is_the_reports_front():
+    """The page's front table listed the floor's reference model's full depth (trial -1, 'full depth') as a point
+    of the tuned model's front, where the report's front leaves another model's full depth off."""
+    from app.dashboard.tuning import front_table
+    from skipcore.evaluate.tune.choice import outcome
+
+    trials = _tune_trials().assign(model=["reference", "tuned", "tuned"])
+    table, _ = front_table(trials, "bleu", "layer_speedup")
+    o = outcome(trials, "bleu", "layer_speedup", 60.0, 64.0, model_is_reference=False)
+    assert table["trial"].tolist() == o.front["tune_trial"].tolist() == [0]
+    table, _ = front_table(trials.assign(model="tuned"), "bleu", "layer_speedup")
+    assert table["trial"].tolist() == [-1, 0]  # the model's own full depth is a setting of it

@@ -422,3 +422,21 @@ def test_a_sweep_scored_at_one_batch_size_opens_where_it_can_be_drawn(model_dir)
     assert not at.exception and any(
         "batch_size column holds values that are not batch sizes (8.5)" in e.value for e in at.error
     )
+
+
+def test_a_tunes_trials_table_leaves_its_stopped_trials_off_the_front(model_dir):
+    """A tune's trials.parquet read as a sweep put its trials stopped early, scored on the first rows only, on
+    the front beside trials scored on every row, and said nothing of the two kinds of score."""
+    trials = sweep_frame().assign(tune_state="trial", num_examples=16)
+    shown = trials[trials["batch_size"] == trials["batch_size"].max()]  # the batch size the page opens at
+    best = shown["layer_speedup"].idxmax()
+    trials.loc[best, ["tune_state", "bleu", "num_examples"]] = ["pruned", 99.0, 8]  # stopped, on 8 rows
+    at = upload(open_app("tradeoffs"), trials)
+    assert_clean(at)
+    front = at.dataframe[0].value
+    assert 99.0 not in front["bleu"].tolist()
+    assert any("1 tuning trial stopped early left out" in i.value for i in at.info)
+    assert not at.warning or "different numbers of examples" not in " ".join(w.value for w in at.warning)
+    mixed = sweep_frame().assign(num_examples=[8] + [16] * (len(sweep_frame()) - 1))
+    at = upload(open_app("tradeoffs"), mixed)
+    assert any("different numbers of examples (8, 16)" in w.value for w in at.warning)

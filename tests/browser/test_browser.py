@@ -158,6 +158,20 @@ def _wait_idle(page) -> None:
     page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=GENERATE_TIMEOUT_MS)
 
 
+def _settled(page, check, timeout_s: float = 20.0):
+    """`check()`'s value once it holds: a Back or Forward's page replaces the one shown, and its address settles,
+    after a time that grows with the machine's load (a fixed wait failed under a loaded suite)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            page.wait_for_timeout(250)
+            _wait_idle(page)
+
+
 def _goto(page, title: str) -> None:
     page.locator('[data-testid="stSidebarNav"] a', has_text=title).click()
     page.get_by_role("heading", name=title).wait_for()
@@ -477,14 +491,14 @@ def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(f
             break
         page.get_by_role("heading").first.wait_for()
         _wait_idle(page)
-        titles.append(as_left(f"back {step + 1}"))
+        titles.append(_settled(page, lambda step=step: as_left(f"back {step + 1}")))
     assert {"Schedule designer", "Generate and trace", "Trade-offs"} <= set(titles), titles
     for step in range(len(titles) - 1):
         page.go_forward()
         page.wait_for_timeout(700)
         page.get_by_role("heading").first.wait_for()
         _wait_idle(page)
-        as_left(f"forward {step + 1}")
+        _settled(page, lambda step=step: as_left(f"forward {step + 1}"))
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
 
 

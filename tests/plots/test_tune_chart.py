@@ -44,3 +44,44 @@ def test_trials_are_drawn_with_the_floor_front_and_chosen_setting():
     assert hollow.get("filled") is False
     scale = spec["layer"][2]["encoding"]["color"]["scale"]
     assert dict(zip(scale["domain"], scale["range"]))["skip"] == COLORS["skip"][0]
+
+
+def measured_trials(reference_model: str) -> pd.DataFrame:
+    """A tune timed against full depth: trial 3's measured speedup flagged (faster than its work allows), the
+    floor's full depth of `reference_model` ('m' is the tuned model's own)."""
+    rows = [  # (trial, state, bleu, prefix bleu, measured speedup, flag)
+        (-1, "reference", 66.0, 66.0, 1.0, None),
+        (0, "trial", 63.2, 63.8, 1.4, None),
+        (1, "pruned", 40.0, 40.0, 3.0, None),
+        (2, "trial", 61.0, 61.0, 1.8, None),
+        (3, "trial", 64.0, 64.0, 2.9, "too fast"),
+    ]
+    cols = ["tune_trial", "tune_state", "bleu", "tune_prefix_quality", "wall_speedup_decode", "timing_flag"]
+    df = pd.DataFrame(rows, columns=cols).assign(policy="static", shape="linear", mode="skip")
+    return df.assign(tune_label=list("rabcd"), setting_id=list("rabcd"), model=[reference_model, *"mmmm"])
+
+
+def chart_front(spec: dict) -> list[tuple[float, float]]:
+    """The (speed, quality) points of the chart's front line."""
+    (line,) = [layer for layer in spec["layer"] if layer["mark"].get("type", layer["mark"]) == "line"]
+    return [(p["speed"], p["quality"]) for p in spec["datasets"][line["data"]["name"]]]
+
+
+def test_the_charts_front_is_the_reports_and_flagged_timings_are_crossed_out():
+    """The chart drew another model's full depth (the floor's reference) and flagged timings on its front, where
+    `front.csv` and the report leave both off; a flagged timing was drawn as an ordinary point."""
+    from skipcore.evaluate.tune.choice import outcome
+
+    fronts = {}
+    for reference in ("other", "m"):
+        table = measured_trials(reference)
+        o = outcome(table, "bleu", "wall_speedup_decode", 60.0, 66.0, model_is_reference=reference == "m")
+        spec = tune_chart(table, "bleu", "wall_speedup_decode", floor=60.0).to_dict()
+        fronts[reference] = chart_front(spec)
+        assert fronts[reference] == list(zip(o.front["wall_speedup_decode"], o.front["bleu"], strict=True))
+        crosses = [
+            layer for layer in spec["layer"] if layer["encoding"].get("shape", {}).get("value") == "cross"
+        ]
+        assert len(crosses) == 1 and spec["datasets"][crosses[0]["data"]["name"]][0]["flag"] == "too fast"
+        assert spec["title"].startswith("5 settings" if reference == "m" else "4 settings")
+    assert fronts == {"other": [(1.4, 63.2), (1.8, 61.0)], "m": [(1.0, 66.0), (1.4, 63.2), (1.8, 61.0)]}

@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from skipcore.evaluate.tune.trials import PRUNED
+from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import pareto_front
 from skipcore.schedule import Schedule
 
@@ -68,10 +71,7 @@ def floor_note(metric: str, floor: float) -> str | None:
 def outcome(table: pd.DataFrame, metric: str, speedup: str, floor: float, reference_quality: float,
             model_is_reference: bool) -> TuneOutcome:  # fmt: skip
     """The front and the choice among the rows of a tune's trials table."""
-    scored = table[table["tune_state"] == "trial"]
-    if model_is_reference:
-        scored = pd.concat([table[table["tune_state"] == "reference"], scored], ignore_index=True)
-    scored = _plausible(scored.dropna(subset=[metric, speedup]), speedup).reset_index(drop=True)
+    scored = candidates(table, metric, speedup, model_is_reference).reset_index(drop=True)
     front = pareto_front(scored, speedup, metric) if len(scored) else scored
     meets = scored[scored[metric] >= floor]
     chosen = best = None
@@ -82,9 +82,34 @@ def outcome(table: pd.DataFrame, metric: str, speedup: str, floor: float, refere
     return TuneOutcome(metric, speedup, floor, reference_quality, scored, front, chosen, best)
 
 
-def _plausible(rows: pd.DataFrame, speedup: str) -> pd.DataFrame:
-    """Rows whose objective can be believed: where it is a measured speedup, those whose timing was not flagged
-    (`timing_flag`: faster than the work allows, or far slower), which are neither chosen nor on the front."""
+def candidates(
+    table: pd.DataFrame, metric: str, speedup: str, model_is_reference: bool | None = None
+) -> pd.DataFrame:
+    """The rows of a trials table (its index kept) that the front and the choice are made of, wherever they are
+    drawn (the report, `front.csv`, the chart, the dashboard's table): finished trials, and full depth where the
+    floor's reference is the tuned model itself (`model_is_reference`; None: read from the table), whose quality
+    and objective are finite numbers and whose measured speedup was not flagged (`flagged`)."""
+    if model_is_reference is None:
+        model_is_reference = reference_is_model(table)
+    states = ["trial", "reference"] if model_is_reference else ["trial"]
+    rows = table[table["tune_state"].isin(states)]
+    values = rows[[metric, speedup]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    return rows[np.isfinite(values).all(axis=1) & ~flagged(rows, speedup)]
+
+
+def reference_is_model(table: pd.DataFrame) -> bool:
+    """Whether a trials table's full depth is the tuned model's own (the floor set by the model, no reference
+    model): its row names the model the trials name."""
+    if "model" not in table:
+        return True
+    models = table.groupby("tune_state")["model"].agg(set)
+    tuned = models.get("trial", set()) | models.get(PRUNED, set())
+    return not tuned or models.get("reference", set()) <= tuned
+
+
+def flagged(rows: pd.DataFrame, speedup: str) -> np.ndarray:
+    """Where the objective cannot be believed: a measured speedup whose timing was flagged (`timing_flag`: faster
+    than the work allows, or far slower), which is neither chosen nor on the front, and is crossed out where drawn."""
     if not speedup.startswith("wall_speedup") or "timing_flag" not in rows:
-        return rows
-    return rows[rows["timing_flag"].fillna("").astype(str).eq("")]
+        return np.zeros(len(rows), dtype=bool)
+    return flag_texts(rows["timing_flag"]).ne("").to_numpy()

@@ -35,7 +35,7 @@ from skipcore.evaluate.tune.report import report_text
 from skipcore.evaluate.tune.settings import TuneSettings, check_settings
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
 from skipcore.evaluate.tune.table import candidate_of, finished_row
-from skipcore.evaluate.tune.trials import Task, TuneJob, prefix_rows, task_rows
+from skipcore.evaluate.tune.trials import PRUNED, Task, TuneJob, prefix_rows, task_rows
 from skipcore.models.generation_defaults import trained_schedule_of
 
 Say = Callable[[str], None]
@@ -262,9 +262,18 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
     failed = 0
 
     def told(trial, row: dict) -> None:
-        studies.tell(study, trial, row, s.metric, s.objective_column, floor["floor"], floor["prefix_floor"])
-        bar.update(1)
-        if not s.progress:
+        nonlocal failed
+        state = studies.tell(
+            study, trial, row, s.metric, s.objective_column, floor["floor"], floor["prefix_floor"]
+        )
+        if state == studies.TrialState.FAIL:
+            failed += 1
+            run.say(
+                f"trial {trial.number}: {row['tune_label']}: {trial.user_attrs['refused']}; another is drawn"
+            )
+        else:
+            bar.update(1)
+        if state != studies.TrialState.FAIL and not s.progress:
             run.say(_trial_line(trial.number, row, s.metric, s.objective_column, run.prefix))
         if run.on_trial is not None:
             run.on_trial(row)
@@ -283,9 +292,8 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
                     told(trial, known)
                 else:
                     asked[trial.number] = (trial, task)
-            if not asked:
-                continue
-            run.score(store, job, [t for _, t in asked.values()], s.split, s.limit, _teller(asked, told))
+            if asked:
+                run.score(store, job, [t for _, t in asked.values()], s.split, s.limit, _teller(asked, told))
             for trial, _task in asked.values():  # failed for good on a worker (said by `score`)
                 study.tell(trial, state=studies.TrialState.FAIL)
             failed += len(asked)
@@ -328,7 +336,7 @@ def _trial_line(number: int, row: dict, metric: str, speedup: str, prefix: int) 
     from skipcore.labels import COLUMN_TITLES
 
     said = f"trial {number}: {row['tune_label']}: {COLUMN_TITLES.get(metric, metric)} "
-    if row["tune_state"] == "pruned":
+    if row["tune_state"] == PRUNED:
         return said + f"{row['tune_prefix_quality']:.2f} on the first {prefix} rows: stopped, under the floor"
     return said + f"{row[metric]:.2f}, {COLUMN_TITLES.get(speedup, speedup)} {row[speedup]:.2f}x"
 

@@ -26,6 +26,7 @@ import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from skipcore.errors import UserError, first_line
+from skipcore.evaluate.tune.trials import PRUNED
 
 STUDY_NAME = "skipcore-tune"
 DIRECTIONS = ("maximize", "maximize")  # quality, speedup
@@ -55,18 +56,22 @@ def open_study(path: Path, seed: int, trials: int) -> optuna.Study:
     )
     if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE] * 2:
         raise UserError(f"{path} holds another kind of study; it will not be used", field="out")
-    study.sampler = _sampler(seed, trials, 0, 0, 0)
+    study.sampler = _sampler(seed, trials, 0, 0, 0, 0)
     return study
 
 
-def _sampler(seed: int, trials: int, done: int, pending: int, attempt: int) -> optuna.samplers.BaseSampler:
+def _sampler(
+    seed: int, trials: int, done: int, pending: int, refused: int, attempt: int
+) -> optuna.samplers.BaseSampler:
     """TPE seeded for one draw: from the study's seed, the trials done, those asked and not yet told (a batch
-    run side by side) and the draws refused before this one. TPE keeps no state but its generator, so a draw is a
-    function of the trials told and these numbers: a study stopped and run again draws what it would have drawn
-    run whole (a sampler seeded once per run starts its generator over at every resume)."""
+    run side by side), the trials refused so far (`refused`: a failed trial does not move `done`, and TPE does not
+    learn from it, so without it the next draw would be the same point, forever) and the draws refused in this
+    ask. TPE keeps no state but its generator, so a draw is a function of the trials told and these numbers: a
+    study stopped and run again draws what it would have drawn run whole (a sampler seeded once per run starts its
+    generator over at every resume)."""
     import numpy as np
 
-    key = np.random.SeedSequence([seed, done, pending, attempt]).generate_state(1)[0]
+    key = np.random.SeedSequence([seed, done, pending, refused, attempt]).generate_state(1)[0]
     with warnings.catch_warnings():  # multivariate TPE (the schedule's knobs move together) is "experimental"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(
@@ -76,6 +81,12 @@ def _sampler(seed: int, trials: int, done: int, pending: int, attempt: int) -> o
 
 def done(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=DONE))
+
+
+def refused(study: optuna.Study) -> int:
+    """The trials told failed for a reason of their own (`refused`: a point no policy runs, a row with no number
+    to tell), not those a stopped run left running."""
+    return sum("refused" in t.user_attrs for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
 
 
 def settle_stopped(study: optuna.Study) -> int:
@@ -93,9 +104,10 @@ def ask(study: optuna.Study, suggest, check, seed: int | None = None, trials: in
     by what the study holds (`_sampler`, TPE for a search of `trials`), so a resumed study goes on as the
     uninterrupted one would; without, the study's own sampler draws."""
     pending = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    before = refused(study)
     for attempt in range(tries):
         if seed is not None:
-            study.sampler = _sampler(seed, trials, done(study), pending, attempt)
+            study.sampler = _sampler(seed, trials, done(study), pending, before, attempt)
         trial = study.ask()
         try:
             candidate = suggest(trial)
@@ -107,23 +119,28 @@ def ask(study: optuna.Study, suggest, check, seed: int | None = None, trials: in
     raise UserError(f"the search drew {tries} settings in a row that cannot run; narrow the search space")
 
 
-def tell(study: optuna.Study, trial, row: dict, metric: str, speedup: str, floor: float, prefix_floor: float):
+def tell(
+    study: optuna.Study, trial, row: dict, metric: str, speedup: str, floor: float, prefix_floor: float
+) -> TrialState:
     """A scored row to the study: a finished trial's quality and speedup, or a stopped one as pruned; its gap to
-    the floor (on the rows it was scored on) for the sampler's constraint."""
-    stopped = row["tune_state"] == "pruned"
-    quality = row["tune_prefix_quality"] if stopped else row[metric]
-    trial.set_constraint(GAP, float((prefix_floor if stopped else floor) - quality))
+    the floor (on the rows it was scored on) for the sampler's constraint. A row with no finite number to tell (a
+    measured speedup that could not be timed) is told failed, `refused` saying why. Returns the state told."""
+    stopped = row["tune_state"] == PRUNED
+    quality = float(row["tune_prefix_quality"] if stopped else row[metric])
     trial.set_user_attr("key", row["setting_id"])
     trial.set_user_attr("label", row["tune_label"])
+    values = [quality] if stopped else [quality, float(row[speedup])]
+    if not all(math.isfinite(v) for v in values):
+        said = metric if not math.isfinite(quality) else speedup
+        trial.set_user_attr("refused", f"no {said} for this setting")
+        study.tell(trial, state=TrialState.FAIL)
+        return TrialState.FAIL
+    trial.set_constraint(GAP, (prefix_floor if stopped else floor) - quality)
     if stopped:
         study.tell(trial, state=TrialState.PRUNED)
-        return
-    values = [min(float(row[metric]), floor), float(row[speedup])]  # quality counts up to the floor
-    if not all(math.isfinite(v) for v in values):  # a measured speedup that could not be timed
-        trial.set_user_attr("refused", f"no {speedup} for this setting")
-        study.tell(trial, state=TrialState.FAIL)
-        return
-    study.tell(trial, values)
+        return TrialState.PRUNED
+    study.tell(trial, [min(quality, floor), values[1]])  # quality counts up to the floor
+    return TrialState.COMPLETE
 
 
 def seed_with(study: optuna.Study, points: list[dict]) -> None:

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 from skipcore.evaluate.sweep.runner import finish_row
 from skipcore.evaluate.tune.space import Candidate
-from skipcore.evaluate.tune.trials import NAN, Task
+from skipcore.evaluate.tune.trials import NAN, PRUNED, Task
 
 # what a row is (`tune_state`): a finished trial, one stopped early, the floor's full depth, or a held-out row
-STATES = ("trial", "pruned", "reference", "chosen", "paper linear", "full depth")
+STATES = ("trial", PRUNED, "reference", "chosen", "paper linear", "full depth")
 
 
 def schedule_columns(task: Task, num_layers: int, speedup_over: int) -> dict:

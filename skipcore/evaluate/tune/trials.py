@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from skipcore.models.reference import ModelRef
 
 NAN = float("nan")
+PRUNED = "pruned"  # a row's `tune_state` where its trial was stopped early: scored on its first rows only
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     scored = examples[: len(texts)]
     row = {**score_outputs(scored, texts, ids), **summary, "same_as_full_depth": NAN}
     row["tune_prefix_quality"] = prefix
-    row["tune_state"] = "pruned" if stopped else task.state
+    row["tune_state"] = PRUNED if stopped else task.state
     untimed(row)
     if cfg.objective == "measured" and not stopped:
         row.update(measured(engine, prompts[: cfg.timing_limit], policy, cfg, row))

@@ -459,3 +459,53 @@ def test_a_tune_stopped_twice_about_a_write_still_resumes_and_a_users_file_in_it
     with pytest.raises(UserError, match="changed since the tune wrote it"):
         tune_folder.TuneFolder(other, {"a": 1}, False).__enter__()
     assert (other / "report.md").read_text() == "the user's own"
+
+
+def test_a_row_with_no_finite_number_is_told_failed_not_raised():
+    """A NaN quality raised Optuna's 'NaN is not allowed' from the floor's constraint, a traceback mid-search."""
+    study = optuna.create_study(directions=list(tune_study.DIRECTIONS))
+    for quality, speed, said in ((float("nan"), 2.0, "no bleu"), (60.0, float("inf"), "no layer_speedup")):
+        trial = study.ask()
+        told = tune_study.tell(study, trial, dict(row("a", quality, speed), setting_id="a"), "bleu",
+                               "layer_speedup", 59.0, 59.0)  # fmt: skip
+        assert told == optuna.trial.TrialState.FAIL and said in study.trials[-1].user_attrs["refused"]
+    trial = study.ask()
+    assert tune_study.tell(study, trial, dict(row("b", 60.0, 2.0), setting_id="b"), "bleu", "layer_speedup",
+                           59.0, 59.0) == optuna.trial.TrialState.COMPLETE  # fmt: skip
+    assert study.trials[-1].values == [59.0, 2.0]  # quality counts up to the floor
+
+
+def test_a_setting_whose_objective_is_no_number_does_not_stop_the_search(
+    model_dirs, echo_data, tmp_path, monkeypatch
+):
+    """A trial whose objective was not finite (a measured speedup with no decode step to time) was told failed,
+    which moves neither the trials done nor the sampler's seed, so the same point was drawn and failed again,
+    forever (2,250 trials before it was killed). Now another point is drawn; and where every point fails, the
+    search stops in one line."""
+    real, tells = tune_trials.score_task, []
+    real_tell = tune_study.tell
+
+    def no_speed_for(numbers):
+        def score(engine, job, task):
+            row = real(engine, job, task)
+            return {**row, "layer_speedup": float("nan")} if task.number in numbers else row
+
+        return score
+
+    def counted(*a, **k):
+        tells.append(a[1].number)
+        assert len(tells) < 40, "the search draws the failing point again and again"
+        return real_tell(*a, **k)
+
+    monkeypatch.setattr(tune_study, "tell", counted)
+    monkeypatch.setattr(tune_trials, "score_task", no_speed_for({1}))
+    said = []
+    result = run_tune(
+        settings(model_dirs, echo_data, tmp_path / "one", trials=3, prune_after=0), say=said.append
+    )
+    assert result.counts["complete"] + result.counts["pruned"] == 3 and result.counts["failed"] >= 1
+    assert any("no layer_speedup for this setting; another is drawn" in line for line in said), said
+    tells.clear()
+    monkeypatch.setattr(tune_trials, "score_task", no_speed_for(set(range(100))))
+    with pytest.raises(UserError, match=r"trials failed"):
+        run_tune(settings(model_dirs, echo_data, tmp_path / "all", trials=3, prune_after=0))
