@@ -7,7 +7,7 @@ entries), `latency` (time per batch step), `tradeoffs` (quality against speedup,
 series), `tune` (a tune's trials on that plane, with its floor, front and chosen setting), `series` (lines of a
 long table in the house style), `lens` (the layer lens's heatmap, per-layer summary and agreement), `style` (the
 colours every figure takes), `export` (a figure saved as PNG or SVG from Python: kaleido for Plotly, vl-convert for
-Altair).
+Altair; `charts_offline`, Altair's charts drawn in a notebook with no network).
 
 Nothing here imports a UI toolkit: every function takes plain data (a Schedule, a trace, a sweep or lens table)
 and returns a figure or a frame, so a notebook draws exactly what the dashboard shows. The names below are what
@@ -24,7 +24,7 @@ from skipcore.measure.theory import (
     theoretical_summary,
 )
 from skipcore.plots.costs import cost_figure, kv_cache_figure
-from skipcore.plots.export import save_figure
+from skipcore.plots.export import charts_offline, save_figure
 from skipcore.plots.latency import batch_steps, step_latency_figure
 from skipcore.plots.schedule import (
     budget_figure,
@@ -40,6 +40,7 @@ from skipcore.plots.tradeoffs import speedup_comparison_chart, sweep_series, tra
 from skipcore.plots.tune import tune_chart
 
 __all__ = [
+    "charts_offline",
     "ACTUAL_COLOR",
     "DRAFT_COLOR",
     "FULL_COLOR",

@@ -8,6 +8,7 @@ notebooks are stored without outputs so their diffs stay small; a test holds the
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -78,6 +79,15 @@ def _error_summary(nb) -> str:
     return "unknown error"
 
 
+def _loads_from_network(cell) -> bool:
+    """Whether an output's HTML loads a script from the network (Altair's default loads Vega from a CDN)."""
+    return any(
+        re.search(r"<script[^>]*\bsrc=[\"']https?://|import\(\s*[\"']https?://|requirejs\.config", html)
+        for out in cell.get("outputs", [])
+        if isinstance(html := out.get("data", {}).get("text/html", ""), str)
+    )
+
+
 def test_there_are_notebooks():
     assert [p.stem for p in NOTEBOOKS] == sorted(NEEDS), "a notebook was added or removed: update NEEDS"
 
@@ -116,6 +126,8 @@ def test_notebook_runs(path, record_property, tmp_path):
     except nbclient.exceptions.CellTimeoutError as e:
         pytest.fail(f"{path.name}: a cell ran longer than {CELL_TIMEOUT_S} s ({e})", pytrace=False)
     elapsed = time.perf_counter() - start
+    online = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _loads_from_network(c)]
+    assert not online, f"{path.name}: cells {online} draw with a script from the network, which offline draws nothing"
     record_property("runtime_s", round(elapsed, 1))
     print(f"{path.name}: {elapsed:.1f} s")
     assert elapsed < NOTEBOOK_LIMIT_S, f"{path.name} took {elapsed:.0f} s; keep notebooks light"

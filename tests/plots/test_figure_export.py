@@ -72,3 +72,24 @@ def test_bad_requests_are_one_line(tmp_path):
     with pytest.raises(UserError, match="Plotly figure or an Altair chart"):
         figure_bytes({"data": []})
     assert not list(tmp_path.iterdir())
+
+
+def test_charts_offline_draws_altair_without_the_network():
+    """Altair's default HTML loads Vega from cdn.jsdelivr.net (requirejs, then script tags): offline, a notebook's
+    chart showed only 'Error loading script'. After `charts_offline` the chart carries its script."""
+    import re
+
+    import altair as alt
+
+    from skipcore import plots
+
+    chart = alt.Chart(alt.Data(values=[{"a": 1}])).mark_point().encode(x="a:Q")
+    network = re.compile(r"<script[^>]*\bsrc=[\"']https?://|requirejs\.config|cdn\.jsdelivr")
+    active = alt.renderers.active
+    try:
+        plots.charts_offline()
+        bundle = chart._repr_mimebundle_()
+        html = (bundle[0] if isinstance(bundle, tuple) else bundle)["text/html"]
+        assert not network.search(html) and "vegaEmbed" in html and '"a": 1' in html
+    finally:
+        alt.renderers.enable(active)
