@@ -29,9 +29,19 @@ def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame
         STOPPED if s else run_family(p, m, {"shape": sh})
         for s, p, m, sh in zip(stopped, rows["policy"], rows["mode"], rows["shape"], strict=True)
     ]
+    scored_on = rows["num_examples"] if "num_examples" in rows else pd.Series(float("nan"), index=rows.index)
     what = [
-        f"trial {int(n)}: {label}" if n >= 0 else f"full depth ({model})"
-        for n, label, model in zip(rows["tune_trial"], rows["tune_label"], rows["model"], strict=True)
+        (f"trial {int(n)}: {label}" if n >= 0 else f"full depth ({model})")
+        + (
+            f" (stopped: quality on its first {int(k)} rows)"
+            if s and k == k
+            else " (stopped early)"
+            if s
+            else ""
+        )
+        for n, label, model, s, k in zip(
+            rows["tune_trial"], rows["tune_label"], rows["model"], stopped, scored_on, strict=True
+        )
     ]
     return pd.DataFrame(
         {

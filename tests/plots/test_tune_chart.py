@@ -35,6 +35,12 @@ def test_trials_are_drawn_with_the_floor_front_and_chosen_setting():
     points = tune_points(trials(), "bleu", "layer_speedup")
     assert points["family"].tolist() == ["full", "skip", STOPPED, "middle"]
     assert points.loc[points["family"] == STOPPED, "quality"].tolist() == [40.0]  # where it was stopped
+    stopped = points.loc[points["family"] == STOPPED, "what"]
+    assert stopped.tolist() == ["trial 1: b (stopped early)"]  # the hover says its quality is not every row's
+    rows = tune_points(trials().assign(num_examples=[16, 16, 8, 16]), "bleu", "layer_speedup")
+    assert rows.loc[rows["family"] == STOPPED, "what"].tolist() == [
+        "trial 1: b (stopped: quality on its first 8 rows)"
+    ]
     spec = tune_chart(trials(), "bleu", "layer_speedup", floor=63.0, chosen="a").to_dict()
     marks = [
         layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]

@@ -97,8 +97,9 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
         "",
         f"- **Floor**: {ref} at full depth scores {o.reference_quality:.2f}; minus {settings.max_drop:g} is "
         f"**{o.floor:.2f}**.",
-        f"- **Trials**: {counts['total']} ({counts['complete']} scored on every row, {counts['pruned']} stopped "
-        f"after {prefix} rows, {counts['failed']} failed"
+        f"- **Trials**: {counts['total']} ({counts['complete']} scored on every row, "
+        + (f"{counts['pruned']} stopped after {prefix} rows, " if prefix else "none stopped early, ")
+        + f"{counts['failed']} failed"
         + (
             f"; {counts['stopped']} left running by an interrupted run, asked again"
             if counts.get("stopped")

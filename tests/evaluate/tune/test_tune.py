@@ -505,6 +505,7 @@ def test_a_setting_whose_objective_is_no_number_does_not_stop_the_search(
     )
     assert result.counts["complete"] + result.counts["pruned"] == 3 and result.counts["failed"] >= 1
     assert any("no layer_speedup for this setting; another is drawn" in line for line in said), said
+    assert "scored on every row, none stopped early, " in (tmp_path / "one" / "report.md").read_text()
     tells.clear()
     monkeypatch.setattr(tune_trials, "score_task", no_speed_for(set(range(100))))
     with pytest.raises(UserError, match=r"trials failed"):
