@@ -14,8 +14,7 @@ import argparse
 
 from skipcore.commands.common import SCHEDULE_FLAGS, comma_list, finite, path_text
 from skipcore.errors import UserError
-from skipcore.training import FAMILIES, LR_SCHEDULERS, SAVE_DTYPES
-from skipcore.training.settings import TrainSettings
+from skipcore.training.settings import CHOICES, TrainSettings
 
 DESCRIPTION = """\
 Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
@@ -48,7 +47,7 @@ def add_parser(sub) -> None:
     )
     src.add_argument(
         "--init-config",
-        choices=[*FAMILIES, *(f"{f}-tiny" for f in FAMILIES)],
+        choices=CHOICES["init_config"],
         help="train from scratch: a new model of this family, sized by the flags below, with a BPE "
         "tokenizer trained on the training split",
     )
@@ -71,7 +70,7 @@ def add_parser(sub) -> None:
         "--tokenizer", type=path_text, help="use this tokenizer directory instead of training one"
     )
     size.add_argument(
-        "--attn", default="sdpa", choices=["sdpa", "eager"], help="attention kernel (default: %(default)s)"
+        "--attn", default="sdpa", choices=CHOICES["attn"], help="attention kernel (default: %(default)s)"
     )
     size.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
 
@@ -165,7 +164,9 @@ def add_parser(sub) -> None:
     opt.add_argument("--lr", type=finite, default=5e-4, help="peak learning rate (default: %(default)s)")
     opt.add_argument("--weight-decay", type=finite, default=0.01, help="AdamW weight decay (default: 0.01)")
     opt.add_argument("--warmup-ratio", type=finite, default=0.05, help="LR warmup share (default: 0.05)")
-    opt.add_argument("--lr-scheduler", default="linear", choices=LR_SCHEDULERS, help="(default: linear)")
+    opt.add_argument(
+        "--lr-scheduler", default="linear", choices=CHOICES["lr_scheduler"], help="(default: linear)"
+    )
     opt.add_argument("--max-grad-norm", type=finite, default=1.0, help="0 turns clipping off (default: 1)")
     opt.add_argument("--seed", type=int, default=0, help="init, data order, dropout, draws (default: 0)")
     opt.add_argument(
@@ -174,9 +175,9 @@ def add_parser(sub) -> None:
         default=True,
         help="batch pairs of similar length (less padding; default: on)",
     )
-    opt.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="(default: auto)")
+    opt.add_argument("--device", default="auto", choices=CHOICES["device"], help="(default: auto)")
     opt.add_argument(
-        "--mixed-precision", default="no", choices=["no", "bf16", "fp16"], help="autocast (default: no)"
+        "--mixed-precision", default="no", choices=CHOICES["mixed_precision"], help="autocast (default: no)"
     )
     opt.add_argument(
         "--threads",
@@ -205,7 +206,10 @@ def add_parser(sub) -> None:
     )
     out.add_argument("--keep-checkpoints", type=int, default=2, help="newest kept (0: all; default: 2)")
     out.add_argument(
-        "--save-dtype", default="float32", choices=SAVE_DTYPES, help="final weights (default: float32)"
+        "--save-dtype",
+        default="float32",
+        choices=CHOICES["save_dtype"],
+        help="final weights (default: float32)",
     )
     out.add_argument("--log-every", type=int, default=10, help="log line every N steps (default: 10)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")

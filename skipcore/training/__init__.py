@@ -10,6 +10,10 @@ schedule a batch runs), `batching` (the batch layout that lines columns up with 
 between processes). The record a run saves is `skipcore.models.training_record`. This module stays
 import-light: the CLI reads these names while building its parser."""
 
-FAMILIES = ("opt", "gpt2", "llama")  # --init-config: families a model can be built from scratch in
+FAMILIES = ("opt", "gpt2", "llama")  # init_config: families a model can be built from scratch in
+INIT_CONFIGS = (*FAMILIES, *(f"{family}-tiny" for family in FAMILIES))  # each family, and its -tiny alias
 LR_SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
 SAVE_DTYPES = ("float32", "bfloat16", "float16")
+ATTENTION_KERNELS = ("sdpa", "eager")
+DEVICES = ("auto", "cpu", "cuda")  # what `distributed.make_accelerator` runs on
+MIXED_PRECISIONS = ("no", "bf16", "fp16")  # accelerate's autocast

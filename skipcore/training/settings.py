@@ -1,19 +1,31 @@
 """A training run's settings, one typed object: where the weights start, the model size from scratch, LoRA,
 the data, the schedule, optimisation and output. Each field is named as the command line's flag is
 (`lora_rank` is `--lora-rank`), its default the flag's; the record keeps them by these names (`args`), and a
-resume takes them back from it. Import-light: the command line builds one from its flags without loading
+resume takes them back from it. `check` takes each value as the run uses it and refuses one it cannot use, in one
+line naming the setting, before any work. Import-light: the command line builds one from its flags without loading
 torch."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
+from typing import get_args, get_type_hints
 
 from skipcore.errors import UserError
 from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
+from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.schedule import MODES, SHAPES
 from skipcore.shipped import shipped_path
 from skipcore.threads import check_threads
+from skipcore.training import (
+    ATTENTION_KERNELS,
+    DEVICES,
+    INIT_CONFIGS,
+    LR_SCHEDULERS,
+    MIXED_PRECISIONS,
+    SAVE_DTYPES,
+)
 
 # settings that are always local paths, and those that name a local path or something else (a real model's short
 # name, a hub id or a hub data set): the record keeps the paths absolute, so it reads the same from any folder
@@ -37,6 +49,17 @@ MAY_CHANGE = (
     "save_dtype",
     "attn",
 )
+# the settings that take one of a few values (the command line's `choices` are these)
+CHOICES = {
+    "init_config": INIT_CONFIGS,
+    "attn": ATTENTION_KERNELS,
+    "schedule": SHAPES,
+    "mode": MODES,
+    "lr_scheduler": LR_SCHEDULERS,
+    "device": DEVICES,
+    "mixed_precision": MIXED_PRECISIONS,
+    "save_dtype": SAVE_DTYPES,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,31 +140,109 @@ class TrainSettings:
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
-    def check(self) -> None:
-        """The checks no other part of the run makes, before any work: one starting point, sane counts."""
-        check_threads(self.threads, "threads", field="threads")
-        if self.out is not None:
-            check_output_name(self.out, "out", field="out")
-        if self.resume is None and bool(self.model) + bool(self.init_config) != 1:
+    def check(self) -> TrainSettings:
+        """The settings as the run takes them (`taken`), refused in one line naming the setting where the run
+        cannot use them, before any work: one starting point, known choices, sane counts."""
+        s = self.taken()
+        check_threads(s.threads, "threads", field="threads")
+        if s.out is not None:
+            check_output_name(s.out, "out", field="out")
+        if s.resume is None and bool(s.model) + bool(s.init_config) != 1:
             raise UserError(
                 "give exactly one of model DIR, init_config FAMILY (or resume CHECKPOINT)",
                 field=("model", "init_config", "resume"),
             )
-        if self.limit is not None and self.limit < 1:
-            raise UserError(f"limit must be >= 1, got {self.limit}", field="limit")
-        if not 0 <= self.seed < 2**32:  # what numpy's generator, seeded with it, takes
-            raise UserError(f"seed must be in [0, 2**32 - 1], got {self.seed}", field="seed")
-        if self.max_length is not None and self.max_length < 2:
+        for name, allowed in CHOICES.items():
+            value = getattr(s, name)
+            if value is not None and value not in allowed:
+                raise UserError(
+                    f"{name}: unknown value {value!r}; choose from {', '.join(allowed)}", field=name
+                )
+        if s.limit is not None and s.limit < 1:
+            raise UserError(f"limit must be >= 1, got {s.limit}", field="limit")
+        if not 0 <= s.seed < 2**32:  # what numpy's generator, seeded with it, takes
+            raise UserError(f"seed must be in [0, 2**32 - 1], got {s.seed}", field="seed")
+        if s.max_length is not None and s.max_length < 2:
             raise UserError(
-                f"max_length must be >= 2 (a prompt token and a target token), got {self.max_length}",
+                f"max_length must be >= 2 (a prompt token and a target token), got {s.max_length}",
                 field="max_length",
             )
+        return s
+
+    def taken(self) -> TrainSettings:
+        """The settings with each value as the run uses and records it, by its declared type: a count (`int`) as
+        Python's int (NumPy's, or a whole float such as 4.0), a number (`float`) as Python's, a list of counts as
+        a tuple of them, and a text setting given as a path (`pathlib.Path`) as its text, a path setting's
+        leading `~` read as the home folder, so the folder written is the one the record names. The record is
+        JSON, which has no NumPy types; a value of another kind (2.5 or "3" for a count, text for a number, a
+        bool for either) is refused in one line naming the setting."""
+        return replace(self, **{name: take(name, getattr(self, name)) for name, take in TAKEN_AS.items()})
 
     def recorded(self) -> dict:
         """The settings as the training record keeps them (`args`): by name, a tuple as a JSON list, a local path
         absolute (a resume, or a load of the model, may run from another folder), after the command that ran
         them."""
         return {"command": "train", **{k: as_recorded(v, k) for k, v in asdict(self).items()}}
+
+
+# each setting's declared type: which are counts, numbers, lists of counts and text, and which may be unset
+DECLARED = get_type_hints(TrainSettings)
+MAY_BE_UNSET = tuple(name for name, hint in DECLARED.items() if type(None) in get_args(hint))
+
+
+def _declared(kind: object) -> tuple[str, ...]:
+    """The settings declared of type `kind`, or `kind | None`."""
+    return tuple(name for name, hint in DECLARED.items() if hint in (kind, kind | None))
+
+
+def _count(name: str, value: object) -> int | None:
+    """A count as Python's int (None where the setting may be unset), refused where it is no whole number."""
+    if value is None and name in MAY_BE_UNSET:
+        return None
+    value = whole_number(value)
+    if not is_whole(value):
+        raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
+    return value
+
+
+def _number(name: str, value: object) -> float | int | None:
+    """A number as Python's (None where the setting may be unset), refused where it is no number."""
+    if value is None and name in MAY_BE_UNSET:
+        return None
+    value = python_number(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise UserError(f"{name} must be a number, got {value!r}", field=name)
+    return value
+
+
+def _counts(name: str, values: object) -> tuple[int, ...]:
+    """A list of counts (a tuple, a list, a NumPy array) as a tuple of Python's ints, refused where it is no list
+    or an item is no whole number."""
+    listed = values.tolist() if hasattr(values, "tolist") else values
+    if not isinstance(listed, list | tuple):
+        raise UserError(f"{name} must be a list of whole numbers, got {values!r}", field=name)
+    counts = tuple(whole_number(v) for v in listed)
+    if not all(is_whole(v) for v in counts):
+        raise UserError(f"{name} must be whole numbers, got {list(counts)!r}", field=name)
+    return counts
+
+
+def _text(name: str, value: object) -> object:
+    """A text setting given as a path (`pathlib.Path`) as its text; a path setting's leading `~` read as the home
+    folder, as its record reads it (`as_recorded`)."""
+    value = os.fsdecode(value) if isinstance(value, os.PathLike) else value
+    if name in PATH_SETTINGS + NAME_OR_PATH_SETTINGS and isinstance(value, str) and value.startswith("~"):
+        return str(expand_home(value))
+    return value
+
+
+# how `TrainSettings.taken` takes each setting, by its declared type (a switch, `bool`, as it is)
+TAKEN_AS = {
+    **dict.fromkeys(_declared(int), _count),
+    **dict.fromkeys(_declared(float), _number),
+    **dict.fromkeys(_declared(tuple[int, ...]), _counts),
+    **dict.fromkeys(_declared(str), _text),
+}
 
 
 def as_recorded(value: object, name: str | None = None) -> object:

@@ -59,14 +59,15 @@ from skipcore.training.settings import TrainSettings
 
 
 def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
-    """Train as `settings` say; returns the output folder holding the final model. `given`: the settings the
-    user set (a resume takes every other one from the run it continues, and refuses one set to another value
+    """Train as `settings` say, each value as `TrainSettings.check` takes it (NumPy's numbers as Python's, a path
+    as its text, `~` as the home folder); returns the output folder holding the final model. `given`: the settings
+    the user set (a resume takes every other one from the run it continues, and refuses one set to another value
     where it may not change: `skipcore.training.resume`); None: all of them.
 
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards."""
-    settings.check()
+    settings = settings.check()
     before = torch.get_num_threads()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -83,8 +84,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
     continued = None
     if resume_dir is not None:
         continued = continue_run(s, resume_dir, given)
-        s = continued.settings
-        s.check()
+        s = continued.settings.check()
     split = check_data_settings(s)
     lora = lora_spec(s)
     hyper = hyper_of(s)

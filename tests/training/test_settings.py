@@ -1,0 +1,110 @@
+"""A training run's settings from Python (`train(TrainSettings(...))`), as a notebook passes them: NumPy's numbers,
+a whole float and a `Path` are taken and recorded as plain JSON, a `~` is the home folder, and a value the run
+cannot use is refused in one line naming the setting, before anything is written; the command line says the same
+refusals with its flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skipcore.errors import UserError
+from skipcore.models.training_record import RECORD_FILE
+from skipcore.training.settings import TrainSettings
+from skipcore.training.train import train
+from tests.helpers import REPO, write_csv
+
+
+def settings(model_dirs, out, **kw) -> TrainSettings:
+    """One step of the tiny OPT model on four sources of the shipped data, one thread, into `out`."""
+    base = dict(model=str(model_dirs["opt"]), limit=4, batch_size=4, steps=1, threads=1, no_progress=True)
+    return TrainSettings(**{**base, "out": out, **kw})
+
+
+def refusal(s: TrainSettings) -> UserError:
+    """The one-line refusal `train` gives `s`."""
+    with pytest.raises(UserError) as e:
+        train(s)
+    assert len(str(e.value).splitlines()) == 1, str(e.value)
+    return e.value
+
+
+BAD_VALUES = [  # (setting, value, the refusal's start)
+    ("batch_size", 4.5, "batch_size must be a whole number, got 4.5"),
+    ("batch_size", True, "batch_size must be a whole number, got True"),
+    ("steps", 1.5, "steps must be a whole number, got 1.5"),
+    ("limit", 16.5, "limit must be a whole number, got 16.5"),
+    ("threads", 1.5, "threads must be a whole number, got 1.5"),
+    ("seed", 1.5, "seed must be a whole number, got 1.5"),
+    ("lora_rank", 4.5, "lora_rank must be a whole number, got 4.5"),
+    ("eval_limit", "3", "eval_limit must be a whole number, got '3'"),
+    ("whole_layers", "11", "whole_layers must be a list of whole numbers, got '11'"),
+    ("whole_layers", (1, 2.5), "whole_layers must be whole numbers, got [1, 2.5]"),
+    ("lr", "1e-3", "lr must be a number, got '1e-3'"),
+    ("target_speedup", True, "target_speedup must be a number, got True"),
+    ("save_dtype", "int8", "save_dtype: unknown value 'int8'; choose from float32, bfloat16, float16"),
+    ("device", "tpu9", "device: unknown value 'tpu9'; choose from auto, cpu, cuda"),
+    ("mixed_precision", "fp7", "mixed_precision: unknown value 'fp7'; choose from no, bf16, fp16"),
+    ("schedule", "zigzag", "schedule: unknown value 'zigzag'; choose from full, constant, linear"),
+    ("lr_scheduler", "zigzag", "lr_scheduler: unknown value 'zigzag'; choose from linear, cosine"),
+]
+
+
+@pytest.mark.parametrize("name, value, said", BAD_VALUES, ids=[f"{n}={v!r}" for n, v, _ in BAD_VALUES])
+def test_a_value_the_run_cannot_use_is_refused_naming_the_setting_before_any_work(
+    model_dirs, tmp_path, name, value, said
+):
+    e = refusal(settings(model_dirs, str(tmp_path / "o"), **{name: value}))
+    assert str(e).startswith(said) and e.fields == (name,)
+    assert not any(tmp_path.iterdir())  # no folder, no lock beside it
+
+
+def test_numpy_numbers_a_whole_float_and_paths_train_and_are_recorded_as_plain_json(model_dirs, tmp_path):
+    """A notebook's values (NumPy's counts and floats, 2.0 for a count, `Path`s) train as Python's would, and the
+    record says them as Python's: the folder is then the run's own, so an overwrite replaces it."""
+    out = tmp_path / "o"
+    s = settings(
+        model_dirs, out, model=Path(model_dirs["opt"]), dataset=REPO / "data" / "e2e_synth",
+        steps=np.float64(2.0), batch_size=np.int64(4), limit=np.int64(8), lora_rank=np.int64(2),
+        whole_layers=np.array([5]), max_layers=np.int64(6), target_speedup=np.float32(1.5), lr=np.float32(1e-3),
+        epochs=np.float32(1.0), threads=np.int32(1),
+    )  # fmt: skip
+    assert train(s) == out
+    args = json.loads((out / RECORD_FILE).read_text())["args"]
+    expected = {"steps": 2, "batch_size": 4, "limit": 8, "lora_rank": 2, "whole_layers": [5], "max_layers": 6}
+    expected |= {"target_speedup": 1.5, "epochs": 1.0, "threads": 1}
+    assert {k: args[k] for k in expected} == expected
+    assert all(type(args[k]) is type(v) for k, v in expected.items())  # 2, not 2.0
+    assert args["lr"] == pytest.approx(1e-3) and type(args["lr"]) is float
+    assert (args["model"], args["dataset"], args["out"]) == (
+        str(model_dirs["opt"]),
+        str(REPO / "data" / "e2e_synth"),
+        str(out),
+    )
+    assert train(settings(model_dirs, out, steps=np.int64(1), overwrite=True)) == out
+
+
+def test_a_tilde_in_out_and_dataset_is_the_home_folder_as_the_record_says(model_dirs, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    write_csv(home / "mine.csv", 8)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    train(settings(model_dirs, "~/runs/a", dataset="~/mine.csv"))
+    out = home / "runs" / "a"
+    assert (out / "model.safetensors").is_file() and not (tmp_path / "~").exists()
+    record = json.loads((out / RECORD_FILE).read_text())
+    assert (record["args"]["out"], record["args"]["dataset"]) == (str(out), str(home / "mine.csv"))
+
+
+def test_the_command_lines_choices_are_the_settings_choices():
+    """Each setting of a few values is declared once: the command line's `choices` are the library's."""
+    from skipcore.commands import build_parser
+    from skipcore.training.settings import CHOICES
+
+    parser = build_parser(("train",)).commands["train"]
+    choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices is not None}
+    assert {name: choices[name] for name in CHOICES} == {name: tuple(c) for name, c in CHOICES.items()}
