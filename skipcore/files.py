@@ -317,6 +317,6 @@ def refuse_links_out(folder: Path, flag: str, field: str | None = None) -> None:
         where = _link_target(links[0]) or os.readlink(links[0])
         raise UserError(
             f"{flag} {folder}: {links[0]} is a link to {where}, outside the folder{more}; a tool never "
-            "writes through a link out of its folder: remove the link or choose another folder",
+            "writes through a link that leads outside its folder: remove the link or choose another folder",
             field=field,
         )

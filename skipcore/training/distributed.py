@@ -39,13 +39,13 @@ def one_writer(acc, out: Path) -> Iterator[OutputLock]:
     error = None
     if acc.is_main_process:
         try:
-            check_writable_folder(out.parent, f"cannot write --out {out}")
+            check_writable_folder(out.parent, f"cannot write out {out}", field="out")
             lock.take()
         except UserError as e:
-            error = str(e)
+            error = (str(e), e.fields)
     error = shared_value(acc, error)
     if error is not None:
-        raise UserError(error)
+        raise UserError(error[0], field=error[1])
     try:
         yield lock
     finally:

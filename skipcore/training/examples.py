@@ -1,8 +1,7 @@
 """The examples a run trains on, and the dev examples its dev loss is scored on, which are never training
 data: another split of a data folder, or a share of the sources held out (whole sources, drawn with the seed).
-
-Messages that carry the data set's path name their setting as the command line spells it and no `field`: a
-front end's renaming would reach into the path."""
+A refusal names the settings it is about by their own names (`UserError.field`); a front end says them in its words,
+which never reach into the data set's path (`UserError.said_as`)."""
 
 from __future__ import annotations
 
@@ -35,16 +34,18 @@ def check_data_settings(s: TrainSettings) -> str | None:
     if s.eval_limit is not None and s.eval_limit < 1:
         raise UserError(f"eval_limit must be >= 1, got {s.eval_limit}", field="eval_limit")
     if is_single_file(s.dataset):
-        for flag, value in (("--split", s.split), ("--eval-split", s.eval_split)):
+        for name, value in (("split", s.split), ("eval_split", s.eval_split)):
             if value is not None:
                 raise UserError(
-                    f"{flag} {value} does not apply to {s.dataset}: a single file has no splits (it is all "
-                    "training data); hold out dev data with --dev-fraction F"
+                    f"{name} {value} does not apply to {s.dataset}: a single file has no splits (it is all "
+                    "training data); hold out dev data with dev_fraction F",
+                    field=(name, "dev_fraction"),
                 )
         if s.eval_every and s.dev_fraction is None:
             raise UserError(
-                f"--eval-every needs dev data the model does not train on, and {s.dataset} is a single file: "
-                "hold out a share of it with --dev-fraction F (e.g. 0.1)"
+                f"eval_every needs dev data the model does not train on, and {s.dataset} is a single file: "
+                "hold out a share of it with dev_fraction F (e.g. 0.1)",
+                field=("eval_every", "dev_fraction"),
             )
         return None
     split = s.split or TRAIN_SPLIT

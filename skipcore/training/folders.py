@@ -43,9 +43,10 @@ def check_out_dir(
     start from the model `out` holds or from a checkpoint it clears (`model`, a local folder): it would delete the
     weights it trains."""
     if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file")
-    check_writable_folder(out, f"cannot write --out {out}")
-    refuse_links_out(out, "--out")  # an overwrite or a resume writes into it: never through a link out of it
+        raise UserError(f"out {out} is a file", field="out")
+    check_writable_folder(out, f"cannot write out {out}", field="out")
+    # an overwrite or a resume writes into it: never through a link out of it
+    refuse_links_out(out, "out", field="out")
     if not (out.is_dir() and any(out.iterdir())):
         return
     if overwrite:
@@ -56,16 +57,21 @@ def check_out_dir(
         left = [e for e in out.iterdir() if not _no_checkpoint_yet(e, out, ckpt_root or out / CHECKPOINT_DIR)]
         if [e.name for e in left] == [LOG_FILE]:
             raise UserError(
-                f"--out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
-                "resume); pass --overwrite to start the run again there, or choose another --out"
+                f"out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
+                "resume); pass overwrite to start the run again there, or choose another out",
+                field=("out", "overwrite"),
             )
-        raise UserError(f"--out {out} is not empty; pass --overwrite (or --resume to continue a run)")
+        raise UserError(
+            f"out {out} is not empty; pass overwrite (or resume to continue a run)",
+            field=("out", "overwrite", "resume"),
+        )
     recorded = (recorded_args(read_record(resume_dir) or {}) or {}).get("out")
     own = {resume_dir.resolve().parent.parent} | ({Path(recorded).resolve()} if recorded else set())
     if out.resolve() not in own:
         raise UserError(
-            f"--out {out} holds another run: the checkpoint {resume_dir} was written for "
-            f"{recorded or 'another --out'}; resume into the run's own --out, or into an empty folder"
+            f"out {out} holds another run: the checkpoint {resume_dir} was written for "
+            f"{recorded or 'another out'}; continue it in the run's own out, or in an empty folder",
+            field=("out", "resume"),
         )
 
 
@@ -87,9 +93,10 @@ def check_users_files_kept(out: Path, writes: Callable[[str], bool]) -> None:
     if theirs:
         more = f" (and {len(theirs) - 1} more: {', '.join(theirs[1:4])}{', ...' if len(theirs) > 4 else ''})"
         raise UserError(
-            f"--out {out} holds {theirs[0]}{more if len(theirs) > 1 else ''}, which no skipcore run there "
-            "recorded as its own, and this run writes a file of that name; --overwrite replaces only a run's "
-            "own files: move it, or choose another --out"
+            f"out {out} holds {theirs[0]}{more if len(theirs) > 1 else ''}, which no skipcore run there "
+            "recorded as its own, and this run writes a file of that name; overwrite replaces only a run's "
+            "own files: move it, or choose another out",
+            field=("out", "overwrite"),
         )
 
 
@@ -107,9 +114,9 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
     if not save_every:
         return
     if ckpt_root.exists() and not ckpt_root.is_dir():
-        raise UserError(f"--checkpoint-dir {ckpt_root} is a file")
+        raise UserError(f"checkpoint_dir {ckpt_root} is a file", field="checkpoint_dir")
     check_writable_folder(ckpt_root, f"cannot write checkpoints to {ckpt_root}")
-    refuse_links_out(ckpt_root, "--checkpoint-dir")
+    refuse_links_out(ckpt_root, "checkpoint_dir", field="checkpoint_dir")
     foreign = foreign_entries(ckpt_root, out)
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
@@ -117,13 +124,15 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
         # a run's checkpoints: of a folder moved or copied since, or of another run
         if written_for is not None:
             raise UserError(
-                f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, written for --out {written_for}, "
+                f"checkpoint_dir {ckpt_root} holds {foreign[0].name}{more}, written for out {written_for}, "
                 f"not {out}: a checkpoint keeps the output folder it was written for (a moved or copied run's "
-                "too); resume it into a new, empty --out, or choose an empty --checkpoint-dir"
+                "too); resume it into a new, empty out, or choose an empty checkpoint_dir",
+                field=("checkpoint_dir", "out"),
             )
         raise UserError(
-            f"--checkpoint-dir {ckpt_root} holds {foreign[0].name}{more}, which this run did not write; "
-            "checkpoints replace and prune step-* folders there, so choose an empty folder (or move it)"
+            f"checkpoint_dir {ckpt_root} holds {foreign[0].name}{more}, which this run did not write; "
+            "checkpoints replace and prune step-* folders there, so choose an empty folder (or move it)",
+            field="checkpoint_dir",
         )
 
 
@@ -172,25 +181,27 @@ def _refuse_replacing_the_model(model: Path, out: Path, ckpt_root: Path) -> None
     the replaced run's checkpoints, or the base model of the LoRA adapter it starts from (the base lost, the new
     adapter names itself as its base and neither loads). A model elsewhere inside `out` or the checkpoint folder
     stays, and may start it."""
-    starts = [(model, f"--model {model}")]
+    starts = [(model, f"model {model}")]
     base = _local_base(model)
     if base is not None:
-        starts.append((base, f"--model {model} is a LoRA adapter on {base}, and that base model"))
+        starts.append((base, f"model {model} is a LoRA adapter on {base}, and that base"))
     replaced = _replaced_checkpoints(out, ckpt_root)  # read once: each checkpoint's record
     for start, said in starts:
         if start.resolve() == out.resolve():
             raise UserError(
-                f"{said} is the --out folder, which --overwrite replaces: the run would delete the model it "
-                "starts from; write to another --out (or copy the model out first)"
+                f"{said} is the out folder, which overwrite replaces: the run would delete the weights it "
+                "starts from; write to another out (or copy them elsewhere first)",
+                field=("model", "out", "overwrite"),
             )
         for root, own in replaced.items():
             for entry in own:
                 if _inside(start, entry):
-                    where = f"--out's {root}" if _inside(root, out) else f"--checkpoint-dir {root}"
+                    where = f"out's {root}" if _inside(root, out) else f"checkpoint_dir {root}"
                     raise UserError(
-                        f"{said} is a checkpoint of the run in --out {out} (in {where}), which --overwrite "
-                        "removes: the run would delete the model it starts from; write to another --out (or copy "
-                        "the checkpoint out first)"
+                        f"{said} is a checkpoint of the run in out {out} (in {where}), which overwrite removes: "
+                        "the run would delete the weights it starts from; write to another out (or copy the "
+                        "checkpoint elsewhere first)",
+                        field=("model", "out", "overwrite", "checkpoint_dir"),
                     )
 
 

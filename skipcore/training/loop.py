@@ -129,8 +129,9 @@ def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0)
     total = total_steps(hyper, steps_per_epoch)
     if resume_step > total:
         raise UserError(
-            f"the checkpoint is at step {resume_step}, past the run's {total} steps: resume with --steps "
-            f"{resume_step} or more"
+            f"the checkpoint is at step {resume_step}, past the run's end (step {total}): resume with steps "
+            f"{resume_step} or more",
+            field="steps",
         )
     return steps_per_epoch, total
 
@@ -231,11 +232,12 @@ class NonFiniteLoss(UserError):
             f"the last good checkpoint, {trail.good}, is kept (resume from it, with a lower learning rate?)"
             if trail.good is not None
             else "no checkpoint of weights that gave a finite loss was saved (the run's log stays in its folder: "
-            "a run there again takes --overwrite)"
+            "a run there again takes overwrite)"
         )
         super().__init__(
             f"training stopped at step {step}: the loss is {loss} (a learning rate or a setting too large?); "
-            f"nothing was saved from the broken state{gave}; {kept}"
+            f"nothing was saved from the broken state{gave}; {kept}",
+            field=() if trail.good is not None else "overwrite",
         )
 
 

@@ -230,7 +230,8 @@ def check_batches_fit(
     if state > budget:
         raise UserError(
             f"the model's training state alone{each} needs at least {state / 2**30:.3g} GiB, more than the "
-            f"{memory / 2**30:.3g} GiB of {torch.device(device)}: train a smaller model, or LoRA (--lora-rank)"
+            f"{memory / 2**30:.3g} GiB of {torch.device(device)}: train a smaller model, or LoRA (lora_rank)",
+            field="lora_rank",
         )
     vocab = model.get_output_embeddings().weight.shape[0]
     kept, num_layers = kept_bytes(model) if pairs else None, shapes_from_config(model.config).num_layers
@@ -265,20 +266,19 @@ def check_batches_fit(
             continue
         width = len(group[longest]) - 1
         fits = _longest_that_fits(needs, budget, max(len(p) for p in group))
-        field: tuple[str, ...] | str | None = ("max_length", "batch_size")
+        field: tuple[str, ...] | str = ("max_length", "batch_size")
         if resuming:
-            advice, field = (
-                "a resumed run keeps its --max-length and --batch-size: resume it on a device with more memory",
-                None,
+            advice = (
+                "a resumed run keeps its max_length and batch_size: resume it on a device with more memory"
             )
         elif fits >= 2:
             default = "" if max_length_given else " (the default is the model's positions)"
-            smaller = ", or a smaller --batch-size" if rows[longest] > 1 else ""
-            advice = f"pass --max-length {fits} at most{default}, where this count fits{smaller}"
+            smaller = ", or a smaller batch_size" if rows[longest] > 1 else ""
+            advice = f"pass max_length {fits} at most{default}, where this count fits{smaller}"
         elif rows[longest] > 1:
-            advice, field = "a smaller --batch-size", "batch_size"
+            advice, field = "a smaller batch_size", "batch_size"
         else:  # no length and no batch is small enough
-            advice, field = "train a smaller model, or LoRA (--lora-rank)", None
+            advice, field = "train a smaller model, or LoRA (lora_rank)", "lora_rank"
         what = (
             "the batch's logits" if kind == "dev" else "what the batch's forward keeps for the backward pass"
         )

@@ -63,8 +63,7 @@ def check_fits(size: ModelSize, vocab_size: int) -> None:
         raise UserError(
             f"a model {size.layers} deep and {h} wide (about {parameters:,} parameters) needs about "
             f"{need / 2**30:.0f} GiB to train, more than this machine's {available / 2**30:.0f} GiB: use fewer "
-            "--layers "
-            "or a smaller --hidden or --ffn",
+            "layers or a smaller hidden or ffn",
             field=("layers", "hidden", "ffn"),
         )
 

@@ -264,8 +264,14 @@ def shape_used(settings: Mapping[str, object]) -> str | None:
     return "custom" if get("budgets") else ("linear" if asked else "full")
 
 
+# a schedule's fields that training's settings name otherwise: its shape is the `schedule` setting, its budgets the
+# `budgets` text
+SCHEDULE_SETTINGS = {"shape": "schedule", "budgets_list": "budgets"}
+
+
 def fixed_schedule(s: TrainSettings, num_layers: int, speedup_over: int) -> Schedule:
-    """The one schedule the settings describe (`skipcore.schedule.schedule_from_settings`)."""
+    """The one schedule the settings describe (`skipcore.schedule.schedule_from_settings`); a refusal names the
+    settings, as `TrainSettings` spells them."""
     try:
         return schedule_from_settings(
             num_layers, speedup_over, shape=s.schedule, mode=s.mode, max_layers=s.max_layers,
@@ -275,4 +281,5 @@ def fixed_schedule(s: TrainSettings, num_layers: int, speedup_over: int) -> Sche
     except ScheduleError as e:
         if s.schedule_json:  # the file's own fields are not settings: the error is about the file
             raise ScheduleError(f"schedule_json {e}", field="schedule_json") from e
-        raise
+        fields = tuple(dict.fromkeys(SCHEDULE_SETTINGS.get(name, name) for name in e.fields))
+        raise ScheduleError(e.said_as(SCHEDULE_SETTINGS), field=fields) from e

@@ -92,10 +92,10 @@ def test_processes_sharing_the_device_and_dev_pairs_are_counted(model_dirs, monk
 
 
 def test_what_cannot_fit_is_said_with_a_way_on_that_can_be_taken(model_dirs, monkeypatch):
-    """A model whose training state alone is too much is told so (no --max-length to cut); a resumed run, whose
-    --max-length and --batch-size are the run's, is told to move, not to change them; one row too long is told
-    to cut, never to shrink a batch of one, and to the length where the pair, its prompt cut to half of it,
-    fits."""
+    """A model whose training state alone is too much is told so (no max_length to cut: LoRA, lora_rank, is the
+    setting that helps); a resumed run, whose max_length and batch_size are the run's, is told to move, not to
+    change them; one row too long is told to cut, never to shrink a batch of one, and to the length where the
+    pair, its prompt cut to half of it, fits. The library says the settings' names."""
     model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
     vocab, layers = model.get_output_embeddings().weight.shape[0], model.config.num_hidden_layers
     state, kept = memory.training_state_bytes(model), memory.kept_bytes(model)
@@ -103,18 +103,18 @@ def test_what_cannot_fit_is_said_with_a_way_on_that_can_be_taken(model_dirs, mon
     monkeypatch.setattr(memory, "device_memory", lambda device: state - 1)
     with pytest.raises(UserError, match="training state alone needs") as e:
         memory.check_batches_fit(model, [long], 1, "cpu", False)
-    assert "--max-length" not in str(e.value) and e.value.fields == ()
+    assert "max_length" not in str(e.value) and e.value.fields == ("lora_rank",)
     at_40 = Pair(*((1,) * n for n in cut_lengths(60, 60, 40)))  # 20 prompt tokens and 20 target tokens
     monkeypatch.setattr(
         memory, "device_memory", lambda device: int(state + row_bytes(kept, at_40, layers, vocab))
     )
     with pytest.raises(UserError, match="resume it on a device with more memory") as e:
         memory.check_batches_fit(model, [long], 1, "cpu", False, resuming=True)
-    with pytest.raises(UserError, match=r"pass --max-length 40 at most \(the default") as e:
+    with pytest.raises(UserError, match=r"pass max_length 40 at most \(the default") as e:
         memory.check_batches_fit(model, [long], 1, "cpu", False)
-    assert "--batch-size" not in str(e.value)  # a batch of one: shrinking it is no way on, cutting is
+    assert "batch_size" not in str(e.value)  # a batch of one: shrinking it is no way on, cutting is
     monkeypatch.setattr(memory, "device_memory", lambda device: state + 1)  # not even two tokens fit
-    with pytest.raises(UserError, match=r"train a smaller model, or LoRA \(--lora-rank\)$"):
+    with pytest.raises(UserError, match=r"train a smaller model, or LoRA \(lora_rank\)$"):
         memory.check_batches_fit(model, [long], 1, "cpu", False)
 
 

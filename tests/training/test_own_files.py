@@ -149,7 +149,7 @@ def test_overwrite_refuses_a_run_that_starts_from_a_model_it_would_delete(model_
     for start in (out, out / "checkpoints" / "step-0000001"):
         argv = train_argv(start, out, "--limit", "4", "--batch-size", "4", "--steps", "1", "--lora-rank", "2")
         err = refused(capsys, [*argv, "--overwrite"])
-        assert err.startswith(f"error: --model {start} is ") and "would delete the model it starts" in err
+        assert err.startswith(f"error: --model {start} is ") and "would delete the weights it starts" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept
     assert (out / "checkpoints" / "step-0000001").is_dir()
     elsewhere = tmp_path / "ckpts"  # the checkpoints outside the run: cleared too by an overwrite of it
@@ -231,7 +231,7 @@ def test_overwrite_refuses_to_replace_the_base_of_the_adapter_it_starts_from(mod
     kept = {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()}
     err = refused(capsys, [*train_argv(adapter, full, *lora), "--overwrite"])
     assert f"is a LoRA adapter on {full.resolve()}" in err or f"is a LoRA adapter on {full}" in err, err
-    assert "would delete the model it starts from" in err
+    assert "would delete the weights it starts from" in err
     assert {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()} == kept
 
 

@@ -15,7 +15,7 @@ from skipcore.errors import UserError
 from skipcore.models.training_record import RECORD_FILE
 from skipcore.training.settings import TrainSettings
 from skipcore.training.train import train
-from tests.helpers import REPO, write_csv
+from tests.helpers import REPO, refused, train_argv, write_csv
 
 
 def settings(model_dirs, out, **kw) -> TrainSettings:
@@ -98,6 +98,68 @@ def test_a_tilde_in_out_and_dataset_is_the_home_folder_as_the_record_says(model_
     assert (out / "model.safetensors").is_file() and not (tmp_path / "~").exists()
     record = json.loads((out / RECORD_FILE).read_text())
     assert (record["args"]["out"], record["args"]["dataset"]) == (str(out), str(home / "mine.csv"))
+
+
+@pytest.mark.parametrize(
+    "case, kw, said, fields, flags, cli_said",
+    [
+        (
+            "full", {}, "out {out} is not empty; pass overwrite (or resume to continue a run)",
+            ("out", "overwrite", "resume"), [], "--out {out} is not empty; pass --overwrite (or --resume to continue",
+        ),
+        ("file", {}, "out {out} is a file", ("out",), [], "--out {out} is a file"),
+        (
+            "users", {"overwrite": True}, "out {out} holds config.json, which no skipcore run there recorded",
+            ("out", "overwrite"), ["--overwrite"], "--overwrite replaces only a run's own files: move it, or choose "
+            "another --out",
+        ),
+        (
+            "csv", {"split": "dev"}, "split dev does not apply to {data}", ("split", "dev_fraction"),
+            ["--split", "dev"], "--split dev does not apply to {data}: a single file has no splits (it is all "
+            "training data); hold out dev data with --dev-fraction F",
+        ),
+        (
+            "csv", {"eval_split": "dev"}, "eval_split dev does not apply to {data}",
+            ("eval_split", "dev_fraction"), ["--eval-split", "dev"], "--eval-split dev does not apply",
+        ),
+        (
+            "csv", {"eval_every": 1}, "eval_every needs dev data the model does not train on, and {data} is a "
+            "single file: hold out a share of it with dev_fraction F", ("eval_every", "dev_fraction"),
+            ["--eval-every", "1"], "--eval-every needs dev data the model does not train on, and {data} is a "
+            "single file: hold out a share of it with --dev-fraction F",
+        ),
+        (
+            "schedule", {"schedule": "custom", "target_speedup": 2.0}, "target_speedup picks the budgets of a linear, "
+            "power, step or constant schedule; custom takes none (drop target_speedup or change schedule)",
+            ("target_speedup", "schedule"), ["--schedule", "custom", "--target-speedup", "2"],
+            "custom takes none (drop --target-speedup or change --schedule)",
+        ),
+    ],
+    ids=["not-empty", "a-file", "a-users-file", "split", "eval_split", "eval_every", "schedule"],
+)  # fmt: skip
+def test_a_refusal_says_the_settings_and_the_command_line_its_flags(
+    model_dirs, tmp_path, capsys, case, kw, said, fields, flags, cli_said
+):
+    """The library's refusals of the output folder, the data and the schedule name `TrainSettings`' fields (and
+    set `UserError.fields` to them); the command line says the same refusal with the flags."""
+    out, data = tmp_path / "o", tmp_path / "mine.csv"
+    if case == "full":
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    elif case == "file":
+        out.write_text("mine")
+    elif case == "users":
+        out.mkdir()
+        (out / "config.json").write_text("my own config")
+    elif case == "csv":
+        write_csv(data, 8)
+        kw = {**kw, "dataset": str(data)}
+        flags = [*flags, "--dataset", str(data)]
+    e = refusal(settings(model_dirs, str(out), **kw))
+    assert str(e).startswith(said.format(out=out, data=data)) and e.fields == fields
+    assert "--" not in str(e)
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1", *flags)
+    assert cli_said.format(out=out, data=data) in refused(capsys, argv)
 
 
 def test_the_command_lines_choices_are_the_settings_choices():
