@@ -28,7 +28,10 @@ class UserError(Exception):
         text = str(self)
         for name in self.fields:
             if name in names:  # the name as a word of its own, not inside a path, a flag or another name
-                text = re.sub(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)", names[name], text)
+                word = rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)"
+                # a setting said before its value ("out out is not empty"): the second word is the value (a path
+                # named like the setting), kept as typed
+                text = re.sub(rf"{word}( {word})?", lambda m, said=names[name]: said + (m[1] or ""), text)
         first = self.field
         if first in names and names[first] not in text:
             text = f"{names[first]}: {text}"

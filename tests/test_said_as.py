@@ -1,0 +1,29 @@
+"""A library refusal said in a front end's words (`UserError.said_as`): each setting it names becomes the front
+end's name for it, and nothing else does, a path named like a setting (`--out out`) included."""
+
+from __future__ import annotations
+
+from skipcore.errors import UserError
+from tests.helpers import REPO, refused
+
+FLAGS = {"out": "--out", "overwrite": "--overwrite", "resume": "--resume"}
+
+
+def test_a_settings_value_named_like_the_setting_is_kept_as_typed():
+    """`--out out` was said '--out --out is not empty': the path was taken for the setting."""
+    e = UserError("out out is not empty; pass overwrite (or resume to continue a run)", field=tuple(FLAGS))
+    assert e.said_as(FLAGS) == "--out out is not empty; pass --overwrite (or --resume to continue a run)"
+    e = UserError("out runs/out is not empty; pass overwrite", field=("out", "overwrite"))
+    assert e.said_as(FLAGS) == "--out runs/out is not empty; pass --overwrite"
+    e = UserError("limit must be >= 1, got 0", field="limit")
+    assert e.said_as({"limit": "--limit"}) == "--limit must be >= 1, got 0"
+
+
+def test_train_says_a_folder_named_out_as_typed(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine\n")
+    model = str(REPO / "data" / "models" / "skipdecode-opt-e2e")
+    said = refused(capsys, ["train", "--model", model, "--out", "out", "--steps", "1"])
+    assert said == "error: --out out is not empty; pass --overwrite (or --resume to continue a run)"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
