@@ -176,7 +176,7 @@ def test_a_shipped_path_typed_in_another_folder_says_where_the_shipped_one_is(mo
 
     monkeypatch.setattr(datasets, "load_dataset", no_hub)
     monkeypatch.chdir(tmp_path)
-    said = refused(capsys, ["sweep", "--dataset", "data/e2e_synth", "--out", "s.parquet"])
+    said = refused(capsys, ["sweep", "--model", MODEL, "--dataset", "data/e2e_synth", "--out", "s.parquet"])
     assert (
         said
         == f"error: data/e2e_synth: no such file or directory; skipcore's shipped one is {REPO}/data/e2e_synth"
