@@ -26,12 +26,12 @@ class UserError(Exception):
         """The message with each setting it names called by `names` ({field: the caller's name for it}); where the
         message speaks of its setting in words instead, the caller's name goes in front."""
         text = str(self)
-        for name in self.fields:
-            if name in names:  # the name as a word of its own, not inside a path, a flag or another name
-                word = rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)"
-                # a setting said before its value ("out out is not empty"): the second word is the value (a path
-                # named like the setting), kept as typed
-                text = re.sub(rf"{word}( {word})?", lambda m, said=names[name]: said + (m[1] or ""), text)
+        said = sorted((name for name in self.fields if name in names), key=len, reverse=True)
+        if said:  # each name as a word of its own, not inside a path, a flag or another name
+            word = rf"(?<![\w/.-])(?:{'|'.join(map(re.escape, said))})(?![\w/-]|\.\w)"
+            # a setting said before its value ("out overwrite is not empty"): a setting's name right after it is
+            # the value (a path named like a setting), kept as typed
+            text = re.sub(rf"({word})( {word})?", lambda m: names[m[1]] + (m[2] or ""), text)
         first = self.field
         if first in names and names[first] not in text:
             text = f"{names[first]}: {text}"

@@ -94,3 +94,18 @@ def test_a_tune_takes_the_counts_a_sweep_and_a_schedule_take(tmp_path):
                      ({"warmups": [1.5]}, "warmups must be whole numbers, got 1.5")):  # fmt: skip
         with pytest.raises(UserError, match=said):
             check_settings(TuneSettings(out=tmp_path / "o", **kw))
+
+
+def test_a_generate_call_takes_a_whole_float_as_its_counts():
+    """`generate(prompts, None, 16.0)` was refused ('max_new_tokens must be a whole number, got float 16.0') where
+    every setting of the library took it."""
+    from skipcore import SkipEngine, load_model
+    from skipcore.errors import ArgumentTypeError
+    from tests.helpers import REPO
+
+    engine = SkipEngine(*load_model(str(REPO / "data/models/skipdecode-opt-e2e"), device="cpu"))
+    prompts = ["name[Aromi], food[Chinese]", "name[Blue Spice]"]
+    plain = engine.generate(prompts, None, 4, batch_size=2).token_ids
+    assert engine.generate(prompts, None, 4.0, batch_size=np.float64(2.0)).token_ids == plain
+    with pytest.raises(ArgumentTypeError, match="max_new_tokens must be a whole number, got float 4.5"):
+        engine.generate(prompts, None, 4.5)

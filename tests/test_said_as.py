@@ -13,6 +13,8 @@ def test_a_settings_value_named_like_the_setting_is_kept_as_typed():
     """`--out out` was said '--out --out is not empty': the path was taken for the setting."""
     e = UserError("out out is not empty; pass overwrite (or resume to continue a run)", field=tuple(FLAGS))
     assert e.said_as(FLAGS) == "--out out is not empty; pass --overwrite (or --resume to continue a run)"
+    e = UserError("out overwrite is not empty; pass overwrite", field=("out", "overwrite"))  # another's name
+    assert e.said_as(FLAGS) == "--out overwrite is not empty; pass --overwrite"
     e = UserError("out runs/out is not empty; pass overwrite", field=("out", "overwrite"))
     assert e.said_as(FLAGS) == "--out runs/out is not empty; pass --overwrite"
     e = UserError("limit must be >= 1, got 0", field="limit")

@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from skipcore.errors import UserError
-from skipcore.files import expand_home
+from skipcore.files import expand_home, home_folder
 
 RUNS_ENV = "SKIPCORE_APP_RUNS"
 MARKER = ".skipcore-dashboard-runs"  # in the folder: the dashboard made it
@@ -71,7 +71,7 @@ def default_root() -> Path:
     env = os.environ.get(RUNS_ENV, "").strip()
     if env:
         return expand_home(env)
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    base = os.environ.get("XDG_DATA_HOME") or home_folder(RUNS_ENV) / ".local" / "share"
     return expand_home(base) / "skipcore" / "dashboard-runs"
 
 

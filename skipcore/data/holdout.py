@@ -21,13 +21,16 @@ def hold_out(
     Both parts keep the file's order, so the same file, fraction and seed always give the same split.
     """
     if not 0.0 < fraction < 1.0:
-        raise UserError(f"--dev-fraction must be between 0 and 1 (exclusive), got {fraction}")
+        raise UserError(
+            f"dev_fraction must be between 0 and 1 (exclusive), got {fraction}", field="dev_fraction"
+        )
     n = len(examples)
     held = max(1, round(fraction * n))
     if n < 2 or held >= n:
         raise UserError(
-            f"--dev-fraction {fraction} of {n} source(s) leaves nothing to train on; use more data or a "
-            "smaller fraction"
+            f"dev_fraction {fraction} of {n} source(s) leaves nothing to train on; use more data or a smaller "
+            "fraction",
+            field="dev_fraction",
         )
     chosen = set(random.Random(f"dev-fraction:{seed}").sample(range(n), held))
     train = [ex for i, ex in enumerate(examples) if i not in chosen]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral
 
 import torch
 
@@ -16,6 +15,7 @@ from skipcore.decode.sampling import Sampling
 from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.step import DepthPolicy
 from skipcore.errors import ArgumentTypeError, UserError
+from skipcore.plain_numbers import is_whole, whole_number
 
 # what a decode call reads of a policy (`skipcore.decode.step.DepthPolicy`): the loop's members, and what its trace
 # and metadata say of it
@@ -50,9 +50,9 @@ def check_request(
     """The checks a call makes before its first batch; the batch size is all prompts when None. `vocab_rows`: the
     model's embedding rows, which every prompt token id must index."""
     check_types(prompts, max_new_tokens, batch_size, sampling)
-    # NumPy's whole numbers as Python's from here on
-    max_new_tokens = int(max_new_tokens)
-    batch_size = None if batch_size is None else int(batch_size)
+    # NumPy's whole numbers and a whole float (16.0) as Python's from here on
+    max_new_tokens = whole_number(max_new_tokens)
+    batch_size = None if batch_size is None else whole_number(batch_size)
     policy = as_policy(policy)
     if lacking := [m for m in POLICY_MEMBERS if not hasattr(policy, m)]:
         raise ArgumentTypeError(
@@ -95,7 +95,7 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
             + ("; wrap one prompt in a list: [prompt]" if isinstance(prompts, str) else "")
         )
     for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral)):
+        if value is not None and not is_whole(whole_number(value)):
             raise ArgumentTypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
     if max_new_tokens is None:
         raise ArgumentTypeError("max_new_tokens must be a whole number, got None")

@@ -7,6 +7,7 @@ torch."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import get_args, get_type_hints
@@ -206,12 +207,13 @@ def _count(name: str, value: object) -> int | None:
 
 
 def _number(name: str, value: object) -> float | int | None:
-    """A number as Python's (None where the setting may be unset), refused where it is no number."""
+    """A number as Python's (None where the setting may be unset), refused where it is no finite number (as the
+    command line's flags refuse one: no setting of a run means inf or NaN)."""
     if value is None and name in MAY_BE_UNSET:
         return None
     value = python_number(value)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise UserError(f"{name} must be a number, got {value!r}", field=name)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise UserError(f"{name} must be a finite number, got {value!r}", field=name)
     return value
 
 

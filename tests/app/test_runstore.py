@@ -218,3 +218,21 @@ def test_one_pages_runs_are_read_alone(tmp_path, result, monkeypatch):
     real = runstore._run
     monkeypatch.setattr(runstore, "_run", lambda row: read.append(row[0]) or real(row))
     assert [r.id for r in store.runs("generate")] == [ids[2], ids[0]] and read == [ids[2], ids[0]]
+
+
+def test_no_home_folder_is_one_line_naming_the_variable(monkeypatch):
+    """With HOME unset and a user id the password file does not know, the run history's default folder raised
+    pathlib's RuntimeError."""
+    from pathlib import Path
+
+    from app.dashboard.runstore import RUNS_ENV, default_root
+    from skipcore.errors import UserError
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    for name in (RUNS_ENV, "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UserError, match=f"no home folder to write in .*: set {RUNS_ENV}"):
+        default_root()

@@ -464,7 +464,7 @@ def test_hold_out_keeps_every_reference_of_a_source_on_one_side(tmp_path: Path) 
     assert hold_out(examples, 0.25, seed=1) == (train, dev)  # seeded
     assert hold_out(examples, 0.25, seed=2)[1] != dev
     for bad in (0.0, 1.0, -0.1, 0.99):
-        with pytest.raises(UserError, match="--dev-fraction"):
+        with pytest.raises(UserError, match="dev_fraction"):
             hold_out(examples, bad)
 
 

@@ -22,7 +22,7 @@ def test_the_engine_refuses_arguments_of_the_wrong_kind_at_the_door(model_dirs):
         ((["MR: x"], "linear"), {}, "got str 'linear'"),
         ((["MR: x"], 3), {}, "got int 3"),
         ((["MR: x"], [[0, 1], "ab"]), {}, "per-step layer sets"),
-        ((["MR: x"], None, 4.0), {}, "max_new_tokens must be a whole number"),
+        ((["MR: x"], None, 4.5), {}, "max_new_tokens must be a whole number"),  # 4.0 is the count 4
         ((["MR: x"], None, 2), {"batch_size": "2"}, "batch_size must be a whole number"),
         ((["MR: x"], None, 2), {"sampling": {"do_sample": True}}, "Sampling"),
     ]

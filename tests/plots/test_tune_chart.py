@@ -91,3 +91,7 @@ def test_the_charts_front_is_the_reports_and_flagged_timings_are_crossed_out():
         assert len(crosses) == 1 and spec["datasets"][crosses[0]["data"]["name"]][0]["flag"] == "too fast"
         assert spec["title"].startswith("5 settings" if reference == "m" else "4 settings")
     assert fronts == {"other": [(1.4, 63.2), (1.8, 61.0)], "m": [(1.0, 66.0), (1.4, 63.2), (1.8, 61.0)]}
+    # folders of one name (ref/m and tuned/m), or --reference-model the tuned model's own: the rows' roles decide
+    roles = measured_trials("m").assign(model_role=["reference", *["model"] * 4])
+    spec = tune_chart(roles, "bleu", "wall_speedup_decode").to_dict()
+    assert chart_front(spec) == fronts["other"] and spec["title"].startswith("4 settings")

@@ -99,7 +99,12 @@ def candidates(
 
 def reference_is_model(table: pd.DataFrame) -> bool:
     """Whether a trials table's full depth is the tuned model's own (the floor set by the model, no reference
-    model): its row names the model the trials name."""
+    model): its row's `model_role` says so ('model'; 'reference' where `reference_model` was given, even the tuned
+    model's own folder, as `run_tune` decides). A table without roles: its full depth's row names the model the
+    trials name."""
+    reference = table[table["tune_state"] == "reference"]
+    if "model_role" in table and len(reference):
+        return bool(reference["model_role"].eq("model").all())
     if "model" not in table:
         return True
     models = table.groupby("tune_state")["model"].agg(set)

@@ -295,6 +295,7 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
             if asked:
                 run.score(store, job, [t for _, t in asked.values()], s.split, s.limit, _teller(asked, told))
             for trial, _task in asked.values():  # failed for good on a worker (said by `score`)
+                trial.set_user_attr("refused", "failed on a worker")  # the next draw's seed moves past it
                 study.tell(trial, state=studies.TrialState.FAIL)
             failed += len(asked)
             if failed > s.trials:

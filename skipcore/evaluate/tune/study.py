@@ -85,7 +85,7 @@ def done(study: optuna.Study) -> int:
 
 def refused(study: optuna.Study) -> int:
     """The trials told failed for a reason of their own (`refused`: a point no policy runs, a row with no number
-    to tell), not those a stopped run left running."""
+    to tell, a setting that failed on a worker), not those a stopped run left running."""
     return sum("refused" in t.user_attrs for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
 
 

@@ -510,3 +510,31 @@ def test_a_setting_whose_objective_is_no_number_does_not_stop_the_search(
     monkeypatch.setattr(tune_trials, "score_task", no_speed_for(set(range(100))))
     with pytest.raises(UserError, match=r"trials failed"):
         run_tune(settings(model_dirs, echo_data, tmp_path / "all", trials=3, prune_after=0))
+
+
+def test_a_setting_that_fails_on_a_worker_is_not_drawn_again_and_again(
+    model_dirs, echo_data, tmp_path, monkeypatch
+):
+    """A trial that failed for good on a worker (Ray's retries spent) was told failed with nothing that moved the
+    next draw's seed: the same setting was drawn, failed, and drawn again until the search stopped with 'trials
+    failed for good'. An executor that fails the sampler's first setting wherever it is drawn stands in for Ray."""
+    from skipcore.evaluate.sweep.executors import Failure, InProcessExecutor
+
+    failing, drawn = [], []
+
+    class FailsOneSetting(InProcessExecutor):
+        def run(self, job, units, on_row, say=None, on_failure=None):
+            words = [u.settings[0].candidate.words() for u in units]
+            drawn.extend(w for u, w in zip(units, words, strict=True) if u.settings[0].number >= 0)
+            if (
+                not failing and len(drawn) > 1
+            ):  # the first is the paper's schedule, queued: one the sampler drew
+                failing.append(drawn[1])
+            ok = [u for u, w in zip(units, words, strict=True) if w not in failing]
+            super().run(job, ok, on_row, say, on_failure)
+            return [Failure(u, u.settings, "RuntimeError: fails here", 3) for u in units if u not in ok]
+
+    s = settings(model_dirs, echo_data, tmp_path / "t", trials=3, prune_after=0)
+    result = run_tune(s, FailsOneSetting(), say=lambda _: None)
+    assert result.counts["complete"] == 3 and result.counts["failed"] >= 1
+    assert drawn.count(failing[0]) <= 2, drawn  # drawn again at most by chance, not every time
