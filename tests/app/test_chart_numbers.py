@@ -118,7 +118,11 @@ def test_a_tunes_trials_chart_has_its_points_as_a_table():
     table = trial_numbers(trials, "bleu", "layer_speedup")
     assert list(table.columns) == ["setting", "state", "BLEU", "layer speedup (realised)"]
     assert table["BLEU"].tolist() == [64.0, 63.2, 40.0]  # a stopped trial: its quality where it stopped
-    assert table["setting"].tolist() == ["full depth (m)", "trial 0: linear 6->2", "trial 1: power 6->1"]
+    assert table["setting"].tolist() == [
+        "full depth (m)",
+        "trial 0: linear 6->2",
+        "trial 1: power 6->1 (stopped early)",
+    ]
 
 
 def test_a_long_traces_heatmap_shows_the_tokens_a_slider_chooses(model_dir, sample_trace):
