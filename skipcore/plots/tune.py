@@ -31,18 +31,12 @@ def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame
     ]
     scored_on = rows["num_examples"] if "num_examples" in rows else pd.Series(float("nan"), index=rows.index)
     what = [
-        (f"trial {int(n)}: {label}" if n >= 0 else f"full depth ({model})")
-        + (
-            f" (stopped: quality on its first {int(k)} rows)"
-            if s and k == k
-            else " (stopped early)"
-            if s
-            else ""
-        )
+        _setting_words(n, label, model, s, k)
         for n, label, model, s, k in zip(
             rows["tune_trial"], rows["tune_label"], rows["model"], stopped, scored_on, strict=True
         )
     ]
+    flags = flag_texts(rows["timing_flag"]).where(flagged(rows, speedup), "") if "timing_flag" in rows else ""
     return pd.DataFrame(
         {
             "quality": rows["tune_prefix_quality"].where(stopped, rows[metric]).astype(float),
@@ -50,11 +44,22 @@ def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame
             "family": families,
             "what": what,
             "state": rows["tune_state"].to_numpy(),
-            "flag": flag_texts(rows["timing_flag"]).where(flagged(rows, speedup), "")
-            if "timing_flag" in rows
-            else "",
+            "flag": flags,
         },
         index=rows.index,
+    )
+
+
+def _setting_words(trial: int, label: str, model: str, stopped: bool, scored_on: float) -> str:
+    """A point's setting in words: its trial and label (full depth: its model), and for a trial stopped early, that
+    its quality is on its first rows only (how many, where the table says)."""
+    what = f"trial {int(trial)}: {label}" if trial >= 0 else f"full depth ({model})"
+    if not stopped:
+        return what
+    return (
+        f"{what} (stopped: quality on its first {int(scored_on)} rows)"
+        if scored_on == scored_on
+        else f"{what} (stopped early)"
     )
 
 
