@@ -26,3 +26,8 @@ def whole_number(value: object) -> object:
 def is_whole(value: object) -> bool:
     """Whether `value`, as `whole_number` gives it, is a count: Python's int, and not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    """Whether `value`, as `python_number` gives it, is a number: Python's int or float, and not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

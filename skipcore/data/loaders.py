@@ -346,10 +346,8 @@ def load_examples(
     ``limit`` keeps the first examples only, for quick runs.
     """
     path = Path(path_or_name)
-    elsewhere = shipped_elsewhere(str(path_or_name))
-    if (
-        elsewhere
-    ):  # `data/e2e_synth` typed in another folder: said, not tried on the hub (30 s of retries offline)
+    # `data/e2e_synth` typed in another folder: said, not tried on the hub (30 s of retries offline)
+    if elsewhere := shipped_elsewhere(str(path_or_name)):
         raise DataFileNotFoundError(f"{path}: no such file or directory{elsewhere}")
     if path.is_dir():
         path = _split_file(path, split) or path

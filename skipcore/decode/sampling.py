@@ -9,7 +9,7 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from skipcore.errors import UserError
-from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 # Logits divided by a smaller temperature overflow float32 (|logit| up to 1e32 is safe at 1e-6), and the draw
 # is an argmax anyway long before that.
@@ -72,7 +72,7 @@ class Sampling:
         # a count given as a bool or 2.5, a seed as text: refused here, not in the decode
         for name in ("temperature", "top_p"):
             value = python_number(getattr(self, name))
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if not is_number(value):
                 raise UserError(f"{name} must be a number, got {value!r}", field=name)
             object.__setattr__(self, name, value)  # NumPy's as Python's: transformers' checks
         for name in ("top_k", "seed"):

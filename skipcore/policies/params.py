@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any, ClassVar, Literal
 
 from skipcore.errors import UserError
-from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 SweepForm = Literal["axis", "one"] | None
 
@@ -100,7 +100,7 @@ class Param:
         value = self.plain(value)
         if self.kind is int and not is_whole(value):
             raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
-        if self.kind is float and not isinstance(value, int | float) or isinstance(value, bool):
+        if self.kind is float and not is_number(value):
             raise UserError(f"{name} must be a number, got {value!r}", field=name)
         if not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}", field=name)

@@ -15,7 +15,7 @@ from typing import get_args, get_type_hints
 from skipcore.errors import UserError
 from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
-from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 from skipcore.schedule import MODES, SHAPES
 from skipcore.shipped import shipped_path
 from skipcore.threads import check_threads
@@ -212,7 +212,7 @@ def _number(name: str, value: object) -> float | int | None:
     if value is None and name in MAY_BE_UNSET:
         return None
     value = python_number(value)
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+    if not is_number(value) or not math.isfinite(value):
         raise UserError(f"{name} must be a finite number, got {value!r}", field=name)
     return value
 

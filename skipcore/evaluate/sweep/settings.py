@@ -19,7 +19,7 @@ from pathlib import Path
 
 from skipcore.errors import UserError
 from skipcore.labels import setting_label, sweep_policies
-from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 from skipcore.policies.params import Param, params_of
 from skipcore.threads import check_threads
 
@@ -259,8 +259,7 @@ def _plain_numbers(cfg: SweepConfig) -> SweepConfig:
     def plain(name: str, value, kind: type, axis: bool = False) -> int | float:
         whole = kind is numbers.Integral
         value = whole_number(value) if whole else python_number(value)  # 25.0 (a training record's) is 25
-        fits = is_whole(value) if whole else isinstance(value, int | float) and not isinstance(value, bool)
-        if not fits:
+        if not (is_whole(value) if whole else is_number(value)):
             words = "whole number" if whole else "number"
             words = f"all be {words}s" if axis else f"be a {words}"
             raise UserError(f"{name} must {words}, got {value!r}", field=name)

@@ -273,8 +273,8 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
             )
         else:
             bar.update(1)
-        if state != studies.TrialState.FAIL and not s.progress:
-            run.say(_trial_line(trial.number, row, s.metric, s.objective_column, run.prefix))
+            if not s.progress:
+                run.say(_trial_line(trial.number, row, s.metric, s.objective_column, run.prefix))
         if run.on_trial is not None:
             run.on_trial(row)
 
