@@ -76,7 +76,8 @@ def tune_chart(
     the chosen setting (its `setting_id`). The front is the one the tune's report and `front.csv` give (its
     `candidates`: finished trials, the model's own full depth, no flagged timing); a flagged timing is crossed out,
     its reason on hover; full depth of another model (the floor's reference) is drawn, but is no setting of this
-    one, so it is on no front and not counted in the title."""
+    one, so it is on no front and not counted in the title; a trial without both numbers is not drawn, and the title
+    says how many."""
     points = tune_points(trials, metric, speedup)
     families = list(dict.fromkeys(points["family"]))
     colors = [
@@ -110,6 +111,9 @@ def tune_chart(
         picked = points[(trials.loc[points.index, "setting_id"] == chosen).to_numpy()]
         star = alt.Chart(picked).mark_point(shape="diamond", size=320, filled=False, strokeWidth=2, color=INK)
         layers.append(star.encode(x, y, tooltip=tips))
-    settings = len(points) if reference_is_model(trials) else int((points["state"] != "reference").sum())
-    title = f"{settings} settings scored: {column_title(metric)} against {column_title(speedup)}"
+    ours = points if reference_is_model(trials) else points[points["state"] != "reference"]
+    placed = int((ours["quality"].notna() & ours["speed"].notna()).sum())
+    title = f"{placed} settings scored: {column_title(metric)} against {column_title(speedup)}"
+    if placed < len(ours):  # Vega draws no point without both numbers: say so rather than count it
+        title += f" ({len(ours) - placed} more without a number, not drawn)"
     return alt.layer(*layers).properties(width=width, height=height, title=title)

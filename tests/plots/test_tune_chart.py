@@ -95,3 +95,16 @@ def test_the_charts_front_is_the_reports_and_flagged_timings_are_crossed_out():
     roles = measured_trials("m").assign(model_role=["reference", *["model"] * 4])
     spec = tune_chart(roles, "bleu", "wall_speedup_decode").to_dict()
     assert chart_front(spec) == fronts["other"] and spec["title"].startswith("4 settings")
+
+
+def test_the_title_counts_only_the_trials_it_draws():
+    """A trial whose quality is no number (a failed scorer's NaN) draws no point; the title counted it."""
+    table = trials()
+    table.loc[3, "bleu"] = float("nan")
+    spec = tune_chart(table, "bleu", "layer_speedup").to_dict()
+    assert (
+        spec["title"].startswith("3 settings scored")
+        and "(1 more without a number, not drawn)" in spec["title"]
+    )
+    assert tune_chart(trials(), "bleu", "layer_speedup").to_dict()["title"].startswith("4 settings scored")
+    assert "not drawn" not in tune_chart(trials(), "bleu", "layer_speedup").to_dict()["title"]
