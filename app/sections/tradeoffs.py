@@ -320,7 +320,7 @@ def draw(df: pd.DataFrame) -> None:
         "Theoretical speedup counts "
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
         "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "
-        "a cross marks a timing flagged as implausible for the work saved (hover for the reason). "
+        "a cross marks a timing flagged as implausible for the work saved (hover for the reason), on no front. "
         + sweeps.colour_words(df, color)
     )
     missing = sweeps.no_measured_chart(df, None if x_measured == NONE else x_measured, measured)
@@ -341,11 +341,19 @@ def draw(df: pd.DataFrame) -> None:
         )
     flagged = flag_texts(df["timing_flag"]).ne("") if "timing_flag" in df else None
     if flagged is not None and flagged.any():
-        st.warning(f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses).")
+        st.warning(
+            f"{int(flagged.sum())} of {len(df)} timings are flagged as implausible (crosses): they are on no "
+            "measured front."
+        )
     for what, x in axes:
         st.header(f"Pareto front of {front_of}, {what} speedup")
         front = fronts(df if front_rows is None else front_rows, x, y)  # measured: one front per machine
         extra = [f"{x}_lo", f"{x}_hi", "timing_flag", MACHINE] if what == "measured" else []
+        if front.empty:
+            placed = (df if front_rows is None else front_rows)[[x, y]].notna().all(axis=1).any()
+            why = "every such timing is flagged as implausible" if placed else "none has both numbers"
+            st.info(f"No setting is on this front: {why}.")
+            continue
         cols = [c for c in dict.fromkeys([color, x, *extra, y, *tips, *front.columns]) if c in front]
         show_rows(front[cols], f"to_front_{what}", x, y, "measured" if what == "measured" else "front")
     dynamic = sweeps.against_static_front(df, x_theory, y)

@@ -207,6 +207,15 @@ def flag_texts(flags: pd.Series) -> pd.Series:
     return flags.astype("string").fillna("")
 
 
+def flagged_timings(rows: pd.DataFrame, speedup: str) -> np.ndarray:
+    """Where a row's `speedup` cannot be believed: a measured one (a `wall_speedup*` column) whose timing was
+    flagged (`timing_flag`: faster than the work allows, or far slower). Such a row is on no front and chosen by
+    no tune, and is crossed out wherever it is drawn."""
+    if not speedup.startswith("wall_speedup") or "timing_flag" not in rows:
+        return np.zeros(len(rows), dtype=bool)
+    return flag_texts(rows["timing_flag"]).ne("").to_numpy()
+
+
 def describe(ratio: PairedRatio, what: str = "decode speedup") -> str:
     """'1.93x [1.85, 2.01] decode speedup, median of 5 paired runs' (for summaries and logs)."""
     return f"{ratio.median:.2f}x [{ratio.lo:.2f}, {ratio.hi:.2f}] {what}, median of {ratio.runs} paired runs"

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from skipcore.measure.paired_timing import flagged_timings
+
 
 def pareto_front(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """The points no other point beats on both x and y (both higher-is-better), in increasing x.
@@ -75,11 +77,13 @@ def on_machine(df: pd.DataFrame, machine: str) -> pd.DataFrame:
 
 def fronts(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """`pareto_front` with a `machine` column: of a measured speedup (a `wall_speedup*` column), one front per
-    machine the rows were timed on; of any other x, one front ('' its machine)."""
+    machine the rows were timed on, of the timings not flagged implausible (`flagged_timings`: a tune's front
+    leaves them off too); of any other x, one front ('' its machine)."""
     if not x.startswith("wall_speedup"):
         return pareto_front(df, x, y).assign(machine="")
-    parts = [pareto_front(on_machine(df, m), x, y).assign(machine=m) for m in machines(df)]
-    return pd.concat(parts, ignore_index=True)
+    believed = df[~flagged_timings(df, x)]
+    parts = [pareto_front(on_machine(believed, m), x, y).assign(machine=m) for m in machines(believed)]
+    return pd.concat(parts, ignore_index=True) if parts else pareto_front(believed, x, y).assign(machine="")
 
 
 __all__ = ["MACHINE", "front_position", "front_quality", "fronts", "machines", "on_machine", "pareto_front"]

@@ -188,12 +188,15 @@ def tradeoff_chart(
                 .encode(x=at_edge, y=alt.Y(f"{y}:Q"), text="far_value:N")
             )
     if flagged and data["timing_flag"].ne("").any():  # crossed out, over the point, with the reason on hover
-        crossed = base.transform_filter(alt.datum.timing_flag != "")
-        layers.append(
-            crossed.mark_point(size=220, filled=False, strokeWidth=2).encode(
-                shape=alt.value("cross"), color=alt.value(INK), tooltip=tips
+        cross = {"shape": alt.value("cross"), "color": alt.value(INK), "tooltip": tips}
+        crossed = points.transform_filter(alt.datum.timing_flag != "")  # a far one: at the edge, below
+        layers.append(crossed.mark_point(size=220, filled=False, strokeWidth=2).encode(**cross))
+        if reach is not None and far["timing_flag"].ne("").any():
+            layers.append(
+                marked.transform_filter(alt.datum.timing_flag != "")
+                .mark_point(size=220, filled=False, strokeWidth=2)
+                .encode(**cross)
             )
-        )
     chart = alt.layer(*layers)
     title = title or f"{column_title(y)} vs {column_title(x)}"
     return chart.properties(

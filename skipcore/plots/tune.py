@@ -9,10 +9,10 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from skipcore.evaluate.tune.choice import candidates, flagged, reference_is_model
+from skipcore.evaluate.tune.choice import candidates, reference_is_model
 from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.labels import COLORS, column_title, run_family
-from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.paired_timing import flag_texts, flagged_timings
 from skipcore.measure.pareto import pareto_front
 from skipcore.plots.style import INK
 
@@ -36,7 +36,11 @@ def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame
             rows["tune_trial"], rows["tune_label"], rows["model"], stopped, scored_on, strict=True
         )
     ]
-    flags = flag_texts(rows["timing_flag"]).where(flagged(rows, speedup), "") if "timing_flag" in rows else ""
+    flags = (
+        flag_texts(rows["timing_flag"]).where(flagged_timings(rows, speedup), "")
+        if "timing_flag" in rows
+        else ""
+    )
     return pd.DataFrame(
         {
             "quality": rows["tune_prefix_quality"].where(stopped, rows[metric]).astype(float),

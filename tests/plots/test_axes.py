@@ -71,3 +71,38 @@ def test_the_lens_layer_axis_is_the_models_layers():
     assert {t.line.color for t in fig.data if t.name == "path"} == {
         "#e45756"
     }  # the page's colour for the run
+
+
+def measured_with_a_far_timing(flag: str) -> pd.DataFrame:
+    """Seven timings up to 2.2x and one at 6.0x, far beyond them (`flag`: its timing_flag)."""
+    return pd.DataFrame(
+        {
+            "policy": "static",
+            "mode": "skip",
+            "shape": "linear",
+            "bleu": [60, 59, 58, 57, 56, 55, 54, 53],
+            "wall_speedup_decode": [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 6.0],
+            "timing_flag": [""] * 7 + [flag],
+        }
+    )
+
+
+def test_a_flagged_timing_far_beyond_the_rest_is_crossed_at_the_axis_end():
+    """Its cross was drawn at its true speedup, past the axis: the drawing grew to 1135 px from 522 (in the
+    dashboard, whose charts fit their column, the plot shrank to a third of its width)."""
+    import re
+
+    import vl_convert
+
+    def drawn_width(spec: dict) -> float:
+        return float(re.search(r'<svg[^>]*width="([\d.]+)"', vl_convert.vegalite_to_svg(spec))[1])
+
+    plain = plots.tradeoff_chart(measured_with_a_far_timing(""), "wall_speedup_decode", "bleu").to_dict()
+    spec = plots.tradeoff_chart(
+        measured_with_a_far_timing("measured 6.00x is above 1.2x the batch layer speedup"),
+        "wall_speedup_decode",
+        "bleu",
+    ).to_dict()
+    assert drawn_width(spec) == drawn_width(plain)
+    crosses = [lay for lay in spec["layer"] if lay.get("encoding", {}).get("shape") == {"value": "cross"}]
+    assert [c["encoding"]["x"]["field"] for c in crosses] == ["wall_speedup_decode", "at_edge"]

@@ -93,8 +93,8 @@ def test_axes_are_words_and_a_base_model_has_its_own_marker():
 
 def chart_data(chart) -> pd.DataFrame:
     spec = chart.to_dict()
-    (values,) = [v for v in spec["datasets"].values() if any("bleu" in r for r in v)][:1]
-    return pd.DataFrame(values)
+    tables = [v for v in spec["datasets"].values() if any("bleu" in r for r in v)]
+    return pd.DataFrame(max(tables, key=len))  # the chart's rows (the front's are a few of them)
 
 
 def steps_trace(ms: list[float], layers: list[int]) -> pd.DataFrame:
@@ -201,3 +201,25 @@ def test_a_sweep_past_altairs_row_limit_is_drawn_whole():
     big["layer_speedup"] += big.index * 1e-4
     datasets = plots.tradeoff_chart(big, "layer_speedup", "bleu").to_dict()["datasets"].values()
     assert max(map(len, datasets)) == len(big) > 5000
+
+
+def test_a_flagged_timing_is_on_no_measured_front():
+    """The Trade-offs page put a timing flagged implausible on its measured front (chart and table), where a tune's
+    front leaves it off; the theoretical front keeps the setting, whose layer speedup is not in doubt."""
+    from skipcore.measure.pareto import fronts
+
+    measured = fronts(sweep_like(), "wall_speedup_decode", "bleu")
+    assert measured["wall_speedup_decode"].tolist() == [1.0, 1.8]
+    assert fronts(sweep_like(flagged=False), "wall_speedup_decode", "bleu")[
+        "wall_speedup_decode"
+    ].tolist() == [
+        1.0,
+        1.8,
+        5.0,
+    ]
+    assert fronts(sweep_like(), "layer_speedup", "bleu")["layer_speedup"].tolist() == [1.0, 2.0, 3.0]
+    spec = plots.tradeoff_chart(sweep_like(), "wall_speedup_decode", "bleu").to_dict()
+    (line,) = [lay for lay in spec["layer"] if lay["mark"]["type"] == "line" and "strokeDash" in lay["mark"]]
+    assert [p["wall_speedup_decode"] for p in spec["datasets"][line["data"]["name"]]] == [1.0, 1.8]
+    everything_flagged = sweep_like().assign(timing_flag="too fast")
+    assert fronts(everything_flagged, "wall_speedup_decode", "bleu").empty

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from skipcore.evaluate.tune.trials import PRUNED
-from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.paired_timing import flagged_timings
 from skipcore.measure.pareto import pareto_front
 from skipcore.schedule import Schedule
 
@@ -88,13 +88,13 @@ def candidates(
     """The rows of a trials table (its index kept) that the front and the choice are made of, wherever they are
     drawn (the report, `front.csv`, the chart, the dashboard's table): finished trials, and full depth where the
     floor's reference is the tuned model itself (`model_is_reference`; None: read from the table), whose quality
-    and objective are finite numbers and whose measured speedup was not flagged (`flagged`)."""
+    and objective are finite numbers and whose measured speedup was not flagged (`flagged_timings`)."""
     if model_is_reference is None:
         model_is_reference = reference_is_model(table)
     states = ["trial", "reference"] if model_is_reference else ["trial"]
     rows = table[table["tune_state"].isin(states)]
     values = rows[[metric, speedup]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-    return rows[np.isfinite(values).all(axis=1) & ~flagged(rows, speedup)]
+    return rows[np.isfinite(values).all(axis=1) & ~flagged_timings(rows, speedup)]
 
 
 def reference_is_model(table: pd.DataFrame) -> bool:
@@ -110,11 +110,3 @@ def reference_is_model(table: pd.DataFrame) -> bool:
     models = table.groupby("tune_state")["model"].agg(set)
     tuned = models.get("trial", set()) | models.get(PRUNED, set())
     return not tuned or models.get("reference", set()) <= tuned
-
-
-def flagged(rows: pd.DataFrame, speedup: str) -> np.ndarray:
-    """Where the objective cannot be believed: a measured speedup whose timing was flagged (`timing_flag`: faster
-    than the work allows, or far slower), which is neither chosen nor on the front, and is crossed out where drawn."""
-    if not speedup.startswith("wall_speedup") or "timing_flag" not in rows:
-        return np.zeros(len(rows), dtype=bool)
-    return flag_texts(rows["timing_flag"]).ne("").to_numpy()
