@@ -15,7 +15,7 @@ import pandas as pd
 
 from skipcore import plots
 from skipcore.evaluate.tune.trials import PRUNED
-from skipcore.labels import MODEL_ROLE, column_title, role_suffix, setting_label
+from skipcore.labels import MODEL_ROLE, column_title, role_suffix, setting_label, trial_label
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE
 
@@ -222,7 +222,14 @@ def table_view(rows: pd.DataFrame, x: str, y: str, kind: str = "front") -> tuple
     the columns to show, in order; every other column stays in the data (the download, the tests) unshown."""
     out = rows.copy()
     roles = out["model_role"] if "model_role" in out else pd.Series(MODEL_ROLE, index=out.index)
-    words = [setting_label(r) + role_suffix(role) for (_, r), role in zip(out.iterrows(), roles, strict=True)]
+    tune = {"tune_trial", "tune_label"} <= set(
+        out.columns
+    )  # a tune's trials: each by its trial and its words
+    words = [
+        (trial_label(r["tune_trial"], r["tune_label"], r.get("model")) if tune else setting_label(r))
+        + role_suffix(role)
+        for (_, r), role in zip(out.iterrows(), roles, strict=True)
+    ]
     out.insert(0, SETTING, words)
     shown = [SETTING, x, y]
     if kind == "measured":

@@ -11,7 +11,7 @@ import pandas as pd
 
 from skipcore.evaluate.tune.choice import candidates, reference_is_model
 from skipcore.evaluate.tune.trials import PRUNED
-from skipcore.labels import COLORS, column_title, run_family
+from skipcore.labels import COLORS, column_title, run_family, trial_label
 from skipcore.measure.paired_timing import flag_texts, flagged_timings
 from skipcore.measure.pareto import pareto_front
 from skipcore.plots.style import INK
@@ -57,7 +57,7 @@ def tune_points(trials: pd.DataFrame, metric: str, speedup: str) -> pd.DataFrame
 def _setting_words(trial: int, label: str, model: str, stopped: bool, scored_on: float) -> str:
     """A point's setting in words: its trial and label (full depth: its model), and for a trial stopped early, that
     its quality is on its first rows only (how many, where the table says)."""
-    what = f"trial {int(trial)}: {label}" if trial >= 0 else f"full depth ({model})"
+    what = trial_label(trial, label, model)
     if not stopped:
         return what
     return (

@@ -396,6 +396,33 @@ def test_a_setting_is_said_in_full_in_the_tables_a_base_models_rows_marked():
     assert shown == ["setting", "layer_speedup", "bleu"]
 
 
+def test_a_tunes_trials_are_said_by_their_trial_in_the_tables():
+    """A tune's trials read as a sweep were named by their target speedup: trial 13's 'linear 30->29' as
+    'linear/skip x1', and two trials of 1.51x alike; the tune's own words name each, as its chart and report do."""
+    from app.dashboard import sweeps
+
+    rows = pd.DataFrame(
+        {
+            "policy": "static",
+            "shape": ["full", "linear", "step"],
+            "mode": ["full", "skip", "skip"],
+            "target_speedup": [1.0, 1.0, 1.51],
+            "tune_trial": [-1, 13, 4],
+            "tune_label": ["full depth", "linear 30->29 (skip, warmup 1, span 52)", "step 30->12 (skip)"],
+            "model": ["data/models/smollm2-e2e", "/m/tuned", "/m/tuned"],
+            "model_role": ["reference", "model", "model"],
+            "layer_speedup": [1.0, 1.03, 1.51],
+            "bleu": [63.9, 63.5, 60.0],
+        }
+    )
+    out, _ = sweeps.table_view(rows, "layer_speedup", "bleu")
+    assert list(out["setting"]) == [
+        "full depth (smollm2-e2e) · reference",
+        "trial 13: linear 30->29 (skip, warmup 1, span 52)",
+        "trial 4: step 30->12 (skip)",
+    ]
+
+
 def test_a_quality_column_with_no_values_is_not_offered(model_dir):
     """A sweep whose BLEU cells are all empty (the column kept, its values lost) draws on the metric that has
     values; one with no quality values at all says so in one line, not empty charts and a traceback."""
