@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 # what starts a link, an image, a badge, an address in brackets, math or code (inside which an escape shows as
@@ -16,10 +17,21 @@ from collections.abc import Mapping, Sequence
 _MARKUP = re.compile(r"([\\`\[\]<$])")
 
 
+# Unicode's explicit direction controls (embeddings, overrides, isolates): invisible, and one left open turns the
+# page's own text after it backwards ("...snekot wen xam")
+_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_FIRST_STRONG_ISOLATE, _POP_ISOLATE = "\u2068", "\u2069"
+
+
 def plain(text: str) -> str:
     """`text` with every character that would start a link, an image, a badge or math escaped: it shows as
-    typed, no more than emphasised."""
-    return _MARKUP.sub(r"\\\1", text)
+    typed, no more than emphasised. A direction control in it shows as its code point ('⟨U+202E⟩'), and a text
+    with right-to-left letters is isolated (Unicode's first-strong isolate), so it reads in its own direction and
+    the page's words around it in theirs."""
+    text = _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m[0]):04X}⟩", _MARKUP.sub(r"\\\1", text))
+    if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
+        return f"{_FIRST_STRONG_ISOLATE}{text}{_POP_ISOLATE}"
+    return text
 
 
 # a table of texts: cells wrap and keep their line breaks, as Streamlit's own tables look, in either theme

@@ -4,6 +4,7 @@ Markdown: a link handed to someone put its own link and an outside image into th
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 from markdown_it import MarkdownIt
@@ -103,3 +104,22 @@ def test_the_outputs_table_shows_a_prompt_as_typed(model_dir):
         "2*3*4 ![t](https://evil.example/p.png) [Click](https://evil.example/x)"
     ]
     assert not at.table  # no table of Streamlit's renders a text as Markdown
+
+
+def test_a_direction_control_in_a_prompt_turns_no_page_text_backwards(model_dir):
+    """A prompt with a right-to-left override (U+202E), typed or brought by a link, reversed the 'Made with' line
+    after it and the stale-settings warning ('...etareneG sserp uoy litnu tpek era yehT'): every text the page
+    quotes shows such a control as its code point, and right-to-left writing is isolated from the page's words."""
+    assert plain("name[\u202eThe Eagle]") == "name\\[⟨U+202E⟩The Eagle\\]"
+    assert plain("\u2069\u202eabc") == "⟨U+2069⟩⟨U+202E⟩abc"  # a closing isolate cannot end ours early
+    assert plain("שלום, world") == "\u2068שלום, world\u2069"  # Hebrew kept, in its own direction
+    assert plain("plain (ascii) text") == "plain (ascii) text"
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(2)
+    by_key(at.text_area, "gen_text").set_value("MR: name[\u202eThe Eagle]")
+    by_key(at.button, "gen_run").click().run()
+    by_key(at.slider, "gen_max_new").set_value(3).run()  # the result's settings differ now: warned
+    said = [e.value for e in [*at.caption, *at.warning, *at.markdown, *at.info]]
+    assert any("Made with" in s and "⟨U+202E⟩The Eagle" in s for s in said)
+    assert any("kept until you press" in s for s in said)
+    assert not [s for s in said if re.search("[\u202a-\u202e\u2066-\u2069]", s)]
