@@ -59,20 +59,39 @@ def with_measured(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def finite_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
-    """The table with every infinite number (`inf` in a CSV) made missing, and which columns held them ('2 in
-    layer_speedup'), or None where none did. A chart cannot place an infinite point: the browser's chart library
-    failed on one with a stack trace; missing values are left off the chart and said, as any missing value is."""
-    counts = {}
-    out = df.copy()
-    for column in numeric_columns(df):
-        infinite = np.isinf(pd.to_numeric(df[column], errors="coerce").astype(float))
+def axis_named(column: object) -> bool:
+    """Whether a column's name makes it a chart's axis: a quality metric's or a speedup's."""
+    name = str(column).lower()
+    return "speedup" in name or any(h in name for h in QUALITY_HINTS)
+
+
+def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The table with every cell of an axis's column (`axis_named`) that is no finite number made missing, and
+    which cells they were ('1 in bleu (inf), 1 in layer_speedup ('fast')'), or None where there were none. A chart
+    cannot place such a point: an infinite one failed the browser's chart library with a stack trace, and one text
+    cell made its whole column text, dropped from the pickers without a word. Missing values are left off the
+    chart and said, as any missing value is."""
+    said, out = [], df.copy()
+    for column in [c for c in df.columns if axis_named(c) and not pd.api.types.is_bool_dtype(df[c])]:
+        values = pd.to_numeric(df[column], errors="coerce").astype(float)
+        if values.isna().all():
+            continue  # no number at all: a column of text, or empty (`empty_axes`)
+        text = values.isna() & df[column].notna()
+        infinite = np.isinf(values)
+        if text.any():
+            said.append(
+                f"{int(text.sum())} in {column} ({', '.join(map(repr, df[column][text].unique()[:2]))})"
+            )
         if infinite.any():
-            counts[column] = int(infinite.sum())
-            out[column] = out[column].where(~infinite)
-    if not counts:
-        return df, None
-    return out, ", ".join(f"{n} in {column}" for column, n in counts.items())
+            said.append(f"{int(infinite.sum())} in {column} (inf)")
+        if text.any() or infinite.any():
+            out[column] = values.where(~infinite)
+    return (out, ", ".join(said)) if said else (df, None)
+
+
+def empty_axes(df: pd.DataFrame) -> list[str]:
+    """An axis's columns (`axis_named`) whose cells are all empty: kept in the file, but with nothing to draw."""
+    return [c for c in df.columns if axis_named(c) and df[c].isna().all()]
 
 
 def without_stopped_trials(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -233,14 +233,16 @@ def draw(df: pd.DataFrame) -> None:
             f"These rows were scored on different numbers of examples ({', '.join(map(str, mixed))}): their "
             "qualities are not comparable, so a front across them is not either."
         )
+    df, no_numbers = sweeps.numbers_only(df)
     problem = sweeps.check_sweep(df)
     if problem:
         st.error(f"This table cannot be drawn as a trade-off: {problem}.")
         st.dataframe(df.head(50))
         return
-    df, infinite = sweeps.finite_only(df)
-    if infinite:
-        st.warning(f"Values that are not finite numbers (inf) are left out of the charts: {infinite}.")
+    if no_numbers:
+        st.warning(f"Values that are no finite number are left out of the charts: {no_numbers}.")
+    if empty := sweeps.empty_axes(df):
+        st.info(f"No values in {', '.join(empty)}: not offered as an axis.")
     examples = pd.to_numeric(df["num_examples"], errors="coerce") if "num_examples" in df else None
     if examples is not None and (examples >= 1).any():
         views.warn_small_sample(

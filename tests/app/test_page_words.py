@@ -29,17 +29,18 @@ def test_a_sweep_with_infinite_values_is_drawn_without_them_and_says_so(model_di
     upload = ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")  # written as inf and -inf
     by_key(at.get("file_uploader"), "to_upload").set_value(upload).run()
     assert_clean(at)
-    assert "not finite numbers (inf) are left out of the charts: 1 in bleu, 1 in layer_speedup" in warnings(
-        at
+    assert (
+        "no finite number are left out of the charts: 1 in bleu (inf), 1 in layer_speedup (inf)"
+        in warnings(at)
     )
     charts = at.get("vega_lite_chart")
     assert len(charts) == 2 and all(np.isfinite(v) or np.isnan(v) for c in charts for v in chart_values(c))
     assert "Infinity" not in "".join(c.proto.spec for c in charts)
 
 
-def test_finite_only_leaves_a_finite_table_as_it_is():
+def test_numbers_only_leaves_a_table_of_numbers_as_it_is():
     table = sweep_frame()
-    same, said = sweeps.finite_only(table)
+    same, said = sweeps.numbers_only(table)
     assert same is table and said is None
 
 
@@ -62,3 +63,25 @@ def test_a_page_with_its_prompts_filled_in_says_only_to_press_its_button(model_d
     assert any(i.startswith("Press **Generate** to run the") for i in infos), infos
     by_key(at.text_area, "gen_text").set_value("").run()
     assert any(i.value == "Choose prompts, then press **Generate**." for i in at.info)
+
+
+def test_a_cell_that_is_no_number_is_left_out_and_said_not_its_column(model_dir):
+    """One `layer_speedup` cell reading 'fast' made the column text: it left the pickers without a word, and the
+    chart moved to another speedup; a BLEU column with no values moved the chart to ROUGE-L unsaid."""
+    table = sweep_frame().astype({"layer_speedup": object})
+    table.loc[3, "layer_speedup"] = "fast"
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    assert by_key(at.selectbox, "to_x").value == "layer_speedup"
+    assert "left out of the charts: 1 in layer_speedup ('fast')" in warnings(at)
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", sweep_frame().assign(bleu=None).to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert_clean(at)
+    assert "No values in bleu: not offered as an axis." in [i.value for i in at.info]
