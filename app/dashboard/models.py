@@ -189,5 +189,28 @@ def model_sidebar() -> ModelChoice:
     return choice
 
 
+REFERENCE_SELF = "the model itself"  # the floor's reference picker's first option: no other model
+
+
+def reference_picker(label: str, key: str, path_key: str) -> ModelChoice | None:
+    """A second model picked as the sidebar picks the model (a floor's reference): None for the model itself, any
+    model with weights the sidebar lists (by the same words), or a typed folder or .gguf file; a choice that cannot
+    be used carries its problem, said under the picker."""
+    listed = {name: c for name, c in options().items() if c.has_weights or name == LOCAL_LABEL}
+    picked = st.selectbox(label, [REFERENCE_SELF, *listed], key=key, **KEEP)
+    if picked == REFERENCE_SELF:
+        return None
+    choice = listed[picked]
+    if picked == LOCAL_LABEL:
+        text = st.text_input(
+            f"{label}: folder or .gguf file", "", key=path_key, placeholder="/path/to/model", **KEEP
+        ).strip()
+        choice = _local_choice(text)
+    if choice.problem:
+        say = st.info if picked == LOCAL_LABEL and not text else st.error
+        say(choice.problem[0].upper() + choice.problem[1:].rstrip(".") + ".")
+    return choice
+
+
 def current_choice() -> ModelChoice:
     return st.session_state.get("model_choice") or ModelChoice("none", problem="no model chosen")

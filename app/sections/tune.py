@@ -17,7 +17,7 @@ from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
 from app.dashboard.markdown import demoted
-from app.dashboard.models import current_choice
+from app.dashboard.models import current_choice, reference_picker
 from app.dashboard.paths import DATASET_DIR
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
@@ -33,8 +33,9 @@ from skipcore.schedule import MODES, Schedule
 OBJECTIVES = {"layer": "layer_speedup", "flops": "flops_speedup_decode"}  # measured timing belongs to the CLI
 
 
-def inputs(L: int, max_new_tokens: int) -> dict:
-    """The search's settings as the page's widgets hold them (each kept in the address)."""
+def inputs(L: int, max_new_tokens: int) -> tuple[dict, bool]:
+    """The search's settings as the page's widgets hold them (each kept in the address), and whether they can run
+    (not where the floor's reference picked cannot be used: its picker says why)."""
     c1, c2, c3 = st.columns(3)
     values = {
         "max_drop": c1.number_input(
@@ -55,13 +56,9 @@ def inputs(L: int, max_new_tokens: int) -> dict:
             **KEEP,
         ),  # fmt: skip
     }
-    reference = st.text_input(
-        "Floor's reference model (a folder or name; empty: the model itself)",
-        "",
-        key="tune_reference",
-        **KEEP,
-    )
-    values["reference_model"] = reference.strip() or None
+    reference = reference_picker("Floor's reference model", "tune_reference", "tune_reference_path")
+    values["reference_model"] = None if reference is None else reference.source
+    usable = reference is None or reference.ref is not None
     # every shape is picked by default: the box has the page's width, so no shape's name is cut short
     values["shapes"] = tuple(st.multiselect("Shapes", SHAPES, list(SHAPES), key="tune_shapes", **KEEP))
     c1, c2 = st.columns(2)
@@ -77,7 +74,7 @@ def inputs(L: int, max_new_tokens: int) -> dict:
         st.number_input("Rows scored before a trial may stop (0: never)", 0, 300, 8, key="tune_prune", **KEEP)
     )
     values["warmups"] = tuple(w for w in (1, 2) if w < L - 1) or (0,)
-    return values
+    return values, usable
 
 
 def run(engine, s, estimate, now: provenance.Settings) -> None:
@@ -159,7 +156,10 @@ def main() -> None:
     if engine is None:
         address.stop()
     L = engine.num_layers
-    values = inputs(L, min(72, state.max_new_tokens(L)))
+    values, usable = inputs(L, min(72, state.max_new_tokens(L)))
+    if not usable:
+        views.run_button("Run search", "tune", disabled=True)
+        address.stop()
     try:
         s = settings_for(choice.source, dataset=str(DATASET_DIR), split="dev", **values)
     except UserError as e:

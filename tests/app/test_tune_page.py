@@ -84,3 +84,36 @@ def test_a_search_with_no_shape_says_which_input_to_fill_and_keeps_its_button(mo
     at.multiselect(key="tune_shapes").set_value(["linear"]).run()
     assert_clean(at)
     assert not at.button(key="tune_run").disabled
+
+
+@pytest.mark.slow
+def test_the_floors_reference_is_picked_as_the_sidebar_picks_a_model(model_dir, model_dirs):
+    """The reference was a free text box: the sidebar's own words for a shipped model ('opt-e2e-base') failed the
+    search on the hub, and a shipped folder typed from another working directory was not found. It is picked from
+    the sidebar's list now, or typed as the sidebar's local folder is; one that cannot be used is said at once and
+    the search cannot start."""
+    from app.dashboard.models import LOCAL_LABEL, REFERENCE_SELF
+
+    at = open_app("tune")
+    picker = at.selectbox(key="tune_reference")
+    assert (
+        picker.value == REFERENCE_SELF and "opt-e2e-base" in picker.options and LOCAL_LABEL in picker.options
+    )
+    picker.set_value("opt-e2e-base").run()
+    assert_clean(at) and not at.button(key="tune_run").disabled
+    at.selectbox(key="tune_reference").set_value(LOCAL_LABEL).run()
+    at.text_input(key="tune_reference_path").set_value("/nowhere/model").run()
+    assert any("/nowhere/model" in e.value for e in at.error) and at.button(key="tune_run").disabled
+    at.text_input(key="tune_reference_path").set_value(str(model_dirs["opt"])).run()
+    for key, value in (("tune_trials", 1), ("tune_rows", 4), ("tune_batch", 4), ("tune_max_new", 4),
+                       ("tune_prune", 0)):  # fmt: skip
+        at.number_input(key=key).set_value(value)
+    at.run()
+    assert_clean(at)
+    at.button(key="tune_run").click().run()
+    assert_clean(at)
+    (run,) = [r for r in RunStore().runs() if r.page == "tune"]
+    trials = reopen(run, RunStore()).trials
+    reference = trials[trials["tune_state"] == "reference"]
+    assert list(reference["model"]) == [model_dirs["opt"].name]  # its folder, as a row names its model
+    assert list(reference["model_role"]) == ["reference"]
