@@ -105,6 +105,10 @@ def show(result: TuneRunResult, L: int) -> None:
     f, trials = result.found, result.trials
     chart = plots.tune_chart(trials, f["metric"], f["speedup"], f["floor"], f.get("chosen"))
     st.altair_chart(chart, key="tune_chart")
+    st.caption(
+        f"Dotted: the floor ({f['floor']:.2f}); dashed: the Pareto front; diamond: the chosen setting; hollow: a "
+        "trial stopped early (its quality on its first rows); crossed: a timing flagged as implausible."
+    )
     numbers.figure_numbers(
         "The chart's numbers, trial by trial",
         trial_numbers(trials, f["metric"], f["speedup"]),

@@ -87,8 +87,9 @@ def tune_chart(
     colors = [
         COLORS.get(f, COLORS["full"])[0] for f in families
     ]  # a stopped trial: full depth's grey, hollow
-    x = alt.X("speed:Q", title=column_title(speedup), scale=alt.Scale(zero=False))
-    y = alt.Y("quality:Q", title=column_title(metric), scale=alt.Scale(zero=False))
+    axis = alt.Axis(format="~g")  # 1.5, not 1.500000 (one trial's axis has one value to label)
+    x = alt.X("speed:Q", title=column_title(speedup), scale=alt.Scale(zero=False), axis=axis)
+    y = alt.Y("quality:Q", title=column_title(metric), scale=alt.Scale(zero=False), axis=axis)
     tips = [alt.Tooltip("what:N", title="setting"), alt.Tooltip("quality:Q", format=".2f"),
             alt.Tooltip("speed:Q", format=".2f")]  # fmt: skip
     crossed = points["flag"] != ""
@@ -117,7 +118,7 @@ def tune_chart(
         layers.append(star.encode(x, y, tooltip=tips))
     ours = points if reference_is_model(trials) else points[points["state"] != "reference"]
     placed = int((ours["quality"].notna() & ours["speed"].notna()).sum())
-    title = f"{placed} settings scored: {column_title(metric)} against {column_title(speedup)}"
+    title = f"{placed} setting{'' if placed == 1 else 's'} scored: {column_title(metric)} against {column_title(speedup)}"
     if placed < len(ours):  # Vega draws no point without both numbers: say so rather than count it
         title += f" ({len(ours) - placed} more without a number, not drawn)"
     return alt.layer(*layers).properties(width=width, height=height, title=title)

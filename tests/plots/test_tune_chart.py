@@ -108,3 +108,14 @@ def test_the_title_counts_only_the_trials_it_draws():
     )
     assert tune_chart(trials(), "bleu", "layer_speedup").to_dict()["title"].startswith("4 settings scored")
     assert "not drawn" not in tune_chart(trials(), "bleu", "layer_speedup").to_dict()["title"]
+
+
+def test_one_point_is_one_setting_and_its_axes_say_short_numbers():
+    """The live chart after full depth alone said '1 settings scored', its speedup axis '1.000000' in the
+    dashboard."""
+    spec = tune_chart(trials().iloc[:1], "bleu", "layer_speedup").to_dict()
+    assert spec["title"].startswith("1 setting scored:")
+    axes = [
+        lay["encoding"][c].get("axis") for lay in spec["layer"] for c in ("x", "y") if c in lay["encoding"]
+    ]
+    assert axes and all(a == {"format": "~g"} for a in axes)
