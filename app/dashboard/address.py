@@ -21,7 +21,7 @@ replaces the entry while it is restoring one). A setting the entry does name sti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -73,6 +73,25 @@ def _write(name: str, text: str | None) -> None:
             del st.query_params[name]
     elif st.query_params.get(name) != text:
         st.query_params[name] = text
+
+
+def named_by_value(key: str, options: Sequence[Any], words: Callable[[Any], str]) -> None:
+    """Before the picker `key` is drawn: where the address names one of its `options` by its value (a column's
+    name from the data, `to_y=rougeL`) and not by the words the picker shows and the address writes (`ROUGE-L`),
+    the address is put in those words and the page drawn again, where Streamlit drops a value the picker cannot
+    take without a word (it seeds a bound picker from the address a run starts with, so the words must be there
+    before the run that draws it)."""
+    from streamlit.errors import StreamlitAPIException
+
+    given = st.query_params.get(key)
+    by_value = {str(o): words(o) for o in options}
+    if given not in by_value or given in by_value.values():
+        return
+    try:
+        st.query_params[key] = by_value[given]
+    except StreamlitAPIException:  # bound already this session: the picker holds its own value
+        return
+    st.rerun()
 
 
 def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[str, Any]:

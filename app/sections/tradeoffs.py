@@ -13,7 +13,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, numbers, paths, provenance, state, sweeps, views
+from app.dashboard import address, figures, numbers, paths, provenance, state, sweeps, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
@@ -218,6 +218,7 @@ def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str
     """A column picker, kept in the address and said in words, following the table until the user picks."""
     default = next((c for c in preferred if c in options), options[0])
     _follow_table(key, options, default)
+    address.named_by_value(key, options, column_title)
     return st.selectbox(label, options, options.index(default), key=key, format_func=column_title, **KEEP)
 
 

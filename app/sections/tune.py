@@ -37,6 +37,7 @@ def inputs(L: int, max_new_tokens: int) -> tuple[dict, bool]:
     """The search's settings as the page's widgets hold them (each kept in the address), and whether they can run
     (not where the floor's reference picked cannot be used: its picker says why)."""
     c1, c2, c3 = st.columns(3)
+    address.named_by_value("tune_metric", METRICS, column_title)  # a link may say rougeL, as `tune --metric`
     values = {
         "max_drop": c1.number_input(
             "Quality it may lose (floor: full depth minus this)",

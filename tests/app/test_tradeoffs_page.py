@@ -471,3 +471,23 @@ def test_a_tunes_trials_table_leaves_its_stopped_trials_off_the_front(model_dir)
     mixed = sweep_frame().assign(num_examples=[8] + [16] * (len(sweep_frame()) - 1))
     at = upload(open_app("tradeoffs"), mixed)
     assert any("different numbers of examples (8, 16)" in w.value for w in at.warning)
+
+
+def test_a_link_may_name_a_column_as_the_data_does(model_dir):
+    """The address writes a picker's words (`to_y=ROUGE-L`); a link written from the data's column names
+    (`to_y=rougeL`, as `tune --metric rougeL` says it) was dropped without a word."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.helpers import APP, APP_TIMEOUT
+
+    for said in ("rougeL", "ROUGE-L"):
+        at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+        at.query_params.update({"to_y": said, "to_x": "flops_speedup_decode"})
+        at.switch_page("sections/tradeoffs.py").run()
+        assert_clean(at)
+        assert by_key(at.selectbox, "to_y").value == "rougeL"
+        assert by_key(at.selectbox, "to_x").value == "flops_speedup_decode"
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+    at.query_params.update({"tune_metric": "rougeL"})
+    at.switch_page("sections/tune.py").run()
+    assert at.selectbox(key="tune_metric").value == "rougeL"

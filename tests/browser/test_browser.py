@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from skipcore.labels import column_title
 from skipcore.traces import TRACE_COLUMNS, read_trace
 from tests.helpers import REPO
 
@@ -442,6 +443,19 @@ def test_every_page_takes_its_settings_from_the_address_and_keeps_them(fresh, se
     address = _address(page)
     for name, value in query.items():
         assert address.get(name) == (value if isinstance(value, list) else [value]), (title, name, address)
+
+
+def test_a_link_may_name_a_column_by_the_datas_name(fresh, server):
+    """The address writes a picker's words (`to_y=ROUGE-L`); a link written from a sweep's column names
+    (`to_y=rougeL`, as `tune --metric` takes it) was dropped without a word, the page opening on BLEU."""
+    page = fresh
+    _open(page, server, "tradeoffs", {"to_y": "rougeL", "to_x": "flops_speedup_decode"}, "Trade-offs")
+    _shows(page, "stSelectbox", "Quality", "ROUGE-L", "a link naming columns")
+    _shows(page, "stSelectbox", "Theoretical speedup", column_title("flops_speedup_decode"), "a link")
+    deadline = time.monotonic() + 15
+    while _address(page).get("to_y") != ["ROUGE-L"] and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert _address(page).get("to_y") == ["ROUGE-L"]  # written back in the picker's words
 
 
 def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(fresh, server):
