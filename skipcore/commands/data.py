@@ -15,9 +15,13 @@ PROGRESS_FROM = 20_000  # MRs from which writing takes long enough (~10 s) to sh
 
 
 def _count(text: str) -> int:
-    value = int(text)
+    """A count of rows from the command line: a whole number, at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a count >= 0, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
     return value
 
 

@@ -17,6 +17,8 @@ IMPLIED = {"attention_dtype": "model"}
 # the seed a tune's study draws its trials with: its folder is held to it (a resume with another seed would go
 # neither seed's way), its rows are not (a trial's scores do not depend on how it was drawn)
 SAMPLER_SEED = "sampler_seed"
+# an identity's key that is not the name of the setting that sets it: said by the setting's name
+SETTING_OF = {SAMPLER_SEED: "seed"}
 # settings files made before they existed do not record: a resume of such a file is not held to them
 UNRECORDED = (MODELS, SAMPLER_SEED)
 MISSING = "<missing>"
@@ -132,10 +134,16 @@ def said(recorded: dict, now: dict, most: int = 4) -> str:
                     f"{', '.join(changed)} holds other files than the run was made with (other weights)"
                 )
         elif _same_content(recorded, now, name):
-            words.append(f"{name}={then!r} (not {value!r}: {SPELLED})")
+            words.append(f"{SETTING_OF.get(name, name)}={then!r} (not {value!r}: {SPELLED})")
         else:
-            words.append(f"{name}={then!r} (not {value!r})")
+            words.append(f"{SETTING_OF.get(name, name)}={then!r} (not {value!r})")
     return ", ".join(words)
+
+
+def differing(recorded: dict, now: dict) -> tuple[str, ...]:
+    """The settings `said` names (by the setting's name: `SETTING_OF`), for a refusal's `field`, so that a front
+    end says each in its own words (the command line's flags)."""
+    return tuple(dict.fromkeys(SETTING_OF.get(name, name) for name, _, _ in differences(recorded, now)))
 
 
 def _data_said(recorded: dict, now: dict, then: object, value: object) -> str:

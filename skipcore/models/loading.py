@@ -41,7 +41,7 @@ def check_device(device: str) -> None:
     """An unknown device name refused in one line; whether the device is on this machine is `resolve_device`'s
     question (a Ray cluster's workers may have a GPU its driver lacks)."""
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
-        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
+        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda", field="device")
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -50,7 +50,7 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {device!r} was asked for, but no CUDA device is available")
+        raise UserError(f"device {device!r} was asked for, but no CUDA device is available", field="device")
     return torch.device(device)
 
 

@@ -447,3 +447,20 @@ def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(co
         said = refused(capsys, [*argv, "--threads", threads])
         assert f"threads must be between 1 and {most}" in said, said
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["generate", "--device", "tpu", "--prompt", "hi"], "error: --device: unknown device 'tpu'"),
+        (["bench", "--device", "tpu", "--models", "opt-tiny"], "error: --device: unknown device 'tpu'"),
+        (
+            ["data", "--train", "1.5", "--out", "x"],
+            "argument --train: expected a whole number >= 0, got '1.5'",
+        ),
+    ],
+)
+def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
+    """An unknown device was refused without naming --device (the library's message alone), and a count of rows
+    that was no whole number leaked the parser's internal function name ('invalid _count value')."""
+    assert said in refused(capsys, argv)

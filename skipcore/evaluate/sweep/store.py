@@ -31,7 +31,7 @@ import pandas as pd
 
 from skipcore.errors import UserError, first_line
 from skipcore.evaluate.columns import Column, check_columns, number_columns, text_columns
-from skipcore.evaluate.identity import differences, said
+from skipcore.evaluate.identity import differences, differing, said
 from skipcore.files import (
     atomic_write,
     check_companion,
@@ -221,7 +221,7 @@ class SweepStore:
             raise UserError(
                 f"{self.out} holds a sweep made with other settings: {said(theirs, self.identity, most=99)}; pass "
                 "overwrite to replace it or choose another out",
-                field=("out", "overwrite"),
+                field=("out", "overwrite", *differing(theirs, self.identity)),
             )
         check_kept_rows(self.out, old)
         self.rows = old.to_dict("records")

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from skipcore.errors import UserError
-from skipcore.evaluate.identity import differences, said
+from skipcore.evaluate.identity import differences, differing, said
 from skipcore.evaluate.sweep.store import read_own_sweep
 from skipcore.files import (
     atomic_write,
@@ -85,7 +85,7 @@ class TuneFolder:
             raise UserError(
                 f"out {self.out} holds a tune of other settings: {said(recorded, self.identity)}; pass "
                 "overwrite to replace its files or choose another out",
-                field=("out", "overwrite"),
+                field=("out", "overwrite", *differing(recorded, self.identity)),
             )
         known, writing = (old or {}).get("files", {}), (old or {}).get(WRITING) or {}
         self._check_files(known, writing)

@@ -359,8 +359,12 @@ def test_a_tune_run_in_two_parts_draws_what_it_draws_run_whole(model_dirs, echo_
     assert len(drawn[0]) >= 5 and drawn[0] == drawn[1]
     # a resume with another seed would go neither seed's way: refused in one line, the study untouched
     before = (parts / "study.db").read_bytes()
-    with pytest.raises(UserError, match=r"holds a tune of other settings: sampler_seed=0 \(not 1\)"):
+    with pytest.raises(UserError, match=r"holds a tune of other settings: seed=0 \(not 1\)") as refused:
         run_tune(settings(model_dirs, echo_data, parts, trials=6, seed=1))
+    # the command line names the flag (it said the study's own key, sampler_seed, no flag of the tune's)
+    from skipcore.commands.tune import flag_names
+
+    assert "--seed=0 (not 1)" in refused.value.said_as(flag_names())
     assert (parts / "study.db").read_bytes() == before
 
 
