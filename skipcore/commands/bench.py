@@ -20,12 +20,13 @@ ABOUT = (
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", description=ABOUT)
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="auto, cpu or cuda (default: %(default)s)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument(
         "--models",
         type=comma_list(str, "--models"),
-        help="comma list of models: random ones shaped like public checkpoints (opt-125m, opt-1.3b, llama-1b), "
+        help="comma list of models: random ones shaped like public checkpoints (opt-125m, opt-1.3b, llama-1b; "
+        "opt-tiny, llama-tiny for a smoke test), "
         "the real models by short name (smollm2-135m, gemma-3-270m: their own weights where installed, else a "
         "random model of their shape, said before the run) and model folders (a skip-aware fine-tune) "
         "(default: opt-125m on CPU; opt-1.3b,llama-1b on CUDA)",

@@ -18,3 +18,16 @@ def test_help_names_no_internals(name):
     command = next(a for a in parser._actions if a.dest == "command").choices[name]
     text = " ".join(command.format_help().split())
     assert not INTERNALS.search(text), INTERNALS.search(text).group(0)
+
+
+def test_bench_help_names_every_shape_it_takes():
+    """`bench --help` listed three of the random shapes the bench takes (opt-tiny and llama-tiny, the smoke test's,
+    were left out), and said cpu or cuda where auto runs too. The help is built without importing torch, so the
+    shapes are written in it: this holds them to `BENCH_SHAPES`."""
+    from skipcore.commands import build_parser
+    from skipcore.models.random_models import BENCH_SHAPES
+
+    bench = build_parser(("bench",)).commands["bench"]
+    helps = {a.dest: a.help for a in bench._actions}
+    assert [name for name in BENCH_SHAPES if name not in helps["models"]] == []
+    assert helps["device"].startswith("auto, cpu or cuda")
