@@ -135,25 +135,37 @@ def _working(key: str) -> str:
     return f"_working_{key}"
 
 
+WORKING = (
+    "working"  # in the page address while a page's run works: the run's key (a reload starts a new session)
+)
+
+
 @contextmanager
 def run_marked(key: str) -> Iterator[None]:
-    """A page's run, marked in the session while it works. Streamlit stops a page's script when another page is
-    opened (or a widget reruns the page), and the run's results go with it; the mark left standing says so on the
-    page's next draw (`run_button`) instead of a page that silently has nothing. A run that ends, or ends in
-    an error it shows, takes its mark away."""
+    """A page's run, marked while it works. Streamlit stops a page's script when another page is opened, a widget
+    reruns the page, or the tab is reloaded, and the run's results go with it; the mark left standing says so on
+    the page's next draw (`run_button`) instead of a page that silently has nothing. The mark is in the session
+    (leaving the page, a widget) and in the page address (a reload, whose new session has only the address). A
+    run that ends, or ends in an error it shows, takes its marks away."""
     st.session_state[_working(key)] = True
-    yield  # no finally: the stop Streamlit raises in a stopped script leaves the mark
+    st.query_params[WORKING] = key
+    yield  # no finally: the stop Streamlit raises in a stopped script leaves the marks
     st.session_state.pop(_working(key), None)
+    if st.query_params.get(WORKING) == key:
+        del st.query_params[WORKING]
 
 
 def run_button(label: str, key: str, disabled: bool = False) -> bool:
     """A page's run button (its widget key `{key}_run`), and beside it, once, that the page's last run
     (`run_marked` under `key`) was stopped before it finished, unless the button starts a new one now."""
     pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
-    if st.session_state.pop(_working(key), False) and not pressed:
+    stopped = st.session_state.pop(_working(key), False) or st.query_params.get(WORKING) == key
+    if st.query_params.get(WORKING) == key:
+        del st.query_params[WORKING]
+    if stopped and not pressed:
         st.warning(
-            f"The last run did not finish: the page was left, or changed, while it worked, which stops it, and "
-            f"nothing of it was kept. Press **{label}** again and stay on this page until it ends.",
+            f"The last run did not finish: the page was left, reloaded or changed while it worked, which stops it, "
+            f"and nothing of it was kept. Press **{label}** again and stay on this page until it ends.",
             icon=":material/stop_circle:",
         )
     return pressed

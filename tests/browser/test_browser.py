@@ -1020,6 +1020,32 @@ def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
     page.get_by_text("The last run did not finish", exact=False).wait_for(state="detached")
 
 
+def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, server):
+    """A reload mid-run stops the run and starts a new session: the page came back at its start, saying nothing of
+    the run it had been asked for. The run's mark in the address says so after the reload; a finished run leaves
+    no mark."""
+    page = fresh
+    query = {"gen_source": "From a data split", "gen_count": "64", "gen_max_new": "200", "gen_batch": "4"}
+    _open(page, server, "generate", query, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.get_by_text("Generating 64 prompts under", exact=False).first.wait_for()  # the run is working
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Generate and trace").wait_for()
+    page.get_by_text("The last run did not finish", exact=False).wait_for()
+    _clean(page, "generate after a reload stopped its run")
+    _wait_idle(page)
+    assert "working" not in _address(page)  # said once
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Generate and trace").wait_for()
+    _wait_idle(page)
+    assert not page.get_by_text("The last run did not finish", exact=False).count()
+    _open(page, server, "generate", {"gen_max_new": "3", "gen_text": "Blue Spice"}, "Generate and trace")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.locator("table.skipcore-texts").wait_for(timeout=GENERATE_TIMEOUT_MS)
+    _wait_idle(page)
+    assert "working" not in _address(page)  # a run that finished takes its mark away
+
+
 def test_a_pasted_document_stays_out_of_the_address_and_the_page_reloads(fresh, server):
     """A prompt box's text is kept in the address while it is short; a pasted document is not (the server refuses
     an address past about 64 KiB: the page's own link failed to load with HTTP 400). The page says so, and a
