@@ -2,6 +2,8 @@
 
 - base.py: what the engine needs from a family (embed, layers, head, shapes) and the sliding-window mask
 - opt.py, gpt2.py, llama.py, gemma3.py: one small adapter per family
+- `check_config`: what a supported family's config may not have (a rotary scaling chosen per pass, bidirectional
+  attention)
 
 The arithmetic the adapters call (the LM head's blocked product, prepacked bfloat16 linears, the Llama family's
 lean layer, the decode attention) lives in `skipcore.kernels`, below them.
@@ -34,6 +36,31 @@ def check_supported(model_type: str) -> None:
     if model_type not in ADAPTERS:
         raise UserError(
             f"unsupported architecture {model_type!r}; supported model types: {', '.join(SUPPORTED)}"
+        )
+
+
+# rotary types whose frequencies follow the length of each pass (transformers picks longrope's short or long factors
+# per forward), where the engine computes every position's rotation once: its tokens would not be generate()'s
+PER_PASS_ROPE = ("longrope",)
+
+
+def check_config(config) -> None:
+    """Refuse in one line a config the engine cannot run exactly: a family without an adapter, a rotary type whose
+    frequencies change with each pass's length (`PER_PASS_ROPE`), or bidirectional attention (an embedding model's,
+    which decodes nothing causally)."""
+    check_supported(config.model_type)
+    params = getattr(config, "rope_parameters", None) or {}
+    nested = [v for v in params.values() if isinstance(v, dict)] if "rope_type" not in params else [params]
+    per_pass = sorted({p.get("rope_type") for p in nested} & set(PER_PASS_ROPE))
+    if per_pass:
+        raise UserError(
+            f"rope type {per_pass[0]!r} is not supported: its frequencies change with the length of each pass, "
+            "where skipcore computes each position's rotation once, so its tokens would not be generate()'s"
+        )
+    if getattr(config, "use_bidirectional_attention", False):
+        raise UserError(
+            "bidirectional attention (use_bidirectional_attention, an embedding model's) is not supported: "
+            "skipcore decodes causally"
         )
 
 

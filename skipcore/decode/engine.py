@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from skipcore.adapters import Adapter, adapter_for, check_supported, max_positions
+from skipcore.adapters import Adapter, adapter_for, check_config, max_positions
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import Request, check_finite, check_request
 from skipcore.decode.forward import EngineStepRunner
@@ -80,7 +80,7 @@ class SkipEngine:
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
         # generate() and training on the model get SDPA's own call (`skipcore.kernels.door.take`)
-        check_supported(model.config.model_type)  # before `take` changes the model's attention
+        check_config(model.config)  # before `take` changes the model's attention
         kv_dtype = take(model, attention_dtype)
         self.adapter: Adapter = adapter_for(model)
         self.model_name = model_name or getattr(model.config, "_name_or_path", "")

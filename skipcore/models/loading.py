@@ -18,7 +18,7 @@ from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
-from skipcore.adapters import ADAPTERS, check_supported
+from skipcore.adapters import ADAPTERS, check_config, check_supported
 from skipcore.errors import ModelError, SkipcoreWarning, UserError, first_line, is_failure
 from skipcore.kernels.precision import DtypeChoice
 from skipcore.models.catalog import REAL_MODELS
@@ -106,6 +106,10 @@ def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = F
         ref, lambda: AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw)
     )
     _check_family(ref, config.model_type)
+    try:
+        check_config(config)
+    except UserError as e:
+        raise ModelError(f"{ref.name}: {e}") from e
     return config
 
 

@@ -1,0 +1,68 @@
+"""A config of a supported family that the engine cannot run exactly is refused in one line, before any weights
+are read: its tokens would silently differ from generate()'s. Longrope (Phi-3-style rotary scaling, in a Llama
+config) picks its short or long factors per pass in transformers, where the engine rotates every position once;
+bidirectional attention (EmbeddingGemma's Gemma 3 config) decodes nothing causally."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+from skipcore import SkipEngine, load_model
+from skipcore.errors import ModelError, UserError
+from skipcore.models.testing import tiny_config
+
+
+def saved(tmp_path, tokenizer, family: str, **overrides):
+    config = tiny_config(family, len(tokenizer), num_layers=2)
+    for name, value in overrides.items():
+        setattr(config, name, value)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(tmp_path / family)
+    tokenizer.save_pretrained(tmp_path / family)
+    return tmp_path / family, model
+
+
+LONGROPE = {
+    "rope_type": "longrope",
+    "rope_theta": 10000.0,
+    "short_factor": [1.0] * 8,
+    "long_factor": [4.0] * 8,
+    "original_max_position_embeddings": 16,
+}
+
+
+@pytest.mark.parametrize(
+    ("family", "overrides", "said"),
+    [
+        ("llama", {"rope_parameters": LONGROPE}, "rope type 'longrope' is not supported"),
+        ("gemma3", {"use_bidirectional_attention": True}, "bidirectional attention"),
+    ],
+)
+def test_a_config_the_engine_cannot_run_exactly_is_refused(tmp_path, tokenizer, family, overrides, said):
+    folder, model = saved(tmp_path, tokenizer, family, **overrides)
+    with pytest.raises(ModelError, match=said) as e:
+        load_model(str(folder))
+    assert str(e.value).startswith(str(folder))  # names the model
+    with pytest.raises(UserError, match=said):
+        SkipEngine(model, tokenizer)
+
+
+def test_rotary_scaling_that_is_fixed_per_position_still_runs(tmp_path, tokenizer):
+    """llama3, yarn and dynamic rotary scaling give each position one rotation: equal to generate()'s (the
+    exactness tests' families), not refused."""
+    folder, _ = saved(
+        tmp_path,
+        tokenizer,
+        "llama",
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 10000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    )
+    model, tok = load_model(str(folder))
+    SkipEngine(model, tok)
