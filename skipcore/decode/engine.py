@@ -107,12 +107,7 @@ class SkipEngine:
                 SkipcoreWarning,
                 stacklevel=2,
             )
-        eos = model.generation_config.eos_token_id
-        if eos is None:
-            eos = tokenizer.eos_token_id
-        self.eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.device)
-        pad = tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        self.eos_ids, self.pad_id = _stop_and_pad(model, tokenizer, self.device)
         self.static = self.device.type == "cuda" if static is None else static
         if fused and not self.static:
             raise UserError(
@@ -466,3 +461,18 @@ def config_hash(*parts) -> str:
         [p.to_dict() if hasattr(p, "to_dict") else p for p in parts], sort_keys=True, default=str
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _stop_and_pad(model, tokenizer, device: torch.device) -> tuple[torch.Tensor, int]:
+    """The tokens that end a row (the generation config's, else the tokenizer's EOS; none: every row runs to its
+    limit, as generate() runs such a model) and the token a batch pads with. The engine masks padding itself, so
+    any token the embeddings hold will do: the tokenizer's pad where the embeddings hold it (one added to a
+    tokenizer without resizing the model's embeddings is past them, and would fail the batch's first pass), else
+    its EOS, else token 0."""
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    ends = [] if eos is None else eos if isinstance(eos, list) else [eos]
+    rows = model.get_input_embeddings().weight.shape[0]
+    pad = next((int(t) for t in (tokenizer.pad_token_id, *ends) if t is not None and 0 <= int(t) < rows), 0)
+    return torch.tensor(ends, dtype=torch.long, device=device), pad

@@ -188,7 +188,7 @@ def assisted_generate(
     check_assistant(engine.model.config.model_type, engine.num_layers, exit_layer, draft_tokens)
     model, tok = engine.model, engine.tokenizer
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.pad_id)
-    kw["eos_token_id"] = engine.eos_ids.tolist()
+    kw["eos_token_id"] = engine.eos_ids.tolist() or None  # none: generate() runs every row to its limit
     assistant = {}
     if exit_layer is not None:
         kw["assistant_early_exit"] = exit_layer

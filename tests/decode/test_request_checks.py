@@ -130,3 +130,25 @@ def test_wrong_kinds_of_policy_and_schedule_arguments_are_named():
         schedule_for_speedup(0, 2.0, 10)
     with pytest.raises(UserError, match="max_new_tokens must be a whole number >= 1, got 0"):
         schedule_for_speedup(4, 2.0, 0)
+
+
+def test_a_pad_token_past_the_embeddings_and_a_model_without_eos_decode_as_generate_does(
+    model_dirs, tmp_path
+):
+    """A pad token added to a tokenizer without resizing the model (id 300 of 300 embeddings) failed a batch of
+    prompts of different lengths in its first pass (IndexError); a model with no EOS anywhere could not make an
+    engine (RuntimeError), where generate() runs every row to its limit. The engine masks its padding itself: any
+    token the embeddings hold pads, and no EOS ends no row."""
+    from tests.helpers import PROMPTS, engine_for, hf_generate
+
+    engine = engine_for(model_dirs, "llama")
+    one_by_one = [hf_generate(engine, [p], 6, do_sample=False)[0].tolist() for p in PROMPTS]
+    engine.tokenizer.add_special_tokens({"pad_token": "[PAD-ADDED]"})
+    assert engine.tokenizer.pad_token_id == engine.model.get_input_embeddings().weight.shape[0]
+    assert SkipEngine(engine.model, engine.tokenizer).generate(PROMPTS, None, 6).token_ids == one_by_one
+    model, tok = load_model(str(model_dirs["llama"]), device="cpu")
+    model.generation_config.eos_token_id = None
+    model.config.eos_token_id = None
+    tok.eos_token = None
+    theirs = model.generate(**tok(PROMPTS[:1], return_tensors="pt"), max_new_tokens=6, do_sample=False)
+    assert SkipEngine(model, tok).generate(PROMPTS[:1], None, 6).token_ids == [theirs[0, -6:].tolist()]
