@@ -18,7 +18,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.dashboard import address
 from app.dashboard.address import KEEP
+from app.dashboard.markdown import plain
 from app.dashboard.models import ModelChoice, current_choice
 from app.dashboard.provenance import setting
 from skipcore.errors import UserError
@@ -136,7 +138,11 @@ def chat_prompts(prefix: str, engine, prompts: list[str]) -> ModelPrompts:
         "the prompt as a user's turn. Raw text sends the prompt as it is.",
         **KEEP,
     )
-    sent = prompts_for_model(choice.shown(), engine.tokenizer, prompts, raw, raw_option="the box above")
+    try:
+        sent = prompts_for_model(choice.shown(), engine.tokenizer, prompts, raw, raw_option="the box above")
+    except UserError as e:  # the model's template cannot wrap them: said under the box that turns it off
+        st.error(plain(_sentence(str(e))))
+        address.stop()
     st.caption(_sentence(sent.note))
     return sent
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from skipcore.errors import ModelError, first_line
 from skipcore.files import expand_home
 
 RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
@@ -70,7 +71,13 @@ def prompts_for_model(
         f"note: {model} is an instruct model: each prompt went in its chat template as a user turn "
         f"({raw_option} sends raw text)"
     )
-    return ModelPrompts(in_chat_template(tokenizer, prompts), True, note)
+    try:
+        wrapped = in_chat_template(tokenizer, prompts)
+    except Exception as e:  # the model's own Jinja template: a syntax error, or a raise_exception() of its own
+        raise ModelError(
+            f"{model}'s chat template cannot wrap a prompt: {first_line(e)} ({raw_option} sends raw text)"
+        ) from e
+    return ModelPrompts(wrapped, True, note)
 
 
 def empty_outputs(texts: Sequence[str]) -> list[int]:

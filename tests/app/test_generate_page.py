@@ -211,6 +211,35 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ti
     assert chat.trace["prompt_len"].min() > raw.trace["prompt_len"].max() - 1  # the template's text went in
 
 
+def test_a_chat_template_that_cannot_wrap_the_prompts_is_said_under_its_box(
+    model_dirs, tmp_path, monkeypatch
+):
+    """A model whose template raises its own error (a system turn it requires) failed the page with a traceback;
+    it is said in one line, and ticking the raw-text box runs the prompts as they are."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from app.dashboard import paths
+
+    folder = tmp_path / "instruct"
+    shutil.copytree(model_dirs["opt"], folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = "{{ raise_exception('Conversation must start with a system message') }}"
+    tok.save_pretrained(folder)
+    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
+    at = open_app("generate")
+    assert not at.exception
+    (said,) = [e.value for e in at.error]
+    assert "chat template cannot wrap a prompt: Conversation must start with a system message" in said
+    by_key(at.checkbox, "gen_raw").check().run()
+    assert_clean(at)
+    by_key(at.slider, "gen_chat_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    assert GenerateResult.last(at.session_state).settings["prompt format"][0] == "raw text"
+
+
 def test_an_output_that_says_nothing_is_flagged(model_dir, monkeypatch):
     from skipcore.decode.engine import SkipEngine
 

@@ -41,6 +41,36 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_raw(instruct_
     assert chat["prompt_len"].iloc[0] > raw["prompt_len"].iloc[0]  # the template's text went to the model
 
 
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        (
+            "{{ raise_exception('Conversation must start with a system message') }}",
+            "must start with a system",
+        ),
+        ("{% for m in messages %}{{ m['content'] }{% endfor %}", "unexpected '}'"),
+    ],
+)
+def test_a_chat_template_that_cannot_wrap_a_prompt_is_one_line(
+    instruct_dir, tmp_path, capsys, template, said
+):
+    """A template that raises its own error (a system turn it requires) or does not parse failed `generate` and
+    the lens with a traceback of Jinja's."""
+    from transformers import AutoTokenizer
+
+    from tests.helpers import refused
+
+    folder = tmp_path / "broken"
+    shutil.copytree(instruct_dir, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = template
+    tok.save_pretrained(folder)
+    for command in (["generate"], ["lens", "--out", str(tmp_path / "l.parquet")]):
+        line = refused(capsys, [*command, "--model", str(folder), "--prompt", "Hi", "--max-new-tokens", "2"])
+        assert "chat template cannot wrap a prompt" in line and said in line and "--raw-prompt" in line
+    assert not (tmp_path / "l.parquet").exists()
+
+
 def test_a_model_without_a_template_says_nothing_of_one(model_dirs, capsys):
     assert (
         main(["generate", "--model", str(model_dirs["opt"]), "--prompt", "Hi", "--max-new-tokens", "2"]) == 0
