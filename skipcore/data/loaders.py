@@ -177,7 +177,8 @@ def _detect_fields(columns: list[str], task: str | None, where: str) -> tuple[st
     known = "; ".join(f"{s}->{t}" for t in tasks for s, t in FIELD_CONVENTIONS.get(t, ()))
     raise DataFormatError(
         f"{where}: no known source/target columns (columns: {', '.join(columns)}; expected {known}); "
-        "pass source_field and target_field"
+        "rename the columns to one of these pairs (or, from Python, pass load_examples source_field and "
+        "target_field)"
     )
 
 

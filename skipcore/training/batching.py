@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from skipcore.data import Example, format_prompt, format_target
+from skipcore.errors import UserError
 
 IGNORE = -100  # label of a column that carries no loss (prompt, padding)
 
@@ -57,7 +58,9 @@ def tokenize_pairs(examples: Iterable[Example], tokenizer, max_length: int | Non
     """
     eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError("the tokenizer has no EOS token; training needs one to teach the model to stop")
+        raise UserError(
+            "the tokenizer has no EOS token; training needs one to teach the model to stop (set its eos_token)"
+        )
     pairs = []
     for ex in examples:
         prompt = list(tokenizer(format_prompt(ex.task, ex.source))["input_ids"])

@@ -377,8 +377,10 @@ def test_hf_tldr_prompt_label(hf_dirs: dict[str, Path]) -> None:
 
 
 def test_hf_unknown_columns(hf_dirs: dict[str, Path]) -> None:
-    with pytest.raises(DataFormatError, match="no known source/target columns"):
+    with pytest.raises(DataFormatError, match="no known source/target columns") as refused:
         load_hf_dataset(hf_dirs["odd"])
+    # what a command-line user can do (no flag names the fields), then the Python way
+    assert "rename the columns to one of these pairs (or, from Python, pass" in str(refused.value)
     with pytest.raises(DataFormatError, match="no known source/target columns"):
         load_hf_dataset(hf_dirs["cnn"], task="tldr")
     examples = load_hf_dataset(hf_dirs["odd"], source_field="question", target_field="answer")

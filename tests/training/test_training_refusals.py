@@ -79,3 +79,21 @@ def test_an_eval_limit_beyond_the_held_out_sources_is_said(model_dirs, tmp_path,
     # the default limit is not said: nothing was asked that could not be done
     assert main(train_argv(model_dirs["opt"], tmp_path / "p", *flags)) == 0
     assert "--eval-limit" not in capsys.readouterr().err
+
+
+def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
+    """Training needs an EOS to teach stopping: a tokenizer without one was a ValueError's traceback."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "noeos"
+    shutil.copytree(model_dirs["llama"], folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.eos_token = None
+    tok.save_pretrained(folder)
+    argv = train_argv(
+        folder, tmp_path / "out", "--dataset", str(write_csv(tmp_path / "d.csv", 4)), "--steps", "1"
+    )
+    assert "the tokenizer has no EOS token" in refused(capsys, argv)
+    assert not (tmp_path / "out").exists()
