@@ -196,11 +196,13 @@ def grid_flag_names() -> dict[str, str]:
     from skipcore.evaluate.sweep.settings import sweep_params
 
     flags = {c: p.sweep_flag if p.sweep == "axis" else p.flag for c, p in sweep_params().items()}
-    run_wide = {
-        "max_layers": "--max-layers",
-        "max_new_tokens": "--max-new-tokens",
-        "speedup_over": "--speedup-over",
-    }
+    run_wide = {  # each setting of a results file's identity too (`SweepConfig.identity`)
+        name: "--" + name.replace("_", "-")
+        for name in (
+            "model", "dataset", "split", "device", "dtype", "attn", "attention_dtype", "threads", "max_layers",
+            "max_new_tokens", "speedup_over",
+        )
+    }  # fmt: skip
     # the config's own fields (`SweepConfig`), which its checks name
     config = {
         "out": "--out",

@@ -153,8 +153,15 @@ def test_refuses_results_of_another_model_or_dataset(model_dirs, sweep_dataset, 
     out = tmp_path / "sweep.parquet"
     small = dict(targets=(1.0,), policies=("static",), batch_sizes=(1,))
     run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
-    with pytest.raises(UserError, match="other settings: model="):
+    with pytest.raises(UserError, match="other settings: model=") as refused:
         run_sweep(sweep_config(model_dirs, sweep_dataset, out, model=str(model_dirs["gpt2"]), **small))
+    from skipcore.commands.sweep import grid_flag_names
+
+    assert "other settings: --model=" in refused.value.said_as(grid_flag_names())  # the command line's words
+    with pytest.raises(UserError) as refused:
+        run_sweep(sweep_config(model_dirs, sweep_dataset, out, threads=2, attn="eager", **small))
+    said = refused.value.said_as(grid_flag_names())
+    assert "other settings: --attn='sdpa' (not 'eager'), --threads=None (not 2); pass --overwrite" in said
     with pytest.raises(UserError, match="other settings: dataset="):
         run_sweep(sweep_config(model_dirs, csv_dataset, out, **small))
     # every setting that changes results is part of the identity, and each difference is named
