@@ -89,9 +89,17 @@ def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return (out, ", ".join(said)) if said else (df, None)
 
 
-def empty_axes(df: pd.DataFrame) -> list[str]:
-    """An axis's columns (`axis_named`) whose cells are all empty: kept in the file, but with nothing to draw."""
-    return [c for c in df.columns if axis_named(c) and df[c].isna().all()]
+def empty_metrics(df: pd.DataFrame) -> list[str]:
+    """The quality metrics (a sweep's own, not a tune's first-rows score) whose cells are all empty: kept in the
+    file, but with nothing to draw, so the chart opens on another metric. An empty measured speedup is said by the
+    page's note on timing instead (a sweep run with no timing leaves them all empty)."""
+    return [
+        c
+        for c in df.columns
+        if any(h in str(c).lower() for h in QUALITY_HINTS)
+        and not str(c).startswith("tune_")
+        and df[c].isna().all()
+    ]
 
 
 def without_stopped_trials(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:

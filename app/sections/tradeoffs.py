@@ -17,6 +17,7 @@ from app.dashboard import address, figures, numbers, paths, provenance, state, s
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
+from app.dashboard.markdown import plain
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
 from app.dashboard.policy_inputs import axis_values, chosen
@@ -240,10 +241,10 @@ def draw(df: pd.DataFrame) -> None:
         st.error(f"This table cannot be drawn as a trade-off: {problem}.")
         st.dataframe(df.head(50))
         return
-    if no_numbers:
-        st.warning(f"Values that are no finite number are left out of the charts: {no_numbers}.")
-    if empty := sweeps.empty_axes(df):
-        st.info(f"No values in {', '.join(empty)}: not offered as an axis.")
+    if no_numbers:  # the file's own text quoted: shown as it is
+        st.warning(f"Values that are no finite number are left out of the charts: {plain(no_numbers)}.")
+    if empty := sweeps.empty_metrics(df):
+        st.info(f"No values in {plain(', '.join(empty))}: not offered as a quality.")
     examples = pd.to_numeric(df["num_examples"], errors="coerce") if "num_examples" in df else None
     if examples is not None and (examples >= 1).any():
         views.warn_small_sample(

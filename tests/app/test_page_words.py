@@ -84,4 +84,13 @@ def test_a_cell_that_is_no_number_is_left_out_and_said_not_its_column(model_dir)
         ("sweep.csv", sweep_frame().assign(bleu=None).to_csv(index=False).encode(), "text/csv")
     ).run()
     assert_clean(at)
-    assert "No values in bleu: not offered as an axis." in [i.value for i in at.info]
+    assert "No values in bleu: not offered as a quality." in [i.value for i in at.info]
+    # a cell's text is the file's, quoted as typed: no link of its own
+    table = sweep_frame().astype({"bleu": object})
+    table.loc[2, "bleu"] = "[click](https://evil.example/x)"
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
+    ).run()
+    assert "1 in bleu ('\\[click\\](https://evil.example/x)')" in warnings(at)
