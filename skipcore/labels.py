@@ -92,10 +92,13 @@ def setting_label(setting: object) -> str:
     return f"{words}, draft {_schedule(setting)}" if policy == "speculative" else words
 
 
-def trial_label(trial: int, label: str, model: object) -> str:
+def trial_label(trial: int, label: str, model: object = None) -> str:
     """A tune's row in words, wherever its trials are shown: 'trial 3: linear 12->4 (skip, warmup 1, span 52)' (its
-    Optuna trial and its schedule's own words, the tune's `tune_label`), or its full depth 'full depth (model)'."""
-    return f"trial {int(trial)}: {label}" if trial >= 0 else f"{FULL_DEPTH} ({model_label(model)})"
+    Optuna trial and its schedule's own words, the tune's `tune_label`), or its full depth 'full depth (model)'
+    ('full depth' where the table names no model: a tune's front.csv)."""
+    if trial >= 0:
+        return f"trial {int(trial)}: {label}"
+    return FULL_DEPTH if model is None or model != model else f"{FULL_DEPTH} ({model_label(model)})"
 
 
 # -- a run: one generate call, named by everything that made it ----------------------------------------------

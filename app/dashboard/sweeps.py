@@ -249,13 +249,8 @@ def table_view(rows: pd.DataFrame, x: str, y: str, kind: str = "front") -> tuple
     the columns to show, in order; every other column stays in the data (the download, the tests) unshown."""
     out = rows.copy()
     roles = out["model_role"] if "model_role" in out else pd.Series(MODEL_ROLE, index=out.index)
-    tune = {"tune_trial", "tune_label"} <= set(
-        out.columns
-    )  # a tune's trials: each by its trial and its words
     words = [
-        (trial_label(r["tune_trial"], r["tune_label"], r.get("model")) if tune else setting_label(r))
-        + role_suffix(role)
-        for (_, r), role in zip(out.iterrows(), roles, strict=True)
+        _setting_words(r) + role_suffix(role) for (_, r), role in zip(out.iterrows(), roles, strict=True)
     ]
     out.insert(0, SETTING, words)
     shown = [SETTING, x, y]
@@ -279,6 +274,15 @@ def table_view(rows: pd.DataFrame, x: str, y: str, kind: str = "front") -> tuple
         ]
         shown += [f"front_{y}", POSITION]
     return out, [c for c in shown if c in out]
+
+
+def _setting_words(row: pd.Series) -> str:
+    """A row's setting in words: a tune's trial by its trial and the tune's words, any other row by its setting (a
+    table joined from a tune's and a sweep's has both)."""
+    trial = row.get("tune_trial")
+    if trial is not None and trial == trial and "tune_label" in row:
+        return trial_label(trial, row["tune_label"], row.get("model"))
+    return setting_label(row)
 
 
 def short_header(column: str, x: str, y: str) -> str:

@@ -415,6 +415,10 @@ def test_a_tunes_trials_are_said_by_their_trial_in_the_tables():
             "bleu": [63.9, 63.5, 60.0],
         }
     )
+    front = rows.drop(columns="model").assign(model_role="model")  # a front.csv: no model column
+    assert sweeps.table_view(front, "layer_speedup", "bleu")[0]["setting"].iloc[0] == "full depth"
+    joined = pd.concat([rows, rows.drop(columns=["tune_trial", "tune_label"]).iloc[[1]]], ignore_index=True)
+    assert sweeps.table_view(joined, "layer_speedup", "bleu")[0]["setting"].iloc[-1] == "linear/skip x1"
     out, _ = sweeps.table_view(rows, "layer_speedup", "bleu")
     assert list(out["setting"]) == [
         "full depth (smollm2-e2e) · reference",
