@@ -135,9 +135,8 @@ def _working(key: str) -> str:
     return f"_working_{key}"
 
 
-WORKING = (
-    "working"  # in the page address while a page's run works: the run's key (a reload starts a new session)
-)
+# in the page address while a page's run works: the run's key (a reload starts a new session)
+WORKING = "working"
 
 
 @contextmanager
@@ -159,13 +158,19 @@ def run_button(label: str, key: str, disabled: bool = False) -> bool:
     """A page's run button (its widget key `{key}_run`), and beside it, once, that the page's last run
     (`run_marked` under `key`) was stopped before it finished, unless the button starts a new one now."""
     pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
-    stopped = st.session_state.pop(_working(key), False) or st.query_params.get(WORKING) == key
-    if st.query_params.get(WORKING) == key:
+    in_session = st.session_state.pop(_working(key), False)
+    in_address = st.query_params.get(WORKING) == key
+    if in_address:
         del st.query_params[WORKING]
-    if stopped and not pressed:
+    if (in_session or in_address) and not pressed:
+        why = (
+            "the page was left, or changed, while it worked, which stops it"
+            if in_session  # the address alone: a new session, whose tab may be a copy of the address
+            else "its tab was reloaded while it worked (or this address was copied from a tab where it worked)"
+        )
         st.warning(
-            f"The last run did not finish: the page was left, reloaded or changed while it worked, which stops it, "
-            f"and nothing of it was kept. Press **{label}** again and stay on this page until it ends.",
+            f"The last run did not finish: {why}, and nothing of it was kept. Press **{label}** again and stay "
+            "on this page until it ends.",
             icon=":material/stop_circle:",
         )
     return pressed

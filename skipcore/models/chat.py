@@ -73,9 +73,8 @@ def prompts_for_model(
     )
     try:
         wrapped = in_chat_template(tokenizer, prompts)
-    except (
-        Exception
-    ) as e:  # the model's own Jinja template: a syntax error, or a raise_exception() of its own
+    # the model's own Jinja template: a syntax error, or a raise_exception() of its own
+    except Exception as e:
         raise ModelError(
             f"{model}'s chat template cannot wrap a prompt: {first_line(e)} ({raw_option} sends raw text)"
         ) from e

@@ -100,7 +100,8 @@ def test_the_floors_reference_is_picked_as_the_sidebar_picks_a_model(model_dir, 
         picker.value == REFERENCE_SELF and "opt-e2e-base" in picker.options and LOCAL_LABEL in picker.options
     )
     picker.set_value("opt-e2e-base").run()
-    assert_clean(at) and not at.button(key="tune_run").disabled
+    assert_clean(at)
+    assert not at.button(key="tune_run").disabled
     at.selectbox(key="tune_reference").set_value(LOCAL_LABEL).run()
     at.text_input(key="tune_reference_path").set_value("/nowhere/model").run()
     assert any("/nowhere/model" in e.value for e in at.error) and at.button(key="tune_run").disabled
