@@ -23,12 +23,18 @@ _DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _FIRST_STRONG_ISOLATE, _POP_ISOLATE = "\u2068", "\u2069"
 
 
+def visible_controls(text: str) -> str:
+    """`text` with each direction control shown as its code point ('⟨U+202E⟩'): for text shown where Markdown is
+    not read (a code span, a path), which still takes the direction controls' effect."""
+    return _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m[0]):04X}⟩", text)
+
+
 def plain(text: str) -> str:
     """`text` with every character that would start a link, an image, a badge or math escaped: it shows as
     typed, no more than emphasised. A direction control in it shows as its code point ('⟨U+202E⟩'), and a text
     with right-to-left letters is isolated (Unicode's first-strong isolate), so it reads in its own direction and
     the page's words around it in theirs."""
-    text = _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m[0]):04X}⟩", _MARKUP.sub(r"\\\1", text))
+    text = visible_controls(_MARKUP.sub(r"\\\1", text))
     if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
         return f"{_FIRST_STRONG_ISOLATE}{text}{_POP_ISOLATE}"
     return text

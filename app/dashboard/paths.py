@@ -8,6 +8,7 @@ import math
 import os
 from pathlib import Path
 
+from app.dashboard.markdown import visible_controls
 from skipcore.errors import UserError
 from skipcore.files import check_path_text, expand_home
 
@@ -60,12 +61,14 @@ def upload_limit_mb() -> int:
 
 
 def display_path(path: Path | str) -> str:
-    """A path relative to the repository when it lies inside it: shorter, and the same on every machine."""
+    """A path relative to the repository when it lies inside it: shorter, and the same on every machine. A
+    direction control in its name shows as its code point (`markdown.visible_controls`)."""
     p = Path(path)
     try:
-        return str(p.resolve().relative_to(REPO_ROOT))
+        shown = str(p.resolve().relative_to(REPO_ROOT))
     except ValueError:
-        return str(p)
+        shown = str(p)
+    return visible_controls(shown)
 
 
 SHOWN_CHARS = 80  # a path in a message is cut to about this many characters

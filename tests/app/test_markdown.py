@@ -123,3 +123,11 @@ def test_a_direction_control_in_a_prompt_turns_no_page_text_backwards(model_dir)
     assert any("Made with" in s and "⟨U+202E⟩The Eagle" in s for s in said)
     assert any("kept until you press" in s for s in said)
     assert not [s for s in said if re.search("[\u202a-\u202e\u2066-\u2069]", s)]
+
+
+def test_a_direction_control_in_a_model_path_shows_as_its_code_point(tmp_path):
+    """A model folder named 'm\u202eodel' put the raw control in the sidebar's caption, the 'Made with' line and the
+    run's name (paths are shown in code spans, where no Markdown escape applies)."""
+    from app.dashboard.paths import display_path
+
+    assert display_path(tmp_path / "m\u202eodel") == str(tmp_path / "m⟨U+202E⟩odel")
