@@ -197,6 +197,11 @@ def reference_picker(label: str, key: str, path_key: str) -> ModelChoice | None:
     model with weights the sidebar lists (by the same words), or a typed folder or .gguf file; a choice that cannot
     be used carries its problem, said under the picker."""
     listed = {name: c for name, c in options().items() if c.has_weights or name == LOCAL_LABEL}
+    given = st.session_state.get(key, st.query_params.get(key))
+    if (
+        given and given != REFERENCE_SELF and given not in listed
+    ):  # a folder, as a link or a kept run names it
+        st.session_state[key], st.session_state[path_key] = LOCAL_LABEL, given
     picked = st.selectbox(label, [REFERENCE_SELF, *listed], key=key, **KEEP)
     if picked == REFERENCE_SELF:
         return None

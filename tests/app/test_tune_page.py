@@ -118,3 +118,19 @@ def test_the_floors_reference_is_picked_as_the_sidebar_picks_a_model(model_dir, 
     reference = trials[trials["tune_state"] == "reference"]
     assert list(reference["model"]) == [model_dirs["opt"].name]  # its folder, as a row names its model
     assert list(reference["model_role"]) == ["reference"]
+
+
+def test_a_reference_folder_a_link_or_a_kept_run_names_is_kept(model_dir, model_dirs):
+    """The reference was typed in a text box, whose folder a link and the run history kept under
+    `tune_reference`; the picker took it as no option and fell back to the model itself without a word."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.dashboard.models import LOCAL_LABEL
+    from tests.helpers import APP, APP_TIMEOUT
+
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+    at.query_params.update({"tune_reference": str(model_dirs["opt"])})
+    at.switch_page("sections/tune.py").run()
+    assert_clean(at)
+    assert at.selectbox(key="tune_reference").value == LOCAL_LABEL
+    assert at.text_input(key="tune_reference_path").value == str(model_dirs["opt"])
