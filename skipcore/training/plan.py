@@ -167,6 +167,11 @@ def parse_range(text: str) -> tuple[float, float]:
     return values[0], values[1]
 
 
+# the settings that fix a schedule's budgets, which an elastic run draws itself: set at all (0 included), each is
+# refused beside elastic
+ELASTIC_CLASHES = ("target_speedup", "min_layers", "budgets", "schedule_json")
+
+
 def _cut_field(s: TrainSettings, positions: int | None) -> str | None:
     """The setting that cut the training pairs short, if one did: max_length, else a new model's positions."""
     if s.max_length:
@@ -207,8 +212,8 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
                 field=_cut_field(s, positions),
             )
         raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
-    if s.elastic:
-        clash = [f for f in ("target_speedup", "min_layers", "budgets", "schedule_json") if getattr(s, f)]
+    if s.elastic is not None:
+        clash = [f for f in ELASTIC_CLASHES if getattr(s, f) is not None]
         if clash:
             raise UserError(
                 f"elastic draws the budgets itself; drop {', '.join(clash)}", field=("elastic", *clash)
@@ -258,10 +263,10 @@ def shape_used(settings: Mapping[str, object]) -> str | None:
     shape, get = settings.get("schedule"), settings.get
     if shape or get("schedule_json"):
         return shape
-    if get("elastic"):
+    if get("elastic") is not None:
         return "linear"
-    asked = bool(get("target_speedup")) or get("min_layers") is not None or get("max_layers") is not None
-    return "custom" if get("budgets") else ("linear" if asked else "full")
+    asked = any(get(name) is not None for name in ("target_speedup", "min_layers", "max_layers"))
+    return "custom" if get("budgets") is not None else ("linear" if asked else "full")
 
 
 # a schedule's fields that training's settings name otherwise: its shape is the `schedule` setting, its budgets the

@@ -97,3 +97,25 @@ def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
     )
     assert "the tokenizer has no EOS token" in refused(capsys, argv)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--target-speedup", "0"], "error: --target-speedup must be a finite number >= 1, got 0.0"),
+        (
+            ["--elastic", "1:3", "--min-layers", "0"],
+            "error: --elastic draws the budgets itself; drop --min-layers",
+        ),
+        (
+            ["--elastic", "1:3", "--target-speedup", "0"],
+            "error: --elastic draws the budgets itself; drop --target-speedup",
+        ),
+    ],
+)
+def test_a_zero_is_a_value_given_not_a_setting_left_out(model_dirs, tmp_path, capsys, flags, said):
+    """A 0 typed is a value given, not a setting left out: a target speedup of 0 is out of range as -2 is, and a
+    floor of 0 beside --elastic is a budget the run would draw itself, refused as a floor of 2 is."""
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
+    assert refused(capsys, argv).startswith(said)
+    assert not (tmp_path / "o").exists()
