@@ -138,9 +138,9 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
 
     refuse_idle_flags(settings, given)
     depth = settings.depth
-    asked = depth.target_speedup or depth.min_layers is not None or depth.max_layers is not None
+    asked = any(value is not None for value in (depth.target_speedup, depth.min_layers, depth.max_layers))
     decoding = decoding_for(
-        settings.model, depth.schedule, bool(asked or depth.schedule_json), bool(depth.budgets),
+        settings.model, depth.schedule, asked or bool(depth.schedule_json), depth.budgets is not None,
         depth.policy == "static", settings.max_new_tokens, depth.decay_span, settings.speedup_over,
         schedule_given=bool(given & SCHEDULE_CHOICE),
     )  # fmt: skip

@@ -58,6 +58,13 @@ def test_schedule_flags_are_named(capsys, argv, said):
     assert generate_refused(capsys, *argv).startswith(said)
 
 
+def test_a_target_speedup_of_0_is_refused_for_a_model_not_trained_skip_aware(model_dirs, capsys):
+    """--target-speedup 0 is a target given, out of range as 0.5 is: not a schedule left out, which makes a model
+    that was not trained skip-aware run at full depth, where a target is refused for what full depth takes."""
+    said = generate_refused(capsys, "--model", str(model_dirs["opt"]), "--target-speedup", "0")
+    assert said == "--target-speedup must be a finite number >= 1, got 0.0"
+
+
 def write(tmp_path, obj, name="s.json", bom=False) -> str:
     path = tmp_path / name
     text = json.dumps(obj)
