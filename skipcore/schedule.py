@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from skipcore.errors import ScheduleError
+from skipcore.errors import ScheduleError, UserError
 from skipcore.files import parse_json, read_text_at_most
 from skipcore.plain_numbers import is_whole, python_number, whole_number
 
@@ -430,6 +430,26 @@ SHAPE_SETTINGS = {
     "custom": ("budgets_list",),
 }
 
+# the settings that describe a schedule, by the names `schedule_from_settings` takes them and its shape as `schedule`:
+# the command line's flags' destinations, and training's settings
+SCHEDULE_SETTING_NAMES = (
+    "schedule", "mode", "max_layers", "min_layers", "warmup_layers", "decay_span", "alpha", "stages", "budgets",
+    "target_speedup",
+)  # fmt: skip
+
+
+def refuse_idle_beside_file(typed: Collection[str]) -> None:
+    """A schedule file (`schedule_json`) runs as written, so a schedule setting set beside it would change nothing:
+    one among `typed` (the settings a user set, by name) is refused in one line naming it (`UserError.fields`), for
+    generate and train alike."""
+    beside = sorted(set(typed) & set(SCHEDULE_SETTING_NAMES))
+    if beside:
+        raise UserError(
+            f"schedule_json runs its file as written; {', '.join(beside)} would change nothing (drop it, or edit "
+            "the file)",
+            field=(*beside, "schedule_json"),
+        )
+
 
 def schedule_from_settings(
     num_layers: int,
@@ -507,5 +527,6 @@ __all__ = [
     "mask_string",
     "reachable_speedup",
     "schedule_for_speedup",
+    "refuse_idle_beside_file",
     "schedule_from_settings",
 ]

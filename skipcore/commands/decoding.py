@@ -6,7 +6,8 @@ each refusal said by its flag."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from skipcore.decode.step import DepthPolicy
 from skipcore.errors import UserError
 from skipcore.policies import POLICY_CLASSES
 from skipcore.policies.params import flag_names, params_of, summary
+from skipcore.schedule import refuse_idle_beside_file
 
 if TYPE_CHECKING:
     from skipcore.decode.engine import SkipEngine
@@ -48,6 +50,19 @@ SCHEDULE_CHOICE = frozenset(
 
 # the flags (by dest) that only sampling reads (generate's): typed without --do-sample they would do nothing
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed"}
+
+
+# each schedule setting's flag, the shape's and the file's among them: how the library's refusal of one is said
+DEPTH_FLAGS = {**SCHEDULE_FLAGS, "schedule": "--schedule", "schedule_json": "--schedule-json"}
+
+
+@contextmanager
+def said_by_flags() -> Iterator[None]:
+    """A library refusal of schedule settings (`UserError.fields`, by their names) said by their flags."""
+    try:
+        yield
+    except UserError as e:
+        raise UserError(e.said_as(DEPTH_FLAGS), field=e.fields) from e
 
 
 def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
@@ -87,13 +102,8 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
             "--do-sample, or drop it"
         )
     if depth.schedule_json:  # the file's schedule runs as written: a schedule flag beside it would do nothing
-        flags = {"schedule": "--schedule", **SCHEDULE_FLAGS}
-        beside = sorted({flags[dest] for dest in given - own if dest in flags})
-        if beside:
-            raise UserError(
-                f"--schedule-json runs the file's schedule as written; {', '.join(beside)} would change nothing "
-                "(drop it, or edit the file)"
-            )
+        with said_by_flags():
+            refuse_idle_beside_file(given - own)
 
 
 # the flags (by dest) that set a shape's own settings, and the schedule field each sets (`SHAPE_SETTINGS`)

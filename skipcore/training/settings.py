@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import get_args, get_type_hints
 
 from skipcore.errors import UserError
@@ -140,6 +140,13 @@ class TrainSettings:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+    def changed(self) -> frozenset[str]:
+        """The settings whose value is not their default: those a caller from Python set (the command line knows
+        which flags were typed)."""
+        return frozenset(
+            f.name for f in fields(self) if f.default is MISSING or getattr(self, f.name) != f.default
+        )
 
     def check(self) -> TrainSettings:
         """The settings as the run takes them (`taken`), refused in one line naming the setting where the run

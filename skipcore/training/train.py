@@ -35,6 +35,7 @@ from skipcore.training.folders import (
     check_users_files_kept,
     clear_replaced_run,
 )
+from skipcore.training.idle import refuse_idle_settings
 from skipcore.training.loop import Hyper, Run, environment, step_plan, train_loop
 from skipcore.training.memory import check_batches_fit
 from skipcore.training.models import (
@@ -80,11 +81,13 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
 
 
 def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
+    typed = s.changed() | frozenset(given or ())  # what the user set (a resume takes the rest from its run)
     resume_dir = resolve_resume(s.resume) if s.resume else None
     continued = None
     if resume_dir is not None:
         continued = continue_run(s, resume_dir, given)
         s = continued.settings.check()
+    refuse_idle_settings(s, typed)
     split = check_data_settings(s)
     lora = lora_spec(s)
     hyper = hyper_of(s)

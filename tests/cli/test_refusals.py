@@ -168,8 +168,8 @@ def test_a_schedule_flag_beside_a_schedule_file_is_refused_naming_it(capsys, tmp
     path = write(tmp_path, {"shape": "linear", "max_layers": 8, "min_layers": 3})
     said = generate_refused(capsys, "--schedule-json", path, "--decay-span", "5", "--target-speedup", "3")
     assert said == (
-        "--schedule-json runs the file's schedule as written; --decay-span, --target-speedup would change nothing "
-        "(drop it, or edit the file)"
+        "--schedule-json runs its file as written; --decay-span, --target-speedup would change nothing (drop it, "
+        "or edit the file)"
     )
 
 

@@ -172,3 +172,19 @@ def test_the_command_lines_choices_are_the_settings_choices():
     parser = build_parser(("train",)).commands["train"]
     choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices is not None}
     assert {name: choices[name] for name in CHOICES} == {name: tuple(c) for name, c in CHOICES.items()}
+
+
+def test_a_schedule_setting_beside_a_schedule_file_is_refused_naming_both(model_dirs, tmp_path):
+    """From Python as from the command line: a setting given a value other than its default beside schedule_json is
+    refused naming it and the file's setting; one left at its default is not."""
+    schedule = tmp_path / "s.json"
+    schedule.write_text(json.dumps({"shape": "linear", "max_layers": 6, "min_layers": 3, "decay_span": 4}))
+    e = refusal(settings(model_dirs, str(tmp_path / "o"), schedule_json=str(schedule), min_layers=5))
+    assert (
+        str(e)
+        == "schedule_json runs its file as written; min_layers would change nothing (drop it, or edit the file)"
+    )
+    assert e.fields == ("min_layers", "schedule_json") and not any(tmp_path.glob("o*"))
+    assert train(
+        settings(model_dirs, str(tmp_path / "o"), schedule_json=str(schedule), warmup_layers=1)
+    ).is_dir()

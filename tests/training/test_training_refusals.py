@@ -3,6 +3,8 @@ training."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from skipcore.commands import main
@@ -119,3 +121,26 @@ def test_a_zero_is_a_value_given_not_a_setting_left_out(model_dirs, tmp_path, ca
     argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
     assert refused(capsys, argv).startswith(said)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--min-layers", "5", "--decay-span", "3"], "--decay-span, --min-layers would change nothing"),
+        (["--max-layers", "4"], "--max-layers would change nothing"),
+        (["--target-speedup", "2"], "--target-speedup would change nothing"),
+        (["--schedule", "linear"], "--schedule would change nothing"),
+    ],
+)
+def test_a_schedule_flag_beside_a_schedule_file_is_refused_as_generate_refuses_it(
+    model_dirs, tmp_path, capsys, flags, said
+):
+    """The file's schedule is what trains: a schedule flag beside it would be recorded as trained with and change
+    nothing, so it is refused in generate's words, before anything is written."""
+    schedule = tmp_path / "s.json"
+    schedule.write_text(json.dumps({"shape": "linear", "max_layers": 6, "min_layers": 3, "decay_span": 4}))
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1")
+    err = refused(capsys, [*argv, "--schedule-json", str(schedule), *flags])
+    assert err == f"error: --schedule-json runs its file as written; {said} (drop it, or edit the file)"
+    assert not (tmp_path / "o").exists()
+    assert main([*argv, "--schedule-json", str(schedule)]) == 0  # the file alone trains
