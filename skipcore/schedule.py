@@ -438,6 +438,37 @@ SCHEDULE_SETTING_NAMES = (
 )  # fmt: skip
 
 
+# a shape's own settings (`SHAPE_SETTINGS`), by their names as settings: the schedule field each sets
+SHAPE_OWN_SETTINGS = {
+    "alpha": "alpha",
+    "stages": "stages",
+    "decay_span": "decay_span",
+    "budgets": "budgets_list",
+}
+
+
+def refuse_idle_for_shape(
+    typed: Collection[str], shape: str, mode: str, read_anyway: Collection[str] = ()
+) -> None:
+    """A setting among `typed` (those a user set, by name) that a schedule of `shape` in `mode` does not read is
+    refused in one line naming it: another shape's own setting (`alpha` beside a linear shape: `SHAPE_SETTINGS`), or
+    `warmup_layers` outside skip mode. `read_anyway`: the settings a caller reads whatever the shape (training saves
+    its decay span for generation to reuse)."""
+    for name, own in SHAPE_OWN_SETTINGS.items():
+        if name in typed and name not in read_anyway and own not in SHAPE_SETTINGS.get(shape, ()):
+            shapes = [each for each, read in SHAPE_SETTINGS.items() if own in read]
+            raise UserError(
+                f"{name} belongs to schedule {' or '.join(shapes)}; this run's is schedule {shape}",
+                field=(name, "schedule"),
+            )
+    if "warmup_layers" in typed and mode != "skip":
+        raise UserError(
+            f"warmup_layers are the layers a skip-mode schedule always runs; this run's is mode {mode}, which runs "
+            "none",
+            field=("warmup_layers", "mode"),
+        )
+
+
 def refuse_idle_beside_file(typed: Collection[str]) -> None:
     """A schedule file (`schedule_json`) runs as written, so a schedule setting set beside it would change nothing:
     one among `typed` (the settings a user set, by name) is refused in one line naming it (`UserError.fields`), for
@@ -528,5 +559,6 @@ __all__ = [
     "reachable_speedup",
     "schedule_for_speedup",
     "refuse_idle_beside_file",
+    "refuse_idle_for_shape",
     "schedule_from_settings",
 ]

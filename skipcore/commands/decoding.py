@@ -17,7 +17,7 @@ from skipcore.decode.step import DepthPolicy
 from skipcore.errors import UserError
 from skipcore.policies import POLICY_CLASSES
 from skipcore.policies.params import flag_names, params_of, summary
-from skipcore.schedule import refuse_idle_beside_file
+from skipcore.schedule import refuse_idle_beside_file, refuse_idle_for_shape
 
 if TYPE_CHECKING:
     from skipcore.decode.engine import SkipEngine
@@ -106,37 +106,15 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
             refuse_idle_beside_file(given - own)
 
 
-# the flags (by dest) that set a shape's own settings, and the schedule field each sets (`SHAPE_SETTINGS`)
-SHAPE_FLAG_FIELDS = {
-    "alpha": "alpha",
-    "stages": "stages",
-    "decay_span": "decay_span",
-    "budgets": "budgets_list",
-}
-
-
 def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None:
-    """One line for a schedule flag the run's shape or mode does not read (`SHAPE_SETTINGS`), once the shape is
-    known (a model trained at one schedule names it where no flag does): --alpha beside a linear schedule, or
-    --warmup-layers in exit mode. A schedule file's fields are its own; a policy's own flags are its."""
-    from skipcore.schedule import SHAPE_SETTINGS
-
+    """One line for a schedule flag the run's shape or mode does not read (`skipcore.schedule.refuse_idle_for_shape`),
+    once the shape is known (a model trained at one schedule names it where no flag does): --alpha beside a linear
+    schedule, or --warmup-layers in exit mode. A schedule file's fields are its own; a policy's own flags are its."""
     if depth.schedule_json or not depth.policy_class.uses_schedule:
         return
     own = {p.dest for p in params_of(depth.policy_class)}
-    read = SHAPE_SETTINGS.get(depth.schedule, ())
-    for dest, field in SHAPE_FLAG_FIELDS.items():
-        if dest in given - own and field not in read:
-            shapes = [shape for shape, fields in SHAPE_SETTINGS.items() if field in fields]
-            raise UserError(
-                f"{SCHEDULE_FLAGS[dest]} belongs to --schedule {' or '.join(shapes)}; this run's is "
-                f"--schedule {depth.schedule}"
-            )
-    if "warmup_layers" in given - own and depth.mode != "skip":
-        raise UserError(
-            f"--warmup-layers are the layers skip mode always runs; this run's is --mode {depth.mode}, which "
-            "runs none"
-        )
+    with said_by_flags():
+        refuse_idle_for_shape(given - own, depth.schedule, depth.mode)
 
 
 def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:

@@ -7,12 +7,66 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from skipcore.schedule import refuse_idle_beside_file
-from skipcore.training.settings import TrainSettings
+from skipcore.errors import UserError
+from skipcore.schedule import refuse_idle_beside_file, refuse_idle_for_shape
+from skipcore.training.plan import check_elastic, shape_used
+from skipcore.training.settings import LORA_SETTINGS, NEW_MODEL_SETTINGS, TrainSettings
+
+# the settings that shape a schedule below full depth and nothing else: a run at full depth reads none of them (its
+# decay span and length it saves for generation to reuse)
+BELOW_FULL_DEPTH = ("mode", "warmup_layers", "speedup_over")
+# the settings a run reads whatever its schedule's shape: its decay span is saved for generation to reuse
+READ_BY_EVERY_SHAPE = ("decay_span",)
 
 
 def refuse_idle_settings(s: TrainSettings, typed: Collection[str]) -> None:
-    """Refuse a setting among `typed` (those the user set, by name) that the run `s` describes would not read: a
-    schedule setting beside a schedule file, which runs as written."""
+    """Refuse a setting among `typed` (those the user set, by name) that the run `s` describes would not read: the
+    size of a new model beside a model to fine-tune, LoRA's settings without its rank, elastic's without its range,
+    and a schedule setting its schedule does not read."""
+    typed = set(typed)
+    _refuse_idle_start(s, typed)
+    for name in LORA_SETTINGS:
+        if name in typed and s.lora_rank is None:
+            raise UserError(f"{name} needs lora_rank", field=(name, "lora_rank"))
+    if "elastic_full_prob" in typed and s.elastic is None:
+        raise UserError("elastic_full_prob needs elastic", field=("elastic_full_prob", "elastic"))
+    _refuse_idle_schedule(s, typed)
+
+
+def _refuse_idle_start(s: TrainSettings, typed: set[str]) -> None:
+    """A new model's settings where the run fine-tunes a model (its own size and tokenizer), and a vocabulary to
+    train beside a tokenizer given."""
+    if s.init_config is None and s.model is not None:
+        idle = [name for name in NEW_MODEL_SETTINGS if name in typed]
+        if idle:
+            raise UserError(
+                f"{idle[0]} is a setting of init_config, which builds from scratch; this run fine-tunes model "
+                f"{s.model}, whose size and vocabulary are its own (drop {idle[0]})",
+                field=(idle[0], "init_config", "model"),
+            )
+    if "vocab_size" in typed and s.tokenizer is not None:
+        raise UserError(
+            f"vocab_size caps the BPE vocabulary trained for the run, and tokenizer {s.tokenizer} is used instead "
+            "(drop vocab_size)",
+            field=("vocab_size", "tokenizer"),
+        )
+
+
+def _refuse_idle_schedule(s: TrainSettings, typed: set[str]) -> None:
+    """A schedule setting the run's schedule does not read: any beside a schedule file; beside elastic, one that
+    fixes the budgets it draws; another shape's own setting, warmup layers outside skip mode; and at full depth,
+    the settings of a schedule below it."""
     if s.schedule_json is not None:
         refuse_idle_beside_file(typed)
+        return
+    if s.elastic is not None:
+        check_elastic(s)
+    shape = shape_used(vars(s))
+    refuse_idle_for_shape(typed, shape, s.mode, read_anyway=READ_BY_EVERY_SHAPE)
+    idle = [name for name in BELOW_FULL_DEPTH if name in typed]
+    if shape == "full" and idle:
+        raise UserError(
+            f"{idle[0]} has no effect at full depth, which this run trains at: drop it, or set schedule SHAPE or "
+            "target_speedup T",
+            field=(idle[0], "schedule", "target_speedup"),
+        )

@@ -162,11 +162,9 @@ def count_parameters(model) -> int:
 
 
 def lora_spec(s: TrainSettings):
-    """The LoRA settings asked for, or None for training every weight; checked before any work."""
+    """The LoRA settings asked for, or None for training every weight; checked before any work (its settings
+    without a rank are refused as idle: `skipcore.training.idle`)."""
     if s.lora_rank is None:
-        for name in ("lora_alpha", "whole_layers"):
-            if getattr(s, name) not in (None, ()):
-                raise UserError(f"{name} needs lora_rank", field=(name, "lora_rank"))
         return None
     from skipcore.models.lora import LoraSpec
 

@@ -213,16 +213,7 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
             )
         raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
     if s.elastic is not None:
-        clash = [f for f in ELASTIC_CLASHES if getattr(s, f) is not None]
-        if clash:
-            raise UserError(
-                f"elastic draws the budgets itself; drop {', '.join(clash)}", field=("elastic", *clash)
-            )
-        shape = shape_used(vars(s))
-        if shape in ("full", "custom"):
-            raise UserError(
-                f"elastic needs a parametric schedule shape, not {shape!r}", field=("elastic", "schedule")
-            )
+        shape = check_elastic(s)
         return SchedulePlan(
             "elastic",
             num_layers,
@@ -238,8 +229,6 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
             speedup_over=over,
         )
     shape = shape_used(vars(s))
-    if shape == "full" and not s.schedule_json:
-        return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
     schedule = fixed_schedule(replace(s, schedule=shape, decay_span=span), num_layers, over)
     if schedule.shape == "full":
         return SchedulePlan("full", num_layers, max_new, span, speedup_over=over)
@@ -254,6 +243,22 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
         warmup_layers=schedule.warmup_layers,
         speedup_over=over,
     )
+
+
+def check_elastic(s: TrainSettings) -> str:
+    """The shape an elastic run's draws take; refused where the settings fix the budgets it draws itself
+    (`ELASTIC_CLASHES`, set at all) or name a shape with no budgets to draw (full, custom)."""
+    clash = [name for name in ELASTIC_CLASHES if getattr(s, name) is not None]
+    if clash:
+        raise UserError(
+            f"elastic draws each batch's budget itself; drop {', '.join(clash)}", field=("elastic", *clash)
+        )
+    shape = shape_used(vars(s))
+    if shape in ("full", "custom"):
+        raise UserError(
+            f"elastic needs a parametric schedule shape, not {shape!r}", field=("elastic", "schedule")
+        )
+    return shape
 
 
 def shape_used(settings: Mapping[str, object]) -> str | None:

@@ -50,6 +50,20 @@ MAY_CHANGE = (
     "save_dtype",
     "attn",
 )
+# the settings of a model built from scratch (init_config): its size, its vocabulary and its tokenizer; a model
+# fine-tuned has its own
+NEW_MODEL_SETTINGS = (
+    "layers",
+    "hidden",
+    "heads",
+    "ffn",
+    "max_positions",
+    "dropout",
+    "vocab_size",
+    "tokenizer",
+)
+# LoRA's settings beside its rank, which asks for LoRA: without it every weight trains, and none of them is read
+LORA_SETTINGS = ("lora_alpha", "lora_dropout", "lora_targets", "whole_layers")
 # the settings that take one of a few values (the command line's `choices` are these)
 CHOICES = {
     "init_config": INIT_CONFIGS,

@@ -118,7 +118,10 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
             ["--schedule", "power", "--decay-span", "5"],
             "--decay-span belongs to --schedule linear or step; this",
         ),
-        (["--mode", "exit", "--warmup-layers", "3"], "--warmup-layers are the layers skip mode always runs;"),
+        (
+            ["--mode", "exit", "--warmup-layers", "3"],
+            "--warmup-layers are the layers a skip-mode schedule always runs;",
+        ),
         (
             ["--policy", "calm", "--target-speedup", "3"],
             "--target-speedup sets a schedule; --policy calm runs none",

@@ -188,3 +188,21 @@ def test_a_schedule_setting_beside_a_schedule_file_is_refused_naming_both(model_
     assert train(
         settings(model_dirs, str(tmp_path / "o"), schedule_json=str(schedule), warmup_layers=1)
     ).is_dir()
+
+
+@pytest.mark.parametrize(
+    "kw, said, fields",
+    [
+        ({"layers": 4}, "layers is a setting of init_config, which builds from scratch", ("layers", "init_config", "model")),
+        ({"lora_dropout": 0.2}, "lora_dropout needs lora_rank", ("lora_dropout", "lora_rank")),
+        ({"elastic_full_prob": 0.5}, "elastic_full_prob needs elastic", ("elastic_full_prob", "elastic")),
+        ({"target_speedup": 2.0, "alpha": 0.5}, "alpha belongs to schedule power; this run's is schedule linear", ("alpha", "schedule")),
+        ({"mode": "exit"}, "mode has no effect at full depth", ("mode", "schedule", "target_speedup")),
+    ],
+)  # fmt: skip
+def test_a_setting_the_run_would_not_read_is_refused_naming_it(model_dirs, tmp_path, kw, said, fields):
+    """From Python, a setting given a value other than its default that the run would not read is refused by its
+    name, before anything is written; at its default it is the value a record names for every run."""
+    e = refusal(settings(model_dirs, str(tmp_path / "o"), **kw))
+    assert str(e).startswith(said) and e.fields == fields
+    assert not any(tmp_path.iterdir())

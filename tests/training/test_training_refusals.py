@@ -107,11 +107,11 @@ def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
         (["--target-speedup", "0"], "error: --target-speedup must be a finite number >= 1, got 0.0"),
         (
             ["--elastic", "1:3", "--min-layers", "0"],
-            "error: --elastic draws the budgets itself; drop --min-layers",
+            "error: --elastic draws each batch's budget itself; drop --min-layers",
         ),
         (
             ["--elastic", "1:3", "--target-speedup", "0"],
-            "error: --elastic draws the budgets itself; drop --target-speedup",
+            "error: --elastic draws each batch's budget itself; drop --target-speedup",
         ),
     ],
 )
@@ -144,3 +144,100 @@ def test_a_schedule_flag_beside_a_schedule_file_is_refused_as_generate_refuses_i
     assert err == f"error: --schedule-json runs its file as written; {said} (drop it, or edit the file)"
     assert not (tmp_path / "o").exists()
     assert main([*argv, "--schedule-json", str(schedule)]) == 0  # the file alone trains
+
+
+FOR_A_NEW_MODEL = "is a setting of --init-config, which builds from scratch; this run fine-tunes --model"
+IDLE = [  # (flags typed beside --model on the shipped data, the start of the refusal)
+    (["--layers", "4"], f"--layers {FOR_A_NEW_MODEL}"),
+    (["--hidden", "64"], f"--hidden {FOR_A_NEW_MODEL}"),
+    (["--dropout", "0.3"], f"--dropout {FOR_A_NEW_MODEL}"),
+    (["--vocab-size", "300"], f"--vocab-size {FOR_A_NEW_MODEL}"),
+    (["--tokenizer", "."], f"--tokenizer {FOR_A_NEW_MODEL}"),
+    (["--lora-dropout", "0.2"], "--lora-dropout needs --lora-rank"),
+    (["--lora-targets", "mlp"], "--lora-targets needs --lora-rank"),
+    (["--elastic-full-prob", "0.5"], "--elastic-full-prob needs --elastic"),
+    (
+        ["--target-speedup", "2", "--alpha", "0.5"],
+        "--alpha belongs to --schedule power; this run's is --schedule linear",
+    ),
+    (
+        ["--target-speedup", "2", "--stages", "3"],
+        "--stages belongs to --schedule step; this run's is --schedule linear",
+    ),
+    (
+        ["--elastic", "1:3", "--alpha", "0.5"],
+        "--alpha belongs to --schedule power; this run's is --schedule linear",
+    ),
+    (
+        ["--target-speedup", "2", "--mode", "exit", "--warmup-layers", "3"],
+        "--warmup-layers are the layers a skip-mode schedule always runs; this run's is --mode exit, which runs none",
+    ),
+    (
+        ["--mode", "exit"],
+        "--mode has no effect at full depth, which this run trains at: drop it, or set --schedule",
+    ),
+    (["--warmup-layers", "2"], "--warmup-layers has no effect at full depth"),
+    (["--speedup-over", "5"], "--speedup-over has no effect at full depth"),
+    (
+        ["--schedule", "full", "--max-layers", "3"],
+        "--max-layers 3 does not fit: full depth runs all 6 layers",
+    ),
+    (["--elastic", "1:3", "--budgets", "6,4"], "--elastic draws each batch's budget itself; drop --budgets"),
+]
+
+
+@pytest.mark.parametrize("flags, said", IDLE, ids=[" ".join(flags) for flags, _ in IDLE])
+def test_a_flag_the_run_would_not_read_is_refused_naming_it(model_dirs, tmp_path, capsys, flags, said):
+    """Typed, a flag is meant: one this run would not read (a new model's size beside --model, LoRA's settings
+    without --lora-rank, elastic's without --elastic, another shape's or mode's setting, a schedule's at full depth)
+    is one line naming it before anything is written, not a run that trains without it and records it."""
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
+    assert refused(capsys, argv).startswith(f"error: {said}")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_vocabulary_size_beside_a_tokenizer_given_is_refused(model_dirs, tmp_path, capsys):
+    argv = [
+        "train",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--init-config",
+        "opt",
+        "--tokenizer",
+        str(model_dirs["opt"]),
+    ]
+    argv += ["--vocab-size", "300", "--limit", "4", "--steps", "1", "--out", str(tmp_path / "o")]
+    assert refused(capsys, argv) == (
+        f"error: --vocab-size caps the BPE vocabulary trained for the run, and --tokenizer {model_dirs['opt']} is "
+        "used instead (drop --vocab-size)"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_flags_a_run_reads_still_train_and_a_resume_takes_none_it_would_not_read(
+    model_dirs, tmp_path, capsys
+):
+    """What each setting applies to still trains (a decay span at full depth is saved for generation; a power shape's
+    alpha, exit mode and the full-depth share beside --elastic), and a size flag typed again on a resume of a
+    fine-tune is refused as idle, where the run's record holds the default it never read."""
+    out = tmp_path / "o"
+    base = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4")
+    assert main([*base, "--steps", "1", "--decay-span", "3", "--save-every", "1"]) == 0
+    assert json.loads((out / "skipcore_training.json").read_text())["generation"]["decay_span"] == 3
+    elastic = ["--elastic", "1:2", "--elastic-full-prob", "0.3", "--schedule", "power", "--alpha", "0.8"]
+    assert (
+        main([*train_argv(model_dirs["opt"], tmp_path / "e", "--limit", "4", "--steps", "1", *elastic)]) == 0
+    )
+    resume = [
+        "train",
+        "--no-progress",
+        "--resume",
+        str(out / "checkpoints"),
+        "--out",
+        str(out),
+        "--steps",
+        "2",
+    ]
+    assert refused(capsys, [*resume, "--layers", "8"]).startswith(f"error: --layers {FOR_A_NEW_MODEL}")
+    assert main(resume) == 0
