@@ -11,10 +11,14 @@ CLI imports it to build its parser.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from skipcore.commands.common import SCHEDULE_FLAGS, comma_list, finite, path_text
 from skipcore.errors import UserError
 from skipcore.training.settings import CHOICES, TrainSettings
+
+if TYPE_CHECKING:  # torch: only a run imports it
+    from skipcore.training.train import TrainingInterrupted
 
 DESCRIPTION = """\
 Train a model for SkipDecode. With no schedule flags: plain full-depth training. With --schedule SHAPE
@@ -214,9 +218,7 @@ def add_parser(sub) -> None:
     out.add_argument("--log-every", type=int, default=10, help="log line every N steps (default: 10)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(
-        func=run,
-        on_interrupt="its checkpoints saved so far are kept (--save-every): train --resume with its checkpoint "
-        "folder and --out continues it",
+        func=run, on_interrupt="nothing was written (a run writes --out once every setting is checked)"
     )
 
 
@@ -224,14 +226,37 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     """Train as the flags say; a resume takes every flag not typed now from the run it continues (and refuses a
     typed one that may not change). A refusal names the flag of each setting it is about."""
-    from skipcore.training.train import train
+    from skipcore.training.train import TrainingInterrupted, train
 
     settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
     try:
         train(settings, given=given)
     except UserError as e:
         raise UserError(e.said_as(FLAGS), field=e.fields) from e
+    except TrainingInterrupted as stop:
+        args.on_interrupt = left_behind(stop, args.overwrite)
+        raise
     return 0
+
+
+def left_behind(stop: TrainingInterrupted, overwrite: bool) -> str:
+    """What an interrupted run leaves, and the way on: its newest checkpoint and the resume that continues from it,
+    the checkpoint a resume continued from, or nothing to resume (its log alone) and the run started again; each
+    with --overwrite where the folder now needs it and the run did not pass it."""
+    also = " --overwrite" if stop.needs_overwrite else ""
+    if stop.checkpoint is not None:
+        return (
+            f"its newest checkpoint, {stop.checkpoint}, is kept: train --resume {stop.checkpoint_dir} --out "
+            f"{stop.out}{also} continues it"
+        )
+    same = "the same command" + (" with --overwrite" if also and not overwrite else "")
+    if stop.resumed is not None:
+        return f"no checkpoint was saved since {stop.resumed}, which is kept: {same} continues from it"
+    log = f"; its log so far is {stop.log}" if stop.log is not None else ""
+    return (
+        f"no checkpoint was saved (--save-every N saves one every N steps), so there is nothing to resume{log}: "
+        f"{same} starts it again"
+    )
 
 
 # each setting's flag: its name in the command line's spelling (`lora_rank`: --lora-rank), and a schedule's

@@ -211,7 +211,7 @@ def prune_checkpoints(ckpt_root: str | Path, keep: int, out_dir: str | Path) -> 
     all). A folder the run did not write (another run's, or a user's `step-0000001/`) is never touched."""
     if keep <= 0:
         return
-    found = sorted(p for p in Path(ckpt_root).glob("step-*") if own_checkpoint(p, out_dir))
+    found = own_checkpoints(ckpt_root, out_dir)
     for old in found[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -264,6 +264,11 @@ def own_checkpoint(ckpt: str | Path, out_dir: str | Path) -> bool:
     if ckpt.is_symlink() or not ckpt.is_dir() or not intact_checkpoint(ckpt):
         return False
     return _recorded_out(ckpt) == Path(out_dir).resolve()
+
+
+def own_checkpoints(ckpt_root: str | Path, out_dir: str | Path) -> list[Path]:
+    """The resumable checkpoints in `ckpt_root` of the run writing `out_dir` (`own_checkpoint`), oldest first."""
+    return sorted(p for p in Path(ckpt_root).glob("step-*") if own_checkpoint(p, out_dir))
 
 
 def _recorded_out(folder: Path) -> Path | None:

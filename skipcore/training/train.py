@@ -10,7 +10,8 @@ checks, and only the main process writes or prints."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from skipcore.models.training_record import (
     resumed_record,
 )
 from skipcore.training.batching import data_stats, length_notes, tokenize_pairs
-from skipcore.training.checkpoint import CHECKPOINT_DIR, names_a_save_writes
+from skipcore.training.checkpoint import CHECKPOINT_DIR, LOG_FILE, names_a_save_writes, own_checkpoints
 from skipcore.training.distributed import make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
 from skipcore.training.folders import (
@@ -142,49 +143,86 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
             mixed_precision=acc.mixed_precision != "no", schedule=plan.every_batch(),
         )  # fmt: skip
         acc.wait_for_everyone()  # every process has checked everything before anything is written
-        if main:
-            if s.overwrite:  # the folder becomes this run's alone: the tool's files of the run it replaces go
-                clear_replaced_run(out, ckpt_root, resume_dir)
-            out.mkdir(parents=True, exist_ok=True)
-        acc.wait_for_everyone()
-        set_seed(s.seed, device_specific=True)  # dropout differs per process; restored on resume
-        run = Run(
-            accelerator=acc,
-            model=model,
-            tokenizer=tokenizer,
-            pairs=pairs,
-            plan=plan,
-            hyper=hyper,
-            out_dir=out,
-            checkpoint_dir=ckpt_root,
-            record=record,
-            eval_pairs=eval_pairs,
-            resume_dir=resume_dir,
-            resume_step=resume_step,
-            resume_elapsed_s=resume_elapsed,
-            lora=peft_model,
-        )
-        if main:
-            for note in length_notes(pairs, stats, max_length, s.max_length is not None, s.max_new_tokens):
-                print(f"note: {note}", file=sys.stderr)  # after every check: a refused run says one line
-            facts = record["model"]
-            resuming = f", resuming at step {resume_step}" if resume_dir else ""
-            if resume_dir and resume_step == steps:  # stopped between its last checkpoint and its model
-                resuming = f", resuming at its last step ({steps}): saving the model"
-            print(
-                f"training {facts['trainable_parameters']:,} of {facts['parameters']:,} parameters"
-                f"{how_trained(peft_model)} on {len(pairs)} pairs, {plan.describe()}, {steps} steps of "
-                f"{hyper.batch_size} x {acc.num_processes} process(es){resuming}",
-                file=sys.stderr,
+        with interruption_said(out, ckpt_root, resume_dir):  # what the run leaves, once it writes
+            if main:
+                if (
+                    s.overwrite
+                ):  # the folder becomes this run's alone: the tool's files of the run it replaces go
+                    clear_replaced_run(out, ckpt_root, resume_dir)
+                out.mkdir(parents=True, exist_ok=True)
+            acc.wait_for_everyone()
+            set_seed(s.seed, device_specific=True)  # dropout differs per process; restored on resume
+            run = Run(
+                accelerator=acc,
+                model=model,
+                tokenizer=tokenizer,
+                pairs=pairs,
+                plan=plan,
+                hyper=hyper,
+                out_dir=out,
+                checkpoint_dir=ckpt_root,
+                record=record,
+                eval_pairs=eval_pairs,
+                resume_dir=resume_dir,
+                resume_step=resume_step,
+                resume_elapsed_s=resume_elapsed,
+                lora=peft_model,
             )
-        train_loop(run)
-        if main:
-            final_step, _ = recorded_state(read_record(out) or {})
-            base = adapter_base(peft_model)
-            on = f"; a LoRA adapter on {base}" if base else ""
-            print(f"saved {out} (step {final_step}{on})", file=sys.stderr)
-        acc.end_training()
-        return out
+            if main:
+                for note in length_notes(
+                    pairs, stats, max_length, s.max_length is not None, s.max_new_tokens
+                ):
+                    print(f"note: {note}", file=sys.stderr)  # after every check: a refused run says one line
+                facts = record["model"]
+                resuming = f", resuming at step {resume_step}" if resume_dir else ""
+                if resume_dir and resume_step == steps:  # stopped between its last checkpoint and its model
+                    resuming = f", resuming at its last step ({steps}): saving the model"
+                print(
+                    f"training {facts['trainable_parameters']:,} of {facts['parameters']:,} parameters"
+                    f"{how_trained(peft_model)} on {len(pairs)} pairs, {plan.describe()}, {steps} steps of "
+                    f"{hyper.batch_size} x {acc.num_processes} process(es){resuming}",
+                    file=sys.stderr,
+                )
+            train_loop(run)
+            if main:
+                final_step, _ = recorded_state(read_record(out) or {})
+                base = adapter_base(peft_model)
+                on = f"; a LoRA adapter on {base}" if base else ""
+                print(f"saved {out} (step {final_step}{on})", file=sys.stderr)
+            acc.end_training()
+            return out
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """A run stopped (Ctrl-C, SIGTERM) once it had begun writing `out`, with what it leaves: `checkpoint`, the newest
+    resumable checkpoint written for `out` in `checkpoint_dir` (None where there is none: no save_every, or a stop
+    before the first), `resumed`, the checkpoint a resumed run continued from (as it was), and `log`, the run's log
+    so far (None where it had not begun one). The way on resumes from `checkpoint`, else from `resumed`, else starts
+    the run again; `needs_overwrite`: `out` now holds what that run is refused without overwrite (`check_out_dir`).
+    A KeyboardInterrupt still: a caller that stops on Ctrl-C stops here too."""
+
+    def __init__(self, out: Path, checkpoint_dir: Path, resumed: Path | None = None) -> None:
+        super().__init__("training interrupted")
+        self.out, self.checkpoint_dir, self.resumed = out, checkpoint_dir, resumed
+        saved = own_checkpoints(checkpoint_dir, out) if checkpoint_dir.is_dir() else []
+        self.checkpoint = saved[-1] if saved else None
+        self.log = out / LOG_FILE if (out / LOG_FILE).is_file() else None
+        try:
+            check_out_dir(out, False, self.checkpoint or resumed, ckpt_root=checkpoint_dir)
+            self.needs_overwrite = False
+        except UserError:
+            self.needs_overwrite = True
+
+
+@contextmanager
+def interruption_said(out: Path, checkpoint_dir: Path, resumed: Path | None) -> Iterator[None]:
+    """A KeyboardInterrupt inside as a `TrainingInterrupted` that says what the run leaves in `out`."""
+    try:
+        yield
+    except TrainingInterrupted:
+        raise
+    except KeyboardInterrupt as e:
+        raise TrainingInterrupted(out, checkpoint_dir, resumed) from e
 
 
 def _continued_record(

@@ -236,3 +236,93 @@ def test_a_resume_trains_at_the_rate_of_its_own_schedule_and_peak():
         again.step()
         schedule.step()
         assert schedule.get_last_lr()[0] == pytest.approx(peak * (total - 3) / total)
+
+
+# -- an interrupted run says what it leaves, and the way on works --------------------------------------------
+def interrupted_at_step(monkeypatch, step: int) -> None:
+    """Ctrl-C as training step `step` computes its loss."""
+    from skipcore.training import loop
+
+    real, calls = loop.token_loss, []
+
+    def stopped(*args, **kw):
+        calls.append(None)
+        if len(calls) == step:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "token_loss", stopped)
+
+
+def interruption_line(capsys, argv: list[str]) -> str:
+    capsys.readouterr()
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: interrupted; "), err
+    return err[-1].removeprefix("error: interrupted; ")
+
+
+def test_an_interrupted_run_without_a_checkpoint_says_there_is_nothing_to_resume(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """Stopped with no checkpoint saved (no --save-every, or before the first), a run said its checkpoints were
+    kept and named a resume that was then refused ('no resumable checkpoint'); it says what is there, and the way
+    it says starts the run again."""
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path), "--save-every", "0")
+    interrupted_at_step(monkeypatch, 3)
+    assert interruption_line(capsys, argv) == (
+        "no checkpoint was saved (--save-every N saves one every N steps), so there is nothing to resume; its log so "
+        f"far is {out / 'train_log.jsonl'}: the same command with --overwrite starts it again"
+    )
+    monkeypatch.undo()
+    assert main([*argv, "--overwrite"]) == 0 and read_record(out)["state"]["step"] == 4
+
+
+def test_an_interrupted_run_names_its_newest_checkpoint_and_the_resume_that_continues_it(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path))
+    interrupted_at_step(monkeypatch, 4)
+    ckpts = out / "checkpoints"
+    assert interruption_line(capsys, argv) == (
+        f"its newest checkpoint, {ckpts / 'step-0000002'}, is kept: train --resume {ckpts} --out {out} continues it"
+    )
+    monkeypatch.undo()
+    assert main(["train", "--no-progress", "--resume", str(ckpts), "--out", str(out)]) == 0
+    assert read_record(out)["state"]["step"] == 4
+
+
+def test_a_run_interrupted_before_it_writes_says_nothing_was_written(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    from skipcore.training import train
+
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "check_batches_fit", stopped)  # the last check before the run writes
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path))
+    assert (
+        interruption_line(capsys, argv)
+        == "nothing was written (a run writes --out once every setting is checked)"
+    )
+    assert not out.exists()
+
+
+def test_a_resume_interrupted_before_its_first_checkpoint_says_the_one_it_continued_is_kept(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """A run resumed into another folder and stopped before it saved: the checkpoint it continued from is the way on,
+    with --overwrite, which the folder now holding the log needs."""
+    _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
+    step2, other = out / "checkpoints" / "step-0000002", tmp_path / "other"
+    argv = ["train", "--no-progress", "--resume", str(step2), "--out", str(other)]
+    interrupted_at_step(monkeypatch, 1)
+    assert interruption_line(capsys, argv) == (
+        f"no checkpoint was saved since {step2}, which is kept: the same command with --overwrite continues from it"
+    )
+    monkeypatch.undo()
+    assert main([*argv, "--overwrite"]) == 0 and read_record(other)["state"]["step"] == 4
