@@ -115,7 +115,11 @@ def add_parser(sub) -> None:
         "--split",
         help="split of a data folder to train on (default: train); a single .csv or .jsonl file has no splits",
     )
-    data.add_argument("--task", help="prompt format (default: from the data: e2e, cnn_dm, tldr, generic)")
+    data.add_argument(
+        "--task",
+        choices=CHOICES["task"],
+        help=f"prompt format: {', '.join(CHOICES['task'])} (default: the one the data's columns name)",
+    )
     data.add_argument("--limit", type=int, help="use only the first N sources (quick runs)")
     data.add_argument("--max-length", type=int, help="tokens per pair at most (default: model positions)")
     data.add_argument(

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 
 from skipcore.data.example import Example
 from skipcore.data.prompts import format_prompt, format_target
+from skipcore.errors import UserError
 
 if TYPE_CHECKING:  # transformers is slow to import; only training a tokenizer needs it
     from transformers import PreTrainedTokenizerFast
@@ -24,6 +25,11 @@ SPECIAL_TOKENS: tuple[str, ...] = ("<s>", "<pad>", "</s>", "<unk>")
 BOS_TOKEN = EOS_TOKEN = "</s>"
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
+
+
+class VocabularyError(UserError, ValueError):
+    """A vocabulary too small for what every text needs (its bytes and the special tokens), said naming its setting
+    (`vocab_size`)."""
 
 
 def corpus_texts(examples: Iterable[Example], task: str | None = None) -> Iterator[str]:
@@ -45,8 +51,9 @@ def train_bpe_tokenizer(
     """
     base = 256 + len(SPECIAL_TOKENS)  # the byte alphabet and the special tokens are always in the vocabulary
     if vocab_size < base:
-        raise ValueError(
-            f"vocab_size must be at least {base} (256 bytes + {len(SPECIAL_TOKENS)} special tokens)"
+        raise VocabularyError(
+            f"vocab_size must be at least {base} (256 bytes + {len(SPECIAL_TOKENS)} special tokens)",
+            field="vocab_size",
         )
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

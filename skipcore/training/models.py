@@ -125,12 +125,11 @@ def new_tokenizer(examples: list[Example], vocab_size: int, tokenizer_dir: str |
         from transformers import AutoTokenizer
 
         if not Path(tokenizer_dir).is_dir():
-            raise UserError(f"tokenizer directory not found: {tokenizer_dir}")
+            raise UserError(f"tokenizer directory not found: {tokenizer_dir}", field="tokenizer")
         return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    try:
-        return train_bpe_tokenizer(corpus_texts(examples), vocab_size=vocab_size)
-    except ValueError as e:
-        raise UserError(str(e)) from e
+    return train_bpe_tokenizer(
+        corpus_texts(examples), vocab_size=vocab_size
+    )  # a size too small: vocab_size's
 
 
 def model_from_config(family: str, size: ModelSize, tokenizer, attn: str = "sdpa") -> PreTrainedModel:

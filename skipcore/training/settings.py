@@ -12,6 +12,7 @@ import os
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import get_args, get_type_hints
 
+from skipcore.data.prompts import TASKS
 from skipcore.errors import UserError
 from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
@@ -67,6 +68,7 @@ LORA_SETTINGS = ("lora_alpha", "lora_dropout", "lora_targets", "whole_layers")
 # the settings that take one of a few values (the command line's `choices` are these)
 CHOICES = {
     "init_config": INIT_CONFIGS,
+    "task": TASKS,
     "attn": ATTENTION_KERNELS,
     "schedule": SHAPES,
     "mode": MODES,

@@ -52,6 +52,7 @@ BAD_VALUES = [  # (setting, value, the refusal's start)
     ("mixed_precision", "fp7", "mixed_precision: unknown value 'fp7'; choose from no, bf16, fp16"),
     ("schedule", "zigzag", "schedule: unknown value 'zigzag'; choose from full, constant, linear"),
     ("lr_scheduler", "zigzag", "lr_scheduler: unknown value 'zigzag'; choose from linear, cosine"),
+    ("task", "foo", "task: unknown value 'foo'; choose from e2e, cnn_dm, tldr, generic"),
 ]
 
 

@@ -241,3 +241,39 @@ def test_the_flags_a_run_reads_still_train_and_a_resume_takes_none_it_would_not_
     ]
     assert refused(capsys, [*resume, "--layers", "8"]).startswith(f"error: --layers {FOR_A_NEW_MODEL}")
     assert main(resume) == 0
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (
+            ["--init-config", "opt", "--vocab-size", "0"],
+            "error: --vocab-size must be at least 260 (256 bytes + 4",
+        ),
+        (["--init-config", "opt", "--tokenizer", "nope"], "error: --tokenizer directory not found: nope"),
+        (
+            ["--model", "{model}", "--task", "foo"],
+            "error: python -m skipcore train: argument --task: invalid choice",
+        ),
+    ],
+)
+def test_a_refusal_of_a_new_vocabulary_tokenizer_or_task_names_its_flag(
+    model_dirs, tmp_path, capsys, flags, said
+):
+    """Each refusal says the flag as typed: '--vocab-size must be at least 260', where it said 'vocab_size', the
+    library's name; a task not among the prompt formats is refused by --task's choices."""
+    flags = [flag.format(model=model_dirs["opt"]) for flag in flags]
+    argv = [
+        "train",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--limit",
+        "4",
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert refused(capsys, [*argv, *flags]).startswith(said)
+    assert not (tmp_path / "o").exists()
