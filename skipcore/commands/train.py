@@ -11,6 +11,7 @@ CLI imports it to build its parser.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from skipcore.commands.common import SCHEDULE_FLAGS, comma_list, finite, path_text
@@ -36,7 +37,7 @@ folder, or a share of the sources held out with --dev-fraction.
 def add_parser(sub) -> None:
     from skipcore.commands.common import DEFAULT_DATASET, add_schedule_args
     from skipcore.data.loaders import DATASET_FORMATS
-    from skipcore.training.settings import MAY_CHANGE
+    from skipcore.training.settings import MAY_CHANGE, THIS_PROCESS
 
     p = sub.add_parser(
         "train",
@@ -59,8 +60,9 @@ def add_parser(sub) -> None:
         "--resume",
         type=path_text,
         help="continue from a checkpoint directory (or a folder of step-* checkpoints: the latest) with the run's "
-        f"own settings; of the flags given again only {', '.join('--' + n.replace('_', '-') for n in MAY_CHANGE)} "
-        "may differ (the others are refused)",
+        f"own settings; of the flags given again {flags_of(MAY_CHANGE)} may differ (applied from the resumed step), "
+        f"{flags_of(n for n in THIS_PROCESS if n != 'resume')} are this process's own (never taken from the run), "
+        "and another value of any other is refused",
     )
     size = p.add_argument_group("from-scratch model size (--init-config)")
     size.add_argument("--layers", type=int, default=8, help="decoder layers (default: %(default)s)")
@@ -219,7 +221,13 @@ def add_parser(sub) -> None:
         choices=CHOICES["save_dtype"],
         help="final weights (default: float32)",
     )
-    out.add_argument("--log-every", type=int, default=10, help="log line every N steps (default: 10)")
+    out.add_argument(
+        "--log-every",
+        type=int,
+        default=10,
+        help="a loss line every N steps, in OUT/train_log.jsonl and, with --no-progress, on stderr (0: none; "
+        "default: 10)",
+    )
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(
         func=run, on_interrupt="nothing was written (a run writes --out once every setting is checked)"
@@ -261,6 +269,11 @@ def left_behind(stop: TrainingInterrupted, overwrite: bool) -> str:
         f"no checkpoint was saved (--save-every N saves one every N steps), so there is nothing to resume{log}: "
         f"{same} starts it again"
     )
+
+
+def flags_of(names: Iterable[str]) -> str:
+    """Settings said as their flags, comma-separated (`lora_rank`: --lora-rank)."""
+    return ", ".join("--" + name.replace("_", "-") for name in names)
 
 
 # each setting's flag: its name in the command line's spelling (`lora_rank`: --lora-rank), and a schedule's

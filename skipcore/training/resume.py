@@ -19,6 +19,7 @@ from skipcore.training.settings import (
     MAY_CHANGE,
     NAME_OR_PATH_SETTINGS,
     PATH_SETTINGS,
+    THIS_PROCESS,
     TrainSettings,
     as_recorded,
 )
@@ -32,18 +33,8 @@ RESUME_FILES = (
 )
 
 # A resumed run is the run it continues. Which of its settings a resume may change:
-# - where and how this process runs, not what it trains: never taken from the run, free to differ (the
-#   permission to run a model's own code is given by each command, never by a record);
-THIS_PROCESS = (
-    "resume",
-    "out",
-    "overwrite",
-    "no_progress",
-    "device",
-    "threads",
-    "find_unused_parameters",
-    "trust_remote_code",
-)
+# - where and how this process runs, not what it trains (`THIS_PROCESS`, beside the settings it names): never taken
+#   from the run, free to differ;
 # - what may change (`MAY_CHANGE`, beside the settings it names);
 # - every other setting (the model and its size, LoRA and whole layers, the data, the schedule and the objective,
 #   the optimisation, the seed, mixed precision) is the run's own: another value is refused, naming it. The weights,

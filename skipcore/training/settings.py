@@ -51,6 +51,19 @@ MAY_CHANGE = (
     "save_dtype",
     "attn",
 )
+# Where and how this process runs a resumed run, not what it trains: never taken from the run it continues, free to
+# differ (the permission to run a model's own code is given by each command, never by a record). The command line's
+# help says them from here.
+THIS_PROCESS = (
+    "resume",
+    "out",
+    "overwrite",
+    "no_progress",
+    "device",
+    "threads",
+    "find_unused_parameters",
+    "trust_remote_code",
+)
 # the settings of a model built from scratch (init_config): its size, its vocabulary and its tokenizer; a model
 # fine-tuned has its own
 NEW_MODEL_SETTINGS = (

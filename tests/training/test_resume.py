@@ -326,3 +326,37 @@ def test_a_resume_interrupted_before_its_first_checkpoint_says_the_one_it_contin
     )
     monkeypatch.undo()
     assert main([*argv, "--overwrite"]) == 0 and read_record(other)["state"]["step"] == 4
+
+
+# -- the help says what a resume takes, and what --log-every 0 does -----------------------------------------
+def train_help(dest: str) -> str:
+    """The help of train's flag of `dest`, on one line."""
+    from skipcore.commands import build_parser
+
+    action = next(a for a in build_parser(("train",)).commands["train"]._actions if a.dest == dest)
+    return " ".join(action.help.split())
+
+
+def test_the_resume_help_names_what_a_resume_takes_and_a_resume_takes_it(model_dirs, tmp_path):
+    """--resume's help said only the flags that may change differ, 'the others are refused', where --device and
+    --threads (this process's own) are taken too."""
+    said = train_help("resume")
+    assert all(flag in said for flag in ("--steps", "--lr", "--attn", "--device", "--threads", "--out"))
+    assert "this process's own" in said and "the others are refused" not in said
+    _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
+    resume = [
+        "train",
+        "--no-progress",
+        "--resume",
+        str(out / "checkpoints" / "step-0000002"),
+        "--out",
+        str(out),
+    ]
+    assert main([*resume, "--device", "cpu", "--threads", "2"]) == 0
+
+
+def test_log_every_0_logs_no_loss_as_its_help_says(model_dirs, tmp_path, capsys):
+    assert "(0: none; default: 10)" in train_help("log_every")
+    out = tmp_path / "run"
+    assert main(train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path, log_every=0))) == 0
+    assert ": loss " not in capsys.readouterr().err and (out / "train_log.jsonl").read_text() == ""
