@@ -22,7 +22,7 @@ import os
 import select
 import sys
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from skipcore.errors import SkipcoreWarning, UserError
 
@@ -254,7 +254,7 @@ def _run_command(argv: list[str] | None) -> int:
     try:
         return args.func(args, given)
     except UserError as e:
-        print(f"error: {flag_in_front(e, parser.commands[args.command])}", file=sys.stderr)
+        print(f"error: {flag_in_front(e, vars(args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # what the stopped work left, as its command declares it
         kept = getattr(args, "on_interrupt", "")
@@ -264,17 +264,14 @@ def _run_command(argv: list[str] | None) -> int:
         warnings.formatwarning = plain_format
 
 
-def flag_in_front(error: UserError, command: argparse.ArgumentParser) -> str:
-    """A refusal as the command line says it: where it is about a setting (`field`) that `command` takes as a flag
-    of the same name (`device` -> `--device`) and does not name that flag, the flag goes in front ('--device:
-    unknown device ...'). A command that maps its settings itself (`UserError.said_as`) has named it already."""
+def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
+    """A refusal as the command line says it: where it is about a setting (`field`) that the command took as a
+    flag of the same name (one of its parsed arguments, `parsed`: `device` -> `--device`) and does not name that
+    flag, the flag goes in front ('--device: unknown device ...'). A command that maps its settings itself
+    (`UserError.said_as`) has named it already."""
     text = str(error)
     flag = "--" + (error.field or "").replace("_", "-")
-    return (
-        f"{flag}: {text}"
-        if error.field and flag in command._option_string_actions and flag not in text
-        else text
-    )
+    return f"{flag}: {text}" if error.field in parsed and flag not in text else text
 
 
 def _one_line_warning(plain):

@@ -19,9 +19,9 @@ def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a count (a whole number >= 0), got {text!r}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a count (a whole number >= 0), got {value}")
     return value
 
 

@@ -466,7 +466,7 @@ def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(co
         (["bench", "--device", "tpu", "--models", "opt-tiny"], "error: --device: unknown device 'tpu'"),
         (
             ["data", "--train", "1.5", "--out", "x"],
-            "argument --train: expected a whole number >= 0, got '1.5'",
+            "argument --train: expected a count (a whole number >= 0), got '1.5'",
         ),
     ],
 )

@@ -11,5 +11,5 @@ def test_an_unknown_device_is_refused_before_any_file(model_dirs, tmp_path, caps
     out = tmp_path / "new" / "sweep.parquet"
     argv = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(data), "--out", str(out), "--repeats", "0",
             "--targets", "1", "--batch-sizes", "1", "--policies", "static", "--modes", "skip", "--device", "tpu"]  # fmt: skip
-    assert "unknown device 'tpu'; choose auto, cpu or cuda" in refused(capsys, argv)
+    assert "unknown --device 'tpu'; choose auto, cpu or cuda" in refused(capsys, argv)  # the flag, named
     assert not out.parent.exists()

@@ -586,6 +586,7 @@ def test_measured_speedups_from_two_machines_are_never_one_front(model_dirs, swe
     assert "Measured on 2 different machines: one table each, never one front across them" in text
     assert "skip mode on GPU A):" in text and "skip mode on GPU B):" in text
     assert text.count("Measured wall-clock speedup against full depth") == 2
+    two = two.assign(timing_flag="")  # believed: a tiny model's timings may be flagged (on no front)
     measured = fronts(two, "wall_speedup_decode", "bleu")
     assert set(measured["machine"]) == {"GPU A", "GPU B"}
     for machine, front in measured.groupby("machine"):  # each front made of its own machine's rows only

@@ -297,7 +297,7 @@ def test_the_output_folder_keeps_to_its_own_files(tmp_path):
         f.write_text("report.md", "# a\n")
     with pytest.raises(UserError, match="tune of other settings: a=1 \\(not 2\\); pass overwrite to") as e:
         tune_folder.TuneFolder(out, {"a": 2}, False).__enter__()  # from Python: the settings' own names
-    assert e.value.fields == ("out", "overwrite") and "--" not in str(e.value)
+    assert e.value.fields == ("out", "overwrite", "a") and "--" not in str(e.value)  # each differing setting
     (out / "report.md").write_text("edited")
     with pytest.raises(UserError, match="changed since the tune wrote it"):
         tune_folder.TuneFolder(out, {"a": 1}, False).__enter__()
