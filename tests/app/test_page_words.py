@@ -65,32 +65,27 @@ def test_a_page_with_its_prompts_filled_in_says_only_to_press_its_button(model_d
     assert any(i.value == "Choose prompts, then press **Generate**." for i in at.info)
 
 
+def trade_offs_of(table) -> object:
+    """The Trade-offs page with `table` uploaded as a CSV sweep file."""
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    upload = ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
+    return by_key(at.get("file_uploader"), "to_upload").set_value(upload).run()
+
+
 def test_a_cell_that_is_no_number_is_left_out_and_said_not_its_column(model_dir):
     """One `layer_speedup` cell reading 'fast' made the column text: it left the pickers without a word, and the
     chart moved to another speedup; a BLEU column with no values moved the chart to ROUGE-L unsaid."""
     table = sweep_frame().astype({"layer_speedup": object})
     table.loc[3, "layer_speedup"] = "fast"
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    by_key(at.get("file_uploader"), "to_upload").set_value(
-        ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
-    ).run()
+    at = trade_offs_of(table)
     assert_clean(at)
     assert by_key(at.selectbox, "to_x").value == "layer_speedup"
     assert "left out of the charts: 1 in layer_speedup ('fast')" in warnings(at)
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    by_key(at.get("file_uploader"), "to_upload").set_value(
-        ("sweep.csv", sweep_frame().assign(bleu=None).to_csv(index=False).encode(), "text/csv")
-    ).run()
+    at = trade_offs_of(sweep_frame().assign(bleu=None))
     assert_clean(at)
     assert "No values in bleu: not offered as a quality." in [i.value for i in at.info]
     # a cell's text is the file's, quoted as typed: no link of its own
     table = sweep_frame().astype({"bleu": object})
     table.loc[2, "bleu"] = "[click](https://evil.example/x)"
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    by_key(at.get("file_uploader"), "to_upload").set_value(
-        ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
-    ).run()
-    assert "1 in bleu ('\\[click\\](https://evil.example/x)')" in warnings(at)
+    assert "1 in bleu ('\\[click\\](https://evil.example/x)')" in warnings(trade_offs_of(table))
