@@ -145,9 +145,8 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         with interruption_said(out, ckpt_root, resume_dir):  # what the run leaves, once it writes
             if main:
-                if (
-                    s.overwrite
-                ):  # the folder becomes this run's alone: the tool's files of the run it replaces go
+                # with overwrite the folder becomes this run's alone: the tool's files of the run it replaces go
+                if s.overwrite:
                     clear_replaced_run(out, ckpt_root, resume_dir)
                 out.mkdir(parents=True, exist_ok=True)
             acc.wait_for_everyone()
