@@ -198,9 +198,8 @@ def reference_picker(label: str, key: str, path_key: str) -> ModelChoice | None:
     be used carries its problem, said under the picker."""
     listed = {name: c for name, c in options().items() if c.has_weights or name == LOCAL_LABEL}
     given = st.session_state.get(key, st.query_params.get(key))
-    if (
-        given and given != REFERENCE_SELF and given not in listed
-    ):  # a folder, as a link or a kept run names it
+    # a folder, as a link or a kept run names it (the reference was once a text box)
+    if given and given != REFERENCE_SELF and given not in listed:
         st.session_state[key], st.session_state[path_key] = LOCAL_LABEL, given
     picked = st.selectbox(label, [REFERENCE_SELF, *listed], key=key, **KEEP)
     if picked == REFERENCE_SELF:
