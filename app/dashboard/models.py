@@ -198,7 +198,7 @@ def reference_picker(label: str, key: str, path_key: str) -> ModelChoice | None:
     be used carries its problem, said under the picker."""
     listed = {name: c for name, c in options().items() if c.has_weights or name == LOCAL_LABEL}
     given = st.session_state.get(key, st.query_params.get(key))
-    # a folder, as a link or a kept run names it (the reference was once a text box)
+    # a folder named by a link or a kept run: the typed folder, not an option of the picker
     if given and given != REFERENCE_SELF and given not in listed:
         st.session_state[key], st.session_state[path_key] = LOCAL_LABEL, given
     picked = st.selectbox(label, [REFERENCE_SELF, *listed], key=key, **KEEP)
