@@ -349,7 +349,7 @@ def load_examples(
     path = Path(path_or_name)
     # `data/e2e_synth` typed in another folder: said, not tried on the hub (30 s of retries offline)
     if elsewhere := shipped_elsewhere(str(path_or_name)):
-        raise DataFileNotFoundError(f"{path}: no such file or directory{elsewhere}")
+        raise DataFileNotFoundError(f"{path}: no such file or directory{elsewhere}", field="dataset")
     if path.is_dir():
         path = _split_file(path, split) or path
     suffix = path.suffix.lower()
@@ -365,7 +365,7 @@ def load_examples(
             f"{path}: unsupported file type (expected .csv, .jsonl or a data set directory)"
         )
     elif suffix in (*_FILE_SUFFIXES, ".json") or str(path_or_name).startswith((".", "/", "~")):
-        raise DataFileNotFoundError(f"{path}: no such file or directory")
+        raise DataFileNotFoundError(f"{path}: no such file or directory", field="dataset")
     else:
         examples = load_hf_dataset(str(path_or_name), split, task, source_field, target_field, limit=limit)
     return examples if limit is None else examples[:limit]

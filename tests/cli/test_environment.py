@@ -178,8 +178,8 @@ def test_a_shipped_path_typed_in_another_folder_says_where_the_shipped_one_is(mo
     monkeypatch.chdir(tmp_path)
     said = refused(capsys, ["sweep", "--model", MODEL, "--dataset", "data/e2e_synth", "--out", "s.parquet"])
     assert (
-        said
-        == f"error: data/e2e_synth: no such file or directory; skipcore's shipped one is {REPO}/data/e2e_synth"
+        said == f"error: --dataset: data/e2e_synth: no such file or directory; skipcore's shipped one is "
+        f"{REPO}/data/e2e_synth"
     )
     said = refused(capsys, ["generate", "--model", "data/models/skipdecode-opt-e2e", "--prompt", "hi"])
     assert said.endswith(f"not found: data/models/skipdecode-opt-e2e; skipcore's shipped one is {MODEL}")

@@ -468,9 +468,16 @@ def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(co
             ["data", "--train", "1.5", "--out", "x"],
             "argument --train: expected a count (a whole number >= 0), got '1.5'",
         ),
+        (["generate", "--dataset", "/nowhere", "--split", "dev"], "error: --dataset: /nowhere: no such file"),
+        (["lens", "--dataset", "/nowhere"], "error: --dataset: /nowhere: no such file"),
+        (
+            ["train", "--init-config", "opt", "--dataset", "/nowhere", "--out", "x"],
+            "--dataset: /nowhere: no such",
+        ),
     ],
 )
 def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
-    """An unknown device was refused without naming --device (the library's message alone), and a count of rows
-    that was no whole number leaked the parser's internal function name ('invalid _count value')."""
+    """An unknown device or a data set that is not there was refused without naming its flag (the library's message
+    alone), and a count of rows that was no whole number leaked the parser's internal function name ('invalid
+    _count value')."""
     assert said in refused(capsys, argv)
