@@ -171,6 +171,21 @@ def train_two_steps(model_dirs, out: Path, *extra: str) -> list[str]:
     return train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "2", *extra)
 
 
+def with_tokenizer(model_dir: Path, folder: Path, **changes) -> Path:
+    """A copy of the model folder `model_dir` at `folder` whose tokenizer has the attributes `changes` (a chat
+    template, no EOS): a model as a user brings it."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(model_dir, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    for name, value in changes.items():
+        setattr(tok, name, value)
+    tok.save_pretrained(folder)
+    return folder
+
+
 def write_csv(path: Path, sources: int) -> Path:
     """An E2E-style CSV of `sources` distinct meaning representations, one reference each."""
     rows = [

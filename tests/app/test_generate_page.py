@@ -20,6 +20,7 @@ from tests.helpers import (
     charts,
     open_app,
     texts_shown,
+    with_tokenizer,
 )
 
 
@@ -182,17 +183,10 @@ def test_a_model_not_trained_skip_aware_runs_at_full_depth_with_the_command_line
 def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ticked(
     model_dirs, tmp_path, monkeypatch
 ):
-    import shutil
-
-    from transformers import AutoTokenizer
-
     from app.dashboard import paths
 
-    folder = tmp_path / "instruct"
-    shutil.copytree(model_dirs["opt"], folder)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.chat_template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
-    tok.save_pretrained(folder)
+    template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
+    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
     monkeypatch.setenv(paths.MODEL_ENV, str(folder))
     at = open_app("generate")
     assert_clean(at)
@@ -216,17 +210,10 @@ def test_a_chat_template_that_cannot_wrap_the_prompts_is_said_under_its_box(
 ):
     """A model whose template raises its own error (a system turn it requires) failed the page with a traceback;
     it is said in one line, and ticking the raw-text box runs the prompts as they are."""
-    import shutil
-
-    from transformers import AutoTokenizer
-
     from app.dashboard import paths
 
-    folder = tmp_path / "instruct"
-    shutil.copytree(model_dirs["opt"], folder)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.chat_template = "{{ raise_exception('Conversation must start with a system message') }}"
-    tok.save_pretrained(folder)
+    template = "{{ raise_exception('Conversation must start with a system message') }}"
+    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
     monkeypatch.setenv(paths.MODEL_ENV, str(folder))
     at = open_app("generate")
     assert not at.exception

@@ -3,13 +3,12 @@ them as they are, and an output that says nothing is flagged. The template chang
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from skipcore.commands import main
 from skipcore.models.catalog import REAL_MODELS, installed
 from skipcore.traces import read_trace
+from tests.helpers import with_tokenizer
 
 TEMPLATE = (
     "{% for m in messages %}<|user|>{{ m['content'] }}<|end|>{% endfor %}"
@@ -20,14 +19,9 @@ TEMPLATE = (
 @pytest.fixture(scope="module")
 def instruct_dir(model_dirs, tmp_path_factory):
     """The tiny OPT model with a chat template in its tokenizer, as an instruct model has one."""
-    from transformers import AutoTokenizer
-
-    folder = tmp_path_factory.mktemp("instruct") / "opt"
-    shutil.copytree(model_dirs["opt"], folder)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.chat_template = TEMPLATE
-    tok.save_pretrained(folder)
-    return folder
+    return with_tokenizer(
+        model_dirs["opt"], tmp_path_factory.mktemp("instruct") / "opt", chat_template=TEMPLATE
+    )
 
 
 def test_an_instruct_models_prompts_go_in_its_chat_template_unless_raw(instruct_dir, tmp_path, capsys):
@@ -56,15 +50,9 @@ def test_a_chat_template_that_cannot_wrap_a_prompt_is_one_line(
 ):
     """A template that raises its own error (a system turn it requires) or does not parse failed `generate` and
     the lens with a traceback of Jinja's."""
-    from transformers import AutoTokenizer
-
     from tests.helpers import refused
 
-    folder = tmp_path / "broken"
-    shutil.copytree(instruct_dir, folder)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.chat_template = template
-    tok.save_pretrained(folder)
+    folder = with_tokenizer(instruct_dir, tmp_path / "broken", chat_template=template)
     for command in (["generate"], ["lens", "--out", str(tmp_path / "l.parquet")]):
         line = refused(capsys, [*command, "--model", str(folder), "--prompt", "Hi", "--max-new-tokens", "2"])
         assert "chat template cannot wrap a prompt" in line and said in line and "--raw-prompt" in line

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from skipcore.commands import main
-from tests.helpers import refused, train_argv, write_csv
+from tests.helpers import refused, train_argv, with_tokenizer, write_csv
 
 
 @pytest.mark.parametrize(
@@ -85,15 +85,7 @@ def test_an_eval_limit_beyond_the_held_out_sources_is_said(model_dirs, tmp_path,
 
 def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
     """Training needs an EOS to teach stopping: a tokenizer without one was a ValueError's traceback."""
-    import shutil
-
-    from transformers import AutoTokenizer
-
-    folder = tmp_path / "noeos"
-    shutil.copytree(model_dirs["llama"], folder)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.eos_token = None
-    tok.save_pretrained(folder)
+    folder = with_tokenizer(model_dirs["llama"], tmp_path / "noeos", eos_token=None)
     argv = train_argv(
         folder, tmp_path / "out", "--dataset", str(write_csv(tmp_path / "d.csv", 4)), "--steps", "1"
     )
