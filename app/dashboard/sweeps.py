@@ -59,10 +59,14 @@ def with_measured(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def quality_named(column: object) -> bool:
+    """Whether a column's name makes it a quality metric's (`QUALITY_HINTS`)."""
+    return any(h in str(column).lower() for h in QUALITY_HINTS)
+
+
 def axis_named(column: object) -> bool:
     """Whether a column's name makes it a chart's axis: a quality metric's or a speedup's."""
-    name = str(column).lower()
-    return "speedup" in name or any(h in name for h in QUALITY_HINTS)
+    return "speedup" in str(column).lower() or quality_named(column)
 
 
 def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
@@ -94,11 +98,7 @@ def empty_metrics(df: pd.DataFrame) -> list[str]:
     file, but with nothing to draw, so the chart opens on another metric. An empty measured speedup is said by the
     page's note on timing instead (a sweep run with no timing leaves them all empty)."""
     return [
-        c
-        for c in df.columns
-        if any(h in str(c).lower() for h in QUALITY_HINTS)
-        and not str(c).startswith("tune_")
-        and df[c].isna().all()
+        c for c in df.columns if quality_named(c) and not str(c).startswith("tune_") and df[c].isna().all()
     ]
 
 
@@ -146,7 +146,7 @@ def numeric_columns(df: pd.DataFrame) -> list[str]:
 
 def quality_columns(df: pd.DataFrame) -> list[str]:
     """Numeric columns named like a quality metric, BLEU and ROUGE-L first (the paper's E2E metrics)."""
-    cols = [c for c in numeric_columns(df) if any(h in c.lower() for h in QUALITY_HINTS)]
+    cols = [c for c in numeric_columns(df) if quality_named(c)]
     order = {"bleu": 0, "rougel": 1, "rouge_l": 1}
     return sorted(cols, key=lambda c: order.get(c.lower(), 2))
 
