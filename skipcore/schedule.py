@@ -447,13 +447,26 @@ SHAPE_OWN_SETTINGS = {
 }
 
 
+# the settings that shape a schedule below full depth and nothing else (the layers a budget keeps, the horizon a
+# target speedup is met over): a full-depth schedule runs every layer at every step and reads none of them
+BELOW_FULL_DEPTH = ("mode", "warmup_layers", "speedup_over")
+
+
 def refuse_idle_for_shape(
     typed: Collection[str], shape: str, mode: str, read_anyway: Collection[str] = ()
 ) -> None:
     """A setting among `typed` (those a user set, by name) that a schedule of `shape` in `mode` does not read is
-    refused in one line naming it: another shape's own setting (`alpha` beside a linear shape: `SHAPE_SETTINGS`), or
-    `warmup_layers` outside skip mode. `read_anyway`: the settings a caller reads whatever the shape (training saves
-    its decay span for generation to reuse)."""
+    refused in one line naming it: at full depth, a setting of a schedule below it (`BELOW_FULL_DEPTH`); another
+    shape's own setting (`alpha` beside a linear shape: `SHAPE_SETTINGS`); `warmup_layers` outside skip mode.
+    `read_anyway`: the settings a caller reads whatever the shape (training saves its decay span for generation to
+    reuse)."""
+    idle = [name for name in BELOW_FULL_DEPTH if name in typed and name not in read_anyway]
+    if shape == "full" and idle:
+        raise UserError(
+            f"{idle[0]} has no effect at full depth, which runs every layer at every step: drop it, or set "
+            "schedule SHAPE or target_speedup T",
+            field=(idle[0], "schedule", "target_speedup"),
+        )
     for name, own in SHAPE_OWN_SETTINGS.items():
         if name in typed and name not in read_anyway and own not in SHAPE_SETTINGS.get(shape, ()):
             shapes = [each for each, read in SHAPE_SETTINGS.items() if own in read]

@@ -53,7 +53,10 @@ SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "
 
 
 # each schedule setting's flag, the shape's and the file's among them: how the library's refusal of one is said
-DEPTH_FLAGS = {**SCHEDULE_FLAGS, "schedule": "--schedule", "schedule_json": "--schedule-json"}
+# the settings a schedule is made of, and the horizon its target speedup is met over
+DEPTH_FLAGS = {
+    **SCHEDULE_FLAGS, "schedule": "--schedule", "schedule_json": "--schedule-json", "speedup_over": "--speedup-over"
+}  # fmt: skip
 
 
 @contextmanager
@@ -109,7 +112,8 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
 def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None:
     """One line for a schedule flag the run's shape or mode does not read (`skipcore.schedule.refuse_idle_for_shape`),
     once the shape is known (a model trained at one schedule names it where no flag does): --alpha beside a linear
-    schedule, or --warmup-layers in exit mode. A schedule file's fields are its own; a policy's own flags are its."""
+    schedule, --warmup-layers in exit mode, --mode at full depth (adaptive's floor too: it never drops). A schedule
+    file's fields are its own; a policy's own flags are its."""
     if depth.schedule_json or not depth.policy_class.uses_schedule:
         return
     own = {p.dest for p in params_of(depth.policy_class)}

@@ -12,9 +12,6 @@ from skipcore.schedule import refuse_idle_beside_file, refuse_idle_for_shape
 from skipcore.training.plan import check_elastic, shape_used
 from skipcore.training.settings import LORA_SETTINGS, NEW_MODEL_SETTINGS, TrainSettings
 
-# the settings that shape a schedule below full depth and nothing else: a run at full depth reads none of them (its
-# decay span and length it saves for generation to reuse)
-BELOW_FULL_DEPTH = ("mode", "warmup_layers", "speedup_over")
 # the settings a run reads whatever its schedule's shape: its decay span is saved for generation to reuse
 READ_BY_EVERY_SHAPE = ("decay_span",)
 
@@ -63,10 +60,3 @@ def _refuse_idle_schedule(s: TrainSettings, typed: set[str]) -> None:
         check_elastic(s)
     shape = shape_used(vars(s))
     refuse_idle_for_shape(typed, shape, s.mode, read_anyway=READ_BY_EVERY_SHAPE)
-    idle = [name for name in BELOW_FULL_DEPTH if name in typed]
-    if shape == "full" and idle:
-        raise UserError(
-            f"{idle[0]} has no effect at full depth, which this run trains at: drop it, or set schedule SHAPE or "
-            "target_speedup T",
-            field=(idle[0], "schedule", "target_speedup"),
-        )

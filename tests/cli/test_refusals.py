@@ -127,6 +127,26 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
             "--target-speedup sets a schedule; --policy calm runs none",
         ),
         (
+            ["--schedule", "full", "--mode", "exit"],
+            "--mode has no effect at full depth, which runs every layer at every step: drop it, or set --schedule",
+        ),
+        (
+            ["--schedule", "full", "--warmup-layers", "2"],
+            "--warmup-layers has no effect at full depth",
+        ),
+        (
+            ["--schedule", "full", "--speedup-over", "9"],
+            "--speedup-over has no effect at full depth",
+        ),
+        (
+            ["--policy", "speculative", "--schedule", "full", "--mode", "middle"],
+            "--mode has no effect at full depth",
+        ),
+        (
+            ["--policy", "adaptive", "--schedule", "full", "--mode", "exit"],  # its floor is full depth
+            "--mode has no effect at full depth",
+        ),
+        (
             ["--prompt", "x", "--split", "dev"],
             "give the prompts by --prompt or --prompts-file, or by --dataset",
         ),
@@ -134,8 +154,8 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
 )
 def test_a_flag_that_would_do_nothing_here_is_refused_naming_it(capsys, argv, said):
     """Typed, a flag is meant: one that this run would ignore (another policy's setting, another shape's setting,
-    warmup layers outside skip mode, a schedule for a policy that runs none, a split beside prompts given) is one
-    line before any work, not a run that silently differs."""
+    warmup layers outside skip mode, a schedule for a policy that runs none, a schedule's mode at full depth, a
+    split beside prompts given) is one line before any work, not a run that silently differs."""
     assert generate_refused(capsys, *argv).startswith(said)
 
 

@@ -166,7 +166,7 @@ IDLE = [  # (flags typed beside --model on the shipped data, the start of the re
     ),
     (
         ["--mode", "exit"],
-        "--mode has no effect at full depth, which this run trains at: drop it, or set --schedule",
+        "--mode has no effect at full depth, which runs every layer at every step: drop it, or set --schedule",
     ),
     (["--warmup-layers", "2"], "--warmup-layers has no effect at full depth"),
     (["--speedup-over", "5"], "--speedup-over has no effect at full depth"),
