@@ -88,9 +88,9 @@ def resolve_resume(path: str) -> Path:
     return latest
 
 
-def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[str] | None) -> Continued:
-    """The settings of a run resumed from `resume_dir`: a setting not in `given` (those the user set now; None: all
-    of them) takes the value the run recorded, so `train --resume OUT/checkpoints --out OUT` alone trains the same
+def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[str]) -> Continued:
+    """The settings of a run resumed from `resume_dir`: a setting not in `given` (those the user set now) takes the
+    value the run recorded, so `train --resume OUT/checkpoints --out OUT` alone trains the same
     run on. A setting given now with another value is applied where it may change (`MAY_CHANGE`), and refused,
     before any work, where it may not (the first named, the others listed). A checkpoint with no recorded
     settings continues with the settings as given."""
@@ -98,7 +98,7 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
     recorded = recorded_args(record)
     if recorded is None:
         return Continued(settings, (), {})
-    given = set(TrainSettings.names()) if given is None else set(given)
+    given = set(given)
     taken: dict[str, object] = {}
     changed: dict[str, tuple[object, object]] = {}
     refused: list[tuple[str, object, object]] = []

@@ -64,11 +64,13 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     """Train as `settings` say, each value as `TrainSettings.check` takes it (NumPy's numbers as Python's, a path
     as its text, `~` as the home folder); returns the output folder holding the final model. `given`: the settings
     the user set (a resume takes every other one from the run it continues, and refuses one set to another value
-    where it may not change: `skipcore.training.resume`); None: all of them.
+    where it may not change: `skipcore.training.resume`); None: those `settings` hold at other than their defaults
+    (`TrainSettings.changed`), so `train(TrainSettings(resume=..., out=...))` continues a run as it was.
 
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards."""
+    given = settings.changed() if given is None else frozenset(given)
     settings = settings.check()
     before = torch.get_num_threads()
     if settings.threads:
@@ -81,8 +83,8 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
         torch.set_flush_denormal(False)
 
 
-def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
-    typed = s.changed() | frozenset(given or ())  # what the user set (a resume takes the rest from its run)
+def _train(s: TrainSettings, given: frozenset[str]) -> Path:
+    typed = s.changed() | given  # what the user set (a resume takes the rest from its run)
     resume_dir = resolve_resume(s.resume) if s.resume else None
     continued = None
     if resume_dir is not None:
@@ -99,7 +101,7 @@ def _train(s: TrainSettings, given: Collection[str] | None) -> Path:
     with one_writer(acc, out):
         check_out_dir(out, s.overwrite, resume_dir, s.model, ckpt_root)
         check_checkpoint_dir(ckpt_root, out, hyper.save_every)
-        examples, dev, data_record = training_data(s, split, given or (), say=main)
+        examples, dev, data_record = training_data(s, split, given, say=main)
 
         set_seed(s.seed)  # the same initial weights on every process
         model, tokenizer, origin, peft_model = starting_model(s, examples, acc, resume_dir, lora)

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from skipcore.commands import main
+from skipcore.errors import UserError
 from skipcore.models.training_record import read_record
 from tests.helpers import refused, train_argv
 
@@ -44,6 +45,23 @@ def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys)
     assert again["state"]["step"] == 4 and again["training"] == first["training"]
     redone = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in redone] == pytest.approx([r["loss"] for r in losses], abs=1e-5)
+
+
+def test_a_resume_from_python_takes_the_runs_own_settings(model_dirs, tmp_path):
+    """`train(TrainSettings(resume=..., out=...))` continues the run as the bare command does: the settings left at
+    their defaults are the run's (not all of them taken as set, each refused as differing from the run's)."""
+    from skipcore.training.settings import TrainSettings
+    from skipcore.training.train import train
+
+    data, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
+    first = read_record(out)
+    shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if the run had stopped after step 2
+    train(TrainSettings(resume=str(out / "checkpoints"), out=str(out), no_progress=True))
+    again = read_record(out)
+    assert again["state"]["step"] == 4 and again["training"] == first["training"]
+    assert again["data"]["dataset"] == str(data)
+    with pytest.raises(UserError, match="^batch_size 2 differs from the run's 4; a resumed run keeps"):
+        train(TrainSettings(resume=str(out / "checkpoints"), out=str(out), batch_size=2))
 
 
 def test_the_first_loss_a_resumed_run_logs_averages_the_steps_an_uninterrupted_one_does(model_dirs, tmp_path):
