@@ -13,18 +13,34 @@ import torch
 
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.errors import UserError
+from skipcore.plain_numbers import is_whole, whole_number
 
 
 def forced_tokens(
-    rows: Sequence[Sequence[int]], max_new_tokens: int, eos_ids: Sequence[int], pad_id: int
+    rows: Sequence[Sequence[int]], max_new_tokens: int, eos_ids: Sequence[int], pad_id: int, vocab_rows: int
 ) -> torch.Tensor:
     """(B, T) the given tokens, padded after each row's end; T = max_new_tokens.
 
-    A row shorter than T must end with EOS (the decode would otherwise need a token nobody gave)."""
+    Each token is a token id of the model's (a whole number below its `vocab_rows` embeddings: one past them would
+    fail the pass that reads it, mid-decode, and 3.5 is no token), and a row shorter than T ends with EOS (the
+    decode would otherwise need a token nobody gave); else one line, before any work."""
     eos = set(int(e) for e in eos_ids)
     table = torch.full((len(rows), max_new_tokens), pad_id, dtype=torch.long)
-    for r, row in enumerate(rows):
-        row = [int(t) for t in row]
+    for r, given in enumerate(rows):
+        given = given.tolist() if hasattr(given, "tolist") else given  # a tensor's or an array's row
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+            raise UserError(
+                f"teacher tokens of prompt {r} are {type(given).__name__}, not a list of token ids",
+                field="tokens",
+            )
+        row = [whole_number(t) for t in given]
+        bad = [t for t in row if not is_whole(t) or not 0 <= t < vocab_rows]
+        if bad:
+            raise UserError(
+                f"teacher tokens of prompt {r} hold {bad[0]!r}, not a token id of this model's (a whole number in "
+                f"[0, {vocab_rows}))",
+                field="tokens",
+            )
         if not row:
             raise UserError(f"teacher tokens of prompt {r} are empty")
         if len(row) > max_new_tokens:

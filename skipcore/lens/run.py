@@ -77,8 +77,9 @@ def layer_lens(
     if policy.max_step_tokens() > 1:
         raise UserError(
             f"the lens reads the pass that made each token, one token per step; under {policy.name} every kept "
-            "token comes from a full-depth verification pass: read --schedule full, or the draft path with "
-            "--policy static and the same schedule flags"
+            "token comes from a full-depth verification pass: read full depth, or the draft path under the static "
+            "policy with the same schedule",
+            field="policy",
         )
     if top_k < 1:
         raise UserError(f"top_k must be >= 1, got {top_k}", field="top_k")
@@ -86,7 +87,8 @@ def layer_lens(
     if tokens is not None:
         if len(tokens) != len(prompts):
             raise UserError(f"{len(tokens)} token lists given for {len(prompts)} prompts", field="tokens")
-        forced = forced_tokens(tokens, max_new_tokens, engine.eos_ids.tolist(), engine.pad_id)
+        vocab_rows = engine.model.get_input_embeddings().num_embeddings
+        forced = forced_tokens(tokens, max_new_tokens, engine.eos_ids.tolist(), engine.pad_id, vocab_rows)
         pickers = partial(_given_tokens, forced, engine.device)
     batches = -(-len(request.prompts) // request.batch_size)
     tables = []

@@ -25,7 +25,7 @@ from skipcore.lens import (
 )
 from skipcore.lens.forcing import forced_tokens
 from skipcore.plots.lens import STATS, agreement_figure, layer_summary_figure, lens_heatmap
-from skipcore.policies import AdaptivePolicy, CalmPolicy
+from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from skipcore.traces import TraceSchemaError
 from tests.helpers import PROMPTS, engine_for
@@ -229,23 +229,42 @@ def test_agreement_refuses_a_lens_on_its_own_decode(opt):
         ([[5, 6]], "stop after 2 of 4 tokens without EOS"),
         ([[5, 6, 7, 8, 9]], "5 long, more than max_new_tokens"),
         ([[]], "empty"),
+        ([[5, 6, 100, 2]], r"hold 100, not a token id of this model's \(a whole number in \[0, 100\)\)"),
+        ([[5, -1, 2]], "hold -1, not a token id"),
+        ([[3.5, 6, 7, 8]], "hold 3.5, not a token id"),
+        ([["5", 6, 7, 8]], "hold '5', not a token id"),
+        (["5678"], "teacher tokens of prompt 0 are str, not a list of token ids"),
+        ([5], "teacher tokens of prompt 0 are int, not a list of token ids"),
     ],
 )
 def test_forced_tokens_refuse_rows_the_decode_cannot_follow(rows, match):
     with pytest.raises(UserError, match=match):
-        forced_tokens(rows, 4, [2], 1)
+        forced_tokens(rows, 4, [2], 1, 100)
 
 
 def test_forced_tokens_pad_rows_ended_by_eos():
-    table = forced_tokens([[5, 2], [5, 6, 7, 8]], 4, [2], 1)
+    table = forced_tokens([[5, 2], [5, 6, 7, 8]], 4, [2], 1, 100)
     assert table.tolist() == [[5, 2, 1, 1], [5, 6, 7, 8]]
+    rows = [
+        torch.tensor([5, 2]),
+        np.array([5.0, 6.0, 7.0, 99.0]),
+    ]  # a tensor's and an array's rows, whole floats
+    assert forced_tokens(rows, 4, [2], 1, 100).tolist() == [[5, 2, 1, 1], [5, 6, 7, 99]]
 
 
 def test_bad_lens_requests_are_refused(opt):
     with pytest.raises(UserError, match="token lists given for"):
         layer_lens(opt, PROMPTS, None, T, tokens=[[1]])
+    rows = opt.model.get_input_embeddings().num_embeddings
+    with pytest.raises(UserError, match=f"teacher tokens of prompt 1 hold {rows}, not a token id"):
+        layer_lens(opt, PROMPTS, None, T, tokens=[[3] * T, [rows] * T, [3] * T])  # past the embeddings
     with pytest.raises(UserError, match="top_k"):
         layer_lens(opt, PROMPTS, None, T, top_k=0)
+    draft = Schedule(opt.num_layers, "constant", "skip", 3, 3)
+    with pytest.raises(
+        UserError, match="every kept token comes from a full-depth verification pass: read full"
+    ):
+        layer_lens(opt, PROMPTS, SpeculativePolicy(draft, draft_tokens=2), T)
 
 
 # -- summaries, files, figures -------------------------------------------------------------------------------
