@@ -36,6 +36,52 @@ class Request:
     sampling: Sampling
 
 
+def check_model(model: object) -> None:
+    """A model the engine can decode with, refused in one line before the engine touches it: a causal LM (an
+    `nn.Module` with its LM head, whose logits pick each token), its weights on one device (not spread by a device
+    map) and in one dtype (a half-cast model meets its own float32 layers in the first product). A LoRA adapter's
+    weights, which peft may keep in float32, are its own. An engine on the meta device is made (the tests run its
+    steps there for their shapes) and refused its first decode (`check_loaded`)."""
+    if not isinstance(model, torch.nn.Module):
+        raise ArgumentTypeError(
+            f"model must be a loaded causal LM (skipcore.models.load_model, or transformers' "
+            f"AutoModelForCausalLM), got {type(model).__name__}",
+            field="model",
+        )
+    head = getattr(model, "get_output_embeddings", lambda: None)()
+    if head is None:
+        raise ArgumentTypeError(
+            f"{type(model).__name__} has no LM head: give the causal LM (AutoModelForCausalLM), whose logits pick "
+            "each token",
+            field="model",
+        )
+    own = [w for name, w in model.named_parameters() if "lora_" not in name]
+    devices = sorted({str(w.device) for w in own})
+    if len(devices) > 1:
+        raise UserError(
+            f"the model's weights are spread over {' and '.join(devices)}: skipcore decodes on one device (load "
+            "the model onto one, without a device_map)",
+            field="model",
+        )
+    dtypes = sorted({str(w.dtype).removeprefix("torch.") for w in own if w.is_floating_point()})
+    if len(dtypes) > 1:
+        raise UserError(
+            f"the model's weights are in {' and '.join(dtypes)}: cast it to one dtype (model.to(dtype))",
+            field="model",
+        )
+
+
+def check_loaded(device: torch.device) -> None:
+    """A decode of a model whose weights are on the meta device (empty tensors: an empty model, its weights never
+    loaded) is refused in one line, where it would fail at its first read of a value, after the prefill."""
+    if device.type == "meta":
+        raise UserError(
+            "the model's weights are on the meta device (an empty model, its weights never loaded): load them "
+            "(from_pretrained, or skipcore.models.load_model)",
+            field="model",
+        )
+
+
 def check_request(
     prompts: Sequence[str],
     policy: PolicyLike,

@@ -32,7 +32,7 @@ import torch
 
 from skipcore.adapters import Adapter, adapter_for, check_config, max_positions
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.checks import Request, check_finite, check_request
+from skipcore.decode.checks import Request, check_finite, check_loaded, check_model, check_request
 from skipcore.decode.forward import EngineStepRunner
 from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, GenerationResult
 from skipcore.decode.record import RowCursor, StepRecord, StepTimer, collect_batch
@@ -76,6 +76,7 @@ class SkipEngine:
         adapter left unmerged, as training in a notebook leaves it) runs as its base model, whose linears peft
         wrapped in place, so its adapter applies."""
         model = model.get_base_model() if hasattr(model, "get_base_model") else model
+        check_model(model)
         self.model = model
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
@@ -199,6 +200,7 @@ class SkipEngine:
         sampling: Sampling | None = None,
     ) -> Request:
         """Every check a call makes, against this model, before any work (`skipcore.decode.checks`)."""
+        check_loaded(self.device)
         return check_request(
             prompts,
             self.placed(policy, max_new_tokens),

@@ -34,6 +34,39 @@ def test_the_engine_refuses_arguments_of_the_wrong_kind_at_the_door(model_dirs):
     assert len(engine.generate(("MR: x", "MR: y"), [[0, 1, 2, 3, 4, 5], [0, 5]], 2).texts) == 2
 
 
+def test_the_engine_refuses_a_model_it_cannot_decode_with_before_touching_it(model_dirs):
+    """A model path, a model without its LM head, or one whose weights are in two dtypes is one line when the
+    engine is made, where each failed inside it or mid-decode; the model is left as it was. One on the meta device
+    is one line at its first decode (the tests make such engines to run their steps' shapes)."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    folder = str(model_dirs["llama"])
+    model, tok = load_model(folder, device="cpu", dtype="float32")
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        empty = AutoModelForCausalLM.from_config(config)
+    half_cast = AutoModelForCausalLM.from_pretrained(folder)
+    half_cast.model.layers[1].to(torch.bfloat16)
+    cases = [
+        (folder, ArgumentTypeError, "model must be a loaded causal LM .* got str"),
+        (
+            AutoModel.from_pretrained(folder),
+            ArgumentTypeError,
+            "LlamaModel has no LM head: give the causal LM",
+        ),
+        (half_cast, UserError, "weights are in bfloat16 and float32: cast it to one dtype"),
+    ]
+    for given, kind, words in cases:
+        with pytest.raises(kind, match=words):
+            SkipEngine(given, tok)
+        if not isinstance(given, str):  # its attention not taken over (`kernels.attention.adopt`)
+            assert given.config._attn_implementation == "sdpa"
+    assert len(SkipEngine(model, tok).generate(["MR: x"], None, 2).texts) == 1
+    with pytest.raises(UserError, match="^the model's weights are on the meta device"):
+        SkipEngine(empty, tok).generate(["MR: x"], None, 2)
+
+
 # -- NaN weights ---------------------------------------------------------------------------------------------
 def test_non_finite_logits_are_said_before_anything_is_written(model_dirs, tmp_path, capsys):
     broken = shutil.copytree(model_dirs["opt"], tmp_path / "nan")
