@@ -21,7 +21,7 @@ from skipcore.files import (
     parse_json,
     read_parquet,
 )
-from skipcore.traces.files import FORMATS, JSONL_DIGITS, META_KEY, is_run_metadata, sidecar_path
+from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path, write_jsonl
 from skipcore.traces.schema import TraceSchemaError
 
 # column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
@@ -112,12 +112,7 @@ def write_lens(
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta.encode()})
             atomic_write(path, lambda p: pq.write_table(table, p))
         else:
-            if suffix == ".jsonl":
-                data = partial(
-                    df.to_json, orient="records", lines=True, force_ascii=False, double_precision=JSONL_DIGITS
-                )
-            else:
-                data = partial(df.to_csv, index=False)
+            data = partial(write_jsonl, df) if suffix == ".jsonl" else partial(df.to_csv, index=False)
             # both written before either replaces a file; the sidecar renamed first: never data without its metadata
             atomic_writes([(sidecar_path(path), lambda p: p.write_text(meta)), (path, data)])
     except OSError as e:
@@ -139,7 +134,7 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
             df = table.to_pandas()
         else:
             if suffix == ".jsonl":
-                df = pd.read_json(path, lines=True, dtype={c: str for c in _TEXT})
+                df = pd.read_json(path, lines=True, dtype={c: str for c in _TEXT}, precise_float=True)
             else:
                 df = pd.read_csv(
                     path,

@@ -128,15 +128,33 @@ def write_trace(
     return path
 
 
-# significant digits of a float in a JSON-lines file: pandas' most (its default keeps 10 decimals)
-JSONL_DIGITS = 15
+def write_jsonl(df: pd.DataFrame, target) -> None:
+    """`df` as JSON lines, one object a row, to a path or a text handle: each float as Python writes it, the
+    shortest text that reads back as the same double (pandas' writer keeps at most 15 significant digits, so a
+    trace's log-probabilities came back moved in their last digits, where Parquet and CSV keep them); a missing or
+    infinite number as null, as pandas writes it."""
+    import math
+
+    def plain(value):
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+
+    def write(handle) -> None:
+        for row in df.to_dict("records"):  # Python's own scalars
+            line = json.dumps({k: plain(v) for k, v in row.items()}, ensure_ascii=False, allow_nan=False)
+            handle.write(line + "\n")
+
+    if isinstance(target, str | Path):
+        with open(target, "w", encoding="utf-8", newline="") as handle:
+            write(handle)
+    else:
+        write(target)
 
 
 def _write_text(target, df: pd.DataFrame, fmt: str) -> None:
     """CSV or JSONL with masks behind MASK_PREFIX, to a path or a text handle."""
     out = df.assign(layer_mask=MASK_PREFIX + df["layer_mask"].astype(str))
     if fmt.startswith(".jsonl"):
-        out.to_json(target, orient="records", lines=True, force_ascii=False, double_precision=JSONL_DIGITS)
+        write_jsonl(out, target)
     else:
         out.to_csv(target, index=False)
 

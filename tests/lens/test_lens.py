@@ -297,7 +297,9 @@ def test_lens_files_round_trip(opt, tmp_path, fmt):
     path = write_lens(lens.table, tmp_path / f"lens.{fmt}", lens.metadata)
     back, meta = read_lens(path)
     assert meta["run_id"] == lens.metadata["run_id"] and meta["lens"]["tokens"] == "own decode"
-    pd.testing.assert_frame_equal(back, lens.table, check_dtype=False, check_exact=False, rtol=1e-6)
+    pd.testing.assert_frame_equal(
+        back, lens.table, check_dtype=False, check_exact=True
+    )  # every double's bits
     assert back["residual_cos"].isna().sum() == lens.table["residual_cos"].isna().sum() > 0
     with pytest.raises(UserError, match="exists"):
         write_lens(lens.table, path, lens.metadata)
