@@ -310,6 +310,9 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
             )
         for value in values:
             known[column].check(value, name=column)
+    if not cfg.batch_sizes:  # every setting runs at each: none would leave an empty grid (an empty list of
+        # targets, modes or policies leaves full depth, the reference)
+        raise UserError("batch_sizes is empty: give at least one", field="batch_sizes")
     if any(b < 1 for b in cfg.batch_sizes):
         raise UserError("batch_sizes must all be >= 1", field="batch_sizes")
     if cfg.repeats < 0:

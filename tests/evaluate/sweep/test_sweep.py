@@ -730,7 +730,8 @@ def test_a_configs_counts_take_numpys_and_refuse_other_kinds_before_any_work(
                      ({"limit": "2"}, "limit must be a whole number, got '2'"),
                      ({"repeats": True}, "repeats must be a whole number, got True"),
                      ({"batch_sizes": ("2",)}, "batch_sizes must all be whole numbers, got '2'"),
-                     ({"targets": (2, "3")}, "targets must all be numbers, got '3'")):  # fmt: skip
+                     ({"targets": (2, "3")}, "targets must all be numbers, got '3'"),
+                     ({"batch_sizes": ()}, "batch_sizes is empty: give at least one")):  # fmt: skip
         fresh = tmp_path / "fresh.parquet"
         with pytest.raises(UserError, match=re.escape(said)) as e:
             run_sweep(replace(cfg, out=fresh, traces_dir=None, **kw))
