@@ -21,6 +21,7 @@ replaces the entry while it is restoring one). A setting the entry does name sti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote_plus
@@ -34,6 +35,36 @@ PUBLISHED = "_address_text_"  # + a text's key, in the session: the text `keep_t
 SEEN = "_address_seen"  # page -> the names its address held when the page was last drawn
 HELD = "_address_held"  # a Back or Forward run was started again once (`hold`)
 PAGE = "_address_page"  # the page this run draws, as `hold` was told it
+
+
+def whole_number_input(
+    where, label: str, low: int | None, high: int | None, value: int, key: str, **kw
+) -> int:
+    """A whole-number box kept in the address (`KEEP`) under `key`, as an int. A value the address gives that no
+    whole number is (`inf`, `1e400`) is taken out first: Streamlit ignores `abc` or `-5` there, but its own parse
+    fails on an infinite number with an OverflowError, which a shared link would show as the page's traceback."""
+    text = st.query_params.get(key)
+    if text is not None and _infinite(text):
+        _forget(key)
+    return int(where.number_input(label, low, high, value, key=key, **KEEP, **kw))
+
+
+def _infinite(text: str) -> bool:
+    try:
+        return math.isinf(float(text))
+    except ValueError:
+        return False
+
+
+def _forget(key: str) -> None:
+    """Take `key` out of the address, and out of the address the session opened with, which is what Streamlit seeds
+    a bound widget from (no public call reaches it: its query parameters' own methods, as its binding clears a
+    value it refuses; streamlit is pinned, and a test opens a page with such a link)."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    with get_session_state().query_params() as params:
+        params.remove_param(key)
+        params._initial_query_params.pop(key, None)
 
 
 def fits(text: str) -> bool:

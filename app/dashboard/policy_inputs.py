@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.dashboard import address
 from app.dashboard.address import KEEP
 from skipcore.policies.params import Param, params_of
 
@@ -53,7 +54,7 @@ def param_input(
             start = param.start(*run_on) if param.start is not None else max(1, min(3, num_layers))
         start = min(start, high) if high is not None else start
         low = int(param.low) if param.low is not None else None
-        return int(where.number_input(widget_label(param), low, high, int(start), key=key, **KEEP))
+        return address.whole_number_input(where, widget_label(param), low, high, int(start), key)
     return where.number_input(
         widget_label(param), param.low, param.high, float(param.default), key=key, **KEEP
     )

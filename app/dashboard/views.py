@@ -109,8 +109,10 @@ def prompt_picker(key: str, chat: bool = False) -> list[str]:
     except UserError as e:
         st.error(f"Cannot read the {split} split: {e}")
         return []
-    count = c2.number_input("How many", 1, min(64, len(pool)), min(4, len(pool)), key=f"{key}_count", **KEEP)
-    start = c3.number_input("Starting at example", 0, max(0, len(pool) - 1), 0, key=f"{key}_start", **KEEP)
+    count = address.whole_number_input(
+        c2, "How many", 1, min(64, len(pool)), min(4, len(pool)), f"{key}_count"
+    )
+    start = address.whole_number_input(c3, "Starting at example", 0, max(0, len(pool) - 1), 0, f"{key}_start")
     chosen = pool[int(start) : int(start) + int(count)]
     st.session_state[f"{key}_references"] = [refs for _, refs in chosen]
     with st.expander(f"{len(chosen)} prompts from {split}"):
@@ -195,7 +197,7 @@ def batch_size_input(container, key: str, prompts: list[str]) -> int:
     st.session_state[f"{key}_for"] = len(prompts)
     if seen is not None and seen != len(prompts):
         st.session_state[key] = wanted
-    typed = int(container.number_input("Batch size", 1, 64, wanted, key=key, **KEEP))
+    typed = address.whole_number_input(container, "Batch size", 1, 64, wanted, key)
     return min(typed, len(prompts)) if prompts else typed
 
 
@@ -243,11 +245,11 @@ def sampling_settings(key: str) -> Sampling | None:
         temperature = c1.slider(
             "Temperature", 0.05, 2.0, 1.0, 0.05, key=f"{key}_temp", disabled=not do_sample, **KEEP
         )
-        top_k = c2.number_input(
-            "Top-k (0 = off)", 0, 1000, 0, key=f"{key}_topk", disabled=not do_sample, **KEEP
+        top_k = address.whole_number_input(
+            c2, "Top-k (0 = off)", 0, 1000, 0, f"{key}_topk", disabled=not do_sample
         )
         top_p = c3.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}_topp", disabled=not do_sample, **KEEP)
-        seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}_seed", **KEEP)
+        seed = address.whole_number_input(c4, "Seed", 0, 2**31 - 1, 0, f"{key}_seed")
     try:
         return Sampling(do_sample, float(temperature), int(top_k), float(top_p), int(seed))
     except UserError as e:

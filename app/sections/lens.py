@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import figures, numbers, provenance, results, state, views
+from app.dashboard import address, figures, numbers, provenance, results, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
 from app.dashboard.models import current_choice
@@ -253,7 +253,9 @@ def main() -> None:
     sent = chat_prompts("lens", engine, prompts)
     c1, c2, c3 = st.columns([2, 1, 2])
     max_new = tokens_slider(c1, "lens", chat, state.max_new_tokens(L))
-    batch_size = c2.number_input("Batch size", 1, 64, min(8, max(1, len(prompts))), key="lens_batch", **KEEP)
+    batch_size = address.whole_number_input(
+        c2, "Batch size", 1, 64, min(8, max(1, len(prompts))), "lens_batch"
+    )
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
     now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}
     todo = work(engine, schedule, sent.prompts, int(max_new), int(batch_size), tokens)

@@ -140,11 +140,11 @@ def small_sweep() -> pd.DataFrame | None:
             else "Speculative SkipDecode drafts with the first target's schedule: choose a target."
         )
     c4, c5, c6 = st.columns(3)
-    examples = c4.number_input("Examples (dev split)", 1, 300, 8, key="to_examples", **KEEP)
-    max_new = c5.number_input(
-        "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), key="to_max_new", **KEEP
+    examples = address.whole_number_input(c4, "Examples (dev split)", 1, 300, 8, "to_examples")
+    max_new = address.whole_number_input(
+        c5, "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), "to_max_new"
     )
-    batch = c6.number_input("Batch size", 1, 64, 8, key="to_batch", **KEEP)
+    batch = address.whole_number_input(c6, "Batch size", 1, 64, 8, "to_batch")
     settings = SweepSettings(
         targets=tuple(targets),
         modes=tuple(modes),

@@ -66,13 +66,14 @@ def inputs(L: int, max_new_tokens: int) -> tuple[dict, bool]:
     values["modes"] = tuple(c1.multiselect("Modes", MODES, ["skip"], key="tune_modes", **KEEP))
     values["policies"] = tuple(c2.multiselect("Policies", POLICIES, ["static"], key="tune_policies", **KEEP))
     c1, c2, c3, c4 = st.columns(4)
-    values["trials"] = int(c1.number_input("Trials", 1, 200, 8, key="tune_trials", **KEEP))
-    values["limit"] = int(c2.number_input("Dev rows", 1, 300, 16, key="tune_rows", **KEEP))
-    values["batch_size"] = int(c3.number_input("Batch size", 1, 64, 8, key="tune_batch", **KEEP))
-    values["max_new_tokens"] = int(c4.number_input("Tokens to generate", 2, 256, max_new_tokens, key="tune_max_new",
-                                                   **KEEP))  # fmt: skip
-    values["prune_after"] = int(
-        st.number_input("Rows scored before a trial may stop (0: never)", 0, 300, 8, key="tune_prune", **KEEP)
+    values["trials"] = address.whole_number_input(c1, "Trials", 1, 200, 8, "tune_trials")
+    values["limit"] = address.whole_number_input(c2, "Dev rows", 1, 300, 16, "tune_rows")
+    values["batch_size"] = address.whole_number_input(c3, "Batch size", 1, 64, 8, "tune_batch")
+    values["max_new_tokens"] = address.whole_number_input(
+        c4, "Tokens to generate", 2, 256, max_new_tokens, "tune_max_new"
+    )
+    values["prune_after"] = address.whole_number_input(
+        st, "Rows scored before a trial may stop (0: never)", 0, 300, 8, "tune_prune"
     )
     values["warmups"] = tuple(w for w in (1, 2) if w < L - 1) or (0,)
     return values, usable

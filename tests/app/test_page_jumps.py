@@ -91,3 +91,24 @@ def test_prompts_stay_in_the_address_while_short_and_a_long_paste_keeps_it_loada
     at.query_params["gen_text"] = "Green Man"
     at.run()
     assert by_key(at.text_area, "gen_text").value == "Green Man"
+
+
+@pytest.mark.parametrize(
+    "page, address",
+    [
+        ("compare", {"cmp_batch": "inf", "cmp_source": "From a data split", "cmp_count": "1e400"}),
+        ("lens", {"lens_batch": "-inf"}),
+        ("generate", {"gen_batch": "inf", "gen_do_sample": "1", "gen_seed": "inf", "gen_topk": "1e999"}),
+        ("tune", {"tune_trials": "inf", "tune_rows": "Infinity"}),
+        ("tradeoffs", {"to_source": "Run a small sweep here", "to_batch": "inf", "to_examples": "1e400"}),
+    ],
+)
+def test_a_link_with_an_infinite_count_opens_the_page_with_the_default(model_dir, page, address):
+    """A whole-number box's value in a link that no whole number is (`inf`, `1e400`) is left out, as `abc` is:
+    Streamlit's own parse failed on it with an OverflowError, the page a traceback for whoever opened the link."""
+    at = opened_with(address, page)
+    assert_clean(at)
+    drawn = [box for box in at.number_input if box.key in address]
+    assert drawn  # each stands at a whole number, and the link's value has left the address
+    for box in drawn:
+        assert isinstance(box.value, int) and at.query_params.get(box.key) != address[box.key]
