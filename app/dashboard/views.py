@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -368,8 +369,10 @@ def sample_labels(trace: pd.DataFrame) -> dict[int, str]:
 
 
 def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None) -> int:
-    """Which row to draw, labelled by its prompt (or its output). The widget is keyed by the run, so a new run
-    never keeps the last run's label."""
+    """Which row to draw, labelled by its prompt (or its output). The widget is keyed by the run and its labels,
+    so a new run, or another file of the same run (a trimmed copy, whose rows' outputs differ), never keeps the last
+    one's label: the browser keeps a choice by its label, and a label the options no longer hold came back as the
+    text itself, not a row."""
     samples = sorted(int(s) for s in trace["sample"].unique())
     named = dict(enumerate(labels)) if labels else sample_labels(trace)
 
@@ -380,7 +383,8 @@ def sample_picker(trace: pd.DataFrame, key: str, labels: list[str] | None = None
         return str(s)
 
     run = str(trace["run_id"].iloc[0])
-    return st.selectbox("Sample (batch row)", samples, format_func=fmt, key=f"{key}_{run}")
+    labelled = zlib.crc32("\0".join(map(fmt, samples)).encode())
+    return st.selectbox("Sample (batch row)", samples, format_func=fmt, key=f"{key}_{run}_{labelled:08x}")
 
 
 def run_name(metadata: dict | None) -> str | None:

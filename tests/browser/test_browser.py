@@ -1046,6 +1046,26 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     assert "working" not in _address(page)  # a run that finished takes its mark away
 
 
+def test_a_trimmed_copy_of_a_trace_then_the_trace_again_draws_it(fresh, server, sample_trace, tmp_path):
+    """Two files of one run whose rows' labels differ (a copy cut to the prompt's pass): the browser kept the
+    sample's choice by its label, which the next file's picker did not hold, and handed the page the label's text
+    for a row, a traceback."""
+    trace, _ = sample_trace
+    whole, trimmed = tmp_path / "whole.csv", tmp_path / "trimmed.csv"
+    trace.to_csv(whole, index=False)
+    trace[trace["step"] == 0].to_csv(trimmed, index=False)
+    _open(fresh, server, "explorer", {}, "Trace explorer")
+    rows = {whole: len(trace), trimmed: int((trace["step"] == 0).sum())}
+    for path in (whole, trimmed, whole):
+        fresh.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+        read = fresh.get_by_text(f"{path.name}: {rows[path]} rows,")  # this file's page, not the last one's
+        read.or_(fresh.locator('[data-testid="stException"]')).first.wait_for(timeout=UI_TIMEOUT_MS)
+        _wait_idle(fresh)
+        assert not fresh.locator('[data-testid="stException"]').count(), f"{path.name}: a traceback"
+        fresh.locator('[data-testid="stSelectbox"]', has_text="Sample (batch row)").wait_for()
+    fresh.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first.wait_for()
+
+
 def test_a_pasted_document_stays_out_of_the_address_and_the_page_reloads(fresh, server):
     """A prompt box's text is kept in the address while it is short; a pasted document is not (the server refuses
     an address past about 64 KiB: the page's own link failed to load with HTTP 400). The page says so, and a
