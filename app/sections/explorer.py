@@ -120,7 +120,10 @@ def main() -> None:
     if runs > 1:
         run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run", **KEEP)
         trace = trace[trace["run_id"] == run_id]
-    views.show_trace(trace, meta, "explorer", downloads=False)
+    try:
+        views.show_trace(trace, meta, "explorer", downloads=False)
+    except Exception as e:  # noqa: BLE001 (a file the checks let through must still not show a traceback)
+        st.error(f"This trace could not be drawn: {type(e).__name__}: {plain(str(e))}")
 
 
 main()

@@ -217,8 +217,12 @@ def summary(policy: type) -> str:
 
 def short_number(value: object) -> str:
     """3.0 -> '3', 0.25 -> '0.25': a number as a label writes it, whether a table stored it as int or float;
-    '?' where the value is missing."""
-    return "?" if value is None else f"{float(value):g}"
+    '?' where the value is missing; anything else (a hand-made file's 'high') as its text, for the label to show
+    what the file says."""
+    if value is None:
+        return "?"
+    value = python_number(value)
+    return f"{value:g}" if is_number(value) else str(value)
 
 
 def flag_names(policy: type, sweep: bool = False) -> dict[str, str]:

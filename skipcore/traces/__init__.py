@@ -17,6 +17,7 @@ from skipcore.traces.files import (
 )
 from skipcore.traces.schema import (
     MASK_PREFIX,
+    POLICY_COLUMNS,
     TEXT_COLUMNS,
     TRACE_COLUMNS,
     TraceSchemaError,
@@ -29,6 +30,7 @@ __all__ = [
     "FORMATS",
     "MASK_PREFIX",
     "META_KEY",
+    "POLICY_COLUMNS",
     "TEXT_COLUMNS",
     "TRACE_COLUMNS",
     "ZIPPED_FORMATS",

@@ -32,6 +32,15 @@ TRACE_COLUMNS: dict[str, str] = {
     "logprob": "float",
     "finished": "bool",
 }
+# the columns a policy adds that the summaries and figures read, checked where a trace has them (other extra columns
+# are welcome, unread): a count (a whole number >= 0) or a cost (a finite number >= 0), empty on a row whose run had
+# none (runs of several policies in one table); each column a row's reading needs beside it
+POLICY_COLUMNS: dict[str, str] = {
+    "batch": "count", "prompt_len": "count", "batch_layers": "count", "budget": "count", "round": "count",
+    "round_drafts": "count", "round_accepted": "count", "layers_spent": "cost", "flops_total": "cost",
+    "flops_batch": "cost",
+}  # fmt: skip
+READ_WITH = {"round_drafts": ("round", "round_accepted"), "round_accepted": ("round", "round_drafts")}
 MASK_PREFIX = "m"  # CSV and JSONL: a mask plain pandas cannot take for a number
 TEXT_COLUMNS = {"token": str, "layer_mask": str, "run_id": str}  # CSV readers must keep these as text
 
@@ -130,8 +139,30 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
     if (df["layer_mask"].str.count("1") != df["num_layers_run"]).any():
         raise TraceSchemaError(f"{source}: column 'num_layers_run' disagrees with 'layer_mask'")
     _check_values(df, source, num_layers)
+    _check_policy_columns(df, source)
     _check_rows(df, source)
     return df
+
+
+def _check_policy_columns(df: pd.DataFrame, source: str) -> None:
+    """The policy columns a trace has (`POLICY_COLUMNS`), each of its kind where it has a value, with the columns
+    read beside it (`READ_WITH`): a hand-made one (text in `round`, a negative `flops_total`) is named here, not
+    met by a summary as a traceback or a speedup of -5093831x."""
+    for col, kind in POLICY_COLUMNS.items():
+        if col not in df.columns:
+            continue
+        needs = [other for other in READ_WITH.get(col, ()) if other not in df.columns]
+        if needs:
+            raise TraceSchemaError(
+                f"{source}: column {col!r} is read with {', '.join(map(repr, needs))}, missing"
+            )
+        series = df[col]
+        numeric = pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+        values = series.to_numpy(dtype=float)[series.notna().to_numpy()] if numeric else None
+        whole = kind != "count" or values is None or (values == np.round(values)).all()
+        if values is None or not np.isfinite(values).all() or (values < 0).any() or not whole:
+            said = "whole numbers >= 0" if kind == "count" else "finite numbers >= 0"
+            raise TraceSchemaError(f"{source}: column {col!r} must hold {said} (or be empty on a row)")
 
 
 def validate_metadata(meta: object, source: str = "trace") -> dict:

@@ -98,6 +98,16 @@ BAD_UPLOADS = {
     "binary csv": lambda t: ("t.csv", bytes(range(256)) * 4, "not"),
     "bad zip": lambda t: ("t.zip", b"PK nope", "not a readable zip"),
     "zip of two traces": lambda t: ("t.zip", _zip({"a.csv": _csv(t), "b.csv": _csv(t)}), "exactly one"),
+    "text in a policy's column": lambda t: (
+        "t.csv",
+        _csv(t.assign(round="abc")),
+        "column 'round' must hold whole numbers >= 0",
+    ),
+    "a policy's column without its pair": lambda t: (
+        "t.csv",
+        _csv(t.assign(round=0, round_drafts=1)),
+        "'round_drafts' is read with 'round_accepted'",
+    ),
 }
 
 
@@ -108,6 +118,33 @@ def test_explorer_bad_uploads_get_a_clear_message(model_dir, sample_trace, case)
     text = errors(at)
     assert text.startswith("This file is not a valid trace.") and message in text, text
     assert not charts(at)
+
+
+def test_explorer_names_a_run_whose_metadata_holds_text_for_a_number(model_dir, sample_trace, tmp_path):
+    """Run metadata is anyone's file: a CALM threshold written as text is shown as written in the run's name,
+    where making the name raised on the page."""
+    from skipcore.traces import write_trace
+
+    trace, meta = sample_trace
+    odd = {**meta, "policy": "calm", "policy_params": {"threshold": "high", "measure": "softmax"}}
+    path = write_trace(trace, tmp_path / "odd.parquet", odd)
+    at = upload(open_app("explorer"), path.name, path.read_bytes())
+    assert_clean(at)
+    assert any("calm softmax>=high" in c.value for c in at.caption) and len(charts(at)) == 3
+
+
+def test_explorer_says_a_trace_it_cannot_draw_in_one_line(model_dir, sample_trace, monkeypatch):
+    """Whatever a file that passed the checks makes a figure raise is one error line, never a traceback."""
+    from app.dashboard import views
+
+    def fails(*args, **kw):
+        raise KeyError("round_accepted")
+
+    monkeypatch.setattr(views, "show_trace", fails)
+    data, name, _ = tracefiles.trace_download(*sample_trace, "parquet")
+    at = upload(open_app("explorer"), name, data)
+    assert not at.exception
+    assert errors(at) == "This trace could not be drawn: KeyError: 'round_accepted'"
 
 
 def test_explorer_oversized_file(model_dir, sample_trace, monkeypatch):

@@ -4,6 +4,7 @@ match the run's layer count; JSONL is read column-wise and round-trips exactly."
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,31 @@ def test_out_of_range_values_are_refused(made, tmp_path, col, value, words):
     df.to_parquet(path)
     with pytest.raises(TraceSchemaError, match=words):
         read_trace(path)
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ({"round": "abc"}, "column 'round' must hold whole numbers >= 0"),
+        ({"batch_layers": 2.5}, "column 'batch_layers' must hold whole numbers >= 0"),
+        ({"flops_total": -5.0}, "column 'flops_total' must hold finite numbers >= 0"),
+        ({"layers_spent": np.inf}, "column 'layers_spent' must hold finite numbers >= 0"),
+        ({"round": 0, "round_drafts": 1}, "column 'round_drafts' is read with 'round_accepted', missing"),
+        ({"round_accepted": 1}, "column 'round_accepted' is read with 'round', 'round_drafts', missing"),
+    ],
+)
+def test_a_policy_column_the_summaries_read_is_checked_where_a_trace_has_it(made, tmp_path, extra, words):
+    """A hand-made column a policy's trace has (`POLICY_COLUMNS`) is named when read, where the summaries met it
+    as a traceback or a speedup of -5093831x; an empty cell (a row of another policy's run) is welcome."""
+    df = made.trace.assign(**extra)
+    df.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(TraceSchemaError, match=re.escape(words)):
+        read_trace(tmp_path / "t.parquet")
+    ok = made.trace.assign(flops_total=made.trace["flops"], round=made.trace["step"], round_drafts=1.0)
+    ok = ok.assign(round_accepted=0)
+    ok.loc[ok.index[:3], ["flops_total", "round_drafts"]] = np.nan
+    back, _ = read_trace(write_trace(ok, tmp_path / "ok.parquet", made.metadata))
+    assert back["round_drafts"].isna().sum() == 3
 
 
 def test_flops_above_full_depth_and_masks_of_the_wrong_length_are_refused(made, tmp_path):
