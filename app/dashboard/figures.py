@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.dashboard.markdown import chart_text
 from skipcore import plots
 from skipcore.labels import file_stem
 from skipcore.plots.style import RunStyle, translucent
@@ -88,8 +89,8 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
     filename = f"{name or key}_{file_stem(run)}" if run else name or key
     said = run if run and run not in (fig.layout.title.text or "") else None  # a title that names it already
     _wrap_words(fig)
-    if said:  # under the title, in smaller lines, as many as it takes
-        lines = wrapped(said, SMALL_LINE_CHARACTERS).split("<br>")
+    if said:  # under the title, in smaller lines, as many as it takes; a name from a file shows as written
+        lines = wrapped(chart_text(said), SMALL_LINE_CHARACTERS).split("<br>")
         under = "<br>".join(f"<sup>{line}</sup>" for line in lines)
         title = fig.layout.title.text
         fig.update_layout(

@@ -40,6 +40,13 @@ def plain(text: str) -> str:
     return text
 
 
+def chart_text(text: str) -> str:
+    """`text` from outside (a run's name out of an uploaded file's metadata) as a Plotly title or label shows it
+    as typed: Plotly renders its own tags (a live `<a href>`, `<b>`) and entities, so `&`, `<` and `>` become
+    entities; a direction control shows as its code point, where it turned the title after it backwards."""
+    return visible_controls(html.escape(text, quote=False))
+
+
 # a table of texts: cells wrap and keep their line breaks, as Streamlit's own tables look, in either theme
 _TEXTS_STYLE = (
     ".skipcore-texts{width:100%;border-collapse:collapse;font-size:.875rem}"

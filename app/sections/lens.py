@@ -140,15 +140,17 @@ def show_agreement(result: LensComparison) -> None:
     path = result.path
     s = path.summary
     c = st.columns(4)
+    # agreement is always read fed full depth's output; beside the schedule's own decode, its labels say so
+    fed = "" if result.tokens == FORCED else ", fed full depth's output"
     c[0].metric(
-        "Agreement with full depth",
+        f"Agreement with full depth{fed}",
         f"{a.overall:.1%}"
         if a.tokens
         else "n/a",  # one new token is the prefill's: no decode step to agree on
         help="Fed full depth's output, the fraction of decode tokens (steps ≥ 1) whose skip path ranks full "
         "depth's token first: what the schedule would decode as full depth did, given the same prefix.",
     )
-    c[1].metric("Decode tokens", f"{a.tokens}")
+    c[1].metric("Decode tokens" if not fed else "Full depth's decode tokens", f"{a.tokens}")
     c[2].metric("Layer speedup", speedup_text(s["layer_speedup"]), help="of the schedule's path shown below")
     c[3].metric("Mean layers run", f"{s['mean_layers_run']:.1f} of {path.num_layers}")
     name = names(result)["path"]

@@ -133,6 +133,23 @@ def test_explorer_names_a_run_whose_metadata_holds_text_for_a_number(model_dir, 
     assert any("calm softmax>=high" in c.value for c in at.caption) and len(charts(at)) == 3
 
 
+def test_a_runs_name_from_a_file_shows_in_the_figures_as_written(model_dir, sample_trace, tmp_path):
+    """Plotly renders its own tags in a title: a policy named with a link in an uploaded file's metadata put a live
+    link (and bold text) under the heatmap's title, and a direction control turned the title after it backwards."""
+    from skipcore.traces import write_trace
+
+    trace, meta = sample_trace
+    odd = {**meta, "policy": 'static <a href="https://x.example/">here</a> <b>B</b>', "model": "m\u202eevil"}
+    path = write_trace(trace, tmp_path / "odd.parquet", odd)
+    at = upload(open_app("explorer"), path.name, path.read_bytes())
+    assert_clean(at)
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts(at)]
+    titles = [t.replace("</sup><br><sup>", " ") for t in titles]  # the name's lines as one
+    named = [t for t in titles if "x.example" in t]
+    assert named and all("<a" not in t and "<b>" not in t and "\u202e" not in t for t in titles)
+    assert '&lt;a href="https://x.example/"&gt;here&lt;/a&gt;' in named[0] and "⟨U+202E⟩" in named[0]
+
+
 def test_explorer_says_a_trace_it_cannot_draw_in_one_line(model_dir, sample_trace, monkeypatch):
     """Whatever a file that passed the checks makes a figure raise is one error line, never a traceback."""
     from app.dashboard import views

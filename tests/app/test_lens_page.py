@@ -82,7 +82,10 @@ def test_lens_page_on_the_schedules_own_decode(lens_page):
     assert_clean(at)
     result = LensComparison.last(at.session_state)
     assert result.path.metadata["lens"]["tokens"] == "own decode"
-    assert result.agreement.tokens > 0  # still measured, teacher-forced
+    assert result.agreement.tokens > 0  # still measured, teacher-forced, and its labels say so
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Agreement with full depth, fed full depth's output"].endswith("%")
+    assert shown["Full depth's decode tokens"] == str(result.agreement.tokens)
     assert len(texts_shown(at, -1).columns) == 3  # prompt, full depth's text, the schedule's own text
 
 

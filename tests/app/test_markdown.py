@@ -9,7 +9,7 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from app.dashboard.markdown import demoted, plain, texts_table
+from app.dashboard.markdown import chart_text, demoted, plain, texts_table
 from app.dashboard.provenance import prompts_setting
 from tests.helpers import by_key, open_app, texts_shown
 
@@ -26,6 +26,15 @@ def rendered(markdown: str) -> str:
 )
 def test_plain_text_renders_as_itself(text):
     assert rendered(plain(text)) == (f"<p>{html.escape(text, quote=False)}</p>\n" if text else "")
+
+
+def test_a_chart_text_holds_no_plotly_markup_and_reads_back_as_written():
+    """Plotly renders `<a href>`, `<b>`, `<br>` and entities in a title: text from outside has none left, and an
+    entity-aware reader (Plotly's) gets the text back, its direction controls shown as code points."""
+    text = 'static <a href="https://x.example/">here</a> &amp; <b>B</b> 12->2 calm softmax>=0.9 \u202eevil'
+    said = chart_text(text)
+    assert "<" not in said and ">" not in said and "\u202e" not in said
+    assert html.unescape(said) == text.replace("\u202e", "⟨U+202E⟩")
 
 
 def test_a_link_an_image_or_a_badge_is_shown_as_its_text():
