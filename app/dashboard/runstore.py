@@ -207,6 +207,19 @@ def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
     atomic_write(path, lambda p: pq.write_table(table, p))
 
 
+def _parquet_ends_whole(path: Path) -> bool:
+    """Whether a Parquet file ends as every whole one does (its footer's magic bytes): a file cut short or
+    overwritten is said in the listing, at the cost of reading 4 bytes, not when its run is reopened. A file of
+    another kind is not judged here."""
+    if path.suffix != ".parquet":
+        return True
+    with path.open("rb") as f:
+        if f.seek(0, 2) < 12:  # the header's and the footer's magic and the footer's length, at the least
+            return False
+        f.seek(-4, 2)
+        return f.read(4) == b"PAR1"
+
+
 def _read_table(path: Path) -> Table:
     from skipcore.files import read_parquet
     from skipcore.traces.files import META_KEY
@@ -342,10 +355,13 @@ class RunStore:
                 return replace(run, problem=f"its file {name!r} is not a file of the run history")
             try:
                 there = path.is_file()
+                whole = not there or _parquet_ends_whole(path)
             except OSError as e:
                 return replace(run, problem=f"its file {name} cannot be read: {e.strerror or e}")
             if not there:
                 return replace(run, problem=f"its file {name} is missing")
+            if not whole:
+                return replace(run, problem=f"its file {name} is cut short or damaged (no Parquet footer)")
         return run
 
     def table(self, run_id: int, part: str) -> Table:

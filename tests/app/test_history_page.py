@@ -128,6 +128,20 @@ def reopen_refused(at) -> str:
     return at.error[0].value
 
 
+def test_a_run_whose_trace_is_cut_short_says_so_in_the_listing(model_dir, generated):
+    """A kept Parquet file cut short (a full disk, a copy stopped) is said in the listing's column, as a missing one
+    is, where only pressing Reopen said so."""
+    first, second = keep_runs(generated, model_dir, 2)
+    store = RunStore()
+    path = store.root / TRACES / store.get(second).trace_file
+    path.write_bytes(path.read_bytes()[:7])
+    at = open_app("history")
+    assert not at.exception
+    listing = at.dataframe[0].value.set_index("run")["cannot be reopened"]
+    assert "cut short or damaged" in listing[second] and listing[first] == ""
+    assert "cut short or damaged" in reopen_refused(at)
+
+
 def test_a_run_whose_trace_is_gone_says_why_it_cannot_be_reopened_and_is_deleted(model_dir, generated):
     first, second = keep_runs(generated, model_dir, 2)
     store = RunStore()
