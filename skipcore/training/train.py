@@ -70,7 +70,7 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards."""
-    given = settings.changed() if given is None else frozenset(given)
+    given = settings.taken().changed() if given is None else frozenset(given)  # NumPy's numbers as Python's
     settings = settings.check()
     before = torch.get_num_threads()
     if settings.threads:
