@@ -191,7 +191,7 @@ def _shown(text: str, keep: int = 24) -> str:
     return repr(text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}")
 
 
-def check_output_file(path: Path, overwrite: bool, flag: str = "--overwrite") -> Path:
+def check_output_file(path: Path, overwrite: bool) -> Path:
     """Refuse, before any work, an output file path no file can have (`check_path_text`), that is a folder,
     exists without `overwrite`, or lies in a place that cannot be written (a file where a folder should be, a
     folder without write permission)."""
@@ -200,7 +200,9 @@ def check_output_file(path: Path, overwrite: bool, flag: str = "--overwrite") ->
         raise UserError(f"{path} is a folder; name a file to write")
     refuse_special(path)
     if path.exists() and not overwrite:
-        raise UserError(f"{path} exists; pass {flag} or choose another path")
+        raise UserError(
+            f"{path} exists; set overwrite to replace it, or choose another path", field="overwrite"
+        )
     check_writable_folder(path.parent if str(path.parent) else Path("."), f"cannot write {path}")
     return path
 
@@ -214,7 +216,7 @@ def refuse_special(path: Path) -> None:
 
 def check_replaceable(path: Path, read: Callable[[Path], object], what: str) -> None:
     """Refuse a file at `path` that `read` (the tool's reader of its own kind of file, `what`) cannot read:
-    --overwrite replaces a trace with a trace, never a file of data or results that stands at the path."""
+    `overwrite` replaces a trace with a trace, never a file of data or results that stands at the path."""
     if not path.is_file():
         return
     try:
@@ -223,8 +225,9 @@ def check_replaceable(path: Path, read: Callable[[Path], object], what: str) -> 
     except (UserError, OSError, ValueError):
         pass
     raise UserError(
-        f"{path} exists and is not {what}: --overwrite replaces only {what} (a file of data or results is never "
-        "written over); choose another path"
+        f"{path} exists and is not {what}: overwrite replaces only {what} (a file of data or results is never "
+        "written over); choose another path",
+        field="overwrite",
     )
 
 
@@ -270,7 +273,8 @@ def check_companion(companion: Path, main: Path, overwrite: bool, ours: Callable
         )
     if not overwrite:
         raise UserError(
-            f"{companion} exists (written beside {main.name}); pass --overwrite or choose another path"
+            f"{companion} exists (written beside {main.name}); set overwrite to replace it, or choose another path",
+            field="overwrite",
         )
     if companion.is_symlink() or not ours(companion):
         raise UserError(

@@ -265,13 +265,12 @@ def _run_command(argv: list[str] | None) -> int:
 
 
 def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
-    """A refusal as the command line says it: where it is about a setting (`field`) that the command took as a
-    flag of the same name (one of its parsed arguments, `parsed`: `device` -> `--device`) and does not name that
-    flag, the flag goes in front ('--device: unknown device ...'). A command that maps its settings itself
-    (`UserError.said_as`) has named it already."""
-    text = str(error)
-    flag = "--" + (error.field or "").replace("_", "-")
-    return f"{flag}: {text}" if error.field in parsed and flag not in text else text
+    """A refusal as the command line says it: each setting it is about (`UserError.fields`) that the command took
+    as a flag of the same name (one of its parsed arguments, `parsed`: `overwrite` -> `--overwrite`) is said as
+    that flag ('x exists; set --overwrite to replace it'), and put in front where the message names it only in
+    other words ('--dataset: /nowhere: no such file'): `UserError.said_as`. A command that maps its settings itself
+    has named them already."""
+    return error.said_as({name: "--" + name.replace("_", "-") for name in error.fields if name in parsed})
 
 
 def _one_line_warning(plain):

@@ -482,8 +482,12 @@ def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(co
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["generate", "--device", "tpu", "--prompt", "hi"], "error: --device: unknown device 'tpu'"),
-        (["bench", "--device", "tpu", "--models", "opt-tiny"], "error: --device: unknown device 'tpu'"),
+        (["generate", "--device", "tpu", "--prompt", "hi"], "error: unknown --device 'tpu'; choose auto"),
+        (["bench", "--device", "tpu", "--models", "opt-tiny"], "error: unknown --device 'tpu'; choose auto"),
+        (
+            ["tune", "--device", "tpu", "--out", "x"],
+            "error: unknown --device 'tpu'; choose auto",
+        ),  # as every one
         (
             ["data", "--train", "1.5", "--out", "x"],
             "argument --train: expected a count (a whole number >= 0), got '1.5'",

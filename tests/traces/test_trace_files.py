@@ -197,6 +197,17 @@ def test_a_policys_blank_signals_read_back_as_numbers_and_draw(tmp_path, name):
         exit_heatmap(back, sample)
 
 
+def test_a_file_at_the_path_is_refused_by_the_name_the_caller_gave_overwrite(made, tmp_path, capsys):
+    """A trace path where a file stands: from Python the refusal names `overwrite` (the argument), on the command
+    line `--overwrite` (it said --overwrite to a Python caller, who has no flags)."""
+    path = tmp_path / "t.parquet"
+    path.write_bytes(b"")
+    with pytest.raises(UserError, match=r"t\.parquet exists; set overwrite to replace it, or choose another"):
+        write_trace(made.trace, path, made.metadata)
+    said = refused(capsys, ["generate", "--prompt", "MR: x", "--max-new-tokens", "2", "--trace", str(path)])
+    assert f"{path} exists; set --overwrite to replace it, or choose another path" in said
+
+
 def test_overwrite_replaces_only_a_trace_or_a_lens_table(made, tmp_path, capsys):
     """--overwrite is for a run's own output: a data split, a results table or any other file at the path is
     refused in one line and left as it was; a trace (a lens table) is replaced."""
@@ -209,8 +220,8 @@ def test_overwrite_replaces_only_a_trace_or_a_lens_table(made, tmp_path, capsys)
         ["generate", "--prompt", "MR: x", "--max-new-tokens", "2", "--trace", str(data), "--overwrite"],
     )
     assert f"{data} exists and is not a trace: --overwrite replaces only a trace" in said
-    with pytest.raises(UserError, match="is not a lens table"):
-        check_lens_path(data, overwrite=True)
+    with pytest.raises(UserError, match="is not a lens table: overwrite replaces only a lens table"):
+        check_lens_path(data, overwrite=True)  # from Python, the argument's name: there is no flag
     assert data.read_text() == "mr,ref\nname[A],A is a pub.\n"
     trace = write_trace(made.trace, tmp_path / "t.csv", made.metadata)
     assert write_trace(made.trace.head(3), trace, made.metadata, overwrite=True) == trace
