@@ -64,7 +64,7 @@ def _forget(key: str) -> None:
 
     with get_session_state().query_params() as params:
         params.remove_param(key)
-        params._initial_query_params.pop(key, None)
+        getattr(params, "_initial_query_params", {}).pop(key, None)
 
 
 def fits(text: str) -> bool:

@@ -52,8 +52,8 @@ SCHEDULE_CHOICE = frozenset(
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed"}
 
 
-# each schedule setting's flag, the shape's and the file's among them: how the library's refusal of one is said
-# the settings a schedule is made of, and the horizon its target speedup is met over
+# each schedule setting's flag, the shape's, the file's and the horizon a target speedup is met over among them:
+# how the library's refusal of one is said
 DEPTH_FLAGS = {
     **SCHEDULE_FLAGS, "schedule": "--schedule", "schedule_json": "--schedule-json", "speedup_over": "--speedup-over"
 }  # fmt: skip
