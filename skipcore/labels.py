@@ -211,9 +211,11 @@ def metadata_label(meta: object) -> str:
 
 def file_stem(label: str, limit: int = 120) -> str:
     """A name as a file name: 'skipdecode-opt-e2e · linear 12->2 (skip, warmup 1)' ->
-    'skipdecode-opt-e2e_linear-12-2-skip-warmup-1' (letters, digits, '.', '=', '-' and '_' only)."""
+    'skipdecode-opt-e2e_linear-12-2-skip-warmup-1' (letters, digits, '.', '=', '-' and '_' only); a policy's rule
+    keeps its sense in words ('calm softmax>=0.9' -> 'calm-softmax-ge-0.9', where it lost its '>')."""
     parts = []
-    for part in str(label).split(SEP):
+    label = str(label).replace(">=", " ge ").replace("<=", " le ")
+    for part in label.split(SEP):
         kept = "".join(c if c.isascii() and (c.isalnum() or c in ".=") else "-" for c in part)
         parts.append("-".join(w for w in kept.split("-") if w))
     return "_".join(p for p in parts if p)[:limit].rstrip("-_.") or "run"

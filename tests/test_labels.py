@@ -353,6 +353,8 @@ def test_a_run_name_as_a_file_name():
     stem = file_stem("skipdecode-opt-e2e · linear 12->2 (skip, warmup 1, span 25) · greedy")
     assert stem == "skipdecode-opt-e2e_linear-12-2-skip-warmup-1-span-25_greedy"
     assert file_stem("a/b · ../x") == "a-b_..-x" and file_stem("") == "run"
+    assert file_stem("m · calm softmax>=0.9 · greedy") == "m_calm-softmax-ge-0.9_greedy"
+    assert file_stem("m · adaptive entropy<=0.5 drop 2 min 3") == "m_adaptive-entropy-le-0.5-drop-2-min-3"
 
 
 # -- a run's colour: its family's, its dash its own, for the session -------------------------------------------
