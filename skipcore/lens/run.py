@@ -77,9 +77,9 @@ def layer_lens(
     if policy.max_step_tokens() > 1:
         raise UserError(
             f"the lens reads the pass that made each token, one token per step; under {policy.name} every kept "
-            "token comes from a full-depth verification pass: read full depth, or the draft path under the static "
-            "policy with the same schedule",
-            field="policy",
+            "token comes from a full-depth verification pass: read full depth (schedule full), or the draft path "
+            "alone (policy static, the same layers)",
+            field=("policy", "schedule"),
         )
     if top_k < 1:
         raise UserError(f"top_k must be >= 1, got {top_k}", field="top_k")
