@@ -29,6 +29,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import address
+from app.dashboard.markdown import plain
 from app.dashboard.models import DTYPE_KEY, LOCAL_KEY, MODEL_KEY
 from app.dashboard.provenance import Settings, differences
 from app.dashboard.runstore import TRACE, Run, RunRecord, RunStore
@@ -126,20 +127,34 @@ class PageResult:
     @classmethod
     def shown(cls, now: Settings | None) -> Self | None:
         """The page's last result; in a new session (after a reload), the newest kept run of this kind made with
-        the settings the page shows now (`now`), which becomes the page's result."""
+        the settings the page shows now (`now`) that can be reopened, which becomes the page's result. A newer one
+        that cannot be (a file of it damaged) is said, where the page showed only what to press."""
         last = cls.last()
         if last is not None or now is None:
             return last
+        damaged: list[str] = []
         try:
             store = RunStore()
-            for run in store.runs(cls.page):
-                if run.problem is None and not differences(run.settings, now):
-                    result = cls.from_run(run, store)
-                    result.keep()
-                    st.session_state.setdefault(FOUND, {})[cls.page] = (run.id, run.made_utc)
-                    return result
+            runs = [run for run in store.runs(cls.page) if not differences(run.settings, now)]
         except UserError:  # an unreadable history shows nothing here; the Run history page says why
             return None
+        for run in runs:
+            try:
+                if run.problem is not None:
+                    raise UserError(run.problem)
+                result = cls.from_run(run, store)
+            except UserError as e:
+                damaged.append(f"run #{run.id}: {e}")
+                continue
+            result.keep()
+            st.session_state.setdefault(FOUND, {})[cls.page] = (run.id, run.made_utc)
+            if damaged:
+                st.caption(plain(f"A newer kept run of these settings cannot be reopened ({damaged[0]})."))
+            return result
+        if damaged:
+            st.warning(
+                plain(f"The kept run of these settings cannot be reopened ({damaged[0]}); run it again.")
+            )
         return None
 
 

@@ -277,6 +277,22 @@ def small_sweep(at):
     return at
 
 
+def test_a_reload_onto_settings_whose_kept_run_is_damaged_says_so(model_dir):
+    """A new session on a page's address finds the kept run of its settings; one whose file was cut short is
+    said, where the page showed only what to press."""
+    at = small_sweep(open_app("tradeoffs"))
+    by_key(at.button, "to_run").click().run()
+    assert SweepResult.last(at.session_state).run_id == 1
+    store = RunStore()
+    path = next(store.root / TRACES / name for name in store.get(1).parts.values())
+    path.write_bytes(path.read_bytes()[:7])
+    address = {"to_source": RUN, "to_targets": ["2.0"], "to_modes": ["exit"], "to_examples": "2"}
+    again = opened_with({**address, "to_max_new": str(MAX_NEW)}, "tradeoffs")
+    assert not again.exception and SweepResult.last(again.session_state) is None
+    said = [w.value for w in again.warning if "cannot be reopened" in w.value]
+    assert said and said[0].startswith("The kept run of these settings cannot be reopened (run #1: its file ")
+
+
 def test_a_small_sweep_is_kept_survives_a_reload_and_reopens_with_its_settings(model_dir):
     at = small_sweep(open_app("tradeoffs"))
     by_key(at.button, "time Run sweep").click().run()  # opening the page times nothing; the button does
