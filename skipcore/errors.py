@@ -22,16 +22,24 @@ class UserError(Exception):
     def field(self) -> str | None:
         return self.fields[0] if self.fields else None
 
-    def said_as(self, names: Mapping[str, str]) -> str:
+    def said_as(self, names: Mapping[str, str], once: bool = False) -> str:
         """The message with each setting it names called by `names` ({field: the caller's name for it}); where the
-        message speaks of its setting in words instead, the caller's name goes in front."""
+        message speaks of its setting in words instead, the caller's name goes in front. `once`: only each name's
+        first mention is the setting (a message written in plain words, where 'no CUDA device is available' uses
+        the name as a word after it named the setting)."""
         text = str(self)
         said = sorted((name for name in self.fields if name in names), key=len, reverse=True)
         if said:  # each name as a word of its own, not inside a path, a flag or another name
-            word = rf"(?<![\w/.-])(?:{'|'.join(map(re.escape, said))})(?![\w/-]|\.\w)"
+            words = {name: rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)" for name in said}
+            word = "|".join(f"(?:{w})" for w in words.values())
             # a setting said before its value ("out overwrite is not empty"): a setting's name right after it is
             # the value (a path named like a setting), kept as typed
-            text = re.sub(rf"({word})( {word})?", lambda m: names[m[1]] + (m[2] or ""), text)
+            if once:
+                for name in said:
+                    pattern = rf"({words[name]})( (?:{word}))?"
+                    text = re.sub(pattern, lambda m: names[m[1]] + (m[2] or ""), text, count=1)
+            else:
+                text = re.sub(rf"({word})( (?:{word}))?", lambda m: names[m[1]] + (m[2] or ""), text)
         first = self.field
         if first in names and names[first] not in text:
             text = f"{names[first]}: {text}"

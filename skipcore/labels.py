@@ -212,7 +212,7 @@ def metadata_label(meta: object) -> str:
 def file_stem(label: str, limit: int = 120) -> str:
     """A name as a file name: 'skipdecode-opt-e2e · linear 12->2 (skip, warmup 1)' ->
     'skipdecode-opt-e2e_linear-12-2-skip-warmup-1' (letters, digits, '.', '=', '-' and '_' only); a policy's rule
-    keeps its sense in words ('calm softmax>=0.9' -> 'calm-softmax-ge-0.9', where it lost its '>')."""
+    keeps its sense in words ('calm softmax>=0.9' -> 'calm-softmax-ge-0.9': a file name has no '>')."""
     parts = []
     label = str(label).replace(">=", " ge ").replace("<=", " le ")
     for part in label.split(SEP):

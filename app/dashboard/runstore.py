@@ -208,9 +208,9 @@ def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
 
 
 def _parquet_ends_whole(path: Path) -> bool:
-    """Whether a Parquet file ends as every whole one does (its footer's magic bytes): a file cut short or
-    overwritten is said in the listing, at the cost of reading 4 bytes, not when its run is reopened. A file of
-    another kind is not judged here."""
+    """Whether a Parquet file ends as every whole one does (its footer's magic bytes): a file cut short is said
+    in the listing, at the cost of reading 4 bytes, not when its run is reopened (damage inside the file is said
+    then). A file of another kind is not judged here."""
     if path.suffix != ".parquet":
         return True
     with path.open("rb") as f:

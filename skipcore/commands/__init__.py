@@ -267,13 +267,13 @@ def _run_command(argv: list[str] | None) -> int:
 def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
     """A refusal as the command line says it: each setting it is about (`UserError.fields`) that the command took
     as a flag of the same name (one of its parsed arguments, `parsed`: `overwrite` -> `--overwrite`) is said as
-    that flag ('x exists; set --overwrite to replace it'), and put in front where the message names it only in
-    other words ('--dataset: /nowhere: no such file'): `UserError.said_as`. A setting whose flag the message names
-    already (a command that maps its settings itself) is left as it is: said again, the path 'out' of '--out out
-    is not empty' would become a flag too."""
+    that flag at its first mention ('x exists; set --overwrite to replace it'; the library's messages are plain
+    words, where a later 'device' is the word), and put in front where the message names it only in other words
+    ('--dataset: /nowhere: no such file'): `UserError.said_as`. A setting whose flag the message names already (a
+    command that maps its settings itself) is left as that command said it."""
     text = str(error)
     flags = {name: "--" + name.replace("_", "-") for name in error.fields if name in parsed}
-    return error.said_as({name: flag for name, flag in flags.items() if flag not in text})
+    return error.said_as({name: flag for name, flag in flags.items() if flag not in text}, once=True)
 
 
 def _one_line_warning(plain):

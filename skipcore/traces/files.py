@@ -128,19 +128,40 @@ def write_trace(
     return path
 
 
+def _json_plain(value: object) -> object:
+    """A cell as JSON holds it: NumPy's values as Python's, an array or tuple as a list, a number that is not
+    finite or missing as null (at any depth), a time as ISO text; anything else as it is (`json.dumps` says an
+    unknown kind as its text)."""
+    import math
+
+    import numpy as np
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.ndarray | list | tuple):
+        return [_json_plain(v) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+    if isinstance(value, dict):
+        return {str(k): _json_plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return _json_plain(value.item())
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
 def write_jsonl(df: pd.DataFrame, target) -> None:
     """`df` as JSON lines, one object a row, to a path or a text handle: each float as Python writes it, the
     shortest text that reads back as the same double (pandas' writer keeps at most 15 significant digits, so a
     trace's log-probabilities came back moved in their last digits, where Parquet and CSV keep them); a missing or
-    infinite number as null, as pandas writes it."""
-    import math
-
-    def plain(value):
-        return None if isinstance(value, float) and not math.isfinite(value) else value
+    infinite number as null, as pandas writes it, inside a list too; an array as a list, a time as ISO text."""
 
     def write(handle) -> None:
         for row in df.to_dict("records"):  # Python's own scalars
-            line = json.dumps({k: plain(v) for k, v in row.items()}, ensure_ascii=False, allow_nan=False)
+            line = json.dumps(
+                {k: _json_plain(v) for k, v in row.items()}, ensure_ascii=False, allow_nan=False, default=str
+            )
             handle.write(line + "\n")
 
     if isinstance(target, str | Path):

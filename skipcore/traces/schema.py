@@ -146,8 +146,8 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
 
 def _check_policy_columns(df: pd.DataFrame, source: str) -> None:
     """The policy columns a trace has (`POLICY_COLUMNS`), each of its kind where it has a value, with the columns
-    read beside it (`READ_WITH`): a hand-made one (text in `round`, a negative `flops_total`) is named here, not
-    met by a summary as a traceback or a speedup of -5093831x."""
+    read beside it (`READ_WITH`): a hand-made one (text in `round`, a negative `flops_total`) is named here, before
+    a summary reads it as numbers."""
     for col, kind in POLICY_COLUMNS.items():
         if col not in df.columns:
             continue
@@ -157,6 +157,8 @@ def _check_policy_columns(df: pd.DataFrame, source: str) -> None:
                 f"{source}: column {col!r} is read with {', '.join(map(repr, needs))}, missing"
             )
         series = df[col]
+        if series.isna().all():  # no row of this run has one (a JSON reader types such a column as nulls)
+            continue
         numeric = pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
         values = series.to_numpy(dtype=float)[series.notna().to_numpy()] if numeric else None
         whole = kind != "count" or values is None or (values == np.round(values)).all()

@@ -65,12 +65,15 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     as its text, `~` as the home folder); returns the output folder holding the final model. `given`: the settings
     the user set (a resume takes every other one from the run it continues, and refuses one set to another value
     where it may not change: `skipcore.training.resume`); None: those `settings` hold at other than their defaults
-    (`TrainSettings.changed`), so `train(TrainSettings(resume=..., out=...))` continues a run as it was.
+    (`TrainSettings.changed`), so `train(TrainSettings(resume=..., out=...))` continues a run as it was (a resume
+    that sets a setting back to its default names it in `given`).
 
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards."""
-    given = settings.taken().changed() if given is None else frozenset(given)  # NumPy's numbers as Python's
+    given = (
+        settings.taken().changed() if given is None else frozenset(given)
+    )  # compared as the run takes them
     settings = settings.check()
     before = torch.get_num_threads()
     if settings.threads:

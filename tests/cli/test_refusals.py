@@ -488,6 +488,10 @@ def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(co
             ["tune", "--device", "tpu", "--out", "x"],
             "error: unknown --device 'tpu'; choose auto",
         ),  # as every one
+        (  # the setting's first mention is its flag; the word after it stays a word
+            ["generate", "--device", "cuda", "--prompt", "hi"],
+            "error: --device 'cuda' was asked for, but no CUDA device is available",
+        ),
         (
             ["data", "--train", "1.5", "--out", "x"],
             "argument --train: expected a count (a whole number >= 0), got '1.5'",

@@ -48,6 +48,8 @@ def test_the_engine_refuses_a_model_it_cannot_decode_with_before_touching_it(mod
         empty = AutoModelForCausalLM.from_config(config)
     half_cast = AutoModelForCausalLM.from_pretrained(folder)
     half_cast.model.layers[1].to(torch.bfloat16)
+    spread = AutoModelForCausalLM.from_pretrained(folder)
+    spread.model.layers[1].to("meta")  # a device map's second device, as the CPU can make one
     cases = [
         (folder, ArgumentTypeError, "model must be a loaded causal LM .* got str"),
         (
@@ -56,6 +58,7 @@ def test_the_engine_refuses_a_model_it_cannot_decode_with_before_touching_it(mod
             "LlamaModel has no LM head: give the causal LM",
         ),
         (half_cast, UserError, "weights are in bfloat16 and float32: cast it to one dtype"),
+        (spread, UserError, "weights are spread over cpu and meta: skipcore decodes on one device"),
     ]
     for given, kind, words in cases:
         with pytest.raises(kind, match=words):

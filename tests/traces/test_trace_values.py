@@ -71,8 +71,28 @@ def test_a_policy_column_the_summaries_read_is_checked_where_a_trace_has_it(made
     ok = made.trace.assign(flops_total=made.trace["flops"], round=made.trace["step"], round_drafts=1.0)
     ok = ok.assign(round_accepted=0)
     ok.loc[ok.index[:3], ["flops_total", "round_drafts"]] = np.nan
-    back, _ = read_trace(write_trace(ok, tmp_path / "ok.parquet", made.metadata))
-    assert back["round_drafts"].isna().sum() == 3
+    for name in ("ok.parquet", "ok.jsonl", "ok.csv"):
+        back, _ = read_trace(write_trace(ok, tmp_path / name, made.metadata))
+        assert back["round_drafts"].isna().sum() == 3, name
+    # a run's rows cut from a table of several policies' runs: its speculative columns empty on every row
+    alone = made.trace.assign(round=np.nan, round_drafts=np.nan, round_accepted=np.nan, flops_total=np.nan)
+    for name in ("alone.parquet", "alone.jsonl", "alone.jsonl.zip", "alone.csv"):
+        back, _ = read_trace(write_trace(alone, tmp_path / name, made.metadata))
+        assert back["round"].isna().all(), name
+
+
+def test_a_jsonl_trace_holds_any_cell_a_table_may_hold(made, tmp_path):
+    """Extra columns are welcome: a list (an array, as Parquet reads one back) with a gap in it, a time, a missing
+    integer are written to JSONL as JSON holds them, where the writer raised on them."""
+    extra = made.trace.assign(
+        steps=[np.array([1.0, np.nan])] * len(made.trace),
+        when=pd.Timestamp("2026-11-30 12:00"),
+        seen=pd.array([1] * (len(made.trace) - 1) + [None], dtype="Int64"),
+    )
+    back, _ = read_trace(write_trace(extra, tmp_path / "x.jsonl", made.metadata))
+    steps = list(back["steps"].iloc[0])
+    assert steps[0] == 1.0 and pd.isna(steps[1]) and back["when"].iloc[0] == pd.Timestamp("2026-11-30 12:00")
+    assert back["seen"].isna().sum() == 1 and back["seen"].iloc[0] == 1
 
 
 def test_flops_above_full_depth_and_masks_of_the_wrong_length_are_refused(made, tmp_path):
