@@ -78,9 +78,13 @@ def table(chosen: list[dict]) -> pd.DataFrame:
 
 def steps_table(chosen: list[dict]) -> pd.DataFrame:
     """The figure's numbers (`figure`): one row per step, one column per run (named as the legend names it) holding
-    its mean layers run at that step, empty past the run's last step."""
-    columns = [r["steps"].set_index("step")["num_layers_run"].rename(r["run"]) for r in chosen]
-    return pd.concat(columns, axis=1).sort_index().rename_axis("step").reset_index()
+    its mean layers run at that step, empty past the run's last step. Runs of one name are one column: a name says
+    everything that made a run (a full-depth design's skip, exit and middle runs are all full depth's)."""
+    columns = {
+        r["run"]: r["steps"].set_index("step")["num_layers_run"].rename(r["run"]) for r in reversed(chosen)
+    }
+    kept = [columns[name] for name in dict.fromkeys(r["run"] for r in chosen)]
+    return pd.concat(kept, axis=1).sort_index().rename_axis("step").reset_index()
 
 
 STEPS_NOTE = (

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths
 from app.dashboard.results import CompareResult
+from skipcore.labels import metadata_label
 from skipcore.policies.speculative import default_draft_tokens
 from tests.helpers import (
     MAX_NEW,
@@ -20,6 +21,7 @@ from tests.helpers import (
     costs,
     drawn_name,
     open_app,
+    opened_with,
     plotly_array,
     texts_shown,
     warnings,
@@ -49,6 +51,23 @@ def test_compare_runs_every_policy(model_dir):
     masks = {name: set(res.trace["layer_mask"]) for name, res in results.items()}
     assert masks["skip"] != masks["exit"] != masks["middle"]  # the same budgets, different layers
     assert masks["full depth"] == {"111111"}
+
+
+def test_compare_on_a_full_depth_design_and_its_kept_run_draw(model_dir):
+    """A model that opens at full depth (one not trained skip-aware) makes skip, exit and middle full depth's own
+    runs, of one name: the page and the run history drew their step tables with that name as several columns, a
+    traceback on both, kept with the run."""
+    at = opened_with({"shape": "full"}, "compare")
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = CompareResult.last(at.session_state).results
+    named = {metadata_label(results[name].metadata) for name in ("full depth", "skip", "exit", "middle")}
+    assert len(named) == 1  # four runs of one name
+    steps = [t for t in at.dataframe if "step" in t.value.columns]
+    assert steps and steps[0].value.columns.is_unique
+    history = open_app("history")
+    assert_clean(history)
 
 
 def panels(at: AppTest) -> list[dict]:
