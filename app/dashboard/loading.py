@@ -74,9 +74,9 @@ def _load_config(ref: ModelRef, stamp: float):
     return load_config(ref)
 
 
-def model_shapes(choice: ModelChoice) -> ModelShapes | None:
-    """Shapes of the chosen model, from its config alone; None (with the one line on the page) when it cannot be
-    read."""
+def model_shapes(choice: ModelChoice, say: bool = True) -> ModelShapes | None:
+    """Shapes of the chosen model, from its config alone; None (with the one line on the page, where `say`: the
+    page's own reading says it, a sidebar's line does not say it again) when it cannot be read."""
     if choice.preset:
         from skipcore.models.random_models import bench_config
 
@@ -87,7 +87,12 @@ def model_shapes(choice: ModelChoice) -> ModelShapes | None:
             raise ModelError(choice.problem or "no model chosen: pick one in the sidebar")
         return shapes_from_config(_load_config(choice.ref, _stamp(choice.ref)))
 
-    return _or_refused(read)
+    if say:
+        return _or_refused(read)
+    try:
+        return read()
+    except UserError:
+        return None
 
 
 def model_positions(choice: ModelChoice) -> int | None:

@@ -43,7 +43,7 @@ def model_setting(choice: ModelChoice) -> tuple[str, Any]:
 
 def _faster(choice: ModelChoice) -> DtypeChoice | None:
     """bfloat16, with the reason, where `--dtype auto` of a generation would pick it for this model here."""
-    shapes = model_shapes(choice)
+    shapes = model_shapes(choice, say=False)  # a model that cannot be read is said by the page, once
     if shapes is None:
         return None
     fast = choose_dtype(resolve_device("auto"), shapes)
