@@ -64,15 +64,18 @@ class Estimate:
         return self.seconds > LONG_S
 
     def words(self) -> str:
-        """'about 4 min', 'about 40 s', 'a few seconds'."""
-        s = self.seconds
+        """'about 5 min', 'about 40 s', 'about 7 s', 'a few seconds': the most the work takes (pages say "up to"),
+        so rounded up, and never below the likely range said beside it (`spread_words`)."""
+        s = max(self.seconds, self.high or 0.0)
         if s < 5:
             return "a few seconds"
+        if s < 10:
+            return f"about {math.ceil(s):.0f} s"
         if s < 90:
-            return f"about {round(s / 5) * 5:.0f} s"
+            return f"about {math.ceil(s / 5) * 5:.0f} s"
         if s < 90 * 60:
-            return f"about {round(s / 60):.0f} min"
-        return f"about {s / 3600:.1f} h"
+            return f"about {math.ceil(s / 60):.0f} min"
+        return f"about {math.ceil(s / 360) / 10:.1f} h"
 
     def spread_words(self) -> str:
         """The likely range, '0.12-0.31 s', '2.4-3.6 s', '40-55 s', '3.1-4.2 min'; '' where the timing has no spread to say."""

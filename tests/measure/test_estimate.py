@@ -40,16 +40,17 @@ def test_a_prompt_longer_than_the_model_takes_is_timed_within_its_positions(engi
 
 
 @pytest.mark.parametrize(
-    ("seconds", "words", "long"),
+    ("seconds", "high", "words", "long"),
     [
-        (2, "a few seconds", False),
-        (31, "about 30 s", True),
-        (250, "about 4 min", True),
-        (9000, "about 2.5 h", True),
+        (2, None, "a few seconds", False),
+        (6.2, 6.3, "about 7 s", False),  # said as "up to", beside "likely 6.2-6.3 s": never below it
+        (31, None, "about 35 s", True),
+        (250, None, "about 5 min", True),
+        (9000, None, "about 2.5 h", True),
     ],
 )
-def test_an_estimate_is_said_in_words(seconds, words, long):
-    est = Estimate(seconds, "")
+def test_an_estimate_is_said_in_words(seconds, high, words, long):
+    est = Estimate(seconds, "", low=seconds if high else None, high=high)
     assert (est.words(), est.long) == (words, long)
 
 
