@@ -167,7 +167,10 @@ def main() -> None:
         views.run_button("Run search", "tune", disabled=True)
         address.stop()
     try:
-        s = settings_for(choice.source, dataset=str(DATASET_DIR), split="dev", **values)
+        # every model of the search in the page's precision: a reference loads beside the page's engine, and
+        # the tuned model is loaded again after it, in the settings' dtype
+        dtype = engine.dtype_choice.name
+        s = settings_for(choice.source, dataset=str(DATASET_DIR), split="dev", dtype=dtype, **values)
     except UserError as e:
         st.error(e.said_as(INPUT_LABELS))
         views.run_button("Run search", "tune", disabled=True)  # there, waiting for a search

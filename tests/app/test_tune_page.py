@@ -91,10 +91,12 @@ def test_the_floors_reference_is_picked_as_the_sidebar_picks_a_model(model_dir, 
     """The reference was a free text box: the sidebar's own words for a shipped model ('opt-e2e-base') failed the
     search on the hub, and a shipped folder typed from another working directory was not found. It is picked from
     the sidebar's list now, or typed as the sidebar's local folder is; one that cannot be used is said at once and
-    the search cannot start."""
+    the search cannot start. The search runs both models in the sidebar's precision (the tuned one ran in float32
+    beside a reference, under a bfloat16 page)."""
     from app.dashboard.models import LOCAL_LABEL, REFERENCE_SELF
+    from tests.helpers import opened_with
 
-    at = open_app("tune")
+    at = opened_with({"dtype": "bfloat16"}, "tune")
     picker = at.selectbox(key="tune_reference")
     assert (
         picker.value == REFERENCE_SELF and "opt-e2e-base" in picker.options and LOCAL_LABEL in picker.options
@@ -118,6 +120,7 @@ def test_the_floors_reference_is_picked_as_the_sidebar_picks_a_model(model_dir, 
     reference = trials[trials["tune_state"] == "reference"]
     assert list(reference["model"]) == [model_dirs["opt"].name]  # its folder, as a row names its model
     assert list(reference["model_role"]) == ["reference"]
+    assert set(trials["dtype"]) == {"bfloat16"}, trials[["model", "dtype"]]
 
 
 def test_a_reference_folder_a_link_or_a_kept_run_names_is_kept(model_dir, model_dirs):
