@@ -239,7 +239,10 @@ def generated_text(trace: pd.DataFrame, prompts: int, max_new_tokens: int) -> st
 
 
 def sampling_settings(key: str) -> Sampling | None:
-    """Greedy by default; sampling with temperature, top-k, top-p and a seed when switched on."""
+    """Greedy by default; sampling with temperature, top-k, top-p and a seed when switched on. A greedy run is
+    greedy whatever the boxes hold (they wait, off, for sampling): its trace records no sampling setting, so the
+    same greedy setup has one configuration hash, as the command line's refusal of them without --do-sample
+    keeps it."""
     with st.expander("Sampling"):
         do_sample = st.checkbox("Sample (off: greedy)", False, key=f"{key}_do_sample", **KEEP)
         c1, c2, c3, c4 = st.columns(4)
@@ -250,7 +253,9 @@ def sampling_settings(key: str) -> Sampling | None:
             c2, "Top-k (0 = off)", 0, 1000, 0, f"{key}_topk", disabled=not do_sample
         )
         top_p = c3.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}_topp", disabled=not do_sample, **KEEP)
-        seed = address.whole_number_input(c4, "Seed", 0, 2**31 - 1, 0, f"{key}_seed")
+        seed = address.whole_number_input(c4, "Seed", 0, 2**31 - 1, 0, f"{key}_seed", disabled=not do_sample)
+    if not do_sample:
+        return Sampling()
     try:
         return Sampling(do_sample, float(temperature), int(top_k), float(top_p), int(seed))
     except UserError as e:

@@ -87,6 +87,25 @@ def test_generate_with_sampling(model_dir):
     assert GenerateResult.last(at.session_state).metadata["sampling"]["do_sample"] is True
 
 
+def test_a_greedy_run_records_no_sampling_setting_its_boxes_hold(model_dir):
+    """A seed (or temperature) left in the boxes while sampling is off changed nothing but the greedy run's recorded
+    sampling and configuration hash: the same greedy setup is one configuration, as on the command line."""
+    from tests.helpers import opened_with
+
+    made = []
+    for address in ({"gen_seed": "7", "gen_temp": "1.5"}, {}):
+        at = opened_with({**address, "gen_max_new": str(MAX_NEW)}, "generate")
+        assert by_key(at.number_input, "gen_seed").disabled
+        by_key(at.button, "gen_run").click().run()
+        assert_clean(at)
+        made.append(GenerateResult.last(at.session_state).metadata)
+    assert made[0]["sampling"] == made[1]["sampling"] and made[0]["sampling"]["seed"] == 0
+    assert made[0]["config_hash"] == made[1]["config_hash"]
+    at = opened_with({"gen_seed": "7", "gen_do_sample": "true", "gen_max_new": str(MAX_NEW)}, "generate")
+    by_key(at.button, "gen_run").click().run()  # sampling: its seed is the run's
+    assert GenerateResult.last(at.session_state).metadata["sampling"]["seed"] == 7
+
+
 def test_generate_batch_size_labels_outputs_and_history(model_dir):
     at = open_app("generate")
     by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
