@@ -52,6 +52,12 @@ class ModelError(UserError):
     way."""
 
 
+def flag_of(name: str) -> str:
+    """A setting's command-line flag: its name in the command line's spelling (`lora_rank`: `--lora-rank`), the
+    one rule every command's flags and every refusal said by them follow."""
+    return "--" + name.replace("_", "-")
+
+
 def first_line(error: BaseException) -> str:
     """An error's first line (its kind's name where it says nothing), for a one-line message quoting it."""
     lines = str(error).strip().splitlines()

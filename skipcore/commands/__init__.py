@@ -24,7 +24,7 @@ import sys
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 
-from skipcore.errors import SkipcoreWarning, UserError
+from skipcore.errors import SkipcoreWarning, UserError, flag_of
 
 # subcommand -> its line in the top-level `--help`, in the order listed (declared here once: a module's parser is
 # built only when its command is the one asked for, so `--help` and the light commands never import torch)
@@ -272,7 +272,7 @@ def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
     ('--dataset: /nowhere: no such file'): `UserError.said_as`. A setting whose flag the message names already (a
     command that maps its settings itself) is left as that command said it."""
     text = str(error)
-    flags = {name: "--" + name.replace("_", "-") for name in error.fields if name in parsed}
+    flags = {name: flag_of(name) for name in error.fields if name in parsed}
     return error.said_as({name: flag for name, flag in flags.items() if flag not in text}, once=True)
 
 

@@ -6,12 +6,12 @@ import argparse
 from dataclasses import fields
 
 from skipcore.commands.common import finite
-from skipcore.errors import UserError
+from skipcore.errors import UserError, flag_of
 from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.ray_executor import RayExecutor
 
 RAY_DEFAULTS = {f.name: f.default for f in fields(RayExecutor)}  # the Ray executor's defaults, in RayExecutor
-RAY_FLAGS = {name: "--ray-" + name.replace("_", "-") for name in RAY_DEFAULTS}  # --ray-address, ...
+RAY_FLAGS = {name: flag_of(f"ray_{name}") for name in RAY_DEFAULTS}  # --ray-address, ...
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:

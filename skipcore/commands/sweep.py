@@ -22,7 +22,7 @@ from skipcore.commands.common import (
     path_text,
 )
 from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
-from skipcore.errors import UserError
+from skipcore.errors import UserError, flag_of
 from skipcore.evaluate.sweep.executors import GridIncomplete
 from skipcore.evaluate.sweep.settings import SweepConfig
 from skipcore.policies.params import params_of, summary
@@ -197,7 +197,7 @@ def grid_flag_names() -> dict[str, str]:
 
     flags = {c: p.sweep_flag if p.sweep == "axis" else p.flag for c, p in sweep_params().items()}
     run_wide = {  # each setting of a results file's identity too (`SweepConfig.identity`)
-        name: "--" + name.replace("_", "-")
+        name: flag_of(name)
         for name in (
             "model", "dataset", "split", "device", "dtype", "attn", "attention_dtype", "threads", "max_layers",
             "max_new_tokens", "speedup_over",

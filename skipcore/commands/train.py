@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from skipcore.commands.common import SCHEDULE_FLAGS, comma_list, finite, path_text
-from skipcore.errors import UserError
+from skipcore.errors import UserError, flag_of
 from skipcore.training.settings import CHOICES, TrainSettings
 
 if TYPE_CHECKING:  # torch: only a run imports it
@@ -273,9 +273,9 @@ def left_behind(stop: TrainingInterrupted, overwrite: bool) -> str:
 
 def flags_of(names: Iterable[str]) -> str:
     """Settings said as their flags, comma-separated (`lora_rank`: --lora-rank)."""
-    return ", ".join("--" + name.replace("_", "-") for name in names)
+    return ", ".join(map(flag_of, names))
 
 
 # each setting's flag: its name in the command line's spelling (`lora_rank`: --lora-rank), and a schedule's
 # own fields' flags
-FLAGS = {**SCHEDULE_FLAGS, **{name: "--" + name.replace("_", "-") for name in TrainSettings.names()}}
+FLAGS = {**SCHEDULE_FLAGS, **{name: flag_of(name) for name in TrainSettings.names()}}

@@ -20,7 +20,7 @@ from dataclasses import MISSING, dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, flag_of
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 SweepForm = Literal["axis", "one"] | None
@@ -153,7 +153,7 @@ def params_of(policy: type) -> tuple[Param, ...]:
         declared = f.metadata.get("param")
         if declared is None:
             continue
-        flag = declared.flag or f"--{policy.name}-{f.name}".replace("_", "-")
+        flag = declared.flag or flag_of(f"{policy.name}_{f.name}")
         column = declared.column or f"{policy.name}_{f.name}"
         out.append(
             dataclasses.replace(
@@ -172,7 +172,7 @@ def params_of(policy: type) -> tuple[Param, ...]:
 
 def _plural_flag(column: str) -> str:
     """An axis's flag: its column in the plural ('calm_threshold' -> '--calm-thresholds'; 'draft_tokens' stays)."""
-    flag = "--" + column.replace("_", "-")
+    flag = flag_of(column)
     return flag if flag.endswith("s") else flag + "s"
 
 

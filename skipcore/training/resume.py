@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, flag_of
 from skipcore.models.training_record import read_record, recorded_args
 from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
 from skipcore.training.examples import DEV_SPLIT, TRAIN_SPLIT
@@ -202,10 +202,6 @@ def say_resumed(resume_dir: Path, continued: Continued, derived: dict[str, list]
             f"warning: the data reads differently than when the run began (applies from here on): {said}",
             file=sys.stderr,
         )
-
-
-def flag_of(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def _json_normal(value: object) -> object:

@@ -71,9 +71,8 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards."""
-    given = (
-        settings.taken().changed() if given is None else frozenset(given)
-    )  # compared as the run takes them
+    # the settings set, compared with their defaults as the run takes them (NumPy's counts as Python's)
+    given = settings.taken().changed() if given is None else frozenset(given)
     settings = settings.check()
     before = torch.get_num_threads()
     if settings.threads:

@@ -14,7 +14,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, flag_of
 from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name, check_utf8_name
 from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
@@ -178,7 +178,7 @@ def tune_flags() -> list[Flag]:
     for f in fields(TuneSettings):
         if "help" not in f.metadata:
             continue
-        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        flag = f.metadata["flag"] or flag_of(f.name)
         out.append(
             Flag(f.name, flag, f.metadata["kind"], f.metadata["help"], f.default, f.default is MISSING)
         )
