@@ -114,7 +114,7 @@ def prompt_picker(key: str, chat: bool = False) -> list[str]:
         c2, "How many", 1, min(64, len(pool)), min(4, len(pool)), f"{key}_count"
     )
     start = address.whole_number_input(c3, "Starting at example", 0, max(0, len(pool) - 1), 0, f"{key}_start")
-    chosen = pool[int(start) : int(start) + int(count)]
+    chosen = pool[start : start + count]
     st.session_state[f"{key}_references"] = [refs for _, refs in chosen]
     with st.expander(f"{len(chosen)} prompts from {split}"):
         for p, _ in chosen:
@@ -257,7 +257,7 @@ def sampling_settings(key: str) -> Sampling | None:
     if not do_sample:
         return Sampling()
     try:
-        return Sampling(do_sample, float(temperature), int(top_k), float(top_p), int(seed))
+        return Sampling(do_sample, float(temperature), top_k, float(top_p), seed)
     except UserError as e:
         st.error(str(e))
         return None

@@ -259,12 +259,12 @@ def main() -> None:
         c2, "Batch size", 1, 64, min(8, max(1, len(prompts))), "lens_batch"
     )
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
-    now = {**settings_now(schedule, prompts, int(max_new), int(batch_size), tokens), **prompt_format(sent)}
-    todo = work(engine, schedule, sent.prompts, int(max_new), int(batch_size), tokens)
+    now = {**settings_now(schedule, prompts, int(max_new), batch_size, tokens), **prompt_format(sent)}
+    todo = work(engine, schedule, sent.prompts, int(max_new), batch_size, tokens)
     estimate = show_estimate(engine, todo, "Run the lens", learns=False)
     if views.run_button("Run the lens", "lens", disabled=not prompts):
         with views.run_marked("lens"):
-            run(engine, prompts, schedule, int(max_new), int(batch_size), tokens, now, sent, estimate)
+            run(engine, prompts, schedule, int(max_new), batch_size, tokens, now, sent, estimate)
     result = LensComparison.shown(now)
     if result is None:
         views.what_to_do("Run the lens", prompts)

@@ -150,9 +150,9 @@ def small_sweep() -> pd.DataFrame | None:
         modes=tuple(modes),
         policies=tuple(running),
         policy_values=values,
-        num_examples=int(examples),
-        max_new_tokens=int(max_new),
-        batch_size=int(batch),
+        num_examples=examples,
+        max_new_tokens=max_new,
+        batch_size=batch,
         dataset=str(DATASET_DIR),
         decay_span=generation_defaults(choice).get("decay_span"),  # as the model was trained, if it says
     )
