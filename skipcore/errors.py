@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 
 class UserError(Exception):
@@ -44,6 +45,16 @@ class UserError(Exception):
         if first in names and names[first] not in text:
             text = f"{names[first]}: {text}"
         return text
+
+
+@contextmanager
+def said_by(names: Mapping[str, str]) -> Iterator[None]:
+    """A refusal raised inside said in a front end's words: each setting it is about called by `names` ({field: the
+    caller's name for it}, a command's flags), as `UserError.said_as` says it; its fields kept."""
+    try:
+        yield
+    except UserError as e:
+        raise UserError(e.said_as(names), field=e.fields) from e
 
 
 class ModelError(UserError):

@@ -3,7 +3,9 @@ end's name for it, and nothing else does, a path named like a setting (`--out ou
 
 from __future__ import annotations
 
-from skipcore.errors import UserError
+import pytest
+
+from skipcore.errors import ModelError, UserError, said_by
 from tests.helpers import REPO, refused
 
 FLAGS = {"out": "--out", "overwrite": "--overwrite", "resume": "--resume"}
@@ -29,3 +31,13 @@ def test_train_says_a_folder_named_out_as_typed(monkeypatch, tmp_path, capsys):
     said = refused(capsys, ["train", "--model", model, "--out", "out", "--steps", "1"])
     assert said == "error: --out out is not empty; pass --overwrite (or --resume to continue a run)"
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+def test_said_by_says_a_refusal_raised_inside_by_the_front_ends_names_and_keeps_its_fields():
+    with pytest.raises(UserError) as caught, said_by(FLAGS):
+        raise ModelError("out runs/out is not empty; pass overwrite", field=("out", "overwrite"))
+    assert str(caught.value) == "--out runs/out is not empty; pass --overwrite"
+    assert caught.value.fields == ("out", "overwrite")
+    assert isinstance(caught.value.__cause__, ModelError)
+    with pytest.raises(KeyError), said_by(FLAGS):  # not a refusal: passes through as raised
+        raise KeyError("out")

@@ -6,15 +6,14 @@ each refusal said by its flag."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from skipcore.commands.common import SCHEDULE_FLAGS, add_param_flag, dataset_split
 from skipcore.commands.decode_settings import DecodeSettings, DepthSettings, S
 from skipcore.decode.step import DepthPolicy
-from skipcore.errors import UserError
+from skipcore.errors import UserError, said_by
 from skipcore.policies import POLICY_CLASSES
 from skipcore.policies.params import flag_names, params_of, summary
 from skipcore.schedule import refuse_idle_beside_file, refuse_idle_for_shape
@@ -59,15 +58,6 @@ DEPTH_FLAGS = {
 }  # fmt: skip
 
 
-@contextmanager
-def said_by_flags() -> Iterator[None]:
-    """A library refusal of schedule settings (`UserError.fields`, by their names) said by their flags."""
-    try:
-        yield
-    except UserError as e:
-        raise UserError(e.said_as(DEPTH_FLAGS), field=e.fields) from e
-
-
 def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
     """One line for a flag typed where it would do nothing, before any work: another policy's setting, custom
     budgets for another shape, a data set beside prompts given, a schedule flag beside a schedule file, a sampling
@@ -105,7 +95,7 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
             "--do-sample, or drop it"
         )
     if depth.schedule_json:  # the file's schedule runs as written: a schedule flag beside it would do nothing
-        with said_by_flags():
+        with said_by(DEPTH_FLAGS):
             refuse_idle_beside_file(given - own)
 
 
@@ -117,7 +107,7 @@ def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None
     if depth.schedule_json or not depth.policy_class.uses_schedule:
         return
     own = {p.dest for p in params_of(depth.policy_class)}
-    with said_by_flags():
+    with said_by(DEPTH_FLAGS):
         refuse_idle_for_shape(given - own, depth.schedule, depth.mode)
 
 
@@ -221,23 +211,17 @@ def policy_of(
     said by its flag."""
     cls = depth.policy_class
     schedule = schedule_of(depth, num_layers, max_new_tokens, speedup_over) if cls.uses_schedule else None
-    try:
+    with said_by({**SCHEDULE_FLAGS, **LENGTH_FLAGS, **flag_names(cls)}):
         policy = cls.from_schedule(schedule, **depth.policy_params)
         policy.check(num_layers, max_new_tokens)
-    except UserError as e:
-        raise UserError(
-            e.said_as({**SCHEDULE_FLAGS, **LENGTH_FLAGS, **flag_names(cls)}), field=e.fields
-        ) from e
     return policy
 
 
 def check_generation_request(engine: SkipEngine, prompts: list[str], settings: DecodeSettings):
     """The engine's request checks (batch size, the longest prompt plus the new tokens against the model's
     positions) said in the command line's words, before the first batch runs; the checked request."""
-    try:
+    with said_by(LENGTH_FLAGS):
         return engine.check_request(prompts, settings.max_new_tokens, settings.batch_size)
-    except UserError as e:
-        raise UserError(e.said_as(LENGTH_FLAGS), field=e.fields) from e
 
 
 @dataclass(frozen=True)

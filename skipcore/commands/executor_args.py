@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 
 from skipcore.commands.common import finite
-from skipcore.errors import UserError, flag_of
+from skipcore.errors import UserError, flag_of, said_by
 from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.ray_executor import RayExecutor
 
@@ -59,10 +59,8 @@ def executor_from_args(args: argparse.Namespace) -> InProcessExecutor | RayExecu
     given = {k: getattr(args, f"ray_{k}") for k in RAY_FLAGS}
     given = {k: v for k, v in given.items() if v is not None}
     if args.executor == "ray":
-        try:
+        with said_by(RAY_FLAGS):
             return RayExecutor(**given)
-        except UserError as e:
-            raise UserError(e.said_as(RAY_FLAGS), field=e.fields) from e
     if given:
         raise UserError(f"{RAY_FLAGS[next(iter(given))]} applies to --executor ray only")
     return InProcessExecutor()

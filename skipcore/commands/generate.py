@@ -20,7 +20,7 @@ from skipcore.commands.common import (
 )
 from skipcore.commands.decode_settings import DecodeSettings
 from skipcore.commands.decoding import SAMPLING_FLAGS, add_policy_args, decode_setup, with_model_defaults
-from skipcore.errors import UserError
+from skipcore.errors import UserError, said_by
 from skipcore.files import check_output_path
 from skipcore.models.chat import empty_output_warning
 
@@ -43,10 +43,8 @@ class GenerateSettings(DecodeSettings):
         """How tokens are chosen (`skipcore.decode.sampling.Sampling`, which refuses a value out of range)."""
         from skipcore.decode.sampling import Sampling
 
-        try:
+        with said_by({**SAMPLING_FLAGS, "do_sample": "--do-sample"}):
             return Sampling(self.do_sample, self.temperature, self.top_k, self.top_p, self.seed)
-        except UserError as e:  # a setting said by its flag
-            raise UserError(e.said_as({**SAMPLING_FLAGS, "do_sample": "--do-sample"}), field=e.fields) from e
 
 
 # -- generate -----------------------------------------------------------------------------------------------

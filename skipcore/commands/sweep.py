@@ -22,7 +22,7 @@ from skipcore.commands.common import (
     path_text,
 )
 from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
-from skipcore.errors import UserError, flag_of
+from skipcore.errors import UserError, flag_of, said_by
 from skipcore.evaluate.sweep.executors import GridIncomplete
 from skipcore.evaluate.sweep.settings import SweepConfig
 from skipcore.policies.params import params_of, summary
@@ -277,21 +277,18 @@ def refuse_idle_grid_flags(policies: tuple[str, ...], given: frozenset[str]) -> 
 
 def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     t0 = time.perf_counter()
-    try:
+    with said_by(grid_flag_names()):
         cfg = config_from_args(args)
-    except UserError as e:
-        raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
     refuse_idle_grid_flags(cfg.policies, given)
     from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
 
     executor = executor_from_args(args)
     incomplete = None
     try:
-        df = run_sweep(cfg, lambda s, row, _: report_row(s, row, cfg.progress), executor, report_failure)
+        with said_by(grid_flag_names()):  # a grid parameter named by its sweep flag
+            df = run_sweep(cfg, lambda s, row, _: report_row(s, row, cfg.progress), executor, report_failure)
     except GridIncomplete as e:
         df, incomplete = e.frame, e
-    except UserError as e:  # a grid parameter named by its sweep flag
-        raise UserError(e.said_as(grid_flag_names()), field=e.fields) from e
     if len(df):
         from skipcore.evaluate.sweep.quality import quality_tables
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from skipcore.commands.common import SCHEDULE_FLAGS, comma_list, finite, path_text
-from skipcore.errors import UserError, flag_of
+from skipcore.errors import flag_of, said_by
 from skipcore.training.settings import CHOICES, TrainSettings
 
 if TYPE_CHECKING:  # torch: only a run imports it
@@ -242,9 +242,8 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
 
     settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
     try:
-        train(settings, given=given)
-    except UserError as e:
-        raise UserError(e.said_as(FLAGS), field=e.fields) from e
+        with said_by(FLAGS):
+            train(settings, given=given)
     except TrainingInterrupted as stop:
         args.on_interrupt = left_behind(stop, args.overwrite)
         raise

@@ -7,7 +7,7 @@ from functools import partial
 
 from skipcore.commands.common import add_model_args, add_threads_arg, comma_list, finite, path_text
 from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
-from skipcore.errors import UserError
+from skipcore.errors import said_by
 from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, tune_flags
 
 KINDS = {"int": int, "float": finite, "path": path_text, "text": str}  # a list's items: "ints" -> int
@@ -31,9 +31,7 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.evaluate.tune import run_tune  # the search's code (torch, Optuna): not for --help
 
     typed = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in given}
-    try:
+    with said_by({**flag_names(), **RAY_FLAGS}):
         result = run_tune(TuneSettings(**typed), executor_from_args(args), partial(print, file=sys.stderr))
-    except UserError as e:  # a setting said by its flag
-        raise UserError(e.said_as({**flag_names(), **RAY_FLAGS}), field=e.fields) from e
     print(result.text())
     return 0 if result.met else 1

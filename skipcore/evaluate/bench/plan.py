@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, said_by
 from skipcore.threads import check_threads
 
 # what a plan can time beside full depth (the reference every row is paired with), as --settings names them
@@ -248,11 +248,8 @@ def check_draft_tokens(plan: BenchPlan) -> None:
 
     declared = next(p for p in params_of(SpeculativePolicy) if p.name == "draft_tokens")
     for k in plan.draft_tokens:
-        try:
+        with said_by({"draft_tokens": "--draft-tokens", "max_new_tokens": "--new-tokens"}):
             declared.check(k, max_new_tokens=min(plan.new_tokens))
-        except UserError as e:
-            flags = {"draft_tokens": "--draft-tokens", "max_new_tokens": "--new-tokens"}
-            raise UserError(e.said_as(flags), field=e.fields) from e
 
 
 def uses_real_weights(name: str) -> bool:
