@@ -16,6 +16,7 @@ import io
 import json
 import zipfile
 import zlib
+from json.encoder import encode_basestring
 from pathlib import Path
 
 import pandas as pd
@@ -155,20 +156,45 @@ def write_jsonl(df: pd.DataFrame, target) -> None:
     """`df` as JSON lines, one object a row, to a path or a text handle: each float as Python writes it, the
     shortest text that reads back as the same double (pandas' writer keeps at most 15 significant digits, so a
     trace's log-probabilities came back moved in their last digits, where Parquet and CSV keep them); a missing or
-    infinite number as null, as pandas writes it, inside a list too; an array as a list, a time as ISO text."""
+    infinite number as null, as pandas writes it, inside a list too; an array as a list, a time as ISO text.
 
-    def write(handle) -> None:
-        for row in df.to_dict("records"):  # Python's own scalars
-            line = json.dumps(
-                {k: _json_plain(v) for k, v in row.items()}, ensure_ascii=False, allow_nan=False, default=str
-            )
-            handle.write(line + "\n")
-
+    Each column is turned into JSON text once, as a whole (`_json_column`), and rows are joined from those texts:
+    the text `json.dumps` gives each row's dict, without a dict and a `json.dumps` call a row."""
+    # a label two columns share: the last of them, as a row's dict holds it
+    labels = dict.fromkeys(df.columns)
+    keys = [json.dumps({label: None}, ensure_ascii=False)[1 : -len("null}")] for label in labels]
+    cells = [[key + text for text in _json_column(df[label])] for key, label in zip(keys, labels)]
+    rows = ["{" + ", ".join(row) + "}\n" for row in zip(*cells, strict=True)] if cells else ["{}\n"] * len(df)
     if isinstance(target, str | Path):
         with open(target, "w", encoding="utf-8", newline="") as handle:
-            write(handle)
+            handle.writelines(rows)
     else:
-        write(target)
+        target.writelines(rows)
+
+
+_JSON_CELL = {"ensure_ascii": False, "allow_nan": False, "default": str}
+
+
+def _json_column(column: pd.Series | pd.DataFrame) -> list[str]:
+    """A column's cells as JSON text: a NumPy float, whole-number or true/false column in one pass over Python's
+    scalars; any other (text, lists, missing values, times) a cell at a time through `_json_plain` (a label two
+    columns share: the last of them)."""
+    import numpy as np
+
+    if isinstance(column, pd.DataFrame):
+        column = column.iloc[:, -1]
+    kind = column.dtype.kind if isinstance(column.dtype, np.dtype) else "O"
+    values = column.tolist()
+    if kind == "f":
+        return [repr(v) if v - v == 0 else "null" for v in values]  # v - v is nan for nan and inf alike
+    if kind in "iu":
+        return [str(v) for v in values]
+    if kind == "b":
+        return ["true" if v else "false" for v in values]
+    # text, most cells of such a column, through json.dumps' own string encoder (the same text, without its checks)
+    return [
+        encode_basestring(v) if type(v) is str else json.dumps(_json_plain(v), **_JSON_CELL) for v in values
+    ]
 
 
 def _write_text(target, df: pd.DataFrame, fmt: str) -> None:
