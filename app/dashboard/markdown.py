@@ -14,7 +14,12 @@ from collections.abc import Mapping, Sequence
 # what starts a link, an image, a badge, an address in brackets, math or code (inside which an escape shows as
 # typed), and the escape itself; emphasis marks are left (they only change how the text looks), so ordinary text
 # ("step_ms") reads the same in the page's source
-_MARKUP = re.compile(r"([\\`\[\]<$])")
+_MARKUP = "\\`[]<$"
+# Streamlit's own shortcodes, read in the source whatever escapes a bracket: a badge or icon (`:red[a]`,
+# `:material/star:`) and an emoji (`:smile:`, `:+1:`). A text that holds one has every colon and slash escaped
+# (an escaped shortcode still showed as its emoji where other colons followed it: '\:+1\: 13:38'); a text
+# without one keeps its colons ("speculative: 2", "13:38:58"), as does a name without a letter (':100:' is 💯)
+_SHORTCODE = re.compile(r":(?:[+-]1|[\w+/-]*[A-Za-z][\w+/-]*)[:\[]")
 
 
 # Unicode's explicit direction controls (embeddings, overrides, isolates): invisible, and one left open turns the
@@ -29,12 +34,35 @@ def visible_controls(text: str) -> str:
     return _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m[0]):04X}⟩", text)
 
 
+# what Streamlit's Markdown turns into a link by itself (GitHub's autolinks: an address after http:// or https://,
+# one after www., an email address), which no escape stops: shown as code, where nothing is a link
+_AUTOLINKED = re.compile(r"(?:https?://|www\.)[^\s<]*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+
+
+def _code(text: str) -> str:
+    """`text` as an inline code span, exactly: fenced by one more backtick than the longest run in it."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _escaped(text: str) -> str:
+    """`text` with each character that starts markup escaped, and every colon and slash where it holds a
+    shortcode (`_SHORTCODE`)."""
+    marked = _MARKUP + (":/" if _SHORTCODE.search(text) else "")
+    return "".join(f"\\{c}" if c in marked else c for c in text)
+
+
 def plain(text: str) -> str:
     """`text` with every character that would start a link, an image, a badge or math escaped: it shows as
-    typed, no more than emphasised. A direction control in it shows as its code point ('⟨U+202E⟩'), and a text
-    with right-to-left letters is isolated (Unicode's first-strong isolate), so it reads in its own direction and
-    the page's words around it in theirs."""
-    text = visible_controls(_MARKUP.sub(r"\\\1", text))
+    typed, no more than emphasised; an address Markdown would link by itself (`https://…`, `www.…`, an email
+    address) shows as code. A direction control in it shows as its code point ('⟨U+202E⟩'), and a text with
+    right-to-left letters is isolated (Unicode's first-strong isolate), so it reads in its own direction and the
+    page's words around it in theirs."""
+    pieces = _AUTOLINKED.split(text)  # the text between addresses, each address left in its place below
+    addresses = [_code(address) for address in _AUTOLINKED.findall(text)]
+    escaped = [_escaped(piece) for piece in pieces]
+    text = visible_controls("".join(x for pair in zip(escaped, [*addresses, ""]) for x in pair))
     if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
         return f"{_FIRST_STRONG_ISOLATE}{text}{_POP_ISOLATE}"
     return text

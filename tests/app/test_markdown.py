@@ -21,11 +21,45 @@ def rendered(markdown: str) -> str:
     return MarkdownIt("commonmark").render(markdown)
 
 
+def read(markdown: str) -> str:
+    """The text `markdown` shows, as HTML, its code spans read as text (an address is one)."""
+    return re.sub("</?code>", "", rendered(markdown))
+
+
 @pytest.mark.parametrize(
-    "text", ["a\\[b](c)", "plain text, (with) punctuation.", "<https://x.y>", "$x$ :red[a]", ""]
+    "text",
+    [
+        "a\\[b](c)",
+        "plain text, (with) punctuation.",
+        "<https://x.y>",
+        "$x$ :red[a] :smile: :+1: :red-background[b] 12:30 C:\\x",
+        "see http://evil.example/x_y*z*, WWW.evil.example and me@evil.example.",
+        "x`y https://a``b` `",
+        "speculative: 2 drafts, created 2026-11-30T13:38:58+00:00 :100:",
+        "",
+    ],
 )
 def test_plain_text_renders_as_itself(text):
-    assert rendered(plain(text)) == (f"<p>{html.escape(text, quote=False)}</p>\n" if text else "")
+    """As typed, an address in it as code (`<code>`, the only tag); in a text holding one of Streamlit's badges,
+    icons or emoji (`:red[a]`, `:smile:`, `:+1:`), which an escaped bracket did not stop, no colon or slash is left
+    unescaped; other texts keep their colons ("12:30") as typed in the page's source."""
+    assert read(plain(text)) == (f"<p>{html.escape(text, quote=False)}</p>\n" if text else "")
+    outside_code = re.sub(r"(?<!\\)(`+).*?(?<!`)\1(?!`)", "", plain(text))
+    holds_shortcode = re.search(r":(?:[+-]1|[\w/-]*[A-Za-z][\w/-]*)[:\[]", text)
+    assert not (holds_shortcode and re.search(r"(?<!\\)[:/]", outside_code))
+    assert holds_shortcode or plain(text).count(":") == text.count(":")  # other colons read as typed
+
+
+def test_an_address_markdown_would_link_by_itself_shows_as_code():
+    """Streamlit's Markdown links a bare `https://…`, `www.…` or email address (GitHub's autolinks), which no
+    escape stops: each is a code span, where nothing is a link (the Chromium check: tests/browser)."""
+    text = "go to http://evil.example/a?b=c or www.evil.example, mail me@evil.example; HTTPS://EVIL.EXAMPLE"
+    said = rendered(plain(text))
+    outside_code = re.sub("<code>.*?</code>", "", said)
+    assert not re.search(r"https?://|www\.|@", outside_code, re.IGNORECASE)
+    assert re.findall("<code>(.*?)</code>", said) == [
+        "http://evil.example/a?b=c", "www.evil.example,", "me@evil.example", "HTTPS://EVIL.EXAMPLE"
+    ]  # fmt: skip
 
 
 def test_a_chart_text_holds_no_plotly_markup_and_reads_back_as_written():
@@ -42,7 +76,7 @@ def test_a_link_an_image_or_a_badge_is_shown_as_its_text():
     assert (
         "<a " not in html_out
         and "<img" not in html_out
-        and "[Click to update](https://evil.example/x)" in html_out
+        and "[Click to update](https://evil.example/x)" in read(plain(ATTACK))
     )
 
 
@@ -54,7 +88,7 @@ def test_a_linked_model_path_and_a_prompt_show_as_typed(model_dir):
     assert "Not a folder or a .gguf file" in said
     assert "<a " not in rendered(said) and "<img" not in rendered(said) and "evil.example" in rendered(said)
     words, _ = prompts_setting(["![t](https://evil.example/p.png) hello"])
-    assert "<img" not in rendered(words) and "![t](https://evil.example/p.png) hello" in rendered(words)
+    assert "<img" not in rendered(words) and "![t](https://evil.example/p.png) hello" in read(words)
 
 
 def test_an_uploaded_traces_name_and_metadata_show_as_written(model_dir, sample_trace):
@@ -67,7 +101,7 @@ def test_an_uploaded_traces_name_and_metadata_show_as_written(model_dir, sample_
     data, _, _ = tracefiles.trace_download(trace, {**meta, "model": image, "policy": image}, "parquet")
     at = upload(open_app("explorer"), f"{image}.parquet", data)
     shown = [e.value for e in [*at.success, *at.caption]]
-    assert any(image in rendered(text) for text in shown)
+    assert any(image in read(text) for text in shown)
     assert not any("<img" in rendered(text) for text in shown), shown
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from app.dashboard.models import LOCAL_KEY, LOCAL_LABEL, MODEL_KEY
 from skipcore.labels import column_title
 from skipcore.traces import TRACE_COLUMNS, read_trace
 from tests.helpers import REPO
@@ -998,6 +999,20 @@ def test_a_prompt_in_a_link_shows_as_typed_in_the_outputs(fresh, server):
     assert table.locator("td").first.inner_text() == typed
     assert table.locator("a, img, .katex, em, span").count() == 0
     _clean(page, "generate with a prompt of Markdown")
+
+
+def test_an_address_or_a_shortcode_in_a_linked_model_path_is_no_link_and_no_emoji(fresh, server):
+    """Streamlit's Markdown links a bare address (`https://…`, `www.…`, an email) and draws `:smile:` and
+    `:red[a]` whatever escapes a bracket (an escaped `:smile:` too, where colons followed it): a linked model path
+    put a live link to another site in the page's error."""
+    page = fresh
+    typed = "/x https://evil.example/a www.evil.example me@evil.example :smile: :red[a] 13:38:58"
+    _open(page, server, "generate", {MODEL_KEY: LOCAL_LABEL, LOCAL_KEY: typed}, "Generate and trace")
+    said = page.locator('[data-testid="stSidebar"] [data-testid="stAlertContentError"]')
+    said.wait_for(timeout=UI_TIMEOUT_MS)
+    assert typed in said.inner_text()
+    assert said.locator("a, img, span[style], .katex").count() == 0 and "😄" not in said.inner_text()
+    _clean(page, "generate with an address in a linked model path")
 
 
 def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
