@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from skipcore import plots
+from skipcore.evaluate.sweep.settings import WHOLE_NUMBERS
 from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.labels import MODEL_ROLE, column_title, role_suffix, setting_label, trial_label
 from skipcore.measure.paired_timing import flag_texts
@@ -152,8 +153,9 @@ def quality_columns(df: pd.DataFrame) -> list[str]:
 
 
 def speedup_columns(df: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """(theoretical, measured) speedup columns: names with 'speedup', split by whether they were timed."""
-    cols = [c for c in numeric_columns(df) if "speedup" in c.lower()]
+    """(theoretical, measured) speedup columns: names with 'speedup', split by whether they were timed; a sweep's
+    count that names a speedup is none (`speedup_over`: the tokens a target speedup is met over)."""
+    cols = [c for c in numeric_columns(df) if "speedup" in c.lower() and c not in WHOLE_NUMBERS]
     measured = [c for c in cols if any(h in c.lower() for h in MEASURED_HINTS)]
     theoretical = [c for c in cols if c not in measured]
     first = {"layer_speedup": 0, "flops_speedup_decode": 1, "target_speedup": 2}

@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard import paths
+from skipcore.labels import column_title
 from tests.helpers import (
     adaptive_sweep_frame,
     assert_clean,
@@ -495,3 +496,11 @@ def test_a_link_may_name_a_column_as_the_data_does(model_dir):
     at.query_params.update({"tune_metric": "rougeL"})
     at.switch_page("sections/tune.py").run()
     assert at.selectbox(key="tune_metric").value == "rougeL"
+
+
+def test_the_tokens_a_target_is_met_over_are_no_speedup_to_draw(model_dir):
+    """`speedup_over` (26 tokens in the shipped sweep) was offered as a theoretical speedup: every row at 26x."""
+    at = upload(open_app("tradeoffs"), sweep_frame().assign(speedup_over=26))
+    assert_clean(at)
+    offered = [*by_key(at.selectbox, "to_x").options, *by_key(at.selectbox, "to_xm").options]
+    assert column_title("layer_speedup") in offered and column_title("speedup_over") not in offered
