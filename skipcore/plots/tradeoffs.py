@@ -100,6 +100,7 @@ def tradeoff_chart(
     """
     data = with_model_labels(df.dropna(subset=[x, y]))
     if color and color in data:
+        data[color] = series_values(data[color])
         color_enc = alt.Color(f"{color}:N", title=column_title(color), scale=series_scale(data, color))
     else:
         color_enc = alt.value(ACTUAL_COLOR)
@@ -204,13 +205,22 @@ def tradeoff_chart(
     )
 
 
+NO_SERIES = "(none)"  # the series of the rows with no value in the colour's column
+
+
+def series_values(values: pd.Series) -> pd.Series:
+    """A colour column's values, a row without one as `NO_SERIES`: a series of its own, where Vega-Lite drew
+    nothing for a value outside the scale's domain (CALM's measure left every other policy's rows off the chart)."""
+    return values.astype(object).where(values.notna(), NO_SERIES)
+
+
 def series_scale(data: pd.DataFrame, color: str) -> alt.Scale:
     """The colour of each value of `data[color]` from the palette (`skipcore.labels.series_colors`): a sweep's
-    series by its family, a baseline model's rows ('skip · base model') in the lighter shade of the model's. Charts
-    drawn side by side from one table share it, so a series keeps its colour where a chart cannot place it."""
-    keyed = data[data[color].notna()]
-    roles = keyed["model_role"].astype(str).tolist() if color == "series" and "model_role" in keyed else None
-    colours = series_colors(keyed[color].tolist(), roles)
+    series by its family, a baseline model's rows ('skip · base model') in the lighter shade of the model's, the
+    rows without a value as `NO_SERIES`. Charts drawn side by side from one table share it, so a series keeps its
+    colour where a chart cannot place it."""
+    roles = data["model_role"].astype(str).tolist() if color == "series" and "model_role" in data else None
+    colours = series_colors(series_values(data[color]).tolist(), roles)
     domain = sorted(colours, key=str)
     return alt.Scale(domain=domain, range=[colours[v] for v in domain])
 

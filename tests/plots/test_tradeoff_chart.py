@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from skipcore import plots
+from skipcore.plots.tradeoffs import NO_SERIES
 from tests.helpers import (
     adaptive_sweep_frame,
 )
@@ -223,3 +224,14 @@ def test_a_flagged_timing_is_on_no_measured_front():
     assert [p["wall_speedup_decode"] for p in spec["datasets"][line["data"]["name"]]] == [1.0, 1.8]
     everything_flagged = sweep_like().assign(timing_flag="too fast")
     assert fronts(everything_flagged, "wall_speedup_decode", "bleu").empty
+
+
+def test_rows_without_a_value_in_the_colours_column_are_a_series_of_their_own():
+    """Coloured by CALM's measure, every static row (no measure) was left off the chart: Vega-Lite draws nothing
+    for a value outside the scale's domain."""
+    df = sweep_like().assign(policy=["static", "calm", "calm"], calm_measure=[None, "softmax", "state"])
+    chart = plots.tradeoff_chart(df, "layer_speedup", "bleu", "calm_measure")
+    points = next(lay for lay in marks(chart) if lay["mark"]["type"] in ("circle", "point"))
+    drawn = pd.DataFrame(chart.to_dict()["datasets"][points["data"]["name"]])
+    domain = points["encoding"]["color"]["scale"]["domain"]
+    assert len(drawn) == 3 and set(drawn["calm_measure"]) <= set(domain) == {NO_SERIES, "softmax", "state"}
