@@ -166,25 +166,26 @@ def small_sweep() -> pd.DataFrame | None:
         "sweep": setting(settings.words(), asdict(settings)),
     }
     estimate = show_estimate(engine, sweep_work(engine, choice.source, settings), "Run sweep", always=True)
-    if st.button("Run sweep", type="primary", key="to_run", disabled=not (modes or running)):
-        bar, table, left = st.progress(0.0, text="Starting…"), st.empty(), TimeLeft(estimate)
+    if views.run_button("Run sweep", "to", disabled=not (modes or running)):
+        with views.run_marked("to"):
+            bar, table, left = st.progress(0.0, text="Starting…"), st.empty(), TimeLeft(estimate)
 
-        def progress(status: pd.DataFrame) -> None:
-            done = int((status["status"] == DONE).sum())
-            running = status.loc[status["status"] == RUNNING, "setting"]
-            doing = f"running {running.iloc[0]}" if len(running) else "finished"
-            share = done / len(status)
-            said = left.bar_text(share, f"{done} of {len(status)} settings done", doing)
-            bar.progress(share, text=said)
-            table.dataframe(status, hide_index=True, column_config=PROGRESS_COLUMNS, placeholder="-")
+            def progress(status: pd.DataFrame) -> None:
+                done = int((status["status"] == DONE).sum())
+                running = status.loc[status["status"] == RUNNING, "setting"]
+                doing = f"running {running.iloc[0]}" if len(running) else "finished"
+                share = done / len(status)
+                said = left.bar_text(share, f"{done} of {len(status)} settings done", doing)
+                bar.progress(share, text=said)
+                table.dataframe(status, hide_index=True, column_config=PROGRESS_COLUMNS, placeholder="-")
 
-        try:
-            df = run_small_sweep(engine, choice.source, settings, progress)
-            SweepResult(df, now).kept()
-        except UserError as e:
-            st.error(f"The sweep failed: {e}")
-        else:
-            table.empty()  # every setting is done: the charts and tables below say the rest
+            try:
+                df = run_small_sweep(engine, choice.source, settings, progress)
+                SweepResult(df, now).kept()
+            except UserError as e:
+                st.error(f"The sweep failed: {e}")
+            else:
+                table.empty()  # every setting is done: the charts and tables below say the rest
     stored = SweepResult.shown(now)
     if stored is None:
         return None

@@ -1061,6 +1061,21 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     assert "working" not in _address(page)  # a run that finished takes its mark away
 
 
+def test_a_small_sweep_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, server):
+    """Trade-offs' own sweep, stopped by a reload, came back saying nothing of it, where every other page's run
+    says so."""
+    page = fresh
+    query = {"to_source": "Run a small sweep here", "to_examples": "16", "to_max_new": "24", "to_batch": "4"}
+    _open(page, server, "tradeoffs", query, "Trade-offs")
+    page.get_by_role("button", name="Run sweep", exact=True).click()
+    page.get_by_text("settings done", exact=False).first.wait_for(timeout=GENERATE_TIMEOUT_MS)  # working
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_text("The last run did not finish", exact=False).wait_for(timeout=UI_TIMEOUT_MS)
+    _clean(page, "trade-offs after a reload stopped its sweep")
+    _wait_idle(page)
+    assert "working" not in _address(page)  # said once
+
+
 def test_a_trimmed_copy_of_a_trace_then_the_trace_again_draws_it(fresh, server, sample_trace, tmp_path):
     """Two files of one run whose rows' labels differ (a copy cut to the prompt's pass): the browser kept the
     sample's choice by its label, which the next file's picker did not hold, and handed the page the label's text
