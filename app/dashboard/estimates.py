@@ -41,14 +41,14 @@ def mean_length(rows: Sequence[Sequence[int]]) -> int:
 
 
 def show_estimate(
-    engine, work: Sequence[Decodes], action: str, always: bool = False, learns: bool = True
+    engine, work: Sequence[Decodes], action: str, always: bool = False, learns: bool = False
 ) -> Estimate | None:
     """Say, before `action` is pressed, how long it will take, from the timings already taken (a probe's or a
     run's): a note where it is long, a caption otherwise (with `always`, or when just measured). Opening a page
     measures nothing: where the work's batch shape was never timed, or its timing is stale, a button measures it,
     with a spinner. None where nothing is known yet, or the model could not be timed (said in a caption).
-    `learns`: whether the action's run times its own steps for the next estimate (the lens's does not: its steps
-    are no timing of a plain decode)."""
+    `learns`: whether the action's run times its own steps for the next estimate (`learn_from_run`: Generate's and
+    Compare's; a search's, a sweep's and the lens's do not)."""
     est = known_estimate(engine, work)
     asked = _measure_asked(action, est)
     if asked:

@@ -338,7 +338,7 @@ def main() -> None:
     for name, why in refused.items():
         st.error(f"{name} would be refused: {why}. Change that setting, or take {name} out of **Policies**.")
     estimate = show_estimate(
-        engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all"
+        engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all", learns=True
     )
     ready = prompts and chosen and sampling is not None and not refused
     if views.run_button("Run all", "cmp", disabled=not ready):

@@ -134,7 +134,7 @@ def main() -> None:
         depth = 1 / schedule.layer_speedup(max(2, int(max_new)))  # the designed budgets' share of the layers
         tokens = mean_length(ids)  # the ids the check read: the prompts tokenised once
         work = [Decodes(len(prompts), int(max_new), int(batch_size), tokens, depth)]
-        show_estimate(engine, work, "Generate", always=True)
+        show_estimate(engine, work, "Generate", always=True, learns=True)
     if views.run_button("Generate", "gen", disabled=not prompts or sampling is None or bool(refused)):
         with views.run_marked("gen"):
             run(engine, prompts, schedule, int(max_new), sampling, int(batch_size), now, sent)

@@ -261,7 +261,7 @@ def main() -> None:
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
     now = {**settings_now(schedule, prompts, int(max_new), batch_size, tokens), **prompt_format(sent)}
     todo = work(engine, schedule, sent.prompts, int(max_new), batch_size, tokens)
-    estimate = show_estimate(engine, todo, "Run the lens", learns=False)
+    estimate = show_estimate(engine, todo, "Run the lens")
     if views.run_button("Run the lens", "lens", disabled=not prompts):
         with views.run_marked("lens"):
             run(engine, prompts, schedule, int(max_new), batch_size, tokens, now, sent, estimate)
