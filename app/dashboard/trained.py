@@ -116,11 +116,11 @@ def training_note(choice: ModelChoice) -> str | None:
     return None
 
 
-def skip_warning(choice: ModelChoice, skipping: bool) -> str | None:
-    """The warning a page shows when a schedule that skips layers is picked or run for a model not trained for it."""
-    if not skipping or not choice.has_weights or skip_aware(choice):
-        return None
-    return f"{choice.shown()} {NOT_SKIP_AWARE}"
+def skip_warning(choice: ModelChoice, skipping: bool) -> None:
+    """The warning every page shows where a schedule that skips layers is picked or run (a design, a generation, a
+    comparison, a search, a sweep) for a model not trained for it."""
+    if skipping and choice.has_weights and not skip_aware(choice):
+        st.warning(f"{choice.shown()} {NOT_SKIP_AWARE}")
 
 
 def chat_prompts(prefix: str, engine, prompts: list[str]) -> ModelPrompts:

@@ -302,9 +302,7 @@ def main() -> None:
         "speculative SkipDecode drafts tokens with the designed schedule and keeps those a full-depth pass agrees "
         "with, so its greedy output is full depth's."
     )
-    warning = skip_warning(current_choice(), True)
-    if warning:
-        st.warning(warning)
+    skip_warning(current_choice(), True)
     options = [FULL, *MODES, CALM, ADAPTIVE, SPECULATIVE]
     chosen = st.multiselect("Policies", options, default=options, key="cmp_policies", **KEEP)
     params = {

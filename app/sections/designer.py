@@ -334,9 +334,7 @@ def main() -> None:
             return
         st.session_state["schedule"] = schedule.to_dict()
         st.success(f"Schedule: **{schedule.describe()}**, used by {USED_BY}.")
-        warning = skip_warning(choice, schedule.shape != "full")
-        if warning:
-            st.warning(warning)
+        skip_warning(choice, schedule.shape != "full")
         note = full_depth_note(choice) if schedule.shape == "full" else None
         if note:
             st.info(note, icon=":material/school:")

@@ -111,9 +111,7 @@ def main() -> None:
     st.caption(
         f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}** (from the designer)"
     )
-    warning = skip_warning(current_choice(), schedule.shape != "full")
-    if warning:
-        st.warning(warning)
+    skip_warning(current_choice(), schedule.shape != "full")
     note = full_depth_note(current_choice()) if schedule.shape == "full" else None
     if note:
         st.info(note, icon=":material/school:")

@@ -25,7 +25,7 @@ from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import SweepResult
 from app.dashboard.tracefiles import read_uploaded_table
-from app.dashboard.trained import generation_defaults
+from app.dashboard.trained import generation_defaults, skip_warning
 from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.files import read_parquet
@@ -116,6 +116,7 @@ def small_sweep() -> pd.DataFrame | None:
         kept = SweepResult.last()
         return kept.table if kept is not None else None
     L = engine.num_layers
+    skip_warning(choice, True)  # every setting but full depth skips
     c1, c2 = st.columns(2)
     targets = c1.multiselect(
         "Target layer speedups", [1.5, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0], key="to_targets", **KEEP

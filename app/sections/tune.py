@@ -22,6 +22,7 @@ from app.dashboard.paths import DATASET_DIR
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import TuneRunResult
+from app.dashboard.trained import skip_warning
 from app.dashboard.tuning import front_table, run_search, settings_for, trial_numbers, work
 from skipcore import plots
 from skipcore.errors import UserError
@@ -162,6 +163,7 @@ def main() -> None:
     if engine is None:
         address.stop()
     L = engine.num_layers
+    skip_warning(choice, True)  # every trial but full depth skips
     values, usable = inputs(L, min(72, state.max_new_tokens(L)))
     if not usable:
         views.run_button("Run search", "tune", disabled=True)

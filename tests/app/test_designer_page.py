@@ -424,3 +424,16 @@ def test_a_constant_design_has_one_budget_and_its_fit_says_no_start(model_dir):
     by_key(at.button, "fit").click().run()
     assert_clean(at)
     assert not any("came down" in m.value for m in [*at.info, *at.caption, *at.warning, *at.markdown])
+
+
+@pytest.mark.parametrize("page", ["generate", "compare", "tune", "tradeoffs"])
+def test_every_page_that_runs_skipping_schedules_warns_of_a_model_not_trained_skip_aware(base_model_dir, page):
+    """Tune's search and Trade-offs' small sweep ran skipping schedules on such a model without a word, where the
+    designer, Generate and Compare warned."""
+    at = open_app()
+    by_key(at.selectbox, "shape").set_value("linear").run()  # Generate runs the designed schedule
+    at.switch_page(f"sections/{page}.py").run()
+    if page == "tradeoffs":
+        by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    assert_clean(at)
+    assert "was not trained skip-aware" in warnings(at)
