@@ -65,6 +65,7 @@ def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) 
             "metric": o.metric,
             "speedup": o.speedup,
             "chosen": None if o.chosen is None else o.chosen["setting_id"],
+            "full_depth": o.chose_full_depth,
             "schedule": None if o.schedule() is None else o.schedule().to_dict(),
             # its command names the schedule as the page offers it (a download of that name), not in the
             # temporary folder the search ran in, gone when it returns
@@ -79,8 +80,8 @@ def run_search(engine, s: TuneSettings, on_rows: OnRow | None = None, say=None) 
 def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.DataFrame, dict]:
     """The Pareto front the tune's report gives (`candidates`: finished trials, the model's own full depth, no
     flagged timing) as the page shows it, and its column config: each
-    column by its title (`labels.column_title`), speedups as '2.15x' and the quality to one decimal, as on the
-    Trade-offs page."""
+    column by its title (`labels.column_title`), speedups as '2.15x' and the quality to two decimals, as the
+    chosen setting's line and the floor say it."""
     import streamlit as st
 
     from skipcore import plots
@@ -89,11 +90,13 @@ def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.Dat
 
     front = plots.pareto_front(candidates(trials, metric, speedup), speedup, metric)  # the report's front
     columns = ["tune_trial", "tune_label", metric, *SPEEDUPS]
-    table = front[columns].rename(columns=column_title)
+    # full depth is no trial: its number (-1 in the table) left blank
+    table = front[columns].assign(tune_trial=front["tune_trial"].where(front["tune_state"] == "trial"))
+    table = table.rename(columns=column_title)
     number = st.column_config.NumberColumn
     config = {
         column_title("tune_trial"): number(format="%d"),
-        column_title(metric): number(format="%.1f"),
+        column_title(metric): number(format="%.2f"),  # as the chosen setting's line and the floor say it
         **{column_title(c): number(format="%.2fx") for c in SPEEDUPS},
     }
     return table, config

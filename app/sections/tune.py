@@ -125,7 +125,7 @@ def show(result: TuneRunResult, L: int) -> None:
     if f.get("chosen") is None:
         st.warning(f["line"])
     else:
-        st.success(f["line"])
+        (st.info if f.get("full_depth") else st.success)(f["line"])
         if note := floor_note(f["metric"], f["floor"]):
             st.warning(note[:1].upper() + note[1:] + ".")
         schedule = Schedule.from_dict(f["schedule"])

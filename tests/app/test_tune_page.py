@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from app.dashboard.results import TuneRunResult, reopen
@@ -137,3 +138,24 @@ def test_a_reference_folder_a_link_or_a_kept_run_names_is_kept(model_dir, model_
     assert_clean(at)
     assert at.selectbox(key="tune_reference").value == LOCAL_LABEL
     assert at.text_input(key="tune_reference_path").value == str(model_dirs["opt"])
+
+
+def test_the_front_table_leaves_full_depths_trial_number_blank_and_says_quality_as_the_line_does():
+    """Full depth was listed as trial -1, and BLEU 0.07 read '0.1' beside a line saying 0.07."""
+    from app.dashboard.tuning import front_table
+    from skipcore.labels import column_title
+
+    trials = pd.DataFrame(
+        {
+            "tune_trial": [-1, 0, 1],
+            "tune_label": ["full depth", "linear a", "linear b"],
+            "tune_state": ["reference", "trial", "trial"],
+            "bleu": [0.37, 0.07, 0.05],
+            "layer_speedup": [1.0, 1.5, 2.0],
+            "flops_speedup_decode": [1.0, 1.4, 1.8],
+        }
+    )
+    table, config = front_table(trials, "bleu", "layer_speedup")
+    trial = table.set_index(column_title("tune_label"))[column_title("tune_trial")]
+    assert pd.isna(trial["full depth"]) and trial["linear a"] == 0 and trial["linear b"] == 1
+    assert config[column_title("bleu")]["type_config"]["format"] == "%.2f"

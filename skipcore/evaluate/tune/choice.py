@@ -36,6 +36,11 @@ class TuneOutcome:
     def met(self) -> bool:
         return self.chosen is not None
 
+    @property
+    def chose_full_depth(self) -> bool:
+        """Whether the setting chosen is the model's own full depth: no setting that skips met the floor."""
+        return self.chosen is not None and self.chosen["tune_state"] == "reference"
+
     def schedule(self) -> Schedule | None:
         """The chosen setting's schedule (a speculative setting's draft schedule), as `best_schedule.json` holds it."""
         if self.chosen is None or not self.chosen["schedule_json"]:
@@ -46,9 +51,10 @@ class TuneOutcome:
         """The outcome in one line."""
         if self.chosen is not None:
             r = self.chosen
+            none_skips = "; no setting that skips layers met the floor" if self.chose_full_depth else ""
             return (
                 f"chosen: {r['tune_label']}: {self.metric} {r[self.metric]:.2f} (floor {self.floor:.2f}), "
-                f"{self.speedup} {r[self.speedup]:.2f}x"
+                f"{self.speedup} {r[self.speedup]:.2f}x{none_skips}"
             )
         said = "no setting was scored on every row"
         if self.best_found is not None:

@@ -188,6 +188,11 @@ def test_the_fastest_setting_at_or_above_the_floor_is_chosen():
     # another model's full depth sets the floor: the model's own trials only are candidates
     o = outcome(table, "bleu", "layer_speedup", 59.8, 60.8, model_is_reference=False)
     assert not o.met and o.best_found["tune_label"] == "a"
+    # only full depth meets the floor: chosen, and said to be no skipping setting (the page then shows no success)
+    o = outcome(table, "bleu", "layer_speedup", 59.8, 60.0, model_is_reference=True)
+    assert o.met and o.chose_full_depth and o.chosen["tune_label"] == "full"
+    assert o.line().endswith("1.00x; no setting that skips layers met the floor")
+    assert not outcome(table, "bleu", "layer_speedup", 59.0, 60.0, model_is_reference=True).chose_full_depth
 
 
 def test_the_paper_front_is_read_at_equal_speedup_and_equal_quality():
