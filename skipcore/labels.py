@@ -212,13 +212,24 @@ def metadata_label(meta: object) -> str:
 def file_stem(label: str, limit: int = 120) -> str:
     """A name as a file name: 'skipdecode-opt-e2e · linear 12->2 (skip, warmup 1)' ->
     'skipdecode-opt-e2e_linear-12-2-skip-warmup-1' (letters, digits, '.', '=', '-' and '_' only); a policy's rule
-    keeps its sense in words ('calm softmax>=0.9' -> 'calm-softmax-ge-0.9': a file name has no '>')."""
+    keeps its sense in words ('calm softmax>=0.9' -> 'calm-softmax-ge-0.9': a file name has no '>'). Past `limit`
+    characters the longest part is cut first, so each part keeps its start and a short one (a sampled run's
+    decoding, its seed at the end) stays whole where a long model path is cut."""
     parts = []
     label = str(label).replace(">=", " ge ").replace("<=", " le ")
     for part in label.split(SEP):
         kept = "".join(c if c.isascii() and (c.isalnum() or c in ".=") else "-" for c in part)
         parts.append("-".join(w for w in kept.split("-") if w))
-    return "_".join(p for p in parts if p)[:limit].rstrip("-_.") or "run"
+    parts = [p for p in parts if p]
+    while len(parts) > 1 and len("_".join(parts)) > limit:
+        longest = max(range(len(parts)), key=lambda i: len(parts[i]))
+        over = len("_".join(parts)) - limit
+        parts[longest] = (
+            parts[longest][: max(1, len(parts[longest]) - over)].rstrip("-_.") or parts[longest][0]
+        )
+        if len(parts[longest]) == 1 and len("_".join(parts)) > limit:
+            break
+    return "_".join(parts)[:limit].rstrip("-_.") or "run"
 
 
 def run_family(policy: object = "static", mode: object = None, schedule: object = None) -> str:

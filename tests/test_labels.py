@@ -355,6 +355,13 @@ def test_a_run_name_as_a_file_name():
     assert file_stem("a/b · ../x") == "a-b_..-x" and file_stem("") == "run"
     assert file_stem("m · calm softmax>=0.9 · greedy") == "m_calm-softmax-ge-0.9_greedy"
     assert file_stem("m · adaptive entropy<=0.5 drop 2 min 3") == "m_adaptive-entropy-le-0.5-drop-2-min-3"
+    # past the limit the longest part is cut first: a long model path, not a sampled run's seed
+    sampled = (
+        "linear 10->2 (skip, warmup 1, span 25) · sampled (temperature 1.3, top-k 20, top-p 0.9, seed 42)"
+    )
+    stem = file_stem("/a/long/path/to/a/local/model/folder/that/goes/on/and/on · " + sampled)
+    assert len(stem) <= 120 and stem.startswith("a-long-path") and stem.endswith("_" + file_stem(sampled))
+    assert file_stem("skipdecode-opt-e2e · " + sampled).endswith("seed-42")  # a run name fits whole
 
 
 # -- a run's colour: its family's, its dash its own, for the session -------------------------------------------

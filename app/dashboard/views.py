@@ -413,7 +413,7 @@ def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
     `write_trace` writes `.csv.zip`), named by the run."""
     run_id = str(trace["run_id"].iloc[0])
     name = run_name(metadata)
-    stem = f"trace_{file_stem(name, 100)}_{run_id}" if name else f"trace-{run_id}"
+    stem = f"trace_{file_stem(name)}_{run_id}" if name else f"trace-{run_id}"
     cols = st.columns(len(DOWNLOAD_FORMATS))
     for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
         try:

@@ -161,7 +161,7 @@ def show_agreement(result: LensComparison) -> None:
             "Agreement: the fraction of decode tokens whose path ranks full depth's token first, per budget "
             "(layers of the token's own pass) and per decode step (with the mean layers run)."
         )
-        stem = file_stem(name, 100)
+        stem = file_stem(name)
         numbers.numbers_table(a.by_budget, "lens_agreement_budget", f"lens-agreement-by-budget_{stem}")
         numbers.numbers_table(a.by_step, "lens_agreement_step", f"lens-agreement-by-step_{stem}")
 
@@ -191,7 +191,7 @@ def show_heatmaps(result: LensComparison) -> None:
         f"Sample {sample}'s numbers, token by layer",
         heatmap_numbers(result, sample),
         "lens_heat_numbers",
-        f"lens-sample-{sample}_{file_stem(names(result)['path'], 100)}",
+        f"lens-sample-{sample}_{file_stem(names(result)['path'])}",
         "The heatmaps' numbers: every statistic of each token's read-out after each layer, on both sides (ran: "
         "whether the token ran the layer; a skipped layer's read-out repeats the layer below).",
     )
@@ -225,7 +225,7 @@ def show_downloads(result: LensComparison) -> None:
         run_id = res.metadata["run_id"]
         cols = st.columns(len(DOWNLOAD_FORMATS))
         for col, (fmt, label) in zip(cols, DOWNLOAD_FORMATS.items(), strict=True):
-            stem = f"lens-{name}_{file_stem(metadata_label(res.metadata), 100)}_{run_id}"
+            stem = f"lens-{name}_{file_stem(metadata_label(res.metadata))}_{run_id}"
             make = partial(lens_download, res.table, res.metadata, fmt, stem)
             data, file_name, mime = results.download(f"lens_{name}", run_id, fmt, make)
             col.download_button(

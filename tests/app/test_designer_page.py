@@ -427,7 +427,9 @@ def test_a_constant_design_has_one_budget_and_its_fit_says_no_start(model_dir):
 
 
 @pytest.mark.parametrize("page", ["generate", "compare", "tune", "tradeoffs"])
-def test_every_page_that_runs_skipping_schedules_warns_of_a_model_not_trained_skip_aware(base_model_dir, page):
+def test_every_page_that_runs_skipping_schedules_warns_of_a_model_not_trained_skip_aware(
+    base_model_dir, page
+):
     """Tune's search and Trade-offs' small sweep ran skipping schedules on such a model without a word, where the
     designer, Generate and Compare warned."""
     at = open_app()
