@@ -45,7 +45,7 @@ def whole_number_input(
     fails on an infinite number with an OverflowError, which a shared link would show as the page's traceback."""
     text = st.query_params.get(key)
     if text is not None and _infinite(text):
-        _forget(key)
+        forget(key)
     return int(where.number_input(label, low, high, value, key=key, **KEEP, **kw))
 
 
@@ -56,7 +56,7 @@ def _infinite(text: str) -> bool:
         return False
 
 
-def _forget(key: str) -> None:
+def forget(key: str) -> None:
     """Take `key` out of the address, and out of the address the session opened with, which is what Streamlit seeds
     a bound widget from (no public call reaches it: its query parameters' own methods, as its binding clears a
     value it refuses; streamlit is pinned, and a test opens a page with such a link)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.dashboard import address
 from app.dashboard.address import KEEP
 from app.dashboard.markdown import plain
 from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
@@ -198,9 +199,12 @@ def reference_picker(label: str, key: str, path_key: str) -> ModelChoice | None:
     be used carries its problem, said under the picker."""
     listed = {name: c for name, c in options().items() if c.has_weights or name == LOCAL_LABEL}
     given = st.session_state.get(key, st.query_params.get(key))
-    # a folder named by a link or a kept run: the typed folder, not an option of the picker
+    # a folder named by a link or a kept run: the typed folder, not an option of the picker, written back into
+    # the address as the picker and its text box keep it (a value no option is, Streamlit drops from it)
     if given and given != REFERENCE_SELF and given not in listed:
+        address.forget(key)
         st.session_state[key], st.session_state[path_key] = LOCAL_LABEL, given
+        st.query_params[key], st.query_params[path_key] = LOCAL_LABEL, given
     picked = st.selectbox(label, [REFERENCE_SELF, *listed], key=key, **KEEP)
     if picked == REFERENCE_SELF:
         return None
@@ -210,6 +214,13 @@ def reference_picker(label: str, key: str, path_key: str) -> ModelChoice | None:
             f"{label}: folder or .gguf file", "", key=path_key, placeholder="/path/to/model", **KEEP
         ).strip()
         choice = _local_choice(text)
+    if choice.ref is not None and choice.ref.kind == "folder" and choice.ref.path is not None:
+        from skipcore.models.loading import check_tokenizer_files  # torch: only where a folder is picked
+
+        try:  # the reference decodes: a folder of weights alone is said now, not when the search fails
+            check_tokenizer_files(choice.shown(), choice.ref.path)
+        except ModelError as e:
+            choice = ModelChoice(choice.label, problem=plain(str(e)))
     if choice.problem:
         say = st.info if picked == LOCAL_LABEL and not text else st.error
         say(choice.problem[0].upper() + choice.problem[1:].rstrip(".") + ".")

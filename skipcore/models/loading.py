@@ -37,6 +37,16 @@ BROKEN_FILE_ERRORS = (OSError, ValueError, RuntimeError, EOFError, SafetensorErr
 CONFIG_VALUE_ERRORS = (StrictDataclassError, TypeError)
 
 
+def check_tokenizer_files(name: str, folder: Path) -> None:
+    """Refuse a model folder that holds no tokenizer (its weights alone decode nothing), before any weights are
+    read: the loader's check, which a page picking a second model (a floor's reference) says at once."""
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelError(
+            f"{name} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
+            "model (tokenizer.save_pretrained(dir))"
+        )
+
+
 def check_device(device: str) -> None:
     """An unknown device name refused in one line; whether the device is on this machine is `resolve_device`'s
     question (a Ray cluster's workers may have a GPU its driver lacks)."""
@@ -194,11 +204,8 @@ def load_model(
         raise ModelError(
             f"could not load model {ref.name!r}: {unreadable[0]} may not be read (its permissions)"
         )
-    if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
-        raise ModelError(
-            f"{ref.name} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
-            "model (tokenizer.save_pretrained(dir))"
-        )
+    if folder is not None:
+        check_tokenizer_files(ref.name, folder)
     try:
         with _quiet_transformers():  # its load report would print before our one line
             net, info = AutoModelForCausalLM.from_pretrained(

@@ -159,3 +159,30 @@ def test_the_front_table_leaves_full_depths_trial_number_blank_and_says_quality_
     trial = table.set_index(column_title("tune_label"))[column_title("tune_trial")]
     assert pd.isna(trial["full depth"]) and trial["linear a"] == 0 and trial["linear b"] == 1
     assert config[column_title("bleu")]["type_config"]["format"] == "%.2f"
+
+
+def test_a_reference_folder_without_a_tokenizer_is_said_at_once_and_stops_the_search(
+    model_dir, model_dirs, tmp_path
+):
+    """A folder of weights alone was taken as the reference until the search had run and failed on it."""
+    import shutil
+
+    from app.dashboard.models import LOCAL_LABEL
+    from skipcore.models.loading import TOKENIZER_FILES
+
+    weights_only = tmp_path / "weights-only"
+    shutil.copytree(model_dirs["opt"], weights_only)
+    for path in weights_only.iterdir():
+        if path.name.startswith("tokenizer") or path.name in (
+            *TOKENIZER_FILES,
+            "merges.txt",
+            "special_tokens_map.json",
+        ):
+            path.unlink()
+    at = open_app("tune")
+    at.selectbox(key="tune_reference").set_value(LOCAL_LABEL).run()
+    at.text_input(key="tune_reference_path").set_value(str(weights_only)).run()
+    assert any("has no tokenizer files" in e.value for e in at.error) and at.button(key="tune_run").disabled
+    at.text_input(key="tune_reference_path").set_value(str(model_dirs["opt"])).run()
+    assert_clean(at)
+    assert not at.button(key="tune_run").disabled

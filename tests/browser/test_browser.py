@@ -1076,6 +1076,22 @@ def test_a_small_sweep_stopped_by_reloading_its_tab_is_said_after_the_reload(fre
     assert "working" not in _address(page)  # said once
 
 
+def test_a_floors_reference_named_by_a_link_stays_in_the_address_across_a_reload(fresh, server):
+    """A link naming the reference by its folder was shown once, then the address lost it: a reload fell back to
+    the model itself."""
+    page = fresh
+    folder = str(DEFAULT_MODEL)
+    _open(page, server, "tune", {"tune_reference": folder}, "Tune a schedule")
+    kept = {"tune_reference": [LOCAL_LABEL], "tune_reference_path": [folder]}
+    assert {k: v for k, v in _address(page).items() if k in kept} == kept
+    page.reload(wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Tune a schedule").wait_for()
+    _wait_idle(page)
+    assert {k: v for k, v in _address(page).items() if k in kept} == kept
+    assert page.get_by_label("Floor's reference model: folder or .gguf file").input_value() == folder
+    _clean(page, "tune opened from a link naming its reference")
+
+
 def test_a_trimmed_copy_of_a_trace_then_the_trace_again_draws_it(fresh, server, sample_trace, tmp_path):
     """Two files of one run whose rows' labels differ (a copy cut to the prompt's pass): the browser kept the
     sample's choice by its label, which the next file's picker did not hold, and handed the page the label's text
