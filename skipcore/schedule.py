@@ -42,6 +42,15 @@ LARGEST_COUNT = 10**9
 _COUNTS = ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages")
 
 
+def _shown(values: object, most: int = 8) -> str:
+    """A list as a message quotes it: whole where short, else its first and last few and how many in all ('[12,
+    11, 10, 9, 8, 7, ..., 2, 1] (5000 values)'), so a file's list of thousands is one line, not a page."""
+    if not isinstance(values, list | tuple) or len(values) <= most:
+        return repr(list(values) if isinstance(values, tuple) else values)
+    head, tail = (repr(v) for v in values[: most - 2]), (repr(v) for v in values[-2:])
+    return f"[{', '.join(head)}, ..., {', '.join(tail)}] ({len(values)} values)"
+
+
 def mask_string(layers: Sequence[int], num_layers: int) -> str:
     """'1' where layer i runs, '0' elsewhere: the trace's `layer_mask` column."""
     chars = ["0"] * num_layers
@@ -147,7 +156,7 @@ class Schedule:
         source = (
             f"full depth runs all {hi} layers"
             if self.shape == "full"
-            else (f"custom budgets {list(self.budgets_list)} start at {hi} and end at {lo}")
+            else (f"custom budgets {_shown(self.budgets_list)} start at {hi} and end at {lo}")
         )
         for name, given, implied in (
             ("max_layers", self.max_layers, hi),
@@ -169,9 +178,10 @@ class Schedule:
             if (v is None and not optional) or (v is not None and not is_whole(v)):
                 raise ScheduleError(f"{name} must be a whole number, got {v!r}", field=name)
             if v is not None and v > LARGEST_COUNT:  # 1e308 in a file is whole, and names no schedule
-                said = f"{v:,}" if v < 10**15 else f"a number of {int(v).bit_length()} bits"
+                said = f"{v:,}" if v < 10**15 else f"about 10^{round(int(v).bit_length() * math.log10(2))}"
                 raise ScheduleError(
-                    f"{name} {said} is past any run's length (at most {LARGEST_COUNT:,})", field=name
+                    f"{name} must be at most {LARGEST_COUNT:,} (past any run's length), got {said}",
+                    field=name,
                 )
             object.__setattr__(self, name, v)  # Python's numbers: `to_dict` is JSON
         if (
@@ -186,7 +196,7 @@ class Schedule:
         )
         if isinstance(self.budgets_list, str | bytes) or not all(is_whole(b) for b in budgets):
             raise ScheduleError(
-                f"budgets must be whole numbers, got {list(self.budgets_list)!r}", field="budgets_list"
+                f"budgets must be whole numbers, got {_shown(self.budgets_list)}", field="budgets_list"
             )
         object.__setattr__(self, "budgets_list", budgets)  # any sequence (a list, a NumPy array) as a tuple
         for name in ("shape", "mode"):
@@ -254,7 +264,7 @@ class Schedule:
         budgets = d.get("budgets_list") or ()
         if not isinstance(budgets, list | tuple):
             raise ScheduleError(
-                f"budgets_list must be a list of whole numbers, got {budgets!r}", field="budgets_list"
+                f"budgets_list must be a list of whole numbers, got {_shown(budgets)}", field="budgets_list"
             )
         return cls(**{**d, "budgets_list": tuple(budgets)})  # the caller's dict as it was
 
@@ -271,8 +281,12 @@ class Schedule:
                 f"{path}: a schedule must be a JSON object of fields (as the dashboard exports), "
                 f"got a {type(d).__name__}"
             )
-        layers = d.get("num_layers")
+        layers = whole_number(d.get("num_layers"))
         if num_layers is not None:
+            if layers is not None and not is_whole(layers):
+                raise ScheduleError(
+                    f"{path}: num_layers must be a whole number, got {d['num_layers']!r}", field="num_layers"
+                )
             if layers is not None and layers != num_layers:
                 raise ScheduleError(
                     f"{path}: the schedule is for {layers!r} layers but the model has {num_layers}; export one "

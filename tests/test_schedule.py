@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -228,6 +229,27 @@ def test_a_schedule_record_without_its_depth_is_a_schedule_error():
 def test_a_count_past_any_runs_length_is_refused(value):
     """1e308 in a schedule file is a whole number: it was taken, and a run's label printed its 309 digits."""
     for name in ("stages", "decay_span"):
-        with pytest.raises(ScheduleError, match=f"^{name} .* is past any run's length"):
+        with pytest.raises(
+            ScheduleError,
+            match=f"^{name} must be at most 1,000,000,000 \\(past any run's length\\), got (1,000,000,001|about 10\\^\\d+)$",
+        ):
             Schedule.from_dict({"num_layers": 12, "shape": "step", name: value})
     assert Schedule.from_dict({"num_layers": 12, "shape": "step", "decay_span": 10**9}).decay_span == 10**9
+
+
+def test_a_schedule_files_odd_fields_are_said_plainly_and_a_long_list_in_one_line(tmp_path):
+    """'the schedule is for '12' layers but the model has 12' for a count written as text, and an error quoting
+    all 5000 budgets of a file (a 12,000-pixel message on the designer)."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"num_layers": "12", "shape": "linear", "mode": "skip"}))
+    with pytest.raises(ScheduleError, match="num_layers must be a whole number, got '12'$"):
+        Schedule.read_json(path, 12)
+    budgets = [8] * 5000
+    path.write_text(
+        json.dumps({"num_layers": 12, "shape": "custom", "budgets_list": budgets, "max_layers": 10})
+    )
+    with pytest.raises(ScheduleError) as refused:
+        Schedule.read_json(path, 12)
+    assert (
+        "[8, 8, 8, 8, 8, 8, ..., 8, 8] (5000 values)" in str(refused.value) and len(str(refused.value)) < 300
+    )
