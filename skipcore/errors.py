@@ -50,17 +50,27 @@ class UserError(Exception):
 @contextmanager
 def said_by(names: Mapping[str, str]) -> Iterator[None]:
     """A refusal raised inside said in a front end's words: each setting it is about called by `names` ({field: the
-    caller's name for it}, a command's flags), as `UserError.said_as` says it; its fields kept."""
+    caller's name for it}, a command's flags), as `UserError.said_as` says it; its fields kept. One about none of
+    them goes on as it was raised (its kind, a `ModelError`'s model)."""
     try:
         yield
     except UserError as e:
+        if not any(name in names for name in e.fields):
+            raise
         raise UserError(e.said_as(names), field=e.fields) from e
 
 
 class ModelError(UserError):
     """A model that cannot be used: not found, not installed, unreadable, of an unsupported family, or weights that
     do not fit their config. One line naming the model and what is wrong; every page and command says it the same
-    way."""
+    way. `model`: the name as it was given, where the refusal is of that name (`resolve_model`'s), so a front end
+    says which of its settings named it (`--model`, `--reference-model`, one of `--models`)."""
+
+    def __init__(
+        self, *args: object, field: str | tuple[str, ...] | None = None, model: str | None = None
+    ) -> None:
+        super().__init__(*args, field=field)
+        self.model = model
 
 
 def flag_of(name: str) -> str:

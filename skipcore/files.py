@@ -231,14 +231,19 @@ def check_replaceable(path: Path, read: Callable[[Path], object], what: str) -> 
     )
 
 
-def check_output_path(path: str | Path | None, overwrite: bool, suffixes: tuple[str, ...]) -> Path | None:
-    """Refuse, before any work is done, an output path of an unknown format (by its suffixes: `.csv.zip` too),
-    that is a folder, that cannot be written or that would be overwritten unasked; None stays None."""
+def check_output_path(
+    path: str | Path | None, overwrite: bool, suffixes: tuple[str, ...], field: str | None = None
+) -> Path | None:
+    """Refuse, before any work is done, an output path (the setting `field`'s) of an unknown format (by its
+    suffixes: `.csv.zip` too), that is a folder, that cannot be written or that would be overwritten unasked; None
+    stays None."""
     if path is None:
         return None
     p = Path(path)
     if not any(p.name.lower().endswith(s) and len(p.name) > len(s) for s in suffixes):
-        raise UserError(f"unknown output format {p.name!r}; use one of {', '.join(suffixes)}")
+        typed = str(path)  # a folder's trailing slash, or nothing at all, as typed
+        shown = typed if not p.name or typed.endswith(("/", os.sep)) else p.name
+        raise UserError(f"unknown output format {shown!r}; use one of {', '.join(suffixes)}", field=field)
     return check_output_file(p, overwrite)
 
 

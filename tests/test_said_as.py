@@ -41,3 +41,12 @@ def test_said_by_says_a_refusal_raised_inside_by_the_front_ends_names_and_keeps_
     assert isinstance(caught.value.__cause__, ModelError)
     with pytest.raises(KeyError), said_by(FLAGS):  # not a refusal: passes through as raised
         raise KeyError("out")
+
+
+def test_said_by_lets_a_refusal_about_none_of_its_names_go_on_as_raised():
+    """A model refused by its name keeps its kind and the name, which the command line says by the flag that named
+    it; re-said as a plain refusal, `train --model /nowhere` named no flag."""
+    error = ModelError("model directory not found: /nowhere", model="/nowhere")
+    with pytest.raises(ModelError) as caught, said_by(FLAGS):
+        raise error
+    assert caught.value is error and caught.value.model == "/nowhere"

@@ -270,8 +270,12 @@ def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
     that flag at its first mention ('x exists; set --overwrite to replace it'; the library's messages are plain
     words, where a later 'device' is the word), and put in front where the message names it only in other words
     ('--dataset: /nowhere: no such file'): `UserError.said_as`. A setting whose flag the message names already (a
-    command that maps its settings itself) is left as that command said it."""
+    command that maps its settings itself) is left as that command said it. A model refused by its name
+    (`ModelError.model`) is said by the setting that named it ('--reference-model: model directory not found')."""
     text = str(error)
+    if not error.fields and (named := getattr(error, "model", None)) is not None:  # the setting that named it
+        holding = [k for k, v in parsed.items() if v == named or isinstance(v, list | tuple) and named in v]
+        return f"{flag_of(holding[0])}: {text}" if holding else text
     flags = {name: flag_of(name) for name in error.fields if name in parsed}
     return error.said_as({name: flag for name, flag in flags.items() if flag not in text}, once=True)
 

@@ -104,7 +104,7 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
         raise UserError("--append adds to a results file: name it with --out")
     if args.append and args.overwrite:
         raise UserError("--append keeps the results file's rows and --overwrite replaces them: give one")
-    out = check_output_path(args.out, args.overwrite or args.append, (".json",))
+    out = check_output_path(args.out, args.overwrite or args.append, (".json",), field="out")
     # one writer: two benches on one file replaced each other's rows after every setting, each saying "wrote"
     with OutputLock(out, "bench") if out is not None else contextlib.nullcontext():
         if out is not None and args.overwrite:  # a results file is replaced, never a JSON file of the user's

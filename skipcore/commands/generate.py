@@ -145,7 +145,9 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     apply_threads(settings.threads)
     if settings.timing_repeats < 0:
         raise UserError(f"--timing-repeats must be >= 0, got {settings.timing_repeats}")
-    trace_path = check_output_path(settings.trace, settings.overwrite, (*FORMATS, *ZIPPED_FORMATS))
+    trace_path = check_output_path(
+        settings.trace, settings.overwrite, (*FORMATS, *ZIPPED_FORMATS), field="trace"
+    )
     if trace_path is not None:
         check_trace_path(trace_path, settings.overwrite)  # and a sidecar of that name that is not ours
     setup = decode_setup(settings, settings.attention_dtype, settings.fused_step)

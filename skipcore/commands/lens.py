@@ -90,7 +90,7 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
         settings, given
     )  # a fall-back to full depth is said by generate, not here
     apply_threads(settings.threads)
-    out_path = check_output_path(settings.out, settings.overwrite, FORMATS)
+    out_path = check_output_path(settings.out, settings.overwrite, FORMATS, field="out")
     if out_path is not None:
         check_lens_path(out_path, settings.overwrite)  # and a sidecar of that name that is not ours
     setup = decode_setup(settings)

@@ -146,8 +146,14 @@ def _hub_reachable(endpoint: str) -> bool:
 
 
 def resolve_model(name: str | os.PathLike) -> ModelRef:
-    """What `name` refers to (see the module docstring), refused in one line where it names nothing usable."""
-    return _resolve(name, ())
+    """What `name` refers to (see the module docstring), refused in one line where it names nothing usable (the
+    refusal's `model` is `name`)."""
+    try:
+        return _resolve(name, ())
+    except ModelError as e:
+        if e.model is None and isinstance(name, str | os.PathLike):
+            e.model = os.fspath(name)
+        raise
 
 
 def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:

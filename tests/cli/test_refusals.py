@@ -509,3 +509,45 @@ def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
     alone), and a count of rows that was no whole number leaked the parser's internal function name ('invalid
     _count value')."""
     assert said in refused(capsys, argv)
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["generate", "--model", "{tmp}/nowhere", "--prompt", "hi"],
+            "--model: model directory not found: {tmp}/nowhere",
+        ),
+        (["lens", "--model", "{tmp}/a.txt", "--prompt", "hi"], "--model: model path {tmp}/a.txt is a file"),
+        (
+            ["train", "--model", "{tmp}/nowhere", "--out", "{tmp}/run", "--steps", "1"],
+            "--model: model directory",
+        ),
+        (
+            ["tune", "--reference-model", "{tmp}/nowhere", "--out", "{tmp}/t"],
+            "--reference-model: model directory",
+        ),
+        (["models", "--prepare", "{tmp}/a.txt"], "--prepare: model path {tmp}/a.txt is a file"),
+        (["bench", "--models", "opt-tiny,nosuch"], "--models: unknown bench model 'nosuch'"),
+        (
+            ["generate", "--trace", "{tmp}/t.xlsx", "--prompt", "hi"],
+            "--trace: unknown output format 't.xlsx'",
+        ),
+        (
+            ["generate", "--trace", "{tmp}/folder/", "--prompt", "hi"],
+            "--trace: unknown output format '{tmp}/folder/'",
+        ),
+        (["lens", "--out", "{tmp}/lens.txt", "--prompt", "hi"], "--out: unknown output format 'lens.txt'"),
+        (["bench", "--models", "opt-tiny", "--out", "{tmp}"], "--out: unknown output format '{name}'"),
+    ],
+)
+def test_a_model_or_an_output_that_cannot_be_used_is_said_by_the_flag_that_named_it(
+    capsys, tmp_path, argv, said
+):
+    """'model directory not found: /nowhere', 'unknown bench model', 'unknown output format' named no flag: with
+    --reference-model beside --model, or several paths typed, the user had to guess which was meant."""
+    (tmp_path / "a.txt").write_text("not a model\n")
+    line = refused(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert line.startswith(
+        "error: " + said.replace("{tmp}", str(tmp_path)).replace("{name}", tmp_path.name)
+    ), line

@@ -176,7 +176,8 @@ def model_sizes(name: str) -> tuple[int, int]:
     if not Path(name).exists():
         raise UserError(
             f"unknown bench model {name!r}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
-            f"times its own weights where it is installed: {', '.join(REAL_MODELS)}), or a model folder"
+            f"times its own weights where it is installed: {', '.join(REAL_MODELS)}), or a model folder",
+            field="models",
         )
     from skipcore.models.loading import load_config
 
