@@ -64,3 +64,22 @@ def test_writing_a_corpus_shows_progress(tmp_path, capsys, monkeypatch):
     assert main(["data", "--out", str(tmp_path / "c"), "--train", "20", "--dev", "5", "--test", "5"]) == 0
     err = capsys.readouterr().err
     assert "corpus" in err and "60/60" in err
+
+
+# -- an --out of no folder of its own ------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["", ".", ".."])
+def test_an_out_that_names_no_folder_of_its_own_is_refused(tmp_path, monkeypatch, capsys, out):
+    """`--out ""` (or `.`, `..`) is the current folder or one above it, a project's own: with --overwrite the corpus
+    replaced its README.md and train.csv. Refused as `train` and `sweep` refuse it, nothing written."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# my project\n")
+    (project / "train.csv").write_text("a,b\n1,2\n")
+    monkeypatch.chdir(project)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    err = refused(capsys, ["data", "--out", out, "--overwrite", "--train", "3", "--dev", "1", "--test", "1"])
+    assert err == (
+        f"error: --out {out!r} names no folder or file of its own (the current folder, or one above it); give it "
+        "a name, such as runs/first"
+    )
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
