@@ -14,13 +14,16 @@ it was made; the shipped corpus in data/e2e_synth is reproduced that way.
 from __future__ import annotations
 
 import random
+import re
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from skipcore.data.e2e_mr import SLOTS, format_mr, random_mr
 from skipcore.data.example import Example
-from skipcore.data.writers import write_split_folder
+from skipcore.data.writers import README, write_split_folder
+from skipcore.files import read_text_at_most
 
 TASK = "e2e"
 
@@ -28,7 +31,7 @@ DEFAULT_SIZES: dict[str, int] = {"train": 3000, "dev": 300, "test": 300}
 # The most MRs a corpus may have in all: about 1.1 KB of CSV and 1.4 KB of memory each, so 500,000 is ~0.55 GB on
 # disk, ~0.7 GB in memory and minutes of work (167x the default; the real E2E has about 10,000 MRs).
 MAX_MRS = 500_000
-CORPUS_FILES: tuple[str, ...] = ("train.csv", "dev.csv", "test.csv", "README.md")
+CORPUS_FILES: tuple[str, ...] = ("train.csv", "dev.csv", "test.csv", README)
 
 _LOCATIVE_SLOTS = ("area", "near")
 
@@ -376,6 +379,28 @@ No MR is shared between splits. Same seed, same files. Load with
 `skipcore.data.load_e2e_csv(path)` (one `Example` per MR, references grouped); the model sees
 `skipcore.data.format_prompt("e2e", mr)`, i.e. `MR: <mr>\\nText:`, and learns to continue with ` <ref>`.
 """
+
+
+def is_corpus_readme(path: Path) -> bool:
+    """Whether `path` holds a README `write_default_corpus` wrote (its text, whatever values fill it in): a corpus
+    rewrite replaces that one, never a user's README of the same name, nor one a user has added to."""
+    try:
+        text = read_text_at_most(path, 1 << 16)  # a few KB as written
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _README_TEXT.fullmatch(text) is not None
+
+
+def _readme_pattern(template: str) -> re.Pattern[str]:
+    """`template`'s text with each of its fields as any text."""
+    parts = [
+        re.escape(literal) + ("" if field is None else ".*?")
+        for literal, field, _, _ in string.Formatter().parse(template)
+    ]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+_README_TEXT = _readme_pattern(_README)
 
 
 def write_default_corpus(

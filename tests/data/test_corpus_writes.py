@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from skipcore.commands import main
-from skipcore.data.e2e_synth import MAX_MRS, make_corpus
+from skipcore.data.e2e_synth import MAX_MRS, is_corpus_readme, make_corpus
 from tests.helpers import REPO, refused
 
 
@@ -83,3 +83,29 @@ def test_an_out_that_names_no_folder_of_its_own_is_refused(tmp_path, monkeypatch
         "a name, such as runs/first"
     )
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+# -- a README the corpus did not write -----------------------------------------------------------------------
+@pytest.mark.parametrize("added", ["", "\nMy notes on this corpus.\n"])
+def test_a_readme_the_corpus_did_not_write_is_never_replaced(tmp_path, capsys, added):
+    """`--overwrite` replaces the corpus's own README, and a user's README.md there (their own, or the corpus's
+    with their notes added) is refused in one line before anything is written."""
+    out = tmp_path / "c2"
+    sizes = ["--train", "3", "--dev", "1", "--test", "1"]
+    assert main(["data", "--out", str(out), *sizes]) == 0
+    assert main(["data", "--out", str(out), "--overwrite", "--seed", "1", *sizes]) == 0  # its own: replaced
+    readme = out / "README.md"
+    readme.write_text(readme.read_text() + added if added else "# My project\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for overwrite in ([], ["--overwrite"]):
+        err = refused(capsys, ["data", "--out", str(out), *overwrite, "--seed", "2", *sizes])
+        assert err == (
+            f"error: {readme} is not a corpus README this command wrote: it will not be replaced, --overwrite or "
+            "not; move it or choose another --out"
+        )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_the_shipped_corpus_readme_is_the_corpus_own():
+    """`data --seed 0 --out data/e2e_synth --overwrite` rewrites the shipped corpus, its README included."""
+    assert is_corpus_readme(REPO / "data" / "e2e_synth" / "README.md")
