@@ -3,6 +3,7 @@ the same bytes as the shipped corpus."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 
 import pytest
@@ -109,3 +110,20 @@ def test_a_readme_the_corpus_did_not_write_is_never_replaced(tmp_path, capsys, a
 def test_the_shipped_corpus_readme_is_the_corpus_own():
     """`data --seed 0 --out data/e2e_synth --overwrite` rewrites the shipped corpus, its README included."""
     assert is_corpus_readme(REPO / "data" / "e2e_synth" / "README.md")
+
+
+# -- the README's command -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["my corpus", "-lead", "it's"])
+def test_the_readme_command_remakes_the_corpus_as_a_shell_reads_it(tmp_path, monkeypatch, out):
+    """The README's "Made with" line, split as a shell splits it, is the command that made the corpus: a folder
+    with a space, a quote or a leading '-' (which argparse takes for a flag unless joined to `--out=`) included."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", f"--out={out}", "--seed", "3", "--train", "3", "--dev", "1", "--test", "1"]) == 0
+    made = {p.name: p.read_bytes() for p in (tmp_path / out).iterdir()}
+    readme = made["README.md"].decode()
+    line = readme.split("Made with:\n\n    ", 1)[1].split("\n", 1)[0]
+    words = shlex.split(line)
+    assert words[:4] == ["python", "-m", "skipcore", "data"]
+    shutil.rmtree(tmp_path / out)
+    assert main(words[3:]) == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / out).iterdir()} == made
