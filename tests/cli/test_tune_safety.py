@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from skipcore.commands import main
-from tests.helpers import refused, train_argv, write_csv
+from tests.helpers import ONE_STEP, refused, train_argv, write_csv
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_an_out_folder_without_a_name_is_refused(model_dirs, data_csv, tmp_path,
     work.mkdir()
     monkeypatch.chdir(work)
     assert "--out" in refused(capsys, tune_argv(model_dirs, data_csv, out))
-    assert "--out" in refused(capsys, train_argv(model_dirs["opt"], out, "--steps", "1"))
+    assert "--out" in refused(capsys, train_argv(model_dirs["opt"], out, *ONE_STEP))
     assert list(work.iterdir()) == []
 
 
