@@ -166,6 +166,11 @@ def generate_refused(capsys, *argv: str) -> str:
     )
 
 
+# `train`'s flags for a run of one step: at its own rate, as a warmup (a share of the steps, rounded up) would take
+# the only step and train it at rate 0, which `train` refuses
+ONE_STEP = ("--steps", "1", "--warmup-ratio", "0")
+
+
 def train_two_steps(model_dirs, out: Path, *extra: str) -> list[str]:
     """`train` argv for two steps of the tiny OPT model into `out`."""
     return train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "2", *extra)

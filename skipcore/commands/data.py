@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from skipcore.commands.common import path_text
-from skipcore.data.e2e_synth import CORPUS_FILES, DEFAULT_SIZES, MAX_MRS, write_default_corpus
+from skipcore.data.e2e_synth import (
+    CORPUS_FILES,
+    DEFAULT_SIZES,
+    MAX_MRS,
+    is_corpus_readme,
+    write_default_corpus,
+)
+from skipcore.data.writers import README
 from skipcore.errors import UserError
-from skipcore.files import check_utf8_name, check_writable_folder
+from skipcore.files import check_output_name, check_utf8_name, check_writable_folder
 
 PROGRESS_FROM = 20_000  # MRs from which writing takes long enough (~10 s) to show a progress bar
 
@@ -45,7 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             default=size,
             help=f"meaning representations in {split}.csv (default: {size})",
         )
-    parser.add_argument("--overwrite", action="store_true", help="replace existing corpus files in --out")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing corpus files in --out (train/dev/test.csv, and a README.md only where it is one this "
+        "command wrote)",
+    )
     parser.set_defaults(
         func=run, on_interrupt="each corpus file in --out is the old one or the new one, whole"
     )
@@ -53,15 +64,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace, given: frozenset[str]) -> int:
-    """Write the corpus; refuses (UserError), before any work, to overwrite existing files unless ``--overwrite``, to
-    write through a link that leads out of --out, and a corpus larger than `MAX_MRS`; shows progress on stderr."""
+    """Write the corpus; refuses (UserError), before any work, an --out that names no folder of its own (the current
+    folder, one above it), to overwrite existing files unless ``--overwrite``, to replace a README it did not write
+    (a user's, `is_corpus_readme`), to write through a link that leads out of --out, and a corpus larger than
+    `MAX_MRS`; shows progress on stderr."""
     from tqdm.auto import tqdm
 
-    out = Path(args.out)
+    out = check_output_name(args.out, "out", field="out")  # a folder of its own, never the current one
     check_utf8_name(out, "--out")  # its README names the folder, as UTF-8 text
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is not a directory")
     existing = [name for name in CORPUS_FILES if (out / name).exists() or (out / name).is_symlink()]
+    readme = out / README
+    if readme.is_file() and not readme.is_symlink() and not is_corpus_readme(readme):
+        raise UserError(
+            f"{readme} is not a corpus README this command wrote: it will not be replaced, --overwrite or not; move "
+            "it or choose another --out"
+        )
     if existing and not args.overwrite:
         raise UserError(f"{out} already has {', '.join(existing)}; pass --overwrite to replace them")
     for name in existing:

@@ -140,8 +140,15 @@ def add_parser(sub) -> None:
     )
     p.set_defaults(
         func=run_cli,
-        on_interrupt="the settings finished so far are kept in --out: the same command resumes the rest",
+        on_interrupt=interrupted(overwrite=False),
     )
+
+
+def interrupted(overwrite: bool) -> str:
+    """What a stopped sweep leaves and the way on: the settings it finished, in --out, which a rerun of the same
+    settings resumes; a rerun with --overwrite starts over and resumes none, so the way on leaves that flag out."""
+    again = "the same command without --overwrite" if overwrite else "the same command"
+    return f"the settings finished so far are kept in --out: {again} resumes the rest"
 
 
 def add_policy_grid_args(p: argparse.ArgumentParser, policies: Mapping[str, type] | None = None) -> None:
@@ -283,6 +290,7 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
 
     executor = executor_from_args(args)
+    args.on_interrupt = interrupted(args.overwrite)
     incomplete = None
     try:
         with said_by(grid_flag_names()):  # a grid parameter named by its sweep flag

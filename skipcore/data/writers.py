@@ -15,6 +15,8 @@ from pathlib import Path
 from skipcore.data.example import Example
 from skipcore.files import atomic_write
 
+README = "README.md"  # a split folder's description, written last
+
 
 def write_e2e_csv(examples: Iterable[Example], path: str | Path) -> int:
     """Write the real E2E CSV layout (``mr``, ``ref``; one row per reference); returns the row count."""
@@ -43,5 +45,5 @@ def write_split_folder(
         path = out / f"{split}.csv"
         atomic_write(path, partial(write_e2e_csv, examples))
         written.append(path)
-    atomic_write(out / "README.md", lambda tmp: tmp.write_text(readme, encoding="utf-8"))
-    return [*written, out / "README.md"]
+    atomic_write(out / README, lambda tmp: tmp.write_text(readme, encoding="utf-8"))
+    return [*written, out / README]

@@ -7,7 +7,8 @@ Semantics (one decode step s >= 1; the prefill, step 0, runs all L layers like e
   norm and the LM head to its hidden state and measures its confidence: `softmax` (the largest probability)
   or `top2` (the largest minus the second largest). A row whose confidence reaches `threshold` exits at
   layer c: its token comes from those logits and its hidden state is frozen. At c = L every remaining row
-  exits. So a threshold above 1 is full depth, and 0 exits every token at `min_layers`.
+  exits. Both measures lie in [0, 1], so a threshold lies there too (above 1 no token would ever exit: full
+  depth at CALM's cost, refused); 1 exits only a certain token, and 0 exits every token at `min_layers`.
 - State propagation: layers c..L-1 still store K and V for an exited token, computed from its frozen hidden
   state, so a later token that runs deeper attends to every position. Every cache layer holds every
   position: CALM saves no KV memory.
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from skipcore.decode.cache import SkipKVCache
     from skipcore.decode.outputs import BatchOutput
 
-MEASURES = ("softmax", "top2")
+MEASURES = ("softmax", "top2")  # each a confidence in [0, 1] (`confidence`): the threshold's range
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class CalmPolicy(Parameterised):
         0.9,
         kind=float,
         low=0.0,
+        high=1.0,  # every measure's confidence lies in [0, 1]: above 1, no token ever exits
         help="exit once the confidence reaches this",
         title="CALM threshold",
         sweep_default=(0.9, 0.8, 0.6, 0.4),

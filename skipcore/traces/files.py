@@ -129,7 +129,7 @@ def write_trace(
     return path
 
 
-def _json_plain(value: object) -> object:
+def json_plain(value: object) -> object:
     """A cell as JSON holds it: NumPy's values as Python's, an array or tuple as a list, a number that is not
     finite or missing as null (at any depth), a time as ISO text; anything else as it is (`json.dumps` says an
     unknown kind as its text)."""
@@ -142,11 +142,11 @@ def _json_plain(value: object) -> object:
     if value is pd.NA or value is pd.NaT:
         return None
     if isinstance(value, np.ndarray | list | tuple):
-        return [_json_plain(v) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+        return [json_plain(v) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
     if isinstance(value, dict):
-        return {str(k): _json_plain(v) for k, v in value.items()}
+        return {str(k): json_plain(v) for k, v in value.items()}
     if isinstance(value, np.generic):
-        return _json_plain(value.item())
+        return json_plain(value.item())
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
@@ -177,7 +177,7 @@ _JSON_CELL = {"ensure_ascii": False, "allow_nan": False, "default": str}
 
 def _json_column(column: pd.Series | pd.DataFrame) -> list[str]:
     """A column's cells as JSON text: a NumPy float, whole-number or true/false column in one pass over Python's
-    scalars; any other (text, lists, missing values, times) a cell at a time through `_json_plain` (a label two
+    scalars; any other (text, lists, missing values, times) a cell at a time through `json_plain` (a label two
     columns share: the last of them)."""
     import numpy as np
 
@@ -193,7 +193,7 @@ def _json_column(column: pd.Series | pd.DataFrame) -> list[str]:
         return ["true" if v else "false" for v in values]
     # text, most cells of such a column, through json.dumps' own string encoder (the same text, without its checks)
     return [
-        encode_basestring(v) if type(v) is str else json.dumps(_json_plain(v), **_JSON_CELL) for v in values
+        encode_basestring(v) if type(v) is str else json.dumps(json_plain(v), **_JSON_CELL) for v in values
     ]
 
 

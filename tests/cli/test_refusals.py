@@ -18,7 +18,7 @@ from skipcore.commands.decoding import check_generation_request, read_prompts
 from skipcore.errors import ScheduleError, UserError
 from skipcore.schedule import Schedule
 from skipcore.traces import read_trace
-from tests.helpers import generate_refused, refused, train_argv, write_csv
+from tests.helpers import ONE_STEP, generate_refused, refused, train_argv, write_csv
 
 
 @pytest.mark.parametrize(
@@ -333,7 +333,7 @@ def test_skipcore_warnings_print_as_one_line_on_the_command_line(model_dirs, tmp
 
     out = tmp_path / "run"
     (tmp_path / ".run.lock").write_text("999999999")
-    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", *ONE_STEP)
     run = subprocess.run(
         [sys.executable, "-m", "skipcore", *argv], capture_output=True, text=True, timeout=300
     )

@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from skipcore.commands import main
-from tests.helpers import refused, train_argv, write_csv
+from tests.helpers import ONE_STEP, refused, train_argv, write_csv
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_an_out_folder_without_a_name_is_refused(model_dirs, data_csv, tmp_path,
     work.mkdir()
     monkeypatch.chdir(work)
     assert "--out" in refused(capsys, tune_argv(model_dirs, data_csv, out))
-    assert "--out" in refused(capsys, train_argv(model_dirs["opt"], out, "--steps", "1"))
+    assert "--out" in refused(capsys, train_argv(model_dirs["opt"], out, *ONE_STEP))
     assert list(work.iterdir()) == []
 
 
@@ -136,3 +136,21 @@ def test_an_output_folder_refusal_names_the_flags(model_dirs, data_csv, tmp_path
         "did not write; it will not be replaced: move it or choose another --out\n"
     )
     assert a_file.read_text() == "mine" and (out / "report.md").read_text() == "mine"
+
+
+def test_the_record_is_json_any_reader_takes_where_no_trial_stops_early(model_dirs, data_csv, tmp_path):
+    """With --limit at most --prune-after no trial stops on a prefix, and the floor's prefix quality is NaN: the
+    record (and every JSON file of the tune) says it as null, never a bare NaN that strict JSON readers refuse."""
+    out = tmp_path / "tune"
+    argv = tune_argv(model_dirs, data_csv, out, "--trials", "1")
+    argv[argv.index("--prune-after") + 1] = "6"  # --limit 6
+    assert main(argv) == 0
+
+    def strict(word):
+        raise ValueError(f"{word} is not JSON")
+
+    for name in ("tune.json", "best_schedule.json"):
+        json.loads((out / name).read_text(), parse_constant=strict)
+    floor = json.loads((out / "tune.json").read_text())["floor"]
+    assert floor["prefix_quality"] is None and floor["prefix_floor"] is None
+    assert isinstance(floor["quality"], float) and isinstance(floor["floor"], float)

@@ -3,12 +3,13 @@ the same bytes as the shipped corpus."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 
 import pytest
 
 from skipcore.commands import main
-from skipcore.data.e2e_synth import MAX_MRS, make_corpus
+from skipcore.data.e2e_synth import MAX_MRS, is_corpus_readme, make_corpus
 from tests.helpers import REPO, refused
 
 
@@ -64,3 +65,65 @@ def test_writing_a_corpus_shows_progress(tmp_path, capsys, monkeypatch):
     assert main(["data", "--out", str(tmp_path / "c"), "--train", "20", "--dev", "5", "--test", "5"]) == 0
     err = capsys.readouterr().err
     assert "corpus" in err and "60/60" in err
+
+
+# -- an --out of no folder of its own ------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["", ".", ".."])
+def test_an_out_that_names_no_folder_of_its_own_is_refused(tmp_path, monkeypatch, capsys, out):
+    """`--out ""` (or `.`, `..`) is the current folder or one above it, a project's own: with --overwrite the corpus
+    replaced its README.md and train.csv. Refused as `train` and `sweep` refuse it, nothing written."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# my project\n")
+    (project / "train.csv").write_text("a,b\n1,2\n")
+    monkeypatch.chdir(project)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    err = refused(capsys, ["data", "--out", out, "--overwrite", "--train", "3", "--dev", "1", "--test", "1"])
+    assert err == (
+        f"error: --out {out!r} names no folder or file of its own (the current folder, or one above it); give it "
+        "a name, such as runs/first"
+    )
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+# -- a README the corpus did not write -----------------------------------------------------------------------
+@pytest.mark.parametrize("added", ["", "\nMy notes on this corpus.\n"])
+def test_a_readme_the_corpus_did_not_write_is_never_replaced(tmp_path, capsys, added):
+    """`--overwrite` replaces the corpus's own README, and a user's README.md there (their own, or the corpus's
+    with their notes added) is refused in one line before anything is written."""
+    out = tmp_path / "c2"
+    sizes = ["--train", "3", "--dev", "1", "--test", "1"]
+    assert main(["data", "--out", str(out), *sizes]) == 0
+    assert main(["data", "--out", str(out), "--overwrite", "--seed", "1", *sizes]) == 0  # its own: replaced
+    readme = out / "README.md"
+    readme.write_text(readme.read_text() + added if added else "# My project\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for overwrite in ([], ["--overwrite"]):
+        err = refused(capsys, ["data", "--out", str(out), *overwrite, "--seed", "2", *sizes])
+        assert err == (
+            f"error: {readme} is not a corpus README this command wrote: it will not be replaced, --overwrite or "
+            "not; move it or choose another --out"
+        )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_the_shipped_corpus_readme_is_the_corpus_own():
+    """`data --seed 0 --out data/e2e_synth --overwrite` rewrites the shipped corpus, its README included."""
+    assert is_corpus_readme(REPO / "data" / "e2e_synth" / "README.md")
+
+
+# -- the README's command -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["my corpus", "-lead", "it's"])
+def test_the_readme_command_remakes_the_corpus_as_a_shell_reads_it(tmp_path, monkeypatch, out):
+    """The README's "Made with" line, split as a shell splits it, is the command that made the corpus: a folder
+    with a space, a quote or a leading '-' (which argparse takes for a flag unless joined to `--out=`) included."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", f"--out={out}", "--seed", "3", "--train", "3", "--dev", "1", "--test", "1"]) == 0
+    made = {p.name: p.read_bytes() for p in (tmp_path / out).iterdir()}
+    readme = made["README.md"].decode()
+    line = readme.split("Made with:\n\n    ", 1)[1].split("\n", 1)[0]
+    words = shlex.split(line)
+    assert words[:4] == ["python", "-m", "skipcore", "data"]
+    shutil.rmtree(tmp_path / out)
+    assert main(words[3:]) == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / out).iterdir()} == made

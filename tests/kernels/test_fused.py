@@ -79,7 +79,7 @@ def test_calm_exits_run_on_the_fused_layers_with_the_unfused_bits(model_dirs, fa
     fused layers where the engine is fused, so `--fused-step` says true of a CALM run too: the unfused run's
     tokens, exit layers and log-probabilities bit for bit, with every one-column step's layers fused."""
     unfused, fused = _engines(model_dirs, family, dtype)
-    never = unfused.generate(PROMPTS, CalmPolicy(threshold=1.5, min_layers=2), 10).trace
+    never = unfused.generate(PROMPTS, CalmPolicy(threshold=1.0, min_layers=2), 10).trace
     # a threshold some tokens reach before the last layer and some never: exits at several depths
     policy = CalmPolicy(threshold=float(never.loc[never["step"] >= 1, "confidence"].median()), min_layers=2)
     ref, out = unfused.generate(PROMPTS, policy, 10), fused.generate(PROMPTS, policy, 10)
@@ -361,7 +361,7 @@ def test_on_cuda_the_compiled_fused_step_is_captured_and_holds_its_contracts(mod
     assert any(key[0] == "columns" for key in fused.decoders.latest.graphs)
     assert fused.fused_step == "compiled" and all(d.capture for d in [fused.decoders.latest])
     # CALM's eager exits on the compiled layers (uncaptured): at a threshold no token reaches, full depth
-    calm = fused.generate(PROMPTS, CalmPolicy(threshold=1.5, min_layers=2), 16)
+    calm = fused.generate(PROMPTS, CalmPolicy(threshold=1.0, min_layers=2), 16)
     if dtype == "float32":
         theirs = hf_generate(fused, PROMPTS, 16, do_sample=False)
         for ours in (full, calm):

@@ -17,7 +17,7 @@ from skipcore.models.training_record import read_record
 from skipcore.schedule import full_schedule
 from skipcore.training.batching import IGNORE, Pair, collate
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
-from tests.helpers import PROMPTS, REPO
+from tests.helpers import ONE_STEP, PROMPTS, REPO
 
 peft = pytest.importorskip("peft", reason="LoRA needs peft (pip install peft)")
 
@@ -128,7 +128,7 @@ def test_lora_targets_by_group_or_name_and_bad_flags_are_one_line(model_dirs, tm
     ]
     for extra, message in cases:
         out = tmp_path / f"o{len(message)}"
-        args = ["train", "--no-progress", "--limit", "4", "--steps", "1", "--model", str(model_dirs["opt"])]
+        args = ["train", "--no-progress", "--limit", "4", *ONE_STEP, "--model", str(model_dirs["opt"])]
         assert main([*args, "--out", str(out), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
@@ -184,7 +184,7 @@ def test_whole_layers_train_every_weight_of_those_layers_beside_lora_and_resume(
         (["--whole-layers", "0,1,2,3,4,5"], "--whole-layers names every layer"),
         (["--whole-layers", "1,1"], "--whole-layers takes distinct layer indices"),
     ]:
-        assert lora_cli(model_dirs["llama"], tmp_path / "bad", "--steps", "1", *extra) == 2
+        assert lora_cli(model_dirs["llama"], tmp_path / "bad", *ONE_STEP, *extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
     with pytest.raises(SystemExit):  # argparse's own one line
@@ -215,7 +215,7 @@ def test_an_adapter_trained_on_a_base_given_by_a_relative_path_loads_from_any_fo
     out = tmp_path / "adapter"
     monkeypatch.chdir(model_dirs["llama"].parent)
     capsys.readouterr()
-    assert lora_cli("llama", out, "--steps", "1", "--dataset", str(REPO / "data/e2e_synth")) == 0
+    assert lora_cli("llama", out, *ONE_STEP, "--dataset", str(REPO / "data/e2e_synth")) == 0
     assert f"a LoRA adapter on {model_dirs['llama']})" in capsys.readouterr().err
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -248,7 +248,7 @@ def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base
     first, _ = lora_run
     on = tmp_path / "on"
     # a learning rate that moves no weight measurably: what is saved is where the run started
-    assert lora_cli(first, on, "--steps", "1", "--lr", "1e-12", "--warmup-ratio", "0") == 0
+    assert lora_cli(first, on, *ONE_STEP, "--lr", "1e-12", "--warmup-ratio", "0") == 0
     assert base_name(on) == base_name(first) == str(model_dirs["llama"])
     record = read_record(on)
     assert record["init"]["from"] == "adapter" and record["init"]["adapter"] == str(first)
@@ -288,7 +288,7 @@ def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base
         (["--lora-targets", "attention"], "--lora-targets: the adapter in"),
     ]:
         bad = tmp_path / f"bad{len(extra[1])}{extra[0]}"
-        assert lora_cli(first, bad, "--steps", "1", *extra) == 2
+        assert lora_cli(first, bad, *ONE_STEP, *extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
         assert err[0].endswith(

@@ -12,8 +12,9 @@ import torch
 from skipcore import AdaptivePolicy, CalmPolicy, Schedule, SpeculativePolicy, StaticPolicy, read_trace
 from skipcore.commands import main
 from skipcore.decode.forward import column_layer_sets, skip_forward
+from skipcore.errors import UserError
 from skipcore.schedule import layers_for_budget
-from tests.helpers import PROMPTS, RecordingPicker, engine_for
+from tests.helpers import PROMPTS, RecordingPicker, engine_for, refused, write_csv
 
 
 @pytest.mark.parametrize("family", ["opt", "llama"])
@@ -169,6 +170,24 @@ def test_bad_policy_flags_get_one_line(flags, words, capsys):
     assert err.startswith("error:") and words in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("measure, value", [("softmax", "2"), ("softmax", "1e9"), ("top2", "1.5")])
+def test_a_calm_threshold_no_confidence_reaches_is_refused(measure, value, model_dirs, tmp_path, capsys):
+    """Both CALM measures lie in [0, 1]: above 1 no token exits, a full-depth run at CALM's cost. Refused from the
+    policy's declaration, in the library, in `generate` and in a sweep's grid, before any work; 1 is allowed."""
+    with pytest.raises(UserError) as e:
+        CalmPolicy(threshold=float(value), measure=measure)
+    assert str(e.value) == f"threshold must be in [0, 1], got {float(value)}"
+    CalmPolicy(threshold=1.0, measure=measure)
+    model = ["--model", str(model_dirs["opt"]), "--policy", "calm", "--calm-measure", measure]
+    err = refused(capsys, ["generate", *model, "--prompt", "x", "--calm-threshold", value])
+    assert err == f"error: --calm-threshold must be in [0, 1], got {float(value)}"
+    data, out = write_csv(tmp_path / "d.csv", 2), tmp_path / "s.parquet"
+    argv = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(data), "--out", str(out), "--repeats", "0",
+            "--policies", "calm", "--calm-measure", measure, "--calm-thresholds", f"0.9,{value}"]  # fmt: skip
+    assert refused(capsys, argv) == f"error: --calm-thresholds must be in [0, 1], got {float(value)}"
+    assert not out.exists()
+
+
 def test_generate_can_time_itself_against_full_depth(capsys):
     argv = ["generate", "--limit", "2", "--max-new-tokens", "6", "--target-speedup", "2", "--threads", "1"]
     assert main([*argv, "--timing-repeats", "2"]) == 0
@@ -196,7 +215,6 @@ def test_sampling_settings_of_the_wrong_kind_are_refused_at_the_door():
     import numpy as np
 
     from skipcore import Sampling
-    from skipcore.errors import UserError
 
     for kw, said in (
         ({"top_k": True}, "top_k must be a whole number, got True"),

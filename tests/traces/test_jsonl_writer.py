@@ -12,15 +12,15 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis.extra.pandas import column, data_frames, range_indexes
 
-from skipcore.traces.files import _json_plain, write_jsonl
+from skipcore.traces.files import json_plain, write_jsonl
 
 
 def _row_by_row(df: pd.DataFrame) -> str:
-    """The reference: a dict a row, its cells as `_json_plain` makes them, through `json.dumps`."""
+    """The reference: a dict a row, its cells as `json_plain` makes them, through `json.dumps`."""
     rows = df.to_dict("records")
     return "".join(
         json.dumps(
-            {k: _json_plain(v) for k, v in row.items()}, ensure_ascii=False, allow_nan=False, default=str
+            {k: json_plain(v) for k, v in row.items()}, ensure_ascii=False, allow_nan=False, default=str
         )
         + "\n"
         for row in rows

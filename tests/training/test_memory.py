@@ -16,7 +16,7 @@ from skipcore.errors import UserError
 from skipcore.models.loading import load_model
 from skipcore.training import memory
 from skipcore.training.batching import Pair, cut_lengths
-from tests.helpers import refused, train_argv
+from tests.helpers import ONE_STEP, refused, train_argv
 
 
 def long_pairs(path, n: int, words: int):
@@ -47,7 +47,7 @@ def test_a_batch_past_the_devices_memory_is_refused_with_a_length_that_trains(
     data = long_pairs(tmp_path / "long.jsonl", 8, 100)
     monkeypatch.setattr(memory, "device_memory", lambda device: state + memory.LOGIT_BYTES * 4 * 120 * vocab)
     out = tmp_path / "run"
-    argv = train_argv(model_dirs["opt"], out, "--dataset", str(data), "--batch-size", "4", "--steps", "1")
+    argv = train_argv(model_dirs["opt"], out, "--dataset", str(data), "--batch-size", "4", *ONE_STEP)
     err = refused(capsys, argv)
     fits = re.search(r"pass --max-length (\d+) at most", err)
     assert "in a batch of 4 needs at least" in err and fits, err
@@ -260,7 +260,7 @@ def test_a_run_counts_its_target_columns_at_the_layers_its_plan_runs(
     monkeypatch.setattr(train, "check_batches_fit", check)
     data = long_pairs(tmp_path / "pairs.jsonl", 4, 6)
     argv = train_argv(
-        model_dirs["opt"], tmp_path / "run", "--dataset", str(data), "--steps", "1", "--batch-size", "2"
+        model_dirs["opt"], tmp_path / "run", "--dataset", str(data), *ONE_STEP, "--batch-size", "2"
     )
     for extra in ((), ("--target-speedup", "2"), ("--elastic", "1:2")):
         assert refused(capsys, [*argv, *extra]) == "error: counted"

@@ -10,7 +10,7 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.training.checkpoint import prune_checkpoints
-from tests.helpers import refused, train_two_steps
+from tests.helpers import ONE_STEP, refused, train_two_steps
 
 
 # -- a checkpoint folder holding the user's own step-* folder ------------------------------------------------
@@ -60,7 +60,7 @@ def test_a_refused_training_run_writes_nothing(tmp_path, capsys, bad):
     out = tmp_path / "scratch"
     argv = ["train", "--no-progress", "--threads", "1", "--init-config", "opt-tiny", "--layers", "2"]
     argv += ["--hidden", "32", "--heads", "2", "--ffn", "64", "--vocab-size", "300", "--dataset", str(data)]
-    argv += ["--batch-size", "4", "--steps", "1", "--out", str(out)]
+    argv += ["--batch-size", "4", *ONE_STEP, "--out", str(out)]
     refused(capsys, [*argv, *bad])
     assert not out.exists() and not list(tmp_path.glob(".*lock"))
     assert main(argv) == 0 and (out / "tokenizer.json").is_file()
@@ -80,7 +80,7 @@ def test_overwrite_removes_the_replaced_runs_own_files_and_keeps_the_users(model
     assert (out / "adapter_config.json").is_file() and (out / "checkpoints" / "step-0000002").is_dir()
     assert set(read_record(out)["files"]) == {p.name for p in out.iterdir() if p.is_file()}
     (out / "notes.txt").write_text("mine")
-    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert main([*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]) == 0
     left = {p.name for p in out.iterdir()}
     assert "adapter_config.json" not in left and "adapter_model.safetensors" not in left
     assert "checkpoints" not in left and (out / "notes.txt").read_text() == "mine"
@@ -91,7 +91,7 @@ def test_overwrite_removes_the_replaced_runs_own_files_and_keeps_the_users(model
     # the replaced run's checkpoints go; a file of the user's in their folder keeps it
     assert main([*lora, "--overwrite"]) == 0
     (out / "checkpoints" / "mine.txt").write_text("mine")
-    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert main([*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]) == 0
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["mine.txt"]
     assert not (out / "adapter_config.json").exists() and (out / "notes.txt").read_text() == "mine"
 
@@ -105,7 +105,7 @@ def test_overwrite_removes_the_adapter_of_a_run_whose_record_predates_its_file_l
     del record["files"], record["format"]  # as an older skipcore wrote it
     write_record(out, record)
     (out / "notes.txt").write_text("mine")
-    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert main([*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]) == 0
     assert not (out / "adapter_config.json").exists() and not (out / "adapter_model.safetensors").exists()
     assert (out / "notes.txt").read_text() == "mine" and (out / "model.safetensors").is_file()
 
@@ -130,7 +130,7 @@ def test_an_overwrite_that_stops_on_the_way_leaves_the_old_model_loadable(
 
     monkeypatch.setattr(loop, "token_loss", nan_loss)
     capsys.readouterr()
-    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 2
+    assert main([*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]) == 2
     assert "the loss is nan" in capsys.readouterr().err
     assert {name: (out / name).read_bytes() for name in kept} == kept
     load_model(str(out), device="cpu", dtype="float32")  # the old adapter on its base, as before
@@ -147,7 +147,7 @@ def test_overwrite_refuses_a_run_that_starts_from_a_model_it_would_delete(model_
     assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--keep-checkpoints", "0")) == 0
     kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     for start in (out, out / "checkpoints" / "step-0000001"):
-        argv = train_argv(start, out, "--limit", "4", "--batch-size", "4", "--steps", "1", "--lora-rank", "2")
+        argv = train_argv(start, out, "--limit", "4", "--batch-size", "4", *ONE_STEP, "--lora-rank", "2")
         err = refused(capsys, [*argv, "--overwrite"])
         assert err.startswith(f"error: --model {start} is ") and "would delete the weights it starts" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept
@@ -165,7 +165,7 @@ def test_overwrite_refuses_a_run_that_starts_from_a_model_it_would_delete(model_
     err = refused(
         capsys,
         [
-            *train_argv(start, out, "--limit", "4", "--batch-size", "4", "--steps", "1"),
+            *train_argv(start, out, "--limit", "4", "--batch-size", "4", *ONE_STEP),
             "--checkpoint-dir",
             str(elsewhere),
             "--overwrite",
@@ -186,7 +186,7 @@ def test_overwrite_starts_from_a_model_beside_the_checkpoints_it_clears(model_di
     assert main(train_two_steps(model_dirs, out, *argv)) == 0
     base = shutil.copytree(model_dirs["opt"], ckpts / "base")
     kept = {p.name: p.read_bytes() for p in base.iterdir()}
-    train = train_argv(base, out, "--limit", "4", "--batch-size", "4", "--steps", "1", *argv, "--overwrite")
+    train = train_argv(base, out, "--limit", "4", "--batch-size", "4", *ONE_STEP, *argv, "--overwrite")
     assert main(train) == 0
     assert {p.name: p.read_bytes() for p in base.iterdir()} == kept
     assert sorted(p.name for p in ckpts.iterdir()) == ["base", "step-0000001"]
@@ -226,7 +226,7 @@ def test_overwrite_refuses_to_replace_the_base_of_the_adapter_it_starts_from(mod
 
     full, adapter = tmp_path / "F", tmp_path / "A"
     assert main(train_two_steps(model_dirs, full, "--save-every", "1", "--keep-checkpoints", "0")) == 0
-    lora = ["--limit", "4", "--batch-size", "4", "--steps", "1", "--lora-rank", "2"]
+    lora = ["--limit", "4", "--batch-size", "4", *ONE_STEP, "--lora-rank", "2"]
     assert main(train_argv(full, adapter, *lora)) == 0
     kept = {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()}
     err = refused(capsys, [*train_argv(adapter, full, *lora), "--overwrite"])
@@ -243,7 +243,7 @@ def test_overwrite_keeps_a_users_copy_of_a_checkpoint_under_another_name(model_d
     out = tmp_path / "run"
     assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--keep-checkpoints", "0")) == 0
     best = shutil.copytree(out / "checkpoints" / "step-0000002", out / "checkpoints" / "best")
-    assert main([*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]) == 0
+    assert main([*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]) == 0
     assert best.is_dir() and not (out / "checkpoints" / "step-0000002").exists()
 
 
@@ -254,7 +254,7 @@ def test_overwrite_refuses_a_users_file_of_a_name_the_run_writes(model_dirs, tmp
     out.mkdir()
     (out / "config.json").write_text("my own config")
     (out / "notes.txt").write_text("mine")
-    argv = [*train_two_steps(model_dirs, out, "--steps", "1"), "--overwrite"]
+    argv = [*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]
     err = refused(capsys, argv)
     assert "holds config.json" in err and "move it, or choose another --out" in err
     assert (out / "config.json").read_text() == "my own config" and sorted(p.name for p in out.iterdir()) == [

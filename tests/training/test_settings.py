@@ -15,12 +15,20 @@ from skipcore.errors import UserError
 from skipcore.models.training_record import RECORD_FILE
 from skipcore.training.settings import TrainSettings
 from skipcore.training.train import train
-from tests.helpers import REPO, refused, train_argv, write_csv
+from tests.helpers import ONE_STEP, REPO, refused, train_argv, write_csv
 
 
 def settings(model_dirs, out, **kw) -> TrainSettings:
     """One step of the tiny OPT model on four sources of the shipped data, one thread, into `out`."""
-    base = dict(model=str(model_dirs["opt"]), limit=4, batch_size=4, steps=1, threads=1, no_progress=True)
+    base = dict(
+        model=str(model_dirs["opt"]),
+        limit=4,
+        batch_size=4,
+        steps=1,
+        warmup_ratio=0,
+        threads=1,
+        no_progress=True,
+    )
     return TrainSettings(**{**base, "out": out, **kw})
 
 
@@ -161,7 +169,7 @@ def test_a_refusal_says_the_settings_and_the_command_line_its_flags(
     e = refusal(settings(model_dirs, str(out), **kw))
     assert str(e).startswith(said.format(out=out, data=data)) and e.fields == fields
     assert "--" not in str(e)
-    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1", *flags)
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", *ONE_STEP, *flags)
     assert cli_said.format(out=out, data=data) in refused(capsys, argv)
 
 

@@ -28,7 +28,7 @@ from skipcore.training.batching import IGNORE, Pair, collate, epoch_batches
 from skipcore.training.objective import SkipLM, batch_layer_sets, skip_logits
 from skipcore.training.plan import SchedulePlan, plan_for
 from skipcore.training.settings import TrainSettings
-from tests.helpers import PROMPTS, REPO, RecordingPicker, refused, train_argv
+from tests.helpers import ONE_STEP, PROMPTS, REPO, RecordingPicker, refused, train_argv
 
 ROOT = REPO
 
@@ -602,6 +602,16 @@ def test_training_without_a_bar_prints_a_loss_line_every_log_every_steps(model_d
     assert all("loss" in line and "lr" in line for line in lines)
 
 
+def test_the_log_gives_each_step_the_rate_it_trained_at(model_dirs, tmp_path, capsys):
+    """Three steps, two of warmup (0.34 x 3, rounded up), peak 1e-3: the steps train at 0, 5e-4 and 1e-3, and the
+    log and the loss lines say so (the scheduler's rate after a step is the next step's)."""
+    flags = ["--limit", "4", "--batch-size", "4", "--steps", "3", "--warmup-ratio", "0.34", "--lr", "1e-3"]
+    assert main(train_argv(model_dirs["opt"], tmp_path / "o", *flags, "--log-every", "1")) == 0
+    assert [r["lr"] for r in log_records(tmp_path / "o") if "loss" in r] == pytest.approx([0.0, 5e-4, 1e-3])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert [line.split("lr ")[1].split(",")[0] for line in lines] == ["0.00e+00", "5.00e-04", "1.00e-03"]
+
+
 # -- a loss that turns non-finite stops the run; nothing is saved from it, the last good checkpoint stays ----------
 def test_a_loss_that_turns_non_finite_stops_the_run_and_keeps_the_last_good_checkpoint(
     model_dirs, tmp_path, capsys, monkeypatch
@@ -721,12 +731,12 @@ def test_a_long_pair_is_said_cut_and_a_far_longest_target_said(model_dirs, tmp_p
     data = tmp_path / "mine.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     argv = [*train_argv(model_dirs["opt"], tmp_path / "a", "--dataset", str(data), "--batch-size", "4")]
-    assert main([*argv, "--steps", "1", "--max-length", "100"]) == 0
+    assert main([*argv, *ONE_STEP, "--max-length", "100"]) == 0
     err = capsys.readouterr().err
     assert "note: 1 of 8 pairs is longer than --max-length 100 and was cut" in err
     assert "the longest target (" in err and "x the median" in err
     assert read_record(tmp_path / "a")["data"]["max_target_tokens"] < 100
     argv[argv.index(str(tmp_path / "a"))] = str(tmp_path / "b")
-    assert main([*argv, "--steps", "1", "--max-length", "40", "--max-new-tokens", "20"]) == 0
+    assert main([*argv, *ONE_STEP, "--max-length", "40", "--max-new-tokens", "20"]) == 0
     err = capsys.readouterr().err
     assert "was cut" in err and "the longest target" not in err

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from skipcore.commands import main
-from tests.helpers import refused, train_argv, with_tokenizer, write_csv
+from tests.helpers import ONE_STEP, refused, train_argv, with_tokenizer, write_csv
 
 
 @pytest.mark.parametrize(
@@ -22,13 +22,13 @@ from tests.helpers import refused, train_argv, with_tokenizer, write_csv
     ],
 )
 def test_training_flags_out_of_range_name_the_flag_given(model_dirs, tmp_path, capsys, flags, words):
-    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", *ONE_STEP, *flags)
     assert words in refused(capsys, argv)
     assert not (tmp_path / "o").exists()
 
 
 def test_max_length_that_leaves_no_target_says_so(model_dirs, tmp_path, capsys):
-    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", "--max-length", "2")
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", *ONE_STEP, "--max-length", "2")
     err = refused(capsys, argv)
     assert "--max-length 2 cut the pairs" in err and "--speedup-over" not in err
 
@@ -63,7 +63,7 @@ def test_a_second_training_run_on_the_same_out_is_refused(model_dirs, tmp_path, 
     out = tmp_path / "run"
     lock = tmp_path / ".run.lock"
     lock.write_text(str(os.getppid()))  # a live process holds --out
-    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", *ONE_STEP)
     assert f"another training run (pid {os.getppid()}) is writing" in refused(capsys, argv)
     assert not out.exists() and lock.read_text() == str(os.getppid())
     lock.write_text("999999999")  # a crashed run's lock is taken over
@@ -74,7 +74,7 @@ def test_a_second_training_run_on_the_same_out_is_refused(model_dirs, tmp_path, 
 
 def test_an_eval_limit_beyond_the_held_out_sources_is_said(model_dirs, tmp_path, capsys):
     data = write_csv(tmp_path / "mine.csv", 20)
-    flags = ["--dataset", str(data), "--dev-fraction", "0.2", "--batch-size", "4", "--steps", "1"]
+    flags = ["--dataset", str(data), "--dev-fraction", "0.2", "--batch-size", "4", *ONE_STEP]
     assert main(train_argv(model_dirs["opt"], tmp_path / "o", *flags, "--eval-limit", "100")) == 0
     err = capsys.readouterr().err
     assert "--eval-limit 100: --dev-fraction 0.2 holds out only 4 sources; all 4 are scored" in err
@@ -86,9 +86,7 @@ def test_an_eval_limit_beyond_the_held_out_sources_is_said(model_dirs, tmp_path,
 def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
     """Training needs an EOS to teach stopping: a tokenizer without one was a ValueError's traceback."""
     folder = with_tokenizer(model_dirs["llama"], tmp_path / "noeos", eos_token=None)
-    argv = train_argv(
-        folder, tmp_path / "out", "--dataset", str(write_csv(tmp_path / "d.csv", 4)), "--steps", "1"
-    )
+    argv = train_argv(folder, tmp_path / "out", "--dataset", str(write_csv(tmp_path / "d.csv", 4)), *ONE_STEP)
     assert "the tokenizer has no EOS token" in refused(capsys, argv)
     assert not (tmp_path / "out").exists()
 
@@ -110,7 +108,7 @@ def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
 def test_a_zero_is_a_value_given_not_a_setting_left_out(model_dirs, tmp_path, capsys, flags, said):
     """A 0 typed is a value given, not a setting left out: a target speedup of 0 is out of range as -2 is, and a
     floor of 0 beside --elastic is a budget the run would draw itself, refused as a floor of 2 is."""
-    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", *ONE_STEP, *flags)
     assert refused(capsys, argv).startswith(said)
     assert not (tmp_path / "o").exists()
 
@@ -131,7 +129,7 @@ def test_a_schedule_flag_beside_a_schedule_file_is_refused_as_generate_refuses_i
     nothing, so it is refused in generate's words, before anything is written."""
     schedule = tmp_path / "s.json"
     schedule.write_text(json.dumps({"shape": "linear", "max_layers": 6, "min_layers": 3, "decay_span": 4}))
-    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1")
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", *ONE_STEP)
     err = refused(capsys, [*argv, "--schedule-json", str(schedule), *flags])
     assert err == f"error: --schedule-json runs its file as written; {said} (drop it, or edit the file)"
     assert not (tmp_path / "o").exists()
@@ -183,7 +181,7 @@ def test_a_flag_the_run_would_not_read_is_refused_naming_it(model_dirs, tmp_path
     """Typed, a flag is meant: one this run would not read (a new model's size beside --model, LoRA's settings
     without --lora-rank, elastic's without --elastic, another shape's or mode's setting, a schedule's at full depth)
     is one line naming it before anything is written, not a run that trains without it and records it."""
-    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", "--steps", "1", *flags)
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", *ONE_STEP, *flags)
     assert refused(capsys, argv).startswith(f"error: {said}")
     assert not (tmp_path / "o").exists()
 
@@ -199,7 +197,7 @@ def test_a_vocabulary_size_beside_a_tokenizer_given_is_refused(model_dirs, tmp_p
         "--tokenizer",
         str(model_dirs["opt"]),
     ]
-    argv += ["--vocab-size", "300", "--limit", "4", "--steps", "1", "--out", str(tmp_path / "o")]
+    argv += ["--vocab-size", "300", "--limit", "4", *ONE_STEP, "--out", str(tmp_path / "o")]
     assert refused(capsys, argv) == (
         f"error: --vocab-size caps the BPE vocabulary trained for the run, and --tokenizer {model_dirs['opt']} is "
         "used instead (drop --vocab-size)"
@@ -215,12 +213,10 @@ def test_the_flags_a_run_reads_still_train_and_a_resume_takes_none_it_would_not_
     fine-tune is refused as idle, where the run's record holds the default it never read."""
     out = tmp_path / "o"
     base = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4")
-    assert main([*base, "--steps", "1", "--decay-span", "3", "--save-every", "1"]) == 0
+    assert main([*base, *ONE_STEP, "--decay-span", "3", "--save-every", "1"]) == 0
     assert json.loads((out / "skipcore_training.json").read_text())["generation"]["decay_span"] == 3
     elastic = ["--elastic", "1:2", "--elastic-full-prob", "0.3", "--schedule", "power", "--alpha", "0.8"]
-    assert (
-        main([*train_argv(model_dirs["opt"], tmp_path / "e", "--limit", "4", "--steps", "1", *elastic)]) == 0
-    )
+    assert main([*train_argv(model_dirs["opt"], tmp_path / "e", "--limit", "4", *ONE_STEP, *elastic)]) == 0
     resume = [
         "train",
         "--no-progress",
@@ -269,3 +265,16 @@ def test_a_refusal_of_a_new_vocabulary_tokenizer_or_task_names_its_flag(
     ]
     assert refused(capsys, [*argv, *flags]).startswith(said)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_warmup_that_takes_every_step_is_refused(model_dirs, tmp_path, capsys):
+    """`--steps 1` at the default `--warmup-ratio` (0.05, rounded up to one step) trained its only step at rate 0 and
+    said "saved": refused in one line naming both flags, nothing written. The constant schedule has no warmup."""
+    out = tmp_path / "o"
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
+    assert refused(capsys, argv) == (
+        "error: --warmup-ratio 0.05 of --steps 1 warms up over 1 step, every step of the run: the first trains at "
+        "learning rate 0 and none at the peak; set a smaller --warmup-ratio (0: none) or more --steps"
+    )
+    assert not out.exists()
+    assert main([*argv, "--lr-scheduler", "constant"]) == 0

@@ -32,6 +32,7 @@ from skipcore.files import (
     refuse_links_out,
 )
 from skipcore.output_lock import OutputLock
+from skipcore.traces.files import json_plain
 
 RECORD = "tune.json"
 # in the record: each text file being written and its digest, named before the write and dropped after it
@@ -181,7 +182,7 @@ class TuneFolder:
         return p
 
     def write_json(self, name: str, value: dict) -> Path:
-        return self.write_text(name, json.dumps(value, indent=2) + "\n")
+        return self.write_text(name, _json_text(value))
 
     def note(self, **values) -> None:
         """Add what the run found (floor, chosen setting) to the record."""
@@ -189,8 +190,13 @@ class TuneFolder:
         self._write_record()
 
     def _write_record(self) -> None:
-        data = (json.dumps(self.record, indent=2, default=str) + "\n").encode("utf-8")
-        _write_bytes(self.path(RECORD), data)
+        _write_bytes(self.path(RECORD), _json_text(self.record).encode("utf-8"))
+
+
+def _json_text(value: dict) -> str:
+    """`value` as JSON any reader takes: a number that is not finite (a floor's prefix quality where no trial
+    stops early: NaN) as null, NumPy's values as Python's (`json_plain`)."""
+    return json.dumps(json_plain(value), indent=2, allow_nan=False, default=str) + "\n"
 
 
 def _recorded(name: str, files: dict, writing: dict) -> set[str]:
