@@ -269,22 +269,23 @@ def check_writable_folder(folder: Path, what: str, field: str | None = None) -> 
 
 def check_companion(companion: Path, main: Path, overwrite: bool, ours: Callable[[Path], bool]) -> None:
     """A file a tool writes beside `main` (a sidecar, a CSV copy) may be replaced only with `overwrite` and only
-    when `ours(companion)` knows it as the tool's own; a user's file of that name is refused in one line."""
+    when `ours(companion)` knows it as the tool's own; a user's file of that name is refused in one line, which
+    says so at once (not 'set overwrite', which would then be refused too)."""
     if not companion.exists() and not companion.is_symlink():
         return
     if companion.is_dir():
         raise UserError(
             f"{companion} is a folder, and {main} writes a file there; move it or choose another path"
         )
+    if companion.is_symlink() or not ours(companion):  # said first: overwrite would not replace it either
+        raise UserError(
+            f"{companion} exists and is not one {main.name} wrote: it will not be replaced; move it or choose "
+            "another path"
+        )
     if not overwrite:
         raise UserError(
             f"{companion} exists (written beside {main.name}); set overwrite to replace it, or choose another path",
             field="overwrite",
-        )
-    if companion.is_symlink() or not ours(companion):
-        raise UserError(
-            f"{companion} exists and is not one {main.name} wrote: it will not be replaced; move it or choose "
-            "another path"
         )
 
 

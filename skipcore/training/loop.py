@@ -371,9 +371,8 @@ def train_loop(run: Run) -> Path:
         acc.backward(loss)
         if hyper.max_grad_norm > 0:
             acc.clip_grad_norm_(lm.parameters(), hyper.max_grad_norm)
-        step_lr = optimizer.param_groups[0][
-            "lr"
-        ]  # the rate this step trains at (the scheduler then sets the next)
+        # the rate this step trains at (the scheduler then sets the next)
+        step_lr = optimizer.param_groups[0]["lr"]
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field, replace
 
 from skipcore.errors import ScheduleError, UserError
 from skipcore.models.training_record import typical_output_tokens
-from skipcore.schedule import Schedule, full_schedule, schedule_for_speedup, schedule_from_settings
+from skipcore.schedule import (
+    Schedule,
+    full_schedule,
+    reachable_speedup,
+    schedule_for_speedup,
+    schedule_from_settings,
+)
 from skipcore.training.settings import TrainSettings
 
 KINDS = ("full", "fixed", "elastic")
@@ -63,7 +69,13 @@ class SchedulePlan:
                 raise UserError(
                     f"elastic_full_prob must be in [0, 1], got {self.full_prob}", field="elastic_full_prob"
                 )
-            reach = self.for_speedup(hi).layer_speedup(self.horizon)
+            try:
+                reach = self.for_speedup(hi).layer_speedup(self.horizon)
+            except ScheduleError:  # past what any schedule reaches: said as the range's, not a target flag's
+                reach = reachable_speedup(
+                    self.num_layers, self.horizon, self.shape, self.mode, self.warmup_layers,
+                    decay_span=self.decay_span, **self.extra,
+                )  # fmt: skip
             if reach < 0.9 * hi:  # refuse an impossible range before any training
                 raise UserError(
                     f"elastic up to {hi:g}x is out of reach: the fastest {self.shape} {self.mode} schedule "

@@ -184,7 +184,7 @@ def test_a_shipped_path_typed_in_another_folder_says_where_the_shipped_one_is(mo
     said = refused(capsys, ["generate", "--model", "data/models/skipdecode-opt-e2e", "--prompt", "hi"])
     assert said.endswith(f"not found: data/models/skipdecode-opt-e2e; skipcore's shipped one is {MODEL}")
     said = refused(capsys, ["generate", "--model", "data/models/not-shipped", "--prompt", "hi"])
-    assert said == "error: model directory not found: data/models/not-shipped"
+    assert said == "error: --model: model directory not found: data/models/not-shipped"
     assert not list(tmp_path.iterdir())  # nothing written where it was run
 
 

@@ -160,9 +160,10 @@ def test_a_users_meta_json_beside_a_trace_is_never_replaced(model_dirs, tmp_path
     trace = tmp_path / "t.jsonl"
     notes = tmp_path / "t.jsonl.meta.json"
     notes.write_text("notes")
-    assert "t.jsonl.meta.json exists" in refused(capsys, generate(model_dirs, "--trace", str(trace)))
-    err = refused(capsys, generate(model_dirs, "--trace", str(trace), "--overwrite"))
-    assert "is not one t.jsonl wrote" in err
+    # said at once, without --overwrite too: 'set --overwrite', then refused with it, sent the user round twice
+    for overwrite in ((), ("--overwrite",)):
+        err = refused(capsys, generate(model_dirs, "--trace", str(trace), *overwrite))
+        assert "t.jsonl.meta.json exists and is not one t.jsonl wrote" in err and "--overwrite" not in err
     assert notes.read_text() == "notes" and not trace.exists()
     with pytest.raises(UserError, match="not one t.jsonl wrote"):  # the library refuses too
         write_trace(pd.DataFrame(), trace, {}, overwrite=True)

@@ -180,6 +180,10 @@ def test_elastic_draws_different_schedules_and_round_trips():
     assert SchedulePlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     with pytest.raises(UserError, match="out of reach"):  # 8 layers, 1 always on: 2 layers at least, 4x
         SchedulePlan("elastic", 8, 64, 25, elastic_range=(1.0, 5.0))
+    # far past any schedule: said as the range's, where it named a target speedup no flag had set
+    with pytest.raises(UserError, match=r"^elastic up to 99x is out of reach: .* gives 4\.00x$") as refused:
+        SchedulePlan("elastic", 8, 64, 25, elastic_range=(1.0, 99.0))
+    assert refused.value.fields == ("elastic",)
     fixed = SchedulePlan(
         "fixed", 8, 64, 25, fixed=Schedule(8, "linear", max_layers=8, min_layers=3, decay_span=25)
     )
