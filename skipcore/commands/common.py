@@ -17,15 +17,20 @@ DEFAULT_DATASET = shipped_path("data/e2e_synth")
 
 
 def comma_list(kind: type, name: str) -> Callable[[str], tuple]:
-    """An argparse `type` for comma-separated values of `kind` (finite, for floats), said in one line if not."""
+    """An argparse `type` for comma-separated values of `kind` (finite, for floats), said in one line if not; the
+    spaces around a value are not part of it ('opt-tiny, llama-tiny'), and an empty item ('1,,2', '1,2,') is refused
+    as the typo it is, as every list flag refuses it."""
 
     def parse(text: str) -> tuple:
+        items = [v.strip() for v in text.split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError(f"{name} is empty")
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"{name} has an empty item: {text!r}")
         try:
-            values = tuple(kind(v) for v in text.split(",") if v.strip())
+            values = tuple(kind(v) for v in items)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
-        if not values:
-            raise argparse.ArgumentTypeError(f"{name} is empty")
         if kind is float and not all(math.isfinite(v) for v in values):
             raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {text!r}")
         return values
