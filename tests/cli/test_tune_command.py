@@ -70,3 +70,13 @@ def test_the_chosen_schedule_is_what_generate_runs(model_dirs, split_data, tmp_p
     said = capsys.readouterr().err
     assert "scoring the floor" not in said and said.count("trial ") == 1
     assert json.loads((out / "tune.json").read_text())["counts"]["complete"] == 4
+
+
+def test_a_single_file_without_rows_is_said_without_a_split(model_dirs, tmp_path, capsys):
+    """A header-only CSV said '--dataset: rows.csv [None] has no rows to search on': a single file has no split."""
+    data = tmp_path / "rows.csv"
+    data.write_text("mr,ref\n")
+    out = tmp_path / "tune"
+    said = refused(capsys, tune_argv(model_dirs, data, out))
+    assert said == f"error: --dataset: {data} has no rows to search on"
+    assert not out.exists()

@@ -92,7 +92,8 @@ class Tune:
         self.space = SearchSpace.of(s, self.layers[s.model])
         self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
         if not self.examples:
-            raise UserError(f"{s.dataset} [{s.split}] has no rows to search on", field="dataset")
+            where = f"{s.dataset}{f' [{s.split}]' if s.split else ''}"  # a single file has no split to name
+            raise UserError(f"{where} has no rows to search on", field="dataset")
         _check_metric(s, self.examples)
         # what the study and its tables are held to
         self.identity = with_models(with_data(s.identity(), self.examples), [s.model, s.reference_model])
