@@ -247,8 +247,10 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
     L, T = run.layers[s.model], s.max_new_tokens
     stale = studies.settle_stopped(study)
     kept = studies.done(study)
-    if kept:
-        run.say(f"resuming {s.out}: {kept} of {s.trials} trials kept, {max(0, s.trials - kept)} to run")
+    if kept >= s.trials:  # a study that holds the trials asked for, or more: nothing runs
+        run.say(f"resuming {s.out}: {kept} trials kept, at least the {s.trials} asked for; none to run")
+    elif kept:
+        run.say(f"resuming {s.out}: {kept} of {s.trials} trials kept, {s.trials - kept} to run")
     if stale:
         run.say(f"resuming: {stale} trial{'s' if stale > 1 else ''} left running by the last run asked again")
     seeds = [

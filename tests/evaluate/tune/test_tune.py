@@ -138,6 +138,10 @@ def test_a_stopped_tune_resumes_without_scoring_a_finished_trial_again(
     assert "0 failed; 1 left running by an interrupted run, asked again)" in (out / "report.md").read_text()
     study = optuna.load_study(study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}")
     assert study.trials[2].params == study.trials[1].params
+    # asked for fewer trials than the study holds: nothing runs, said without '3 of 2 trials kept'
+    said.clear()
+    run_tune(settings(model_dirs, echo_data, out, trials=2), say=said.append)
+    assert f"resuming {out}: 3 trials kept, at least the 2 asked for; none to run" in said
     trials, _ = read_sweep(out / "trials.parquet")
     assert trials["setting_id"].is_unique and len(trials) == 1 + len(set(trials["tune_trial"]) - {-1})
 
