@@ -134,10 +134,18 @@ def said(recorded: dict, now: dict, most: int = 4) -> str:
                     f"{', '.join(changed)} holds other files than the run was made with (other weights)"
                 )
         elif _same_content(recorded, now, name):
-            words.append(f"{SETTING_OF.get(name, name)}={then!r} (not {value!r}: {SPELLED})")
+            words.append(f"{SETTING_OF.get(name, name)}={_typed(then)} (not {_typed(value)}: {SPELLED})")
         else:
-            words.append(f"{SETTING_OF.get(name, name)}={then!r} (not {value!r})")
+            words.append(f"{SETTING_OF.get(name, name)}={_typed(then)} (not {_typed(value)})")
     return ", ".join(words)
+
+
+def _typed(value: object) -> str:
+    """A recorded value as it is typed, quoted: a list as its comma list ('linear,power', as a list flag takes it,
+    not Python's ['linear', 'power'])."""
+    if isinstance(value, list | tuple):
+        return repr(",".join(map(str, value)))
+    return repr(value)
 
 
 def differing(recorded: dict, now: dict) -> tuple[str, ...]:

@@ -148,3 +148,12 @@ def test_a_tune_resumed_on_other_rows_is_refused(model_dirs, two_folders, monkey
                        "reads 'mine.csv' with rows sha256 [0-9a-f]{12}"):  # fmt: skip
         run_tune(TuneSettings(**{**s, "trials": 2}))
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_a_list_setting_that_differs_is_said_as_it_is_typed():
+    """A resume refused for other shapes said `shapes=['linear', 'power'] (not ['linear'])`: Python's lists, where
+    the flag takes 'linear,power'."""
+    from skipcore.evaluate.identity import said
+
+    words = said({"shapes": ["linear", "power"], "metric": "bleu"}, {"shapes": ["linear"], "metric": "rougeL"})
+    assert "shapes='linear,power' (not 'linear')" in words and "metric='bleu' (not 'rougeL')" in words
