@@ -179,7 +179,8 @@ def read_prompts(settings: DecodeSettings) -> list[str]:
     examples = load_examples(settings.dataset, split=split, limit=settings.limit)
     if not examples:
         raise UserError(
-            f"{settings.dataset}{f' [{split}]' if split else ''} holds no rows: no prompts to decode"
+            f"{settings.dataset}{f' [{split}]' if split else ''} holds no rows: no prompts to decode",
+            field="dataset",
         )
     return [format_prompt(e.task, e.source) for e in examples]
 

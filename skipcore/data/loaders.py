@@ -22,7 +22,12 @@ from skipcore.shipped import shipped_elsewhere
 
 
 class DataFormatError(UserError, ValueError):
-    """A data file or data set that cannot be read as the expected format; the message names the line."""
+    """A data file or data set that cannot be read as the expected format; the message names the line. It is about
+    the data set setting (`dataset`, unless raised about another), so a front end says which of its settings named
+    the file (`--dataset`)."""
+
+    def __init__(self, *args: object, field: str | tuple[str, ...] | None = "dataset") -> None:
+        super().__init__(*args, field=field)
 
 
 class DataFileNotFoundError(DataFormatError, FileNotFoundError):
@@ -51,7 +56,7 @@ def _group(pairs: Iterable[tuple[str, list[str]]], task: str) -> list[Example]:
 
 def _check_task(task: str) -> None:
     if task not in TASKS:
-        raise DataFormatError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+        raise DataFormatError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}", field="task")
 
 
 def _require_file(path: Path) -> None:
@@ -218,7 +223,7 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
     if isinstance(loaded, datasets.DatasetDict):
         if split is None or split not in loaded:
             raise DataFormatError(
-                f"{name_or_dir}: choose a split, one of {', '.join(loaded)} (got {split!r})"
+                f"{name_or_dir}: choose a split, one of {', '.join(loaded)} (got {split!r})", field="split"
             )
         return loaded[split], f"{name_or_dir} [{split}]"
     return loaded, str(name_or_dir)

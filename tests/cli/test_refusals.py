@@ -364,7 +364,7 @@ def test_a_single_file_is_read_whole_and_a_split_for_it_is_refused(model_dirs, t
     empty = tmp_path / "empty.csv"
     empty.write_text("mr,ref\n")
     err = refused(capsys, [*sweep[:4], str(empty), *sweep[5:]])
-    assert err == f"error: {empty} has no examples"  # no split named where none applies (it said "[None]")
+    assert err == f"error: --dataset: {empty} has no examples"  # no split named where none applies (it said "[None]")
     assert main(sweep) == 0
     row = pd.read_parquet(tmp_path / "s.parquet").iloc[0]
     trace, _ = read_trace(tmp_path / row["trace_path"])
@@ -551,3 +551,19 @@ def test_a_model_or_an_output_that_cannot_be_used_is_said_by_the_flag_that_named
     assert line.startswith(
         "error: " + said.replace("{tmp}", str(tmp_path)).replace("{name}", tmp_path.name)
     ), line
+
+
+@pytest.mark.parametrize(
+    "command", [["sweep", "--out", "{tmp}/s.parquet"], ["generate"], ["tune", "--out", "{tmp}/t"]]
+)
+@pytest.mark.parametrize(
+    "rows, said",
+    [("mr,ref\n", "{data} "), ("foo,bar\n1,2\n", "{data}: missing column 'mr' (header: foo, bar)")],
+)
+def test_a_data_set_that_cannot_be_read_is_said_by_dataset(capsys, tmp_path, command, rows, said):
+    """'ds.csv has no examples' and 'ds.csv: missing column' named no flag in sweep and generate (tune's did)."""
+    data = tmp_path / "ds.csv"
+    data.write_text(rows)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in command] + ["--dataset", str(data)]
+    line = refused(capsys, argv)
+    assert line.startswith(f"error: --dataset: {said.format(data=data)}"), line

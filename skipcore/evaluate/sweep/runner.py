@@ -73,7 +73,7 @@ def run_sweep(
     examples = load_examples(cfg.dataset, split=cfg.split, limit=cfg.limit)
     if not examples:
         split = f" [{cfg.split}]" if cfg.split else ""
-        raise UserError(f"{cfg.dataset}{split} has no examples")
+        raise UserError(f"{cfg.dataset}{split} has no examples", field="dataset")
     identity = with_models(with_data(cfg.identity(), examples), [cfg.model, cfg.baseline_model])
     with SweepStore(cfg.out, identity, cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()
