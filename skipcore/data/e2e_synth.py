@@ -392,13 +392,23 @@ def is_corpus_readme(path: Path) -> bool:
     return _README_TEXT.fullmatch(text) is not None
 
 
+# each field of the README as `write_default_corpus` fills it in: the command on its one line, a row of counts per
+# split, the slots as they are; a note a user adds (a line after the command, a row, a word on the slots' line)
+# matches none of them
+_README_FIELDS = {
+    "command": r"python -m skipcore data [^\n]*",
+    "table": r"\n".join(rf"\| {split} \| \d+ \| \d+ \|" for split in ("train", "dev", "test")),
+    "slots": re.escape(", ".join(f"`{s}`" for s in SLOTS)),
+}
+
+
 def _readme_pattern(template: str) -> re.Pattern[str]:
-    """`template`'s text with each of its fields as any text."""
+    """`template`'s text with each of its fields as the text it is filled in with (`_README_FIELDS`)."""
     parts = [
-        re.escape(literal) + ("" if field is None else ".*?")
+        re.escape(literal) + ("" if field is None else f"(?:{_README_FIELDS[field]})")
         for literal, field, _, _ in string.Formatter().parse(template)
     ]
-    return re.compile("".join(parts), re.DOTALL)
+    return re.compile("".join(parts))
 
 
 _README_TEXT = _readme_pattern(_README)

@@ -127,3 +127,23 @@ def test_the_readme_command_remakes_the_corpus_as_a_shell_reads_it(tmp_path, mon
     shutil.rmtree(tmp_path / out)
     assert main(words[3:]) == 0
     assert {p.name: p.read_bytes() for p in (tmp_path / out).iterdir()} == made
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda t: t.replace("--test 1\n", "--test 1\n    # my notes on how I made it\n"),  # under the command
+        lambda t: t.replace("| test | 1 |", "| extra | 9 | 9 |\n| test | 1 |"),  # a row of the table
+        lambda t: t.replace("`near`.", "`near` (I added `rating`)."),  # on the slots' line
+    ],
+)
+def test_a_note_inside_the_corpus_readme_makes_it_the_users(tmp_path, edit):
+    """Each of the README's filled-in parts took any text, so a user's notes there counted as the tool's own."""
+    out = tmp_path / "c"
+    assert main(["data", "--out", str(out), "--train", "3", "--dev", "1", "--test", "1"]) == 0
+    readme = out / "README.md"
+    assert is_corpus_readme(readme)
+    edited = edit(readme.read_text())
+    assert edited != readme.read_text()
+    readme.write_text(edited)
+    assert not is_corpus_readme(readme)
