@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 # what starts a link, an image, a badge, an address in brackets, math or code (inside which an escape shows as
 # typed), and the escape itself; emphasis marks are left (they only change how the text looks), so ordinary text
 # ("step_ms") reads the same in the page's source
-_MARKUP = "\\`[]<$"
+_MARKUP = "\\`[]<$&"  # & too: an entity ('&#104;ttps://') becomes the text Markdown links
 # Streamlit's own shortcodes, read in the source whatever escapes a bracket: a badge or icon (`:red[a]`,
 # `:material/star:`) and an emoji (`:smile:`, `:+1:`). A text that holds one has every colon and slash escaped
 # (an escaped shortcode still showed as its emoji where other colons followed it: '\:+1\: 13:38'); a text
-# without one keeps its colons ("speculative: 2", "13:38:58"), as does a name without a letter (':100:' is 💯)
-_SHORTCODE = re.compile(r":(?:[+-]1|[\w+/-]*[A-Za-z][\w+/-]*)[:\[]")
+# without one keeps its colons ("speculative: 2", "13:38:58"), as a name without a letter is no shortcode but the
+# emoji's own (':100:', ':1234:')
+_SHORTCODE = re.compile(r":(?:[+-]1|100|1234|[\w+/-]*[A-Za-z][\w+/-]*)[:\[]")
 
 
 # Unicode's explicit direction controls (embeddings, overrides, isolates): invisible, and one left open turns the
@@ -36,7 +37,9 @@ def visible_controls(text: str) -> str:
 
 # what Streamlit's Markdown turns into a link by itself (GitHub's autolinks: an address after http:// or https://,
 # one after www., an email address), which no escape stops: shown as code, where nothing is a link
-_AUTOLINKED = re.compile(r"(?:https?://|www\.)[^\s<]*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+_AUTOLINKED = re.compile(
+    r"(?:https?://|www\.)[^\s<]*|(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE
+)  # an email address from the start of its word (a search from every letter of a long word took seconds)
 
 
 def _code(text: str) -> str:

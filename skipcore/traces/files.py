@@ -85,10 +85,10 @@ def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
     fmt = _check_format(path)
     if fmt == ".parquet" or fmt in ZIPPED_FORMATS:  # pyarrow and zip cannot write such a name
         check_utf8_name(path, "trace")
+    if fmt in (".jsonl", ".csv"):  # a user's sidecar first: 'set overwrite' would be refused for it after
+        check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
     check_output_file(path, overwrite)
     check_replaceable(path, read_trace, "a trace")
-    if fmt in (".jsonl", ".csv"):
-        check_companion(sidecar_path(path), path, overwrite, is_run_metadata)
     return path
 
 
@@ -146,7 +146,10 @@ def json_plain(value: object) -> object:
     if isinstance(value, dict):
         return {str(k): json_plain(v) for k, v in value.items()}
     if isinstance(value, np.generic):
-        return json_plain(value.item())
+        plain = value.item()
+        if isinstance(plain, np.generic):  # a long double's item is itself: its nearest double, else its text
+            plain = float(plain) if isinstance(plain, np.floating) else str(plain)
+        return json_plain(plain)
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
@@ -162,7 +165,9 @@ def write_jsonl(df: pd.DataFrame, target) -> None:
     the text `json.dumps` gives each row's dict, without a dict and a `json.dumps` call a row."""
     # a label two columns share: the last of them, as a row's dict holds it
     labels = dict.fromkeys(df.columns)
-    keys = [json.dumps({label: None}, ensure_ascii=False)[1 : -len("null}")] for label in labels]
+    keys = [
+        json.dumps({label: None}, ensure_ascii=False, allow_nan=False)[1 : -len("null}")] for label in labels
+    ]
     cells = [[key + text for text in _json_column(df[label])] for key, label in zip(keys, labels)]
     rows = ["{" + ", ".join(row) + "}\n" for row in zip(*cells, strict=True)] if cells else ["{}\n"] * len(df)
     if isinstance(target, str | Path):
@@ -183,7 +188,8 @@ def _json_column(column: pd.Series | pd.DataFrame) -> list[str]:
 
     if isinstance(column, pd.DataFrame):
         column = column.iloc[:, -1]
-    kind = column.dtype.kind if isinstance(column.dtype, np.dtype) else "O"
+    # NumPy's own dtypes whose values are Python's scalars (a long double's are not: a cell at a time)
+    kind = column.dtype.kind if isinstance(column.dtype, np.dtype) and column.dtype.itemsize <= 8 else "O"
     values = column.tolist()
     if kind == "f":
         return [repr(v) if v - v == 0 else "null" for v in values]  # v - v is nan for nan and inf alike

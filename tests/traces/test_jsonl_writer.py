@@ -38,6 +38,7 @@ def test_every_kind_of_column_is_the_text_of_its_rows_dicts():
         {
             "logprob": [-0.1, float("nan"), float("inf"), -1e-320],
             "f32": np.array([0.1, -0.0, np.nan, 3.5], dtype=np.float32),
+            "long": np.array([0.1, 1.5, np.nan, np.inf], dtype=np.longdouble),  # a cell at a time, as doubles
             "n": np.array([0, -3, 2**62, 7], dtype=np.int64),
             "u": np.array([0, 1, 2**64 - 1, 3], dtype=np.uint64),
             "ok": [True, False, True, True],

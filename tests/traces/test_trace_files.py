@@ -264,3 +264,16 @@ def test_a_lens_table_write_that_fails_replaces_neither_file(tmp_path, monkeypat
     with pytest.raises(UserError, match="File too large"):
         write_lens(table, tmp_path / "l.csv", {"n": 2, "versions": {"skipcore": "0"}}, overwrite=True)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before and side.exists()
+
+
+def test_a_users_sidecar_beside_an_existing_trace_is_said_before_overwrite(tmp_path):
+    """A trace there and a user's .meta.json beside it: 'set overwrite' came first, and with it the sidecar was
+    refused."""
+    from skipcore.traces.files import check_trace_path
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("a,b\n")
+    (tmp_path / "t.csv.meta.json").write_text("my notes")
+    for overwrite in (False, True):
+        with pytest.raises(UserError, match="t.csv.meta.json exists and is not one t.csv wrote"):
+            check_trace_path(trace, overwrite=overwrite)
