@@ -221,14 +221,11 @@ def file_stem(label: str, limit: int = 120) -> str:
         kept = "".join(c if c.isascii() and (c.isalnum() or c in ".=") else "-" for c in part)
         parts.append("-".join(w for w in kept.split("-") if w))
     parts = [p for p in parts if p]
-    while len(parts) > 1 and len("_".join(parts)) > limit:
+    while len("_".join(parts)) > limit and max(map(len, parts)) > 1:  # each turn shortens the longest part
         longest = max(range(len(parts)), key=lambda i: len(parts[i]))
         over = len("_".join(parts)) - limit
-        parts[longest] = (
-            parts[longest][: max(1, len(parts[longest]) - over)].rstrip("-_.") or parts[longest][0]
-        )
-        if len(parts[longest]) == 1 and len("_".join(parts)) > limit:
-            break
+        cut = parts[longest][: max(1, len(parts[longest]) - over)].rstrip("-_.")
+        parts[longest] = cut or parts[longest][0]
     return "_".join(parts)[:limit].rstrip("-_.") or "run"
 
 

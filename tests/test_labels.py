@@ -362,6 +362,8 @@ def test_a_run_name_as_a_file_name():
     stem = file_stem("/a/long/path/to/a/local/model/folder/that/goes/on/and/on · " + sampled)
     assert len(stem) <= 120 and stem.startswith("a-long-path") and stem.endswith("_" + file_stem(sampled))
     assert file_stem("skipdecode-opt-e2e · " + sampled).endswith("seed-42")  # a run name fits whole
+    two_long = file_stem(f"{'a' * 200} · {'b' * 200} · seed 42")  # each long part cut in turn
+    assert len(two_long) <= 120 and two_long.startswith("a") and two_long.endswith("_seed-42")
 
 
 # -- a run's colour: its family's, its dash its own, for the session -------------------------------------------
