@@ -42,7 +42,7 @@ from skipcore.training.checkpoint import (
 from skipcore.training.folders import replaced_files
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
-from skipcore.training.settings import TrainSettings
+from skipcore.training.settings import TrainSettings, check_warmup, warmup_steps
 
 
 @dataclass(frozen=True)
@@ -127,20 +127,7 @@ def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0)
             f"{len(pairs)} training pairs do not fill one batch of {hyper.batch_size} x {world} processes"
         )
     total = total_steps(hyper, steps_per_epoch)
-    warmup = warmup_steps(hyper, total)
-    if warmup >= total:
-        # the run's step count as its settings give it: --steps, else --epochs over the data
-        steps = (
-            f"steps {total}"
-            if hyper.steps is not None
-            else f"epochs {hyper.epochs:g} ({total} step{'s' * (total > 1)})"
-        )
-        raise UserError(
-            f"warmup_ratio {hyper.warmup_ratio:g} of {steps} warms up over {warmup} step{'s' * (warmup > 1)}, every "
-            "step of the run: the first trains at learning rate 0 and none at the peak; set a smaller warmup_ratio "
-            "(0: none) or more steps",
-            field=("warmup_ratio", "steps" if hyper.steps is not None else "epochs"),
-        )
+    check_warmup(hyper.lr_scheduler, hyper.warmup_ratio, total, hyper.steps, hyper.epochs)
     if resume_step > total:
         raise UserError(
             f"the checkpoint is at step {resume_step}, past the run's end (step {total}): resume with steps "
@@ -148,12 +135,6 @@ def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0)
             field="steps",
         )
     return steps_per_epoch, total
-
-
-def warmup_steps(hyper: Hyper, total: int) -> int:
-    """The steps over which the learning rate rises from 0 to its peak: `warmup_ratio` of the run's `total`, rounded
-    up; none for the `constant` schedule, which has no warmup."""
-    return 0 if hyper.lr_scheduler == "constant" else math.ceil(hyper.warmup_ratio * total)
 
 
 def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
@@ -292,7 +273,10 @@ def train_loop(run: Run) -> Path:
     lm = SkipLM(run.model).train()
     optimizer = make_optimizer(lm, hyper)
     scheduler = get_scheduler(
-        hyper.lr_scheduler, optimizer, warmup_steps(hyper, total), num_training_steps=total
+        hyper.lr_scheduler,
+        optimizer,
+        warmup_steps(hyper.lr_scheduler, hyper.warmup_ratio, total),
+        num_training_steps=total,
     )
     # The scheduler is stepped by hand once per optimizer step: accelerate's wrapper would step it
     # once per process and change the schedule with the number of processes.

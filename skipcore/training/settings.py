@@ -204,6 +204,8 @@ class TrainSettings:
                 f"max_length must be >= 2 (a prompt token and a target token), got {s.max_length}",
                 field="max_length",
             )
+        if s.steps is not None and s.steps >= 1:  # the run's length known from the settings alone
+            check_warmup(s.lr_scheduler, s.warmup_ratio, s.steps, s.steps, s.epochs)
         return s
 
     def taken(self) -> TrainSettings:
@@ -225,6 +227,29 @@ class TrainSettings:
 # each setting's declared type: which are counts, numbers, lists of counts and text, and which may be unset
 DECLARED = get_type_hints(TrainSettings)
 MAY_BE_UNSET = tuple(name for name, hint in DECLARED.items() if type(None) in get_args(hint))
+
+
+def warmup_steps(lr_scheduler: str, warmup_ratio: float, total: int) -> int:
+    """The steps over which the learning rate rises from 0 to its peak: `warmup_ratio` of the run's `total` steps,
+    rounded up; none for the `constant` schedule, which has no warmup."""
+    return 0 if lr_scheduler == "constant" else math.ceil(warmup_ratio * total)
+
+
+def check_warmup(
+    lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float
+) -> None:
+    """Refuse a warmup that takes every one of the run's `total` steps (`steps` where given, else `epochs` over
+    the data): its first step trains at learning rate 0 and none at the peak."""
+    warmup = warmup_steps(lr_scheduler, warmup_ratio, total)
+    if warmup < total:
+        return
+    length = f"steps {total}" if steps is not None else f"epochs {epochs:g} ({total} step{'s' * (total > 1)})"
+    raise UserError(
+        f"warmup_ratio {warmup_ratio:g} of {length} warms up over {warmup} step{'s' * (warmup > 1)}, every step of "
+        "the run: the first trains at learning rate 0 and none at the peak; set a smaller warmup_ratio (0: none) "
+        "or more steps",
+        field=("warmup_ratio", "steps" if steps is not None else "epochs"),
+    )
 
 
 def _declared(kind: object) -> tuple[str, ...]:

@@ -277,4 +277,12 @@ def test_a_warmup_that_takes_every_step_is_refused(model_dirs, tmp_path, capsys)
         "learning rate 0 and none at the peak; set a smaller --warmup-ratio (0: none) or more --steps"
     )
     assert not out.exists()
+    # from the settings alone, before a model or a row is read
+    from skipcore.errors import UserError
+    from skipcore.training.settings import TrainSettings
+
+    with pytest.raises(UserError, match="warms up over 1 step, every step of the run") as caught:
+        TrainSettings(model="/nowhere", out=str(tmp_path / "p"), steps=1).check()
+    assert caught.value.fields == ("warmup_ratio", "steps")
+    TrainSettings(model="/nowhere", out=str(tmp_path / "p"), steps=1, lr_scheduler="constant").check()
     assert main([*argv, "--lr-scheduler", "constant"]) == 0
