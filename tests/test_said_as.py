@@ -28,7 +28,7 @@ def test_train_says_a_folder_named_out_as_typed(monkeypatch, tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine\n")
     model = str(REPO / "data" / "models" / "skipdecode-opt-e2e")
-    said = refused(capsys, ["train", "--model", model, "--out", "out", "--steps", "1"])
+    said = refused(capsys, ["train", "--model", model, "--out", "out", "--steps", "2"])
     assert said == "error: --out out is not empty; pass --overwrite (or --resume to continue a run)"
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
 

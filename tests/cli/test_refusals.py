@@ -520,7 +520,7 @@ def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
         ),
         (["lens", "--model", "{tmp}/a.txt", "--prompt", "hi"], "--model: model path {tmp}/a.txt is a file"),
         (
-            ["train", "--model", "{tmp}/nowhere", "--out", "{tmp}/run", "--steps", "1"],
+            ["train", "--model", "{tmp}/nowhere", "--out", "{tmp}/run", "--steps", "2"],
             "--model: model directory",
         ),
         (

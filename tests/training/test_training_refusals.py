@@ -258,8 +258,7 @@ def test_a_refusal_of_a_new_vocabulary_tokenizer_or_task_names_its_flag(
         "1",
         "--limit",
         "4",
-        "--steps",
-        "1",
+        *ONE_STEP,
         "--out",
         str(tmp_path / "o"),
     ]
