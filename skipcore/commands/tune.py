@@ -7,7 +7,7 @@ from functools import partial
 
 from skipcore.commands.common import add_model_args, add_threads_arg, comma_list, finite, path_text
 from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
-from skipcore.errors import said_by
+from skipcore.errors import UserError, flag_of, said_by
 from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, tune_flags
 
 KINDS = {"int": int, "float": finite, "path": path_text, "text": str}  # a list's items: "ints" -> int
@@ -27,11 +27,28 @@ def add_parser(sub) -> None:
     )
 
 
+def refuse_idle_flags(settings: TuneSettings, given: frozenset[str]) -> None:
+    """One line for a flag typed where the search would not read it, before any work: a timing setting beside an
+    objective that times nothing, a count of held-out rows without the held-out split."""
+    for name in ("repeats", "timing_limit"):
+        if name in given and settings.objective != "measured":
+            raise UserError(
+                f"{flag_of(name)} sets the paired timing of --objective measured, and this search maximises "
+                f"--objective {settings.objective}: add --objective measured, or drop it"
+            )
+    if "evaluate_limit" in given and not settings.evaluate_split:
+        raise UserError(
+            "--evaluate-limit sets the rows of --evaluate-split scored: add --evaluate-split, or drop it"
+        )
+
+
 def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.evaluate.tune import run_tune  # the search's code (torch, Optuna): not for --help
 
     typed = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in given}
+    settings = TuneSettings(**typed)
+    refuse_idle_flags(settings, given)
     with said_by({**flag_names(), **RAY_FLAGS}):
-        result = run_tune(TuneSettings(**typed), executor_from_args(args), partial(print, file=sys.stderr))
+        result = run_tune(settings, executor_from_args(args), partial(print, file=sys.stderr))
     print(result.text())
     return 0 if result.met else 1

@@ -46,6 +46,16 @@ def test_every_declared_setting_is_a_flag(capsys):
         (["--policies", "static,fast"], "--policies: unknown value 'fast'"),
         (["--trials", "x"], "--trials: invalid int value: 'x'"),
         (["--ray-cpus-per-task", "2"], "--ray-cpus-per-task applies to --executor ray only"),
+        # a flag the search would not read (it ran, the flag doing nothing)
+        (
+            ["--repeats", "5"],
+            "--repeats sets the paired timing of --objective measured, and this search maximises",
+        ),
+        (["--timing-limit", "4", "--objective", "flops"], "--timing-limit sets the paired timing"),
+        (
+            ["--evaluate-limit", "5"],
+            "--evaluate-limit sets the rows of --evaluate-split scored: add --evaluate-split",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_before_any_work(model_dirs, split_data, tmp_path, capsys, extra, said):
