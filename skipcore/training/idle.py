@@ -19,7 +19,8 @@ READ_BY_EVERY_SHAPE = ("decay_span",)
 def refuse_idle_settings(s: TrainSettings, typed: Collection[str]) -> None:
     """Refuse a setting among `typed` (those the user set, by name) that the run `s` describes would not read: the
     size of a new model beside a model to fine-tune, LoRA's settings without its rank, elastic's without its range,
-    and a schedule setting its schedule does not read."""
+    epochs beside steps, checkpoints less often than the run's steps, and a schedule setting its schedule does not
+    read."""
     typed = set(typed)
     _refuse_idle_start(s, typed)
     for name in LORA_SETTINGS:
@@ -27,7 +28,27 @@ def refuse_idle_settings(s: TrainSettings, typed: Collection[str]) -> None:
             raise UserError(f"{name} needs lora_rank", field=(name, "lora_rank"))
     if "elastic_full_prob" in typed and s.elastic is None:
         raise UserError("elastic_full_prob needs elastic", field=("elastic_full_prob", "elastic"))
+    _refuse_idle_length(s, typed)
     _refuse_idle_schedule(s, typed)
+
+
+def _refuse_idle_length(s: TrainSettings, typed: set[str]) -> None:
+    """Epochs beside a step count, which sets the run's length instead; checkpoints every more steps than the run
+    has, which saves none. A resume is held to its run's settings, which may set both (its length extended by
+    steps), so only a new run is asked."""
+    if s.resume is not None:
+        return
+    if "epochs" in typed and s.steps is not None:
+        raise UserError(
+            f"epochs {s.epochs:g} and steps {s.steps} both set the run's length, and steps wins: give one",
+            field=("epochs", "steps"),
+        )
+    if "save_every" in typed and s.steps is not None and s.save_every > s.steps:
+        raise UserError(
+            f"save_every {s.save_every} is past the run's steps {s.steps}: no checkpoint would be saved; choose "
+            f"save_every up to {s.steps}, or 0 for none",
+            field=("save_every", "steps"),
+        )
 
 
 def _refuse_idle_start(s: TrainSettings, typed: set[str]) -> None:

@@ -285,3 +285,25 @@ def test_a_warmup_that_takes_every_step_is_refused(model_dirs, tmp_path, capsys)
     assert caught.value.fields == ("warmup_ratio", "steps")
     TrainSettings(model="/nowhere", out=str(tmp_path / "p"), steps=1, lr_scheduler="constant").check()
     assert main([*argv, "--lr-scheduler", "constant"]) == 0
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (
+            ["--epochs", "0.5", "--steps", "3"],
+            "error: --epochs 0.5 and --steps 3 both set the run's length, and",
+        ),
+        (
+            ["--save-every", "5", "--steps", "2"],
+            "error: --save-every 5 is past the run's --steps 2: no checkpoint",
+        ),
+    ],
+)
+def test_a_length_setting_the_run_would_not_read_is_refused(model_dirs, tmp_path, capsys, flags, said):
+    """Both ran with nothing said: --steps won over --epochs, and a run shorter than --save-every saved no
+    checkpoint."""
+    out = tmp_path / "o"
+    argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--warmup-ratio", "0", *flags)
+    assert refused(capsys, argv).startswith(said)
+    assert not out.exists()
