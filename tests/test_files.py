@@ -105,7 +105,7 @@ def test_a_home_folder_no_user_has_is_a_path_not_found(command, tmp_path, capsys
     argv += {"generate": ["--prompt", "hi"], "lens": ["--prompt", "hi"],
              "sweep": ["--dataset", "data/e2e_synth", "--out", str(tmp_path / "s.parquet")],
              "train": ["--dataset", "data/e2e_synth", "--out", str(tmp_path / "t")]}[command]  # fmt: skip
-    assert refused(capsys, argv) == f"error: model directory not found: ~{nobody}/x"
+    assert refused(capsys, argv) == f"error: --model: model directory not found: ~{nobody}/x"
     assert expand_home(f"~{nobody}/x") == Path(f"~{nobody}/x") and expand_home("~/x") == Path.home() / "x"
     assert not any(tmp_path.iterdir())
 

@@ -45,7 +45,7 @@ def _tune_trials() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def test_tunes_front_table_says_its_columns_in_words_and_quality_to_one_decimal():
+def test_tunes_front_table_says_its_columns_in_words_and_quality_to_two_decimals():
     from app.dashboard.tuning import front_table
 
     table, config = front_table(_tune_trials(), "bleu", "layer_speedup")
@@ -57,7 +57,7 @@ def test_tunes_front_table_says_its_columns_in_words_and_quality_to_one_decimal(
         "FLOPs speedup (decode)",
     ]
     assert not [c for c in table.columns if "_" in c]  # no raw column name
-    assert config["BLEU"]["type_config"]["format"] == "%.1f"
+    assert config["BLEU"]["type_config"]["format"] == "%.2f"  # as the chosen setting's line and the floor
     assert config["FLOPs speedup (decode)"]["type_config"]["format"] == "%.2fx"
 
 
@@ -196,4 +196,5 @@ def test_tunes_front_table_is_the_reports_front():
     o = outcome(trials, "bleu", "layer_speedup", 60.0, 64.0, model_is_reference=False)
     assert table["trial"].tolist() == o.front["tune_trial"].tolist() == [0]
     table, _ = front_table(trials.assign(model="tuned"), "bleu", "layer_speedup")
-    assert table["trial"].tolist() == [-1, 0]  # the model's own full depth is a setting of it
+    # the model's own full depth is a setting of it, and no trial: its number blank
+    assert table["setting"].tolist()[0] == "full depth" and table["trial"].isna().tolist() == [True, False]

@@ -1006,7 +1006,7 @@ def test_an_address_or_a_shortcode_in_a_linked_model_path_is_no_link_and_no_emoj
     `:red[a]` whatever escapes a bracket (an escaped `:smile:` too, where colons followed it): a linked model path
     put a live link to another site in the page's error."""
     page = fresh
-    typed = "/x https://evil.example/a www.evil.example me@evil.example :smile: :red[a] 13:38:58"
+    typed = "/x https://evil.example/a www.evil.example me@evil.example &#104;ttps://evil.example/b :smile: :red[a] 13:38"
     _open(page, server, "generate", {MODEL_KEY: LOCAL_LABEL, LOCAL_KEY: typed}, "Generate and trace")
     said = page.locator('[data-testid="stSidebar"] [data-testid="stAlertContentError"]')
     said.wait_for(timeout=UI_TIMEOUT_MS)

@@ -364,7 +364,8 @@ def test_a_single_file_is_read_whole_and_a_split_for_it_is_refused(model_dirs, t
     empty = tmp_path / "empty.csv"
     empty.write_text("mr,ref\n")
     err = refused(capsys, [*sweep[:4], str(empty), *sweep[5:]])
-    assert err == f"error: --dataset: {empty} has no examples"  # no split named where none applies (it said "[None]")
+    # no split named where none applies (it said "[None]")
+    assert err == f"error: --dataset: {empty} has no examples"
     assert main(sweep) == 0
     row = pd.read_parquet(tmp_path / "s.parquet").iloc[0]
     trace, _ = read_trace(tmp_path / row["trace_path"])

@@ -155,5 +155,7 @@ def test_a_list_setting_that_differs_is_said_as_it_is_typed():
     the flag takes 'linear,power'."""
     from skipcore.evaluate.identity import said
 
-    words = said({"shapes": ["linear", "power"], "metric": "bleu"}, {"shapes": ["linear"], "metric": "rougeL"})
+    words = said(
+        {"shapes": ["linear", "power"], "metric": "bleu"}, {"shapes": ["linear"], "metric": "rougeL"}
+    )
     assert "shapes='linear,power' (not 'linear')" in words and "metric='bleu' (not 'rougeL')" in words

@@ -162,8 +162,8 @@ def test_an_adapter_whose_base_leads_back_to_itself_is_one_line(llama_adapter, t
 
     own = llama_adapter("own", base_model_name_or_path=str(tmp_path / "own"))
     said = generate_refused(capsys, "--model", str(own), "--prompt", "MR: x")
-    assert said == (
-        f"{own / 'adapter_config.json'}: base_model_name_or_path names its own folder; "
+    assert said == (  # said by the flag that named the model
+        f"--model: {own / 'adapter_config.json'}: base_model_name_or_path names its own folder; "
         "it must name the model the adapter was trained on"
     )
     first = llama_adapter("first", base_model_name_or_path=str(tmp_path / "second"))
@@ -183,13 +183,16 @@ def test_a_damaged_adapter_weights_file_is_one_line_naming_it(llama_adapter, cap
     weights = cut / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     said = generate_refused(capsys, "--model", str(cut), "--prompt", "MR: x")
-    assert said.startswith(f"{weights} is damaged or incomplete: it holds ") and "save or copy" in said, said
+    assert (
+        said.startswith(f"--model: {weights} is damaged or incomplete: it holds ") and "save or copy" in said
+    )
     with pytest.raises(ModelError, match="is damaged or incomplete"):
         resolve_model(str(cut))  # known before its base loads
     weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
     said = generate_refused(capsys, "--model", str(cut), "--prompt", "MR: x")
     assert (
-        said == f"{weights} is damaged or incomplete: its header is not valid; save or copy the adapter again"
+        said
+        == f"--model: {weights} is damaged or incomplete: its header is not valid; save or copy the adapter again"
     )
 
 
@@ -258,7 +261,8 @@ def test_an_adapter_whose_base_is_gone_names_the_adapter(llama_adapter, tmp_path
     gone = llama_adapter("orphan", base_model_name_or_path=str(tmp_path / "base-gone"))
     said = generate_refused(capsys, "--model", str(gone), "--prompt", "MR: x")
     assert said == (
-        f"{gone} is a LoRA adapter whose base cannot be used: model directory not found: {tmp_path / 'base-gone'}"
+        f"--model: {gone} is a LoRA adapter whose base cannot be used: model directory not found: "
+        f"{tmp_path / 'base-gone'}"
     )
 
 

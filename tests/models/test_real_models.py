@@ -418,7 +418,7 @@ def test_a_real_model_that_is_not_installed_is_one_line_with_its_install_command
     assert main(["generate", "--model", "tiny-real", "--prompt", "x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "error: tiny-real (Tiny) is not installed; install it with: pip install tiny-real-gguf==9.9"
+        "error: --model: tiny-real (Tiny) is not installed; install it with: pip install tiny-real-gguf==9.9"
     ]
     assert main(["models"]) == 0
     assert "pip install tiny-real-gguf==9.9" in capsys.readouterr().out
