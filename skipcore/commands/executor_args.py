@@ -14,14 +14,20 @@ RAY_DEFAULTS = {f.name: f.default for f in fields(RayExecutor)}  # the Ray execu
 RAY_FLAGS = {name: flag_of(f"ray_{name}") for name in RAY_DEFAULTS}  # --ray-address, ...
 
 
-def add_executor_args(p: argparse.ArgumentParser) -> None:
+# where a sweep's work runs, as its help says it; a command that runs other work on the executor says its own
+GRID_ON_EXECUTORS = (
+    "Where the grid runs. in-process: this process, one setting after another. ray: Ray tasks, one per model and "
+    "batch size (its settings and their paired full-depth timing stay on one device; with --repeats 0, one per "
+    "setting), on a Ray cluster or a private instance on this machine; rows come back here and are written to --out "
+    "as they finish, and a rerun skips them wherever they were made."
+)
+
+
+def add_executor_args(p: argparse.ArgumentParser, where: str = GRID_ON_EXECUTORS) -> None:
+    """The executor flags, under `where`: what runs where on each executor, for the command's own work."""
     x = p.add_argument_group(
         "executor",
-        "Where the grid runs. in-process: this process, one setting after another. ray: Ray tasks, one per model "
-        "and batch size (its settings and their paired full-depth timing stay on one device; with --repeats 0, "
-        "one per setting), on a Ray cluster or a private instance on this machine; rows come back here and are "
-        "written to --out as they finish, and a rerun skips them wherever they were made. Needs "
-        "`pip install 'skipcore[ray]'`; docs/ray.md says how to run on a cluster.",
+        f"{where} Needs `pip install 'skipcore[ray]'`; docs/ray.md says how to run on a cluster.",
     )
     x.add_argument(
         "--executor", choices=["in-process", "ray"], default="in-process", help="(default: %(default)s)"

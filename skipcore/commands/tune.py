@@ -19,8 +19,14 @@ def add_parser(sub) -> None:
         kind = KINDS.get(f.kind.removesuffix("s"))
         typed = {"type": comma_list(kind, f.flag) if f.many else kind} if kind else {"action": f.switch}
         p.add_argument(f.flag, dest=f.name, required=f.required, help=f.said, **typed)
-    for add in (add_model_args, add_threads_arg, add_executor_args):
+    for add in (add_model_args, add_threads_arg):
         add(p)
+    add_executor_args(
+        p,
+        "Where the trials run. in-process: this process, one trial after another. ray: --parallel trials at a "
+        "time as Ray tasks, on a Ray cluster or a private instance on this machine, whose workers keep their model "
+        "loaded between trials; each is told to the study as it comes back.",
+    )
     p.set_defaults(
         func=run_cli,
         on_interrupt="the trials finished so far are kept in --out: the same command resumes the search",

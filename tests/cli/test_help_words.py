@@ -31,3 +31,15 @@ def test_bench_help_names_every_shape_it_takes():
     helps = {a.dest: a.help for a in bench._actions}
     assert [name for name in BENCH_SHAPES if name not in helps["models"]] == []
     assert helps["device"].startswith("auto, cpu or cuda")
+
+
+def test_tunes_executor_help_speaks_of_trials_not_a_grid():
+    """`tune --help` said where "the grid" runs, "with --repeats 0, one per setting": the sweep's words."""
+    parser = build_parser(("tune",))
+    command = next(a for a in parser._actions if a.dest == "command").choices["tune"]
+    group = next(g for g in command._action_groups if g.title == "executor")
+    assert (
+        "trials" in group.description
+        and "grid" not in group.description
+        and "--repeats" not in group.description
+    )
