@@ -284,7 +284,8 @@ def refuse_idle_grid_flags(policies: tuple[str, ...], given: frozenset[str]) -> 
 
 def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     t0 = time.perf_counter()
-    with said_by(grid_flag_names()):
+    grid_flags = grid_flag_names()  # each refusal of a grid setting said by its sweep flag
+    with said_by(grid_flags):
         cfg = config_from_args(args)
     refuse_idle_grid_flags(cfg.policies, given)
     from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
@@ -293,7 +294,7 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     args.on_interrupt = interrupted(args.overwrite)
     incomplete = None
     try:
-        with said_by(grid_flag_names()):  # a grid parameter named by its sweep flag
+        with said_by(grid_flags):
             df = run_sweep(cfg, lambda s, row, _: report_row(s, row, cfg.progress), executor, report_failure)
     except GridIncomplete as e:
         df, incomplete = e.frame, e

@@ -395,10 +395,11 @@ def is_corpus_readme(path: Path) -> bool:
 # each field of the README as `write_default_corpus` fills it in: the command on its one line, a row of counts per
 # split, the slots as they are; a note a user adds (a line after the command, a row, a word on the slots' line)
 # matches none of them
+_README_SLOTS = ", ".join(f"`{s}`" for s in SLOTS)  # the slots as the README lists them
 _README_FIELDS = {
     "command": r"python -m skipcore data [^\n]*",
-    "table": r"\n".join(rf"\| {split} \| \d+ \| \d+ \|" for split in ("train", "dev", "test")),
-    "slots": re.escape(", ".join(f"`{s}`" for s in SLOTS)),
+    "table": r"\n".join(rf"\| {split} \| \d+ \| \d+ \|" for split in DEFAULT_SIZES),
+    "slots": re.escape(_README_SLOTS),
 }
 
 
@@ -440,6 +441,6 @@ def write_default_corpus(
     readme = _README.format(
         command=_command_line(["python", "-m", "skipcore", "data"], made_by),
         table="\n".join(f"| {split} | {len(corpus[split])} | {n} |" for split, n in rows.items()),
-        slots=", ".join(f"`{s}`" for s in SLOTS),
+        slots=_README_SLOTS,
     )
     return write_split_folder(out_dir, corpus, readme)
