@@ -47,6 +47,23 @@ class UserError(Exception):
         return text
 
 
+def quoted(value: object, keep: int = 40, most: int = 8) -> str:
+    """A value as a refusal quotes it, one line whatever its size: its `repr` where short; a long text by its ends
+    ('abc...xyz'); a list or tuple item by item, a long one by its first and last few and its length ('[12, 11, 10, 9,
+    8, 7, ..., 2, 1] (5000 values)'); anything else by its repr's ends. A file's list of thousands or a pasted page
+    of text stays a line of a message, not a page of it."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 2 * keep + 3 else f"{value[:keep]}...{value[-keep:]}")
+    if isinstance(value, list | tuple):
+        if len(value) <= most:
+            return f"[{', '.join(quoted(v, keep, most) for v in value)}]"
+        head = ", ".join(quoted(v, keep, most) for v in value[: most - 2])
+        tail = ", ".join(quoted(v, keep, most) for v in value[-2:])
+        return f"[{head}, ..., {tail}] ({len(value)} values)"
+    text = repr(value)
+    return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}"
+
+
 @contextmanager
 def said_by(names: Mapping[str, str]) -> Iterator[None]:
     """A refusal raised inside said in a front end's words: each setting it is about called by `names` ({field: the

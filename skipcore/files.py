@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -124,16 +124,16 @@ def check_path_text(
     first."""
     text = os.fsdecode(os.fspath(path))
     if "\0" in text:
-        raise error(f"{what} {_shown(text)} holds a NUL character, which no file name can", field=field)
+        raise error(f"{what} {quoted(text)} holds a NUL character, which no file name can", field=field)
     name_max, path_max = _name_limits(Path(text))
     if (size := len(os.fsencode(text))) >= path_max:
         raise error(
-            f"{what} {_shown(text)} is {size} bytes long; paths here are shorter than {path_max}", field=field
+            f"{what} {quoted(text)} is {size} bytes long; paths here are shorter than {path_max}", field=field
         )
     for part in Path(text).parts:
         if len(os.fsencode(part)) > name_max:
             raise error(
-                f"{what} {_shown(text)}: the name {_shown(part)} in it is {len(os.fsencode(part))} bytes long; "
+                f"{what} {quoted(text)}: the name {quoted(part)} in it is {len(os.fsencode(part))} bytes long; "
                 f"this file system allows at most {name_max}",
                 field=field,
             )
@@ -150,7 +150,7 @@ def check_utf8_name(path: str | os.PathLike, what: str, field: str | None = None
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise UserError(
-            f"{what} {_shown(text)} holds bytes that are no UTF-8 text (a name from another encoding); name it in "
+            f"{what} {quoted(text)} holds bytes that are no UTF-8 text (a name from another encoding); name it in "
             "UTF-8",
             field=field,
         ) from None
@@ -163,7 +163,7 @@ def check_output_name(path: str | os.PathLike, what: str = "out", field: str | N
     text = os.fsdecode(os.fspath(path))
     if Path(text).name in ("", "..") or os.path.basename(os.path.normpath(text)) in ("", ".", ".."):
         raise UserError(
-            f"{what} {text!r} names no folder or file of its own (the current folder, or one above it); give it a "
+            f"{what} {quoted(text)} names no folder or file of its own (the current folder, or one above it); give it a "
             "name, such as runs/first",
             field=field,
         )
@@ -184,11 +184,6 @@ def _name_limits(path: Path) -> tuple[int, int]:
             value = usual
         limits.append(value if value > 0 else usual)
     return limits[0], limits[1]
-
-
-def _shown(text: str, keep: int = 24) -> str:
-    """A path or name as a message shows it: quoted, its middle cut where it is long."""
-    return repr(text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}")
 
 
 def check_output_file(path: Path, overwrite: bool) -> Path:
@@ -243,7 +238,9 @@ def check_output_path(
     if not any(p.name.lower().endswith(s) and len(p.name) > len(s) for s in suffixes):
         typed = str(path)  # a folder's trailing slash, or nothing at all, as typed
         shown = typed if not p.name or typed.endswith(("/", os.sep)) else p.name
-        raise UserError(f"unknown output format {shown!r}; use one of {', '.join(suffixes)}", field=field)
+        raise UserError(
+            f"unknown output format {quoted(shown)}; use one of {', '.join(suffixes)}", field=field
+        )
     return check_output_file(p, overwrite)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from skipcore.errors import ScheduleError, UserError
+from skipcore.errors import ScheduleError, UserError, quoted
 from skipcore.files import parse_json, read_text_at_most
 from skipcore.plain_numbers import is_whole, python_number, whole_number
 
@@ -34,21 +34,12 @@ def layers_for_budget(n: int, num_layers: int, mode: str, warmup_layers: int = 0
     if mode == "middle":  # keep the first ceil(n/2) and the last floor(n/2) layers
         first = (n + 1) // 2
         return tuple(range(first)) + tuple(range(num_layers - n // 2, num_layers))
-    raise ScheduleError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", field="mode")
+    raise ScheduleError(f"unknown mode {quoted(mode)}; choose one of {', '.join(MODES)}", field="mode")
 
 
 # a count past this (layers, a span, stages) is a typo or a hostile file, not a schedule
 LARGEST_COUNT = 10**9
 _COUNTS = ("num_layers", "max_layers", "min_layers", "warmup_layers", "decay_span", "stages")
-
-
-def _shown(values: object, most: int = 8) -> str:
-    """A list as a message quotes it: whole where short, else its first and last few and how many in all ('[12,
-    11, 10, 9, 8, 7, ..., 2, 1] (5000 values)'), so a file's list of thousands is one line, not a page."""
-    if not isinstance(values, list | tuple) or len(values) <= most:
-        return repr(list(values) if isinstance(values, tuple) else values)
-    head, tail = (repr(v) for v in values[: most - 2]), (repr(v) for v in values[-2:])
-    return f"[{', '.join(head)}, ..., {', '.join(tail)}] ({len(values)} values)"
 
 
 def mask_string(layers: Sequence[int], num_layers: int) -> str:
@@ -95,10 +86,13 @@ class Schedule:
             raise ScheduleError(f"num_layers must be >= 1, got {L}", field="num_layers")
         if self.shape not in SHAPES:
             raise ScheduleError(
-                f"unknown schedule shape {self.shape!r}; choose one of {', '.join(SHAPES)}", field="shape"
+                f"unknown schedule shape {quoted(self.shape)}; choose one of {', '.join(SHAPES)}",
+                field="shape",
             )
         if self.mode not in MODES:
-            raise ScheduleError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}", field="mode")
+            raise ScheduleError(
+                f"unknown mode {quoted(self.mode)}; choose one of {', '.join(MODES)}", field="mode"
+            )
         if self.shape == "custom":
             if not self.budgets_list:
                 raise ScheduleError(
@@ -156,7 +150,7 @@ class Schedule:
         source = (
             f"full depth runs all {hi} layers"
             if self.shape == "full"
-            else (f"custom budgets {_shown(self.budgets_list)} start at {hi} and end at {lo}")
+            else (f"custom budgets {quoted(self.budgets_list)} start at {hi} and end at {lo}")
         )
         for name, given, implied in (
             ("max_layers", self.max_layers, hi),
@@ -176,7 +170,7 @@ class Schedule:
             v = whole_number(getattr(self, name))  # np.int64(12) or a JSON writer's 12.0 is the count 12
             optional = name in ("max_layers", "min_layers", "decay_span")
             if (v is None and not optional) or (v is not None and not is_whole(v)):
-                raise ScheduleError(f"{name} must be a whole number, got {v!r}", field=name)
+                raise ScheduleError(f"{name} must be a whole number, got {quoted(v)}", field=name)
             if v is not None and v > LARGEST_COUNT:  # 1e308 in a file is whole, and names no schedule
                 said = f"{v:,}" if v < 10**15 else f"about 10^{round(int(v).bit_length() * math.log10(2))}"
                 raise ScheduleError(
@@ -189,19 +183,19 @@ class Schedule:
             or not isinstance(self.alpha, numbers.Real)
             or not math.isfinite(self.alpha)
         ):
-            raise ScheduleError(f"alpha must be a number in (0, 1], got {self.alpha!r}", field="alpha")
+            raise ScheduleError(f"alpha must be a number in (0, 1], got {quoted(self.alpha)}", field="alpha")
         object.__setattr__(self, "alpha", python_number(self.alpha))  # NumPy's as Python's
         budgets = (
             () if isinstance(self.budgets_list, str | bytes) else tuple(map(whole_number, self.budgets_list))
         )
         if isinstance(self.budgets_list, str | bytes) or not all(is_whole(b) for b in budgets):
             raise ScheduleError(
-                f"budgets must be whole numbers, got {_shown(self.budgets_list)}", field="budgets_list"
+                f"budgets must be whole numbers, got {quoted(self.budgets_list)}", field="budgets_list"
             )
         object.__setattr__(self, "budgets_list", budgets)  # any sequence (a list, a NumPy array) as a tuple
         for name in ("shape", "mode"):
             if not isinstance(getattr(self, name), str):
-                raise ScheduleError(f"{name} must be text, got {getattr(self, name)!r}", field=name)
+                raise ScheduleError(f"{name} must be text, got {quoted(getattr(self, name))}", field=name)
 
     # -- budgets -------------------------------------------------------------------------------------------
     def span(self, max_new_tokens: int) -> int:
@@ -264,7 +258,7 @@ class Schedule:
         budgets = d.get("budgets_list") or ()
         if not isinstance(budgets, list | tuple):
             raise ScheduleError(
-                f"budgets_list must be a list of whole numbers, got {_shown(budgets)}", field="budgets_list"
+                f"budgets_list must be a list of whole numbers, got {quoted(budgets)}", field="budgets_list"
             )
         return cls(**{**d, "budgets_list": tuple(budgets)})  # the caller's dict as it was
 
@@ -285,11 +279,12 @@ class Schedule:
         if num_layers is not None:
             if layers is not None and not is_whole(layers):
                 raise ScheduleError(
-                    f"{path}: num_layers must be a whole number, got {d['num_layers']!r}", field="num_layers"
+                    f"{path}: num_layers must be a whole number, got {quoted(d['num_layers'])}",
+                    field="num_layers",
                 )
             if layers is not None and layers != num_layers:
                 raise ScheduleError(
-                    f"{path}: the schedule is for {layers!r} layers but the model has {num_layers}; export one "
+                    f"{path}: the schedule is for {quoted(layers)} layers but the model has {num_layers}; export one "
                     "for this model",
                     field="num_layers",
                 )
@@ -374,7 +369,7 @@ def schedule_for_speedup(
     """
     for name, value in (("target_speedup", target), ("tolerance", tolerance)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise ScheduleError(f"{name} must be a finite number, got {value!r}", field=name)
+            raise ScheduleError(f"{name} must be a finite number, got {quoted(value)}", field=name)
     if target < 1.0:
         raise ScheduleError(
             f"target_speedup must be a finite number >= 1, got {target}", field="target_speedup"
@@ -388,11 +383,11 @@ def schedule_for_speedup(
     num_layers, max_new_tokens = whole_number(num_layers), whole_number(max_new_tokens)
     for name, value in (("num_layers", num_layers), ("max_new_tokens", max_new_tokens)):
         if not is_whole(value) or value < 1:
-            raise ScheduleError(f"{name} must be a whole number >= 1, got {value!r}", field=name)
+            raise ScheduleError(f"{name} must be a whole number >= 1, got {quoted(value)}", field=name)
     warmup_layers, max_layers = whole_number(warmup_layers), whole_number(max_layers)  # 3.0 from a table: 3
     for name, value in (("warmup_layers", warmup_layers), ("max_layers", max_layers)):
         if (value is not None or name == "warmup_layers") and not is_whole(value):
-            raise ScheduleError(f"{name} must be a whole number, got {value!r}", field=name)
+            raise ScheduleError(f"{name} must be a whole number, got {quoted(value)}", field=name)
     _check_layer_count("max_layers", max_layers, num_layers)
     if mode == "skip" and not 0 <= warmup_layers < num_layers:
         raise ScheduleError(
@@ -563,7 +558,7 @@ def schedule_from_settings(
         budget_list = tuple(int(b) for b in budgets.split(",")) if budgets else ()
     except ValueError as e:
         raise ScheduleError(
-            f"budgets must be comma-separated integers, got {budgets!r}", field="budgets"
+            f"budgets must be comma-separated integers, got {quoted(budgets)}", field="budgets"
         ) from e
     return Schedule(
         num_layers, shape, mode, max_layers, min_layers, warmup_layers, budgets_list=budget_list, **extra

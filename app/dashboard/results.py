@@ -33,7 +33,7 @@ from app.dashboard.markdown import plain
 from app.dashboard.models import DTYPE_KEY, LOCAL_KEY, MODEL_KEY
 from app.dashboard.provenance import Settings, differences
 from app.dashboard.runstore import TRACE, Run, RunRecord, RunStore
-from skipcore.errors import UserError, first_line
+from skipcore.errors import UserError, first_line, quoted
 
 if TYPE_CHECKING:
     from skipcore.decode.outputs import GenerationResult
@@ -505,7 +505,7 @@ class TuneRunResult(PageResult):
     def from_run(cls, run: Run, store: RunStore) -> TuneRunResult:
         floor = run.data.get("floor")
         if not isinstance(floor, int | float) or isinstance(floor, bool):
-            raise UserError(f"its record's floor is not a number ({floor!r})")
+            raise UserError(f"its record's floor is not a number ({quoted(floor)})")
         if run.data.get("schedule") is not None:
             from skipcore.schedule import Schedule
 

@@ -16,7 +16,7 @@ from app.dashboard import address
 from app.dashboard.loading import get_engine
 from app.dashboard.models import current_choice
 from app.dashboard.trained import generation_defaults
-from skipcore.errors import ScheduleError
+from skipcore.errors import ScheduleError, quoted
 from skipcore.models.generation_defaults import speedup_horizon
 from skipcore.schedule import MODES, SHAPES, Schedule, schedule_for_speedup
 
@@ -148,7 +148,7 @@ def parse_budgets(text: str) -> tuple[int, ...]:
         return tuple(int(p) for p in parts)
     except ValueError:
         raise ScheduleError(
-            f"custom budgets must be whole numbers separated by commas, got {text!r}"
+            f"custom budgets must be whole numbers separated by commas, got {quoted(text)}"
         ) from None
 
 

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from skipcore import TRACE_COLUMNS, read_trace, write_trace
-from skipcore.errors import UserError, first_line
+from skipcore.errors import UserError, first_line, quoted
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
 from skipcore.traces.files import ZIP_READ_ERRORS
@@ -49,7 +49,7 @@ def trace_download(
 ) -> tuple[bytes, str, str]:
     """(bytes, file name, MIME type) of the trace in `fmt` (parquet, csv or jsonl)."""
     if fmt not in DOWNLOAD_FORMATS:
-        raise UserError(f"unknown trace format {fmt!r}; choose one of {', '.join(DOWNLOAD_FORMATS)}")
+        raise UserError(f"unknown trace format {quoted(fmt)}; choose one of {', '.join(DOWNLOAD_FORMATS)}")
     name = f"{stem}.{fmt}" if fmt == "parquet" else f"{stem}.{fmt}.zip"
     with tempfile.TemporaryDirectory() as tmp:
         path = write_trace(trace, Path(tmp) / name, metadata)

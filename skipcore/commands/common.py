@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Callable
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.files import check_path_text
 from skipcore.shipped import shipped_path
 
@@ -26,13 +26,15 @@ def comma_list(kind: type, name: str) -> Callable[[str], tuple]:
         if not any(items):
             raise argparse.ArgumentTypeError(f"{name} is empty")
         if not all(items):
-            raise argparse.ArgumentTypeError(f"{name} has an empty item: {text!r}")
+            raise argparse.ArgumentTypeError(f"{name} has an empty item: {quoted(text)}")
         try:
             values = tuple(kind(v) for v in items)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a comma-separated list, got {quoted(text)}"
+            ) from None
         if kind is float and not all(math.isfinite(v) for v in values):
-            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {text!r}")
+            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {quoted(text)}")
         return values
 
     return parse
@@ -45,7 +47,7 @@ def finite(text: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {quoted(text)}")
     return value
 
 

@@ -14,7 +14,7 @@ from skipcore.data.e2e_synth import (
     write_default_corpus,
 )
 from skipcore.data.writers import README
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.files import check_output_name, check_utf8_name, check_writable_folder
 
 PROGRESS_FROM = 20_000  # MRs from which writing takes long enough (~10 s) to show a progress bar
@@ -25,7 +25,9 @@ def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count (a whole number >= 0), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a count (a whole number >= 0), got {quoted(text)}"
+        ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a count (a whole number >= 0), got {value}")
     return value

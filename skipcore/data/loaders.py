@@ -16,7 +16,7 @@ from typing import Any
 
 from skipcore.data.example import Example
 from skipcore.data.prompts import TASKS
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.files import parse_json
 from skipcore.shipped import shipped_elsewhere
 
@@ -56,7 +56,9 @@ def _group(pairs: Iterable[tuple[str, list[str]]], task: str) -> list[Example]:
 
 def _check_task(task: str) -> None:
     if task not in TASKS:
-        raise DataFormatError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}", field="task")
+        raise DataFormatError(
+            f"unknown task {quoted(task)}; expected one of {', '.join(TASKS)}", field="task"
+        )
 
 
 def _require_file(path: Path) -> None:
@@ -223,7 +225,8 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
     if isinstance(loaded, datasets.DatasetDict):
         if split is None or split not in loaded:
             raise DataFormatError(
-                f"{name_or_dir}: choose a split, one of {', '.join(loaded)} (got {split!r})", field="split"
+                f"{name_or_dir}: choose a split, one of {', '.join(loaded)} (got {quoted(split)})",
+                field="split",
             )
         return loaded[split], f"{name_or_dir} [{split}]"
     return loaded, str(name_or_dir)

@@ -18,6 +18,8 @@ generic    ``Input: ...\\nOutput:``                      `` ...``
 
 from __future__ import annotations
 
+from skipcore.errors import quoted
+
 TASKS: tuple[str, ...] = ("e2e", "cnn_dm", "tldr", "generic")
 
 _PROMPT_TEMPLATES: dict[str, str] = {
@@ -30,7 +32,7 @@ _PROMPT_TEMPLATES: dict[str, str] = {
 
 def _check_task(task: str) -> None:
     if task not in _PROMPT_TEMPLATES:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+        raise ValueError(f"unknown task {quoted(task)}; expected one of {', '.join(TASKS)}")
 
 
 def format_prompt(task: str, source: str) -> str:

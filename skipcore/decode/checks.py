@@ -14,7 +14,7 @@ from skipcore.decode.outputs import BatchOutput
 from skipcore.decode.sampling import Sampling
 from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.step import DepthPolicy
-from skipcore.errors import ArgumentTypeError, UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 from skipcore.plain_numbers import is_whole, whole_number
 
 # what a decode call reads of a policy (`skipcore.decode.step.DepthPolicy`): the loop's members, and what its trace
@@ -142,7 +142,9 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
         )
     for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
         if value is not None and not is_whole(whole_number(value)):
-            raise ArgumentTypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+            raise ArgumentTypeError(
+                f"{name} must be a whole number, got {type(value).__name__} {quoted(value)}"
+            )
     if max_new_tokens is None:
         raise ArgumentTypeError("max_new_tokens must be a whole number, got None")
     if sampling is not None and not isinstance(sampling, Sampling):

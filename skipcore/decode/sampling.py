@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 # Logits divided by a smaller temperature overflow float32 (|logit| up to 1e32 is safe at 1e-6), and the draw
@@ -73,12 +73,12 @@ class Sampling:
         for name in ("temperature", "top_p"):
             value = python_number(getattr(self, name))
             if not is_number(value):
-                raise UserError(f"{name} must be a number, got {value!r}", field=name)
+                raise UserError(f"{name} must be a number, got {quoted(value)}", field=name)
             object.__setattr__(self, name, value)  # NumPy's as Python's: transformers' checks
         for name in ("top_k", "seed"):
             value = whole_number(getattr(self, name))
             if not is_whole(value):
-                raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
+                raise UserError(f"{name} must be a whole number, got {quoted(value)}", field=name)
             object.__setattr__(self, name, value)
         if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
             raise UserError(

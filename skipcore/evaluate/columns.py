@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 
 Kind = Literal["number", "text"]
 BELONG = {"number": "numbers belong", "text": "text belongs"}  # "holds text where numbers belong"
@@ -77,7 +77,7 @@ def check_columns(
                 where = f"row {i + 1}: " if part == "column" else ""
                 raise UserError(
                     f"{source}: {part} {name} holds {_said(value)} where {BELONG[column.kind]} "
-                    f"({where}{_shown(value)}); {remedy}"
+                    f"({where}{quoted(value)}); {remedy}"
                 )
 
 
@@ -116,8 +116,3 @@ def _said(value: object) -> str:
     if isinstance(value, Iterable):
         return "a list"
     return f"a {type(value).__name__}"
-
-
-def _shown(value: object, keep: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= keep else text[: keep - 3] + "..."

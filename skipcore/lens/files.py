@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from skipcore.errors import UserError, first_line
+from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import (
     atomic_write,
     atomic_writes,
@@ -51,7 +51,7 @@ _TEXT = [c for c, k in LENS_COLUMNS.items() if k == "str"]
 def _check_format(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
-        raise UserError(f"unknown lens table format {path.name!r}; use one of {', '.join(FORMATS)}")
+        raise UserError(f"unknown lens table format {quoted(path.name)}; use one of {', '.join(FORMATS)}")
     return suffix
 
 

@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from skipcore.adapters import ADAPTERS, check_config, check_supported
-from skipcore.errors import ModelError, SkipcoreWarning, UserError, first_line, is_failure
+from skipcore.errors import ModelError, SkipcoreWarning, UserError, first_line, is_failure, quoted
 from skipcore.kernels.precision import DtypeChoice
 from skipcore.models.catalog import REAL_MODELS
 from skipcore.models.dtype_choice import Promise, asked_dtype, choose_dtype
@@ -51,7 +51,7 @@ def check_device(device: str) -> None:
     """An unknown device name refused in one line; whether the device is on this machine is `resolve_device`'s
     question (a Ray cluster's workers may have a GPU its driver lacks)."""
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
-        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda", field="device")
+        raise UserError(f"unknown device {quoted(device)}; choose auto, cpu or cuda", field="device")
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -99,7 +99,7 @@ def model_dtype(
 def check_dtype(dtype: str) -> None:
     """An unknown dtype name refused in one line (before any model is looked for)."""
     if dtype != "auto" and dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r}; choose auto, {', '.join(DTYPES)}")
+        raise UserError(f"unknown dtype {quoted(dtype)}; choose auto, {', '.join(DTYPES)}")
 
 
 def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = False) -> PretrainedConfig:

@@ -22,7 +22,7 @@ import json
 import os
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.files import atomic_write, parse_json
 
 RECORD_FILE = "skipcore_training.json"
@@ -126,7 +126,7 @@ def read_record(folder: str | Path) -> dict | None:
         raise UserError(f"cannot read {path}: {e}") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise UserError(f"{path}: unknown format {found!r} (expected {FORMAT})")
+        raise UserError(f"{path}: unknown format {quoted(found)} (expected {FORMAT})")
     return data
 
 

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from skipcore.decode.static_policy import StaticPolicy
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.policies.adaptive import SIGNALS, AdaptivePolicy
 from skipcore.policies.calm import MEASURES, CalmPolicy
 from skipcore.policies.speculative import SpeculativePolicy
@@ -30,7 +30,7 @@ POLICIES = tuple(POLICY_CLASSES)
 def policy_class(name: str) -> type:
     """The policy class a name stands for."""
     if name not in POLICY_CLASSES:
-        raise UserError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}", field="policy")
+        raise UserError(f"unknown policy {quoted(name)}; choose one of {', '.join(POLICIES)}", field="policy")
     return POLICY_CLASSES[name]
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.plain_numbers import is_whole, whole_number
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import MODES, Schedule, layers_for_budget
@@ -121,7 +121,9 @@ class AdaptivePolicy(Parameterised):
     def __post_init__(self) -> None:
         self.check_params()
         if self.mode not in MODES:
-            raise UserError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}", field="mode")
+            raise UserError(
+                f"unknown mode {quoted(self.mode)}; choose one of {', '.join(MODES)}", field="mode"
+            )
         if self.signal == "max_prob" and self.threshold > 1:
             raise UserError(
                 f"threshold {self.threshold} is above 1: a top probability never reaches it, so the budget would "
@@ -131,7 +133,7 @@ class AdaptivePolicy(Parameterised):
         warmup = whole_number(self.warmup_layers)
         if not is_whole(warmup) or warmup < 0:
             raise UserError(
-                f"warmup_layers must be a whole number >= 0, got {warmup!r}", field="warmup_layers"
+                f"warmup_layers must be a whole number >= 0, got {quoted(warmup)}", field="warmup_layers"
             )
         object.__setattr__(self, "warmup_layers", warmup)  # NumPy's as Python's: the trace's metadata is JSON
 

@@ -20,7 +20,7 @@ from dataclasses import MISSING, dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal
 
-from skipcore.errors import UserError, flag_of
+from skipcore.errors import UserError, flag_of, quoted
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 SweepForm = Literal["axis", "one"] | None
@@ -99,9 +99,9 @@ class Param:
             return
         value = self.plain(value)
         if self.kind is int and not is_whole(value):
-            raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
+            raise UserError(f"{name} must be a whole number, got {quoted(value)}", field=name)
         if self.kind is float and not is_number(value):
-            raise UserError(f"{name} must be a number, got {value!r}", field=name)
+            raise UserError(f"{name} must be a number, got {quoted(value)}", field=name)
         if not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}", field=name)
         high = self.high

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from skipcore.errors import UserError, first_line
+from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import (
     atomic_write,
     atomic_writes,
@@ -62,7 +62,7 @@ def _check_format(path: Path) -> str:
         if name.endswith(fmt) and len(name) > len(fmt):
             return fmt
     raise UserError(
-        f"unknown trace format {path.name!r}; use one of {', '.join((*FORMATS, *ZIPPED_FORMATS))}"
+        f"unknown trace format {quoted(path.name)}; use one of {', '.join((*FORMATS, *ZIPPED_FORMATS))}"
     )
 
 

@@ -24,7 +24,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.models.training_record import with_state
 from skipcore.training import LR_SCHEDULERS
 from skipcore.training.batching import Pair, collate, epoch_batches
@@ -84,7 +84,7 @@ class Hyper:
         if not 0 <= self.warmup_ratio < 1:
             raise UserError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}", field="warmup_ratio")
         if self.lr_scheduler not in LR_SCHEDULERS:
-            raise UserError(f"unknown lr_scheduler {self.lr_scheduler!r}", field="lr_scheduler")
+            raise UserError(f"unknown lr_scheduler {quoted(self.lr_scheduler)}", field="lr_scheduler")
         for name in ("log_every", "eval_every", "save_every", "keep_checkpoints"):  # 0: none (all kept)
             if getattr(self, name) < 0:
                 raise UserError(f"{name} must be >= 0, got {getattr(self, name)}", field=name)

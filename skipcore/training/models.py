@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, OPTConfig, PreTrainedModel
 
 from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.models.loading import adapter_tokenizer, load_config, prepare_tokenizer
 from skipcore.models.training_record import read_record
 from skipcore.training import FAMILIES, memory
@@ -115,7 +115,7 @@ def family_config(family: str, size: ModelSize, tokenizer):
             **ids,
         )
     raise UserError(
-        f"unknown init_config {family!r}; choose one of {', '.join(FAMILIES)}", field="init_config"
+        f"unknown init_config {quoted(family)}; choose one of {', '.join(FAMILIES)}", field="init_config"
     )
 
 

@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from skipcore.errors import ScheduleError, UserError
+from skipcore.errors import ScheduleError, UserError, quoted
 from skipcore.models.training_record import typical_output_tokens
 from skipcore.schedule import (
     Schedule,
@@ -53,7 +53,7 @@ class SchedulePlan:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise UserError(f"unknown schedule plan {self.kind!r}; choose one of {', '.join(KINDS)}")
+            raise UserError(f"unknown schedule plan {quoted(self.kind)}; choose one of {', '.join(KINDS)}")
         if self.kind == "fixed" and self.fixed is None:
             raise UserError("a fixed skip-aware plan needs a schedule")
         # every kind's span: generation runs at it later
@@ -166,7 +166,7 @@ class SchedulePlan:
 def parse_range(text: str) -> tuple[float, float]:
     """'1.0:5.0' -> (1.0, 5.0); a single number means that one speedup."""
     wrong = UserError(
-        f"elastic expects LOW:HIGH target speedups such as 1.0:5.0, got {text!r}", field="elastic"
+        f"elastic expects LOW:HIGH target speedups such as 1.0:5.0, got {quoted(text)}", field="elastic"
     )
     try:
         values = [float(p) for p in text.split(":")]

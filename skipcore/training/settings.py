@@ -13,7 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import get_args, get_type_hints
 
 from skipcore.data.prompts import TASKS
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
@@ -193,7 +193,7 @@ class TrainSettings:
             value = getattr(s, name)
             if value is not None and value not in allowed:
                 raise UserError(
-                    f"{name}: unknown value {value!r}; choose from {', '.join(allowed)}", field=name
+                    f"{name}: unknown value {quoted(value)}; choose from {', '.join(allowed)}", field=name
                 )
         if s.limit is not None and s.limit < 1:
             raise UserError(f"limit must be >= 1, got {s.limit}", field="limit")
@@ -263,7 +263,7 @@ def _count(name: str, value: object) -> int | None:
         return None
     value = whole_number(value)
     if not is_whole(value):
-        raise UserError(f"{name} must be a whole number, got {value!r}", field=name)
+        raise UserError(f"{name} must be a whole number, got {quoted(value)}", field=name)
     return value
 
 
@@ -274,7 +274,7 @@ def _number(name: str, value: object) -> float | int | None:
         return None
     value = python_number(value)
     if not is_number(value) or not math.isfinite(value):
-        raise UserError(f"{name} must be a finite number, got {value!r}", field=name)
+        raise UserError(f"{name} must be a finite number, got {quoted(value)}", field=name)
     return value
 
 
@@ -283,10 +283,10 @@ def _counts(name: str, values: object) -> tuple[int, ...]:
     or an item is no whole number."""
     listed = values.tolist() if hasattr(values, "tolist") else values
     if not isinstance(listed, list | tuple):
-        raise UserError(f"{name} must be a list of whole numbers, got {values!r}", field=name)
+        raise UserError(f"{name} must be a list of whole numbers, got {quoted(values)}", field=name)
     counts = tuple(whole_number(v) for v in listed)
     if not all(is_whole(v) for v in counts):
-        raise UserError(f"{name} must be whole numbers, got {list(counts)!r}", field=name)
+        raise UserError(f"{name} must be whole numbers, got {quoted(list(counts))}", field=name)
     return counts
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from skipcore.errors import UserError, said_by
+from skipcore.errors import UserError, quoted, said_by
 from skipcore.threads import check_threads
 
 # what a plan can time beside full depth (the reference every row is paired with), as --settings names them
@@ -175,7 +175,7 @@ def model_sizes(name: str) -> tuple[int, int]:
         return shape["num_hidden_layers"], shape["max_position_embeddings"]
     if not Path(name).exists():
         raise UserError(
-            f"unknown bench model {name!r}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
+            f"unknown bench model {quoted(name)}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
             f"times its own weights where it is installed: {', '.join(REAL_MODELS)}), or a model folder",
             field="models",
         )
@@ -192,7 +192,9 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
     lengths."""
     unknown = [k for k in plan.settings if k not in SETTING_KINDS]
     if unknown:
-        raise UserError(f"--settings: unknown setting {unknown[0]!r}; choose from {', '.join(SETTING_KINDS)}")
+        raise UserError(
+            f"--settings: unknown setting {quoted(unknown[0])}; choose from {', '.join(SETTING_KINDS)}"
+        )
     for kind in ("no-graphs", "fused"):
         if kind in plan.settings and not plan.static_steps:
             raise UserError(

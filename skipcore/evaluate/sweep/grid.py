@@ -14,7 +14,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.evaluate.sweep.settings import NAN, ModelFacts, Setting, SweepConfig
 
 if TYPE_CHECKING:
@@ -337,7 +337,7 @@ def build_grid(cfg: SweepConfig) -> list[Setting]:
     """Settings in run order: per model, per batch size, full depth first (its paired timing gives the noise floor)."""
     unknown = [p for p in cfg.policies if p not in POLICY_GRID]
     if unknown:
-        raise UserError(f"unknown sweep policy {unknown[0]!r}; choose from {', '.join(POLICY_GRID)}")
+        raise UserError(f"unknown sweep policy {quoted(unknown[0])}; choose from {', '.join(POLICY_GRID)}")
     if "transformers" in cfg.policies and 1 not in cfg.batch_sizes:
         raise UserError(
             "--policies transformers runs at batch size 1 only (transformers' assisted decoding supports no "

@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from skipcore.errors import SkipcoreWarning, UserError, first_line
+from skipcore.errors import SkipcoreWarning, UserError, first_line, quoted
 from skipcore.evaluate.sweep.executors import Failure, FailureCallback
 from skipcore.evaluate.sweep.rows import RowCallback
 from skipcore.evaluate.sweep.settings import SweepConfig
@@ -94,7 +94,7 @@ def _check_reachable(address: str, seconds: float = 10.0) -> None:
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise UserError(
-            f"address must be HOST:PORT (as `ray start --head` prints it) or auto, got {address!r}",
+            f"address must be HOST:PORT (as `ray start --head` prints it) or auto, got {quoted(address)}",
             field="address",
         )
     try:

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.labels import setting_label, sweep_policies
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 from skipcore.policies.params import Param, params_of
@@ -262,7 +262,7 @@ def _plain_numbers(cfg: SweepConfig) -> SweepConfig:
         if not (is_whole(value) if whole else is_number(value)):
             words = "whole number" if whole else "number"
             words = f"all be {words}s" if axis else f"be a {words}"
-            raise UserError(f"{name} must {words}, got {value!r}", field=name)
+            raise UserError(f"{name} must {words}, got {quoted(value)}", field=name)
         return value
 
     counts = {
@@ -291,7 +291,9 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     ):
         for v in values:
             if v not in allowed:
-                raise UserError(f"{name}: unknown value {v!r}; choose from {', '.join(allowed)}", field=name)
+                raise UserError(
+                    f"{name}: unknown value {quoted(v)}; choose from {', '.join(allowed)}", field=name
+                )
     if cfg.limit is not None and cfg.limit < 1:
         raise UserError(f"limit must be >= 1, got {cfg.limit}", field="limit")
     cfg = resolve_lengths(cfg)
@@ -305,7 +307,7 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     for column, values in cfg.policy_values.items():
         if column not in known:
             raise UserError(
-                f"unknown policy parameter {column!r}; the sweep lists {', '.join(known)}",
+                f"unknown policy parameter {quoted(column)}; the sweep lists {', '.join(known)}",
                 field="policy_values",
             )
         for value in values:
@@ -338,6 +340,6 @@ def check_engine(device: str, dtype: str, attention_dtype: str) -> None:
             raise UserError(str(e), field=name) from e
     if attention_dtype not in ATTENTION_DTYPES:
         raise UserError(
-            f"attention_dtype: unknown value {attention_dtype!r}; choose from {', '.join(ATTENTION_DTYPES)}",
+            f"attention_dtype: unknown value {quoted(attention_dtype)}; choose from {', '.join(ATTENTION_DTYPES)}",
             field="attention_dtype",
         )

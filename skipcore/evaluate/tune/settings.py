@@ -14,7 +14,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
-from skipcore.errors import UserError, flag_of
+from skipcore.errors import UserError, flag_of, quoted
 from skipcore.evaluate.sweep.settings import check_engine
 from skipcore.files import check_output_name, check_utf8_name
 from skipcore.measure.paired_timing import MIN_PAIRED_RUNS
@@ -216,7 +216,9 @@ def check_settings(s: TuneSettings) -> TuneSettings:
     ):
         for v in values:
             if v not in allowed:
-                raise UserError(f"{name}: unknown value {v!r}; choose from {', '.join(allowed)}", field=name)
+                raise UserError(
+                    f"{name}: unknown value {quoted(v)}; choose from {', '.join(allowed)}", field=name
+                )
         if not values:
             raise UserError(f"{name} is empty: choose at least one", field=name)
     for name, low in (
@@ -266,21 +268,23 @@ def _as_list(name: str, value, kind: str) -> tuple:
         try:
             return tuple(item(v) for v in parts)
         except ValueError:
-            raise UserError(f"{name} must be comma-separated {words}, got {value!r}", field=name) from None
+            raise UserError(
+                f"{name} must be comma-separated {words}, got {quoted(value)}", field=name
+            ) from None
     listed = value.tolist() if hasattr(value, "tolist") else value  # a NumPy array as a list
     if not isinstance(listed, list | tuple):
-        raise UserError(f"{name} must be a list of {words}, got {value!r}", field=name)
+        raise UserError(f"{name} must be a list of {words}, got {quoted(value)}", field=name)
     values = [(whole_number if item is int else python_number)(v) for v in listed]  # NumPy's as Python's
     for v in values:
         fits = isinstance(v, item) if item is str else isinstance(v, int | float if item is float else int)
         if not fits or isinstance(v, bool):
-            raise UserError(f"{name} must be {words}, got {v!r} in {list(value)}", field=name)
+            raise UserError(f"{name} must be {words}, got {quoted(v)} in {quoted(list(value))}", field=name)
     return tuple(item(v) for v in values)
 
 
 def _at_least(name: str, value: int, low: int) -> None:
     if not is_whole(value) or value < low:
-        raise UserError(f"{name} must be a whole number >= {low}, got {value!r}", field=name)
+        raise UserError(f"{name} must be a whole number >= {low}, got {quoted(value)}", field=name)
 
 
 def _check_splits(s: TuneSettings) -> None:
