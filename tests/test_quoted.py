@@ -50,3 +50,19 @@ def test_the_librarys_refusals_quote_a_long_value_in_a_line(refuse):
 def test_a_long_flag_value_is_said_in_a_line(capsys, flag):
     said = refused(capsys, ["generate", flag, "x" * 5000])
     assert flag in said and "x" * 100 not in said and len(said) < 200, said[:300]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--batch-sizes", "1,,2"],
+        ["bench", "--targets", "1,x"],
+        ["sweep", "--out", "o", "--calm-thresholds", ","],
+        ["tune", "--out", "o", "--shapes", "linear,"],
+        ["train", "--out", "o", "--whole-layers", "1,y"],
+    ],
+)
+def test_a_list_flag_is_named_once(capsys, argv):
+    """argparse says 'argument --batch-sizes:' in front; the refusal after it said the flag again."""
+    said = refused(capsys, argv)
+    assert said.count(argv[-2]) == 1, said

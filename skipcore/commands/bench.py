@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument(
         "--models",
-        type=comma_list(str, "--models"),
+        type=comma_list(str),
         help="comma list of models: random ones shaped like public checkpoints (opt-125m, opt-1.3b, llama-1b; "
         "opt-tiny, llama-tiny for a smoke test), "
         "the real models by short name (smollm2-135m, gemma-3-270m: their own weights where installed, else a "
@@ -33,26 +33,26 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--batch-sizes",
-        type=comma_list(int, "--batch-sizes"),
+        type=comma_list(int),
         help="comma list (default: 1,8 on CPU; 1,8,32 on CUDA)",
     )
     p.add_argument("--prompt-len", type=int, default=None, help="prompt tokens (default: 32 CPU, 128 CUDA)")
     p.add_argument(
-        "--new-tokens", type=comma_list(int, "--new-tokens"),
+        "--new-tokens", type=comma_list(int),
         help="comma list of generated tokens per run (default: 64 on CPU; 128,512 on CUDA)",
     )  # fmt: skip
     p.add_argument(
-        "--targets", type=comma_list(float, "--targets"), default=(2.0, 3.0, 4.0),
+        "--targets", type=comma_list(float), default=(2.0, 3.0, 4.0),
         help="skip targets (theoretical layer speedups; default: 2,3,4)",
     )  # fmt: skip
     p.add_argument(
-        "--draft-tokens", type=comma_list(int, "--draft-tokens"),
+        "--draft-tokens", type=comma_list(int),
         help="speculative rows: tokens a row drafts per round, a list (default: the device's draft length, on "
         "CUDA and wherever --settings names a speculative row; no speculative rows on the CPU otherwise)",
     )  # fmt: skip
     p.add_argument("--draft-target", type=finite, default=3.0, help="the drafts' skip target (default: 3)")
     p.add_argument(
-        "--settings", type=comma_list(str, "--settings"),
+        "--settings", type=comma_list(str),
         help="what to time beside full depth, the reference (default: all the device runs): full, no-graphs, "
         "skip, speculative, speculative-float32 and generate-float32 (a half-precision run's speculative rows and "
         "generate() in float32), attention-float32 (full depth and speculative rows with --attention-dtype float32), "

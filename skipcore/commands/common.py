@@ -16,25 +16,23 @@ DEFAULT_MODEL = shipped_path("data/models/skipdecode-opt-e2e")
 DEFAULT_DATASET = shipped_path("data/e2e_synth")
 
 
-def comma_list(kind: type, name: str) -> Callable[[str], tuple]:
-    """An argparse `type` for comma-separated values of `kind` (finite, for floats), said in one line if not; the
-    spaces around a value are not part of it ('opt-tiny, llama-tiny'), and an empty item ('1,,2', '1,2,') is refused
-    as the typo it is, as every list flag refuses it."""
+def comma_list(kind: type) -> Callable[[str], tuple]:
+    """An argparse `type` for comma-separated values of `kind` (finite, for floats), said in one line if not (after
+    argparse's own 'argument --flag:'); the spaces around a value are not part of it ('opt-tiny, llama-tiny'), and an
+    empty item ('1,,2', '1,2,') is refused as the typo it is, as every list flag refuses it."""
 
     def parse(text: str) -> tuple:
         items = [v.strip() for v in text.split(",")]
         if not any(items):
-            raise argparse.ArgumentTypeError(f"{name} is empty")
+            raise argparse.ArgumentTypeError("an empty list")
         if not all(items):
-            raise argparse.ArgumentTypeError(f"{name} has an empty item: {quoted(text)}")
+            raise argparse.ArgumentTypeError(f"an empty item in {quoted(text)}")
         try:
             values = tuple(kind(v) for v in items)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be a comma-separated list, got {quoted(text)}"
-            ) from None
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list, got {quoted(text)}") from None
         if kind is float and not all(math.isfinite(v) for v in values):
-            raise argparse.ArgumentTypeError(f"{name} must be finite numbers, got {quoted(text)}")
+            raise argparse.ArgumentTypeError(f"must be finite numbers, got {quoted(text)}")
         return values
 
     return parse
@@ -167,7 +165,7 @@ def add_param_flag(group, param, flag: str, text: str, values=None) -> None:
     # a run's own default said in the text is not the axis's, which has its own
     one = re.sub(r" \(default: [^()]*(\([^()]*\)[^()]*)*\)", "", text)
     group.add_argument(
-        flag, type=comma_list(param.kind, flag), default=values,
+        flag, type=comma_list(param.kind), default=values,
         help=f"{one}, comma-separated (default: {','.join(f'{v:g}' if isinstance(v, float | int) else str(v) for v in values)})",
     )  # fmt: skip
 

@@ -39,7 +39,7 @@ def _add_list(group, flag: str, kind: type, text: str, field: str | None = None)
     """A comma-separated grid option whose default is SweepConfig's `field` (by default the flag's name)."""
     default = DEFAULTS[field or flag.removeprefix("--").replace("-", "_")]
     group.add_argument(
-        flag, type=comma_list(kind, flag), default=default, help=f"{text} (default: {_said(default)})"
+        flag, type=comma_list(kind), default=default, help=f"{text} (default: {_said(default)})"
     )
 
 

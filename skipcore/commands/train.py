@@ -99,7 +99,7 @@ def add_parser(sub) -> None:
     )
     lora.add_argument(
         "--whole-layers",
-        type=comma_list(int, "--whole-layers"),
+        type=comma_list(int),
         default=(),
         metavar="I,J",
         help="decoder layers (from 0) trained whole, every weight, instead of through LoRA; saved in the adapter "

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("tune", description=ABOUT)
     for f in tune_flags():
         kind = KINDS.get(f.kind.removesuffix("s"))
-        typed = {"type": comma_list(kind, f.flag) if f.many else kind} if kind else {"action": f.switch}
+        typed = {"type": comma_list(kind) if f.many else kind} if kind else {"action": f.switch}
         p.add_argument(f.flag, dest=f.name, required=f.required, help=f.said, **typed)
     for add in (add_model_args, add_threads_arg):
         add(p)

@@ -312,7 +312,7 @@ def test_prompt_files(capsys, tmp_path):
         (["bench", "--device", "cpu", "--models", "opt-tiny", "--repeats", "0"], "--repeats must be >= 1"),
         (
             ["bench", "--device", "cpu", "--models", "opt-tiny", "--targets", "nan"],
-            "--targets must be finite numbers",
+            "argument --targets: must be finite numbers",
         ),
         (
             ["bench", "--device", "cpu", "--models", "opt-tiny", "--new-tokens", "0"],

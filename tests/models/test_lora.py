@@ -189,7 +189,7 @@ def test_whole_layers_train_every_weight_of_those_layers_beside_lora_and_resume(
         assert len(err) == 1 and message in err[0], err
     with pytest.raises(SystemExit):  # argparse's own one line
         lora_cli(model_dirs["llama"], tmp_path / "bad", "--whole-layers", "top")
-    assert "--whole-layers must be a comma-separated list" in capsys.readouterr().err
+    assert "argument --whole-layers: must be a comma-separated list" in capsys.readouterr().err
     args = ["train", "--no-progress", *ONE_STEP, "--model", str(model_dirs["llama"]), "--whole-layers", "1"]
     assert main([*args, "--out", str(tmp_path / "bad")]) == 2
     assert "--whole-layers needs --lora-rank" in capsys.readouterr().err

@@ -64,12 +64,12 @@ def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
     "flag, value, message",
     [
         ("--models", "gpt-5", "unknown bench model"),
-        ("--batch-sizes", "1,x", "--batch-sizes must be a comma-separated list"),
+        ("--batch-sizes", "1,x", "argument --batch-sizes: must be a comma-separated list"),
         ("--new-tokens", "4,0", "--new-tokens must all be >= 1, got 4,0"),
         # a list's empty item is the typo it is (it was dropped unsaid), and spaces around a value are not part of
         # it (' llama-tiny' was an unknown model)
-        ("--targets", "1,,2", "--targets has an empty item: '1,,2'"),
-        ("--batch-sizes", "1,", "--batch-sizes has an empty item: '1,'"),
+        ("--targets", "1,,2", "argument --targets: an empty item in '1,,2'"),
+        ("--batch-sizes", "1,", "argument --batch-sizes: an empty item in '1,'"),
         ("--models", "opt-tiny, nosuch", "unknown bench model 'nosuch'"),
     ],
 )
