@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -67,14 +68,16 @@ def quoted(value: object, keep: int = 40, most: int = 8) -> str:
 @contextmanager
 def said_by(names: Mapping[str, str]) -> Iterator[None]:
     """A refusal raised inside said in a front end's words: each setting it is about called by `names` ({field: the
-    caller's name for it}, a command's flags), as `UserError.said_as` says it; its fields kept. One about none of
-    them goes on as it was raised (its kind, a `ModelError`'s model)."""
+    caller's name for it}, a command's flags), as `UserError.said_as` says it; its kind and fields kept (a caller
+    catching a `ScheduleError` as the `ValueError` it is still does). One about none of them goes on as raised."""
     try:
         yield
     except UserError as e:
         if not any(name in names for name in e.fields):
             raise
-        raise UserError(e.said_as(names), field=e.fields) from e
+        said = copy.copy(e)  # its kind and attributes (fields, a ModelError's model), the message in new words
+        said.args = (e.said_as(names),)
+        raise said from e
 
 
 class ModelError(UserError):
