@@ -75,7 +75,8 @@ def said_by(names: Mapping[str, str]) -> Iterator[None]:
     except UserError as e:
         if not any(name in names for name in e.fields):
             raise
-        said = copy.copy(e)  # its kind and attributes (fields, a ModelError's model), the message in new words
+        # its kind and attributes (fields, a ModelError's model), the message in new words
+        said = copy.copy(e)
         said.args = (e.said_as(names),)
         raise said from e
 

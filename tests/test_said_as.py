@@ -42,7 +42,9 @@ def test_said_by_says_a_refusal_raised_inside_by_the_front_ends_names_and_keeps_
     assert type(caught.value) is ModelError  # its kind kept, re-said as a plain refusal it was none
     with pytest.raises(ValueError) as caught, said_by(FLAGS):
         raise ScheduleError("out must be a whole number, got 'x'", field="out")
-    assert type(caught.value) is ScheduleError and str(caught.value) == "--out must be a whole number, got 'x'"
+    assert (
+        type(caught.value) is ScheduleError and str(caught.value) == "--out must be a whole number, got 'x'"
+    )
     assert caught.value.fields == ("out",)
     with pytest.raises(KeyError), said_by(FLAGS):  # not a refusal: passes through as raised
         raise KeyError("out")
