@@ -117,8 +117,9 @@ def home_folder(instead: str, error: type[UserError] = UserError) -> Path:
 def check_path_text(
     path: str | os.PathLike, what: str = "path", error: type[UserError] = UserError, field: str | None = None
 ) -> Path:
-    """`path` as a Path, refused in one line (an `error` about the setting `field`, naming it as `what`) where no
-    file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
+    """`path` as a Path (a leading `~` read as the home folder, as a shell reads it: a tool that made a folder named
+    `~` in the current one left a trap for `rm -rf ~`), refused in one line (an `error` about the setting `field`,
+    naming it as `what`) where no file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
     a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError
     instead of saying it is not there, so every path a user gives (an output, a model, a data set) is checked here
     first."""
@@ -137,7 +138,7 @@ def check_path_text(
                 f"this file system allows at most {name_max}",
                 field=field,
             )
-    return Path(text)
+    return expand_home(text)
 
 
 def check_utf8_name(path: str | os.PathLike, what: str, field: str | None = None) -> None:
@@ -157,17 +158,23 @@ def check_utf8_name(path: str | os.PathLike, what: str, field: str | None = None
 
 
 def check_output_name(path: str | os.PathLike, what: str = "out", field: str | None = None) -> Path:
-    """`path` as a Path, refused in one line where it names no file or folder of its own: empty, `.`, `..` or a
-    path ending in one of them, or the root. Such a path is a folder that holds other things (the current one,
-    one above it), not one a tool may fill and clear, and its lock (`.<name>.lock` beside it) would have no name."""
+    """`path` as a Path (a leading `~` read as the home folder), refused in one line where it names no file or
+    folder of its own: empty, `.`, `..` or a path ending in one of them, the root, or the home folder. Such a path
+    is a folder that holds other things, not one a tool may fill and clear, and its lock (`.<name>.lock` beside it)
+    would have no name."""
     text = os.fsdecode(os.fspath(path))
-    if Path(text).name in ("", "..") or os.path.basename(os.path.normpath(text)) in ("", ".", ".."):
+    home = os.path.normpath(expand_home("~").absolute())
+    if (
+        Path(text).name in ("", "..")
+        or os.path.basename(os.path.normpath(text)) in ("", ".", "..")
+        or os.path.normpath(expand_home(text).absolute()) == home
+    ):
         raise UserError(
-            f"{what} {quoted(text)} names no folder or file of its own (the current folder, or one above it); give it a "
-            "name, such as runs/first",
+            f"{what} {quoted(text)} names no folder or file of its own (the current folder, one above it, the home "
+            "folder); give it a name, such as runs/first",
             field=field,
         )
-    return Path(text)
+    return expand_home(text)
 
 
 def _name_limits(path: Path) -> tuple[int, int]:

@@ -24,7 +24,7 @@ from skipcore.files import (
     read_parquet,
     refuse_links_out,
 )
-from tests.helpers import refused, train_two_steps
+from tests.helpers import REPO, refused, train_two_steps
 
 
 # -- a link in the output folder that leads out of it --------------------------------------------------------
@@ -224,3 +224,34 @@ def test_a_cache_variable_no_file_can_have_is_one_line(monkeypatch, tmp_path, ca
     monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / ("a" * 300)))
     said = refused(capsys, ["models"])
     assert said.startswith("error: SKIPCORE_CACHE '") and "300 bytes long" in said
+
+
+def test_a_path_from_the_home_folder_is_read_as_a_shell_reads_it(tmp_path, monkeypatch, capsys):
+    """`write_trace("~/x.parquet")` made a folder named `~` in the current one (a trap for `rm -rf ~`) and failed;
+    `read_trace("~/x")` said 'not found' of a file that exists; `--trace=~/t.parquet` (no shell expansion after
+    `=`) did the same; `data --out ~` wrote the corpus into the home folder."""
+    from skipcore import read_trace, write_trace
+
+    home, here = tmp_path / "home", tmp_path / "here"
+    home.mkdir(), here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    model = str(REPO / "data" / "models" / "skipdecode-opt-e2e")
+    argv = [
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        "MR: a",
+        "--max-new-tokens",
+        "2",
+        "--trace=~/runs/t.parquet",
+    ]
+    assert main(argv) == 0
+    assert (home / "runs" / "t.parquet").is_file() and not any(here.iterdir())
+    df, meta = read_trace("~/runs/t.parquet")
+    write_trace(df, "~/runs/copy.jsonl", meta)
+    assert (home / "runs" / "copy.jsonl").is_file() and not any(here.iterdir())
+    for out in ("~", "~/", str(home)):
+        assert "names no folder or file of its own" in refused(capsys, ["data", "--out", out])
+    assert sorted(p.name for p in home.iterdir()) == ["runs"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from collections.abc import Callable
 
@@ -50,12 +51,13 @@ def finite(text: str) -> float:
 
 
 def path_text(text: str) -> str:
-    """The argparse `type` of every path flag: refused where no file can have it (`files.check_path_text`)."""
+    """The argparse `type` of every path flag: refused where no file can have it (`files.check_path_text`); a
+    leading `~` read as the home folder, where the shell left it (`--out=~/runs`, or quoted)."""
     try:
         check_path_text(text)
     except UserError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    return text
+    return os.path.expanduser(text)  # as typed otherwise: a trailing slash says a folder was meant
 
 
 # -- shared argument groups ------------------------------------------------------------------------------

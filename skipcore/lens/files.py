@@ -18,6 +18,7 @@ from skipcore.files import (
     check_output_file,
     check_replaceable,
     check_utf8_name,
+    expand_home,
     parse_json,
     read_parquet,
 )
@@ -82,7 +83,7 @@ def validate_lens(df: pd.DataFrame, source: str = "lens table") -> pd.DataFrame:
 def check_lens_path(path: str | Path, overwrite: bool = False) -> Path:
     """Everything that would stop a lens table being written, checked before any work: its format, a folder at the
     path, an existing file without `overwrite`, a sidecar of that name skipcore did not write, an unwritable place."""
-    path = Path(path)
+    path = expand_home(path)
     suffix = _check_format(path)
     if suffix == ".parquet":  # pyarrow cannot write such a name
         check_utf8_name(path, "lens table")
@@ -122,7 +123,7 @@ def write_lens(
 
 def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Read and check a lens table; returns the frame and its run metadata."""
-    path = Path(path)
+    path = expand_home(path)
     suffix = _check_format(path)
     if not path.is_file():
         raise UserError(f"lens file not found: {path}")

@@ -29,6 +29,7 @@ from skipcore.files import (
     check_output_file,
     check_replaceable,
     check_utf8_name,
+    expand_home,
     parse_json,
     read_parquet,
 )
@@ -81,7 +82,7 @@ def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
     """Everything that would stop a trace being written, checked before any work: its format, a folder at the path,
     an existing file without `overwrite`, a sidecar of that name that is not run metadata skipcore wrote, a place
     that cannot be written."""
-    path = Path(path)
+    path = expand_home(path)
     fmt = _check_format(path)
     if fmt == ".parquet" or fmt in ZIPPED_FORMATS:  # pyarrow and zip cannot write such a name
         check_utf8_name(path, "trace")
@@ -228,7 +229,7 @@ def _write_zip(target: Path, member: str, df: pd.DataFrame, meta: dict) -> None:
 
 def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Read and validate a trace file; returns the frame and its run metadata."""
-    path = Path(path)
+    path = expand_home(path)
     fmt = _check_format(path)
     if not path.is_file():
         raise UserError(f"trace file not found: {path}")
@@ -296,12 +297,35 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
 
 def _read_jsonl(source) -> pd.DataFrame:
     """pyarrow's columnar JSON reader: a million-row trace becomes arrays, not a Python dict per row (pandas'
-    reader needed ~3.7 GB for 10^6 rows). Masks and tokens stay strings, as JSON wrote them."""
+    reader needed ~3.7 GB for 10^6 rows). Masks and tokens stay strings, as JSON wrote them. Lines nested too
+    deep for it are refused first (`_refuse_deep_lines`)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
+    data = source.read() if hasattr(source, "read") else Path(source).read_bytes()
+    _refuse_deep_lines(data)
     try:
-        table = pj.read_json(source, read_options=pj.ReadOptions(block_size=1 << 24))
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=1 << 24))
     except pa.ArrowInvalid as e:
         raise ValueError(str(e)) from e
     return table.to_pandas()
+
+
+MANY_BRACKETS = (
+    256  # '[' and '{' on one line past which Python's reader checks its nesting before pyarrow's reads it
+)
+
+
+def _refuse_deep_lines(data: bytes) -> None:
+    """pyarrow's JSON reader ends the process (a segmentation fault, no exception) on a line nested some thousands
+    deep, 20 KB of brackets; a trace's lines are flat objects. A line with many brackets (in its text, or nested) is
+    read by Python's reader first, which says such nesting as a ValueError; a file with few brackets costs three
+    counts of its bytes."""
+    if data.count(b"[") + data.count(b"{") <= data.count(b"\n") + 1 + MANY_BRACKETS:
+        return
+    for number, line in enumerate(data.splitlines(), start=1):
+        if line.count(b"[") + line.count(b"{") > MANY_BRACKETS:
+            try:
+                parse_json(line)
+            except ValueError as e:  # JSONDecodeError, or text that is no UTF-8
+                raise ValueError(f"line {number}: {first_line(e)}") from None

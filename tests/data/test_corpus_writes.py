@@ -80,8 +80,8 @@ def test_an_out_that_names_no_folder_of_its_own_is_refused(tmp_path, monkeypatch
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     err = refused(capsys, ["data", "--out", out, "--overwrite", "--train", "3", "--dev", "1", "--test", "1"])
     assert err == (
-        f"error: --out {out!r} names no folder or file of its own (the current folder, or one above it); give it "
-        "a name, such as runs/first"
+        f"error: --out {out!r} names no folder or file of its own (the current folder, one above it, the home "
+        "folder); give it a name, such as runs/first"
     )
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -270,3 +271,28 @@ def test_duplicated_or_reordered_trace_rows_are_refused(small_trace, tmp_path, f
         assert "\n" not in str(e.value), name
     write_trace(df, tmp_path / f"good.{fmt}", meta)  # the trace as generated still reads back
     assert len(read_trace(tmp_path / f"good.{fmt}")[0]) == len(df)
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_jsonl_trace_nested_deep_is_one_line_not_a_crash(tiny_trace, tmp_path, zipped):
+    """pyarrow's JSON reader ended the process (a segmentation fault) on a 20 KB line nested 10,000 deep: the
+    dashboard reads an uploaded trace with it, so one upload could take the server down."""
+    from app.dashboard.tracefiles import read_uploaded_trace
+    from skipcore.traces import TraceSchemaError, read_trace, write_trace
+
+    depth = 10_000
+    text = '{"run_id": ' + "[" * depth + "]" * depth + "}\n"
+    path = tmp_path / "deep.jsonl"
+    path.write_text(text)
+    if zipped:
+        with zipfile.ZipFile(tmp_path / "deep.jsonl.zip", "w") as zf:
+            zf.writestr("deep.jsonl", text)
+        path = tmp_path / "deep.jsonl.zip"
+    with pytest.raises(TraceSchemaError, match="line 1: nested deeper than a JSON reader follows"):
+        read_trace(path)
+    with pytest.raises(TraceSchemaError, match="nested deeper"):
+        read_uploaded_trace(path.name, path.read_bytes(), 10**8)
+    # a trace whose text holds many brackets, flat as every trace, reads back as written
+    brackets = tiny_trace.assign(token=["[" * 300 + "{"] * len(tiny_trace))
+    write_trace(brackets, tmp_path / "brackets.jsonl", {"num_layers": len(tiny_trace["layer_mask"][0])})
+    assert read_trace(tmp_path / "brackets.jsonl")[0]["token"].tolist() == brackets["token"].tolist()

@@ -38,6 +38,7 @@ from skipcore.files import (
     check_path_text,
     check_utf8_name,
     check_writable_folder,
+    expand_home,
     file_digest,
     parse_json,
     read_parquet,
@@ -158,6 +159,7 @@ class SweepStore:
                 f"out must be a .parquet file (a .csv with the same stem is written too), got {out}",
                 field="out",
             )
+        out, traces_dir = expand_home(out), expand_home(traces_dir)
         self.out, self.csv, self.identity = out, out.with_suffix(".csv"), identity
         self.overwrite, self.traces_dir = overwrite, traces_dir
         # one lock for the names that share one CSV copy (x.parquet and x.PARQUET)
