@@ -56,6 +56,8 @@ def test_every_declared_setting_is_a_flag(capsys):
             ["--evaluate-limit", "5"],
             "--evaluate-limit sets the rows of --evaluate-split scored: add --evaluate-split",
         ),
+        # trials at once in this process: one after another, the search only asked for them blind to each other
+        (["--parallel", "4"], "--parallel 4 runs trials side by side on Ray"),
     ],
 )
 def test_a_mistake_is_one_line_before_any_work(model_dirs, split_data, tmp_path, capsys, extra, said):

@@ -82,6 +82,15 @@ class Tune:
         self.s = s = check_settings(settings)
         self.executor = executor or InProcessExecutor()
         self.executor.check(s)
+        if s.parallel > 1 and isinstance(self.executor, InProcessExecutor):
+            # Optuna asked for several trials at once proposes each without the others' results: a different
+            # search, with nothing run side by side to pay for it
+            raise UserError(
+                f"parallel {s.parallel} runs trials side by side on Ray (a RayExecutor: --executor ray); in this "
+                "process they run one after another, and asking the search for several at once only changes which "
+                "it tries: leave parallel at 1",
+                field="parallel",
+            )
         self.say, self.on_trial = say or (lambda _: None), on_trial
         models = _Models(s)
         self.refs = load_refs(models)

@@ -115,7 +115,9 @@ class TuneSettings:
     batch_size: int = setting(8, "rows per batch", kind="int")
     prune_after: int = setting(16, "rows scored before a trial may stop (0: never stop early)", kind="int")
     prune_margin: float = setting(3.0, "stop a trial this far under the floor on those rows", kind="float")
-    parallel: int = setting(1, "trials run at once (side by side with --executor ray)", kind="int")
+    parallel: int = setting(
+        1, "trials run at once as Ray tasks (with --executor ray; 1 in this process)", kind="int"
+    )
     seed: int = setting(0, "the sampler's seed", kind="int")
     max_new_tokens: int | None = setting(
         None, "tokens per output (default: the model's training)", kind="int"

@@ -551,3 +551,12 @@ def test_a_setting_that_fails_on_a_worker_is_not_drawn_again_and_again(
     result = run_tune(s, FailsOneSetting(), say=lambda _: None)
     assert result.counts["complete"] == 3 and result.counts["failed"] >= 1
     assert drawn.count(failing[0]) <= 2, drawn  # drawn again at most by chance, not every time
+
+
+def test_trials_at_once_in_this_process_are_refused_before_any_work(model_dirs, echo_data, tmp_path):
+    """`parallel 1000` in this process chose another schedule than `parallel 1` on the same search (Optuna proposed
+    each trial blind to the others'), with nothing run side by side to pay for it."""
+    out = tmp_path / "tune"
+    with pytest.raises(UserError, match="parallel 3 runs trials side by side on Ray") as refused:
+        run_tune(settings(model_dirs, echo_data, out, parallel=3))
+    assert refused.value.field == "parallel" and not out.exists()
