@@ -182,7 +182,7 @@ def test_an_input_file_past_its_size_or_endless_is_refused_before_it_is_read_who
     monkeypatch.setattr(prompt_files, "PROMPTS_FILE_BYTES", 11)
     assert prompt_files.read_prompts_file(prompts) == ["one", "two"]
     monkeypatch.setattr(prompt_files, "PROMPTS_FILE_BYTES", 10)
-    with pytest.raises(UserError, match=r"cannot read prompts file .*: it is larger than 9.5\d*e-06 MiB"):
+    with pytest.raises(UserError, match=r"cannot read .*prompts.txt: it is larger than 9.5\d*e-06 MiB"):
         prompt_files.read_prompts_file(prompts)
 
 
@@ -214,7 +214,7 @@ def test_a_prompt_of_bytes_that_are_no_utf8_text_is_one_line(capsys):
     said = refused(capsys, ["generate", "--max-new-tokens", "4", "--prompt", os.fsdecode(b"Caf\xe9")])
     assert (
         said
-        == "error: prompt 0 holds '\\udce9', a byte that is no UTF-8 text (from a terminal or file in another encoding?): give it as UTF-8"
+        == "error: --prompt: prompt 0 holds '\\udce9', a byte that is no UTF-8 text (from a terminal or file in another encoding?): give it as UTF-8"
     )
 
 

@@ -161,6 +161,11 @@ def trained_note(model: str, depth: DepthSettings) -> str:
     )
 
 
+def prompts_flag(settings: DecodeSettings) -> str:
+    """The flag the prompts came from, which a refusal of one of them names (`prompt 0 has no tokens`)."""
+    return "--prompt" if settings.prompt else "--prompts-file" if settings.prompts_file else "--dataset"
+
+
 def read_prompts(settings: DecodeSettings) -> list[str]:
     """The prompts the settings name: --prompt (repeated), a --prompts-file, or a data set's split."""
     if settings.prompt and settings.prompts_file:
@@ -220,8 +225,9 @@ def policy_of(
 
 def check_generation_request(engine: SkipEngine, prompts: list[str], settings: DecodeSettings):
     """The engine's request checks (batch size, the longest prompt plus the new tokens against the model's
-    positions) said in the command line's words, before the first batch runs; the checked request."""
-    with said_by(LENGTH_FLAGS):
+    positions, a prompt it cannot read named by the flag that gave it) said in the command line's words, before
+    the first batch runs; the checked request."""
+    with said_by({**LENGTH_FLAGS, "prompts": prompts_flag(settings)}):
         return engine.check_request(prompts, settings.max_new_tokens, settings.batch_size)
 
 

@@ -17,14 +17,14 @@ def read_prompts_file(path: str | Path) -> list[str]:
     try:
         text = read_text_at_most(p, PROMPTS_FILE_BYTES)
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read prompts file {p}: {getattr(e, 'strerror', None) or e}") from e
+        raise UserError(f"cannot read {p}: {getattr(e, 'strerror', None) or e}", field="prompts_file") from e
     lines = _lines(text)
     if p.suffix.lower() == ".jsonl":
         prompts = [_prompt_of(line, p, n) for n, line in enumerate(lines, 1) if line.strip()]
     else:
         prompts = [line for line in lines if line.strip()]
     if not prompts:
-        raise UserError(f"prompts file {p} has no prompts")
+        raise UserError(f"{p} has no prompts", field="prompts_file")
     return prompts
 
 
@@ -39,10 +39,16 @@ def _prompt_of(line: str, path: Path, n: int) -> str:
     try:
         record = parse_json(line)
     except ValueError as e:  # said as the reader says it (a JSONDecodeError's own message)
-        raise UserError(f"{path} line {n}: invalid JSON ({getattr(e, 'msg', e)})") from e
+        raise UserError(
+            f"{path} line {n}: invalid JSON ({getattr(e, 'msg', e)})", field="prompts_file"
+        ) from e
     if not isinstance(record, dict) or "prompt" not in record:
-        raise UserError(f"{path} line {n}: expected a JSON object with a 'prompt' field")
+        raise UserError(
+            f"{path} line {n}: expected a JSON object with a 'prompt' field", field="prompts_file"
+        )
     prompt = record["prompt"]
     if not isinstance(prompt, str):
-        raise UserError(f"{path} line {n}: 'prompt' must be text, got {type(prompt).__name__}")
+        raise UserError(
+            f"{path} line {n}: 'prompt' must be text, got {type(prompt).__name__}", field="prompts_file"
+        )
     return prompt

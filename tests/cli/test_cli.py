@@ -12,7 +12,7 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.traces import TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
-from tests.helpers import PROMPTS, REPO, as_trained_model
+from tests.helpers import PROMPTS, REPO, as_trained_model, refused
 
 ROOT = REPO
 
@@ -89,7 +89,10 @@ def test_generate_writes_trace_that_round_trips(opt_dir, tmp_path, capsys, fmt):
             r"--min-layers \(5\) is greater than --max-layers \(3\)",
         ),
         (["--max-layers", "9"], r"--max-layers 9 is outside \[1, 6\]"),
-        (["--prompts-file", "/nonexistent/prompts.txt"], "cannot read prompts file"),
+        (
+            ["--prompts-file", "/nonexistent/prompts.txt"],
+            "--prompts-file: cannot read /nonexistent/prompts.txt",
+        ),
         (["--prompts-file", "p.txt", "--prompt", "x"], "give --prompt or --prompts-file, not both"),
         (["--trace", "/proc/forbidden/t.parquet"], "cannot write"),
         (["--trace", "t.xlsx"], "unknown output format"),
@@ -296,3 +299,32 @@ def test_a_prompts_file_has_the_prompts_its_lines_hold(tmp_path):
             encoding="utf-8",
         )
         assert read_prompts_file(lines) == ["a\u2028b", "c"]
+
+
+@pytest.mark.parametrize("command", ["generate", "lens"])
+def test_a_prompt_refused_is_said_by_the_flag_that_gave_it(
+    model_dirs, tmp_path, monkeypatch, capsys, command
+):
+    """'prompt 0 has no tokens' and 'blank.txt has no prompts' named no flag: which of --prompt, --prompts-file
+    and --dataset gave them is said in front."""
+    from transformers import AutoTokenizer
+
+    model = str(model_dirs["llama"])
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    real = type(tokenizer).__call__
+
+    def no_start_token(self, texts, *args, **kwargs):  # a tokenizer that adds no start token, as SmolLM2's
+        out = real(self, texts, *args, **kwargs)
+        if isinstance(texts, list):  # a batch of prompts (one text is the loader's own check)
+            start = [self.bos_token_id]
+            out["input_ids"] = [ids[1:] if ids[:1] == start else ids for ids in out["input_ids"]]
+        return out
+
+    monkeypatch.setattr(type(tokenizer), "__call__", no_start_token)
+    base = [command, "--model", model, "--max-new-tokens", "2"]
+    assert refused(capsys, [*base, "--prompt", "MR: x", "--prompt", ""]).startswith(
+        "error: --prompt: prompt 1 has no tokens"
+    )
+    (tmp_path / "blank.txt").write_text("\n \n")
+    said = refused(capsys, [*base, "--prompts-file", str(tmp_path / "blank.txt")])
+    assert said == f"error: --prompts-file: {tmp_path / 'blank.txt'} has no prompts"

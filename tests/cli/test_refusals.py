@@ -232,14 +232,18 @@ def test_the_request_check_speaks_in_flags(model_dirs):
 
     engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu", dtype="float32"))
     limit = engine.max_positions
-    args = argparse.Namespace(max_new_tokens=limit, batch_size=None)
+    args = argparse.Namespace(max_new_tokens=limit, batch_size=None, prompt=["x"])
     with pytest.raises(
         UserError, match=rf"plus --max-new-tokens \({limit}\) exceeds .* use --max-new-tokens \d+ or"
     ):
         check_generation_request(engine, ["MR: name[Aromi]"], args)
     with pytest.raises(UserError, match="--batch-size must be >= 1, got 0"):
-        check_generation_request(engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=0))
-    check_generation_request(engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=None))
+        check_generation_request(
+            engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=0, prompt=["x"])
+        )
+    check_generation_request(
+        engine, ["x"], argparse.Namespace(max_new_tokens=4, batch_size=None, prompt=["x"])
+    )
 
 
 @pytest.mark.parametrize(
