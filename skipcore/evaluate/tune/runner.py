@@ -214,6 +214,8 @@ def run_tune(
             if note := floor_note(s.metric, floor["floor"]):
                 run.say(f"note: {note}")
             counts = _search(run, store, job, study, floor)
+            # trial order, as a study reads: trials side by side on Ray hand their rows back as they finish
+            store.reorder([r["setting_id"] for r in sorted(store.rows, key=lambda r: r["tune_trial"])])
             o = outcome(store.frame(), s.metric, s.objective_column, floor["floor"], floor["quality"],
                         not s.reference_model)  # fmt: skip
         written = _write_results(run, folder, o)

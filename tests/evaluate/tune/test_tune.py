@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from skipcore.errors import UserError
-from skipcore.evaluate.sweep import RayExecutor
+from skipcore.evaluate.sweep import InProcessExecutor, RayExecutor
 from skipcore.evaluate.sweep.store import read_sweep
 from skipcore.evaluate.tune import TuneSettings, check_settings, quality_at, run_tune, speedup_at
 from skipcore.evaluate.tune import folder as tune_folder
@@ -560,3 +560,28 @@ def test_trials_at_once_in_this_process_are_refused_before_any_work(model_dirs, 
     with pytest.raises(UserError, match="parallel 3 runs trials side by side on Ray") as refused:
         run_tune(settings(model_dirs, echo_data, out, parallel=3))
     assert refused.value.field == "parallel" and not out.exists()
+
+
+class FinishedInReverse:
+    """An executor handing a round's trials back last-asked first, as trials side by side on Ray may finish."""
+
+    def __init__(self) -> None:
+        self.inner = InProcessExecutor()
+
+    def check(self, cfg) -> None:
+        self.inner.check(cfg)
+
+    def run(self, job, units, on_row, say=None, on_failure=None):
+        return self.inner.run(job, list(reversed(units)), on_row, say, on_failure)
+
+
+def test_the_trials_table_is_in_trial_order_whatever_order_they_finish_in(model_dirs, echo_data, tmp_path):
+    """Tune on Ray wrote its trials in the order they finished (trial 1 before trial 0); a sweep's rows are put
+    back in grid order, and a study's in trial order."""
+    out = tmp_path / "tune"
+    run_tune(settings(model_dirs, echo_data, out, trials=3, parallel=3, prune_after=0), FinishedInReverse())
+    trials, _ = read_sweep(out / "trials.parquet")
+    assert (
+        trials["tune_trial"].tolist() == sorted(trials["tune_trial"]) and len(trials) == 4
+    )  # full depth: -1
+    assert pd.read_csv(out / "trials.csv")["tune_trial"].tolist() == trials["tune_trial"].tolist()
