@@ -21,7 +21,7 @@ import streamlit as st
 from app.dashboard.markdown import chart_text
 from skipcore import plots
 from skipcore.labels import file_stem
-from skipcore.plots.style import RunStyle, translucent
+from skipcore.plots.style import RunStyle, legend_below, translucent
 from skipcore.plots.tradeoffs import series_scale
 
 TOKEN_WINDOW = 40  # token columns shown at once; more are reached with the "Tokens shown" slider
@@ -110,11 +110,14 @@ def wrapped(text: str, width: int = LINE_CHARACTERS) -> str:
 
 
 def _wrap_words(fig: go.Figure) -> None:
-    """A figure's title and legend entries wrapped (`wrapped`), the top margin grown by the title's further lines:
+    """A figure's title and legend entries wrapped (`wrapped`), the top margin grown by the title's further lines
+    and a legend at the figure's foot given room for its entries' (`legend_below`):
     on a phone Plotly cut a run's name where the chart ended, and two runs differing only at the end read alike."""
     for trace in fig.data:
         if trace.name:
             trace.name = wrapped(trace.name)
+    if fig.layout.legend.yref == "container":  # a legend at the foot: its room for the entries' lines now
+        legend_below(fig)
     title = fig.layout.title.text
     if title and wrapped(title) != title:
         fig.update_layout(title_text=wrapped(title))
@@ -208,10 +211,9 @@ def latency_figure(
         yaxis_title="ms",
         yaxis_rangemode="tozero",
         height=300,
-        legend={"orientation": "h", "y": -0.3},
         margin={"l": 50, "r": 20, "t": 50, "b": 40},
     )
-    return fig
+    return legend_below(fig)
 
 
 EDGE_ROOM = 0.05  # the share of an axis left past its largest value, so a point there is drawn whole

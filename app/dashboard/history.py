@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from skipcore import plots
 from skipcore.labels import column_title, metadata_label, model_label, run_family
-from skipcore.plots.style import RunStyle, run_styles
+from skipcore.plots.style import RunStyle, legend_below, run_styles
 
 
 def layers_per_step(trace: pd.DataFrame) -> pd.DataFrame:
@@ -137,11 +137,10 @@ def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> 
         xaxis_range=[-0.5, last + 0.5],
         yaxis_title="mean layers run (rows still running)",
         yaxis_range=[0, max(depths) + 0.5],
-        legend={"orientation": "h", "y": -0.3},
         height=360 + 20 * max(0, len(chosen) - 2),
         margin={"l": 50, "r": 20, "t": 50, "b": 40},
     )
-    return fig
+    return legend_below(fig)
 
 
 def run_words(settings: Mapping, label: str) -> str:

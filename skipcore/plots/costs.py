@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from skipcore.errors import UserError
 from skipcore.measure.summary import own_or
-from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, INK, KV_HOLE, RAN, SKIPPED
+from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, INK, KV_HOLE, RAN, SKIPPED, legend_below
 
 
 def cost_figure(
@@ -86,10 +86,9 @@ def cost_figure(
     fig.update_layout(
         title=title,
         height=480,
-        legend={"orientation": "h", "y": -0.15},
         margin={"l": 50, "r": 20, "t": 70, "b": 40},
     )
-    return fig
+    return legend_below(fig)
 
 
 def kv_cache_figure(cache_map: pd.DataFrame, prompt_len: int, title: str = "KV cache entries") -> go.Figure:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.lens.summary import Agreement
-from skipcore.plots.style import INK, SKIPPED, series_colors
+from skipcore.plots.style import INK, SKIPPED, legend_below, series_colors
 from skipcore.plots.trace import display_token
 
 # statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
@@ -170,11 +170,10 @@ def layer_summary_figure(
     fig.update_layout(
         title=title,
         height=360,
-        legend={"orientation": "h", "y": -0.25},
         margin={"l": 50, "r": 10, "t": 90, "b": 40},
     )
     fig.update_annotations(font_size=13)
-    return fig
+    return legend_below(fig)
 
 
 def agreement_figure(
@@ -231,7 +230,6 @@ def agreement_figure(
         title=title,
         barmode="group",
         height=360,
-        legend={"orientation": "h", "y": -0.25},
         margin={"l": 50, "r": 10, "t": 70, "b": 40},
     )
-    return fig
+    return legend_below(fig)

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.plots.series import series_figure
-from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, MASK_COLORSCALE
+from skipcore.plots.style import ACTUAL_COLOR, FULL_COLOR, MASK_COLORSCALE, legend_below
 from skipcore.schedule import Schedule, mask_string
 
 
@@ -49,11 +49,10 @@ def budget_figure(
         xaxis_title="decode step s (0 = prefill)",
         yaxis_title="layers run",
         yaxis_range=[0, num_layers + 0.5],
-        legend={"orientation": "h", "y": -0.25},
         margin={"l": 50, "r": 20, "t": 50, "b": 40},
         height=320,
     )
-    return fig
+    return legend_below(fig)
 
 
 def budgets_figure(

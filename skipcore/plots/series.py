@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from skipcore.plots.style import series_colors
+from skipcore.plots.style import legend_below, series_colors
 
 
 def series_figure(
@@ -44,8 +44,7 @@ def series_figure(
         xaxis_title=x_title or x,
         yaxis_title=y_title or y,
         xaxis_type="log" if log_x else None,
-        legend={"orientation": "h", "y": -0.25},
         margin={"l": 50, "r": 20, "t": 50, "b": 40},
         height=height,
     )
-    return fig
+    return legend_below(fig)

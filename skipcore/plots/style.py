@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from skipcore.labels import COLORS, series_colors
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 FULL_COLOR = COLORS["full"][0]  # full depth, drawn dashed beside what a setting ran
 ACTUAL_COLOR = COLORS["skip"][0]  # what a skip schedule ran (another run is drawn in its family's colour)
@@ -37,10 +41,43 @@ __all__ = [
     "SKIPPED",
     "RunStyle",
     "family_color",
+    "legend_below",
     "run_styles",
     "series_colors",
     "translucent",
 ]
+
+
+LEGEND_LINE_PX = 19  # a line of a legend entry, in Plotly's default font
+AXIS_BELOW_PX = 50  # an x axis's tick labels and title, under the plot
+
+
+def legend_below(fig: go.Figure) -> go.Figure:
+    """`fig` with its legend at its foot, under the x axis's title on any screen: placed from the figure's bottom
+    (`yref` container), with a bottom margin for the axis and the legend's entries one under another (a phone's
+    width; on a wide screen they share a row and leave space), the figure taller by what the margin grew. A legend
+    placed a fraction of the plot's height under it hung over the axis's title where the plot was short, or where
+    its entries took more rows. Called again after its entries change (the dashboard wraps long names)."""
+    lines = sum(
+        1 + str(t.name).count("<br>")
+        for t in fig.data
+        if t.name and t.showlegend is not False and t.type != "heatmap"
+    )
+    fig.update_layout(
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "xanchor": "left",
+        }
+    )
+    margin = fig.layout.margin.b if fig.layout.margin.b is not None else 80
+    needed = AXIS_BELOW_PX + LEGEND_LINE_PX * lines + 10
+    if needed > margin:
+        fig.update_layout(margin_b=needed, height=(fig.layout.height or 450) + needed - margin)
+    return fig
 
 
 def translucent(color: str, alpha: float) -> str:

@@ -1,0 +1,83 @@
+"""A legend under a figure stays under its x axis's title in a browser at a phone's width and a desktop's: placed a
+fraction of the plot's height below it, it hung over the title where the plot was short or its entries took more
+rows (the lens's per-layer and agreement charts at 500 px)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly
+import plotly.io as pio
+import pytest
+
+from app.dashboard.figures import _wrap_words
+from skipcore import Schedule
+from skipcore.plots.lens import layer_summary_figure
+from skipcore.plots.schedule import budgets_figure
+from skipcore.plots.series import series_figure
+from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+pytestmark = pytest.mark.slow  # Chromium
+
+NAMES = [f"a-model · linear 10->{n} (skip, warmup 1, span 25) · greedy" for n in (2, 3, 4)]
+
+
+def _figures() -> dict:
+    runs = pd.DataFrame({"x": [1, 2] * 3, "y": [1.0, 2.0] * 3, "run": [n for n in NAMES for _ in range(2)]})
+    layers = pd.DataFrame(
+        {"layer": range(12), "kl_to_final": np.linspace(4, 0, 12), "residual_cos": np.linspace(0.3, 1, 12)}
+    )
+    figures = {
+        "series": lambda: series_figure(runs, "x", "y", color="run"),
+        "budgets": lambda: budgets_figure(
+            {n: Schedule(12, "linear", max_layers=12, min_layers=2) for n in NAMES}, 20
+        ),
+        "per layer": lambda: layer_summary_figure(dict.fromkeys(NAMES, layers), title=NAMES[0]),
+    }
+    dashboard = {f"{name}, on the dashboard": make for name, make in figures.items()}
+    built = {name: make() for name, make in figures.items()}
+    for name, make in dashboard.items():  # its names and title wrapped to a phone's width
+        built[name] = make()
+        _wrap_words(built[name])
+    return built
+
+
+def _overlaps(fig, width: int, page) -> list[str]:
+    """The x axes' titles and tick labels the legend's box overlaps, drawn in Chromium at `width` px."""
+    page.set_viewport_size({"width": width, "height": 1200})
+    page.set_content("<html><body style='margin:0'><div id=f></div></body></html>")
+    page.add_script_tag(path=Path(plotly.__path__[0]) / "package_data" / "plotly.min.js")
+    page.evaluate("f => Plotly.newPlot('f', f.data, f.layout)", json.loads(pio.to_json(fig)))
+    page.locator("g.legend").first.wait_for(timeout=15_000)
+    return page.evaluate(
+        """() => {
+            const legend = document.querySelector('g.legend').getBoundingClientRect();
+            return Array.from(document.querySelectorAll('g.g-xtitle text, g.xtick text'))
+                .filter(e => { const b = e.getBoundingClientRect(); return b.bottom > legend.top && b.top < legend.bottom
+                               && b.right > legend.left && b.left < legend.right; })
+                .map(e => e.textContent);
+        }"""
+    )
+
+
+def test_a_legend_under_the_plot_stays_under_the_axis_title():
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.is_file():
+        pytest.skip("needs Debian's chromium")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            found = {
+                (name, width): hit
+                for name, fig in _figures().items()
+                for width in (360, 500, 1000)
+                if (hit := _overlaps(fig, width, page))
+            }
+        finally:
+            browser.close()
+    assert not found, found
