@@ -87,7 +87,18 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
     a saved figure says what made it."""
     fmt = st.session_state.get(FORMAT_KEY, "png")
     filename = f"{name or key}_{file_stem(run)}" if run else name or key
+    titled(fig, run)
+    config = {"toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2}, "displaylogo": False}
+    st.plotly_chart(fig, key=key, config=config, width="stretch")
+
+
+def titled(fig: go.Figure, run: str | None = None) -> go.Figure:
+    """`fig` as a page shows it: its words wrapped to a phone's width (`_wrap_words`), the run it shows named under
+    its title in smaller lines (unless the title names it), and the title hung from the figure's top, so its lines
+    fill the top margin downward: placed by Plotly at the margin's middle, a title of four lines ran into the plot
+    (a 12-layer mask's). The figure grows by what its top margin grew, so the plot keeps its height."""
     said = run if run and run not in (fig.layout.title.text or "") else None  # a title that names it already
+    top = fig.layout.margin.t or 50
     _wrap_words(fig)
     if said:  # under the title, in smaller lines, as many as it takes; a name from a file shows as written
         lines = wrapped(chart_text(said), SMALL_LINE_CHARACTERS).split("<br>")
@@ -97,8 +108,11 @@ def show(fig: go.Figure, key: str, name: str | None = None, run: str | None = No
             title_text=f"{title}<br>{under}" if title else under,
             margin_t=(fig.layout.margin.t or 50) + 22 * len(lines),  # room for the name under the title
         )
-    config = {"toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2}, "displaylogo": False}
-    st.plotly_chart(fig, key=key, config=config, width="stretch")
+    if fig.layout.title.text:
+        fig.update_layout(title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 12}})
+    if fig.layout.height is not None:  # the plot keeps its height: a 12-layer mask's labels ran together
+        fig.update_layout(height=fig.layout.height + (fig.layout.margin.t or 50) - top)
+    return fig
 
 
 def wrapped(text: str, width: int = LINE_CHARACTERS) -> str:

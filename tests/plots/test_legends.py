@@ -81,3 +81,52 @@ def test_a_legend_under_the_plot_stays_under_the_axis_title():
         finally:
             browser.close()
     assert not found, found
+
+
+def _title_overlaps(fig, width: int, page) -> list[str]:
+    """The y axes' tick labels and the plot's top the title's box runs into, and tick labels that run into each
+    other, drawn in Chromium at `width` px."""
+    page.set_viewport_size({"width": width, "height": 1200})
+    page.set_content("<html><body style='margin:0'><div id=f></div></body></html>")
+    page.add_script_tag(path=Path(plotly.__path__[0]) / "package_data" / "plotly.min.js")
+    page.evaluate("f => Plotly.newPlot('f', f.data, f.layout)", json.loads(pio.to_json(fig)))
+    page.locator("g.g-gtitle").first.wait_for(timeout=15_000)
+    return page.evaluate(
+        """() => {
+            const title = document.querySelector('g.g-gtitle').getBoundingClientRect();
+            const below = Array.from(document.querySelectorAll('g.ytick text, g.bglayer rect'));
+            const hits = below.filter(e => e.getBoundingClientRect().top < title.bottom)
+                .map(e => e.textContent || 'plot');
+            // the layer labels one above another, apart (the plot shrank as the title grew: they ran together)
+            const ticks = Array.from(document.querySelectorAll('g.ytick text')).map(e => e.getBoundingClientRect())
+                .sort((a, b) => a.top - b.top);
+            ticks.slice(1).forEach((b, i) => { if (b.top < ticks[i].bottom - 1) hits.push('labels run together'); });
+            return hits;
+        }"""
+    )
+
+
+def test_a_long_title_and_the_run_under_it_stay_above_the_plot():
+    """A 12-layer mask's title wrapped to two lines, with the run's name under it in two more, ran into the plot
+    and its layer labels: Plotly placed the title at the top margin's middle."""
+    from playwright.sync_api import sync_playwright
+
+    from app.dashboard.figures import titled
+    from skipcore.plots.schedule import schedule_mask_figure
+
+    if not CHROMIUM.is_file():
+        pytest.skip("needs Debian's chromium")
+    schedule = Schedule(12, "linear", max_layers=10, min_layers=2)
+    run = "skipdecode-opt-e2e · linear 10->2 (skip, warmup 1, span 25)"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            found = {
+                width: hit
+                for width in (360, 500, 1000)
+                if (hit := _title_overlaps(titled(schedule_mask_figure(schedule, 64), run), width, page))
+            }
+        finally:
+            browser.close()
+    assert not found, found
