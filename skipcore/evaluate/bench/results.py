@@ -124,7 +124,7 @@ def format_table(rows: list[dict]) -> str:
         def ci(k: str, r: dict = r) -> str:
             if r.get(k) is None:
                 return ""
-            star = "*" if k == "measured_speedup_decode" and r.get("timing_flag") else ""
+            star = "*" if (total_flag(r) if k == "vs_full_total" else row_flag(r)) else ""
             ends = ", ".join(speedup_text(r[k + end], "{:.2f}") for end in ("_lo", "_hi"))
             return f"{speedup_text(r[k], '{:.2f}')} [{ends}]{star}" if math.isfinite(r[k]) else "n/a"
 
@@ -146,12 +146,28 @@ def format_table(rows: list[dict]) -> str:
     pairing = ["", "Paired with another setting than full depth (their ratios, tokens and KV are against it): "
                + "; ".join(paired) + "."] if paired else []  # fmt: skip
     flagged = [
-        f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): "
-        f"{r['timing_flag']}"
+        f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): {row_flag(r)}"
         for r in rows
-        if r.get("timing_flag")
+        if row_flag(r)
     ]
     return "\n".join(lines + said_runs + pairing + (["", "Flagged timings:", *flagged] if flagged else []))
+
+
+def total_flag(row: dict) -> str:
+    """Empty, or why a row's end-to-end ratio (`vs_full_total`) is no measurement: too few paired runs
+    (`runs_flag`; a row that does not say its runs: nothing to judge by)."""
+    from skipcore.measure.paired_timing import runs_flag
+
+    if row.get("timing_runs") is None or row.get("vs_full_total") is None:
+        return ""
+    return runs_flag(row["vs_full_total"], int(row["timing_runs"]))
+
+
+def row_flag(row: dict) -> str:
+    """Why a row's timing is flagged, as its table says it: the row's own `timing_flag` (every reason its bench
+    found), else its total ratio's (`total_flag`): a row from a file whose bench flagged no single-run ratio is
+    flagged all the same."""
+    return row.get("timing_flag") or total_flag(row)
 
 
 def write_results(

@@ -88,7 +88,7 @@ def bench_one(
     from skipcore.adapters import fused_copy_bytes, shapes_from_config
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
-    from skipcore.measure.paired_timing import time_pairs
+    from skipcore.measure.paired_timing import runs_flag, time_pairs
     from skipcore.policies.speculative import RoundPlan, SpeculativePolicy
     from skipcore.schedule import Schedule
 
@@ -257,6 +257,8 @@ def bench_one(
         }
         if setting == "generate() static+compile":
             row["compiled"] = compiled
+        # the total ratio's own flag (generate() has no other); a decode ratio's flag below says this one's too
+        row["timing_flag"] = runs_flag(tot.median, tot.runs)
         if run.decode is not None:
             row.update(_decode_columns(pairs["decode"], run, last[ref], schedules.get(setting), shapes, P, T))
             net = nets.get(setting, model)

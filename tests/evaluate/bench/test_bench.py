@@ -646,3 +646,46 @@ def test_an_append_to_rows_of_the_wrong_kind_is_refused_before_any_timing(tmp_pa
     said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
     assert f"{out}: field bandwidth_bytes_per_s holds text where numbers belong ('fast')" in said
     assert timed == [] and json.loads(out.read_text())["rows"] == written["rows"]
+
+
+def bench_row(setting: str, runs: int, flag: str | None = None, **values) -> dict:
+    """A results row as the bench writes one, its ratios given (a generate() row has no decode columns)."""
+    row = {"model": "opt-tiny", "setting": setting, "batch_size": 1, "prompt_len": 4, "new_tokens": 4}
+    row.update(tokens_per_s=100.0, timing_runs=runs, vs_full_total=0.54, vs_full_total_lo=0.5)
+    row.update(vs_full_total_hi=0.6, **values)
+    return row if flag is None else {**row, "timing_flag": flag}
+
+
+def test_every_ratio_from_too_few_runs_is_starred_and_said_whichever_row_and_column():
+    """A generate() row's ratio from one paired run had no flag and no star, and the "vs full (total)" column was
+    starred on no row: a single timing read as a speedup. Each is starred and said, a file's row that carries no
+    flag included; a ratio from enough runs is not."""
+    from skipcore.evaluate.bench.results import format_table
+
+    decode = {
+        "measured_speedup_decode": 2.0,
+        "measured_speedup_decode_lo": 1.9,
+        "measured_speedup_decode_hi": 2.1,
+    }
+    rows = [
+        bench_row("skip 2x", 1, "one paired run: a single timing", **decode),
+        bench_row("generate()", 1),  # a file whose bench left its generate() row unflagged
+        bench_row("generate() static+compile", 3, ""),
+    ]
+    table = format_table(rows)
+    lines = {line.split(" | ")[3]: line for line in table.splitlines() if line.startswith("| opt-tiny")}
+    assert "| 0.54 [0.50, 0.60]* |" in lines["skip 2x"] and "| 2.00 [1.90, 2.10]* |" in lines["skip 2x"]
+    assert "| 0.54 [0.50, 0.60]* |" in lines["generate()"]
+    assert "| 0.54 [0.50, 0.60] |" in lines["generate() static+compile"]
+    flagged = table.split("Flagged timings:\n")[1].splitlines()
+    assert [line.split(" (batch")[0] for line in flagged] == ["- opt-tiny skip 2x", "- opt-tiny generate()"]
+    assert "one paired run" in flagged[1]
+
+
+def test_a_generate_row_from_one_paired_run_is_flagged(tmp_path):
+    out = tmp_path / "b.json"
+    argv = [*bench_argv("opt-tiny", 4, 4, out), "--settings", "full,generate"]
+    assert main(argv) == 0
+    rows = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["generate()"]["timing_flag"].startswith("one paired run")
+    assert "- opt-tiny generate() (batch 1" in out.with_suffix(".md").read_text().split("Flagged timings:")[1]
