@@ -88,7 +88,7 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     import skipcore.evaluate.bench.plan as plans
     from skipcore.errors import UserError
     from skipcore.evaluate.bench.results import own_table, read_results, results_to_extend
-    from skipcore.evaluate.bench.run import already_measured, run_plan
+    from skipcore.evaluate.bench.run import already_measured, run_plan, write_table_again
     from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
     from skipcore.output_lock import OutputLock
@@ -121,7 +121,11 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
         for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
             print(note, file=sys.stderr, flush=True)
         if len(done) == len(plan.runs()):
-            print(f"nothing measured: {out} holds every run of this plan", file=sys.stderr)
+            table = out.with_suffix(".md")
+            again = "" if table.exists() else f"; its table {table} was missing: written again from it"
+            if again:
+                write_table_again(out, extend)
+            print(f"nothing measured: {out} holds every run of this plan{again}", file=sys.stderr)
             return 0
         run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))
     if out is not None:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.evaluate.columns import check_columns, number_columns, text_columns
-from skipcore.files import atomic_write, file_digest, parse_json
+from skipcore.files import atomic_write, check_companion, file_digest, parse_json
 from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
 
@@ -247,36 +247,57 @@ def own_table(out: Path, md: Path) -> bool:
     return file_digest(md) in recorded
 
 
+def _parsed_results(path: Path, said: str, fields: tuple[str, ...]) -> dict:
+    """The JSON object of a results file at `path` holding `fields` and a list of rows, or one line in plain words
+    (each starting with `said`) saying what it is instead."""
+    not_one = f"{said}{path} is not a bench results file"
+    try:
+        result = parse_json(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{said}cannot read {path}: {e.strerror or first_line(e)}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{not_one}: it is not text") from None
+    except ValueError as e:
+        raise UserError(f"{not_one}: it is not JSON ({first_line(e)})") from None
+    if not isinstance(result, dict):
+        raise UserError(f"{not_one}: it holds {_json_kind(result)}, where a results file holds an object")
+    lacking = [name for name in fields if name not in result]
+    if lacking:
+        raise UserError(f"{not_one}: it has no {' or '.join(lacking)} field")
+    if not isinstance(result["rows"], list):
+        raise UserError(f"{not_one}: its rows are {_json_kind(result['rows'])}, not a list")
+    return result
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words: 'a list', 'text', 'a number'."""
+    if isinstance(value, bool):
+        return "true/false"
+    kinds = {dict: "an object", list: "a list", str: "text", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
 def read_results(path: Path) -> dict:
     """A bench results file (what `--overwrite` may replace), or one line saying the file at `path` is not one."""
-    try:
-        result = parse_json(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path} is not a bench results file ({type(e).__name__})") from None
-    if not isinstance(result, dict) or not isinstance(result.get("rows"), list) or "machine" not in result:
-        raise UserError(f"{path} is not a bench results file")
-    return result
+    return _parsed_results(path, "", ("machine", "rows"))
 
 
 def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> dict | None:
     """The results a run with `--append` adds to: None where `out` does not exist yet; refused in one line
-    where it is not the bench's own (its table beside it unknown to it) or was measured on another device or
-    dtype, whose rows would not compare with this run's."""
+    where it is not a bench results file, where a file beside it holds the table's name but is not the table
+    the bench wrote (a user's; a missing table is written again from the results), or where it was measured on
+    another device or dtype, whose rows would not compare with this run's."""
     if not out.exists():
         return None
+    result = _parsed_results(out, "--append: ", ("machine", "device", "dtype", "rows"))
+    planned, measured = _recorded_runs(out, result)
     md = out.with_suffix(".md")
     try:
-        result = parse_json(out.read_text())
-        rows, seen = result["rows"], (result["device"], result["dtype"])
-        planned, measured = _recorded_runs(result)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UserError(f"--append: {out} is not a bench results file ({type(e).__name__})") from None
-    if not isinstance(rows, list) or not (md.is_file() and own_table(out, md)):
-        raise UserError(
-            f"--append: {out} and {md.name} beside it are not a pair the bench wrote; choose another path"
-        )
+        check_companion(md, out, True, lambda table: own_table(out, table))
+    except UserError as e:
+        raise UserError(f"--append: {e}") from None
     check_kept_rows(out, result)
-    here = (str(device), dtype_name(dtype))
+    seen, here = (result["device"], result["dtype"]), (str(device), dtype_name(dtype))
     if seen != here:
         raise UserError(
             f"--append: {out} was measured on {seen[0]} in {seen[1]}, this run is on {here[0]} in {here[1]}"
@@ -308,13 +329,15 @@ def check_kept_rows(out: Path, result: dict) -> None:
     check_columns(f"--append: {out}", header, HEADER_COLUMNS, remedy, part="field")
 
 
-def _recorded_runs(result: dict) -> tuple[list[dict], list[dict]]:
-    """(planned, measured) runs a results file records; a file from before files named their runs: the runs its
-    rows are of, as both (what else it planned it did not say)."""
+def _recorded_runs(out: Path, result: dict) -> tuple[list[dict], list[dict]]:
+    """(planned, measured) runs a results file records, or one line where they are not lists of runs; a file from
+    before files named their runs: the runs its rows are of, as both (what else it planned it did not say)."""
     if "runs_planned" not in result:
         held = runs_of_rows(result["rows"])
         return held, held
-    planned, measured = result["runs_planned"], result["runs_measured"]
-    if not all(isinstance(r, dict) for r in (*planned, *measured)):
-        raise TypeError("runs_planned and runs_measured hold runs")
-    return list(planned), list(measured)
+    runs = [result.get(name) for name in ("runs_planned", "runs_measured")]
+    if not all(isinstance(r, list) and all(isinstance(run, dict) for run in r) for r in runs):
+        raise UserError(
+            f"--append: {out} is not a bench results file: its runs_planned and runs_measured are not lists of runs"
+        )
+    return list(runs[0]), list(runs[1])
