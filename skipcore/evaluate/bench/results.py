@@ -26,30 +26,27 @@ from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
 
 # what each column of a results file's rows holds (`skipcore.evaluate.columns`): the rows an --append run keeps and
-# tables with its own are checked against it before any timing. Every row names its model and setting, its batch
-# size, length and speed (the table's first columns); a value a row has nothing for is missing (null, NaN). Other
-# columns (`compiled`) are not checked.
+# tables with its own are checked against it before any timing, by kind and by value (the numbers a bench writes: a
+# batch of 0 or a speedup of -5 is a hand edit). Every row names its model and setting, its batch size, length and
+# speed (the table's first columns); a value a row has nothing for is missing (null, NaN). Other columns
+# (`compiled`) are not checked.
+RATIOS = ("vs_full_total", "measured_speedup_decode")  # each with its 95% interval (_lo, _hi)
 ROW_COLUMNS = {
     **text_columns("model", "setting", required=True),
     **text_columns("weights", "paired_with", "timing_flag", "dtype", "attention_dtype"),
-    **number_columns("batch_size", "new_tokens", "tokens_per_s", required=True),
-    **number_columns(
-        "prompt_len", "seconds", "first_run_seconds", "timing_runs", "draft_tokens", "weight_bytes"
-    ),
-    **number_columns("vs_full_total", "vs_full_total_lo", "vs_full_total_hi", "same_tokens_as_full"),
-    **number_columns(
-        "decode_seconds", "decode_tokens_per_s", "peak_memory_bytes", "kv_cache_allocated_bytes"
-    ),
-    **number_columns(
-        "measured_speedup_decode", "measured_speedup_decode_lo", "measured_speedup_decode_hi", "layer_speedup"
-    ),
-    **number_columns("flops_speedup_decode", "measured_over_layer_speedup", "measured_over_flops_speedup"),
-    **number_columns(
-        "kv_fraction_of_full", "tokens_per_full_pass", "roofline_fraction", "read_roofline_fraction"
-    ),
+    **number_columns("batch_size", "new_tokens", required=True, at_least=1, whole=True),
+    **number_columns("tokens_per_s", required=True, above=0),
+    **number_columns("prompt_len", "timing_runs", "draft_tokens", at_least=1, whole=True),
+    **number_columns("weight_bytes", "peak_memory_bytes", "kv_cache_allocated_bytes", at_least=0, whole=True),
+    **number_columns("seconds", "first_run_seconds", "decode_seconds", "decode_tokens_per_s", at_least=0),
+    **number_columns(*(f"{k}{end}" for k in RATIOS for end in ("", "_lo", "_hi")), above=0),
+    **number_columns("same_tokens_as_full", at_least=0, at_most=1),
+    **number_columns("layer_speedup", "flops_speedup_decode", "tokens_per_full_pass", above=0),
+    **number_columns("measured_over_layer_speedup", "measured_over_flops_speedup", above=0),
+    **number_columns("kv_fraction_of_full", "roofline_fraction", "read_roofline_fraction", at_least=0),
 }
 # the header fields a run that adds to the file computes with (its rooflines)
-HEADER_COLUMNS = number_columns("bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s")
+HEADER_COLUMNS = number_columns("bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s", above=0)
 
 
 def gpu_driver() -> str | None:
@@ -314,10 +311,11 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
 
 
 def check_kept_rows(out: Path, result: dict) -> None:
-    """Refuse in one line, naming the file and the column, a results file whose rows an --append run would keep
-    and table with its own while one holds a value of the wrong kind (text where numbers belong, as a hand edit
-    leaves it), or whose bandwidth is not a number: found only when the table is written, after the new
-    timings, it would lose them."""
+    """Refuse in one line, naming the file, the column and the row, a results file whose rows an --append run
+    would keep and table with its own while one holds a value of the wrong kind (text where numbers belong, as a
+    hand edit leaves it) or a value no bench writes (a batch of 0, a speedup of -5, a ratio outside its interval),
+    or whose bandwidth is not a number above 0: found only when the table is written, after the new timings, it
+    would lose them; tabled, it would publish the edit as a measurement."""
     remedy = "an --append run tables them with its own: put back the values the bench wrote, or choose another --out"
     rows = result["rows"]
     for i, row in enumerate(rows):
@@ -325,6 +323,16 @@ def check_kept_rows(out: Path, result: dict) -> None:
             raise UserError(f"--append: {out}: row {i + 1} is not a JSON object; {remedy}")
     columns = {name: [row.get(name) for row in rows] for name in ROW_COLUMNS}
     check_columns(f"--append: {out}", columns, ROW_COLUMNS, remedy)
+    for i, row in enumerate(rows):
+        for k in RATIOS:
+            value, lo, hi = (row.get(k + end) for end in ("", "_lo", "_hi"))
+            if None in (value, lo, hi) or any(map(math.isnan, (value, lo, hi))):
+                continue
+            if not (lo <= value * (1 + 1e-9) and value <= hi * (1 + 1e-9)):
+                raise UserError(
+                    f"--append: {out}: row {i + 1}'s {k} {value:g} lies outside its interval [{lo:g}, {hi:g}] "
+                    f"(a median is within its interval); {remedy}"
+                )
     header = {name: [result.get(name)] for name in HEADER_COLUMNS}
     check_columns(f"--append: {out}", header, HEADER_COLUMNS, remedy, part="field")
 

@@ -690,3 +690,39 @@ def test_a_generate_row_from_one_paired_run_is_flagged(tmp_path):
     rows = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
     assert rows["generate()"]["timing_flag"].startswith("one paired run")
     assert "- opt-tiny generate() (batch 1" in out.with_suffix(".md").read_text().split("Flagged timings:")[1]
+
+
+def test_an_append_to_rows_of_values_no_bench_writes_is_refused_before_any_timing(
+    tmp_path, capsys, monkeypatch
+):
+    """Hand edits of the right kind but a value no bench writes (a speedup of -5.0, an interval whose low end is
+    above its high end, a batch of 0) were kept and tabled as measurements. They are refused as a wrong kind is,
+    in one line naming the file, the column and the row."""
+    import skipcore.evaluate.bench.run as bench_lib
+
+    out = tmp_path / "b.json"
+    assert main(bench_argv("opt-tiny", 4, 4, out)) == 0
+    written = json.loads(out.read_text())
+    timed = []
+    monkeypatch.setattr(bench_lib, "bench_one", lambda *a, **kw: timed.append(a) or 1 / 0)
+    cases = [
+        ({"measured_speedup_decode": -5.0}, "column measured_speedup_decode holds -5.0 in row 2, where finite numbers above 0 belong"),
+        ({"batch_size": 0}, "column batch_size holds 0 in row 2, where whole numbers >= 1 belong"),
+        ({"timing_runs": 2.5}, "column timing_runs holds 2.5 in row 2, where whole numbers >= 1 belong"),
+        ({"same_tokens_as_full": 1.7}, "column same_tokens_as_full holds 1.7 in row 2, where numbers from 0 to 1 belong"),
+        ({"vs_full_total_hi": float("inf")}, "column vs_full_total_hi holds inf in row 2"),
+        ({"measured_speedup_decode_lo": 99.0}, "row 2's measured_speedup_decode 1.5 lies outside its interval [99, "),
+    ]  # fmt: skip
+    for edit, said in cases:
+        result = json.loads(json.dumps(written))
+        result["rows"][1].update(edit)
+        if "measured_speedup_decode_lo" in edit:
+            result["rows"][1]["measured_speedup_decode"] = 1.5
+        out.write_text(json.dumps(result))
+        err = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+        assert err.startswith(f"error: --append: {out}: {said}"), err
+        assert "an --append run tables them with its own" in err
+    out.write_text(json.dumps({**written, "bandwidth_bytes_per_s": -1.0}))
+    said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+    assert f"{out}: field bandwidth_bytes_per_s holds -1.0, where finite numbers above 0 belong" in said
+    assert timed == []
