@@ -190,3 +190,47 @@ def test_append_to_a_file_that_is_no_results_says_why_in_words(tmp_path, capsys,
     said = refused(capsys, [*bench_args(out, "1"), "--settings", "full", "--append"])
     assert said.startswith(f"error: --append: {out} is not a bench results file: ") and words in said
     assert "Error" not in said and out.read_text() == text
+
+
+def test_a_stopped_bench_says_what_its_results_file_keeps(tmp_path, capsys, monkeypatch):
+    """A bench stopped before its first setting said 'the rows measured so far are kept in --out' where no file
+    existed. It says what is true when it stops: nothing measured (no file, or the file as it was), or how many rows
+    the file keeps."""
+    import skipcore.evaluate.bench.run as bench_lib
+
+    out = tmp_path / "b.json"
+    real_bench_one, calls = bench_lib.bench_one, []
+
+    def stops_at(n: int):
+        def bench_one(*a, **kw):
+            calls.append(a[2])
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            return real_bench_one(*a, **kw)
+
+        return bench_one
+
+    def said(argv: list[str]) -> str:
+        capsys.readouterr()
+        assert main(argv) == 130
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at(1))
+    argv = [*bench_args(out, "1,2"), "--settings", "full,generate"]
+    assert said(argv) == "error: interrupted; nothing was measured yet: no results file was written"
+    assert not out.exists()
+    calls.clear()
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at(2))
+    again = "the same command with --append measures the rest"
+    assert said(argv) == f"error: interrupted; {out} keeps 2 rows, measured so far: {again}"
+    before = out.read_bytes()
+    calls.clear()
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at(1))
+    assert said([*argv, "--append"]) == f"error: interrupted; nothing was measured yet: {out} is as it was"
+    assert out.read_bytes() == before
+    no_out = argv[: argv.index("--out")] + argv[argv.index("--out") + 2 :]
+    calls.clear()
+    assert (
+        said(no_out)
+        == "error: interrupted; nothing was written (no --out): the tables printed so far are what was measured"
+    )

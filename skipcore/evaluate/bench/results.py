@@ -210,6 +210,24 @@ def write_results(
     written.append(digest)
 
 
+def kept_after_stop(out: Path | None, before: str | None) -> str:
+    """What a bench stopped part way has kept, as its interrupt message says it: the rows in `out` where it
+    wrote there (the file's digest is no longer `before`, the one it had at the start, None where there was
+    none), else that nothing was measured yet (the file as it was, or none)."""
+    if out is None:
+        return "nothing was written (no --out): the tables printed so far are what was measured"
+    try:
+        changed = out.is_file() and file_digest(out) != before
+        rows = len(parse_json(out.read_text())["rows"]) if changed else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{out} holds what was measured so far: the same command with --append measures the rest"
+    if not changed:
+        kept = f"{out} is as it was" if before else "no results file was written"
+        return f"nothing was measured yet: {kept}"
+    said = f"{rows} row{'s' if rows != 1 else ''}"
+    return f"{out} keeps {said}, measured so far: the same command with --append measures the rest"
+
+
 def _run_key(run: dict) -> str:
     return json.dumps(run, sort_keys=True)
 
