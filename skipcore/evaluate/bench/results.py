@@ -104,8 +104,11 @@ def format_table(rows: list[dict]) -> str:
     A real model's name timed with random weights of its shape (not installed) says so."""
     from skipcore.models.catalog import is_real_name
 
+    # the prompt length where the rows have several (a file added to with another --prompt-len), else said by none
+    prompts = len({r.get("prompt_len") for r in rows}) > 1
     head = (
-        "| model | batch | new tokens | setting | tokens/s | vs full (total) [95%] | layer speedup "
+        f"| model | batch |{' prompt tokens |' if prompts else ''} new tokens | setting | tokens/s "
+        "| vs full (total) [95%] | layer speedup "
         "| measured decode speedup [95%] | measured / layer | measured / FLOPs | tokens / full pass "
         "| same tokens as full | KV allocated MiB | KV vs full | peak memory MiB | roofline |"
     )
@@ -126,7 +129,8 @@ def format_table(rows: list[dict]) -> str:
             return f"{speedup_text(r[k], '{:.2f}')} [{ends}]{star}" if math.isfinite(r[k]) else "n/a"
 
         lines.append(
-            f"| {model} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
+            f"| {model} | {r['batch_size']} |{prompt_cell(r) if prompts else ''} "
+            f"{r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
             f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
             f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
             f"| {f('tokens_per_full_pass')} | {f('same_tokens_as_full', '{:.0%}')} "
@@ -148,6 +152,11 @@ def format_table(rows: list[dict]) -> str:
         if row_flag(r)
     ]
     return "\n".join(lines + said_runs + pairing + (["", "Flagged timings:", *flagged] if flagged else []))
+
+
+def prompt_cell(row: dict) -> str:
+    """A row's prompt length as its table's cell (empty where the row does not say it)."""
+    return f" {row['prompt_len']} |" if row.get("prompt_len") is not None else "  |"
 
 
 def total_flag(row: dict) -> str:

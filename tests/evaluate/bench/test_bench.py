@@ -726,3 +726,19 @@ def test_an_append_to_rows_of_values_no_bench_writes_is_refused_before_any_timin
     said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
     assert f"{out}: field bandwidth_bytes_per_s holds -1.0, where finite numbers above 0 belong" in said
     assert timed == []
+
+
+def test_rows_of_several_prompt_lengths_say_theirs_in_the_table():
+    """After --append with another --prompt-len, two rows '| opt-tiny | 2 | 4 | full | ...' could not be told
+    apart: where a table's rows have several prompt lengths, it has their column; where they share one, none."""
+    from skipcore.evaluate.bench.results import format_table
+
+    rows = [bench_row("full", 5, ""), {**bench_row("full", 5, ""), "prompt_len": 32}]
+    table = format_table(rows).splitlines()
+    assert table[0].startswith("| model | batch | prompt tokens | new tokens | setting |")
+    assert [line[:34] for line in table[2:4]] == [
+        "| opt-tiny | 1 | 4 | 4 | full | 10",
+        "| opt-tiny | 1 | 32 | 4 | full | 1",
+    ]
+    assert len(table[0].split("|")) == len(table[2].split("|"))
+    assert format_table(rows[:1]).startswith("| model | batch | new tokens | setting |")
