@@ -258,6 +258,7 @@ def _run_command(argv: list[str] | None) -> int:
         return 2
     except KeyboardInterrupt:  # what the stopped work left, as its command declares it
         kept = getattr(args, "on_interrupt", "")
+        kept = kept() if callable(kept) else kept  # what is true when it stopped, looked at now
         print(f"error: interrupted{'; ' + kept if kept else ''}", file=sys.stderr)
         return 130
     finally:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from functools import partial
 
 from skipcore.commands.common import comma_list, finite, path_text
-from skipcore.files import check_companion, check_output_path, check_replaceable
+from skipcore.files import check_companion, check_output_path, check_replaceable, file_digest
 
 ABOUT = (
     "Measure decoding speed (tokens/s) on this machine: full depth of each model against SkipDecode schedules at "
@@ -78,7 +79,7 @@ def add_parser(sub) -> None:
     p.add_argument("--append", action="store_true", help="add the rows to --out's results (a plan in stages)")
     p.set_defaults(
         func=run_bench,
-        on_interrupt="the rows measured so far are kept in --out: the same command with --append measures the rest",
+        on_interrupt="nothing was measured yet",  # until the run knows its --out (`kept_after_stop`)
     )
 
 
@@ -87,8 +88,8 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
 
     import skipcore.evaluate.bench.plan as plans
     from skipcore.errors import UserError
-    from skipcore.evaluate.bench.results import own_table, read_results, results_to_extend
-    from skipcore.evaluate.bench.run import already_measured, run_plan
+    from skipcore.evaluate.bench.results import kept_after_stop, own_table, read_results, results_to_extend
+    from skipcore.evaluate.bench.run import already_measured, run_plan, write_table_again
     from skipcore.kernels.precision import dtype_name
     from skipcore.models.loading import resolve_device, resolve_dtype
     from skipcore.output_lock import OutputLock
@@ -105,6 +106,8 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     if args.append and args.overwrite:
         raise UserError("--append keeps the results file's rows and --overwrite replaces them: give one")
     out = check_output_path(args.out, args.overwrite or args.append, (".json",), field="out")
+    before = file_digest(out) if out is not None and out.is_file() else None
+    args.on_interrupt = partial(kept_after_stop, out, before)  # what is in --out when it stops
     # one writer: two benches on one file replaced each other's rows after every setting, each saying "wrote"
     with OutputLock(out, "bench") if out is not None else contextlib.nullcontext():
         if out is not None and args.overwrite:  # a results file is replaced, never a JSON file of the user's
@@ -121,7 +124,11 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
         for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
             print(note, file=sys.stderr, flush=True)
         if len(done) == len(plan.runs()):
-            print(f"nothing measured: {out} holds every run of this plan", file=sys.stderr)
+            table = out.with_suffix(".md")
+            again = "" if table.exists() else f"; its table {table} was missing: written again from it"
+            if again:
+                write_table_again(out, extend)
+            print(f"nothing measured: {out} holds every run of this plan{again}", file=sys.stderr)
             return 0
         run_plan(plan, device, dtype, out, extend, show=lambda table: print(table, flush=True))
     if out is not None:

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 
 from skipcore.commands.common import (
@@ -25,6 +26,7 @@ from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, execut
 from skipcore.errors import UserError, flag_of, said_by
 from skipcore.evaluate.sweep.executors import GridIncomplete
 from skipcore.evaluate.sweep.settings import SweepConfig
+from skipcore.files import expand_home, file_digest
 from skipcore.policies.params import params_of, summary
 
 DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}  # every default is declared once, in SweepConfig
@@ -138,17 +140,17 @@ def add_parser(sub) -> None:
     o.add_argument(
         "--no-progress", action="store_true", help="no progress bar: one line per finished setting instead"
     )
-    p.set_defaults(
-        func=run_cli,
-        on_interrupt=interrupted(overwrite=False),
-    )
+    p.set_defaults(func=run_cli, on_interrupt="no setting had finished: nothing written")
 
 
-def interrupted(overwrite: bool) -> str:
-    """What a stopped sweep leaves and the way on: the settings it finished, in --out, which a rerun of the same
-    settings resumes; a rerun with --overwrite starts over and resumes none, so the way on leaves that flag out."""
+def interrupted(out: Path, before: str | None, overwrite: bool) -> str:
+    """What a stopped sweep leaves and the way on (`store.kept_after_stop`, looked at when it stops): the settings
+    it finished, in --out, which a rerun of the same settings resumes; a rerun with --overwrite starts over and
+    resumes none, so the way on leaves that flag out."""
+    from skipcore.evaluate.sweep.store import kept_after_stop
+
     again = "the same command without --overwrite" if overwrite else "the same command"
-    return f"the settings finished so far are kept in --out: {again} resumes the rest"
+    return kept_after_stop(out, before, again)
 
 
 def add_policy_grid_args(p: argparse.ArgumentParser, policies: Mapping[str, type] | None = None) -> None:
@@ -291,7 +293,9 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
 
     executor = executor_from_args(args)
-    args.on_interrupt = interrupted(args.overwrite)
+    out = expand_home(cfg.out)
+    before = file_digest(out) if out.is_file() else None
+    args.on_interrupt = partial(interrupted, out, before, args.overwrite)  # what is in --out when it stops
     incomplete = None
     try:
         with said_by(grid_flags):

@@ -31,15 +31,55 @@ BELONG = {"number": "numbers belong", "text": "text belongs"}  # "holds text whe
 @dataclass(frozen=True)
 class Column:
     """A column's kind of value, and whether every row holds one (`required`: a row without it cannot be
-    tabled or resumed); elsewhere a value may be missing (None, NaN), as where a row has nothing to say."""
+    tabled or resumed); elsewhere a value may be missing (None, NaN), as where a row has nothing to say. A
+    column of numbers may also say which numbers its writer makes (`at_least`, `above`, `at_most`, `whole`):
+    then each value is finite and among them, so a hand edit (a speedup of -5, a batch of 0) is named before a
+    run tables it with its own."""
 
     kind: Kind
     required: bool = False
+    at_least: float | None = None
+    above: float | None = None
+    at_most: float | None = None
+    whole: bool = False
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the column's numbers are checked by value, not by kind alone."""
+        return self.whole or any(b is not None for b in (self.at_least, self.above, self.at_most))
+
+    def holds(self, value: float) -> bool:
+        """Whether `value`, a number, is one this column's writer makes."""
+        return (
+            math.isfinite(value)
+            and (self.at_least is None or value >= self.at_least)
+            and (self.above is None or value > self.above)
+            and (self.at_most is None or value <= self.at_most)
+            and (not self.whole or value == round(value))
+        )
+
+    def said(self) -> str:
+        """Its numbers in words: 'whole numbers >= 1', 'numbers above 0', 'numbers from 0 to 1'."""
+        what = "whole numbers" if self.whole else "numbers"  # a whole number is finite, a range's too
+        if self.at_least is not None and self.at_most is not None:
+            return f"{what} from {self.at_least:g} to {self.at_most:g}"
+        ends = [f">= {self.at_least:g}"] if self.at_least is not None else []
+        ends += [f"above {self.above:g}"] if self.above is not None else []
+        ends += [f"<= {self.at_most:g}"] if self.at_most is not None else []
+        finite = "" if self.whole else "finite "
+        return f"{finite}{what} {' and '.join(ends)}".strip()
 
 
-def number_columns(*names: str, required: bool = False) -> dict[str, Column]:
-    """Columns of numbers, by name."""
-    return {name: Column("number", required) for name in names}
+def number_columns(
+    *names: str,
+    required: bool = False,
+    at_least: float | None = None,
+    above: float | None = None,
+    at_most: float | None = None,
+    whole: bool = False,
+) -> dict[str, Column]:
+    """Columns of numbers, by name, each holding the numbers the bounds allow (none given: any number)."""
+    return {name: Column("number", required, at_least, above, at_most, whole) for name in names}
 
 
 def text_columns(*names: str, required: bool = False) -> dict[str, Column]:
@@ -65,7 +105,7 @@ def check_columns(
             continue
         values = columns[name]
         numeric = getattr(getattr(values, "dtype", None), "kind", "") in ("i", "u", "f")  # a typed column
-        if numeric and column.kind == "number" and not column.required:
+        if numeric and column.kind == "number" and not column.required and not column.bounded:
             continue  # holds numbers or NaN alone, whatever its length
         for i, value in enumerate(values):
             if _missing(value):
@@ -78,6 +118,11 @@ def check_columns(
                 raise UserError(
                     f"{source}: {part} {name} holds {_said(value)} where {BELONG[column.kind]} "
                     f"({where}{quoted(value)}); {remedy}"
+                )
+            if column.kind == "number" and not column.holds(float(value)):
+                where = f" in row {i + 1}" if part == "column" else ""
+                raise UserError(
+                    f"{source}: {part} {name} holds {quoted(value)}{where}, where {column.said()} belong; {remedy}"
                 )
 
 

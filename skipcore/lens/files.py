@@ -1,6 +1,7 @@
 """Lens tables on disk: Parquet (metadata in the schema), or JSONL/CSV with a `.meta.json` sidecar, written
 atomically, the way `skipcore.traces` writes traces. Traces' own validation does not apply (a lens row is a
-(token, layer) pair, not a token), so lens tables have their own column list and check."""
+(token, layer) pair, not a token), so lens tables have their own column list and check; the rules of a token's own
+columns are the trace's (`skipcore.traces.schema.check_token_columns`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from skipcore.errors import UserError, first_line, quoted
@@ -23,7 +25,7 @@ from skipcore.files import (
     read_parquet,
 )
 from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path, write_jsonl
-from skipcore.traces.schema import TraceSchemaError
+from skipcore.traces.schema import TraceSchemaError, check_logprobs, check_token_columns
 
 # column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
 LENS_COLUMNS: dict[str, str] = {
@@ -77,7 +79,50 @@ def validate_lens(df: pd.DataFrame, source: str = "lens table") -> pd.DataFrame:
             raise TraceSchemaError(f"{source}: column {col!r} must be int, got {s.dtype}")
         elif kind == "float" and not pd.api.types.is_numeric_dtype(s.dtype):
             raise TraceSchemaError(f"{source}: column {col!r} must be float, got {s.dtype}")
+    _check_values(df, source)
     return df
+
+
+# a read-out's numbers are float32 sums: a probability may land a rounding above 1, a cosine above 1
+ROUNDING = 1e-6
+
+
+def _check_values(df: pd.DataFrame, source: str) -> None:
+    """Values a lens the library made can hold (a damaged or hand-made file is named by its first bad column, as
+    the trace reader names it): each token's own columns by the trace's rules; each token read at every layer
+    0..L-1 once, its `ran` layers as many as it ran; probabilities in [0, 1], KL and entropy >= 0, and a residual
+    cosine in [-1, 1] where its layer ran, NaN where it did not."""
+    check_token_columns(df, source, ("layer", "top_token_id"))
+    check_logprobs(df, source)  # rows after a row's end are left out of a lens
+    for col in ("top_prob", "p_generated"):
+        values = df[col].to_numpy(dtype=float)
+        if not (np.isfinite(values) & (values >= 0) & (values <= 1 + ROUNDING)).all():
+            raise TraceSchemaError(f"{source}: column {col!r} must hold probabilities from 0 to 1")
+    for col in ("kl_to_final", "entropy"):
+        if not (df[col].to_numpy(dtype=float) >= 0).all():  # NaN fails too
+            raise TraceSchemaError(f"{source}: column {col!r} must hold values >= 0 (nats)")
+    ran = df["ran"].to_numpy(dtype=bool)
+    cos = df["residual_cos"].to_numpy(dtype=float)
+    if not np.isnan(cos[~ran]).all():
+        raise TraceSchemaError(
+            f"{source}: column 'residual_cos' has a value where its layer did not run (NaN)"
+        )
+    if (np.abs(cos[ran & ~np.isnan(cos)]) > 1 + ROUNDING).any():
+        raise TraceSchemaError(f"{source}: column 'residual_cos' must hold cosines from -1 to 1")
+    layers = int(df["layer"].max()) + 1
+    token = [df[k] for k in ("run_id", "sample", "step")]
+    read = df.groupby(token, sort=False)["layer"]
+    if (read.nunique() != layers).any() or (read.size() != layers).any():
+        raise TraceSchemaError(
+            f"{source}: a token is not read at each of the {layers} layers 0..{layers - 1} once (a row missing or "
+            "twice)"
+        )
+    if (df["num_layers_run"] > layers).any() or (
+        df.groupby(token, sort=False)["ran"].transform("sum") != df["num_layers_run"]
+    ).any():
+        raise TraceSchemaError(
+            f"{source}: column 'ran' disagrees with 'num_layers_run' (the layers a token ran)"
+        )
 
 
 def check_lens_path(path: str | Path, overwrite: bool = False) -> Path:

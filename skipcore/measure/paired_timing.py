@@ -183,22 +183,24 @@ def runs_flag(measured: float, runs: int) -> str:
 
 
 def plausibility_flag(measured: float, batch_layer_speedup: float, flops_speedup: float, runs: int) -> str:
-    """Empty, or why a measured decode speedup is not to be taken as one: too few paired runs (`runs_flag`), or a
-    value implausible for the work it saved (design notes, "Timing")."""
+    """Empty, or every reason a measured decode speedup is not to be taken as one, joined by '; ': too few paired
+    runs (`runs_flag`), and a value implausible for the work it saved (design notes, "Timing"). A reader who
+    times again for the first reason must hear of the second too."""
     said = runs_flag(measured, runs)
-    if said:
+    if not math.isfinite(measured):
         return said
+    reasons = [said] if said else []
     if measured > MAX_OVER_LAYER * batch_layer_speedup:
-        return (
+        reasons.append(
             f"measured {measured:.2f}x is above {MAX_OVER_LAYER}x the batch layer speedup "
             f"({batch_layer_speedup:.2f}x): skipping layers cannot save that much"
         )
     if measured < MIN_OVER_FLOPS * flops_speedup:
-        return (
+        reasons.append(
             f"measured {measured:.2f}x is below {MIN_OVER_FLOPS}x the FLOPs speedup ({flops_speedup:.2f}x): "
             "the timing is dominated by something other than the saved work"
         )
-    return ""
+    return "; ".join(reasons)
 
 
 def flag_texts(flags: pd.Series) -> pd.Series:

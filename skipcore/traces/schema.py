@@ -274,15 +274,7 @@ def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None
         raise TraceSchemaError(
             f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {num_layers}"
         )
-    for col in ("sample", "step", "token_id", "kv_cache_bytes", "kv_cache_bytes_full"):
-        if (df[col] < 0).any():
-            raise TraceSchemaError(f"{source}: column {col!r} has negative values")
-    if (df["num_layers_run"] < 1).any():
-        raise TraceSchemaError(f"{source}: column 'num_layers_run' must be >= 1")
-    if (df["position"] < df["step"]).any():
-        raise TraceSchemaError(
-            f"{source}: column 'position' is below 'step' (a position counts the prompt too)"
-        )
+    check_token_columns(df, source, ("kv_cache_bytes", "kv_cache_bytes_full"))
     for col in ("flops", "flops_full", "step_ms"):
         values = df[col].to_numpy(dtype=float)
         if not np.isfinite(values).all() or (values < 0).any():
@@ -293,9 +285,31 @@ def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None
         )
     if (df["kv_cache_bytes"] > df["kv_cache_bytes_full"]).any():
         raise TraceSchemaError(f"{source}: 'kv_cache_bytes' above 'kv_cache_bytes_full'")
+    check_logprobs(df, source, generated=~df["finished"].to_numpy(dtype=bool))
+
+
+# the rules below hold for every table of generated tokens: a trace's rows, and a layer lens's rows (one per layer
+# of each token, `skipcore.lens.files`)
+def check_token_columns(df: pd.DataFrame, source: str, counts: tuple[str, ...] = ()) -> None:
+    """A generated token's own columns: its sample, step and id (and `counts`) are >= 0, it ran at least one
+    layer, and its position counts the prompt too (never below its step)."""
+    for col in ("sample", "step", "token_id", *counts):
+        if (df[col] < 0).any():
+            raise TraceSchemaError(f"{source}: column {col!r} has negative values")
+    if (df["num_layers_run"] < 1).any():
+        raise TraceSchemaError(f"{source}: column 'num_layers_run' must be >= 1")
+    if (df["position"] < df["step"]).any():
+        raise TraceSchemaError(
+            f"{source}: column 'position' is below 'step' (a position counts the prompt too)"
+        )
+
+
+def check_logprobs(df: pd.DataFrame, source: str, generated: np.ndarray | None = None) -> None:
+    """`logprob` holds finite log-probabilities <= 0 on the rows that generated a token (`generated`; None:
+    every row), NaN alone elsewhere (a row after its end)."""
     logprob = df["logprob"].to_numpy(dtype=float)
-    generated = ~df["finished"].to_numpy(dtype=bool)  # a row that has ended generates none (NaN)
-    if not np.isfinite(logprob[generated]).all() or (logprob > 1e-6).any():
+    said = logprob if generated is None else logprob[generated]
+    if not np.isfinite(said).all() or (logprob > 1e-6).any():
         raise TraceSchemaError(
             f"{source}: column 'logprob' must hold finite log-probabilities <= 0 (NaN only after a row's end)"
         )

@@ -133,3 +133,104 @@ def test_overwrite_replaces_a_bench_results_file_never_a_users_json(tmp_path, ca
     said = refused(capsys, [*bench_args(out, "1"), "--settings", "full", "--overwrite"])
     assert "is not a bench results file" in said and out.read_text() == '{"my": "notes"}'
     assert not out.with_suffix(".md").exists()
+
+
+def test_append_to_a_results_file_without_its_table_writes_the_table_again(tmp_path, capsys):
+    """A results file copied without its .md could not be added to: '--append: q.json and q.md beside it are not a
+    pair the bench wrote', naming a q.md that does not exist. A missing table is written again from the results;
+    only a file of the user's at the table's name is refused, as it was."""
+    first = tmp_path / "b.json"
+    assert main([*bench_args(first, "1"), "--settings", "full"]) == 0
+    out, same = tmp_path / "q.json", tmp_path / "r.json"
+    for copy in (out, same):
+        copy.write_bytes(first.read_bytes())
+    assert main([*bench_args(out, "2"), "--settings", "full", "--append"]) == 0
+    result = json.loads(out.read_text())
+    assert [r["batch_size"] for r in result["rows"]] == [1, 2] and result["complete"]
+    assert "| opt-tiny | 2 | 4 | full |" in out.with_suffix(".md").read_text()
+
+    capsys.readouterr()  # the same plan again: nothing to measure, the table written again all the same
+    assert main([*bench_args(same, "1"), "--settings", "full", "--append"]) == 0
+    assert f"its table {same.with_suffix('.md')} was missing: written again" in capsys.readouterr().err
+    assert "| opt-tiny | 1 | 4 | full |" in same.with_suffix(".md").read_text()
+    assert json.loads(same.read_text())["rows"] == json.loads(first.read_text())["rows"]
+
+    mine = tmp_path / "m.json"
+    mine.write_bytes(first.read_bytes())
+    mine.with_suffix(".md").write_text("my notes\n")
+    said = refused(capsys, [*bench_args(mine, "2"), "--settings", "full", "--append"])
+    assert said == (
+        f"error: --append: {mine.with_suffix('.md')} exists and is not one m.json wrote: it will not be replaced; "
+        "move it or choose another path"
+    )
+    assert mine.with_suffix(".md").read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"machine": "x", "rows": []}', "it has no device or dtype field"),
+        ("[1]", "it holds a list, where a results file holds an object"),
+        ("{", "it is not JSON (Expecting property name"),
+        (
+            '{"machine": "x", "device": "cpu", "dtype": "float32", "rows": {}}',
+            "its rows are an object, not a list",
+        ),
+        (
+            '{"machine": "x", "device": "cpu", "dtype": "float32", "rows": [], "runs_planned": 3}',
+            "its runs_planned and runs_measured are not lists of runs",
+        ),
+    ],
+)
+def test_append_to_a_file_that_is_no_results_says_why_in_words(tmp_path, capsys, text, words):
+    """'--append: u.json is not a bench results file (KeyError)': a Python exception's name, where a user needs
+    what the file lacks."""
+    out = tmp_path / "u.json"
+    out.write_text(text)
+    said = refused(capsys, [*bench_args(out, "1"), "--settings", "full", "--append"])
+    assert said.startswith(f"error: --append: {out} is not a bench results file: ") and words in said
+    assert "Error" not in said and out.read_text() == text
+
+
+def test_a_stopped_bench_says_what_its_results_file_keeps(tmp_path, capsys, monkeypatch):
+    """A bench stopped before its first setting said 'the rows measured so far are kept in --out' where no file
+    existed. It says what is true when it stops: nothing measured (no file, or the file as it was), or how many rows
+    the file keeps."""
+    import skipcore.evaluate.bench.run as bench_lib
+
+    out = tmp_path / "b.json"
+    real_bench_one, calls = bench_lib.bench_one, []
+
+    def stops_at(n: int):
+        def bench_one(*a, **kw):
+            calls.append(a[2])
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            return real_bench_one(*a, **kw)
+
+        return bench_one
+
+    def said(argv: list[str]) -> str:
+        capsys.readouterr()
+        assert main(argv) == 130
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at(1))
+    argv = [*bench_args(out, "1,2"), "--settings", "full,generate"]
+    assert said(argv) == "error: interrupted; nothing was measured yet: no results file was written"
+    assert not out.exists()
+    calls.clear()
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at(2))
+    again = "the same command with --append measures the rest"
+    assert said(argv) == f"error: interrupted; {out} keeps 2 rows, measured so far: {again}"
+    before = out.read_bytes()
+    calls.clear()
+    monkeypatch.setattr(bench_lib, "bench_one", stops_at(1))
+    assert said([*argv, "--append"]) == f"error: interrupted; nothing was measured yet: {out} is as it was"
+    assert out.read_bytes() == before
+    no_out = argv[: argv.index("--out")] + argv[argv.index("--out") + 2 :]
+    calls.clear()
+    assert (
+        said(no_out)
+        == "error: interrupted; nothing was written (no --out): the tables printed so far are what was measured"
+    )

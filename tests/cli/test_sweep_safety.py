@@ -39,10 +39,34 @@ def test_an_interrupted_sweep_names_the_rerun_that_resumes_it(
     assert main([*argv, *(["--overwrite"] if overwrite else [])]) == 130
     said = capsys.readouterr().err.strip().splitlines()[-1]
     again = "the same command without --overwrite" if overwrite else "the same command"
-    assert (
-        said
-        == f"error: interrupted; the settings finished so far are kept in --out: {again} resumes the rest"
-    )
+    assert said == f"error: interrupted; {out} keeps the 1 setting finished so far: {again} resumes the rest"
     monkeypatch.undo()
     assert main(argv) == 0  # the command it names
     assert f"resuming {out}: 1 of 2 settings kept, 1 to run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_a_sweep_stopped_before_a_setting_finished_says_nothing_was_written(
+    model_dirs, tmp_path, monkeypatch, capsys, before
+):
+    """A sweep stopped before its first row (Ray starting, the model loading) said 'the settings finished so far
+    are kept in --out' where no file existed: it says what is true, and leaves a file that was there as it was."""
+    from skipcore.commands import main
+    from skipcore.evaluate.sweep import runner
+
+    data = write_csv(tmp_path / "mine.csv", 2)
+    out = tmp_path / "sweep.parquet"
+    if before:
+        out.write_bytes(b"a sweep of earlier")
+    argv = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(data), "--out", str(out), "--repeats", "0",
+            "--targets", "2", "--batch-sizes", "1", "--policies", "static", "--modes", "skip", "--no-progress"]  # fmt: skip
+
+    def stopped(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "build_grid", stopped)
+    assert main(argv) == 130
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    kept = f"{out} is as it was" if before else "nothing written"
+    assert said == f"error: interrupted; no setting had finished: {kept}"
+    assert out.exists() == before

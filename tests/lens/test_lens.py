@@ -5,6 +5,7 @@ recomputation, agreement counts what it says, and the files, command and figures
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -409,3 +410,53 @@ def test_the_lens_breaks_a_tie_as_the_greedy_pick_does():
     ids, values = _top(shuffled, 5)
     want = shuffled.topk(5, dim=-1)
     assert torch.equal(values, want.values) and torch.equal(ids, want.indices)  # no tie: topk's own answer
+
+
+def test_the_lens_of_every_policy_passes_its_readers_value_checks(opt):
+    """The reader's value checks hold for what the library makes: full depth, a skip schedule, CALM (per-row
+    exits, K/V propagated), adaptive, and a teacher-forced path."""
+    from skipcore.lens.files import validate_lens
+
+    sched = Schedule(opt.num_layers, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1)
+    calm = CalmPolicy(threshold=0.2, min_layers=2)
+    tables = [
+        layer_lens(opt, PROMPTS, p, T).table
+        for p in (None, sched, calm, AdaptivePolicy(min_layers=2, threshold=0.0, drop=1))
+    ]
+    tables.append(compare_with_full_depth(opt, PROMPTS, sched, T).path.table)
+    for table in tables:
+        validate_lens(table.copy(), "lens")
+
+
+def _flip_a_layer(t: pd.DataFrame) -> pd.DataFrame:
+    at = t["layer"] == 2
+    return t.assign(
+        ran=np.where(at, ~t["ran"], t["ran"]), residual_cos=np.where(at, np.nan, t["residual_cos"])
+    )
+
+
+@pytest.mark.parametrize(
+    "corrupt, said",
+    [
+        (lambda t: t.assign(top_prob=np.where(t.index == 3, 1.7, t["top_prob"])), "'top_prob' must hold probabilities"),
+        (lambda t: t.assign(p_generated=-t["p_generated"]), "'p_generated' must hold probabilities from 0 to 1"),
+        (lambda t: t.assign(kl_to_final=np.where(t.index == 5, -3.0, t["kl_to_final"])), "'kl_to_final' must hold values >= 0"),
+        (lambda t: t.assign(entropy=np.nan), "'entropy' must hold values >= 0"),
+        (lambda t: t.assign(logprob=0.5), "'logprob' must hold finite log-probabilities <= 0"),
+        (lambda t: t.assign(layer=-t["layer"]), "column 'layer' has negative values"),
+        (lambda t: t.drop(index=4), "a token is not read at each of the 6 layers 0..5 once"),
+        (lambda t: pd.concat([t, t.iloc[:1]], ignore_index=True), "a token is not read at each of the 6 layers"),
+        (_flip_a_layer, "column 'ran' disagrees with 'num_layers_run'"),
+        (lambda t: t.assign(residual_cos=2.0), "column 'residual_cos' has a value where its layer did not run"),
+        (lambda t: t.assign(residual_cos=t["residual_cos"] * 3), "'residual_cos' must hold cosines from -1 to 1"),
+    ],
+)  # fmt: skip
+def test_read_lens_checks_values_not_only_types(opt, tmp_path, corrupt, said):
+    """A lens file holding a top_prob of 1.7, a negative KL, a missing layer or a `ran` flipped for a whole layer
+    read as a lens: the trace reader refuses such files, the lens reader did not look."""
+    sched = Schedule(opt.num_layers, "constant", "skip", 3, 3)
+    table = layer_lens(opt, PROMPTS, sched, 4).table
+    path = tmp_path / "bad.csv"
+    corrupt(table).to_csv(path, index=False)
+    with pytest.raises(TraceSchemaError, match=re.escape(said)):
+        read_lens(path)

@@ -124,3 +124,13 @@ def test_mismatched_pairs_are_refused():
         paired_ratio([1.0, 2.0], [1.0])
     with pytest.raises(ValueError):
         time_pairs(fake(itertools.repeat(1.0)), fake(itertools.repeat(1.0)), repeats=0)
+
+
+def test_a_flag_says_every_reason_it_has():
+    """Two paired runs of an implausible 4.77x at layer speedup 2.00 were flagged for the runs alone: a reader who
+    timed it again did not hear that the value itself cannot come from skipping layers."""
+    flag = plausibility_flag(4.77, 2.0, 1.9, 2)
+    assert (
+        flag.startswith("2 paired runs") and "; measured 4.77x is above 1.2x the batch layer speedup" in flag
+    )
+    assert plausibility_flag(4.77, 2.0, 1.9, 5).startswith("measured 4.77x is above")

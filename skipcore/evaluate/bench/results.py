@@ -19,37 +19,34 @@ from pathlib import Path
 
 import torch
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, first_line
 from skipcore.evaluate.columns import check_columns, number_columns, text_columns
-from skipcore.files import atomic_write, file_digest, parse_json
+from skipcore.files import atomic_write, check_companion, file_digest, parse_json
 from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
 
 # what each column of a results file's rows holds (`skipcore.evaluate.columns`): the rows an --append run keeps and
-# tables with its own are checked against it before any timing. Every row names its model and setting, its batch
-# size, length and speed (the table's first columns); a value a row has nothing for is missing (null, NaN). Other
-# columns (`compiled`) are not checked.
+# tables with its own are checked against it before any timing, by kind and by value (the numbers a bench writes: a
+# batch of 0 or a speedup of -5 is a hand edit). Every row names its model and setting, its batch size, length and
+# speed (the table's first columns); a value a row has nothing for is missing (null, NaN). Other columns
+# (`compiled`) are not checked.
+RATIOS = ("vs_full_total", "measured_speedup_decode")  # each with its 95% interval (_lo, _hi)
 ROW_COLUMNS = {
     **text_columns("model", "setting", required=True),
     **text_columns("weights", "paired_with", "timing_flag", "dtype", "attention_dtype"),
-    **number_columns("batch_size", "new_tokens", "tokens_per_s", required=True),
-    **number_columns(
-        "prompt_len", "seconds", "first_run_seconds", "timing_runs", "draft_tokens", "weight_bytes"
-    ),
-    **number_columns("vs_full_total", "vs_full_total_lo", "vs_full_total_hi", "same_tokens_as_full"),
-    **number_columns(
-        "decode_seconds", "decode_tokens_per_s", "peak_memory_bytes", "kv_cache_allocated_bytes"
-    ),
-    **number_columns(
-        "measured_speedup_decode", "measured_speedup_decode_lo", "measured_speedup_decode_hi", "layer_speedup"
-    ),
-    **number_columns("flops_speedup_decode", "measured_over_layer_speedup", "measured_over_flops_speedup"),
-    **number_columns(
-        "kv_fraction_of_full", "tokens_per_full_pass", "roofline_fraction", "read_roofline_fraction"
-    ),
+    **number_columns("batch_size", "new_tokens", required=True, at_least=1, whole=True),
+    **number_columns("tokens_per_s", required=True, above=0),
+    **number_columns("prompt_len", "timing_runs", "draft_tokens", at_least=1, whole=True),
+    **number_columns("weight_bytes", "peak_memory_bytes", "kv_cache_allocated_bytes", at_least=0, whole=True),
+    **number_columns("seconds", "first_run_seconds", "decode_seconds", "decode_tokens_per_s", at_least=0),
+    **number_columns(*(f"{k}{end}" for k in RATIOS for end in ("", "_lo", "_hi")), above=0),
+    **number_columns("same_tokens_as_full", at_least=0, at_most=1),
+    **number_columns("layer_speedup", "flops_speedup_decode", "tokens_per_full_pass", above=0),
+    **number_columns("measured_over_layer_speedup", "measured_over_flops_speedup", above=0),
+    **number_columns("kv_fraction_of_full", "roofline_fraction", "read_roofline_fraction", at_least=0),
 }
 # the header fields a run that adds to the file computes with (its rooflines)
-HEADER_COLUMNS = number_columns("bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s")
+HEADER_COLUMNS = number_columns("bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s", above=0)
 
 
 def gpu_driver() -> str | None:
@@ -107,8 +104,11 @@ def format_table(rows: list[dict]) -> str:
     A real model's name timed with random weights of its shape (not installed) says so."""
     from skipcore.models.catalog import is_real_name
 
+    # the prompt length where the rows have several (a file added to with another --prompt-len), else said by none
+    prompts = len({r.get("prompt_len") for r in rows}) > 1
     head = (
-        "| model | batch | new tokens | setting | tokens/s | vs full (total) [95%] | layer speedup "
+        f"| model | batch |{' prompt tokens |' if prompts else ''} new tokens | setting | tokens/s "
+        "| vs full (total) [95%] | layer speedup "
         "| measured decode speedup [95%] | measured / layer | measured / FLOPs | tokens / full pass "
         "| same tokens as full | KV allocated MiB | KV vs full | peak memory MiB | roofline |"
     )
@@ -124,12 +124,13 @@ def format_table(rows: list[dict]) -> str:
         def ci(k: str, r: dict = r) -> str:
             if r.get(k) is None:
                 return ""
-            star = "*" if k == "measured_speedup_decode" and r.get("timing_flag") else ""
+            star = "*" if (total_flag(r) if k == "vs_full_total" else row_flag(r)) else ""
             ends = ", ".join(speedup_text(r[k + end], "{:.2f}") for end in ("_lo", "_hi"))
             return f"{speedup_text(r[k], '{:.2f}')} [{ends}]{star}" if math.isfinite(r[k]) else "n/a"
 
         lines.append(
-            f"| {model} | {r['batch_size']} | {r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
+            f"| {model} | {r['batch_size']} |{prompt_cell(r) if prompts else ''} "
+            f"{r['new_tokens']} | {r['setting']} | {r['tokens_per_s']:.1f} "
             f"| {ci('vs_full_total')} | {f('layer_speedup')} | {ci('measured_speedup_decode')} "
             f"| {f('measured_over_layer_speedup')} | {f('measured_over_flops_speedup')} "
             f"| {f('tokens_per_full_pass')} | {f('same_tokens_as_full', '{:.0%}')} "
@@ -146,12 +147,33 @@ def format_table(rows: list[dict]) -> str:
     pairing = ["", "Paired with another setting than full depth (their ratios, tokens and KV are against it): "
                + "; ".join(paired) + "."] if paired else []  # fmt: skip
     flagged = [
-        f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): "
-        f"{r['timing_flag']}"
+        f"- {r['model']} {r['setting']} (batch {r['batch_size']}, {r['new_tokens']} new tokens): {row_flag(r)}"
         for r in rows
-        if r.get("timing_flag")
+        if row_flag(r)
     ]
     return "\n".join(lines + said_runs + pairing + (["", "Flagged timings:", *flagged] if flagged else []))
+
+
+def prompt_cell(row: dict) -> str:
+    """A row's prompt length as its table's cell (empty where the row does not say it)."""
+    return f" {row['prompt_len']} |" if row.get("prompt_len") is not None else "  |"
+
+
+def total_flag(row: dict) -> str:
+    """Empty, or why a row's end-to-end ratio (`vs_full_total`) is no measurement: too few paired runs
+    (`runs_flag`; a row that does not say its runs: nothing to judge by)."""
+    from skipcore.measure.paired_timing import runs_flag
+
+    if row.get("timing_runs") is None or row.get("vs_full_total") is None:
+        return ""
+    return runs_flag(row["vs_full_total"], int(row["timing_runs"]))
+
+
+def row_flag(row: dict) -> str:
+    """Why a row's timing is flagged, as its table says it: the row's own `timing_flag` (every reason its bench
+    found), else its total ratio's (`total_flag`): a row from a file whose bench flagged no single-run ratio is
+    flagged all the same."""
+    return row.get("timing_flag") or total_flag(row)
 
 
 def write_results(
@@ -197,6 +219,24 @@ def write_results(
     written.append(digest)
 
 
+def kept_after_stop(out: Path | None, before: str | None) -> str:
+    """What a bench stopped part way has kept, as its interrupt message says it: the rows in `out` where it
+    wrote there (the file's digest is no longer `before`, the one it had at the start, None where there was
+    none), else that nothing was measured yet (the file as it was, or none)."""
+    if out is None:
+        return "nothing was written (no --out): the tables printed so far are what was measured"
+    try:
+        changed = out.is_file() and file_digest(out) != before
+        rows = len(parse_json(out.read_text())["rows"]) if changed else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{out} holds what was measured so far: the same command with --append measures the rest"
+    if not changed:
+        kept = f"{out} is as it was" if before else "no results file was written"
+        return f"nothing was measured yet: {kept}"
+    said = f"{rows} row{'s' if rows != 1 else ''}"
+    return f"{out} keeps {said}, measured so far: the same command with --append measures the rest"
+
+
 def _run_key(run: dict) -> str:
     return json.dumps(run, sort_keys=True)
 
@@ -231,36 +271,57 @@ def own_table(out: Path, md: Path) -> bool:
     return file_digest(md) in recorded
 
 
+def _parsed_results(path: Path, said: str, fields: tuple[str, ...]) -> dict:
+    """The JSON object of a results file at `path` holding `fields` and a list of rows, or one line in plain words
+    (each starting with `said`) saying what it is instead."""
+    not_one = f"{said}{path} is not a bench results file"
+    try:
+        result = parse_json(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{said}cannot read {path}: {e.strerror or first_line(e)}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{not_one}: it is not text") from None
+    except ValueError as e:
+        raise UserError(f"{not_one}: it is not JSON ({first_line(e)})") from None
+    if not isinstance(result, dict):
+        raise UserError(f"{not_one}: it holds {_json_kind(result)}, where a results file holds an object")
+    lacking = [name for name in fields if name not in result]
+    if lacking:
+        raise UserError(f"{not_one}: it has no {' or '.join(lacking)} field")
+    if not isinstance(result["rows"], list):
+        raise UserError(f"{not_one}: its rows are {_json_kind(result['rows'])}, not a list")
+    return result
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words: 'a list', 'text', 'a number'."""
+    if isinstance(value, bool):
+        return "true/false"
+    kinds = {dict: "an object", list: "a list", str: "text", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
 def read_results(path: Path) -> dict:
     """A bench results file (what `--overwrite` may replace), or one line saying the file at `path` is not one."""
-    try:
-        result = parse_json(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path} is not a bench results file ({type(e).__name__})") from None
-    if not isinstance(result, dict) or not isinstance(result.get("rows"), list) or "machine" not in result:
-        raise UserError(f"{path} is not a bench results file")
-    return result
+    return _parsed_results(path, "", ("machine", "rows"))
 
 
 def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> dict | None:
     """The results a run with `--append` adds to: None where `out` does not exist yet; refused in one line
-    where it is not the bench's own (its table beside it unknown to it) or was measured on another device or
-    dtype, whose rows would not compare with this run's."""
+    where it is not a bench results file, where a file beside it holds the table's name but is not the table
+    the bench wrote (a user's; a missing table is written again from the results), or where it was measured on
+    another device or dtype, whose rows would not compare with this run's."""
     if not out.exists():
         return None
+    result = _parsed_results(out, "--append: ", ("machine", "device", "dtype", "rows"))
+    planned, measured = _recorded_runs(out, result)
     md = out.with_suffix(".md")
     try:
-        result = parse_json(out.read_text())
-        rows, seen = result["rows"], (result["device"], result["dtype"])
-        planned, measured = _recorded_runs(result)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UserError(f"--append: {out} is not a bench results file ({type(e).__name__})") from None
-    if not isinstance(rows, list) or not (md.is_file() and own_table(out, md)):
-        raise UserError(
-            f"--append: {out} and {md.name} beside it are not a pair the bench wrote; choose another path"
-        )
+        check_companion(md, out, True, lambda table: own_table(out, table))
+    except UserError as e:
+        raise UserError(f"--append: {e}") from None
     check_kept_rows(out, result)
-    here = (str(device), dtype_name(dtype))
+    seen, here = (result["device"], result["dtype"]), (str(device), dtype_name(dtype))
     if seen != here:
         raise UserError(
             f"--append: {out} was measured on {seen[0]} in {seen[1]}, this run is on {here[0]} in {here[1]}"
@@ -277,10 +338,11 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
 
 
 def check_kept_rows(out: Path, result: dict) -> None:
-    """Refuse in one line, naming the file and the column, a results file whose rows an --append run would keep
-    and table with its own while one holds a value of the wrong kind (text where numbers belong, as a hand edit
-    leaves it), or whose bandwidth is not a number: found only when the table is written, after the new
-    timings, it would lose them."""
+    """Refuse in one line, naming the file, the column and the row, a results file whose rows an --append run
+    would keep and table with its own while one holds a value of the wrong kind (text where numbers belong, as a
+    hand edit leaves it) or a value no bench writes (a batch of 0, a speedup of -5, a ratio outside its interval),
+    or whose bandwidth is not a number above 0: found only when the table is written, after the new timings, it
+    would lose them; tabled, it would publish the edit as a measurement."""
     remedy = "an --append run tables them with its own: put back the values the bench wrote, or choose another --out"
     rows = result["rows"]
     for i, row in enumerate(rows):
@@ -288,17 +350,29 @@ def check_kept_rows(out: Path, result: dict) -> None:
             raise UserError(f"--append: {out}: row {i + 1} is not a JSON object; {remedy}")
     columns = {name: [row.get(name) for row in rows] for name in ROW_COLUMNS}
     check_columns(f"--append: {out}", columns, ROW_COLUMNS, remedy)
+    for i, row in enumerate(rows):
+        for k in RATIOS:
+            value, lo, hi = (row.get(k + end) for end in ("", "_lo", "_hi"))
+            if None in (value, lo, hi) or any(map(math.isnan, (value, lo, hi))):
+                continue
+            if not (lo <= value * (1 + 1e-9) and value <= hi * (1 + 1e-9)):
+                raise UserError(
+                    f"--append: {out}: row {i + 1}'s {k} {value:g} lies outside its interval [{lo:g}, {hi:g}] "
+                    f"(a median is within its interval); {remedy}"
+                )
     header = {name: [result.get(name)] for name in HEADER_COLUMNS}
     check_columns(f"--append: {out}", header, HEADER_COLUMNS, remedy, part="field")
 
 
-def _recorded_runs(result: dict) -> tuple[list[dict], list[dict]]:
-    """(planned, measured) runs a results file records; a file from before files named their runs: the runs its
-    rows are of, as both (what else it planned it did not say)."""
+def _recorded_runs(out: Path, result: dict) -> tuple[list[dict], list[dict]]:
+    """(planned, measured) runs a results file records, or one line where they are not lists of runs; a file from
+    before files named their runs: the runs its rows are of, as both (what else it planned it did not say)."""
     if "runs_planned" not in result:
         held = runs_of_rows(result["rows"])
         return held, held
-    planned, measured = result["runs_planned"], result["runs_measured"]
-    if not all(isinstance(r, dict) for r in (*planned, *measured)):
-        raise TypeError("runs_planned and runs_measured hold runs")
-    return list(planned), list(measured)
+    runs = [result.get(name) for name in ("runs_planned", "runs_measured")]
+    if not all(isinstance(r, list) and all(isinstance(run, dict) for run in r) for r in runs):
+        raise UserError(
+            f"--append: {out} is not a bench results file: its runs_planned and runs_measured are not lists of runs"
+        )
+    return list(runs[0]), list(runs[1])

@@ -88,7 +88,7 @@ def bench_one(
     from skipcore.adapters import fused_copy_bytes, shapes_from_config
     from skipcore.decode.engine import SkipEngine
     from skipcore.decode.sampling import Sampling, TokenPicker
-    from skipcore.measure.paired_timing import time_pairs
+    from skipcore.measure.paired_timing import runs_flag, time_pairs
     from skipcore.policies.speculative import RoundPlan, SpeculativePolicy
     from skipcore.schedule import Schedule
 
@@ -257,6 +257,8 @@ def bench_one(
         }
         if setting == "generate() static+compile":
             row["compiled"] = compiled
+        # the total ratio's own flag (generate() has no other); a decode ratio's flag below says this one's too
+        row["timing_flag"] = runs_flag(tot.median, tot.runs)
         if run.decode is not None:
             row.update(_decode_columns(pairs["decode"], run, last[ref], schedules.get(setting), shapes, P, T))
             net = nets.get(setting, model)
@@ -401,6 +403,23 @@ def already_measured(plan: BenchPlan, extend: dict | None) -> list[dict]:
     return [run_id for run_id in plan.run_ids() if run_id in measured]
 
 
+def _kept(extend: dict) -> tuple[dict, list[dict], list[dict], list[dict], list[str]]:
+    """What a run that adds to the results `extend` keeps of them: their machine header and bandwidths, rows,
+    planned and measured runs, and notes."""
+    keep = ("machine", "device", "dtype", "torch", "cuda", "driver", "created", "bandwidth_bytes_per_s")
+    keep += ("read_bandwidth_bytes_per_s",)
+    header = {k: extend.get(k) for k in keep}
+    rows, notes = list(extend["rows"]), list(extend.get("notes", []))
+    return header, rows, list(extend["runs_planned"]), list(extend["runs_measured"]), notes
+
+
+def write_table_again(out: Path, extend: dict) -> None:
+    """The table of the results `extend` (read from `out`) written again beside them from their rows, with the
+    results file that names it: a results file moved or copied without its table is whole again."""
+    header, rows, planned, measured, notes = _kept(extend)
+    write_results(out, header, rows, planned, measured, [], notes)
+
+
 def run_plan(
     plan: BenchPlan,
     device: torch.device,
@@ -418,11 +437,7 @@ def run_plan(
         header = results_header(device, dtype, measure_bandwidth(device), measure_read_bandwidth(device))
         rows, planned, measured, notes = [], [], [], []
     else:
-        keep = ("machine", "device", "dtype", "torch", "cuda", "driver", "created", "bandwidth_bytes_per_s")
-        keep += ("read_bandwidth_bytes_per_s",)
-        header = {k: extend.get(k) for k in keep}
-        rows, notes = list(extend["rows"]), list(extend.get("notes", []))
-        planned, measured = list(extend["runs_planned"]), list(extend["runs_measured"])
+        header, rows, planned, measured, notes = _kept(extend)
     show(machine_line(header))  # a timing means nothing without the machine, its threads and the dtype
     planned = each_once(planned + plan.run_ids())  # the file's plans: what it is complete against
     notes += [n for n in device_notes(plan, device) if n not in notes]

@@ -87,21 +87,27 @@ class UnitFailed(Exception):
         self.host, self.reason = host, reason
 
 
-def _check_reachable(address: str, seconds: float = 10.0) -> None:
-    """Refuse, in one line, a cluster address nothing answers at: Ray itself would wait for it for ever."""
+FROM_ENVIRONMENT = " (from $RAY_ADDRESS)"  # said after an address the environment gave, not the caller
+
+
+def _check_reachable(address: str, seconds: float = 10.0, source: str = "") -> None:
+    """Refuse, in one line, a cluster address nothing answers at: Ray itself would wait for it for ever. `source`:
+    where the address came from, said after it where it is not the caller's own (`FROM_ENVIRONMENT`)."""
     if address == "auto":  # Ray finds the cluster started on this machine, or says in one line there is none
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
+        said = "$RAY_ADDRESS" if source else "address"
         raise UserError(
-            f"address must be HOST:PORT (as `ray start --head` prints it) or auto, got {quoted(address)}",
-            field="address",
+            f"{said} must be HOST:PORT (as `ray start --head` prints it) or auto, got {quoted(address)}",
+            field=() if source else "address",
         )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
     except OSError as e:
         raise UserError(
-            f"cannot reach the Ray cluster at {address} ({e.strerror or e}); is `ray start --head` running there?"
+            f"cannot reach the Ray cluster at {address}{source} ({e.strerror or e}); is `ray start --head` running "
+            "there?"
         ) from None
 
 
@@ -149,13 +155,19 @@ class RayExecutor:
             )
         if self.max_retries < 0:
             raise UserError(f"max_retries must be >= 0, got {self.max_retries}", field="max_retries")
+        if self.address is not None and not self.address.strip():
+            raise UserError(
+                f"address {quoted(self.address)} names no cluster: give HOST:PORT or auto, or leave it out for "
+                "$RAY_ADDRESS or a private instance on this machine",
+                field="address",
+            )
 
     def check(self, cfg: SweepConfig) -> None:
         if importlib.util.find_spec("ray") is None:
             raise UserError(f"the Ray executor needs Ray, an optional extra: {INSTALL}")
         address = self.cluster_address()
         if address is not None:
-            _check_reachable(address)
+            _check_reachable(address, source=self._source())
         if cfg.device.startswith("cuda") and self.gpus_per_task == 0:
             raise UserError(
                 f"device {cfg.device} on Ray needs gpus_per_task above 0 (a Ray task sees only the GPUs it asks for)",
@@ -166,6 +178,10 @@ class RayExecutor:
         """The cluster to connect to (`address`, else $RAY_ADDRESS); None for a private instance."""
         address = self.address or os.environ.get("RAY_ADDRESS")
         return None if address in (None, "", "local") else address
+
+    def _source(self) -> str:
+        """Where the cluster's address came from, said after it: '' (the caller's), or the environment's."""
+        return "" if self.address else FROM_ENVIRONMENT
 
     def threads(self, cfg: SweepConfig) -> int:
         """Torch threads of a task: --threads where given, else the CPUs it asked for."""
@@ -223,7 +239,7 @@ class RayExecutor:
             ray.init(address=address, runtime_env=code, **RAY_LOGS)
         except (ConnectionError, RuntimeError, ValueError) as e:
             said = first_line(e)
-            raise UserError(f"cannot connect to the Ray cluster at {address}: {said}") from e
+            raise UserError(f"cannot connect to the Ray cluster at {address}{self._source()}: {said}") from e
         return "cluster"
 
     def _check_fits(self, ray, local: bool) -> None:

@@ -272,7 +272,8 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         and "the same --threads" in said
     )
     out.with_suffix(".md").write_text("a user's notes\n")
-    assert "are not a pair the bench wrote" in refused(capsys, [*base, "--batch-sizes", "1", "--append"])
+    said = refused(capsys, [*base, "--batch-sizes", "1", "--append"])
+    assert f"{out.with_suffix('.md')} exists and is not one {out.name} wrote" in said
     assert out.read_bytes() == before
 
 
@@ -646,3 +647,98 @@ def test_an_append_to_rows_of_the_wrong_kind_is_refused_before_any_timing(tmp_pa
     said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
     assert f"{out}: field bandwidth_bytes_per_s holds text where numbers belong ('fast')" in said
     assert timed == [] and json.loads(out.read_text())["rows"] == written["rows"]
+
+
+def bench_row(setting: str, runs: int, flag: str | None = None, **values) -> dict:
+    """A results row as the bench writes one, its ratios given (a generate() row has no decode columns)."""
+    row = {"model": "opt-tiny", "setting": setting, "batch_size": 1, "prompt_len": 4, "new_tokens": 4}
+    row.update(tokens_per_s=100.0, timing_runs=runs, vs_full_total=0.54, vs_full_total_lo=0.5)
+    row.update(vs_full_total_hi=0.6, **values)
+    return row if flag is None else {**row, "timing_flag": flag}
+
+
+def test_every_ratio_from_too_few_runs_is_starred_and_said_whichever_row_and_column():
+    """A generate() row's ratio from one paired run had no flag and no star, and the "vs full (total)" column was
+    starred on no row: a single timing read as a speedup. Each is starred and said, a file's row that carries no
+    flag included; a ratio from enough runs is not."""
+    from skipcore.evaluate.bench.results import format_table
+
+    decode = {
+        "measured_speedup_decode": 2.0,
+        "measured_speedup_decode_lo": 1.9,
+        "measured_speedup_decode_hi": 2.1,
+    }
+    rows = [
+        bench_row("skip 2x", 1, "one paired run: a single timing", **decode),
+        bench_row("generate()", 1),  # a file whose bench left its generate() row unflagged
+        bench_row("generate() static+compile", 3, ""),
+    ]
+    table = format_table(rows)
+    lines = {line.split(" | ")[3]: line for line in table.splitlines() if line.startswith("| opt-tiny")}
+    assert "| 0.54 [0.50, 0.60]* |" in lines["skip 2x"] and "| 2.00 [1.90, 2.10]* |" in lines["skip 2x"]
+    assert "| 0.54 [0.50, 0.60]* |" in lines["generate()"]
+    assert "| 0.54 [0.50, 0.60] |" in lines["generate() static+compile"]
+    flagged = table.split("Flagged timings:\n")[1].splitlines()
+    assert [line.split(" (batch")[0] for line in flagged] == ["- opt-tiny skip 2x", "- opt-tiny generate()"]
+    assert "one paired run" in flagged[1]
+
+
+def test_a_generate_row_from_one_paired_run_is_flagged(tmp_path):
+    out = tmp_path / "b.json"
+    argv = [*bench_argv("opt-tiny", 4, 4, out), "--settings", "full,generate"]
+    assert main(argv) == 0
+    rows = {r["setting"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["generate()"]["timing_flag"].startswith("one paired run")
+    assert "- opt-tiny generate() (batch 1" in out.with_suffix(".md").read_text().split("Flagged timings:")[1]
+
+
+def test_an_append_to_rows_of_values_no_bench_writes_is_refused_before_any_timing(
+    tmp_path, capsys, monkeypatch
+):
+    """Hand edits of the right kind but a value no bench writes (a speedup of -5.0, an interval whose low end is
+    above its high end, a batch of 0) were kept and tabled as measurements. They are refused as a wrong kind is,
+    in one line naming the file, the column and the row."""
+    import skipcore.evaluate.bench.run as bench_lib
+
+    out = tmp_path / "b.json"
+    assert main(bench_argv("opt-tiny", 4, 4, out)) == 0
+    written = json.loads(out.read_text())
+    timed = []
+    monkeypatch.setattr(bench_lib, "bench_one", lambda *a, **kw: timed.append(a) or 1 / 0)
+    cases = [
+        ({"measured_speedup_decode": -5.0}, "column measured_speedup_decode holds -5.0 in row 2, where finite numbers above 0 belong"),
+        ({"batch_size": 0}, "column batch_size holds 0 in row 2, where whole numbers >= 1 belong"),
+        ({"timing_runs": 2.5}, "column timing_runs holds 2.5 in row 2, where whole numbers >= 1 belong"),
+        ({"same_tokens_as_full": 1.7}, "column same_tokens_as_full holds 1.7 in row 2, where numbers from 0 to 1 belong"),
+        ({"vs_full_total_hi": float("inf")}, "column vs_full_total_hi holds inf in row 2"),
+        ({"measured_speedup_decode_lo": 99.0}, "row 2's measured_speedup_decode 1.5 lies outside its interval [99, "),
+    ]  # fmt: skip
+    for edit, said in cases:
+        result = json.loads(json.dumps(written))
+        result["rows"][1].update(edit)
+        if "measured_speedup_decode_lo" in edit:
+            result["rows"][1]["measured_speedup_decode"] = 1.5
+        out.write_text(json.dumps(result))
+        err = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+        assert err.startswith(f"error: --append: {out}: {said}"), err
+        assert "an --append run tables them with its own" in err
+    out.write_text(json.dumps({**written, "bandwidth_bytes_per_s": -1.0}))
+    said = refused(capsys, [*bench_argv("opt-tiny", 8, 4, out), "--append"])
+    assert f"{out}: field bandwidth_bytes_per_s holds -1.0, where finite numbers above 0 belong" in said
+    assert timed == []
+
+
+def test_rows_of_several_prompt_lengths_say_theirs_in_the_table():
+    """After --append with another --prompt-len, two rows '| opt-tiny | 2 | 4 | full | ...' could not be told
+    apart: where a table's rows have several prompt lengths, it has their column; where they share one, none."""
+    from skipcore.evaluate.bench.results import format_table
+
+    rows = [bench_row("full", 5, ""), {**bench_row("full", 5, ""), "prompt_len": 32}]
+    table = format_table(rows).splitlines()
+    assert table[0].startswith("| model | batch | prompt tokens | new tokens | setting |")
+    assert [line[:34] for line in table[2:4]] == [
+        "| opt-tiny | 1 | 4 | 4 | full | 10",
+        "| opt-tiny | 1 | 32 | 4 | full | 1",
+    ]
+    assert len(table[0].split("|")) == len(table[2].split("|"))
+    assert format_table(rows[:1]).startswith("| model | batch | new tokens | setting |")

@@ -481,3 +481,33 @@ def test_a_task_no_node_can_hold_is_refused_on_a_private_instance(ray_address):
     ):
         RayExecutor(cpus_per_task=3)._check_fits(ray, local=False)
     RayExecutor(cpus_per_task=2)._check_fits(ray, local=True)  # fits
+
+
+@pytest.mark.parametrize(
+    "flags, env, said",
+    [
+        (["--ray-address", ""], None, "error: --ray-address '' names no cluster: give HOST:PORT or auto"),
+        ([], "127.0.0.1:1", "error: cannot reach the Ray cluster at 127.0.0.1:1 (from $RAY_ADDRESS) ("),
+        (
+            [],
+            "head-node",
+            "error: $RAY_ADDRESS must be HOST:PORT (as `ray start --head` prints it) or auto, got",
+        ),
+    ],
+)
+def test_a_ray_address_says_where_it_came_from(
+    model_dirs, sweep_dataset, tmp_path, monkeypatch, capsys, flags, env, said
+):
+    """An unreachable address from $RAY_ADDRESS was said as if typed ('cannot reach the Ray cluster at bogus:1', or
+    '--ray-address must be HOST:PORT' with no such flag given), and `--ray-address ''` started a private instance as
+    if the flag were left out: each is one line that says where the address came from."""
+    if env is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    out = tmp_path / "s.parquet"
+    args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(sweep_dataset), "--out", str(out)]
+    assert main([*args, "--executor", "ray", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(said), err
+    assert not out.exists()
