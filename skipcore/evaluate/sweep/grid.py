@@ -275,7 +275,7 @@ class TransformersGrid:
 
     def evaluate(self, engine, examples, setting: Setting, cfg: SweepConfig) -> tuple[dict, object]:
         from skipcore.evaluate.sweep.quality import prompts_for, score_outputs
-        from skipcore.measure.paired_timing import measure_total_against_full
+        from skipcore.measure.paired_timing import measure_total_against_full, runs_flag
         from skipcore.policies.assisted import assisted_generate
 
         def run(prompts):
@@ -299,6 +299,8 @@ class TransformersGrid:
                     engine, prompts, lambda: _seconds_tokens(run(prompts)), cfg.max_new_tokens, cfg.repeats
                 )
             )
+            # no decode time to hold to theory: its flag is the run count's alone
+            row["timing_flag"] = runs_flag(row["wall_speedup_total"], row["timing_runs"])
         exit_layer = setting.value("assistant_exit") or engine.num_layers
         row.update({"max_layers": exit_layer, "min_layers": exit_layer, "schedule_speedup": NAN})
         return row, None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
 from skipcore.labels import setting_label
-from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.paired_timing import flag_texts, runs_flag
 from skipcore.measure.summary import interval_text, speedup_text
 from skipcore.metrics import DEFAULT_METRICS, score_texts
 from skipcore.metrics.slots import slot_accuracy
@@ -335,7 +335,13 @@ def _interval(r, kind: str) -> str:
     if value != value:
         return "-"
     lo, hi = getattr(r, f"wall_speedup_{kind}_lo"), getattr(r, f"wall_speedup_{kind}_hi")
-    star = "*" if kind == "decode" and str(getattr(r, "timing_flag", "") or "") else ""
+    flagged = bool(str(getattr(r, "timing_flag", "") or ""))
+    if kind == "total":  # too few runs, whatever the row; a row timed end to end only, its own flag too
+        decode = getattr(r, "wall_speedup_decode", float("nan"))
+        flagged = bool(runs_flag(value, int(getattr(r, "timing_runs", 0) or 0))) or (
+            flagged and decode != decode
+        )
+    star = "*" if flagged else ""
     return f"{value:.2f}x [{lo:.2f}, {hi:.2f}]{star}"
 
 

@@ -741,3 +741,39 @@ def test_a_configs_counts_take_numpys_and_refuse_other_kinds_before_any_work(
             and not fresh.exists()
             and not (tmp_path / "fresh_traces").exists()
         )
+
+
+def test_an_end_to_end_ratio_from_too_few_runs_is_starred_in_the_speculative_table():
+    """The table starred only the decode column, by the row's flag: a total from one paired run, or transformers'
+    generate() (timed end to end only, and flagged by nothing), read as a measurement."""
+    from skipcore.evaluate.sweep.quality import speculative_table
+
+    def row(policy: str, runs: int, decode: float, flag: str = "") -> dict:
+        return {"model_role": "model", "batch_size": 1, "policy": policy, "mode": "full" if policy == "static"
+                else None, "bleu": 60.0, "rougeL": 60.0, "flops_speedup_with_prompt": 1.0, "tokens_per_s": 10.0,
+                "wall_speedup_decode": decode, "wall_speedup_decode_lo": decode, "wall_speedup_decode_hi": decode,
+                "wall_speedup_total": 1.5, "wall_speedup_total_lo": 1.4, "wall_speedup_total_hi": 1.6,
+                "timing_runs": runs, "timing_flag": flag, "draft_tokens": 2}  # fmt: skip
+
+    nan = float("nan")
+    table = pd.DataFrame(
+        [
+            row("static", 5, 1.0),
+            row("speculative", 5, 1.8),
+            row("speculative", 1, 1.8),
+            row("transformers", 5, nan),
+        ]
+    )
+    totals = [
+        line.split(" | ")[-2]
+        for line in speculative_table(table, {}, "BLEU")
+        if line.startswith("| model | 1 |")
+    ]
+    assert totals == ["1.50x [1.40, 1.60]", "1.50x [1.40, 1.60]", "1.50x [1.40, 1.60]*", "1.50x [1.40, 1.60]"]
+    flagged = table.assign(timing_flag=["", "", "", "two paired runs: ..."])
+    totals = [
+        line.split(" | ")[-2]
+        for line in speculative_table(flagged, {}, "BLEU")
+        if line.startswith("| model | 1 |")
+    ]
+    assert totals[-1].endswith("*")  # timed end to end only: its own flag stars its only ratio
