@@ -97,11 +97,13 @@ def write_trace(
     df: pd.DataFrame, path: str | Path, metadata: dict | None = None, overwrite: bool = False
 ) -> Path:
     """Write the trace and its metadata. Refuses to replace an existing file unless asked to, and a user's file
-    beside it (a `.meta.json` it did not write) at all."""
+    beside it (a `.meta.json` it did not write) at all. The frame and the metadata are held to what `read_trace`
+    reads back (`validate_metadata`, and every mask as long as the metadata's `num_layers`) before anything is
+    written: a file the tool wrote is one it reads."""
     path = check_trace_path(path, overwrite)
     fmt = _check_format(path)
-    validate_trace(df.copy(), str(path))
-    meta = metadata or {}
+    meta = validate_metadata({} if metadata is None else metadata, str(path))
+    validate_trace(df.copy(), str(path), meta.get("num_layers"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if fmt == ".parquet":

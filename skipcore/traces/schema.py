@@ -12,7 +12,7 @@ import platform
 import numpy as np
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 
 # column -> kind; the minimum every trace has (extra columns are welcome)
 TRACE_COLUMNS: dict[str, str] = {
@@ -185,7 +185,7 @@ def validate_metadata(meta: object, source: str = "trace") -> dict:
             )
     for key in _POSITIVE_METADATA:
         if key in meta and meta[key] < 1:
-            raise TraceSchemaError(f"{source}: run metadata {key!r} must be >= 1, got {meta[key]}")
+            raise TraceSchemaError(f"{source}: run metadata {key!r} must be >= 1, got {quoted(meta[key])}")
     return meta
 
 
@@ -272,7 +272,7 @@ def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None
         )
     if num_layers is not None and int(lengths.iloc[0]) != num_layers:
         raise TraceSchemaError(
-            f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {num_layers}"
+            f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {quoted(num_layers)}"
         )
     for col in ("sample", "step", "token_id", "kv_cache_bytes", "kv_cache_bytes_full"):
         if (df[col] < 0).any():
