@@ -71,6 +71,17 @@ def check_model(model: object) -> None:
         )
 
 
+def check_tokenizer(tokenizer: object) -> None:
+    """A tokenizer the engine can use (it encodes prompts by calling it and decodes tokens with `decode`), refused
+    in one line before the engine reads its pad and EOS tokens (None failed there as an AttributeError)."""
+    if not callable(tokenizer) or not callable(getattr(tokenizer, "decode", None)):
+        raise ArgumentTypeError(
+            f"tokenizer must be the model's tokenizer (skipcore.models.load_model gives the model and its "
+            f"tokenizer, or transformers' AutoTokenizer), got {type(tokenizer).__name__} {quoted(tokenizer)}",
+            field="tokenizer",
+        )
+
+
 def check_loaded(device: torch.device) -> None:
     """A decode of a model whose weights are on the meta device (empty tensors: an empty model, its weights never
     loaded) is refused in one line, where it would fail at its first read of a value, after the prefill."""
