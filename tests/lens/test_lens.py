@@ -5,6 +5,7 @@ recomputation, agreement counts what it says, and the files, command and figures
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -265,6 +266,24 @@ def test_bad_lens_requests_are_refused(opt):
         UserError, match="every kept token comes from a full-depth verification pass: read full"
     ):
         layer_lens(opt, PROMPTS, SpeculativePolicy(draft, draft_tokens=2), T)
+
+
+@pytest.mark.parametrize(("top_k", "said"), [(2.5, "2.5"), (True, "True"), ("3", "'3'"), (0, "0")])
+def test_a_top_k_that_is_no_count_is_refused_before_the_decode(opt, monkeypatch, top_k, said):
+    """2.5 and True failed in torch's topk after the whole decode; "3" failed comparing text with a number."""
+
+    def decode(*args, **kw):
+        raise AssertionError("the decode ran before the refusal")
+
+    monkeypatch.setattr(opt, "decode_prompts", decode)
+    with pytest.raises(UserError, match=rf"^top_k must be a whole number >= 1, got {re.escape(said)}$") as e:
+        layer_lens(opt, PROMPTS, None, T, top_k=top_k)
+    assert e.value.field == "top_k"
+
+
+def test_a_top_k_of_numpy_or_a_whole_float_is_the_count(opt):
+    assert layer_lens(opt, PROMPTS[:1], None, 3, top_k=np.int64(2)).metadata["lens"]["top_k"] == 2
+    assert layer_lens(opt, PROMPTS[:1], None, 3, top_k=2.0).metadata["lens"]["top_k"] == 2
 
 
 # -- summaries, files, figures -------------------------------------------------------------------------------
