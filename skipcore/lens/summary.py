@@ -17,7 +17,7 @@ import pandas as pd
 
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.static_policy import PolicyLike
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 from skipcore.lens.run import LensResult, layer_lens, prompts_digest
 
 FULL_DEPTH = "full depth"
@@ -93,6 +93,12 @@ def compare_with_full_depth(
     def part(offset: int) -> Callable[[int, int], None] | None:
         return None if progress is None else (lambda done, _total: progress(offset + done, runs * n))
 
+    if full is not None and not isinstance(full, LensResult):
+        raise ArgumentTypeError(
+            f"full must be a full-depth LensResult (layer_lens with no policy) or None, got {type(full).__name__} "
+            f"{quoted(full)}",
+            field="full",
+        )
     if full is None:
         full = layer_lens(engine, prompts, None, max_new_tokens, batch_size, top_k=top_k, progress=part(0))
     elif (

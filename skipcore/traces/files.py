@@ -27,9 +27,9 @@ from skipcore.files import (
     atomic_writes,
     check_companion,
     check_output_file,
+    check_path_text,
     check_replaceable,
     check_utf8_name,
-    expand_home,
     parse_json,
     read_parquet,
 )
@@ -82,7 +82,7 @@ def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
     """Everything that would stop a trace being written, checked before any work: its format, a folder at the path,
     an existing file without `overwrite`, a sidecar of that name that is not run metadata skipcore wrote, a place
     that cannot be written."""
-    path = expand_home(path)
+    path = check_path_text(path, "trace path", field="path")
     fmt = _check_format(path)
     if fmt == ".parquet" or fmt in ZIPPED_FORMATS:  # pyarrow and zip cannot write such a name
         check_utf8_name(path, "trace")
@@ -103,7 +103,7 @@ def write_trace(
     path = check_trace_path(path, overwrite)
     fmt = _check_format(path)
     meta = validate_metadata({} if metadata is None else metadata, str(path))
-    validate_trace(df.copy(), str(path), meta.get("num_layers"))
+    validate_trace(df.copy() if isinstance(df, pd.DataFrame) else df, str(path), meta.get("num_layers"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if fmt == ".parquet":
@@ -231,7 +231,7 @@ def _write_zip(target: Path, member: str, df: pd.DataFrame, meta: dict) -> None:
 
 def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Read and validate a trace file; returns the frame and its run metadata."""
-    path = expand_home(path)
+    path = check_path_text(path, "trace path", field="path")
     fmt = _check_format(path)
     if not path.is_file():
         raise UserError(f"trace file not found: {path}")

@@ -218,6 +218,15 @@ def test_one_full_depth_lens_serves_several_policies(opt):
             compare_with_full_depth(opt, others, sched, T, full=full)
 
 
+@pytest.mark.parametrize("full", ["x", 5, {"mode": "full"}])
+def test_a_full_lens_of_the_wrong_kind_is_refused_naming_it(opt, full):
+    from skipcore.errors import ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match="full must be a full-depth LensResult") as e:
+        compare_with_full_depth(opt, PROMPTS, None, T, full=full)
+    assert e.value.field == "full"
+
+
 def test_agreement_refuses_a_lens_on_its_own_decode(opt):
     lens = layer_lens(opt, PROMPTS, Schedule(opt.num_layers, "constant", "skip", 3, 3), T)
     with pytest.raises(UserError, match="teacher-forced"):
