@@ -185,6 +185,16 @@ class Schedule:
         ):
             raise ScheduleError(f"alpha must be a number in (0, 1], got {quoted(self.alpha)}", field="alpha")
         object.__setattr__(self, "alpha", python_number(self.alpha))  # NumPy's as Python's
+        given = self.budgets_list
+        # budgets in order, n(1), n(2), ...: a list, a tuple, a range or a NumPy row; a set or a dict has no order to
+        # read them in, None or a number is no list (both failed as Python's "not iterable")
+        in_order = isinstance(given, Sequence) or getattr(given, "ndim", None) == 1
+        if not in_order or isinstance(given, str | bytes):
+            kind = "text" if isinstance(given, str | bytes) else type(given).__name__
+            raise ScheduleError(
+                f"budgets_list must be a list of whole numbers, n(1), n(2), ... in order; got {kind} {quoted(given)}",
+                field="budgets_list",
+            )
         budgets = (
             () if isinstance(self.budgets_list, str | bytes) else tuple(map(whole_number, self.budgets_list))
         )

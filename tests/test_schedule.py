@@ -253,3 +253,21 @@ def test_a_schedule_files_odd_fields_are_said_plainly_and_a_long_list_in_one_lin
     assert (
         "[8, 8, 8, 8, 8, 8, ..., 8, 8] (5000 values)" in str(refused.value) and len(str(refused.value)) < 300
     )
+
+
+@pytest.mark.parametrize("budgets", [None, 5, {8, 4}, {8: 1, 4: 2}, frozenset({6})])
+def test_budgets_that_are_no_list_in_order_are_refused_naming_them(budgets):
+    """None or a number failed as Python's "'NoneType' object is not iterable"; a set or a dict was taken in
+    whatever order it iterates."""
+    with pytest.raises(
+        ScheduleError, match=r"^budgets_list must be a list of whole numbers, n\(1\), n\(2\)"
+    ) as e:
+        Schedule(12, "custom", budgets_list=budgets)
+    assert e.value.field == "budgets_list"
+
+
+def test_budgets_in_order_are_taken_from_any_sequence():
+    import numpy as np
+
+    for budgets in ([8, 4], (8, 4), range(8, 3, -4), np.array([8, 4])):
+        assert Schedule(12, "custom", budgets_list=budgets).budgets_list == (8, 4)
