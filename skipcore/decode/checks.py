@@ -72,9 +72,10 @@ def check_model(model: object) -> None:
 
 
 def check_tokenizer(tokenizer: object) -> None:
-    """A tokenizer the engine can use (it encodes prompts by calling it and decodes tokens with `decode`), refused
-    in one line before the engine reads its pad and EOS tokens (None failed there as an AttributeError)."""
-    if not callable(tokenizer) or not callable(getattr(tokenizer, "decode", None)):
+    """A tokenizer the engine can be made with: one that says its pad and EOS tokens, which the engine reads when it
+    is made (None failed there as an AttributeError). A caller that feeds token ids itself (the bench) may give an
+    object with those two alone; decoding text needs a real tokenizer, as it always did."""
+    if not all(hasattr(tokenizer, name) for name in ("pad_token_id", "eos_token_id")):
         raise ArgumentTypeError(
             f"tokenizer must be the model's tokenizer (skipcore.models.load_model gives the model and its "
             f"tokenizer, or transformers' AutoTokenizer), got {type(tokenizer).__name__} {quoted(tokenizer)}",

@@ -487,10 +487,10 @@ def _stop_and_pad(model, tokenizer, device: torch.device, model_name: str = "") 
         eos = tokenizer.eos_token_id
     ends = [] if eos is None else list(eos) if isinstance(eos, list | tuple) else [eos]
     ends = [whole_number(t) for t in ends]
-    if not all(is_whole(t) and t >= 0 for t in ends):
+    if not all(is_whole(t) for t in ends):  # a negative id names no token: no row ends on it
         raise ModelError(
-            f"{model_name or 'the model'}'s {source} says eos_token_id {quoted(eos)}: token ids are whole numbers "
-            ">= 0 (fix the file, or set model.generation_config.eos_token_id)",
+            f"{model_name or 'the model'}'s {source} says eos_token_id {quoted(eos)}: token ids are whole numbers (fix "
+            "the file, or set model.generation_config.eos_token_id)",
             field="model",
         )
     rows = model.get_input_embeddings().weight.shape[0]
