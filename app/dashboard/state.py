@@ -162,10 +162,12 @@ def build_schedule(values: dict[str, Any], num_layers: int) -> Schedule:
         values["mode"],
         max_layers=int(values["max_layers"]) if own_bounds else None,
         min_layers=int(values["min_layers"]) if own_bounds else None,
-        warmup_layers=int(values["warmup_layers"]),
+        # the sliders of another shape or mode keep their values, which this schedule does not read (a Schedule
+        # refuses them): each setting only where it is read
+        warmup_layers=int(values["warmup_layers"]) if values["mode"] == "skip" else 1,
         decay_span=None if values["default_span"] else int(values["decay_span"]),
-        alpha=float(values["alpha"]),
-        stages=int(values["stages"]),
+        alpha=float(values["alpha"]) if shape == "power" else 0.9,
+        stages=int(values["stages"]) if shape == "step" else 4,
         budgets_list=parse_budgets(values["budgets"]) if shape == "custom" else (),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
@@ -69,6 +70,12 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        # "no" or 0 for do_sample: text is truthy, and "no" sampled; NumPy's bool is Python's
+        if not isinstance(self.do_sample, bool | np.bool_):
+            raise UserError(
+                f"do_sample must be True or False, got {quoted(self.do_sample)}", field="do_sample"
+            )
+        object.__setattr__(self, "do_sample", bool(self.do_sample))
         # a count given as a bool or 2.5, a seed as text: refused here, not in the decode
         for name in ("temperature", "top_p"):
             value = python_number(getattr(self, name))

@@ -56,6 +56,15 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
+def read_sidecar(path: Path) -> object:
+    """The run metadata in the `.meta.json` sidecar beside a CSV or JSONL file, as parsed (the caller checks it);
+    {} where there is none. A folder of that name is said as such (it read as no metadata, without a word)."""
+    side = sidecar_path(path)
+    if side.is_dir():
+        raise ValueError(f"its run metadata {side.name} is a folder, not a JSON file")
+    return parse_json(side.read_text()) if side.is_file() else {}
+
+
 def _check_format(path: Path) -> str:
     """The format a trace path names: one of FORMATS or ZIPPED_FORMATS."""
     name = path.name.lower()
@@ -245,8 +254,7 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
             df, meta = _read_zip(path)
         else:
             df = _read_text(path, fmt)
-            side = sidecar_path(path)
-            meta = parse_json(side.read_text()) if side.is_file() else {}
+            meta = read_sidecar(path)
     except (ValueError, OSError, zipfile.BadZipFile) as e:
         raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({first_line(e)})") from e
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):

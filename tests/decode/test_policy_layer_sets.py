@@ -197,3 +197,14 @@ def test_a_static_policy_of_something_not_a_schedule_is_refused_when_made(schedu
     with pytest.raises(ArgumentTypeError, match="schedule must be a Schedule") as e:
         StaticPolicy(schedule)
     assert e.value.field == "schedule"
+
+
+def test_a_static_policy_of_a_schedule_and_layer_sets_is_refused():
+    """Both given: the layer sets ran and the schedule was dropped from the run's metadata without a word."""
+    from skipcore.decode.static_policy import StaticPolicy
+
+    sets = tuple([tuple(range(6))] * 4)
+    with pytest.raises(UserError, match="give a schedule or layer_sets, not both") as e:
+        StaticPolicy(Schedule(6, "constant", "skip", 3, 3), layer_sets=sets)
+    assert e.value.fields == ("layer_sets", "schedule")
+    assert StaticPolicy(layer_sets=sets).layer_sets == sets

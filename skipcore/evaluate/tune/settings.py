@@ -228,6 +228,7 @@ def check_settings(s: TuneSettings) -> TuneSettings:
         ("prune_after", 0),
         ("timing_limit", 1),
         ("seed", 0),
+        ("repeats", 1),  # read only by a measured objective, but -1 is no count whatever the objective
     ):
         _at_least(name, getattr(s, name), low)
     if s.seed >= SEED_LIMIT:
