@@ -76,7 +76,7 @@ class Schedule:
     warmup_layers: int = 1  # skip mode only: layers [0, w) always run
     decay_span: int | None = None  # linear/step: steps to go from max to min; default max_new_tokens - 2
     alpha: float = 0.9  # power (D3): n(s) = floor(max * alpha ** (s - 1)), held at min
-    stages: int = 4  # step (HSD-like): number of equal-length plateaus from max to min
+    stages: int = 4  # step (HSD-like): number of equal-length plateaus from max to min, at least 2
     budgets_list: tuple[int, ...] = field(default=())  # custom: n(1), n(2), ...; the last value is held
 
     def __post_init__(self) -> None:
@@ -143,6 +143,12 @@ class Schedule:
             raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}", field="alpha")
         if self.stages < 1:
             raise ScheduleError(f"stages must be >= 1, got {self.stages}", field="stages")
+        if self.shape == "step" and self.stages < 2:  # plateaus from max to min: one would be min alone
+            raise ScheduleError(
+                f"a step schedule steps down from max_layers to min_layers over at least 2 stages, got stages "
+                f"{self.stages}: one stage runs min_layers at every step, which is shape constant",
+                field=("stages", "shape"),
+            )
         self._refuse_idle()
 
     def _refuse_idle(self) -> None:
@@ -244,9 +250,7 @@ class Schedule:
         if self.shape == "power":  # D3
             return max(lo, math.floor(hi * self.alpha**t))
         if self.shape == "step":  # HSD-like plateaus
-            span, k = self.span(max_new_tokens), self.stages
-            if k == 1:
-                return lo
+            span, k = self.span(max_new_tokens), self.stages  # k >= 2, as made
             stage = min(k - 1, (min(t, span) * k) // span)
             return round(hi - (hi - lo) * stage / (k - 1))
         return self.budgets_list[min(t, len(self.budgets_list) - 1)]  # custom

@@ -52,7 +52,7 @@ def schedules(draw):
         decay_span=draw(st.none() | st.integers(1, 50)),
         # a shape's own setting only beside it (another shape's is refused)
         alpha=draw(st.floats(0.5, 1.0)) if shape == "power" else 0.9,
-        stages=draw(st.integers(1, 6)) if shape == "step" else 4,
+        stages=draw(st.integers(2, 6)) if shape == "step" else 4,
         budgets_list=budgets,
     )
 
@@ -321,3 +321,16 @@ def test_settings_every_schedule_reads_or_that_say_none_are_kept():
     assert Schedule(12, "full", "exit").mode == "exit"
     assert Schedule(12, "linear", "exit", min_layers=2, warmup_layers=0).warmup_layers == 0
     assert schedule_for_speedup(12, 3, 26, mode="middle", warmup_layers=0).mode == "middle"
+
+
+def test_a_step_schedule_of_one_stage_is_refused_as_the_constant_it_runs():
+    """stages=1 described itself as 'step 12->4 (..., 1 stages, ...)' but ran 4 at every step after the prefill."""
+    with pytest.raises(
+        ScheduleError, match="at least 2 stages, got stages 1: one stage runs min_layers"
+    ) as e:
+        Schedule(12, "step", min_layers=4, stages=1)
+    assert e.value.fields == ("stages", "shape")
+    with pytest.raises(ScheduleError, match="at least 2 stages"):
+        schedule_for_speedup(12, 3, 26, shape="step", stages=1)
+    two = Schedule(12, "step", min_layers=4, stages=2, decay_span=10)
+    assert two.budgets(13)[1:] == [12] * 5 + [4] * 7 and "2 stages" in two.describe()

@@ -93,7 +93,7 @@ def limits(num_layers: int) -> dict[str, tuple[float, float]]:
         "warmup_layers": (0, max(0, L - 1)),
         "decay_span": (1, 512),
         "alpha": (0.5, 1.0),
-        "stages": (1, max(1, min(16, L))),
+        "stages": (2, max(2, min(16, L))),  # a step of one stage is the constant shape
         "max_new_tokens": (2, 256),
         "speedup_over": (2, 256),
         "prompt_len": (1, 2048),

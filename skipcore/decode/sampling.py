@@ -87,11 +87,19 @@ class Sampling:
             if not is_whole(value):
                 raise UserError(f"{name} must be a whole number, got {quoted(value)}", field=name)
             object.__setattr__(self, name, value)
-        if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
+        # greedy decoding reads no temperature: 0 there is transformers' habit for greedy, taken as it is
+        lowest = MIN_TEMPERATURE if self.do_sample else 0.0
+        if not math.isfinite(self.temperature) or self.temperature < lowest:
             raise UserError(
-                f"temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "
-                "the logits divided by it overflow, and sampling is greedy decoding in all but name: leave out "
-                "do_sample for that)",
+                f"temperature must be a finite number >= {lowest:g}"
+                + (" when sampling" if self.do_sample else "")
+                + f", got {self.temperature:g}"
+                + (
+                    " (below it the logits divided by it overflow, and sampling is greedy decoding in all but "
+                    "name: set do_sample False for greedy decoding)"
+                    if self.do_sample
+                    else ""
+                ),
                 field=("temperature", "do_sample"),
             )
         if self.top_k < 0:

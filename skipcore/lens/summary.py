@@ -112,6 +112,13 @@ def compare_with_full_depth(
             "`full` must be a full-depth lens of the same prompts, in the same order (layer_lens with no policy)",
             field="full",
         )
+    elif full.metadata.get("max_new_tokens", max_new_tokens) != max_new_tokens:
+        # its tokens are the teacher's: of another length they read as rows cut short or too long
+        raise UserError(
+            f"`full` was made with max_new_tokens {quoted(full.metadata['max_new_tokens'])}, and this comparison "
+            f"asks for {max_new_tokens}: make it with the same max_new_tokens",
+            field=("full", "max_new_tokens"),
+        )
     path = layer_lens(
         engine,
         prompts,

@@ -227,6 +227,18 @@ def test_a_full_lens_of_the_wrong_kind_is_refused_naming_it(opt, full):
     assert e.value.field == "full"
 
 
+def test_a_full_lens_of_another_length_is_said_as_such(opt):
+    """It said 'teacher tokens of prompt 0 stop after 4 of 6 tokens without EOS', blaming the prompt's tokens."""
+    full = layer_lens(opt, PROMPTS, None, 4)
+    with pytest.raises(
+        UserError, match="`full` was made with max_new_tokens 4, and this comparison asks for 6"
+    ) as e:
+        compare_with_full_depth(
+            opt, PROMPTS, Schedule(opt.num_layers, "constant", "skip", 3, 3), 6, full=full
+        )
+    assert e.value.fields == ("full", "max_new_tokens")
+
+
 def test_agreement_refuses_a_lens_on_its_own_decode(opt):
     lens = layer_lens(opt, PROMPTS, Schedule(opt.num_layers, "constant", "skip", 3, 3), T)
     with pytest.raises(UserError, match="teacher-forced"):

@@ -269,3 +269,28 @@ def test_speculative_reuse_prefix_must_be_true_or_false(reuse):
     with pytest.raises(ArgumentTypeError, match=r"^reuse_prefix must be True or False, got") as e:
         SpeculativePolicy(draft, draft_tokens=3, reuse_prefix=reuse)
     assert e.value.field == "reuse_prefix"
+
+
+def test_greedy_decoding_takes_a_temperature_of_zero_and_sampling_says_why_not():
+    """Sampling(do_sample=False, temperature=0) was refused with 'leave out do_sample', which was already out;
+    greedy callers pass temperature 0 as transformers' habit. Sampling at 0 is still refused, saying so."""
+    from skipcore import Sampling
+
+    assert Sampling(do_sample=False, temperature=0.0).temperature == 0.0
+    with pytest.raises(
+        UserError,
+        match=r"temperature must be a finite number >= 1e-06 when sampling, got 0 .*"
+        r"set do_sample False for greedy decoding",
+    ):
+        Sampling(do_sample=True, temperature=0.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(UserError, match=r"^temperature must be a finite number >= 0, got"):
+            Sampling(do_sample=False, temperature=bad)
+
+
+def test_greedy_with_temperature_zero_decodes_as_greedy(model_dirs):
+    from skipcore import Sampling
+
+    eng = engine_for(model_dirs)
+    plain = eng.generate(PROMPTS, None, 6).token_ids
+    assert eng.generate(PROMPTS, None, 6, sampling=Sampling(temperature=0.0)).token_ids == plain

@@ -98,3 +98,11 @@ def test_a_repeat_count_below_one_is_refused_whatever_the_objective(base, object
     with pytest.raises(UserError, match=r"repeats must be a whole number >= \d+, got -1") as e:
         check_settings(TuneSettings(**{**base, "objective": objective, "repeats": -1}))
     assert e.value.field == "repeats"
+
+
+def test_no_warmups_for_skip_mode_is_said_as_empty(base):
+    """warmups=() said 'choose warmups below 11', as if the values were too high."""
+    with pytest.raises(UserError, match=r"^warmups is empty: choose at least one") as e:
+        check_settings(TuneSettings(**{**base, "warmups": ()}))
+    assert e.value.field == "warmups"
+    assert check_settings(TuneSettings(**{**base, "modes": ("exit",), "warmups": ()})).warmups == ()
