@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skipcore.errors import UserError, quoted
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -122,7 +122,12 @@ def check_path_text(
     naming it as `what`) where no file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
     a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError
     instead of saying it is not there, so every path a user gives (an output, a model, a data set) is checked here
-    first."""
+    first. A path of another kind (None, a number) is refused as such, naming `what`."""
+    if not isinstance(path, str | bytes | os.PathLike):
+        raise ArgumentTypeError(
+            f"{what} must be a file path (text or a pathlib.Path), got {type(path).__name__} {quoted(path)}",
+            field=field,
+        )
     text = os.fsdecode(os.fspath(path))
     if "\0" in text:
         raise error(f"{what} {quoted(text)} holds a NUL character, which no file name can", field=field)

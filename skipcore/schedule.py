@@ -76,7 +76,7 @@ class Schedule:
     warmup_layers: int = 1  # skip mode only: layers [0, w) always run
     decay_span: int | None = None  # linear/step: steps to go from max to min; default max_new_tokens - 2
     alpha: float = 0.9  # power (D3): n(s) = floor(max * alpha ** (s - 1)), held at min
-    stages: int = 4  # step (HSD-like): number of equal-length plateaus from max to min
+    stages: int = 4  # step (HSD-like): number of equal-length plateaus from max to min, at least 2
     budgets_list: tuple[int, ...] = field(default=())  # custom: n(1), n(2), ...; the last value is held
 
     def __post_init__(self) -> None:
@@ -143,6 +143,31 @@ class Schedule:
             raise ScheduleError(f"alpha must be in (0, 1], got {self.alpha}", field="alpha")
         if self.stages < 1:
             raise ScheduleError(f"stages must be >= 1, got {self.stages}", field="stages")
+        if self.shape == "step" and self.stages < 2:  # plateaus from max to min: one would be min alone
+            raise ScheduleError(
+                f"a step schedule steps down from max_layers to min_layers over at least 2 stages, got stages "
+                f"{self.stages}: one stage runs min_layers at every step, which is shape constant",
+                field=("stages", "shape"),
+            )
+        self._refuse_idle()
+
+    def _refuse_idle(self) -> None:
+        """The command line's rule for a setting a schedule does not read (`refuse_idle_for_shape`), held to the
+        values a constructor is given, which cannot tell typed from default: another shape's own setting away from
+        its default (budgets beside a linear shape, alpha beside a step shape), warmup layers past one outside skip
+        mode (0 and 1 run none there: 1 is the field's default, 0 how a sweep records such a mode). Two schedules
+        that run the same layers then compare and hash alike. Read whatever the shape, as the command line's
+        callers read them: the decay span (training saves it with any shape for generation to reuse) and, at full
+        depth, the mode and warmup layers (the adaptive policy takes both from a full-depth schedule)."""
+        defaults = {name: f.default for name, f in self.__dataclass_fields__.items()}
+        given = {name for name in ("alpha", "stages") if getattr(self, name) != defaults[name]}
+        given |= {"budgets"} if self.budgets_list else set()
+        given |= {"warmup_layers"} if self.warmup_layers > 1 else set()
+        try:
+            refuse_idle_for_shape(given, self.shape, self.mode, READ_BY_A_SCHEDULE, whose="this Schedule's")
+        except UserError as e:  # said by the constructor's own names (budgets_list, shape)
+            names = {"budgets": "budgets_list", "schedule": "shape"}
+            raise ScheduleError(e.said_as(names), field=tuple(names.get(f, f) for f in e.fields)) from None
 
     def _check_implied_bounds(self, hi: int, lo: int) -> None:
         """Full depth and custom budgets set their own max and min; one given beside them that says otherwise
@@ -185,6 +210,16 @@ class Schedule:
         ):
             raise ScheduleError(f"alpha must be a number in (0, 1], got {quoted(self.alpha)}", field="alpha")
         object.__setattr__(self, "alpha", python_number(self.alpha))  # NumPy's as Python's
+        given = self.budgets_list
+        # budgets in order, n(1), n(2), ...: a list, a tuple, a range or a NumPy row; a set or a dict has no order to
+        # read them in, None or a number is no list (both failed as Python's "not iterable")
+        in_order = isinstance(given, Sequence) or getattr(given, "ndim", None) == 1
+        if not in_order or isinstance(given, str | bytes):
+            kind = "text" if isinstance(given, str | bytes) else type(given).__name__
+            raise ScheduleError(
+                f"budgets_list must be a list of whole numbers, n(1), n(2), ... in order; got {kind} {quoted(given)}",
+                field="budgets_list",
+            )
         budgets = (
             () if isinstance(self.budgets_list, str | bytes) else tuple(map(whole_number, self.budgets_list))
         )
@@ -215,9 +250,7 @@ class Schedule:
         if self.shape == "power":  # D3
             return max(lo, math.floor(hi * self.alpha**t))
         if self.shape == "step":  # HSD-like plateaus
-            span, k = self.span(max_new_tokens), self.stages
-            if k == 1:
-                return lo
+            span, k = self.span(max_new_tokens), self.stages  # k >= 2, as made
             stage = min(k - 1, (min(t, span) * k) // span)
             return round(hi - (hi - lo) * stage / (k - 1))
         return self.budgets_list[min(t, len(self.budgets_list) - 1)]  # custom
@@ -459,16 +492,22 @@ SHAPE_OWN_SETTINGS = {
 # the settings that shape a schedule below full depth and nothing else (the layers a budget keeps, the horizon a
 # target speedup is met over): a full-depth schedule runs every layer at every step and reads none of them
 BELOW_FULL_DEPTH = ("mode", "warmup_layers", "speedup_over")
+# the settings a Schedule keeps whatever its shape (`Schedule._refuse_idle` says why)
+READ_BY_A_SCHEDULE = ("decay_span", "mode", "warmup_layers")
 
 
 def refuse_idle_for_shape(
-    typed: Collection[str], shape: str, mode: str, read_anyway: Collection[str] = ()
+    typed: Collection[str],
+    shape: str,
+    mode: str,
+    read_anyway: Collection[str] = (),
+    whose: str = "this run's",
 ) -> None:
     """A setting among `typed` (those a user set, by name) that a schedule of `shape` in `mode` does not read is
     refused in one line naming it: at full depth, a setting of a schedule below it (`BELOW_FULL_DEPTH`); another
-    shape's own setting (`alpha` beside a linear shape: `SHAPE_SETTINGS`); `warmup_layers` outside skip mode.
-    `read_anyway`: the settings a caller reads whatever the shape (training saves its decay span for generation to
-    reuse)."""
+    shape's own setting (`alpha` beside a linear shape: `SHAPE_SETTINGS`); `warmup_layers` outside skip mode
+    (`refuse_idle_warmup`). `read_anyway`: the settings a caller reads whatever the shape (training saves its decay
+    span for generation to reuse). `whose`: what the message calls the thing refused ("this run's")."""
     idle = [name for name in BELOW_FULL_DEPTH if name in typed and name not in read_anyway]
     if shape == "full" and idle:
         raise UserError(
@@ -480,12 +519,19 @@ def refuse_idle_for_shape(
         if name in typed and name not in read_anyway and own not in SHAPE_SETTINGS.get(shape, ()):
             shapes = [each for each, read in SHAPE_SETTINGS.items() if own in read]
             raise UserError(
-                f"{name} belongs to schedule {' or '.join(shapes)}; this run's is schedule {shape}",
+                f"{name} belongs to schedule {' or '.join(shapes)}; {whose} is schedule {shape}",
                 field=(name, "schedule"),
             )
+    refuse_idle_warmup(typed, mode, whose)
+
+
+def refuse_idle_warmup(typed: Collection[str], mode: str, whose: str = "this run's") -> None:
+    """`warmup_layers` among `typed` (the settings set, by name) outside skip mode, whose layers are the only ones
+    it names, refused in one line naming both: the one rule for a schedule and for a policy that maps its budgets by
+    a mode (adaptive)."""
     if "warmup_layers" in typed and mode != "skip":
         raise UserError(
-            f"warmup_layers are the layers a skip-mode schedule always runs; this run's is mode {mode}, which runs "
+            f"warmup_layers are the layers a skip-mode schedule always runs; {whose} is mode {mode}, which runs "
             "none",
             field=("warmup_layers", "mode"),
         )
@@ -582,5 +628,6 @@ __all__ = [
     "schedule_for_speedup",
     "refuse_idle_beside_file",
     "refuse_idle_for_shape",
+    "refuse_idle_warmup",
     "schedule_from_settings",
 ]

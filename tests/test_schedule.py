@@ -29,7 +29,8 @@ def schedules(draw):
     shape = draw(st.sampled_from(["full", "constant", "linear", "power", "step", "custom"]))
     hi = draw(st.integers(1, L))
     lo = draw(st.integers(1, hi))
-    warmup = draw(st.integers(0, lo - 1)) if mode == "skip" else draw(st.integers(0, 3))
+    # outside skip mode a warmup of 0 or 1 says none (more is refused: the layers it names never run)
+    warmup = draw(st.integers(0, lo - 1)) if mode == "skip" else draw(st.integers(0, 1))
     budgets = (
         tuple(
             sorted(
@@ -49,8 +50,9 @@ def schedules(draw):
         lo if own_bounds else None,
         warmup,
         decay_span=draw(st.none() | st.integers(1, 50)),
-        alpha=draw(st.floats(0.5, 1.0)),
-        stages=draw(st.integers(1, 6)),
+        # a shape's own setting only beside it (another shape's is refused)
+        alpha=draw(st.floats(0.5, 1.0)) if shape == "power" else 0.9,
+        stages=draw(st.integers(2, 6)) if shape == "step" else 4,
         budgets_list=budgets,
     )
 
@@ -253,3 +255,82 @@ def test_a_schedule_files_odd_fields_are_said_plainly_and_a_long_list_in_one_lin
     assert (
         "[8, 8, 8, 8, 8, 8, ..., 8, 8] (5000 values)" in str(refused.value) and len(str(refused.value)) < 300
     )
+
+
+@pytest.mark.parametrize("budgets", [None, 5, {8, 4}, {8: 1, 4: 2}, frozenset({6})])
+def test_budgets_that_are_no_list_in_order_are_refused_naming_them(budgets):
+    """None or a number failed as Python's "'NoneType' object is not iterable"; a set or a dict was taken in
+    whatever order it iterates."""
+    with pytest.raises(
+        ScheduleError, match=r"^budgets_list must be a list of whole numbers, n\(1\), n\(2\)"
+    ) as e:
+        Schedule(12, "custom", budgets_list=budgets)
+    assert e.value.field == "budgets_list"
+
+
+def test_budgets_in_order_are_taken_from_any_sequence():
+    import numpy as np
+
+    for budgets in ([8, 4], (8, 4), range(8, 3, -4), np.array([8, 4])):
+        assert Schedule(12, "custom", budgets_list=budgets).budgets_list == (8, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said", "fields"),
+    [
+        (
+            {"shape": "linear", "min_layers": 3, "budgets_list": (5, 4)},
+            "budgets_list belongs to shape custom; this Schedule's is shape linear",
+            ("budgets_list", "shape"),
+        ),
+        (
+            {"shape": "linear", "min_layers": 3, "alpha": 0.5},
+            "alpha belongs to shape power; this Schedule's is shape linear",
+            ("alpha", "shape"),
+        ),
+        (
+            {"shape": "power", "min_layers": 3, "stages": 3},
+            "stages belongs to shape step; this Schedule's is shape power",
+            ("stages", "shape"),
+        ),
+        (
+            {"shape": "linear", "mode": "exit", "min_layers": 2, "warmup_layers": 7},
+            "warmup_layers are the layers a skip-mode schedule always runs; this Schedule's is mode exit",
+            ("warmup_layers", "mode"),
+        ),
+    ],
+)
+def test_a_setting_the_schedule_does_not_read_is_refused_as_the_command_line_refuses_it(kwargs, said, fields):
+    """Another shape's setting or warmup layers outside skip mode were kept: schedules that run the same layers
+    compared unequal and hashed apart."""
+    with pytest.raises(ScheduleError, match=re.escape(said)) as e:
+        Schedule(12, **kwargs)
+    assert e.value.fields == fields
+
+
+def test_schedule_for_speedup_refuses_budgets_it_does_not_read():
+    with pytest.raises(ScheduleError, match="budgets_list belongs to shape custom"):
+        schedule_for_speedup(12, 3, 26, budgets_list=(4,))
+
+
+def test_settings_every_schedule_reads_or_that_say_none_are_kept():
+    """The decay span with any shape (training saves it for generation), a full-depth schedule's mode and warmup
+    (the adaptive policy takes them from it), and 0 or 1 warmup layers outside skip mode (none)."""
+    assert Schedule(12, "constant", "skip", 4, 4, decay_span=5).decay_span == 5
+    assert Schedule(12, "full", "skip", warmup_layers=3).warmup_layers == 3
+    assert Schedule(12, "full", "exit").mode == "exit"
+    assert Schedule(12, "linear", "exit", min_layers=2, warmup_layers=0).warmup_layers == 0
+    assert schedule_for_speedup(12, 3, 26, mode="middle", warmup_layers=0).mode == "middle"
+
+
+def test_a_step_schedule_of_one_stage_is_refused_as_the_constant_it_runs():
+    """stages=1 described itself as 'step 12->4 (..., 1 stages, ...)' but ran 4 at every step after the prefill."""
+    with pytest.raises(
+        ScheduleError, match="at least 2 stages, got stages 1: one stage runs min_layers"
+    ) as e:
+        Schedule(12, "step", min_layers=4, stages=1)
+    assert e.value.fields == ("stages", "shape")
+    with pytest.raises(ScheduleError, match="at least 2 stages"):
+        schedule_for_speedup(12, 3, 26, shape="step", stages=1)
+    two = Schedule(12, "step", min_layers=4, stages=2, decay_span=10)
+    assert two.budgets(13)[1:] == [12] * 5 + [4] * 7 and "2 stages" in two.describe()

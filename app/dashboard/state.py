@@ -93,7 +93,7 @@ def limits(num_layers: int) -> dict[str, tuple[float, float]]:
         "warmup_layers": (0, max(0, L - 1)),
         "decay_span": (1, 512),
         "alpha": (0.5, 1.0),
-        "stages": (1, max(1, min(16, L))),
+        "stages": (2, max(2, min(16, L))),  # a step of one stage is the constant shape
         "max_new_tokens": (2, 256),
         "speedup_over": (2, 256),
         "prompt_len": (1, 2048),
@@ -162,10 +162,12 @@ def build_schedule(values: dict[str, Any], num_layers: int) -> Schedule:
         values["mode"],
         max_layers=int(values["max_layers"]) if own_bounds else None,
         min_layers=int(values["min_layers"]) if own_bounds else None,
-        warmup_layers=int(values["warmup_layers"]),
+        # the sliders of another shape or mode keep their values, which this schedule does not read (a Schedule
+        # refuses them): each setting only where it is read
+        warmup_layers=int(values["warmup_layers"]) if values["mode"] == "skip" else 1,
         decay_span=None if values["default_span"] else int(values["decay_span"]),
-        alpha=float(values["alpha"]),
-        stages=int(values["stages"]),
+        alpha=float(values["alpha"]) if shape == "power" else 0.9,
+        stages=int(values["stages"]) if shape == "step" else 4,
         budgets_list=parse_budgets(values["budgets"]) if shape == "custom" else (),
     )
 

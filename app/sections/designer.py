@@ -64,18 +64,16 @@ def _fit_design() -> tuple[str, int, str, int, dict]:
     length; mode; warmup layers; the decay span, alpha and stages)."""
     ss = st.session_state
     shape = ss.get("shape", "linear")
+    shape = shape if shape not in ("full", "custom") else "linear"
+    mode = ss.get("mode", "skip")
+    # another shape's or mode's sliders keep their values, which this fit does not read (a Schedule refuses them)
     kwargs = {
         "decay_span": None if ss.get("default_span", True) else int(ss.get("decay_span", 30)),
-        "alpha": float(ss.get("alpha", 0.9)),
-        "stages": int(ss.get("stages", 4)),
+        **({"alpha": float(ss.get("alpha", 0.9))} if shape == "power" else {}),
+        **({"stages": int(ss.get("stages", 4))} if shape == "step" else {}),
     }
-    return (
-        shape if shape not in ("full", "custom") else "linear",
-        int(ss.get("speedup_over", 32)),
-        ss.get("mode", "skip"),
-        int(ss.get("warmup_layers", 1)),
-        kwargs,
-    )
+    warmup = int(ss.get("warmup_layers", 1)) if mode == "skip" else 1
+    return shape, int(ss.get("speedup_over", 32)), mode, warmup, kwargs
 
 
 def _reach(num_layers: int) -> float | None:

@@ -46,8 +46,9 @@ PER_PASS_ROPE = ("longrope",)
 
 def check_config(config) -> None:
     """Refuse in one line a config the engine cannot run exactly: a family without an adapter, a rotary type whose
-    frequencies change with each pass's length (`PER_PASS_ROPE`), or bidirectional attention (an embedding model's,
-    which decodes nothing causally)."""
+    frequencies change with each pass's length (`PER_PASS_ROPE`), an odd rotary head size (rotary turns pairs of a
+    head's values: transformers' own forward fails on one, mid-decode), or bidirectional attention (an embedding
+    model's, which decodes nothing causally)."""
     check_supported(config.model_type)
     params = getattr(config, "rope_parameters", None) or {}
     nested = [v for v in params.values() if isinstance(v, dict)] if "rope_type" not in params else [params]
@@ -57,6 +58,14 @@ def check_config(config) -> None:
             f"rope type {per_pass[0]!r} is not supported: its frequencies change with the length of each pass, "
             "where skipcore computes each position's rotation once, so its tokens would not be generate()'s"
         )
+    if getattr(config, "rope_parameters", None) is not None:  # the rotary families' configs
+        heads = getattr(config, "num_attention_heads", None) or 1
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        if head_dim % 2:
+            raise UserError(
+                f"head_dim {head_dim} is odd: rotary position embeddings turn a head's values in pairs, so a "
+                "rotary model's head size is even (transformers' own forward fails on this config too)"
+            )
     if getattr(config, "use_bidirectional_attention", False):
         raise UserError(
             "bidirectional attention (use_bidirectional_attention, an embedding model's) is not supported: "

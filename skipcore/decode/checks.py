@@ -71,6 +71,18 @@ def check_model(model: object) -> None:
         )
 
 
+def check_tokenizer(tokenizer: object) -> None:
+    """A tokenizer the engine can be made with: one that says its pad and EOS tokens, which the engine reads when it
+    is made (None failed there as an AttributeError). A caller that feeds token ids itself (the bench) may give an
+    object with those two alone; decoding text needs a real tokenizer, as it always did."""
+    if not all(hasattr(tokenizer, name) for name in ("pad_token_id", "eos_token_id")):
+        raise ArgumentTypeError(
+            f"tokenizer must be the model's tokenizer (skipcore.models.load_model gives the model and its "
+            f"tokenizer, or transformers' AutoTokenizer), got {type(tokenizer).__name__} {quoted(tokenizer)}",
+            field="tokenizer",
+        )
+
+
 def check_loaded(device: torch.device) -> None:
     """A decode of a model whose weights are on the meta device (empty tensors: an empty model, its weights never
     loaded) is refused in one line, where it would fail at its first read of a value, after the prefill."""

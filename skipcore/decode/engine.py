@@ -32,7 +32,14 @@ import torch
 
 from skipcore.adapters import Adapter, adapter_for, check_config, max_positions
 from skipcore.decode.cache import SkipKVCache
-from skipcore.decode.checks import Request, check_finite, check_loaded, check_model, check_request
+from skipcore.decode.checks import (
+    Request,
+    check_finite,
+    check_loaded,
+    check_model,
+    check_request,
+    check_tokenizer,
+)
 from skipcore.decode.forward import EngineStepRunner
 from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, GenerationResult
 from skipcore.decode.record import RowCursor, StepRecord, StepTimer, collect_batch
@@ -41,10 +48,11 @@ from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.static_step import KeptDecoders, StaticDecoder
 from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
-from skipcore.errors import SkipcoreWarning, UserError
+from skipcore.errors import ModelError, SkipcoreWarning, UserError, quoted
 from skipcore.kernels.door import padded_width, take
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
+from skipcore.plain_numbers import is_whole, whole_number
 from skipcore.schedule import Schedule
 from skipcore.traces.schema import run_metadata
 
@@ -77,6 +85,7 @@ class SkipEngine:
         wrapped in place, so its adapter applies."""
         model = model.get_base_model() if hasattr(model, "get_base_model") else model
         check_model(model)
+        check_tokenizer(tokenizer)
         self.model = model
         self.tokenizer = tokenizer
         # an SDPA model attends through skipcore's dispatch from here on: each pass names its attention, while
@@ -108,7 +117,7 @@ class SkipEngine:
                 SkipcoreWarning,
                 stacklevel=2,
             )
-        self.eos_ids, self.pad_id = _stop_and_pad(model, tokenizer, self.device)
+        self.eos_ids, self.pad_id = _stop_and_pad(model, tokenizer, self.device, self.model_name)
         self.static = self.device.type == "cuda" if static is None else static
         if fused and not self.static:
             raise UserError(
@@ -465,16 +474,25 @@ def config_hash(*parts) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _stop_and_pad(model, tokenizer, device: torch.device) -> tuple[torch.Tensor, int]:
+def _stop_and_pad(model, tokenizer, device: torch.device, model_name: str = "") -> tuple[torch.Tensor, int]:
     """The tokens that end a row (the generation config's, else the tokenizer's EOS; none: every row runs to its
     limit, as generate() runs such a model) and the token a batch pads with. The engine masks padding itself, so
     any token the embeddings hold will do: the tokenizer's pad where the embeddings hold it (one added to a
     tokenizer without resizing the model's embeddings is past them, and would fail the batch's first pass), else
-    its EOS, else token 0."""
+    its EOS, else token 0. An EOS that is no token id (text, a fraction: a hand-edited generation_config.json,
+    which transformers loads as it is) is refused in one line naming the file's field."""
     eos = model.generation_config.eos_token_id
+    source = "generation_config.json" if eos is not None else "tokenizer"
     if eos is None:
         eos = tokenizer.eos_token_id
-    ends = [] if eos is None else eos if isinstance(eos, list) else [eos]
+    ends = [] if eos is None else list(eos) if isinstance(eos, list | tuple) else [eos]
+    ends = [whole_number(t) for t in ends]
+    if not all(is_whole(t) for t in ends):  # a negative id names no token: no row ends on it
+        raise ModelError(
+            f"{model_name or 'the model'}'s {source} says eos_token_id {quoted(eos)}: token ids are whole numbers (fix "
+            "the file, or set model.generation_config.eos_token_id)",
+            field="model",
+        )
     rows = model.get_input_embeddings().weight.shape[0]
     pad = next((int(t) for t in (tokenizer.pad_token_id, *ends) if t is not None and 0 <= int(t) < rows), 0)
     return torch.tensor(ends, dtype=torch.long, device=device), pad

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
@@ -69,6 +70,12 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        # "no" or 0 for do_sample: text is truthy, and "no" sampled; NumPy's bool is Python's
+        if not isinstance(self.do_sample, bool | np.bool_):
+            raise UserError(
+                f"do_sample must be True or False, got {quoted(self.do_sample)}", field="do_sample"
+            )
+        object.__setattr__(self, "do_sample", bool(self.do_sample))
         # a count given as a bool or 2.5, a seed as text: refused here, not in the decode
         for name in ("temperature", "top_p"):
             value = python_number(getattr(self, name))
@@ -80,11 +87,19 @@ class Sampling:
             if not is_whole(value):
                 raise UserError(f"{name} must be a whole number, got {quoted(value)}", field=name)
             object.__setattr__(self, name, value)
-        if not math.isfinite(self.temperature) or self.temperature < MIN_TEMPERATURE:
+        # greedy decoding reads no temperature: 0 there is transformers' habit for greedy, taken as it is
+        lowest = MIN_TEMPERATURE if self.do_sample else 0.0
+        if not math.isfinite(self.temperature) or self.temperature < lowest:
             raise UserError(
-                f"temperature must be a finite number >= {MIN_TEMPERATURE:g}, got {self.temperature:g} (below it "
-                "the logits divided by it overflow, and sampling is greedy decoding in all but name: leave out "
-                "do_sample for that)",
+                f"temperature must be a finite number >= {lowest:g}"
+                + (" when sampling" if self.do_sample else "")
+                + f", got {self.temperature:g}"
+                + (
+                    " (below it the logits divided by it overflow, and sampling is greedy decoding in all but "
+                    "name: set do_sample False for greedy decoding)"
+                    if self.do_sample
+                    else ""
+                ),
                 field=("temperature", "do_sample"),
             )
         if self.top_k < 0:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from skipcore.decode.step import DepthPolicy, FixedLayers
-from skipcore.errors import ArgumentTypeError, UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 from skipcore.schedule import Schedule, check_nested
 
 if TYPE_CHECKING:
@@ -33,6 +33,25 @@ class StaticPolicy:
     uses_schedule: ClassVar[bool] = True
     shared_sets: ClassVar[bool] = True
     needs_logits: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        """A schedule given as anything but a `Schedule` (its name, a layer count) is refused here, in one line
+        naming it, not at the decode as a missing attribute; so is a schedule beside layer sets, one of which would
+        be dropped."""
+        if (
+            self.schedule is not None and self.layer_sets is not None
+        ):  # the layer sets ran, the schedule was dropped
+            raise UserError(
+                "give a schedule or layer_sets, not both: layer sets are the layers of each step outright, and "
+                "would run instead of the schedule",
+                field=("layer_sets", "schedule"),
+            )
+        if self.schedule is not None and not isinstance(self.schedule, Schedule):
+            raise ArgumentTypeError(
+                "schedule must be a Schedule (skipcore.Schedule(...) or schedule_for_speedup(...)) or None for full "
+                f"depth; got {type(self.schedule).__name__} {quoted(self.schedule)}",
+                field="schedule",
+            )
 
     @classmethod
     def from_schedule(cls, schedule: Schedule | None) -> StaticPolicy:

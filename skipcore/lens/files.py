@@ -24,7 +24,14 @@ from skipcore.files import (
     parse_json,
     read_parquet,
 )
-from skipcore.traces.files import FORMATS, META_KEY, is_run_metadata, sidecar_path, write_jsonl
+from skipcore.traces.files import (
+    FORMATS,
+    META_KEY,
+    is_run_metadata,
+    read_sidecar,
+    sidecar_path,
+    write_jsonl,
+)
 from skipcore.traces.schema import TraceSchemaError, check_logprobs, check_token_columns
 
 # column -> kind: the design notes' lens columns plus the token's context (extra columns are welcome)
@@ -188,8 +195,7 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
                     keep_default_na=False,
                     na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
                 )
-            side = sidecar_path(path)
-            meta = parse_json(side.read_text()) if side.is_file() else {}
+            meta = read_sidecar(path)
     except (ValueError, OSError) as e:
         raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} lens table ({first_line(e)})") from e
     return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}

@@ -22,10 +22,11 @@ import torch
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.outputs import BatchOutput, DecodedBatch
 from skipcore.decode.static_policy import PolicyLike
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.lens.forcing import ForcedPicker, forced_tokens
 from skipcore.lens.replay import ReadOuts, replay
 from skipcore.measure.summary import summarize
+from skipcore.plain_numbers import is_whole, whole_number
 
 OWN, GIVEN = "own decode", "given tokens"
 
@@ -72,6 +73,9 @@ def layer_lens(
     choices (teacher forcing); the policy still picks each step's layers. `top_k` top tokens are kept per
     read-out. `progress(done, total)` counts batches.
     """
+    top_k = whole_number(top_k)  # NumPy's 3 or a table's 3.0 is the count 3
+    if not is_whole(top_k) or top_k < 1:  # 2.5, True or "3" failed in the replay, after the whole decode
+        raise UserError(f"top_k must be a whole number >= 1, got {quoted(top_k)}", field="top_k")
     request = engine.check_request(prompts, max_new_tokens, batch_size, policy)
     policy = request.policy
     if policy.max_step_tokens() > 1:
@@ -81,8 +85,6 @@ def layer_lens(
             "alone (policy static, the same layers)",
             field=("policy", "schedule"),
         )
-    if top_k < 1:
-        raise UserError(f"top_k must be >= 1, got {top_k}", field="top_k")
     pickers = None
     if tokens is not None:
         if len(tokens) != len(prompts):

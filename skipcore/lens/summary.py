@@ -17,7 +17,7 @@ import pandas as pd
 
 from skipcore.decode.engine import SkipEngine
 from skipcore.decode.static_policy import PolicyLike
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 from skipcore.lens.run import LensResult, layer_lens, prompts_digest
 
 FULL_DEPTH = "full depth"
@@ -93,6 +93,12 @@ def compare_with_full_depth(
     def part(offset: int) -> Callable[[int, int], None] | None:
         return None if progress is None else (lambda done, _total: progress(offset + done, runs * n))
 
+    if full is not None and not isinstance(full, LensResult):
+        raise ArgumentTypeError(
+            f"full must be a full-depth LensResult (layer_lens with no policy) or None, got {type(full).__name__} "
+            f"{quoted(full)}",
+            field="full",
+        )
     if full is None:
         full = layer_lens(engine, prompts, None, max_new_tokens, batch_size, top_k=top_k, progress=part(0))
     elif (
@@ -105,6 +111,13 @@ def compare_with_full_depth(
         raise UserError(
             "`full` must be a full-depth lens of the same prompts, in the same order (layer_lens with no policy)",
             field="full",
+        )
+    elif full.metadata.get("max_new_tokens", max_new_tokens) != max_new_tokens:
+        # its tokens are the teacher's: of another length they read as rows cut short or too long
+        raise UserError(
+            f"`full` was made with max_new_tokens {quoted(full.metadata['max_new_tokens'])}, and this comparison "
+            f"asks for {max_new_tokens}: make it with the same max_new_tokens",
+            field=("full", "max_new_tokens"),
         )
     path = layer_lens(
         engine,

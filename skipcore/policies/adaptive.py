@@ -25,7 +25,7 @@ from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
 from skipcore.errors import UserError, quoted
 from skipcore.plain_numbers import is_whole, whole_number
 from skipcore.policies.params import Parameterised, param, short_number
-from skipcore.schedule import MODES, Schedule, layers_for_budget
+from skipcore.schedule import MODES, Schedule, layers_for_budget, refuse_idle_warmup
 
 # torch is imported where a step runs: the policy's declaration (its flags, --help) needs none
 if TYPE_CHECKING:
@@ -136,6 +136,8 @@ class AdaptivePolicy(Parameterised):
                 f"warmup_layers must be a whole number >= 0, got {quoted(warmup)}", field="warmup_layers"
             )
         object.__setattr__(self, "warmup_layers", warmup)  # NumPy's as Python's: the trace's metadata is JSON
+        # a schedule's rule: past one, warmup layers outside skip mode name layers that never run
+        refuse_idle_warmup({"warmup_layers"} if warmup > 1 else set(), self.mode, "this policy's")
 
     @classmethod
     def from_schedule(cls, schedule: Schedule | None, **values) -> AdaptivePolicy:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from skipcore.decode.step import Decide, StepOutput, StepRunner, StepState
-from skipcore.errors import ArgumentTypeError, UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 from skipcore.policies.params import Parameterised, param, short_number
 from skipcore.schedule import Schedule
 
@@ -241,6 +241,10 @@ class SpeculativePolicy(Parameterised):
             raise ArgumentTypeError(
                 "speculative decoding drafts on a schedule: make one with skipcore.Schedule(...) or "
                 f"schedule_for_speedup(...); got {type(self.schedule).__name__} {self.schedule!r:.60}"
+            )
+        if not isinstance(self.reuse_prefix, bool):  # "no" is truthy: it reused
+            raise ArgumentTypeError(
+                f"reuse_prefix must be True or False, got {quoted(self.reuse_prefix)}", field="reuse_prefix"
             )
         self.check_params()
 

@@ -27,9 +27,9 @@ from skipcore.files import (
     atomic_writes,
     check_companion,
     check_output_file,
+    check_path_text,
     check_replaceable,
     check_utf8_name,
-    expand_home,
     parse_json,
     read_parquet,
 )
@@ -54,6 +54,15 @@ ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError
 # -- files -------------------------------------------------------------------------------------------------
 def sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
+
+
+def read_sidecar(path: Path) -> object:
+    """The run metadata in the `.meta.json` sidecar beside a CSV or JSONL file, as parsed (the caller checks it);
+    {} where there is none. A folder of that name is said as such (it read as no metadata, without a word)."""
+    side = sidecar_path(path)
+    if side.is_dir():
+        raise ValueError(f"its run metadata {side.name} is a folder, not a JSON file")
+    return parse_json(side.read_text()) if side.is_file() else {}
 
 
 def _check_format(path: Path) -> str:
@@ -82,7 +91,7 @@ def check_trace_path(path: str | Path, overwrite: bool = False) -> Path:
     """Everything that would stop a trace being written, checked before any work: its format, a folder at the path,
     an existing file without `overwrite`, a sidecar of that name that is not run metadata skipcore wrote, a place
     that cannot be written."""
-    path = expand_home(path)
+    path = check_path_text(path, "trace path", field="path")
     fmt = _check_format(path)
     if fmt == ".parquet" or fmt in ZIPPED_FORMATS:  # pyarrow and zip cannot write such a name
         check_utf8_name(path, "trace")
@@ -97,11 +106,13 @@ def write_trace(
     df: pd.DataFrame, path: str | Path, metadata: dict | None = None, overwrite: bool = False
 ) -> Path:
     """Write the trace and its metadata. Refuses to replace an existing file unless asked to, and a user's file
-    beside it (a `.meta.json` it did not write) at all."""
+    beside it (a `.meta.json` it did not write) at all. The frame and the metadata are held to what `read_trace`
+    reads back (`validate_metadata`, and every mask as long as the metadata's `num_layers`) before anything is
+    written: a file the tool wrote is one it reads."""
     path = check_trace_path(path, overwrite)
     fmt = _check_format(path)
-    validate_trace(df.copy(), str(path))
-    meta = metadata or {}
+    meta = validate_metadata({} if metadata is None else metadata, str(path))
+    validate_trace(df.copy() if isinstance(df, pd.DataFrame) else df, str(path), meta.get("num_layers"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if fmt == ".parquet":
@@ -229,7 +240,7 @@ def _write_zip(target: Path, member: str, df: pd.DataFrame, meta: dict) -> None:
 
 def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Read and validate a trace file; returns the frame and its run metadata."""
-    path = expand_home(path)
+    path = check_path_text(path, "trace path", field="path")
     fmt = _check_format(path)
     if not path.is_file():
         raise UserError(f"trace file not found: {path}")
@@ -243,8 +254,7 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
             df, meta = _read_zip(path)
         else:
             df = _read_text(path, fmt)
-            side = sidecar_path(path)
-            meta = parse_json(side.read_text()) if side.is_file() else {}
+            meta = read_sidecar(path)
     except (ValueError, OSError, zipfile.BadZipFile) as e:
         raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({first_line(e)})") from e
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):

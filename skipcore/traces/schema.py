@@ -12,7 +12,7 @@ import platform
 import numpy as np
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 
 # column -> kind; the minimum every trace has (extra columns are welcome)
 TRACE_COLUMNS: dict[str, str] = {
@@ -110,6 +110,15 @@ AFTER_END_NAN = ("logprob",)  # columns with no value on a row after its end (Na
 def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | None = None) -> pd.DataFrame:
     """Raise TraceSchemaError naming the first missing, mistyped or out-of-range column; return the frame with
     clean types. `num_layers` (from the run metadata) is what every mask's length must be."""
+    if not isinstance(df, pd.DataFrame):
+        raise ArgumentTypeError(
+            f"{source}: a trace is a pandas DataFrame (GenerationResult.trace, read_trace), got "
+            f"{type(df).__name__} {quoted(df)}",
+            field="df",
+        )
+    twice = df.columns[df.columns.duplicated()]
+    if len(twice):  # a column read by its name would be a frame of both
+        raise TraceSchemaError(f"{source}: column {quoted(twice[0])} appears more than once")
     if df.empty:
         raise TraceSchemaError(f"{source}: the trace has no rows")
     for col, kind in TRACE_COLUMNS.items():
@@ -185,7 +194,7 @@ def validate_metadata(meta: object, source: str = "trace") -> dict:
             )
     for key in _POSITIVE_METADATA:
         if key in meta and meta[key] < 1:
-            raise TraceSchemaError(f"{source}: run metadata {key!r} must be >= 1, got {meta[key]}")
+            raise TraceSchemaError(f"{source}: run metadata {key!r} must be >= 1, got {quoted(meta[key])}")
     return meta
 
 
@@ -272,7 +281,7 @@ def _check_values(df: pd.DataFrame, source: str, num_layers: int | None) -> None
         )
     if num_layers is not None and int(lengths.iloc[0]) != num_layers:
         raise TraceSchemaError(
-            f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {num_layers}"
+            f"{source}: 'layer_mask' has {int(lengths.iloc[0])} layers but the run metadata says {quoted(num_layers)}"
         )
     check_token_columns(df, source, ("kv_cache_bytes", "kv_cache_bytes_full"))
     for col in ("flops", "flops_full", "step_ms"):

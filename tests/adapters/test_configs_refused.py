@@ -37,6 +37,12 @@ LONGROPE = {
     [
         ("llama", {"rope_parameters": LONGROPE}, "rope type 'longrope' is not supported"),
         ("gemma3", {"use_bidirectional_attention": True}, "bidirectional attention"),
+        (
+            "llama",
+            {"head_dim": 7},
+            "head_dim 7 is odd: rotary position embeddings turn a head's values in pairs",
+        ),
+        ("qwen3", {"head_dim": 5}, "head_dim 5 is odd"),
     ],
 )
 def test_a_config_the_engine_cannot_run_exactly_is_refused(tmp_path, tokenizer, family, overrides, said):

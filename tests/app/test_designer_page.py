@@ -439,3 +439,22 @@ def test_every_page_that_runs_skipping_schedules_warns_of_a_model_not_trained_sk
         by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
     assert_clean(at)
     assert "was not trained skip-aware" in warnings(at)
+
+
+def test_sliders_of_another_shape_or_mode_do_not_reach_the_schedule():
+    """The design keeps every slider's value when the shape or mode changes; a Schedule refuses a setting it does not
+    read (alpha beside a linear shape, warmup layers in exit mode), so the design passes each only where it is read."""
+    from app.dashboard.state import build_schedule, default_params
+
+    values = {**default_params(12), "shape": "linear", "mode": "exit", "min_layers": 3, "max_layers": 12}
+    values.update(alpha=0.5, stages=3, warmup_layers=2)
+    made = build_schedule(values, 12)
+    assert (made.shape, made.mode, made.alpha, made.stages, made.warmup_layers) == (
+        "linear",
+        "exit",
+        0.9,
+        4,
+        1,
+    )
+    power = build_schedule({**values, "shape": "power", "mode": "skip"}, 12)
+    assert (power.alpha, power.stages, power.warmup_layers) == (0.5, 4, 2)

@@ -46,3 +46,41 @@ def test_a_models_own_sampling_settings_are_said_and_a_plain_config_says_nothing
         SkipcoreWarning, match="samples with temperature 0.7, top_k 20, which sampling here takes"
     ):
         SkipEngine(model, tok)
+
+
+@pytest.mark.parametrize("eos", ["two", 2.5, [2, "x"], True, {"a": 2}])
+def test_an_eos_that_is_no_token_id_is_one_line_naming_the_file(model_dirs, tmp_path, eos):
+    """A hand-edited generation_config.json loads as it is; the engine said a wrongly typed EOS as torch's
+    'too many dimensions' (text) or took a fraction as a token."""
+    import json
+    import shutil
+
+    from skipcore.errors import ModelError
+
+    folder = tmp_path / "model"
+    shutil.copytree(model_dirs["opt"], folder)
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": eos}))
+    model, tok = load_model(str(folder), device="cpu")
+    with pytest.raises(
+        ModelError, match=r"generation_config\.json says eos_token_id .*token ids are whole"
+    ) as e:
+        SkipEngine(model, tok)
+    assert e.value.field == "model" and len(str(e.value).splitlines()) == 1
+
+
+def test_eos_ids_of_numpy_or_json_floats_are_token_ids(model_dirs):
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu")
+    model.generation_config.eos_token_id = [2.0]
+    assert SkipEngine(model, tok).eos_ids.tolist() == [2]
+    model.generation_config.eos_token_id = -1  # names no token: rows run to their limit (tests use it)
+    assert SkipEngine(model, tok).eos_ids.tolist() == [-1]
+
+
+@pytest.mark.parametrize("given", [None, "gpt2", 5])
+def test_a_missing_tokenizer_is_one_line_naming_it(model_dirs, given):
+    from skipcore.errors import ArgumentTypeError
+
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu")
+    with pytest.raises(ArgumentTypeError, match="tokenizer must be the model's tokenizer") as e:
+        SkipEngine(model, given)
+    assert e.value.field == "tokenizer"

@@ -186,3 +186,25 @@ def test_numpy_numbers_in_policies_and_schedules_are_kept_as_pythons():
 
     sampling = Sampling(do_sample=True, top_k=np.int64(5), temperature=np.float32(0.5), seed=np.int64(42))
     assert {type(v) for v in (sampling.top_k, sampling.seed)} == {int} and type(sampling.temperature) is float
+
+
+@pytest.mark.parametrize("schedule", ["linear", 5, [6, 4]])
+def test_a_static_policy_of_something_not_a_schedule_is_refused_when_made(schedule):
+    """StaticPolicy("x") was made, then failed at the decode on a missing attribute ('str' has no num_layers)."""
+    from skipcore.decode.static_policy import StaticPolicy
+    from skipcore.errors import ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match="schedule must be a Schedule") as e:
+        StaticPolicy(schedule)
+    assert e.value.field == "schedule"
+
+
+def test_a_static_policy_of_a_schedule_and_layer_sets_is_refused():
+    """Both given: the layer sets ran and the schedule was dropped from the run's metadata without a word."""
+    from skipcore.decode.static_policy import StaticPolicy
+
+    sets = tuple([tuple(range(6))] * 4)
+    with pytest.raises(UserError, match="give a schedule or layer_sets, not both") as e:
+        StaticPolicy(Schedule(6, "constant", "skip", 3, 3), layer_sets=sets)
+    assert e.value.fields == ("layer_sets", "schedule")
+    assert StaticPolicy(layer_sets=sets).layer_sets == sets

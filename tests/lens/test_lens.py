@@ -218,6 +218,27 @@ def test_one_full_depth_lens_serves_several_policies(opt):
             compare_with_full_depth(opt, others, sched, T, full=full)
 
 
+@pytest.mark.parametrize("full", ["x", 5, {"mode": "full"}])
+def test_a_full_lens_of_the_wrong_kind_is_refused_naming_it(opt, full):
+    from skipcore.errors import ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match="full must be a full-depth LensResult") as e:
+        compare_with_full_depth(opt, PROMPTS, None, T, full=full)
+    assert e.value.field == "full"
+
+
+def test_a_full_lens_of_another_length_is_said_as_such(opt):
+    """It said 'teacher tokens of prompt 0 stop after 4 of 6 tokens without EOS', blaming the prompt's tokens."""
+    full = layer_lens(opt, PROMPTS, None, 4)
+    with pytest.raises(
+        UserError, match="`full` was made with max_new_tokens 4, and this comparison asks for 6"
+    ) as e:
+        compare_with_full_depth(
+            opt, PROMPTS, Schedule(opt.num_layers, "constant", "skip", 3, 3), 6, full=full
+        )
+    assert e.value.fields == ("full", "max_new_tokens")
+
+
 def test_agreement_refuses_a_lens_on_its_own_decode(opt):
     lens = layer_lens(opt, PROMPTS, Schedule(opt.num_layers, "constant", "skip", 3, 3), T)
     with pytest.raises(UserError, match="teacher-forced"):
@@ -266,6 +287,24 @@ def test_bad_lens_requests_are_refused(opt):
         UserError, match="every kept token comes from a full-depth verification pass: read full"
     ):
         layer_lens(opt, PROMPTS, SpeculativePolicy(draft, draft_tokens=2), T)
+
+
+@pytest.mark.parametrize(("top_k", "said"), [(2.5, "2.5"), (True, "True"), ("3", "'3'"), (0, "0")])
+def test_a_top_k_that_is_no_count_is_refused_before_the_decode(opt, monkeypatch, top_k, said):
+    """2.5 and True failed in torch's topk after the whole decode; "3" failed comparing text with a number."""
+
+    def decode(*args, **kw):
+        raise AssertionError("the decode ran before the refusal")
+
+    monkeypatch.setattr(opt, "decode_prompts", decode)
+    with pytest.raises(UserError, match=rf"^top_k must be a whole number >= 1, got {re.escape(said)}$") as e:
+        layer_lens(opt, PROMPTS, None, T, top_k=top_k)
+    assert e.value.field == "top_k"
+
+
+def test_a_top_k_of_numpy_or_a_whole_float_is_the_count(opt):
+    assert layer_lens(opt, PROMPTS[:1], None, 3, top_k=np.int64(2)).metadata["lens"]["top_k"] == 2
+    assert layer_lens(opt, PROMPTS[:1], None, 3, top_k=2.0).metadata["lens"]["top_k"] == 2
 
 
 # -- summaries, files, figures -------------------------------------------------------------------------------

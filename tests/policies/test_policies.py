@@ -226,3 +226,71 @@ def test_sampling_settings_of_the_wrong_kind_are_refused_at_the_door():
         with pytest.raises(UserError, match=re.escape(said)):
             Sampling(True, **kw)
     Sampling(True, seed=np.int64(3), temperature=np.float32(0.7), top_k=np.int32(5))
+
+
+@pytest.mark.parametrize("do_sample", ["no", "False", 0, 1, None])
+def test_do_sample_that_is_no_true_or_false_is_refused(do_sample):
+    """Sampling(do_sample="no") sampled (text is truthy) and recorded 'no' in the run's metadata."""
+    from skipcore import Sampling
+
+    with pytest.raises(UserError, match=r"^do_sample must be True or False, got") as e:
+        Sampling(do_sample=do_sample)
+    assert e.value.field == "do_sample"
+
+
+def test_do_sample_of_numpy_is_a_bool():
+    import numpy as np
+
+    from skipcore import Sampling
+
+    assert Sampling(do_sample=np.bool_(True)).do_sample is True
+
+
+def test_adaptive_warmup_layers_outside_skip_mode_are_refused():
+    """AdaptivePolicy(mode="exit", warmup_layers=5) was kept and recorded, and ran no warmup layer; the command
+    line refuses --warmup-layers outside skip mode by the same rule."""
+    from skipcore.policies import AdaptivePolicy
+
+    with pytest.raises(UserError, match="warmup_layers are the layers a skip-mode schedule always runs") as e:
+        AdaptivePolicy(min_layers=2, mode="exit", warmup_layers=5)
+    assert e.value.fields == ("warmup_layers", "mode")
+    assert AdaptivePolicy(min_layers=2, mode="exit").warmup_layers == 1  # the default, and 0, say none
+    assert AdaptivePolicy(min_layers=2, mode="middle", warmup_layers=0).warmup_layers == 0
+    assert AdaptivePolicy(min_layers=3, mode="skip", warmup_layers=2).warmup_layers == 2
+
+
+@pytest.mark.parametrize("reuse", ["no", 0, None])
+def test_speculative_reuse_prefix_must_be_true_or_false(reuse):
+    from skipcore.errors import ArgumentTypeError
+    from skipcore.policies import SpeculativePolicy
+    from skipcore.schedule import schedule_for_speedup
+
+    draft = schedule_for_speedup(12, 3.0, 26)
+    with pytest.raises(ArgumentTypeError, match=r"^reuse_prefix must be True or False, got") as e:
+        SpeculativePolicy(draft, draft_tokens=3, reuse_prefix=reuse)
+    assert e.value.field == "reuse_prefix"
+
+
+def test_greedy_decoding_takes_a_temperature_of_zero_and_sampling_says_why_not():
+    """Sampling(do_sample=False, temperature=0) was refused with 'leave out do_sample', which was already out;
+    greedy callers pass temperature 0 as transformers' habit. Sampling at 0 is still refused, saying so."""
+    from skipcore import Sampling
+
+    assert Sampling(do_sample=False, temperature=0.0).temperature == 0.0
+    with pytest.raises(
+        UserError,
+        match=r"temperature must be a finite number >= 1e-06 when sampling, got 0 .*"
+        r"set do_sample False for greedy decoding",
+    ):
+        Sampling(do_sample=True, temperature=0.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(UserError, match=r"^temperature must be a finite number >= 0, got"):
+            Sampling(do_sample=False, temperature=bad)
+
+
+def test_greedy_with_temperature_zero_decodes_as_greedy(model_dirs):
+    from skipcore import Sampling
+
+    eng = engine_for(model_dirs)
+    plain = eng.generate(PROMPTS, None, 6).token_ids
+    assert eng.generate(PROMPTS, None, 6, sampling=Sampling(temperature=0.0)).token_ids == plain

@@ -296,3 +296,20 @@ def test_a_jsonl_trace_nested_deep_is_one_line_not_a_crash(tiny_trace, tmp_path,
     brackets = tiny_trace.assign(token=["[" * 300 + "{"] * len(tiny_trace))
     write_trace(brackets, tmp_path / "brackets.jsonl", {"num_layers": len(tiny_trace["layer_mask"][0])})
     assert read_trace(tmp_path / "brackets.jsonl")[0]["token"].tolist() == brackets["token"].tolist()
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_a_sidecar_that_is_a_folder_is_one_line_not_no_metadata(small_trace, tmp_path, name):
+    """A `.meta.json` folder beside a CSV or JSONL trace read as a trace with no run metadata, without a word."""
+    from skipcore import read_trace, write_trace
+    from skipcore.traces import TraceSchemaError
+
+    df, meta = small_trace
+    path = write_trace(df, tmp_path / name, meta)
+    side = path.with_name(path.name + ".meta.json")
+    side.unlink()
+    side.mkdir()
+    with pytest.raises(
+        TraceSchemaError, match=r"its run metadata t\.\w+\.meta\.json is a folder, not a JSON file"
+    ):
+        read_trace(path)

@@ -102,9 +102,12 @@ def test_flops_above_full_depth_and_masks_of_the_wrong_length_are_refused(made, 
     df = made.trace.copy()
     df["layer_mask"] = df["layer_mask"] + "0"
     df.to_parquet(tmp_path / "b.parquet")
-    write_trace(df, tmp_path / "b.jsonl", made.metadata)
     with pytest.raises(TraceSchemaError, match="7 layers but the run metadata says 6"):
-        read_trace(tmp_path / "b.jsonl")
+        write_trace(df, tmp_path / "b.jsonl", made.metadata)  # the writer holds it to what the reader reads
+    path = write_trace(df, tmp_path / "b.jsonl")  # the sidecar written by hand: the reader says it too
+    sidecar_path(path).write_text(json.dumps(made.metadata))
+    with pytest.raises(TraceSchemaError, match="7 layers but the run metadata says 6"):
+        read_trace(path)
     mixed = made.trace.copy()
     mixed.loc[mixed.index[0], ["layer_mask", "num_layers_run"]] = ["1111111", 7]
     with pytest.raises(TraceSchemaError, match=r"masks of different lengths \(6, 7\): rows of models with"):

@@ -230,6 +230,7 @@ def check_settings(s: TuneSettings) -> TuneSettings:
         ("prune_after", 0),
         ("timing_limit", 1),
         ("seed", 0),
+        ("repeats", 1),  # read only by a measured objective, but -1 is no count whatever the objective
     ):
         _at_least(name, getattr(s, name), low)
     if s.seed >= SEED_LIMIT:
@@ -241,6 +242,10 @@ def check_settings(s: TuneSettings) -> TuneSettings:
     if s.objective == "measured":
         # too few paired runs are flagged (`runs_flag`), and a flagged trial is never chosen
         _at_least("repeats", s.repeats, MIN_PAIRED_RUNS)
+    if "skip" in s.modes and not s.warmups:  # the space's own check said "choose warmups below L - 1"
+        raise UserError(
+            "warmups is empty: choose at least one (skip mode searches its warmup layers)", field="warmups"
+        )
     if any(w < 0 for w in s.warmups):
         raise UserError(f"warmups must all be >= 0, got {list(s.warmups)}", field="warmups")
     for name in ("max_drop", "prune_margin"):

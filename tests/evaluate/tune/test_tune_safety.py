@@ -90,3 +90,19 @@ def test_a_study_keeps_one_attention_dtype(base):
     assert math.isfinite(first.outcome.floor)
     with pytest.raises(UserError, match="attention_dtype='float32' \\(not 'model'\\)"):
         run_tune(TuneSettings(**base))
+
+
+@pytest.mark.parametrize("objective", ["layer", "flops", "measured"])
+def test_a_repeat_count_below_one_is_refused_whatever_the_objective(base, objective):
+    """repeats=-1 was accepted (and recorded nowhere) unless the objective was measured."""
+    with pytest.raises(UserError, match=r"repeats must be a whole number >= \d+, got -1") as e:
+        check_settings(TuneSettings(**{**base, "objective": objective, "repeats": -1}))
+    assert e.value.field == "repeats"
+
+
+def test_no_warmups_for_skip_mode_is_said_as_empty(base):
+    """warmups=() said 'choose warmups below 11', as if the values were too high."""
+    with pytest.raises(UserError, match=r"^warmups is empty: choose at least one") as e:
+        check_settings(TuneSettings(**{**base, "warmups": ()}))
+    assert e.value.field == "warmups"
+    assert check_settings(TuneSettings(**{**base, "modes": ("exit",), "warmups": ()})).warmups == ()

@@ -1,0 +1,44 @@
+"""A trace `write_trace` writes is one `read_trace` reads: metadata the reader would refuse (not a JSON object, a
+layer count below 1, a layer count its masks disagree with) is refused before anything is written, in the reader's
+words; and a refusal quoting a huge layer count stays one short line."""
+
+from __future__ import annotations
+
+import pytest
+
+from skipcore import read_trace, write_trace
+from skipcore.traces import TraceSchemaError
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "t.csv", "t.jsonl.zip"])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda meta: [1, 2], "the run metadata must be a JSON object, got a list"),
+        (lambda meta: {**meta, "num_layers": 0}, "run metadata 'num_layers' must be >= 1, got 0"),
+        (lambda meta: {**meta, "num_layers": 5}, "'layer_mask' has 6 layers but the run metadata says 5"),
+    ],
+)
+def test_metadata_the_reader_refuses_is_never_written(small_trace, tmp_path, name, change, words):
+    df, meta = small_trace
+    with pytest.raises(TraceSchemaError, match=words):
+        write_trace(df, tmp_path / name, change(dict(meta)))
+    assert list(tmp_path.iterdir()) == []  # nothing written, no sidecar either
+
+
+def test_good_metadata_still_round_trips(small_trace, tmp_path):
+    df, meta = small_trace
+    back, got = read_trace(write_trace(df, tmp_path / "t.csv", meta))
+    assert got == {**meta} and back["token_id"].tolist() == df["token_id"].tolist()
+    back, got = read_trace(write_trace(df, tmp_path / "t.parquet"))  # no metadata at all: still fine
+    assert got == {} and len(back) == len(df)
+
+
+def test_a_huge_layer_count_is_quoted_not_echoed(small_trace, tmp_path):
+    df, meta = small_trace
+    path = write_trace(df, tmp_path / "t.csv", meta)
+    side = path.with_name(path.name + ".meta.json")
+    side.write_text(side.read_text().replace('"num_layers": 6', '"num_layers": ' + "9" * 400))
+    with pytest.raises(TraceSchemaError) as e:
+        read_trace(path)
+    assert "but the run metadata says" in str(e.value) and len(str(e.value)) < 300, str(e.value)
