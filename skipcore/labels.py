@@ -136,7 +136,7 @@ def _schedule_words(schedule: object) -> str:
         return FULL_DEPTH
     if not isinstance(schedule, Schedule):
         try:
-            schedule = Schedule.from_dict(dict(schedule))
+            schedule = Schedule.from_record(dict(schedule))
         except (UserError, TypeError, ValueError):
             fields = schedule.items() if hasattr(schedule, "items") else []
             return "schedule " + (", ".join(f"{k} {v}" for k, v in fields if v not in (None, [], "")) or "?")

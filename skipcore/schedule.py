@@ -296,6 +296,30 @@ class Schedule:
         return cls(**{**d, "budgets_list": tuple(budgets)})  # the caller's dict as it was
 
     @classmethod
+    def from_record(cls, d: dict) -> Schedule:
+        """A schedule as a run's record keeps it (a trace's metadata, the run history, a sweep's or a tune's
+        table), its settings its shape or mode does not read set back to their defaults: a record written before
+        such settings were refused (the designer kept a power shape's alpha beside a linear one) opens as the
+        schedule it ran. A file a user gives is read by `from_dict`, which refuses them."""
+        if isinstance(d, dict):
+            shape, mode = d.get("shape"), d.get("mode", "skip")
+            defaults = {
+                name: f.default for name, f in cls.__dataclass_fields__.items() if name != "budgets_list"
+            }
+            d = dict(d)
+            for own in ("alpha", "stages", "budgets_list"):
+                if own in d and own not in SHAPE_SETTINGS.get(shape, (own,)):
+                    d[own] = [] if own == "budgets_list" else defaults[own]
+            if (
+                mode != "skip"
+                and shape != "full"
+                and is_whole(d.get("warmup_layers"))
+                and d["warmup_layers"] > 1
+            ):
+                d["warmup_layers"] = defaults["warmup_layers"]
+        return cls.from_dict(d)
+
+    @classmethod
     def read_json(cls, path: str | Path, num_layers: int | None = None) -> Schedule:
         """A schedule saved as a JSON object of its fields (the dashboard's export, `best_schedule.json`), for a
         model of `num_layers` layers where given (a file for another depth is refused)."""

@@ -334,3 +334,19 @@ def test_a_step_schedule_of_one_stage_is_refused_as_the_constant_it_runs():
         schedule_for_speedup(12, 3, 26, shape="step", stages=1)
     two = Schedule(12, "step", min_layers=4, stages=2, decay_span=10)
     assert two.budgets(13)[1:] == [12] * 5 + [4] * 7 and "2 stages" in two.describe()
+
+
+def test_a_record_with_settings_its_shape_does_not_read_opens_as_the_schedule_it_ran():
+    """Schedules refuse another shape's setting (alpha beside linear) and warmup layers outside skip mode; a run
+    history, trace or table written before that (the designer kept a power shape's alpha beside a linear one) must
+    still open: its schedule ran the same layers without them."""
+    old = {"num_layers": 12, "shape": "linear", "mode": "exit", "max_layers": 10, "min_layers": 2,
+           "warmup_layers": 3, "alpha": 0.7, "stages": 6, "budgets_list": [9, 8]}  # fmt: skip
+    with pytest.raises(ScheduleError):
+        Schedule.from_dict(old)
+    opened = Schedule.from_record(old)
+    plain = Schedule(12, "linear", "exit", max_layers=10, min_layers=2)
+    assert opened == plain and opened.layer_sets(30) == plain.layer_sets(30)
+    power = {**old, "shape": "power", "mode": "skip", "min_layers": 4}  # its own settings kept
+    assert Schedule.from_record(power) == Schedule.from_dict({**power, "stages": 4, "budgets_list": []})
+    assert Schedule.from_record(power).alpha == 0.7 and Schedule.from_record(power).warmup_layers == 3

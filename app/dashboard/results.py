@@ -297,7 +297,7 @@ class GenerateResult(PageResult):
 
         if "schedule" not in run.settings:
             raise UserError("its settings do not name the schedule that made it")
-        Schedule.from_dict(run.settings["schedule"][1])  # a ScheduleError says what is wrong with it
+        Schedule.from_record(run.settings["schedule"][1])  # a ScheduleError says what is wrong with it
         if len(run.prompts) != len(run.texts):
             raise UserError(f"it holds {len(run.prompts)} prompts but {len(run.texts)} outputs")
         trace, metadata = store.trace(run.id)
@@ -509,7 +509,7 @@ class TuneRunResult(PageResult):
         if run.data.get("schedule") is not None:
             from skipcore.schedule import Schedule
 
-            Schedule.from_dict(run.data["schedule"])  # a ScheduleError says what is wrong with it
+            Schedule.from_record(run.data["schedule"])  # a ScheduleError says what is wrong with it
         trials, _ = store.table(run.id, "trials")
         return cls(trials, run.data, run.settings, run.id)
 

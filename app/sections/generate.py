@@ -83,7 +83,7 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
         st.page_link("sections/history.py", label="Open the run history", icon=":material/history:")
     st.header("Trace")
     trace = result.trace
-    made = Schedule.from_dict(result.settings["schedule"][1])
+    made = Schedule.from_record(result.settings["schedule"][1])
     longest = int(trace["position"].max()) + 1  # the longest context a decode step of the run reached
     at_most = (
         views.ceiling(engine.adapter.shapes, made, longest) if made.num_layers == engine.num_layers else None

@@ -128,7 +128,7 @@ def show(result: TuneRunResult, L: int) -> None:
         (st.info if f.get("full_depth") else st.success)(f["line"])
         if note := floor_note(f["metric"], f["floor"]):
             st.warning(note[:1].upper() + note[1:] + ".")
-        schedule = Schedule.from_dict(f["schedule"])
+        schedule = Schedule.from_record(f["schedule"])
         c1, c2, c3 = st.columns(3)
         if c1.button("Open in the designer", key="tune_open", type="primary", disabled=schedule.num_layers != L,
                      help="the chosen schedule becomes the design every page runs"):  # fmt: skip

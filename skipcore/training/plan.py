@@ -157,7 +157,7 @@ class SchedulePlan:
     def from_dict(cls, d: dict) -> SchedulePlan:
         d = dict(d)
         if d.get("fixed") is not None:
-            d["fixed"] = Schedule.from_dict(d["fixed"])
+            d["fixed"] = Schedule.from_record(d["fixed"])
         if d.get("elastic_range") is not None:
             d["elastic_range"] = tuple(float(x) for x in d["elastic_range"])
         return cls(**d)

@@ -45,7 +45,7 @@ class TuneOutcome:
         """The chosen setting's schedule (a speculative setting's draft schedule), as `best_schedule.json` holds it."""
         if self.chosen is None or not self.chosen["schedule_json"]:
             return None
-        return Schedule.from_dict(json.loads(self.chosen["schedule_json"]))
+        return Schedule.from_record(json.loads(self.chosen["schedule_json"]))
 
     def line(self) -> str:
         """The outcome in one line."""

@@ -62,7 +62,7 @@ def candidate_of(row) -> Candidate:
     from skipcore.policies.params import params_of
     from skipcore.schedule import Schedule
 
-    schedule = Schedule.from_dict(json.loads(row["schedule_json"])) if row.get("schedule_json") else None
+    schedule = Schedule.from_record(json.loads(row["schedule_json"])) if row.get("schedule_json") else None
     values = []
     for p in params_of(policy_class(row["policy"])):
         value = row.get(p.column)
