@@ -4,11 +4,14 @@ import argparse
 import sys
 from dataclasses import fields
 from functools import partial
+from pathlib import Path
 
 from skipcore.commands.common import add_model_args, add_threads_arg, comma_list, finite, path_text
 from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
 from skipcore.errors import UserError, flag_of, said_by
 from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, tune_flags
+from skipcore.evaluate.tune.folder import TRIALS
+from skipcore.files import expand_home, file_digest
 
 KINDS = {"int": int, "float": finite, "path": path_text, "text": str}  # a list's items: "ints" -> int
 
@@ -27,10 +30,15 @@ def add_parser(sub) -> None:
         "time as Ray tasks, on a Ray cluster or a private instance on this machine, whose workers keep their model "
         "loaded between trials; each is told to the study as it comes back.",
     )
-    p.set_defaults(
-        func=run_cli,
-        on_interrupt="the trials finished so far are kept in --out: the same command resumes the search",
-    )
+    p.set_defaults(func=run_cli, on_interrupt="no trial had finished: nothing written")
+
+
+def interrupted(out: Path, before: str | None) -> str:
+    """What a stopped tune leaves in its trials table (`sweep.store.kept_after_stop`, looked at when it stops):
+    the rows scored (full depth's floor and the trials), which the same command resumes; or that none had."""
+    from skipcore.evaluate.sweep.store import kept_after_stop
+
+    return kept_after_stop(out, before, "the same command", unit="scored row")
 
 
 def refuse_idle_flags(settings: TuneSettings, given: frozenset[str]) -> None:
@@ -54,6 +62,9 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     typed = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in given}
     settings = TuneSettings(**typed)
     refuse_idle_flags(settings, given)
+    trials = expand_home(settings.out) / TRIALS
+    before = file_digest(trials) if trials.is_file() else None
+    args.on_interrupt = partial(interrupted, trials, before)  # what the trials table holds when it stops
     with said_by({**flag_names(), **RAY_FLAGS}):
         result = run_tune(settings, executor_from_args(args), partial(print, file=sys.stderr))
     print(result.text())

@@ -92,3 +92,28 @@ def test_a_single_file_without_rows_is_said_without_a_split(model_dirs, tmp_path
     said = refused(capsys, tune_argv(model_dirs, data, out))
     assert said == f"error: --dataset: {data} has no rows to search on"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("stop_in", ["_floor", "_search"])
+def test_a_tune_stopped_says_what_its_trials_table_keeps(
+    model_dirs, split_data, tmp_path, monkeypatch, capsys, stop_in
+):
+    """A tune stopped before anything was scored said 'the trials finished so far are kept in --out', where no
+    file existed: it says what the trials table holds when it stops."""
+    from skipcore.evaluate.tune import runner
+
+    def stopped(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, stop_in, stopped)
+    out = tmp_path / "tune"
+    assert main(tune_argv(model_dirs, split_data, out, "--trials", "2")) == 130
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    if stop_in == "_floor":
+        assert said == "error: interrupted; no scored row had finished: nothing written"
+    else:  # full depth's floor was scored
+        trials = out / "trials.parquet"
+        assert (
+            said
+            == f"error: interrupted; {trials} keeps the 1 scored row finished so far: the same command resumes the rest"
+        )

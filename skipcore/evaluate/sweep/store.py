@@ -126,11 +126,11 @@ def _csv_text(df: pd.DataFrame) -> str:
     return df.to_csv(index=False)
 
 
-def kept_after_stop(out: Path, before: str | None, again: str) -> str:
-    """What a sweep stopped part way has kept, as its interrupt message says it: the settings in `out` where it
-    wrote there (the file's digest is no longer `before`, the one it had at the start, None where there was
-    none), and `again`, the command that resumes them; else that no setting had finished (the file as it was, or
-    none)."""
+def kept_after_stop(out: Path, before: str | None, again: str, unit: str = "setting") -> str:
+    """What a sweep (or a tune's trials table) stopped part way has kept, as its interrupt message says it: the
+    rows (`unit`s) in `out` where it wrote there (the file's digest is no longer `before`, the one it had at the
+    start, None where there was none), and `again`, the command that resumes them; else that none had finished
+    (the file as it was, or none)."""
     import pyarrow.parquet as pq
 
     out = expand_home(out)
@@ -138,14 +138,14 @@ def kept_after_stop(out: Path, before: str | None, again: str) -> str:
         changed = out.is_file() and file_digest(out) != before
         rows = pq.ParquetFile(out).metadata.num_rows if changed else 0
     except (OSError, ValueError):
-        return f"{out} holds the settings finished so far: {again} resumes the rest"
+        return f"{out} holds the {unit}s finished so far: {again} resumes the rest"
     if not changed:
         return (
-            f"no setting had finished: {out} is as it was"
+            f"no {unit} had finished: {out} is as it was"
             if before
-            else "no setting had finished: nothing written"
+            else f"no {unit} had finished: nothing written"
         )
-    said = f"{rows} setting{'s' if rows != 1 else ''}"
+    said = f"{rows} {unit}{'s' if rows != 1 else ''}"
     return f"{out} keeps the {said} finished so far: {again} resumes the rest"
 
 
