@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -61,7 +60,10 @@ def quoted(value: object, keep: int = 40, most: int = 8) -> str:
         head = ", ".join(quoted(v, keep, most) for v in value[: most - 2])
         tail = ", ".join(quoted(v, keep, most) for v in value[-2:])
         return f"[{head}, ..., {tail}] ({len(value)} values)"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4300 digits of text
+        return f"an {type(value).__name__} too long to show"
     return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}"
 
 
@@ -75,9 +77,10 @@ def said_by(names: Mapping[str, str]) -> Iterator[None]:
     except UserError as e:
         if not any(name in names for name in e.fields):
             raise
-        # its kind and attributes (fields, a ModelError's model), the message in new words
-        said = copy.copy(e)
-        said.args = (e.said_as(names),)
+        # its kind and attributes (fields, a ModelError's model), the message in new words; made without the
+        # kind's own __init__, which may ask for more than a message (training's NonFiniteLoss)
+        said = type(e).__new__(type(e), e.said_as(names))
+        said.__dict__.update(e.__dict__)
         raise said from e
 
 

@@ -158,7 +158,8 @@ class Schedule:
         mode (0 and 1 run none there: 1 is the field's default, 0 how a sweep records such a mode). Two schedules
         that run the same layers then compare and hash alike. Read whatever the shape, as the command line's
         callers read them: the decay span (training saves it with any shape for generation to reuse) and, at full
-        depth, the mode and warmup layers (the adaptive policy takes both from a full-depth schedule)."""
+        depth, the mode (the adaptive policy takes it from a full-depth schedule), with warmup layers in skip mode
+        alone, as at any depth."""
         defaults = {name: f.default for name, f in self.__dataclass_fields__.items()}
         given = {name for name in ("alpha", "stages") if getattr(self, name) != defaults[name]}
         given |= {"budgets"} if self.budgets_list else set()
@@ -302,20 +303,18 @@ class Schedule:
         such settings were refused (the designer kept a power shape's alpha beside a linear one) opens as the
         schedule it ran. A file a user gives is read by `from_dict`, which refuses them."""
         if isinstance(d, dict):
-            shape, mode = d.get("shape"), d.get("mode", "skip")
             defaults = {
                 name: f.default for name, f in cls.__dataclass_fields__.items() if name != "budgets_list"
             }
             d = dict(d)
+            if d.get("shape") == "step" and is_whole(d.get("stages")) and d["stages"] < 2:
+                # one stage ran min_layers at every step: the constant shape
+                d.update(shape="constant", max_layers=d.get("min_layers"), stages=defaults["stages"])
+            shape, mode = d.get("shape"), d.get("mode", "skip")
             for own in ("alpha", "stages", "budgets_list"):
                 if own in d and own not in SHAPE_SETTINGS.get(shape, (own,)):
                     d[own] = [] if own == "budgets_list" else defaults[own]
-            if (
-                mode != "skip"
-                and shape != "full"
-                and is_whole(d.get("warmup_layers"))
-                and d["warmup_layers"] > 1
-            ):
+            if mode != "skip" and is_whole(d.get("warmup_layers")) and d["warmup_layers"] > 1:
                 d["warmup_layers"] = defaults["warmup_layers"]
         return cls.from_dict(d)
 

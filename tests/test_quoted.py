@@ -22,6 +22,7 @@ def test_a_value_is_quoted_whole_where_short_and_by_its_ends_where_long():
     assert quoted(list(range(5000))) == "[0, 1, 2, 3, 4, 5, ..., 4998, 4999] (5000 values)"
     assert quoted([LONG, 3]) == f"[{quoted(LONG)}, 3]"  # each item quoted the same way
     assert quoted([list(range(100))]) == "[[0, 1, 2, 3, 4, 5, ..., 98, 99] (100 values)]"
+    assert quoted(10**5000) == "an int too long to show"  # past Python's 4300 digits of text: no ValueError
     long_dict = quoted({i: i for i in range(1000)})
     assert (
         long_dict.startswith("{0: 0, 1: 1,") and long_dict.endswith("998, 999: 999}") and len(long_dict) < 90

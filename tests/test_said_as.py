@@ -57,3 +57,21 @@ def test_said_by_lets_a_refusal_about_none_of_its_names_go_on_as_raised():
     with pytest.raises(ModelError) as caught, said_by(FLAGS):
         raise error
     assert caught.value is error and caught.value.model == "/nowhere"
+
+
+def test_said_by_re_says_a_refusal_whose_kind_asks_more_than_a_message():
+    """Training's NonFiniteLoss takes a step, a loss and a path: re-said by copying it, `train --lr 1e30` ended in
+    a TypeError traceback instead of its one line."""
+
+    class Stopped(UserError):
+        def __init__(self, step: int, loss: float, out: str) -> None:
+            super().__init__(
+                f"out {out}: loss {loss} at step {step}; pass overwrite", field=("out", "overwrite")
+            )
+            self.step = step
+
+    with pytest.raises(Stopped) as caught, said_by(FLAGS):
+        raise Stopped(3, float("nan"), "runs/x")
+    assert (
+        str(caught.value) == "--out runs/x: loss nan at step 3; pass --overwrite" and caught.value.step == 3
+    )

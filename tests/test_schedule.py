@@ -350,3 +350,14 @@ def test_a_record_with_settings_its_shape_does_not_read_opens_as_the_schedule_it
     power = {**old, "shape": "power", "mode": "skip", "min_layers": 4}  # its own settings kept
     assert Schedule.from_record(power) == Schedule.from_dict({**power, "stages": 4, "budgets_list": []})
     assert Schedule.from_record(power).alpha == 0.7 and Schedule.from_record(power).warmup_layers == 3
+
+
+def test_older_records_of_full_depth_and_one_stage_steps_open():
+    """Full depth recorded in exit mode with 3 warmup layers (the designer kept the skip mode's slider), and a step
+    of one stage (the designer's slider started at 1), which ran min_layers at every step."""
+    full = Schedule.from_record({"num_layers": 12, "shape": "full", "mode": "exit", "warmup_layers": 3})
+    assert full.budgets(8) == [12] * 8
+    step = {"num_layers": 12, "shape": "step", "mode": "skip", "max_layers": 10, "min_layers": 4, "stages": 1}
+    with pytest.raises(ScheduleError, match="at least 2"):
+        Schedule.from_dict(step)
+    assert Schedule.from_record(step).budgets(8) == [12] + [4] * 7

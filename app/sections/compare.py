@@ -46,7 +46,11 @@ def policies(schedule: Schedule, params: dict[str, dict]) -> dict:
     speculative SkipDecode drafts with it) and its parameters as the page set them."""
     out = {FULL: lambda: None}
     for mode in MODES:
-        out[mode] = lambda mode=mode: StaticPolicy(dataclasses.replace(schedule, mode=mode))
+        # the design's warmup layers run in skip mode alone (a Schedule in another mode refuses them)
+        warmup = schedule.warmup_layers if mode == "skip" else 1
+        out[mode] = lambda mode=mode, warmup=warmup: StaticPolicy(
+            dataclasses.replace(schedule, mode=mode, warmup_layers=warmup)
+        )
     for name in DYNAMIC:
         out[name] = lambda name=name: POLICY_CLASSES[name].from_schedule(schedule, **params.get(name, {}))
     return out

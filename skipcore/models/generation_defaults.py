@@ -54,22 +54,25 @@ def trained_schedule(record: dict) -> dict | None:
     full-depth one none."""
     if record.get("objective") != "fixed":
         return None
-    fixed = (record.get("schedule") or {}).get("fixed")
+    from skipcore.schedule import Schedule
+
+    plan = record.get("schedule") or {}
+    fixed = plan.get("fixed")
     if not isinstance(fixed, dict) or not fixed.get("shape"):
         return None
-    budgets = fixed.get("budgets_list") or []
-    # a constant's one budget is its min (one was recorded with a max above it too)
-    constant = fixed["shape"] == "constant"
+    # as the record's schedule ran: settings its shape or mode does not read (kept by older records) left out,
+    # where a generate would say them as flags the user never typed
+    s = Schedule.from_record({"num_layers": plan.get("num_layers"), **fixed})
     return {
-        "shape": fixed["shape"],
-        "mode": fixed.get("mode", "skip"),
-        "max_layers": fixed.get("min_layers") if constant else fixed.get("max_layers"),
-        "min_layers": fixed.get("min_layers"),
-        "warmup_layers": int(fixed.get("warmup_layers", 1)),
-        "decay_span": fixed.get("decay_span"),
-        "alpha": float(fixed.get("alpha", 0.9)),
-        "stages": int(fixed.get("stages", 4)),
-        "budgets": ",".join(str(int(b)) for b in budgets) or None,
+        "shape": s.shape,
+        "mode": s.mode,
+        "max_layers": s.max_layers,  # a constant's one budget is its min (one was recorded with a max above it)
+        "min_layers": s.min_layers,
+        "warmup_layers": s.warmup_layers,
+        "decay_span": s.decay_span,
+        "alpha": s.alpha,
+        "stages": s.stages,
+        "budgets": ",".join(str(int(b)) for b in s.budgets_list) or None,
     }
 
 

@@ -94,7 +94,7 @@ class Param:
         if self.kind is str:
             if value not in self.choices:
                 raise UserError(
-                    f"unknown {name} {value!r}; choose one of {', '.join(self.choices)}", field=name
+                    f"unknown {name} {quoted(value)}; choose one of {', '.join(self.choices)}", field=name
                 )
             return
         value = self.plain(value)

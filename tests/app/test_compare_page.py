@@ -223,3 +223,21 @@ def test_a_policy_that_cannot_run_is_said_before_run_all(model_dir):
     by_key(at.number_input, "cmp_draft_tokens").set_value(2).run()
     assert_clean(at)
     assert not by_key(at.button, "cmp_run").disabled
+
+
+def test_a_design_with_warmup_layers_runs_in_every_mode(model_dir):
+    """Exit and middle take the design's budgets, not its warmup layers, which run in skip mode alone: a design
+    with 2 warmup layers made every mode but skip refused (a Schedule in another mode refuses them)."""
+    at = open_app("designer")
+    by_key(at.slider, "min_layers").set_value(3)
+    by_key(at.slider, "warmup_layers").set_value(2).run()
+    at.switch_page("sections/compare.py").run()
+    assert_clean(at)
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW)
+    by_key(at.multiselect, "cmp_policies").set_value(["skip", "exit", "middle"])
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = CompareResult.last(at.session_state).results
+    assert {name: res.metadata["schedule"]["warmup_layers"] for name, res in results.items()} == {
+        "skip": 2, "exit": 1, "middle": 1
+    }  # fmt: skip

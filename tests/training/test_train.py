@@ -275,6 +275,13 @@ def test_a_model_trained_at_one_schedule_generates_at_it_unless_another_is_asked
         decoded = generated()
         assert (decoded["shape"], decoded["max_layers"], decoded["min_layers"]) == ("constant", 3, 3)
         assert "so it runs it (constant 3 layers, skip mode, warmup 1);" in capsys.readouterr().err
+        # an older record keeping a setting its shape does not read (a power shape's alpha beside a linear one):
+        # decoded as it ran, not refused for an --alpha nobody typed
+        record["schedule"]["fixed"] = {**constant, "shape": "linear", "max_layers": 6, "alpha": 0.7}
+        (out / RECORD_FILE).write_text(json.dumps(record))
+        assert trained_schedule(record)["alpha"] == 0.9
+        decoded = generated()
+        assert (decoded["shape"], decoded["alpha"]) == ("linear", 0.9)
     finally:  # the run other tests read
         (out / RECORD_FILE).write_text(kept)
 
