@@ -116,7 +116,7 @@ def check_columns(
             if _held(value) != column.kind:
                 where = f"row {i + 1}: " if part == "column" else ""
                 raise UserError(
-                    f"{source}: {part} {name} holds {_said(value)} where {BELONG[column.kind]} "
+                    f"{source}: {part} {name} holds {kind_in_words(value)} where {BELONG[column.kind]} "
                     f"({where}{quoted(value)}); {remedy}"
                 )
             if column.kind == "number" and not column.holds(float(value)):
@@ -148,8 +148,10 @@ def _is_flag(value: object) -> bool:
     return isinstance(value, bool | np.bool_)
 
 
-def _said(value: object) -> str:
-    """What a value is, in words: 'text', 'numbers', 'true/false', 'a list'."""
+def kind_in_words(value: object) -> str:
+    """What a value is, in words: 'text', 'numbers', 'true/false', 'a list', 'an object', 'null'."""
+    if value is None:
+        return "null"
     if isinstance(value, str):
         return "text"
     if _is_flag(value):

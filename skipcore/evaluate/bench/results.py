@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from skipcore.errors import UserError, first_line
-from skipcore.evaluate.columns import check_columns, number_columns, text_columns
+from skipcore.evaluate.columns import check_columns, kind_in_words, number_columns, text_columns
 from skipcore.files import atomic_write, check_companion, file_digest, parse_json
 from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
@@ -284,21 +284,13 @@ def _parsed_results(path: Path, said: str, fields: tuple[str, ...]) -> dict:
     except ValueError as e:
         raise UserError(f"{not_one}: it is not JSON ({first_line(e)})") from None
     if not isinstance(result, dict):
-        raise UserError(f"{not_one}: it holds {_json_kind(result)}, where a results file holds an object")
+        raise UserError(f"{not_one}: it holds {kind_in_words(result)}, where a results file holds an object")
     lacking = [name for name in fields if name not in result]
     if lacking:
         raise UserError(f"{not_one}: it has no {' or '.join(lacking)} field")
     if not isinstance(result["rows"], list):
-        raise UserError(f"{not_one}: its rows are {_json_kind(result['rows'])}, not a list")
+        raise UserError(f"{not_one}: its rows are {kind_in_words(result['rows'])}, not a list")
     return result
-
-
-def _json_kind(value: object) -> str:
-    """What a JSON value is, in words: 'a list', 'text', 'a number'."""
-    if isinstance(value, bool):
-        return "true/false"
-    kinds = {dict: "an object", list: "a list", str: "text", type(None): "null"}
-    return kinds.get(type(value), "a number")
 
 
 def read_results(path: Path) -> dict:
