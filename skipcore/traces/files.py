@@ -16,8 +16,11 @@ import io
 import json
 import zipfile
 import zlib
+from collections.abc import Callable
+from functools import partial
 from json.encoder import encode_basestring
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 
@@ -308,34 +311,43 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
 def _read_jsonl(source) -> pd.DataFrame:
     """pyarrow's columnar JSON reader: a million-row trace becomes arrays, not a Python dict per row (pandas'
     reader needed ~3.7 GB for 10^6 rows). Masks and tokens stay strings, as JSON wrote them. Lines nested too
-    deep for it are refused first (`_refuse_deep_lines`)."""
+    deep for it are refused first (`_refuse_deep_lines`); a file is read by its path, a block at a time."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    data = source.read() if hasattr(source, "read") else Path(source).read_bytes()
-    _refuse_deep_lines(data)
+    if hasattr(source, "read"):  # a zip's member: its bytes
+        data = source.read()
+        _refuse_deep_lines(lambda: io.BytesIO(data))
+        source = pa.BufferReader(data)
+    else:
+        _refuse_deep_lines(partial(open, source, "rb"))
     try:
-        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=1 << 24))
+        table = pj.read_json(source, read_options=pj.ReadOptions(block_size=1 << 24))
     except pa.ArrowInvalid as e:
         raise ValueError(str(e)) from e
     return table.to_pandas()
 
 
-MANY_BRACKETS = (
-    256  # '[' and '{' on one line past which Python's reader checks its nesting before pyarrow's reads it
-)
+# '[' and '{' on one line past which Python's reader checks its nesting before pyarrow's reads it
+MANY_BRACKETS = 256
 
 
-def _refuse_deep_lines(data: bytes) -> None:
+def _refuse_deep_lines(open_bytes: Callable[[], BinaryIO]) -> None:
     """pyarrow's JSON reader ends the process (a segmentation fault, no exception) on a line nested some thousands
     deep, 20 KB of brackets; a trace's lines are flat objects. A line with many brackets (in its text, or nested) is
-    read by Python's reader first, which says such nesting as a ValueError; a file with few brackets costs three
-    counts of its bytes."""
-    if data.count(b"[") + data.count(b"{") <= data.count(b"\n") + 1 + MANY_BRACKETS:
+    read by Python's reader first, which says such nesting as a ValueError. `open_bytes` opens the file's bytes
+    (twice at most): a file with few brackets costs three counts of each block, a line at a time only past them."""
+    counts = {b"[": 0, b"{": 0, b"\n": 0}
+    with open_bytes() as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            for mark in counts:
+                counts[mark] += block.count(mark)
+    if counts[b"["] + counts[b"{"] <= counts[b"\n"] + 1 + MANY_BRACKETS:
         return
-    for number, line in enumerate(data.splitlines(), start=1):
-        if line.count(b"[") + line.count(b"{") > MANY_BRACKETS:
-            try:
-                parse_json(line)
-            except ValueError as e:  # JSONDecodeError, or text that is no UTF-8
-                raise ValueError(f"line {number}: {first_line(e)}") from None
+    with open_bytes() as f:
+        for number, line in enumerate(f, start=1):
+            if line.count(b"[") + line.count(b"{") > MANY_BRACKETS:
+                try:
+                    parse_json(line)
+                except ValueError as e:  # JSONDecodeError, or text that is no UTF-8
+                    raise ValueError(f"line {number}: {first_line(e)}") from None
