@@ -45,13 +45,18 @@ def _figures() -> dict:
     return built
 
 
-def _overlaps(fig, width: int, page) -> list[str]:
-    """The x axes' titles and tick labels the legend's box overlaps, drawn in Chromium at `width` px."""
+def _draw(fig, width: int, page, element: str) -> None:
+    """`fig` drawn by Plotly's own script in Chromium at `width` px, once its `element` is there."""
     page.set_viewport_size({"width": width, "height": 1200})
     page.set_content("<html><body style='margin:0'><div id=f></div></body></html>")
     page.add_script_tag(path=Path(plotly.__path__[0]) / "package_data" / "plotly.min.js")
     page.evaluate("f => Plotly.newPlot('f', f.data, f.layout)", json.loads(pio.to_json(fig)))
-    page.locator("g.legend").first.wait_for(timeout=15_000)
+    page.locator(element).first.wait_for(timeout=15_000)
+
+
+def _overlaps(fig, width: int, page) -> list[str]:
+    """The x axes' titles and tick labels the legend's box overlaps, drawn in Chromium at `width` px."""
+    _draw(fig, width, page, "g.legend")
     return page.evaluate(
         """() => {
             const legend = document.querySelector('g.legend').getBoundingClientRect();
@@ -86,11 +91,7 @@ def test_a_legend_under_the_plot_stays_under_the_axis_title():
 def _title_overlaps(fig, width: int, page) -> list[str]:
     """The y axes' tick labels and the plot's top the title's box runs into, and tick labels that run into each
     other, drawn in Chromium at `width` px."""
-    page.set_viewport_size({"width": width, "height": 1200})
-    page.set_content("<html><body style='margin:0'><div id=f></div></body></html>")
-    page.add_script_tag(path=Path(plotly.__path__[0]) / "package_data" / "plotly.min.js")
-    page.evaluate("f => Plotly.newPlot('f', f.data, f.layout)", json.loads(pio.to_json(fig)))
-    page.locator("g.g-gtitle").first.wait_for(timeout=15_000)
+    _draw(fig, width, page, "g.g-gtitle")
     return page.evaluate(
         """() => {
             const title = document.querySelector('g.g-gtitle').getBoundingClientRect();

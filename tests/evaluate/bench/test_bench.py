@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -613,17 +614,23 @@ def test_the_same_bench_again_with_append_goes_on_where_it_stopped(tmp_path, cap
     assert "nothing measured: " in said and "wrote" not in said
 
 
-def test_an_append_to_rows_of_the_wrong_kind_is_refused_before_any_timing(tmp_path, capsys, monkeypatch):
-    """A results file edited by hand (`batch_size` "one", `tokens_per_s` "fast") made an --append run time its
-    settings first, then fail writing the table: a traceback, the new timings lost. The rows it keeps (and the
-    bandwidth it computes with) are checked first, in one line naming the file and the column."""
+def _results_to_append_to(tmp_path, monkeypatch) -> tuple[Path, dict, list]:
+    """A small bench's results file, what it holds, and the settings an --append then times (none may be: its
+    timing fails the test)."""
     import skipcore.evaluate.bench.run as bench_lib
 
     out = tmp_path / "b.json"
     assert main(bench_argv("opt-tiny", 4, 4, out)) == 0
-    written = json.loads(out.read_text())
     timed = []
     monkeypatch.setattr(bench_lib, "bench_one", lambda *a, **kw: timed.append(a) or 1 / 0)
+    return out, json.loads(out.read_text()), timed
+
+
+def test_an_append_to_rows_of_the_wrong_kind_is_refused_before_any_timing(tmp_path, capsys, monkeypatch):
+    """A results file edited by hand (`batch_size` "one", `tokens_per_s` "fast") made an --append run time its
+    settings first, then fail writing the table: a traceback, the new timings lost. The rows it keeps (and the
+    bandwidth it computes with) are checked first, in one line naming the file and the column."""
+    out, written, timed = _results_to_append_to(tmp_path, monkeypatch)
     cases = [
         ({"batch_size": "one", "tokens_per_s": "fast"}, "column batch_size holds text where numbers belong (row 1: 'one')"),
         ({"tokens_per_s": "fast"}, "column tokens_per_s holds text where numbers belong (row 1: 'fast')"),
@@ -698,13 +705,7 @@ def test_an_append_to_rows_of_values_no_bench_writes_is_refused_before_any_timin
     """Hand edits of the right kind but a value no bench writes (a speedup of -5.0, an interval whose low end is
     above its high end, a batch of 0) were kept and tabled as measurements. They are refused as a wrong kind is,
     in one line naming the file, the column and the row."""
-    import skipcore.evaluate.bench.run as bench_lib
-
-    out = tmp_path / "b.json"
-    assert main(bench_argv("opt-tiny", 4, 4, out)) == 0
-    written = json.loads(out.read_text())
-    timed = []
-    monkeypatch.setattr(bench_lib, "bench_one", lambda *a, **kw: timed.append(a) or 1 / 0)
+    out, written, timed = _results_to_append_to(tmp_path, monkeypatch)
     cases = [
         ({"measured_speedup_decode": -5.0}, "column measured_speedup_decode holds -5.0 in row 2, where finite numbers above 0 belong"),
         ({"batch_size": 0}, "column batch_size holds 0 in row 2, where whole numbers >= 1 belong"),
