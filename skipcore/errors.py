@@ -77,11 +77,10 @@ def said_by(names: Mapping[str, str]) -> Iterator[None]:
     except UserError as e:
         if not any(name in names for name in e.fields):
             raise
-        # its kind and attributes (fields, a ModelError's model), the message in new words; made without the
-        # kind's own __init__, which may ask for more than a message (training's NonFiniteLoss)
-        said = type(e).__new__(type(e), e.said_as(names))
-        said.__dict__.update(e.__dict__)
-        raise said from e
+        # the refusal itself, its message in new words: its kind and attributes as raised (a copy would call the
+        # kind's own __init__, which may ask for more than a message: training's NonFiniteLoss)
+        e.args = (e.said_as(names),)
+        raise
 
 
 class ModelError(UserError):

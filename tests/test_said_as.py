@@ -38,7 +38,6 @@ def test_said_by_says_a_refusal_raised_inside_by_the_front_ends_names_and_keeps_
         raise ModelError("out runs/out is not empty; pass overwrite", field=("out", "overwrite"))
     assert str(caught.value) == "--out runs/out is not empty; pass --overwrite"
     assert caught.value.fields == ("out", "overwrite")
-    assert isinstance(caught.value.__cause__, ModelError)
     assert type(caught.value) is ModelError  # its kind kept, re-said as a plain refusal it was none
     with pytest.raises(ValueError) as caught, said_by(FLAGS):
         raise ScheduleError("out must be a whole number, got 'x'", field="out")
@@ -75,3 +74,13 @@ def test_said_by_re_says_a_refusal_whose_kind_asks_more_than_a_message():
     assert (
         str(caught.value) == "--out runs/x: loss nan at step 3; pass --overwrite" and caught.value.step == 3
     )
+
+
+def test_said_by_re_says_a_refusal_that_is_also_a_builtin_error():
+    """A data file not found is a refusal and a FileNotFoundError: made anew as its kind, Python refused
+    ('ValueError.__new__(DataFileNotFoundError) is not safe')."""
+    from skipcore.data.loaders import DataFileNotFoundError
+
+    with pytest.raises(DataFileNotFoundError) as caught, said_by({"dataset": "--dataset"}):
+        raise DataFileNotFoundError("/nowhere: no such file or directory", field="dataset")
+    assert str(caught.value) == "--dataset: /nowhere: no such file or directory"

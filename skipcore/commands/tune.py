@@ -10,7 +10,6 @@ from skipcore.commands.common import add_model_args, add_threads_arg, comma_list
 from skipcore.commands.executor_args import RAY_FLAGS, add_executor_args, executor_from_args
 from skipcore.errors import UserError, flag_of, said_by
 from skipcore.evaluate.tune import ABOUT, TuneSettings, flag_names, tune_flags
-from skipcore.evaluate.tune.folder import TRIALS
 from skipcore.files import expand_home, file_digest
 
 KINDS = {"int": int, "float": finite, "path": path_text, "text": str}  # a list's items: "ints" -> int
@@ -62,6 +61,8 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     typed = {f.name: getattr(args, f.name) for f in fields(TuneSettings) if f.name in given}
     settings = TuneSettings(**typed)
     refuse_idle_flags(settings, given)
+    from skipcore.evaluate.tune.folder import TRIALS  # beside the search's code: not for --help
+
     trials = expand_home(settings.out) / TRIALS
     before = file_digest(trials) if trials.is_file() else None
     args.on_interrupt = partial(interrupted, trials, before)  # what the trials table holds when it stops
