@@ -119,10 +119,11 @@ def check_path_text(
 ) -> Path:
     """`path` as a Path (a leading `~` read as the home folder, as a shell reads it: a tool that made a folder named
     `~` in the current one left a trap for `rm -rf ~`), refused in one line (an `error` about the setting `field`,
-    naming it as `what`) where no file here can have it: a NUL character, a name (a part between slashes) longer than its file system allows, or
-    a whole path longer than the system's limit. Asking about such a path (`exists`, `is_dir`) raises an OSError
-    instead of saying it is not there, so every path a user gives (an output, a model, a data set) is checked here
-    first. A path of another kind (None, a number) is refused as such, naming `what`."""
+    naming it as `what`) where no file here can have it: a NUL character, a name (a part between slashes) longer
+    than its file system allows, or a whole path longer than the system's limit. Asking about such a path
+    (`exists`, `is_dir`) raises an OSError instead of saying it is not there, so every path a user gives (an
+    output, a model, a data set) is checked here first. A path of another kind (None, a number) is refused as such,
+    naming `what`."""
     if not isinstance(path, str | bytes | os.PathLike):
         raise ArgumentTypeError(
             f"{what} must be a file path (text or a pathlib.Path), got {type(path).__name__} {quoted(path)}",
@@ -168,18 +169,18 @@ def check_output_name(path: str | os.PathLike, what: str = "out", field: str | N
     is a folder that holds other things, not one a tool may fill and clear, and its lock (`.<name>.lock` beside it)
     would have no name."""
     text = os.fsdecode(os.fspath(path))
-    home = os.path.normpath(expand_home("~").absolute())
+    named = expand_home(text)
     if (
         Path(text).name in ("", "..")
         or os.path.basename(os.path.normpath(text)) in ("", ".", "..")
-        or os.path.normpath(expand_home(text).absolute()) == home
+        or os.path.normpath(named.absolute()) == os.path.normpath(expand_home("~").absolute())
     ):
         raise UserError(
             f"{what} {quoted(text)} names no folder or file of its own (the current folder, one above it, the home "
             "folder); give it a name, such as runs/first",
             field=field,
         )
-    return expand_home(text)
+    return named
 
 
 def _name_limits(path: Path) -> tuple[int, int]:
