@@ -107,7 +107,6 @@ def replay(
     key_mask[:, :P] = attn.bool()
     prompt_lens = attn.long().sum(1)
     adapter.prepare(P + T)
-    k = min(top_k, adapter.shapes.vocab_size)
     cols: dict[str, list[torch.Tensor]] = {n: [] for n in ("ids", "probs", "p", "lp", "kl", "ent", "cos")}
     step_ids, positions = input_ids, positions_from_mask(attn)
     adapter.kernels.refresh()  # the decode's own products (bit for bit the same either way)
@@ -142,7 +141,7 @@ def replay(
                     readout = adapter.head(new, kw)
                 state = new
             logits.append(readout)
-        ids, probs, p, lp, kl, ent = _stats(logits, tokens[:, s], k)
+        ids, probs, p, lp, kl, ent = _stats(logits, tokens[:, s], top_k)
         for name, value in zip(cols, (ids, probs, p, lp, kl, ent, cos), strict=True):
             cols[name].append(value.cpu())
     stack = {n: torch.stack(v, 1) for n, v in cols.items()}  # (B, T, L, ...)

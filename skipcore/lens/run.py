@@ -76,6 +76,9 @@ def layer_lens(
     top_k = whole_number(top_k)  # NumPy's 3 or a table's 3.0 is the count 3
     if not is_whole(top_k) or top_k < 1:  # 2.5, True or "3" failed in the replay, after the whole decode
         raise UserError(f"top_k must be a whole number >= 1, got {quoted(top_k)}", field="top_k")
+    vocab = engine.adapter.shapes.vocab_size
+    if top_k > vocab:  # a read-out has no more tokens to rank than the vocabulary holds
+        raise UserError(f"top_k {top_k} is more than the model's {vocab} vocabulary tokens", field="top_k")
     request = engine.check_request(prompts, max_new_tokens, batch_size, policy)
     policy = request.policy
     if policy.max_step_tokens() > 1:

@@ -302,6 +302,21 @@ def test_a_top_k_that_is_no_count_is_refused_before_the_decode(opt, monkeypatch,
     assert e.value.field == "top_k"
 
 
+def test_a_top_k_past_the_vocabulary_is_refused_before_the_decode(opt, monkeypatch):
+    """It was cut to the vocabulary's size without a word (metadata said the count asked for)."""
+    vocab = opt.adapter.shapes.vocab_size
+
+    def decode(*args, **kw):
+        raise AssertionError("the decode ran before the refusal")
+
+    monkeypatch.setattr(opt, "decode_prompts", decode)
+    with pytest.raises(
+        UserError, match=rf"^top_k {vocab + 1} is more than the model's {vocab} vocabulary"
+    ) as e:
+        layer_lens(opt, PROMPTS, None, T, top_k=vocab + 1)
+    assert e.value.field == "top_k"
+
+
 def test_a_top_k_of_numpy_or_a_whole_float_is_the_count(opt):
     assert layer_lens(opt, PROMPTS[:1], None, 3, top_k=np.int64(2)).metadata["lens"]["top_k"] == 2
     assert layer_lens(opt, PROMPTS[:1], None, 3, top_k=2.0).metadata["lens"]["top_k"] == 2
