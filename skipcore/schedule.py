@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -160,15 +160,25 @@ class Schedule:
         callers read them: the decay span (training saves it with any shape for generation to reuse) and, at full
         depth, the mode (the adaptive policy takes it from a full-depth schedule), with warmup layers in skip mode
         alone, as at any depth."""
-        defaults = {name: f.default for name, f in self.__dataclass_fields__.items()}
-        given = {name for name in ("alpha", "stages") if getattr(self, name) != defaults[name]}
-        given |= {"budgets"} if self.budgets_list else set()
-        given |= {"warmup_layers"} if self.warmup_layers > 1 else set()
+        given = self._set_settings(self.__dict__)
         try:
             refuse_idle_for_shape(given, self.shape, self.mode, READ_BY_A_SCHEDULE, whose="this Schedule's")
         except UserError as e:  # said by the constructor's own names (budgets_list, shape)
             names = {"budgets": "budgets_list", "schedule": "shape"}
             raise ScheduleError(e.said_as(names), field=tuple(names.get(f, f) for f in e.fields)) from None
+
+    @classmethod
+    def _set_settings(cls, fields: Mapping) -> set[str]:
+        """The settings (by their names as settings: `SHAPE_OWN_SETTINGS`) a schedule's `fields` hold away from
+        what they are where nothing reads them: alpha and stages off their defaults, budgets given, warmup layers
+        past one (0 and 1 run none outside skip mode: 1 is the field's default, 0 how a sweep records such a
+        mode). A setting whose value is not a number is left to the constructor's own checks."""
+        defaults = {name: f.default for name, f in cls.__dataclass_fields__.items()}
+        given = {name for name in ("alpha", "stages") if name in fields and fields[name] != defaults[name]}
+        given |= {"budgets"} if fields.get("budgets_list") else set()
+        warmup = fields.get("warmup_layers")
+        given |= {"warmup_layers"} if is_whole(warmup) and warmup > 1 else set()
+        return given
 
     def _check_implied_bounds(self, hi: int, lo: int) -> None:
         """Full depth and custom budgets set their own max and min; one given beside them that says otherwise
@@ -310,12 +320,12 @@ class Schedule:
             if d.get("shape") == "step" and is_whole(d.get("stages")) and d["stages"] < 2:
                 # one stage ran min_layers at every step: the constant shape
                 d.update(shape="constant", max_layers=d.get("min_layers"), stages=defaults["stages"])
-            shape, mode = d.get("shape"), d.get("mode", "skip")
-            for own in ("alpha", "stages", "budgets_list"):
-                if own in d and own not in SHAPE_SETTINGS.get(shape, (own,)):
-                    d[own] = [] if own == "budgets_list" else defaults[own]
-            if mode != "skip" and is_whole(d.get("warmup_layers")) and d["warmup_layers"] > 1:
-                d["warmup_layers"] = defaults["warmup_layers"]
+            shape = d.get("shape")
+            if shape in SHAPE_SETTINGS:  # an unknown shape is the constructor's to refuse
+                idle = idle_for_shape(cls._set_settings(d), shape, d.get("mode", "skip"), READ_BY_A_SCHEDULE)
+                for name in idle:
+                    field = SHAPE_OWN_SETTINGS.get(name, name)
+                    d[field] = [] if field == "budgets_list" else defaults[field]
         return cls.from_dict(d)
 
     @classmethod
@@ -519,6 +529,27 @@ BELOW_FULL_DEPTH = ("mode", "warmup_layers", "speedup_over")
 READ_BY_A_SCHEDULE = ("decay_span", "mode", "warmup_layers")
 
 
+def idle_for_shape(
+    typed: Collection[str], shape: str, mode: str, read_anyway: Collection[str] = ()
+) -> list[str]:
+    """The settings among `typed` (by name) that a schedule of `shape` in `mode` does not read, in the order they
+    are refused: at full depth, a setting of a schedule below it (`BELOW_FULL_DEPTH`); another shape's own setting
+    (`alpha` beside a linear shape: `SHAPE_SETTINGS`); `warmup_layers` outside skip mode, whose layers are the only
+    ones it names. `read_anyway`: the settings a caller reads whatever the shape (training saves its decay span for
+    generation to reuse). The one rule the command line refuses by and a run's record is read back by."""
+    idle = [
+        name for name in BELOW_FULL_DEPTH if shape == "full" and name in typed and name not in read_anyway
+    ]
+    idle += [
+        name
+        for name, own in SHAPE_OWN_SETTINGS.items()
+        if name in typed and name not in read_anyway and own not in SHAPE_SETTINGS.get(shape, ())
+    ]
+    if "warmup_layers" in typed and mode != "skip" and "warmup_layers" not in idle:
+        idle.append("warmup_layers")
+    return idle
+
+
 def refuse_idle_for_shape(
     typed: Collection[str],
     shape: str,
@@ -526,25 +557,25 @@ def refuse_idle_for_shape(
     read_anyway: Collection[str] = (),
     whose: str = "this run's",
 ) -> None:
-    """A setting among `typed` (those a user set, by name) that a schedule of `shape` in `mode` does not read is
-    refused in one line naming it: at full depth, a setting of a schedule below it (`BELOW_FULL_DEPTH`); another
-    shape's own setting (`alpha` beside a linear shape: `SHAPE_SETTINGS`); `warmup_layers` outside skip mode
-    (`refuse_idle_warmup`). `read_anyway`: the settings a caller reads whatever the shape (training saves its decay
-    span for generation to reuse). `whose`: what the message calls the thing refused ("this run's")."""
-    idle = [name for name in BELOW_FULL_DEPTH if name in typed and name not in read_anyway]
-    if shape == "full" and idle:
+    """The first setting among `typed` (those a user set, by name) that a schedule of `shape` in `mode` does not
+    read (`idle_for_shape`) refused in one line naming it. `whose`: what the message calls the thing refused
+    ("this run's")."""
+    idle = idle_for_shape(typed, shape, mode, read_anyway)
+    if not idle:
+        return
+    name = idle[0]
+    if shape == "full" and name in BELOW_FULL_DEPTH:
         raise UserError(
-            f"{idle[0]} has no effect at full depth, which runs every layer at every step: drop it, or set "
+            f"{name} has no effect at full depth, which runs every layer at every step: drop it, or set "
             "schedule SHAPE or target_speedup T",
-            field=(idle[0], "schedule", "target_speedup"),
+            field=(name, "schedule", "target_speedup"),
         )
-    for name, own in SHAPE_OWN_SETTINGS.items():
-        if name in typed and name not in read_anyway and own not in SHAPE_SETTINGS.get(shape, ()):
-            shapes = [each for each, read in SHAPE_SETTINGS.items() if own in read]
-            raise UserError(
-                f"{name} belongs to schedule {' or '.join(shapes)}; {whose} is schedule {shape}",
-                field=(name, "schedule"),
-            )
+    if name in SHAPE_OWN_SETTINGS:
+        shapes = [each for each, read in SHAPE_SETTINGS.items() if SHAPE_OWN_SETTINGS[name] in read]
+        raise UserError(
+            f"{name} belongs to schedule {' or '.join(shapes)}; {whose} is schedule {shape}",
+            field=(name, "schedule"),
+        )
     refuse_idle_warmup(typed, mode, whose)
 
 
@@ -650,6 +681,7 @@ __all__ = [
     "reachable_speedup",
     "schedule_for_speedup",
     "refuse_idle_beside_file",
+    "idle_for_shape",
     "refuse_idle_for_shape",
     "refuse_idle_warmup",
     "schedule_from_settings",
