@@ -94,12 +94,9 @@ def file_digest(path: Path) -> str:
 
 def expand_home(path: str | os.PathLike) -> Path:
     """`path` with a leading `~` or `~user` read as that home folder, as a shell reads it; where that user has
-    none (`~nosuchuser/x`), the path as written, which names no file here (pathlib raised a RuntimeError: a
-    traceback where a model or a folder was named)."""
-    try:
-        return Path(path).expanduser()
-    except RuntimeError:
-        return Path(path)
+    none (`~nosuchuser/x`), the path as written, which names no file here (`Path.expanduser` raises there: a
+    traceback where a model or a folder was named). The command line's path flags read `~` by the same call."""
+    return Path(os.path.expanduser(path))
 
 
 def home_folder(instead: str, error: type[UserError] = UserError) -> Path:
