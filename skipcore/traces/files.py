@@ -266,11 +266,12 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return validate_trace(df, str(path), meta.get("num_layers")), meta
 
 
-def _read_text(source, fmt: str) -> pd.DataFrame:
-    """A CSV or JSONL trace from a path or a binary handle."""
+def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:
+    """A CSV or JSONL trace from a path, or from the bytes `source()` opens (a zip's member)."""
     if fmt.startswith(".jsonl"):
         return _read_jsonl(source)
-    return _numbers_back(pd.read_csv(source, dtype=TEXT_COLUMNS, keep_default_na=False))
+    with source() if callable(source) else open(source, "rb") as f:
+        return _numbers_back(pd.read_csv(f, dtype=TEXT_COLUMNS, keep_default_na=False))
 
 
 def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
@@ -295,8 +296,7 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
             found = ", ".join(i.filename for i in members) or "nothing"
             raise ValueError(f"expected one {fmt} file in the zip, found {found}")
         try:
-            with zf.open(members[0]) as raw:
-                df = _read_text(raw, fmt)
+            df = _read_text(partial(zf.open, members[0]), fmt)
         except ZIP_READ_ERRORS as e:  # the reader's ValueError: one line, naming the member
             raise ValueError(f"cannot unpack {members[0].filename}: {first_line(e)}") from e
         try:
@@ -308,21 +308,19 @@ def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
     return df, meta
 
 
-def _read_jsonl(source) -> pd.DataFrame:
+def _read_jsonl(source: Path | Callable[[], BinaryIO]) -> pd.DataFrame:
     """pyarrow's columnar JSON reader: a million-row trace becomes arrays, not a Python dict per row (pandas'
     reader needed ~3.7 GB for 10^6 rows). Masks and tokens stay strings, as JSON wrote them. Lines nested too
-    deep for it are refused first (`_refuse_deep_lines`); a file is read by its path, a block at a time."""
+    deep for it are refused first (`_refuse_deep_lines`). A path, or the bytes `source()` opens (a zip's member,
+    inflated as it is read), is read a block at a time: the file's bytes are never held whole."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    if hasattr(source, "read"):  # a zip's member: its bytes
-        data = source.read()
-        _refuse_deep_lines(lambda: io.BytesIO(data))
-        source = pa.BufferReader(data)
-    else:
-        _refuse_deep_lines(partial(open, source, "rb"))
+    open_bytes = source if callable(source) else partial(open, source, "rb")
+    _refuse_deep_lines(open_bytes)
     try:
-        table = pj.read_json(source, read_options=pj.ReadOptions(block_size=1 << 24))
+        with open_bytes() as f:
+            table = pj.read_json(f, read_options=pj.ReadOptions(block_size=1 << 24))
     except pa.ArrowInvalid as e:
         raise ValueError(str(e)) from e
     return table.to_pandas()

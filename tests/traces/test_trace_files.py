@@ -76,6 +76,23 @@ def test_a_frame_plain_pandas_wrote_back_is_still_a_trace(made, tmp_path, name):
     pd.testing.assert_frame_equal(back[mine.columns], mine, check_dtype=False)
 
 
+@pytest.mark.parametrize("name", ["t.csv.zip", "t.jsonl.zip"])
+def test_a_zipped_trace_is_inflated_a_block_at_a_time(made, tmp_path, monkeypatch, name):
+    """Its member was read whole into memory (a JSONL's, for the nesting check and pyarrow's reader): every read
+    of it asks for a block, and the trace reads back as written."""
+    path = write_trace(made.trace, tmp_path / name, made.metadata)
+    asked, read = [], zipfile.ZipExtFile.read
+
+    def counted(self, n=-1):
+        asked.append(n)
+        return read(self, n)
+
+    monkeypatch.setattr(zipfile.ZipExtFile, "read", counted)
+    back, _ = read_trace(path)
+    assert back["token_id"].tolist() == made.trace["token_id"].tolist()
+    assert asked and all(n is not None and n > 0 for n in asked), asked
+
+
 def test_zipped_traces_hold_one_file_and_the_metadata_in_their_comment(made, tmp_path):
     path = write_trace(made.trace, tmp_path / "run.csv.zip", made.metadata)
     with zipfile.ZipFile(path) as zf:
