@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from skipcore.policies.params import short_number
 
 FULL_DEPTH = "full depth"
+# what a run's name says where its metadata does not record the schedule or the decoding
+UNKNOWN_SCHEDULE = "schedule ?"
+UNKNOWN_DECODING = "decoding ?"
 MODEL_ROLE = "model"  # a sweep's model (its `model_role`); any other role is a baseline model
 # how a sweep's `model_role` reads in a legend: the model is named by its name alone, the baseline (the same network
 # before skip-aware training, by the sweep's convention) as a base model, never "baseline" (read as full depth)
@@ -127,13 +130,15 @@ def decoding_label(sampling: object = None) -> str:
 
 
 def _schedule_words(schedule: object) -> str:
-    """A schedule (a `Schedule`, or its dict as run metadata keeps it) in its own words (`Schedule.describe`); a
+    """A schedule (a `Schedule`, its dict as run metadata keeps it, or words) in its own words (`Schedule.describe`); a
     dict this version cannot read as a schedule (a file written by hand or by another tool) by its fields."""
     from skipcore.errors import UserError
     from skipcore.schedule import Schedule
 
     if schedule is None:
         return FULL_DEPTH
+    if isinstance(schedule, str):  # these words already (`UNKNOWN_SCHEDULE`)
+        return schedule
     if not isinstance(schedule, Schedule):
         try:
             schedule = Schedule.from_record(dict(schedule))
@@ -197,14 +202,18 @@ def design_label(model: object, schedule: object) -> str:
 
 def metadata_label(meta: object) -> str:
     """`run_label` of a trace's run metadata (`skipcore.traces.schema`): its model, policy, schedule, parameters
-    and sampling, as every generate call records them."""
+    and sampling, as every generate call records them. Metadata that does not say them (a file made by hand or by
+    another tool) is named by what it says: 'schedule ?' where neither a schedule nor full depth is recorded (a
+    None schedule is full depth only where it is recorded so), 'decoding ?' where the sampling is not."""
     meta = meta or {}
+    said = set(meta.keys()) if hasattr(meta, "keys") else {"schedule", "sampling"}
+    recorded = "schedule" in said or _field(meta, "mode") == "full"
     return run_label(
         _field(meta, "model"),
-        _field(meta, "schedule"),
+        _field(meta, "schedule") if recorded else UNKNOWN_SCHEDULE,
         _field(meta, "policy", "static"),
         _field(meta, "policy_params"),
-        _field(meta, "sampling"),
+        _field(meta, "sampling") if "sampling" in said else UNKNOWN_DECODING,
         _field(meta, "mode"),
     )
 

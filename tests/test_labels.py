@@ -390,4 +390,9 @@ def test_a_trace_whose_metadata_holds_no_readable_schedule_is_still_named():
     assert metadata_label({"model": "m", "schedule": {"shape": "linear", "num_layers": "x"}}).startswith(
         "m · schedule shape linear, num_layers x · "
     )
-    assert metadata_label({}) == "? · full depth · greedy"
+    # what it does not say is not named: such a trace that skipped layers read "full depth · greedy"
+    assert metadata_label({}) == "? · schedule ? · decoding ?"
+    assert metadata_label({"model": "m", "num_layers": 200}) == "m · schedule ? · decoding ?"
+    # a None schedule is full depth where the run recorded it so, as skipcore's metadata does
+    assert metadata_label({"model": "m", "schedule": None, "sampling": None}) == "m · full depth · greedy"
+    assert metadata_label({"model": "m", "mode": "full"}) == "m · full depth · decoding ?"
