@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from skipcore.lens.summary import Agreement
 from skipcore.plots.style import INK, SKIPPED, legend_below, series_colors
-from skipcore.plots.trace import display_token
+from skipcore.plots.trace import display_token, hover_token
 
 # statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
 STATS: dict[str, tuple[str, str, float | None, float | None]] = {
@@ -29,7 +29,7 @@ LABEL_LIMIT = 40  # columns beyond this get numeric step ticks (token text stays
 
 
 def _topk_text(topk: str) -> str:
-    return " · ".join(f"{html.escape(repr(t), quote=False)} {p:.2f}" for _, t, p in json.loads(topk))
+    return " · ".join(f"{hover_token(t)} {p:.2f}" for _, t, p in json.loads(topk))
 
 
 def lens_heatmap(
@@ -123,8 +123,8 @@ def _hover(r) -> str:
     """One cell's hover: the token, the layer, the read-out's statistics and its top-k tokens."""
     cos = "" if pd.isna(r.residual_cos) else f" · cos {r.residual_cos:.3f}"
     return (
-        f"step {r.step} · token {html.escape(repr(r.token), quote=False)} · layer {r.layer} "
-        f"({'ran' if r.ran else 'skipped'})<br>top {html.escape(repr(r.top_token), quote=False)} "
+        f"step {r.step} · token {hover_token(r.token)} · layer {r.layer} "
+        f"({'ran' if r.ran else 'skipped'})<br>top {hover_token(r.top_token)} "
         f"{r.top_prob:.3f} · p(generated) {r.p_generated:.3f}<br>KL to final {r.kl_to_final:.3f} · "
         f"entropy {r.entropy:.3f}{cos}<br>{_topk_text(r.topk)}"
     )

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.measure.summary import refuse_repeated_tokens
 from skipcore.plots.schedule import mask_heatmap
 from skipcore.plots.style import DRAFT_COLOR
@@ -22,11 +22,27 @@ if TYPE_CHECKING:
     from pandas.core.groupby import DataFrameGroupBy
 
 
+# an axis label's most characters: a longer token's label, at -60 degrees, ran into the axis title (its whole text
+# is on hover)
+TICK_CHARACTERS = 12
+# the characters a token's hover keeps at each end: a token of megabytes (a hand-made trace) made a figure past
+# the browser's message limit, its text in every layer's cell
+HOVER_KEEP = 100
+
+
 def display_token(token: str) -> str:
-    """A token as a short axis label: whitespace-only tokens made visible, and `<`, `>`, `&` escaped because
-    plotly reads labels as HTML (`</s>` would vanish)."""
+    """A token as a short axis label: whitespace-only tokens made visible, a long one cut (`TICK_CHARACTERS`), and
+    `<`, `>`, `&` escaped because plotly reads labels as HTML (`</s>` would vanish)."""
     text = token.strip() or token.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣") or "∅"
+    if len(text) > TICK_CHARACTERS:
+        text = text[: TICK_CHARACTERS - 1] + "…"
     return html.escape(text, quote=False)
+
+
+def hover_token(token: str) -> str:
+    """A token as a hover shows it: exactly (its `repr`: whitespace and escapes visible), a long one by its ends
+    (`errors.quoted`), escaped for plotly's HTML."""
+    return html.escape(quoted(str(token), keep=HOVER_KEEP), quote=False)
 
 
 def _in_step_order(rows: pd.DataFrame, include_finished: bool) -> pd.DataFrame:
@@ -77,7 +93,7 @@ def rows_by_sample(trace: pd.DataFrame, include_finished: bool = False) -> DataF
 def _token_hover(r, num_layers: int) -> str:
     """A token's hover: its text, the layers that made it, what it cost against full depth (a policy's own work
     included: CALM's heads and propagation, a speculative round's drafts and verified columns) and log p."""
-    head = f"step {r.step} · token {html.escape(repr(r.token), quote=False)}"
+    head = f"step {r.step} · token {hover_token(r.token)}"
     if not pd.isna(
         getattr(r, "drafted", float("nan"))
     ):  # speculative: every kept token verified at full depth
