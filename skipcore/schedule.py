@@ -7,6 +7,7 @@ which is what lets later tokens reuse the KV cache of earlier ones without recom
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Collection, Mapping, Sequence
@@ -364,9 +365,10 @@ class Schedule:
         """The schedule in words, every field that changes its layers said, so two schedules that run different
         layers never read alike: 'linear 12->2 (skip, warmup 1, span 25)', 'power 8->4 (exit, alpha 0.85)',
         'step 12->3 (middle, 4 stages, span to the end)', 'constant 6 (exit)',
-        'custom [6, 4, 2] (skip, warmup 1)', 'full depth'. A decay span left to the run ('span to the end') decays
-        over max_new_tokens - 2 steps. Every label of a run (`skipcore.labels.run_label`) says its schedule with
-        this."""
+        'custom [6, 4, 2] (skip, warmup 1)', 'custom [12×3, 6, 4, 2×300] (exit)' (a budget held three steps or more
+        by its count, so a long held tail is a word, not a page), 'full depth'. A decay span left to the run ('span
+        to the end') decays over max_new_tokens - 2 steps. Every label of a run (`skipcore.labels.run_label`) says
+        its schedule with this."""
         if self.shape == "full":
             return "full depth"
         how = [self.mode, *([f"warmup {self.warmup_layers}"] if self.mode == "skip" else [])]
@@ -379,10 +381,20 @@ class Schedule:
         if decays and self.shape in ("linear", "step"):
             how.append("span to the end" if self.decay_span is None else f"span {self.decay_span}")
         if self.shape == "custom":
-            return f"custom {list(self.budgets_list)} ({', '.join(how)})"
+            return f"custom [{', '.join(_held_runs(self.budgets_list))}] ({', '.join(how)})"
         if self.shape == "constant":
             return f"constant {self.min_layers} ({', '.join(how)})"
         return f"{self.shape} {self.max_layers}->{self.min_layers} ({', '.join(how)})"
+
+
+def _held_runs(budgets: Sequence[int]) -> list[str]:
+    """Budgets in words, a run of three or more equal ones by its count: [12, 12, 12, 6, 2, 2] -> ['12×3', '6', '2',
+    '2']."""
+    words: list[str] = []
+    for budget, run in itertools.groupby(budgets):
+        count = len(list(run))
+        words += [f"{budget}×{count}"] if count >= 3 else [str(budget)] * count
+    return words
 
 
 def _check_layer_count(name: str, value: int | None, num_layers: int) -> None:

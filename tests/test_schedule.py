@@ -361,3 +361,15 @@ def test_older_records_of_full_depth_and_one_stage_steps_open():
     with pytest.raises(ScheduleError, match="at least 2"):
         Schedule.from_dict(step)
     assert Schedule.from_record(step).budgets(8) == [12] + [4] * 7
+
+
+def test_a_custom_schedule_says_a_held_budget_by_its_count():
+    """A custom schedule with a long held tail was written out budget by budget: every title and label it named
+    ran twenty lines of '3, 3, 3'. Runs of three or more are counted, and schedules that differ still read apart."""
+    tail = Schedule(12, "custom", "exit", budgets_list=(11, 11, 11, *[3] * 300))
+    assert tail.describe() == "custom [11×3, 3×300] (exit)"
+    assert Schedule(12, "custom", "exit", budgets_list=(11, 11, 11, *[3] * 301)).describe() != tail.describe()
+    assert (
+        Schedule(12, "custom", "exit", budgets_list=(11, 11, 3, 3)).describe()
+        == "custom [11, 11, 3, 3] (exit)"
+    )
