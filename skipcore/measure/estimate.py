@@ -64,9 +64,11 @@ class Estimate:
         return self.seconds > LONG_S
 
     def words(self) -> str:
-        """'about 5 min', 'about 40 s', 'about 7 s', 'a few seconds': the most the work takes (pages say "up to"),
+        """'about 5 min', 'about 40 s', 'about 7 s', 'a few seconds', 'a second': the most the work takes (pages say "up to"),
         so rounded up, and never below the likely range said beside it (`spread_words`)."""
         s = max(self.seconds, self.high or 0.0)
+        if s < 1:
+            return "a second"
         if s < 5:
             return "a few seconds"
         if s < 10:
@@ -78,18 +80,21 @@ class Estimate:
         return f"about {math.ceil(s / 360) / 10:.1f} h"
 
     def spread_words(self) -> str:
-        """The likely range, '0.12-0.31 s', '2.4-3.6 s', '40-55 s', '3.1-4.2 min'; '' where the timing has no spread to say."""
+        """The likely range, '0.12-0.31 s', '2.4-3.6 s', '40-55 s', '3.1-4.2 min', one figure where both ends read
+        alike ('0.03 s', not '0.03-0.03 s'); '' where the timing has no spread to say."""
         if self.low is None or self.high is None:
             return ""
         if self.high < 1:
-            return f"{self.low:.2f}-{self.high:.2f} s"
-        if self.high < 10:
-            return f"{self.low:.1f}-{self.high:.1f} s"
-        if self.high < 90:
-            return f"{self.low:.0f}-{self.high:.0f} s"
-        if self.high < 90 * 60:
-            return f"{self.low / 60:.1f}-{self.high / 60:.1f} min"
-        return f"{self.low / 3600:.1f}-{self.high / 3600:.1f} h"
+            low, high, unit = f"{self.low:.2f}", f"{self.high:.2f}", "s"
+        elif self.high < 10:
+            low, high, unit = f"{self.low:.1f}", f"{self.high:.1f}", "s"
+        elif self.high < 90:
+            low, high, unit = f"{self.low:.0f}", f"{self.high:.0f}", "s"
+        elif self.high < 90 * 60:
+            low, high, unit = f"{self.low / 60:.1f}", f"{self.high / 60:.1f}", "min"
+        else:
+            low, high, unit = f"{self.low / 3600:.1f}", f"{self.high / 3600:.1f}", "h"
+        return f"{high} {unit}" if low == high else f"{low}-{high} {unit}"
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ def test_a_prompt_longer_than_the_model_takes_is_timed_within_its_positions(engi
     ("seconds", "high", "words", "long"),
     [
         (2, None, "a few seconds", False),
+        (0.03, 0.03, "a second", False),  # beside "likely 0.03 s", where "a few seconds" read as more
         (6.2, 6.3, "about 7 s", False),  # said as "up to", beside "likely 6.2-6.3 s": never below it
         (31, None, "about 35 s", True),
         (250, None, "about 5 min", True),
@@ -252,6 +253,8 @@ def test_an_estimate_holds_against_the_run_it_announces_on_the_default_model():
         (31, 52, "31-52 s"),
         (150, 260, "2.5-4.3 min"),
         (9000, 12000, "2.5-3.3 h"),
+        (0.031, 0.034, "0.03 s"),  # both ends alike: one figure ("0.03-0.03 s")
+        (40.2, 40.4, "40 s"),
     ],
 )
 def test_an_estimates_spread_is_said_in_words(low, high, said):
