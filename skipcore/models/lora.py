@@ -129,6 +129,15 @@ def lora_config(model, spec: LoraSpec):
             f"use attention, mlp or module names such as {', '.join(_example_names(model))}",
             field="lora_targets",
         )
+    tied = tied_targets(model, modules)
+    if tied:
+        name, other = tied[0]
+        raise UserError(
+            f"lora_targets: {name}'s weight is tied to {other}'s in this model; a LoRA on it trains {name} alone, "
+            f"but merged when the adapter loads it would change {other} too, and the model loaded would not be "
+            "the one trained: choose attention, mlp or modules whose weights are their own",
+            field="lora_targets",
+        )
     whole, lora_layers = _split_layers(model, spec.whole_layers)
     return _peft().LoraConfig(
         r=spec.rank,
@@ -140,6 +149,25 @@ def lora_config(model, spec: LoraSpec):
         modules_to_save=whole or None,  # peft trains a copy of each and saves it beside the LoRA matrices
         task_type="CAUSAL_LM",
     )
+
+
+def tied_targets(model, modules: list[str]) -> list[tuple[str, str]]:
+    """(module, another module) pairs where a module `modules` names (as peft matches a target: the module's name,
+    or its name's last parts) holds a weight tied to the other's: the output embeddings of a model that ties them
+    to its input embeddings (OPT, GPT-2, SmolLM2, Gemma). peft trains the LoRA on the one module; merging writes
+    it into the shared tensor, so both change."""
+    holders: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        holders.setdefault(id(param), []).append(name.rsplit(".", 1)[0])
+    pairs = []
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if weight is None or not any(name == m or name.endswith("." + m) for m in modules):
+            continue
+        others = [other for other in holders.get(id(weight), []) if other != name]
+        if others:
+            pairs.append((name, others[0]))
+    return pairs
 
 
 # what makes two LoRA configs the same adapter: its shape, scale, where it sits and what trains whole
@@ -246,6 +274,16 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
     from safetensors import SafetensorError
 
     peft = _peft()
+    saved = parse_json((Path(folder) / CONFIG_FILE).read_text())
+    targets = saved.get("target_modules") if isinstance(saved, dict) else None
+    tied = tied_targets(base, [targets] if isinstance(targets, str) else list(targets or ()))
+    if tied:
+        name, other = tied[0]
+        raise ModelError(
+            f"the adapter in {folder} has a LoRA on {name}, whose weight is tied to {other}'s in its base model: "
+            f"it was trained on {name} alone, but merged it would change {other} too, so the model loaded would "
+            "not be the one trained; train the adapter again on modules whose weights are their own"
+        )
     try:
         with warnings.catch_warnings():  # peft's warning lists every missing key; the one line below says it
             warnings.filterwarnings("ignore", message="Found (missing|unexpected) adapter keys")

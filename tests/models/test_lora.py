@@ -120,6 +120,7 @@ def test_lora_targets_by_group_or_name_and_bad_flags_are_one_line(model_dirs, tm
     wrapped = with_lora(model, LoraSpec(2, targets=("fc1",)), base="x")
     assert sorted(wrapped.peft_config["default"].target_modules) == ["fc1"]
     model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    capsys.readouterr()  # the loads' own progress bars (shown where no test before turned them off)
     cases = [
         (["--lora-rank", "0"], "--lora-rank must be >= 1"),
         (["--lora-rank", "2", "--lora-targets", "nonsense"], "no such module"),
@@ -287,3 +288,30 @@ def test_a_saved_adapter_trains_on_from_its_own_weights_and_names_its_first_base
             "adapter on its base)"
         ), err
         assert not bad.exists()
+
+
+@pytest.mark.parametrize("target", ["lm_head", "embed_tokens"])
+def test_a_lora_on_a_tied_weight_is_refused_to_train_and_to_load(model_dirs, tmp_path, capsys, target):
+    """OPT ties its output embeddings to its input embeddings: a LoRA on `lm_head` trained the head alone, but
+    merged on loading it changed the input embeddings too, and the model loaded was not the one trained. Training
+    one is refused in one line; an adapter made so elsewhere (peft itself) is refused when it loads."""
+    from skipcore.errors import ModelError
+    from skipcore.models.lora import save_adapter
+
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    capsys.readouterr()  # the load's own progress
+    args = ["train", "--no-progress", "--limit", "4", *ONE_STEP, "--model", str(model_dirs["opt"])]
+    assert main([*args, "--out", str(tmp_path / "o"), "--lora-rank", "2", "--lora-targets", target]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--lora-targets: " in err[0] and "is tied to" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+    made = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=[target], init_lora_weights=False))
+    made.peft_config["default"].base_model_name_or_path = str(model_dirs["opt"])
+    (tmp_path / "a").mkdir()
+    save_adapter(made, tmp_path / "a")
+    with pytest.raises(
+        ModelError, match=r"whose weight is tied to .* the model loaded would\s+not be the one"
+    ):
+        load_model(str(tmp_path / "a"), device="cpu", dtype="float32")
