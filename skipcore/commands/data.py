@@ -20,17 +20,28 @@ from skipcore.files import check_output_name, check_utf8_name, check_writable_fo
 PROGRESS_FROM = 20_000  # MRs from which writing takes long enough (~10 s) to show a progress bar
 
 
-def _count(text: str) -> int:
-    """A count of rows from the command line: a whole number, at least 0."""
+def _whole(text: str, what: str) -> int:
+    """A whole number at least 0 from the command line, refused as `what` ("a count")."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a count (a whole number >= 0), got {quoted(text)}"
+            f"expected {what} (a whole number >= 0), got {quoted(text)}"
         ) from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a count (a whole number >= 0), got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what} (a whole number >= 0), got {value}")
     return value
+
+
+def _count(text: str) -> int:
+    """A count of rows from the command line."""
+    return _whole(text, "a count")
+
+
+def _seed(text: str) -> int:
+    """The corpus's seed from the command line: Python's generator takes -N as N, so a negative seed would draw
+    the corpus of another seed."""
+    return _whole(text, "a seed")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -45,7 +56,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--out", type=path_text, default="data/e2e_synth", help="output directory (default: %(default)s)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed; same seed, same files (default: 0)")
+    parser.add_argument(
+        "--seed", type=_seed, default=0, help="random seed, >= 0; same seed, same files (default: 0)"
+    )
     for split, size in DEFAULT_SIZES.items():
         parser.add_argument(
             f"--{split}",
@@ -100,9 +113,7 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
             f"--train {args.train} --dev {args.dev} --test {args.test}: {total:,} meaning representations; at most "
             f"{MAX_MRS:,} in all (about 1.1 KB of CSV each: {MAX_MRS * 1.1e3 / 1e9:.2f} GB at that size)"
         )
-    with tqdm(
-        total=2 * total, unit="MR", desc="corpus", disable=total < PROGRESS_FROM, file=sys.stderr
-    ) as bar:
+    with tqdm(total=total, unit="MR", desc="corpus", disable=total < PROGRESS_FROM, file=sys.stderr) as bar:
         try:
             written = write_default_corpus(
                 out, args.seed, args.train, args.dev, args.test, progress=bar.update

@@ -321,9 +321,12 @@ def make_corpus(
     max_refs: int = 6,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, list[Example]]:
-    """Train, dev and test splits of distinct MRs (no MR appears in two splits), deterministic in seed.
+    """Train, dev and test splits of distinct MRs (no MR appears in two splits), deterministic in `seed`, a whole
+    number >= 0 (Python's generator takes -N as N: two seeds, one corpus).
 
-    `progress(n)` is called as n more MRs are drawn, then as n more get their references (2 x the MRs in all)."""
+    `progress(n)` is called as n more MRs get their references (the MRs in all; drawing them takes little)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
     sizes = {"train": n_train, "dev": n_dev, "test": n_test}
     if min(sizes.values()) < 0 or not 1 <= min_refs <= max_refs:
         raise ValueError(f"invalid corpus sizes {sizes} or references per MR {min_refs}-{max_refs}")
@@ -337,8 +340,7 @@ def make_corpus(
         if len(mrs) == total:
             break
         mr = random_mr(rng)
-        if mrs.setdefault(format_mr(mr), mr) is mr:
-            tick(1)
+        mrs.setdefault(format_mr(mr), mr)
     else:
         raise ValueError(f"could not draw {total} distinct meaning representations")
     examples = []

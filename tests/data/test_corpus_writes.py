@@ -58,13 +58,22 @@ def test_a_corpus_beyond_the_bound_is_refused_at_once(tmp_path, capsys):
 def test_writing_a_corpus_shows_progress(tmp_path, capsys, monkeypatch):
     ticks = []
     make_corpus(0, 20, 5, 5, progress=ticks.append)
-    assert sum(ticks) == 2 * 30  # each MR drawn, then each MR given its references
+    assert sum(ticks) == 30  # each MR as it gets its references (the bar, in MRs, counted each twice)
     import skipcore.commands.data as data_command
 
     monkeypatch.setattr(data_command, "PROGRESS_FROM", 0)
     assert main(["data", "--out", str(tmp_path / "c"), "--train", "20", "--dev", "5", "--test", "5"]) == 0
     err = capsys.readouterr().err
-    assert "corpus" in err and "60/60" in err
+    assert "corpus" in err and "30/30" in err
+
+
+def test_a_negative_seed_is_refused(tmp_path, capsys):
+    """Python's generator takes -1 as 1: `data --seed -1` wrote seed 1's corpus, byte for byte."""
+    err = refused(capsys, ["data", "--out", str(tmp_path / "c"), "--seed", "-1"])
+    assert "--seed: expected a seed (a whole number >= 0), got -1" in err and not (tmp_path / "c").exists()
+    for seed in (-1, True, 1.0):
+        with pytest.raises(ValueError, match="seed must be a whole number >= 0"):
+            make_corpus(seed, 2, 1, 1)
 
 
 # -- an --out of no folder of its own ------------------------------------------------------------------------
