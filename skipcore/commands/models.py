@@ -63,6 +63,7 @@ CACHE_WORDS = {
     "foreign": " (its cache folder holds files skipcore did not write: move them away)",
     "stale": " (converted again on first use)",
 }
+CONVERTS = ("absent", "stale", "damaged")  # the states whose first use (or --prepare) converts the GGUF file
 HEADER = ("name", "kind", "layers x hidden", "vocab", "head share", "ceiling", "licence", "status / where")
 
 
@@ -72,6 +73,7 @@ def _row(entry) -> tuple[str, ...]:
     from skipcore.adapters import shapes_from_config
     from skipcore.measure.costs import head_share
     from skipcore.measure.theory import CEILING_CONTEXT, flops_ceiling
+    from skipcore.models.gguf import gguf_reader_missing
     from skipcore.models.loading import load_config
     from skipcore.models.reference import resolve_model
 
@@ -82,7 +84,9 @@ def _row(entry) -> tuple[str, ...]:
     try:
         ref = resolve_model(entry.name)
         if entry.kind == "real":
-            status += CACHE_WORDS[ref.cache_status.state].format(name=entry.name)
+            state = ref.cache_status.state
+            missing = gguf_reader_missing() if state in CONVERTS else ""
+            status += f" (converting it {missing})" if missing else CACHE_WORDS[state].format(name=entry.name)
         s = shapes_from_config(load_config(ref))  # from the GGUF header where the copy is not ready
     except UserError:
         status += " (unreadable)"

@@ -88,6 +88,9 @@ def ensure_converted(
             f"the cached copy of {name} in {target} is damaged ({status.why}); rebuild it with: "
             f"skipcore models --prepare {_quoted(name)}"
         )
+    missing = gguf_reader_missing()
+    if missing:  # before the line that says a conversion starts (transformers said it again, a second line)
+        raise ModelError(f"converting {label} to safetensors {missing}")
     if status.state != "absent":
         say(f"{target}: {status.why}; converting it again")
     with staging_folder(target) as staging, _said_as_model_error(f"cannot write the model cache {target}"):
@@ -108,6 +111,25 @@ def ensure_converted(
         put_in_place(staging, target)
     say(f"converted in {seconds:.0f} s; later loads read {target}")
     return target
+
+
+# the oldest gguf package transformers reads GGUF files with
+GGUF_AT_LEAST = (0, 10)
+
+
+def gguf_reader_missing() -> str:
+    """'' where the gguf package transformers reads GGUF files with is installed, else what is missing, as the
+    end of a sentence: 'needs the gguf package (0.10 or newer): pip install gguf'."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = tuple(int(part) for part in version("gguf").split(".")[:2] if part.isdigit())
+    except PackageNotFoundError:
+        found = ()
+    if found >= GGUF_AT_LEAST:
+        return ""
+    wanted = ".".join(map(str, GGUF_AT_LEAST))
+    return f"needs the gguf package ({wanted} or newer): pip install 'gguf>={wanted}'"
 
 
 def convert(gguf_path: Path, out: Path, label: str | None = None) -> None:

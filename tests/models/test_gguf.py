@@ -407,3 +407,28 @@ def test_a_cache_folder_that_cannot_be_made_says_the_way_on(tmp_path, monkeypatc
         with pytest.raises(ModelError, match=f"cannot write the model cache {blocked}/models: .*{said}$"):
             staging_folder(blocked / "models" / "m").__enter__()
     assert blocked.read_text() == "mine"
+
+
+def test_without_the_gguf_package_a_conversion_is_refused_before_it_starts(
+    tiny_real, cache, capsys, monkeypatch
+):
+    """Without gguf, `models --prepare` said it was converting, transformers said the package was missing, and the
+    error said it again (three lines); `models` listed the model as converted on first use, which could not run."""
+    import importlib.metadata
+
+    found = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "gguf":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return found(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert "(converting it needs the gguf package (0.10 or newer): pip install 'gguf>=0.10')" in listed(
+        capsys, "tiny-real"
+    )
+    capsys.readouterr()
+    assert main(["models", "--prepare", "tiny-real"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "to safetensors needs the gguf package" in lines[0], lines
+    assert not cached_folder_for_model(tiny_real).exists()
