@@ -283,6 +283,13 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     for name in ("model", "dataset", "baseline_model"):  # recorded as text in the results
         if getattr(cfg, name):
             check_utf8_name(getattr(cfg, name), name, field=name)
+    if cfg.baseline_model and _same_model(cfg.model, cfg.baseline_model):
+        raise UserError(
+            f"baseline_model {quoted(cfg.baseline_model)} names the same network as model: every setting would "
+            "run twice, in columns named alike; give the network before skip-aware training, or drop "
+            "baseline_model",
+            field=("baseline_model", "model"),
+        )
     cfg = _plain_numbers(cfg)
     for name, values, allowed in (
         ("shapes", cfg.shapes, ("linear", "power", "step", "constant")),
@@ -324,6 +331,18 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     check_threads(cfg.threads)
     check_engine(cfg.device, cfg.dtype, cfg.attention_dtype)
     return cfg
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Whether two model names name one model: one folder or file by two paths (relative, absolute, through a link,
+    with a trailing slash), or one name twice."""
+    from skipcore.files import expand_home
+
+    def where(name: str) -> str:
+        path = expand_home(name)
+        return os.path.realpath(path) if path.exists() else name.rstrip("/")
+
+    return where(a) == where(b)
 
 
 def check_engine(device: str, dtype: str, attention_dtype: str) -> None:

@@ -62,6 +62,19 @@ def test_non_finite_or_out_of_range_grid_values_are_refused(model_dirs, tmp_path
         check_config(sweep_config(model_dirs, dataset, out, modes=("sideways",)))
 
 
+def test_a_baseline_model_that_is_the_model_itself_is_refused(model_dirs, tmp_path, capsys, monkeypatch):
+    """It ran every setting twice, and the tables named both columns alike: by another path to the same folder
+    too (a trailing slash, relative, through a link)."""
+    out = tmp_path / "s.parquet"
+    opt = model_dirs["opt"]
+    (tmp_path / "link").symlink_to(opt)
+    monkeypatch.chdir(opt.parent)
+    for same in (f"{opt}/", opt.name, str(tmp_path / "link")):
+        said = refused(capsys, ["sweep", "--model", str(opt), "--baseline-model", same, "--out", str(out)])
+        assert "--baseline-model" in said and "names the same network as --model" in said, said
+    assert not out.exists()
+
+
 def test_a_policys_grid_flag_without_its_policy_and_an_output_with_no_name_are_refused(
     model_dirs, tmp_path, capsys
 ):
