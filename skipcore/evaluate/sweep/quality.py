@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
-from skipcore.labels import setting_label
+from skipcore.labels import role_suffix, setting_label
 from skipcore.measure.paired_timing import flag_texts, runs_flag
 from skipcore.measure.summary import interval_text, speedup_text
 from skipcore.metrics import DEFAULT_METRICS, score_texts
@@ -120,7 +120,8 @@ def quality_tables(
         for m in dict.fromkeys(static.loc[static["model_role"] == r, "mode"])
         if m != "full"
     ]
-    name = {r: at_b.loc[at_b["model_role"] == r, "model"].iloc[0] for r in roles}
+    # each role's model as a chart's legend names it: a base model says so (two folders of one name read alike)
+    name = {r: at_b.loc[at_b["model_role"] == r, "model"].iloc[0] + role_suffix(r) for r in roles}
     head = ["target speedup"] + [f"{name[r]} {m}" for r, m in series]
     lines = [
         f"{metric_names} (realised layer speedup) by target speedup (batch size {b}):",

@@ -573,6 +573,9 @@ def test_the_in_process_executor_is_the_default_and_keeps_its_model_between_unit
     )
     df = run_sweep(cfg)  # no executor: this process
     assert len(df) == 16 and len(loads) == 16 and sum(loads) == 2  # a unit each, each model loaded once
+    # two folders of one name (runs/model, base/model): the tables' columns still say which is which
+    head = quality_tables(df.assign(model="model")).splitlines()[2]
+    assert "| model skip |" in head and "| model · base model skip |" in head, head
 
 
 def test_measured_speedups_from_two_machines_are_never_one_front(model_dirs, sweep_dataset, tmp_path):
