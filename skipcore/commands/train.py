@@ -240,10 +240,11 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     typed one that may not change). A refusal names the flag of each setting it is about."""
     from skipcore.training.train import TrainingInterrupted, train
 
-    settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
+    names = TrainSettings.names()
+    settings = TrainSettings(**{name: getattr(args, name) for name in names})
     try:
         with said_by(FLAGS):
-            train(settings, given=given)
+            train(settings, given=given & frozenset(names))  # the settings typed (not the command's own name)
     except TrainingInterrupted as stop:
         args.on_interrupt = left_behind(stop, args.overwrite)
         raise
