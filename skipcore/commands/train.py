@@ -169,7 +169,11 @@ def add_parser(sub) -> None:
 
     opt = p.add_argument_group("optimisation")
     opt.add_argument("--steps", type=int, help="optimizer steps (default: --epochs over the data)")
-    opt.add_argument("--epochs", type=finite, default=1.0, help="passes over the data (default: 1)")
+    opt.add_argument(
+        "--epochs",
+        type=finite,
+        help="passes over the data (default: 1, where --steps does not set the length)",
+    )
     opt.add_argument("--batch-size", type=int, default=16, help="pairs per process per step (default: 16)")
     opt.add_argument("--lr", type=finite, default=5e-4, help="peak learning rate (default: %(default)s)")
     opt.add_argument("--weight-decay", type=finite, default=0.01, help="AdamW weight decay (default: 0.01)")

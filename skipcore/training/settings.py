@@ -146,7 +146,7 @@ class TrainSettings:
     speedup_over: int | None = None
     # optimisation
     steps: int | None = None
-    epochs: float = 1.0
+    epochs: float | None = None  # passes over the data; unset: one, where steps does not set the length
     batch_size: int = 16
     lr: float = 5e-4
     weight_decay: float = 0.01
@@ -233,6 +233,14 @@ DECLARED = get_type_hints(TrainSettings)
 MAY_BE_UNSET = tuple(name for name, hint in DECLARED.items() if type(None) in get_args(hint))
 
 
+def epochs_trained(steps: int | None, epochs: float | None) -> float | None:
+    """The passes over the data a run trains, where its length is set by them: None where `steps` sets it (the run
+    reads no epochs, and its record names none), else `epochs`, one where unset."""
+    if steps is not None:
+        return None
+    return 1.0 if epochs is None else epochs
+
+
 def warmup_steps(lr_scheduler: str, warmup_ratio: float, total: int) -> int:
     """The steps over which the learning rate rises from 0 to its peak: `warmup_ratio` of the run's `total` steps,
     rounded up; none for the `constant` schedule, which has no warmup."""
@@ -240,7 +248,7 @@ def warmup_steps(lr_scheduler: str, warmup_ratio: float, total: int) -> int:
 
 
 def check_warmup(
-    lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float
+    lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float | None
 ) -> None:
     """Refuse a warmup that takes every one of the run's `total` steps (`steps` where given, else `epochs` over
     the data): its first step trains at learning rate 0 and none at the peak."""

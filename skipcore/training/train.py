@@ -57,7 +57,7 @@ from skipcore.training.resume import (
     say_resumed,
     setting_changes,
 )
-from skipcore.training.settings import TrainSettings
+from skipcore.training.settings import TrainSettings, epochs_trained
 
 
 def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
@@ -269,6 +269,7 @@ def _continued_record(
 
 def hyper_of(s: TrainSettings):
     """The optimisation and bookkeeping settings the loop runs with (`loop.Hyper`: each of its fields is the
-    setting of that name, but `progress`), checked."""
-    same = {f.name: getattr(s, f.name) for f in fields(Hyper) if f.name != "progress"}
-    return Hyper(**same, progress=not s.no_progress)
+    setting of that name, but `progress`, and `epochs`, the passes the run trains: none where steps set its
+    length), checked."""
+    same = {f.name: getattr(s, f.name) for f in fields(Hyper) if f.name not in ("progress", "epochs")}
+    return Hyper(**same, epochs=epochs_trained(s.steps, s.epochs), progress=not s.no_progress)

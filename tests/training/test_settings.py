@@ -95,13 +95,13 @@ def test_numpy_numbers_a_whole_float_and_paths_train_and_are_recorded_as_plain_j
         model_dirs, out, model=Path(model_dirs["opt"]), dataset=REPO / "data" / "e2e_synth",
         steps=np.float64(2.0), batch_size=np.int64(4), limit=np.int64(8), lora_rank=np.int64(2),
         whole_layers=np.array([5]), max_layers=np.int64(6), target_speedup=np.float32(1.5), lr=np.float32(1e-3),
-        epochs=np.float32(1.0), threads=np.int32(1), group_by_length=np.bool_(False),
+        threads=np.int32(1), group_by_length=np.bool_(False),
         lora_targets=["attention", "mlp"],
     )  # fmt: skip
     assert train(s) == out
     args = json.loads((out / RECORD_FILE).read_text())["args"]
     expected = {"steps": 2, "batch_size": 4, "limit": 8, "lora_rank": 2, "whole_layers": [5], "max_layers": 6}
-    expected |= {"target_speedup": 1.5, "epochs": 1.0, "threads": 1, "group_by_length": False}
+    expected |= {"target_speedup": 1.5, "threads": 1, "group_by_length": False}
     expected |= {"lora_targets": "attention,mlp"}
     assert {k: args[k] for k in expected} == expected
     assert all(type(args[k]) is type(v) for k, v in expected.items())  # 2, not 2.0
