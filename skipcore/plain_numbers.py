@@ -31,3 +31,13 @@ def is_whole(value: object) -> bool:
 def is_number(value: object) -> bool:
     """Whether `value`, as `python_number` gives it, is a number: Python's int or float, and not a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def python_bool(value: object) -> object:
+    """`value` as Python's bool where it is NumPy's (`np.bool_(True)`, read from an array or a table's column);
+    anything else as it is, for the caller's check to refuse or keep. A bool is no number (`is_number`), so this
+    is a switch's own rule."""
+    dtype = getattr(value, "dtype", None)
+    if getattr(dtype, "kind", None) == "b" and getattr(value, "shape", None) == ():
+        return bool(value)
+    return value

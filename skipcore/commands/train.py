@@ -169,7 +169,11 @@ def add_parser(sub) -> None:
 
     opt = p.add_argument_group("optimisation")
     opt.add_argument("--steps", type=int, help="optimizer steps (default: --epochs over the data)")
-    opt.add_argument("--epochs", type=finite, default=1.0, help="passes over the data (default: 1)")
+    opt.add_argument(
+        "--epochs",
+        type=finite,
+        help="passes over the data (default: 1, where --steps does not set the length)",
+    )
     opt.add_argument("--batch-size", type=int, default=16, help="pairs per process per step (default: 16)")
     opt.add_argument("--lr", type=finite, default=5e-4, help="peak learning rate (default: %(default)s)")
     opt.add_argument("--weight-decay", type=finite, default=0.01, help="AdamW weight decay (default: 0.01)")
@@ -240,10 +244,11 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     typed one that may not change). A refusal names the flag of each setting it is about."""
     from skipcore.training.train import TrainingInterrupted, train
 
-    settings = TrainSettings(**{name: getattr(args, name) for name in TrainSettings.names()})
+    names = TrainSettings.names()
+    settings = TrainSettings(**{name: getattr(args, name) for name in names})
     try:
         with said_by(FLAGS):
-            train(settings, given=given)
+            train(settings, given=given & frozenset(names))  # the settings typed (not the command's own name)
     except TrainingInterrupted as stop:
         args.on_interrupt = left_behind(stop, args.overwrite)
         raise

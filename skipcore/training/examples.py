@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection
 
-from skipcore.errors import UserError
+from skipcore.errors import UserError, quoted
 from skipcore.training.settings import TrainSettings, as_recorded
 
 TRAIN_SPLIT, DEV_SPLIT = "train", "dev"  # the splits of a data folder read when none is named
@@ -16,7 +16,9 @@ TRAIN_SPLIT, DEV_SPLIT = "train", "dev"  # the splits of a data folder read when
 
 def check_data_settings(s: TrainSettings) -> str | None:
     """The training split (None for a single file), after refusing settings that would score the model on its
-    own training data or that a single file cannot honour; before any work."""
+    own training data or that a single file cannot honour, and a split given as a path (`./dev` would read the
+    training split's folder's dev data past the check that the dev split is not the training one, and `../x/train`
+    a file outside the data folder); before any work."""
     from skipcore.data import is_single_file
 
     if s.dev_fraction is not None:
@@ -48,6 +50,13 @@ def check_data_settings(s: TrainSettings) -> str | None:
                 field=("eval_every", "dev_fraction"),
             )
         return None
+    for name, value in (("split", s.split), ("eval_split", s.eval_split)):
+        if value is not None and (any(sep in value for sep in "/\\") or value in (".", "..")):
+            raise UserError(
+                f"{name} {quoted(value)} is a path: give the name of one of the data folder's files, without "
+                "its folder or suffix (train, dev, test); another folder is another dataset",
+                field=name,
+            )
     split = s.split or TRAIN_SPLIT
     if s.eval_split is not None and not s.eval_every:
         raise UserError(

@@ -19,8 +19,8 @@ READ_BY_EVERY_SHAPE = ("decay_span",)
 def refuse_idle_settings(s: TrainSettings, typed: Collection[str]) -> None:
     """Refuse a setting among `typed` (those the user set, by name) that the run `s` describes would not read: the
     size of a new model beside a model to fine-tune, LoRA's settings without its rank, elastic's without its range,
-    epochs beside steps, checkpoints less often than the run's steps, and a schedule setting its schedule does not
-    read."""
+    epochs beside steps, checkpoints less often than the run's steps or their settings where none is saved, and a
+    schedule setting its schedule does not read."""
     typed = set(typed)
     _refuse_idle_start(s, typed)
     for name in LORA_SETTINGS:
@@ -33,12 +33,17 @@ def refuse_idle_settings(s: TrainSettings, typed: Collection[str]) -> None:
 
 
 def _refuse_idle_length(s: TrainSettings, typed: set[str]) -> None:
-    """Epochs beside a step count, which sets the run's length instead; checkpoints every more steps than the run
-    has, which saves none. A resume is held to its run's settings, which may set both (its length extended by
-    steps), so only a new run is asked."""
-    if s.resume is not None:
-        return
+    """Epochs beside a step count, which sets the run's length instead (a resumed run set by its steps is extended
+    by steps, never by epochs); checkpoints every more steps than the run has, which saves none; and where
+    checkpoints go (but with overwrite, which clears the replaced run's checkpoints there), or how many are kept, in
+    a run that saves none."""
     if "epochs" in typed and s.steps is not None:
+        if s.resume is not None and "steps" not in typed:
+            raise UserError(
+                f"epochs {s.epochs:g} does not apply to the resumed run: its length is its steps {s.steps}; "
+                "extend it with steps N",
+                field=("epochs", "steps"),
+            )
         raise UserError(
             f"epochs {s.epochs:g} and steps {s.steps} both set the run's length, and steps wins: give one",
             field=("epochs", "steps"),
@@ -49,6 +54,14 @@ def _refuse_idle_length(s: TrainSettings, typed: set[str]) -> None:
             f"save_every up to {s.steps}, or 0 for none",
             field=("save_every", "steps"),
         )
+    # where checkpoints go is read by an overwrite without them too: the replaced run's there are cleared
+    for name in ("keep_checkpoints",) if s.overwrite else ("checkpoint_dir", "keep_checkpoints"):
+        if name in typed and not s.save_every:
+            raise UserError(
+                f"{name} is a setting of the run's checkpoints, and without save_every N it saves none: add "
+                f"save_every N, or drop {name}",
+                field=(name, "save_every"),
+            )
 
 
 def _refuse_idle_start(s: TrainSettings, typed: set[str]) -> None:

@@ -51,7 +51,7 @@ class Hyper:
 
     batch_size: int = TrainSettings.batch_size  # per process
     steps: int | None = TrainSettings.steps  # total optimizer steps; default: epochs over the data
-    epochs: float = TrainSettings.epochs
+    epochs: float | None = 1.0  # passes over the data; None where steps set the length (`epochs_trained`)
     lr: float = TrainSettings.lr
     weight_decay: float = TrainSettings.weight_decay
     warmup_ratio: float = TrainSettings.warmup_ratio
@@ -73,6 +73,8 @@ class Hyper:
             raise UserError(f"steps must be >= 1, got {self.steps}", field="steps")
         for name in ("epochs", "lr"):  # `not x > 0` refuses NaN too, which `x <= 0` lets through
             value = getattr(self, name)
+            if value is None and name == "epochs" and self.steps is not None:
+                continue
             if not (value > 0 and math.isfinite(value)):
                 raise UserError(f"{name} must be a finite number > 0, got {value}", field=name)
         if self.lr * 10 > torch.finfo(torch.float32).max:  # AdamW's first step is lr / (1 - beta1) = 10 lr
@@ -123,8 +125,12 @@ def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0)
         epoch_batches(lengths, hyper.batch_size * world, hyper.seed, 0, hyper.group_by_length)
     )
     if steps_per_epoch == 0:
+        n = len(pairs)
+        way = f"batch_size {n // world} at most" if n >= world else "fewer processes"
         raise UserError(
-            f"{len(pairs)} training pairs do not fill one batch of {hyper.batch_size} x {world} processes"
+            f"{n} training pair{'s do' if n != 1 else ' does'} not fill one batch of batch_size "
+            f"{hyper.batch_size} x {world} process{'es' * (world != 1)}: use {way}, or more data",
+            field="batch_size",
         )
     total = total_steps(hyper, steps_per_epoch)
     check_warmup(hyper.lr_scheduler, hyper.warmup_ratio, total, hyper.steps, hyper.epochs)

@@ -218,9 +218,16 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
     )
     if over < 2:
         if s.speedup_over is None:  # derived from the data: say why, not blame a setting nobody gave
+            # at full depth no speedup is asked for: what is missing is the target text to train on
+            full = s.elastic is None and shape_used(vars(s)) == "full"
+            missing = (
+                "half the pairs or more keep no target text to train on"
+                if full
+                else "there is no output to meet a target speedup over"
+            )
             raise UserError(
                 f"the training targets are {stats['median_target_tokens']} tokens long at the median"
-                f"{_cut_by(s, positions)}: there is no output to meet a target speedup over",
+                f"{_cut_by(s, positions)}: {missing}",
                 field=_cut_field(s, positions),
             )
         raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")

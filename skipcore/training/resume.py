@@ -56,7 +56,17 @@ IMPLIED = {
     "eval_split": lambda args, split, record: split or DEV_SPLIT,
     "task": lambda args, task, record: task or (record.get("data") or {}).get("task"),
     "schedule": lambda args, shape, record: shape_used({**args, "schedule": shape}),
+    # unset in a run its steps do not set the length of: one pass
+    "epochs": lambda args, epochs, record: 1.0 if epochs is None and args.get("steps") is None else epochs,
 }
+
+
+def length_read(args: dict) -> dict:
+    """A run's recorded settings as they set its length: epochs beside steps, which an older record kept at their
+    default though the steps set the length, are none."""
+    if args.get("steps") is not None and args.get("epochs") is not None:
+        return {**args, "epochs": None}
+    return args
 
 
 @dataclass(frozen=True)
@@ -76,9 +86,14 @@ def resolve_resume(path: str) -> Path:
     if intact_checkpoint(p):
         check_resumable(p)
         return p
+    if not p.exists():
+        raise UserError(f"resume {path} does not exist", field="resume")
     latest = latest_checkpoint(p) if p.is_dir() else None
     if latest is None:
-        raise UserError(f"no resumable checkpoint in {path} (a step-* folder with {', '.join(RESUME_FILES)})")
+        raise UserError(
+            f"resume {path} holds no resumable checkpoint (a step-* folder with {', '.join(RESUME_FILES)})",
+            field="resume",
+        )
     broken = [q.name for q in sorted(p.glob("step-*")) if q.is_dir() and q.name > latest.name]
     if broken:
         print(
@@ -98,7 +113,11 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
     recorded = recorded_args(record)
     if recorded is None:
         return Continued(settings, (), {})
+    recorded = length_read(recorded)
     given = set(given)
+    # steps set the resumed run's length (the run's, or given now): it reads no epochs, so none is taken from the
+    # run; a run its epochs set, extended by steps, is said to leave them
+    by_steps = (settings.steps if "steps" in given else recorded.get("steps")) is not None
     taken: dict[str, object] = {}
     changed: dict[str, tuple[object, object]] = {}
     refused: list[tuple[str, object, object]] = []
@@ -117,6 +136,9 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
             now, then = used_now, used_then
         if same_setting(name, now, then):
             continue
+        if name == "epochs" and name not in given and by_steps:
+            changed[name] = (then, None)
+            continue
         if name not in given:
             taken[name] = tuple(then) if isinstance(now, tuple) and isinstance(then, list) else then
         elif name in MAY_CHANGE:
@@ -126,7 +148,7 @@ def continue_run(settings: TrainSettings, resume_dir: Path, given: Collection[st
     if refused:
         name, now, then = refused[0]
         others = [n for n, _, _ in refused[1:]]
-        also = f" (so do {', '.join(others)})" if others else ""
+        also = f" (so do{'es' * (len(others) == 1)} {', '.join(others)})" if others else ""
         raise UserError(
             f"{name} {shown(now)} differs from the run's {shown(then)}{also}; a resumed run keeps its settings",
             field=tuple(n for n, _, _ in refused),
@@ -156,7 +178,7 @@ def shown(value: object) -> str:
 def setting_changes(old_args: dict | None, new_args: dict) -> dict[str, list]:
     """Every recorded setting whose value differs between the run's record and the resumed run's own, as the
     record's `resumes` keeps them ({name: [before, after]}); `resume` itself is `resumed_from`'s."""
-    old_args = old_args or {}
+    old_args = length_read(old_args or {})
     return {
         name: [old_args.get(name), value]
         for name, value in new_args.items()

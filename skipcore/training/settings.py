@@ -16,7 +16,7 @@ from skipcore.data.prompts import TASKS
 from skipcore.errors import UserError, quoted
 from skipcore.files import check_output_name, expand_home
 from skipcore.models.catalog import is_real_name
-from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_bool, python_number, whole_number
 from skipcore.schedule import MODES, SHAPES
 from skipcore.shipped import shipped_path
 from skipcore.threads import check_threads
@@ -78,6 +78,9 @@ NEW_MODEL_SETTINGS = (
 )
 # LoRA's settings beside its rank, which asks for LoRA: without it every weight trains, and none of them is read
 LORA_SETTINGS = ("lora_alpha", "lora_dropout", "lora_targets", "whole_layers")
+# the settings written as comma-separated text (`--lora-targets attention,mlp`, `--budgets 8,6,4`), which Python
+# may give as a list of its items
+COMMA_LISTS = ("lora_targets", "budgets")
 # the settings that take one of a few values (the command line's `choices` are these)
 CHOICES = {
     "init_config": INIT_CONFIGS,
@@ -143,7 +146,7 @@ class TrainSettings:
     speedup_over: int | None = None
     # optimisation
     steps: int | None = None
-    epochs: float = 1.0
+    epochs: float | None = None  # passes over the data; unset: one, where steps does not set the length
     batch_size: int = 16
     lr: float = 5e-4
     weight_decay: float = 0.01
@@ -182,8 +185,7 @@ class TrainSettings:
         cannot use them, before any work: one starting point, known choices, sane counts."""
         s = self.taken()
         check_threads(s.threads, "threads", field="threads")
-        if s.out is not None:
-            check_output_name(s.out, "out", field="out")
+        check_output_name(s.out, "out", field="out")
         if s.resume is None and bool(s.model) + bool(s.init_config) != 1:
             raise UserError(
                 "give exactly one of model DIR, init_config FAMILY (or resume CHECKPOINT)",
@@ -211,10 +213,12 @@ class TrainSettings:
     def taken(self) -> TrainSettings:
         """The settings with each value as the run uses and records it, by its declared type: a count (`int`) as
         Python's int (NumPy's, or a whole float such as 4.0), a number (`float`) as Python's, a list of counts as
-        a tuple of them, and a text setting given as a path (`pathlib.Path`) as its text, a path setting's
-        leading `~` read as the home folder, so the folder written is the one the record names. The record is
-        JSON, which has no NumPy types; a value of another kind (2.5 or "3" for a count, text for a number, a
-        bool for either) is refused in one line naming the setting."""
+        a tuple of them, a switch (`bool`) as Python's bool (NumPy's too), and a text setting given as a path
+        (`pathlib.Path`) as its text, a comma-separated one given as a list as its items joined by commas, and a
+        path setting's leading `~` read as the home folder, so the folder written is the one the record names.
+        The record is JSON, which has no NumPy types; a value of another kind (2.5 or "3" for a count, text for a
+        number, a bool for either, "false" or 0 for a switch, a number or a list for text) is refused in one line
+        naming the setting: a truthy "false" taken as a switch would replace a run with `overwrite`."""
         return replace(self, **{name: take(name, getattr(self, name)) for name, take in TAKEN_AS.items()})
 
     def recorded(self) -> dict:
@@ -229,6 +233,14 @@ DECLARED = get_type_hints(TrainSettings)
 MAY_BE_UNSET = tuple(name for name, hint in DECLARED.items() if type(None) in get_args(hint))
 
 
+def epochs_trained(steps: int | None, epochs: float | None) -> float | None:
+    """The passes over the data a run trains, where its length is set by them: None where `steps` sets it (the run
+    reads no epochs, and its record names none), else `epochs`, one where unset."""
+    if steps is not None:
+        return None
+    return 1.0 if epochs is None else epochs
+
+
 def warmup_steps(lr_scheduler: str, warmup_ratio: float, total: int) -> int:
     """The steps over which the learning rate rises from 0 to its peak: `warmup_ratio` of the run's `total` steps,
     rounded up; none for the `constant` schedule, which has no warmup."""
@@ -236,7 +248,7 @@ def warmup_steps(lr_scheduler: str, warmup_ratio: float, total: int) -> int:
 
 
 def check_warmup(
-    lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float
+    lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float | None
 ) -> None:
     """Refuse a warmup that takes every one of the run's `total` steps (`steps` where given, else `epochs` over
     the data): its first step trains at learning rate 0 and none at the peak."""
@@ -290,17 +302,39 @@ def _counts(name: str, values: object) -> tuple[int, ...]:
     return counts
 
 
-def _text(name: str, value: object) -> object:
-    """A text setting given as a path (`pathlib.Path`) as its text; a path setting's leading `~` read as the home
-    folder, as its record reads it (`as_recorded`)."""
+def _switch(name: str, value: object) -> bool:
+    """A switch as Python's bool (NumPy's too), refused where it is anything else: `"false"` or `"no"` is
+    truthy, and a switch that took it as True would do the opposite of what was meant."""
+    value = python_bool(value)
+    if not isinstance(value, bool):
+        raise UserError(f"{name} must be True or False, got {quoted(value)}", field=name)
+    return value
+
+
+def _text(name: str, value: object) -> str | None:
+    """A text setting as text (None where the setting may be unset): given as a path (`pathlib.Path`), its text;
+    a comma-separated one given as a list or tuple, its items joined by commas; a path setting's leading `~` read
+    as the home folder, as its record reads it (`as_recorded`). Anything else (a number, bytes, a list for
+    another setting) is refused, naming the setting."""
+    if value is None and name in MAY_BE_UNSET:
+        return None
     value = os.fsdecode(value) if isinstance(value, os.PathLike) else value
-    if name in PATH_SETTINGS + NAME_OR_PATH_SETTINGS and isinstance(value, str) and value.startswith("~"):
+    if name in COMMA_LISTS and isinstance(value, list | tuple):
+        items = [whole_number(v) for v in value]
+        if not all(isinstance(v, str) or is_number(v) for v in items):
+            raise UserError(f"{name} must be text or a list of items, got {quoted(value)}", field=name)
+        value = ",".join(map(str, items))
+    if not isinstance(value, str):
+        said = "text or a list of items" if name in COMMA_LISTS else "text"
+        raise UserError(f"{name} must be {said}, got {quoted(value)}", field=name)
+    if name in PATH_SETTINGS + NAME_OR_PATH_SETTINGS and value.startswith("~"):
         return str(expand_home(value))
     return value
 
 
-# how `TrainSettings.taken` takes each setting, by its declared type (a switch, `bool`, as it is)
+# how `TrainSettings.taken` takes each setting, by its declared type
 TAKEN_AS = {
+    **dict.fromkeys(_declared(bool), _switch),
     **dict.fromkeys(_declared(int), _count),
     **dict.fromkeys(_declared(float), _number),
     **dict.fromkeys(_declared(tuple[int, ...]), _counts),

@@ -19,7 +19,7 @@ import torch
 from accelerate.utils import set_seed
 
 from skipcore.adapters import max_positions
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
 from skipcore.models.training_record import (
     build_record,
     read_record,
@@ -57,7 +57,7 @@ from skipcore.training.resume import (
     say_resumed,
     setting_changes,
 )
-from skipcore.training.settings import TrainSettings
+from skipcore.training.settings import TrainSettings, epochs_trained
 
 
 def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
@@ -66,13 +66,18 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     the user set (a resume takes every other one from the run it continues, and refuses one set to another value
     where it may not change: `skipcore.training.resume`); None: those `settings` hold at other than their defaults
     (`TrainSettings.changed`), so `train(TrainSettings(resume=..., out=...))` continues a run as it was (a resume
-    that sets a setting back to its default names it in `given`).
+    that sets a setting back to its default names it in `given`). Settings of another kind, or a `given` that is
+    no collection of the settings' names (`"steps"` is its letters), are refused in one line before any work.
 
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards."""
+    if not isinstance(settings, TrainSettings):
+        raise ArgumentTypeError(
+            f"settings must be a TrainSettings, got {type(settings).__name__}", field="settings"
+        )
     # the settings set, compared with their defaults as the run takes them (NumPy's counts as Python's)
-    given = settings.taken().changed() if given is None else frozenset(given)
+    given = settings.taken().changed() if given is None else given_names(given)
     settings = settings.check()
     before = torch.get_num_threads()
     if settings.threads:
@@ -83,6 +88,26 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     finally:
         torch.set_num_threads(before)
         torch.set_flush_denormal(False)
+
+
+def given_names(given: object) -> frozenset[str]:
+    """`train`'s `given` as a set of the settings' names, refused where it is no collection of names (a string is
+    one of letters) or names a setting `TrainSettings` does not have: a resume would take every setting it misses
+    from the run, so a value set now would be dropped without a word."""
+    if isinstance(given, str | bytes) or not isinstance(given, Collection):
+        raise ArgumentTypeError(
+            f"given must be a collection of TrainSettings' field names, such as {{'steps'}}, got {quoted(given)}",
+            field="given",
+        )
+    names = TrainSettings.names()
+    unknown = [name for name in given if name not in names]
+    if unknown:
+        raise UserError(
+            f"given names {quoted(unknown[0])}, which is no setting of TrainSettings (its fields are its "
+            "settings: steps, lr, ...)",
+            field="given",
+        )
+    return frozenset(given)
 
 
 def _train(s: TrainSettings, given: frozenset[str]) -> Path:
@@ -244,6 +269,7 @@ def _continued_record(
 
 def hyper_of(s: TrainSettings):
     """The optimisation and bookkeeping settings the loop runs with (`loop.Hyper`: each of its fields is the
-    setting of that name, but `progress`), checked."""
-    same = {f.name: getattr(s, f.name) for f in fields(Hyper) if f.name != "progress"}
-    return Hyper(**same, progress=not s.no_progress)
+    setting of that name, but `progress`, and `epochs`, the passes the run trains: none where steps set its
+    length), checked."""
+    same = {f.name: getattr(s, f.name) for f in fields(Hyper) if f.name not in ("progress", "epochs")}
+    return Hyper(**same, epochs=epochs_trained(s.steps, s.epochs), progress=not s.no_progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -135,7 +136,11 @@ def lora_three_steps(model_dirs, tmp_path_factory):
         (["--whole-layers", "4"], "--whole-layers 4 differs from the run's 5;"),
         (
             ["--lora-targets", "mlp", "--lora-alpha", "1"],
-            "--lora-alpha 1.0 differs from the run's 8 (so do --lora-targets)",
+            "--lora-alpha 1.0 differs from the run's 8 (so does --lora-targets)",
+        ),
+        (
+            ["--lora-targets", "mlp", "--lora-alpha", "1", "--seed", "3"],
+            "--lora-alpha 1.0 differs from the run's 8 (so do --lora-targets, --seed)",
         ),
         (["--elastic", "1:2"], "--elastic 1:2 differs from the run's 1:3;"),
         (["--weight-decay", "0.5"], "--weight-decay 0.5 differs from the run's 0.01;"),
@@ -224,6 +229,120 @@ def test_a_resume_applies_more_steps_says_it_and_records_it_truthfully(
     ]
 
 
+# -- a run's length: its steps, or its epochs over the data, never both --------------------------------------
+@pytest.fixture(scope="module")
+def four_steps(model_dirs, tmp_path_factory):
+    """A run set by --steps 4, checkpoints at steps 2 and 4."""
+    root = tmp_path_factory.mktemp("length")
+    out = root / "run"
+    assert main(train_argv(model_dirs["opt"], out, *four_steps_flags(root))) == 0
+    return out
+
+
+def copied_run(run: Path, out: Path) -> Path:
+    """`run` copied to `out`, its checkpoints naming the copy as their run's output (so a resume into it is its)."""
+    shutil.copytree(run, out)
+    for ckpt in (out / "checkpoints").iterdir():
+        record = json.loads((ckpt / "skipcore_training.json").read_text())
+        record["output_dir"], record["args"]["out"] = str(out), str(out)
+        (ckpt / "skipcore_training.json").write_text(json.dumps(record))
+    return out
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (
+            ["--epochs", "5"],
+            "error: --epochs 5 does not apply to the resumed run: its length is its --steps 4; extend it with "
+            "--steps N",
+        ),
+        (["--epochs", "5", "--steps", "6"], "error: --epochs 5 and --steps 6 both set the run's length"),
+        # a resume was not asked about its length settings at all
+        (
+            ["--save-every", "9"],
+            "error: --save-every 9 is past the run's --steps 4: no checkpoint would be saved",
+        ),
+        (
+            ["--save-every", "0", "--keep-checkpoints", "1"],
+            "error: --keep-checkpoints is a setting of the run's",
+        ),
+    ],
+)
+def test_a_resume_refuses_a_length_setting_it_would_not_read(four_steps, capsys, flags, said):
+    """`--epochs 5` on a resume of a `--steps` run was said to apply ("resuming with --epochs 5.0 (the run's 1.0)")
+    and recorded, while the run stopped at its steps; with `--steps` beside it, steps won without a word. The
+    record of a `--steps` run names no epochs, which it did not train with."""
+    out = four_steps
+    record = read_record(out)
+    assert record["args"]["epochs"] is None and record["training"]["epochs"] is None
+    before = (out / "skipcore_training.json").read_text(), (out / "train_log.jsonl").read_text()
+    argv = ["train", "--no-progress", "--threads", "1", "--resume", str(out / "checkpoints" / "step-0000002")]
+    assert refused(capsys, [*argv, "--out", str(out), *flags]).startswith(said)
+    assert ((out / "skipcore_training.json").read_text(), (out / "train_log.jsonl").read_text()) == before
+
+
+def test_an_older_record_that_kept_epochs_beside_steps_resumes_as_it_did(four_steps, tmp_path, capsys):
+    """A record written before carried `epochs: 1.0` beside its steps: it resumes, extended by steps, and neither
+    the notes nor the record's `resumes` say an epochs change."""
+    out = copied_run(four_steps, tmp_path / "run")
+    ckpt = out / "checkpoints" / "step-0000002"
+    record = json.loads((ckpt / "skipcore_training.json").read_text())
+    record["args"]["epochs"] = record["training"]["epochs"] = 1.0
+    (ckpt / "skipcore_training.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    argv = [
+        "train",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--resume",
+        str(ckpt),
+        "--out",
+        str(out),
+        "--steps",
+        "5",
+    ]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert (
+        "note: resuming with --steps 5 (the run's 4), from the resumed step on" in err and "epochs" not in err
+    )
+    record = read_record(out)
+    assert record["state"]["step"] == 5 and record["args"]["epochs"] is None
+    assert record["resumes"][-1]["settings"] == {"steps": [4, 5]}
+
+
+def test_a_run_its_epochs_set_resumes_with_more_epochs_or_with_steps(model_dirs, tmp_path, capsys):
+    """More epochs apply from the resumed step; steps given instead set the length from there on, and the note and
+    the record say the run's epochs are left."""
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i} x"}) + "\n" for i in range(8)))
+    flags = ["--dataset", str(data), "--batch-size", "4", "--epochs", "2", "--save-every", "1"]
+    run = tmp_path / "run"
+    assert (
+        main(train_argv(model_dirs["opt"], run, *flags, "--keep-checkpoints", "0", "--warmup-ratio", "0"))
+        == 0
+    )
+    assert read_record(run)["training"]["epochs"] == 2.0 and read_record(run)["state"]["step"] == 4
+    ckpt = "step-0000002"
+    more = copied_run(run, tmp_path / "more")
+    argv = ["train", "--no-progress", "--threads", "1", "--resume", str(more / "checkpoints" / ckpt)]
+    assert main([*argv, "--out", str(more), "--epochs", "3"]) == 0
+    assert read_record(more)["state"]["step"] == 6 and read_record(more)["training"]["epochs"] == 3.0
+    by_steps = copied_run(run, tmp_path / "steps")
+    capsys.readouterr()
+    argv = ["train", "--no-progress", "--threads", "1", "--resume", str(by_steps / "checkpoints" / ckpt)]
+    assert main([*argv, "--out", str(by_steps), "--steps", "5"]) == 0
+    assert (
+        "note: resuming with --steps 5 (the run's none), --epochs none (the run's 2.0)"
+        in capsys.readouterr().err
+    )
+    record = read_record(by_steps)
+    assert record["state"]["step"] == 5 and record["args"]["epochs"] is record["training"]["epochs"] is None
+    assert record["resumes"][-1]["settings"] == {"steps": [None, 5], "epochs": [2.0, None]}
+
+
 def test_a_resume_trains_at_the_rate_of_its_own_schedule_and_peak():
     """The checkpoint's optimizer keeps the rate of the schedule it was saved under; the resumed step uses the
     rate of the schedule the resume asks for (another end, another peak), and, where nothing changed, exactly the
@@ -287,7 +406,7 @@ def test_an_interrupted_run_without_a_checkpoint_says_there_is_nothing_to_resume
     kept and named a resume that was then refused ('no resumable checkpoint'); it says what is there, and the way
     it says starts the run again."""
     out = tmp_path / "run"
-    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path), "--save-every", "0")
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path)[:-2], "--save-every", "0")
     interrupted_at_step(monkeypatch, 3)
     assert interruption_line(capsys, argv) == (
         "no checkpoint was saved (--save-every N saves one every N steps), so there is nothing to resume; its log so "

@@ -61,6 +61,19 @@ BAD_VALUES = [  # (setting, value, the refusal's start)
     ("schedule", "zigzag", "schedule: unknown value 'zigzag'; choose from full, constant, linear"),
     ("lr_scheduler", "zigzag", "lr_scheduler: unknown value 'zigzag'; choose from linear, cosine"),
     ("task", "foo", "task: unknown value 'foo'; choose from e2e, cnn_dm, tldr, generic"),
+    # a switch took any truthy value as True: overwrite="false" replaced a finished run
+    ("overwrite", "false", "overwrite must be True or False, got 'false'"),
+    ("group_by_length", "no", "group_by_length must be True or False, got 'no'"),
+    ("no_progress", 0, "no_progress must be True or False, got 0"),
+    # text of another kind reached pathlib or str.split as a traceback
+    ("dataset", [str(REPO / "data" / "e2e_synth")], "dataset must be text, got ["),
+    ("dataset", 5, "dataset must be text, got 5"),
+    ("dataset", b"data", "dataset must be text, got b'data'"),
+    ("out", 5, "out must be text, got 5"),
+    ("out", None, "out must be text, got None"),
+    ("elastic", (1, 2), "elastic must be text, got [1, 2]"),
+    ("elastic", 2.0, "elastic must be text, got 2.0"),
+    ("lora_targets", [None], "lora_targets must be text or a list of items, got [None]"),
 ]
 
 
@@ -68,25 +81,28 @@ BAD_VALUES = [  # (setting, value, the refusal's start)
 def test_a_value_the_run_cannot_use_is_refused_naming_the_setting_before_any_work(
     model_dirs, tmp_path, name, value, said
 ):
-    e = refusal(settings(model_dirs, str(tmp_path / "o"), **{name: value}))
+    e = refusal(settings(model_dirs, **{"out": str(tmp_path / "o"), name: value}))
     assert str(e).startswith(said) and e.fields == (name,)
     assert not any(tmp_path.iterdir())  # no folder, no lock beside it
 
 
 def test_numpy_numbers_a_whole_float_and_paths_train_and_are_recorded_as_plain_json(model_dirs, tmp_path):
-    """A notebook's values (NumPy's counts and floats, 2.0 for a count, `Path`s) train as Python's would, and the
-    record says them as Python's: the folder is then the run's own, so an overwrite replaces it."""
+    """A notebook's values (NumPy's counts, floats and bools, 2.0 for a count, `Path`s, a list for a comma-separated
+    setting) train as Python's would, and the record says them as Python's (the list as the command line's text):
+    the folder is then the run's own, so an overwrite replaces it."""
     out = tmp_path / "o"
     s = settings(
         model_dirs, out, model=Path(model_dirs["opt"]), dataset=REPO / "data" / "e2e_synth",
         steps=np.float64(2.0), batch_size=np.int64(4), limit=np.int64(8), lora_rank=np.int64(2),
         whole_layers=np.array([5]), max_layers=np.int64(6), target_speedup=np.float32(1.5), lr=np.float32(1e-3),
-        epochs=np.float32(1.0), threads=np.int32(1),
+        threads=np.int32(1), group_by_length=np.bool_(False),
+        lora_targets=["attention", "mlp"],
     )  # fmt: skip
     assert train(s) == out
     args = json.loads((out / RECORD_FILE).read_text())["args"]
     expected = {"steps": 2, "batch_size": 4, "limit": 8, "lora_rank": 2, "whole_layers": [5], "max_layers": 6}
-    expected |= {"target_speedup": 1.5, "epochs": 1.0, "threads": 1}
+    expected |= {"target_speedup": 1.5, "threads": 1, "group_by_length": False}
+    expected |= {"lora_targets": "attention,mlp"}
     assert {k: args[k] for k in expected} == expected
     assert all(type(args[k]) is type(v) for k, v in expected.items())  # 2, not 2.0
     assert args["lr"] == pytest.approx(1e-3) and type(args["lr"]) is float
@@ -96,6 +112,46 @@ def test_numpy_numbers_a_whole_float_and_paths_train_and_are_recorded_as_plain_j
         str(out),
     )
     assert train(settings(model_dirs, out, steps=np.int64(1), overwrite=True)) == out
+
+
+def test_a_switch_given_as_text_does_not_replace_a_finished_run(model_dirs, tmp_path):
+    """`overwrite="false"` was taken as True and replaced the run in `out` (and the record kept the text)."""
+    out = tmp_path / "o"
+    train(settings(model_dirs, out))
+    kept = (out / "model.safetensors").read_bytes()
+    e = refusal(settings(model_dirs, out, overwrite="false"))
+    assert str(e) == "overwrite must be True or False, got 'false'" and e.fields == ("overwrite",)
+    assert (out / "model.safetensors").read_bytes() == kept
+
+
+def test_a_comma_separated_setting_takes_a_list_of_its_items():
+    s = TrainSettings(
+        init_config="opt", out="o", budgets=[8, 6.0, np.int64(4)], lora_targets=("q_proj", "v_proj")
+    )
+    taken = s.taken()
+    assert (taken.budgets, taken.lora_targets) == ("8,6,4", "q_proj,v_proj")
+    assert TrainSettings(init_config="opt", out="o", budgets=None).taken().budgets is None
+
+
+@pytest.mark.parametrize("given", ["steps", b"steps", 5, ["bogus"], {"steps", "lr_rate"}])
+def test_given_must_be_a_collection_of_setting_names(tmp_path, given):
+    """`given="steps"` was its letters, {'s', 't', 'e', 'p'}: a resume then took `steps` from the run and dropped the
+    value set now without a word; an unknown name passed, and `given=5` was a raw TypeError."""
+    with pytest.raises(UserError) as e:
+        train(TrainSettings(init_config="opt", out=str(tmp_path / "o"), steps=2), given=given)
+    assert e.value.fields == ("given",) and len(str(e.value).splitlines()) == 1
+    assert ("no setting" in str(e.value)) == (not isinstance(given, str | bytes | int))
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("settings_given", [None, {"init_config": "opt", "out": "o"}, "o"])
+def test_train_takes_only_train_settings(settings_given):
+    from skipcore.errors import ArgumentTypeError
+
+    with pytest.raises(
+        ArgumentTypeError, match=f"settings must be a TrainSettings, got {type(settings_given).__name__}"
+    ):
+        train(settings_given)
 
 
 def test_a_tilde_in_out_and_dataset_is_the_home_folder_as_the_record_says(model_dirs, tmp_path, monkeypatch):

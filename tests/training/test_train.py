@@ -710,7 +710,7 @@ def test_an_adapter_trains_whole_without_lora_flags(model_dirs, tmp_path, capsys
         (["--elastic", "1:4", "--speedup-over", "0"], "--speedup-over must be >= 2, got 0"),
         (["--max-new-tokens", "0"], "--max-new-tokens must be >= 2, got 0"),
         (["--mixed-precision", "fp16"], "--mixed-precision fp16 does nothing on a CPU"),
-        (["--keep-checkpoints", "-1"], "--keep-checkpoints must be >= 0, got -1"),
+        (["--keep-checkpoints", "-1", "--save-every", "1"], "--keep-checkpoints must be >= 0, got -1"),
     ],
 )
 def test_values_the_run_cannot_take_are_refused_not_replaced(model_dirs, tmp_path, capsys, flags, said):

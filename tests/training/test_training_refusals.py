@@ -28,9 +28,38 @@ def test_training_flags_out_of_range_name_the_flag_given(model_dirs, tmp_path, c
 
 
 def test_max_length_that_leaves_no_target_says_so(model_dirs, tmp_path, capsys):
+    """At full depth the refusal spoke of a target speedup over the output, which nobody asked for."""
     argv = train_argv(model_dirs["opt"], tmp_path / "o", "--limit", "4", *ONE_STEP, "--max-length", "2")
     err = refused(capsys, argv)
     assert "--max-length 2 cut the pairs" in err and "--speedup-over" not in err
+    assert err.endswith("half the pairs or more keep no target text to train on") and "speedup" not in err
+    err = refused(capsys, [*argv, "--target-speedup", "2"])
+    assert err.endswith("(raise --max-length): there is no output to meet a target speedup over")
+
+
+@pytest.mark.parametrize("rows, said", [(1, "1 training pair does not"), (3, "3 training pairs do not")])
+def test_data_short_of_one_batch_is_said_in_its_number(model_dirs, tmp_path, capsys, rows, said):
+    data = tmp_path / "few.jsonl"
+    data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i}"}) + "\n" for i in range(rows)))
+    argv = train_argv(
+        model_dirs["opt"], tmp_path / "o", "--dataset", str(data), "--batch-size", "4", *ONE_STEP
+    )
+    assert refused(capsys, argv) == (
+        f"error: {said} fill one batch of --batch-size 4 x 1 process: use --batch-size {rows} at most, or more data"
+    )
+
+
+def test_a_resume_from_a_path_that_is_not_there_says_so(tmp_path, capsys):
+    """It said `no resumable checkpoint in PATH (a step-* folder with ...)`, as for a folder that holds none."""
+    argv = ["train", "--no-progress", "--out", str(tmp_path / "o"), "--resume"]
+    gone = tmp_path / "gone" / "step-0000020"
+    assert refused(capsys, [*argv, str(gone)]) == f"error: --resume {gone} does not exist"
+    (tmp_path / "empty").mkdir()
+    said = refused(capsys, [*argv, str(tmp_path / "empty")])
+    assert said.startswith(
+        f"error: --resume {tmp_path / 'empty'} holds no resumable checkpoint (a step-* folder"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
 
 
 def test_a_pickle_in_a_checkpoints_state_files_is_one_line(model_dirs, tmp_path, capsys):
@@ -307,3 +336,42 @@ def test_a_length_setting_the_run_would_not_read_is_refused(model_dirs, tmp_path
     argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--warmup-ratio", "0", *flags)
     assert refused(capsys, argv).startswith(said)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (
+            ["--keep-checkpoints", "1"],
+            "error: --keep-checkpoints is a setting of the run's checkpoints, and without --save-every N it saves "
+            "none: add --save-every N, or drop --keep-checkpoints",
+        ),
+        (["--checkpoint-dir", "CKPTS"], "error: --checkpoint-dir is a setting of the run's checkpoints, and"),
+    ],
+)
+def test_a_checkpoint_setting_in_a_run_that_saves_none_is_refused(model_dirs, tmp_path, capsys, flags, said):
+    """Both were taken without a word and recorded (`args.checkpoint_dir`, `training.keep_checkpoints`), though no
+    checkpoint was saved and no folder made."""
+    flags = [str(tmp_path / "ckpts") if f == "CKPTS" else f for f in flags]
+    argv = train_argv(
+        model_dirs["opt"], tmp_path / "o", "--limit", "4", "--batch-size", "4", *ONE_STEP, *flags
+    )
+    assert refused(capsys, argv).startswith(said)
+    assert list(tmp_path.iterdir()) == []
+    assert main([*argv, "--save-every", "1"]) == 0 and (tmp_path / "o" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("flag", ["--split", "--eval-split"])
+@pytest.mark.parametrize("path", ["./dev", "../e2e_synth/train", "sub\\dev", ".."])
+def test_a_split_given_as_a_path_is_refused(model_dirs, tmp_path, capsys, flag, path):
+    """`--split ./dev --eval-every 1` trained on the dev split and scored on it too, past the refusal of
+    `--split dev` (the splits were compared as text); `../e2e_synth/train` read a file outside the data folder."""
+    from tests.helpers import REPO
+
+    data = REPO / "data" / "e2e_synth"
+    argv = train_argv(model_dirs["opt"], tmp_path / "o", "--dataset", str(data), "--limit", "4", *ONE_STEP)
+    err = refused(capsys, [*argv, "--eval-every", "1", flag, path])
+    assert err.startswith(
+        f"error: {flag} {path!r} is a path: give the name of one of the data folder's files"
+    )
+    assert list(tmp_path.iterdir()) == []
