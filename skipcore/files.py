@@ -71,13 +71,14 @@ def read_parquet(path: str | os.PathLike) -> pa.Table:
         return pq.read_table(f)
 
 
-def parse_json(text: str | bytes) -> Any:
+def parse_json(text: str | bytes, **read_as: Any) -> Any:
     """`json.loads` for JSON a user gave (a schedule file, a prompts or data file's lines, a trace's metadata):
     Python's reader recurses once per level of nesting, so JSON nested a few thousand deep raises RecursionError,
     which no reader of a file expects; here it is the reader's own error for unreadable JSON
-    (`json.JSONDecodeError`, a ValueError), which every reader of a user's file already says in one line."""
+    (`json.JSONDecodeError`, a ValueError), which every reader of a user's file already says in one line.
+    `read_as`: `json.loads`'s own options (`object_pairs_hook`)."""
     try:
-        return json.loads(text)
+        return json.loads(text, **read_as)
     except RecursionError:
         shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError("nested deeper than a JSON reader follows", shown, 0) from None

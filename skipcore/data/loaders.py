@@ -11,6 +11,7 @@ import csv
 import json
 import sys
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,8 @@ def _read_e2e_csv(path: Path, task: str) -> list[Example]:
         pairs = []
         try:
             for row in reader:
-                if not any(cell.strip() for cell in row):
-                    continue  # blank line
+                if len(row) <= 1 and not "".join(row).strip():
+                    continue  # a blank line (one of commas and spaces has cells: empty ones, refused below)
                 if len(row) != len(header):
                     raise DataFormatError(
                         f"{path} line {reader.line_num}: {len(row)} fields, the header has {len(header)}"
@@ -129,12 +130,24 @@ def _read_e2e_csv(path: Path, task: str) -> list[Example]:
 def _targets(value: Any, where: str, field: str) -> list[str]:
     """A target is one string or a non-empty list of strings."""
     refs = [value] if isinstance(value, str) else value
-    if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
+    if refs == []:
+        raise DataFormatError(f"{where}: {field!r} is an empty list: give at least one reference")
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         raise DataFormatError(f"{where}: {field!r} must be a string or a list of strings")
     refs = [r.strip() for r in refs]
     if not all(refs):
         raise DataFormatError(f"{where}: empty {field!r}")
     return refs
+
+
+def _one_of_each(where: str, pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object's keys and values as a dict, refused where a key appears twice: JSON readers keep the last
+    one without a word, where a CSV's column named twice is refused (which one is meant cannot be told)."""
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise DataFormatError(f"{where}: the key {twice!r} appears {keys.count(twice)} times; keep one")
+    return dict(pairs)
 
 
 def load_jsonl(
@@ -159,7 +172,7 @@ def _read_jsonl(path: Path, source_field: str, target_field: str, task: str) -> 
                 continue
             where = f"{path} line {number}"
             try:
-                record = parse_json(line)
+                record = parse_json(line, object_pairs_hook=partial(_one_of_each, where))
             except json.JSONDecodeError as err:
                 raise DataFormatError(f"{where}: invalid JSON ({err.msg})") from None
             if not isinstance(record, dict):

@@ -216,6 +216,26 @@ def test_e2e_csv_empty_cell_names_the_line(tmp_path: Path) -> None:
         load_e2e_csv(path)
 
 
+def test_e2e_csv_row_of_blank_cells_is_refused_as_an_empty_one(tmp_path: Path) -> None:
+    """A row of spaces between commas was dropped without a word, where 'a,' was refused by its line."""
+    path = tmp_path / "x.csv"
+    path.write_text("mr,ref\nname[A],hello\n   ,   \n\n   \nname[B],hi\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"x\.csv line 3: empty 'mr'"):
+        load_e2e_csv(path)
+    path.write_text("mr,ref\nname[A],hello\n\n   \nname[B],hi\n", encoding="utf-8")  # blank lines: skipped
+    assert [e.source for e in load_e2e_csv(path)] == ["name[A]", "name[B]"]
+
+
+def test_jsonl_key_given_twice_is_refused_not_picked(tmp_path: Path) -> None:
+    """JSON's readers keep a key's last value without a word; a CSV column named twice is refused."""
+    path = tmp_path / "two.jsonl"
+    path.write_text('{"source": "a", "target": "b"}\n{"source": "a", "target": "b", "source": "z"}\n')
+    with pytest.raises(
+        DataFormatError, match=r"two\.jsonl line 2: the key 'source' appears 2 times; keep one"
+    ):
+        load_jsonl(path)
+
+
 def test_e2e_csv_wrong_field_count_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("mr,ref\nname[A],hello\nname[B],hi,extra\n", encoding="utf-8")
@@ -286,7 +306,8 @@ def test_jsonl_invalid_json_names_the_line(tmp_path: Path) -> None:
         ([{"target": "b"}], 1, "missing field 'source'"),
         ([{"source": "a", "target": "b"}, ["a", "b"]], 2, "expected a JSON object"),
         ([{"source": "a", "target": 3}], 1, "must be a string or a list of strings"),
-        ([{"source": "a", "target": []}], 1, "must be a string or a list of strings"),
+        # it said the empty list "must be a string or a list of strings", which it is
+        ([{"source": "a", "target": []}], 1, "'target' is an empty list: give at least one reference"),
         ([{"source": "", "target": "b"}], 1, "non-empty string"),
         ([{"source": "a", "target": ["x", " "]}], 1, "empty 'target'"),
     ],
