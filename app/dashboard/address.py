@@ -160,14 +160,7 @@ def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
     page switch unbinds it)."""
     from streamlit.runtime.state.session_state_proxy import get_session_state
 
-    wanted = {
-        name: None
-        if value == defaults.get(name)
-        else str(int(value))
-        if isinstance(value, bool)
-        else str(value)
-        for name, value in values.items()
-    }
+    wanted = {name: None if value == defaults.get(name) else _text(value) for name, value in values.items()}
     # Streamlit's own address, whose public writes send one change each; its `update` sends one for them all
     with get_session_state().query_params() as params:
         free = {name: text for name, text in wanted.items() if not params.is_bound(name)}
@@ -178,6 +171,11 @@ def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
         for name in gone:
             params.discard_param_no_forward_msg(name)
         params.update(changed)  # one message to the browser, the names taken out included
+
+
+def _text(value: Any) -> str:
+    """A setting as the address writes it: a bool as 1 or 0."""
+    return str(int(value)) if isinstance(value, bool) else str(value)
 
 
 def hold(page: str) -> None:
