@@ -296,6 +296,13 @@ def short_header(column: str, x: str, y: str) -> str:
     return {"timing_flag": "flag", MACHINE: "machine"}.get(column, column_title(column))
 
 
+# the charts' marks for a table of several models (`plots.tradeoff_chart`), as the legend "model" shows them
+MODEL_WORDS = (
+    " Each model has its own marker and line (the legend *model*): the model's circles on a solid line, each base "
+    "model's own marker on a line dashed in its series' colour."
+)
+
+
 def colour_words(df: pd.DataFrame, color: str | None) -> str:
     """What the charts' colours and markers show, for the caption under them (`color`: the series column)."""
     models = "model_role" in df and df["model_role"].nunique() > 1
@@ -305,10 +312,10 @@ def colour_words(df: pd.DataFrame, color: str | None) -> str:
             "every page."
         )
         if models:
-            said += " A base model's rows are the lighter shade of the same hue, and each model has its own marker."
-        return said
+            said += " A base model's rows are the lighter shade of the same hue."
+        return said + (MODEL_WORDS if models else "")
     said = f"Colour: {column_title(color)}, one hue per value (the legend)." if color else "One colour."
-    return said + (" Each model has its own marker." if models else "")
+    return said + (MODEL_WORDS if models else "")
 
 
 def no_measured_chart(df: pd.DataFrame, column: str | None, measured: list[str]) -> str | None:

@@ -322,7 +322,8 @@ def draw(df: pd.DataFrame) -> None:
                     )
                 )
     st.caption(
-        f"Dashed: the Pareto front of {front_of} (no other such setting is both faster and better). "
+        f"Black dashed line through rings: the Pareto front of {front_of} (no other such setting is both faster "
+        "and better). "
         "Theoretical speedup counts "
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
         "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "
