@@ -304,7 +304,9 @@ def texts_shown(at, index: int = 0) -> pd.DataFrame:
     tables = [e.value for e in at.get("html") if 'class="skipcore-texts"' in e.value]
     parsed = Cells()
     parsed.feed(tables[index])
-    assert parsed.tags <= {"style", "table", "thead", "tbody", "tr", "th", "td"}, parsed.tags  # text alone
+    assert parsed.tags <= {"style", "div", "table", "thead", "tbody", "tr", "th", "td"}, (
+        parsed.tags
+    )  # text alone
     head, *rows = parsed.rows
     return pd.DataFrame(rows, columns=head)
 

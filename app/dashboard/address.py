@@ -154,15 +154,28 @@ def adopt(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> None:
 
 def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
     """Write `values` into this page's address where they differ from `defaults` (as a bound widget does), and take
-    out the ones that are back at their default. A name a widget still holds bound is left to the widget."""
-    from streamlit.errors import StreamlitAPIException
+    out the ones that are back at their default, all in one change of the address: the browser keeps a history
+    entry for every change a run makes, so one write per setting left as many entries that Back had to step
+    through on the same page. A name a widget still holds bound is left to the widget (the designer's, until the
+    page switch unbinds it)."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
 
-    for name, value in values.items():
-        text = str(int(value)) if isinstance(value, bool) else str(value)
-        try:
-            _write(name, None if value == defaults.get(name) else text)
-        except StreamlitAPIException:  # bound to a widget (the designer's, until the page switch unbinds it)
-            continue
+    wanted = {name: None if value == defaults.get(name) else _text(value) for name, value in values.items()}
+    # Streamlit's own address, whose public writes send one change each; its `update` sends one for them all
+    with get_session_state().query_params() as params:
+        free = {name: text for name, text in wanted.items() if not params.is_bound(name)}
+        gone = [name for name, text in free.items() if text is None and params.has_param(name)]
+        changed = {n: t for n, t in free.items() if t is not None and params.get(n) != t}
+        if not gone and not changed:
+            return
+        for name in gone:
+            params.discard_param_no_forward_msg(name)
+        params.update(changed)  # one message to the browser, the names taken out included
+
+
+def _text(value: Any) -> str:
+    """A setting as the address writes it: a bool as 1 or 0."""
+    return str(int(value)) if isinstance(value, bool) else str(value)
 
 
 def hold(page: str) -> None:

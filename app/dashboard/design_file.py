@@ -3,12 +3,13 @@
 line runs), and its fields set as the design's values (`state.PARAMS`), which every page runs.
 
 The values are set before the designer's widgets are drawn: from an upload's callback (`loader`, on the designer)
-or before the page is switched to (`open_in_designer`, from the Tune page).
+or before the page is switched to (`open_in_designer`, from the Tune page, with the search's horizon).
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import streamlit as st
@@ -20,6 +21,7 @@ from skipcore.schedule import Schedule
 UPLOAD = "design_file"  # the designer's uploader
 SAID = "_design_file_said"  # in the session: what the last load said (a success, or why it failed)
 NOTE = "_design_file_note"  # and what a loaded design that skips nothing should know
+HORIZON = ("max_new_tokens", "speedup_over")  # the design's lengths a search carries
 SKIPS_BY = 4096  # the steps a loaded schedule is looked at over: one that skips nothing by then skips nothing
 
 
@@ -41,12 +43,22 @@ def design_values(schedule: Schedule) -> dict:
     return values
 
 
-def open_in_designer(schedule: Schedule) -> dict:
+def open_in_designer(schedule: Schedule, horizon: Mapping[str, int] | None = None) -> dict:
     """Make `schedule` the design; returns the values set (the caller then switches to the designer, with them
-    in its address)."""
+    in its address). `horizon`: the tokens to generate (`max_new_tokens`) and the typical output its speedups are
+    over (`speedup_over`) of the search that chose it, so the designer shows the speedup the search reported for
+    it: a schedule's speedup grows with the horizon, and the model's own typical output gave another number."""
     values = design_values(schedule)
+    said = f"Loaded: {schedule.describe()}."
+    given = {k: int(v) for k in HORIZON if (v := (horizon or {}).get(k))}
+    if len(given) == len(HORIZON):  # a run kept before the search said both opens at the model's own
+        values.update(given)
+        said += (
+            f" Tokens to generate: {values['max_new_tokens']}, speedups over {values['speedup_over']} tokens, "
+            "as the search ran it."
+        )
     st.session_state.update(values)
-    st.session_state[SAID] = ("success", f"Loaded: {schedule.describe()}.")
+    st.session_state[SAID] = ("success", said)
     if schedule.shape != "full" and all(n == schedule.num_layers for n in schedule.budgets(SKIPS_BY)):
         st.session_state[NOTE] = (
             f"It runs all {schedule.num_layers} layers at every step, as full depth does: the file gives no "

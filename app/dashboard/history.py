@@ -6,11 +6,13 @@ same on both pages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.dashboard.markdown import visible_controls
 from skipcore import plots
 from skipcore.labels import column_title, metadata_label, model_label, run_family
 from skipcore.plots.style import RunStyle, legend_below, run_styles
@@ -160,8 +162,26 @@ def run_words(settings: Mapping, label: str) -> str:
 
 # -- the run history's tables, narrow enough for a 1024 px screen ---------------------------------------------
 RAN = "model · what ran"  # the listing's model and schedule (or policies) in one wrapped column
-LISTING_SHOWN = ("run", "UTC", "kind", RAN, "decoding", "max new tokens", "layer speedup", "FLOPs speedup")
+LISTING_SHOWN = (
+    "run", "UTC", "kind", RAN, "prompts", "decoding", "max new tokens", "layer speedup", "FLOPs speedup",
+)  # fmt: skip
+PROMPT_START = 24  # characters of a run's first prompt the listing shows: runs on other prompts read apart
+
+
+def prompts_words(prompts: Sequence[str]) -> str:
+    """A run's prompts for the listing: how many, where more than one, and the start of the first on one line, so runs
+    on other prompts read apart; a control character shows as its escape (`\\x00`), a direction control as its
+    code point."""
+    first = "".join(
+        f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c
+        for c in visible_controls(prompts[0].replace("\n", " ").strip())
+    )
+    cut = first[:PROMPT_START] + ("…" if len(first) > PROMPT_START else "")
+    return f"{len(prompts)} prompts: {cut}" if len(prompts) > 1 else cut or "(empty)"
+
+
 WRAPPED = 66  # px: a row height past 64 px wraps its text, two lines
+LISTING_ROW = 86  # px: the listing's rows, four lines: what ran and the prompts wrap in narrow columns
 
 
 def listing_view(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
@@ -179,12 +199,15 @@ def listing_view(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
     shown = [c for c in (*LISTING_SHOWN, "cannot be reopened") if c in out]
     speedup = {"format": "%.2fx", "width": 58}
     config = {
-        "run": st.column_config.NumberColumn(format="#%d", width=46),
-        "UTC": st.column_config.TextColumn(width=58, help="when the run was made (UTC)"),
+        "run": st.column_config.NumberColumn(format="#%d", width=42),
+        "UTC": st.column_config.TextColumn(width=54, help="when the run was made (UTC)"),
         "kind": st.column_config.TextColumn(width=70),
-        RAN: st.column_config.TextColumn(width=200, help="the model, and the schedule or policies it ran"),
-        "decoding": st.column_config.TextColumn(width=72),
-        "max new tokens": st.column_config.TextColumn("max new", width=64, help="max new tokens"),
+        RAN: st.column_config.TextColumn(width=142, help="the model, and the schedule or policies it ran"),
+        "prompts": st.column_config.TextColumn(
+            width=92, help="the start of the first prompt (+ how many more)"
+        ),
+        "decoding": st.column_config.TextColumn(width=64),
+        "max new tokens": st.column_config.TextColumn("max new", width=60, help="max new tokens"),
         "layer speedup": st.column_config.NumberColumn("layers", help="layer speedup (realised)", **speedup),
         "FLOPs speedup": st.column_config.NumberColumn("FLOPs", help="FLOPs speedup (decode)", **speedup),
     }

@@ -78,12 +78,16 @@ def chart_text(text: str) -> str:
     return visible_controls(html.escape(text, quote=False))
 
 
-# a table of texts: cells wrap and keep their line breaks, as Streamlit's own tables look, in either theme
+# a table of texts: cells wrap and keep their line breaks, as Streamlit's own tables look, in either theme. Each
+# column is at least `TEXT_COLUMN_MIN` wide, the table scrolling sideways in its own box where they do not fit: a
+# phone's column shared by eight texts (Compare's outputs) gave each ~35 px, every word broken letter by letter
+TEXT_COLUMN_MIN = "7rem"  # about 14 characters a line
 _TEXTS_STYLE = (
+    ".skipcore-texts-box{overflow-x:auto;max-width:100%}"
     ".skipcore-texts{width:100%;border-collapse:collapse;font-size:.875rem}"
     ".skipcore-texts th{text-align:left;font-weight:600}"
-    ".skipcore-texts th,.skipcore-texts td{padding:.35rem .6rem;vertical-align:top;white-space:pre-wrap;"
-    "overflow-wrap:anywhere;border-bottom:1px solid rgba(128,128,128,.3)}"
+    f".skipcore-texts th,.skipcore-texts td{{min-width:{TEXT_COLUMN_MIN};padding:.35rem .6rem;vertical-align:top;"
+    "white-space:pre-wrap;overflow-wrap:anywhere;border-bottom:1px solid rgba(128,128,128,.3)}"
 )
 
 
@@ -91,13 +95,14 @@ def texts_table(columns: Mapping[str, Sequence[str]]) -> str:
     """Texts side by side (prompts and outputs) as an HTML table, each cell exactly the text: Streamlit's
     `st.table` renders its cells as Markdown (a prompt's `[a](url)` became a link, `![](url)` an image, `$x$` maths,
     `2*3*4` lost its stars) and turns any address in them into a link, which no Markdown escape stops; here the
-    text is HTML-escaped, so nothing in it is markup, and its line breaks stay."""
+    text is HTML-escaped, so nothing in it is markup, and its line breaks stay. Too many texts for the width
+    scroll sideways in the table's own box, each column kept readable (`TEXT_COLUMN_MIN`)."""
     names = list(columns)
     rows = zip(*(columns[n] for n in names), strict=True)
     head = "".join(f'<th scope="col">{html.escape(str(n))}</th>' for n in names)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     table = f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
-    return f'<style>{_TEXTS_STYLE}</style><table class="skipcore-texts">{table}</table>'
+    return f'<style>{_TEXTS_STYLE}</style><div class="skipcore-texts-box"><table class="skipcore-texts">{table}</table></div>'
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code block's first or last line

@@ -71,11 +71,13 @@ def axis_named(column: object) -> bool:
 
 
 def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
-    """The table with every cell of an axis's column (`axis_named`) that is no finite number made missing, and
-    which cells they were ('1 in bleu (inf), 1 in layer_speedup ('fast')'), or None where there were none. A chart
-    cannot place such a point: an infinite one failed the browser's chart library with a stack trace, and one text
-    cell made its whole column text, dropped from the pickers without a word. Missing values are left off the
-    chart and said, as any missing value is."""
+    """The table with every cell of an axis's column (`axis_named`) that is no finite number, or in a speedup's
+    column (`speedup_ratio`) is not above 0, made missing, and which cells they were ('1 in bleu (inf), 2 in
+    layer_speedup (-1.2, -3.0: not above 0)'), or None where there were none. A chart cannot place such a point:
+    an infinite one failed the browser's chart library with a stack trace, one text cell made its whole column
+    text, dropped from the pickers without a word, and a speedup below 0 (a ratio of times or counts is never)
+    was drawn outside the plot, its axis turned backwards. Missing values are left off the chart and said, as any
+    missing value is."""
     said, out = [], df.copy()
     for column in [c for c in df.columns if axis_named(c) and not pd.api.types.is_bool_dtype(df[c])]:
         values = pd.to_numeric(df[column], errors="coerce").astype(float)
@@ -83,15 +85,26 @@ def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
             continue  # no number at all: a column of text, or empty (`empty_axes`)
         text = values.isna() & df[column].notna()
         infinite = np.isinf(values)
+        below = (values <= 0) & ~infinite if speedup_ratio(column) else pd.Series(False, index=values.index)
         if text.any():
             said.append(
                 f"{int(text.sum())} in {column} ({', '.join(map(repr, df[column][text].unique()[:2]))})"
             )
         if infinite.any():
             said.append(f"{int(infinite.sum())} in {column} (inf)")
-        if text.any() or infinite.any():
-            out[column] = values.where(~infinite)
+        if below.any():
+            shown = ", ".join(f"{v:g}" for v in values[below].unique()[:2])
+            said.append(
+                f"{int(below.sum())} in {column} ({shown}{', …' if below.sum() > 2 else ''}: not above 0)"
+            )
+        if text.any() or infinite.any() or below.any():
+            out[column] = values.where(~infinite & ~below)
     return (out, ", ".join(said)) if said else (df, None)
+
+
+def speedup_ratio(column: str) -> bool:
+    """Whether `column` is a speedup (a ratio, above 0 by its nature), not a count that names one (`speedup_over`)."""
+    return "speedup" in str(column).lower() and column not in WHOLE_NUMBERS
 
 
 def empty_metrics(df: pd.DataFrame) -> list[str]:
@@ -155,7 +168,7 @@ def quality_columns(df: pd.DataFrame) -> list[str]:
 def speedup_columns(df: pd.DataFrame) -> tuple[list[str], list[str]]:
     """(theoretical, measured) speedup columns: names with 'speedup', split by whether they were timed; a sweep's
     count that names a speedup is none (`speedup_over`: the tokens a target speedup is met over)."""
-    cols = [c for c in numeric_columns(df) if "speedup" in c.lower() and c not in WHOLE_NUMBERS]
+    cols = [c for c in numeric_columns(df) if speedup_ratio(c)]
     measured = [c for c in cols if any(h in c.lower() for h in MEASURED_HINTS)]
     theoretical = [c for c in cols if c not in measured]
     first = {"layer_speedup": 0, "flops_speedup_decode": 1, "target_speedup": 2}
@@ -296,6 +309,13 @@ def short_header(column: str, x: str, y: str) -> str:
     return {"timing_flag": "flag", MACHINE: "machine"}.get(column, column_title(column))
 
 
+# the charts' marks for a table of several models (`plots.tradeoff_chart`), as the legend "model" shows them
+MODEL_WORDS = (
+    " Each model has its own marker and line (the legend *model*): the model's circles on a solid line, each base "
+    "model's own marker on a line dashed in its series' colour."
+)
+
+
 def colour_words(df: pd.DataFrame, color: str | None) -> str:
     """What the charts' colours and markers show, for the caption under them (`color`: the series column)."""
     models = "model_role" in df and df["model_role"].nunique() > 1
@@ -305,10 +325,10 @@ def colour_words(df: pd.DataFrame, color: str | None) -> str:
             "every page."
         )
         if models:
-            said += " A base model's rows are the lighter shade of the same hue, and each model has its own marker."
-        return said
+            said += " A base model's rows are the lighter shade of the same hue."
+        return said + (MODEL_WORDS if models else "")
     said = f"Colour: {column_title(color)}, one hue per value (the legend)." if color else "One colour."
-    return said + (" Each model has its own marker." if models else "")
+    return said + (MODEL_WORDS if models else "")
 
 
 def no_measured_chart(df: pd.DataFrame, column: str | None, measured: list[str]) -> str | None:

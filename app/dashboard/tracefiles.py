@@ -29,8 +29,12 @@ from skipcore.traces.files import ZIP_READ_ERRORS
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
-    "csv": "CSV (.csv.zip, pandas reads it)",
-    "jsonl": "JSONL (.jsonl.zip, pandas reads it)",
+    "csv": "CSV (.zip)",
+    "jsonl": "JSONL (.zip)",
+}  # a button's words: short
+DOWNLOAD_HELP = {  # and what its file is, on hover
+    fmt: f"a .{fmt}.zip of one .{fmt} file, the run's metadata its comment: pandas reads the zip as it is"
+    for fmt in ("csv", "jsonl")
 }
 UPLOAD_TYPES = ["parquet", "csv", "jsonl", "zip"]
 

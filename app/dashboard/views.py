@@ -21,7 +21,7 @@ from app.dashboard import address, figures, numbers, results, speculation
 from app.dashboard.address import KEEP
 from app.dashboard.markdown import plain, texts_table
 from app.dashboard.paths import DATASET_DIR, display_path
-from app.dashboard.tracefiles import DOWNLOAD_FORMATS, trace_download
+from app.dashboard.tracefiles import DOWNLOAD_FORMATS, DOWNLOAD_HELP, trace_download
 from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
@@ -300,47 +300,52 @@ def flops_metric(container, speedup: float, at_most: float | None, width: str = 
 
 
 def show_metrics(summary: dict, at_most: float | None = None) -> None:
-    """A run's speedups, KV cache and tokens/s; `at_most`: the model's head ceiling on its FLOPs speedup."""
-    c = st.columns(5)
+    """A run's speedups, KV cache and tokens/s; `at_most`: the model's head ceiling on its FLOPs speedup. One row
+    that wraps, each metric as wide as its words (as the designer's): five fixed columns cut labels and values
+    short on a tablet ('Tokens / s (one r…')."""
+    row = st.container(horizontal=True, gap="medium")
     tpp = summary.get("tokens_per_full_pass")
     speculative = tpp is not None and tpp == tpp  # its per-batch speedup has a metric of its own below
     per_batch = summary.get("batch_layer_speedup", summary["layer_speedup"])
     layer, batch = speedup_text(summary["layer_speedup"]), speedup_text(per_batch)
-    c[0].metric(
+    row.metric(
         "Layer speedup",
         layer,
         None if batch == layer or speculative else f"{batch} per batch",
         delta_color="off",
         delta_arrow="off",  # a ratio, not a change: an arrow read 0.99x as a gain
         help="L x tokens / layers run, over the decode steps of rows still running",
+        width="content",
     )
-    flops_metric(c[1], summary["flops_speedup_decode"], at_most)
-    c[2].metric(
+    flops_metric(row, summary["flops_speedup_decode"], at_most, width="content")
+    row.metric(
         "… with the prompt",
         speedup_text(summary["flops_speedup_with_prompt"]),
         help="the prefill (step 0) included",
+        width="content",
     )
     saved = summary["kv_saved_fraction"]
-    c[3].metric(
+    row.metric(
         "KV cache",
         plots.human_bytes(summary["kv_cache_bytes"]),
         f"-{saved:.0%} vs full" if saved >= 0.005 else None,  # a full-depth run saves nothing: no arrow
         delta_color="inverse",
         help=f"full depth: {plots.human_bytes(summary['kv_cache_bytes_full'])}"
         + ("" if saved >= 0.005 else " (this run wrote all of it)"),
+        width="content",
     )
     tps = summary.get("tokens_per_s")
-    c[4].metric(
+    row.metric(
         "Tokens / s (one run)",
         "n/a" if tps is None or tps != tps else f"{tps:.1f}",
         help="One run on a shared machine. For a measured speedup, use the sweep (paired, repeated runs "
         "against full depth) or `skipcore generate --timing-repeats N`.",
+        width="content",
     )
     if speculative:  # its own numbers, and what its speedups mean
-        for col, (label, (value, why)) in zip(
-            st.columns(5), speculation.metrics(summary).items(), strict=False
-        ):
-            col.metric(label, value, help=why)
+        own = st.container(horizontal=True, gap="medium")
+        for label, (value, why) in speculation.metrics(summary).items():
+            own.metric(label, value, help=why, width="content")
         st.caption(speculation.NOTE)
 
 
@@ -423,8 +428,9 @@ def download_buttons(trace: pd.DataFrame, metadata: dict, key: str) -> None:
             col.error(f"Cannot export {fmt}: {e}")
             continue
         col.download_button(
-            f"Download {label}", data, name, mime, key=f"{key}_dl_{fmt}", on_click="ignore", width="stretch"
-        )
+            f"Download {label}", data, name, mime, key=f"{key}_dl_{fmt}", on_click="ignore", width="stretch",
+            help=DOWNLOAD_HELP.get(fmt),
+        )  # fmt: skip
 
 
 def token_heatmap(

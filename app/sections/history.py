@@ -59,7 +59,7 @@ def listing(runs: list[Run]) -> pd.DataFrame:
                 "kind": kind.title if kind is not None else r.page,
                 "model": words.get("model", "?").rsplit("/", 1)[-1],
                 "schedule": history.run_words(r.settings, r.label) if r.page == "generate" else r.label,
-                "prompts": words.get("prompts", "-").split(" (", 1)[0],
+                "prompts": history.prompts_words(r.prompts) if r.prompts else "-",
                 "max new tokens": _max_new_tokens(r.settings),
                 "decoding": words.get("decoding", "-"),
                 "layer speedup": _number(r.summary.get("layer_speedup")),
@@ -193,7 +193,7 @@ def main() -> None:
         selection_mode="multi-row",
         column_order=shown,
         column_config=config,
-        row_height=history.WRAPPED,
+        row_height=history.LISTING_ROW,
         placeholder="-",  # a run with no such number (a comparison's or a lens's FLOPs speedup)
     )
     rows = picked.selection.rows if picked is not None else []

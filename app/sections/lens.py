@@ -24,7 +24,7 @@ from app.dashboard.models import current_choice
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, setting
 from app.dashboard.results import LensComparison
-from app.dashboard.tracefiles import DOWNLOAD_FORMATS
+from app.dashboard.tracefiles import DOWNLOAD_FORMATS, DOWNLOAD_HELP
 from app.dashboard.trained import chat_prompts, chat_start_note, prompt_format, reads_chat, tokens_slider
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
@@ -236,6 +236,7 @@ def show_downloads(result: LensComparison) -> None:
                 key=f"lens_dl_{name}_{fmt}",
                 on_click="ignore",
                 width="stretch",
+                help=DOWNLOAD_HELP.get(fmt),
             )
 
 

@@ -244,7 +244,10 @@ def draw(df: pd.DataFrame) -> None:
         st.dataframe(df.head(50))
         return
     if no_numbers:  # the file's own text quoted: shown as it is
-        st.warning(f"Values that are no finite number are left out of the charts: {plain(no_numbers)}.")
+        st.warning(
+            "Values no chart can place (no finite number, or a speedup not above 0) are left out of the charts: "
+            f"{plain(no_numbers)}."
+        )
     if empty := sweeps.empty_metrics(df):
         st.info(f"No values in {plain(', '.join(empty))}: not offered as a quality.")
     examples = pd.to_numeric(df["num_examples"], errors="coerce") if "num_examples" in df else None
@@ -322,7 +325,8 @@ def draw(df: pd.DataFrame) -> None:
                     )
                 )
     st.caption(
-        f"Dashed: the Pareto front of {front_of} (no other such setting is both faster and better). "
+        f"Black dashed line through rings: the Pareto front of {front_of} (no other such setting is both faster "
+        "and better). "
         "Theoretical speedup counts "
         "layers or FLOPs from the trace. Measured speedup is wall clock against full depth at the same batch "
         "size: the median of paired, alternating runs, with its 95% interval as a bar when the sweep has one; "

@@ -132,7 +132,8 @@ def show(result: TuneRunResult, L: int) -> None:
         c1, c2, c3 = st.columns(3)
         if c1.button("Open in the designer", key="tune_open", type="primary", disabled=schedule.num_layers != L,
                      help="the chosen schedule becomes the design every page runs"):  # fmt: skip
-            design, base = design_file.open_in_designer(schedule), state.defaults(L)
+            search = result.settings["search"][1]  # its tokens and speedup horizon: the speedup it reported
+            design, base = design_file.open_in_designer(schedule, search), state.defaults(L)
             jump.go("sections/designer.py", {k: v for k, v in design.items() if v != base.get(k)})
         best = json.dumps(schedule.to_dict(), indent=2) + "\n"  # as the command line writes it
         c2.download_button("best_schedule.json", best, "best_schedule.json", "application/json", key="tune_dl_best",

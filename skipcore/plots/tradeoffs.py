@@ -92,11 +92,12 @@ def tradeoff_chart(
 
     The front is that of every row, or of `front_rows` (e.g. the static schedules, to see whether a dynamic
     policy such as adaptive SkipDecode lies above them). Where the table has several models (a skip-aware model and
-    its base model), each model has its own marker. A measured speedup with its interval (`<x>_lo`, `<x>_hi`
-    columns, as the sweep writes them) gets horizontal error bars; a point whose timing was flagged as implausible
-    (`timing_flag`) is crossed out. Axes, legends and tooltips say each column in words (`labels.column_title`).
-    Both axes start at 0; speedups far beyond the others (`axis_reach`) are drawn at the axis's end as a marked
-    triangle with their value, said in the subtitle, instead of stretching the axis.
+    its base model), each model has its own marker and line dash, both in the legend "model". A measured speedup
+    with its interval (`<x>_lo`, `<x>_hi` columns, as the sweep writes them) gets horizontal error bars; a point
+    whose timing was flagged as implausible (`timing_flag`) is crossed out. Axes, legends and tooltips say each
+    column in words (`labels.column_title`). Both axes start at 0; speedups far beyond the others (`axis_reach`)
+    are drawn at the axis's end as a marked triangle with their value, said in the subtitle, instead of stretching
+    the axis.
     """
     data = with_model_labels(df.dropna(subset=[x, y]))
     if color and color in data:
@@ -143,10 +144,10 @@ def tradeoff_chart(
             )
             .encode(x=f"{x}:Q", y=f"{y}:Q", order=f"{x}:Q", detail="machine:N")
         )
-    dashes = (
+    dashes = (  # titled as the markers are: one legend "model" shows each model's marker and dash
         {
             "strokeDash": alt.StrokeDash(
-                f"{MODEL_COLUMN}:N", scale=model_scale(data, MODEL_DASHES), legend=None
+                f"{MODEL_COLUMN}:N", scale=model_scale(data, MODEL_DASHES), title="model"
             )
         }
         if models

@@ -480,3 +480,17 @@ def test_many_picked_runs_are_compared_a_first_few_and_deleted_all(model_dir, ge
     assert by_key(at.button, "history_delete").label == f"Delete {count} runs"
     by_key(at.button, "history_delete").click().run()
     assert not RunStore().runs()
+
+
+def test_the_listing_tells_runs_on_other_prompts_apart(model_dir):
+    """Runs that differ only in their prompts read as identical rows: the listing showed no prompts."""
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(2)
+    for text in ("Blue sky over the hill", "Red sea\nand a boat"):
+        by_key(at.text_area, "gen_text").set_value(text).run()
+        by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    at = open_app("history")
+    listing = at.dataframe[0]
+    assert "prompts" in listing.proto.column_order
+    assert list(listing.value["prompts"]) == ["2 prompts: Red sea", "Blue sky over the hill"]  # one a line

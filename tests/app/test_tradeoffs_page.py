@@ -506,3 +506,15 @@ def test_the_tokens_a_target_is_met_over_are_no_speedup_to_draw(model_dir):
     assert_clean(at)
     offered = [*by_key(at.selectbox, "to_x").options, *by_key(at.selectbox, "to_xm").options]
     assert column_title("layer_speedup") in offered and column_title("speedup_over") not in offered
+
+
+def test_the_caption_says_what_each_dashed_line_is(model_dir):
+    """Two kinds of dashed line: the Pareto front's (black, through rings) and a base model's series (in its own
+    colour, with its own marker). The caption named the front alone, so a base model's line read as part of it."""
+    df = sweep_frame()
+    base = df.assign(model="a-base", model_role="baseline", bleu=df["bleu"] - 5)
+    at = upload(open_app("tradeoffs"), pd.concat([df.assign(model="a-model", model_role="model"), base]))
+    assert_clean(at)
+    words = " ".join(c.value for c in at.caption)
+    assert "Black dashed line through rings: the Pareto front" in words, words
+    assert "each base model's own marker on a line dashed in its series' colour" in words, words

@@ -12,6 +12,7 @@ import pytest
 
 from app.dashboard.results import TuneRunResult, reopen
 from app.dashboard.runstore import RunStore
+from skipcore.measure.summary import speedup_text
 from skipcore.schedule import Schedule
 from tests.helpers import assert_clean, errors, open_app
 
@@ -50,7 +51,12 @@ def test_a_search_is_drawn_kept_and_opened_in_the_designer(model_dir):
     assert (
         at.session_state["shape"] == schedule.shape and at.session_state["min_layers"] == schedule.min_layers
     )
-    assert any(s.value == f"Loaded: {schedule.describe()}." for s in at.success)
+    assert any(s.value.startswith(f"Loaded: {schedule.describe()}.") for s in at.success)
+    # the designer shows the speedup the search reported for the schedule: the search's horizon came with it
+    chosen = kept.trials[kept.trials["setting_id"] == kept.found["chosen"]]
+    shown = next(m.value for m in at.metric if m.label == "Layer speedup")
+    assert shown == speedup_text(float(chosen["layer_speedup"].iloc[0])), (shown, chosen["layer_speedup"])
+    assert at.session_state["max_new_tokens"] == 4
 
 
 def test_the_designer_loads_a_schedule_json(model_dir):

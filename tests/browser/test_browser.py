@@ -517,6 +517,33 @@ def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(f
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
 
 
+PUSHED = """(() => { window.pushed = []; const push = history.pushState.bind(history);
+    history.pushState = (state, title, url) => { window.pushed.push(String(url)); return push(state, title, url); };
+})()"""  # every history entry the page pushes, by its address, in `window.pushed`
+
+
+def test_a_page_switch_writes_the_design_into_the_address_in_one_history_entry(fresh, server):
+    """Generate names the design in its address. Written one setting at a time, each write was a history entry of
+    its own: Back from Generate stepped through entries naming part of the design (the same page, nothing seen to
+    change), one more press per setting named."""
+    page = fresh
+    design = {"shape": "step", "stages": "3", "mode": "exit"}
+    page.add_init_script(PUSHED)
+    _open(page, server, "", design, "Schedule designer")
+    _goto(page, "Generate and trace")
+
+    def named() -> list[dict[str, list[str]]]:
+        pushed = [
+            urllib.parse.parse_qs(urllib.parse.urlparse(u).query) for u in page.evaluate("window.pushed")
+        ]
+        assert pushed and all(pushed[-1].get(k) == [v] for k, v in design.items()), pushed
+        return [{k: v for k, v in p.items() if k in design} for p in pushed]
+
+    entries = _settled(page, named)
+    partial = [e for e in entries if e and len(e) < len(design)]
+    assert not partial, entries
+
+
 def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     page = fresh
     _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")

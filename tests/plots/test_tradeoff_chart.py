@@ -3,6 +3,8 @@ its own marker and says every axis in words."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from skipcore import plots
@@ -90,6 +92,23 @@ def test_axes_are_words_and_a_base_model_has_its_own_marker():
     assert axes == {"measured decode speedup vs full depth"}
     assert spec["layer"][1]["encoding"]["y"]["title"] == "BLEU"
     assert spec["title"] == "BLEU vs measured decode speedup vs full depth"
+
+
+def test_the_legend_shows_each_models_marker_and_line():
+    """Drawn by Vega-Lite: a legend names the models by their marker and their line's dash. The dash's legend was
+    switched off, which took the markers' legend with it (one legend per field), and the base model's dashed
+    lines read as more of the dashed Pareto front."""
+    import vl_convert
+
+    model = sweep_like().assign(model="skipdecode-opt-e2e", model_role="model")
+    base = model.assign(model="opt-e2e-base", model_role="baseline", bleu=[60.0, 40.0, 30.0])
+    table = plots.sweep_series(
+        pd.concat([base, model], ignore_index=True).assign(mode="skip", shape="linear")
+    )
+    svg = vl_convert.vegalite_to_svg(plots.tradeoff_chart(table, "layer_speedup", "bleu", "series").to_json())
+    legends = re.findall(r'aria-label="(Symbol legend[^"]*)"', svg)
+    by_model = [lg for lg in legends if "opt-e2e-base (base model)" in lg]
+    assert by_model and "shape" in by_model[0] and "strokeDash" in by_model[0], legends
 
 
 def chart_data(chart) -> pd.DataFrame:
