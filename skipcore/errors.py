@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 
 class UserError(Exception):
@@ -67,11 +68,17 @@ def quoted(value: object, keep: int = 40, most: int = 8) -> str:
     return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}"
 
 
+# the names the front end running now calls settings by (`said_by`): none from Python, a command's flags
+_SPOKEN: ContextVar[Mapping[str, str] | None] = ContextVar("skipcore_spoken_names", default=None)
+
+
 @contextmanager
 def said_by(names: Mapping[str, str]) -> Iterator[None]:
     """A refusal raised inside said in a front end's words: each setting it is about called by `names` ({field: the
     caller's name for it}, a command's flags), as `UserError.said_as` says it; its kind and fields kept (a caller
-    catching a `ScheduleError` as the `ValueError` it is still does). One about none of them goes on as raised."""
+    catching a `ScheduleError` as the `ValueError` it is still does). One about none of them goes on as raised.
+    A note said inside names its settings so too (`spoken`)."""
+    token = _SPOKEN.set(names)
     try:
         yield
     except UserError as e:
@@ -81,6 +88,14 @@ def said_by(names: Mapping[str, str]) -> Iterator[None]:
         # kind's own __init__, which may ask for more than a message: training's NonFiniteLoss)
         e.args = (e.said_as(names),)
         raise
+    finally:
+        _SPOKEN.reset(token)
+
+
+def spoken(name: str) -> str:
+    """A setting as a note names it: as the front end running now calls it (`said_by`: `--init-config` on the
+    command line), else by its own name (`init_config`, from Python)."""
+    return (_SPOKEN.get() or {}).get(name, name)
 
 
 class ModelError(UserError):

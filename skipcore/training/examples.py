@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection
 
-from skipcore.errors import UserError, quoted
+from skipcore.errors import UserError, quoted, spoken
 from skipcore.training.settings import TrainSettings, as_recorded
 
 TRAIN_SPLIT, DEV_SPLIT = "train", "dev"  # the splits of a data folder read when none is named
@@ -101,7 +101,8 @@ def training_data(
         }
         if len(dev) < s.eval_limit and short:
             print(
-                f"warning: --eval-limit {s.eval_limit}: --dev-fraction {s.dev_fraction} holds out only "
+                f"warning: {spoken('eval_limit')} {s.eval_limit}: {spoken('dev_fraction')} {s.dev_fraction} holds "
+                "out only "
                 f"{len(dev)} sources; all {len(dev)} are scored",
                 file=sys.stderr,
             )
@@ -111,7 +112,7 @@ def training_data(
         dev = load_examples(s.dataset, split=eval_split, task=s.task, limit=s.eval_limit)
         if len(dev) < s.eval_limit and short:
             print(
-                f"warning: --eval-limit {s.eval_limit}: {s.dataset} [{eval_split}] has only {len(dev)} "
+                f"warning: {spoken('eval_limit')} {s.eval_limit}: {s.dataset} [{eval_split}] has only {len(dev)} "
                 f"sources; all {len(dev)} are scored",
                 file=sys.stderr,
             )

@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from skipcore.errors import UserError, flag_of
+from skipcore.errors import UserError, spoken
 from skipcore.models.training_record import read_record, recorded_args
 from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
 from skipcore.training.examples import DEV_SPLIT, TRAIN_SPLIT
@@ -209,12 +209,12 @@ def say_resumed(resume_dir: Path, continued: Continued, derived: dict[str, list]
     """One line each: the settings taken from the run, those given now that apply from here on, and what the data
     gives differently now."""
     if continued.taken:
-        flags = [flag_of(name) for name in continued.taken]
+        flags = [spoken(name) for name in continued.taken]
         listed = ", ".join(flags[:8]) + (f" and {len(flags) - 8} more" if len(flags) > 8 else "")
         print(f"note: resuming {resume_dir} with its run's own {listed}", file=sys.stderr)
     if continued.changed:
         said = ", ".join(
-            f"{flag_of(name)} {shown(now)} (the run's {shown(then)})"
+            f"{spoken(name)} {shown(now)} (the run's {shown(then)})"
             for name, (then, now) in continued.changed.items()
         )
         print(f"note: resuming with {said}, from the resumed step on", file=sys.stderr)

@@ -48,16 +48,20 @@ def test_a_bare_resume_takes_the_runs_own_settings(model_dirs, tmp_path, capsys)
     assert [r["loss"] for r in redone] == pytest.approx([r["loss"] for r in losses], abs=1e-5)
 
 
-def test_a_resume_from_python_takes_the_runs_own_settings(model_dirs, tmp_path):
+def test_a_resume_from_python_takes_the_runs_own_settings(model_dirs, tmp_path, capsys):
     """`train(TrainSettings(resume=..., out=...))` continues the run as the bare command does: the settings left at
-    their defaults are the run's (not all of them taken as set, each refused as differing from the run's)."""
+    their defaults are the run's (not all of them taken as set, each refused as differing from the run's). Its
+    note names them as Python does (it said the command line's flags, `--dataset`, to a Python caller)."""
     from skipcore.training.settings import TrainSettings
     from skipcore.training.train import train
 
     data, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
     first = read_record(out)
     shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if the run had stopped after step 2
+    capsys.readouterr()
     train(TrainSettings(resume=str(out / "checkpoints"), out=str(out), no_progress=True))
+    note = next(line for line in capsys.readouterr().err.splitlines() if "with its run's own" in line)
+    assert "dataset" in note and "--" not in note, note
     again = read_record(out)
     assert again["state"]["step"] == 4 and again["training"] == first["training"]
     assert again["data"]["dataset"] == str(data)
