@@ -158,6 +158,11 @@ def policy_words(
     from skipcore.policies.params import params_of
 
     policy = str(policy or "static")
+    sets = _field(params or {}, "layer_sets") if mode == "layer_sets" else None
+    if policy == "static" and sets is not None:  # explicit layer sets, no schedule: their own words
+        from skipcore.decode.static_policy import layer_sets_words
+
+        return layer_sets_words(sets)
     if policy == "static":
         return _schedule_words(schedule)
     cls = sweep_policies().get(policy)
@@ -203,17 +208,18 @@ def design_label(model: object, schedule: object) -> str:
 def metadata_label(meta: object) -> str:
     """`run_label` of a trace's run metadata (`skipcore.traces.schema`): its model, policy, schedule, parameters
     and sampling, as every generate call records them. Metadata that does not say them (a file made by hand or by
-    another tool) is named by what it says: 'schedule ?' where neither a schedule nor full depth is recorded (a
-    None schedule is full depth only where it is recorded so), 'decoding ?' where the sampling is not."""
+    another tool) is named by what it says: 'schedule ?' where it records no schedule key and no mode of full
+    depth, 'decoding ?' where it records no sampling. A static run of explicit layer sets (mode `layer_sets`, no
+    schedule) is named by its sets (`policy_words`)."""
     meta = meta or {}
-    said = set(meta.keys()) if hasattr(meta, "keys") else {"schedule", "sampling"}
-    recorded = "schedule" in said or _field(meta, "mode") == "full"
+    present = set(meta.keys()) if hasattr(meta, "keys") else {"schedule", "sampling"}
+    recorded = "schedule" in present or _field(meta, "mode") == "full"
     return run_label(
         _field(meta, "model"),
         _field(meta, "schedule") if recorded else UNKNOWN_SCHEDULE,
         _field(meta, "policy", "static"),
         _field(meta, "policy_params"),
-        _field(meta, "sampling") if "sampling" in said else UNKNOWN_DECODING,
+        _field(meta, "sampling") if "sampling" in present else UNKNOWN_DECODING,
         _field(meta, "mode"),
     )
 

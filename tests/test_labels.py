@@ -396,3 +396,21 @@ def test_a_trace_whose_metadata_holds_no_readable_schedule_is_still_named():
     # a None schedule is full depth where the run recorded it so, as skipcore's metadata does
     assert metadata_label({"model": "m", "schedule": None, "sampling": None}) == "m · full depth · greedy"
     assert metadata_label({"model": "m", "mode": "full"}) == "m · full depth · decoding ?"
+
+
+def test_runs_of_explicit_layer_sets_are_named_by_their_sets():
+    """Such a run records no schedule (mode layer_sets): it was named "full depth · greedy", as a full-depth run is,
+    and two runs of different sets of one length shared "3 explicit layer sets"."""
+    from skipcore import SkipEngine, load_model
+    from skipcore.labels import metadata_label
+    from tests.helpers import REPO
+
+    engine = SkipEngine(
+        *load_model(str(REPO / "data/models/skipdecode-opt-e2e"), device="cpu", dtype="float32")
+    )
+    names = set()
+    for sets in ([[*range(12)], [0, 1, 11], [0, 11]], [[*range(12)], [0, 2, 11], [0, 11]]):
+        meta = engine.generate(["MR: name[The Eagle]\nText:"], sets, 3).metadata
+        names.add(metadata_label(meta))
+    full = metadata_label(engine.generate(["MR: name[The Eagle]\nText:"], None, 3).metadata)
+    assert len(names) == 2 and full not in names and all("3 explicit layer sets (" in n for n in names), names

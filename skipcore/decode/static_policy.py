@@ -4,6 +4,8 @@ layer sets or None for full depth) into a policy the loop runs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -103,7 +105,7 @@ class StaticPolicy:
 
     def label(self) -> str:
         if self.layer_sets is not None:
-            return f"{len(self.layer_sets)} explicit layer sets"
+            return layer_sets_words(self.layer_sets)
         return "full depth" if self.schedule is None else self.schedule.describe()
 
     def describe(self) -> dict:
@@ -115,6 +117,14 @@ class StaticPolicy:
             "mode": "full" if schedule is None or schedule.shape == "full" else schedule.mode,
             "policy_params": {},
         }
+
+
+def layer_sets_words(layer_sets: Sequence[Sequence[int]]) -> str:
+    """Explicit layer sets in words: '3 explicit layer sets (3d1f0a9c)', how many and a digest of the sets
+    themselves, so two runs of different layers never share a name (one of a run's labels, `labels.run_label`)."""
+    sets = [[int(i) for i in s] for s in layer_sets]
+    digest = hashlib.sha256(json.dumps(sets).encode()).hexdigest()[:8]
+    return f"{len(sets)} explicit layer sets ({digest})"
 
 
 PolicyLike = DepthPolicy | Schedule | Sequence[Sequence[int]] | None
