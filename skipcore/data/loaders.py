@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +140,24 @@ def _targets(value: Any, where: str, field: str) -> list[str]:
     return refs
 
 
-def _one_of_each(where: str, pairs: list[tuple[str, Any]]) -> dict:
-    """A JSON object's keys and values as a dict, refused where a key appears twice: JSON readers keep the last
-    one without a word, where a CSV's column named twice is refused (which one is meant cannot be told)."""
-    keys = [key for key, _ in pairs]
-    twice = next((key for key in keys if keys.count(key) > 1), None)
-    if twice is not None:
-        raise DataFormatError(f"{where}: the key {twice!r} appears {keys.count(twice)} times; keep one")
-    return dict(pairs)
+class _KeysTwice:
+    """`json.loads`' `object_pairs_hook` that notes, for each object read, the keys it holds more than once (JSON
+    readers keep the last one without a word); the line's own object is read last (`top`)."""
+
+    def __init__(self) -> None:
+        self.found: list[list[str]] = []
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) == len(keys):
+            self.found.append([])
+        else:
+            self.found.append([key for key, n in Counter(keys).items() if n > 1])
+        return dict(pairs)
+
+    @property
+    def top(self) -> list[str]:
+        return self.found[-1] if self.found else []
 
 
 def load_jsonl(
@@ -171,12 +181,16 @@ def _read_jsonl(path: Path, source_field: str, target_field: str, task: str) -> 
             if not line.strip():
                 continue
             where = f"{path} line {number}"
+            twice = _KeysTwice()
             try:
-                record = parse_json(line, object_pairs_hook=partial(_one_of_each, where))
+                record = parse_json(line, object_pairs_hook=twice)
             except json.JSONDecodeError as err:
                 raise DataFormatError(f"{where}: invalid JSON ({err.msg})") from None
             if not isinstance(record, dict):
                 raise DataFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            read_twice = [field for field in (source_field, target_field) if field in twice.top]
+            if read_twice:  # which one is meant cannot be told, as of a CSV's column named twice
+                raise DataFormatError(f"{where}: the key {read_twice[0]!r} appears more than once; keep one")
             for field in (source_field, target_field):
                 if field not in record:
                     raise DataFormatError(f"{where}: missing field {field!r}")
