@@ -231,7 +231,7 @@ def file_stem(label: str, limit: int = 120) -> str:
     characters the longest part is cut first, so each part keeps its start and a short one (a sampled run's
     decoding, its seed at the end) stays whole where a long model path is cut."""
     parts = []
-    label = str(label).replace(">=", " ge ").replace("<=", " le ")
+    label = str(label).replace(">=", " ge ").replace("<=", " le ").replace("×", "x")  # '12×3': held 3 steps
     for part in label.split(SEP):
         kept = "".join(c if c.isascii() and (c.isalnum() or c in ".=") else "-" for c in part)
         parts.append("-".join(w for w in kept.split("-") if w))

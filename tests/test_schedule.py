@@ -373,3 +373,13 @@ def test_a_custom_schedule_says_a_held_budget_by_its_count():
         Schedule(12, "custom", "exit", budgets_list=(11, 11, 3, 3)).describe()
         == "custom [11, 11, 3, 3] (exit)"
     )
+
+
+def test_a_held_budget_keeps_its_count_in_a_file_name():
+    """'custom [12×3, 2]' became the file name of 'custom [12, 3, 2]': '12×3' is '12x3' there."""
+    from skipcore.labels import file_stem
+
+    held, listed = (
+        Schedule(12, "custom", "exit", budgets_list=b).describe() for b in ((12, 12, 12, 2), (12, 3, 2))
+    )
+    assert file_stem(held) == "custom-12x3-2-exit" and file_stem(held) != file_stem(listed)
