@@ -576,7 +576,7 @@ def refuse_idle_for_shape(
     if not idle:
         return
     name = idle[0]
-    if shape == "full" and name in BELOW_FULL_DEPTH:
+    if shape == "full" and name in BELOW_FULL_DEPTH and name not in read_anyway:
         raise UserError(
             f"{name} has no effect at full depth, which runs every layer at every step: drop it, or set "
             "schedule SHAPE or target_speedup T",
