@@ -334,13 +334,19 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
 
 
 def _same_model(a: str, b: str) -> bool:
-    """Whether two model names name one model: one folder or file by two paths (relative, absolute, through a link,
-    with a trailing slash), or one name twice."""
-    from skipcore.files import expand_home
+    """Whether two model names name one model as the loader resolves them (`resolve_model`): one folder or file by
+    two paths (relative, absolute, through a link, with a trailing slash), one real model's short name twice, one
+    hub id twice. A name that resolves to nothing is the unit's to refuse: told apart by its text."""
+    from skipcore.models.reference import resolve_model
 
-    def where(name: str) -> str:
-        path = expand_home(name)
-        return os.path.realpath(path) if path.exists() else name.rstrip("/")
+    def where(name: str) -> tuple:
+        try:
+            ref = resolve_model(name)
+        except UserError:
+            return ("unresolved", name.rstrip("/"))
+        if ref.path is not None:
+            return (ref.kind, os.path.realpath(ref.path))
+        return (ref.kind, ref.real.name if ref.real is not None else ref.name)
 
     return where(a) == where(b)
 

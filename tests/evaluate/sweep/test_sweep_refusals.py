@@ -73,6 +73,13 @@ def test_a_baseline_model_that_is_the_model_itself_is_refused(model_dirs, tmp_pa
         said = refused(capsys, ["sweep", "--model", str(opt), "--baseline-model", same, "--out", str(out)])
         assert "--baseline-model" in said and "names the same network as --model" in said, said
     assert not out.exists()
+    # a real model's short name is the catalogue's model, not a folder of that name here
+    from skipcore.evaluate.sweep.settings import _same_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "smollm2-135m").symlink_to(opt)
+    assert _same_model("smollm2-135m", "smollm2-135m")
+    assert not _same_model("smollm2-135m", "./smollm2-135m")
 
 
 def test_a_policys_grid_flag_without_its_policy_and_an_output_with_no_name_are_refused(
