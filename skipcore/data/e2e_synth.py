@@ -25,6 +25,7 @@ from skipcore.data.e2e_mr import SLOTS, format_mr, random_mr
 from skipcore.data.example import Example
 from skipcore.data.writers import README, write_split_folder
 from skipcore.files import read_text_at_most
+from skipcore.plain_numbers import is_whole, whole_number
 
 TASK = "e2e"
 
@@ -325,7 +326,8 @@ def make_corpus(
     number >= 0 (Python's generator takes -N as N: two seeds, one corpus).
 
     `progress(n)` is called as n more MRs get their references (the MRs in all; drawing them takes little)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    seed = whole_number(seed)  # NumPy's 3 is the seed 3
+    if not is_whole(seed) or seed < 0:
         raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
     sizes = {"train": n_train, "dev": n_dev, "test": n_test}
     if min(sizes.values()) < 0 or not 1 <= min_refs <= max_refs:

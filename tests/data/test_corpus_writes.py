@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import shutil
 
+import numpy as np
 import pytest
 
 from skipcore.commands import main
@@ -71,9 +72,11 @@ def test_a_negative_seed_is_refused(tmp_path, capsys):
     """Python's generator takes -1 as 1: `data --seed -1` wrote seed 1's corpus, byte for byte."""
     err = refused(capsys, ["data", "--out", str(tmp_path / "c"), "--seed", "-1"])
     assert "--seed: expected a seed (a whole number >= 0), got -1" in err and not (tmp_path / "c").exists()
-    for seed in (-1, True, 1.0):
+    for seed in (-1, True, 1.5, "1"):
         with pytest.raises(ValueError, match="seed must be a whole number >= 0"):
             make_corpus(seed, 2, 1, 1)
+    # NumPy's 3 and a whole float are the seed 3, as every count of the project's is taken
+    assert make_corpus(np.int64(3), 2, 1, 1) == make_corpus(3.0, 2, 1, 1) == make_corpus(3, 2, 1, 1)
 
 
 # -- an --out of no folder of its own ------------------------------------------------------------------------
