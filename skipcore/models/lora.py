@@ -161,7 +161,9 @@ def tied_targets(model, modules: list[str]) -> list[tuple[str, str]]:
         holders.setdefault(id(param), []).append(name.rsplit(".", 1)[0])
     pairs = []
     for name, module in model.named_modules():
-        weight = getattr(module, "weight", None)
+        weight = dict(module.named_parameters(recurse=False)).get(
+            "weight"
+        )  # its own (peft's layer wraps one)
         if weight is None or not any(name == m or name.endswith("." + m) for m in modules):
             continue
         others = [other for other in holders.get(id(weight), []) if other != name]
@@ -276,7 +278,8 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
     peft = _peft()
     saved = parse_json((Path(folder) / CONFIG_FILE).read_text())
     targets = saved.get("target_modules") if isinstance(saved, dict) else None
-    tied = tied_targets(base, [targets] if isinstance(targets, str) else list(targets or ()))
+    targets = [targets] if isinstance(targets, str) else targets if isinstance(targets, list) else []
+    tied = tied_targets(base, [t for t in targets if isinstance(t, str)])  # another kind: peft's to refuse
     if tied:
         name, other = tied[0]
         raise ModelError(

@@ -307,6 +307,13 @@ def test_a_lora_on_a_tied_weight_is_refused_to_train_and_to_load(model_dirs, tmp
     assert len(err) == 1 and "--lora-targets: " in err[0] and "is tied to" in err[0], err
     assert not (tmp_path / "o").exists()
 
+    from skipcore.models.lora import tied_targets
+
+    # a LoRA layer's `weight` is its wrapped layer's: no tie (only the module's own weight is asked)
+    wrapped = with_lora(
+        load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")[0], LoraSpec(2), "x"
+    )
+    assert tied_targets(wrapped, ["q_proj", "fc1"]) == [] and tied_targets(model, [target])
     made = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=[target], init_lora_weights=False))
     made.peft_config["default"].base_model_name_or_path = str(model_dirs["opt"])
     (tmp_path / "a").mkdir()
