@@ -63,7 +63,8 @@ CACHE_WORDS = {
     "foreign": " (its cache folder holds files skipcore did not write: move them away)",
     "stale": " (converted again on first use)",
 }
-CONVERTS = ("absent", "stale", "damaged")  # the states whose first use (or --prepare) converts the GGUF file
+# the states a conversion of the GGUF file mends: on first use (absent, stale), or by --prepare (damaged)
+CONVERTS = ("absent", "stale", "damaged")
 HEADER = ("name", "kind", "layers x hidden", "vocab", "head share", "ceiling", "licence", "status / where")
 
 
@@ -86,7 +87,12 @@ def _row(entry) -> tuple[str, ...]:
         if entry.kind == "real":
             state = ref.cache_status.state
             missing = gguf_reader_missing() if state in CONVERTS else ""
-            status += f" (converting it {missing})" if missing else CACHE_WORDS[state].format(name=entry.name)
+            if missing and state != "damaged":  # nothing to use until a conversion, which cannot run
+                status += f" (converting it {missing})"
+            else:
+                status += CACHE_WORDS[state].format(name=entry.name) + (
+                    f"; converting it {missing}" if missing else ""
+                )
         s = shapes_from_config(load_config(ref))  # from the GGUF header where the copy is not ready
     except UserError:
         status += " (unreadable)"

@@ -432,3 +432,8 @@ def test_without_the_gguf_package_a_conversion_is_refused_before_it_starts(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "to safetensors needs the gguf package" in lines[0], lines
     assert not cached_folder_for_model(tiny_real).exists()
+    monkeypatch.setattr(importlib.metadata, "version", found)
+    truncate(gguf.model_folder(tiny_real, lambda _: None))  # a damaged copy stays said as damaged
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    row = listed(capsys, "tiny-real")
+    assert "its cached copy is damaged" in row and "; converting it needs the gguf package" in row, row
