@@ -12,6 +12,7 @@ from skipcore import SkipEngine, load_model, plots
 from skipcore.lens.run import layer_lens
 from skipcore.plots.lens import lens_heatmap
 from skipcore.plots.trace import HOVER_KEEP, TICK_CHARACTERS
+from tests.helpers import REPO
 
 PROMPT = ["MR: name[The Eagle], eatType[pub]\nText:"]
 LONG = "<" + "x" * 1_000_000 + "end>"
@@ -19,7 +20,9 @@ LONG = "<" + "x" * 1_000_000 + "end>"
 
 @pytest.fixture(scope="module")
 def engine() -> SkipEngine:
-    return SkipEngine(*load_model("data/models/skipdecode-opt-e2e", device="cpu", dtype="float32"))
+    return SkipEngine(
+        *load_model(str(REPO / "data/models/skipdecode-opt-e2e"), device="cpu", dtype="float32")
+    )
 
 
 def test_axis_labels_are_cut_and_hovers_keep_a_long_tokens_ends(engine):
