@@ -388,6 +388,8 @@ def test_a_held_budget_keeps_its_count_in_a_file_name():
 def test_warmup_layers_at_full_depth_outside_skip_mode_are_refused_by_the_mode():
     """A Schedule reads warmup layers at full depth (in skip mode): outside it they are refused for the mode, by the
     constructor's own fields (it said "no effect at full depth ... set target_speedup", no field of a Schedule)."""
-    with pytest.raises(ScheduleError, match="warmup_layers are the layers a skip-mode schedule always runs") as e:
+    with pytest.raises(
+        ScheduleError, match="warmup_layers are the layers a skip-mode schedule always runs"
+    ) as e:
         Schedule(4, shape="full", mode="exit", warmup_layers=2)
     assert e.value.fields == ("warmup_layers", "mode")

@@ -155,9 +155,8 @@ def adopt(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> None:
 def publish(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
     """Write `values` into this page's address where they differ from `defaults` (as a bound widget does), and take
     out the ones that are back at their default, all in one change of the address: the browser keeps a history
-    entry for every change a run makes, so one write per setting left as many entries that Back had to step
-    through on the same page. A name a widget still holds bound is left to the widget (the designer's, until the
-    page switch unbinds it)."""
+    entry for every change a run makes, and Back should step through pages, not through one page's settings. A
+    name a widget still holds bound is left to the widget (the designer's, until the page switch unbinds it)."""
     from streamlit.runtime.state.session_state_proxy import get_session_state
 
     wanted = {name: None if value == defaults.get(name) else _text(value) for name, value in values.items()}

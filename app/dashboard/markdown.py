@@ -79,8 +79,8 @@ def chart_text(text: str) -> str:
 
 
 # a table of texts: cells wrap and keep their line breaks, as Streamlit's own tables look, in either theme. Each
-# column is at least `TEXT_COLUMN_MIN` wide, the table scrolling sideways in its own box where they do not fit: a
-# phone's column shared by eight texts (Compare's outputs) gave each ~35 px, every word broken letter by letter
+# column is at least `TEXT_COLUMN_MIN` wide, the table scrolling sideways in its own box where they do not fit, so
+# a phone's narrow column still holds whole words
 TEXT_COLUMN_MIN = "7rem"  # about 14 characters a line
 _TEXTS_STYLE = (
     ".skipcore-texts-box{overflow-x:auto;max-width:100%}"

@@ -74,10 +74,9 @@ def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The table with every cell of an axis's column (`axis_named`) that is no finite number, or in a speedup's
     column (`speedup_ratio`) is not above 0, made missing, and which cells they were ('1 in bleu (inf), 2 in
     layer_speedup (-1.2, -3.0: not above 0)'), or None where there were none. A chart cannot place such a point:
-    an infinite one failed the browser's chart library with a stack trace, one text cell made its whole column
-    text, dropped from the pickers without a word, and a speedup below 0 (a ratio of times or counts is never)
-    was drawn outside the plot, its axis turned backwards. Missing values are left off the chart and said, as any
-    missing value is."""
+    the browser's chart library fails on an infinite one, one text cell makes its whole column text (no axis),
+    and a speedup not above 0 (a ratio of times or counts never is) turns its axis backwards. Missing values are
+    left off the chart and said, as any missing value is."""
     said, out = [], df.copy()
     for column in [c for c in df.columns if axis_named(c) and not pd.api.types.is_bool_dtype(df[c])]:
         values = pd.to_numeric(df[column], errors="coerce").astype(float)

@@ -301,8 +301,8 @@ def flops_metric(container, speedup: float, at_most: float | None, width: str = 
 
 def show_metrics(summary: dict, at_most: float | None = None) -> None:
     """A run's speedups, KV cache and tokens/s; `at_most`: the model's head ceiling on its FLOPs speedup. One row
-    that wraps, each metric as wide as its words (as the designer's): five fixed columns cut labels and values
-    short on a tablet ('Tokens / s (one r…')."""
+    that wraps, each metric as wide as its words (as the designer's), so no label or value is cut on a narrow
+    screen."""
     row = st.container(horizontal=True, gap="medium")
     tpp = summary.get("tokens_per_full_pass")
     speculative = tpp is not None and tpp == tpp  # its per-batch speedup has a metric of its own below
