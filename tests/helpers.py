@@ -133,6 +133,21 @@ def train_argv(model_dir, out, *extra: str) -> list[str]:
     return ["train", "--no-progress", "--threads", "1", "--model", str(model_dir), "--out", str(out), *extra]
 
 
+def resume_argv(checkpoint, out, *extra: str) -> list[str]:
+    """`train --resume checkpoint` into `out`, with no progress bar and one thread."""
+    return [
+        "train",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--resume",
+        str(checkpoint),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
 def bench_argv(model: str, new_tokens: int, prompt_len: int, out) -> list[str]:
     """`bench` of one model at batch 1, one 2x target, one paired repeat and one thread, into `out`."""
     return [
@@ -271,6 +286,14 @@ def assert_clean(at) -> None:
 
 def by_key(widgets, key: str):
     return next(w for w in widgets if w.key == key)
+
+
+def trade_offs_of(table: pd.DataFrame):
+    """The Trade-offs page with `table` uploaded as a CSV sweep file."""
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    upload = ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
+    return by_key(at.get("file_uploader"), "to_upload").set_value(upload).run()
 
 
 def texts_shown(at, index: int = 0) -> pd.DataFrame:

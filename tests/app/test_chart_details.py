@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from tests.helpers import MAX_NEW, assert_clean, by_key, charts, open_app, sweep_frame
+from tests.helpers import MAX_NEW, assert_clean, by_key, charts, open_app, sweep_frame, trade_offs_of
 
 
 def _y_domains(spec: dict) -> list[list[float]]:
@@ -24,11 +24,7 @@ def test_a_point_at_the_top_quality_is_drawn_whole_where_every_quality_is_close(
     top points were cut in half by the chart's edge."""
     df = sweep_frame()
     df["bleu"] = 60.0 + 0.2 * (df.index % 2)
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    by_key(at.get("file_uploader"), "to_upload").set_value(
-        ("sweep.csv", df.to_csv(index=False).encode(), "text/csv")
-    ).run()
+    at = trade_offs_of(df)
     assert_clean(at)
     for chart in at.get("vega_lite_chart"):
         (low, high), *_ = _y_domains(json.loads(chart.proto.spec))

@@ -10,7 +10,7 @@ from app.dashboard import sweeps
 from skipcore.policies import POLICY_CLASSES
 from skipcore.policies.params import summary
 from tests.app.test_markdown import read, rendered
-from tests.helpers import assert_clean, by_key, open_app, sweep_frame, warnings
+from tests.helpers import assert_clean, by_key, open_app, sweep_frame, trade_offs_of, warnings
 
 
 def chart_values(chart) -> list[float]:
@@ -41,11 +41,7 @@ def test_a_sweep_with_speedups_not_above_0_is_drawn_without_them_and_says_so(mod
     the plot, without a word. They are left out as an infinite value is, and said."""
     table = sweep_frame()
     table.loc[[0, 2, 4], "layer_speedup"] = [0.0, -1.5, -3.0]
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    by_key(at.get("file_uploader"), "to_upload").set_value(
-        ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
-    ).run()
+    at = trade_offs_of(table)
     assert_clean(at)
     said = warnings(at)
     assert "3 in layer_speedup (0, -1.5, …: not above 0)" in said, said
@@ -87,14 +83,6 @@ def test_a_page_with_its_prompts_filled_in_says_only_to_press_its_button(model_d
     assert any(i.startswith("Press **Generate** to run the") for i in infos), infos
     by_key(at.text_area, "gen_text").set_value("").run()
     assert any(i.value == "Choose prompts, then press **Generate**." for i in at.info)
-
-
-def trade_offs_of(table) -> object:
-    """The Trade-offs page with `table` uploaded as a CSV sweep file."""
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    upload = ("sweep.csv", table.to_csv(index=False).encode(), "text/csv")
-    return by_key(at.get("file_uploader"), "to_upload").set_value(upload).run()
 
 
 def test_a_cell_that_is_no_number_is_left_out_and_said_not_its_column(model_dir):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from skipcore.metrics.sample_size import SMALL_SAMPLE, small_sample_warning
-from tests.helpers import assert_clean, by_key, open_app, sweep_frame, warnings
+from tests.helpers import assert_clean, open_app, sweep_frame, trade_offs_of, warnings
 
 SAID = "These scores come from"
 
@@ -20,12 +20,7 @@ def test_the_rule_warns_below_thirty_examples_only():
 
 @pytest.mark.parametrize(("examples", "warned"), [(8, True), (100, False)])
 def test_trade_offs_says_a_sweep_scored_on_few_examples(model_dir, examples, warned):
-    at = open_app("tradeoffs")
-    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
-    df = sweep_frame().assign(num_examples=examples)
-    by_key(at.get("file_uploader"), "to_upload").set_value(
-        ("sweep.csv", df.to_csv(index=False).encode(), "text/csv")
-    ).run()
+    at = trade_offs_of(sweep_frame().assign(num_examples=examples))
     assert_clean(at)
     assert (f"{SAID} {examples} examples" in warnings(at)) is warned
 

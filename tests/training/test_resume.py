@@ -12,7 +12,7 @@ import pytest
 from skipcore.commands import main
 from skipcore.errors import UserError
 from skipcore.models.training_record import read_record
-from tests.helpers import refused, train_argv
+from tests.helpers import refused, resume_argv, train_argv
 
 
 def four_steps_flags(tmp_path, log_every: int = 1) -> list[str]:
@@ -163,17 +163,7 @@ def test_a_resume_refuses_a_setting_that_may_not_change_naming_it(
     out = lora_three_steps
     flags = [str(model_dirs["opt"]) if f == "OPT" else f for f in flags]
     record, log = (out / "skipcore_training.json").read_text(), (out / "train_log.jsonl").read_text()
-    argv = [
-        "train",
-        "--no-progress",
-        "--threads",
-        "1",
-        "--resume",
-        str(out / "checkpoints"),
-        "--out",
-        str(out),
-    ]
-    err = refused(capsys, [*argv, "--steps", "5", *flags])
+    err = refused(capsys, resume_argv(out / "checkpoints", out, "--steps", "5", *flags))
     assert words in err, err
     assert (out / "skipcore_training.json").read_text() == record and (
         out / "train_log.jsonl"
@@ -295,19 +285,7 @@ def test_an_older_record_that_kept_epochs_beside_steps_resumes_as_it_did(four_st
     record["args"]["epochs"] = record["training"]["epochs"] = 1.0
     (ckpt / "skipcore_training.json").write_text(json.dumps(record))
     capsys.readouterr()
-    argv = [
-        "train",
-        "--no-progress",
-        "--threads",
-        "1",
-        "--resume",
-        str(ckpt),
-        "--out",
-        str(out),
-        "--steps",
-        "5",
-    ]
-    assert main(argv) == 0
+    assert main(resume_argv(ckpt, out, "--steps", "5")) == 0
     err = capsys.readouterr().err
     assert (
         "note: resuming with --steps 5 (the run's 4), from the resumed step on" in err and "epochs" not in err
