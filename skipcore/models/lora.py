@@ -133,9 +133,7 @@ def lora_config(model, spec: LoraSpec):
     if tied:
         name, other = tied[0]
         raise UserError(
-            f"lora_targets: {name}'s weight is tied to {other}'s in this model; a LoRA on it trains {name} alone, "
-            f"but merged when the adapter loads it would change {other} too, and the model loaded would not be "
-            "the one trained: choose attention, mlp or modules whose weights are their own",
+            f"lora_targets: {_why_tied(name, other)}; choose attention, mlp or modules whose weights are their own",
             field="lora_targets",
         )
     whole, lora_layers = _split_layers(model, spec.whole_layers)
@@ -170,6 +168,14 @@ def tied_targets(model, modules: list[str]) -> list[tuple[str, str]]:
         if others:
             pairs.append((name, others[0]))
     return pairs
+
+
+def _why_tied(name: str, other: str) -> str:
+    """Why a LoRA on `name`, whose weight is tied to `other`'s, cannot be loaded as it was trained."""
+    return (
+        f"{name}'s weight is tied to {other}'s in the model; a LoRA on it trains {name} alone, but merged when the "
+        f"adapter loads it would change {other} too, so the model loaded would not be the one trained"
+    )
 
 
 # what makes two LoRA configs the same adapter: its shape, scale, where it sits and what trains whole
@@ -283,9 +289,8 @@ def _applied(base, folder: str | Path, is_trainable: bool = False):
     if tied:
         name, other = tied[0]
         raise ModelError(
-            f"the adapter in {folder} has a LoRA on {name}, whose weight is tied to {other}'s in its base model: "
-            f"it was trained on {name} alone, but merged it would change {other} too, so the model loaded would "
-            "not be the one trained; train the adapter again on modules whose weights are their own"
+            f"the adapter in {folder} has a LoRA on {name}: {_why_tied(name, other)}; train the adapter again on "
+            "modules whose weights are their own"
         )
     try:
         with warnings.catch_warnings():  # peft's warning lists every missing key; the one line below says it
