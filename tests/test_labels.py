@@ -150,7 +150,9 @@ def test_every_sweep_series_has_its_family_colour():
 
 
 PALETTE_FILES = ("skipcore/labels.py", "skipcore/plots/style.py")
-COLOUR_LITERAL = re.compile(r"['\"](#[0-9a-fA-F]{3,8}|rgba?\(|black|white)|scheme=")
+COLOUR_LITERAL = re.compile(
+    r"['\"](#[0-9a-fA-F]{3,8}|rgba?\(|(black|white)(?![\w-]))|scheme="
+)  # not white-space
 
 
 def test_no_colour_is_written_outside_the_palette():

@@ -973,7 +973,8 @@ def test_every_page_jump_opens_its_page_with_the_address_a_reload_needs(browser,
         _wait_idle(other)
         _shows(other, "stSlider", "Max layers", shown[0], "designer reloaded")
         _shows(other, "stSlider", "Min layers", shown[1], "designer reloaded")
-        design = said.removeprefix("Loaded: ").removesuffix(".")  # the schedule in words, every field said
+        # the schedule in words, every field said (the search's horizon is said after it, a sentence of its own)
+        design = said.removeprefix("Loaded: ").split(". ", 1)[0].removesuffix(".")
         other.get_by_text(f"Schedule: {design}, used by", exact=False).first.wait_for()
         _clean(other, "designer reloaded")
     finally:
