@@ -232,13 +232,9 @@ class Schedule:
                 f"budgets_list must be a list of whole numbers, n(1), n(2), ... in order; got {kind} {quoted(given)}",
                 field="budgets_list",
             )
-        budgets = (
-            () if isinstance(self.budgets_list, str | bytes) else tuple(map(whole_number, self.budgets_list))
-        )
-        if isinstance(self.budgets_list, str | bytes) or not all(is_whole(b) for b in budgets):
-            raise ScheduleError(
-                f"budgets must be whole numbers, got {quoted(self.budgets_list)}", field="budgets_list"
-            )
+        budgets = tuple(map(whole_number, given))  # text was refused above
+        if not all(is_whole(b) for b in budgets):
+            raise ScheduleError(f"budgets must be whole numbers, got {quoted(given)}", field="budgets_list")
         object.__setattr__(self, "budgets_list", budgets)  # any sequence (a list, a NumPy array) as a tuple
         for name in ("shape", "mode"):
             if not isinstance(getattr(self, name), str):
