@@ -48,6 +48,16 @@ class Decodes:
     times: int = 1
 
 
+# how a likely range is said, by its upper end: (below this many seconds, seconds per unit, decimals, unit)
+SPREAD_UNITS = (
+    (1, 1, 2, "s"),
+    (10, 1, 1, "s"),
+    (90, 1, 0, "s"),
+    (90 * 60, 60, 1, "min"),
+    (math.inf, 3600, 1, "h"),
+)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What the work will take at most, and what the figure rests on (in words)."""
@@ -64,8 +74,8 @@ class Estimate:
         return self.seconds > LONG_S
 
     def words(self) -> str:
-        """'about 5 min', 'about 40 s', 'about 7 s', 'a few seconds', 'a second': the most the work takes (pages say "up to"),
-        so rounded up, and never below the likely range said beside it (`spread_words`)."""
+        """'about 5 min', 'about 40 s', 'about 7 s', 'a few seconds', 'a second': the most the work takes (pages
+        say "up to"), so rounded up, and never below the likely range said beside it (`spread_words`)."""
         s = max(self.seconds, self.high or 0.0)
         if s < 1:
             return "a second"
@@ -84,16 +94,10 @@ class Estimate:
         alike ('0.03 s', not '0.03-0.03 s'); '' where the timing has no spread to say."""
         if self.low is None or self.high is None:
             return ""
-        if self.high < 1:
-            low, high, unit = f"{self.low:.2f}", f"{self.high:.2f}", "s"
-        elif self.high < 10:
-            low, high, unit = f"{self.low:.1f}", f"{self.high:.1f}", "s"
-        elif self.high < 90:
-            low, high, unit = f"{self.low:.0f}", f"{self.high:.0f}", "s"
-        elif self.high < 90 * 60:
-            low, high, unit = f"{self.low / 60:.1f}", f"{self.high / 60:.1f}", "min"
-        else:
-            low, high, unit = f"{self.low / 3600:.1f}", f"{self.high / 3600:.1f}", "h"
+        # (seconds per unit, decimals, unit) by how long the upper end is
+        hours = SPREAD_UNITS[-1][1:]  # past the others (and what a NaN falls to)
+        per, digits, unit = next((way for below, *way in SPREAD_UNITS[:-1] if self.high < below), hours)
+        low, high = (f"{end / per:.{digits}f}" for end in (self.low, self.high))
         return f"{high} {unit}" if low == high else f"{low}-{high} {unit}"
 
 
