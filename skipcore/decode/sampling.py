@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from skipcore.errors import UserError, quoted
-from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_bool, python_number, whole_number
 
 # Logits divided by a smaller temperature overflow float32 (|logit| up to 1e32 is safe at 1e-6), and the draw
 # is an argmax anyway long before that.
@@ -71,11 +70,10 @@ class Sampling:
 
     def __post_init__(self) -> None:
         # "no" or 0 for do_sample: text is truthy, and "no" sampled; NumPy's bool is Python's
-        if not isinstance(self.do_sample, bool | np.bool_):
-            raise UserError(
-                f"do_sample must be True or False, got {quoted(self.do_sample)}", field="do_sample"
-            )
-        object.__setattr__(self, "do_sample", bool(self.do_sample))
+        do_sample = python_bool(self.do_sample)
+        if not isinstance(do_sample, bool):
+            raise UserError(f"do_sample must be True or False, got {quoted(do_sample)}", field="do_sample")
+        object.__setattr__(self, "do_sample", do_sample)
         # a count given as a bool or 2.5, a seed as text: refused here, not in the decode
         for name in ("temperature", "top_p"):
             value = python_number(getattr(self, name))

@@ -239,11 +239,16 @@ def test_do_sample_that_is_no_true_or_false_is_refused(do_sample):
 
 
 def test_do_sample_of_numpy_is_a_bool():
+    """A switch read from NumPy (a scalar, or a 0-d array as indexing an array gives) is Python's bool, by the
+    rule training's switches follow (`plain_numbers.python_bool`); an array of more than one value is refused."""
     import numpy as np
 
     from skipcore import Sampling
 
     assert Sampling(do_sample=np.bool_(True)).do_sample is True
+    assert Sampling(do_sample=np.array(True)).do_sample is True
+    with pytest.raises(UserError, match=r"^do_sample must be True or False"):
+        Sampling(do_sample=np.array([True, False]))
 
 
 def test_adaptive_warmup_layers_outside_skip_mode_are_refused():
