@@ -11,7 +11,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from skipcore.errors import ScheduleError, UserError, quoted
@@ -431,6 +431,7 @@ def schedule_for_speedup(
     warmup_layers: int = 1,
     max_layers: int | None = None,
     tolerance: float = 0.05,
+    nearest: bool = False,
     **kwargs,
 ) -> Schedule:
     """The schedule of `shape` whose theoretical layer speedup over `max_new_tokens` generated tokens is closest
@@ -440,6 +441,8 @@ def schedule_for_speedup(
     As in the paper, the budget starts at full depth (max = L, or the given max) and only the floor is searched.
     Only when no floor comes within 2 x `tolerance` (relative) of the target, and max was not given, is a lower
     max allowed too: then the highest max within `tolerance` wins (a decay, not a constant), else the closest.
+    With max given, a target no floor comes within 2 x `tolerance` of is refused (a run labelled 3x would run 6x),
+    unless `nearest`: the closest schedule whatever its distance (an elastic plan's drawn targets).
     """
     for name, value in (("target_speedup", target), ("tolerance", tolerance)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
@@ -498,7 +501,31 @@ def schedule_for_speedup(
         raise ScheduleError(
             f"no {shape} schedule of {num_layers} layers fits target {target}", field="target_speedup"
         )
+    if max_layers is not None and not nearest and error > 2 * tolerance * target:
+        _refuse_off_target(found, target, max_new_tokens, max_layers, lo_min)
     return found
+
+
+def _refuse_off_target(found: Schedule, target: float, over: int, hi: int, lo_min: int) -> None:
+    """A target that no floor below a given max_layers `hi` comes near, refused in one line saying the speedups
+    that max allows and the nearest of them."""
+    least = replace(found, max_layers=hi, min_layers=hi).layer_speedup(over)
+    most = replace(found, max_layers=hi, min_layers=lo_min).layer_speedup(over)
+    nearest = found.layer_speedup(over)
+    gives = f"{least:.2f}x over {over} tokens"
+    if least != most:
+        gives = f"{least:.2f}x to {most:.2f}x over {over} tokens, the nearest {nearest:.2f}x"
+    fix = (
+        f"choose a target of at least {least:.2f}, or a higher max_layers"
+        if target < least
+        else f"choose a target near {nearest:.2f}, or leave max_layers to the fit"
+    )
+    start = f"of at most {hi}" if found.shape == "constant" else f"starting at {hi}"
+    raise ScheduleError(
+        f"target_speedup {target:g}x does not fit max_layers {hi}: a {found.shape} schedule {start} of "
+        f"{found.num_layers} layers gives {gives}; {fix}",
+        field=("target_speedup", "max_layers"),
+    )
 
 
 PARAMETRIC = ("linear", "power", "step", "constant")  # the shapes a target speedup picks the budgets of

@@ -198,6 +198,28 @@ def test_schedule_for_speedup_refuses_arguments_of_the_wrong_kind_naming_them():
     assert schedule_for_speedup(12, 2.0, 20, max_layers=10.0).max_layers == 10  # 10.0 from a table: the count
 
 
+def test_a_target_no_floor_under_a_given_max_comes_near_is_refused_saying_what_that_max_gives():
+    """`--target-speedup 3 --max-layers 2` ran 6x labelled 3x, and a sweep's 1.5x, 2x and 3x rows with `--max-layers
+    4` ran one 3x schedule: a target far from every floor under the given max is refused, naming what it allows."""
+    with pytest.raises(
+        ScheduleError, match=re.escape("gives 6.00x over 20 tokens; choose a target of at least 6.00")
+    ):
+        schedule_for_speedup(12, 3.0, 20, max_layers=2)
+    with pytest.raises(
+        ScheduleError, match=r"^target_speedup 1.5x does not fit max_layers 4: .* 3.00x to "
+    ) as e:
+        schedule_for_speedup(12, 1.5, 20, max_layers=4)
+    assert e.value.fields == ("target_speedup", "max_layers")
+    with pytest.raises(ScheduleError, match=r"constant schedule of at most 3 .*; choose a target near 4.00"):
+        schedule_for_speedup(12, 5.0, 20, "constant", max_layers=3)  # between the 4x and 6x it allows
+    near = schedule_for_speedup(
+        12, 3.0, 20, max_layers=2, nearest=True
+    )  # an elastic plan's draw: the closest
+    assert (near.max_layers, near.min_layers) == (2, 2)
+    fits = schedule_for_speedup(12, 3.0, 20, max_layers=6)  # one within reach keeps its max and meets it
+    assert fits.max_layers == 6 and fits.layer_speedup(20) == pytest.approx(3.0, rel=0.1)
+
+
 def test_a_constant_schedule_is_its_one_budget_and_says_so():
     """A constant schedule's max is its min: one met by a target speedup read "constant 12->4" and ran 4 layers at
     every step; a max and a min that differ are refused, not dropped; a file written with both reads as its min."""

@@ -93,6 +93,7 @@ class SchedulePlan:
             self.mode,
             self.warmup_layers,
             max_layers=self.max_layers,
+            nearest=True,  # a drawn target between the speedups a given max allows: the closest
             decay_span=self.decay_span,
             **self.extra,
         )

@@ -723,7 +723,7 @@ def test_a_configs_counts_take_numpys_and_refuse_other_kinds_before_any_work(
     results' JSON record refused them: a traceback, no table, the traces left. Other kinds (`limit=2.0`,
     `"2"`) were a TypeError mid-run."""
     out = tmp_path / "sweep.parquet"
-    small = dict(targets=(np.float32(2.0),), modes="skip", policies="static", batch_sizes=np.array([2]))
+    small = dict(targets=(np.float32(1.5),), modes="skip", policies="static", batch_sizes=np.array([2]))
     cfg = sweep_config(model_dirs, sweep_dataset, out, limit=np.int64(2), repeats=np.int64(0),
                        threads=np.int64(1), max_layers=np.int64(5), max_new_tokens=np.int64(6), **small)  # fmt: skip
     df = run_sweep(cfg)
