@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from skipcore.errors import ArgumentTypeError, UserError, quoted
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 
@@ -60,15 +61,32 @@ def read_text_at_most(path: str | os.PathLike, limit: int) -> str:
     return data.decode("utf-8-sig")
 
 
-def read_parquet(path: str | os.PathLike) -> pa.Table:
-    """A Parquet file's table, read through one open file. Read by its path, pyarrow opens the file twice (its
-    footer, then its pages); where a writer replaces it (`atomic_write`: a running sweep, a trace being written)
-    in between, the footer of one file meets the pages of the next and the read fails. One open file is one file,
-    old or new, whatever is renamed over its path meanwhile."""
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """`table` as a Parquet file at `path`, atomically, each page with its checksum: a bit changed on disk is a
+    read's error (`read_parquet` checks them), not a token or a FLOPs count read back changed."""
     import pyarrow.parquet as pq
 
-    with open(path, "rb") as f:
-        return pq.read_table(f)
+    atomic_write(path, lambda p: pq.write_table(table, p, write_page_checksum=True))
+
+
+def read_parquet(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[bytes, bytes]]:
+    """A Parquet file's rows and its schema's metadata, read through one open file, its pages' checksums checked
+    where it has them. Read by its path, pyarrow opens the file twice (its footer, then its pages); where a writer
+    replaces it (`atomic_write`: a running sweep, a trace being written) in between, the footer of one file meets
+    the pages of the next and the read fails. One open file is one file, old or new, whatever is renamed over its
+    path meanwhile. A file whose bytes are damaged is a ValueError, whatever pyarrow or pandas raise reading it (a
+    footer naming a type no reader has: NotImplementedError; damaged pandas metadata: KeyError, TypeError)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open(path, "rb") as f:
+            table = pq.read_table(f, page_checksum_verification=True)
+        return table.to_pandas(), dict(table.schema.metadata or {})
+    except (OSError, ValueError):
+        raise
+    except (pa.ArrowException, NotImplementedError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise ValueError(f"damaged Parquet file: {type(e).__name__}: {str(e).strip() or 'no message'}") from e
 
 
 def parse_json(text: str | bytes, **read_as: Any) -> Any:

@@ -479,3 +479,9 @@ def small_sweep_on_the_page(multiselects: dict, numbers: dict | None = None, add
     by_key(at.button, "to_run").click().run()
     assert_clean(at)
     return at, SweepResult.last(at.session_state).table
+
+
+def footer_start(parquet: bytes) -> int:
+    """Where a Parquet file's footer (its schema, row counts and key-value metadata) starts: its length is the
+    4 bytes before the closing magic. The pages before it carry their checksums; the footer carries none."""
+    return len(parquet) - 8 - int.from_bytes(parquet[-8:-4], "little")

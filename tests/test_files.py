@@ -8,6 +8,8 @@ import os
 import threading
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,8 +25,9 @@ from skipcore.files import (
     expand_home,
     read_parquet,
     refuse_links_out,
+    write_parquet,
 )
-from tests.helpers import REPO, refused, train_two_steps
+from tests.helpers import REPO, footer_start, refused, train_two_steps
 
 
 # -- a link in the output folder that leads out of it --------------------------------------------------------
@@ -132,11 +135,46 @@ def test_a_parquet_file_replaced_while_read_is_read_whole(tmp_path):
     try:
         assert written.wait(30)
         for _ in range(400):
-            table = read_parquet(path)
-            assert table.column("row").to_pylist() == list(range(table.num_rows))
+            frame, _ = read_parquet(path)
+            assert frame["row"].tolist() == list(range(len(frame)))
     finally:
         done.set()
         writer.join()
+
+
+def test_a_parquet_file_with_any_one_bit_flipped_is_a_read_error_or_reads_its_values_as_written(tmp_path):
+    """A damaged Parquet file raised pyarrow's and pandas' own errors (KeyError, TypeError, NotImplementedError:
+    tracebacks from every reader of a trace, a sweep, a lens table), and a bit flipped in a page read back a changed
+    value without a word. Written by `write_parquet` (page checksums), every file with one bit flipped is a
+    ValueError or OSError, or reads back every value as written (a flip in a column's name, or the schema's
+    metadata, is not a value); a flip in the footer (Parquet keeps no checksum of it) is at least no other error."""
+    frame = pd.DataFrame(
+        {
+            "step": np.arange(40, dtype=np.int64),
+            "flops": np.arange(40, dtype=np.int64) * 1_000_003,
+            "token": [f"tok{i % 7}" for i in range(40)],
+            "logprob": np.linspace(-3, 0, 40),
+            "finished": np.arange(40) % 5 == 0,
+        }
+    )
+    path = tmp_path / "t.parquet"
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    write_parquet(table.replace_schema_metadata({**table.schema.metadata, b"skipcore": b'{"run": 1}'}), path)
+    data = path.read_bytes()
+    damaged, outcomes = tmp_path / "d.parquet", set()
+    for at in range(0, len(data), 3):
+        flipped = bytearray(data)
+        flipped[at] ^= 1 << (at % 8)
+        damaged.write_bytes(flipped)
+        try:
+            back, _ = read_parquet(damaged)
+        except (ValueError, OSError):
+            outcomes.add("refused")
+            continue
+        if at < footer_start(data):
+            assert [back[c].tolist() for c in back.columns] == [frame[c].tolist() for c in frame.columns], at
+            outcomes.add("read")
+    assert outcomes == {"refused", "read"}
 
 
 def test_a_folder_the_system_calls_writable_but_refuses_a_file_in_is_refused_up_front(tmp_path):

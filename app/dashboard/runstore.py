@@ -195,16 +195,15 @@ def _json(value: object) -> str:
 def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
     """A table as Parquet with its metadata in the schema (as `skipcore.write_trace` writes a trace), atomically."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from skipcore.files import atomic_write
+    from skipcore.files import write_parquet
     from skipcore.traces.files import META_KEY
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     table = table.replace_schema_metadata(
         {**(table.schema.metadata or {}), META_KEY: _json(metadata).encode()}
     )
-    atomic_write(path, lambda p: pq.write_table(table, p))
+    write_parquet(table, path)
 
 
 def _parquet_ends_whole(path: Path) -> bool:
@@ -225,9 +224,9 @@ def _read_table(path: Path) -> Table:
     from skipcore.traces.files import META_KEY
 
     try:
-        table = read_parquet(path)
-        raw = (table.schema.metadata or {}).get(META_KEY)
-        return table.to_pandas(), json.loads(raw) if raw else {}
+        frame, schema_meta = read_parquet(path)
+        raw = schema_meta.get(META_KEY)
+        return frame, json.loads(raw) if raw else {}
     except (OSError, ValueError) as e:
         raise UserError(f"{path.name} cannot be read: {str(e).splitlines()[0]}") from e
 

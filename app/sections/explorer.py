@@ -30,7 +30,7 @@ def sweep_traces() -> dict[str, Path]:
     out = {}
     for sweep in paths.shipped_sweeps():
         try:
-            df = read_parquet(sweep).to_pandas()
+            df, _ = read_parquet(sweep)
         except Exception:  # noqa: BLE001 (the trade-off page reports a damaged sweep; here it is just absent)
             continue
         if "trace_path" not in df:

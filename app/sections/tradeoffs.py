@@ -61,7 +61,7 @@ TIPS = (
 
 @st.cache_data(show_spinner=False, max_entries=8)  # a sweep rewritten while the server runs is a new entry
 def _read_parquet(path: str, mtime: float) -> pd.DataFrame:
-    return read_parquet(path).to_pandas()
+    return read_parquet(path)[0]
 
 
 def shipped_sweep() -> pd.DataFrame | None:

@@ -14,7 +14,6 @@ import pandas as pd
 
 from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import (
-    atomic_write,
     atomic_writes,
     check_companion,
     check_output_file,
@@ -23,6 +22,7 @@ from skipcore.files import (
     expand_home,
     parse_json,
     read_parquet,
+    write_parquet,
 )
 from skipcore.traces.files import (
     FORMATS,
@@ -159,11 +159,10 @@ def write_lens(
         path.parent.mkdir(parents=True, exist_ok=True)
         if suffix == ".parquet":
             import pyarrow as pa
-            import pyarrow.parquet as pq
 
             table = pa.Table.from_pandas(df, preserve_index=False)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta.encode()})
-            atomic_write(path, lambda p: pq.write_table(table, p))
+            write_parquet(table, path)
         else:
             data = partial(write_jsonl, df) if suffix == ".jsonl" else partial(df.to_csv, index=False)
             # both written before either replaces a file; the sidecar renamed first: never data without its metadata
@@ -181,10 +180,9 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"lens file not found: {path}")
     try:
         if suffix == ".parquet":
-            table = read_parquet(path)
-            raw = (table.schema.metadata or {}).get(META_KEY)
+            df, schema_meta = read_parquet(path)
+            raw = schema_meta.get(META_KEY)
             meta = parse_json(raw) if raw else {}
-            df = table.to_pandas()
         else:
             if suffix == ".jsonl":
                 df = pd.read_json(path, lines=True, dtype={c: str for c in _TEXT}, precise_float=True)

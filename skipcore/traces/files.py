@@ -35,6 +35,7 @@ from skipcore.files import (
     check_utf8_name,
     parse_json,
     read_parquet,
+    write_parquet,
 )
 from skipcore.traces.schema import (
     MASK_PREFIX,
@@ -120,13 +121,12 @@ def write_trace(
         path.parent.mkdir(parents=True, exist_ok=True)
         if fmt == ".parquet":
             import pyarrow as pa
-            import pyarrow.parquet as pq
 
             table = pa.Table.from_pandas(df, preserve_index=False)
             schema_meta = dict(table.schema.metadata or {})
             schema_meta[META_KEY] = json.dumps(meta, default=str).encode()
             table = table.replace_schema_metadata(schema_meta)
-            atomic_write(path, lambda p: pq.write_table(table, p))
+            write_parquet(table, path)
         elif fmt in ZIPPED_FORMATS:
             atomic_write(path, lambda p: _write_zip(p, path.name[: -len(".zip")], df, meta))
         else:
@@ -249,10 +249,9 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"trace file not found: {path}")
     try:
         if fmt == ".parquet":
-            table = read_parquet(path)
-            raw = (table.schema.metadata or {}).get(META_KEY)
+            df, schema_meta = read_parquet(path)
+            raw = schema_meta.get(META_KEY)
             meta = parse_json(raw) if raw else {}
-            df = table.to_pandas()
         elif fmt in ZIPPED_FORMATS:
             df, meta = _read_zip(path)
         else:

@@ -43,6 +43,7 @@ from skipcore.files import (
     parse_json,
     read_parquet,
     refuse_special,
+    write_parquet,
 )
 from skipcore.output_lock import OutputLock
 
@@ -56,10 +57,10 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
 
     path = Path(path)
     try:
-        table = read_parquet(path)
+        frame, schema_meta = read_parquet(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is not a readable sweep file ({first_line(e)})") from e
-    raw = (table.schema.metadata or {}).get(META_KEY)
+    raw = schema_meta.get(META_KEY)
     if raw is None:
         raise UserError(
             f"{path} exists and is not a skipcore sweep's results; it will not be replaced: choose another out",
@@ -71,7 +72,7 @@ def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"{path}: its sweep record cannot be read ({first_line(e)})") from e
     if not isinstance(meta, dict):
         raise UserError(f"{path}: its sweep record is not a JSON object")
-    return table.to_pandas(), meta
+    return frame, meta
 
 
 @cache
@@ -277,7 +278,6 @@ class SweepStore:
         """The Parquet record (naming the digest of the CSV about to be written, and the previous one, so an
         interruption between the two renames leaves a CSV the record still knows), then the CSV copy."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         df = self.frame()
         text = _csv_text(df)
@@ -290,7 +290,7 @@ class SweepStore:
         meta = {**(table.schema.metadata or {}), META_KEY: json.dumps(record).encode()}
         table = table.replace_schema_metadata(meta)
         try:
-            atomic_write(self.out, lambda p: pq.write_table(table, p))
+            write_parquet(table, self.out)
             atomic_write(self.csv, lambda p: p.write_bytes(text.encode()))
         except OSError as e:
             raise UserError(f"cannot write {self.out}: {e.strerror or e}") from e

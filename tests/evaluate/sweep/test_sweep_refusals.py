@@ -110,9 +110,8 @@ def edited_by_hand(out, column: str, value) -> None:
     from skipcore.evaluate.sweep.store import META_KEY
     from skipcore.files import read_parquet
 
-    table = read_parquet(out)
-    record = json.loads(table.schema.metadata[META_KEY])
-    df = table.to_pandas()
+    df, schema_meta = read_parquet(out)
+    record = json.loads(schema_meta[META_KEY])
     df[column] = value
     text = df.to_csv(index=False)
     record["csv_sha256"] = [hashlib.sha256(text.encode()).hexdigest()]
