@@ -209,6 +209,34 @@ def _what_fits(limit: int, longest: int, max_new_tokens: int) -> str:
     return f"use max_new_tokens {limit - 1} or fewer and a shorter prompt"
 
 
+def check_left_padded(input_ids: object, attn: object) -> None:
+    """Token ids and their attention mask as the decode loop reads them: two 2-D tensors of one shape, the mask 0
+    or 1, each row's ones one run at its end (padding on the left, as `generate()` pads). A mask padded on the
+    right (a tokenizer's `padding_side="right"`, usual in training) decodes each shorter row after its pads: other
+    tokens than that row alone gives, without a word. Refused in one line naming the first such row."""
+    for name, value in (("input_ids", input_ids), ("attention_mask", attn)):
+        if not isinstance(value, torch.Tensor) or value.dim() != 2:
+            raise UserError(
+                f"{name} must be a 2-D tensor (rows of token ids), got {quoted(value)}", field=name
+            )
+    if attn.shape != input_ids.shape:
+        raise UserError(
+            f"attention_mask's shape {tuple(attn.shape)} is not input_ids' {tuple(input_ids.shape)}",
+            field="attention_mask",
+        )
+    mask = attn.detach().to("cpu", torch.int64)
+    if not ((mask == 0) | (mask == 1)).all():
+        raise UserError("attention_mask must hold 0 and 1 only", field="attention_mask")
+    ragged = (mask[:, 1:] < mask[:, :-1]).any(dim=1) | (mask.sum(dim=1) == 0)
+    if ragged.any():
+        row = int(ragged.nonzero()[0])
+        raise UserError(
+            f"row {row} of attention_mask is not padded on the left (its ones must be one run at its end, or it "
+            "has none): pad on the left, as tokenizer.padding_side = 'left' does",
+            field="attention_mask",
+        )
+
+
 def check_finite(out: BatchOutput, first_sample: int = 0) -> None:
     """Refuse a batch whose tokens came from logits that are not finite (NaN or infinite weights, or an overflow in
     half precision): argmax over NaN picks a token all the same, so the output would be silent garbage."""

@@ -35,6 +35,7 @@ from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import (
     Request,
     check_finite,
+    check_left_padded,
     check_loaded,
     check_model,
     check_request,
@@ -324,6 +325,7 @@ class SkipEngine:
         """Generate max_new_tokens tokens at most for left-padded rows of token ids, each step's depth chosen
         by `policy` (given explicit layer sets, one token per set unless `max_new_tokens` says fewer), its
         settings checked here: the loop for a caller that brings its own token ids (the tests, the bench)."""
+        check_left_padded(input_ids, attn)
         if max_new_tokens is None:
             if not isinstance(policy, Sequence) or isinstance(policy, Schedule):
                 raise UserError("max_new_tokens is needed unless explicit layer sets are given")

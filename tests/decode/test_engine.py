@@ -19,7 +19,7 @@ from skipcore.decode.engine import SkipEngine
 from skipcore.decode.forward import column_layer_sets, skip_forward
 from skipcore.decode.sampling import Sampling, TokenPicker
 from skipcore.decode.static_step import StaticDecoder
-from skipcore.errors import ScheduleError, SkipcoreWarning
+from skipcore.errors import ScheduleError, SkipcoreWarning, UserError
 from skipcore.models.loading import load_model
 from skipcore.schedule import Schedule
 from tests.helpers import FAMILIES, PROMPTS, RecordingPicker, engine_for, hf_generate, padded
@@ -94,6 +94,35 @@ def test_non_nested_layer_sets_are_refused(model_dirs):
     sets = [tuple(range(6)), (0, 1, 2), (0, 1, 5)]
     with pytest.raises(ScheduleError, match="not nested: step 2 runs layer 5"):
         eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device))
+
+
+def test_rows_padded_on_the_right_are_refused_and_on_the_left_give_generates_tokens(model_dirs):
+    """`generate_batch` took a right-padded batch (a tokenizer's `padding_side="right"`, as notebook 02 feeds it
+    `tokenizer(prompts, padding=True)`) and decoded each shorter row after its pads: other tokens than `generate()`
+    gives, without a word. The mask must be each row's ones in one run at its end."""
+    eng = engine_for(model_dirs, "opt")
+    prompts, picker = PROMPTS[:3], TokenPicker(Sampling(), eng.device)
+    eng.tokenizer.padding_side = "right"
+    try:
+        right = eng.tokenizer(prompts, return_tensors="pt", padding=True)
+    finally:
+        eng.tokenizer.padding_side = "left"
+    assert not right["attention_mask"].all()  # the prompts differ in length: some row is padded
+    with pytest.raises(UserError, match=r"^row \d of attention_mask is not padded on the left") as e:
+        eng.generate_batch(right["input_ids"], right["attention_mask"], None, picker, max_new_tokens=4)
+    assert e.value.field == "attention_mask"
+    for mask, said in (
+        (right["attention_mask"][:, :2], "attention_mask's shape"),
+        (right["attention_mask"] * 2, "attention_mask must hold 0 and 1 only"),
+        (torch.zeros_like(right["attention_mask"]), "row 0 of attention_mask is not padded on the left"),
+    ):
+        with pytest.raises(UserError, match=re.escape(said)):
+            eng.generate_batch(right["input_ids"], mask, None, picker, max_new_tokens=4)
+    left = eng.tokenizer(prompts, return_tensors="pt", padding=True)
+    out = eng.generate_batch(left["input_ids"], left["attention_mask"], None, picker, max_new_tokens=4)
+    assert [eng.tokenizer.decode(t, skip_special_tokens=True) for t in out.tokens] == eng.generate(
+        prompts, None, 4
+    ).texts
 
 
 # the families whose tiny models have no sliding layer the tests' sequences pass: the engine's own eager pass computes
