@@ -94,7 +94,7 @@ class Sampling:
                 + f", got {self.temperature:g}"
                 + (
                     " (below it the logits divided by it overflow, and sampling is greedy decoding in all but "
-                    "name: set do_sample False for greedy decoding)"
+                    "name: leave do_sample out for greedy decoding)"
                     if self.do_sample
                     else ""
                 ),

@@ -12,7 +12,7 @@ import torch
 from skipcore import AdaptivePolicy, CalmPolicy, Schedule, SpeculativePolicy, StaticPolicy, read_trace
 from skipcore.commands import main
 from skipcore.decode.forward import column_layer_sets, skip_forward
-from skipcore.errors import UserError
+from skipcore.errors import UserError, said_by
 from skipcore.schedule import layers_for_budget
 from tests.helpers import PROMPTS, RecordingPicker, engine_for, refused, write_csv
 
@@ -285,9 +285,14 @@ def test_greedy_decoding_takes_a_temperature_of_zero_and_sampling_says_why_not()
     with pytest.raises(
         UserError,
         match=r"temperature must be a finite number >= 1e-06 when sampling, got 0 .*"
-        r"set do_sample False for greedy decoding",
+        r"leave do_sample out for greedy decoding",
     ):
         Sampling(do_sample=True, temperature=0.0)
+    with pytest.raises(UserError) as e, said_by({"do_sample": "--do-sample", "temperature": "--temperature"}):
+        Sampling(do_sample=True, temperature=0.0)
+    assert "leave --do-sample out for greedy decoding" in str(
+        e.value
+    )  # the command line's switch takes no value
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(UserError, match=r"^temperature must be a finite number >= 0, got"):
             Sampling(do_sample=False, temperature=bad)
