@@ -284,14 +284,27 @@ class SkipEngine:
                 on_batch(DecodedBatch(b, start, ids, attn, out, run_id))
         return DecodedPrompts(run_id, texts, token_ids, pd.concat(traces, ignore_index=True))
 
+    @property
+    def run_identity(self) -> dict:
+        """What a run's metadata says of the engine that made it: the model, its dtype and its cache's, and whether
+        the step is fused. Two runs whose outputs are compared token by token (a lens and its full-depth teacher)
+        come from engines that agree on it."""
+        return {
+            "model": self.model_name,
+            "dtype": self.runs_on[1],
+            "attention_dtype": dtype_name(self.kv_dtype),
+            "fused_step": self.fused_step,
+        }
+
     def describe_run(self, run_id: str, request: Request, kind: object, *extra: object, **fields) -> dict:
         """A call's metadata: its policy's own (schedule, mode, policy_params), the caller's `fields`, and
         what every run has. Its config hash groups runs of one configuration: the model, the policy, `kind`
         (generate: its sampling; the lens: "lens"), the new tokens, the batch size and anything in `extra`."""
         policy, T, size = request.policy, request.max_new_tokens, request.batch_size
         about = policy.describe()
+        identity = self.run_identity
         return run_metadata(
-            model=self.model_name,
+            model=identity.pop("model"),
             config_hash=config_hash(
                 self.model_name, policy.name, about, kind, T, size, *extra, *self.fused_said
             ),
@@ -300,10 +313,8 @@ class SkipEngine:
             **fields,
             batch_size=size,
             device=str(self.device),
-            dtype=self.runs_on[1],
             dtype_reason=self.dtype_choice.reason,
-            attention_dtype=dtype_name(self.kv_dtype),
-            fused_step=self.fused_step,
+            **identity,
             seed=request.sampling.seed,
             sampling=request.sampling.to_dict(),
             max_new_tokens=T,

@@ -112,6 +112,20 @@ def compare_with_full_depth(
             "`full` must be a full-depth lens of the same prompts, in the same order (layer_lens with no policy)",
             field="full",
         )
+    elif other := {
+        name: (full.metadata[name], value)
+        for name, value in engine.run_identity.items()
+        if name in full.metadata and full.metadata[name] != value
+    }:
+        # its tokens are another model's (or another precision's) output: the agreement would not be with full depth
+        said = "; ".join(
+            f"{name} {quoted(made)} where this engine's is {quoted(now)}"
+            for name, (made, now) in other.items()
+        )
+        raise UserError(
+            f"`full` was made by another engine ({said}): make it with this engine (layer_lens with no policy)",
+            field="full",
+        )
     elif full.metadata.get("max_new_tokens", max_new_tokens) != max_new_tokens:
         # its tokens are the teacher's: of another length they read as rows cut short or too long
         raise UserError(

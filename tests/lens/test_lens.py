@@ -227,6 +227,26 @@ def test_a_full_lens_of_the_wrong_kind_is_refused_naming_it(opt, full):
     assert e.value.field == "full"
 
 
+def test_a_full_lens_made_by_another_model_or_precision_is_refused(model_dirs, opt):
+    """`full=` a full-depth lens of another model was taken: the agreement "with full depth" was with another model's
+    output (0.84 where its own full depth gives 0.95). The model, dtype, cache dtype and fused step must be this
+    engine's."""
+    import dataclasses
+
+    sched = Schedule(opt.num_layers, "constant", "skip", 3, 3)
+    full = layer_lens(opt, PROMPTS, None, T)
+    elsewhere = dataclasses.replace(full, metadata={**full.metadata, "model": "/models/another"})
+    with pytest.raises(
+        UserError, match=r"^`full` was made by another engine \(model '/models/another' where"
+    ) as e:
+        compare_with_full_depth(opt, PROMPTS, sched, T, full=elsewhere)
+    assert e.value.field == "full"
+    half = engine_for(model_dirs, attn="sdpa", dtype="bfloat16")
+    with pytest.raises(UserError, match=r"dtype 'float32' where this engine's is 'bfloat16'"):
+        compare_with_full_depth(half, PROMPTS, sched, T, full=full)
+    assert compare_with_full_depth(opt, PROMPTS, sched, T, full=full).full is full  # its own: taken
+
+
 def test_a_full_lens_of_another_length_is_said_as_such(opt):
     """It said 'teacher tokens of prompt 0 stop after 4 of 6 tokens without EOS', blaming the prompt's tokens."""
     full = layer_lens(opt, PROMPTS, None, 4)
