@@ -16,7 +16,7 @@ from pathlib import Path
 
 from skipcore.errors import ScheduleError, UserError, quoted
 from skipcore.files import parse_json, read_text_at_most
-from skipcore.plain_numbers import is_whole, python_number, whole_number
+from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 SHAPES = ("full", "constant", "linear", "power", "step", "custom")
 MODES = ("skip", "exit", "middle")
@@ -444,8 +444,9 @@ def schedule_for_speedup(
     With max given, a target no floor comes within 2 x `tolerance` of is refused (a run labelled 3x would run 6x),
     unless `nearest`: the closest schedule whatever its distance (an elastic plan's drawn targets).
     """
+    target, tolerance = python_number(target), python_number(tolerance)  # NumPy's, a 0-d array's, as Python's
     for name, value in (("target_speedup", target), ("tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        if not is_number(value) or not math.isfinite(value):
             raise ScheduleError(f"{name} must be a finite number, got {quoted(value)}", field=name)
     if target < 1.0:
         raise ScheduleError(

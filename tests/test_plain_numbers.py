@@ -5,6 +5,7 @@ bool are refused as no whole number. Schedules, sweeps and policies took 12.0 or
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -19,7 +20,7 @@ from skipcore.plain_numbers import is_whole, python_number, whole_number
 from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule, schedule_for_speedup
 
-WHOLE = (3, np.int64(3), np.int32(3), 3.0, np.float64(3.0), np.float32(3.0))
+WHOLE = (3, np.int64(3), np.int32(3), 3.0, np.float64(3.0), np.float32(3.0), np.array(3), np.array(3.0))
 NOT_WHOLE = (2.5, np.float64(2.5), True, np.bool_(True), "3", None, math.inf, math.nan)
 
 
@@ -109,3 +110,16 @@ def test_a_generate_call_takes_a_whole_float_as_its_counts():
     assert engine.generate(prompts, None, 4.0, batch_size=np.float64(2.0)).token_ids == plain
     with pytest.raises(ArgumentTypeError, match="max_new_tokens must be a whole number, got float 4.5"):
         engine.generate(prompts, None, 4.5)
+
+
+def test_a_zero_d_array_is_its_number_and_an_array_of_one_is_not():
+    """`schedule_for_speedup(12, np.array(3.0), 20)` said "target_speedup must be a finite number, got array(3.)": a
+    0-d array (as indexing or reducing an array may give) is its number, as NumPy's scalar is; an array of one value
+    is a list, refused; a switch reads a 0-d bool array alike (`python_bool`)."""
+    from skipcore.plain_numbers import python_bool
+
+    assert schedule_for_speedup(12, np.array(3.0), 20) == schedule_for_speedup(12, 3.0, 20)
+    with pytest.raises(UserError, match=re.escape("target_speedup must be a finite number, got array([3.])")):
+        schedule_for_speedup(12, np.array([3.0]), 20)
+    assert type(python_number(np.array(2.5))) is float and python_number(np.array(True)).shape == ()
+    assert python_bool(np.array(True)) is True and isinstance(python_bool(np.array([True])), np.ndarray)

@@ -115,7 +115,8 @@ def write_trace(
     written: a file the tool wrote is one it reads."""
     path = check_trace_path(path, overwrite)
     fmt = _check_format(path)
-    meta = validate_metadata({} if metadata is None else metadata, str(path))
+    # NumPy's values (a seed read from an array) as JSON holds them: as Python's, not their text
+    meta = validate_metadata(json_plain({} if metadata is None else metadata), str(path))
     validate_trace(df.copy() if isinstance(df, pd.DataFrame) else df, str(path), meta.get("num_layers"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -42,3 +42,21 @@ def test_a_huge_layer_count_is_quoted_not_echoed(small_trace, tmp_path):
     with pytest.raises(TraceSchemaError) as e:
         read_trace(path)
     assert "but the run metadata says" in str(e.value) and len(str(e.value)) < 300, str(e.value)
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "t.csv", "t.jsonl.zip"])
+def test_numpys_values_in_metadata_are_written_as_pythons(small_trace, tmp_path, name):
+    """`write_trace(df, p, {**meta, "seed": np.int64(0)})` was refused as "'seed' must be a whole number, got int64",
+    where every other entry point takes NumPy's counts; written, a NumPy value nested deeper became its text."""
+    import numpy as np
+
+    df, meta = small_trace
+    given = {
+        **meta,
+        "seed": np.int64(3),
+        "num_layers": np.int32(6),
+        "policy_params": {"threshold": np.float32(0.5)},
+    }
+    _, got = read_trace(write_trace(df, tmp_path / name, given))
+    assert got["seed"] == 3 and got["num_layers"] == 6 and got["policy_params"] == {"threshold": 0.5}
+    assert type(got["seed"]) is int and type(got["policy_params"]["threshold"]) is float
