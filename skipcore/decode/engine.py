@@ -488,24 +488,31 @@ def config_hash(*parts) -> str:
 
 
 def _stop_and_pad(model, tokenizer, device: torch.device, model_name: str = "") -> tuple[torch.Tensor, int]:
-    """The tokens that end a row (the generation config's, else the tokenizer's EOS; none: every row runs to its
-    limit, as generate() runs such a model) and the token a batch pads with. The engine masks padding itself, so
-    any token the embeddings hold will do: the tokenizer's pad where the embeddings hold it (one added to a
-    tokenizer without resizing the model's embeddings is past them, and would fail the batch's first pass), else
-    its EOS, else token 0. An EOS that is no token id (text, a fraction: a hand-edited generation_config.json,
-    which transformers loads as it is) is refused in one line naming the file's field."""
+    """The tokens that end a row, the generation config's as generate() reads them (none: every row runs to its
+    limit, as generate() runs such a model, said in a warning where the tokenizer has an EOS the config does not
+    name), and the token a batch pads with. The engine masks padding itself, so any token the embeddings hold will
+    do: the tokenizer's pad where the embeddings hold it (one added to a tokenizer without resizing the model's
+    embeddings is past them, and would fail the batch's first pass), else an EOS, else token 0. An EOS that is no
+    token id (text, a fraction: a hand-edited generation_config.json, which transformers loads as it is) is refused
+    in one line naming the file's field."""
     eos = model.generation_config.eos_token_id
-    source = "generation_config.json" if eos is not None else "tokenizer"
-    if eos is None:
-        eos = tokenizer.eos_token_id
     ends = [] if eos is None else list(eos) if isinstance(eos, list | tuple) else [eos]
     ends = [whole_number(t) for t in ends]
     if not all(is_whole(t) for t in ends):  # a negative id names no token: no row ends on it
         raise ModelError(
-            f"{model_name or 'the model'}'s {source} says eos_token_id {quoted(eos)}: token ids are whole numbers (fix "
-            "the file, or set model.generation_config.eos_token_id)",
+            f"{model_name or 'the model'}'s generation_config.json says eos_token_id {quoted(eos)}: token ids are "
+            "whole numbers (fix the file, or set model.generation_config.eos_token_id)",
             field="model",
         )
+    if not ends and tokenizer.eos_token_id is not None:
+        warnings.warn(
+            f"{model_name or 'the model'}'s generation config names no eos_token_id: every row runs to "
+            f"max_new_tokens, as generate() runs it (set model.generation_config.eos_token_id = "
+            f"{tokenizer.eos_token_id}, the tokenizer's EOS, for rows to end there)",
+            SkipcoreWarning,
+            stacklevel=3,
+        )
     rows = model.get_input_embeddings().weight.shape[0]
-    pad = next((int(t) for t in (tokenizer.pad_token_id, *ends) if t is not None and 0 <= int(t) < rows), 0)
+    candidates = (tokenizer.pad_token_id, *ends, tokenizer.eos_token_id)
+    pad = next((int(t) for t in candidates if t is not None and 0 <= int(t) < rows), 0)
     return torch.tensor(ends, dtype=torch.long, device=device), pad

@@ -188,3 +188,28 @@ def test_a_pad_token_past_the_embeddings_and_a_model_without_eos_decode_as_gener
     tok.eos_token = None
     theirs = model.generate(**tok(PROMPTS[:1], return_tensors="pt"), max_new_tokens=6, do_sample=False)
     assert SkipEngine(model, tok).generate(PROMPTS[:1], None, 6).token_ids == [theirs[0, -6:].tolist()]
+
+
+def test_a_generation_config_without_eos_runs_every_row_to_its_limit_as_generate_does():
+    """`model.generation_config.eos_token_id = None` (how transformers turns EOS off): generate() made 30 tokens and
+    the engine stopped at the tokenizer's EOS after 14. The generation config decides, as generate() reads it; the
+    tokenizer's EOS it leaves out is said."""
+    from skipcore.errors import SkipcoreWarning
+    from tests.helpers import REPO
+
+    model, tok = load_model(str(REPO / "data/models/skipdecode-opt-e2e"), device="cpu")
+    prompts = [
+        "MR: name[The Eagle], eatType[pub]\nText:",
+        "MR: name[Aromi], food[Chinese], area[city centre]\nText:",
+    ]
+    eos = model.generation_config.eos_token_id
+    ids = SkipEngine(model, tok).generate(prompts, None, 30).token_ids
+    assert any(len(row) < 30 for row in ids)  # some row ends at EOS while the config names it
+    model.generation_config.eos_token_id = None
+    with pytest.warns(
+        SkipcoreWarning, match=rf"names no eos_token_id: every row runs to max_new_tokens.* = {eos}"
+    ):
+        engine = SkipEngine(model, tok)
+    for prompt, row in zip(prompts, engine.generate(prompts, None, 30).token_ids, strict=True):
+        theirs = model.generate(**tok([prompt], return_tensors="pt"), max_new_tokens=30, do_sample=False)
+        assert row == theirs[0, -30:].tolist()
