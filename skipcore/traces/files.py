@@ -41,6 +41,7 @@ from skipcore.traces.schema import (
     MASK_PREFIX,
     TEXT_COLUMNS,
     TraceSchemaError,
+    check_same_run,
     validate_metadata,
     validate_trace,
 )
@@ -117,7 +118,11 @@ def write_trace(
     fmt = _check_format(path)
     # NumPy's values (a seed read from an array) as JSON holds them: as Python's, not their text
     meta = validate_metadata(json_plain({} if metadata is None else metadata), str(path))
-    validate_trace(df.copy() if isinstance(df, pd.DataFrame) else df, str(path), meta.get("num_layers"))
+    check_same_run(
+        validate_trace(df.copy() if isinstance(df, pd.DataFrame) else df, str(path), meta.get("num_layers")),
+        meta,
+        str(path),
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if fmt == ".parquet":
@@ -263,7 +268,9 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):
         df["layer_mask"] = df["layer_mask"].str.removeprefix(MASK_PREFIX)
     meta = validate_metadata(meta, str(path))
-    return validate_trace(df, str(path), meta.get("num_layers")), meta
+    df = validate_trace(df, str(path), meta.get("num_layers"))
+    check_same_run(df, meta, str(path))
+    return df, meta
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:

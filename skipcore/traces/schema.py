@@ -153,6 +153,21 @@ def validate_trace(df: pd.DataFrame, source: str = "trace", num_layers: int | No
     return df
 
 
+def check_same_run(df: pd.DataFrame, meta: dict, source: str = "trace") -> None:
+    """The run metadata's `run_id` (where it has one) among the rows' own: a JSONL or CSV data file replaced beside
+    its old `.meta.json`, or rows written with another run's metadata, read as that run (its schedule, its model)
+    without a word. A trace of several runs (traces put together) is read with the metadata of one of them."""
+    run = meta.get("run_id")
+    if run is None or run in set(df["run_id"]):
+        return
+    rows = sorted(set(df["run_id"]))
+    said = quoted(rows[0]) + (f" and {len(rows) - 1} more" if len(rows) > 1 else "")
+    raise TraceSchemaError(
+        f"{source}: the run metadata is run {quoted(run)}'s and the rows are run {said}'s: a data file and metadata "
+        "from different runs (a .meta.json left beside a replaced file?)"
+    )
+
+
 def _check_policy_columns(df: pd.DataFrame, source: str) -> None:
     """The policy columns a trace has (`POLICY_COLUMNS`), each of its kind where it has a value, with the columns
     read beside it (`READ_WITH`): a hand-made one (text in `round`, a negative `flops_total`) is named here, before

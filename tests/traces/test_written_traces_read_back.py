@@ -60,3 +60,27 @@ def test_numpys_values_in_metadata_are_written_as_pythons(small_trace, tmp_path,
     _, got = read_trace(write_trace(df, tmp_path / name, given))
     assert got["seed"] == 3 and got["num_layers"] == 6 and got["policy_params"] == {"threshold": 0.5}
     assert type(got["seed"]) is int and type(got["policy_params"]["threshold"]) is float
+
+
+def test_rows_and_metadata_of_different_runs_are_refused_where_read_and_where_written(small_trace, tmp_path):
+    """A JSONL data file replaced beside its old `.meta.json` read as the old run (its schedule, its model) without a
+    word; `write_trace` wrote rows with another run's metadata. Rows of several runs keep one run's metadata."""
+    import os
+
+    import pandas as pd
+
+    df, meta = small_trace
+    other = df.assign(run_id="r-another")
+    with pytest.raises(
+        TraceSchemaError, match=r"the run metadata is run '.*'s and the rows are run 'r-another''s"
+    ):
+        write_trace(other, tmp_path / "w.parquet", meta)
+    assert not (tmp_path / "w.parquet").exists()
+    path = write_trace(df, tmp_path / "t.jsonl", meta)
+    write_trace(other, tmp_path / "u.jsonl", {**meta, "run_id": "r-another"})
+    os.replace(tmp_path / "u.jsonl", path)  # the data file replaced, its old sidecar left beside it
+    with pytest.raises(TraceSchemaError, match=r"a \.meta\.json left beside a replaced file"):
+        read_trace(path)
+    both = pd.concat([df, other], ignore_index=True)
+    back, got = read_trace(write_trace(both, tmp_path / "both.parquet", meta))
+    assert got["run_id"] == meta["run_id"] and set(back["run_id"]) == {meta["run_id"], "r-another"}
