@@ -269,6 +269,17 @@ def _check_rows(df: pd.DataFrame, source: str) -> None:
             f"{source}: 'position' - 'step' changes within run {run!r} sample {int(sample)} (a row's tokens are "
             "one position apart, after its prompt)"
         )
+    if "batch" in df.columns and df["batch"].notna().all():
+        # the loop logs every row of a batch at every step, ended or not: a batch's rows hold as many steps each
+        steps = df.groupby(["run_id", "batch", "sample"], sort=False).size()
+        uneven = steps.groupby(level=[0, 1], sort=False).nunique() > 1
+        if uneven.any():
+            run, batch = uneven.index[int(np.flatnonzero(uneven.to_numpy())[0])]
+            counts = sorted(set(steps.loc[run, batch]))
+            raise TraceSchemaError(
+                f"{source}: the rows of run {run!r} batch {int(batch)} hold {counts[0]} to {counts[-1]} steps, where "
+                "every row of a batch holds one per step the batch ran (rows missing: a file cut short?)"
+            )
     finished = df["finished"].astype(bool)
     ended_before = finished.groupby([df[k] for k in keys], sort=False).cummax()
     if (ended_before & ~finished).any():

@@ -84,3 +84,16 @@ def test_rows_and_metadata_of_different_runs_are_refused_where_read_and_where_wr
     both = pd.concat([df, other], ignore_index=True)
     back, got = read_trace(write_trace(both, tmp_path / "both.parquet", meta))
     assert got["run_id"] == meta["run_id"] and set(back["run_id"]) == {meta["run_id"], "r-another"}
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_a_text_trace_cut_at_a_line_end_is_refused_as_rows_missing(small_trace, tmp_path, name):
+    """A CSV or JSONL trace cut after a whole line read back without a word, one row of a batch a token short of
+    the other (every row of a batch holds a row per step the batch ran): its summary counted fewer tokens."""
+    df, meta = small_trace
+    assert df.groupby("sample").size().nunique() == 1 and df["batch"].nunique() == 1  # one batch, rows alike
+    path = write_trace(df, tmp_path / name, meta)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))
+    with pytest.raises(TraceSchemaError, match=r"batch 0 hold \d+ to \d+ steps.*a file cut short\?"):
+        read_trace(path)
