@@ -120,14 +120,15 @@ def add_parser(sub) -> None:
 
 def summary_line(label: str, s: dict) -> str:
     """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so), and a
-    speculative run's acceptance."""
+    speculative run's acceptance ('n/a' where no draft was made)."""
+    from skipcore.measure.summary import speedup_text as x
+
     drafts = (
-        f"drafts accepted {s['draft_acceptance']:.0%}, {s['tokens_per_full_pass']:.2f} tokens per full-depth "
-        "pass, "
+        f"drafts accepted {x(s['draft_acceptance'], '{:.0%}')}, {s['tokens_per_full_pass']:.2f} tokens per "
+        "full-depth pass, "
         if s["tokens_per_full_pass"] == s["tokens_per_full_pass"]  # not NaN: a speculative run
         else ""
     )
-    from skipcore.measure.summary import speedup_text as x
 
     return (
         f"[{label}] {drafts}layer speedup {x(s['layer_speedup'])} per token / {x(s['batch_layer_speedup'])} "

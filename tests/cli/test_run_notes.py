@@ -1,0 +1,38 @@
+"""What `generate` and `lens` say beside a run, on stderr: that the fixed-shape steps `--fused-step` runs on can part
+from plain generate's tokens in half precision (never in float32), which schedule a model trained at one schedule
+runs (none for a policy that runs no schedule) and when schedule flags that name no budgets dropped it, a
+speculative run's acceptance where no draft was made ('n/a', not 'nan%'), and a draft length --max-new-tokens
+capped."""
+
+from __future__ import annotations
+
+import math
+
+from skipcore.commands import main
+from skipcore.commands.generate import summary_line
+
+FIXED_SHAPE_NOTE = "fixed-shape steps, which pad each prompt to a multiple of"
+TRAINED_AT = "was trained at one schedule"
+
+
+def stderr_of(capsys, *argv: str) -> str:
+    """The command's stderr, after it ran to the end."""
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return capsys.readouterr().err
+
+
+def test_a_speculative_summary_without_drafts_says_n_a():
+    summary = {
+        "draft_acceptance": math.nan,
+        "tokens_per_full_pass": 1.0,
+        "layer_speedup": math.nan,
+        "batch_layer_speedup": math.nan,
+        "flops_speedup_decode": math.nan,
+        "flops_speedup_with_prompt": 1.0,
+        "kv_saved_fraction": 0.0,
+        "tokens_per_s": 10.0,
+    }
+    line = summary_line("speculative k=2", summary)
+    assert "drafts accepted n/a," in line and "nan" not in line, line
+    assert "drafts accepted 75%," in summary_line("speculative k=2", {**summary, "draft_acceptance": 0.75})
