@@ -179,13 +179,16 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
 
 
 def draft_note(asked, placed, engine) -> str | None:
-    """What speculative decoding drafts where --draft-tokens was not given, and why (`draft_tokens_said`)."""
-    from skipcore.policies.speculative import SpeculativePolicy, draft_tokens_said
+    """What speculative decoding drafts where --draft-tokens was not given, and why (`draft_tokens_said`): the
+    device's default, or fewer where --max-new-tokens caps it (`Parameterised.for_run`)."""
+    from skipcore.policies.speculative import SpeculativePolicy, default_draft_tokens, draft_tokens_said
 
     if not isinstance(asked, SpeculativePolicy) or asked.draft_tokens is not None:
         return None
     said = draft_tokens_said(*engine.runs_on)
-    k = placed.draft_tokens
+    k, default = placed.draft_tokens, default_draft_tokens(*engine.runs_on)
+    if k < default:
+        said = f"capped by --max-new-tokens {k}, below {default}, {said}"
     return f"note: speculative drafts {k} token{'s' * (k != 1)} a round ({said}; --draft-tokens to choose)"
 
 

@@ -10,6 +10,7 @@ import math
 
 from skipcore.commands import main
 from skipcore.commands.generate import summary_line
+from tests.helpers import PROMPTS
 
 FIXED_SHAPE_NOTE = "fixed-shape steps, which pad each prompt to a multiple of"
 TRAINED_AT = "was trained at one schedule"
@@ -36,3 +37,15 @@ def test_a_speculative_summary_without_drafts_says_n_a():
     line = summary_line("speculative k=2", summary)
     assert "drafts accepted n/a," in line and "nan" not in line, line
     assert "drafts accepted 75%," in summary_line("speculative k=2", {**summary, "draft_acceptance": 0.75})
+
+
+def test_a_draft_length_capped_by_max_new_tokens_says_so(capsys, model_dirs):
+    argv = ["generate", "--model", str(model_dirs["opt"]), "--prompt", PROMPTS[0], "--dtype", "float32"]
+    argv += ["--policy", "speculative", "--max-layers", "6", "--min-layers", "3"]
+    capped = stderr_of(capsys, *argv, "--max-new-tokens", "2")
+    note = next(line for line in capped.splitlines() if line.startswith("note: speculative drafts"))
+    assert note.startswith("note: speculative drafts 2 tokens a round (capped by --max-new-tokens 2, below 4, the "
+                           "default on a CPU in float32"), note  # fmt: skip
+    whole = stderr_of(capsys, *argv, "--max-new-tokens", "8")
+    assert "note: speculative drafts 4 tokens a round (the default on a CPU in float32" in whole
+    assert "capped" not in whole
