@@ -114,8 +114,9 @@ def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None
 def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
     """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule a model
     trained at one schedule runs where `given`, the flags typed, names none; the schedule's shape, the length, the
-    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule or
-    a fall-back to full depth ('' if neither), said with the run's summary, after the work: errors come first."""
+    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule (for
+    a policy that runs a schedule) or a fall-back to full depth ('' if neither), said with the run's summary, after
+    the work: errors come first."""
     from skipcore.models.generation_defaults import decoding_for
 
     refuse_idle_flags(settings, given)
@@ -142,6 +143,8 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
         speedup_over=decoding.speedup_over,
     )
     refuse_idle_shape_flags(resolved.depth, given)
+    if trained and not depth.policy_class.uses_schedule:  # CALM: no schedule runs, the trained one neither
+        return resolved, ""
     return resolved, trained_note(settings.model, resolved.depth) if trained else decoding.note
 
 

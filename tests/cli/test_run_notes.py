@@ -6,7 +6,11 @@ capped."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+
+import pytest
 
 from skipcore.commands import main
 from skipcore.commands.generate import summary_line
@@ -21,6 +25,38 @@ def stderr_of(capsys, *argv: str) -> str:
     capsys.readouterr()
     assert main(list(argv)) == 0
     return capsys.readouterr().err
+
+
+@pytest.fixture
+def trained_at_one_schedule(model_dirs, tmp_path):
+    """A copy of the tiny Llama whose training record says it was fine-tuned at one schedule, linear 5->2 in skip
+    mode (the per-target recipe), as `skipcore train --objective fixed` writes it."""
+    folder = tmp_path / "fixed"
+    shutil.copytree(model_dirs["llama"], folder)
+    fixed = {
+        "shape": "linear",
+        "mode": "skip",
+        "max_layers": 5,
+        "min_layers": 2,
+        "warmup_layers": 1,
+        "decay_span": 3,
+    }
+    record = {
+        "format": "skipcore-training/1",
+        "objective": "fixed",
+        "schedule": {"num_layers": 6, "fixed": fixed},
+        "generation": {"max_new_tokens": 6, "decay_span": 3},
+    }
+    (folder / "skipcore_training.json").write_text(json.dumps(record))
+    return str(folder)
+
+
+def test_a_policy_that_runs_no_schedule_is_not_told_it_runs_the_trained_one(capsys, trained_at_one_schedule):
+    flags = ["--model", trained_at_one_schedule, "--prompt", PROMPTS[0], "--max-new-tokens", "4"]
+    assert f"{TRAINED_AT}, so it runs it (linear 5->2" in stderr_of(capsys, "generate", *flags)
+    for command in ("generate", "lens"):
+        err = stderr_of(capsys, command, *flags, "--policy", "calm")
+        assert TRAINED_AT not in err, err
 
 
 def test_a_speculative_summary_without_drafts_says_n_a():
