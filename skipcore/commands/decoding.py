@@ -111,6 +111,13 @@ def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None
         refuse_idle_for_shape(given - own, depth.schedule, depth.mode)
 
 
+def skip_asked(depth: DepthSettings) -> bool:
+    """The settings say which layers to skip: a target speedup, a floor or a start (`--min-layers`,
+    `--max-layers`), or a schedule file."""
+    targets = (depth.target_speedup, depth.min_layers, depth.max_layers)
+    return any(value is not None for value in targets) or bool(depth.schedule_json)
+
+
 def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
     """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule a model
     trained at one schedule runs where `given`, the flags typed, names none; the schedule's shape, the length, the
@@ -121,9 +128,8 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
 
     refuse_idle_flags(settings, given)
     depth = settings.depth
-    asked = any(value is not None for value in (depth.target_speedup, depth.min_layers, depth.max_layers))
     decoding = decoding_for(
-        settings.model, depth.schedule, asked or bool(depth.schedule_json), depth.budgets is not None,
+        settings.model, depth.schedule, skip_asked(depth), depth.budgets is not None,
         depth.policy == "static", settings.max_new_tokens, depth.decay_span, settings.speedup_over,
         schedule_given=bool(given & SCHEDULE_CHOICE),
     )  # fmt: skip
@@ -161,6 +167,34 @@ def trained_note(model: str, depth: DepthSettings) -> str:
     return (
         f"note: {model} was trained at one schedule, so it runs it ({how}); pass --target-speedup T or --schedule "
         "full for another"
+    )
+
+
+def off_schedule_note(settings: DecodeSettings, num_layers: int) -> str:
+    """The note a static run of a model trained at one schedule (`trained_schedule_of`) gets where schedule flags
+    that say no budgets (`--mode`, `--warmup-layers`, `--schedule linear`) dropped that schedule for the default
+    target's: both named, since such a model writes worse off the schedule it learnt. '' where the run's schedule is
+    the trained one, its budgets were asked for (`skip_asked`, custom budgets, full depth), the model was trained
+    at none, or the policy does not run the schedule as its text (CALM runs none, adaptive picks its own budgets,
+    speculative decoding's text is full depth's)."""
+    from skipcore.models.generation_defaults import trained_schedule_of
+    from skipcore.schedule import schedule_from_settings
+
+    depth = settings.depth
+    if depth.policy != "static" or skip_asked(depth) or depth.budgets is not None or depth.schedule == "full":
+        return ""
+    trained = trained_schedule_of(settings.model)
+    if trained is None:
+        return ""
+    over = settings.speedup_over or settings.max_new_tokens
+    ran = schedule_of(depth, num_layers, settings.max_new_tokens, settings.speedup_over).describe()
+    learnt = schedule_from_settings(num_layers, over, **trained).describe()
+    if ran == learnt:
+        return ""
+    return (
+        f"note: {settings.model} was trained at one schedule, {learnt}; the schedule flags given name no budgets, "
+        f"so this run's are the default target's, {ran}, and its text may be poor off the schedule it learnt "
+        "(without them it runs its own)"
     )
 
 

@@ -19,7 +19,13 @@ from skipcore.commands.common import (
     path_text,
 )
 from skipcore.commands.decode_settings import DecodeSettings
-from skipcore.commands.decoding import SAMPLING_FLAGS, add_policy_args, decode_setup, with_model_defaults
+from skipcore.commands.decoding import (
+    SAMPLING_FLAGS,
+    add_policy_args,
+    decode_setup,
+    off_schedule_note,
+    with_model_defaults,
+)
 from skipcore.errors import UserError, said_by
 from skipcore.files import check_output_path
 from skipcore.models.chat import empty_output_warning
@@ -165,7 +171,12 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     notes = (
         []
         if settings.quiet
-        else [setup.dtype_note, schedule_note, setup.sent.note, draft_note(asked, policy, engine)]
+        else [
+            setup.dtype_note,
+            schedule_note or off_schedule_note(settings, engine.num_layers),
+            setup.sent.note,
+            draft_note(asked, policy, engine),
+        ]
     )
     for line in [*notes, empty_output_warning(result.texts, setup.sent)]:
         if line:

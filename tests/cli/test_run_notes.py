@@ -59,6 +59,31 @@ def test_a_policy_that_runs_no_schedule_is_not_told_it_runs_the_trained_one(caps
         assert TRAINED_AT not in err, err
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [("--mode", "skip"), ("--warmup-layers", "1"), ("--schedule", "linear"), ("--mode", "exit")],
+)
+def test_schedule_flags_naming_no_budgets_say_the_trained_schedule_was_dropped(
+    capsys, trained_at_one_schedule, tmp_path, flags
+):
+    argv = ["generate", "--model", trained_at_one_schedule, "--prompt", PROMPTS[0], "--max-new-tokens", "6"]
+    err = stderr_of(capsys, *argv, *flags)
+    notes = [line for line in err.splitlines() if TRAINED_AT in line]
+    assert len(notes) == 1, err
+    run = err.splitlines()[-1]  # the summary, which names the schedule that ran: "[linear 6->3 (...)] ..."
+    ran = run[1 : run.index("]")]
+    assert "linear 5->2 (skip, warmup 1, span 3)" in notes[0] and f", {ran}, " in notes[0], notes[0]
+    assert "its text may be poor off the schedule it learnt" in notes[0]
+    # budgets asked for, or the trained schedule itself: no such note
+    for asked in (
+        ("--target-speedup", "1.5"),
+        ("--schedule", "full"),
+        ("--max-layers", "5", "--min-layers", "2"),
+    ):
+        err = stderr_of(capsys, *argv, *asked)
+        assert "poor off the schedule" not in err, (asked, err)
+
+
 def test_a_speculative_summary_without_drafts_says_n_a():
     summary = {
         "draft_acceptance": math.nan,
