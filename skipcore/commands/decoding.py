@@ -287,22 +287,27 @@ class DecodeSetup:
 def decode_setup(
     settings: DecodeSettings, attention_dtype: str | None = None, fused: bool = False
 ) -> DecodeSetup:
-    """The model loaded in the dtype chosen for this run (a lossless policy's promise is part of `--dtype auto`'s
-    context), its engine given that choice, the prompts, and the policy, each checked (the request in the command
-    line's words) before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens replays
-    in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
+    """The prompts and the policy, checked against the model's config before any weights are converted or loaded
+    (a mistake that needs no weights costs none), then the model loaded in the dtype chosen for this run (a lossless
+    policy's promise is part of `--dtype auto`'s context), its engine given that choice, and the request checked in
+    the command line's words before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens
+    replays in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
+    from skipcore.adapters import shapes_from_config
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
     from skipcore.models.dtype_choice import Promise, lossless_caveat
-    from skipcore.models.loading import load_model, model_dtype
+    from skipcore.models.loading import load_config, load_model, model_dtype
 
+    prompts = read_prompts(settings)
+    num_layers = shapes_from_config(load_config(settings.model, settings.trust_remote_code)).num_layers
+    policy = policy_of(settings.depth, num_layers, settings.max_new_tokens, settings.speedup_over)
     lossless = settings.depth.lossless
     promise = Promise.TOKENS if lossless else None
     choice = model_dtype(settings.model, settings.device, settings.dtype, promise, settings.trust_remote_code)
     model, tokenizer = load_model(
         settings.model, settings.device, choice.name, settings.attn, settings.trust_remote_code
     )
-    sent = prompts_for_model(settings.model, tokenizer, read_prompts(settings), settings.raw_prompt)
+    sent = prompts_for_model(settings.model, tokenizer, prompts, settings.raw_prompt)
     engine = SkipEngine(
         model,
         tokenizer,
@@ -314,7 +319,6 @@ def decode_setup(
     )
     request = check_generation_request(engine, sent.prompts, settings)
     caveat = lossless_caveat(choice, len(sent.prompts), request.batch_size) if lossless else None
-    policy = policy_of(settings.depth, engine.num_layers, settings.max_new_tokens, settings.speedup_over)
     return DecodeSetup(engine, sent, policy, dtype_note(choice, engine, caveat))
 
 

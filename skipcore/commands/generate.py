@@ -157,12 +157,11 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     )
     if trace_path is not None:
         check_trace_path(trace_path, settings.overwrite)  # and a sidecar of that name that is not ours
+    sampling = settings.sampling()  # refused before the model is loaded: it needs no weights
     setup = decode_setup(settings, settings.attention_dtype, settings.fused_step)
     engine, prompts, asked = setup.engine, setup.prompts, setup.policy
     policy = engine.placed(asked, settings.max_new_tokens)  # the device's draft length where none was given
-    result = engine.generate(
-        prompts, policy, settings.max_new_tokens, settings.sampling(), settings.batch_size
-    )
+    result = engine.generate(prompts, policy, settings.max_new_tokens, sampling, settings.batch_size)
     if trace_path is not None:  # before any output: a stdout that cannot be written loses no trace
         write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
         args.on_interrupt = f"the trace was written to {trace_path}; what came after it was stopped"
