@@ -272,12 +272,14 @@ def check_generation_request(engine: SkipEngine, prompts: list[str], settings: D
 class DecodeSetup:
     """What a decoding command runs: the engine (the dtype chosen for it inside), the prompts as the model is given
     them (`sent`: in an instruct model's chat template unless --raw-prompt, with the line that says how they went),
-    the policy the settings describe, and the line that says the dtype and why."""
+    the policy the settings describe, the line that says the dtype and why, and the note on the fixed-shape steps'
+    rounding in half precision (`fixed_shape_note`; '' where it does not apply)."""
 
     engine: SkipEngine
     sent: ModelPrompts
     policy: DepthPolicy
     dtype_note: str
+    fixed_shape_note: str = ""
 
     @property
     def prompts(self) -> list[str]:
@@ -319,7 +321,13 @@ def decode_setup(
     )
     request = check_generation_request(engine, sent.prompts, settings)
     caveat = lossless_caveat(choice, len(sent.prompts), request.batch_size) if lossless else None
-    return DecodeSetup(engine, sent, policy, dtype_note(choice, engine, caveat))
+    return DecodeSetup(
+        engine,
+        sent,
+        policy,
+        dtype_note(choice, engine, caveat),
+        fixed_shape_note(engine, policy, settings.max_new_tokens),
+    )
 
 
 def dtype_note(choice: DtypeChoice, engine: SkipEngine, caveat: str | None) -> str:
@@ -332,3 +340,27 @@ def dtype_note(choice: DtypeChoice, engine: SkipEngine, caveat: str | None) -> s
         fits = sum(layer is not None for layer in engine.fused.layers)
         note += f"; fused step: {engine.fused_step} bodies, {fits} of {engine.num_layers} layers fused"
     return note + (f"\nnote: {caveat}" if caveat else "")
+
+
+def fixed_shape_note(engine: SkipEngine, policy: DepthPolicy, max_new_tokens: int) -> str:
+    """The note a run on the fixed-shape steps (static mode, which --fused-step needs) gets in half precision: they
+    pad each prompt on the left to a multiple of the engine's `prompt_multiple` columns and attend over a
+    fixed-width cache, and in bfloat16 or float16 those wider rows round otherwise than the dynamic steps' (a CPU's
+    plain generate, `transformers`' `generate()`), so tokens can part from theirs; in float32 they are the same.
+    '' where the run is in float32, on the dynamic steps, or its policy's steps are not fixed-shape (CALM's)."""
+    from skipcore.decode.engine import fixed_shapes
+    from skipcore.kernels.precision import dtype_name
+
+    dtype = dtype_name(engine.dtype)
+    if dtype == "float32" or not engine.static or not fixed_shapes(engine.placed(policy, max_new_tokens)):
+        return ""
+    steps = (
+        "--fused-step runs the fixed-shape steps, which"
+        if engine.fused_step is not None
+        else "the fixed-shape steps"
+    )
+    return (
+        f"note: {steps} pad each prompt to a multiple of {engine.prompt_multiple} columns and attend over a "
+        f"fixed-width cache: in {dtype} those wider rows round otherwise than the dynamic steps' (a CPU's plain "
+        "generate, transformers' generate()), so tokens can part from theirs; in float32 they are the same"
+    )

@@ -69,8 +69,10 @@ def add_parser(sub) -> None:
         help="decode on the fused step: decode steps whose layers run in fewer, fuller kernels (Q/K/V and "
         "gate/up as one product each, the element-wise work compiled by torch.compile on CUDA, plain ops on a CPU; "
         "every policy's steps, CALM's exits uncaptured; not the prompt's pass); "
-        "a Llama-family, OPT or Gemma 3 model's layers, GPT-2's run as they are. In half precision on a GPU its "
-        "bits are its own",
+        "a Llama-family, OPT or Gemma 3 model's layers, GPT-2's run as they are. On a CPU its tokens are the "
+        "unfused fixed-shape steps' bit for bit; those pad the prompt to a fixed multiple of columns, so in half "
+        "precision they can part from plain generate's (in float32 they are identical). In half precision on a GPU "
+        "its bits are its own",
     )
     add_prompt_args(p)
     add_schedule_args(p)
@@ -172,6 +174,7 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
         if settings.quiet
         else [
             setup.dtype_note,
+            setup.fixed_shape_note,
             schedule_note or off_schedule_note(settings, engine.num_layers),
             setup.sent.note,
             draft_note(asked, policy, engine),

@@ -27,6 +27,24 @@ def stderr_of(capsys, *argv: str) -> str:
     return capsys.readouterr().err
 
 
+@pytest.mark.parametrize("dtype, noted", [("bfloat16", True), ("float32", False)])
+def test_the_fused_step_in_half_precision_says_its_tokens_can_part_from_plain_generate(
+    capsys, model_dirs, dtype, noted
+):
+    model = str(model_dirs["llama"])
+    flags = ["--model", model, "--prompt", PROMPTS[0], "--max-new-tokens", "3", "--dtype", dtype]
+    err = stderr_of(capsys, "generate", *flags, "--fused-step")
+    assert (FIXED_SHAPE_NOTE in err) is noted, err
+    if noted:
+        note = next(line for line in err.splitlines() if FIXED_SHAPE_NOTE in line)
+        assert (
+            note.startswith("note: --fused-step")
+            and "bfloat16" in note
+            and "float32 they are the same" in note
+        )
+    assert FIXED_SHAPE_NOTE not in stderr_of(capsys, "generate", *flags)  # plain generate: the dynamic steps
+
+
 @pytest.fixture
 def trained_at_one_schedule(model_dirs, tmp_path):
     """A copy of the tiny Llama whose training record says it was fine-tuned at one schedule, linear 5->2 in skip
