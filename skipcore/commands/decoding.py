@@ -111,18 +111,25 @@ def refuse_idle_shape_flags(depth: DepthSettings, given: frozenset[str]) -> None
         refuse_idle_for_shape(given - own, depth.schedule, depth.mode)
 
 
+def skip_asked(depth: DepthSettings) -> bool:
+    """The settings say which layers to skip: a target speedup, a floor or a start (`--min-layers`,
+    `--max-layers`), or a schedule file."""
+    targets = (depth.target_speedup, depth.min_layers, depth.max_layers)
+    return any(value is not None for value in targets) or bool(depth.schedule_json)
+
+
 def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
     """`settings` with what the flags leave out as the model was trained (`decoding_for`: the schedule a model
     trained at one schedule runs where `given`, the flags typed, names none; the schedule's shape, the length, the
-    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule or
-    a fall-back to full depth ('' if neither), said with the run's summary, after the work: errors come first."""
+    decay span, the horizon a target speedup is met over), checked; and the note that says the trained schedule (for
+    a policy that runs a schedule) or a fall-back to full depth ('' if neither), said with the run's summary, after
+    the work: errors come first."""
     from skipcore.models.generation_defaults import decoding_for
 
     refuse_idle_flags(settings, given)
     depth = settings.depth
-    asked = any(value is not None for value in (depth.target_speedup, depth.min_layers, depth.max_layers))
     decoding = decoding_for(
-        settings.model, depth.schedule, asked or bool(depth.schedule_json), depth.budgets is not None,
+        settings.model, depth.schedule, skip_asked(depth), depth.budgets is not None,
         depth.policy == "static", settings.max_new_tokens, depth.decay_span, settings.speedup_over,
         schedule_given=bool(given & SCHEDULE_CHOICE),
     )  # fmt: skip
@@ -142,6 +149,8 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
         speedup_over=decoding.speedup_over,
     )
     refuse_idle_shape_flags(resolved.depth, given)
+    if trained and not depth.policy_class.uses_schedule:  # CALM: no schedule runs, the trained one neither
+        return resolved, ""
     return resolved, trained_note(settings.model, resolved.depth) if trained else decoding.note
 
 
@@ -158,6 +167,34 @@ def trained_note(model: str, depth: DepthSettings) -> str:
     return (
         f"note: {model} was trained at one schedule, so it runs it ({how}); pass --target-speedup T or --schedule "
         "full for another"
+    )
+
+
+def off_schedule_note(settings: DecodeSettings, num_layers: int) -> str:
+    """The note a static run of a model trained at one schedule (`trained_schedule_of`) gets where schedule flags
+    that say no budgets (`--mode`, `--warmup-layers`, `--schedule linear`) dropped that schedule for the default
+    target's: both named, since such a model writes worse off the schedule it learnt. '' where the run's schedule is
+    the trained one, its budgets were asked for (`skip_asked`, custom budgets, full depth), the model was trained
+    at none, or the policy does not run the schedule as its text (CALM runs none, adaptive picks its own budgets,
+    speculative decoding's text is full depth's)."""
+    from skipcore.models.generation_defaults import trained_schedule_of
+    from skipcore.schedule import schedule_from_settings
+
+    depth = settings.depth
+    if depth.policy != "static" or skip_asked(depth) or depth.budgets is not None or depth.schedule == "full":
+        return ""
+    trained = trained_schedule_of(settings.model)
+    if trained is None:
+        return ""
+    over = settings.speedup_over or settings.max_new_tokens
+    ran = schedule_of(depth, num_layers, settings.max_new_tokens, settings.speedup_over).describe()
+    learnt = schedule_from_settings(num_layers, over, **trained).describe()
+    if ran == learnt:
+        return ""
+    return (
+        f"note: {settings.model} was trained at one schedule, {learnt}; the schedule flags given name no budgets, "
+        f"so this run's are the default target's, {ran}, and its text may be poor off the schedule it learnt "
+        "(without them it runs its own)"
     )
 
 
@@ -235,12 +272,14 @@ def check_generation_request(engine: SkipEngine, prompts: list[str], settings: D
 class DecodeSetup:
     """What a decoding command runs: the engine (the dtype chosen for it inside), the prompts as the model is given
     them (`sent`: in an instruct model's chat template unless --raw-prompt, with the line that says how they went),
-    the policy the settings describe, and the line that says the dtype and why."""
+    the policy the settings describe, the line that says the dtype and why, and the note on the fixed-shape steps'
+    rounding in half precision (`fixed_shape_note`; '' where it does not apply)."""
 
     engine: SkipEngine
     sent: ModelPrompts
     policy: DepthPolicy
     dtype_note: str
+    fixed_shape_note: str = ""
 
     @property
     def prompts(self) -> list[str]:
@@ -250,22 +289,27 @@ class DecodeSetup:
 def decode_setup(
     settings: DecodeSettings, attention_dtype: str | None = None, fused: bool = False
 ) -> DecodeSetup:
-    """The model loaded in the dtype chosen for this run (a lossless policy's promise is part of `--dtype auto`'s
-    context), its engine given that choice, the prompts, and the policy, each checked (the request in the command
-    line's words) before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens replays
-    in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
+    """The prompts and the policy, checked against the model's config before any weights are converted or loaded
+    (a mistake that needs no weights costs none), then the model loaded in the dtype chosen for this run (a lossless
+    policy's promise is part of `--dtype auto`'s context), its engine given that choice, and the request checked in
+    the command line's words before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens
+    replays in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
+    from skipcore.adapters import shapes_from_config
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
     from skipcore.models.dtype_choice import Promise, lossless_caveat
-    from skipcore.models.loading import load_model, model_dtype
+    from skipcore.models.loading import load_config, load_model, model_dtype
 
+    prompts = read_prompts(settings)
+    num_layers = shapes_from_config(load_config(settings.model, settings.trust_remote_code)).num_layers
+    policy = policy_of(settings.depth, num_layers, settings.max_new_tokens, settings.speedup_over)
     lossless = settings.depth.lossless
     promise = Promise.TOKENS if lossless else None
     choice = model_dtype(settings.model, settings.device, settings.dtype, promise, settings.trust_remote_code)
     model, tokenizer = load_model(
         settings.model, settings.device, choice.name, settings.attn, settings.trust_remote_code
     )
-    sent = prompts_for_model(settings.model, tokenizer, read_prompts(settings), settings.raw_prompt)
+    sent = prompts_for_model(settings.model, tokenizer, prompts, settings.raw_prompt)
     engine = SkipEngine(
         model,
         tokenizer,
@@ -277,8 +321,13 @@ def decode_setup(
     )
     request = check_generation_request(engine, sent.prompts, settings)
     caveat = lossless_caveat(choice, len(sent.prompts), request.batch_size) if lossless else None
-    policy = policy_of(settings.depth, engine.num_layers, settings.max_new_tokens, settings.speedup_over)
-    return DecodeSetup(engine, sent, policy, dtype_note(choice, engine, caveat))
+    return DecodeSetup(
+        engine,
+        sent,
+        policy,
+        dtype_note(choice, engine, caveat),
+        fixed_shape_note(engine, policy, settings.max_new_tokens),
+    )
 
 
 def dtype_note(choice: DtypeChoice, engine: SkipEngine, caveat: str | None) -> str:
@@ -291,3 +340,27 @@ def dtype_note(choice: DtypeChoice, engine: SkipEngine, caveat: str | None) -> s
         fits = sum(layer is not None for layer in engine.fused.layers)
         note += f"; fused step: {engine.fused_step} bodies, {fits} of {engine.num_layers} layers fused"
     return note + (f"\nnote: {caveat}" if caveat else "")
+
+
+def fixed_shape_note(engine: SkipEngine, policy: DepthPolicy, max_new_tokens: int) -> str:
+    """The note a run on the fixed-shape steps (static mode, which --fused-step needs) gets in half precision: they
+    pad each prompt on the left to a multiple of the engine's `prompt_multiple` columns and attend over a
+    fixed-width cache, and in bfloat16 or float16 those wider rows round otherwise than the dynamic steps' (a CPU's
+    plain generate, `transformers`' `generate()`), so tokens can part from theirs; in float32 they are the same.
+    '' where the run is in float32, on the dynamic steps, or its policy's steps are not fixed-shape (CALM's)."""
+    from skipcore.decode.engine import fixed_shapes
+    from skipcore.kernels.precision import dtype_name
+
+    dtype = dtype_name(engine.dtype)
+    if dtype == "float32" or not engine.static or not fixed_shapes(engine.placed(policy, max_new_tokens)):
+        return ""
+    steps = (
+        "--fused-step runs the fixed-shape steps, which"
+        if engine.fused_step is not None
+        else "the fixed-shape steps"
+    )
+    return (
+        f"note: {steps} pad each prompt to a multiple of {engine.prompt_multiple} columns and attend over a "
+        f"fixed-width cache: in {dtype} those wider rows round otherwise than the dynamic steps' (a CPU's plain "
+        "generate, transformers' generate()), so tokens can part from theirs; in float32 they are the same"
+    )

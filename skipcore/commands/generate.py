@@ -19,7 +19,13 @@ from skipcore.commands.common import (
     path_text,
 )
 from skipcore.commands.decode_settings import DecodeSettings
-from skipcore.commands.decoding import SAMPLING_FLAGS, add_policy_args, decode_setup, with_model_defaults
+from skipcore.commands.decoding import (
+    SAMPLING_FLAGS,
+    add_policy_args,
+    decode_setup,
+    off_schedule_note,
+    with_model_defaults,
+)
 from skipcore.errors import UserError, said_by
 from skipcore.files import check_output_path
 from skipcore.models.chat import empty_output_warning
@@ -63,8 +69,10 @@ def add_parser(sub) -> None:
         help="decode on the fused step: decode steps whose layers run in fewer, fuller kernels (Q/K/V and "
         "gate/up as one product each, the element-wise work compiled by torch.compile on CUDA, plain ops on a CPU; "
         "every policy's steps, CALM's exits uncaptured; not the prompt's pass); "
-        "a Llama-family, OPT or Gemma 3 model's layers, GPT-2's run as they are. In half precision on a GPU its "
-        "bits are its own",
+        "a Llama-family, OPT or Gemma 3 model's layers, GPT-2's run as they are. On a CPU its tokens are the "
+        "unfused fixed-shape steps' bit for bit; those pad the prompt to a fixed multiple of columns, so in half "
+        "precision they can part from plain generate's (in float32 they are identical). In half precision on a GPU "
+        "its bits are its own",
     )
     add_prompt_args(p)
     add_schedule_args(p)
@@ -120,14 +128,15 @@ def add_parser(sub) -> None:
 
 def summary_line(label: str, s: dict) -> str:
     """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so), and a
-    speculative run's acceptance."""
+    speculative run's acceptance ('n/a' where no draft was made)."""
+    from skipcore.measure.summary import speedup_text as x
+
     drafts = (
-        f"drafts accepted {s['draft_acceptance']:.0%}, {s['tokens_per_full_pass']:.2f} tokens per full-depth "
-        "pass, "
+        f"drafts accepted {x(s['draft_acceptance'], '{:.0%}')}, {s['tokens_per_full_pass']:.2f} tokens per "
+        "full-depth pass, "
         if s["tokens_per_full_pass"] == s["tokens_per_full_pass"]  # not NaN: a speculative run
         else ""
     )
-    from skipcore.measure.summary import speedup_text as x
 
     return (
         f"[{label}] {drafts}layer speedup {x(s['layer_speedup'])} per token / {x(s['batch_layer_speedup'])} "
@@ -150,12 +159,11 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     )
     if trace_path is not None:
         check_trace_path(trace_path, settings.overwrite)  # and a sidecar of that name that is not ours
+    sampling = settings.sampling()  # refused before the model is loaded: it needs no weights
     setup = decode_setup(settings, settings.attention_dtype, settings.fused_step)
     engine, prompts, asked = setup.engine, setup.prompts, setup.policy
     policy = engine.placed(asked, settings.max_new_tokens)  # the device's draft length where none was given
-    result = engine.generate(
-        prompts, policy, settings.max_new_tokens, settings.sampling(), settings.batch_size
-    )
+    result = engine.generate(prompts, policy, settings.max_new_tokens, sampling, settings.batch_size)
     if trace_path is not None:  # before any output: a stdout that cannot be written loses no trace
         write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
         args.on_interrupt = f"the trace was written to {trace_path}; what came after it was stopped"
@@ -164,7 +172,13 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     notes = (
         []
         if settings.quiet
-        else [setup.dtype_note, schedule_note, setup.sent.note, draft_note(asked, policy, engine)]
+        else [
+            setup.dtype_note,
+            setup.fixed_shape_note,
+            schedule_note or off_schedule_note(settings, engine.num_layers),
+            setup.sent.note,
+            draft_note(asked, policy, engine),
+        ]
     )
     for line in [*notes, empty_output_warning(result.texts, setup.sent)]:
         if line:
@@ -178,13 +192,16 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
 
 
 def draft_note(asked, placed, engine) -> str | None:
-    """What speculative decoding drafts where --draft-tokens was not given, and why (`draft_tokens_said`)."""
-    from skipcore.policies.speculative import SpeculativePolicy, draft_tokens_said
+    """What speculative decoding drafts where --draft-tokens was not given, and why (`draft_tokens_said`): the
+    device's default, or fewer where --max-new-tokens caps it (`Parameterised.for_run`)."""
+    from skipcore.policies.speculative import SpeculativePolicy, default_draft_tokens, draft_tokens_said
 
     if not isinstance(asked, SpeculativePolicy) or asked.draft_tokens is not None:
         return None
     said = draft_tokens_said(*engine.runs_on)
-    k = placed.draft_tokens
+    k, default = placed.draft_tokens, default_draft_tokens(*engine.runs_on)
+    if k < default:
+        said = f"capped by --max-new-tokens {k}, below {default}, {said}"
     return f"note: speculative drafts {k} token{'s' * (k != 1)} a round ({said}; --draft-tokens to choose)"
 
 

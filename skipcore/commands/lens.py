@@ -96,6 +96,8 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
     setup = decode_setup(settings)
     engine, prompts, policy = setup.engine, setup.prompts, setup.policy
     full_depth = policy.describe().get("mode") == "full"
+    if setup.fixed_shape_note and not settings.quiet:
+        print(setup.fixed_shape_note, file=sys.stderr)
     idle = [f"--{name.replace('_', '-')}" for name in ("teacher_forced", "agreement") if name in given]
     if full_depth and idle and not settings.quiet:
         print(

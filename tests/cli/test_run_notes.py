@@ -1,0 +1,130 @@
+"""What `generate` and `lens` say beside a run, on stderr: that the fixed-shape steps `--fused-step` runs on can part
+from plain generate's tokens in half precision (never in float32), which schedule a model trained at one schedule
+runs (none for a policy that runs no schedule) and when schedule flags that name no budgets dropped it, a
+speculative run's acceptance where no draft was made ('n/a', not 'nan%'), and a draft length --max-new-tokens
+capped."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+
+from skipcore.commands import main
+from skipcore.commands.generate import summary_line
+from tests.helpers import PROMPTS
+
+FIXED_SHAPE_NOTE = "fixed-shape steps, which pad each prompt to a multiple of"
+TRAINED_AT = "was trained at one schedule"
+
+
+def stderr_of(capsys, *argv: str) -> str:
+    """The command's stderr, after it ran to the end."""
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dtype, noted", [("bfloat16", True), ("float32", False)])
+def test_the_fused_step_in_half_precision_says_its_tokens_can_part_from_plain_generate(
+    capsys, model_dirs, dtype, noted
+):
+    model = str(model_dirs["llama"])
+    flags = ["--model", model, "--prompt", PROMPTS[0], "--max-new-tokens", "3", "--dtype", dtype]
+    err = stderr_of(capsys, "generate", *flags, "--fused-step")
+    assert (FIXED_SHAPE_NOTE in err) is noted, err
+    if noted:
+        note = next(line for line in err.splitlines() if FIXED_SHAPE_NOTE in line)
+        assert (
+            note.startswith("note: --fused-step")
+            and "bfloat16" in note
+            and "float32 they are the same" in note
+        )
+    assert FIXED_SHAPE_NOTE not in stderr_of(capsys, "generate", *flags)  # plain generate: the dynamic steps
+
+
+@pytest.fixture
+def trained_at_one_schedule(model_dirs, tmp_path):
+    """A copy of the tiny Llama whose training record says it was fine-tuned at one schedule, linear 5->2 in skip
+    mode (the per-target recipe), as `skipcore train --objective fixed` writes it."""
+    folder = tmp_path / "fixed"
+    shutil.copytree(model_dirs["llama"], folder)
+    fixed = {
+        "shape": "linear",
+        "mode": "skip",
+        "max_layers": 5,
+        "min_layers": 2,
+        "warmup_layers": 1,
+        "decay_span": 3,
+    }
+    record = {
+        "format": "skipcore-training/1",
+        "objective": "fixed",
+        "schedule": {"num_layers": 6, "fixed": fixed},
+        "generation": {"max_new_tokens": 6, "decay_span": 3},
+    }
+    (folder / "skipcore_training.json").write_text(json.dumps(record))
+    return str(folder)
+
+
+def test_a_policy_that_runs_no_schedule_is_not_told_it_runs_the_trained_one(capsys, trained_at_one_schedule):
+    flags = ["--model", trained_at_one_schedule, "--prompt", PROMPTS[0], "--max-new-tokens", "4"]
+    assert f"{TRAINED_AT}, so it runs it (linear 5->2" in stderr_of(capsys, "generate", *flags)
+    for command in ("generate", "lens"):
+        err = stderr_of(capsys, command, *flags, "--policy", "calm")
+        assert TRAINED_AT not in err, err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--mode", "skip"), ("--warmup-layers", "1"), ("--schedule", "linear"), ("--mode", "exit")],
+)
+def test_schedule_flags_naming_no_budgets_say_the_trained_schedule_was_dropped(
+    capsys, trained_at_one_schedule, tmp_path, flags
+):
+    argv = ["generate", "--model", trained_at_one_schedule, "--prompt", PROMPTS[0], "--max-new-tokens", "6"]
+    err = stderr_of(capsys, *argv, *flags)
+    notes = [line for line in err.splitlines() if TRAINED_AT in line]
+    assert len(notes) == 1, err
+    run = err.splitlines()[-1]  # the summary, which names the schedule that ran: "[linear 6->3 (...)] ..."
+    ran = run[1 : run.index("]")]
+    assert "linear 5->2 (skip, warmup 1, span 3)" in notes[0] and f", {ran}, " in notes[0], notes[0]
+    assert "its text may be poor off the schedule it learnt" in notes[0]
+    # budgets asked for, or the trained schedule itself: no such note
+    for asked in (
+        ("--target-speedup", "1.5"),
+        ("--schedule", "full"),
+        ("--max-layers", "5", "--min-layers", "2"),
+    ):
+        err = stderr_of(capsys, *argv, *asked)
+        assert "poor off the schedule" not in err, (asked, err)
+
+
+def test_a_speculative_summary_without_drafts_says_n_a():
+    summary = {
+        "draft_acceptance": math.nan,
+        "tokens_per_full_pass": 1.0,
+        "layer_speedup": math.nan,
+        "batch_layer_speedup": math.nan,
+        "flops_speedup_decode": math.nan,
+        "flops_speedup_with_prompt": 1.0,
+        "kv_saved_fraction": 0.0,
+        "tokens_per_s": 10.0,
+    }
+    line = summary_line("speculative k=2", summary)
+    assert "drafts accepted n/a," in line and "nan" not in line, line
+    assert "drafts accepted 75%," in summary_line("speculative k=2", {**summary, "draft_acceptance": 0.75})
+
+
+def test_a_draft_length_capped_by_max_new_tokens_says_so(capsys, model_dirs):
+    argv = ["generate", "--model", str(model_dirs["opt"]), "--prompt", PROMPTS[0], "--dtype", "float32"]
+    argv += ["--policy", "speculative", "--max-layers", "6", "--min-layers", "3"]
+    capped = stderr_of(capsys, *argv, "--max-new-tokens", "2")
+    note = next(line for line in capped.splitlines() if line.startswith("note: speculative drafts"))
+    assert note.startswith("note: speculative drafts 2 tokens a round (capped by --max-new-tokens 2, below 4, the "
+                           "default on a CPU in float32"), note  # fmt: skip
+    whole = stderr_of(capsys, *argv, "--max-new-tokens", "8")
+    assert "note: speculative drafts 4 tokens a round (the default on a CPU in float32" in whole
+    assert "capped" not in whole
