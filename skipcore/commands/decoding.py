@@ -347,12 +347,16 @@ def fixed_shape_note(engine: SkipEngine, policy: DepthPolicy, max_new_tokens: in
     pad each prompt on the left to a multiple of the engine's `prompt_multiple` columns and attend over a
     fixed-width cache, and in bfloat16 or float16 those wider rows round otherwise than the dynamic steps' (a CPU's
     plain generate, `transformers`' `generate()`), so tokens can part from theirs; in float32 they are the same.
-    '' where the run is in float32, on the dynamic steps, or its policy's steps are not fixed-shape (CALM's)."""
-    from skipcore.decode.engine import fixed_shapes
+    '' where the run is in float32, on the dynamic steps, on a device whose default the fixed-shape steps are
+    (CUDA: its half-precision bits are its own whatever the step), or its policy's steps are not fixed-shape
+    (CALM's)."""
+    from skipcore.decode.engine import fixed_shapes, static_by_default
     from skipcore.kernels.precision import dtype_name
 
     dtype = dtype_name(engine.dtype)
-    if dtype == "float32" or not engine.static or not fixed_shapes(engine.placed(policy, max_new_tokens)):
+    if dtype == "float32" or not engine.static or static_by_default(engine.device):
+        return ""
+    if not fixed_shapes(engine.placed(policy, max_new_tokens)):
         return ""
     steps = (
         "--fused-step runs the fixed-shape steps, which"

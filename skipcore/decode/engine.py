@@ -119,7 +119,7 @@ class SkipEngine:
                 stacklevel=2,
             )
         self.eos_ids, self.pad_id = _stop_and_pad(model, tokenizer, self.device, self.model_name)
-        self.static = self.device.type == "cuda" if static is None else static
+        self.static = static_by_default(self.device) if static is None else static
         if fused and not self.static:
             raise UserError(
                 "the fused step runs on the fixed-shape decoder: it needs static steps (static=True; on the "
@@ -477,6 +477,12 @@ def fixed_shapes(policy: DepthPolicy) -> bool:
 
 def _report_step(progress: Callable[[int, int], None], offset: int, total: int, step: int) -> None:
     progress(offset + step + 1, total)
+
+
+def static_by_default(device: torch.device) -> bool:
+    """Whether an engine on `device` decodes on the fixed-shape steps unless told otherwise: on CUDA, where they
+    are replayed as graphs; elsewhere the dynamic steps, which run no wider than the batch."""
+    return device.type == "cuda"
 
 
 def config_hash(*parts) -> str:

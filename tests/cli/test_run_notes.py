@@ -45,6 +45,22 @@ def test_the_fused_step_in_half_precision_says_its_tokens_can_part_from_plain_ge
     assert FIXED_SHAPE_NOTE not in stderr_of(capsys, "generate", *flags)  # plain generate: the dynamic steps
 
 
+def test_the_fixed_shape_note_is_left_where_those_steps_are_the_devices_default(
+    capsys, model_dirs, monkeypatch
+):
+    """On CUDA every run decodes on the fixed-shape steps, whose half-precision bits are their own whatever the step:
+    a note on every run there would say nothing a user chose. Held here by the one rule an engine's default is
+    read from (`static_by_default`), made CUDA's."""
+    import skipcore.decode.engine as engine_module
+
+    flags = ["--model", str(model_dirs["llama"]), "--prompt", PROMPTS[0], "--max-new-tokens", "3"]
+    assert FIXED_SHAPE_NOTE in stderr_of(capsys, "generate", *flags, "--dtype", "bfloat16", "--fused-step")
+    monkeypatch.setattr(engine_module, "static_by_default", lambda device: True)
+    assert FIXED_SHAPE_NOTE not in stderr_of(
+        capsys, "generate", *flags, "--dtype", "bfloat16", "--fused-step"
+    )
+
+
 @pytest.fixture
 def trained_at_one_schedule(model_dirs, tmp_path):
     """A copy of the tiny Llama whose training record says it was fine-tuned at one schedule, linear 5->2 in skip
