@@ -295,12 +295,15 @@ def decode_setup(
     the command line's words before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens
     replays in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
     from skipcore.adapters import shapes_from_config
+    from skipcore.decode.checks import check_weight_free
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
     from skipcore.models.dtype_choice import Promise, lossless_caveat
     from skipcore.models.loading import load_config, load_model, model_dtype
 
     prompts = read_prompts(settings)
+    with said_by({**LENGTH_FLAGS, "prompts": prompts_flag(settings)}):
+        check_weight_free(prompts, settings.max_new_tokens, settings.batch_size, None)
     num_layers = shapes_from_config(load_config(settings.model, settings.trust_remote_code)).num_layers
     policy = policy_of(settings.depth, num_layers, settings.max_new_tokens, settings.speedup_over)
     lossless = settings.depth.lossless

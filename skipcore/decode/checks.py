@@ -107,16 +107,28 @@ def check_request(
 ) -> Request:
     """The checks a call makes before its first batch; the batch size is all prompts when None. `vocab_rows`: the
     model's embedding rows, which every prompt token id must index."""
-    check_types(prompts, max_new_tokens, batch_size, sampling)
-    # NumPy's whole numbers and a whole float (16.0) as Python's from here on
-    max_new_tokens = whole_number(max_new_tokens)
-    batch_size = None if batch_size is None else whole_number(batch_size)
+    max_new_tokens, batch_size = check_weight_free(prompts, max_new_tokens, batch_size, sampling)
     policy = as_policy(policy)
     if lacking := [m for m in POLICY_MEMBERS if not hasattr(policy, m)]:
         raise ArgumentTypeError(
             f"{type(policy).__name__} is no complete DepthPolicy: it lacks {', '.join(lacking)} "
             "(skipcore.decode.step.DepthPolicy says what each is)"
         )
+    ids = check_prompt_tokens(tokenizer, max_positions, vocab_rows, prompts, max_new_tokens)
+    policy.check(num_layers, max_new_tokens)
+    return Request(
+        list(prompts), ids, policy, max_new_tokens, batch_size or len(prompts), sampling or Sampling()
+    )
+
+
+def check_weight_free(
+    prompts: object, max_new_tokens: object, batch_size: object, sampling: object
+) -> tuple[int, int | None]:
+    """The checks of a call that need no model (a command makes them before it loads one): the types, the prompts
+    as text, the counts in range; the counts as Python's whole numbers (NumPy's, a whole float's 16.0)."""
+    check_types(prompts, max_new_tokens, batch_size, sampling)
+    max_new_tokens = whole_number(max_new_tokens)
+    batch_size = None if batch_size is None else whole_number(batch_size)
     if not prompts:
         raise UserError("no prompts given", field="prompts")
     if not all(isinstance(p, str) for p in prompts):
@@ -138,11 +150,7 @@ def check_request(
             f"batch_size must be >= 1, got {batch_size} (leave it out for one batch of all prompts)",
             field="batch_size",
         )
-    ids = check_prompt_tokens(tokenizer, max_positions, vocab_rows, prompts, max_new_tokens)
-    policy.check(num_layers, max_new_tokens)
-    return Request(
-        list(prompts), ids, policy, max_new_tokens, batch_size or len(prompts), sampling or Sampling()
-    )
+    return max_new_tokens, batch_size
 
 
 def check_types(prompts: object, max_new_tokens: object, batch_size: object, sampling: object) -> None:

@@ -25,6 +25,8 @@ MISTAKES = {
     ),
     "a prompts file that is no UTF-8": (["--prompts-file", "LATIN1"], "--prompts-file: cannot read"),
     "a data set that is not there": (["--dataset", "/nonexistent/data"], "--dataset: /nonexistent/data"),
+    "a batch size of 0": (["--prompt", "hi", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    "a prompt of a byte that is no text": (["--prompt", "caf\udce9"], "--prompt: prompt 0 holds"),
 }
 
 
