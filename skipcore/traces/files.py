@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -264,13 +265,32 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
             df = _read_text(path, fmt)
             meta = read_sidecar(path)
     except (ValueError, OSError, zipfile.BadZipFile) as e:
-        raise TraceSchemaError(f"{path}: not a readable {fmt[1:]} trace ({first_line(e)})") from e
+        raise TraceSchemaError(
+            f"{path}: not a readable {fmt[1:]} trace ({first_line(e)}){_cut(path, fmt)}"
+        ) from e
     if "layer_mask" in df.columns and pd.api.types.is_string_dtype(df["layer_mask"]):
         df["layer_mask"] = df["layer_mask"].str.removeprefix(MASK_PREFIX)
     meta = validate_metadata(meta, str(path))
-    df = validate_trace(df, str(path), meta.get("num_layers"))
+    try:
+        df = validate_trace(df, str(path), meta.get("num_layers"))
+    except TraceSchemaError as e:
+        raise TraceSchemaError(f"{e}{_cut(path, fmt)}") from None
     check_same_run(df, meta, str(path))
     return df, meta
+
+
+def _cut(path: Path, fmt: str) -> str:
+    """' (...: cut short?)' where a CSV or JSONL trace ends inside a line (its writer ends every line, the last
+    too): a refusal of its last row's values then says what is likely wrong with the file, not only the cell."""
+    if fmt not in (".csv", ".jsonl"):
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            ends_a_line = f.read(1) == b"\n"
+    except OSError:
+        return ""
+    return "" if ends_a_line else " (the file ends inside a line: cut short?)"
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:

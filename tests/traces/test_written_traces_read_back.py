@@ -97,3 +97,21 @@ def test_a_text_trace_cut_at_a_line_end_is_refused_as_rows_missing(small_trace, 
     path.write_text("".join(lines[:-1]))
     with pytest.raises(TraceSchemaError, match=r"batch 0 hold \d+ to \d+ steps.*a file cut short\?"):
         read_trace(path)
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_a_text_trace_cut_inside_a_line_is_said_as_cut(small_trace, tmp_path, name):
+    """A trace cut inside its last line was refused for the cell it cut ("column 'finished' must be boolean, got
+    str"), which says nothing of the file's end; a file that ends a line (as its writer ends every one) gets no
+    such word."""
+    df, meta = small_trace
+    path = write_trace(df, tmp_path / name, meta)
+    whole = path.read_bytes()
+    half_a_line = len(whole.splitlines()[-1]) // 2
+    path.write_bytes(whole[: len(whole) - half_a_line])  # the last line cut in its middle
+    with pytest.raises(TraceSchemaError, match=r"\(the file ends inside a line: cut short\?\)$"):
+        read_trace(path)
+    path.write_bytes(whole + whole.splitlines(keepends=True)[-1])  # a row twice: refused, its last line whole
+    with pytest.raises(TraceSchemaError, match="appears more than once") as e:
+        read_trace(path)
+    assert "ends inside a line" not in str(e.value)
