@@ -8,6 +8,7 @@ tool never writes through a symbolic link that leads out of its output folder.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -16,7 +17,7 @@ import secrets
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from skipcore.errors import ArgumentTypeError, UserError, quoted
 
@@ -69,9 +70,9 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     atomic_write(path, lambda p: pq.write_table(table, p, write_page_checksum=True))
 
 
-def read_parquet(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[bytes, bytes]]:
-    """A Parquet file's rows and its schema's metadata, read through one open file, its pages' checksums checked
-    where it has them. Read by its path, pyarrow opens the file twice (its footer, then its pages); where a writer
+def read_parquet(path: str | os.PathLike | BinaryIO) -> tuple[pd.DataFrame, dict[bytes, bytes]]:
+    """A Parquet file's rows and its schema's metadata (from a path, or an open binary file: an upload's bytes),
+    read through one open file, its pages' checksums checked where it has them. Read by its path, pyarrow opens the file twice (its footer, then its pages); where a writer
     replaces it (`atomic_write`: a running sweep, a trace being written) in between, the footer of one file meets
     the pages of the next and the read fails. One open file is one file, old or new, whatever is renamed over its
     path meanwhile. A file whose bytes are damaged is a ValueError, whatever pyarrow or pandas raise reading it (a
@@ -80,7 +81,8 @@ def read_parquet(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[bytes, byt
     import pyarrow.parquet as pq
 
     try:
-        with open(path, "rb") as f:
+        with contextlib.ExitStack() as stack:
+            f = stack.enter_context(open(path, "rb")) if isinstance(path, str | os.PathLike) else path
             table = pq.read_table(f, page_checksum_verification=True)
         return table.to_pandas(), dict(table.schema.metadata or {})
     except (OSError, ValueError):

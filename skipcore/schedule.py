@@ -671,7 +671,9 @@ def schedule_from_settings(
         )
     if shape == "constant" and min_layers is None and max_layers is not None and target_speedup is None:
         min_layers = max_layers  # a constant shape's budget given: that budget at every step
-    if target_speedup is None and min_layers is None and shape in PARAMETRIC:
+    # the 2x default is no target a user asked for: under a given max it is the nearest fit, never a refusal
+    implied = target_speedup is None and min_layers is None and shape in PARAMETRIC
+    if implied:
         target_speedup = 2.0
     if target_speedup is not None:
         if shape not in PARAMETRIC:
@@ -688,6 +690,7 @@ def schedule_from_settings(
             mode,
             warmup_layers,
             max_layers=max_layers,
+            nearest=implied,
             **extra,
         )
     try:

@@ -220,6 +220,19 @@ def test_a_target_no_floor_under_a_given_max_comes_near_is_refused_saying_what_t
     assert fits.max_layers == 6 and fits.layer_speedup(20) == pytest.approx(3.0, rel=0.1)
 
 
+def test_a_max_given_alone_runs_the_nearest_fit_to_the_default_target_never_a_refusal():
+    """`--max-layers 4` alone (generate, train, adaptive's start, speculative's draft) was refused as "--target-speedup
+    2x does not fit --max-layers 4", a target the user never typed: the 2x a parametric shape takes where nothing
+    names its floor is the nearest fit under the given max."""
+    for m in range(2, 13):  # 1: below the warmup layer and one top layer, refused as before
+        for shape in ("linear", "power", "step"):
+            got = schedule_from_settings(12, 26, shape, max_layers=m)
+            assert got.max_layers == m
+            assert got == schedule_for_speedup(12, 2.0, 26, shape, max_layers=m, nearest=True)
+    with pytest.raises(ScheduleError, match="target_speedup 2x does not fit max_layers 4"):
+        schedule_from_settings(12, 26, "linear", max_layers=4, target_speedup=2.0)  # asked for: refused
+
+
 def test_a_constant_schedule_is_its_one_budget_and_says_so():
     """A constant schedule's max is its min: one met by a target speedup read "constant 12->4" and ran 4 layers at
     every step; a max and a min that differ are refused, not dropped; a file written with both reads as its min."""

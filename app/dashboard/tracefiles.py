@@ -23,6 +23,7 @@ import pandas as pd
 
 from skipcore import TRACE_COLUMNS, read_trace, write_trace
 from skipcore.errors import UserError, first_line, quoted
+from skipcore.files import read_parquet
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
 from skipcore.traces.files import ZIP_READ_ERRORS
@@ -248,7 +249,7 @@ def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
     try:
         if suffix == ".parquet":
             _check_decoded(name, io.BytesIO(data), limit)
-            df = pd.read_parquet(io.BytesIO(data))
+            df, _ = read_parquet(io.BytesIO(data))  # its pages' checksums checked, as a file's are
         elif suffix == ".csv":
             df = pd.read_csv(io.BytesIO(data))
         elif suffix == ".jsonl":

@@ -15,7 +15,7 @@ from skipcore.commands.decode_settings import DecodeSettings, DepthSettings, S
 from skipcore.decode.step import DepthPolicy
 from skipcore.errors import UserError, said_by
 from skipcore.policies import POLICY_CLASSES
-from skipcore.policies.params import flag_names, params_of, summary
+from skipcore.policies.params import flag_names, params_of, summary, takes_shape
 from skipcore.schedule import refuse_idle_beside_file, refuse_idle_for_shape
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
         speedup_over=decoding.speedup_over,
     )
     refuse_idle_shape_flags(resolved.depth, given)
-    if trained and not depth.policy_class.uses_schedule:  # CALM: no schedule runs, the trained one neither
+    if trained and not takes_shape(depth.policy_class):  # CALM, adaptive: the trained budgets do not run
         return resolved, ""
     return resolved, trained_note(settings.model, resolved.depth) if trained else decoding.note
 

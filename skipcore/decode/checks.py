@@ -232,9 +232,10 @@ def check_left_padded(input_ids: object, attn: object) -> None:
             f"attention_mask's shape {tuple(attn.shape)} is not input_ids' {tuple(input_ids.shape)}",
             field="attention_mask",
         )
-    mask = attn.detach().to("cpu", torch.int64)
-    if not ((mask == 0) | (mask == 1)).all():
+    mask = attn.detach().cpu()
+    if not ((mask == 0) | (mask == 1)).all():  # on its own dtype: 0.5 as an integer would be 0
         raise UserError("attention_mask must hold 0 and 1 only", field="attention_mask")
+    mask = mask.to(torch.int64)
     ragged = (mask[:, 1:] < mask[:, :-1]).any(dim=1) | (mask.sum(dim=1) == 0)
     if ragged.any():
         row = int(ragged.nonzero()[0])

@@ -513,8 +513,9 @@ def _stop_and_pad(model, tokenizer, device: torch.device, model_name: str = "") 
     if not ends and tokenizer.eos_token_id is not None:
         warnings.warn(
             f"{model_name or 'the model'}'s generation config names no eos_token_id: every row runs to "
-            f"max_new_tokens, as generate() runs it (set model.generation_config.eos_token_id = "
-            f"{tokenizer.eos_token_id}, the tokenizer's EOS, for rows to end there)",
+            f"max_new_tokens, as generate() runs it (for rows to end at the tokenizer's EOS, add "
+            f'"eos_token_id": {tokenizer.eos_token_id} to its generation_config.json, or set '
+            "model.generation_config.eos_token_id)",
             SkipcoreWarning,
             stacklevel=3,
         )

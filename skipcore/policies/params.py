@@ -234,3 +234,9 @@ def flag_names(policy: type, sweep: bool = False) -> dict[str, str]:
         elif not sweep:
             out[p.name] = p.flag
     return out
+
+
+def takes_shape(policy: type) -> bool:
+    """Whether a policy's budgets are a drawn schedule's (static, speculative's draft), not parameters of its own
+    (adaptive reads a schedule's mode and warmup, its budgets its own; CALM reads none)."""
+    return getattr(policy, "uses_schedule", False) and not any(p.schedule_flag for p in params_of(policy))

@@ -12,6 +12,7 @@ string of digits as a number and drop its leading zeros. `read_trace` strips it;
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import os
@@ -118,7 +119,7 @@ def write_trace(
     path = check_trace_path(path, overwrite)
     fmt = _check_format(path)
     # NumPy's values (a seed read from an array) as JSON holds them: as Python's, not their text
-    meta = validate_metadata(json_plain({} if metadata is None else metadata), str(path))
+    meta = validate_metadata(json_plain({} if metadata is None else metadata, finite=False), str(path))
     check_same_run(
         validate_trace(df.copy() if isinstance(df, pd.DataFrame) else df, str(path), meta.get("num_layers")),
         meta,
@@ -151,27 +152,31 @@ def write_trace(
     return path
 
 
-def json_plain(value: object) -> object:
-    """A cell as JSON holds it: NumPy's values as Python's, an array or tuple as a list, a number that is not
-    finite or missing as null (at any depth), a time as ISO text; anything else as it is (`json.dumps` says an
-    unknown kind as its text)."""
+def json_plain(value: object, finite: bool = True) -> object:
+    """A cell as JSON holds it: NumPy's values as Python's (a 0-d array as its one value), an array or tuple as a
+    list, a number that is not finite or missing as null (at any depth), a time as ISO text; anything else as it is
+    (`json.dumps` says an unknown kind as its text). `finite` False: a number that is not finite kept, for a check
+    after to name as it was given."""
     import math
 
     import numpy as np
 
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return float(value) if math.isfinite(value) or not finite else None  # NumPy's float64 is one
     if value is pd.NA or value is pd.NaT:
         return None
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return json_plain(value[()], finite)
     if isinstance(value, np.ndarray | list | tuple):
-        return [json_plain(v) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+        items = value.tolist() if isinstance(value, np.ndarray) else value
+        return [json_plain(v, finite) for v in items]
     if isinstance(value, dict):
-        return {str(k): json_plain(v) for k, v in value.items()}
+        return {str(k): json_plain(v, finite) for k, v in value.items()}
     if isinstance(value, np.generic):
         plain = value.item()
         if isinstance(plain, np.generic):  # a long double's item is itself: its nearest double, else its text
             plain = float(plain) if isinstance(plain, np.floating) else str(plain)
-        return json_plain(plain)
+        return json_plain(plain, finite)
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
@@ -279,18 +284,36 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return df, meta
 
 
+CUT_SAID = " (the file ends inside a line: cut short?)"
+
+
 def _cut(path: Path, fmt: str) -> str:
-    """' (...: cut short?)' where a CSV or JSONL trace ends inside a line (its writer ends every line, the last
-    too): a refusal of its last row's values then says what is likely wrong with the file, not only the cell."""
+    """`CUT_SAID` where a CSV or JSONL trace ends inside a row (its writer ends every line, the last too, so a cut
+    leaves the last row short: fewer cells than the header names, or JSON that does not parse): a refusal of that
+    row's values then says what is likely wrong with the file, not only the cell. '' for a whole last row, with or
+    without its line's end (a file saved by hand)."""
     if fmt not in (".csv", ".jsonl"):
         return ""
     try:
         with open(path, "rb") as f:
-            f.seek(-1, os.SEEK_END)
-            ends_a_line = f.read(1) == b"\n"
+            header = f.readline()
+            f.seek(max(0, f.seek(0, os.SEEK_END) - (1 << 16)))
+            last = f.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
     except OSError:
         return ""
-    return "" if ends_a_line else " (the file ends inside a line: cut short?)"
+    if not last:  # the file ends a line
+        return ""
+    if fmt == ".jsonl":
+        try:
+            json.loads(last)
+        except ValueError:
+            return CUT_SAID
+        return ""
+
+    def cells(line: str) -> int:  # a quoted comma is one cell's
+        return len(next(csv.reader([line]), []))
+
+    return CUT_SAID if cells(last) < cells(header.decode("utf-8", "replace").rstrip("\r\n")) else ""
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:

@@ -158,9 +158,9 @@ def check_same_run(df: pd.DataFrame, meta: dict, source: str = "trace") -> None:
     its old `.meta.json`, or rows written with another run's metadata, read as that run (its schedule, its model)
     without a word. A trace of several runs (traces put together) is read with the metadata of one of them."""
     run = meta.get("run_id")
-    if run is None or run in set(df["run_id"]):
+    if run is None or (df["run_id"] == run).any():
         return
-    rows = sorted(set(df["run_id"]))
+    rows = sorted(df["run_id"].unique())
     said = quoted(rows[0]) + (f" and {len(rows) - 1} more" if len(rows) > 1 else "")
     raise TraceSchemaError(
         f"{source}: the run metadata is run {quoted(run)}'s and the rows are run {said}'s: a data file and metadata "
@@ -278,7 +278,8 @@ def _check_rows(df: pd.DataFrame, source: str) -> None:
             counts = sorted(set(steps.loc[run, batch]))
             raise TraceSchemaError(
                 f"{source}: the rows of run {run!r} batch {int(batch)} hold {counts[0]} to {counts[-1]} steps, where "
-                "every row of a batch holds one per step the batch ran (rows missing: a file cut short?)"
+                "every row of a batch holds one per step the batch ran, ended or not (rows missing: dropped from "
+                "the trace, or a file cut short?)"
             )
     finished = df["finished"].astype(bool)
     ended_before = finished.groupby([df[k] for k in keys], sort=False).cummax()

@@ -82,6 +82,15 @@ class SchedulePlan:
                     f"of {self.num_layers} layers (warmup {self.warmup_layers}) gives {reach:.2f}x",
                     field="elastic",
                 )
+            slowest = self.for_speedup(lo).layer_speedup(self.horizon)
+            if self.max_layers is not None and slowest > 1.1 * lo:
+                # draws below what the max allows would all run its slowest schedule, labelled their own targets
+                raise UserError(
+                    f"elastic from {lo:g}x does not fit max_layers {self.max_layers}: the slowest {self.shape} "
+                    f"schedule starting at {self.max_layers} of {self.num_layers} layers gives {slowest:.2f}x; "
+                    f"start the range at {slowest:.2f} or above, or give a higher max_layers",
+                    field=("elastic", "max_layers"),
+                )
 
     def for_speedup(self, target: float) -> Schedule:
         """The elastic plan's schedule for one target speedup (fixed shape, mode, warmup and span)."""

@@ -52,7 +52,7 @@ def test_a_parquet_upload_that_decodes_far_past_the_limit_is_refused_before_it_i
         raise AssertionError("decoded before the footer was checked")
 
     monkeypatch.setattr(tracefiles, "read_trace", decoded)
-    monkeypatch.setattr(pd, "read_parquet", decoded)
+    monkeypatch.setattr(tracefiles, "read_parquet", decoded)
     said = r"many\.parquet: its 16,000 rows would take about [\d.]+ MiB once read, over the 977 KiB an upload may"
     said += r" decode to \(10x the 97\.7 KiB upload limit\)"
     with pytest.raises(TraceSchemaError, match=said):
@@ -139,3 +139,31 @@ def test_a_damaged_zip_upload_is_refused_in_one_line(small_trace, case):
     ) as e:
         read_uploaded_trace("t.zip", data, 10**8)
     assert "\n" not in str(e.value)
+
+
+def test_an_uploaded_sweep_with_a_page_bit_flipped_is_refused_or_reads_as_written(tmp_path):
+    """An uploaded sweep was read by pandas, which checks no page checksum: a skipcore sweep with one bit flipped
+    in a page uploaded with a changed number. Read as every Parquet file is (`read_parquet`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from app.dashboard import tracefiles
+    from skipcore.errors import UserError
+    from skipcore.files import write_parquet
+    from tests.helpers import footer_start
+
+    table = pd.DataFrame({"layer_speedup": np.linspace(1.0, 4.0, 30), "bleu": np.linspace(60.0, 50.0, 30)})
+    path = tmp_path / "s.parquet"
+    write_parquet(pa.Table.from_pandas(table, preserve_index=False), path)
+    data = path.read_bytes()
+    refusals = 0
+    for at in range(4, footer_start(data), 2):
+        flipped = bytearray(data)
+        flipped[at] ^= 1 << (at % 8)
+        try:
+            got = tracefiles.read_uploaded_table("s.parquet", bytes(flipped), 10**6)
+        except UserError:
+            refusals += 1
+            continue
+        assert got.equals(table), at
+    assert refusals

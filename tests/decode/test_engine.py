@@ -114,6 +114,7 @@ def test_rows_padded_on_the_right_are_refused_and_on_the_left_give_generates_tok
     for mask, said in (
         (right["attention_mask"][:, :2], "attention_mask's shape"),
         (right["attention_mask"] * 2, "attention_mask must hold 0 and 1 only"),
+        (right["attention_mask"] * 0.5, "attention_mask must hold 0 and 1 only"),  # not read as 0
         (torch.zeros_like(right["attention_mask"]), "row 0 of attention_mask is not padded on the left"),
     ):
         with pytest.raises(UserError, match=re.escape(said)):

@@ -206,9 +206,8 @@ def test_a_generation_config_without_eos_runs_every_row_to_its_limit_as_generate
     ids = SkipEngine(model, tok).generate(prompts, None, 30).token_ids
     assert any(len(row) < 30 for row in ids)  # some row ends at EOS while the config names it
     model.generation_config.eos_token_id = None
-    with pytest.warns(
-        SkipcoreWarning, match=rf"names no eos_token_id: every row runs to max_new_tokens.* = {eos}"
-    ):
+    said = rf'names no eos_token_id: every row runs to max_new_tokens.* add "eos_token_id": {eos} to its generation'
+    with pytest.warns(SkipcoreWarning, match=said):
         engine = SkipEngine(model, tok)
     for prompt, row in zip(prompts, engine.generate(prompts, None, 30).token_ids, strict=True):
         theirs = model.generate(**tok([prompt], return_tensors="pt"), max_new_tokens=30, do_sample=False)

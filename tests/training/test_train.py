@@ -191,6 +191,18 @@ def test_elastic_draws_different_schedules_and_round_trips():
     assert set(plan.eval_schedules()) == {"full", "x3.0", "x5.0"}
 
 
+def test_an_elastic_range_below_what_its_max_allows_is_refused():
+    """Elastic 1:2 with max_layers 4 of 12 ran the one 4->4 schedule (3x) at every draw, its dev loss reported under
+    x1.5 and x2.0: a range starting below the slowest schedule the max allows is refused, naming both."""
+    with pytest.raises(
+        UserError, match=r"^elastic from 1x does not fit max_layers 4: .* gives 3\.00x; start"
+    ) as e:
+        SchedulePlan("elastic", 12, 64, 25, elastic_range=(1.0, 2.0), max_layers=4, speedup_over=26)
+    assert e.value.fields == ("elastic", "max_layers")
+    fits = SchedulePlan("elastic", 12, 64, 25, elastic_range=(3.0, 4.0), max_layers=4, speedup_over=26)
+    assert all(s.max_layers == 4 for s, _ in (fits.draw(random.Random(i)) for i in range(10)))
+
+
 # -- short runs ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def skip_run(model_dirs, tmp_path_factory):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError
 from skipcore.policies import policy_class
-from skipcore.policies.params import Param, params_of
+from skipcore.policies.params import Param, params_of, takes_shape
 from skipcore.schedule import Schedule, schedule_for_speedup
 
 if TYPE_CHECKING:
@@ -93,11 +93,6 @@ def paper_linear(num_layers: int, target: float, speedup_over: int, decay_span: 
         num_layers, target, speedup_over, "linear", "skip", 1, decay_span=decay_span
     )
     return Candidate("static", schedule)
-
-
-def takes_shape(cls: type) -> bool:
-    """Whether a policy's budgets are a drawn schedule's (static, speculative's draft), not parameters of its own."""
-    return getattr(cls, "uses_schedule", False) and not any(p.schedule_flag for p in params_of(cls))
 
 
 def bounds(p: Param, num_layers: int, max_new_tokens: int) -> tuple[float, float]:
