@@ -168,8 +168,8 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         side_name = trace_info.filename + ".meta.json"
         if side_name in zf.namelist():
             sidecar_path(out).write_bytes(_member(name, zf, side_name))
-        elif out.suffix.lower() != ".parquet" and _json_object(zf.comment):  # a .csv.zip/.jsonl.zip of ours
-            sidecar_path(out).write_bytes(zf.comment)  # its metadata, in the comment
+        elif out.suffix.lower() != ".parquet" and _comment_is_metadata(name, zf.comment):
+            sidecar_path(out).write_bytes(zf.comment)  # a .csv.zip of ours: its metadata, in the comment
         return out
 
 
@@ -182,12 +182,18 @@ def _member(name: str, zf: zipfile.ZipFile, member: str) -> bytes:
         raise TraceSchemaError(f"{name}: {member} in the zip cannot be unpacked ({first_line(e)})") from None
 
 
-def _json_object(comment: bytes) -> bool:
+def _comment_is_metadata(name: str, comment: bytes) -> bool:
     """Whether a zip's comment is run metadata as skipcore writes it (a JSON object); another tool's comment is
-    not, and the trace in the zip is read without it."""
+    not, and the trace in the zip is read without it. One that opens as an object and does not parse is skipcore's
+    cut short (the comment ends the file): refused as `read_trace` refuses it, not read as no metadata."""
     try:
         return isinstance(json.loads(comment.decode("utf-8")), dict)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError) as e:
+        if comment.lstrip().startswith(b"{"):
+            raise TraceSchemaError(
+                f"{name}: the zip's comment, which holds the run metadata, is not JSON ({first_line(e)}): the file "
+                "cut short?"
+            ) from None
         return False
 
 

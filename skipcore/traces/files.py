@@ -69,7 +69,12 @@ def read_sidecar(path: Path) -> object:
     side = sidecar_path(path)
     if side.is_dir():
         raise ValueError(f"its run metadata {side.name} is a folder, not a JSON file")
-    return parse_json(side.read_text()) if side.is_file() else {}
+    if not side.is_file():
+        return {}
+    try:
+        return parse_json(side.read_text(encoding="utf-8"))
+    except ValueError as e:  # the data read: say it is the metadata beside it that is not JSON
+        raise ValueError(f"its run metadata {side.name} is not JSON: {first_line(e)}") from e
 
 
 def _check_format(path: Path) -> str:
@@ -296,10 +301,14 @@ def _cut(path: Path, fmt: str) -> str:
         return ""
     try:
         with open(path, "rb") as f:
-            header = f.readline()
+            header = f.readline().decode("utf-8")
             f.seek(max(0, f.seek(0, os.SEEK_END) - (1 << 16)))
-            last = f.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
-    except OSError:
+            last = (
+                f.read().rsplit(b"\n", 1)[-1].decode("utf-8", "ignore")
+            )  # a character cut at the seek: dropped
+    except (OSError, UnicodeDecodeError):  # no UTF-8 text (UTF-16, NUL bytes): not a cut the hint could name
+        return ""
+    if "\x00" in header + last:
         return ""
     if not last:  # the file ends a line
         return ""
@@ -313,7 +322,7 @@ def _cut(path: Path, fmt: str) -> str:
     def cells(line: str) -> int:  # a quoted comma is one cell's
         return len(next(csv.reader([line]), []))
 
-    return CUT_SAID if cells(last) < cells(header.decode("utf-8", "replace").rstrip("\r\n")) else ""
+    return CUT_SAID if cells(last) < cells(header.rstrip("\r\n")) else ""
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:

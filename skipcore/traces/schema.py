@@ -163,8 +163,8 @@ def check_same_run(df: pd.DataFrame, meta: dict, source: str = "trace") -> None:
     rows = sorted(df["run_id"].unique())
     said = quoted(rows[0]) + (f" and {len(rows) - 1} more" if len(rows) > 1 else "")
     raise TraceSchemaError(
-        f"{source}: the run metadata is run {quoted(run)}'s and the rows are run {said}'s: a data file and metadata "
-        "from different runs (a .meta.json left beside a replaced file?)"
+        f"{source}: the run metadata is of run {quoted(run)} and the rows are of run {said}: a data file and "
+        "metadata from different runs (a .meta.json left beside a replaced file?)"
     )
 
 

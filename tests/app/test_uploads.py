@@ -167,3 +167,27 @@ def test_an_uploaded_sweep_with_a_page_bit_flipped_is_refused_or_reads_as_writte
             continue
         assert got.equals(table), at
     assert refusals
+
+
+def test_a_zipped_trace_cut_in_its_comment_and_other_odd_files_are_said_as_they_are(small_trace, tmp_path):
+    """A .jsonl.zip cut at its end (where the zip keeps its comment, the run metadata) was shown as "schema OK" with
+    no metadata; a UTF-16 CSV was said as cut short; a zip's bad .meta.json was said as an unreadable CSV."""
+    from app.dashboard.tracefiles import read_uploaded_trace
+    from skipcore import write_trace
+
+    df, meta = small_trace
+    zipped = write_trace(df, tmp_path / "t.jsonl.zip", meta).read_bytes()
+    with pytest.raises(
+        TraceSchemaError, match=r"^t\.jsonl\.zip: the zip's comment, .* is not JSON .*cut short\?$"
+    ):
+        read_uploaded_trace("t.jsonl.zip", zipped[:-10], 10**8)
+    text = write_trace(df, tmp_path / "t.csv", meta).read_text()
+    with pytest.raises(TraceSchemaError, match="not a readable csv trace") as e:
+        read_uploaded_trace("u.csv", text.encode("utf-16"), 10**8)
+    assert "cut short" not in str(e.value)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("in.csv", text)
+        zf.writestr("in.csv.meta.json", "not json")
+    with pytest.raises(TraceSchemaError, match=r"its run metadata in\.csv\.meta\.json is not JSON"):
+        read_uploaded_trace("m.zip", buffer.getvalue(), 10**8)

@@ -75,7 +75,8 @@ def test_rows_and_metadata_of_different_runs_are_refused_where_read_and_where_wr
     df, meta = small_trace
     other = df.assign(run_id="r-another")
     with pytest.raises(
-        TraceSchemaError, match=r"the run metadata is run '.*'s and the rows are run 'r-another''s"
+        TraceSchemaError,
+        match=r"the run metadata is of run '.*' and the rows are of run 'r-another': a data file",
     ):
         write_trace(other, tmp_path / "w.parquet", meta)
     assert not (tmp_path / "w.parquet").exists()
