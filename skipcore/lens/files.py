@@ -6,8 +6,10 @@ columns are the trace's (`skipcore.traces.schema.check_token_columns`)."""
 from __future__ import annotations
 
 import json
+import zipfile
 from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -27,6 +29,8 @@ from skipcore.files import (
 from skipcore.traces.files import (
     FORMATS,
     META_KEY,
+    ZIP_READ_ERRORS,
+    ZIPPED_FORMATS,
     is_run_metadata,
     read_sidecar,
     sidecar_path,
@@ -173,9 +177,11 @@ def write_lens(
 
 
 def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
-    """Read and check a lens table; returns the frame and its run metadata."""
+    """Read and check a lens table (one `write_lens` wrote, or the dashboard's zipped download of one); returns the
+    frame and its run metadata."""
     path = expand_home(path)
-    suffix = _check_format(path)
+    zipped = next((z for z in ZIPPED_FORMATS if path.name.lower().endswith(z)), None)
+    suffix = zipped or _check_format(path)
     if not path.is_file():
         raise UserError(f"lens file not found: {path}")
     try:
@@ -183,17 +189,42 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
             df, schema_meta = read_parquet(path)
             raw = schema_meta.get(META_KEY)
             meta = parse_json(raw) if raw else {}
+        elif zipped:
+            df, meta = _read_zipped(path, zipped.removesuffix(".zip"))
         else:
-            if suffix == ".jsonl":
-                df = pd.read_json(path, lines=True, dtype={c: str for c in _TEXT}, precise_float=True)
-            else:
-                df = pd.read_csv(
-                    path,
-                    dtype={c: str for c in _TEXT},
-                    keep_default_na=False,
-                    na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
-                )
-            meta = read_sidecar(path)
-    except (ValueError, OSError) as e:
+            df, meta = _read_text(path, suffix), read_sidecar(path)
+    except (ValueError, *ZIP_READ_ERRORS) as e:
         raise TraceSchemaError(f"{path}: not a readable {suffix[1:]} lens table ({first_line(e)})") from e
     return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}
+
+
+def _read_text(source: Path | BinaryIO, suffix: str) -> pd.DataFrame:
+    """A JSONL or CSV lens table from a path or an open file (a zip's member)."""
+    if suffix == ".jsonl":
+        return pd.read_json(source, lines=True, dtype={c: str for c in _TEXT}, precise_float=True)
+    return pd.read_csv(
+        source,
+        dtype={c: str for c in _TEXT},
+        keep_default_na=False,
+        na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
+    )
+
+
+def _read_zipped(path: Path, suffix: str) -> tuple[pd.DataFrame, object]:
+    """The one `suffix` table of a zip (the dashboard's download) and its run metadata: the zip's comment, or a
+    `.meta.json` member beside the table where the metadata was too long for a comment."""
+    with zipfile.ZipFile(path) as zf:
+        members = [i for i in zf.infolist() if not i.is_dir()]
+        tables = [i for i in members if i.filename.lower().endswith(suffix)]
+        if len(tables) != 1:
+            found = ", ".join(i.filename for i in members) or "nothing"
+            raise ValueError(f"expected one {suffix} table in the zip, found {found}")
+        with zf.open(tables[0]) as f:
+            df = _read_text(f, suffix)
+        side = tables[0].filename + ".meta.json"
+        raw = zf.read(side) if side in zf.namelist() else zf.comment
+        try:
+            return df, parse_json(raw) if raw else {}
+        except ValueError as e:
+            where = side if side in zf.namelist() else "the zip's comment"
+            raise ValueError(f"its run metadata ({where}) is not JSON: {first_line(e)}") from e

@@ -67,6 +67,8 @@ def test_lens_page_runs_full_depth_and_the_schedule_side_by_side(lens_page, tmp_
             with zipfile.ZipFile(path) as zf:
                 assert len(zf.namelist()) == 1
                 meta = json.loads(zf.comment)
+            back, back_meta = read_lens(path)  # and by skipcore's reader, its metadata with it
+            assert back_meta == meta and len(back) == len(table)
         else:
             table, meta = read_lens(path)
         assert meta["run_id"] == run_id and len(table) > 0
