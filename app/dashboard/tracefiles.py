@@ -26,7 +26,7 @@ from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import read_parquet
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
-from skipcore.traces.files import ZIP_READ_ERRORS
+from skipcore.traces.files import EDGE_BYTES, ZIP_READ_ERRORS, ends_inside_a_row
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
@@ -256,6 +256,11 @@ def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
         if suffix == ".parquet":
             _check_decoded(name, io.BytesIO(data), limit)
             df, _ = read_parquet(io.BytesIO(data))  # its pages' checksums checked, as a file's are
+        elif suffix in (".csv", ".jsonl") and ends_inside_a_row(
+            data[:EDGE_BYTES], data[-EDGE_BYTES:], suffix
+        ):
+            # its last row's cells would read as missing, drawn as a sweep without them
+            raise UserError(f"{name}: the file ends inside a row: cut short? Upload the whole file")
         elif suffix == ".csv":
             df = pd.read_csv(io.BytesIO(data))
         elif suffix == ".jsonl":

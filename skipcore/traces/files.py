@@ -290,39 +290,48 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
 
 
 CUT_SAID = " (the file ends inside a line: cut short?)"
+EDGE_BYTES = 1 << 16  # how much of a file's end is read for its last row
 
 
 def _cut(path: Path, fmt: str) -> str:
-    """`CUT_SAID` where a CSV or JSONL trace ends inside a row (its writer ends every line, the last too, so a cut
-    leaves the last row short: fewer cells than the header names, or JSON that does not parse): a refusal of that
-    row's values then says what is likely wrong with the file, not only the cell. '' for a whole last row, with or
-    without its line's end (a file saved by hand)."""
+    """`CUT_SAID` where a CSV or JSONL trace ends inside a row (`ends_inside_a_row`), else ''."""
     if fmt not in (".csv", ".jsonl"):
         return ""
     try:
         with open(path, "rb") as f:
-            header = f.readline().decode("utf-8")
-            f.seek(max(0, f.seek(0, os.SEEK_END) - (1 << 16)))
-            last = (
-                f.read().rsplit(b"\n", 1)[-1].decode("utf-8", "ignore")
-            )  # a character cut at the seek: dropped
-    except (OSError, UnicodeDecodeError):  # no UTF-8 text (UTF-16, NUL bytes): not a cut the hint could name
+            head = f.readline()
+            f.seek(max(0, f.seek(0, os.SEEK_END) - EDGE_BYTES))
+            tail = f.read()
+    except OSError:
         return ""
-    if "\x00" in header + last:
-        return ""
-    if not last:  # the file ends a line
-        return ""
+    return CUT_SAID if ends_inside_a_row(head, tail, fmt) else ""
+
+
+def ends_inside_a_row(head: bytes, tail: bytes, fmt: str) -> bool:
+    """Whether a CSV or JSONL file whose first line is `head` and whose end is `tail` ends inside a row: its writer
+    ends every line, the last too, so a cut leaves the last row short (fewer cells than the header names, or JSON
+    that does not parse). A whole last row, with or without its line's end (a file saved by hand), is none; nor is
+    a file that is no UTF-8 text (UTF-16, NUL bytes), whose refusal is its encoding's."""
+    try:
+        header = head.split(b"\n", 1)[0].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    last = tail.rsplit(b"\n", 1)[-1].decode(
+        "utf-8", "ignore"
+    )  # a character cut where the tail starts: dropped
+    if not last or "\x00" in header + last:
+        return False
     if fmt == ".jsonl":
         try:
             json.loads(last)
         except ValueError:
-            return CUT_SAID
-        return ""
+            return True
+        return False
 
     def cells(line: str) -> int:  # a quoted comma is one cell's
         return len(next(csv.reader([line]), []))
 
-    return CUT_SAID if cells(last) < cells(header.rstrip("\r\n")) else ""
+    return cells(last) < cells(header.rstrip("\r"))
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:

@@ -191,3 +191,22 @@ def test_a_zipped_trace_cut_in_its_comment_and_other_odd_files_are_said_as_they_
         zf.writestr("in.csv.meta.json", "not json")
     with pytest.raises(TraceSchemaError, match=r"its run metadata in\.csv\.meta\.json is not JSON"):
         read_uploaded_trace("m.zip", buffer.getvalue(), 10**8)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_an_uploaded_sweep_cut_inside_its_last_row_is_refused(tmp_path, fmt):
+    """A sweep CSV cut in half was drawn from half its rows, the cut row's cells read as missing, without a word."""
+    from app.dashboard.tracefiles import read_uploaded_table
+
+    sweep = pd.DataFrame(
+        {"policy": ["static"] * 4, "layer_speedup": [1.0, 2.0, 3.0, 4.0], "bleu": [60.0] * 4}
+    )
+    data = (
+        sweep.to_csv(index=False) if fmt == "csv" else sweep.to_json(orient="records", lines=True)
+    ).encode()
+    assert len(read_uploaded_table(f"s.{fmt}", data, 10**6)) == 4
+    assert (
+        len(read_uploaded_table(f"s.{fmt}", data.rstrip(b"\n"), 10**6)) == 4
+    )  # saved without its last line's end
+    with pytest.raises(UserError, match=rf"^s\.{fmt}: the file ends inside a row: cut short\?"):
+        read_uploaded_table(f"s.{fmt}", data.rstrip(b"\n")[:-8], 10**6)
