@@ -331,7 +331,10 @@ def ends_inside_a_row(head: bytes, tail: bytes, fmt: str) -> bool:
     def cells(line: str) -> int:  # a quoted comma is one cell's
         return len(next(csv.reader([line]), []))
 
-    return cells(last) < cells(header.rstrip("\r"))
+    try:
+        return cells(last) < cells(header.rstrip("\r"))
+    except csv.Error:  # a lone carriage return in a cell: the reader's own refusal stands
+        return False
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:
