@@ -26,6 +26,7 @@ SERIES_COLUMN = "series"  # added by skipcore.plots.sweep_series
 MEASURED = "wall_speedup"  # decode speedup where measured, else end to end (`with_measured`)
 MEASURED_OF = "wall_speedup_of"  # which of the two a row's MEASURED is
 DECODE, TOTAL = "decode steps", "end to end (generate() is not timed per step)"
+COUNTS = ("num_examples",)  # counts the page reads as numbers: said when no finite number (`numbers_only`)
 
 
 def with_series(df: pd.DataFrame) -> pd.DataFrame:
@@ -71,14 +72,16 @@ def axis_named(column: object) -> bool:
 
 
 def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
-    """The table with every cell of an axis's column (`axis_named`) that is no finite number, or in a speedup's
-    column (`speedup_ratio`) is not above 0, made missing, and which cells they were ('1 in bleu (inf), 2 in
-    layer_speedup (-1.2, -3.0: not above 0)'), or None where there were none. A chart cannot place such a point:
-    the browser's chart library fails on an infinite one, one text cell makes its whole column text (no axis),
-    and a speedup not above 0 (a ratio of times or counts never is) turns its axis backwards. Missing values are
+    """The table with every cell of an axis's column (`axis_named`) or of a count the page reads (`COUNTS`) that
+    is no finite number, or in a speedup's column (`speedup_ratio`) is not above 0, made missing, and which cells
+    they were ('1 in bleu (inf), 2 in layer_speedup (-1.2, -3.0: not above 0)'), or None where there were none.
+    A chart cannot place such a point: the browser's chart library fails on an infinite one, one text cell makes
+    its whole column text (no axis), and a speedup not above 0 (a ratio of times or counts never is) turns its
+    axis backwards. An infinite count of examples is no count the page can say or compare. Missing values are
     left off the chart and said, as any missing value is."""
     said, out = [], df.copy()
-    for column in [c for c in df.columns if axis_named(c) and not pd.api.types.is_bool_dtype(df[c])]:
+    read = [c for c in df.columns if axis_named(c) or c in COUNTS]
+    for column in [c for c in read if not pd.api.types.is_bool_dtype(df[c])]:
         values = pd.to_numeric(df[column], errors="coerce").astype(float)
         if values.isna().all():
             continue  # no number at all: a column of text, or empty (`empty_axes`)
@@ -126,8 +129,9 @@ def without_stopped_trials(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 def example_counts(df: pd.DataFrame) -> list[int]:
-    """The numbers of examples the rows were scored on (`num_examples`), where more than one: rows scored on
-    different examples have qualities that are not comparable (a table joined from sweeps of different limits)."""
+    """The numbers of examples the rows were scored on (`num_examples`, each a finite number: `numbers_only` first),
+    where more than one: rows scored on different examples have qualities that are not comparable (a table joined
+    from sweeps of different limits)."""
     if "num_examples" not in df:
         return []
     counts = sorted({int(n) for n in pd.to_numeric(df["num_examples"], errors="coerce").dropna() if n >= 1})

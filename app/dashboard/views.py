@@ -179,6 +179,30 @@ def run_button(label: str, key: str, disabled: bool = False) -> bool:
     return pressed
 
 
+def checked_prompt_ids(engine, prompts: list[str], max_new: int) -> tuple[list[list[int]], str | None]:
+    """The prompts' token ids, and why a run would be refused for their length (None where it would not), said
+    before a run is pressed: the token slider reaches the model's whole position range, which no prompt leaves
+    room for."""
+    from skipcore.decode.checks import check_prompt_tokens
+
+    try:
+        return check_prompt_tokens(engine.tokenizer, engine.max_positions, None, prompts, max_new), None
+    except UserError as e:
+        return [], str(e)
+
+
+def prompt_refusal(engine, prompts: list[str], max_new: int, what: str) -> tuple[list[list[int]], str | None]:
+    """`checked_prompt_ids`, and its refusal said once on the page ('`what` would be refused: …') before the run
+    is pressed, so a page disables its button instead of running and failing on every prompt, policy or pass.
+    No prompts: nothing to check."""
+    if not prompts:
+        return [], None
+    ids, refused = checked_prompt_ids(engine, prompts, max_new)
+    if refused:
+        st.warning(f"{what} would be refused: {refused}", icon=":material/straighten:")
+    return ids, refused
+
+
 def warn_small_sample(n: int, compared: str, remedy: str) -> None:
     """Under scores from `n` examples: the project's one small-sample warning (`skipcore.metrics.sample_size`),
     where they are too few to rank `compared` (policies, trials, settings); `remedy` says how to score more here."""

@@ -336,13 +336,13 @@ def main() -> None:
         if sampling
         else None
     )
+    _, too_long = views.prompt_refusal(engine, sent.prompts, int(max_new), "The comparison")
     refused = refusals(chosen, schedule, params, L, int(max_new))
     for name, why in refused.items():
         st.error(f"{name} would be refused: {why}. Change that setting, or take {name} out of **Policies**.")
-    estimate = show_estimate(
-        engine, work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine), "Run all", learns=True
-    )
-    ready = prompts and chosen and sampling is not None and not refused
+    todo = [] if too_long else work(chosen, schedule, sent.prompts, int(max_new), int(batch), engine)
+    estimate = show_estimate(engine, todo, "Run all", learns=True)
+    ready = prompts and chosen and sampling is not None and not refused and not too_long
     if views.run_button("Run all", "cmp", disabled=not ready):
         with views.run_marked("cmp"):
             results, errors = {}, {}
@@ -366,7 +366,8 @@ def main() -> None:
             CompareResult(prompts, results, errors, quality, sampling.do_sample, now).kept()
     stored = CompareResult.shown(now)
     if stored is None:
-        if not refused:  # a refusal is said above, its button off: "Press Run all" would contradict it
+        # a refusal is said above, its button off: "Press Run all" would contradict it
+        if not refused and not too_long:
             views.what_to_do("Run all", prompts, None if chosen else "policies")
         return
     provenance.show(stored.settings, now, "Run all")

@@ -78,6 +78,20 @@ def run_kind(trace: pd.DataFrame, meta: dict) -> str:
     return f"mode {meta.get('mode', '?')}"
 
 
+def not_described(meta: dict, run_id: str) -> str:
+    """Why a file's run metadata is not shown for its run `run_id`: a file holds one run's metadata (`run_id`
+    names that run), so another run in it (files joined row-wise keep the first one's) has its settings nowhere
+    in the file, and the page must not label it with those of the run it does describe."""
+    described = meta.get("run_id")
+    which = (
+        f"describes run {described}, not" if described is not None else "does not say which run it describes:"
+    )
+    return (
+        f"This file's run metadata {which} run {run_id}: the model, policy and settings that made run {run_id} "
+        "are not in the file."
+    )
+
+
 def main() -> None:
     st.title("Trace explorer")
     limit = paths.max_upload_bytes()
@@ -101,10 +115,17 @@ def main() -> None:
         st.error(f"This file could not be read as a trace: {type(e).__name__}: {plain(str(e))}")
         return
     runs = trace["run_id"].nunique()
+    generated = len(trace[["run_id", "sample"]].drop_duplicates())  # a sample number is counted in each run
     st.success(
-        f"{plain(name)}: {len(trace)} rows, {trace['sample'].nunique()} samples, "
+        f"{plain(name)}: {len(trace)} rows, {generated} samples, "
         f"{len(str(trace['layer_mask'].iloc[0]))} layers, {runs} run{'s' if runs != 1 else ''}; schema OK."
     )
+    elsewhere = None  # the file's metadata, where it describes a run other than the one shown
+    if runs > 1:
+        run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run", **KEEP)
+        trace = trace[trace["run_id"] == run_id]
+        if meta and meta.get("run_id") != run_id:
+            elsewhere, meta = meta, {}
     if meta:
         st.caption(
             plain(  # a file's metadata, shown as it is written
@@ -112,14 +133,13 @@ def main() -> None:
                 f"· device {meta.get('device', '?')} · created {meta.get('created', '?')}"
             )
         )
+    elif elsewhere:
+        st.caption(plain(not_described(elsewhere, run_id)))  # the file's own run names, shown as written
     else:
         st.caption(
             "No run metadata came with this file (skipcore keeps it in a Parquet trace's schema, a CSV or JSONL "
             "trace's .meta.json, or its zip's comment): the model, policy and settings that made it are not said."
         )
-    if runs > 1:
-        run_id = st.selectbox("Run", sorted(trace["run_id"].unique()), key="explorer_run", **KEEP)
-        trace = trace[trace["run_id"] == run_id]
     try:
         views.show_trace(trace, meta, "explorer", downloads=False)
     except Exception as e:  # noqa: BLE001 (a file the checks let through must still not show a traceback)

@@ -261,14 +261,16 @@ def main() -> None:
     )
     tokens = c3.radio("The schedule reads", [FORCED, OWN], key="lens_tokens", **KEEP)
     now = {**settings_now(schedule, prompts, int(max_new), batch_size, tokens), **prompt_format(sent)}
-    todo = work(engine, schedule, sent.prompts, int(max_new), batch_size, tokens)
+    _, refused = views.prompt_refusal(engine, sent.prompts, int(max_new), "The lens")
+    todo = [] if refused else work(engine, schedule, sent.prompts, int(max_new), batch_size, tokens)
     estimate = show_estimate(engine, todo, "Run the lens")
-    if views.run_button("Run the lens", "lens", disabled=not prompts):
+    if views.run_button("Run the lens", "lens", disabled=not prompts or bool(refused)):
         with views.run_marked("lens"):
             run(engine, prompts, schedule, int(max_new), batch_size, tokens, now, sent, estimate)
     result = LensComparison.shown(now)
     if result is None:
-        views.what_to_do("Run the lens", prompts)
+        if not refused:  # a refusal is said above, its button off: "Press Run the lens" would contradict it
+            views.what_to_do("Run the lens", prompts)
         return
     provenance.show(result.settings, now, "Run the lens")
     show_agreement(result)

@@ -232,12 +232,12 @@ def draw(df: pd.DataFrame) -> None:
             f"{stopped} tuning trial{'s' if stopped > 1 else ''} stopped early left out: each was scored on its "
             "first rows only, so its quality is not comparable with the others' (the Tune page draws them hollow)."
         )
+    df, no_numbers = sweeps.numbers_only(df)  # first: what follows reads only finite numbers
     if mixed := sweeps.example_counts(df):
         st.warning(
             f"These rows were scored on different numbers of examples ({', '.join(map(str, mixed))}): their "
             "qualities are not comparable, so a front across them is not either."
         )
-    df, no_numbers = sweeps.numbers_only(df)
     problem = sweeps.check_sweep(df)
     if problem:
         st.error(f"This table cannot be drawn as a trade-off: {problem}.")
