@@ -91,18 +91,6 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 
-def checked_prompt_ids(engine, prompts: list[str], max_new: int) -> tuple[list[list[int]], str | None]:
-    """The prompts' token ids, and why the run would be refused for its length (None where it would not), said
-    before Generate is pressed: the token slider reaches the model's whole position range, which no prompt leaves
-    room for."""
-    from skipcore.decode.checks import check_prompt_tokens
-
-    try:
-        return check_prompt_tokens(engine.tokenizer, engine.max_positions, None, prompts, max_new), None
-    except UserError as e:
-        return [], str(e)
-
-
 def main() -> None:
     st.title("Generate and trace")
     engine, schedule = state.engine_and_schedule()
@@ -125,10 +113,10 @@ def main() -> None:
     sampling = views.sampling_settings("gen")
     fmt = prompt_format(sent)
     now = settings_now(schedule, prompts, int(max_new), sampling, int(batch_size), fmt) if sampling else None
-    ids, refused = checked_prompt_ids(engine, sent.prompts, int(max_new)) if prompts else ([], None)
-    if refused:
-        st.warning(f"Generate would be refused: {refused}", icon=":material/straighten:")
-    elif prompts:
+    ids, refused = (
+        views.prompt_refusal(engine, sent.prompts, int(max_new), "Generate") if prompts else ([], None)
+    )
+    if prompts and not refused:
         depth = 1 / schedule.layer_speedup(max(2, int(max_new)))  # the designed budgets' share of the layers
         tokens = mean_length(ids)  # the ids the check read: the prompts tokenised once
         work = [Decodes(len(prompts), int(max_new), int(batch_size), tokens, depth)]
