@@ -485,3 +485,12 @@ def footer_start(parquet: bytes) -> int:
     """Where a Parquet file's footer (its schema, row counts and key-value metadata) starts: its length is the
     4 bytes before the closing magic. The pages before it carry their checksums; the footer carries none."""
     return len(parquet) - 8 - int.from_bytes(parquet[-8:-4], "little")
+
+
+def one_bit_flipped(data: bytes, step: int, start: int = 0, stop: int | None = None):
+    """(position, the bytes with one bit flipped there) for every `step`-th byte from `start` to `stop`: the bit
+    flipped cycles with the position, so a run of positions flips every bit."""
+    for at in range(start, len(data) if stop is None else stop, step):
+        flipped = bytearray(data)
+        flipped[at] ^= 1 << (at % 8)
+        yield at, bytes(flipped)

@@ -27,7 +27,7 @@ from skipcore.files import (
     refuse_links_out,
     write_parquet,
 )
-from tests.helpers import REPO, footer_start, refused, train_two_steps
+from tests.helpers import REPO, footer_start, one_bit_flipped, refused, train_two_steps
 
 
 # -- a link in the output folder that leads out of it --------------------------------------------------------
@@ -162,9 +162,7 @@ def test_a_parquet_file_with_any_one_bit_flipped_is_a_read_error_or_reads_its_va
     write_parquet(table.replace_schema_metadata({**table.schema.metadata, b"skipcore": b'{"run": 1}'}), path)
     data = path.read_bytes()
     damaged, outcomes = tmp_path / "d.parquet", set()
-    for at in range(0, len(data), 3):
-        flipped = bytearray(data)
-        flipped[at] ^= 1 << (at % 8)
+    for at, flipped in one_bit_flipped(data, 3):
         damaged.write_bytes(flipped)
         try:
             back, _ = read_parquet(damaged)

@@ -150,18 +150,16 @@ def test_an_uploaded_sweep_with_a_page_bit_flipped_is_refused_or_reads_as_writte
     from app.dashboard import tracefiles
     from skipcore.errors import UserError
     from skipcore.files import write_parquet
-    from tests.helpers import footer_start
+    from tests.helpers import footer_start, one_bit_flipped
 
     table = pd.DataFrame({"layer_speedup": np.linspace(1.0, 4.0, 30), "bleu": np.linspace(60.0, 50.0, 30)})
     path = tmp_path / "s.parquet"
     write_parquet(pa.Table.from_pandas(table, preserve_index=False), path)
     data = path.read_bytes()
     refusals = 0
-    for at in range(4, footer_start(data), 2):
-        flipped = bytearray(data)
-        flipped[at] ^= 1 << (at % 8)
+    for at, flipped in one_bit_flipped(data, 2, 4, footer_start(data)):
         try:
-            got = tracefiles.read_uploaded_table("s.parquet", bytes(flipped), 10**6)
+            got = tracefiles.read_uploaded_table("s.parquet", flipped, 10**6)
         except UserError:
             refusals += 1
             continue

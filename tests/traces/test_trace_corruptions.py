@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from skipcore import SkipEngine, load_model
 from skipcore.traces import MASK_PREFIX, TRACE_COLUMNS, TraceSchemaError, read_trace, write_trace
-from tests.helpers import footer_start
+from tests.helpers import footer_start, one_bit_flipped
 
 FORMATS = ("parquet", "csv", "jsonl")
 
@@ -195,9 +195,7 @@ def test_a_parquet_trace_with_one_bit_flipped_is_refused_in_one_line_or_holds_it
     path, damaged = tmp_path / "t.parquet", tmp_path / "d.parquet"
     write_trace(valid, path, {})
     data, written = path.read_bytes(), read_trace(path)[0][list(TRACE_COLUMNS)]
-    for at in range(0, len(data), 7):
-        flipped = bytearray(data)
-        flipped[at] ^= 1 << (at % 8)
+    for at, flipped in one_bit_flipped(data, 7):
         damaged.write_bytes(flipped)
         try:
             back, _ = read_trace(damaged)
