@@ -26,7 +26,7 @@ from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import read_parquet
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
-from skipcore.traces.files import EDGE_BYTES, ZIP_READ_ERRORS, ends_inside_a_row
+from skipcore.traces.files import ZIP_COMMENT_CUT, ZIP_READ_ERRORS, ends_inside_a_row, zip_comment_cut
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
@@ -145,6 +145,8 @@ def _check_decoded(name: str, source, limit: int) -> None:
 
 def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
     """Extract the one trace file (and its sidecar) of a zip; refuse zips that unpack too large."""
+    if zip_comment_cut(io.BytesIO(data)):
+        raise TraceSchemaError(f"{name}: {ZIP_COMMENT_CUT}")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -168,7 +170,7 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         side_name = trace_info.filename + ".meta.json"
         if side_name in zf.namelist():
             sidecar_path(out).write_bytes(_member(name, zf, side_name))
-        elif out.suffix.lower() != ".parquet" and _comment_is_metadata(name, zf.comment):
+        elif out.suffix.lower() != ".parquet" and _comment_is_metadata(zf.comment):
             sidecar_path(out).write_bytes(zf.comment)  # a .csv.zip of ours: its metadata, in the comment
         return out
 
@@ -182,18 +184,22 @@ def _member(name: str, zf: zipfile.ZipFile, member: str) -> bytes:
         raise TraceSchemaError(f"{name}: {member} in the zip cannot be unpacked ({first_line(e)})") from None
 
 
-def _comment_is_metadata(name: str, comment: bytes) -> bool:
+def _cut_upload(data: bytes, suffix: str) -> bool:
+    """Whether an uploaded CSV or JSONL file ends inside a row (`ends_inside_a_row`); one that is no UTF-8 text is
+    left to its reader's refusal."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return ends_inside_a_row(io.StringIO(text, newline=""), suffix)
+
+
+def _comment_is_metadata(comment: bytes) -> bool:
     """Whether a zip's comment is run metadata as skipcore writes it (a JSON object); another tool's comment is
-    not, and the trace in the zip is read without it. One that opens as an object and does not parse is skipcore's
-    cut short (the comment ends the file): refused as `read_trace` refuses it, not read as no metadata."""
+    not, and the trace in the zip is read without it (one cut short is refused before: `zip_comment_cut`)."""
     try:
         return isinstance(json.loads(comment.decode("utf-8")), dict)
-    except (UnicodeDecodeError, ValueError) as e:
-        if comment.lstrip().startswith(b"{"):
-            raise TraceSchemaError(
-                f"{name}: the zip's comment, which holds the run metadata, is not JSON ({first_line(e)}): the file "
-                "cut short?"
-            ) from None
+    except (UnicodeDecodeError, ValueError):
         return False
 
 
@@ -256,9 +262,7 @@ def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
         if suffix == ".parquet":
             _check_decoded(name, io.BytesIO(data), limit)
             df, _ = read_parquet(io.BytesIO(data))  # its pages' checksums checked, as a file's are
-        elif suffix in (".csv", ".jsonl") and ends_inside_a_row(
-            data[:EDGE_BYTES], data[-EDGE_BYTES:], suffix
-        ):
+        elif suffix in (".csv", ".jsonl") and _cut_upload(data, suffix):
             # its last row's cells would read as missing, drawn as a sweep without them
             raise UserError(f"{name}: the file ends inside a row: cut short? Upload the whole file")
         elif suffix == ".csv":

@@ -11,6 +11,7 @@ string of digits as a number and drop its leading zeros. `read_trace` strips it;
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import csv
 import io
@@ -18,7 +19,7 @@ import json
 import os
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -290,7 +291,6 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
 
 
 CUT_SAID = " (the file ends inside a line: cut short?)"
-EDGE_BYTES = 1 << 16  # how much of a file's end is read for its last row
 
 
 def _cut(path: Path, fmt: str) -> str:
@@ -298,43 +298,62 @@ def _cut(path: Path, fmt: str) -> str:
     if fmt not in (".csv", ".jsonl"):
         return ""
     try:
-        with open(path, "rb") as f:
-            head = f.readline()
-            f.seek(max(0, f.seek(0, os.SEEK_END) - EDGE_BYTES))
-            tail = f.read()
-    except OSError:
+        with open(path, encoding="utf-8", newline="") as text:
+            return CUT_SAID if ends_inside_a_row(text, fmt) else ""
+    except (OSError, UnicodeDecodeError):  # no UTF-8 text (UTF-16): its refusal is its encoding's
         return ""
-    return CUT_SAID if ends_inside_a_row(head, tail, fmt) else ""
 
 
-def ends_inside_a_row(head: bytes, tail: bytes, fmt: str) -> bool:
-    """Whether a CSV or JSONL file whose first line is `head` and whose end is `tail` ends inside a row: its writer
-    ends every line, the last too, so a cut leaves the last row short (fewer cells than the header names, or JSON
-    that does not parse). A whole last row, with or without its line's end (a file saved by hand), is none; nor is
-    a file that is no UTF-8 text (UTF-16, NUL bytes), whose refusal is its encoding's."""
-    try:
-        header = head.split(b"\n", 1)[0].decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    last = tail.rsplit(b"\n", 1)[-1].decode(
-        "utf-8", "ignore"
-    )  # a character cut where the tail starts: dropped
-    if not last or "\x00" in header + last:
-        return False
+def ends_inside_a_row(text: Iterable[str], fmt: str) -> bool:
+    """Whether a CSV or JSONL file, its lines `text` (opened with newline=""), ends inside a row: its writer ends
+    every line, the last too, so a cut leaves the last row short (fewer cells than the header names, or JSON that
+    does not parse). A last row that is whole, with or without its line's end (a file saved by hand), quoted line
+    breaks in its cells and all, is none; nor is a last line of white space, or a file the csv module cannot split
+    (NUL bytes, a lone carriage return), whose refusal is the reader's own. Reads the file once, a line at a time."""
+    last = [""]
+
+    def lines() -> Iterator[str]:
+        for line in text:
+            last[0] = line
+            yield line
+
     if fmt == ".jsonl":
+        for _ in lines():
+            pass
+        if last[0].endswith(("\n", "\r")) or not last[0].strip():
+            return False
         try:
-            json.loads(last)
+            json.loads(last[0])
         except ValueError:
             return True
         return False
-
-    def cells(line: str) -> int:  # a quoted comma is one cell's
-        return len(next(csv.reader([line]), []))
-
     try:
-        return cells(last) < cells(header.rstrip("\r"))
-    except csv.Error:  # a lone carriage return in a cell: the reader's own refusal stands
+        rows = csv.reader(lines())
+        header = final = next(rows, None)
+        final = collections.deque(rows, maxlen=1).pop() if header is not None else None
+    except IndexError:  # the header alone
         return False
+    except csv.Error:
+        return False
+    if header is None or last[0].endswith(("\n", "\r")) or not last[0].strip():
+        return False
+    return len(final) < len(header)
+
+
+def zip_comment_cut(f: BinaryIO) -> bool:
+    """Whether a zip's end record declares a comment longer than the bytes after it: skipcore keeps a zipped
+    trace's run metadata there, at the file's very end, so a file cut short loses it first (Python's zipfile then
+    reads the shorter comment, or none, without a word)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - (22 + 0xFFFF)))  # the end record (22 bytes) and the longest comment
+    tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 22 > len(tail):
+        return False
+    return at + 22 + int.from_bytes(tail[at + 20 : at + 22], "little") > len(tail)
+
+
+ZIP_COMMENT_CUT = "the zip's comment, which holds the run metadata, is cut short: the file cut short?"
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:
@@ -360,6 +379,9 @@ def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
 
 def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
     """The one CSV or JSONL member of a zipped trace, and the metadata in the zip's comment."""
+    with open(path, "rb") as f:
+        if zip_comment_cut(f):
+            raise ValueError(ZIP_COMMENT_CUT)
     with zipfile.ZipFile(path) as zf:
         members = [i for i in zf.infolist() if not i.is_dir()]
         fmt = _check_format(path)[: -len(".zip")]

@@ -171,14 +171,23 @@ def test_a_zipped_trace_cut_in_its_comment_and_other_odd_files_are_said_as_they_
     """A .jsonl.zip cut at its end (where the zip keeps its comment, the run metadata) was shown as "schema OK" with
     no metadata; a UTF-16 CSV was said as cut short; a zip's bad .meta.json was said as an unreadable CSV."""
     from app.dashboard.tracefiles import read_uploaded_trace
-    from skipcore import write_trace
+    from skipcore import read_trace, write_trace
 
     df, meta = small_trace
-    zipped = write_trace(df, tmp_path / "t.jsonl.zip", meta).read_bytes()
-    with pytest.raises(
-        TraceSchemaError, match=r"^t\.jsonl\.zip: the zip's comment, .* is not JSON .*cut short\?$"
-    ):
-        read_uploaded_trace("t.jsonl.zip", zipped[:-10], 10**8)
+    path = write_trace(df, tmp_path / "t.jsonl.zip", meta)
+    zipped = path.read_bytes()
+    with zipfile.ZipFile(path) as zf:
+        comment = len(zf.comment)
+    for cut in (
+        10,
+        comment,
+    ):  # inside the comment, and all of it: zipfile reads the rest, or none, as a comment
+        said = r"the zip's comment, which holds the run metadata, is cut short: the file cut short\?"
+        with pytest.raises(TraceSchemaError, match=r"^t\.jsonl\.zip: " + said + "$"):
+            read_uploaded_trace("t.jsonl.zip", zipped[:-cut], 10**8)
+        path.write_bytes(zipped[:-cut])
+        with pytest.raises(TraceSchemaError, match=said):
+            read_trace(path)
     text = write_trace(df, tmp_path / "t.csv", meta).read_text()
     with pytest.raises(TraceSchemaError, match="not a readable csv trace") as e:
         read_uploaded_trace("u.csv", text.encode("utf-16"), 10**8)
@@ -208,3 +217,8 @@ def test_an_uploaded_sweep_cut_inside_its_last_row_is_refused(tmp_path, fmt):
     )  # saved without its last line's end
     with pytest.raises(UserError, match=rf"^s\.{fmt}: the file ends inside a row: cut short\?"):
         read_uploaded_table(f"s.{fmt}", data.rstrip(b"\n")[:-8], 10**6)
+    assert len(read_uploaded_table(f"s.{fmt}", data + b" \t", 10**6)) == 4  # white space after the last line
+    long = sweep.assign(policy=["static"] * 3 + ["x" * 70_000 + ("\nmore" if fmt == "csv" else "")])
+    data = (long.to_csv(index=False) if fmt == "csv" else long.to_json(orient="records", lines=True)).encode()
+    # a last row past 64 KiB, a line break quoted in its cell, saved without its line's end: whole
+    assert len(read_uploaded_table(f"s.{fmt}", data.rstrip(b"\n"), 10**6)) == 4
