@@ -1116,7 +1116,11 @@ def test_a_floors_reference_named_by_a_link_stays_in_the_address_across_a_reload
     page.get_by_role("heading", name="Tune a schedule").wait_for()
     _wait_idle(page)
     assert {k: v for k, v in _address(page).items() if k in kept} == kept
-    assert page.get_by_label("Floor's reference model: folder or .gguf file").input_value() == folder
+    from playwright.sync_api import expect
+
+    # the field is drawn after the page goes idle on a loaded machine: waited for, not read at once
+    field = page.get_by_label("Floor's reference model: folder or .gguf file")
+    expect(field).to_have_value(folder, timeout=UI_TIMEOUT_MS)
     _clean(page, "tune opened from a link naming its reference")
 
 
