@@ -12,18 +12,17 @@ def python_number(value: object) -> object:
     """`value` as Python's int or float where it is another type's whole number or number (NumPy's, a 0-d NumPy
     array of one included, as indexing or reducing an array may give); anything else (a bool, text, None, Python's
     own numbers) as it is, for the caller's check to refuse or keep."""
-    value = _zero_d_item(value, "iuf")
+    value = value[()] if _zero_d(value, "iuf") else value
     if isinstance(value, bool) or type(value) in (int, float) or not isinstance(value, numbers.Real):
         return value
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
-def _zero_d_item(value: object, kinds: str) -> object:
-    """A 0-d array's one value (as NumPy's scalar) where its dtype's kind is among `kinds`; anything else as it is."""
+def _zero_d(value: object, kinds: str) -> bool:
+    """Whether `value` is one NumPy value (a scalar, or a 0-d array) whose dtype's kind is among `kinds`: the
+    one rule a number (`python_number`) and a switch (`python_bool`) read NumPy's by."""
     dtype = getattr(value, "dtype", None)
-    if getattr(dtype, "kind", None) in tuple(kinds) and getattr(value, "shape", None) == ():
-        return value[()]
-    return value
+    return getattr(dtype, "kind", None) in tuple(kinds) and getattr(value, "shape", None) == ()
 
 
 def whole_number(value: object) -> object:
@@ -47,7 +46,4 @@ def python_bool(value: object) -> object:
     """`value` as Python's bool where it is NumPy's (`np.bool_(True)`, read from an array or a table's column);
     anything else as it is, for the caller's check to refuse or keep. A bool is no number (`is_number`), so this
     is a switch's own rule."""
-    dtype = getattr(value, "dtype", None)
-    return (
-        bool(value) if getattr(dtype, "kind", None) == "b" and getattr(value, "shape", None) == () else value
-    )
+    return bool(value) if _zero_d(value, "b") else value

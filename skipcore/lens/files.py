@@ -1,8 +1,8 @@
 """Lens tables on disk: Parquet (metadata in the schema), or JSONL/CSV with a `.meta.json` sidecar, written
 atomically, the way `skipcore.traces` writes traces; the dashboard's zipped downloads of one (`.csv.zip`,
-`.jsonl.zip`, the metadata in the zip's comment or a `.meta.json` member) are read too. Traces' own validation does not apply (a lens row is a
-(token, layer) pair, not a token), so lens tables have their own column list and check; the rules of a token's own
-columns are the trace's (`skipcore.traces.schema.check_token_columns`)."""
+`.jsonl.zip`, the metadata in the zip's comment or a `.meta.json` member) are read too. Traces' own validation does
+not apply (a lens row is a (token, layer) pair, not a token), so lens tables have their own column list and check;
+the rules of a token's own columns are the trace's (`skipcore.traces.schema.check_token_columns`)."""
 
 from __future__ import annotations
 
@@ -30,14 +30,13 @@ from skipcore.files import (
 from skipcore.traces.files import (
     FORMATS,
     META_KEY,
-    ZIP_COMMENT_CUT,
     ZIP_READ_ERRORS,
     ZIPPED_FORMATS,
     is_run_metadata,
     read_sidecar,
     sidecar_path,
+    whole_comment,
     write_jsonl,
-    zip_comment_cut,
 )
 from skipcore.traces.schema import TraceSchemaError, check_logprobs, check_token_columns
 
@@ -216,10 +215,7 @@ def _read_text(source: Path | BinaryIO, suffix: str) -> pd.DataFrame:
 def _read_zipped(path: Path, suffix: str) -> tuple[pd.DataFrame, object]:
     """The one `suffix` table of a zip (the dashboard's download) and its run metadata: the zip's comment, or a
     `.meta.json` member beside the table where the metadata was too long for a comment."""
-    with open(path, "rb") as f:
-        if zip_comment_cut(f):
-            raise ValueError(ZIP_COMMENT_CUT)
-    with zipfile.ZipFile(path) as zf:
+    with open(path, "rb") as f, zipfile.ZipFile(whole_comment(f)) as zf:
         members = [i for i in zf.infolist() if not i.is_dir()]
         tables = [i for i in members if i.filename.lower().endswith(suffix)]
         if len(tables) != 1:

@@ -317,27 +317,21 @@ def ends_inside_a_row(text: Iterable[str], fmt: str) -> bool:
             last[0] = line
             yield line
 
+    rows = csv.reader(lines()) if fmt == ".csv" else lines()
+    try:
+        header = next(rows, None)
+        final = collections.deque(rows, maxlen=1)  # the last record (a CSV's may span lines), read to the end
+    except csv.Error:
+        return False
+    if last[0].endswith(("\n", "\r")) or not last[0].strip():
+        return False
     if fmt == ".jsonl":
-        for _ in lines():
-            pass
-        if last[0].endswith(("\n", "\r")) or not last[0].strip():
-            return False
         try:
             json.loads(last[0])
         except ValueError:
             return True
         return False
-    try:
-        rows = csv.reader(lines())
-        header = final = next(rows, None)
-        final = collections.deque(rows, maxlen=1).pop() if header is not None else None
-    except IndexError:  # the header alone
-        return False
-    except csv.Error:
-        return False
-    if header is None or last[0].endswith(("\n", "\r")) or not last[0].strip():
-        return False
-    return len(final) < len(header)
+    return bool(final) and len(final[0]) < len(header)
 
 
 def zip_comment_cut(f: BinaryIO) -> bool:
@@ -354,6 +348,13 @@ def zip_comment_cut(f: BinaryIO) -> bool:
 
 
 ZIP_COMMENT_CUT = "the zip's comment, which holds the run metadata, is cut short: the file cut short?"
+
+
+def whole_comment(f: BinaryIO) -> BinaryIO:
+    """The open zip `f`, refused (ValueError) where its comment is cut short (`zip_comment_cut`)."""
+    if zip_comment_cut(f):
+        raise ValueError(ZIP_COMMENT_CUT)
+    return f
 
 
 def _read_text(source: Path | Callable[[], BinaryIO], fmt: str) -> pd.DataFrame:
@@ -379,10 +380,7 @@ def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
 
 def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
     """The one CSV or JSONL member of a zipped trace, and the metadata in the zip's comment."""
-    with open(path, "rb") as f:
-        if zip_comment_cut(f):
-            raise ValueError(ZIP_COMMENT_CUT)
-    with zipfile.ZipFile(path) as zf:
+    with open(path, "rb") as f, zipfile.ZipFile(whole_comment(f)) as zf:
         members = [i for i in zf.infolist() if not i.is_dir()]
         fmt = _check_format(path)[: -len(".zip")]
         if len(members) != 1 or not members[0].filename.lower().endswith(fmt):
