@@ -910,7 +910,8 @@ def test_the_generate_estimate_is_timed_on_request_and_holds_against_the_run_it_
         measure.click()
     said.wait_for(timeout=GENERATE_TIMEOUT_MS)
     text = said.inner_text()
-    assert re.search(r"likely [\d.]+-[\d.]+ s", text) and "middle half" in text, text  # its spread
+    # its spread: a range, or one figure where both ends round alike ("likely 0.09 s" on a quick step)
+    assert re.search(r"likely [\d.]+(-[\d.]+)? s", text) and "middle half" in text, text
     assert "just now" in text or " ago" in text, text  # and when it was measured
     announced_ms = float(re.search(r"([\d.]+) ms per full-depth decode step", text).group(1))
     page.get_by_role("button", name="Generate", exact=True).click()
