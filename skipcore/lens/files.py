@@ -7,7 +7,7 @@ the rules of a token's own columns are the trace's (`skipcore.traces.schema.chec
 from __future__ import annotations
 
 import json
-import zipfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -34,8 +34,8 @@ from skipcore.traces.files import (
     ZIPPED_FORMATS,
     is_run_metadata,
     read_sidecar,
+    read_zipped_table,
     sidecar_path,
-    whole_comment,
     write_jsonl,
 )
 from skipcore.traces.schema import TraceSchemaError, check_logprobs, check_token_columns
@@ -192,7 +192,8 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
             raw = schema_meta.get(META_KEY)
             meta = parse_json(raw) if raw else {}
         elif zipped:
-            df, meta = _read_zipped(path, zipped.removesuffix(".zip"))
+            table = zipped.removesuffix(".zip")
+            df, meta = read_zipped_table(path, table, partial(_read_text, suffix=table))
         else:
             df, meta = _read_text(path, suffix), read_sidecar(path)
     except (ValueError, *ZIP_READ_ERRORS) as e:
@@ -200,33 +201,14 @@ def read_lens(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return validate_lens(df, str(path)), meta if isinstance(meta, dict) else {}
 
 
-def _read_text(source: Path | BinaryIO, suffix: str) -> pd.DataFrame:
-    """A JSONL or CSV lens table from a path or an open file (a zip's member)."""
-    if suffix == ".jsonl":
-        return pd.read_json(source, lines=True, dtype={c: str for c in _TEXT}, precise_float=True)
-    return pd.read_csv(
-        source,
-        dtype={c: str for c in _TEXT},
-        keep_default_na=False,
-        na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
-    )
-
-
-def _read_zipped(path: Path, suffix: str) -> tuple[pd.DataFrame, object]:
-    """The one `suffix` table of a zip (the dashboard's download) and its run metadata: the zip's comment, or a
-    `.meta.json` member beside the table where the metadata was too long for a comment."""
-    with open(path, "rb") as f, zipfile.ZipFile(whole_comment(f)) as zf:
-        members = [i for i in zf.infolist() if not i.is_dir()]
-        tables = [i for i in members if i.filename.lower().endswith(suffix)]
-        if len(tables) != 1:
-            found = ", ".join(i.filename for i in members) or "nothing"
-            raise ValueError(f"expected one {suffix} table in the zip, found {found}")
-        with zf.open(tables[0]) as f:
-            df = _read_text(f, suffix)
-        side = tables[0].filename + ".meta.json"
-        raw = zf.read(side) if side in zf.namelist() else zf.comment
-        try:
-            return df, parse_json(raw) if raw else {}
-        except ValueError as e:
-            where = side if side in zf.namelist() else "the zip's comment"
-            raise ValueError(f"its run metadata ({where}) is not JSON: {first_line(e)}") from e
+def _read_text(source: Path | Callable[[], BinaryIO], suffix: str) -> pd.DataFrame:
+    """A JSONL or CSV lens table from a path, or from the bytes `source()` opens (a zip's member)."""
+    with source() if callable(source) else open(source, "rb") as f:
+        if suffix == ".jsonl":
+            return pd.read_json(f, lines=True, dtype={c: str for c in _TEXT}, precise_float=True)
+        return pd.read_csv(
+            f,
+            dtype={c: str for c in _TEXT},
+            keep_default_na=False,
+            na_values={c: ["", "NaN", "nan"] for c, k in LENS_COLUMNS.items() if k == "float"},
+        )

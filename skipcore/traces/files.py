@@ -2,7 +2,7 @@
 
 The same columns in every format. Run metadata travels in the Parquet schema metadata, or in a `.meta.json`
 sidecar beside JSONL and CSV files, or in the comment of a zipped CSV or JSONL (`.csv.zip`, `.jsonl.zip`: one
-member, so `pd.read_csv` reads it as it is).
+member, so `pd.read_csv` reads it as it is; read back, a `.meta.json` member zipped beside the table holds it).
 
 CSV and JSONL files write each `layer_mask` behind a leading `m` ("m001111111111"): plain pandas would read a
 string of digits as a number and drop its leading zeros. `read_trace` strips it; with plain pandas,
@@ -271,7 +271,7 @@ def read_trace(path: str | Path) -> tuple[pd.DataFrame, dict]:
             raw = schema_meta.get(META_KEY)
             meta = parse_json(raw) if raw else {}
         elif fmt in ZIPPED_FORMATS:
-            df, meta = _read_zip(path)
+            df, meta = read_zipped_table(path, fmt.removesuffix(".zip"), partial(_read_text, fmt=fmt))
         else:
             df = _read_text(path, fmt)
             meta = read_sidecar(path)
@@ -378,25 +378,38 @@ def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _read_zip(path: Path) -> tuple[pd.DataFrame, dict]:
-    """The one CSV or JSONL member of a zipped trace, and the metadata in the zip's comment."""
+def read_zipped_table(
+    path: Path, suffix: str, read: Callable[[Callable[[], BinaryIO]], pd.DataFrame]
+) -> tuple[pd.DataFrame, object]:
+    """The one `suffix` (".csv", ".jsonl") table of a zipped trace or lens table, read by `read` from what opens
+    the member, and its run metadata as parsed (the caller checks it): a `.meta.json` member beside the table (the
+    dashboard's lens download puts metadata too long for a comment there, and a zip of a table and its sidecar
+    holds it so), else the zip's comment (`write_trace`'s). A comment cut short is refused (`whole_comment`), a
+    member that does not unpack is said by its name, other members are left alone."""
     with open(path, "rb") as f, zipfile.ZipFile(whole_comment(f)) as zf:
         members = [i for i in zf.infolist() if not i.is_dir()]
-        fmt = _check_format(path)[: -len(".zip")]
-        if len(members) != 1 or not members[0].filename.lower().endswith(fmt):
+        tables = [i for i in members if i.filename.lower().endswith(suffix)]
+        if len(tables) != 1:
             found = ", ".join(i.filename for i in members) or "nothing"
-            raise ValueError(f"expected one {fmt} file in the zip, found {found}")
+            raise ValueError(f"expected one {suffix} file in the zip, found {found}")
+        table, side = tables[0].filename, tables[0].filename + ".meta.json"
+        beside = side in zf.namelist()
+        df = _unpacked(table, lambda: read(partial(zf.open, table)))
+        raw = _unpacked(side, lambda: zf.read(side)) if beside else zf.comment
+        where = side if beside else "the zip's comment, which holds the run metadata,"
         try:
-            df = _read_text(partial(zf.open, members[0]), fmt)
-        except ZIP_READ_ERRORS as e:  # the reader's ValueError: one line, naming the member
-            raise ValueError(f"cannot unpack {members[0].filename}: {first_line(e)}") from e
-        try:
-            meta = parse_json(zf.comment) if zf.comment else {}
-        except ValueError as e:  # the table read: say it is the zip's comment that is not metadata
-            raise ValueError(
-                f"the zip's comment, which holds the run metadata, is not JSON: {first_line(e)}"
-            ) from e
-    return df, meta
+            return df, parse_json(raw) if raw else {}
+        except ValueError as e:  # the table read: say it is the metadata that is not
+            raise ValueError(f"{where} is not JSON: {first_line(e)}") from e
+
+
+def _unpacked(member: str, read: Callable[[], object]) -> object:
+    """What `read` makes of a zip member, a member that cannot be unpacked said in one line by its name (the
+    reader's own ValueError passes as it is)."""
+    try:
+        return read()
+    except ZIP_READ_ERRORS as e:
+        raise ValueError(f"cannot unpack {member}: {first_line(e)}") from e
 
 
 def _read_jsonl(source: Path | Callable[[], BinaryIO]) -> pd.DataFrame:

@@ -112,6 +112,26 @@ def test_older_files_with_bare_masks_still_read(made, tmp_path):
         validate_trace(pd.read_csv(path))
 
 
+def test_a_zip_of_a_trace_and_its_sidecar_reads_as_the_trace_with_its_metadata(made, tmp_path):
+    """A JSONL trace and its `.meta.json` zipped together (as a user shares a run; the dashboard's upload and the
+    lens reader take such a zip): the metadata is the member's, not lost and not refused; a member that is not
+    JSON is named."""
+    path = write_trace(made.trace, tmp_path / "run.jsonl", made.metadata)
+    zipped = tmp_path / "run.jsonl.zip"
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(path, "run.jsonl")
+        zf.write(sidecar_path(path), "run.jsonl.meta.json")
+        zf.writestr("README.txt", "notes beside the run")  # another file is left alone
+    back, meta = read_trace(zipped)
+    assert meta["run_id"] == made.metadata["run_id"] and meta["schedule"] == made.metadata["schedule"]
+    pd.testing.assert_frame_equal(back, read_trace(path)[0])
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.write(path, "run.jsonl")
+        zf.writestr("run.jsonl.meta.json", "{not json")
+    with pytest.raises(TraceSchemaError, match=r"run\.jsonl\.meta\.json is not JSON"):
+        read_trace(zipped)
+
+
 def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
     two = tmp_path / "two.csv.zip"
     with zipfile.ZipFile(two, "w") as zf:
