@@ -167,7 +167,13 @@ def small_sweep() -> pd.DataFrame | None:
         "sweep": setting(settings.words(), asdict(settings)),
     }
     estimate = show_estimate(engine, sweep_work(engine, choice.source, settings), "Run sweep", always=True)
-    if views.run_button("Run sweep", "to", disabled=not (modes or running)):
+    unfilled = batch > examples  # its rows would run as a smaller batch under its name
+    if unfilled:
+        st.warning(
+            f"Batch size {batch} is more than the {examples} examples: a batch that size would run {examples} rows "
+            f"under its name. Choose a batch size up to {examples}, or more examples."
+        )
+    if views.run_button("Run sweep", "to", disabled=not (modes or running) or unfilled):
         with views.run_marked("to"):
             bar, table, left = st.progress(0.0, text="Starting…"), st.empty(), TimeLeft(estimate)
 

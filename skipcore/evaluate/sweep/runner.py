@@ -32,7 +32,14 @@ from skipcore.evaluate.sweep.executors import (
 )
 from skipcore.evaluate.sweep.grid import build_grid, check_settings
 from skipcore.evaluate.sweep.rows import RowCallback
-from skipcore.evaluate.sweep.settings import ModelFacts, Setting, SweepConfig, check_config, sweep_params
+from skipcore.evaluate.sweep.settings import (
+    ModelFacts,
+    Setting,
+    SweepConfig,
+    check_batches_fill,
+    check_config,
+    sweep_params,
+)
 from skipcore.evaluate.sweep.store import SweepStore
 from skipcore.models.loading import load_config
 
@@ -74,6 +81,7 @@ def run_sweep(
     if not examples:
         split = f" [{cfg.split}]" if cfg.split else ""
         raise UserError(f"{cfg.dataset}{split} has no examples", field="dataset")
+    check_batches_fill(cfg, len(examples))
     identity = with_models(with_data(cfg.identity(), examples), [cfg.model, cfg.baseline_model])
     with SweepStore(cfg.out, identity, cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()

@@ -333,6 +333,29 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     return cfg
 
 
+def check_batches_fill(cfg: SweepConfig, examples: int) -> None:
+    """Every batch size fills with the rows it runs on: the examples (quality), and where timed the first
+    `timing_limit` of them. A larger one would run a smaller batch under its name (a row saying batch 100000 that
+    ran 4 rows, timed as such)."""
+    largest = max(cfg.batch_sizes)
+    limit = f" (limit {cfg.limit})" if cfg.limit is not None and cfg.limit == examples else ""
+    if largest > examples:
+        rows = f"{examples} example{'s' * (examples != 1)}"
+        raise UserError(
+            f"batch_sizes: {largest} is more than the {rows} the sweep runs{limit}: a batch that size would run "
+            f"those {rows} under its name; give batch sizes up to {examples}",
+            field=("batch_sizes", "limit"),
+        )
+    timed = examples if cfg.timing_limit is None else min(cfg.timing_limit, examples)
+    if cfg.repeats > 0 and largest > timed:
+        raise UserError(
+            f"batch_sizes: {largest} is more than the {timed} prompt{'s' * (timed != 1)} timed (timing_limit "
+            f"{cfg.timing_limit}): its timing would run a batch of {timed}; raise timing_limit, or give batch sizes "
+            f"up to {timed}",
+            field=("batch_sizes", "timing_limit"),
+        )
+
+
 def _same_model(a: str, b: str) -> bool:
     """Whether two model names name one model as the loader resolves them (`resolve_model`): one folder or file by
     two paths (relative, absolute, through a link, with a trailing slash), one real model's short name twice, one

@@ -52,20 +52,25 @@ TRACE_META_KEY = "sweep_results"  # in a trace's run metadata: the results file 
 REPLACED_KEY = "replaced_traces"  # in the record: an --overwrite's old traces, until its run has finished
 
 
+class NotASweep(UserError):
+    """A readable Parquet file that no sweep wrote (a trace, a curve, a user's table)."""
+
+
 def read_sweep(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """A sweep's rows and its metadata (the identity of the run that made it)."""
 
     path = Path(path)
+    if path.suffix.lower() != ".parquet":
+        copy = path.with_suffix(".parquet")
+        beside = f": read {copy}, whose copy for spreadsheets it may be" if copy.is_file() else ""
+        raise UserError(f"{path}: a sweep's results are read from its .parquet file{beside}")
     try:
         frame, schema_meta = read_parquet(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is not a readable sweep file ({first_line(e)})") from e
     raw = schema_meta.get(META_KEY)
     if raw is None:
-        raise UserError(
-            f"{path} exists and is not a skipcore sweep's results; it will not be replaced: choose another out",
-            field="out",
-        )
+        raise NotASweep(f"{path} is not a skipcore sweep's results (its Parquet holds no sweep record)")
     try:
         meta = parse_json(raw)
     except ValueError as e:
@@ -158,7 +163,13 @@ def read_own_sweep(out: Path) -> tuple[pd.DataFrame, dict] | None:
     if not out.exists():
         check_companion(csv, out, True, lambda _: False)  # a CSV with no sweep is not ours
         return None
-    old, meta = read_sweep(out)
+    try:
+        old, meta = read_sweep(out)
+    except NotASweep:
+        raise UserError(
+            f"{out} exists and is not a skipcore sweep's results; it will not be replaced: choose another out",
+            field="out",
+        ) from None
     digests = tuple(meta.get("csv_sha256") or ())
     header = _csv_text(old.head(0)).strip()
     check_companion(csv, out, True, lambda p: _own_csv(p, digests, header))

@@ -87,7 +87,7 @@ def free_cpus() -> float:
 def test_ray_gives_the_rows_and_ids_this_process_gives(
     model_dirs, sweep_dataset, tmp_path, ray_address, repeats
 ):
-    cfg = quick(model_dirs, sweep_dataset, tmp_path / "here.parquet", repeats=repeats, timing_limit=1)
+    cfg = quick(model_dirs, sweep_dataset, tmp_path / "here.parquet", repeats=repeats, timing_limit=2)
     here = run_sweep(cfg)
     there = run_sweep(replace(cfg, out=tmp_path / "ray.parquet"), executor=RayExecutor())
     assert len(here) == 8 and list(there["setting_id"]) == list(here["setting_id"])  # grid order, both
@@ -177,7 +177,7 @@ def test_a_task_that_fails_once_is_retried_and_its_rows_appear_once(
     monkeypatch.setattr(units, "unit_rows", flaky(tmp_path / "failed", how))
     failures = []
     cfg = quick(
-        model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=1, timing_limit=1
+        model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=1, timing_limit=2
     )  # a unit per batch size
     df = run_sweep(cfg, executor=RayExecutor(max_retries=1), on_failure=failures.append)
     assert (tmp_path / "failed").exists() and failures == []  # it did fail, and was retried

@@ -204,7 +204,7 @@ def test_cli_runs_a_sweep_and_reports_user_errors(model_dirs, csv_dataset, tmp_p
     assert f"error: --traces-dir {fresh} is the sweep's own fresh.parquet" in capsys.readouterr().err
     assert main([*args, "--out", str(fresh), "--traces-dir", str(out)]) == 2
     assert "(--traces-dir; by default beside --out, named after it) is a file" in capsys.readouterr().err
-    assert main([*args, "--out", str(out), "--limit", "1"]) == 2
+    assert main([*args, "--out", str(out), "--max-new-tokens", "4"]) == 2
     assert "pass --overwrite to replace it or choose another --out" in capsys.readouterr().err
 
 
@@ -579,7 +579,7 @@ def test_the_in_process_executor_is_the_default_and_keeps_its_model_between_unit
 
 
 def test_measured_speedups_from_two_machines_are_never_one_front(model_dirs, sweep_dataset, tmp_path):
-    df = run_sweep(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=1, timing_limit=1))
+    df = run_sweep(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=1, timing_limit=2))
     one = quality_tables(df)
     assert (
         one.count("Measured wall-clock speedup against full depth") == 1 and "different machines" not in one

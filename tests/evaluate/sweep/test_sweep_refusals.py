@@ -3,6 +3,8 @@ the wrong kind."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -154,3 +156,44 @@ def test_kept_rows_of_the_wrong_kind_are_refused_before_any_work(
     monkeypatch.undo()
     assert main([*argv, "--targets", "1", "--overwrite"]) == 0
     assert pd.api.types.is_float_dtype(pd.read_parquet(out)["bleu"])
+
+
+def test_reading_a_file_that_is_not_a_sweep_says_what_it_is_in_a_readers_words(tmp_path):
+    """`read_sweep` (notebooks, the dashboard's tune page) on a Parquet file no sweep wrote said the writer's "it
+    will not be replaced: choose another out"; on the sweep's CSV copy, pyarrow's "magic bytes" chain."""
+    from skipcore.evaluate.sweep import read_sweep
+
+    REPO = Path(__file__).resolve().parents[3]
+    trace = next((REPO / "data/sweeps/default_traces").glob("*.parquet"))
+    with pytest.raises(UserError) as said:
+        read_sweep(trace)
+    assert "is not a skipcore sweep's results (its Parquet holds no sweep record)" in str(said.value)
+    assert "replaced" not in str(said.value) and "out" not in said.value.fields
+    with pytest.raises(
+        UserError, match=r"default\.csv: a sweep's results are read from its \.parquet file: read "
+    ):
+        read_sweep(REPO / "data/sweeps/default.csv")
+    (tmp_path / "mine.csv").write_text("a\n1\n")
+    with pytest.raises(UserError, match=r"mine\.csv: a sweep's results are read from its \.parquet file$"):
+        read_sweep(tmp_path / "mine.csv")
+    # the writer keeps its words: a user's Parquet file at --out is never replaced
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(other)
+    from skipcore.evaluate.sweep.store import read_own_sweep
+
+    with pytest.raises(UserError, match="it will not be replaced: choose another out"):
+        read_own_sweep(other)
+
+
+def test_a_batch_size_its_rows_cannot_fill_is_refused_before_any_row(model_dirs, tmp_path, capsys):
+    """`--batch-sizes 4,100000 --limit 4` wrote rows saying batch 100000 that ran 4 rows (their quality and timing
+    the batch-4 rows' own); a batch larger than the prompts timed was timed at their number under its name."""
+    out = tmp_path / "s.parquet"
+    base = ["sweep", "--model", str(model_dirs["opt"]), "--out", str(out), "--targets", "1", "--no-progress"]
+    base += ["--policies", "static", "--max-new-tokens", "2", "--limit", "3"]
+    said = refused(capsys, [*base, "--repeats", "0", "--batch-sizes", "2,100000"])
+    assert "--batch-sizes: 100000 is more than the 3 examples the sweep runs (--limit 3)" in said, said
+    assert "give batch sizes up to 3" in said
+    said = refused(capsys, [*base, "--repeats", "2", "--timing-limit", "2", "--batch-sizes", "3"])
+    assert "--batch-sizes: 3 is more than the 2 prompts timed (--timing-limit 2)" in said, said
+    assert not out.exists() and not (tmp_path / "s.csv").exists()
