@@ -318,6 +318,16 @@ def role_suffix(role: object) -> str:
     return f" · {words}" if words else ""
 
 
+def repeated_note(values: Sequence[object], flag: str) -> str | None:
+    """'note: --batch-sizes names 2 more than once; each setting runs once' where `values` repeats one (a grid or
+    a plan runs each value once: the repeat is dropped, and said), else None."""
+    repeated = [v for v in dict.fromkeys(values) if list(values).count(v) > 1]
+    if not repeated:
+        return None
+    said = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in repeated)
+    return f"note: {flag} names {said} more than once; each setting runs once"
+
+
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB', 551,000 -> '538 KiB': three significant digits at most (KV caches span bytes, for tiny
     models, to GiB, for real ones; a metric's box has room for a short number)."""

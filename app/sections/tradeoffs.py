@@ -146,6 +146,11 @@ def small_sweep() -> pd.DataFrame | None:
         c5, "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), "to_max_new"
     )
     batch = address.whole_number_input(c6, "Batch size", 1, 64, 8, "to_batch")
+    if batch > examples:  # a batch its rows cannot fill runs as one of them all: named as it runs
+        st.caption(
+            f"Batch size {batch} is more than the {examples} examples: they run as one batch of {examples}."
+        )
+        batch = examples
     settings = SweepSettings(
         targets=tuple(targets),
         modes=tuple(modes),
@@ -167,13 +172,7 @@ def small_sweep() -> pd.DataFrame | None:
         "sweep": setting(settings.words(), asdict(settings)),
     }
     estimate = show_estimate(engine, sweep_work(engine, choice.source, settings), "Run sweep", always=True)
-    unfilled = batch > examples  # its rows would run as a smaller batch under its name
-    if unfilled:
-        st.warning(
-            f"Batch size {batch} is more than the {examples} examples: a batch that size would run {examples} rows "
-            f"under its name. Choose a batch size up to {examples}, or more examples."
-        )
-    if views.run_button("Run sweep", "to", disabled=not (modes or running) or unfilled):
+    if views.run_button("Run sweep", "to", disabled=not (modes or running)):
         with views.run_marked("to"):
             bar, table, left = st.progress(0.0, text="Starting…"), st.empty(), TimeLeft(estimate)
 

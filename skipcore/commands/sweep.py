@@ -226,6 +226,7 @@ def grid_flag_names() -> dict[str, str]:
         "batch_sizes": "--batch-sizes",
         "repeats": "--repeats",
         "timing_limit": "--timing-limit",
+        "warmups": "--warmup",
     }
     # a static setting's schedule fields, by the grid flags that set them
     schedule = {
@@ -263,6 +264,16 @@ def report_failure(failure) -> None:
     print(f"error: {failure.line()}", file=sys.stderr, flush=True)
 
 
+def repeated_notes(cfg: SweepConfig, flags: dict[str, str]) -> list[str]:
+    """A note for each grid flag that names a value twice (`--batch-sizes 2,2`): the grid runs it once."""
+    from skipcore.evaluate.sweep.settings import GRID_AXES
+    from skipcore.labels import repeated_note
+
+    axes = {flags[name]: getattr(cfg, name) for name in GRID_AXES}
+    axes |= {flags[column]: values for column, values in cfg.policy_values.items()}
+    return [note for flag, values in axes.items() if (note := repeated_note(values, flag))]
+
+
 def refuse_idle_grid_flags(policies: tuple[str, ...], given: frozenset[str]) -> None:
     """A policy's grid flag typed while no policy of --policies reads it (`--calm-thresholds` beside `--policies
     static`) would be dropped without a word, as generate refuses an idle flag: refused in one line."""
@@ -290,6 +301,8 @@ def run_cli(args: argparse.Namespace, given: frozenset[str]) -> int:
     with said_by(grid_flags):
         cfg = config_from_args(args)
     refuse_idle_grid_flags(cfg.policies, given)
+    for note in repeated_notes(cfg, grid_flags):
+        print(note, file=sys.stderr)
     from skipcore.evaluate.sweep.runner import run_sweep  # the run's code (torch, pandas): not for --help
 
     executor = executor_from_args(args)

@@ -518,3 +518,14 @@ def test_the_caption_says_what_each_dashed_line_is(model_dir):
     words = " ".join(c.value for c in at.caption)
     assert "Black dashed line through rings: the Pareto front" in words, words
     assert "each base model's own marker on a line dashed in its series' colour" in words, words
+
+
+def test_a_batch_size_above_the_examples_runs_as_the_batch_they_fill_and_is_named_so(model_dir):
+    """The page's default batch of 8 on 2 examples wrote rows saying batch 8 that ran 2 rows: they run, and are
+    named, as one batch of 2, and the page says so before the run."""
+    at, sweep = small_sweep_on_the_page({})  # 2 examples, the batch size left at its 8
+    assert by_key(at.number_input, "to_batch").value == 8
+    assert any(
+        "Batch size 8 is more than the 2 examples: they run as one batch of 2" in c.value for c in at.caption
+    )
+    assert set(sweep["batch_size"]) == {2}

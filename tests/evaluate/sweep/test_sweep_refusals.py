@@ -197,3 +197,17 @@ def test_a_batch_size_its_rows_cannot_fill_is_refused_before_any_row(model_dirs,
     said = refused(capsys, [*base, "--repeats", "2", "--timing-limit", "2", "--batch-sizes", "3"])
     assert "--batch-sizes: 3 is more than the 2 prompts timed (--timing-limit 2)" in said, said
     assert not out.exists() and not (tmp_path / "s.csv").exists()
+
+
+def test_a_grid_value_named_twice_runs_once_and_is_said(model_dirs, tmp_path, capsys):
+    """`--batch-sizes 1,1` ran one setting without a word (bench says it): a note names each repeated value."""
+    out = tmp_path / "s.parquet"
+    argv = ["sweep", "--model", str(model_dirs["opt"]), "--out", str(out), "--repeats", "0", "--no-progress"]
+    argv += ["--policies", "static", "--modes", "skip,skip", "--targets", "1,2,2.0", "--batch-sizes", "1,1"]
+    argv += ["--max-new-tokens", "2", "--limit", "1"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "note: --batch-sizes names 1 more than once; each setting runs once" in err
+    assert "note: --targets names 2 more than once" in err and "note: --modes names skip more than once" in err
+    assert len(pd.read_parquet(out)) == 2  # full depth and skip 2x, once each
