@@ -209,5 +209,7 @@ def test_a_grid_value_named_twice_runs_once_and_is_said(model_dirs, tmp_path, ca
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "note: --batch-sizes names 1 more than once; each setting runs once" in err
-    assert "note: --targets names 2 more than once" in err and "note: --modes names skip more than once" in err
+    assert (
+        "note: --targets names 2 more than once" in err and "note: --modes names skip more than once" in err
+    )
     assert len(pd.read_parquet(out)) == 2  # full depth and skip 2x, once each
