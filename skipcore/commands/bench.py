@@ -101,6 +101,8 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     given = {n: getattr(args, n) for n in names}
     plan, notes = plans.plan_for(device.type == "cuda", **given, dtype=dtype_name(dtype))
     plans.check_plan(plan, args.threads)
+    plans.check_something_timed(plan, device, dtype)
+    plans.check_fits(plan, device, dtype)
     if args.append and args.out is None:
         raise UserError("--append adds to a results file: name it with --out")
     if args.append and args.overwrite:

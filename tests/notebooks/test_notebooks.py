@@ -127,7 +127,65 @@ def test_notebook_runs(path, record_property, tmp_path):
         pytest.fail(f"{path.name}: a cell ran longer than {CELL_TIMEOUT_S} s ({e})", pytrace=False)
     elapsed = time.perf_counter() - start
     online = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _loads_from_network(c)]
-    assert not online, f"{path.name}: cells {online} draw with a script from the network, which offline draws nothing"
+    assert not online, (
+        f"{path.name}: cells {online} draw with a script from the network, which offline draws nothing"
+    )
     record_property("runtime_s", round(elapsed, 1))
     print(f"{path.name}: {elapsed:.1f} s")
     assert elapsed < NOTEBOOK_LIMIT_S, f"{path.name} took {elapsed:.0f} s; keep notebooks light"
+
+
+def _stops_at(name: str, env: dict[str, str], tmp_path: Path) -> str:
+    """Run notebook `name` with `env` added to the kernel's environment and return where it stopped (`cell N:
+    Error: message`); fails where it ran through."""
+    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK_DIR)}}
+    )
+    kernel_env = {**os.environ, **{k: v for k, v in KERNEL_ENV.items() if k not in os.environ}, **env}
+    kernel_env["TMPDIR"] = str(tmp_path)
+    with pytest.raises(nbclient.exceptions.CellExecutionError):
+        client.execute(env=kernel_env)
+    return _error_summary(nb)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MODEL.is_file() or not SWEEP.is_file(), reason="needs the shipped model and sweep")
+def test_the_tradeoff_notebook_says_what_its_sweep_lacks_in_its_first_cells(tmp_path):
+    """A sweep of CALM rows alone (no full depth, no static schedule) stopped on a bare assert; its .csv copy, named
+    from the repository root as the docs write paths, was 'the shipped sweep is missing' (read from notebooks/)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(SWEEP)
+    calm = tmp_path / "calm.parquet"
+    pq.write_table(table.filter(pc.equal(table.column("policy"), "calm")), calm)
+    stop = _stops_at("04_tradeoff_curves", {"SKIPCORE_SWEEP": str(calm)}, tmp_path)
+    assert stop.startswith("cell 2: ValueError: calm.parquet has no full-depth or static skip rows"), stop
+    stop = _stops_at("04_tradeoff_curves", {"SKIPCORE_SWEEP": "data/sweeps/default.csv"}, tmp_path)
+    assert stop.startswith("cell 2: ValueError: default.csv is not a sweep's .parquet"), stop
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MODEL.is_file() or not BASE_MODEL.is_file(), reason="needs the shipped models")
+def test_the_lens_notebook_checks_its_pair_from_their_configs(tmp_path):
+    """A base model of another depth stopped on a bare assert after both models were loaded."""
+    import shutil
+
+    from skipcore.models.random_models import bench_model
+
+    tiny = tmp_path / "tiny"  # a random OPT of 8 layers with the shipped base's tokenizer: a model folder
+    bench_model("opt-tiny").save_pretrained(tiny)
+    for f in BASE_MODEL.parent.iterdir():
+        if f.is_file() and f.name not in ("config.json", "model.safetensors", "generation_config.json"):
+            shutil.copy(f, tiny / f.name)
+    stop = _stops_at("05_layer_lens", {"SKIPCORE_BASE_MODEL": str(tiny)}, tmp_path)
+    assert "both must be one family at one depth" in stop and "tiny is opt with 8 layers" in stop, stop
+    assert stop.startswith("cell 2: ValueError"), stop
+
+
+@pytest.mark.slow
+def test_a_model_the_variable_names_is_said_as_named(tmp_path):
+    """SKIPCORE_MODEL naming no folder was 'the default model is missing', though the default was not asked for."""
+    stop = _stops_at("01_quickstart", {"SKIPCORE_MODEL": "no/such/model"}, tmp_path)
+    assert stop == "cell 2: FileNotFoundError: SKIPCORE_MODEL=no/such/model is not a model folder", stop

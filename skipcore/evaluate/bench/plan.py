@@ -164,15 +164,14 @@ def skip_schedule(num_layers: int, target: float, new_tokens: int):
     return schedule_for_speedup(num_layers, target, new_tokens, "linear", "skip", warmup_layers=1)
 
 
-def model_sizes(name: str) -> tuple[int, int]:
-    """(layers, positions) of a bench model without building it: a shape's from its table, a folder's from its
-    config; an unknown name is refused in one line."""
+def model_config(name: str):
+    """The config of a bench model without building it: a shape's from its table, a folder's from its folder;
+    an unknown name is refused in one line."""
     from skipcore.models.catalog import REAL_MODELS
-    from skipcore.models.random_models import BENCH_SHAPES
+    from skipcore.models.random_models import BENCH_SHAPES, bench_config
 
     if name in BENCH_SHAPES:
-        shape = BENCH_SHAPES[name][1]
-        return shape["num_hidden_layers"], shape["max_position_embeddings"]
+        return bench_config(name)
     if not Path(name).exists():
         raise UserError(
             f"unknown bench model {quoted(name)}; choose one of {', '.join(BENCH_SHAPES)} (a real model's name "
@@ -181,8 +180,81 @@ def model_sizes(name: str) -> tuple[int, int]:
         )
     from skipcore.models.loading import load_config
 
-    config = load_config(name)
+    return load_config(name)
+
+
+def model_sizes(name: str) -> tuple[int, int]:
+    """(layers, positions) of a bench model without building it (`model_config`)."""
+    config = model_config(name)
     return config.num_hidden_layers, config.max_position_embeddings
+
+
+def row_bytes(config, prompt_len: int, new_tokens: int, dtype: torch.dtype) -> int:
+    """Bytes one row of a bench run holds at least, whatever its setting: its prompt ids (int64), its KV cache at
+    the prompt plus the new tokens (every layer's K and V in `dtype`) and one position's logits in `dtype`. A lower
+    bound (the weights, activations and the allocator's slack are not counted), so a refusal by it is no guess."""
+    from skipcore.adapters import shapes_from_config
+    from skipcore.measure.costs import kv_bytes_per_position
+
+    shapes = shapes_from_config(config)
+    size = torch.empty((), dtype=dtype).element_size()
+    kv = shapes.num_layers * (prompt_len + new_tokens) * kv_bytes_per_position(shapes, size)
+    return 8 * prompt_len + kv + config.vocab_size * size
+
+
+def check_fits(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> None:
+    """Refuse, in one line before any model is built, a batch size whose rows cannot fit in the device's memory
+    by `row_bytes` (the device's memory as training reads it: `skipcore.training.memory.device_memory`). Such a
+    run got as far as its first batch and stopped on the allocator's traceback."""
+    from skipcore.training.memory import device_memory
+
+    memory = device_memory(device)
+    if memory is None:
+        return
+    for m in plan.models:
+        config = model_config(m)
+        T = max(plan.new_tokens)
+        per_row = row_bytes(config, plan.prompt_len, T, dtype)
+        b = max(plan.batch_sizes)
+        if b * per_row <= memory:
+            continue
+        fits = memory // per_row
+        advice = (
+            f"use --batch-sizes {fits:,} or fewer"
+            if fits >= 1
+            else "use a shorter --prompt-len or fewer --new-tokens"
+        )
+        need = b * per_row / 2**30
+        raise UserError(
+            f"--batch-sizes {b:,} on {m} at --prompt-len {plan.prompt_len} plus {T} new tokens needs at least "
+            f"{f'{need:,.0f}' if need >= 100 else f'{need:.3g}'} GiB (the prompt ids, the KV cache and the logits), more than the "
+            f"{memory / 2**30:.3g} GiB of {device}: {advice}",
+            field="batch_sizes",
+        )
+
+
+def idle_settings(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> dict[str, str]:
+    """The settings of `plan` that time nothing on `device` in `dtype`, each with why: float32 beside a run in
+    float32 already, and float32 attention anywhere but a half-precision run on a CPU."""
+    why = {}
+    for k in plan.settings:
+        if k in FLOAT32_KINDS and dtype == torch.float32:
+            why[k] = "in a float32 run: pass --dtype bfloat16"
+        elif k == ATTENTION_FLOAT32 and device.type != "cpu":
+            why[k] = "on CUDA: it runs on a CPU only"
+        elif k == ATTENTION_FLOAT32 and dtype == torch.float32:
+            why[k] = "in a float32 run: pass --dtype bfloat16"
+    return why
+
+
+def check_something_timed(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> None:
+    """Refuse, in one line before any model is built, a plan whose every setting times nothing (it wrote a
+    results file of no rows that said it was complete); where some do, `float32_notes` says which."""
+    why = idle_settings(plan, device, dtype)
+    if why and len(why) == len(plan.settings):
+        reason = next(iter(why.values()))
+        verb = "times" if len(why) == 1 else "time"
+        raise UserError(f"--settings {','.join(why)} {verb} nothing {reason}", field="settings")
 
 
 def check_plan(plan: BenchPlan, threads: int | None = None) -> None:

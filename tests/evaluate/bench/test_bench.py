@@ -291,6 +291,18 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
+        # a batch no memory holds: refused by its count before any model is built (it stopped on the
+        # allocator's traceback at the first batch)
+        (
+            ["--batch-sizes", "100000000"],
+            "--batch-sizes 100,000,000 on opt-tiny at --prompt-len 32 plus 4 new",
+        ),
+        # a plan whose every setting times nothing (a results file of no rows said it was complete)
+        (["--settings", "attention-float32"], "--settings attention-float32 times nothing in a float32 run"),
+        (
+            ["--settings", "generate-float32,speculative-float32"],
+            "--settings generate-float32,speculative-float32 time nothing in a float32 run",
+        ),
         (["--append"], "--append adds to a results file: name it with --out"),
         (
             ["--append", "--overwrite", "--out", "b.json"],
