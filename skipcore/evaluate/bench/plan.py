@@ -95,18 +95,15 @@ def plan_for(
     docs/gpu.md, on the CPU a short one; a speculative row drafts the device's draft length in `dtype`,
     `policies.speculative.default_draft_tokens`, said in a note), and each value once: a repeated one would
     time the same setting again, which the notes returned say. Not checked yet (`check_plan`)."""
+    from skipcore.labels import repeated_note
     from skipcore.policies.speculative import default_draft_tokens, draft_tokens_said
 
     notes: list[str] = []
 
     def once(values: tuple, flag: str) -> tuple:
-        unique = tuple(dict.fromkeys(values))
-        if len(unique) < len(values):
-            again = ",".join(
-                f"{v:g}" if isinstance(v, float) else str(v) for v in unique if values.count(v) > 1
-            )
-            notes.append(f"note: {flag} names {again} more than once; each setting runs once")
-        return unique
+        if note := repeated_note(values, flag):
+            notes.append(note)
+        return tuple(dict.fromkeys(values))
 
     static = cuda if static_steps is None else static_steps
     device = "cuda" if cuda else "cpu"
