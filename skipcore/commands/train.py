@@ -94,7 +94,8 @@ def add_parser(sub) -> None:
     lora.add_argument(
         "--lora-targets",
         default="attention,mlp",
-        help="comma-separated: attention (Q, K, V, O projections), mlp, or the model's own module names "
+        help="comma-separated: attention (Q, K, V, O projections), mlp, or the model's own projection names "
+        "(q_proj; not a container such as self_attn) "
         "(default: %(default)s)",
     )
     lora.add_argument(
