@@ -30,7 +30,13 @@ from skipcore.evaluate.sweep.settings import ModelFacts
 from skipcore.evaluate.sweep.store import SweepStore, read_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
-from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
+from skipcore.evaluate.tune.holdout import (
+    HeldOut,
+    check_baseline_targets,
+    first_tasks,
+    held_out_examples,
+    paper_tasks,
+)
 from skipcore.evaluate.tune.report import report_text
 from skipcore.evaluate.tune.settings import TuneSettings, check_settings
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
@@ -98,6 +104,7 @@ class Tune:
         for m, f in facts.items():
             f.check_new_tokens(s.max_new_tokens, m)
         self.layers = {m: f.num_layers for m, f in facts.items()}
+        check_baseline_targets(s, self.layers[s.model])
         self.space = SearchSpace.of(s, self.layers[s.model])
         self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
         if not self.examples:

@@ -585,3 +585,26 @@ def test_the_trials_table_is_in_trial_order_whatever_order_they_finish_in(model_
         trials["tune_trial"].tolist() == sorted(trials["tune_trial"]) and len(trials) == 4
     )  # full depth: -1
     assert pd.read_csv(out / "trials.csv")["tune_trial"].tolist() == trials["tune_trial"].tolist()
+
+
+def test_a_baseline_target_beyond_the_models_reach_is_refused_before_any_trial(model_dirs, tmp_path):
+    """The paper's linear schedule reaches 3x on the tiny 6-layer model: `baseline_targets=(2, 100)` scored 2x on
+    the held-out split and dropped 100 without a word. It is refused, as `train --target-speedup 100` is, once the
+    model's layers are known and before the output folder or any trial."""
+    from skipcore.evaluate.tune.runner import Tune
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, name in (("dev", "Place"), ("test", "Spot")):
+        rows = [json.dumps({"source": f"name[{name} {i}]", "target": f"{name} {i}."}) for i in range(4)]
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "tune"
+    s = settings(model_dirs, data, out, evaluate_split="test", baseline_targets=(2.0, 100.0))
+    with pytest.raises(
+        UserError, match=r"baseline_targets 100 out of reach: .* 6 layers .* up to 3\.00"
+    ) as e:
+        Tune(s, None, None, None)
+    assert e.value.field == "baseline_targets" and not out.exists()
+    Tune(
+        settings(model_dirs, data, out, evaluate_split="test", baseline_targets=(2.0, 3.0)), None, None, None
+    )
