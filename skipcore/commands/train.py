@@ -94,7 +94,8 @@ def add_parser(sub) -> None:
     lora.add_argument(
         "--lora-targets",
         default="attention,mlp",
-        help="comma-separated: attention (Q, K, V, O projections), mlp, or the model's own module names "
+        help="comma-separated: attention (Q, K, V, O projections), mlp, or the model's own projection names "
+        "(q_proj; not a container such as self_attn) "
         "(default: %(default)s)",
     )
     lora.add_argument(
@@ -269,10 +270,11 @@ def left_behind(stop: TrainingInterrupted, overwrite: bool) -> str:
     if stop.resumed is not None:
         return f"no checkpoint was saved since {stop.resumed}, which is kept: {same} continues from it"
     log = f"; its log so far is {stop.log}" if stop.log is not None else ""
-    return (
-        f"no checkpoint was saved (--save-every N saves one every N steps), so there is nothing to resume{log}: "
-        f"{same} starts it again"
-    )
+    if stop.save_every:  # the run saves, but stopped before its first save
+        why = f"the run stopped before its first checkpoint, at step {stop.save_every} (--save-every {stop.save_every})"
+    else:
+        why = "no checkpoint was saved (--save-every N saves one every N steps)"
+    return f"{why}, so there is nothing to resume{log}: {same} starts it again"
 
 
 def flags_of(names: Iterable[str]) -> str:

@@ -26,6 +26,17 @@ class Example:
             object.__setattr__(self, "references", tuple(self.references))
 
 
+def lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate in `text` (as JSON's `\\ud800` escape reads), None if there is none: half of a
+    UTF-16 pair, no character, which no UTF-8 writer, tokenizer or digest can take, so a reader refuses it where
+    it names the file and line."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return text[e.start : e.end]
+    return None
+
+
 def rows_digest(examples: Sequence[Example]) -> str:
     """A data set's identity by what was read from it: SHA-256 over every example's task, source and references,
     in order. A resumable run records it with its results, so a resume that reads other rows (another file at the

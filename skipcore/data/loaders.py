@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from skipcore.data.example import Example
+from skipcore.data.example import Example, lone_surrogate
 from skipcore.data.prompts import TASKS
 from skipcore.errors import UserError, quoted
 from skipcore.files import parse_json
@@ -137,7 +137,19 @@ def _targets(value: Any, where: str, field: str) -> list[str]:
     refs = [r.strip() for r in refs]
     if not all(refs):
         raise DataFormatError(f"{where}: empty {field!r}")
+    for ref in refs:
+        _refuse_surrogate(ref, where, field)
     return refs
+
+
+def _refuse_surrogate(text: str, where: str, field: str) -> None:
+    """Refused where `text` holds a lone surrogate (a JSON escape such as `\\ud800`, half a UTF-16 pair)."""
+    half = lone_surrogate(text)
+    if half is not None:
+        raise DataFormatError(
+            f"{where}: {field!r} holds the escape {half.encode('unicode_escape').decode()}, half of a UTF-16 pair "
+            "and no character; give the whole pair or the character itself"
+        )
 
 
 class _KeysTwice:
@@ -197,6 +209,7 @@ def _read_jsonl(path: Path, source_field: str, target_field: str, task: str) -> 
             source = record[source_field]
             if not isinstance(source, str) or not source.strip():
                 raise DataFormatError(f"{where}: {source_field!r} must be a non-empty string")
+            _refuse_surrogate(source, where, source_field)
             pairs.append((source.strip(), _targets(record[target_field], where, target_field)))
     return _group(pairs, task)
 

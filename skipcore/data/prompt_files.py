@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from skipcore.data.example import lone_surrogate
 from skipcore.errors import UserError
 from skipcore.files import parse_json, read_text_at_most
 
@@ -50,5 +51,12 @@ def _prompt_of(line: str, path: Path, n: int) -> str:
     if not isinstance(prompt, str):
         raise UserError(
             f"{path} line {n}: 'prompt' must be text, got {type(prompt).__name__}", field="prompts_file"
+        )
+    half = lone_surrogate(prompt)
+    if half is not None:  # a JSON escape of half a UTF-16 pair: no character a tokenizer can take
+        raise UserError(
+            f"{path} line {n}: 'prompt' holds the escape {half.encode('unicode_escape').decode()}, half of a "
+            "UTF-16 pair and no character; give the whole pair or the character itself",
+            field="prompts_file",
         )
     return prompt

@@ -129,6 +129,7 @@ def lora_config(model, spec: LoraSpec):
             f"use attention, mlp or module names such as {', '.join(_example_names(model))}",
             field="lora_targets",
         )
+    _refuse_containers(model, modules)
     tied = tied_targets(model, modules)
     if tied:
         name, other = tied[0]
@@ -147,6 +148,39 @@ def lora_config(model, spec: LoraSpec):
         modules_to_save=whole or None,  # peft trains a copy of each and saves it beside the LoRA matrices
         task_type="CAUSAL_LM",
     )
+
+
+def _wrappable() -> tuple[type, ...]:
+    """The kinds of module peft puts a LoRA on (a projection, an embedding, a convolution); any other it refuses
+    with a traceback of its own."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    nn = torch.nn
+    return (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.MultiheadAttention, Conv1D)
+
+
+def _refuse_containers(model, modules: list[str]) -> None:
+    """Refused in one line where a target (as peft matches one: a module's name, or its name's last parts) names
+    a module LoRA cannot wrap: a container such as `self_attn` or `layers`, or a norm. The table of groups
+    (`attention`, `mlp`) is how a name stands for several projections; a container's name is not expanded, so an
+    adapter's targets stay the modules it trains. The message lists the projections under it to name instead."""
+    kinds = _wrappable()
+    for target in modules:
+        for name, module in model.named_modules():
+            if not (name == target or name.endswith("." + target)) or isinstance(module, kinds):
+                continue
+            inside = [n.rsplit(".", 1)[-1] for n, m in module.named_modules() if n and isinstance(m, kinds)]
+            inside = list(dict.fromkeys(inside))
+            kind = type(module).__name__
+            if inside:
+                shown = ", ".join(inside[:8]) + (", ..." if len(inside) > 8 else "")
+                what = f"holds modules ({kind}), not a layer LoRA can wrap; name the ones under it: {shown}"
+                what += " (or use attention, mlp)"
+            else:
+                what = f"is a {kind}, not a layer LoRA can wrap; use attention, mlp or module names such as "
+                what += ", ".join(_example_names(model))
+            raise UserError(f"lora_targets {target}: {name} {what}", field="lora_targets")
 
 
 def tied_targets(model, modules: list[str]) -> list[tuple[str, str]]:

@@ -172,7 +172,8 @@ def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:
     if local.is_dir():
         return _folder(name, local, adapters)
     if _looks_like_path(name):
-        raise ModelError(f"model directory not found: {name}{shipped_elsewhere(name)}")
+        what = "file" if local.suffix.lower() == ".gguf" else "directory"  # a .gguf path names a file
+        raise ModelError(f"model {what} not found: {name}{shipped_elsewhere(name)}")
     _refuse_near_real_name(name)
     return ModelRef(name, "hub")
 

@@ -54,11 +54,10 @@ def check_out_dir(
             _refuse_replacing_the_model(Path(model), out, ckpt_root or out / CHECKPOINT_DIR)
         return
     if resume_dir is None:
-        left = [e for e in out.iterdir() if not _no_checkpoint_yet(e, out, ckpt_root or out / CHECKPOINT_DIR)]
-        if [e.name for e in left] == [LOG_FILE]:
+        if holds_only_a_log(out, ckpt_root):
             raise UserError(
-                f"out {out} holds only the log of a run that stopped before it saved a checkpoint (nothing to "
-                "resume); pass overwrite to start the run again there, or choose another out",
+                f"out {stopped_before_saving(out)}; pass overwrite to start the run again there, or choose another "
+                "out",
                 field=("out", "overwrite"),
             )
         raise UserError(
@@ -98,6 +97,23 @@ def check_users_files_kept(out: Path, writes: Callable[[str], bool]) -> None:
             "own files: move it, or choose another out",
             field=("out", "overwrite"),
         )
+
+
+def holds_only_a_log(folder: Path, ckpt_root: Path | None = None) -> bool:
+    """Whether `folder` is the output folder of a run that stopped before it saved a checkpoint: its log, and at
+    most the checkpoint folder (`ckpt_root`, by default FOLDER/checkpoints) it made before its first save."""
+    if not folder.is_dir():
+        return False
+    left = [
+        e for e in folder.iterdir() if not _no_checkpoint_yet(e, folder, ckpt_root or folder / CHECKPOINT_DIR)
+    ]
+    return [e.name for e in left] == [LOG_FILE]
+
+
+def stopped_before_saving(folder: Path) -> str:
+    """What a folder `holds_only_a_log` is said to be, wherever a run is pointed at it (as its out, or to resume).
+    Its words name no setting: a front end calling the settings by its flags leaves them as they are."""
+    return f"{folder} holds only the log of a run that stopped before it saved a checkpoint: nothing to continue from"
 
 
 def _no_checkpoint_yet(entry: Path, out: Path, ckpt_root: Path) -> bool:

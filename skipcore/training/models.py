@@ -191,6 +191,10 @@ def starting_model(s: TrainSettings, examples: list, acc, resume_dir: Path | Non
     if s.model and lora is not None and is_adapter_folder(s.model):
         return _adapter_again(s, lora)
     if s.model:
+        if lora is not None:  # its targets checked against the model's modules before any weights load
+            from skipcore.models.lora import lora_config
+
+            lora_config(_skeleton(s.model, s.trust_remote_code), lora)
         model, tokenizer = load_for_training(s.model, s.attn, s.trust_remote_code)
         # named as it loads from any folder: a real model's short name, a local one's absolute path, a hub id
         base = portable_name(s.model)

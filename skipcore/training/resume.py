@@ -12,8 +12,9 @@ from pathlib import Path
 
 from skipcore.errors import UserError, spoken
 from skipcore.models.training_record import read_record, recorded_args
-from skipcore.training.checkpoint import check_resumable, intact_checkpoint, latest_checkpoint
+from skipcore.training.checkpoint import CHECKPOINT_DIR, check_resumable, intact_checkpoint, latest_checkpoint
 from skipcore.training.examples import DEV_SPLIT, TRAIN_SPLIT
+from skipcore.training.folders import holds_only_a_log, stopped_before_saving
 from skipcore.training.plan import shape_used
 from skipcore.training.settings import (
     MAY_CHANGE,
@@ -90,6 +91,13 @@ def resolve_resume(path: str) -> Path:
         raise UserError(f"resume {path} does not exist", field="resume")
     latest = latest_checkpoint(p) if p.is_dir() else None
     if latest is None:
+        # OUT, or its checkpoints folder made before the first save
+        run_out = p.parent if p.name == CHECKPOINT_DIR else p
+        if holds_only_a_log(run_out):
+            raise UserError(
+                f"resume {stopped_before_saving(run_out)}; start the run again: drop resume and pass overwrite",
+                field=("resume", "overwrite"),
+            )
         raise UserError(
             f"resume {path} holds no resumable checkpoint (a step-* folder with {', '.join(RESUME_FILES)})",
             field="resume",

@@ -172,7 +172,9 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
             mixed_precision=acc.mixed_precision != "no", schedule=plan.every_batch(),
         )  # fmt: skip
         acc.wait_for_everyone()  # every process has checked everything before anything is written
-        with interruption_said(out, ckpt_root, resume_dir):  # what the run leaves, once it writes
+        with interruption_said(
+            out, ckpt_root, resume_dir, hyper.save_every
+        ):  # what the run leaves, once it writes
             if main:
                 # with overwrite the folder becomes this run's alone: the tool's files of the run it replaces go
                 if s.overwrite:
@@ -225,13 +227,17 @@ class TrainingInterrupted(KeyboardInterrupt):
     """A run stopped (Ctrl-C, SIGTERM) once it had begun writing `out`, with what it leaves: `checkpoint`, the newest
     resumable checkpoint written for `out` in `checkpoint_dir` (None where there is none: no save_every, or a stop
     before the first), `resumed`, the checkpoint a resumed run continued from (as it was), and `log`, the run's log
-    so far (None where it had not begun one). The way on resumes from `checkpoint`, else from `resumed`, else starts
+    so far (None where it had not begun one), `save_every`, the steps between its saves (None or 0: it saved none,
+    so a stop without a checkpoint came before the first where it is set). The way on resumes from `checkpoint`, else from `resumed`, else starts
     the run again; `needs_overwrite`: `out` now holds what that run is refused without overwrite (`check_out_dir`).
     A KeyboardInterrupt still: a caller that stops on Ctrl-C stops here too."""
 
-    def __init__(self, out: Path, checkpoint_dir: Path, resumed: Path | None = None) -> None:
+    def __init__(
+        self, out: Path, checkpoint_dir: Path, resumed: Path | None = None, save_every: int | None = None
+    ) -> None:
         super().__init__("training interrupted")
         self.out, self.checkpoint_dir, self.resumed = out, checkpoint_dir, resumed
+        self.save_every = save_every or None
         saved = own_checkpoints(checkpoint_dir, out) if checkpoint_dir.is_dir() else []
         self.checkpoint = saved[-1] if saved else None
         self.log = out / LOG_FILE if (out / LOG_FILE).is_file() else None
@@ -243,14 +249,16 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 @contextmanager
-def interruption_said(out: Path, checkpoint_dir: Path, resumed: Path | None) -> Iterator[None]:
+def interruption_said(
+    out: Path, checkpoint_dir: Path, resumed: Path | None, save_every: int | None = None
+) -> Iterator[None]:
     """A KeyboardInterrupt inside as a `TrainingInterrupted` that says what the run leaves in `out`."""
     try:
         yield
     except TrainingInterrupted:
         raise
     except KeyboardInterrupt as e:
-        raise TrainingInterrupted(out, checkpoint_dir, resumed) from e
+        raise TrainingInterrupted(out, checkpoint_dir, resumed, save_every) from e
 
 
 def _continued_record(

@@ -58,6 +58,11 @@ def test_every_declared_setting_is_a_flag(capsys):
         ),
         # trials at once in this process: one after another, the search only asked for them blind to each other
         (["--parallel", "4"], "--parallel 4 runs trials side by side on Ray"),
+        # a paper target beyond the model's reach was dropped from the held-out scoring without a word
+        (
+            ["--baseline-targets", "2,100", "--evaluate-split", "test"],
+            "--baseline-targets 100 out of reach: the paper's linear schedule on 6 layers",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_before_any_work(model_dirs, split_data, tmp_path, capsys, extra, said):

@@ -311,6 +311,17 @@ def test_jsonl_invalid_json_names_the_line(tmp_path: Path) -> None:
         ([{"source": "a", "target": []}], 1, "'target' is an empty list: give at least one reference"),
         ([{"source": "", "target": "b"}], 1, "non-empty string"),
         ([{"source": "a", "target": ["x", " "]}], 1, "empty 'target'"),
+        # a JSON escape of half a UTF-16 pair read as text, then crashed the data's digest (UnicodeEncodeError)
+        (
+            [{"source": "a", "target": "b"}, {"source": "a\ud800", "target": "b"}],
+            2,
+            "'source' holds the escape \\ud800",
+        ),
+        (
+            [{"source": "a", "target": ["b", "c\udfff"]}],
+            1,
+            "'target' holds the escape \\udfff, half of a UTF-16 pair",
+        ),
     ],
 )
 def test_jsonl_bad_records_name_the_line(
@@ -713,3 +724,33 @@ def test_a_long_field_and_an_empty_file_read_as_what_they_are(tmp_path: Path, ca
     empty.write_text("mr,ref\n", encoding="utf-8")
     assert main(["generate", "--dataset", str(empty)]) == 2
     assert f"{empty} holds no rows: no prompts to decode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "tune", "generate"])
+def test_a_lone_surrogate_escape_is_refused_in_one_line_naming_file_line_and_key(
+    model_dirs, tmp_path: Path, capsys, command: str
+) -> None:
+    """`{"source": "a\\ud800", ...}` is valid JSON but no text: train and tune crashed on it with a
+    UnicodeEncodeError traceback in the data's digest; each command refuses the row before any work."""
+    from tests.helpers import refused
+
+    data = tmp_path / "data"
+    data.mkdir()
+    row = '{"source": "a\\ud800", "target": "b"}\n'
+    (data / "dev.jsonl").write_text('{"source": "x", "target": "y"}\n' + row, encoding="utf-8")
+    (data / "train.jsonl").write_text((data / "dev.jsonl").read_text(), encoding="utf-8")
+    (data / "test.jsonl").write_text('{"source": "x", "target": "y"}\n', encoding="utf-8")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "x"}\n{"prompt": "a\\ud800"}\n', encoding="utf-8")
+    model = ["--model", str(model_dirs["opt"])]
+    out = ["--out", str(tmp_path / "o")]
+    argv = {
+        "train": ["train", "--no-progress", *model, "--dataset", str(data / "train.jsonl"), *out],
+        "tune": ["tune", *model, "--dataset", str(data), *out, "--device", "cpu"],
+        "generate": ["generate", *model, "--prompts-file", str(prompts), "--max-new-tokens", "2"],
+    }[command]
+    said = refused(capsys, argv)
+    where = "p.jsonl" if command == "generate" else ".jsonl"
+    key = "'prompt'" if command == "generate" else "'source'"
+    assert f"{where} line 2: {key} holds the escape \\ud800, half of a UTF-16 pair" in said, said
+    assert not (tmp_path / "o").exists()

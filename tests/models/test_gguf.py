@@ -391,6 +391,18 @@ def test_prepare_takes_real_models_and_gguf_files_only(tiny_real, cache, model_d
     assert not cache.exists()  # nothing converted before the refusal
 
 
+@pytest.mark.parametrize("name", ["{tmp}/x/nonexist.gguf", "{tmp}/x/NONEXIST.GGUF", "nonexist.gguf"])
+def test_a_gguf_file_that_is_not_there_is_said_as_a_file_not_found(tmp_path, cache, capsys, name):
+    """`models --prepare /x/nonexist.gguf` said 'model directory not found' of a file's path (and a bare name ending
+    .gguf, 'not a real model or a GGUF file'); a .gguf name is a file's, so the file is what is not found."""
+    name = name.format(tmp=tmp_path)
+    assert failed(capsys, ["models", "--prepare", name]) == f"--prepare: model file not found: {name}"
+    assert failed(capsys, ["models", "--prepare", str(tmp_path / "gone")]).startswith(
+        "--prepare: model directory not found: "
+    )
+    assert not cache.exists()
+
+
 def test_a_cache_folder_that_cannot_be_made_says_the_way_on(tmp_path, monkeypatch):
     """Where SKIPCORE_CACHE is the folder at fault, the way on is another folder for it (it said 'set
     SKIPCORE_CACHE', which was set)."""

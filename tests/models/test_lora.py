@@ -323,3 +323,51 @@ def test_a_lora_on_a_tied_weight_is_refused_to_train_and_to_load(model_dirs, tmp
         match=r"has a LoRA on .*'s weight is tied to .* the model loaded would not be the one trained",
     ):
         load_model(str(tmp_path / "a"), device="cpu", dtype="float32")
+
+
+@pytest.mark.parametrize(
+    ("target", "names"),
+    [
+        ("self_attn", "q_proj, k_proj, v_proj, o_proj"),
+        ("layers", "q_proj, k_proj, v_proj, o_proj, gate_proj"),
+    ],
+)
+def test_a_container_target_is_refused_in_one_line_naming_its_projections_before_weights_load(
+    model_dirs, tmp_path, capsys, monkeypatch, target, names
+):
+    """`self_attn` or `layers` name modules that hold projections, which peft cannot wrap (it raised its own
+    ValueError traceback); the refusal names the setting and the projections under the container to name, and
+    comes before the model's weights load."""
+    from skipcore.errors import UserError
+    from skipcore.training import models as training_models
+    from skipcore.training.settings import TrainSettings
+    from skipcore.training.train import train
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model's weights loaded before the targets were checked")
+
+    monkeypatch.setattr(training_models, "load_for_training", no_load)
+    args = ["train", "--no-progress", "--limit", "4", *ONE_STEP, "--model", str(model_dirs["llama"])]
+    assert main([*args, "--out", str(tmp_path / "o"), "--lora-rank", "4", "--lora-targets", target]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --lora-targets {target}: "), err
+    assert "not a layer LoRA can wrap" in err[0] and names in err[0], err
+    assert not (tmp_path / "o").exists()
+
+    settings = TrainSettings(
+        model=str(model_dirs["llama"]), out=str(tmp_path / "p"), limit=4, steps=1, warmup_ratio=0.0, lora_rank=4,
+        lora_targets=target, no_progress=True,
+    )  # fmt: skip
+    with pytest.raises(UserError, match=f"lora_targets {target}: .*{names}") as e:
+        train(settings)
+    assert e.value.field == "lora_targets"
+
+
+def test_a_norm_target_is_refused_in_one_line(model_dirs, tmp_path, capsys):
+    args = ["train", "--no-progress", "--limit", "4", *ONE_STEP, "--model", str(model_dirs["opt"])]
+    extra = ["--lora-rank", "2", "--lora-targets", "final_layer_norm"]
+    assert main([*args, "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1 and "final_layer_norm: " in err[0] and "is a LayerNorm, not a layer LoRA" in err[0]
+    ), err

@@ -398,6 +398,35 @@ def test_an_interrupted_run_without_a_checkpoint_says_there_is_nothing_to_resume
     assert main([*argv, "--overwrite"]) == 0 and read_record(out)["state"]["step"] == 4
 
 
+def test_a_run_stopped_before_its_first_save_says_so_and_a_resume_of_its_folder_says_the_same(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """With --save-every 3, a run stopped at step 2 said 'no checkpoint was saved (--save-every N saves one every N
+    steps)', as if no save had been asked for: it says the run stopped before its first save, at step 3. A resume
+    pointed at what it left (its log alone) said the generic 'holds no resumable checkpoint'; it says what the
+    run's own out is told, in the same words."""
+    from tests.helpers import refused
+
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path)[:-2], "--save-every", "3")
+    interrupted_at_step(monkeypatch, 2)
+    assert interruption_line(capsys, argv) == (
+        "the run stopped before its first checkpoint, at step 3 (--save-every 3), so there is nothing to resume; its "
+        f"log so far is {out / 'train_log.jsonl'}: the same command with --overwrite starts it again"
+    )
+    monkeypatch.undo()
+    said = "holds only the log of a run that stopped before it saved a checkpoint: nothing to continue from"
+    err = refused(capsys, argv)
+    assert f"error: --out {out} {said}; pass --overwrite" in err, err
+    (out / "checkpoints").mkdir(exist_ok=True)  # made before the first save, or not: both say the same
+    for folder in (out, out / "checkpoints"):
+        err = refused(capsys, [*argv, "--resume", str(folder)])
+        assert (
+            err == f"error: --resume {out} {said}; start the run again: drop --resume and pass --overwrite"
+        ), err
+    assert main([*argv, "--overwrite"]) == 0 and read_record(out)["state"]["step"] == 4
+
+
 def test_an_interrupted_run_names_its_newest_checkpoint_and_the_resume_that_continues_it(
     model_dirs, tmp_path, capsys, monkeypatch
 ):

@@ -50,7 +50,37 @@ def first_tasks(settings, chosen, layers: dict[str, int]) -> list[Task]:
     return tasks + paper_tasks(settings, settings.baseline_targets, num_layers)
 
 
+def check_baseline_targets(settings, num_layers: int) -> None:
+    """Refused in one line before any work: a `baseline_targets` the user chose that the paper's linear schedule
+    cannot reach on this model's `num_layers` layers (it was left out of the held-out scoring without a word). The
+    default's targets a shallow model cannot reach are left out, as no one asked for them."""
+    from skipcore.evaluate.tune.settings import TuneSettings
+    from skipcore.schedule import reachable_speedup
+
+    if tuple(settings.baseline_targets) == TuneSettings.__dataclass_fields__["baseline_targets"].default:
+        return
+    beyond_reach = []
+    for t in settings.baseline_targets:
+        try:
+            paper_linear(num_layers, float(t), settings.speedup_over, settings.decay_span)
+        except ScheduleError:
+            beyond_reach.append(t)
+    if beyond_reach:
+        reach = reachable_speedup(
+            num_layers, settings.speedup_over, "linear", "skip", 1, decay_span=settings.decay_span
+        )
+        said = ",".join(f"{t:g}" for t in beyond_reach)
+        raise UserError(
+            f"baseline_targets {said} out of reach: the paper's linear schedule on {num_layers} layers (one warmup "
+            f"layer, the lowest budget at every step) gives {reach:.2f}x over {settings.speedup_over} tokens; choose "
+            f"targets up to {reach:.2f}",
+            field="baseline_targets",
+        )
+
+
 def paper_tasks(settings, targets, num_layers: int) -> list[Task]:
+    """Tasks scoring the paper's linear schedule at each of `targets` this model's layers reach (the chosen
+    setting's own speedup may lie beyond the paper's reach; the user's targets were checked before any work)."""
     out = []
     for t in targets:
         try:

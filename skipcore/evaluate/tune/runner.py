@@ -30,7 +30,13 @@ from skipcore.evaluate.sweep.settings import ModelFacts
 from skipcore.evaluate.sweep.store import SweepStore, read_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
-from skipcore.evaluate.tune.holdout import HeldOut, first_tasks, held_out_examples, paper_tasks
+from skipcore.evaluate.tune.holdout import (
+    HeldOut,
+    check_baseline_targets,
+    first_tasks,
+    held_out_examples,
+    paper_tasks,
+)
 from skipcore.evaluate.tune.report import report_text
 from skipcore.evaluate.tune.settings import TuneSettings, check_settings
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
@@ -98,6 +104,7 @@ class Tune:
         for m, f in facts.items():
             f.check_new_tokens(s.max_new_tokens, m)
         self.layers = {m: f.num_layers for m, f in facts.items()}
+        check_baseline_targets(s, self.layers[s.model])
         self.space = SearchSpace.of(s, self.layers[s.model])
         self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
         if not self.examples:
@@ -256,12 +263,17 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
 
     s = run.s
     L, T = run.layers[s.model], s.max_new_tokens
-    stale = studies.settle_stopped(study)
     kept = studies.done(study)
     if kept >= s.trials:  # a study that holds the trials asked for, or more: nothing runs
-        run.say(f"resuming {s.out}: {kept} trials kept, at least the {s.trials} asked for; none to run")
+        run.say(
+            f"resuming {s.out}: {kept} trial{'s' if kept != 1 else ''} kept, at least the {s.trials} asked for; "
+            "none to run"
+        )
     elif kept:
         run.say(f"resuming {s.out}: {kept} of {s.trials} trials kept, {s.trials - kept} to run")
+    # a trial the last run left running is asked again first by a run that runs trials; one that runs none leaves
+    # it as it is (not counted, not said asked again) for a run asking for more
+    stale = studies.settle_stopped(study) if kept < s.trials else 0
     if stale:
         run.say(f"resuming: {stale} trial{'s' if stale > 1 else ''} left running by the last run asked again")
     seeds = [
@@ -320,14 +332,16 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
 
 def trial_counts(study) -> dict[str, int]:
     """The study's trials by how they ended: scored on every row, stopped under the floor, failed, and `stopped`:
-    left running by an interrupted run (told failed, and asked again as another trial), which is no failure."""
+    left running by an interrupted run (told failed, and asked again as another trial), which is no failure. The
+    total counts the trials that ended, not one waiting to be asked (a seed or a point asked again) or one a
+    stopped run left running that no run has settled yet."""
     trials = study.get_trials(deepcopy=False)
     asked_again = {t.user_attrs.get("asked_again_for") for t in trials}
     states = pd.Series(
         ["STOPPED" if t.state.name == "FAIL" and t.number in asked_again else t.state.name for t in trials]
     )
     count = {k: int((states == k.upper()).sum()) for k in ("complete", "pruned", "fail", "stopped")}
-    return {"total": int(len(states)) - count["stopped"], "complete": count["complete"], "pruned": count["pruned"],
+    return {"total": count["complete"] + count["pruned"] + count["fail"], "complete": count["complete"], "pruned": count["pruned"],
             "failed": count["fail"], "stopped": count["stopped"]}  # fmt: skip
 
 

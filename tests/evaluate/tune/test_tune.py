@@ -585,3 +585,59 @@ def test_the_trials_table_is_in_trial_order_whatever_order_they_finish_in(model_
         trials["tune_trial"].tolist() == sorted(trials["tune_trial"]) and len(trials) == 4
     )  # full depth: -1
     assert pd.read_csv(out / "trials.csv")["tune_trial"].tolist() == trials["tune_trial"].tolist()
+
+
+def test_a_baseline_target_beyond_the_models_reach_is_refused_before_any_trial(model_dirs, tmp_path):
+    """The paper's linear schedule reaches 3x on the tiny 6-layer model: `baseline_targets=(2, 100)` scored 2x on
+    the held-out split and dropped 100 without a word. It is refused, as `train --target-speedup 100` is, once the
+    model's layers are known and before the output folder or any trial."""
+    from skipcore.evaluate.tune.runner import Tune
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, name in (("dev", "Place"), ("test", "Spot")):
+        rows = [json.dumps({"source": f"name[{name} {i}]", "target": f"{name} {i}."}) for i in range(4)]
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "tune"
+    s = settings(model_dirs, data, out, evaluate_split="test", baseline_targets=(2.0, 100.0))
+    with pytest.raises(
+        UserError, match=r"baseline_targets 100 out of reach: .* 6 layers .* up to 3\.00"
+    ) as e:
+        Tune(s, None, None, None)
+    assert e.value.field == "baseline_targets" and not out.exists()
+    Tune(
+        settings(model_dirs, data, out, evaluate_split="test", baseline_targets=(2.0, 3.0)), None, None, None
+    )
+
+
+@pytest.mark.slow
+def test_a_resume_that_runs_no_trial_asks_none_again(model_dirs, echo_data, tmp_path, monkeypatch):
+    """A study that holds the trials asked for and one a stopped run left running: the resume said 'none to run'
+    and then '1 trial left running by the last run asked again', and ran nothing (the point waited in the queue,
+    counted as a trial in the report). It says only that none runs; a later run asking for more asks it first."""
+    out = tmp_path / "tune"
+    real = tune_trials.score_task
+    stopped = []
+
+    def stop_at_trial_1(engine, job, task):
+        if task.number == 1 and not stopped:
+            stopped.append(task.number)
+            raise KeyboardInterrupt  # trial 0 done, trial 1 left running
+        return real(engine, job, task)
+
+    monkeypatch.setattr(tune_trials, "score_task", stop_at_trial_1)
+    with pytest.raises(KeyboardInterrupt):
+        run_tune(settings(model_dirs, echo_data, out, trials=3))
+    said = []
+    result = run_tune(settings(model_dirs, echo_data, out, trials=1), say=said.append)
+    assert f"resuming {out}: 1 trial kept, at least the 1 asked for; none to run" in said
+    assert not any("asked again" in line for line in said), said
+    assert result.counts["total"] == 1 and result.counts["stopped"] == 0
+    report = (out / "report.md").read_text()
+    assert "- **Trials**: 1 (1 scored on every row" in report and "left running" not in report
+    said.clear()
+    result = run_tune(settings(model_dirs, echo_data, out, trials=2), say=said.append)
+    assert "resuming: 1 trial left running by the last run asked again" in said
+    assert result.counts["complete"] == 2 and result.counts["stopped"] == 1
+    study = optuna.load_study(study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}")
+    assert study.trials[2].params == study.trials[1].params  # the point left running, asked again first
