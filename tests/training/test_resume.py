@@ -411,7 +411,7 @@ def test_a_run_stopped_before_its_first_save_says_so_and_a_resume_of_its_folder_
     argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path)[:-2], "--save-every", "3")
     interrupted_at_step(monkeypatch, 2)
     assert interruption_line(capsys, argv) == (
-        "the run stopped before its first checkpoint, at step 3 (--save-every 3), so there is nothing to resume; its "
+        "the run stopped before its first checkpoint, due at step 3 (--save-every 3), so there is nothing to resume; its "
         f"log so far is {out / 'train_log.jsonl'}: the same command with --overwrite starts it again"
     )
     monkeypatch.undo()
