@@ -114,6 +114,7 @@ class Tune:
         # what the study and its tables are held to
         self.identity = with_models(with_data(s.identity(), self.examples), [s.model, s.reference_model])
         self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
+        check_batch_fills(s, len(self.examples), len(self.held[0]) if self.held else None)
         if "speculative" in s.policies and s.objective != "measured":
             warnings.warn(
                 "speculative decoding's layer and FLOPs speedups count its verification (below 1x); it pays only "
@@ -328,6 +329,29 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
                 raise UserError(f"{failed} trials failed for good; see the errors above")
     bar.close()
     return trial_counts(study)
+
+
+def check_batch_fills(s: TuneSettings, searched: int, held_out: int | None) -> None:
+    """The batch size fills with the rows each part of a tune runs: the rows searched, those timed (a measured
+    objective's first `timing_limit`) and the held-out rows scored. A larger one would run a smaller batch under
+    its name (trials at batch 8 on 4 rows)."""
+    timed = min(s.timing_limit, searched) if s.objective == "measured" else None
+    parts = [
+        (
+            searched,
+            f"searched{f' (limit {s.limit})' if s.limit is not None else ''}",
+            ("batch_size", "limit"),
+        ),
+        (timed, f"timed (timing_limit {s.timing_limit})", ("batch_size", "timing_limit")),
+        (held_out, f"held out and scored ({s.evaluate_split})", ("batch_size", "evaluate_limit")),
+    ]
+    for rows, what, fields in parts:
+        if rows is not None and s.batch_size > rows:
+            raise UserError(
+                f"batch_size {s.batch_size} is more than the {rows} row{'s' * (rows != 1)} {what}: a batch that "
+                f"size would run {rows} under its name; choose batch_size {rows} at most",
+                field=fields,
+            )
 
 
 def trial_counts(study) -> dict[str, int]:

@@ -336,11 +336,11 @@ def test_the_measured_objective_times_each_finished_trial_against_full_depth(mod
     with pytest.raises(UserError, match="repeats must be a whole number >= 3, got 2"):
         run_tune(settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=2))
     assert not out.exists()
-    s = settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=3, timing_limit=2)
+    s = settings(model_dirs, echo_data, out, trials=2, objective="measured", repeats=3, timing_limit=4)
     result = run_tune(s)
     trials, _ = read_sweep(out / "trials.parquet")
     scored = trials[trials["tune_state"] == "trial"]
-    assert (scored["timing_runs"] == 3).all() and (scored["timing_prompts"] == 2).all()
+    assert (scored["timing_runs"] == 3).all() and (scored["timing_prompts"] == 4).all()
     assert scored["wall_speedup_decode"].notna().all()
     assert result.outcome.speedup == "wall_speedup_decode" and result.met
     assert (
