@@ -25,6 +25,7 @@ from skipcore.training.checkpoint import (
     LOG_FILE,
     SAVE_STAGING,
     foreign_entries,
+    latest_checkpoint,
     own_checkpoint,
     own_log,
     own_staging,
@@ -104,6 +105,8 @@ def holds_only_a_log(folder: Path, ckpt_root: Path | None = None) -> bool:
     most the checkpoint folder (`ckpt_root`, by default FOLDER/checkpoints) it made before its first save."""
     if not folder.is_dir():
         return False
+    if ckpt_root is not None and ckpt_root.is_dir() and latest_checkpoint(ckpt_root) is not None:
+        return False  # its checkpoints went to a --checkpoint-dir of their own: the log is not all it left
     left = [
         e for e in folder.iterdir() if not _no_checkpoint_yet(e, folder, ckpt_root or folder / CHECKPOINT_DIR)
     ]

@@ -95,8 +95,9 @@ def resolve_resume(path: str) -> Path:
         run_out = p.parent if p.name == CHECKPOINT_DIR else p
         if holds_only_a_log(run_out):
             raise UserError(
-                f"resume {stopped_before_saving(run_out)}; start the run again: drop resume and pass overwrite",
-                field=("resume", "overwrite"),
+                f"resume {stopped_before_saving(run_out)}; start the run again: drop resume and pass overwrite "
+                "(a run that saved to a checkpoint_dir of its own resumes from that folder)",
+                field=("resume", "overwrite", "checkpoint_dir"),
             )
         raise UserError(
             f"resume {path} holds no resumable checkpoint (a step-* folder with {', '.join(RESUME_FILES)})",

@@ -422,9 +422,28 @@ def test_a_run_stopped_before_its_first_save_says_so_and_a_resume_of_its_folder_
     for folder in (out, out / "checkpoints"):
         err = refused(capsys, [*argv, "--resume", str(folder)])
         assert (
-            err == f"error: --resume {out} {said}; start the run again: drop --resume and pass --overwrite"
+            err
+            == f"error: --resume {out} {said}; start the run again: drop --resume and pass --overwrite (a run "
+            "that saved to a --checkpoint-dir of its own resumes from that folder)"
         ), err
     assert main([*argv, "--overwrite"]) == 0 and read_record(out)["state"]["step"] == 4
+
+
+def test_a_run_whose_checkpoints_went_to_a_folder_of_their_own_is_not_said_to_have_saved_none(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """Its out holds only the log, its checkpoints are under --checkpoint-dir: the out was said to hold 'only the
+    log of a run that stopped before it saved a checkpoint', with advice to start again (the saved steps lost)."""
+    from tests.helpers import refused
+
+    out, ckpts = tmp_path / "run", tmp_path / "elsewhere"
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path), "--checkpoint-dir", str(ckpts))
+    interrupted_at_step(monkeypatch, 4)  # after the save at step 2
+    interruption_line(capsys, argv)
+    monkeypatch.undo()
+    assert (ckpts / "step-0000002").is_dir()
+    err = refused(capsys, argv)
+    assert "stopped before it saved a checkpoint" not in err, err
 
 
 def test_an_interrupted_run_names_its_newest_checkpoint_and_the_resume_that_continues_it(
