@@ -217,13 +217,13 @@ def check_fits(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> Non
             continue
         fits = memory // per_row
         advice = (
-            f"use --batch-sizes {fits:,} or fewer"
+            f"give --batch-sizes at most {fits}"  # a flag's value as it is typed: no thousands commas
             if fits >= 1
             else "use a shorter --prompt-len or fewer --new-tokens"
         )
         need = b * per_row / 2**30
         raise UserError(
-            f"--batch-sizes {b:,} on {m} at --prompt-len {plan.prompt_len} plus {T} new tokens needs at least "
+            f"--batch-sizes {b} on {m} at --prompt-len {plan.prompt_len} plus {T} new tokens needs at least "
             f"{f'{need:,.0f}' if need >= 100 else f'{need:.3g}'} GiB (the prompt ids, the KV cache and the logits), more than the "
             f"{memory / 2**30:.3g} GiB of {device}: {advice}",
             field="batch_sizes",
@@ -248,10 +248,16 @@ def check_something_timed(plan: BenchPlan, device: torch.device, dtype: torch.dt
     """Refuse, in one line before any model is built, a plan whose every setting times nothing (it wrote a
     results file of no rows that said it was complete); where some do, `float32_notes` says which."""
     why = idle_settings(plan, device, dtype)
-    if why and len(why) == len(plan.settings):
-        reason = next(iter(why.values()))
-        verb = "times" if len(why) == 1 else "time"
-        raise UserError(f"--settings {','.join(why)} {verb} nothing {reason}", field="settings")
+    if not why or len(why) < len(plan.settings):
+        return
+    by_reason: dict[str, list[str]] = {}
+    for kind, reason in why.items():
+        by_reason.setdefault(reason, []).append(kind)
+    said = "; ".join(
+        f"{','.join(kinds)} time{'s' * (len(kinds) == 1)} nothing {reason}"
+        for reason, kinds in by_reason.items()
+    )
+    raise UserError(f"--settings {said}", field="settings")
 
 
 def check_plan(plan: BenchPlan, threads: int | None = None) -> None:

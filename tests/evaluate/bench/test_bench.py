@@ -295,7 +295,7 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         # allocator's traceback at the first batch)
         (
             ["--batch-sizes", "100000000"],
-            "--batch-sizes 100,000,000 on opt-tiny at --prompt-len 32 plus 4 new",
+            "--batch-sizes 100000000 on opt-tiny at --prompt-len 32 plus 4 new",
         ),
         # a plan whose every setting times nothing (a results file of no rows said it was complete)
         (["--settings", "attention-float32"], "--settings attention-float32 times nothing in a float32 run"),
