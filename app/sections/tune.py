@@ -70,6 +70,14 @@ def inputs(L: int, max_new_tokens: int) -> tuple[dict, bool]:
     values["trials"] = address.whole_number_input(c1, "Trials", 1, 200, 8, "tune_trials")
     values["limit"] = address.whole_number_input(c2, "Dev rows", 1, 300, 16, "tune_rows")
     values["batch_size"] = address.whole_number_input(c3, "Batch size", 1, 64, 8, "tune_batch")
+    if (
+        values["batch_size"] > values["limit"]
+    ):  # a batch its rows cannot fill runs as one of them all, so named
+        st.caption(
+            f"Batch size {values['batch_size']} is more than the {values['limit']} dev rows: they run as one "
+            f"batch of {values['limit']}."
+        )
+        values["batch_size"] = values["limit"]
     values["max_new_tokens"] = address.whole_number_input(
         c4, "Tokens to generate", 2, 256, max_new_tokens, "tune_max_new"
     )

@@ -192,3 +192,20 @@ def test_a_reference_folder_without_a_tokenizer_is_said_at_once_and_stops_the_se
     at.text_input(key="tune_reference_path").set_value(str(model_dirs["opt"])).run()
     assert_clean(at)
     assert not at.button(key="tune_run").disabled
+
+
+def test_a_batch_size_above_the_dev_rows_runs_as_the_batch_they_fill_and_is_named_so(model_dir):
+    """Batch size 8 on 4 dev rows ran as one batch of 4 named batch 8; the library now refuses it, after the
+    click and in its own names: the page runs the rows as the batch they fill, and says so before the run."""
+    at = open_app("tune")
+    for key, value in (("tune_trials", 1), ("tune_rows", 4), ("tune_batch", 8), ("tune_max_new", 4),
+                       ("tune_prune", 0)):  # fmt: skip
+        at.number_input(key=key).set_value(value)
+    at.run()
+    assert any(
+        "Batch size 8 is more than the 4 dev rows: they run as one batch of 4" in c.value for c in at.caption
+    )
+    at.button(key="tune_run").click().run()
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert any(s.value.startswith("chosen: ") or "floor" in s.value for s in [*at.success, *at.warning])
