@@ -42,7 +42,7 @@ def interrupted(out: Path, before: str | None) -> str:
 
 def refuse_idle_flags(settings: TuneSettings, given: frozenset[str]) -> None:
     """One line for a flag typed where the search would not read it, before any work: a timing setting beside an
-    objective that times nothing, a count of held-out rows without the held-out split."""
+    objective that times nothing, a count of held-out rows or the paper's targets without the held-out split."""
     for name in ("repeats", "timing_limit"):
         if name in given and settings.objective != "measured":
             raise UserError(
@@ -52,6 +52,11 @@ def refuse_idle_flags(settings: TuneSettings, given: frozenset[str]) -> None:
     if "evaluate_limit" in given and not settings.evaluate_split:
         raise UserError(
             "--evaluate-limit sets the rows of --evaluate-split scored: add --evaluate-split, or drop it"
+        )
+    if "baseline_targets" in given and not settings.evaluate_split:
+        raise UserError(
+            "--baseline-targets sets the paper's schedules scored on --evaluate-split beside the chosen one: add "
+            "--evaluate-split, or drop it"
         )
 
 

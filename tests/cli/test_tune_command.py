@@ -63,6 +63,11 @@ def test_every_declared_setting_is_a_flag(capsys):
             ["--baseline-targets", "2,100", "--evaluate-split", "test"],
             "--baseline-targets 100 out of reach: the paper's linear schedule on 6 layers",
         ),
+        # without the held-out split nothing reads them: an idle flag, whatever its values
+        (
+            ["--baseline-targets", "100"],
+            "--baseline-targets sets the paper's schedules scored on --evaluate-split",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_before_any_work(model_dirs, split_data, tmp_path, capsys, extra, said):

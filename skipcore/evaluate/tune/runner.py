@@ -104,7 +104,8 @@ class Tune:
         for m, f in facts.items():
             f.check_new_tokens(s.max_new_tokens, m)
         self.layers = {m: f.num_layers for m, f in facts.items()}
-        check_baseline_targets(s, self.layers[s.model])
+        if s.evaluate_split:  # the paper's schedules are scored on the held-out rows alone
+            check_baseline_targets(s, self.layers[s.model])
         self.space = SearchSpace.of(s, self.layers[s.model])
         self.examples = load_examples(s.dataset, split=s.split, limit=s.limit)
         if not self.examples:
