@@ -333,27 +333,33 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     return cfg
 
 
+def refuse_unfilled_batch(batch: int, rows: int, what: str, setting: str, fields: tuple[str, ...]) -> None:
+    """Refused in one line: a batch size `batch` above the `rows` it runs on (`what`: "searched (limit 4)"), which
+    would run a smaller batch under its name (a sweep row or a tune trial saying batch 100000 that ran 4 rows,
+    timed as such). The sweep's and the tune's rule, said alike."""
+    if batch > rows:
+        raise UserError(
+            f"{setting} {batch} is more than the {rows} row{'s' * (rows != 1)} {what}: a batch that size would run "
+            f"those {rows} under its name; give {setting} {rows} at most",
+            field=(setting, *fields),
+        )
+
+
+def limit_said(name: str, limit: int | None, rows: int) -> str:
+    """' (limit 4)' where the limit is what held the rows to their number (raising it would give more), else ''."""
+    return f" ({name} {limit})" if limit is not None and limit == rows else ""
+
+
 def check_batches_fill(cfg: SweepConfig, examples: int) -> None:
     """Every batch size fills with the rows it runs on: the examples (quality), and where timed the first
-    `timing_limit` of them. A larger one would run a smaller batch under its name (a row saying batch 100000 that
-    ran 4 rows, timed as such)."""
+    `timing_limit` of them (`refuse_unfilled_batch`)."""
     largest = max(cfg.batch_sizes)
-    limit = f" (limit {cfg.limit})" if cfg.limit is not None and cfg.limit == examples else ""
-    if largest > examples:
-        rows = f"{examples} example{'s' * (examples != 1)}"
-        raise UserError(
-            f"batch_sizes: {largest} is more than the {rows} the sweep runs{limit}: a batch that size would run "
-            f"those {rows} under its name; give batch sizes up to {examples}",
-            field=("batch_sizes", "limit"),
-        )
-    timed = examples if cfg.timing_limit is None else min(cfg.timing_limit, examples)
-    if cfg.repeats > 0 and largest > timed:
-        raise UserError(
-            f"batch_sizes: {largest} is more than the {timed} prompt{'s' * (timed != 1)} timed (timing_limit "
-            f"{cfg.timing_limit}): its timing would run a batch of {timed}; raise timing_limit, or give batch sizes "
-            f"up to {timed}",
-            field=("batch_sizes", "timing_limit"),
-        )
+    what = f"the sweep runs{limit_said('limit', cfg.limit, examples)}"
+    refuse_unfilled_batch(largest, examples, what, "batch_sizes", ("limit",))
+    if cfg.repeats > 0:
+        timed = examples if cfg.timing_limit is None else min(cfg.timing_limit, examples)
+        what = f"timed{limit_said('timing_limit', cfg.timing_limit, timed)}"
+        refuse_unfilled_batch(largest, timed, what, "batch_sizes", ("timing_limit",))
 
 
 def _same_model(a: str, b: str) -> bool:

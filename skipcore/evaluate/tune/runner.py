@@ -26,7 +26,7 @@ from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.identity import DATA, SAMPLER_SEED, with_data, with_models
 from skipcore.evaluate.sweep.executors import InProcessExecutor
-from skipcore.evaluate.sweep.settings import ModelFacts
+from skipcore.evaluate.sweep.settings import ModelFacts, limit_said, refuse_unfilled_batch
 from skipcore.evaluate.sweep.store import SweepStore, read_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
@@ -333,26 +333,18 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
 
 
 def check_batch_fills(s: TuneSettings, searched: int, held_out: int | None) -> None:
-    """The batch size fills with the rows each part of a tune runs: the rows searched, those timed (a measured
-    objective's first `timing_limit`) and the held-out rows scored. A larger one would run a smaller batch under
-    its name (trials at batch 8 on 4 rows)."""
-    timed = min(s.timing_limit, searched) if s.objective == "measured" else None
-    parts = [
-        (
-            searched,
-            f"searched{f' (limit {s.limit})' if s.limit is not None else ''}",
-            ("batch_size", "limit"),
-        ),
-        (timed, f"timed (timing_limit {s.timing_limit})", ("batch_size", "timing_limit")),
-        (held_out, f"held out and scored ({s.evaluate_split})", ("batch_size", "evaluate_limit")),
-    ]
-    for rows, what, fields in parts:
-        if rows is not None and s.batch_size > rows:
-            raise UserError(
-                f"batch_size {s.batch_size} is more than the {rows} row{'s' * (rows != 1)} {what}: a batch that "
-                f"size would run {rows} under its name; choose batch_size {rows} at most",
-                field=fields,
-            )
+    """The batch size fills with the rows each part of a tune runs (`refuse_unfilled_batch`): the rows searched,
+    those timed (a measured objective's first `timing_limit`) and the held-out rows scored."""
+    refuse_unfilled_batch(
+        s.batch_size, searched, f"searched{limit_said('limit', s.limit, searched)}", "batch_size", ("limit",)
+    )
+    if s.objective == "measured":
+        timed = min(s.timing_limit, searched)
+        what = f"timed{limit_said('timing_limit', s.timing_limit, timed)}"
+        refuse_unfilled_batch(s.batch_size, timed, what, "batch_size", ("timing_limit",))
+    if held_out is not None:
+        what = f"held out of {s.evaluate_split} and scored"
+        refuse_unfilled_batch(s.batch_size, held_out, what, "batch_size", ("evaluate_limit",))
 
 
 def trial_counts(study) -> dict[str, int]:

@@ -192,10 +192,10 @@ def test_a_batch_size_its_rows_cannot_fill_is_refused_before_any_row(model_dirs,
     base = ["sweep", "--model", str(model_dirs["opt"]), "--out", str(out), "--targets", "1", "--no-progress"]
     base += ["--policies", "static", "--max-new-tokens", "2", "--limit", "3"]
     said = refused(capsys, [*base, "--repeats", "0", "--batch-sizes", "2,100000"])
-    assert "--batch-sizes: 100000 is more than the 3 examples the sweep runs (--limit 3)" in said, said
-    assert "give batch sizes up to 3" in said
+    assert "--batch-sizes 100000 is more than the 3 rows the sweep runs (--limit 3)" in said, said
+    assert "give --batch-sizes 3 at most" in said
     said = refused(capsys, [*base, "--repeats", "2", "--timing-limit", "2", "--batch-sizes", "3"])
-    assert "--batch-sizes: 3 is more than the 2 prompts timed (--timing-limit 2)" in said, said
+    assert "--batch-sizes 3 is more than the 2 rows timed (--timing-limit 2)" in said, said
     assert not out.exists() and not (tmp_path / "s.csv").exists()
 
 
