@@ -26,14 +26,18 @@ class Example:
             object.__setattr__(self, "references", tuple(self.references))
 
 
-def lone_surrogate(text: str) -> str | None:
-    """The first lone surrogate in `text` (as JSON's `\\ud800` escape reads), None if there is none: half of a
-    UTF-16 pair, no character, which no UTF-8 writer, tokenizer or digest can take, so a reader refuses it where
-    it names the file and line."""
+def lone_surrogate_said(text: str, key: str) -> str | None:
+    """Why `text` (the value of `key`) cannot be read where it holds a lone surrogate (JSON's `\\ud800` escape
+    reads as one): half of a UTF-16 pair, no character, which no UTF-8 writer, tokenizer or digest can take. None
+    where it holds none; a reader refuses it where it names the file and line."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        return text[e.start : e.end]
+        half = text[e.start : e.end].encode("unicode_escape").decode()
+        return (
+            f"{key!r} holds the escape {half}, half of a UTF-16 pair and no character; give the whole pair or the "
+            "character itself"
+        )
     return None
 
 

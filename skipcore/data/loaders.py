@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from skipcore.data.example import Example, lone_surrogate
+from skipcore.data.example import Example, lone_surrogate_said
 from skipcore.data.prompts import TASKS
 from skipcore.errors import UserError, quoted
 from skipcore.files import parse_json
@@ -144,12 +144,8 @@ def _targets(value: Any, where: str, field: str) -> list[str]:
 
 def _refuse_surrogate(text: str, where: str, field: str) -> None:
     """Refused where `text` holds a lone surrogate (a JSON escape such as `\\ud800`, half a UTF-16 pair)."""
-    half = lone_surrogate(text)
-    if half is not None:
-        raise DataFormatError(
-            f"{where}: {field!r} holds the escape {half.encode('unicode_escape').decode()}, half of a UTF-16 pair "
-            "and no character; give the whole pair or the character itself"
-        )
+    if (said := lone_surrogate_said(text, field)) is not None:
+        raise DataFormatError(f"{where}: {said}")
 
 
 class _KeysTwice:

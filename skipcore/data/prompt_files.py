@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skipcore.data.example import lone_surrogate
+from skipcore.data.example import lone_surrogate_said
 from skipcore.errors import UserError
 from skipcore.files import parse_json, read_text_at_most
 
@@ -52,11 +52,6 @@ def _prompt_of(line: str, path: Path, n: int) -> str:
         raise UserError(
             f"{path} line {n}: 'prompt' must be text, got {type(prompt).__name__}", field="prompts_file"
         )
-    half = lone_surrogate(prompt)
-    if half is not None:  # a JSON escape of half a UTF-16 pair: no character a tokenizer can take
-        raise UserError(
-            f"{path} line {n}: 'prompt' holds the escape {half.encode('unicode_escape').decode()}, half of a "
-            "UTF-16 pair and no character; give the whole pair or the character itself",
-            field="prompts_file",
-        )
+    if (said := lone_surrogate_said(prompt, "prompt")) is not None:  # no character a tokenizer can take
+        raise UserError(f"{path} line {n}: {said}", field="prompts_file")
     return prompt
