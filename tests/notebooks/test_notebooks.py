@@ -163,7 +163,10 @@ def test_the_tradeoff_notebook_says_what_its_sweep_lacks_in_its_first_cells(tmp_
     stop = _stops_at("04_tradeoff_curves", {"SKIPCORE_SWEEP": str(calm)}, tmp_path)
     assert stop.startswith("cell 2: ValueError: calm.parquet has no full-depth or static skip rows"), stop
     stop = _stops_at("04_tradeoff_curves", {"SKIPCORE_SWEEP": "data/sweeps/default.csv"}, tmp_path)
-    assert stop.startswith("cell 2: ValueError: default.csv is not a sweep's .parquet"), stop
+    assert (
+        stop.startswith("cell 2: UserError: ")
+        and "default.csv: a sweep's results are read from its .parquet" in stop
+    ), stop
 
 
 @pytest.mark.slow
