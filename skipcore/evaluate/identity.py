@@ -138,7 +138,7 @@ def said(recorded: dict, now: dict, most: int = 4) -> str:
         elif then is None:  # a setting left to its default then (threads: torch's choice), given now
             words.append(f"{SETTING_OF.get(name, name)} not given (not {_typed(value)})")
         elif value is None:
-            words.append(f"{SETTING_OF.get(name, name)}={_typed(then)} (not left out)")
+            words.append(f"{SETTING_OF.get(name, name)}={_typed(then)} (not given now)")
         else:
             words.append(f"{SETTING_OF.get(name, name)}={_typed(then)} (not {_typed(value)})")
     return ", ".join(words)

@@ -27,7 +27,7 @@ from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.identity import DATA, SAMPLER_SEED, with_data, with_models
 from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.settings import ModelFacts, limit_said, refuse_unfilled_batch
-from skipcore.evaluate.sweep.store import SweepStore, read_sweep
+from skipcore.evaluate.sweep.store import SweepStore, read_own_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
 from skipcore.evaluate.tune.holdout import (
@@ -411,7 +411,10 @@ def _held_out(run: Tune, folder, o: TuneOutcome) -> HeldOut:
                 "evaluate_" + DATA: rows_digest(examples), "chosen": o.chosen["setting_id"],
                 "baseline_targets": list(s.baseline_targets)}  # fmt: skip
     path = folder.path(files.EVALUATION)
-    replace = path.exists() and read_sweep(path)[1].get("identity") != identity
+    found = read_own_sweep(
+        path
+    )  # a file of that name no sweep wrote: never replaced, said in a writer's words
+    replace = found is not None and found[1].get("identity") != identity
     folder.remember(files.EVALUATION)
     folder.remember("evaluation.csv")
     job = TuneJob(s, examples, run.refs, task_rows, 0)
