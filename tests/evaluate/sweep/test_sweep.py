@@ -161,7 +161,9 @@ def test_refuses_results_of_another_model_or_dataset(model_dirs, sweep_dataset, 
     with pytest.raises(UserError) as refused:
         run_sweep(sweep_config(model_dirs, sweep_dataset, out, threads=2, attn="eager", **small))
     said = refused.value.said_as(grid_flag_names())
-    assert "other settings: --attn='sdpa' (not 'eager'), --threads not given (not 2); pass --overwrite" in said
+    assert (
+        "other settings: --attn='sdpa' (not 'eager'), --threads not given (not 2); pass --overwrite" in said
+    )
     with pytest.raises(UserError, match="other settings: dataset="):
         run_sweep(sweep_config(model_dirs, csv_dataset, out, **small))
     # every setting that changes results is part of the identity, and each difference is named
