@@ -133,13 +133,13 @@ def run_small_sweep(
     `progress` gets the grid's progress table as each setting starts and ends."""
     from skipcore.data import load_examples
     from skipcore.evaluate.sweep import build_grid, check_config, resolve_lengths, sweep_rows
-    from skipcore.evaluate.sweep.settings import check_batches_fill
+    from skipcore.evaluate.sweep.settings import fit_batches
 
     cfg = check_config(resolve_lengths(_config(model, settings)))  # the model's own defaults, as the CLI's
     examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)
     if not examples:
         raise UserError(f"no examples in {settings.dataset} [{settings.split}]")
-    check_batches_fill(cfg, len(examples))
+    cfg = fit_batches(cfg, len(examples))  # the page fits its batch to its examples first: said there
     grid = build_grid(cfg)
     rows: list[dict] = []
 

@@ -36,8 +36,8 @@ from skipcore.evaluate.sweep.settings import (
     ModelFacts,
     Setting,
     SweepConfig,
-    check_batches_fill,
     check_config,
+    fit_batches,
     sweep_params,
 )
 from skipcore.evaluate.sweep.store import SweepStore
@@ -81,7 +81,8 @@ def run_sweep(
     if not examples:
         split = f" [{cfg.split}]" if cfg.split else ""
         raise UserError(f"{cfg.dataset}{split} has no examples", field="dataset")
-    check_batches_fill(cfg, len(examples))
+    cfg = fit_batches(cfg, len(examples))
+    grid = build_grid(cfg)
     identity = with_models(with_data(cfg.identity(), examples), [cfg.model, cfg.baseline_model])
     with SweepStore(cfg.out, identity, cfg.overwrite, traces_dir) as store:
         params = cfg.run_params()

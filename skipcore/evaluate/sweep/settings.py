@@ -14,10 +14,11 @@ import math
 import numbers
 import os
 import uuid
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from skipcore.errors import UserError, quoted
+from skipcore.errors import SkipcoreWarning, UserError, quoted, spoken
 from skipcore.labels import setting_label, sweep_policies
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 from skipcore.policies.params import Param, params_of
@@ -333,33 +334,37 @@ def check_config(cfg: SweepConfig) -> SweepConfig:
     return cfg
 
 
-def refuse_unfilled_batch(batch: int, rows: int, what: str, setting: str, fields: tuple[str, ...]) -> None:
-    """Refused in one line: a batch size `batch` above the `rows` it runs on (`what`: "searched (limit 4)"), which
-    would run a smaller batch under its name (a sweep row or a tune trial saying batch 100000 that ran 4 rows,
-    timed as such). The sweep's and the tune's rule, said alike."""
-    if batch > rows:
-        raise UserError(
-            f"{setting} {batch} is more than the {rows} row{'s' * (rows != 1)} {what}: a batch that size would run "
-            f"those {rows} under its name; give {setting} {rows} at most",
-            field=(setting, *fields),
-        )
+def batch_that_fills(batch: int, rows: int, what: str, setting: str) -> int:
+    """`batch` where its rows fill it, else the one batch of all `rows` (`what`: "the sweep runs (limit 4)"),
+    said in a warning: a larger batch would run those rows under its name (a sweep row or a tune trial saying batch
+    100000 that ran 4 rows). The sweep's, the tune's and the dashboard's rule, said alike."""
+    if batch <= rows:
+        return batch
+    warnings.warn(
+        f"{spoken(setting)} {batch} is more than the {rows} row{'s' * (rows != 1)} {what}: they run as one batch "
+        f"of {rows}, named so",
+        SkipcoreWarning,
+        stacklevel=3,
+    )
+    return rows
 
 
 def limit_said(name: str, limit: int | None, rows: int) -> str:
     """' (limit 4)' where the limit is what held the rows to their number (raising it would give more), else ''."""
-    return f" ({name} {limit})" if limit is not None and limit == rows else ""
+    return f" ({spoken(name)} {limit})" if limit is not None and limit == rows else ""
 
 
-def check_batches_fill(cfg: SweepConfig, examples: int) -> None:
-    """Every batch size fills with the rows it runs on: the examples (quality), and where timed the first
-    `timing_limit` of them (`refuse_unfilled_batch`)."""
-    largest = max(cfg.batch_sizes)
-    what = f"the sweep runs{limit_said('limit', cfg.limit, examples)}"
-    refuse_unfilled_batch(largest, examples, what, "batch_sizes", ("limit",))
-    if cfg.repeats > 0:
-        timed = examples if cfg.timing_limit is None else min(cfg.timing_limit, examples)
-        what = f"timed{limit_said('timing_limit', cfg.timing_limit, timed)}"
-        refuse_unfilled_batch(largest, timed, what, "batch_sizes", ("timing_limit",))
+def fit_batches(cfg: SweepConfig, examples: int) -> SweepConfig:
+    """`cfg` with each batch size as the batch its rows fill (`batch_that_fills`): the examples, and where timed the
+    first `timing_limit` of them (the rows a timing runs)."""
+    rows, what = examples, f"the sweep runs{limit_said('limit', cfg.limit, examples)}"
+    if cfg.repeats > 0 and cfg.timing_limit is not None and cfg.timing_limit < examples:
+        rows, what = (
+            cfg.timing_limit,
+            f"timed{limit_said('timing_limit', cfg.timing_limit, cfg.timing_limit)}",
+        )
+    fitted = tuple(dict.fromkeys(batch_that_fills(b, rows, what, "batch_sizes") for b in cfg.batch_sizes))
+    return cfg if fitted == cfg.batch_sizes else replace(cfg, batch_sizes=fitted)
 
 
 def _same_model(a: str, b: str) -> bool:

@@ -15,7 +15,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +26,7 @@ from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.identity import DATA, SAMPLER_SEED, with_data, with_models
 from skipcore.evaluate.sweep.executors import InProcessExecutor
-from skipcore.evaluate.sweep.settings import ModelFacts, limit_said, refuse_unfilled_batch
+from skipcore.evaluate.sweep.settings import ModelFacts, batch_that_fills, limit_said
 from skipcore.evaluate.sweep.store import SweepStore, read_own_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
 from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
@@ -112,10 +112,10 @@ class Tune:
             where = f"{s.dataset}{f' [{s.split}]' if s.split else ''}"  # a single file has no split to name
             raise UserError(f"{where} has no rows to search on", field="dataset")
         _check_metric(s, self.examples)
+        self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
+        self.s = s = fit_batch(s, len(self.examples), len(self.held[0]) if self.held else None)
         # what the study and its tables are held to
         self.identity = with_models(with_data(s.identity(), self.examples), [s.model, s.reference_model])
-        self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
-        check_batch_fills(s, len(self.examples), len(self.held[0]) if self.held else None)
         if "speculative" in s.policies and s.objective != "measured":
             warnings.warn(
                 "speculative decoding's layer and FLOPs speedups count its verification (below 1x); it pays only "
@@ -332,19 +332,18 @@ def _search(run: Tune, store: SweepStore, job: TuneJob, study, floor: dict) -> d
     return trial_counts(study)
 
 
-def check_batch_fills(s: TuneSettings, searched: int, held_out: int | None) -> None:
-    """The batch size fills with the rows each part of a tune runs (`refuse_unfilled_batch`): the rows searched,
+def fit_batch(s: TuneSettings, searched: int, held_out: int | None) -> TuneSettings:
+    """`s` with its batch size as the batch each part of the tune fills (`batch_that_fills`): the rows searched,
     those timed (a measured objective's first `timing_limit`) and the held-out rows scored."""
-    refuse_unfilled_batch(
-        s.batch_size, searched, f"searched{limit_said('limit', s.limit, searched)}", "batch_size", ("limit",)
+    batch = batch_that_fills(
+        s.batch_size, searched, f"searched{limit_said('limit', s.limit, searched)}", "batch_size"
     )
-    if s.objective == "measured":
-        timed = min(s.timing_limit, searched)
-        what = f"timed{limit_said('timing_limit', s.timing_limit, timed)}"
-        refuse_unfilled_batch(s.batch_size, timed, what, "batch_size", ("timing_limit",))
+    if s.objective == "measured" and s.timing_limit < searched:
+        what = f"timed{limit_said('timing_limit', s.timing_limit, s.timing_limit)}"
+        batch = batch_that_fills(batch, s.timing_limit, what, "batch_size")
     if held_out is not None:
-        what = f"held out of {s.evaluate_split} and scored"
-        refuse_unfilled_batch(s.batch_size, held_out, what, "batch_size", ("evaluate_limit",))
+        batch = batch_that_fills(batch, held_out, f"held out of {s.evaluate_split} and scored", "batch_size")
+    return s if batch == s.batch_size else replace(s, batch_size=batch)
 
 
 def trial_counts(study) -> dict[str, int]:

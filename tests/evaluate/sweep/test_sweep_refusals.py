@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skipcore.commands import main
-from skipcore.errors import UserError
+from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.sweep import rows
 from skipcore.evaluate.sweep.settings import check_config
 from tests.helpers import refused, sweep_config
@@ -185,18 +185,25 @@ def test_reading_a_file_that_is_not_a_sweep_says_what_it_is_in_a_readers_words(t
         read_own_sweep(other)
 
 
-def test_a_batch_size_its_rows_cannot_fill_is_refused_before_any_row(model_dirs, tmp_path, capsys):
+def test_a_batch_size_its_rows_cannot_fill_runs_as_the_batch_they_fill_and_is_said(model_dirs, tmp_path):
     """`--batch-sizes 4,100000 --limit 4` wrote rows saying batch 100000 that ran 4 rows (their quality and timing
-    the batch-4 rows' own); a batch larger than the prompts timed was timed at their number under its name."""
-    out = tmp_path / "s.parquet"
-    base = ["sweep", "--model", str(model_dirs["opt"]), "--out", str(out), "--targets", "1", "--no-progress"]
+    the batch-4 rows' own); a batch larger than the prompts timed was timed at their number under its name. Each runs,
+    and is named, as the batch its rows fill, said in a warning (the default 1,8 on a small file runs)."""
+    out, timed = tmp_path / "s.parquet", tmp_path / "t.parquet"
+    base = ["sweep", "--model", str(model_dirs["opt"]), "--targets", "1", "--no-progress"]
     base += ["--policies", "static", "--max-new-tokens", "2", "--limit", "3"]
-    said = refused(capsys, [*base, "--repeats", "0", "--batch-sizes", "2,100000"])
-    assert "--batch-sizes 100000 is more than the 3 rows the sweep runs (--limit 3)" in said, said
-    assert "give --batch-sizes 3 at most" in said
-    said = refused(capsys, [*base, "--repeats", "2", "--timing-limit", "2", "--batch-sizes", "3"])
-    assert "--batch-sizes 3 is more than the 2 rows timed (--timing-limit 2)" in said, said
-    assert not out.exists() and not (tmp_path / "s.csv").exists()
+    said = r"--batch-sizes 100000 is more than the 3 rows the sweep runs \(--limit 3\): they run as one batch of 3"
+    with pytest.warns(SkipcoreWarning, match=said):
+        assert main([*base, "--out", str(out), "--repeats", "0", "--batch-sizes", "2,100000"]) == 0
+    assert sorted(pd.read_parquet(out)["batch_size"].unique()) == [2, 3]
+    said = r"--batch-sizes 3 is more than the 2 rows timed \(--timing-limit 2\): they run as one batch of 2"
+    with pytest.warns(SkipcoreWarning, match=said):
+        assert (
+            main([*base, "--out", str(timed), "--repeats", "2", "--timing-limit", "2", "--batch-sizes", "3"])
+            == 0
+        )
+    rows = pd.read_parquet(timed)
+    assert set(rows["batch_size"]) == {2} and set(rows["timing_prompts"]) == {2}
 
 
 def test_a_grid_value_named_twice_runs_once_and_is_said(model_dirs, tmp_path, capsys):

@@ -108,16 +108,15 @@ def test_no_warmups_for_skip_mode_is_said_as_empty(base):
     assert check_settings(TuneSettings(**{**base, "modes": ("exit",), "warmups": ()})).warmups == ()
 
 
-def test_a_batch_size_its_rows_cannot_fill_is_refused_before_any_trial(base, tmp_path):
-    """Trials at batch 8 on 4 rows ran one batch of 4 and were recorded and reported as batch 8; a measured
-    objective timed its first `timing_limit` rows, fewer than a batch, under the batch's name."""
-    out = base["out"]
-    with pytest.raises(UserError) as said:
+def test_a_batch_size_its_rows_cannot_fill_runs_as_the_batch_they_fill_and_is_said(base, tmp_path):
+    """Trials at batch 8 on 4 rows ran one batch of 4 and were recorded and reported as batch 8: they run, and are
+    recorded, as the one batch of 4, said in a warning."""
+    from skipcore.errors import SkipcoreWarning
+    from skipcore.evaluate.sweep import read_sweep
+
+    with pytest.warns(
+        SkipcoreWarning, match="batch_size 8 is more than the 4 rows searched .limit 4.: they run as one"
+    ):
         run_tune(TuneSettings(**{**base, "batch_size": 8}))
-    assert "batch_size 8 is more than the 4 rows searched" in str(said.value)
-    assert said.value.fields == ("batch_size", "limit")
-    measured = {**base, "objective": "measured", "repeats": 3, "timing_limit": 1}
-    with pytest.raises(UserError) as said:
-        run_tune(TuneSettings(**measured))
-    assert "batch_size 2 is more than the 1 row timed (timing_limit 1)" in str(said.value)
-    assert not out.exists()
+    trials, _ = read_sweep(base["out"] / "trials.parquet")
+    assert set(trials["batch_size"]) == {4}
