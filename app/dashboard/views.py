@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -138,8 +139,9 @@ def _working(key: str) -> str:
     return f"_working_{key}"
 
 
-# in the page address while a page's run works: the run's key (a reload starts a new session)
+# in the page address while a page's run works: the run's key and its own token (a reload starts a new session)
 WORKING = "working"
+_FINISHED = "_finished_run_marks"  # the address marks of the runs this session saw end
 
 
 @contextmanager
@@ -148,12 +150,16 @@ def run_marked(key: str) -> Iterator[None]:
     reruns the page, or the tab is reloaded, and the run's results go with it; the mark left standing says so on
     the page's next draw (`run_button`) instead of a page that silently has nothing. The mark is in the session
     (leaving the page, a widget) and in the page address (a reload, whose new session has only the address). A
-    run that ends, or ends in an error it shows, takes its marks away."""
+    run that ends, or ends in an error it shows, takes its marks away, and its session remembers the address
+    mark as ended: each change of the address is a browser history entry, so Back returns to the address that
+    holds it."""
+    mark = f"{key}.{uuid.uuid4().hex[:8]}"
     st.session_state[_working(key)] = True
-    st.query_params[WORKING] = key
+    st.query_params[WORKING] = mark
     yield  # no finally: the stop Streamlit raises in a stopped script leaves the marks
     st.session_state.pop(_working(key), None)
-    if st.query_params.get(WORKING) == key:
+    st.session_state.setdefault(_FINISHED, set()).add(mark)
+    if st.query_params.get(WORKING) == mark:
         del st.query_params[WORKING]
 
 
@@ -162,9 +168,11 @@ def run_button(label: str, key: str, disabled: bool = False) -> bool:
     (`run_marked` under `key`) was stopped before it finished, unless the button starts a new one now."""
     pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
     in_session = st.session_state.pop(_working(key), False)
-    in_address = st.query_params.get(WORKING) == key
-    if in_address:
+    mark = st.query_params.get(WORKING, "")
+    ours = mark.rsplit(".", 1)[0] == key
+    if ours:
         del st.query_params[WORKING]
+    in_address = ours and mark not in st.session_state.get(_FINISHED, ())  # Back to a finished run's address
     if (in_session or in_address) and not pressed:
         why = (
             "the page was left, or changed, while it worked, which stops it"

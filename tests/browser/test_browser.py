@@ -1088,6 +1088,12 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     page.locator("table.skipcore-texts").wait_for(timeout=GENERATE_TIMEOUT_MS)
     _wait_idle(page)
     assert "working" not in _address(page)  # a run that finished takes its mark away
+    page.go_back()  # to the address that held the finished run's mark: it said the run did not finish
+    _wait_idle(page)
+    assert (
+        page.get_by_text("Kept as run", exact=False).count() or page.locator("table.skipcore-texts").count()
+    )
+    assert not page.get_by_text("The last run did not finish", exact=False).count()
 
 
 def test_a_small_sweep_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, server):
