@@ -26,7 +26,14 @@ from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import read_parquet
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
-from skipcore.traces.files import ZIP_COMMENT_CUT, ZIP_READ_ERRORS, ends_inside_a_row, zip_comment_cut
+from skipcore.traces.files import (
+    ZIP_COMMENT_CUT,
+    ZIP_READ_ERRORS,
+    ends_inside_a_row,
+    zip_comment_cut,
+    zip_members,
+)
+from skipcore.traces.schema import names_run_metadata
 
 DOWNLOAD_FORMATS = {
     "parquet": "Parquet",
@@ -152,7 +159,7 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
     except zipfile.BadZipFile:
         raise TraceSchemaError(f"{name}: not a readable zip file") from None
     with zf:
-        members = [i for i in zf.infolist() if not i.is_dir()]
+        members = zip_members(zf)
         traces = [i for i in members if PurePosixPath(i.filename).suffix.lower() in FORMATS]
         if len(traces) != 1:
             found = ", ".join(i.filename for i in members) or "nothing"
@@ -195,10 +202,10 @@ def _cut_upload(data: bytes, suffix: str) -> bool:
 
 
 def _comment_is_metadata(comment: bytes) -> bool:
-    """Whether a zip's comment is run metadata as skipcore writes it (a JSON object); another tool's comment is
-    not, and the trace in the zip is read without it (one cut short is refused before: `zip_comment_cut`)."""
+    """Whether a zip's comment is run metadata as skipcore writes it (a JSON object of its keys:
+    `names_run_metadata`); another tool's comment is not, JSON or not, and the trace in the zip is read without it (one cut short is refused before: `zip_comment_cut`)."""
     try:
-        return isinstance(json.loads(comment.decode("utf-8")), dict)
+        return names_run_metadata(json.loads(comment.decode("utf-8")))
     except (UnicodeDecodeError, ValueError):
         return False
 

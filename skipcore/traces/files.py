@@ -378,6 +378,18 @@ def _numbers_back(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def zip_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """A zip's files, less what an archiver adds beside them: folders, and macOS Finder's resource forks
+    (`__MACOSX/` and `._name`, a `._trace.csv` that is no trace)."""
+    return [
+        i
+        for i in zf.infolist()
+        if not i.is_dir()
+        and not i.filename.startswith("__MACOSX/")
+        and not i.filename.rsplit("/", 1)[-1].startswith("._")
+    ]
+
+
 def read_zipped_table(
     path: Path, suffix: str, read: Callable[[Callable[[], BinaryIO]], pd.DataFrame]
 ) -> tuple[pd.DataFrame, object]:
@@ -387,7 +399,7 @@ def read_zipped_table(
     holds it so), else the zip's comment (`write_trace`'s). A comment cut short is refused (`whole_comment`), a
     member that does not unpack is said by its name, other members are left alone."""
     with open(path, "rb") as f, zipfile.ZipFile(whole_comment(f)) as zf:
-        members = [i for i in zf.infolist() if not i.is_dir()]
+        members = zip_members(zf)
         tables = [i for i in members if i.filename.lower().endswith(suffix)]
         if len(tables) != 1:
             found = ", ".join(i.filename for i in members) or "nothing"

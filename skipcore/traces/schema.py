@@ -72,6 +72,13 @@ METADATA_TYPES: dict[str, tuple[type | None, ...]] = {
 _POSITIVE_METADATA = ("batch_size", "max_new_tokens", "num_layers")
 
 
+def names_run_metadata(value: object) -> bool:
+    """Whether a parsed JSON value reads as skipcore's run metadata: an object naming at least one of its keys
+    (`METADATA_TYPES`), not another tool's object that happens to be JSON (a zip comment such as
+    `{"tool": "other"}`)."""
+    return isinstance(value, dict) and any(key in METADATA_TYPES for key in value)
+
+
 class TraceSchemaError(UserError):
     """A trace file or frame that does not match the schema; the message names the column."""
 

@@ -222,3 +222,25 @@ def test_an_uploaded_sweep_cut_inside_its_last_row_is_refused(tmp_path, fmt):
     data = (long.to_csv(index=False) if fmt == "csv" else long.to_json(orient="records", lines=True)).encode()
     # a last row past 64 KiB, a line break quoted in its cell, saved without its line's end: whole
     assert len(read_uploaded_table(f"s.{fmt}", data.rstrip(b"\n"), 10**6)) == 4
+
+
+def test_a_finder_zip_and_another_tools_json_comment_read_as_the_trace_alone(small_trace, tmp_path):
+    """macOS Finder's zip of a trace (its `__MACOSX/._trace.csv` beside it) was refused as two traces, by the
+    dashboard and `read_trace`; another tool's JSON comment (`{"tool": "other"}`) was taken for run metadata and the
+    explorer showed 'model ? · policy ?'."""
+    from app.dashboard.tracefiles import read_uploaded_trace
+    from skipcore import read_trace, write_trace
+
+    df, meta = small_trace
+    text = write_trace(df, tmp_path / "t.csv", meta).read_text()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("trace.csv", text)
+        zf.writestr("__MACOSX/._trace.csv", b"\x00\x05\x16\x07 resource fork")
+        zf.writestr("._trace.csv", b"\x00\x05\x16\x07")
+        zf.comment = b'{"tool": "other", "version": 3}'
+    trace, metadata = read_uploaded_trace("finder.zip", buffer.getvalue(), 10**8)
+    assert len(trace) == len(df) and not metadata
+    zipped = tmp_path / "finder.csv.zip"
+    zipped.write_bytes(buffer.getvalue())
+    assert len(read_trace(zipped)[0]) == len(df)
