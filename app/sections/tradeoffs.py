@@ -20,7 +20,7 @@ from app.dashboard.loading import get_engine
 from app.dashboard.markdown import plain
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
-from app.dashboard.policy_inputs import axis_values, chosen
+from app.dashboard.policy_inputs import axis_values, chosen, widget_label
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import setting
 from app.dashboard.results import SweepResult
@@ -106,6 +106,22 @@ def uploaded_sweep() -> pd.DataFrame | None:
         return None
 
 
+def _counts_over_tokens(running: list[str], values: dict[str, tuple], max_new: int) -> str:
+    """Why the sweep would be refused for a count of tokens per round above the tokens it generates (speculative
+    decoding's drafts: a round keeps no more than the run makes), said before the run in the page's words; ''
+    where none is."""
+    for name in running:
+        for p in params_of(POLICY_CLASSES[name]):
+            over = [v for v in values.get(p.column, ()) if p.at_most_new_tokens and v > max_new]
+            if over:
+                said = ", ".join(f"{v:g}" for v in over)
+                return (
+                    f"{widget_label(p)} {said} is more than the {max_new} tokens to generate: a round keeps no more "
+                    f"than the run makes. Pick {widget_label(p).lower()} up to {max_new}, or generate more tokens."
+                )
+    return ""
+
+
 def small_sweep() -> pd.DataFrame | None:
     """Settings for a few-minute sweep on the chosen model; the result stays until the next run."""
     from app.dashboard.runsweep import DONE, RUNNING, SweepSettings, run_small_sweep, sweep_work
@@ -172,7 +188,10 @@ def small_sweep() -> pd.DataFrame | None:
         "sweep": setting(settings.words(), asdict(settings)),
     }
     estimate = show_estimate(engine, sweep_work(engine, choice.source, settings), "Run sweep", always=True)
-    if views.run_button("Run sweep", "to", disabled=not (modes or running)):
+    too_many = _counts_over_tokens(running, values, max_new)
+    if too_many:
+        st.warning(too_many)
+    if views.run_button("Run sweep", "to", disabled=not (modes or running) or bool(too_many)):
         with views.run_marked("to"):
             bar, table, left = st.progress(0.0, text="Starting…"), st.empty(), TimeLeft(estimate)
 
@@ -189,6 +208,7 @@ def small_sweep() -> pd.DataFrame | None:
                 df = run_small_sweep(engine, choice.source, settings, progress)
                 SweepResult(df, now).kept()
             except UserError as e:
+                bar.empty()  # left at "Starting…" beside the failure, it read as still running
                 st.error(f"The sweep failed: {e}")
             else:
                 table.empty()  # every setting is done: the charts and tables below say the rest

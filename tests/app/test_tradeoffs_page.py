@@ -529,3 +529,21 @@ def test_a_batch_size_above_the_examples_runs_as_the_batch_they_fill_and_is_name
         "Batch size 8 is more than the 2 examples: they run as one batch of 2" in c.value for c in at.caption
     )
     assert set(sweep["batch_size"]) == {2}
+
+
+def test_draft_tokens_above_the_tokens_to_generate_are_said_before_the_run_with_the_button_off(model_dir):
+    """Drafts of 8 on 2 tokens to generate were refused only after Run sweep, in the library's names
+    (draft_tokens, max_new_tokens), the progress bar left at 'Starting…': said on the page first, the button off."""
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Run a small sweep here").run()
+    for key, value in {"to_targets": [2.0], "to_modes": ["skip"], "to_draft_tokens": [2, 8]}.items():
+        by_key(at.multiselect, key).set_value(value)
+    for key, value in {"to_examples": 2, "to_max_new": 4}.items():
+        by_key(at.number_input, key).set_value(value)
+    at.run()
+    said = [w.value for w in at.warning]
+    assert any("Draft tokens 8 is more than the 4 tokens to generate" in w for w in said), said
+    assert by_key(at.button, "to_run").disabled
+    by_key(at.multiselect, "to_draft_tokens").set_value([2]).run()
+    assert not any("tokens to generate" in w.value for w in at.warning)
+    assert not by_key(at.button, "to_run").disabled
