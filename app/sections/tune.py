@@ -201,7 +201,8 @@ def _words(s) -> str:
     ref = f", floor from {s.reference_model}" if s.reference_model else ""
     return (
         f"{s.trials} trials on {s.limit} dev rows, {column_title(s.metric)} within {s.max_drop:g} of full depth{ref}, "
-        f"{', '.join(s.shapes)} in {', '.join(s.modes)} mode, {', '.join(s.policies)}"
+        f"{', '.join(s.shapes)} in {', '.join(s.modes)} mode, {', '.join(s.policies)}, batch {s.batch_size}, "
+        f"max {s.max_new_tokens} new tokens, {f'a trial may stop after {s.prune_after} rows' if s.prune_after else 'no trial stopped early'}"
     )
 
 

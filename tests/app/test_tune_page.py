@@ -209,3 +209,6 @@ def test_a_batch_size_above_the_dev_rows_runs_as_the_batch_they_fill_and_is_name
     assert_clean(at)
     assert not at.error, [e.value for e in at.error]
     assert any(s.value.startswith("chosen: ") or "floor" in s.value for s in [*at.success, *at.warning])
+    # what ran is said with the result: the batch that ran, its tokens and its early stop
+    said = " ".join(c.value for c in at.caption)
+    assert "batch 4, max 4 new tokens, no trial stopped early" in said, said
