@@ -45,6 +45,7 @@ from skipcore.traces.schema import (
     TEXT_COLUMNS,
     TraceSchemaError,
     check_same_run,
+    names_run_metadata,
     validate_metadata,
     validate_trace,
 )
@@ -410,9 +411,11 @@ def read_zipped_table(
         raw = _unpacked(side, lambda: zf.read(side)) if beside else zf.comment
         where = side if beside else "the zip's comment, which holds the run metadata,"
         try:
-            return df, parse_json(raw) if raw else {}
+            meta = parse_json(raw) if raw else {}
         except ValueError as e:  # the table read: say it is the metadata that is not
             raise ValueError(f"{where} is not JSON: {first_line(e)}") from e
+    # another tool's JSON comment (`{"tool": "other"}`) is no run metadata, as the dashboard's upload reads it
+    return df, meta if beside or not meta or names_run_metadata(meta) else {}
 
 
 def _unpacked(member: str, read: Callable[[], object]) -> object:
