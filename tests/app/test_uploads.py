@@ -244,4 +244,6 @@ def test_a_finder_zip_and_another_tools_json_comment_read_as_the_trace_alone(sma
     zipped = tmp_path / "finder.csv.zip"
     zipped.write_bytes(buffer.getvalue())
     back, metadata = read_trace(zipped)
-    assert len(back) == len(df) and metadata == {}  # the library reads another tool's comment as the page does
+    assert (
+        len(back) == len(df) and metadata == {}
+    )  # the library reads another tool's comment as the page does
