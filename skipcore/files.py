@@ -72,11 +72,12 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 def read_parquet(path: str | os.PathLike | BinaryIO) -> tuple[pd.DataFrame, dict[bytes, bytes]]:
     """A Parquet file's rows and its schema's metadata (from a path, or an open binary file: an upload's bytes),
-    read through one open file, its pages' checksums checked where it has them. Read by its path, pyarrow opens the
-    file twice (its footer, then its pages); where a writer replaces it (`atomic_write`: a running sweep, a trace
-    being written) in between, the footer of one file meets the pages of the next and the read fails. One open file is one file, old or new, whatever is renamed over its
-    path meanwhile. A file whose bytes are damaged is a ValueError, whatever pyarrow or pandas raise reading it (a
-    footer naming a type no reader has: NotImplementedError; damaged pandas metadata: KeyError, TypeError)."""
+    read through one open file, its pages' checksums checked where it has them. Read by its path, pyarrow opens
+    the file twice (its footer, then its pages); where a writer replaces it (`atomic_write`: a running sweep, a
+    trace being written) in between, the footer of one file meets the pages of the next and the read fails. One
+    open file is one file, old or new, whatever is renamed over its path meanwhile. A file whose bytes are
+    damaged is a ValueError, whatever pyarrow or pandas raise reading it (a footer naming a type no reader has:
+    NotImplementedError; damaged pandas metadata: KeyError, TypeError)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

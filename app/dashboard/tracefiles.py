@@ -5,8 +5,8 @@ Downloads: Parquet carries the run metadata in its schema metadata; CSV and JSON
 run metadata in the zip's comment (what `write_trace` writes for those names), so nothing is lost and the
 explorer page and `read_trace` read them back.
 
-Uploads: .parquet, .csv, .jsonl, or a zip of one (its metadata from a `.meta.json` member or the comment). Every problem becomes a TraceSchemaError or UserError with a
-one-line reason for the page to show; nothing here raises a raw parser error. The upload limit bounds what is read,
+Uploads: .parquet, .csv, .jsonl, or a zip of one (its metadata from a `.meta.json` member or the comment). Every
+problem becomes a TraceSchemaError or UserError with a one-line reason for the page to show; nothing here raises a raw parser error. The upload limit bounds what is read,
 not only what is sent: a zip is refused by the size its members declare, and a Parquet file by the size its footer
 says it decodes to, before either is unpacked (a small Parquet file of a constant column holds millions of rows).
 """
@@ -203,7 +203,8 @@ def _cut_upload(data: bytes, suffix: str) -> bool:
 
 def _comment_is_metadata(comment: bytes) -> bool:
     """Whether a zip's comment is run metadata as skipcore writes it (a JSON object of its keys:
-    `names_run_metadata`); another tool's comment is not, JSON or not, and the trace in the zip is read without it (one cut short is refused before: `zip_comment_cut`)."""
+    `names_run_metadata`); another tool's comment is not, JSON or not, and the trace in the zip is read without it
+    (one cut short is refused before: `zip_comment_cut`)."""
     try:
         return names_run_metadata(json.loads(comment.decode("utf-8")))
     except (UnicodeDecodeError, ValueError):

@@ -211,6 +211,16 @@ def prompt_refusal(engine, prompts: list[str], max_new: int, what: str) -> tuple
     return ids, refused
 
 
+def batch_filled(batch: int, rows: int, rows_said: str) -> int:
+    """The batch a page's run takes: `batch`, or the one batch of all `rows` where they cannot fill it, said in a
+    caption ('Batch size 8 is more than the 2 examples: ...'), as the library's `batch_that_fills` warns: a larger
+    batch would run those rows under its name."""
+    if batch <= rows:
+        return batch
+    st.caption(f"Batch size {batch} is more than the {rows} {rows_said}: they run as one batch of {rows}.")
+    return rows
+
+
 def warn_small_sample(n: int, compared: str, remedy: str) -> None:
     """Under scores from `n` examples: the project's one small-sample warning (`skipcore.metrics.sample_size`),
     where they are too few to rank `compared` (policies, trials, settings); `remedy` says how to score more here."""

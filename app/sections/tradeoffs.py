@@ -162,11 +162,7 @@ def small_sweep() -> pd.DataFrame | None:
         c5, "Tokens to generate", 2, 128, min(64, max(2, state.max_new_tokens(L))), "to_max_new"
     )
     batch = address.whole_number_input(c6, "Batch size", 1, 64, 8, "to_batch")
-    if batch > examples:  # a batch its rows cannot fill runs as one of them all: named as it runs
-        st.caption(
-            f"Batch size {batch} is more than the {examples} examples: they run as one batch of {examples}."
-        )
-        batch = examples
+    batch = views.batch_filled(batch, examples, "examples")
     settings = SweepSettings(
         targets=tuple(targets),
         modes=tuple(modes),

@@ -70,14 +70,7 @@ def inputs(L: int, max_new_tokens: int) -> tuple[dict, bool]:
     values["trials"] = address.whole_number_input(c1, "Trials", 1, 200, 8, "tune_trials")
     values["limit"] = address.whole_number_input(c2, "Dev rows", 1, 300, 16, "tune_rows")
     values["batch_size"] = address.whole_number_input(c3, "Batch size", 1, 64, 8, "tune_batch")
-    if (
-        values["batch_size"] > values["limit"]
-    ):  # a batch its rows cannot fill runs as one of them all, so named
-        st.caption(
-            f"Batch size {values['batch_size']} is more than the {values['limit']} dev rows: they run as one "
-            f"batch of {values['limit']}."
-        )
-        values["batch_size"] = values["limit"]
+    values["batch_size"] = views.batch_filled(values["batch_size"], values["limit"], "dev rows")
     values["max_new_tokens"] = address.whole_number_input(
         c4, "Tokens to generate", 2, 256, max_new_tokens, "tune_max_new"
     )
@@ -199,10 +192,11 @@ def main() -> None:
 
 def _words(s) -> str:
     ref = f", floor from {s.reference_model}" if s.reference_model else ""
+    stop = f"a trial may stop after {s.prune_after} rows" if s.prune_after else "no trial stopped early"
     return (
         f"{s.trials} trials on {s.limit} dev rows, {column_title(s.metric)} within {s.max_drop:g} of full depth{ref}, "
         f"{', '.join(s.shapes)} in {', '.join(s.modes)} mode, {', '.join(s.policies)}, batch {s.batch_size}, "
-        f"max {s.max_new_tokens} new tokens, {f'a trial may stop after {s.prune_after} rows' if s.prune_after else 'no trial stopped early'}"
+        f"max {s.max_new_tokens} new tokens, {stop}"
     )
 
 

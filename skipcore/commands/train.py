@@ -271,7 +271,8 @@ def left_behind(stop: TrainingInterrupted, overwrite: bool) -> str:
         return f"no checkpoint was saved since {stop.resumed}, which is kept: {same} continues from it"
     log = f"; its log so far is {stop.log}" if stop.log is not None else ""
     if stop.save_every:  # the run saves, but stopped before its first save
-        why = f"the run stopped before its first checkpoint, due at step {stop.save_every} (--save-every {stop.save_every})"
+        due = stop.save_every
+        why = f"the run stopped before its first checkpoint, due at step {due} (--save-every {due})"
     else:
         why = "no checkpoint was saved (--save-every N saves one every N steps)"
     return f"{why}, so there is nothing to resume{log}: {same} starts it again"

@@ -410,9 +410,8 @@ def _held_out(run: Tune, folder, o: TuneOutcome) -> HeldOut:
                 "evaluate_" + DATA: rows_digest(examples), "chosen": o.chosen["setting_id"],
                 "baseline_targets": list(s.baseline_targets)}  # fmt: skip
     path = folder.path(files.EVALUATION)
-    found = read_own_sweep(
-        path
-    )  # a file of that name no sweep wrote: never replaced, said in a writer's words
+    # a file of that name no sweep wrote is never replaced, and said in a writer's words
+    found = read_own_sweep(path)
     replace = found is not None and found[1].get("identity") != identity
     folder.remember(files.EVALUATION)
     folder.remember("evaluation.csv")
