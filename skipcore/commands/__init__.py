@@ -254,7 +254,8 @@ def _run_command(argv: list[str] | None) -> int:
     try:
         return args.func(args, given)
     except UserError as e:
-        print(f"error: {flag_in_front(e, vars(args))}", file=sys.stderr)
+        said = flag_in_front(e, vars(args))
+        print(f"error: {said}{default_note(e, said, vars(args), given)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # what the stopped work left, as its command declares it
         kept = getattr(args, "on_interrupt", "")
@@ -271,14 +272,30 @@ def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
     that flag at its first mention ('x exists; set --overwrite to replace it'; the library's messages are plain
     words, where a later 'device' is the word), and put in front where the message names it only in other words
     ('--dataset: /nowhere: no such file'): `UserError.said_as`. A setting whose flag the message names already (a
-    command that maps its settings itself) is left as that command said it. A model refused by its name
+    command that maps its settings itself, `said_by`) is left as that command said it. A model refused by its name
     (`ModelError.model`) is said by the setting that named it ('--reference-model: model directory not found')."""
     text = str(error)
     if not error.fields and (named := getattr(error, "model", None)) is not None:  # the setting that named it
         holding = [k for k, v in parsed.items() if v == named or isinstance(v, list | tuple) and named in v]
         return f"{flag_of(holding[0])}: {text}" if holding else text
-    flags = {name: flag_of(name) for name in error.fields if name in parsed}
+    spoken = getattr(error, "spoken", {})  # said by the command's own names for them (`said_by`)
+    flags = {name: flag_of(name) for name in error.fields if name in parsed and name not in spoken}
     return error.said_as({name: flag for name, flag in flags.items() if flag not in text}, once=True)
+
+
+def default_note(error: UserError, said: str, parsed: Mapping[str, object], given: Collection[str]) -> str:
+    """' (--draft-tokens was left at its default, 2,4,8)' where the setting a refusal is about (its first field) is a
+    flag the command line did not give: a refusal quoting a number nobody typed ('got 4') is otherwise a riddle.
+    A switch, a flag left unset (None) and one the refusal (`said`) quotes with its value are not noted."""
+    if error.field is None:
+        return ""
+    flag = getattr(error, "spoken", {}).get(error.field) or flag_of(error.field)
+    dest = flag.removeprefix("--").replace("-", "_")
+    value = parsed.get(dest)
+    if not flag.startswith("--") or dest in given or value is None or isinstance(value, bool):
+        return ""
+    shown = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return f" ({flag} was left at its default, {shown})" if shown and f"{flag} {shown}" not in said else ""
 
 
 def _one_line_warning(plain):

@@ -516,6 +516,23 @@ def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
     assert said in refused(capsys, argv)
 
 
+def test_a_value_nobody_typed_is_said_to_be_the_flags_default(capsys, tmp_path):
+    """A sweep of 3 new tokens refused 'got 4' about --draft-tokens, which the command line never gave (its default
+    2,4,8): a number nobody typed. Typed, the value is the user's own and no note is added."""
+    argv = ["sweep", "--limit", "1", "--max-new-tokens", "3", "--policies", "speculative"]
+    said = refused(capsys, [*argv, "--out", str(tmp_path / "a.parquet")])
+    assert said.endswith("got 4 (--draft-tokens was left at its default, 2,4,8)"), said
+    said = refused(capsys, [*argv, "--draft-tokens", "2,5", "--out", str(tmp_path / "b.parquet")])
+    assert said.endswith("got 5"), said
+
+
+def test_a_policy_parameter_is_said_by_its_own_flag_alone(capsys):
+    """CALM's minimum layers (--calm-min-layers) was put behind the schedule's --min-layers, a flag of the same field
+    name that the user never typed: 'error: --min-layers: --calm-min-layers must be in [1, 12], got 99'."""
+    said = refused(capsys, ["generate", "--prompt", "hi", "--policy", "calm", "--calm-min-layers", "99"])
+    assert said == "error: --calm-min-layers must be in [1, 12], got 99"
+
+
 @pytest.mark.parametrize(
     "argv, said",
     [
