@@ -8,7 +8,7 @@ import json
 import pytest
 
 from skipcore.commands import main
-from skipcore.evaluate.tune import tune_flags
+from skipcore.evaluate.tune import TuneSettings, tune_flags
 from skipcore.schedule import Schedule
 from tests.helpers import refused, write_csv
 
@@ -74,6 +74,24 @@ def test_a_mistake_is_one_line_before_any_work(model_dirs, split_data, tmp_path,
     out = tmp_path / "tune"
     assert said in refused(capsys, tune_argv(model_dirs, split_data, out, *extra))
     assert not out.exists()
+
+
+def test_a_value_listed_twice_is_one_choice_and_said(model_dirs, split_data, tmp_path, capsys):
+    """`--policies static,static,adaptive` searched static at twice adaptive's weight, without a word (a sweep says
+    its grid's repeats): one choice each, and a note once every check has passed (a refusal stays one line)."""
+    from skipcore.evaluate.tune.settings import METRICS, check_settings
+
+    settings = TuneSettings(
+        out=tmp_path / "t", policies="static,static,adaptive", baseline_targets=(2.0, 2.0)
+    )
+    checked = check_settings(settings)
+    assert checked.policies == ("static", "adaptive") and checked.baseline_targets == (2.0,)
+    argv = tune_argv(model_dirs, split_data, tmp_path / "tune", "--policies", "static,static")
+    said = refused(capsys, [*argv, "--metric", "x"])
+    assert said == "error: --metric: unknown value 'x'; choose from " + ", ".join(METRICS)
+    assert main([*argv, "--trials", "1", "--no-progress"]) in (0, 1)  # 1: no trial kept the floor
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "note: --policies names static more than once; each setting runs once", said
 
 
 @pytest.mark.slow

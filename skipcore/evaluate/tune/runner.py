@@ -38,7 +38,7 @@ from skipcore.evaluate.tune.holdout import (
     paper_tasks,
 )
 from skipcore.evaluate.tune.report import report_text
-from skipcore.evaluate.tune.settings import TuneSettings, check_settings
+from skipcore.evaluate.tune.settings import TuneSettings, check_settings, repeated_notes
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
 from skipcore.evaluate.tune.table import candidate_of, finished_row
 from skipcore.evaluate.tune.trials import PRUNED, Task, TuneJob, prefix_rows, task_rows
@@ -211,6 +211,8 @@ def run_tune(
     folder = files.TuneFolder(s.out, {**run.identity, SAMPLER_SEED: s.seed}, s.overwrite)
     with folder, studies.storage_said(folder.path(files.STUDY)):
         study = studies.open_study(folder.path(files.STUDY), s.seed, s.trials)
+        for note in repeated_notes(settings):  # after every refusal: a refused run says one line
+            run.say(note)
         trials_file = folder.path(files.TRIALS)
         folder.remember(files.TRIALS)
         folder.remember("trials.csv")

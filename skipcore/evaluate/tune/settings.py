@@ -202,7 +202,12 @@ def check_settings(s: TuneSettings) -> TuneSettings:
     for name in ("model", "reference_model", "dataset"):  # recorded as text in its tables
         if getattr(s, name):
             check_utf8_name(getattr(s, name), name, field=name)
-    lists = {f.name: _as_list(f.name, getattr(s, f.name), f.kind) for f in tune_flags() if f.many}
+    # a value listed twice is one choice of the search (twice, it would weigh double in the sampler's draws)
+    lists = {
+        f.name: tuple(dict.fromkeys(_as_list(f.name, getattr(s, f.name), f.kind)))
+        for f in tune_flags()
+        if f.many
+    }
     plain = {
         f.name: (whole_number if f.kind == "int" else python_number)(getattr(s, f.name))
         for f in tune_flags()
@@ -287,6 +292,21 @@ def _as_list(name: str, value, kind: str) -> tuple:
         if not fits or isinstance(v, bool):
             raise UserError(f"{name} must be {words}, got {quoted(v)} in {quoted(list(value))}", field=name)
     return tuple(item(v) for v in values)
+
+
+def repeated_notes(s: TuneSettings) -> list[str]:
+    """'note: --policies names static more than once; each setting runs once' for each list of the settings as given
+    that repeats a value (`check_settings` keeps it once: one choice of the search), its setting named as the
+    front end calls it (`spoken`)."""
+    from skipcore.errors import spoken
+    from skipcore.labels import repeated_note
+
+    notes = (
+        repeated_note(_as_list(f.name, getattr(s, f.name), f.kind), spoken(f.name))
+        for f in tune_flags()
+        if f.many
+    )
+    return [note for note in notes if note]
 
 
 def _at_least(name: str, value: int, low: int) -> None:
