@@ -123,7 +123,9 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
         if done:  # the same command again with --append, after a stop: it goes on where it stopped
             notes = [*notes, f"{len(done)} of this plan's {len(plan.runs())} runs are in {out} already: not "
                      "measured again (--overwrite measures every run anew)"]  # fmt: skip
-        for note in notes + plans.float32_notes(args.settings, dtype) + plans.not_installed_notes(plan):
+        for note in (
+            notes + plans.float32_notes(plan, device, dtype, args.settings) + plans.not_installed_notes(plan)
+        ):
             print(note, file=sys.stderr, flush=True)
         if len(done) == len(plan.runs()):
             table = out.with_suffix(".md")

@@ -10,7 +10,7 @@ import torch
 from skipcore import SkipEngine, load_model, read_trace
 from skipcore.commands import main
 from skipcore.errors import UserError
-from skipcore.evaluate.bench.plan import SETTING_KINDS, float32_notes
+from skipcore.evaluate.bench.plan import SETTING_KINDS, device_notes, float32_notes, plan_for
 from skipcore.policies import AdaptivePolicy, CalmPolicy, SpeculativePolicy
 from skipcore.schedule import Schedule
 from tests.helpers import PROMPTS
@@ -119,5 +119,14 @@ def test_on_the_command_line(model_dirs, tmp_path, capsys):
 
 def test_the_bench_times_it_beside_the_run_s_own_attention():
     assert "attention-float32" in SETTING_KINDS
-    assert float32_notes(("full", "attention-float32"), torch.float32)  # a float32 run has nothing to time
-    assert not float32_notes(("full", "attention-float32"), torch.bfloat16)
+    asked = ("full", "attention-float32", "generate-float32")
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    plan, _ = plan_for(False, settings=asked)
+    said = "note: --settings attention-float32,generate-float32 time nothing in a float32 run: pass --dtype bfloat16"
+    assert float32_notes(plan, cpu, torch.float32, asked) == [said]  # a float32 run has nothing to time
+    assert not float32_notes(plan, cpu, torch.bfloat16, asked)
+    # on CUDA float32 attention is said under the table (it runs on a CPU only), not as a float32 run's
+    assert float32_notes(plan, cuda, torch.float32, asked) == [said.replace("attention-float32,", "")]
+    assert device_notes(plan, cuda) == ["--settings attention-float32 runs on a CPU only."]
+    default, _ = plan_for(False)  # the CPU's own float32 generate() row, not typed, is no note
+    assert "generate-float32" in default.settings and not float32_notes(default, cpu, torch.float32, None)

@@ -230,17 +230,22 @@ def check_fits(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> Non
         )
 
 
+IN_A_FLOAT32_RUN = (
+    "in a float32 run: pass --dtype bfloat16"  # why a float32 setting times nothing beside float32
+)
+
+
 def idle_settings(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> dict[str, str]:
     """The settings of `plan` that time nothing on `device` in `dtype`, each with why: float32 beside a run in
     float32 already, and float32 attention anywhere but a half-precision run on a CPU."""
     why = {}
     for k in plan.settings:
         if k in FLOAT32_KINDS and dtype == torch.float32:
-            why[k] = "in a float32 run: pass --dtype bfloat16"
+            why[k] = IN_A_FLOAT32_RUN
         elif k == ATTENTION_FLOAT32 and device.type != "cpu":
             why[k] = "on CUDA: it runs on a CPU only"
         elif k == ATTENTION_FLOAT32 and dtype == torch.float32:
-            why[k] = "in a float32 run: pass --dtype bfloat16"
+            why[k] = IN_A_FLOAT32_RUN
     return why
 
 
@@ -345,13 +350,16 @@ def weights_of(name: str) -> str:
     return "real" if uses_real_weights(name) else "random" if name in BENCH_SHAPES else "own"
 
 
-def float32_notes(asked: tuple[str, ...] | None, dtype: torch.dtype) -> list[str]:
-    """A note where --settings asks for float32 beside the run's dtype and the run is in float32 already (`--dtype
-    auto` of a bench on a CPU is), so those settings time nothing."""
-    idle = [k for k in (*FLOAT32_KINDS, ATTENTION_FLOAT32) if k in (asked or ())]
-    if dtype != torch.float32 or not idle:
-        return []
-    return [f"note: --settings {','.join(idle)} time nothing in a float32 run: pass --dtype bfloat16"]
+def float32_notes(
+    plan: BenchPlan, device: torch.device, dtype: torch.dtype, asked: tuple[str, ...] | None
+) -> list[str]:
+    """A note where --settings (`asked`: as typed; a device's default kinds are not the user's) asks for float32
+    beside the run's dtype and the run is in float32 already (`--dtype auto` of a bench on a CPU is), so those
+    settings time nothing (`idle_settings`, whose rule this says; float32 attention on CUDA is said under the table,
+    `device_notes`). A plan where nothing would be timed is refused instead (`check_something_timed`)."""
+    why = idle_settings(plan, device, dtype)
+    idle = [k for k in plan.settings if why.get(k) == IN_A_FLOAT32_RUN and k in (asked or ())]
+    return [f"note: --settings {','.join(idle)} time nothing {IN_A_FLOAT32_RUN}"] if idle else []
 
 
 def device_notes(plan: BenchPlan, device: torch.device) -> list[str]:
