@@ -30,6 +30,7 @@ from skipcore.traces.files import (
     ZIP_COMMENT_CUT,
     ZIP_READ_ERRORS,
     ends_inside_a_row,
+    sidecar_member,
     zip_comment_cut,
     zip_members,
 )
@@ -174,8 +175,8 @@ def _unzip(name: str, data: bytes, tmp: Path, limit: int) -> Path:
         trace_info = traces[0]
         out = tmp / PurePosixPath(trace_info.filename).name
         out.write_bytes(_member(name, zf, trace_info.filename))
-        side_name = trace_info.filename + ".meta.json"
-        if side_name in zf.namelist():
+        side_name = sidecar_member(zf, trace_info.filename)
+        if side_name is not None:
             sidecar_path(out).write_bytes(_member(name, zf, side_name))
         elif out.suffix.lower() != ".parquet" and _comment_is_metadata(zf.comment):
             sidecar_path(out).write_bytes(zf.comment)  # a .csv.zip of ours: its metadata, in the comment

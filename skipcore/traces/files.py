@@ -391,6 +391,15 @@ def zip_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
     ]
 
 
+def sidecar_member(zf: zipfile.ZipFile, table: str) -> str | None:
+    """The member of `zf` holding the run metadata of its table `table`: the table's sidecar as skipcore names it
+    (`t.csv.meta.json`, `sidecar_path`), else one named by the table's stem (`t.meta.json`: a zip a user made of a
+    table and its metadata, named as many tools name a sidecar); None where neither is there."""
+    names = set(zf.namelist())
+    stem = table.rsplit(".", 1)[0]
+    return next((side for side in (f"{table}.meta.json", f"{stem}.meta.json") if side in names), None)
+
+
 def read_zipped_table(
     path: Path, suffix: str, read: Callable[[Callable[[], BinaryIO]], pd.DataFrame]
 ) -> tuple[pd.DataFrame, object]:
@@ -405,8 +414,9 @@ def read_zipped_table(
         if len(tables) != 1:
             found = ", ".join(i.filename for i in members) or "nothing"
             raise ValueError(f"expected one {suffix} file in the zip, found {found}")
-        table, side = tables[0].filename, tables[0].filename + ".meta.json"
-        beside = side in zf.namelist()
+        table = tables[0].filename
+        side = sidecar_member(zf, table)
+        beside = side is not None
         df = _unpacked(table, lambda: read(partial(zf.open, table)))
         raw = _unpacked(side, lambda: zf.read(side)) if beside else zf.comment
         where = side if beside else "the zip's comment, which holds the run metadata,"

@@ -4,6 +4,7 @@ no more is read than the upload limit allows; a damaged file is one line, never 
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pandas as pd
@@ -198,6 +199,11 @@ def test_a_zipped_trace_cut_in_its_comment_and_other_odd_files_are_said_as_they_
         zf.writestr("in.csv.meta.json", "not json")
     with pytest.raises(TraceSchemaError, match=r"its run metadata in\.csv\.meta\.json is not JSON"):
         read_uploaded_trace("m.zip", buffer.getvalue(), 10**8)
+    buffer = io.BytesIO()  # the metadata named by the table's stem, as a user names it zipping the two
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("in.csv", text)
+        zf.writestr("in.meta.json", json.dumps(meta, default=str))
+    assert read_uploaded_trace("m.zip", buffer.getvalue(), 10**8)[1]["run_id"] == meta["run_id"]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])

@@ -130,6 +130,11 @@ def test_a_zip_of_a_trace_and_its_sidecar_reads_as_the_trace_with_its_metadata(m
         zf.writestr("run.jsonl.meta.json", "{not json")
     with pytest.raises(TraceSchemaError, match=r"run\.jsonl\.meta\.json is not JSON"):
         read_trace(zipped)
+    # the sidecar named by the table's stem, as a user names it zipping the two: read, not taken for no metadata
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.write(path, "run.jsonl")
+        zf.write(sidecar_path(path), "run.meta.json")
+    assert read_trace(zipped)[1]["run_id"] == made.metadata["run_id"]
 
 
 def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
