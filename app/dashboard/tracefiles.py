@@ -24,6 +24,7 @@ import pandas as pd
 from skipcore import TRACE_COLUMNS, read_trace, write_trace
 from skipcore.errors import UserError, first_line, quoted
 from skipcore.files import read_parquet
+from skipcore.lens.files import LENS_COLUMNS
 from skipcore.plots import human_bytes
 from skipcore.traces import FORMATS, TraceSchemaError, sidecar_path
 from skipcore.traces.files import (
@@ -225,12 +226,14 @@ def _columns(path: Path) -> list[str]:
         return list(pd.read_json(f, lines=True, nrows=1000).columns)
 
 
-def _missing_columns(path: Path) -> list[str]:
+def _missing_columns(path: Path) -> tuple[list[str], bool]:
+    """The trace columns `path` lacks, and whether it holds every column of a lens table instead (the Layer lens
+    page's download: a table of what each layer predicted, which this page is not for)."""
     try:
         present = set(_columns(path))
     except Exception:  # noqa: BLE001 (the reader's own message stands when the names cannot be read)
-        return []
-    return [c for c in TRACE_COLUMNS if c not in present]
+        return [], False
+    return [c for c in TRACE_COLUMNS if c not in present], present >= set(LENS_COLUMNS)
 
 
 def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFrame, dict]:
@@ -251,7 +254,13 @@ def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFram
         try:
             df, meta = read_trace(path)
         except TraceSchemaError as e:  # name the user's file, not our temporary copy
-            missing = _missing_columns(path) if "missing column" in str(e) else []
+            missing, lens = _missing_columns(path) if "missing column" in str(e) else ([], False)
+            if lens:
+                raise TraceSchemaError(
+                    f"{name}: a layer-lens table (what the Layer lens page downloads: each layer's prediction "
+                    "for every token), not a trace: this page opens traces (Generate's downloads, `generate "
+                    "--trace`); read a lens table with skipcore.lens.read_lens"
+                ) from None
             if len(missing) > 1:  # the reader stops at the first; say them all
                 raise TraceSchemaError(
                     f"{name}: missing columns {', '.join(repr(c) for c in missing)} "

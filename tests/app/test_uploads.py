@@ -253,3 +253,21 @@ def test_a_finder_zip_and_another_tools_json_comment_read_as_the_trace_alone(sma
     assert (
         len(back) == len(df) and metadata == {}
     )  # the library reads another tool's comment as the page does
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_lens_table_is_said_to_be_one_not_a_trace_missing_columns(tmp_path, fmt):
+    """The Layer lens page's own download, uploaded to the trace explorer, was refused as a trace missing seven
+    columns, which says nothing of what the file is."""
+    from app.dashboard.tracefiles import read_uploaded_trace
+    from skipcore.lens.files import LENS_COLUMNS
+
+    table = pd.DataFrame({c: [1 if kind in ("int", "float") else "x"] for c, kind in LENS_COLUMNS.items()})
+    path = tmp_path / f"lens.{fmt}"
+    table.to_parquet(path) if fmt == "parquet" else table.to_csv(path, index=False)
+    with pytest.raises(TraceSchemaError, match=rf"^lens\.{fmt}: a layer-lens table .*, not a trace"):
+        read_uploaded_trace(path.name, path.read_bytes(), 10**8)
+    table.drop(columns=next(iter(LENS_COLUMNS))).to_csv(path.with_suffix(".csv"), index=False)
+    # no lens table either: the columns it lacks
+    with pytest.raises(TraceSchemaError, match="missing columns"):
+        read_uploaded_trace("other.csv", path.with_suffix(".csv").read_bytes(), 10**8)
