@@ -20,6 +20,28 @@ from skipcore.errors import ScheduleError, quoted
 from skipcore.models.generation_defaults import speedup_horizon
 from skipcore.schedule import MODES, SHAPES, Schedule, schedule_for_speedup
 
+# each design setting's widget label, by the schedule's own name for it: the designer's widgets, and the refusals
+# of the design (`said_here`) on the designer and every page that runs it, say a setting alike
+LABELS = {
+    "max_layers": "Max layers (first decode step)",
+    "min_layers": "Min layers (the floor)",
+    "warmup_layers": "Warmup layers (always run)",
+    "decay_span": "Decay span (steps)",
+    "stages": "Stages (plateaus)",
+    "budgets": "Budgets for steps 1, 2, … (non-increasing; the last is held)",
+    "max_new_tokens": "Tokens to generate",
+    "speedup_over": "Typical output length (tokens)",
+    "prompt_len": "Typical prompt length (tokens)",
+    "alpha": "alpha",
+}
+
+
+def said_here(error: ScheduleError) -> str:
+    """A refusal of the design in the designer's words: each setting it names by its widget's label ('Warmup layers
+    (1) must be smaller than Min layers (1)'), not the schedule's field name (`warmup_layers`)."""
+    return error.said_as({name: label.split(" (")[0] for name, label in LABELS.items()})
+
+
 PARAMS = (
     "shape",
     "mode",
@@ -177,7 +199,7 @@ def current_schedule(num_layers: int) -> tuple[Schedule | None, str | None]:
     try:
         return build_schedule(params(num_layers), num_layers), None
     except ScheduleError as e:
-        return None, str(e)
+        return None, said_here(e)
 
 
 def max_new_tokens(num_layers: int) -> int:

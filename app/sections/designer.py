@@ -94,7 +94,7 @@ def _fit_to_target(num_layers: int) -> None:
     try:
         fit = schedule_for_speedup(num_layers, target, over, shape, mode, warmup, **kwargs)
     except ScheduleError as e:
-        FitResult(error=str(e)).keep()
+        FitResult(error=state.said_here(e)).keep()
         return
     ss["shape"] = fit.shape
     ss["max_layers"], ss["min_layers"] = fit.max_layers, fit.min_layers
@@ -102,11 +102,12 @@ def _fit_to_target(num_layers: int) -> None:
     if fit.max_layers < num_layers and shape != "constant":  # the paper starts at full depth: why not here
         floor = lowest_budget(mode, warmup)
         reach = Schedule(num_layers, shape, mode, num_layers, floor, warmup, **kwargs).layer_speedup(over)
-        span = (
-            "the default decay span"
-            if kwargs["decay_span"] is None
-            else f"a decay span of {kwargs['decay_span']}"
-        )
+        if shape == "power":  # its decay is alpha's: a power budget has no span
+            span = f"alpha {kwargs['alpha']:g}"
+        elif kwargs["decay_span"] is None:
+            span = "the default decay span"
+        else:
+            span = f"a decay span of {kwargs['decay_span']}"
         why = (
             f"Max layers came down from {num_layers} to {fit.max_layers}: starting at full depth, a {shape} "
             f"decay with {span} reaches at most {reach:.2f}x over {over} tokens, even down to {floor} layer"
@@ -134,11 +135,11 @@ def controls(num_layers: int, base: dict) -> None:
     st.selectbox("Mode", MODES, MODES.index(base["mode"]), key="mode", help=MODE_HELP, **KEEP)
     shape, mode = st.session_state["shape"], st.session_state["mode"]
     if shape not in ("full", "custom", "constant"):
-        int_slider(st, "max_layers", "Max layers (first decode step)", ranges, base["max_layers"])
+        int_slider(st, "max_layers", state.LABELS["max_layers"], ranges, base["max_layers"])
     if shape not in ("full", "custom"):  # a constant's one budget is its floor
-        int_slider(st, "min_layers", "Min layers (the floor)", ranges, base["min_layers"])
+        int_slider(st, "min_layers", state.LABELS["min_layers"], ranges, base["min_layers"])
     if mode == "skip" and shape != "full":
-        int_slider(st, "warmup_layers", "Warmup layers (always run)", ranges, base["warmup_layers"])
+        int_slider(st, "warmup_layers", state.LABELS["warmup_layers"], ranges, base["warmup_layers"])
     if shape in ("linear", "step"):
         st.checkbox(
             "Default decay span",
@@ -149,7 +150,7 @@ def controls(num_layers: int, base: dict) -> None:
         )
         lo, hi = ranges["decay_span"]
         st.slider(
-            "Decay span (steps)",
+            state.LABELS["decay_span"],
             lo,
             hi,
             min(max(int(base["decay_span"]), lo), hi),
@@ -160,7 +161,7 @@ def controls(num_layers: int, base: dict) -> None:
     if shape == "power":
         lo, hi = ranges["alpha"]
         st.slider(
-            "alpha",
+            state.LABELS["alpha"],
             lo,
             hi,
             float(base["alpha"]),
@@ -170,20 +171,20 @@ def controls(num_layers: int, base: dict) -> None:
             **KEEP,
         )
     if shape == "step":
-        int_slider(st, "stages", "Stages (plateaus)", ranges, base["stages"])
+        int_slider(st, "stages", state.LABELS["stages"], ranges, base["stages"])
     if shape == "custom":
         st.text_input(
-            "Budgets for steps 1, 2, … (non-increasing; the last is held)",
+            state.LABELS["budgets"],
             base["budgets"],
             key="budgets",
             placeholder=", ".join(str(max(1, L - i)) for i in range(0, min(L, 4))),
             **KEEP,
         )
-    int_slider(st, "max_new_tokens", "Tokens to generate", ranges, base["max_new_tokens"])
+    int_slider(st, "max_new_tokens", state.LABELS["max_new_tokens"], ranges, base["max_new_tokens"])
     int_slider(
         st,
         "speedup_over",
-        "Typical output length (tokens)",
+        state.LABELS["speedup_over"],
         ranges,
         base["speedup_over"],
         help="The speedups and costs shown, and the fit to a target, are over this many generated tokens: "
@@ -196,7 +197,7 @@ def controls(num_layers: int, base: dict) -> None:
             f"generate ({st.session_state['max_new_tokens']}): outputs stop at the latter, so the speedups "
             "are shown over it."
         )
-    int_slider(st, "prompt_len", "Typical prompt length (tokens)", ranges, base["prompt_len"])
+    int_slider(st, "prompt_len", state.LABELS["prompt_len"], ranges, base["prompt_len"])
     st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype", **KEEP)
     if shape not in ("full", "custom"):
         with st.expander("Fit max/min to a target speedup"):
@@ -327,7 +328,7 @@ def main() -> None:
         try:
             schedule = state.build_schedule(values, L)
         except ScheduleError as e:
-            st.error(f"Invalid schedule: {e}")
+            st.error(f"Invalid schedule: {state.said_here(e)}")
             st.info(f"Fix the settings on the left; until then {USED_BY} cannot run it.")
             return
         st.session_state["schedule"] = schedule.to_dict()

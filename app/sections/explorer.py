@@ -117,8 +117,8 @@ def main() -> None:
     runs = trace["run_id"].nunique()
     generated = len(trace[["run_id", "sample"]].drop_duplicates())  # a sample number is counted in each run
     st.success(
-        f"{plain(name)}: {len(trace)} rows, {generated} samples, "
-        f"{len(str(trace['layer_mask'].iloc[0]))} layers, {runs} run{'s' if runs != 1 else ''}; schema OK."
+        f"{plain(name)}: {len(trace)} row{'s' * (len(trace) != 1)}, {generated} sample{'s' * (generated != 1)}, "
+        f"{len(str(trace['layer_mask'].iloc[0]))} layers, {runs} run{'s' * (runs != 1)}; schema OK."
     )
     elsewhere = None  # the file's metadata, where it describes a run other than the one shown
     if runs > 1:

@@ -86,7 +86,13 @@ def test_exported_schedule_runs_in_the_cli(model_dir, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("shape", "extra", "message"),
     [
-        ("linear", {"max_layers": 2, "min_layers": 4}, "greater than max_layers"),
+        ("linear", {"max_layers": 2, "min_layers": 4}, "Min layers (4) is greater than Max layers (2)"),
+        # said by the sliders' labels, not the schedule's field names ('warmup_layers (1) must be smaller ...')
+        (
+            "linear",
+            {"max_layers": 1, "min_layers": 1},
+            "Warmup layers (1) must be smaller than Min layers (1)",
+        ),
         ("custom", {"budgets": "4, 5"}, "must not increase"),
         ("custom", {"budgets": "four"}, "whole numbers"),
         ("custom", {"budgets": "9"}, "outside [1, 6]"),
@@ -363,6 +369,12 @@ def test_the_designer_says_why_a_fit_starts_below_full_depth(model_dir):
     assert schedule["max_layers"] < 6
     why = " ".join(i.value for i in at.info)
     assert f"Max layers came down from 6 to {schedule['max_layers']}" in why and "reaches at most" in why
+    assert "default decay span" in why
+    by_key(at.selectbox, "shape").set_value("power").run()  # a power decay is alpha's: it has no span
+    by_key(at.slider, "alpha").set_value(0.95).run()
+    by_key(at.button, "fit").click().run()
+    why = " ".join(i.value for i in at.info)
+    assert "a power decay with alpha 0.95 reaches at most" in why and "span" not in why, why
 
 
 def designed_context(at) -> int:

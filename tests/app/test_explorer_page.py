@@ -43,6 +43,16 @@ def test_explorer_reads_back_every_download_format(model_dir, sample_trace, fmt)
     assert len(charts(at)) == 3
 
 
+def test_a_one_token_trace_is_counted_in_the_singular(model_dir, sample_trace):
+    """'one_row.csv: 1 rows, 1 samples': the counts of a trace of one token read as English."""
+    trace, meta = sample_trace
+    one = trace[(trace["sample"] == 0) & (trace["step"] == 0)].assign(finished=True)
+    data, name, _ = tracefiles.trace_download(one, {**meta, "num_prompts": 1}, "csv")
+    at = upload(open_app("explorer"), name, data)
+    assert_clean(at)
+    assert ": 1 row, 1 sample, " in at.success[0].value and "1 run;" in at.success[0].value
+
+
 def test_explorer_opens_a_trace_of_the_shipped_sweep(model_dir, sample_trace, tmp_path, monkeypatch):
     from skipcore.traces import write_trace
 
