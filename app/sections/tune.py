@@ -28,6 +28,7 @@ from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.evaluate.tune.choice import floor_note
 from skipcore.evaluate.tune.settings import METRICS, POLICIES, SHAPES
+from skipcore.evaluate.tune.trials import prefix_rows
 from skipcore.labels import column_title
 from skipcore.schedule import MODES, Schedule
 
@@ -192,7 +193,9 @@ def main() -> None:
 
 def _words(s) -> str:
     ref = f", floor from {s.reference_model}" if s.reference_model else ""
-    stop = f"a trial may stop after {s.prune_after} rows" if s.prune_after else "no trial stopped early"
+    # a trial stops early only where rows are left after its first ones (`prefix_rows`), as the search ran it
+    first = prefix_rows(s.prune_after, s.batch_size, s.limit)
+    stop = f"a trial may stop after {first} rows" if first else "no trial stopped early"
     return (
         f"{s.trials} trials on {s.limit} dev rows, {column_title(s.metric)} within {s.max_drop:g} of full depth{ref}, "
         f"{', '.join(s.shapes)} in {', '.join(s.modes)} mode, {', '.join(s.policies)}, batch {s.batch_size}, "

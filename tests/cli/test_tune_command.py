@@ -94,6 +94,16 @@ def test_a_value_listed_twice_is_one_choice_and_said(model_dirs, split_data, tmp
     assert said[0] == "note: --policies names static more than once; each setting runs once", said
 
 
+def test_early_stopping_the_rows_cannot_give_is_said(model_dirs, split_data, tmp_path, capsys):
+    """`--prune-after 6` on 6 rows searched stops no trial early: it ran every trial over every row, silently."""
+    argv = tune_argv(model_dirs, split_data, tmp_path / "tune", "--trials", "1", "--no-progress")
+    assert main([*argv, "--prune-after", "6"]) in (0, 1)  # 1: no trial kept the floor
+    said = "note: --prune-after 6 (in whole batches of 3) leaves none of the 6 rows searched after it: every trial"
+    assert said in capsys.readouterr().err
+    assert main([*argv, "--prune-after", "3", "--overwrite"]) in (0, 1)  # 3 rows first, then 3 more: no note
+    assert "--prune-after" not in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_the_chosen_schedule_is_what_generate_runs(model_dirs, split_data, tmp_path, capsys):
     out = tmp_path / "tune"

@@ -41,7 +41,7 @@ from skipcore.evaluate.tune.report import report_text
 from skipcore.evaluate.tune.settings import TuneSettings, check_settings, repeated_notes
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
 from skipcore.evaluate.tune.table import candidate_of, finished_row
-from skipcore.evaluate.tune.trials import PRUNED, Task, TuneJob, prefix_rows, task_rows
+from skipcore.evaluate.tune.trials import PRUNED, Task, TuneJob, prefix_rows, prune_note, task_rows
 from skipcore.models.generation_defaults import trained_schedule_of
 
 Say = Callable[[str], None]
@@ -211,7 +211,8 @@ def run_tune(
     folder = files.TuneFolder(s.out, {**run.identity, SAMPLER_SEED: s.seed}, s.overwrite)
     with folder, studies.storage_said(folder.path(files.STUDY)):
         study = studies.open_study(folder.path(files.STUDY), s.seed, s.trials)
-        for note in repeated_notes(settings):  # after every refusal: a refused run says one line
+        notes = [*repeated_notes(settings), prune_note(s.prune_after, s.batch_size, len(run.examples))]
+        for note in filter(None, notes):  # after every refusal: a refused run says one line
             run.say(note)
         trials_file = folder.path(files.TRIALS)
         folder.remember(files.TRIALS)

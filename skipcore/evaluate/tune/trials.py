@@ -74,6 +74,20 @@ def prefix_rows(prune_after: int, batch_size: int, rows: int) -> int:
     return k if k < rows else 0
 
 
+def prune_note(prune_after: int, batch_size: int, rows: int) -> str | None:
+    """'note: --prune-after 16 leaves none of the 6 rows searched after it ...' where early stopping was asked for
+    (`prune_after` > 0) and the data is too short for it (`prefix_rows` is 0): a search that prunes nothing runs
+    every trial over every row, which its user should know before waiting for it."""
+    if prune_after <= 0 or prefix_rows(prune_after, batch_size, rows):
+        return None
+    from skipcore.errors import spoken
+
+    return (
+        f"note: {spoken('prune_after')} {prune_after} (in whole batches of {batch_size}) leaves none of the {rows} "
+        "rows searched after it: every trial is scored on all of them, none stops early"
+    )
+
+
 def task_rows(
     job: TuneJob, unit: WorkUnit, engines: EngineCache, say: Say | None = None
 ) -> Iterator[tuple[Task, dict, None]]:
