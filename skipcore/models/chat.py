@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skipcore.errors import ModelError, first_line
+from skipcore.errors import ModelError, UserError, first_line
 from skipcore.files import expand_home
 
 RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
@@ -35,7 +35,14 @@ def template_applies(model: str, tokenizer) -> bool:
 
 def in_chat_template(tokenizer, prompts: Sequence[str]) -> list[str]:
     """Each prompt as one user turn with the assistant's turn opened, as the model's template writes it; a
-    beginning-of-sequence token the template writes is left to the tokenizer where it adds one itself (never two)."""
+    beginning-of-sequence token the template writes is left to the tokenizer where it adds one itself (never two).
+    A tokenizer without a template (a base model's, Gemma 3 270M's) is refused in one line: its prompts go as they
+    are (transformers' own error said only that a template is not set)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise UserError(
+            "this tokenizer has no chat template: its model is a base model, which reads prompts as they are; give "
+            "them unwrapped"
+        )
     bos = getattr(tokenizer, "bos_token", None)
     adds_bos = bool(bos) and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]
     out = []

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from skipcore.errors import UserError
 from skipcore.models.chat import (
     empty_output_warning,
     empty_outputs,
@@ -46,6 +47,12 @@ def test_an_instruct_models_prompts_go_in_its_chat_template(instruct, tokenizer)
     assert (raw.prompts, raw.templated) == (["Hi"], False) and "chat template is off" in raw.note
     plain = prompts_for_model("m", tokenizer, ["Hi"])
     assert (plain.prompts, plain.templated, plain.note) == (["Hi"], False, "")
+
+
+def test_a_tokenizer_without_a_template_is_refused_in_one_line(tokenizer):
+    """docs/real-models.md's way to wrap prompts raised transformers' error on Gemma 3 270M, a base model."""
+    with pytest.raises(UserError, match="^this tokenizer has no chat template: its model is a base model"):
+        in_chat_template(tokenizer, ["Hi"])
 
 
 def test_a_skipcore_fine_tune_keeps_the_raw_prompts_it_was_trained_on(instruct, tmp_path):
