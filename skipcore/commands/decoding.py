@@ -131,7 +131,7 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
     decoding = decoding_for(
         settings.model, depth.schedule, skip_asked(depth), depth.budgets is not None,
         depth.policy == "static", settings.max_new_tokens, depth.decay_span, settings.speedup_over,
-        schedule_given=bool(given & SCHEDULE_CHOICE),
+        schedule_given=bool(given & SCHEDULE_CHOICE), lossless=depth.lossless,
     )  # fmt: skip
     if decoding.max_new_tokens < 1:
         raise UserError(f"--max-new-tokens must be >= 1, got {decoding.max_new_tokens}")

@@ -134,13 +134,15 @@ def decoding_for(
     decay_span: int | None = None,
     speedup_over: int | None = None,
     schedule_given: bool = True,
+    lossless: bool = False,
 ) -> Decoding:
     """The decode a model gets: what was asked, else what it was trained for. A model trained at one schedule
     decodes with it where no schedule setting was given (`schedule_given` False; `decay_span` still wins). With no
     shape asked, a model skips only where it was trained skip-aware, a skip setting asks for it (`skip_asked`: a
     target speedup, a floor, a start, a schedule file) or the policy is not the static one (speculative is
     lossless; CALM and adaptive watch confidence): a model not trained to skip loses its quality when layers are
-    skipped."""
+    skipped, which the note says of every policy that skips but a `lossless` one (speculative decoding's text is
+    full depth's)."""
     local = expand_home(model).is_dir()
     record = (read_record(model) or {}) if local else {}
     defaults = defaults_from_record(record)
@@ -155,7 +157,7 @@ def decoding_for(
         shape = "custom" if custom else "linear" if (skip_asked or learnt or not static) else "full"
         if shape == "full":
             note = f"note: {full_depth_note(model)}"
-    if static and shape != "full" and trained is None and not skip_aware(model):
+    if not lossless and shape != "full" and trained is None and not skip_aware(model):
         note = f"note: {UNTRAINED_SKIP_NOTE.format(model=model)}"
     max_new = max_new_tokens if max_new_tokens is not None else int(defaults.get("max_new_tokens", 32))
     if decay_span is None and defaults.get("decay_span"):

@@ -262,7 +262,7 @@ def test_generate_on_the_fused_step_writes_what_the_unfused_step_writes(model_di
 
 def test_a_model_not_trained_to_skip_is_said_to_lose_quality_when_asked_to_skip(capsys):
     """A skip schedule asked of a model not trained skip-aware runs (the paper's base-model experiment), said in a
-    note; a skip-aware model, and a lossless policy, get none."""
+    note, as is CALM or adaptive skipping on it; a skip-aware model, and a lossless policy, get none."""
     argv = [
         "generate",
         "--prompt",
@@ -278,6 +278,10 @@ def test_a_model_not_trained_to_skip_is_said_to_lose_quality_when_asked_to_skip(
     assert "not trained skip-aware" not in capsys.readouterr().err
     assert main([*argv, "--model", "data/models/opt-e2e-base", "--policy", "speculative"]) == 0
     assert "not trained skip-aware" not in capsys.readouterr().err
+    for policy in ("adaptive", "calm"):  # they skip too (they ran without a word); CALM sets no schedule
+        flags = argv if policy == "adaptive" else [a for a in argv if a not in ("--target-speedup", "2")]
+        assert main([*flags, "--model", "data/models/opt-e2e-base", "--policy", policy]) == 0
+        assert "opt-e2e-base was not trained skip-aware: expect" in capsys.readouterr().err, policy
 
 
 def test_a_prompts_file_has_the_prompts_its_lines_hold(tmp_path):
