@@ -148,7 +148,7 @@ def _refuse_surrogate(text: str, where: str, field: str) -> None:
         raise DataFormatError(f"{where}: {said}")
 
 
-class _KeysTwice:
+class KeysTwice:
     """`json.loads`' `object_pairs_hook` that notes, for each object read, the keys it holds more than once (JSON
     readers keep the last one without a word); the line's own object is read last (`top`)."""
 
@@ -189,7 +189,7 @@ def _read_jsonl(path: Path, source_field: str, target_field: str, task: str) -> 
             if not line.strip():
                 continue
             where = f"{path} line {number}"
-            twice = _KeysTwice()
+            twice = KeysTwice()
             try:
                 record = parse_json(line, object_pairs_hook=twice)
             except json.JSONDecodeError as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skipcore.data.example import lone_surrogate_said
+from skipcore.data.loaders import KeysTwice
 from skipcore.errors import UserError
 from skipcore.files import parse_json, read_text_at_most
 
@@ -37,8 +38,9 @@ def _lines(text: str) -> list[str]:
 
 
 def _prompt_of(line: str, path: Path, n: int) -> str:
+    twice = KeysTwice()
     try:
-        record = parse_json(line)
+        record = parse_json(line, object_pairs_hook=twice)
     except ValueError as e:  # said as the reader says it (a JSONDecodeError's own message)
         raise UserError(
             f"{path} line {n}: invalid JSON ({getattr(e, 'msg', e)})", field="prompts_file"
@@ -46,6 +48,10 @@ def _prompt_of(line: str, path: Path, n: int) -> str:
     if not isinstance(record, dict) or "prompt" not in record:
         raise UserError(
             f"{path} line {n}: expected a JSON object with a 'prompt' field", field="prompts_file"
+        )
+    if "prompt" in twice.top:  # which one is meant cannot be told (a reader keeps the last without a word)
+        raise UserError(
+            f"{path} line {n}: the key 'prompt' appears more than once; keep one", field="prompts_file"
         )
     prompt = record["prompt"]
     if not isinstance(prompt, str):

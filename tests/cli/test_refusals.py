@@ -15,6 +15,7 @@ import pytest
 from skipcore.commands import build_parser, main
 from skipcore.commands.common import path_text
 from skipcore.commands.decoding import check_generation_request, read_prompts
+from skipcore.data.prompt_files import read_prompts_file
 from skipcore.errors import ScheduleError, UserError
 from skipcore.schedule import Schedule
 from skipcore.traces import read_trace
@@ -291,6 +292,12 @@ def test_prompt_files(capsys, tmp_path):
     bad = tmp_path / "p.jsonl"
     bad.write_text('{"prompt": "MR: name[Aromi]\\nText:"}\n{"prompt": 42}\n')
     assert "line 2: 'prompt' must be text" in generate_refused(capsys, "--prompts-file", str(bad))
+    # a prompt named twice: which is meant cannot be told (the last was taken without a word), as a data set's
+    bad.write_text('{"prompt": "a", "prompt": "b b b"}\n')
+    said = generate_refused(capsys, "--prompts-file", str(bad))
+    assert said == f"--prompts-file: {bad} line 1: the key 'prompt' appears more than once; keep one", said
+    bad.write_text('{"prompt": "a", "meta": {"prompt": 1, "prompt": 2}}\n')  # inside another object: its own
+    assert read_prompts_file(bad) == ["a"]
     bom = tmp_path / "p.txt"
     bom.write_bytes("\ufeffMR: name[Aromi]\nMR: name[Eagle]\n".encode())
 
