@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ class GenerateSettings(DecodeSettings):
     seed: int
     timing_repeats: int
     trace: str | None
+    jsonl: bool
 
     def sampling(self):
         """How tokens are chosen (`skipcore.decode.sampling.Sampling`, which refuses a value out of range)."""
@@ -58,8 +60,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "generate",
         description="Batched generation under a layer-skipping policy. Prints one generated text per prompt "
-        "(the prompt is not repeated) and a one-line summary on stderr; writes a per-token trace when --trace "
-        "is given.",
+        "(the prompt is not repeated), a line each, its line breaks as spaces (--jsonl: exactly), and a one-line "
+        "summary on stderr; writes a per-token trace when --trace is given.",
     )
     add_model_args(p)
     add_attention_dtype_arg(p)
@@ -121,6 +123,12 @@ def add_parser(sub) -> None:
     )
     o.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     o.add_argument("--quiet", action="store_true", help="do not print the run summary to stderr")
+    o.add_argument(
+        "--jsonl",
+        action="store_true",
+        help='print each text exactly, as one JSON line {"text": ...} per prompt in order (by default a text is '
+        "one plain line, its line breaks printed as spaces)",
+    )
     p.set_defaults(
         func=run_generate, on_interrupt="nothing was written (a trace is written when the run ends)"
     )
@@ -167,8 +175,12 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     if trace_path is not None:  # before any output: a stdout that cannot be written loses no trace
         write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
         args.on_interrupt = f"the trace was written to {trace_path}; what came after it was stopped"
-    for text in result.texts:
-        print(text.replace("\n", " ").strip())
+    for text in result.texts:  # a line per prompt: its own line breaks as spaces, or the text exactly in JSON
+        print(
+            json.dumps({"text": text}, ensure_ascii=False)
+            if settings.jsonl
+            else text.replace("\n", " ").strip()
+        )
     notes = (
         []
         if settings.quiet
