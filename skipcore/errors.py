@@ -19,9 +19,8 @@ class UserError(Exception):
     def __init__(self, *args: object, field: str | tuple[str, ...] | None = None) -> None:
         super().__init__(*args)
         self.fields: tuple[str, ...] = (field,) if isinstance(field, str) else tuple(field or ())
-        self.spoken: dict[
-            str, str
-        ] = {}  # each field a front end has said in its own words: its name (`said_by`)
+        # each field a front end has said in its own words (`said_by`), with the name it said it by
+        self.spoken: dict[str, str] = {}
 
     @property
     def field(self) -> str | None:
@@ -90,9 +89,7 @@ def said_by(names: Mapping[str, str]) -> Iterator[None]:
         # the refusal itself, its message in new words: its kind and attributes as raised (a copy would call the
         # kind's own __init__, which may ask for more than a message: training's NonFiniteLoss)
         e.args = (e.said_as(names),)
-        e.spoken = {
-            name: names[name] for name in e.fields if name in names
-        }  # said: not again by its own flag
+        e.spoken = {name: names[name] for name in e.fields if name in names}  # not to be said again
         raise
     finally:
         _SPOKEN.reset(token)

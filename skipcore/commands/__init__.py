@@ -278,8 +278,7 @@ def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
     if not error.fields and (named := getattr(error, "model", None)) is not None:  # the setting that named it
         holding = [k for k, v in parsed.items() if v == named or isinstance(v, list | tuple) and named in v]
         return f"{flag_of(holding[0])}: {text}" if holding else text
-    spoken = getattr(error, "spoken", {})  # said by the command's own names for them (`said_by`)
-    flags = {name: flag_of(name) for name in error.fields if name in parsed and name not in spoken}
+    flags = {name: flag_of(name) for name in error.fields if name in parsed and name not in error.spoken}
     return error.said_as({name: flag for name, flag in flags.items() if flag not in text}, once=True)
 
 
@@ -289,7 +288,7 @@ def default_note(error: UserError, said: str, parsed: Mapping[str, object], give
     A switch, a flag left unset (None) and one the refusal (`said`) quotes with its value are not noted."""
     if error.field is None:
         return ""
-    flag = getattr(error, "spoken", {}).get(error.field) or flag_of(error.field)
+    flag = error.spoken.get(error.field) or flag_of(error.field)  # said by the command's own name for it
     dest = flag.removeprefix("--").replace("-", "_")
     value = parsed.get(dest)
     if not flag.startswith("--") or dest in given or value is None or isinstance(value, bool):
