@@ -139,9 +139,24 @@ def _working(key: str) -> str:
     return f"_working_{key}"
 
 
-# in the page address while a page's run works: the run's key and its own token (a reload starts a new session)
+# in the page address from a page's run's start: the run's key and its own token (a reload starts a new session)
 WORKING = "working"
-_FINISHED = "_finished_run_marks"  # the address marks of the runs this session saw end
+MARKS_KEPT = 10_000  # the runs `_marks` remembers, the newest: a few bytes each
+
+
+@st.cache_resource(show_spinner=False)
+def _marks() -> dict[str, bool]:
+    """Every session's run marks (`run_marked`) this server saw, oldest first: True for a run that finished, False
+    for one that started and has not. A reload's new session, or another tab on a copied address, has only the
+    mark: here it learns what became of the run."""
+    return {}
+
+
+def _marked(mark: str, finished: bool) -> None:
+    marks = _marks()
+    marks[mark] = finished
+    while len(marks) > MARKS_KEPT:
+        marks.pop(next(iter(marks)), None)
 
 
 @contextmanager
@@ -149,31 +164,33 @@ def run_marked(key: str) -> Iterator[None]:
     """A page's run, marked while it works. Streamlit stops a page's script when another page is opened, a widget
     reruns the page, or the tab is reloaded, and the run's results go with it; the mark left standing says so on
     the page's next draw (`run_button`) instead of a page that silently has nothing. The mark is in the session
-    (leaving the page, a widget) and in the page address (a reload, whose new session has only the address). A
-    run that ends, or ends in an error it shows, takes its marks away, and its session remembers the address
-    mark as ended: each change of the address is a browser history entry, so Back returns to the address that
-    holds it."""
+    (leaving the page, a widget) and in the page address (a reload, whose new session has only the address), and
+    the server notes the run's start and its end (`_marks`). A run that ends, or ends in an error it shows, takes
+    its session's mark away and is noted as finished; its address mark stays where it is, the address of its
+    results: each change of the address is a browser history entry, and taking it out again made a second one
+    per run (Back stayed on the page twice). The next run's mark replaces it."""
     mark = f"{key}.{uuid.uuid4().hex[:8]}"
     st.session_state[_working(key)] = True
+    _marked(mark, False)
     st.query_params[WORKING] = mark
     yield  # no finally: the stop Streamlit raises in a stopped script leaves the marks
     st.session_state.pop(_working(key), None)
-    st.session_state.setdefault(_FINISHED, set()).add(mark)
-    if st.query_params.get(WORKING) == mark:
-        del st.query_params[WORKING]
+    _marked(mark, True)
 
 
 def run_button(label: str, key: str, disabled: bool = False) -> bool:
     """A page's run button (its widget key `{key}_run`), and beside it, once, that the page's last run
-    (`run_marked` under `key`) was stopped before it finished, unless the button starts a new one now."""
+    (`run_marked` under `key`) was stopped before it finished, unless the button starts a new one now. The address's
+    mark says so where this server saw that run start and never end (a mark of a finished run, or one it never
+    saw, says nothing: the address of a finished run's results, copied or reloaded, or kept past a restart); said,
+    it is taken out of the address."""
     pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
     in_session = st.session_state.pop(_working(key), False)
     mark = st.query_params.get(WORKING, "")
-    ours = mark.rsplit(".", 1)[0] == key
-    if ours:
+    stopped = mark.rsplit(".", 1)[0] == key and _marks().get(mark) is False
+    if stopped:
         del st.query_params[WORKING]
-    in_address = ours and mark not in st.session_state.get(_FINISHED, ())  # Back to a finished run's address
-    if (in_session or in_address) and not pressed:
+    if (in_session or stopped) and not pressed:
         why = (
             "the page was left, or changed, while it worked, which stops it"
             if in_session  # the address alone: a new session, whose tab may be a copy of the address

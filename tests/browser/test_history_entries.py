@@ -1,0 +1,63 @@
+"""Browser history in a real browser (the `server` and `browser` of test_browser.py): a step the user takes adds
+at most the history entries Back needs to undo it. Streamlit's browser side pushes an entry for every change of
+the address the server sends; a page sent one per setting it wrote.
+
+A run on a page added two (its mark written into the address, then taken out).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_browser import (  # noqa: F401 (fixtures)
+    GENERATE_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    _address,
+    _clean,
+    _goto,
+    _open,
+    _wait_idle,
+    browser,
+    fresh,
+    server,
+)
+
+COMPARE = {"cmp_max_new": "4", "dtype": "bfloat16", "cmp_policies": ["full depth", "skip"]}
+
+
+def _length(page) -> int:
+    """The tab's history entries, once the page has settled (an address change lands after the run's end)."""
+    _wait_idle(page)
+    page.wait_for_timeout(1000)
+    _wait_idle(page)
+    return page.evaluate("history.length")
+
+
+SMALL_SWEEP = {"to_source": "Run a small sweep here", "to_targets": ["2.0"], "to_modes": ["exit"],
+               "to_examples": "2", "to_max_new": "8"}  # fmt: skip
+TUNE = {"tune_trials": "2", "tune_rows": "4", "tune_batch": "4", "tune_max_new": "4", "tune_prune": "0"}
+KEPT = "Kept as run #"  # a page's line under its result, once it is kept
+
+
+@pytest.mark.parametrize(
+    "path, query, heading, button, done",
+    [
+        ("generate", {"gen_max_new": "3", "gen_text": "Blue Spice"}, "Generate and trace", "Generate", KEPT),
+        ("compare", COMPARE, "Compare policies", "Run all", "Costs"),
+        ("lens", {"lens_max_new": "4", "lens_text": "Blue Spice"}, "Layer lens", "Run the lens", "Downloads"),
+        ("tradeoffs", SMALL_SWEEP, "Trade-offs", "Run sweep", KEPT),
+        ("tune", TUNE, "Tune a schedule", "Run search", KEPT),
+    ],
+    ids=["generate", "compare", "lens", "tradeoffs", "tune"],
+)
+def test_a_run_adds_at_most_one_history_entry(fresh, server, path, query, heading, button, done):  # noqa: F811
+    """Back after a run leaves its page in one press more than before it, not two."""
+    page = fresh
+    _open(page, server, path, query, heading)
+    before = _length(page)
+    page.get_by_role("button", name=button, exact=True).click()
+    finished = page.get_by_text(done) if done == KEPT else page.get_by_role("heading", name=done, exact=True)
+    finished.first.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    after = _length(page)
+    _clean(page, f"{path} after its run")
+    assert after - before <= 1, (before, after, page.url)
