@@ -139,8 +139,9 @@ def _working(key: str) -> str:
     return f"_working_{key}"
 
 
-# in the page address from a page's run's start: the run's key and its own token (a reload starts a new session)
-WORKING = "working"
+# in the page address from a page's run's start, the page's last run there: the run's key and its own token (a
+# reload starts a new session, which has only the address)
+WORKING = "run"
 MARKS_KEPT = 10_000  # the runs `_marks` remembers, the newest: a few bytes each
 
 

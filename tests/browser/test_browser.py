@@ -1078,7 +1078,7 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     page.get_by_text("The last run did not finish", exact=False).wait_for()
     _clean(page, "generate after a reload stopped its run")
     _wait_idle(page)
-    assert "working" not in _address(page)  # said once
+    assert "run" not in _address(page)  # said once
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Generate and trace").wait_for()
     _wait_idle(page)
@@ -1087,7 +1087,7 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     page.get_by_role("button", name="Generate", exact=True).click()
     page.locator("table.skipcore-texts").wait_for(timeout=GENERATE_TIMEOUT_MS)
     _wait_idle(page)
-    assert _address(page).get("working", [""])[0].startswith("gen.")  # a finished run's mark stays
+    assert _address(page).get("run", [""])[0].startswith("gen.")  # a finished run's mark stays
     page.go_back()  # to the address before the run
     _wait_idle(page)
     assert (
@@ -1096,7 +1096,7 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     assert not page.get_by_text("The last run did not finish", exact=False).count()
     page.go_forward()  # to the finished run's address, its mark in it, reloaded: the run finished
     _wait_idle(page)
-    assert "working" in _address(page), page.url
+    assert "run" in _address(page), page.url
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Generate and trace").wait_for()
     _wait_idle(page)
@@ -1115,7 +1115,7 @@ def test_a_small_sweep_stopped_by_reloading_its_tab_is_said_after_the_reload(fre
     page.get_by_text("The last run did not finish", exact=False).wait_for(timeout=UI_TIMEOUT_MS)
     _clean(page, "trade-offs after a reload stopped its sweep")
     _wait_idle(page)
-    assert "working" not in _address(page)  # said once
+    assert "run" not in _address(page)  # said once
 
 
 def test_a_floors_reference_named_by_a_link_stays_in_the_address_across_a_reload(fresh, server):
