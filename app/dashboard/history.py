@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from app.dashboard.markdown import visible_controls
 from skipcore import plots
-from skipcore.labels import column_title, metadata_label, model_label, run_family
+from skipcore.labels import SEP, column_title, metadata_label, model_label, run_family
 from skipcore.plots.style import RunStyle, legend_below, run_styles
 
 
@@ -32,9 +32,11 @@ def entry(
     family: str = "skip",
     model: str = "",
     shown: str | None = None,
+    dtype: str | None = None,
 ) -> dict:
     """One run as the figure and the table take it: `name` (what made it, which keys its style), its palette
-    `family`, its `model` and the name `shown` in the legend (the name, or '#3: name' on Run history)."""
+    `family`, its `model`, the name `shown` in the legend (the name, or '#3: name' on Run history) and the `dtype`
+    it ran in (where its metadata says)."""
     return {
         "run": shown or name,
         "name": name,
@@ -43,6 +45,7 @@ def entry(
         "steps": layers_per_step(trace),
         "summary": summary,
         "num_layers": num_layers,
+        "dtype": dtype,
     }
 
 
@@ -58,7 +61,17 @@ def entry_of(trace: pd.DataFrame, metadata: Mapping, summary: dict, shown: str |
         run_family(meta.get("policy"), meta.get("mode"), meta.get("schedule")),
         model_label(meta.get("model")),
         shown,
+        meta.get("dtype"),
     )
+
+
+def with_their_dtypes(entries: list[dict]) -> list[dict]:
+    """`entries` shown with the dtype each ran in ('#2: skipdecode-opt-e2e · ... · bfloat16') where they ran in more
+    than one: two runs that differ only in precision read alike otherwise (a run's name says what made it, not
+    its precision, which a page's own runs share)."""
+    if len({e["dtype"] for e in entries}) < 2:
+        return entries
+    return [{**e, "run": f"{e['run']}{SEP}{e['dtype'] or 'dtype ?'}"} for e in entries]
 
 
 TABLE_KEYS = ("layer_speedup", "batch_layer_speedup", "flops_speedup_decode", "kv_saved_fraction", "tokens")

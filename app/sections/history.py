@@ -142,6 +142,7 @@ def compare(store: RunStore, chosen: list[Run]) -> None:
             entries[-1]["run"] = f"#{r.id}: {entries[-1]['name']}"
     if not entries:
         return
+    entries = history.with_their_dtypes(entries)
     styles = figures.run_styles({e["name"]: e["family"] for e in entries})  # as every page draws the run
     figures.show(history.figure(entries, styles), "history_fig", "runs")
     table = history.table(entries)

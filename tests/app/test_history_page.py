@@ -403,6 +403,25 @@ def test_runs_differing_only_in_decay_span_are_named_apart_and_keep_their_style(
     assert "generated tokens" in compared.columns and "tokens" not in compared.columns
 
 
+def test_runs_differing_only_in_precision_are_named_with_it(model_dir):
+    """The same design run in float32 and then in bfloat16: the comparison's legend and table read '#1: <name>' and
+    '#2: <name>' alike; each says its dtype where the runs picked differ in it."""
+    at = open_app("generate")
+    for dtype in ("float32", "bfloat16"):
+        by_key(at.sidebar.selectbox, "dtype").set_value(dtype).run()
+        by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+        by_key(at.button, "gen_run").click().run()
+        assert_clean(at)
+    at.switch_page("sections/history.py").run()
+    at.session_state["history_table"] = {"selection": {"rows": [0, 1], "columns": []}}
+    at.run()
+    assert_clean(at)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if c.key == "history_fig").proto.spec)
+    runs = sorted(drawn_name(t) for t in spec["data"] if t["name"].startswith("#"))
+    assert [r.rsplit(" · ", 1)[1] for r in runs] == ["float32", "bfloat16"], runs
+    assert set(at.dataframe[1].value["run"]) >= set(runs)
+
+
 def test_runs_of_models_of_different_depths_each_get_their_full_depth_line():
     """A 6-layer and a 12-layer run side by side: a full-depth line for each depth, named by its model, never one
     line at the deeper model's depth for both."""
