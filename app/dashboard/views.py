@@ -7,6 +7,7 @@ uploaded file (Trace explorer), so a trace looks the same wherever it came from.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import uuid
 import zlib
@@ -146,18 +147,20 @@ MARKS_KEPT = 10_000  # the runs `_marks` remembers, the newest: a few bytes each
 
 
 @st.cache_resource(show_spinner=False)
-def _marks() -> dict[str, bool]:
+def _marks() -> tuple[dict[str, bool], threading.Lock]:
     """Every session's run marks (`run_marked`) this server saw, oldest first: True for a run that finished, False
-    for one that started and has not. A reload's new session, or another tab on a copied address, has only the
-    mark: here it learns what became of the run."""
-    return {}
+    for one that started and has not, and the lock their writers take (sessions run in threads of their own). A
+    reload's new session, or another tab on a copied address, has only the mark: here it learns what became of the
+    run. A server started anew knows none: a mark from before says nothing."""
+    return {}, threading.Lock()
 
 
 def _marked(mark: str, finished: bool) -> None:
-    marks = _marks()
-    marks[mark] = finished
-    while len(marks) > MARKS_KEPT:
-        marks.pop(next(iter(marks)), None)
+    marks, lock = _marks()
+    with lock:
+        marks[mark] = finished
+        while len(marks) > MARKS_KEPT:
+            marks.pop(next(iter(marks)))
 
 
 @contextmanager
@@ -188,7 +191,7 @@ def run_button(label: str, key: str, disabled: bool = False) -> bool:
     pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
     in_session = st.session_state.pop(_working(key), False)
     mark = st.query_params.get(WORKING, "")
-    stopped = mark.rsplit(".", 1)[0] == key and _marks().get(mark) is False
+    stopped = mark.rsplit(".", 1)[0] == key and _marks()[0].get(mark) is False
     if stopped:
         del st.query_params[WORKING]
     if (in_session or stopped) and not pressed:

@@ -285,16 +285,18 @@ def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
 def default_note(error: UserError, said: str, parsed: Mapping[str, object], given: Collection[str]) -> str:
     """' (--draft-tokens was left at its default, 2,4,8)' where the setting a refusal is about (its first field) is a
     flag the command line did not give: a refusal quoting a number nobody typed ('got 4') is otherwise a riddle.
-    A switch, a flag left unset (None) and one the refusal (`said`) quotes with its value are not noted."""
-    if error.field is None:
+    Not noted: a switch, a flag left unset (None), one whose value the refusal (`said`) quotes already, and any of a
+    resume (`train --resume` takes every flag not typed from the run it continues, not from its default)."""
+    if error.field is None or "resume" in given:
         return ""
     flag = error.spoken.get(error.field) or flag_of(error.field)  # said by the command's own name for it
     dest = flag.removeprefix("--").replace("-", "_")
     value = parsed.get(dest)
     if not flag.startswith("--") or dest in given or value is None or isinstance(value, bool):
         return ""
-    shown = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-    return f" ({flag} was left at its default, {shown})" if shown and f"{flag} {shown}" not in said else ""
+    items = value if isinstance(value, list | tuple) else [value]
+    shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in items)  # as --help says it
+    return f" ({flag} was left at its default, {shown})" if shown and shown not in said else ""
 
 
 def _one_line_warning(plain):

@@ -20,9 +20,14 @@ from skipcore.files import expand_home
 RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
 
 
+def has_chat_template(tokenizer) -> bool:
+    """The tokenizer carries a chat template (an instruct model's does; a base model's has none)."""
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
 def template_applies(model: str, tokenizer) -> bool:
     """The model reads prompts in a chat template: its tokenizer has one, and skipcore did not fine-tune it."""
-    if not getattr(tokenizer, "chat_template", None):
+    if not has_chat_template(tokenizer):
         return False
     from skipcore.models.training_record import read_record
 
@@ -38,10 +43,10 @@ def in_chat_template(tokenizer, prompts: Sequence[str]) -> list[str]:
     beginning-of-sequence token the template writes is left to the tokenizer where it adds one itself (never two).
     A tokenizer without a template (a base model's, Gemma 3 270M's) is refused in one line: its prompts go as they
     are (transformers' own error said only that a template is not set)."""
-    if not getattr(tokenizer, "chat_template", None):
+    if not has_chat_template(tokenizer):
         raise UserError(
-            "this tokenizer has no chat template: its model is a base model, which reads prompts as they are; give "
-            "them unwrapped"
+            "this tokenizer has no chat template (a base model's has none): its model reads prompts as they are; "
+            "give them unwrapped"
         )
     bos = getattr(tokenizer, "bos_token", None)
     adds_bos = bool(bos) and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]

@@ -394,10 +394,18 @@ def zip_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
 def sidecar_member(zf: zipfile.ZipFile, table: str) -> str | None:
     """The member of `zf` holding the run metadata of its table `table`: the table's sidecar as skipcore names it
     (`t.csv.meta.json`, `sidecar_path`), else one named by the table's stem (`t.meta.json`: a zip a user made of a
-    table and its metadata, named as many tools name a sidecar); None where neither is there."""
+    table and its metadata, named as many tools name a sidecar) where it is run metadata (`names_run_metadata`:
+    another tool's file of that name is left alone, as another tool's zip comment is); None where neither is."""
     names = set(zf.namelist())
-    stem = table.rsplit(".", 1)[0]
-    return next((side for side in (f"{table}.meta.json", f"{stem}.meta.json") if side in names), None)
+    if f"{table}.meta.json" in names:
+        return f"{table}.meta.json"
+    side = f"{table.rsplit('.', 1)[0]}.meta.json"
+    if side not in names:
+        return None
+    try:
+        return side if names_run_metadata(parse_json(zf.read(side))) else None
+    except (ValueError, *ZIP_READ_ERRORS):  # not JSON, or not unpacked: not metadata this reader takes
+        return None
 
 
 def read_zipped_table(

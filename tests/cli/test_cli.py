@@ -284,24 +284,24 @@ def test_a_model_not_trained_to_skip_is_said_to_lose_quality_when_asked_to_skip(
         assert "opt-e2e-base was not trained skip-aware: expect" in capsys.readouterr().err, policy
 
 
-@pytest.mark.slow  # a real model
-def test_texts_print_a_line_each_or_exactly_as_json_lines(capsys, tmp_path):
-    """A text's line breaks are printed as spaces (a line per prompt), and --jsonl prints each text exactly: a
-    list SmolLM2 continues had its line breaks lost on stdout, with no way to have them but the trace's tokens."""
-    from skipcore.models.catalog import REAL_MODELS, installed
+def test_texts_print_a_line_each_or_exactly_as_json_lines(capsys):
+    """A text's line breaks are printed as spaces (a line per prompt), and --jsonl prints each text exactly, one JSON
+    line per prompt: a list SmolLM2 continues had its line breaks lost on stdout, with no way to have them but the
+    trace's tokens."""
+    from skipcore import SkipEngine, load_model
 
-    if not installed(REAL_MODELS["smollm2-135m"]):
-        pytest.skip(REAL_MODELS["smollm2-135m"].install)
-    trace = tmp_path / "t.jsonl"
-    argv = ["generate", "--model", "smollm2-135m", "--raw-prompt", "--max-new-tokens", "12", "--quiet"]
-    argv += ["--prompt", "List:\n1. apple\n2.", "--prompt", "MR: name[Aromi]\nText:"]
-    assert main([*argv, "--trace", str(trace)]) == 0
+    model = REPO / "data/models/skipdecode-opt-e2e"
+    prompts = ["MR: name[The Eagle]\nText:", "MR: name[Aromi]\nText:"]
+    argv = ["generate", "--model", str(model), "--max-new-tokens", "12", "--quiet", "--schedule", "full"]
+    argv += [a for p in prompts for a in ("--prompt", p)]
+    assert main(argv) == 0
     plain = capsys.readouterr().out.splitlines()
     assert main([*argv, "--jsonl"]) == 0
     texts = [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()]
-    df, _ = read_trace(trace)
-    assert texts == ["".join(df[df["sample"] == i].sort_values("step")["token"]) for i in range(2)]
-    assert "\n" in texts[0] and plain == [t.replace("\n", " ").strip() for t in texts]
+    assert texts == SkipEngine(*load_model(model)).generate(prompts, None, 12).texts  # the library's, exactly
+    assert (
+        plain == [t.replace("\n", " ").strip() for t in texts] and plain != texts
+    )  # the plain lines stripped
 
 
 def test_a_prompts_file_has_the_prompts_its_lines_hold(tmp_path):

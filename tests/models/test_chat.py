@@ -51,7 +51,10 @@ def test_an_instruct_models_prompts_go_in_its_chat_template(instruct, tokenizer)
 
 def test_a_tokenizer_without_a_template_is_refused_in_one_line(tokenizer):
     """docs/real-models.md's way to wrap prompts raised transformers' error on Gemma 3 270M, a base model."""
-    with pytest.raises(UserError, match="^this tokenizer has no chat template: its model is a base model"):
+    with pytest.raises(
+        UserError,
+        match=r"^this tokenizer has no chat template \(a base model's has none\): its model reads prompts as they are",
+    ):
         in_chat_template(tokenizer, ["Hi"])
 
 

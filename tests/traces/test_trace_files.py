@@ -135,6 +135,11 @@ def test_a_zip_of_a_trace_and_its_sidecar_reads_as_the_trace_with_its_metadata(m
         zf.write(path, "run.jsonl")
         zf.write(sidecar_path(path), "run.meta.json")
     assert read_trace(zipped)[1]["run_id"] == made.metadata["run_id"]
+    for other in ('{"tool": "other"}', "not json"):  # another tool's file of that name: the trace, without it
+        with zipfile.ZipFile(zipped, "w") as zf:
+            zf.write(path, "run.jsonl")
+            zf.writestr("run.meta.json", other)
+        assert read_trace(zipped)[1] == {}
 
 
 def test_damaged_zips_and_unknown_names_get_one_line(made, tmp_path):
