@@ -1,4 +1,4 @@
-"""What a keyboard and a screen reader meet in a real browser (the `server` and `browser` of test_browser.py), from a
+"""What a keyboard and a screen reader meet in a real browser (the `server` and `browser` of conftest.py), from a
 WCAG 2.1 AA audit: every page's headings make an outline with no level skipped (1.3.1; a screen reader's reader
 moves by them), and a long trace's heatmap takes its token range from the keyboard (2.1.1; Plotly's range slider
 took a mouse only)."""
@@ -8,16 +8,7 @@ from __future__ import annotations
 import pytest
 
 from skipcore.traces import read_trace, write_trace
-from tests.browser.test_browser import (  # noqa: F401 (fixtures)
-    GENERATE_TIMEOUT_MS,
-    SWEEP,
-    _goto,
-    _open,
-    _wait_idle,
-    browser,
-    fresh,
-    server,
-)
+from tests.browser.driving import GENERATE_TIMEOUT_MS, SWEEP, goto, open_page, wait_idle
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow  # a dashboard server and Chromium
@@ -49,7 +40,7 @@ def test_skipped_levels_are_found():
 def _run(page, button: str, done: str) -> None:
     page.get_by_role("button", name=button, exact=True).click()
     page.get_by_text(done, exact=False).first.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
 
 
 # page (its h1, address path, settings that keep a run short) and what makes its results appear: a button, and
@@ -77,17 +68,17 @@ PAGES = [
 
 
 @pytest.mark.parametrize(("title", "path", "query", "run"), PAGES, ids=[p[1] or "designer" for p in PAGES])
-def test_every_pages_headings_skip_no_level(fresh, server, title, path, query, run):  # noqa: F811
+def test_every_pages_headings_skip_no_level(fresh, server, title, path, query, run):
     """The page with its results shown and every expander open (a tune's report.md among them): the main area's
     outline starts at the page's one h1 and never goes down more than a level at once; the sidebar's, beside the
     h1, starts at h2 (it opened on an h3 "Model", and pages went from h1 to h3)."""
     page = fresh
     if path == "history":  # a run to compare
-        _open(page, server, "generate", {"gen_max_new": "4"}, "Generate and trace")
+        open_page(page, server, "generate", {"gen_max_new": "4"}, "Generate and trace")
         _run(page, "Generate", "Made with")
-        _goto(page, title)
+        goto(page, title)
     else:
-        _open(page, server, path, query, title)
+        open_page(page, server, path, query, title)
     if run is not None:
         _run(page, *run)
     page.evaluate(OPEN_EXPANDERS)
@@ -124,7 +115,7 @@ def _token_axis(page) -> list[float]:
     )
 
 
-def test_a_long_heatmaps_tokens_are_chosen_from_the_keyboard(fresh, server, tmp_path):  # noqa: F811
+def test_a_long_heatmaps_tokens_are_chosen_from_the_keyboard(fresh, server, tmp_path):
     """Tab from the sample picker reaches the "Tokens shown" slider's thumbs; the arrow keys move them, and the
     heatmap draws the tokens they choose."""
     if not SWEEP.is_file():
@@ -132,10 +123,10 @@ def test_a_long_heatmaps_tokens_are_chosen_from_the_keyboard(fresh, server, tmp_
     from app.dashboard.figures import TOKEN_WINDOW, TOKENS_SHOWN
 
     page = fresh
-    _open(page, server, "explorer", {"explorer_source": "Upload a file"}, "Trace explorer")
+    open_page(page, server, "explorer", {"explorer_source": "Upload a file"}, "Trace explorer")
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(_long_trace(tmp_path))
     page.get_by_text("schema OK").wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     slider = page.locator('[data-testid="stSlider"]', has_text=TOKENS_SHOWN)
     slider.wait_for(timeout=15_000)
     page.locator(".st-key-explorer_heatmap .js-plotly-plot").wait_for()
@@ -154,7 +145,7 @@ def test_a_long_heatmaps_tokens_are_chosen_from_the_keyboard(fresh, server, tmp_
     assert end.evaluate("e => e === document.activeElement")
     for _ in range(10):
         page.keyboard.press("ArrowRight")
-    _wait_idle(page)
+    wait_idle(page)
     deadline = 30
     while _token_axis(page) != [4.5, TOKEN_WINDOW + 9.5] and deadline:  # drawn after the rerun
         page.wait_for_timeout(250)

@@ -15,15 +15,10 @@ chromium, Playwright or the shipped model is missing.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,133 +26,25 @@ import pytest
 from app.dashboard.models import LOCAL_KEY, LOCAL_LABEL, MODEL_KEY
 from skipcore.labels import column_title
 from skipcore.traces import TRACE_COLUMNS, read_trace
+from tests.browser.driving import (
+    DEFAULT_MODEL,
+    GENERATE_TIMEOUT_MS,
+    SHOTS,
+    SWEEP,
+    UI_TIMEOUT_MS,
+    WIDTH,
+    address_of,
+    clean,
+    goto,
+    new_tab,
+    open_page,
+    wait_idle,
+)
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow  # a dashboard server and Chromium
 
-APP = REPO / "app" / "streamlit_app.py"
-CHROMIUM = Path("/usr/bin/chromium")
-DEFAULT_MODEL = REPO / "data" / "models" / "skipdecode-opt-e2e"
-SWEEP = REPO / "data" / "sweeps" / "default.parquet"
-SHOTS = REPO / "artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-START_TIMEOUT_S = 90
-GENERATE_TIMEOUT_MS = 180_000
-UI_TIMEOUT_MS = 30_000
-WIDTH = 1400  # the width the dashboard's layout bugs were found at
 CHARTS = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError(f"streamlit did not answer within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[str]:
-    """`streamlit run` on a free port, started from a directory outside the repository (paths must not
-    depend on the CWD); stopped at the end whatever happens."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    if not (DEFAULT_MODEL / "config.json").is_file():
-        missing = DEFAULT_MODEL.relative_to(REPO)
-        pytest.skip(f"the shipped default model {missing} is missing (scripts/train_default.sh makes it)")
-    work = tmp_path_factory.mktemp("streamlit")
-    log = work / "streamlit.log"
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPCORE_APP_")}  # the real default
-    env["SKIPCORE_APP_RUNS"] = str(work / "runs")  # the run history of this test, not the user's
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.headless", "true",
-        "--server.address", "127.0.0.1",
-        "--server.port", str(port),
-        "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-    ]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, log)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
-@pytest.fixture(scope="module")
-def browser(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-def _tab(browser):
-    context = browser.new_context(viewport={"width": WIDTH, "height": 1100}, accept_downloads=True)
-    tab = context.new_page()
-    tab.set_default_timeout(UI_TIMEOUT_MS)
-    return context, tab
-
-
-@pytest.fixture(scope="module")
-def page(browser):
-    """One tab for the walk through every page."""
-    context, tab = _tab(browser)
-    try:
-        yield tab
-    finally:
-        context.close()
-
-
-@pytest.fixture
-def fresh(browser):
-    """A tab in a context of its own: a new session (Streamlit reconnects a reloaded tab to its old session)."""
-    context, tab = _tab(browser)
-    try:
-        yield tab
-    finally:
-        context.close()
-
-
-def _wait_idle(page) -> None:
-    """Streamlit shows a 'running' status widget while a script runs; wait until it is gone."""
-    page.wait_for_timeout(300)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=GENERATE_TIMEOUT_MS)
 
 
 def _settled(page, check, timeout_s: float = 20.0):
@@ -171,13 +58,7 @@ def _settled(page, check, timeout_s: float = 20.0):
             if time.monotonic() > deadline:
                 raise
             page.wait_for_timeout(250)
-            _wait_idle(page)
-
-
-def _goto(page, title: str) -> None:
-    page.locator('[data-testid="stSidebarNav"] a', has_text=title).click()
-    page.get_by_role("heading", name=title).wait_for()
-    _wait_idle(page)
+            wait_idle(page)
 
 
 def _shot(page, name: str) -> None:
@@ -245,7 +126,7 @@ def _tiny_sweep(tmp_path: Path) -> Path:
 def test_dashboard_in_browser(page, server, tmp_path):
     page.goto(server, wait_until="domcontentloaded")
     page.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
-    _wait_idle(page)
+    wait_idle(page)
     page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
 
     # move the "Min layers" slider one step with the keyboard and see the schedule follow
@@ -259,7 +140,7 @@ def test_dashboard_in_browser(page, server, tmp_path):
     thumb.focus()
     thumb.press(key)
     slider.get_by_test_id("stSliderThumbValue").get_by_text(str(before + step), exact=True).wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     after = int(thumb.input_value())
     assert after == before + step
     page.get_by_text(f"->{after} (").first.wait_for()  # the schedule's description carries the new floor
@@ -268,11 +149,11 @@ def test_dashboard_in_browser(page, server, tmp_path):
     _shot(page, "1-designer")
 
     # generate on the default model with the designed schedule
-    _goto(page, "Generate and trace")
+    goto(page, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     heatmap = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
     heatmap.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     assert page.locator(".js-plotly-plot .heatmaplayer").count() >= 1
     _check_fit(page, "generate")
     _shot(page, "2-generate")
@@ -289,32 +170,32 @@ def test_dashboard_in_browser(page, server, tmp_path):
     assert meta["model"].endswith("skipdecode-opt-e2e")
 
     # the same file in the trace explorer
-    _goto(page, "Trace explorer")
+    goto(page, "Trace explorer")
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(saved))
     page.get_by_text("schema OK").wait_for(timeout=UI_TIMEOUT_MS)
     page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first.wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     _check_fit(page, "explorer")
     _shot(page, "5-explorer")
 
-    _goto(page, "Trade-offs")
+    goto(page, "Trade-offs")
     if not SWEEP.is_file():  # no shipped sweep yet: upload a tiny one made with skipcore.evaluate
         page.get_by_text("Upload a sweep file").click()
         page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
             str(_tiny_sweep(tmp_path))
         )
     page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=UI_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     page.locator(
         '[data-testid="stVegaLiteChart"] svg.marks, [data-testid="stVegaLiteChart"] canvas'
     ).first.wait_for()
     _check_fit(page, "trade-offs")  # the chart was a fixed ~1140 px in a ~1100 px column
     _shot(page, "3-tradeoffs")
 
-    _goto(page, "Compare policies")
+    goto(page, "Compare policies")
     page.get_by_role("button", name="Run all").click()
     page.get_by_role("heading", name="Layers per token").wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     assert (
         page.locator('[data-testid="stPlotlyChart"]').count() == 2
     )  # layers per step; heatmaps, axes linked
@@ -326,17 +207,6 @@ def test_dashboard_in_browser(page, server, tmp_path):
 
 
 # -- settings in the address, results labelled, runs kept ----------------------------------------------------
-def _open(page, server: str, path: str, query: dict, heading: str) -> None:
-    """A link to a page with settings in its address, opened in a fresh tab's state (a new session)."""
-    page.goto(f"{server}/{path}?{urllib.parse.urlencode(query, doseq=True)}", wait_until="domcontentloaded")
-    page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
-    _wait_idle(page)
-
-
-def _address(page) -> dict[str, list[str]]:
-    return urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
-
-
 def _shows(page, kind: str, label: str, value: str, where: str, timeout_s: float = 15) -> None:
     """Wait until the widget shows `value` (a page may draw its default first and the address's value on the
     rerun that follows); fail naming what it shows instead."""
@@ -429,19 +299,19 @@ PAGES_WITH_SETTINGS = [
 def test_every_page_takes_its_settings_from_the_address_and_keeps_them(fresh, server, where, query, expected):
     page = fresh
     title, path = where
-    _open(page, server, path, {**query, "model": "opt-e2e-base"}, title)
+    open_page(page, server, path, {**query, "model": "opt-e2e-base"}, title)
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
     for kind, label, value in expected:
         _shows(page, kind, label, value, title)
     _shows(page, "stSelectbox", "Model", "opt-e2e-base", title)  # the model choice, in the sidebar
     # through the sidebar to another page and back: the settings are kept, and back in the address
     other = "Run history" if title != "Run history" else "Schedule designer"
-    _goto(page, other)
-    assert _address(page).get("model") == ["opt-e2e-base"]  # the model follows every page
-    _goto(page, title)
+    goto(page, other)
+    assert address_of(page).get("model") == ["opt-e2e-base"]  # the model follows every page
+    goto(page, title)
     for kind, label, value in expected:
         _shows(page, kind, label, value, f"{title}, after navigating back")
-    address = _address(page)
+    address = address_of(page)
     for name, value in query.items():
         assert address.get(name) == (value if isinstance(value, list) else [value]), (title, name, address)
 
@@ -450,13 +320,13 @@ def test_a_link_may_name_a_column_by_the_datas_name(fresh, server):
     """The address writes a picker's words (`to_y=ROUGE-L`); a link written from a sweep's column names
     (`to_y=rougeL`, as `tune --metric` takes it) was dropped without a word, the page opening on BLEU."""
     page = fresh
-    _open(page, server, "tradeoffs", {"to_y": "rougeL", "to_x": "flops_speedup_decode"}, "Trade-offs")
+    open_page(page, server, "tradeoffs", {"to_y": "rougeL", "to_x": "flops_speedup_decode"}, "Trade-offs")
     _shows(page, "stSelectbox", "Quality", "ROUGE-L", "a link naming columns")
     _shows(page, "stSelectbox", "Theoretical speedup", column_title("flops_speedup_decode"), "a link")
     deadline = time.monotonic() + 15
-    while _address(page).get("to_y") != ["ROUGE-L"] and time.monotonic() < deadline:
+    while address_of(page).get("to_y") != ["ROUGE-L"] and time.monotonic() < deadline:
         page.wait_for_timeout(250)
-    assert _address(page).get("to_y") == ["ROUGE-L"]  # written back in the picker's words
+    assert address_of(page).get("to_y") == ["ROUGE-L"]  # written back in the picker's words
 
 
 def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(fresh, server):
@@ -465,18 +335,18 @@ def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(f
     sidebar switch pushes entries of its own with the settings taken out (the old page's path, then the new
     one's bare path); Back onto one of them reset the designer to its defaults, overwriting the session's design."""
     page = fresh
-    _open(page, server, "", {"min_layers": "3"}, "Schedule designer")
+    open_page(page, server, "", {"min_layers": "3"}, "Schedule designer")
     thumb = page.locator('[data-testid="stSlider"]', has_text="Min layers").locator('input[type="range"]')
     thumb.focus()
     thumb.press("ArrowRight")
-    _wait_idle(page)
-    _goto(page, "Generate and trace")
+    wait_idle(page)
+    goto(page, "Generate and trace")
     thumb = page.locator('[data-testid="stSlider"]', has_text="Tokens to generate")
     thumb = thumb.locator('input[type="range"]')
     tokens = str(int(thumb.input_value()) + 1)
     thumb.focus()
     thumb.press("ArrowRight")
-    _wait_idle(page)
+    wait_idle(page)
     left = {  # h1 -> (the widget, what it shows, the address's settings) as each page was left
         "Schedule designer": ("Min layers", "4", {"min_layers": ["4"]}),
         "Generate and trace": ("Tokens to generate", tokens, {"min_layers": ["4"], "gen_max_new": [tokens]}),
@@ -488,11 +358,11 @@ def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(f
         label, value, address = left[title]
         if label:
             _shows(page, "stSlider", label, value, f"{where}: {title}")
-        assert {k: _address(page).get(k) for k in address} == address, (where, page.url)
+        assert {k: address_of(page).get(k) for k in address} == address, (where, page.url)
         return title
 
     for title in ("Trade-offs", "Schedule designer", "Generate and trace"):
-        _goto(page, title)
+        goto(page, title)
         as_left(f"sidebar to {title}")
     depth = page.evaluate("history.length")
     titles = []
@@ -502,17 +372,17 @@ def test_back_and_forward_through_page_switches_keep_every_page_as_it_was_left(f
         if page.url.startswith("about:"):  # the tab's first entry: before the app
             page.go_forward()
             page.get_by_role("heading").first.wait_for()
-            _wait_idle(page)
+            wait_idle(page)
             break
         page.get_by_role("heading").first.wait_for()
-        _wait_idle(page)
+        wait_idle(page)
         titles.append(_settled(page, lambda step=step: as_left(f"back {step + 1}")))
     assert {"Schedule designer", "Generate and trace", "Trade-offs"} <= set(titles), titles
     for step in range(len(titles) - 1):
         page.go_forward()
         page.wait_for_timeout(700)
         page.get_by_role("heading").first.wait_for()
-        _wait_idle(page)
+        wait_idle(page)
         _settled(page, lambda step=step: as_left(f"forward {step + 1}"))
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
 
@@ -529,8 +399,8 @@ def test_a_page_switch_writes_the_design_into_the_address_in_one_history_entry(f
     page = fresh
     design = {"shape": "step", "stages": "3", "mode": "exit"}
     page.add_init_script(PUSHED)
-    _open(page, server, "", design, "Schedule designer")
-    _goto(page, "Generate and trace")
+    open_page(page, server, "", design, "Schedule designer")
+    goto(page, "Generate and trace")
 
     def named() -> list[dict[str, list[str]]]:
         pushed = [
@@ -546,11 +416,11 @@ def test_a_page_switch_writes_the_design_into_the_address_in_one_history_entry(f
 
 def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     page = fresh
-    _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
+    open_page(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     made = page.get_by_text("Made with", exact=False).first
     made.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     first = made.inner_text()
     assert "tokens 8" in first and "schedule linear" in first
     assert (
@@ -559,31 +429,31 @@ def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
     alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
     assert not [a for a in alerts if a.startswith("These results are from other settings")], (first, alerts)
     # change the design's floor on the designer, come back: the result is marked, the change named
-    _goto(page, "Schedule designer")
+    goto(page, "Schedule designer")
     thumb = page.locator('[data-testid="stSlider"]', has_text="Min layers").locator('input[type="range"]')
     before = int(thumb.input_value())
     thumb.focus()
     thumb.press("ArrowRight" if before < 12 else "ArrowLeft")
-    _wait_idle(page)
+    wait_idle(page)
     after = int(thumb.input_value())
-    assert after != before and _address(page).get("min_layers") == [str(after)]
-    _goto(page, "Generate and trace")
+    assert after != before and address_of(page).get("min_layers") == [str(after)]
+    goto(page, "Generate and trace")
     stale = page.get_by_text("These results are from other settings")
     stale.first.wait_for(
         timeout=GENERATE_TIMEOUT_MS
     )  # drawn with the page's result, which may come after its heading
     assert stale.count() == 1 and f"->{before} " in stale.inner_text() and f"->{after} " in stale.inner_text()
-    assert _address(page).get("min_layers") == [str(after)]  # the design this page runs, in its address
+    assert address_of(page).get("min_layers") == [str(after)]  # the design this page runs, in its address
     page.get_by_role("button", name="Generate", exact=True).click()
     stale.wait_for(state="detached", timeout=GENERATE_TIMEOUT_MS)  # the new run's result has its own label
-    _wait_idle(page)
+    wait_idle(page)
     assert f"->{after} " in page.get_by_text("Made with", exact=False).first.inner_text()
     _check_fit(page, "generate")
     # both runs are kept, across a reload, each with its own settings
-    _goto(page, "Run history")
+    goto(page, "Run history")
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Run history").wait_for(timeout=60_000)
-    _wait_idle(page)
+    wait_idle(page)
     page.locator('[data-testid="stDataFrame"]').first.wait_for()
     newest = page.get_by_text("Nothing picked: showing the newest run").inner_text()
     number = int(newest.rsplit("#", 1)[1].rstrip("."))
@@ -603,21 +473,21 @@ def test_two_runs_are_labelled_with_their_own_settings_and_kept(fresh, server):
 def test_a_run_in_bfloat16_says_its_precision_and_goes_stale_when_it_changes(fresh, server):
     """The sidebar's Precision picker from a link, a run in it, then another precision picked in the sidebar."""
     page = fresh
-    _open(page, server, "generate", {"gen_max_new": "8", "dtype": "bfloat16"}, "Generate and trace")
+    open_page(page, server, "generate", {"gen_max_new": "8", "dtype": "bfloat16"}, "Generate and trace")
     _shows(page, "stSelectbox", "Precision", "bfloat16", "generate")
     assert page.get_by_text("Runs in bfloat16, as asked.", exact=False).count() == 1
     page.get_by_role("button", name="Generate", exact=True).click()
     made = page.get_by_text("Made with", exact=False).first
     made.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     assert " in bfloat16 · " in made.inner_text()
     page.locator('[data-testid="stSelectbox"]', has_text="Precision").click()
     page.get_by_role("option", name="auto", exact=True).click()
-    _wait_idle(page)
+    wait_idle(page)
     stale = page.get_by_text("These results are from other settings")
     stale.wait_for()
     assert " in bfloat16 → " in stale.inner_text() and " in float32" in stale.inner_text()
-    assert "dtype" not in _address(page)  # the default is dropped from the address
+    assert "dtype" not in address_of(page)  # the default is dropped from the address
     assert not page.locator('[data-testid="stException"]').count(), "a page showed a traceback"
 
 
@@ -640,11 +510,11 @@ def test_lens_page_in_a_browser(page, server):
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(server, wait_until="domcontentloaded")
     page.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
-    _wait_idle(page)
-    _goto(page, "Layer lens")
+    wait_idle(page)
+    goto(page, "Layer lens")
     page.get_by_role("button", name="Run the lens").click()
     page.get_by_role("heading", name="Downloads").wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     charts = page.locator('[data-testid="stPlotlyChart"]')
     assert charts.count() == 4
     page.wait_for_timeout(500)
@@ -734,35 +604,35 @@ def test_a_run_is_named_by_what_made_it_and_keeps_its_style_on_every_page(browse
     makes of the same design is drawn exactly as Run history draws it (colour and dash)."""
     context, page = _narrow_tab(browser)
     try:
-        _open(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
+        open_page(page, server, "generate", {"gen_max_new": "8"}, "Generate and trace")
         page.get_by_role("button", name="Generate", exact=True).click()
         page.get_by_text("Run: ", exact=False).first.wait_for(timeout=GENERATE_TIMEOUT_MS)
-        _wait_idle(page)
+        wait_idle(page)
         first = _run_name(page)
         assert first.startswith("skipdecode-opt-e2e · linear ") and first.endswith(" · greedy"), first
         span = int(first.split("span ", 1)[1].split(")", 1)[0])
-        _goto(page, "Schedule designer")
+        goto(page, "Schedule designer")
         thumb = page.locator('[data-testid="stSlider"]', has_text="Decay span").locator('input[type="range"]')
         thumb.focus()
         thumb.press("ArrowRight")
-        _wait_idle(page)
-        _goto(page, "Generate and trace")
+        wait_idle(page)
+        goto(page, "Generate and trace")
         page.get_by_role("button", name="Generate", exact=True).click()
         page.get_by_text("These results are from other settings").wait_for(
             state="detached", timeout=GENERATE_TIMEOUT_MS
         )
-        _wait_idle(page)
+        wait_idle(page)
         second = _run_name(page)
         assert second == first.replace(f"span {span})", f"span {span + 1})") != first  # only the span differs
         _shot(page, "41-generate")
 
-        _goto(page, "Run history")
+        goto(page, "Run history")
         grid = page.locator('[data-testid="stDataFrame"]').first
         grid.wait_for()
         box = grid.bounding_box()
         page.mouse.click(box["x"] + 18, box["y"] + 17)  # pick every run: the header's checkbox
         page.get_by_role("button", name=re.compile(r"^Delete \d+ runs$")).wait_for()  # every run picked
-        _wait_idle(page)
+        wait_idle(page)
         kept = _lines_naming(page, "history_fig", {first, second})
         # every run of the server is picked: where they ran in more than one dtype, each name ends with its own
         named = {
@@ -777,20 +647,20 @@ def test_a_run_is_named_by_what_made_it_and_keeps_its_style_on_every_page(browse
         _check_tables_fit(page, "run history comparison")
         _shot(page, "41-history")
 
-        _goto(page, "Compare policies")
+        goto(page, "Compare policies")
         page.get_by_role("button", name="Run all").click()
         page.get_by_role("heading", name="Layers per token").wait_for(timeout=GENERATE_TIMEOUT_MS)
-        _wait_idle(page)
+        wait_idle(page)
         compared = _lines(page, "cmp_layers")
         assert compared[second] == named[second]  # the same run, drawn as Run history draws it
         assert len({style[0] for name, style in compared.items() if not name.startswith("full depth (")}) == 7
         _check_tables_fit(page, "compare")
         _shot(page, "41-compare")
 
-        _goto(page, "Layer lens")
+        goto(page, "Layer lens")
         page.get_by_role("button", name="Run the lens").click()
         page.get_by_role("heading", name="Downloads").wait_for(timeout=GENERATE_TIMEOUT_MS)
-        _wait_idle(page)
+        wait_idle(page)
         assert f"Right: {second}" in page.get_by_text("Right: ", exact=False).first.inner_text()
         assert second in _lines(page, "lens_layers")
         _shot(page, "41-lens")
@@ -806,7 +676,7 @@ def test_the_pareto_tables_fit_a_1024_px_screen(browser, server):
         pytest.skip("no shipped sweep")
     context, page = _narrow_tab(browser)
     try:
-        _open(page, server, "tradeoffs", {}, "Trade-offs")
+        open_page(page, server, "tradeoffs", {}, "Trade-offs")
         page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
         page.locator('[data-testid="stDataFrame"] .dvn-scroller').nth(2).wait_for()
         tables = _tables(page)  # the two Pareto fronts and the dynamic policies against the static front
@@ -817,7 +687,7 @@ def test_the_pareto_tables_fit_a_1024_px_screen(browser, server):
             page.locator('[data-testid="stSelectbox"]', has_text="Shipped sweep").click()
             page.get_by_role("option", name="(smollm2_quality)", exact=False).click()
             page.get_by_text("No measured chart").wait_for()
-            _wait_idle(page)
+            wait_idle(page)
             tables = _tables(page)  # the theoretical front and the dynamic policies' table
             assert len(tables) == 2 and all(span <= box + 1 for span, box in tables), tables
             _shot(page, "41-tradeoffs-smollm2")
@@ -841,16 +711,16 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
     and in a new session on the same address, and reopens from Run history on Trade-offs with the settings that
     made it, in a session whose page showed others."""
     page = fresh
-    _open(page, server, "tradeoffs", SMALL_SWEEP, "Trade-offs")
+    open_page(page, server, "tradeoffs", SMALL_SWEEP, "Trade-offs")
     page.get_by_role("button", name="Measure the time").click()  # opening the page times nothing
     assert (
         "Up to " in page.get_by_text("Up to ", exact=False).first.inner_text()
     )  # the estimate, before it runs
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_role("button", name="Run sweep").click()
     kept = page.get_by_text("Kept as run #", exact=False).first
     kept.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     number = int(re.search(r"#(\d+)", kept.inner_text()).group(1))
     page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
     _shot(page, "8-sweep")
@@ -860,13 +730,15 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
     page.get_by_text(re.compile(rf"(Kept as run|From the run history: run) #{number}\b")).wait_for(
         timeout=60_000
     )
-    context, other = _tab(browser)  # a new session on the same address: the kept sweep, from the run history
+    context, other = new_tab(
+        browser
+    )  # a new session on the same address: the kept sweep, from the run history
     try:
-        _open(other, server, "tradeoffs", SMALL_SWEEP, "Trade-offs")
+        open_page(other, server, "tradeoffs", SMALL_SWEEP, "Trade-offs")
         other.get_by_text(f"From the run history: run #{number}, made ", exact=False).wait_for()
         assert not other.get_by_text("These results are from other settings").count()
         # the page set otherwise: no sweep shown; Run history brings it back with its settings
-        _open(
+        open_page(
             other,
             server,
             "tradeoffs",
@@ -875,11 +747,11 @@ def test_a_small_sweep_survives_a_reload_and_reopens_with_its_settings(browser, 
         )
         assert not other.get_by_text("Kept as run #", exact=False).count()
         assert not other.get_by_text("From the run history: run #", exact=False).count()
-        _goto(other, "Run history")
+        goto(other, "Run history")
         other.get_by_role("button", name=f"Reopen run #{number} on the Trade-offs page").click()
         other.get_by_role("heading", name="Trade-offs").wait_for()
         other.get_by_text(f"Kept as run #{number} in the run history.").wait_for(timeout=UI_TIMEOUT_MS)
-        _wait_idle(other)
+        wait_idle(other)
         _shows(other, "stNumberInput", "Examples", "2", "reopened sweep")
         _shows(other, "stMultiSelect", "Static modes", "exit", "reopened sweep")
         _shows(other, "stMultiSelect", "Target layer speedups", "2.0", "reopened sweep")
@@ -897,17 +769,13 @@ SIDEBAR = {"model": "opt-e2e-base", "dtype": "float32"}
 TUNE = {"tune_trials": "2", "tune_rows": "4", "tune_batch": "4", "tune_max_new": "4", "tune_prune": "0"}
 
 
-def _clean(page, where: str) -> None:
-    assert not page.locator('[data-testid="stException"]').count(), f"{where}: a traceback on the page"
-
-
 def test_the_generate_estimate_is_timed_on_request_and_holds_against_the_run_it_announces(fresh, server):
     """Generate on the shipped model says how long it will take, timed when asked (or from an earlier run of the
     same shape), with its spread and its age; the run it announces says its own step time; and the next estimate
     rests on that run's own steps."""
     page = fresh
     full_depth = {"shape": "full", "gen_max_new": "16", "gen_source": "From a data split", "gen_count": "4"}
-    _open(page, server, "generate", full_depth, "Generate and trace")
+    open_page(page, server, "generate", full_depth, "Generate and trace")
     measure = page.get_by_role("button", name="Measure the time")
     said = page.get_by_text("per full-depth decode step", exact=False).first
     measure.or_(said).first.wait_for(timeout=UI_TIMEOUT_MS)  # the page answers before anything is timed
@@ -926,7 +794,7 @@ def test_the_generate_estimate_is_timed_on_request_and_holds_against_the_run_it_
     # one estimate and one run beside another test worker is no timing to hold (it ran 5x the estimate beside a
     # busy worker): that the estimate holds is measured in tests/measure/test_estimate.py, on medians of pairs
     assert run_ms > 0 and announced_ms > 0, (run_ms, announced_ms)
-    _wait_idle(page)
+    wait_idle(page)
     page.reload(wait_until="domcontentloaded")
     page.get_by_text("from the last run's", exact=False).first.wait_for(timeout=UI_TIMEOUT_MS)
 
@@ -936,53 +804,55 @@ def test_every_page_jump_opens_its_page_with_the_address_a_reload_needs(browser,
     precision and the page's own settings: the page opens with no traceback, its address holds the settings it
     shows and the sidebar's choices, and the design Tune opened survives a reload (a new session on the address)."""
     page = fresh
-    _open(page, server, "generate", {**SIDEBAR, "gen_max_new": "4"}, "Generate and trace")
+    open_page(page, server, "generate", {**SIDEBAR, "gen_max_new": "4"}, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     kept = page.get_by_text("Kept as run #", exact=False).first
     kept.wait_for(timeout=GENERATE_TIMEOUT_MS)
     number = int(re.search(r"#(\d+)", kept.inner_text()).group(1))
-    _open(page, server, "history", {**SIDEBAR, "gen_max_new": "9"}, "Run history")
+    open_page(page, server, "history", {**SIDEBAR, "gen_max_new": "9"}, "Run history")
     page.get_by_role("button", name=f"Reopen run #{number} on the Generate page").click()
     page.get_by_text(f"Kept as run #{number}", exact=False).first.wait_for(timeout=UI_TIMEOUT_MS)
-    _wait_idle(page)
-    _clean(page, "reopened run")
+    wait_idle(page)
+    clean(page, "reopened run")
     _shows(page, "stSlider", "Tokens to generate", "4", "reopened run")
-    address = _address(page)
+    address = address_of(page)
     assert address.get("gen_max_new") == ["4"] and address.get("dtype") == ["float32"], address
     assert address.get("model") == [SIDEBAR["model"]], address
     # the result's link back to the run history (a link, not a button): the sidebar's choices go along
     page.get_by_role("link", name="Open the run history").click()
     page.get_by_role("heading", name="Run history").wait_for()
-    _wait_idle(page)
-    _clean(page, "run history from its link")
-    assert {k: _address(page).get(k) for k in SIDEBAR} == {k: [v] for k, v in SIDEBAR.items()}, page.url
+    wait_idle(page)
+    clean(page, "run history from its link")
+    assert {k: address_of(page).get(k) for k in SIDEBAR} == {k: [v] for k, v in SIDEBAR.items()}, page.url
 
-    _open(page, server, "tune", {**SIDEBAR, **TUNE}, "Tune a schedule")
+    open_page(page, server, "tune", {**SIDEBAR, **TUNE}, "Tune a schedule")
     page.get_by_role("button", name="Run search").click()
     opener = page.get_by_role("button", name="Open in the designer")
     opener.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     opener.click()
     page.get_by_role("heading", name="Schedule designer").wait_for()
     loaded = page.get_by_text("Loaded: ", exact=False).first
     loaded.wait_for()
-    _wait_idle(page)
-    _clean(page, "designer opened from Tune")
+    wait_idle(page)
+    clean(page, "designer opened from Tune")
     said = loaded.inner_text()
     shown = [_shown(page, "stSlider", label) for label in ("Max layers", "Min layers")]
-    address = _address(page)
+    address = address_of(page)
     assert address.get("dtype") == ["float32"] and not set(TUNE) & set(address), address
-    context, other = _tab(browser)  # a reload: a new session on the designer's address draws the same design
+    context, other = new_tab(
+        browser
+    )  # a reload: a new session on the designer's address draws the same design
     try:
         other.goto(page.url, wait_until="domcontentloaded")
         other.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
-        _wait_idle(other)
+        wait_idle(other)
         _shows(other, "stSlider", "Max layers", shown[0], "designer reloaded")
         _shows(other, "stSlider", "Min layers", shown[1], "designer reloaded")
         # the schedule in words, every field said (the search's horizon is said after it, a sentence of its own)
         design = said.removeprefix("Loaded: ").split(". ", 1)[0].removesuffix(".")
         other.get_by_text(f"Schedule: {design}, used by", exact=False).first.wait_for()
-        _clean(other, "designer reloaded")
+        clean(other, "designer reloaded")
     finally:
         context.close()
 
@@ -1002,21 +872,21 @@ def test_a_loaded_schedule_file_survives_a_reload(browser, fresh, server, tmp_pa
     defaults, or as an invalid design."""
     page, path = fresh, tmp_path / "design.json"
     path.write_text(json.dumps({"num_layers": 12, **design}))
-    _open(page, server, "", {}, "Schedule designer")
+    open_page(page, server, "", {}, "Schedule designer")
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
     page.get_by_text("Loaded: ", exact=False).first.wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     # the design's line once it says the loaded shape (read before, under load it was the design before the load)
     said = page.get_by_text(f"Schedule: {design['shape']} ", exact=False).first
     said.wait_for()
     said = said.inner_text()
-    context, other = _tab(browser)
+    context, other = new_tab(browser)
     try:
         other.goto(page.url, wait_until="domcontentloaded")
         other.get_by_role("heading", name="Schedule designer").wait_for(timeout=60_000)
-        _wait_idle(other)
+        wait_idle(other)
         other.get_by_text(said, exact=True).first.wait_for()
-        _clean(other, "designer reloaded")
+        clean(other, "designer reloaded")
     finally:
         context.close()
 
@@ -1026,13 +896,13 @@ def test_a_prompt_in_a_link_shows_as_typed_in_the_outputs(fresh, server):
     the browser fetched, maths, stars lost."""
     page = fresh
     typed = "2*3*4 [Click](https://evil.example/x) ![t](https://evil.example/p.png) $x^2$ :red[a]"
-    _open(page, server, "generate", {"gen_max_new": "3", "gen_text": typed}, "Generate and trace")
+    open_page(page, server, "generate", {"gen_max_new": "3", "gen_text": typed}, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     table = page.locator("table.skipcore-texts")
     table.wait_for(timeout=GENERATE_TIMEOUT_MS)
     assert table.locator("td").first.inner_text() == typed
     assert table.locator("a, img, .katex, em, span").count() == 0
-    _clean(page, "generate with a prompt of Markdown")
+    clean(page, "generate with a prompt of Markdown")
 
 
 def test_an_address_or_a_shortcode_in_a_linked_model_path_is_no_link_and_no_emoji(fresh, server):
@@ -1041,12 +911,12 @@ def test_an_address_or_a_shortcode_in_a_linked_model_path_is_no_link_and_no_emoj
     put a live link to another site in the page's error."""
     page = fresh
     typed = "/x https://evil.example/a www.evil.example me@evil.example &#104;ttps://evil.example/b :smile: :red[a] 13:38"
-    _open(page, server, "generate", {MODEL_KEY: LOCAL_LABEL, LOCAL_KEY: typed}, "Generate and trace")
+    open_page(page, server, "generate", {MODEL_KEY: LOCAL_LABEL, LOCAL_KEY: typed}, "Generate and trace")
     said = page.locator('[data-testid="stSidebar"] [data-testid="stAlertContentError"]')
     said.wait_for(timeout=UI_TIMEOUT_MS)
     assert typed in said.inner_text()
     assert said.locator("a, img, span[style], .katex").count() == 0 and "😄" not in said.inner_text()
-    _clean(page, "generate with an address in a linked model path")
+    clean(page, "generate with an address in a linked model path")
 
 
 def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
@@ -1054,16 +924,16 @@ def test_a_run_stopped_by_leaving_its_page_is_said_on_return(fresh, server):
     says so, once, rather than showing nothing as if it had never been asked."""
     page = fresh
     query = {"gen_source": "From a data split", "gen_count": "64", "gen_max_new": "200", "gen_batch": "4"}
-    _open(page, server, "generate", query, "Generate and trace")
+    open_page(page, server, "generate", query, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     page.get_by_text("Generating 64 prompts under", exact=False).first.wait_for()  # the run is working
     page.locator('[data-testid="stSidebarNav"] a[href$="/tradeoffs"]').click()
     page.get_by_role("heading", name="Trade-offs").wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     page.locator('[data-testid="stSidebarNav"] a[href$="/generate"]').click()
     page.get_by_role("heading", name="Generate and trace").wait_for()
     page.get_by_text("The last run did not finish", exact=False).wait_for()
-    _clean(page, "generate after a stopped run")
+    clean(page, "generate after a stopped run")
     batch = page.locator('[data-testid="stNumberInput"]', has_text="Batch size")
     batch.get_by_test_id("stNumberInputStepUp").click()  # any rerun: said once
     page.get_by_text("The last run did not finish", exact=False).wait_for(state="detached")
@@ -1075,36 +945,36 @@ def test_a_run_stopped_by_reloading_its_tab_is_said_after_the_reload(fresh, serv
     stays in its address (taking it out was a second history entry per run) and says nothing, reloaded or not."""
     page = fresh
     query = {"gen_source": "From a data split", "gen_count": "64", "gen_max_new": "200", "gen_batch": "4"}
-    _open(page, server, "generate", query, "Generate and trace")
+    open_page(page, server, "generate", query, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     page.get_by_text("Generating 64 prompts under", exact=False).first.wait_for()  # the run is working
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Generate and trace").wait_for()
     page.get_by_text("The last run did not finish", exact=False).wait_for()
-    _clean(page, "generate after a reload stopped its run")
-    _wait_idle(page)
-    assert "run" not in _address(page)  # said once
+    clean(page, "generate after a reload stopped its run")
+    wait_idle(page)
+    assert "run" not in address_of(page)  # said once
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Generate and trace").wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     assert not page.get_by_text("The last run did not finish", exact=False).count()
-    _open(page, server, "generate", {"gen_max_new": "3", "gen_text": "Blue Spice"}, "Generate and trace")
+    open_page(page, server, "generate", {"gen_max_new": "3", "gen_text": "Blue Spice"}, "Generate and trace")
     page.get_by_role("button", name="Generate", exact=True).click()
     page.locator("table.skipcore-texts").wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
-    assert _address(page).get("run", [""])[0].startswith("gen.")  # a finished run's mark stays
+    wait_idle(page)
+    assert address_of(page).get("run", [""])[0].startswith("gen.")  # a finished run's mark stays
     page.go_back()  # to the address before the run
-    _wait_idle(page)
+    wait_idle(page)
     assert (
         page.get_by_text("Kept as run", exact=False).count() or page.locator("table.skipcore-texts").count()
     )
     assert not page.get_by_text("The last run did not finish", exact=False).count()
     page.go_forward()  # to the finished run's address, its mark in it, reloaded: the run finished
-    _wait_idle(page)
-    assert "run" in _address(page), page.url
+    wait_idle(page)
+    assert "run" in address_of(page), page.url
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Generate and trace").wait_for()
-    _wait_idle(page)
+    wait_idle(page)
     assert not page.get_by_text("The last run did not finish", exact=False).count()
 
 
@@ -1113,14 +983,14 @@ def test_a_small_sweep_stopped_by_reloading_its_tab_is_said_after_the_reload(fre
     says so."""
     page = fresh
     query = {"to_source": "Run a small sweep here", "to_examples": "16", "to_max_new": "24", "to_batch": "4"}
-    _open(page, server, "tradeoffs", query, "Trade-offs")
+    open_page(page, server, "tradeoffs", query, "Trade-offs")
     page.get_by_role("button", name="Run sweep", exact=True).click()
     page.get_by_text("settings done", exact=False).first.wait_for(timeout=GENERATE_TIMEOUT_MS)  # working
     page.reload(wait_until="domcontentloaded")
     page.get_by_text("The last run did not finish", exact=False).wait_for(timeout=UI_TIMEOUT_MS)
-    _clean(page, "trade-offs after a reload stopped its sweep")
-    _wait_idle(page)
-    assert "run" not in _address(page)  # said once
+    clean(page, "trade-offs after a reload stopped its sweep")
+    wait_idle(page)
+    assert "run" not in address_of(page)  # said once
 
 
 def test_a_floors_reference_named_by_a_link_stays_in_the_address_across_a_reload(fresh, server):
@@ -1128,19 +998,19 @@ def test_a_floors_reference_named_by_a_link_stays_in_the_address_across_a_reload
     the model itself."""
     page = fresh
     folder = str(DEFAULT_MODEL)
-    _open(page, server, "tune", {"tune_reference": folder}, "Tune a schedule")
+    open_page(page, server, "tune", {"tune_reference": folder}, "Tune a schedule")
     kept = {"tune_reference": [LOCAL_LABEL], "tune_reference_path": [folder]}
-    assert {k: v for k, v in _address(page).items() if k in kept} == kept
+    assert {k: v for k, v in address_of(page).items() if k in kept} == kept
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Tune a schedule").wait_for()
-    _wait_idle(page)
-    assert {k: v for k, v in _address(page).items() if k in kept} == kept
+    wait_idle(page)
+    assert {k: v for k, v in address_of(page).items() if k in kept} == kept
     from playwright.sync_api import expect
 
     # the field is drawn after the page goes idle on a loaded machine: waited for, not read at once
     field = page.get_by_label("Floor's reference model: folder or .gguf file")
     expect(field).to_have_value(folder, timeout=UI_TIMEOUT_MS)
-    _clean(page, "tune opened from a link naming its reference")
+    clean(page, "tune opened from a link naming its reference")
 
 
 def test_a_trimmed_copy_of_a_trace_then_the_trace_again_draws_it(fresh, server, sample_trace, tmp_path):
@@ -1151,13 +1021,13 @@ def test_a_trimmed_copy_of_a_trace_then_the_trace_again_draws_it(fresh, server, 
     whole, trimmed = tmp_path / "whole.csv", tmp_path / "trimmed.csv"
     trace.to_csv(whole, index=False)
     trace[trace["step"] == 0].to_csv(trimmed, index=False)
-    _open(fresh, server, "explorer", {}, "Trace explorer")
+    open_page(fresh, server, "explorer", {}, "Trace explorer")
     rows = {whole: len(trace), trimmed: int((trace["step"] == 0).sum())}
     for path in (whole, trimmed, whole):
         fresh.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
         read = fresh.get_by_text(f"{path.name}: {rows[path]} rows,")  # this file's page, not the last one's
         read.or_(fresh.locator('[data-testid="stException"]')).first.wait_for(timeout=UI_TIMEOUT_MS)
-        _wait_idle(fresh)
+        wait_idle(fresh)
         assert not fresh.locator('[data-testid="stException"]').count(), f"{path.name}: a traceback"
         fresh.locator('[data-testid="stSelectbox"]', has_text="Sample (batch row)").wait_for()
     fresh.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first.wait_for()
@@ -1168,21 +1038,21 @@ def test_a_pasted_document_stays_out_of_the_address_and_the_page_reloads(fresh, 
     an address past about 64 KiB: the page's own link failed to load with HTTP 400). The page says so, and a
     reload opens the page."""
     page = fresh
-    _open(page, server, "generate", {"gen_max_new": "9"}, "Generate and trace")
+    open_page(page, server, "generate", {"gen_max_new": "9"}, "Generate and trace")
     box = page.locator('[data-testid="stTextArea"]', has_text="One prompt per line").locator("textarea")
     box.fill("Green Man\nBlue Spice")
     box.press("Control+Enter")
-    _wait_idle(page)
+    wait_idle(page)
     page.wait_for_function("() => location.search.includes('gen_text')", timeout=UI_TIMEOUT_MS)
-    assert _address(page).get("gen_text") == ["Green Man\nBlue Spice"]
+    assert address_of(page).get("gen_text") == ["Green Man\nBlue Spice"]
     box.fill("MR: name[The Eagle], eatType[coffee shop], food[French] " * 1500)  # 80 k characters
     box.press("Control+Enter")
     page.get_by_text("too long to keep in the page's address", exact=False).wait_for(timeout=UI_TIMEOUT_MS)
-    _wait_idle(page)
-    assert "gen_text" not in _address(page) and len(page.url) < 4096, page.url[:300]
+    wait_idle(page)
+    assert "gen_text" not in address_of(page) and len(page.url) < 4096, page.url[:300]
     page.reload(wait_until="domcontentloaded")
     page.get_by_role("heading", name="Generate and trace").wait_for(timeout=60_000)
-    _clean(page, "generate after a reload")
+    clean(page, "generate after a reload")
 
 
 def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server):
@@ -1199,7 +1069,7 @@ def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server
         "gen_chat_text": "What is the capital of France?",
         "gen_chat_max_new": "16",
     }
-    _open(page, server, "generate", question, "Generate and trace")
+    open_page(page, server, "generate", question, "Generate and trace")
     page.get_by_text("was not trained skip-aware, so it opens at full depth", exact=False).wait_for(
         timeout=GENERATE_TIMEOUT_MS
     )
@@ -1210,7 +1080,7 @@ def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server
     page.get_by_text("is an instruct model: each prompt went in its chat template", exact=False).wait_for()
     page.get_by_role("button", name="Generate", exact=True).click()
     page.get_by_text("Made with", exact=False).first.wait_for(timeout=GENERATE_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     answer = page.locator("table.skipcore-texts").first.inner_text()  # the outputs, as typed (`texts_table`)
     assert "Paris" in answer, answer
     assert not page.get_by_text("is empty", exact=False).count()

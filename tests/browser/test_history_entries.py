@@ -1,4 +1,4 @@
-"""Browser history in a real browser (the `server` and `browser` of test_browser.py): a step the user takes adds
+"""Browser history in a real browser (the `server` and `browser` of conftest.py): a step the user takes adds
 at most the history entries Back needs to undo it. Streamlit's browser side pushes an entry for every change of
 the address the server sends; a page sent one per setting it wrote.
 
@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_browser import (  # noqa: F401 (fixtures)
+from tests.browser.driving import (
     GENERATE_TIMEOUT_MS,
-    UI_TIMEOUT_MS,
-    _address,
-    _clean,
-    _goto,
-    _open,
-    _wait_idle,
-    browser,
-    fresh,
-    server,
+    clean,
+    open_page,
+    wait_idle,
 )
 
 COMPARE = {"cmp_max_new": "4", "dtype": "bfloat16", "cmp_policies": ["full depth", "skip"]}
@@ -27,9 +21,9 @@ COMPARE = {"cmp_max_new": "4", "dtype": "bfloat16", "cmp_policies": ["full depth
 
 def _length(page) -> int:
     """The tab's history entries, once the page has settled (an address change lands after the run's end)."""
-    _wait_idle(page)
+    wait_idle(page)
     page.wait_for_timeout(1000)
-    _wait_idle(page)
+    wait_idle(page)
     return page.evaluate("history.length")
 
 
@@ -50,14 +44,14 @@ KEPT = "Kept as run #"  # a page's line under its result, once it is kept
     ],
     ids=["generate", "compare", "lens", "tradeoffs", "tune"],
 )
-def test_a_run_adds_at_most_one_history_entry(fresh, server, path, query, heading, button, done):  # noqa: F811
+def test_a_run_adds_at_most_one_history_entry(fresh, server, path, query, heading, button, done):
     """Back after a run leaves its page in one press more than before it, not two."""
     page = fresh
-    _open(page, server, path, query, heading)
+    open_page(page, server, path, query, heading)
     before = _length(page)
     page.get_by_role("button", name=button, exact=True).click()
     finished = page.get_by_text(done) if done == KEPT else page.get_by_role("heading", name=done, exact=True)
     finished.first.wait_for(timeout=GENERATE_TIMEOUT_MS)
     after = _length(page)
-    _clean(page, f"{path} after its run")
+    clean(page, f"{path} after its run")
     assert after - before <= 1, (before, after, page.url)

@@ -1,10 +1,10 @@
-"""Narrow screens in a real browser (the `server` and `browser` of test_browser.py): the schedule designer at
+"""Narrow screens in a real browser (the `server` and `browser` of conftest.py): the schedule designer at
 800 px with the sidebar open (no metric is cut short, 'La... 2...', and the cost figure's panel titles do not
 overlap), and a speculative run's metrics in the trace explorer at 1024 px (no value cut short)."""
 
 from __future__ import annotations
 
-from tests.browser.test_browser import _goto, _wait_idle, browser, server  # noqa: F401 (fixtures)
+from tests.browser.driving import goto, wait_idle
 from tests.helpers import REPO
 
 NARROW = {"width": 800, "height": 1400}
@@ -39,13 +39,13 @@ def _settled_boxes(tab) -> list[dict | None]:
     return last or [None, None]
 
 
-def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browser, server):  # noqa: F811
+def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browser, server):
     context = browser.new_context(viewport=NARROW)
     try:
         tab = context.new_page()
         tab.goto(server)
         tab.get_by_role("heading", name="Schedule designer").wait_for()
-        _wait_idle(tab)
+        wait_idle(tab)
         assert tab.locator(
             '[data-testid="stSidebar"]'
         ).is_visible()  # the sidebar open: the narrow main column
@@ -60,7 +60,7 @@ def test_the_designer_at_800_px_cuts_no_metric_and_no_title_meets_another(browse
         context.close()
 
 
-def test_a_speculative_runs_metrics_at_1024_px_cut_no_value(browser, server):  # noqa: F811
+def test_a_speculative_runs_metrics_at_1024_px_cut_no_value(browser, server):
     """Two rows of five metrics beside the open sidebar: a KV cache's '65.9 KiB' read '65.9 …'."""
     trace = next((REPO / "data" / "sweeps" / "policies_llama_traces").glob("*.parquet"))
     context = browser.new_context(viewport={"width": 1024, "height": 768})
@@ -68,10 +68,10 @@ def test_a_speculative_runs_metrics_at_1024_px_cut_no_value(browser, server):  #
         tab = context.new_page()
         tab.goto(server)
         tab.get_by_role("heading", name="Schedule designer").wait_for()
-        _goto(tab, "Trace explorer")
+        goto(tab, "Trace explorer")
         tab.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(trace))
         tab.get_by_text("schema OK").wait_for(timeout=60_000)
-        _wait_idle(tab)
+        wait_idle(tab)
         values = tab.locator('[data-testid="stMetricValue"]')
         assert values.count() >= 5
         cut = tab.locator('[data-testid="stMetricValue"], [data-testid="stMetricValue"] *').evaluate_all(CUT)

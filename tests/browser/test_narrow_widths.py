@@ -1,14 +1,14 @@
 """At a tablet's and a phone's width in Chromium: a table of texts (Compare's outputs, eight columns) keeps each column
 readable and scrolls sideways in its own box, where every word was broken letter by letter in a ~35 px column; a
 trace's metrics wrap and its download buttons fit, where labels and values were cut short (the `server` and
-`browser` of test_browser.py)."""
+`browser` of conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.dashboard.markdown import texts_table
-from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS, _wait_idle, browser, server  # noqa: F401
+from tests.browser.driving import CHROMIUM, CHROMIUM_ARGS, wait_idle
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow  # Chromium
@@ -58,7 +58,7 @@ SHOWN_WHOLE = (
 
 
 @pytest.mark.parametrize("width", [768, 360])
-def test_a_traces_metrics_cut_no_word_at_a_tablets_or_a_phones_width(browser, server, width):  # noqa: F811
+def test_a_traces_metrics_cut_no_word_at_a_tablets_or_a_phones_width(browser, server, width):
     """The trace explorer's metrics were five fixed columns ('Tokens / s (one r…', '… with the pro…' at 768 px);
     no download button's words are cut either."""
     trace = next((REPO / "data" / "sweeps" / "policies_llama_traces").glob("*.parquet"))
@@ -67,11 +67,11 @@ def test_a_traces_metrics_cut_no_word_at_a_tablets_or_a_phones_width(browser, se
         tab = context.new_page()
         tab.goto(f"{server}/explorer")  # a phone's sidebar is closed: opened from its address
         tab.get_by_role("heading", name="Trace explorer").wait_for(timeout=60_000)
-        _wait_idle(tab)
+        wait_idle(tab)
         tab.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(trace))
         tab.get_by_text("schema OK").wait_for(timeout=60_000)
         tab.locator('[data-testid="stMetricValue"]').nth(4).wait_for(timeout=60_000)
-        _wait_idle(tab)
+        wait_idle(tab)
         cut = tab.locator(SHOWN_WHOLE).evaluate_all(CUT)
         assert not cut, f"cut short at {width} px: {cut}"
     finally:

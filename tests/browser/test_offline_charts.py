@@ -8,7 +8,7 @@ import contextlib
 import altair as alt
 import pytest
 
-from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.driving import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.slow  # Chromium
 

@@ -18,7 +18,7 @@ from skipcore import Schedule
 from skipcore.plots.lens import layer_summary_figure
 from skipcore.plots.schedule import budgets_figure
 from skipcore.plots.series import series_figure
-from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.driving import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.slow  # Chromium
 

@@ -230,9 +230,8 @@ def check_fits(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> Non
         )
 
 
-IN_A_FLOAT32_RUN = (
-    "in a float32 run: pass --dtype bfloat16"  # why a float32 setting times nothing beside float32
-)
+# why a float32 setting times nothing beside float32
+IN_A_FLOAT32_RUN = "in a float32 run: pass --dtype bfloat16"
 
 
 def idle_settings(plan: BenchPlan, device: torch.device, dtype: torch.dtype) -> dict[str, str]:
