@@ -20,7 +20,6 @@ import streamlit as st  # noqa: E402
 
 from app.dashboard import address  # noqa: E402
 from app.dashboard.figures import format_picker, page_style  # noqa: E402
-from app.dashboard.jump import rewrite  # noqa: E402
 from app.dashboard.models import model_sidebar  # noqa: E402
 from app.dashboard.precision import precision_sidebar  # noqa: E402
 from app.dashboard.results import run_page  # noqa: E402
@@ -41,7 +40,6 @@ PAGES = [
 st.set_page_config(page_title="skipcore", page_icon=str(APP_DIR / "static" / "favicon.png"), layout="wide")
 page = st.navigation(PAGES)
 address.hold(page.url_path)  # Back or Forward onto an entry Streamlit pushed bare: the session's settings
-rewrite()  # after a page jump: the page's settings back in its address, before any widget is drawn
 precision_sidebar(model_sidebar())
 format_picker()
 page_style()

@@ -88,6 +88,12 @@ def kept_text(key: str) -> bool:
     return PUBLISHED + key in st.session_state
 
 
+def in_address(key: str) -> bool:
+    """Whether the text box `key`'s text is in the address (`keep_text` put it there: not its default, and it
+    fits)."""
+    return st.session_state.get(PUBLISHED + key) is not None
+
+
 def keep_text(key: str, text: str, default: str) -> bool:
     """After the text box `key` is drawn: its text in the address where it is not `default` and `fits`, out of
     it otherwise; False where it was too long to keep there (a reload then starts from `default`)."""

@@ -50,6 +50,10 @@ SHARED_INPUTS = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)
 DESIGN_FOR = "_design_for"
 # in the session: {page: (run id, when made)} of the kept run `shown` found for the page
 FOUND = "_found_runs"
+# in a kept run's settings: those at their widget's default, which its page's address does not name (a jump there
+# leaves them out of the address it opens: Streamlit takes each out again as a change of its own, a history entry
+# each)
+AT_DEFAULT = "_at_default"
 RESTORED = "_restored_inputs"  # in the session: (page, settings) a reopened run set, until that page has run
 NOT_RESTORED = "_inputs_not_restored"  # in the session: why they were dropped, said once on the page
 
@@ -166,11 +170,12 @@ def _json_value(value: object) -> bool:
     return True
 
 
-def _address_widgets() -> set[str]:
+def _address_widgets() -> dict[str, bool]:
     """The keys of the widgets drawn this run that are bound to the address (every page setting is one,
     `address.KEEP`, and no button, upload or table selection is) or whose text it keeps while short (the prompts:
-    `address.keep_text`). Streamlit keeps which widgets are bound only in its session state's bookkeeping
-    (streamlit is pinned in requirements.txt; a version without it gives none)."""
+    `address.keep_text`), each with whether it is left out of the address (a bound widget at its default, a text
+    not kept there). Streamlit keeps which widgets are bound, and their defaults, only in its session state's
+    bookkeeping (streamlit is pinned in requirements.txt; a version without it gives none)."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()
@@ -180,22 +185,40 @@ def _address_widgets() -> set[str]:
         drawn = state._new_widget_state.widget_metadata
     except AttributeError:
         return set()
-    return {
-        keys[w]
-        for w, meta in drawn.items()
-        if w in keys and (getattr(meta, "bind", None) == "query-params" or address.kept_text(keys[w]))
-    }
+    ss = st.session_state
+    widgets = {}
+    for w, meta in drawn.items():
+        key = keys.get(w)
+        if key is None:
+            continue
+        if getattr(meta, "bind", None) == "query-params":
+            widgets[key] = _at_default(meta, ss.get(key))
+        elif address.kept_text(key):
+            widgets[key] = not address.in_address(key)
+    return widgets
+
+
+def _at_default(meta: Any, value: Any) -> bool:
+    """Whether a bound widget's `value` is its default, which Streamlit leaves out of the address (its own test:
+    the widget's value read from nothing)."""
+    try:
+        return bool(meta.deserializer(None) == value)
+    except Exception:  # a widget whose default cannot be read so: named in the address, as before
+        return False
 
 
 def page_inputs() -> dict[str, Any]:
     """The settings the page shows, as the session holds them: its widgets kept in the address (the model's
-    among them), the designed schedule, and the model the design was made for. Reopening the run sets exactly
-    these (`restore_inputs`)."""
+    among them), the designed schedule, and the model the design was made for, and under `AT_DEFAULT` those of
+    them the address leaves out. Reopening the run sets exactly these (`restore_inputs`)."""
     from app.dashboard.state import PARAMS
 
     ss = st.session_state
-    keys = [*sorted(_address_widgets()), *PARAMS, DESIGN_FOR]
-    return {k: ss[k] for k in keys if k in ss and ss[k] is not None and _json_value(ss[k])}
+    widgets = _address_widgets()
+    keys = [*sorted(widgets), *PARAMS, DESIGN_FOR]
+    inputs = {k: ss[k] for k in keys if k in ss and ss[k] is not None and _json_value(ss[k])}
+    at_default = [k for k in inputs if widgets.get(k)]
+    return {**inputs, AT_DEFAULT: at_default} if at_default else inputs
 
 
 def restore_inputs(inputs: dict[str, Any], prefix: str, page: str) -> None:
@@ -208,9 +231,9 @@ def restore_inputs(inputs: dict[str, Any], prefix: str, page: str) -> None:
     ss = st.session_state
     for key in [k for k in ss if k.startswith(prefix) or k in PARAMS or k in SHARED_INPUTS]:
         del ss[key]
-    for key, value in inputs.items():
-        ss[key] = value
-    ss[RESTORED] = (page, list(inputs))
+    settings = {k: v for k, v in inputs.items() if k != AT_DEFAULT}
+    ss.update(settings)
+    ss[RESTORED] = (page, list(settings))
 
 
 def run_page(page: Any) -> None:

@@ -15,7 +15,7 @@ import streamlit as st
 
 from app.dashboard import figures, history, jump, numbers
 from app.dashboard.provenance import line
-from app.dashboard.results import KINDS, reopen
+from app.dashboard.results import AT_DEFAULT, KINDS, reopen
 from app.dashboard.runstore import TRACE, Run, RunStore
 from skipcore import summarize
 from skipcore.errors import UserError
@@ -160,7 +160,7 @@ def compare(store: RunStore, chosen: list[Run]) -> None:
 def main() -> None:
     went, settings, why = st.session_state.pop(REOPENED, (None, {}, None))
     if went:
-        jump.go(went, settings)
+        jump.go(went, settings, settings.get(AT_DEFAULT, ()))
     st.title("Run history")
     store = RunStore()
     st.caption(

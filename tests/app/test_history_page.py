@@ -14,7 +14,7 @@ import pytest
 
 from app.dashboard.figures import LINE_CHARACTERS
 from app.dashboard.provenance import prompts_setting, setting
-from app.dashboard.results import CompareResult, GenerateResult, LensComparison, SweepResult
+from app.dashboard.results import AT_DEFAULT, CompareResult, GenerateResult, LensComparison, SweepResult
 from app.dashboard.runstore import INDEX, TRACE, TRACES, RunRecord, RunStore
 from skipcore import Schedule, SkipEngine, load_model, summarize
 from tests.helpers import MAX_NEW, assert_clean, by_key, drawn_name, open_app, opened_with, stale
@@ -364,6 +364,27 @@ def test_a_comparison_and_a_lens_run_are_kept_and_reopen_with_their_settings(mod
     reopened = CompareResult.last(at.session_state)
     assert list(reopened.results) == ["full depth", "skip"] and not stale(at)
     assert reopened.results["skip"].summary["layer_speedup"] > 1
+
+
+def test_a_kept_run_names_the_settings_its_address_leaves_out_and_reopens_with_them(model_dir):
+    """The settings a kept run's page left at their widgets' defaults (or, for its prompts, out of the address)
+    are named as such (`AT_DEFAULT`), so Reopen leaves them out of the address it opens (Streamlit would take
+    each out again, a browser history entry each); the page opened still holds them."""
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"])
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    inputs = RunStore().runs()[0].inputs
+    left_out = set(inputs[AT_DEFAULT])
+    assert {"cmp_seed", "cmp_do_sample", "cmp_topk", "cmp_text"} <= left_out, left_out
+    assert not {"cmp_max_new", "cmp_policies"} & left_out and left_out <= set(inputs), left_out
+    at = reopen_newest(opened_with({"cmp_seed": "7"}, "history"))
+    assert_clean(at)
+    assert at.title[0].value == "Compare policies" and AT_DEFAULT not in at.session_state
+    assert not left_out & set(at.query_params), dict(at.query_params)
+    assert at.query_params.get("cmp_max_new") == str(MAX_NEW)
+    assert by_key(at.number_input, "cmp_seed").value == inputs["cmp_seed"] == 0
 
 
 # -- every run named by what made it, drawn as every page draws it -------------------------------------------

@@ -7,11 +7,16 @@ A run on a page added two (its mark written into the address, then taken out).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.browser.driving import (
     GENERATE_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    address_of,
     clean,
+    goto,
     open_page,
     wait_idle,
 )
@@ -55,3 +60,23 @@ def test_a_run_adds_at_most_one_history_entry(fresh, server, path, query, headin
     after = _length(page)
     clean(page, f"{path} after its run")
     assert after - before <= 1, (before, after, page.url)
+
+
+def test_reopening_a_comparison_adds_at_most_two_history_entries(fresh, server):
+    """Reopen on Run history leaves its page in at most two entries, the page opened one press of Back from the
+    history: the address it opens names only the settings not at their defaults (each one named there and taken
+    out again by Streamlit was an entry of its own: twelve for a comparison)."""
+    page = fresh
+    open_page(page, server, "compare", COMPARE, "Compare policies")
+    page.get_by_role("button", name="Run all", exact=True).click()
+    page.get_by_role("heading", name="Costs", exact=True).first.wait_for(timeout=GENERATE_TIMEOUT_MS)
+    wait_idle(page)
+    goto(page, "Run history")
+    before = _length(page)
+    page.get_by_role("button", name=re.compile(r"^Reopen run #\d+ on the Compare policies page$")).click()
+    page.get_by_role("heading", name="Costs", exact=True).first.wait_for(timeout=UI_TIMEOUT_MS)
+    after = _length(page)
+    clean(page, "comparison reopened")
+    address = address_of(page)
+    assert address.get("cmp_max_new") == ["4"] and address.get("dtype") == ["bfloat16"], page.url
+    assert after - before <= 2, (before, after, page.url)
