@@ -50,9 +50,9 @@ SHARED_INPUTS = (MODEL_KEY, LOCAL_KEY, DTYPE_KEY)
 DESIGN_FOR = "_design_for"
 # in the session: {page: (run id, when made)} of the kept run `shown` found for the page
 FOUND = "_found_runs"
-# in a kept run's settings: those at their widget's default, which its page's address does not name (a jump there
-# leaves them out of the address it opens: Streamlit takes each out again as a change of its own, a history entry
-# each)
+# in a kept run's settings: those its page's address did not name (a widget at its default; prompts at theirs, or
+# too long for an address). A jump there leaves them out of the address it opens: Streamlit takes each one named
+# at its default out again as a change of its own, a history entry each
 AT_DEFAULT = "_at_default"
 RESTORED = "_restored_inputs"  # in the session: (page, settings) a reopened run set, until that page has run
 NOT_RESTORED = "_inputs_not_restored"  # in the session: why they were dropped, said once on the page
