@@ -84,12 +84,34 @@ def read_parquet(path: str | os.PathLike | BinaryIO) -> tuple[pd.DataFrame, dict
     try:
         with contextlib.ExitStack() as stack:
             f = stack.enter_context(open(path, "rb")) if isinstance(path, str | os.PathLike) else path
+            if not parquet_framed(f):
+                raise ValueError(NOT_PARQUET)
             table = pq.read_table(f, page_checksum_verification=True)
         return table.to_pandas(), dict(table.schema.metadata or {})
     except (OSError, ValueError):
         raise
     except (pa.ArrowException, NotImplementedError, KeyError, TypeError, IndexError, AttributeError) as e:
         raise ValueError(f"damaged Parquet file: {type(e).__name__}: {str(e).strip() or 'no message'}") from e
+
+
+PARQUET_MAGIC = b"PAR1"  # the first and the last four bytes of every whole Parquet file
+NOT_PARQUET = "it does not begin and end with Parquet's marker (PAR1): a file of another format named .parquet, or one cut short"
+
+
+def parquet_framed(f: BinaryIO) -> bool:
+    """Whether the open binary file `f` begins and ends as every whole Parquet file does (`PARQUET_MAGIC`, and
+    room for the footer's length between): what pyarrow says otherwise is its own words about a buffer. `f` is
+    left at its start."""
+    size = f.seek(0, 2)
+    if size < 12:  # both markers and the footer's length, at the least
+        f.seek(0)
+        return False
+    f.seek(-4, 2)
+    tail = f.read(4)
+    f.seek(0)
+    head = f.read(4)
+    f.seek(0)
+    return head == tail == PARQUET_MAGIC
 
 
 def parse_json(text: str | bytes, **read_as: Any) -> Any:

@@ -207,16 +207,15 @@ def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
 
 
 def _parquet_ends_whole(path: Path) -> bool:
-    """Whether a Parquet file ends as every whole one does (its footer's magic bytes): a file cut short is said
-    in the listing, at the cost of reading 4 bytes, not when its run is reopened (damage inside the file is said
+    """Whether a Parquet file begins and ends as every whole one does (its magic bytes): a file cut short is said
+    in the listing, at the cost of reading 8 bytes, not when its run is reopened (damage inside the file is said
     then). A file of another kind is not judged here."""
+    from skipcore.files import parquet_framed
+
     if path.suffix != ".parquet":
         return True
     with path.open("rb") as f:
-        if f.seek(0, 2) < 12:  # the header's and the footer's magic and the footer's length, at the least
-            return False
-        f.seek(-4, 2)
-        return f.read(4) == b"PAR1"
+        return parquet_framed(f)
 
 
 def _read_table(path: Path) -> Table:

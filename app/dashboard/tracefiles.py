@@ -108,7 +108,7 @@ def _decoded_size(source) -> tuple[int, int, list[str]] | None:
     for chunk in (c for column in (kept.columns if kept is not None else []) for c in column.chunks):
         if isinstance(chunk, pa.DictionaryArray):
             lengths = pc.binary_length(chunk.dictionary).fill_null(0)
-            text += pc.sum(pc.take(lengths, chunk.indices.fill_null(0))).as_py() or 0
+            text += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0  # a missing value has no length
         else:  # read whole (two columns of one name are not kept as dictionaries)
             text += pc.sum(pc.binary_length(chunk)).as_py() or 0
     nested = [f.name for f in fields if not _is_text(f.type) and _holds_text(f.type)]

@@ -271,3 +271,39 @@ def test_a_lens_table_is_said_to_be_one_not_a_trace_missing_columns(tmp_path, fm
     # no lens table either: the columns it lacks
     with pytest.raises(TraceSchemaError, match="missing columns"):
         read_uploaded_trace("other.csv", path.with_suffix(".csv").read_bytes(), 10**8)
+
+
+def test_a_trimmed_copy_of_the_shipped_sweep_and_a_trace_with_an_empty_text_column_upload(
+    small_trace, tmp_path
+):
+    """A text column whose every value is missing (the shipped sweep's `calm_measure` in a copy with no CALM rows)
+    is read as a dictionary with no entries, which the upload's size check indexed: refused as unreadable."""
+    from app.dashboard.tracefiles import read_uploaded_table, read_uploaded_trace
+    from tests.helpers import REPO
+
+    sweep = pd.read_parquet(REPO / "data" / "sweeps" / "default.parquet")
+    trimmed = sweep[sweep["policy"] != "calm"].head(5)
+    assert trimmed.select_dtypes("object").isna().all().any()  # a text column with no value left
+    path = tmp_path / "trimmed.parquet"
+    trimmed.to_parquet(path, index=False)
+    got = read_uploaded_table("trimmed.parquet", path.read_bytes(), 10**8)
+    assert len(got) == 5 and list(got.columns) == list(trimmed.columns)
+
+    df, _ = small_trace
+    path = tmp_path / "noted.parquet"
+    df.assign(note=pd.Series([None] * len(df), dtype="string")).to_parquet(path)
+    trace, _ = read_uploaded_trace("noted.parquet", path.read_bytes(), 10**8)
+    assert len(trace) == len(df) and trace["note"].isna().all()
+
+
+@pytest.mark.parametrize("data", [b"step,layers\n1,12\n", b"PAR1" + b"\0" * 40], ids=["csv", "cut"])
+def test_a_file_named_parquet_that_is_not_one_is_said_in_the_projects_words(small_trace, data):
+    """Another format named .parquet, or a Parquet file cut short, is said as such (its markers), not in
+    pyarrow's words about a buffer, by the sweep and the trace uploads alike."""
+    from app.dashboard.tracefiles import read_uploaded_table, read_uploaded_trace
+
+    for read in (read_uploaded_table, read_uploaded_trace):
+        with pytest.raises((UserError, TraceSchemaError)) as e:
+            read("x.parquet", data, 10**6)
+        said = str(e.value)
+        assert said.startswith("x.parquet: ") and "PAR1" in said and "Buffer" not in said, said
