@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.dashboard import address, figures, numbers, results, speculation
+from app.dashboard import address, figures, numbers, paths, results, speculation
 from app.dashboard.address import KEEP
 from app.dashboard.markdown import plain, texts_table
 from app.dashboard.paths import DATASET_DIR, display_path
@@ -122,6 +122,37 @@ def prompt_picker(key: str, chat: bool = False) -> list[str]:
         for p, _ in chosen:
             st.text(p)
     return [p for p, _ in chosen]
+
+
+KEPT_UPLOAD = "_kept_upload_"  # + an upload box's key, in the session: (file name, bytes) of its last upload
+HELD_UPLOAD = "_held_upload_"  # + an upload box's key, in the session: the box held a file when last drawn
+
+
+def kept_upload(label: str, types: list[str], key: str) -> tuple[str, bytes] | None:
+    """An upload box whose file stays while the session does: Streamlit empties an upload box when its page is
+    left (it keeps no upload's state off its page), so the page came back without the table or trace it drew. Where
+    the box is new (its page opened again) and the session holds its last upload, that file is shown again, said
+    so, with a button to forget it; emptied by the user (the box's own remove), it is forgotten."""
+    kept, held = KEPT_UPLOAD + key, HELD_UPLOAD + key
+    removed = key in st.session_state and st.session_state.get(
+        held, False
+    )  # a box new on the page held nothing
+    upload = st.file_uploader(label, type=types, key=key, max_upload_size=paths.upload_limit_mb())
+    st.session_state[held] = upload is not None
+    if upload is not None:
+        st.session_state[kept] = (upload.name, upload.getvalue())
+        return st.session_state[kept]
+    if removed:
+        st.session_state.pop(kept, None)
+    if kept not in st.session_state:
+        return None
+    name, data = st.session_state[kept]
+    c1, c2 = st.columns([5, 1], vertical_alignment="center")
+    c1.caption(f"Showing {plain(name)}, uploaded earlier in this session: upload another file to replace it.")
+    if c2.button("Forget it", key=f"{key}_forget", help="empty the page of this file"):
+        del st.session_state[kept]
+        st.rerun()
+    return name, data
 
 
 def what_to_do(button: str, prompts: list[str], unchosen: str | None = None) -> None:

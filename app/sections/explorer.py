@@ -61,10 +61,8 @@ def pick_file(limit: int) -> tuple[str, bytes, str] | None:
         label = st.selectbox("Setting", list(shipped), key="explorer_sweep_trace", **KEEP)
         path = shipped[label]
         return label, path.read_bytes(), path.name
-    upload = st.file_uploader(
-        "Trace file", type=UPLOAD_TYPES, key="explorer_upload", max_upload_size=paths.upload_limit_mb()
-    )
-    return None if upload is None else (upload.name, upload.getvalue(), upload.name)
+    upload = views.kept_upload("Trace file", UPLOAD_TYPES, "explorer_upload")
+    return None if upload is None else (upload[0], upload[1], upload[0])
 
 
 def run_kind(trace: pd.DataFrame, meta: dict) -> str:

@@ -91,16 +91,13 @@ def shipped_sweep() -> pd.DataFrame | None:
 
 
 def uploaded_sweep() -> pd.DataFrame | None:
-    upload = st.file_uploader(
-        "Sweep file (.parquet, .csv, .jsonl)",
-        type=["parquet", "csv", "jsonl"],
-        key="to_upload",
-        max_upload_size=paths.upload_limit_mb(),
+    upload = views.kept_upload(
+        "Sweep file (.parquet, .csv, .jsonl)", ["parquet", "csv", "jsonl"], "to_upload"
     )
     if upload is None:
         return None
     try:
-        return read_uploaded_table(upload.name, upload.getvalue(), max_upload_bytes())
+        return read_uploaded_table(*upload, max_upload_bytes())
     except UserError as e:
         st.error(str(e))
         return None

@@ -547,3 +547,45 @@ def test_draft_tokens_above_the_tokens_to_generate_are_said_before_the_run_with_
     by_key(at.multiselect, "to_draft_tokens").set_value([2]).run()
     assert not any("tokens to generate" in w.value for w in at.warning)
     assert not by_key(at.button, "to_run").disabled
+
+
+def test_an_uploaded_sweep_and_trace_are_drawn_again_when_their_page_is_opened_again(model_dir, sample_trace):
+    """Streamlit empties an upload box when its page is left: the page came back with nothing drawn and no word
+    of it. The file stays while the session does, said as an earlier upload, until the user forgets it or
+    empties the box; another file replaces it."""
+    from app.dashboard import tracefiles
+
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    sweep = ("sweep.csv", sweep_frame().to_csv(index=False).encode(), "text/csv")
+    by_key(at.get("file_uploader"), "to_upload").set_value(sweep).run()
+    assert len(at.get("vega_lite_chart")) == 2
+    at.switch_page("sections/tune.py").run()
+    at.switch_page("sections/tradeoffs.py").run()
+    assert_clean(at)
+    assert len(at.get("vega_lite_chart")) == 2
+    assert any("Showing sweep.csv, uploaded earlier" in c.value for c in at.caption)
+    by_key(at.selectbox, "to_y").set_value("rougeL").run()  # the page drawn again: the file stays
+    assert len(at.get("vega_lite_chart")) == 2
+    by_key(at.button, "to_upload_forget").click().run()
+    assert_clean(at)
+    assert not at.get("vega_lite_chart") and not any("uploaded earlier" in c.value for c in at.caption)
+
+    trace, meta = sample_trace
+    data, name, _ = tracefiles.trace_download(trace, meta, "parquet")
+    at.switch_page("sections/explorer.py").run()
+    by_key(at.get("file_uploader"), "explorer_upload").set_value(
+        (name, data, "application/octet-stream")
+    ).run()
+    assert "schema OK" in at.success[0].value
+    at.switch_page("sections/history.py").run()
+    at.switch_page("sections/explorer.py").run()
+    assert_clean(at)
+    assert at.success and "schema OK" in at.success[0].value
+    assert any(f"Showing {name}, uploaded earlier" in c.value for c in at.caption)
+    box = by_key(at.get("file_uploader"), "explorer_upload")
+    box.set_value((name, data, "application/octet-stream")).run()  # uploaded again, then removed from its box
+    assert at.success and not any("uploaded earlier" in c.value for c in at.caption)
+    by_key(at.get("file_uploader"), "explorer_upload").set_value(None).run()
+    assert_clean(at)
+    assert not at.success and not any("uploaded earlier" in c.value for c in at.caption)
