@@ -235,6 +235,18 @@ def _follow_table(key: str, options: list, default) -> None:
     st.session_state[auto] = default
 
 
+_SHOWN = "_shown_"  # + a segmented control's key, in the session: the option the page last drew with
+
+
+def _kept_picked(key: str, options: list, default) -> None:
+    """A segmented control is emptied by a click on its picked option, and the page then drew `default` with no
+    option marked: the option it last drew with is picked again (else `default`), so what it marks is what it
+    draws."""
+    if key in st.session_state and st.session_state[key] is None:
+        shown = st.session_state.get(_SHOWN + key)
+        st.session_state[key] = shown if shown in options else default
+
+
 def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str:
     """A column picker, kept in the address and said in words, following the table until the user picks."""
     default = next((c for c in preferred if c in options), options[0])
@@ -282,10 +294,12 @@ def draw(df: pd.DataFrame) -> None:
         problems = {b: sweeps.check_sweep(df[df["batch_size"] == b]) for b in sizes}
         drawable = [b for b in sizes if problems[b] is None] or sizes
         _follow_table("to_batch_filter", sizes, drawable[-1])
+        _kept_picked("to_batch_filter", sizes, drawable[-1])
         size = (
             st.segmented_control("Batch size", sizes, default=drawable[-1], key="to_batch_filter", **KEEP)
             or drawable[-1]
         )
+        st.session_state[_SHOWN + "to_batch_filter"] = size
         generate_rows = df["policy"].astype(str).eq("transformers") if "policy" in df else None
         if generate_rows is not None and generate_rows.any() and size != 1:
             st.caption(

@@ -45,6 +45,10 @@ def test_tradeoffs_from_an_uploaded_sweep(model_dir):
     by_key(at.get("button_group"), "to_batch_filter").set_value(1).run()
     assert_clean(at)
     assert len(at.dataframe[0].value) == 4
+    # a click on the picked size empties the control: the size drawn is picked again, marked as drawn
+    by_key(at.get("button_group"), "to_batch_filter").set_value(None).run()
+    assert_clean(at)
+    assert by_key(at.get("button_group"), "to_batch_filter").value == 1 and len(at.dataframe[0].value) == 4
 
 
 @pytest.mark.parametrize(
