@@ -175,10 +175,11 @@ def refused(capsys, argv: list[str]) -> str:
 
 
 def generate_refused(capsys, *argv: str) -> str:
-    """`generate` on two prompts, refused in one line before anything is generated: the line, less `error: `."""
-    return refused(capsys, ["generate", "--limit", "2", "--max-new-tokens", "8", *argv]).removeprefix(
-        "error: "
-    )
+    """`generate` on two prompts (the data set's, where `argv` gives none), refused in one line before anything is
+    generated: the line, less `error: `."""
+    given = {"--prompt", "--prompts-file"} & set(argv)
+    two = [] if given else ["--limit", "2"]
+    return refused(capsys, ["generate", *two, "--max-new-tokens", "8", *argv]).removeprefix("error: ")
 
 
 # `train`'s flags for a run of one step: at its own rate, as a warmup (a share of the steps, rounded up) would take

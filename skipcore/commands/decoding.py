@@ -87,6 +87,11 @@ def refuse_idle_flags(settings: DecodeSettings, given: frozenset[str]) -> None:
         raise UserError(
             "give the prompts by --prompt or --prompts-file, or by --dataset and --split, not both"
         )
+    if (settings.prompt or settings.prompts_file) and "limit" in given:
+        raise UserError(
+            f"--limit takes the first prompts of --dataset; {prompts_flag(settings)} runs every prompt it gives: "
+            "drop --limit, or give fewer prompts"
+        )
     sampling_only = sorted(given & SAMPLING_FLAGS.keys())
     # generate's alone: lens decodes greedily, and its own --top-k is how many tokens a read-out keeps
     if sampling_only and not getattr(settings, "do_sample", True):

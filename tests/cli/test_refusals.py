@@ -151,6 +151,10 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
             ["--prompt", "x", "--split", "dev"],
             "give the prompts by --prompt or --prompts-file, or by --dataset",
         ),
+        (
+            ["--prompt", "x", "--limit", "1"],
+            "--limit takes the first prompts of --dataset; --prompt runs every prompt it gives",
+        ),
     ],
 )
 def test_a_flag_that_would_do_nothing_here_is_refused_naming_it(capsys, argv, said):
