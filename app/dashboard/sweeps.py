@@ -15,9 +15,10 @@ import pandas as pd
 
 from skipcore import plots
 from skipcore.evaluate.sweep.settings import WHOLE_NUMBERS
+from skipcore.evaluate.tune.settings import METRICS
 from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.labels import MODEL_ROLE, column_title, role_suffix, setting_label, trial_label
-from skipcore.measure.paired_timing import flag_texts
+from skipcore.measure.paired_timing import flag_texts, plausibility_flag
 from skipcore.measure.pareto import MACHINE
 
 QUALITY_HINTS = ("bleu", "rouge", "chrf", "bertscore", "meteor", "quality", "score", "slot_")
@@ -102,6 +103,61 @@ def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         if text.any() or infinite.any() or below.any():
             out[column] = values.where(~infinite & ~below)
     return (out, ", ".join(said)) if said else (df, None)
+
+
+PERCENTS = (*METRICS, "slot_near")  # skipcore's own scores: percentages, 0 to 100
+LAYER_SPEEDUPS = (
+    "layer_speedup",
+    "batch_layer_speedup",
+    "layer_speedup_token_mean",
+)  # at most the model's depth
+TIMED = ("wall_speedup_decode", "batch_layer_speedup", "batch_flops_speedup_decode", "timing_runs")
+
+
+def impossible(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The table with every cell no run can make made missing, and which they were, or None where there were
+    none: a score of skipcore's own (`PERCENTS`) outside 0 to 100, a layer speedup above the row's `num_layers`
+    (each token runs one layer at least). A file edited by hand or made by another tool drew them on the front."""
+    said, out = [], df.copy()
+    depth = pd.to_numeric(df["num_layers"], errors="coerce") if "num_layers" in df else None
+    for column in [c for c in df.columns if c in PERCENTS or (c in LAYER_SPEEDUPS and depth is not None)]:
+        values = pd.to_numeric(df[column], errors="coerce").astype(float)
+        if column in PERCENTS:
+            bad, why = (values < 0) | (values > 100), "a score is 0 to 100"
+        else:
+            bad, why = values > depth, "above the model's layers (num_layers): a token runs one at least"
+        if bad.any():
+            shown = ", ".join(f"{v:g}" for v in values[bad].unique()[:2])
+            said.append(f"{int(bad.sum())} in {column} ({shown}{', …' if bad.sum() > 2 else ''}: {why})")
+            out[column] = values.where(~bad)
+    return (out, ", ".join(said)) if said else (df, None)
+
+
+def flagged_here(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The table with each measured decode speedup the file did not flag held to the sweep's own rule
+    (`plausibility_flag`: too few paired runs, or faster or slower than the work it saved allows), and how many
+    the rule flags that the file had not. A file edited by hand or made by another tool is drawn with its own
+    flags, which may say nothing."""
+    if not set(TIMED) <= set(df.columns):
+        return df, 0
+    numbers = {c: pd.to_numeric(df[c], errors="coerce").astype(float) for c in TIMED}
+    given = flag_texts(df["timing_flag"]) if "timing_flag" in df else pd.Series("", index=df.index)
+    found = pd.Series(
+        [
+            plausibility_flag(m, layers, flops, int(runs))
+            if np.isfinite([m, layers, flops, runs]).all()
+            else ""
+            for m, layers, flops, runs in zip(*numbers.values(), strict=True)
+        ],
+        index=df.index,
+        dtype="string",
+    )
+    new = given.eq("") & found.ne("")
+    if not new.any():
+        return df, 0
+    out = df.copy()
+    out["timing_flag"] = given.where(~new, found)
+    return out, int(new.sum())
 
 
 def speedup_ratio(column: str) -> bool:

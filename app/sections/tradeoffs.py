@@ -263,6 +263,8 @@ def draw(df: pd.DataFrame) -> None:
             "first rows only, so its quality is not comparable with the others' (the Tune page draws them hollow)."
         )
     df, no_numbers = sweeps.numbers_only(df)  # first: what follows reads only finite numbers
+    df, no_run = sweeps.impossible(df)
+    df, newly_flagged = sweeps.flagged_here(df)
     if mixed := sweeps.example_counts(df):
         st.warning(
             f"These rows were scored on different numbers of examples ({', '.join(map(str, mixed))}): their "
@@ -277,6 +279,14 @@ def draw(df: pd.DataFrame) -> None:
         st.warning(
             "Values no chart can place (no finite number, or a speedup not above 0) are left out of the charts: "
             f"{plain(no_numbers)}."
+        )
+    if no_run:
+        st.warning(f"Values no run can make are left out of the charts: {plain(no_run)}.")
+    if newly_flagged:
+        st.warning(
+            f"{newly_flagged} measured speedup{'s' * (newly_flagged != 1)} the file did not flag "
+            f"{'are' if newly_flagged != 1 else 'is'} flagged here by the sweep's own rule (too few paired runs, or "
+            "faster or slower than the work it saved allows): crossed out, on no front."
         )
     if empty := sweeps.empty_metrics(df):
         st.info(f"No values in {plain(', '.join(empty))}: not offered as a quality.")

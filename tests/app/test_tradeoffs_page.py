@@ -593,3 +593,37 @@ def test_an_uploaded_sweep_and_trace_are_drawn_again_when_their_page_is_opened_a
     by_key(at.get("file_uploader"), "explorer_upload").set_value(None).run()
     assert_clean(at)
     assert not at.success and not any("uploaded earlier" in c.value for c in at.caption)
+
+
+def test_an_uploaded_sweep_is_held_to_what_a_run_can_make_and_to_the_sweeps_timing_rule(model_dir, tmp_path):
+    """An edited or foreign sweep drew a BLEU of 250 as the front, a 500x layer speedup on a 12-layer model on the
+    theoretical front, and a 40x unflagged timing at full depth on the measured one: scores outside 0 to 100 and
+    layer speedups above the model's depth are left out and said, and each timing the file did not flag is held
+    to the sweep's own rule. The shipped sweep, made by that rule, has nothing to add."""
+    from app.dashboard import sweeps
+
+    shipped = pd.read_parquet(paths.DEFAULT_SWEEP)
+    assert sweeps.impossible(shipped)[1] is None and sweeps.flagged_here(shipped)[1] == 0
+    edited = shipped.copy()
+    edited.loc[edited.index[1], "bleu"] = 250.0
+    edited.loc[edited.index[2], "layer_speedup"] = 500.0
+    full = edited["mode"].eq("full")
+    edited.loc[full, ["wall_speedup_decode", "wall_speedup_decode_lo", "wall_speedup_decode_hi"]] = [
+        40.0,
+        39,
+        41,
+    ]
+    edited.loc[full, "timing_flag"] = ""
+    left, said = sweeps.impossible(edited)
+    assert "1 in bleu (250: a score is 0 to 100)" in said and "1 in layer_speedup (500: above" in said, said
+    assert left["bleu"].isna().sum() == 1 and left["layer_speedup"].max() <= left["num_layers"].max()
+    flagged, new = sweeps.flagged_here(left)
+    assert new == int(full.sum()) and flagged.loc[full, "timing_flag"].str.contains("above").all()
+
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    csv = ("edited.csv", edited.to_csv(index=False).encode(), "text/csv")
+    by_key(at.get("file_uploader"), "to_upload").set_value(csv).run()
+    assert_clean(at)
+    warned = " ".join(w.value for w in at.warning)
+    assert "Values no run can make are left out" in warned and "the file did not flag" in warned, warned
