@@ -38,6 +38,9 @@ from skipcore.models.training_record import (
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 LOG_FILE = "train_log.jsonl"  # in a run's output folder: one JSON object per log line
+# in a run's output folder: the log of the run an overwrite replaces, kept beside that run's model until the new
+# model replaces it (a run stopped before then leaves the old model with its own log)
+REPLACED_LOG = "train_log.replaced.jsonl"
 CHECKPOINT_DIR = (
     "checkpoints"  # in a run's output folder, where its checkpoints go unless --checkpoint-dir says
 )

@@ -527,3 +527,27 @@ def test_log_every_0_logs_no_loss_as_its_help_says(model_dirs, tmp_path, capsys)
     out = tmp_path / "run"
     assert main(train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path, log_every=0))) == 0
     assert ": loss " not in capsys.readouterr().err and (out / "train_log.jsonl").read_text() == ""
+
+
+def test_an_overwrite_stopped_before_its_save_leaves_the_old_model_with_its_log(
+    model_dirs, tmp_path, capsys, monkeypatch
+):
+    """`--overwrite` emptied the replaced run's log as it started, while that run's model stays until the new one
+    is saved: stopped before then, the folder held a model with its loss history gone. Its log is kept beside it
+    (`REPLACED_LOG`), through a second stopped overwrite too, and goes once the new model is saved."""
+    from skipcore.training.checkpoint import LOG_FILE, REPLACED_LOG
+
+    out = tmp_path / "run"
+    argv = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path)[:-2], "--save-every", "0")
+    assert main(argv) == 0
+    old_log, old_model = (out / LOG_FILE).read_text(), (out / "model.safetensors").read_bytes()
+    assert old_log.count("\n") >= 4
+    for _ in range(2):  # stopped twice: the second stop must not take the first's place beside the model
+        interrupted_at_step(monkeypatch, 2)
+        interruption_line(capsys, [*argv, "--overwrite"])
+        monkeypatch.undo()
+        assert (out / REPLACED_LOG).read_text() == old_log
+        assert (out / "model.safetensors").read_bytes() == old_model
+    assert main([*argv, "--overwrite"]) == 0
+    assert not (out / REPLACED_LOG).exists() and (out / LOG_FILE).read_text().count("\n") >= 4
+    assert read_record(out)["state"]["step"] == 4
