@@ -39,10 +39,19 @@ MARKUP = re.compile(r"</?(br|b|i|em|sup|sub|span|a)\b", re.IGNORECASE)  # Plotly
 # below 1280 px the wide layout's side margins (5rem each) shrink, so a 1024 px screen with the sidebar open gives
 # tables and charts 674 px instead of 562 (`data-testid` is Streamlit's stable name for the page's main block),
 # and a metric's value is written smaller: in a row of five at 1024 px a KV cache's "65.9 KiB" was cut to "65.9 …"
+# and columns in a container keyed `WRAP_WIDE...` (charts side by side) or `WRAP_NARROW...` (a row of pickers) go
+# to the next line where they would be narrower than a chart's legend or a picker's label can be read: at 800 px
+# with the sidebar open, two trade-off charts cut their titles and legends, four pickers their labels (Streamlit
+# itself stacks columns only on a screen under 640 px, whatever the sidebar leaves)
+WRAP_WIDE, WRAP_NARROW = "wrap_wide", "wrap_narrow"
 PAGE_STYLE = (
     "<style>@media (max-width: 1280px) { [data-testid='stMainBlockContainer'] "
     "{ padding-left: 1.5rem; padding-right: 1.5rem; } [data-testid='stMetricValue'] { font-size: 1.6rem; } }"
     "[data-testid='stCaptionContainer'] { color: inherit; opacity: 0.82; }"  # the text's own ink, a little faded
+    f"[class*='st-key-{WRAP_WIDE}'] [data-testid='stHorizontalBlock'], "
+    f"[class*='st-key-{WRAP_NARROW}'] [data-testid='stHorizontalBlock'] {{ flex-wrap: wrap; }}"
+    f"[class*='st-key-{WRAP_WIDE}'] [data-testid='stColumn'] {{ min-width: min(100%, 20rem); }}"
+    f"[class*='st-key-{WRAP_NARROW}'] [data-testid='stColumn'] {{ min-width: min(100%, 11rem); }}"
     "</style>"
 )
 

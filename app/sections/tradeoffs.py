@@ -320,7 +320,7 @@ def draw(df: pd.DataFrame) -> None:
             st.info(f"At batch size {size} this table cannot be drawn as a trade-off: {problems[size]}.")
             return
     theoretical, measured = sweeps.speedup_columns(df)
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4 = st.container(key=f"{figures.WRAP_NARROW}_tradeoffs").columns(4)
     with c1:
         y = _pick("Quality", sweeps.quality_columns(df), "to_y", ["bleu", "rougeL"])
     with c2:
@@ -348,7 +348,8 @@ def draw(df: pd.DataFrame) -> None:
     apart = [c for c in ("batch_size", "model_role") if c in df and c != color]
     y_domain = figures.y_domain_from_zero(df[y])  # shared by both charts
     axes = [("theoretical", x_theory), *([("measured", measured_x)] if measured_x else [])]
-    for col, (what, x) in zip(st.columns(len(axes)), axes, strict=True):
+    charts = st.container(key=f"{figures.WRAP_WIDE}_tradeoffs")
+    for col, (what, x) in zip(charts.columns(len(axes)), axes, strict=True):
         shown = [*tips, *([sweeps.MEASURED_OF] if sweeps.MEASURED_OF in df and x == sweeps.MEASURED else [])]
         chart = plots.tradeoff_chart(
             df, x, y, color, shown, title=f"{column_title(y)} vs {what} speedup", front_rows=front_rows

@@ -78,3 +78,28 @@ def test_a_speculative_runs_metrics_at_1024_px_cut_no_value(browser, server):
         assert not cut, f"cut short: {cut}"
     finally:
         context.close()
+
+
+def test_the_trade_offs_at_800_px_draw_each_chart_wide_enough_and_cut_no_picker(browser, server):
+    """Beside the open sidebar at 800 px, the two trade-off charts drew side by side at about 220 px each, their
+    titles, legends and axis titles cut and their drawing past the screen's edge, and the four pickers cut their
+    labels: each chart is drawn at 20rem at least (the charts one above the other), the pickers two by two."""
+    context = browser.new_context(viewport={"width": 800, "height": 900})
+    try:
+        tab = context.new_page()
+        tab.goto(f"{server}/tradeoffs")
+        tab.get_by_role("heading", name="Trade-offs").wait_for()
+        wait_idle(tab)
+        charts = tab.locator('[data-testid="stVegaLiteChart"]')
+        charts.nth(1).wait_for()
+        tab.wait_for_timeout(1000)  # the charts lay out to their columns
+        widths = [charts.nth(i).bounding_box()["width"] for i in range(charts.count())]
+        assert len(widths) == 2 and min(widths) >= 320, widths
+        edge = tab.locator('[data-testid="stVegaLiteChart"] svg').evaluate_all(
+            "els => Math.max(...els.map(e => e.getBoundingClientRect().right))"
+        )
+        assert edge <= 800, edge
+        cut = tab.locator('[data-testid="stWidgetLabel"] p').evaluate_all(CUT)
+        assert not cut, f"cut short: {cut}"
+    finally:
+        context.close()
