@@ -284,9 +284,10 @@ def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:
 
 def default_note(error: UserError, said: str, parsed: Mapping[str, object], given: Collection[str]) -> str:
     """' (--draft-tokens was left at its default, 2,4,8)' where the setting a refusal is about (its first field) is a
-    flag the command line did not give: a refusal quoting a number nobody typed ('got 4') is otherwise a riddle.
-    Not noted: a switch, a flag left unset (None), one whose value the refusal (`said`) quotes already, and any of a
-    resume (`train --resume` takes every flag not typed from the run it continues, not from its default)."""
+    flag the command line did not give: a refusal quoting a number nobody typed ('got 4') is otherwise a riddle,
+    and one naming the flag with its value ('--warmup-ratio 0.05 of --steps 1 ...') reads as the user's own (the
+    value is then not said again). Not noted: a switch, a flag left unset (None), and any of a resume (`train
+    --resume` takes every flag not typed from the run it continues, not from its default)."""
     if error.field is None or "resume" in given:
         return ""
     flag = error.spoken.get(error.field) or flag_of(error.field)  # said by the command's own name for it
@@ -296,7 +297,9 @@ def default_note(error: UserError, said: str, parsed: Mapping[str, object], give
         return ""
     items = value if isinstance(value, list | tuple) else [value]
     shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in items)  # as --help says it
-    return f" ({flag} was left at its default, {shown})" if shown and shown not in said else ""
+    if not shown:
+        return ""
+    return f" ({flag} was left at its default{'' if shown in said else ', ' + shown})"
 
 
 def _one_line_warning(plain):

@@ -539,8 +539,8 @@ def test_a_value_nobody_typed_is_said_to_be_the_flags_default(capsys, tmp_path):
 
 def test_the_default_note_is_never_about_a_value_the_default_did_not_give():
     """A resume takes every flag not typed from the run it continues: a refusal of a resumed --warmup-ratio 0.6 was
-    noted 'left at its default, 0.05'. A value the refusal quotes already is not said
-    again, and numbers read as --help says them (2,3,4, not 2.0,3.0,4.0)."""
+    noted 'left at its default, 0.05'. A value the refusal quotes already is not said again (the flag still is: a
+    refusal naming it reads as the user's own), and numbers read as --help says them (2,3,4, not 2.0,3.0,4.0)."""
     from skipcore.commands import default_note
 
     def note(message: str, field: str, value, given=frozenset()) -> str:
@@ -549,7 +549,8 @@ def test_the_default_note_is_never_about_a_value_the_default_did_not_give():
     said = "--warmup-ratio 0.6 of --steps 2 warms up over every step"
     assert note(said, "warmup_ratio", 0.05) == " (--warmup-ratio was left at its default, 0.05)"
     assert note(said, "warmup_ratio", 0.05, frozenset({"resume", "steps"})) == ""  # the resumed run's 0.6
-    assert note("--warmup-layers (1) must be smaller than --min-layers (1)", "warmup_layers", 1) == ""
+    said = "--warmup-layers (1) must be smaller than --min-layers (1)"
+    assert note(said, "warmup_layers", 1) == " (--warmup-layers was left at its default)"
     assert note("--targets out of reach", "targets", (2.0, 3.0, 4.0)).endswith("its default, 2,3,4)")
 
 

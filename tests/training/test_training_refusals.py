@@ -297,12 +297,14 @@ def test_a_refusal_of_a_new_vocabulary_tokenizer_or_task_names_its_flag(
 
 def test_a_warmup_that_takes_every_step_is_refused(model_dirs, tmp_path, capsys):
     """`--steps 1` at the default `--warmup-ratio` (0.05, rounded up to one step) trained its only step at rate 0 and
-    said "saved": refused in one line naming both flags, nothing written. The constant schedule has no warmup."""
+    said "saved": refused in one line naming both flags, and that the ratio is the default (named with its value,
+    it read as the user's own), nothing written. The constant schedule has no warmup."""
     out = tmp_path / "o"
     argv = train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "1")
     assert refused(capsys, argv) == (
         "error: --warmup-ratio 0.05 of --steps 1 warms up over 1 step, every step of the run: the first trains at "
-        "learning rate 0 and none at the peak; set a smaller --warmup-ratio (0: none) or more --steps"
+        "learning rate 0 and none at the peak; set a smaller --warmup-ratio (0: none) or more --steps (--warmup-ratio "
+        "was left at its default)"
     )
     assert not out.exists()
     # from the settings alone, before a model or a row is read
