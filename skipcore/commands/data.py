@@ -69,8 +69,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace existing corpus files in --out (train/dev/test.csv, and a README.md only where it is one this "
-        "command wrote)",
+        help="replace existing corpus files in --out (train/dev/test.csv and README.md; a README.md this command did "
+        "not write is refused, never replaced)",
     )
     parser.set_defaults(
         func=run, on_interrupt="each corpus file in --out is the old one or the new one, whole"
@@ -108,6 +108,8 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
             )
     check_writable_folder(out, f"cannot write the corpus to {out}")
     total = args.train + args.dev + args.test
+    if total == 0:
+        raise UserError("--train 0 --dev 0 --test 0 writes no meaning representation: give a split one at least")
     if total > MAX_MRS:
         raise UserError(
             f"--train {args.train} --dev {args.dev} --test {args.test}: {total:,} meaning representations; at most "

@@ -56,6 +56,19 @@ def test_a_corpus_beyond_the_bound_is_refused_at_once(tmp_path, capsys):
         make_corpus(0, MAX_MRS, 1, 0)
 
 
+def test_a_corpus_of_no_meaning_representation_is_refused_at_once(tmp_path, capsys):
+    """`--train 0 --dev 0 --test 0` wrote three header-only files and a README, said as written."""
+    out = tmp_path / "none"
+    err = refused(capsys, ["data", "--out", str(out), "--train", "0", "--dev", "0", "--test", "0"])
+    assert (
+        err == "error: --train 0 --dev 0 --test 0 writes no meaning representation: give a split one at least"
+    )
+    assert not out.exists()
+    assert (
+        main(["data", "--out", str(out), "--train", "0", "--dev", "1", "--test", "0"]) == 0
+    )  # one split is enough
+
+
 def test_writing_a_corpus_shows_progress(tmp_path, capsys, monkeypatch):
     ticks = []
     make_corpus(0, 20, 5, 5, progress=ticks.append)
