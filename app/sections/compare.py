@@ -397,13 +397,19 @@ def main() -> None:
         costs, hide_index=True, key="cmp_costs", column_config=headers, height="content"
     )  # every row
     noisy = {name: n for name, res in results.items() if (n := step_time_spread(res.trace)["spikes"])}
+    once = (
+        "Each policy ran once: its step time is the machine's as much as the policy's, and two of them make no "
+        "measured speedup. Measured speedups come from paired, repeated runs (the sweep, or `skipcore generate "
+        "--timing-repeats N`)."
+    )
     if noisy:
         which = ", ".join(f"{name} ({n})" for name, n in noisy.items())
         st.warning(
             f"Noisy step times: {which} had decode steps over {SPIKE_RATIO:g}x their run's median step with the "
-            "same layers. Each policy ran once: its step time is the machine's as much as the policy's. Measured "
-            "speedups come from paired, repeated runs (the sweep, or `skipcore generate --timing-repeats N`)."
+            f"same layers. {once}"
         )
+    else:
+        st.caption(f"The {STEP_MS}: {once[0].lower()}{once[1:]}")
     show_layers(results)
     st.header("Outputs")
     views.show_outputs({"prompt": stored.prompts, **{name: res.texts for name, res in results.items()}})
