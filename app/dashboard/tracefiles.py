@@ -272,6 +272,31 @@ def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFram
     return df, meta if isinstance(meta, dict) else {}
 
 
+def _read_csv_columns_once(name: str, data: bytes) -> pd.DataFrame:
+    """A CSV sweep, each column named once: pandas renames a second `bleu` to `bleu.1`, and the page drew the
+    one it picked with nothing said. A file of one column whose name holds ';' or a tab is said to be another
+    separator's (skipcore writes commas)."""
+    import csv
+
+    df = pd.read_csv(io.BytesIO(data))
+    try:
+        header = next(csv.reader(io.StringIO(data.decode("utf-8-sig").split("\n", 1)[0])), [])
+    except UnicodeDecodeError:
+        header = list(df.columns)
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise UserError(
+            f"{name}: column {twice[0]!r} is named twice; keep one (the page cannot tell which to draw)"
+        )
+    if len(df.columns) == 1 and any(sep in str(df.columns[0]) for sep in (";", "\t")):
+        sep = "';'" if ";" in str(df.columns[0]) else "tabs"
+        raise UserError(
+            f"{name}: reads as one column, {str(df.columns[0])[:60]!r}: its values are separated by {sep}, not "
+            "commas; save it as comma-separated CSV"
+        )
+    return df
+
+
 def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
     """A sweep table (Parquet, CSV or JSONL) from an upload; raises UserError with the reason."""
     _check_size(name, len(data), limit)
@@ -284,7 +309,7 @@ def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
             # its last row's cells would read as missing, drawn as a sweep without them
             raise UserError(f"{name}: the file ends inside a row: cut short? Upload the whole file")
         elif suffix == ".csv":
-            df = pd.read_csv(io.BytesIO(data))
+            df = _read_csv_columns_once(name, data)
         elif suffix == ".jsonl":
             df = pd.read_json(io.BytesIO(data), lines=True)
         else:

@@ -307,3 +307,24 @@ def test_a_file_named_parquet_that_is_not_one_is_said_in_the_projects_words(smal
             read("x.parquet", data, 10**6)
         said = str(e.value)
         assert said.startswith("x.parquet: ") and "PAR1" in said and "Buffer" not in said, said
+
+
+@pytest.mark.parametrize(
+    "data, said",
+    [
+        (b"bleu,layer_speedup,bleu\n50,1,40\n45,2,30\n", "x.csv: column 'bleu' is named twice; keep one"),
+        (
+            b"bleu;layer_speedup\n50;1\n45;2\n",
+            "x.csv: reads as one column, 'bleu;layer_speedup': its values are ",
+        ),
+    ],
+    ids=["twice", "semicolons"],
+)
+def test_a_csv_sweep_naming_a_column_twice_or_split_by_semicolons_is_said(data, said):
+    """pandas renames a second `bleu` to `bleu.1`, and the page drew one of them with nothing said; a file
+    separated by ';' read as one column and was refused as having 'no numeric columns'."""
+    from app.dashboard.tracefiles import read_uploaded_table
+
+    with pytest.raises(UserError) as e:
+        read_uploaded_table("x.csv", data, 10**6)
+    assert str(e.value).startswith(said), str(e.value)
