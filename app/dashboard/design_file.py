@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.dashboard import address, state
+from app.dashboard import address, paths, state
 from skipcore.errors import UserError
 from skipcore.schedule import Schedule
 
@@ -99,6 +99,7 @@ def loader(num_layers: int) -> None:
         "Load a schedule JSON",
         type=["json"],
         key=UPLOAD,
+        max_upload_size=paths.upload_limit_mb(),  # the limit every upload box says (Streamlit's own is 200 MB)
         on_change=_load,
         args=(num_layers,),
         help="a tune's best_schedule.json, or a schedule this page exported (Schedule.read_json reads it)",

@@ -15,3 +15,11 @@ def test_the_designer_says_a_schedule_nested_too_deep_in_its_error_box(model_dir
     said = errors(at)  # no exception on the page
     assert "deep.json: cannot read it: nested deeper than a JSON reader follows" in said, said
     assert at.session_state["shape"] == shape
+
+
+def test_the_designers_upload_box_takes_the_limit_every_upload_box_says(model_dir):
+    """The designer's box took Streamlit's own 200 MB while the other pages' said the dashboard's limit."""
+    from app.dashboard import paths
+
+    at = open_app()
+    assert at.file_uploader(key="design_file").proto.max_upload_size_mb == paths.upload_limit_mb()
