@@ -90,7 +90,8 @@ def run_sweep(
         todo = [s for s in grid if ids[s] not in store.done]
         if len(todo) < len(grid):
             print(
-                f"resuming {cfg.out}: {len(grid) - len(todo)} of {len(grid)} settings kept, {len(todo)} to run",
+                f"resuming {cfg.out}: {len(grid) - len(todo)} of {len(grid)} settings kept, {len(todo)} to run"
+                + store.traces_gone_note(),
                 file=sys.stderr,
                 flush=True,
             )

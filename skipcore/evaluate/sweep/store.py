@@ -264,6 +264,23 @@ class SweepStore:
         self.rows = old.to_dict("records")
         self.old_traces = pending
 
+    def traces_gone_note(self) -> str:
+        """'; the traces of N kept settings are gone (...)' where kept rows name trace files no longer there (a
+        traces folder deleted between runs): their numbers stand, but what the rows point at does not; '' else."""
+        gone = [
+            r["trace_path"]
+            for r in self.rows
+            if isinstance(r.get("trace_path"), str)
+            and r["trace_path"]
+            and not (self.out.parent / r["trace_path"]).is_file()
+        ]
+        if not gone:
+            return ""
+        return (
+            f"; the traces of {len(gone)} kept setting{'s' * (len(gone) != 1)} are gone (first: {gone[0]}): their "
+            "rows keep their numbers; --overwrite runs every setting again"
+        )
+
     @property
     def done(self) -> set[str]:
         return {r["setting_id"] for r in self.rows}

@@ -124,6 +124,15 @@ def test_resume_skips_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeyp
     third = run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0, 3.0)))
     assert calls == [] and len(third) == len(second)
     assert f"resuming {out}: 12 of 12 settings kept, 0 to run" in capsys.readouterr().err
+    # its traces folder deleted: the resume said every setting kept, the rows naming files no longer there
+    traced = third["trace_path"].dropna()
+    assert len(traced) and all((out.parent / t).is_file() for t in traced)
+    for t in traced:
+        (out.parent / t).unlink()
+    run_sweep(sweep_config(model_dirs, sweep_dataset, out, targets=(1.0, 2.0, 3.0)))
+    said = capsys.readouterr().err
+    gone = f"12 of 12 settings kept, 0 to run; the traces of {len(traced)} kept settings are gone"
+    assert gone in said, said
 
 
 def test_interrupted_sweep_keeps_finished_rows(model_dirs, sweep_dataset, tmp_path, monkeypatch):
