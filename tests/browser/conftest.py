@@ -95,21 +95,22 @@ def browser(server):
             chromium.close()
 
 
-@pytest.fixture(scope="module")
-def page(browser):
-    """One tab for the walk through every page."""
+def _open_tab(browser) -> Iterator:
+    """A tab of `new_tab`'s, its context closed when the fixture ends."""
     context, tab = new_tab(browser)
     try:
         yield tab
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    """One tab for the walk through every page."""
+    yield from _open_tab(browser)
 
 
 @pytest.fixture
 def fresh(browser):
     """A tab in a context of its own: a new session (Streamlit reconnects a reloaded tab to its old session)."""
-    context, tab = new_tab(browser)
-    try:
-        yield tab
-    finally:
-        context.close()
+    yield from _open_tab(browser)
