@@ -155,3 +155,56 @@ def test_a_tune_stopped_says_what_its_trials_table_keeps(
             said
             == f"error: interrupted; {trials} keeps the 1 scored row finished so far: the same command resumes the rest"
         )
+
+
+@pytest.mark.slow
+def test_a_measured_tune_says_each_measured_speedup_with_its_interval(tmp_path, capsys):
+    """A measured tune said 'measured decode speedup vs full depth 1.77x' per trial, 'wall_speedup_decode 1.77x' for
+    the chosen setting and 'measured decode 1.77x' in report.md, while its trials table held the interval (1.62,
+    3.78): each measured speedup is said with its 95% interval, and the timing (paired runs, hardware, threads,
+    dtype) once."""
+    import re
+
+    from skipcore.evaluate.sweep import read_sweep
+    from skipcore.measure.summary import interval_text
+    from tests.helpers import REPO
+
+    out = tmp_path / "tune"
+    argv = ["tune", "--model", str(REPO / "data/models/skipdecode-opt-e2e"), "--dataset", str(REPO / "data/e2e_synth"),
+            "--out", str(out), "--limit", "4", "--batch-size", "4", "--max-new-tokens", "8", "--trials", "2",
+            "--objective", "measured", "--repeats", "3", "--timing-limit", "4", "--device", "cpu", "--no-progress"]  # fmt: skip
+    assert main(argv) in (0, 1)  # 1: every timing flagged, none chosen (a loaded machine)
+    printed, said = capsys.readouterr()
+    trials, _ = read_sweep(out / "trials.parquet")
+
+    def interval(r) -> str:
+        return interval_text(
+            r["wall_speedup_decode"], r["wall_speedup_decode_lo"], r["wall_speedup_decode_hi"]
+        )
+
+    lines = said.splitlines()
+    for _, r in trials[trials["tune_state"] == "trial"].iterrows():
+        (line,) = [x for x in lines if x.startswith(f"trial {int(r['tune_trial'])}: ")]
+        assert line.endswith(f"measured decode speedup vs full depth {interval(r)}") or (
+            f"measured decode speedup vs full depth {interval(r)}; timing flagged" in line
+            and r["timing_flag"]
+        ), line
+    report = (out / "report.md").read_text()
+    timing = re.compile(
+        r"medians of 3 paired runs against full depth .* on the first 4 rows, with their bootstrap 95% intervals; "
+        r"timed on .+ \(\d+ cores, \d+ torch threads?\), float32"
+    )
+    assert timing.search(printed.splitlines()[1]) and printed.splitlines()[1].startswith("timing: measured")
+    assert len(timing.findall(report)) == 1 and "- **Timing**: measured speedups are medians" in report
+    chosen = next(
+        (r for _, r in trials.iterrows() if printed.startswith(f"chosen: {r['tune_label']}: ")), None
+    )
+    if chosen is not None:
+        assert printed.splitlines()[0].endswith(f"wall_speedup_decode {interval(chosen)}")
+        assert f"measured decode {interval(chosen)}." in report  # the chosen setting's line
+        (cell,) = [x for x in report.splitlines() if x.startswith("| ") and "**chosen**" in x]
+        assert f" | {interval(chosen)} | " in cell  # the front's row of it
+        assert "| measured decode speedup vs full depth [95%] |" in report
+    # no measured speedup said without its interval, wherever it is said
+    bare = re.compile(r"(measured decode(?: speedup vs full depth)?|wall_speedup_decode) \d+\.\d\dx(?! \[)")
+    assert not bare.search(said + printed + report), bare.search(said + printed + report)

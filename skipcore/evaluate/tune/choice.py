@@ -18,6 +18,7 @@ import pandas as pd
 from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.measure.paired_timing import flagged_timings
 from skipcore.measure.pareto import pareto_front
+from skipcore.measure.summary import interval_text, speedup_text
 from skipcore.schedule import Schedule
 
 
@@ -54,13 +55,32 @@ class TuneOutcome:
             none_skips = "; no setting that skips layers met the floor" if self.chose_full_depth else ""
             return (
                 f"chosen: {r['tune_label']}: {self.metric} {r[self.metric]:.2f} (floor {self.floor:.2f}), "
-                f"{self.speedup} {r[self.speedup]:.2f}x{none_skips}"
+                f"{self.speedup} {speedup_said(r, self.speedup)}{none_skips}"
             )
         said = "no setting was scored on every row"
         if self.best_found is not None:
             r = self.best_found
-            said = f"the best found: {r['tune_label']}: {self.metric} {r[self.metric]:.2f}, {r[self.speedup]:.2f}x"
+            said = (
+                f"the best found: {r['tune_label']}: {self.metric} {r[self.metric]:.2f}, "
+                f"{speedup_said(r, self.speedup)}"
+            )
         return f"no setting met the floor {self.metric} {self.floor:.2f} (full depth {self.reference_quality:.2f}); {said}"
+
+
+def speedup_said(row, column: str) -> str:
+    """A row's speedup in `column` as the rest of the project says it: a measured one (a `wall_speedup*` column:
+    the median of paired runs) with its 95% interval from the row's `_lo` and `_hi` columns ('1.77x [1.62, 3.78]',
+    `interval_text`, as the sweep, the bench and `generate` say it), any other as '2.40x' (`speedup_text`); 'n/a'
+    where it does not exist."""
+    if column.startswith("wall_speedup"):
+        return interval_text(row.get(column), row.get(f"{column}_lo"), row.get(f"{column}_hi"))
+    return speedup_text(row.get(column))
+
+
+def timing_flag_of(row) -> str:
+    """A row's `timing_flag` as text, '' where none was raised (a table read back holds NaN there, or no column)."""
+    flag = row.get("timing_flag")
+    return flag if isinstance(flag, str) else ""
 
 
 def floor_note(metric: str, floor: float) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from skipcore.evaluate.tune.choice import TuneOutcome
+from skipcore.evaluate.tune.choice import TuneOutcome, speedup_said, timing_flag_of
 from skipcore.evaluate.tune.holdout import HeldOut
 from skipcore.labels import COLUMN_TITLES
 from skipcore.metrics.sample_size import small_sample_warning
@@ -53,11 +53,62 @@ def _table(
     cols = [speedup] + [
         c for c in ("layer_speedup", "flops_speedup_decode", "flops_speedup_with_prompt") if c != speedup
     ]
-    head = [first, _title(metric)] + [_title(c) for c in cols]
+    head = [first, _title(metric)] + [_title(c) + (" [95%]" if _measured(c) else "") for c in cols]
     lines = [_row(head), _row(["---"] * len(head))]
     for _, r in rows.iterrows():
-        lines.append(_row([_what(r, chosen_id), _n(r[metric])] + [_n(r[c], "{:.2f}x") for c in cols]))
+        lines.append(_row([_what(r, chosen_id), _n(r[metric])] + [_cell(r, c) for c in cols]))
     return lines
+
+
+def _measured(column: str) -> bool:
+    return column.startswith("wall_speedup")
+
+
+def _cell(r: pd.Series, column: str) -> str:
+    """A speedup's cell: a measured one with its 95% interval and a '*' where its timing was flagged (said under
+    the tables, as the sweep's and the bench's tables mark it), any other as '2.40x'; '-' where there is none."""
+    if r[column] != r[column]:
+        return "-"
+    if not _measured(column):
+        return _n(r[column], "{:.2f}x")
+    return speedup_said(r, column) + ("*" if timing_flag_of(r) else "")
+
+
+def timing_said(rows: pd.DataFrame) -> str:
+    """How the measured speedups of `rows` were timed, said once for all of them (design notes, "Timing"): medians
+    of how many paired runs against full depth, on how many rows, and on what: the hardware (a CPU's cores and this
+    process's torch threads are in its name), the torch threads where the name does not say them, and the dtype;
+    each machine where the rows ran on several (a search resumed elsewhere). '' where no row was timed."""
+    if "timing_runs" not in rows:
+        return ""
+    timed = rows[pd.to_numeric(rows["timing_runs"], errors="coerce").fillna(0) > 0]
+    if not len(timed):
+        return ""
+
+    def counts(column: str) -> str:
+        values = pd.to_numeric(timed.get(column, pd.Series(dtype=float)), errors="coerce").dropna()
+        return " or ".join(str(int(v)) for v in sorted(set(values))) or "?"
+
+    machines = []
+    for _, r in timed.iterrows():
+        hardware = str(r.get("hardware") or "an unnamed machine")
+        threads = r.get("torch_threads")
+        if "torch thread" not in hardware and threads == threads and threads is not None:
+            hardware += f", {int(threads)} torch thread{'s' if int(threads) != 1 else ''}"
+        machines.append(f"{hardware}, {r.get('dtype') or 'unnamed dtype'}")
+    return (
+        f"medians of {counts('timing_runs')} paired runs against full depth (alternated with it, after a warm-up "
+        f"run of each) on the first {counts('timing_prompts')} rows, with their bootstrap 95% intervals; timed on "
+        + "; ".join(dict.fromkeys(machines))
+    )
+
+
+def flagged_lines(rows: pd.DataFrame, where: str) -> list[str]:
+    """'- trial 3 on dev: linear 12->4 ...: <why>' for each row of `rows` whose timing was flagged (`timing_flag`):
+    such a timing is no measurement, on no front and never chosen, and said as such."""
+    return [
+        f"- {_what(r, None)} on {where}: {timing_flag_of(r)}" for _, r in rows.iterrows() if timing_flag_of(r)
+    ]
 
 
 def use_it(settings, chosen: pd.Series) -> str:
@@ -84,8 +135,10 @@ def use_it(settings, chosen: pd.Series) -> str:
 
 
 def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seconds: float,
-                rows_searched: int, prefix: int, held: HeldOut | None) -> str:  # fmt: skip
-    """The whole report as Markdown."""
+                rows_searched: int, prefix: int, held: HeldOut | None,
+                trials: pd.DataFrame | None = None) -> str:  # fmt: skip
+    """The whole report as Markdown. `trials`: every row of the trials table (the front leaves flagged timings
+    off), which says how the measured speedups were timed and which timings were flagged; None: the outcome's rows."""
     split = settings.split or "all rows"
     ref = settings.reference_model or f"{settings.model} (the model itself)"
     lines = [
@@ -118,15 +171,17 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
             f"layer speedup {c['layer_speedup']:.2f}x (per batch step {c['batch_layer_speedup']:.2f}x), FLOPs "
             f"speedup {c['flops_speedup_decode']:.2f}x decode, {c['flops_speedup_with_prompt']:.2f}x with the prompt"
             + (
-                f", measured decode {c['wall_speedup_decode']:.2f}x"
+                f", measured decode {speedup_said(c, 'wall_speedup_decode')}"
                 if c["wall_speedup_decode"] == c["wall_speedup_decode"]
                 else ""
             )
             + "."
         )
-        lines += ["", "Use it:", "", "```bash", use_it(settings, c), "```"]
     else:
         lines.append(f"- **No setting met the floor.** {o.line()}.")
+    lines += timing_section(settings, o.rows if trials is None else trials, held)
+    if o.chosen is not None:
+        lines += ["", "Use it:", "", "```bash", use_it(settings, o.chosen), "```"]
     chosen_id = None if o.chosen is None else o.chosen.get("setting_id")
     lines += ["", f"## Pareto front ({split})", ""] + _table(
         o.front.sort_values(o.speedup), o.metric, o.speedup, chosen_id=chosen_id
@@ -134,6 +189,26 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
     if held is not None:
         lines += held_out_section(settings, held)
     return "\n".join(lines) + "\n"
+
+
+def timing_section(settings, trials: pd.DataFrame, held: HeldOut | None) -> list[str]:
+    """The report's one word on how its measured speedups were timed (`timing_said`, over the rows searched and
+    the held-out ones) and every flagged timing among them; nothing where nothing was timed (no measured
+    objective)."""
+    held_rows = held.rows if held is not None else trials.iloc[:0]
+    said = timing_said(pd.concat([trials, held_rows], ignore_index=True))
+    if not said:
+        return []
+    lines = [f"- **Timing**: measured speedups are {said}."]
+    flagged = flagged_lines(trials, settings.split or "all rows")
+    if held is not None:
+        flagged += flagged_lines(held_rows, f"held-out {settings.evaluate_split}")
+    if flagged:
+        lines += [
+            "- **Flagged timings** (no measurement: on no front, never chosen; * in the tables):",
+            *flagged,
+        ]
+    return lines
 
 
 def held_out_section(settings, held: HeldOut) -> list[str]:
@@ -146,12 +221,13 @@ def held_out_section(settings, held: HeldOut) -> list[str]:
     if not cmp:
         return lines
     lines += [""]
+    at = speedup_said(held.chosen, x)
     lines.append(
         f"- Against the floor's reference (full depth, {cmp['reference_quality']:.2f}): the chosen setting scores "
-        f"{cmp['quality']:.2f} ({cmp['quality'] - cmp['reference_quality']:+.2f}) at {cmp['speedup']:.2f}x."
+        f"{cmp['quality']:.2f} ({cmp['quality'] - cmp['reference_quality']:+.2f}) at {at}."
     )
     lines.append(
-        f"- At the same speedup ({cmp['speedup']:.2f}x) the paper's linear schedule scores "
+        f"- At the same speedup ({at}) the paper's linear schedule scores "
         f"{_n(cmp['paper_quality_at_speedup'])} (front joined by straight lines)."
     )
     reach = {"above": "never reaches that quality: no linear point scores as high",
@@ -166,4 +242,9 @@ def held_out_section(settings, held: HeldOut) -> list[str]:
         f"- At the same quality ({cmp['quality']:.2f}) the paper's linear schedule {said} "
         f"{_n(cmp['paper_speedup_at_quality'], '{:.2f}x')}{ratio}."
     )
+    if _measured(x):
+        lines.append(
+            "- The paper's speedup at the same quality, and the ratio, are read off the medians of its measured "
+            "points joined by straight lines: each point's 95% interval is in the table above."
+        )
     return lines

@@ -29,7 +29,7 @@ from skipcore.evaluate.sweep.executors import InProcessExecutor
 from skipcore.evaluate.sweep.settings import ModelFacts, batch_that_fills, limit_said
 from skipcore.evaluate.sweep.store import SweepStore, read_own_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
-from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome
+from skipcore.evaluate.tune.choice import TuneOutcome, floor_note, outcome, speedup_said, timing_flag_of
 from skipcore.evaluate.tune.holdout import (
     HeldOut,
     check_baseline_targets,
@@ -37,7 +37,7 @@ from skipcore.evaluate.tune.holdout import (
     held_out_examples,
     paper_tasks,
 )
-from skipcore.evaluate.tune.report import report_text
+from skipcore.evaluate.tune.report import report_text, timing_said
 from skipcore.evaluate.tune.settings import TuneSettings, check_settings, repeated_notes
 from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, full_depth
 from skipcore.evaluate.tune.table import candidate_of, finished_row
@@ -59,19 +59,24 @@ class TuneResult:
     held: HeldOut | None
     files: dict[str, Path]
     counts: dict[str, int] = field(default_factory=dict)
+    timing: str = ""  # how the measured speedups were timed (`timing_said`); '' where none was
 
     @property
     def met(self) -> bool:
         return self.outcome.met
 
     def text(self) -> str:
-        """What the command prints: the outcome, the held-out comparison and where the files are."""
-        lines = [self.outcome.line()]
+        """What the command prints: the outcome, how its measured speedups were timed (where they were), the held-out
+        comparison and where the files are."""
+        lines = [self.outcome.line()] + (
+            [f"timing: measured speedups are {self.timing}"] if self.timing else []
+        )
         cmp = self.held.comparison() if self.held is not None else {}
         if cmp:
+            at = speedup_said(self.held.chosen, self.held.speedup)
             lines.append(
-                f"held out ({self.settings.evaluate_split}): {self.outcome.metric} {cmp['quality']:.2f} at "
-                f"{cmp['speedup']:.2f}x (full depth reference {cmp['reference_quality']:.2f}); the paper's linear "
+                f"held out ({self.settings.evaluate_split}): {self.outcome.metric} {cmp['quality']:.2f} at {at} "
+                f"(full depth reference {cmp['reference_quality']:.2f}); the paper's linear "
                 f"schedule: {cmp['paper_quality_at_speedup']:.2f} at that speedup, "
                 f"{cmp['paper_speedup_at_quality']:.2f}x at that quality"
             )
@@ -228,7 +233,8 @@ def run_tune(
             counts = _search(run, store, job, study, floor)
             # trial order, as a study reads: trials side by side on Ray hand their rows back as they finish
             store.reorder([r["setting_id"] for r in sorted(store.rows, key=lambda r: r["tune_trial"])])
-            o = outcome(store.frame(), s.metric, s.objective_column, floor["floor"], floor["quality"],
+            table = store.frame()
+            o = outcome(table, s.metric, s.objective_column, floor["floor"], floor["quality"],
                         not s.reference_model)  # fmt: skip
         written = _write_results(run, folder, o)
         held = None
@@ -238,11 +244,12 @@ def run_tune(
             run.say("no setting met the floor: nothing to score on the held-out split")
         seconds = studies.seconds_spent(study)
         text = report_text(
-            s, o, counts, seconds, time.perf_counter() - started, len(run.examples), run.prefix, held
+            s, o, counts, seconds, time.perf_counter() - started, len(run.examples), run.prefix, held, table
         )
         written["report"] = folder.write_text(files.REPORT, text)
         folder.note(floor=floor, chosen=None if o.chosen is None else o.chosen["tune_label"], counts=counts)
-    return TuneResult(s, o, held, written, counts)
+    timed = pd.concat([table, held.rows if held is not None else table.iloc[:0]], ignore_index=True)
+    return TuneResult(s, o, held, written, counts, timing_said(timed))
 
 
 def _floor(run: Tune, store: SweepStore, job: TuneJob, study) -> dict:
@@ -381,12 +388,16 @@ def _checker(num_layers: int, max_new_tokens: int):
 
 
 def _trial_line(number: int, row: dict, metric: str, speedup: str, prefix: int) -> str:
+    """A finished trial in a line: its quality and the objective's speedup (a measured one with its 95% interval,
+    and its timing flag where one was raised: such a trial is on no front and never chosen)."""
     from skipcore.labels import COLUMN_TITLES
 
     said = f"trial {number}: {row['tune_label']}: {COLUMN_TITLES.get(metric, metric)} "
     if row["tune_state"] == PRUNED:
         return said + f"{row['tune_prefix_quality']:.2f} on the first {prefix} rows: stopped, under the floor"
-    return said + f"{row[metric]:.2f}, {COLUMN_TITLES.get(speedup, speedup)} {row[speedup]:.2f}x"
+    said += f"{row[metric]:.2f}, {COLUMN_TITLES.get(speedup, speedup)} {speedup_said(row, speedup)}"
+    flag = timing_flag_of(row) if speedup.startswith("wall_speedup") else ""
+    return said + (f"; timing flagged (on no front, never chosen): {flag}" if flag else "")
 
 
 def _write_results(run: Tune, folder, o: TuneOutcome) -> dict[str, Path]:
