@@ -81,11 +81,12 @@ def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.Dat
     """The Pareto front the tune's report gives (`candidates`: finished trials, the model's own full depth, no
     flagged timing) as the page shows it, and its column config: each
     column by its title (`labels.column_title`), speedups as '2.15x' and the quality to two decimals, as the
-    chosen setting's line and the floor say it."""
+    chosen setting's line and the floor say it; a measured objective's speedup first, with its 95% interval, as
+    the report says it (`choice.speedup_said`)."""
     import streamlit as st
 
     from skipcore import plots
-    from skipcore.evaluate.tune.choice import candidates
+    from skipcore.evaluate.tune.choice import candidates, speedup_said
     from skipcore.labels import column_title
 
     front = plots.pareto_front(candidates(trials, metric, speedup), speedup, metric)  # the report's front
@@ -93,6 +94,9 @@ def front_table(trials: pd.DataFrame, metric: str, speedup: str) -> tuple[pd.Dat
     # full depth is no trial: its number (-1 in the table) left blank
     table = front[columns].assign(tune_trial=front["tune_trial"].where(front["tune_state"] == "trial"))
     table = table.rename(columns=column_title)
+    if speedup not in SPEEDUPS:  # measured: the median of paired runs, said with its interval
+        said = [speedup_said(r, speedup) for _, r in front.iterrows()]
+        table.insert(3, f"{column_title(speedup)} [95%]", said)
     number = st.column_config.NumberColumn
     config = {
         column_title("tune_trial"): number(format="%d"),

@@ -165,6 +165,15 @@ def test_the_front_table_leaves_full_depths_trial_number_blank_and_says_quality_
     trial = table.set_index(column_title("tune_label"))[column_title("tune_trial")]
     assert pd.isna(trial["full depth"]) and trial["linear a"] == 0 and trial["linear b"] == 1
     assert config[column_title("bleu")]["type_config"]["format"] == "%.2f"
+    # a measured objective's front says each measured speedup with its interval, as the report does
+    timed = trials.assign(
+        wall_speedup_decode=[1.0, 1.3, 1.7],
+        wall_speedup_decode_lo=[0.9, 1.2, 1.5],
+        wall_speedup_decode_hi=[1.1, 1.4, 1.9],
+    )
+    table, _ = front_table(timed, "bleu", "wall_speedup_decode")
+    said = table.set_index(column_title("tune_label"))[f"{column_title('wall_speedup_decode')} [95%]"]
+    assert said["linear b"] == "1.70x [1.50, 1.90]", said
 
 
 def test_a_reference_folder_without_a_tokenizer_is_said_at_once_and_stops_the_search(
