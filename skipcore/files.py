@@ -99,7 +99,7 @@ NOT_PARQUET = "it does not begin and end with Parquet's marker (PAR1): a file of
 
 
 def parquet_framed(f: BinaryIO) -> bool:
-    """Whether the open binary file `f` begins and ends as every whole Parquet file does (`PARQUET_MAGIC`, and
+    """Whether the open, seekable binary file `f` begins and ends as every whole Parquet file does (`PARQUET_MAGIC`, and
     room for the footer's length between): what pyarrow says otherwise is its own words about a buffer. `f` is
     left at its start."""
     size = f.seek(0, 2)

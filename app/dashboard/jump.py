@@ -35,7 +35,9 @@ def go(page: str, settings: Mapping[str, Any] | None = None, at_default: Collect
     too_long = {k: v for k, v in settings.items() if isinstance(v, str) and not address.fits(v)}
     # a text no address can hold (the prompts): the page reads the session's
     st.session_state.update(too_long)
-    kept = {k: _text(v) for k, v in settings.items() if k not in too_long and not k.startswith("_")}
+    kept = {
+        k: _text(v) for k, v in settings.items() if k not in (*SIDEBAR, *too_long) and not k.startswith("_")
+    }  # the sidebar's: below, by the session's values
     sidebar = {}
     for key in SIDEBAR:
         value = st.session_state.get(key)

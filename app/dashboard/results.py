@@ -184,7 +184,7 @@ def _address_widgets() -> dict[str, bool]:
         keys = state._key_id_mapper.id_key_mapping
         drawn = state._new_widget_state.widget_metadata
     except AttributeError:
-        return set()
+        return {}
     ss = st.session_state
     widgets = {}
     for w, meta in drawn.items():

@@ -206,7 +206,7 @@ def _write_table(frame: pd.DataFrame, path: Path, metadata: dict) -> None:
     write_parquet(table, path)
 
 
-def _parquet_ends_whole(path: Path) -> bool:
+def _parquet_framed_file(path: Path) -> bool:
     """Whether a Parquet file begins and ends as every whole one does (its magic bytes): a file cut short is said
     in the listing, at the cost of reading 8 bytes, not when its run is reopened (damage inside the file is said
     then). A file of another kind is not judged here."""
@@ -353,13 +353,16 @@ class RunStore:
                 return replace(run, problem=f"its file {name!r} is not a file of the run history")
             try:
                 there = path.is_file()
-                whole = not there or _parquet_ends_whole(path)
+                whole = not there or _parquet_framed_file(path)
             except OSError as e:
                 return replace(run, problem=f"its file {name} cannot be read: {e.strerror or e}")
             if not there:
                 return replace(run, problem=f"its file {name} is missing")
             if not whole:
-                return replace(run, problem=f"its file {name} is cut short or damaged (no Parquet footer)")
+                return replace(
+                    run,
+                    problem=f"its file {name} is cut short or damaged (no Parquet marker at its start or end)",
+                )
         return run
 
     def table(self, run_id: int, part: str) -> Table:

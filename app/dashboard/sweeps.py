@@ -127,8 +127,9 @@ def impossible(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         else:
             bad, why = values > depth, "above the model's layers (num_layers): a token runs one at least"
         if bad.any():
-            shown = ", ".join(f"{v:g}" for v in values[bad].unique()[:2])
-            said.append(f"{int(bad.sum())} in {column} ({shown}{', …' if bad.sum() > 2 else ''}: {why})")
+            seen = values[bad].unique()
+            shown = ", ".join(f"{v:g}" for v in seen[:2])
+            said.append(f"{int(bad.sum())} in {column} ({shown}{', …' if len(seen) > 2 else ''}: {why})")
             out[column] = values.where(~bad)
     return (out, ", ".join(said)) if said else (df, None)
 

@@ -276,13 +276,10 @@ def _read_csv_columns_once(name: str, data: bytes) -> pd.DataFrame:
     """A CSV sweep, each column named once: pandas renames a second `bleu` to `bleu.1`, and the page drew the
     one it picked with nothing said. A file of one column whose name holds ';' or a tab is said to be another
     separator's (skipcore writes commas)."""
-    import csv
-
     df = pd.read_csv(io.BytesIO(data))
-    try:
-        header = next(csv.reader(io.StringIO(data.decode("utf-8-sig").split("\n", 1)[0])), [])
-    except UnicodeDecodeError:
-        header = list(df.columns)
+    # the header as pandas meets it (blank lines skipped, quoted names whole), before it renames a repeated name
+    header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
+    header = [str(c) for c in header if str(c)]  # a column with no name is no repeated name
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:
         raise UserError(

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import importlib
 import os
+import re
 import select
 import sys
 import warnings
@@ -299,7 +300,8 @@ def default_note(error: UserError, said: str, parsed: Mapping[str, object], give
     shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in items)  # as --help says it
     if not shown:
         return ""
-    return f" ({flag} was left at its default{'' if shown in said else ', ' + shown})"
+    quoted = re.search(rf"(?<![\w.]){re.escape(shown)}(?![\w.])", said)  # the value itself, not a digit of 12
+    return f" ({flag} was left at its default{'' if quoted else ', ' + shown})"
 
 
 def _one_line_warning(plain):

@@ -109,7 +109,10 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
     check_writable_folder(out, f"cannot write the corpus to {out}")
     total = args.train + args.dev + args.test
     if total == 0:
-        raise UserError("--train 0 --dev 0 --test 0 writes no meaning representation: give a split one at least")
+        raise UserError(
+            "--train 0 --dev 0 --test 0 writes no meaning representation: give --train, --dev or --test a count "
+            "above 0"
+        )
     if total > MAX_MRS:
         raise UserError(
             f"--train {args.train} --dev {args.dev} --test {args.test}: {total:,} meaning representations; at most "

@@ -213,7 +213,7 @@ def add_parser(sub) -> None:
         "--overwrite",
         action="store_true",
         help="write into a non-empty --out: the checkpoints of the run it holds go at once, its model when the "
-        "new one is saved (its log kept as train_log.replaced.jsonl until then); other files stay",
+        "new one is saved (its log kept beside it until then); other files stay",
     )
     out.add_argument("--save-every", type=int, default=0, help="resumable checkpoint every N steps (0: off)")
     out.add_argument(

@@ -156,17 +156,17 @@ def check_checkpoint_dir(ckpt_root: Path, out: Path, save_every: int) -> None:
         )
 
 
-def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> Path | None:
+def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> None:
     """Before a run writes into `out` with `overwrite`: remove the checkpoints of the run it replaces (those
     whose records name `out`, in this run's checkpoint folder and in the replaced run's where it lies inside
     `out`), which the new run's checkpoints would otherwise be pruned, resumed or replaced among. A checkpoint
     of another run stays; the replaced run's model stays until the new one replaces it (`replaced_files`), and so
-    does its log, moved to `REPLACED_LOG` (the new run's log takes its name at once); returns that file where it
-    was made, for the save of the new model to remove. A resume of the very run `out` holds replaces nothing."""
+    does its log, moved to `REPLACED_LOG` (the new run's log takes its name at once; `drop_replaced_log` removes it
+    once the new model is saved). A resume of the very run `out` holds replaces nothing."""
     if not out.is_dir() or out.is_symlink():
-        return None
+        return
     if resume_dir is not None and _recorded_out(resume_dir) == out.resolve():
-        return None
+        return
     for root, own in _replaced_checkpoints(out, ckpt_root).items():
         for entry in own:
             shutil.rmtree(entry)
@@ -174,24 +174,29 @@ def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> P
             root.rmdir()  # the checkpoint folder the replaced run made in `out`, left empty
     if own_staging(out / SAVE_STAGING, out):
         shutil.rmtree(out / SAVE_STAGING)
-    return _keep_replaced_log(out)
+    _keep_replaced_log(out)
 
 
-def _keep_replaced_log(out: Path) -> Path | None:
+def _keep_replaced_log(out: Path) -> None:
     """The replaced run's log moved aside to `REPLACED_LOG`, where that run left a model for it to go with. An
     earlier overwrite that stopped before its save left that model's log there already: it stays, and the log
-    beside it (the stopped run's, which kept nothing) is replaced by the new run's. A file of that name this tool
-    did not make is left alone, and is not named for removal."""
+    beside it (the stopped run's, which kept nothing) is replaced by the new run's. A file of that name that is no
+    log is left alone."""
     log, kept = out / LOG_FILE, out / REPLACED_LOG
-    if kept.is_symlink() or (kept.exists() and not (kept.is_file() and own_log(kept))):
-        return None
-    if kept.exists():
-        return kept
+    if kept.exists() or kept.is_symlink():
+        return
     model = [n for n in replaced_files(out) if n not in (LOG_FILE, RECORD_FILE)]
-    if not model or log.is_symlink() or not own_log(log):
-        return None
-    log.replace(kept)
-    return kept
+    if model and log.is_file() and not log.is_symlink() and own_log(log):
+        log.replace(kept)
+
+
+def drop_replaced_log(out: Path) -> None:
+    """Once a run's model is saved in `out`: the log of the model it replaced (`REPLACED_LOG`) goes with that
+    model, whichever run of the overwrite saved it (the one that started it, or a resume of it). A file of that
+    name that is no run's log, or a link, is left alone."""
+    kept = out / REPLACED_LOG
+    if kept.is_file() and not kept.is_symlink() and own_log(kept):
+        kept.unlink()
 
 
 def _replaced_checkpoints(out: Path, ckpt_root: Path) -> dict[Path, list[Path]]:

@@ -39,7 +39,7 @@ from skipcore.training.checkpoint import (
     staging_dir,
     start_staging,
 )
-from skipcore.training.folders import replaced_files
+from skipcore.training.folders import drop_replaced_log, replaced_files
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
 from skipcore.training.settings import TrainSettings, check_warmup, warmup_steps
@@ -110,9 +110,6 @@ class Run:
     resume_step: int = 0
     resume_elapsed_s: float = 0.0  # training time before the resumed checkpoint, for honest totals
     lora: object | None = None  # the peft model when LoRA trains beside frozen weights: what is saved
-    replaced_log: Path | None = (
-        None  # the log of the model this run replaces, kept until the new model is saved
-    )
 
 
 def total_steps(hyper: Hyper, steps_per_epoch: int) -> int:
@@ -332,8 +329,8 @@ def train_loop(run: Run) -> Path:
             dtype, run_files = ("float32", ()) if resumable else (hyper.save_dtype, (LOG_FILE,))
             replaces = () if resumable else tuple(replaced_files(where))
             save_model(model, run.tokenizer, where, record, dtype, run_files, replaces)
-            if not resumable and run.replaced_log is not None:
-                run.replaced_log.unlink(missing_ok=True)  # its model is gone: the new one stands in its place
+            if not resumable:
+                drop_replaced_log(where)  # its model is gone: the new one stands in its place
         if resumable:
             acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
             log_window = torch.stack([running.detach().cpu(), torch.tensor(running_n, dtype=torch.float64)])

@@ -175,11 +175,10 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
         with interruption_said(
             out, ckpt_root, resume_dir, hyper.save_every
         ):  # what the run leaves, once it writes
-            replaced_log = None
             if main:
                 # with overwrite the folder becomes this run's alone: the tool's files of the run it replaces go
                 if s.overwrite:
-                    replaced_log = clear_replaced_run(out, ckpt_root, resume_dir)
+                    clear_replaced_run(out, ckpt_root, resume_dir)
                 out.mkdir(parents=True, exist_ok=True)
             acc.wait_for_everyone()
             set_seed(s.seed, device_specific=True)  # dropout differs per process; restored on resume
@@ -192,7 +191,6 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
                 hyper=hyper,
                 out_dir=out,
                 checkpoint_dir=ckpt_root,
-                replaced_log=replaced_log,
                 record=record,
                 eval_pairs=eval_pairs,
                 resume_dir=resume_dir,

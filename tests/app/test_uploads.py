@@ -328,3 +328,14 @@ def test_a_csv_sweep_naming_a_column_twice_or_split_by_semicolons_is_said(data, 
     with pytest.raises(UserError) as e:
         read_uploaded_table("x.csv", data, 10**6)
     assert str(e.value).startswith(said), str(e.value)
+
+
+def test_a_csv_sweeps_header_is_read_as_pandas_reads_it():
+    """The repeated-name check reads the header pandas reads: after a blank line, a quoted name holding a line
+    break whole, and columns with no name (no repeated name a user can act on) let through."""
+    from app.dashboard.tracefiles import read_uploaded_table
+
+    with pytest.raises(UserError, match="'bleu' is named twice"):
+        read_uploaded_table("x.csv", b"\nbleu,layer_speedup,bleu\n50,1,40\n", 10**6)
+    assert list(read_uploaded_table("x.csv", b'bleu,"bleu\nx"\n1,2\n', 10**6).columns) == ["bleu", "bleu\nx"]
+    assert len(read_uploaded_table("x.csv", b"a,,b,\n1,2,3,4\n", 10**6).columns) == 4

@@ -551,6 +551,8 @@ def test_the_default_note_is_never_about_a_value_the_default_did_not_give():
     assert note(said, "warmup_ratio", 0.05, frozenset({"resume", "steps"})) == ""  # the resumed run's 0.6
     said = "--warmup-layers (1) must be smaller than --min-layers (1)"
     assert note(said, "warmup_layers", 1) == " (--warmup-layers was left at its default)"
+    # a digit of another number is no quote of the value: it is said
+    assert note("--steps 12 of ...", "warmup_layers", 1) == " (--warmup-layers was left at its default, 1)"
     assert note("--targets out of reach", "targets", (2.0, 3.0, 4.0)).endswith("its default, 2,3,4)")
 
 

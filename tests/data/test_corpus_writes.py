@@ -61,7 +61,8 @@ def test_a_corpus_of_no_meaning_representation_is_refused_at_once(tmp_path, caps
     out = tmp_path / "none"
     err = refused(capsys, ["data", "--out", str(out), "--train", "0", "--dev", "0", "--test", "0"])
     assert (
-        err == "error: --train 0 --dev 0 --test 0 writes no meaning representation: give a split one at least"
+        err
+        == "error: --train 0 --dev 0 --test 0 writes no meaning representation: give --train, --dev or --test a count above 0"
     )
     assert not out.exists()
     assert (

@@ -551,3 +551,11 @@ def test_an_overwrite_stopped_before_its_save_leaves_the_old_model_with_its_log(
     assert main([*argv, "--overwrite"]) == 0
     assert not (out / REPLACED_LOG).exists() and (out / LOG_FILE).read_text().count("\n") >= 4
     assert read_record(out)["state"]["step"] == 4
+    # stopped after a checkpoint, then resumed to its end: the resume's save removes the replaced model's log too
+    again = train_argv(model_dirs["opt"], out, *four_steps_flags(tmp_path), "--overwrite")
+    interrupted_at_step(monkeypatch, 4)  # after the checkpoint at step 2
+    interruption_line(capsys, again)
+    monkeypatch.undo()
+    assert (out / REPLACED_LOG).is_file()
+    assert main(resume_argv(out / "checkpoints", out)) == 0
+    assert not (out / REPLACED_LOG).exists() and read_record(out)["state"]["step"] == 4
