@@ -130,7 +130,8 @@ def add_parser(sub) -> None:
         "one plain line, its line breaks printed as spaces)",
     )
     p.set_defaults(
-        func=run_generate, on_interrupt="nothing was written (a trace is written when the run ends)"
+        func=run_generate,
+        on_interrupt="nothing was written (a trace is written when the run ends, or of the batches that finished)",
     )
 
 
@@ -156,6 +157,7 @@ def summary_line(label: str, s: dict) -> str:
 
 def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     """Generate as the flags say (read once, `GenerateSettings`): texts on stdout, the summary on stderr."""
+    from skipcore.decode.outputs import GenerationStopped
     from skipcore.traces.files import FORMATS, ZIPPED_FORMATS, check_trace_path, write_trace
 
     settings, schedule_note = with_model_defaults(GenerateSettings.from_args(args), given)
@@ -171,16 +173,23 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     setup = decode_setup(settings, settings.attention_dtype, settings.fused_step)
     engine, prompts, asked = setup.engine, setup.prompts, setup.policy
     policy = engine.placed(asked, settings.max_new_tokens)  # the device's draft length where none was given
-    result = engine.generate(prompts, policy, settings.max_new_tokens, sampling, settings.batch_size)
+    try:
+        result = engine.generate(prompts, policy, settings.max_new_tokens, sampling, settings.batch_size)
+    except GenerationStopped as stop:  # the batches that finished are kept, said as such in their metadata
+        kept = stop.result
+        if trace_path is not None:
+            write_trace(kept.trace, trace_path, kept.metadata, overwrite=settings.overwrite)
+        print_texts(kept.texts, settings.jsonl)
+        where = f"written to {trace_path}" if trace_path is not None else "printed (no --trace was given)"
+        args.on_interrupt = (
+            f"the first {len(kept.texts)} of {len(prompts)} prompts' outputs (the batches that finished) were "
+            f"{where}"
+        )
+        raise
     if trace_path is not None:  # before any output: a stdout that cannot be written loses no trace
         write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
         args.on_interrupt = f"the trace was written to {trace_path}; what came after it was stopped"
-    for text in result.texts:  # a line per prompt: its own line breaks as spaces, or the text exactly in JSON
-        print(
-            json.dumps({"text": text}, ensure_ascii=False)
-            if settings.jsonl
-            else text.replace("\n", " ").strip()
-        )
+    print_texts(result.texts, settings.jsonl)
     notes = (
         []
         if settings.quiet
@@ -201,6 +210,12 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     if settings.timing_repeats:
         print(timing_line(engine, prompts, policy, settings, result.summary), file=sys.stderr)
     return 0
+
+
+def print_texts(texts: list[str], jsonl: bool) -> None:
+    """A line per prompt on stdout: its own line breaks as spaces, or the text exactly in JSON (`--jsonl`)."""
+    for text in texts:
+        print(json.dumps({"text": text}, ensure_ascii=False) if jsonl else text.replace("\n", " ").strip())
 
 
 def draft_note(asked, placed, engine) -> str | None:

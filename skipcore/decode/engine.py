@@ -42,7 +42,14 @@ from skipcore.decode.checks import (
     check_tokenizer,
 )
 from skipcore.decode.forward import EngineStepRunner
-from skipcore.decode.outputs import BatchOutput, DecodedBatch, DecodedPrompts, GenerationResult
+from skipcore.decode.outputs import (
+    BatchOutput,
+    DecodedBatch,
+    DecodedPrompts,
+    GenerationResult,
+    GenerationStopped,
+    PromptsStopped,
+)
 from skipcore.decode.record import RowCursor, StepRecord, StepTimer, collect_batch
 from skipcore.decode.sampling import Sampling, TokenPicker, unapplied_rules
 from skipcore.decode.static_policy import PolicyLike, as_policy
@@ -180,7 +187,16 @@ class SkipEngine:
         all end early jumps to its end.
         """
         request = self.check_request(prompts, max_new_tokens, batch_size, policy, sampling)
-        run = self.decode_prompts(request, progress=progress)
+        try:
+            run = self.decode_prompts(request, progress=progress)
+        except PromptsStopped as stop:  # the batches that finished, kept as a run of their own prompts
+            done = stop.done
+            stopped = f"{len(done.texts)} of {len(request.prompts)} prompts, then interrupted"
+            meta = self.describe_run(done.run_id, request, request.sampling, stopped_after=stopped)
+            finished = GenerationResult(
+                done.texts, done.token_ids, done.trace, summarize(done.trace, self.num_layers), meta
+            )
+            raise GenerationStopped(finished) from None
         meta = self.describe_run(run.run_id, request, request.sampling)
         summary = summarize(run.trace, self.num_layers)
         return GenerationResult(run.texts, run.token_ids, run.trace, summary, meta)
@@ -264,7 +280,13 @@ class SkipEngine:
             chunk = request.prompt_ids[start : start + size]
             ids, attn = self.left_padded(chunk, pad_to)
             on_step = None if progress is None else partial(_report_step, progress, b * T, total)
-            out = self.decode_batch(ids, attn, policy, pickers(start, len(chunk)), T, on_step)
+            try:
+                out = self.decode_batch(ids, attn, policy, pickers(start, len(chunk)), T, on_step)
+            except KeyboardInterrupt:
+                if not traces:
+                    raise
+                done = DecodedPrompts(run_id, texts, token_ids, pd.concat(traces, ignore_index=True))
+                raise PromptsStopped(done) from None
             if progress is not None:
                 progress((b + 1) * T, total)
             check_finite(out, start)

@@ -77,3 +77,22 @@ class GenerationResult:
     trace: pd.DataFrame
     summary: dict
     metadata: dict = field(default_factory=dict)
+
+
+class PromptsStopped(KeyboardInterrupt):
+    """Ctrl-C in the batch driver after at least one batch finished: still an interrupt, holding those batches
+    (`done`) for the caller that describes them (`SkipEngine.generate`)."""
+
+    def __init__(self, done: DecodedPrompts) -> None:
+        super().__init__()
+        self.done = done
+
+
+class GenerationStopped(KeyboardInterrupt):
+    """Ctrl-C during `SkipEngine.generate`, after at least one batch finished: still an interrupt (whatever stops
+    on one stops), holding what the finished batches made (`result`, its metadata saying how far the run got:
+    `stopped_after`), so a caller can keep it. A run stopped in its first batch raises a plain KeyboardInterrupt."""
+
+    def __init__(self, result: GenerationResult) -> None:
+        super().__init__(result.metadata.get("stopped_after", "stopped"))
+        self.result = result

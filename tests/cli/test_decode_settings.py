@@ -152,5 +152,6 @@ def test_an_interrupted_command_says_what_it_kept(monkeypatch, capsys):
     assert commands.main(["generate", "--prompt", "x"]) == 130
     assert (
         capsys.readouterr().err
-        == "error: interrupted; nothing was written (a trace is written when the run ends)\n"
+        == "error: interrupted; nothing was written (a trace is written when the run ends, or of the batches "
+        "that finished)\n"
     )

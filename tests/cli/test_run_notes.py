@@ -147,3 +147,46 @@ def test_a_draft_length_capped_by_max_new_tokens_says_so(capsys, model_dirs):
     whole = stderr_of(capsys, *argv, "--max-new-tokens", "8")
     assert "note: speculative drafts 4 tokens a round (the default on a CPU in float32" in whole
     assert "capped" not in whole
+
+
+def test_generate_stopped_after_a_batch_keeps_the_batches_that_finished(tmp_path, capsys, monkeypatch):
+    """Ctrl-C in a run of several batches kept nothing ('a trace is written when the run ends'): the batches that
+    finished are written and printed, the same tokens an uninterrupted run makes for those prompts, their metadata
+    saying how far the run got; stopped in its first batch, nothing is written."""
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.traces import read_trace
+
+    argv = ["generate", "--limit", "6", "--batch-size", "2", "--max-new-tokens", "6", "--quiet"]
+    whole = tmp_path / "whole.parquet"
+    assert main([*argv, "--trace", str(whole)]) == 0
+    full_texts = capsys.readouterr().out.splitlines()
+    real, calls = SkipEngine.decode_batch, []
+
+    def stopped_at(batch: int):
+        def decode_batch(self, *args, **kw):
+            calls.append(None)
+            if len(calls) == batch:
+                raise KeyboardInterrupt
+            return real(self, *args, **kw)
+
+        return decode_batch
+
+    cut = tmp_path / "cut.parquet"
+    monkeypatch.setattr(SkipEngine, "decode_batch", stopped_at(3))
+    assert main([*argv, "--trace", str(cut)]) == 130
+    said = capsys.readouterr()
+    assert said.out.splitlines() == full_texts[:4]
+    assert said.err.strip().splitlines()[-1] == (
+        f"error: interrupted; the first 4 of 6 prompts' outputs (the batches that finished) were written to {cut}"
+    )
+    kept, meta = read_trace(cut)
+    full, _ = read_trace(whole)
+    columns = ["sample", "step", "token_id", "layer_mask"]
+    assert kept[columns].equals(full[full["sample"] < 4][columns].reset_index(drop=True))
+    assert meta["stopped_after"] == "4 of 6 prompts, then interrupted"
+
+    calls.clear()
+    first = tmp_path / "first.parquet"
+    monkeypatch.setattr(SkipEngine, "decode_batch", stopped_at(1))
+    assert main([*argv, "--trace", str(first)]) == 130
+    assert not first.exists() and "nothing was written" in capsys.readouterr().err
