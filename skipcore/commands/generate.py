@@ -135,9 +135,10 @@ def add_parser(sub) -> None:
     )
 
 
-def summary_line(label: str, s: dict) -> str:
-    """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so), and a
-    speculative run's acceptance ('n/a' where no draft was made)."""
+def summary_line(label: str, s: dict, timed: bool = False) -> str:
+    """The run summary: realised and batch layer speedups, FLOPs, KV saved, throughput (one run: say so, and how to
+    measure, unless the run is `timed` against full depth: the line after it says that), and a speculative run's
+    acceptance ('n/a' where no draft was made)."""
     from skipcore.measure.summary import speedup_text as x
 
     drafts = (
@@ -151,7 +152,8 @@ def summary_line(label: str, s: dict) -> str:
         f"[{label}] {drafts}layer speedup {x(s['layer_speedup'])} per token / {x(s['batch_layer_speedup'])} "
         f"per batch step, FLOPs speedup {x(s['flops_speedup_decode'])} decode / "
         f"{x(s['flops_speedup_with_prompt'])} with prompt, KV saved {s['kv_saved_fraction']:.0%}, "
-        f"{s['tokens_per_s']:.1f} tokens/s in this one run (--timing-repeats N measures against full depth)"
+        f"{s['tokens_per_s']:.1f} tokens/s in this one run"
+        + ("" if timed else " (--timing-repeats N measures against full depth)")
     )
 
 
@@ -205,7 +207,7 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
         if line:
             print(line, file=sys.stderr)
     if not settings.quiet:
-        line = summary_line(policy.label(), result.summary)
+        line = summary_line(policy.label(), result.summary, timed=settings.timing_repeats > 0)
         print(line + (f", trace {trace_path}" if trace_path else ""), file=sys.stderr)
     if settings.timing_repeats:
         print(timing_line(engine, prompts, policy, settings, result.summary), file=sys.stderr)
