@@ -106,11 +106,8 @@ def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
 
 
 PERCENTS = (*METRICS, "slot_near")  # skipcore's own scores: percentages, 0 to 100
-LAYER_SPEEDUPS = (
-    "layer_speedup",
-    "batch_layer_speedup",
-    "layer_speedup_token_mean",
-)  # at most the model's depth
+# at most the model's depth
+LAYER_SPEEDUPS = ("layer_speedup", "batch_layer_speedup", "layer_speedup_token_mean")
 TIMED = ("wall_speedup_decode", "batch_layer_speedup", "batch_flops_speedup_decode", "timing_runs")
 
 

@@ -134,9 +134,8 @@ def kept_upload(label: str, types: list[str], key: str) -> tuple[str, bytes] | N
     the box is new (its page opened again) and the session holds its last upload, that file is shown again, said
     so, with a button to forget it; emptied by the user (the box's own remove), it is forgotten."""
     kept, held = KEPT_UPLOAD + key, HELD_UPLOAD + key
-    removed = key in st.session_state and st.session_state.get(
-        held, False
-    )  # a box new on the page held nothing
+    # the user emptied the box that held a file; a box new on the page (opened again) held nothing
+    removed = key in st.session_state and st.session_state.get(held, False)
     upload = st.file_uploader(label, type=types, key=key, max_upload_size=paths.upload_limit_mb())
     st.session_state[held] = upload is not None
     if upload is not None:
