@@ -44,4 +44,5 @@ precision_sidebar(model_sidebar())
 format_picker()
 page_style()
 run_page(page)  # a page that stops early notes its settings itself (`address.stop`)
+address.say_refused()  # a link's values no setting could take: said, not dropped silently
 address.note(page.url_path)  # what `hold` keeps when Back or Forward comes to this page again

@@ -35,6 +35,8 @@ PUBLISHED = "_address_text_"  # + a text's key, in the session: the text `keep_t
 SEEN = "_address_seen"  # page -> the names its address held when the page was last drawn
 HELD = "_address_held"  # a Back or Forward run was started again once (`hold`)
 PAGE = "_address_page"  # the page this run draws, as `hold` was told it
+REFUSED = "_address_refused"  # "name=value" the address gave that a setting could not take, not yet said
+SAID = "_address_said"  # those said this session (`say_refused`), never said twice
 
 
 def whole_number_input(
@@ -46,6 +48,7 @@ def whole_number_input(
     text = st.query_params.get(key)
     if text is not None and _infinite(text):
         forget(key)
+        _refused(f"{key}={text}")
     return int(where.number_input(label, low, high, value, key=key, **KEEP, **kw))
 
 
@@ -142,10 +145,16 @@ def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[st
         try:
             value = text.lower() in ("1", "true") if isinstance(default, bool) else type(default)(text)
         except ValueError:
-            continue
-        if valid(name, value):
+            value = None
+        if value is not None and valid(name, value):
             out[name] = value
+        else:
+            _refused(f"{name}={text}")
     return out
+
+
+def _refused(said: str) -> None:
+    st.session_state[REFUSED] = [*st.session_state.get(REFUSED, []), said]
 
 
 def adopt(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> None:
@@ -204,20 +213,91 @@ def hold(page: str) -> None:
 
 def stop() -> None:
     """`st.stop()` for a page that stops after drawing its settings (one refused under its inputs, a model that
-    does not load): they are noted first (`note`), as a page that runs to its end has them noted after it; once
-    stopped, a run can no longer read or write the session."""
+    does not load): they are noted and said first (`note`, `say_refused`), as a page that runs to its end has
+    them after it; once stopped, a run can no longer read or write the session."""
+    say_refused()
     page = st.session_state.get(PAGE)
     if page is not None:
         note(page)
     st.stop()
 
 
+def drawn_widgets() -> list[tuple[str, Any, bool]]:
+    """The widgets drawn this run that have a key: the key, Streamlit's metadata of the widget (whether it is
+    bound to the address, its default, how it reads an address's text) and whether this run drew it first (the
+    run that seeded it from the address). Streamlit keeps these only in its session state's bookkeeping (streamlit
+    is pinned in requirements.txt; a version without it gives none)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    try:
+        state = ctx.session_state._state
+        keys = state._key_id_mapper.id_key_mapping
+        drawn = state._new_widget_state.widget_metadata
+        before = state._old_state
+    except AttributeError:
+        return []
+    return [(keys[w], meta, w not in before) for w, meta in drawn.items() if w in keys]
+
+
+def say_refused() -> None:
+    """After a page was drawn: the values its address gave that a setting could not take, said in one line, once
+    a session: a bound widget's value it cannot hold (`abc` for a count, past its range, an option it lacks),
+    which Streamlit drops for the default, or takes in part (the options it has of several), and a design value
+    `read` left out.
+    A shared link that silently showed other settings than it named would be read as those settings' result."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    refused, taken = list(st.session_state.pop(REFUSED, [])), []
+    with get_session_state().query_params() as params:  # what the address said as the page opened
+        given = dict(getattr(params, "_initial_query_params", {}))
+    for key, meta, first in drawn_widgets():
+        text = given.get(key)
+        if not first or text is None or getattr(meta, "bind", None) != "query-params":
+            continue
+        now, shown = st.query_params.get_all(key), ",".join(_as_list(text))
+        if not now:
+            if not _asks_default(meta, text):
+                refused.append(f"{key}={shown}")
+        elif now != _as_list(text):
+            taken.append(f"{key}={shown} as {','.join(now)}")
+    said = st.session_state.setdefault(SAID, set())
+    refused, taken = [r for r in dict.fromkeys(refused) if r not in said], [t for t in taken if t not in said]
+    if not refused and not taken:
+        return
+    said.update(refused + taken)
+    parts = [f"the default stands for {', '.join(refused)}"] if refused else []
+    parts += [f"taken in part: {', '.join(taken)}"] if taken else []
+    st.toast(
+        f"The address named values this page's settings cannot take: {'; '.join(parts)}.",
+        icon=":material/link_off:",
+        duration="infinite",
+    )
+
+
+def _asks_default(meta: Any, text: str | list[str]) -> bool:
+    """Whether an address's `text` for a bound widget names that widget's default (which Streamlit then leaves
+    out of the address, as it does a value the widget refuses): the text read as the address's kind of value,
+    against the default as the widget writes it (a value out of range is not its default, though the widget
+    falls back to it)."""
+    from streamlit.runtime.state.query_params import parse_url_param
+
+    try:
+        return bool(parse_url_param(text, meta.value_type) == meta.serializer(meta.deserializer(None)))
+    except Exception:  # a text the widget cannot read: refused
+        return False
+
+
+def _as_list(text: str | list[str]) -> list[str]:
+    return list(text) if isinstance(text, list) else [text]
+
+
 def note(page: str) -> None:
     """After `page` was drawn: the names in its address that a widget holds bound (the page's and the sidebar's
     settings), added to those noted before (a run `hold` started may leave one out of the address while the
-    session keeps it: noted anew, the next bare entry reset it), which `hold` keeps on Back and Forward. A name the page only publishes is left out: the page
-    writes it again from the session itself, and Streamlit takes it out of the address on the way in while the
-    designer's widget of that name is still bound."""
+    session keeps it: noted anew, the next bare entry reset it), which `hold` keeps on Back and Forward. A name
+    the page only publishes is left out: the page writes it again from the session itself, and Streamlit takes
+    it out of the address on the way in while the designer's widget of that name is still bound."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()

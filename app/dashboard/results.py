@@ -174,23 +174,10 @@ def _address_widgets() -> dict[str, bool]:
     """The keys of the widgets drawn this run that are bound to the address (every page setting is one,
     `address.KEEP`, and no button, upload or table selection is) or whose text it keeps while short (the prompts:
     `address.keep_text`), each with whether it is left out of the address (a bound widget at its default, a text
-    not kept there). Streamlit keeps which widgets are bound, and their defaults, only in its session state's
-    bookkeeping (streamlit is pinned in requirements.txt; a version without it gives none)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    try:
-        state = ctx.session_state._state
-        keys = state._key_id_mapper.id_key_mapping
-        drawn = state._new_widget_state.widget_metadata
-    except AttributeError:
-        return {}
+    not kept there)."""
     ss = st.session_state
     widgets = {}
-    for w, meta in drawn.items():
-        key = keys.get(w)
-        if key is None:
-            continue
+    for key, meta, _ in address.drawn_widgets():
         if getattr(meta, "bind", None) == "query-params":
             widgets[key] = _at_default(meta, ss.get(key))
         elif address.kept_text(key):

@@ -47,6 +47,7 @@ from tests.helpers import assert_clean, by_key, opened_with
 def test_a_link_restores_every_setting_of_its_page(model_dir, page, address, widgets):
     at = opened_with(address, page)
     assert_clean(at)
+    assert not at.toast, [t.value for t in at.toast]  # every value taken: nothing to say
     everything = [*at.slider, *at.radio, *at.number_input, *at.checkbox, *at.multiselect, *at.selectbox]
     for key, value in widgets.items():
         assert by_key(everything, key).value == value, key
@@ -58,12 +59,41 @@ def test_a_link_restores_every_setting_of_its_page(model_dir, page, address, wid
         assert by_key(everything, key).value == value, key
 
 
-def test_a_value_the_widget_cannot_take_is_ignored(model_dir):
-    at = opened_with({"gen_max_new": "100000", "gen_batch": "-3"}, "generate")
+def test_a_value_the_widget_cannot_take_is_ignored_and_said_once(model_dir):
+    """A link's value no setting can take is dropped for the default, as Streamlit drops it, and said in one line
+    naming each (a shared link that silently showed other settings would be read as theirs); a value that names
+    the default is no refusal; a run of the page again says nothing more."""
+    at = opened_with(
+        {"gen_max_new": "100000", "gen_batch": "-3", "gen_seed": "abc", "gen_do_sample": "false"}, "generate"
+    )
     assert_clean(at)
     assert (
         1 <= by_key(at.slider, "gen_max_new").value <= 256 and by_key(at.number_input, "gen_batch").value >= 1
     )
+    (said,) = [t.value for t in at.toast]
+    assert "the default stands for gen_max_new=100000, gen_batch=-3" in said and "gen_do_sample" not in said
+    at.run()
+    at.switch_page("sections/designer.py").run()
+    at.switch_page("sections/generate.py").run()
+    assert not at.toast
+
+
+@pytest.mark.parametrize(
+    ("page", "address", "said"),
+    [
+        # a multiselect keeps the options it has of several
+        ("tune", {"tune_modes": ["exit", "bogus"]}, "taken in part: tune_modes=exit,bogus as exit"),
+        # a design value read for a page that runs the design, before the designer is drawn
+        ("generate", {"mode": "middle", "min_layers": "99"}, "the default stands for min_layers=99"),
+        # an option the picker lacks, and a number no number box can hold
+        ("designer", {"mode": "nonsense", "decay_span": "1e400"}, "for mode=nonsense, decay_span=1e400."),
+        ("lens", {"lens_batch": "-inf"}, "the default stands for lens_batch=-inf"),
+    ],
+)
+def test_each_kind_of_refused_link_value_is_said(model_dir, page, address, said):
+    at = opened_with(address, page)
+    assert_clean(at)
+    assert [said in t.value for t in at.toast] == [True], [t.value for t in at.toast]
 
 
 def test_a_page_that_stops_early_still_keeps_its_settings_for_back_and_forward(model_dir):
