@@ -367,9 +367,12 @@ def _split_file(folder: Path, split: str | None) -> Path | None:
     present = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in _FILE_SUFFIXES)
     has = f"it holds {', '.join(present)}" if present else "it holds no .csv or .jsonl file"
     looked = f"no {split}.csv or {split}.jsonl" if split is not None else "no split was chosen"
+    # about the split first (the folder is there; the split named is not in it), the words "split" kept out of
+    # the rest of the line: a front end says the setting by its own name at its first mention
     raise DataFileNotFoundError(
-        f"{folder}: {looked} ({has}); a data folder holds {{split}}.csv or {{split}}.jsonl files, or is a "
-        f"datasets folder written by save_to_disk ({' or '.join(_HF_MARKERS)})"
+        f"{folder}: {looked} ({has}); a data folder holds a .csv or .jsonl file for each of its splits, or is a "
+        f"datasets folder written by save_to_disk ({' or '.join(_HF_MARKERS)})",
+        field=("split", "dataset"),
     )
 
 
@@ -380,6 +383,7 @@ def load_examples(
     source_field: str | None = None,
     target_field: str | None = None,
     limit: int | None = None,
+    split_setting: str = "split",
 ) -> list[Example]:
     """Load any supported data source, chosen by what the path is.
 
@@ -388,8 +392,24 @@ def load_examples(
     - a directory written by ``datasets``' ``save_to_disk``: that data set (and its ``split``);
     - anything else that does not exist: a Hugging Face hub name (needs network or a local cache).
 
-    ``limit`` keeps the first examples only, for quick runs.
+    ``limit`` keeps the first examples only, for quick runs. ``split_setting``: the setting that named ``split``
+    (a second split beside the main one: ``eval_split``), the one a refusal about the split is then about.
     """
+    try:
+        return _load_examples(path_or_name, split, task, source_field, target_field, limit)
+    except DataFormatError as error:
+        error.fields = tuple(split_setting if f == "split" else f for f in error.fields)
+        raise
+
+
+def _load_examples(
+    path_or_name: str | Path,
+    split: str | None,
+    task: str | None,
+    source_field: str | None,
+    target_field: str | None,
+    limit: int | None,
+) -> list[Example]:
     path = Path(path_or_name)
     # `data/e2e_synth` typed in another folder: said, not tried on the hub (30 s of retries offline)
     if elsewhere := shipped_elsewhere(str(path_or_name)):

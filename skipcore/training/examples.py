@@ -109,7 +109,9 @@ def training_data(
         dev = dev[: s.eval_limit]
     elif s.eval_every:
         eval_split = s.eval_split or DEV_SPLIT
-        dev = load_examples(s.dataset, split=eval_split, task=s.task, limit=s.eval_limit)
+        dev = load_examples(
+            s.dataset, split=eval_split, task=s.task, limit=s.eval_limit, split_setting="eval_split"
+        )
         if len(dev) < s.eval_limit and short:
             print(
                 f"warning: {spoken('eval_limit')} {s.eval_limit}: {s.dataset} [{eval_split}] has only {len(dev)} "

@@ -518,6 +518,24 @@ def test_a_thread_count_the_machine_cannot_start_is_one_line_in_every_command(co
             ["train", "--init-config", "opt", "--dataset", "/nowhere", "--out", "x"],
             "--dataset: /nowhere: no such",
         ),
+        # a split the folder lacks is about the flag that named it, the main split's or a second one's
+        (
+            ["generate", "--dataset", "data/e2e_synth", "--split", "val"],
+            "error: --split: data/e2e_synth: no val.csv",
+        ),
+        (
+            ["sweep", "--dataset", "data/e2e_synth", "--split", "val", "--out", "x"],
+            "error: --split: data/e2e_synth: no val.csv or val.jsonl",
+        ),
+        (
+            ["train", "--init-config", "opt", "--dataset", "data/e2e_synth", "--eval-split", "val"]
+            + ["--eval-every", "5", "--out", "x"],
+            "error: --eval-split: data/e2e_synth: no val.csv or val.jsonl (it holds dev.csv, test.csv, train.csv)",
+        ),
+        (
+            ["tune", "--dataset", "data/e2e_synth", "--evaluate-split", "val", "--out", "x"],
+            "error: --evaluate-split: data/e2e_synth: no val.csv",
+        ),
     ],
 )
 def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):

@@ -26,7 +26,12 @@ def held_out_examples(settings, searched: list) -> tuple[list, int]:
     many were left out for sharing one; refused in one line where none is left."""
     from skipcore.data import load_examples
 
-    rows = load_examples(settings.dataset, split=settings.evaluate_split, limit=settings.evaluate_limit)
+    rows = load_examples(
+        settings.dataset,
+        split=settings.evaluate_split,
+        limit=settings.evaluate_limit,
+        split_setting="evaluate_split",
+    )
     seen = {e.source for e in searched}
     kept = [e for e in rows if e.source not in seen]
     if not kept:
