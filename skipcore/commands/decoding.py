@@ -299,17 +299,21 @@ def decode_setup(
     policy's promise is part of `--dtype auto`'s context), its engine given that choice, and the request checked in
     the command line's words before the first batch. `attention_dtype`: generate's --attention-dtype (the layer lens
     replays in the model's dtype); `fused`: its --fused-step (on the fixed-shape steps it needs, on any device)."""
-    from skipcore.adapters import shapes_from_config
+    from skipcore.adapters import max_positions, shapes_from_config
     from skipcore.decode.checks import check_weight_free
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
     from skipcore.models.dtype_choice import Promise, lossless_caveat
+    from skipcore.models.generation_defaults import check_horizon
     from skipcore.models.loading import load_config, load_model, model_dtype
 
     prompts = read_prompts(settings)
     with said_by({**LENGTH_FLAGS, "prompts": prompts_flag(settings)}):
         check_weight_free(prompts, settings.max_new_tokens, settings.batch_size, None)
-    num_layers = shapes_from_config(load_config(settings.model, settings.trust_remote_code)).num_layers
+    config = load_config(settings.model, settings.trust_remote_code)
+    num_layers = shapes_from_config(config).num_layers
+    with said_by({"speedup_over": "--speedup-over"}):
+        check_horizon(settings.speedup_over, max_positions(config), settings.model)
     policy = policy_of(settings.depth, num_layers, settings.max_new_tokens, settings.speedup_over)
     lossless = settings.depth.lossless
     promise = Promise.TOKENS if lossless else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from skipcore.errors import UserError
 from skipcore.files import expand_home
 from skipcore.models.training_record import read_record, typical_output_tokens
 
@@ -44,6 +45,18 @@ def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     At least 2 (the prefill's token and one decode step): a run of one new token has no decode step for a schedule
     to shape, and the horizon it is given changes nothing."""
     return max(2, min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens)))
+
+
+def check_horizon(speedup_over: int | None, max_positions: int | None, model: str) -> None:
+    """A horizon no output of `model` reaches refused before a schedule is fitted over it: a prompt's one token and
+    `speedup_over` new ones must fit the `max_positions` it takes (None: its config does not say). A fit costs time
+    in the horizon's length, so a typo's extra zeros would otherwise run for hours before any refusal."""
+    if speedup_over is not None and max_positions is not None and speedup_over >= max_positions:
+        raise UserError(
+            f"speedup_over {speedup_over} is longer than any output of {model}: it takes {max_positions} "
+            f"positions, a prompt and its new tokens together; use at most {max_positions - 1}",
+            field="speedup_over",
+        )
 
 
 def trained_schedule(record: dict) -> dict | None:

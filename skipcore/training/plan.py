@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from skipcore.errors import ScheduleError, UserError, quoted
+from skipcore.models.generation_defaults import check_horizon
 from skipcore.models.training_record import typical_output_tokens
 from skipcore.schedule import (
     Schedule,
@@ -241,6 +242,8 @@ def plan_for(s: TrainSettings, num_layers: int, stats: dict, positions: int | No
                 field=_cut_field(s, positions),
             )
         raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
+    named = s.model or (f"a new {s.init_config} model" if s.init_config else "the model")
+    check_horizon(over, positions, named)
     if s.elastic is not None:
         shape = check_elastic(s)
         return SchedulePlan(

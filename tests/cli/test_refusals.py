@@ -545,6 +545,25 @@ def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
     assert said in refused(capsys, argv)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate", "--prompt", "hi", "--max-new-tokens", "8", "--target-speedup", "2"],
+        ["sweep", "--limit", "2", "--max-new-tokens", "8", "--out", "{tmp}/sweep.parquet"],
+        ["train", "--init-config", "opt", "--target-speedup", "2", "--out", "{tmp}/run", "--steps", "2"],
+    ],
+)
+def test_a_horizon_longer_than_any_output_is_refused_before_any_fit(capsys, tmp_path, argv):
+    """--speedup-over 100000000 (a typo's zeros) was taken: the fit of a target speedup over a hundred million
+    tokens ran for hours before anything was said. The shipped model takes 256 positions, one of them a
+    prompt's: the refusal names the flag and the longest horizon, and nothing is written."""
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    said = refused(capsys, [*argv, "--speedup-over", "100000000"])
+    assert said.startswith("error: --speedup-over 100000000 is longer than any output of "), said
+    assert said.endswith("256 positions, a prompt and its new tokens together; use at most 255"), said
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_value_nobody_typed_is_said_to_be_the_flags_default(capsys, tmp_path):
     """A sweep of 3 new tokens refused 'got 4' about --draft-tokens, which the command line never gave (its default
     2,4,8): a number nobody typed. Typed, the value is the user's own and no note is added."""
