@@ -436,7 +436,9 @@ def schedule_for_speedup(
 ) -> Schedule:
     """The schedule of `shape` whose theoretical layer speedup over `max_new_tokens` generated tokens is closest
     to `target`. Pass the expected output length there (rows stop at EOS), not the generation cap, for a
-    target that outputs realise.
+    target that outputs realise. Unless `decay_span` is given, the schedule's decay stretches over whatever
+    generation runs it: to keep the fitted speedup under a larger generation cap, pass `decay_span=max_new_tokens
+    - 1` (its decay ends where the fitted output does, as the command line's `--speedup-over` does).
 
     As in the paper, the budget starts at full depth (max = L, or the given max) and only the floor is searched.
     Only when no floor comes within 2 x `tolerance` (relative) of the target, and max was not given, is a lower

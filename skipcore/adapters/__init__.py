@@ -18,7 +18,7 @@ from skipcore.adapters.gemma3 import Gemma3Adapter
 from skipcore.adapters.gpt2 import GPT2Adapter
 from skipcore.adapters.llama import LlamaAdapter
 from skipcore.adapters.opt import OPTAdapter
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError
 
 ADAPTERS: dict[str, type[Adapter]] = {
     "opt": OPTAdapter,
@@ -75,6 +75,12 @@ def check_config(config) -> None:
 
 def shapes_from_config(config) -> ModelShapes:
     """The cost model's sizes for a config of a supported family, without loading any weights."""
+    if not isinstance(getattr(config, "model_type", None), str):
+        raise ArgumentTypeError(
+            f"config must be a model's config (transformers' AutoConfig.from_pretrained, model.config), got "
+            f"{type(config).__name__}",
+            field="config",
+        )
     check_supported(config.model_type)
     return ADAPTERS[config.model_type].shapes_from_config(config)
 

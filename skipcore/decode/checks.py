@@ -15,6 +15,7 @@ from skipcore.decode.sampling import Sampling
 from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.step import DepthPolicy
 from skipcore.errors import ArgumentTypeError, UserError, quoted
+from skipcore.kernels.precision import dtype_name
 from skipcore.plain_numbers import is_whole, whole_number
 
 # what a decode call reads of a policy (`skipcore.decode.step.DepthPolicy`): the loop's members, and what its trace
@@ -90,6 +91,19 @@ def check_loaded(device: torch.device) -> None:
         raise UserError(
             "the model's weights are on the meta device (an empty model, its weights never loaded): load them "
             "(from_pretrained, or skipcore.models.load_model)",
+            field="model",
+        )
+
+
+def check_unmoved(model: torch.nn.Module, device: torch.device, dtype: torch.dtype) -> None:
+    """A model cast or moved since its engine was made is refused in one line: the engine chose its KV cache's
+    dtype, its attention's and its runs' metadata for the weights it was made with, so it would decode the new
+    weights under the old choices (other tokens than a new engine's) and label the run with the old dtype."""
+    param = next(model.parameters())
+    if (param.device, param.dtype) != (device, dtype):
+        raise UserError(
+            f"the model is in {dtype_name(param.dtype)} on {param.device}, but its engine was made for "
+            f"{dtype_name(dtype)} on {device}: make a new engine for the moved model (SkipEngine(model, tokenizer))",
             field="model",
         )
 
@@ -243,6 +257,36 @@ def check_left_padded(input_ids: object, attn: object) -> None:
             f"row {row} of attention_mask is not padded on the left (its ones must be one run at its end, or it "
             "has none): pad on the left, as tokenizer.padding_side = 'left' does",
             field="attention_mask",
+        )
+
+
+def check_batch_ids(
+    input_ids: torch.Tensor, attn: torch.Tensor, vocab_rows: int, limit: int | None, max_new_tokens: int
+) -> None:
+    """Left-padded token ids (`check_left_padded`'s) held to what `check_prompt_tokens` holds a prompt's to, for a
+    caller that brings its own: whole numbers, each one of the model's `vocab_rows` embeddings (padding included:
+    every column is embedded), and the longest row's tokens plus max_new_tokens within its `limit` positions.
+    Past them the embedding's lookup or a learned position table fails inside torch, after the prefill's work."""
+    if input_ids.dtype == torch.bool or input_ids.is_floating_point() or input_ids.is_complex():
+        raise UserError(
+            f"input_ids must hold whole token ids (an integer tensor), got {str(input_ids.dtype).removeprefix('torch.')}",
+            field="input_ids",
+        )
+    ids = input_ids.detach().cpu()
+    bad = (ids < 0) | (ids >= vocab_rows)
+    if bool(bad.any()):
+        row, col = (int(i) for i in bad.nonzero()[0])
+        raise UserError(
+            f"input_ids holds token id {int(ids[row, col])} (row {row}, column {col}): the model's embeddings take "
+            f"0 to {vocab_rows - 1} (padding too: every column is embedded)",
+            field="input_ids",
+        )
+    longest = int(attn.detach().cpu().to(torch.int64).sum(dim=1).max())
+    if limit is not None and longest + max_new_tokens > limit:
+        raise UserError(
+            f"the longest row ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's {limit} "
+            f"positions; {_what_fits(limit, longest, max_new_tokens)}",
+            field="max_new_tokens",
         )
 
 

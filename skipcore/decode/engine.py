@@ -34,12 +34,14 @@ from skipcore.adapters import Adapter, adapter_for, check_config, max_positions
 from skipcore.decode.cache import SkipKVCache
 from skipcore.decode.checks import (
     Request,
+    check_batch_ids,
     check_finite,
     check_left_padded,
     check_loaded,
     check_model,
     check_request,
     check_tokenizer,
+    check_unmoved,
 )
 from skipcore.decode.forward import EngineStepRunner
 from skipcore.decode.outputs import (
@@ -56,7 +58,7 @@ from skipcore.decode.static_policy import PolicyLike, as_policy
 from skipcore.decode.static_step import KeptDecoders, StaticDecoder
 from skipcore.decode.step import DepthPolicy, FixedLayers, StepState
 from skipcore.decode.trace_rows import build_trace
-from skipcore.errors import ModelError, SkipcoreWarning, UserError, quoted
+from skipcore.errors import ArgumentTypeError, ModelError, SkipcoreWarning, UserError, quoted
 from skipcore.kernels.door import padded_width, take
 from skipcore.kernels.precision import DtypeChoice, dtype_name
 from skipcore.measure.summary import summarize
@@ -186,6 +188,11 @@ class SkipEngine:
         `progress(done, total)` reports decode steps over all batches as they are queued; a batch whose rows
         all end early jumps to its end.
         """
+        if progress is not None and not callable(progress):
+            raise ArgumentTypeError(
+                f"progress must be a function called as progress(done, total), or None; got "
+                f"{type(progress).__name__} {quoted(progress)}"
+            )
         request = self.check_request(prompts, max_new_tokens, batch_size, policy, sampling)
         try:
             run = self.decode_prompts(request, progress=progress)
@@ -227,6 +234,7 @@ class SkipEngine:
     ) -> Request:
         """Every check a call makes, against this model, before any work (`skipcore.decode.checks`)."""
         check_loaded(self.device)
+        check_unmoved(self.model, self.device, self.dtype)
         return check_request(
             prompts,
             self.placed(policy, max_new_tokens),
@@ -358,6 +366,8 @@ class SkipEngine:
         """Generate max_new_tokens tokens at most for left-padded rows of token ids, each step's depth chosen
         by `policy` (given explicit layer sets, one token per set unless `max_new_tokens` says fewer), its
         settings checked here: the loop for a caller that brings its own token ids (the tests, the bench)."""
+        check_loaded(self.device)
+        check_unmoved(self.model, self.device, self.dtype)
         check_left_padded(input_ids, attn)
         if max_new_tokens is None:
             if not isinstance(policy, Sequence) or isinstance(policy, Schedule):
@@ -366,6 +376,13 @@ class SkipEngine:
         policy = self.placed(policy, max_new_tokens)
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens} (no decode steps to run)")
+        check_batch_ids(
+            input_ids,
+            attn,
+            self.model.get_input_embeddings().num_embeddings,
+            self.max_positions,
+            max_new_tokens,
+        )
         policy.check(self.num_layers, max_new_tokens)
         return self.decode_batch(input_ids, attn, policy, picker, max_new_tokens, on_step)
 

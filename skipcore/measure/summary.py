@@ -27,7 +27,12 @@ import math
 
 import pandas as pd
 
-from skipcore.errors import UserError
+from skipcore.errors import ArgumentTypeError, UserError, quoted
+from skipcore.plain_numbers import is_whole, whole_number
+
+# the trace's columns every summary reads (the design notes' trace schema)
+SUMMARIZED = ("sample", "step", "finished", "layer_mask", "num_layers_run", "flops", "flops_full", "kv_cache_bytes",
+              "kv_cache_bytes_full", "step_ms")  # fmt: skip
 
 
 def speedup_text(value: float | None, fmt: str = "{:.2f}x") -> str:
@@ -66,6 +71,39 @@ def batch_step_rows(trace: pd.DataFrame) -> pd.DataFrame:
     return steps.drop_duplicates(_by_batch(steps, "batch_step"))
 
 
+def check_summarizable(trace: object, num_layers: object) -> int:
+    """The model's depth as a whole number, once `trace` is a table a summary can read: a DataFrame with the
+    columns it reads and a row, whose layer masks are `num_layers` wide. Another depth gives other speedups
+    without a word (12 layers' trace summarised as 6 halves every one); refused in one line."""
+    if not isinstance(trace, pd.DataFrame):
+        raise ArgumentTypeError(
+            f"trace must be a pandas DataFrame (GenerationResult.trace, read_trace), got {type(trace).__name__}",
+            field="trace",
+        )
+    L = whole_number(num_layers)
+    if not is_whole(L) or L < 1:
+        raise ArgumentTypeError(
+            f"num_layers must be the model's depth, a whole number >= 1, got {quoted(num_layers)}",
+            field="num_layers",
+        )
+    if lacking := [c for c in SUMMARIZED if c not in trace]:
+        raise UserError(
+            f"the trace lacks {', '.join(map(repr, lacking))}: a summary reads a generated trace "
+            "(GenerationResult.trace, read_trace)",
+            field="trace",
+        )
+    if trace.empty:
+        raise UserError("the trace has no rows: nothing to summarise", field="trace")
+    widths = sorted(set(trace["layer_mask"].astype(str).str.len()))
+    if widths != [L]:
+        raise UserError(
+            f"the trace's layer masks are {' and '.join(map(str, widths))} layers wide, not num_layers {L}: give the "
+            "depth of the model that made it (its metadata's num_layers)",
+            field="num_layers",
+        )
+    return L
+
+
 def refuse_repeated_tokens(trace: pd.DataFrame) -> None:
     """Refuse, in one line, a trace that holds a token twice (a run concatenated with itself, a frame joined
     twice): its tokens, seconds and throughput would double without a word (`read_trace` refuses such a file)."""
@@ -90,7 +128,7 @@ def own_or(frame: pd.DataFrame, own: str, plain: str) -> pd.Series:
 def summarize(trace: pd.DataFrame, num_layers: int) -> dict:
     """Speedups (realised per token and per batch step; layers and FLOPs), KV bytes saved, tokens/s. A trace of
     several runs (`run_id`) is summarised over all of them pooled, each run's steps and samples its own."""
-    L = num_layers
+    L = check_summarizable(trace, num_layers)
     refuse_repeated_tokens(trace)
     decode = trace[trace["step"] >= 1]
     live = decode[~decode["finished"]]

@@ -9,7 +9,8 @@ by `drop` layers when the least confident row is confident enough:
 - `signal="max_prob"`: the smallest top-token probability over live rows is >= `threshold`;
 - `signal="entropy"`: the largest entropy (nats) over live rows is <= `threshold`.
 
-The budget starts at `max_layers` and never goes below `min_layers`; `mode` maps it to layers as a schedule
+The budget starts at `max_layers` (the prompt's pass, at full depth, is the first step read: the first decode step
+runs `drop` fewer where it was confident) and never goes below `min_layers`; `mode` maps it to layers as a schedule
 does. Each step's budget and signal are trace columns (`budget`, `adaptive_signal`).
 """
 
@@ -100,7 +101,8 @@ class AdaptivePolicy(Parameterised):
         kind=int,
         low=1,
         at_most_layers=True,
-        help="the budget at the first decode step (default: all layers)",
+        help="the budget it starts from (default: all layers); the first decode step already drops from it where "
+        "the prompt's pass was confident",
         title="adaptive start (layers)",
         sweep=None,
         schedule_flag=True,

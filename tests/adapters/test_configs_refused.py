@@ -72,3 +72,20 @@ def test_rotary_scaling_that_is_fixed_per_position_still_runs(tmp_path, tokenize
     )
     model, tok = load_model(str(folder))
     SkipEngine(model, tok)
+
+
+def test_the_cost_models_sizes_take_a_models_config_and_say_so_of_anything_else():
+    """`shapes_from_config` of a dict (a config.json read by hand) or None failed on its `model_type` attribute."""
+    from transformers import AutoConfig
+
+    from skipcore import shapes_from_config
+    from skipcore.errors import ArgumentTypeError
+
+    for given in ({"model_type": "llama", "num_hidden_layers": 2}, None):
+        with pytest.raises(
+            ArgumentTypeError, match=f"config must be a model's config .* got {type(given).__name__}"
+        ):
+            shapes_from_config(given)
+    config = AutoConfig.for_model("llama", num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                  num_attention_heads=4, num_key_value_heads=2, vocab_size=300)  # fmt: skip
+    assert shapes_from_config(config).num_layers == 2

@@ -3,6 +3,7 @@ before anything is written."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -25,6 +26,7 @@ def test_the_engine_refuses_arguments_of_the_wrong_kind_at_the_door(model_dirs):
         ((["MR: x"], None, 4.5), {}, "max_new_tokens must be a whole number"),  # 4.0 is the count 4
         ((["MR: x"], None, 2), {"batch_size": "2"}, "batch_size must be a whole number"),
         ((["MR: x"], None, 2), {"sampling": {"do_sample": True}}, "Sampling"),
+        ((["MR: x"], None, 2), {"progress": 5}, r"progress must be a function .* got int 5"),
     ]
     for args, kw, words in cases:
         with pytest.raises(ArgumentTypeError, match=words) as e:
@@ -212,3 +214,60 @@ def test_a_generation_config_without_eos_runs_every_row_to_its_limit_as_generate
     for prompt, row in zip(prompts, engine.generate(prompts, None, 30).token_ids, strict=True):
         theirs = model.generate(**tok([prompt], return_tensors="pt"), max_new_tokens=30, do_sample=False)
         assert row == theirs[0, -30:].tolist()
+
+
+def test_a_model_cast_or_moved_after_its_engine_was_made_is_refused_until_a_new_engine_is_made(model_dirs):
+    """The engine chose its KV cache's dtype and its runs' labels for the weights it was made with: a model cast to
+    bfloat16 afterwards decoded with a float32 cache, other tokens than a new engine's, and its metadata said
+    float32. Refused in one line (generate and generate_batch); cast back, the engine decodes as before."""
+    import torch
+
+    from skipcore.decode.sampling import Sampling, TokenPicker
+
+    engine = SkipEngine(*load_model(str(model_dirs["llama"]), device="cpu", dtype="float32"))
+    before = engine.generate(["MR: name[The Eagle]"], None, 4)
+    engine.model.to(torch.bfloat16)
+    said = "the model is in bfloat16 on cpu, but its engine was made for float32 on cpu: make a new engine"
+    with pytest.raises(UserError, match=said) as e:
+        engine.generate(["MR: name[The Eagle]"], None, 4)
+    assert e.value.field == "model" and "\n" not in str(e.value)
+    enc = engine.tokenizer(["MR: x"], return_tensors="pt")
+    picker = TokenPicker(Sampling(), engine.device)
+    with pytest.raises(UserError, match=said):
+        engine.generate_batch(enc["input_ids"], enc["attention_mask"], None, picker, max_new_tokens=2)
+    fresh = SkipEngine(engine.model, engine.tokenizer).generate(["MR: name[The Eagle]"], None, 4)
+    assert fresh.metadata["dtype"] == "bfloat16"
+    engine.model.to(torch.float32)
+    assert engine.generate(["MR: name[The Eagle]"], None, 4).token_ids == before.token_ids
+
+
+def test_generate_batch_holds_the_token_ids_it_is_given_to_what_generate_holds_a_prompts(model_dirs):
+    """A caller's own token ids (`generate_batch`, as notebook 02 feeds it) past the embeddings, negative, not whole
+    or too many for the model's positions failed inside torch's embedding or position table, the last after decode
+    steps had run; each is one line now, before any step."""
+    import torch
+
+    from skipcore.decode.sampling import Sampling, TokenPicker
+
+    engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu"))
+    rows, limit = engine.model.get_input_embeddings().num_embeddings, engine.max_positions
+    picker, steps = TokenPicker(Sampling(), engine.device), []
+    ones = lambda ids: torch.ones(ids.shape, dtype=torch.long)  # noqa: E731
+    long_row = torch.full((1, limit - 3), 5)
+    for ids, new, said, field in [
+        (torch.tensor([[5, 6, rows]]), 2, f"token id {rows} (row 0, column 2): the model's embeddings take 0 to "
+         f"{rows - 1}", "input_ids"),
+        (torch.tensor([[5, -1, 7]]), 2, "token id -1 (row 0, column 1)", "input_ids"),
+        (torch.tensor([[5.0, 6.0]]), 2, "input_ids must hold whole token ids (an integer tensor), got float32",
+         "input_ids"),
+        (long_row, 4, f"the longest row ({limit - 3} tokens) plus max_new_tokens (4) exceeds the model's {limit} "
+         "positions; use max_new_tokens 3 or fewer", "max_new_tokens"),
+    ]:  # fmt: skip
+        with pytest.raises(UserError, match=re.escape(said)) as e:
+            engine.generate_batch(ids, ones(ids), None, picker, on_step=steps.append, max_new_tokens=new)
+        assert e.value.field == field
+    assert steps == []  # refused before any step
+    # padding is read by its mask: a row of pads counts only its tokens
+    padded = torch.cat([torch.full((1, 8), engine.pad_id), long_row], dim=1)
+    mask = torch.cat([torch.zeros(1, 8, dtype=torch.long), ones(long_row)], dim=1)
+    assert engine.generate_batch(padded, mask, None, picker, max_new_tokens=3).tokens.shape == (1, 3)

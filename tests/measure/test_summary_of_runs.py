@@ -143,3 +143,27 @@ def test_a_run_concatenated_with_itself_is_refused_not_doubled(model_dirs):
     ):
         with pytest.raises(UserError, match=said):
             draw()
+
+
+def test_a_summary_refuses_a_depth_its_trace_was_not_made_at_and_a_table_that_is_no_trace(model_dirs):
+    """`summarize(trace, num_layers)` took any depth: a 6-layer run's trace summarised as 3 halved every speedup
+    and as 0 said 0x, without a word; an empty frame failed inside pandas ('step'). The masks say the depth."""
+    from skipcore.errors import ArgumentTypeError
+
+    eng = engine_for(model_dirs, "opt")
+    L = eng.num_layers
+    trace = eng.generate(PROMPTS[:2], Schedule(L, "linear", "skip", max_layers=L, min_layers=2), T).trace
+    assert summarize(trace, L)["layer_speedup"] > 1
+    for depth in (L // 2, L + 1):
+        with pytest.raises(UserError, match=f"layer masks are {L} layers wide, not num_layers {depth}") as e:
+            summarize(trace, depth)
+        assert e.value.field == "num_layers"
+    for depth in (0, 2.5, "6"):
+        with pytest.raises(ArgumentTypeError, match="num_layers must be the model's depth"):
+            summarize(trace, depth)
+    with pytest.raises(UserError, match="the trace lacks 'sample', 'step'"):
+        summarize(pd.DataFrame(), L)
+    with pytest.raises(UserError, match="the trace has no rows"):
+        summarize(trace.iloc[:0], L)
+    with pytest.raises(ArgumentTypeError, match="trace must be a pandas DataFrame"):
+        summarize(trace.to_dict(), L)
