@@ -7,6 +7,7 @@ file's is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -204,6 +205,33 @@ def test_a_folder_holding_one_gguf_file_finds_it_whatever_the_case_of_its_suffix
 def truncate(folder: Path, name: str = "model.safetensors") -> None:
     weights = folder / name
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def test_a_conversion_reads_its_file_once_and_gives_the_package_back_as_it_was(tmp_path, cache, monkeypatch):
+    """transformers made a reader of the file each time it read it (tokenizer, config, weights: four times) and a
+    name map per tensor; each reader parses every field, half of a real model's conversion. One reader and one
+    map serve a conversion now, the weights and tokenizer those of a conversion without them, and the package's
+    own functions are back afterwards."""
+    made, real = [], gguf_writer.GGUFReader
+
+    def counted(path, mode="r"):
+        made.append(Path(path).name)
+        return real(path, mode)
+
+    monkeypatch.setattr(gguf_writer, "GGUFReader", counted)
+    name_map = gguf_writer.get_tensor_name_map
+    path = write_gguf(tmp_path / "m.gguf")
+    once = resolve_model(str(path)).convert(lambda _: None)
+    assert made == ["m.gguf"]
+    assert gguf_writer.GGUFReader is counted and gguf_writer.get_tensor_name_map is name_map
+    # the same conversion with the package's functions made to bypass the one reader: the same files
+    monkeypatch.setattr(gguf, "_one_reader_per_file", contextlib.nullcontext)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    gguf.convert(path, plain)
+    assert len(made) > 2
+    for f in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert (once / f).read_bytes() == (plain / f).read_bytes(), f
 
 
 def test_a_damaged_copy_of_a_gguf_file_is_refused_with_the_command_that_rebuilds_it(tmp_path, cache, capsys):

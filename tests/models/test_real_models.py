@@ -9,6 +9,7 @@ them skips these tests and says how to install them.
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -257,10 +258,13 @@ def test_a_damaged_real_model_cache_is_never_called_ready_and_prepare_rebuilds_i
 ):
     """The converted SmolLM2 with its weights cut short: listed as damaged (its sizes read from the GGUF
     header, nothing converted), refused by generate with the command that rebuilds it, rebuilt by `models
-    --prepare`."""
+    --prepare`. The rebuild's conversion copies the suite's own converted files (dequantizing SmolLM2 again took a
+    minute; test_gguf.py rebuilds a damaged copy of a GGUF file by converting it, and a fresh machine converts
+    both real models in scripts/test.sh)."""
     m = REAL_MODELS["smollm2-135m"]
     if not installed(m):
         pytest.skip(m.install)
+    real = gguf.model_folder(m)
     folder = _damaged_copy(m, tmp_path / "cache")
     monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / "cache"))
     with monkeypatch.context() as patched:
@@ -285,11 +289,19 @@ def test_a_damaged_real_model_cache_is_never_called_ready_and_prepare_rebuilds_i
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: the cached copy of smollm2-135m in {folder} is damaged (model.safetensors")
     assert err.endswith("rebuild it with: skipcore models --prepare smollm2-135m") and "\n" not in err, err
+    converted = []
+
+    def copied(gguf_path: Path, out: Path, label: str | None = None) -> None:
+        converted.append(gguf_path.name)
+        for f in real.iterdir():
+            if f.name != gguf.MARKER:
+                shutil.copyfile(f, out / f.name)
+
+    monkeypatch.setattr(gguf, "convert", copied)
     assert main(["models", "--prepare", "smollm2-135m"]) == 0
+    assert converted == ["SmolLM2-135M-Instruct.Q4_1.gguf"]
     assert resolve_model("smollm2-135m").cache_status.ready
-    assert (folder / "model.safetensors").stat().st_size == (
-        gguf.model_folder(m) / "model.safetensors"
-    ).stat().st_size
+    assert (folder / "model.safetensors").read_bytes() == (real / "model.safetensors").read_bytes()
     assert "smollm2-135m: " + str(folder) in capsys.readouterr().err
 
 

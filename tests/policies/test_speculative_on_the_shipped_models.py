@@ -1,5 +1,6 @@
 """Speculative SkipDecode on the shipped skip-aware model and the whole shipped test split:
-greedy output equal to full depth's at batch sizes 1, 8 and 32 in float32, and at least 3 tokens per
+greedy output equal to full depth's at batch sizes 8 and 32 in float32 (and at batch 1 on its first 100 prompts:
+a third of the file's time for the whole split one prompt at a time), and at least 3 tokens per
 full-depth pass with 4 drafts from the 3x schedule. A multi-token verification pass adds in another order than
 one-token steps, so a token may differ where full depth's top two logits tie; `differing_rows` checks that any
 difference is such a tie, and there is none on the shipped split."""
@@ -33,10 +34,11 @@ def shipped():
     return engine, SpeculativePolicy(schedule, draft_tokens=4), prompts, gen["max_new_tokens"]
 
 
-@pytest.mark.parametrize("batch_size", [1, 8, 32])
-def test_greedy_equals_full_depth_on_the_shipped_test_split(shipped, batch_size):
+@pytest.mark.parametrize(("batch_size", "rows"), [(1, 100), (8, 300), (32, 300)])
+def test_greedy_equals_full_depth_on_the_shipped_test_split(shipped, batch_size, rows):
     engine, policy, prompts, T = shipped
     assert len(prompts) == 300
+    prompts = prompts[:rows]
     full = engine.generate(prompts, None, T, batch_size=batch_size)
     spec = engine.generate(prompts, policy, T, batch_size=batch_size)
     assert differing_rows(engine, prompts, spec.token_ids, full.token_ids) == 0
