@@ -115,7 +115,13 @@ def _read_e2e_csv(path: Path, task: str) -> list[Example]:
                     continue  # a blank line (one of commas and spaces has cells: empty ones, refused below)
                 if len(row) != len(header):
                     raise DataFormatError(
-                        f"{path} line {reader.line_num}: {len(row)} fields, the header has {len(header)}"
+                        f"{path} line {reader.line_num}: {len(row)} field{'s' * (len(row) != 1)}, the header has "
+                        f"{len(header)}"
+                    )
+                if [cell.strip().lower() for cell in row] == columns:  # `cat a.csv b.csv`: b's header
+                    raise DataFormatError(
+                        f"{path} line {reader.line_num}: the header again ({','.join(row)}), read as a pair of "
+                        "its names: files joined with their headers? keep the first header only"
                     )
                 mr, ref = row[mr_col].strip(), row[ref_col].strip()
                 for column, value in (("mr", mr), ("ref", ref)):
@@ -240,6 +246,15 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
 
     path = Path(name_or_dir)
     if path.is_dir():
+        # a DatasetDict's split is read alone: one empty split made every other unreadable ("no rows" for all)
+        splits = _saved_splits(path)
+        if splits is not None:
+            if split is None or split not in splits:
+                raise DataFormatError(
+                    f"{name_or_dir}: choose a split, one of {', '.join(splits)} (got {quoted(split)})",
+                    field="split",
+                )
+            path = path / split
         try:
             loaded = datasets.load_from_disk(str(path))
         except (FileNotFoundError, ValueError) as err:
@@ -248,6 +263,8 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
             raise DataFormatError(
                 f"{path}: a data set with no rows (or not one saved with save_to_disk)"
             ) from None
+        if splits is not None:
+            return loaded, f"{name_or_dir} [{split}]"
     else:
         name = str(name_or_dir)
         # Offline, unknown name, missing config: the hub raises many types, and all mean the same to a user.
@@ -313,6 +330,18 @@ def _hf_pairs(
             if task == "tldr":
                 source = _strip_tldr_suffix(source)
             yield source.strip(), _targets(target, row_where, target_field)
+
+
+def _saved_splits(folder: Path) -> list[str] | None:
+    """The splits a DatasetDict saved in `folder` names (its `dataset_dict.json`), each a folder of its own; None
+    where the folder holds no such list (one Dataset, or a file `datasets` itself will say is not one)."""
+    try:
+        splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(splits, list) or not all(isinstance(x, str) and (folder / x).is_dir() for x in splits):
+        return None
+    return splits
 
 
 _FILE_SUFFIXES = (".csv", ".jsonl")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from skipcore.data.example import lone_surrogate_said
@@ -31,10 +32,11 @@ def read_prompts_file(path: str | Path) -> list[str]:
 
 
 def _lines(text: str) -> list[str]:
-    """The file's lines as a text editor and `wc -l` count them: ended by a newline (a carriage return before it
-    dropped). `str.splitlines` also breaks at form feeds, U+2028 and five other marks, which made one prompt two
-    and cut a JSON line holding one of them."""
-    return [line.removesuffix("\r") for line in text.split("\n")]
+    """The file's lines as a text editor and Python's text files (the data readers') count them: ended by a
+    newline, a carriage return and newline, or a carriage return alone (an old Mac file's lines, which read as
+    one prompt). `str.splitlines` also breaks at form feeds, U+2028 and five other marks, which made one prompt
+    two and cut a JSON line holding one of them."""
+    return re.split(r"\r\n|\r|\n", text)
 
 
 def _prompt_of(line: str, path: Path, n: int) -> str:

@@ -112,6 +112,12 @@ def training_data(
         dev = load_examples(
             s.dataset, split=eval_split, task=s.task, limit=s.eval_limit, split_setting="eval_split"
         )
+        if not dev:  # every eval_every steps would measure nothing, said nowhere
+            raise UserError(
+                f"{s.dataset} [{eval_split}] holds no rows: eval_every {s.eval_every} would measure no dev loss; "
+                "give a split with rows (eval_split), hold some out (dev_fraction F), or leave out eval_every",
+                field=("eval_split", "eval_every"),
+            )
         if len(dev) < s.eval_limit and short:
             print(
                 f"warning: {spoken('eval_limit')} {s.eval_limit}: {s.dataset} [{eval_split}] has only {len(dev)} "

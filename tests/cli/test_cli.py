@@ -323,6 +323,13 @@ def test_a_prompts_file_has_the_prompts_its_lines_hold(tmp_path):
             encoding="utf-8",
         )
         assert read_prompts_file(lines) == ["a\u2028b", "c"]
+    # lines ended by a carriage return alone (an old Mac file) are lines, as the data readers read them: they
+    # were one prompt
+    old_mac = tmp_path / "mac.txt"
+    old_mac.write_bytes(b"reverse: abc\rreverse: de\r\rreverse: fgh\r")
+    assert read_prompts_file(old_mac) == ["reverse: abc", "reverse: de", "reverse: fgh"]
+    old_mac.with_suffix(".jsonl").write_bytes(b'{"prompt": "a"}\r{"prompt": "b"}\r')
+    assert read_prompts_file(old_mac.with_suffix(".jsonl")) == ["a", "b"]
 
 
 @pytest.mark.parametrize("command", ["generate", "lens"])

@@ -240,7 +240,19 @@ def test_jsonl_key_given_twice_is_refused_not_picked(tmp_path: Path) -> None:
 def test_e2e_csv_wrong_field_count_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("mr,ref\nname[A],hello\nname[B],hi,extra\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"line 3"):
+    with pytest.raises(DataFormatError, match=r"line 3: 3 fields, the header has 2"):
+        load_e2e_csv(path)
+    path.write_text('mr,ref\nname[A],hello\n"name[B]\n', encoding="utf-8")  # a quote left open: one field
+    with pytest.raises(DataFormatError, match=r"1 field, the header has 2"):
+        load_e2e_csv(path)
+
+
+def test_a_csv_joined_to_another_with_its_header_is_refused_at_the_second_header(tmp_path: Path) -> None:
+    """`cat a.csv b.csv` repeats the header inside the file: its row was read as a pair of MR 'mr' and reference
+    'ref', a training pair and a test prompt of the column names."""
+    path = tmp_path / "joined.csv"
+    path.write_text("mr,ref\nname[A],hello\nMR , ref\nname[B],hi\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"joined.csv line 3: the header again \(MR , ref\)"):
         load_e2e_csv(path)
 
 
@@ -399,6 +411,23 @@ def test_hf_tldr_content_summary_with_splits(hf_dirs: dict[str, Path]) -> None:
     assert validation == [Example("val post", ("val",), "tldr")]
     with pytest.raises(DataFormatError, match="choose a split"):
         load_hf_dataset(hf_dirs["webis"], split=None, task="tldr")
+
+
+def test_a_saved_dataset_dict_with_an_empty_split_reads_its_other_splits(tmp_path: Path) -> None:
+    """`datasets.load_from_disk` of a DatasetDict fails on its one empty split (an IndexError), so every split of
+    it was refused as 'a data set with no rows'; each split is read alone, and the empty one is said as itself."""
+    datasets = pytest.importorskip("datasets")
+    folder = tmp_path / "mine"
+    rows = {"source": ["a", "b"], "target": ["x", "y"]}
+    datasets.DatasetDict(
+        train=datasets.Dataset.from_dict(rows),
+        validation=datasets.Dataset.from_dict({"source": [], "target": []}),
+    ).save_to_disk(str(folder))
+    assert [e.source for e in load_examples(folder, split="train")] == ["a", "b"]
+    with pytest.raises(DataFormatError, match=r"mine/validation: a data set with no rows"):
+        load_examples(folder, split="validation")
+    with pytest.raises(DataFormatError, match=r"choose a split, one of train, validation \(got 'test'\)"):
+        load_examples(folder, split="test")
 
 
 def test_hf_tldr_prompt_label(hf_dirs: dict[str, Path]) -> None:

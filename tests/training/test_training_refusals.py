@@ -112,6 +112,26 @@ def test_an_eval_limit_beyond_the_held_out_sources_is_said(model_dirs, tmp_path,
     assert "--eval-limit" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("eval_split", [None, "test"])
+def test_an_empty_dev_split_is_refused_before_training_not_measured_as_nothing(
+    model_dirs, tmp_path, capsys, eval_split
+):
+    """A data folder whose dev split is a header alone trained without a word, and no dev loss was ever said."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_csv(folder / "train.csv", 8)
+    (folder / ("test.csv" if eval_split else "dev.csv")).write_text("mr,ref\n", encoding="utf-8")
+    chosen = ["--eval-split", eval_split] if eval_split else []
+    argv = train_argv(
+        model_dirs["opt"], tmp_path / "o", "--dataset", str(folder), "--eval-every", "1", *chosen, *ONE_STEP
+    )
+    said = refused(capsys, argv)
+    assert said.startswith(
+        f"error: {folder} [{eval_split or 'dev'}] holds no rows: --eval-every 1 would measure no dev loss"
+    ), said
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_tokenizer_without_eos_is_one_line(model_dirs, tmp_path, capsys):
     """Training needs an EOS to teach stopping: a tokenizer without one was a ValueError's traceback."""
     folder = with_tokenizer(model_dirs["llama"], tmp_path / "noeos", eos_token=None)
