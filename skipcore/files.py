@@ -63,11 +63,17 @@ def read_text_at_most(path: str | os.PathLike, limit: int) -> str:
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """`table` as a Parquet file at `path`, atomically, each page with its checksum: a bit changed on disk is a
-    read's error (`read_parquet` checks them), not a token or a FLOPs count read back changed."""
+    """`table` as a Parquet file at `path`, atomically (`parquet_writer`)."""
+    atomic_write(path, parquet_writer(table))
+
+
+def parquet_writer(table: pa.Table) -> Callable[[Path], None]:
+    """What writes `table` as a Parquet file at a path (for `atomic_write`, `atomic_writes`), each page with its
+    checksum: a bit changed on disk is a read's error (`read_parquet` checks them), not a token or a FLOPs count
+    read back changed."""
     import pyarrow.parquet as pq
 
-    atomic_write(path, lambda p: pq.write_table(table, p, write_page_checksum=True))
+    return lambda path: pq.write_table(table, path, write_page_checksum=True)
 
 
 def read_parquet(path: str | os.PathLike | BinaryIO) -> tuple[pd.DataFrame, dict[bytes, bytes]]:

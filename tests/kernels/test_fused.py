@@ -269,7 +269,9 @@ def test_the_engines_of_one_model_share_its_fused_layers(model_dirs):
     gate_up = layer.mlp.gate_proj.weight.numel() + layer.mlp.up_proj.weight.numel()
     assert fused.fused.nbytes == 6 * (qkv + gate_up) * 4  # six float32 layers
     fused.model.to(torch.bfloat16)
-    with pytest.raises(UserError, match="changed shape, dtype or device since its engine fused them"):
+    with pytest.raises(
+        UserError, match="the model is in bfloat16 on cpu, but its engine was made for float32"
+    ):
         fused.generate(PROMPTS, None, 4)
 
 

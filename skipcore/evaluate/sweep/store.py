@@ -33,17 +33,17 @@ from skipcore.errors import UserError, first_line
 from skipcore.evaluate.columns import Column, check_columns, number_columns, text_columns
 from skipcore.evaluate.identity import differences, differing, said
 from skipcore.files import (
-    atomic_write,
+    atomic_writes,
     check_companion,
     check_path_text,
     check_utf8_name,
     check_writable_folder,
     expand_home,
     file_digest,
+    parquet_writer,
     parse_json,
     read_parquet,
     refuse_special,
-    write_parquet,
 )
 from skipcore.output_lock import OutputLock
 
@@ -317,9 +317,15 @@ class SweepStore:
             record[REPLACED_KEY] = self.old_traces
         meta = {**(table.schema.metadata or {}), META_KEY: json.dumps(record).encode()}
         table = table.replace_schema_metadata(meta)
+        # both written to their temporary files first, then renamed: a stop (Ctrl-C, SIGTERM) while the CSV was
+        # written left the first flush's Parquet file without any CSV beside it
         try:
-            write_parquet(table, self.out)
-            atomic_write(self.csv, lambda p: p.write_bytes(text.encode()))
+            atomic_writes(
+                [
+                    (self.out, parquet_writer(table)),
+                    (self.csv, lambda p: p.write_bytes(text.encode())),
+                ]
+            )
         except OSError as e:
             raise UserError(f"cannot write {self.out}: {e.strerror or e}") from e
 
