@@ -249,11 +249,7 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
         # a DatasetDict's split is read alone: one empty split made every other unreadable ("no rows" for all)
         splits = _saved_splits(path)
         if splits is not None:
-            if split is None or split not in splits:
-                raise DataFormatError(
-                    f"{name_or_dir}: choose a split, one of {', '.join(splits)} (got {quoted(split)})",
-                    field="split",
-                )
+            _check_split(name_or_dir, splits, split)
             path = path / split
         try:
             loaded = datasets.load_from_disk(str(path))
@@ -276,11 +272,7 @@ def _open_hf_dataset(name_or_dir: str | Path, split: str | None, config: str | N
                 f"{name}: not a local file or directory, and loading it from the hub failed ({message})"
             ) from None
     if isinstance(loaded, datasets.DatasetDict):
-        if split is None or split not in loaded:
-            raise DataFormatError(
-                f"{name_or_dir}: choose a split, one of {', '.join(loaded)} (got {quoted(split)})",
-                field="split",
-            )
+        _check_split(name_or_dir, list(loaded), split)
         return loaded[split], f"{name_or_dir} [{split}]"
     return loaded, str(name_or_dir)
 
@@ -330,6 +322,14 @@ def _hf_pairs(
             if task == "tldr":
                 source = _strip_tldr_suffix(source)
             yield source.strip(), _targets(target, row_where, target_field)
+
+
+def _check_split(name_or_dir: str | Path, splits: list[str], split: str | None) -> None:
+    """A data set of several splits is read by one of them, named."""
+    if split is None or split not in splits:
+        raise DataFormatError(
+            f"{name_or_dir}: choose a split, one of {', '.join(splits)} (got {quoted(split)})", field="split"
+        )
 
 
 def _saved_splits(folder: Path) -> list[str] | None:

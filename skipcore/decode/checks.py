@@ -213,12 +213,22 @@ def check_prompt_tokens(
         over = [i for i, ids in enumerate(encoded) if len(ids) + max_new_tokens > limit]
         which = "" if len(encoded) == 1 else f", prompt {encoded.index(max(encoded, key=len))}"
         others = f" ({len(over)} prompts run past them)" if len(over) > 1 else ""
-        raise UserError(
-            f"the longest prompt ({longest} tokens{which}) plus max_new_tokens ({max_new_tokens}) exceeds the "
-            f"model's {limit} positions{others}; {_what_fits(limit, longest, max_new_tokens)}",
-            field="max_new_tokens",
+        raise _past_positions(
+            f"the longest prompt ({longest} tokens{which})", longest, max_new_tokens, limit, others
         )
     return encoded
+
+
+def _past_positions(
+    longest_said: str, longest: int, max_new_tokens: int, limit: int, others: str = ""
+) -> UserError:
+    """The refusal of a prompt (or a caller's row) of `longest` tokens that with max_new_tokens runs past the model's
+    `limit` positions, with what would fit."""
+    return UserError(
+        f"{longest_said} plus max_new_tokens ({max_new_tokens}) exceeds the model's {limit} positions{others}; "
+        f"{_what_fits(limit, longest, max_new_tokens)}",
+        field="max_new_tokens",
+    )
 
 
 def _what_fits(limit: int, longest: int, max_new_tokens: int) -> str:
@@ -269,7 +279,7 @@ def check_batch_ids(
     Past them the embedding's lookup or a learned position table fails inside torch, after the prefill's work."""
     if input_ids.dtype == torch.bool or input_ids.is_floating_point() or input_ids.is_complex():
         raise UserError(
-            f"input_ids must hold whole token ids (an integer tensor), got {str(input_ids.dtype).removeprefix('torch.')}",
+            f"input_ids must hold whole token ids (an integer tensor), got {dtype_name(input_ids.dtype)}",
             field="input_ids",
         )
     ids = input_ids.detach().cpu()
@@ -283,11 +293,7 @@ def check_batch_ids(
         )
     longest = int(attn.detach().cpu().to(torch.int64).sum(dim=1).max())
     if limit is not None and longest + max_new_tokens > limit:
-        raise UserError(
-            f"the longest row ({longest} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's {limit} "
-            f"positions; {_what_fits(limit, longest, max_new_tokens)}",
-            field="max_new_tokens",
-        )
+        raise _past_positions(f"the longest row ({longest} tokens)", longest, max_new_tokens, limit)
 
 
 def check_finite(out: BatchOutput, first_sample: int = 0) -> None:
