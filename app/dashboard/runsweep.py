@@ -134,11 +134,14 @@ def run_small_sweep(
     from skipcore.data import load_examples
     from skipcore.evaluate.sweep import build_grid, check_config, resolve_lengths, sweep_rows
     from skipcore.evaluate.sweep.settings import fit_batches
+    from skipcore.models.chat import in_trained_format
 
     cfg = check_config(resolve_lengths(_config(model, settings)))  # the model's own defaults, as the CLI's
     examples = load_examples(settings.dataset, split=settings.split, limit=settings.num_examples)
     if not examples:
         raise UserError(f"no examples in {settings.dataset} [{settings.split}]")
+    # the rows as the model was trained to read them, as the command line's sweep gives them
+    examples, _ = in_trained_format(examples, model)
     cfg = fit_batches(cfg, len(examples))  # the page fits its batch to its examples first: said there
     grid = build_grid(cfg)
     rows: list[dict] = []

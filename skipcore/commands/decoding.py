@@ -6,6 +6,7 @@ each refusal said by its flag."""
 from __future__ import annotations
 
 import argparse
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from skipcore.commands.common import SCHEDULE_FLAGS, add_param_flag, dataset_split
 from skipcore.commands.decode_settings import DecodeSettings, DepthSettings, S
 from skipcore.decode.step import DepthPolicy
-from skipcore.errors import UserError, said_by
+from skipcore.errors import SkipcoreWarning, UserError, said_by
 from skipcore.policies import POLICY_CLASSES
 from skipcore.policies.params import flag_names, params_of, summary, takes_shape
 from skipcore.schedule import refuse_idle_beside_file, refuse_idle_for_shape
@@ -209,7 +210,9 @@ def prompts_flag(settings: DecodeSettings) -> str:
 
 
 def read_prompts(settings: DecodeSettings) -> list[str]:
-    """The prompts the settings name: --prompt (repeated), a --prompts-file, or a data set's split."""
+    """The prompts the settings name: --prompt (repeated), a --prompts-file, or a data set's split, its rows in the
+    format the model was trained on where skipcore fine-tuned it (`in_trained_format`: warned where that is not the
+    data's own)."""
     if settings.prompt and settings.prompts_file:
         raise UserError("give --prompt or --prompts-file, not both")
     if settings.prompt:
@@ -219,6 +222,7 @@ def read_prompts(settings: DecodeSettings) -> list[str]:
 
         return read_prompts_file(settings.prompts_file)
     from skipcore.data import format_prompt, load_examples
+    from skipcore.models.chat import in_trained_format
 
     if settings.limit is not None and settings.limit < 1:
         raise UserError(f"--limit must be >= 1, got {settings.limit}")
@@ -229,6 +233,9 @@ def read_prompts(settings: DecodeSettings) -> list[str]:
             f"{settings.dataset}{f' [{split}]' if split else ''} holds no rows: no prompts to decode",
             field="dataset",
         )
+    examples, note = in_trained_format(examples, settings.model)
+    if note:
+        warnings.warn(note, SkipcoreWarning, stacklevel=2)
     return [format_prompt(e.task, e.source) for e in examples]
 
 

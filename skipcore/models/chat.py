@@ -5,17 +5,23 @@ An instruct model (its tokenizer carries a chat template) answers a bare questio
 never trained to continue raw text, so 'What is the capital of France?' gives an empty output. Generate (command
 line and dashboard) and the lens therefore send each prompt as one user turn of the model's chat template, the
 assistant's turn opened, unless raw text is asked for, and say which. A model skipcore fine-tuned keeps raw prompts:
-it was trained on `skipcore.data.prompts`' format, without a template. The template changes the prompt text only;
+it was trained on `skipcore.data.prompts`' format, without a template, and a data set's rows reach it in the task
+format it was trained on, whatever the data's own (`in_trained_format`). The template changes the prompt text only;
 the decode is the same call on that text (so full depth still equals transformers' `generate()` on it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skipcore.errors import ModelError, UserError, first_line
 from skipcore.files import expand_home
+
+if TYPE_CHECKING:
+    from skipcore.data import Example
 
 RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
 
@@ -36,6 +42,38 @@ def template_applies(model: str, tokenizer) -> bool:
         return not (local.is_dir() and read_record(local))
     except OSError:
         return True
+
+
+def trained_task(model: str | Path) -> str | None:
+    """The prompt format (a task of `skipcore.data.TASKS`) a model skipcore fine-tuned learnt to answer, as its
+    training record says; None for any other model, which reads what each data set's own format makes."""
+    from skipcore.data import TASKS
+    from skipcore.models.training_record import read_record
+
+    local = expand_home(model)
+    if not local.is_dir():
+        return None
+    task = ((read_record(local) or {}).get("data") or {}).get("task")
+    return task if task in TASKS else None
+
+
+def in_trained_format(examples: Sequence[Example], model: str | Path) -> tuple[list[Example], str]:
+    """The examples as `model` was trained to read them (each one's task, hence its prompt, the trained task's:
+    `trained_task`), and the sentence that says so where that changed any ('' otherwise: a caller warns it once). A model fine-tuned on E2E's
+    'MR: ...\\nText:' prompts answers a JSON-lines copy of the same rows, read as 'Input: ...\\nOutput:', worse,
+    with nothing said; a data set's format is detected from its file type and columns, a model's is its own."""
+    from skipcore.data import format_prompt
+
+    task = trained_task(model)
+    if task is None or all(e.task == task for e in examples):
+        return list(examples), ""
+    read_as = sorted({e.task for e in examples if e.task != task})
+    shown = " and ".join(f"{t} ({format_prompt(t, '...')!r})" for t in read_as)
+    note = (
+        f"{expand_home(model).name} was trained on {task} prompts ({format_prompt(task, '...')!r}), so the "
+        f"data's rows, read as {shown}, are given to it as {task} prompts"
+    )
+    return [replace(e, task=task) for e in examples], note
 
 
 def in_chat_template(tokenizer, prompts: Sequence[str]) -> list[str]:

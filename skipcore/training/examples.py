@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection
+from dataclasses import replace
 
 from skipcore.errors import UserError, quoted, spoken
 from skipcore.training.settings import TrainSettings, as_recorded
@@ -124,6 +125,9 @@ def training_data(
                 f"sources; all {len(dev)} are scored",
                 file=sys.stderr,
             )
+        # the dev loss is measured on the prompts training reads: a dev file of another type than the training
+        # file (train.csv beside dev.jsonl) would otherwise be read in its own format
+        dev = [replace(e, task=record["task"]) for e in dev]
         shared = {e.source for e in examples} & {e.source for e in dev}
         if shared and say:
             print(

@@ -9,11 +9,12 @@ own. `unit_rows` runs one unit wherever it is sent (this process, or a Ray worke
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from skipcore.errors import UserError
+from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.sweep.rows import setting_rows
 from skipcore.evaluate.sweep.settings import Setting, SweepConfig
 from skipcore.files import expand_home
@@ -121,10 +122,30 @@ def _model_name(ref: ModelRef) -> str:
     return ref.path.name if ref.kind in ("folder", "adapter") and ref.path is not None else ref.name
 
 
+def for_model(examples: list, ref: ModelRef) -> tuple[list, str]:
+    """`examples` in the prompt format the model `ref` resolves to was trained on, and the sentence saying where
+    that is not their own (`skipcore.models.chat.in_trained_format`; only a folder or an adapter skipcore trained
+    has one): each model of a sweep or a tune reads the rows as it learnt to."""
+    from skipcore.models.chat import in_trained_format
+
+    if ref.kind not in ("folder", "adapter") or ref.path is None:
+        return list(examples), ""
+    return in_trained_format(examples, ref.path)
+
+
+def warn_formats(examples: list, refs: dict[str, ModelRef]) -> None:
+    """Warn, once for each model before any work, where it reads the rows in another format than their own
+    (`for_model`)."""
+    for ref in refs.values():
+        if note := for_model(examples, ref)[1]:
+            warnings.warn(note, SkipcoreWarning, stacklevel=3)
+
+
 def unit_rows(
     job: SweepJob, unit: WorkUnit, engines: EngineCache, say: Say | None = None
 ) -> Iterator[tuple[Setting, dict, object]]:
     """The unit's (setting, row, generation result), one at a time as each finishes."""
     engine = engines.get(job, unit.model, say)
     started = None if say is None else (lambda s: say(s.label()))
-    yield from setting_rows(engine, job.examples, list(unit.settings), job.cfg, on_start=started)
+    examples, _ = for_model(job.examples, job.refs[unit.model])
+    yield from setting_rows(engine, examples, list(unit.settings), job.cfg, on_start=started)

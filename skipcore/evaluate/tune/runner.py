@@ -88,7 +88,7 @@ class Tune:
 
     def __init__(self, settings: TuneSettings, executor, say: Say | None, on_trial) -> None:
         from skipcore.data import load_examples
-        from skipcore.evaluate.sweep.units import load_refs
+        from skipcore.evaluate.sweep.units import load_refs, warn_formats
 
         self.s = s = check_settings(settings)
         self.executor = executor or InProcessExecutor()
@@ -117,6 +117,7 @@ class Tune:
             where = f"{s.dataset}{f' [{s.split}]' if s.split else ''}"  # a single file has no split to name
             raise UserError(f"{where} has no rows to search on", field="dataset")
         _check_metric(s, self.examples)
+        warn_formats(self.examples, self.refs)
         self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
         self.s = s = fit_batch(s, len(self.examples), len(self.held[0]) if self.held else None)
         # what the study and its tables are held to

@@ -104,8 +104,10 @@ def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     """The task's row before its identity columns: quality (the metric on the prefix too, `tune_prefix_quality`),
     costs, and, for `--objective measured`, the decode time against full depth (paired)."""
     from skipcore.evaluate.sweep.grid import untimed
+    from skipcore.evaluate.sweep.units import for_model
 
-    cfg, examples, k = job.cfg, job.examples, job.prefix
+    cfg, k = job.cfg, job.prefix
+    examples, _ = for_model(job.examples, job.refs[task.model])
     policy = task.candidate.build()
     policy.check(engine.num_layers, cfg.max_new_tokens)
     prompts = prompts_for(examples)
