@@ -127,3 +127,52 @@ def test_the_dev_loss_reads_a_dev_file_of_another_type_in_the_training_format(tm
     s = TrainSettings(model="/nowhere", out=str(tmp_path / "out"), steps=1, dataset=str(data), eval_every=1)
     train, dev, record = training_data(s, "train", say=False)
     assert record["task"] == "e2e" and [e.task for e in dev] == ["e2e"] * 3
+
+
+def test_a_sweep_or_tune_scored_on_a_models_training_rows_says_so(e2e_trained, model_dirs, tmp_path):
+    """Scores on the rows a model was trained on overstate it on new rows; nothing said it. The record names the
+    data set by its absolute path (a user's) or from the repository's root (a shipped model's)."""
+    from skipcore.evaluate.sweep.runner import run_sweep
+    from skipcore.evaluate.sweep.units import trained_on
+    from skipcore.evaluate.tune import TuneSettings, run_tune
+    from skipcore.models.reference import resolve_model
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, mark in (("train", "x"), ("test", "")):  # no source in both: a tune's held-out rows are new
+        rows = [json.dumps({"source": s + mark, "target": r[0]}) for s, r in SOURCES]
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    record_file = e2e_trained / "skipcore_training.json"
+    record = json.loads(record_file.read_text())
+    record["data"].update(dataset=str(data), split="train")
+    record_file.write_text(json.dumps(record))
+    ref = resolve_model(str(e2e_trained))
+    assert trained_on(ref, data, "train") and trained_on(ref, str(data) + "/", "train")
+    assert not trained_on(ref, data, "test") and not trained_on(
+        resolve_model(str(model_dirs["opt"])), data, "train"
+    )
+    cfg = sweep_config(
+        model_dirs, data, tmp_path / "s.parquet", model=str(e2e_trained), split="train", targets=(1.0,),
+        modes=("skip",), batch_sizes=(1,), policies=("static",), max_new_tokens=2, repeats=0,
+    )  # fmt: skip
+    with pytest.warns(
+        SkipcoreWarning, match=r"e2e-trained was trained on .*\[train\]: scored there, its quality"
+    ):
+        run_sweep(cfg)
+    tune = TuneSettings(
+        model=str(e2e_trained), dataset=str(data), split="test", evaluate_split="train", out=tmp_path / "tune",
+        limit=3, evaluate_limit=3, batch_size=1, prune_after=0, max_new_tokens=2, trials=1, device="cpu",
+        dtype="float32", progress=False, max_drop=100.0, baseline_targets=(2.0,),
+    )  # fmt: skip
+    with pytest.warns(SkipcoreWarning, match="evaluated there") as said:
+        run_tune(tune)
+    assert not [w for w in said if "searched there" in str(w.message)]  # the searched split is test
+    # a single file has one split, whatever a caller's split says; a shipped model's relative path is found
+    record["data"].update(dataset=str(data / "test.jsonl"), split=None)
+    record_file.write_text(json.dumps(record))
+    assert trained_on(ref, data / "test.jsonl", "test") and not trained_on(ref, data / "train.jsonl", None)
+    record["data"].update(dataset="data/e2e_synth", split="train")
+    record_file.write_text(json.dumps(record))
+    from skipcore.shipped import shipped_path
+
+    assert trained_on(ref, shipped_path("data/e2e_synth"), "train")

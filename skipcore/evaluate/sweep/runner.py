@@ -82,6 +82,7 @@ def run_sweep(
         split = f" [{cfg.split}]" if cfg.split else ""
         raise UserError(f"{cfg.dataset}{split} has no examples", field="dataset")
     units.warn_formats(examples, refs)
+    units.warn_training_rows(refs, cfg.dataset, cfg.split, "scored")
     cfg = fit_batches(cfg, len(examples))
     grid = build_grid(cfg)
     identity = with_models(with_data(cfg.identity(), examples), [cfg.model, cfg.baseline_model])

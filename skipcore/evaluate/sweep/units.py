@@ -9,9 +9,11 @@ own. `unit_rows` runs one unit wherever it is sent (this process, or a Ray worke
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skipcore.errors import SkipcoreWarning, UserError
@@ -139,6 +141,47 @@ def warn_formats(examples: list, refs: dict[str, ModelRef]) -> None:
     for ref in refs.values():
         if note := for_model(examples, ref)[1]:
             warnings.warn(note, SkipcoreWarning, stacklevel=3)
+
+
+def trained_on(ref: ModelRef, dataset: str | Path, split: str | None) -> bool:
+    """Whether the model `ref` resolves to was trained on `dataset`'s `split`, as its training record says (the
+    data set by where it is, a single file's split None whatever was asked: it has one)."""
+    from skipcore.models.training_record import read_record
+    from skipcore.shipped import shipped_path
+
+    if ref.kind not in ("folder", "adapter") or ref.path is None:
+        return False
+    data = (read_record(ref.path) or {}).get("data") or {}
+    recorded = data.get("dataset")
+    if not isinstance(recorded, str) or not recorded:
+        return False
+    if (None if _single(dataset) else split) != data.get("split"):
+        return False
+    # a shipped model's record names its data set from the repository's root, a user's by its absolute path
+    place = os.path.realpath(expand_home(recorded if os.path.isabs(recorded) else shipped_path(recorded)))
+    return place == os.path.realpath(expand_home(str(dataset)))
+
+
+def warn_training_rows(refs: dict[str, ModelRef], dataset: str | Path, split: str | None, use: str) -> None:
+    """Warn, before any work, where a model is scored on the rows it was trained on (`trained_on`): their scores
+    overstate what it writes for rows it never saw, and nothing else would say so. `use`: what is done on them
+    ('scored', 'searched', 'evaluated')."""
+    where = f"{dataset}" + (f" [{split}]" if split and not _single(dataset) else "")
+    for ref in refs.values():
+        if trained_on(ref, dataset, split):
+            warnings.warn(
+                f"{_model_name(ref)} was trained on {where}: {use} there, its quality is read on its own training "
+                "rows (less any dev fraction held out) and overstates what it writes for new ones; use a split it "
+                "was not trained on",
+                SkipcoreWarning,
+                stacklevel=3,
+            )
+
+
+def _single(dataset: str | Path) -> bool:
+    from skipcore.data import is_single_file
+
+    return is_single_file(str(dataset))
 
 
 def unit_rows(

@@ -88,7 +88,7 @@ class Tune:
 
     def __init__(self, settings: TuneSettings, executor, say: Say | None, on_trial) -> None:
         from skipcore.data import load_examples
-        from skipcore.evaluate.sweep.units import load_refs, warn_formats
+        from skipcore.evaluate.sweep.units import load_refs, warn_formats, warn_training_rows
 
         self.s = s = check_settings(settings)
         self.executor = executor or InProcessExecutor()
@@ -118,6 +118,9 @@ class Tune:
             raise UserError(f"{where} has no rows to search on", field="dataset")
         _check_metric(s, self.examples)
         warn_formats(self.examples, self.refs)
+        warn_training_rows(self.refs, s.dataset, s.split, "searched")
+        if s.evaluate_split:
+            warn_training_rows(self.refs, s.dataset, s.evaluate_split, "evaluated")
         self.held = held_out_examples(s, self.examples) if s.evaluate_split else None
         self.s = s = fit_batch(s, len(self.examples), len(self.held[0]) if self.held else None)
         # what the study and its tables are held to
