@@ -48,14 +48,11 @@ STEP_TIME_NUMBERS = ("batch", "step", "num_layers_run", "step_ms")
 
 
 @st.cache_data(show_spinner=False)
-def _split_examples(split: str) -> list[tuple[str, list[str]]]:
-    """(prompt, references) of every example of a split of the shipped corpus."""
-    from skipcore.data import format_prompt, load_examples
+def _split_examples(split: str) -> list:
+    """Every example of a split of the shipped corpus (`skipcore.data.Example`s)."""
+    from skipcore.data import load_examples
 
-    return [
-        (format_prompt(ex.task, ex.source), list(ex.references))
-        for ex in load_examples(DATASET_DIR, split=split)
-    ]
+    return load_examples(DATASET_DIR, split=split)
 
 
 def _split_prompt_blocks(text: str) -> list[str]:
@@ -76,10 +73,12 @@ def references(key: str) -> list[list[str]] | None:
     return st.session_state.get(f"{key}_references")
 
 
-def prompt_picker(key: str, chat: bool = False) -> list[str]:
+def prompt_picker(key: str, chat: bool = False, model: str | None = None) -> list[str]:
     """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus (whose references
     `references(key)` then gives, for scoring). Typed prompts start from E2E meaning representations, or for an
-    instruct model (`chat`) from questions, in a box of its own so that neither kind's text is carried over."""
+    instruct model (`chat`) from questions, in a box of its own so that neither kind's text is carried over. Drawn
+    rows reach `model` (the chosen model's folder) in the prompt format skipcore fine-tuned it on, as the command
+    line gives them (`skipcore.models.chat.in_trained_format`), said under the prompts where that is not E2E's."""
     source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source", **KEEP)
     st.session_state[f"{key}_references"] = None
     if source == TYPED:
@@ -116,12 +115,20 @@ def prompt_picker(key: str, chat: bool = False) -> list[str]:
         c2, "How many", 1, min(64, len(pool)), min(4, len(pool)), f"{key}_count"
     )
     start = address.whole_number_input(c3, "Starting at example", 0, max(0, len(pool) - 1), 0, f"{key}_start")
-    chosen = pool[start : start + count]
-    st.session_state[f"{key}_references"] = [refs for _, refs in chosen]
-    with st.expander(f"{len(chosen)} prompts from {split}"):
-        for p, _ in chosen:
+    from skipcore.data import format_prompt
+    from skipcore.models.chat import in_trained_format
+
+    chosen, note = (
+        in_trained_format(pool[start : start + count], model) if model else (pool[start : start + count], "")
+    )
+    st.session_state[f"{key}_references"] = [list(ex.references) for ex in chosen]
+    prompts = [format_prompt(ex.task, ex.source) for ex in chosen]
+    if note:
+        st.caption(f"{plain(note)}.")
+    with st.expander(f"{len(prompts)} prompts from {split}"):
+        for p in prompts:
             st.text(p)
-    return [p for p, _ in chosen]
+    return prompts
 
 
 KEPT_UPLOAD = "_kept_upload_"  # + an upload box's key, in the session: (file name, bytes) of its last upload

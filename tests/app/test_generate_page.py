@@ -78,6 +78,33 @@ def test_generate_from_a_data_split(model_dir):
     assert len(prompts) == 3 and all(p.startswith("MR: name[") and p.endswith("\nText:") for p in prompts)
 
 
+def test_a_data_split_reaches_a_fine_tune_in_the_format_it_was_trained_on(
+    skip_aware_opt, tmp_path, monkeypatch
+):
+    """Rows drawn from the shipped E2E split reach a model skipcore fine-tuned on another task's prompts in that
+    task's format, as the command line gives them, and the page says so (they went as 'MR: ...' prompts)."""
+    import shutil
+
+    from app.dashboard import paths
+
+    folder = tmp_path / "generic-tune"
+    shutil.copytree(skip_aware_opt, folder)
+    record = json.loads((folder / "skipcore_training.json").read_text())
+    (folder / "skipcore_training.json").write_text(json.dumps({**record, "data": {"task": "generic"}}))
+    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
+    at = open_app("generate")
+    by_key(at.radio, "gen_source").set_value("From a data split").run()
+    by_key(at.number_input, "gen_count").set_value(2).run()
+    assert any("trained on generic prompts" in c.value for c in at.caption), [c.value for c in at.caption]
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    assert_clean(at)
+    prompts = GenerateResult.last(at.session_state).prompts
+    assert len(prompts) == 2 and all(
+        p.startswith("Input: name[") and p.endswith("\nOutput:") for p in prompts
+    )
+
+
 def test_generate_with_sampling(model_dir):
     at = open_app("generate")
     by_key(at.checkbox, "gen_do_sample").check()
