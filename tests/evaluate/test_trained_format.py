@@ -176,3 +176,37 @@ def test_a_sweep_or_tune_scored_on_a_models_training_rows_says_so(e2e_trained, m
     from skipcore.shipped import shipped_path
 
     assert trained_on(ref, shipped_path("data/e2e_synth"), "train")
+
+
+def test_a_tunes_slot_metric_is_checked_on_the_rows_as_the_model_reads_them(
+    e2e_trained, sweep_dataset, tmp_path
+):
+    """A slot metric is refused where the model reads the rows without slots (a fine-tune of another task on E2E
+    rows: its trials would have no such column), and taken where it reads them as E2E (a JSON-lines copy of E2E
+    rows given to an E2E fine-tune), each before any trial."""
+    from skipcore.errors import UserError
+    from skipcore.evaluate.tune import TuneSettings
+    from skipcore.evaluate.tune.runner import Tune
+
+    def tune(model: Path, dataset: Path) -> TuneSettings:
+        return TuneSettings(
+            model=str(model), dataset=str(dataset), out=tmp_path / "tune", limit=3, batch_size=1, prune_after=0,
+            max_new_tokens=3, trials=1, device="cpu", dtype="float32", progress=False, metric="slot_name",
+        )  # fmt: skip
+
+    with pytest.warns(SkipcoreWarning, match=WARNED):
+        assert Tune(tune(e2e_trained, sweep_dataset), None, None, None).s.metric == "slot_name"
+    generic = e2e_trained.parent / "generic-trained"
+    e2e_trained.rename(generic)
+    record = json.loads((generic / "skipcore_training.json").read_text())
+    record["data"]["task"] = "generic"
+    (generic / "skipcore_training.json").write_text(json.dumps(record))
+    e2e_csv = tmp_path / "e2e.csv"
+    pd.DataFrame({"mr": [s for s, _ in SOURCES], "ref": [r[0] for _, r in SOURCES]}).to_csv(
+        e2e_csv, index=False
+    )
+    with pytest.raises(
+        UserError, match="slot_name has no slots to check: generic-trained was trained on generic"
+    ):
+        Tune(tune(generic, e2e_csv), None, None, None)
+    assert not (tmp_path / "tune").exists()

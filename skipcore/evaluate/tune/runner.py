@@ -116,7 +116,7 @@ class Tune:
         if not self.examples:
             where = f"{s.dataset}{f' [{s.split}]' if s.split else ''}"  # a single file has no split to name
             raise UserError(f"{where} has no rows to search on", field="dataset")
-        _check_metric(s, self.examples)
+        _check_metric(s, self.examples, self.refs)
         warn_formats(self.examples, self.refs)
         warn_training_rows(self.refs, s.dataset, s.split, "searched")
         if s.evaluate_split:
@@ -181,11 +181,21 @@ class _Models:
         return out + ([(self.s.reference_model, "reference")] if self.s.reference_model else [])
 
 
-def _check_metric(s: TuneSettings, examples: list) -> None:
-    """A slot metric needs rows that carry it (E2E meaning representations with the slot): refused before any work."""
+def _check_metric(s: TuneSettings, examples: list, refs: dict) -> None:
+    """A slot metric needs rows that carry it (E2E meaning representations with the slot) as each model reads them
+    (`for_model`: a fine-tune reads them in the format it was trained on): refused before any work."""
     from skipcore.evaluate.sweep.quality import slot_columns
+    from skipcore.evaluate.sweep.units import for_model
 
-    if s.metric.startswith("slot_") and s.metric not in slot_columns(examples):
+    if not s.metric.startswith("slot_"):
+        return
+    for ref in refs.values():
+        read, note = for_model(examples, ref)
+        if s.metric in slot_columns(read):
+            continue
+        if note:  # the data has the slots; the model reads them in another task's format
+            raise UserError(f"metric {s.metric} has no slots to check: {note}, which carry none; choose bleu, "
+                            "rougeL or chrf", field="metric")  # fmt: skip
         raise UserError(
             f"metric {s.metric} needs E2E meaning representations with the slots it checks (name[...], near[...]); "
             f"{s.dataset} has none: choose bleu, rougeL or chrf",
