@@ -486,7 +486,8 @@ def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_on
     """The shipped LoRA fine-tunes load from their folder alone (the adapter names its base) and write good E2E
     text at full depth; under a 2x skip schedule the skip-aware one keeps most of its BLEU and the landmark, the
     base one collapses (the shipped sweep measures the same on 100 MRs: 57.7 against 5.4 BLEU), and those trained
-    at one skip schedule alone write better text under it than at full depth (61.2 against 37.4 on 100 MRs)."""
+    at one skip schedule alone write better text under it than at full depth (61.2 against 37.4 on 100 MRs). In the
+    dtype a run of them gets by default (`auto`: bfloat16 on a CPU with native bfloat16, else float32)."""
     if not installed(REAL_MODELS["smollm2-135m"]):
         pytest.skip(REAL_MODELS["smollm2-135m"].install)
     from skipcore.data import load_examples
@@ -503,7 +504,7 @@ def test_the_shipped_smollm2_finetunes_load_by_folder_and_only_the_skip_aware_on
         "skipdecode-smollm2-e2e-3x-top",
     )
     for folder in ("skipdecode-smollm2-e2e", "smollm2-e2e", "skipdecode-smollm2-e2e-1000steps", *per_target):
-        engine = SkipEngine(*load_model(str(REPO / "data/models" / folder), device="cpu", dtype="float32"))
+        engine = SkipEngine(*load_model(str(REPO / "data/models" / folder), device="cpu", dtype="auto"))
         assert engine.num_layers == 30
         full, _ = evaluate_generation(engine, examples, None, 48, 8, metrics="bleu")
         skip, _ = evaluate_generation(engine, examples, two, 48, 8, metrics="bleu")
