@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,3 +57,39 @@ def test_the_probe_runs_the_folded_layout_on_each_kernel():
     row = next(line for line in done.stdout.splitlines() if line.startswith("| 2 |")).split("|")
     assert row[4].strip().startswith("refused") and row[6].strip().startswith("refused")
     assert 0 < float(row[5].split()[-1]) < 0.05
+
+
+def test_a_device_fault_ends_the_fold_table_said_and_the_probe_ends_well(monkeypatch, capsys):
+    """A kernel that faults the device (cuDNN's "misaligned address", which leaves the CUDA context taking no more
+    work) ends the table at its cell: the cells and rows after it say they were not run, nothing more is sent to the
+    device, and the probe returns (the check's fold stage failed on a kernel the step never calls); a refusal
+    (an input a kernel does not take) leaves the table going."""
+    import importlib.util
+
+    import torch.nn.functional as F
+
+    spec = importlib.util.spec_from_file_location("gpu_probe", REPO / "scripts/gpu_probe.py")
+    gpu_probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_probe)
+    monkeypatch.setattr(gpu_probe, "fold_shapes", lambda: [(2, 4, 2, 16, 9), (1, 4, 2, 16, 7)])
+    real, calls = F.scaled_dot_product_attention, []
+
+    def faulting_on_the_third(*args, **kw):
+        calls.append(1)
+        if (
+            len(calls) == 3
+        ):  # the first row's MATH reference, EFFICIENT (refused on the CPU), then MATH: faults
+            raise torch.AcceleratorError("CUDA error: misaligned address\nCompile with TORCH_USE_CUDA_DSA")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", faulting_on_the_third)
+    gpu_probe.fold_kernels()
+    out = capsys.readouterr().out
+    first, second = (line.split("|")[4:7] for line in out.splitlines() if line.startswith(("| 2 |", "| 1 |")))
+    assert (
+        first[0].strip().startswith("refused")
+        and first[1].strip() == "faulted: CUDA error: misaligned address"
+    )
+    assert first[2].strip() == "not run (the device faulted)" and len(calls) == 3
+    assert [c.strip() for c in second] == ["not run (the device faulted)"] * 3
+    assert "a kernel faulted the device" in out
