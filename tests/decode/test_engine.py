@@ -463,11 +463,14 @@ def test_recorded_steps_replay_like_the_plain_path(model_dirs, family, monkeypat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["opt", "llama", "gemma3"])
-def test_recorded_speculative_rounds_replay_like_full_depth(model_dirs, family, monkeypatch):
+@pytest.mark.parametrize(
+    "family, fused", [("opt", False), ("llama", False), ("gemma3", False), ("llama", True), ("gemma3", True)]
+)
+def test_recorded_speculative_rounds_replay_like_full_depth(model_dirs, family, fused, monkeypatch):
     """Speculative rounds on the fixed-shape decoder, each pass recorded once per (offset, q, layers) and replayed
     against the same buffers: rows at different columns write where the device-side starts say, read what their
-    masks allow, and give full depth's tokens across rounds, batches and a batch of one row."""
+    masks allow, and give full depth's tokens across rounds, batches and a batch of one row; on the fused step's
+    layers too (its bodies plain: what a graph captures of them on a GPU, less Inductor's kernels)."""
     import skipcore.decode.engine as engine_module
     from skipcore.policies import SpeculativePolicy
 
@@ -476,9 +479,11 @@ def test_recorded_speculative_rounds_replay_like_full_depth(model_dirs, family, 
         str(model_dirs[family]), device="cpu", dtype="float32", attn_implementation="sdpa"
     )
     draft = Schedule(6, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1, decay_span=4)
-    plain, replayed = SkipEngine(model, tok, static=False), SkipEngine(model, tok, static=True)
+    plain = SkipEngine(model, tok, static=False)
+    replayed = SkipEngine(model, tok, static=True, fused=fused, compile_fused=False)
+    assert replayed.fused_step == ("plain" if fused else None)
     replayed.capture_graphs = True
-    for prompts in (PROMPTS, PROMPTS[::-1], PROMPTS[1:2]):
+    for prompts in (PROMPTS, PROMPTS[::-1], PROMPTS[1:2]) if not fused else (PROMPTS, PROMPTS[1:2]):
         expected = plain.generate(prompts, Schedule(6, "full"), 14)
         got = replayed.generate(prompts, SpeculativePolicy(draft, draft_tokens=3), 14)
         assert got.token_ids == expected.token_ids

@@ -175,3 +175,25 @@ def test_a_column_pass_copies_grouped_kv_heads_once_for_all_its_columns(model_di
     assert spec.trace["logprob"].tolist() == full.trace["logprob"].tolist()
     verifications = [copies for cols, copies in passes if cols > 1]
     assert verifications and all(copies == 2 for copies in verifications), verifications  # K and V, once
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "opt", "gemma3"])
+def test_the_fused_step_hands_the_kernel_aligned_inputs(model_dirs, kernel_calls, monkeypatch, family, dtype):
+    """The fused step's attention under CUDA's rules (inputs aligned; grouped KV heads copied where a masked
+    half-precision call would not read them in place; a group's query heads folded into query positions on the
+    kernels kept for that): full depth, a skip schedule and speculative rounds at k = 1 and 3 over a ragged batch
+    hand SDPA only aligned, dense inputs. The fused step had run on no GPU when this was written."""
+    from skipcore.decode.engine import SkipEngine
+    from skipcore.models.loading import load_model
+
+    monkeypatch.setattr(attention, "reads_kv_heads_in_place", lambda device: False)
+    calls, bad = kernel_calls
+    model, tok = load_model(str(model_dirs[family]), device="cpu", dtype=dtype, attn_implementation="sdpa")
+    eng = SkipEngine(model, tok, static=True, fused=True, compile_fused=False)
+    assert eng.fused_step == "plain"
+    prompts = [LONG, *PROMPTS][:3]
+    for policy in (Schedule(6, "full"), DRAFT, *(SpeculativePolicy(DRAFT, draft_tokens=k) for k in (1, 3))):
+        eng.generate(prompts, policy, 10)
+    assert calls, "no call reached SDPA: the recorder is not where the fused step attends"
+    assert not bad, f"{len(bad)} unaligned kernel inputs, e.g. {bad[:3]}"
