@@ -19,7 +19,7 @@ from app.dashboard import address
 from app.dashboard.address import KEEP
 from app.dashboard.markdown import plain
 from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
-from skipcore.errors import ModelError
+from skipcore.errors import ModelError, UserError
 from skipcore.files import expand_home
 from skipcore.models.reference import ModelRef, resolve_model
 
@@ -66,10 +66,16 @@ class ModelChoice:
 
 
 def _resolved(label: str, name: str) -> ModelChoice:
-    """The choice of the model `name`, or of nothing, with why it cannot be used."""
+    """The choice of the model `name`, or of nothing, with why it cannot be used: a folder whose training record
+    cannot be read too (every page reads it; the command line refuses such a folder in one line)."""
+    from skipcore.models.training_record import read_record
+
     try:
-        return ModelChoice(label, resolve_model(name))
-    except ModelError as e:
+        ref = resolve_model(name)
+        if ref.kind in ("folder", "adapter") and ref.path is not None:
+            read_record(ref.path)
+        return ModelChoice(label, ref)
+    except (ModelError, UserError) as e:
         return ModelChoice(label, problem=str(e))
     except OSError as e:  # the system would not answer about a file in it (a path too long, no permission)
         return ModelChoice(label, problem=cannot_look(e.filename or name, e))

@@ -115,10 +115,10 @@ def prompts_for_model(
     if not template_applies(model, tokenizer):
         return ModelPrompts(list(prompts), False, "")
     if raw:
-        note = f"note: {model}'s chat template is off: the prompts went as raw text"
+        note = f"note: {model}'s chat template is off: the prompts go as raw text"
         return ModelPrompts(list(prompts), False, note)
     note = (
-        f"note: {model} is an instruct model: each prompt went in its chat template as a user turn "
+        f"note: {model} is an instruct model: each prompt goes in its chat template as a user turn "
         f"({raw_option} sends raw text)"
     )
     try:
@@ -143,11 +143,15 @@ def empty_output_warning(texts: Sequence[str], sent: ModelPrompts | None = None)
     empty = empty_outputs(texts)
     if not empty:
         return ""
-    numbers = ", ".join(str(i + 1) for i in empty)
-    which = "every output" if len(empty) == len(texts) else f"output{'s' if len(empty) > 1 else ''} {numbers}"
+    n, k = len(texts), len(empty)
+    if k == n:  # 'every output of 2 are empty' read as no sentence
+        which = {1: "the output is empty", 2: "both outputs are empty"}.get(n, f"all {n} outputs are empty")
+    else:
+        numbers = ", ".join(str(i + 1) for i in empty)
+        which = f"output{'s' if k > 1 else ''} {numbers} of {n} {'is' if k == 1 else 'are'} empty"
     why = (
         "an instruct model given raw text often ends its turn at once: send it in its chat template"
         if sent is not None and sent.note and not sent.templated
         else "the model ended at once, an end-of-sequence token first"
     )
-    return f"warning: {which} of {len(texts)} {'is' if len(empty) == 1 else 'are'} empty ({why})"
+    return f"warning: {which} ({why})"

@@ -239,7 +239,7 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ti
     at = open_app("generate")
     assert_clean(at)
     said = " ".join(c.value for c in at.caption)
-    assert "is an instruct model: each prompt went in its chat template as a user turn (the box above" in said
+    assert "is an instruct model: each prompt goes in its chat template as a user turn (the box above" in said
     by_key(at.slider, "gen_chat_max_new").set_value(MAX_NEW)
     by_key(at.button, "gen_run").click().run()
     chat = GenerateResult.last(at.session_state)

@@ -101,3 +101,22 @@ def test_a_link_with_an_over_long_path_opens_the_app(model_dir, tmp_path, monkey
     monkeypatch.setenv(paths.MODEL_ENV, str(tmp_path / ("z" * 300)))  # an over-long default model, too
     at = open_app()
     assert not at.exception and "was not found" in at.sidebar.warning[0].value
+
+
+def test_a_folder_whose_training_record_cannot_be_read_is_one_line_on_every_page(model_dir, tmp_path):
+    """A model folder with its skipcore_training.json cut short is refused in one line under the picker, on every
+    page, as the command line refuses it (Generate, Compare and the lens showed a traceback; the designer opened it
+    as a model not trained skip-aware)."""
+    import shutil
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(model_dir, folder)
+    (folder / "skipcore_training.json").write_text('{"format": "skipcore-training/1", "obj')
+    at = opened_with({"model": "Local folder or .gguf file", "model_path": str(folder)})
+    for page in PAGES:
+        at.switch_page(f"sections/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        said = [e.value for e in at.sidebar.error]
+        assert len(said) == 1 and said[0].startswith(f"Cannot read {folder / 'skipcore_training.json'}: "), (
+            page
+        )

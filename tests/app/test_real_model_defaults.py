@@ -49,7 +49,7 @@ def test_an_instruct_model_picked_in_the_sidebar_starts_from_questions_with_room
         f"is an instruct model: the example prompts are questions, answered in up to {CHAT_NEW_TOKENS}"
         in said
     )
-    assert "went in its chat template as a user turn" in said
+    assert "goes in its chat template as a user turn" in said
 
 
 def test_the_shipped_kind_of_model_keeps_its_e2e_prompts_and_the_designed_length(model_dir):

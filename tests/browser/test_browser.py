@@ -1077,7 +1077,7 @@ def test_smollm2_opens_at_full_depth_and_answers_the_france_prompt(fresh, server
         '[data-testid="stCaptionContainer"]', has_text="layers) · schedule"
     ).first.inner_text()
     assert "schedule full depth" in caption, caption
-    page.get_by_text("is an instruct model: each prompt went in its chat template", exact=False).wait_for()
+    page.get_by_text("is an instruct model: each prompt goes in its chat template", exact=False).wait_for()
     page.get_by_role("button", name="Generate", exact=True).click()
     page.get_by_text("Made with", exact=False).first.wait_for(timeout=GENERATE_TIMEOUT_MS)
     wait_idle(page)

@@ -28,9 +28,9 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_raw(instruct_
     base = ["generate", "--model", str(instruct_dir), "--prompt", "Hi", "--max-new-tokens", "3"]
     assert main([*base, "--trace", str(tmp_path / "chat.parquet")]) == 0
     err = capsys.readouterr().err
-    assert "is an instruct model: each prompt went in its chat template as a user turn (--raw-prompt" in err
+    assert "is an instruct model: each prompt goes in its chat template as a user turn (--raw-prompt" in err
     assert main([*base, "--raw-prompt", "--trace", str(tmp_path / "raw.parquet")]) == 0
-    assert "chat template is off: the prompts went as raw text" in capsys.readouterr().err
+    assert "chat template is off: the prompts go as raw text" in capsys.readouterr().err
     chat, raw = (read_trace(tmp_path / f"{n}.parquet")[0] for n in ("chat", "raw"))
     assert chat["prompt_len"].iloc[0] > raw["prompt_len"].iloc[0]  # the template's text went to the model
 
@@ -77,5 +77,5 @@ def test_smollm2_answers_the_france_prompt_in_its_chat_template_and_flags_an_emp
     assert "Paris" in out.out and "is an instruct model" in out.err and "empty" not in out.err
     assert main([*args, "--raw-prompt"]) == 0  # the bare question: an end-of-turn token first
     out = capsys.readouterr()
-    assert out.out.strip() == "" and "warning: every output of 1 is empty" in out.err
+    assert out.out.strip() == "" and "warning: the output is empty" in out.err
     assert "send it in its chat template" in out.err

@@ -40,7 +40,7 @@ def test_an_instruct_models_prompts_go_in_its_chat_template(instruct, tokenizer)
         "<|user|>Hi<|end|><|bot|>",
     ]
     assert (
-        sent.note == "note: m is an instruct model: each prompt went in its chat template as a user turn "
+        sent.note == "note: m is an instruct model: each prompt goes in its chat template as a user turn "
         "(--raw-prompt sends raw text)"
     )
     raw = prompts_for_model("m", instruct, ["Hi"], raw=True)
@@ -87,7 +87,9 @@ def test_outputs_that_say_nothing_are_flagged():
     assert said.startswith("warning: outputs 1, 3 of 3 are empty") and "end-of-sequence token first" in said
     raw = prompts_for_model("m", _Instruct(), ["Hi"], raw=True)
     assert "send it in its chat template" in empty_output_warning([""], raw)
-    assert empty_output_warning([""]).startswith("warning: every output of 1 is empty")
+    assert empty_output_warning([""]).startswith("warning: the output is empty (")
+    assert empty_output_warning(["", " "]).startswith("warning: both outputs are empty (")
+    assert empty_output_warning(["", " ", ""]).startswith("warning: all 3 outputs are empty (")
 
 
 class _Instruct:
