@@ -40,7 +40,8 @@ MODE_HELP = (
     "middle: first ceil(n/2) and last floor(n/2) layers"
 )
 FIT_TOLERANCE = 0.02  # relative; a fit further off than this is said to miss its target
-KV_DTYPES = {"float32 (4 bytes)": 4, "bfloat16 / float16 (2 bytes)": 2}
+AS_RUN = "as the model runs (the sidebar's precision)"
+KV_DTYPES = {AS_RUN: None, "float32 (4 bytes)": 4, "bfloat16 / float16 (2 bytes)": 2}  # bytes per element
 
 
 # the pages that run the designed schedule (`state.engine_and_schedule`)
@@ -198,7 +199,14 @@ def controls(num_layers: int, base: dict) -> None:
             "are shown over it."
         )
     int_slider(st, "prompt_len", state.LABELS["prompt_len"], ranges, base["prompt_len"])
-    st.selectbox("KV element size", list(KV_DTYPES), key="kv_dtype", **KEEP)
+    st.selectbox(
+        "KV element size",
+        list(KV_DTYPES),
+        key="kv_dtype",
+        help="The bytes of each cached key and value element; by default those of the precision the sidebar runs "
+        "the model in, as Generate's cache holds them.",
+        **KEEP,
+    )
     if shape not in ("full", "custom"):
         with st.expander("Fit max/min to a target speedup"):
             reach = _reach(L)
@@ -227,10 +235,20 @@ def controls(num_layers: int, base: dict) -> None:
                 st.info(fit.why)
 
 
+def _bytes_as_run() -> int:
+    """The bytes of a KV element in the precision the sidebar runs the model in (a shape without weights: what
+    `auto` runs on this device)."""
+    import torch
+
+    from app.dashboard.precision import resolved
+
+    return torch.empty((), dtype=resolved(current_choice()).dtype).element_size()
+
+
 def results(
     schedule: Schedule, shapes: ModelShapes, max_new_tokens: int, speedup_over: int, prompt_len: int
 ) -> None:
-    bpe = KV_DTYPES[st.session_state.get("kv_dtype", next(iter(KV_DTYPES)))]
+    bpe = KV_DTYPES[st.session_state.get("kv_dtype", AS_RUN)] or _bytes_as_run()
     steps = plots.theoretical_steps(schedule, shapes, prompt_len, speedup_over, bpe)
     st.caption(f"Speedups and costs over a typical output of {speedup_over} tokens.")
     s = plots.theoretical_summary(steps, schedule.num_layers)

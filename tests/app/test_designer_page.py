@@ -25,6 +25,7 @@ from tests.helpers import (
     charts,
     errors,
     open_app,
+    opened_with,
     warnings,
 )
 
@@ -470,3 +471,23 @@ def test_sliders_of_another_shape_or_mode_do_not_reach_the_schedule():
     )
     power = build_schedule({**values, "shape": "power", "mode": "skip"}, 12)
     assert (power.alpha, power.stages, power.warmup_layers) == (0.5, 4, 2)
+
+
+def test_the_kv_element_size_follows_the_precision_the_model_runs_in(model_dir):
+    """The designer's KV cache is sized in the precision the sidebar runs the model in, as Generate's cache holds
+    it (it stayed at float32's 4 bytes with bfloat16 picked), unless an element size is chosen."""
+    as_run = "as the model runs (the sidebar's precision)"  # the option's words, as a link holds them
+
+    def kv(address: dict) -> str:
+        at = opened_with(address, "designer")
+        assert_clean(at)
+        return next(m for m in at.metric if m.label == "KV cache, last step").value
+
+    def size(value: str) -> float:
+        number, unit = value.split()
+        return float(number.replace(",", "")) * 1024 ** ["B", "KiB", "MiB", "GiB"].index(unit)
+
+    full, half = kv({"dtype": "float32"}), kv({"dtype": "bfloat16"})
+    assert size(full) == pytest.approx(2 * size(half), rel=0.02), (full, half)
+    assert kv({"dtype": "bfloat16", "kv_dtype": "float32 (4 bytes)"}) == full
+    assert kv({"dtype": "float32", "kv_dtype": as_run}) == full
