@@ -107,8 +107,13 @@ def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = F
     file's header), refused in one line where the model cannot be used or its family is not supported: what a
     tool checks before any work."""
     ref = model if isinstance(model, ModelRef) else resolve_model(model)
-    if ref.base is not None:  # a LoRA fine-tune: its base's config is the model's
-        return load_config(ref.base, trust_remote_code)
+    if ref.base is not None:  # a LoRA fine-tune: its base's config is the model's, if the adapter fits it
+        from skipcore.models.lora import adapter_misfit
+
+        config = load_config(ref.base, trust_remote_code)
+        if ref.path is not None and (misfit := adapter_misfit(ref.path, config)):
+            raise ModelError(f"the adapter in {ref.path} does not fit its base model: {misfit}")
+        return config
     if ref.needs_conversion:
         return _gguf_config(ref)
     source, kw = ref.weights()

@@ -374,6 +374,51 @@ def _misfit(e: Exception) -> str:
     return lines[0] if lines else type(e).__name__
 
 
+SAVED_PREFIX = "base_model.model."  # how peft names the base's modules in an adapter's file
+LORA_KEY = re.compile(r"(.+)\.lora_([AB])\.weight")
+
+
+def adapter_misfit(folder: str | Path, config) -> str | None:
+    """Why the adapter in `folder` does not fit a base model of `config`, from its file's header and the base's
+    skeleton on the meta device (no weights read): a LoRA matrix whose inner width is not its module's
+    input or output size, or a whole tensor of another shape than the base's (the say of `_misfit`, which the
+    load gives). None where every tensor it names fits, or the file or a name is for the load to judge. What a
+    tool checks from the config alone (the designer, a sweep's plan) before a load would refuse the adapter."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+    from transformers import AutoModelForCausalLM
+
+    path = Path(folder) / WEIGHTS_FILE
+    try:
+        with safe_open(str(path), "pt") as f:
+            keys = f.keys()
+            shapes = {k.removeprefix(SAVED_PREFIX): list(f.get_slice(k).get_shape()) for k in keys}
+    except (OSError, SafetensorError):
+        return None  # the load says what is wrong with the file
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    weights = {name: list(p.shape) for name, p in skeleton.named_parameters(remove_duplicate=False)}
+    wrong = []
+    for key, saved in sorted(shapes.items()):
+        lora = LORA_KEY.fullmatch(key)
+        if lora is None:
+            wanted = weights.get(key)
+        elif (base := weights.get(f"{lora.group(1)}.weight")) is None or len(base) != 2 or len(saved) != 2:
+            continue  # not a product's matrix: the load judges it
+        else:  # A: (rank, in features); B: (out features, rank), of the module's (out, in) weight
+            wanted = [saved[0], base[1]] if lora.group(2) == "A" else [base[0], saved[1]]
+        if wanted is not None and wanted != saved:
+            wrong.append((SAVED_PREFIX + key, saved, wanted))
+    if not wrong:
+        return None
+    key, saved, wanted = wrong[0]
+    n = len(wrong)
+    return (
+        f"{n} adapter tensor{'s' if n != 1 else ''} of other shapes than the base's modules need, "
+        f"e.g. {key}: {saved} in {WEIGHTS_FILE}, {wanted} for the base (an adapter made for another model?)"
+    )
+
+
 def _saved_keys(path: Path) -> set[str]:
     from safetensors import SafetensorError, safe_open
 

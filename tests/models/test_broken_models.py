@@ -197,15 +197,27 @@ def test_a_damaged_adapter_weights_file_is_one_line_naming_it(llama_adapter, cap
 
 
 def test_an_adapter_on_a_base_of_other_shapes_names_a_tensor(llama_adapter, tmp_path, capsys):
-    """An adapter made for another model (the tiny Llama's on a Gemma 3 base, whose attention is wider):
-    torch's "Error(s) in loading state_dict" becomes a tensor, its shape in the file and the one the base
-    needs."""
+    """An adapter made for another model (the tiny Llama's on a Gemma 3 base, whose attention is wider) is
+    refused naming a tensor, its shape in the file and the one the base needs, from its file's header and the
+    base's config before any weights are read: by what reads only a config (the dashboard's designer, a sweep's
+    plan), which took the base's shapes, as by a load (torch's "Error(s) in loading state_dict" there)."""
+    from skipcore.errors import ModelError
+    from skipcore.models.loading import load_config
+    from skipcore.models.lora import merged
+
     gemma = make_tiny_model("gemma3", tmp_path / "gemma")
     moved = llama_adapter("on-gemma", base_model_name_or_path=str(gemma))
     said = generate_refused(capsys, "--model", str(moved), "--prompt", "MR: x")
     assert said.startswith(f"the adapter in {moved} does not fit its base model: "), said
-    assert "e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight: [64, 2] in " in said, said
-    assert "adapter_model.safetensors, [128, 2] for the base" in said and "Error(s)" not in said, said
+    assert "e.g. base_model.model.model.layers.0.self_attn.o_proj.lora_A.weight: [2, 64] in " in said, said
+    assert "adapter_model.safetensors, [2, 128] for the base" in said and "Error(s)" not in said, said
+    with pytest.raises(ModelError) as refused_config:
+        load_config(str(moved))
+    assert str(refused_config.value) == said
+    with pytest.raises(ModelError, match="does not fit its base model: .* for the base"):
+        merged(
+            load_model(str(gemma), device="cpu")[0], moved
+        )  # the load's own refusal, past the header check
 
 
 def test_a_model_path_no_file_can_have_is_a_model_error_wherever_it_is_named(llama_adapter, tmp_path, capsys):
