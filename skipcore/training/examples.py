@@ -45,9 +45,15 @@ def check_data_settings(s: TrainSettings) -> str | None:
                     field=(name, "dev_fraction"),
                 )
         if s.eval_every and s.dev_fraction is None:
+            # a resumed run keeps the data it trains on: one that held nothing out cannot begin to
+            how = (
+                "the run held none of it out and a resumed run keeps its data: start a new run with dev_fraction F "
+                "(e.g. 0.1) for a dev loss"
+                if s.resume
+                else "hold out a share of it with dev_fraction F (e.g. 0.1)"
+            )
             raise UserError(
-                f"eval_every needs dev data the model does not train on, and {s.dataset} is a single file: "
-                "hold out a share of it with dev_fraction F (e.g. 0.1)",
+                f"eval_every needs dev data the model does not train on, and {s.dataset} is a single file: {how}",
                 field=("eval_every", "dev_fraction"),
             )
         return None

@@ -559,3 +559,20 @@ def test_an_overwrite_stopped_before_its_save_leaves_the_old_model_with_its_log(
     assert (out / REPLACED_LOG).is_file()
     assert main(resume_argv(out / "checkpoints", out)) == 0
     assert not (out / REPLACED_LOG).exists() and read_record(out)["state"]["step"] == 4
+
+
+def test_a_resume_that_asks_a_dev_loss_of_a_run_that_held_none_out_says_how_to_get_one(
+    model_dirs, tmp_path, capsys
+):
+    """A run on a single file that held no dev share out cannot begin a dev loss on a resume: the refusal says to
+    start a new run with --dev-fraction (it told the user to add --dev-fraction, which the resume then refused as a
+    changed setting), before anything is written."""
+    _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
+    record = (out / "skipcore_training.json").read_text()
+    err = refused(
+        capsys, ["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--eval-every", "2"]
+    )
+    assert (
+        "held none of it out and a resumed run keeps its data: start a new run with --dev-fraction F" in err
+    ), err
+    assert "hold out a share" not in err and (out / "skipcore_training.json").read_text() == record
