@@ -22,7 +22,13 @@ ABOUT = (
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", description=ABOUT)
     p.add_argument("--device", default="cpu", help="auto, cpu or cuda (default: %(default)s)")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="the dtype every model is timed in; auto: float32 on a CPU, bfloat16 on CUDA, whatever the model "
+        "(generate's auto judges the one model it runs, and may pick bfloat16 on a CPU), said as the bench starts",
+    )
     p.add_argument(
         "--models",
         type=comma_list(str),
@@ -95,11 +101,17 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
     from skipcore.output_lock import OutputLock
 
     device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device).dtype
+    chosen = resolve_dtype(args.dtype, device)
+    dtype = chosen.dtype
     names = ("models", "batch_sizes", "prompt_len", "new_tokens", "targets", "draft_tokens", "draft_target")
     names += ("repeats", "settings", "static_steps")
     given = {n: getattr(args, n) for n in names}
     plan, notes = plans.plan_for(device.type == "cuda", **given, dtype=dtype_name(dtype))
+    if args.dtype == "auto":  # as generate says its choice: the timed rows are in it
+        notes = [
+            f"dtype: {dtype_name(dtype)} ({chosen.reason}; the bench times every model in one dtype)",
+            *notes,
+        ]
     plans.check_plan(plan, args.threads)
     plans.check_something_timed(plan, device, dtype)
     plans.check_fits(plan, device, dtype)

@@ -93,6 +93,9 @@ def test_a_repeated_setting_runs_once_and_notes_go_to_stderr(tmp_path, capsys):
     ]
     printed, err = capsys.readouterr()
     assert err.splitlines() == [
+        # auto's choice said as generate says its own (the rows are timed in it), its reason a bench's
+        "dtype: float32 (auto: float32 on a CPU, with no one model to judge by; the bench times every model in one "
+        "dtype)",
         "note: --models names opt-tiny more than once; each setting runs once",
         "note: --batch-sizes names 1 more than once; each setting runs once",
         "note: --new-tokens names 4 more than once; each setting runs once",
