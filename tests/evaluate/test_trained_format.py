@@ -210,3 +210,32 @@ def test_a_tunes_slot_metric_is_checked_on_the_rows_as_the_model_reads_them(
     ):
         Tune(tune(generic, e2e_csv), None, None, None)
     assert not (tmp_path / "tune").exists()
+
+
+def test_scoring_on_the_dev_split_training_found_shared_with_its_rows_says_so(
+    e2e_trained, model_dirs, tmp_path
+):
+    """Training warned that its dev split shares sources with its training rows, and its record keeps the count; a
+    sweep or tune scored on that dev split said nothing, though its scores are partly read on training rows."""
+    from skipcore.evaluate.sweep.units import dev_shared, warn_training_rows
+    from skipcore.models.reference import resolve_model
+
+    data = tmp_path / "data"
+    data.mkdir()
+    record_file = e2e_trained / "skipcore_training.json"
+    record = json.loads(record_file.read_text())
+    dev = {"split": "dev", "sources": 12, "shared_with_training": 10, "scored": 12}
+    record["data"].update(dataset=str(data), split="train", dev=dev)
+    record_file.write_text(json.dumps(record))
+    refs = {"m": resolve_model(str(e2e_trained))}
+    assert dev_shared(refs["m"], data, "dev") == (10, 12)
+    with pytest.warns(
+        SkipcoreWarning, match=r"training found 10 of the first 12 sources of .*\[dev\] among its "
+    ):
+        warn_training_rows(refs, data, "dev", "scored")
+    # another split, another data set, a dev split that shares none, a model with no record: nothing to say
+    assert dev_shared(refs["m"], data, "test") is None and dev_shared(refs["m"], tmp_path, "dev") is None
+    assert dev_shared(resolve_model(str(model_dirs["opt"])), data, "dev") is None
+    record["data"]["dev"]["shared_with_training"] = 0
+    record_file.write_text(json.dumps(record))
+    assert dev_shared(refs["m"], data, "dev") is None

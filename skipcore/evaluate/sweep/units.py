@@ -143,39 +143,70 @@ def warn_formats(examples: list, refs: dict[str, ModelRef]) -> None:
             warnings.warn(note, SkipcoreWarning, stacklevel=3)
 
 
-def trained_on(ref: ModelRef, dataset: str | Path, split: str | None) -> bool:
-    """Whether the model `ref` resolves to was trained on `dataset`'s `split`, as its training record says (the
-    data set by where it is, a single file's split None whatever was asked: it has one)."""
+def _recorded_data(ref: ModelRef) -> dict:
+    """The `data` section of the training record of the model `ref` resolves to ({} for a model skipcore did not
+    train)."""
     from skipcore.models.training_record import read_record
-    from skipcore.shipped import shipped_path
 
     if ref.kind not in ("folder", "adapter") or ref.path is None:
-        return False
-    data = (read_record(ref.path) or {}).get("data") or {}
-    recorded = data.get("dataset")
+        return {}
+    return (read_record(ref.path) or {}).get("data") or {}
+
+
+def _same_data_set(recorded: object, dataset: str | Path) -> bool:
+    """Whether a record's data set (a shipped model's named from the repository's root, a user's by its absolute
+    path) is `dataset`, by where each lies."""
+    from skipcore.shipped import shipped_path
+
     if not isinstance(recorded, str) or not recorded:
         return False
-    if (None if _single(dataset) else split) != data.get("split"):
-        return False
-    # a shipped model's record names its data set from the repository's root, a user's by its absolute path
     place = os.path.realpath(expand_home(recorded if os.path.isabs(recorded) else shipped_path(recorded)))
     return place == os.path.realpath(expand_home(str(dataset)))
 
 
+def trained_on(ref: ModelRef, dataset: str | Path, split: str | None) -> bool:
+    """Whether the model `ref` resolves to was trained on `dataset`'s `split`, as its training record says (the
+    data set by where it is, a single file's split None whatever was asked: it has one)."""
+    data = _recorded_data(ref)
+    if (None if _single(dataset) else split) != data.get("split"):
+        return False
+    return _same_data_set(data.get("dataset"), dataset)
+
+
+def dev_shared(ref: ModelRef, dataset: str | Path, split: str | None) -> tuple[int, int] | None:
+    """(shared, sources) where `dataset`'s `split` is the dev split the model's training scored and its record says
+    `shared` of those `sources` (the first ones) are also training sources; None otherwise. Read from the record
+    alone: the training rows are not read again."""
+    data = _recorded_data(ref)
+    dev = data.get("dev") or {}
+    shared, sources = dev.get("shared_with_training"), dev.get("sources")
+    if _single(dataset) or split != dev.get("split") or not isinstance(shared, int) or shared < 1:
+        return None
+    return (shared, sources) if _same_data_set(data.get("dataset"), dataset) else None
+
+
 def warn_training_rows(refs: dict[str, ModelRef], dataset: str | Path, split: str | None, use: str) -> None:
-    """Warn, before any work, where a model is scored on the rows it was trained on (`trained_on`): their scores
-    overstate what it writes for rows it never saw, and nothing else would say so. `use`: what is done on them
-    ('scored', 'searched', 'evaluated')."""
+    """Warn, before any work, where a model is scored on the rows it was trained on (`trained_on`), or on a dev split
+    its training found sharing sources with its training rows (`dev_shared`): their scores overstate what it
+    writes for rows it never saw, and nothing else would say so. `use`: what is done on them ('scored',
+    'searched', 'evaluated')."""
     where = f"{dataset}" + (f" [{split}]" if split and not _single(dataset) else "")
     for ref in refs.values():
         if trained_on(ref, dataset, split):
-            warnings.warn(
+            said = (
                 f"{_model_name(ref)} was trained on {where}: {use} there, its quality is read on its own training "
                 "rows (less any dev fraction held out) and overstates what it writes for new ones; use a split it "
-                "was not trained on",
-                SkipcoreWarning,
-                stacklevel=3,
+                "was not trained on"
             )
+        elif shared := dev_shared(ref, dataset, split):
+            said = (
+                f"{_model_name(ref)}'s training found {shared[0]} of the first {shared[1]} sources of {where} among "
+                f"its training sources: {use} there, its quality is partly read on rows it was trained on and "
+                "overstates what it writes for new ones"
+            )
+        else:
+            continue
+        warnings.warn(said, SkipcoreWarning, stacklevel=3)
 
 
 def _single(dataset: str | Path) -> bool:
