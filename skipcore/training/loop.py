@@ -42,7 +42,7 @@ from skipcore.training.checkpoint import (
 from skipcore.training.folders import drop_replaced_log, replaced_files
 from skipcore.training.objective import SkipLM, skip_logits, token_loss
 from skipcore.training.plan import SchedulePlan
-from skipcore.training.settings import TrainSettings, check_warmup, warmup_steps
+from skipcore.training.settings import TrainSettings, check_resume_step, check_warmup, warmup_steps
 
 
 @dataclass(frozen=True)
@@ -134,12 +134,7 @@ def step_plan(hyper: Hyper, pairs: list[Pair], world: int, resume_step: int = 0)
         )
     total = total_steps(hyper, steps_per_epoch)
     check_warmup(hyper.lr_scheduler, hyper.warmup_ratio, total, hyper.steps, hyper.epochs)
-    if resume_step > total:
-        raise UserError(
-            f"the checkpoint is at step {resume_step}, past the run's end (step {total}): resume with steps "
-            f"{resume_step} or more",
-            field="steps",
-        )
+    check_resume_step(resume_step, total)
     return steps_per_epoch, total
 
 

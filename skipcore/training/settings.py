@@ -247,6 +247,16 @@ def warmup_steps(lr_scheduler: str, warmup_ratio: float, total: int) -> int:
     return 0 if lr_scheduler == "constant" else math.ceil(warmup_ratio * total)
 
 
+def check_resume_step(resume_step: int, total: int) -> None:
+    """Refuse a resume whose checkpoint lies past the run's last step (`total`)."""
+    if resume_step > total:
+        raise UserError(
+            f"the checkpoint is at step {resume_step}, past the run's end (step {total}): resume with steps "
+            f"{resume_step} or more",
+            field="steps",
+        )
+
+
 def check_warmup(
     lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float | None
 ) -> None:

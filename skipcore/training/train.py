@@ -57,7 +57,7 @@ from skipcore.training.resume import (
     say_resumed,
     setting_changes,
 )
-from skipcore.training.settings import TrainSettings, epochs_trained
+from skipcore.training.settings import TrainSettings, check_resume_step, epochs_trained
 
 
 def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
@@ -268,9 +268,12 @@ def _continued_record(
     and the training time before it."""
     previous = read_record(resume_dir) or {}
     derived = derived_changes(previous, record)
+    resume_step, resume_elapsed = recorded_state(previous)
+    steps = (record.get("args") or {}).get("steps")
+    if isinstance(steps, int):  # a run's length in steps is known before its data is batched: refused unsaid
+        check_resume_step(resume_step, steps)
     if main:
         say_resumed(resume_dir, continued, derived)
-    resume_step, resume_elapsed = recorded_state(previous)
     changes = {"settings": setting_changes(previous.get("args"), record["args"]), "derived": derived}
     return resumed_record(record, previous, resume_dir, resume_step, changes), resume_step, resume_elapsed
 

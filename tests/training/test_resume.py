@@ -576,3 +576,16 @@ def test_a_resume_that_asks_a_dev_loss_of_a_run_that_held_none_out_says_how_to_g
         "held none of it out and a resumed run keeps its data: start a new run with --dev-fraction F" in err
     ), err
     assert "hold out a share" not in err and (out / "skipcore_training.json").read_text() == record
+
+
+def test_a_resume_to_fewer_steps_than_its_checkpoint_is_one_line_before_any_note(
+    model_dirs, tmp_path, capsys
+):
+    """A --steps below the checkpoint's step is refused alone: the resume's notes ('resuming with --steps 3 (the
+    run's 4)') came first, announcing a change then refused."""
+    _, out = four_steps_saved_at_two(model_dirs, tmp_path, log_every=1)
+    err = refused(capsys, ["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--steps", "3"])
+    assert (
+        err
+        == "error: the checkpoint is at step 4, past the run's end (step 3): resume with --steps 4 or more"
+    )
