@@ -111,7 +111,7 @@ def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = F
         from skipcore.models.lora import adapter_misfit
 
         config = load_config(ref.base, trust_remote_code)
-        if ref.path is not None and (misfit := adapter_misfit(ref.path, config)):
+        if ref.path is not None and (misfit := adapter_misfit(ref.path, config, trust_remote_code)):
             raise ModelError(f"the adapter in {ref.path} does not fit its base model: {misfit}")
         return config
     if ref.needs_conversion:

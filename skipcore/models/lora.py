@@ -362,12 +362,7 @@ def _misfit(e: Exception) -> str:
     found = SIZE_MISMATCH.findall(text)
     if found:
         key, saved, wanted = found[0]
-        key = key.replace(".default.", ".")  # the tensor as the adapter's file names it
-        n = len(found)
-        return (
-            f"{n} adapter tensor{'s' if n != 1 else ''} of other shapes than the base's modules need, "
-            f"e.g. {key}: {saved} in {WEIGHTS_FILE}, {wanted} for the base (an adapter made for another model?)"
-        )
+        return _other_shapes(len(found), key.replace(".default.", "."), saved, wanted)  # named as in the file
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].endswith(":"):  # a heading, then the first case it lists
         return f"{lines[0]} {lines[1]}"
@@ -378,15 +373,15 @@ SAVED_PREFIX = "base_model.model."  # how peft names the base's modules in an ad
 LORA_KEY = re.compile(r"(.+)\.lora_([AB])\.weight")
 
 
-def adapter_misfit(folder: str | Path, config) -> str | None:
+def adapter_misfit(folder: str | Path, config, trust_remote_code: bool = False) -> str | None:
     """Why the adapter in `folder` does not fit a base model of `config`, from its file's header and the base's
-    skeleton on the meta device (no weights read): a LoRA matrix whose inner width is not its module's
-    input or output size, or a whole tensor of another shape than the base's (the say of `_misfit`, which the
-    load gives). None where every tensor it names fits, or the file or a name is for the load to judge. What a
-    tool checks from the config alone (the designer, a sweep's plan) before a load would refuse the adapter."""
-    import torch
+    skeleton on the meta device (no weights read): a LoRA matrix whose outer size is not its module's input or
+    output size, or a whole tensor of another shape than the base's, said as a load says it (`_other_shapes`).
+    None where every tensor it names fits, or the file or a name is the load's to judge. What a tool checks from
+    the config alone (the designer, a sweep's plan) before a load would refuse the adapter."""
     from safetensors import SafetensorError, safe_open
-    from transformers import AutoModelForCausalLM
+
+    from skipcore.models.skeleton import meta_skeleton, out_in_features
 
     path = Path(folder) / WEIGHTS_FILE
     try:
@@ -395,24 +390,25 @@ def adapter_misfit(folder: str | Path, config) -> str | None:
             shapes = {k.removeprefix(SAVED_PREFIX): list(f.get_slice(k).get_shape()) for k in keys}
     except (OSError, SafetensorError):
         return None  # the load says what is wrong with the file
-    with torch.device("meta"):
-        skeleton = AutoModelForCausalLM.from_config(config)
+    skeleton = meta_skeleton(config, trust_remote_code)
+    modules = dict(skeleton.named_modules(remove_duplicate=False))
     weights = {name: list(p.shape) for name, p in skeleton.named_parameters(remove_duplicate=False)}
     wrong = []
     for key, saved in sorted(shapes.items()):
         lora = LORA_KEY.fullmatch(key)
         if lora is None:
             wanted = weights.get(key)
-        elif (base := weights.get(f"{lora.group(1)}.weight")) is None or len(base) != 2 or len(saved) != 2:
+        elif (sizes := out_in_features(modules.get(lora.group(1)))) is None or len(saved) != 2:
             continue  # not a product's matrix: the load judges it
-        else:  # A: (rank, in features); B: (out features, rank), of the module's (out, in) weight
-            wanted = [saved[0], base[1]] if lora.group(2) == "A" else [base[0], saved[1]]
+        else:  # A: (rank, input size); B: (output size, rank)
+            wanted = [saved[0], sizes[1]] if lora.group(2) == "A" else [sizes[0], saved[1]]
         if wanted is not None and wanted != saved:
-            wrong.append((SAVED_PREFIX + key, saved, wanted))
-    if not wrong:
-        return None
-    key, saved, wanted = wrong[0]
-    n = len(wrong)
+            wrong.append((SAVED_PREFIX + key, str(saved), str(wanted)))
+    return _other_shapes(len(wrong), *wrong[0]) if wrong else None
+
+
+def _other_shapes(n: int, key: str, saved: str, wanted: str) -> str:
+    """The one sentence for `n` adapter tensors of other shapes than the base needs, `key` the first."""
     return (
         f"{n} adapter tensor{'s' if n != 1 else ''} of other shapes than the base's modules need, "
         f"e.g. {key}: {saved} in {WEIGHTS_FILE}, {wanted} for the base (an adapter made for another model?)"

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, OPTConfig, PreTrainedModel
 
 from skipcore.data import Example, corpus_texts, train_bpe_tokenizer
 from skipcore.errors import UserError, quoted
 from skipcore.models.loading import adapter_tokenizer, load_config, prepare_tokenizer
+from skipcore.models.skeleton import meta_skeleton
 from skipcore.models.training_record import read_record
 from skipcore.training import FAMILIES, memory
 from skipcore.training.distributed import shared_value
@@ -252,9 +252,7 @@ def _adapter_base(folder: str | Path, s: TrainSettings):
 def _skeleton(model: str, trust_remote_code: bool) -> PreTrainedModel:
     """`model`'s modules on the meta device, from its config alone (no weights read, no conversion): what a
     check of module names and layers needs."""
-    config = load_config(model, trust_remote_code)
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    return meta_skeleton(load_config(model, trust_remote_code), trust_remote_code)
 
 
 def _parent(model: str) -> dict:
