@@ -50,7 +50,6 @@ from skipcore.training.models import (
 )
 from skipcore.training.plan import plan_for
 from skipcore.training.resume import (
-    Continued,
     continue_run,
     derived_changes,
     resolve_resume,
@@ -117,6 +116,8 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
     if resume_dir is not None:
         continued = continue_run(s, resume_dir, given)
         s = continued.settings.check()
+        if s.steps is not None:  # a length in steps is known before the model and data are read
+            check_resume_step(recorded_state(read_record(resume_dir) or {})[0], s.steps)
     refuse_idle_settings(s, typed)
     split = check_data_settings(s)
     lora = lora_spec(s)
@@ -161,9 +162,9 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
             argv=sys.argv[1:],
             output_dir=out,
         )
-        resume_step, resume_elapsed = 0, 0.0
+        resume_step, resume_elapsed, derived = 0, 0.0, {}
         if resume_dir is not None:
-            record, resume_step, resume_elapsed = _continued_record(record, resume_dir, continued, main)
+            record, resume_step, resume_elapsed, derived = _continued_record(record, resume_dir)
         _, steps = step_plan(hyper, pairs, acc.num_processes, resume_step)
         sharing = acc.num_processes if acc.device.type == "cpu" else 1  # a GPU is each process's own
         check_batches_fit(
@@ -171,6 +172,8 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
             dev=eval_pairs or (), resuming=resume_dir is not None,
             mixed_precision=acc.mixed_precision != "no", schedule=plan.every_batch(),
         )  # fmt: skip
+        if resume_dir is not None and main:  # after every refusal: a refused resume says one line
+            say_resumed(resume_dir, continued, derived)
         acc.wait_for_everyone()  # every process has checked everything before anything is written
         with interruption_said(
             out, ckpt_root, resume_dir, hyper.save_every
@@ -261,21 +264,15 @@ def interruption_said(
         raise TrainingInterrupted(out, checkpoint_dir, resumed, save_every) from e
 
 
-def _continued_record(
-    record: dict, resume_dir: Path, continued: Continued, main: bool
-) -> tuple[dict, int, float]:
-    """The record of a resumed run (what changed at this resume kept with it, and said), the step it resumes at
-    and the training time before it."""
+def _continued_record(record: dict, resume_dir: Path) -> tuple[dict, int, float, dict]:
+    """The record of a resumed run (what changed at this resume kept with it), the step it resumes at, the training
+    time before it, and what the data gives differently now (`derived_changes`, said with the resume's notes)."""
     previous = read_record(resume_dir) or {}
     derived = derived_changes(previous, record)
     resume_step, resume_elapsed = recorded_state(previous)
-    steps = (record.get("args") or {}).get("steps")
-    if isinstance(steps, int):  # a run's length in steps is known before its data is batched: refused unsaid
-        check_resume_step(resume_step, steps)
-    if main:
-        say_resumed(resume_dir, continued, derived)
     changes = {"settings": setting_changes(previous.get("args"), record["args"]), "derived": derived}
-    return resumed_record(record, previous, resume_dir, resume_step, changes), resume_step, resume_elapsed
+    record = resumed_record(record, previous, resume_dir, resume_step, changes)
+    return record, resume_step, resume_elapsed, derived
 
 
 def hyper_of(s: TrainSettings):

@@ -589,3 +589,26 @@ def test_a_resume_to_fewer_steps_than_its_checkpoint_is_one_line_before_any_note
         err
         == "error: the checkpoint is at step 4, past the run's end (step 3): resume with --steps 4 or more"
     )
+
+
+def test_a_resume_to_fewer_epochs_than_its_checkpoint_is_one_line(model_dirs, tmp_path, capsys):
+    """Where epochs set the run's length, the steps are known once the data is batched: the refusal still comes
+    alone, the resume's notes after every check."""
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"source": f"s{i}", "target": f"t {i} x"}) + "\n" for i in range(8)))
+    out = tmp_path / "run"
+    flags = [
+        "--dataset",
+        str(data),
+        "--batch-size",
+        "4",
+        "--epochs",
+        "2",
+        "--lr",
+        "1e-3",
+        "--save-every",
+        "4",
+    ]
+    assert main(train_argv(model_dirs["opt"], out, *flags, "--keep-checkpoints", "0")) == 0
+    err = refused(capsys, ["train", "--resume", str(out / "checkpoints"), "--out", str(out), "--epochs", "1"])
+    assert err.startswith("error: the checkpoint is at step 4, past the run's end (step 2)"), err
