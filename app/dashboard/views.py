@@ -28,6 +28,7 @@ from skipcore import Sampling, plots, summarize
 from skipcore.errors import UserError
 from skipcore.labels import file_stem, metadata_label, run_family
 from skipcore.measure.summary import speedup_text, step_time_spread
+from skipcore.models.reference import ModelRef
 from skipcore.plots.trace import rows_by_sample
 
 EXAMPLE_PROMPTS = (
@@ -73,12 +74,12 @@ def references(key: str) -> list[list[str]] | None:
     return st.session_state.get(f"{key}_references")
 
 
-def prompt_picker(key: str, chat: bool = False, model: str | None = None) -> list[str]:
+def prompt_picker(key: str, chat: bool = False, model: ModelRef | None = None) -> list[str]:
     """A batch of prompts, typed or drawn from a split of the shipped synthetic E2E corpus (whose references
     `references(key)` then gives, for scoring). Typed prompts start from E2E meaning representations, or for an
     instruct model (`chat`) from questions, in a box of its own so that neither kind's text is carried over. Drawn
-    rows reach `model` (the chosen model's folder) in the prompt format skipcore fine-tuned it on, as the command
-    line gives them (`skipcore.models.chat.in_trained_format`), said under the prompts where that is not E2E's."""
+    rows reach `model` (the chosen model) in the prompt format skipcore fine-tuned it on, as a sweep gives them
+    (`skipcore.evaluate.sweep.units.for_model`), said under the prompts where that is not E2E's."""
     source = st.radio("Prompts", [TYPED, FROM_DATA], horizontal=True, key=f"{key}_source", **KEEP)
     st.session_state[f"{key}_references"] = None
     if source == TYPED:
@@ -116,11 +117,10 @@ def prompt_picker(key: str, chat: bool = False, model: str | None = None) -> lis
     )
     start = address.whole_number_input(c3, "Starting at example", 0, max(0, len(pool) - 1), 0, f"{key}_start")
     from skipcore.data import format_prompt
-    from skipcore.models.chat import in_trained_format
+    from skipcore.evaluate.sweep.units import for_model
 
-    chosen, note = (
-        in_trained_format(pool[start : start + count], model) if model else (pool[start : start + count], "")
-    )
+    drawn = pool[start : start + count]
+    chosen, note = for_model(drawn, model) if model is not None else (drawn, "")
     st.session_state[f"{key}_references"] = [list(ex.references) for ex in chosen]
     prompts = [format_prompt(ex.task, ex.source) for ex in chosen]
     if note:

@@ -320,7 +320,7 @@ def main() -> None:
             + speculation.NOTE
         )
     chat = reads_chat(engine)
-    prompts = views.prompt_picker("cmp", chat, current_choice().source)
+    prompts = views.prompt_picker("cmp", chat, current_choice().ref)
     chat_start_note(chat)
     sent = chat_prompts("cmp", engine, prompts)
     refs = views.references("cmp")

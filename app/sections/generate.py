@@ -104,7 +104,7 @@ def main() -> None:
     if note:
         st.info(note, icon=":material/school:")
     chat = reads_chat(engine)
-    prompts = views.prompt_picker("gen", chat, current_choice().source)
+    prompts = views.prompt_picker("gen", chat, current_choice().ref)
     chat_start_note(chat)
     sent = chat_prompts("gen", engine, prompts)
     c1, c2 = st.columns(2)

@@ -251,7 +251,7 @@ def main() -> None:
         "the layers the token ran."
     )
     chat = reads_chat(engine)
-    prompts = views.prompt_picker("lens", chat, current_choice().source)
+    prompts = views.prompt_picker("lens", chat, current_choice().ref)
     chat_start_note(chat)
     sent = chat_prompts("lens", engine, prompts)
     c1, c2, c3 = st.columns([2, 1, 2])

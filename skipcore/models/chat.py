@@ -144,7 +144,7 @@ def empty_output_warning(texts: Sequence[str], sent: ModelPrompts | None = None)
     if not empty:
         return ""
     n, k = len(texts), len(empty)
-    if k == n:  # 'every output of 2 are empty' read as no sentence
+    if k == n:
         which = {1: "the output is empty", 2: "both outputs are empty"}.get(n, f"all {n} outputs are empty")
     else:
         numbers = ", ".join(str(i + 1) for i in empty)

@@ -1,5 +1,5 @@
-"""data/sweeps/README.md's column table names every column of every shipped sweep: a column added to the sweep's
-rows without a line there left readers of the shipped files guessing (four were missing)."""
+"""data/sweeps/README.md's column table names every column of every shipped sweep, so a reader of the shipped files
+never meets a column nothing describes."""
 
 from __future__ import annotations
 

@@ -183,7 +183,7 @@ def test_the_fused_step_hands_the_kernel_aligned_inputs(model_dirs, kernel_calls
     """The fused step's attention under CUDA's rules (inputs aligned; grouped KV heads copied where a masked
     half-precision call would not read them in place; a group's query heads folded into query positions on the
     kernels kept for that): full depth, a skip schedule and speculative rounds at k = 1 and 3 over a ragged batch
-    hand SDPA only aligned, dense inputs. The fused step had run on no GPU when this was written."""
+    hand SDPA only aligned, dense inputs."""
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.loading import load_model
 

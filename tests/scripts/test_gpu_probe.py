@@ -62,8 +62,8 @@ def test_the_probe_runs_the_folded_layout_on_each_kernel():
 def test_a_device_fault_ends_the_fold_table_said_and_the_probe_ends_well(monkeypatch, capsys):
     """A kernel that faults the device (cuDNN's "misaligned address", which leaves the CUDA context taking no more
     work) ends the table at its cell: the cells and rows after it say they were not run, nothing more is sent to the
-    device, and the probe returns (the check's fold stage failed on a kernel the step never calls); a refusal
-    (an input a kernel does not take) leaves the table going."""
+    device, and the probe returns, so the check's fold stage does not fail on a kernel the step never calls; a
+    refusal (an input a kernel does not take) leaves the table going."""
     import importlib.util
 
     import torch.nn.functional as F

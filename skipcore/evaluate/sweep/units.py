@@ -97,7 +97,7 @@ class EngineCache:
         key, cfg = self._key(job, model), job.cfg
         if self.key != key:
             self.key, self.engine = None, None  # free the previous model before the next one loads
-            name = _model_name(job.refs[model])
+            name = model_name(job.refs[model])
             if say is not None:
                 say(f"loading {name}")
             ref = job.refs[model]
@@ -119,7 +119,7 @@ class EngineCache:
         return (job.refs[model], cfg.device, cfg.dtype, cfg.attn, cfg.attention_dtype, cfg.trust_remote_code)
 
 
-def _model_name(ref: ModelRef) -> str:
+def model_name(ref: ModelRef) -> str:
     """A folder's name, or a hub id or short name as it was given."""
     return ref.path.name if ref.kind in ("folder", "adapter") and ref.path is not None else ref.name
 
@@ -194,13 +194,13 @@ def warn_training_rows(refs: dict[str, ModelRef], dataset: str | Path, split: st
     for ref in refs.values():
         if trained_on(ref, dataset, split):
             said = (
-                f"{_model_name(ref)} was trained on {where}: {use} there, its quality is read on its own training "
+                f"{model_name(ref)} was trained on {where}: {use} there, its quality is read on its own training "
                 "rows (less any dev fraction held out) and overstates what it writes for new ones; use a split it "
                 "was not trained on"
             )
         elif shared := dev_shared(ref, dataset, split):
             said = (
-                f"{_model_name(ref)}'s training found {shared[0]} of the first {shared[1]} sources of {where} among "
+                f"{model_name(ref)}'s training found {shared[0]} of the first {shared[1]} sources of {where} among "
                 f"its training sources: {use} there, its quality is partly read on rows it was trained on and "
                 "overstates what it writes for new ones"
             )

@@ -185,7 +185,7 @@ def _check_metric(s: TuneSettings, examples: list, refs: dict) -> None:
     """A slot metric needs rows that carry it (E2E meaning representations with the slot) as each model reads them
     (`for_model`: a fine-tune reads them in the format it was trained on): refused before any work."""
     from skipcore.evaluate.sweep.quality import slot_columns
-    from skipcore.evaluate.sweep.units import for_model
+    from skipcore.evaluate.sweep.units import for_model, model_name
 
     if not s.metric.startswith("slot_"):
         return
@@ -198,7 +198,7 @@ def _check_metric(s: TuneSettings, examples: list, refs: dict) -> None:
                             "rougeL or chrf", field="metric")  # fmt: skip
         raise UserError(
             f"metric {s.metric} needs E2E meaning representations with the slots it checks (name[...], near[...]); "
-            f"{s.dataset} has none: choose bleu, rougeL or chrf",
+            f"{s.dataset} has none as {model_name(ref)} reads it: choose bleu, rougeL or chrf",
             field="metric",
         )
 
