@@ -393,8 +393,12 @@ def adapter_misfit(folder: str | Path, config, trust_remote_code: bool = False) 
     skeleton = meta_skeleton(config, trust_remote_code)
     modules = dict(skeleton.named_modules(remove_duplicate=False))
     weights = {name: list(p.shape) for name, p in skeleton.named_parameters(remove_duplicate=False)}
+    # in the model's order, as a load names them (the first one found is the example said)
+    order = {name: i for i, name in enumerate(modules)}
     wrong = []
-    for key, saved in sorted(shapes.items()):
+    for key, saved in sorted(
+        shapes.items(), key=lambda item: (order.get(_module_of(item[0]), len(order)), item[0])
+    ):
         lora = LORA_KEY.fullmatch(key)
         if lora is None:
             wanted = weights.get(key)
@@ -405,6 +409,11 @@ def adapter_misfit(folder: str | Path, config, trust_remote_code: bool = False) 
         if wanted is not None and wanted != saved:
             wrong.append((SAVED_PREFIX + key, str(saved), str(wanted)))
     return _other_shapes(len(wrong), *wrong[0]) if wrong else None
+
+
+def _module_of(key: str) -> str:
+    """The module a saved tensor belongs to: a LoRA matrix's module, or a whole tensor's parent."""
+    return key.split(".lora_")[0] if ".lora_" in key else key.rsplit(".", 1)[0]
 
 
 def _other_shapes(n: int, key: str, saved: str, wanted: str) -> str:

@@ -227,8 +227,8 @@ def test_an_adapter_on_a_base_of_other_shapes_names_a_tensor(llama_adapter, tmp_
     moved = llama_adapter("on-gemma", base_model_name_or_path=str(gemma))
     said = generate_refused(capsys, "--model", str(moved), "--prompt", "MR: x")
     assert said.startswith(f"the adapter in {moved} does not fit its base model: "), said
-    assert "e.g. base_model.model.model.layers.0.self_attn.o_proj.lora_A.weight: [2, 64] in " in said, said
-    assert "adapter_model.safetensors, [2, 128] for the base" in said and "Error(s)" not in said, said
+    assert "e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight: [64, 2] in " in said, said
+    assert "adapter_model.safetensors, [128, 2] for the base" in said and "Error(s)" not in said, said
     with pytest.raises(ModelError) as refused_config:
         load_config(str(moved))
     assert str(refused_config.value) == said

