@@ -238,11 +238,9 @@ def controls(num_layers: int, base: dict) -> None:
 def _bytes_as_run() -> int:
     """The bytes of a KV element in the precision the sidebar runs the model in (a shape without weights: what
     `auto` runs on this device)."""
-    import torch
-
     from app.dashboard.precision import resolved
 
-    return torch.empty((), dtype=resolved(current_choice()).dtype).element_size()
+    return resolved(current_choice()).dtype.itemsize
 
 
 def results(

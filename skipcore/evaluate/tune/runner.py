@@ -216,9 +216,10 @@ def run_tune(
     say: Say | None = None,
     on_trial: Callable[[dict], None] | None = None,
 ) -> TuneResult:
-    """Tune `settings.model`'s schedule on `settings.split`; see the module's docstring. `say` hears the run's notes and
-    failures, and one line per finished trial where `settings.progress` is off (a progress bar shows them); `on_trial` gets the floor's full-depth row and then each trial's row as it
-    is written (the dashboard draws them).
+    """Tune `settings.model`'s schedule on `settings.split`; see the module's docstring. `say` hears the run's
+    notes and failures, and one line per finished trial where `settings.progress` is off (a progress bar shows
+    them); `on_trial` gets the floor's full-depth row and then each trial's row as it is written (the dashboard
+    draws them).
     Everything is checked, and refused in one line, before any work."""
     started = time.perf_counter()
     run = Tune(settings, executor, say, on_trial)
