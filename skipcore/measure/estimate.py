@@ -58,6 +58,17 @@ SPREAD_UNITS = (
 )
 
 
+def _unit_for(seconds: float) -> tuple[float, int, str]:
+    """(seconds per unit, decimals, unit) for a duration this long (hours past the others, and for a NaN)."""
+    return next((way for below, *way in SPREAD_UNITS[:-1] if seconds < below), SPREAD_UNITS[-1][1:])
+
+
+def duration_words(seconds: float) -> str:
+    """A measured duration in the unit its size reads best in: '0.42 s', '7.3 s', '48 s', '3.5 min', '2.1 h'."""
+    per, digits, unit = _unit_for(seconds)
+    return f"{seconds / per:.{digits}f} {unit}"
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What the work will take at most, and what the figure rests on (in words)."""
@@ -94,9 +105,7 @@ class Estimate:
         alike ('0.03 s', not '0.03-0.03 s'); '' where the timing has no spread to say."""
         if self.low is None or self.high is None:
             return ""
-        # (seconds per unit, decimals, unit) by how long the upper end is
-        hours = SPREAD_UNITS[-1][1:]  # past the others (and what a NaN falls to)
-        per, digits, unit = next((way for below, *way in SPREAD_UNITS[:-1] if self.high < below), hours)
+        per, digits, unit = _unit_for(self.high)
         low, high = (f"{end / per:.{digits}f}" for end in (self.low, self.high))
         return f"{high} {unit}" if low == high else f"{low}-{high} {unit}"
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from skipcore.evaluate.sweep import SweepConfig, build_grid
-from skipcore.measure.estimate import Decodes, Estimate, estimate_time, sweep_work
+from skipcore.measure.estimate import Decodes, Estimate, duration_words, estimate_time, sweep_work
 from tests.helpers import REPO, engine_for
 
 
@@ -260,3 +260,11 @@ def test_an_estimate_holds_against_the_run_it_announces_on_the_default_model():
 def test_an_estimates_spread_is_said_in_words(low, high, said):
     assert Estimate((low + high) / 2, "", low=low, high=high).spread_words() == said
     assert Estimate(1.0, "").spread_words() == ""  # no spread known: none said
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(0.423, "0.42 s"), (7.31, "7.3 s"), (48.4, "48 s"), (210, "3.5 min"), (7560, "2.1 h")],
+)
+def test_a_measured_duration_is_said_in_the_unit_its_size_reads_in(seconds, said):
+    assert duration_words(seconds) == said

@@ -12,6 +12,7 @@ import pandas as pd
 from skipcore.evaluate.tune.choice import TuneOutcome, speedup_said, timing_flag_of
 from skipcore.evaluate.tune.holdout import HeldOut
 from skipcore.labels import COLUMN_TITLES
+from skipcore.measure.estimate import duration_words
 from skipcore.metrics.sample_size import small_sample_warning
 
 
@@ -158,8 +159,7 @@ def report_text(settings, o: TuneOutcome, counts: dict, seconds: float, run_seco
             if counts.get("stopped")
             else ""
         )
-        + f"); {seconds / 60:.1f} min of trials in all, "
-        f"{run_seconds / 60:.1f} min this run.",
+        + f"); {duration_words(seconds)} of trials in all, {duration_words(run_seconds)} this run.",
     ]
     few = small_sample_warning(rows_searched, "trials", "search on more rows (`--limit`)")
     if few:

@@ -6,6 +6,7 @@ found, the search space drawn from the declarations, the output folder's own fil
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import optuna
@@ -136,6 +137,12 @@ def test_a_stopped_tune_resumes_without_scoring_a_finished_trial_again(
     assert result.counts["complete"] == 3 and result.counts["failed"] == 0 and result.counts["stopped"] == 1
     assert "- **Trials**: 3 (3 scored on every row, 0 stopped after" in (out / "report.md").read_text()
     assert "0 failed; 1 left running by an interrupted run, asked again)" in (out / "report.md").read_text()
+    # a few seconds of trials are said in seconds (not "0.1 min"), and none reads as nothing spent
+    spent = re.search(
+        r"\); ([\d.]+) (s|min|h) of trials in all, ([\d.]+) (s|min|h) this run\.",
+        (out / "report.md").read_text(),
+    )
+    assert spent and spent[2] == spent[4] == "s" and float(spent[1]) > 0 and float(spent[3]) > 0, spent
     study = optuna.load_study(study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}")
     assert study.trials[2].params == study.trials[1].params
     # asked for fewer trials than the study holds: nothing runs, said without '3 of 2 trials kept'
