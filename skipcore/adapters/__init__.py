@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from torch import nn
 
-from skipcore.adapters.base import Adapter, ModelShapes, fused_copy_bytes, positions_from_mask
+from skipcore.adapters.base import (
+    UNWINDOWED_TYPES,
+    Adapter,
+    ModelShapes,
+    fused_copy_bytes,
+    max_positions,
+    positions_from_mask,
+)
 from skipcore.adapters.gemma3 import Gemma3Adapter
 from skipcore.adapters.gpt2 import GPT2Adapter
 from skipcore.adapters.llama import LlamaAdapter
@@ -48,7 +55,8 @@ def check_config(config) -> None:
     """Refuse in one line a config the engine cannot run exactly: a family without an adapter, a rotary type whose
     frequencies change with each pass's length (`PER_PASS_ROPE`), an odd rotary head size (rotary turns pairs of a
     head's values: transformers' own forward fails on one, mid-decode), or bidirectional attention (an embedding
-    model's, which decodes nothing causally)."""
+    model's, which decodes nothing causally), or a sliding window in a family whose attention reads none
+    (`UNWINDOWED_TYPES`)."""
     check_supported(config.model_type)
     params = getattr(config, "rope_parameters", None) or {}
     nested = [v for v in params.values() if isinstance(v, dict)] if "rope_type" not in params else [params]
@@ -66,6 +74,13 @@ def check_config(config) -> None:
                 f"head_dim {head_dim} is odd: rotary position embeddings turn a head's values in pairs, so a "
                 "rotary model's head size is even (transformers' own forward fails on this config too)"
             )
+    window = getattr(config, "sliding_window", None)
+    if window and config.model_type in UNWINDOWED_TYPES:
+        raise UserError(
+            f"sliding_window {window} is set in a config of type {config.model_type!r}, whose attention reads no "
+            "window while transformers' cache drops keys past it, so generate() and the model's own forward give "
+            "different tokens; remove sliding_window from the config"
+        )
     if getattr(config, "use_bidirectional_attention", False):
         raise UserError(
             "bidirectional attention (use_bidirectional_attention, an embedding model's) is not supported: "
@@ -83,16 +98,6 @@ def shapes_from_config(config) -> ModelShapes:
         )
     check_supported(config.model_type)
     return ADAPTERS[config.model_type].shapes_from_config(config)
-
-
-def max_positions(config) -> int | None:
-    """The most positions a model takes (its position table or rotary range: a prompt plus its new tokens), where
-    its config says; None where it does not."""
-    for name in ("max_position_embeddings", "n_positions"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
 
 
 def adapter_for(model: nn.Module) -> Adapter:

@@ -203,6 +203,41 @@ def _linears_of(pass_args: Mapping | None) -> AbstractContextManager:
     return products.intercepting() if products is not None else nullcontext()
 
 
+# model types whose attention reads no sliding window: one set in their config is not the model's (its attention
+# ignores it) and yet transformers' cache slides by it, so generate() parts from the model's own forward (refused,
+# `adapters.check_config`)
+UNWINDOWED_TYPES = ("opt", "gpt2", "llama")
+
+
+def max_positions(config) -> int | None:
+    """The most positions a model takes (its position table or rotary range: a prompt plus its new tokens), where
+    its config says; None where it does not."""
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def rotary_tables(
+    rotary: nn.Module, x: torch.Tensor, rows: int, config, *layer_type: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of positions 0 to `rows` - 1 from the model's own rotary module (`x` gives their dtype and
+    device), which is asked for no position a decode feeds past what generate() feeds: a prompt and its new tokens
+    fill at most the model's positions, and the last new token is never fed, so the last position read is
+    `max_positions` - 2. A dynamic-NTK rotary (rope type "dynamic") rescales every position's frequencies once a
+    pass reaches past the model's positions, and keeps them rescaled; asked for one position fewer, it is at its
+    original frequencies, reset there where an earlier long pass had rescaled them, as generate()'s prefill finds
+    it. Rows past those (columns a static step pads with, drafts past the last token: never a kept token's
+    position) repeat the last."""
+    limit = max_positions(config)
+    within = rows if limit is None else max(1, min(rows, limit - 1))
+    cos, sin = rotary(x, torch.arange(within, device=x.device)[None], *layer_type)
+    if within < rows:
+        cos, sin = (torch.cat([t, t[:, -1:].expand(-1, rows - within, -1)], dim=1) for t in (cos, sin))
+    return cos, sin
+
+
 def layer_windows(config, num_layers: int) -> list[int | None]:
     """Each layer's sliding window, as transformers decides it: the layers `layer_types` marks
     "sliding_attention" where the config lists types (Qwen2/3, Gemma 3), else every layer when a window is set

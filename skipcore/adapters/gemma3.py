@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
-from skipcore.adapters.base import Adapter, ModelShapes, sliding_windows
+from skipcore.adapters.base import Adapter, ModelShapes, rotary_tables, sliding_windows
 
 
 class Gemma3Adapter(Adapter):
@@ -48,10 +48,12 @@ class Gemma3Adapter(Adapter):
         first = next(iter(self._tables.values()), None)
         if first is not None and first[0].shape[1] >= max_positions and first[0].dtype == emb.dtype:
             return
-        pos = torch.arange(max_positions, device=emb.device)[None]
         x = emb.detach()[:1][None]  # gives the tables their dtype and device only
         rotary = self.model.model.rotary_emb
-        self._tables = {t: rotary(x, pos, t) for t in dict.fromkeys(self.layer_types)}
+        self._tables = {
+            t: rotary_tables(rotary, x, max_positions, self.config, t)
+            for t in dict.fromkeys(self.layer_types)
+        }
 
     def layer_kwargs(self, positions: torch.Tensor, dtype: torch.dtype) -> dict:
         return {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from skipcore.adapters.base import Adapter, ModelShapes, sliding_windows
+from skipcore.adapters.base import Adapter, ModelShapes, rotary_tables, sliding_windows
 
 
 class LlamaAdapter(Adapter):
@@ -44,9 +44,9 @@ class LlamaAdapter(Adapter):
         emb = self.model.model.embed_tokens.weight
         if self._cos is not None and self._cos.shape[1] >= max_positions and self._cos.dtype == emb.dtype:
             return
-        pos = torch.arange(max_positions, device=emb.device)[None]
         # the embedding only gives the tables their dtype and device (detached: no autograd edge from a weight)
-        self._cos, self._sin = self.model.model.rotary_emb(emb.detach()[:1][None], pos)
+        x = emb.detach()[:1][None]
+        self._cos, self._sin = rotary_tables(self.model.model.rotary_emb, x, max_positions, self.config)
 
     def layer_kwargs(self, positions: torch.Tensor, dtype: torch.dtype) -> dict:
         # no bounds check here: it would sync the host, which a CUDA graph capture forbids; prepare() sized it

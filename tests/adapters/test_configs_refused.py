@@ -1,7 +1,8 @@
 """A config of a supported family that the engine cannot run exactly is refused in one line, before any weights
 are read: its tokens would silently differ from generate()'s. Longrope (Phi-3-style rotary scaling, in a Llama
 config) picks its short or long factors per pass in transformers, where the engine rotates every position once;
-bidirectional attention (EmbeddingGemma's Gemma 3 config) decodes nothing causally."""
+bidirectional attention (EmbeddingGemma's Gemma 3 config) decodes nothing causally; a sliding window set in a
+family whose attention reads none is honoured by transformers' cache and not by its forward."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ LONGROPE = {
             "head_dim 7 is odd: rotary position embeddings turn a head's values in pairs",
         ),
         ("qwen3", {"head_dim": 5}, "head_dim 5 is odd"),
+        # a window in a family whose attention reads none: transformers' cache slides by it, its forward does not
+        (
+            "llama",
+            {"sliding_window": 4},
+            "sliding_window 4 is set in a config of type 'llama', whose attention reads no window",
+        ),
+        ("opt", {"sliding_window": 6}, "sliding_window 6 is set in a config of type 'opt'"),
+        ("gpt2", {"sliding_window": 6}, "sliding_window 6 is set in a config of type 'gpt2'"),
     ],
 )
 def test_a_config_the_engine_cannot_run_exactly_is_refused(tmp_path, tokenizer, family, overrides, said):
