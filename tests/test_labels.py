@@ -254,6 +254,7 @@ def test_every_figure_builder_takes_its_colours_from_the_palette(model_dirs):
     allowed |= {
         style.RAN,
         style.SKIPPED,
+        style.SKIP_MARK,
         style.KV_HOLE,
         style.INK,
         style.translucent(style.ACTUAL_COLOR, 0.2),

@@ -1,5 +1,5 @@
 """Figures of lens tables, shared by the dashboard's "Layer lens" page and the notebooks: the token x layer
-heatmap of one read-out statistic (skipped cells marked, the top-k tokens on hover), the per-layer summary and
+heatmap of one read-out statistic (skipped cells marked with an x, the top-k tokens on hover), the per-layer summary and
 agreement with full depth. Plain data in, Plotly figures out; no fixed widths, so a figure fits its column."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from skipcore.lens.summary import Agreement
-from skipcore.plots.style import INK, SKIPPED, legend_below, series_colors
+from skipcore.plots.style import GROUND, SKIP_MARK, SKIPPED, legend_below, series_colors
 from skipcore.plots.trace import display_token, hover_token
 
 # statistic -> (label, colour scale, zmin, zmax); None leaves the range to the data
@@ -86,14 +86,22 @@ def lens_heatmap(
             name="skipped",
         )
     )
-    if skipped.any():  # a legend entry for the neutral cells
+    if skipped.any():  # an x on each neutral cell, its legend entry: the fill alone reads as a gap
+        layer, column = np.nonzero(skipped)
         fig.add_trace(
             go.Scatter(
-                x=[None],
-                y=[None],
+                x=[steps[c] for c in column],
+                y=layer.tolist(),
                 mode="markers",
-                marker={"symbol": "square", "size": 12, "color": SKIPPED, "line": {"width": 1, "color": INK}},
+                marker={
+                    "symbol": "x-thin",
+                    "size": 7,
+                    "color": SKIP_MARK,
+                    "line": {"width": 1.5, "color": SKIP_MARK},
+                },
                 name="skipped (the stream passes unchanged)",
+                showlegend=True,
+                hoverinfo="skip",
             )
         )
     tokens = rows.drop_duplicates("step").set_index("step")["token"]
@@ -113,6 +121,7 @@ def lens_heatmap(
         xaxis=xaxis,
         yaxis={"title": "layer", "dtick": 1 if L <= 32 else None},
         legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        plot_bgcolor=GROUND,
         margin={"l": 50, "r": 10, "t": 60, "b": bottom},
         height=max(280, min(640, 100 + 18 * L)) + bottom - 45,
     )

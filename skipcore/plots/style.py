@@ -23,6 +23,8 @@ FULL_COLOR = COLORS["full"][0]  # full depth, drawn dashed beside what a setting
 ACTUAL_COLOR = COLORS["skip"][0]  # what a skip schedule ran (another run is drawn in its family's colour)
 RAN, SKIPPED = "#3b4252", "#e6e9ef"  # a layer mask's cells: ran (dark slate, no family's hue), skipped
 MASK_COLORSCALE = [[0.0, SKIPPED], [0.5, SKIPPED], [0.5, RAN], [1.0, RAN]]
+# a lens heatmap's skipped cells: an x on each (their fill alone reads as a gap), on a ground apart from their grey
+SKIP_MARK, GROUND = "#7b8394", "white"
 DRAFT_COLOR = COLORS["speculative"][0]  # kept drafts of a speculative trace
 KV_HOLE = "#d62728"  # a K/V entry read but never written
 INK = "black"  # the Pareto front under every series, guide lines (where the prompt ends), outliers' marks
@@ -39,6 +41,8 @@ __all__ = [
     "MASK_COLORSCALE",
     "RAN",
     "SKIPPED",
+    "SKIP_MARK",
+    "GROUND",
     "RunStyle",
     "family_color",
     "legend_below",

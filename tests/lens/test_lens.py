@@ -389,7 +389,7 @@ def test_read_lens_names_missing_columns(opt, tmp_path):
 
 
 def test_heatmap_draws_skipped_cells_in_one_neutral_colour_and_fits_its_column(opt):
-    from skipcore.plots.style import SKIPPED
+    from skipcore.plots.style import GROUND, SKIP_MARK, SKIPPED
 
     sched = Schedule(opt.num_layers, "linear", "skip", max_layers=6, min_layers=2, warmup_layers=1)
     t = layer_lens(opt, PROMPTS, sched, T).table
@@ -404,7 +404,12 @@ def test_heatmap_draws_skipped_cells_in_one_neutral_colour_and_fits_its_column(o
         assert ran_cells.shape == (opt.num_layers, sample["step"].nunique())
         assert skipped_cells.sum() == (~sample["ran"]).sum() > 0  # every skipped cell, and only those
         assert not (ran_cells & skipped_cells).any()  # a skipped cell never takes the statistic's colour
-        assert {c for _, c in skipped.colorscale} == {SKIPPED} and key.marker.color == SKIPPED
+        assert {c for _, c in skipped.colorscale} == {SKIPPED}
+        # each skipped cell carries an x, the legend's entry (one trace alone would be hidden), on a white ground:
+        # the neutral fill was the background's own grey
+        marked = set(zip(key.y, key.x, strict=True))
+        assert marked == {(int(r.layer), int(r.step)) for r in sample[~sample["ran"]].itertuples()}
+        assert key.showlegend and key.marker.color == SKIP_MARK and fig.layout.plot_bgcolor == GROUND
         assert fig.layout.width is None  # the figure takes its container's width
     hover = np.asarray(lens_heatmap(t, 1, "top_prob").data[0].text)
     top = json.loads(sample.sort_values(["step", "layer"]).iloc[0]["topk"])
