@@ -151,12 +151,15 @@ def compare_with_full_depth(
 
 
 def layer_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per layer: how often it ran (`ran`, a share of the tokens; `tokens_ran`, a count), and over the tokens
-    where it ran, its own read-out's mean KL to the final read-out, mean residual cosine (near 1: the layer barely
-    changes the stream), mean entropy and top probability, and how often its top token is already the generated
-    one. A skipped layer's row repeats the read-out of the layer below it (the path the token took), so it is
-    left out: counted, a layer that ran for the prompt alone would show the statistics of the layers under it.
-    NaN for a layer that never ran."""
+    """Per layer, over the decode steps (s >= 1, as agreement is: step 0's token is the prefill's, at full depth
+    whatever the policy, so counted it would give a layer the path never ran the prefill's numbers): how often it
+    ran (`ran`, a share of the tokens; `tokens_ran`, a count), and over the tokens where it ran, its own
+    read-out's mean KL to the final read-out, mean residual cosine (near 1: the layer barely changes the stream),
+    mean entropy and top probability, and how often its top token is already the generated one. A skipped
+    layer's row repeats the read-out of the layer below it (the path the token took), so it is left out. NaN for
+    a layer that never ran; every layer of the table has its row."""
+    layers = pd.DataFrame({"layer": sorted(table["layer"].unique())})
+    table = table[table["step"] >= 1]
     ran = table["ran"].astype(bool)
     t = table.assign(top_is_generated=(table["top_token_id"] == table["token_id"]).astype(float))
     stats = ["kl_to_final", "residual_cos", "entropy", "top_prob", "top_is_generated"]
@@ -170,4 +173,7 @@ def layer_summary(table: pd.DataFrame) -> pd.DataFrame:
             **{name: (name, "mean") for name in stats},
         )
         .reset_index()
+        .merge(layers, on="layer", how="right")  # a table of one step (a prefill alone) keeps its layers
+        .fillna({"tokens_ran": 0})
+        .astype({"tokens_ran": int})
     )

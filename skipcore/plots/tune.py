@@ -87,7 +87,8 @@ def tune_chart(
     colors = [
         COLORS.get(f, COLORS["full"])[0] for f in families
     ]  # a stopped trial: full depth's grey, hollow
-    axis = alt.Axis(format="~g")  # 1.5, not 1.500000 (one trial's axis has one value to label)
+    # 1.5, not 1.500000 (one trial's axis has one value to label); "~r", not "~g": ticks 10 apart read 60, not 6e+1
+    axis = alt.Axis(format="~r")
     x = alt.X("speed:Q", title=column_title(speedup), scale=alt.Scale(zero=False), axis=axis)
     y = alt.Y("quality:Q", title=column_title(metric), scale=alt.Scale(zero=False), axis=axis)
     tips = [alt.Tooltip("what:N", title="setting"), alt.Tooltip("quality:Q", format=".2f"),

@@ -347,22 +347,28 @@ def test_layer_summary(opt):
     sched = Schedule(opt.num_layers, "constant", "skip", max_layers=3, min_layers=3, warmup_layers=1)
     t = layer_lens(opt, PROMPTS, sched, T).table
     s = layer_summary(t)
+    decode = t[t["step"] >= 1]  # step 0's token is the prefill's, at full depth whatever the schedule
     assert s["layer"].tolist() == list(range(opt.num_layers))
-    np.testing.assert_allclose(s["ran"], t.groupby("layer")["ran"].mean())
+    np.testing.assert_allclose(s["ran"], decode.groupby("layer")["ran"].mean())
     assert s.loc[s["layer"] == opt.num_layers - 1, "kl_to_final"].item() == 0
     assert s.loc[s["layer"] == opt.num_layers - 1, "top_is_generated"].item() == 1
-    steps = t[t["layer"] == 0]
-    skipped_layer = 2  # ran only in the prefill: its statistics average the prefill's own read-outs
-    prefill = t[(t["layer"] == skipped_layer) & (t["step"] == 0)]
-    assert len(steps) > len(t[(t["layer"] == skipped_layer) & t["ran"]]) == len(prefill)
+    # a layer the schedule skips ran only in the prefill: no decode token's numbers, none of the prefill's
+    skipped_layer = 2
+    assert t[(t["layer"] == skipped_layer) & (t["step"] == 0)]["ran"].all()
     row = s[s["layer"] == skipped_layer].iloc[0]
-    assert row["tokens_ran"] == len(prefill)
+    assert row["tokens_ran"] == 0 and row["ran"] == 0
+    for stat in ("residual_cos", "kl_to_final", "entropy", "top_prob", "top_is_generated"):
+        assert np.isnan(row[stat]), stat
+    # a layer that ran: the mean over the decode tokens where it ran
+    top = opt.num_layers - 2
+    ran_top = decode[(decode["layer"] == top) & decode["ran"]]
+    row = s[s["layer"] == top].iloc[0]
+    assert row["tokens_ran"] == len(ran_top) > 0
     for stat in ("residual_cos", "kl_to_final", "entropy", "top_prob"):
-        assert row[stat] == pytest.approx(prefill[stat].mean()), stat
-    generated = (prefill["top_token_id"] == prefill["token_id"]).mean()
-    assert row["top_is_generated"] == pytest.approx(generated)
-    # the skipped steps' rows repeat the layer below's read-out: averaged in, they moved the layer's numbers
-    assert t[(t["layer"] == skipped_layer)]["kl_to_final"].mean() != pytest.approx(row["kl_to_final"])
+        assert row[stat] == pytest.approx(ran_top[stat].mean()), stat
+    # a table of the prefill's token alone keeps every layer, none with decode tokens
+    first = layer_summary(t[t["step"] == 0])
+    assert first["layer"].tolist() == list(range(opt.num_layers)) and (first["tokens_ran"] == 0).all()
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])

@@ -3,7 +3,10 @@ at the quality they were stopped with, the floor, the front and the chosen setti
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
+import vl_convert
 
 from skipcore.labels import COLORS
 from skipcore.plots import tune_chart
@@ -118,4 +121,18 @@ def test_one_point_is_one_setting_and_its_axes_say_short_numbers():
     axes = [
         lay["encoding"][c].get("axis") for lay in spec["layer"] for c in ("x", "y") if c in lay["encoding"]
     ]
-    assert axes and all(a == {"format": "~g"} for a in axes)
+    assert axes and len({str(a) for a in axes}) == 1  # one format on both axes of every layer
+    svg = vl_convert.vegalite_to_svg(tune_chart(trials().iloc[:1], "bleu", "layer_speedup").to_json())
+    ticks = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg) if re.fullmatch(r"[-\d.e+]+", t)]
+    assert ticks and all(len(t) <= 4 for t in ticks), ticks  # '1', '64', not '1.000000'
+
+
+def test_axis_ticks_read_as_plain_numbers():
+    """Ticks 10 apart once read '6e+1' (d3's "~g" at the precision of the tick step): rendered, every tick label
+    is a plain number."""
+    table = trials()
+    table.loc[1:, "bleu"] = [10.0, 61.0, 64.0]
+    table.loc[1:, "layer_speedup"] = [15.0, 1.2, 12.0]
+    svg = vl_convert.vegalite_to_svg(tune_chart(table, "bleu", "layer_speedup", height=150).to_json())
+    ticks = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg) if re.fullmatch(r"[-\d.e+]+", t)]
+    assert len(ticks) > 8 and not [t for t in ticks if "e" in t], ticks
