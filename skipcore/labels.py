@@ -351,7 +351,8 @@ def series_colors(names: Sequence[object], roles: Sequence[object] | None = None
     A name of a family ('skip', 'calm', 'full depth', 'skip · power') takes its family's hue; `roles` (each
     name's `model_role`, where a table has several models) makes a baseline model's rows the light shade of the
     model's hue, its name carrying the role ('skip · base model'). A second name of one family (another shape) and
-    names of no family (models, runs, batches) take the hues this figure leaves free, in palette order.
+    names of no family (models, runs, batches) take the hues this figure leaves free, in palette order, then
+    their light shades: twice as many names as free hues before two share a colour.
     """
     roles = [MODEL_ROLE] * len(names) if roles is None else roles
     items = list(dict.fromkeys(zip(names, roles, strict=True)))
@@ -362,10 +363,19 @@ def series_colors(names: Sequence[object], roles: Sequence[object] | None = None
         if family is not None and name not in hues and COLORS[family] not in hues.values():
             hues[name] = COLORS[family]
     free = [hue for hue in COLORS.values() if hue not in hues.values()] or list(COLORS.values())
+    light: set[str] = (
+        set()
+    )  # names past the free hues' first round: their light shade, so no two names share one
     for name in own.values():
         if name not in hues:
-            hues[name] = free[sum(hue in free for hue in hues.values()) % len(free)]
-    return {name: hues[own[(name, role)]][role != MODEL_ROLE] for name, role in items}
+            taken = sum(hue in free for hue in hues.values())
+            hues[name] = free[taken % len(free)]
+            if taken // len(free) % 2:
+                light.add(name)
+    return {
+        name: hues[own[(name, role)]][(role != MODEL_ROLE) != (own[(name, role)] in light)]
+        for name, role in items
+    }
 
 
 def _without_role(name: str, role: str) -> str:

@@ -149,6 +149,22 @@ def test_every_sweep_series_has_its_family_colour():
         assert colours[name] == COLORS[family][role != "model"]
 
 
+def test_names_of_no_family_take_every_free_hue_then_their_light_shades():
+    """Thirteen recipes of one notebook's chart shared nine colours: past the free hues' first round, a name takes
+    its hue's light shade, so as many names as there are shades stay apart; a family keeps its own hue."""
+    from skipcore.labels import COLORS
+
+    names = [
+        "skip",
+        *(f"recipe {i}" for i in range(2 * len(COLORS) - 2)),
+    ]  # skip's hue taken: 8 free, 16 names
+    colours = series_colors(names)
+    assert colours["skip"] == COLORS["skip"][0]
+    assert len(set(colours.values())) == len(names)  # no two names share a colour
+    # the first free hue is exit's: recipe 0 takes its dark shade, recipe 8 (the second round) its light one
+    assert (colours["recipe 0"], colours["recipe 8"]) == COLORS["exit"]
+
+
 PALETTE_FILES = ("skipcore/labels.py", "skipcore/plots/style.py")
 COLOUR_LITERAL = re.compile(
     r"['\"](#[0-9a-fA-F]{3,8}|rgba?\(|(black|white)(?![\w-]))|scheme="
