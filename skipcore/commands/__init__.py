@@ -21,6 +21,7 @@ import importlib
 import os
 import re
 import select
+import signal
 import sys
 import warnings
 from collections.abc import Collection, Mapping, Sequence
@@ -182,6 +183,19 @@ def _asked_command(argv: Sequence[str]) -> tuple[str, ...]:
 # refused permission or a read-only or failing disk where the error names its file (elsewhere it may be a bug's)
 SPACE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO)
+
+
+def cli() -> None:
+    """The `skipcore` command and `python -m skipcore`: the command line on the process's arguments, a kill
+    (SIGTERM: a scheduler's, a container's stop) stopping a run as Ctrl-C does, so what it wrote stays whole and
+    readable, its output's lock goes with it, and it says so in one line (exit 130). `main` leaves the process's
+    signals as they are, for a caller in Python."""
+    signal.signal(signal.SIGTERM, _terminated)
+    sys.exit(main())
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -290,22 +290,43 @@ def foreign_entries(ckpt_root: str | Path, out_dir: str | Path) -> list[Path]:
         return []
 
     def foreign(p: Path) -> bool:
-        if p.name.startswith("step-"):
-            return not own_checkpoint(p, out_dir)
+        if p.name.startswith("step-"):  # this run's, intact or not (a resume passes over an incomplete one)
+            return not (own_checkpoint(p, out_dir) or _ours_incomplete(p, out_dir))
         staging = p.name.startswith(".step-") and p.name.endswith(".partial")
         return staging and not own_staging(p, out_dir)
 
     return [p for p in sorted(root.iterdir()) if foreign(p)]
 
 
+def _ours_incomplete(ckpt: Path, out_dir: str | Path) -> bool:
+    """A step-* folder whose record names `out_dir` but that is not intact (a file of it emptied or lost)."""
+    return ckpt.is_dir() and not ckpt.is_symlink() and _recorded_out(ckpt) == Path(out_dir).resolve()
+
+
 def own_staging(staging: Path, out_dir: str | Path) -> bool:
-    """A staging folder (of a checkpoint, or of a save) that the run writing `out_dir` began."""
-    marker = staging / STAGING_MARKER
+    """A staging folder (of a checkpoint, or of a save) that the run writing `out_dir` began, or one holding
+    nothing (`vacant_staging`: a run killed between making it and marking it, or between emptying and removing
+    it), which anyone may clear: nothing in it is lost."""
+    if staging.is_symlink() or not staging.is_dir():
+        return False
+    if vacant_staging(staging):
+        return True
     try:
-        recorded = Path(marker.read_text().strip()).resolve()
+        recorded = Path((staging / STAGING_MARKER).read_text().strip()).resolve()
     except OSError:
         return False
-    return staging.is_dir() and not staging.is_symlink() and recorded == Path(out_dir).resolve()
+    return recorded == Path(out_dir).resolve()
+
+
+def vacant_staging(staging: Path) -> bool:
+    """A folder holding nothing but, at most, an empty staging marker (its write cut short)."""
+    entries = list(staging.iterdir())
+    return not entries or (
+        len(entries) == 1
+        and entries[0].name == STAGING_MARKER
+        and entries[0].is_file()
+        and entries[0].stat().st_size == 0
+    )
 
 
 def intact_checkpoint(ckpt: str | Path) -> bool:
@@ -356,10 +377,12 @@ def start_staging(staging: Path, out_dir: str | Path) -> None:
 
 def publish_checkpoint(staging: Path, target: Path, out_dir: str | Path) -> None:
     """Rename a fully written checkpoint into place, replacing an older one of the same step of this run (a folder
-    of that name that is not this run's checkpoint is refused, never deleted)."""
-    (staging / STAGING_MARKER).unlink(missing_ok=True)
+    of that name that is not this run's checkpoint is refused, never deleted). The staging marker goes with it and
+    is removed after: a kill at any point leaves a staging folder marked as this run's, or this run's checkpoint
+    (a marker left in it is harmless)."""
     if target.exists() or target.is_symlink():
-        if not own_checkpoint(target, out_dir):
+        if not (own_checkpoint(target, out_dir) or _ours_incomplete(target, out_dir)):
             raise UserError(f"{target} is not a checkpoint of this run; it will not be replaced: move it")
         shutil.rmtree(target)
     staging.rename(target)
+    (target / STAGING_MARKER).unlink(missing_ok=True)

@@ -439,6 +439,69 @@ def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, 
     assert read_record(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
 
 
+@pytest.mark.parametrize(
+    "gap", ["made, not yet marked", "renamed, marker not yet removed", "published, not renamed"]
+)
+def test_a_kill_in_either_gap_of_a_checkpoints_staging_leaves_the_run_resumable(
+    model_dirs, tmp_path, monkeypatch, gap
+):
+    """A kill between making a checkpoint's staging folder and marking it left an empty `.step-*.partial`; one
+    between removing the marker and renaming the folder left it full and unmarked: either was a folder 'this run
+    did not write', and neither a resume nor --overwrite would go past it. Each gap is stopped at here; the same
+    command with --resume continues from the last intact checkpoint."""
+    import pathlib
+
+    import skipcore.training.checkpoint as checkpoint
+
+    out = tmp_path / "run"
+    flags = [
+        "--model",
+        str(model_dirs["opt"]),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    flags += ["--steps", "6", "--save-every", "3", "--keep-checkpoints", "0", "--log-every", "1"]
+    second = ".step-0000006.partial"
+    if gap == "made, not yet marked":
+        real_write = pathlib.Path.write_text
+
+        def write_text(self, *a, **kw):
+            if self.name == checkpoint.STAGING_MARKER and self.parent.name == second:
+                raise KeyboardInterrupt
+            return real_write(self, *a, **kw)
+
+        monkeypatch.setattr(pathlib.Path, "write_text", write_text)
+    elif gap == "published, not renamed":
+        real_rename = pathlib.Path.rename
+
+        def rename(self, target):
+            if self.name == second:
+                raise KeyboardInterrupt
+            return real_rename(self, target)
+
+        monkeypatch.setattr(pathlib.Path, "rename", rename)
+    else:
+        real_unlink = pathlib.Path.unlink
+
+        def unlink(self, *a, **kw):
+            if self.name == checkpoint.STAGING_MARKER and self.parent.name == "step-0000006":
+                raise KeyboardInterrupt
+            return real_unlink(self, *a, **kw)
+
+        monkeypatch.setattr(pathlib.Path, "unlink", unlink)
+    assert train_cli(*flags, "--out", str(out)) == 130
+    monkeypatch.undo()
+    ckpts = out / "checkpoints"
+    assert (ckpts / "step-0000003").is_dir()
+    assert train_cli(*flags, "--out", str(out), "--resume", str(ckpts)) == 0
+    assert read_record(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
+    assert not (ckpts / "step-0000006" / checkpoint.STAGING_MARKER).exists() or gap.startswith("renamed")
+
+
 # -- your own data: held-out dev sources, no dev loss on training data, one line for a missing split ---------
 def write_mr_csv(path: Path, sources: int, refs: int = 3) -> Path:
     """An E2E-style CSV of `sources` MRs with `refs` references each, rows of one MR spread over the file."""

@@ -185,10 +185,17 @@ def _own_csv(path: Path, digests: tuple[str, ...], header: str) -> bool:
         return f.readline().strip() == header
 
 
+# files only a model's folder holds: a traces folder holding one is the model's, not the sweep's
+MODEL_CONFIGS = ("config.json", "adapter_config.json")
+
+
 class SweepStore:
     """The rows written so far (Parquet is the record; the CSV is a copy). Use as a context manager."""
 
-    def __init__(self, out: Path, identity: dict, overwrite: bool, traces_dir: Path) -> None:
+    def __init__(
+        self, out: Path, identity: dict, overwrite: bool, traces_dir: Path, writer: str = "sweep"
+    ) -> None:
+        """`writer`: the tool writing the rows, as its lock's messages name it (a tune writes its trials here)."""
         if out.suffix.lower() != ".parquet":
             raise UserError(
                 f"out must be a .parquet file (a .csv with the same stem is written too), got {out}",
@@ -198,7 +205,7 @@ class SweepStore:
         self.out, self.csv, self.identity = out, out.with_suffix(".csv"), identity
         self.overwrite, self.traces_dir = overwrite, traces_dir
         # one lock for the names that share one CSV copy (x.parquet and x.PARQUET)
-        self.lock = OutputLock(out.with_suffix(".parquet"), "sweep")
+        self.lock = OutputLock(out.with_suffix(".parquet"), writer)
         self.rows: list[dict] = []
         self.old_traces: list[str] = []
         self.csv_digests: tuple[str, ...] = ()  # the CSV copy this record wrote last (and the one before)
@@ -223,6 +230,13 @@ class SweepStore:
                 f"the traces folder {tdir} (traces_dir; by default beside out, named after it) is a file; move it "
                 "or name a folder for the per-setting traces",
                 field=("traces_dir", "out"),
+            )
+        model_file = next((tdir / n for n in MODEL_CONFIGS if (tdir / n).is_file()), None)
+        if model_file is not None:  # a model's folder (--traces-dir given the --model): no place for traces
+            raise UserError(
+                f"traces_dir {tdir} holds a model ({model_file.name}); name a folder of the sweep's own for its "
+                "per-setting traces",
+                field="traces_dir",
             )
         mine = {p.resolve(): p for p in (self.out, self.csv, self.lock.path)}
         if tdir.resolve() in mine:

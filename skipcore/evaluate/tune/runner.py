@@ -237,7 +237,7 @@ def run_tune(
         trials_file = folder.path(files.TRIALS)
         folder.remember(files.TRIALS)
         folder.remember("trials.csv")
-        with SweepStore(trials_file, run.identity, False, folder.path(files.TRIALS_TRACES)) as store:
+        with SweepStore(trials_file, run.identity, False, folder.path(files.TRIALS_TRACES), "tune") as store:
             job = TuneJob(s, run.examples, run.refs, task_rows, run.prefix)
             floor = _floor(run, store, job, study)
             run.say(
@@ -447,7 +447,7 @@ def _held_out(run: Tune, folder, o: TuneOutcome) -> HeldOut:
     job = TuneJob(s, examples, run.refs, task_rows, 0)
     L, split, limit = run.layers[s.model], s.evaluate_split, s.evaluate_limit
     run.say(f"scoring the chosen setting and the paper's schedule on {len(examples)} rows of {split}")
-    with SweepStore(path, identity, replace, folder.path(files.EVALUATION_TRACES)) as store:
+    with SweepStore(path, identity, replace, folder.path(files.EVALUATION_TRACES), "tune") as store:
         tasks = first_tasks(s, candidate_of(o.chosen), run.layers)
         rows = run.score(store, job, tasks, split, limit)
         chosen = next((r for r in rows if r["tune_state"] == "chosen"), None)

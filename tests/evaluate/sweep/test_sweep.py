@@ -230,11 +230,14 @@ def test_the_output_paths_are_refused_by_their_settings_names_from_python(
         (dict(traces_dir=out), f"traces_dir {out} is the sweep's own s.parquet", ("traces_dir",)),
         (dict(traces_dir=tmp_path / "a_file"), "(traces_dir; by default beside out,", ("traces_dir", "out")),
         (dict(out=tmp_path / ("a" * 300 + ".parquet")), "out '", ("out",)),
+        # the model's own folder: its traces were written in among the weights
+        (dict(traces_dir=model_dirs["opt"]), "holds a model (config.json); name a folder", ("traces_dir",)),
     ):
         with pytest.raises(UserError) as e:
             run_sweep(sweep_config(model_dirs, sweep_dataset, kw.pop("out", out), **kw))
         assert said in str(e.value) and "--" not in str(e.value) and e.value.fields == fields, str(e.value)
     assert not out.exists() and (tmp_path / "a_file").read_text() == "mine"
+    assert not list(Path(model_dirs["opt"]).glob("*.parquet"))
 
 
 def test_targets_are_met_over_the_models_typical_output_length(model_dirs, sweep_dataset, tmp_path):
@@ -675,13 +678,22 @@ def test_an_overwrite_stopped_part_way_has_its_old_traces_removed_by_the_run_tha
     assert not any(p.exists() for p in old)
 
 
-def test_a_killed_sweep_stops_as_an_interrupted_one(model_dirs, sweep_dataset, tmp_path):
+@pytest.mark.parametrize("launcher", ["python -m skipcore", "skipcore"])
+def test_a_killed_sweep_stops_as_an_interrupted_one(model_dirs, sweep_dataset, tmp_path, launcher):
     """SIGTERM (a scheduler's or a container's stop) left the sweep's lock behind, for the next run to take over
-    with a warning; it stops the run as Ctrl-C does: exit 130, its rows whole, its lock gone."""
+    with a warning; it stops the run as Ctrl-C does: exit 130, its rows whole, its lock gone. The installed
+    `skipcore` command too (it ended at once, exit 143, without a word: its handler was `python -m`'s alone)."""
     import signal
     import subprocess
     import sys
     import time
+
+    if launcher == "skipcore":
+        command = [str(Path(sys.executable).parent / "skipcore")]
+        if not Path(command[0]).is_file():
+            pytest.skip("the skipcore command is not installed beside this Python (pip install -e .)")
+    else:
+        command = [sys.executable, "-m", "skipcore"]
 
     out = tmp_path / "s.parquet"
     args = ["sweep", "--model", str(model_dirs["opt"]), "--dataset", str(sweep_dataset), "--out", str(out)]
@@ -697,7 +709,7 @@ def test_a_killed_sweep_stops_as_an_interrupted_one(model_dirs, sweep_dataset, t
         "--threads",
         "1",
     ]
-    run = subprocess.Popen([sys.executable, "-m", "skipcore", *args], stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen([*command, *args], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not out.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # until its first row is written

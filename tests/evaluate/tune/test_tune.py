@@ -648,3 +648,21 @@ def test_a_resume_that_runs_no_trial_asks_none_again(model_dirs, echo_data, tmp_
     assert result.counts["complete"] == 2 and result.counts["stopped"] == 1
     study = optuna.load_study(study_name="skipcore-tune", storage=f"sqlite:///{out / 'study.db'}")
     assert study.trials[2].params == study.trials[1].params  # the point left running, asked again first
+
+
+def test_a_killed_tunes_trials_lock_is_taken_over_as_a_tunes(model_dirs, echo_data, tmp_path):
+    """The trials table's lock a killed tune left was taken over 'left by a sweep': the tool is the tune's."""
+    import subprocess
+    import sys
+    import warnings
+
+    out = tmp_path / "tune"
+    run_tune(settings(model_dirs, echo_data, out, trials=1))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid no process holds now
+    (out / f".{tune_folder.TRIALS}.lock").write_text(str(gone.pid))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_tune(settings(model_dirs, echo_data, out, trials=2))
+    said = [str(w.message) for w in caught if "taking over" in str(w.message)]
+    assert said and all("left by a tune that is no longer running" in s for s in said), said
