@@ -223,14 +223,17 @@ def rotary_tables(
     rotary: nn.Module, x: torch.Tensor, rows: int, config, *layer_type: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of positions 0 to `rows` - 1 from the model's own rotary module (`x` gives their dtype and
-    device), which is asked for no position a decode feeds past what generate() feeds: a prompt and its new tokens
-    fill at most the model's positions, and the last new token is never fed, so the last position read is
-    `max_positions` - 2. A dynamic-NTK rotary (rope type "dynamic") rescales every position's frequencies once a
-    pass reaches past the model's positions, and keeps them rescaled; asked for one position fewer, it is at its
-    original frequencies, reset there where an earlier long pass had rescaled them, as generate()'s prefill finds
-    it. Rows past those (columns a static step pads with, drafts past the last token: never a kept token's
-    position) repeat the last."""
-    limit = max_positions(config)
+    device). A dynamic-NTK rotary (rope type "dynamic") rescales every position's frequencies once a pass reaches
+    past the model's positions, and keeps them rescaled, which generate() never does: a prompt and its new tokens
+    fill at most the model's positions, and the last new token is never fed, so the last position it feeds is
+    `max_positions` - 2. Such a rotary is asked for no position past that one (at its original frequencies, reset
+    there where an earlier long pass had rescaled them, as generate()'s prefill finds it), and the rows past it
+    (columns a static step pads with, drafts past the last token: never a kept token's position) repeat the last;
+    any other rotary gives every row."""
+    rope_type = getattr(rotary, "rope_type", None)
+    if isinstance(rope_type, dict):  # Gemma 3's: one per layer type
+        rope_type = rope_type.get(layer_type[0]) if layer_type else None
+    limit = max_positions(config) if "dynamic" in str(rope_type) else None
     within = rows if limit is None else max(1, min(rows, limit - 1))
     cos, sin = rotary(x, torch.arange(within, device=x.device)[None], *layer_type)
     if within < rows:
