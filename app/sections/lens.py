@@ -184,8 +184,8 @@ def show_heatmaps(result: LensComparison) -> None:
         fig.update_xaxes(range=[-0.5, width - 0.5])  # the same token columns in both panels
         col.plotly_chart(fig, key=f"lens_heat_{title}", width="stretch")
     st.caption(
-        "Grey cells are layers the token skipped: its residual stream passes them unchanged, so there is no "
-        "read-out of their own (it would repeat the layer below). Hover a cell for the read-out's top tokens."
+        "Grey cells marked x are layers the token skipped: its residual stream passes them unchanged, so there "
+        "is no read-out of their own (it would repeat the layer below). Hover a cell for the read-out's top tokens."
     )
     numbers.figure_numbers(
         f"Sample {sample}'s numbers, token by layer",

@@ -124,7 +124,8 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
         return 0
     tokens = result.metadata["lens"]["tokens"]
     print(
-        f"layer lens of {policy.label()} on {tokens} ({len(prompts)} prompts, {result.summary['tokens']} tokens)"
+        f"layer lens of {policy.label()} on {tokens} ({len(prompts)} prompts, {result.summary['tokens']} tokens); "
+        "per layer, over the decode steps:"
     )
     print(layer_summary(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if agreement is not None:

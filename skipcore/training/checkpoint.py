@@ -16,6 +16,7 @@ Layout of a checkpoint directory:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
@@ -214,9 +215,11 @@ def prune_checkpoints(ckpt_root: str | Path, keep: int, out_dir: str | Path) -> 
     all). A folder the run did not write (another run's, or a user's `step-0000001/`) is never touched."""
     if keep <= 0:
         return
-    found = own_checkpoints(ckpt_root, out_dir)
-    for old in found[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    root = Path(ckpt_root)
+    leftovers = [p for p in sorted(root.glob(".step-*" + REMOVING)) if own_staging(p, out_dir)]
+    for old in leftovers + own_checkpoints(root, out_dir)[:-keep]:
+        with contextlib.suppress(OSError, UserError):  # one that cannot be removed stays: the run goes on
+            remove_own(old, out_dir)
 
 
 class CheckpointTrail:
@@ -256,7 +259,7 @@ class CheckpointTrail:
             and self.main
             and own_checkpoint(self.pending, self.out_dir)
         ):
-            shutil.rmtree(self.pending)
+            remove_own(self.pending, self.out_dir)
         return self.pending
 
 
@@ -292,8 +295,7 @@ def foreign_entries(ckpt_root: str | Path, out_dir: str | Path) -> list[Path]:
     def foreign(p: Path) -> bool:
         if p.name.startswith("step-"):  # this run's, intact or not (a resume passes over an incomplete one)
             return not (own_checkpoint(p, out_dir) or _ours_incomplete(p, out_dir))
-        staging = p.name.startswith(".step-") and p.name.endswith(".partial")
-        return staging and not own_staging(p, out_dir)
+        return staging_name(p) and not own_staging(p, out_dir)
 
     return [p for p in sorted(root.iterdir()) if foreign(p)]
 
@@ -303,11 +305,17 @@ def _ours_incomplete(ckpt: Path, out_dir: str | Path) -> bool:
     return ckpt.is_dir() and not ckpt.is_symlink() and _recorded_out(ckpt) == Path(out_dir).resolve()
 
 
+def staging_name(path: Path) -> bool:
+    """Whether `path` bears a staging folder's name: a checkpoint's (`.step-*.partial`, written or being removed)
+    or a save's (`SAVE_STAGING`). No other folder is ever taken for one, empty or not."""
+    return path.name == SAVE_STAGING or (path.name.startswith(".step-") and path.name.endswith(".partial"))
+
+
 def own_staging(staging: Path, out_dir: str | Path) -> bool:
-    """A staging folder (of a checkpoint, or of a save) that the run writing `out_dir` began, or one holding
-    nothing (`vacant_staging`: a run killed between making it and marking it, or between emptying and removing
-    it), which anyone may clear: nothing in it is lost."""
-    if staging.is_symlink() or not staging.is_dir():
+    """A folder of a staging name (`staging_name`) that the run writing `out_dir` began, or one of that name
+    holding nothing (`vacant_staging`: a run killed between making it and marking it, or between emptying and
+    removing it), which anyone may clear: nothing in it is lost."""
+    if not staging_name(staging) or staging.is_symlink() or not staging.is_dir():
         return False
     if vacant_staging(staging):
         return True
@@ -320,7 +328,10 @@ def own_staging(staging: Path, out_dir: str | Path) -> bool:
 
 def vacant_staging(staging: Path) -> bool:
     """A folder holding nothing but, at most, an empty staging marker (its write cut short)."""
-    entries = list(staging.iterdir())
+    try:
+        entries = list(staging.iterdir())
+    except OSError:  # unreadable: not known to be empty
+        return False
     return not entries or (
         len(entries) == 1
         and entries[0].name == STAGING_MARKER
@@ -354,6 +365,7 @@ STAGING_MARKER = ".skipcore-staging"  # in a staging folder: the output folder o
 SAVE_STAGING = (
     ".skipcore-save.partial"  # in a folder a model is saved into: the save's files before they move in
 )
+REMOVING = ".removing.partial"  # a checkpoint of this run on its way out: `.step-NNNNNNN.removing.partial`
 
 
 def staging_dir(target: str | Path) -> Path:
@@ -370,7 +382,7 @@ def start_staging(staging: Path, out_dir: str | Path) -> None:
             raise UserError(
                 f"{staging} is not a checkpoint this run started; it will not be deleted: move it"
             )
-        shutil.rmtree(staging)
+        remove_own(staging, out_dir)
     staging.mkdir(parents=True)
     (staging / STAGING_MARKER).write_text(str(Path(out_dir).resolve()))
 
@@ -383,6 +395,35 @@ def publish_checkpoint(staging: Path, target: Path, out_dir: str | Path) -> None
     if target.exists() or target.is_symlink():
         if not (own_checkpoint(target, out_dir) or _ours_incomplete(target, out_dir)):
             raise UserError(f"{target} is not a checkpoint of this run; it will not be replaced: move it")
-        shutil.rmtree(target)
+        remove_own(target, out_dir)
     staging.rename(target)
     (target / STAGING_MARKER).unlink(missing_ok=True)
+
+
+def remove_own(folder: Path, out_dir: str | Path) -> None:
+    """Delete a checkpoint or staging folder of the run writing `out_dir` so that a kill at any moment leaves what
+    a resume, a prune and an overwrite still know as this run's: a checkpoint is marked and renamed to a staging
+    name first (`.step-NNNNNNN.removing.partial`), and a staging folder is emptied with its marker last, when
+    it is vacant (a step-* folder deleted file by file and cut short would lack its record: not this run's, and in
+    the way of --resume and --overwrite)."""
+    if not staging_name(folder):
+        doomed = folder.with_name(f".{folder.name}{REMOVING}")
+        if doomed.exists() or doomed.is_symlink():
+            if not own_staging(doomed, out_dir):
+                raise UserError(f"{doomed} is not a folder this run made; it will not be deleted: move it")
+            _empty_then_remove(doomed)
+        (folder / STAGING_MARKER).write_text(str(Path(out_dir).resolve()))
+        folder = folder.rename(doomed)
+    _empty_then_remove(folder)
+
+
+def _empty_then_remove(staging: Path) -> None:
+    for entry in staging.iterdir():
+        if entry.name == STAGING_MARKER:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    (staging / STAGING_MARKER).unlink(missing_ok=True)
+    staging.rmdir()

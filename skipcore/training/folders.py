@@ -7,7 +7,6 @@ model loadable)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from skipcore.training.checkpoint import (
     own_checkpoint,
     own_log,
     own_staging,
+    remove_own,
 )
 
 
@@ -169,11 +169,11 @@ def clear_replaced_run(out: Path, ckpt_root: Path, resume_dir: Path | None) -> N
         return
     for root, own in _replaced_checkpoints(out, ckpt_root).items():
         for entry in own:
-            shutil.rmtree(entry)
+            remove_own(entry, out)
         if own and _inside(root, out) and root.resolve() != out.resolve() and not any(root.iterdir()):
             root.rmdir()  # the checkpoint folder the replaced run made in `out`, left empty
     if own_staging(out / SAVE_STAGING, out):
-        shutil.rmtree(out / SAVE_STAGING)
+        remove_own(out / SAVE_STAGING, out)
     _keep_replaced_log(out)
 
 

@@ -237,14 +237,16 @@ def test_overwrite_refuses_to_replace_the_base_of_the_adapter_it_starts_from(mod
 
 def test_overwrite_keeps_a_users_copy_of_a_checkpoint_under_another_name(model_dirs, tmp_path):
     """Checkpoints are step-* folders (pruning and resuming know no other): a user's `best/` copy of one, beside
-    them, stays when the run is replaced."""
+    them, stays when the run is replaced, and so does an empty folder of the user's."""
     import shutil
 
     out = tmp_path / "run"
     assert main(train_two_steps(model_dirs, out, "--save-every", "1", "--keep-checkpoints", "0")) == 0
     best = shutil.copytree(out / "checkpoints" / "step-0000002", out / "checkpoints" / "best")
+    empty = out / "checkpoints" / "for-later"  # an empty folder is no staging folder: it is the user's too
+    empty.mkdir()
     assert main([*train_two_steps(model_dirs, out, *ONE_STEP), "--overwrite"]) == 0
-    assert best.is_dir() and not (out / "checkpoints" / "step-0000002").exists()
+    assert best.is_dir() and empty.is_dir() and not (out / "checkpoints" / "step-0000002").exists()
 
 
 def test_overwrite_refuses_a_users_file_of_a_name_the_run_writes(model_dirs, tmp_path, capsys):

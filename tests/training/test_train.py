@@ -439,6 +439,39 @@ def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, 
     assert read_record(out)["state"]["step"] == 6 and not list(ckpts.glob(".*partial"))
 
 
+def test_a_kill_while_pruning_a_checkpoint_leaves_the_run_resumable(model_dirs, tmp_path, monkeypatch):
+    """A kill while an older checkpoint was being pruned, after its record was deleted and before the rest,
+    left a step-* folder naming no run: 'not this run's', and --resume refused the folder. The same command with
+    --resume now continues, and its own prune clears what the kill left."""
+    out = tmp_path / "run"
+    flags = [
+        "--model",
+        str(model_dirs["opt"]),
+        "--schedule",
+        "linear",
+        "--max-layers",
+        "6",
+        "--min-layers",
+        "2",
+    ]
+    flags += ["--steps", "8", "--save-every", "2", "--keep-checkpoints", "1", "--log-every", "1"]
+    real_unlink = os.unlink
+
+    def unlink(path, *a, **kw):
+        real_unlink(path, *a, **kw)
+        if os.fsdecode(path).endswith(RECORD_FILE):
+            raise KeyboardInterrupt  # killed with the pruned checkpoint's record gone, the rest still there
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert train_cli(*flags, "--out", str(out)) == 130
+    monkeypatch.undo()
+    ckpts = out / "checkpoints"
+    assert (ckpts / "step-0000004").is_dir()
+    assert train_cli(*flags, "--out", str(out), "--resume", str(ckpts)) == 0
+    assert read_record(out)["state"]["step"] == 8
+    assert [p.name for p in ckpts.iterdir()] == ["step-0000008"]
+
+
 @pytest.mark.parametrize(
     "gap", ["made, not yet marked", "renamed, marker not yet removed", "published, not renamed"]
 )

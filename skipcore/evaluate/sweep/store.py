@@ -185,8 +185,20 @@ def _own_csv(path: Path, digests: tuple[str, ...], header: str) -> bool:
         return f.readline().strip() == header
 
 
-# files only a model's folder holds: a traces folder holding one is the model's, not the sweep's
-MODEL_CONFIGS = ("config.json", "adapter_config.json")
+# a model's (or adapter's) config, by the key that says it is one: a traces folder holding one is the model's
+MODEL_CONFIGS = {"config.json": "model_type", "adapter_config.json": "base_model_name_or_path"}
+
+
+def _model_config(folder: Path) -> str | None:
+    """The name of the model config `folder` holds, if any (a config.json of another tool's is not one)."""
+    for name, key in MODEL_CONFIGS.items():
+        try:
+            config = json.loads((folder / name).read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(config, dict) and key in config:
+            return name
+    return None
 
 
 class SweepStore:
@@ -231,10 +243,10 @@ class SweepStore:
                 "or name a folder for the per-setting traces",
                 field=("traces_dir", "out"),
             )
-        model_file = next((tdir / n for n in MODEL_CONFIGS if (tdir / n).is_file()), None)
+        model_file = _model_config(tdir) if tdir.is_dir() else None
         if model_file is not None:  # a model's folder (--traces-dir given the --model): no place for traces
             raise UserError(
-                f"traces_dir {tdir} holds a model ({model_file.name}); name a folder of the sweep's own for its "
+                f"traces_dir {tdir} holds a model ({model_file}); name a folder of the sweep's own for its "
                 "per-setting traces",
                 field="traces_dir",
             )

@@ -240,6 +240,17 @@ def test_the_output_paths_are_refused_by_their_settings_names_from_python(
     assert not list(Path(model_dirs["opt"]).glob("*.parquet"))
 
 
+def test_a_traces_folder_holding_another_tools_config_is_taken(model_dirs, sweep_dataset, tmp_path):
+    """Only a model's config (its model_type said) makes a folder a model's: a config.json of another tool's in
+    the folder named for the traces is no reason to refuse it, and it is left as it was."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "config.json").write_text('{"theme": "dark"}')
+    small = dict(limit=1, targets=(1.0,), modes=("skip",), policies=("static",), batch_sizes=(1,), repeats=1)
+    run_sweep(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", traces_dir=traces, **small))
+    assert (traces / "config.json").read_text() == '{"theme": "dark"}' and list(traces.glob("*.parquet"))
+
+
 def test_targets_are_met_over_the_models_typical_output_length(model_dirs, sweep_dataset, tmp_path):
     """A skipcore-trained model says its median output length; targets are met over it (+ EOS), not over
     max_new_tokens, which rows ending at EOS never reach."""
