@@ -37,6 +37,14 @@ def log_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
 
 
+LINEAR_6_TO_2 = ("--schedule", "linear", "--max-layers", "6", "--min-layers", "2")
+
+
+def linear_6_to_2(model_dirs) -> list[str]:
+    """The tiny OPT model trained on a linear 6 -> 2 schedule: the flags the checkpointing tests share."""
+    return ["--model", str(model_dirs["opt"]), *LINEAR_6_TO_2]
+
+
 def train_cli(*args: str) -> int:
     # one thread: tiny models on a shared 2-core machine run many times faster than with two
     return main(["train", "--no-progress", "--threads", "1", "--limit", "12", "--batch-size", "4", *args])
@@ -208,16 +216,7 @@ def test_an_elastic_range_below_what_its_max_allows_is_refused():
 def skip_run(model_dirs, tmp_path_factory):
     """12 steps of fixed skip-aware fine-tuning with checkpoints at 6 and 12."""
     out = tmp_path_factory.mktemp("train") / "run"
-    flags = [
-        "--model",
-        str(model_dirs["opt"]),
-        "--schedule",
-        "linear",
-        "--max-layers",
-        "6",
-        "--min-layers",
-        "2",
-    ]
+    flags = linear_6_to_2(model_dirs)
     flags += [
         "--steps",
         "12",
@@ -411,16 +410,7 @@ def test_a_kill_while_writing_a_checkpoint_leaves_the_run_resumable(model_dirs, 
     import skipcore.training.loop as loop
 
     out = tmp_path / "run"
-    flags = [
-        "--model",
-        str(model_dirs["opt"]),
-        "--schedule",
-        "linear",
-        "--max-layers",
-        "6",
-        "--min-layers",
-        "2",
-    ]
+    flags = linear_6_to_2(model_dirs)
     flags += ["--steps", "6", "--save-every", "3", "--keep-checkpoints", "0", "--log-every", "1"]
     real, calls = loop.save_state, []
 
@@ -444,16 +434,7 @@ def test_a_kill_while_pruning_a_checkpoint_leaves_the_run_resumable(model_dirs, 
     left a step-* folder naming no run: 'not this run's', and --resume refused the folder. The same command with
     --resume now continues, and its own prune clears what the kill left."""
     out = tmp_path / "run"
-    flags = [
-        "--model",
-        str(model_dirs["opt"]),
-        "--schedule",
-        "linear",
-        "--max-layers",
-        "6",
-        "--min-layers",
-        "2",
-    ]
+    flags = linear_6_to_2(model_dirs)
     flags += ["--steps", "8", "--save-every", "2", "--keep-checkpoints", "1", "--log-every", "1"]
     real_unlink = os.unlink
 
@@ -487,16 +468,7 @@ def test_a_kill_in_either_gap_of_a_checkpoints_staging_leaves_the_run_resumable(
     import skipcore.training.checkpoint as checkpoint
 
     out = tmp_path / "run"
-    flags = [
-        "--model",
-        str(model_dirs["opt"]),
-        "--schedule",
-        "linear",
-        "--max-layers",
-        "6",
-        "--min-layers",
-        "2",
-    ]
+    flags = linear_6_to_2(model_dirs)
     flags += ["--steps", "6", "--save-every", "3", "--keep-checkpoints", "0", "--log-every", "1"]
     second = ".step-0000006.partial"
     if gap == "made, not yet marked":
