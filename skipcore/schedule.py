@@ -11,10 +11,10 @@ import itertools
 import math
 import numbers
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from skipcore.errors import ScheduleError, UserError, quoted
+from skipcore.errors import ArgumentTypeError, ScheduleError, UserError, quoted
 from skipcore.files import parse_json, read_text_at_most
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
@@ -422,6 +422,10 @@ def reachable_speedup(
     )
 
 
+# the Schedule fields schedule_for_speedup sets itself: from its own arguments, and the floor it searches
+FITTED_FIELDS = ("num_layers", "shape", "mode", "max_layers", "min_layers", "warmup_layers")
+
+
 def schedule_for_speedup(
     num_layers: int,
     target: float,
@@ -432,7 +436,7 @@ def schedule_for_speedup(
     max_layers: int | None = None,
     tolerance: float = 0.05,
     nearest: bool = False,
-    **kwargs,
+    **kwargs: object,
 ) -> Schedule:
     """The schedule of `shape` whose theoretical layer speedup over `max_new_tokens` generated tokens is closest
     to `target`. Pass the expected output length there (rows stop at EOS), not the generation cap, for a
@@ -445,7 +449,18 @@ def schedule_for_speedup(
     max allowed too: then the highest max within `tolerance` wins (a decay, not a constant), else the closest.
     With max given, a target no floor comes within 2 x `tolerance` of is refused (a run labelled 3x would run 6x),
     unless `nearest`: the closest schedule whatever its distance (an elastic plan's drawn targets).
+
+    `kwargs`: the schedule's other fields (`decay_span`, `decay_start`, ...), as `Schedule` takes them.
     """
+    # the fields the fit leaves to the caller (the rest are its own arguments, or the floor it searches)
+    other = [f.name for f in fields(Schedule) if f.init and f.name not in FITTED_FIELDS]
+    unknown = sorted(set(kwargs) - set(other))
+    if unknown:  # said here: Schedule's own TypeError named a function the caller never called
+        raise ArgumentTypeError(
+            f"schedule_for_speedup takes no keyword argument {unknown[0]!r}; beside its own it takes a "
+            f"Schedule's {', '.join(other)}",
+            field=unknown[0],
+        )
     target, tolerance = python_number(target), python_number(tolerance)  # NumPy's, a 0-d array's, as Python's
     for name, value in (("target_speedup", target), ("tolerance", tolerance)):
         if not is_number(value) or not math.isfinite(value):

@@ -58,7 +58,7 @@ def counts_read(value) -> dict[str, object]:
             min_layers=5, threshold=0.5, warmup_layers=value
         ).warmup_layers,
         "Sampling.top_k": Sampling(do_sample=True, top_k=value).top_k,
-        "Sampling.seed": Sampling(seed=value).seed,
+        "Sampling.seed": Sampling(do_sample=True, seed=value).seed,
     }
 
 

@@ -428,3 +428,17 @@ def test_warmup_layers_at_full_depth_outside_skip_mode_are_refused_by_the_mode()
     ) as e:
         Schedule(4, shape="full", mode="exit", warmup_layers=2)
     assert e.value.fields == ("warmup_layers", "mode")
+
+
+def test_a_misspelt_keyword_of_the_fit_is_said_by_the_fit():
+    """schedule_for_speedup(..., decayspan=25) surfaced as Schedule.__init__'s TypeError, naming a function the
+    caller never called; a field the fit sets itself (min_layers, the floor it searches) was a duplicate argument."""
+    from skipcore.errors import ArgumentTypeError
+
+    for word in ("decayspan", "min_layers"):
+        with pytest.raises(
+            ArgumentTypeError, match=f"^schedule_for_speedup takes no keyword argument '{word}'; "
+        ) as e:
+            schedule_for_speedup(12, 3.0, 26, **{word: 3})
+        assert "decay_span, alpha, stages" in str(e.value) and e.value.fields == (word,)
+    assert schedule_for_speedup(12, 3.0, 26, decay_span=25).decay_span == 25

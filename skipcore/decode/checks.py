@@ -172,18 +172,20 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
     if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
         raise ArgumentTypeError(
             f"prompts must be a list of strings, got {type(prompts).__name__}"
-            + ("; wrap one prompt in a list: [prompt]" if isinstance(prompts, str) else "")
+            + ("; wrap one prompt in a list: [prompt]" if isinstance(prompts, str) else ""),
+            field="prompts",
         )
     for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
         if value is not None and not is_whole(whole_number(value)):
             raise ArgumentTypeError(
-                f"{name} must be a whole number, got {type(value).__name__} {quoted(value)}"
+                f"{name} must be a whole number, got {type(value).__name__} {quoted(value)}", field=name
             )
     if max_new_tokens is None:
-        raise ArgumentTypeError("max_new_tokens must be a whole number, got None")
+        raise ArgumentTypeError("max_new_tokens must be a whole number, got None", field="max_new_tokens")
     if sampling is not None and not isinstance(sampling, Sampling):
         raise ArgumentTypeError(
-            f"sampling must be a skipcore Sampling(...) or None (greedy), got {type(sampling).__name__}"
+            f"sampling must be a skipcore Sampling(...) or None (greedy), got {type(sampling).__name__}",
+            field="sampling",
         )
 
 

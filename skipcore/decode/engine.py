@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -66,6 +67,9 @@ from skipcore.plain_numbers import is_whole, whole_number
 from skipcore.schedule import Schedule
 from skipcore.traces.schema import run_metadata
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 __all__ = ["SkipEngine", "config_hash"]
 
 
@@ -74,8 +78,8 @@ class SkipEngine:
 
     def __init__(
         self,
-        model,
-        tokenizer,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
         model_name: str = "",
         static: bool | None = None,
         attention_dtype: str | torch.dtype | None = None,
@@ -108,9 +112,10 @@ class SkipEngine:
         self.device, self.dtype = param.device, param.dtype
         self.dtype_choice = dtype_choice or DtypeChoice.as_given(self.dtype, self.device.type)
         if (self.dtype_choice.dtype, self.dtype_choice.device) != (self.dtype, self.device.type):
-            raise ValueError(
+            raise UserError(
                 f"dtype_choice says {self.dtype_choice.name} on {self.dtype_choice.device}; the model is in "
-                f"{dtype_name(self.dtype)} on {self.device.type}"
+                f"{dtype_name(self.dtype)} on {self.device.type}",
+                field="dtype_choice",
             )
         self.kv_dtype = kv_dtype  # the KV cache's and the decode attention's
         unapplied = unapplied_rules(getattr(model, "generation_config", None))
@@ -191,7 +196,8 @@ class SkipEngine:
         if progress is not None and not callable(progress):
             raise ArgumentTypeError(
                 f"progress must be a function called as progress(done, total), or None; got "
-                f"{type(progress).__name__} {quoted(progress)}"
+                f"{type(progress).__name__} {quoted(progress)}",
+                field="progress",
             )
         request = self.check_request(prompts, max_new_tokens, batch_size, policy, sampling)
         try:
@@ -410,9 +416,12 @@ class SkipEngine:
             input_ids, attn = input_ids.to(self.device), attn.to(self.device)
             extra = policy.max_step_tokens() - 1  # tokens a step may give a row beyond one
             self.adapter.prepare(input_ids.shape[1] + T + extra)
-            cache, key_mask, static = self._cache_for(policy, attn, T, extra, picker)
+            cache_sets = policy.cache_layer_sets(self.num_layers, T)
+            cache, key_mask, static = self._cache_for(policy, cache_sets, attn, T, extra, picker)
             cur = RowCursor(input_ids, attn, key_mask, T, extra, self.pad_id, self.eos_ids)
-            run = EngineStepRunner(self.adapter, cache, static, cur, picker, self.max_positions, self.fused)
+            run = EngineStepRunner(
+                self.adapter, cache, static, cur, picker, self.max_positions, cache_sets, self.fused
+            )
             decide = policy.start(self.num_layers, T)
             fixed = decide.sets if isinstance(decide, FixedLayers) else None  # run straight, no call
             state, records, timer = StepState(0, ~cur.done, None), [], StepTimer(self.device)
@@ -444,13 +453,19 @@ class SkipEngine:
             return collect_batch(cur, s + 1, records, timer, cache)
 
     def _cache_for(
-        self, policy: DepthPolicy, attn: torch.Tensor, T: int, extra: int, picker: TokenPicker
+        self,
+        policy: DepthPolicy,
+        cache_sets: list[tuple[int, ...]],
+        attn: torch.Tensor,
+        T: int,
+        extra: int,
+        picker: TokenPicker,
     ) -> tuple[SkipKVCache, torch.Tensor, StaticDecoder | None]:
-        """The batch's KV cache, its key mask (B, columns; the prompt's real tokens marked) and, in static mode
-        for batch-shared layer sets or multi-token steps, the fixed-shape decoder that owns both."""
+        """The batch's KV cache for the policy's `cache_sets` (its `cache_layer_sets`), its key mask (B, columns;
+        the prompt's real tokens marked) and, in static mode for batch-shared layer sets or multi-token steps,
+        the fixed-shape decoder that owns both."""
         L, dev = self.num_layers, self.device
         B, P = attn.shape
-        cache_sets = policy.cache_layer_sets(L, T)
         # a multi-token step writes extra + 1 columns from each row's input column on, which for a row that has
         # ended (it rides along) is the last of its P + T columns
         spare = extra + 1 if extra else 0

@@ -199,10 +199,12 @@ class EngineStepRunner:
         cursor: RowCursor,
         picker: TokenPicker,
         position_limit: int | None,
+        declared: Sequence[Sequence[int]],
         fused: FusedLayers | None = None,
     ) -> None:
         """`static`: the fixed-shape decoder that owns `cache` (`static_step.StaticDecoder`), or None; `position_limit`: the most positions
-        the model takes (None: no limit), which a row that has ended never reaches past; `fused`: the fused
+        the model takes (None: no limit), which a row that has ended never reaches past; `declared`: the policy's
+        `cache_layer_sets`, which sized the cache (a step running a layer past them is refused); `fused`: the fused
         step's layers, which a policy's own one-column steps run (`decode_pass`; the prefill runs unfused, as the
         fixed-shape decoder's does)."""
         self.adapter, self.cache, self.static = adapter, cache, static
@@ -215,6 +217,18 @@ class EngineStepRunner:
         self._checked: set[tuple[tuple, bool]] = set()
         # the layers whose K/V an earlier step left out (the loop records each step's, `KVHoles.after`)
         self.holes = KVHoles(adapter.shapes.num_layers)
+        self.declared = [frozenset(d) for d in declared]
+
+    def check_declared(self, layers: Sequence[int]) -> None:
+        """Refuse a pass of this step over a layer the policy's `cache_layer_sets` gave no room at this step: its
+        K/V would overflow the cache (a growing cache's error, an index past a fixed-shape one's buffer)."""
+        room = self.declared[self.step] if self.step < len(self.declared) else frozenset()
+        if beyond := set(layers) - room:
+            raise ScheduleError(
+                f"step {self.step} runs layer {min(beyond)}, which the policy's cache_layer_sets did not declare "
+                f"for that step ({len(self.declared)} steps declared): the KV cache has no room for it (declare "
+                "every layer each step may run)"
+            )
 
     def advance(self) -> None:
         """On to the next step, whose input is each row's last token."""
@@ -243,6 +257,7 @@ class EngineStepRunner:
             check_layer_set(layers, self.adapter.shapes.num_layers, self.step)
             self._checked.add((layers, self.step == 0))
         self.holes.check(layers, self.step)
+        self.check_declared(layers)
         keys = self.key_mask
         if keys is None:  # rows stand at different columns: one new column each, at its own
             cols = self.columns(0, 1)
@@ -273,6 +288,7 @@ class EngineStepRunner:
         `columns` pass."""
         q = input_ids.shape[1]
         if self.static is not None:
+            self.check_declared(layers)
             at = column_positions(self, offset, q)
             return self.static.columns(input_ids, at, self.starts, offset, tuple(layers))
         cols = self.columns(offset, q)
@@ -292,7 +308,7 @@ class EngineColumnPass:
 
     def __init__(self, run: EngineStepRunner, offset: int, q: int) -> None:
         a, starts = run.adapter, run.starts
-        self.adapter, self.cache, self.q = a, run.cache, q
+        self.adapter, self.cache, self.q, self.check_declared = a, run.cache, q, run.check_declared
         self.columns = starts + offset
         self.width = int(starts.max()) + offset + q  # the widest row's last column (a host read)
         self.positions = column_positions(run, offset, q)
@@ -309,6 +325,7 @@ class EngineColumnPass:
     def run(self, hidden: torch.Tensor, layers: Sequence[int], exact: bool = True) -> torch.Tensor:
         a = self.adapter
         # exact: each query over its own keys (`own_keys`); else one call over the widest row's columns, masked
+        self.check_declared(layers)
         kwargs = {**self.kwargs, **self._pass_args("ragged" if exact else "buffer")}
         with self.cache.writing_at(self.columns, self.width):
             for i in layers:

@@ -60,6 +60,11 @@ def unapplied_rules(generation_config) -> str | None:
     return "; ".join(said) or None
 
 
+# what greedy decoding takes of each setting only sampling reads: its default (and transformers' greedy
+# temperature of 0)
+SAMPLING_ONLY = {"temperature": (1.0, 0.0), "top_k": (0,), "top_p": (1.0,), "seed": (0,)}
+
+
 @dataclass(frozen=True)
 class Sampling:
     do_sample: bool = False
@@ -106,6 +111,16 @@ class Sampling:
             raise UserError(f"top_p must be in (0, 1], got {self.top_p}", field="top_p")
         if not 0 <= self.seed < 2**63:
             raise UserError(f"seed must be in [0, 2^63), got {self.seed}", field="seed")
+        # greedy decoding reads none of them: set, they would be recorded in the run's metadata as if sampled
+        idle = (
+            [n for n, v in SAMPLING_ONLY.items() if getattr(self, n) not in v] if not self.do_sample else []
+        )
+        if idle:
+            raise UserError(
+                f"{idle[0]}={getattr(self, idle[0])!r} is read only when sampling: set do_sample=True to sample, or "
+                "leave it out for greedy decoding",
+                field=(idle[0], "do_sample"),
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)

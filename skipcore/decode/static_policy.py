@@ -70,22 +70,27 @@ class StaticPolicy:
     def check(self, num_layers: int, max_new_tokens: int) -> None:
         if self.schedule is not None and self.schedule.num_layers != num_layers:
             raise UserError(
-                f"schedule is for {self.schedule.num_layers} layers but the model has {num_layers}"
+                f"schedule is for {self.schedule.num_layers} layers but the model has {num_layers}",
+                field="schedule",
             )
         if self.layer_sets is not None:
             if len(self.layer_sets) < max_new_tokens:
-                raise UserError(f"{len(self.layer_sets)} layer sets given for {max_new_tokens} steps")
+                raise UserError(
+                    f"{len(self.layer_sets)} layer sets given for {max_new_tokens} steps", field="layer_sets"
+                )
             if any(not 0 <= i < num_layers for s in self.layer_sets for i in s):
-                raise UserError(f"a layer set names a layer outside [0, {num_layers})")
+                raise UserError(f"a layer set names a layer outside [0, {num_layers})", field="layer_sets")
             for step, layers in enumerate(self.layer_sets[:max_new_tokens]):
                 if not layers or list(layers) != sorted(set(layers)):
                     raise UserError(
                         f"layer set {step} is {list(layers)}: a step runs at least one layer, each once, in "
-                        "ascending order (the order they run in)"
+                        "ascending order (the order they run in)",
+                        field="layer_sets",
                     )
             if self.layer_sets[0] != tuple(range(num_layers)):
                 raise UserError(
-                    f"layer set 0 is the prefill, which runs all {num_layers} layers; got {list(self.layer_sets[0])}"
+                    f"layer set 0 is the prefill, which runs all {num_layers} layers; got {list(self.layer_sets[0])}",
+                    field="layer_sets",
                 )
         check_nested(self.cache_layer_sets(num_layers, max_new_tokens))
 
@@ -147,7 +152,8 @@ def as_policy(policy: PolicyLike) -> DepthPolicy:
             " (make a schedule with skipcore.Schedule(...) or schedule_for_speedup(...))"
             if isinstance(policy, str)
             else ""
-        )
+        ),
+        field="policy",
     )
 
 

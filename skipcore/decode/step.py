@@ -21,9 +21,10 @@ used.
   rewinds nothing: columns past a row's last kept token are masked and overwritten by its next step.
 
 Whatever a policy runs, the loop holds each step's layers to what the cache and the trace read
-(`skipcore.decode.forward`: `check_layer_set`, `KVHoles`): layer indices in ascending order, each once, at least
-one, every layer at the prompt's pass (step 0); and a layer a step skipped without writing its K/V (`kv_layers`)
-never runs again, since its cache would have a hole: layer sets shrink from step to step, or fill what they skip.
+(`skipcore.decode.forward`: `check_layer_set`, `KVHoles`, `EngineStepRunner.check_declared`): layer indices in
+ascending order, each once, at least one, every layer at the prompt's pass (step 0); a layer a step skipped without
+writing its K/V (`kv_layers`) never runs again, since its cache would have a hole: layer sets shrink from step to
+step, or fill what they skip; and a step runs only layers its `cache_layer_sets` entry gave the cache room for.
 A set that breaks a rule is refused in one line naming the step.
 
 A policy is a frozen settings object; `start` returns the per-batch state it decides with (an adaptive budget
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -159,8 +160,10 @@ class FixedLayers:
         return run.shared(self.sets[state.step])
 
 
+@runtime_checkable
 class DepthPolicy(Protocol):
-    """How depth is chosen at each step. Implementations are small frozen dataclasses."""
+    """How depth is chosen at each step. Implementations are small frozen dataclasses. `isinstance(p,
+    DepthPolicy)` asks whether `p` has every member (not their signatures), as the engine's own door does."""
 
     name: ClassVar[str]
     shared_sets: ClassVar[bool]  # every row of a step runs one layer set (fixed shapes, graphs possible)

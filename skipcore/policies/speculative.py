@@ -266,6 +266,14 @@ class SpeculativePolicy(Parameterised):
         self.schedule.layer_sets(max_new_tokens)  # a schedule this length cannot make is refused here
 
     def max_step_tokens(self) -> int:
+        if (
+            self.draft_tokens is None
+        ):  # the loop's questions are asked of the run's policy (`for_run`), not this
+            raise UserError(
+                "draft_tokens is left to the run's device: ask the policy a run takes, "
+                "policy.for_run(device, dtype, max_new_tokens) (SkipEngine.generate chooses it so)",
+                field="draft_tokens",
+            )
         return self.draft_tokens + 1
 
     def cache_layer_sets(self, num_layers: int, max_new_tokens: int) -> list[tuple[int, ...]]:
@@ -375,7 +383,8 @@ class SpeculativePolicy(Parameterised):
         }
 
     def label(self) -> str:
-        return f"speculative k={self.draft_tokens}, draft {self.schedule.describe()}"
+        k = "per device" if self.draft_tokens is None else self.draft_tokens
+        return f"speculative k={k}, draft {self.schedule.describe()}"
 
     def describe(self) -> dict:
         return {

@@ -4,6 +4,7 @@ settings before any work, a policy of one's own has no check of its own."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -87,6 +88,40 @@ def test_a_policy_whose_layers_grow_back_is_refused_at_the_step_that_reads_the_h
     with pytest.raises(
         ScheduleError, match="step 3 runs layer 2, which an earlier step skipped without writing"
     ):
+        eng.generate(PROMPTS, policy, max_new_tokens=T)
+
+
+@dataclass(frozen=True)
+class DeclaresLess(OwnPolicy):
+    """Runs layers 0, 4 and 5 after the prompt, but declares room for `declared(L, T)`."""
+
+    declared: object = None
+
+    def cache_layer_sets(self, num_layers, max_new_tokens):
+        return self.declared(num_layers, max_new_tokens)
+
+
+@pytest.mark.parametrize(
+    ("declared", "said"),
+    [
+        (lambda L, T: [tuple(range(L))] + [(0, 5)] * (T - 1), "step 1 runs layer 4, which the policy's"),
+        (
+            lambda L, T: [tuple(range(L))] * 3,
+            "step 3 runs layer 0, which the policy's cache_layer_sets did not "
+            "declare for that step (3 steps declared)",
+        ),
+    ],
+    ids=["a layer left out", "too few steps"],
+)
+@pytest.mark.parametrize("static", [False, True], ids=["growing cache", "fixed-shape"])
+def test_a_policy_running_layers_it_gave_the_cache_no_room_for_is_refused_naming_the_step(
+    model_dirs, declared, said, static
+):
+    """A step running a layer its `cache_layer_sets` left out overflowed the cache: a growing cache's 'KV cache
+    overflow' at its write, an index past a fixed-shape buffer inside index_copy_."""
+    eng = engine_for(model_dirs, "opt", static=static)
+    policy = DeclaresLess(lambda s, L: tuple(range(L)) if s == 0 else (0, 4, 5), declared)
+    with pytest.raises(ScheduleError, match=re.escape(said)):
         eng.generate(PROMPTS, policy, max_new_tokens=T)
 
 
@@ -208,3 +243,13 @@ def test_a_static_policy_of_a_schedule_and_layer_sets_is_refused():
         StaticPolicy(Schedule(6, "constant", "skip", 3, 3), layer_sets=sets)
     assert e.value.fields == ("layer_sets", "schedule")
     assert StaticPolicy(layer_sets=sets).layer_sets == sets
+
+
+def test_a_policy_of_ones_own_is_a_depth_policy_to_isinstance():
+    """`isinstance(policy, DepthPolicy)` raised 'only @runtime_checkable protocols'; it now asks what the engine's
+    door asks, every member present."""
+    from skipcore import DepthPolicy
+    from skipcore.policies import CalmPolicy
+
+    assert isinstance(OwnPolicy(lambda s, L: (0,)), DepthPolicy) and isinstance(CalmPolicy(0.5), DepthPolicy)
+    assert not isinstance(Schedule(6, "full"), DepthPolicy)

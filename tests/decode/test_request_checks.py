@@ -12,26 +12,31 @@ from safetensors.torch import load_file, save_file
 from skipcore import SkipEngine, load_model
 from skipcore.errors import ArgumentTypeError, UserError
 from skipcore.policies import StaticPolicy
+from skipcore.schedule import Schedule
 from tests.helpers import refused
 
 
 # -- the public API's argument kinds -------------------------------------------------------------------------
 def test_the_engine_refuses_arguments_of_the_wrong_kind_at_the_door(model_dirs):
     engine = SkipEngine(*load_model(str(model_dirs["opt"]), device="cpu"))
-    cases = [
-        (("MR: x",), {}, "wrap one prompt in a list"),
-        ((["MR: x"], "linear"), {}, "got str 'linear'"),
-        ((["MR: x"], 3), {}, "got int 3"),
-        ((["MR: x"], [[0, 1], "ab"]), {}, "per-step layer sets"),
-        ((["MR: x"], None, 4.5), {}, "max_new_tokens must be a whole number"),  # 4.0 is the count 4
-        ((["MR: x"], None, 2), {"batch_size": "2"}, "batch_size must be a whole number"),
-        ((["MR: x"], None, 2), {"sampling": {"do_sample": True}}, "Sampling"),
-        ((["MR: x"], None, 2), {"progress": 5}, r"progress must be a function .* got int 5"),
+    cases = [  # each refusal names its argument (`fields`), for a front end to say in its own words
+        (("MR: x",), {}, "wrap one prompt in a list", "prompts"),
+        ((["MR: x"], "linear"), {}, "got str 'linear'", "policy"),
+        ((["MR: x"], 3), {}, "got int 3", "policy"),
+        ((["MR: x"], [[0, 1], "ab"]), {}, "per-step layer sets", "policy"),
+        ((["MR: x"], None, 4.5), {}, "max_new_tokens must be a whole number", "max_new_tokens"),  # 4.0 is 4
+        ((["MR: x"], None, 2), {"batch_size": "2"}, "batch_size must be a whole number", "batch_size"),
+        ((["MR: x"], None, 2), {"sampling": {"do_sample": True}}, "Sampling", "sampling"),
+        ((["MR: x"], None, 2), {"progress": 5}, r"progress must be a function .* got int 5", "progress"),
     ]
-    for args, kw, words in cases:
+    for args, kw, words, field in cases:
         with pytest.raises(ArgumentTypeError, match=words) as e:
             engine.generate(*args, **kw)
         assert isinstance(e.value, TypeError) and "\n" not in str(e.value)
+        assert e.value.fields == (field,), words
+    with pytest.raises(UserError, match="schedule is for 4 layers but the model has 6") as e:
+        engine.generate(["MR: x"], Schedule(4, "constant", min_layers=2), 2)
+    assert e.value.fields == ("schedule",)
     assert len(engine.generate(["MR: x"], StaticPolicy(), 2).texts) == 1  # the right kinds still work
     assert len(engine.generate(("MR: x", "MR: y"), [[0, 1, 2, 3, 4, 5], [0, 5]], 2).texts) == 2
 

@@ -12,6 +12,7 @@ import torch
 import skipcore.models.dtype_choice as dc
 from skipcore.commands import main
 from skipcore.decode.engine import SkipEngine
+from skipcore.errors import UserError
 from skipcore.kernels.precision import DtypeChoice, Exactness
 from skipcore.models.loading import load_config, load_model, model_dtype, resolve_dtype
 from skipcore.models.random_models import bench_config
@@ -192,5 +193,5 @@ def test_the_engine_records_the_choice_it_is_given(model_dirs):
     assert (meta["dtype"], meta["dtype_reason"]) == ("float32", "float32: asked for")
     given = SkipEngine(model, tok).generate(["The Eagle"], max_new_tokens=2).metadata
     assert given["dtype_reason"] == "as given"  # a model handed over with no choice said
-    with pytest.raises(ValueError, match="dtype_choice says bfloat16 on cpu; the model is in float32 on cpu"):
+    with pytest.raises(UserError, match="dtype_choice says bfloat16 on cpu; the model is in float32 on cpu"):
         SkipEngine(model, tok, dtype_choice=DtypeChoice(torch.bfloat16, "cpu", "asked"))

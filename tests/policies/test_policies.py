@@ -298,6 +298,27 @@ def test_greedy_decoding_takes_a_temperature_of_zero_and_sampling_says_why_not()
             Sampling(do_sample=False, temperature=bad)
 
 
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"temperature": 0.5}, "temperature=0.5 is read only when sampling"),
+        ({"top_k": 5}, "top_k=5 is read only when sampling"),
+        ({"top_p": 0.9}, "top_p=0.9 is read only when sampling"),
+        ({"seed": 7}, "seed=7 is read only when sampling"),
+    ],
+)
+def test_a_sampling_setting_without_do_sample_is_refused(kw, said):
+    """Sampling(temperature=0.5) decoded greedily, said nothing, and the run's metadata recorded the temperature
+    as if sampled (the command line refuses the same flags without --do-sample)."""
+    from skipcore import Sampling
+
+    with pytest.raises(UserError, match=re.escape(said) + ": set do_sample=True to sample") as e:
+        Sampling(**kw)
+    assert e.value.fields == (next(iter(kw)), "do_sample")
+    assert Sampling(do_sample=True, **kw).do_sample  # sampling reads it
+    assert Sampling(temperature=1.0, top_k=0, top_p=1.0, seed=0) == Sampling()  # the defaults are greedy's
+
+
 def test_greedy_with_temperature_zero_decodes_as_greedy(model_dirs):
     from skipcore import Sampling
 

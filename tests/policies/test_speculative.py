@@ -570,3 +570,16 @@ def test_transformers_baseline_flops_equal_the_flop_counter(model_dirs):
         with FlopCounterMode(display=False) as fc:
             run = assisted_generate(eng, PROMPTS, exit_layer, k, 12)
         assert run.flops == pytest.approx(fc.get_total_flops(), rel=1e-4)
+
+
+def test_a_policy_whose_draft_length_waits_for_the_device_says_so_when_asked_its_step_tokens():
+    """SpeculativePolicy(schedule) leaves its draft length to the run's device: asked for its step tokens before a
+    run chose it, it raised a TypeError of None + 1, and its label read 'k=None'."""
+    policy = SpeculativePolicy(Schedule(6, "linear", "skip", min_layers=3))
+    with pytest.raises(UserError, match=r"draft_tokens is left to the run's device: .*policy\.for_run") as e:
+        policy.max_step_tokens()
+    assert e.value.fields == ("draft_tokens",)
+    assert policy.label().startswith("speculative k=per device, draft ")
+    placed = policy.for_run("cpu", "float32", 32)
+    k = default_draft_tokens("cpu", "float32")
+    assert placed.max_step_tokens() == k + 1 and placed.label().startswith(f"speculative k={k}, draft ")

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from skipcore.evaluate.sweep.grid import POLICY_GRID, check_settings
 from skipcore.evaluate.sweep.settings import ModelFacts, Setting, SweepConfig
+
+if TYPE_CHECKING:
+    from skipcore.decode.engine import SkipEngine
 
 RowCallback = Callable[[Setting, dict, object], None]  # (setting, row, generation result) once a row is done
 
@@ -66,7 +70,7 @@ def setting_rows(
 
 
 def sweep_rows(
-    engine,
+    engine: SkipEngine,
     examples: list,
     grid: list[Setting],
     cfg: SweepConfig,

@@ -25,7 +25,7 @@ import skipcore.evaluate.tune.study as studies
 from skipcore.data import rows_digest
 from skipcore.errors import SkipcoreWarning, UserError
 from skipcore.evaluate.identity import DATA, SAMPLER_SEED, with_data, with_models
-from skipcore.evaluate.sweep.executors import InProcessExecutor
+from skipcore.evaluate.sweep.executors import InProcessExecutor, SweepExecutor
 from skipcore.evaluate.sweep.settings import ModelFacts, batch_that_fills, limit_said
 from skipcore.evaluate.sweep.store import SweepStore, read_own_sweep
 from skipcore.evaluate.sweep.units import WorkUnit
@@ -212,7 +212,7 @@ def _model_facts(ref, s: TuneSettings) -> ModelFacts:
 
 def run_tune(
     settings: TuneSettings,
-    executor=None,
+    executor: SweepExecutor | None = None,
     say: Say | None = None,
     on_trial: Callable[[dict], None] | None = None,
 ) -> TuneResult:
