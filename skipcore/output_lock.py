@@ -1,8 +1,9 @@
-"""One writer per output: a lock file holding the writer's pid, taken before anything is written and removed when
-the run ends. A second run on the same output is refused in one line; a lock left by a process that is no longer
-running is taken over (with a warning). The folders the lock needs are made with it, and those it made are removed
-when it goes if they are still empty: a refused run leaves no folder behind. Used by `sweep` (beside its results
-file), `bench` (beside its results file), `train` and `tune` (beside their --out folders)."""
+"""One writer per output: a lock file holding the writer's pid, its tool and when its process started, taken before
+anything is written and removed when the run ends. A second run on the same output is refused in one line; a lock
+left by a process that is no longer running (its pid gone, or held by a process that started at another time) is
+taken over (with a warning). The folders the lock needs are made with it, and those it made are removed when it
+goes if they are still empty: a refused run leaves no folder behind. Used by `sweep` (beside its results file),
+`bench` (beside its results file), `train` and `tune` (beside their --out folders)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,45 @@ def _alive(pid: int) -> bool:
     except (OverflowError, ValueError):  # not a pid at all
         return False
     return True
+
+
+def _started(pid: int) -> str:
+    """When process `pid` started, in clock ticks since boot (Linux's /proc/PID/stat, field 22), '' where this
+    system does not say: with the pid it names a process, as a pid alone does not once the pid is used again (a
+    container's restart gives its first pids out again)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return ""
+    fields = stat[stat.rfind(")") + 2 :].split()  # after the command's name, which may hold spaces
+    return fields[19] if len(fields) > 19 else ""
+
+
+class Holder:
+    """What a lock says of the run holding it: its pid, its tool, and when its process started (the last two
+    may be missing from a lock written without them)."""
+
+    def __init__(self, text: str) -> None:
+        lines = text.split("\n")
+        try:
+            self.pid = int(lines[0].strip() or 0)
+        except ValueError:
+            self.pid = 0
+        self.what = lines[1].strip() if len(lines) > 1 else ""
+        self.started = lines[2].strip() if len(lines) > 2 else ""
+
+    @staticmethod
+    def text_of(what: str) -> str:
+        pid = os.getpid()
+        return f"{pid}\n{what}\n{_started(pid)}\n"
+
+    def running(self) -> bool:
+        """Whether the process that wrote the lock still runs: its pid is alive and, where the lock says when it
+        started, that process is the one now holding the pid."""
+        if not _alive(self.pid):
+            return False
+        now = _started(self.pid)
+        return not (self.started and now and now != self.started)
 
 
 def lock_path(output: Path) -> Path:
@@ -81,7 +121,8 @@ class OutputLock:
                     return
             except OSError as e:
                 raise UserError(f"cannot write {self.output}: {e.strerror or e} ({self.path})") from None
-            pid = self._holder()
+            holder = self._holder()
+            pid = holder.pid
             if not os.path.lexists(self.path):
                 continue  # let go meanwhile (before or while it was read): try again
             if self.path.is_symlink() or not self.path.is_file() or not pid:  # a user's file or folder: kept
@@ -89,14 +130,17 @@ class OutputLock:
                     f"{self.path} is in the way of the {self.what}'s lock and is not one (no writer's pid in it): "
                     f"move it, or choose another --out"
                 ) from None
-            if _alive(pid):
+            what = (
+                holder.what or self.what
+            )  # the tool that holds it (a tune's trials table, asked by a sweep)
+            if holder.running():
                 raise UserError(
-                    f"another {self.what} (pid {pid}) is writing {self.output}; wait for it to finish or choose "
-                    f"another --out (remove {self.path} only if no such {self.what} is running)"
+                    f"another {what} (pid {pid}) is writing {self.output}; wait for it to finish or choose "
+                    f"another --out (remove {self.path} only if no such {what} is running)"
                 ) from None
             self._take_over(pid)
             warnings.warn(
-                f"taking over {self.path}, left by a {self.what} that is no longer running",
+                f"taking over {self.path}, left by a {what} that is no longer running",
                 SkipcoreWarning,
                 stacklevel=3,
             )
@@ -107,7 +151,7 @@ class OutputLock:
         process's own first and linked into place, so no reader ever sees a lock without its pid (read as a
         dead holder's, it was taken over by a second writer while the first went on)."""
         own = self.path.with_name(f"{self.path.name}.{os.getpid()}")
-        own.write_text(str(os.getpid()))
+        own.write_text(Holder.text_of(self.what))
         try:
             os.link(own, self.path)
             return True
@@ -127,7 +171,7 @@ class OutputLock:
         except OSError as e:  # a folder, or a place this user cannot change
             raise UserError(f"cannot take the lock {self.path}: {e.strerror or e}") from None
         try:
-            holder = int(aside.read_text().strip() or 0)
+            holder = Holder(aside.read_text()).pid
         except (OSError, ValueError):
             holder = 0
         if holder != pid:  # not the dead holder's: a writer that took it meanwhile keeps it
@@ -149,14 +193,14 @@ class OutputLock:
             self.release()
             raise
 
-    def _holder(self) -> int:
+    def _holder(self) -> Holder:
         try:
-            return int(self.path.read_text().strip() or 0)
+            return Holder(self.path.read_text())
         except (OSError, ValueError):
-            return 0
+            return Holder("")
 
     def release(self) -> None:
         """Remove the lock if this process holds it (never another's), then the folders it made if still empty."""
-        if self._holder() == os.getpid():
+        if self._holder().pid == os.getpid():
             self.path.unlink(missing_ok=True)
         self._remove_made()

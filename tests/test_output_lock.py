@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skipcore.errors import UserError
-from skipcore.output_lock import OutputLock
+from skipcore.output_lock import Holder, OutputLock
 
 
 def _writer(barrier, out: str, said) -> None:
@@ -99,9 +99,35 @@ def test_a_lock_let_go_while_it_is_read_is_taken_not_called_a_users_file(tmp_pat
     def let_go_while_read(self):
         self.path.unlink(missing_ok=True)  # ... and lets it go just as it is read
         monkeypatch.setattr(OutputLock, "_holder", real)
-        return 0
+        return Holder("")
 
     monkeypatch.setattr(OutputLock, "_holder", let_go_while_read)
     lock.take()
-    assert lock.path.read_text() == str(os.getpid())
+    assert Holder(lock.path.read_text()).pid == os.getpid()
     lock.release()
+
+
+def test_a_lock_names_the_tool_holding_it_and_a_pid_used_again_is_no_holder(tmp_path):
+    """A sweep asked for a tune's live trials lock said 'another sweep is writing'; a lock whose pid a later process
+    holds (a container restarted gives its first pids out again: pid 1 is always alive) was refused for ever."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "trials.parquet"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        lock = tmp_path / ".trials.parquet.lock"
+        lock.write_text(f"{child.pid}\ntune\n{started}\n")  # a live tune's lock
+        with pytest.raises(UserError, match=rf"^another tune \(pid {child.pid}\) is writing"):
+            OutputLock(out, "sweep").take()
+        lock.write_text(f"{child.pid}\ntune\n{int(started) - 1}\n")  # its pid, another process's start
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with OutputLock(out, "sweep"):
+                assert lock.read_text().split("\n")[:2] == [str(os.getpid()), "sweep"]
+        assert "left by a tune that is no longer running" in str(caught[0].message)
+        assert not lock.exists()
+    finally:
+        child.kill()
+        child.wait()

@@ -31,7 +31,10 @@ def comma_list(kind: type) -> Callable[[str], tuple]:
         try:
             values = tuple(kind(v) for v in items)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a comma-separated list, got {quoted(text)}") from None
+            what = {int: "whole numbers", float: "numbers"}.get(kind, "values")
+            raise argparse.ArgumentTypeError(
+                f"must be a comma-separated list of {what}, got {quoted(text)}"
+            ) from None
         if kind is float and not all(math.isfinite(v) for v in values):
             raise argparse.ArgumentTypeError(f"must be finite numbers, got {quoted(text)}")
         return values

@@ -37,7 +37,9 @@ def interrupted(out: Path, before: str | None) -> str:
     the rows scored (full depth's floor and the trials), which the same command resumes; or that none had."""
     from skipcore.evaluate.sweep.store import kept_after_stop
 
-    return kept_after_stop(out, before, "the same command", unit="scored row")
+    # the folder's settings record (and its study) come first: a rerun of any settings replaces them
+    unwritten = f"{out.parent} holds only the run's settings; the same command starts it again"
+    return kept_after_stop(out, before, "the same command", unit="scored row", unwritten=unwritten)
 
 
 def refuse_idle_flags(settings: TuneSettings, given: frozenset[str]) -> None:

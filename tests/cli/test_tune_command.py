@@ -137,7 +137,7 @@ def test_a_tune_stopped_says_what_its_trials_table_keeps(
     model_dirs, split_data, tmp_path, monkeypatch, capsys, stop_in
 ):
     """A tune stopped before anything was scored said 'the trials finished so far are kept in --out', where no
-    file existed: it says what the trials table holds when it stops."""
+    file existed, and then 'nothing written' beside its settings record: it says what its folder holds."""
     from skipcore.evaluate.tune import runner
 
     def stopped(*_a, **_k):
@@ -147,8 +147,12 @@ def test_a_tune_stopped_says_what_its_trials_table_keeps(
     out = tmp_path / "tune"
     assert main(tune_argv(model_dirs, split_data, out, "--trials", "2")) == 130
     said = capsys.readouterr().err.strip().splitlines()[-1]
-    if stop_in == "_floor":
-        assert said == "error: interrupted; no scored row had finished: nothing written"
+    if stop_in == "_floor":  # its settings record was written, which a rerun of any settings replaces
+        assert said == (
+            f"error: interrupted; no scored row had finished: {out} holds only the run's settings; the same "
+            "command starts it again"
+        )
+        assert (out / "tune.json").is_file() and not (out / "trials.parquet").exists()
     else:  # full depth's floor was scored
         trials = out / "trials.parquet"
         assert (

@@ -250,10 +250,10 @@ class RayExecutor:
         if any(all(node.get(k, 0) >= v for k, v in need.items() if v) for node in nodes):
             return
         biggest = ", ".join(
-            f"{max((node.get(k, 0) for node in nodes), default=0):g} {k}s" for k in need if need[k]
+            count(max((node.get(k, 0) for node in nodes), default=0), k) for k in need if need[k]
         )
         said = (
-            f"no Ray node can hold a task of {self.cpus_per_task:g} CPUs and {self.gpus_per_task:g} GPUs "
+            f"no Ray node can hold a task of {count(self.cpus_per_task, 'CPU')} and {count(self.gpus_per_task, 'GPU')} "
             f"(nodes have at most {biggest}); lower {{cpus}} or {{gpus}}"
         )
         if local:  # the library's settings, which the command line says as its flags
@@ -323,3 +323,8 @@ class RayExecutor:
         said = cause if isinstance(cause, UnitFailed) else UnitFailed("", _one_line(cause or e))
         unwritten = tuple(s for s in unit.settings if s not in written)
         return Failure(unit, unwritten, said.reason, self.max_retries + 1, said.host)
+
+
+def count(n: float, unit: str) -> str:
+    """'1 CPU', '2 GPUs', '0 GPUs': a resource count with its unit."""
+    return f"{n:g} {unit}{'s' if n != 1 else ''}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -132,11 +133,13 @@ def _csv_text(df: pd.DataFrame) -> str:
     return df.to_csv(index=False)
 
 
-def kept_after_stop(out: Path, before: str | None, again: str, unit: str = "setting") -> str:
+def kept_after_stop(
+    out: Path, before: str | None, again: str, unit: str = "setting", unwritten: str = "nothing written"
+) -> str:
     """What a sweep (or a tune's trials table) stopped part way has kept, as its interrupt message says it: the
     rows (`unit`s) in `out` where it wrote there (the file's digest is no longer `before`, the one it had at the
     start, None where there was none), and `again`, the command that resumes them; else that none had finished
-    (the file as it was, or none)."""
+    (the file as it was, or `unwritten`: what a writer left where there was no file)."""
     import pyarrow.parquet as pq
 
     out = expand_home(out)
@@ -149,7 +152,7 @@ def kept_after_stop(out: Path, before: str | None, again: str, unit: str = "sett
         return (
             f"no {unit} had finished: {out} is as it was"
             if before
-            else f"no {unit} had finished: nothing written"
+            else f"no {unit} had finished: {unwritten}"
         )
     said = f"{rows} {unit}{'s' if rows != 1 else ''}"
     return f"{out} keeps the {said} finished so far: {again} resumes the rest"
@@ -214,7 +217,7 @@ class SweepStore:
                 field="out",
             )
         out, traces_dir = expand_home(out), expand_home(traces_dir)
-        self.out, self.csv, self.identity = out, out.with_suffix(".csv"), identity
+        self.out, self.csv, self.identity, self.writer = out, out.with_suffix(".csv"), identity, writer
         self.overwrite, self.traces_dir = overwrite, traces_dir
         # one lock for the names that share one CSV copy (x.parquet and x.PARQUET)
         self.lock = OutputLock(out.with_suffix(".parquet"), writer)
@@ -272,6 +275,15 @@ class SweepStore:
         if found is None:
             return
         old, meta = found
+        # a tune's trials are no sweep's results, whatever --overwrite says: replaced, the tune could not go on
+        written_by = meta.get("writer") or ("tune" if "tune_trial" in old.columns else "sweep")
+        if written_by != self.writer:
+            kind = "trials" if written_by == "tune" else "results"
+            raise UserError(
+                f"{self.out} holds a {written_by}'s {kind}; a {self.writer} does not add to them or replace them: "
+                "choose another out",
+                field="out",
+            )
         self.csv_digests = tuple(meta.get("csv_sha256") or ())
         # the traces of a run an earlier --overwrite replaced, if it stopped before it finished
         pending = [str(p) for p in meta.get(REPLACED_KEY) or () if isinstance(p, str)]
@@ -338,7 +350,7 @@ class SweepStore:
         digest = hashlib.sha256(text.encode()).hexdigest()
         self.csv_digests = (digest, *self.csv_digests[:1])
         table = pa.Table.from_pandas(df, preserve_index=False)
-        record = {"identity": self.identity, "csv_sha256": list(self.csv_digests)}
+        record = {"identity": self.identity, "csv_sha256": list(self.csv_digests), "writer": self.writer}
         if self.old_traces:  # until the run finishes, so a resumed or repeated run still removes them
             record[REPLACED_KEY] = self.old_traces
         meta = {**(table.schema.metadata or {}), META_KEY: json.dumps(record).encode()}
@@ -359,8 +371,10 @@ class SweepStore:
     def trace_file(self, setting_id: str) -> Path:
         """Where a setting's trace goes: its id and a digest of this results file's path, so sweeps sharing a
         traces folder never write over each other's traces."""
-        owner = hashlib.sha256(str(self.out.resolve()).encode()).hexdigest()[:8]
-        return self.traces_dir / f"{setting_id}-{owner}.parquet"
+        return self.traces_dir / f"{setting_id}-{self._owner()}.parquet"
+
+    def _owner(self) -> str:
+        return hashlib.sha256(str(self.out.resolve()).encode()).hexdigest()[:8]
 
     def trace_marker(self) -> dict:
         """What a trace's run metadata records of the sweep that owns it."""
@@ -378,14 +392,33 @@ class SweepStore:
             return False
         return isinstance(meta, dict) and meta.get(TRACE_META_KEY) == str(self.out.resolve())
 
+    def _clear_unrecorded(self, keep: set[Path]) -> None:
+        """From this sweep's traces folder: its own traces that no row names (a stop between a trace's write and
+        its row's; a rerun under other settings would never name them) and the temporary files of its trace
+        writes that a kill cut short (`files.atomic_writes`' names, of this results file's traces). Nothing of
+        another sweep's or a user's: a trace is this file's by its name's digest and its metadata."""
+        if not self.traces_dir.is_dir() or self.traces_dir.is_symlink():
+            return
+        own = f"-{self._owner()}"
+        cut_short = re.compile(rf"^\.[0-9a-f]+{own}\.[0-9a-f]{{16}}\.tmp\.parquet$")
+        for path in self.traces_dir.iterdir():
+            if path.is_symlink() or not path.is_file():
+                continue
+            if cut_short.match(path.name) or (
+                path.name.endswith(f"{own}.parquet") and path.resolve() not in keep and self._owns_trace(path)
+            ):
+                path.unlink(missing_ok=True)
+
     def finish(self) -> None:
         """After a complete run: with --overwrite (or resuming one that stopped), the table is the new run's
         alone (written even when empty) and the old run's traces that no new row uses are removed: from this
         sweep's traces folder only, and only those whose metadata names this results file. The record names them
-        until then."""
+        until then. Either way, what a stop left of this results file's own trace writes goes
+        (`_clear_unrecorded`)."""
+        keep = {(self.out.parent / r["trace_path"]).resolve() for r in self.rows if r.get("trace_path")}
+        self._clear_unrecorded(keep)
         if not (self.overwrite or self.old_traces):
             return
-        keep = {(self.out.parent / r["trace_path"]).resolve() for r in self.rows if r.get("trace_path")}
         folder = self.traces_dir.resolve()
         for rel in self.old_traces:
             path = (self.out.parent / rel).resolve()

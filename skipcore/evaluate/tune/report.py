@@ -227,8 +227,8 @@ def held_out_section(settings, held: HeldOut) -> list[str]:
         f"{cmp['quality']:.2f} ({cmp['quality'] - cmp['reference_quality']:+.2f}) at {at}."
     )
     lines.append(
-        f"- At the same speedup ({at}) the paper's linear schedule scores "
-        f"{_n(cmp['paper_quality_at_speedup'])} (front joined by straight lines)."
+        f"- At the same speedup ({at}) the paper's linear schedule {held.paper_at_speedup()} (front joined by "
+        "straight lines)."
     )
     reach = {"above": "never reaches that quality: no linear point scores as high",
              "below": "scores at least that at every point: its fastest point, a lower bound, is"}  # fmt: skip

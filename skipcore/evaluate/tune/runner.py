@@ -76,11 +76,16 @@ class TuneResult:
             at = speedup_said(self.held.chosen, self.held.speedup)
             lines.append(
                 f"held out ({self.settings.evaluate_split}): {self.outcome.metric} {cmp['quality']:.2f} at {at} "
-                f"(full depth reference {cmp['reference_quality']:.2f}); the paper's linear "
-                f"schedule: {cmp['paper_quality_at_speedup']:.2f} at that speedup, "
-                f"{cmp['paper_speedup_at_quality']:.2f}x at that quality"
+                f"(full depth reference {cmp['reference_quality']:.2f}); at that speedup the paper's linear "
+                f"schedule {self.held.paper_at_speedup()}, {_at_quality(cmp['paper_speedup_at_quality'])}"
             )
         return "\n".join(lines + [f"{k}: {p}" for k, p in self.files.items()])
+
+
+def _at_quality(speedup: float) -> str:
+    return (
+        f"and at that quality runs {speedup:.2f}x" if speedup == speedup else "and never reaches that quality"
+    )
 
 
 class Tune:

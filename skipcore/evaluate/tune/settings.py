@@ -335,7 +335,7 @@ def _check_splits(s: TuneSettings) -> None:
     if s.evaluate_split is not None and s.evaluate_split == s.split:
         raise UserError(
             f"evaluate_split {s.evaluate_split} is the split searched on: a schedule is never scored on the rows "
-            "it was tuned on; choose another (test)",
+            "it was tuned on; choose another" + (" (test)" if s.split != "test" else ""),
             field="evaluate_split",
         )
 

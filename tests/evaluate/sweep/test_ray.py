@@ -469,7 +469,7 @@ def test_a_task_no_node_can_hold_is_refused_on_a_private_instance(ray_address):
 
     with pytest.raises(
         UserError,
-        match=r"no Ray node can hold a task of 1 CPUs and 1 GPUs \(nodes have at most 2 CPUs, 0 GPUs\); lower "
+        match=r"no Ray node can hold a task of 1 CPU and 1 GPU \(nodes have at most 2 CPUs, 0 GPUs\); lower "
         r"cpus_per_task or gpus_per_task, .* pass its address",
     ) as e:
         RayExecutor(gpus_per_task=1)._check_fits(ray, local=True)

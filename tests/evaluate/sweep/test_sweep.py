@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from skipcore.evaluate.sweep.grid import POLICY_GRID, build_grid, policy_for
 from skipcore.evaluate.sweep.quality import quality_tables
 from skipcore.evaluate.sweep.runner import run_sweep
 from skipcore.evaluate.sweep.settings import NAN, Setting, check_config, resolve_lengths
-from skipcore.evaluate.sweep.store import SweepStore
+from skipcore.evaluate.sweep.store import SweepStore, read_sweep
 from skipcore.measure.pareto import fronts
 from skipcore.plots.tradeoffs import tradeoff_chart
 from skipcore.traces import read_trace
@@ -314,9 +315,12 @@ def test_overwrite_deletes_only_its_own_old_traces_and_only_after_the_run(
     assert len(new) == 2 and (new["max_new_tokens"] == 6).all()
     kept = {out.parent / r for r in new["trace_path"]}
     assert all(p.exists() for p in kept)
-    listed = {(out.parent / r).resolve() for r in tampered["trace_path"]}
-    for p in old_traces:  # the old table's own traces are gone; the one it no longer listed is left alone
-        assert p.exists() == (p.resolve() not in listed or p in kept), p
+    for (
+        p
+    ) in old_traces:  # the old run's traces are gone, the one its table no longer listed too: by their names
+        assert p.exists() == (p in kept), (
+            p
+        )  # and their metadata they are this sweep's own, and no row names them
 
 
 def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(model_dirs, sweep_dataset, tmp_path):
@@ -814,3 +818,27 @@ def test_an_end_to_end_ratio_from_too_few_runs_is_starred_in_the_speculative_tab
         if line.startswith("| model | 1 |")
     ]
     assert totals[-1].endswith("*")  # timed end to end only: its own flag stars its only ratio
+
+
+def test_what_a_stop_left_of_its_own_trace_writes_goes_when_the_sweep_completes(
+    model_dirs, sweep_dataset, tmp_path
+):
+    """A stop between a trace's write and its row's left a trace no row names, and a kill mid-write a hidden
+    temporary file: neither a resume nor --overwrite removed them. The completed run removes both, and nothing of
+    another sweep's or a user's beside them."""
+    small = dict(limit=1, targets=(1.0,), modes=("skip",), policies=("static",), batch_sizes=(1,), repeats=1)
+    out = tmp_path / "s.parquet"
+    run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))
+    rows, _ = read_sweep(out)
+    kept = out.parent / rows["trace_path"].iloc[0]
+    traces, owner = kept.parent, kept.stem.rsplit("-", 1)[1]
+    unrecorded = shutil.copy(kept, traces / f"{'0' * 16}-{owner}.parquet")  # its metadata names this sweep
+    cut_short = traces / f".{'1' * 16}-{owner}.{'ab' * 8}.tmp.parquet"
+    cut_short.write_bytes(b"PAR1 half")
+    others = [traces / f"{'2' * 16}-0badc0de.parquet", traces / "notes.parquet", traces / f".x-{owner}.tmp"]
+    shutil.copy(kept, others[0])
+    for p in others[1:]:
+        p.write_text("mine")
+    run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))  # every row kept: it completes at once
+    assert kept.is_file() and not Path(unrecorded).exists() and not cut_short.exists()
+    assert all(p.is_file() for p in others)

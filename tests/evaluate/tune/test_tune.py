@@ -275,6 +275,13 @@ def test_bad_settings_are_refused_in_one_line_naming_the_setting(model_dirs, tmp
         with pytest.raises(UserError) as e:
             check_settings(TuneSettings(**base, **kw))
         assert e.value.field == field and "\n" not in str(e.value)
+    for split, hint in (
+        ("dev", "choose another (test)"),
+        ("test", "choose another"),
+    ):  # never the refused one
+        with pytest.raises(UserError) as e:
+            check_settings(TuneSettings(**base, split=split, evaluate_split=split))
+        assert str(e.value).endswith(hint)
     assert not (tmp_path / "o").exists()
 
 
@@ -666,3 +673,60 @@ def test_a_killed_tunes_trials_lock_is_taken_over_as_a_tunes(model_dirs, echo_da
         run_tune(settings(model_dirs, echo_data, out, trials=2))
     said = [str(w.message) for w in caught if "taking over" in str(w.message)]
     assert said and all("left by a tune that is no longer running" in s for s in said), said
+
+
+def test_a_sweep_never_replaces_a_tunes_trials(model_dirs, echo_data, tmp_path):
+    """`sweep --overwrite --out TUNE/trials.parquet` replaced the tune's trials with its own rows, and the tune
+    could neither resume nor be overwritten: a sweep refuses a tune's table, --overwrite or not."""
+    from skipcore.evaluate.sweep import run_sweep
+    from tests.helpers import sweep_config
+
+    out = tmp_path / "tune"
+    run_tune(settings(model_dirs, echo_data, out, trials=1))
+    before, listed = (out / "trials.parquet").read_bytes(), sorted(out.rglob("*"))
+    for overwrite in (False, True):
+        cfg = sweep_config(model_dirs, echo_data, out / "trials.parquet", limit=1, overwrite=overwrite)
+        with pytest.raises(
+            UserError, match=r"trials\.parquet holds a tune's trials; a sweep does not add to"
+        ):
+            run_sweep(cfg)
+    assert (out / "trials.parquet").read_bytes() == before and sorted(out.rglob("*")) == listed
+    run_tune(settings(model_dirs, echo_data, out, trials=2))  # the tune goes on
+    assert len(read_sweep(out / "trials.parquet")[0]) > 2
+
+
+def test_the_time_between_a_stopped_tune_and_its_resume_is_no_trials_time():
+    """A trial a stopped run left running is told failed when the next run begins: its span, start to that
+    moment, held the whole pause (a minute's pause read '72 s of trials' where the trials took 6)."""
+    import datetime
+
+    import optuna
+    from optuna.distributions import IntDistribution
+    from optuna.trial import FrozenTrial, TrialState
+
+    study = optuna.create_study()
+    x = {"x": IntDistribution(0, 3)}
+    study.add_trial(optuna.trial.create_trial(params={"x": 1}, distributions=x, value=1.0))
+    began = datetime.datetime.now() - datetime.timedelta(seconds=60)  # a minute before the resume
+    left = FrozenTrial(0, TrialState.RUNNING, None, began, None, {"x": 2}, x, {}, {}, {}, 0)
+    study.add_trial(left)
+    assert tune_study.settle_stopped(study) == 1
+    assert tune_study.seconds_spent(study) < 5
+
+
+def test_a_chosen_setting_past_the_papers_fastest_point_is_said_so():
+    """Held out, a chosen setting faster than every paper linear point read 'the paper's linear schedule: nan at
+    that speedup' on the console and 'scores -' in the report: its front ends before that speedup."""
+    from skipcore.evaluate.tune.holdout import HeldOut
+
+    rows = pd.DataFrame(
+        [
+            {**row("full", 60.0, 1.0, "reference"), "model_role": "model"},
+            {**row("2x", 58.0, 2.0, "paper linear"), "model_role": "model"},
+            {**row("chosen", 59.0, 3.0, "chosen"), "model_role": "model"},
+        ]
+    )
+    held = HeldOut("bleu", "layer_speedup", rows, 0)
+    assert held.paper_at_speedup() == "does not reach that speedup (its fastest point here: 2.00x)"
+    slower = rows.assign(layer_speedup=[1.0, 2.0, 1.5])
+    assert HeldOut("bleu", "layer_speedup", slower, 0).paper_at_speedup() == "scores 59.00"
