@@ -334,7 +334,12 @@ def check_companion(companion: Path, main: Path, overwrite: bool, ours: Callable
         raise UserError(
             f"{companion} is a folder, and {main} writes a file there; move it or choose another path"
         )
-    if companion.is_symlink() or not ours(companion):  # said first: overwrite would not replace it either
+    if companion.is_symlink():  # a write there would go through the link, wherever it points
+        raise UserError(
+            f"{companion} is a link, and {main.name} writes its copy there only as a file of its own: it will not "
+            "be written through; move it or choose another path"
+        )
+    if not ours(companion):  # said first: overwrite would not replace it either
         raise UserError(
             f"{companion} exists and is not one {main.name} wrote: it will not be replaced; move it or choose "
             "another path"

@@ -17,6 +17,23 @@ from tests.helpers import refused, sweep_config
 SMALL_GRID = dict(targets=(1.0, 2.0), modes=("skip",), policies=("static",), batch_sizes=(1,), repeats=0)
 
 
+def test_a_link_in_place_of_the_csv_copy_is_said_to_be_a_link(model_dirs, sweep_dataset, tmp_path):
+    """A results file and its CSV reached through links (here/s.parquet, here/s.csv): the copy was refused as 'not
+    one s.parquet wrote', which it is; what stands in the way is the link, never written through."""
+    out = tmp_path / "real" / "s.parquet"
+    run_sweep(sweep_config(model_dirs, sweep_dataset, out, **{**SMALL_GRID, "targets": (1.0,)}))
+    here = tmp_path / "here"
+    here.mkdir()
+    for name in ("s.parquet", "s.csv"):
+        (here / name).symlink_to(out.with_name(name))
+    before = out.with_suffix(".csv").read_bytes()
+    with pytest.raises(
+        UserError, match=r"here/s\.csv is a link, and s\.parquet writes its copy there only as a file"
+    ):
+        run_sweep(sweep_config(model_dirs, sweep_dataset, here / "s.parquet", **SMALL_GRID))
+    assert out.with_suffix(".csv").read_bytes() == before
+
+
 # -- a CSV of the results' name that the user wrote ----------------------------------------------------------
 def test_a_users_csv_beside_the_sweep_results_is_never_replaced(model_dirs, sweep_dataset, tmp_path):
     out = tmp_path / "mine.parquet"
