@@ -112,10 +112,8 @@ class Sampling:
         if not 0 <= self.seed < 2**63:
             raise UserError(f"seed must be in [0, 2^63), got {self.seed}", field="seed")
         # greedy decoding reads none of them: set, they would be recorded in the run's metadata as if sampled
-        idle = (
-            [n for n, v in SAMPLING_ONLY.items() if getattr(self, n) not in v] if not self.do_sample else []
-        )
-        if idle:
+        idle = [n for n, greedy in SAMPLING_ONLY.items() if getattr(self, n) not in greedy]
+        if idle and not self.do_sample:
             raise UserError(
                 f"{idle[0]}={getattr(self, idle[0])!r} is read only when sampling: set do_sample=True to sample, or "
                 "leave it out for greedy decoding",

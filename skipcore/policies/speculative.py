@@ -266,9 +266,8 @@ class SpeculativePolicy(Parameterised):
         self.schedule.layer_sets(max_new_tokens)  # a schedule this length cannot make is refused here
 
     def max_step_tokens(self) -> int:
-        if (
-            self.draft_tokens is None
-        ):  # the loop's questions are asked of the run's policy (`for_run`), not this
+        # the loop asks the policy a run takes (`for_run`), whose draft length is chosen
+        if self.draft_tokens is None:
             raise UserError(
                 "draft_tokens is left to the run's device: ask the policy a run takes, "
                 "policy.for_run(device, dtype, max_new_tokens) (SkipEngine.generate chooses it so)",

@@ -123,17 +123,6 @@ class HeldOut:
         keep = self.rows["tune_state"].isin(["paper linear", own])
         return self.rows[keep & (self.rows["model_role"] == "model")]
 
-    def paper_at_speedup(self) -> str:
-        """What the paper's linear schedule scores at the chosen setting's speedup, in words: its score there, or
-        that its fastest point is slower (its front ends before it)."""
-        cmp = self.comparison()
-        at = cmp["paper_quality_at_speedup"]
-        if at == at:
-            return f"scores {at:.2f}"
-        fastest = cmp["paper_fastest"]
-        reach = f" (its fastest point here: {fastest:.2f}x)" if fastest == fastest else ""
-        return f"does not reach that speedup{reach}"
-
     def comparison(self) -> dict:
         """The chosen setting against the paper's family at the same speedup (NaN past its fastest point,
         `paper_fastest`) and at the same quality, and against the floor's full depth."""
@@ -155,3 +144,14 @@ class HeldOut:
             "nearest_paper": nearest.iloc[0] if len(nearest) else None,
             "paper_fastest": float(fam[x].max()) if len(fam) else float("nan"),
         }
+
+
+def paper_at_speedup(cmp: dict) -> str:
+    """What the paper's linear schedule scores at the chosen setting's speedup, in words, from a
+    `HeldOut.comparison`: its score there, or that its fastest point is slower (its front ends before it)."""
+    at = cmp["paper_quality_at_speedup"]
+    if at == at:
+        return f"scores {at:.2f}"
+    fastest = cmp["paper_fastest"]
+    reach = f" (its fastest point here: {fastest:.2f}x)" if fastest == fastest else ""
+    return f"does not reach that speedup{reach}"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from skipcore.evaluate.tune.choice import TuneOutcome, speedup_said, timing_flag_of
-from skipcore.evaluate.tune.holdout import HeldOut
+from skipcore.evaluate.tune.holdout import HeldOut, paper_at_speedup
 from skipcore.labels import COLUMN_TITLES
 from skipcore.measure.estimate import duration_words
 from skipcore.metrics.sample_size import small_sample_warning
@@ -227,7 +227,7 @@ def held_out_section(settings, held: HeldOut) -> list[str]:
         f"{cmp['quality']:.2f} ({cmp['quality'] - cmp['reference_quality']:+.2f}) at {at}."
     )
     lines.append(
-        f"- At the same speedup ({at}) the paper's linear schedule {held.paper_at_speedup()} (front joined by "
+        f"- At the same speedup ({at}) the paper's linear schedule {paper_at_speedup(cmp)} (front joined by "
         "straight lines)."
     )
     reach = {"above": "never reaches that quality: no linear point scores as high",

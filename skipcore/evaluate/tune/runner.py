@@ -35,6 +35,7 @@ from skipcore.evaluate.tune.holdout import (
     check_baseline_targets,
     first_tasks,
     held_out_examples,
+    paper_at_speedup,
     paper_tasks,
 )
 from skipcore.evaluate.tune.report import report_text, timing_said
@@ -77,7 +78,7 @@ class TuneResult:
             lines.append(
                 f"held out ({self.settings.evaluate_split}): {self.outcome.metric} {cmp['quality']:.2f} at {at} "
                 f"(full depth reference {cmp['reference_quality']:.2f}); at that speedup the paper's linear "
-                f"schedule {self.held.paper_at_speedup()}, {_at_quality(cmp['paper_speedup_at_quality'])}"
+                f"schedule {paper_at_speedup(cmp)}, {_at_quality(cmp['paper_speedup_at_quality'])}"
             )
         return "\n".join(lines + [f"{k}: {p}" for k, p in self.files.items()])
 

@@ -717,7 +717,7 @@ def test_the_time_between_a_stopped_tune_and_its_resume_is_no_trials_time():
 def test_a_chosen_setting_past_the_papers_fastest_point_is_said_so():
     """Held out, a chosen setting faster than every paper linear point read 'the paper's linear schedule: nan at
     that speedup' on the console and 'scores -' in the report: its front ends before that speedup."""
-    from skipcore.evaluate.tune.holdout import HeldOut
+    from skipcore.evaluate.tune.holdout import HeldOut, paper_at_speedup
 
     rows = pd.DataFrame(
         [
@@ -727,6 +727,8 @@ def test_a_chosen_setting_past_the_papers_fastest_point_is_said_so():
         ]
     )
     held = HeldOut("bleu", "layer_speedup", rows, 0)
-    assert held.paper_at_speedup() == "does not reach that speedup (its fastest point here: 2.00x)"
+    assert (
+        paper_at_speedup(held.comparison()) == "does not reach that speedup (its fastest point here: 2.00x)"
+    )
     slower = rows.assign(layer_speedup=[1.0, 2.0, 1.5])
-    assert HeldOut("bleu", "layer_speedup", slower, 0).paper_at_speedup() == "scores 59.00"
+    assert paper_at_speedup(HeldOut("bleu", "layer_speedup", slower, 0).comparison()) == "scores 59.00"
