@@ -65,16 +65,32 @@ def sweep_policies() -> dict[str, type]:
 
 
 def _schedule(setting: object) -> str:
-    """A static schedule by its shape, mode and target speedup: 'linear/skip x3'."""
+    """A static schedule by its shape, mode and target speedup, 'linear/skip x3', and skip mode's warmup layers
+    where they are not the schedule's default ('linear/skip x3 warmup 2': two such rows of a sweep are two
+    settings)."""
     target = _field(setting, "target_speedup")
     speed = f" x{short_number(target)}" if target is not None else ""
-    return f"{_field(setting, 'shape')}/{_field(setting, 'mode')}{speed}"
+    mode, warmup = _field(setting, "mode"), _field(setting, "warmup")
+    warm = (
+        f" warmup {int(warmup)}"
+        if mode == "skip" and warmup is not None and warmup != _default_warmup()
+        else ""
+    )
+    return f"{_field(setting, 'shape')}/{mode}{speed}{warm}"
+
+
+def _default_warmup() -> int:
+    """Skip mode's warmup layers where a schedule says none (`Schedule.warmup_layers`, declared there)."""
+    from skipcore.schedule import Schedule
+
+    return Schedule.__dataclass_fields__["warmup_layers"].default
 
 
 def setting_label(setting: object) -> str:
     """A sweep setting in a few words, the same wherever it is shown.
 
-    'full depth'; a static schedule 'linear/skip x3'; CALM-DEC 'calm softmax>=0.8'; adaptive SkipDecode
+    'full depth'; a static schedule 'linear/skip x3' ('linear/skip x3 warmup 2' off the default warmup); CALM-DEC
+    'calm softmax>=0.8'; adaptive SkipDecode
     'adaptive max_prob>=0.3 drop 2 min 3'; speculative SkipDecode 'speculative k=4, draft linear/skip x3'; and
     transformers' own generate(): 'transformers generate()', 'transformers assistant_early_exit=4, k=2'. Each
     policy words its own parameters (`setting_words`), read from the setting by their columns.

@@ -433,3 +433,16 @@ def test_runs_of_explicit_layer_sets_are_named_by_their_sets():
         names.add(metadata_label(meta))
     full = metadata_label(engine.generate(["MR: name[The Eagle]\nText:"], None, 3).metadata)
     assert len(names) == 2 and full not in names and all("3 explicit layer sets (" in n for n in names), names
+
+
+def test_a_schedule_off_the_default_warmup_says_its_warmup():
+    """Two rows of a sweep with warmups 1 and 3 are two settings: the default warmup goes unsaid, another is said."""
+    from skipcore.schedule import Schedule
+
+    default = Schedule.__dataclass_fields__["warmup_layers"].default
+    row = dict(policy="static", shape="linear", mode="skip", target_speedup=3.0)
+    assert setting_label({**row, "warmup": default}) == "linear/skip x3"
+    assert setting_label({**row, "warmup": default + 2}) == f"linear/skip x3 warmup {default + 2}"
+    assert setting_label({**row, "mode": "exit", "warmup": 0}) == "linear/exit x3"  # exit mode has no warmup
+    spec = {**row, "policy": "speculative", "draft_tokens": 2, "warmup": 3}
+    assert setting_label(spec).endswith("draft linear/skip x3 warmup 3")

@@ -7,7 +7,7 @@ both the scores and the run's costs, so the two are always read off the same gen
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
@@ -114,15 +114,11 @@ def quality_tables(
     roles = list(dict.fromkeys(at_b["model_role"]))
     static = at_b[at_b["policy"] == "static"]
     targets = sorted(static["target_speedup"].dropna().unique())
-    series = [
-        (r, m)
-        for r in roles
-        for m in dict.fromkeys(static.loc[static["model_role"] == r, "mode"])
-        if m != "full"
-    ]
+    schedules = _schedules(static)
+    series = [(r, v) for r in roles for v in schedules(static[static["model_role"] == r])]
     # each role's model as a chart's legend names it: a base model says so (two folders of one name read alike)
     name = {r: at_b.loc[at_b["model_role"] == r, "model"].iloc[0] + role_suffix(r) for r in roles}
-    head = ["target speedup"] + [f"{name[r]} {m}" for r, m in series]
+    head = ["target speedup"] + [f"{name[r]} {v.words}" for r, v in series]
     lines = [
         f"{metric_names} (realised layer speedup) by target speedup (batch size {b}):",
         "",
@@ -131,11 +127,9 @@ def quality_tables(
     ]
     for t in targets:
         cells = [f"{t:g}x"]
-        for r, m in series:
-            mode = "full" if t == 1.0 else m
-            sel = static[
-                (static["model_role"] == r) & (static["mode"] == mode) & (static["target_speedup"] == t)
-            ]
+        for r, v in series:
+            of_role = static[(static["model_role"] == r) & (static["target_speedup"] == t)]
+            sel = of_role[of_role["mode"] == "full"] if t == 1.0 else v.rows(of_role)
             realised = _cell(sel, ["layer_speedup"], "{:.2f}x")
             cells.append(f"{_cell(sel, metrics)} ({realised})" if len(sel) else "-")
         lines.append(_row(cells))
@@ -176,22 +170,76 @@ def quality_tables(
     return "\n".join(lines) + "\n"
 
 
+class _Schedule(NamedTuple):
+    """One static schedule's rows of a sweep, apart from the others of its mode: its mode, shape and warmup layers,
+    and its words (the shape and warmup only where the sweep has several)."""
+
+    mode: str
+    shape: object
+    warmup: object
+    words: str  # 'skip', 'linear/skip warmup 2'
+    apart: str  # what sets it apart from its mode's other schedules: '', 'linear warmup 2'
+
+    def rows(self, df: pd.DataFrame) -> pd.DataFrame:
+        keep = df["mode"] == self.mode
+        for column in ("shape", "warmup"):
+            if column in df:
+                keep &= df[column] == getattr(self, column)
+        return df[keep]
+
+
+def _schedules(static: pd.DataFrame):
+    """The static schedules a sweep's rows hold, but full depth: a function from rows (one model's) to their
+    `_Schedule`s in the sweep's order, each worded by its mode, and its shape and warmup where the sweep (`static`,
+    every model's rows) has more than one of them (a table that averaged two shapes' scores showed a score no
+    setting had)."""
+    skipping = static[static["mode"] != "full"]
+    present = [c for c in ("shape", "warmup") if c in skipping]
+    skip_mode = skipping[skipping["mode"] == "skip"]  # the only mode with warmup layers
+    several = {c for c in present if (skip_mode if c == "warmup" else skipping)[c].nunique() > 1}
+
+    def schedules(rows: pd.DataFrame) -> list[_Schedule]:
+        rows = rows[rows["mode"] != "full"]
+        keys = dict.fromkeys(rows[["mode", *present]].itertuples(index=False, name=None))
+        out = []
+        for mode, *rest in keys:
+            got = dict(zip(present, rest, strict=True))
+            shape = f"{got['shape']}" if "shape" in several else ""
+            warmup = f"warmup {int(got['warmup'])}" if "warmup" in several and mode == "skip" else ""
+            words = f"{shape}/{mode}" if shape else mode
+            apart = " ".join(w for w in (shape, warmup) if w)
+            out.append(
+                _Schedule(mode, got.get("shape"), got.get("warmup"), f"{words} {warmup}".strip(), apart)
+            )
+        return out
+
+    return schedules
+
+
 def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -> list[str]:
-    """Measured wall-clock speedups of full depth and the skip targets, one column per batch size."""
+    """Measured wall-clock speedups of full depth and the skip targets, one column per batch size and one row per
+    target and schedule (its shape and warmup said where the sweep timed several)."""
     sizes = sorted(timed["batch_size"].unique())
     head = ["target"] + [f"batch {s}: layer / batch layer / measured decode [95%]" for s in sizes]
     lines = ["", f"Measured wall-clock speedup against full depth ({title}):", ""]
     lines += [_row(head), _row(["---"] * len(head))]
     flags = []
+    schedules = _schedules(timed)(timed)
     for t in targets:
-        sel = timed[timed["target_speedup"] == t]
-        cells = [f"{t:g}x"]
-        for s in sizes:
-            at = sel[sel["batch_size"] == s]
-            cells.append(_measured_cell(at))
-            said = flag_texts(at["timing_flag"]) if "timing_flag" in at else []
-            flags += [f"{t:g}x at batch {s}: {f}" for f in said if f]
-        lines.append(_row(cells))
+        at_t = timed[timed["target_speedup"] == t]
+        kinds = [(f"{t:g}x", at_t[at_t["mode"] == "full"])] if t == 1.0 else []
+        for v in [] if t == 1.0 else schedules:
+            kinds.append((f"{t:g}x {v.apart}".strip(), v.rows(at_t)))
+        for said_t, sel in kinds:
+            if not len(sel) and len(kinds) > 1:
+                continue
+            cells = [said_t]
+            for s in sizes:
+                at = sel[sel["batch_size"] == s]
+                cells.append(_measured_cell(at))
+                said = flag_texts(at["timing_flag"]) if "timing_flag" in at else []
+                flags += [f"{said_t} at batch {s}: {f}" for f in said if f]
+            lines.append(_row(cells))
     runs = timed["timing_runs"].dropna()
     if len(runs):
         lines += ["", f"Medians of {int(runs.min())} paired runs against full depth; * flagged:"]

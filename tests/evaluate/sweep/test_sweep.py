@@ -842,3 +842,61 @@ def test_what_a_stop_left_of_its_own_trace_writes_goes_when_the_sweep_completes(
     run_sweep(sweep_config(model_dirs, sweep_dataset, out, **small))  # every row kept: it completes at once
     assert kept.is_file() and not Path(unrecorded).exists() and not cut_short.exists()
     assert all(p.is_file() for p in others)
+
+
+def test_the_tables_keep_every_shape_and_warmup_apart():
+    """Two shapes and two warmups at one target are four settings: each its own column of the quality table and its
+    own row of the measured one, never their mean (a score no setting had) nor the first row alone."""
+    rows = [dict(mode="full", shape="full", warmup=0, target_speedup=1.0, bleu=70.0, wall=1.0)]
+    for shape, warmup, bleu, wall in [
+        ("linear", 1, 73.6, 2.5),
+        ("linear", 3, 60.1, 2.6),
+        ("step", 1, 75.9, 2.7),
+        ("step", 3, 50.0, 2.8),
+    ]:
+        rows.append(dict(mode="skip", shape=shape, warmup=warmup, target_speedup=3.0, bleu=bleu, wall=wall))
+    rows.append(dict(mode="exit", shape="linear", warmup=0, target_speedup=3.0, bleu=20.0, wall=2.9))
+    df = pd.DataFrame(rows).assign(
+        policy="static",
+        batch_size=1,
+        model_role="model",
+        model="m",
+        rougeL=50.0,
+        layer_speedup=3.0,
+        batch_layer_speedup=3.0,
+        timing_runs=5,
+        timing_flag="",
+    )
+    df = df.assign(wall_speedup_decode=df.pop("wall"))
+    df = df.assign(
+        wall_speedup_decode_lo=df.wall_speedup_decode - 0.1,
+        wall_speedup_decode_hi=df.wall_speedup_decode + 0.1,
+    )
+    text = quality_tables(df)
+    head, _, _, three = text.splitlines()[2:6]
+    words = [
+        "linear/skip warmup 1",
+        "linear/skip warmup 3",
+        "step/skip warmup 1",
+        "step/skip warmup 3",
+        "linear/exit",
+    ]
+    assert head == "| target speedup | " + " | ".join(f"m {w}" for w in words) + " |"
+    assert three.split(" | ")[1:] == [
+        "73.6 / 50.0 (3.00x)",
+        "60.1 / 50.0 (3.00x)",
+        "75.9 / 50.0 (3.00x)",
+        "50.0 / 50.0 (3.00x)",
+        "20.0 / 50.0 (3.00x) |",
+    ]
+    measured = text.split("Measured wall-clock speedup")[1].splitlines()
+    for words, wall in [
+        ("linear warmup 1", 2.5),
+        ("linear warmup 3", 2.6),
+        ("step warmup 1", 2.7),
+        ("step warmup 3", 2.8),
+    ]:
+        assert f"| 3x {words} | 3.00 / 3.00 / {wall:.2f} [{wall - 0.1:.2f}, {wall + 0.1:.2f}] |" in measured
+    # one shape and one warmup: the tables say the mode alone, as they always did
+    one = quality_tables(df[(df["shape"] != "step") & (df["warmup"] != 3)])
+    assert "| target speedup | m skip | m exit |" in one and "| 3x | 3.00 / 3.00 / 2.50" in one
