@@ -95,7 +95,9 @@ def time_pairs(
 def measure_against_full(
     engine, prompts: Sequence[str], policy, max_new_tokens: int, batch_size: int | None, repeats: int
 ) -> dict[str, float | int]:
-    """Measured speedups of `policy` against full depth with the same engine, prompts and batch size.
+    """Measured speedups of `policy` against full depth with the same engine, prompts and batch size, and their
+    `timing_flag` (`plausibility_flag`), bounded by the work the timed runs themselves saved: a sweep times the
+    first few of the prompts it scores, whose layer speedup is not the whole set's.
 
     decode: ms per decode step (the per-step saving); total: seconds for the prompts end to end (longer or
     shorter outputs count). Columns as the sweep writes them.
@@ -115,11 +117,15 @@ def measure_against_full(
 
     pairs = time_pairs(measure(None, False), measure(policy, True), repeats)
     d = pairs["decode"]
+    ran = timed[-1][0]  # the timed runs' own work (one policy on the same prompts: every run's is the same)
     return {
         **_speedup_columns("decode", d),
         **_total_columns(pairs["total"], len(prompts), [s["tokens"] / t for s, t in timed[1:]]),
         "decode_ms_per_step": float(np.median(d.candidate)),
         "full_decode_ms_per_step": float(np.median(d.reference)),
+        "timing_flag": plausibility_flag(
+            d.median, ran["batch_layer_speedup"], ran["batch_flops_speedup_decode"], d.runs
+        ),
     }
 
 

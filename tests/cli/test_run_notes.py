@@ -137,7 +137,7 @@ def test_a_speculative_summary_without_drafts_says_n_a():
     assert "drafts accepted 75%," in summary_line("speculative k=2", {**summary, "draft_acceptance": 0.75})
     # a run timed against full depth is not told to time itself: the measured line follows
     assert line.endswith("(--timing-repeats N measures against full depth)"), line
-    assert summary_line("full", summary, timed=True).endswith("10.0 tokens/s in this one run")
+    assert summary_line("full", summary, timed=True).endswith("10.0 tokens/s over its steps in this one run")
 
 
 def test_a_draft_length_capped_by_max_new_tokens_says_so(capsys, model_dirs):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from skipcore.measure.paired_timing import (
     MIN_PAIRED_RUNS,
+    measure_against_full,
     paired_ratio,
     plausibility_flag,
     runs_flag,
@@ -134,3 +135,25 @@ def test_a_flag_says_every_reason_it_has():
         flag.startswith("2 paired runs") and "; measured 4.77x is above 1.2x the batch layer speedup" in flag
     )
     assert plausibility_flag(4.77, 2.0, 1.9, 5).startswith("measured 4.77x is above")
+
+
+class _Ran:
+    def __init__(self, **summary) -> None:
+        self.summary = summary
+
+
+class _TimedEngine:
+    """An engine whose runs report fixed per-step times and work: full depth 10 ms a step; the policy 4 ms a step
+    over the prompts it is given, having run half the layers (2x) on these, whatever it ran on others."""
+
+    def generate(self, prompts, policy=None, max_new_tokens=None, batch_size=None):
+        work = {"batch_layer_speedup": 2.0, "batch_flops_speedup_decode": 1.9} if policy else {}
+        return _Ran(decode_ms_per_step=4.0 if policy else 10.0, tokens=8, **work)
+
+
+def test_a_measured_speedup_is_bounded_by_the_work_its_own_runs_saved():
+    """2.5x measured where the timed prompts saved 2x of the layers is beyond skipping's reach (above 1.2x), whatever
+    the layer speedup over a larger set of prompts (a sweep scores all its prompts and times the first few)."""
+    m = measure_against_full(_TimedEngine(), ["a", "b"], object(), 4, 2, 3)
+    assert m["wall_speedup_decode"] == pytest.approx(2.5)
+    assert "above 1.2x the batch layer speedup (2.00x)" in m["timing_flag"]

@@ -194,6 +194,9 @@ def test_generate_can_time_itself_against_full_depth(capsys):
     err = capsys.readouterr().err
     assert "measured against full depth: decode" in err and "medians of 2 paired runs on " in err
     assert "1 torch thread" in err  # the hardware and threads the timing was taken with
+    # two tokens/s and a pair of per-step medians beside a median of ratios: each says what it is
+    assert "tokens/s over its steps in this one run" in err and "tokens/s end to end" in err
+    assert "each side's median" in err and "the speedup is the median of the paired ratios" in err
     assert main([*argv, "--timing-repeats", "-1"]) == 2
 
 

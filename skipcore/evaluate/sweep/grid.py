@@ -116,7 +116,7 @@ class EngineGrid:
         """Quality and theoretical costs from one generation over every example, then the wall-clock speedups
         against full depth, paired and repeated on the first `cfg.timing_limit` prompts (none with repeats 0)."""
         from skipcore.evaluate.sweep.quality import evaluate_generation
-        from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
+        from skipcore.measure.paired_timing import measure_against_full
 
         policy, columns = self.build(setting, engine.num_layers, cfg)
         row, result = evaluate_generation(engine, examples, policy, cfg.max_new_tokens, setting.batch_size)
@@ -139,12 +139,6 @@ class EngineGrid:
                     setting.batch_size,
                     cfg.repeats,
                 )
-            )
-            row["timing_flag"] = plausibility_flag(
-                row["wall_speedup_decode"],
-                row["batch_layer_speedup"],
-                row["batch_flops_speedup_decode"],
-                row["timing_runs"],
             )
         row.update(columns)
         return row, result

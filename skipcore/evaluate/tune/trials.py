@@ -128,7 +128,7 @@ def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     row["tune_state"] = PRUNED if stopped else task.state
     untimed(row)
     if cfg.objective == "measured" and not stopped:
-        row.update(measured(engine, prompts[: cfg.timing_limit], policy, cfg, row))
+        row.update(measured(engine, prompts[: cfg.timing_limit], policy, cfg))
     return row
 
 
@@ -144,15 +144,8 @@ def joined(first: pd.DataFrame, rest: pd.DataFrame, k: int, num_layers: int) -> 
     return trace, summarize(trace, num_layers)
 
 
-def measured(engine: SkipEngine, prompts: list[str], policy, cfg: TuneSettings, row: dict) -> dict:
+def measured(engine: SkipEngine, prompts: list[str], policy, cfg: TuneSettings) -> dict:
     """The decode and end-to-end speedups against full depth, paired and repeated, with the plausibility flag."""
-    from skipcore.measure.paired_timing import measure_against_full, plausibility_flag
+    from skipcore.measure.paired_timing import measure_against_full
 
-    m = measure_against_full(engine, prompts, policy, cfg.max_new_tokens, cfg.batch_size, cfg.repeats)
-    flag = plausibility_flag(
-        m["wall_speedup_decode"],
-        row["batch_layer_speedup"],
-        row["batch_flops_speedup_decode"],
-        m["timing_runs"],
-    )
-    return {**m, "timing_flag": flag}
+    return measure_against_full(engine, prompts, policy, cfg.max_new_tokens, cfg.batch_size, cfg.repeats)
