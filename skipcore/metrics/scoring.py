@@ -59,7 +59,13 @@ def load_metric(name: str) -> EvaluationModule:
     directory). Modules are kept in memory so that concurrent runs do not contend for evaluate's cache files.
     """
     path = str(local_metric_path(name)) if _local_key(name) is not None else name
-    return _load(path)
+    try:
+        return _load(path)
+    except (FileNotFoundError, ConnectionError) as e:  # neither a module here nor one the hub (if online) has
+        raise UserError(
+            f"metric {name!r}: evaluate cannot load it ({e}); skipcore's own are {', '.join(LOCAL_METRICS)}",
+            field="metrics",
+        ) from e
 
 
 @functools.cache
@@ -139,7 +145,8 @@ def score_texts(
     Local metrics give ``bleu``, ``rouge1``, ``rouge2``, ``rougeL`` and ``chrf`` on the 0-100 scale. Other
     metrics keep their own scale: their scalar results appear as ``<name>`` or ``<name>_<key>`` and
     per-prediction lists (e.g. BERTScore ``f1``) are averaged.
-    Raises MetricInputError (a ValueError) on length mismatch, an empty reference list or empty input.
+    Raises MetricInputError (a ValueError) on length mismatch, an empty reference list or empty input, and a
+    UserError naming the metric where one cannot be loaded.
     """
     preds, refs = _normalise(predictions, references)
     names = (metrics,) if isinstance(metrics, str) else tuple(metrics)

@@ -180,6 +180,18 @@ def test_other_names_go_to_evaluate_load() -> None:
     assert scores == {"skip_chrf_chrf": pytest.approx(direct.score, abs=1e-9)}
 
 
+def test_a_metric_that_cannot_be_loaded_is_refused_by_its_name(tmp_path: Path) -> None:
+    """Offline, a name neither skipcore nor evaluate has is a mistake said in a line (it was evaluate's
+    FileNotFoundError about a module script)."""
+    from skipcore.errors import UserError
+
+    with pytest.raises(
+        UserError, match=r"^metric 'no-such-metric': evaluate cannot load it .*own are bleu"
+    ) as e:
+        score_texts(SINGLE_PREDS, SINGLE_REFS, metrics=("no-such-metric",))
+    assert e.value.field == "metrics"
+
+
 def test_foreign_results_are_flattened(monkeypatch: pytest.MonkeyPatch) -> None:
     class FakeBertScore:
         def compute(self, predictions, references):
