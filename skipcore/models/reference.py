@@ -32,6 +32,7 @@ from skipcore.models.model_cache import (
     cached_folder_for_file,
     cached_folder_for_model,
 )
+from skipcore.models.training_record import SAVE_STAGING, interrupted_save
 from skipcore.shipped import shipped_elsewhere
 
 Kind = Literal["folder", "adapter", "real", "gguf", "hub"]
@@ -195,6 +196,11 @@ def _refuse_near_real_name(name: str) -> None:
 def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:
     """A folder: a LoRA adapter (on its base, resolved now), a model, or a folder holding one GGUF file (its
     suffix in any case, as for a file named alone)."""
+    if interrupted_save(local):
+        raise ModelError(
+            f"{local}: a training run's save into it was stopped before it was whole ({SAVE_STAGING} is there), so "
+            "its files may not be one model's: run that training again with --overwrite"
+        )
     here = local.resolve()
     if here in adapters:  # an adapter that is, or leads back to, its own base
         named_by = adapters[-1] / ADAPTER_CONFIG

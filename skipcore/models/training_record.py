@@ -27,6 +27,16 @@ from skipcore.files import atomic_write, parse_json
 
 RECORD_FILE = "skipcore_training.json"
 FORMAT = "skipcore-training/1"
+STAGING_MARKER = ".skipcore-staging"  # in a staging folder: the output folder of the run writing it
+# in a folder a model is saved into: the save's files before they move in; there, marked, until the save is whole
+SAVE_STAGING = ".skipcore-save.partial"
+
+
+def interrupted_save(folder: str | Path) -> bool:
+    """Whether a save into `folder` was stopped before it was whole (its marked staging folder is still there): its
+    files may be part one model's, part another's, and its record either's."""
+    return (Path(folder) / SAVE_STAGING / STAGING_MARKER).is_file()
+
 
 GENERATION_NOTE = (
     "decode with this decay span (the median target length) and max_new_tokens, and meet target speedups "

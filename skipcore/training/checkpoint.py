@@ -31,6 +31,8 @@ from skipcore.errors import UserError, first_line
 from skipcore.files import parse_json
 from skipcore.models.training_record import (
     RECORD_FILE,
+    SAVE_STAGING,
+    STAGING_MARKER,
     read_record,
     recorded_output_dir,
     with_files,
@@ -39,6 +41,7 @@ from skipcore.models.training_record import (
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 LOG_FILE = "train_log.jsonl"  # in a run's output folder: one JSON object per log line
+DEV_LOSS = "dev_loss_"  # a log line's dev loss under one eval schedule: dev_loss_<schedule>
 # in a run's output folder: the log of the run an overwrite replaces, kept beside that run's model until the new
 # model replaces it (a run stopped before then leaves the old model with its own log)
 REPLACED_LOG = "train_log.replaced.jsonl"
@@ -60,7 +63,9 @@ def save_model(
     model is saved as its adapter alone. The record lists the files this save wrote, with `run_files` (the run's
     other files in the folder: its log), so that a run replacing this one (`--overwrite`) removes exactly
     those. The files are written into a staging folder first and moved in when all are there; then the files of
-    the model this one replaces (`replaces`) that it did not write over go, and the record is written last."""
+    the model this one replaces (`replaces`) that it did not write over go, the record is written, and the staging
+    folder goes last: a save stopped anywhere before leaves it there, marked, and the folder is refused as a model
+    (`interrupted_save`) until a run replaces it, never read with one run's weights and another's record."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / SAVE_STAGING
@@ -77,12 +82,12 @@ def save_model(
     saved = sorted(p.name for p in staging.iterdir() if p.name != STAGING_MARKER)
     for name in saved:
         os.replace(staging / name, out / name)
-    (staging / STAGING_MARKER).unlink()
-    staging.rmdir()
     for name in set(replaces) - {*saved, *run_files, RECORD_FILE}:
         (out / name).unlink(missing_ok=True)
     write_record(out, with_files(record, [*saved, *run_files]))
     _readable_as_umask_allows(out, [*saved, RECORD_FILE])
+    (staging / STAGING_MARKER).unlink()
+    staging.rmdir()
     return out
 
 
@@ -108,8 +113,10 @@ def names_a_save_writes(model, tokenizer) -> Callable[[str], bool]:
 
 
 def own_log(path: Path) -> bool:
-    """Whether `path` reads as a run's log (`LOG_FILE`): each line a JSON object with its step, as the loop writes
-    them (the last may be cut short by a kill), or nothing yet: a run that stopped before its first save left it."""
+    """Whether `path` reads as a run's log (`LOG_FILE`): each line a JSON object as the loop writes them (its step
+    with the training loss and rate, or with the dev losses), the last one possibly cut short by a kill after at
+    least one whole; or nothing yet: a run that stopped before its first log line left it empty. Another tool's
+    log with a step, or a user's text, is not one (an overwrite would have deleted it)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -118,12 +125,20 @@ def own_log(path: Path) -> bool:
         try:
             entry = parse_json(line)
         except ValueError:
-            if i == len(lines) - 1:
+            if i and i == len(lines) - 1:
                 break
             return False
-        if not isinstance(entry, dict) or "step" not in entry:
+        if not (isinstance(entry, dict) and _log_line(entry)):
             return False
     return True
+
+
+def _log_line(entry: dict) -> bool:
+    """A line the training loop writes: a step, with its loss and learning rate or with dev losses."""
+    step = entry.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return False
+    return {"loss", "lr"} <= entry.keys() or any(str(k).startswith(DEV_LOSS) for k in entry)
 
 
 def _readable_as_umask_allows(folder: Path, names: list[str]) -> None:
@@ -361,10 +376,6 @@ def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-STAGING_MARKER = ".skipcore-staging"  # in a staging folder: the output folder of the run writing it
-SAVE_STAGING = (
-    ".skipcore-save.partial"  # in a folder a model is saved into: the save's files before they move in
-)
 REMOVING = ".removing.partial"  # a checkpoint of this run on its way out: `.step-NNNNNNN.removing.partial`
 
 

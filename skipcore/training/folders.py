@@ -102,8 +102,9 @@ def check_users_files_kept(out: Path, writes: Callable[[str], bool]) -> None:
 
 
 def holds_only_a_log(folder: Path, ckpt_root: Path | None = None) -> bool:
-    """Whether `folder` is the output folder of a run that stopped before it saved a checkpoint: its log, and at
-    most the checkpoint folder (`ckpt_root`, by default FOLDER/checkpoints) it made before its first save."""
+    """Whether `folder` is the output folder of a run that stopped before it saved a checkpoint: its log (`own_log`:
+    a user's file of that name is not), and at most the checkpoint folder (`ckpt_root`, by default
+    FOLDER/checkpoints) it made before its first save."""
     if not folder.is_dir():
         return False
     if ckpt_root is not None and ckpt_root.is_dir() and latest_checkpoint(ckpt_root) is not None:
@@ -111,7 +112,7 @@ def holds_only_a_log(folder: Path, ckpt_root: Path | None = None) -> bool:
     left = [
         e for e in folder.iterdir() if not _no_checkpoint_yet(e, folder, ckpt_root or folder / CHECKPOINT_DIR)
     ]
-    return [e.name for e in left] == [LOG_FILE]
+    return [e.name for e in left] == [LOG_FILE] and own_log(folder / LOG_FILE)
 
 
 def stopped_before_saving(folder: Path) -> str:

@@ -29,6 +29,7 @@ from skipcore.models.training_record import with_state
 from skipcore.training import LR_SCHEDULERS
 from skipcore.training.batching import Pair, collate, epoch_batches
 from skipcore.training.checkpoint import (
+    DEV_LOSS,
     LOG_FILE,
     CheckpointTrail,
     checkpoint_name,
@@ -215,7 +216,7 @@ def dev_losses(acc: Accelerator, lm: SkipLM, run: Run) -> dict[str, float]:
             loss, n = token_loss(skip_logits(lm, batch, schedule), batch.labels)
             total += torch.stack([loss.double(), n.double()])
         total = acc.reduce(total, "sum")
-        out[f"dev_loss_{name}"] = float(total[0] / total[1].clamp_min(1))
+        out[f"{DEV_LOSS}{name}"] = float(total[0] / total[1].clamp_min(1))
     lm.train(was_training)
     return out
 

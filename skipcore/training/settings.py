@@ -224,8 +224,13 @@ class TrainSettings:
     def recorded(self) -> dict:
         """The settings as the training record keeps them (`args`): by name, a tuple as a JSON list, a local path
         absolute (a resume, or a load of the model, may run from another folder), after the command that ran
-        them."""
-        return {"command": "train", **{k: as_recorded(v, k) for k, v in asdict(self).items()}}
+        them; none the run did not read: a new model's size where it fine-tunes a model, LoRA's settings where it
+        trains every weight."""
+        unread = (NEW_MODEL_SETTINGS if self.init_config is None else ()) + (
+            LORA_SETTINGS if self.lora_rank is None else ()
+        )
+        kept = {k: v for k, v in asdict(self).items() if k not in unread}
+        return {"command": "train", **{k: as_recorded(v, k) for k, v in kept.items()}}
 
 
 # each setting's declared type: which are counts, numbers, lists of counts and text, and which may be unset

@@ -308,3 +308,63 @@ def test_a_moved_run_is_told_its_checkpoints_keep_the_folder_they_were_written_f
     resumed = tmp_path / "resumed"
     assert main(["train", "--resume", str(moved / "checkpoints"), "--out", str(resumed), "--steps", "3"]) == 0
     assert (resumed / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my notes, not a log\n",
+        '{"step": 3, "note": "another tool\'s log"}\n',
+        '{"epoch": 1}\n{"step": 2, "lo',
+    ],
+)
+def test_a_users_file_named_as_the_log_is_never_taken_for_a_stopped_runs(model_dirs, tmp_path, capsys, text):
+    """A train_log.jsonl skipcore did not write (text, another tool's lines with a step, a cut line after no line
+    of a run's) is the user's: refused untouched, --overwrite or not (it was deleted as a stopped run's log)."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "train_log.jsonl").write_text(text)
+    for extra in ((), ("--overwrite",)):
+        err = refused(capsys, train_two_steps(model_dirs, out, *extra))
+        assert "stopped before it saved" not in err
+        assert (out / "train_log.jsonl").read_text() == text and [p.name for p in out.iterdir()] == [
+            "train_log.jsonl"
+        ]
+
+
+def test_a_final_save_stopped_on_the_way_is_refused_as_a_model_until_run_again(
+    model_dirs, tmp_path, monkeypatch, capsys
+):
+    """An overwrite stopped while its model moves in (after the new weights, before its record) leaves a folder
+    no command takes for a model: its weights were the new run's and its record the old's (generate called a
+    skip-aware model 'not trained skip-aware'). The same command with --overwrite makes it whole."""
+    from skipcore.errors import ModelError
+    from skipcore.models.reference import resolve_model
+    from skipcore.training import checkpoint
+
+    out = tmp_path / "run"
+    assert main(train_two_steps(model_dirs, out)) == 0
+    real = checkpoint.write_record
+
+    def stopped(folder, record):
+        if Path(folder) == out:
+            raise KeyboardInterrupt
+        real(folder, record)
+
+    monkeypatch.setattr(checkpoint, "write_record", stopped)
+    skip_aware = [
+        *train_two_steps(model_dirs, out, "--schedule", "constant", "--max-layers", "2"),
+        "--overwrite",
+    ]
+    assert main(skip_aware) == 130
+    with pytest.raises(ModelError, match=r"a training run's save into it was stopped before it was whole"):
+        resolve_model(str(out))
+    capsys.readouterr()
+    assert main(["generate", "--model", str(out), "--prompt", "MR: name[x]", "--max-new-tokens", "2"]) == 2
+    assert "stopped before it was whole" in capsys.readouterr().err
+    monkeypatch.setattr(checkpoint, "write_record", real)
+    assert main(skip_aware) == 0
+    resolve_model(str(out))
+    from skipcore.models.training_record import read_record
+
+    assert read_record(out)["objective"] != "full"

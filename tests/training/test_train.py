@@ -620,11 +620,21 @@ def test_the_training_record_reads_as_shipped_and_is_written_with_the_same_keys(
         init={},
         lora=None,
         environment={},
-        args=TrainSettings(out="o").recorded(),
+        args=TrainSettings(out="o", model="m", lora_rank=4).recorded(),
         argv=[],
         output_dir=tmp_path,
     )
-    assert list(record["args"]) == list(lora_run["args"])
+    # a fine-tune's record names no new model's size (the shipped ones, written before, kept the defaults)
+    from skipcore.training.settings import LORA_SETTINGS, NEW_MODEL_SETTINGS
+
+    assert list(record["args"]) == [n for n in lora_run["args"] if n not in NEW_MODEL_SETTINGS]
+    full = TrainSettings(out="o", model="m").recorded()  # every weight trained: no LoRA setting either
+    assert list(full) == [n for n in record["args"] if n not in LORA_SETTINGS]
+    scratch = TrainSettings(out="o", init_config="opt").recorded()
+    assert (
+        set(NEW_MODEL_SETTINGS) <= set(scratch)
+        and scratch["layers"] == TrainSettings(out="o", init_config="opt").layers
+    )
     assert record["generation"]["speedup_over"] == 26 and record["objective"] == "full"
     write_record(tmp_path, with_state(record, {"step": 3, "elapsed_s": 1.5}))
     again = read_record(tmp_path)
