@@ -71,12 +71,13 @@ def _schedule(setting: object) -> str:
     target = _field(setting, "target_speedup")
     speed = f" x{short_number(target)}" if target is not None else ""
     mode, warmup = _field(setting, "mode"), _field(setting, "warmup")
-    warm = (
-        f" warmup {int(warmup)}"
-        if mode == "skip" and warmup is not None and warmup != _default_warmup()
-        else ""
-    )
+    warm = f" {warmup_words(warmup)}" if mode == "skip" and warmup not in (None, _default_warmup()) else ""
     return f"{_field(setting, 'shape')}/{mode}{speed}{warm}"
+
+
+def warmup_words(warmup: object) -> str:
+    """Skip mode's warmup layers in a setting's words: 'warmup 2'."""
+    return f"warmup {int(warmup)}"
 
 
 def _default_warmup() -> int:

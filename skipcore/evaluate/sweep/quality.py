@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from skipcore.data import Example, format_prompt
 from skipcore.errors import UserError
-from skipcore.labels import role_suffix, setting_label
+from skipcore.labels import role_suffix, setting_label, warmup_words
 from skipcore.measure.paired_timing import flag_texts, runs_flag
 from skipcore.measure.summary import interval_text, speedup_text
 from skipcore.metrics import DEFAULT_METRICS, score_texts
@@ -114,8 +114,7 @@ def quality_tables(
     roles = list(dict.fromkeys(at_b["model_role"]))
     static = at_b[at_b["policy"] == "static"]
     targets = sorted(static["target_speedup"].dropna().unique())
-    schedules = _schedules(static)
-    series = [(r, v) for r in roles for v in schedules(static[static["model_role"] == r])]
+    series = [(r, v) for r in roles for v in _schedules(static[static["model_role"] == r], static)]
     # each role's model as a chart's legend names it: a base model says so (two folders of one name read alike)
     name = {r: at_b.loc[at_b["model_role"] == r, "model"].iloc[0] + role_suffix(r) for r in roles}
     head = ["target speedup"] + [f"{name[r]} {v.words}" for r, v in series]
@@ -188,32 +187,24 @@ class _Schedule(NamedTuple):
         return df[keep]
 
 
-def _schedules(static: pd.DataFrame):
-    """The static schedules a sweep's rows hold, but full depth: a function from rows (one model's) to their
-    `_Schedule`s in the sweep's order, each worded by its mode, and its shape and warmup where the sweep (`static`,
-    every model's rows) has more than one of them (a table that averaged two shapes' scores showed a score no
-    setting had)."""
-    skipping = static[static["mode"] != "full"]
+def _schedules(rows: pd.DataFrame, sweep: pd.DataFrame) -> list[_Schedule]:
+    """The static schedules `rows` (one model's) hold, but full depth, in the sweep's order: each worded by its mode,
+    and its shape and warmup where the sweep (`sweep`, every model's static rows) has more than one of them (a table
+    that averaged two shapes' scores showed a score no setting had)."""
+    skipping = sweep[sweep["mode"] != "full"]
     present = [c for c in ("shape", "warmup") if c in skipping]
     skip_mode = skipping[skipping["mode"] == "skip"]  # the only mode with warmup layers
     several = {c for c in present if (skip_mode if c == "warmup" else skipping)[c].nunique() > 1}
-
-    def schedules(rows: pd.DataFrame) -> list[_Schedule]:
-        rows = rows[rows["mode"] != "full"]
-        keys = dict.fromkeys(rows[["mode", *present]].itertuples(index=False, name=None))
-        out = []
-        for mode, *rest in keys:
-            got = dict(zip(present, rest, strict=True))
-            shape = f"{got['shape']}" if "shape" in several else ""
-            warmup = f"warmup {int(got['warmup'])}" if "warmup" in several and mode == "skip" else ""
-            words = f"{shape}/{mode}" if shape else mode
-            apart = " ".join(w for w in (shape, warmup) if w)
-            out.append(
-                _Schedule(mode, got.get("shape"), got.get("warmup"), f"{words} {warmup}".strip(), apart)
-            )
-        return out
-
-    return schedules
+    rows = rows[rows["mode"] != "full"]
+    out = []
+    for mode, *values in dict.fromkeys(rows[["mode", *present]].itertuples(index=False, name=None)):
+        got = dict(zip(present, values, strict=True))
+        shape = str(got["shape"]) if "shape" in several else ""
+        warmup = warmup_words(got["warmup"]) if "warmup" in several and mode == "skip" else ""
+        words = " ".join(w for w in (f"{shape}/{mode}" if shape else mode, warmup) if w)
+        apart = " ".join(w for w in (shape, warmup) if w)
+        out.append(_Schedule(mode, got.get("shape"), got.get("warmup"), words, apart))
+    return out
 
 
 def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -> list[str]:
@@ -224,12 +215,13 @@ def _measured_table(timed: pd.DataFrame, title: str, targets: Sequence[float]) -
     lines = ["", f"Measured wall-clock speedup against full depth ({title}):", ""]
     lines += [_row(head), _row(["---"] * len(head))]
     flags = []
-    schedules = _schedules(timed)(timed)
+    schedules = _schedules(timed, timed)
     for t in targets:
         at_t = timed[timed["target_speedup"] == t]
-        kinds = [(f"{t:g}x", at_t[at_t["mode"] == "full"])] if t == 1.0 else []
-        for v in [] if t == 1.0 else schedules:
-            kinds.append((f"{t:g}x {v.apart}".strip(), v.rows(at_t)))
+        if t == 1.0:
+            kinds = [(f"{t:g}x", at_t[at_t["mode"] == "full"])]
+        else:
+            kinds = [(f"{t:g}x {v.apart}".strip(), v.rows(at_t)) for v in schedules]
         for said_t, sel in kinds:
             if not len(sel) and len(kinds) > 1:
                 continue

@@ -128,7 +128,12 @@ def score_task(engine: SkipEngine, job: TuneJob, task: Task) -> dict:
     row["tune_state"] = PRUNED if stopped else task.state
     untimed(row)
     if cfg.objective == "measured" and not stopped:
-        row.update(measured(engine, prompts[: cfg.timing_limit], policy, cfg))
+        from skipcore.measure.paired_timing import measure_against_full  # the speedups with their flag
+
+        timed = prompts[: cfg.timing_limit]
+        row.update(
+            measure_against_full(engine, timed, policy, cfg.max_new_tokens, cfg.batch_size, cfg.repeats)
+        )
     return row
 
 
@@ -142,10 +147,3 @@ def joined(first: pd.DataFrame, rest: pd.DataFrame, k: int, num_layers: int) -> 
         rest = rest.assign(batch=rest["batch"] + int(first["batch"].max()) + 1)
     trace = pd.concat([first, rest], ignore_index=True)
     return trace, summarize(trace, num_layers)
-
-
-def measured(engine: SkipEngine, prompts: list[str], policy, cfg: TuneSettings) -> dict:
-    """The decode and end-to-end speedups against full depth, paired and repeated, with the plausibility flag."""
-    from skipcore.measure.paired_timing import measure_against_full
-
-    return measure_against_full(engine, prompts, policy, cfg.max_new_tokens, cfg.batch_size, cfg.repeats)
