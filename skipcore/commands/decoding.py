@@ -204,6 +204,20 @@ def off_schedule_note(settings: DecodeSettings, num_layers: int) -> str:
     )
 
 
+def decode_notes(setup: DecodeSetup, settings: DecodeSettings, schedule_note: str) -> list[str]:
+    """The lines a decoding command says on stderr after its work, as `generate` and `lens` alike: the dtype and
+    why, the fixed-shape steps' rounding, the trained schedule run or the one a schedule flag dropped
+    (`schedule_note` from `with_model_defaults`, else `off_schedule_note`), and how the prompts went in (an
+    instruct model's chat template); the empty ones left out."""
+    lines = [
+        setup.dtype_note,
+        setup.fixed_shape_note,
+        schedule_note or off_schedule_note(settings, setup.engine.num_layers),
+        setup.sent.note,
+    ]
+    return [line for line in lines if line]
+
+
 def prompts_flag(settings: DecodeSettings) -> str:
     """The flag the prompts came from, which a refusal of one of them names (`prompt 0 has no tokens`)."""
     return "--prompt" if settings.prompt else "--prompts-file" if settings.prompts_file else "--dataset"

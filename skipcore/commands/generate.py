@@ -23,8 +23,8 @@ from skipcore.commands.decode_settings import DecodeSettings
 from skipcore.commands.decoding import (
     SAMPLING_FLAGS,
     add_policy_args,
+    decode_notes,
     decode_setup,
-    off_schedule_note,
     with_model_defaults,
 )
 from skipcore.errors import UserError, said_by
@@ -195,13 +195,7 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     notes = (
         []
         if settings.quiet
-        else [
-            setup.dtype_note,
-            setup.fixed_shape_note,
-            schedule_note or off_schedule_note(settings, engine.num_layers),
-            setup.sent.note,
-            draft_note(asked, policy, engine),
-        ]
+        else [*decode_notes(setup, settings, schedule_note), draft_note(asked, policy, engine)]
     )
     for line in [*notes, empty_output_warning(result.texts, setup.sent)]:
         if line:

@@ -16,7 +16,7 @@ from skipcore.commands.common import (
     path_text,
 )
 from skipcore.commands.decode_settings import DecodeSettings
-from skipcore.commands.decoding import add_policy_args, decode_setup, with_model_defaults
+from skipcore.commands.decoding import add_policy_args, decode_notes, decode_setup, with_model_defaults
 from skipcore.errors import UserError
 from skipcore.files import check_output_path
 
@@ -81,14 +81,14 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
     """The layer lens as the flags say (read once, `LensSettings`): its summary on stdout, the table in --out."""
     from skipcore.lens import compare_with_full_depth, layer_lens, layer_summary, write_lens
     from skipcore.lens.files import check_lens_path
+    from skipcore.lens.run import OWN
+    from skipcore.lens.summary import FULL_DEPTH
     from skipcore.traces.files import FORMATS
 
     settings = LensSettings.from_args(args)
     if settings.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {settings.top_k}")
-    settings, _ = with_model_defaults(
-        settings, given
-    )  # a fall-back to full depth is said by generate, not here
+    settings, schedule_note = with_model_defaults(settings, given)
     apply_threads(settings.threads)
     out_path = check_output_path(settings.out, settings.overwrite, FORMATS, field="out")
     if out_path is not None:
@@ -96,8 +96,6 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
     setup = decode_setup(settings)
     engine, prompts, policy = setup.engine, setup.prompts, setup.policy
     full_depth = policy.describe().get("mode") == "full"
-    if setup.fixed_shape_note and not settings.quiet:
-        print(setup.fixed_shape_note, file=sys.stderr)
     idle = [f"--{name.replace('_', '-')}" for name in ("teacher_forced", "agreement") if name in given]
     if full_depth and idle and not settings.quiet:
         print(
@@ -122,12 +120,18 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
         args.on_interrupt = f"the lens table was written to {out_path}; what came after it was stopped"
     if settings.quiet:
         return 0
-    tokens = result.metadata["lens"]["tokens"]
-    print(
-        f"layer lens of {policy.label()} on {tokens} ({len(prompts)} prompts, {result.summary['tokens']} tokens); "
-        "per layer, over the decode steps:"
+    for line in decode_notes(setup, settings, schedule_note):
+        print(line, file=sys.stderr)
+    fed = result.metadata["lens"]["tokens"]
+    on = {FULL_DEPTH: "full depth's output", OWN: "its own decode"}.get(fed, fed)
+    head = (
+        f"layer lens of {policy.label()} on {on} ({len(prompts)} prompts, {result.summary['tokens']} tokens)"
     )
-    print(layer_summary(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if (result.table["step"] >= 1).any():
+        print(f"{head}; per layer, over the decode steps:")
+        print(layer_summary(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    else:  # every row ended on its first token (one new token, or an end of text at once)
+        print(f"{head}: no decode step to summarise per layer (each token is its prefill's, at full depth)")
     if agreement is not None:
         print(agreement_line(agreement))
     if out_path is not None:

@@ -21,6 +21,7 @@ def test_lens_command_writes_the_table_and_reports_agreement(model_dirs, tmp_pat
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "agreement with full depth" in out and "per budget: 3 layers" in out
+    assert " on its own decode (3 prompts" in out.splitlines()[0], out
     table, meta = read_lens(path)
     assert meta["lens"]["tokens"] == "own decode" and meta["agreement"]["tokens"] > 0
     assert table["sample"].nunique() == len(PROMPTS)
@@ -30,16 +31,22 @@ def test_lens_command_writes_the_table_and_reports_agreement(model_dirs, tmp_pat
     assert main([*args[:-8], "--out", str(forced), *args[-6:], "--teacher-forced"]) == 0
     table, meta = read_lens(forced)
     assert meta["lens"]["tokens"] == "full depth"
+    header = capsys.readouterr().out.splitlines()[
+        0
+    ]  # the lens is of the schedule's path, fed full depth's output
+    assert header.startswith("layer lens of constant 3") and " on full depth's output (" in header, header
     last = table[(table["layer"] == 5) & (table["step"] >= 1)]
     assert (last["top_token_id"] == last["token_id"]).mean() == pytest.approx(meta["agreement"]["overall"])
 
 
 def test_a_lens_of_one_new_token_says_there_is_no_decode_step_to_agree_on(model_dirs, capsys):
-    """One new token is the prefill's: no decode step, so no agreement share (it printed "nan% of 0 tokens")."""
+    """One new token is the prefill's: no decode step, so no agreement share (it printed "nan% of 0 tokens") and no
+    per-layer summary (it printed a table of NaN)."""
     args = ["lens", "--model", str(model_dirs["opt"]), "--max-new-tokens", "1", "--prompt", PROMPTS[0]]
     assert main([*args, "--schedule", "linear", "--max-layers", "4", "--min-layers", "2"]) == 0
     out = capsys.readouterr().out
-    assert "no decode steps to compare" in out and "nan" not in out.split("\n")[-2]
+    assert "no decode steps to compare" in out and "nan" not in out.lower()  # nor a table of NaN per layer
+    assert "no decode step to summarise per layer" in out.splitlines()[0], out
 
 
 def test_teacher_forcing_at_full_depth_is_said_to_change_nothing(model_dirs, capsys):

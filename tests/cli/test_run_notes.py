@@ -14,7 +14,8 @@ import pytest
 
 from skipcore.commands import main
 from skipcore.commands.generate import summary_line
-from tests.helpers import PROMPTS
+from tests.cli.test_chat_prompts import TEMPLATE
+from tests.helpers import PROMPTS, with_tokenizer
 
 FIXED_SHAPE_NOTE = "fixed-shape steps, which pad each prompt to a multiple of"
 TRAINED_AT = "was trained at one schedule"
@@ -193,3 +194,30 @@ def test_generate_stopped_after_a_batch_keeps_the_batches_that_finished(tmp_path
     monkeypatch.setattr(SkipEngine, "decode_batch", stopped_at(1))
     assert main([*argv, "--trace", str(first)]) == 130
     assert not first.exists() and "nothing was written" in capsys.readouterr().err
+
+
+def note_lines(err: str) -> list[str]:
+    """The lines said beside a run: its notes and the dtype line, not the summary."""
+    return [line for line in err.splitlines() if line.startswith(("note:", "dtype:"))]
+
+
+@pytest.mark.parametrize(
+    "case", ["trained schedule", "not skip-aware, full depth", "not skip-aware, asked to skip", "instruct"]
+)
+def test_lens_says_beside_its_run_what_generate_says(
+    capsys, model_dirs, trained_at_one_schedule, tmp_path, case
+):
+    """The lens runs the same decode as generate: the schedule a model trained at one schedule runs, a fall-back
+    to full depth and the cost of skipping on a model not trained skip-aware, an instruct model's prompts going in
+    its chat template (its positions are the template's), are said by both."""
+    model = {
+        "trained schedule": trained_at_one_schedule,
+        "instruct": str(with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=TEMPLATE)),
+    }.get(case, str(model_dirs["llama"]))
+    flags = ["--model", model, "--prompt", PROMPTS[0], "--max-new-tokens", "4"]
+    if case.endswith("asked to skip"):
+        flags += ["--target-speedup", "1.5"]
+    said = note_lines(stderr_of(capsys, "generate", *flags))
+    assert said, "generate says nothing here: the case tests nothing"
+    skips = case in ("trained schedule", "not skip-aware, asked to skip")  # the agreement's run left out
+    assert note_lines(stderr_of(capsys, "lens", *flags, *(["--no-agreement"] if skips else []))) == said
