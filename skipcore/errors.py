@@ -33,8 +33,8 @@ class UserError(Exception):
         the name as a word after it named the setting)."""
         text = str(self)
         said = sorted((name for name in self.fields if name in names), key=len, reverse=True)
-        if said:  # each name as a word of its own, not inside a path, a flag or another name
-            words = {name: rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)" for name in said}
+        if said:  # each name as a word of its own, not inside a path, a flag, another name or a quoted value
+            words = {name: rf"(?<![\w/.'\"-]){re.escape(name)}(?![\w/-]|\.\w)" for name in said}
             word = "|".join(f"(?:{w})" for w in words.values())
             # a setting said before its value ("out overwrite is not empty"): a setting's name right after it is
             # the value (a path named like a setting), kept as typed

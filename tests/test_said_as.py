@@ -84,3 +84,21 @@ def test_said_by_re_says_a_refusal_that_is_also_a_builtin_error():
     with pytest.raises(DataFileNotFoundError) as caught, said_by({"dataset": "--dataset"}):
         raise DataFileNotFoundError("/nowhere: no such file or directory", field="dataset")
     assert str(caught.value) == "--dataset: /nowhere: no such file or directory"
+
+
+def test_a_quoted_value_named_like_the_setting_is_kept_as_typed():
+    """`--out out` with no known suffix was said "unknown output format '--out'": the quoted name was the flag."""
+    e = UserError("unknown output format 'out'; use one of .parquet, .csv", field="out")
+    assert e.said_as(FLAGS) == "--out: unknown output format 'out'; use one of .parquet, .csv"
+    e = UserError('unknown output format "out"', field="out")
+    assert e.said_as(FLAGS) == '--out: unknown output format "out"'
+
+
+@pytest.mark.parametrize("command, flag", [("lens", "--out"), ("generate", "--trace")])
+def test_an_output_file_named_like_its_flag_is_said_by_its_name(monkeypatch, tmp_path, capsys, command, flag):
+    monkeypatch.chdir(tmp_path)
+    name = flag.removeprefix("--")
+    model = str(REPO / "data" / "models" / "skipdecode-opt-e2e")
+    said = refused(capsys, [command, "--model", model, "--prompt", "x", "--max-new-tokens", "2", flag, name])
+    assert said.startswith(f"error: {flag}: unknown output format '{name}'; use one of "), said
+    assert not (tmp_path / name).exists()
