@@ -55,8 +55,8 @@ def check_config(config) -> None:
     """Refuse in one line a config the engine cannot run exactly: a family without an adapter, a rotary type whose
     frequencies change with each pass's length (`PER_PASS_ROPE`), an odd rotary head size (rotary turns pairs of a
     head's values: transformers' own forward fails on one, mid-decode), or bidirectional attention (an embedding
-    model's, which decodes nothing causally), or a sliding window in a family whose attention reads none
-    (`UNWINDOWED_TYPES`)."""
+    model's, which decodes nothing causally), a sliding window in a family whose attention reads none
+    (`UNWINDOWED_TYPES`), or sliding layers (`layer_types`) with no window to slide."""
     check_supported(config.model_type)
     params = getattr(config, "rope_parameters", None) or {}
     nested = [v for v in params.values() if isinstance(v, dict)] if "rope_type" not in params else [params]
@@ -80,6 +80,15 @@ def check_config(config) -> None:
             f"sliding_window {window} is set in a config of type {config.model_type!r}, whose attention reads no "
             "window while transformers' cache drops keys past it, so generate() and the model's own forward give "
             "different tokens; remove sliding_window from the config"
+        )
+    types = getattr(config, "layer_types", None) or ()
+    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    if sliding and not (window and getattr(config, "use_sliding_window", True)):
+        raise UserError(
+            f"layer_types marks layer{'s' if len(sliding) > 1 else ''} {', '.join(map(str, sliding))} "
+            "sliding_attention, but the "
+            "config sets no sliding_window (or use_sliding_window is false), so those layers have no window; "
+            "transformers' own forward fails on this config too: set sliding_window, or mark them full_attention"
         )
     if getattr(config, "use_bidirectional_attention", False):
         raise UserError(

@@ -37,8 +37,8 @@ SAMPLING_RULES = ("temperature", "top_k", "top_p")
 
 def unapplied_rules(generation_config) -> str | None:
     """What a model's `generation_config` asks of `generate()` that the decode does not do, in words (None: nothing):
-    its greedy tokens are `generate()`'s with those rules off, and sampling takes `Sampling`'s settings, not the
-    model's."""
+    its greedy tokens are `generate()`'s with those rules off; a model that asks to sample is decoded greedily unless
+    sampling is asked for, with `Sampling`'s settings, not the model's."""
     if generation_config is None:
         return None
     rules = {
@@ -54,9 +54,12 @@ def unapplied_rules(generation_config) -> str | None:
             f"sets {listed}, which skipcore's decode does not apply: its tokens are generate()'s with "
             f"{'that' if len(rules) == 1 else 'those'} off"
         )
-    if sampling and getattr(generation_config, "do_sample", False):
-        listed = ", ".join(f"{name} {value}" for name, value in sampling.items())
-        said.append(f"samples with {listed}, which sampling here takes from its own settings instead")
+    if getattr(generation_config, "do_sample", False) is True:
+        listed = "".join(f", {name} {value}" for name, value in sampling.items())
+        said.append(
+            f"asks generate() to sample (do_sample{listed}): decoding here is greedy unless sampling is asked "
+            "for, and then with its own settings"
+        )
     return "; ".join(said) or None
 
 

@@ -159,11 +159,36 @@ def _config_or_refusal(ref: ModelRef, read: Callable[[], PretrainedConfig]) -> P
             f"could not load model {ref.name!r}: a config.json field of the wrong type: {reason}"
         ) from e
     except (OSError, ValueError) as e:
+        if "trust_remote_code" in str(
+            e
+        ):  # a model type of the folder's own code, which was not allowed to run
+            if (kind := _declared_model_type(ref)) is not None:
+                _check_family(ref, kind)  # a family skipcore has no adapter for, whatever code it brings
+            raise ModelError(
+                f"could not load model {ref.name!r}: its config is read by code of its own (auto_map), which runs "
+                "only with --trust-remote-code (trust_remote_code=True from Python)"
+            ) from e
         first = first_line(e)
         hint = ""
         if ref.kind == "hub":  # perhaps meant as a real model's short name
             hint = f" (installable real models: {', '.join(REAL_MODELS)}; see `skipcore models`)"
         raise ModelError(f"could not load model {ref.name!r}: {first}{hint}") from e
+
+
+def _declared_model_type(ref: ModelRef) -> str | None:
+    """config.json's `model_type` as written, read as plain JSON (no code of the folder's runs); None where there
+    is no such file or field."""
+    from skipcore.files import parse_json
+
+    path = ref.path / "config.json" if ref.path is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _check_family(ref: ModelRef, model_type: str | None) -> None:
@@ -277,13 +302,18 @@ def _broken_file(e: BaseException) -> bool:
 
 @contextmanager
 def _quiet_transformers():
-    """transformers' warnings off for a block (its logging is global: restored afterwards)."""
+    """transformers' warnings off for a block (its logging is global: restored afterwards), and torch's note on a
+    pickle's protocol (a file's internals, said before the line that loads or refuses it)."""
+    import warnings
+
     from transformers.utils import logging as hf_logging
 
     before = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            yield
     finally:
         hf_logging.set_verbosity(before)
 

@@ -2,7 +2,8 @@
 are read: its tokens would silently differ from generate()'s. Longrope (Phi-3-style rotary scaling, in a Llama
 config) picks its short or long factors per pass in transformers, where the engine rotates every position once;
 bidirectional attention (EmbeddingGemma's Gemma 3 config) decodes nothing causally; a sliding window set in a
-family whose attention reads none is honoured by transformers' cache and not by its forward."""
+family whose attention reads none is honoured by transformers' cache and not by its forward; sliding layers with no
+window to slide fail in transformers' own forward."""
 
 from __future__ import annotations
 
@@ -52,6 +53,17 @@ LONGROPE = {
         ),
         ("opt", {"sliding_window": 6}, "sliding_window 6 is set in a config of type 'opt'"),
         ("gpt2", {"sliding_window": 6}, "sliding_window 6 is set in a config of type 'gpt2'"),
+        # sliding layers with no window (a config written by hand): transformers' own forward fails on it
+        (
+            "qwen2",
+            {"layer_types": ["sliding_attention", "full_attention"], "sliding_window": None},
+            "layer_types marks layer 0 sliding_attention, but the config sets no sliding_window",
+        ),
+        (
+            "qwen3",
+            {"layer_types": ["sliding_attention"] * 2, "use_sliding_window": False},
+            "layers 0, 1 sliding",
+        ),
     ],
 )
 def test_a_config_the_engine_cannot_run_exactly_is_refused(tmp_path, tokenizer, family, overrides, said):

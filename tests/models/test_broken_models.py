@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from skipcore import load_model
+from skipcore.adapters import SUPPORTED
 from skipcore.errors import UserError
 from skipcore.models.testing import make_tiny_model
 from tests.helpers import generate_refused, refused
@@ -58,6 +59,32 @@ def test_broken_model_folders_get_one_line(model_dirs, tmp_path, capsys):
     ):
         assert words in generate_refused(capsys, "--model", str(folder), "--prompt", "MR: x")
     assert not ran.exists()  # the pickle's payload never ran
+
+
+def test_a_pickle_of_another_protocol_is_refused_without_torchs_warning_before_the_line(
+    model_dirs, tmp_path, capsys
+):
+    """A pickle written by Python's own pickle (protocol 4, not torch.save's 2) drew torch's 'Detected pickle
+    protocol 4' warning, two lines of a file's internals, before the one line that refuses it."""
+    import pickle
+    import shutil
+    import warnings
+
+    folder = shutil.copytree(
+        model_dirs["opt"], tmp_path / "p4", ignore=shutil.ignore_patterns("*.safetensors")
+    )
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(ran), "w"))
+
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Payload()}, protocol=4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert "weights_only" in generate_refused(capsys, "--model", str(folder), "--prompt", "MR: x")
+    assert not [str(w.message) for w in caught if "pickle protocol" in str(w.message)]
+    assert not ran.exists()
 
 
 def with_config(src, dst, **fields):
@@ -319,3 +346,22 @@ def test_a_cuda_device_this_machine_lacks_is_named_as_asked(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UserError, match=r"^device 'cuda:1' was asked for, but no CUDA device is available$"):
         resolve_device("cuda:1")
+
+
+def test_a_model_type_of_its_own_code_is_refused_as_a_family_without_running_the_code(
+    model_dirs, tmp_path, capsys
+):
+    """A config whose model type only its own code knows (`auto_map` to a config class) was refused in transformers'
+    first sentence ('contains custom code which must be executed'), naming no flag and no family; the code never
+    runs, and with it allowed the family would be refused anyway: said as the unsupported family it is."""
+    model = tmp_path / "mine"
+    shutil.copytree(model_dirs["llama"], model)
+    config = json.loads((model / "config.json").read_text())
+    config["model_type"] = "mine"
+    config["auto_map"] = {"AutoConfig": "configuration_mine.MineConfig"}
+    (model / "config.json").write_text(json.dumps(config))
+    ran = tmp_path / "the folder's code ran"
+    (model / "configuration_mine.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    said = generate_refused(capsys, "--model", str(model), "--prompt", "MR: x")
+    assert said == f"{model}: unsupported architecture 'mine'; supported model types: {', '.join(SUPPORTED)}"
+    assert not ran.exists()
