@@ -25,8 +25,15 @@ HORIZON = ("max_new_tokens", "speedup_over")  # the design's lengths a search ca
 SKIPS_BY = 4096  # the steps a loaded schedule is looked at over: one that skips nothing by then skips nothing
 
 
+# the design values a shape reads beyond its budgets' ends (the others are left as they are)
+SHAPE_VALUES = {"power": ("alpha",), "step": ("stages", "decay_span"), "linear": ("decay_span",)}
+
+
 def design_values(schedule: Schedule) -> dict:
-    """The design (the designer's widgets by key) that draws `schedule`."""
+    """The design (the designer's widgets by key) that draws `schedule`: a value its shape does not read (a
+    linear schedule's alpha) is left out, and one it reads must lie in the designer's range (`state.limits`):
+    a widget cannot draw a value outside it, so such a file is refused by the value, not drawn as another
+    schedule (the command line runs it: `generate --schedule-json`)."""
     values = {
         "shape": schedule.shape,
         "mode": schedule.mode,
@@ -40,6 +47,19 @@ def design_values(schedule: Schedule) -> dict:
     }
     if schedule.decay_span is not None:
         values["decay_span"] = schedule.decay_span
+    values = {
+        k: v
+        for k, v in values.items()
+        if k not in ("alpha", "stages", "decay_span") or k in SHAPE_VALUES.get(schedule.shape, ())
+    }
+    ranges = state.limits(schedule.num_layers)
+    for name, value in values.items():
+        if name in ranges and not ranges[name][0] <= value <= ranges[name][1]:
+            lo, hi = ranges[name]
+            raise UserError(
+                f"its {name} {value:g} is outside the designer's {lo:g} to {hi:g} for a {schedule.num_layers}-layer "
+                "model, so this page cannot draw it (generate --schedule-json runs it)"
+            )
     return values
 
 

@@ -135,8 +135,12 @@ def show(result: TuneRunResult, L: int) -> None:
         if c1.button("Open in the designer", key="tune_open", type="primary", disabled=schedule.num_layers != L,
                      help="the chosen schedule becomes the design every page runs"):  # fmt: skip
             search = result.settings["search"][1]  # its tokens and speedup horizon: the speedup it reported
-            design, base = design_file.open_in_designer(schedule, search), state.defaults(L)
-            jump.go("sections/designer.py", {k: v for k, v in design.items() if v != base.get(k)})
+            try:
+                design, base = design_file.open_in_designer(schedule, search), state.defaults(L)
+            except UserError as e:  # a value the designer's widgets cannot draw (a decay span past theirs)
+                st.error(f"Not opened in the designer: {e}")
+            else:
+                jump.go("sections/designer.py", {k: v for k, v in design.items() if v != base.get(k)})
         best = json.dumps(schedule.to_dict(), indent=2) + "\n"  # as the command line writes it
         c2.download_button("best_schedule.json", best, "best_schedule.json", "application/json", key="tune_dl_best",
                            on_click="ignore")  # fmt: skip
