@@ -255,6 +255,17 @@ class RunStore:
         except OSError as e:
             raise UserError(f"cannot keep runs in {root}: {e.strerror or e}; set {RUNS_ENV}") from e
 
+    def _could_keep(self) -> None:
+        """Refuse, as keeping a run would, a folder no run can be kept in: it, or the nearest of its parents that
+        exists, is not a folder (a reading makes nothing: `_ready` makes the folder when the first run is kept)."""
+        here = self.root
+        while not here.exists() and here != here.parent:
+            here = here.parent
+        if not here.is_dir():
+            raise UserError(
+                f"cannot keep runs in {self.root}: {here} is a file, not a folder; set {RUNS_ENV}"
+            )
+
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         self._ready()
@@ -327,6 +338,7 @@ class RunStore:
 
     def _rows(self, clause: str, args: tuple = ()) -> list[Run]:
         if not (self.root / INDEX).is_file():
+            self._could_keep()  # no runs yet, or none can ever be kept: said, not an empty history
             return []
         with self._db() as db:
             rows = db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM runs {clause}", args).fetchall()

@@ -236,3 +236,17 @@ def test_no_home_folder_is_one_line_naming_the_variable(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(UserError, match=f"no home folder to write in .*: set {RUNS_ENV}"):
         default_root()
+
+
+@pytest.mark.parametrize("where", ["the folder", "a parent"])
+def test_a_history_no_run_can_be_kept_in_is_said_not_listed_as_empty(tmp_path, where):
+    """A run-history path that is a file (or lies under one) listed "No runs yet", though no run could be kept
+    there (Generate said so): the listing now says why, and the file is left as it was."""
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine\n")
+    root = mine if where == "the folder" else mine / "runs"
+    with pytest.raises(UserError, match=f"cannot keep runs in {root}: {mine} is a file, not a folder; set"):
+        RunStore(root).runs()
+    assert mine.read_text() == "mine\n"
+    assert RunStore(tmp_path / "new" / "runs").runs() == []  # a folder not made yet: no runs, nothing made
+    assert not (tmp_path / "new").exists()
