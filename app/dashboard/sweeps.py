@@ -84,15 +84,16 @@ def numbers_only(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     read = [c for c in df.columns if axis_named(c) or c in COUNTS]
     for column in [c for c in read if not pd.api.types.is_bool_dtype(df[c])]:
         values = pd.to_numeric(df[column], errors="coerce").astype(float)
-        if values.isna().all():
-            continue  # no number at all: a column of text, or empty (`empty_axes`)
         text = values.isna() & df[column].notna()
+        quoted = ", ".join(map(repr, df[column][text].unique()[:2]))  # the file's own text, as written
+        if values.isna().all():  # no number at all: no axis; a column of text said, an empty one is no news
+            if text.any():
+                said.append(f"all {int(text.sum())} in {column} ({quoted})")
+            continue
         infinite = np.isinf(values)
         below = (values <= 0) & ~infinite if speedup_ratio(column) else pd.Series(False, index=values.index)
         if text.any():
-            said.append(
-                f"{int(text.sum())} in {column} ({', '.join(map(repr, df[column][text].unique()[:2]))})"
-            )
+            said.append(f"{int(text.sum())} in {column} ({quoted})")
         if infinite.any():
             said.append(f"{int(infinite.sum())} in {column} (inf)")
         if below.any():

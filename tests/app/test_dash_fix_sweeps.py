@@ -55,3 +55,16 @@ def test_numbers_only_makes_an_infinite_count_missing_and_says_it():
     assert said == "1 in num_examples (inf)"
     assert out["num_examples"].isna().tolist() == [False, True, False]
     assert sweeps.example_counts(out) == [4, 8]
+
+
+def test_a_speedup_column_of_text_alone_is_said_not_dropped_in_silence(model_dir):
+    """A sweep whose layer_speedup was written as '2.05x' lost that axis without a word (the chart opened on
+    another speedup); it is said in the line that says the table's other unplaceable values."""
+    table = sweep_frame()
+    at = _uploaded(table.assign(layer_speedup=[f"{v:.2f}x" for v in table["layer_speedup"]]), "csv")
+    assert_clean(at)
+    first = f"{table['layer_speedup'].iloc[0]:.2f}x"
+    assert f"all {len(table)} in layer_speedup ('{first}'" in warnings(at), warnings(at)
+    assert at.get("vega_lite_chart")  # drawn on the speedups it has
+    empty = sweeps.numbers_only(table.assign(wall_speedup_decode=float("nan")))[1]
+    assert empty is None  # an empty column (a sweep run without timing) is no news
