@@ -47,6 +47,18 @@ def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     return max(2, min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens)))
 
 
+def check_new_tokens(max_new_tokens: int, max_positions: int | None, model: str) -> None:
+    """New tokens that leave no position for a prompt's one token refused before any work (what a request checks
+    per prompt, `decode.checks`, needs the prompts' tokens; this needs the config alone). First of the lengths: a
+    horizon not given is these tokens (`speedup_horizon`), so a long one is theirs."""
+    if max_positions is not None and max_new_tokens >= max_positions:
+        raise UserError(
+            f"max_new_tokens {max_new_tokens} leaves no position for a prompt: {model} takes {max_positions} "
+            f"positions, a prompt and its new tokens together; use at most {max_positions - 1}",
+            field="max_new_tokens",
+        )
+
+
 def check_horizon(speedup_over: int | None, max_positions: int | None, model: str) -> None:
     """A horizon no output of `model` reaches refused before a schedule is fitted over it: a prompt's one token and
     `speedup_over` new ones must fit the `max_positions` it takes (None: its config does not say). A fit costs time

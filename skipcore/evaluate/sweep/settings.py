@@ -211,13 +211,9 @@ class ModelFacts:
     def check_new_tokens(self, max_new_tokens: int, model: str) -> None:
         """New tokens that leave no position for a prompt's one token refused before any work (what a request
         checks per prompt, `decode.checks`, cannot be known before the data is read; this can)."""
-        if self.max_positions is not None and max_new_tokens >= self.max_positions:
-            raise UserError(
-                f"max_new_tokens {max_new_tokens} leaves no position for a prompt: {model} takes "
-                f"{self.max_positions} positions, a prompt and its new tokens together; use at most "
-                f"{self.max_positions - 1}",
-                field="max_new_tokens",
-            )
+        from skipcore.models.generation_defaults import check_new_tokens
+
+        check_new_tokens(max_new_tokens, self.max_positions, model)
 
 
 def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
