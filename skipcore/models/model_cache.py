@@ -3,8 +3,9 @@
 checks made of them.
 
 A copy is a folder under `SKIPCORE_CACHE` (default `~/.cache/skipcore`) holding skipcore's record
-(`skipcore_source.json`): what it was made from and every file's size (the weights' header digest too), so a
-folder cut short or edited is known from a few `stat` calls and a header read, never by loading it. A folder
+(`skipcore_source.json`): what it was made from and every file's size and digest (the weights' header's), so a
+folder cut short or edited is known from a few `stat` calls, a header read and its small files' digests, never
+by loading it. A folder
 is made under a staging name, locked while its conversion runs, and renamed into place; this module says how,
 and finds the staging folders that a killed conversion left (its lock free: no live process holds it).
 """
@@ -113,13 +114,23 @@ def is_complete(folder: Path, source: Path | None = None) -> bool:
 
 
 def files_record(folder: Path) -> dict:
-    """Every file of a finished conversion by name: its size, and a weights file's header digest."""
+    """Every file of a finished conversion by name: its size, and a weights file's header digest or any other
+    file's whole digest (a config or tokenizer is a few MB at most, and an edit that keeps its size, a digit of
+    `rope_theta`, changes the tokens)."""
     files = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name not in (MARKER, CONVERTING)):
         files[path.name] = {"bytes": path.stat().st_size}
         if path.suffix == ".safetensors":
             files[path.name]["header_sha256"] = header_digest(path)
+        else:
+            files[path.name]["sha256"] = file_digest(path)
     return files
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's bytes."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _files_problem(folder: Path, files: object) -> str | None:
@@ -143,6 +154,10 @@ def _files_problem(folder: Path, files: object) -> str | None:
                 return f"{name} holds {size:,} bytes, {want:,} when it was converted"
             if "header_sha256" in recorded and header_digest(path) != recorded["header_sha256"]:
                 return f"{name} has another header than the one it was converted with"
+            if (
+                "sha256" in recorded and file_digest(path) != recorded["sha256"]
+            ):  # a record older than it: sizes
+                return f"{name} was edited since it was converted (its bytes differ)"
         except (OSError, ValueError, TypeError, KeyError) as e:
             return f"{name}: {e}"
     return None

@@ -220,6 +220,10 @@ def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:
             )
         try:
             resolved = _resolve(base, (*adapters, here))
+            if (
+                resolved.kind == "hub"
+            ):  # read from the hub when loaded: whether it can be, said of the adapter now
+                hub_options(resolved.name)
         except ModelError as e:
             if str(e).startswith(str(local / ADAPTER_CONFIG)):  # said of this adapter already
                 raise

@@ -280,6 +280,23 @@ def test_a_model_path_no_file_can_have_is_a_model_error_wherever_it_is_named(lla
         resolve_model(str(based))
 
 
+def test_an_adapter_whose_base_is_a_hub_name_that_cannot_be_read_names_the_adapter(
+    llama_adapter, capsys, monkeypatch
+):
+    """A base named as a short name not installed or a hub id, offline, was refused without a word of the adapter
+    (its name alone, not the path typed): said as the adapter's base, as a base folder that is gone is."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    named = llama_adapter("hub-base", base_model_name_or_path="no-such-org/no-such-model")
+    said = generate_refused(capsys, "--model", str(named), "--prompt", "MR: x")
+    assert said.startswith(
+        f"--model: {named} is a LoRA adapter whose base cannot be used: 'no-such-org/no-such-model' is no model "
+        "folder, .gguf file or installed model"
+    ), said
+    assert "HF_HUB_OFFLINE is set" in said
+
+
 def test_an_adapter_whose_base_is_a_relative_path_that_does_not_lead_anywhere_says_so(tmp_path, monkeypatch):
     """Adapters saved with a relative base load only from the folder they were trained in: elsewhere the message
     says that, not "model directory not found"."""

@@ -257,6 +257,7 @@ def test_a_damaged_copy_of_a_gguf_file_is_refused_with_the_command_that_rebuilds
         lambda folder: truncate(folder, "tokenizer.json"),
         lambda folder: (folder / "config.json").unlink(),
         lambda folder: (folder / MARKER).write_text("{"),
+        lambda folder: edit_keeping_size(folder / "config.json"),  # its size alone said nothing of this
     ],
 )
 def test_a_copy_is_ready_only_when_its_files_are_those_its_conversion_recorded(tmp_path, cache, damage):
@@ -268,6 +269,21 @@ def test_a_copy_is_ready_only_when_its_files_are_those_its_conversion_recorded(t
     with pytest.raises(ModelError, match="is damaged"):
         gguf.file_folder(path, lambda _: None)
     assert gguf.file_folder(path, lambda _: None, rebuild=True) == folder and cache_status(folder, path).ready
+
+
+def edit_keeping_size(path: Path) -> None:
+    """A digit of the file changed for another, its size as it was (a hand edit of `rope_theta`'s value)."""
+    text = path.read_text()
+    at = next(i for i, c in enumerate(text) if c in "12345678")
+    path.write_text(text[:at] + str(int(text[at]) + 1) + text[at + 1 :])
+
+
+def test_an_edited_config_of_a_copy_is_said_as_edited(tmp_path, cache):
+    path = write_gguf(tmp_path / "m.gguf")
+    folder = gguf.file_folder(path, lambda _: None)
+    edit_keeping_size(folder / "config.json")
+    status = cache_status(folder, path)
+    assert status.state == "damaged" and "config.json was edited since it was converted" in status.why
 
 
 def test_a_copy_made_before_files_were_recorded_is_checked_by_its_weights_headers(tmp_path, cache):
