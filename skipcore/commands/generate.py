@@ -195,7 +195,11 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     notes = (
         []
         if settings.quiet
-        else [*decode_notes(setup, settings, schedule_note), draft_note(asked, policy, engine)]
+        else [
+            *decode_notes(setup, settings, schedule_note),
+            draft_note(asked, policy, engine),
+            ceiling_note(settings, engine, result.trace),
+        ]
     )
     for line in [*notes, empty_output_warning(result.texts, setup.sent)]:
         if line:
@@ -212,6 +216,28 @@ def print_texts(texts: list[str], jsonl: bool) -> None:
     """A line per prompt on stdout: its own line breaks as spaces, or the text exactly in JSON (`--jsonl`)."""
     for text in texts:
         print(json.dumps({"text": text}, ensure_ascii=False) if jsonl else text.replace("\n", " ").strip())
+
+
+def ceiling_note(settings: GenerateSettings, engine, trace) -> str:
+    """Where a static run's target speedup is above the FLOPs speedup any schedule can give the model at the
+    run's longest context (`flops_ceiling`: its LM head runs every step), that the target is met in layers only and
+    the FLOPs speedup stops at the ceiling (Gemma 3 270M's head is most of a token: 6x in layers is 1.5x in
+    FLOPs); '' otherwise."""
+    from skipcore.measure.costs import head_share
+    from skipcore.measure.theory import flops_ceiling
+
+    depth = settings.depth
+    if depth.policy != "static" or depth.target_speedup is None or trace.empty:
+        return ""
+    shapes, context = engine.adapter.shapes, int(trace["position"].max()) + 1
+    ceiling = flops_ceiling(shapes, depth.mode, depth.warmup_layers, context)
+    if depth.target_speedup <= ceiling:
+        return ""
+    return (
+        f"note: {settings.model}'s LM head is {head_share(shapes, context):.0%} of a full-depth token's FLOPs at "
+        f"{context} positions, so no schedule gives it more than {ceiling:.2f}x in FLOPs (its head ceiling); the "
+        f"{depth.target_speedup:g}x target is met in layers"
+    )
 
 
 def draft_note(asked, placed, engine) -> str | None:

@@ -221,3 +221,27 @@ def test_lens_says_beside_its_run_what_generate_says(
     assert said, "generate says nothing here: the case tests nothing"
     skips = case in ("trained schedule", "not skip-aware, asked to skip")  # the agreement's run left out
     assert note_lines(stderr_of(capsys, "lens", *flags, *(["--no-agreement"] if skips else []))) == said
+
+
+def test_a_target_past_the_models_head_ceiling_says_it_is_met_in_layers(capsys, model_dirs):
+    """A target above the FLOPs speedup any schedule can give (the LM head runs every step) printed a layer
+    speedup of the target beside a far lower FLOPs speedup, with no word of why: the ceiling is said, at the
+    run's own context, and a target under it says nothing."""
+    from skipcore.adapters import shapes_from_config
+    from skipcore.measure.theory import flops_ceiling
+    from skipcore.models.loading import load_config
+
+    model = str(model_dirs["llama"])
+    shapes = shapes_from_config(load_config(model))
+    flags = ["--model", model, "--prompt", PROMPTS[0], "--max-new-tokens", "6", "--target-speedup"]
+    err = stderr_of(capsys, "generate", *flags, "2.9")
+    run = err.splitlines()[-1]
+    flops = float(run.split("FLOPs speedup ")[1].split("x")[0])
+    ceiling_notes = [line for line in err.splitlines() if "head ceiling" in line]
+    context = int(ceiling_notes[0].split(" positions")[0].split()[-1]) if ceiling_notes else None
+    ceiling = flops_ceiling(shapes, "skip", 1, context or 64)
+    assert ceiling < 2.9, "the case needs a target above this model's ceiling"
+    assert len(ceiling_notes) == 1, err
+    assert f"no schedule gives it more than {ceiling:.2f}x in FLOPs" in ceiling_notes[0]
+    assert "the 2.9x target is met in layers" in ceiling_notes[0] and flops <= ceiling + 0.005
+    assert "head ceiling" not in stderr_of(capsys, "generate", *flags, "1.2")
