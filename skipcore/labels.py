@@ -3,7 +3,7 @@ its Markdown tables, the dashboard and the notebooks name a setting with `settin
 `run_label` (everything that made it: model, schedule or policy with every parameter, decoding; `file_stem` is
 the same name as a file name), and every figure colours a setting family (a static schedule's mode, or the
 policy) with `COLORS`, through `series_colors` (a sweep's series) or `run_family` (a run). A byte count is
-written with `human_bytes`.
+written with `human_bytes`, a count with its noun with `counted`.
 
 A setting is anything with a sweep row's fields: a sweep grid's `Setting` (by its `to_dict`), a row of
 `df.itertuples()`, a pandas Series or a dict of a sweep table (a table written by another version, or by hand,
@@ -343,6 +343,11 @@ def repeated_note(values: Sequence[object], flag: str) -> str | None:
         return None
     said = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in repeated)
     return f"note: {flag} names {said} more than once; each setting runs once"
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 example', '3 examples': a count with its noun (a regular plural)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def human_bytes(n: float) -> str:

@@ -446,3 +446,13 @@ def test_a_schedule_off_the_default_warmup_says_its_warmup():
     assert setting_label({**row, "mode": "exit", "warmup": 0}) == "linear/exit x3"  # exit mode has no warmup
     spec = {**row, "policy": "speculative", "draft_tokens": 2, "warmup": 3}
     assert setting_label(spec).endswith("draft linear/skip x3 warmup 3")
+
+
+def test_a_count_of_one_reads_in_the_singular():
+    """The dashboard said "1 examples" and "for all 1 prompts" of a one-row sweep or comparison."""
+    from app.dashboard.runsweep import SweepSettings
+    from skipcore.labels import counted
+
+    assert [counted(n, "example") for n in (0, 1, 2)] == ["0 examples", "1 example", "2 examples"]
+    assert "1 example," in SweepSettings(num_examples=1).words()
+    assert "8 examples," in SweepSettings().words()

@@ -45,7 +45,7 @@ class SweepSettings:
 
     def words(self) -> str:
         """The settings in a line (the result says them): each running policy with its parameters' values."""
-        from skipcore.labels import sweep_policies
+        from skipcore.labels import counted, sweep_policies
         from skipcore.policies.params import params_of
 
         parts = [f"targets {', '.join(f'{t:g}x' for t in self.targets) or 'none'}"]
@@ -58,7 +58,7 @@ class SweepSettings:
             ]
             parts.append(f"{name} ({', '.join(values)})")
         parts += [
-            f"{self.num_examples} examples",
+            counted(self.num_examples, "example"),
             f"max {self.max_new_tokens} new tokens",
             f"batch {self.batch_size}",
         ]

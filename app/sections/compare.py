@@ -150,7 +150,8 @@ def show_lossless(stored: CompareResult) -> None:
         )
     elif same[0] == same[1]:
         st.success(
-            f"Speculative output equals full depth's for all {same[1]} prompts (greedy decoding: lossless)."
+            f"Speculative output equals full depth's for {'the one prompt' if same[1] == 1 else f'all {same[1]} prompts'} "
+            "(greedy decoding: lossless)."
         )
     else:
         st.warning(

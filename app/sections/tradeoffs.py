@@ -29,7 +29,7 @@ from app.dashboard.trained import generation_defaults, skip_warning
 from skipcore import plots
 from skipcore.errors import UserError
 from skipcore.files import read_parquet
-from skipcore.labels import column_title, sweep_policies
+from skipcore.labels import column_title, counted, sweep_policies
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
 from skipcore.policies import POLICY_CLASSES
@@ -172,8 +172,9 @@ def small_sweep() -> pd.DataFrame | None:
         decay_span=generation_defaults(choice).get("decay_span"),  # as the model was trained, if it says
     )
     st.caption(
-        f"{settings.num_runs(choice.source)} settings through `skipcore.evaluate.sweep`, scored on the first {settings.num_examples} "
-        f"examples of the dev split; each timed {settings.repeats} times in alternation with full depth after a "
+        f"{counted(settings.num_runs(choice.source), 'setting')} through `skipcore.evaluate.sweep`, scored on the "
+        f"first {counted(settings.num_examples, 'example')} of the dev split; each timed "
+        f"{'once' if settings.repeats == 1 else f'{settings.repeats} times'} in alternation with full depth after a "
         "warm-up (median of the paired ratios, with its 95% interval)."
     )
     now = {
