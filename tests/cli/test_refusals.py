@@ -269,7 +269,7 @@ def test_the_request_check_speaks_in_flags(model_dirs):
         (["--seed", "3", "--temperature", "2"], "--seed sets how tokens are sampled"),
         (["--batch-size", "0"], "--batch-size must be >= 1"),
         (["--limit", "-298"], "--limit must be >= 1"),
-        (["--max-new-tokens", "100000"], "exceeds the model's"),
+        (["--max-new-tokens", "100000"], "--max-new-tokens 100000 leaves no position for a prompt"),
     ],
 )
 def test_bad_flags(capsys, argv, words):
