@@ -13,6 +13,7 @@ A speedup far outside what the work allows is a measurement problem, not a resul
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -123,6 +124,7 @@ def measure_against_full(
         **_total_columns(pairs["total"], len(prompts), [s["tokens"] / t for s, t in timed[1:]]),
         "decode_ms_per_step": float(np.median(d.candidate)),
         "full_decode_ms_per_step": float(np.median(d.reference)),
+        **_runs_columns("decode_ms_per_step", d),
         "timing_flag": plausibility_flag(
             d.median, ran["batch_layer_speedup"], ran["batch_flops_speedup_decode"], d.runs
         ),
@@ -137,10 +139,26 @@ def _speedup_columns(name: str, ratio: PairedRatio) -> dict[str, float]:
     }
 
 
-def _total_columns(total: PairedRatio, prompts: int, tokens_per_s: list[float]) -> dict[str, float | int]:
+def runs_text(times: Sequence[float]) -> str:
+    """A side's timed runs in their order as a JSON array (the same text in a Parquet and a CSV table; each float
+    written so it reads back equal): a median and its interval recomputed from them (`paired_ratio`) are the
+    file's own."""
+    return json.dumps([float(t) for t in times])
+
+
+def _runs_columns(name: str, ratio: PairedRatio) -> dict[str, str]:
+    """Each side's timed runs (`runs_text`), the warm-up left out: `<name>_runs` the setting's, `full_<name>_runs`
+    full depth's."""
+    return {f"{name}_runs": runs_text(ratio.candidate), f"full_{name}_runs": runs_text(ratio.reference)}
+
+
+def _total_columns(
+    total: PairedRatio, prompts: int, tokens_per_s: list[float]
+) -> dict[str, float | int | str]:
     """The end-to-end columns every timed row has; `tokens_per_s` of the timed runs, the warm-up left out."""
     return {
         **_speedup_columns("total", total),
+        **_runs_columns("seconds", total),
         "timing_runs": total.runs,
         "timing_prompts": prompts,
         "seconds": float(np.median(total.candidate)),

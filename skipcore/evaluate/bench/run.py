@@ -245,6 +245,9 @@ def bench_one(
             "tokens_per_s": batch_size * T / total,
             "seconds": total,
             "timing_runs": tot.runs,
+            # each side's timed runs in order (the paired setting's: `paired_with`): the ratios are recomputable
+            "seconds_runs": list(tot.candidate),
+            "paired_seconds_runs": list(tot.reference),
             "vs_full_total": tot.median,
             "vs_full_total_lo": tot.lo,
             "vs_full_total_hi": tot.hi,
@@ -292,6 +295,8 @@ def _decode_columns(dec, run: _Run, full: _Run, sch, shapes, prompt_len: int, ne
     decode = statistics.median(dec.candidate)
     cols = {
         "decode_seconds": decode,
+        "decode_seconds_runs": list(dec.candidate),
+        "paired_decode_seconds_runs": list(dec.reference),
         "decode_tokens_per_s": run.tokens.shape[0] * (new_tokens - 1) / decode if decode > 0 else math.nan,
         "kv_cache_allocated_bytes": run.kv_bytes,
         "kv_fraction_of_full": run.kv_bytes / full.kv_bytes,

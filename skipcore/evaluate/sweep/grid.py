@@ -32,6 +32,7 @@ NOT_TIMED = {
     "full_decode_ms_per_step": NAN,
     "seconds": NAN,
     "full_seconds": NAN,
+    **{f"{side}{name}_runs": "" for side in ("", "full_") for name in ("decode_ms_per_step", "seconds")},
     "tokens_per_s": NAN,
     "timing_flag": "",
 }

@@ -97,6 +97,9 @@ def row_columns() -> dict[str, Column]:
             "shape", "mode", "timing_flag", "device", "dtype", "attention_dtype", "hardware", "host"
         ),
         **text_columns("model_path", "dataset", "split", "trace_path", "sweep_run_id", "created"),
+        **text_columns(  # each side's timed runs, a JSON array (`paired_timing.runs_text`)
+            *(f"{side}{name}_runs" for side in ("", "full_") for name in ("decode_ms_per_step", "seconds"))
+        ),
         **number_columns("batch_size", required=True),
         **number_columns("warmup", "target_speedup", "max_layers", "min_layers", "schedule_speedup"),
         **params,

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from skipcore.commands import main
+from skipcore.measure.paired_timing import paired_ratio
 from skipcore.schedule import schedule_for_speedup
 from skipcore.shipped import shipped_path
 from tests.helpers import bench_argv, refused
@@ -49,6 +50,17 @@ def test_bench_writes_every_setting_and_consistent_ratios(tmp_path, capsys):
             if "measured_speedup_decode" in r:
                 lo, hi = r["measured_speedup_decode_lo"], r["measured_speedup_decode_hi"]
                 assert lo <= r["measured_speedup_decode"] <= hi and isinstance(r["timing_flag"], str)
+            # each side's timed runs are in the file: every ratio and interval is recomputed from them
+            sides = [("seconds_runs", "vs_full_total")]
+            sides += (
+                [("decode_seconds_runs", "measured_speedup_decode")] if "measured_speedup_decode" in r else []
+            )
+            for runs, ratio in sides:
+                again = paired_ratio(r[f"paired_{runs}"], r[runs])
+                assert len(r[runs]) == r["timing_runs"] == 2
+                assert [again.median, again.lo, again.hi] == [
+                    r[f"{ratio}{end}"] for end in ("", "_lo", "_hi")
+                ]
     table = out.with_suffix(".md").read_text()
     assert table.count("| opt-tiny |") == 8 and "skip 3x" in table
     assert "| llama-tiny | 2 | 12 | generate() |" in capsys.readouterr().out

@@ -90,6 +90,11 @@ def test_sweep_writes_every_column_parquet_csv_and_traces(model_dirs, sweep_data
     # CSV is the same table
     csv = pd.read_csv(out.with_suffix(".csv"))
     assert list(csv.columns) == list(df.columns) and len(csv) == len(df)
+    # each side's timed runs are written: a reader recomputes every median and interval from either file
+    for table in (df, csv):
+        for row in table.itertuples():
+            assert_recomputed(row, "decode", "decode_ms_per_step")
+            assert_recomputed(row, "total", "seconds")
     # one readable trace per row, with its setting in the metadata
     for rel, sid in zip(df["trace_path"], df["setting_id"], strict=True):
         trace, meta = read_trace(out.parent / rel)
@@ -530,6 +535,20 @@ def test_a_grid_schedule_setting_is_refused_by_its_sweep_flag(
     assert not out.exists()
 
 
+def assert_recomputed(row, speedup: str, runs: str) -> None:
+    """The row's measured speedup and its interval, recomputed from its two sides' timed runs (`*_runs`)."""
+    import json
+
+    from skipcore.measure.paired_timing import paired_ratio
+
+    setting, full = (json.loads(getattr(row, f"{side}{runs}_runs")) for side in ("", "full_"))
+    assert len(setting) == len(full) == row.timing_runs
+    again = paired_ratio(full, setting)
+    assert (again.median, again.lo, again.hi) == tuple(
+        getattr(row, f"wall_speedup_{speedup}{end}") for end in ("", "_lo", "_hi")
+    )
+
+
 def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, sweep_dataset, tmp_path, capsys):
     """Lossless rows score as full depth does; transformers' rows run at batch size 1 only, with no trace."""
     cfg = speculative_config(model_dirs, sweep_dataset, tmp_path / "spec.parquet", targets=(1.0,))
@@ -548,6 +567,7 @@ def test_speculative_and_transformers_rows_beside_full_depth(model_dirs, sweep_d
         assert row.bleu == full.loc[1, "bleu"] and row.trace_path == ""
         assert row.wall_speedup_total > 0 and row.timing_runs == 2
         assert row.wall_speedup_decode != row.wall_speedup_decode  # not measured apart for generate()
+        assert_recomputed(row, "total", "seconds")
     # torch's count of generate() is our convention's full depth, up to the rotary tables it also counts
     assert plain.flops_speedup_with_prompt == pytest.approx(1.0, rel=1e-3)
     assert plain.tokens_per_full_pass == 1.0 and assisted.flops_speedup_with_prompt < 1
