@@ -79,3 +79,51 @@ def test_smollm2_answers_the_france_prompt_in_its_chat_template_and_flags_an_emp
     out = capsys.readouterr()
     assert out.out.strip() == "" and "warning: the output is empty" in out.err
     assert "send it in its chat template" in out.err
+
+
+def test_a_sweep_says_an_instruct_model_reads_its_rows_as_raw_text(
+    instruct_dir, model_dirs, tmp_path, capsys
+):
+    """A sweep (and a tune) scores the data's own prompt text, which generate would wrap in an instruct model's
+    template: said before any work, where it was silent (a raw-text BLEU of 8 read as the model's). A model without
+    a template, or one skipcore fine-tuned (trained on raw prompts), is told nothing."""
+    from skipcore.errors import SkipcoreWarning
+    from skipcore.evaluate.sweep.units import raw_text_note
+    from skipcore.models.reference import resolve_model
+    from tests.helpers import write_csv
+
+    data = write_csv(tmp_path / "rows.csv", 2)
+    out = tmp_path / "sweep" / "s.parquet"
+    argv = [
+        "sweep",
+        "--model",
+        str(instruct_dir),
+        "--dataset",
+        str(data),
+        "--targets",
+        "1",
+        "--modes",
+        "skip",
+    ]
+    argv += [
+        "--policies",
+        "static",
+        "--batch-sizes",
+        "1",
+        "--max-new-tokens",
+        "2",
+        "--repeats",
+        "0",
+        "--out",
+        str(out),
+    ]
+    with pytest.warns(SkipcoreWarning) as caught:
+        assert main([*argv, "--no-progress"]) == 0
+    said = [str(w.message) for w in caught if "is an instruct model" in str(w.message)]
+    assert len(said) == 1 and "the rows' prompts reach it as raw text" in said[0], said
+    assert raw_text_note(resolve_model(str(model_dirs["opt"]))) == ""  # no template
+    fine_tuned = with_tokenizer(instruct_dir, tmp_path / "fine-tuned", chat_template=TEMPLATE)
+    (fine_tuned / "skipcore_training.json").write_text(
+        '{"format": "skipcore-training/1", "objective": "elastic"}'
+    )
+    assert raw_text_note(resolve_model(str(fine_tuned))) == ""

@@ -137,10 +137,34 @@ def for_model(examples: list, ref: ModelRef) -> tuple[list, str]:
 
 def warn_formats(examples: list, refs: dict[str, ModelRef]) -> None:
     """Warn, once for each model before any work, where it reads the rows in another format than their own
-    (`for_model`)."""
+    (`for_model`), and where it is an instruct model given them as raw text (`raw_text_note`)."""
     for ref in refs.values():
-        if note := for_model(examples, ref)[1]:
-            warnings.warn(note, SkipcoreWarning, stacklevel=3)
+        for note in (for_model(examples, ref)[1], raw_text_note(ref)):
+            if note:
+                warnings.warn(note, SkipcoreWarning, stacklevel=3)
+
+
+def raw_text_note(ref: ModelRef) -> str:
+    """Where `ref` is an instruct model (its tokenizer has a chat template) that skipcore did not fine-tune, that a
+    sweep or a tune gives it each row's prompt as raw text, which `generate` would wrap in the template (an
+    instruct model often answers raw text poorly: its scores are those answers'); '' otherwise."""
+    from skipcore.models.chat import declares_chat_template
+    from skipcore.models.training_record import read_record
+
+    folder = ref.cache if ref.cache is not None else ref.path if ref.kind in ("folder", "adapter") else None
+    if (
+        folder is None
+        or not folder.is_dir()
+        or (ref.path is not None and ref.path.is_dir() and read_record(ref.path))
+    ):
+        return ""
+    if not declares_chat_template(folder):
+        return ""
+    return (
+        f"{model_name(ref)} is an instruct model (its tokenizer has a chat template): the rows' prompts reach it as "
+        "raw text, as every model of a sweep or a tune reads them, where generate and the dashboard wrap each in "
+        "the template; its scores are of answers to raw text"
+    )
 
 
 def _recorded_data(ref: ModelRef) -> dict:
