@@ -95,7 +95,12 @@ def machine_line(header: dict) -> str:
 
 
 def mib(n: int | None) -> str:
-    return f"{n / 2**20:.1f}" if n is not None else ""
+    """Bytes in MiB for the table: one decimal, or two significant digits where that would read 0.0 of a few KiB (a
+    tiny model's cache is no empty one)."""
+    if n is None:
+        return ""
+    v = n / 2**20
+    return f"{v:.1f}" if v >= 0.05 or n == 0 else f"{v:.2g}"
 
 
 def format_table(rows: list[dict]) -> str:

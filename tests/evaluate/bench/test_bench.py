@@ -774,3 +774,15 @@ def test_rows_of_several_prompt_lengths_say_theirs_in_the_table():
     ]
     assert len(table[0].split("|")) == len(table[2].split("|"))
     assert format_table(rows[:1]).startswith("| model | batch | new tokens | setting |")
+
+
+def test_a_tiny_cache_is_not_written_as_none():
+    """A tiny model's few KiB of cache read '0.0' MiB, as if nothing were allocated."""
+    from skipcore.evaluate.bench.results import format_table
+
+    cells = []
+    for kv in (4096, 0, 3 * 2**20):
+        line = next(r for r in format_table([bench_row("full", 3, "", kv_cache_allocated_bytes=kv)]).splitlines()
+                    if r.startswith("| opt-tiny"))  # fmt: skip
+        cells.append(line.split(" | ")[-4])
+    assert cells == ["0.0039", "0.0", "3.0"]
