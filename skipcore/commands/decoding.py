@@ -333,9 +333,8 @@ def decode_setup(
         check_weight_free(prompts, settings.max_new_tokens, settings.batch_size, None)
     config = load_config(settings.model, settings.trust_remote_code)
     num_layers = shapes_from_config(config).num_layers
-    with said_by(
-        {**LENGTH_FLAGS, "speedup_over": "--speedup-over"}
-    ):  # the tokens first: a horizon not given is theirs
+    # the new tokens first: a horizon not given is theirs, and a long one their flag's to say
+    with said_by({**LENGTH_FLAGS, "speedup_over": "--speedup-over"}):
         check_new_tokens(settings.max_new_tokens, max_positions(config), settings.model)
         check_horizon(settings.speedup_over, max_positions(config), settings.model)
     policy = policy_of(settings.depth, num_layers, settings.max_new_tokens, settings.speedup_over)

@@ -159,9 +159,8 @@ def _config_or_refusal(ref: ModelRef, read: Callable[[], PretrainedConfig]) -> P
             f"could not load model {ref.name!r}: a config.json field of the wrong type: {reason}"
         ) from e
     except (OSError, ValueError) as e:
-        if "trust_remote_code" in str(
-            e
-        ):  # a model type of the folder's own code, which was not allowed to run
+        # a model type of the folder's own code, which was not allowed to run
+        if "trust_remote_code" in str(e):
             if (kind := _declared_model_type(ref)) is not None:
                 _check_family(ref, kind)  # a family skipcore has no adapter for, whatever code it brings
             raise ModelError(
