@@ -86,8 +86,7 @@ def check_config(config) -> None:
     if sliding and not (window and getattr(config, "use_sliding_window", True)):
         raise UserError(
             f"layer_types marks layer{'s' if len(sliding) > 1 else ''} {', '.join(map(str, sliding))} "
-            "sliding_attention, but the "
-            "config sets no sliding_window (or use_sliding_window is false), so those layers have no window; "
+            "sliding_attention, but the config sets no sliding_window (or use_sliding_window is false), so those layers have no window; "
             "transformers' own forward fails on this config too: set sliding_window, or mark them full_attention"
         )
     if getattr(config, "use_bidirectional_attention", False):

@@ -139,6 +139,13 @@ def _speedup_columns(name: str, ratio: PairedRatio) -> dict[str, float]:
     }
 
 
+# a sweep row's columns of each side's timed runs (`_runs_columns`): per decode step and whole, the setting's and
+# full depth's
+RUNS_COLUMNS = tuple(
+    f"{side}{name}_runs" for name in ("decode_ms_per_step", "seconds") for side in ("", "full_")
+)
+
+
 def runs_text(times: Sequence[float]) -> str:
     """A side's timed runs in their order as a JSON array (the same text in a Parquet and a CSV table; each float
     written so it reads back equal): a median and its interval recomputed from them (`paired_ratio`) are the

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from skipcore.errors import ModelError
-from skipcore.files import check_path_text, expand_home, home_folder, parse_json
+from skipcore.files import check_path_text, expand_home, file_digest, home_folder, parse_json
 from skipcore.models.catalog import RealModel
 from skipcore.models.safetensors_header import header_digest, safetensors_problem
 
@@ -127,12 +127,6 @@ def files_record(folder: Path) -> dict:
     return files
 
 
-def file_digest(path: Path) -> str:
-    """The sha256 of a file's bytes."""
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _files_problem(folder: Path, files: object) -> str | None:
     """What differs from the conversion's record of its files (`files_record`); for a record older than that,
     what the weights' own headers say is wrong with them. None when nothing is."""
@@ -154,9 +148,8 @@ def _files_problem(folder: Path, files: object) -> str | None:
                 return f"{name} holds {size:,} bytes, {want:,} when it was converted"
             if "header_sha256" in recorded and header_digest(path) != recorded["header_sha256"]:
                 return f"{name} has another header than the one it was converted with"
-            if (
-                "sha256" in recorded and file_digest(path) != recorded["sha256"]
-            ):  # a record older than it: sizes
+            # a record written before digests were kept: its sizes alone
+            if "sha256" in recorded and file_digest(path) != recorded["sha256"]:
                 return f"{name} was edited since it was converted (its bytes differ)"
         except (OSError, ValueError, TypeError, KeyError) as e:
             return f"{name}: {e}"

@@ -220,9 +220,8 @@ def _folder(name: str, local: Path, adapters: tuple[Path, ...]) -> ModelRef:
             )
         try:
             resolved = _resolve(base, (*adapters, here))
-            if (
-                resolved.kind == "hub"
-            ):  # read from the hub when loaded: whether it can be, said of the adapter now
+            # a hub id is read when loaded: whether it can be is said of the adapter now
+            if resolved.kind == "hub":
                 hub_options(resolved.name)
         except ModelError as e:
             if str(e).startswith(str(local / ADAPTER_CONFIG)):  # said of this adapter already

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from skipcore.errors import UserError, quoted
 from skipcore.evaluate.sweep.settings import NAN, ModelFacts, Setting, SweepConfig
+from skipcore.measure.paired_timing import RUNS_COLUMNS
 
 if TYPE_CHECKING:
     from skipcore.decode.step import DepthPolicy
@@ -32,7 +33,7 @@ NOT_TIMED = {
     "full_decode_ms_per_step": NAN,
     "seconds": NAN,
     "full_seconds": NAN,
-    **{f"{side}{name}_runs": "" for side in ("", "full_") for name in ("decode_ms_per_step", "seconds")},
+    **dict.fromkeys(RUNS_COLUMNS, ""),
     "tokens_per_s": NAN,
     "timing_flag": "",
 }

@@ -46,6 +46,7 @@ from skipcore.files import (
     read_parquet,
     refuse_special,
 )
+from skipcore.measure.paired_timing import RUNS_COLUMNS
 from skipcore.output_lock import OutputLock
 
 META_KEY = b"skipcore_sweep"
@@ -97,9 +98,7 @@ def row_columns() -> dict[str, Column]:
             "shape", "mode", "timing_flag", "device", "dtype", "attention_dtype", "hardware", "host"
         ),
         **text_columns("model_path", "dataset", "split", "trace_path", "sweep_run_id", "created"),
-        **text_columns(  # each side's timed runs, a JSON array (`paired_timing.runs_text`)
-            *(f"{side}{name}_runs" for side in ("", "full_") for name in ("decode_ms_per_step", "seconds"))
-        ),
+        **text_columns(*RUNS_COLUMNS),  # each side's timed runs, a JSON array (`paired_timing.runs_text`)
         **number_columns("batch_size", required=True),
         **number_columns("warmup", "target_speedup", "max_layers", "min_layers", "schedule_speedup"),
         **params,

@@ -151,14 +151,11 @@ def raw_text_note(ref: ModelRef) -> str:
     from skipcore.models.chat import declares_chat_template
     from skipcore.models.training_record import read_record
 
-    folder = ref.cache if ref.cache is not None else ref.path if ref.kind in ("folder", "adapter") else None
-    if (
-        folder is None
-        or not folder.is_dir()
-        or (ref.path is not None and ref.path.is_dir() and read_record(ref.path))
-    ):
+    own = ref.kind in ("folder", "adapter")  # a folder of its own (a real model's files are its cache's)
+    folder = ref.path if own else ref.cache
+    if folder is None or not folder.is_dir() or not declares_chat_template(folder):
         return ""
-    if not declares_chat_template(folder):
+    if own and read_record(folder):  # skipcore fine-tuned it, on raw prompts
         return ""
     return (
         f"{model_name(ref)} is an instruct model (its tokenizer has a chat template): the rows' prompts reach it as "
