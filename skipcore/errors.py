@@ -121,9 +121,20 @@ def flag_of(name: str) -> str:
 
 
 def first_line(error: BaseException) -> str:
-    """An error's first line (its kind's name where it says nothing), for a one-line message quoting it."""
+    """An error's first line (its kind's name where it says nothing), for a one-line message quoting it; text that
+    is not UTF-8 is said in words, with the byte that stopped the decoder and what to do."""
+    if isinstance(error, UnicodeDecodeError) and error.encoding.replace("-", "").lower().startswith("utf8"):
+        return not_utf8(error)
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """What text that is not UTF-8 is told: the byte the decoder met, and how to mend the file (the decoder reads in
+    chunks: no line to name)."""
+    byte = error.object[error.start : error.start + 1]
+    said = f"a byte 0x{bytes(byte).hex()}" if isinstance(byte, bytes | bytearray) and byte else "a byte"
+    return f"not UTF-8 text: {said} it cannot decode; save it as UTF-8"
 
 
 def is_failure(e: BaseException) -> bool:

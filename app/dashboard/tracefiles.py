@@ -267,7 +267,9 @@ def read_uploaded_trace(name: str, data: bytes, limit: int) -> tuple[pd.DataFram
                     f"({len(missing)} of the {len(TRACE_COLUMNS)} a trace needs)"
                 ) from None
             raise TraceSchemaError(str(e).replace(str(path), name)) from None
-        except (UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+        except UnicodeDecodeError as e:
+            raise TraceSchemaError(f"{name}: not a readable trace ({first_line(e)})") from None
+        except (KeyError, TypeError, AttributeError) as e:
             raise TraceSchemaError(f"{name}: not a readable trace ({type(e).__name__}: {e})") from None
     return df, meta if isinstance(meta, dict) else {}
 
@@ -314,8 +316,7 @@ def read_uploaded_table(name: str, data: bytes, limit: int) -> pd.DataFrame:
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 (parsers raise many types; all mean "unreadable" to a user)
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"{name}: not a readable {suffix[1:]} file ({first})") from None
+        raise UserError(f"{name}: not a readable {suffix[1:]} file ({first_line(e)})") from None
     if df.empty:
         raise UserError(f"{name}: the sweep has no rows")
     return df

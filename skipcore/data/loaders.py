@@ -17,7 +17,7 @@ from typing import Any
 
 from skipcore.data.example import Example, lone_surrogate_said
 from skipcore.data.prompts import TASKS
-from skipcore.errors import UserError, quoted
+from skipcore.errors import UserError, not_utf8, quoted
 from skipcore.files import parse_json
 from skipcore.shipped import shipped_elsewhere
 
@@ -70,9 +70,8 @@ def _require_file(path: Path) -> None:
 
 
 def _not_text(path: Path, err: UnicodeDecodeError) -> DataFormatError:
-    """What a dataset file that is not UTF-8 text is told (the decoder reads in chunks: no line to name)."""
-    byte = err.object[err.start : err.start + 1].hex() if isinstance(err.object, bytes | bytearray) else "?"
-    return DataFormatError(f"{path}: not UTF-8 text (a byte 0x{byte} it cannot decode); save it as UTF-8")
+    """What a dataset file that is not UTF-8 text is told."""
+    return DataFormatError(f"{path}: {not_utf8(err)}")
 
 
 def load_e2e_csv(path: str | Path, task: str = "e2e") -> list[Example]:

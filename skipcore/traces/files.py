@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import pandas as pd
 
@@ -49,6 +49,9 @@ from skipcore.traces.schema import (
     validate_metadata,
     validate_trace,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMATS = (".parquet", ".jsonl", ".csv")
 ZIP_COMMENT_BYTES = 0xFFFF  # the most a zip's comment holds
@@ -460,7 +463,24 @@ def _read_jsonl(source: Path | Callable[[], BinaryIO]) -> pd.DataFrame:
             table = pj.read_json(f, read_options=pj.ReadOptions(block_size=1 << 24))
     except pa.ArrowInvalid as e:
         raise ValueError(str(e)) from e
+    _refuse_undecodable_text(table)
     return table.to_pandas()
+
+
+def _refuse_undecodable_text(table: pa.Table) -> None:
+    """pyarrow's JSON reader keeps a string's bytes as the file has them, UTF-8 or not; pandas then fails on the
+    first such value a page or a plot reads, far from the file. Each text column is checked once here."""
+    import pyarrow as pa
+
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            raise ValueError(
+                f"not UTF-8 text: column {name!r} holds bytes it cannot decode; save it as UTF-8"
+            ) from None
 
 
 # '[' and '{' on one line past which Python's reader checks its nesting before pyarrow's reads it

@@ -339,3 +339,24 @@ def test_a_csv_sweeps_header_is_read_as_pandas_reads_it():
         read_uploaded_table("x.csv", b"\nbleu,layer_speedup,bleu\n50,1,40\n", 10**6)
     assert list(read_uploaded_table("x.csv", b'bleu,"bleu\nx"\n1,2\n', 10**6).columns) == ["bleu", "bleu\nx"]
     assert len(read_uploaded_table("x.csv", b"a,,b,\n1,2,3,4\n", 10**6).columns) == 4
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_file_not_in_utf8_is_said_to_be_so_with_what_to_do(small_trace, tmp_path, fmt):
+    """A sweep or trace saved in another encoding (a spreadsheet's Latin-1) is refused in the project's words,
+    the byte it met and how to mend it, as a dataset file is, not in Python's decoder's."""
+    from app.dashboard.tracefiles import read_uploaded_table, read_uploaded_trace
+    from skipcore import read_trace
+
+    latin = b"target_speedup,bleu\n2.0,caf\xe9\n" if fmt == "csv" else b'{"bleu": "caf\xe9"}\n'
+    for read in (read_uploaded_table, read_uploaded_trace):
+        with pytest.raises(UserError) as info:
+            read(f"latin.{fmt}", latin, 10**8)
+        said = str(info.value)
+        assert said.startswith(f"latin.{fmt}: ") and "\n" not in said
+        assert "not UTF-8 text: " in said and "save it as UTF-8" in said, said
+        assert "codec" not in said
+    path = tmp_path / f"latin.{fmt}"
+    path.write_bytes(latin)
+    with pytest.raises(TraceSchemaError, match="not UTF-8 text: .*save it as UTF-8"):
+        read_trace(path)

@@ -708,9 +708,7 @@ def test_a_dataset_that_is_not_utf8_is_one_line_and_a_bom_is_read_past(tmp_path:
     lines = tmp_path / "latin.jsonl"
     lines.write_bytes(b'{"source": "name[Caf\xe9]", "target": "x"}\n')
     for path, load in ((latin, load_e2e_csv), (lines, load_jsonl), (latin, load_examples)):
-        with pytest.raises(
-            DataFormatError, match=r"latin\.(csv|jsonl): not UTF-8 text \(a byte 0xe9"
-        ) as info:
+        with pytest.raises(DataFormatError, match=r"latin\.(csv|jsonl): not UTF-8 text: a byte 0xe9") as info:
             load(path)
         assert isinstance(info.value, UserError) and "\n" not in str(info.value)
     bom = tmp_path / "bom.jsonl"
