@@ -455,16 +455,22 @@ def show_step_times(trace: pd.DataFrame) -> None:
     if not spread["steps"]:
         return
     st.caption(
-        f"Decode steps: median {spread['median_ms']:.2f} ms (10th-90th percentile "
-        f"{spread['p10_ms']:.2f}-{spread['p90_ms']:.2f} ms) over {spread['steps']} batch steps of this one run."
+        f"Decode steps: median {_ms(spread['median_ms'])} ms (10th-90th percentile "
+        f"{_ms(spread['p10_ms'])}-{_ms(spread['p90_ms'])} ms) over {spread['steps']} batch steps of this one run."
     )
     if spread["spikes"]:
         st.warning(
             f"This run was noisy: {spread['spikes']} of {spread['steps']} decode steps took more than "
-            f"{spread['spike_ratio']:g}x the median step with the same layers (up to {spread['max_ms']:.1f} ms). "
+            f"{spread['spike_ratio']:g}x the median step with the same layers (up to {_ms(spread['max_ms'])} ms). "
             "That is the machine, not the schedule: one run is not a measurement. Measured speedups come from "
             "paired, repeated runs (the sweep, or `skipcore generate --timing-repeats N`)."
         )
+
+
+def _ms(milliseconds: float) -> str:
+    """A step time in milliseconds: two decimals, or four significant digits where fixed point would run long (an
+    uploaded trace's times are whatever its file holds)."""
+    return f"{milliseconds:.2f}" if abs(milliseconds) < 1e5 else f"{milliseconds:.4g}"
 
 
 def sample_labels(trace: pd.DataFrame) -> dict[int, str]:

@@ -332,3 +332,13 @@ def test_sample_labels_group_the_trace_once_not_once_a_sample(monkeypatch):
         [_labelled_trace().assign(sample=lambda d, k=k: d["sample"] + k) for k in range(0, 40, 20)]
     )
     assert len(views.sample_labels(trace)) == 10 and calls == []
+
+
+def test_a_trace_of_absurd_step_times_prints_them_in_a_few_digits(model_dir, sample_trace):
+    """A file's step times are whatever it holds: 1e308 ms read as a 300-digit median under the figures."""
+    trace, meta = sample_trace
+    data, name, _ = tracefiles.trace_download(trace.assign(step_ms=1e308), meta, "csv")
+    at = upload(open_app("explorer"), name, data)
+    assert_clean(at)
+    [said] = [c.value for c in at.caption if c.value.startswith("Decode steps: median")]
+    assert "median 1e+308 ms" in said and len(said) < 200, said
