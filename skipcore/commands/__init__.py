@@ -65,7 +65,25 @@ class OneLineParser(argparse.ArgumentParser):
         return action
 
     def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message}\n")
+        self.exit(2, f"error: {self.prog}: {message}{self._negative_value_hint(message)}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.words = list(sys.argv[1:] if args is None else args)  # what `error` may need to quote
+        return super().parse_known_args(args, namespace)
+
+    def _negative_value_hint(self, message: str) -> str:
+        """How to give a flag a negative number, where argparse took one for a flag (`--lr -1e-3`: "expected one
+        argument"; it reads only plain negative numbers such as -1 or -0.5 as values)."""
+        missing = re.fullmatch(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        words = getattr(self, "words", [])
+        if not missing or missing[1] not in words[:-1]:
+            return ""
+        value = words[words.index(missing[1]) + 1]
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return f" (a value that starts with '-' reads as a flag: write {missing[1]}={value})"
 
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)

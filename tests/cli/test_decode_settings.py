@@ -118,6 +118,19 @@ def test_a_flag_is_taken_only_as_spelled_in_full_and_an_unknown_one_is_said_with
     assert refused(capsys, ["generate", "--bogus"]).endswith("unrecognized arguments: --bogus")
 
 
+def test_a_negative_number_argparse_takes_for_a_flag_is_said_with_how_to_write_it(capsys):
+    """`--lr -1e-3` was refused as "expected one argument" alone: argparse reads only plain negative numbers (-1,
+    -0.5) as values. The line says how to write it; a flag given no value at all is said as before."""
+    said = refused(capsys, ["train", "--lr", "-1e-3", "--out", "x"])
+    assert said == (
+        "error: python -m skipcore train: argument --lr: expected one argument "
+        "(a value that starts with '-' reads as a flag: write --lr=-1e-3)"
+    )
+    assert refused(capsys, ["generate", "--max-new-tokens", "--out", "x"]).endswith(
+        "argument --max-new-tokens: expected one argument"
+    )
+
+
 def test_a_sweep_axis_says_its_own_default_alone():
     """sweep --draft-tokens said the one-run default of generate ("4 on a CPU in float32, ...") and then its own
     (2,4,8): a sweep ran 2, 4 and 8."""
