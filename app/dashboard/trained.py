@@ -24,7 +24,14 @@ from app.dashboard.markdown import plain
 from app.dashboard.models import ModelChoice, current_choice
 from app.dashboard.provenance import setting
 from skipcore.errors import UserError
-from skipcore.models.chat import ModelPrompts, empty_output_warning, prompts_for_model, template_applies
+from skipcore.models.chat import (
+    CHAT_FORMAT,
+    RAW_FORMAT,
+    ModelPrompts,
+    empty_output_warning,
+    prompts_for_model,
+    template_applies,
+)
 
 APP_HOW = "choose a shape in the schedule designer"  # how the dashboard skips layers, in the shared note
 NOT_SKIP_AWARE = (
@@ -33,7 +40,6 @@ NOT_SKIP_AWARE = (
     "`skipcore train --elastic` fine-tunes it skip-aware (a LoRA fine-tune loads as a local folder)."
 )
 RAW_TEXT = "Send raw text (no chat template)"
-CHAT, RAW = "chat template", "raw text"  # how the prompts went, as a result's settings say it
 CHAT_NEW_TOKENS = 128  # an instruct model's answer to a short question: a few sentences, finished
 
 
@@ -149,13 +155,13 @@ def chat_prompts(prefix: str, engine, prompts: list[str]) -> ModelPrompts:
 
 def prompt_format(sent: ModelPrompts) -> dict:
     """The result's setting for how the prompts went, where the model has a chat template (nothing otherwise)."""
-    return {"prompt format": setting(CHAT if sent.templated else RAW)} if sent.note else {}
+    return {"prompt format": setting(CHAT_FORMAT if sent.templated else RAW_FORMAT)} if sent.note else {}
 
 
 def flag_empty(texts: list[str], settings: dict, what: str = "") -> None:
     """A warning over outputs that say nothing (empty, or only stop tokens), with the likely cause; `what`
     names whose outputs they are (a policy)."""
-    raw = settings.get("prompt format", ("",))[0] == RAW
+    raw = settings.get("prompt format", ("",))[0] == RAW_FORMAT
     warning = empty_output_warning(texts, ModelPrompts([], False, "raw") if raw else None)
     if warning:
         st.warning(f"{what}: {_sentence(warning)}" if what else _sentence(warning))

@@ -357,6 +357,7 @@ def main() -> None:
                     results[name] = run_policy(
                         engine, name, schedule, sent.prompts, int(max_new), sampling, batch, params
                     )
+                    results[name].metadata.update(sent.run_metadata)
                 except UserError as e:
                     errors[name] = str(e)
             for name in (FULL, *MODES):  # a schedule's own steps time the next comparison

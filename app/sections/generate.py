@@ -70,7 +70,8 @@ def run(
         return
     bar.progress(1.0, text=views.generated_text(res.trace, len(prompts), max_new_tokens))
     learn_from_run(engine, res.trace)  # its steps time the next run like it
-    GenerateResult(prompts, res.texts, res.trace, res.metadata, settings).kept()
+    metadata = {**res.metadata, **(sent.run_metadata if sent is not None else {})}
+    GenerateResult(prompts, res.texts, res.trace, metadata, settings).kept()
 
 
 def show_result(result: GenerateResult, now: Settings | None, engine) -> None:

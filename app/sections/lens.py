@@ -116,6 +116,8 @@ def run(
         st.error(f"The lens failed: {e}")
         return
     bar.progress(1.0, text=f"Read every layer of {what}")
+    for side in (cmp.full, path):
+        side.metadata.update(sent.run_metadata if sent is not None else {})
     LensComparison(prompts, schedule.describe(), tokens, cmp.full, path, cmp.agreement, settings).kept()
 
 

@@ -180,7 +180,8 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
     except GenerationStopped as stop:  # the batches that finished are kept, said as such in their metadata
         kept = stop.result
         if trace_path is not None:
-            write_trace(kept.trace, trace_path, kept.metadata, overwrite=settings.overwrite)
+            meta = {**kept.metadata, **setup.sent.run_metadata}
+            write_trace(kept.trace, trace_path, meta, overwrite=settings.overwrite)
         print_texts(kept.texts, settings.jsonl)
         where = f"written to {trace_path}" if trace_path is not None else "printed (no --trace was given)"
         args.on_interrupt = (
@@ -189,7 +190,8 @@ def run_generate(args: argparse.Namespace, given: frozenset[str]) -> int:
         )
         raise
     if trace_path is not None:  # before any output: a stdout that cannot be written loses no trace
-        write_trace(result.trace, trace_path, result.metadata, overwrite=settings.overwrite)
+        meta = {**result.metadata, **setup.sent.run_metadata}
+        write_trace(result.trace, trace_path, meta, overwrite=settings.overwrite)
         args.on_interrupt = f"the trace was written to {trace_path}; what came after it was stopped"
     print_texts(result.texts, settings.jsonl)
     notes = (

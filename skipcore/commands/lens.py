@@ -115,6 +115,7 @@ def run_lens(args: argparse.Namespace, given: frozenset[str]) -> int:
             result.metadata["agreement"] = agreement.to_dict()
     else:
         result = layer_lens(engine, prompts, policy, **common)
+    result.metadata.update(setup.sent.run_metadata)
     if out_path is not None:
         write_lens(result.table, out_path, result.metadata, overwrite=settings.overwrite)
         args.on_interrupt = f"the lens table was written to {out_path}; what came after it was stopped"

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from skipcore.data import Example
 
 RAW_FLAG = "--raw-prompt"  # the command line's way to send the text as it is
+# how a model that has a chat template was given the prompts, as a run's metadata (`prompt_format`) and the
+# dashboard's settings say it
+CHAT_FORMAT, RAW_FORMAT = "chat template", "raw text"
 
 
 def has_chat_template(tokenizer) -> bool:
@@ -120,6 +123,12 @@ class ModelPrompts:
     prompts: list[str]
     templated: bool
     note: str
+
+    @property
+    def run_metadata(self) -> dict[str, str]:
+        """What a run's metadata says of it (`prompt_format`: the text a trace's `prompt_len` counts was the
+        prompts in the model's chat template, or the raw text); nothing for a model that has no template."""
+        return {"prompt_format": CHAT_FORMAT if self.templated else RAW_FORMAT} if self.note else {}
 
 
 def prompts_for_model(

@@ -245,3 +245,22 @@ def test_a_design_with_warmup_layers_runs_in_every_mode(model_dir):
     assert {name: res.metadata["schedule"]["warmup_layers"] for name, res in results.items()} == {
         "skip": 2, "exit": 1, "middle": 1
     }  # fmt: skip
+
+
+def test_an_instruct_models_runs_say_in_their_metadata_that_the_prompts_went_in_its_template(
+    model_dirs, tmp_path, monkeypatch
+):
+    """Each policy's trace counts the template's text in `prompt_len`: its metadata (and so its download) says
+    so, as `generate --trace` does."""
+    from tests.helpers import with_tokenizer
+
+    template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
+    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
+    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
+    at = open_app("compare")
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"])
+    by_key(at.slider, "cmp_chat_max_new").set_value(MAX_NEW)
+    by_key(at.button, "cmp_run").click().run()
+    assert_clean(at)
+    results = CompareResult.last(at.session_state).results
+    assert {r.metadata["prompt_format"] for r in results.values()} == {"chat template"}

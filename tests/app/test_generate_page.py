@@ -244,12 +244,13 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ti
     by_key(at.button, "gen_run").click().run()
     chat = GenerateResult.last(at.session_state)
     assert chat.settings["prompt format"][0] == "chat template"
+    assert chat.metadata["prompt_format"] == "chat template"  # the trace's download says it too
     assert chat.prompts[0] == CHAT_EXAMPLE_PROMPTS.splitlines()[0]  # the page shows the prompts as typed
     by_key(at.checkbox, "gen_raw").check().run()
     assert "These results are from other settings" in " ".join(w.value for w in at.warning)
     by_key(at.button, "gen_run").click().run()
     raw = GenerateResult.last(at.session_state)
-    assert raw.settings["prompt format"][0] == "raw text"
+    assert raw.settings["prompt format"][0] == "raw text" and raw.metadata["prompt_format"] == "raw text"
     assert chat.trace["prompt_len"].min() > raw.trace["prompt_len"].max() - 1  # the template's text went in
 
 

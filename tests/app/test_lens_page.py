@@ -99,3 +99,21 @@ def test_a_lens_of_one_new_token_has_no_agreement_to_show(lens_page):
     assert_clean(at)
     shown = {m.label: m.value for m in at.metric}
     assert shown["Agreement with full depth"] == "n/a" and shown["Decode tokens"] == "0"
+
+
+def test_an_instruct_models_lens_tables_say_the_prompts_went_in_its_template(
+    model_dirs, tmp_path, monkeypatch
+):
+    """The lens tables' positions are the template's text's: both sides' metadata says so."""
+    from app.dashboard import paths
+    from tests.helpers import with_tokenizer
+
+    template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
+    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
+    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
+    at = open_app("lens")
+    by_key(at.slider, "lens_chat_max_new").set_value(4)
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    result = LensComparison.last(at.session_state)
+    assert result.full.metadata["prompt_format"] == result.path.metadata["prompt_format"] == "chat template"

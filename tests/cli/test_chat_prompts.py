@@ -31,8 +31,25 @@ def test_an_instruct_models_prompts_go_in_its_chat_template_unless_raw(instruct_
     assert "is an instruct model: each prompt goes in its chat template as a user turn (--raw-prompt" in err
     assert main([*base, "--raw-prompt", "--trace", str(tmp_path / "raw.parquet")]) == 0
     assert "chat template is off: the prompts go as raw text" in capsys.readouterr().err
-    chat, raw = (read_trace(tmp_path / f"{n}.parquet")[0] for n in ("chat", "raw"))
+    (chat, chat_meta), (raw, raw_meta) = (read_trace(tmp_path / f"{n}.parquet") for n in ("chat", "raw"))
     assert chat["prompt_len"].iloc[0] > raw["prompt_len"].iloc[0]  # the template's text went to the model
+    # and the trace says which text its prompt_len counts
+    assert chat_meta["prompt_format"] == "chat template" and raw_meta["prompt_format"] == "raw text"
+
+
+def test_the_lens_table_says_its_prompts_went_in_the_chat_template(
+    instruct_dir, model_dirs, tmp_path, capsys
+):
+    """The lens table's positions are the template's text's: its metadata says so, as a trace's does; a model
+    without a template has no such key."""
+    from skipcore.lens import read_lens
+
+    for model, name in ((instruct_dir, "chat"), (model_dirs["opt"], "base")):
+        out = tmp_path / f"{name}.parquet"
+        args = ["lens", "--model", str(model), "--prompt", "Hi", "--max-new-tokens", "3", "--out", str(out)]
+        assert main([*args, "--target-speedup", "2", "--agreement"]) == 0
+    assert read_lens(tmp_path / "chat.parquet")[1]["prompt_format"] == "chat template"
+    assert "prompt_format" not in read_lens(tmp_path / "base.parquet")[1]
 
 
 @pytest.mark.parametrize(
@@ -59,11 +76,11 @@ def test_a_chat_template_that_cannot_wrap_a_prompt_is_one_line(
     assert not (tmp_path / "l.parquet").exists()
 
 
-def test_a_model_without_a_template_says_nothing_of_one(model_dirs, capsys):
-    assert (
-        main(["generate", "--model", str(model_dirs["opt"]), "--prompt", "Hi", "--max-new-tokens", "2"]) == 0
-    )
+def test_a_model_without_a_template_says_nothing_of_one(model_dirs, tmp_path, capsys):
+    args = ["generate", "--model", str(model_dirs["opt"]), "--prompt", "Hi", "--max-new-tokens", "2"]
+    assert main([*args, "--trace", str(tmp_path / "t.parquet")]) == 0
     assert "chat template" not in capsys.readouterr().err
+    assert "prompt_format" not in read_trace(tmp_path / "t.parquet")[1]
 
 
 @pytest.mark.slow  # a real model
