@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import uuid
 import warnings
@@ -73,6 +74,34 @@ if TYPE_CHECKING:
 __all__ = ["SkipEngine", "config_hash"]
 
 
+def _name_as_text(model_name: object) -> str:
+    """The name a run's metadata gives the model: text (a path is said as its text); what else a caller passes is
+    refused here, where the trace writer would refuse the run's metadata after the work."""
+    if isinstance(model_name, os.PathLike):
+        return os.fsdecode(model_name)
+    if not isinstance(model_name, str):
+        raise ArgumentTypeError(
+            f"model_name must be text (the model's name or folder), got {type(model_name).__name__} "
+            f"{quoted(model_name)}",
+            field="model_name",
+        )
+    return model_name
+
+
+def _as_switch(name: str, value: object, device_decides: bool) -> bool | None:
+    """An on/off argument as Python's bool (NumPy's too), or None where the device decides; any other value (a
+    "yes" that would read as on) refused by name."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if value is None and device_decides:
+        return None
+    raise ArgumentTypeError(
+        f"{name} must be True or False{' (or None: the device decides)' if device_decides else ''}, got "
+        f"{type(value).__name__} {quoted(value)}",
+        field=name,
+    )
+
+
 class SkipEngine:
     """Holds a model, its tokenizer and its family adapter; generates under any depth policy."""
 
@@ -97,6 +126,10 @@ class SkipEngine:
         `compile_fused` says (None: on CUDA; the CPU runs them as plain ops unless asked). A peft model (a LoRA
         adapter left unmerged, as training in a notebook leaves it) runs as its base model, whose linears peft
         wrapped in place, so its adapter applies."""
+        model_name = _name_as_text(model_name)
+        static = _as_switch("static", static, device_decides=True)
+        fused = _as_switch("fused", fused, device_decides=False)
+        compile_fused = _as_switch("compile_fused", compile_fused, device_decides=True)
         model = model.get_base_model() if hasattr(model, "get_base_model") else model
         check_model(model)
         check_tokenizer(tokenizer)
@@ -379,6 +412,19 @@ class SkipEngine:
             if not isinstance(policy, Sequence) or isinstance(policy, Schedule):
                 raise UserError("max_new_tokens is needed unless explicit layer sets are given")
             max_new_tokens = len(policy)
+        if not is_whole(whole_number(max_new_tokens)):
+            raise ArgumentTypeError(
+                f"max_new_tokens must be a whole number, got {type(max_new_tokens).__name__} "
+                f"{quoted(max_new_tokens)}",
+                field="max_new_tokens",
+            )
+        max_new_tokens = whole_number(max_new_tokens)
+        if not callable(picker):
+            raise ArgumentTypeError(
+                f"picker must pick tokens from logits (a TokenPicker, such as TokenPicker(Sampling(), engine.device)), got "
+                f"{type(picker).__name__}",
+                field="picker",
+            )
         policy = self.placed(policy, max_new_tokens)
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens} (no decode steps to run)")

@@ -96,6 +96,49 @@ def test_non_nested_layer_sets_are_refused(model_dirs):
         eng.generate_batch(enc["input_ids"], enc["attention_mask"], sets, TokenPicker(Sampling(), eng.device))
 
 
+@pytest.mark.parametrize(
+    ("max_new_tokens", "picker", "said"),
+    [
+        (2.5, True, "max_new_tokens must be a whole number, got float 2.5"),
+        ("3", True, "max_new_tokens must be a whole number, got str '3'"),
+        (3, None, "picker must pick tokens from logits (a TokenPicker"),
+    ],
+)
+def test_generate_batch_refuses_a_count_or_picker_of_the_wrong_kind_before_the_prefill(
+    model_dirs, monkeypatch, max_new_tokens, picker, said
+):
+    """`generate_batch` (the loop notebook 02 calls with its own token ids) raised Python's TypeError from inside
+    the schedule or the loop, the prefill run first, where `generate` refuses the same values by name."""
+    from skipcore.errors import ArgumentTypeError
+
+    eng = engine_for(model_dirs, "opt")
+    enc = eng.tokenizer(PROMPTS[:1], return_tensors="pt")
+    pick = TokenPicker(Sampling(), eng.device) if picker else picker
+    monkeypatch.setattr(eng, "decode_batch", lambda *a, **k: pytest.fail("the loop ran"))
+    with pytest.raises(ArgumentTypeError) as info:
+        eng.generate_batch(
+            enc["input_ids"],
+            enc["attention_mask"],
+            Schedule(6, "linear", "skip", max_layers=6, min_layers=2),
+            pick,
+            None,
+            max_new_tokens,
+        )
+    assert str(info.value).startswith(said) and info.value.field == (
+        "picker" if picker is None else "max_new_tokens"
+    )
+    monkeypatch.undo()  # a whole float is a count, as generate takes it
+    out = eng.generate_batch(
+        enc["input_ids"],
+        enc["attention_mask"],
+        Schedule(6, "linear", "skip", max_layers=6, min_layers=2),
+        TokenPicker(Sampling(), eng.device),
+        None,
+        3.0,
+    )
+    assert out.tokens.shape[1] <= 3
+
+
 def test_rows_padded_on_the_right_are_refused_and_on_the_left_give_generates_tokens(model_dirs):
     """`generate_batch` took a right-padded batch (a tokenizer's `padding_side="right"`, as notebook 02 feeds it
     `tokenizer(prompts, padding=True)`) and decoded each shorter row after its pads: other tokens than `generate()`
@@ -808,3 +851,26 @@ def test_eval_mode_is_held_while_any_pass_of_the_model_runs(model_dirs):
     assert not any(m.training for m in eng.model.modules())  # the second pass still runs in eval mode
     second.__exit__(None, None, None)
     assert all(m.training for m in eng.model.modules())
+
+
+def test_an_engine_refuses_a_name_or_switch_of_the_wrong_kind_and_takes_a_path_as_text(model_dirs, tmp_path):
+    """`model_name=3` made runs whose metadata the trace writer then refused, after the work; `static="yes"`
+    switched the fixed-shape steps on without a word. A path names the model as its text."""
+    from pathlib import Path
+
+    from skipcore.errors import ArgumentTypeError
+    from skipcore.traces import read_trace, write_trace
+
+    model, tok = load_model(str(model_dirs["opt"]), device="cpu", dtype="float32")
+    for kwargs, field in (
+        ({"model_name": 3}, "model_name"),
+        ({"static": "yes"}, "static"),
+        ({"fused": 1}, "fused"),
+    ):
+        with pytest.raises(ArgumentTypeError) as info:
+            SkipEngine(model, tok, **kwargs)
+        assert info.value.field == field and field in str(info.value)
+    engine = SkipEngine(model, tok, model_name=Path(model_dirs["opt"]), static=np.bool_(False))
+    run = engine.generate(PROMPTS[:1], None, max_new_tokens=2)
+    write_trace(run.trace, tmp_path / "t.parquet", run.metadata)
+    assert read_trace(tmp_path / "t.parquet")[1]["model"] == str(model_dirs["opt"]) and engine.static is False
