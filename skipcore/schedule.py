@@ -282,12 +282,16 @@ class Schedule:
 
     # -- (de)serialisation --------------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The schedule's fields as JSON takes them (`budgets_list` a list): what a run's metadata and a schedule
+        file hold, read back by `from_dict`."""
         d = asdict(self)
         d["budgets_list"] = list(self.budgets_list)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Schedule:
+        """The schedule `to_dict` wrote (a run's metadata, a `--schedule-json` file), checked as the constructor
+        checks one: an unknown field, a missing `num_layers` or budgets that cannot run are refused by name."""
         if not isinstance(d, dict):
             raise ScheduleError(f"a schedule must be a JSON object of fields, got {type(d).__name__}")
         known = {f for f in cls.__dataclass_fields__}
@@ -722,6 +726,8 @@ def schedule_from_settings(
 
 
 def full_schedule(num_layers: int) -> Schedule:
+    """Every layer at every step: the reference each skip schedule's speedup and quality are measured against
+    (the same decode as passing no schedule, `None`)."""
     return Schedule(num_layers, "full")
 
 

@@ -70,6 +70,11 @@ SAMPLING_ONLY = {"temperature": (1.0, 0.0), "top_k": (0,), "top_p": (1.0,), "see
 
 @dataclass(frozen=True)
 class Sampling:
+    """How each token is picked: greedily (the default, `do_sample=False`), or sampled with transformers'
+    `temperature`, `top_k` (0: off) and `top_p` (1.0: off) from a generator seeded by `seed` and the prompt's index
+    (`TokenPicker`). The values are checked here, in the names `generate()` gives them; sampling settings with
+    `do_sample=False` are refused rather than ignored."""
+
     do_sample: bool = False
     temperature: float = 1.0
     top_k: int = 0

@@ -84,6 +84,10 @@ class Flag:
 
 @dataclass
 class TuneSettings:
+    """What a tune is asked (`run_tune`; the `tune` command's flags, each field's help its flag's): the fastest
+    schedule of a model on a data split whose quality stays above full depth's (or `reference_model`'s) minus
+    `max_drop`, its study kept in `out` and resumed from it; checked by `check_settings`."""
+
     out: Path = setting(
         help="folder for the study and its results (created; a rerun resumes it)", kind="path"
     )
