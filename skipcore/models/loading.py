@@ -65,14 +65,14 @@ def resolve_device(device: str = "auto") -> torch.device:
 
 
 def resolve_dtype(
-    dtype: str,
+    dtype: str | torch.dtype,
     device: torch.device,
     config: PretrainedConfig | None = None,
     promise: Promise | None = None,
 ) -> DtypeChoice:
     """The dtype a model runs in and why: one asked for by name, or `auto`'s choice for this device and a model
     of `config` in a run that promises `promise` (`skipcore.models.dtype_choice.choose_dtype`)."""
-    check_dtype(dtype)
+    dtype = check_dtype(dtype)
     if dtype == "auto":
         shapes = ADAPTERS[config.model_type].shapes_from_config(config) if config is not None else None
         return choose_dtype(device, shapes, promise)
@@ -82,7 +82,7 @@ def resolve_dtype(
 def model_dtype(
     model: str | os.PathLike | ModelRef,
     device: str = "auto",
-    dtype: str = "auto",
+    dtype: str | torch.dtype = "auto",
     promise: Promise | None = None,
     trust_remote_code: bool = False,
 ) -> DtypeChoice:
@@ -91,15 +91,18 @@ def model_dtype(
     choice.name)`) and gives the engine the choice (`SkipEngine(..., dtype_choice=choice)`), which its runs
     record."""
     dev = resolve_device(device)
-    check_dtype(dtype)
+    dtype = check_dtype(dtype)
     config = load_config(model, trust_remote_code) if dtype == "auto" else None
     return resolve_dtype(dtype, dev, config, promise)
 
 
-def check_dtype(dtype: str) -> None:
-    """An unknown dtype name refused in one line (before any model is looked for)."""
-    if dtype != "auto" and dtype not in DTYPES:
-        raise UserError(f"unknown dtype {quoted(dtype)}; choose auto, {', '.join(DTYPES)}")
+def check_dtype(dtype: str | torch.dtype) -> str:
+    """The dtype's name (torch's dtype as its name: `torch.bfloat16` is "bfloat16"); an unknown one refused in one
+    line (before any model is looked for)."""
+    named = {v: k for k, v in DTYPES.items()}.get(dtype, dtype) if isinstance(dtype, torch.dtype) else dtype
+    if named != "auto" and named not in DTYPES:
+        raise UserError(f"unknown dtype {quoted(dtype)}; choose auto, {', '.join(DTYPES)}", field="dtype")
+    return named
 
 
 def load_config(model: str | os.PathLike | ModelRef, trust_remote_code: bool = False) -> PretrainedConfig:
@@ -201,15 +204,15 @@ def _check_family(ref: ModelRef, model_type: str | None) -> None:
 def load_model(
     model: str | os.PathLike | ModelRef,
     device: str = "auto",
-    dtype: str = "auto",
+    dtype: str | torch.dtype = "auto",
     attn_implementation: str = "sdpa",
     trust_remote_code: bool = False,
 ) -> tuple[PreTrainedModel, object]:
     """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set). `model` is a name
-    (`skipcore.models.reference`) or what `resolve_model` made of one; `dtype` a name or `auto`, for a run that
+    (`skipcore.models.reference`) or what `resolve_model` made of one; `dtype` a name (or torch's dtype) or `auto`, for a run that
     promises nothing (one that does decides first: `model_dtype`)."""
     dev = resolve_device(device)
-    check_dtype(dtype)
+    dtype = check_dtype(dtype)
     ref = model if isinstance(model, ModelRef) else resolve_model(model)
     config = load_config(ref, trust_remote_code)  # its family checked before any conversion or weights
     if getattr(config, "auto_map", None) and not trust_remote_code:

@@ -195,3 +195,15 @@ def test_the_engine_records_the_choice_it_is_given(model_dirs):
     assert given["dtype_reason"] == "as given"  # a model handed over with no choice said
     with pytest.raises(UserError, match="dtype_choice says bfloat16 on cpu; the model is in float32 on cpu"):
         SkipEngine(model, tok, dtype_choice=DtypeChoice(torch.bfloat16, "cpu", "asked"))
+
+
+def test_torchs_dtype_is_taken_as_its_name_and_an_unknown_one_is_said_by_its_field(model_dirs):
+    """A transformers user writes `dtype=torch.bfloat16`: it was refused as an unknown dtype. A name skipcore does
+    not know is refused with `field="dtype"`, for a front end to put beside its control."""
+    model, _ = load_model(str(model_dirs["opt"]), device="cpu", dtype=torch.bfloat16)
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert model_dtype(str(model_dirs["opt"]), "cpu", torch.float32).name == "float32"
+    for bad in ("fp33", torch.int8):
+        with pytest.raises(UserError, match="unknown dtype") as info:
+            load_model(str(model_dirs["opt"]), device="cpu", dtype=bad)
+        assert info.value.field == "dtype"

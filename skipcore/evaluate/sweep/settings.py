@@ -390,8 +390,12 @@ def check_engine(device: str, dtype: str, attention_dtype: str) -> None:
     line naming the setting before any work, not when the first unit loads its model. Whether the device is there
     is the executor's check (this machine's, or a Ray cluster's workers')."""
     from skipcore.kernels.attention_dtypes import ATTENTION_DTYPES
-    from skipcore.models.loading import check_device, check_dtype
+    from skipcore.models.loading import DTYPES, check_device, check_dtype
 
+    if not isinstance(dtype, str):  # a row records it as text
+        raise UserError(
+            f"dtype must be a name (auto, {', '.join(DTYPES)}), got {quoted(dtype)}", field="dtype"
+        )
     for name, value, check in (("device", device, check_device), ("dtype", dtype, check_dtype)):
         try:
             check(value)
