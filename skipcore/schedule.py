@@ -496,6 +496,14 @@ def schedule_for_speedup(
         )
     lo_min = lowest_budget(mode, warmup_layers)
     reach = reachable_speedup(num_layers, max_new_tokens, shape, mode, warmup_layers, **kwargs)
+    if (
+        target > 1 and max_new_tokens == 1
+    ):  # the one token is the prompt's pass, at full depth: nothing to skip
+        raise ScheduleError(
+            f"target_speedup {target:g}x needs decode steps: one new token comes from the prompt's pass, which "
+            "runs at full depth; give two tokens or more",
+            field=("target_speedup", "max_new_tokens"),
+        )
     if target > reach * (1 + tolerance):
         raise ScheduleError(
             f"target_speedup {target:g}x is out of reach: {num_layers} layers at the lowest budget ({lo_min}) "

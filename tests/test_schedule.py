@@ -442,3 +442,11 @@ def test_a_misspelt_keyword_of_the_fit_is_said_by_the_fit():
             schedule_for_speedup(12, 3.0, 26, **{word: 3})
         assert "decay_span, alpha, stages" in str(e.value) and e.value.fields == (word,)
     assert schedule_for_speedup(12, 3.0, 26, decay_span=25).decay_span == 25
+
+
+def test_a_target_over_one_token_says_there_is_no_decode_step_to_skip():
+    """`schedule_for_speedup(12, 2.0, 1)` said 2x was out of reach as "12 layers at the lowest budget at every step
+    give 1.00x": one token has no decode step, its pass is the prompt's at full depth. 1x still fits."""
+    with pytest.raises(ScheduleError, match="needs decode steps: one new token comes from the prompt's pass"):
+        schedule_for_speedup(12, 2.0, 1)
+    assert schedule_for_speedup(12, 1.0, 1).layer_speedup(1) == 1.0
