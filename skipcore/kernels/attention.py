@@ -70,17 +70,22 @@ def attention_dtype_for(model: torch.nn.Module, attention_dtype: str | torch.dty
     arithmetic, so the tokens part from `generate()`'s at near-ties. Refused in one line where it cannot run."""
     param = next(model.parameters())
     if attention_dtype not in (None, *ATTENTION_DTYPES, torch.float32, param.dtype):
-        raise UserError(f"attention dtype {attention_dtype!r}: choose one of {', '.join(ATTENTION_DTYPES)}")
+        raise UserError(
+            f"attention dtype {attention_dtype!r}: choose one of {', '.join(ATTENTION_DTYPES)}",
+            field="attention_dtype",
+        )
     if attention_dtype in (None, "model", param.dtype) or param.dtype == torch.float32:
         return param.dtype  # a float32 model attends in float32 already, on any device and attention
     if param.device.type != "cpu":
         raise UserError(
-            "float32 attention is a CPU option: on a GPU half-precision attention is the fast kernel"
+            "float32 attention is a CPU option: on a GPU half-precision attention is the fast kernel",
+            field="attention_dtype",
         )
     if not uses_sdpa(model.config):
         raise UserError(
             f"float32 attention needs SDPA attention (--attn sdpa); this model runs "
-            f"{model.config._attn_implementation!r}"
+            f"{model.config._attn_implementation!r}",
+            field="attention_dtype",
         )
     return torch.float32
 

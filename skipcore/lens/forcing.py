@@ -42,14 +42,16 @@ def forced_tokens(
                 field="tokens",
             )
         if not row:
-            raise UserError(f"teacher tokens of prompt {r} are empty")
+            raise UserError(f"teacher tokens of prompt {r} are empty", field="tokens")
         if len(row) > max_new_tokens:
             raise UserError(
-                f"teacher tokens of prompt {r} are {len(row)} long, more than max_new_tokens ({max_new_tokens})"
+                f"teacher tokens of prompt {r} are {len(row)} long, more than max_new_tokens ({max_new_tokens})",
+                field=("tokens", "max_new_tokens"),
             )
         if len(row) < max_new_tokens and row[-1] not in eos:
             raise UserError(
-                f"teacher tokens of prompt {r} stop after {len(row)} of {max_new_tokens} tokens without EOS"
+                f"teacher tokens of prompt {r} stop after {len(row)} of {max_new_tokens} tokens without EOS",
+                field="tokens",
             )
         table[r, : len(row)] = torch.tensor(row)
     return table

@@ -240,7 +240,8 @@ class SpeculativePolicy(Parameterised):
         if not isinstance(self.schedule, Schedule):
             raise ArgumentTypeError(
                 "speculative decoding drafts on a schedule: make one with skipcore.Schedule(...) or "
-                f"schedule_for_speedup(...); got {type(self.schedule).__name__} {self.schedule!r:.60}"
+                f"schedule_for_speedup(...); got {type(self.schedule).__name__} {self.schedule!r:.60}",
+                field="schedule",
             )
         if not isinstance(self.reuse_prefix, bool):  # "no" is truthy: it reused
             raise ArgumentTypeError(

@@ -167,8 +167,9 @@ def test_wrong_kinds_of_policy_and_schedule_arguments_are_named():
     from skipcore import SpeculativePolicy, schedule_for_speedup
 
     for schedule in (None, "linear", [[0, 1]]):
-        with pytest.raises(ArgumentTypeError, match="speculative decoding drafts on a schedule"):
+        with pytest.raises(ArgumentTypeError, match="speculative decoding drafts on a schedule") as info:
             SpeculativePolicy(schedule)
+        assert info.value.field == "schedule"
     with pytest.raises(UserError, match="num_layers must be a whole number >= 1, got 0"):
         schedule_for_speedup(0, 2.0, 10)
     with pytest.raises(UserError, match="max_new_tokens must be a whole number >= 1, got 0"):

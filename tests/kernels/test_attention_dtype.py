@@ -93,8 +93,9 @@ def test_a_float32_model_is_unchanged(model_dirs, attn):
     ],
 )
 def test_what_cannot_run_is_refused(model_dirs, kw, words):
-    with pytest.raises(UserError, match=words):
+    with pytest.raises(UserError, match=words) as info:
         engine(model_dirs, "llama", **kw)
+    assert info.value.field == "attention_dtype"  # for a front end to put beside its control
 
 
 def test_on_the_command_line(model_dirs, tmp_path, capsys):

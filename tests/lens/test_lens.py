@@ -280,8 +280,9 @@ def test_agreement_refuses_a_lens_on_its_own_decode(opt):
     ],
 )
 def test_forced_tokens_refuse_rows_the_decode_cannot_follow(rows, match):
-    with pytest.raises(UserError, match=match):
+    with pytest.raises(UserError, match=match) as info:
         forced_tokens(rows, 4, [2], 1, 100)
+    assert "tokens" in info.value.fields  # named for a front end to put beside the argument
 
 
 def test_forced_tokens_pad_rows_ended_by_eos():
