@@ -385,9 +385,8 @@ def series_colors(names: Sequence[object], roles: Sequence[object] | None = None
         if family is not None and name not in hues and COLORS[family] not in hues.values():
             hues[name] = COLORS[family]
     free = [hue for hue in COLORS.values() if hue not in hues.values()] or list(COLORS.values())
-    light: set[str] = (
-        set()
-    )  # names past the free hues' first round: their light shade, so no two names share one
+    # names past the free hues' first round: their light shade, so no two names share one
+    light: set[str] = set()
     for name in own.values():
         if name not in hues:
             taken = sum(hue in free for hue in hues.values())
