@@ -97,7 +97,14 @@ def training_data(
     dev = None
     short = say and "eval_limit" in given  # a capped dev set smaller than the cap the user set is said
     if s.dev_fraction is not None:
+        sources = len(examples)
         examples, dev = hold_out(examples, s.dev_fraction, s.seed)
+        if say and s.dev_fraction * sources < 0.5:  # rounded up: the fraction asked for holds out no source
+            print(
+                f"note: {spoken('dev_fraction')} {s.dev_fraction:g} of {sources} sources is less than one: "
+                f"one source is held out (whole sources, at least one), {len(examples)} train",
+                file=sys.stderr,
+            )
         record["dev"] = {
             "held_out_of": where,
             "fraction": s.dev_fraction,

@@ -266,9 +266,10 @@ def check_warmup(
     lr_scheduler: str, warmup_ratio: float, total: int, steps: int | None, epochs: float | None
 ) -> None:
     """Refuse a warmup that takes every one of the run's `total` steps (`steps` where given, else `epochs` over
-    the data): its first step trains at learning rate 0 and none at the peak."""
+    the data): its first step trains at learning rate 0 and none at the peak. A ratio outside [0, 1) is the
+    loop's range check's to say (`loop.Hyper`), whatever the run's length."""
     warmup = warmup_steps(lr_scheduler, warmup_ratio, total)
-    if warmup < total:
+    if warmup < total or not 0 <= warmup_ratio < 1:
         return
     length = f"steps {total}" if steps is not None else f"epochs {epochs:g} ({total} step{'s' * (total > 1)})"
     raise UserError(

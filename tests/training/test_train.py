@@ -538,6 +538,21 @@ def test_dev_fraction_holds_out_whole_mrs_scores_them_and_records_it(model_dirs,
     assert last["step"] == 2 and last["dev_loss_full"] > 0
 
 
+def test_a_dev_fraction_below_one_source_says_one_is_held_out_and_the_start_line_counts_in_english(
+    model_dirs, tmp_path, capsys
+):
+    """`--dev-fraction 0.01` of 4 sources held out one (25%) without a word; the start line read "1 steps of 4 x 1
+    process(es)"."""
+    data = write_mr_csv(tmp_path / "mine.csv", sources=4)
+    flags = ["--model", str(model_dirs["opt"]), "--dataset", str(data), "--dev-fraction", "0.01"]
+    capsys.readouterr()
+    assert train_cli(*flags, "--steps", "1", "--warmup-ratio", "0", "--out", str(tmp_path / "run")) == 0
+    err = capsys.readouterr().err
+    assert "note: --dev-fraction 0.01 of 4 sources is less than one: one source is held out" in err
+    assert ", 1 step of " in err and " x 1 process\n" in err and "(es)" not in err
+    assert read_record(tmp_path / "run")["data"]["dev"]["sources"] == 1
+
+
 def test_evaluating_on_training_data_or_splits_a_file_lacks_are_refused_before_any_work(
     model_dirs, tmp_path, capsys
 ):

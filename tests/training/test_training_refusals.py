@@ -338,6 +338,14 @@ def test_a_warmup_that_takes_every_step_is_refused(model_dirs, tmp_path, capsys)
     assert main([*argv, "--lr-scheduler", "constant"]) == 0
 
 
+def test_a_warmup_ratio_out_of_range_is_said_as_such_whatever_the_runs_length(model_dirs, tmp_path, capsys):
+    """`--warmup-ratio 1.5 --steps 2` was refused as warming up "over 3 --steps, every step of the run"."""
+    out = tmp_path / "o"
+    argv = train_argv(model_dirs["opt"], out, "--steps", "2", "--warmup-ratio", "1.5")
+    assert refused(capsys, argv) == "error: --warmup-ratio must be in [0, 1), got 1.5"
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     "flags, said",
     [
