@@ -421,8 +421,8 @@ class SkipEngine:
         max_new_tokens = whole_number(max_new_tokens)
         if not callable(picker):
             raise ArgumentTypeError(
-                f"picker must pick tokens from logits (a TokenPicker, such as TokenPicker(Sampling(), engine.device)), got "
-                f"{type(picker).__name__}",
+                "picker must pick tokens from logits (a TokenPicker, such as TokenPicker(Sampling(), "
+                f"engine.device)), got {type(picker).__name__}",
                 field="picker",
             )
         policy = self.placed(policy, max_new_tokens)

@@ -209,8 +209,8 @@ def load_model(
     trust_remote_code: bool = False,
 ) -> tuple[PreTrainedModel, object]:
     """Model in eval mode on the device, plus its tokenizer (left padding, a pad token set). `model` is a name
-    (`skipcore.models.reference`) or what `resolve_model` made of one; `dtype` a name (or torch's dtype) or `auto`, for a run that
-    promises nothing (one that does decides first: `model_dtype`)."""
+    (`skipcore.models.reference`) or what `resolve_model` made of one; `dtype` a name (or torch's dtype) or
+    `auto`, for a run that promises nothing (one that does decides first: `model_dtype`)."""
     dev = resolve_device(device)
     dtype = check_dtype(dtype)
     ref = model if isinstance(model, ModelRef) else resolve_model(model)

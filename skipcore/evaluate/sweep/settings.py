@@ -95,7 +95,8 @@ GRID_AXES = ("targets", "shapes", "modes", "warmups", "batch_sizes", "policies",
 class SweepConfig:
     """What a sweep runs (`run_sweep`; the `sweep` command's flags): a model (and a baseline model beside it) on a
     data split, every combination of the grid's axes (`GRID_AXES`: targets, shapes, modes, warmups, batch sizes,
-    policies, speculative targets), its rows written to `out` and resumed from it; its values checked by `check_config`."""
+    policies, speculative targets), its rows written to `out` and resumed from it; its values checked by
+    `check_config`."""
 
     model: str
     dataset: str
