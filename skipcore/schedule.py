@@ -454,7 +454,8 @@ def schedule_for_speedup(
     With max given, a target no floor comes within 2 x `tolerance` of is refused (a run labelled 3x would run 6x),
     unless `nearest`: the closest schedule whatever its distance (an elastic plan's drawn targets).
 
-    `kwargs`: the schedule's other fields (`decay_span`, `alpha`, `stages`, `budgets_list`), as `Schedule` takes them.
+    `kwargs`: the schedule's other fields (`decay_span`, `alpha`, `stages`, `budgets_list`), as `Schedule` takes
+    them.
     """
     # the fields the fit leaves to the caller (the rest are its own arguments, or the floor it searches)
     other = [f.name for f in fields(Schedule) if f.init and f.name not in FITTED_FIELDS]
