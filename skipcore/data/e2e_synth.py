@@ -201,7 +201,8 @@ def _capitalise(text: str) -> str:
 
 
 def realise(mr: Mapping[str, str], rng: random.Random) -> str:
-    """Write one reference for ``mr``: a random sentence plan that mentions every slot value once."""
+    """Write one reference for ``mr``: a random sentence plan that says every slot once (the name may return as
+    a later sentence's subject)."""
     name = mr["name"]
     eat_type = mr.get("eatType")
     others = [slot for slot in SLOTS[1:] if slot in mr and slot != "eatType"]
@@ -378,9 +379,10 @@ CSV files with a header and two columns, like the real `trainset.csv`:
   `name[The Wrestlers], eatType[pub], food[Italian], priceRange[cheap], area[riverside], near[Raja Indian Cuisine]`.
   Slots: {slots}. `name` is always present; 3-8 slots per MR.
 - `ref`: one human-like reference. Each MR has 3-6 references on consecutive rows; they vary the sentence
-  plan, slot order, aggregation and wording, and each mentions every slot value once.
+  plan, slot order, aggregation and wording, and each says every slot once, its value in words that may vary
+  (`area[city centre]`: "in the centre of the city"); the name may return as a sentence's subject.
 
-No MR is shared between splits. Same seed, same files. Load with
+No MR is shared between splits. Same seed and split sizes, same files. Load with
 `skipcore.data.load_e2e_csv(path)` (one `Example` per MR, references grouped); the model sees
 `skipcore.data.format_prompt("e2e", mr)`, i.e. `MR: <mr>\\nText:`, and learns to continue with ` <ref>`.
 """
