@@ -28,6 +28,8 @@ from urllib.parse import quote_plus
 
 import streamlit as st
 
+from app.dashboard.markdown import plain
+
 KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
 ADOPTED = "_address_adopted"  # the address's own values were read once this session
 LONGEST_TEXT = 8 * 1024  # bytes of a typed text as the address writes it: well inside the server's 64 KiB
@@ -136,9 +138,16 @@ def named_by_value(key: str, options: Sequence[Any], words: Callable[[Any], str]
 
 def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[str, Any]:
     """The values the address gives for `names` (name -> its default, whose type they take), those `valid`
-    accepts; a value that does not parse is left out (the default stands)."""
+    accepts; a value that does not parse is left out (the default stands), and so is a name given twice, taken
+    out of the address too: which of its values a widget bound to it would take depends on the widget (a slider
+    refuses the list, a radio takes the last), and a page that only runs the design took the last."""
     out: dict[str, Any] = {}
     for name, default in names.items():
+        given = st.query_params.get_all(name)
+        if len(given) > 1:
+            _refused(f"{name}={','.join(given)}")
+            _forget(name)
+            continue
         text = st.query_params.get(name)
         if text is None:
             continue
@@ -151,6 +160,17 @@ def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[st
         else:
             _refused(f"{name}={text}")
     return out
+
+
+def _forget(name: str) -> None:
+    """`name` out of the address, and out of Streamlit's snapshot of the address as the session opened, from which
+    a widget bound to it takes its first value (a selectbox the last of a repeated name's values): its default
+    stands, as said."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    with get_session_state().query_params() as params:
+        getattr(params, "_initial_query_params", {}).pop(name, None)
+    del st.query_params[name]
 
 
 def _refused(said: str) -> None:
@@ -266,8 +286,9 @@ def say_refused() -> None:
     if not refused and not taken:
         return
     said.update(refused + taken)
-    parts = [f"the default stands for {', '.join(refused)}"] if refused else []
-    parts += [f"taken in part: {', '.join(taken)}"] if taken else []
+    # the values as the address typed them: a link there could otherwise put its own link or image in the toast
+    parts = [f"the default stands for {', '.join(map(plain, refused))}"] if refused else []
+    parts += [f"taken in part: {', '.join(map(plain, taken))}"] if taken else []
     st.toast(
         f"The address named values this page's settings cannot take: {'; '.join(parts)}.",
         icon=":material/link_off:",

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import streamlit as st
 
+from app.dashboard.markdown import code
 from app.dashboard.models import ModelChoice
 from skipcore.adapters import ModelShapes, shapes_from_config
 from skipcore.errors import ModelError, UserError
@@ -64,7 +65,9 @@ def prepare(ref: ModelRef, name: str) -> None:
         except UserError:
             status.update(label=f"Could not prepare {name}", state="error")
             raise
-        status.update(label=f"{name} is ready: later loads read `{folder}`", state="complete", expanded=False)
+        status.update(
+            label=f"{name} is ready: later loads read {code(str(folder))}", state="complete", expanded=False
+        )
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)  # one a model folder (and edit of its config)
@@ -140,8 +143,8 @@ def get_engine(choice: ModelChoice):
     ref = choice.ref
 
     def load():
-        prepare(ref, choice.shown())
-        with st.spinner(f"Loading {choice.shown()}…"):
+        prepare(ref, choice.said())
+        with st.spinner(f"Loading {choice.said()}…"):
             return _load_engine(ref, _stamp(ref), choice.shown(), choice.dtype)
 
     return _or_refused(load)

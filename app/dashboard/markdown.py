@@ -49,6 +49,12 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def code(text: str) -> str:
+    """`text` from outside (a model's name or path) as an inline code span that shows it whole, whatever
+    backticks it holds; a direction control in it shown as its code point."""
+    return _code(visible_controls(text))
+
+
 def _escaped(text: str) -> str:
     """`text` with each character that starts markup escaped, and every colon and slash where it holds a
     shortcode (`_SHORTCODE`)."""

@@ -17,7 +17,7 @@ import streamlit as st
 
 from app.dashboard import address
 from app.dashboard.address import KEEP
-from app.dashboard.markdown import plain
+from app.dashboard.markdown import code, plain
 from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
 from skipcore.errors import ModelError, UserError
 from skipcore.files import expand_home
@@ -63,6 +63,10 @@ class ModelChoice:
     def shown(self) -> str:
         """The model as a caption or a run's label names it."""
         return self.real or (display_path(self.source) if self.source else self.preset or self.label)
+
+    def said(self) -> str:
+        """`shown()` inside Streamlit's Markdown (a caption, a warning): a folder's name shows as typed."""
+        return plain(self.shown())
 
 
 def _resolved(label: str, name: str) -> ModelChoice:
@@ -129,7 +133,7 @@ def _describe(choice: ModelChoice) -> str:
     if choice.preset:
         return "A public model's shape with random weights: the designer's costs, no text."
     if choice.source:
-        return f"`{display_path(choice.source)}`"
+        return code(display_path(choice.source))
     return ""
 
 
@@ -167,7 +171,7 @@ def model_sidebar() -> ModelChoice:
     st.sidebar.header("Model")  # h2: the sidebar is a section beside the page's h1, no level skipped
     if not _is_model_dir(default_model_dir()):
         st.sidebar.warning(
-            f"The shipped model `{display_path(default_model_dir())}` was not found. Make it with "
+            f"The shipped model {code(display_path(default_model_dir()))} was not found. Make it with "
             "`bash scripts/train_default.sh`, or pick another model or a local model folder. The schedule "
             "designer also works on the shape of a public model, without weights."
         )

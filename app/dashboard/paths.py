@@ -8,7 +8,7 @@ import math
 import os
 from pathlib import Path
 
-from app.dashboard.markdown import visible_controls
+from app.dashboard.markdown import code, visible_controls
 from skipcore.errors import UserError
 from skipcore.files import check_path_text, expand_home
 
@@ -85,7 +85,7 @@ def shortened(path: Path | str) -> str:
 def cannot_look(path: Path | str, error: BaseException) -> str:
     """Why the system would not answer about a path, in one line (no traceback for a path a user typed)."""
     why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-    return f"cannot look at `{shortened(path)}`: {why}"
+    return f"cannot look at {code(shortened(path))}: {why}"
 
 
 def unreachable(text: str) -> str | None:

@@ -27,7 +27,7 @@ def setting(words: str, full: Any = None) -> tuple[str, Any]:
 
 def prompts_setting(prompts: Sequence[str]) -> tuple[str, Any]:
     first = prompts[0].replace("\n", " ") if prompts else ""
-    start = f" ('{plain(first[:40])}{'…' if len(first) > 40 else ''}'{', …' if len(prompts) > 1 else ''})"
+    start = f" ('{first[:40]}{'…' if len(first) > 40 else ''}'{', …' if len(prompts) > 1 else ''})"
     return setting(
         f"{len(prompts)} prompt{'s' if len(prompts) != 1 else ''}{start if prompts else ''}", list(prompts)
     )
@@ -42,8 +42,9 @@ def sampling_setting(sampling: Any) -> tuple[str, Any]:
 
 
 def line(settings: Mapping[str, tuple[str, Any]]) -> str:
-    """'model m · schedule linear 12->2 (skip, warmup 1, span 25) · 2 prompts (...) · ...'"""
-    return " · ".join(f"{name} {words}" for name, (words, _) in settings.items())
+    """'model m · schedule linear 12->2 (skip, warmup 1, span 25) · 2 prompts (...) · ...', for Markdown: a
+    setting's words (a model's folder, a prompt) show as typed."""
+    return " · ".join(f"{name} {plain(words)}" for name, (words, _) in settings.items())
 
 
 def differences(made: Mapping[str, Sequence], now: Mapping[str, Sequence]) -> list[str]:
@@ -52,9 +53,10 @@ def differences(made: Mapping[str, Sequence], now: Mapping[str, Sequence]) -> li
     for name in dict.fromkeys([*made, *now]):
         before, after = made.get(name), now.get(name)
         if before is None or after is None:
-            out.append(f"{name} {(before or after)[0]} {'→ none' if after is None else '(new)'}")
+            out.append(f"{name} {plain((before or after)[0])} {'→ none' if after is None else '(new)'}")
         elif json.dumps(before[1], sort_keys=True) != json.dumps(after[1], sort_keys=True):
-            out.append(f"{name} {before[0]} → {after[0]}" if before[0] != after[0] else f"{name} (changed)")
+            changed = f"{plain(before[0])} → {plain(after[0])}" if before[0] != after[0] else "(changed)"
+            out.append(f"{name} {changed}")
     return out
 
 

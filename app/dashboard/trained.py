@@ -105,7 +105,7 @@ def full_depth_note(choice: ModelChoice) -> str | None:
 
     if not choice.has_weights or skip_aware(choice):
         return None
-    return _sentence(note(choice.shown(), how=APP_HOW, ran="opens"))
+    return _sentence(note(choice.said(), how=APP_HOW, ran="opens"))
 
 
 def training_note(choice: ModelChoice) -> str | None:
@@ -126,7 +126,7 @@ def skip_warning(choice: ModelChoice, skipping: bool) -> None:
     """The warning every page shows where a schedule that skips layers is picked or run (a design, a generation, a
     comparison, a search, a sweep) for a model not trained for it."""
     if skipping and choice.has_weights and not skip_aware(choice):
-        st.warning(f"{choice.shown()} {NOT_SKIP_AWARE}")
+        st.warning(f"{choice.said()} {NOT_SKIP_AWARE}")
 
 
 def chat_prompts(prefix: str, engine, prompts: list[str]) -> ModelPrompts:
@@ -149,7 +149,7 @@ def chat_prompts(prefix: str, engine, prompts: list[str]) -> ModelPrompts:
     except UserError as e:  # the model's template cannot wrap them: said under the box that turns it off
         st.error(plain(_sentence(str(e))))
         address.stop()
-    st.caption(_sentence(sent.note))
+    st.caption(plain(_sentence(sent.note)))
     return sent
 
 
@@ -209,11 +209,11 @@ def chat_start_note(chat: bool) -> None:
     choice = current_choice()
     tune = _e2e_fine_tune(choice.source or "")
     e2e = (
-        f"; for E2E data-to-text, pick `{tune}` in the sidebar, {choice.shown()} fine-tuned skip-aware on E2E"
+        f"; for E2E data-to-text, pick `{tune}` in the sidebar, {choice.said()} fine-tuned skip-aware on E2E"
         if tune
         else ""
     )
     st.caption(
-        f"{choice.shown()} is an instruct model: the example prompts are questions, answered in up to "
+        f"{choice.said()} is an instruct model: the example prompts are questions, answered in up to "
         f"{CHAT_NEW_TOKENS} tokens{e2e}."
     )

@@ -21,7 +21,7 @@ import streamlit as st
 
 from app.dashboard import address, figures, numbers, paths, results, speculation
 from app.dashboard.address import KEEP
-from app.dashboard.markdown import plain, texts_table
+from app.dashboard.markdown import code, plain, texts_table
 from app.dashboard.paths import DATASET_DIR, display_path
 from app.dashboard.tracefiles import DOWNLOAD_FORMATS, DOWNLOAD_HELP, trace_download
 from skipcore import Sampling, plots, summarize
@@ -101,7 +101,7 @@ def prompt_picker(key: str, chat: bool = False, model: ModelRef | None = None) -
         return _split_prompt_blocks(text)
     splits = sorted(p.stem for p in DATASET_DIR.glob("*.csv")) if DATASET_DIR.is_dir() else []
     if not splits:
-        st.warning(f"No data splits found in `{display_path(DATASET_DIR)}`; type prompts instead.")
+        st.warning(f"No data splits found in {code(display_path(DATASET_DIR))}; type prompts instead.")
         return []
     c1, c2, c3 = st.columns(3)
     split = c1.selectbox(

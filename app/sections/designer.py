@@ -14,6 +14,7 @@ import streamlit as st
 from app.dashboard import address, design_file, figures, numbers, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.loading import model_positions, model_shapes
+from app.dashboard.markdown import code
 from app.dashboard.models import current_choice
 from app.dashboard.results import FitResult
 from app.dashboard.trained import full_depth_note, skip_warning, training_note
@@ -326,7 +327,7 @@ def main() -> None:
         address.stop()
     L = shapes.num_layers
     st.caption(
-        f"`{choice.shown()}`: {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "
+        f"{code(choice.shown())}: {L} layers, hidden size {shapes.hidden_size}, {shapes.num_heads} heads "
         f"({shapes.num_kv_heads} KV heads), a {shapes.vocab_size:,}-token head. Costs are computed from the "
         "config; nothing is run."
     )

@@ -12,6 +12,7 @@ import streamlit as st
 
 from app.dashboard import provenance, state, views
 from app.dashboard.estimates import mean_length, show_estimate
+from app.dashboard.markdown import code
 from app.dashboard.models import current_choice
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import Settings, prompts_setting, sampling_setting, setting
@@ -98,7 +99,7 @@ def main() -> None:
     L = engine.num_layers
     state.publish(L)
     st.caption(
-        f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}** (from the designer)"
+        f"Model {code(engine.model_name)} ({L} layers) · schedule **{schedule.describe()}** (from the designer)"
     )
     skip_warning(current_choice(), schedule.shape != "full")
     note = full_depth_note(current_choice()) if schedule.shape == "full" else None

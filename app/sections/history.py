@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import figures, history, jump, numbers
+from app.dashboard.markdown import code
 from app.dashboard.provenance import line
 from app.dashboard.results import AT_DEFAULT, KINDS, reopen
 from app.dashboard.runstore import TRACE, Run, RunStore
@@ -164,7 +165,7 @@ def main() -> None:
     st.title("Run history")
     store = RunStore()
     st.caption(
-        f"Every Generate run, small sweep, tuning search, comparison and lens run, kept in `{store.root}` (its tables as "
+        f"Every Generate run, small sweep, tuning search, comparison and lens run, kept in {code(str(store.root))} (its tables as "
         "Parquet, an SQLite index; `SKIPCORE_APP_RUNS` moves it). Pick runs in the table to compare, reopen or "
         "delete them (from the keyboard: Tab into the table, the arrow keys to a row, Shift+Space to pick it); a "
         "reopened run comes back on its page with the settings that made it."

@@ -20,6 +20,7 @@ import streamlit as st
 from app.dashboard import address, figures, numbers, provenance, results, state, views
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, prompt_tokens, show_estimate
+from app.dashboard.markdown import code, plain
 from app.dashboard.models import current_choice
 from app.dashboard.precision import model_setting
 from app.dashboard.provenance import prompts_setting, setting
@@ -176,7 +177,9 @@ def show_heatmaps(result: LensComparison) -> None:
         sample = views.sample_picker(full.trace, "lens_sample", result.prompts)
     width = max(t[t["sample"] == sample]["step"].max() for t in (full.table, path.table)) + 1
     on = "full depth's output" if result.tokens == FORCED else "its own decode"
-    st.caption(f"Left: **{names(result)['full']}**. Right: **{names(result)['path']}**, on {on}.")
+    st.caption(
+        f"Left: **{plain(names(result)['full'])}**. Right: **{plain(names(result)['path'])}**, on {on}."
+    )
     left, right = st.columns(2)
     for col, res, title in (
         (left, full, "Full depth"),
@@ -218,7 +221,7 @@ def show_layers(result: LensComparison) -> None:
     figures.show(fig, "lens_layers", "lens-per-layer", run=path)
     with st.expander("Per-layer table"):
         for name, s in summaries.items():
-            st.markdown(f"**{name}**")
+            st.markdown(f"**{plain(name)}**")
             st.dataframe(s, hide_index=True, width="stretch")
 
 
@@ -248,7 +251,7 @@ def main() -> None:
     L = engine.num_layers
     state.publish(L)
     st.caption(
-        f"Model `{engine.model_name}` ({L} layers) · schedule **{schedule.describe()}**. For every generated "
+        f"Model {code(engine.model_name)} ({L} layers) · schedule **{schedule.describe()}**. For every generated "
         "token and layer: the final norm and LM head applied to the residual stream after that layer, along "
         "the layers the token ran."
     )

@@ -17,7 +17,7 @@ from app.dashboard import address, figures, numbers, paths, provenance, state, s
 from app.dashboard.address import KEEP
 from app.dashboard.estimates import TimeLeft, show_estimate
 from app.dashboard.loading import get_engine
-from app.dashboard.markdown import plain
+from app.dashboard.markdown import code, plain
 from app.dashboard.models import current_choice
 from app.dashboard.paths import DATASET_DIR, display_path, max_upload_bytes
 from app.dashboard.policy_inputs import axis_values, chosen, widget_label
@@ -70,7 +70,7 @@ def shipped_sweep() -> pd.DataFrame | None:
     shipped = paths.shipped_sweeps()
     if not shipped:
         st.info(
-            f"No shipped sweep at `{display_path(paths.DEFAULT_SWEEP)}` yet (`python -m skipcore sweep` "
+            f"No shipped sweep at {code(display_path(paths.DEFAULT_SWEEP))} yet (`python -m skipcore sweep` "
             "writes one). "
             "Upload a sweep file or run a small sweep here instead."
         )
@@ -80,7 +80,7 @@ def shipped_sweep() -> pd.DataFrame | None:
         try:
             tables[path.stem] = _read_parquet(str(path), path.stat().st_mtime)
         except Exception as e:  # noqa: BLE001 (a damaged file gets a message, not a traceback)
-            st.error(f"Cannot read `{display_path(path)}`: {type(e).__name__}: {e}")
+            st.error(f"Cannot read {code(display_path(path))}: {type(e).__name__}: {e}")
     if not tables:
         return None
     names = {f"{sweeps.describe(df)} ({stem})": stem for stem, df in tables.items()}

@@ -105,3 +105,22 @@ def test_a_page_that_stops_early_still_keeps_its_settings_for_back_and_forward(m
     at = opened_with({"tune_trials": "3", "tune_shapes": ""}, "tune")  # no shape to search: refused
     assert at.error and not by_key(at.multiselect, "tune_shapes").value, "the page did not stop"
     assert "tune_trials" in at.session_state[SEEN]["tune"]
+
+
+@pytest.mark.parametrize("page", ["designer", "generate"])
+def test_a_design_value_given_twice_is_refused_for_its_default_and_said_once(model_dir, page):
+    """`?max_layers=4&max_layers=2` designed 2->2 under a toast saying the default stood for "4,2", and on a page
+    that runs the design it was taken without a word: the address no longer gave what the page showed."""
+    at = opened_with({"max_layers": ["4", "2"], "shape": ["power", "step"]}, page)
+    assert_clean(at)
+    (said,) = [t.value for t in at.toast]
+    assert "max_layers=4,2" in said and "shape=power,step" in said and "the default stands for" in said
+    plain = opened_with({}, page)  # the design a session opened on no address has
+    for key in ("max_layers", "shape"):
+        assert _held(at, key) == _held(plain, key), key
+        assert key not in at.query_params  # the address names no value the page did not take
+
+
+def _held(at, key: str) -> object:
+    """What the session holds for `key` (None where nothing set it)."""
+    return at.session_state[key] if key in at.session_state else None  # noqa: SIM401 (AppTest's has no get)

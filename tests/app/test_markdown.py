@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from app.dashboard.markdown import chart_text, demoted, plain, texts_table
-from app.dashboard.provenance import prompts_setting
+from app.dashboard.provenance import line, prompts_setting
 from tests.helpers import by_key, open_app, texts_shown
 
 ATTACK = "/nonexistent` **[Click to update](https://evil.example/x)** ![t](https://evil.example/p.png) `$x$ :red[a]"
@@ -89,8 +89,11 @@ def test_a_linked_model_path_and_a_prompt_show_as_typed(model_dir):
     (said,) = [e.value for e in at.sidebar.error]
     assert "Not a folder or a .gguf file" in said
     assert "<a " not in rendered(said) and "<img" not in rendered(said) and "evil.example" in rendered(said)
+    # a result's settings keep the prompt as typed, and show it so (`provenance.line`, every settings caption)
     words, _ = prompts_setting(["![t](https://evil.example/p.png) hello"])
-    assert "<img" not in rendered(words) and "![t](https://evil.example/p.png) hello" in read(words)
+    assert "![t](https://evil.example/p.png) hello" in words
+    shown = line({"prompts": (words, None)})
+    assert "<img" not in rendered(shown) and "![t](https://evil.example/p.png) hello" in read(shown)
 
 
 def test_an_uploaded_traces_name_and_metadata_show_as_written(model_dir, sample_trace):
@@ -176,3 +179,58 @@ def test_a_direction_control_in_a_model_path_shows_as_its_code_point(tmp_path):
     from app.dashboard.paths import display_path
 
     assert display_path(tmp_path / "m\u202eodel") == str(tmp_path / "m⟨U+202E⟩odel")
+
+
+def _markdown_shown(at) -> list[str]:
+    """Every text the page hands Streamlit's Markdown: captions, Markdown blocks, messages and toasts."""
+    kinds = ("caption", "markdown", "warning", "info", "success", "error", "toast")
+    return [e.value for kind in kinds for e in at.get(kind) if isinstance(e.value, str)]
+
+
+def _no_markup_of_its_own(texts: list[str]) -> None:
+    for text in texts:
+        html_out = rendered(text)
+        assert "<a " not in html_out and "<img" not in html_out, text
+        outside_code = re.sub(r"(`+).*?\1", "", text)  # what a code span holds shows as typed
+        assert not re.search(r"(?<!\\)\$|(?<!\\):red(?<!\\)\[", outside_code), text
+
+
+def test_values_a_link_gives_show_as_typed_in_the_toast_that_refuses_them(model_dir):
+    """The toast naming a link's refused values rendered them: a live link, an outside image the browser fetched,
+    a red badge, KaTeX."""
+    from tests.helpers import opened_with
+
+    at = opened_with(
+        {
+            "gen_seed": "[Click to fix](https://evil.example/x)",
+            "gen_batch": ":red[**WARNING**] $\\int_0^1$",
+            "gen_max_new": "![img](https://evil.example/p.png)",
+        },
+        "generate",
+    )
+    (said,) = [t.value for t in at.toast]
+    assert "gen_seed=" in said and "evil.example/x" in read(said)
+    _no_markup_of_its_own([said])
+
+
+def test_a_model_folder_named_in_markup_shows_as_typed_on_every_page(model_dirs, tmp_path, monkeypatch):
+    """A folder's name ended the caption's code span at its backtick, and the rest drew a link, a badge and math;
+    the run's settings line and the lens's run names did the same."""
+    import shutil
+
+    from app.dashboard import paths
+
+    folder = tmp_path / "m` [Click](evil.example) $x^2$ :red[R] `"
+    shutil.copytree(model_dirs["opt"], folder)
+    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
+    at = open_app("generate")
+    by_key(at.slider, "gen_max_new").set_value(3)
+    by_key(at.button, "gen_run").click().run()
+    generate_page = _markdown_shown(at)
+    assert any("evil.example" in t for t in generate_page)  # the model is named on the page, as typed
+    at.switch_page("sections/lens.py").run()
+    by_key(at.slider, "lens_max_new").set_value(3)
+    by_key(at.button, "lens_run").click().run()
+    lens_page = _markdown_shown(at)
+    at.switch_page("sections/designer.py").run()
+    _no_markup_of_its_own([*generate_page, *lens_page, *_markdown_shown(at)])
