@@ -180,6 +180,7 @@ def _working(key: str) -> str:
 # in the page address from a page's run's start, the page's last run there: the run's key and its own token (a
 # reload starts a new session, which has only the address)
 WORKING = "run"
+OWN_MARKS = "_run_marks"  # the marks of the runs this session started: a reload's new session has none
 MARKS_KEPT = 10_000  # the runs `_marks` remembers, the newest: a few bytes each
 
 
@@ -212,6 +213,7 @@ def run_marked(key: str) -> Iterator[None]:
     per run (Back stayed on the page twice). The next run's mark replaces it."""
     mark = f"{key}.{uuid.uuid4().hex[:8]}"
     st.session_state[_working(key)] = True
+    st.session_state.setdefault(OWN_MARKS, set()).add(mark)
     _marked(mark, False)
     st.query_params[WORKING] = mark
     yield  # no finally: the stop Streamlit raises in a stopped script leaves the marks
@@ -228,7 +230,10 @@ def run_button(label: str, key: str, disabled: bool = False) -> bool:
     pressed = st.button(label, type="primary", key=f"{key}_run", disabled=disabled)
     in_session = st.session_state.pop(_working(key), False)
     mark = st.query_params.get(WORKING, "")
-    stopped = mark.rsplit(".", 1)[0] == key and _marks()[0].get(mark) is False
+    # the address's mark says what a new session cannot know; a run this session started is said by the session
+    # (Forward onto the address of a run stopped by Back said it again, as a reload)
+    ours = mark in st.session_state.get(OWN_MARKS, ())
+    stopped = mark.rsplit(".", 1)[0] == key and _marks()[0].get(mark) is False and not ours
     if stopped:
         del st.query_params[WORKING]
     if (in_session or stopped) and not pressed:

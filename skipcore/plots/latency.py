@@ -20,6 +20,10 @@ def batch_steps(trace: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("step")
 
 
+# the most steps whose axis ticks each one (Plotly's own ticks put 0.5, 1.5 on a short run's axis of whole steps)
+WHOLE_TICKS_UP_TO = 12
+
+
 def step_latency_figure(
     trace: pd.DataFrame, title: str = "Step latency", color: str = ACTUAL_COLOR
 ) -> go.Figure:
@@ -55,6 +59,8 @@ def step_latency_figure(
         height=300,
         margin={"l": 50, "r": 20, "t": 50, "b": 40},
     )
+    if len(per_step) and per_step["step"].max() <= WHOLE_TICKS_UP_TO:  # a short run's axis: whole steps only
+        fig.update_xaxes(dtick=1)
     # One run on a shared machine has outliers; the axis stops at 4x the typical step (the prefill and the
     # spikes beyond it are cut off and said in the title), so the schedule's own shape stays readable.
     decode = per_step[per_step["step"] >= 1]["step_ms"]

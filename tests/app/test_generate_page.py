@@ -357,3 +357,23 @@ def test_a_runs_progress_bar_is_redrawn_at_most_every_fifth_of_a_second(monkeypa
     for done in range(1, 7):
         update(done, 6)
     assert drawn == [1, 4, 6]  # the first, the one a fifth of a second on, and the last
+
+
+def test_a_stopped_run_is_said_once_to_its_session_and_to_a_reloads_new_one(model_dir):
+    """Back during a run said it stopped; Forward onto the address that holds the run's mark said it again, as if
+    the tab had been reloaded. The mark tells a new session (a reload, a copied address) what its own session
+    already said."""
+    from app.dashboard import views
+    from tests.helpers import opened_with
+
+    mark = "gen.0123abcd"
+    views._marked(mark, False)  # a run this server saw start and never end
+    at = open_app("generate")
+    at.session_state[views.OWN_MARKS] = {mark}  # started by this session, which said so when it was left
+    at.query_params[views.WORKING] = mark
+    at.run()
+    assert_clean(at)
+    assert not any("The last run did not finish" in w.value for w in at.warning)
+    reloaded = opened_with({views.WORKING: mark}, "generate")
+    (said,) = [w.value for w in reloaded.warning if "The last run did not finish" in w.value]
+    assert "its tab was reloaded" in said

@@ -138,6 +138,17 @@ def test_a_decaying_schedule_is_not_noise_but_a_spike_is():
     assert fig.layout.yaxis.range[1] < 500 and "not shown" in fig.layout.title.text
 
 
+def test_a_short_runs_latency_axis_ticks_whole_steps():
+    """Three decode steps drew ticks at 0.5, 1.5 on an axis of whole steps; a long run keeps Plotly's own ticks."""
+    from skipcore import plots
+    from skipcore.plots.latency import WHOLE_TICKS_UP_TO
+
+    short = plots.step_latency_figure(steps_trace([9.0, 3.0, 3.0, 3.0], [6, 4, 4, 4]))
+    assert short.layout.xaxis.dtick == 1
+    n = WHOLE_TICKS_UP_TO + 2
+    assert plots.step_latency_figure(steps_trace([3.0] * n, [4] * n)).layout.xaxis.dtick is None
+
+
 def test_pareto_front_and_token_labels():
     from skipcore import plots
 
