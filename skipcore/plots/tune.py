@@ -84,9 +84,8 @@ def tune_chart(
     says how many."""
     points = tune_points(trials, metric, speedup)
     families = list(dict.fromkeys(points["family"]))
-    colors = [
-        COLORS.get(f, COLORS["full"])[0] for f in families
-    ]  # a stopped trial: full depth's grey, hollow
+    # a stopped trial: full depth's grey, hollow
+    colors = [COLORS.get(f, COLORS["full"])[0] for f in families]
     # 1.5, not 1.500000 (one trial's axis has one value to label); "~r", not "~g": ticks 10 apart read 60, not 6e+1
     axis = alt.Axis(format="~r")
     x = alt.X("speed:Q", title=column_title(speedup), scale=alt.Scale(zero=False), axis=axis)
@@ -98,10 +97,12 @@ def tune_chart(
         tips.append(alt.Tooltip("flag:N", title="timing flagged"))
     color = alt.Color("family:N", title="family", scale=alt.Scale(domain=families, range=colors))
     stopped = points["family"] == STOPPED
-    hollow = alt.Chart(points[stopped]).mark_point(size=60, filled=False).encode(x, y, color, tooltip=tips)
+    # a layer only where it has points (Vega warns of an empty layer's infinite extent in the browser's console),
+    # the finished trials' always: a chart of no trial yet is still a chart
     layers = [
-        hollow,
-        alt.Chart(points[~stopped]).mark_point(size=70, filled=True).encode(x, y, color, tooltip=tips),
+        alt.Chart(points[part]).mark_point(size=size, filled=filled).encode(x, y, color, tooltip=tips)
+        for part, size, filled in ((stopped, 60, False), (~stopped, 70, True))
+        if part.any() or filled
     ]
     eligible = points.loc[candidates(trials, metric, speedup).index]
     if len(eligible) > 1:

@@ -136,3 +136,13 @@ def test_axis_ticks_read_as_plain_numbers():
     svg = vl_convert.vegalite_to_svg(tune_chart(table, "bleu", "layer_speedup", height=150).to_json())
     ticks = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg) if re.fullmatch(r"[-\d.e+]+", t)]
     assert len(ticks) > 8 and not [t for t in ticks if "e" in t], ticks
+
+
+def test_no_layer_is_drawn_empty():
+    """With no stopped trial, the hollow layer of stopped trials was drawn with no data: Vega's "Infinite extent"
+    warnings in the browser's console on every Tune result."""
+    finished = trials().query("tune_state != 'pruned'")
+    spec = tune_chart(finished, "bleu", "layer_speedup", floor=63.0, chosen="a").to_dict()
+    datasets = spec["datasets"]
+    marks = [layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "point"]
+    assert marks and all(datasets[layer["data"]["name"]] for layer in marks)
