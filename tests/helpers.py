@@ -192,6 +192,22 @@ def train_two_steps(model_dirs, out: Path, *extra: str) -> list[str]:
     return train_argv(model_dirs["opt"], out, "--limit", "4", "--batch-size", "4", "--steps", "2", *extra)
 
 
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"  # a user turn, then the bot's
+)
+
+
+def opened_on_instruct_model(model_dirs: dict, folder: Path, monkeypatch, page: str):
+    """The app on `page`, its model the tiny OPT model with a chat template (an instruct model, as a user brings
+    one), copied to `folder`."""
+    from app.dashboard import paths
+
+    monkeypatch.setenv(
+        paths.MODEL_ENV, str(with_tokenizer(model_dirs["opt"], folder, chat_template=CHAT_TEMPLATE))
+    )
+    return open_app(page)
+
+
 def with_tokenizer(model_dir: Path, folder: Path, **changes) -> Path:
     """A copy of the model folder `model_dir` at `folder` whose tokenizer has the attributes `changes` (a chat
     template, no EOS): a model as a user brings it."""

@@ -252,12 +252,9 @@ def test_an_instruct_models_runs_say_in_their_metadata_that_the_prompts_went_in_
 ):
     """Each policy's trace counts the template's text in `prompt_len`: its metadata (and so its download) says
     so, as `generate --trace` does."""
-    from tests.helpers import with_tokenizer
+    from tests.helpers import opened_on_instruct_model
 
-    template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
-    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
-    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
-    at = open_app("compare")
+    at = opened_on_instruct_model(model_dirs, tmp_path / "instruct", monkeypatch, "compare")
     by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"])
     by_key(at.slider, "cmp_chat_max_new").set_value(MAX_NEW)
     by_key(at.button, "cmp_run").click().run()

@@ -231,12 +231,9 @@ def test_a_model_not_trained_skip_aware_runs_at_full_depth_with_the_command_line
 def test_an_instruct_models_prompts_go_in_its_chat_template_unless_the_box_is_ticked(
     model_dirs, tmp_path, monkeypatch
 ):
-    from app.dashboard import paths
+    from tests.helpers import opened_on_instruct_model
 
-    template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
-    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
-    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
-    at = open_app("generate")
+    at = opened_on_instruct_model(model_dirs, tmp_path / "instruct", monkeypatch, "generate")
     assert_clean(at)
     said = " ".join(c.value for c in at.caption)
     assert "is an instruct model: each prompt goes in its chat template as a user turn (the box above" in said

@@ -105,13 +105,9 @@ def test_an_instruct_models_lens_tables_say_the_prompts_went_in_its_template(
     model_dirs, tmp_path, monkeypatch
 ):
     """The lens tables' positions are the template's text's: both sides' metadata says so."""
-    from app.dashboard import paths
-    from tests.helpers import with_tokenizer
+    from tests.helpers import opened_on_instruct_model
 
-    template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|bot|>"
-    folder = with_tokenizer(model_dirs["opt"], tmp_path / "instruct", chat_template=template)
-    monkeypatch.setenv(paths.MODEL_ENV, str(folder))
-    at = open_app("lens")
+    at = opened_on_instruct_model(model_dirs, tmp_path / "instruct", monkeypatch, "lens")
     by_key(at.slider, "lens_chat_max_new").set_value(4)
     by_key(at.button, "lens_run").click().run()
     assert_clean(at)
