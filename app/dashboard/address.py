@@ -163,8 +163,8 @@ def read(names: Mapping[str, Any], valid: Callable[[str, Any], bool]) -> dict[st
 
 
 def _forget(name: str) -> None:
-    """`name` out of the address, and out of Streamlit's snapshot of the address as the session opened, from which
-    a widget bound to it takes its first value (a selectbox the last of a repeated name's values): its default
+    """`name` out of the address, and out of Streamlit's snapshot of the address as the session opened, which a
+    widget bound to it reads when first drawn (a selectbox took the last of a repeated name's values): its default
     stands, as said."""
     from streamlit.runtime.state.session_state_proxy import get_session_state
 

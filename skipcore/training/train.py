@@ -20,7 +20,6 @@ from accelerate.utils import set_seed
 
 from skipcore.adapters import max_positions
 from skipcore.errors import ArgumentTypeError, UserError, quoted
-from skipcore.labels import counted
 from skipcore.models.training_record import (
     build_record,
     read_record,
@@ -213,8 +212,8 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
                     resuming = f", resuming at its last step ({steps}): saving the model"
                 print(
                     f"training {facts['trainable_parameters']:,} of {facts['parameters']:,} parameters"
-                    f"{how_trained(peft_model)} on {counted(len(pairs), 'pair')}, {plan.describe()}, "
-                    f"{counted(steps, 'step')} of {hyper.batch_size} x {acc.num_processes} "
+                    f"{how_trained(peft_model)} on {len(pairs)} pair{'s' * (len(pairs) != 1)}, {plan.describe()}, "
+                    f"{steps} step{'s' * (steps != 1)} of {hyper.batch_size} x {acc.num_processes} "
                     f"process{'es' * (acc.num_processes != 1)}{resuming}",
                     file=sys.stderr,
                 )
