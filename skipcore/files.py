@@ -133,6 +133,16 @@ def parse_json(text: str | bytes, **read_as: Any) -> Any:
         raise json.JSONDecodeError("nested deeper than a JSON reader follows", shown, 0) from None
 
 
+def json_object(path: Path) -> dict | None:
+    """The JSON object a small file holds (a model folder's config, read without the library that owns it); None
+    where the file is missing, unreadable, no JSON or no object."""
+    try:
+        data = parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def file_digest(path: Path) -> str:
     """SHA-256 of a file's bytes: how a tool recognises a companion file it wrote (recorded beside the output)."""
     h = hashlib.sha256()

@@ -167,6 +167,17 @@ def check_weight_free(
     return max_new_tokens, batch_size
 
 
+def whole_count(name: str, value: object) -> int:
+    """`value` as Python's whole number (NumPy's, a whole float's 16.0), refused by `name` where it is none (2.5,
+    "3", True)."""
+    whole = whole_number(value)
+    if not is_whole(whole):
+        raise ArgumentTypeError(
+            f"{name} must be a whole number, got {type(value).__name__} {quoted(value)}", field=name
+        )
+    return whole
+
+
 def check_types(prompts: object, max_new_tokens: object, batch_size: object, sampling: object) -> None:
     """The types a call takes, checked at the door: a string is one prompt, not a list of them."""
     if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
@@ -176,10 +187,8 @@ def check_types(prompts: object, max_new_tokens: object, batch_size: object, sam
             field="prompts",
         )
     for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-        if value is not None and not is_whole(whole_number(value)):
-            raise ArgumentTypeError(
-                f"{name} must be a whole number, got {type(value).__name__} {quoted(value)}", field=name
-            )
+        if value is not None:
+            whole_count(name, value)
     if max_new_tokens is None:
         raise ArgumentTypeError("max_new_tokens must be a whole number, got None", field="max_new_tokens")
     if sampling is not None and not isinstance(sampling, Sampling):

@@ -44,6 +44,7 @@ from skipcore.decode.checks import (
     check_request,
     check_tokenizer,
     check_unmoved,
+    whole_count,
 )
 from skipcore.decode.forward import EngineStepRunner
 from skipcore.decode.outputs import (
@@ -412,13 +413,7 @@ class SkipEngine:
             if not isinstance(policy, Sequence) or isinstance(policy, Schedule):
                 raise UserError("max_new_tokens is needed unless explicit layer sets are given")
             max_new_tokens = len(policy)
-        if not is_whole(whole_number(max_new_tokens)):
-            raise ArgumentTypeError(
-                f"max_new_tokens must be a whole number, got {type(max_new_tokens).__name__} "
-                f"{quoted(max_new_tokens)}",
-                field="max_new_tokens",
-            )
-        max_new_tokens = whole_number(max_new_tokens)
+        max_new_tokens = whole_count("max_new_tokens", max_new_tokens)
         if not callable(picker):
             raise ArgumentTypeError(
                 "picker must pick tokens from logits (a TokenPicker, such as TokenPicker(Sampling(), "

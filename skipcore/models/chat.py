@@ -38,15 +38,11 @@ def declares_chat_template(folder: Path) -> bool:
     """Whether a model folder's tokenizer files carry a chat template (a `chat_template.jinja`, or the field in
     `tokenizer_config.json`), read without building the tokenizer: what a tool that never wraps prompts (a sweep
     scores the data's own prompt text) checks to say so of an instruct model."""
-    from skipcore.files import parse_json
+    from skipcore.files import json_object
 
     if (folder / "chat_template.jinja").is_file():
         return True
-    try:
-        config = parse_json((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and bool(config.get("chat_template"))
+    return bool((json_object(folder / "tokenizer_config.json") or {}).get("chat_template"))
 
 
 def template_applies(model: str, tokenizer) -> bool:

@@ -180,16 +180,10 @@ def _config_or_refusal(ref: ModelRef, read: Callable[[], PretrainedConfig]) -> P
 def _declared_model_type(ref: ModelRef) -> str | None:
     """config.json's `model_type` as written, read as plain JSON (no code of the folder's runs); None where there
     is no such file or field."""
-    from skipcore.files import parse_json
+    from skipcore.files import json_object
 
-    path = ref.path / "config.json" if ref.path is not None else None
-    if path is None or not path.is_file():
-        return None
-    try:
-        data = parse_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    kind = data.get("model_type") if isinstance(data, dict) else None
+    config = json_object(ref.path / "config.json") if ref.path is not None else None
+    kind = (config or {}).get("model_type")
     return kind if isinstance(kind, str) else None
 
 

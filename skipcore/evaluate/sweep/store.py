@@ -41,6 +41,7 @@ from skipcore.files import (
     check_writable_folder,
     expand_home,
     file_digest,
+    json_object,
     parquet_writer,
     parse_json,
     read_parquet,
@@ -197,11 +198,7 @@ MODEL_CONFIGS = {"config.json": "model_type", "adapter_config.json": "base_model
 def _model_config(folder: Path) -> str | None:
     """The name of the model config `folder` holds, if any (a config.json of another tool's is not one)."""
     for name, key in MODEL_CONFIGS.items():
-        try:
-            config = json.loads((folder / name).read_text())
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
-        if isinstance(config, dict) and key in config:
+        if key in (json_object(folder / name) or {}):
             return name
     return None
 
