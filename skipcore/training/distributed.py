@@ -3,6 +3,7 @@ the main process decides handed to every process. On one process each is the pla
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,13 @@ def make_accelerator(device: str, mixed_precision: str, find_unused_parameters: 
             "float32, recorded as fp16); use bf16, or no",
             field="mixed_precision",
         )
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        # accelerate keeps its first run's device and autocast for the life of the process, and refuses another's
+        # ("restart your runtime"): a second run in a notebook takes its own. Processes of a launch keep theirs.
+        from accelerate.state import AcceleratorState, GradientState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
     ddp = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)
     return Accelerator(cpu=device == "cpu", mixed_precision=mixed_precision, kwargs_handlers=[ddp])
 

@@ -210,11 +210,12 @@ def _train(s: TrainSettings, given: frozenset[str]) -> Path:
                 resuming = f", resuming at step {resume_step}" if resume_dir else ""
                 if resume_dir and resume_step == steps:  # stopped between its last checkpoint and its model
                     resuming = f", resuming at its last step ({steps}): saving the model"
+                autocast = f" under {acc.mixed_precision} autocast" if acc.mixed_precision != "no" else ""
                 print(
                     f"training {facts['trainable_parameters']:,} of {facts['parameters']:,} parameters"
                     f"{how_trained(peft_model)} on {len(pairs)} pair{'s' * (len(pairs) != 1)}, {plan.describe()}, "
                     f"{steps} step{'s' * (steps != 1)} of {hyper.batch_size} x {acc.num_processes} "
-                    f"process{'es' * (acc.num_processes != 1)}{resuming}",
+                    f"process{'es' * (acc.num_processes != 1)}{autocast}{resuming}",
                     file=sys.stderr,
                 )
             train_loop(run)

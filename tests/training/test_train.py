@@ -856,3 +856,15 @@ def test_a_long_pair_is_said_cut_and_a_far_longest_target_said(model_dirs, tmp_p
     assert main([*argv, *ONE_STEP, "--max-length", "40", "--max-new-tokens", "20"]) == 0
     err = capsys.readouterr().err
     assert "was cut" in err and "the longest target" not in err
+
+
+def test_the_start_line_says_a_run_trains_under_autocast(model_dirs, tmp_path, capsys):
+    """`--mixed-precision bf16` on a CPU runs under bfloat16 autocast: the start line says so, as it says the rest. A
+    run after it in the same process runs without (accelerate refused it: "restart your runtime completely")."""
+    data = write_mr_csv(tmp_path / "mine.csv", sources=4)
+    flags = ["--model", str(model_dirs["opt"]), "--dataset", str(data), "--steps", "1", "--warmup-ratio", "0"]
+    capsys.readouterr()
+    assert train_cli(*flags, "--mixed-precision", "bf16", "--out", str(tmp_path / "bf16")) == 0
+    assert " x 1 process under bf16 autocast\n" in capsys.readouterr().err
+    assert train_cli(*flags, "--out", str(tmp_path / "plain")) == 0
+    assert "autocast" not in capsys.readouterr().err
