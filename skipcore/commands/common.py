@@ -67,7 +67,7 @@ def path_text(text: str) -> str:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", type=path_text, default=DEFAULT_MODEL,
-        help="local model directory or hub id (default: %(default)s)",
+        help="a model directory, a .gguf file, an installed real model (skipcore models) or a hub id (default: %(default)s)",
     )  # fmt: skip
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: %(default)s)")
     p.add_argument(

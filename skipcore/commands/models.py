@@ -35,9 +35,6 @@ def run(args: argparse.Namespace, given: frozenset[str]) -> int:
         # every name checked before the first conversion
         refs = [resolve_model(name) for name in args.prepare]
         unknown = [r.name for r in refs if r.kind not in ("real", "gguf")]
-        missing = [name for name in unknown if name.lower().endswith(".gguf")]  # a file's name, not a hub id
-        if missing:
-            raise UserError(f"--prepare: model file not found: {missing[0]}")
         if unknown:
             raise UserError(
                 f"--prepare {unknown[0]}: not a real model or a GGUF file; "

@@ -14,8 +14,10 @@ The cache keeps itself honest:
   the copy is listed or reused: a damaged copy is refused with the command that rebuilds it (`skipcore models
   --prepare NAME`), never loaded or called ready;
 - a user's GGUF file has one cache folder, converted again (the old copy replaced) when the file changes;
-- a file is read through its header first: an architecture skipcore does not run is refused before anything is
-  dequantized, and any failure of the readers on a damaged file is one line naming it.
+- a file is read through its header first: an architecture skipcore does not run, layers other than those it
+  declares and a vocabulary without its tokenizer's kind are refused before anything is dequantized; tensors
+  that do not fit the model its header declares, before the copy is written; any failure of the readers on a
+  damaged file is one line naming it.
 
 What transformers 5.17 makes of a GGUF tokenizer is repaired on the way (tests hold each repair):
 - bos and eos are read from the file's own ids (its Llama-architecture converter swaps the two);
@@ -28,6 +30,7 @@ What transformers 5.17 makes of a GGUF tokenizer is repaired on the way (tests h
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -52,6 +55,7 @@ from skipcore.models.model_cache import (
     source_stamp,
     staging_folder,
 )
+from skipcore.models.weights_fit import misshapen, weights_mismatch
 
 
 def ensure_converted(
@@ -138,9 +142,9 @@ def convert(gguf_path: Path, out: Path, label: str | None = None) -> None:
     failure of the readers on a damaged or unusual file is one line naming it (`label`, default its path)."""
     label = label or str(gguf_path)
     header = read_header([gguf_path], label)
-    _check_architecture(header, label)
+    _check_header(header, label)
     try:
-        _dequantized(gguf_path, out, header)
+        _dequantized(gguf_path, out, header, label)
     except (ModelError, ImportError):
         raise
     except OSError as e:  # reading the file, or writing its copy
@@ -155,16 +159,45 @@ def convert(gguf_path: Path, out: Path, label: str | None = None) -> None:
         ) from e
 
 
-def _check_architecture(header: GgufHeader, label: str) -> None:
+def _check_header(header: GgufHeader, label: str) -> None:
+    """What the header alone shows a conversion could not make a whole model of: an architecture skipcore does
+    not run, layers other than those it declares (transformers would initialise the missing ones at random and
+    drop the extra ones without a word), a vocabulary with no tokenizer kind (read as SentencePiece whatever it
+    is: every other word unknown)."""
     from skipcore.adapters import check_supported
 
     try:
         check_supported(config_dict(header).get("model_type"))
     except UserError as e:
         raise ModelError(f"{label}: {e}") from e
+    fields, arch = header.fields, header.fields["general.architecture"]
+    declared = fields.get(f"{arch}.block_count")
+    held = sorted({int(m.group(1)) for name in header.tensor_names if (m := re.match(r"blk\.(\d+)\.", name))})
+    if isinstance(declared, int) and held != list(range(declared)):
+        holds = (
+            f"layers {held[0]}-{held[-1]}" if held == list(range(held[0], held[-1] + 1)) else _layers(held)
+        )
+        raise ModelError(
+            f"{label}: its header declares {declared} layer{'s' * (declared != 1)} ({arch}.block_count), and its "
+            f"tensors are those of {holds}: the file is damaged, or was written wrong"
+        )
+    if "tokenizer.ggml.tokens" not in fields:
+        raise ModelError(f"{label}: its header holds no tokenizer (tokenizer.ggml.tokens)")
+    if not isinstance(fields.get("tokenizer.ggml.model"), str):
+        raise ModelError(
+            f"{label}: its header has a vocabulary but does not name its tokenizer's kind (tokenizer.ggml.model, "
+            "such as gpt2 or llama), which a GGUF file must"
+        )
 
 
-def _dequantized(gguf_path: Path, out: Path, header: GgufHeader) -> None:
+def _layers(held: list[int]) -> str:
+    if not held:
+        return "no layer"
+    shown = ", ".join(map(str, held[:8])) + (", ..." if len(held) > 8 else "")
+    return f"layer{'s' * (len(held) != 1)} {shown}"
+
+
+def _dequantized(gguf_path: Path, out: Path, header: GgufHeader, label: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -172,9 +205,19 @@ def _dequantized(gguf_path: Path, out: Path, header: GgufHeader) -> None:
     try:
         with _one_reader_per_file():
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+            model, info = AutoModelForCausalLM.from_pretrained(
+                folder,
+                gguf_file=name,
+                dtype=torch.float32,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
+            )
     except ImportError as e:
         raise ModelError(f"reading a GGUF file needs the gguf package: pip install gguf ({e})") from e
+    info["mismatched_keys"] = [*info.get("mismatched_keys", ()), *misshapen(model)]
+    mismatch = weights_mismatch(info, model.config, "its header")
+    if mismatch:  # refused before its copy is written: the cache never holds a half-random model
+        raise ModelError(f"{label}: its tensors do not fit the model its header declares: {mismatch}")
     repair_tokenizer(tokenizer, model.config, _tokenizer_fields(header))
     # a model read from GGUF carries its quantization origin; the saved copy is plain float weights
     model.config.quantization_config = None

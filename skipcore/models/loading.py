@@ -26,6 +26,7 @@ from skipcore.models.dtype_choice import Promise, asked_dtype, choose_dtype
 from skipcore.models.gguf_header import config_dict, read_header
 from skipcore.models.lora import merged
 from skipcore.models.reference import ModelRef, resolve_model
+from skipcore.models.weights_fit import weights_mismatch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # one of these beside the weights is a tokenizer transformers can load
@@ -312,40 +313,6 @@ def _quiet_transformers():
             yield
     finally:
         hf_logging.set_verbosity(before)
-
-
-def weights_mismatch(info: dict, config: PretrainedConfig) -> str | None:
-    """What transformers' loading report says is wrong, in one clause per kind: tensors the config needs that the
-    weights lack (newly initialised: a half-random model), weights of other shapes (re-initialised too), weights
-    with no place in the model. None when the weights fit."""
-    parts = []
-    missing = sorted(info.get("missing_keys") or ())
-    if missing:
-        layers = sorted({int(m.group(1)) for k in missing if (m := re.search(r"layers\.(\d+)\.", k))})
-        declared = getattr(config, "num_hidden_layers", None)
-        where = (
-            f" (layers {layers[0]}-{layers[-1]} of the {declared} config.json declares have none)"
-            if layers and declared and layers[-1] == declared - 1 and len(layers) > 1
-            else ""
-        )
-        parts.append(f"{_tensors(missing)} the model needs not in the weights, e.g. {missing[0]}{where}")
-    mismatched = sorted(info.get("mismatched_keys") or ())
-    if mismatched:
-        key, saved, wanted = mismatched[0]
-        parts.append(
-            f"{_tensors(mismatched)} of other shapes in the weights than config.json gives them, e.g. {key}: "
-            f"{list(saved)} in the weights, {list(wanted)} by the config"
-        )
-    unexpected = sorted(info.get("unexpected_keys") or ())
-    if unexpected:
-        parts.append(
-            f"{_tensors(unexpected)} in the weights with no place in the model, e.g. {unexpected[0]}"
-        )
-    return "; ".join(parts) or None
-
-
-def _tensors(keys) -> str:
-    return f"{len(keys)} tensor{'s' if len(keys) != 1 else ''}"
 
 
 def prepare_tokenizer(tokenizer, model: PreTrainedModel) -> None:

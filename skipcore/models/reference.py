@@ -172,8 +172,8 @@ def _resolve(name: str | os.PathLike, adapters: tuple[Path, ...]) -> ModelRef:
         return ModelRef(name, "gguf", path=local, cache=cached_folder_for_file(local))
     if local.is_dir():
         return _folder(name, local, adapters)
-    if _looks_like_path(name):
-        what = "file" if local.suffix.lower() == ".gguf" else "directory"  # a .gguf path names a file
+    if _looks_like_path(name) or local.suffix.lower() == ".gguf":  # a .gguf name is a file's, not a hub id
+        what = "file" if local.suffix.lower() == ".gguf" else "directory"
         raise ModelError(f"model {what} not found: {name}{shipped_elsewhere(name)}")
     _refuse_near_real_name(name)
     return ModelRef(name, "hub")

@@ -112,8 +112,8 @@ def test_a_config_field_of_the_wrong_type_is_one_line_everywhere(model_dirs, tmp
 @pytest.mark.parametrize(
     "field, value, words",
     [
-        ("hidden_size", 32, "[514, 64] in the weights, [514, 32] by the config"),
-        ("max_position_embeddings", 256, "[514, 64] in the weights, [258, 64] by the config"),
+        ("hidden_size", 32, "[514, 64] in the weights, [514, 32] by config.json"),
+        ("max_position_embeddings", 256, "[514, 64] in the weights, [258, 64] by config.json"),
     ],
 )
 def test_a_config_whose_sizes_do_not_fit_the_weights_names_a_tensor(

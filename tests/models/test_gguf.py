@@ -34,12 +34,23 @@ TOKENS = ["<s>", "</s>", "a", "b", "ab", "c", "d", "cd"]
 MERGES = ("a b", "c d")
 
 
-def write_gguf(path: Path, arch: str = "llama", merges=MERGES, tokens=TOKENS, seed: int = 0) -> Path:
+def write_gguf(
+    path: Path,
+    arch: str = "llama",
+    merges=MERGES,
+    tokens=TOKENS,
+    seed: int = 0,
+    *,
+    declared_layers: int = 2,
+    tokenizer_model: str | None = "gpt2",
+    q_rows: int = 16,
+) -> Path:
     """A two-layer Llama-family GGUF file of float32 tensors with a BPE tokenizer: a few kB, converted in a
-    fraction of a second."""
+    fraction of a second. `declared_layers`, `tokenizer_model` (None: the key left out) and `q_rows` (layer 1's
+    query rows) write files whose header and tensors disagree."""
     w = gguf_writer.GGUFWriter(str(path), arch)
     w.add_name("tiny")
-    w.add_block_count(2)
+    w.add_block_count(declared_layers)
     w.add_context_length(64)
     w.add_embedding_length(16)
     w.add_feed_forward_length(32)
@@ -47,7 +58,8 @@ def write_gguf(path: Path, arch: str = "llama", merges=MERGES, tokens=TOKENS, se
     w.add_head_count_kv(2)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_dimension_count(8)
-    w.add_tokenizer_model("gpt2")
+    if tokenizer_model is not None:
+        w.add_tokenizer_model(tokenizer_model)
     w.add_tokenizer_pre("default")
     w.add_token_list(list(tokens))
     w.add_token_types([1] * len(tokens))
@@ -64,7 +76,8 @@ def write_gguf(path: Path, arch: str = "llama", merges=MERGES, tokens=TOKENS, se
     for i in range(2):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, np.float32))
         for name in ("q", "k", "v", "output"):
-            w.add_tensor(f"blk.{i}.attn_{name}.weight", weights(hidden, hidden))
+            rows = q_rows if (name, i) == ("q", 1) else hidden
+            w.add_tensor(f"blk.{i}.attn_{name}.weight", weights(rows, hidden))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(hidden, np.float32))
         w.add_tensor(f"blk.{i}.ffn_gate.weight", weights(ffn, hidden))
         w.add_tensor(f"blk.{i}.ffn_up.weight", weights(ffn, hidden))
@@ -186,6 +199,60 @@ def test_an_unsupported_architecture_is_refused_from_the_header_before_any_conve
             attempt()
     assert "unsupported architecture 'phi2'" in failed(capsys, generate_argv(path))
     assert not cache.exists() or not any(cache.iterdir())
+
+
+def refused_with_nothing_cached(capsys, cache: Path, path: Path) -> str:
+    """`models --prepare` and `generate` on `path`: both refused (exit 2, no traceback), the cache holding no
+    copy; the refusal, less `error: `."""
+    said = []
+    for argv in (["models", "--prepare", str(path)], generate_argv(path)):
+        capsys.readouterr()
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err, err
+        said.append(err.strip().splitlines()[-1].removeprefix("error: "))
+        assert not cache.exists() or not any(cache.iterdir()), list(cache.iterdir())
+    return said[-1]
+
+
+@pytest.mark.parametrize("declared", [1, 3])
+def test_a_file_declaring_other_layers_than_its_tensors_hold_is_refused_not_made_half_random(
+    tmp_path, cache, capsys, declared
+):
+    """A block count above the tensors' layers made a model whose extra layers transformers initialised at
+    random, one below them dropped the last layer's tensors: both ran, converted and cached, without a word."""
+    path = write_gguf(tmp_path / "m.gguf", declared_layers=declared)
+    said = refused_with_nothing_cached(capsys, cache, path)
+    assert said == (
+        f"{path}: its header declares {declared} layer{'s' * (declared != 1)} (llama.block_count), and its tensors "
+        "are those of layers 0-1: the file is damaged, or was written wrong"
+    )
+
+
+def test_a_tensor_of_another_shape_than_the_header_gives_is_refused_before_its_copy_is_cached(
+    tmp_path, cache, capsys
+):
+    """transformers' GGUF reader set a query matrix of 8 rows where the header's width makes 16: the conversion
+    cached it, and only the load of the copy refused it, naming the cache's own config.json."""
+    path = write_gguf(tmp_path / "m.gguf", q_rows=8)
+    said = refused_with_nothing_cached(capsys, cache, path)
+    assert said == (
+        f"{path}: its tensors do not fit the model its header declares: 1 tensor of other shapes in the weights "
+        "than its header gives them, e.g. model.layers.1.self_attn.q_proj.weight: [8, 16] in the weights, [16, 16] "
+        "by its header"
+    )
+
+
+def test_a_vocabulary_without_its_tokenizers_kind_is_refused_not_read_as_sentencepiece(
+    tmp_path, cache, capsys
+):
+    """Without tokenizer.ggml.model transformers built a SentencePiece tokenizer of a BPE vocabulary: every space
+    an unknown token, the text generated garbled, and the run exited 0."""
+    path = write_gguf(tmp_path / "m.gguf", tokenizer_model=None)
+    said = refused_with_nothing_cached(capsys, cache, path)
+    assert said.startswith(f"{path}: its header has a vocabulary but does not name its tokenizer's kind"), (
+        said
+    )
 
 
 def test_a_folder_holding_one_gguf_file_finds_it_whatever_the_case_of_its_suffix(tmp_path, cache, capsys):
@@ -441,6 +508,12 @@ def test_a_gguf_file_that_is_not_there_is_said_as_a_file_not_found(tmp_path, cac
     .gguf, 'not a real model or a GGUF file'); a .gguf name is a file's, so the file is what is not found."""
     name = name.format(tmp=tmp_path)
     assert failed(capsys, ["models", "--prepare", name]) == f"--prepare: model file not found: {name}"
+    # a bare or relative .gguf name was taken as a hub id by generate: looked up there, or said as not on it
+    assert failed(capsys, generate_argv(name)) == f"--model: model file not found: {name}"
+    assert (
+        failed(capsys, generate_argv("sub/nonexist.gguf"))
+        == "--model: model file not found: sub/nonexist.gguf"
+    )
     assert failed(capsys, ["models", "--prepare", str(tmp_path / "gone")]).startswith(
         "--prepare: model directory not found: "
     )
