@@ -245,7 +245,7 @@ def add_length_args(p: argparse.ArgumentParser, default_new_tokens: int = 32) ->
     p.add_argument(
         "--speedup-over",
         type=int,
-        help="generated tokens over which --target-speedup is met (default: a skipcore-trained model's median "
-        "output length + 1 but at most max-new-tokens, else max-new-tokens); rows end at EOS, so a target met over max-new-tokens is "
-        "not what shorter outputs realise",
+        help="generated tokens over which --target-speedup is met, at most --max-new-tokens (default: a "
+        "skipcore-trained model's median output length + 1 but at most max-new-tokens, else max-new-tokens); rows "
+        "end at EOS, so a target met over max-new-tokens is not what shorter outputs realise",
     )

@@ -325,7 +325,7 @@ def decode_setup(
     from skipcore.decode.engine import SkipEngine
     from skipcore.models.chat import prompts_for_model
     from skipcore.models.dtype_choice import Promise, lossless_caveat
-    from skipcore.models.generation_defaults import check_horizon, check_new_tokens
+    from skipcore.models.generation_defaults import check_new_tokens
     from skipcore.models.loading import load_config, load_model, model_dtype
 
     prompts = read_prompts(settings)
@@ -333,10 +333,9 @@ def decode_setup(
         check_weight_free(prompts, settings.max_new_tokens, settings.batch_size, None)
     config = load_config(settings.model, settings.trust_remote_code)
     num_layers = shapes_from_config(config).num_layers
-    # the new tokens first: a horizon not given is theirs, and a long one their flag's to say
-    with said_by({**LENGTH_FLAGS, "speedup_over": "--speedup-over"}):
+    # the horizon is at most the new tokens (`generation_defaults.horizon`), so these fit it too
+    with said_by(LENGTH_FLAGS):
         check_new_tokens(settings.max_new_tokens, max_positions(config), settings.model)
-        check_horizon(settings.speedup_over, max_positions(config), settings.model)
     policy = policy_of(settings.depth, num_layers, settings.max_new_tokens, settings.speedup_over)
     lossless = settings.depth.lossless
     promise = Promise.TOKENS if lossless else None

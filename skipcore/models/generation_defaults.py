@@ -47,6 +47,21 @@ def speedup_horizon(defaults: dict, max_new_tokens: int) -> int:
     return max(2, min(int(defaults.get("speedup_over") or max_new_tokens), int(max_new_tokens)))
 
 
+def horizon(speedup_over: int | None, defaults: dict, max_new_tokens: int) -> int:
+    """The tokens a target speedup is met over: `speedup_over` where given, else the default (`speedup_horizon`).
+    A given one longer than the run is refused: no row generates the tokens past `max_new_tokens`, so a target met
+    over them is not what the run gives (2x over 100 tokens is 1.10x over the 10 a row makes)."""
+    if speedup_over is None:
+        return speedup_horizon(defaults, max_new_tokens)
+    if speedup_over > max_new_tokens:
+        raise UserError(
+            f"speedup_over {speedup_over} is more than the max_new_tokens {max_new_tokens} a row generates: a target "
+            f"met over tokens no row makes is not what the run gives; use at most {max_new_tokens}",
+            field=("speedup_over", "max_new_tokens"),
+        )
+    return speedup_over
+
+
 def check_new_tokens(max_new_tokens: int, max_positions: int | None, model: str) -> None:
     """New tokens that leave no position for a prompt's one token refused before any work (what a request checks
     per prompt, `decode.checks`, needs the prompts' tokens; this needs the config alone). First of the lengths: a
@@ -187,5 +202,4 @@ def decoding_for(
     max_new = max_new_tokens if max_new_tokens is not None else int(defaults.get("max_new_tokens", 32))
     if decay_span is None and defaults.get("decay_span"):
         decay_span = int(defaults["decay_span"])
-    over = speedup_over if speedup_over is not None else speedup_horizon(defaults, max_new)
-    return Decoding(shape, max_new, decay_span, over, note, trained)
+    return Decoding(shape, max_new, decay_span, horizon(speedup_over, defaults, max_new), note, trained)

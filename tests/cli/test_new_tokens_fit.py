@@ -57,5 +57,5 @@ def test_new_tokens_past_the_model_are_said_by_their_own_flag(model_dirs, tmp_pa
         "100000",
     ]
     assert refused(capsys, [*over, "--target-speedup", "2"]).startswith(
-        "error: --speedup-over 100000 is longer"
+        "error: --speedup-over 100000 is more than the --max-new-tokens 4 a row generates"
     )

@@ -136,7 +136,7 @@ def test_a_layer_count_out_of_range_is_blamed_on_its_own_flag(capsys):
             "--warmup-layers has no effect at full depth",
         ),
         (
-            ["--schedule", "full", "--speedup-over", "9"],
+            ["--schedule", "full", "--speedup-over", "5"],
             "--speedup-over has no effect at full depth",
         ),
         (
@@ -550,17 +550,26 @@ def test_a_refusal_about_one_setting_names_its_flag(capsys, argv, said):
     [
         ["generate", "--prompt", "hi", "--max-new-tokens", "8", "--target-speedup", "2"],
         ["sweep", "--limit", "2", "--max-new-tokens", "8", "--out", "{tmp}/sweep.parquet"],
+        ["tune", "--limit", "2", "--max-new-tokens", "8", "--out", "{tmp}/tune"],
         ["train", "--init-config", "opt", "--target-speedup", "2", "--out", "{tmp}/run", "--steps", "2"],
     ],
 )
 def test_a_horizon_longer_than_any_output_is_refused_before_any_fit(capsys, tmp_path, argv):
     """--speedup-over 100000000 (a typo's zeros) was taken: the fit of a target speedup over a hundred million
-    tokens ran for hours before anything was said. The shipped model takes 256 positions, one of them a
-    prompt's: the refusal names the flag and the longest horizon, and nothing is written."""
+    tokens ran for hours before anything was said. A run that generates is refused a horizon past its new tokens
+    (no row makes them: 2x over 100 tokens was 1.10x over the 10 a row made, said as a 1.10x schedule alone, and
+    tune shortened it without a word); training's horizon is refused past the model's 256 positions, one of them a
+    prompt's. The refusal names the flag and the longest horizon, and nothing is written."""
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     said = refused(capsys, [*argv, "--speedup-over", "100000000"])
-    assert said.startswith("error: --speedup-over 100000000 is longer than any output of "), said
-    assert said.endswith("256 positions, a prompt and its new tokens together; use at most 255"), said
+    if argv[0] == "train":
+        assert said.startswith("error: --speedup-over 100000000 is longer than any output of "), said
+        assert said.endswith("256 positions, a prompt and its new tokens together; use at most 255"), said
+    else:
+        assert said == (
+            "error: --speedup-over 100000000 is more than the --max-new-tokens 8 a row generates: a target met over "
+            "tokens no row makes is not what the run gives; use at most 8"
+        )
     assert not list(tmp_path.iterdir())
 
 

@@ -229,14 +229,14 @@ def resolve_lengths(cfg: SweepConfig) -> SweepConfig:
     two models like for like; where the baseline's outputs run longer than the model's, it realises a higher
     layer speedup than the target, which the table's realised column shows beside the target.
     """
-    from skipcore.models.generation_defaults import generation_defaults, speedup_horizon
+    from skipcore.models.generation_defaults import generation_defaults, horizon
 
     gen = generation_defaults(cfg.model) if Path(cfg.model).is_dir() else {}
     max_new = cfg.max_new_tokens if cfg.max_new_tokens is not None else gen.get("max_new_tokens") or 64
     span = cfg.decay_span if cfg.decay_span is not None else gen.get("decay_span")
-    over = cfg.speedup_over if cfg.speedup_over is not None else speedup_horizon(gen, max_new)
     if max_new < 2:
         raise UserError(f"max_new_tokens must be >= 2, got {max_new}", field="max_new_tokens")
+    over = horizon(cfg.speedup_over, gen, max_new)
     if over < 2:
         raise UserError(f"speedup_over must be >= 2, got {over}", field="speedup_over")
     span = None if span is None else int(span)

@@ -127,7 +127,9 @@ class TuneSettings:
         None, "tokens per output (default: the model's training)", kind="int"
     )
     speedup_over: int | None = setting(
-        None, "tokens a schedule's own speedup is met over (default: the model's typical output)", kind="int"
+        None,
+        "tokens a schedule's own speedup is met over, at most max_new_tokens (default: the model's typical output)",
+        kind="int",
     )
     decay_span: int | None = setting(
         None, "the paper's linear schedule's decay span (default: the model's training)", kind="int"
@@ -348,12 +350,12 @@ def resolve_lengths(s: TuneSettings) -> TuneSettings:
     """New tokens, the paper's decay span and the speedup horizon from the model's training settings where not
     given (`skipcore.models.generation_defaults`); a single file's split is none."""
     from skipcore.data import is_single_file
-    from skipcore.models.generation_defaults import generation_defaults, speedup_horizon
+    from skipcore.models.generation_defaults import generation_defaults, horizon
 
     gen = generation_defaults(s.model) if Path(s.model).is_dir() else {}
     max_new = int(s.max_new_tokens or gen.get("max_new_tokens") or 64)
-    over = int(s.speedup_over or speedup_horizon(gen, max_new))
+    over = horizon(s.speedup_over, gen, max_new)
     span = s.decay_span if s.decay_span is not None else gen.get("decay_span")
     span = int(span) if span is not None else max(1, max_new - 2)
     split = None if is_single_file(s.dataset) else s.split
-    return replace(s, max_new_tokens=max_new, speedup_over=min(over, max_new), decay_span=span, split=split)
+    return replace(s, max_new_tokens=max_new, speedup_over=over, decay_span=span, split=split)
