@@ -113,9 +113,11 @@ def check_assistant(
             "the shipped kind)"
         )
     if not 1 <= exit_layer < num_layers:
-        raise UserError(f"assistant exit layer must be in [1, {num_layers - 1}], got {exit_layer}")
+        raise UserError(
+            f"assistant exit layer must be in [1, {num_layers - 1}], got {exit_layer}", field="assistant_exit"
+        )
     if draft_tokens is None or draft_tokens < 1:
-        raise UserError(f"assistant draft tokens must be >= 1, got {draft_tokens}")
+        raise UserError(f"assistant draft tokens must be >= 1, got {draft_tokens}", field="draft_tokens")
 
 
 @contextmanager
