@@ -70,6 +70,17 @@ def quoted(value: object, keep: int = 40, most: int = 8) -> str:
     return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}"
 
 
+# Unicode's explicit direction controls (embeddings, overrides, isolates): invisible, and one left open turns the
+# text after it backwards ("...snekot wen xam")
+_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_controls(text: str) -> str:
+    """`text` with each direction control shown as its code point ('⟨U+202E⟩'): for text from outside shown where
+    it would take the controls' effect (a code span, a path, a chart's label: a token of U+202E and 'evil' read 'live')."""
+    return _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m[0]):04X}⟩", text)
+
+
 # the names the front end running now calls settings by (`said_by`): none from Python, a command's flags
 _SPOKEN: ContextVar[Mapping[str, str] | None] = ContextVar("skipcore_spoken_names", default=None)
 

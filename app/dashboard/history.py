@@ -7,13 +7,14 @@ same on both pages."""
 from __future__ import annotations
 
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.dashboard.markdown import visible_controls
 from skipcore import plots
+from skipcore.errors import visible_controls
 from skipcore.labels import SEP, column_title, metadata_label, model_label, run_family
 from skipcore.plots.style import RunStyle, legend_below, run_styles
 
@@ -34,7 +35,7 @@ def entry(
     shown: str | None = None,
     dtype: str | None = None,
 ) -> dict:
-    """One run as the figure and the table take it: `name` (what made it, which keys its style), its palette
+    """One run as the figure and the table take it: `name` (what made it, which keys its style: `style_keys`), its palette
     `family`, its `model`, the name `shown` in the legend (the name, or '#3: name' on Run history) and the `dtype`
     it ran in (where its metadata says)."""
     return {
@@ -108,11 +109,24 @@ STEPS_NOTE = (
 )
 
 
+def style_keys(chosen: list[dict]) -> list[str]:
+    """What each chosen run's style is kept by: its name, so a run looks the same on every page; its own label
+    ('#3: ...') where another chosen run has the same name (the same settings on other prompts or lengths, drawn
+    alike before)."""
+    names = Counter(r["name"] for r in chosen)
+    return [r["name"] if names[r["name"]] == 1 else r["run"] for r in chosen]
+
+
+def families(chosen: list[dict]) -> dict[str, str]:
+    """Each chosen run's style key (`style_keys`) -> its family, what `run_styles` takes."""
+    return {key: r["family"] for key, r in zip(style_keys(chosen), chosen, strict=True)}
+
+
 def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> go.Figure:
-    """Mean layers run per decode step of each chosen run, in its style (`styles`: by run name, the session's;
+    """Mean layers run per decode step of each chosen run, in its style (`styles`: by `style_keys`, the session's;
     else each run in its family's colour), against full depth (dashed grey), one line per depth the runs have,
     named by the models of that depth."""
-    styles = dict(styles or run_styles({r["name"]: r["family"] for r in chosen}))
+    styles = dict(styles or run_styles(families(chosen)))
     last = max(int(r["steps"]["step"].max()) for r in chosen)
     fig = go.Figure()
     depths: dict[int, list[str]] = {}
@@ -131,8 +145,8 @@ def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> 
                 line={"color": plots.FULL_COLOR, "dash": ("dash", "dot", "dashdot")[i % 3]},
             )
         )
-    for r in chosen:
-        style = styles.get(r["name"]) or RunStyle(plots.FULL_COLOR)
+    for r, key in zip(chosen, style_keys(chosen), strict=True):
+        style = styles.get(key) or RunStyle(plots.FULL_COLOR)
         fig.add_trace(
             go.Scatter(
                 x=r["steps"]["step"],
@@ -220,9 +234,15 @@ def listing_view(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
             width=92, help="the start of the first prompt (+ how many more)"
         ),
         "decoding": st.column_config.TextColumn(width=64),
-        "max new tokens": st.column_config.TextColumn("max new", width=60, help="max new tokens"),
+        "max new tokens": st.column_config.NumberColumn(
+            "max new", format="%d", width=60, help="max new tokens"
+        ),
         "layer speedup": st.column_config.NumberColumn("layers", help="layer speedup (realised)", **speedup),
         "FLOPs speedup": st.column_config.NumberColumn("FLOPs", help="FLOPs speedup (decode)", **speedup),
+        # as narrow as the others, its whole text on hover: at its own width it squeezed every other column
+        "cannot be reopened": st.column_config.TextColumn(
+            "not reopened", width=110, help="why the run cannot be reopened (Reopen on its row says it whole)"
+        ),
     }
     return out, shown, config
 

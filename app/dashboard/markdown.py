@@ -11,10 +11,13 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 
+from skipcore.errors import visible_controls
+
 # what starts a link, an image, a badge, an address in brackets, math or code (inside which an escape shows as
-# typed), and the escape itself; emphasis marks are left (they only change how the text looks), so ordinary text
-# ("step_ms") reads the same in the page's source
-_MARKUP = "\\`[]<$&"  # & too: an entity ('&#104;ttps://') becomes the text Markdown links
+# typed), emphasis and strike-through (a prompt's '**x**' showed as a bold x, its stars gone), and the escape
+# itself
+_MARKUP = "\\`[]<$&*~"  # & too: an entity ('&#104;ttps://') becomes the text Markdown links
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # '_x_' is emphasis; 'a_b' is not
 # Streamlit's own shortcodes, read in the source whatever escapes a bracket: a badge or icon (`:red[a]`,
 # `:material/star:`) and an emoji (`:smile:`, `:+1:`). A text that holds one has every colon and slash escaped
 # (an escaped shortcode still showed as its emoji where other colons followed it: '\:+1\: 13:38'); a text
@@ -23,16 +26,7 @@ _MARKUP = "\\`[]<$&"  # & too: an entity ('&#104;ttps://') becomes the text Mark
 _SHORTCODE = re.compile(r":(?:[+-]1|100|1234|[\w+/-]*[A-Za-z][\w+/-]*)[:\[]")
 
 
-# Unicode's explicit direction controls (embeddings, overrides, isolates): invisible, and one left open turns the
-# page's own text after it backwards ("...snekot wen xam")
-_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _FIRST_STRONG_ISOLATE, _POP_ISOLATE = "\u2068", "\u2069"
-
-
-def visible_controls(text: str) -> str:
-    """`text` with each direction control shown as its code point ('⟨U+202E⟩'): for text shown where Markdown is
-    not read (a code span, a path), which still takes the direction controls' effect."""
-    return _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m[0]):04X}⟩", text)
 
 
 # what Streamlit's Markdown turns into a link by itself (GitHub's autolinks: an address after http:// or https://,
@@ -56,15 +50,17 @@ def code(text: str) -> str:
 
 
 def _escaped(text: str) -> str:
-    """`text` with each character that starts markup escaped, and every colon and slash where it holds a
-    shortcode (`_SHORTCODE`)."""
+    """`text` with each character that starts markup escaped, an underscore where it can start or end emphasis
+    (not inside a word: 'step_ms' stays as typed, in the page's source too), and every colon and slash where it
+    holds a shortcode (`_SHORTCODE`)."""
     marked = _MARKUP + (":/" if _SHORTCODE.search(text) else "")
-    return "".join(f"\\{c}" if c in marked else c for c in text)
+    text = "".join(f"\\{c}" if c in marked else c for c in text)
+    return _EMPHASIS_UNDERSCORE.sub(r"\\_", text)
 
 
 def plain(text: str) -> str:
-    """`text` with every character that would start a link, an image, a badge or math escaped: it shows as
-    typed, no more than emphasised; an address Markdown would link by itself (`https://…`, `www.…`, an email
+    """`text` with every character that would start a link, an image, a badge, math or emphasis escaped: it
+    shows as typed; an address Markdown would link by itself (`https://…`, `www.…`, an email
     address) shows as code. A direction control in it shows as its code point ('⟨U+202E⟩'), and a text with
     right-to-left letters is isolated (Unicode's first-strong isolate), so it reads in its own direction and the
     page's words around it in theirs."""

@@ -8,8 +8,8 @@ import math
 import os
 from pathlib import Path
 
-from app.dashboard.markdown import code, visible_controls
-from skipcore.errors import UserError
+from app.dashboard.markdown import code
+from skipcore.errors import UserError, visible_controls
 from skipcore.files import check_path_text, expand_home
 
 APP_DIR = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def upload_limit_mb() -> int:
 
 def display_path(path: Path | str) -> str:
     """A path relative to the repository when it lies inside it: shorter, and the same on every machine. A
-    direction control in its name shows as its code point (`markdown.visible_controls`)."""
+    direction control in its name shows as its code point (`errors.visible_controls`)."""
     p = Path(path)
     try:
         shown = str(p.resolve().relative_to(REPO_ROOT))

@@ -185,7 +185,7 @@ def show_layers(results: dict) -> None:
     """Each policy's mean layers per decode step, each run in the style the session draws it in everywhere (the
     same colour and dash as on Run history), against full depth."""
     entries = [history.entry_of(res.trace, res.metadata, res.summary) for res in results.values()]
-    styles = figures.run_styles({e["name"]: e["family"] for e in entries})
+    styles = figures.run_styles(history.families(entries))
     fig = history.figure(entries, styles)
     figures.show(fig, "cmp_layers", "layers-per-step-by-policy")
     numbers.figure_numbers(

@@ -34,15 +34,17 @@ def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
-def _max_new_tokens(settings: dict) -> str:
+def _max_new_tokens(settings: dict) -> float:
     """The new tokens a run allowed, as its settings say it: a page's own setting, or inside a sweep's or a
-    search's settings; '-' where none says it."""
+    search's settings; NaN (the table's '-') where none says it. A number, so the column sorts as one (as text,
+    9 came before 30)."""
     words = {name: value[0] for name, value in settings.items()}
     if "max new tokens" in words or "tokens" in words:
-        return words.get("max new tokens", words.get("tokens"))
+        said = str(words.get("max new tokens", words.get("tokens")))
+        return float(said) if said.isdigit() else math.nan
     values = [v[1] for v in settings.values() if isinstance(v, list | tuple) and len(v) > 1]
     inner = [v for v in values if isinstance(v, dict) and "max_new_tokens" in v]
-    return str(inner[0]["max_new_tokens"]) if inner else "-"
+    return _number(inner[0]["max_new_tokens"]) if inner else math.nan
 
 
 def listing(runs: list[Run]) -> pd.DataFrame:
@@ -144,7 +146,7 @@ def compare(store: RunStore, chosen: list[Run]) -> None:
     if not entries:
         return
     entries = history.with_their_dtypes(entries)
-    styles = figures.run_styles({e["name"]: e["family"] for e in entries})  # as every page draws the run
+    styles = figures.run_styles(history.families(entries))  # as every page draws the run
     figures.show(history.figure(entries, styles), "history_fig", "runs")
     table = history.table(entries)
     config = history.table_config(table)

@@ -54,19 +54,24 @@ __all__ = [
 
 LEGEND_LINE_PX = 19  # a line of a legend entry, in Plotly's default font
 AXIS_BELOW_PX = 50  # an x axis's tick labels and title, under the plot
+# the most legend lines a figure grows by; a longer legend scrolls in that height (29 runs compared on a wide screen
+# sat three to a row under ~1000 px of blank kept for one a line)
+LEGEND_MOST_LINES = 10
 
 
 def legend_below(fig: go.Figure) -> go.Figure:
     """`fig` with its legend at its foot, under the x axis's title on any screen: placed from the figure's bottom
     (`yref` container), with a bottom margin for the axis and the legend's entries one under another (a phone's
-    width; on a wide screen they share a row and leave space), the figure taller by what the margin grew. A legend
-    placed a fraction of the plot's height under it hung over the axis's title where the plot was short, or where
-    its entries took more rows. Called again after its entries change (the dashboard wraps long names)."""
+    width; on a wide screen they share a row and leave space) up to `LEGEND_MOST_LINES`, past which the legend
+    scrolls in that height, the figure taller by what the margin grew. A legend placed a fraction of the plot's
+    height under it hung over the axis's title where the plot was short, or where its entries took more rows.
+    Called again after its entries change (the dashboard wraps long names)."""
     lines = sum(
         1 + str(t.name).count("<br>")
         for t in fig.data
         if t.name and t.showlegend is not False and t.type != "heatmap"
     )
+    shown = min(lines, LEGEND_MOST_LINES)
     fig.update_layout(
         legend={
             "orientation": "h",
@@ -75,10 +80,11 @@ def legend_below(fig: go.Figure) -> go.Figure:
             "yanchor": "bottom",
             "x": 0,
             "xanchor": "left",
+            "maxheight": LEGEND_LINE_PX * shown + 10 if lines > shown else None,
         }
     )
     margin = fig.layout.margin.b if fig.layout.margin.b is not None else 80
-    needed = AXIS_BELOW_PX + LEGEND_LINE_PX * lines + 10
+    needed = AXIS_BELOW_PX + LEGEND_LINE_PX * shown + 10
     if needed > margin:
         fig.update_layout(margin_b=needed, height=(fig.layout.height or 450) + needed - margin)
     return fig

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from skipcore.errors import UserError, quoted
+from skipcore.errors import UserError, quoted, visible_controls
 from skipcore.measure.summary import refuse_repeated_tokens
 from skipcore.plots.schedule import mask_heatmap
 from skipcore.plots.style import DRAFT_COLOR
@@ -31,12 +31,13 @@ HOVER_KEEP = 100
 
 
 def display_token(token: str) -> str:
-    """A token as a short axis label: whitespace-only tokens made visible, a long one cut (`TICK_CHARACTERS`), and
-    `<`, `>`, `&` escaped because plotly reads labels as HTML (`</s>` would vanish)."""
+    """A token as a short axis label: whitespace-only tokens made visible, a long one cut (`TICK_CHARACTERS`), a
+    direction control shown as its code point (`errors.visible_controls`), and `<`, `>`, `&` escaped because plotly
+    reads labels as HTML (`</s>` would vanish)."""
     text = token.strip() or token.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣") or "∅"
     if len(text) > TICK_CHARACTERS:
         text = text[: TICK_CHARACTERS - 1] + "…"
-    return html.escape(text, quote=False)
+    return html.escape(visible_controls(text), quote=False)
 
 
 def hover_token(token: str) -> str:

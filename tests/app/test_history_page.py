@@ -57,7 +57,7 @@ def test_run_history_survives_the_session_reopens_and_deletes(model_dir):
     assert_clean(at)
     listing = at.dataframe[0].value
     assert list(listing["run"]) == [2, 1] and list(listing["kind"]) == ["generate"] * 2
-    assert list(listing["max new tokens"]) == [str(MAX_NEW - 1), str(MAX_NEW)]
+    assert list(listing["max new tokens"]) == [MAX_NEW - 1, MAX_NEW]  # numbers: the column sorts as them
     by_key(at.button, "history_reopen").click().run()  # the newest, nothing picked
     assert_clean(at)
     assert at.title[0].value == "Generate and trace"
@@ -321,7 +321,7 @@ def test_a_small_sweep_is_kept_survives_a_reload_and_reopens_with_its_settings(m
     # from the Run history, in a session showing other settings: back on Trade-offs with its own
     at = opened_with({"to_source": "Upload a sweep file", "to_examples": "5"}, "history")
     assert list(at.dataframe[0].value["kind"]) == ["sweep"]
-    assert list(at.dataframe[0].value["max new tokens"]) == [str(made.settings["sweep"][1]["max_new_tokens"])]
+    assert list(at.dataframe[0].value["max new tokens"]) == [made.settings["sweep"][1]["max_new_tokens"]]
     at = reopen_newest(at)
     assert at.title[0].value == "Trade-offs"
     assert "Kept as run #1 in the run history." in [c.value for c in at.caption]  # chosen there, not found
@@ -456,6 +456,29 @@ def test_runs_of_models_of_different_depths_each_get_their_full_depth_line():
     full = {t.name: t.y[0] for t in fig.data if t.name.startswith("full depth")}
     assert full == {"full depth (6 layers, small)": 6, "full depth (12 layers, deep)": 12}
     assert fig.layout.xaxis.dtick == 1  # a three-step run: whole steps only
+
+
+def test_runs_of_the_same_settings_are_drawn_apart_and_a_lone_run_keeps_its_pages_style():
+    """Runs of one design on other prompts or lengths are named alike ('#3: <name>', '#4: <name>') and were drawn
+    in one style, their lines indistinguishable; each now gets its own dash. A run picked alone with its name keeps
+    the style its name has on every page."""
+    from app.dashboard import history
+    from skipcore.plots.style import run_styles
+
+    def run(i: int, name: str, steps: int) -> dict:
+        trace = pd.DataFrame(
+            {"step": range(steps), "num_layers_run": [6] + [3] * (steps - 1), "finished": False}
+        )
+        return history.entry(name, trace, {}, 6, "skip", "m", f"#{i}: {name}")
+
+    chosen = [run(1, "m · linear 6->3", 1), run(2, "m · linear 6->3", 6), run(3, "m · linear 6->2", 6)]
+    assert history.style_keys(chosen) == ["#1: m · linear 6->3", "#2: m · linear 6->3", "m · linear 6->2"]
+    page = run_styles({"m · linear 6->2": "skip", "elsewhere": "skip"})  # as another page drew them first
+    styles = run_styles(history.families(chosen), page)
+    fig = history.figure(chosen, styles)
+    drawn = {t.name: t.line.dash for t in fig.data if t.name.startswith("#")}
+    assert len(set(drawn.values())) == 3, drawn
+    assert drawn["#3: m · linear 6->2"] == page["m · linear 6->2"].dash
 
 
 @pytest.mark.parametrize(

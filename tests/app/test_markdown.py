@@ -37,6 +37,7 @@ def read(markdown: str) -> str:
         "x`y https://a``b` `",
         "speculative: 2 drafts, created 2026-11-30T13:38:58+00:00",
         ":100: at 13:38",
+        "**x** <b>y</b> _z_ ~~s~~ a*b*c step_ms __init__ x_ _y",  # a prompt's stars showed as a bold x
         "&#104;ttps://evil.example/x me&#64;evil.example &amp; &lt;b&gt;",
         "",
     ],

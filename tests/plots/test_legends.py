@@ -15,6 +15,7 @@ import pytest
 
 from app.dashboard.figures import _wrap_words
 from skipcore import Schedule
+from skipcore.plots import style
 from skipcore.plots.lens import layer_summary_figure
 from skipcore.plots.schedule import budgets_figure
 from skipcore.plots.series import series_figure
@@ -23,6 +24,15 @@ from tests.browser.driving import CHROMIUM, CHROMIUM_ARGS
 pytestmark = pytest.mark.slow  # Chromium
 
 NAMES = [f"a-model · linear 10->{n} (skip, warmup 1, span 25) · greedy" for n in (2, 3, 4)]
+MANY = [f"#{i} a-model · linear 10->{i % 9 + 2} (skip, warmup 1, span 25) · greedy" for i in range(29)]
+
+
+def _many_runs():
+    """29 runs compared, as the run history draws its picks."""
+    runs = pd.DataFrame(
+        {"x": [1, 2] * len(MANY), "y": [1.0, 2.0] * len(MANY), "run": [n for n in MANY for _ in (1, 2)]}
+    )
+    return series_figure(runs, "x", "y", color="run")
 
 
 def _figures() -> dict:
@@ -36,6 +46,7 @@ def _figures() -> dict:
             {n: Schedule(12, "linear", max_layers=12, min_layers=2) for n in NAMES}, 20
         ),
         "per layer": lambda: layer_summary_figure(dict.fromkeys(NAMES, layers), title=NAMES[0]),
+        "many runs": _many_runs,
     }
     dashboard = {f"{name}, on the dashboard": make for name, make in figures.items()}
     built = {name: make() for name, make in figures.items()}
@@ -86,6 +97,38 @@ def test_a_legend_under_the_plot_stays_under_the_axis_title():
         finally:
             browser.close()
     assert not found, found
+
+
+def test_a_long_legend_scrolls_in_a_few_lines_instead_of_a_blank_under_it():
+    """29 runs compared kept a line for each (a phone's width) on any screen: on a wide one they sat three to a row
+    above ~1000 px of blank. The figure grows by ten lines at most, the legend scrolls in them (every entry
+    there), and on a wide screen its entries fill the figure to its foot."""
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.is_file():
+        pytest.skip("needs Debian's chromium")
+    fig = _many_runs()
+    assert fig.layout.margin.b <= style.AXIS_BELOW_PX + style.LEGEND_LINE_PX * style.LEGEND_MOST_LINES + 10
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            drawn = {}
+            for width in (360, 1400):
+                _draw(fig, width, page, "g.legend")
+                drawn[width] = page.evaluate(
+                    """() => {
+                        const figure = document.querySelector('svg.main-svg').getBoundingClientRect();
+                        const entries = Array.from(document.querySelectorAll('g.legend g.traces'))
+                            .map(e => e.getBoundingClientRect().bottom);
+                        return {blank: figure.bottom - Math.max(...entries), entries: entries.length,
+                                scrolls: !!document.querySelector('g.legend .scrollbar')};
+                    }"""
+                )
+        finally:
+            browser.close()
+    assert all(d["entries"] == len(MANY) and d["scrolls"] for d in drawn.values()), drawn
+    assert drawn[1400]["blank"] < 3 * style.LEGEND_LINE_PX, drawn
 
 
 def _title_overlaps(fig, width: int, page) -> list[str]:

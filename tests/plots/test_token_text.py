@@ -45,3 +45,16 @@ def test_the_lens_hover_keeps_a_long_tokens_ends(engine):
     fig = lens_heatmap(table, 0)
     assert "xend&gt;" in str(fig.data[0].text) and len(fig.to_json()) < 200_000
     assert all(len(html.unescape(t)) <= TICK_CHARACTERS for t in fig.layout.xaxis.ticktext)
+
+
+def test_a_direction_control_in_a_token_shows_as_its_code_point_on_the_axis_and_in_the_hover(engine):
+    """An uploaded trace's token of U+202E and 'evil' read 'live' on the heatmap's axis: the override turned the label
+    backwards. It shows as '⟨U+202E⟩evil' there (the lens's axis labels are the same function's), and its hover
+    says it escaped."""
+    trace = engine.generate(PROMPT, None, 4).trace.copy()
+    trace.loc[trace.index[0], "token"] = "\u202eevil"
+    fig = plots.exit_heatmap(trace, 0)
+    assert html.unescape(fig.layout.xaxis.ticktext[0]) == "⟨U+202E⟩evil"
+    assert not any("\u202a" <= c <= "\u202e" for t in fig.layout.xaxis.ticktext for c in t)
+    assert "\\u202e" in fig.data[0].text[0][0]  # the hover: the token's repr
+    assert plots.display_token("\u2067x\u2069") == "⟨U+2067⟩x⟨U+2069⟩"
