@@ -183,11 +183,16 @@ def _check_header(header: GgufHeader, label: str) -> None:
         )
     if "tokenizer.ggml.tokens" not in fields:
         raise ModelError(f"{label}: its header holds no tokenizer (tokenizer.ggml.tokens)")
-    if not isinstance(fields.get("tokenizer.ggml.model"), str):
+    kind = fields.get("tokenizer.ggml.model")
+    if not isinstance(kind, str):
         raise ModelError(
             f"{label}: its header has a vocabulary but does not name its tokenizer's kind (tokenizer.ggml.model, "
             "such as gpt2 or llama), which a GGUF file must"
         )
+    if kind == "gpt2" and not fields.get(
+        "tokenizer.ggml.merges"
+    ):  # absent, or none in it  # transformers: "... for a LLaMa tokenizer"
+        raise ModelError(f"{label}: its header's gpt2 (BPE) tokenizer has no merges (tokenizer.ggml.merges)")
 
 
 def _layers(held: list[int]) -> str:

@@ -63,7 +63,8 @@ def write_gguf(
     w.add_tokenizer_pre("default")
     w.add_token_list(list(tokens))
     w.add_token_types([1] * len(tokens))
-    w.add_token_merges(list(merges))
+    if merges is not None:
+        w.add_token_merges(list(merges))
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
     rng = np.random.default_rng(seed)
@@ -247,12 +248,17 @@ def test_a_vocabulary_without_its_tokenizers_kind_is_refused_not_read_as_sentenc
     tmp_path, cache, capsys
 ):
     """Without tokenizer.ggml.model transformers built a SentencePiece tokenizer of a BPE vocabulary: every space
-    an unknown token, the text generated garbled, and the run exited 0."""
+    an unknown token, the text generated garbled, and the run exited 0. A BPE vocabulary without its merges was
+    refused in transformers' words, 'tokens and scores need to be passed for a LLaMa tokenizer'."""
     path = write_gguf(tmp_path / "m.gguf", tokenizer_model=None)
     said = refused_with_nothing_cached(capsys, cache, path)
     assert said.startswith(f"{path}: its header has a vocabulary but does not name its tokenizer's kind"), (
         said
     )
+    for merges in ((), None):  # none in it, or no such key
+        path = write_gguf(tmp_path / f"no_merges_{merges is None}.gguf", merges=merges)
+        said = refused_with_nothing_cached(capsys, cache, path)
+        assert said == f"{path}: its header's gpt2 (BPE) tokenizer has no merges (tokenizer.ggml.merges)"
 
 
 def test_a_folder_holding_one_gguf_file_finds_it_whatever_the_case_of_its_suffix(tmp_path, cache, capsys):
