@@ -18,7 +18,14 @@ import streamlit as st
 from app.dashboard import address
 from app.dashboard.address import KEEP
 from app.dashboard.markdown import code, plain
-from app.dashboard.paths import cannot_look, default_model_dir, display_path, unreachable
+from app.dashboard.paths import (
+    MODEL_ENV,
+    cannot_look,
+    default_model_dir,
+    default_set_by_user,
+    display_path,
+    unreachable,
+)
 from skipcore.errors import ModelError, UserError
 from skipcore.files import expand_home
 from skipcore.models.reference import ModelRef, resolve_model
@@ -171,9 +178,15 @@ def model_sidebar() -> ModelChoice:
     st.sidebar.header("Model")  # h2: the sidebar is a section beside the page's h1, no level skipped
     if not _is_model_dir(default_model_dir()):
         st.sidebar.warning(
-            f"The shipped model {code(display_path(default_model_dir()))} was not found. Make it with "
-            "`bash scripts/train_default.sh`, or pick another model or a local model folder. The schedule "
-            "designer also works on the shape of a public model, without weights."
+            (
+                f"The model {code(display_path(default_model_dir()))} that {MODEL_ENV} names was not found: set it "
+                "to a model folder or .gguf file, "
+                if default_set_by_user()
+                else f"The shipped model {code(display_path(default_model_dir()))} was not found. Make it with "
+                "`bash scripts/train_default.sh`, "
+            )
+            + "or pick another model or a local model folder. The schedule designer also works on the shape of a "
+            "public model, without weights."
         )
     labels = list(listed)
     first = next((k for k, c in listed.items() if c.has_weights), f"{SHAPE}opt-1.3b")

@@ -31,11 +31,16 @@ MAX_TRACE_MB_ENV = "SKIPCORE_APP_MAX_TRACE_MB"  # largest trace or sweep file th
 DEFAULT_MAX_TRACE_MB = 100.0
 
 
+def default_set_by_user() -> bool:
+    """Whether $SKIPCORE_APP_MODEL names the model the app opens on (the user's own), not the shipped one."""
+    return bool(os.environ.get(MODEL_ENV, "").strip())
+
+
 def default_model_dir() -> Path:
     """The model the app opens on: $SKIPCORE_APP_MODEL if set, else the shipped SkipDecode model."""
-    env = os.environ.get(MODEL_ENV, "").strip()
-    if not env:
+    if not default_set_by_user():
         return DEFAULT_MODEL_DIR
+    env = os.environ[MODEL_ENV].strip()
     try:
         return expand_home(env).resolve()
     except (OSError, RuntimeError, ValueError):  # not resolvable (a loop of links): looked at as given

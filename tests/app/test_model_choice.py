@@ -103,6 +103,23 @@ def test_a_link_with_an_over_long_path_opens_the_app(model_dir, tmp_path, monkey
     assert not at.exception and "was not found" in at.sidebar.warning[0].value
 
 
+def test_a_default_model_the_user_set_that_is_gone_is_not_called_the_shipped_one(
+    model_dir, tmp_path, monkeypatch
+):
+    """A folder SKIPCORE_APP_MODEL names, deleted, was 'the shipped model ... Make it with scripts/train_default.sh',
+    a script that makes the shipped model, not the user's."""
+    monkeypatch.setenv(paths.MODEL_ENV, str(tmp_path / "gone"))
+    said = open_app().sidebar.warning[0].value
+    assert said.startswith(f"The model `{tmp_path / 'gone'}` that {paths.MODEL_ENV} names was not found"), (
+        said
+    )
+    assert "train_default.sh" not in said and "shipped" not in said
+    monkeypatch.delenv(paths.MODEL_ENV)
+    monkeypatch.setattr(paths, "DEFAULT_MODEL_DIR", tmp_path / "unmade")
+    said = open_app().sidebar.warning[0].value
+    assert said.startswith("The shipped model") and "train_default.sh" in said, said
+
+
 def test_a_folder_whose_training_record_cannot_be_read_is_one_line_on_every_page(model_dir, tmp_path):
     """A model folder with its skipcore_training.json cut short is refused in one line under the picker, on every
     page, as the command line refuses it (Generate, Compare and the lens showed a traceback; the designer opened it
