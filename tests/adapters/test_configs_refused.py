@@ -110,3 +110,17 @@ def test_the_cost_models_sizes_take_a_models_config_and_say_so_of_anything_else(
     config = AutoConfig.for_model("llama", num_hidden_layers=2, hidden_size=64, intermediate_size=128,
                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=300)  # fmt: skip
     assert shapes_from_config(config).num_layers == 2
+
+
+def test_many_sliding_layers_without_a_window_are_said_in_a_line():
+    """A 12-layer config's sliding layers were listed one by one, a 30-layer one's thirty numbers."""
+    from transformers import Qwen2Config
+
+    from skipcore.adapters import check_config
+
+    config = Qwen2Config(num_hidden_layers=12, layer_types=["sliding_attention"] * 12, sliding_window=None)
+    with pytest.raises(UserError) as e:
+        check_config(config)
+    assert str(e.value).startswith(
+        "layer_types marks layers 0, 1, 2, 3, 4, 5, ..., 11 (12 layers) sliding_attention"
+    )
