@@ -102,9 +102,10 @@ def ensure_converted(
         scratch = staging / ".source"
         scratch.mkdir()
         gguf_path = source(scratch)
+        header = checked_header(gguf_path, label)  # a refusal from the header is the only line said
         say(f"converting {gguf_path.name} to a cached safetensors copy in {target} (once)...")
         start = time.perf_counter()
-        convert(gguf_path, staging, label)
+        convert(gguf_path, staging, label, header)
         shutil.rmtree(scratch)
         seconds = round(time.perf_counter() - start, 1)
         record.update(
@@ -136,13 +137,21 @@ def gguf_reader_missing() -> str:
     return f"needs the gguf package ({wanted} or newer): pip install 'gguf>={wanted}'"
 
 
-def convert(gguf_path: Path, out: Path, label: str | None = None) -> None:
-    """Dequantize a GGUF model into `out` as config, float32 safetensors and a repaired tokenizer. Its header
-    is read first, so an architecture skipcore does not run is refused before anything is dequantized; any
-    failure of the readers on a damaged or unusual file is one line naming it (`label`, default its path)."""
-    label = label or str(gguf_path)
+def checked_header(gguf_path: Path, label: str) -> GgufHeader:
+    """The file's header, refused in one line naming `label` where it shows the file cannot make a whole model
+    (`_check_header`)."""
     header = read_header([gguf_path], label)
     _check_header(header, label)
+    return header
+
+
+def convert(gguf_path: Path, out: Path, label: str | None = None, header: GgufHeader | None = None) -> None:
+    """Dequantize a GGUF model into `out` as config, float32 safetensors and a repaired tokenizer. Its header
+    (`header`, where the caller has read and checked it) is read first, so a file the header shows cannot make a
+    whole model is refused before anything is dequantized; any failure of the readers on a damaged or unusual file
+    is one line naming it (`label`, default its path)."""
+    label = label or str(gguf_path)
+    header = header or checked_header(gguf_path, label)
     try:
         _dequantized(gguf_path, out, header, label)
     except (ModelError, ImportError):
@@ -365,7 +374,7 @@ def file_folder(
         {"name": path.name},
         say,
         name=name or str(path),
-        label=str(path),
+        label=name or str(path),  # as the user named it, as the refusals before a conversion name it
         file=path,
         rebuild=rebuild,
     )

@@ -204,14 +204,17 @@ def test_an_unsupported_architecture_is_refused_from_the_header_before_any_conve
 
 def refused_with_nothing_cached(capsys, cache: Path, path: Path) -> str:
     """`models --prepare` and `generate` on `path`: both refused (exit 2, no traceback), the cache holding no
-    copy; the refusal, less `error: `."""
+    copy; the refusal, less `error: `. A refusal from the header alone is the only line: no conversion was said
+    to start."""
     said = []
     for argv in (["models", "--prepare", str(path)], generate_argv(path)):
         capsys.readouterr()
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and "Traceback" not in err, err
-        said.append(err.strip().splitlines()[-1].removeprefix("error: "))
+        lines = err.strip().splitlines()
+        said.append(lines[-1].removeprefix("error: "))
+        assert "its tensors do not fit" in lines[-1] or len(lines) == 1, err  # dequantized first
         assert not cache.exists() or not any(cache.iterdir()), list(cache.iterdir())
     return said[-1]
 

@@ -195,13 +195,14 @@ def test_a_cached_model_is_not_converted_again(monkeypatch):
     assert gguf.model_folder(m) == folder and resolve_model("smollm2-135m").convert() == folder
 
 
-def _fake_convert(gguf_path: Path, out: Path, label: str | None = None) -> None:
+def _fake_convert(gguf_path: Path, out: Path, label: str | None = None, header=None) -> None:
     (out / "config.json").write_text(json.dumps({"model_type": "llama", "from": gguf_path.name}))
 
 
 def test_gguf_files_and_folders_resolve_to_their_own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SKIPCORE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(gguf, "convert", _fake_convert)
+    monkeypatch.setattr(gguf, "checked_header", lambda *a: None)  # the files here are four bytes
     said = []
     src = tmp_path / "models" / "mine.gguf"
     src.parent.mkdir()
@@ -222,11 +223,12 @@ def test_a_failed_conversion_leaves_nothing_and_a_foreign_folder_is_never_touche
     src = tmp_path / "broken.gguf"
     src.write_bytes(b"not a gguf")
 
-    def failing(gguf_path, out, label=None):
+    def failing(gguf_path, out, label=None, header=None):
         (out / "model.safetensors").write_bytes(b"half")
         raise UserError("could not read it")
 
     monkeypatch.setattr(gguf, "convert", failing)
+    monkeypatch.setattr(gguf, "checked_header", lambda *a: None)  # the conversion is what fails here
     with pytest.raises(UserError, match="could not read it"):
         gguf.file_folder(src, lambda _: None)
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
@@ -291,7 +293,7 @@ def test_a_damaged_real_model_cache_is_never_called_ready_and_prepare_rebuilds_i
     assert err.endswith("rebuild it with: skipcore models --prepare smollm2-135m") and "\n" not in err, err
     converted = []
 
-    def copied(gguf_path: Path, out: Path, label: str | None = None) -> None:
+    def copied(gguf_path: Path, out: Path, label: str | None = None, header=None) -> None:
         converted.append(gguf_path.name)
         for f in real.iterdir():
             if f.name != gguf.MARKER:
