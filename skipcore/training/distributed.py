@@ -27,15 +27,32 @@ def make_accelerator(device: str, mixed_precision: str, find_unused_parameters: 
             "float32, recorded as fp16); use bf16, or no",
             field="mixed_precision",
         )
-    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        # accelerate keeps its first run's device and autocast for the life of the process, and refuses another's
-        # ("restart your runtime"): a second run in a notebook takes its own. Processes of a launch keep theirs.
-        from accelerate.state import AcceleratorState, GradientState
-
-        AcceleratorState._reset_state(reset_partial_state=True)
-        GradientState._reset_state()
     ddp = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)
     return Accelerator(cpu=device == "cpu", mixed_precision=mixed_precision, kwargs_handlers=[ddp])
+
+
+@contextmanager
+def accelerate_state_of_its_own() -> Iterator[None]:
+    """A run in one process with accelerate's state of its own, the caller's put back after it. accelerate keeps
+    one device and autocast per process (its `AcceleratorState`, shared by every `Accelerator`) and refuses another
+    ("restart your runtime completely"): a second run in a notebook could not take its own, and clearing the state
+    for it switched a user's own accelerator to the run's autocast. The processes of a launch (`WORLD_SIZE` > 1)
+    share theirs with the launch, as they must."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        yield
+        return
+    from accelerate.state import AcceleratorState, GradientState, PartialState
+
+    states = (PartialState, AcceleratorState, GradientState)
+    kept = [dict(state._shared_state) for state in states]  # the storage the class's instances all read
+    for state in states:
+        state._shared_state.clear()
+    try:
+        yield
+    finally:
+        for state, before in zip(states, kept, strict=True):
+            state._shared_state.clear()
+            state._shared_state.update(before)
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from skipcore.models.training_record import (
 )
 from skipcore.training.batching import data_stats, length_notes, tokenize_pairs
 from skipcore.training.checkpoint import CHECKPOINT_DIR, LOG_FILE, names_a_save_writes, own_checkpoints
-from skipcore.training.distributed import make_accelerator, one_writer
+from skipcore.training.distributed import accelerate_state_of_its_own, make_accelerator, one_writer
 from skipcore.training.examples import check_data_settings, training_data
 from skipcore.training.folders import (
     check_checkpoint_dir,
@@ -70,7 +70,8 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
 
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
-    difference in the result. Both are restored afterwards."""
+    difference in the result. Both are restored afterwards, as is accelerate's state (a run has its own device
+    and autocast: `accelerate_state_of_its_own`)."""
     if not isinstance(settings, TrainSettings):
         raise ArgumentTypeError(
             f"settings must be a TrainSettings, got {type(settings).__name__}", field="settings"
@@ -78,15 +79,21 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     # the settings set, compared with their defaults as the run takes them (NumPy's counts as Python's)
     given = settings.taken().changed() if given is None else given_names(given)
     settings = settings.check()
-    before = torch.get_num_threads()
+    before, flushed = torch.get_num_threads(), _flushes_denormals()
     if settings.threads:
         torch.set_num_threads(settings.threads)
     torch.set_flush_denormal(True)
     try:
-        return _train(settings, given)
+        with accelerate_state_of_its_own():
+            return _train(settings, given)
     finally:
         torch.set_num_threads(before)
-        torch.set_flush_denormal(False)
+        torch.set_flush_denormal(flushed)
+
+
+def _flushes_denormals() -> bool:
+    """Whether the CPU flushes denormal floats to zero now (torch sets it, but has no getter)."""
+    return bool((torch.tensor([1e-40], dtype=torch.float32) * 1.0).item() == 0.0)
 
 
 def given_names(given: object) -> frozenset[str]:
