@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from skipcore.errors import UserError
 
@@ -22,3 +25,24 @@ def check_threads(threads: int | None, name: str = "--threads", field: str | Non
             f"{os.cpu_count() or 1}), got {threads}",
             field=field,
         )
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def keeps_torch_threads(run: Callable[P, R]) -> Callable[P, R]:
+    """`run` with torch's CPU thread count put back after it, however it ends: a run that sets its own (a sweep's,
+    a search's `threads`) left a notebook's every later call at that count."""
+
+    @functools.wraps(run)
+    def kept(*args: P.args, **kwargs: P.kwargs) -> R:
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return kept

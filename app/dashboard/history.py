@@ -152,7 +152,11 @@ def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> 
                 x=r["steps"]["step"],
                 y=r["steps"]["num_layers_run"],
                 mode="lines+markers",
-                marker={"size": 4, "color": style.color},
+                marker={
+                    "size": 4 if style.symbol == "circle" else 6,
+                    "color": style.color,
+                    "symbol": style.symbol,
+                },
                 line=style.line(shape="hv"),
                 name=r["run"],
             )

@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 
 from skipcore.errors import SkipcoreWarning, UserError, flag_of
+from skipcore.threads import keeps_torch_threads
 
 # subcommand -> its line in the top-level `--help`, in the order listed (declared here once: a module's parser is
 # built only when its command is the one asked for, so `--help` and the light commands never import torch)
@@ -259,19 +260,23 @@ def _stdout_reader_gone() -> bool:
 
 
 def _run(argv: list[str] | None) -> int:
+    # what a command sets for itself is put back after it, so a notebook or a test that called `main` keeps its
+    # own: the streams (a text the output's encoding lacks, PYTHONIOENCODING=ascii, escaped, not fatal), the
+    # tokenizers' parallelism, transformers' logging and progress bars, torch's threads (`_run_command`)
+    parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # a text the output's encoding lacks (PYTHONIOENCODING=ascii) escaped, not fatal; put back after, so a notebook
-    # or a test that called `main` keeps its own streams
     streams = [s for s in (sys.stdout, sys.stderr) if hasattr(s, "reconfigure")]
     was = [s.errors for s in streams]
     for stream in streams:
         stream.reconfigure(errors="backslashreplace")
     try:
-        return _run_command(argv)
+        return keeps_torch_threads(_run_command)(argv)
     finally:
         for stream, errors in zip(streams, was, strict=True):
             with contextlib.suppress(ValueError, OSError):
                 stream.reconfigure(errors=errors)
+        if parallelism is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
 
 
 def _run_command(argv: list[str] | None) -> int:
@@ -281,6 +286,7 @@ def _run_command(argv: list[str] | None) -> int:
     given = given_options(argv)  # what the user typed, not left at a default
     from transformers.utils import logging as hf_logging  # after parsing: `--help` never imports transformers
 
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     plain_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning(warnings.formatwarning)
@@ -297,6 +303,9 @@ def _run_command(argv: list[str] | None) -> int:
         return 130
     finally:
         warnings.formatwarning = plain_format
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def flag_in_front(error: UserError, parsed: Mapping[str, object]) -> str:

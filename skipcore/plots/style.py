@@ -30,6 +30,8 @@ KV_HOLE = "#d62728"  # a K/V entry read but never written
 INK = "black"  # the Pareto front under every series, guide lines (where the prompt ends), outliers' marks
 # runs of one family, told apart by their dash (plotly's names), in the order a session first shows them
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# a run's marker beside its dash: past the dashes, the runs of a family go on apart by their markers
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
 
 __all__ = [
     "ACTUAL_COLOR",
@@ -104,11 +106,12 @@ def family_color(family: str) -> str:
 
 @dataclass(frozen=True)
 class RunStyle:
-    """How a run is drawn in every figure: its family's colour, and a dash that tells it from the other runs of
-    its family."""
+    """How a run is drawn in every figure: its family's colour, and a dash and a marker that tell it from the
+    other runs of its family."""
 
     color: str
     dash: str = "solid"
+    symbol: str = "circle"
 
     def line(self, **more: object) -> dict:
         """A plotly `line` dict: `go.Scatter(line=style.line(shape="hv"))`."""
@@ -117,7 +120,7 @@ class RunStyle:
 
 def run_styles(runs: Mapping[str, str], known: Mapping[str, RunStyle] | None = None) -> dict[str, RunStyle]:
     """Each run (its name -> its family, `skipcore.labels.run_family`) in its family's colour, with the first dash
-    no other run of that family holds. A run in `known` (the runs a session has drawn so far) keeps its style, so
+    and marker no other run of that family holds (every dash with a circle first, then with a square, ...). A run in `known` (the runs a session has drawn so far) keeps its style, so
     a run looks the same in every figure and on every page, whatever order the runs come in: colour says what
     kind of run it is (skip, exit, CALM-DEC, ..., full depth), never its place in a list."""
     known = dict(known or {})
@@ -126,9 +129,10 @@ def run_styles(runs: Mapping[str, str], known: Mapping[str, RunStyle] | None = N
         style = known.get(name)
         color = family_color(family)
         if style is None or style.color != color:
-            taken = {s.dash for s in known.values() if s.color == color}
-            free = [d for d in DASHES if d not in taken]
-            style = RunStyle(color, free[0] if free else DASHES[len(taken) % len(DASHES)])
+            taken = {(s.dash, s.symbol) for s in known.values() if s.color == color}
+            pairs = [(dash, symbol) for symbol in SYMBOLS for dash in DASHES]  # every dash with circles first
+            free = [pair for pair in pairs if pair not in taken]
+            style = RunStyle(color, *(free[0] if free else pairs[len(taken) % len(pairs)]))
             known[name] = style
         out[name] = style
     return out

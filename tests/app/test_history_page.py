@@ -460,7 +460,7 @@ def test_runs_of_models_of_different_depths_each_get_their_full_depth_line():
 
 def test_runs_of_the_same_settings_are_drawn_apart_and_a_lone_run_keeps_its_pages_style():
     """Runs of one design on other prompts or lengths are named alike ('#3: <name>', '#4: <name>') and were drawn
-    in one style, their lines indistinguishable; each now gets its own dash. A run picked alone with its name keeps
+    in one style, their lines indistinguishable; each now gets its own dash (and marker). A run picked alone with its name keeps
     the style its name has on every page."""
     from app.dashboard import history
     from skipcore.plots.style import run_styles
@@ -479,6 +479,11 @@ def test_runs_of_the_same_settings_are_drawn_apart_and_a_lone_run_keeps_its_page
     drawn = {t.name: t.line.dash for t in fig.data if t.name.startswith("#")}
     assert len(set(drawn.values())) == 3, drawn
     assert drawn["#3: m · linear 6->2"] == page["m · linear 6->2"].dash
+    # past the six dashes a family has, the runs go on apart by their markers (the seventh on was solid, all alike)
+    many = [run(i, "m · linear 6->3", 4) for i in range(1, 15)]
+    fig = history.figure(many, run_styles(history.families(many), page))
+    drawn = [(t.line.dash, t.marker.symbol) for t in fig.data if t.name.startswith("#")]
+    assert len(drawn) == len(set(drawn)) == 14, drawn
 
 
 @pytest.mark.parametrize(

@@ -359,3 +359,43 @@ def test_a_prompt_refused_is_said_by_the_flag_that_gave_it(
     (tmp_path / "blank.txt").write_text("\n \n")
     said = refused(capsys, [*base, "--prompts-file", str(tmp_path / "blank.txt")])
     assert said == f"error: --prompts-file: {tmp_path / 'blank.txt'} has no prompts"
+
+
+def test_a_command_or_a_sweep_run_from_python_puts_back_what_it_set(model_dirs, sweep_dataset, tmp_path):
+    """A notebook that ran `main([... '--threads', '1'])` (notebook 03 does) was left at one thread, transformers'
+    warnings at errors only, its progress bars off and TOKENIZERS_PARALLELISM set; `run_sweep` and `run_tune` with
+    `threads` left torch's thread count at theirs."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from skipcore.evaluate.sweep import run_sweep
+    from skipcore.evaluate.tune import TuneSettings, run_tune
+    from tests.helpers import sweep_config, write_csv
+
+    def state() -> tuple:
+        return (
+            torch.get_num_threads(),
+            hf_logging.get_verbosity(),
+            hf_logging.is_progress_bar_enabled(),
+            os.environ.get("TOKENIZERS_PARALLELISM"),
+        )
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    hf_logging.enable_progress_bar()
+    os.environ.pop("TOKENIZERS_PARALLELISM", None)
+    try:
+        before = state()
+        generate = ["generate", "--model", str(model_dirs["opt"]), "--prompt", "hi", "--max-new-tokens", "2"]
+        assert main([*generate, "--threads", "1", "--quiet"]) == 0
+        assert state() == before
+        run_sweep(sweep_config(model_dirs, sweep_dataset, tmp_path / "s.parquet", repeats=0, threads=1))
+        assert state() == before
+        data = write_csv(tmp_path / "mine.csv", 4)
+        tune = dict(
+            model=str(model_dirs["opt"]), dataset=str(data), out=tmp_path / "tune", limit=4, batch_size=2
+        )
+        run_tune(TuneSettings(**tune, prune_after=0, max_new_tokens=4, trials=1, progress=False, threads=1))
+        assert state() == before
+    finally:
+        torch.set_num_threads(threads)

@@ -42,10 +42,12 @@ from skipcore.evaluate.sweep.settings import (
 )
 from skipcore.evaluate.sweep.store import SweepStore
 from skipcore.models.loading import load_config
+from skipcore.threads import keeps_torch_threads
 
 __all__ = ["run_sweep"]
 
 
+@keeps_torch_threads
 def run_sweep(
     cfg: SweepConfig,
     on_row: RowCallback | None = None,

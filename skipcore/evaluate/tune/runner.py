@@ -44,6 +44,7 @@ from skipcore.evaluate.tune.space import PAPER_TARGETS, Candidate, SearchSpace, 
 from skipcore.evaluate.tune.table import candidate_of, finished_row
 from skipcore.evaluate.tune.trials import PRUNED, Task, TuneJob, prefix_rows, prune_note, task_rows
 from skipcore.models.generation_defaults import trained_schedule_of
+from skipcore.threads import keeps_torch_threads
 
 Say = Callable[[str], None]
 FRONT_COLUMNS = ("tune_trial", "tune_label", "policy", "shape", "mode", "warmup", "max_layers", "min_layers",
@@ -216,6 +217,7 @@ def _model_facts(ref, s: TuneSettings) -> ModelFacts:
     return ModelFacts.of_config(load_config(ref, s.trust_remote_code))
 
 
+@keeps_torch_threads
 def run_tune(
     settings: TuneSettings,
     executor: SweepExecutor | None = None,
