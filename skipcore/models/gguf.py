@@ -33,6 +33,7 @@ import json
 import re
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -246,6 +247,10 @@ def _dequantized(gguf_path: Path, out: Path, header: GgufHeader, label: str) -> 
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+# held while a conversion has the `gguf` package's functions replaced (`_one_reader_per_file`)
+_CONVERTING = threading.Lock()
+
+
 @contextmanager
 def _one_reader_per_file() -> Iterator[None]:
     """While a file converts, the `gguf` package's reader of a file and its tensor-name map of an architecture are
@@ -253,25 +258,28 @@ def _one_reader_per_file() -> Iterator[None]:
     weights read it four times) and a name map for every tensor: each reader parses every field of the file one
     element at a time (a 49k-token vocabulary: 9 s), so those repeats were half of a conversion's minute. The
     reader maps the file read-only and the map is a table of names, so the ones made first serve every later
-    call; the package's own functions are back in place afterwards."""
+    call; the package's own functions are back in place afterwards. One conversion at a time in a process
+    (`_CONVERTING`): two at once (threads: the dashboard's sessions) put the package back out of order, leaving
+    one's reader in place, whose kept readers served a replaced file's old weights to every later conversion."""
     import functools
 
     import gguf as package
 
-    reader, name_map = package.GGUFReader, package.get_tensor_name_map
-    readers: dict[tuple[str, str], object] = {}
+    with _CONVERTING:
+        reader, name_map = package.GGUFReader, package.get_tensor_name_map
+        readers: dict[tuple[str, str], object] = {}
 
-    def one_reader(path, mode: str = "r"):
-        key = (str(Path(path).resolve()), mode)
-        if key not in readers:
-            readers[key] = reader(path, mode)
-        return readers[key]
+        def one_reader(path, mode: str = "r"):
+            key = (str(Path(path).resolve()), mode)
+            if key not in readers:
+                readers[key] = reader(path, mode)
+            return readers[key]
 
-    package.GGUFReader, package.get_tensor_name_map = one_reader, functools.cache(name_map)
-    try:
-        yield
-    finally:
-        package.GGUFReader, package.get_tensor_name_map = reader, name_map
+        package.GGUFReader, package.get_tensor_name_map = one_reader, functools.cache(name_map)
+        try:
+            yield
+        finally:
+            package.GGUFReader, package.get_tensor_name_map = reader, name_map
 
 
 def repair_tokenizer(tokenizer, config, fields: dict) -> None:

@@ -9,6 +9,7 @@ import os
 import pickle
 import platform
 import re
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -297,22 +298,39 @@ def _broken_file(e: BaseException) -> bool:
     return is_failure(e) and not isinstance(e, UserError)
 
 
+# the blocks that have transformers' logging quiet now (`_quiet_transformers`), and what the first found
+_QUIET = threading.Lock()
+_quiet_blocks = 0
+_loud_verbosity: int | None = None
+_kept_filters = None
+
+
 @contextmanager
 def _quiet_transformers():
-    """transformers' warnings off for a block (its logging is global: restored afterwards), and torch's note on a
-    pickle's protocol (a file's internals, said before the line that loads or refuses it)."""
+    """transformers' warnings off for a block (its logging is global: restored afterwards, by the last of
+    overlapping blocks, as threads run them: the dashboard's sessions), and torch's note on a pickle's protocol (a
+    file's internals, said before the line that loads or refuses it; a filter added once, as Python keeps it)."""
     import warnings
 
     from transformers.utils import logging as hf_logging
 
-    before = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
+    global _quiet_blocks, _loud_verbosity, _kept_filters
+    with _QUIET:
+        if _quiet_blocks == 0:
+            _loud_verbosity = hf_logging.get_verbosity()
+            hf_logging.set_verbosity_error()
+            _kept_filters = warnings.catch_warnings()  # the filters as they were, put back by the last block
+            _kept_filters.__enter__()
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-            yield
+        _quiet_blocks += 1
+    try:
+        yield
     finally:
-        hf_logging.set_verbosity(before)
+        with _QUIET:
+            _quiet_blocks -= 1
+            if _quiet_blocks == 0:
+                hf_logging.set_verbosity(_loud_verbosity)
+                _kept_filters.__exit__(None, None, None)
 
 
 def prepare_tokenizer(tokenizer, model: PreTrainedModel) -> None:

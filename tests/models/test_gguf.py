@@ -575,3 +575,60 @@ def test_without_the_gguf_package_a_conversion_is_refused_before_it_starts(
     monkeypatch.setattr(importlib.metadata, "version", version)
     row = listed(capsys, "tiny-real")
     assert "its cached copy is damaged" in row and "; converting it needs the gguf package" in row, row
+
+
+def test_conversions_at_once_in_threads_leave_the_gguf_package_as_it_was():
+    """Two at once (the dashboard's sessions are threads) put the package's functions back out of order: one
+    conversion's reader stayed in place, and its kept readers served a file replaced since with its old weights."""
+    import threading
+    import time
+
+    import gguf as package
+
+    real = (package.GGUFReader, package.get_tensor_name_map)
+    tried = threading.Event()
+
+    def first():
+        with gguf._one_reader_per_file():
+            tried.wait(5)
+            time.sleep(0.3)  # the second is inside by now, or waits for this one
+
+    def second():
+        tried.set()
+        with gguf._one_reader_per_file():
+            time.sleep(0.5)  # out after the first
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    time.sleep(0.1)
+    threads[1].start()
+    for t in threads:
+        t.join(10)
+    assert (package.GGUFReader, package.get_tensor_name_map) == real
+
+
+def test_loads_at_once_in_threads_leave_transformers_logging_and_the_warning_filters_as_they_were():
+    """Two overlapping loads left transformers' verbosity at errors only and an ignore filter behind."""
+    import threading
+    import time
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from skipcore.models import loading
+
+    before, filters = hf_logging.get_verbosity(), list(warnings.filters)
+    inside = threading.Event()
+
+    def load(hold: float):
+        with loading._quiet_transformers():
+            inside.set()
+            time.sleep(hold)
+
+    threads = [threading.Thread(target=load, args=(0.3,)), threading.Thread(target=load, args=(0.6,))]
+    threads[0].start()
+    inside.wait(5)
+    threads[1].start()
+    for t in threads:
+        t.join(10)
+    assert hf_logging.get_verbosity() == before and list(warnings.filters) == filters
