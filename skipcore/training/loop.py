@@ -289,120 +289,129 @@ def train_loop(run: Run) -> Path:
         follow_schedule(optimizer, scheduler, hyper.lr)  # a resume may change the steps or the peak rate
 
     log = JsonlLog(run.out_dir / LOG_FILE, main, run.resume_step if run.resume_dir else None)
-    pad = run.tokenizer.pad_token_id
-    step = run.resume_step
-    order: list[list[int]] = []
-    order_epoch = -1
-    running, running_n = torch.zeros((), device=acc.device, dtype=torch.float64), 0
-    if window is not None:
-        running, running_n = window[0].to(acc.device), int(window[1])
-    tokens_seen, t_interval = 0, time.perf_counter()  # target tokens since the last log record
-    t_start = time.perf_counter()
-    elapsed_before = run.resume_elapsed_s
-    bar = tqdm(total=total, initial=step, disable=not (main and hyper.progress), desc="train", unit="step")
-    trail = CheckpointTrail(  # the last good checkpoint stays, whatever happens
-        run.checkpoint_dir, hyper.keep_checkpoints, run.out_dir, main, run.resume_dir
-    )
+    bar = None
+    try:  # the log and the bar closed however the run ends (an interruption, a refusal mid-run)
+        pad = run.tokenizer.pad_token_id
+        step = run.resume_step
+        order: list[list[int]] = []
+        order_epoch = -1
+        running, running_n = torch.zeros((), device=acc.device, dtype=torch.float64), 0
+        if window is not None:
+            running, running_n = window[0].to(acc.device), int(window[1])
+        tokens_seen, t_interval = 0, time.perf_counter()  # target tokens since the last log record
+        t_start = time.perf_counter()
+        elapsed_before = run.resume_elapsed_s
+        bar = tqdm(
+            total=total, initial=step, disable=not (main and hyper.progress), desc="train", unit="step"
+        )
+        trail = CheckpointTrail(  # the last good checkpoint stays, whatever happens
+            run.checkpoint_dir, hyper.keep_checkpoints, run.out_dir, main, run.resume_dir
+        )
 
-    def elapsed() -> float:
-        return round(elapsed_before + time.perf_counter() - t_start, 1)
+        def elapsed() -> float:
+            return round(elapsed_before + time.perf_counter() - t_start, 1)
 
-    def state() -> dict:
-        epoch = round(step / steps_per_epoch, 4)
-        return {"step": step, "total_steps": total, "steps_per_epoch": steps_per_epoch, "epoch": epoch}
+        def state() -> dict:
+            epoch = round(step / steps_per_epoch, 4)
+            return {"step": step, "total_steps": total, "steps_per_epoch": steps_per_epoch, "epoch": epoch}
 
-    def save(target: Path, resumable: bool) -> None:
-        """A checkpoint is written to a staging folder and renamed when complete: a kill mid-write leaves
-        the previous checkpoints intact and resumable."""
-        acc.wait_for_everyone()
-        record = with_state(run.record, {**state(), "elapsed_s": elapsed()})
-        where = staging_dir(target) if resumable else target
-        if main and resumable:
-            start_staging(where, run.out_dir)  # one an earlier interruption of this run left is cleared
-        acc.wait_for_everyone()
-        if main:
-            model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
-            dtype, run_files = ("float32", ()) if resumable else (hyper.save_dtype, (LOG_FILE,))
-            replaces = () if resumable else tuple(replaced_files(where))
-            save_model(model, run.tokenizer, where, record, dtype, run_files, replaces)
-            if not resumable:
-                drop_replaced_log(where)  # its model is gone: the new one stands in its place
-        if resumable:
-            acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
-            log_window = torch.stack([running.detach().cpu(), torch.tensor(running_n, dtype=torch.float64)])
-            save_state(where, optimizer, scheduler, rank, main, log_window)
+        def save(target: Path, resumable: bool) -> None:
+            """A checkpoint is written to a staging folder and renamed when complete: a kill mid-write leaves
+            the previous checkpoints intact and resumable."""
+            acc.wait_for_everyone()
+            record = with_state(run.record, {**state(), "elapsed_s": elapsed()})
+            where = staging_dir(target) if resumable else target
+            if main and resumable:
+                start_staging(where, run.out_dir)  # one an earlier interruption of this run left is cleared
             acc.wait_for_everyone()
             if main:
-                publish_checkpoint(where, target, run.out_dir)
-        acc.wait_for_everyone()
-
-    while step < total:
-        epoch, k = divmod(step, steps_per_epoch)
-        if epoch != order_epoch:
-            order, order_epoch = (
-                epoch_batches(lengths, global_batch, hyper.seed, epoch, hyper.group_by_length),
-                epoch,
-            )
-        idx = order[k][rank * hyper.batch_size : (rank + 1) * hyper.batch_size]
-        batch = collate([run.pairs[i] for i in idx], pad).to(acc.device)
-        schedule, target = plan.draw(random.Random(f"{hyper.seed}:{rank}:{step}"))
-
-        loss_sum, n_tokens = token_loss(skip_logits(lm, batch, schedule), batch.labels)
-        loss = loss_sum / n_tokens.clamp_min(1)
-        if not all_finite(acc, loss):  # every process stops here together, before the step is taken
-            bar.close()
-            log.close()
-            broken, here = trail.drop_broken(), float(loss.detach())
-            said = here if not math.isfinite(here) else float("nan")  # another process's loss was not finite
-            raise NonFiniteLoss(step + 1, said, trail, broken)
-        trail.loss_was_finite()
-        acc.backward(loss)
-        if hyper.max_grad_norm > 0:
-            acc.clip_grad_norm_(lm.parameters(), hyper.max_grad_norm)
-        # the rate this step trains at (the scheduler then sets the next)
-        step_lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        running += loss.detach().double()
-        running_n += 1
-        tokens_seen += int(n_tokens)
-        bar.update(1)
-
-        if hyper.log_every and (step % hyper.log_every == 0 or step == total):
-            mean = float(acc.reduce(running / running_n, "mean"))
-            lr = step_lr  # the last step's own rate: the scheduler now holds the next step's
-            record = {
-                "step": step,
-                "loss": round(mean, 6),
-                "lr": lr,
-                "epoch": round(step / steps_per_epoch, 4),
-            }
-            record.update(target_speedup=round(target, 3), schedule=schedule.describe())
-            speed = tokens_seen * world / max(1e-9, time.perf_counter() - t_interval)
-            record.update(target_tokens_per_s=round(speed, 1), elapsed_s=elapsed())
-            tokens_seen, t_interval = 0, time.perf_counter()
-            log.write(record)
-            bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
-            if main and not hyper.progress:  # no bar: a line per --log-every steps instead
-                print(
-                    f"step {step}/{total}: loss {mean:.4f}, lr {lr:.2e}, {speed:.0f} target tokens/s",
-                    file=sys.stderr,
-                    flush=True,
+                model = run.lora if run.lora is not None else acc.unwrap_model(lm).model
+                dtype, run_files = ("float32", ()) if resumable else (hyper.save_dtype, (LOG_FILE,))
+                replaces = () if resumable else tuple(replaced_files(where))
+                save_model(model, run.tokenizer, where, record, dtype, run_files, replaces)
+                if not resumable:
+                    drop_replaced_log(where)  # its model is gone: the new one stands in its place
+            if resumable:
+                acc.wait_for_everyone()  # the directory exists before every rank writes its RNG file
+                log_window = torch.stack(
+                    [running.detach().cpu(), torch.tensor(running_n, dtype=torch.float64)]
                 )
-            running, running_n = torch.zeros_like(running), 0
-        # dev loss every --eval-every steps, and always at the end when there is dev data
-        if run.eval_pairs and ((hyper.eval_every and step % hyper.eval_every == 0) or step == total):
-            losses = dev_losses(acc, acc.unwrap_model(lm), run)
-            log.write({"step": step, **{k: round(v, 6) for k, v in losses.items()}})
-            if main:
-                bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
-        if hyper.save_every and (step % hyper.save_every == 0 or step == total):
-            save(run.checkpoint_dir / checkpoint_name(step), resumable=True)
-            trail.saved(run.checkpoint_dir / checkpoint_name(step))
-    trail.finish()
-    bar.close()
-    save(run.out_dir, resumable=False)
-    log.close()
-    return run.out_dir
+                save_state(where, optimizer, scheduler, rank, main, log_window)
+                acc.wait_for_everyone()
+                if main:
+                    publish_checkpoint(where, target, run.out_dir)
+            acc.wait_for_everyone()
+
+        while step < total:
+            epoch, k = divmod(step, steps_per_epoch)
+            if epoch != order_epoch:
+                order, order_epoch = (
+                    epoch_batches(lengths, global_batch, hyper.seed, epoch, hyper.group_by_length),
+                    epoch,
+                )
+            idx = order[k][rank * hyper.batch_size : (rank + 1) * hyper.batch_size]
+            batch = collate([run.pairs[i] for i in idx], pad).to(acc.device)
+            schedule, target = plan.draw(random.Random(f"{hyper.seed}:{rank}:{step}"))
+
+            loss_sum, n_tokens = token_loss(skip_logits(lm, batch, schedule), batch.labels)
+            loss = loss_sum / n_tokens.clamp_min(1)
+            if not all_finite(acc, loss):  # every process stops here together, before the step is taken
+                broken, here = trail.drop_broken(), float(loss.detach())
+                said = (
+                    here if not math.isfinite(here) else float("nan")
+                )  # another process's loss was not finite
+                raise NonFiniteLoss(step + 1, said, trail, broken)
+            trail.loss_was_finite()
+            acc.backward(loss)
+            if hyper.max_grad_norm > 0:
+                acc.clip_grad_norm_(lm.parameters(), hyper.max_grad_norm)
+            # the rate this step trains at (the scheduler then sets the next)
+            step_lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            running += loss.detach().double()
+            running_n += 1
+            tokens_seen += int(n_tokens)
+            bar.update(1)
+
+            if hyper.log_every and (step % hyper.log_every == 0 or step == total):
+                mean = float(acc.reduce(running / running_n, "mean"))
+                lr = step_lr  # the last step's own rate: the scheduler now holds the next step's
+                record = {
+                    "step": step,
+                    "loss": round(mean, 6),
+                    "lr": lr,
+                    "epoch": round(step / steps_per_epoch, 4),
+                }
+                record.update(target_speedup=round(target, 3), schedule=schedule.describe())
+                speed = tokens_seen * world / max(1e-9, time.perf_counter() - t_interval)
+                record.update(target_tokens_per_s=round(speed, 1), elapsed_s=elapsed())
+                tokens_seen, t_interval = 0, time.perf_counter()
+                log.write(record)
+                bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
+                if main and not hyper.progress:  # no bar: a line per --log-every steps instead
+                    print(
+                        f"step {step}/{total}: loss {mean:.4f}, lr {lr:.2e}, {speed:.0f} target tokens/s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                running, running_n = torch.zeros_like(running), 0
+            # dev loss every --eval-every steps, and always at the end when there is dev data
+            if run.eval_pairs and ((hyper.eval_every and step % hyper.eval_every == 0) or step == total):
+                losses = dev_losses(acc, acc.unwrap_model(lm), run)
+                log.write({"step": step, **{k: round(v, 6) for k, v in losses.items()}})
+                if main:
+                    bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
+            if hyper.save_every and (step % hyper.save_every == 0 or step == total):
+                save(run.checkpoint_dir / checkpoint_name(step), resumable=True)
+                trail.saved(run.checkpoint_dir / checkpoint_name(step))
+        trail.finish()
+        bar.close()
+        save(run.out_dir, resumable=False)
+        return run.out_dir
+    finally:
+        if bar is not None:
+            bar.close()
+        log.close()

@@ -900,3 +900,30 @@ def test_a_run_keeps_the_callers_accelerate_state_and_denormal_flushing(model_di
         torch.set_flush_denormal(flushing)
         train(TrainSettings(**base, out=str(tmp_path / f"flush_{flushing}")))
         assert _flushes_denormals() is flushing
+
+
+def test_a_run_stopped_midway_closes_its_log(model_dirs, tmp_path, monkeypatch):
+    """A run stopped by Ctrl-C or a refusal mid-run kept train_log.jsonl open while its exception lived (a
+    notebook keeps the last one): closed however the run ends."""
+    import skipcore.training.loop as loop
+    from skipcore.training.settings import TrainSettings
+    from skipcore.training.train import train
+
+    data = write_mr_csv(tmp_path / "mine.csv", sources=4)
+    base = {
+        "model": str(model_dirs["opt"]),
+        "dataset": str(data),
+        "steps": 3,
+        "batch_size": 4,
+        "log_every": 1,
+    }
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "token_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt) as kept:
+        train(TrainSettings(**base, out=str(tmp_path / "run")))
+    assert kept.value.__traceback__ is not None  # the exception alive with its frames, as a notebook keeps it
+    opened = [Path(os.readlink(f)) for f in Path("/proc/self/fd").iterdir() if os.path.exists(f)]
+    assert tmp_path / "run" / "train_log.jsonl" not in opened
