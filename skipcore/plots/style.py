@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from skipcore.errors import visible_controls
 from skipcore.labels import COLORS, series_colors
 
 if TYPE_CHECKING:
+    import pandas as pd
     import plotly.graph_objects as go
 
 FULL_COLOR = COLORS["full"][0]  # full depth, drawn dashed beside what a setting ran
@@ -135,4 +137,13 @@ def run_styles(runs: Mapping[str, str], known: Mapping[str, RunStyle] | None = N
             style = RunStyle(color, *(free[0] if free else pairs[len(taken) % len(pairs)]))
             known[name] = style
         out[name] = style
+    return out
+
+
+def texts_as_typed(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with every text a chart may show (a legend's series, a tooltip) with its direction controls as their
+    code points (`errors.visible_controls`): a file's value U+202E + 'evil' read 'live' in a Vega legend."""
+    out = df.copy()
+    for column in out.select_dtypes(include=["object", "string"]).columns:
+        out[column] = out[column].map(lambda v: visible_controls(v) if isinstance(v, str) else v)
     return out

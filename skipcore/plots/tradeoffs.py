@@ -13,7 +13,7 @@ import pandas as pd
 from skipcore.labels import FULL_DEPTH, MODEL_ROLE, ROLE_WORDS, column_title, role_suffix
 from skipcore.measure.paired_timing import flag_texts
 from skipcore.measure.pareto import MACHINE, fronts
-from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors
+from skipcore.plots.style import ACTUAL_COLOR, INK, series_colors, texts_as_typed
 
 # Altair refuses to draw a table past 5,000 rows unless told otherwise (MaxRowsError); a sweep's chart draws every
 # setting, thousands in a large grid. The limit is lifted where these charts are imported, for the session: the
@@ -99,7 +99,7 @@ def tradeoff_chart(
     are drawn at the axis's end as a marked triangle with their value, said in the subtitle, instead of stretching
     the axis.
     """
-    data = with_model_labels(df.dropna(subset=[x, y]))
+    data = texts_as_typed(with_model_labels(df.dropna(subset=[x, y])))
     if color and color in data:
         data[color] = series_values(data[color])
         color_enc = alt.Color(f"{color}:N", title=column_title(color), scale=series_scale(data, color))

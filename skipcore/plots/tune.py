@@ -14,7 +14,7 @@ from skipcore.evaluate.tune.trials import PRUNED
 from skipcore.labels import COLORS, column_title, run_family, trial_label
 from skipcore.measure.paired_timing import flag_texts, flagged_timings
 from skipcore.measure.pareto import pareto_front
-from skipcore.plots.style import INK
+from skipcore.plots.style import INK, texts_as_typed
 
 STOPPED = "stopped early"  # the legend's name for a pruned trial
 
@@ -82,7 +82,7 @@ def tune_chart(
     its reason on hover; full depth of another model (the floor's reference) is drawn, but is no setting of this
     one, so it is on no front and not counted in the title; a trial without both numbers is not drawn, and the title
     says how many."""
-    points = tune_points(trials, metric, speedup)
+    points = texts_as_typed(tune_points(trials, metric, speedup))
     families = list(dict.fromkeys(points["family"]))
     # a stopped trial: full depth's grey, hollow
     colors = [COLORS.get(f, COLORS["full"])[0] for f in families]

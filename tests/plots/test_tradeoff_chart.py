@@ -265,3 +265,20 @@ def test_rows_without_a_value_in_the_colours_column_are_a_series_of_their_own():
     drawn = pd.DataFrame(chart.to_dict()["datasets"][points["data"]["name"]])
     domain = points["encoding"]["color"]["scale"]["domain"]
     assert len(drawn) == 3 and set(drawn["calm_measure"]) <= set(domain) == {NO_SERIES, "softmax", "state"}
+
+
+def test_a_files_direction_control_shows_as_its_code_point_in_the_legend_and_tooltips():
+    """A hand-edited sweep whose mode was U+202E + 'evil' read 'live' in the Trade-offs legend: Vega draws text as
+    it is, so a direction control turned it backwards. Every text a chart carries (series, tooltips) has it as its
+    code point; the tune chart's too."""
+    from skipcore.plots.tune import tune_chart
+    from tests.plots.test_tune_chart import trials
+
+    table = sweep_like().assign(policy=["static", "\u202eevil", "static"], note="a\u2067b")
+    spec = str(plots.tradeoff_chart(table, "layer_speedup", "bleu", tooltip=["note"]).to_dict())
+    assert "\u202e" not in spec and "\u2067" not in spec
+    assert "⟨U+202E⟩evil" in spec and "a⟨U+2067⟩b" in spec
+    table = trials().assign(tune_label=["full", "\u202eevil", "b", "c"])
+    spec = str(tune_chart(table, "bleu", "layer_speedup").to_dict())
+    assert "⟨U+202E⟩evil" in spec
+    assert "\u202e" not in spec
