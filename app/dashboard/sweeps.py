@@ -247,9 +247,19 @@ def check_sweep(df: pd.DataFrame) -> str | None:
     if "batch_size" in df:
         given = df["batch_size"].dropna()
         sizes = pd.to_numeric(given, errors="coerce")
-        odd = given[sizes.isna() | (sizes % 1 != 0) | (sizes < 1)]
+        # a count past 2**53 is no whole number a float holds: a hand-edited table's, never a sweep's
+        odd = given[sizes.isna() | (sizes % 1 != 0) | (sizes < 1) | (sizes > 2**53)]
         if len(odd):
             return f"its batch_size column holds values that are not batch sizes ({odd.iloc[0]})"
+        if "num_examples" in df:  # a sweep's batch is at most the rows it scores (fitted down, and named so)
+            examples = pd.to_numeric(df.loc[given.index, "num_examples"], errors="coerce")
+            over = sizes > examples
+            if over.any():
+                i = over.idxmax()
+                return (
+                    f"a row of its runs batches of {sizes[i]:.0f} over {examples[i]:.0f} examples "
+                    "(batch_size, num_examples): a sweep's batch is at most the examples it scores"
+                )
     if not quality_columns(df) and not numeric_columns(df):
         return "the sweep has no numeric columns"
     theoretical, measured = speedup_columns(df)

@@ -464,6 +464,15 @@ def test_a_sweep_scored_at_one_batch_size_opens_where_it_can_be_drawn(model_dir)
     assert not at.exception and any(
         "batch_size column holds values that are not batch sizes (8.5)" in e.value for e in at.error
     )
+    # a batch of 10^18 (hand-edited) opened the page on it, every other row hidden behind the batch control
+    huge = table.assign(batch_size=table["batch_size"].astype(float), num_examples=20)
+    huge.loc[huge.index[0], "batch_size"] = 1e18
+    at = upload(open_app("tradeoffs"), huge)
+    assert not at.exception and any("not batch sizes (1e+18)" in e.value for e in at.error), at.error
+    huge.loc[huge.index[0], "batch_size"] = 64.0
+    at = upload(open_app("tradeoffs"), huge)
+    said = [e.value for e in at.error]
+    assert any("runs batches of 64 over 20 examples" in e for e in said), said
 
 
 def test_a_tunes_trials_table_leaves_its_stopped_trials_off_the_front(model_dir):
