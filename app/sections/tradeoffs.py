@@ -94,7 +94,8 @@ def uploaded_sweep() -> pd.DataFrame | None:
     upload = views.kept_upload(
         "Sweep file (.parquet, .csv, .jsonl)", ["parquet", "csv", "jsonl"], "to_upload"
     )
-    if upload is None:
+    if upload is None:  # a file refused below is said alone, not beside this as if none had come
+        st.info("Upload a sweep table: one row per setting, quality and speedup columns.")
         return None
     try:
         return read_uploaded_table(*upload, max_upload_bytes())
@@ -461,8 +462,6 @@ def main() -> None:
     source = st.radio("Sweep", options, horizontal=True, key="to_source", **KEEP)
     df = {SHIPPED: shipped_sweep, UPLOAD: uploaded_sweep, RUN: small_sweep}[source]()
     if df is None:
-        if source == UPLOAD:
-            st.info("Upload a sweep table: one row per setting, quality and speedup columns.")
         return
     draw(df)
 

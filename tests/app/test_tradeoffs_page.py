@@ -636,3 +636,17 @@ def test_an_uploaded_sweep_is_held_to_what_a_run_can_make_and_to_the_sweeps_timi
     assert_clean(at)
     warned = " ".join(w.value for w in at.warning)
     assert "Values no run can make are left out" in warned and "the file did not flag" in warned, warned
+
+
+def test_a_file_that_cannot_be_read_is_said_alone(model_dir):
+    """An empty or garbage file was said in one line, then the page also asked for a sweep table as if none had
+    been uploaded. Before any upload the page asks for one."""
+    at = open_app("tradeoffs")
+    by_key(at.radio, "to_source").set_value("Upload a sweep file").run()
+    assert [i.value for i in at.info] == [
+        "Upload a sweep table: one row per setting, quality and speedup columns."
+    ]
+    by_key(at.get("file_uploader"), "to_upload").set_value(
+        ("sweep.csv", b"\x00\x01garbage", "text/csv")
+    ).run()
+    assert not at.exception and len(at.error) == 1 and not at.info, ([e.value for e in at.error], at.info)
