@@ -283,3 +283,19 @@ def test_slot_accuracy_counts_names_and_landmarks_verbatim():
     assert (
         slot_accuracy(["Input: x"], ["y"])["slot_name"] != slot_accuracy(["Input: x"], ["y"])["slot_name"]
     )  # NaN
+
+
+def test_scoring_rouge_leaves_the_root_logger_to_the_user() -> None:
+    """ROUGE's scorer said 'Using default tokenizer' through absl's logging, whose first line set up the root
+    logger: a user's own `logging.basicConfig(level=INFO)` after it did nothing. In a process of its own (pytest
+    keeps handlers on the root logger)."""
+    code = (
+        "import logging\n"
+        "from skipcore.metrics import score_texts\n"
+        "score_texts(['a b c'], [['a b d']], metrics=('rouge',))\n"
+        "assert not logging.getLogger().handlers, logging.getLogger().handlers\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "assert logging.getLogger().level == logging.INFO\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -6,7 +6,7 @@ self-contained: no imports from ``skipcore`` and no sibling files.
 
 import datasets
 import evaluate
-from rouge_score import rouge_scorer
+from rouge_score import rouge_scorer, tokenizers
 
 _DESCRIPTION = """\
 ROUGE F-measures from Google's rouge-score package, x100. With several references, each prediction takes, per
@@ -72,7 +72,10 @@ class SkipRouge(evaluate.Metric):
                     f"prediction {i} has an empty reference list; every prediction needs >= 1 reference"
                 )
         rouge_types = list(rouge_types)
-        scorer = rouge_scorer.RougeScorer(rouge_types, use_stemmer=use_stemmer)
+        # its default tokenizer, given: made by the scorer, it says so through absl's logging, whose first line
+        # sets up the root logger (a user's own logging.basicConfig then did nothing)
+        tokenizer = tokenizers.DefaultTokenizer(use_stemmer)
+        scorer = rouge_scorer.RougeScorer(rouge_types, use_stemmer=use_stemmer, tokenizer=tokenizer)
         totals = dict.fromkeys(rouge_types, 0.0)
         for prediction, refs in zip(predictions, references, strict=True):
             best = scorer.score_multi(list(refs), prediction)
