@@ -173,7 +173,7 @@ def _check_header(header: GgufHeader, label: str) -> None:
     """What the header alone shows a conversion could not make a whole model of: an architecture skipcore does
     not run, layers other than those it declares (transformers would initialise the missing ones at random and
     drop the extra ones without a word), a vocabulary with no tokenizer kind (read as SentencePiece whatever it
-    is: every other word unknown)."""
+    is: every other word unknown) or a BPE one without its merges."""
     from skipcore.adapters import check_supported
 
     try:
@@ -185,7 +185,9 @@ def _check_header(header: GgufHeader, label: str) -> None:
     held = sorted({int(m.group(1)) for name in header.tensor_names if (m := re.match(r"blk\.(\d+)\.", name))})
     if isinstance(declared, int) and held != list(range(declared)):
         holds = (
-            f"layers {held[0]}-{held[-1]}" if held == list(range(held[0], held[-1] + 1)) else _layers(held)
+            f"layers {held[0]}-{held[-1]}"
+            if len(held) > 1 and held == list(range(held[0], held[-1] + 1))
+            else _layers(held)
         )
         raise ModelError(
             f"{label}: its header declares {declared} layer{'s' * (declared != 1)} ({arch}.block_count), and its "
@@ -199,9 +201,8 @@ def _check_header(header: GgufHeader, label: str) -> None:
             f"{label}: its header has a vocabulary but does not name its tokenizer's kind (tokenizer.ggml.model, "
             "such as gpt2 or llama), which a GGUF file must"
         )
-    if kind == "gpt2" and not fields.get(
-        "tokenizer.ggml.merges"
-    ):  # absent, or none in it  # transformers: "... for a LLaMa tokenizer"
+    # a BPE vocabulary without merges, absent or none in it (transformers: "... for a LLaMa tokenizer")
+    if kind == "gpt2" and not fields.get("tokenizer.ggml.merges"):
         raise ModelError(f"{label}: its header's gpt2 (BPE) tokenizer has no merges (tokenizer.ggml.merges)")
 
 

@@ -632,3 +632,18 @@ def test_loads_at_once_in_threads_leave_transformers_logging_and_the_warning_fil
     for t in threads:
         t.join(10)
     assert hf_logging.get_verbosity() == before and list(warnings.filters) == filters
+
+
+@pytest.mark.parametrize(
+    ("held", "said"),
+    [((), "no layer"), ((0,), "layer 0"), ((0, 2), "layers 0, 2"), ((0, 1, 2), "layers 0-2")],
+)
+def test_the_layers_a_header_holds_are_said_however_few(held, said):
+    """A header of no layer tensors at all raised an IndexError in the check that says which it holds."""
+    from skipcore.models.gguf_header import GgufHeader
+
+    header = GgufHeader(
+        {"general.architecture": "llama", "llama.block_count": 4}, tuple(f"blk.{i}.x" for i in held)
+    )
+    with pytest.raises(ModelError, match=f"its tensors are those of {said}:"):
+        gguf._check_header(header, "f.gguf")
