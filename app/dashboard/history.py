@@ -35,9 +35,9 @@ def entry(
     shown: str | None = None,
     dtype: str | None = None,
 ) -> dict:
-    """One run as the figure and the table take it: `name` (what made it, which keys its style: `style_keys`), its palette
-    `family`, its `model`, the name `shown` in the legend (the name, or '#3: name' on Run history) and the `dtype`
-    it ran in (where its metadata says)."""
+    """One run as the figure and the table take it: `name` (what made it, which keys its style: `style_keys`),
+    its palette `family`, its `model`, the name `shown` in the legend (the name, or '#3: name' on Run history) and
+    the `dtype` it ran in (where its metadata says)."""
     return {
         "run": shown or name,
         "name": name,
@@ -111,8 +111,8 @@ STEPS_NOTE = (
 
 def style_keys(chosen: list[dict]) -> list[str]:
     """What each chosen run's style is kept by: its name, so a run looks the same on every page; its own label
-    ('#3: ...') where another chosen run has the same name (the same settings on other prompts or lengths, drawn
-    alike before)."""
+    ('#3: ...') where another chosen run has the same name (the same settings on other prompts or lengths,
+    drawn alike before)."""
     names = Counter(r["name"] for r in chosen)
     return [r["name"] if names[r["name"]] == 1 else r["run"] for r in chosen]
 
@@ -123,9 +123,9 @@ def families(chosen: list[dict]) -> dict[str, str]:
 
 
 def figure(chosen: list[dict], styles: Mapping[str, RunStyle] | None = None) -> go.Figure:
-    """Mean layers run per decode step of each chosen run, in its style (`styles`: by `style_keys`, the session's;
-    else each run in its family's colour), against full depth (dashed grey), one line per depth the runs have,
-    named by the models of that depth."""
+    """Mean layers run per decode step of each chosen run, in its style (`styles`: by `style_keys`, the
+    session's; else each run in its family's colour), against full depth (dashed grey), one line per depth the
+    runs have, named by the models of that depth."""
     styles = dict(styles or run_styles(families(chosen)))
     last = max(int(r["steps"]["step"].max()) for r in chosen)
     fig = go.Figure()

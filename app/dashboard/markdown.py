@@ -50,9 +50,9 @@ def code(text: str) -> str:
 
 
 def _escaped(text: str) -> str:
-    """`text` with each character that starts markup escaped, an underscore where it can start or end emphasis
-    (not inside a word: 'step_ms' stays as typed, in the page's source too), and every colon and slash where it
-    holds a shortcode (`_SHORTCODE`)."""
+    """`text` with each character that starts markup escaped, an underscore where it can start or end
+    emphasis (not inside a word: 'step_ms' stays as typed, in the page's source too), and every colon and slash
+    where it holds a shortcode (`_SHORTCODE`)."""
     marked = _MARKUP + (":/" if _SHORTCODE.search(text) else "")
     text = "".join(f"\\{c}" if c in marked else c for c in text)
     return _EMPHASIS_UNDERSCORE.sub(r"\\_", text)

@@ -177,16 +177,15 @@ def model_sidebar() -> ModelChoice:
     _follow_install(listed)
     st.sidebar.header("Model")  # h2: the sidebar is a section beside the page's h1, no level skipped
     if not _is_model_dir(default_model_dir()):
+        named = code(display_path(default_model_dir()))
+        what = (
+            f"The model {named} that {MODEL_ENV} names was not found: set it to a model folder or .gguf file, "
+            if default_set_by_user()
+            else f"The shipped model {named} was not found. Make it with `bash scripts/train_default.sh`, "
+        )
         st.sidebar.warning(
-            (
-                f"The model {code(display_path(default_model_dir()))} that {MODEL_ENV} names was not found: set it "
-                "to a model folder or .gguf file, "
-                if default_set_by_user()
-                else f"The shipped model {code(display_path(default_model_dir()))} was not found. Make it with "
-                "`bash scripts/train_default.sh`, "
-            )
-            + "or pick another model or a local model folder. The schedule designer also works on the shape of a "
-            "public model, without weights."
+            f"{what}or pick another model or a local model folder. The schedule designer also works on the shape "
+            "of a public model, without weights."
         )
     labels = list(listed)
     first = next((k for k, c in listed.items() if c.has_weights), f"{SHAPE}opt-1.3b")

@@ -36,8 +36,8 @@ def _number(value: object) -> float:
 
 def _max_new_tokens(settings: dict) -> float:
     """The new tokens a run allowed, as its settings say it: a page's own setting, or inside a sweep's or a
-    search's settings; NaN (the table's '-') where none says it. A number, so the column sorts as one (as text,
-    9 came before 30)."""
+    search's settings; NaN (the table's '-') where none says it. A number, so the column sorts as one (as
+    text, 9 came before 30)."""
     words = {name: value[0] for name, value in settings.items()}
     if "max new tokens" in words or "tokens" in words:
         said = str(words.get("max new tokens", words.get("tokens")))

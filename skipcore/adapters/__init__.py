@@ -87,9 +87,9 @@ def check_config(config) -> None:
         shown = sliding if len(sliding) <= 8 else [*sliding[:6], "...", sliding[-1]]
         layers = ", ".join(map(str, shown)) + (f" ({len(sliding)} layers)" if len(sliding) > 8 else "")
         raise UserError(
-            f"layer_types marks layer{'s' if len(sliding) > 1 else ''} {layers} sliding_attention, but the config "
-            "sets no sliding_window (or use_sliding_window is false), so those layers have no window; transformers' "
-            "own forward fails on this config too: set sliding_window, or mark them full_attention"
+            f"layer_types marks layer{'s' if len(sliding) > 1 else ''} {layers} sliding_attention, but the "
+            "config sets no sliding_window (or use_sliding_window is false), so those layers have no window; "
+            "transformers' own forward fails on this config too: set sliding_window, or mark them full_attention"
         )
     if getattr(config, "use_bidirectional_attention", False):
         raise UserError(

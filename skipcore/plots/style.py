@@ -122,9 +122,10 @@ class RunStyle:
 
 def run_styles(runs: Mapping[str, str], known: Mapping[str, RunStyle] | None = None) -> dict[str, RunStyle]:
     """Each run (its name -> its family, `skipcore.labels.run_family`) in its family's colour, with the first dash
-    and marker no other run of that family holds (every dash with a circle first, then with a square, ...). A run in `known` (the runs a session has drawn so far) keeps its style, so
-    a run looks the same in every figure and on every page, whatever order the runs come in: colour says what
-    kind of run it is (skip, exit, CALM-DEC, ..., full depth), never its place in a list."""
+    and marker no other run of that family holds (every dash with a circle first, then with a square, ...). A
+    run in `known` (the runs a session has drawn so far) keeps its style, so a run looks the same in every figure
+    and on every page, whatever order the runs come in: colour says what kind of run it is (skip, exit, CALM-DEC,
+    ..., full depth), never its place in a list."""
     known = dict(known or {})
     out = {}
     for name, family in runs.items():
