@@ -870,6 +870,12 @@ def test_the_start_line_says_a_run_trains_under_autocast(model_dirs, tmp_path, c
     assert "autocast" not in capsys.readouterr().err
 
 
+def own_data_settings(model_dirs, tmp_path, **more) -> dict:
+    """`TrainSettings`' fields for a run from Python on the tiny OPT model and four sources of a CSV of its own."""
+    data = write_mr_csv(tmp_path / "mine.csv", sources=4)
+    return {"model": str(model_dirs["opt"]), "dataset": str(data), "batch_size": 4, **more}
+
+
 def test_a_run_keeps_the_callers_accelerate_state_and_denormal_flushing(model_dirs, tmp_path):
     """A notebook's own bfloat16 `Accelerator` was switched to the run's 'no' (accelerate's state is one per
     process): it stays bfloat16, and after a bfloat16 run an `Accelerator` of its own autocast is made without
@@ -881,14 +887,7 @@ def test_a_run_keeps_the_callers_accelerate_state_and_denormal_flushing(model_di
     from skipcore.training.settings import TrainSettings
     from skipcore.training.train import _flushes_denormals, train
 
-    data = write_mr_csv(tmp_path / "mine.csv", sources=4)
-    base = {
-        "model": str(model_dirs["opt"]),
-        "dataset": str(data),
-        "steps": 1,
-        "warmup_ratio": 0.0,
-        "batch_size": 4,
-    }
+    base = own_data_settings(model_dirs, tmp_path, steps=1, warmup_ratio=0.0)
     with accelerate_state_of_its_own():  # a process of the test's own: no accelerator made yet
         mine = Accelerator(cpu=True, mixed_precision="bf16")
         train(TrainSettings(**base, out=str(tmp_path / "a")))
@@ -909,14 +908,7 @@ def test_a_run_stopped_midway_closes_its_log(model_dirs, tmp_path, monkeypatch):
     from skipcore.training.settings import TrainSettings
     from skipcore.training.train import train
 
-    data = write_mr_csv(tmp_path / "mine.csv", sources=4)
-    base = {
-        "model": str(model_dirs["opt"]),
-        "dataset": str(data),
-        "steps": 3,
-        "batch_size": 4,
-        "log_every": 1,
-    }
+    base = own_data_settings(model_dirs, tmp_path, steps=3, log_every=1)
 
     def interrupted(*args):
         raise KeyboardInterrupt
