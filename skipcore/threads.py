@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -33,16 +34,17 @@ R = TypeVar("R")
 
 def keeps_torch_threads(run: Callable[P, R]) -> Callable[P, R]:
     """`run` with torch's CPU thread count put back after it, however it ends: a run that sets its own (a sweep's,
-    a search's `threads`) left a notebook's every later call at that count."""
+    a search's `threads`) left a notebook's every later call at that count. Only where torch is loaded already:
+    the wrapper imports nothing (a command's `--help` stays instant)."""
 
     @functools.wraps(run)
     def kept(*args: P.args, **kwargs: P.kwargs) -> R:
-        import torch
-
-        before = torch.get_num_threads()
+        torch = sys.modules.get("torch")
+        before = torch.get_num_threads() if torch is not None else None
         try:
             return run(*args, **kwargs)
         finally:
-            torch.set_num_threads(before)
+            if torch is not None:
+                torch.set_num_threads(before)
 
     return kept

@@ -262,12 +262,9 @@ def schedule_of(
     from skipcore.errors import ScheduleError
     from skipcore.schedule import schedule_from_settings
 
-    # one new token has no decode step: a target is refused as `schedule_for_speedup` refuses it (a horizon of two
-    # would fit one that no step of the run takes)
-    over = max_new_tokens if max_new_tokens < 2 else speedup_over or max_new_tokens
     try:
         return schedule_from_settings(
-            num_layers, over, shape=depth.schedule, **depth.schedule_fields(),
+            num_layers, speedup_over or max_new_tokens, shape=depth.schedule, **depth.schedule_fields(),
             schedule_json=depth.schedule_json,
         )  # fmt: skip
     except ScheduleError as e:

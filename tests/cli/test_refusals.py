@@ -667,24 +667,6 @@ def test_a_data_set_that_cannot_be_read_is_said_by_dataset(capsys, tmp_path, com
     assert line.startswith(f"error: --dataset: {said.format(data=data)}"), line
 
 
-@pytest.mark.parametrize("command", ["generate", "lens"])
-def test_a_target_speedup_for_one_new_token_is_refused_as_the_library_refuses_it(capsys, tmp_path, command):
-    """`schedule_for_speedup(12, 2, 1)` refuses a target for one token (no decode step to skip); the command line
-    fitted it over a horizon of two and ran '6->6' with n/a speedups. A schedule with no target still runs."""
-    argv = [command, "--prompt", "hi", "--max-new-tokens", "1"]
-    if command == "lens":
-        argv += ["--out", str(tmp_path / "lens.parquet")]
-    said = refused(capsys, [*argv, "--target-speedup", "2"])
-    assert said == (
-        "error: --target-speedup 2x needs decode steps: one new token comes from the prompt's pass, which runs at "
-        "full depth; give two tokens or more"
-    )
-    assert not list(tmp_path.iterdir())
-    if command == "generate":
-        capsys.readouterr()
-        assert main([*argv, "--min-layers", "3", "--quiet"]) == 0
-
-
 def test_an_assistant_exit_nobody_typed_is_said_to_be_the_flags_default(capsys, tmp_path, model_dirs):
     """On a 6-layer Llama, `sweep --policies transformers` was refused 'assistant exit layer must be in [1, 5], got
     6' without naming --assistant-exits, whose default (4,6) the user never typed."""
