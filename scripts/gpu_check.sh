@@ -189,7 +189,7 @@ print('python', platform.python_version(), '| torch', torch.__version__, '| CUDA
       '| transformers', version('transformers'), '|', torch.cuda.get_device_name() if cuda else 'no CUDA device')"
 }
 export -f env_report
-stage env 60 bash -c 'env_report | tee "$OUTDIR/env.txt"'
+stage env 60 bash -o pipefail -c 'env_report | tee "$OUTDIR/env.txt"'  # its Python failing fails the stage, not tee
 
 # -- 3. imports: everything the stages import, named where missing --------------------------------------------
 IMPORTS=$(

@@ -135,8 +135,12 @@ def run_bench(args: argparse.Namespace, given: frozenset[str]) -> int:
         if done:  # the same command again with --append, after a stop: it goes on where it stopped
             notes = [*notes, f"{len(done)} of this plan's {len(plan.runs())} runs are in {out} already: not "
                      "measured again (--overwrite measures every run anew)"]  # fmt: skip
+        # what this device cannot measure too, which the results file keeps under its machine line
         for note in (
-            notes + plans.float32_notes(plan, device, dtype, args.settings) + plans.not_installed_notes(plan)
+            notes
+            + plans.float32_notes(plan, device, dtype, args.settings)
+            + plans.not_installed_notes(plan)
+            + plans.device_notes(plan, device)
         ):
             print(note, file=sys.stderr, flush=True)
         if len(done) == len(plan.runs()):

@@ -93,3 +93,18 @@ def test_a_device_fault_ends_the_fold_table_said_and_the_probe_ends_well(monkeyp
     assert first[2].strip() == "not run (the device faulted)" and len(calls) == 3
     assert [c.strip() for c in second] == ["not run (the device faulted)"] * 3
     assert "a kernel faulted the device" in out
+
+
+def test_a_step_cost_that_noise_made_negative_is_said_not_printed(monkeypatch):
+    """A step's cost is the run of 2T tokens less the run of T: on a busy machine the rehearsal printed
+    '-12.087' ms per step and a negative bandwidth, and the stage said ok. Such a row says n/a and why."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_probe", REPO / "scripts/gpu_probe.py")
+    gpu_probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_probe)
+    costs = iter([(481.0, -0.012, -0.0005), (481.0, 0.002, 0.003)])
+    monkeypatch.setattr(gpu_probe, "_step_costs", lambda *args: next(costs))
+    unfused, fused = (line.split("|")[1:-1] for line in gpu_probe.fused_profile("llama-tiny", 1, 4))
+    assert [c.strip() for c in unfused[4:7]] == ["n/a"] * 3 and "took no longer" in unfused[7], unfused
+    assert (float(fused[4]), float(fused[5])) == (2.0, 3.0)  # a cost above zero is printed as it was

@@ -113,6 +113,7 @@ def test_a_repeated_setting_runs_once_and_notes_go_to_stderr(tmp_path, capsys):
         "note: --batch-sizes names 1 more than once; each setting runs once",
         "note: --new-tokens names 4 more than once; each setting runs once",
         "note: --targets names 2 more than once; each setting runs once",
+        *json.loads(out.read_text())["notes"],  # what the CPU cannot measure, as the results file says it
         f"wrote {out} and {out.with_suffix('.md')}",
     ]
     assert "note" not in printed and "wrote" not in printed
@@ -249,6 +250,40 @@ def test_the_fused_targets_are_judged_on_the_fused_rows():
     slow = [*rows, row("skip 3x (fused)", first_run_seconds=30.0)]
     first = next(line for line in target_lines(slow) if "first runs" in line)
     assert first.startswith("- missed:") and "85.00" in first
+
+
+def test_a_target_is_never_judged_on_a_flagged_timing():
+    """The GPU check's summary said 'met: fused skip 2x-4x >= 0.95x of its FLOPs speedup (... 2.37)' of a row whose
+    timing was flagged as above its physics: a flagged value is marked *, left out of the verdict, and a target
+    with no other value is not judged. A target no timing measures (lossless tokens) is judged whatever the flag."""
+    from skipcore.evaluate.bench.summary import target_lines
+
+    implausible = (
+        "measured 4.04x is above 1.2x the batch layer speedup (2.00x): skipping layers cannot save that"
+    )
+
+    def row(setting: str, b: int = 1, **values) -> dict:
+        return {"model": "llama-1b", "new_tokens": 128, "batch_size": b, "setting": setting, **values}
+
+    def said(rows: list[dict], start: str) -> str:
+        return next(line for line in target_lines(rows) if line.split(": ", 1)[1].startswith(start))
+
+    flagged = row("skip 2x (fused)", measured_over_flops_speedup=2.37, timing_flag=implausible)
+    alone = said([flagged], "fused skip 2x-4x")
+    assert alone.startswith("- not judged, every timing flagged:") and "2.37*" in alone, alone
+    clean = row("skip 3x (fused)", b=8, measured_over_flops_speedup=0.9)
+    both = said([flagged, clean], "fused skip 2x-4x")
+    assert both.startswith("- missed:") and "2.37*" in both and "0.90" in both and "not judged on" in both, (
+        both
+    )
+    tokens = row("speculative k=2 (3x drafts)", same_tokens_as_full=1.0, timing_flag=implausible)
+    assert said([tokens], "speculative is lossless").startswith("- met:")
+    # full depth over generate(): judged on generate()'s own paired timing
+    full = [
+        row("full", tokens_per_s=400.0),
+        row("generate()", vs_full_total=0.5, timing_flag="one paired run"),
+    ]
+    assert said(full, "full depth >= 1.5x generate()").startswith("- not judged")
 
 
 def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
@@ -786,3 +821,17 @@ def test_a_tiny_cache_is_not_written_as_none():
                     if r.startswith("| opt-tiny"))  # fmt: skip
         cells.append(line.split(" | ")[-4])
     assert cells == ["0.0039", "0.0", "3.0"]
+
+
+def test_what_the_device_cannot_measure_is_said_on_stderr_too(tmp_path, capsys):
+    """The notes a results file keeps under its machine line (peak memory on CUDA only, ...) reached the file
+    alone: `--help` says notes go to stderr, and docs/gpu.md that a row run uncompiled says so."""
+    from skipcore.commands import main
+
+    out = tmp_path / "b.json"
+    argv = ["bench", "--models", "opt-tiny", "--batch-sizes", "1", "--new-tokens", "3", "--prompt-len", "4"]
+    capsys.readouterr()
+    assert main([*argv, "--settings", "full", "--repeats", "1", "--threads", "1", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    kept = json.loads(out.read_text())["notes"]
+    assert kept and all(note in err for note in kept), (kept, err)
