@@ -26,6 +26,7 @@ from skipcore.models.training_record import (
     recorded_state,
     resumed_record,
 )
+from skipcore.threads import keeps_torch_threads
 from skipcore.training.batching import data_stats, length_notes, tokenize_pairs
 from skipcore.training.checkpoint import CHECKPOINT_DIR, LOG_FILE, names_a_save_writes, own_checkpoints
 from skipcore.training.distributed import accelerate_state_of_its_own, make_accelerator, one_writer
@@ -59,6 +60,7 @@ from skipcore.training.resume import (
 from skipcore.training.settings import TrainSettings, check_resume_step, epochs_trained
 
 
+@keeps_torch_threads
 def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path:
     """Train as `settings` say, each value as `TrainSettings.check` takes it (NumPy's numbers as Python's, a path
     as its text, `~` as the home folder); returns the output folder holding the final model. `given`: the settings
@@ -79,15 +81,14 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     # the settings set, compared with their defaults as the run takes them (NumPy's counts as Python's)
     given = settings.taken().changed() if given is None else given_names(given)
     settings = settings.check()
-    before, flushed = torch.get_num_threads(), _flushes_denormals()
+    flushed = _flushes_denormals()
     if settings.threads:
-        torch.set_num_threads(settings.threads)
+        torch.set_num_threads(settings.threads)  # put back by `keeps_torch_threads`
     torch.set_flush_denormal(True)
     try:
         with accelerate_state_of_its_own():
             return _train(settings, given)
     finally:
-        torch.set_num_threads(before)
         torch.set_flush_denormal(flushed)
 
 

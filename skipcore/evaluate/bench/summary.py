@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from skipcore.evaluate.bench.plan import FUSED, FUSED_FULL
+from skipcore.evaluate.bench.results import row_flag
 from skipcore.measure.summary import interval_text, speedup_text
 
 ONE_B = ("llama-1b", "opt-1.3b")  # the 1B shapes the plan's targets speak of
@@ -126,10 +127,10 @@ def _spec(r: dict) -> str:
     return f"k={r['draft_tokens']}: {_num(r['measured_speedup_decode'])}x ({_num(r['tokens_per_full_pass'])})"
 
 
-def _timing_flag(row: dict | None) -> str:
-    """Why a row's timing cannot be believed (`timing_flag`: too few paired runs, a physically implausible ratio);
-    '' where it can."""
-    return str((row or {}).get("timing_flag") or "")
+def _flag(row: dict | None) -> str:
+    """Why a row's timing cannot be believed, as its table marks it (`results.row_flag`); '' where it can, or
+    where there is no row."""
+    return row_flag(row) if row else ""
 
 
 def _target(
@@ -138,7 +139,7 @@ def _target(
     pick: Callable[[dict], bool],
     value: Callable[[dict], float | None],
     ok,
-    flag: Callable[[dict], str] | None = _timing_flag,
+    flag: Callable[[dict], str] | None = _flag,
 ) -> str:
     """One target: 'met', 'missed', 'not judged' or 'not measured', and each row's value it was judged on. A value
     whose timing is flagged (`flag`; None for a target no timing measures) is marked * and never judged on: a
@@ -170,9 +171,11 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
     rows in the run's `dtype`)."""
     groups = _groups(rows)
 
+    def group(r: dict) -> dict[str, dict]:
+        return groups[(r["model"], r["new_tokens"], r["batch_size"])]
+
     def full_over(r: dict, setting: str) -> float | None:
-        other = groups[(r["model"], r["new_tokens"], r["batch_size"])].get(setting)
-        return _inverse(other)
+        return _inverse(group(r).get(setting))
 
     def is_1b(r: dict) -> bool:
         return r["model"] in ONE_B and r["batch_size"] == 1 and r["setting"] == "full"
@@ -191,7 +194,7 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
         return lambda r: r["model"] in ONE_B and r["batch_size"] == b and r["setting"] == FUSED_FULL
 
     def over_compiled(r: dict) -> float | None:
-        return _over_compiled(r, groups[(r["model"], r["new_tokens"], r["batch_size"])])
+        return _over_compiled(r, group(r))
 
     first_runs: dict[str, float] = {}  # model -> seconds of its fused rows' first runs (compiling, capturing)
     for r in rows:
@@ -207,7 +210,7 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
     return [
         _target(rows, "full depth >= 1.5x generate() at batch 1 on the 1B shapes", is_1b,
                 lambda r: full_over(r, "generate()"), lambda v: v >= 1.5,
-                lambda r: _timing_flag(groups[(r["model"], r["new_tokens"], r["batch_size"])].get("generate()"))),
+                lambda r: _flag(group(r).get("generate()"))),
         _target(rows, "full depth >= 60% of the memory roofline at batch 1 on the 1B shapes", is_1b,
                 lambda r: r.get("roofline_fraction"), lambda v: v >= 0.6),
         _target(rows, "static skip 2x-4x >= 0.85x of its layer speedup at batch 1 and 8", skip,
@@ -230,8 +233,7 @@ def target_lines(rows: list[dict], dtype: str | None = None) -> list[str]:
                 fused_1b(8), lambda r: r.get("roofline_fraction"), lambda v: v >= 0.5),
         _target(rows, "the fused step's full depth >= 2x compiled generate() at batch 1 on the 1B shapes",
                 fused_1b(1), over_compiled, lambda v: v >= 2.0,
-                lambda r: _timing_flag(r) or _timing_flag(
-                    groups[(r["model"], r["new_tokens"], r["batch_size"])].get("generate() static+compile"))),
+                lambda r: _flag(r) or _flag(group(r).get("generate() static+compile"))),
         _target(rows, "fused skip 2x-4x >= 0.95x of its FLOPs speedup over fused full depth at batch 1 and 8",
                 fused_skip, lambda r: r.get("measured_over_flops_speedup"), lambda v: v >= 0.95),
         _target(rows, "the fused step's first runs (compiling and capturing) under a minute per model shape",
