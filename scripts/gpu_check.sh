@@ -200,16 +200,17 @@ rehearse = sys.argv[1] == "1"
 need = {m: m for m in "torch transformers accelerate safetensors tokenizers numpy pandas pyarrow tqdm pytest".split()}
 need |= {"plotly": "plotly", "altair": "altair", "hypothesis": "hypothesis"}
 optional = {"gguf": "gguf", "peft": "peft"}
-missing = [pkg for mod, pkg in need.items() if importlib.util.find_spec(mod) is None]
+# package -> what needs it where not the plan itself: each named once, the first module that lacks it said
+missing = {pkg: "" for mod, pkg in need.items() if importlib.util.find_spec(mod) is None}
 for mod in ("skipcore.commands.bench", "skipcore.evaluate.bench.run", "skipcore.evaluate.bench.summary",
             "skipcore.policies.speculative", "skipcore.decode.static_step", "tests.conftest",
             "tests.decode.test_engine", "tests.lens.test_lens", "tests.policies.test_speculative"):
     try:
         importlib.import_module(mod)
     except ModuleNotFoundError as e:
-        missing.append(f"{e.name} (for {mod})")
+        missing.setdefault(e.name, f" (for {mod})")
 if missing:
-    sys.exit(f"missing: {', '.join(dict.fromkeys(missing))}: make their wheels here with bash scripts/gpu_wheels.sh "
+    sys.exit(f"missing: {', '.join(name + why for name, why in missing.items())}: make their wheels here with bash scripts/gpu_wheels.sh "
              "and name .gpu-wheels in the run's carry (docs/gpu.md)")
 lacking = [pkg for mod, pkg in optional.items() if importlib.util.find_spec(mod) is None]
 if lacking:
@@ -235,10 +236,11 @@ stage tests 210 "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts= -rs --dur
 
 # -- 5-9. the bench ---------------------------------------------------------------------------------------------
 BENCH=("$PYTHON" -m skipcore bench --device "$DEV" --dtype "$DTYPE" --static-steps --targets 2,3,4
-  --draft-tokens 1,2 --draft-target 3)
+  --draft-target 3)
+DRAFTS=(--draft-tokens 1,2)  # the stages with speculative rows (the bench refuses draft lengths no row uses)
 ALL=full,no-graphs,skip,speculative,generate
 # shellcheck disable=SC2086  # SMOKE is a list of flags
-stage smoke 90 "${BENCH[@]}" $SMOKE --settings $ALL --out "$OUTDIR/smoke.json" --overwrite
+stage smoke 90 "${BENCH[@]}" "${DRAFTS[@]}" $SMOKE --settings $ALL --out "$OUTDIR/smoke.json" --overwrite
 RESULTS=(--out "$OUTDIR/bench_cuda.json")
 # the newest paths first, what runs six times over last: the fused step (its full depth paired with the unfused
 # step's, its skips and speculative rows, k = 1, the GPU's default, paired with fused full depth; its first runs
@@ -264,7 +266,7 @@ stage compiled 80 "${BENCH[@]}" --models "$MODELS" --batch-sizes 1 --prompt-len 
 stage reduced 200 "${BENCH[@]}" --models "$MODELS" --batch-sizes "$BATCHES" --prompt-len "$PROMPT" \
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings full,skip,generate "${RESULTS[@]}" --append
 # speculative rounds on random weights (no draft accepted: what a round costs) and full depth without graphs
-stage speculative 60 "${BENCH[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
+stage speculative 60 "${BENCH[@]}" "${DRAFTS[@]}" --models "$MODELS" --batch-sizes "${BATCHES%,*}" --prompt-len "$PROMPT" \
   --new-tokens "$SHORT" --repeats "$REPEATS" --settings speculative,no-graphs "${RESULTS[@]}" --append
 # which SDPA kernels take the fused step's folded attention layout (the step keeps cuDNN's out until one does)
 stage fold 30 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" scripts/gpu_probe.py fold

@@ -149,6 +149,23 @@ def test_a_missing_package_is_named_and_stops_the_run_before_any_bench(tmp_path)
     assert not (out / "bench_cuda.json").exists() and not (out / "smoke.json").exists()
 
 
+def test_a_python_without_torch_has_torch_named_once():
+    """The imports stage of a Python with no torch said 'missing: torch, ..., torch (for skipcore.commands.bench),
+    torch (for ...)': each package once, the first module that lacks it said only where the plan's own list does
+    not name it."""
+    script = (REPO / "scripts" / "gpu_check.sh").read_text()
+    imports = script.split("IMPORTS=$(\n  cat <<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    done = subprocess.run(  # -S: no site-packages, so none of the plan's packages is there
+        [sys.executable, "-S", "-", "1"], input=imports, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    said = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and said.startswith("missing: torch, transformers,"), said
+    names = [
+        name.split(" (for ")[0] for name in said.removeprefix("missing: ").split(": make")[0].split(", ")
+    ]
+    assert len(names) == len(set(names)) and "torch (for" not in said, said
+
+
 def test_gpu_check_needs_one_output_folder(tmp_path):
     done = gpu_check("--rehearse")
     assert (

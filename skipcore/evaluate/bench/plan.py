@@ -38,6 +38,9 @@ FLOAT32_KINDS = ("speculative-float32", "generate-float32")  # float32 beside a 
 ATTENTION_FLOAT32 = "attention-float32"  # float32 attention beside a half-precision run's own
 FUSED = " (fused)"  # a row on the fused step: its setting's name with this after it
 FUSED_FULL = "full" + FUSED
+# the fewest new tokens a speculative row drafts in: the prompt's pass makes the first, the first round's room is
+# the rest, and a round keeps at most its drafts plus one token of its own
+MIN_SPECULATIVE_TOKENS = 3
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class BenchPlan:
     repeats: int = 5
     settings: tuple[str, ...] = ("full", "skip", "generate")
     static_steps: bool = False  # fixed-shape decode steps over a static cache (CUDA graphs on a GPU)
+    # where the draft lengths are the device's default, not given: a refusal of them says so (no part of a run)
+    draft_tokens_said: str = ""
 
     def runs(self) -> list[tuple[str, int, int]]:
         """(model, new tokens, batch size) in the order they are timed."""
@@ -109,9 +114,10 @@ def plan_for(
     device = "cuda" if cuda else "cpu"
     drafts = once(draft_tokens or (), "--draft-tokens")
     asked = tuple(s.strip() for s in settings) if settings else None
+    said = ""
     if not drafts and (cuda and asked is None or SPECULATIVE_KINDS & set(asked or ())):
-        drafts = (default_draft_tokens(device, dtype),)
-        notes.append(f"note: speculative rows draft {drafts[0]} ({draft_tokens_said(device, dtype)})")
+        drafts, said = (default_draft_tokens(device, dtype),), draft_tokens_said(device, dtype)
+        notes.append(f"note: speculative rows draft {drafts[0]} ({said})")
     plan = BenchPlan(
         models=once(models or (("opt-1.3b", "llama-1b") if cuda else ("opt-125m",)), "--models"),
         batch_sizes=once(batch_sizes or ((1, 8, 32) if cuda else (1, 8)), "--batch-sizes"),
@@ -123,6 +129,7 @@ def plan_for(
         repeats=repeats,
         settings=once(asked or default_settings(cuda, static, bool(drafts)), "--settings"),
         static_steps=static,
+        draft_tokens_said=said,
     )
     return plan, notes
 
@@ -280,6 +287,11 @@ def check_plan(plan: BenchPlan, threads: int | None = None) -> None:
                 f"--settings {kind} needs static steps (on by default on CUDA; --static-steps elsewhere)"
             )
     drafting = [k for k in plan.settings if k in SPECULATIVE_KINDS]
+    if plan.draft_tokens and not drafting:  # given: a default is chosen only for speculative rows
+        raise UserError(
+            f"--draft-tokens is the speculative rows' and --settings {','.join(plan.settings)} has none: add "
+            "speculative to --settings, or leave --draft-tokens out"
+        )
     counts = {"--batch-sizes": plan.batch_sizes, "--new-tokens": plan.new_tokens, "--targets": plan.targets}
     for flag, values in {**counts, "--draft-tokens": plan.draft_tokens or (1,)}.items():
         if min(values) < 1:
@@ -328,10 +340,26 @@ def check_draft_tokens(plan: BenchPlan) -> None:
     from skipcore.policies.params import params_of
     from skipcore.policies.speculative import SpeculativePolicy
 
+    shortest = min(plan.new_tokens)
+    if shortest < MIN_SPECULATIVE_TOKENS:
+        raise UserError(
+            f"--new-tokens {shortest}: a speculative row of fewer than {MIN_SPECULATIVE_TOKENS} new tokens drafts "
+            "nothing (the prompt's pass makes the first token, and a round keeps no more tokens than are left), so "
+            f"it would time full depth under speculative's name; give --new-tokens of at least "
+            f"{MIN_SPECULATIVE_TOKENS} or leave speculative out of --settings"
+        )
     declared = next(p for p in params_of(SpeculativePolicy) if p.name == "draft_tokens")
     for k in plan.draft_tokens:
-        with said_by({"draft_tokens": "--draft-tokens", "max_new_tokens": "--new-tokens"}):
-            declared.check(k, max_new_tokens=min(plan.new_tokens))
+        try:
+            with said_by({"draft_tokens": "--draft-tokens", "max_new_tokens": "--new-tokens"}):
+                declared.check(k, max_new_tokens=shortest)
+        except UserError as e:
+            if not plan.draft_tokens_said:
+                raise
+            raise UserError(
+                f"{e}: the device's default ({plan.draft_tokens_said}), not given; give --draft-tokens {shortest} "
+                "or fewer"
+            ) from None
 
 
 def uses_real_weights(name: str) -> bool:

@@ -24,6 +24,7 @@ from skipcore.evaluate.columns import check_columns, kind_in_words, number_colum
 from skipcore.files import atomic_write, check_companion, file_digest, parse_json
 from skipcore.kernels.precision import dtype_name
 from skipcore.measure.summary import speedup_text
+from skipcore.traces.files import json_plain
 
 # what each column of a results file's rows holds (`skipcore.evaluate.columns`): the rows an --append run keeps and
 # tables with its own are checked against it before any timing, by kind and by value (the numbers a bench writes: a
@@ -45,6 +46,18 @@ ROW_COLUMNS = {
     **number_columns("measured_over_layer_speedup", "measured_over_flops_speedup", above=0),
     **number_columns("kv_fraction_of_full", "roofline_fraction", "read_roofline_fraction", at_least=0),
 }
+# the row columns a bench computes from timed seconds, NaN where nothing was timed (a row of one new token has no
+# decode step): JSON has no NaN, so the file holds null there (JavaScript's reader refuses a bare NaN) and a run that
+# adds to the file reads NaN again (its table says 'n/a' there, as the run that measured it did, not a blank)
+TIMED_COLUMNS = (
+    *(f"{k}{end}" for k in RATIOS for end in ("", "_lo", "_hi")),
+    "decode_tokens_per_s",
+    "measured_over_layer_speedup",
+    "measured_over_flops_speedup",
+    "round_over_plan",
+    "roofline_fraction",
+    "read_roofline_fraction",
+)
 # the header fields a run that adds to the file computes with (its rooflines)
 HEADER_COLUMNS = number_columns("bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s", above=0)
 
@@ -95,12 +108,12 @@ def machine_line(header: dict) -> str:
 
 
 def mib(n: int | None) -> str:
-    """Bytes in MiB for the table: one decimal, or two significant digits where that would read 0.0 of a few KiB (a
-    tiny model's cache is no empty one)."""
+    """Bytes in MiB for the table: one decimal from 1 MiB, two significant digits under it (one decimal would read
+    a tiny model's few KiB of cache as 0.0, an empty one, and 56 KiB as 0.1, nearly twice it)."""
     if n is None:
         return ""
     v = n / 2**20
-    return f"{v:.1f}" if v >= 0.05 or n == 0 else f"{v:.2g}"
+    return f"{v:.1f}" if v >= 1 or n == 0 else f"{v:.2g}"
 
 
 def format_table(rows: list[dict]) -> str:
@@ -219,7 +232,8 @@ def write_results(
     if written:
         result["previous_table_sha256"] = written[-1]
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=2)))
+    text = json.dumps(json_plain(result), indent=2, allow_nan=False)  # NaN (nothing timed) as null
+    atomic_write(out, lambda p: p.write_text(text))
     atomic_write(out.with_suffix(".md"), lambda p: p.write_bytes(table.encode()))
     written.append(digest)
 
@@ -331,7 +345,11 @@ def results_to_extend(out: Path, device: torch.device, dtype: torch.dtype) -> di
             f"--append: {out} was measured on {result.get('machine')}, this run is on {machine}: its timings "
             "would not compare (choose another --out, or the same --threads)"
         )
-    return {**result, "runs_planned": planned, "runs_measured": measured}
+    rows = [
+        {**row, **{k: math.nan for k in TIMED_COLUMNS if k in row and row[k] is None}}
+        for row in result["rows"]
+    ]
+    return {**result, "rows": rows, "runs_planned": planned, "runs_measured": measured}
 
 
 def check_kept_rows(out: Path, result: dict) -> None:

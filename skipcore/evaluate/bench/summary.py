@@ -71,19 +71,20 @@ def summary_table(rows: list[dict], dtype: str | None = None) -> str:
         specs = [r for r in specs if not r["setting"].endswith(FUSED)]
         compiled = _num(_inverse(comp)) + (" (uncompiled)" if comp and not comp.get("compiled") else "")
         peak = full.get("peak_memory_bytes") if full else None
+        graphless = by.get("full (no graphs)")
         lines.append(
             f"| {model} | {T} | {b} | {_num(full and full['tokens_per_s'], '{:.0f}')} "
-            f"| {_num(_inverse(gen))} "
-            f"| {compiled if comp else '-'} "
-            f"| {_num(_inverse(by.get('full (no graphs)'), 'measured_speedup_decode'))} "
-            f"| {_num(full and full.get('roofline_fraction'), '{:.0%}')} "
+            f"| {_num(_inverse(gen))}{_star(gen)} "
+            f"| {compiled + _star(comp) if comp else '-'} "
+            f"| {_num(_inverse(graphless, 'measured_speedup_decode'))}{_star(graphless)} "
+            f"| {_num(full and full.get('roofline_fraction'), '{:.0%}')}{_star(full)} "
             f"| {' / '.join(_skip(r) for r in skips) or '-'} "
             f"| {', '.join(_spec(r) for r in specs) or '-'} "
             f"| {_num(min(lossless) if lossless else None, '{:.0%}')} "
             f"| {_num(by.get('skip 4x', {}).get('kv_fraction_of_full'), '{:.0%}')} "
             f"| {_num(peak / 2**20 if peak else None, '{:.0f}')} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + _starred_note(rows))
 
 
 def fused_table(rows: list[dict]) -> str:
@@ -107,24 +108,41 @@ def fused_table(rows: list[dict]) -> str:
         skips = [r for r in mine if r["setting"].startswith("skip ")]
         specs = [r for r in mine if r["setting"].startswith("speculative")]
         gain = interval_text(*(fused.get(f"measured_speedup_decode{e}") for e in ("", "_lo", "_hi")))
-        roof = " / ".join(_num(r and r.get("roofline_fraction"), "{:.0%}") for r in (full, fused))
+        gain += _star(fused)
+        roof = " / ".join(_num(r and r.get("roofline_fraction"), "{:.0%}") + _star(r) for r in (full, fused))
         first = sum(r.get("first_run_seconds", 0.0) for r in mine)
         lines.append(
             f"| {model} | {T} | {b} | {_num(fused['tokens_per_s'], '{:.0f}')} | {gain} | {roof} "
-            f"| {_num(_over_compiled(fused, by))} "
+            f"| {_num(_over_compiled(fused, by))}{_star(fused) or _star(by.get('generate() static+compile'))} "
             f"| {' / '.join(_skip(r, 'measured_over_flops_speedup') for r in skips) or '-'} "
             f"| {', '.join(_spec(r) + ', ' + _num(r['same_tokens_as_full'], '{:.0%}') for r in specs) or '-'} "
             f"| {first:.0f} |"
         )
-    return "\n".join(lines) if len(lines) > 2 else ""
+    return "\n".join(lines + _starred_note(rows)) if len(lines) > 2 else ""
 
 
 def _skip(r: dict, key: str = "measured_over_layer_speedup") -> str:
-    return f"{r['setting'].removeprefix('skip ').removesuffix(FUSED)}: {_num(r.get(key))}"
+    return f"{r['setting'].removeprefix('skip ').removesuffix(FUSED)}: {_num(r.get(key))}{_star(r)}"
 
 
 def _spec(r: dict) -> str:
-    return f"k={r['draft_tokens']}: {_num(r['measured_speedup_decode'])}x ({_num(r['tokens_per_full_pass'])})"
+    said = f"{_num(r['measured_speedup_decode'])}x{_star(r)}"
+    return f"k={r['draft_tokens']}: {said} ({_num(r['tokens_per_full_pass'])})"
+
+
+def _star(row: dict | None) -> str:
+    """'*' after a value timed in a flagged row (`_flag`), as the results table and the targets mark it."""
+    return "*" if _flag(row) else ""
+
+
+def _starred_note(rows: list[dict]) -> list[str]:
+    """The line under a table that may hold a starred value: what the star means and where the reasons are."""
+    if not any(_flag(r) for r in rows):
+        return []
+    return [
+        "",
+        "A value marked * is from a flagged timing, no measurement to judge by (the results table says why).",
+    ]
 
 
 def _flag(row: dict | None) -> str:

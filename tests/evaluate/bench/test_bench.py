@@ -341,6 +341,22 @@ def test_a_plan_in_stages_adds_to_one_results_file(tmp_path, capsys):
         (["--settings", "full,fused", "--static-steps", "--targets", "40"], "--targets 40 on opt-tiny"),
         (["--draft-tokens", "0", "--settings", "speculative"], "--draft-tokens must all be >= 1, got 0"),
         (["--draft-target", "0.5", "--draft-tokens", "2"], "--draft-target must be >= 1, got 0.5"),
+        # draft lengths no row would use: ignored without a word
+        (
+            ["--settings", "full,skip", "--draft-tokens", "2"],
+            "--draft-tokens is the speculative rows' and --settings full,skip has none",
+        ),
+        # a row of two tokens drafts nothing: full depth timed under speculative's name
+        (
+            ["--settings", "speculative", "--new-tokens", "2", "--draft-tokens", "1"],
+            "--new-tokens 2: a speculative row of fewer than 3 new tokens drafts nothing",
+        ),
+        # the device's default draft length past the tokens: said as the default, not as if typed
+        (
+            ["--settings", "speculative", "--new-tokens", "3"],
+            "got 4: the device's default (the default on a CPU in float32: the shipped float32 models' best on a "
+            "CPU), not given; give --draft-tokens 3 or fewer",
+        ),
         (["--models", "no/such/folder"], "unknown bench model 'no/such/folder'"),
         # a batch no memory holds: refused by its count before any model is built (it stopped on the
         # allocator's traceback at the first batch)
@@ -816,11 +832,36 @@ def test_a_tiny_cache_is_not_written_as_none():
     from skipcore.evaluate.bench.results import format_table
 
     cells = []
-    for kv in (4096, 0, 3 * 2**20):
+    for kv in (4096, 0, 3 * 2**20, 57672, 2**19):
         line = next(r for r in format_table([bench_row("full", 3, "", kv_cache_allocated_bytes=kv)]).splitlines()
                     if r.startswith("| opt-tiny"))  # fmt: skip
         cells.append(line.split(" | ")[-4])
-    assert cells == ["0.0039", "0.0", "3.0"]
+    assert cells == ["0.0039", "0.0", "3.0", "0.055", "0.5"]
+
+
+def test_a_row_with_nothing_timed_is_written_as_json_every_reader_takes(tmp_path, capsys):
+    """One new token has no decode step: its decode ratios are NaN, which Python wrote as a bare NaN, no JSON
+    (JavaScript's reader and strict ones refuse the file). The file holds null there, and a run that adds to it
+    tables the kept row as the run that measured it did ('n/a', not a blank)."""
+
+    def strict(text: str) -> dict:
+        def refuse(word: str) -> None:
+            raise ValueError(f"{word} is no JSON")
+
+        return json.loads(text, parse_constant=refuse)
+
+    out = tmp_path / "b.json"
+    argv = ["bench", "--models", "opt-tiny", "--batch-sizes", "1", "--prompt-len", "4", "--repeats", "1"]
+    argv += ["--settings", "full", "--out", str(out)]
+    assert main([*argv, "--new-tokens", "1"]) == 0
+    (row,) = strict(out.read_text())["rows"]
+    assert row["decode_tokens_per_s"] is None and row["measured_speedup_decode"] is None
+    first = out.with_suffix(".md").read_text()
+    assert main([*argv, "--new-tokens", "1,2", "--append"]) == 0
+    rows = strict(out.read_text())["rows"]
+    assert [r["new_tokens"] for r in rows] == [1, 2] and rows[1]["measured_speedup_decode"] > 0
+    kept = next(line for line in first.splitlines() if line.startswith("| opt-tiny"))
+    assert "| n/a |" in kept and kept in out.with_suffix(".md").read_text()
 
 
 def test_what_the_device_cannot_measure_is_said_on_stderr_too(tmp_path, capsys):
@@ -835,3 +876,35 @@ def test_what_the_device_cannot_measure_is_said_on_stderr_too(tmp_path, capsys):
     err = capsys.readouterr().err
     kept = json.loads(out.read_text())["notes"]
     assert kept and all(note in err for note in kept), (kept, err)
+
+
+def test_the_summarys_tables_mark_a_flagged_timing_as_its_targets_do():
+    """The GPU check's summary marked a flagged value * in its targets but showed it bare in its tables (a 2.37x
+    skip above its physics read there as a result); each value timed in a flagged row is starred, said under the
+    table, and a clean row's are not."""
+    from skipcore.evaluate.bench.summary import fused_table, summary_table
+
+    def row(setting: str, **values) -> dict:
+        return {"model": "llama-1b", "new_tokens": 128, "batch_size": 1, "setting": setting, "tokens_per_s": 400.0,
+                "same_tokens_as_full": 1.0, **values}  # fmt: skip
+
+    flag = "measured 4.04x is above 1.2x the batch layer speedup (2.00x): skipping layers cannot save that"
+    rows = [
+        row("full", roofline_fraction=0.3),
+        row("generate()", vs_full_total=0.5, timing_flag=flag),
+        row("skip 2x", measured_over_layer_speedup=2.37, timing_flag=flag),
+        row("skip 3x", measured_over_layer_speedup=0.91),
+        row("speculative k=1", draft_tokens=1, measured_speedup_decode=1.4, tokens_per_full_pass=1.8),
+        row("full (fused)", measured_speedup_decode=1.2, measured_speedup_decode_lo=1.1,
+            measured_speedup_decode_hi=1.3, roofline_fraction=0.5, timing_flag=flag),
+        row("skip 2x (fused)", measured_over_flops_speedup=0.97),
+    ]  # fmt: skip
+    table = summary_table(rows)
+    line = next(x for x in table.splitlines() if x.startswith("| llama-1b"))
+    assert "| 2.00* |" in line and "2x: 2.37* / 3x: 0.91 |" in line and "k=1: 1.40x (1.80)" in line, line
+    assert "| 30% |" in line and "marked * is from a flagged timing" in table
+    fused = fused_table(rows)
+    line = next(x for x in fused.splitlines() if x.startswith("| llama-1b"))
+    assert "30% / 50%*" in line and "2x: 0.97 |" in line and "marked *" in fused, line
+    clean = [r for r in rows if not r.get("timing_flag")]
+    assert "*" not in summary_table(clean).replace("| model", "")
