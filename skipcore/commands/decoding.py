@@ -145,6 +145,13 @@ def with_model_defaults(settings: S, given: frozenset[str]) -> tuple[S, str]:
         raise UserError(
             f"--speedup-over must be >= 2 (the first token is the prefill), got {decoding.speedup_over}"
         )
+    if "target_speedup" in given and depth.target_speedup is not None and decoding.max_new_tokens < 2:
+        # as `schedule_for_speedup` refuses it; a model's own default target (not typed) runs such a request
+        raise UserError(
+            f"--target-speedup {depth.target_speedup:g} needs decode steps: --max-new-tokens "
+            f"{decoding.max_new_tokens} makes its one token in the prompt's pass, which runs at full depth; give "
+            "--max-new-tokens 2 or more"
+        )
     trained = decoding.trained
     kept = ("mode", "max_layers", "min_layers", "warmup_layers", "alpha", "stages", "budgets")
     fields = {k: trained[k] for k in kept} if trained else {}

@@ -573,6 +573,30 @@ def test_a_horizon_longer_than_any_output_is_refused_before_any_fit(capsys, tmp_
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("command", ["generate", "lens"])
+def test_a_typed_target_for_one_new_token_is_refused_as_the_library_refuses_it(capsys, tmp_path, command):
+    """`--max-new-tokens 1 --target-speedup 2` ran a schedule fitted over two tokens with n/a speedups, where
+    `schedule_for_speedup` refuses a target over one (no decode step to skip in). The typed target is refused; the
+    shipped skip-aware model's own default target, which nobody typed, still runs such a request."""
+    from skipcore.schedule import schedule_for_speedup
+
+    with pytest.raises(ScheduleError, match="needs decode steps"):
+        schedule_for_speedup(12, 2.0, 1)
+    argv = [command, "--prompt", "MR: name[The Eagle]\nText:", "--max-new-tokens", "1"]
+    out = (
+        ["--trace", str(tmp_path / "t.parquet")]
+        if command == "generate"
+        else ["--out", str(tmp_path / "l.parquet")]
+    )
+    said = refused(capsys, [*argv, *out, "--target-speedup", "2"])
+    assert said == (
+        "error: --target-speedup 2 needs decode steps: --max-new-tokens 1 makes its one token in the prompt's pass, "
+        "which runs at full depth; give --max-new-tokens 2 or more"
+    )
+    assert not list(tmp_path.iterdir())
+    assert main([*argv, *out]) == 0
+
+
 def test_a_value_nobody_typed_is_said_to_be_the_flags_default(capsys, tmp_path):
     """A sweep of 3 new tokens refused 'got 4' about --draft-tokens, which the command line never gave (its default
     2,4,8): a number nobody typed. Typed, the value is the user's own and no note is added."""
