@@ -73,7 +73,9 @@ def train(settings: TrainSettings, given: Collection[str] | None = None) -> Path
     CPU threads are set for the run only, and denormal floats are flushed to zero during it: small models on
     the CPU otherwise meet tiny gradients and Adam moments that make every step many times slower, for no
     difference in the result. Both are restored afterwards, as is accelerate's state (a run has its own device
-    and autocast: `accelerate_state_of_its_own`)."""
+    and autocast: `accelerate_state_of_its_own`). The random generators are not: the run seeds Python's, NumPy's and
+    torch's with `settings.seed` (accelerate's `set_seed`, as transformers' Trainer does), so draws a caller makes
+    after it follow from that seed."""
     if not isinstance(settings, TrainSettings):
         raise ArgumentTypeError(
             f"settings must be a TrainSettings, got {type(settings).__name__}", field="settings"
