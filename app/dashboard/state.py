@@ -207,10 +207,18 @@ def max_new_tokens(num_layers: int) -> int:
     return int(params(num_layers)["max_new_tokens"])
 
 
-def engine_and_schedule():
-    """The chosen model's engine and the designed schedule; stops the page with a message if either is missing."""
+def engine_and_schedule(kept: type | None = None):
+    """The chosen model's engine and the designed schedule; stops the page with a message if either is missing.
+    `kept`: the page's kind of result (`results.PageResult`): where the model cannot be loaded (a reopened run's
+    folder deleted since) and the page holds a result, (None, None) after the message, and the page shows that
+    result as kept, running nothing; its trace and texts need no model."""
     engine = get_engine(current_choice())
     if engine is None:
+        if kept is not None and kept.last() is not None:
+            st.caption(
+                "Below: this page's last result, as it was kept. Nothing can run here until a model loads."
+            )
+            return None, None
         address.stop()
     schedule, error = current_schedule(engine.num_layers)
     if schedule is None:

@@ -297,7 +297,10 @@ def work(chosen: list[str], schedule: Schedule, prompts: list[str], max_new: int
 
 def main() -> None:
     st.title("Compare policies")
-    engine, schedule = state.engine_and_schedule()
+    engine, schedule = state.engine_and_schedule(CompareResult)
+    if engine is None:  # no model to run: the page's last result as kept
+        show_result(CompareResult.last(), None)
+        return
     L = engine.num_layers
     state.publish(L)
     st.caption(
@@ -372,6 +375,11 @@ def main() -> None:
         if not refused and not too_long:
             views.what_to_do("Run all", prompts, None if chosen else "policies")
         return
+    show_result(stored, now)
+
+
+def show_result(stored: CompareResult, now: dict | None) -> None:
+    """A comparison: its costs, layers, texts, heatmaps and downloads, none of which needs the model again."""
     provenance.show(stored.settings, now, "Run all")
     for name, msg in stored.errors.items():
         st.error(f"{name}: {msg}")

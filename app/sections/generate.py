@@ -27,7 +27,7 @@ from app.dashboard.trained import (
     skip_warning,
     tokens_slider,
 )
-from skipcore import Schedule, UserError
+from skipcore import Schedule, SkipEngine, UserError
 from skipcore.measure.estimate import Decodes, learn_from_run
 
 
@@ -75,7 +75,8 @@ def run(
     GenerateResult(prompts, res.texts, res.trace, metadata, settings).kept()
 
 
-def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
+def show_result(result: GenerateResult, now: Settings | None, engine: SkipEngine | None) -> None:
+    """A result's outputs and trace; `engine` None where its model cannot be loaded (no speed ceiling drawn)."""
     st.header("Outputs")
     provenance.show(result.settings, now, "Generate")
     views.show_outputs({"prompt": result.prompts, "output": result.texts})
@@ -88,14 +89,19 @@ def show_result(result: GenerateResult, now: Settings | None, engine) -> None:
     made = Schedule.from_record(result.settings["schedule"][1])
     longest = int(trace["position"].max()) + 1  # the longest context a decode step of the run reached
     at_most = (
-        views.ceiling(engine.adapter.shapes, made, longest) if made.num_layers == engine.num_layers else None
+        views.ceiling(engine.adapter.shapes, made, longest)
+        if engine is not None and made.num_layers == engine.num_layers
+        else None
     )
     views.show_trace(trace, result.metadata, "gen", labels=result.prompts, at_most=at_most)
 
 
 def main() -> None:
     st.title("Generate and trace")
-    engine, schedule = state.engine_and_schedule()
+    engine, schedule = state.engine_and_schedule(GenerateResult)
+    if engine is None:  # no model to run: the page's last result as kept
+        show_result(GenerateResult.last(), None, None)
+        return
     L = engine.num_layers
     state.publish(L)
     st.caption(

@@ -247,7 +247,10 @@ def show_downloads(result: LensComparison) -> None:
 
 def main() -> None:
     st.title("Layer lens")
-    engine, schedule = state.engine_and_schedule()
+    engine, schedule = state.engine_and_schedule(LensComparison)
+    if engine is None:  # no model to run: the page's last result as kept
+        show_result(LensComparison.last(), None)
+        return
     L = engine.num_layers
     state.publish(L)
     st.caption(
@@ -277,6 +280,12 @@ def main() -> None:
         if not refused:  # a refusal is said above, its button off: "Press Run the lens" would contradict it
             views.what_to_do("Run the lens", prompts)
         return
+    show_result(result, now)
+
+
+def show_result(result: LensComparison, now: dict | None) -> None:
+    """A lens result: its agreement, heatmaps, per-layer figures, texts and downloads, none of which needs the
+    model again."""
     provenance.show(result.settings, now, "Run the lens")
     show_agreement(result)
     st.header("Token by layer")

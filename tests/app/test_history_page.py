@@ -562,3 +562,42 @@ def test_the_listing_tells_runs_on_other_prompts_apart(model_dir):
     listing = at.dataframe[0]
     assert "prompts" in listing.proto.column_order
     assert list(listing.value["prompts"]) == ["2 prompts: Red sea", "Blue sky over the hill"]  # one a line
+
+
+def test_a_run_whose_model_is_gone_reopens_with_what_it_kept(model_dir, tmp_path):
+    """Reopening a Generate, Compare or lens run of a local model folder deleted since stopped the page at the
+    model's error: nothing of the run showed, though its texts, trace and figures need no model. The page says why
+    it cannot run, and shows the run as it was kept."""
+    import shutil
+
+    from app.dashboard.models import LOCAL_LABEL
+
+    folder = tmp_path / "gone"
+    shutil.copytree(model_dir, folder)
+    at = open_app("generate")
+    by_key(at.selectbox, "model").set_value(LOCAL_LABEL).run()
+    by_key(at.text_input, "model_path").set_value(str(folder)).run()
+    by_key(at.slider, "gen_max_new").set_value(MAX_NEW)
+    by_key(at.button, "gen_run").click().run()
+    at.switch_page("sections/compare.py").run()
+    by_key(at.multiselect, "cmp_policies").set_value(["full depth", "skip"])
+    by_key(at.slider, "cmp_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "cmp_run").click().run()
+    at.switch_page("sections/lens.py").run()
+    by_key(at.slider, "lens_max_new").set_value(MAX_NEW).run()
+    by_key(at.button, "lens_run").click().run()
+    assert_clean(at)
+    assert "gone" in LensComparison.last(at.session_state).settings["model"][0]
+    shutil.rmtree(folder)
+    at = opened_with({}, "history")
+    for row, title, kind in ((0, "Layer lens", LensComparison), (1, "Compare policies", CompareResult),
+                             (2, "Generate and trace", GenerateResult)):  # fmt: skip
+        pick(at, row)
+        by_key(at.button, "history_reopen").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.title[0].value == title and kind.last(at.session_state) is not None
+        said = " ".join(e.value for e in [*at.info, *at.error])
+        assert "not a folder or a .gguf file" in said and str(folder) in said, said
+        assert "Nothing can run here until a model loads" in " ".join(c.value for c in at.caption)
+        assert "Outputs" in [h.value for h in at.header] and at.dataframe, title
+        at.switch_page("sections/history.py").run()
