@@ -173,6 +173,15 @@ def empty_metrics(df: pd.DataFrame) -> list[str]:
     ]
 
 
+def without_repeats(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The table with each row that repeats an earlier one in every column left out, and how many were: a file
+    joined to itself (two sweeps' tables concatenated, one of them twice) would draw each such setting twice over
+    itself and count it twice in the tables; two measurements of one setting differ in their timings, so they
+    stay. Cells are compared as text (a JSON file's lists and objects cannot be hashed)."""
+    repeats = df.astype(str).duplicated().to_numpy()
+    return (df[~repeats], int(repeats.sum())) if repeats.any() else (df, 0)
+
+
 def without_stopped_trials(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """A tune's trials table (`trials.parquet`, which this page reads as a sweep) without its trials stopped early,
     and how many they were: such a trial was scored on its first rows only, so its quality is not comparable with

@@ -258,6 +258,12 @@ def _pick(label: str, options: list[str], key: str, preferred: list[str]) -> str
 
 
 def draw(df: pd.DataFrame) -> None:
+    df, repeats = sweeps.without_repeats(df)
+    if repeats:
+        st.info(
+            f"{repeats} row{'s' if repeats > 1 else ''} repeat{'' if repeats > 1 else 's'} an earlier row in every "
+            "column (a table joined to itself?): each drawn once."
+        )
     df, stopped = sweeps.without_stopped_trials(df)
     if stopped:
         st.info(

@@ -20,6 +20,7 @@ from tests.helpers import (
     small_sweep_on_the_page,
     stale,
     sweep_frame,
+    trade_offs_of,
 )
 
 
@@ -650,3 +651,20 @@ def test_a_file_that_cannot_be_read_is_said_alone(model_dir):
         ("sweep.csv", b"\x00\x01garbage", "text/csv")
     ).run()
     assert not at.exception and len(at.error) == 1 and not at.info, ([e.value for e in at.error], at.info)
+
+
+def test_a_table_joined_to_itself_is_drawn_once_and_said(model_dir):
+    """A sweep file holding its rows twice (two tables concatenated, one of them twice) drew every point twice over
+    itself without a word; each repeated row is drawn once, and the page says how many it left out. Two
+    measurements of one setting differ in their timings and are both kept."""
+    once = sweep_frame()
+    assert not once.duplicated().any()
+    alone = trade_offs_of(once)
+    twice = trade_offs_of(pd.concat([once, once.iloc[:3]], ignore_index=True))
+    assert_clean(twice)
+    assert "3 rows repeat an earlier row in every column" in " ".join(i.value for i in twice.info)
+    specs = [[c.proto.spec for c in at.get("vega_lite_chart")] for at in (alone, twice)]
+    assert specs[0] == specs[1]
+    remeasured = once.iloc[:1].assign(wall_speedup_decode=once["wall_speedup_decode"].iloc[0] * 1.01)
+    kept = trade_offs_of(pd.concat([once, remeasured], ignore_index=True))
+    assert not any("repeat" in i.value for i in kept.info)
