@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -131,6 +132,26 @@ def parse_json(text: str | bytes, **read_as: Any) -> Any:
     except RecursionError:
         shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError("nested deeper than a JSON reader follows", shown, 0) from None
+
+
+class KeysTwice:
+    """`json.loads`' `object_pairs_hook` that notes, for each object read, the keys it holds more than once (JSON
+    readers keep the last one without a word); the line's own object is read last (`top`)."""
+
+    def __init__(self) -> None:
+        self.found: list[list[str]] = []
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) == len(keys):
+            self.found.append([])
+        else:
+            self.found.append([key for key, n in Counter(keys).items() if n > 1])
+        return dict(pairs)
+
+    @property
+    def top(self) -> list[str]:
+        return self.found[-1] if self.found else []
 
 
 def json_object(path: Path) -> dict | None:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from skipcore.errors import ArgumentTypeError, ScheduleError, UserError, quoted
-from skipcore.files import parse_json, read_text_at_most
+from skipcore.files import KeysTwice, parse_json, read_text_at_most
 from skipcore.plain_numbers import is_number, is_whole, python_number, whole_number
 
 SHAPES = ("full", "constant", "linear", "power", "step", "custom")
@@ -333,14 +333,22 @@ class Schedule:
     def read_json(cls, path: str | Path, num_layers: int | None = None) -> Schedule:
         """A schedule saved as a JSON object of its fields (the dashboard's export, `best_schedule.json`), for a
         model of `num_layers` layers where given (a file for another depth is refused)."""
+        twice = KeysTwice()
         try:
-            d = parse_json(read_text_at_most(path, SCHEDULE_FILE_BYTES))
+            d = parse_json(read_text_at_most(path, SCHEDULE_FILE_BYTES), object_pairs_hook=twice)
         except (OSError, ValueError) as e:
             raise ScheduleError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from e
         if not isinstance(d, dict):
             raise ScheduleError(
                 f"{path}: a schedule must be a JSON object of fields (as the dashboard exports), "
                 f"got a {type(d).__name__}"
+            )
+        if (
+            twice.top
+        ):  # a reader keeps the last without a word: a hand-merged file ran what its author did not read
+            raise ScheduleError(
+                f"{path}: the field {quoted(twice.top[0])} appears more than once; keep one",
+                field=twice.top[0],
             )
         layers = whole_number(d.get("num_layers"))
         if num_layers is not None:

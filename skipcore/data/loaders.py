@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from skipcore.data.example import Example, lone_surrogate_said
 from skipcore.data.prompts import TASKS
 from skipcore.errors import UserError, not_utf8, quoted
-from skipcore.files import parse_json
+from skipcore.files import KeysTwice, parse_json
 from skipcore.shipped import shipped_elsewhere
 
 
@@ -151,26 +150,6 @@ def _refuse_surrogate(text: str, where: str, field: str) -> None:
     """Refused where `text` holds a lone surrogate (a JSON escape such as `\\ud800`, half a UTF-16 pair)."""
     if (said := lone_surrogate_said(text, field)) is not None:
         raise DataFormatError(f"{where}: {said}")
-
-
-class KeysTwice:
-    """`json.loads`' `object_pairs_hook` that notes, for each object read, the keys it holds more than once (JSON
-    readers keep the last one without a word); the line's own object is read last (`top`)."""
-
-    def __init__(self) -> None:
-        self.found: list[list[str]] = []
-
-    def __call__(self, pairs: list[tuple[str, Any]]) -> dict:
-        keys = [key for key, _ in pairs]
-        if len(set(keys)) == len(keys):
-            self.found.append([])
-        else:
-            self.found.append([key for key, n in Counter(keys).items() if n > 1])
-        return dict(pairs)
-
-    @property
-    def top(self) -> list[str]:
-        return self.found[-1] if self.found else []
 
 
 def load_jsonl(

@@ -6,9 +6,8 @@ import re
 from pathlib import Path
 
 from skipcore.data.example import lone_surrogate_said
-from skipcore.data.loaders import KeysTwice
 from skipcore.errors import UserError
-from skipcore.files import parse_json, read_text_at_most
+from skipcore.files import KeysTwice, parse_json, read_text_at_most
 
 PROMPTS_FILE_BYTES = 256 * 2**20  # far more prompts than a run generates for; /dev/zero is refused, not read
 

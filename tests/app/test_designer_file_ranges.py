@@ -58,3 +58,23 @@ def test_a_value_the_files_shape_does_not_read_is_not_checked():
     assert "stages" not in values and "alpha" not in values
     with pytest.raises(UserError, match="its stages 4 is outside the designer's 2 to 3 for a 3-layer model"):
         design_values(Schedule(3, "step", "skip", 3, 2, 1, stages=4))
+
+
+def test_a_field_written_twice_is_refused_on_the_designer_and_the_command_line(model_dir, tmp_path, capsys):
+    """`{"max_layers": 5, ..., "max_layers": 3}` (a hand-merged file) loaded as 3 -> 2 without a word: JSON readers
+    keep the last value, so the schedule run was not the one its author read. Refused in one line, the design kept."""
+    from tests.helpers import refused
+
+    text = json.dumps(BASE)[:-1] + ', "max_layers": 3}'
+    at = open_app()
+    before = design(at)
+    at.file_uploader(key="design_file").set_value(("twice.json", text.encode(), "application/json")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "twice.json: the field 'max_layers' appears more than once; keep one" in errors(at), errors(at)
+    assert design(at) == before
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    said = refused(
+        capsys, ["generate", "--model", str(model_dir), "--prompt", "a", "--schedule-json", str(path)]
+    )
+    assert said.endswith("the field 'max_layers' appears more than once; keep one"), said
