@@ -293,6 +293,22 @@ def results(
     )
 
 
+def unreached_floor(schedule: Schedule, max_new_tokens: int) -> str:
+    """What a decaying design whose label names a floor its decode steps never reach over `max_new_tokens` says
+    ('power 10->2' with alpha 1 runs 10 layers at every step; a decay span past the tokens stops part way); '' where
+    the floor is reached, or the shape has none of its own to miss (constant, custom, full)."""
+    if schedule.shape not in ("linear", "power", "step") or max_new_tokens < 2:
+        return ""
+    lowest = min(schedule.budgets(max_new_tokens)[1:])  # the decode steps' (step 0 is the prompt's pass)
+    if lowest <= schedule.min_layers:
+        return ""
+    how = "an alpha below 1" if schedule.shape == "power" and schedule.alpha >= 1 else "a shorter decay span"
+    return (
+        f"Over its {max_new_tokens} tokens this design never reaches its floor of {schedule.min_layers} layers: its "
+        f"decode steps run {lowest} layers at the fewest ({how}, or more tokens, would reach it)."
+    )
+
+
 def export(schedule: Schedule, max_new_tokens: int) -> None:
     st.header("Export")
     blob = json.dumps(schedule.to_dict(), indent=2)
@@ -351,6 +367,8 @@ def main() -> None:
         st.session_state["schedule"] = schedule.to_dict()
         st.success(f"Schedule: **{schedule.describe()}**, used by {USED_BY}.")
         skip_warning(choice, schedule.shape != "full")
+        if floor := unreached_floor(schedule, int(values["max_new_tokens"])):
+            st.caption(f":material/info: {floor}")
         note = full_depth_note(choice) if schedule.shape == "full" else None
         if note:
             st.info(note, icon=":material/school:")

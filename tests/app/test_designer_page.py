@@ -491,3 +491,41 @@ def test_the_kv_element_size_follows_the_precision_the_model_runs_in(model_dir):
     assert size(full) == pytest.approx(2 * size(half), rel=0.02), (full, half)
     assert kv({"dtype": "bfloat16", "kv_dtype": "float32 (4 bytes)"}) == full
     assert kv({"dtype": "float32", "kv_dtype": as_run}) == full
+
+
+@pytest.mark.parametrize(
+    "params, floor",
+    [
+        (
+            {"shape": "power", "alpha": "1.0", "max_layers": "5", "min_layers": "2"},
+            "its decode steps run 5 layers",
+        ),
+        (
+            {
+                "shape": "linear",
+                "default_span": "false",
+                "decay_span": "512",
+                "max_layers": "5",
+                "min_layers": "2",
+            },
+            "a shorter decay span",
+        ),
+        ({"shape": "linear", "max_layers": "5", "min_layers": "2"}, None),
+    ],
+)
+def test_a_design_that_never_reaches_its_floor_says_so(model_dir, params, floor):
+    """'power 5->2 (alpha 1)' runs 5 layers at every step (n(s) = max * alpha^(s-1)), and a decay span past the
+    tokens stops part way: the label names a floor the run never reaches, said nowhere. A design that reaches it
+    says nothing more."""
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    assert_clean(at)
+    sch = Schedule.from_dict(at.session_state["schedule"])
+    lowest = min(sch.budgets(int(at.session_state["max_new_tokens"]))[1:])
+    said = [c.value for c in at.caption if "never reaches its floor" in c.value]
+    if floor is None:
+        assert lowest == sch.min_layers and not said
+    else:
+        assert lowest > sch.min_layers and len(said) == 1 and floor in said[0], said
+        assert f"floor of {sch.min_layers} layers" in said[0] and f"run {lowest} layers" in said[0]
