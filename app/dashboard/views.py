@@ -337,10 +337,11 @@ def progress_text(done: int, total: int, max_new_tokens: int) -> str:
 def generated_text(trace: pd.DataFrame, prompts: int, max_new_tokens: int) -> str:
     """What a run produced, counted from its trace: tokens of rows still running, not the cap."""
     per_row = (~trace["finished"].astype(bool)).groupby(trace["sample"]).sum()
-    return (
-        f"Generated {int(per_row.sum())} tokens for {prompts} prompt{'s' if prompts != 1 else ''} "
-        f"({int(per_row.min())}-{int(per_row.max())} per prompt, at most {max_new_tokens})"
-    )
+    low, high = int(per_row.min()), int(per_row.max())
+    each = f"{low}-{high} per prompt, at most {max_new_tokens}" if low != high else f"{low} per prompt"
+    if low == high < max_new_tokens:
+        each += f" of at most {max_new_tokens}"
+    return f"Generated {int(per_row.sum())} tokens for {prompts} prompt{'s' if prompts != 1 else ''} ({each})"
 
 
 def sampling_settings(key: str) -> Sampling | None:

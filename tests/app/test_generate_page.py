@@ -374,3 +374,24 @@ def test_a_stopped_run_is_said_once_to_its_session_and_to_a_reloads_new_one(mode
     reloaded = opened_with({views.WORKING: mark}, "generate")
     (said,) = [w.value for w in reloaded.warning if "The last run did not finish" in w.value]
     assert "its tab was reloaded" in said
+
+
+def test_the_tokens_generated_are_said_as_a_range_only_where_rows_differ():
+    """'(4-4 per prompt, at most 4)' for rows of one length: said as one count, the cap only where not reached."""
+    import pandas as pd
+
+    from app.dashboard.views import generated_text
+
+    def trace(lengths: list[int], cap: int) -> pd.DataFrame:
+        rows = [(s, t >= n) for s, n in enumerate(lengths) for t in range(cap)]
+        return pd.DataFrame(rows, columns=["sample", "finished"])
+
+    assert generated_text(trace([4, 4], 4), 2, 4) == "Generated 8 tokens for 2 prompts (4 per prompt)"
+    assert (
+        generated_text(trace([3, 3], 4), 2, 4)
+        == "Generated 6 tokens for 2 prompts (3 per prompt of at most 4)"
+    )
+    assert (
+        generated_text(trace([2, 4], 4), 2, 4)
+        == "Generated 6 tokens for 2 prompts (2-4 per prompt, at most 4)"
+    )
