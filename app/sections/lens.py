@@ -156,6 +156,9 @@ def show_agreement(result: LensComparison) -> None:
     c[1].metric("Decode tokens" if not fed else "Full depth's decode tokens", f"{a.tokens}")
     c[2].metric("Layer speedup", speedup_text(s["layer_speedup"]), help="of the schedule's path shown below")
     c[3].metric("Mean layers run", f"{s['mean_layers_run']:.1f} of {path.num_layers}")
+    if not a.tokens:  # an empty chart with a made-up axis said nothing
+        st.caption("No decode step to agree on: one new token is the prompt's pass. Generate two or more.")
+        return
     name = names(result)["path"]
     fig = agreement_figure({name: a}, colors=colors(result))
     figures.show(fig, "lens_agreement", "lens-agreement", run=name)

@@ -92,13 +92,16 @@ def test_lens_page_on_the_schedules_own_decode(lens_page):
 
 
 def test_a_lens_of_one_new_token_has_no_agreement_to_show(lens_page):
-    """One new token is the prefill's: no decode step to agree on, said as n/a (it showed 'nan%')."""
+    """One new token is the prefill's: no decode step to agree on, said as n/a (it showed 'nan%'), and said in place
+    of the agreement chart (drawn empty, on an axis of -1 to 6)."""
     at = lens_page
     by_key(at.slider, "lens_max_new").set_value(1)
     by_key(at.button, "lens_run").click().run()
     assert_clean(at)
     shown = {m.label: m.value for m in at.metric}
     assert shown["Agreement with full depth"] == "n/a" and shown["Decode tokens"] == "0"
+    assert "No decode step to agree on" in " ".join(c.value for c in at.caption)
+    assert not any(c.key and "lens_agreement" in c.key for c in at.get("plotly_chart"))
 
 
 def test_an_instruct_models_lens_tables_say_the_prompts_went_in_its_template(
