@@ -84,7 +84,7 @@ def summary_table(rows: list[dict], dtype: str | None = None) -> str:
             f"| {_num(by.get('skip 4x', {}).get('kv_fraction_of_full'), '{:.0%}')} "
             f"| {_num(peak / 2**20 if peak else None, '{:.0f}')} |"
         )
-    return "\n".join(lines + _starred_note(rows))
+    return "\n".join(lines + _starred_note(lines))
 
 
 def fused_table(rows: list[dict]) -> str:
@@ -118,7 +118,7 @@ def fused_table(rows: list[dict]) -> str:
             f"| {', '.join(_spec(r) + ', ' + _num(r['same_tokens_as_full'], '{:.0%}') for r in specs) or '-'} "
             f"| {first:.0f} |"
         )
-    return "\n".join(lines + _starred_note(rows)) if len(lines) > 2 else ""
+    return "\n".join(lines + _starred_note(lines)) if len(lines) > 2 else ""
 
 
 def _skip(r: dict, key: str = "measured_over_layer_speedup") -> str:
@@ -135,9 +135,10 @@ def _star(row: dict | None) -> str:
     return "*" if _flag(row) else ""
 
 
-def _starred_note(rows: list[dict]) -> list[str]:
-    """The line under a table that may hold a starred value: what the star means and where the reasons are."""
-    if not any(_flag(r) for r in rows):
+def _starred_note(lines: list[str]) -> list[str]:
+    """The line under a table (`lines`, its header first) that holds a starred value: what the star means and where
+    the reasons are."""
+    if not any("*" in line for line in lines[2:]):
         return []
     return [
         "",

@@ -908,3 +908,7 @@ def test_the_summarys_tables_mark_a_flagged_timing_as_its_targets_do():
     assert "30% / 50%*" in line and "2x: 0.97 |" in line and "marked *" in fused, line
     clean = [r for r in rows if not r.get("timing_flag")]
     assert "*" not in summary_table(clean).replace("| model", "")
+    # a table that shows none of the flagged rows' values says nothing of a star it does not hold
+    unfused_flagged = [{**r, "timing_flag": ""} if r["setting"] == "full (fused)" else r for r in rows]
+    fused = fused_table(unfused_flagged)
+    assert "2x: 0.97 |" in fused and "*" not in fused, fused
